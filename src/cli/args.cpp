@@ -1,0 +1,84 @@
+// Args implementation.
+#include "cli/args.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <sstream>
+
+namespace beam::cli {
+
+Expected<Args> Args::parse(int argc, char** argv, const std::set<std::string>& flags,
+                           const std::set<std::string>& bool_flags) {
+  Args a;
+  for (int i = 0; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s.rfind("--", 0) != 0) return make_error("unexpected argument '" + s + "'");
+    std::string key = s.substr(2), value;
+    bool has_value = false;
+    if (auto eq = key.find('='); eq != std::string::npos) {
+      value = key.substr(eq + 1);
+      key = key.substr(0, eq);
+      has_value = true;
+    }
+    if (!flags.count(key) && !bool_flags.count(key)) return make_error("unknown flag --" + key);
+    if (bool_flags.count(key)) {
+      a.values_[key] = has_value ? value : "true";
+      continue;
+    }
+    if (!has_value) {
+      if (i + 1 >= argc) return make_error("flag --" + key + " needs a value");
+      value = argv[++i];
+    }
+    a.values_[key] = value;
+  }
+  return a;
+}
+
+std::optional<std::string> Args::get(const std::string& key) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string Args::get_or(const std::string& key, const std::string& fallback) const {
+  auto v = get(key);
+  return v ? *v : fallback;
+}
+
+Expected<int64_t> Args::get_int(const std::string& key, int64_t fallback) const {
+  auto v = get(key);
+  if (!v) return fallback;
+  errno = 0;
+  char* end = nullptr;
+  long long x = std::strtoll(v->c_str(), &end, 10);
+  if (errno || end == v->c_str() || *end) return make_error("--" + key + ": not an integer: '" + *v + "'");
+  return static_cast<int64_t>(x);
+}
+
+Expected<double> Args::get_double(const std::string& key, double fallback) const {
+  auto v = get(key);
+  if (!v) return fallback;
+  errno = 0;
+  char* end = nullptr;
+  double x = std::strtod(v->c_str(), &end);
+  if (errno || end == v->c_str() || *end) return make_error("--" + key + ": not a number: '" + *v + "'");
+  return x;
+}
+
+Expected<std::vector<int64_t>> Args::parse_int_list(const std::string& key,
+                                                    const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream ss(text);
+  std::string tok;
+  while (std::getline(ss, tok, ',')) {
+    errno = 0;
+    char* end = nullptr;
+    long long x = std::strtoll(tok.c_str(), &end, 10);
+    if (tok.empty() || errno || *end) return make_error("--" + key + ": bad integer '" + tok + "'");
+    out.push_back(x);
+  }
+  if (out.empty()) return make_error("--" + key + ": empty list");
+  return out;
+}
+
+}  // namespace beam::cli

@@ -1,0 +1,35 @@
+// Command-line flags: "--key value", "--key=value" and bare "--flag"; unknown flags are errors.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace beam::cli {
+
+class Args {
+ public:
+  // Parses argv after the subcommand. `flags` lists every accepted key; `bool_flags` those that
+  // take no value.
+  static Expected<Args> parse(int argc, char** argv, const std::set<std::string>& flags,
+                              const std::set<std::string>& bool_flags = {});
+
+  bool has(const std::string& key) const { return values_.count(key) > 0; }
+  std::optional<std::string> get(const std::string& key) const;
+  std::string get_or(const std::string& key, const std::string& fallback) const;
+  Expected<int64_t> get_int(const std::string& key, int64_t fallback) const;
+  Expected<double> get_double(const std::string& key, double fallback) const;
+  // Parses "1,2,3" into integers.
+  static Expected<std::vector<int64_t>> parse_int_list(const std::string& key,
+                                                       const std::string& text);
+
+ private:
+  std::map<std::string, std::string> values_;
+};
+
+}  // namespace beam::cli

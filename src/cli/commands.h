@@ -1,0 +1,8 @@
+// The beamserve subcommands; each lives in cmd_<name>.cpp and returns a process exit code.
+#pragma once
+
+namespace beam::cli {
+
+// argv holds the arguments after the subcommand name.
+
+}  // namespace beam::cli

@@ -1,0 +1,37 @@
+// beamserve entry point: dispatches to a subcommand. Environment variables are read only in cli/.
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+
+#include "cli/commands.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(int, char**);
+  const char* help;
+};
+
+constexpr Command kCommands[] = {
+    {"help", nullptr, "print this list"},
+};
+
+int usage(FILE* out) {
+  std::fprintf(out, "usage: beamserve <command> [flags]\n\ncommands:\n");
+  for (const auto& c : kCommands) std::fprintf(out, "  %-14s %s\n", c.name, c.help);
+  return out == stderr ? 2 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage(stderr);
+  std::string_view name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") return usage(stdout);
+  for (const auto& c : kCommands) {
+    if (name == c.name && c.run) return c.run(argc - 2, argv + 2);
+  }
+  std::fprintf(stderr, "beamserve: unknown command '%s'\n", argv[1]);
+  return usage(stderr);
+}

@@ -1,0 +1,33 @@
+// Mixture-of-experts routing and expert computation (BEAM.md §3.10).
+#pragma once
+
+#include "kernels/api/context.h"
+
+namespace beam {
+
+struct RouterParams {
+  int64_t num_groups = 1;       // n_group: experts split into contiguous groups
+  int64_t topk_groups = 1;      // topk_group: groups kept
+  int64_t top_k = 1;            // num_experts_per_tok
+  bool norm_topk_prob = true;   // renormalise: w /= (sum(w) + 1e-20)
+  float routed_scaling_factor = 1.0f;
+};
+
+// Grouped sigmoid "noaux_tc" selection from fp32 router logits [T, E]:
+// score = sigmoid(logit); choice = score + bias; group score = sum of its top-2 choices;
+// keep the topk_groups best groups (others excluded); top_k experts by choice among kept ones;
+// weight = score (unbiased), renormalised if asked, times routed_scaling_factor.
+// bias: [E] f32; ids: [T, top_k] i32 (descending choice); weights: [T, top_k] f32.
+void moe_route(const KernelContext& ctx, const TensorView& router_logits, const TensorView& bias,
+               const RouterParams& params, const TensorView& ids, const TensorView& weights);
+
+// Routed experts with an fp32 combine: for each token t,
+//   out[t] = bf16( Σ_k weights[t,k] * f32( down_e( swiglu( gate_up_e(x[t]) ) ) ) ), e = ids[t,k]
+// where every GEMM output is rounded to bf16 as in the dense MLP.
+// x: [T, H] bf16; gate_up: [E, 2*Im, H] bf16 (gate rows then up rows); down: [E, H, Im] bf16;
+// ids, weights: [T, k] i32 / f32; out: [T, H] bf16.
+void moe_experts(const KernelContext& ctx, const TensorView& x, const TensorView& gate_up,
+                 const TensorView& down, const TensorView& ids, const TensorView& weights,
+                 const TensorView& out);
+
+}  // namespace beam
