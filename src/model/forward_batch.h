@@ -1,0 +1,52 @@
+// ForwardBatch (runtime → model) and ForwardOutput (model → runtime): one step of the forward
+// pass over several sequences, each bringing new tokens and its block tables in both KV pools.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kernels/api/attention.h"
+
+namespace beam {
+
+// One sequence's new tokens. Token i goes to logical KV slot num_cached + i and sits at
+// absolute position kv_pos0 + num_cached + i. Block tables map logical block b (slots
+// [b*block_size, (b+1)*block_size)) to a physical block of the pool: full_blocks for
+// full-attention layers, sliding_blocks for sliding-window layers (-1 where a block slid out of
+// the window and was released). Both tables must cover slot num_cached + tokens.size() - 1.
+struct SeqChunk {
+  std::span<const int32_t> tokens;
+  int64_t kv_pos0 = 0;
+  int64_t num_cached = 0;
+  std::span<const int32_t> full_blocks;
+  std::span<const int32_t> sliding_blocks;
+  bool all_logits = false;  // logits for every new token, else only for the last one
+};
+
+struct ForwardBatch {
+  std::vector<SeqChunk> seqs;
+  bool capture_routing = false;  // fill ForwardOutput::routed_experts
+};
+
+// KV memory of every layer (index = layer): full-attention layers point into the full pool's
+// storage, sliding layers into the sliding pool's; one block_size for both pools.
+struct KvLayers {
+  std::vector<PagedKv> layers;
+};
+
+struct ForwardOutput {
+  // Logits rows in batch order: for each sequence, every new token (all_logits) or the last.
+  std::vector<float> logits;         // [num_rows, vocab] f32 (soft-capped)
+  std::vector<int32_t> row_seq;      // [num_rows] index into ForwardBatch::seqs
+  std::vector<int64_t> row_position; // [num_rows] absolute position of the token of that row
+  int64_t vocab_size = 0;
+  // With capture_routing: [num_sparse_layers, num_tokens, top_k] expert ids, tokens in batch order.
+  std::vector<int32_t> routed_experts;
+  int64_t num_rows() const { return vocab_size ? static_cast<int64_t>(logits.size()) / vocab_size : 0; }
+  std::span<const float> row(int64_t r) const {
+    return {logits.data() + r * vocab_size, static_cast<size_t>(vocab_size)};
+  }
+};
+
+}  // namespace beam
