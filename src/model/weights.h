@@ -1,0 +1,60 @@
+// BeamWeights: every tensor of a Beam checkpoint in the layout the forward pass reads, with
+// per-expert tensors fused and the attention projections packed, validated against BeamConfig.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "model/config.h"
+
+namespace beam {
+
+struct AttentionWeights {
+  TensorView qkvg;        // [Nq*D + 2*Nkv*D + Nq*D, H] bf16: rows q, then k, then v, then gate
+  TensorView gate_bias;   // [Nq] bf16, per-head output-gate bias
+  TensorView q_norm;      // [D] bf16
+  TensorView k_norm;      // [D] bf16
+  TensorView o_proj;      // [H, Nq*D] bf16
+};
+
+struct DenseMlpWeights {
+  TensorView gate_up;     // [2*I, H] bf16: gate rows then up rows
+  TensorView down;        // [H, I] bf16
+};
+
+struct MoeWeights {
+  TensorView router;          // [E, H] f32
+  TensorView router_bias;     // [E] f32 (e_score_correction_bias, selection only)
+  TensorView experts_gate_up; // [E, 2*Im, H] bf16: per expert gate rows then up rows
+  TensorView experts_down;    // [E, H, Im] bf16
+};
+
+struct LayerWeights {
+  TensorView input_norm;      // [H] bf16, pre-attention norm
+  TensorView post_attn_norm;  // [H] bf16, post-norm of the attention branch
+  TensorView pre_mlp_norm;    // [H] bf16 (pre_feedforward_layernorm)
+  TensorView post_mlp_norm;   // [H] bf16 (post_feedforward_layernorm)
+  AttentionWeights attn;
+  DenseMlpWeights dense;      // set when mlp_layer_types[L] == dense
+  MoeWeights moe;             // set when mlp_layer_types[L] == sparse
+};
+
+// Owns the memory the views point into (fused/converted buffers and the mapped checkpoint).
+struct BeamWeights {
+  BeamConfig config;
+  TensorView embed;       // [V, H] bf16
+  TensorView final_norm;  // [H] bf16
+  TensorView lm_head;     // [V, H] bf16 (the embedding when tie_word_embeddings)
+  std::vector<LayerWeights> layers;
+  std::vector<std::shared_ptr<void>> storage;  // keeps buffers and mappings alive
+};
+
+// Loads DIR/config.json and the safetensors checkpoint of DIR (one file or sharded through
+// model.safetensors.index.json), maps names (one alias table), checks every dtype and shape
+// against the config, rejects missing and unexpected tensors, fuses experts and packs q/k/v/gate.
+Expected<std::shared_ptr<BeamWeights>> load_beam_weights(const std::string& model_dir);
+
+}  // namespace beam
