@@ -4,5 +4,6 @@
 namespace beam::cli {
 
 // argv holds the arguments after the subcommand name.
+int cmd_forward(int argc, char** argv);
 
 }  // namespace beam::cli

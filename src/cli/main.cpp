@@ -14,6 +14,7 @@ struct Command {
 };
 
 constexpr Command kCommands[] = {
+    {"forward", beam::cli::cmd_forward, "run a forward pass and write fp32 logits (.npy)"},
     {"help", nullptr, "print this list"},
 };
 

@@ -1,0 +1,51 @@
+// `beamserve forward`: one prefill over the given tokens; writes fp32 logits [T, vocab] as .npy.
+#include <cstdio>
+#include <vector>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "core/npy.h"
+#include "core/thread_pool.h"
+#include "model/beam/beam_model.h"
+#include "model/beam/local_kv_cache.h"
+
+namespace beam::cli {
+
+int cmd_forward(int argc, char** argv) {
+  auto args = Args::parse(argc, argv, {"model", "tokens", "start-pos", "logits-out", "threads"});
+  if (!args.ok()) {
+    std::fprintf(stderr, "forward: %s\nusage: beamserve forward --model DIR --tokens 1,2,3 "
+                         "[--start-pos N] --logits-out FILE.npy\n", args.error().message.c_str());
+    return 2;
+  }
+  auto fail = [](const std::string& m) {
+    std::fprintf(stderr, "forward: %s\n", m.c_str());
+    return 1;
+  };
+  if (!args->has("model") || !args->has("tokens") || !args->has("logits-out"))
+    return fail("--model, --tokens and --logits-out are required");
+  auto start_pos = args->get_int("start-pos", 0);
+  auto threads = args->get_int("threads", 0);
+  if (!start_pos.ok()) return fail(start_pos.error().message);
+  if (!threads.ok()) return fail(threads.error().message);
+  if (*start_pos < 0) return fail("--start-pos must be >= 0");
+  auto ids = Args::parse_int_list("tokens", *args->get("tokens"));
+  if (!ids.ok()) return fail(ids.error().message);
+  auto weights = load_beam_weights(*args->get("model"));
+  if (!weights.ok()) return fail(weights.error().message);
+
+  std::vector<int32_t> tokens(ids->begin(), ids->end());
+  int64_t T = static_cast<int64_t>(tokens.size());
+  ThreadPool pool(static_cast<int>(*threads));
+  BeamModel model(*weights, KernelContext{Device::kCpu, &pool});
+  LocalKvCache kv(model.config(), 1, T);
+  ForwardBatch batch;
+  batch.seqs.push_back(SeqChunk{tokens, *start_pos, 0, kv.block_table(0), kv.block_table(0), true});
+  ForwardOutput out;
+  if (auto st = model.forward(batch, kv.layers(), out); !st.ok()) return fail(st.error().message);
+  auto st = write_npy_f32(*args->get("logits-out"), {T, out.vocab_size}, out.logits.data());
+  if (!st.ok()) return fail(st.error().message);
+  return 0;
+}
+
+}  // namespace beam::cli

@@ -1,0 +1,251 @@
+// BeamModel::forward — BEAM.md §3 layer by layer. Every rounding point lives in the kernels; this
+// file only sequences them and builds the batch metadata (positions, KV slots, block tables).
+#include "model/beam/beam_model.h"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "core/bf16.h"
+#include "kernels/api/activation.h"
+#include "kernels/api/attention.h"
+#include "kernels/api/gemm.h"
+#include "kernels/api/moe.h"
+#include "kernels/api/norm.h"
+#include "kernels/api/rope.h"
+
+namespace beam {
+namespace {
+
+// Depth-scaled residual coefficients (BEAM.md §3.8): c = 1/sqrt(idx), r = sqrt((idx-1)/idx).
+struct DepthScale {
+  float r;
+  float c;
+};
+
+DepthScale depth_scale(int64_t idx) {
+  double d = static_cast<double>(idx);
+  return {static_cast<float>(std::sqrt((d - 1.0) / d)), static_cast<float>(1.0 / std::sqrt(d))};
+}
+
+int64_t pool_blocks(const PagedKv& kv) { return kv.k.dim(0); }
+
+// Checks that every block a query of this chunk can read or write is mapped and in range.
+Status check_table(const std::string& pool, size_t seq_index, std::span<const int32_t> table,
+                   int64_t first_slot, int64_t end_slot, int64_t block_size, int64_t num_blocks) {
+  int64_t need_blocks = (end_slot + block_size - 1) / block_size;
+  if (static_cast<int64_t>(table.size()) < need_blocks)
+    return make_error("sequence " + std::to_string(seq_index) + ": " + pool + " block table has " +
+                      std::to_string(table.size()) + " blocks, needs " + std::to_string(need_blocks));
+  for (int64_t b = first_slot / block_size; b < need_blocks; ++b) {
+    if (table[b] < 0 || table[b] >= num_blocks)
+      return make_error("sequence " + std::to_string(seq_index) + ": " + pool + " block " +
+                        std::to_string(b) + " maps to " + std::to_string(table[b]) +
+                        ", outside the pool of " + std::to_string(num_blocks) + " blocks");
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+BeamModel::BeamModel(std::shared_ptr<const BeamWeights> weights, KernelContext ctx)
+    : weights_(std::move(weights)), ctx_(ctx) {}
+
+Status BeamModel::validate(const ForwardBatch& batch, const KvLayers& kv) const {
+  const BeamConfig& cfg = config();
+  if (static_cast<int64_t>(kv.layers.size()) != cfg.num_layers)
+    return make_error("KV cache has " + std::to_string(kv.layers.size()) + " layers, model has " +
+                      std::to_string(cfg.num_layers));
+  if (batch.seqs.empty()) return make_error("empty batch");
+  int64_t bs = kv.layers[0].block_size;
+  int64_t full_blocks = -1, sliding_blocks = -1;
+  for (int64_t l = 0; l < cfg.num_layers; ++l) {
+    int64_t& n = cfg.layer_types[l] == AttentionKind::kFull ? full_blocks : sliding_blocks;
+    n = pool_blocks(kv.layers[l]);
+  }
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const SeqChunk& s = batch.seqs[i];
+    std::string who = "sequence " + std::to_string(i);
+    if (s.tokens.empty()) return make_error(who + ": no tokens");
+    if (s.kv_pos0 < 0 || s.num_cached < 0) return make_error(who + ": negative position");
+    for (int32_t t : s.tokens)
+      if (t < 0 || t >= cfg.vocab_size)
+        return make_error(who + ": token id " + std::to_string(t) + " outside the vocabulary of " +
+                          std::to_string(cfg.vocab_size));
+    int64_t end = s.num_cached + static_cast<int64_t>(s.tokens.size());
+    if (full_blocks >= 0) BEAM_RETURN_IF_ERROR(check_table("full", i, s.full_blocks, 0, end, bs, full_blocks));
+    if (sliding_blocks >= 0) {
+      int64_t first_visible = std::max<int64_t>(0, s.num_cached - (cfg.sliding_window - 1));
+      BEAM_RETURN_IF_ERROR(
+          check_table("sliding", i, s.sliding_blocks, first_visible, end, bs, sliding_blocks));
+    }
+  }
+  return ok_status();
+}
+
+void BeamModel::prepare_step(const ForwardBatch& batch, int64_t block_size) {
+  Workspace& w = ws_;
+  w.token_ids.clear();
+  w.positions.clear();
+  w.full_slots.clear();
+  w.sliding_slots.clear();
+  w.full_seqs.clear();
+  w.sliding_seqs.clear();
+  w.logit_rows.clear();
+  auto slot = [block_size](std::span<const int32_t> table, int64_t j) -> int64_t {
+    if (table.empty()) return -1;
+    return static_cast<int64_t>(table[j / block_size]) * block_size + j % block_size;
+  };
+  for (const SeqChunk& s : batch.seqs) {
+    int64_t begin = static_cast<int64_t>(w.token_ids.size());
+    int64_t n = static_cast<int64_t>(s.tokens.size());
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t j = s.num_cached + i;
+      w.token_ids.push_back(s.tokens[i]);
+      w.positions.push_back(s.kv_pos0 + j);
+      w.full_slots.push_back(slot(s.full_blocks, j));
+      w.sliding_slots.push_back(slot(s.sliding_blocks, j));
+      if (s.all_logits || i == n - 1) w.logit_rows.push_back(begin + i);
+    }
+    AttentionSeq a{begin, n, s.kv_pos0 + s.num_cached, s.kv_pos0, s.num_cached + n, s.full_blocks};
+    w.full_seqs.push_back(a);
+    a.block_table = s.sliding_blocks;
+    w.sliding_seqs.push_back(a);
+  }
+}
+
+Status BeamModel::forward(const ForwardBatch& batch, const KvLayers& kv, ForwardOutput& out) {
+  BEAM_RETURN_IF_ERROR(validate(batch, kv));
+  const BeamConfig& cfg = config();
+  prepare_step(batch, kv.layers[0].block_size);
+  int64_t T = static_cast<int64_t>(ws_.token_ids.size());
+  int64_t H = cfg.hidden_size;
+
+  TensorView residual = ws_.residual.view(DType::kBF16, {T, H});
+  embedding(ctx_, weights_->embed, ws_.ids_view(), residual);
+
+  out.routed_experts.clear();
+  int64_t sparse_index = 0;
+  for (int64_t l = 0; l < cfg.num_layers; ++l) {
+    attention_block(l, kv, T);
+    bool sparse = cfg.mlp_layer_types[l] == MlpKind::kSparse;
+    mlp_block(l, T, sparse_index, batch.capture_routing);
+    if (sparse && batch.capture_routing) {
+      const int32_t* ids = ws_.expert_ids.view(DType::kI32, {T, cfg.num_experts_per_tok}).as<int32_t>();
+      out.routed_experts.insert(out.routed_experts.end(), ids, ids + T * cfg.num_experts_per_tok);
+    }
+    if (sparse) ++sparse_index;
+  }
+  compute_logits(batch, T, out);
+  return ok_status();
+}
+
+void BeamModel::attention_block(int64_t l, const KvLayers& kv, int64_t T) {
+  const BeamConfig& cfg = config();
+  const LayerWeights& lw = weights_->layers[l];
+  const int64_t H = cfg.hidden_size, Nq = cfg.num_heads, Nkv = cfg.num_kv_heads, D = cfg.head_dim;
+  const bool sliding = cfg.layer_types[l] == AttentionKind::kSliding;
+
+  TensorView residual = ws_.residual.view(DType::kBF16, {T, H});
+  TensorView x = ws_.x.view(DType::kBF16, {T, H});
+  rms_norm(ctx_, residual, lw.input_norm, cfg.rms_norm_eps, x);
+
+  // q, k, v and the gate share the input x; their weights are row ranges of the packed qkvg.
+  TensorView q = ws_.q.view(DType::kBF16, {T, Nq * D});
+  TensorView k = ws_.k.view(DType::kBF16, {T, Nkv * D});
+  TensorView v = ws_.v.view(DType::kBF16, {T, Nkv * D});
+  TensorView g = ws_.gate.view(DType::kBF16, {T, Nq * D});
+  linear(ctx_, x, lw.attn.qkvg.rows(0, Nq * D), q);
+  linear(ctx_, x, lw.attn.qkvg.rows(Nq * D, Nkv * D), k);
+  linear(ctx_, x, lw.attn.qkvg.rows(Nq * D + Nkv * D, Nkv * D), v);
+  linear(ctx_, x, lw.attn.qkvg.rows(Nq * D + 2 * Nkv * D, Nq * D), g);
+
+  rms_norm(ctx_, q.reshape({T * Nq, D}), lw.attn.q_norm, cfg.rms_norm_eps, q.reshape({T * Nq, D}));
+  rms_norm(ctx_, k.reshape({T * Nkv, D}), lw.attn.k_norm, cfg.rms_norm_eps, k.reshape({T * Nkv, D}));
+  TensorView q3 = q.reshape({T, Nq, D}), k3 = k.reshape({T, Nkv, D}), v3 = v.reshape({T, Nkv, D});
+  if (sliding) {
+    apply_rope(ctx_, q3, k3, ws_.positions_view(), cfg.rope_theta);
+  } else {
+    apply_ssmax(ctx_, q3, ws_.positions_view());
+  }
+  const PagedKv& layer_kv = kv.layers[l];
+  store_kv(ctx_, k3, v3, sliding ? ws_.sliding_slots_view() : ws_.full_slots_view(), layer_kv);
+
+  TensorView o = ws_.attn_out.view(DType::kBF16, {T, Nq, D});
+  const auto& seqs = sliding ? ws_.sliding_seqs : ws_.full_seqs;
+  paged_attention(ctx_, q3, layer_kv, seqs, sliding ? cfg.sliding_window : 0, o);
+  output_gate(ctx_, o.reshape({T, Nq * D}), g, lw.attn.gate_bias);
+
+  TensorView a = ws_.branch.view(DType::kBF16, {T, H});
+  linear(ctx_, o.reshape({T, Nq * D}), lw.attn.o_proj, a);
+  DepthScale s = depth_scale(2 * l + 2);
+  post_norm_residual(ctx_, a, lw.post_attn_norm, cfg.rms_norm_eps, s.r, s.c, residual);
+}
+
+void BeamModel::mlp_block(int64_t l, int64_t T, int64_t sparse_index, bool capture) {
+  const BeamConfig& cfg = config();
+  const LayerWeights& lw = weights_->layers[l];
+  const int64_t H = cfg.hidden_size;
+  TensorView residual = ws_.residual.view(DType::kBF16, {T, H});
+  TensorView x = ws_.x.view(DType::kBF16, {T, H});
+  rms_norm(ctx_, residual, lw.pre_mlp_norm, cfg.rms_norm_eps, x);
+  TensorView m = ws_.branch.view(DType::kBF16, {T, H});
+
+  switch (cfg.mlp_layer_types[l]) {
+    case MlpKind::kDense: {
+      const int64_t I = cfg.intermediate_size;
+      TensorView gu = ws_.mlp_hidden.view(DType::kBF16, {T, 2 * I});
+      TensorView act = ws_.mlp_act.view(DType::kBF16, {T, I});
+      linear(ctx_, x, lw.dense.gate_up, gu);
+      swiglu(ctx_, gu, act);
+      linear(ctx_, act, lw.dense.down, m);
+      break;
+    }
+    case MlpKind::kSparse: {
+      const int64_t E = cfg.num_experts, K = cfg.num_experts_per_tok;
+      TensorView logits = ws_.router_logits.view(DType::kF32, {T, E});
+      TensorView ids = ws_.expert_ids.view(DType::kI32, {T, K});
+      TensorView weights = ws_.expert_weights.view(DType::kF32, {T, K});
+      linear(ctx_, x, lw.moe.router, logits);
+      RouterParams rp{cfg.num_groups, cfg.topk_groups, K, cfg.norm_topk_prob, cfg.routed_scaling_factor};
+      moe_route(ctx_, logits, lw.moe.router_bias, rp, ids, weights);
+      moe_experts(ctx_, x, lw.moe.experts_gate_up, lw.moe.experts_down, ids, weights, m);
+      break;
+    }
+  }
+  DepthScale s = depth_scale(2 * l + 3);
+  post_norm_residual(ctx_, m, lw.post_mlp_norm, cfg.rms_norm_eps, s.r, s.c, residual);
+}
+
+void BeamModel::compute_logits(const ForwardBatch& batch, int64_t T, ForwardOutput& out) {
+  const BeamConfig& cfg = config();
+  const int64_t H = cfg.hidden_size, V = cfg.vocab_size;
+  const int64_t R = static_cast<int64_t>(ws_.logit_rows.size());
+  TensorView residual = ws_.residual.view(DType::kBF16, {T, H});
+  TensorView hidden = ws_.final_hidden.view(DType::kBF16, {R, H});
+  for (int64_t r = 0; r < R; ++r) {
+    std::memcpy(hidden.rows(r, 1).data, residual.rows(ws_.logit_rows[r], 1).data, H * sizeof(bf16));
+  }
+  rms_norm(ctx_, hidden, weights_->final_norm, cfg.rms_norm_eps, hidden);
+  TensorView z = ws_.lm_out.view(DType::kBF16, {R, V});
+  linear(ctx_, hidden, weights_->lm_head, z);
+  out.vocab_size = V;
+  out.logits.resize(static_cast<size_t>(R * V));
+  TensorView logits{out.logits.data(), DType::kF32, {R, V}};
+  softcap(ctx_, z, cfg.final_logit_softcapping.value_or(0.0f), logits);
+
+  out.row_seq.clear();
+  out.row_position.clear();
+  int64_t row = 0;
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const SeqChunk& s = batch.seqs[i];
+    int64_t n = static_cast<int64_t>(s.tokens.size());
+    for (int64_t t = s.all_logits ? 0 : n - 1; t < n; ++t, ++row) {
+      out.row_seq.push_back(static_cast<int32_t>(i));
+      out.row_position.push_back(s.kv_pos0 + s.num_cached + t);
+    }
+  }
+  BEAM_CHECK_EQ(row, R);
+}
+
+}  // namespace beam

@@ -1,0 +1,39 @@
+// Test helpers for the forward pass: load a model directory once, run prefills and chunked runs
+// through LocalKvCache, and compare logits the way the golden check does.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "model/beam/beam_model.h"
+#include "model/beam/local_kv_cache.h"
+
+namespace beam::testing {
+
+inline std::string model_path(const std::string& name) {
+  return std::string(BEAMSERVE_SOURCE_DIR) + "/models/" + name;
+}
+
+// Loads weights once per process (tests share them read-only).
+std::shared_ptr<const BeamWeights> load_model(const std::string& name);
+
+// Logits [T, V] of one sequence: tokens fed in chunks of chunk_size (0 = all at once) starting
+// at absolute position start_pos.
+std::vector<float> run_chunked(BeamModel& model, const std::vector<int32_t>& tokens,
+                               int64_t start_pos, int64_t chunk_size);
+
+struct LogitsComparison {
+  double rel_error = 0;            // ||a - ref|| / ||ref|| over all rows
+  int64_t argmax_mismatches = 0;   // rows whose ref top-1/top-2 margin ≥ min_margin
+  int64_t rows_checked = 0;
+};
+
+LogitsComparison compare_logits(const std::vector<float>& got, const std::vector<float>& ref,
+                                int64_t vocab, float min_margin = 0.5f);
+
+std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed);
+
+}  // namespace beam::testing
