@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -39,7 +40,11 @@ struct BeamConfig {
   std::vector<MlpKind> mlp_layer_types;    // size L
   std::vector<int64_t> eos_token_ids;      // from config.json / generation_config.json when present
   std::optional<int64_t> bos_token_id;
+  std::optional<int64_t> pad_token_id;
+  std::string torch_dtype;                 // "torch_dtype" / "dtype" as written ("" when absent)
 
+  int64_t num_layers_of(MlpKind k) const;
+  int64_t experts_per_group() const { return num_experts / num_groups; }
   int64_t q_width() const { return num_heads * head_dim; }
   int64_t kv_width() const { return num_kv_heads * head_dim; }
   int64_t num_layers_of(AttentionKind k) const;
@@ -50,6 +55,10 @@ struct BeamConfig {
     return kv_bytes_per_token_per_layer() * num_layers_of(k);
   }
 };
+
+// The config.json spelling of a layer kind ("sliding_attention", "dense", ...).
+std::string_view attention_kind_name(AttentionKind k);
+std::string_view mlp_kind_name(MlpKind k);
 
 // Parses and validates config.json text; `source` names the file in error messages.
 Expected<BeamConfig> parse_beam_config(const std::string& json_text, const std::string& source);
