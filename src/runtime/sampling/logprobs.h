@@ -1,0 +1,27 @@
+// Logprobs of a token and of the top-n alternatives, computed from one raw logits row:
+// log_softmax(logits / T) of the soft-capped model logits, T = temperature (0 → 1), i.e. BEFORE
+// logit_bias, penalties and top-k/top-p/min-p. Two passes over the row, no copy of it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace beam {
+
+struct TokenLogprob {
+  int32_t token = -1;
+  float logprob = 0.0f;  // may be -inf when the probability underflows (tiny temperature)
+};
+
+struct TokenLogprobs {
+  TokenLogprob chosen;
+  int64_t chosen_rank = 0;        // 1 = the most likely token (ties → lower id ranks first)
+  std::vector<TokenLogprob> top;  // the num_top most likely, best first (ties → lower id)
+};
+
+// logits: [vocab] f32 soft-capped logits; token in [0, vocab); num_top in [0, vocab].
+TokenLogprobs compute_logprobs(std::span<const float> logits, int32_t token, double temperature,
+                               int64_t num_top);
+
+}  // namespace beam

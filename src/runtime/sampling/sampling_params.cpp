@@ -1,0 +1,83 @@
+// SamplingParams validation: one check per field, each error names the field, its value and the
+// accepted range so an API layer can pass the message to the user unchanged.
+#include "runtime/sampling/sampling_params.h"
+
+#include <cmath>
+#include <sstream>
+#include <string>
+
+#include "core/check.h"
+
+namespace beam {
+namespace {
+
+template <typename T>
+Error param_error(const char* name, T value, const char* requirement) {
+  std::ostringstream os;
+  os << "sampling parameter '" << name << "' " << requirement << ", got " << value;
+  return make_error(os.str());
+}
+
+Status check_token_id(const char* name, int64_t token, int64_t vocab_size) {
+  if (token < 0 || token >= vocab_size) {
+    std::ostringstream os;
+    os << "sampling parameter '" << name << "' holds token id " << token
+       << ", outside the vocabulary [0, " << vocab_size << ")";
+    return make_error(os.str());
+  }
+  return ok_status();
+}
+
+Status validate_filters(const SamplingParams& p) {
+  if (!std::isfinite(p.temperature) || p.temperature < 0)
+    return param_error("temperature", p.temperature, "must be a finite number >= 0 (0 = greedy)");
+  if (p.top_k < -1) return param_error("top_k", p.top_k, "must be -1 or 0 (off) or >= 1");
+  if (!(p.top_p > 0 && p.top_p <= 1)) return param_error("top_p", p.top_p, "must be in (0, 1]");
+  if (!(p.min_p >= 0 && p.min_p <= 1)) return param_error("min_p", p.min_p, "must be in [0, 1]");
+  return ok_status();
+}
+
+Status validate_penalties(const SamplingParams& p, int64_t vocab_size) {
+  if (!std::isfinite(p.repetition_penalty) || !(p.repetition_penalty > 0))
+    return param_error("repetition_penalty", p.repetition_penalty, "must be a finite number > 0");
+  if (!(std::fabs(p.frequency_penalty) <= kMaxAbsOpenAiPenalty))
+    return param_error("frequency_penalty", p.frequency_penalty, "must be in [-2, 2]");
+  if (!(std::fabs(p.presence_penalty) <= kMaxAbsOpenAiPenalty))
+    return param_error("presence_penalty", p.presence_penalty, "must be in [-2, 2]");
+  for (const auto& [token, bias] : p.logit_bias) {
+    BEAM_RETURN_IF_ERROR(check_token_id("logit_bias", token, vocab_size));
+    if (!(std::fabs(bias) <= kMaxAbsLogitBias)) {
+      std::string name = "logit_bias[" + std::to_string(token) + "]";
+      return param_error(name.c_str(), bias, "must be in [-100, 100]");
+    }
+  }
+  return ok_status();
+}
+
+Status validate_limits(const SamplingParams& p, int64_t vocab_size) {
+  for (int32_t token : p.stop_token_ids)
+    BEAM_RETURN_IF_ERROR(check_token_id("stop_token_ids", token, vocab_size));
+  if (p.max_tokens && *p.max_tokens < 1)
+    return param_error("max_tokens", *p.max_tokens, "must be >= 1");
+  if (p.min_tokens < 0) return param_error("min_tokens", p.min_tokens, "must be >= 0");
+  if (p.max_tokens && p.min_tokens > *p.max_tokens)
+    return param_error("min_tokens", p.min_tokens, "must be <= max_tokens");
+  if (p.n < 1 || p.n > kMaxSiblings) return param_error("n", p.n, "must be in [1, 128]");
+  if (p.top_logprobs < 0 || p.top_logprobs > kMaxTopLogprobs)
+    return param_error("top_logprobs", p.top_logprobs, "must be in [0, 20]");
+  if (p.top_logprobs > 0 && !p.logprobs)
+    return param_error("top_logprobs", p.top_logprobs, "needs 'logprobs' to be true");
+  return ok_status();
+}
+
+}  // namespace
+
+Status SamplingParams::validate(int64_t vocab_size) const {
+  BEAM_CHECK(vocab_size > 0) << "vocab_size " << vocab_size;
+  BEAM_RETURN_IF_ERROR(validate_filters(*this));
+  BEAM_RETURN_IF_ERROR(validate_penalties(*this, vocab_size));
+  BEAM_RETURN_IF_ERROR(validate_limits(*this, vocab_size));
+  return ok_status();
+}
+
+}  // namespace beam

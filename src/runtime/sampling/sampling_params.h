@@ -1,0 +1,48 @@
+// SamplingParams: what one request asks of the sampler (logit processing, seed, logprobs) and of
+// the finish checks (stop ids, token limits), validated against the model's vocabulary.
+// Semantics of every field and the processing order: docs/sampling.md.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "core/status.h"
+
+namespace beam {
+
+inline constexpr int64_t kMaxTopLogprobs = 20;   // OpenAI's limit on top_logprobs
+inline constexpr int64_t kMaxSiblings = 128;     // largest n (OpenAI's limit)
+inline constexpr double kMaxAbsLogitBias = 100;  // OpenAI's logit_bias range [-100, 100]
+inline constexpr double kMaxAbsOpenAiPenalty = 2;  // frequency/presence penalty range [-2, 2]
+
+struct SamplingParams {
+  double temperature = 1.0;         // ≥ 0; 0 = greedy (argmax, ties → lowest id)
+  int64_t top_k = 0;                // 0 or -1 = off; else ≥ 1 (k ≥ vocab keeps everything)
+  double top_p = 1.0;               // (0, 1]; 1 = off
+  double min_p = 0.0;               // [0, 1]; 0 = off
+  double repetition_penalty = 1.0;  // > 0; 1 = off. HF: over prompt + output tokens
+  double frequency_penalty = 0.0;   // [-2, 2]; OpenAI: over output tokens, × count
+  double presence_penalty = 0.0;    // [-2, 2]; OpenAI: over output tokens, once per token
+  std::map<int32_t, double> logit_bias;  // token id → bias in [-100, 100], added first
+  std::optional<uint64_t> seed;          // absent: a random seed is drawn at request creation
+  std::vector<int32_t> stop_token_ids;   // finish with "stop" after any of these (kept in ids)
+  std::optional<int64_t> max_tokens;     // ≥ 1; absent = until the context limit
+  int64_t min_tokens = 0;                // ≥ 0, ≤ max_tokens: eos/stop ids masked before that
+  bool ignore_eos = false;               // eos neither stops nor is masked
+  int64_t n = 1;                         // [1, 128] sibling sequences sharing the prompt
+  bool logprobs = false;                 // return the chosen token's logprob
+  int64_t top_logprobs = 0;              // [0, 20] alternatives per token; needs logprobs
+
+  // An error naming the first invalid field, with its value and the allowed range.
+  Status validate(int64_t vocab_size) const;
+
+  bool is_greedy() const { return temperature == 0.0; }
+  bool top_k_active(int64_t vocab_size) const { return top_k > 0 && top_k < vocab_size; }
+  bool has_output_penalties() const {
+    return frequency_penalty != 0.0 || presence_penalty != 0.0 || repetition_penalty != 1.0;
+  }
+};
+
+}  // namespace beam

@@ -1,0 +1,88 @@
+// SequenceSamplingState: creation-time validation, the sorted id sets and incremental counts.
+#include "runtime/sampling/sequence_sampling_state.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/check.h"
+
+namespace beam {
+namespace {
+
+std::vector<int32_t> sorted_distinct(std::span<const int32_t> ids) {
+  std::vector<int32_t> out(ids.begin(), ids.end());
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+bool contains(const std::vector<int32_t>& sorted, int32_t token) {
+  return std::binary_search(sorted.begin(), sorted.end(), token);
+}
+
+Status validate_setup(const SequenceSamplingSetup& s) {
+  BEAM_CHECK(s.params != nullptr) << "SequenceSamplingSetup without params";
+  BEAM_RETURN_IF_ERROR(s.params->validate(s.vocab_size));
+  std::ostringstream os;
+  if (s.sibling_index < 0 || s.sibling_index >= s.params->n) {
+    os << "sibling_index " << s.sibling_index << " outside [0, n=" << s.params->n << ")";
+    return make_error(os.str());
+  }
+  for (int32_t token : s.eos_token_ids) {
+    if (token < 0 || token >= s.vocab_size) {
+      os << "eos token id " << token << " outside the vocabulary [0, " << s.vocab_size << ")";
+      return make_error(os.str());
+    }
+  }
+  auto num_prompt = static_cast<int64_t>(s.prompt_tokens.size());
+  if (num_prompt >= s.max_context_tokens) {
+    os << "prompt of " << num_prompt << " tokens leaves no room for output in a context of "
+       << s.max_context_tokens << " tokens";
+    return make_error(os.str());
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+SequenceSamplingState::SequenceSamplingState(const SequenceSamplingSetup& s)
+    : params_(s.params), rng_(s.seed, s.sibling_index), vocab_size_(s.vocab_size) {
+  const SamplingParams& p = *params_;
+  num_prompt_tokens_ = static_cast<int64_t>(s.prompt_tokens.size());
+  int64_t context_room = s.max_context_tokens - num_prompt_tokens_;
+  limit_is_max_tokens_ = p.max_tokens.has_value() && *p.max_tokens <= context_room;
+  output_limit_tokens_ = limit_is_max_tokens_ ? *p.max_tokens : context_room;
+  eos_ids_ = sorted_distinct(s.eos_token_ids);
+  stop_ids_ = sorted_distinct(p.stop_token_ids);
+  std::vector<int32_t> masked = stop_ids_;
+  if (!p.ignore_eos) masked.insert(masked.end(), eos_ids_.begin(), eos_ids_.end());
+  min_tokens_masked_ = sorted_distinct(masked);
+  if (p.repetition_penalty != 1.0) prompt_set_ = sorted_distinct(s.prompt_tokens);
+}
+
+Expected<SequenceSamplingState> SequenceSamplingState::create(const SequenceSamplingSetup& setup) {
+  BEAM_RETURN_IF_ERROR(validate_setup(setup));
+  return SequenceSamplingState(setup);
+}
+
+void SequenceSamplingState::append_output(std::span<const int32_t> tokens) {
+  if (params_->has_output_penalties()) {
+    for (int32_t token : tokens) {
+      BEAM_CHECK(token >= 0 && token < vocab_size_) << "token " << token;
+      ++output_counts_[token];
+    }
+  }
+  num_output_tokens_ += static_cast<int64_t>(tokens.size());
+}
+
+bool SequenceSamplingState::is_eos(int32_t token) const { return contains(eos_ids_, token); }
+
+bool SequenceSamplingState::is_stop_token(int32_t token) const {
+  return contains(stop_ids_, token);
+}
+
+bool SequenceSamplingState::prompt_contains(int32_t token) const {
+  return contains(prompt_set_, token);
+}
+
+}  // namespace beam

@@ -1,0 +1,76 @@
+// SequenceSamplingState: one sequence's sampling state — its validated params, its RNG stream,
+// and token counts kept incrementally as output is committed (never rescanned per step).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+#include "runtime/sampling/sampling_params.h"
+#include "runtime/sampling/sampling_rng.h"
+
+namespace beam {
+
+// What the engine knows about a sequence when it creates the sampling state.
+struct SequenceSamplingSetup {
+  std::shared_ptr<const SamplingParams> params;  // shared by the request's siblings
+  uint64_t seed = 0;            // params->seed, else draw_random_seed() once per request
+  int64_t sibling_index = 0;    // [0, params->n): picks the sibling's independent RNG stream
+  std::span<const int32_t> prompt_tokens;
+  std::span<const int32_t> eos_token_ids;  // the model's end-of-sequence set
+  int64_t vocab_size = 0;
+  int64_t max_context_tokens = 0;          // prompt + output may not exceed this
+};
+
+// Owner: the engine thread (create, append_output). Samplers on pool threads only read it, and
+// only while the engine waits for the batch, so reads never race with append_output.
+class SequenceSamplingState {
+ public:
+  // Validates params against the vocabulary and the prompt against the context limit.
+  static Expected<SequenceSamplingState> create(const SequenceSamplingSetup& setup);
+
+  // Records tokens committed to the output, in order (after the finish check truncated them).
+  void append_output(std::span<const int32_t> tokens);
+
+  const SamplingParams& params() const { return *params_; }
+  const SamplingRng& rng() const { return rng_; }
+  int64_t vocab_size() const { return vocab_size_; }
+  int64_t num_prompt_tokens() const { return num_prompt_tokens_; }
+  int64_t num_output_tokens() const { return num_output_tokens_; }
+  // Most output tokens allowed: min(max_tokens, max_context_tokens - prompt tokens).
+  int64_t output_limit_tokens() const { return output_limit_tokens_; }
+  // Whether the finish at this limit comes from max_tokens (else from the context).
+  bool limit_is_max_tokens() const { return limit_is_max_tokens_; }
+
+  bool is_eos(int32_t token) const;
+  bool is_stop_token(int32_t token) const;
+  // Ids whose logits are -inf while fewer than min_tokens are out: stop ids and, unless
+  // ignore_eos, the eos set. Sorted, distinct.
+  std::span<const int32_t> min_tokens_masked_ids() const { return min_tokens_masked_; }
+  // Distinct prompt tokens, sorted; filled only when repetition_penalty != 1.
+  std::span<const int32_t> prompt_token_set() const { return prompt_set_; }
+  bool prompt_contains(int32_t token) const;
+  // Output token → count; filled only when a penalty is active.
+  const std::unordered_map<int32_t, int32_t>& output_counts() const { return output_counts_; }
+
+ private:
+  SequenceSamplingState(const SequenceSamplingSetup& setup);
+
+  std::shared_ptr<const SamplingParams> params_;
+  SamplingRng rng_;
+  int64_t vocab_size_ = 0;
+  int64_t num_prompt_tokens_ = 0;
+  int64_t num_output_tokens_ = 0;
+  int64_t output_limit_tokens_ = 0;
+  bool limit_is_max_tokens_ = false;
+  std::vector<int32_t> eos_ids_;            // sorted, distinct
+  std::vector<int32_t> stop_ids_;           // sorted, distinct
+  std::vector<int32_t> min_tokens_masked_;  // sorted, distinct
+  std::vector<int32_t> prompt_set_;         // sorted, distinct
+  std::unordered_map<int32_t, int32_t> output_counts_;
+};
+
+}  // namespace beam
