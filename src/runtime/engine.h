@@ -1,0 +1,124 @@
+// Engine: the serving loop on its own thread — plan (scheduler) → commit (KV, prefix cache)
+// → forward → sample → emit TokenEvents. Public API: submit / cancel / stats; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/strong_id.h"
+#include "kernels/api/context.h"
+#include "model/weights.h"
+#include "runtime/sampling/sampling_params.h"
+
+namespace beam {
+
+struct RequestTag;
+using RequestId = StrongId<RequestTag>;
+
+enum class FinishReason { kStop, kLength, kCancelled, kError };
+
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "error"
+
+struct TopLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+};
+
+// Logprob of one emitted token: log_softmax(softcapped logits / temperature), see docs/sampling.md.
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<TopLogprob> top;  // descending, top_logprobs entries
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
+  int64_t completion_tokens = 0;
+};
+
+// New tokens of one sibling sequence (index < n) of a request; several tokens per step are
+// possible. The last event of a sibling has finish set; usage is filled on every event.
+struct TokenEvent {
+  RequestId request;
+  int32_t sibling = 0;
+  std::vector<int32_t> tokens;
+  std::vector<TokenLogprob> logprobs;  // parallel to tokens when SamplingParams::logprobs
+  std::optional<FinishReason> finish;
+  std::optional<int32_t> stop_token;   // the stop/eos id that finished it (kept in tokens)
+  std::string error;                   // with kError
+  Usage usage;
+  std::vector<int32_t> routed_experts; // with capture_routing: [tokens, sparse layers, top_k]
+};
+
+// Called on the engine thread; must be quick and must not call back into the engine.
+using EventSink = std::function<void(TokenEvent&&)>;
+
+struct GenerateRequest {
+  std::vector<int32_t> prompt;  // token ids, non-empty
+  SamplingParams sampling;
+  int32_t priority = 0;         // higher runs first; FCFS within a priority
+  bool capture_routing = false; // routed-expert ids per generated token (RL replay)
+  EventSink sink;
+};
+
+struct EngineOptions {
+  int64_t kv_budget_bytes = int64_t{1} << 30;  // both pools together
+  int64_t block_size_tokens = 64;
+  int64_t max_tokens_per_step = 2048;          // chunked-prefill token budget per step
+  int64_t max_running = 256;                   // sequences decoding at once
+  int64_t max_context_tokens = 0;              // 0 = the model's max_position_embeddings
+  int num_threads = 0;                         // CPU backend; 0 = all cores
+  bool enable_prefix_cache = true;
+};
+
+struct PoolStats {
+  int64_t total_blocks = 0;
+  int64_t free_blocks = 0;  // free or evictable-now blocks are reported separately:
+  int64_t cached_blocks = 0;  // held only by the prefix cache (evictable)
+};
+
+struct EngineStats {
+  int64_t running = 0;
+  int64_t waiting = 0;
+  int64_t steps = 0;
+  int64_t prompt_tokens = 0;         // totals since start
+  int64_t cached_prompt_tokens = 0;
+  int64_t generated_tokens = 0;
+  int64_t preemptions = 0;
+  double last_step_unix_s = 0;       // wall time the loop last advanced (health)
+  PoolStats full_pool;
+  PoolStats sliding_pool;
+};
+
+// Owns its thread; every public method may be called from any thread.
+class Engine {
+ public:
+  static Expected<std::unique_ptr<Engine>> create(std::shared_ptr<const BeamWeights> weights,
+                                                  const EngineOptions& options);
+  ~Engine();
+
+  const BeamConfig& config() const;
+  // Validates (prompt length vs context, sampling params) and queues the request.
+  Expected<RequestId> submit(GenerateRequest request);
+  // Idempotent; releases everything the request holds within one step. The sink then receives a
+  // final event with FinishReason::kCancelled for each unfinished sibling.
+  void cancel(RequestId id);
+  EngineStats stats() const;
+  // Drops every cached prefix no request is using (tests check pools are full afterwards).
+  void flush_prefix_cache();
+  // Blocks until nothing is waiting or running (tests, offline benchmarks).
+  void wait_idle();
+
+ private:
+  class Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace beam
