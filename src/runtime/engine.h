@@ -13,6 +13,7 @@
 #include "core/strong_id.h"
 #include "kernels/api/context.h"
 #include "model/weights.h"
+#include "runtime/sampling/logprobs.h"
 #include "runtime/sampling/sampling_params.h"
 
 namespace beam {
@@ -23,18 +24,6 @@ using RequestId = StrongId<RequestTag>;
 enum class FinishReason { kStop, kLength, kCancelled, kError };
 
 const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "error"
-
-struct TopLogprob {
-  int32_t token = 0;
-  float logprob = 0;
-};
-
-// Logprob of one emitted token: log_softmax(softcapped logits / temperature), see docs/sampling.md.
-struct TokenLogprob {
-  int32_t token = 0;
-  float logprob = 0;
-  std::vector<TopLogprob> top;  // descending, top_logprobs entries
-};
 
 struct Usage {
   int64_t prompt_tokens = 0;
@@ -48,7 +37,8 @@ struct TokenEvent {
   RequestId request;
   int32_t sibling = 0;
   std::vector<int32_t> tokens;
-  std::vector<TokenLogprob> logprobs;  // parallel to tokens when SamplingParams::logprobs
+  std::vector<TokenLogprobs> logprobs;  // parallel to tokens when SamplingParams::logprobs:
+                                       // log_softmax(softcapped logits / T), docs/sampling.md
   std::optional<FinishReason> finish;
   std::optional<int32_t> stop_token;   // the stop/eos id that finished it (kept in tokens)
   std::string error;                   // with kError
