@@ -15,6 +15,7 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"forward", beam::cli::cmd_forward, "run a forward pass and write fp32 logits (.npy)"},
+    {"generate", beam::cli::cmd_generate, "generate tokens from a prompt (default model: beam-nano)"},
     {"help", nullptr, "print this list"},
 };
 
