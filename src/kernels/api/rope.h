@@ -17,6 +17,14 @@ void apply_rope(const KernelContext& ctx, const TensorView& q, const TensorView&
 void apply_ssmax(const KernelContext& ctx, const TensorView& q, const TensorView& positions);
 
 // The fp32 SSMax factor for one absolute position (shared by CPU and CUDA code and tests).
+// (1 + (fp32(p) + 1) / 2048) in fp32, then pow with PyTorch's fp32 powf (SLEEF) and exponent 0.1f.
 float ssmax_scale(int64_t position);
+
+// inv_freq[i] = 1 / θ^(fp32(2i) / D), bit-identical to PyTorch's fp32 computation (its powf is
+// SLEEF's, not glibc's: they differ in the last bit for some θ and i). 0 <= i < head_dim / 2.
+float rope_inv_freq(float theta, int64_t i, int64_t head_dim);
+
+// The fp32 angle of one position and frequency: fp32(fp32(p) * inv_freq), one rounding.
+float rope_angle(int64_t position, float inv_freq);
 
 }  // namespace beam

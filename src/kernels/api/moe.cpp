@@ -1,0 +1,62 @@
+// moe_route / moe_experts: validate shapes, dtypes and router parameters, dispatch by device.
+#include "kernels/api/moe.h"
+
+#include "kernels/api/checks.h"
+#include "kernels/cpu/moe.h"
+
+namespace beam {
+
+using kernel_checks::cpu_pool;
+using kernel_checks::cuda_backend_not_built;
+using kernel_checks::expect_tensor;
+
+void moe_route(const KernelContext& ctx, const TensorView& router_logits, const TensorView& bias,
+               const RouterParams& params, const TensorView& ids, const TensorView& weights) {
+  constexpr const char* op = "moe_route";
+  expect_tensor(ctx, router_logits, DType::kF32, 2, op, "router_logits");
+  expect_tensor(ctx, bias, DType::kF32, 1, op, "bias");
+  expect_tensor(ctx, ids, DType::kI32, 2, op, "ids");
+  expect_tensor(ctx, weights, DType::kF32, 2, op, "weights");
+  const int64_t T = router_logits.dim(0), E = router_logits.dim(1);
+  BEAM_CHECK(bias.dim(0) == E && ids.dim(0) == T && ids.dim(1) == params.top_k &&
+             weights.shape == ids.shape)
+      << op << ": logits " << router_logits.shape.str() << ", bias " << bias.shape.str()
+      << ", ids " << ids.shape.str() << ", weights " << weights.shape.str() << ", top_k "
+      << params.top_k;
+  BEAM_CHECK(params.num_groups > 0 && E % params.num_groups == 0 && params.topk_groups > 0 &&
+             params.topk_groups <= params.num_groups && params.top_k > 0 &&
+             params.top_k <= params.topk_groups * (E / params.num_groups))
+      << op << ": " << E << " experts, " << params.num_groups << " groups, keep "
+      << params.topk_groups << ", top_k " << params.top_k;
+  switch (ctx.device) {
+    case Device::kCpu:
+      cpu::moe_route(cpu_pool(ctx, op), router_logits, bias, params, ids, weights);
+      return;
+    case Device::kCuda: cuda_backend_not_built(op);
+  }
+}
+
+void moe_experts(const KernelContext& ctx, const TensorView& x, const TensorView& gate_up,
+                 const TensorView& down, const TensorView& ids, const TensorView& weights,
+                 const TensorView& out) {
+  constexpr const char* op = "moe_experts";
+  expect_tensor(ctx, x, DType::kBF16, 2, op, "x");
+  expect_tensor(ctx, gate_up, DType::kBF16, 3, op, "gate_up");
+  expect_tensor(ctx, down, DType::kBF16, 3, op, "down");
+  expect_tensor(ctx, ids, DType::kI32, 2, op, "ids");
+  expect_tensor(ctx, weights, DType::kF32, 2, op, "weights");
+  expect_tensor(ctx, out, DType::kBF16, 2, op, "out");
+  const int64_t T = x.dim(0), H = x.dim(1), E = gate_up.dim(0), I2 = gate_up.dim(1);
+  BEAM_CHECK(gate_up.dim(2) == H && I2 % 2 == 0 && down.dim(0) == E && down.dim(1) == H &&
+             down.dim(2) == I2 / 2 && ids.dim(0) == T && weights.shape == ids.shape &&
+             out.shape == x.shape)
+      << op << ": x " << x.shape.str() << ", gate_up " << gate_up.shape.str() << ", down "
+      << down.shape.str() << ", ids " << ids.shape.str() << ", weights " << weights.shape.str()
+      << ", out " << out.shape.str();
+  switch (ctx.device) {
+    case Device::kCpu: cpu::moe_experts(cpu_pool(ctx, op), x, gate_up, down, ids, weights, out); return;
+    case Device::kCuda: cuda_backend_not_built(op);
+  }
+}
+
+}  // namespace beam

@@ -1,0 +1,52 @@
+// RoPE / SSMax entry points: validate shapes and dtypes, dispatch by device; the fp32 scalar
+// helpers are host functions shared by every backend.
+#include "kernels/api/rope.h"
+
+#include "kernels/api/checks.h"
+#include "kernels/cpu/rope.h"
+
+namespace beam {
+
+using kernel_checks::cpu_pool;
+using kernel_checks::cuda_backend_not_built;
+using kernel_checks::expect_tensor;
+
+void apply_rope(const KernelContext& ctx, const TensorView& q, const TensorView& k,
+                const TensorView& positions, float theta) {
+  constexpr const char* op = "apply_rope";
+  expect_tensor(ctx, q, DType::kBF16, 3, op, "q");
+  expect_tensor(ctx, k, DType::kBF16, 3, op, "k");
+  expect_tensor(ctx, positions, DType::kI64, 1, op, "positions");
+  BEAM_CHECK(k.dim(0) == q.dim(0) && positions.dim(0) == q.dim(0) && k.dim(2) == q.dim(2) &&
+             q.dim(2) % 2 == 0)
+      << op << ": q " << q.shape.str() << ", k " << k.shape.str() << ", positions "
+      << positions.shape.str();
+  BEAM_CHECK(theta > 0.0f) << op << ": theta " << theta;
+  switch (ctx.device) {
+    case Device::kCpu: cpu::apply_rope(cpu_pool(ctx, op), q, k, positions, theta); return;
+    case Device::kCuda: cuda_backend_not_built(op);
+  }
+}
+
+void apply_ssmax(const KernelContext& ctx, const TensorView& q, const TensorView& positions) {
+  constexpr const char* op = "apply_ssmax";
+  expect_tensor(ctx, q, DType::kBF16, 3, op, "q");
+  expect_tensor(ctx, positions, DType::kI64, 1, op, "positions");
+  BEAM_CHECK(positions.dim(0) == q.dim(0))
+      << op << ": q " << q.shape.str() << ", positions " << positions.shape.str();
+  switch (ctx.device) {
+    case Device::kCpu: cpu::apply_ssmax(cpu_pool(ctx, op), q, positions); return;
+    case Device::kCuda: cuda_backend_not_built(op);
+  }
+}
+
+float ssmax_scale(int64_t position) { return cpu::ssmax_scale(position); }
+
+float rope_inv_freq(float theta, int64_t i, int64_t head_dim) {
+  BEAM_CHECK(head_dim > 0 && i >= 0 && 2 * i < head_dim) << "rope_inv_freq: i " << i << ", D " << head_dim;
+  return cpu::rope_inv_freq(theta, i, head_dim);
+}
+
+float rope_angle(int64_t position, float inv_freq) { return cpu::rope_angle(position, inv_freq); }
+
+}  // namespace beam

@@ -1,0 +1,16 @@
+// CPU mixture-of-experts: grouped sigmoid routing and the routed experts (BEAM.md §3.10).
+#pragma once
+
+#include "core/thread_pool.h"
+#include "kernels/api/moe.h"
+
+namespace beam::cpu {
+
+// Arguments validated by kernels/api/moe.cpp (shapes and dtypes as in that header).
+void moe_route(ThreadPool& pool, const TensorView& router_logits, const TensorView& bias,
+               const RouterParams& params, const TensorView& ids, const TensorView& weights);
+void moe_experts(ThreadPool& pool, const TensorView& x, const TensorView& gate_up,
+                 const TensorView& down, const TensorView& ids, const TensorView& weights,
+                 const TensorView& out);
+
+}  // namespace beam::cpu

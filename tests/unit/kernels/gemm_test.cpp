@@ -1,0 +1,119 @@
+// linear(): fp32 accumulation in the documented fixed order, one rounding to the output dtype,
+// identical results for any M, thread count and tiling, at tiny and at Beam's real shapes.
+#include "kernels/api/gemm.h"
+
+#include "kernel_test_util.h"
+
+namespace beam {
+namespace {
+
+using test::Contexts;
+
+// The dot-product order documented in kernels/cpu/vec.h, written out plainly.
+float documented_dot(const TensorView& x, int64_t m, const TensorView& w, int64_t n) {
+  const int64_t K = x.dim(1), K8 = K & ~int64_t{7};
+  auto xv = [&](int64_t k) { return test::value_at(x, m * K + k); };
+  auto wv = [&](int64_t k) { return test::value_at(w, n * K + k); };
+  float lane[8] = {};
+  for (int64_t k = 0; k < K8; ++k) lane[k % 8] = std::fma(xv(k), wv(k), lane[k % 8]);
+  float s = ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+  for (int64_t k = K8; k < K; ++k) s = std::fma(xv(k), wv(k), s);
+  return s;
+}
+
+double exact_dot(const TensorView& x, int64_t m, const TensorView& w, int64_t n, double* abs_sum) {
+  const int64_t K = x.dim(1);
+  double s = 0, a = 0;
+  for (int64_t k = 0; k < K; ++k) {
+    double p = double(test::value_at(x, m * K + k)) * double(test::value_at(w, n * K + k));
+    s += p;
+    a += std::fabs(p);
+  }
+  *abs_sum = a;
+  return s;
+}
+
+struct Case {
+  int64_t M, K, N;
+  DType x, w, out;
+};
+
+void check_case(const Case& c, Contexts& ctx, std::mt19937& rng) {
+  SCOPED_TRACE(::testing::Message() << "M=" << c.M << " K=" << c.K << " N=" << c.N << " x="
+                                    << dtype_name(c.x) << " w=" << dtype_name(c.w)
+                                    << " out=" << dtype_name(c.out));
+  auto make = [&](DType d, Shape s) { return d == DType::kBF16 ? test::random_bf16(s, rng) : test::random_f32(s, rng); };
+  HostTensor x = make(c.x, {c.M, c.K}), w = make(c.w, {c.N, c.K});
+  HostTensor out1(c.out, {c.M, c.N}), out2(c.out, {c.M, c.N});
+  linear(ctx.one, x.view, w.view, out1.view);
+  linear(ctx.two, x.view, w.view, out2.view);
+  ASSERT_TRUE(test::bits_equal(out1.view, out2.view)) << "1 vs 2 threads differ";
+
+  int64_t checked = 0;
+  for (int64_t m = 0; m < c.M; ++m) {
+    for (int64_t n = 0; n < c.N; n += (c.N > 600 ? 37 : 1)) {
+      const float got = test::value_at(out2.view, m * c.N + n);
+      const float order = documented_dot(x.view, m, w.view, n);
+      const float want = c.out == DType::kBF16 ? round_bf16(order) : order;
+      ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << "m=" << m << " n=" << n;
+      double abs_sum;
+      const double exact = exact_dot(x.view, m, w.view, n, &abs_sum);
+      ASSERT_LE(std::fabs(double(order) - exact), 1e-6 * abs_sum + 1e-30) << "fp32 accumulation error";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+TEST(Linear, MatchesDocumentedOrderAtTinyShapes) {
+  Contexts ctx;
+  std::mt19937 rng(1);
+  for (int64_t M : {1, 2, 3, 4, 5, 8, 9}) {
+    check_case({M, 256, 512, DType::kBF16, DType::kBF16, DType::kBF16}, ctx, rng);
+    check_case({M, 131, 37, DType::kBF16, DType::kBF16, DType::kBF16}, ctx, rng);  // odd K, N tails
+  }
+  check_case({3, 256, 64, DType::kBF16, DType::kBF16, DType::kF32}, ctx, rng);
+  check_case({5, 100, 33, DType::kF32, DType::kF32, DType::kF32}, ctx, rng);
+  check_case({4, 256, 16, DType::kBF16, DType::kF32, DType::kF32}, ctx, rng);  // fp32 router
+  check_case({1, 7, 3, DType::kBF16, DType::kBF16, DType::kBF16}, ctx, rng);     // K < 8
+}
+
+TEST(Linear, MatchesDocumentedOrderAtBeamShapes) {
+  Contexts ctx;
+  std::mt19937 rng(2);
+  check_case({2, 5120, 1024, DType::kBF16, DType::kBF16, DType::kBF16}, ctx, rng);  // q/k/v/g slice
+  check_case({1, 6144, 5120, DType::kBF16, DType::kBF16, DType::kBF16}, ctx, rng);  // o_proj
+  check_case({2, 5120, 256, DType::kBF16, DType::kF32, DType::kF32}, ctx, rng);     // router
+  check_case({1, 2560, 5120, DType::kBF16, DType::kBF16, DType::kBF16}, ctx, rng);  // expert down
+}
+
+TEST(Linear, RowResultsDoNotDependOnBatchSize) {
+  Contexts ctx;
+  std::mt19937 rng(3);
+  const int64_t K = 320, N = 96;
+  HostTensor x = test::random_bf16({37, K}, rng), w = test::random_bf16({N, K}, rng);
+  HostTensor all(DType::kBF16, {37, N});
+  linear(ctx.two, x.view, w.view, all.view);
+  for (int64_t m : {0, 5, 36}) {
+    HostTensor one(DType::kBF16, {1, N});
+    linear(ctx.one, x.view.rows(m, 1), w.view, one.view);
+    EXPECT_TRUE(test::bits_equal(one.view, all.view.rows(m, 1))) << "row " << m;
+  }
+}
+
+TEST(Linear, RoundsOnceToBf16) {
+  // 1 + 2^-8 + 2^-9 (one fp32 sum) rounds up to 1 + 2^-7; rounding partial sums to bf16 first
+  // would give 1 (each term alone is below half an ulp).
+  Contexts ctx;
+  HostTensor x(DType::kBF16, {1, 3}), w(DType::kBF16, {1, 3}), out(DType::kBF16, {1, 1});
+  const float xs[3] = {1.0f, 1.0f / 256, 1.0f / 512};
+  for (int i = 0; i < 3; ++i) {
+    x.as<bf16>()[i] = to_bf16(xs[i]);
+    w.as<bf16>()[i] = to_bf16(1.0f);
+  }
+  linear(ctx.two, x.view, w.view, out.view);
+  EXPECT_EQ(to_float(out.as<bf16>()[0]), 1.0f + 1.0f / 128);
+}
+
+}  // namespace
+}  // namespace beam
