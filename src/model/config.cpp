@@ -43,6 +43,9 @@ const std::vector<KeySpelling>& key_spellings() {
   return kSpellings;
 }
 
+// A number as JSON writes it ("30.0", "1e-06"), for error messages.
+std::string num(double x) { return json(x).dump(); }
+
 constexpr std::string_view kSliding = "sliding_attention";
 constexpr std::string_view kFull = "full_attention";
 
@@ -120,7 +123,7 @@ Expected<double> positive_number(const ConfigKeys& keys, std::string_view canoni
     if (required) return keys.error(keys.spelled(canonical), "is missing (required)");
     return fallback;
   }
-  if (*x <= 0) return keys.error(keys.spelled(canonical), "must be positive, got " + std::to_string(*x));
+  if (*x <= 0) return keys.error(keys.spelled(canonical), "must be positive, got " + num(*x));
   return *x;
 }
 
@@ -236,9 +239,9 @@ Status read_rope(const ConfigKeys& keys, BeamConfig& c) {
     BEAM_RETURN_IF_ERROR(check_rope_type(keys, scaling->name, *scaling->value));
   }
   BEAM_ASSIGN_OR_RETURN(std::optional<double> flat, keys.optional_number("rope_theta"));
-  if (flat && *flat <= 0) return keys.error("rope_theta", "must be positive, got " + std::to_string(*flat));
+  if (flat && *flat <= 0) return keys.error("rope_theta", "must be positive, got " + num(*flat));
   if (theta && flat && static_cast<float>(*flat) != *theta) {
-    return keys.error("rope_theta", "= " + std::to_string(*flat) + " disagrees with rope_parameters (" + std::to_string(*theta) + ")");
+    return keys.error("rope_theta", "= " + num(*flat) + " disagrees with rope_parameters (" + num(*theta) + ")");
   }
   if (!theta && flat) theta = static_cast<float>(*flat);
   if (c.num_layers_of(AttentionKind::kSliding) == 0) return ok_status();
@@ -262,7 +265,7 @@ Status read_numerics(const ConfigKeys& keys, BeamConfig& c) {
   if (act && *act != "silu") return keys.error(keys.spelled("hidden_act"), "is '" + *act + "', only 'silu' is supported");
   BEAM_ASSIGN_OR_RETURN(auto cap, keys.optional_number("final_logit_softcapping"));
   if (cap && *cap <= 0) {
-    return keys.error(keys.spelled("final_logit_softcapping"), "must be positive or null (no softcap), got " + std::to_string(*cap));
+    return keys.error(keys.spelled("final_logit_softcapping"), "must be positive or null (no softcap), got " + num(*cap));
   }
   if (cap) c.final_logit_softcapping = static_cast<float>(*cap);
   BEAM_ASSIGN_OR_RETURN(auto attn_bias, keys.optional_bool("attention_bias"));

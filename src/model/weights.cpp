@@ -1,0 +1,187 @@
+// load_beam_weights: resolves every tensor the config needs (names: tensor_names.h), checks
+// shapes, packs q/k/v/gate and dense gate/up, fuses per-expert tensors, converts dtypes.
+// Plan first (resolve + allocate + list copies), then copy in parallel once nothing can fail.
+#include "model/weights.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "core/thread_pool.h"
+#include "model/checkpoint.h"
+#include "model/tensor_convert.h"
+#include "model/tensor_names.h"
+
+namespace beam {
+
+namespace {
+
+// One whole checkpoint tensor converted into owned memory.
+struct CopyJob {
+  const RawTensor* src;
+  void* dst;
+  DType dst_dtype;
+};
+
+// Builds the views of one BeamWeights; owns the copy plan until run().
+class WeightsBuilder {
+ public:
+  WeightsBuilder(const Checkpoint& checkpoint, BeamWeights& weights)
+      : resolver_(checkpoint), weights_(weights) {}
+
+  // A view of tensor `name`: into the mapping when it already has the target dtype and element
+  // alignment, else a converted copy. Missing tensors give an empty view (reported by run()).
+  Expected<TensorView> bind(const std::string& name, const TensorSpec& spec) {
+    BEAM_ASSIGN_OR_RETURN(const RawTensor* t, resolver_.take(name, spec));
+    if (t == nullptr) return TensorView{};
+    bool aligned = reinterpret_cast<uintptr_t>(t->data) % dtype_size(spec.target) == 0;
+    if (t->dtype == spec.target && aligned) {
+      return TensorView{const_cast<void*>(t->data), spec.target, spec.shape, Device::kCpu};
+    }
+    TensorView v = allocate(spec.target, spec.shape);
+    jobs_.push_back({t, v.data, spec.target});
+    return v;
+  }
+
+  // An owned buffer, filled by later fill() calls.
+  TensorView allocate(DType dtype, Shape shape) {
+    auto buffer = std::make_shared<Buffer>(static_cast<size_t>(shape.numel()) * dtype_size(dtype));
+    TensorView v = buffer->view(dtype, shape);
+    weights_.storage.push_back(std::move(buffer));
+    return v;
+  }
+
+  // Schedules tensor `name` to be converted into `dst` (spec.target elements).
+  Status fill(const std::string& name, const TensorSpec& spec, void* dst) {
+    BEAM_ASSIGN_OR_RETURN(const RawTensor* t, resolver_.take(name, spec));
+    if (t != nullptr) jobs_.push_back({t, dst, spec.target});
+    return ok_status();
+  }
+
+  TensorResolver& resolver() { return resolver_; }
+
+  // Reports missing/unexpected tensors, then runs every copy (in parallel).
+  Status run() {
+    BEAM_RETURN_IF_ERROR(resolver_.finish());
+    int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+    ThreadPool pool(threads);
+    pool.parallel_for(static_cast<int64_t>(jobs_.size()), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const CopyJob& j = jobs_[i];
+        convert_elements(j.src->data, j.src->dtype, j.src->shape.numel(), j.dst, j.dst_dtype);
+      }
+    });
+    return ok_status();
+  }
+
+ private:
+  TensorResolver resolver_;
+  BeamWeights& weights_;
+  std::vector<CopyJob> jobs_;
+};
+
+// Address of row `row` of a 2-D-or-more owned view (rows of the leading dimension).
+void* row_ptr(const TensorView& v, int64_t row) {
+  return v.rows(row, 0).data;
+}
+
+Status build_attention(WeightsBuilder& b, const BeamConfig& c, int64_t layer, AttentionWeights& a) {
+  const int64_t H = c.hidden_size, QD = c.q_width(), KVD = c.kv_width();
+  auto name = [&](std::string_view suffix) { return layer_tensor_name(layer, suffix); };
+  a.qkvg = b.allocate(DType::kBF16, Shape{2 * QD + 2 * KVD, H});
+  BEAM_RETURN_IF_ERROR(b.fill(name("self_attn.q_proj.weight"), {Shape{QD, H}, "[Nq*D, H]"}, row_ptr(a.qkvg, 0)));
+  BEAM_RETURN_IF_ERROR(b.fill(name("self_attn.k_proj.weight"), {Shape{KVD, H}, "[Nkv*D, H]"}, row_ptr(a.qkvg, QD)));
+  BEAM_RETURN_IF_ERROR(b.fill(name("self_attn.v_proj.weight"), {Shape{KVD, H}, "[Nkv*D, H]"}, row_ptr(a.qkvg, QD + KVD)));
+  BEAM_RETURN_IF_ERROR(b.fill(name("self_attn.gate_proj.weight"), {Shape{QD, H}, "[Nq*D, H]"},
+                              row_ptr(a.qkvg, QD + 2 * KVD)));
+  BEAM_ASSIGN_OR_RETURN(a.gate_bias, b.bind(name("self_attn.gate_bias"), {Shape{c.num_heads}, "[Nq]"}));
+  BEAM_ASSIGN_OR_RETURN(a.q_norm, b.bind(name("self_attn.q_norm.weight"), {Shape{c.head_dim}, "[D]"}));
+  BEAM_ASSIGN_OR_RETURN(a.k_norm, b.bind(name("self_attn.k_norm.weight"), {Shape{c.head_dim}, "[D]"}));
+  BEAM_ASSIGN_OR_RETURN(a.o_proj, b.bind(name("self_attn.o_proj.weight"), {Shape{H, QD}, "[H, Nq*D]"}));
+  return ok_status();
+}
+
+Status build_dense(WeightsBuilder& b, const BeamConfig& c, int64_t layer, DenseMlpWeights& d) {
+  const int64_t H = c.hidden_size, I = c.intermediate_size;
+  auto name = [&](std::string_view suffix) { return layer_tensor_name(layer, suffix); };
+  d.gate_up = b.allocate(DType::kBF16, Shape{2 * I, H});
+  BEAM_RETURN_IF_ERROR(b.fill(name("mlp.gate_proj.weight"), {Shape{I, H}, "[I, H]"}, row_ptr(d.gate_up, 0)));
+  BEAM_RETURN_IF_ERROR(b.fill(name("mlp.up_proj.weight"), {Shape{I, H}, "[I, H]"}, row_ptr(d.gate_up, I)));
+  BEAM_ASSIGN_OR_RETURN(d.down, b.bind(name("mlp.down_proj.weight"), {Shape{H, I}, "[H, I]"}));
+  return ok_status();
+}
+
+Status build_moe(WeightsBuilder& b, const BeamConfig& c, int64_t layer, MoeWeights& m) {
+  const int64_t H = c.hidden_size, E = c.num_experts, Im = c.moe_intermediate_size;
+  BEAM_ASSIGN_OR_RETURN(m.router, b.bind(layer_tensor_name(layer, "mlp.gate.weight"),
+                                         {Shape{E, H}, "[E, H]", DType::kF32}));
+  BEAM_ASSIGN_OR_RETURN(m.router_bias, b.bind(layer_tensor_name(layer, "mlp.gate.e_score_correction_bias"),
+                                              {Shape{E}, "[E]", DType::kF32}));
+  m.experts_gate_up = b.allocate(DType::kBF16, Shape{E, 2 * Im, H});
+  m.experts_down = b.allocate(DType::kBF16, Shape{E, H, Im});
+  const TensorSpec up_spec{Shape{Im, H}, "[Im, H]"}, down_spec{Shape{H, Im}, "[H, Im]"};
+  for (int64_t e = 0; e < E; ++e) {
+    auto* gate_up = static_cast<char*>(row_ptr(m.experts_gate_up, e));
+    size_t half_bytes = static_cast<size_t>(Im * H) * sizeof(uint16_t);
+    BEAM_RETURN_IF_ERROR(b.fill(expert_tensor_name(layer, e, "gate_proj.weight"), up_spec, gate_up));
+    BEAM_RETURN_IF_ERROR(b.fill(expert_tensor_name(layer, e, "up_proj.weight"), up_spec, gate_up + half_bytes));
+    BEAM_RETURN_IF_ERROR(b.fill(expert_tensor_name(layer, e, "down_proj.weight"), down_spec,
+                                row_ptr(m.experts_down, e)));
+  }
+  return ok_status();
+}
+
+Status build_layer(WeightsBuilder& b, const BeamConfig& c, int64_t layer, LayerWeights& w) {
+  const TensorSpec norm{Shape{c.hidden_size}, "[H]"};
+  BEAM_ASSIGN_OR_RETURN(w.input_norm, b.bind(layer_tensor_name(layer, "input_layernorm.weight"), norm));
+  BEAM_ASSIGN_OR_RETURN(w.post_attn_norm, b.bind(layer_tensor_name(layer, "post_attention_layernorm.weight"), norm));
+  BEAM_ASSIGN_OR_RETURN(w.pre_mlp_norm, b.bind(layer_tensor_name(layer, "pre_feedforward_layernorm.weight"), norm));
+  BEAM_ASSIGN_OR_RETURN(w.post_mlp_norm, b.bind(layer_tensor_name(layer, "post_feedforward_layernorm.weight"), norm));
+  BEAM_RETURN_IF_ERROR(build_attention(b, c, layer, w.attn));
+  switch (c.mlp_layer_types[layer]) {
+    case MlpKind::kDense: return build_dense(b, c, layer, w.dense);
+    case MlpKind::kSparse: return build_moe(b, c, layer, w.moe);
+  }
+  return ok_status();
+}
+
+// With tie_word_embeddings the LM head is the embedding; a stored lm_head.weight must equal it.
+Status build_lm_head(WeightsBuilder& b, const BeamConfig& c, BeamWeights& w) {
+  const TensorSpec spec{Shape{c.vocab_size, c.hidden_size}, "[V, H]"};
+  if (!c.tie_word_embeddings) {
+    BEAM_ASSIGN_OR_RETURN(w.lm_head, b.bind("lm_head.weight", spec));
+    return ok_status();
+  }
+  w.lm_head = w.embed;
+  BEAM_ASSIGN_OR_RETURN(const RawTensor* head, b.resolver().take("lm_head.weight", spec, /*required=*/false));
+  BEAM_ASSIGN_OR_RETURN(const RawTensor* embed, b.resolver().take("model.embed_tokens.weight", spec, false));
+  if (head != nullptr && embed != nullptr &&
+      (head->dtype != embed->dtype || std::memcmp(head->data, embed->data, head->nbytes) != 0)) {
+    return make_error(head->file + ": tensor '" + head->name +
+                      "' differs from the embedding, but config.json sets tie_word_embeddings = true");
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Expected<std::shared_ptr<BeamWeights>> load_beam_weights(const std::string& model_dir) {
+  BEAM_ASSIGN_OR_RETURN(BeamConfig config, load_beam_config(model_dir));
+  BEAM_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::open(model_dir));
+  auto w = std::make_shared<BeamWeights>();
+  w->config = std::move(config);
+  const BeamConfig& c = w->config;
+  for (const auto& file : checkpoint.files()) w->storage.push_back(file);
+  WeightsBuilder b(checkpoint, *w);
+  BEAM_ASSIGN_OR_RETURN(w->embed, b.bind("model.embed_tokens.weight", {Shape{c.vocab_size, c.hidden_size}, "[V, H]"}));
+  BEAM_ASSIGN_OR_RETURN(w->final_norm, b.bind("model.norm.weight", {Shape{c.hidden_size}, "[H]"}));
+  w->layers.resize(c.num_layers);
+  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    BEAM_RETURN_IF_ERROR(build_layer(b, c, layer, w->layers[layer]));
+  }
+  BEAM_RETURN_IF_ERROR(build_lm_head(b, c, *w));
+  BEAM_RETURN_IF_ERROR(b.run());
+  return w;
+}
+
+}  // namespace beam
