@@ -6,5 +6,6 @@ namespace beam::cli {
 // argv holds the arguments after the subcommand name.
 int cmd_forward(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
+int cmd_inspect(int argc, char** argv);
 
 }  // namespace beam::cli

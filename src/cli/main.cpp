@@ -16,6 +16,7 @@ struct Command {
 constexpr Command kCommands[] = {
     {"forward", beam::cli::cmd_forward, "run a forward pass and write fp32 logits (.npy)"},
     {"generate", beam::cli::cmd_generate, "generate tokens from a prompt (default model: beam-nano)"},
+    {"inspect", beam::cli::cmd_inspect, "summarise a model: parameters, bytes, KV, memory plan"},
     {"help", nullptr, "print this list"},
 };
 
