@@ -2,6 +2,8 @@
 // helpers are host functions shared by every backend.
 #include "kernels/api/rope.h"
 
+#include <vector>
+
 #include "kernels/api/checks.h"
 #include "kernels/cpu/rope.h"
 
@@ -48,5 +50,15 @@ float rope_inv_freq(float theta, int64_t i, int64_t head_dim) {
 }
 
 float rope_angle(int64_t position, float inv_freq) { return cpu::rope_angle(position, inv_freq); }
+
+void rope_cos_sin(int64_t position, float theta, int64_t head_dim, std::span<float> cos_out,
+                  std::span<float> sin_out) {
+  BEAM_CHECK(head_dim > 0 && head_dim % 2 == 0 && static_cast<int64_t>(cos_out.size()) == head_dim &&
+             static_cast<int64_t>(sin_out.size()) == head_dim)
+      << "rope_cos_sin: head_dim " << head_dim << ", outputs " << cos_out.size() << "/" << sin_out.size();
+  std::vector<float> inv_freq(static_cast<size_t>(head_dim / 2));
+  for (int64_t i = 0; i < head_dim / 2; ++i) inv_freq[i] = cpu::rope_inv_freq(theta, i, head_dim);
+  cpu::rope_cos_sin(position, inv_freq.data(), head_dim, cos_out.data(), sin_out.data());
+}
 
 }  // namespace beam

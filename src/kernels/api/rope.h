@@ -1,6 +1,8 @@
 // Position transforms applied to normalised q/k (BEAM.md §3.4, §3.5).
 #pragma once
 
+#include <span>
+
 #include "kernels/api/context.h"
 
 namespace beam {
@@ -26,5 +28,11 @@ float rope_inv_freq(float theta, int64_t i, int64_t head_dim);
 
 // The fp32 angle of one position and frequency: fp32(fp32(p) * inv_freq), one rounding.
 float rope_angle(int64_t position, float inv_freq);
+
+// fp32 cos and sin of one token's HF table row cat(angles, angles), before the bf16 rounding,
+// bit-identical to PyTorch's CPU (SLEEF vectors of 8 lanes; exact for head_dim % 16 == 0).
+// cos_out, sin_out: [head_dim].
+void rope_cos_sin(int64_t position, float theta, int64_t head_dim, std::span<float> cos_out,
+                  std::span<float> sin_out);
 
 }  // namespace beam

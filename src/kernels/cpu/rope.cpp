@@ -1,6 +1,6 @@
 // CPU RoPE and SSMax with PyTorch's fp32 arithmetic: exponent (2i)/D in fp32, θ^e with torch's
-// powf, angle = fp32(fp32(p) * inv_freq), cos/sin with torch's cosf/sinf, each rounded to bf16;
-// then x*cos and rotate_half(x)*sin each rounded to bf16 and their sum rounded again.
+// powf, angle = fp32(fp32(p) * inv_freq), cos/sin as torch's vector loop evaluates them, each
+// rounded to bf16; then x*cos and rotate_half(x)*sin each rounded to bf16, their sum rounded.
 #include "kernels/cpu/rope.h"
 
 #include <vector>
@@ -11,16 +11,16 @@
 namespace beam::cpu {
 namespace {
 
-// Rotates the heads of one token in place. x: [num_heads, D] bf16; cos/sin: [D/2] bf16 values.
-void rotate_heads(bf16* x, int64_t num_heads, int64_t D, const float* cos_h, const float* sin_h) {
+// Rotates the heads of one token in place. x: [num_heads, D] bf16; cos/sin: [D] bf16 values.
+void rotate_heads(bf16* x, int64_t num_heads, int64_t D, const float* cos_d, const float* sin_d) {
   const int64_t half = D / 2;
   for (int64_t h = 0; h < num_heads; ++h) {
     bf16* row = x + h * D;
     for (int64_t i = 0; i < half; ++i) {
       const float x1 = to_float(row[i]), x2 = to_float(row[i + half]);
-      // rotate_half(x) = [-x2, x1]; the cos/sin tables repeat over both halves.
-      const float lo = round_bf16(x1 * cos_h[i]) + round_bf16(-x2 * sin_h[i]);
-      const float hi = round_bf16(x2 * cos_h[i]) + round_bf16(x1 * sin_h[i]);
+      // rotate_half(x) = [-x2, x1]
+      const float lo = round_bf16(x1 * cos_d[i]) + round_bf16(-x2 * sin_d[i]);
+      const float hi = round_bf16(x2 * cos_d[i + half]) + round_bf16(x1 * sin_d[i + half]);
       row[i] = to_bf16(lo);
       row[i + half] = to_bf16(hi);
     }
@@ -38,6 +38,24 @@ float rope_angle(int64_t position, float inv_freq) {
   return static_cast<float>(position) * inv_freq;
 }
 
+void rope_cos_sin(int64_t position, const float* inv_freq, int64_t head_dim, float* cos_out,
+                  float* sin_out) {
+  const int64_t half = head_dim / 2;
+  // HF's emb = cat(angles, angles), evaluated in groups of 8 lanes as torch's AVX2 loop does
+  // (exact for D % 16 == 0; otherwise torch's groups cross tokens and the last group is padded).
+  std::vector<float> emb(static_cast<size_t>((head_dim + 7) / 8 * 8), 0.0f);
+  for (int64_t i = 0; i < half; ++i) emb[i] = emb[i + half] = rope_angle(position, inv_freq[i]);
+  float c8[8], s8[8];
+  for (int64_t g = 0; g < head_dim; g += 8) {
+    torch_cosf8(&emb[g], c8);
+    torch_sinf8(&emb[g], s8);
+    for (int64_t l = 0; l < 8 && g + l < head_dim; ++l) {
+      cos_out[g + l] = c8[l];
+      sin_out[g + l] = s8[l];
+    }
+  }
+}
+
 float ssmax_scale(int64_t position) {
   const float base = 1.0f + (static_cast<float>(position) + 1.0f) / 2048.0f;
   return torch_powf(base, 0.1f);
@@ -49,16 +67,15 @@ void apply_rope(ThreadPool& pool, const TensorView& q, const TensorView& k,
   std::vector<float> inv_freq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i) inv_freq[i] = rope_inv_freq(theta, i, D);
   pool.parallel_for(T, 4, [&](int64_t t0, int64_t t1) {
-    std::vector<float> cos_h(static_cast<size_t>(half)), sin_h(static_cast<size_t>(half));
+    std::vector<float> cos_d(static_cast<size_t>(D)), sin_d(static_cast<size_t>(D));
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t p = positions.as<int64_t>()[t];
-      for (int64_t i = 0; i < half; ++i) {
-        const float angle = rope_angle(p, inv_freq[i]);
-        cos_h[i] = round_bf16(torch_cosf(angle));
-        sin_h[i] = round_bf16(torch_sinf(angle));
+      rope_cos_sin(positions.as<int64_t>()[t], inv_freq.data(), D, cos_d.data(), sin_d.data());
+      for (int64_t d = 0; d < D; ++d) {
+        cos_d[d] = round_bf16(cos_d[d]);
+        sin_d[d] = round_bf16(sin_d[d]);
       }
-      rotate_heads(q.as<bf16>() + t * Nq * D, Nq, D, cos_h.data(), sin_h.data());
-      rotate_heads(k.as<bf16>() + t * Nkv * D, Nkv, D, cos_h.data(), sin_h.data());
+      rotate_heads(q.as<bf16>() + t * Nq * D, Nq, D, cos_d.data(), sin_d.data());
+      rotate_heads(k.as<bf16>() + t * Nkv * D, Nkv, D, cos_d.data(), sin_d.data());
     }
   });
 }

@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/bf16.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "core/npy.h"
 #include "kernels/api/context.h"
 
 namespace beam::test {
@@ -61,6 +63,16 @@ inline int bf16_ulps(float a, float b) {
     return bits & 0x8000 ? -(bits & 0x7fff) : bits;
   };
   return std::abs(key(a) - key(b));
+}
+
+// A table from tests/data/kernels (written by make_torch_tables.py); fails the test if missing.
+inline NpyArray load_table(const std::string& name, const std::string& descr) {
+  const std::string path = std::string(BEAMSERVE_SOURCE_DIR) + "/tests/data/kernels/" + name;
+  Expected<NpyArray> a = read_npy(path);
+  EXPECT_TRUE(a.ok()) << (a.ok() ? "" : a.error().message);
+  if (!a.ok()) return {};
+  EXPECT_EQ(a->descr, descr) << path;
+  return std::move(a).value();
 }
 
 }  // namespace beam::test
