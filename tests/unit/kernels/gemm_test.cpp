@@ -9,16 +9,8 @@ namespace {
 
 using test::Contexts;
 
-// The dot-product order documented in kernels/cpu/vec.h, written out plainly.
 float documented_dot(const TensorView& x, int64_t m, const TensorView& w, int64_t n) {
-  const int64_t K = x.dim(1), K8 = K & ~int64_t{7};
-  auto xv = [&](int64_t k) { return test::value_at(x, m * K + k); };
-  auto wv = [&](int64_t k) { return test::value_at(w, n * K + k); };
-  float lane[8] = {};
-  for (int64_t k = 0; k < K8; ++k) lane[k % 8] = std::fma(xv(k), wv(k), lane[k % 8]);
-  float s = ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
-  for (int64_t k = K8; k < K; ++k) s = std::fma(xv(k), wv(k), s);
-  return s;
+  return test::documented_dot(test::row_f32(x, m).data(), test::row_f32(w, n).data(), x.dim(1));
 }
 
 double exact_dot(const TensorView& x, int64_t m, const TensorView& w, int64_t n, double* abs_sum) {
@@ -42,7 +34,11 @@ void check_case(const Case& c, Contexts& ctx, std::mt19937& rng) {
   SCOPED_TRACE(::testing::Message() << "M=" << c.M << " K=" << c.K << " N=" << c.N << " x="
                                     << dtype_name(c.x) << " w=" << dtype_name(c.w)
                                     << " out=" << dtype_name(c.out));
-  auto make = [&](DType d, Shape s) { return d == DType::kBF16 ? test::random_bf16(s, rng) : test::random_f32(s, rng); };
+  auto make = [&](DType d, Shape s) {
+    HostTensor t(d, s);
+    test::fill_uniform(t.view, rng(), 1.0f);
+    return t;
+  };
   HostTensor x = make(c.x, {c.M, c.K}), w = make(c.w, {c.N, c.K});
   HostTensor out1(c.out, {c.M, c.N}), out2(c.out, {c.M, c.N});
   linear(ctx.one, x.view, w.view, out1.view);

@@ -65,6 +65,43 @@ inline int bf16_ulps(float a, float b) {
   return std::abs(key(a) - key(b));
 }
 
+// Fast uniform fill in [-scale, scale) for large tensors (xorshift; bf16 or f32).
+inline void fill_uniform(const TensorView& t, uint64_t seed, float scale) {
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    const float u = static_cast<float>(s >> 40) / static_cast<float>(1ull << 24);  // [0, 1)
+    const float v = (2.0f * u - 1.0f) * scale;
+    if (t.dtype == DType::kBF16) {
+      t.as<bf16>()[i] = to_bf16(v);
+    } else {
+      t.as<float>()[i] = v;
+    }
+  }
+}
+
+// Row r of a bf16 or f32 matrix [rows, n] widened to fp32.
+inline std::vector<float> row_f32(const TensorView& t, int64_t r) {
+  const int64_t n = t.numel() / t.dim(0);
+  std::vector<float> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[i] = value_at(t, r * n + i);
+  return out;
+}
+
+// The fp32 dot-product order documented in kernels/cpu/vec.h, written out plainly: 8 lanes of
+// fused multiply-adds over k < K8, lanes summed ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)), then the
+// tail with fused multiply-adds.
+inline float documented_dot(const float* x, const float* w, int64_t K) {
+  const int64_t K8 = K & ~int64_t{7};
+  float lane[8] = {};
+  for (int64_t k = 0; k < K8; ++k) lane[k % 8] = std::fma(x[k], w[k], lane[k % 8]);
+  float s = ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+  for (int64_t k = K8; k < K; ++k) s = std::fma(x[k], w[k], s);
+  return s;
+}
+
 // A table from tests/data/kernels (written by make_torch_tables.py); fails the test if missing.
 inline NpyArray load_table(const std::string& name, const std::string& descr) {
   const std::string path = std::string(BEAMSERVE_SOURCE_DIR) + "/tests/data/kernels/" + name;
