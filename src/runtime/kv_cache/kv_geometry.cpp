@@ -1,0 +1,81 @@
+// KvGeometry from a BeamConfig and the byte-budget split between the two KV pools.
+#include "runtime/kv_cache/kv_geometry.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "runtime/kv_cache/kv_types.h"
+
+namespace beam {
+
+int64_t KvGeometry::num_layers(AttentionKind pool) const {
+  return std::count(layer_types.begin(), layer_types.end(), pool);
+}
+
+Expected<KvGeometry> kv_geometry_from_config(const BeamConfig& config, int64_t block_size_tokens) {
+  if (block_size_tokens <= 0)
+    return make_error("KV block size must be positive, got " + std::to_string(block_size_tokens));
+  if (config.num_kv_heads <= 0 || config.head_dim <= 0)
+    return make_error("config: num_key_value_heads and head_dim must be positive");
+  if (static_cast<int64_t>(config.layer_types.size()) != config.num_layers)
+    return make_error("config: layer_types has " + std::to_string(config.layer_types.size()) +
+                      " entries for " + std::to_string(config.num_layers) + " layers");
+  KvGeometry g;
+  g.block_size_tokens = block_size_tokens;
+  g.sliding_window_tokens = config.sliding_window;
+  g.num_kv_heads = config.num_kv_heads;
+  g.head_dim = config.head_dim;
+  g.layer_types = config.layer_types;
+  for (AttentionKind pool : kKvPools) {
+    if (g.num_layers(pool) == 0)
+      return make_error(std::string("config: the hybrid KV cache needs at least one ") +
+                        (pool == AttentionKind::kFull ? "full_attention" : "sliding_attention") +
+                        " layer");
+  }
+  if (g.sliding_window_tokens <= 0)
+    return make_error("config: sliding_window must be positive, got " +
+                      std::to_string(g.sliding_window_tokens));
+  return g;
+}
+
+Expected<KvPoolSizes> plan_kv_pools(const KvGeometry& g, int64_t budget_bytes,
+                                    const KvPoolSplit& split) {
+  const int64_t B = g.block_size_tokens;
+  if (split.max_running_seqs <= 0 || split.max_step_tokens <= 0 ||
+      split.cached_sliding_per_full_token < 0)
+    return make_error("KV pool split: max_running_seqs and max_step_tokens must be positive and "
+                      "cached_sliding_per_full_token non-negative");
+  const int64_t per_seq = blocks_for_tokens(g.sliding_window_tokens - 1, B) + 2;
+  const int64_t live_sliding =
+      split.max_running_seqs * per_seq + blocks_for_tokens(split.max_step_tokens, B);
+  const int64_t full_bb = g.bytes_per_block(AttentionKind::kFull);
+  const int64_t sliding_bb = g.bytes_per_block(AttentionKind::kSliding);
+  const int64_t rest = budget_bytes - live_sliding * sliding_bb;
+  const double per_full = static_cast<double>(full_bb) +
+                          split.cached_sliding_per_full_token * static_cast<double>(sliding_bb);
+  const int64_t num_full = rest > 0 ? static_cast<int64_t>(static_cast<double>(rest) / per_full) : 0;
+  if (num_full < 1)
+    return make_error("KV budget of " + std::to_string(budget_bytes) + " bytes cannot hold the " +
+                      std::to_string(live_sliding) + " sliding blocks (" +
+                      std::to_string(live_sliding * sliding_bb) + " bytes) that " +
+                      std::to_string(split.max_running_seqs) +
+                      " running sequences need plus one full block; raise the budget or lower "
+                      "max_running_seqs / max_step_tokens");
+  const int64_t num_sliding =
+      live_sliding + static_cast<int64_t>(split.cached_sliding_per_full_token *
+                                          static_cast<double>(num_full));
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  if (num_full > kMax || num_sliding > kMax)
+    return make_error("KV pools of " + std::to_string(num_full) + " full / " +
+                      std::to_string(num_sliding) + " sliding blocks exceed int32 block ids; "
+                      "use a larger block size");
+  return KvPoolSizes{static_cast<int32_t>(num_full), static_cast<int32_t>(num_sliding)};
+}
+
+int64_t kv_pool_bytes(const KvGeometry& g, const KvPoolSizes& sizes) {
+  return sizes.num_full_blocks * g.bytes_per_block(AttentionKind::kFull) +
+         sizes.num_sliding_blocks * g.bytes_per_block(AttentionKind::kSliding);
+}
+
+}  // namespace beam
