@@ -1,0 +1,173 @@
+// PrefixCache: node storage, hashing, match() and insert().
+#include "runtime/prefix_cache/prefix_cache.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/check.h"
+
+namespace beam {
+namespace {
+
+uint64_t mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+size_t PrefixCache::ChildKeyHash::operator()(const ChildKey& k) const {
+  return static_cast<size_t>(mix64(k.hash ^ (static_cast<uint64_t>(k.parent) * 0x9e3779b97f4a7c15ull)));
+}
+
+uint64_t PrefixCache::hash_block(std::span<const int32_t> tokens) {
+  uint64_t h = 0x243f6a8885a308d3ull;
+  for (int32_t t : tokens) h = mix64(h ^ static_cast<uint32_t>(t)) + 0x9e3779b97f4a7c15ull;
+  return h;
+}
+
+PrefixCache::PrefixCache(KvCacheManager& kv)
+    : kv_(kv),
+      block_size_(kv.block_size()),
+      window_(kv.sliding_window()),
+      checkpoint_blocks_(kv.config().sliding_checkpoint_interval_tokens / kv.block_size()) {
+  nodes_.emplace_back();
+  nodes_[0].in_use = true;
+  tokens_.resize(static_cast<size_t>(block_size_));
+}
+
+std::span<const int32_t> PrefixCache::node_tokens(PrefixNodeId id) const {
+  return {tokens_.data() + static_cast<size_t>(id.value) * block_size_,
+          static_cast<size_t>(block_size_)};
+}
+
+int64_t PrefixCache::window_first(int64_t depth) const {
+  return first_visible_block(depth * block_size_, window_, block_size_);
+}
+
+PrefixNodeId PrefixCache::find_child(PrefixNodeId parent, std::span<const int32_t> block,
+                                     bool* collision) const {
+  *collision = false;
+  auto it = children_.find(ChildKey{parent.value, hash_block(block)});
+  if (it == children_.end()) return PrefixNodeId();
+  const PrefixNodeId child(it->second);
+  if (!std::equal(block.begin(), block.end(), node_tokens(child).begin())) {
+    *collision = true;  // same hash, other tokens: treated as absent and never inserted
+    return PrefixNodeId();
+  }
+  return child;
+}
+
+PrefixNodeId PrefixCache::new_node(PrefixNodeId parent, std::span<const int32_t> block, int32_t full) {
+  int32_t slot;
+  if (!free_nodes_.empty()) {
+    slot = free_nodes_.back();
+    free_nodes_.pop_back();
+  } else {
+    slot = static_cast<int32_t>(nodes_.size());
+    nodes_.emplace_back();
+    tokens_.resize(nodes_.size() * static_cast<size_t>(block_size_));
+  }
+  const PrefixNodeId id(slot);
+  Node& n = node(id);
+  n = Node{};
+  n.parent = parent;
+  n.depth = node(parent).depth + 1;
+  n.hash = hash_block(block);
+  n.full = full;
+  n.in_use = true;
+  std::copy(block.begin(), block.end(), tokens_.begin() + static_cast<size_t>(slot) * block_size_);
+  kv_.add_block_ref(AttentionKind::kFull, BlockId(full));
+  BEAM_CHECK(children_.emplace(ChildKey{parent.value, n.hash}, slot).second) << "duplicate child";
+  ++node(parent).num_children;
+  ++num_nodes_;
+  ++num_evictable_full_;
+  reindex(parent);
+  return id;
+}
+
+PrefixMatch PrefixCache::match(std::span<const int32_t> tokens) const {
+  PrefixMatch best;
+  best.epoch = epoch_;
+  if (tokens.empty()) return best;
+  const int64_t limit = (static_cast<int64_t>(tokens.size()) - 1) / block_size_;
+  PrefixNodeId id = kRoot;
+  int64_t run = 0;            // consecutive nodes with live sliding blocks ending here
+  int64_t unlocked_full = 0;  // unlocked nodes on the path so far
+  for (int64_t k = 1; k <= limit; ++k) {
+    bool collision = false;
+    const PrefixNodeId child =
+        find_child(id, tokens.subspan((k - 1) * block_size_, block_size_), &collision);
+    if (!child.valid()) break;
+    id = child;
+    const Node& n = node(id);
+    run = n.sliding >= 0 ? run + 1 : 0;
+    unlocked_full += n.full_lock == 0;
+    if (run >= k - window_first(k)) {
+      best.num_tokens = k * block_size_;
+      best.endpoint = id;
+      best.newly_locked.full = unlocked_full;
+    }
+  }
+  if (best.num_tokens == 0) return best;
+  // Sliding blocks of the window that are not locked yet.
+  PrefixNodeId w = best.endpoint;
+  for (int64_t i = best.num_tokens / block_size_ - 1; i >= window_first(best.num_tokens / block_size_); --i) {
+    best.newly_locked.sliding += node(w).sliding_lock == 0;
+    w = node(w).parent;
+  }
+  return best;
+}
+
+int64_t PrefixCache::insert(SeqId seq, std::span<const int32_t> tokens) {
+  const int64_t B = block_size_;
+  const int64_t K = std::min<int64_t>(kv_.num_computed(seq), static_cast<int64_t>(tokens.size())) / B;
+  const std::span<const int32_t> full = kv_.full_table(seq);
+  const std::span<const int32_t> sliding = kv_.sliding_table(seq);
+  // 1. Follow the existing path.
+  path_.clear();
+  PrefixNodeId id = kRoot;
+  int64_t stop = K;
+  for (int64_t i = 0; i < K; ++i) {
+    bool collision = false;
+    const PrefixNodeId child = find_child(id, tokens.subspan(i * B, B), &collision);
+    if (!child.valid()) {
+      if (collision) stop = i;
+      break;
+    }
+    path_.push_back(child);
+    id = child;
+  }
+  const int64_t m = static_cast<int64_t>(path_.size());
+  auto has_sliding = [&](int64_t i) {
+    return (i < m && node(path_[i]).sliding >= 0) || sliding[i] >= 0;
+  };
+  // 2. Deepest point <= stop whose window the tree or the sequence holds.
+  int64_t best = 0;
+  for (int64_t k = 1, run = 0; k <= stop; ++k) {
+    run = has_sliding(k - 1) ? run + 1 : 0;
+    if (run >= k - window_first(k)) best = k;
+  }
+  if (best == 0) return 0;
+  // 3. New nodes for the missing blocks (tombstones until an endpoint window covers them).
+  for (int64_t i = m; i < best; ++i)
+    path_.push_back(new_node(i == 0 ? kRoot : path_[i - 1], tokens.subspan(i * B, B), full[i]));
+  // 4. Endpoints: the deepest point and every checkpoint with an intact window.
+  for (int64_t k = 1, run = 0; k <= best; ++k) {
+    run = has_sliding(k - 1) ? run + 1 : 0;
+    const bool checkpoint = checkpoint_blocks_ > 0 && k % checkpoint_blocks_ == 0;
+    if ((k != best && !checkpoint) || run < k - window_first(k)) continue;
+    const PrefixNodeId e = path_[k - 1];
+    if (node(e).endpoint && k != best) continue;
+    for (int64_t i = window_first(k); i < k; ++i)
+      if (node(path_[i]).sliding < 0) set_sliding(path_[i], sliding[i]);  // heal
+    if (!node(e).endpoint) mark_endpoint(e);
+    touch(e);
+  }
+  return best * B;
+}
+
+}  // namespace beam

@@ -1,0 +1,167 @@
+// PrefixCache: a radix tree over block-aligned token prefixes. Every node is one block of tokens
+// and holds its full-attention KV block; sliding-window KV is kept only inside the window before
+// an "endpoint" (a point where a cached prefix can be resumed), elsewhere the node is a
+// tombstone. Lock counts pin prefixes in use; eviction is LRU and window-aware.
+// One owner: the engine thread (with the KvCacheManager it shares blocks with).
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <span>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/strong_id.h"
+#include "runtime/kv_cache/kv_cache_manager.h"
+#include "runtime/kv_cache/kv_types.h"
+
+namespace beam {
+
+using PrefixNodeId = StrongId<struct PrefixNodeTag, int32_t>;
+
+// Result of match(): the longest reusable prefix of a prompt.
+struct PrefixMatch {
+  int64_t num_tokens = 0;     // P: block-aligned, < prompt length, window before P intact
+  PrefixNodeId endpoint;      // node of block P/B - 1 (invalid when P == 0)
+  uint64_t epoch = 0;         // acquire() requires that nothing was removed from the tree since
+  BlockCounts newly_locked;   // blocks acquire() takes off evictable() (unlocked ones it locks)
+};
+
+struct PrefixCacheStats {
+  int64_t num_nodes = 0;      // cached blocks (full pool)
+  int64_t num_endpoints = 0;  // resumable points with an intact window
+  BlockCounts held;           // blocks the tree holds a reference to
+  BlockCounts evictable;      // blocks eviction can return to the pools
+};
+
+class PrefixCache {
+ public:
+  // kv must outlive the cache; block size and window come from it.
+  explicit PrefixCache(KvCacheManager& kv);
+
+  // Longest prefix P of `tokens` that can be resumed: a multiple of the block size, at most
+  // tokens.size() - 1 (the last prompt token is always recomputed, for its logits), with the full
+  // blocks [0, P) and the sliding blocks of the window before P (keys P-W+1 .. P-1) cached.
+  // Where the path continues but a window was evicted, the match is cut back to the last point
+  // whose window is intact. Pure.
+  PrefixMatch match(std::span<const int32_t> tokens) const;
+
+  // Locks the matched prefix for `seq` (full blocks to the root, sliding blocks of the window
+  // only) and attaches its blocks to the fresh KV sequence `seq`. Requires match.num_tokens > 0
+  // and that no removal happened since match() (commit right after plan).
+  void acquire(SeqId seq, const PrefixMatch& match);
+  // seq's sliding locks end below `first_kept_block` (it released those blocks). No-op without lock.
+  void release_sliding_below(SeqId seq, int64_t first_kept_block);
+  // child (a fork of parent) takes the same locks as parent.
+  void fork(SeqId parent, SeqId child);
+  // Drops all of seq's locks. No-op without lock.
+  void release(SeqId seq);
+  bool holds_lock(SeqId seq) const { return locks_.count(seq) != 0; }
+
+  // Caches the computed full blocks of `seq` (tokens: all of its known tokens) up to the deepest
+  // block boundary whose window the sequence (or the tree) still holds, marks that point — and
+  // every checkpoint interval with an intact window — as endpoints, and heals tombstones inside
+  // those windows with the sequence's sliding blocks. Returns the cached prefix length in tokens.
+  // The caller frees the KV sequence right after (finish / preempt).
+  int64_t insert(SeqId seq, std::span<const int32_t> tokens);
+
+  // Blocks that eviction can return to the pools (unlocked ones only the tree references).
+  BlockCounts evictable() const { return {num_evictable_full_, num_evictable_sliding_}; }
+  // Evicts until the pools have `target_free` free blocks. Requires target_free to fit
+  // kv.free_blocks() + evictable(). Full pressure trims the least recently used leaf back to its
+  // previous endpoint; sliding pressure first breaks interior endpoints (LRU), then leaves.
+  void evict_until_free(BlockCounts target_free);
+  // Evicts everything not locked.
+  void flush();
+
+  PrefixCacheStats stats() const;
+  // Aborts on any broken invariant: tree shape, child keys, lock counts vs lock records, window
+  // pins, intact endpoints, leaves are endpoints, eviction indexes, evictable counters, and the
+  // KV pools' reference counts (sequences + tree) with free + used == total in both pools.
+  void check_integrity() const;
+
+ private:
+  struct Node {
+    PrefixNodeId parent;
+    int32_t depth = 0;        // blocks from the root: the node holds block depth-1
+    uint64_t hash = 0;        // of its tokens
+    int32_t full = -1;        // full-pool block
+    int32_t sliding = -1;     // sliding-pool block, -1 = tombstone
+    int32_t num_children = 0;
+    int32_t full_lock = 0;    // lock records whose prefix contains this node
+    int32_t sliding_lock = 0; // lock records whose live window contains this node
+    int32_t window_pins = 0;  // endpoints whose window contains this node
+    bool endpoint = false;
+    bool in_use = false;
+    uint64_t tick = 0;        // last use as a match or insert endpoint
+    bool in_leaf_index = false;
+    bool in_endpoint_index = false;
+    std::tuple<int, uint64_t, int32_t, int32_t> endpoint_key{};
+    std::pair<uint64_t, int32_t> leaf_key{};
+  };
+  struct LockRecord {
+    PrefixNodeId endpoint;
+    int64_t depth = 0;        // locked prefix in blocks
+    int64_t sliding_lo = 0;   // sliding locks cover blocks [sliding_lo, depth)
+  };
+  struct ChildKey {
+    int32_t parent;
+    uint64_t hash;
+    bool operator==(const ChildKey&) const = default;
+  };
+  struct ChildKeyHash {
+    size_t operator()(const ChildKey& k) const;
+  };
+  static constexpr PrefixNodeId kRoot{0};
+
+  static uint64_t hash_block(std::span<const int32_t> tokens);
+  std::span<const int32_t> node_tokens(PrefixNodeId id) const;
+  Node& node(PrefixNodeId id) { return nodes_[id.value]; }
+  const Node& node(PrefixNodeId id) const { return nodes_[id.value]; }
+  int64_t window_first(int64_t depth) const;  // first block of the window before depth*B
+  PrefixNodeId find_child(PrefixNodeId parent, std::span<const int32_t> block, bool* collision) const;
+  PrefixNodeId new_node(PrefixNodeId parent, std::span<const int32_t> block, int32_t full);
+  void delete_node(PrefixNodeId id);
+  PrefixNodeId prune(PrefixNodeId id);
+  void set_sliding(PrefixNodeId id, int32_t block);
+  void drop_sliding(PrefixNodeId id);
+  void add_full_lock(PrefixNodeId id, int delta);
+  void add_sliding_lock(PrefixNodeId id, int delta);
+  void lock_path(const LockRecord& rec);
+  void mark_endpoint(PrefixNodeId id);
+  void unmark_endpoint(PrefixNodeId id);
+  void touch(PrefixNodeId id);
+  void reindex(PrefixNodeId id);
+  void evict_leaf(PrefixNodeId id);
+  void break_endpoint(PrefixNodeId id);
+  void check_nodes() const;
+  void check_counts() const;
+
+  KvCacheManager& kv_;
+  int64_t block_size_;
+  int64_t window_;
+  int64_t checkpoint_blocks_;  // checkpoint interval in blocks, 0 = none
+  std::vector<Node> nodes_;    // [0] is the root
+  std::vector<int32_t> free_nodes_;
+  std::vector<int32_t> tokens_;  // [nodes_.size() * block_size_]: each node's block of tokens
+  std::unordered_map<ChildKey, int32_t, ChildKeyHash> children_;
+  // Unlocked leaf endpoints by (tick, node): victims under full-pool pressure.
+  std::set<std::pair<uint64_t, int32_t>> leaf_index_;
+  // Endpoints by (is_leaf, tick, depth, node): victims under sliding-pool pressure.
+  std::set<std::tuple<int, uint64_t, int32_t, int32_t>> endpoint_index_;
+  std::unordered_map<SeqId, LockRecord> locks_;
+  int64_t num_nodes_ = 0;
+  int64_t num_endpoints_ = 0;
+  int64_t num_sliding_held_ = 0;
+  int64_t num_evictable_full_ = 0;
+  int64_t num_evictable_sliding_ = 0;
+  uint64_t clock_ = 0;
+  uint64_t epoch_ = 0;  // bumped whenever a node or a sliding block leaves the tree
+  std::vector<PrefixNodeId> path_;     // scratch of insert()
+  std::vector<int32_t> full_scratch_;  // scratch of acquire()
+  std::vector<int32_t> sliding_scratch_;
+};
+
+}  // namespace beam

@@ -1,0 +1,157 @@
+// PrefixCache: lock counts (acquire / release / fork), window pins of endpoints, block holding.
+#include "runtime/prefix_cache/prefix_cache.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace beam {
+
+void PrefixCache::set_sliding(PrefixNodeId id, int32_t block) {
+  Node& n = node(id);
+  BEAM_CHECK(n.sliding < 0 && n.sliding_lock == 0 && block >= 0)
+      << "set_sliding on node " << id.value << " holding " << n.sliding << " with block " << block;
+  kv_.add_block_ref(AttentionKind::kSliding, BlockId(block));
+  n.sliding = block;
+  ++num_sliding_held_;
+  ++num_evictable_sliding_;
+}
+
+void PrefixCache::drop_sliding(PrefixNodeId id) {
+  Node& n = node(id);
+  BEAM_CHECK(n.sliding >= 0 && n.sliding_lock == 0) << "drop_sliding on node " << id.value;
+  kv_.release_block(AttentionKind::kSliding, BlockId(n.sliding));
+  n.sliding = -1;
+  --num_sliding_held_;
+  --num_evictable_sliding_;
+  ++epoch_;
+}
+
+void PrefixCache::add_full_lock(PrefixNodeId id, int delta) {
+  Node& n = node(id);
+  const bool was_unlocked = n.full_lock == 0;
+  n.full_lock += delta;
+  BEAM_CHECK(n.full_lock >= 0) << "full lock underflow on node " << id.value;
+  num_evictable_full_ += static_cast<int64_t>(n.full_lock == 0) - static_cast<int64_t>(was_unlocked);
+}
+
+void PrefixCache::add_sliding_lock(PrefixNodeId id, int delta) {
+  Node& n = node(id);
+  BEAM_CHECK(n.sliding >= 0) << "sliding lock on tombstone " << id.value;
+  const bool was_unlocked = n.sliding_lock == 0;
+  n.sliding_lock += delta;
+  BEAM_CHECK(n.sliding_lock >= 0) << "sliding lock underflow on node " << id.value;
+  num_evictable_sliding_ +=
+      static_cast<int64_t>(n.sliding_lock == 0) - static_cast<int64_t>(was_unlocked);
+  // A window no endpoint pins any more is useless once its last user lets go.
+  if (n.sliding_lock == 0 && n.window_pins == 0) drop_sliding(id);
+}
+
+void PrefixCache::mark_endpoint(PrefixNodeId id) {
+  Node& e = node(id);
+  BEAM_CHECK(!e.endpoint && id != kRoot) << "mark_endpoint on node " << id.value;
+  PrefixNodeId w = id;
+  for (int64_t i = e.depth - 1; i >= window_first(e.depth); --i) {
+    BEAM_CHECK(node(w).sliding >= 0) << "endpoint " << id.value << " window block " << i << " missing";
+    ++node(w).window_pins;
+    w = node(w).parent;
+  }
+  e.endpoint = true;
+  ++num_endpoints_;
+  reindex(id);
+}
+
+void PrefixCache::unmark_endpoint(PrefixNodeId id) {
+  Node& e = node(id);
+  BEAM_CHECK(e.endpoint) << "unmark_endpoint on node " << id.value;
+  e.endpoint = false;
+  --num_endpoints_;
+  PrefixNodeId w = id;
+  for (int64_t i = e.depth - 1; i >= window_first(e.depth); --i) {
+    Node& n = node(w);
+    --n.window_pins;
+    if (n.window_pins == 0 && n.sliding_lock == 0) drop_sliding(w);
+    w = n.parent;
+  }
+  reindex(id);
+}
+
+void PrefixCache::touch(PrefixNodeId id) {
+  node(id).tick = ++clock_;
+  reindex(id);
+}
+
+void PrefixCache::lock_path(const LockRecord& rec) {
+  PrefixNodeId id = rec.endpoint;
+  for (int64_t i = rec.depth - 1; i >= 0; --i) {
+    add_full_lock(id, +1);
+    if (i >= rec.sliding_lo) add_sliding_lock(id, +1);
+    id = node(id).parent;
+  }
+  BEAM_CHECK(id == kRoot) << "lock path does not end at the root";
+  reindex(rec.endpoint);
+}
+
+void PrefixCache::acquire(SeqId seq, const PrefixMatch& match) {
+  BEAM_CHECK(match.num_tokens > 0 && match.endpoint.valid()) << "acquire of an empty match";
+  BEAM_CHECK(match.epoch == epoch_) << "stale prefix match for sequence " << seq.value
+                                    << ": the tree lost blocks since match()";
+  BEAM_CHECK(!locks_.count(seq)) << "sequence " << seq.value << " already holds a prefix lock";
+  const int64_t k = match.num_tokens / block_size_;
+  const LockRecord rec{match.endpoint, k, window_first(k)};
+  BEAM_CHECK_EQ(node(rec.endpoint).depth, k) << "match endpoint depth";
+  full_scratch_.assign(static_cast<size_t>(k), -1);
+  sliding_scratch_.assign(static_cast<size_t>(k), -1);
+  PrefixNodeId id = rec.endpoint;
+  for (int64_t i = k - 1; i >= 0; --i) {
+    full_scratch_[i] = node(id).full;
+    if (i >= rec.sliding_lo) sliding_scratch_[i] = node(id).sliding;
+    id = node(id).parent;
+  }
+  lock_path(rec);
+  if (!node(rec.endpoint).endpoint) mark_endpoint(rec.endpoint);
+  touch(rec.endpoint);
+  locks_.emplace(seq, rec);
+  kv_.attach_prefix(seq, full_scratch_, sliding_scratch_, match.num_tokens);
+}
+
+void PrefixCache::release_sliding_below(SeqId seq, int64_t first_kept_block) {
+  auto it = locks_.find(seq);
+  if (it == locks_.end()) return;
+  LockRecord& rec = it->second;
+  const int64_t upto = std::min(first_kept_block, rec.depth);
+  if (upto <= rec.sliding_lo) return;
+  PrefixNodeId id = rec.endpoint;
+  for (int64_t i = rec.depth - 1; i >= rec.sliding_lo; --i) {
+    const PrefixNodeId parent = node(id).parent;
+    if (i < upto) add_sliding_lock(id, -1);
+    id = parent;
+  }
+  rec.sliding_lo = upto;
+}
+
+void PrefixCache::fork(SeqId parent, SeqId child) {
+  auto it = locks_.find(parent);
+  if (it == locks_.end()) return;
+  BEAM_CHECK(!locks_.count(child)) << "sequence " << child.value << " already holds a prefix lock";
+  const LockRecord rec = it->second;
+  lock_path(rec);
+  locks_.emplace(child, rec);
+}
+
+void PrefixCache::release(SeqId seq) {
+  auto it = locks_.find(seq);
+  if (it == locks_.end()) return;
+  const LockRecord rec = it->second;
+  release_sliding_below(seq, rec.depth);
+  locks_.erase(it);
+  PrefixNodeId id = rec.endpoint;
+  for (int64_t i = rec.depth - 1; i >= 0; --i) {
+    add_full_lock(id, -1);
+    id = node(id).parent;
+  }
+  reindex(rec.endpoint);
+  prune(rec.endpoint);
+}
+
+}  // namespace beam

@@ -1,0 +1,229 @@
+// Scheduler::plan: decode pass, running-prefill pass and admission pass over a capacity ledger
+// (free + evictable blocks of both pools, token budget), with preemption of the lowest-priority,
+// newest running sequences when a pool runs out.
+#include "runtime/scheduler/scheduler.h"
+
+#include <algorithm>
+#include <tuple>
+#include <unordered_map>
+
+#include "core/check.h"
+
+namespace beam {
+
+int64_t StepPlan::num_tokens() const {
+  int64_t n = 0;
+  for (const SeqWork& w : work) n += w.num_tokens;
+  return n;
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config) : config_(config) {
+  BEAM_CHECK(config.max_step_tokens > 0 && config.max_running_seqs > 0 &&
+             config.max_prefill_chunk_tokens > 0 && config.num_speculative_tokens >= 0 &&
+             config.admission_headroom_blocks_per_seq >= 0)
+      << "invalid scheduler config";
+}
+
+namespace {
+
+bool served_before(const SeqState& a, const SeqState& b) {
+  return std::make_tuple(-static_cast<int64_t>(a.priority), a.arrival, a.id.value) <
+         std::make_tuple(-static_cast<int64_t>(b.priority), b.arrival, b.id.value);
+}
+
+// One plan under construction.
+class PlanBuilder {
+ public:
+  PlanBuilder(const SchedulerConfig& config, const SchedulerInput& in)
+      : cfg_(config), in_(in), kv_(*in.kv), B_(in.kv->block_size()) {
+    avail_ = kv_.free_blocks();
+    if (in.prefix) avail_ += in.prefix->evictable();
+    tokens_left_ = cfg_.max_step_tokens;
+    for (const SeqState& s : in.running) run_.push_back(Entry{&s});
+    std::sort(run_.begin(), run_.end(),
+              [](const Entry& a, const Entry& b) { return served_before(*a.s, *b.s); });
+    for (size_t i = 0; i < run_.size(); ++i) index_[run_[i].s->id] = i;
+    for (Entry& e : run_) {
+      e.fork = e.s->fork_parent.valid();
+      const SeqId kv_id = e.fork ? e.s->fork_parent : e.s->id;
+      BEAM_CHECK(!e.fork || index_.count(kv_id)) << "fork parent " << kv_id.value << " not running";
+      e.num_computed = kv_.num_computed(kv_id);
+      e.remaining = static_cast<int64_t>(e.s->tokens.size()) - e.num_computed;
+      BEAM_CHECK(e.remaining >= 1) << "running sequence " << e.s->id.value << " has nothing to compute";
+    }
+  }
+
+  StepPlan build() {
+    decode_pass();
+    prefill_pass();
+    admit_pass();
+    return std::move(plan_);
+  }
+
+ private:
+  struct Entry {
+    const SeqState* s = nullptr;
+    int64_t num_computed = 0;
+    int64_t remaining = 0;
+    bool fork = false;
+    bool preempted = false;
+    bool scheduled = false;
+    bool pinned = false;  // parent of a fork planned this step: must stay
+  };
+
+  void preempt(size_t v) {
+    Entry& e = run_[v];
+    e.preempted = true;
+    if (!e.fork) avail_ += kv_.exclusive_blocks(e.s->id);
+    plan_.preempted.push_back(Preemption{e.s->id, e.s->tokens});
+    for (Entry& c : run_)  // pending fork children cannot outlive their parent
+      if (c.fork && !c.preempted && c.s->fork_parent == e.s->id) {
+        c.preempted = true;
+        plan_.preempted.push_back(Preemption{c.s->id, c.s->tokens});
+      }
+  }
+
+  // Preempts the lowest-priority, newest running sequence served after `self`; false if none.
+  bool preempt_lowest_after(size_t self) {
+    for (size_t v = run_.size(); v-- > self + 1;) {
+      const Entry& e = run_[v];
+      if (e.preempted || e.scheduled || e.pinned) continue;
+      preempt(v);
+      return true;
+    }
+    return false;
+  }
+
+  void schedule(size_t i, WorkKind kind, int64_t num_tokens, const BlockCounts& need) {
+    Entry& e = run_[i];
+    e.scheduled = true;
+    avail_ -= need;
+    tokens_left_ -= num_tokens;
+    plan_.new_blocks += need;
+    plan_.work.push_back(SeqWork{e.s->id, kind, e.num_computed, num_tokens, num_tokens == e.remaining ||
+                                                                                kind == WorkKind::kDecode});
+  }
+
+  void decode_pass() {
+    const int64_t width = 1 + cfg_.num_speculative_tokens;
+    for (size_t i = 0; i < run_.size(); ++i) {
+      Entry& e = run_[i];
+      if (e.preempted || (e.remaining != 1 && !e.fork) || tokens_left_ < width) continue;
+      BlockCounts need;
+      if (e.fork) {
+        const int64_t more = blocks_for_tokens(e.num_computed + width, B_) -
+                             blocks_for_tokens(e.num_computed, B_);
+        need = kv_.fork_cost(e.s->fork_parent) + BlockCounts{more, more};
+      } else {
+        need = kv_.blocks_needed(e.s->id, e.num_computed + width);
+      }
+      while (!need.fits_in(avail_) && !e.preempted) {
+        if (preempt_lowest_after(i)) continue;
+        if (e.fork || e.pinned) break;  // wait for room (a pinned parent must stay for its fork)
+        preempt(i);
+      }
+      if (e.preempted || !need.fits_in(avail_)) continue;
+      schedule(i, WorkKind::kDecode, width, need);
+      if (e.fork) {
+        plan_.forks.push_back(ForkOp{e.s->fork_parent, e.s->id});
+        run_[index_.at(e.s->fork_parent)].pinned = true;
+      }
+    }
+  }
+
+  // Largest chunk <= want whose new blocks fit avail_ (0 if not even one token fits).
+  int64_t fitting_chunk(const Entry& e, int64_t want) const {
+    const int64_t held = static_cast<int64_t>(kv_.full_table(e.s->id).size());
+    const int64_t cap = (held + std::min(avail_.full, avail_.sliding)) * B_ - e.num_computed;
+    return std::max<int64_t>(0, std::min(want, cap));
+  }
+
+  void prefill_pass() {
+    for (size_t i = 0; i < run_.size(); ++i) {
+      Entry& e = run_[i];
+      if (e.preempted || e.scheduled || e.fork || e.remaining <= 1) continue;
+      const int64_t total_blocks = blocks_for_tokens(e.num_computed + e.remaining, B_);
+      const int64_t want = std::min({e.remaining, tokens_left_, cfg_.max_prefill_chunk_tokens});
+      int64_t chunk = 0;
+      while (want > 0 && (chunk = fitting_chunk(e, want)) == 0 && !e.preempted)
+        if (!preempt_lowest_after(i)) preempt(i);
+      const int64_t held = static_cast<int64_t>(kv_.full_table(e.s->id).size());
+      if (e.preempted) continue;
+      if (chunk > 0)
+        schedule(i, WorkKind::kPrefill, chunk, kv_.blocks_needed(e.s->id, e.num_computed + chunk));
+      outstanding_full_ +=
+          total_blocks - std::max(held, blocks_for_tokens(e.num_computed + chunk, B_));
+    }
+  }
+
+  int64_t num_running() const {
+    int64_t n = 0;
+    for (const Entry& e : run_) n += !e.preempted;
+    return n + static_cast<int64_t>(plan_.admitted.size());
+  }
+
+  // True when the sequence could not run even with both pools to itself.
+  bool never_fits(int64_t len) const {
+    const BlockCounts total = kv_.total_blocks();
+    return blocks_for_tokens(len + 1, B_) > total.full ||
+           blocks_for_tokens(kv_.sliding_window() - 1, B_) + 2 > total.sliding;
+  }
+
+  bool try_admit(const SeqState& w) {
+    const int64_t len = static_cast<int64_t>(w.tokens.size());
+    BEAM_CHECK(len >= 1) << "waiting sequence " << w.id.value << " has no tokens";
+    const PrefixMatch match = in_.prefix ? in_.prefix->match(w.tokens) : PrefixMatch{};
+    const int64_t P = match.num_tokens;
+    const int64_t chunk = std::min({len - P, tokens_left_, cfg_.max_prefill_chunk_tokens});
+    const int64_t more = blocks_for_tokens(P + chunk, B_) - P / B_;
+    const BlockCounts need{more, more};
+    const BlockCounts after = avail_ - match.newly_locked - need;
+    const int64_t headroom = cfg_.admission_headroom_blocks_per_seq * (num_running() + 1);
+    const int64_t rest_full = blocks_for_tokens(len, B_) - blocks_for_tokens(P + chunk, B_);
+    if (after.full < outstanding_full_ + rest_full + headroom || after.sliding < headroom)
+      return false;
+    avail_ = after;
+    outstanding_full_ += rest_full;
+    plan_.admitted.push_back(Admission{w.id, match});
+    tokens_left_ -= chunk;
+    plan_.new_blocks += need;
+    plan_.work.push_back(SeqWork{w.id, WorkKind::kPrefill, P, chunk, P + chunk == len});
+    return true;
+  }
+
+  void admit_pass() {
+    std::vector<const SeqState*> order;
+    order.reserve(in_.waiting.size());
+    for (const SeqState& w : in_.waiting) order.push_back(&w);
+    std::sort(order.begin(), order.end(),
+              [](const SeqState* a, const SeqState* b) { return served_before(*a, *b); });
+    for (const SeqState* w : order) {
+      if (never_fits(static_cast<int64_t>(w->tokens.size()))) {
+        plan_.rejected.push_back(w->id);
+        continue;
+      }
+      if (num_running() >= cfg_.max_running_seqs || tokens_left_ <= 0) break;
+      if (!try_admit(*w)) break;  // head of line: later ones wait too
+    }
+  }
+
+  const SchedulerConfig& cfg_;
+  const SchedulerInput& in_;
+  const KvCacheManager& kv_;
+  const int64_t B_;
+  std::vector<Entry> run_;
+  std::unordered_map<SeqId, size_t> index_;
+  BlockCounts avail_;
+  int64_t tokens_left_ = 0;
+  int64_t outstanding_full_ = 0;  // blocks running prefills still need for their prompts
+  StepPlan plan_;
+};
+
+}  // namespace
+
+StepPlan Scheduler::plan(const SchedulerInput& input) const {
+  BEAM_CHECK(input.kv != nullptr) << "scheduler input without KV cache";
+  return PlanBuilder(config_, input).build();
+}
+
+}  // namespace beam

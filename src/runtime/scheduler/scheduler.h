@@ -1,0 +1,102 @@
+// Scheduler: plans one engine step — which running sequences decode, which prefill how many
+// tokens (chunked, under a per-step token budget), which waiting sequences are admitted (by the
+// KV capacity of both pools after prefix-cache hits) and which running ones are preempted when a
+// pool would run out. plan() is pure; step_commit.h applies a plan.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "runtime/kv_cache/kv_cache_manager.h"
+#include "runtime/kv_cache/kv_types.h"
+#include "runtime/prefix_cache/prefix_cache.h"
+
+namespace beam {
+
+struct SchedulerConfig {
+  int64_t max_step_tokens = 2048;           // tokens per forward, decode and prefill together
+  int64_t max_running_seqs = 64;            // sequences holding KV at once
+  int64_t max_prefill_chunk_tokens = 2048;  // tokens one sequence prefills per step
+  int64_t num_speculative_tokens = 0;       // a decode computes 1 + this many tokens
+  // Admission leaves this many blocks per running sequence free in each pool (decode growth).
+  int64_t admission_headroom_blocks_per_seq = 1;
+};
+
+// What the scheduler reads about one sequence. The engine owns the storage behind `tokens`.
+struct SeqState {
+  SeqId id;
+  int32_t priority = 0;  // higher is served first and preempted last
+  int64_t arrival = 0;   // submission order: among equal priority, earlier first
+  // Every known token: the prompt, then generated ones. KV exists for the first
+  // kv.num_computed(id) of them (0 while waiting); the rest are computed by prefill/decode.
+  std::span<const int32_t> tokens;
+  // Running only: a sample of a request with n > 1 that is not yet in the KV cache; it is
+  // forked from this sequence (its prompt owner) at commit and then decodes its own tokens.
+  SeqId fork_parent;
+};
+
+struct SchedulerInput {
+  std::span<const SeqState> running;  // sequences holding KV (and pending fork children)
+  std::span<const SeqState> waiting;  // new and preempted sequences
+  const KvCacheManager* kv = nullptr;
+  const PrefixCache* prefix = nullptr;  // nullptr: prefix caching off
+};
+
+enum class WorkKind { kDecode, kPrefill };
+
+// One sequence's share of the forward: tokens[num_computed, num_computed + num_tokens).
+// A decode feeds the last known token (plus draft tokens when speculating).
+struct SeqWork {
+  SeqId seq;
+  WorkKind kind = WorkKind::kPrefill;
+  int64_t num_computed = 0;
+  int64_t num_tokens = 0;
+  bool samples = false;  // the last fed token reaches the end of the known tokens: sample after it
+};
+
+struct Admission {
+  SeqId seq;
+  PrefixMatch match;  // match.num_tokens prompt tokens come from the prefix cache (usage: cached)
+};
+
+struct Preemption {
+  SeqId seq;
+  std::span<const int32_t> tokens;  // to cache its computed blocks for the resume
+};
+
+struct ForkOp {
+  SeqId parent;
+  SeqId child;
+};
+
+struct StepPlan {
+  std::vector<Preemption> preempted;  // back to the waiting queue (engine), KV released/cached
+  std::vector<Admission> admitted;    // waiting → running; their first chunk is in `work`
+  std::vector<ForkOp> forks;          // pending fork children created this step
+  std::vector<SeqWork> work;          // batch order: decodes first, then prefill chunks
+  std::vector<SeqId> rejected;        // waiting sequences that can never fit the pools
+  BlockCounts new_blocks;             // blocks commit allocates (forks + reservations)
+
+  int64_t num_tokens() const;
+  bool empty() const { return work.empty() && preempted.empty() && rejected.empty(); }
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(const SchedulerConfig& config);
+  const SchedulerConfig& config() const { return config_; }
+
+  // Plans one step. Pure: reads the input, the KV cache and the prefix cache, changes nothing.
+  // Decodes come first (in priority/arrival order), then running prefills, then admissions in
+  // queue order until the budget, the sequence limit or the KV capacity stops them (head of line
+  // blocks: a later waiting sequence never jumps an earlier one that does not fit). When a
+  // running sequence needs blocks that are not there, the lowest-priority, newest running
+  // sequences are preempted (possibly itself).
+  StepPlan plan(const SchedulerInput& input) const;
+
+ private:
+  SchedulerConfig config_;
+};
+
+}  // namespace beam
