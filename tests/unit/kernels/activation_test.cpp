@@ -92,6 +92,7 @@ TEST(Embedding, GathersRows) {
 }
 
 TEST(EmbeddingDeathTest, RejectsIdOutsideTable) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
   Contexts ctx;
   HostTensor table(DType::kBF16, {10, 8}), ids(DType::kI32, {1}), out(DType::kBF16, {1, 8});
   ids.as<int32_t>()[0] = 10;
@@ -99,6 +100,7 @@ TEST(EmbeddingDeathTest, RejectsIdOutsideTable) {
 }
 
 TEST(KernelDispatchDeathTest, CudaDeviceFailsClearly) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
   KernelContext cuda{Device::kCuda, nullptr};
   HostTensor z(DType::kBF16, {1, 4}), l(DType::kF32, {1, 4});
   z.view.device = Device::kCuda;
