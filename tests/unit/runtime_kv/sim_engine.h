@@ -1,0 +1,78 @@
+// SimEngine: a model-free engine loop over the runtime's KV cache, prefix cache and scheduler
+// (plan → commit → "forward" → complete → append → finish), used by the runtime_kv tests.
+// Generated tokens are a deterministic function of (sequence, position).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "runtime/kv_cache/kv_cache_manager.h"
+#include "runtime/prefix_cache/prefix_cache.h"
+#include "runtime/scheduler/scheduler.h"
+#include "runtime/scheduler/step_commit.h"
+
+namespace beam::testing {
+
+struct SimRequest {
+  SeqId id;
+  std::vector<int32_t> tokens;  // prompt + generated
+  int64_t prompt_len = 0;
+  int64_t max_new = 0;
+  int32_t priority = 0;
+  int64_t arrival = 0;
+  int32_t num_forks = 0;        // extra samples forked from this one after its prompt
+  SeqId fork_parent;            // pending fork child until committed
+  int64_t cached_tokens = -1;   // prefix hit at the first admission
+  int64_t num_preemptions = 0;
+  bool running = false;
+  bool done = false;
+  bool rejected = false;
+  int64_t generated() const { return static_cast<int64_t>(tokens.size()) - prompt_len; }
+};
+
+class SimEngine {
+ public:
+  SimEngine(const KvCacheConfig& kv_config, const SchedulerConfig& sched_config, bool prefix_cache);
+
+  // Queues a request; num_forks > 0 adds that many samples forked after the prompt.
+  SeqId submit(std::vector<int32_t> prompt, int64_t max_new, int32_t priority = 0,
+               int32_t num_forks = 0);
+  // Releases everything the request holds, wherever it is.
+  void cancel(SeqId id);
+  // One step; returns its plan. Checks every invariant after each phase.
+  StepPlan step();
+  // Steps until nothing is waiting or running (or max_steps); returns the steps taken.
+  int64_t run_until_idle(int64_t max_steps);
+  bool idle() const;
+
+  static int32_t generated_token(SeqId id, int64_t position);
+  void check() const;
+
+  KvCacheManager& kv() { return *kv_; }
+  PrefixCache* prefix() { return prefix_.get(); }
+  const Scheduler& scheduler() const { return scheduler_; }
+  const SimRequest& request(SeqId id) const { return requests_.at(id); }
+  const std::vector<SeqId>& running() const { return running_; }
+  const std::vector<SeqId>& waiting() const { return waiting_; }
+  // Largest number of sliding blocks any one sequence held after a step.
+  int64_t max_sliding_held_per_seq() const { return max_sliding_held_; }
+
+ private:
+  void apply_plan(const StepPlan& plan);
+  void after_forward(const StepPlan& plan);
+  void finish(SeqId id);
+
+  std::unique_ptr<KvCacheManager> kv_;
+  std::unique_ptr<PrefixCache> prefix_;
+  Scheduler scheduler_;
+  std::map<SeqId, SimRequest> requests_;
+  std::vector<SeqId> running_;
+  std::vector<SeqId> waiting_;
+  int64_t next_id_ = 1;
+  int64_t next_arrival_ = 0;
+  int64_t max_sliding_held_ = 0;
+};
+
+}  // namespace beam::testing
