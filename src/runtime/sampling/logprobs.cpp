@@ -1,12 +1,14 @@
-// compute_logprobs: pass 1 finds the max and the top-n (a small sorted array, partial
-// selection); pass 2 sums exp in double and counts the tokens ranking before the chosen one.
+// compute_logprobs: a max pass, a top-n pass (a small sorted array: partial selection), a rank
+// count and an exp-sum pass; the row is only read.
 #include "runtime/sampling/logprobs.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 
 #include "core/check.h"
 #include "runtime/sampling/token_candidate.h"
+#include "runtime/sampling/vocab_passes.h"
 
 namespace beam {
 namespace {
@@ -40,32 +42,27 @@ TokenLogprobs compute_logprobs(std::span<const float> logits, int32_t token, dou
   BEAM_CHECK(temperature >= 0) << "temperature " << temperature;
   double t = temperature > 0 ? temperature : 1.0;
 
-  float max_logit = -INFINITY;
-  TopCandidates top(num_top);
-  for (int64_t i = 0; i < vocab; ++i) {
-    float v = logits[i];
-    BEAM_CHECK(!std::isnan(v)) << "NaN logit at token " << i;
-    max_logit = std::max(max_logit, v);
-    top.offer({v, static_cast<int32_t>(i)});
-  }
+  const float max_logit = max_value(logits);
   BEAM_CHECK(std::isfinite(max_logit)) << "logits row has no finite maximum: " << max_logit;
+  TopCandidates top(num_top);
+  if (num_top > 0)
+    for (int64_t i = 0; i < vocab; ++i) top.offer({logits[i], static_cast<int32_t>(i)});
 
-  const TokenCandidate chosen{logits[token], token};
-  double sum = 0.0;
-  int64_t num_before = 0;
-  for (int64_t i = 0; i < vocab; ++i) {
-    float v = logits[i];
-    sum += std::exp(static_cast<float>((static_cast<double>(v) - max_logit) / t));
-    num_before += ranks_before({v, static_cast<int32_t>(i)}, chosen) ? 1 : 0;
-  }
-  double log_sum = std::log(sum);  // sum >= 1: the max term is exp(0)
+  // The rank of the chosen token: larger logits, plus equal logits at lower ids.
+  const float chosen_logit = logits[token];
+  int64_t num_larger = 0;
+  for (float v : logits) num_larger += v > chosen_logit ? 1 : 0;
+  int64_t num_tied_lower = std::count(logits.begin(), logits.begin() + token, chosen_logit);
+
+  auto inv_t = static_cast<float>(std::min(1.0 / t, static_cast<double>(FLT_MAX)));
+  double log_sum = std::log(sum_exp(logits, max_logit, inv_t));  // >= 0: the max term is 1
   auto logprob_of = [&](float v) {
     return static_cast<float>((static_cast<double>(v) - max_logit) / t - log_sum);
   };
 
   TokenLogprobs out;
-  out.chosen = {token, logprob_of(chosen.value)};
-  out.chosen_rank = num_before + 1;
+  out.chosen = {token, logprob_of(chosen_logit)};
+  out.chosen_rank = num_larger + num_tied_lower + 1;
   out.top.reserve(top.best().size());
   for (const TokenCandidate& c : top.best()) out.top.push_back({c.id, logprob_of(c.value)});
   return out;

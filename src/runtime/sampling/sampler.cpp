@@ -10,21 +10,23 @@
 namespace beam {
 namespace {
 
-// argmax over the row (in token order); ties → lowest id.
+// argmax over the row (in token order); ties → lowest id; NaN entries never win.
 int32_t argmax_token(std::span<const TokenCandidate> row) {
-  size_t best = 0;
-  for (size_t i = 1; i < row.size(); ++i)
-    if (row[i].value > row[best].value) best = i;
-  BEAM_CHECK(!std::isnan(row[best].value)) << "NaN logits row";
-  return row[best].id;
+  float best_value = -INFINITY;
+  int32_t best = -1;
+  for (const TokenCandidate& c : row) {
+    if (c.value > best_value) {
+      best_value = c.value;
+      best = c.id;
+    }
+  }
+  BEAM_CHECK(best >= 0) << "logits row has no finite value";
+  return best;
 }
 
-// Keeps the candidates whose weight is >= min_p (the largest weight is exactly 1). A sorted
-// prefix stays sorted: cut at the first weight below min_p; otherwise partition.
-int64_t keep_min_p(std::span<TokenCandidate> c, int64_t sorted_prefix, double min_p) {
+// Keeps the candidates whose weight is >= min_p (the largest weight is exactly 1).
+int64_t keep_min_p(std::span<TokenCandidate> c, double min_p) {
   auto kept = [min_p](const TokenCandidate& x) { return static_cast<double>(x.value) >= min_p; };
-  if (sorted_prefix == static_cast<int64_t>(c.size()))
-    return std::partition_point(c.begin(), c.end(), kept) - c.begin();
   return std::partition(c.begin(), c.end(), kept) - c.begin();
 }
 
@@ -62,27 +64,22 @@ int32_t Sampler::draw(const SequenceSamplingState& seq, int64_t output_index) {
   std::span<TokenCandidate> c(scratch_);
   if (p.top_k_active(seq.vocab_size())) c = c.first(static_cast<size_t>(keep_top_k(c, p.top_k)));
 
-  WeightedCandidates weighted = to_weights(c, p.temperature);
-  c = c.first(static_cast<size_t>(weighted.size));
-  int64_t sorted_prefix = 0;
-  double kept_mass = weighted.total_weight;
+  double kept_mass = to_weights(c, p.temperature);
   if (p.top_p < 1.0) {
-    RankedPrefix nucleus = walk_ranked(c, 0, p.top_p * kept_mass, MassBound::kAtLeast);
+    RankedPrefix nucleus = select_by_mass(c, p.top_p * kept_mass, MassBound::kAtLeast);
     c = c.first(static_cast<size_t>(nucleus.count));
-    sorted_prefix = nucleus.count;
     kept_mass = nucleus.mass;
   }
   if (p.min_p > 0.0) {
-    int64_t kept = keep_min_p(c, sorted_prefix, p.min_p);
-    c = c.first(static_cast<size_t>(kept));
-    sorted_prefix = std::min(sorted_prefix, kept);
+    c = c.first(static_cast<size_t>(keep_min_p(c, p.min_p)));
     kept_mass = sum_weights(c);
   }
   BEAM_CHECK(!c.empty()) << "no candidate left after filtering";
 
+  // Inverse CDF in rank order: the first token at which the cumulative weight exceeds u * mass.
   double u = seq.rng().uniform(output_index, RngStream::kTokenDraw);
-  RankedPrefix walked = walk_ranked(c, sorted_prefix, u * kept_mass, MassBound::kAbove);
-  return c[static_cast<size_t>(walked.count - 1)].id;
+  RankedPrefix drawn = select_by_mass(c, u * kept_mass, MassBound::kAbove);
+  return c[static_cast<size_t>(drawn.count - 1)].id;
 }
 
 }  // namespace beam

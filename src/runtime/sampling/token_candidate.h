@@ -1,5 +1,6 @@
 // TokenCandidate and the selection steps of sampling over a span of them: top-k on logits,
-// logits → unnormalised probabilities, and lazily sorted walks in rank order (no full sort).
+// logits → unnormalised probabilities, and selection by probability mass in rank order — all
+// expected O(size), never a full sort of the vocabulary.
 #pragma once
 
 #include <cstdint>
@@ -22,32 +23,29 @@ inline bool ranks_before(const TokenCandidate& a, const TokenCandidate& b) {
 // Moves the k candidates that rank first to the front (unordered); returns min(k, size).
 int64_t keep_top_k(std::span<TokenCandidate> candidates, int64_t k);
 
-// Replaces each logit by exp((logit - max) / temperature) (temperature > 0) and moves the
-// entries with a non-zero weight to the front, keeping their order. The candidate with the
-// largest logit gets weight exactly 1, so min-p compares weights against min_p directly.
-struct WeightedCandidates {
-  int64_t size = 0;           // entries with weight > 0, now at the front
-  double total_weight = 0.0;  // their sum, accumulated in storage order
-};
-WeightedCandidates to_weights(std::span<TokenCandidate> candidates, double temperature);
+// Replaces each logit by its weight exp((logit - max) / temperature) (temperature > 0) and
+// returns the sum of the weights. The best candidate gets weight exactly 1, so min-p compares
+// weights against min_p directly. Weights below 2^-126 are 0 (a probability ratio to the best
+// under 1e-38); zero-weight candidates stay in the span but are never selected or drawn.
+double to_weights(std::span<TokenCandidate> candidates, double temperature);
 
-// How far a walk in rank order went: `count` first-ranked candidates now sorted at the front,
-// whose weights sum (in that order) to `mass`.
+// The first `count` candidates in rank order, moved to the front (in no particular order) and
+// the sum of their weights.
 struct RankedPrefix {
   int64_t count = 0;
   double mass = 0.0;
 };
 
 enum class MassBound {
-  kAtLeast,  // stop at the first prefix whose mass >= target (top-p)
-  kAbove,    // stop at the first prefix whose mass > target (inverse-CDF draw)
+  kAtLeast,  // the shortest rank-order prefix whose mass >= target (top-p)
+  kAbove,    // the shortest rank-order prefix whose mass > target (inverse-CDF draw)
 };
 
-// Walks the candidates in rank order, summing weights, until the bound on `target` holds; the
-// first `sorted_prefix` entries must already be in rank order. Only as much is sorted as the
-// walk reaches (nth_element + sort of blocks growing 4x from 64), so a peaked distribution costs
-// O(size). Returns the whole span (sorted) when the target is never reached.
-RankedPrefix walk_ranked(std::span<TokenCandidate> candidates, int64_t sorted_prefix,
-                         double target, MassBound bound);
+// Finds the shortest prefix in rank order whose weight sum satisfies the bound on `target` by
+// weighted quickselect (partition around a pivot, keep the side holding the crossing point);
+// expected O(size). candidates[count - 1] is the last token of the prefix (the crossing token),
+// which always has a non-zero weight. When rounding keeps the target out of reach, the crossing
+// token is the last-ranked one with a non-zero weight.
+RankedPrefix select_by_mass(std::span<TokenCandidate> candidates, double target, MassBound bound);
 
 }  // namespace beam

@@ -1,0 +1,101 @@
+// Logprobs against a direct double-precision log_softmax(logits / T) on a full-size vocabulary;
+// they ignore penalties, bias and filters (computed from the raw soft-capped row).
+#include "runtime/sampling/logprobs.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "runtime/sampling/sampler.h"
+#include "sampling_test_util.h"
+
+namespace beam {
+namespace {
+
+using testing::make_state;
+using testing::random_softcapped_logits;
+using testing::StateOptions;
+
+std::vector<double> log_softmax(const std::vector<float>& logits, double t) {
+  double max = *std::max_element(logits.begin(), logits.end()) / t, sum = 0;
+  for (float v : logits) sum += std::exp(v / t - max);
+  std::vector<double> out;
+  for (float v : logits) out.push_back(v / t - max - std::log(sum));
+  return out;
+}
+
+TEST(SamplingLogprobs, MatchDirectLogSoftmaxOnFullVocabulary) {
+  const int64_t vocab = 151936;
+  std::vector<float> logits = random_softcapped_logits(vocab, 17, 6.0);
+  std::vector<int32_t> order(vocab);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  for (double temperature : {0.0, 0.7, 1.0, 1.8}) {
+    SCOPED_TRACE(temperature);
+    auto ref = log_softmax(logits, temperature > 0 ? temperature : 1.0);
+    for (int32_t token : {order[0], order[7], order[5000], int32_t{123}, order[vocab - 1]}) {
+      TokenLogprobs lp = compute_logprobs(logits, token, temperature, 20);
+      EXPECT_EQ(lp.chosen.token, token);
+      EXPECT_NEAR(lp.chosen.logprob, ref[token], 2e-5 * std::max(1.0, std::fabs(ref[token])));
+      int64_t rank = std::find(order.begin(), order.end(), token) - order.begin() + 1;
+      EXPECT_EQ(lp.chosen_rank, rank);
+      ASSERT_EQ(lp.top.size(), 20u);
+      for (size_t i = 0; i < 20; ++i) {
+        EXPECT_EQ(lp.top[i].token, order[i]);
+        EXPECT_NEAR(lp.top[i].logprob, ref[order[i]], 2e-5);
+      }
+    }
+  }
+}
+
+TEST(SamplingLogprobs, TiesRankByLowerIdAndNoTopWhenZero) {
+  std::vector<float> logits = {1.0f, 3.0f, 3.0f, 2.0f, 3.0f};
+  TokenLogprobs lp = compute_logprobs(logits, 4, 1.0, 3);
+  EXPECT_EQ(lp.chosen_rank, 3);
+  ASSERT_EQ(lp.top.size(), 3u);
+  EXPECT_EQ(lp.top[0].token, 1);
+  EXPECT_EQ(lp.top[1].token, 2);
+  EXPECT_EQ(lp.top[2].token, 4);
+  EXPECT_EQ(lp.top[0].logprob, lp.top[2].logprob);
+  EXPECT_TRUE(compute_logprobs(logits, 0, 1.0, 0).top.empty());
+}
+
+TEST(SamplingLogprobs, SamplerReportsRawLogprobsBeforeBiasAndPenalties) {
+  const int64_t vocab = 1000;
+  std::vector<float> logits = random_softcapped_logits(vocab, 3, 2.0);
+  SamplingParams p;
+  p.temperature = 0.9;
+  p.logprobs = true;
+  p.top_logprobs = 5;
+  p.logit_bias = {{10, 50.0}};  // makes token 10 the certain choice after processing
+  p.repetition_penalty = 1.3;
+  p.presence_penalty = 1.0;
+  StateOptions o;
+  o.vocab_size = vocab;
+  SequenceSamplingState seq = make_state(p, o);
+  int32_t earlier = 20;
+  seq.append_output(std::span<const int32_t>(&earlier, 1));
+  Sampler sampler(vocab);
+  SampledToken s = sampler.sample({logits, &seq});
+  EXPECT_EQ(s.token, 10);
+  ASSERT_TRUE(s.logprobs.has_value());
+  auto ref = log_softmax(logits, 0.9);
+  EXPECT_NEAR(s.logprobs->chosen.logprob, ref[10], 1e-5);
+  TokenLogprobs direct = compute_logprobs(logits, 10, 0.9, 5);
+  ASSERT_EQ(s.logprobs->top.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(s.logprobs->top[i].token, direct.top[i].token);
+    EXPECT_EQ(s.logprobs->top[i].logprob, direct.top[i].logprob);
+  }
+  p.logprobs = false;
+  p.top_logprobs = 0;
+  SequenceSamplingState quiet = make_state(p, o);
+  EXPECT_FALSE(sampler.sample({logits, &quiet}).logprobs.has_value());
+}
+
+}  // namespace
+}  // namespace beam
