@@ -7,8 +7,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <algorithm>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/bf16.h"
@@ -65,10 +67,14 @@ inline int bf16_ulps(float a, float b) {
   return std::abs(key(a) - key(b));
 }
 
-// Fast uniform fill in [-scale, scale) for large tensors (xorshift; bf16 or f32).
+// Fast uniform fill in [-scale, scale) for large tensors (bf16 or f32): xorshift values with a
+// period of 1,000,003 elements (prime, so rows of any power-of-two width differ).
 inline void fill_uniform(const TensorView& t, uint64_t seed, float scale) {
+  constexpr int64_t kPeriod = 1000003;
   uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (int64_t i = 0; i < t.numel(); ++i) {
+  const int64_t n = t.numel(), first = std::min(n, kPeriod);
+  const size_t esize = dtype_size(t.dtype);
+  for (int64_t i = 0; i < first; ++i) {
     s ^= s << 13;
     s ^= s >> 7;
     s ^= s << 17;
@@ -80,6 +86,9 @@ inline void fill_uniform(const TensorView& t, uint64_t seed, float scale) {
       t.as<float>()[i] = v;
     }
   }
+  char* base = static_cast<char*>(t.data);
+  for (int64_t i = first; i < n; i += kPeriod)
+    std::memcpy(base + i * esize, base, static_cast<size_t>(std::min(kPeriod, n - i)) * esize);
 }
 
 // Row r of a bf16 or f32 matrix [rows, n] widened to fp32.
@@ -93,12 +102,21 @@ inline std::vector<float> row_f32(const TensorView& t, int64_t r) {
 // The fp32 dot-product order documented in kernels/cpu/vec.h, written out plainly: 8 lanes of
 // fused multiply-adds over k < K8, lanes summed ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)), then the
 // tail with fused multiply-adds.
-inline float documented_dot(const float* x, const float* w, int64_t K) {
+template <typename W>
+float documented_dot(const float* x, const W* w, int64_t K) {
+  auto wf = [](W v) {
+    if constexpr (std::is_same_v<W, bf16>) {
+      return to_float(v);
+    } else {
+      return v;
+    }
+  };
   const int64_t K8 = K & ~int64_t{7};
   float lane[8] = {};
-  for (int64_t k = 0; k < K8; ++k) lane[k % 8] = std::fma(x[k], w[k], lane[k % 8]);
+  for (int64_t k = 0; k < K8; k += 8)
+    for (int l = 0; l < 8; ++l) lane[l] = std::fma(x[k + l], wf(w[k + l]), lane[l]);
   float s = ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
-  for (int64_t k = K8; k < K; ++k) s = std::fma(x[k], w[k], s);
+  for (int64_t k = K8; k < K; ++k) s = std::fma(x[k], wf(w[k]), s);
   return s;
 }
 
