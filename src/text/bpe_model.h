@@ -1,0 +1,97 @@
+// The BPE model over raw bytes: a word starts as one symbol per byte and the adjacent pair with
+// the lowest merge rank (leftmost on ties) is merged until no pair has a rank, exactly as
+// Hugging Face's BPE does over ByteLevel characters. Immutable and thread-safe after create.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+#include "text/token_id.h"
+
+namespace beam::text {
+
+// One merge rule, rank = its index in the merge list: left + right → result.
+struct BpeMerge {
+  TokenId left;
+  TokenId right;
+  TokenId result;
+};
+
+// Reusable working memory for encode_word (one per thread).
+struct BpeScratch {
+  std::vector<TokenId> symbols;
+  std::vector<int32_t> ranks;
+  std::vector<int32_t> prev, next;
+  struct HeapItem {
+    int32_t rank;
+    int32_t pos;
+  };
+  std::vector<HeapItem> heap;
+};
+
+class BpeModel {
+ public:
+  struct Options {
+    std::optional<TokenId> unk_id;  // emitted for bytes with no vocabulary entry (else dropped)
+    bool fuse_unk = false;          // consecutive unknowns become one unk
+    bool ignore_merges = false;     // a word that is itself in the vocabulary is one token
+  };
+
+  // `vocab` maps the raw bytes of every BPE token to its id; `merges` are in rank order.
+  static Expected<BpeModel> create(std::unordered_map<std::string, TokenId> vocab,
+                                   const std::vector<BpeMerge>& merges, Options options);
+
+  // Appends the ids of one pre-tokenized word (raw bytes, non-empty) to `out`.
+  void encode_word(std::string_view word, BpeScratch& scratch, std::vector<TokenId>& out) const;
+
+  std::optional<TokenId> token_id(std::string_view bytes) const;
+  size_t num_merges() const { return num_merges_; }
+
+  // The two merge algorithms, exposed so tests can check they agree: a quadratic scan for short
+  // words and a heap for long ones. Both rewrite scratch.symbols in place.
+  void merge_by_scan(BpeScratch& scratch) const;
+  void merge_by_heap(BpeScratch& scratch) const;
+
+ private:
+  struct PairSlot {
+    uint64_t key;
+    int32_t rank;
+    TokenId result;
+  };
+  static constexpr uint64_t kEmptyKey = ~uint64_t{0};
+  static uint64_t pair_key(TokenId a, TokenId b) {
+    return (uint64_t{static_cast<uint32_t>(a)} << 32) | static_cast<uint32_t>(b);
+  }
+  // The slot of pair (a, b), or nullptr when the pair has no merge.
+  const PairSlot* find_pair(TokenId a, TokenId b) const {
+    if (a < 0 || b < 0) return nullptr;
+    const uint64_t key = pair_key(a, b);
+    size_t i = (key * 0x9E3779B97F4A7C15ull) >> shift_;
+    while (true) {
+      const PairSlot& s = pairs_[i];
+      if (s.key == key) return &s;
+      if (s.key == kEmptyKey) return nullptr;
+      i = (i + 1) & mask_;
+    }
+  }
+  int32_t pair_rank(TokenId a, TokenId b) const {
+    const PairSlot* s = find_pair(a, b);
+    return s ? s->rank : INT32_MAX;
+  }
+  void emit(const std::vector<TokenId>& symbols, std::vector<TokenId>& out) const;
+
+  std::unordered_map<std::string, TokenId> vocab_;
+  TokenId byte_ids_[256];
+  std::vector<PairSlot> pairs_;
+  size_t mask_ = 0;
+  int shift_ = 64;
+  size_t num_merges_ = 0;
+  Options options_;
+};
+
+}  // namespace beam::text
