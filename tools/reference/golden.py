@@ -66,11 +66,11 @@ def pick_sequence(model, model64, index, length, start_pos, chunked):
 
 def write_sequence(out_dir: Path, name, tokens, golden):
     files = {"tokens": f"{name}.tokens.npy", "logits": f"{name}.logits.npy",
-             "experts": f"{name}.experts.npy", "expert_margins": f"{name}.expert_margins.npy"}
+             "experts": f"{name}.experts.npy", "margins": f"{name}.expert_margins.npy"}
     np.save(out_dir / files["tokens"], tokens.astype(np.int32))
     np.save(out_dir / files["logits"], golden.logits.astype(np.float32))
     np.save(out_dir / files["experts"], golden.experts.astype(np.int32))
-    np.save(out_dir / files["expert_margins"], golden.margins.astype(np.float32))
+    np.save(out_dir / files["margins"], golden.margins.astype(np.float32))
     return files
 
 

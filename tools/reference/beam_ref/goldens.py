@@ -51,7 +51,7 @@ def load_sequences(golden_dir):
         out.append(GoldenSequence(
             s["name"], int(s["start_pos"]), float(s["tolerance"]), s.get("chunk"),
             np.load(golden_dir / f["tokens"]), np.load(golden_dir / f["logits"]),
-            np.load(golden_dir / f["experts"]), np.load(golden_dir / f["expert_margins"])))
+            np.load(golden_dir / f["experts"]), np.load(golden_dir / f["margins"])))
     return out
 
 
