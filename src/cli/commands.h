@@ -7,5 +7,6 @@ namespace beam::cli {
 int cmd_forward(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
+int cmd_chat_template(int argc, char** argv);
 
 }  // namespace beam::cli

@@ -17,6 +17,7 @@ constexpr Command kCommands[] = {
     {"forward", beam::cli::cmd_forward, "run a forward pass and write fp32 logits (.npy)"},
     {"generate", beam::cli::cmd_generate, "generate tokens from a prompt (default model: beam-nano)"},
     {"inspect", beam::cli::cmd_inspect, "summarise a model: parameters, bytes, KV, memory plan"},
+    {"chat-template", beam::cli::cmd_chat_template, "render a model's chat template for a conversation"},
     {"help", nullptr, "print this list"},
 };
 
