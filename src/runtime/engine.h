@@ -43,7 +43,6 @@ struct TokenEvent {
   std::optional<int32_t> stop_token;   // the stop/eos id that finished it (kept in tokens)
   std::string error;                   // with kError
   Usage usage;
-  std::vector<int32_t> routed_experts; // with capture_routing: [tokens, sparse layers, top_k]
 };
 
 // Called on the engine thread; must be quick and must not call back into the engine.
@@ -53,7 +52,6 @@ struct GenerateRequest {
   std::vector<int32_t> prompt;  // token ids, non-empty
   SamplingParams sampling;
   int32_t priority = 0;         // higher runs first; FCFS within a priority
-  bool capture_routing = false; // routed-expert ids per generated token (RL replay)
   EventSink sink;
 };
 

@@ -1,0 +1,497 @@
+// Engine: the step loop. Each step drains the inbox (submits, cancels), plans with the scheduler,
+// commits the plan to the KV and prefix caches, runs the forward, samples, applies the finish
+// checks token by token and emits TokenEvents. Only the engine thread touches the state.
+#include "runtime/engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/logging.h"
+#include "runtime/engine_state.h"
+#include "runtime/sampling/finish_check.h"
+#include "runtime/sampling/sampling_rng.h"
+#include "runtime/scheduler/step_commit.h"
+
+namespace beam {
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kError: return "error";
+  }
+  return "error";
+}
+
+class Engine::Impl {
+ public:
+  Impl(std::shared_ptr<const BeamWeights> weights, const EngineOptions& options, KvGeometry geometry,
+       KvPoolSizes sizes, std::unique_ptr<KvMemoryAllocator> allocator, KvStorage storage, KvCacheManager kv)
+      : options_(options),
+        allocator_(std::move(allocator)),
+        pool_(options.num_threads),
+        model_(std::move(weights), KernelContext{Device::kCpu, &pool_}),
+        geometry_(std::move(geometry)),
+        sizes_(sizes),
+        storage_(std::move(storage)),
+        kv_(std::move(kv)),
+        scheduler_(SchedulerConfig{options.max_tokens_per_step, options.max_running,
+                                   options.max_tokens_per_step, 0, 1}),
+        sampler_(model_.config().vocab_size, &pool_) {
+    if (options.enable_prefix_cache) prefix_.emplace(kv_);
+    const auto& eos = model_.config().eos_token_ids;
+    eos_.assign(eos.begin(), eos.end());
+    max_context_ = options.max_context_tokens > 0 ? options.max_context_tokens
+                                                  : model_.config().max_position_embeddings;
+    stats_.full_pool.total_blocks = sizes.num_full_blocks;
+    stats_.sliding_pool.total_blocks = sizes.num_sliding_blocks;
+    publish_stats();
+    thread_ = std::thread([this] { run(); });
+  }
+
+  ~Impl() {
+    {
+      std::lock_guard<std::mutex> lock(inbox_.mu);
+      inbox_.stop = true;
+    }
+    inbox_.cv.notify_all();
+    thread_.join();
+  }
+
+  const BeamConfig& config() const { return model_.config(); }
+
+  Expected<RequestId> submit(GenerateRequest request) {
+    if (request.prompt.empty()) return make_error("prompt: must contain at least one token");
+    for (int32_t t : request.prompt)
+      if (t < 0 || t >= config().vocab_size)
+        return make_error("prompt: token id " + std::to_string(t) + " is outside the vocabulary (" +
+                          std::to_string(config().vocab_size) + ")");
+    if (static_cast<int64_t>(request.prompt.size()) >= max_context_)
+      return make_error("prompt: " + std::to_string(request.prompt.size()) +
+                        " tokens leave no room to generate within the context of " +
+                        std::to_string(max_context_) + " tokens");
+    BEAM_RETURN_IF_ERROR(request.sampling.validate(config().vocab_size));
+    std::lock_guard<std::mutex> lock(inbox_.mu);
+    RequestId id(next_request_id_++);
+    inbox_.submitted.emplace_back(id, std::move(request));
+    inbox_.pending++;
+    inbox_.cv.notify_all();
+    return id;
+  }
+
+  void cancel(RequestId id) {
+    std::lock_guard<std::mutex> lock(inbox_.mu);
+    inbox_.cancelled.push_back(id);
+    inbox_.cv.notify_all();
+  }
+
+  EngineStats stats() const {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    return stats_;
+  }
+
+  void flush_prefix_cache() {
+    std::unique_lock<std::mutex> lock(inbox_.mu);
+    inbox_.flush = true;
+    inbox_.cv.notify_all();
+    inbox_.idle_cv.wait(lock, [&] { return !inbox_.flush; });
+  }
+
+  void wait_idle() {
+    std::unique_lock<std::mutex> lock(inbox_.mu);
+    inbox_.idle_cv.wait(lock, [&] { return inbox_.pending == 0; });
+  }
+
+ private:
+  void run();
+  bool drain_inbox();
+  void admit_request(RequestId id, GenerateRequest&& request);
+  void cancel_request(RequestId id);
+  void step();
+  void apply_preemptions(const StepPlan& plan);
+  void sample_and_emit(const StepPlan& plan, const ForwardOutput& out);
+  void append_tokens(Sequence& seq, std::span<const int32_t> tokens, std::vector<TokenLogprobs> logprobs);
+  SeqId rs_owner(const Sequence& seq) const;
+  bool has_pending_children(const Sequence& parent) const;
+  void release_retired_parents();
+  void finish_sequence(Sequence& seq, FinishReason reason, std::optional<int32_t> stop_token,
+                       std::string error, bool emit);
+  void emit(Sequence& seq, TokenEvent&& ev);
+  SeqState scheduler_view(const Sequence& seq) const;
+  void publish_stats();
+
+  EngineOptions options_;
+  std::unique_ptr<KvMemoryAllocator> allocator_;  // outlives storage_, which it allocated
+  ThreadPool pool_;
+  BeamModel model_;
+  KvGeometry geometry_;
+  KvPoolSizes sizes_;
+  KvStorage storage_;
+  KvCacheManager kv_;
+  std::optional<PrefixCache> prefix_;
+  Scheduler scheduler_;
+  BatchSampler sampler_;
+  std::vector<int32_t> eos_;
+  int64_t max_context_ = 0;
+
+  Inbox inbox_;
+  int64_t next_request_id_ = 1;  // guarded by inbox_.mu
+  std::unordered_map<RequestId, RequestState> requests_;
+  std::unordered_map<SeqId, Sequence> seqs_;
+  std::vector<SeqId> running_;
+  std::vector<SeqId> waiting_;
+  int64_t next_seq_id_ = 1;
+  int64_t next_arrival_ = 0;
+
+  mutable std::mutex stats_mu_;
+  EngineStats stats_;
+  EngineStats counters_;  // engine-thread copy, published after each step
+  std::optional<TokenEvent> pending_final_;  // tokens of the step that finished a sequence
+  std::thread thread_;
+};
+
+void Engine::Impl::run() {
+  for (;;) {
+    if (!drain_inbox()) return;
+    if (running_.empty() && waiting_.empty()) continue;
+    step();
+    publish_stats();
+  }
+}
+
+// Applies submits and cancels; blocks while there is nothing to do. False when stopping.
+bool Engine::Impl::drain_inbox() {
+  std::vector<std::pair<RequestId, GenerateRequest>> submitted;
+  std::vector<RequestId> cancelled;
+  bool flush = false;
+  {
+    std::unique_lock<std::mutex> lock(inbox_.mu);
+    auto has_work = [&] {
+      return inbox_.stop || inbox_.flush || !inbox_.submitted.empty() || !inbox_.cancelled.empty() ||
+             !running_.empty() || !waiting_.empty();
+    };
+    inbox_.cv.wait(lock, has_work);
+    if (inbox_.stop) return false;
+    submitted.swap(inbox_.submitted);
+    cancelled.swap(inbox_.cancelled);
+    flush = inbox_.flush;
+  }
+  for (auto& [id, req] : submitted) admit_request(id, std::move(req));
+  for (RequestId id : cancelled) cancel_request(id);
+  if (!cancelled.empty()) {
+    release_retired_parents();
+    publish_stats();
+  }
+  if (flush) {
+    if (prefix_) prefix_->flush();
+    publish_stats();
+    std::lock_guard<std::mutex> lock(inbox_.mu);
+    inbox_.flush = false;
+    inbox_.idle_cv.notify_all();
+  }
+  return true;
+}
+
+void Engine::Impl::admit_request(RequestId id, GenerateRequest&& request) {
+  RequestState rs;
+  rs.params = std::make_shared<const SamplingParams>(request.sampling);
+  rs.seed = rs.params->seed.value_or(draw_random_seed());
+  rs.request = std::move(request);
+  const int64_t n = rs.params->n;
+  int64_t arrival = next_arrival_++;
+  for (int64_t i = 0; i < n; ++i) {
+    Sequence s;
+    s.id = SeqId(next_seq_id_++);
+    s.request = id;
+    s.sibling = static_cast<int32_t>(i);
+    s.priority = rs.request.priority;
+    s.arrival = arrival;
+    s.tokens = rs.request.prompt;
+    s.num_prompt = static_cast<int64_t>(s.tokens.size());
+    SequenceSamplingSetup setup{rs.params, rs.seed, i, rs.request.prompt, eos_, config().vocab_size,
+                                max_context_};
+    auto st = SequenceSamplingState::create(setup);
+    BEAM_CHECK(st.ok()) << "validated at submit: " << st.error().message;
+    s.sampling.emplace(std::move(*st));
+    rs.seqs.push_back(s.id);
+    // Sibling 0 owns the prompt's KV; the others are forked from it once it has sampled.
+    if (i == 0) waiting_.push_back(s.id);
+    seqs_.emplace(s.id, std::move(s));
+  }
+  rs.num_unfinished = n;
+  requests_.emplace(id, std::move(rs));
+}
+
+void Engine::Impl::cancel_request(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;  // finished already, or never existed: idempotent
+  std::vector<SeqId> ids = it->second.seqs;
+  for (SeqId sid : ids) {
+    Sequence& s = seqs_.at(sid);
+    if (s.phase != SeqPhase::kFinished) finish_sequence(s, FinishReason::kCancelled, std::nullopt, "", true);
+  }
+}
+
+SeqState Engine::Impl::scheduler_view(const Sequence& seq) const {
+  SeqState v;
+  v.id = seq.id;
+  v.priority = seq.priority;
+  v.arrival = seq.arrival;
+  v.tokens = seq.tokens;
+  v.fork_parent = seq.fork_parent;
+  return v;
+}
+
+}  // namespace beam
+
+namespace beam {
+
+void Engine::Impl::step() {
+  std::stable_sort(waiting_.begin(), waiting_.end(), [&](SeqId a, SeqId b) {
+    const Sequence &x = seqs_.at(a), &y = seqs_.at(b);
+    if (x.priority != y.priority) return x.priority > y.priority;
+    return x.arrival < y.arrival;
+  });
+  std::vector<SeqState> running, waiting;
+  for (SeqId id : running_) running.push_back(scheduler_view(seqs_.at(id)));
+  for (SeqId id : waiting_) waiting.push_back(scheduler_view(seqs_.at(id)));
+  PrefixCache* prefix = prefix_ ? &*prefix_ : nullptr;
+  StepPlan plan = scheduler_.plan(SchedulerInput{running, waiting, &kv_, prefix});
+
+  CommitResult commit = commit_plan(plan, kv_, prefix);
+  storage_.copy_blocks(commit.copies);
+  apply_preemptions(plan);
+  for (SeqId id : plan.rejected)
+    finish_sequence(seqs_.at(id), FinishReason::kError, std::nullopt,
+                    "the prompt needs more KV cache than the pools hold", true);
+  if (plan.work.empty()) {
+    release_retired_parents();
+    return;
+  }
+
+  ForwardBatch batch;
+  for (const SeqWork& w : plan.work) {
+    const Sequence& s = seqs_.at(w.seq);
+    batch.seqs.push_back(SeqChunk{std::span<const int32_t>(s.tokens).subspan(w.num_computed, w.num_tokens),
+                                  0, w.num_computed, kv_.full_table(w.seq), kv_.sliding_table(w.seq), false});
+  }
+  ForwardOutput out;
+  Status st = model_.forward(batch, storage_.layers(), out);
+  if (!st.ok()) {
+    // A batch the scheduler built must be valid; fail its requests rather than the server.
+    log_error("forward failed: " + st.error().message);
+    for (const SeqWork& w : plan.work) {
+      Sequence& s = seqs_.at(w.seq);
+      if (s.phase != SeqPhase::kFinished) finish_sequence(s, FinishReason::kError, std::nullopt, st.error().message, true);
+    }
+    release_retired_parents();
+    return;
+  }
+  complete_step(plan, kv_, prefix);
+  counters_.steps++;
+  sample_and_emit(plan, out);
+  release_retired_parents();
+}
+
+void Engine::Impl::apply_preemptions(const StepPlan& plan) {
+  for (const Preemption& p : plan.preempted) {
+    Sequence& s = seqs_.at(p.seq);
+    running_.erase(std::find(running_.begin(), running_.end(), p.seq));
+    s.phase = SeqPhase::kWaiting;
+    waiting_.push_back(p.seq);
+    counters_.preemptions++;
+  }
+  for (const Admission& a : plan.admitted) {
+    Sequence& s = seqs_.at(a.seq);
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), a.seq));
+    running_.push_back(a.seq);
+    s.phase = SeqPhase::kRunning;
+    if (!s.admitted_once) {
+      s.admitted_once = true;
+      s.cached_prompt_tokens = a.match.num_tokens;
+      counters_.cached_prompt_tokens += a.match.num_tokens;
+      counters_.prompt_tokens += s.num_prompt;
+    }
+  }
+  for (const ForkOp& f : plan.forks) seqs_.at(f.child).fork_parent = SeqId();
+}
+
+void Engine::Impl::sample_and_emit(const StepPlan& plan, const ForwardOutput& out) {
+  struct Target {
+    SeqId seq;
+    bool fork_child = false;  // a sibling drawing its first token from the prompt owner's row
+  };
+  std::vector<SampleRow> rows;
+  std::vector<Target> targets;
+  for (size_t i = 0; i < plan.work.size(); ++i) {
+    const SeqWork& w = plan.work[i];
+    if (!w.samples) continue;
+    Sequence& s = seqs_.at(w.seq);
+    if (s.phase == SeqPhase::kFinished) continue;
+    rows.push_back(SampleRow{out.row(static_cast<int64_t>(i)), &*s.sampling});
+    targets.push_back({w.seq, false});
+    const RequestState& rs = requests_.at(s.request);
+    if (s.sibling == 0 && s.sampling->num_output_tokens() == 0) {
+      for (size_t k = 1; k < rs.seqs.size(); ++k) {
+        Sequence& sib = seqs_.at(rs.seqs[k]);
+        if (sib.phase == SeqPhase::kFinished) continue;
+        rows.push_back(SampleRow{out.row(static_cast<int64_t>(i)), &*sib.sampling});
+        targets.push_back({sib.id, true});
+      }
+    }
+  }
+  std::vector<SampledToken> sampled(rows.size());
+  sampler_.sample(rows, sampled);
+  for (size_t i = 0; i < targets.size(); ++i) {
+    Sequence& s = seqs_.at(targets[i].seq);
+    if (targets[i].fork_child) {
+      // Enters the running set as a pending fork of the prompt owner (scheduler: ForkOp).
+      s.fork_parent = rs_owner(s);
+      s.phase = SeqPhase::kRunning;
+      s.admitted_once = true;
+      s.cached_prompt_tokens = seqs_.at(s.fork_parent).cached_prompt_tokens;
+      running_.push_back(s.id);
+    }
+    std::vector<int32_t> step = {sampled[i].token};
+    std::vector<TokenLogprobs> lps;
+    if (sampled[i].logprobs) lps.push_back(std::move(*sampled[i].logprobs));
+    append_tokens(s, step, std::move(lps));
+  }
+}
+
+SeqId Engine::Impl::rs_owner(const Sequence& s) const { return requests_.at(s.request).seqs.front(); }
+
+void Engine::Impl::append_tokens(Sequence& s, std::span<const int32_t> tokens, std::vector<TokenLogprobs> logprobs) {
+  StepFinish fin = check_finish(*s.sampling, tokens);
+  std::span<const int32_t> kept = tokens.first(static_cast<size_t>(fin.num_accepted));
+  s.sampling->append_output(kept);
+  s.tokens.insert(s.tokens.end(), kept.begin(), kept.end());
+  counters_.generated_tokens += static_cast<int64_t>(kept.size());
+  TokenEvent ev;
+  ev.tokens.assign(kept.begin(), kept.end());
+  if (logprobs.size() > kept.size()) logprobs.resize(kept.size());
+  ev.logprobs = std::move(logprobs);
+  if (!fin.cause) {
+    emit(s, std::move(ev));
+    return;
+  }
+  // The tokens and the finish go out in one event.
+  bool stop = *fin.cause == FinishCause::kEos || *fin.cause == FinishCause::kStopTokenId;
+  pending_final_ = std::move(ev);
+  finish_sequence(s, stop ? FinishReason::kStop : FinishReason::kLength,
+                  stop ? std::optional<int32_t>(fin.stop_token) : std::nullopt, "", true);
+}
+
+bool Engine::Impl::has_pending_children(const Sequence& parent) const {
+  for (SeqId id : running_) {
+    const Sequence& c = seqs_.at(id);
+    if (c.fork_parent == parent.id) return true;
+  }
+  return false;
+}
+
+void Engine::Impl::finish_sequence(Sequence& s, FinishReason reason, std::optional<int32_t> stop_token,
+                                   std::string error, bool emit_event) {
+  PrefixCache* prefix = prefix_ ? &*prefix_ : nullptr;
+  if (s.phase == SeqPhase::kWaiting) {
+    auto it = std::find(waiting_.begin(), waiting_.end(), s.id);
+    if (it != waiting_.end()) waiting_.erase(it);
+  } else if (s.phase == SeqPhase::kRunning) {
+    if (s.fork_parent.valid()) {  // never forked: holds no KV
+      running_.erase(std::find(running_.begin(), running_.end(), s.id));
+    } else if (has_pending_children(s)) {
+      s.retiring = true;  // stays (no work: tokens back to the prompt) until its siblings fork
+      s.tokens.resize(static_cast<size_t>(s.num_prompt));
+    } else {
+      release_sequence(s.id, s.tokens, reason == FinishReason::kError ? CacheOnRelease::kDrop : CacheOnRelease::kInsert,
+                       kv_, prefix);
+      running_.erase(std::find(running_.begin(), running_.end(), s.id));
+    }
+  }
+  s.phase = SeqPhase::kFinished;
+  TokenEvent ev = pending_final_ ? std::move(*pending_final_) : TokenEvent{};
+  pending_final_.reset();
+  ev.finish = reason;
+  ev.stop_token = stop_token;
+  ev.error = std::move(error);
+  if (emit_event) emit(s, std::move(ev));
+  RequestState& rs = requests_.at(s.request);
+  if (--rs.num_unfinished == 0) {
+    RequestId rid = s.request;
+    requests_.erase(rid);
+    std::lock_guard<std::mutex> lock(inbox_.mu);
+    inbox_.pending--;
+    inbox_.idle_cv.notify_all();
+  }
+}
+
+void Engine::Impl::release_retired_parents() {
+  PrefixCache* prefix = prefix_ ? &*prefix_ : nullptr;
+  for (size_t i = 0; i < running_.size();) {
+    Sequence& s = seqs_.at(running_[i]);
+    if (s.retiring && !has_pending_children(s)) {
+      release_sequence(s.id, s.tokens, CacheOnRelease::kInsert, kv_, prefix);
+      s.retiring = false;
+      running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+      continue;
+    }
+    ++i;
+  }
+}
+
+void Engine::Impl::emit(Sequence& s, TokenEvent&& ev) {
+  ev.request = s.request;
+  ev.sibling = s.sibling;
+  ev.usage.prompt_tokens = s.num_prompt;
+  ev.usage.cached_prompt_tokens = s.cached_prompt_tokens;
+  ev.usage.completion_tokens = s.sampling->num_output_tokens();
+  auto it = requests_.find(s.request);
+  if (it != requests_.end() && it->second.request.sink) it->second.request.sink(std::move(ev));
+}
+
+void Engine::Impl::publish_stats() {
+  EngineStats s = counters_;
+  s.running = static_cast<int64_t>(running_.size());
+  s.waiting = static_cast<int64_t>(waiting_.size());
+  s.last_step_unix_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  BlockCounts total = kv_.total_blocks(), free = kv_.free_blocks();
+  BlockCounts cached = prefix_ ? prefix_->evictable() : BlockCounts{};
+  s.full_pool = PoolStats{total.full, free.full, cached.full};
+  s.sliding_pool = PoolStats{total.sliding, free.sliding, cached.sliding};
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  stats_ = s;
+}
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+Expected<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const BeamWeights> weights,
+                                                 const EngineOptions& options) {
+  if (!weights) return make_error("engine: no weights");
+  BEAM_ASSIGN_OR_RETURN(KvGeometry geometry, kv_geometry_from_config(weights->config, options.block_size_tokens));
+  KvPoolSplit split;
+  split.max_running_seqs = options.max_running;
+  split.max_step_tokens = options.max_tokens_per_step;
+  BEAM_ASSIGN_OR_RETURN(KvPoolSizes sizes, plan_kv_pools(geometry, options.kv_budget_bytes, split));
+  auto allocator = std::make_unique<HostKvAllocator>();
+  BEAM_ASSIGN_OR_RETURN(KvStorage storage, KvStorage::create(geometry, sizes, *allocator));
+  KvCacheConfig kc;
+  kc.block_size_tokens = options.block_size_tokens;
+  kc.sliding_window_tokens = weights->config.sliding_window;
+  kc.num_full_blocks = sizes.num_full_blocks;
+  kc.num_sliding_blocks = sizes.num_sliding_blocks;
+  BEAM_ASSIGN_OR_RETURN(KvCacheManager kv, KvCacheManager::create(kc));
+  auto impl = std::make_unique<Impl>(std::move(weights), options, std::move(geometry), sizes,
+                                     std::move(allocator), std::move(storage), std::move(kv));
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+const BeamConfig& Engine::config() const { return impl_->config(); }
+Expected<RequestId> Engine::submit(GenerateRequest request) { return impl_->submit(std::move(request)); }
+void Engine::cancel(RequestId id) { impl_->cancel(id); }
+EngineStats Engine::stats() const { return impl_->stats(); }
+void Engine::flush_prefix_cache() { impl_->flush_prefix_cache(); }
+void Engine::wait_idle() { impl_->wait_idle(); }
+
+}  // namespace beam

@@ -1,0 +1,66 @@
+// The engine's private state: requests, their sequences (one per sample), the queues, and the
+// model/KV/scheduler objects a step uses. Owned by the engine thread except the inbox.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "model/beam/beam_model.h"
+#include "runtime/engine.h"
+#include "runtime/kv_cache/kv_cache_manager.h"
+#include "runtime/kv_cache/kv_geometry.h"
+#include "runtime/kv_cache/kv_storage.h"
+#include "runtime/prefix_cache/prefix_cache.h"
+#include "runtime/sampling/batch_sampler.h"
+#include "runtime/sampling/sequence_sampling_state.h"
+#include "runtime/scheduler/scheduler.h"
+
+namespace beam {
+
+enum class SeqPhase { kWaiting, kRunning, kFinished };
+
+// One sample of a request: its tokens (prompt, then output) and sampling state.
+struct Sequence {
+  SeqId id;
+  RequestId request;
+  int32_t sibling = 0;
+  int32_t priority = 0;
+  int64_t arrival = 0;
+  std::vector<int32_t> tokens;
+  int64_t num_prompt = 0;
+  int64_t cached_prompt_tokens = 0;
+  SeqId fork_parent;  // set while a sibling waits to be forked from the prompt owner
+  SeqPhase phase = SeqPhase::kWaiting;
+  bool admitted_once = false;  // cached_prompt_tokens counts the first admission only
+  bool retiring = false;       // finished prompt owner kept until its siblings are forked
+  std::optional<SequenceSamplingState> sampling;
+};
+
+struct RequestState {
+  GenerateRequest request;
+  std::shared_ptr<const SamplingParams> params;
+  uint64_t seed = 0;
+  std::vector<SeqId> seqs;  // [n], sibling order
+  int64_t num_unfinished = 0;
+};
+
+struct Inbox {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::pair<RequestId, GenerateRequest>> submitted;
+  std::vector<RequestId> cancelled;
+  bool stop = false;
+  bool flush = false;
+  int64_t pending = 0;  // submitted but not yet finished (wait_idle)
+  std::condition_variable idle_cv;
+};
+
+}  // namespace beam

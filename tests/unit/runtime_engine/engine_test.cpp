@@ -1,0 +1,215 @@
+// Engine behaviour on models/tiny-beam: batched = unbatched (greedy tokens identical alone, among
+// 15 others, with prefix hits, with chunk budgets 1/7/64, after preemption), prefix-cache reuse,
+// sliding-window release, n > 1, seeds, cancel, and full pools after every test.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "engine_test_util.h"
+#include "runtime/kv_cache/kv_geometry.h"
+
+namespace beam::testing {
+namespace {
+
+std::vector<int32_t> tokens_of(int64_t n, uint64_t seed, int64_t vocab) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
+  return t;
+}
+
+SamplingParams greedy(int64_t max_tokens) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
+}
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    weights_ = engine_test_model("tiny-beam");
+    ASSERT_NE(weights_, nullptr);
+    vocab_ = weights_->config.vocab_size;
+  }
+  std::unique_ptr<Engine> make(EngineOptions o) {
+    o.num_threads = 2;
+    auto e = Engine::create(weights_, o);
+    EXPECT_TRUE(e.ok()) << (e.ok() ? "" : e.error().message);
+    return e.ok() ? std::move(*e) : nullptr;
+  }
+  EngineOptions small_options(int64_t step_tokens = 64) {
+    EngineOptions o;
+    o.block_size_tokens = 16;
+    o.max_tokens_per_step = step_tokens;
+    o.max_running = 32;
+    o.kv_budget_bytes = 64 << 20;
+    return o;
+  }
+  // 16 requests of different lengths; the first two share a 40-token prefix.
+  std::vector<RunRequest> sixteen_requests() {
+    std::vector<RunRequest> reqs;
+    auto shared = tokens_of(40, 999, vocab_);
+    for (int i = 0; i < 16; ++i) {
+      RunRequest r;
+      r.prompt = tokens_of(3 + 7 * i, 100 + i, vocab_);
+      if (i < 2) r.prompt.insert(r.prompt.begin(), shared.begin(), shared.end());
+      r.params = greedy(12 + i % 5);
+      reqs.push_back(r);
+    }
+    return reqs;
+  }
+  std::shared_ptr<const BeamWeights> weights_;
+  int64_t vocab_ = 0;
+};
+
+TEST_F(EngineTest, BatchedEqualsUnbatchedAcrossChunkSizes) {
+  auto reqs = sixteen_requests();
+  // Reference: each request alone on a fresh engine with prefix caching off.
+  std::vector<std::vector<int32_t>> alone;
+  {
+    EngineOptions o = small_options();
+    o.enable_prefix_cache = false;
+    auto e = make(o);
+    for (const auto& r : reqs) alone.push_back(run_all(*e, {r})[0][0].tokens);
+    expect_pools_full(*e);
+  }
+  for (int64_t chunk : {1, 7, 64}) {
+    auto e = make(small_options(chunk));
+    // Warm the prefix cache with the shared prefix so request 1 hits it in the batch.
+    run_all(*e, {reqs[0]});
+    auto results = run_all(*e, reqs);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      ASSERT_EQ(results[i].size(), 1u);
+      EXPECT_EQ(results[i][0].tokens, alone[i]) << "request " << i << " with step budget " << chunk;
+      EXPECT_EQ(results[i][0].finish, FinishReason::kLength);
+    }
+    EXPECT_GT(results[1][0].usage.cached_prompt_tokens, 0) << "shared prefix should hit";
+    expect_pools_full(*e);
+  }
+}
+
+TEST_F(EngineTest, PreemptedRequestsResumeWithIdenticalTokens) {
+  auto reqs = sixteen_requests();
+  for (auto& r : reqs) r.params.max_tokens = 48;  // decode growth outruns the admission headroom
+  std::vector<std::vector<int32_t>> alone;
+  {
+    auto e = make(small_options());
+    for (const auto& r : reqs) alone.push_back(run_all(*e, {r})[0][0].tokens);
+  }
+  EngineOptions o = small_options();
+  // Just enough KV for a few sequences at a time: forces preemption and resume.
+  KvGeometry g = *kv_geometry_from_config(weights_->config, o.block_size_tokens);
+  o.max_running = 8;
+  o.kv_budget_bytes = 24 * g.bytes_per_block(AttentionKind::kFull) +
+                      (8 * 3 + 4) * g.bytes_per_block(AttentionKind::kSliding);
+  auto e = make(o);
+  auto results = run_all(*e, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(results[i][0].tokens, alone[i]) << "request " << i;
+  EXPECT_GT(e->stats().preemptions, 0) << "the small pool should have forced preemption";
+  expect_pools_full(*e);
+}
+
+TEST_F(EngineTest, PrefixHitGivesSameTokensAndCountsCachedTokens) {
+  auto e = make(small_options());
+  RunRequest r{tokens_of(100, 5, vocab_), greedy(20)};
+  auto first = run_all(*e, {r})[0][0];
+  auto second = run_all(*e, {r})[0][0];
+  EXPECT_EQ(first.usage.cached_prompt_tokens, 0);
+  EXPECT_EQ(second.usage.cached_prompt_tokens, 96);  // block-aligned, last token recomputed
+  EXPECT_EQ(first.tokens, second.tokens);
+  expect_pools_full(*e);
+}
+
+TEST_F(EngineTest, SlidingPoolUsageStaysBoundedOverLongGenerations) {
+  EngineOptions o = small_options();
+  auto e = make(o);
+  // 10× the window of 16 tokens; the sliding pool must not grow with the context.
+  RunRequest r{tokens_of(8, 6, vocab_), greedy(160)};
+  Collector c;
+  GenerateRequest g{r.prompt, r.params, 0, c.sink()};
+  ASSERT_TRUE(e->submit(std::move(g)).ok());
+  int64_t max_sliding_used = 0;
+  while (true) {
+    EngineStats s = e->stats();
+    max_sliding_used = std::max(max_sliding_used, s.sliding_pool.total_blocks - s.sliding_pool.free_blocks);
+    if (!c.results().empty() && c.results()[0].finish) break;
+    std::this_thread::yield();
+  }
+  e->wait_idle();
+  // window 16 / block 16: at most window + one block + the step's chunk, never ~168/16 blocks.
+  EXPECT_LE(max_sliding_used, 4);
+  EXPECT_EQ(c.results()[0].tokens.size(), 160u);
+  expect_pools_full(*e);
+}
+
+TEST_F(EngineTest, SeededSamplingIsReproducibleAndSiblingsDiffer) {
+  auto e = make(small_options());
+  SamplingParams p;
+  p.temperature = 1.0;
+  p.seed = 1234;
+  p.max_tokens = 16;
+  p.n = 3;
+  p.ignore_eos = true;
+  RunRequest r{tokens_of(30, 7, vocab_), p};
+  auto a = run_all(*e, {r})[0];
+  auto b = run_all(*e, {r, RunRequest{tokens_of(50, 8, vocab_), greedy(10)}})[0];
+  ASSERT_EQ(a.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(a[i].tokens, b[i].tokens) << "sibling " << i;
+  EXPECT_NE(a[0].tokens, a[1].tokens);
+  EXPECT_NE(a[1].tokens, a[2].tokens);
+  expect_pools_full(*e);
+}
+
+TEST_F(EngineTest, CancelReleasesEverything) {
+  auto e = make(small_options());
+  Collector c;
+  GenerateRequest g{tokens_of(60, 9, vocab_), greedy(100000), 0, c.sink()};
+  g.sampling.max_tokens.reset();
+  auto id = e->submit(std::move(g));
+  ASSERT_TRUE(id.ok());
+  while (c.results().empty() || c.results()[0].tokens.size() < 5) std::this_thread::yield();
+  e->cancel(*id);
+  e->cancel(*id);  // idempotent
+  e->wait_idle();
+  ASSERT_EQ(c.results().size(), 1u);
+  EXPECT_EQ(c.results()[0].finish, FinishReason::kCancelled);
+  expect_pools_full(*e);
+}
+
+TEST_F(EngineTest, LogprobsArriveWithTokens) {
+  auto e = make(small_options());
+  SamplingParams p = greedy(5);
+  p.logprobs = true;
+  p.top_logprobs = 3;
+  auto r = run_all(*e, {RunRequest{tokens_of(10, 10, vocab_), p}})[0][0];
+  ASSERT_EQ(r.logprobs.size(), r.tokens.size());
+  for (size_t i = 0; i < r.tokens.size(); ++i) {
+    EXPECT_EQ(r.logprobs[i].chosen.token, r.tokens[i]);
+    ASSERT_EQ(r.logprobs[i].top.size(), 3u);
+    EXPECT_EQ(r.logprobs[i].top[0].token, r.tokens[i]);  // greedy picks the most likely
+  }
+}
+
+TEST_F(EngineTest, RejectsInvalidRequests) {
+  auto e = make(small_options());
+  GenerateRequest empty;
+  auto a = e->submit(std::move(empty));
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.error().message.find("prompt"), std::string::npos);
+  GenerateRequest bad;
+  bad.prompt = {1, 2, static_cast<int32_t>(vocab_)};
+  auto b = e->submit(std::move(bad));
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.error().message.find("outside the vocabulary"), std::string::npos);
+  GenerateRequest temp;
+  temp.prompt = {1};
+  temp.sampling.temperature = -1;
+  auto c = e->submit(std::move(temp));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("temperature"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace beam::testing

@@ -1,0 +1,46 @@
+// Engine test helpers: run requests to completion and collect their events per sibling.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/engine.h"
+
+namespace beam::testing {
+
+std::shared_ptr<const BeamWeights> engine_test_model(const std::string& name);
+
+struct SiblingResult {
+  std::vector<int32_t> tokens;
+  std::vector<TokenLogprobs> logprobs;
+  std::optional<FinishReason> finish;
+  Usage usage;
+  int64_t num_events = 0;
+};
+
+// Collects the events of one request (thread-safe; the engine thread writes).
+class Collector {
+ public:
+  EventSink sink();
+  std::vector<SiblingResult> results() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<int32_t, SiblingResult> by_sibling_;
+};
+
+struct RunRequest {
+  std::vector<int32_t> prompt;
+  SamplingParams params;
+};
+
+// Submits every request at once, waits until idle, returns each request's siblings.
+std::vector<std::vector<SiblingResult>> run_all(Engine& engine, const std::vector<RunRequest>& reqs);
+
+// Both pools completely free (after flush_prefix_cache()).
+void expect_pools_full(Engine& engine);
+
+}  // namespace beam::testing
