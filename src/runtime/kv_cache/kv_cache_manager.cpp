@@ -18,11 +18,6 @@ Expected<KvCacheManager> KvCacheManager::create(const KvCacheConfig& c) {
   if (c.num_full_blocks <= 0 || c.num_sliding_blocks <= 0)
     return make_error("KV cache: both pools need blocks (full " + std::to_string(c.num_full_blocks) +
                       ", sliding " + std::to_string(c.num_sliding_blocks) + ")");
-  if (c.sliding_checkpoint_interval_tokens < 0 ||
-      c.sliding_checkpoint_interval_tokens % c.block_size_tokens != 0)
-    return make_error("KV cache: sliding_checkpoint_interval_tokens (" +
-                      std::to_string(c.sliding_checkpoint_interval_tokens) +
-                      ") must be a non-negative multiple of the block size");
   return KvCacheManager(c);
 }
 
@@ -93,7 +88,6 @@ void KvCacheManager::attach_prefix(SeqId seq, std::span<const int32_t> full,
   s.full.assign(full.begin(), full.end());
   s.sliding.assign(sliding.begin(), sliding.end());
   s.num_computed = num_tokens;
-  s.num_attached_blocks = n;
   s.release_cursor = first;
 }
 
@@ -143,16 +137,6 @@ void KvCacheManager::truncate(SeqId seq, int64_t num_tokens) {
     s.sliding.pop_back();
   }
   s.num_computed = num_tokens;
-  s.num_attached_blocks = std::min(s.num_attached_blocks, keep);
-}
-
-bool KvCacheManager::in_checkpoint_window(int64_t block) const {
-  const int64_t N = config_.sliding_checkpoint_interval_tokens;
-  if (N == 0) return false;
-  const int64_t B = block_size();
-  // The nearest checkpoint whose prefix contains the block; farther ones have later windows.
-  const int64_t q = ((block + 1) * B + N - 1) / N * N;
-  return first_visible_block(q, sliding_window(), B) <= block;
 }
 
 int64_t KvCacheManager::release_out_of_window(SeqId seq) {
@@ -161,7 +145,6 @@ int64_t KvCacheManager::release_out_of_window(SeqId seq) {
   const int64_t end = std::min<int64_t>(keep_from, static_cast<int64_t>(s.sliding.size()));
   for (int64_t i = s.release_cursor; i < end; ++i) {
     if (s.sliding[i] < 0) continue;
-    if (i >= s.num_attached_blocks && in_checkpoint_window(i)) continue;
     pools_[1].release(BlockId(s.sliding[i]));
     s.sliding[i] = -1;
   }
@@ -183,7 +166,6 @@ void KvCacheManager::fork(SeqId parent, SeqId child, std::vector<BlockCopy>* cop
   ch.full.assign(p.full.begin(), p.full.begin() + n);
   ch.sliding.assign(p.sliding.begin(), p.sliding.begin() + n);
   ch.num_computed = p.num_computed;
-  ch.num_attached_blocks = std::min(p.num_attached_blocks, n);
   ch.release_cursor = std::min(p.release_cursor, n);
   const bool partial = p.num_computed % block_size() != 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -228,8 +210,7 @@ void KvCacheManager::check_seq(SeqId id, const Seq& s) const {
     BEAM_CHECK(s.full[i] >= 0) << "seq " << id.value << " full block " << i << " missing";
     BEAM_CHECK(i < std::max(keep_from, s.release_cursor) || s.sliding[i] >= 0)
         << "seq " << id.value << " sliding block " << i << " missing inside the window";
-    BEAM_CHECK(i >= s.release_cursor || s.sliding[i] < 0 ||
-               (i >= s.num_attached_blocks && in_checkpoint_window(i)))
+    BEAM_CHECK(i >= s.release_cursor || s.sliding[i] < 0)
         << "seq " << id.value << " holds out-of-window sliding block " << i;
   }
 }

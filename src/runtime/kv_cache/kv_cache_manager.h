@@ -20,10 +20,6 @@ struct KvCacheConfig {
   int64_t sliding_window_tokens = 0;  // W
   int32_t num_full_blocks = 0;
   int32_t num_sliding_blocks = 0;
-  // When > 0 (a multiple of the block size): a sequence also keeps the sliding window before every
-  // multiple of this many tokens it computes itself, so the prefix cache can resume there after
-  // the tail window was evicted. Costs one window per interval per running sequence.
-  int64_t sliding_checkpoint_interval_tokens = 0;
 };
 
 class KvCacheManager {
@@ -76,8 +72,8 @@ class KvCacheManager {
   // Rolls back to num_tokens computed slots (rejected speculative tokens) and frees reserved
   // blocks past them. Requires the sliding window of num_tokens still present.
   void truncate(SeqId seq, int64_t num_tokens);
-  // Frees sliding blocks no future query of this sequence can see (checkpoint windows of blocks
-  // it computed itself stay). Returns the first kept block. Call after every step.
+  // Frees sliding blocks no future query of this sequence can see and that are not needed to
+  // cache its block-aligned prefix. Returns the first kept block. Call after every step.
   int64_t release_out_of_window(SeqId seq);
 
   // Blocks fork(parent, ...) allocates: one per pool when the last block is partially filled.
@@ -101,8 +97,7 @@ class KvCacheManager {
     std::vector<int32_t> full;
     std::vector<int32_t> sliding;
     int64_t num_computed = 0;
-    int64_t num_attached_blocks = 0;  // leading blocks shared from the prefix cache
-    int64_t release_cursor = 0;       // sliding entries below are -1, checkpoint blocks aside
+    int64_t release_cursor = 0;  // sliding entries below are -1
   };
 
   explicit KvCacheManager(const KvCacheConfig& config);
@@ -110,7 +105,6 @@ class KvCacheManager {
   Seq& get(SeqId seq);
   const BlockPool& pool_of(AttentionKind pool) const;
   BlockPool& pool_mut(AttentionKind pool);
-  bool in_checkpoint_window(int64_t block) const;
   void check_seq(SeqId id, const Seq& s) const;
 
   KvCacheConfig config_;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "core/check.h"
 
@@ -29,11 +30,24 @@ uint64_t PrefixCache::hash_block(std::span<const int32_t> tokens) {
   return h;
 }
 
-PrefixCache::PrefixCache(KvCacheManager& kv)
+Expected<PrefixCache> PrefixCache::create(KvCacheManager& kv, const PrefixCacheConfig& config) {
+  const int64_t n = config.checkpoint_interval_tokens;
+  if (n < 0 || n % kv.block_size() != 0)
+    return make_error("prefix cache: checkpoint_interval_tokens (" + std::to_string(n) +
+                      ") must be a non-negative multiple of the KV block size (" +
+                      std::to_string(kv.block_size()) + ")");
+  return PrefixCache(kv, config);
+}
+
+PrefixCache::PrefixCache(KvCacheManager& kv, const PrefixCacheConfig& config)
     : kv_(kv),
+      config_(config),
       block_size_(kv.block_size()),
       window_(kv.sliding_window()),
-      checkpoint_blocks_(kv.config().sliding_checkpoint_interval_tokens / kv.block_size()) {
+      checkpoint_blocks_(config.checkpoint_interval_tokens / kv.block_size()) {
+  BEAM_CHECK(config.checkpoint_interval_tokens >= 0 &&
+             config.checkpoint_interval_tokens % block_size_ == 0)
+      << "prefix cache checkpoint interval " << config.checkpoint_interval_tokens;
   nodes_.emplace_back();
   nodes_[0].in_use = true;
   tokens_.resize(static_cast<size_t>(block_size_));
@@ -122,25 +136,32 @@ PrefixMatch PrefixCache::match(std::span<const int32_t> tokens) const {
   return best;
 }
 
-int64_t PrefixCache::insert(SeqId seq, std::span<const int32_t> tokens) {
+int64_t PrefixCache::build_path(SeqId seq, std::span<const int32_t> tokens, int64_t num_blocks,
+                                int64_t create_upto) {
   const int64_t B = block_size_;
-  const int64_t K = std::min<int64_t>(kv_.num_computed(seq), static_cast<int64_t>(tokens.size())) / B;
   const std::span<const int32_t> full = kv_.full_table(seq);
-  const std::span<const int32_t> sliding = kv_.sliding_table(seq);
-  // 1. Follow the existing path.
   path_.clear();
   PrefixNodeId id = kRoot;
-  int64_t stop = K;
-  for (int64_t i = 0; i < K; ++i) {
+  for (int64_t i = 0; i < num_blocks; ++i) {
     bool collision = false;
-    const PrefixNodeId child = find_child(id, tokens.subspan(i * B, B), &collision);
+    PrefixNodeId child = find_child(id, tokens.subspan(i * B, B), &collision);
+    if (collision) return i;  // same hash, other tokens: this path cannot go further
     if (!child.valid()) {
-      if (collision) stop = i;
-      break;
+      if (i >= create_upto) return num_blocks;
+      child = new_node(id, tokens.subspan(i * B, B), full[i]);
     }
     path_.push_back(child);
     id = child;
   }
+  return num_blocks;
+}
+
+int64_t PrefixCache::insert(SeqId seq, std::span<const int32_t> tokens) {
+  const int64_t K =
+      std::min<int64_t>(kv_.num_computed(seq), static_cast<int64_t>(tokens.size())) / block_size_;
+  const std::span<const int32_t> sliding = kv_.sliding_table(seq);
+  // 1. Follow the existing path (create nothing yet).
+  const int64_t stop = build_path(seq, tokens, K, 0);
   const int64_t m = static_cast<int64_t>(path_.size());
   auto has_sliding = [&](int64_t i) {
     return (i < m && node(path_[i]).sliding >= 0) || sliding[i] >= 0;
@@ -152,22 +173,25 @@ int64_t PrefixCache::insert(SeqId seq, std::span<const int32_t> tokens) {
     if (run >= k - window_first(k)) best = k;
   }
   if (best == 0) return 0;
-  // 3. New nodes for the missing blocks (tombstones until an endpoint window covers them).
-  for (int64_t i = m; i < best; ++i)
-    path_.push_back(new_node(i == 0 ? kRoot : path_[i - 1], tokens.subspan(i * B, B), full[i]));
-  // 4. Endpoints: the deepest point and every checkpoint with an intact window.
-  for (int64_t k = 1, run = 0; k <= best; ++k) {
-    run = has_sliding(k - 1) ? run + 1 : 0;
-    const bool checkpoint = checkpoint_blocks_ > 0 && k % checkpoint_blocks_ == 0;
-    if ((k != best && !checkpoint) || run < k - window_first(k)) continue;
-    const PrefixNodeId e = path_[k - 1];
-    if (node(e).endpoint && k != best) continue;
-    for (int64_t i = window_first(k); i < k; ++i)
-      if (node(path_[i]).sliding < 0) set_sliding(path_[i], sliding[i]);  // heal
-    if (!node(e).endpoint) mark_endpoint(e);
-    touch(e);
-  }
-  return best * B;
+  // 3. New nodes for the missing blocks (tombstones until an endpoint window covers them), then
+  //    the endpoint with its window healed from the sequence's blocks.
+  build_path(seq, tokens, best, best);
+  for (int64_t i = window_first(best); i < best; ++i)
+    if (node(path_[i]).sliding < 0) set_sliding(path_[i], sliding[i]);
+  const PrefixNodeId e = path_[best - 1];
+  if (!node(e).endpoint) mark_endpoint(e);
+  touch(e);
+  return best * block_size_;
 }
+
+void PrefixCache::insert_checkpoints(SeqId seq, std::span<const int32_t> tokens,
+                                     int64_t prev_computed) {
+  if (checkpoint_blocks_ == 0) return;
+  const int64_t N = checkpoint_blocks_ * block_size_;
+  const int64_t upto = std::min<int64_t>(kv_.num_computed(seq), static_cast<int64_t>(tokens.size()));
+  for (int64_t q = (prev_computed / N + 1) * N; q <= upto; q += N)
+    insert_checkpoint(seq, tokens, q / block_size_);
+}
+
 
 }  // namespace beam

@@ -29,6 +29,15 @@ struct PrefixMatch {
   BlockCounts newly_locked;   // blocks acquire() takes off evictable() (unlocked ones it locks)
 };
 
+struct PrefixCacheConfig {
+  // When > 0 (a multiple of the block size): while a sequence runs, the prefix up to every
+  // multiple of this many tokens it computes is cached with its window (a "checkpoint"), so a
+  // later request can resume there even after the session's tail window was evicted, and
+  // concurrent requests share a long prompt before its first owner finishes. The tree holds
+  // the checkpoint windows (evictable), so a running sequence's sliding memory stays bounded.
+  int64_t checkpoint_interval_tokens = 0;
+};
+
 struct PrefixCacheStats {
   int64_t num_nodes = 0;      // cached blocks (full pool)
   int64_t num_endpoints = 0;  // resumable points with an intact window
@@ -38,8 +47,12 @@ struct PrefixCacheStats {
 
 class PrefixCache {
  public:
-  // kv must outlive the cache; block size and window come from it.
-  explicit PrefixCache(KvCacheManager& kv);
+  // kv must outlive the cache; block size and window come from it. Error when the checkpoint
+  // interval is not a non-negative multiple of the block size.
+  static Expected<PrefixCache> create(KvCacheManager& kv, const PrefixCacheConfig& config);
+  // As create(), for a config already validated (aborts otherwise).
+  explicit PrefixCache(KvCacheManager& kv, const PrefixCacheConfig& config = {});
+  const PrefixCacheConfig& config() const { return config_; }
 
   // Longest prefix P of `tokens` that can be resumed: a multiple of the block size, at most
   // tokens.size() - 1 (the last prompt token is always recomputed, for its logits), with the full
@@ -59,13 +72,21 @@ class PrefixCache {
   // Drops all of seq's locks. No-op without lock.
   void release(SeqId seq);
   bool holds_lock(SeqId seq) const { return locks_.count(seq) != 0; }
+  // Blocks that become evictable when seq's locks go (nodes no other lock holds).
+  BlockCounts blocks_locked_only_by(SeqId seq) const;
 
   // Caches the computed full blocks of `seq` (tokens: all of its known tokens) up to the deepest
-  // block boundary whose window the sequence (or the tree) still holds, marks that point — and
-  // every checkpoint interval with an intact window — as endpoints, and heals tombstones inside
-  // those windows with the sequence's sliding blocks. Returns the cached prefix length in tokens.
-  // The caller frees the KV sequence right after (finish / preempt).
+  // block boundary whose window the sequence (or the tree) still holds, marks that point as an
+  // endpoint and heals tombstones inside its window with the sequence's sliding blocks. Returns
+  // the cached prefix length in tokens. The caller frees the KV sequence right after (finish /
+  // preempt).
   int64_t insert(SeqId seq, std::span<const int32_t> tokens);
+  // Checkpoints of a running sequence that just advanced from `prev_computed` to its current
+  // computed length: caches the prefix up to every checkpoint crossed (within `tokens`, its known
+  // tokens) with its window, and moves seq's lock to the deepest one. Call after the step, before
+  // kv.release_out_of_window(seq) (the sequence must still hold the windows). No-op without a
+  // checkpoint interval.
+  void insert_checkpoints(SeqId seq, std::span<const int32_t> tokens, int64_t prev_computed);
 
   // Blocks that eviction can return to the pools (unlocked ones only the tree references).
   BlockCounts evictable() const { return {num_evictable_full_, num_evictable_sliding_}; }
@@ -123,6 +144,11 @@ class PrefixCache {
   int64_t window_first(int64_t depth) const;  // first block of the window before depth*B
   PrefixNodeId find_child(PrefixNodeId parent, std::span<const int32_t> block, bool* collision) const;
   PrefixNodeId new_node(PrefixNodeId parent, std::span<const int32_t> block, int32_t full);
+  // Follows (and, up to `create_upto` blocks, extends with seq's full blocks) the path of
+  // `tokens` into path_; returns the number of blocks the path may cover (stops at a collision).
+  int64_t build_path(SeqId seq, std::span<const int32_t> tokens, int64_t num_blocks,
+                     int64_t create_upto);
+  void insert_checkpoint(SeqId seq, std::span<const int32_t> tokens, int64_t num_blocks);
   void delete_node(PrefixNodeId id);
   PrefixNodeId prune(PrefixNodeId id);
   void set_sliding(PrefixNodeId id, int32_t block);
@@ -140,6 +166,7 @@ class PrefixCache {
   void check_counts() const;
 
   KvCacheManager& kv_;
+  PrefixCacheConfig config_;
   int64_t block_size_;
   int64_t window_;
   int64_t checkpoint_blocks_;  // checkpoint interval in blocks, 0 = none

@@ -139,6 +139,21 @@ void PrefixCache::fork(SeqId parent, SeqId child) {
   locks_.emplace(child, rec);
 }
 
+BlockCounts PrefixCache::blocks_locked_only_by(SeqId seq) const {
+  BlockCounts n;
+  auto it = locks_.find(seq);
+  if (it == locks_.end()) return n;
+  const LockRecord& rec = it->second;
+  PrefixNodeId id = rec.endpoint;
+  for (int64_t i = rec.depth - 1; i >= 0; --i) {
+    const Node& nd = node(id);
+    n.full += nd.full_lock == 1;
+    n.sliding += i >= rec.sliding_lo && nd.sliding_lock == 1;
+    id = nd.parent;
+  }
+  return n;
+}
+
 void PrefixCache::release(SeqId seq) {
   auto it = locks_.find(seq);
   if (it == locks_.end()) return;
@@ -152,6 +167,41 @@ void PrefixCache::release(SeqId seq) {
   }
   reindex(rec.endpoint);
   prune(rec.endpoint);
+}
+
+
+void PrefixCache::insert_checkpoint(SeqId seq, std::span<const int32_t> tokens, int64_t K) {
+  const std::span<const int32_t> sliding = kv_.sliding_table(seq);
+  const int64_t lo = window_first(K);
+  for (int64_t i = lo; i < K; ++i)
+    if (sliding[i] < 0) return;  // window already gone (not expected right after a step)
+  if (build_path(seq, tokens, K, K) < K) return;  // hash collision on the way
+  for (int64_t i = lo; i < K; ++i)
+    if (node(path_[i]).sliding < 0) set_sliding(path_[i], sliding[i]);
+  const PrefixNodeId e = path_[K - 1];
+  if (!node(e).endpoint) mark_endpoint(e);
+  touch(e);
+  // Move seq's lock down to the checkpoint: full locks on the whole path, sliding locks on the
+  // part of the window the sequence still shares (from its first kept block on).
+  const int64_t first_kept = kv_.first_kept_sliding_block(seq);
+  release_sliding_below(seq, first_kept);
+  const int64_t sliding_lo = std::min(first_kept, K);
+  auto it = locks_.find(seq);
+  if (it == locks_.end()) {
+    const LockRecord rec{e, K, sliding_lo};
+    lock_path(rec);
+    locks_.emplace(seq, rec);
+    return;
+  }
+  LockRecord& rec = it->second;
+  BEAM_CHECK(rec.depth <= K && path_[rec.depth - 1] == rec.endpoint)
+      << "checkpoint of sequence " << seq.value << " is not below its locked prefix";
+  for (int64_t i = rec.depth; i < K; ++i) add_full_lock(path_[i], +1);
+  for (int64_t i = std::max(sliding_lo, rec.depth); i < K; ++i) add_sliding_lock(path_[i], +1);
+  const PrefixNodeId old_endpoint = rec.endpoint;
+  rec = LockRecord{e, K, sliding_lo};
+  reindex(old_endpoint);
+  reindex(e);
 }
 
 }  // namespace beam

@@ -69,12 +69,16 @@ class PlanBuilder {
     bool preempted = false;
     bool scheduled = false;
     bool pinned = false;  // parent of a fork planned this step: must stay
+    bool held = false;    // parent of a fork deferred this step: must not advance
   };
 
   void preempt(size_t v) {
     Entry& e = run_[v];
     e.preempted = true;
-    if (!e.fork) avail_ += kv_.exclusive_blocks(e.s->id);
+    if (!e.fork) {  // what its release frees or makes evictable
+      avail_ += kv_.exclusive_blocks(e.s->id);
+      if (in_.prefix) avail_ += in_.prefix->blocks_locked_only_by(e.s->id);
+    }
     plan_.preempted.push_back(Preemption{e.s->id, e.s->tokens});
     for (Entry& c : run_)  // pending fork children cannot outlive their parent
       if (c.fork && !c.preempted && c.s->fork_parent == e.s->id) {
@@ -100,34 +104,54 @@ class PlanBuilder {
     avail_ -= need;
     tokens_left_ -= num_tokens;
     plan_.new_blocks += need;
-    plan_.work.push_back(SeqWork{e.s->id, kind, e.num_computed, num_tokens, num_tokens == e.remaining ||
-                                                                                kind == WorkKind::kDecode});
+    const bool samples = kind == WorkKind::kDecode || num_tokens == e.remaining;
+    plan_.work.push_back(SeqWork{e.s->id, e.s->tokens, kind, e.num_computed, num_tokens, samples});
+  }
+
+  // Blocks a decode of `width` tokens needs (fork children: the fork copy plus their growth).
+  BlockCounts decode_need(const Entry& e, int64_t width) const {
+    if (!e.fork) return kv_.blocks_needed(e.s->id, e.num_computed + width);
+    const int64_t more =
+        blocks_for_tokens(e.num_computed + width, B_) - blocks_for_tokens(e.num_computed, B_);
+    return kv_.fork_cost(e.s->fork_parent) + BlockCounts{more, more};
+  }
+
+  // Schedules the decode of entry i, preempting lower entries if a pool lacks room. Entries that
+  // must stay (fork children, pinned or held parents) wait for room instead of preempting
+  // themselves. Returns whether it was scheduled.
+  bool try_decode(size_t i, int64_t width) {
+    Entry& e = run_[i];
+    const BlockCounts need = decode_need(e, width);
+    while (!need.fits_in(avail_) && !e.preempted) {
+      if (preempt_lowest_after(i)) continue;
+      if (e.fork || e.pinned || e.held) return false;
+      preempt(i);
+    }
+    if (e.preempted) return false;
+    schedule(i, WorkKind::kDecode, width, need);
+    return true;
   }
 
   void decode_pass() {
     const int64_t width = 1 + cfg_.num_speculative_tokens;
+    // Pending fork children first: their parent may not advance past the shared prompt before
+    // they are forked, so a parent with an unforked child is held back this step.
     for (size_t i = 0; i < run_.size(); ++i) {
       Entry& e = run_[i];
-      if (e.preempted || (e.remaining != 1 && !e.fork) || tokens_left_ < width) continue;
-      BlockCounts need;
-      if (e.fork) {
-        const int64_t more = blocks_for_tokens(e.num_computed + width, B_) -
-                             blocks_for_tokens(e.num_computed, B_);
-        need = kv_.fork_cost(e.s->fork_parent) + BlockCounts{more, more};
-      } else {
-        need = kv_.blocks_needed(e.s->id, e.num_computed + width);
-      }
-      while (!need.fits_in(avail_) && !e.preempted) {
-        if (preempt_lowest_after(i)) continue;
-        if (e.fork || e.pinned) break;  // wait for room (a pinned parent must stay for its fork)
-        preempt(i);
-      }
-      if (e.preempted || !need.fits_in(avail_)) continue;
-      schedule(i, WorkKind::kDecode, width, need);
-      if (e.fork) {
+      if (!e.fork || e.preempted) continue;
+      BEAM_CHECK_EQ(e.remaining, 1) << "fork child " << e.s->id.value << " of an advanced parent";
+      Entry& parent = run_[index_.at(e.s->fork_parent)];
+      if (tokens_left_ >= width && try_decode(i, width)) {
         plan_.forks.push_back(ForkOp{e.s->fork_parent, e.s->id});
-        run_[index_.at(e.s->fork_parent)].pinned = true;
+        parent.pinned = true;
+      } else if (!e.preempted) {
+        parent.held = true;
       }
+    }
+    for (size_t i = 0; i < run_.size(); ++i) {
+      const Entry& e = run_[i];
+      if (e.preempted || e.fork || e.held || e.remaining != 1 || tokens_left_ < width) continue;
+      try_decode(i, width);
     }
   }
 
@@ -174,20 +198,24 @@ class PlanBuilder {
     BEAM_CHECK(len >= 1) << "waiting sequence " << w.id.value << " has no tokens";
     const PrefixMatch match = in_.prefix ? in_.prefix->match(w.tokens) : PrefixMatch{};
     const int64_t P = match.num_tokens;
-    const int64_t chunk = std::min({len - P, tokens_left_, cfg_.max_prefill_chunk_tokens});
+    const int64_t headroom = cfg_.admission_headroom_blocks_per_seq * (num_running() + 1);
+    // The first chunk is cut to the sliding pool's room; later chunks reuse the blocks that
+    // slide out behind it. The full pool must hold the whole prompt.
+    const int64_t sliding_room = avail_.sliding - match.newly_locked.sliding - headroom;
+    const int64_t chunk = std::min({len - P, tokens_left_, cfg_.max_prefill_chunk_tokens,
+                                    (P / B_ + sliding_room) * B_ - P});
+    if (chunk <= 0) return false;
     const int64_t more = blocks_for_tokens(P + chunk, B_) - P / B_;
     const BlockCounts need{more, more};
     const BlockCounts after = avail_ - match.newly_locked - need;
-    const int64_t headroom = cfg_.admission_headroom_blocks_per_seq * (num_running() + 1);
     const int64_t rest_full = blocks_for_tokens(len, B_) - blocks_for_tokens(P + chunk, B_);
-    if (after.full < outstanding_full_ + rest_full + headroom || after.sliding < headroom)
-      return false;
+    if (after.full < outstanding_full_ + rest_full + headroom) return false;
     avail_ = after;
     outstanding_full_ += rest_full;
-    plan_.admitted.push_back(Admission{w.id, match});
     tokens_left_ -= chunk;
     plan_.new_blocks += need;
-    plan_.work.push_back(SeqWork{w.id, WorkKind::kPrefill, P, chunk, P + chunk == len});
+    plan_.admitted.push_back(Admission{w.id, match});
+    plan_.work.push_back(SeqWork{w.id, w.tokens, WorkKind::kPrefill, P, chunk, P + chunk == len});
     return true;
   }
 

@@ -49,6 +49,7 @@ enum class WorkKind { kDecode, kPrefill };
 // A decode feeds the last known token (plus draft tokens when speculating).
 struct SeqWork {
   SeqId seq;
+  std::span<const int32_t> tokens;  // the sequence's known tokens (SeqState::tokens)
   WorkKind kind = WorkKind::kPrefill;
   int64_t num_computed = 0;
   int64_t num_tokens = 0;

@@ -34,14 +34,23 @@ CommitResult commit_plan(const StepPlan& plan, KvCacheManager& kv, PrefixCache* 
   return result;
 }
 
-void complete_work(SeqId seq, int64_t num_written, KvCacheManager& kv, PrefixCache* prefix) {
-  kv.advance(seq, num_written);
-  const int64_t first_kept = kv.release_out_of_window(seq);
-  if (prefix != nullptr) prefix->release_sliding_below(seq, first_kept);
+void complete_work(const SeqWork& work, int64_t num_written, KvCacheManager& kv,
+                   PrefixCache* prefix) {
+  BEAM_CHECK(num_written <= work.num_tokens) << "sequence " << work.seq.value << " wrote "
+                                             << num_written << " of " << work.num_tokens;
+  const int64_t prev_computed = kv.num_computed(work.seq);
+  kv.advance(work.seq, num_written);
+  if (prefix != nullptr) {
+    // Locks first, then checkpoints (which need the windows the sequence still holds), then
+    // the sequence's own out-of-window blocks.
+    prefix->release_sliding_below(work.seq, kv.first_kept_sliding_block(work.seq));
+    prefix->insert_checkpoints(work.seq, work.tokens, prev_computed);
+  }
+  kv.release_out_of_window(work.seq);
 }
 
 void complete_step(const StepPlan& plan, KvCacheManager& kv, PrefixCache* prefix) {
-  for (const SeqWork& w : plan.work) complete_work(w.seq, w.num_tokens, kv, prefix);
+  for (const SeqWork& w : plan.work) complete_work(w, w.num_tokens, kv, prefix);
 }
 
 void release_sequence(SeqId seq, std::span<const int32_t> tokens, CacheOnRelease cache,

@@ -25,10 +25,12 @@ struct CommitResult {
 // work item's slots are reserved. Afterwards every SeqWork's block tables cover its tokens.
 CommitResult commit_plan(const StepPlan& plan, KvCacheManager& kv, PrefixCache* prefix);
 
-// After the forward wrote `num_written` slots of `seq` (<= the planned tokens; fewer when
-// speculative tokens were rejected): advances the sequence and releases the sliding blocks and
-// prefix locks that no later query can see.
-void complete_work(SeqId seq, int64_t num_written, KvCacheManager& kv, PrefixCache* prefix);
+// After the forward wrote `num_written` slots of work.seq (<= work.num_tokens; fewer when
+// speculative tokens were rejected), before the engine appends sampled tokens: advances the
+// sequence, caches prefix checkpoints it crossed, and releases the sliding blocks and prefix
+// locks that no later query can see.
+void complete_work(const SeqWork& work, int64_t num_written, KvCacheManager& kv,
+                   PrefixCache* prefix);
 // complete_work for every item of `plan` with its planned token count.
 void complete_step(const StepPlan& plan, KvCacheManager& kv, PrefixCache* prefix);
 

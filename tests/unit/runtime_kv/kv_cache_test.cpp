@@ -12,10 +12,8 @@
 namespace beam {
 namespace {
 
-KvCacheManager make_kv(int64_t block, int64_t window, int32_t full, int32_t sliding,
-                       int64_t checkpoint = 0) {
-  Expected<KvCacheManager> kv =
-      KvCacheManager::create(KvCacheConfig{block, window, full, sliding, checkpoint});
+KvCacheManager make_kv(int64_t block, int64_t window, int32_t full, int32_t sliding) {
+  Expected<KvCacheManager> kv = KvCacheManager::create(KvCacheConfig{block, window, full, sliding});
   EXPECT_TRUE(kv.ok()) << kv.error().message;
   return std::move(kv).value();
 }
@@ -43,12 +41,11 @@ TEST(KvCacheTest, BlockPoolRefCountsAndFreeList) {
 }
 
 TEST(KvCacheTest, CreateRejectsBadConfig) {
-  EXPECT_FALSE(KvCacheManager::create(KvCacheConfig{0, 8, 4, 4, 0}).ok());
-  EXPECT_FALSE(KvCacheManager::create(KvCacheConfig{4, 0, 4, 4, 0}).ok());
-  EXPECT_FALSE(KvCacheManager::create(KvCacheConfig{4, 8, 0, 4, 0}).ok());
-  Expected<KvCacheManager> bad = KvCacheManager::create(KvCacheConfig{4, 8, 4, 4, 6});
+  EXPECT_FALSE(KvCacheManager::create(KvCacheConfig{0, 8, 4, 4}).ok());
+  EXPECT_FALSE(KvCacheManager::create(KvCacheConfig{4, 0, 4, 4}).ok());
+  Expected<KvCacheManager> bad = KvCacheManager::create(KvCacheConfig{4, 8, 0, 4});
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message.find("sliding_checkpoint_interval_tokens"), std::string::npos);
+  EXPECT_NE(bad.error().message.find("both pools"), std::string::npos);
 }
 
 TEST(KvCacheTest, WindowBlockArithmetic) {
@@ -104,27 +101,6 @@ TEST(KvCacheTest, SlidingBlocksReleasedDuringLongPrefillAndDecode) {
   EXPECT_EQ(kv.held_blocks(s).full, blocks_for_tokens(200 + 10 * W, B));
   kv.free_sequence(s);
   check(kv);
-  EXPECT_EQ(kv.free_blocks(), kv.total_blocks());
-}
-
-TEST(KvCacheTest, CheckpointWindowsStayWithTheSequence) {
-  const int64_t B = 4, W = 8, N = 32;
-  KvCacheManager kv = make_kv(B, W, 64, 64, N);
-  const SeqId s(1);
-  kv.add_sequence(s);
-  for (int i = 0; i < 100; ++i) {
-    kv.reserve(s, kv.num_computed(s) + 1);
-    kv.advance(s, 1);
-    kv.release_out_of_window(s);
-    check(kv);
-  }
-  // Checkpoints at 32, 64 and 96 keep the blocks of keys 25..31, 57..63 and 89..95.
-  const std::span<const int32_t> sl = kv.sliding_table(s);
-  for (int64_t i = 0; i < kv.first_kept_sliding_block(s); ++i) {
-    const bool in_window = (i >= 6 && i < 8) || (i >= 14 && i < 16) || (i >= 22 && i < 24);
-    EXPECT_EQ(sl[i] >= 0, in_window) << "block " << i;
-  }
-  kv.free_sequence(s);
   EXPECT_EQ(kv.free_blocks(), kv.total_blocks());
 }
 

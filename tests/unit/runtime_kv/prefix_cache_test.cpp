@@ -7,6 +7,7 @@
 
 #include "runtime/kv_cache/kv_cache_manager.h"
 #include "runtime/prefix_cache/prefix_cache.h"
+#include "runtime/scheduler/step_commit.h"
 
 namespace beam {
 namespace {
@@ -29,8 +30,8 @@ class PrefixCacheTest : public ::testing::Test {
  protected:
   void make(int32_t full, int32_t sliding, int64_t checkpoint = 0) {
     kv_ = std::make_unique<KvCacheManager>(
-        KvCacheManager::create(KvCacheConfig{kB, kW, full, sliding, checkpoint}).value());
-    pc_ = std::make_unique<PrefixCache>(*kv_);
+        KvCacheManager::create(KvCacheConfig{kB, kW, full, sliding}).value());
+    pc_ = std::make_unique<PrefixCache>(*kv_, PrefixCacheConfig{checkpoint});
   }
   void SetUp() override { make(256, 128); }
 
@@ -45,8 +46,7 @@ class PrefixCacheTest : public ::testing::Test {
       const int64_t n = std::min<int64_t>(chunk, static_cast<int64_t>(tokens.size()) - c);
       pc_->evict_until_free(kv_->blocks_needed(id, c + n));
       kv_->reserve(id, c + n);
-      kv_->advance(id, n);
-      pc_->release_sliding_below(id, kv_->release_out_of_window(id));
+      complete_work(SeqWork{id, tokens, WorkKind::kPrefill, c, n, false}, n, *kv_, pc_.get());
       pc_->check_integrity();
       c += n;
     }
@@ -227,8 +227,16 @@ TEST_F(PrefixCacheTest, SlidingPressureBreaksInteriorWindowsBeforeSessionTails) 
 TEST_F(PrefixCacheTest, CheckpointsGiveHitsInsideALongPrefix) {
   make(256, 128, /*checkpoint=*/16);
   const auto t = seq_tokens(1, 64);
-  run(SeqId(1), concat(t, {0}), /*chunk=*/7);
-  // Windows kept at 16, 32, 48 (checkpoints) and 64 (end).
+  const auto prompt = concat(t, {0});
+  start(SeqId(1), prompt, /*chunk=*/7);
+  // While it runs: checkpoints at 16, 32, 48 and 64 are cached and locked for the sequence, and
+  // the sequence itself still holds only its live window.
+  EXPECT_EQ(pc_->stats().num_endpoints, 4);
+  EXPECT_LE(kv_->held_blocks(SeqId(1)).sliding, 3);
+  EXPECT_TRUE(pc_->holds_lock(SeqId(1)));
+  // Another request shares the long prompt before the first one finishes.
+  EXPECT_EQ(pc_->match(concat(std::vector<int32_t>(t.begin(), t.begin() + 50), {5})).num_tokens, 48);
+  finish(SeqId(1), prompt);
   EXPECT_EQ(pc_->stats().num_endpoints, 4);
   EXPECT_EQ(pc_->match(concat(std::vector<int32_t>(t.begin(), t.begin() + 40), {5})).num_tokens, 32);
   EXPECT_EQ(pc_->match(concat(std::vector<int32_t>(t.begin(), t.begin() + 20), {5})).num_tokens, 16);
@@ -259,6 +267,13 @@ TEST_F(PrefixCacheTest, StaleMatchIsRejected) {
   pc_->flush();
   kv_->add_sequence(SeqId(2));
   EXPECT_DEATH(pc_->acquire(SeqId(2), m), "stale prefix match");
+}
+
+TEST_F(PrefixCacheTest, CreateValidatesTheCheckpointInterval) {
+  Expected<PrefixCache> bad = PrefixCache::create(*kv_, PrefixCacheConfig{6});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("checkpoint_interval_tokens"), std::string::npos);
+  EXPECT_TRUE(PrefixCache::create(*kv_, PrefixCacheConfig{8}).ok());
 }
 
 }  // namespace

@@ -10,12 +10,13 @@
 namespace beam::testing {
 
 SimEngine::SimEngine(const KvCacheConfig& kv_config, const SchedulerConfig& sched_config,
-                     bool prefix_cache)
+                     bool prefix_cache, int64_t checkpoint_interval_tokens)
     : scheduler_(sched_config) {
   Expected<KvCacheManager> kv = KvCacheManager::create(kv_config);
   BEAM_CHECK(kv.ok()) << kv.error().message;
   kv_ = std::make_unique<KvCacheManager>(std::move(kv).value());
-  if (prefix_cache) prefix_ = std::make_unique<PrefixCache>(*kv_);
+  if (prefix_cache)
+    prefix_ = std::make_unique<PrefixCache>(*kv_, PrefixCacheConfig{checkpoint_interval_tokens});
 }
 
 int32_t SimEngine::generated_token(SeqId id, int64_t position) {
@@ -96,6 +97,7 @@ void SimEngine::apply_plan(const StepPlan& plan) {
   for (const Admission& a : plan.admitted) {
     SimRequest& r = requests_.at(a.seq);
     if (r.cached_tokens < 0) r.cached_tokens = a.match.num_tokens;
+    r.last_cached_tokens = a.match.num_tokens;
     r.running = true;
     std::erase(waiting_, a.seq);
     running_.push_back(a.seq);

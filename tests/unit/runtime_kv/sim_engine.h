@@ -25,6 +25,7 @@ struct SimRequest {
   int32_t num_forks = 0;        // extra samples forked from this one after its prompt
   SeqId fork_parent;            // pending fork child until committed
   int64_t cached_tokens = -1;   // prefix hit at the first admission
+  int64_t last_cached_tokens = -1;  // prefix hit at the latest admission (resume)
   int64_t num_preemptions = 0;
   bool running = false;
   bool done = false;
@@ -34,7 +35,8 @@ struct SimRequest {
 
 class SimEngine {
  public:
-  SimEngine(const KvCacheConfig& kv_config, const SchedulerConfig& sched_config, bool prefix_cache);
+  SimEngine(const KvCacheConfig& kv_config, const SchedulerConfig& sched_config, bool prefix_cache,
+            int64_t checkpoint_interval_tokens = 0);
 
   // Queues a request; num_forks > 0 adds that many samples forked after the prompt.
   SeqId submit(std::vector<int32_t> prompt, int64_t max_new, int32_t priority = 0,
