@@ -78,9 +78,10 @@ void print_config(const Report& r) {
               (long long)c.num_layers_of(MlpKind::kDense), (long long)c.intermediate_size,
               (long long)c.num_layers_of(MlpKind::kSparse), (long long)c.num_experts, (long long)c.moe_intermediate_size,
               (long long)c.num_experts_per_tok, (long long)c.num_groups, (long long)c.topk_groups, c.routed_scaling_factor);
-  std::string softcap = c.final_logit_softcapping ? std::to_string(*c.final_logit_softcapping) : "none";
+  char softcap[32] = "none";
+  if (c.final_logit_softcapping) std::snprintf(softcap, sizeof(softcap), "%g", *c.final_logit_softcapping);
   std::printf("vocab           %lld, tied embeddings %s, softcap %s, max positions %lld, dtype %s\n",
-              (long long)c.vocab_size, c.tie_word_embeddings ? "yes" : "no", softcap.c_str(),
+              (long long)c.vocab_size, c.tie_word_embeddings ? "yes" : "no", softcap,
               (long long)c.max_position_embeddings, c.torch_dtype.empty() ? "-" : c.torch_dtype.c_str());
 }
 

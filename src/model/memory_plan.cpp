@@ -2,6 +2,7 @@
 #include "model/memory_plan.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "core/check.h"
 #include "model/param_count.h"
@@ -13,6 +14,12 @@ namespace {
 constexpr int64_t kGiB = int64_t{1} << 30;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+std::string gb(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f GB", static_cast<double>(bytes) / 1e9);
+  return buf;
+}
 
 }  // namespace
 
@@ -33,10 +40,9 @@ MemoryPlan plan_memory(const BeamConfig& c, const MemoryPlanOptions& o) {
   p.sliding_pool_bytes = p.sliding_pool_tokens * p.sliding_bytes_per_token;
   int64_t left = o.gpu_memory_bytes - p.weight_bytes - p.activation_reserve_bytes - p.sliding_pool_bytes;
   if (left <= 0) {
-    p.reason = "weights (" + std::to_string(p.weight_bytes) + " B), activation reserve (" +
-               std::to_string(p.activation_reserve_bytes) + " B) and sliding pool (" +
-               std::to_string(p.sliding_pool_bytes) + " B) exceed the " +
-               std::to_string(o.gpu_memory_bytes) + " B of each GPU";
+    p.reason = "weights (" + gb(p.weight_bytes) + ") + activation reserve (" +
+               gb(p.activation_reserve_bytes) + ") + sliding pool (" + gb(p.sliding_pool_bytes) +
+               ") exceed the " + gb(o.gpu_memory_bytes) + " of each GPU";
     return p;
   }
   if (p.full_bytes_per_token > 0) {

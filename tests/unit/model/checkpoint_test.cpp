@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <random>
 #include <initializer_list>
 
 #include "test_checkpoint_writer.h"
@@ -223,6 +226,40 @@ TEST(CheckpointTest, OverlappingTensors) {
                                    std::vector<uint8_t>(12));
   auto ok = Checkpoint::open(dir);
   EXPECT_TRUE(ok.ok()) << ok.error().message;
+}
+
+// Truncations and random byte flips of a valid file are errors or valid loads, never crashes
+// (run under ASan/UBSan in CI).
+TEST(CheckpointTest, CorruptedFilesNeverCrash) {
+  std::string dir = test::make_temp_dir("ckpt_fuzz");
+  std::string path = dir + "/model.safetensors";
+  test::write_safetensors(path, sample_tensors(), {.metadata = true});
+  std::ifstream in(path, std::ios::binary);
+  std::string good((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::mt19937 rng(1234);
+  int errors = 0;
+  for (int iter = 0; iter < 300; ++iter) {
+    std::string bytes = good;
+    if (iter % 3 == 0) {
+      bytes.resize(rng() % good.size());
+    } else {
+      for (int flips = 1 + rng() % 3; flips > 0; --flips) bytes[rng() % bytes.size()] = static_cast<char>(rng());
+    }
+    test::write_text_file(path, bytes);
+    auto ckpt = Checkpoint::open(dir);
+    if (!ckpt.ok()) {
+      ++errors;
+      EXPECT_NE(ckpt.error().message.find(path), std::string::npos) << ckpt.error().message;
+      continue;
+    }
+    // Every tensor the reader accepts lies inside the mapped file.
+    const MappedFile& file = *ckpt->files().at(0);
+    for (const std::string& name : ckpt->names()) {
+      const auto* data = static_cast<const uint8_t*>(ckpt->find(name)->data);
+      EXPECT_TRUE(data >= file.data() && data + ckpt->find(name)->nbytes <= file.data() + file.size()) << name;
+    }
+  }
+  EXPECT_GT(errors, 100);
 }
 
 TEST(CheckpointTest, DuplicateNameInOneHeader) {

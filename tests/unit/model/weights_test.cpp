@@ -9,6 +9,8 @@
 #include <map>
 
 #include "core/bf16.h"
+#include "model/checkpoint.h"
+#include "model/param_count.h"
 #include "model/tensor_names.h"
 #include "test_checkpoint_writer.h"
 
@@ -311,6 +313,13 @@ TEST(WeightsCheckpointTest, LoadsShippedTinyBeam) {
     EXPECT_NE(l.attn.qkvg.data, nullptr);
     EXPECT_EQ(l.attn.qkvg.shape[0], 2 * c.q_width() + 2 * c.kv_width());
   }
+  // The config-only byte count (what `beamserve inspect` reports) equals the checkpoint's.
+  auto ckpt = Checkpoint::open(dir);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.error().message;
+  auto on_disk = ckpt->bytes_by_dtype();
+  WeightBytes expected = weight_bytes(c);
+  EXPECT_EQ(static_cast<int64_t>(on_disk[DType::kBF16]), expected.bf16_bytes);
+  EXPECT_EQ(static_cast<int64_t>(on_disk[DType::kF32]), expected.f32_bytes);
 }
 
 }  // namespace
