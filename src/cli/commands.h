@@ -6,7 +6,10 @@ namespace beam::cli {
 // argv holds the arguments after the subcommand name.
 int cmd_forward(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
+int cmd_detokenize(int argc, char** argv);
 int cmd_chat_template(int argc, char** argv);
 
 }  // namespace beam::cli

@@ -17,7 +17,10 @@ constexpr Command kCommands[] = {
     {"forward", beam::cli::cmd_forward, "run a forward pass and write fp32 logits (.npy)"},
     {"generate", beam::cli::cmd_generate, "generate tokens from a prompt (default model: beam-nano)"},
     {"inspect", beam::cli::cmd_inspect, "summarise a model: parameters, bytes, KV, memory plan"},
+    {"tokenize", beam::cli::cmd_tokenize, "print the token ids of a text as a JSON array"},
+    {"detokenize", beam::cli::cmd_detokenize, "print the text of comma-separated token ids"},
     {"chat-template", beam::cli::cmd_chat_template, "render a model's chat template for a conversation"},
+    {"bench", beam::cli::cmd_bench, "benchmarks: offline (engine workloads)"},
     {"help", nullptr, "print this list"},
 };
 

@@ -1,0 +1,106 @@
+// `beamserve bench offline`: drives the engine with a synthetic workload and prints throughput,
+// latency percentiles and prefix-cache hit rates (text, or one JSON object with --json).
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/model_path.h"
+#include "runtime/bench/offline_bench.h"
+
+namespace beam::cli {
+namespace {
+
+int fail(const std::string& m) {
+  std::fprintf(stderr, "bench: %s\n", m.c_str());
+  return 1;
+}
+
+Expected<WorkloadOptions> workload_from_args(const Args& a) {
+  WorkloadOptions o;
+  BEAM_ASSIGN_OR_RETURN(o.workload, parse_workload(a.get_or("workload", "uniform")));
+  BEAM_ASSIGN_OR_RETURN(o.requests, a.get_int("requests", o.requests));
+  BEAM_ASSIGN_OR_RETURN(o.prompt_len, a.get_int("prompt-len", o.prompt_len));
+  BEAM_ASSIGN_OR_RETURN(o.shared_prefix_len, a.get_int("shared-prefix-len", o.shared_prefix_len));
+  BEAM_ASSIGN_OR_RETURN(o.output_len, a.get_int("output-len", o.output_len));
+  BEAM_ASSIGN_OR_RETURN(o.conversations, a.get_int("conversations", o.conversations));
+  BEAM_ASSIGN_OR_RETURN(o.turns, a.get_int("turns", o.turns));
+  BEAM_ASSIGN_OR_RETURN(o.first_prompt_len, a.get_int("first-prompt-len", o.first_prompt_len));
+  BEAM_ASSIGN_OR_RETURN(o.turn_append_len, a.get_int("turn-append-len", o.turn_append_len));
+  BEAM_ASSIGN_OR_RETURN(int64_t seed, a.get_int("seed", 1));
+  o.seed = static_cast<uint64_t>(seed);
+  for (int64_t v : {o.requests, o.prompt_len, o.output_len, o.conversations, o.turns, o.first_prompt_len})
+    if (v <= 0) return make_error("workload sizes must be positive");
+  return o;
+}
+
+nlohmann::json to_json(const BenchResult& r) {
+  return {{"requests", r.requests},
+          {"failed_requests", r.failed},
+          {"prompt_tokens", r.prompt_tokens},
+          {"cached_prompt_tokens", r.cached_prompt_tokens},
+          {"output_tokens", r.output_tokens},
+          {"wall_s", r.wall_s},
+          {"output_tokens_per_s", r.output_tokens_per_s},
+          {"total_tokens_per_s", r.total_tokens_per_s},
+          {"ttft_ms_p50", r.ttft_ms_p50},
+          {"ttft_ms_p99", r.ttft_ms_p99},
+          {"itl_ms_p50", r.itl_ms_p50},
+          {"itl_ms_p99", r.itl_ms_p99},
+          {"prefix_cache_hit_rate", r.prefix_cache_hit_rate},
+          {"prefix_cache_hit_rate_turns_2plus", r.prefix_cache_hit_rate_later},
+          {"hit_rate_by_turn", r.hit_rate_by_turn},
+          {"preemptions", r.preemptions}};
+}
+
+int bench_offline(int argc, char** argv) {
+  auto args = Args::parse(argc, argv,
+                          {"model", "workload", "requests", "prompt-len", "shared-prefix-len", "output-len",
+                           "conversations", "turns", "first-prompt-len", "turn-append-len", "seed",
+                           "kv-budget-mb", "block-size", "max-step-tokens", "max-running", "threads"},
+                          {"json", "no-prefix-cache"});
+  if (!args.ok()) return fail(args.error().message);
+  auto dir = resolve_model_dir(args->get("model"));
+  if (!dir.ok()) return fail(dir.error().message);
+  auto wl = workload_from_args(*args);
+  if (!wl.ok()) return fail(wl.error().message);
+  EngineOptions eo;
+  auto kv_mb = args->get_int("kv-budget-mb", 1024);
+  auto bs = args->get_int("block-size", 64);
+  auto step = args->get_int("max-step-tokens", 2048);
+  auto running = args->get_int("max-running", 64);
+  auto threads = args->get_int("threads", 0);
+  for (const auto* e : {&kv_mb, &bs, &step, &running, &threads})
+    if (!e->ok()) return fail(e->error().message);
+  eo.kv_budget_bytes = *kv_mb << 20;
+  eo.block_size_tokens = *bs;
+  eo.max_tokens_per_step = *step;
+  eo.max_running = *running;
+  eo.num_threads = static_cast<int>(*threads);
+  eo.enable_prefix_cache = !args->has("no-prefix-cache");
+  auto weights = load_beam_weights(*dir);
+  if (!weights.ok()) return fail(weights.error().message);
+  auto engine = Engine::create(*weights, eo);
+  if (!engine.ok()) return fail(engine.error().message);
+  BenchResult r = run_offline_bench(**engine, *wl);
+  nlohmann::json j = to_json(r);
+  j["model"] = *dir;
+  j["workload"] = args->get_or("workload", "uniform");
+  if (args->has("json")) {
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%s\n", j.dump(2).c_str());
+  }
+  return r.failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  if (argc < 1) return fail("usage: beamserve bench offline [flags]");
+  std::string what = argv[0];
+  if (what == "offline") return bench_offline(argc - 1, argv + 1);
+  return fail("unknown benchmark '" + what + "' (available: offline)");
+}
+
+}  // namespace beam::cli

@@ -1,0 +1,51 @@
+// Offline engine benchmark: synthetic workloads (uniform, shared-prefix, multi-turn agentic
+// replay) driven through Engine with per-request TTFT/ITL and prefix-cache hit rates.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "runtime/engine.h"
+
+namespace beam {
+
+enum class Workload { kUniform, kSharedPrefix, kAgentic };
+
+Expected<Workload> parse_workload(const std::string& name);
+
+struct WorkloadOptions {
+  Workload workload = Workload::kUniform;
+  int64_t requests = 32;            // uniform, shared-prefix
+  int64_t prompt_len = 256;         // uniform: whole prompt; shared-prefix: unique suffix
+  int64_t shared_prefix_len = 512;  // shared-prefix: common to every request
+  int64_t output_len = 64;
+  int64_t conversations = 8;        // agentic: run concurrently
+  int64_t turns = 13;
+  int64_t first_prompt_len = 2048;
+  int64_t turn_append_len = 750;
+  uint64_t seed = 1;
+};
+
+struct BenchResult {
+  int64_t requests = 0;
+  int64_t prompt_tokens = 0;
+  int64_t cached_prompt_tokens = 0;
+  int64_t output_tokens = 0;
+  int64_t failed = 0;
+  double wall_s = 0;
+  double output_tokens_per_s = 0;
+  double total_tokens_per_s = 0;
+  double ttft_ms_p50 = 0, ttft_ms_p99 = 0;
+  double itl_ms_p50 = 0, itl_ms_p99 = 0;
+  double prefix_cache_hit_rate = 0;        // cached / prompt tokens, all requests
+  double prefix_cache_hit_rate_later = 0;  // agentic: turns 2+ only
+  std::vector<double> hit_rate_by_turn;    // agentic: per turn
+  int64_t preemptions = 0;
+};
+
+// Runs the workload to completion on `engine` (greedy decoding, ignore_eos, exact output_len).
+BenchResult run_offline_bench(Engine& engine, const WorkloadOptions& options);
+
+}  // namespace beam
