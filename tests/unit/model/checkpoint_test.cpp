@@ -238,7 +238,7 @@ TEST(CheckpointTest, CorruptedFilesNeverCrash) {
   std::string good((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::mt19937 rng(1234);
   int errors = 0;
-  for (int iter = 0; iter < 300; ++iter) {
+  for (int iter = 0; iter < 120; ++iter) {
     std::string bytes = good;
     if (iter % 3 == 0) {
       bytes.resize(rng() % good.size());
@@ -259,7 +259,7 @@ TEST(CheckpointTest, CorruptedFilesNeverCrash) {
       EXPECT_TRUE(data >= file.data() && data + ckpt->find(name)->nbytes <= file.data() + file.size()) << name;
     }
   }
-  EXPECT_GT(errors, 100);
+  EXPECT_GT(errors, 40);
 }
 
 TEST(CheckpointTest, DuplicateNameInOneHeader) {
