@@ -44,6 +44,14 @@ def run_engine(engine: str, model_dir: Path, seq, out: Path) -> np.ndarray:
 
 
 def main() -> int:
+    try:
+        return compare(sys.argv[1:])
+    except (OSError, ValueError, subprocess.CalledProcessError) as e:
+        print(f"compare_logits: {e}", file=sys.stderr)
+        return 2
+
+
+def compare(argv) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("test", nargs="?", help="engine logits .npy [T, V]")
     ap.add_argument("--golden-dir", help="MODEL/golden with manifest.json")
@@ -51,7 +59,7 @@ def main() -> int:
     ap.add_argument("--ref", help="reference logits .npy (instead of --golden-dir/--name)")
     ap.add_argument("--tol", type=float, help=f"rel tolerance (default: manifest's, or {REL_TOL})")
     ap.add_argument("--engine", help="beamserve binary: run `forward` on every golden sequence")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     if args.ref:
         if not args.test:

@@ -38,14 +38,16 @@ def main() -> int:
     default_model = Path(__file__).resolve().parents[2] / "models" / "tiny-beam"
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--model", default=str(default_model))
+    ap.add_argument("--device", default="cpu", help="torch device, e.g. cuda (goldens were made on the CPU)")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    torch.set_float32_matmul_precision("highest")  # no TF32: fp32 accumulation as the spec says
     sequences = load_sequences(Path(args.model) / "golden")
     failures = []
 
     for label, numerics in (("reference", Numerics()), ("benign: fp64 accumulation", Numerics(accumulate_fp64=True))):
         print(f"== {label}: must pass")
-        results = golden_results(load_model(args.model, numerics), sequences, with_experts=True)
+        results = golden_results(load_model(args.model, numerics, device=args.device), sequences, with_experts=True)
         for r in results:
             print("  " + r.line())
         if not all(r.ok for r in results):
@@ -53,7 +55,8 @@ def main() -> int:
 
     for label, knobs in MISTAKES.items():
         print(f"== mistake {label}: must fail by >= {WIDE_MARGIN}x tolerance")
-        results = golden_results(load_model(args.model, test_knobs=knobs), sequences, with_experts=False)
+        results = golden_results(load_model(args.model, test_knobs=knobs, device=args.device), sequences,
+                                  with_experts=False)
         for r in results:
             print("  " + r.line())
         worst = max(r.rel_error / r.tolerance for r in results)
