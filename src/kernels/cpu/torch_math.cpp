@@ -1,9 +1,15 @@
-// SLEEF-backed fp32 math matching PyTorch's CPU vector kernels (see torch_math.h). The 8-lane
-// functions are compiled for AVX2 even in builds without -march (Debug), so both builds call the
-// same SLEEF entry point PyTorch calls (its run-time dispatcher).
+// SLEEF-backed fp32 math matching PyTorch's CPU vector kernels (see torch_math.h). Builds without
+// -march (Debug) call the same SLEEF entry points (declared here when sleef.h hides them); the
+// 8-lane ones go through SLEEF's run-time dispatcher, as PyTorch does. Needs AVX2 + FMA at run time.
 #include "kernels/cpu/torch_math.h"
 
 #include <sleef.h>
+
+#if !defined(FP_FAST_FMA)  // sleef.h declares the FMA variants only in FMA builds
+extern "C" float Sleef_powf1_u10purecfma(float, float);
+extern "C" float Sleef_expf1_u10purecfma(float);
+extern "C" float Sleef_tanhf1_u10purecfma(float);
+#endif
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")

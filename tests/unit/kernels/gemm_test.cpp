@@ -75,6 +75,7 @@ TEST(Linear, MatchesDocumentedOrderAtTinyShapes) {
 }
 
 TEST(Linear, MatchesDocumentedOrderAtBeamShapes) {
+  BEAM_SKIP_UNLESS_OPTIMIZED();
   Contexts ctx;
   std::mt19937 rng(2);
   check_case({2, 5120, 1024, DType::kBF16, DType::kBF16, DType::kBF16}, ctx, rng);  // q/k/v/g slice

@@ -21,6 +21,16 @@
 
 namespace beam::test {
 
+// Tests at Beam's full widths run in optimized builds only: in Debug/sanitizer builds their
+// unoptimized double-precision references take minutes (the same code paths run at tiny shapes).
+#ifdef NDEBUG
+inline constexpr bool kOptimizedBuild = true;
+#else
+inline constexpr bool kOptimizedBuild = false;
+#endif
+#define BEAM_SKIP_UNLESS_OPTIMIZED() \
+  if (!::beam::test::kOptimizedBuild) GTEST_SKIP() << "Beam-width case: optimized builds only"
+
 // One-thread and two-thread CPU contexts (results must be identical between them).
 struct Contexts {
   ThreadPool pool1{1};
