@@ -45,6 +45,10 @@ Status validate_setup(const SequenceSamplingSetup& s) {
 
 }  // namespace
 
+uint64_t resolve_seed(const SamplingParams& params) {
+  return params.seed.has_value() ? *params.seed : draw_random_seed();
+}
+
 SequenceSamplingState::SequenceSamplingState(const SequenceSamplingSetup& s)
     : params_(s.params), rng_(s.seed, s.sibling_index), vocab_size_(s.vocab_size) {
   const SamplingParams& p = *params_;

@@ -14,6 +14,10 @@
 
 namespace beam {
 
+// The seed of a request: params.seed, else a fresh random one (std::random_device). Called once
+// per request; every sibling uses the result, and the engine may report it back to the user.
+uint64_t resolve_seed(const SamplingParams& params);
+
 // What the engine knows about a sequence when it creates the sampling state.
 struct SequenceSamplingSetup {
   std::shared_ptr<const SamplingParams> params;  // shared by the request's siblings

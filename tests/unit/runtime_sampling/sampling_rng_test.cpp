@@ -1,6 +1,8 @@
 // SamplingRng: Philox4x32-10 known answers (Random123 kat_vectors) and stream independence.
 #include "runtime/sampling/sampling_rng.h"
 
+#include "runtime/sampling/sequence_sampling_state.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -56,7 +58,13 @@ TEST(SamplingRng, UniformMomentsLookUniform) {
   EXPECT_NEAR(sum_sq / n, 1.0 / 3.0, 6 * 0.2981 / std::sqrt(n));
 }
 
-TEST(SamplingRng, RandomSeedsDiffer) { EXPECT_NE(draw_random_seed(), draw_random_seed()); }
+TEST(SamplingRng, RandomSeedsDifferAndGivenSeedsAreKept) {
+  EXPECT_NE(draw_random_seed(), draw_random_seed());
+  SamplingParams p;
+  EXPECT_NE(resolve_seed(p), resolve_seed(p));
+  p.seed = 77;
+  EXPECT_EQ(resolve_seed(p), 77u);
+}
 
 }  // namespace
 }  // namespace beam
