@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build ccache pkg-config git
-  nlohmann-json3-dev libopenblas-dev libpcre2-dev libutf8proc-dev libboost-dev
+  nlohmann-json3-dev libopenblas-dev libpcre2-dev libutf8proc-dev libboost-dev libsleef-dev
   libgtest-dev libgmock-dev libbenchmark-dev python3-numpy python3-torch nodejs npm)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
