@@ -16,6 +16,7 @@ namespace {
 constexpr int64_t kSortedSelectionSize = 32;  // below this, select_by_mass sorts and walks
 constexpr float kHeavyWeight = 1.0f / 1024;    // select_by_mass's first split (see there)
 constexpr int64_t kHeapTopKRatio = 64;         // keep_top_k uses a heap when k <= size / 64
+constexpr int kMaxPartitionRounds = 64;        // then sort what is left (bounds bad pivots)
 
 bool mass_reached(MassBound bound, double mass, double target) {
   switch (bound) {
@@ -129,17 +130,17 @@ RankedPrefix select_by_mass(std::span<TokenCandidate> candidates, double target,
     below = heavy_mass;
     lo = split;
   }
-  while (hi - lo > kSortedSelectionSize) {
+  for (int round = 0; hi - lo > kSortedSelectionSize && round < kMaxPartitionRounds; ++round) {
     double before_mass = 0.0;
     int64_t p = partition_around(candidates, lo, hi, median_of_three(candidates, lo, hi),
                                  &before_mass);
     if (mass_reached(bound, below + before_mass, target)) {
       hi = p;
-      continue;
+    } else {
+      below += before_mass + candidates[p].value;
+      if (mass_reached(bound, below, target)) return {p + 1, below};
+      lo = p + 1;
     }
-    below += before_mass + candidates[p].value;
-    if (mass_reached(bound, below, target)) return {p + 1, below};
-    lo = p + 1;
   }
   std::sort(candidates.begin() + lo, candidates.begin() + hi, ranks_before);
   for (int64_t i = lo; i < hi; ++i) {

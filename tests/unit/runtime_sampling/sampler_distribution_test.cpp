@@ -3,7 +3,10 @@
 // Seeds are fixed, so each check is deterministic.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <random>
 #include <vector>
 
 #include "runtime/sampling/sampler.h"
@@ -88,6 +91,46 @@ TEST(SamplingDistribution, FilteredSetIsRenormalised) {
   std::tie(chi2, df) = chi_square(logits, q, probs, 40000);
   EXPECT_EQ(df, 3);
   EXPECT_LT(chi2, kChiSquareBound);
+}
+
+TEST(SamplingDistribution, LargeRowsWithAHeavyHeadAndALightTail) {
+  // 64 heavy tokens scattered over 2048 ids, the rest ~3% of the mass in total: draws go through
+  // the weighted quickselect on both sides of its first split. Cells: each heavy token, plus
+  // one cell for the whole tail.
+  const int64_t vocab = 2048;
+  std::mt19937 gen(12);
+  std::vector<float> logits(vocab, -6.0f);
+  std::vector<int32_t> heavy(vocab);
+  std::iota(heavy.begin(), heavy.end(), 0);
+  std::shuffle(heavy.begin(), heavy.end(), gen);
+  heavy.resize(64);
+  std::uniform_real_distribution<float> uniform(0.0f, 2.0f);
+  for (int32_t t : heavy) logits[t] = uniform(gen);
+  SamplingParams p;
+  StateOptions o;
+  o.vocab_size = vocab;
+  o.seed = 5;
+  SequenceSamplingState seq = make_state(p, o);
+  Sampler sampler(vocab);
+  auto probs = expected_probs(logits, 1.0, std::vector<bool>(vocab, true));
+  std::vector<double> cell_probs(65, 0.0);
+  std::vector<int> cell_of(vocab, 64);
+  for (int c = 0; c < 64; ++c) cell_of[heavy[c]] = c;
+  for (int64_t t = 0; t < vocab; ++t) cell_probs[cell_of[t]] += probs[t];
+  ASSERT_GT(cell_probs[64], 0.02);
+  const int num_draws = 30000;
+  std::vector<int> counts(65, 0);
+  for (int i = 0; i < num_draws; ++i) {
+    int32_t token = sampler.sample({logits, &seq}).token;
+    ++counts[cell_of[token]];
+    seq.append_output(std::span<const int32_t>(&token, 1));
+  }
+  double chi2 = 0;
+  for (int c = 0; c < 65; ++c) {
+    double expected = cell_probs[c] * num_draws;
+    chi2 += (counts[c] - expected) * (counts[c] - expected) / expected;
+  }
+  EXPECT_LT(chi2, 120.0);  // df 64: mean 64, sd 11.3; 120 is past the 99.99% quantile
 }
 
 TEST(SamplingDistribution, ChiSquareDetectsAWrongDistribution) {
