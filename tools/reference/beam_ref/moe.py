@@ -117,6 +117,8 @@ class SparseMoe(nn.Module):
         B, T, H = x.shape
         flat = x.reshape(B * T, H)
         routing = self.gate(flat, None if forced_experts is None else forced_experts.reshape(B * T, -1))
+        if not self.numerics.exact:
+            return self._combine_all_experts(flat, routing).view(B, T, H), routing
         N, K = routing.experts.shape
         outs = flat.new_zeros(N, K, H, dtype=torch.float32)
         for e in torch.unique(routing.experts).tolist():
@@ -126,3 +128,21 @@ class SparseMoe(nn.Module):
         for k in range(1, K):
             acc = acc + routing.weights[:, k, None] * outs[:, k]
         return self.numerics.round(acc).view(B, T, H), routing
+
+    def _combine_all_experts(self, flat: torch.Tensor, routing: Routing) -> torch.Tensor:
+        """Training path (Numerics(exact=False), rounding off): every expert runs on every row as
+        two wide GEMMs over the concatenated expert weights, and each expert's activations are
+        scaled by its routing weight (0 where not selected) before the concatenated down
+        projection. Equals Σ_k w_k · expert_k(x) without the bf16 roundings, with static shapes
+        and no host syncs (autograd- and CUDA-friendly). flat [N, H] -> [N, H]."""
+        N = flat.shape[0]
+        E, width = len(self.experts), self.experts[0].gate_proj.weight.shape[0]
+        dense_w = torch.zeros(N, E, dtype=torch.float32, device=flat.device).scatter(
+            1, routing.experts, routing.weights.float())
+        gate_w = torch.cat([e.gate_proj.weight for e in self.experts])        # [E*I, H]
+        up_w = torch.cat([e.up_proj.weight for e in self.experts])            # [E*I, H]
+        down_w = torch.cat([e.down_proj.weight for e in self.experts], dim=1)  # [H, E*I]
+        gate = F.linear(flat, gate_w).float().view(N, E, width)
+        up = F.linear(flat, up_w).float().view(N, E, width)
+        act = F.silu(gate) * up * dense_w[:, :, None]
+        return F.linear(act.view(N, E * width).to(flat.dtype), down_w).float()

@@ -15,7 +15,9 @@ class Numerics:
     """How the reference rounds.
 
     exact=True  (inference, goldens): bf16 round-to-nearest-even at every BEAM.md rounding point.
-    exact=False (training speed): rounding is the identity; the caller may run under autocast.
+    exact=False (training speed): rounding is the identity; the caller may run under autocast;
+        attention uses the fused SDPA kernel and the MoE runs every expert as wide GEMMs
+        weighted by the routing (SparseMoe._combine_all_experts).
     accumulate_fp64: benign variant used only by test_sensitivity.py to measure how far a
         different (here: exact) accumulation order moves the logits. Never use it for goldens.
     """
