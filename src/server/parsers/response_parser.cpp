@@ -270,7 +270,7 @@ Status ResponseParser::close_current(std::string delimiter_text, std::vector<Par
     stored = store_value(field, *value);
     if (stored.ok()) {
       events->push_back(ParseEvent{ParseEvent::Kind::kRegionClose, index, std::move(delimiter_text),
-                                   false, *std::move(value), {}});
+                                   false, std::move(value).value(), {}});
       reset_to_implicit();
       return ok_status();
     }
