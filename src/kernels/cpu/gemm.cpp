@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <vector>
 
+#include <cblas.h>
+
 #include "kernels/cpu/vec.h"
 
 namespace beam::cpu {
@@ -54,14 +56,51 @@ void gemm_block_any(const float* x, int64_t M, int64_t K, const W* w, int64_t n,
 }
 
 template <typename W, typename O>
-void gemm_impl(ThreadPool& pool, const float* x, int64_t M, int64_t K, const W* w, int64_t N,
-               O* out, int64_t ldo) {
-  if (M == 0 || N == 0) return;
+void gemm_tiles(ThreadPool& pool, const float* x, int64_t M, int64_t K, const W* w, int64_t N,
+                O* out, int64_t ldo) {
   const int64_t num_blocks = (N + kBlockN - 1) / kBlockN;
   pool.parallel_for(num_blocks, 1, [&](int64_t b0, int64_t b1) {
     int64_t n0 = b0 * kBlockN, n1 = std::min(N, b1 * kBlockN);
     gemm_block_any(x, M, K, w + n0 * K, n1 - n0, out + n0, ldo);
   });
+}
+
+// w rows per OpenBLAS call: the fp32 copy of a block (kBlasBlockN x K) stays in L2/L3.
+constexpr int64_t kBlasBlockN = 64;
+
+// Each pool task widens blocks of w to fp32 and runs a single-threaded sgemm on them: the pool
+// already owns the cores, so OpenBLAS must not start threads of its own.
+template <typename W, typename O>
+void gemm_blas(ThreadPool& pool, const float* x, int64_t M, int64_t K, const W* w, int64_t N,
+               O* out, int64_t ldo) {
+  openblas_set_num_threads(1);
+  const int64_t num_blocks = (N + kBlasBlockN - 1) / kBlasBlockN;
+  pool.parallel_for(num_blocks, 1, [&](int64_t b0, int64_t b1) {
+    std::vector<float> wf(static_cast<size_t>(kBlasBlockN * K));
+    std::vector<float> c(static_cast<size_t>(M * kBlasBlockN));
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t n0 = b * kBlasBlockN, nb = std::min(N, n0 + kBlasBlockN) - n0;
+      for (int64_t j = 0; j < nb; ++j) widen_row(w + (n0 + j) * K, wf.data() + j * K, K);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(M),
+                  static_cast<blasint>(nb), static_cast<blasint>(K), 1.0f, x,
+                  static_cast<blasint>(K), wf.data(), static_cast<blasint>(K), 0.0f, c.data(),
+                  static_cast<blasint>(nb));
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < nb; ++j) store_out(c[i * nb + j], out + i * ldo + n0 + j);
+    }
+  });
+}
+
+template <typename W, typename O>
+void gemm_impl(ThreadPool& pool, const float* x, int64_t M, int64_t K, const W* w, int64_t N,
+               O* out, int64_t ldo, GemmPath path) {
+  if (M == 0 || N == 0) return;
+  if (path == GemmPath::kAuto) path = M >= kBlasMinRows ? GemmPath::kBlas : GemmPath::kTiles;
+  switch (path) {
+    case GemmPath::kTiles: gemm_tiles(pool, x, M, K, w, N, out, ldo); return;
+    case GemmPath::kBlas: gemm_blas(pool, x, M, K, w, N, out, ldo); return;
+    case GemmPath::kAuto: break;
+  }
 }
 
 // Widens x to fp32 once so the tiles read one layout.
@@ -80,31 +119,31 @@ std::vector<float> widen_x(const TensorView& x) {
 
 template <typename W>
 void linear_w(ThreadPool& pool, const float* x, int64_t M, int64_t K, const W* w, int64_t N,
-              const TensorView& out) {
+              const TensorView& out, GemmPath path) {
   if (out.dtype == DType::kBF16) {
-    gemm(pool, x, M, K, w, N, out.as<bf16>(), N);
+    gemm(pool, x, M, K, w, N, out.as<bf16>(), N, path);
   } else {
-    gemm(pool, x, M, K, w, N, out.as<float>(), N);
+    gemm(pool, x, M, K, w, N, out.as<float>(), N, path);
   }
 }
 
 }  // namespace
 
 void gemm(ThreadPool& pool, const float* x, int64_t M, int64_t K, const bf16* w, int64_t N,
-          bf16* out, int64_t ldo) {
-  gemm_impl(pool, x, M, K, w, N, out, ldo);
+          bf16* out, int64_t ldo, GemmPath path) {
+  gemm_impl(pool, x, M, K, w, N, out, ldo, path);
 }
 void gemm(ThreadPool& pool, const float* x, int64_t M, int64_t K, const bf16* w, int64_t N,
-          float* out, int64_t ldo) {
-  gemm_impl(pool, x, M, K, w, N, out, ldo);
+          float* out, int64_t ldo, GemmPath path) {
+  gemm_impl(pool, x, M, K, w, N, out, ldo, path);
 }
 void gemm(ThreadPool& pool, const float* x, int64_t M, int64_t K, const float* w, int64_t N,
-          bf16* out, int64_t ldo) {
-  gemm_impl(pool, x, M, K, w, N, out, ldo);
+          bf16* out, int64_t ldo, GemmPath path) {
+  gemm_impl(pool, x, M, K, w, N, out, ldo, path);
 }
 void gemm(ThreadPool& pool, const float* x, int64_t M, int64_t K, const float* w, int64_t N,
-          float* out, int64_t ldo) {
-  gemm_impl(pool, x, M, K, w, N, out, ldo);
+          float* out, int64_t ldo, GemmPath path) {
+  gemm_impl(pool, x, M, K, w, N, out, ldo, path);
 }
 
 void gemm_serial(const float* x, int64_t M, int64_t K, const bf16* w, int64_t N, float* out,
@@ -116,13 +155,14 @@ void gemm_serial(const float* x, int64_t M, int64_t K, const float* w, int64_t N
   if (M > 0 && N > 0) gemm_block_any(x, M, K, w, N, out, ldo);
 }
 
-void linear(ThreadPool& pool, const TensorView& x, const TensorView& w, const TensorView& out) {
+void linear(ThreadPool& pool, const TensorView& x, const TensorView& w, const TensorView& out,
+            GemmPath path) {
   const int64_t M = x.dim(0), K = x.dim(1), N = w.dim(0);
   std::vector<float> xf = widen_x(x);
   if (w.dtype == DType::kBF16) {
-    linear_w(pool, xf.data(), M, K, w.as<bf16>(), N, out);
+    linear_w(pool, xf.data(), M, K, w.as<bf16>(), N, out, path);
   } else {
-    linear_w(pool, xf.data(), M, K, w.as<float>(), N, out);
+    linear_w(pool, xf.data(), M, K, w.as<float>(), N, out, path);
   }
 }
 

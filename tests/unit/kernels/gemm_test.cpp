@@ -3,6 +3,7 @@
 #include "kernels/api/gemm.h"
 
 #include "kernel_test_util.h"
+#include "kernels/cpu/gemm.h"
 
 namespace beam {
 namespace {
@@ -84,17 +85,49 @@ TEST(Linear, MatchesDocumentedOrderAtBeamShapes) {
   check_case({1, 2560, 5120, DType::kBF16, DType::kBF16, DType::kBF16}, ctx, rng);  // expert down
 }
 
-TEST(Linear, RowResultsDoNotDependOnBatchSize) {
+// The register-tile path: a row's fp32 result does not depend on M (batched = unbatched).
+TEST(Linear, TilePathRowsDoNotDependOnBatchSize) {
   Contexts ctx;
   std::mt19937 rng(3);
   const int64_t K = 320, N = 96;
   HostTensor x = test::random_bf16({37, K}, rng), w = test::random_bf16({N, K}, rng);
-  HostTensor all(DType::kBF16, {37, N});
-  linear(ctx.two, x.view, w.view, all.view);
-  for (int64_t m : {0, 5, 36}) {
-    HostTensor one(DType::kBF16, {1, N});
+  HostTensor all(DType::kF32, {37, N});
+  cpu::linear(ctx.pool2, x.view, w.view, all.view, cpu::GemmPath::kTiles);
+  for (int64_t m = 0; m < 37; ++m) {
+    HostTensor one(DType::kF32, {1, N});
     linear(ctx.one, x.view.rows(m, 1), w.view, one.view);
-    EXPECT_TRUE(test::bits_equal(one.view, all.view.rows(m, 1))) << "row " << m;
+    ASSERT_TRUE(test::bits_equal(one.view, all.view.rows(m, 1))) << "row " << m;
+  }
+}
+
+// The OpenBLAS path (M >= kBlasMinRows): fp32 accumulation error as small as the tiles', bf16
+// results within one ulp of the tile path, deterministic across thread counts.
+TEST(Linear, BlasPathAccuracyAndDeterminism) {
+  Contexts ctx;
+  for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{cpu::kBlasMinRows, 256, 200}, {70, 1000, 130}}) {
+    SCOPED_TRACE(::testing::Message() << "M=" << M << " K=" << K << " N=" << N);
+    HostTensor x(DType::kBF16, {M, K}), w(DType::kBF16, {N, K});
+    test::fill_uniform(x.view, 5, 1.0f);
+    test::fill_uniform(w.view, 6, 1.0f);
+    HostTensor f1(DType::kF32, {M, N}), f2(DType::kF32, {M, N}), b_blas(DType::kBF16, {M, N}),
+        b_tiles(DType::kBF16, {M, N});
+    linear(ctx.one, x.view, w.view, f1.view);  // kAuto picks OpenBLAS at this M
+    linear(ctx.two, x.view, w.view, f2.view);
+    ASSERT_TRUE(test::bits_equal(f1.view, f2.view));
+    linear(ctx.two, x.view, w.view, b_blas.view);
+    cpu::linear(ctx.pool2, x.view, w.view, b_tiles.view, cpu::GemmPath::kTiles);
+    int64_t differ = 0;
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t n = 0; n < N; ++n) {
+        double abs_sum;
+        const double exact = exact_dot(x.view, m, w.view, n, &abs_sum);
+        ASSERT_LE(std::fabs(f2.as<float>()[m * N + n] - exact), 1e-6 * abs_sum) << m << "," << n;
+        const float a = to_float(b_blas.as<bf16>()[m * N + n]), b = to_float(b_tiles.as<bf16>()[m * N + n]);
+        ASSERT_LE(test::bf16_ulps(a, b), 1);
+        differ += a != b;
+      }
+    }
+    EXPECT_LT(differ, M * N / 100);
   }
 }
 
