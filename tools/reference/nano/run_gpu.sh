@@ -11,8 +11,8 @@ export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=true
 START=$(date +%s)
 OUT=${OUT:-/tmp/nano_out}
 WORK=${WORK:-/tmp/nano_work}
-TRAIN_END=${TRAIN_END:-505}
-EVAL_END=${EVAL_END:-555}
+TRAIN_END=${TRAIN_END:-490}
+EVAL_END=${EVAL_END:-565}
 STDLIB_TAR=${STDLIB_TAR:-.nano_data/cpython-3.11.tar.xz}
 N=tools/reference/nano
 mkdir -p "$OUT" "$WORK"
