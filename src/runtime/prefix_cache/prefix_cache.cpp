@@ -180,6 +180,7 @@ int64_t PrefixCache::insert(SeqId seq, std::span<const int32_t> tokens) {
     if (node(path_[i]).sliding < 0) set_sliding(path_[i], sliding[i]);
   const PrefixNodeId e = path_[best - 1];
   if (!node(e).endpoint) mark_endpoint(e);
+  inherit_gap(seq, e);
   touch(e);
   return best * block_size_;
 }

@@ -104,6 +104,9 @@ class PrefixCache {
   void check_integrity() const;
 
  private:
+  // Interior endpoints in sliding-eviction order: shallowest (farthest from the session's tail)
+  // first, then least recently used.
+  using InteriorKey = std::tuple<int32_t, uint64_t, int32_t>;  // (depth, tick, node)
   struct Node {
     PrefixNodeId parent;
     int32_t depth = 0;        // blocks from the root: the node holds block depth-1
@@ -117,15 +120,16 @@ class PrefixCache {
     bool endpoint = false;
     bool in_use = false;
     uint64_t tick = 0;        // last use as a match or insert endpoint
-    bool in_leaf_index = false;
-    bool in_endpoint_index = false;
-    std::tuple<int, uint64_t, int32_t, int32_t> endpoint_key{};
-    std::pair<uint64_t, int32_t> leaf_key{};
+    int64_t reuse_gap = -1;   // ticks between the last two uses of this session, -1 unknown
+    bool in_interior_index = false;
+    bool in_leaf_set = false;
+    InteriorKey interior_key{};
   };
   struct LockRecord {
     PrefixNodeId endpoint;
     int64_t depth = 0;        // locked prefix in blocks
     int64_t sliding_lo = 0;   // sliding locks cover blocks [sliding_lo, depth)
+    int64_t session_gap = -1; // reuse gap of the matched endpoint, inherited by new endpoints
   };
   struct ChildKey {
     int32_t parent;
@@ -160,6 +164,12 @@ class PrefixCache {
   void unmark_endpoint(PrefixNodeId id);
   void touch(PrefixNodeId id);
   void reindex(PrefixNodeId id);
+  InteriorKey interior_key_of(PrefixNodeId id) const;
+  // Estimated ticks until the leaf's session comes back (larger = evict first).
+  uint64_t eviction_score(const Node& leaf) const;
+  // Leaf endpoint to trim: unlocked only, or preferring locked ones (sliding pressure).
+  PrefixNodeId pick_leaf(bool prefer_locked) const;
+  void inherit_gap(SeqId seq, PrefixNodeId endpoint);
   void evict_leaf(PrefixNodeId id);
   void break_endpoint(PrefixNodeId id);
   void check_nodes() const;
@@ -174,10 +184,10 @@ class PrefixCache {
   std::vector<int32_t> free_nodes_;
   std::vector<int32_t> tokens_;  // [nodes_.size() * block_size_]: each node's block of tokens
   std::unordered_map<ChildKey, int32_t, ChildKeyHash> children_;
-  // Unlocked leaf endpoints by (tick, node): victims under full-pool pressure.
-  std::set<std::pair<uint64_t, int32_t>> leaf_index_;
-  // Endpoints by (is_leaf, tick, depth, node): victims under sliding-pool pressure.
-  std::set<std::tuple<int, uint64_t, int32_t, int32_t>> endpoint_index_;
+  // Leaf endpoints (locked or not): victims of full-pool pressure, scanned by eviction_score.
+  std::set<int32_t> leaf_endpoints_;
+  // Interior endpoints (fallback points): first victims of sliding-pool pressure.
+  std::set<InteriorKey> interior_index_;
   std::unordered_map<SeqId, LockRecord> locks_;
   int64_t num_nodes_ = 0;
   int64_t num_endpoints_ = 0;
@@ -186,6 +196,7 @@ class PrefixCache {
   int64_t num_evictable_sliding_ = 0;
   uint64_t clock_ = 0;
   uint64_t epoch_ = 0;  // bumped whenever a node or a sliding block leaves the tree
+  int64_t mean_reuse_gap_ = -1;  // moving average of observed reuse gaps, -1 before the first
   std::vector<PrefixNodeId> path_;     // scratch of insert()
   std::vector<int32_t> full_scratch_;  // scratch of acquire()
   std::vector<int32_t> sliding_scratch_;

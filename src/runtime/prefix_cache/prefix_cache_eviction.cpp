@@ -1,13 +1,16 @@
-// PrefixCache eviction: node removal, pruning of useless leaves, eviction indexes, LRU victims.
+// PrefixCache eviction: node removal, pruning of useless leaves, eviction indexes and victims.
 //
 // Policy (why): a cached prefix is only worth something up to its deepest intact window, so
 //  - leaves are always endpoints (or locked): a leaf without an intact window is pruned at once;
-//  - full-pool pressure trims the least recently used leaf back to its previous endpoint (an
-//    earlier turn's end or checkpoint) and re-queues the shortened path as most recent, so
-//    pressure shortens every idle session a little instead of dropping the least recent one
-//    whole (plain LRU gives zero hits when sessions are revisited round-robin);
-//  - sliding-pool pressure first breaks interior endpoints (fallback points), least recently
-//    used and shallowest first, then the tails of leaves (LRU), which also trims their blocks.
+//  - full-pool pressure trims a leaf back to its previous endpoint (an earlier turn's end or a
+//    checkpoint), choosing the session expected back last: each endpoint remembers the gap
+//    between the last two uses of its session (unknown: the average gap of all sessions), and
+//    the victim maximises |gap - idle time| (idle time alone before any reuse was seen). Plain LRU evicts exactly the session that returns next when
+//    sessions are revisited round-robin, giving zero hits once the pool is smaller than the
+//    working set; this estimate keeps a stable subset of sessions instead, and still evicts
+//    sessions that stopped coming back (their overdue time keeps growing);
+//  - sliding-pool pressure first breaks interior endpoints (fallback points), shallowest first,
+//    then the windows of locked leaves (their sequences are past them), then idle leaves as above.
 #include <algorithm>
 
 #include "core/check.h"
@@ -15,21 +18,50 @@
 
 namespace beam {
 
+PrefixCache::InteriorKey PrefixCache::interior_key_of(PrefixNodeId id) const {
+  const Node& n = node(id);
+  return {n.depth, n.tick, id.value};
+}
+
 void PrefixCache::reindex(PrefixNodeId id) {
   Node& n = node(id);
-  if (n.in_leaf_index) leaf_index_.erase(n.leaf_key);
-  if (n.in_endpoint_index) endpoint_index_.erase(n.endpoint_key);
-  n.in_leaf_index = n.in_endpoint_index = false;
+  if (n.in_interior_index) interior_index_.erase(n.interior_key);
+  if (n.in_leaf_set) leaf_endpoints_.erase(id.value);
+  n.in_interior_index = n.in_leaf_set = false;
   if (!n.in_use || id == kRoot || !n.endpoint) return;
-  const bool leaf = n.num_children == 0;
-  n.endpoint_key = {leaf ? 1 : 0, n.tick, n.depth, id.value};
-  endpoint_index_.insert(n.endpoint_key);
-  n.in_endpoint_index = true;
-  if (leaf && n.full_lock == 0) {
-    n.leaf_key = {n.tick, id.value};
-    leaf_index_.insert(n.leaf_key);
-    n.in_leaf_index = true;
+  if (n.num_children == 0) {
+    leaf_endpoints_.insert(id.value);
+    n.in_leaf_set = true;
+  } else {
+    n.interior_key = interior_key_of(id);
+    interior_index_.insert(n.interior_key);
+    n.in_interior_index = true;
   }
+}
+
+uint64_t PrefixCache::eviction_score(const Node& leaf) const {
+  const int64_t idle = static_cast<int64_t>(clock_ - leaf.tick);
+  const int64_t gap = leaf.reuse_gap >= 0 ? leaf.reuse_gap : mean_reuse_gap_;
+  if (gap < 0) return static_cast<uint64_t>(idle);  // nothing was ever reused: LRU
+  return static_cast<uint64_t>(gap >= idle ? gap - idle : idle - gap);
+}
+
+PrefixNodeId PrefixCache::pick_leaf(bool prefer_locked) const {
+  PrefixNodeId best;
+  uint64_t best_score = 0;
+  for (int32_t id : leaf_endpoints_) {
+    const Node& n = nodes_[id];
+    if (n.full_lock > 0) {
+      if (prefer_locked) return PrefixNodeId(id);
+      continue;
+    }
+    const uint64_t score = eviction_score(n);
+    if (!best.valid() || score > best_score) {
+      best = PrefixNodeId(id);
+      best_score = score;
+    }
+  }
+  return best;
 }
 
 void PrefixCache::delete_node(PrefixNodeId id) {
@@ -63,9 +95,7 @@ PrefixNodeId PrefixCache::prune(PrefixNodeId id) {
 
 void PrefixCache::evict_leaf(PrefixNodeId id) {
   unmark_endpoint(id);
-  const PrefixNodeId survivor = prune(id);
-  const Node& s = node(survivor);
-  if (survivor != kRoot && s.endpoint && s.num_children == 0 && s.full_lock == 0) touch(survivor);
+  prune(id);
 }
 
 void PrefixCache::break_endpoint(PrefixNodeId id) {
@@ -83,18 +113,26 @@ void PrefixCache::evict_until_free(BlockCounts target_free) {
       << " sliding blocks (free " << kv_.free_blocks().full << "/" << kv_.free_blocks().sliding
       << ", evictable " << num_evictable_full_ << "/" << num_evictable_sliding_ << ")";
   while (kv_.free_blocks().full < target_free.full) {
-    BEAM_CHECK(!leaf_index_.empty()) << "no evictable leaf";
-    evict_leaf(PrefixNodeId(leaf_index_.begin()->second));
+    const PrefixNodeId victim = pick_leaf(/*prefer_locked=*/false);
+    BEAM_CHECK(victim.valid()) << "no evictable leaf";
+    evict_leaf(victim);
   }
   while (kv_.free_blocks().sliding < target_free.sliding) {
-    BEAM_CHECK(!endpoint_index_.empty()) << "no endpoint to break";
-    break_endpoint(PrefixNodeId(std::get<3>(*endpoint_index_.begin())));
+    PrefixNodeId victim;
+    if (!interior_index_.empty()) {
+      victim = PrefixNodeId(std::get<2>(*interior_index_.begin()));
+    } else {
+      victim = pick_leaf(/*prefer_locked=*/true);
+    }
+    BEAM_CHECK(victim.valid()) << "no endpoint to break";
+    break_endpoint(victim);
   }
 }
 
 void PrefixCache::flush() {
-  while (!leaf_index_.empty()) evict_leaf(PrefixNodeId(leaf_index_.begin()->second));
-  while (!endpoint_index_.empty()) break_endpoint(PrefixNodeId(std::get<3>(*endpoint_index_.begin())));
+  for (PrefixNodeId v = pick_leaf(false); v.valid(); v = pick_leaf(false)) evict_leaf(v);
+  while (!interior_index_.empty()) break_endpoint(PrefixNodeId(std::get<2>(*interior_index_.begin())));
+  while (!leaf_endpoints_.empty()) break_endpoint(PrefixNodeId(*leaf_endpoints_.begin()));
 }
 
 PrefixCacheStats PrefixCache::stats() const {

@@ -14,7 +14,7 @@ void PrefixCache::check_nodes() const {
   for (size_t i = 1; i < nodes_.size(); ++i) {
     const Node& n = nodes_[i];
     if (!n.in_use) {
-      BEAM_CHECK(!n.in_leaf_index && !n.in_endpoint_index) << "free node " << i << " indexed";
+      BEAM_CHECK(!n.in_leaf_set && !n.in_interior_index) << "free node " << i << " indexed";
       continue;
     }
     ++num_nodes;
@@ -74,16 +74,15 @@ void PrefixCache::check_counts() const {
     BEAM_CHECK(nd.sliding < 0 || nd.window_pins > 0 || nd.sliding_lock > 0)
         << "node " << i << " keeps a sliding block no endpoint or lock needs";
     const bool leaf = nd.num_children == 0;
-    leaves += leaf && nd.endpoint && nd.full_lock == 0;
+    leaves += leaf && nd.endpoint;
     BEAM_CHECK(!leaf || nd.endpoint || nd.full_lock > 0) << "leaf " << i << " is no endpoint";
-    BEAM_CHECK(nd.in_endpoint_index == nd.endpoint) << "node " << i << " endpoint index";
-    BEAM_CHECK(nd.in_leaf_index == (leaf && nd.endpoint && nd.full_lock == 0)) << "node " << i << " leaf index";
-    BEAM_CHECK(!nd.in_endpoint_index ||
-               (endpoint_index_.count(nd.endpoint_key) &&
-                nd.endpoint_key == std::make_tuple(leaf ? 1 : 0, nd.tick, nd.depth, static_cast<int32_t>(i))))
-        << "node " << i << " endpoint key";
-    BEAM_CHECK(!nd.in_leaf_index || (leaf_index_.count(nd.leaf_key) && nd.leaf_key.first == nd.tick))
-        << "node " << i << " leaf key";
+    BEAM_CHECK(nd.in_leaf_set == (leaf && nd.endpoint) && leaf_endpoints_.count(i) == nd.in_leaf_set)
+        << "node " << i << " leaf endpoint set";
+    BEAM_CHECK(nd.in_interior_index == (!leaf && nd.endpoint)) << "node " << i << " interior index";
+    BEAM_CHECK(!nd.in_interior_index ||
+               (interior_index_.count(nd.interior_key) &&
+                nd.interior_key == interior_key_of(PrefixNodeId(static_cast<int32_t>(i)))))
+        << "node " << i << " interior key";
     ev_full += nd.full_lock == 0;
     BEAM_CHECK(nd.full_lock > 0 || kv_.block_ref_count(AttentionKind::kFull, BlockId(nd.full)) == 1)
         << "unlocked node " << i << " shares its full block";
@@ -97,8 +96,9 @@ void PrefixCache::check_counts() const {
     BEAM_CHECK(++sliding_refs[nd.sliding] == 1) << "sliding block " << nd.sliding << " in two nodes";
   }
   BEAM_CHECK_EQ(endpoints, num_endpoints_) << "endpoint count";
-  BEAM_CHECK_EQ(static_cast<int64_t>(endpoint_index_.size()), num_endpoints_) << "endpoint index size";
-  BEAM_CHECK_EQ(static_cast<int64_t>(leaf_index_.size()), leaves) << "leaf index size";
+  BEAM_CHECK_EQ(static_cast<int64_t>(interior_index_.size() + leaf_endpoints_.size()), num_endpoints_)
+      << "endpoint index size";
+  BEAM_CHECK_EQ(static_cast<int64_t>(leaf_endpoints_.size()), leaves) << "leaf endpoint set size";
   BEAM_CHECK_EQ(sliding_held, num_sliding_held_) << "sliding blocks held";
   BEAM_CHECK_EQ(ev_full, num_evictable_full_) << "evictable full blocks";
   BEAM_CHECK_EQ(ev_sliding, num_evictable_sliding_) << "evictable sliding blocks";

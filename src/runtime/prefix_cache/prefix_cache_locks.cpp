@@ -98,7 +98,7 @@ void PrefixCache::acquire(SeqId seq, const PrefixMatch& match) {
                                     << ": the tree lost blocks since match()";
   BEAM_CHECK(!locks_.count(seq)) << "sequence " << seq.value << " already holds a prefix lock";
   const int64_t k = match.num_tokens / block_size_;
-  const LockRecord rec{match.endpoint, k, window_first(k)};
+  const LockRecord rec{match.endpoint, k, window_first(k), -1};
   BEAM_CHECK_EQ(node(rec.endpoint).depth, k) << "match endpoint depth";
   full_scratch_.assign(static_cast<size_t>(k), -1);
   sliding_scratch_.assign(static_cast<size_t>(k), -1);
@@ -110,8 +110,13 @@ void PrefixCache::acquire(SeqId seq, const PrefixMatch& match) {
   }
   lock_path(rec);
   if (!node(rec.endpoint).endpoint) mark_endpoint(rec.endpoint);
+  Node& e = node(rec.endpoint);
+  if (e.tick > 0) {  // this session's pace, and everyone's
+    e.reuse_gap = static_cast<int64_t>(clock_ + 1 - e.tick);
+    mean_reuse_gap_ = mean_reuse_gap_ < 0 ? e.reuse_gap : (7 * mean_reuse_gap_ + e.reuse_gap) / 8;
+  }
   touch(rec.endpoint);
-  locks_.emplace(seq, rec);
+  locks_.emplace(seq, rec).first->second.session_gap = e.reuse_gap;
   kv_.attach_prefix(seq, full_scratch_, sliding_scratch_, match.num_tokens);
 }
 
@@ -137,6 +142,11 @@ void PrefixCache::fork(SeqId parent, SeqId child) {
   const LockRecord rec = it->second;
   lock_path(rec);
   locks_.emplace(child, rec);
+}
+
+void PrefixCache::inherit_gap(SeqId seq, PrefixNodeId endpoint) {
+  auto it = locks_.find(seq);
+  if (it != locks_.end() && it->second.session_gap >= 0) node(endpoint).reuse_gap = it->second.session_gap;
 }
 
 BlockCounts PrefixCache::blocks_locked_only_by(SeqId seq) const {
@@ -180,6 +190,7 @@ void PrefixCache::insert_checkpoint(SeqId seq, std::span<const int32_t> tokens, 
     if (node(path_[i]).sliding < 0) set_sliding(path_[i], sliding[i]);
   const PrefixNodeId e = path_[K - 1];
   if (!node(e).endpoint) mark_endpoint(e);
+  inherit_gap(seq, e);
   touch(e);
   // Move seq's lock down to the checkpoint: full locks on the whole path, sliding locks on the
   // part of the window the sequence still shares (from its first kept block on).
@@ -188,7 +199,7 @@ void PrefixCache::insert_checkpoint(SeqId seq, std::span<const int32_t> tokens, 
   const int64_t sliding_lo = std::min(first_kept, K);
   auto it = locks_.find(seq);
   if (it == locks_.end()) {
-    const LockRecord rec{e, K, sliding_lo};
+    const LockRecord rec{e, K, sliding_lo, -1};
     lock_path(rec);
     locks_.emplace(seq, rec);
     return;
@@ -199,7 +210,7 @@ void PrefixCache::insert_checkpoint(SeqId seq, std::span<const int32_t> tokens, 
   for (int64_t i = rec.depth; i < K; ++i) add_full_lock(path_[i], +1);
   for (int64_t i = std::max(sliding_lo, rec.depth); i < K; ++i) add_sliding_lock(path_[i], +1);
   const PrefixNodeId old_endpoint = rec.endpoint;
-  rec = LockRecord{e, K, sliding_lo};
+  rec = LockRecord{e, K, sliding_lo, rec.session_gap};
   reindex(old_endpoint);
   reindex(e);
 }

@@ -172,8 +172,8 @@ TEST_F(PrefixCacheTest, StaleWindowLockKeepsBlocksUntilReleased) {
   expect_all_free();
 }
 
-TEST_F(PrefixCacheTest, FullPressureTrimsLeastRecentSessionBackToItsPreviousEndpoint) {
-  // Three sessions of two turns: endpoints at 24 and 48 each.
+TEST_F(PrefixCacheTest, FullPressureTrimsTheSessionDueLastBackToItsPreviousEndpoint) {
+  // Three sessions revisited round-robin (A, B, C, A, B, C): endpoints at 24 and 48 each.
   std::vector<std::vector<int32_t>> s;
   for (int i = 0; i < 3; ++i) {
     s.push_back(seq_tokens(1000 * (i + 1), 48));
@@ -181,19 +181,36 @@ TEST_F(PrefixCacheTest, FullPressureTrimsLeastRecentSessionBackToItsPreviousEndp
   }
   for (int i = 0; i < 3; ++i) EXPECT_EQ(run(SeqId(20 + i), s[i]), 24);
   EXPECT_EQ(pc_->stats().num_nodes, 36);
-  // Free 2 more full blocks than free: session 0 (least recent) loses its second turn only.
+  // Two more free blocks: C, which just finished and comes back last, loses its second turn —
+  // not A, the least recently used, which comes back next (LRU would give zero hits here).
   pc_->evict_until_free(kv_->free_blocks() + BlockCounts{2, 0});
   pc_->check_integrity();
-  EXPECT_EQ(pc_->match(concat(s[0], {1})).num_tokens, 24);
+  EXPECT_EQ(pc_->match(concat(s[0], {1})).num_tokens, 48);
   EXPECT_EQ(pc_->match(concat(s[1], {1})).num_tokens, 48);
-  EXPECT_EQ(pc_->match(concat(s[2], {1})).num_tokens, 48);
-  // The trimmed session went to the back of the queue: the next victims are sessions 1 and 2.
-  pc_->evict_until_free(kv_->free_blocks() + BlockCounts{2, 0});
-  EXPECT_EQ(pc_->match(concat(s[0], {1})).num_tokens, 24);
-  EXPECT_EQ(pc_->match(concat(s[1], {1})).num_tokens, 24);
-  pc_->evict_until_free(kv_->free_blocks() + BlockCounts{2, 0});
   EXPECT_EQ(pc_->match(concat(s[2], {1})).num_tokens, 24);
+  // A comes back and hits; afterwards it is the one expected back last.
+  EXPECT_EQ(run(SeqId(30), concat(s[0], seq_tokens(5000, 8))), 48);
+  pc_->evict_until_free(kv_->free_blocks() + BlockCounts{2, 0});
   pc_->check_integrity();
+  EXPECT_EQ(pc_->match(concat(s[0], {1})).num_tokens, 48);
+  EXPECT_EQ(pc_->match(concat(s[1], {1})).num_tokens, 48);
+  expect_all_free();
+}
+
+TEST_F(PrefixCacheTest, SessionsThatStopComingBackAreEvictedFirst) {
+  // A and B alternate for a while; C was used twice long ago and never again.
+  const auto a = seq_tokens(1000, 200), b = seq_tokens(2000, 200), c = seq_tokens(3000, 48);
+  run(SeqId(1), std::vector<int32_t>(c.begin(), c.begin() + 24));
+  run(SeqId(2), c);
+  for (int turn = 1; turn <= 6; ++turn) {
+    run(SeqId(10 + turn), std::vector<int32_t>(a.begin(), a.begin() + 24 * turn));
+    run(SeqId(20 + turn), std::vector<int32_t>(b.begin(), b.begin() + 24 * turn));
+  }
+  pc_->evict_until_free(kv_->free_blocks() + BlockCounts{2, 0});
+  pc_->check_integrity();
+  EXPECT_EQ(pc_->match(concat(c, {1})).num_tokens, 24);
+  EXPECT_EQ(pc_->match(concat(std::vector<int32_t>(a.begin(), a.begin() + 144), {1})).num_tokens, 144);
+  EXPECT_EQ(pc_->match(concat(std::vector<int32_t>(b.begin(), b.begin() + 144), {1})).num_tokens, 144);
   expect_all_free();
 }
 
