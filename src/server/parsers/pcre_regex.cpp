@@ -10,8 +10,7 @@
 namespace beam::server {
 namespace {
 
-constexpr uint32_t kCompileOptions =
-    PCRE2_UTF | PCRE2_UCP | PCRE2_DOTALL | PCRE2_DUPNAMES | PCRE2_MATCH_INVALID_UTF;
+constexpr uint32_t kCompileOptions = PCRE2_UTF | PCRE2_UCP | PCRE2_DOTALL | PCRE2_DUPNAMES;
 
 std::string pcre2_message(int code) {
   PCRE2_UCHAR buffer[256];
@@ -213,7 +212,9 @@ Expected<Regex> Regex::literal_alternation(const std::vector<std::string>& liter
 Expected<Regex::Match> Regex::search(std::string_view subject, size_t start_offset, Mode mode,
                                      bool subject_at_stream_start, MatchScratch* scratch) const {
   scratch->impl_->reserve(code_->capture_count + 1);
-  uint32_t options = 0;
+  // The caller guarantees valid UTF-8; without this flag PCRE2 re-validates the whole subject on
+  // every call, which makes repeated searches of one buffer quadratic.
+  uint32_t options = PCRE2_NO_UTF_CHECK;
   if (mode == Mode::kPartial) options |= PCRE2_PARTIAL_HARD;
   if (!subject_at_stream_start) options |= PCRE2_NOTBOL;
   const int rc = pcre2_match(code_->code, subject_ptr(subject), subject.size(), start_offset,
@@ -250,8 +251,11 @@ Expected<std::vector<Regex::FoundMatch>> Regex::find_all(std::string_view subjec
   scratch.impl_->reserve(code_->capture_count + 1);
   size_t offset = 0;
   bool after_empty = false;
+  bool checked = false;  // validate UTF-8 on the first call only
   while (offset <= subject.size()) {
     uint32_t options = after_empty ? (PCRE2_NOTEMPTY_ATSTART | PCRE2_ANCHORED) : 0;
+    if (checked) options |= PCRE2_NO_UTF_CHECK;
+    checked = true;
     int rc = pcre2_match(code_->code, subject_ptr(subject), subject.size(), offset, options,
                          scratch.impl_->data, nullptr);
     if (rc == PCRE2_ERROR_NOMATCH && after_empty) {

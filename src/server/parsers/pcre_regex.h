@@ -58,13 +58,14 @@ class Regex {
 
   // Leftmost match starting at or after `start_offset`. `subject_at_stream_start` false means
   // the subject does not begin at the real start of the text (so `^` cannot match there).
+  // Precondition: `subject` is valid UTF-8 (not re-checked: repeated searches stay linear).
   // Runtime failures (match or heap limits) are errors.
   Expected<Match> search(std::string_view subject, size_t start_offset, Mode mode,
                          bool subject_at_stream_start, MatchScratch* scratch) const;
   // Named captures of the last kComplete match found with `scratch` on `subject`.
   NamedCaptures named_captures(std::string_view subject, const MatchScratch& scratch) const;
   // All non-overlapping matches (Python re.finditer order and empty-match rules), each with
-  // its named captures and whether each named group exists in the pattern.
+  // its named captures. Invalid UTF-8 in `subject` is an error.
   struct FoundMatch {
     size_t start = 0;
     size_t end = 0;

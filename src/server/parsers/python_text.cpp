@@ -99,6 +99,24 @@ size_t utf8_complete_prefix_bytes(std::string_view bytes) {
   return back + 1 < need ? lead_at : n;
 }
 
+void append_valid_utf8(std::string* out, std::string_view bytes) {
+  size_t i = 0;
+  while (i < bytes.size()) {
+    const Decoded d = decode_utf8(bytes, i);
+    const char32_t cp = d.code_point;
+    const bool canonical = d.length == 1 || (d.length == 2 && cp >= 0x80) ||
+                           (d.length == 3 && cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF)) ||
+                           (d.length == 4 && cp >= 0x10000 && cp <= 0x10FFFF);
+    if (d.valid && canonical) {
+      out->append(bytes.substr(i, d.length));
+      i += d.length;
+    } else {
+      out->append("\xEF\xBF\xBD");
+      i += 1;
+    }
+  }
+}
+
 size_t utf8_length(std::string_view text) {
   size_t count = 0;
   for (size_t i = 0; i < text.size(); i += decode_utf8(text, i).length) ++count;

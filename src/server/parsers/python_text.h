@@ -23,6 +23,10 @@ std::string_view py_strip(std::string_view text);
 // incomplete multi-byte sequence at the very end is excluded; invalid bytes count as complete).
 size_t utf8_complete_prefix_bytes(std::string_view bytes);
 
+// Appends `bytes` to `out` with every byte that is not part of a valid UTF-8 sequence (RFC 3629:
+// no overlongs, surrogates or values above U+10FFFF) replaced by U+FFFD.
+void append_valid_utf8(std::string* out, std::string_view bytes);
+
 // Number of code points (Python len()) of UTF-8 text; an invalid byte counts as one.
 size_t utf8_length(std::string_view text);
 

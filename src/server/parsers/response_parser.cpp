@@ -50,7 +50,7 @@ Expected<ResponseParser> ResponseParser::create(std::shared_ptr<const ResponseTe
   BEAM_ASSIGN_OR_RETURN(std::string_view tail, parser.template_->truncate_past_last_anchor(prefix));
   if (!tail.empty()) {
     const size_t complete = utf8_complete_prefix_bytes(tail);
-    parser.buffer_.assign(tail.substr(0, complete));
+    append_valid_utf8(&parser.buffer_, tail.substr(0, complete));
     parser.utf8_tail_.assign(tail.substr(complete));
     BEAM_RETURN_IF_ERROR(parser.process(false, &parser.initial_events_));
   }
@@ -67,7 +67,7 @@ Status ResponseParser::feed(std::string_view delta, std::vector<ParseEvent>* eve
   if (finalized_) return make_error("ResponseParser already finalized");
   utf8_tail_.append(delta);
   const size_t complete = utf8_complete_prefix_bytes(utf8_tail_);
-  buffer_.append(utf8_tail_, 0, complete);
+  append_valid_utf8(&buffer_, std::string_view(utf8_tail_).substr(0, complete));
   utf8_tail_.erase(0, complete);
   return process(false, events);
 }
@@ -75,7 +75,7 @@ Status ResponseParser::feed(std::string_view delta, std::vector<ParseEvent>* eve
 Expected<Json> ResponseParser::finalize(std::vector<ParseEvent>* events) {
   if (failure_) return *failure_;
   if (finalized_) return make_error("ResponseParser already finalized");
-  buffer_ += utf8_tail_;  // a truncated UTF-8 sequence at the very end is kept as-is
+  append_valid_utf8(&buffer_, utf8_tail_);  // a sequence cut off at the very end → U+FFFD
   utf8_tail_.clear();
   BEAM_RETURN_IF_ERROR(process(true, events));
   finalized_ = true;
@@ -184,6 +184,7 @@ Expected<Regex::Match> ResponseParser::search(const Watch& w, bool eos) {
   const Regex::Mode mode = eos ? Regex::Mode::kFull : Regex::Mode::kPartial;
   MatchScratch& scratch = scratch_[slot(w)];
   BEAM_ASSIGN_OR_RETURN(Regex::Match m, regex.search(buffer_, pos_, mode, base_ == 0, &scratch));
+  scanned_bytes_ += (m.outcome == Regex::Outcome::kComplete ? m.end : buffer_.size()) - pos_;
   cached.captures.clear();
   if (m.outcome == Regex::Outcome::kComplete && w.role == DelimiterRole::kOpen) {
     cached.captures = regex.named_captures(buffer_, scratch);

@@ -53,7 +53,8 @@ class ResponseParser {
 
   const std::vector<ParseEvent>& initial_events() const { return initial_events_; }
 
-  // Feeds a text delta (any split, also inside a UTF-8 sequence); appends the events it causes.
+  // Feeds a text delta (any split, also inside a UTF-8 sequence; bytes that are not valid UTF-8
+  // become U+FFFD, as text in Python is always valid); appends the events it causes.
   // Text that could still be the start of a delimiter is held back until later input decides.
   Status feed(std::string_view delta, std::vector<ParseEvent>* events);
 
@@ -66,6 +67,10 @@ class ResponseParser {
   const ResponseTemplate& response_template() const { return *template_; }
   // Bytes received but not yet routed to a region (held-back delimiter candidates).
   size_t held_back_bytes() const { return buffer_.size() - pos_ + utf8_tail_.size(); }
+  // Text the regex engine had to look at so far (each search counts from its start to the end
+  // of its match, or to the end of the buffer): stays proportional to the input however it is
+  // chunked.
+  size_t scanned_bytes() const { return scanned_bytes_; }
 
  private:
   enum class DelimiterRole { kOpen, kClose };
@@ -125,6 +130,7 @@ class ResponseParser {
   std::vector<ParseEvent> initial_events_;
   std::optional<size_t> last_zero_width_at_;  // loop guard for zero-width opens
   size_t zero_width_repeats_ = 0;
+  size_t scanned_bytes_ = 0;
   bool finalized_ = false;
   std::optional<Error> failure_;
 };
