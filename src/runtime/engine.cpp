@@ -109,6 +109,7 @@ class Engine::Impl {
   void admit_request(RequestId id, GenerateRequest&& request);
   void cancel_request(RequestId id);
   void step();
+  void order_waiting();
   void apply_preemptions(const StepPlan& plan);
   void sample_and_emit(const StepPlan& plan, const ForwardOutput& out);
   void append_tokens(Sequence& seq, std::span<const int32_t> tokens, std::vector<TokenLogprobs> logprobs);
@@ -248,11 +249,7 @@ SeqState Engine::Impl::scheduler_view(const Sequence& seq) const {
 namespace beam {
 
 void Engine::Impl::step() {
-  std::stable_sort(waiting_.begin(), waiting_.end(), [&](SeqId a, SeqId b) {
-    const Sequence &x = seqs_.at(a), &y = seqs_.at(b);
-    if (x.priority != y.priority) return x.priority > y.priority;
-    return x.arrival < y.arrival;
-  });
+  order_waiting();
   std::vector<SeqState> running, waiting;
   for (SeqId id : running_) running.push_back(scheduler_view(seqs_.at(id)));
   for (SeqId id : waiting_) waiting.push_back(scheduler_view(seqs_.at(id)));
@@ -294,6 +291,36 @@ void Engine::Impl::step() {
   release_retired_parents();
 }
 
+// Admission order: priority first; then, while the queue is short, longest cached prefix first
+// (SGLang's "lpm"): a session's next turn that hits the cache needs few new blocks and keeps its
+// prefix from being evicted by a cold request, which is what keeps multi-session hit rates from
+// collapsing under pool pressure. A request passed over for kMaxSkippedSteps steps is served in
+// arrival order again, so none starves.
+void Engine::Impl::order_waiting() {
+  constexpr size_t kMaxLpmQueue = 128;
+  constexpr int64_t kMaxSkippedSteps = 64;
+  const bool lpm = prefix_ && waiting_.size() <= kMaxLpmQueue;
+  struct Key {
+    int32_t priority;
+    bool starved;
+    int64_t cached;
+    int64_t arrival;
+  };
+  std::unordered_map<SeqId, Key> keys;
+  for (SeqId id : waiting_) {
+    Sequence& s = seqs_.at(id);
+    int64_t cached = lpm ? prefix_->match(s.tokens).num_tokens : 0;
+    keys[id] = Key{s.priority, s.waited_steps++ > kMaxSkippedSteps, cached, s.arrival};
+  }
+  std::stable_sort(waiting_.begin(), waiting_.end(), [&](SeqId a, SeqId b) {
+    const Key &x = keys.at(a), &y = keys.at(b);
+    if (x.priority != y.priority) return x.priority > y.priority;
+    if (x.starved != y.starved) return x.starved;
+    if (!x.starved && x.cached != y.cached) return x.cached > y.cached;
+    return x.arrival < y.arrival;
+  });
+}
+
 void Engine::Impl::apply_preemptions(const StepPlan& plan) {
   for (const Preemption& p : plan.preempted) {
     Sequence& s = seqs_.at(p.seq);
@@ -307,6 +334,7 @@ void Engine::Impl::apply_preemptions(const StepPlan& plan) {
     waiting_.erase(std::find(waiting_.begin(), waiting_.end(), a.seq));
     running_.push_back(a.seq);
     s.phase = SeqPhase::kRunning;
+    s.waited_steps = 0;
     if (!s.admitted_once) {
       s.admitted_once = true;
       s.cached_prompt_tokens = a.match.num_tokens;

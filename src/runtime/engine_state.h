@@ -40,6 +40,7 @@ struct Sequence {
   SeqId fork_parent;  // set while a sibling waits to be forked from the prompt owner
   SeqPhase phase = SeqPhase::kWaiting;
   bool admitted_once = false;  // cached_prompt_tokens counts the first admission only
+  int64_t waited_steps = 0;    // steps spent waiting since the last admission (anti-starvation)
   bool retiring = false;       // finished prompt owner kept until its siblings are forked
   std::optional<SequenceSamplingState> sampling;
 };
