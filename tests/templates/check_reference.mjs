@@ -4,7 +4,8 @@
 // add_generation_prompt false/true and enable_thinking undefined/true/false, with
 // @huggingface/jinja (as transformers.js does) and with beamserve (template_render_batch, plus the
 // `beamserve chat-template` CLI for a sample), and requires byte-identical output — or an error on
-// both sides.
+// both sides. It also checks that the expectations in jinja_cases.json (the unit tests' feature
+// cases) are the reference's output.
 //
 // usage: node check_reference.mjs --batch PATH [--cli PATH] [--extra-model-dir DIR]... [--verbose]
 // Exit codes: 0 all identical, 1 mismatches, 77 skipped (npm packages not installed).
@@ -191,9 +192,34 @@ async function main() {
     }
   }
   fs.rmSync(tmp, { recursive: true, force: true });
+
+  // The expectations of the feature cases (tests/unit/text/jinja_cases_test.cpp) must be the
+  // reference's own output; "js" marks the few cases where beamserve deliberately goes further.
+  const { groups } = JSON.parse(fs.readFileSync(path.join(here, "jinja_cases.json"), "utf8"));
+  let caseCount = 0;
+  for (const [group, list] of Object.entries(groups)) {
+    for (const c of list) {
+      if ((c.js ?? "same") !== "same") continue;
+      ++caseCount;
+      let out;
+      let err;
+      try {
+        out = new Template(c.template).render(c.context ?? {});
+      } catch (e) {
+        err = String(e && e.message);
+      }
+      const agrees = c.error !== undefined ? err !== undefined : err === undefined && out === c.expected;
+      if (agrees) {
+        ++passed;
+      } else {
+        ++failed;
+        console.log(`FAIL case ${group}/${c.name}: reference gives ${err !== undefined ? "error " + err : JSON.stringify(out)}`);
+      }
+    }
+  }
   console.log(
     `${conversations.length} conversations, ${Object.keys(models).length} templates (${Object.keys(models).join(", ")}), ` +
-      `${cases.length} renders (${bothErrors} rejected by both), ${cliChecked} CLI runs`,
+      `${cases.length} renders (${bothErrors} rejected by both), ${cliChecked} CLI runs, ${caseCount} feature cases`,
   );
   console.log(`${passed} passed, ${failed} failed`);
   process.exit(failed === 0 ? 0 : 1);

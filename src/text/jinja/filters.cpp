@@ -60,7 +60,7 @@ Value tojson(Runtime& rt, const Value& operand, const CallArgs& args) {
   if (const Value* indent = args.keyword_arg("indent"); indent && !indent->is_none()) {
     if (!indent->is(ValueKind::kInt)) fail("tojson indent must be an integer");
     double n = indent->as_number();
-    if (n < 0 || n > 1024) fail("tojson indent must be between 0 and 1024");
+    if (!(n >= 0 && n <= 1024)) fail("tojson indent must be between 0 and 1024");
     options.indent = static_cast<int>(n);
   }
   options.ensure_ascii = flag_value(args.keyword_arg("ensure_ascii"), "ensure_ascii", false);
@@ -327,7 +327,9 @@ std::optional<Value> call_filter(Runtime& rt, const Value& operand, std::string_
   } else if (operand.is_string()) {
     if (name == "indent") {
       const Value* width = args.arg(0, "width");
-      if (width && (!width->is(ValueKind::kInt) || width->as_number() < 0)) fail("indent width must be a non-negative integer");
+      if (width && (!width->is(ValueKind::kInt) || !(width->as_number() >= 0))) {
+        fail("indent width must be a non-negative integer");
+      }
       double w = width ? width->as_number() : 4;
       if (w > static_cast<double>(rt.limits().max_output_bytes)) fail_limit("indent width is too large");
       const Value* first = args.arg(1, "first");

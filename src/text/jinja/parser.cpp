@@ -13,6 +13,13 @@ Parser::NestingGuard::NestingGuard(Parser& p) : parser_(p) {
   }
 }
 
+void Parser::ChainGuard::link() {
+  ++links_;
+  if (++parser_.depth_ > kMaxNesting) {
+    parser_.error("template nested more than " + std::to_string(kMaxNesting) + " levels deep");
+  }
+}
+
 bool Parser::is_statement(std::initializer_list<std::string_view> names) const {
   if (!is(TokenType::kOpenStatement) || !is(TokenType::kIdentifier, 1)) return false;
   for (std::string_view name : names) {
@@ -138,6 +145,7 @@ StmtPtr Parser::parse_set(uint32_t at) {
 
 // After `{% if` (or `{% elif`); consumes the closing endif only for the outermost `if`.
 StmtPtr Parser::parse_if(uint32_t at) {
+  NestingGuard guard(*this);  // elif chains nest
   IfStmt node;
   node.test = parse_expression();
   expect(TokenType::kCloseStatement, "'%}'");

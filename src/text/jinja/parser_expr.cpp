@@ -74,7 +74,9 @@ ExprPtr Parser::parse_if_expression() {
 
 ExprPtr Parser::parse_or() {
   ExprPtr left = parse_and();
+  ChainGuard chain(*this);
   while (is_identifier("or")) {
+    chain.link();
     ++pos_;
     left = make_binary(BinaryOp::kOr, std::move(left), parse_and());
   }
@@ -83,7 +85,9 @@ ExprPtr Parser::parse_or() {
 
 ExprPtr Parser::parse_and() {
   ExprPtr left = parse_not();
+  ChainGuard chain(*this);
   while (is_identifier("and")) {
+    chain.link();
     ++pos_;
     left = make_binary(BinaryOp::kAnd, std::move(left), parse_not());
   }
@@ -100,6 +104,7 @@ ExprPtr Parser::parse_not() {
 
 ExprPtr Parser::parse_comparison() {
   ExprPtr left = parse_additive();
+  ChainGuard chain(*this);
   while (true) {
     BinaryOp op;
     if (is_identifier("not") && is_identifier("in", 1)) {
@@ -113,6 +118,7 @@ ExprPtr Parser::parse_comparison() {
     } else {
       break;
     }
+    chain.link();
     left = make_binary(op, std::move(left), parse_additive());
   }
   return left;
@@ -120,7 +126,9 @@ ExprPtr Parser::parse_comparison() {
 
 ExprPtr Parser::parse_additive() {
   ExprPtr left = parse_multiplicative();
+  ChainGuard chain(*this);
   while (is(TokenType::kAdditiveOperator)) {
+    chain.link();
     BinaryOp op = additive_op(tokens_[pos_++].value);
     left = make_binary(op, std::move(left), parse_multiplicative());
   }
@@ -129,7 +137,9 @@ ExprPtr Parser::parse_additive() {
 
 ExprPtr Parser::parse_multiplicative() {
   ExprPtr left = parse_power();
+  ChainGuard chain(*this);
   while (is(TokenType::kMultiplicativeOperator)) {
+    chain.link();
     BinaryOp op = multiplicative_op(tokens_[pos_++].value);
     left = make_binary(op, std::move(left), parse_power());
   }
@@ -139,7 +149,9 @@ ExprPtr Parser::parse_multiplicative() {
 // Left-associative, like Jinja: 2 ** 3 ** 2 == (2 ** 3) ** 2.
 ExprPtr Parser::parse_power() {
   ExprPtr left = parse_test();
+  ChainGuard chain(*this);
   while (is(TokenType::kExponentiationOperator)) {
+    chain.link();
     ++pos_;
     left = make_binary(BinaryOp::kPow, std::move(left), parse_test());
   }
@@ -149,7 +161,9 @@ ExprPtr Parser::parse_power() {
 ExprPtr Parser::parse_test() {
   static const std::set<std::string, std::less<>> kNotAnArgument = {"else", "or", "and", "if", "is", "in", "not"};
   ExprPtr operand = parse_filter();
+  ChainGuard chain(*this);
   while (is_identifier("is")) {
+    chain.link();
     ++pos_;
     TestExpr test;
     test.negated = is_identifier("not");
@@ -175,7 +189,9 @@ ExprPtr Parser::parse_test() {
 
 ExprPtr Parser::parse_filter() {
   ExprPtr operand = parse_unary_sign();
+  ChainGuard chain(*this);
   while (is(TokenType::kPipe)) {
+    chain.link();
     ++pos_;
     if (!is(TokenType::kIdentifier)) error("expected a filter name after '|'");
     FilterExpr filter;
@@ -219,7 +235,9 @@ ExprPtr Parser::parse_call(ExprPtr callee) {
 }
 
 ExprPtr Parser::parse_member_chain(ExprPtr object) {
+  ChainGuard chain(*this);
   while (is(TokenType::kDot) || is(TokenType::kOpenSquareBracket)) {
+    chain.link();
     uint32_t at = offset();
     bool computed = is(TokenType::kOpenSquareBracket);
     ++pos_;

@@ -20,7 +20,7 @@ class Parser {
 
  private:
   enum class ArgMode { kCall, kParameters };
-  static constexpr int kMaxNesting = 200;
+  static constexpr int kMaxNesting = 256;
 
   // Token access.
   const Token* peek(size_t ahead = 0) const {
@@ -89,6 +89,21 @@ class Parser {
 
    private:
     Parser& parser_;
+  };
+
+  // Counts each link of a left-deep chain (a + b + c, x|f|g, a.b.c) as one level of nesting, since
+  // evaluating and destroying the resulting tree recurses that deep.
+  class ChainGuard {
+   public:
+    explicit ChainGuard(Parser& p) : parser_(p) {}
+    ~ChainGuard() { parser_.depth_ -= links_; }
+    ChainGuard(const ChainGuard&) = delete;
+    ChainGuard& operator=(const ChainGuard&) = delete;
+    void link();
+
+   private:
+    Parser& parser_;
+    int links_ = 0;
   };
 
   const std::vector<Token>& tokens_;

@@ -1,6 +1,7 @@
 // Value, Dict and JSON import.
 #include "text/jinja/value.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -18,7 +19,22 @@ Value Value::number(double v) { return is_whole_number(v) ? integer(v) : floatin
 Value Value::string(std::string s) {
   return Value(Storage(std::make_shared<const std::string>(std::move(s))));
 }
-Value Value::list(List items) { return Value(Storage(std::make_shared<const List>(std::move(items)))); }
+namespace {
+
+void check_nesting(int nesting) {
+  if (nesting > kMaxValueNesting) {
+    fail_limit("value nested deeper than " + std::to_string(kMaxValueNesting) + " levels");
+  }
+}
+
+}  // namespace
+
+Value Value::list(List items) {
+  int nesting = 1;
+  for (const Value& item : items) nesting = std::max(nesting, 1 + item.nesting());
+  check_nesting(nesting);
+  return Value(Storage(std::make_shared<const ListData>(ListData{std::move(items), nesting})));
+}
 Value Value::dict(Dict d) { return Value(Storage(std::make_shared<const Dict>(std::move(d)))); }
 Value Value::make_namespace(Dict d) {
   return Value(Storage(NamespaceRef{std::make_shared<Dict>(std::move(d))}));
@@ -45,7 +61,7 @@ const std::string& Value::as_string() const {
 
 const Value::List& Value::as_list() const {
   BEAM_CHECK(is_list()) << kind_name(kind());
-  return *std::get<std::shared_ptr<const List>>(v_);
+  return std::get<std::shared_ptr<const ListData>>(v_)->items;
 }
 
 const Dict& Value::as_dict() const {
@@ -66,7 +82,7 @@ const Callable& Value::as_callable() const {
 
 const void* Value::identity() const {
   switch (kind()) {
-    case ValueKind::kList: return std::get<std::shared_ptr<const List>>(v_).get();
+    case ValueKind::kList: return std::get<std::shared_ptr<const ListData>>(v_).get();
     case ValueKind::kDict: return std::get<std::shared_ptr<const Dict>>(v_).get();
     case ValueKind::kNamespace: return std::get<NamespaceRef>(v_).dict.get();
     case ValueKind::kCallable: return std::get<std::shared_ptr<const Callable>>(v_).get();
@@ -91,6 +107,21 @@ bool Value::truthy() const {
     case ValueKind::kNamespace: case ValueKind::kCallable: return true;
   }
   return false;
+}
+
+int Value::nesting() const {
+  switch (kind()) {
+    case ValueKind::kList: return std::get<std::shared_ptr<const ListData>>(v_)->nesting;
+    case ValueKind::kDict: return as_dict().nesting();
+    case ValueKind::kCallable: {
+      const auto* method = std::get_if<Callable::BoundMethod>(&as_callable().target);
+      return method ? 1 + method->receiver.nesting() : 1;
+    }
+    case ValueKind::kUndefined: case ValueKind::kNone: case ValueKind::kBool: case ValueKind::kInt:
+    case ValueKind::kFloat: case ValueKind::kString: case ValueKind::kNamespace:
+      return 0;
+  }
+  return 0;
 }
 
 const char* kind_name(ValueKind kind) {
@@ -126,6 +157,8 @@ const Value* Dict::find(std::string_view key) const {
 }
 
 void Dict::set(std::string key, Value value) {
+  nesting_ = std::max(nesting_, 1 + value.nesting());
+  check_nesting(nesting_);
   if (size_t i = position(key); i != kMissing) {
     items_[i].second = std::move(value);
     return;
@@ -141,6 +174,7 @@ void Dict::set(std::string key, Value value) {
 void Dict::clear() {
   items_.clear();
   index_.clear();
+  nesting_ = 1;
 }
 
 Value value_from_json(const nlohmann::ordered_json& json, int max_depth) {

@@ -3,6 +3,8 @@
 // Numbers are IEEE doubles, ints flagged as such: the reference renderer (@huggingface/jinja) runs on
 // JavaScript numbers, so arithmetic, overflow and printing match it bit for bit.
 // Strings, lists, dicts and callables are shared and immutable; copying a Value is cheap.
+// Containers nest at most kMaxValueNesting levels (deeper ones fail with a TemplateError), which
+// keeps printing and destruction recursion bounded.
 #pragma once
 
 #include <map>
@@ -18,6 +20,8 @@
 namespace beam::text::jinja {
 
 enum class ValueKind { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kNamespace, kCallable };
+
+constexpr int kMaxValueNesting = 1000;
 
 class Dict;
 struct Callable;
@@ -61,6 +65,9 @@ class Value {
   // Python/Jinja truthiness as the reference computes it (empty containers are false, a
   // namespace and a callable are true).
   bool truthy() const;
+  // Levels of list / dict / bound-method nesting: 0 for scalars and namespaces (a namespace's
+  // contents are released by the render that created it).
+  int nesting() const;
 
  private:
   struct Undefined {};
@@ -74,8 +81,12 @@ class Value {
   struct NamespaceRef {
     std::shared_ptr<Dict> dict;
   };
+  struct ListData {
+    List items;
+    int nesting;
+  };
   using Storage = std::variant<Undefined, None, bool, Int, Float, std::shared_ptr<const std::string>,
-                               std::shared_ptr<const List>, std::shared_ptr<const Dict>, NamespaceRef,
+                               std::shared_ptr<const ListData>, std::shared_ptr<const Dict>, NamespaceRef,
                                std::shared_ptr<const Callable>>;
   explicit Value(Storage v) : v_(std::move(v)) {}
   Storage v_;
@@ -96,6 +107,7 @@ class Dict {
   size_t size() const { return items_.size(); }
   bool empty() const { return items_.empty(); }
   void clear();
+  int nesting() const { return nesting_; }  // 1 + the deepest value inside
 
  private:
   static constexpr size_t kIndexThreshold = 16;  // linear search below this many keys
@@ -103,6 +115,7 @@ class Dict {
   size_t position(std::string_view key) const;  // kMissing when absent
   std::vector<Item> items_;
   std::map<std::string, size_t, std::less<>> index_;  // key → position, once past the threshold
+  int nesting_ = 1;
 };
 
 enum class BuiltinFunction { kNamespace, kRaiseException, kRange, kStrftimeNow };

@@ -1,0 +1,42 @@
+# libFuzzer target for the chat-template engine (src/text/jinja), included from tests/CMakeLists.txt.
+# Built with clang (-fsanitize=fuzzer,address,undefined) whatever compiler builds the project, and
+# run for ~20 s under ctest (test "template_fuzz"). Without clang++ it is skipped with a message.
+find_program(BEAMSERVE_FUZZ_CLANGXX NAMES clang++ clang++-14 clang++-15 clang++-16)
+if(NOT BEAMSERVE_FUZZ_CLANGXX)
+  message(STATUS "clang++ not found: template_fuzz (libFuzzer) is not built; install clang to enable it")
+  return()
+endif()
+
+file(GLOB template_fuzz_sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/text/jinja/*.cpp)
+file(GLOB template_fuzz_headers CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/text/jinja/*.h)
+list(APPEND template_fuzz_sources ${CMAKE_CURRENT_LIST_DIR}/template_fuzz.cpp)
+set(template_fuzz_flags -std=c++20 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
+    -fno-sanitize-recover=undefined)
+set(template_fuzz_objects)
+# One command per object so the build tool compiles them in parallel.
+foreach(source ${template_fuzz_sources})
+  get_filename_component(stem ${source} NAME_WE)
+  set(object ${CMAKE_CURRENT_BINARY_DIR}/template_fuzz_objects/${stem}.o)
+  add_custom_command(
+    OUTPUT ${object}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_CURRENT_BINARY_DIR}/template_fuzz_objects
+    COMMAND ${BEAMSERVE_FUZZ_CLANGXX} ${template_fuzz_flags} -I${CMAKE_SOURCE_DIR}/src -c ${source} -o ${object}
+    DEPENDS ${source} ${template_fuzz_headers}
+    COMMENT "Compiling ${stem}.cpp for template_fuzz (clang, libFuzzer, ASan, UBSan)"
+    VERBATIM)
+  list(APPEND template_fuzz_objects ${object})
+endforeach()
+set(template_fuzz_binary ${CMAKE_CURRENT_BINARY_DIR}/template_fuzz)
+add_custom_command(
+  OUTPUT ${template_fuzz_binary}
+  COMMAND ${BEAMSERVE_FUZZ_CLANGXX} ${template_fuzz_flags} ${template_fuzz_objects} -lutf8proc -o ${template_fuzz_binary}
+  DEPENDS ${template_fuzz_objects}
+  COMMENT "Linking template_fuzz"
+  VERBATIM)
+add_custom_target(template_fuzz ALL DEPENDS ${template_fuzz_binary})
+
+add_test(NAME template_fuzz
+         COMMAND ${CMAKE_COMMAND} -DFUZZER=${template_fuzz_binary} -DSOURCE_DIR=${CMAKE_SOURCE_DIR}
+                 -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/template_fuzz_work -DSECONDS=20
+                 -P ${CMAKE_CURRENT_LIST_DIR}/template_fuzz_run.cmake)
+set_tests_properties(template_fuzz PROPERTIES TIMEOUT 180)
