@@ -4,6 +4,7 @@
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "text/utf8.h"
 
@@ -76,7 +77,12 @@ Expected<AddedVocabulary> AddedVocabulary::create(std::vector<AddedToken> tokens
     ++m.num_tokens;
   }
   for (Matcher* m : {&v.raw_, &v.normalized_}) {
-    for (auto& list : m->by_first_byte) {
+    int num_first_bytes = 0;
+    for (int b = 0; b < 256; ++b) {
+      auto& list = m->by_first_byte[b];
+      if (list.empty()) continue;
+      m->is_first_byte[b] = true;
+      m->single_first_byte = num_first_bytes++ == 0 ? b : -1;
       std::stable_sort(list.begin(), list.end(), [](const Candidate& a, const Candidate& b) {
         return a.content.size() > b.content.size();
       });
@@ -93,6 +99,15 @@ const AddedVocabulary::Candidate* AddedVocabulary::longest_at(const Matcher& m, 
   return nullptr;
 }
 
+size_t AddedVocabulary::next_candidate(const Matcher& m, std::string_view text, size_t pos) {
+  if (m.single_first_byte >= 0) {
+    const void* hit = std::memchr(text.data() + pos, m.single_first_byte, text.size() - pos);
+    return hit ? static_cast<size_t>(static_cast<const char*>(hit) - text.data()) : text.size();
+  }
+  while (pos < text.size() && !m.is_first_byte[static_cast<uint8_t>(text[pos])]) ++pos;
+  return pos;
+}
+
 void AddedVocabulary::split(std::string_view text, AddedTokenStage stage, bool allow_special,
                             std::vector<AddedSegment>& out) const {
   out.clear();
@@ -102,7 +117,7 @@ void AddedVocabulary::split(std::string_view text, AddedTokenStage stage, bool a
   auto push_text = [&](size_t b, size_t e) {
     if (e > b) out.push_back({static_cast<uint32_t>(b), static_cast<uint32_t>(e), -1});
   };
-  while (m.num_tokens > 0 && pos < text.size()) {
+  while (m.num_tokens > 0 && (pos = next_candidate(m, text, pos)) < text.size()) {
     const Candidate* c = longest_at(m, text, pos);
     if (!c) {
       ++pos;

@@ -58,6 +58,8 @@ class AddedVocabulary {
   struct Matcher {
     // Candidates by first byte, longest first.
     std::array<std::vector<Candidate>, 256> by_first_byte;
+    std::array<bool, 256> is_first_byte{};
+    int single_first_byte = -1;  // the only first byte when all tokens share one (memchr scan)
     size_t num_tokens = 0;
   };
   const Matcher& matcher(AddedTokenStage stage) const {
@@ -65,6 +67,8 @@ class AddedVocabulary {
   }
   // The candidate with the longest content that starts at `pos`, or nullptr.
   const Candidate* longest_at(const Matcher& m, std::string_view text, size_t pos) const;
+  // The first position >= pos where some token could start (text.size() if none).
+  static size_t next_candidate(const Matcher& m, std::string_view text, size_t pos);
 
   std::vector<AddedToken> tokens_;
   Matcher raw_;

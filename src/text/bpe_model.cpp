@@ -26,7 +26,8 @@ Expected<BpeModel> BpeModel::create(std::unordered_map<std::string, TokenId> voc
     if (bytes.size() == 1) m.byte_ids_[static_cast<uint8_t>(bytes[0])] = id;
   }
   m.vocab_ = std::move(vocab);
-  const size_t capacity = std::bit_ceil(std::max<size_t>(16, merges.size() * 2));
+  // Load factor between 0.4 and 0.8: small enough to probe quickly, compact enough for cache.
+  const size_t capacity = std::bit_ceil(std::max<size_t>(16, merges.size() * 5 / 4));
   m.pairs_.assign(capacity, PairSlot{kEmptyKey, 0, 0});
   m.mask_ = capacity - 1;
   m.shift_ = 64 - std::countr_zero(capacity);
@@ -92,6 +93,8 @@ void BpeModel::merge_by_scan(BpeScratch& scratch) const {
   size_t n = sym.size();
   if (n < 2) return;
   ranks.resize(n - 1);
+  // The table is larger than the CPU caches: issue all initial loads before using any.
+  for (size_t i = 0; i + 1 < n; ++i) prefetch_pair(sym[i], sym[i + 1]);
   for (size_t i = 0; i + 1 < n; ++i) ranks[i] = pair_rank(sym[i], sym[i + 1]);
   while (n > 1) {
     size_t best = 0;
@@ -103,6 +106,8 @@ void BpeModel::merge_by_scan(BpeScratch& scratch) const {
     sym.erase(sym.begin() + static_cast<ptrdiff_t>(best) + 1);
     ranks.erase(ranks.begin() + static_cast<ptrdiff_t>(best));
     --n;
+    if (best > 0) prefetch_pair(sym[best - 1], sym[best]);
+    if (best + 1 < n) prefetch_pair(sym[best], sym[best + 1]);
     if (best > 0) ranks[best - 1] = pair_rank(sym[best - 1], sym[best]);
     if (best + 1 < n) ranks[best] = pair_rank(sym[best], sym[best + 1]);
   }

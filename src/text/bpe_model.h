@@ -67,11 +67,16 @@ class BpeModel {
   static uint64_t pair_key(TokenId a, TokenId b) {
     return (uint64_t{static_cast<uint32_t>(a)} << 32) | static_cast<uint32_t>(b);
   }
+  size_t home_slot(uint64_t key) const { return (key * 0x9E3779B97F4A7C15ull) >> shift_; }
+  // Starts loading the slot of pair (a, b) so that a later find_pair does not wait for memory.
+  void prefetch_pair(TokenId a, TokenId b) const {
+    __builtin_prefetch(&pairs_[home_slot(pair_key(a, b))]);
+  }
   // The slot of pair (a, b), or nullptr when the pair has no merge.
   const PairSlot* find_pair(TokenId a, TokenId b) const {
     if (a < 0 || b < 0) return nullptr;
     const uint64_t key = pair_key(a, b);
-    size_t i = (key * 0x9E3779B97F4A7C15ull) >> shift_;
+    size_t i = home_slot(key);
     while (true) {
       const PairSlot& s = pairs_[i];
       if (s.key == key) return &s;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "core/check.h"
+#include "text/utf8.h"
 
 namespace beam::text {
 
@@ -21,27 +22,37 @@ int utf8proc_options(NormalizationForm form) {
   return 0;
 }
 
-// True if `form` leaves `text` unchanged for sure: ASCII; for NFC also every code point below
-// U+0300 (all are starters that neither decompose canonically nor compose with a predecessor);
-// for every form CJK unified ideographs U+4E00..U+9FFF and pictographs U+1F300..U+1FAFF, which
-// have no decomposition and never combine.
+bool is_hangul_jamo(char32_t cp) {
+  return (cp >= 0x1100 && cp <= 0x11FF) || (cp >= 0xA960 && cp <= 0xA97F) || (cp >= 0xD7B0 && cp <= 0xD7FF);
+}
+
+// True if `cp` can be left alone by `form` whatever surrounds it: it does not decompose, has
+// combining class 0, and never composes with a preceding character. Below U+0300 everything is
+// NFC-stable (precomposed Latin letters compose nothing further unless a mark follows, and a mark
+// is not inert itself). Checked exhaustively against utf8proc in the normalizer test.
+bool is_inert(char32_t cp, NormalizationForm form) {
+  if (cp < 0x80) return true;
+  if (form == NormalizationForm::kNfc && cp < 0x300) return true;
+  if (is_hangul_jamo(cp)) return false;
+  if (cp >= 0xAC00 && cp <= 0xD7A3) {  // Hangul syllables decompose algorithmically
+    return form == NormalizationForm::kNfc || form == NormalizationForm::kNfkc;
+  }
+  const utf8proc_property_t* p = utf8proc_get_property(static_cast<utf8proc_int32_t>(cp));
+  // comb_index >= 0x8000 (and not UINT16_MAX) marks the second character of a composition pair.
+  const bool composes_with_previous = p->comb_index != UINT16_MAX && p->comb_index >= 0x8000;
+  return p->combining_class == 0 && p->decomp_seqindex == UINT16_MAX && !composes_with_previous;
+}
+
 bool trivially_normalized(std::string_view text, NormalizationForm form) {
-  const bool latin_ok = form == NormalizationForm::kNfc;
   const auto* p = reinterpret_cast<const uint8_t*>(text.data());
   const size_t n = text.size();
-  for (size_t i = 0; i < n;) {
-    const uint8_t b = p[i];
-    if (b < 0x80) {
+  size_t i = 0;
+  while (i < n) {
+    if (p[i] < 0x80) {
       ++i;
-    } else if (b < 0xCC && latin_ok) {  // two-byte sequence below U+0300
-      i += 2;
-    } else if ((b == 0xE4 && p[i + 1] >= 0xB8) || (b >= 0xE5 && b <= 0xE9)) {  // U+4E00..U+9FFF
-      i += 3;
-    } else if (b == 0xF0 && p[i + 1] == 0x9F && p[i + 2] >= 0x8C && p[i + 2] <= 0xAB) {
-      i += 4;  // U+1F300..U+1FAFF
-    } else {
-      return false;
+      continue;
     }
+    if (!is_inert(next_code_point(text, i), form)) return false;
   }
   return true;
 }

@@ -32,7 +32,7 @@ struct Tokenizer::EncodeScratch {
   std::string normalized;
   PreTokenizerScratch pre;
   BpeScratch bpe;
-  std::vector<TokenId> word_ids;
+  WordCache* cache = nullptr;  // leased for the call
 };
 
 Expected<Tokenizer> Tokenizer::load(const std::filesystem::path& model_dir) {
@@ -64,6 +64,8 @@ Expected<std::vector<TokenId>> Tokenizer::encode(std::string_view text, bool all
   ids.reserve(text.size() / 3 + 8);
   if (add_special_tokens) ids.insert(ids.end(), prefix_ids_.begin(), prefix_ids_.end());
   EncodeScratch scratch;
+  WordCachePool::Lease lease = caches_->acquire();
+  scratch.cache = &*lease;
   BEAM_RETURN_IF_ERROR(encode_section(text, allow_special, scratch, ids));
   if (add_special_tokens) ids.insert(ids.end(), suffix_ids_.begin(), suffix_ids_.end());
   return ids;
@@ -106,10 +108,15 @@ void Tokenizer::encode_word(std::string_view word, EncodeScratch& s, std::vector
     model_->encode_word(word, s.bpe, out);
     return;
   }
-  if (cache_->lookup(word, out)) return;
+  if (word.size() > WordCache::kMaxWordBytes) {
+    model_->encode_word(word, s.bpe, out);
+    return;
+  }
+  const uint64_t hash = WordCache::hash(word);
+  if (s.cache->lookup(word, hash, out)) return;
   const size_t before = out.size();
   model_->encode_word(word, s.bpe, out);
-  cache_->insert(word, std::span<const TokenId>(out).subspan(before));
+  s.cache->insert(word, hash, std::span<const TokenId>(out).subspan(before));
 }
 
 const TokenPiece* Tokenizer::piece(TokenId id) const {

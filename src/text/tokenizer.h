@@ -89,7 +89,7 @@ class Tokenizer {
   std::vector<TokenPiece> pieces_;                // by id
   std::unordered_map<std::string, TokenId> added_by_content_;
   TokenizerConfig config_;
-  std::unique_ptr<WordCache> cache_;
+  std::unique_ptr<WordCachePool> caches_;
 };
 
 }  // namespace beam::text

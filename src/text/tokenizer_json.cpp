@@ -376,7 +376,7 @@ Expected<Tokenizer> TokenizerBuilder::build(std::string_view tokenizer_json, std
     }
     BEAM_ASSIGN_OR_RETURN(BpeModel bpe, BpeModel::create(std::move(vocab_bytes), model.merges, model.options));
     tok.model_ = std::make_unique<BpeModel>(std::move(bpe));
-    tok.cache_ = std::make_unique<WordCache>(/*capacity_words=*/1 << 16, /*max_word_bytes=*/256);
+    tok.caches_ = std::make_unique<WordCachePool>(/*num_caches=*/4, /*slots_per_cache=*/1 << 16);
     return tok;
   } catch (const json::exception& e) {
     return make_error(std::string(kFile) + "malformed: " + e.what());

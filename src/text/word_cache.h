@@ -1,47 +1,76 @@
-// A bounded cache from pre-tokenized words (raw bytes) to their BPE token ids, shared by all
-// threads that encode with one Tokenizer. Thread-safe: each shard has its own mutex; a shard
-// that reaches its capacity is cleared (cheap, and real text re-fills it with frequent words).
+// Caches BPE results of pre-tokenized words (raw bytes → token ids). A WordCache is a bounded,
+// direct-mapped table used by one thread at a time; a WordCachePool hands caches to concurrent
+// encode calls (one lock per call, none per word). Real text repeats words constantly, so most
+// words skip the merge loop.
 #pragma once
 
-#include <array>
+#include <cstdint>
+#include <memory>
 #include <mutex>
 #include <span>
-#include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "text/token_id.h"
 
 namespace beam::text {
 
+// One owner thread at a time (WordCachePool enforces it).
 class WordCache {
  public:
-  // Holds at most `capacity_words` words of at most `max_word_bytes` bytes each.
-  WordCache(size_t capacity_words, size_t max_word_bytes);
+  // `num_slots` (a power of two) words at most; words longer than kMaxWordBytes are not cached.
+  explicit WordCache(size_t num_slots);
 
-  // Appends the cached ids of `word` to `out`; false (nothing appended) on a miss.
-  bool lookup(std::string_view word, std::vector<TokenId>& out) const;
-  // Remembers the ids of `word` (ignored for words longer than max_word_bytes).
-  void insert(std::string_view word, std::span<const TokenId> ids) const;
+  static constexpr size_t kMaxWordBytes = 64;
 
-  size_t max_word_bytes() const { return max_word_bytes_; }
+  // Appends the cached ids of `word` to `out` and returns true, or returns false on a miss.
+  bool lookup(std::string_view word, uint64_t hash, std::vector<TokenId>& out) const;
+  // Remembers the ids of `word`, replacing whatever shared its slot.
+  void insert(std::string_view word, uint64_t hash, std::span<const TokenId> ids);
+
+  static uint64_t hash(std::string_view word);
 
  private:
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  struct Slot {
+    uint64_t hash = 0;
+    uint32_t offset = 0;  // into arena_: word bytes, then ids
+    uint16_t word_bytes = 0;
+    uint16_t num_ids = 0;  // 0 = empty slot (a cached word has at least one id)
   };
-  struct Shard {
-    std::mutex mutex;
-    std::unordered_map<std::string, std::vector<TokenId>, Hash, std::equal_to<>> map;
-  };
-  static constexpr size_t kNumShards = 16;
-  Shard& shard_for(size_t hash) const { return shards_[(hash >> 7) % kNumShards]; }
+  void clear();
 
-  size_t shard_capacity_;
-  size_t max_word_bytes_;
-  mutable std::array<Shard, kNumShards> shards_;
+  std::vector<Slot> slots_;
+  std::vector<char> arena_;  // bounded; cleared with the slots when full
+  size_t mask_;
+};
+
+// A fixed set of WordCaches shared by the threads that encode with one Tokenizer.
+// Thread-safe.
+class WordCachePool {
+ public:
+  WordCachePool(size_t num_caches, size_t slots_per_cache);
+
+  // Exclusive use of one cache for the lifetime of the lease.
+  class Lease {
+   public:
+    Lease(WordCache* cache, std::unique_lock<std::mutex> lock) : cache_(cache), lock_(std::move(lock)) {}
+    WordCache& operator*() const { return *cache_; }
+    WordCache* operator->() const { return cache_; }
+
+   private:
+    WordCache* cache_;
+    std::unique_lock<std::mutex> lock_;
+  };
+  // A free cache if one is idle, else waits for one.
+  Lease acquire() const;
+
+ private:
+  struct Entry {
+    explicit Entry(size_t slots) : cache(slots) {}
+    std::mutex mutex;
+    WordCache cache;
+  };
+  std::vector<std::unique_ptr<Entry>> entries_;
 };
 
 }  // namespace beam::text
