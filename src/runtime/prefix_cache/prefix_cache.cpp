@@ -137,18 +137,17 @@ PrefixMatch PrefixCache::match(std::span<const int32_t> tokens) const {
 }
 
 int64_t PrefixCache::build_path(SeqId seq, std::span<const int32_t> tokens, int64_t num_blocks,
-                                int64_t create_upto) {
+                                bool create) {
   const int64_t B = block_size_;
-  const std::span<const int32_t> full = kv_.full_table(seq);
   path_.clear();
   PrefixNodeId id = kRoot;
   for (int64_t i = 0; i < num_blocks; ++i) {
     bool collision = false;
     PrefixNodeId child = find_child(id, tokens.subspan(i * B, B), &collision);
-    if (collision) return i;  // same hash, other tokens: this path cannot go further
+    if (collision) return i;
     if (!child.valid()) {
-      if (i >= create_upto) return num_blocks;
-      child = new_node(id, tokens.subspan(i * B, B), full[i]);
+      if (!create) return num_blocks;
+      child = new_node(id, tokens.subspan(i * B, B), kv_.full_table(seq)[i]);
     }
     path_.push_back(child);
     id = child;
@@ -161,7 +160,7 @@ int64_t PrefixCache::insert(SeqId seq, std::span<const int32_t> tokens) {
       std::min<int64_t>(kv_.num_computed(seq), static_cast<int64_t>(tokens.size())) / block_size_;
   const std::span<const int32_t> sliding = kv_.sliding_table(seq);
   // 1. Follow the existing path (create nothing yet).
-  const int64_t stop = build_path(seq, tokens, K, 0);
+  const int64_t stop = build_path(seq, tokens, K, /*create=*/false);
   const int64_t m = static_cast<int64_t>(path_.size());
   auto has_sliding = [&](int64_t i) {
     return (i < m && node(path_[i]).sliding >= 0) || sliding[i] >= 0;
@@ -175,7 +174,7 @@ int64_t PrefixCache::insert(SeqId seq, std::span<const int32_t> tokens) {
   if (best == 0) return 0;
   // 3. New nodes for the missing blocks (tombstones until an endpoint window covers them), then
   //    the endpoint with its window healed from the sequence's blocks.
-  build_path(seq, tokens, best, best);
+  build_path(seq, tokens, best, /*create=*/true);
   for (int64_t i = window_first(best); i < best; ++i)
     if (node(path_[i]).sliding < 0) set_sliding(path_[i], sliding[i]);
   const PrefixNodeId e = path_[best - 1];

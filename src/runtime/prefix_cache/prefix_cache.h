@@ -67,13 +67,18 @@ class PrefixCache {
   void acquire(SeqId seq, const PrefixMatch& match);
   // seq's sliding locks end below `first_kept_block` (it released those blocks). No-op without lock.
   void release_sliding_below(SeqId seq, int64_t first_kept_block);
-  // child (a fork of parent) takes the same locks as parent.
-  void fork(SeqId parent, SeqId child);
+  // child was just forked from parent (kv.fork): caches the block-aligned prefix they share
+  // (parent_tokens: the parent's known tokens) locked for both, so that no block the two share
+  // can later sit unlocked in the tree.
+  void fork(SeqId parent, SeqId child, std::span<const int32_t> parent_tokens);
   // Drops all of seq's locks. No-op without lock.
   void release(SeqId seq);
   bool holds_lock(SeqId seq) const { return locks_.count(seq) != 0; }
   // Blocks that become evictable when seq's locks go (nodes no other lock holds).
   BlockCounts blocks_locked_only_by(SeqId seq) const;
+  // Blocks acquire(match) takes off evictable() once the sequences in `released` dropped their
+  // locks (a plan that preempts them and admits `match` must not count those blocks twice).
+  BlockCounts newly_locked(const PrefixMatch& match, std::span<const SeqId> released) const;
 
   // Caches the computed full blocks of `seq` (tokens: all of its known tokens) up to the deepest
   // block boundary whose window the sequence (or the tree) still holds, marks that point as an
@@ -148,10 +153,11 @@ class PrefixCache {
   int64_t window_first(int64_t depth) const;  // first block of the window before depth*B
   PrefixNodeId find_child(PrefixNodeId parent, std::span<const int32_t> block, bool* collision) const;
   PrefixNodeId new_node(PrefixNodeId parent, std::span<const int32_t> block, int32_t full);
-  // Follows (and, up to `create_upto` blocks, extends with seq's full blocks) the path of
-  // `tokens` into path_; returns the number of blocks the path may cover (stops at a collision).
-  int64_t build_path(SeqId seq, std::span<const int32_t> tokens, int64_t num_blocks,
-                     int64_t create_upto);
+  // Follows the path of `tokens` into path_ and, with `create`, extends it with seq's full
+  // blocks up to num_blocks. Returns the number of blocks the path may cover: num_blocks, or
+  // the block where an existing child has the same hash but other tokens (nothing is created
+  // then). Collisions can only be met on existing nodes, so a walk without `create` finds them.
+  int64_t build_path(SeqId seq, std::span<const int32_t> tokens, int64_t num_blocks, bool create);
   void insert_checkpoint(SeqId seq, std::span<const int32_t> tokens, int64_t num_blocks);
   void delete_node(PrefixNodeId id);
   PrefixNodeId prune(PrefixNodeId id);

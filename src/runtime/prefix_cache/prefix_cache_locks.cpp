@@ -135,10 +135,14 @@ void PrefixCache::release_sliding_below(SeqId seq, int64_t first_kept_block) {
   rec.sliding_lo = upto;
 }
 
-void PrefixCache::fork(SeqId parent, SeqId child) {
+void PrefixCache::fork(SeqId parent, SeqId child, std::span<const int32_t> parent_tokens) {
+  BEAM_CHECK(!locks_.count(child)) << "sequence " << child.value << " already holds a prefix lock";
+  const int64_t K =
+      std::min<int64_t>(kv_.num_computed(parent), static_cast<int64_t>(parent_tokens.size())) /
+      block_size_;
+  if (K > 0) insert_checkpoint(parent, parent_tokens, K);
   auto it = locks_.find(parent);
   if (it == locks_.end()) return;
-  BEAM_CHECK(!locks_.count(child)) << "sequence " << child.value << " already holds a prefix lock";
   const LockRecord rec = it->second;
   lock_path(rec);
   locks_.emplace(child, rec);
@@ -159,6 +163,38 @@ BlockCounts PrefixCache::blocks_locked_only_by(SeqId seq) const {
     const Node& nd = node(id);
     n.full += nd.full_lock == 1;
     n.sliding += i >= rec.sliding_lo && nd.sliding_lock == 1;
+    id = nd.parent;
+  }
+  return n;
+}
+
+BlockCounts PrefixCache::newly_locked(const PrefixMatch& match,
+                                      std::span<const SeqId> released) const {
+  if (released.empty() || match.num_tokens == 0) return match.newly_locked;
+  // Locks the released sequences hold on each node (full, sliding).
+  std::unordered_map<int32_t, std::pair<int32_t, int32_t>> gone;
+  for (SeqId seq : released) {
+    auto it = locks_.find(seq);
+    if (it == locks_.end()) continue;
+    const LockRecord& rec = it->second;
+    PrefixNodeId id = rec.endpoint;
+    for (int64_t i = rec.depth - 1; i >= 0; --i) {
+      auto& g = gone[id.value];
+      ++g.first;
+      g.second += i >= rec.sliding_lo;
+      id = node(id).parent;
+    }
+  }
+  BlockCounts n;
+  const int64_t k = match.num_tokens / block_size_;
+  const int64_t window_lo = window_first(k);
+  PrefixNodeId id = match.endpoint;
+  for (int64_t i = k - 1; i >= 0; --i) {
+    const Node& nd = node(id);
+    auto it = gone.find(id.value);
+    const std::pair<int32_t, int32_t> g = it == gone.end() ? std::make_pair(0, 0) : it->second;
+    n.full += nd.full_lock == g.first;
+    n.sliding += i >= window_lo && nd.sliding_lock == g.second;
     id = nd.parent;
   }
   return n;
@@ -185,7 +221,18 @@ void PrefixCache::insert_checkpoint(SeqId seq, std::span<const int32_t> tokens, 
   const int64_t lo = window_first(K);
   for (int64_t i = lo; i < K; ++i)
     if (sliding[i] < 0) return;  // window already gone (not expected right after a step)
-  if (build_path(seq, tokens, K, K) < K) return;  // hash collision on the way
+  if (build_path(seq, tokens, K, /*create=*/false) < K) return;  // hash collision on the way
+  build_path(seq, tokens, K, /*create=*/true);
+  // Where the tree holds another copy of a block the sequence computed itself and nobody uses
+  // it, keep the sequence's: the copy would otherwise stay locked next to it for its lifetime.
+  const std::span<const int32_t> full = kv_.full_table(seq);
+  for (int64_t i = 0; i < K; ++i) {
+    Node& n = node(path_[i]);
+    if (n.full == full[i] || n.full_lock > 0) continue;
+    kv_.add_block_ref(AttentionKind::kFull, BlockId(full[i]));
+    kv_.release_block(AttentionKind::kFull, BlockId(n.full));
+    n.full = full[i];
+  }
   for (int64_t i = lo; i < K; ++i)
     if (node(path_[i]).sliding < 0) set_sliding(path_[i], sliding[i]);
   const PrefixNodeId e = path_[K - 1];

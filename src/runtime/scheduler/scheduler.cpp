@@ -78,6 +78,7 @@ class PlanBuilder {
     if (!e.fork) {  // what its release frees or makes evictable
       avail_ += kv_.exclusive_blocks(e.s->id);
       if (in_.prefix) avail_ += in_.prefix->blocks_locked_only_by(e.s->id);
+      released_.push_back(e.s->id);
     }
     plan_.preempted.push_back(Preemption{e.s->id, e.s->tokens});
     for (Entry& c : run_)  // pending fork children cannot outlive their parent
@@ -135,17 +136,21 @@ class PlanBuilder {
   void decode_pass() {
     const int64_t width = 1 + cfg_.num_speculative_tokens;
     // Pending fork children first: their parent may not advance past the shared prompt before
-    // they are forked, so a parent with an unforked child is held back this step.
+    // they are forked, so a parent with a child deferred for budget is held back this step. A
+    // child that does not fit the pools goes back to the waiting queue as an ordinary sequence
+    // (its prompt comes back through the prefix cache) instead of stalling its parent.
     for (size_t i = 0; i < run_.size(); ++i) {
       Entry& e = run_[i];
       if (!e.fork || e.preempted) continue;
       BEAM_CHECK_EQ(e.remaining, 1) << "fork child " << e.s->id.value << " of an advanced parent";
       Entry& parent = run_[index_.at(e.s->fork_parent)];
-      if (tokens_left_ >= width && try_decode(i, width)) {
-        plan_.forks.push_back(ForkOp{e.s->fork_parent, e.s->id});
+      if (tokens_left_ < width) {
+        parent.held = true;
+      } else if (try_decode(i, width)) {
+        plan_.forks.push_back(ForkOp{e.s->fork_parent, e.s->id, parent.s->tokens});
         parent.pinned = true;
       } else if (!e.preempted) {
-        parent.held = true;
+        preempt(i);
       }
     }
     for (size_t i = 0; i < run_.size(); ++i) {
@@ -186,28 +191,31 @@ class PlanBuilder {
     return n + static_cast<int64_t>(plan_.admitted.size());
   }
 
-  // True when the sequence could not run even with both pools to itself.
+  // True when the sequence could not be admitted even with both pools to itself (its prompt,
+  // one generated token and the admission headroom).
   bool never_fits(int64_t len) const {
     const BlockCounts total = kv_.total_blocks();
-    return blocks_for_tokens(len + 1, B_) > total.full ||
-           blocks_for_tokens(kv_.sliding_window() - 1, B_) + 2 > total.sliding;
+    const int64_t headroom = cfg_.admission_headroom_blocks_per_seq;
+    return blocks_for_tokens(len + 1, B_) + headroom > total.full ||
+           blocks_for_tokens(kv_.sliding_window() - 1, B_) + 2 + headroom > total.sliding;
   }
 
   bool try_admit(const SeqState& w) {
     const int64_t len = static_cast<int64_t>(w.tokens.size());
     BEAM_CHECK(len >= 1) << "waiting sequence " << w.id.value << " has no tokens";
     const PrefixMatch match = in_.prefix ? in_.prefix->match(w.tokens) : PrefixMatch{};
+    const BlockCounts relocked = in_.prefix ? in_.prefix->newly_locked(match, released_) : BlockCounts{};
     const int64_t P = match.num_tokens;
     const int64_t headroom = cfg_.admission_headroom_blocks_per_seq * (num_running() + 1);
     // The first chunk is cut to the sliding pool's room; later chunks reuse the blocks that
     // slide out behind it. The full pool must hold the whole prompt.
-    const int64_t sliding_room = avail_.sliding - match.newly_locked.sliding - headroom;
+    const int64_t sliding_room = avail_.sliding - relocked.sliding - headroom;
     const int64_t chunk = std::min({len - P, tokens_left_, cfg_.max_prefill_chunk_tokens,
                                     (P / B_ + sliding_room) * B_ - P});
     if (chunk <= 0) return false;
     const int64_t more = blocks_for_tokens(P + chunk, B_) - P / B_;
     const BlockCounts need{more, more};
-    const BlockCounts after = avail_ - match.newly_locked - need;
+    const BlockCounts after = avail_ - relocked - need;
     const int64_t rest_full = blocks_for_tokens(len, B_) - blocks_for_tokens(P + chunk, B_);
     if (after.full < outstanding_full_ + rest_full + headroom) return false;
     avail_ = after;
@@ -241,6 +249,7 @@ class PlanBuilder {
   const int64_t B_;
   std::vector<Entry> run_;
   std::unordered_map<SeqId, size_t> index_;
+  std::vector<SeqId> released_;  // preempted sequences that held KV
   BlockCounts avail_;
   int64_t tokens_left_ = 0;
   int64_t outstanding_full_ = 0;  // blocks running prefills still need for their prompts

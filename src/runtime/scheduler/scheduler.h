@@ -69,10 +69,13 @@ struct Preemption {
 struct ForkOp {
   SeqId parent;
   SeqId child;
+  std::span<const int32_t> parent_tokens;  // the parent's known tokens
 };
 
 struct StepPlan {
-  std::vector<Preemption> preempted;  // back to the waiting queue (engine), KV released/cached
+  // Back to the waiting queue (engine), KV released/cached by commit. A pending fork child in
+  // this list was never forked: it waits as an ordinary sequence (clear its fork_parent).
+  std::vector<Preemption> preempted;
   std::vector<Admission> admitted;    // waiting → running; their first chunk is in `work`
   std::vector<ForkOp> forks;          // pending fork children created this step
   std::vector<SeqWork> work;          // batch order: decodes first, then prefill chunks

@@ -25,7 +25,7 @@ CommitResult commit_plan(const StepPlan& plan, KvCacheManager& kv, PrefixCache* 
   }
   for (const ForkOp& f : plan.forks) {
     kv.fork(f.parent, f.child, &result.copies);
-    if (prefix != nullptr) prefix->fork(f.parent, f.child);
+    if (prefix != nullptr) prefix->fork(f.parent, f.child, f.parent_tokens);
   }
   for (const SeqWork& w : plan.work) {
     BEAM_CHECK_EQ(kv.num_computed(w.seq), w.num_computed) << "sequence " << w.seq.value;

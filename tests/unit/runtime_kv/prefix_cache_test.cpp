@@ -267,7 +267,7 @@ TEST_F(PrefixCacheTest, ForkedSequencesShareTheLock) {
   start(SeqId(2), prompt);
   std::vector<BlockCopy> copies;
   kv_->fork(SeqId(2), SeqId(3), &copies);
-  pc_->fork(SeqId(2), SeqId(3));
+  pc_->fork(SeqId(2), SeqId(3), prompt);
   pc_->check_integrity();
   finish(SeqId(2), prompt);
   pc_->flush();

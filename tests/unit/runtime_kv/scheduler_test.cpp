@@ -174,9 +174,10 @@ TEST(SchedulerTest, ForkedSamplesShareThePromptAndCopyItsPartialBlock) {
   EXPECT_EQ(p.forks[0].parent, parent);
   EXPECT_EQ(p.new_blocks.full, 2 + 0);  // one partial-block copy per child; 31 slots fit 8 blocks
   const SeqId child = p.forks[0].child;
-  // Blocks of the first 7 full blocks are shared three ways.
+  // The first 7 full blocks are shared by the three samples and cached (locked) in the tree.
   EXPECT_EQ(e.kv().full_table(child)[0], e.kv().full_table(parent)[0]);
-  EXPECT_EQ(e.kv().block_ref_count(AttentionKind::kFull, BlockId(e.kv().full_table(parent)[0])), 3);
+  EXPECT_EQ(e.kv().block_ref_count(AttentionKind::kFull, BlockId(e.kv().full_table(parent)[0])), 4);
+  EXPECT_TRUE(e.prefix()->holds_lock(child));
   EXPECT_NE(e.kv().full_table(child)[7], e.kv().full_table(parent)[7]);
   e.run_until_idle(100);
   EXPECT_EQ(e.request(child).generated(), 10);

@@ -49,7 +49,18 @@ void SimEngine::cancel(SeqId id) {
   std::erase(waiting_, id);
   r.running = false;
   r.done = true;
+  orphan_fork_children(id);
   check();
+}
+
+void SimEngine::orphan_fork_children(SeqId parent) {
+  for (auto& [cid, c] : requests_) {
+    if (c.fork_parent != parent) continue;  // never forked: resumes as an ordinary sequence
+    c.fork_parent = SeqId();
+    c.running = false;
+    std::erase(running_, cid);
+    waiting_.push_back(cid);
+  }
 }
 
 bool SimEngine::idle() const { return running_.empty() && waiting_.empty(); }
@@ -69,13 +80,7 @@ void SimEngine::finish(SeqId id) {
   std::erase(running_, id);
   r.running = false;
   r.done = true;
-  for (auto& [cid, c] : requests_) {
-    if (c.fork_parent != id) continue;  // never forked: resumes as an ordinary sequence
-    c.fork_parent = SeqId();
-    c.running = false;
-    std::erase(running_, cid);
-    waiting_.push_back(cid);
-  }
+  orphan_fork_children(id);
 }
 
 void SimEngine::apply_plan(const StepPlan& plan) {
@@ -106,12 +111,17 @@ void SimEngine::apply_plan(const StepPlan& plan) {
 }
 
 void SimEngine::after_forward(const StepPlan& plan) {
-  complete_step(plan, *kv_, prefix_.get());
   for (const SeqWork& w : plan.work) {
+    // Speculative decodes accept a pseudo-random number of their draft tokens.
+    const int64_t drafts = w.kind == WorkKind::kDecode ? w.num_tokens - 1 : 0;
+    const int64_t accepted =
+        drafts > 0 ? generated_token(w.seq, w.num_computed) % (drafts + 1) : 0;
+    complete_work(w, w.num_tokens - drafts + accepted, *kv_, prefix_.get());
     max_sliding_held_ = std::max(max_sliding_held_, kv_->held_blocks(w.seq).sliding);
     if (!w.samples) continue;
     SimRequest& r = requests_.at(w.seq);
-    r.tokens.push_back(generated_token(r.id, static_cast<int64_t>(r.tokens.size())));
+    for (int64_t i = 0; i <= accepted; ++i)
+      r.tokens.push_back(generated_token(r.id, static_cast<int64_t>(r.tokens.size())));
     if (r.num_forks > 0 && r.generated() == 1) {  // prompt done: fork the other samples
       for (int32_t f = 0; f < r.num_forks; ++f) {
         const SeqId child(next_id_++);

@@ -65,6 +65,7 @@ class SimEngine {
   void apply_plan(const StepPlan& plan);
   void after_forward(const StepPlan& plan);
   void finish(SeqId id);
+  void orphan_fork_children(SeqId parent);
 
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<PrefixCache> prefix_;
