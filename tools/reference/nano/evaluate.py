@@ -106,13 +106,15 @@ def balance(counts: torch.Tensor, sparse_layers) -> list:
 
 
 def prompt_candidates(corpus: Path, limit: int):
-    """Top-level one-line function headers of validation files (stdlib files first)."""
-    stdlib, other = [], []
+    """Top-level one-line function headers of validation files (stdlib files first), the first
+    new one of each file."""
+    stdlib, other, seen = [], [], set()
     with open(corpus / "val.jsonl") as f:
         for line in f:
             rec = json.loads(line)
             for text_line in rec["text"].splitlines():
-                if HEADER.match(text_line) and 20 <= len(text_line) <= 80:
+                if HEADER.match(text_line) and 20 <= len(text_line) <= 80 and text_line not in seen:
+                    seen.add(text_line)
                     (stdlib if rec["key"].startswith("stdlib/") else other).append(
                         {"source": rec["key"], "prompt": text_line + "\n"})
                     break
