@@ -1,6 +1,7 @@
 // `beamserve generate`: prefill a prompt and decode with the sampler on the CPU backend,
 // printing the generated text (or ids) and prefill/decode throughput.
 #include <chrono>
+#include <optional>
 #include <cstdio>
 #include <vector>
 
@@ -14,11 +15,14 @@
 #include "runtime/sampling/sampler.h"
 #include "runtime/sampling/sampling_rng.h"
 #include "runtime/sampling/sequence_sampling_state.h"
+#include "text/tokenizer.h"
 
 namespace beam::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+constexpr const char* kDefaultPrompt = "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n";
 
 int fail(const std::string& m) {
   std::fprintf(stderr, "generate: %s\n", m.c_str());
@@ -55,10 +59,25 @@ int cmd_generate(int argc, char** argv) {
   if (!dir.ok()) return fail(dir.error().message);
   auto params = sampling_from_args(*args);
   if (!params.ok()) return fail(params.error().message);
-  if (!args->has("tokens")) return fail("--tokens is required for this model");
-  auto ids = Args::parse_int_list("tokens", *args->get("tokens"));
-  if (!ids.ok()) return fail(ids.error().message);
-  std::vector<int32_t> prompt(ids->begin(), ids->end());
+  // A text prompt needs the model's tokenizer; without --tokens or --prompt a default prompt is
+  // used so that `beamserve generate` runs with no arguments.
+  std::optional<text::Tokenizer> tokenizer;
+  std::vector<int32_t> prompt;
+  if (args->has("tokens")) {
+    auto ids = Args::parse_int_list("tokens", *args->get("tokens"));
+    if (!ids.ok()) return fail(ids.error().message);
+    prompt.assign(ids->begin(), ids->end());
+  } else {
+    auto tok = text::Tokenizer::load(*dir);
+    if (!tok.ok()) return fail(tok.error().message);
+    tokenizer.emplace(std::move(*tok));
+    std::string text = args->get_or("prompt", kDefaultPrompt);
+    auto ids = tokenizer->encode(text, /*allow_special=*/false);
+    if (!ids.ok()) return fail(ids.error().message);
+    if (ids->empty()) return fail("--prompt: the prompt encodes to no tokens");
+    prompt.assign(ids->begin(), ids->end());
+    if (!args->has("prompt")) std::fprintf(stderr, "prompt (default): %s", text.c_str());
+  }
   auto threads = args->get_int("threads", 0);
   if (!threads.ok()) return fail(threads.error().message);
 
@@ -97,8 +116,14 @@ int cmd_generate(int argc, char** argv) {
     step_tokens = step;
   }
   double total_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  for (size_t i = 0; i < output.size(); ++i) std::printf("%s%d", i ? "," : "", output[i]);
-  std::printf("\n");
+  if (tokenizer) {
+    auto text = tokenizer->decode(output, /*skip_special=*/true);
+    if (!text.ok()) return fail(text.error().message);
+    std::printf("%s\n", text->c_str());
+  } else {
+    for (size_t i = 0; i < output.size(); ++i) std::printf("%s%d", i ? "," : "", output[i]);
+    std::printf("\n");
+  }
   double decode_s = total_s - prefill_s;
   std::fprintf(stderr, "prefill: %zu tokens in %.3f s (%.1f tokens/s); decode: %zu tokens in %.3f s (%.1f tokens/s)\n",
                prompt.size(), prefill_s, prompt.size() / prefill_s, output.size() - 1, decode_s,

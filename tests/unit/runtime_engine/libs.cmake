@@ -1,0 +1,1 @@
+target_link_libraries(${dir}_tests PRIVATE beamserve_text)
