@@ -70,7 +70,8 @@ void BM_CopyBandwidth(benchmark::State& state) {
   std::vector<char> src(static_cast<size_t>(n), 1), dst(static_cast<size_t>(n), 0);
   for (auto _ : state) {
     pool.parallel_for(64, 1, [&](int64_t c0, int64_t c1) {
-      std::memcpy(dst.data() + n / 64 * c0, src.data() + n / 64 * c0, static_cast<size_t>(n / 64 * (c1 - c0)));
+      std::memcpy(dst.data() + n / 64 * c0, src.data() + n / 64 * c0,
+                  static_cast<size_t>(n / 64 * (c1 - c0)));
     });
     benchmark::DoNotOptimize(dst.data());
   }
@@ -171,8 +172,10 @@ void BM_MoeExperts(benchmark::State& state) {
   const int64_t top_k = state.range(4);
   ThreadPool pool(static_cast<int>(state.range(5)));
   KernelContext ctx{Device::kCpu, &pool};
-  HostTensor x(DType::kBF16, {T, H}), gate_up(DType::kBF16, {E, 2 * I, H}), down(DType::kBF16, {E, H, I});
-  HostTensor ids(DType::kI32, {T, top_k}), weights(DType::kF32, {T, top_k}), out(DType::kBF16, {T, H});
+  HostTensor x(DType::kBF16, {T, H}), gate_up(DType::kBF16, {E, 2 * I, H}),
+      down(DType::kBF16, {E, H, I});
+  HostTensor ids(DType::kI32, {T, top_k}), weights(DType::kF32, {T, top_k}),
+      out(DType::kBF16, {T, H});
   fill(x.view, 6, 1.0f);
   fill(gate_up.view, 7, 0.05f);
   fill(down.view, 8, 0.05f);
@@ -186,16 +189,17 @@ void BM_MoeExperts(benchmark::State& state) {
     }
   }
   const double experts_used = static_cast<double>(std::count(used.begin(), used.end(), true));
-  for (auto _ : state) moe_experts(ctx, x.view, gate_up.view, down.view, ids.view, weights.view, out.view);
+  for (auto _ : state)
+    moe_experts(ctx, x.view, gate_up.view, down.view, ids.view, weights.view, out.view);
   state.counters["w_GB"] = rate(experts_used * 3 * H * I * 2 / 1e9);
   state.counters["GFLOP"] = rate(2.0 * T * top_k * 3 * H * I / 1e9);
 }
 BENCHMARK(BM_MoeExperts)
-    ->Args({1, 256, 16, 128, 4, 2})       // tiny-beam decode
-    ->Args({256, 256, 16, 128, 4, 2})     // tiny-beam prefill
-    ->Args({1, 5120, 16, 2560, 8, 2})     // Beam widths, decode: 8 experts streamed
-    ->Args({8, 5120, 16, 2560, 8, 2})     // Beam widths, 8 tokens: all 16 experts
-    ->Args({64, 5120, 16, 2560, 8, 2})    // Beam widths, prefill chunk
+    ->Args({1, 256, 16, 128, 4, 2})     // tiny-beam decode
+    ->Args({256, 256, 16, 128, 4, 2})   // tiny-beam prefill
+    ->Args({1, 5120, 16, 2560, 8, 2})   // Beam widths, decode: 8 experts streamed
+    ->Args({8, 5120, 16, 2560, 8, 2})   // Beam widths, 8 tokens: all 16 experts
+    ->Args({64, 5120, 16, 2560, 8, 2})  // Beam widths, prefill chunk
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -19,8 +19,11 @@ void output_gate(const KernelContext& ctx, const TensorView& o, const TensorView
   BEAM_CHECK(g.shape == o.shape && bias.dim(0) > 0 && o.dim(1) % bias.dim(0) == 0)
       << op << ": o " << o.shape.str() << ", g " << g.shape.str() << ", bias " << bias.shape.str();
   switch (ctx.device) {
-    case Device::kCpu: cpu::output_gate(cpu_pool(ctx, op), o, g, bias); return;
-    case Device::kCuda: cuda_backend_not_built(op);
+    case Device::kCpu:
+      cpu::output_gate(cpu_pool(ctx, op), o, g, bias);
+      return;
+    case Device::kCuda:
+      cuda_backend_not_built(op);
   }
 }
 
@@ -31,8 +34,11 @@ void swiglu(const KernelContext& ctx, const TensorView& gate_up, const TensorVie
   BEAM_CHECK(gate_up.dim(0) == act.dim(0) && gate_up.dim(1) == 2 * act.dim(1))
       << op << ": gate_up " << gate_up.shape.str() << ", act " << act.shape.str();
   switch (ctx.device) {
-    case Device::kCpu: cpu::swiglu(cpu_pool(ctx, op), gate_up, act); return;
-    case Device::kCuda: cuda_backend_not_built(op);
+    case Device::kCpu:
+      cpu::swiglu(cpu_pool(ctx, op), gate_up, act);
+      return;
+    case Device::kCuda:
+      cuda_backend_not_built(op);
   }
 }
 
@@ -40,11 +46,14 @@ void softcap(const KernelContext& ctx, const TensorView& z, float cap, const Ten
   constexpr const char* op = "softcap";
   expect_tensor(ctx, z, DType::kBF16, 2, op, "z");
   expect_tensor(ctx, logits, DType::kF32, 2, op, "logits");
-  BEAM_CHECK(z.shape == logits.shape) << op << ": z " << z.shape.str() << ", logits "
-                                      << logits.shape.str();
+  BEAM_CHECK(z.shape == logits.shape)
+      << op << ": z " << z.shape.str() << ", logits " << logits.shape.str();
   switch (ctx.device) {
-    case Device::kCpu: cpu::softcap(cpu_pool(ctx, op), z, cap, logits); return;
-    case Device::kCuda: cuda_backend_not_built(op);
+    case Device::kCpu:
+      cpu::softcap(cpu_pool(ctx, op), z, cap, logits);
+      return;
+    case Device::kCuda:
+      cuda_backend_not_built(op);
   }
 }
 
@@ -58,8 +67,11 @@ void embedding(const KernelContext& ctx, const TensorView& table, const TensorVi
       << op << ": table " << table.shape.str() << ", ids " << ids.shape.str() << ", out "
       << out.shape.str();
   switch (ctx.device) {
-    case Device::kCpu: cpu::embedding(cpu_pool(ctx, op), table, ids, out); return;
-    case Device::kCuda: cuda_backend_not_built(op);
+    case Device::kCpu:
+      cpu::embedding(cpu_pool(ctx, op), table, ids, out);
+      return;
+    case Device::kCuda:
+      cuda_backend_not_built(op);
   }
 }
 

@@ -43,8 +43,11 @@ void paged_attention(const KernelContext& ctx, const TensorView& q, const PagedK
         << q.dim(0) << ", kv_pos0 " << s.kv_pos0 << ", kv_len " << s.kv_len;
   }
   switch (ctx.device) {
-    case Device::kCpu: cpu::paged_attention(cpu_pool(ctx, op), q, kv, seqs, window, out); return;
-    case Device::kCuda: cuda_backend_not_built(op);
+    case Device::kCpu:
+      cpu::paged_attention(cpu_pool(ctx, op), q, kv, seqs, window, out);
+      return;
+    case Device::kCuda:
+      cuda_backend_not_built(op);
   }
 }
 
@@ -59,8 +62,11 @@ void store_kv(const KernelContext& ctx, const TensorView& k, const TensorView& v
       << slots.shape.str();
   check_cache(ctx, kv, k.dim(1), k.dim(2), op);
   switch (ctx.device) {
-    case Device::kCpu: cpu::store_kv(cpu_pool(ctx, op), k, v, slots, kv); return;
-    case Device::kCuda: cuda_backend_not_built(op);
+    case Device::kCpu:
+      cpu::store_kv(cpu_pool(ctx, op), k, v, slots, kv);
+      return;
+    case Device::kCuda:
+      cuda_backend_not_built(op);
   }
 }
 

@@ -10,8 +10,9 @@ void expect_tensor(const KernelContext& ctx, const TensorView& t, DType dtype, i
   expect_tensor(ctx, t, {dtype}, rank, op, name);
 }
 
-void expect_tensor(const KernelContext& ctx, const TensorView& t, std::initializer_list<DType> dtypes,
-                   int rank, const char* op, const char* name) {
+void expect_tensor(const KernelContext& ctx, const TensorView& t,
+                   std::initializer_list<DType> dtypes, int rank, const char* op,
+                   const char* name) {
   bool dtype_ok = false;
   for (DType d : dtypes) dtype_ok = dtype_ok || t.dtype == d;
   BEAM_CHECK(dtype_ok) << op << ": " << name << " has dtype " << dtype_name(t.dtype);

@@ -12,8 +12,8 @@ namespace beam::kernel_checks {
 void expect_tensor(const KernelContext& ctx, const TensorView& t, DType dtype, int rank,
                    const char* op, const char* name);
 // Like expect_tensor with any of several dtypes.
-void expect_tensor(const KernelContext& ctx, const TensorView& t, std::initializer_list<DType> dtypes,
-                   int rank, const char* op, const char* name);
+void expect_tensor(const KernelContext& ctx, const TensorView& t,
+                   std::initializer_list<DType> dtypes, int rank, const char* op, const char* name);
 // The CPU thread pool of ctx (required for CPU ops).
 ThreadPool& cpu_pool(const KernelContext& ctx, const char* op);
 // Device::kCuda in a build without the CUDA backend.

@@ -18,8 +18,11 @@ void linear(const KernelContext& ctx, const TensorView& x, const TensorView& w,
       << op << ": x " << x.shape.str() << " · w " << w.shape.str() << "ᵀ into out "
       << out.shape.str();
   switch (ctx.device) {
-    case Device::kCpu: cpu::linear(kernel_checks::cpu_pool(ctx, op), x, w, out); return;
-    case Device::kCuda: kernel_checks::cuda_backend_not_built(op);
+    case Device::kCpu:
+      cpu::linear(kernel_checks::cpu_pool(ctx, op), x, w, out);
+      return;
+    case Device::kCuda:
+      kernel_checks::cuda_backend_not_built(op);
   }
 }
 

@@ -20,9 +20,8 @@ void moe_route(const KernelContext& ctx, const TensorView& router_logits, const 
   const int64_t T = router_logits.dim(0), E = router_logits.dim(1);
   BEAM_CHECK(bias.dim(0) == E && ids.dim(0) == T && ids.dim(1) == params.top_k &&
              weights.shape == ids.shape)
-      << op << ": logits " << router_logits.shape.str() << ", bias " << bias.shape.str()
-      << ", ids " << ids.shape.str() << ", weights " << weights.shape.str() << ", top_k "
-      << params.top_k;
+      << op << ": logits " << router_logits.shape.str() << ", bias " << bias.shape.str() << ", ids "
+      << ids.shape.str() << ", weights " << weights.shape.str() << ", top_k " << params.top_k;
   BEAM_CHECK(params.num_groups > 0 && E % params.num_groups == 0 && params.topk_groups > 0 &&
              params.topk_groups <= params.num_groups && params.top_k > 0 &&
              params.top_k <= params.topk_groups * (E / params.num_groups))
@@ -32,7 +31,8 @@ void moe_route(const KernelContext& ctx, const TensorView& router_logits, const 
     case Device::kCpu:
       cpu::moe_route(cpu_pool(ctx, op), router_logits, bias, params, ids, weights);
       return;
-    case Device::kCuda: cuda_backend_not_built(op);
+    case Device::kCuda:
+      cuda_backend_not_built(op);
   }
 }
 
@@ -54,8 +54,11 @@ void moe_experts(const KernelContext& ctx, const TensorView& x, const TensorView
       << down.shape.str() << ", ids " << ids.shape.str() << ", weights " << weights.shape.str()
       << ", out " << out.shape.str();
   switch (ctx.device) {
-    case Device::kCpu: cpu::moe_experts(cpu_pool(ctx, op), x, gate_up, down, ids, weights, out); return;
-    case Device::kCuda: cuda_backend_not_built(op);
+    case Device::kCpu:
+      cpu::moe_experts(cpu_pool(ctx, op), x, gate_up, down, ids, weights, out);
+      return;
+    case Device::kCuda:
+      cuda_backend_not_built(op);
   }
 }
 

@@ -17,8 +17,11 @@ void rms_norm(const KernelContext& ctx, const TensorView& x, const TensorView& w
   BEAM_CHECK(out.shape == x.shape && w.dim(0) == x.dim(1) && x.dim(1) > 0)
       << op << ": x " << x.shape.str() << ", w " << w.shape.str() << ", out " << out.shape.str();
   switch (ctx.device) {
-    case Device::kCpu: cpu::rms_norm(kernel_checks::cpu_pool(ctx, op), x, w, eps, out); return;
-    case Device::kCuda: kernel_checks::cuda_backend_not_built(op);
+    case Device::kCpu:
+      cpu::rms_norm(kernel_checks::cpu_pool(ctx, op), x, w, eps, out);
+      return;
+    case Device::kCuda:
+      kernel_checks::cuda_backend_not_built(op);
   }
 }
 
@@ -34,9 +37,11 @@ void post_norm_residual(const KernelContext& ctx, const TensorView& branch,
       << ", residual " << residual.shape.str();
   switch (ctx.device) {
     case Device::kCpu:
-      cpu::post_norm_residual(kernel_checks::cpu_pool(ctx, op), branch, w_post, eps, r, c, residual);
+      cpu::post_norm_residual(kernel_checks::cpu_pool(ctx, op), branch, w_post, eps, r, c,
+                              residual);
       return;
-    case Device::kCuda: kernel_checks::cuda_backend_not_built(op);
+    case Device::kCuda:
+      kernel_checks::cuda_backend_not_built(op);
   }
 }
 

@@ -25,8 +25,11 @@ void apply_rope(const KernelContext& ctx, const TensorView& q, const TensorView&
       << positions.shape.str();
   BEAM_CHECK(theta > 0.0f) << op << ": theta " << theta;
   switch (ctx.device) {
-    case Device::kCpu: cpu::apply_rope(cpu_pool(ctx, op), q, k, positions, theta); return;
-    case Device::kCuda: cuda_backend_not_built(op);
+    case Device::kCpu:
+      cpu::apply_rope(cpu_pool(ctx, op), q, k, positions, theta);
+      return;
+    case Device::kCuda:
+      cuda_backend_not_built(op);
   }
 }
 
@@ -37,25 +40,35 @@ void apply_ssmax(const KernelContext& ctx, const TensorView& q, const TensorView
   BEAM_CHECK(positions.dim(0) == q.dim(0))
       << op << ": q " << q.shape.str() << ", positions " << positions.shape.str();
   switch (ctx.device) {
-    case Device::kCpu: cpu::apply_ssmax(cpu_pool(ctx, op), q, positions); return;
-    case Device::kCuda: cuda_backend_not_built(op);
+    case Device::kCpu:
+      cpu::apply_ssmax(cpu_pool(ctx, op), q, positions);
+      return;
+    case Device::kCuda:
+      cuda_backend_not_built(op);
   }
 }
 
-float ssmax_scale(int64_t position) { return cpu::ssmax_scale(position); }
+float ssmax_scale(int64_t position) {
+  return cpu::ssmax_scale(position);
+}
 
 float rope_inv_freq(float theta, int64_t i, int64_t head_dim) {
-  BEAM_CHECK(head_dim > 0 && i >= 0 && 2 * i < head_dim) << "rope_inv_freq: i " << i << ", D " << head_dim;
+  BEAM_CHECK(head_dim > 0 && i >= 0 && 2 * i < head_dim)
+      << "rope_inv_freq: i " << i << ", D " << head_dim;
   return cpu::rope_inv_freq(theta, i, head_dim);
 }
 
-float rope_angle(int64_t position, float inv_freq) { return cpu::rope_angle(position, inv_freq); }
+float rope_angle(int64_t position, float inv_freq) {
+  return cpu::rope_angle(position, inv_freq);
+}
 
 void rope_cos_sin(int64_t position, float theta, int64_t head_dim, std::span<float> cos_out,
                   std::span<float> sin_out) {
-  BEAM_CHECK(head_dim > 0 && head_dim % 2 == 0 && static_cast<int64_t>(cos_out.size()) == head_dim &&
+  BEAM_CHECK(head_dim > 0 && head_dim % 2 == 0 &&
+             static_cast<int64_t>(cos_out.size()) == head_dim &&
              static_cast<int64_t>(sin_out.size()) == head_dim)
-      << "rope_cos_sin: head_dim " << head_dim << ", outputs " << cos_out.size() << "/" << sin_out.size();
+      << "rope_cos_sin: head_dim " << head_dim << ", outputs " << cos_out.size() << "/"
+      << sin_out.size();
   std::vector<float> inv_freq(static_cast<size_t>(head_dim / 2));
   for (int64_t i = 0; i < head_dim / 2; ++i) inv_freq[i] = cpu::rope_inv_freq(theta, i, head_dim);
   cpu::rope_cos_sin(position, inv_freq.data(), head_dim, cos_out.data(), sin_out.data());

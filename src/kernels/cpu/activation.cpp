@@ -11,11 +11,14 @@ namespace beam::cpu {
 namespace {
 
 // Rows per task so that a task handles at least ~8K elements.
-int64_t min_rows(int64_t row_elems) { return row_elems >= 8192 ? 1 : 8192 / row_elems + 1; }
+int64_t min_rows(int64_t row_elems) {
+  return row_elems >= 8192 ? 1 : 8192 / row_elems + 1;
+}
 
 }  // namespace
 
-void output_gate(ThreadPool& pool, const TensorView& o, const TensorView& g, const TensorView& bias) {
+void output_gate(ThreadPool& pool, const TensorView& o, const TensorView& g,
+                 const TensorView& bias) {
   const int64_t T = o.dim(0), width = o.dim(1), Nq = bias.dim(0), D = width / Nq;
   pool.parallel_for(T, min_rows(width), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
@@ -60,7 +63,8 @@ void softcap(ThreadPool& pool, const TensorView& z, float cap, const TensorView&
   });
 }
 
-void embedding(ThreadPool& pool, const TensorView& table, const TensorView& ids, const TensorView& out) {
+void embedding(ThreadPool& pool, const TensorView& table, const TensorView& ids,
+               const TensorView& out) {
   const int64_t T = ids.dim(0), V = table.dim(0), H = table.dim(1);
   for (int64_t t = 0; t < T; ++t) {
     const int32_t id = ids.as<int32_t>()[t];

@@ -7,9 +7,11 @@
 namespace beam::cpu {
 
 // Views validated by kernels/api/activation.cpp (shapes and dtypes as in that header).
-void output_gate(ThreadPool& pool, const TensorView& o, const TensorView& g, const TensorView& bias);
+void output_gate(ThreadPool& pool, const TensorView& o, const TensorView& g,
+                 const TensorView& bias);
 void swiglu(ThreadPool& pool, const TensorView& gate_up, const TensorView& act);
 void softcap(ThreadPool& pool, const TensorView& z, float cap, const TensorView& logits);
-void embedding(ThreadPool& pool, const TensorView& table, const TensorView& ids, const TensorView& out);
+void embedding(ThreadPool& pool, const TensorView& table, const TensorView& ids,
+               const TensorView& out);
 
 }  // namespace beam::cpu

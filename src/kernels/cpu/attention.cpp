@@ -88,7 +88,8 @@ void attend_tile(const TensorView& q, const PagedKv& kv, const AttentionSeq& s, 
   const int64_t G = g.group, D = g.head_dim, bs = g.block_size;
   for (int64_t r = 0; r < w.rows; ++r) {
     const int64_t t = s.q_begin + w.row0 + r;
-    widen_bf16(q.as<bf16>() + (t * g.num_heads + w.kv_head * G) * D, sc.q.data() + r * G * D, G * D);
+    widen_bf16(q.as<bf16>() + (t * g.num_heads + w.kv_head * G) * D, sc.q.data() + r * G * D,
+               G * D);
   }
   std::fill_n(sc.acc.begin(), w.rows * G * D, 0.0f);
   std::fill_n(sc.max.begin(), w.rows * G, -std::numeric_limits<float>::infinity());
@@ -98,7 +99,8 @@ void attend_tile(const TensorView& q, const PagedKv& kv, const AttentionSeq& s, 
   const SlotRange first = visible_slots(s, p0, g.window);
   const SlotRange last = visible_slots(s, p0 + w.rows - 1, g.window);
   for (int64_t c0 = first.lo; c0 <= last.hi;) {
-    const int64_t c1 = std::min({(c0 / kKeyChunk + 1) * kKeyChunk, (c0 / bs + 1) * bs, last.hi + 1});
+    const int64_t c1 =
+        std::min({(c0 / kKeyChunk + 1) * kKeyChunk, (c0 / bs + 1) * bs, last.hi + 1});
     const int32_t block = s.block_table[c0 / bs];
     BEAM_CHECK(block >= 0 && block < g.num_blocks)
         << "paged_attention: logical block " << c0 / bs << " maps to " << block
@@ -113,9 +115,8 @@ void attend_tile(const TensorView& q, const PagedKv& kv, const AttentionSeq& s, 
                   sc.scores.data(), kKeyChunk);
       for (int64_t u = 0; u < G; ++u) {
         const int64_t row = r * G + u;
-        online_softmax_step(sc.scores.data() + u * kKeyChunk, b - a + 1,
-                            sc.v.data() + (a - c0) * D, D, g.scale, sc.max[row], sc.sum[row],
-                            sc.acc.data() + row * D);
+        online_softmax_step(sc.scores.data() + u * kKeyChunk, b - a + 1, sc.v.data() + (a - c0) * D,
+                            D, g.scale, sc.max[row], sc.sum[row], sc.acc.data() + row * D);
       }
     }
     c0 = c1;

@@ -2,10 +2,10 @@
 // register tiles of MR x-rows by NR w-rows stream the weights once per MR rows of x.
 #include "kernels/cpu/gemm.h"
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <vector>
-
-#include <cblas.h>
 
 #include "kernels/cpu/vec.h"
 
@@ -18,8 +18,7 @@ constexpr int64_t kBlockN = 32;
 
 // Computes out[0:M, 0:n] for the w rows [0, n) of one block with MR x NR register tiles.
 template <int MR, int NR, typename W, typename O>
-void gemm_block(const float* x, int64_t M, int64_t K, const W* w, int64_t n, O* out,
-                int64_t ldo) {
+void gemm_block(const float* x, int64_t M, int64_t K, const W* w, int64_t n, O* out, int64_t ldo) {
   float res[MR * NR];
   int64_t j = 0;
   for (; j + NR <= n; j += NR) {
@@ -48,10 +47,18 @@ template <typename W, typename O>
 void gemm_block_any(const float* x, int64_t M, int64_t K, const W* w, int64_t n, O* out,
                     int64_t ldo) {
   switch (M) {
-    case 1: gemm_block<1, 8>(x, M, K, w, n, out, ldo); return;
-    case 2: gemm_block<2, 4>(x, M, K, w, n, out, ldo); return;
-    case 3: gemm_block<3, 3>(x, M, K, w, n, out, ldo); return;
-    default: gemm_block<4, 2>(x, M, K, w, n, out, ldo); return;
+    case 1:
+      gemm_block<1, 8>(x, M, K, w, n, out, ldo);
+      return;
+    case 2:
+      gemm_block<2, 4>(x, M, K, w, n, out, ldo);
+      return;
+    case 3:
+      gemm_block<3, 3>(x, M, K, w, n, out, ldo);
+      return;
+    default:
+      gemm_block<4, 2>(x, M, K, w, n, out, ldo);
+      return;
   }
 }
 
@@ -97,9 +104,14 @@ void gemm_impl(ThreadPool& pool, const float* x, int64_t M, int64_t K, const W* 
   if (M == 0 || N == 0) return;
   if (path == GemmPath::kAuto) path = M >= kBlasMinRows ? GemmPath::kBlas : GemmPath::kTiles;
   switch (path) {
-    case GemmPath::kTiles: gemm_tiles(pool, x, M, K, w, N, out, ldo); return;
-    case GemmPath::kBlas: gemm_blas(pool, x, M, K, w, N, out, ldo); return;
-    case GemmPath::kAuto: break;
+    case GemmPath::kTiles:
+      gemm_tiles(pool, x, M, K, w, N, out, ldo);
+      return;
+    case GemmPath::kBlas:
+      gemm_blas(pool, x, M, K, w, N, out, ldo);
+      return;
+    case GemmPath::kAuto:
+      break;
   }
 }
 
@@ -107,12 +119,17 @@ void gemm_impl(ThreadPool& pool, const float* x, int64_t M, int64_t K, const W* 
 std::vector<float> widen_x(const TensorView& x) {
   std::vector<float> xf(static_cast<size_t>(x.numel()));
   switch (x.dtype) {
-    case DType::kBF16: widen_bf16(x.as<bf16>(), xf.data(), x.numel()); break;
-    case DType::kF32: std::copy_n(x.as<float>(), x.numel(), xf.data()); break;
+    case DType::kBF16:
+      widen_bf16(x.as<bf16>(), xf.data(), x.numel());
+      break;
+    case DType::kF32:
+      std::copy_n(x.as<float>(), x.numel(), xf.data());
+      break;
     case DType::kF16:
     case DType::kI32:
     case DType::kI64:
-    case DType::kU8: BEAM_CHECK(false) << "linear: x dtype " << dtype_name(x.dtype);
+    case DType::kU8:
+      BEAM_CHECK(false) << "linear: x dtype " << dtype_name(x.dtype);
   }
   return xf;
 }

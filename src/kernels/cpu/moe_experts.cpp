@@ -68,8 +68,7 @@ void moe_experts(ThreadPool& pool, const TensorView& x, const TensorView& gate_u
     const int64_t n = b.offset[e + 1] - b.offset[e];
     if (n == 0) continue;
     xe.resize(static_cast<size_t>(n * H));
-    for (int64_t r = 0; r < n; ++r)
-      std::copy_n(&xf[b.token[b.offset[e] + r] * H], H, &xe[r * H]);
+    for (int64_t r = 0; r < n; ++r) std::copy_n(&xf[b.token[b.offset[e] + r] * H], H, &xe[r * H]);
     gu.resize(static_cast<size_t>(n * 2 * I));
     gemm(pool, xe.data(), n, H, gate_up.as<bf16>() + e * 2 * I * H, 2 * I, gu.data(), 2 * I);
     act.resize(static_cast<size_t>(n * I));

@@ -48,7 +48,8 @@ void route_token(const float* logits, const float* bias, const RouterParams& p, 
     BEAM_CHECK(!std::isnan(choice[e])) << "moe_route: NaN router choice for expert " << e;
   }
   std::vector<float> gscore(static_cast<size_t>(p.num_groups));
-  for (int64_t g = 0; g < p.num_groups; ++g) gscore[g] = group_score(&choice[g * s.group_size], s.group_size);
+  for (int64_t g = 0; g < p.num_groups; ++g)
+    gscore[g] = group_score(&choice[g * s.group_size], s.group_size);
   std::vector<int32_t> groups(static_cast<size_t>(p.num_groups));
   std::iota(groups.begin(), groups.end(), 0);
   std::partial_sort(groups.begin(), groups.begin() + p.topk_groups, groups.end(),

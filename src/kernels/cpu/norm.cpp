@@ -12,7 +12,9 @@ namespace beam::cpu {
 namespace {
 
 // Rows per task: keep each task at least ~16K elements so tiny per-head norms are not split.
-int64_t min_rows_per_task(int64_t n) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)); }
+int64_t min_rows_per_task(int64_t n) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1));
+}
 
 // y[i] = f32(x[i]) * inv_rms * w[i] in fp32 (left to right), inv_rms = 1/sqrt(mean(x^2) + eps).
 // xf: the row widened to fp32 (n values); y: fp32 results before rounding.

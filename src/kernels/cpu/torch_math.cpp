@@ -1,6 +1,7 @@
 // SLEEF-backed fp32 math matching PyTorch's CPU vector kernels (see torch_math.h). Builds without
 // -march (Debug) call the same SLEEF entry points (declared here when sleef.h hides them); the
-// 8-lane ones go through SLEEF's run-time dispatcher, as PyTorch does. Needs AVX2 + FMA at run time.
+// 8-lane ones go through SLEEF's run-time dispatcher, as PyTorch does. Needs AVX2 + FMA at run
+// time.
 #include "kernels/cpu/torch_math.h"
 
 #include <sleef.h>
@@ -34,8 +35,14 @@ void torch_sinf8(const float* x, float* out) {
 
 namespace beam::cpu {
 
-float torch_powf(float base, float exponent) { return Sleef_powf1_u10purecfma(base, exponent); }
-float torch_expf(float x) { return Sleef_expf1_u10purecfma(x); }
-float torch_tanhf(float x) { return Sleef_tanhf1_u10purecfma(x); }
+float torch_powf(float base, float exponent) {
+  return Sleef_powf1_u10purecfma(base, exponent);
+}
+float torch_expf(float x) {
+  return Sleef_expf1_u10purecfma(x);
+}
+float torch_tanhf(float x) {
+  return Sleef_tanhf1_u10purecfma(x);
+}
 
 }  // namespace beam::cpu

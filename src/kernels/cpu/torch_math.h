@@ -13,9 +13,13 @@ float torch_expf(float x);
 float torch_tanhf(float x);
 
 // torch.sigmoid on fp32: 1 / (1 + exp(-x)).
-inline float torch_sigmoidf(float x) { return 1.0f / (1.0f + torch_expf(-x)); }
+inline float torch_sigmoidf(float x) {
+  return 1.0f / (1.0f + torch_expf(-x));
+}
 // torch silu on fp32: x / (1 + exp(-x)).
-inline float torch_siluf(float x) { return x / (1.0f + torch_expf(-x)); }
+inline float torch_siluf(float x) {
+  return x / (1.0f + torch_expf(-x));
+}
 
 // cos / sin of 8 consecutive elements of a contiguous tensor, as one AVX2 vector of PyTorch's
 // loop: SLEEF switches the whole vector to its large-argument range reduction when any lane has

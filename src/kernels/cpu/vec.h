@@ -15,8 +15,12 @@
 
 namespace beam::cpu {
 
-inline float as_f32(float v) { return v; }
-inline float as_f32(bf16 v) { return to_float(v); }
+inline float as_f32(float v) {
+  return v;
+}
+inline float as_f32(bf16 v) {
+  return to_float(v);
+}
 
 // dst[i] = f32(src[i]) (exact widening).
 inline void widen_bf16(const bf16* src, float* dst, int64_t n) {
@@ -34,7 +38,9 @@ inline void widen_bf16(const bf16* src, float* dst, int64_t n) {
 inline void widen_row(const float* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
 }
-inline void widen_row(const bf16* src, float* dst, int64_t n) { widen_bf16(src, dst, n); }
+inline void widen_row(const bf16* src, float* dst, int64_t n) {
+  widen_bf16(src, dst, n);
+}
 
 // dst[i] = bf16(src[i]) with round-to-nearest-even.
 inline void narrow_to_bf16(const float* src, bf16* dst, int64_t n) {
@@ -42,8 +48,12 @@ inline void narrow_to_bf16(const float* src, bf16* dst, int64_t n) {
 }
 
 // Stores one fp32 result in the output dtype (the GEMM's single rounding).
-inline void store_out(float v, float* dst) { *dst = v; }
-inline void store_out(float v, bf16* dst) { *dst = to_bf16(v); }
+inline void store_out(float v, float* dst) {
+  *dst = v;
+}
+inline void store_out(float v, bf16* dst) {
+  *dst = to_bf16(v);
+}
 
 // Dot-product order shared by all GEMM paths (so a row's result never depends on M, tiling or
 // threads): lane l (0..7) accumulates x[k]*w[k] for k = l, l+8, ... < K8 = K & ~7 with fused
@@ -53,7 +63,9 @@ inline void store_out(float v, bf16* dst) { *dst = to_bf16(v); }
 // dot_tile computes out[i * NR + j] = dot(x + i * ldx, w + j * ldw, K) for i < MR, j < NR;
 // x rows are fp32, w rows are W (bf16 or fp32).
 #if BEAM_CPU_AVX2
-inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const float* p) {
+  return _mm256_loadu_ps(p);
+}
 inline __m256 load8(const bf16* p) {
   __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -61,8 +73,8 @@ inline __m256 load8(const bf16* p) {
 
 inline float lane_sum(__m256 v) {
   __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // l_i + l_{i+4}
-  __m128 b = _mm_add_ps(a, _mm_movehl_ps(a, a));        // (a0 + a2, a1 + a3)
-  __m128 c = _mm_add_ss(b, _mm_movehdup_ps(b));         // b0 + b1
+  __m128 b = _mm_add_ps(a, _mm_movehl_ps(a, a));  // (a0 + a2, a1 + a3)
+  __m128 c = _mm_add_ss(b, _mm_movehdup_ps(b));   // b0 + b1
   return _mm_cvtss_f32(c);
 }
 

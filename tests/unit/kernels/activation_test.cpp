@@ -13,7 +13,8 @@ TEST(OutputGate, RoundsAfterBiasAfterSigmoidAndAfterProduct) {
   Contexts ctx;
   std::mt19937 rng(21);
   for (auto [T, Nq, D] : {std::tuple<int64_t, int64_t, int64_t>{5, 4, 128}, {2, 48, 128}}) {
-    HostTensor o = test::random_bf16({T, Nq * D}, rng), g = test::random_bf16({T, Nq * D}, rng, 2.0f);
+    HostTensor o = test::random_bf16({T, Nq * D}, rng),
+               g = test::random_bf16({T, Nq * D}, rng, 2.0f);
     HostTensor bias = test::random_bf16({Nq}, rng, 1.0f);
     HostTensor o1 = test::copy_of(o), o2 = test::copy_of(o);
     output_gate(ctx.one, o1.view, g.view, bias.view);
@@ -27,7 +28,8 @@ TEST(OutputGate, RoundsAfterBiasAfterSigmoidAndAfterProduct) {
         const float gv = to_float(g.as<bf16>()[i]), ov = to_float(o.as<bf16>()[i]);
         const float s = round_bf16(cpu::torch_sigmoidf(round_bf16(gv + b)));
         ASSERT_EQ(o2.as<bf16>()[i].bits, to_bf16(ov * s).bits) << "t " << t << " j " << j;
-        unrounded_differs += to_bf16(ov * cpu::torch_sigmoidf(gv + b)).bits != o2.as<bf16>()[i].bits;
+        unrounded_differs +=
+            to_bf16(ov * cpu::torch_sigmoidf(gv + b)).bits != o2.as<bf16>()[i].bits;
       }
     }
     EXPECT_GT(unrounded_differs, 0);
@@ -46,7 +48,8 @@ TEST(Swiglu, RoundsOnceAfterFp32SiluTimesUp) {
   int64_t rounded_silu_differs = 0;
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t i = 0; i < I; ++i) {
-      const float g = to_float(gu.as<bf16>()[t * 2 * I + i]), u = to_float(gu.as<bf16>()[t * 2 * I + I + i]);
+      const float g = to_float(gu.as<bf16>()[t * 2 * I + i]),
+                  u = to_float(gu.as<bf16>()[t * 2 * I + I + i]);
       const bf16 want = to_bf16(cpu::torch_siluf(g) * u);
       ASSERT_EQ(a2.as<bf16>()[t * I + i].bits, want.bits);
       const double exact = g / (1.0 + std::exp(-double(g))) * u;
@@ -83,7 +86,8 @@ TEST(Embedding, GathersRows) {
   Contexts ctx;
   std::mt19937 rng(24);
   const int64_t V = 50, H = 40;
-  HostTensor table = test::random_bf16({V, H}, rng), ids(DType::kI32, {4}), out(DType::kBF16, {4, H});
+  HostTensor table = test::random_bf16({V, H}, rng), ids(DType::kI32, {4}),
+             out(DType::kBF16, {4, H});
   const int32_t want[4] = {3, 0, 49, 3};
   std::copy_n(want, 4, ids.as<int32_t>());
   embedding(ctx.two, table.view, ids.view, out.view);

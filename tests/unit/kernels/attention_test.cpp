@@ -36,7 +36,8 @@ struct Batch {
     std::vector<AttentionSeq> out;
     int64_t row = 0;
     for (const TestSeq& s : seqs) {
-      out.push_back({row, s.q_count, s.kv_pos0 + s.kv_len - s.q_count, s.kv_pos0, s.kv_len, s.table});
+      out.push_back(
+          {row, s.q_count, s.kv_pos0 + s.kv_len - s.q_count, s.kv_pos0, s.kv_len, s.table});
       row += s.q_count;
     }
     return out;
@@ -47,7 +48,8 @@ struct SeqSpec {
   int64_t kv_pos0, kv_len, q_count;
 };
 
-Batch make_batch(const Geometry& g, const std::vector<SeqSpec>& specs, uint64_t seed, Contexts& ctx) {
+Batch make_batch(const Geometry& g, const std::vector<SeqSpec>& specs, uint64_t seed,
+                 Contexts& ctx) {
   Batch b;
   b.g = g;
   std::mt19937 rng(static_cast<uint32_t>(seed));
@@ -66,8 +68,12 @@ Batch make_batch(const Geometry& g, const std::vector<SeqSpec>& specs, uint64_t 
   b.q = test::random_bf16({T, g.Nq, g.D}, rng, 1.5f);
   int64_t next = 0;
   for (const SeqSpec& s : specs) {
-    TestSeq ts{s.kv_pos0, s.kv_len, s.q_count, test::random_bf16({s.kv_len, g.Nkv, g.D}, rng, 1.5f),
-               test::random_bf16({s.kv_len, g.Nkv, g.D}, rng), {}};
+    TestSeq ts{s.kv_pos0,
+               s.kv_len,
+               s.q_count,
+               test::random_bf16({s.kv_len, g.Nkv, g.D}, rng, 1.5f),
+               test::random_bf16({s.kv_len, g.Nkv, g.D}, rng),
+               {}};
     for (int64_t j = 0; j < s.kv_len; j += g.block_size) ts.table.push_back(physical[next++]);
     HostTensor slots(DType::kI64, {s.kv_len});
     for (int64_t j = 0; j < s.kv_len; ++j)
@@ -108,7 +114,8 @@ std::vector<double> reference(const Batch& b, int64_t seq, int64_t i, int64_t h,
   for (double& sc : scores) sum += (sc = std::exp(sc - mx));
   for (size_t n = 0; n < slots.size(); ++n)
     for (int64_t d = 0; d < g.D; ++d)
-      out[d] += scores[n] / sum * to_float(s.values.as<bf16>()[(slots[n] * g.Nkv + kv_head) * g.D + d]);
+      out[d] +=
+          scores[n] / sum * to_float(s.values.as<bf16>()[(slots[n] * g.Nkv + kv_head) * g.D + d]);
   return out;
 }
 
@@ -126,8 +133,9 @@ void check_against_reference(const Batch& b, const HostTensor& out) {
           const float got = to_float(out.as<bf16>()[(row * g.Nq + h) * g.D + d]);
           // bf16 rounding of an fp32 result: at most 1 ulp off (or tiny when the average cancels)
           const int ulps = test::bf16_ulps(got, float(want[d]));
-          ASSERT_TRUE(ulps <= 1 || std::fabs(got - want[d]) < 1e-5) << "seq " << s << " row " << i << " head " << h << " d " << d
-                             << ": got " << got << " want " << want[d];
+          ASSERT_TRUE(ulps <= 1 || std::fabs(got - want[d]) < 1e-5)
+              << "seq " << s << " row " << i << " head " << h << " d " << d << ": got " << got
+              << " want " << want[d];
           off_by_one += ulps > 0;
           ++total;
         }
@@ -146,11 +154,11 @@ void check_against_reference(const Batch& b, const HostTensor& out) {
 }
 
 const std::vector<SeqSpec> kTinySeqs = {
-    {0, 40, 40},        // prefill crossing the window
-    {0, 17, 1},         // decode one past the window
-    {0, 17, 7},         // chunk of 7 after 10 cached
-    {999980, 25, 3},    // positions around 10^6
-    {0, 1, 1},          // single token
+    {0, 40, 40},      // prefill crossing the window
+    {0, 17, 1},       // decode one past the window
+    {0, 17, 7},       // chunk of 7 after 10 cached
+    {999980, 25, 3},  // positions around 10^6
+    {0, 1, 1},        // single token
 };
 
 TEST(PagedAttention, MatchesReferenceTinyShapes) {
@@ -219,7 +227,8 @@ TEST(PagedAttention, WindowEdges) {
       b.cache_v.as<bf16>()[phys * row + e] = to_bf16(-9.0f);
     }
     const HostTensor changed = run(b, ctx.two, seqs);
-    EXPECT_EQ(!test::bits_equal(changed.view, base.view), back < b.g.window) << back << " keys back";
+    EXPECT_EQ(!test::bits_equal(changed.view, base.view), back < b.g.window)
+        << back << " keys back";
     std::memcpy(b.cache_k.view.data, saved_k.view.data, saved_k.view.nbytes());
     std::memcpy(b.cache_v.view.data, saved_v.view.data, saved_v.view.nbytes());
   }
@@ -255,7 +264,8 @@ TEST(StoreKv, WritesSlotsAndSkipsMinusOne) {
   Contexts ctx;
   std::mt19937 rng(91);
   HostTensor k = test::random_bf16({3, 2, 8}, rng), v = test::random_bf16({3, 2, 8}, rng);
-  HostTensor ck(DType::kBF16, {2, 4, 2, 8}), cv(DType::kBF16, {2, 4, 2, 8}), slots(DType::kI64, {3});
+  HostTensor ck(DType::kBF16, {2, 4, 2, 8}), cv(DType::kBF16, {2, 4, 2, 8}),
+      slots(DType::kI64, {3});
   std::fill_n(ck.as<bf16>(), ck.view.numel(), to_bf16(0.0f));
   std::fill_n(cv.as<bf16>(), cv.view.numel(), to_bf16(0.0f));
   const int64_t s[3] = {5, -1, 0};

@@ -32,9 +32,9 @@ struct Case {
 };
 
 void check_case(const Case& c, Contexts& ctx, std::mt19937& rng) {
-  SCOPED_TRACE(::testing::Message() << "M=" << c.M << " K=" << c.K << " N=" << c.N << " x="
-                                    << dtype_name(c.x) << " w=" << dtype_name(c.w)
-                                    << " out=" << dtype_name(c.out));
+  SCOPED_TRACE(::testing::Message()
+               << "M=" << c.M << " K=" << c.K << " N=" << c.N << " x=" << dtype_name(c.x)
+               << " w=" << dtype_name(c.w) << " out=" << dtype_name(c.out));
   auto make = [&](DType d, Shape s) {
     HostTensor t(d, s);
     test::fill_uniform(t.view, rng(), 1.0f);
@@ -52,10 +52,12 @@ void check_case(const Case& c, Contexts& ctx, std::mt19937& rng) {
       const float got = test::value_at(out2.view, m * c.N + n);
       const float order = documented_dot(x.view, m, w.view, n);
       const float want = c.out == DType::kBF16 ? round_bf16(order) : order;
-      ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << "m=" << m << " n=" << n;
+      ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
+          << "m=" << m << " n=" << n;
       double abs_sum;
       const double exact = exact_dot(x.view, m, w.view, n, &abs_sum);
-      ASSERT_LE(std::fabs(double(order) - exact), 1e-6 * abs_sum + 1e-30) << "fp32 accumulation error";
+      ASSERT_LE(std::fabs(double(order) - exact), 1e-6 * abs_sum + 1e-30)
+          << "fp32 accumulation error";
       ++checked;
     }
   }
@@ -72,7 +74,7 @@ TEST(Linear, MatchesDocumentedOrderAtTinyShapes) {
   check_case({3, 256, 64, DType::kBF16, DType::kBF16, DType::kF32}, ctx, rng);
   check_case({5, 100, 33, DType::kF32, DType::kF32, DType::kF32}, ctx, rng);
   check_case({4, 256, 16, DType::kBF16, DType::kF32, DType::kF32}, ctx, rng);  // fp32 router
-  check_case({1, 7, 3, DType::kBF16, DType::kBF16, DType::kBF16}, ctx, rng);     // K < 8
+  check_case({1, 7, 3, DType::kBF16, DType::kBF16, DType::kBF16}, ctx, rng);   // K < 8
 }
 
 TEST(Linear, MatchesDocumentedOrderAtBeamShapes) {
@@ -104,7 +106,8 @@ TEST(Linear, TilePathRowsDoNotDependOnBatchSize) {
 // results within one ulp of the tile path, deterministic across thread counts.
 TEST(Linear, BlasPathAccuracyAndDeterminism) {
   Contexts ctx;
-  for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{cpu::kBlasMinRows, 256, 200}, {70, 1000, 130}}) {
+  for (auto [M, K, N] :
+       {std::tuple<int64_t, int64_t, int64_t>{cpu::kBlasMinRows, 256, 200}, {70, 1000, 130}}) {
     SCOPED_TRACE(::testing::Message() << "M=" << M << " K=" << K << " N=" << N);
     HostTensor x(DType::kBF16, {M, K}), w(DType::kBF16, {N, K});
     test::fill_uniform(x.view, 5, 1.0f);
@@ -122,7 +125,8 @@ TEST(Linear, BlasPathAccuracyAndDeterminism) {
         double abs_sum;
         const double exact = exact_dot(x.view, m, w.view, n, &abs_sum);
         ASSERT_LE(std::fabs(f2.as<float>()[m * N + n] - exact), 1e-6 * abs_sum) << m << "," << n;
-        const float a = to_float(b_blas.as<bf16>()[m * N + n]), b = to_float(b_tiles.as<bf16>()[m * N + n]);
+        const float a = to_float(b_blas.as<bf16>()[m * N + n]),
+                    b = to_float(b_tiles.as<bf16>()[m * N + n]);
         ASSERT_LE(test::bf16_ulps(a, b), 1);
         differ += a != b;
       }

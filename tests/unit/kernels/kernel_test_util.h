@@ -4,19 +4,19 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <algorithm>
 #include <random>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "core/bf16.h"
+#include "core/npy.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
-#include "core/npy.h"
 #include "kernels/api/context.h"
 
 namespace beam::test {
@@ -39,7 +39,8 @@ struct Contexts {
   KernelContext two{Device::kCpu, &pool2};
 };
 
-inline HostTensor random_bf16(Shape shape, std::mt19937& rng, float stddev = 1.0f, float mean = 0.0f) {
+inline HostTensor random_bf16(Shape shape, std::mt19937& rng, float stddev = 1.0f,
+                              float mean = 0.0f) {
   HostTensor t(DType::kBF16, shape);
   std::normal_distribution<float> dist(mean, stddev);
   for (int64_t i = 0; i < t.view.numel(); ++i) t.as<bf16>()[i] = to_bf16(dist(rng));
@@ -125,7 +126,8 @@ float documented_dot(const float* x, const W* w, int64_t K) {
   float lane[8] = {};
   for (int64_t k = 0; k < K8; k += 8)
     for (int l = 0; l < 8; ++l) lane[l] = std::fma(x[k + l], wf(w[k + l]), lane[l]);
-  float s = ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+  float s =
+      ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
   for (int64_t k = K8; k < K; ++k) s = std::fma(x[k], wf(w[k]), s);
   return s;
 }

@@ -34,12 +34,15 @@ Routed reference_route(const float* logits, const float* bias, int64_t E, const 
   }
   std::vector<int32_t> groups(p.num_groups);
   std::iota(groups.begin(), groups.end(), 0);
-  std::stable_sort(groups.begin(), groups.end(), [&](int32_t a, int32_t b) { return gscore[a] > gscore[b]; });
+  std::stable_sort(groups.begin(), groups.end(),
+                   [&](int32_t a, int32_t b) { return gscore[a] > gscore[b]; });
   std::vector<int32_t> cand;
   for (int64_t e = 0; e < E; ++e)
-    if (std::find(groups.begin(), groups.begin() + p.topk_groups, e / gsize) != groups.begin() + p.topk_groups)
+    if (std::find(groups.begin(), groups.begin() + p.topk_groups, e / gsize) !=
+        groups.begin() + p.topk_groups)
       cand.push_back(static_cast<int32_t>(e));
-  std::stable_sort(cand.begin(), cand.end(), [&](int32_t a, int32_t b) { return choice[a] > choice[b]; });
+  std::stable_sort(cand.begin(), cand.end(),
+                   [&](int32_t a, int32_t b) { return choice[a] > choice[b]; });
   Routed r;
   float sum = 0;
   for (int64_t k = 0; k < p.top_k; ++k) {
@@ -47,7 +50,8 @@ Routed reference_route(const float* logits, const float* bias, int64_t E, const 
     r.weights.push_back(score[cand[k]]);
     sum += score[cand[k]];
   }
-  for (float& w : r.weights) w = (p.norm_topk_prob ? w / (sum + 1e-20f) : w) * p.routed_scaling_factor;
+  for (float& w : r.weights)
+    w = (p.norm_topk_prob ? w / (sum + 1e-20f) : w) * p.routed_scaling_factor;
   return r;
 }
 
@@ -55,7 +59,8 @@ struct RouteOut {
   HostTensor ids, weights;
 };
 
-RouteOut route(const KernelContext& ctx, const HostTensor& logits, const HostTensor& bias, const RouterParams& p) {
+RouteOut route(const KernelContext& ctx, const HostTensor& logits, const HostTensor& bias,
+               const RouterParams& p) {
   const int64_t T = logits.view.dim(0);
   RouteOut o{HostTensor(DType::kI32, {T, p.top_k}), HostTensor(DType::kF32, {T, p.top_k})};
   moe_route(ctx, logits.view, bias.view, p, o.ids.view, o.weights.view);
@@ -63,13 +68,14 @@ RouteOut route(const KernelContext& ctx, const HostTensor& logits, const HostTen
 }
 
 void check_route(int64_t T, int64_t E, const RouterParams& p, uint32_t seed) {
-  SCOPED_TRACE(::testing::Message() << "E=" << E << " groups " << p.num_groups << " keep " << p.topk_groups
-                                    << " top_k " << p.top_k);
+  SCOPED_TRACE(::testing::Message() << "E=" << E << " groups " << p.num_groups << " keep "
+                                    << p.topk_groups << " top_k " << p.top_k);
   Contexts ctx;
   std::mt19937 rng(seed);
   HostTensor logits = test::random_f32({T, E}, rng, 2.0f), bias = test::random_f32({E}, rng, 0.5f);
   RouteOut a = route(ctx.one, logits, bias, p), b = route(ctx.two, logits, bias, p);
-  ASSERT_TRUE(test::bits_equal(a.ids.view, b.ids.view) && test::bits_equal(a.weights.view, b.weights.view));
+  ASSERT_TRUE(test::bits_equal(a.ids.view, b.ids.view) &&
+              test::bits_equal(a.weights.view, b.weights.view));
   RouterParams ungrouped = p;
   ungrouped.num_groups = ungrouped.topk_groups = 1;
   int grouping_changed = 0;
@@ -79,7 +85,8 @@ void check_route(int64_t T, int64_t E, const RouterParams& p, uint32_t seed) {
       ASSERT_EQ(b.ids.as<int32_t>()[t * p.top_k + k], want.ids[k]) << "t " << t << " k " << k;
       ASSERT_EQ(b.weights.as<float>()[t * p.top_k + k], want.weights[k]) << "t " << t << " k " << k;
     }
-    grouping_changed += reference_route(logits.as<float>() + t * E, bias.as<float>(), E, ungrouped).ids != want.ids;
+    grouping_changed +=
+        reference_route(logits.as<float>() + t * E, bias.as<float>(), E, ungrouped).ids != want.ids;
   }
   if (p.topk_groups < p.num_groups) {
     EXPECT_GT(grouping_changed, 0) << "group exclusion never mattered";
@@ -87,9 +94,9 @@ void check_route(int64_t T, int64_t E, const RouterParams& p, uint32_t seed) {
 }
 
 TEST(MoeRoute, MatchesReference) {
-  check_route(64, 16, {4, 2, 4, true, 2.5f}, 101);    // tiny-beam
-  check_route(16, 16, {4, 2, 4, false, 1.0f}, 102);   // no renormalisation
-  check_route(32, 256, {8, 4, 8, true, 2.5f}, 103);   // Beam
+  check_route(64, 16, {4, 2, 4, true, 2.5f}, 101);   // tiny-beam
+  check_route(16, 16, {4, 2, 4, false, 1.0f}, 102);  // no renormalisation
+  check_route(32, 256, {8, 4, 8, true, 2.5f}, 103);  // Beam
 }
 
 // Sets choice = score + bias directly: logits 0 give score 0.5, so bias = choice - 0.5.
@@ -106,7 +113,8 @@ TEST(MoeRoute, ExcludedGroupsAreNeverChosenEvenOverNegativeChoices) {
   // Group scores: g0 = 2, g1 = -1, g2 = 5 + -10 = -5, g3 = -6. Keep g0, g1. Expert 8 (choice 5)
   // is the best expert overall but excluded; masking excluded experts to 0 (HF DeepSeek) instead
   // of -inf would prefer them over g1's negative choices.
-  set_choices(logits, bias, {1, 1.1f, 1, 0.9f, -0.5f, -0.4f, -0.6f, -0.5f, 5, -10, -10, -10, -3, -3, -3, -3});
+  set_choices(logits, bias,
+              {1, 1.1f, 1, 0.9f, -0.5f, -0.4f, -0.6f, -0.5f, 5, -10, -10, -10, -3, -3, -3, -3});
   RouteOut o = route(ctx.two, logits, bias, {4, 2, 8, true, 1.0f});
   std::vector<int32_t> ids(o.ids.as<int32_t>(), o.ids.as<int32_t>() + 8);
   EXPECT_EQ(ids, (std::vector<int32_t>{1, 0, 2, 3, 5, 4, 7, 6}));
@@ -122,8 +130,10 @@ TEST(MoeRoute, TiesGoToTheLowerIndex) {
   logits.as<float>()[16 + 13] = 3.0f;
   logits.as<float>()[16 + 6] = 3.0f;
   RouteOut o = route(ctx.two, logits, bias, {4, 2, 4, true, 1.0f});
-  EXPECT_EQ(std::vector<int32_t>(o.ids.as<int32_t>(), o.ids.as<int32_t>() + 4), (std::vector<int32_t>{0, 1, 2, 3}));
-  EXPECT_EQ(std::vector<int32_t>(o.ids.as<int32_t>() + 4, o.ids.as<int32_t>() + 8), (std::vector<int32_t>{6, 13, 4, 5}));
+  EXPECT_EQ(std::vector<int32_t>(o.ids.as<int32_t>(), o.ids.as<int32_t>() + 4),
+            (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(std::vector<int32_t>(o.ids.as<int32_t>() + 4, o.ids.as<int32_t>() + 8),
+            (std::vector<int32_t>{6, 13, 4, 5}));
   for (int k = 0; k < 4; ++k) EXPECT_EQ(o.weights.as<float>()[k], 0.5f / (2.0f + 1e-20f));
 }
 
@@ -151,7 +161,8 @@ ExpertData make_experts(const ExpertCase& c, uint64_t seed) {
     std::shuffle(e.begin(), e.end(), rng);
     for (int64_t k = 0; k < c.top_k; ++k) {
       d.ids.as<int32_t>()[t * c.top_k + k] = e[k];
-      d.weights.as<float>()[t * c.top_k + k] = std::uniform_real_distribution<float>(0.05f, 1.0f)(rng);
+      d.weights.as<float>()[t * c.top_k + k] =
+          std::uniform_real_distribution<float>(0.05f, 1.0f)(rng);
     }
   }
   return d;

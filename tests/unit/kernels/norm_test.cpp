@@ -23,7 +23,8 @@ std::vector<float> norm_row_f32(const TensorView& x, int64_t r, const TensorView
 void check_rms_norm(int64_t rows, int64_t n, Contexts& ctx, std::mt19937& rng) {
   SCOPED_TRACE(::testing::Message() << "rows=" << rows << " n=" << n);
   const float eps = 1e-6f;
-  HostTensor x = test::random_bf16({rows, n}, rng, 3.0f), w = test::random_bf16({n}, rng, 0.3f, 1.0f);
+  HostTensor x = test::random_bf16({rows, n}, rng, 3.0f),
+             w = test::random_bf16({n}, rng, 0.3f, 1.0f);
   HostTensor out1(DType::kBF16, {rows, n}), in_place = test::copy_of(x);
   rms_norm(ctx.one, x.view, w.view, eps, out1.view);
   rms_norm(ctx.two, in_place.view, w.view, eps, in_place.view);  // out aliases x
@@ -54,18 +55,20 @@ void check_rms_norm(int64_t rows, int64_t n, Contexts& ctx, std::mt19937& rng) {
 TEST(RmsNorm, MatchesReferenceAndRoundsOnceAfterWeight) {
   Contexts ctx;
   std::mt19937 rng(11);
-  check_rms_norm(7, 256, ctx, rng);         // tiny hidden
-  check_rms_norm(5 * 4, 128, ctx, rng);     // per-head q norm: [T * Nq, D]
-  check_rms_norm(3, 100, ctx, rng);         // n not a multiple of 8
-  check_rms_norm(4, 5120, ctx, rng);        // Beam hidden
-  check_rms_norm(2 * 48, 128, ctx, rng);    // Beam per-head
+  check_rms_norm(7, 256, ctx, rng);       // tiny hidden
+  check_rms_norm(5 * 4, 128, ctx, rng);   // per-head q norm: [T * Nq, D]
+  check_rms_norm(3, 100, ctx, rng);       // n not a multiple of 8
+  check_rms_norm(4, 5120, ctx, rng);      // Beam hidden
+  check_rms_norm(2 * 48, 128, ctx, rng);  // Beam per-head
 }
 
 void check_post_norm(int64_t T, int64_t H, int64_t idx, Contexts& ctx, std::mt19937& rng) {
   SCOPED_TRACE(::testing::Message() << "T=" << T << " H=" << H << " idx=" << idx);
   const float eps = 1e-6f;
-  const float r = static_cast<float>(std::sqrt((idx - 1.0) / idx)), c = static_cast<float>(1.0 / std::sqrt(double(idx)));
-  HostTensor branch = test::random_bf16({T, H}, rng, 0.5f), w = test::random_bf16({H}, rng, 0.3f, 1.0f);
+  const float r = static_cast<float>(std::sqrt((idx - 1.0) / idx)),
+              c = static_cast<float>(1.0 / std::sqrt(double(idx)));
+  HostTensor branch = test::random_bf16({T, H}, rng, 0.5f),
+             w = test::random_bf16({H}, rng, 0.3f, 1.0f);
   HostTensor residual = test::random_bf16({T, H}, rng, 1.0f);
   HostTensor res1 = test::copy_of(residual), res2 = test::copy_of(residual);
   post_norm_residual(ctx.one, branch.view, w.view, eps, r, c, res1.view);

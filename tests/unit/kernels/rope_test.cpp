@@ -52,14 +52,17 @@ void check_cos_sin(const char* tag, float theta) {
     const int64_t position = pos.as<int64_t>()[p];
     for (int64_t i = 0; i < half; ++i) {
       const float angle = rope_angle(position, rope_inv_freq(theta, i, 2 * half));
-      ASSERT_EQ(std::bit_cast<uint32_t>(angle), std::bit_cast<uint32_t>(angles.as<float>()[p * half + i]))
+      ASSERT_EQ(std::bit_cast<uint32_t>(angle),
+                std::bit_cast<uint32_t>(angles.as<float>()[p * half + i]))
           << "position " << position << " i " << i;
     }
     rope_cos_sin(position, theta, 2 * half, cos_d, sin_d);
     for (int64_t d = 0; d < 2 * half; ++d) {
       const float c = cos_t.as<float>()[p * 2 * half + d], s = sin_t.as<float>()[p * 2 * half + d];
-      ASSERT_EQ(std::bit_cast<uint32_t>(cos_d[d]), std::bit_cast<uint32_t>(c)) << "cos, position " << position << " d " << d;
-      ASSERT_EQ(std::bit_cast<uint32_t>(sin_d[d]), std::bit_cast<uint32_t>(s)) << "sin, position " << position << " d " << d;
+      ASSERT_EQ(std::bit_cast<uint32_t>(cos_d[d]), std::bit_cast<uint32_t>(c))
+          << "cos, position " << position << " d " << d;
+      ASSERT_EQ(std::bit_cast<uint32_t>(sin_d[d]), std::bit_cast<uint32_t>(s))
+          << "sin, position " << position << " d " << d;
       const float angle = angles.as<float>()[p * half + d % half];
       ASSERT_LE(f32_ulps(std::cos(angle), c), 1) << "glibc cos at " << angle;
       ASSERT_LE(f32_ulps(std::sin(angle), s), 1) << "glibc sin at " << angle;
@@ -103,14 +106,15 @@ void reference_rope_row(const bf16* in, bf16* out, int64_t D, int64_t p, float t
 }
 
 void check_rope(int64_t T, int64_t Nq, int64_t Nkv, int64_t D, int64_t pos0, float theta) {
-  SCOPED_TRACE(::testing::Message() << "T=" << T << " Nq=" << Nq << " Nkv=" << Nkv << " D=" << D
-                                    << " pos0=" << pos0);
+  SCOPED_TRACE(::testing::Message()
+               << "T=" << T << " Nq=" << Nq << " Nkv=" << Nkv << " D=" << D << " pos0=" << pos0);
   Contexts ctx;
   std::mt19937 rng(7);
   HostTensor q = test::random_bf16({T, Nq, D}, rng), k = test::random_bf16({T, Nkv, D}, rng);
   HostTensor positions(DType::kI64, {T});
   for (int64_t t = 0; t < T; ++t) positions.as<int64_t>()[t] = pos0 + 3 * t;  // not contiguous
-  HostTensor q1 = test::copy_of(q), k1 = test::copy_of(k), q2 = test::copy_of(q), k2 = test::copy_of(k);
+  HostTensor q1 = test::copy_of(q), k1 = test::copy_of(k), q2 = test::copy_of(q),
+             k2 = test::copy_of(k);
   apply_rope(ctx.one, q1.view, k1.view, positions.view, theta);
   apply_rope(ctx.two, q2.view, k2.view, positions.view, theta);
   ASSERT_TRUE(test::bits_equal(q1.view, q2.view) && test::bits_equal(k1.view, k2.view));
@@ -140,10 +144,10 @@ void check_rope(int64_t T, int64_t Nq, int64_t Nkv, int64_t D, int64_t pos0, flo
 }
 
 TEST(Rope, AppliesHfRotateHalfWithBf16Rounding) {
-  check_rope(5, 4, 2, 128, 0, 10000.0f);         // tiny-beam geometry
+  check_rope(5, 4, 2, 128, 0, 10000.0f);  // tiny-beam geometry
   check_rope(9, 4, 2, 64, 17, 500000.0f);
-  check_rope(3, 4, 2, 128, 1000000, 10000.0f);   // positions around 10^6
-  check_rope(2, 48, 8, 128, 999999, 1000000.0f); // Beam geometry
+  check_rope(3, 4, 2, 128, 1000000, 10000.0f);    // positions around 10^6
+  check_rope(2, 48, 8, 128, 999999, 1000000.0f);  // Beam geometry
 }
 
 TEST(Rope, RotatesUnitVectorByTheAngle) {
@@ -162,7 +166,9 @@ TEST(Rope, RotatesUnitVectorByTheAngle) {
   EXPECT_NEAR(cos_d[i], std::cos(double(angle)), 1e-6);
   EXPECT_NEAR(sin_d[i + D / 2], std::sin(double(angle)), 1e-6);
   for (int64_t d = 0; d < D; ++d) {
-    float want = d == i ? round_bf16(cos_d[i]) : d == i + D / 2 ? round_bf16(sin_d[i + D / 2]) : 0.0f;
+    float want = d == i           ? round_bf16(cos_d[i])
+                 : d == i + D / 2 ? round_bf16(sin_d[i + D / 2])
+                                  : 0.0f;
     EXPECT_EQ(to_float(q.as<bf16>()[d]), want) << d;
   }
 }
