@@ -188,6 +188,7 @@ def main():
     docs += [b"", b" ", b"\n", b"\xef\xbb\xbfBOM at start", b"a" * 20000, b" " * 20000 + b"x"]
     while sum(map(len, docs)) < min_bytes:
         docs.append(synthetic(RNG.choice(["emoji", "whitespace", "digits", "nfc", "special"])))
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out, "wb") as f:
         for d in docs:
             f.write(struct.pack("<I", len(d)))
