@@ -16,17 +16,17 @@ set(template_fuzz_objects)
 # One command per object so the build tool compiles them in parallel.
 foreach(source ${template_fuzz_sources})
   get_filename_component(stem ${source} NAME_WE)
-  set(object ${CMAKE_CURRENT_BINARY_DIR}/template_fuzz_objects/${stem}.o)
+  set(object ${CMAKE_CURRENT_BINARY_DIR}/fuzz/template_fuzz_objects/${stem}.o)
   add_custom_command(
     OUTPUT ${object}
-    COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_CURRENT_BINARY_DIR}/template_fuzz_objects
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_CURRENT_BINARY_DIR}/fuzz/template_fuzz_objects
     COMMAND ${BEAMSERVE_FUZZ_CLANGXX} ${template_fuzz_flags} -I${CMAKE_SOURCE_DIR}/src -c ${source} -o ${object}
     DEPENDS ${source} ${template_fuzz_headers}
     COMMENT "Compiling ${stem}.cpp for template_fuzz (clang, libFuzzer, ASan, UBSan)"
     VERBATIM)
   list(APPEND template_fuzz_objects ${object})
 endforeach()
-set(template_fuzz_binary ${CMAKE_CURRENT_BINARY_DIR}/template_fuzz)
+set(template_fuzz_binary ${CMAKE_CURRENT_BINARY_DIR}/fuzz/template_fuzz)
 add_custom_command(
   OUTPUT ${template_fuzz_binary}
   COMMAND ${BEAMSERVE_FUZZ_CLANGXX} ${template_fuzz_flags} ${template_fuzz_objects} -lutf8proc -o ${template_fuzz_binary}
@@ -37,6 +37,6 @@ add_custom_target(template_fuzz ALL DEPENDS ${template_fuzz_binary})
 
 add_test(NAME template_fuzz
          COMMAND ${CMAKE_COMMAND} -DFUZZER=${template_fuzz_binary} -DSOURCE_DIR=${CMAKE_SOURCE_DIR}
-                 -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/template_fuzz_work -DSECONDS=20
+                 -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/fuzz/template_fuzz_work -DSECONDS=20
                  -P ${CMAKE_CURRENT_LIST_DIR}/template_fuzz_run.cmake)
 set_tests_properties(template_fuzz PROPERTIES TIMEOUT 180)

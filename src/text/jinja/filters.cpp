@@ -11,7 +11,7 @@
 #include "text/jinja/js_number.h"
 #include "text/jinja/js_string.h"
 #include "text/jinja/methods.h"
-#include "text/jinja/tests.h"
+#include "text/jinja/is_tests.h"
 #include "text/jinja/value_compare.h"
 #include "text/jinja/value_format.h"
 

@@ -10,7 +10,7 @@
 #include "text/jinja/methods.h"
 #include "text/jinja/operators.h"
 #include "text/jinja/overloaded.h"
-#include "text/jinja/tests.h"
+#include "text/jinja/is_tests.h"
 
 namespace beam::text::jinja {
 namespace {

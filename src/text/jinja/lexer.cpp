@@ -27,7 +27,7 @@ bool is_word(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '_';
 }
 
-// Length of the JS line terminator (\n \r U+2028 U+2029) ending just before `pos`, 0 if none.
+// True at a line start: the beginning, or just after a JS line terminator (\n \r U+2028 U+2029).
 bool after_line_terminator(std::string_view s, size_t pos) {
   if (pos == 0) return true;
   if (s[pos - 1] == '\n' || s[pos - 1] == '\r') return true;

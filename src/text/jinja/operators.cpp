@@ -22,7 +22,7 @@ Value power(const Value& left, const Value& right) {
   return is_float ? Value::floating(result) : Value::integer(result);
 }
 
-// Both operands are numbers; nullopt-like undefined Value when the operator is not arithmetic.
+// Both operands are numbers: false (result untouched) unless `op` is arithmetic or a comparison.
 bool numeric_op(BinaryOp op, const Value& left, const Value& right, Value& result) {
   double a = left.as_number(), b = right.as_number();
   bool is_float = left.is(ValueKind::kFloat) || right.is(ValueKind::kFloat);

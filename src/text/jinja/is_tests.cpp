@@ -1,5 +1,5 @@
 // `is` tests (see tests.h).
-#include "text/jinja/tests.h"
+#include "text/jinja/is_tests.h"
 
 #include <cmath>
 #include <string>
