@@ -11,5 +11,6 @@ int cmd_inspect(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_detokenize(int argc, char** argv);
 int cmd_chat_template(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
 
 }  // namespace beam::cli

@@ -20,6 +20,7 @@ constexpr Command kCommands[] = {
     {"tokenize", beam::cli::cmd_tokenize, "print the token ids of a text as a JSON array"},
     {"detokenize", beam::cli::cmd_detokenize, "print the text of comma-separated token ids"},
     {"chat-template", beam::cli::cmd_chat_template, "render a model's chat template for a conversation"},
+    {"serve", beam::cli::cmd_serve, "OpenAI/Anthropic-compatible HTTP server (default 127.0.0.1:8000)"},
     {"bench", beam::cli::cmd_bench, "benchmarks: offline (engine workloads)"},
     {"help", nullptr, "print this list"},
 };

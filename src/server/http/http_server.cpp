@@ -119,9 +119,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     timer_.cancel();
     if (ec == beast::http::error::body_limit) {
       keep_alive_ = false;
-      write_simple(413, "{\"error\":{\"message\":\"request body exceeds the limit of " +
-                            std::to_string(shared_->options.max_body_bytes) +
-                            " bytes\",\"type\":\"invalid_request_error\",\"code\":413}}");
+      write_early_error(413, std::string(parser_->get().target()),
+                        "request body exceeds the limit of " + std::to_string(shared_->options.max_body_bytes) + " bytes");
       return;
     }
     if (ec) {
@@ -133,8 +132,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         return;
       }
       if (ec == asio::error::operation_aborted) return;
-      write_simple(400, "{\"error\":{\"message\":\"malformed HTTP request: " + ec.message() +
-                            "\",\"type\":\"invalid_request_error\",\"code\":400}}");
+      write_early_error(400, "", "malformed HTTP request: " + ec.message());
       return;
     }
     auto msg = parser_->release();
@@ -173,6 +171,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
                          }
                          // Bytes available: a pipelined request; it is read after this response.
                        }));
+  }
+
+  void write_early_error(int status, std::string target, const std::string& message) {
+    const std::string path = target.substr(0, target.find('?'));
+    if (shared_->options.early_error_body) {
+      write_simple(status, shared_->options.early_error_body(status, path, message));
+      return;
+    }
+    std::string escaped;
+    for (char c : message) {
+      if (c == '"' || c == '\\') escaped += '\\';
+      if (static_cast<unsigned char>(c) >= 0x20) escaped += c;
+    }
+    write_simple(status, "{\"error\":{\"message\":\"" + escaped + "\",\"type\":\"invalid_request_error\",\"code\":" +
+                             std::to_string(status) + "}}");
   }
 
   void write_simple(int status, std::string body) {

@@ -52,6 +52,10 @@ struct HttpServerOptions {
   int64_t max_body_bytes = 32 << 20;
   int num_threads = 1;               // io threads; handlers must not block
   int64_t idle_timeout_s = 600;      // keep-alive connections idle this long are closed
+  // Errors the server answers itself, before any handler runs (413: body over the limit, 400:
+  // malformed HTTP): returns the JSON body for (status, request path or "", message). Called once
+  // per such error, so it may also count them. Unset: an OpenAI-shaped error body.
+  std::function<std::string(int status, const std::string& path, const std::string& message)> early_error_body;
 };
 
 // Owns its io threads. Handler runs on an io thread for every parsed request.

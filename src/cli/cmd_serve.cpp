@@ -1,0 +1,100 @@
+// `beamserve serve`: the OpenAI- and Anthropic-compatible HTTP server (src/server) in front of the
+// engine. Listens on 127.0.0.1 unless --host says otherwise; SIGINT/SIGTERM shut it down cleanly.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <pthread.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/model_path.h"
+#include "server/app/server_app.h"
+
+namespace beam::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: beamserve serve [--model DIR] [--tokenizer DIR] [--served-model-name NAME]\n"
+    "         [--host 127.0.0.1] [--port 8000] [--api-key KEY | $BEAMSERVE_API_KEY] [--max-body-mb 32]\n"
+    "         [--kv-budget-mb 1024] [--max-model-len N] [--max-running 256] [--max-tokens-per-step 2048]\n"
+    "         [--block-size 64] [--threads N] [--io-threads 1] [--workers 2] [--no-prefix-cache]\n"
+    "         [--health-stall-s 30]\n";
+
+Expected<server::ServeOptions> options_from_args(const Args& a) {
+  server::ServeOptions o;
+  BEAM_ASSIGN_OR_RETURN(o.model.model_dir, resolve_model_dir(a.get("model")));
+  o.model.tokenizer_dir = a.get_or("tokenizer", "");
+  o.model.served_model_name = a.get_or("served-model-name", "");
+  o.host = a.get_or("host", "127.0.0.1");
+  BEAM_ASSIGN_OR_RETURN(int64_t port, a.get_int("port", 8000));
+  if (port < 0 || port > 65535) return make_error("--port must be in [0, 65535], got " + std::to_string(port));
+  o.port = static_cast<uint16_t>(port);
+  if (a.has("api-key")) {
+    o.api_key = a.get("api-key");
+  } else if (const char* env = std::getenv("BEAMSERVE_API_KEY"); env && *env) {
+    o.api_key = std::string(env);
+  }
+  if (o.api_key && o.api_key->empty()) return make_error("--api-key must not be empty");
+  BEAM_ASSIGN_OR_RETURN(int64_t body_mb, a.get_int("max-body-mb", 32));
+  if (body_mb < 1) return make_error("--max-body-mb must be >= 1");
+  o.max_body_bytes = body_mb << 20;
+  BEAM_ASSIGN_OR_RETURN(int64_t kv_mb, a.get_int("kv-budget-mb", 1024));
+  if (kv_mb < 1) return make_error("--kv-budget-mb must be >= 1");
+  o.model.engine.kv_budget_bytes = kv_mb << 20;
+  BEAM_ASSIGN_OR_RETURN(o.model.engine.max_context_tokens, a.get_int("max-model-len", 0));
+  BEAM_ASSIGN_OR_RETURN(o.model.engine.max_running, a.get_int("max-running", 256));
+  BEAM_ASSIGN_OR_RETURN(o.model.engine.max_tokens_per_step, a.get_int("max-tokens-per-step", 2048));
+  BEAM_ASSIGN_OR_RETURN(o.model.engine.block_size_tokens, a.get_int("block-size", 64));
+  BEAM_ASSIGN_OR_RETURN(int64_t threads, a.get_int("threads", 0));
+  o.model.engine.num_threads = static_cast<int>(threads);
+  o.model.engine.enable_prefix_cache = !a.has("no-prefix-cache");
+  BEAM_ASSIGN_OR_RETURN(int64_t io_threads, a.get_int("io-threads", 1));
+  BEAM_ASSIGN_OR_RETURN(int64_t workers, a.get_int("workers", 2));
+  if (io_threads < 1 || workers < 1) return make_error("--io-threads and --workers must be >= 1");
+  o.io_threads = static_cast<int>(io_threads);
+  o.worker_threads = static_cast<int>(workers);
+  BEAM_ASSIGN_OR_RETURN(o.health_stall_s, a.get_double("health-stall-s", 30));
+  return o;
+}
+
+}  // namespace
+
+int cmd_serve(int argc, char** argv) {
+  auto args = Args::parse(argc, argv,
+                          {"model", "tokenizer", "served-model-name", "host", "port", "api-key", "max-body-mb",
+                           "kv-budget-mb", "max-model-len", "max-running", "max-tokens-per-step", "block-size",
+                           "threads", "io-threads", "workers", "no-prefix-cache", "health-stall-s"},
+                          {"no-prefix-cache"});
+  if (!args.ok()) {
+    std::fprintf(stderr, "serve: %s\n%s", args.error().message.c_str(), kUsage);
+    return 2;
+  }
+  auto options = options_from_args(*args);
+  if (!options.ok()) {
+    std::fprintf(stderr, "serve: %s\n%s", options.error().message.c_str(), kUsage);
+    return 2;
+  }
+  // Threads started below inherit this mask, so only sigwait sees SIGINT/SIGTERM.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+  auto app = server::ServerApp::start(*options);
+  if (!app.ok()) {
+    std::fprintf(stderr, "serve: %s\n", app.error().message.c_str());
+    return 1;
+  }
+  if (Status loaded = (*app)->wait_loaded(); !loaded.ok()) {
+    std::fprintf(stderr, "serve: %s\n", loaded.error().message.c_str());
+    return 1;
+  }
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::fprintf(stderr, "serve: signal %d, shutting down\n", sig);
+  app->reset();
+  return 0;
+}
+
+}  // namespace beam::cli

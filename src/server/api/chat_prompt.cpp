@@ -1,0 +1,94 @@
+// Chat prompt rendering and tool_choice (see chat_prompt.h).
+#include "server/api/chat_prompt.h"
+
+namespace beam::server {
+namespace {
+
+const Json* find_function(const Json& tools, const std::string& name) {
+  for (const Json& t : tools) {
+    const Json& fn = t.at("function");
+    if (fn.at("name").get<std::string>() == name) return &t;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+ApiExpected<RenderedPrompt> render_chat_prompt(const ServedModel& model, const ChatPrompt& prompt) {
+  API_ASSIGN_OR_RETURN(bool ok, require_chat_template(model));
+  (void)ok;
+  text::ChatTemplateInputs inputs;
+  inputs.messages = prompt.messages;
+  inputs.tools = prompt.tools;
+  inputs.add_generation_prompt = true;
+  inputs.variables = prompt.variables;
+  Expected<std::string> rendered = model.chat_template->render(inputs);
+  if (!rendered.ok()) {
+    return invalid_request("the chat template rejected the conversation: " + rendered.error().message, "messages");
+  }
+  RenderedPrompt out;
+  out.text = std::move(rendered).value() + prompt.assistant_prefill;
+  Expected<std::vector<text::TokenId>> ids = model.tokenizer->encode(out.text, /*allow_special=*/true);
+  if (!ids.ok()) return invalid_request("the prompt could not be tokenized: " + ids.error().message, "messages");
+  out.ids = std::move(ids).value();
+  return out;
+}
+
+ApiExpected<bool> apply_tool_choice(const ToolChoice& choice, const ResponseTemplate* response_template,
+                                    ChatPrompt* prompt, GenerationSpec* spec) {
+  using Mode = ToolChoice::Mode;
+  switch (choice.mode) {
+    case Mode::kAuto:
+      return true;
+    case Mode::kNone:
+      prompt->tools.reset();
+      spec->parse_tool_calls = false;
+      return true;
+    case Mode::kRequired:
+    case Mode::kNamed:
+      break;
+  }
+  if (!prompt->tools || prompt->tools->empty()) {
+    return invalid_request("tool_choice requires a tool call but 'tools' is empty", "tool_choice");
+  }
+  if (choice.mode == Mode::kNamed) {
+    const Json* tool = find_function(*prompt->tools, choice.name);
+    if (!tool) {
+      return invalid_request("tool_choice names the function '" + choice.name + "', which is not in 'tools'",
+                             "tool_choice");
+    }
+    prompt->tools = Json::array({*tool});
+  }
+  std::optional<size_t> field = response_template ? response_template->field_index("tool_calls") : std::nullopt;
+  const TemplateField* f = field ? &response_template->fields[*field] : nullptr;
+  if (!f || !f->open || !f->open->is_literal || f->open->literals.empty()) {
+    return invalid_request("tool_choice 'required' or a named function needs a response_template whose tool-call "
+                           "field opens with a literal delimiter; this model's does not",
+                           "tool_choice");
+  }
+  prompt->assistant_prefill = f->open->literals.front();
+  return true;
+}
+
+ApiExpected<bool> validate_openai_tools(const Json& tools, const std::string& path) {
+  if (!tools.is_array()) return invalid_request("'" + path + "': expected an array of tools", path);
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string p = indexed_path(path, i);
+    const Json& t = tools[i];
+    if (!t.is_object()) return invalid_request("'" + p + "': expected an object", p);
+    auto type = t.find("type");
+    if (type == t.end() || !type->is_string() || *type != "function")
+      return invalid_request("'" + p + ".type': only \"function\" tools are supported", p + ".type");
+    auto fn = t.find("function");
+    if (fn == t.end() || !fn->is_object()) return invalid_request("'" + p + ".function': expected an object", p + ".function");
+    auto name = fn->find("name");
+    if (name == fn->end() || !name->is_string() || name->get_ref<const std::string&>().empty())
+      return invalid_request("'" + p + ".function.name': expected a non-empty string", p + ".function.name");
+    auto params = fn->find("parameters");
+    if (params != fn->end() && !params->is_null() && !params->is_object())
+      return invalid_request("'" + p + ".function.parameters': expected a JSON schema object", p + ".function.parameters");
+  }
+  return true;
+}
+
+}  // namespace beam::server

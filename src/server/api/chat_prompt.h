@@ -1,0 +1,47 @@
+// Chat prompts shared by the chat-style endpoints: a conversation in chat-template form (HF
+// message dicts), tool_choice applied to it, rendered with the model's chat template and
+// tokenized.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/api/json_fields.h"
+#include "server/api/served_model.h"
+#include "server/generation/generation_spec.h"
+
+namespace beam::server {
+
+struct ChatPrompt {
+  Json messages = Json::array();     // [{"role", "content", "tool_calls", "reasoning_content", ...}]
+  std::optional<Json> tools;         // OpenAI format: [{"type": "function", "function": {...}}]
+  Json variables = Json::object();   // extra template variables (enable_thinking, reasoning_effort)
+  std::string assistant_prefill;     // appended after the generation prompt
+};
+
+struct RenderedPrompt {
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
+struct ToolChoice {
+  enum class Mode { kAuto, kNone, kRequired, kNamed };
+  Mode mode = Mode::kAuto;
+  std::string name;  // kNamed
+};
+
+// Renders with add_generation_prompt and tokenizes (special tokens in the rendered text are
+// control tokens). Template errors (e.g. "roles must alternate") are 400s.
+ApiExpected<RenderedPrompt> render_chat_prompt(const ServedModel& model, const ChatPrompt& prompt);
+
+// none: tools are not offered and tool-call text comes back as content; required: the assistant
+// turn is opened with the template's tool-call delimiter; named: only that function is offered and
+// the turn is opened the same way. This steers the model; it does not constrain decoding.
+ApiExpected<bool> apply_tool_choice(const ToolChoice& choice, const ResponseTemplate* response_template,
+                                    ChatPrompt* prompt, GenerationSpec* spec);
+
+// Validates an OpenAI tools array ([{"type": "function", "function": {"name", ...}}]).
+ApiExpected<bool> validate_openai_tools(const Json& tools, const std::string& path);
+
+}  // namespace beam::server

@@ -1,0 +1,63 @@
+// IdSource, finish_spec and launch_generation (see endpoint_env.h).
+#include "server/api/endpoint_env.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace beam::server {
+
+IdSource::IdSource() : rng_(std::random_device{}()) {}
+
+std::string IdSource::next(const std::string& prefix) {
+  static constexpr char kAlphabet[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  std::string id = prefix;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int i = 0; i < 24; ++i) id += kAlphabet[rng_() % (sizeof(kAlphabet) - 1)];
+  return id;
+}
+
+int64_t unix_time_s() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+ApiExpected<bool> finish_spec(const ServedModel& model, const SamplingFields& fields, const char* max_tokens_field,
+                              GenerationSpec* spec) {
+  spec->sampling = fields.params;
+  spec->stop_strings = fields.stop_strings;
+  spec->include_stop_str_in_output = fields.include_stop_str_in_output;
+  spec->skip_special_tokens = fields.skip_special_tokens;
+  spec->priority = fields.priority;
+  if (!spec->sampling.ignore_eos) {
+    for (int32_t id : model.extra_stop_ids) {
+      auto& ids = spec->sampling.stop_token_ids;
+      if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+    }
+  }
+  if (spec->sampling.max_tokens && *spec->sampling.max_tokens < 1) {
+    return invalid_request(std::string("'") + max_tokens_field + "' must be >= 1", max_tokens_field);
+  }
+  API_ASSIGN_OR_RETURN(bool valid, validate_sampling(spec->sampling, model.vocab_size));
+  (void)valid;
+  return check_prompt_fits(model, static_cast<int64_t>(spec->prompt_ids.size()), spec->sampling.max_tokens,
+                           max_tokens_field);
+}
+
+void launch_generation(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange, GenerationSpec spec,
+                       std::shared_ptr<GenerationObserver> observer) {
+  GenerationContext context;
+  context.engine = env.model->engine.get();
+  context.tokenizer = env.model->tokenizer ? &*env.model->tokenizer : nullptr;
+  context.response_template = env.model->response_template;
+  context.metrics = env.metrics;
+  context.counters = env.counters;
+  exchange->note("prompt_tokens", std::to_string(spec.prompt_ids.size()));
+  auto job = std::make_shared<GenerationJob>(context, boost::asio::make_strand(env.workers->get_executor()),
+                                             std::move(spec), std::move(observer), exchange->received());
+  std::weak_ptr<GenerationJob> weak = job;
+  exchange->on_disconnect([weak] {
+    if (auto j = weak.lock()) j->cancel();
+  });
+  job->start();
+}
+
+}  // namespace beam::server

@@ -1,0 +1,108 @@
+// Sampling field parsing (see sampling_fields.h).
+#include "server/api/sampling_fields.h"
+
+#include <limits>
+
+namespace beam::server {
+namespace {
+
+void read_stop(FieldReader& r, const char* key, std::vector<std::string>* out) {
+  const Json* v = r.get(key);
+  if (!v) return;
+  std::vector<std::string> stops;
+  if (v->is_string()) {
+    stops.push_back(v->get<std::string>());
+  } else if (v->is_array()) {
+    for (size_t i = 0; i < v->size(); ++i) {
+      if (!(*v)[i].is_string()) return r.fail(key, "expected an array of strings; element " + std::to_string(i) + " is a " + json_type_name((*v)[i]));
+      stops.push_back((*v)[i].get<std::string>());
+    }
+  } else {
+    return r.fail_type(key, "a string or an array of strings", *v);
+  }
+  if (stops.size() > kMaxStopStrings) return r.fail(key, "at most " + std::to_string(kMaxStopStrings) + " stop strings are allowed");
+  for (const std::string& s : stops) {
+    if (s.empty()) return r.fail(key, "stop strings must not be empty");
+    if (s.size() > kMaxStopStringBytes) return r.fail(key, "a stop string is longer than " + std::to_string(kMaxStopStringBytes) + " bytes");
+  }
+  *out = std::move(stops);
+}
+
+void read_token_ids(FieldReader& r, const char* key, std::vector<int32_t>* out) {
+  const Json* v = r.get(key);
+  if (!v) return;
+  if (!v->is_array()) return r.fail_type(key, "an array of token ids", *v);
+  for (size_t i = 0; i < v->size(); ++i) {
+    const Json& e = (*v)[i];
+    if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > std::numeric_limits<int32_t>::max())
+      return r.fail(key, "element " + std::to_string(i) + " is not a non-negative token id");
+    out->push_back(static_cast<int32_t>(e.get<int64_t>()));
+  }
+}
+
+void read_logit_bias(FieldReader& r, std::map<int32_t, double>* out) {
+  const Json* v = r.get("logit_bias");
+  if (!v) return;
+  if (!v->is_object()) return r.fail_type("logit_bias", "an object mapping token ids to biases", *v);
+  for (const auto& [key, bias] : v->items()) {
+    size_t used = 0;
+    long long id = -1;
+    try {
+      id = std::stoll(key, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used != key.size() || key.empty() || id < 0 || id > std::numeric_limits<int32_t>::max())
+      return r.fail("logit_bias", "key '" + key + "' is not a token id");
+    if (!bias.is_number()) return r.fail("logit_bias", "the bias of token " + key + " is not a number");
+    (*out)[static_cast<int32_t>(id)] = bias.get<double>();
+  }
+}
+
+}  // namespace
+
+void read_sampling_fields(FieldReader& r, const char* stop_key, SamplingFields* out) {
+  SamplingParams& p = out->params;
+  r.read("temperature", &p.temperature);
+  r.read("top_p", &p.top_p);
+  r.read("top_k", &p.top_k);
+  r.read("min_p", &p.min_p);
+  r.read("presence_penalty", &p.presence_penalty);
+  r.read("frequency_penalty", &p.frequency_penalty);
+  r.read("repetition_penalty", &p.repetition_penalty);
+  std::optional<int64_t> seed;
+  r.read("seed", &seed);
+  if (seed) {
+    if (*seed < 0) r.fail("seed", "must be a non-negative integer, got " + std::to_string(*seed));
+    p.seed = static_cast<uint64_t>(*seed);
+  }
+  read_logit_bias(r, &p.logit_bias);
+  read_stop(r, stop_key, &out->stop_strings);
+  read_token_ids(r, "stop_token_ids", &p.stop_token_ids);
+  r.read("min_tokens", &p.min_tokens);
+  r.read("ignore_eos", &p.ignore_eos);
+  r.read("n", &p.n);
+  r.read("include_stop_str_in_output", &out->include_stop_str_in_output);
+  r.read("skip_special_tokens", &out->skip_special_tokens);
+  int64_t priority = 0;
+  r.read("priority", &priority);
+  if (priority < std::numeric_limits<int32_t>::min() || priority > std::numeric_limits<int32_t>::max())
+    r.fail("priority", "out of range");
+  out->priority = static_cast<int32_t>(priority);
+}
+
+ApiExpected<bool> validate_sampling(const SamplingParams& params, int64_t vocab_size) {
+  Status st = params.validate(vocab_size);
+  if (st.ok()) return true;
+  // Messages read "sampling parameter 'top_p' must be ..."; the quoted name is the field.
+  const std::string& m = st.error().message;
+  std::string param;
+  const size_t q = m.find('\'');
+  if (q != std::string::npos) {
+    const size_t q2 = m.find('\'', q + 1);
+    if (q2 != std::string::npos) param = m.substr(q + 1, q2 - q - 1);
+  }
+  return invalid_request(m, param);
+}
+
+}  // namespace beam::server

@@ -1,0 +1,34 @@
+// The sampling fields every generating endpoint accepts (OpenAI names plus the vLLM extensions
+// top_k, min_p, repetition_penalty, min_tokens, stop_token_ids, ignore_eos, ...), read into
+// SamplingParams and stop strings, and the checks that turn bad values into 400s naming the field.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/sampling/sampling_params.h"
+#include "server/api/json_fields.h"
+
+namespace beam::server {
+
+inline constexpr size_t kMaxStopStrings = 64;
+inline constexpr size_t kMaxStopStringBytes = 1024;
+
+struct SamplingFields {
+  SamplingParams params;
+  std::vector<std::string> stop_strings;
+  bool include_stop_str_in_output = false;
+  bool skip_special_tokens = true;
+  int32_t priority = 0;
+};
+
+// Reads temperature, top_p, top_k, min_p, the penalties, seed, logit_bias, `stop_key` (a string
+// or an array of strings; "stop" for OpenAI, "stop_sequences" for Anthropic), stop_token_ids,
+// min_tokens, ignore_eos, n, include_stop_str_in_output, skip_special_tokens, priority.
+// Token-limit and logprob fields differ per endpoint and are read by the caller.
+void read_sampling_fields(FieldReader& r, const char* stop_key, SamplingFields* out);
+
+// SamplingParams::validate against the vocabulary, as a 400 naming the field.
+ApiExpected<bool> validate_sampling(const SamplingParams& params, int64_t vocab_size);
+
+}  // namespace beam::server

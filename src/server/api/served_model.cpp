@@ -1,0 +1,51 @@
+// ServedModel request checks (see served_model.h).
+#include "server/api/served_model.h"
+
+namespace beam::server {
+
+ApiExpected<bool> check_model_name(const ServedModel& model, const std::string& requested) {
+  if (requested.empty() || requested == model.name) return true;
+  return api_error(ErrorKind::kNotFound,
+                  "The model '" + requested + "' does not exist; this server serves '" + model.name + "'",
+                  "model", "model_not_found");
+}
+
+ApiExpected<bool> require_tokenizer(const ServedModel& model) {
+  if (model.tokenizer) return true;
+  return invalid_request("the model in " + model.dir +
+                         " has no tokenizer.json; only the token-id endpoint /generate is available");
+}
+
+ApiExpected<bool> require_chat_template(const ServedModel& model) {
+  API_ASSIGN_OR_RETURN(bool ok, require_tokenizer(model));
+  if (ok && model.chat_template) return true;
+  return invalid_request("the model in " + model.dir +
+                         " has no chat template (tokenizer_config.json chat_template or chat_template.jinja); "
+                         "use /v1/completions with a raw prompt");
+}
+
+ApiExpected<bool> check_prompt_fits(const ServedModel& model, int64_t prompt_tokens,
+                                    const std::optional<int64_t>& max_tokens, const char* max_tokens_field) {
+  if (prompt_tokens >= model.max_context_tokens) {
+    return invalid_request("This model's maximum context length is " + std::to_string(model.max_context_tokens) +
+                               " tokens; the prompt has " + std::to_string(prompt_tokens) +
+                               " tokens, which leaves no room for output",
+                           "messages", "context_length_exceeded");
+  }
+  if (max_tokens && prompt_tokens + *max_tokens > model.max_context_tokens) {
+    return invalid_request("This model's maximum context length is " + std::to_string(model.max_context_tokens) +
+                               " tokens; you requested " + std::to_string(prompt_tokens + *max_tokens) +
+                               " tokens (" + std::to_string(prompt_tokens) + " in the prompt, " +
+                               std::to_string(*max_tokens) + " for the output)",
+                           max_tokens_field, "context_length_exceeded");
+  }
+  if (prompt_tokens + 1 > model.kv_capacity_tokens) {
+    return invalid_request("the prompt has " + std::to_string(prompt_tokens) +
+                               " tokens but the KV cache holds " + std::to_string(model.kv_capacity_tokens) +
+                               " tokens; start the server with a larger --kv-budget-mb",
+                           "messages", "context_length_exceeded");
+  }
+  return true;
+}
+
+}  // namespace beam::server

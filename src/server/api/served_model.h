@@ -1,0 +1,45 @@
+// ServedModel: everything the endpoints need of the loaded model — the engine, the tokenizer and
+// chat template (absent for checkpoints without them), the response_template that parses output,
+// and the limits requests are checked against. Immutable after loading except the engine, which
+// is thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/engine.h"
+#include "server/api/api_error.h"
+#include "server/parsers/response_template.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
+
+namespace beam::server {
+
+struct ServedModel {
+  std::string name;                 // the id clients send as "model"
+  std::string dir;
+  int64_t created_unix_s = 0;
+  std::unique_ptr<Engine> engine;
+  std::optional<text::Tokenizer> tokenizer;
+  std::optional<text::ChatTemplate> chat_template;
+  std::shared_ptr<const ResponseTemplate> response_template;
+  std::vector<int32_t> extra_stop_ids;  // tokenizer eos ids the model config does not list
+  int64_t vocab_size = 0;
+  int64_t max_context_tokens = 0;   // prompt + output
+  int64_t kv_capacity_tokens = 0;   // tokens the full-attention pool holds
+};
+
+// 404 unless `requested` is empty or the served name.
+ApiExpected<bool> check_model_name(const ServedModel& model, const std::string& requested);
+// 400 unless the model has a tokenizer (text endpoints) / a chat template (chat endpoints).
+ApiExpected<bool> require_tokenizer(const ServedModel& model);
+ApiExpected<bool> require_chat_template(const ServedModel& model);
+// 400 (code context_length_exceeded) when the prompt, or prompt + max_tokens, does not fit the
+// context or the KV pools.
+ApiExpected<bool> check_prompt_fits(const ServedModel& model, int64_t prompt_tokens,
+                                    const std::optional<int64_t>& max_tokens, const char* max_tokens_field);
+
+}  // namespace beam::server

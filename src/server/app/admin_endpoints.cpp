@@ -1,0 +1,82 @@
+// Health, metrics and model list (see admin_endpoints.h).
+#include "server/app/admin_endpoints.h"
+
+#include <chrono>
+
+namespace beam::server {
+namespace {
+
+double now_unix_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+HealthVerdict evaluate_health(const HealthInputs& in) {
+  if (!in.loaded) return in.load_failed ? HealthVerdict::kFailed : HealthVerdict::kLoading;
+  const double last_progress = std::max(in.last_step_unix_s, in.busy_since_unix_s);
+  if (in.busy && in.now_unix_s - last_progress > in.stall_s) return HealthVerdict::kStalled;
+  return HealthVerdict::kOk;
+}
+
+void handle_health(const ServerState& state, const std::shared_ptr<Exchange>& exchange) {
+  HealthInputs in;
+  const ServedModel* model = state.model();
+  in.loaded = model != nullptr;
+  {
+    std::lock_guard<std::mutex> lock(state.load_mu);
+    in.load_failed = state.load_error.has_value();
+  }
+  EngineStats stats;
+  if (model) {
+    stats = model->engine->stats();
+    in.busy = state.counters.active.load() > 0 || stats.running + stats.waiting > 0;
+    in.last_step_unix_s = stats.last_step_unix_s;
+    in.busy_since_unix_s = state.counters.busy_since_unix_s.load();
+  }
+  in.now_unix_s = now_unix_s();
+  in.stall_s = state.options.health_stall_s;
+  switch (evaluate_health(in)) {
+    case HealthVerdict::kOk:
+      return exchange->respond_json(200, dump_json(Json{{"status", "ok"}}));
+    case HealthVerdict::kLoading:
+      return exchange->respond_json(503, dump_json(Json{{"status", "loading"}}));
+    case HealthVerdict::kFailed:
+      return exchange->respond_json(503, dump_json(Json{{"status", "failed"}}));
+    case HealthVerdict::kStalled:
+      return exchange->respond_json(
+          503, dump_json(Json{{"status", "stalled"},
+                              {"seconds_since_progress", in.now_unix_s - std::max(in.last_step_unix_s, in.busy_since_unix_s)},
+                              {"running", stats.running},
+                              {"waiting", stats.waiting}}));
+  }
+}
+
+void handle_metrics(const ServerState& state, const std::shared_ptr<Exchange>& exchange) {
+  const ServedModel* model = state.model();
+  std::optional<EngineStats> stats;
+  if (model) stats = model->engine->stats();
+  ServerGauges gauges;
+  gauges.ready = model != nullptr;
+  gauges.open_connections = state.http ? state.http->open_connections() : 0;
+  gauges.active_generations = state.counters.active.load();
+  exchange->respond_text(200, "text/plain; version=0.0.4; charset=utf-8", state.metrics.render(stats, gauges));
+}
+
+void handle_models(const ServerState& state, const std::shared_ptr<Exchange>& exchange) {
+  const ServedModel* model = state.model();
+  Json card = {{"id", model->name}, {"object", "model"}, {"created", model->created_unix_s}, {"owned_by", "beamserve"},
+               {"max_model_len", model->max_context_tokens}};
+  const std::string& path = exchange->request().path;
+  const std::string prefix = "/v1/models/";
+  if (path.rfind(prefix, 0) == 0) {
+    if (path.substr(prefix.size()) != model->name) {
+      return exchange->respond_error(api_error(ErrorKind::kNotFound, "The model '" + path.substr(prefix.size()) +
+                                                                        "' does not exist", "model", "model_not_found"));
+    }
+    return exchange->respond_json(200, dump_json(card));
+  }
+  exchange->respond_json(200, dump_json(Json{{"object", "list"}, {"data", Json::array({card})}}));
+}
+
+}  // namespace beam::server

@@ -1,0 +1,31 @@
+// GET /health, GET /metrics and GET /v1/models.
+#pragma once
+
+#include <memory>
+
+#include "server/app/server_state.h"
+
+namespace beam::server {
+
+enum class HealthVerdict { kOk, kLoading, kFailed, kStalled };
+
+struct HealthInputs {
+  bool loaded = false;
+  bool load_failed = false;
+  bool busy = false;               // requests submitted or in the engine
+  double last_step_unix_s = 0;     // the engine loop's last step
+  double busy_since_unix_s = 0;    // when the server last went from idle to busy
+  double now_unix_s = 0;
+  double stall_s = 30;
+};
+
+// Stalled: busy, and neither a step nor the start of the current busy period within stall_s.
+HealthVerdict evaluate_health(const HealthInputs& in);
+
+// 200 {"status": "ok"} when the model is loaded and the engine loop advances; 503 with "loading",
+// "failed" or "stalled" (work has waited health_stall_s without an engine step) otherwise.
+void handle_health(const ServerState& state, const std::shared_ptr<Exchange>& exchange);
+void handle_metrics(const ServerState& state, const std::shared_ptr<Exchange>& exchange);
+void handle_models(const ServerState& state, const std::shared_ptr<Exchange>& exchange);
+
+}  // namespace beam::server

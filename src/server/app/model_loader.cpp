@@ -1,0 +1,81 @@
+// load_served_model (see model_loader.h).
+#include "server/app/model_loader.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "model/weights.h"
+#include "server/api/endpoint_env.h"
+#include "server/parsers/builtin_templates.h"
+
+namespace beam::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool has_chat_template(const fs::path& dir) {
+  std::error_code ec;
+  if (fs::exists(dir / "chat_template.jinja", ec)) return true;
+  std::ifstream in(dir / "tokenizer_config.json");
+  if (!in) return false;
+  std::stringstream text;
+  text << in.rdbuf();
+  Json config = Json::parse(text.str(), nullptr, false);
+  return config.is_object() && config.contains("chat_template") && !config["chat_template"].is_null();
+}
+
+Status load_text_side(const fs::path& dir, ServedModel* model) {
+  std::error_code ec;
+  if (!fs::exists(dir / "tokenizer.json", ec)) {
+    BEAM_ASSIGN_OR_RETURN(model->response_template, load_hermes_response_template());
+    return ok_status();
+  }
+  BEAM_ASSIGN_OR_RETURN(text::Tokenizer tokenizer, text::Tokenizer::load(dir));
+  model->tokenizer.emplace(std::move(tokenizer));
+  if (has_chat_template(dir)) {
+    BEAM_ASSIGN_OR_RETURN(text::ChatTemplate tmpl, text::ChatTemplate::load(dir));
+    model->chat_template.emplace(std::move(tmpl));
+  }
+  const fs::path config_path = dir / "tokenizer_config.json";
+  if (fs::exists(config_path, ec)) {
+    std::ifstream in(config_path);
+    std::stringstream text;
+    text << in.rdbuf();
+    BEAM_ASSIGN_OR_RETURN(model->response_template,
+                          response_template_from_tokenizer_config_text(text.str(), config_path.string()));
+  } else {
+    BEAM_ASSIGN_OR_RETURN(model->response_template, load_hermes_response_template());
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<ServedModel>> load_served_model(const ModelLoadOptions& options) {
+  auto model = std::make_unique<ServedModel>();
+  model->dir = options.model_dir;
+  model->name = options.served_model_name;
+  if (model->name.empty()) model->name = fs::path(options.model_dir).lexically_normal().filename().string();
+  if (model->name.empty()) model->name = fs::path(options.model_dir).lexically_normal().parent_path().filename().string();
+  model->created_unix_s = unix_time_s();
+  BEAM_ASSIGN_OR_RETURN(std::shared_ptr<BeamWeights> weights, load_beam_weights(options.model_dir));
+  const BeamConfig config = weights->config;
+  BEAM_RETURN_IF_ERROR(load_text_side(options.tokenizer_dir.empty() ? options.model_dir : options.tokenizer_dir, model.get()));
+  BEAM_ASSIGN_OR_RETURN(model->engine, Engine::create(std::move(weights), options.engine));
+  model->vocab_size = config.vocab_size;
+  model->max_context_tokens = options.engine.max_context_tokens > 0 ? options.engine.max_context_tokens
+                                                                    : config.max_position_embeddings;
+  model->kv_capacity_tokens = model->engine->stats().full_pool.total_blocks * options.engine.block_size_tokens;
+  if (model->tokenizer) {
+    const auto& eos = config.eos_token_ids;
+    std::optional<text::TokenId> tok_eos = model->tokenizer->config().eos_id;
+    if (tok_eos && *tok_eos < config.vocab_size && std::find(eos.begin(), eos.end(), *tok_eos) == eos.end()) {
+      model->extra_stop_ids.push_back(*tok_eos);
+    }
+  }
+  return model;
+}
+
+}  // namespace beam::server

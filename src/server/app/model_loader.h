@@ -1,0 +1,22 @@
+// Loads what `beamserve serve` serves: weights → Engine, tokenizer.json, the chat template, and the
+// response_template (tokenizer_config.json's, else the built-in Hermes one). Errors name the file.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "server/api/served_model.h"
+
+namespace beam::server {
+
+struct ModelLoadOptions {
+  std::string model_dir;
+  std::string tokenizer_dir;      // empty: model_dir
+  std::string served_model_name;  // empty: the model directory's name
+  EngineOptions engine;
+};
+
+Expected<std::unique_ptr<ServedModel>> load_served_model(const ModelLoadOptions& options);
+
+}  // namespace beam::server

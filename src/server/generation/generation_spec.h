@@ -1,0 +1,30 @@
+// GenerationSpec: what an endpoint asks of one engine request once its JSON is parsed and its
+// prompt rendered — token ids, sampling, stop strings, and how the output text is post-processed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/sampling/sampling_params.h"
+
+namespace beam::server {
+
+struct GenerationSpec {
+  std::vector<int32_t> prompt_ids;
+  std::string prompt_text;               // the rendered prompt; output parsing starts from its end
+  SamplingParams sampling;
+  std::vector<std::string> stop_strings;  // non-empty strings, matched on the output text
+  bool include_stop_str_in_output = false;  // also keeps the text of a stop id that ended the output
+  bool parse_output = false;             // chat-style: response_template → reasoning/content/tools
+  nlohmann::ordered_json tools;          // OpenAI tools array for argument casting (null: none)
+  bool parse_tool_calls = true;          // false (tool_choice "none"): tool-call text is content
+  std::string tool_call_id_prefix = "call_";  // tool-call ids: prefix + index in the response
+  bool detokenize = true;                // false: token ids only (/generate without a tokenizer)
+  bool skip_special_tokens = true;
+  int32_t priority = 0;
+};
+
+}  // namespace beam::server

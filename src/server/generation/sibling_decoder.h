@@ -1,0 +1,88 @@
+// SiblingDecoder: the text pipeline of one generated sequence. Token ids (several per event are
+// possible) → incremental detokenizer → stop-string matcher → response_template stream →
+// reasoning / content / tool-call deltas, with each token (and its logprobs) released together
+// with its text. Tokens past a stop string are dropped from text, ids, logprobs and counts alike.
+// One owner thread.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/engine.h"
+#include "server/generation/generation_spec.h"
+#include "server/generation/stop_matcher.h"
+#include "server/parsers/response_stream.h"
+#include "text/incremental_detokenizer.h"
+#include "text/tokenizer.h"
+
+namespace beam::server {
+
+struct OutputToken {
+  int32_t id = 0;
+  std::optional<TokenLogprobs> logprobs;
+};
+
+// What one batch of tokens released. `parts` holds reasoning / content / tool-call deltas (with
+// parse_output off: content only).
+struct SiblingDelta {
+  std::vector<ResponseDelta> parts;
+  std::vector<OutputToken> tokens;
+  bool empty() const { return parts.empty() && tokens.empty(); }
+};
+
+struct SiblingResult {
+  FinishReason reason = FinishReason::kStop;
+  std::optional<size_t> stop_string;   // index into GenerationSpec::stop_strings
+  std::optional<int32_t> stop_token;   // the stop/eos id that ended it
+  ParsedResponse parsed;               // reasoning, content, tool calls (content only if unparsed)
+  std::vector<OutputToken> tokens;     // every kept token, in order
+  int64_t completion_tokens = 0;       // == tokens.size()
+  std::string error;                   // with kError
+};
+
+class SiblingDecoder {
+ public:
+  // `tokenizer` may be null only when spec.detokenize is false; `response_template` is used when
+  // spec.parse_output. Both must outlive the decoder.
+  SiblingDecoder(const text::Tokenizer* tokenizer, const GenerationSpec& spec,
+                 std::shared_ptr<const ResponseTemplate> response_template);
+
+  // Consumes the tokens of one engine event (ignored once the sibling is done).
+  void on_tokens(const TokenEvent& event, SiblingDelta* out);
+  // True once a stop string ended the output (the engine may still be generating).
+  bool stopped_by_string() const { return stop_string_.has_value(); }
+  bool done() const { return done_; }
+
+  // Ends the sibling: flushes held-back text. `engine_final` is the engine's finishing event, or
+  // null when a stop string ended it.
+  SiblingResult finish(const TokenEvent* engine_final, SiblingDelta* out);
+
+ private:
+  struct PendingToken {
+    OutputToken token;
+    size_t text_start = 0;  // offset in the detokenized stream
+    size_t text_end = 0;
+  };
+
+  void add_text(const std::string& text, SiblingDelta* out);
+  void release_text(const std::string& text, SiblingDelta* out);
+  void release_tokens(bool all, SiblingDelta* out);
+
+  const text::Tokenizer* tokenizer_;
+  const GenerationSpec& spec_;
+  std::optional<text::IncrementalDetokenizer> detokenizer_;
+  StopMatcher stop_matcher_;
+  std::optional<ResponseStream> stream_;
+  std::vector<PendingToken> pending_;
+  std::vector<OutputToken> kept_;
+  std::string content_;          // released text when not parsing
+  size_t text_bytes_ = 0;        // detokenized so far
+  size_t released_bytes_ = 0;    // released past the stop matcher
+  std::optional<size_t> stop_string_;
+  size_t stop_offset_ = 0;
+  bool done_ = false;
+};
+
+}  // namespace beam::server

@@ -1,0 +1,147 @@
+// POST /generate: token ids in, token ids (+ text when the model has a tokenizer, + logprobs)
+// out (see native_endpoints.h). Stop strings work when the model has a tokenizer.
+#include "server/http/sse.h"
+#include "server/native/native_endpoints.h"
+
+namespace beam::server {
+namespace {
+
+Json native_logprobs(const std::vector<OutputToken>& tokens, int64_t num_top) {
+  Json out = Json::array();
+  for (const OutputToken& t : tokens) {
+    if (!t.logprobs) continue;
+    auto lp = [](float v) { return std::isfinite(v) ? static_cast<double>(v) : -9999.0; };
+    Json top = Json::array();
+    for (size_t i = 0; i < t.logprobs->top.size() && static_cast<int64_t>(i) < num_top; ++i)
+      top.push_back(Json{{"token_id", t.logprobs->top[i].token}, {"logprob", lp(t.logprobs->top[i].logprob)}});
+    out.push_back(Json{{"token_id", t.logprobs->chosen.token}, {"logprob", lp(t.logprobs->chosen.logprob)},
+                       {"rank", t.logprobs->chosen_rank}, {"top_logprobs", std::move(top)}});
+  }
+  return out;
+}
+
+Json token_ids(const std::vector<OutputToken>& tokens) {
+  Json ids = Json::array();
+  for (const OutputToken& t : tokens) ids.push_back(t.id);
+  return ids;
+}
+
+class GenerateObserver : public GenerationObserver {
+ public:
+  GenerateObserver(std::shared_ptr<Exchange> exchange, std::string id, bool stream, bool with_text, bool logprobs,
+                   int64_t top_logprobs, int64_t n)
+      : exchange_(std::move(exchange)), id_(std::move(id)), stream_(stream), with_text_(with_text),
+        logprobs_(logprobs), top_logprobs_(top_logprobs), results_(static_cast<size_t>(n)) {}
+
+  void on_rejected(const ApiError& error) override { exchange_->respond_error(error); }
+
+  void on_delta(int32_t sibling, SiblingDelta&& delta) override {
+    if (!stream_) return;
+    Json c = {{"index", sibling}, {"token_ids", token_ids(delta.tokens)}};
+    if (with_text_) {
+      std::string text;
+      for (const ResponseDelta& p : delta.parts) text += p.text;
+      c["text"] = text;
+    }
+    if (logprobs_) c["logprobs"] = native_logprobs(delta.tokens, top_logprobs_);
+    c["finish_reason"] = nullptr;
+    send(c);
+  }
+
+  void on_sibling_done(int32_t sibling, SiblingResult&& result) override {
+    if (result.reason == FinishReason::kError) error_ = result.error;
+    if (stream_ && (exchange_->stream_started() || result.reason != FinishReason::kError)) {
+      Json c = {{"index", sibling}, {"token_ids", Json::array()}, {"finish_reason", finish_reason_name(result.reason)},
+                {"stop_token", result.stop_token ? Json(*result.stop_token) : Json(nullptr)}};
+      send(c);
+    }
+    results_[static_cast<size_t>(sibling)] = std::move(result);
+  }
+
+  void on_complete(const GenerationUsage& usage) override {
+    exchange_->note("completion_tokens", std::to_string(usage.completion_tokens));
+    Json u = {{"prompt_tokens", usage.prompt_tokens}, {"cached_tokens", usage.cached_prompt_tokens},
+              {"completion_tokens", usage.completion_tokens}};
+    if (error_ && !exchange_->stream_started()) {
+      return exchange_->respond_error(api_error(ErrorKind::kServer, "the engine failed the request: " + *error_));
+    }
+    if (stream_) {
+      send(Json{{"usage", u}});
+      exchange_->send(http::sse_done());
+      return exchange_->end_stream();
+    }
+    Json choices = Json::array();
+    for (size_t i = 0; i < results_.size(); ++i) {
+      const SiblingResult& r = results_[i];
+      Json c = {{"index", i}, {"token_ids", token_ids(r.tokens)}};
+      if (with_text_) c["text"] = r.parsed.content;
+      c["logprobs"] = logprobs_ ? native_logprobs(r.tokens, top_logprobs_) : Json(nullptr);
+      c["finish_reason"] = finish_reason_name(r.reason);
+      c["stop_token"] = r.stop_token ? Json(*r.stop_token) : Json(nullptr);
+      choices.push_back(std::move(c));
+    }
+    exchange_->respond_json(200, dump_json(Json{{"id", id_}, {"choices", std::move(choices)}, {"usage", u}}));
+  }
+
+ private:
+  void send(const Json& chunk) {
+    if (!exchange_->stream_started()) exchange_->start_stream(std::string(http::kSseContentType));
+    exchange_->send(http::sse_data(dump_json(chunk)));
+  }
+
+  std::shared_ptr<Exchange> exchange_;
+  std::string id_;
+  bool stream_, with_text_, logprobs_;
+  int64_t top_logprobs_;
+  std::vector<SiblingResult> results_;
+  std::optional<std::string> error_;
+};
+
+ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
+  const ServedModel& model = *env.model;
+  API_ASSIGN_OR_RETURN(Json body, parse_json_body(exchange->request().body));
+  if (!body.is_object()) return invalid_request("the request body must be a JSON object");
+  FieldReader r(body, "");
+  std::string requested;
+  r.read("model", &requested);
+  SamplingFields fields;
+  read_sampling_fields(r, "stop", &fields);
+  r.read("max_tokens", &fields.params.max_tokens);
+  r.read("logprobs", &fields.params.logprobs);
+  r.read("top_logprobs", &fields.params.top_logprobs);
+  bool stream = false;
+  r.read("stream", &stream);
+  const char* key = r.has("input_ids") ? "input_ids" : "prompt_token_ids";
+  const Json* ids = r.get(key);
+  if (!ids) r.fail("input_ids", "is required (an array of token ids)");
+  else if (!ids->is_array() || ids->empty()) r.fail(key, "expected a non-empty array of token ids");
+  if (r.failed()) return r.take_error();
+  API_ASSIGN_OR_RETURN(bool ok, check_model_name(model, requested));
+  (void)ok;
+  GenerationSpec spec;
+  for (size_t i = 0; i < ids->size(); ++i) {
+    const Json& t = (*ids)[i];
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= model.vocab_size)
+      return invalid_request(std::string("'") + key + "[" + std::to_string(i) + "]': not a token id in [0, " +
+                             std::to_string(model.vocab_size) + ")", key);
+    spec.prompt_ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  spec.detokenize = model.tokenizer.has_value();
+  if (!spec.detokenize && !fields.stop_strings.empty())
+    return invalid_request("'stop': stop strings need a tokenizer; this model has none (use stop_token_ids)", "stop");
+  API_ASSIGN_OR_RETURN(ok, finish_spec(model, fields, "max_tokens", &spec));
+  exchange->note("stream", stream ? "1" : "0");
+  auto observer = std::make_shared<GenerateObserver>(exchange, env.ids->next("gen-"), stream, spec.detokenize,
+                                                     spec.sampling.logprobs, spec.sampling.top_logprobs, spec.sampling.n);
+  launch_generation(env, exchange, std::move(spec), std::move(observer));
+  return true;
+}
+
+}  // namespace
+
+void handle_generate(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
+  ApiExpected<bool> r = run(env, exchange);
+  if (!r.ok()) exchange->respond_error(r.error());
+}
+
+}  // namespace beam::server

@@ -1,0 +1,49 @@
+// Chat completions endpoint (see chat_endpoint.h).
+#include "server/openai/chat_endpoint.h"
+
+#include "server/openai/chat_observer.h"
+#include "server/openai/chat_request.h"
+
+namespace beam::server {
+namespace {
+
+ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
+  const ServedModel& model = *env.model;
+  API_ASSIGN_OR_RETURN(Json body, parse_json_body(exchange->request().body));
+  API_ASSIGN_OR_RETURN(ChatRequest req, parse_chat_request(body));
+  API_ASSIGN_OR_RETURN(bool known, check_model_name(model, req.model));
+  API_ASSIGN_OR_RETURN(known, require_chat_template(model));
+  GenerationSpec spec;
+  spec.parse_output = true;
+  spec.tools = req.prompt.tools ? *req.prompt.tools : Json(nullptr);
+  const std::string id = env.ids->next("chatcmpl-");
+  spec.tool_call_id_prefix = "call_" + id.substr(9, 12) + "_";
+  API_ASSIGN_OR_RETURN(known, apply_tool_choice(req.tool_choice, model.response_template.get(), &req.prompt, &spec));
+  API_ASSIGN_OR_RETURN(RenderedPrompt rendered, render_chat_prompt(model, req.prompt));
+  spec.prompt_text = std::move(rendered.text);
+  spec.prompt_ids = std::move(rendered.ids);
+  API_ASSIGN_OR_RETURN(known, finish_spec(model, req.sampling, req.max_tokens_field, &spec));
+  (void)known;
+  ChatResponseOptions o;
+  o.id = id;
+  o.model = model.name;
+  o.created = unix_time_s();
+  o.stream = req.stream;
+  o.include_usage = req.include_usage;
+  o.logprobs = spec.sampling.logprobs;
+  o.top_logprobs = spec.sampling.top_logprobs;
+  o.n = spec.sampling.n;
+  exchange->note("stream", req.stream ? "1" : "0");
+  auto observer = std::make_shared<ChatObserver>(exchange, &*model.tokenizer, std::move(o));
+  launch_generation(env, exchange, std::move(spec), std::move(observer));
+  return true;
+}
+
+}  // namespace
+
+void handle_chat_completions(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
+  ApiExpected<bool> r = run(env, exchange);
+  if (!r.ok()) exchange->respond_error(r.error());
+}
+
+}  // namespace beam::server

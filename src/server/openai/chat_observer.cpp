@@ -1,0 +1,154 @@
+// ChatObserver (see chat_observer.h).
+#include "server/openai/chat_observer.h"
+
+#include "server/http/sse.h"
+#include "server/openai/logprobs_json.h"
+
+namespace beam::server {
+
+std::string chat_finish_reason(const SiblingResult& result) {
+  switch (result.reason) {
+    case FinishReason::kStop: return result.parsed.tool_calls.empty() ? "stop" : "tool_calls";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "abort";
+    case FinishReason::kError: return "error";
+  }
+  return "error";
+}
+
+Json openai_usage(const GenerationUsage& usage) {
+  return Json{{"prompt_tokens", usage.prompt_tokens},
+              {"completion_tokens", usage.completion_tokens},
+              {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", usage.cached_prompt_tokens}}}};
+}
+
+ChatObserver::ChatObserver(std::shared_ptr<Exchange> exchange, const text::Tokenizer* tokenizer,
+                           ChatResponseOptions options)
+    : exchange_(std::move(exchange)),
+      tokenizer_(tokenizer),
+      options_(std::move(options)),
+      role_sent_(static_cast<size_t>(options_.n), false),
+      results_(static_cast<size_t>(options_.n)) {}
+
+void ChatObserver::on_rejected(const ApiError& error) { exchange_->respond_error(error); }
+
+Json ChatObserver::chunk(Json choices) const {
+  Json c = {{"id", options_.id}, {"object", "chat.completion.chunk"}, {"created", options_.created},
+            {"model", options_.model}, {"choices", std::move(choices)}};
+  if (options_.include_usage) c["usage"] = nullptr;
+  return c;
+}
+
+void ChatObserver::ensure_stream() {
+  if (!exchange_->stream_started()) exchange_->start_stream(std::string(http::kSseContentType));
+}
+
+void ChatObserver::send_chunk(int32_t sibling, Json delta, Json logprobs, Json finish_reason) {
+  ensure_stream();
+  Json choice = {{"index", sibling}, {"delta", std::move(delta)}, {"logprobs", std::move(logprobs)},
+                 {"finish_reason", std::move(finish_reason)}};
+  exchange_->send(http::sse_data(dump_json(chunk(Json::array({std::move(choice)})))));
+}
+
+void ChatObserver::on_delta(int32_t sibling, SiblingDelta&& delta) {
+  const auto s = static_cast<size_t>(sibling);
+  if (!options_.stream) return;  // the whole message is built from the sibling result
+  if (!role_sent_[s]) {
+    role_sent_[s] = true;
+    send_chunk(sibling, Json{{"role", "assistant"}, {"content", ""}}, nullptr, nullptr);
+  }
+  Json logprobs = nullptr;
+  if (options_.logprobs && !delta.tokens.empty()) {
+    logprobs = Json{{"content", logprob_entries(tokenizer_, delta.tokens, options_.top_logprobs)}, {"refusal", nullptr}};
+  }
+  for (size_t i = 0; i < delta.parts.size(); ++i) {
+    const ResponseDelta& p = delta.parts[i];
+    Json d = Json::object();
+    switch (p.kind) {
+      case ResponseDelta::Kind::kReasoning:
+        d["reasoning_content"] = p.text;
+        break;
+      case ResponseDelta::Kind::kContent:
+        d["content"] = p.text;
+        break;
+      case ResponseDelta::Kind::kToolCallStart:
+        d["tool_calls"] = Json::array({Json{{"index", p.tool_index}, {"id", p.tool_call_id}, {"type", "function"},
+                                            {"function", {{"name", p.tool_name}, {"arguments", ""}}}}});
+        break;
+      case ResponseDelta::Kind::kToolCallArguments:
+        d["tool_calls"] = Json::array({Json{{"index", p.tool_index}, {"function", {{"arguments", p.text}}}}});
+        break;
+    }
+    const bool last = i + 1 == delta.parts.size();
+    send_chunk(sibling, std::move(d), last ? std::move(logprobs) : Json(nullptr), nullptr);
+    if (last) logprobs = nullptr;
+  }
+  if (!logprobs.is_null()) send_chunk(sibling, Json::object(), std::move(logprobs), nullptr);
+}
+
+void ChatObserver::on_sibling_done(int32_t sibling, SiblingResult&& result) {
+  const auto s = static_cast<size_t>(sibling);
+  if (result.reason == FinishReason::kError) error_ = result.error;
+  if (options_.stream && !(result.reason == FinishReason::kError && !exchange_->stream_started())) {
+    if (!role_sent_[s]) {
+      role_sent_[s] = true;
+      send_chunk(sibling, Json{{"role", "assistant"}, {"content", ""}}, nullptr, nullptr);
+    }
+    send_chunk(sibling, Json::object(), nullptr, chat_finish_reason(result));
+  }
+  results_[s] = std::move(result);
+}
+
+Json ChatObserver::message(const SiblingResult& result) const {
+  const ParsedResponse& p = result.parsed;
+  Json m = {{"role", "assistant"}};
+  m["content"] = p.content.empty() && !p.tool_calls.empty() ? Json(nullptr) : Json(p.content);
+  if (!p.reasoning.empty()) m["reasoning_content"] = p.reasoning;
+  if (!p.tool_calls.empty()) {
+    Json calls = Json::array();
+    for (const ParsedToolCall& c : p.tool_calls) {
+      calls.push_back(Json{{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+    }
+    m["tool_calls"] = std::move(calls);
+  }
+  return m;
+}
+
+void ChatObserver::on_complete(const GenerationUsage& usage) {
+  exchange_->note("completion_tokens", std::to_string(usage.completion_tokens));
+  exchange_->note("cached_tokens", std::to_string(usage.cached_prompt_tokens));
+  exchange_->note("finish", results_.empty() ? "" : chat_finish_reason(results_[0]));
+  if (error_ && !exchange_->stream_started()) {
+    exchange_->respond_error(api_error(ErrorKind::kServer, "the engine failed the request: " + *error_));
+    return;
+  }
+  if (options_.stream) {
+    if (error_) {
+      exchange_->send(http::sse_data(openai_error_body(api_error(ErrorKind::kServer, "the engine failed the request: " + *error_))));
+    }
+    if (options_.include_usage) {
+      Json c = chunk(Json::array());
+      c["usage"] = openai_usage(usage);
+      exchange_->send(http::sse_data(dump_json(c)));
+    }
+    exchange_->send(http::sse_done());
+    exchange_->end_stream();
+    return;
+  }
+  Json choices = Json::array();
+  for (size_t i = 0; i < results_.size(); ++i) {
+    const SiblingResult& r = results_[i];
+    Json logprobs = nullptr;
+    if (options_.logprobs) {
+      logprobs = Json{{"content", logprob_entries(tokenizer_, r.tokens, options_.top_logprobs)}, {"refusal", nullptr}};
+    }
+    choices.push_back(Json{{"index", i}, {"message", message(r)}, {"logprobs", std::move(logprobs)},
+                           {"finish_reason", chat_finish_reason(r)}});
+  }
+  Json body = {{"id", options_.id}, {"object", "chat.completion"}, {"created", options_.created},
+               {"model", options_.model}, {"choices", std::move(choices)}, {"usage", openai_usage(usage)}};
+  exchange_->respond_json(200, dump_json(body));
+}
+
+}  // namespace beam::server

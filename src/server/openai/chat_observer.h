@@ -1,0 +1,55 @@
+// ChatObserver: engine output → a chat.completion object, or chat.completion.chunk SSE events
+// (role first, reasoning_content / content / tool_call deltas, a finish chunk per choice, the
+// usage chunk with empty choices when stream_options.include_usage, then [DONE]).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/api/exchange.h"
+#include "server/generation/generation_job.h"
+#include "text/tokenizer.h"
+
+namespace beam::server {
+
+struct ChatResponseOptions {
+  std::string id;
+  std::string model;
+  int64_t created = 0;
+  bool stream = false;
+  bool include_usage = false;
+  bool logprobs = false;
+  int64_t top_logprobs = 0;
+  int64_t n = 1;
+};
+
+class ChatObserver : public GenerationObserver {
+ public:
+  ChatObserver(std::shared_ptr<Exchange> exchange, const text::Tokenizer* tokenizer, ChatResponseOptions options);
+
+  void on_rejected(const ApiError& error) override;
+  void on_delta(int32_t sibling, SiblingDelta&& delta) override;
+  void on_sibling_done(int32_t sibling, SiblingResult&& result) override;
+  void on_complete(const GenerationUsage& usage) override;
+
+ private:
+  Json chunk(Json choices) const;
+  void send_chunk(int32_t sibling, Json delta, Json logprobs, Json finish_reason);
+  void ensure_stream();
+  Json message(const SiblingResult& result) const;
+
+  std::shared_ptr<Exchange> exchange_;
+  const text::Tokenizer* tokenizer_;
+  ChatResponseOptions options_;
+  std::vector<bool> role_sent_;
+  std::vector<SiblingResult> results_;
+  std::optional<std::string> error_;  // the engine failed a choice
+};
+
+// "stop" / "length" / "tool_calls" (a stop with tool calls) / "abort" / "error".
+std::string chat_finish_reason(const SiblingResult& result);
+// {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details": {"cached_tokens"}}.
+Json openai_usage(const GenerationUsage& usage);
+
+}  // namespace beam::server

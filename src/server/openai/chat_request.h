@@ -1,0 +1,39 @@
+// POST /v1/chat/completions request: JSON → ChatRequest (conversation in chat-template form,
+// tools and tool_choice, sampling, streaming and logprob options). Every error is a 400 naming
+// the field. The message/tool/tool_choice converters are shared with /v1/responses.
+#pragma once
+
+#include <string>
+
+#include "server/api/chat_prompt.h"
+#include "server/api/json_fields.h"
+#include "server/api/sampling_fields.h"
+
+namespace beam::server {
+
+struct ChatRequest {
+  std::string model;
+  ChatPrompt prompt;
+  ToolChoice tool_choice;
+  SamplingFields sampling;   // max_tokens from max_completion_tokens or max_tokens
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  const char* max_tokens_field = "max_tokens";  // or "max_completion_tokens", for errors
+};
+
+ApiExpected<ChatRequest> parse_chat_request(const Json& body);
+
+// OpenAI chat messages → chat-template messages (text parts joined, tool-call arguments parsed
+// to objects, developer → system, reasoning → reasoning_content).
+ApiExpected<Json> convert_openai_messages(const Json& messages, const std::string& path);
+// "none" | "auto" | "required" | {"type": "function", "function": {"name"}} (or {"type":
+// "function", "name"} as /v1/responses writes it). Null → auto.
+ApiExpected<ToolChoice> parse_openai_tool_choice(const Json* value, const std::string& path);
+// Text or an array of text parts → one string.
+ApiExpected<std::string> content_text(const Json& content, const std::string& path);
+// json_schema / json_object need constrained decoding, which beamserve does not have yet.
+ApiExpected<bool> check_response_format(const Json* format, const std::string& path);
+// chat_template_kwargs (object) and reasoning_effort (string) → template variables.
+void read_template_variables(FieldReader& r, Json* variables);
+
+}  // namespace beam::server

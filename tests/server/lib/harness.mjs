@@ -1,0 +1,118 @@
+// Test harness for the live-server tests: starts `beamserve serve` on a free port with
+// models/tiny-beam and the tiny-chat fixture tokenizer, waits for /health, stops it afterwards,
+// and loads the SDKs from tests/node/node_modules.
+import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+export const repoRoot = path.resolve(here, '../../..');
+const nodeRequire = createRequire(path.join(repoRoot, 'tests/node/package.json'));
+
+// Imports an npm package installed in tests/node (cd tests/node && npm install).
+export async function importNodePackage(name) {
+  const mod = await import(pathToFileURL(nodeRequire.resolve(name)).href);
+  return mod;
+}
+
+// Fixture ids (tests/server/fixtures/make_tiny_chat.py).
+export const Tok = {
+  ENDOFTEXT: 0, IM_START: 1, IM_END: 2, TOOL_CALL: 509, THINK_ANSWER: 510, HELLO: 511,
+};
+
+function findBinary() {
+  if (process.env.BEAMSERVE_BIN) return process.env.BEAMSERVE_BIN;
+  for (const dir of ['build/cpu-release', 'build/api', 'build/lead', 'build/beamserve']) {
+    const p = path.join(repoRoot, dir, 'src/cli/beamserve');
+    if (existsSync(p)) return p;
+  }
+  throw new Error('beamserve binary not found: set BEAMSERVE_BIN');
+}
+
+// Starts a server; resolves once /health answers 200. extraArgs are appended to the command line.
+export async function startServer(extraArgs = [], { timeoutMs = 60000 } = {}) {
+  const args = ['serve', '--model', path.join(repoRoot, 'models/tiny-beam'),
+    '--tokenizer', path.join(repoRoot, 'tests/server/fixtures/tiny-chat'),
+    '--served-model-name', 'tiny-chat', '--port', '0', '--threads', '1', '--max-model-len', '4096',
+    '--kv-budget-mb', '64', ...extraArgs];
+  const child = spawn(findBinary(), args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const log = [];
+  let port = null;
+  const portReady = new Promise((resolve, reject) => {
+    child.stderr.setEncoding('utf8');
+    let buffered = '';
+    child.stderr.on('data', (chunk) => {
+      buffered += chunk;
+      let nl;
+      while ((nl = buffered.indexOf('\n')) >= 0) {
+        const line = buffered.slice(0, nl);
+        buffered = buffered.slice(nl + 1);
+        log.push(line);
+        if (log.length > 5000) log.shift();
+        const m = /listening on http:\/\/[^:]+:(\d+)/.exec(line);
+        if (m && port === null) {
+          port = Number(m[1]);
+          resolve(port);
+        }
+      }
+    });
+    child.on('exit', (code) => reject(new Error(`beamserve exited with ${code}:\n${log.join('\n')}`)));
+  });
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  await portReady;
+  const baseUrl = `http://127.0.0.1:${port}`;
+  for (;;) {
+    try {
+      const r = await fetch(`${baseUrl}/health`);
+      if (r.status === 200) break;
+    } catch { /* not accepting yet */ }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  clearTimeout(timer);
+  return {
+    port, baseUrl, log, pid: child.pid,
+    async stop() {
+      if (child.exitCode !== null) return child.exitCode;
+      const exited = new Promise((r) => child.on('exit', (code, signal) => r(code ?? signal)));
+      child.kill('SIGTERM');
+      const t = setTimeout(() => child.kill('SIGKILL'), 10000);
+      const code = await exited;
+      clearTimeout(t);
+      return code;
+    },
+  };
+}
+
+// Parses the Prometheus text into {name{labels}: value}.
+export function parseMetrics(text) {
+  const out = {};
+  for (const line of text.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const i = line.lastIndexOf(' ');
+    out[line.slice(0, i)] = Number(line.slice(i + 1));
+  }
+  return out;
+}
+
+export async function metrics(baseUrl, headers = {}) {
+  const r = await fetch(`${baseUrl}/metrics`, { headers });
+  return parseMetrics(await r.text());
+}
+
+// Sum of beamserve_http_requests_total over every endpoint and status matching `filter`.
+export function requestCount(m, filter = () => true) {
+  let n = 0;
+  for (const [k, v] of Object.entries(m)) {
+    const match = /^beamserve_http_requests_total\{endpoint="([^"]*)",status="(\d+)"\}$/.exec(k);
+    if (match && filter(match[1], Number(match[2]))) n += v;
+  }
+  return n;
+}
+
+// Forcing biases for the fixture: the first output is `token`, the second the tokenizer eos
+// (<|endoftext|>): min_tokens masks eos on step 1, repetition_penalty drops `token` on step 2.
+export function forceOneToken(token) {
+  return { logit_bias: { [token]: 100, [Tok.ENDOFTEXT]: 100 }, min_tokens: 1, repetition_penalty: 10, temperature: 0 };
+}

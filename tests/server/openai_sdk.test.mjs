@@ -1,0 +1,397 @@
+// The official `openai` npm client against a live beamserve (tiny-beam + the tiny-chat fixture
+// tokenizer): chat (plain, streaming, n > 1, logprobs, tool-call round trip), completions and
+// responses (plain and streaming events). Checks structure and content, not only that calls work.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startServer, importNodePackage, Tok, forceOneToken } from './lib/harness.mjs';
+
+let server;
+let client;
+const MODEL = 'tiny-chat';
+const weatherTool = {
+  type: 'function',
+  function: {
+    name: 'get_weather', description: 'Weather for a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  },
+};
+// Keeps greedy output ASCII (bytes >= 0x80 are ids 131..258), so token bytes concatenate to the text.
+const asciiOnly = Object.fromEntries(Array.from({ length: 128 }, (_, i) => [String(131 + i), -100]));
+
+before(async () => {
+  server = await startServer();
+  const { default: OpenAI } = await importNodePackage('openai');
+  client = new OpenAI({ apiKey: 'unused', baseURL: `${server.baseUrl}/v1`, maxRetries: 0 });
+});
+
+after(async () => {
+  assert.equal(await server.stop(), 0);
+});
+
+test('models list names the served model', async () => {
+  const page = await client.models.list();
+  assert.deepEqual(page.data.map((m) => m.id), [MODEL]);
+  const m = await client.models.retrieve(MODEL);
+  assert.equal(m.object, 'model');
+});
+
+test('chat: plain greedy completion with usage', async () => {
+  const r = await client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'Hello there' }], max_tokens: 12, temperature: 0,
+    ignore_eos: true,
+  });
+  assert.match(r.id, /^chatcmpl-/);
+  assert.equal(r.object, 'chat.completion');
+  assert.equal(r.choices.length, 1);
+  const c = r.choices[0];
+  assert.equal(c.message.role, 'assistant');
+  assert.equal(typeof c.message.content, 'string');
+  assert.equal(c.finish_reason, 'length');
+  assert.equal(r.usage.completion_tokens, 12);
+  assert.ok(r.usage.prompt_tokens > 5);
+  assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens);
+  assert.ok(r.usage.prompt_tokens_details.cached_tokens >= 0);
+  // The same request again: identical greedy text, and the prompt prefix now comes from the cache.
+  const again = await client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'Hello there' }], max_tokens: 12, temperature: 0,
+    ignore_eos: true,
+  });
+  assert.equal(again.choices[0].message.content, c.message.content);
+});
+
+test('chat: streamed text equals non-streamed text; include_usage sends a final usage chunk', async () => {
+  const req = {
+    model: MODEL, messages: [{ role: 'user', content: 'Tell me about the weather' }], max_tokens: 20,
+    temperature: 0, ignore_eos: true,
+  };
+  const plain = await client.chat.completions.create(req);
+  const stream = await client.chat.completions.create({ ...req, stream: true, stream_options: { include_usage: true } });
+  let text = '';
+  let roleSeen = false;
+  let finish = null;
+  let usage = null;
+  let chunksAfterUsage = 0;
+  for await (const chunk of stream) {
+    assert.equal(chunk.object, 'chat.completion.chunk');
+    if (usage) chunksAfterUsage++;
+    if (chunk.usage) {
+      usage = chunk.usage;
+      assert.deepEqual(chunk.choices, []);
+      continue;
+    }
+    const ch = chunk.choices[0];
+    if (ch.delta.role) roleSeen = true;
+    if (ch.delta.content) text += ch.delta.content;
+    if (ch.finish_reason) finish = ch.finish_reason;
+  }
+  assert.ok(roleSeen);
+  assert.equal(finish, 'length');
+  assert.equal(text, plain.choices[0].message.content);
+  assert.equal(chunksAfterUsage, 0);
+  assert.equal(usage.completion_tokens, 20);
+  assert.equal(usage.prompt_tokens, plain.usage.prompt_tokens);
+  assert.equal(usage.total_tokens, usage.prompt_tokens + 20);
+});
+
+test('chat: n > 1 with a seed gives n choices and usage sums them', async () => {
+  const r = await client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'Pick a word' }], max_tokens: 6, n: 3, seed: 7,
+    temperature: 1, ignore_eos: true,
+  });
+  assert.deepEqual(r.choices.map((c) => c.index).sort(), [0, 1, 2]);
+  for (const c of r.choices) assert.equal(c.finish_reason, 'length');
+  assert.equal(r.usage.completion_tokens, 18);
+  // Same seed, same choices.
+  const again = await client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'Pick a word' }], max_tokens: 6, n: 3, seed: 7,
+    temperature: 1, ignore_eos: true,
+  });
+  assert.deepEqual(again.choices.map((c) => c.message.content), r.choices.map((c) => c.message.content));
+  // Streaming n > 1: every index gets its own finish chunk and the texts match.
+  const stream = await client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'Pick a word' }], max_tokens: 6, n: 3, seed: 7,
+    temperature: 1, ignore_eos: true, stream: true,
+  });
+  const texts = ['', '', ''];
+  const finishes = [null, null, null];
+  for await (const chunk of stream) {
+    for (const ch of chunk.choices) {
+      texts[ch.index] += ch.delta.content ?? '';
+      if (ch.finish_reason) finishes[ch.index] = ch.finish_reason;
+    }
+  }
+  assert.deepEqual(finishes, ['length', 'length', 'length']);
+  assert.deepEqual(texts, r.choices.map((c) => c.message.content));
+});
+
+test('chat: logprobs with top_logprobs are consistent with the text and usage', async () => {
+  const r = await client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'Hello' }], max_tokens: 8, temperature: 0,
+    logprobs: true, top_logprobs: 3, ignore_eos: true, logit_bias: asciiOnly,
+  });
+  const entries = r.choices[0].logprobs.content;
+  assert.equal(entries.length, r.usage.completion_tokens);
+  let bytes = [];
+  for (const e of entries) {
+    assert.ok(e.logprob <= 0);
+    assert.equal(e.top_logprobs.length, 3);
+    for (let i = 1; i < 3; i++) assert.ok(e.top_logprobs[i - 1].logprob >= e.top_logprobs[i].logprob);
+    // Logprobs are taken before logit_bias; the chosen token is greedy over biased logits, so it is
+    // the most likely ASCII token: at most the best alternative, at least the third... so just >=.
+    assert.ok(e.logprob <= e.top_logprobs[0].logprob + 1e-6);
+    bytes = bytes.concat(e.bytes);
+  }
+  assert.equal(Buffer.from(bytes).toString('utf8'), r.choices[0].message.content);
+  // Streaming delivers the same entries.
+  const stream = await client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'Hello' }], max_tokens: 8, temperature: 0,
+    logprobs: true, top_logprobs: 3, ignore_eos: true, logit_bias: asciiOnly, stream: true,
+  });
+  const streamed = [];
+  for await (const chunk of stream) {
+    for (const ch of chunk.choices) if (ch.logprobs?.content) streamed.push(...ch.logprobs.content);
+  }
+  assert.deepEqual(streamed.map((e) => [e.token, e.logprob]), entries.map((e) => [e.token, e.logprob]));
+});
+
+test('chat: stop strings cut the text and finish with stop', async () => {
+  const base = { model: MODEL, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 30, temperature: 0,
+    ignore_eos: true, logit_bias: asciiOnly };
+  const full = (await client.chat.completions.create(base)).choices[0].message.content;
+  assert.ok(full.length >= 10);
+  const stop = full.slice(4, 6);
+  const cut = full.slice(0, full.indexOf(stop));
+  const r = await client.chat.completions.create({ ...base, stop: [stop] });
+  assert.equal(r.choices[0].message.content, cut);
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  assert.ok(r.usage.completion_tokens <= 30);
+  const stream = await client.chat.completions.create({ ...base, stop: [stop], stream: true });
+  let text = '';
+  for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
+  assert.equal(text, cut);
+});
+
+test('chat: tool-call round trip', async () => {
+  const messages = [{ role: 'user', content: 'What is the weather in Paris?' }];
+  const r = await client.chat.completions.create({
+    model: MODEL, messages, tools: [weatherTool], max_tokens: 5, ...forceOneToken(Tok.TOOL_CALL),
+  });
+  const c = r.choices[0];
+  assert.equal(c.finish_reason, 'tool_calls');
+  assert.equal(c.message.content, null);
+  assert.equal(c.message.tool_calls.length, 1);
+  const call = c.message.tool_calls[0];
+  assert.equal(call.type, 'function');
+  assert.equal(call.function.name, 'get_weather');
+  assert.deepEqual(JSON.parse(call.function.arguments), { city: 'Paris' });
+  assert.match(call.id, /^call_/);
+  assert.equal(r.usage.completion_tokens, 2);  // the tool-call token and the eos
+
+  // Streaming: the name arrives once with the id, then the arguments.
+  const stream = await client.chat.completions.create({
+    model: MODEL, messages, tools: [weatherTool], max_tokens: 5, stream: true, ...forceOneToken(Tok.TOOL_CALL),
+  });
+  const calls = {};
+  let finish = null;
+  for await (const chunk of stream) {
+    const ch = chunk.choices[0];
+    if (!ch) continue;
+    for (const tc of ch.delta.tool_calls ?? []) {
+      calls[tc.index] ??= { id: '', name: '', args: '' };
+      if (tc.id) calls[tc.index].id = tc.id;
+      if (tc.function?.name) calls[tc.index].name += tc.function.name;
+      if (tc.function?.arguments) calls[tc.index].args += tc.function.arguments;
+    }
+    if (ch.finish_reason) finish = ch.finish_reason;
+  }
+  assert.equal(finish, 'tool_calls');
+  assert.equal(calls[0].name, 'get_weather');
+  assert.deepEqual(JSON.parse(calls[0].args), { city: 'Paris' });
+
+  // Second turn: the assistant's call and the tool result go back; the model answers in text.
+  messages.push(c.message, { role: 'tool', tool_call_id: call.id, content: '{"temperature": 21}' });
+  const second = await client.chat.completions.create({
+    model: MODEL, messages, tools: [weatherTool], max_tokens: 6, temperature: 0, ignore_eos: true,
+    logit_bias: { [Tok.TOOL_CALL]: -100 },
+  });
+  assert.equal(second.choices[0].finish_reason, 'length');
+  assert.equal(second.choices[0].message.tool_calls, undefined);
+  // The second prompt holds the first prompt's tokens plus the call and the tool result.
+  assert.ok(second.usage.prompt_tokens > r.usage.prompt_tokens);
+  assert.ok(second.usage.prompt_tokens_details.cached_tokens >= 0);
+});
+
+test('chat: tool_choice none returns the call text as content; named needs a known function', async () => {
+  const r = await client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'weather?' }], tools: [weatherTool], tool_choice: 'none',
+    max_tokens: 5, ...forceOneToken(Tok.TOOL_CALL),
+  });
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  assert.equal(r.choices[0].message.tool_calls, undefined);
+  assert.match(r.choices[0].message.content, /get_weather/);
+  await assert.rejects(client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'x' }], tools: [weatherTool], max_tokens: 2,
+    tool_choice: { type: 'function', function: { name: 'nope' } },
+  }), (e) => e.status === 400 && e.param === 'tool_choice');
+  // A named function opens the assistant turn with the tool-call delimiter; output stays a call.
+  const named = await client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'x' }], tools: [weatherTool], max_tokens: 3, temperature: 0,
+    ignore_eos: true, tool_choice: { type: 'function', function: { name: 'get_weather' } },
+  });
+  assert.equal(named.choices[0].finish_reason, 'length');
+  assert.equal(named.usage.completion_tokens, 3);
+});
+
+test('chat: reasoning goes to reasoning_content', async () => {
+  const r = await client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'weather?' }], max_tokens: 5,
+    ...forceOneToken(Tok.THINK_ANSWER),
+  });
+  const m = r.choices[0].message;
+  assert.equal(m.reasoning_content, 'The user asks about the weather.');
+  assert.equal(m.content, 'It is sunny in Paris.');
+  const stream = await client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'weather?' }], max_tokens: 5, stream: true,
+    ...forceOneToken(Tok.THINK_ANSWER),
+  });
+  let reasoning = '';
+  let content = '';
+  for await (const chunk of stream) {
+    reasoning += chunk.choices[0]?.delta?.reasoning_content ?? '';
+    content += chunk.choices[0]?.delta?.content ?? '';
+  }
+  assert.equal(reasoning, m.reasoning_content);
+  assert.equal(content, m.content);
+});
+
+test('chat: response_format json_schema is a clear 400', async () => {
+  await assert.rejects(client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 2,
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object' } } },
+  }), (e) => e.status === 400 && /constrained decoding/.test(e.message));
+});
+
+test('completions: text, logprobs, streaming', async () => {
+  const r = await client.completions.create({
+    model: MODEL, prompt: 'The weather in Paris', max_tokens: 10, temperature: 0, logprobs: 2, ignore_eos: true,
+    logit_bias: asciiOnly,
+  });
+  assert.equal(r.object, 'text_completion');
+  const c = r.choices[0];
+  assert.equal(c.finish_reason, 'length');
+  assert.equal(c.logprobs.tokens.length, 10);
+  assert.equal(c.logprobs.tokens.join(''), c.text);
+  assert.equal(c.logprobs.top_logprobs[0] && Object.keys(c.logprobs.top_logprobs[0]).length <= 2, true);
+  assert.equal(r.usage.completion_tokens, 10);
+  const stream = await client.completions.create({
+    model: MODEL, prompt: 'The weather in Paris', max_tokens: 10, temperature: 0, ignore_eos: true,
+    logit_bias: asciiOnly, stream: true, stream_options: { include_usage: true },
+  });
+  let text = '';
+  let usage = null;
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = chunk.usage;
+    text += chunk.choices[0]?.text ?? '';
+  }
+  assert.equal(text, c.text);
+  assert.equal(usage.completion_tokens, 10);
+  // Token-id prompts work too.
+  const ids = await client.completions.create({ model: MODEL, prompt: [Tok.HELLO, 40, 41], max_tokens: 3,
+    temperature: 0, ignore_eos: true });
+  assert.equal(ids.usage.prompt_tokens, 3);
+});
+
+test('responses: plain, with reasoning and a function call item', async () => {
+  const r = await client.responses.create({
+    model: MODEL, input: 'Hello there', max_output_tokens: 8, temperature: 0, ignore_eos: true,
+  });
+  assert.equal(r.object, 'response');
+  assert.equal(r.status, 'incomplete');
+  assert.equal(r.incomplete_details.reason, 'max_output_tokens');
+  assert.equal(r.usage.output_tokens, 8);
+  assert.equal(r.usage.total_tokens, r.usage.input_tokens + 8);
+  const msg = r.output.find((o) => o.type === 'message');
+  assert.equal(r.output_text, msg.content[0].text);
+
+  const think = await client.responses.create({
+    model: MODEL, input: [{ role: 'user', content: 'weather?' }], max_output_tokens: 5,
+    ...forceOneToken(Tok.THINK_ANSWER),
+  });
+  assert.equal(think.status, 'completed');
+  assert.deepEqual(think.output.map((o) => o.type), ['reasoning', 'message']);
+  assert.equal(think.output[0].content[0].text, 'The user asks about the weather.');
+  assert.equal(think.output_text, 'It is sunny in Paris.');
+
+  const tool = { type: 'function', name: 'get_weather', parameters: weatherTool.function.parameters };
+  const call = await client.responses.create({
+    model: MODEL, input: 'weather in Paris?', tools: [tool], max_output_tokens: 5, ...forceOneToken(Tok.TOOL_CALL),
+  });
+  const fc = call.output.find((o) => o.type === 'function_call');
+  assert.equal(fc.name, 'get_weather');
+  assert.deepEqual(JSON.parse(fc.arguments), { city: 'Paris' });
+  // Round trip: the call and its output go back as input items.
+  const next = await client.responses.create({
+    model: MODEL, tools: [tool], max_output_tokens: 4, temperature: 0, ignore_eos: true,
+    input: [{ role: 'user', content: 'weather in Paris?' }, fc,
+      { type: 'function_call_output', call_id: fc.call_id, output: '{"temperature": 21}' }],
+  });
+  assert.equal(next.usage.output_tokens, 4);
+});
+
+test('responses: streaming events arrive in order and rebuild the same response', async () => {
+  const req = { model: MODEL, input: [{ role: 'user', content: 'weather?' }], max_output_tokens: 5,
+    ...forceOneToken(Tok.THINK_ANSWER) };
+  const plain = await client.responses.create(req);
+  const stream = await client.responses.create({ ...req, stream: true });
+  const types = [];
+  let seq = -1;
+  let text = '';
+  let reasoning = '';
+  let completed = null;
+  for await (const ev of stream) {
+    types.push(ev.type);
+    assert.equal(ev.sequence_number, seq + 1);
+    seq = ev.sequence_number;
+    if (ev.type === 'response.output_text.delta') text += ev.delta;
+    if (ev.type === 'response.reasoning_text.delta') reasoning += ev.delta;
+    if (ev.type === 'response.completed') completed = ev.response;
+  }
+  assert.equal(types[0], 'response.created');
+  assert.equal(types[1], 'response.in_progress');
+  assert.equal(types.at(-1), 'response.completed');
+  for (const t of ['response.output_item.added', 'response.content_part.added', 'response.output_text.done',
+    'response.content_part.done', 'response.output_item.done', 'response.reasoning_text.done']) {
+    assert.ok(types.includes(t), t);
+  }
+  assert.equal(text, plain.output_text);
+  assert.equal(reasoning, plain.output[0].content[0].text);
+  assert.deepEqual(completed.output.map((o) => o.type), plain.output.map((o) => o.type));
+  assert.equal(completed.usage.output_tokens, plain.usage.output_tokens);
+
+  // The SDK's stream helper accumulates the same final response.
+  const helper = client.responses.stream(req);
+  const final = await helper.finalResponse();
+  assert.equal(final.output_text, plain.output_text);
+
+  // A function call streams as output_item.added + arguments delta/done.
+  const tool = { type: 'function', name: 'get_weather', parameters: weatherTool.function.parameters };
+  const fstream = await client.responses.create({ model: MODEL, input: 'weather?', tools: [tool],
+    max_output_tokens: 5, stream: true, ...forceOneToken(Tok.TOOL_CALL) });
+  let args = '';
+  let doneArgs = null;
+  for await (const ev of fstream) {
+    if (ev.type === 'response.function_call_arguments.delta') args += ev.delta;
+    if (ev.type === 'response.function_call_arguments.done') doneArgs = ev.arguments;
+  }
+  assert.deepEqual(JSON.parse(args), { city: 'Paris' });
+  assert.equal(doneArgs, args);
+});
+
+test('errors surface as OpenAI APIErrors with status and param', async () => {
+  await assert.rejects(client.chat.completions.create({ model: 'gpt-nope', messages: [{ role: 'user', content: 'x' }] }),
+    (e) => e.status === 404 && e.code === 'model_not_found');
+  await assert.rejects(client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'x' }], top_p: 3 }),
+    (e) => e.status === 400 && e.param === 'top_p');
+  await assert.rejects(client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'x' }], n: 500 }),
+    (e) => e.status === 400 && e.param === 'n');
+});

@@ -1,0 +1,218 @@
+// Request parsing: wrong types, missing fields and bad values become 400s that name the field;
+// well-formed requests of each API map to the right conversation, tools and sampling.
+#include <gtest/gtest.h>
+
+#include "server/anthropic/messages_request.h"
+#include "server/api/sampling_fields.h"
+#include "server/openai/chat_request.h"
+#include "server/openai/completions.h"
+#include "server/openai/responses_request.h"
+
+namespace beam::server {
+namespace {
+
+Json parse(const std::string& text) { return Json::parse(text); }
+
+ApiError chat_error(const std::string& body) {
+  ApiExpected<ChatRequest> r = parse_chat_request(parse(body));
+  EXPECT_FALSE(r.ok()) << body;
+  return r.ok() ? ApiError{} : r.error();
+}
+
+TEST(RequestValidation, MalformedJson) {
+  ApiExpected<Json> r = parse_json_body("{\"model\": ");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(http_status(r.error().kind), 400);
+  EXPECT_NE(r.error().message.find("not valid JSON"), std::string::npos);
+  EXPECT_FALSE(parse_json_body("").ok());
+}
+
+TEST(RequestValidation, WrongTypesNameTheField) {
+  ApiError e = chat_error(R"({"messages": [{"role": "user", "content": "hi"}], "temperature": "hot"})");
+  EXPECT_EQ(e.param, "temperature");
+  EXPECT_NE(e.message.find("expected a number, got string"), std::string::npos);
+  e = chat_error(R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1.5})");
+  EXPECT_EQ(e.param, "max_tokens");
+  e = chat_error(R"({"messages": [{"role": "user", "content": 5}]})");
+  EXPECT_EQ(e.param, "messages[0].content");
+  e = chat_error(R"({"messages": "hi"})");
+  EXPECT_EQ(e.param, "messages");
+  e = chat_error(R"({"messages": [{"role": "wizard", "content": "x"}]})");
+  EXPECT_EQ(e.param, "messages[0].role");
+  e = chat_error(R"({"messages": [{"role": "user", "content": "x"}], "stop": [1]})");
+  EXPECT_EQ(e.param, "stop");
+  e = chat_error(R"({"messages": [{"role": "user", "content": "x"}], "stream": "yes"})");
+  EXPECT_EQ(e.param, "stream");
+  e = chat_error(R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"abc": 1}})");
+  EXPECT_EQ(e.param, "logit_bias");
+  e = chat_error(R"({"model": "m"})");
+  EXPECT_EQ(e.param, "messages");
+  e = chat_error(R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})");
+  EXPECT_EQ(e.param, "messages[0].content[0].type");
+  e = chat_error(R"({"messages": [{"role": "user", "content": "x"}], "functions": []})");
+  EXPECT_EQ(e.param, "functions");
+}
+
+TEST(RequestValidation, SamplingRangesAreCheckedAgainstTheVocabulary) {
+  SamplingParams p;
+  p.top_p = 1.5;
+  ApiExpected<bool> r = validate_sampling(p, 512);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().param, "top_p");
+  p = SamplingParams{};
+  p.n = 129;
+  EXPECT_EQ(validate_sampling(p, 512).error().param, "n");
+  p = SamplingParams{};
+  p.logit_bias[600] = 1;
+  EXPECT_EQ(validate_sampling(p, 512).error().param, "logit_bias");
+  p = SamplingParams{};
+  p.temperature = -1;
+  EXPECT_EQ(validate_sampling(p, 512).error().param, "temperature");
+  EXPECT_TRUE(validate_sampling(SamplingParams{}, 512).ok());
+}
+
+TEST(RequestValidation, ResponseFormatNeedsConstrainedDecoding) {
+  ApiError e = chat_error(R"({"messages": [{"role": "user", "content": "x"}],
+                              "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": {}}}})");
+  EXPECT_EQ(e.param, "response_format.type");
+  EXPECT_EQ(e.code, "unsupported_parameter");
+  EXPECT_NE(e.message.find("constrained decoding"), std::string::npos);
+  EXPECT_EQ(chat_error(R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})").param,
+            "response_format.type");
+  EXPECT_TRUE(parse_chat_request(parse(R"({"messages": [{"role": "user", "content": "x"}],
+                                          "response_format": {"type": "text"}})")).ok());
+}
+
+TEST(RequestValidation, ChatRequestMapsEveryField) {
+  ApiExpected<ChatRequest> r = parse_chat_request(parse(R"({
+    "model": "m", "messages": [
+      {"role": "developer", "content": [{"type": "text", "text": "be brief"}]},
+      {"role": "user", "content": "weather?"},
+      {"role": "assistant", "content": null, "reasoning_content": "think",
+       "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{\"city\": \"Paris\"}"}}]},
+      {"role": "tool", "tool_call_id": "c1", "content": "sunny"}],
+    "tools": [{"type": "function", "function": {"name": "w", "parameters": {"type": "object"}}}],
+    "tool_choice": {"type": "function", "function": {"name": "w"}},
+    "max_completion_tokens": 7, "max_tokens": 99, "temperature": 0, "top_k": 5, "min_p": 0.1, "seed": 3,
+    "stop": "END", "stop_token_ids": [4], "n": 2, "logprobs": true, "top_logprobs": 2,
+    "stream": true, "stream_options": {"include_usage": true},
+    "chat_template_kwargs": {"enable_thinking": false}, "reasoning_effort": "low"})"));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const ChatRequest& c = *r;
+  EXPECT_EQ(c.prompt.messages[0]["role"], "system");
+  EXPECT_EQ(c.prompt.messages[0]["content"], "be brief");
+  EXPECT_EQ(c.prompt.messages[2]["content"], "");
+  EXPECT_EQ(c.prompt.messages[2]["reasoning_content"], "think");
+  EXPECT_EQ(c.prompt.messages[2]["tool_calls"][0]["function"]["arguments"]["city"], "Paris");
+  EXPECT_EQ(c.prompt.messages[3]["tool_call_id"], "c1");
+  EXPECT_EQ(c.tool_choice.mode, ToolChoice::Mode::kNamed);
+  EXPECT_EQ(c.tool_choice.name, "w");
+  EXPECT_EQ(*c.sampling.params.max_tokens, 7);
+  EXPECT_STREQ(c.max_tokens_field, "max_completion_tokens");
+  EXPECT_EQ(c.sampling.params.top_k, 5);
+  EXPECT_EQ(*c.sampling.params.seed, 3u);
+  EXPECT_EQ(c.sampling.stop_strings, std::vector<std::string>{"END"});
+  EXPECT_EQ(c.sampling.params.stop_token_ids, std::vector<int32_t>{4});
+  EXPECT_EQ(c.sampling.params.n, 2);
+  EXPECT_TRUE(c.sampling.params.logprobs);
+  EXPECT_EQ(c.sampling.params.top_logprobs, 2);
+  EXPECT_TRUE(c.stream);
+  EXPECT_TRUE(c.include_usage);
+  EXPECT_EQ(c.prompt.variables["enable_thinking"], false);
+  EXPECT_EQ(c.prompt.variables["reasoning_effort"], "low");
+}
+
+TEST(RequestValidation, ToolChoiceForms) {
+  for (const char* s : {"\"none\"", "\"auto\"", "\"required\""}) {
+    Json v = parse(s);
+    EXPECT_TRUE(parse_openai_tool_choice(&v, "tool_choice").ok()) << s;
+  }
+  Json bad = parse("\"sometimes\"");
+  EXPECT_EQ(parse_openai_tool_choice(&bad, "tool_choice").error().param, "tool_choice");
+  Json flat = parse(R"({"type": "function", "name": "f"})");
+  EXPECT_EQ(parse_openai_tool_choice(&flat, "tool_choice")->name, "f");
+}
+
+TEST(RequestValidation, CompletionPrompts) {
+  ApiExpected<CompletionRequest> r = parse_completion_request(parse(R"({"prompt": [1, 2, 3], "logprobs": 2})"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->prompt_ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(*r->sampling.params.max_tokens, 16);  // OpenAI's default
+  EXPECT_TRUE(r->sampling.params.logprobs);
+  EXPECT_EQ(r->sampling.params.top_logprobs, 2);
+  EXPECT_EQ(parse_completion_request(parse(R"({"prompt": ["a", "b"]})")).error().param, "prompt");
+  EXPECT_EQ(parse_completion_request(parse(R"({"prompt": "a", "echo": true})")).error().param, "echo");
+  EXPECT_EQ(parse_completion_request(parse(R"({"prompt": "a", "logprobs": 21})")).error().param, "logprobs");
+  EXPECT_EQ(parse_completion_request(parse(R"({})")).error().param, "prompt");
+}
+
+TEST(RequestValidation, ResponsesInputItems) {
+  ApiExpected<ResponsesRequest> r = parse_responses_request(parse(R"({
+    "model": "m", "instructions": "be brief", "max_output_tokens": 9,
+    "input": [{"role": "user", "content": [{"type": "input_text", "text": "weather?"}]},
+              {"type": "reasoning", "id": "rs_1", "summary": [], "content": [{"type": "reasoning_text", "text": "hmm"}]},
+              {"type": "function_call", "call_id": "c1", "name": "w", "arguments": "{\"city\": \"Paris\"}"},
+              {"type": "function_call_output", "call_id": "c1", "output": "sunny"}],
+    "tools": [{"type": "function", "name": "w", "parameters": {"type": "object"}}],
+    "reasoning": {"effort": "high"}})"));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const Json& m = r->prompt.messages;
+  ASSERT_EQ(m.size(), 4u);
+  EXPECT_EQ(m[0]["role"], "system");
+  EXPECT_EQ(m[1]["content"], "weather?");
+  EXPECT_EQ(m[2]["role"], "assistant");
+  EXPECT_EQ(m[2]["reasoning_content"], "hmm");
+  EXPECT_EQ(m[2]["tool_calls"][0]["function"]["name"], "w");
+  EXPECT_EQ(m[3]["role"], "tool");
+  EXPECT_EQ((*r->prompt.tools)[0]["function"]["name"], "w");
+  EXPECT_EQ(r->prompt.variables["reasoning_effort"], "high");
+  EXPECT_EQ(*r->sampling.params.max_tokens, 9);
+  EXPECT_EQ(parse_responses_request(parse(R"({"input": "x", "previous_response_id": "r"})")).error().param,
+            "previous_response_id");
+  EXPECT_EQ(parse_responses_request(parse(R"({"input": [{"type": "web_search_call"}]})")).error().param,
+            "input[0].type");
+}
+
+TEST(RequestValidation, AnthropicMessages) {
+  ApiExpected<MessagesRequest> r = parse_messages_request(parse(R"({
+    "model": "m", "max_tokens": 10, "system": [{"type": "text", "text": "sys"}],
+    "messages": [{"role": "user", "content": "weather?"},
+                 {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": ""},
+                                                   {"type": "tool_use", "id": "tu1", "name": "w", "input": {"city": "Paris"}}]},
+                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu1", "content": "sunny"}]}],
+    "tools": [{"name": "w", "description": "d", "input_schema": {"type": "object"}}],
+    "tool_choice": {"type": "any"}, "stop_sequences": ["X"], "top_k": 3,
+    "thinking": {"type": "enabled", "budget_tokens": 100}})"), false);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const Json& m = r->prompt.messages;
+  ASSERT_EQ(m.size(), 4u);
+  EXPECT_EQ(m[0]["content"], "sys");
+  EXPECT_EQ(m[2]["reasoning_content"], "t");
+  EXPECT_EQ(m[2]["tool_calls"][0]["function"]["arguments"]["city"], "Paris");
+  EXPECT_EQ(m[3]["role"], "tool");
+  EXPECT_EQ(m[3]["tool_call_id"], "tu1");
+  EXPECT_EQ(r->tool_choice.mode, ToolChoice::Mode::kRequired);
+  EXPECT_EQ(r->sampling.stop_strings, std::vector<std::string>{"X"});
+  EXPECT_EQ(r->prompt.variables["enable_thinking"], true);
+  EXPECT_EQ((*r->prompt.tools)[0]["function"]["parameters"]["type"], "object");
+  // max_tokens is required for /v1/messages but not for count_tokens.
+  const Json no_max = parse(R"({"messages": [{"role": "user", "content": "x"}]})");
+  EXPECT_EQ(parse_messages_request(no_max, false).error().param, "max_tokens");
+  EXPECT_TRUE(parse_messages_request(no_max, true).ok());
+  EXPECT_EQ(parse_messages_request(parse(R"({"max_tokens": 5, "messages": [{"role": "system", "content": "x"}]})"), false)
+                .error().param, "messages[0].role");
+}
+
+TEST(RequestValidation, ErrorBodies) {
+  ApiError e = invalid_request("bad", "temperature");
+  EXPECT_EQ(Json::parse(openai_error_body(e))["error"]["param"], "temperature");
+  EXPECT_EQ(Json::parse(openai_error_body(e))["error"]["type"], "invalid_request_error");
+  Json a = Json::parse(anthropic_error_body(api_error(ErrorKind::kNotFound, "no")));
+  EXPECT_EQ(a["type"], "error");
+  EXPECT_EQ(a["error"]["type"], "not_found_error");
+  EXPECT_EQ(http_status(ErrorKind::kAuthentication), 401);
+  EXPECT_EQ(http_status(ErrorKind::kRequestTooLarge), 413);
+}
+
+}  // namespace
+}  // namespace beam::server
