@@ -9,6 +9,10 @@ namespace beam {
 struct KernelContext {
   Device device = Device::kCpu;
   ThreadPool* pool = nullptr;  // CPU: required; owned by the caller
+  // Every output row depends only on its own inputs, whatever else is in the batch (fixed-order
+  // GEMM), so a request's tokens never depend on batch composition. false lets large-M CPU GEMMs
+  // take OpenBLAS's faster path, whose summation order differs from the small-M kernel's.
+  bool batch_invariant = true;
 };
 
 }  // namespace beam

@@ -19,7 +19,8 @@ void linear(const KernelContext& ctx, const TensorView& x, const TensorView& w,
       << out.shape.str();
   switch (ctx.device) {
     case Device::kCpu:
-      cpu::linear(kernel_checks::cpu_pool(ctx, op), x, w, out);
+      cpu::linear(kernel_checks::cpu_pool(ctx, op), x, w, out,
+                  ctx.batch_invariant ? cpu::GemmPath::kTiles : cpu::GemmPath::kAuto);
       return;
     case Device::kCuda:
       kernel_checks::cuda_backend_not_built(op);
