@@ -184,14 +184,4 @@ int64_t PrefixCache::insert(SeqId seq, std::span<const int32_t> tokens) {
   return best * block_size_;
 }
 
-void PrefixCache::insert_checkpoints(SeqId seq, std::span<const int32_t> tokens,
-                                     int64_t prev_computed) {
-  if (checkpoint_blocks_ == 0) return;
-  const int64_t N = checkpoint_blocks_ * block_size_;
-  const int64_t upto = std::min<int64_t>(kv_.num_computed(seq), static_cast<int64_t>(tokens.size()));
-  for (int64_t q = (prev_computed / N + 1) * N; q <= upto; q += N)
-    insert_checkpoint(seq, tokens, q / block_size_);
-}
-
-
 }  // namespace beam

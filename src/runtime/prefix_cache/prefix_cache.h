@@ -1,8 +1,10 @@
 // PrefixCache: a radix tree over block-aligned token prefixes. Every node is one block of tokens
-// and holds its full-attention KV block; sliding-window KV is kept only inside the window before
-// an "endpoint" (a point where a cached prefix can be resumed), elsewhere the node is a
-// tombstone. Lock counts pin prefixes in use; eviction is LRU and window-aware.
-// One owner: the engine thread (with the KvCacheManager it shares blocks with).
+// and holds its full-attention KV block, and a sliding-window KV block while it has one (else it
+// is a tombstone). Running sequences are cached as they go: the tree adopts the sliding blocks
+// they release ("loose" windows, first to go), and pins the windows before "endpoints" (points
+// where a cached prefix resumes: session tails, matched points, checkpoints). Lock counts protect
+// prefixes in use; eviction is window-aware. One owner: the engine thread (with the
+// KvCacheManager it shares blocks with).
 #pragma once
 
 #include <cstdint>
@@ -30,17 +32,17 @@ struct PrefixMatch {
 };
 
 struct PrefixCacheConfig {
-  // When > 0 (a multiple of the block size): while a sequence runs, the prefix up to every
-  // multiple of this many tokens it computes is cached with its window (a "checkpoint"), so a
-  // later request can resume there even after the session's tail window was evicted, and
-  // concurrent requests share a long prompt before its first owner finishes. The tree holds
-  // the checkpoint windows (evictable), so a running sequence's sliding memory stays bounded.
+  // When > 0 (a multiple of the block size): the window before every multiple of this many
+  // tokens a sequence computes is pinned as an endpoint (a "checkpoint"), so a later request can
+  // resume there after the loose windows around it were evicted. The tree holds checkpoint
+  // windows (evictable), so a running sequence's sliding memory stays bounded.
   int64_t checkpoint_interval_tokens = 0;
 };
 
 struct PrefixCacheStats {
   int64_t num_nodes = 0;      // cached blocks (full pool)
-  int64_t num_endpoints = 0;  // resumable points with an intact window
+  int64_t num_endpoints = 0;  // resumable points with a pinned window
+  int64_t num_loose = 0;      // sliding blocks no endpoint pins and nobody locks
   BlockCounts held;           // blocks the tree holds a reference to
   BlockCounts evictable;      // blocks eviction can return to the pools
 };
@@ -86,18 +88,18 @@ class PrefixCache {
   // the cached prefix length in tokens. The caller frees the KV sequence right after (finish /
   // preempt).
   int64_t insert(SeqId seq, std::span<const int32_t> tokens);
-  // Checkpoints of a running sequence that just advanced from `prev_computed` to its current
-  // computed length: caches the prefix up to every checkpoint crossed (within `tokens`, its known
-  // tokens) with its window, and moves seq's lock to the deepest one. Call after the step, before
-  // kv.release_out_of_window(seq) (the sequence must still hold the windows). No-op without a
-  // checkpoint interval.
-  void insert_checkpoints(SeqId seq, std::span<const int32_t> tokens, int64_t prev_computed);
+  // A running sequence advanced from `prev_computed` to its current computed length: caches its
+  // new whole blocks (within `tokens`, its known tokens) locked for it, adopts the sliding blocks
+  // it is about to release as loose windows, and pins checkpoint windows it crossed. Call after
+  // the step, after release_sliding_below() and before kv.release_out_of_window(seq).
+  void cache_running(SeqId seq, std::span<const int32_t> tokens, int64_t prev_computed);
 
   // Blocks that eviction can return to the pools (unlocked ones only the tree references).
   BlockCounts evictable() const { return {num_evictable_full_, num_evictable_sliding_}; }
   // Evicts until the pools have `target_free` free blocks. Requires target_free to fit
-  // kv.free_blocks() + evictable(). Full pressure trims the least recently used leaf back to its
-  // previous endpoint; sliding pressure first breaks interior endpoints (LRU), then leaves.
+  // kv.free_blocks() + evictable(). Full pressure trims the leaf of the session expected back
+  // last; sliding pressure drops loose windows (oldest first), then interior endpoint windows,
+  // then session tails (policy: prefix_cache_eviction.cpp).
   void evict_until_free(BlockCounts target_free);
   // Evicts everything not locked.
   void flush();
@@ -122,6 +124,8 @@ class PrefixCache {
     int32_t full_lock = 0;    // lock records whose prefix contains this node
     int32_t sliding_lock = 0; // lock records whose live window contains this node
     int32_t window_pins = 0;  // endpoints whose window contains this node
+    bool in_loose_index = false;  // sliding block held, unpinned, unlocked
+    uint64_t loose_tick = 0;
     bool endpoint = false;
     bool in_use = false;
     uint64_t tick = 0;        // last use as a match or insert endpoint
@@ -158,8 +162,13 @@ class PrefixCache {
   // the block where an existing child has the same hash but other tokens (nothing is created
   // then). Collisions can only be met on existing nodes, so a walk without `create` finds them.
   int64_t build_path(SeqId seq, std::span<const int32_t> tokens, int64_t num_blocks, bool create);
-  void insert_checkpoint(SeqId seq, std::span<const int32_t> tokens, int64_t num_blocks);
+  void swap_full(PrefixNodeId id, int32_t block);
+  void mark_checkpoints(SeqId seq, int64_t prev_computed, int64_t first_depth);
+  bool window_intact(PrefixNodeId id) const;
+  void reindex_loose(PrefixNodeId id);
   void delete_node(PrefixNodeId id);
+  // Deletes useless unlocked leaves upward from id; stops at a node that is needed, or whose
+  // window is intact (it becomes an endpoint). Returns where it stopped.
   PrefixNodeId prune(PrefixNodeId id);
   void set_sliding(PrefixNodeId id, int32_t block);
   void drop_sliding(PrefixNodeId id);
@@ -192,8 +201,10 @@ class PrefixCache {
   std::unordered_map<ChildKey, int32_t, ChildKeyHash> children_;
   // Leaf endpoints (locked or not): victims of full-pool pressure, scanned by eviction_score.
   std::set<int32_t> leaf_endpoints_;
-  // Interior endpoints (fallback points): first victims of sliding-pool pressure.
+  // Interior endpoints (fallback points): victims of sliding-pool pressure after loose windows.
   std::set<InteriorKey> interior_index_;
+  // Loose sliding blocks by (loose_tick, node): first victims of sliding-pool pressure.
+  std::set<std::pair<uint64_t, int32_t>> loose_index_;
   std::unordered_map<SeqId, LockRecord> locks_;
   int64_t num_nodes_ = 0;
   int64_t num_endpoints_ = 0;
@@ -201,9 +212,10 @@ class PrefixCache {
   int64_t num_evictable_full_ = 0;
   int64_t num_evictable_sliding_ = 0;
   uint64_t clock_ = 0;
+  uint64_t loose_clock_ = 0;
   uint64_t epoch_ = 0;  // bumped whenever a node or a sliding block leaves the tree
   int64_t mean_reuse_gap_ = -1;  // moving average of observed reuse gaps, -1 before the first
-  std::vector<PrefixNodeId> path_;     // scratch of insert()
+  std::vector<PrefixNodeId> path_;     // scratch of insert() / cache_running()
   std::vector<int32_t> full_scratch_;  // scratch of acquire()
   std::vector<int32_t> sliding_scratch_;
 };

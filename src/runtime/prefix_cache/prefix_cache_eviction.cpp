@@ -9,8 +9,11 @@
 //    sessions are revisited round-robin, giving zero hits once the pool is smaller than the
 //    working set; this estimate keeps a stable subset of sessions instead, and still evicts
 //    sessions that stopped coming back (their overdue time keeps growing);
-//  - sliding-pool pressure first breaks interior endpoints (fallback points), shallowest first,
-//    then the windows of locked leaves (their sequences are past them), then idle leaves as above.
+//  - trimming stops at the first ancestor whose window is still intact (loose windows make that
+//    one block up, so pressure shortens a prefix block by block where windows remain);
+//  - sliding-pool pressure first drops loose windows (released by sequences, pinned by nobody),
+//    oldest first, then breaks interior endpoints (fallback points) shallowest first, then the
+//    windows of locked leaves (their sequences are past them), then idle leaves as above.
 #include <algorithm>
 
 #include "core/check.h"
@@ -85,6 +88,10 @@ PrefixNodeId PrefixCache::prune(PrefixNodeId id) {
   while (id != kRoot) {
     const Node& n = node(id);
     if (n.num_children > 0 || n.endpoint || n.full_lock > 0) break;
+    if (window_intact(id)) {  // still resumable here: the new end of this prefix
+      mark_endpoint(id);
+      break;
+    }
     const PrefixNodeId parent = n.parent;
     delete_node(id);
     reindex(parent);
@@ -95,7 +102,10 @@ PrefixNodeId PrefixCache::prune(PrefixNodeId id) {
 
 void PrefixCache::evict_leaf(PrefixNodeId id) {
   unmark_endpoint(id);
-  prune(id);
+  const PrefixNodeId parent = node(id).parent;
+  delete_node(id);
+  reindex(parent);
+  prune(parent);
 }
 
 void PrefixCache::break_endpoint(PrefixNodeId id) {
@@ -118,6 +128,10 @@ void PrefixCache::evict_until_free(BlockCounts target_free) {
     evict_leaf(victim);
   }
   while (kv_.free_blocks().sliding < target_free.sliding) {
+    if (!loose_index_.empty()) {
+      drop_sliding(PrefixNodeId(loose_index_.begin()->second));
+      continue;
+    }
     PrefixNodeId victim;
     if (!interior_index_.empty()) {
       victim = PrefixNodeId(std::get<2>(*interior_index_.begin()));
@@ -133,12 +147,14 @@ void PrefixCache::flush() {
   for (PrefixNodeId v = pick_leaf(false); v.valid(); v = pick_leaf(false)) evict_leaf(v);
   while (!interior_index_.empty()) break_endpoint(PrefixNodeId(std::get<2>(*interior_index_.begin())));
   while (!leaf_endpoints_.empty()) break_endpoint(PrefixNodeId(*leaf_endpoints_.begin()));
+  while (!loose_index_.empty()) drop_sliding(PrefixNodeId(loose_index_.begin()->second));
 }
 
 PrefixCacheStats PrefixCache::stats() const {
   PrefixCacheStats s;
   s.num_nodes = num_nodes_;
   s.num_endpoints = num_endpoints_;
+  s.num_loose = static_cast<int64_t>(loose_index_.size());
   s.held = {num_nodes_, num_sliding_held_};
   s.evictable = evictable();
   return s;

@@ -14,7 +14,8 @@ void PrefixCache::check_nodes() const {
   for (size_t i = 1; i < nodes_.size(); ++i) {
     const Node& n = nodes_[i];
     if (!n.in_use) {
-      BEAM_CHECK(!n.in_leaf_set && !n.in_interior_index) << "free node " << i << " indexed";
+      BEAM_CHECK(!n.in_leaf_set && !n.in_interior_index && !n.in_loose_index)
+          << "free node " << i << " indexed";
       continue;
     }
     ++num_nodes;
@@ -48,7 +49,7 @@ void PrefixCache::check_counts() const {
       id = node(id).parent;
     }
   }
-  int64_t endpoints = 0, sliding_held = 0, ev_full = 0, ev_sliding = 0, leaves = 0;
+  int64_t endpoints = 0, sliding_held = 0, ev_full = 0, ev_sliding = 0, leaves = 0, num_loose = 0;
   std::vector<int32_t> full_refs(static_cast<size_t>(kv_.total_blocks().full), 0);
   std::vector<int32_t> sliding_refs(static_cast<size_t>(kv_.total_blocks().sliding), 0);
   for (size_t i = 1; i < n; ++i) {
@@ -71,8 +72,11 @@ void PrefixCache::check_counts() const {
     BEAM_CHECK_EQ(nd.window_pins, pins[i]) << "node " << i << " window pins";
     BEAM_CHECK(nd.sliding_lock == 0 || (nd.sliding >= 0 && nd.full_lock > 0))
         << "node " << i << " sliding lock without block or full lock";
-    BEAM_CHECK(nd.sliding < 0 || nd.window_pins > 0 || nd.sliding_lock > 0)
-        << "node " << i << " keeps a sliding block no endpoint or lock needs";
+    const bool loose = nd.sliding >= 0 && nd.window_pins == 0 && nd.sliding_lock == 0;
+    BEAM_CHECK(nd.in_loose_index == loose &&
+               loose_index_.count({nd.loose_tick, static_cast<int32_t>(i)}) == (loose ? 1u : 0u))
+        << "node " << i << " loose index";
+    num_loose += loose;
     const bool leaf = nd.num_children == 0;
     leaves += leaf && nd.endpoint;
     BEAM_CHECK(!leaf || nd.endpoint || nd.full_lock > 0) << "leaf " << i << " is no endpoint";
@@ -100,6 +104,7 @@ void PrefixCache::check_counts() const {
       << "endpoint index size";
   BEAM_CHECK_EQ(static_cast<int64_t>(leaf_endpoints_.size()), leaves) << "leaf endpoint set size";
   BEAM_CHECK_EQ(sliding_held, num_sliding_held_) << "sliding blocks held";
+  BEAM_CHECK_EQ(num_loose, static_cast<int64_t>(loose_index_.size())) << "loose index size";
   BEAM_CHECK_EQ(ev_full, num_evictable_full_) << "evictable full blocks";
   BEAM_CHECK_EQ(ev_sliding, num_evictable_sliding_) << "evictable sliding blocks";
   kv_.check_integrity(full_refs, sliding_refs);

@@ -49,7 +49,8 @@ class PlanBuilder {
       BEAM_CHECK(!e.fork || index_.count(kv_id)) << "fork parent " << kv_id.value << " not running";
       e.num_computed = kv_.num_computed(kv_id);
       e.remaining = static_cast<int64_t>(e.s->tokens.size()) - e.num_computed;
-      BEAM_CHECK(e.remaining >= 1) << "running sequence " << e.s->id.value << " has nothing to compute";
+      // remaining == 0: a finished parent kept only until its pending fork children are forked.
+      BEAM_CHECK(e.remaining >= 0) << "running sequence " << e.s->id.value << " computed past its tokens";
     }
   }
 

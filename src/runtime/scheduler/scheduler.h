@@ -37,7 +37,9 @@ struct SeqState {
 };
 
 struct SchedulerInput {
-  std::span<const SeqState> running;  // sequences holding KV (and pending fork children)
+  // Sequences holding KV (and pending fork children). A running sequence with nothing left to
+  // compute (a finished parent kept for its pending fork children) gets no work.
+  std::span<const SeqState> running;
   std::span<const SeqState> waiting;  // new and preempted sequences
   const KvCacheManager* kv = nullptr;
   const PrefixCache* prefix = nullptr;  // nullptr: prefix caching off

@@ -41,10 +41,10 @@ void complete_work(const SeqWork& work, int64_t num_written, KvCacheManager& kv,
   const int64_t prev_computed = kv.num_computed(work.seq);
   kv.advance(work.seq, num_written);
   if (prefix != nullptr) {
-    // Locks first, then checkpoints (which need the windows the sequence still holds), then
-    // the sequence's own out-of-window blocks.
+    // Locks first, then caching the new blocks (which adopts the sliding blocks the sequence
+    // still holds), then the sequence's own out-of-window blocks.
     prefix->release_sliding_below(work.seq, kv.first_kept_sliding_block(work.seq));
-    prefix->insert_checkpoints(work.seq, work.tokens, prev_computed);
+    prefix->cache_running(work.seq, work.tokens, prev_computed);
   }
   kv.release_out_of_window(work.seq);
 }

@@ -27,8 +27,9 @@ CommitResult commit_plan(const StepPlan& plan, KvCacheManager& kv, PrefixCache* 
 
 // After the forward wrote `num_written` slots of work.seq (<= work.num_tokens; fewer when
 // speculative tokens were rejected), before the engine appends sampled tokens: advances the
-// sequence, caches prefix checkpoints it crossed, and releases the sliding blocks and prefix
-// locks that no later query can see.
+// sequence, caches its new whole blocks in the prefix cache (locked for it; the sliding blocks
+// it releases stay there as loose windows), and releases the sliding blocks and prefix locks
+// that no later query can see.
 void complete_work(const SeqWork& work, int64_t num_written, KvCacheManager& kv,
                    PrefixCache* prefix);
 // complete_work for every item of `plan` with its planned token count.

@@ -132,12 +132,14 @@ TEST(AgenticReplayTest, HalfSizedPoolsDegradeGradually) {
     const ReplayResult r =
         replay(shape, KvCacheConfig{B, W, full, sliding}, replay_scheduler(), checkpoint);
     print(checkpoint ? "half pools, checkpoints every 256" : "half pools", r);
-    double sum = 0;
+    double sum = 0, late = 0;
     for (int t = 1; t < shape.num_turns; ++t) {
       sum += r.hit_fraction[t];
-      EXPECT_GT(r.hit_fraction[t], checkpoint ? 0.25 : 0.1) << "turn " << t << " checkpoint " << checkpoint;
+      if (t > shape.num_turns / 2) late += r.hit_fraction[t];
+      EXPECT_GT(r.hit_fraction[t], 0.1) << "turn " << t << " checkpoint " << checkpoint;
     }
     EXPECT_GT(sum / (shape.num_turns - 1), 0.5) << "checkpoint " << checkpoint;
+    EXPECT_GT(late / (shape.num_turns - 1 - shape.num_turns / 2), 0.3) << "checkpoint " << checkpoint;
   }
 }
 

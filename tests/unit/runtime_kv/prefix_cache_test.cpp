@@ -63,6 +63,17 @@ class PrefixCacheTest : public ::testing::Test {
     finish(id, tokens);
     return hit;
   }
+  // Sliding-pool pressure that takes exactly the loose windows (they go first).
+  void drop_loose() {
+    pc_->evict_until_free(kv_->free_blocks() + BlockCounts{0, pc_->stats().num_loose});
+    pc_->check_integrity();
+    EXPECT_EQ(pc_->stats().num_loose, 0);
+  }
+  int64_t hit(const std::vector<int32_t>& prefix, int64_t take, std::vector<int32_t> tail = {-7}) {
+    std::vector<int32_t> p(prefix.begin(), prefix.begin() + take);
+    p.insert(p.end(), tail.begin(), tail.end());
+    return pc_->match(p).num_tokens;
+  }
   void expect_all_free() {
     pc_->flush();
     pc_->check_integrity();
@@ -84,13 +95,18 @@ TEST_F(PrefixCacheTest, InsertThenMatchAndLastTokenIsRecomputed) {
   const auto t = seq_tokens(1, 40);
   EXPECT_EQ(run(SeqId(1), t), 0);
   EXPECT_EQ(pc_->stats().num_nodes, 10);
-  EXPECT_EQ(pc_->stats().held.sliding, 2);  // only the window before 40
+  EXPECT_EQ(pc_->stats().num_endpoints, 1);      // at 40
+  EXPECT_EQ(pc_->stats().held.sliding, 10);      // the pinned window before 40 + 8 loose blocks
+  EXPECT_EQ(pc_->stats().num_loose, 8);
   EXPECT_EQ(pc_->match(concat(t, seq_tokens(500, 5))).num_tokens, 40);
-  // The identical prompt: its last token must be recomputed for logits, and 36's window is gone.
+  // The identical prompt: its last token is recomputed for logits, so the hit stops at 36.
+  EXPECT_EQ(pc_->match(t).num_tokens, 36);
+  EXPECT_EQ(pc_->match(concat(t, {7})).num_tokens, 40);
+  EXPECT_EQ(pc_->match(seq_tokens(2, 40)).num_tokens, 0);  // another first block
+  // Without the loose windows, 36 cannot be resumed: the window before it (block 7) is gone.
+  drop_loose();
   EXPECT_EQ(pc_->match(t).num_tokens, 0);
   EXPECT_EQ(pc_->match(concat(t, {7})).num_tokens, 40);
-  // Another first block: nothing.
-  EXPECT_EQ(pc_->match(seq_tokens(2, 40)).num_tokens, 0);
   expect_all_free();
 }
 
@@ -102,33 +118,44 @@ TEST_F(PrefixCacheTest, PartialBlocksAreNotCached) {
   expect_all_free();
 }
 
-TEST_F(PrefixCacheTest, LongPrefixWithoutWindowCutsBackToLastIntactWindow) {
-  const auto t = seq_tokens(1, 100);
-  const std::vector<int32_t> a(t.begin(), t.begin() + 48);
-  run(SeqId(1), a);                                     // endpoint at 48
-  EXPECT_EQ(run(SeqId(2), concat(t, {0})), 48);         // extends it to 101 → endpoint at 100
-  EXPECT_EQ(pc_->stats().num_endpoints, 2);
-  // The path holds 80 tokens of this prompt, but the window before 80 (and every point after
-  // 48) was released while the sequence moved on: the hit is cut back to 48.
-  const std::vector<int32_t> p80 = concat(std::vector<int32_t>(t.begin(), t.begin() + 80), seq_tokens(900, 9));
-  EXPECT_EQ(pc_->match(p80).num_tokens, 48);
-  // Diverging before 48 with no intact window on the way: nothing.
-  EXPECT_EQ(pc_->match(concat(std::vector<int32_t>(t.begin(), t.begin() + 40), seq_tokens(900, 9))).num_tokens, 0);
-  EXPECT_EQ(pc_->match(concat(t, seq_tokens(900, 9))).num_tokens, 100);
+TEST_F(PrefixCacheTest, ASharedPromptHitsWhereverItsLooseWindowsRemain) {
+  // A long system prompt followed by different questions: the branch point lies inside the
+  // first request's prompt, where only loose windows can give a hit.
+  const auto system = seq_tokens(1, 64);
+  run(SeqId(1), concat(system, seq_tokens(500, 30)));
+  EXPECT_EQ(pc_->match(concat(system, seq_tokens(900, 30))).num_tokens, 64);
+  // While the first request still runs, a second one already shares the prompt.
+  start(SeqId(2), concat(system, seq_tokens(600, 30)));
+  EXPECT_EQ(pc_->match(concat(system, seq_tokens(700, 30))).num_tokens, 64);
+  finish(SeqId(2), concat(system, seq_tokens(600, 30)));
   expect_all_free();
 }
 
-TEST_F(PrefixCacheTest, InsertHealsTombstonesInsideTheNewWindow) {
+TEST_F(PrefixCacheTest, LongPrefixWithoutWindowCutsBackToLastIntactWindow) {
+  const auto t = seq_tokens(1, 100);
+  run(SeqId(1), std::vector<int32_t>(t.begin(), t.begin() + 48));  // endpoint at 48
+  EXPECT_EQ(run(SeqId(2), concat(t, {0})), 48);                    // endpoint at 100
+  EXPECT_EQ(pc_->stats().num_endpoints, 2);
+  EXPECT_EQ(hit(t, 80), 80);  // loose windows: any block boundary resumes
+  drop_loose();
+  // The path holds 80 tokens of this prompt but the windows after 48 are gone: cut back to 48.
+  EXPECT_EQ(hit(t, 80), 48);
+  EXPECT_EQ(hit(t, 40), 0);  // no intact window on the way
+  EXPECT_EQ(hit(t, 100), 100);
+  expect_all_free();
+}
+
+TEST_F(PrefixCacheTest, RecomputingHealsTombstones) {
   const auto t = seq_tokens(1, 100);
   run(SeqId(1), std::vector<int32_t>(t.begin(), t.begin() + 48));
   run(SeqId(2), concat(t, {0}));
+  drop_loose();
   const std::vector<int32_t> p81(t.begin(), t.begin() + 81);
-  EXPECT_EQ(pc_->match(concat(p81, {5})).num_tokens, 48);
-  // A sequence recomputes 48..81: its window before 80 revives the tombstoned nodes.
-  const int64_t held = pc_->stats().held.sliding;
+  EXPECT_EQ(hit(p81, 81), 48);
+  // A sequence recomputes 48..81 along the existing nodes: its windows revive the tombstones.
   EXPECT_EQ(run(SeqId(3), p81), 48);
-  EXPECT_EQ(pc_->stats().held.sliding, held + 2);
-  EXPECT_EQ(pc_->match(concat(p81, {5})).num_tokens, 80);
+  EXPECT_EQ(hit(p81, 81), 80);
+  EXPECT_EQ(hit(t, 72), 72);
   EXPECT_EQ(pc_->stats().num_nodes, 25);  // no duplicate nodes
   expect_all_free();
 }
@@ -136,44 +163,46 @@ TEST_F(PrefixCacheTest, InsertHealsTombstonesInsideTheNewWindow) {
 TEST_F(PrefixCacheTest, LocksProtectInFlightPrefixesAndOnlyTheWindowIsSlidingLocked) {
   const auto t = seq_tokens(1, 40);
   run(SeqId(1), t);
-  const BlockCounts before = pc_->evictable();
-  EXPECT_EQ(before, (BlockCounts{10, 2}));
+  EXPECT_EQ(pc_->evictable(), (BlockCounts{10, 10}));
   const auto prompt = concat(t, seq_tokens(100, 30));
   const PrefixMatch m = pc_->match(prompt);
-  EXPECT_EQ(m.newly_locked, (BlockCounts{10, 2}));
+  EXPECT_EQ(m.num_tokens, 40);
+  EXPECT_EQ(m.newly_locked, (BlockCounts{10, 2}));  // the whole prefix, its window only
   start(SeqId(2), prompt, 3);
-  // Full blocks stay locked; the window's sliding lock ended once the sequence moved past it.
+  // The running sequence's path (cached as it went) is locked; of its sliding blocks only its
+  // live window is: everything behind it is loose and evictable.
   EXPECT_EQ(pc_->evictable().full, 0);
-  EXPECT_EQ(pc_->evictable().sliding, 2);
+  const int64_t live = kv_->held_blocks(SeqId(2)).sliding;
+  EXPECT_EQ(pc_->stats().held.sliding - pc_->evictable().sliding, live - 1);  // partial block not cached
   pc_->flush();
   pc_->check_integrity();
-  EXPECT_EQ(pc_->stats().num_nodes, 10);  // the locked path survives a flush
-  EXPECT_EQ(pc_->stats().held.sliding, 0);  // its window was not locked any more
+  EXPECT_EQ(pc_->stats().num_nodes, 17);  // the locked path survives a flush
+  EXPECT_EQ(pc_->evictable().sliding, 0);
   finish(SeqId(2), prompt);
   EXPECT_EQ(pc_->match(concat(prompt, {1})).num_tokens, 68);
   expect_all_free();
 }
 
-TEST_F(PrefixCacheTest, StaleWindowLockKeepsBlocksUntilReleased) {
+TEST_F(PrefixCacheTest, BrokenLockedWindowStaysUntilReleased) {
   const auto t = seq_tokens(1, 40);
   run(SeqId(1), t);
-  const auto prompt = concat(t, {3});
-  const PrefixMatch m = pc_->match(prompt);
+  const PrefixMatch m = pc_->match(concat(t, {3}));
   kv_->add_sequence(SeqId(2));
   pc_->acquire(SeqId(2), m);
   pc_->check_integrity();
-  EXPECT_EQ(pc_->evictable(), (BlockCounts{0, 0}));
+  EXPECT_EQ(pc_->evictable(), (BlockCounts{0, 8}));  // loose blocks behind the window
   pc_->flush();  // breaks the endpoint; the locked window stays until the lock goes
   pc_->check_integrity();
   EXPECT_EQ(pc_->stats().held.sliding, 2);
+  EXPECT_EQ(pc_->stats().num_endpoints, 0);
   pc_->release(SeqId(2));
   kv_->free_sequence(SeqId(2));
   pc_->check_integrity();
+  EXPECT_EQ(pc_->stats().num_endpoints, 1);  // its window is still whole: resumable again
   expect_all_free();
 }
 
-TEST_F(PrefixCacheTest, FullPressureTrimsTheSessionDueLastBackToItsPreviousEndpoint) {
-  // Three sessions revisited round-robin (A, B, C, A, B, C): endpoints at 24 and 48 each.
+TEST_F(PrefixCacheTest, FullPressureTrimsTheSessionDueLast) {
   std::vector<std::vector<int32_t>> s;
   for (int i = 0; i < 3; ++i) {
     s.push_back(seq_tokens(1000 * (i + 1), 48));
@@ -181,19 +210,26 @@ TEST_F(PrefixCacheTest, FullPressureTrimsTheSessionDueLastBackToItsPreviousEndpo
   }
   for (int i = 0; i < 3; ++i) EXPECT_EQ(run(SeqId(20 + i), s[i]), 24);
   EXPECT_EQ(pc_->stats().num_nodes, 36);
-  // Two more free blocks: C, which just finished and comes back last, loses its second turn —
-  // not A, the least recently used, which comes back next (LRU would give zero hits here).
+  // Two more free blocks: C, which just finished and comes back last, loses two blocks (its
+  // loose windows make every block boundary resumable) — not A, the least recently used, which
+  // comes back next (LRU would give zero hits here).
   pc_->evict_until_free(kv_->free_blocks() + BlockCounts{2, 0});
   pc_->check_integrity();
-  EXPECT_EQ(pc_->match(concat(s[0], {1})).num_tokens, 48);
-  EXPECT_EQ(pc_->match(concat(s[1], {1})).num_tokens, 48);
-  EXPECT_EQ(pc_->match(concat(s[2], {1})).num_tokens, 24);
+  EXPECT_EQ(hit(s[0], 48), 48);
+  EXPECT_EQ(hit(s[1], 48), 48);
+  EXPECT_EQ(hit(s[2], 48), 40);
+  // Without loose windows a trim goes back to the previous endpoint: C's first turn.
+  drop_loose();
+  pc_->evict_until_free(kv_->free_blocks() + BlockCounts{1, 0});
+  pc_->check_integrity();
+  EXPECT_EQ(hit(s[2], 48), 24);
   // A comes back and hits; afterwards it is the one expected back last.
   EXPECT_EQ(run(SeqId(30), concat(s[0], seq_tokens(5000, 8))), 48);
   pc_->evict_until_free(kv_->free_blocks() + BlockCounts{2, 0});
   pc_->check_integrity();
-  EXPECT_EQ(pc_->match(concat(s[0], {1})).num_tokens, 48);
-  EXPECT_EQ(pc_->match(concat(s[1], {1})).num_tokens, 48);
+  EXPECT_EQ(hit(s[0], 48), 48);
+  EXPECT_EQ(hit(s[1], 48), 48);
+  EXPECT_EQ(hit(s[2], 48), 24);
   expect_all_free();
 }
 
@@ -208,13 +244,13 @@ TEST_F(PrefixCacheTest, SessionsThatStopComingBackAreEvictedFirst) {
   }
   pc_->evict_until_free(kv_->free_blocks() + BlockCounts{2, 0});
   pc_->check_integrity();
-  EXPECT_EQ(pc_->match(concat(c, {1})).num_tokens, 24);
-  EXPECT_EQ(pc_->match(concat(std::vector<int32_t>(a.begin(), a.begin() + 144), {1})).num_tokens, 144);
-  EXPECT_EQ(pc_->match(concat(std::vector<int32_t>(b.begin(), b.begin() + 144), {1})).num_tokens, 144);
+  EXPECT_EQ(hit(c, 48), 40);
+  EXPECT_EQ(hit(a, 144), 144);
+  EXPECT_EQ(hit(b, 144), 144);
   expect_all_free();
 }
 
-TEST_F(PrefixCacheTest, SlidingPressureBreaksInteriorWindowsBeforeSessionTails) {
+TEST_F(PrefixCacheTest, SlidingPressureTakesLooseWindowsThenInteriorWindowsThenTails) {
   std::vector<std::vector<int32_t>> s;
   for (int i = 0; i < 3; ++i) {
     s.push_back(seq_tokens(1000 * (i + 1), 48));
@@ -222,22 +258,24 @@ TEST_F(PrefixCacheTest, SlidingPressureBreaksInteriorWindowsBeforeSessionTails) 
     run(SeqId(20 + i), s[i]);
   }
   EXPECT_EQ(pc_->stats().num_endpoints, 6);
+  EXPECT_EQ(pc_->stats().num_loose, 24);  // 12 blocks per session, 4 of them pinned
   const int64_t nodes = pc_->stats().num_nodes;
-  // Ask for 6 more free sliding blocks: the three interior windows (24) go, tails stay.
-  pc_->evict_until_free(kv_->free_blocks() + BlockCounts{0, 6});
+  // Loose windows first, then the three interior windows (at 24); session tails stay.
+  pc_->evict_until_free(kv_->free_blocks() + BlockCounts{0, 24 + 6});
   pc_->check_integrity();
   EXPECT_EQ(pc_->stats().num_nodes, nodes);
   EXPECT_EQ(pc_->stats().num_endpoints, 3);
   for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(pc_->match(concat(s[i], {1})).num_tokens, 48);
-    std::vector<int32_t> early(s[i].begin(), s[i].begin() + 30);
-    EXPECT_EQ(pc_->match(early).num_tokens, 0);
+    EXPECT_EQ(hit(s[i], 48), 48);
+    EXPECT_EQ(hit(s[i], 30), 0);
   }
-  // More: the least recent tail goes, and with no window left its whole path is pruned.
+  // One more: a tail goes, and with no window left on its path the session is pruned whole.
   pc_->evict_until_free(kv_->free_blocks() + BlockCounts{0, 1});
   pc_->check_integrity();
-  EXPECT_EQ(pc_->match(concat(s[0], {1})).num_tokens, 0);
   EXPECT_EQ(pc_->stats().num_nodes, nodes - 12);
+  int sessions_left = 0;
+  for (int i = 0; i < 3; ++i) sessions_left += hit(s[i], 48) == 48;
+  EXPECT_EQ(sessions_left, 2);
   expect_all_free();
 }
 
@@ -246,17 +284,19 @@ TEST_F(PrefixCacheTest, CheckpointsGiveHitsInsideALongPrefix) {
   const auto t = seq_tokens(1, 64);
   const auto prompt = concat(t, {0});
   start(SeqId(1), prompt, /*chunk=*/7);
-  // While it runs: checkpoints at 16, 32, 48 and 64 are cached and locked for the sequence, and
-  // the sequence itself still holds only its live window.
+  // While it runs: checkpoints at 16, 32, 48 and 64 are pinned, and the sequence itself
+  // still holds only its live window.
   EXPECT_EQ(pc_->stats().num_endpoints, 4);
   EXPECT_LE(kv_->held_blocks(SeqId(1)).sliding, 3);
   EXPECT_TRUE(pc_->holds_lock(SeqId(1)));
   // Another request shares the long prompt before the first one finishes.
-  EXPECT_EQ(pc_->match(concat(std::vector<int32_t>(t.begin(), t.begin() + 50), {5})).num_tokens, 48);
+  EXPECT_EQ(hit(t, 50), 48);
   finish(SeqId(1), prompt);
   EXPECT_EQ(pc_->stats().num_endpoints, 4);
-  EXPECT_EQ(pc_->match(concat(std::vector<int32_t>(t.begin(), t.begin() + 40), {5})).num_tokens, 32);
-  EXPECT_EQ(pc_->match(concat(std::vector<int32_t>(t.begin(), t.begin() + 20), {5})).num_tokens, 16);
+  EXPECT_EQ(hit(t, 40), 40);  // loose windows
+  drop_loose();
+  EXPECT_EQ(hit(t, 40), 32);  // checkpoints survive them
+  EXPECT_EQ(hit(t, 20), 16);
   expect_all_free();
 }
 

@@ -88,7 +88,7 @@ INSTANTIATE_TEST_SUITE_P(
                           FuzzCase{4, 10, 40, 16, 3, 2, true},    // window not a block multiple, spec
                           FuzzCase{16, 16, 12, 6, 1, 0, true},    // big blocks, window of one block
                           FuzzCase{4, 8, 24, 12, 0, 1, false}),   // no prefix cache
-        ::testing::Values(1u, 2u, 3u, 4u)));
+        ::testing::Values(1u, 2u, 3u, 4u, 5u)));
 
 }  // namespace
 }  // namespace beam
