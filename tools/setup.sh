@@ -6,9 +6,12 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build ccache pkg-config git
   nlohmann-json3-dev libopenblas-dev libpcre2-dev libutf8proc-dev libboost-dev libsleef-dev
-  libgtest-dev libgmock-dev libbenchmark-dev python3-numpy python3-torch nodejs npm)
+  libgtest-dev libgmock-dev libbenchmark-dev python3-numpy python3-torch clang)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+# Node.js runs the reference tokenizer/template packages and the real-client tests; a node that is
+# already installed (e.g. NodeSource's, which bundles npm) is used as it is.
+command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)
 if ((${#missing[@]})); then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -q
