@@ -137,6 +137,67 @@ inline void axpy(float a, const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = std::fma(a, x[i], y[i]);
 }
 
+// acc[u][d] = fma(p[u][j], v[j][d], acc[u][d]) for j = 0..n-1 in increasing order, u < rows,
+// d < D (the per-element order of repeated axpy calls). p: [rows] rows of stride ldp;
+// v: [n, D]; acc: [rows, D]. The AVX2 path keeps a 4 x 16 block of acc in registers over j.
+#if BEAM_CPU_AVX2
+template <int UR>
+inline void accumulate_pv_rows(const float* p, int64_t ldp, const float* v, int64_t n, int64_t D,
+                               float* acc) {
+  int64_t d = 0;
+  for (; d + 16 <= D; d += 16) {
+    __m256 a[UR][2];
+#pragma GCC unroll 4
+    for (int u = 0; u < UR; ++u) {
+      a[u][0] = _mm256_loadu_ps(acc + u * D + d);
+      a[u][1] = _mm256_loadu_ps(acc + u * D + d + 8);
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      const __m256 v0 = _mm256_loadu_ps(v + j * D + d), v1 = _mm256_loadu_ps(v + j * D + d + 8);
+#pragma GCC unroll 4
+      for (int u = 0; u < UR; ++u) {
+        const __m256 pu = _mm256_broadcast_ss(p + u * ldp + j);
+        a[u][0] = _mm256_fmadd_ps(pu, v0, a[u][0]);
+        a[u][1] = _mm256_fmadd_ps(pu, v1, a[u][1]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int u = 0; u < UR; ++u) {
+      _mm256_storeu_ps(acc + u * D + d, a[u][0]);
+      _mm256_storeu_ps(acc + u * D + d + 8, a[u][1]);
+    }
+  }
+  for (; d < D; ++d)
+    for (int u = 0; u < UR; ++u)
+      for (int64_t j = 0; j < n; ++j)
+        acc[u * D + d] = std::fma(p[u * ldp + j], v[j * D + d], acc[u * D + d]);
+}
+#endif
+
+inline void accumulate_pv(const float* p, int64_t ldp, int64_t rows, const float* v, int64_t n,
+                          int64_t D, float* acc) {
+#if BEAM_CPU_AVX2
+  int64_t u = 0;
+  for (; u + 4 <= rows; u += 4) accumulate_pv_rows<4>(p + u * ldp, ldp, v, n, D, acc + u * D);
+  switch (rows - u) {
+    case 3:
+      accumulate_pv_rows<3>(p + u * ldp, ldp, v, n, D, acc + u * D);
+      break;
+    case 2:
+      accumulate_pv_rows<2>(p + u * ldp, ldp, v, n, D, acc + u * D);
+      break;
+    case 1:
+      accumulate_pv_rows<1>(p + u * ldp, ldp, v, n, D, acc + u * D);
+      break;
+    default:
+      break;
+  }
+#else
+  for (int64_t u = 0; u < rows; ++u)
+    for (int64_t j = 0; j < n; ++j) axpy(p[u * ldp + j], v + j * D, acc + u * D, D);
+#endif
+}
+
 // y[i] *= a for i < n.
 inline void scale_row(float a, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] *= a;
