@@ -1,7 +1,8 @@
 // CPU kernel benchmarks. Memory-bound kernels (decode GEMMs, MoE experts, attention decode) report
 // GB/s of bytes they must stream, to compare with BM_ReadBandwidth / BM_CopyBandwidth measured in
 // the same binary; compute-bound ones (prefill) report GFLOP/s. Every benchmark takes the number
-// of threads of its pool as its last argument.
+// of threads of its pool as its last argument. Rates use wall-clock time; on a busy machine the
+// one-thread cases can be read from CPU time instead (rate * real_time / cpu_time).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -100,10 +101,11 @@ void gemm_args(benchmark::internal::Benchmark* b) {
     for (int64_t M : {1, 4}) b->Args({M, N, K, 0, 2});
     for (int64_t path : {1, 2}) b->Args({256, N, K, path, 2});
   }
-  b->Args({1, 6144, 5120, 0, 1});    // one thread, decode
-  b->Args({256, 6144, 5120, 2, 1});  // one thread, prefill
-  for (int64_t M : {16, 32, 64})
-    for (int64_t path : {1, 2}) b->Args({M, 8192, 2048, path, 2});  // BLAS crossover
+  // One thread: decode, and tiles vs OpenBLAS across M (where kBlasMinRows comes from).
+  b->Args({1, 6144, 5120, 0, 1});
+  b->Args({8, 6144, 5120, 0, 1});
+  for (int64_t M : {16, 32, 64, 256})
+    for (int64_t path : {1, 2}) b->Args({M, 6144, 5120, path, 1});
 }
 BENCHMARK(BM_Linear)->Apply(gemm_args)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -157,6 +159,7 @@ void BM_PagedAttention(benchmark::State& state) {
   state.counters["kv_GB"] = rate(2.0 * 2 * s.visible_keys * 8 * 128 / 1e9);
 }
 BENCHMARK(BM_PagedAttention)
+    ->Args({4, 1, 4096, 512, 1})   // decode, sliding, one thread
     ->Args({4, 1, 4096, 512, 2})   // decode, sliding
     ->Args({4, 1, 4096, 0, 2})     // decode, full
     ->Args({1, 256, 256, 512, 2})  // prefill
