@@ -72,8 +72,9 @@ void gemm_tiles(ThreadPool& pool, const float* x, int64_t M, int64_t K, const W*
   });
 }
 
-// w rows per OpenBLAS call: the fp32 copy of a block (kBlasBlockN x K) stays in L2/L3.
-constexpr int64_t kBlasBlockN = 64;
+// w rows per OpenBLAS call: large enough that repacking x (once per call) stays cheap next to
+// the block's flops, small enough that the fp32 copy of the block (4 MiB at K = 4096) fits L3.
+constexpr int64_t kBlasBlockN = 256;
 
 // Each pool task widens blocks of w to fp32 and runs a single-threaded sgemm on them: the pool
 // already owns the cores, so OpenBLAS must not start threads of its own.
