@@ -1,4 +1,5 @@
-// Linear layers: out[M, N] = x[M, K] · w[N, K]ᵀ with fp32 accumulation, one rounding to out's dtype.
+// Linear layers: out[M, N] = x[M, K] · w[N, K]ᵀ with fp32 accumulation, one rounding to out's
+// dtype.
 #pragma once
 
 #include "kernels/api/context.h"
@@ -7,8 +8,8 @@ namespace beam {
 
 // x, w and out are each bf16 or f32, e.g. (bf16, bf16, bf16) for the projections and (bf16, f32,
 // f32) for the fp32 router GEMM of BEAM.md §3.10 step 1 (bf16 operands are widened exactly).
-// CPU: fewer than 64 rows use a fixed summation order, so a row's result does not depend on the
-// other rows (batched = unbatched, bit for bit); from 64 rows on, OpenBLAS sgemm (fp32, its own
+// CPU: fewer than 128 rows use a fixed summation order, so a row's result does not depend on the
+// other rows (batched = unbatched, bit for bit); from 128 rows on, OpenBLAS sgemm (fp32, its own
 // order: results may differ from the small-M path in the last fp32 bit).
 void linear(const KernelContext& ctx, const TensorView& x, const TensorView& w,
             const TensorView& out);

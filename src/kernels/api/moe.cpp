@@ -55,7 +55,8 @@ void moe_experts(const KernelContext& ctx, const TensorView& x, const TensorView
       << ", out " << out.shape.str();
   switch (ctx.device) {
     case Device::kCpu:
-      cpu::moe_experts(cpu_pool(ctx, op), x, gate_up, down, ids, weights, out);
+      cpu::moe_experts(cpu_pool(ctx, op), x, gate_up, down, ids, weights, out,
+                       ctx.batch_invariant ? cpu::GemmPath::kTiles : cpu::GemmPath::kAuto);
       return;
     case Device::kCuda:
       cuda_backend_not_built(op);

@@ -42,7 +42,7 @@ void gemm_block(const float* x, int64_t M, int64_t K, const W* w, int64_t n, O* 
 }
 
 // Picks the register tile for the number of rows: decode (M = 1..3) keeps more w rows in flight,
-// larger M reuses each loaded w vector across 4 rows of x.
+// larger M reuses each loaded w vector across 4 rows of x (4 x 3 measured fastest for M = 8..32).
 template <typename W, typename O>
 void gemm_block_any(const float* x, int64_t M, int64_t K, const W* w, int64_t n, O* out,
                     int64_t ldo) {
@@ -57,7 +57,7 @@ void gemm_block_any(const float* x, int64_t M, int64_t K, const W* w, int64_t n,
       gemm_block<3, 3>(x, M, K, w, n, out, ldo);
       return;
     default:
-      gemm_block<4, 2>(x, M, K, w, n, out, ldo);
+      gemm_block<4, 3>(x, M, K, w, n, out, ldo);
       return;
   }
 }

@@ -14,7 +14,7 @@ namespace beam::cpu {
 // sgemm on fp32 copies of blocks of w (faster for many rows; its own summation order).
 // kAuto: kTiles below kBlasMinRows rows, kBlas from there on.
 enum class GemmPath { kAuto, kTiles, kBlas };
-inline constexpr int64_t kBlasMinRows = 64;
+inline constexpr int64_t kBlasMinRows = 128;
 
 // Row-major operands: x fp32 [M, K] (row stride K), w [N, K] (row stride K), out [M, N] with row
 // stride ldo. Parallel over blocks of N; x must stay valid and unchanged during the call.

@@ -1,6 +1,8 @@
 // CPU mixture-of-experts: grouped sigmoid routing and the routed experts (BEAM.md §3.10).
 #pragma once
 
+#include "kernels/cpu/gemm.h"
+
 #include "core/thread_pool.h"
 #include "kernels/api/moe.h"
 
@@ -9,8 +11,10 @@ namespace beam::cpu {
 // Arguments validated by kernels/api/moe.cpp (shapes and dtypes as in that header).
 void moe_route(ThreadPool& pool, const TensorView& router_logits, const TensorView& bias,
                const RouterParams& params, const TensorView& ids, const TensorView& weights);
+// path: the GEMM path of every expert's GEMMs (kTiles keeps each token's result independent of how
+// many tokens share its expert, i.e. of the batch).
 void moe_experts(ThreadPool& pool, const TensorView& x, const TensorView& gate_up,
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
-                 const TensorView& out);
+                 const TensorView& out, GemmPath path = GemmPath::kAuto);
 
 }  // namespace beam::cpu

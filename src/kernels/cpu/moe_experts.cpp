@@ -54,7 +54,7 @@ void swiglu_rows(const bf16* gate_up, int64_t n, int64_t I, float* act) {
 
 void moe_experts(ThreadPool& pool, const TensorView& x, const TensorView& gate_up,
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
-                 const TensorView& out) {
+                 const TensorView& out, GemmPath path) {
   const int64_t T = x.dim(0), H = x.dim(1), E = gate_up.dim(0), I = gate_up.dim(1) / 2;
   const int64_t top_k = ids.dim(1);
   const ExpertBuckets b = bucket_by_expert(ids.as<int32_t>(), T, top_k, E);
@@ -70,10 +70,10 @@ void moe_experts(ThreadPool& pool, const TensorView& x, const TensorView& gate_u
     xe.resize(static_cast<size_t>(n * H));
     for (int64_t r = 0; r < n; ++r) std::copy_n(&xf[b.token[b.offset[e] + r] * H], H, &xe[r * H]);
     gu.resize(static_cast<size_t>(n * 2 * I));
-    gemm(pool, xe.data(), n, H, gate_up.as<bf16>() + e * 2 * I * H, 2 * I, gu.data(), 2 * I);
+    gemm(pool, xe.data(), n, H, gate_up.as<bf16>() + e * 2 * I * H, 2 * I, gu.data(), 2 * I, path);
     act.resize(static_cast<size_t>(n * I));
     swiglu_rows(gu.data(), n, I, act.data());
-    gemm(pool, act.data(), n, I, down.as<bf16>() + e * H * I, H, &y[b.offset[e] * H], H);
+    gemm(pool, act.data(), n, I, down.as<bf16>() + e * H * I, H, &y[b.offset[e] * H], H, path);
   }
 
   pool.parallel_for(T, 1, [&](int64_t t0, int64_t t1) {
