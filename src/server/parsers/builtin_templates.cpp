@@ -29,13 +29,16 @@ constexpr std::string_view kHermesTemplate = R"json({
 
 }  // namespace
 
-std::string_view hermes_response_template_json() { return kHermesTemplate; }
+std::string_view hermes_response_template_json() {
+  return kHermesTemplate;
+}
 
 Expected<std::shared_ptr<const ResponseTemplate>> load_hermes_response_template() {
   const Json spec = Json::parse(kHermesTemplate.begin(), kHermesTemplate.end(), nullptr, false);
   if (spec.is_discarded()) return make_error("built-in Hermes response_template is not valid JSON");
   auto loaded = load_response_template(spec);
-  if (!loaded.ok()) return make_error("built-in Hermes response_template: " + loaded.error().message);
+  if (!loaded.ok())
+    return make_error("built-in Hermes response_template: " + loaded.error().message);
   return loaded;
 }
 

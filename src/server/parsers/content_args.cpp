@@ -69,8 +69,10 @@ void read_json_args(const Json& args, ContentSpec* spec) {
   for (const Json& entry : *delims) {
     auto pair = delimiter_pair(entry);
     if (!pair) {
-      spec->deferred_error = "json: each 'string_delims' entry must be an [open, close] pair of "
-                             "strings, got " + json_text(entry);
+      spec->deferred_error =
+          "json: each 'string_delims' entry must be an [open, close] pair of "
+          "strings, got " +
+          json_text(entry);
       return;
     }
     spec->string_delims.push_back(*std::move(pair));

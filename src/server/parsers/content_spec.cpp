@@ -56,22 +56,22 @@ Expected<Json> parse_json_content(std::string_view text, const ContentSpec& spec
   std::string working(text);
   std::vector<std::string> captured;
   for (const auto& [open, close] : spec.string_delims) {
-    BEAM_ASSIGN_OR_RETURN(Regex delims, Regex::compile(escape_regex_literal(open) +
-                                                        "(?P<body>.*?)" +
-                                                        escape_regex_literal(close)));
-    BEAM_ASSIGN_OR_RETURN(working, delims.substitute(working, [&](std::string_view,
-                                                                  const Regex::FoundMatch& m) {
-      std::string body = m.captures.empty() ? std::string() : m.captures.front().second;
-      captured.push_back(std::move(body));
-      return std::string(1, kLaxOpen) + std::to_string(captured.size() - 1) + kLaxClose;
-    }));
+    BEAM_ASSIGN_OR_RETURN(
+        Regex delims,
+        Regex::compile(escape_regex_literal(open) + "(?P<body>.*?)" + escape_regex_literal(close)));
+    BEAM_ASSIGN_OR_RETURN(
+        working, delims.substitute(working, [&](std::string_view, const Regex::FoundMatch& m) {
+          std::string body = m.captures.empty() ? std::string() : m.captures.front().second;
+          captured.push_back(std::move(body));
+          return std::string(1, kLaxOpen) + std::to_string(captured.size() - 1) + kLaxClose;
+        }));
   }
   if (spec.unquoted_keys) {
     BEAM_ASSIGN_OR_RETURN(Regex bare_key, Regex::compile(R"((?<=[{,])(?P<key>\w+):)"));
-    BEAM_ASSIGN_OR_RETURN(working, bare_key.substitute(working, [](std::string_view,
-                                                                   const Regex::FoundMatch& m) {
-      return "\"" + m.captures.front().second + "\":";
-    }));
+    BEAM_ASSIGN_OR_RETURN(
+        working, bare_key.substitute(working, [](std::string_view, const Regex::FoundMatch& m) {
+          return "\"" + m.captures.front().second + "\":";
+        }));
   }
   if (!captured.empty()) {
     std::string restored;
@@ -153,7 +153,8 @@ Expected<Json> parse_kv_lines(std::string_view text, const ContentSpec& spec) {
     const size_t at = line.find(spec.kv_sep);
     if (at == std::string::npos) continue;
     const std::string key = strip_if(std::string_view(line).substr(0, at), spec);
-    const std::string value = strip_if(std::string_view(line).substr(at + spec.kv_sep.size()), spec);
+    const std::string value =
+        strip_if(std::string_view(line).substr(at + spec.kv_sep.size()), spec);
     BEAM_ASSIGN_OR_RETURN(out[key], sub_parse(std::string_view(value), spec));
   }
   return out;
@@ -163,9 +164,9 @@ Expected<Json> parse_kv_lines(std::string_view text, const ContentSpec& spec) {
 
 std::optional<ContentKind> content_kind_from_name(std::string_view name) {
   static constexpr std::pair<std::string_view, ContentKind> kKinds[] = {
-      {"text", ContentKind::kText},      {"int", ContentKind::kInt},
-      {"float", ContentKind::kFloat},    {"bool", ContentKind::kBool},
-      {"json", ContentKind::kJson},      {"xml-inline", ContentKind::kXmlInline},
+      {"text", ContentKind::kText},       {"int", ContentKind::kInt},
+      {"float", ContentKind::kFloat},     {"bool", ContentKind::kBool},
+      {"json", ContentKind::kJson},       {"xml-inline", ContentKind::kXmlInline},
       {"kv-lines", ContentKind::kKvLines}};
   for (const auto& [kind_name, kind] : kKinds) {
     if (kind_name == name) return kind;
@@ -175,13 +176,20 @@ std::optional<ContentKind> content_kind_from_name(std::string_view name) {
 
 std::string_view content_kind_name(ContentKind kind) {
   switch (kind) {
-    case ContentKind::kText: return "text";
-    case ContentKind::kInt: return "int";
-    case ContentKind::kFloat: return "float";
-    case ContentKind::kBool: return "bool";
-    case ContentKind::kJson: return "json";
-    case ContentKind::kXmlInline: return "xml-inline";
-    case ContentKind::kKvLines: return "kv-lines";
+    case ContentKind::kText:
+      return "text";
+    case ContentKind::kInt:
+      return "int";
+    case ContentKind::kFloat:
+      return "float";
+    case ContentKind::kBool:
+      return "bool";
+    case ContentKind::kJson:
+      return "json";
+    case ContentKind::kXmlInline:
+      return "xml-inline";
+    case ContentKind::kKvLines:
+      return "kv-lines";
   }
   return "text";
 }
@@ -202,8 +210,8 @@ bool content_kind_streamable(ContentKind kind) {
 }
 
 const std::vector<std::string>& content_kind_names() {
-  static const std::vector<std::string> kNames = {"bool", "float",      "int", "json",
-                                                  "kv-lines", "text", "xml-inline"};
+  static const std::vector<std::string> kNames = {"bool",     "float", "int",       "json",
+                                                  "kv-lines", "text",  "xml-inline"};
   return kNames;
 }
 
@@ -277,7 +285,9 @@ Expected<Transform::Node> Transform::compile_node(const Json& value, std::string
   return node;
 }
 
-Expected<Json> Transform::apply(const Json& scope) const { return apply_node(root_, scope); }
+Expected<Json> Transform::apply(const Json& scope) const {
+  return apply_node(root_, scope);
+}
 
 Expected<Json> Transform::apply_node(const Node& node, const Json& scope) {
   switch (node.kind) {

@@ -29,7 +29,7 @@ const std::vector<std::string>& content_kind_names();
 // kept here as `deferred_error` and reported when a region of the field is closed.
 struct ContentSpec {
   ContentKind kind = ContentKind::kText;
-  bool strip = true;                          // all kinds: strip whitespace (text, keys, values)
+  bool strip = true;  // all kinds: strip whitespace (text, keys, values)
   std::vector<std::pair<std::string, std::string>> string_delims;  // json
   bool unquoted_keys = false;                                      // json
   bool allow_non_json = false;                                     // json
@@ -61,7 +61,7 @@ class Transform {
   struct Node {
     NodeKind kind = NodeKind::kLiteral;
     Json literal;
-    std::vector<std::string> path;                  // placeholder: root then keys
+    std::vector<std::string> path;                    // placeholder: root then keys
     std::vector<std::pair<std::string, Node>> items;  // object (key, node) / array ("", node)
   };
   static Expected<Node> compile_node(const Json& value, std::string_view scope);

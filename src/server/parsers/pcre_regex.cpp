@@ -144,8 +144,8 @@ std::string escape_regex_literal(std::string_view text) {
   out.reserve(text.size() * 2);
   for (char c : text) {
     const auto byte = static_cast<unsigned char>(c);
-    const bool plain = byte >= 0x80 || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                       (c >= '0' && c <= '9');
+    const bool plain =
+        byte >= 0x80 || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
     if (plain) {
       out += c;
     } else if (byte == 0) {
@@ -161,7 +161,7 @@ std::string escape_regex_literal(std::string_view text) {
 namespace {
 
 Expected<std::shared_ptr<Regex::Code>> compile_code(const std::string& translated,
-                                                     std::string_view shown) {
+                                                    std::string_view shown) {
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
   pcre2_code* code =
@@ -233,9 +233,11 @@ NamedCaptures Regex::named_captures(std::string_view subject, const MatchScratch
   const uint32_t pairs = pcre2_get_ovector_count(scratch.impl_->data);
   for (const auto& [number, name] : code_->names) {
     if (number >= pairs || ovector[2 * number] == PCRE2_UNSET) continue;
-    std::string value(subject.substr(ovector[2 * number], ovector[2 * number + 1] - ovector[2 * number]));
+    std::string value(
+        subject.substr(ovector[2 * number], ovector[2 * number + 1] - ovector[2 * number]));
     // A duplicated name keeps the value of its last participating group.
-    auto it = std::find_if(out.begin(), out.end(), [&](const auto& kv) { return kv.first == name; });
+    auto it =
+        std::find_if(out.begin(), out.end(), [&](const auto& kv) { return kv.first == name; });
     if (it != out.end()) {
       it->second = std::move(value);
     } else {
@@ -261,7 +263,8 @@ Expected<std::vector<Regex::FoundMatch>> Regex::find_all(std::string_view subjec
     if (rc == PCRE2_ERROR_NOMATCH && after_empty) {
       // No non-empty match at the empty match's position: move one code point on.
       ++offset;
-      while (offset < subject.size() && (static_cast<unsigned char>(subject[offset]) & 0xC0) == 0x80) {
+      while (offset < subject.size() &&
+             (static_cast<unsigned char>(subject[offset]) & 0xC0) == 0x80) {
         ++offset;
       }
       after_empty = false;
@@ -291,6 +294,8 @@ std::vector<std::string> Regex::group_names() const {
   return names;
 }
 
-size_t Regex::lookbehind_bytes() const { return 4 * static_cast<size_t>(code_->max_lookbehind) + 4; }
+size_t Regex::lookbehind_bytes() const {
+  return 4 * static_cast<size_t>(code_->max_lookbehind) + 4;
+}
 
 }  // namespace beam::server

@@ -85,7 +85,7 @@ class Regex {
   bool depends_on_search_start() const { return depends_on_search_start_; }
   const std::string& pattern() const { return pattern_; }
 
- struct Code;  // opaque compiled PCRE2 pattern
+  struct Code;  // opaque compiled PCRE2 pattern
 
  private:
   Regex(std::shared_ptr<const Code> code, std::string pattern, bool depends_on_search_start);

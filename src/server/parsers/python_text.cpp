@@ -63,8 +63,8 @@ size_t scan_digits(std::string_view s, size_t start, std::string* out) {
 
 bool py_isspace(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
-         c == 0x202F || c == 0x205F || c == 0x3000;
+         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+         c == 0x205F || c == 0x3000;
 }
 
 std::string_view py_strip(std::string_view text) {
@@ -93,9 +93,12 @@ size_t utf8_complete_prefix_bytes(std::string_view bytes) {
   const size_t lead_at = n - 1 - back;
   const auto lead = static_cast<unsigned char>(bytes[lead_at]);
   size_t need = 1;
-  if ((lead & 0xE0) == 0xC0) need = 2;
-  else if ((lead & 0xF0) == 0xE0) need = 3;
-  else if ((lead & 0xF8) == 0xF0) need = 4;
+  if ((lead & 0xE0) == 0xC0)
+    need = 2;
+  else if ((lead & 0xF0) == 0xE0)
+    need = 3;
+  else if ((lead & 0xF8) == 0xF0)
+    need = 4;
   return back + 1 < need ? lead_at : n;
 }
 

@@ -93,7 +93,8 @@ Expected<Json> ResponseParser::finalize(std::vector<ParseEvent>* events) {
   Json message = Json::object();
   for (auto it = output_.begin(); it != output_.end(); ++it) {
     const Json& v = it.value();
-    const bool empty = !py_truthy(v) && (v.is_null() || v.is_string() || v.is_array() || v.is_object());
+    const bool empty =
+        !py_truthy(v) && (v.is_null() || v.is_string() || v.is_array() || v.is_object());
     if (template_->defaults.contains(it.key()) || !empty) message[it.key()] = v;
   }
   output_ = message;
@@ -244,8 +245,8 @@ void ResponseParser::accumulate(size_t from, size_t to, std::vector<ParseEvent>*
   }
   const std::string_view chunk = text(from, to);
   body_.append(chunk);
-  events->push_back(ParseEvent{ParseEvent::Kind::kRegionChunk, *current_, std::string(chunk),
-                               !field.streamable(), {}, {}});
+  events->push_back(ParseEvent{
+      ParseEvent::Kind::kRegionChunk, *current_, std::string(chunk), !field.streamable(), {}, {}});
 }
 
 void ResponseParser::open_explicit(const Hit& hit, std::vector<ParseEvent>* events) {
@@ -253,8 +254,12 @@ void ResponseParser::open_explicit(const Hit& hit, std::vector<ParseEvent>* even
   captures_ = cache_[slot({DelimiterRole::kOpen, hit.field})].captures;
   body_.clear();
   opened_ = true;
-  events->push_back(ParseEvent{ParseEvent::Kind::kRegionOpen, hit.field,
-                               std::string(text(hit.start, hit.end)), false, {}, {}});
+  events->push_back(ParseEvent{ParseEvent::Kind::kRegionOpen,
+                               hit.field,
+                               std::string(text(hit.start, hit.end)),
+                               false,
+                               {},
+                               {}});
 }
 
 Status ResponseParser::close_current(std::string delimiter_text, std::vector<ParseEvent>* events) {
@@ -270,8 +275,12 @@ Status ResponseParser::close_current(std::string delimiter_text, std::vector<Par
     if (!options_.tools.empty()) options_.tools.coerce_tool_calls(*value);
     stored = store_value(field, *value);
     if (stored.ok()) {
-      events->push_back(ParseEvent{ParseEvent::Kind::kRegionClose, index, std::move(delimiter_text),
-                                   false, std::move(value).value(), {}});
+      events->push_back(ParseEvent{ParseEvent::Kind::kRegionClose,
+                                   index,
+                                   std::move(delimiter_text),
+                                   false,
+                                   std::move(value).value(),
+                                   {}});
       reset_to_implicit();
       return ok_status();
     }
@@ -288,8 +297,10 @@ Status ResponseParser::store_value(const TemplateField& field, Json value) {
   auto previous = output_.find(field.name);
   if (field.join) {
     if (!value.is_string()) {
-      return make_error("Field '" + field.name + "': 'join' requires each match to parse to a "
-                        "string, got " + json_kind(value) + ".");
+      return make_error("Field '" + field.name +
+                        "': 'join' requires each match to parse to a "
+                        "string, got " +
+                        json_kind(value) + ".");
     }
     if (previous == output_.end() || previous->is_null()) {
       output_[field.name] = std::move(value);

@@ -115,15 +115,15 @@ class ResponseParser {
   std::shared_ptr<const ResponseTemplate> template_;
   ParserOptions options_;
   std::vector<bool> interruptible_;
-  std::vector<MatchScratch> scratch_;       // per delimiter slot
-  std::vector<CachedSearch> cache_;         // per delimiter slot
-  std::string buffer_;                      // complete UTF-8 text from base_ on
-  size_t base_ = 0;                         // absolute offset of buffer_[0]
-  size_t pos_ = 0;                          // index in buffer_: bytes before it are routed
-  size_t context_bytes_ = 16;               // kept before pos_ on compaction (lookbehind)
-  std::string utf8_tail_;                   // an incomplete UTF-8 sequence at the input's end
-  std::optional<size_t> current_;           // field of the current region
-  bool opened_ = false;                     // current region emitted its region_open
+  std::vector<MatchScratch> scratch_;  // per delimiter slot
+  std::vector<CachedSearch> cache_;    // per delimiter slot
+  std::string buffer_;                 // complete UTF-8 text from base_ on
+  size_t base_ = 0;                    // absolute offset of buffer_[0]
+  size_t pos_ = 0;                     // index in buffer_: bytes before it are routed
+  size_t context_bytes_ = 16;          // kept before pos_ on compaction (lookbehind)
+  std::string utf8_tail_;              // an incomplete UTF-8 sequence at the input's end
+  std::optional<size_t> current_;      // field of the current region
+  bool opened_ = false;                // current region emitted its region_open
   std::string body_;
   NamedCaptures captures_;
   Json output_ = Json::object();

@@ -40,8 +40,8 @@ std::optional<ParsedToolCall> read_tool_call(const Json& call) {
 
 }  // namespace
 
-ResponseStream::ResponseStream(std::shared_ptr<const ResponseTemplate> tmpl, std::string_view prompt,
-                               ResponseStreamOptions options)
+ResponseStream::ResponseStream(std::shared_ptr<const ResponseTemplate> tmpl,
+                               std::string_view prompt, ResponseStreamOptions options)
     : template_(std::move(tmpl)), options_(std::move(options)) {
   ParserOptions parser_options;
   parser_options.field_errors = ParserOptions::FieldErrors::kKeepRawText;
@@ -173,13 +173,9 @@ void ResponseStream::on_close(const ParseEvent& e, bool emit, std::vector<Respon
         emit_separator_once(emit, out);  // an empty occurrence still adds the join string
         return;
       }
+      // A structured field given a text role contributes the text the model wrote, verbatim.
       emit_separator_once(emit, out);
-      if (e.error) {
-        emit_text(r.role, r.raw, emit, out);
-      } else {
-        emit_text(r.role, e.value.is_string() ? e.value.get<std::string>() : json_text(e.value),
-                  emit, out);
-      }
+      emit_text(r.role, r.raw + e.text, emit, out);
       return;
     case Role::kToolCalls:
       if (e.error) {
@@ -196,9 +192,11 @@ void ResponseStream::on_close(const ParseEvent& e, bool emit, std::vector<Respon
   }
 }
 
-void ResponseStream::emit_tool_calls(const Json& value, bool emit, std::vector<ResponseDelta>* out) {
+void ResponseStream::emit_tool_calls(const Json& value, bool emit,
+                                     std::vector<ResponseDelta>* out) {
   std::vector<ParsedToolCall> calls;
-  const std::vector<Json> items = value.is_array() ? value.get<std::vector<Json>>() : std::vector<Json>{value};
+  const std::vector<Json> items =
+      value.is_array() ? value.get<std::vector<Json>>() : std::vector<Json>{value};
   for (const Json& item : items) {
     std::optional<ParsedToolCall> call = read_tool_call(item);
     if (!call) {
@@ -232,7 +230,8 @@ void ResponseStream::emit_separator_once(bool emit, std::vector<ResponseDelta>* 
 void ResponseStream::emit_text(Role role, std::string_view text, bool emit,
                                std::vector<ResponseDelta>* out) {
   if (!emit || text.empty() || role == Role::kNone || role == Role::kToolCalls) return;
-  const auto kind = role == Role::kReasoning ? ResponseDelta::Kind::kReasoning : ResponseDelta::Kind::kContent;
+  const auto kind =
+      role == Role::kReasoning ? ResponseDelta::Kind::kReasoning : ResponseDelta::Kind::kContent;
   (role == Role::kReasoning ? result_.reasoning : result_.content).append(text);
   if (out->size() > call_start_ && out->back().kind == kind) {
     out->back().text.append(text);

@@ -15,7 +15,9 @@
 
 namespace beam::server {
 
-// Which template fields feed which part of the response (by field name).
+// Which template fields feed which part of the response (by field name). A "text" field in a
+// reasoning/content role streams its (stripped) text; any other field given such a role adds
+// its region verbatim (delimiters included) when it closes, e.g. tool calls kept as text.
 struct FieldRoles {
   std::vector<std::string> reasoning = {"thinking", "reasoning_content", "reasoning"};
   std::vector<std::string> content = {"content"};
@@ -70,10 +72,10 @@ class ResponseStream {
   struct Region {
     size_t field = 0;
     Role role = Role::kNone;
-    bool started = false;      // stripped text: a non-whitespace character was seen
+    bool started = false;       // stripped text: a non-whitespace character was seen
     std::string pending_space;  // stripped text: trailing whitespace not yet known to be inner
     bool separator_checked = false;
-    std::string raw;           // delimiter + body, returned as content if the region fails
+    std::string raw;  // delimiter + body, returned as content if the region fails
   };
 
   void handle(const std::vector<ParseEvent>& events, bool emit, std::vector<ResponseDelta>* out);

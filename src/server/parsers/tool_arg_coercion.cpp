@@ -56,7 +56,8 @@ std::vector<std::string> schema_types(const Json& schema) {
       for (auto& t : schema_types(choice)) types.push_back(std::move(t));
     }
   }
-  if (auto nullable = schema.find("nullable"); nullable != schema.end() && py_truthy(*nullable) &&
+  if (auto nullable = schema.find("nullable");
+      nullable != schema.end() && py_truthy(*nullable) &&
       std::find(types.begin(), types.end(), "null") == types.end()) {
     types.push_back("null");
   }
@@ -100,7 +101,8 @@ void ToolSchemas::coerce_tool_calls(Json& value) const {
   if (fn == value.end() || !fn->is_object()) return;
   auto name = fn->find("name");
   auto arguments = fn->find("arguments");
-  if (name == fn->end() || !name->is_string() || arguments == fn->end() || !arguments->is_object()) {
+  if (name == fn->end() || !name->is_string() || arguments == fn->end() ||
+      !arguments->is_object()) {
     return;
   }
   auto tool = tools_.find(name->get_ref<const std::string&>());

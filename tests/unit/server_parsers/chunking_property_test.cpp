@@ -24,12 +24,15 @@ std::string signature(const ParseRun& run) {
   };
   for (const ParseEvent& e : run.events) {
     if (e.kind == ParseEvent::Kind::kRegionChunk) {
-      if (previous && previous->kind == ParseEvent::Kind::kRegionChunk && previous->field != e.field) flush();
+      if (previous && previous->kind == ParseEvent::Kind::kRegionChunk &&
+          previous->field != e.field)
+        flush();
       pending_chunk += e.text;
     } else {
       flush();
-      out += (e.kind == ParseEvent::Kind::kRegionOpen ? "open " : "close ") + std::to_string(e.field) +
-             " [" + e.text + "] " + (e.error ? "error" : json_text(e.value)) + "\n";
+      out += (e.kind == ParseEvent::Kind::kRegionOpen ? "open " : "close ") +
+             std::to_string(e.field) + " [" + e.text + "] " +
+             (e.error ? "error" : json_text(e.value)) + "\n";
     }
     previous = &e;
   }
@@ -41,7 +44,7 @@ std::vector<std::vector<size_t>> chunkings(size_t n, uint32_t seed) {
   std::vector<std::vector<size_t>> out;
   std::vector<size_t> every;
   for (size_t i = 1; i < n; ++i) every.push_back(i);
-  out.push_back(every);  // all 1-byte deltas
+  out.push_back(every);                       // all 1-byte deltas
   for (size_t step : {2, 3, 5, 7, 13, 31}) {  // multi-token blocks
     std::vector<size_t> cuts;
     for (size_t i = step; i < n; i += step) cuts.push_back(i);
@@ -84,8 +87,9 @@ void check_invariance(const std::shared_ptr<const ResponseTemplate>& t, const st
 // Random outputs assembled from the template's delimiters, their prefixes, text and whitespace.
 std::vector<std::string> random_outputs(const ResponseTemplate& t, const GoldenTemplate& golden,
                                         uint32_t seed, int count) {
-  std::vector<std::string> atoms = {" ", "\n", "\n\n", "x", "hello", "é", "日本", "🙂", "{", "}",
-                                    "\"", ":", "<", ">", "|", "[", "]", "1", "true", "{\"a\": 1}"};
+  std::vector<std::string> atoms = {" ",    "\n", "\n\n", "x",  "hello", "é",         "日本",
+                                    "🙂", "{",  "}",    "\"", ":",     "<",         ">",
+                                    "|",    "[",  "]",    "1",  "true",  "{\"a\": 1}"};
   for (const TemplateField& f : t.fields) {
     for (const auto* d : {&f.open, &f.close}) {
       if (!*d) continue;

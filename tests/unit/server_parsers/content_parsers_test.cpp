@@ -29,10 +29,13 @@ TEST(ContentParsers, JsonDialects) {
   EXPECT_FALSE(parse(ContentKind::kJson, "{}", "{a: 1}").ok());
   EXPECT_JSON_EQ(*parse(ContentKind::kJson, R"({"unquoted_keys": true})", "{a:1,b_2:{c:2}}"),
                  Json::parse(R"({"a": 1, "b_2": {"c": 2}})"));
-  EXPECT_JSON_EQ(*parse(ContentKind::kJson, R"js({"unquoted_keys": true, "string_delims": [["<|\"|>", "<|\"|>"], "''"]})js",
-                        R"({k:<|"|>a, "b": {c}<|"|>,q:'x\y'})"),
-                 Json::parse(R"({"k": "a, \"b\": {c}", "q": "x\\y"})"));
-  EXPECT_FALSE(parse(ContentKind::kJson, R"({"string_delims": [["<", ">"]]})", "{\"a\": \"\x01\"}").ok());
+  EXPECT_JSON_EQ(
+      *parse(ContentKind::kJson,
+             R"js({"unquoted_keys": true, "string_delims": [["<|\"|>", "<|\"|>"], "''"]})js",
+             R"({k:<|"|>a, "b": {c}<|"|>,q:'x\y'})"),
+      Json::parse(R"({"k": "a, \"b\": {c}", "q": "x\\y"})"));
+  EXPECT_FALSE(
+      parse(ContentKind::kJson, R"({"string_delims": [["<", ">"]]})", "{\"a\": \"\x01\"}").ok());
   EXPECT_EQ(*parse(ContentKind::kJson, R"({"allow_non_json": true})", "  not json  "), "not json");
   EXPECT_FALSE(parse(ContentKind::kJson, R"({"string_delims": "ab"})", "{}").ok());
   EXPECT_FALSE(parse(ContentKind::kJson, R"({"string_delims": [["a"]]})", "{}").ok());
@@ -42,29 +45,42 @@ TEST(ContentParsers, XmlInline) {
   const std::string args = R"({"tag_pattern": "<(?P<key>\\w+)>(?P<value>.*?)</\\1>"})";
   EXPECT_JSON_EQ(*parse(ContentKind::kXmlInline, args, "<a>1</a> <b> x </b><a>2</a>"),
                  Json::parse(R"({"a": "2", "b": " x "})"));
-  EXPECT_JSON_EQ(*parse(ContentKind::kXmlInline, R"({"tag_pattern": "<(?P<key>\\w+)>(?P<value>.*?)</\\1>",
-                          "merge_duplicates": 1, "value_parser": {"name": "json"}})", "<a>[1]</a><a>2</a><b>{}</b>"),
-                 Json::parse(R"({"a": [1, 2], "b": {}})"));
-  EXPECT_JSON_EQ(*parse(ContentKind::kXmlInline, R"({"tag_pattern": "<(?P<key>\\w+)/>"})", "<a/><b/>"),
-                 Json::parse(R"({"a": "", "b": ""})"));  // no 'value' group: ""
-  EXPECT_JSON_EQ(*parse(ContentKind::kXmlInline, R"({"tag_pattern": "<(?P<key>\\w+)(?:=(?P<value>\\w+))?>"})", "<a><b=1>"),
+  EXPECT_JSON_EQ(
+      *parse(ContentKind::kXmlInline, R"({"tag_pattern": "<(?P<key>\\w+)>(?P<value>.*?)</\\1>",
+                          "merge_duplicates": 1, "value_parser": {"name": "json"}})",
+             "<a>[1]</a><a>2</a><b>{}</b>"),
+      Json::parse(R"({"a": [1, 2], "b": {}})"));
+  EXPECT_JSON_EQ(
+      *parse(ContentKind::kXmlInline, R"({"tag_pattern": "<(?P<key>\\w+)/>"})", "<a/><b/>"),
+      Json::parse(R"({"a": "", "b": ""})"));  // no 'value' group: ""
+  EXPECT_JSON_EQ(*parse(ContentKind::kXmlInline,
+                        R"({"tag_pattern": "<(?P<key>\\w+)(?:=(?P<value>\\w+))?>"})", "<a><b=1>"),
                  Json::parse(R"({"a": null, "b": "1"})"));  // 'value' group that did not take part
-  EXPECT_FALSE(parse(ContentKind::kXmlInline, R"({"tag_pattern": "<(?P<key>\\w+)(?:=(?P<value>\\w+))?>",
-                       "value_parser": {"name": "int"}})", "<a>").ok());
+  EXPECT_FALSE(parse(ContentKind::kXmlInline,
+                     R"({"tag_pattern": "<(?P<key>\\w+)(?:=(?P<value>\\w+))?>",
+                       "value_parser": {"name": "int"}})",
+                     "<a>")
+                   .ok());
   EXPECT_FALSE(parse(ContentKind::kXmlInline, R"({"tag_pattern": "<(?P<k>\\w+)>"})", "<a>").ok());
   // Problems in content_args surface when a region is parsed (as in transformers), not at load.
   EXPECT_FALSE(parse(ContentKind::kXmlInline, "{}", "<a>").ok());
   EXPECT_FALSE(parse(ContentKind::kXmlInline, R"({"tag_pattern": "("})", "").ok());
-  EXPECT_FALSE(parse(ContentKind::kXmlInline, R"({"tag_pattern": "<(?P<key>a)>", "value_parser": {"name": "yaml"}})", "<a>").ok());
-  EXPECT_JSON_EQ(*parse(ContentKind::kXmlInline, R"({"tag_pattern": "<(?P<key>a)>", "value_parser": {"name": "yaml"}})", "none"),
-                 Json::object());
+  EXPECT_FALSE(parse(ContentKind::kXmlInline,
+                     R"({"tag_pattern": "<(?P<key>a)>", "value_parser": {"name": "yaml"}})", "<a>")
+                   .ok());
+  EXPECT_JSON_EQ(
+      *parse(ContentKind::kXmlInline,
+             R"({"tag_pattern": "<(?P<key>a)>", "value_parser": {"name": "yaml"}})", "none"),
+      Json::object());
   EXPECT_FALSE(parse(ContentKind::kText, "[]", "x").ok());
 }
 
 TEST(ContentParsers, KvLines) {
-  EXPECT_JSON_EQ(*parse(ContentKind::kKvLines, "{}", "name: alice\nage: 30\n\nno separator\nurl: http://x"),
-                 Json::parse(R"({"name": "alice", "age": "30", "url": "http://x"})"));
-  EXPECT_JSON_EQ(*parse(ContentKind::kKvLines, R"({"line_sep": ";", "kv_sep": "=", "value_parser": {"name": "int"}})",
+  EXPECT_JSON_EQ(
+      *parse(ContentKind::kKvLines, "{}", "name: alice\nage: 30\n\nno separator\nurl: http://x"),
+      Json::parse(R"({"name": "alice", "age": "30", "url": "http://x"})"));
+  EXPECT_JSON_EQ(*parse(ContentKind::kKvLines,
+                        R"({"line_sep": ";", "kv_sep": "=", "value_parser": {"name": "int"}})",
                         "a=1; b = 2;;c=3"),
                  Json::parse(R"({"a": 1, "b": 2, "c": 3})"));
   EXPECT_FALSE(parse(ContentKind::kKvLines, R"({"line_sep": ""})", "").ok());
@@ -74,7 +90,8 @@ TEST(ContentParsers, KvLines) {
 
 TEST(Transforms, PlaceholdersLiteralsAndErrors) {
   auto transform = Transform::compile(Json::parse(R"({"type": "function", "n": 3, "flag": null,
-      "function": {"name": "{name}", "arguments": "{content.args}"}, "list": ["{name}", "{literal"]})"), "Field 'x'");
+      "function": {"name": "{name}", "arguments": "{content.args}"}, "list": ["{name}", "{literal"]})"),
+                                      "Field 'x'");
   ASSERT_TRUE(transform.ok());
   auto applied = transform->apply(Json::parse(R"({"name": "f", "content": {"args": {"a": 1}}})"));
   ASSERT_TRUE(applied.ok());
@@ -82,9 +99,11 @@ TEST(Transforms, PlaceholdersLiteralsAndErrors) {
       "function": {"name": "f", "arguments": {"a": 1}}, "list": ["f", "{literal"]})"));
   auto missing = transform->apply(Json::parse(R"({"content": {"args": 1}})"));
   ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.error().message, "KeyError: transform placeholder '{name}' is not defined. Available: ['content']");
+  EXPECT_EQ(missing.error().message,
+            "KeyError: transform placeholder '{name}' is not defined. Available: ['content']");
   auto index = transform->apply(Json::parse(R"({"name": "f", "content": "s"})"));
-  EXPECT_EQ(index.error().message, "transform placeholder '{content.args}' cannot index into str at 'args'");
+  EXPECT_EQ(index.error().message,
+            "transform placeholder '{content.args}' cannot index into str at 'args'");
   auto mixed = Transform::compile(Json::parse(R"({"label": "name: {content}"})"), "Field 'tool'");
   ASSERT_FALSE(mixed.ok());
   EXPECT_NE(mixed.error().message.find("string interpolation is not supported"), std::string::npos);
@@ -97,7 +116,8 @@ TEST(ToolArgCoercion, CastsLikeTransformers) {
   EXPECT_EQ(coerce_argument("5", T{"integer", "null"}), 5);
   EXPECT_EQ(coerce_argument("null", T{"integer", "null"}), nullptr);
   EXPECT_EQ(coerce_argument("None", T{"null"}), nullptr);
-  for (auto [raw, value] : {std::pair{"true", true}, {"True", true}, {"1", true}, {"false", false}, {"0", false}}) {
+  for (auto [raw, value] :
+       {std::pair{"true", true}, {"True", true}, {"1", true}, {"false", false}, {"0", false}}) {
     EXPECT_EQ(coerce_argument(raw, T{"boolean"}), value) << raw;
   }
   EXPECT_EQ(coerce_argument("maybe", T{"boolean"}), "maybe");
@@ -114,20 +134,25 @@ TEST(ToolArgCoercion, CastsLikeTransformers) {
 TEST(ToolArgCoercion, SchemaTypesAndToolLookup) {
   using T = std::vector<std::string>;
   EXPECT_EQ(schema_types(Json::parse(R"({"type": "integer"})")), T{"integer"});
-  EXPECT_EQ(schema_types(Json::parse(R"({"type": ["integer", "string", 3]})")), (T{"integer", "string"}));
-  EXPECT_EQ(schema_types(Json::parse(R"({"anyOf": [{"type": "boolean"}, {"type": "string"}]})")), (T{"boolean", "string"}));
-  EXPECT_EQ(schema_types(Json::parse(R"({"type": "integer", "nullable": true})")), (T{"integer", "null"}));
+  EXPECT_EQ(schema_types(Json::parse(R"({"type": ["integer", "string", 3]})")),
+            (T{"integer", "string"}));
+  EXPECT_EQ(schema_types(Json::parse(R"({"anyOf": [{"type": "boolean"}, {"type": "string"}]})")),
+            (T{"boolean", "string"}));
+  EXPECT_EQ(schema_types(Json::parse(R"({"type": "integer", "nullable": true})")),
+            (T{"integer", "null"}));
   EXPECT_EQ(schema_types(Json::parse(R"({"description": "no type"})")), T{});
   const ToolSchemas tools = ToolSchemas::from_tools(Json::parse(R"([
       "not a tool", {"function": {"name": 5}},
       {"name": "bare", "parameters": {"properties": {"n": {"type": "integer"}}}},
       {"type": "function", "function": {"name": "wrapped", "parameters": {"properties": {"n": {"type": "number"}}}}}])"));
   EXPECT_FALSE(tools.empty());
-  Json calls = Json::parse(R"([{"function": {"name": "bare", "arguments": {"n": "7", "other": "8"}}},
+  Json calls =
+      Json::parse(R"([{"function": {"name": "bare", "arguments": {"n": "7", "other": "8"}}},
       {"function": {"name": "wrapped", "arguments": {"n": ["1.5", "x", 2]}}},
       {"function": {"name": ["bare"], "arguments": {"n": "7"}}}, "text"])");
   tools.coerce_tool_calls(calls);
-  EXPECT_JSON_EQ(calls, Json::parse(R"([{"function": {"name": "bare", "arguments": {"n": 7, "other": "8"}}},
+  EXPECT_JSON_EQ(
+      calls, Json::parse(R"([{"function": {"name": "bare", "arguments": {"n": 7, "other": "8"}}},
       {"function": {"name": "wrapped", "arguments": {"n": [1.5, "x", 2]}}},
       {"function": {"name": ["bare"], "arguments": {"n": "7"}}}, "text"])"));
   EXPECT_TRUE(ToolSchemas::from_tools(Json()).empty());

@@ -31,16 +31,22 @@ GoldenCorpus load_corpus() {
     const Json doc = read_json(path);
     if (path.filename() == "schema_errors.json") {
       for (const Json& c : doc["cases"]) {
-        corpus.schema_errors.push_back(
-            {c["name"].get<std::string>(), c["template"], c["expected_error"]["message"].get<std::string>()});
+        corpus.schema_errors.push_back({c["name"].get<std::string>(), c["template"],
+                                        c["expected_error"]["message"].get<std::string>()});
       }
       continue;
     }
-    GoldenTemplate t{doc["name"].get<std::string>(), doc["generated_by"].get<std::string>(),
-                     doc["template"], {}};
+    GoldenTemplate t{doc["name"].get<std::string>(),
+                     doc["generated_by"].get<std::string>(),
+                     doc["template"],
+                     {}};
     for (const Json& c : doc["cases"]) {
-      GoldenCase gc{c["name"].get<std::string>(), c["prefix"].get<std::string>(),
-                    c["output"].get<std::string>(), c["tools"], Json(), std::nullopt};
+      GoldenCase gc{c["name"].get<std::string>(),
+                    c["prefix"].get<std::string>(),
+                    c["output"].get<std::string>(),
+                    c["tools"],
+                    Json(),
+                    std::nullopt};
       if (c.contains("expected_error")) {
         gc.expected_error = c["expected_error"];
       } else {

@@ -35,9 +35,8 @@ TEST(GoldenFixtures, OneShotParseMatchesTransformers) {
       options.tools = ToolSchemas::from_tools(c.tools);
       ParseRun run = parse_once(*loaded, c.prefix, c.output, options);
       if (c.expected_error) {
-        EXPECT_FALSE(run.message.has_value())
-            << "transformers raised " << c.expected_error->dump() << " but we parsed "
-            << json_text(*run.message);
+        EXPECT_FALSE(run.message.has_value()) << "transformers raised " << c.expected_error->dump()
+                                              << " but we parsed " << json_text(*run.message);
       } else {
         ASSERT_TRUE(run.message.has_value()) << run.error;
         EXPECT_JSON_EQ(*run.message, c.expected);
@@ -56,7 +55,8 @@ TEST(GoldenFixtures, SchemaErrorsMatchTransformers) {
     const std::string expected = golden.message;
     const size_t regex_reason = expected.find(" regex: ");
     if (regex_reason != std::string::npos) {
-      EXPECT_EQ(loaded.error().message.substr(0, regex_reason + 8), expected.substr(0, regex_reason + 8));
+      EXPECT_EQ(loaded.error().message.substr(0, regex_reason + 8),
+                expected.substr(0, regex_reason + 8));
     } else {
       EXPECT_EQ(loaded.error().message, expected);
     }

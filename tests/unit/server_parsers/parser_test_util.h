@@ -31,15 +31,17 @@ struct ParseRun {
   std::string chunks_of(const ResponseTemplate& t, std::string_view field) const {
     std::string out;
     for (const ParseEvent& e : events) {
-      if (e.kind == ParseEvent::Kind::kRegionChunk && t.fields[e.field].name == field) out += e.text;
+      if (e.kind == ParseEvent::Kind::kRegionChunk && t.fields[e.field].name == field)
+        out += e.text;
     }
     return out;
   }
 };
 
 // Parses `prefix` + the given chunks of generated text.
-inline ParseRun parse_chunks(const std::shared_ptr<const ResponseTemplate>& t, std::string_view prefix,
-                             const std::vector<std::string_view>& chunks, ParserOptions options = {}) {
+inline ParseRun parse_chunks(const std::shared_ptr<const ResponseTemplate>& t,
+                             std::string_view prefix, const std::vector<std::string_view>& chunks,
+                             ParserOptions options = {}) {
   ParseRun run;
   auto parser = ResponseParser::create(t, prefix, std::move(options));
   if (!parser.ok()) {
@@ -62,13 +64,15 @@ inline ParseRun parse_chunks(const std::shared_ptr<const ResponseTemplate>& t, s
   return run;
 }
 
-inline ParseRun parse_once(const std::shared_ptr<const ResponseTemplate>& t, std::string_view prefix,
-                           std::string_view text, ParserOptions options = {}) {
+inline ParseRun parse_once(const std::shared_ptr<const ResponseTemplate>& t,
+                           std::string_view prefix, std::string_view text,
+                           ParserOptions options = {}) {
   return parse_chunks(t, prefix, {text}, std::move(options));
 }
 
 // Splits `text` at the given cut positions (sorted, inside the text).
-inline std::vector<std::string_view> split_at(std::string_view text, const std::vector<size_t>& cuts) {
+inline std::vector<std::string_view> split_at(std::string_view text,
+                                              const std::vector<size_t>& cuts) {
   std::vector<std::string_view> out;
   size_t prev = 0;
   for (size_t c : cuts) {
@@ -107,9 +111,9 @@ inline bool strict_equal(const Json& a, const Json& b) {
   return a == b;
 }
 
-#define EXPECT_JSON_EQ(actual, expected)                                                    \
-  EXPECT_TRUE(::beam::server::testing::strict_equal((actual), (expected)))                  \
-      << "actual:   " << ::beam::server::json_text(actual) << "\nexpected: "               \
-      << ::beam::server::json_text(expected)
+#define EXPECT_JSON_EQ(actual, expected)                                   \
+  EXPECT_TRUE(::beam::server::testing::strict_equal((actual), (expected))) \
+      << "actual:   " << ::beam::server::json_text(actual)                 \
+      << "\nexpected: " << ::beam::server::json_text(expected)
 
 }  // namespace beam::server::testing

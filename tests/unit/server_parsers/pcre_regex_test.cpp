@@ -36,8 +36,10 @@ TEST(PcreRegex, PartialMatchesMarkWhatMustBeHeld) {
   EXPECT_EQ(search(R"(</t>\s*)", "x</t> y", Regex::Mode::kPartial).outcome, O::kComplete);
   EXPECT_EQ(search("END|ENDX", "hiEND", Regex::Mode::kPartial).outcome, O::kComplete);
   EXPECT_EQ(search("ENDX|END", "hiEND", Regex::Mode::kPartial).outcome, O::kPartial);
-  EXPECT_EQ(search("a(?!bc)", "xab", Regex::Mode::kPartial).outcome, O::kPartial);  // lookahead at end
-  EXPECT_EQ(search("q|a.*?z", "xa q", Regex::Mode::kPartial).start, 1u);  // earliest live start wins
+  EXPECT_EQ(search("a(?!bc)", "xab", Regex::Mode::kPartial).outcome,
+            O::kPartial);  // lookahead at end
+  EXPECT_EQ(search("q|a.*?z", "xa q", Regex::Mode::kPartial).start,
+            1u);  // earliest live start wins
   EXPECT_EQ(search("(?:^|<think>)", "abc", Regex::Mode::kPartial, 1).start, 3u);
 }
 
@@ -51,8 +53,10 @@ TEST(PcreRegex, NamedCapturesAndStreamStart) {
   ASSERT_EQ(m->outcome, Regex::Outcome::kComplete);
   EXPECT_EQ(regex->named_captures(subject, scratch), (NamedCaptures{{"tag", "call"}}));
   auto anchored = Regex::compile("^a");
-  EXPECT_EQ(anchored->search("ab", 0, Regex::Mode::kFull, true, &scratch)->outcome, Regex::Outcome::kComplete);
-  EXPECT_EQ(anchored->search("ab", 0, Regex::Mode::kFull, false, &scratch)->outcome, Regex::Outcome::kNone);
+  EXPECT_EQ(anchored->search("ab", 0, Regex::Mode::kFull, true, &scratch)->outcome,
+            Regex::Outcome::kComplete);
+  EXPECT_EQ(anchored->search("ab", 0, Regex::Mode::kFull, false, &scratch)->outcome,
+            Regex::Outcome::kNone);
   EXPECT_TRUE(Regex::compile(R"((?P<k>a)|(?P<k>b))").ok());  // Python `regex` allows repeated names
   EXPECT_FALSE(Regex::compile("(unclosed").ok());
 }
@@ -75,7 +79,8 @@ TEST(PcreRegex, LiteralAlternationEscapesEverything) {
   MatchScratch scratch;
   EXPECT_EQ(regex->search("x<|im_end|>", 0, Regex::Mode::kFull, true, &scratch)->start, 1u);
   EXPECT_EQ(regex->search("axb a.b", 0, Regex::Mode::kFull, true, &scratch)->start, 4u);
-  EXPECT_EQ(regex->search(std::string("-n\0l", 4), 0, Regex::Mode::kFull, true, &scratch)->start, 1u);
+  EXPECT_EQ(regex->search(std::string("-n\0l", 4), 0, Regex::Mode::kFull, true, &scratch)->start,
+            1u);
   EXPECT_EQ(regex->search("z\\Q$", 0, Regex::Mode::kFull, true, &scratch)->start, 1u);
 }
 

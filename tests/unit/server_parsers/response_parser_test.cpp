@@ -50,7 +50,8 @@ std::string chunk_text(const std::vector<ParseEvent>& events) {
 }
 
 TEST(ResponseParser, PlainTextStreamsWithoutHoldBack) {
-  auto t = load_template(R"js({"start_anchor": "A", "fields": {"content": {"close": ["<turn|>", "<|tool_response>", "<eos>"]}}})js");
+  auto t = load_template(
+      R"js({"start_anchor": "A", "fields": {"content": {"close": ["<turn|>", "<|tool_response>", "<eos>"]}}})js");
   auto parser = make_parser(t, "");
   std::vector<ParseEvent> events;
   ASSERT_TRUE(parser.feed(std::string(32, 'x'), &events).ok());
@@ -92,7 +93,9 @@ TEST(ResponseParser, GrowableDelimitersWaitForTheNextByte) {
   ASSERT_TRUE(parser.feed("<x>hiEND", &events).ok());
   for (const auto& e : events) EXPECT_NE(e.kind, Kind::kRegionClose);
   ASSERT_TRUE(parser.feed(" more<y>v</y>", &events).ok());
-  ASSERT_EQ(std::count_if(events.begin(), events.end(), [](const auto& e) { return e.kind == Kind::kRegionClose; }), 1);
+  ASSERT_EQ(std::count_if(events.begin(), events.end(),
+                          [](const auto& e) { return e.kind == Kind::kRegionClose; }),
+            1);
   ASSERT_TRUE(parser.feed("\n\n", &events).ok());
   ASSERT_TRUE(parser.feed("z", &events).ok());
   EXPECT_EQ(events.back().kind, Kind::kRegionClose);
@@ -104,21 +107,25 @@ TEST(ResponseParser, GrowableDelimitersWaitForTheNextByte) {
 
 TEST(ResponseParser, PrefixLandsInsideExplicitRegion) {
   auto t = load_template(kQwen3);
-  const std::string prompt = "<|im_start|>system\nYou are helpful<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
-                             "<|im_start|>assistant\nEarlier<|im_end|>\n<|im_start|>assistant\n<think>\n";
+  const std::string prompt =
+      "<|im_start|>system\nYou are helpful<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+      "<|im_start|>assistant\nEarlier<|im_end|>\n<|im_start|>assistant\n<think>\n";
   auto parser = make_parser(t, prompt);
   using P = std::pair<Kind, std::string>;
   EXPECT_EQ(kinds_and_fields(*t, parser.initial_events()),
             (std::vector<P>{{Kind::kRegionOpen, "thinking"}, {Kind::kRegionChunk, "thinking"}}));
   std::vector<ParseEvent> events;
   ASSERT_TRUE(parser.feed("Let me think...</think>", &events).ok());
-  EXPECT_EQ(kinds_and_fields(*t, events), (std::vector<P>{{Kind::kRegionChunk, "thinking"}, {Kind::kRegionClose, "thinking"}}));
+  EXPECT_EQ(kinds_and_fields(*t, events),
+            (std::vector<P>{{Kind::kRegionChunk, "thinking"}, {Kind::kRegionClose, "thinking"}}));
   auto message = parser.finalize(&events);
-  EXPECT_JSON_EQ(*message, Json::parse(R"js({"role": "assistant", "thinking": "Let me think..."})js"));
+  EXPECT_JSON_EQ(*message,
+                 Json::parse(R"js({"role": "assistant", "thinking": "Let me think..."})js"));
 }
 
 TEST(ResponseParser, PrefixRegionOpenedAndClosedLandsInMessage) {
-  auto t = load_template(R"js({"defaults": {"role": "assistant"}, "start_anchor": "[BEGIN]", "fields": {
+  auto t =
+      load_template(R"js({"defaults": {"role": "assistant"}, "start_anchor": "[BEGIN]", "fields": {
       "tag": {"open": "<tag>", "close": "</tag>"}, "body": {"close_pattern": "$"}}})js");
   auto parser = make_parser(t, "noise[BEGIN]<tag>silently consumed</tag>");
   std::vector<Kind> kinds;
@@ -128,7 +135,10 @@ TEST(ResponseParser, PrefixRegionOpenedAndClosedLandsInMessage) {
   std::vector<ParseEvent> events;
   ASSERT_TRUE(parser.feed("real generated body", &events).ok());
   auto message = parser.finalize(&events);
-  EXPECT_JSON_EQ(*message, Json::parse(R"js({"role": "assistant", "tag": "silently consumed", "body": "real generated body"})js"));
+  EXPECT_JSON_EQ(
+      *message,
+      Json::parse(
+          R"js({"role": "assistant", "tag": "silently consumed", "body": "real generated body"})js"));
 }
 
 TEST(ResponseParser, PrefixEndingMidDelimiterOpensOnFirstFeed) {
@@ -138,13 +148,15 @@ TEST(ResponseParser, PrefixEndingMidDelimiterOpensOnFirstFeed) {
   std::vector<ParseEvent> events;
   ASSERT_TRUE(parser.feed("nk>real body</think>", &events).ok());
   EXPECT_EQ(events.front().kind, Kind::kRegionOpen);
-  EXPECT_JSON_EQ(*parser.finalize(&events), Json::parse(R"js({"role": "assistant", "thinking": "real body"})js"));
+  EXPECT_JSON_EQ(*parser.finalize(&events),
+                 Json::parse(R"js({"role": "assistant", "thinking": "real body"})js"));
 }
 
 TEST(ResponseParser, EventsAreWellFormedForEveryChunking) {
   auto t = load_template(kSmol);
-  const std::string text = "<think>plan</think>\nSome text<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>"
-                           "more<tool_call>{\"name\": \"g\", \"arguments\": {\"a\": [1]}}</tool_call><|im_end|>tail";
+  const std::string text =
+      "<think>plan</think>\nSome text<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>"
+      "more<tool_call>{\"name\": \"g\", \"arguments\": {\"a\": [1]}}</tool_call><|im_end|>tail";
   std::mt19937 rng(5);
   for (int trial = 0; trial < 50; ++trial) {
     std::vector<size_t> cuts;
@@ -190,7 +202,10 @@ TEST(ResponseParser, ChunksNeverSplitUtf8Sequences) {
     append_valid_utf8(&valid, e.text);
     EXPECT_EQ(valid, e.text);
   }
-  EXPECT_JSON_EQ(*run.message, Json::parse(R"js({"role": "assistant", "thinking": "日本語🙂é", "content": "Ответ"})js"));
+  EXPECT_JSON_EQ(
+      *run.message,
+      Json::parse(
+          R"js({"role": "assistant", "thinking": "日本語🙂é", "content": "Ответ"})js"));
   // Bytes that are not UTF-8 become U+FFFD wherever the deltas are split.
   const std::string invalid = "<think>a\xff\xc3(b\xed\xa0\x80</think>\xe6\x97";
   const std::string expected = "a\uFFFD\uFFFD(b\uFFFD\uFFFD\uFFFD";
@@ -204,7 +219,8 @@ TEST(ResponseParser, ChunksNeverSplitUtf8Sequences) {
 
 TEST(ResponseParser, ZeroWidthCloseOnEmptyRegionDoesNotLoop) {
   // The implicit region closes before "X" without consuming it; transformers then stops there.
-  auto t = load_template(R"js({"start_anchor": "A", "fields": {"content": {"close_pattern": "(?=X)"}}})js");
+  auto t = load_template(
+      R"js({"start_anchor": "A", "fields": {"content": {"close_pattern": "(?=X)"}}})js");
   ParseRun run = parse_once(t, "", "abcXdef");
   ASSERT_TRUE(run.message);
   EXPECT_JSON_EQ(*run.message, Json::parse(R"js({"content": "abc"})js"));
@@ -215,7 +231,8 @@ TEST(ResponseParser, ZeroWidthCloseOnEmptyRegionDoesNotLoop) {
 
 TEST(ResponseParser, ZeroWidthOpenAndCloseCycleTerminates) {
   // transformers would spin forever here; the parser stops the pass and still finishes.
-  auto t = load_template(R"js({"start_anchor": "A", "fields": {"x": {"open_pattern": "(?=a)", "close_pattern": "(?=a)"}}})js");
+  auto t = load_template(
+      R"js({"start_anchor": "A", "fields": {"x": {"open_pattern": "(?=a)", "close_pattern": "(?=a)"}}})js");
   ParseRun run = parse_chunks(t, "", {"a", "b"});
   EXPECT_TRUE(run.message.has_value()) << run.error;
 }
@@ -231,7 +248,8 @@ TEST(ResponseParser, FieldErrorsFailOrKeepRawText) {
   ParseRun kept = parse_once(t, "", text, lenient);
   ASSERT_TRUE(kept.message) << kept.error;
   EXPECT_JSON_EQ(*kept.message, Json::parse(R"js({"role": "assistant", "content": "after"})js"));
-  auto close = std::find_if(kept.events.begin(), kept.events.end(), [](const ParseEvent& e) { return e.kind == Kind::kRegionClose; });
+  auto close = std::find_if(kept.events.begin(), kept.events.end(),
+                            [](const ParseEvent& e) { return e.kind == Kind::kRegionClose; });
   ASSERT_NE(close, kept.events.end());
   ASSERT_TRUE(close->error.has_value());
   EXPECT_EQ(close->text, "</tool_call>");
@@ -255,25 +273,32 @@ TEST(ResponseParser, InterruptingOpensEndExplicitRegions) {
   ParserOptions options;
   options.interruptible_fields = {*t->field_index("thinking")};
   options.interrupting_fields = {*t->field_index("tool_calls")};
-  ParseRun run = parse_once(t, "", "<think>plan<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>", options);
+  ParseRun run = parse_once(
+      t, "", "<think>plan<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>", options);
   ASSERT_TRUE(run.message);
   EXPECT_JSON_EQ(*run.message, Json::parse(R"js({"role": "assistant", "thinking": "plan",
       "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {}}}]})js"));
   ParseRun plain = parse_once(t, "", "<think>plan<tool_call>{}</tool_call>");
-  EXPECT_JSON_EQ(*plain.message, Json::parse(R"js({"role": "assistant", "thinking": "plan<tool_call>{}</tool_call>"})js"));
+  EXPECT_JSON_EQ(
+      *plain.message,
+      Json::parse(R"js({"role": "assistant", "thinking": "plan<tool_call>{}</tool_call>"})js"));
 }
 
 TEST(ResponseParser, ToolSchemasCastStringArguments) {
   auto t = load_template(kQwen3);
   ParserOptions options;
-  options.tools = ToolSchemas::from_tools(Json::parse(R"js([{"type": "function", "function": {"name": "set_alarm",
+  options.tools = ToolSchemas::from_tools(
+      Json::parse(R"js([{"type": "function", "function": {"name": "set_alarm",
       "parameters": {"type": "object", "properties": {"hour": {"type": "integer"}, "on": {"type": "boolean"}}}}}])js"));
-  const std::string call = "<tool_call>\n<function=set_alarm>\n<parameter=hour>\n7\n</parameter>\n"
-                           "<parameter=on>\ntrue\n</parameter>\n</function>\n</tool_call>";
+  const std::string call =
+      "<tool_call>\n<function=set_alarm>\n<parameter=hour>\n7\n</parameter>\n"
+      "<parameter=on>\ntrue\n</parameter>\n</function>\n</tool_call>";
   ParseRun run = parse_once(t, "", call, options);
-  EXPECT_JSON_EQ((*run.message)["tool_calls"][0]["function"]["arguments"], Json::parse(R"js({"hour": 7, "on": true})js"));
+  EXPECT_JSON_EQ((*run.message)["tool_calls"][0]["function"]["arguments"],
+                 Json::parse(R"js({"hour": 7, "on": true})js"));
   ParseRun uncast = parse_once(t, "", call);
-  EXPECT_JSON_EQ((*uncast.message)["tool_calls"][0]["function"]["arguments"], Json::parse(R"js({"hour": "7", "on": "true"})js"));
+  EXPECT_JSON_EQ((*uncast.message)["tool_calls"][0]["function"]["arguments"],
+                 Json::parse(R"js({"hour": "7", "on": "true"})js"));
 }
 
 // Work stays linear: a long generation fed token by token scans each byte a bounded number of

@@ -52,17 +52,21 @@ std::string outcome(const StreamRun& run) {
   std::string out = "R:" + run.text_of(ResponseDelta::Kind::kReasoning) +
                     "\nC:" + run.text_of(ResponseDelta::Kind::kContent) + "\n";
   for (const auto& d : run.deltas) {
-    if (d.kind == ResponseDelta::Kind::kToolCallStart) out += "T" + std::to_string(d.tool_index) + " " + d.tool_call_id + " " + d.tool_name + "\n";
-    if (d.kind == ResponseDelta::Kind::kToolCallArguments) out += "A" + std::to_string(d.tool_index) + " " + d.text + "\n";
+    if (d.kind == ResponseDelta::Kind::kToolCallStart)
+      out += "T" + std::to_string(d.tool_index) + " " + d.tool_call_id + " " + d.tool_name + "\n";
+    if (d.kind == ResponseDelta::Kind::kToolCallArguments)
+      out += "A" + std::to_string(d.tool_index) + " " + d.text + "\n";
   }
-  out += "M:" + json_text(run.response.message) + "\nW:" + std::to_string(run.response.warnings.size());
+  out += "M:" + json_text(run.response.message) +
+         "\nW:" + std::to_string(run.response.warnings.size());
   return out;
 }
 
 TEST(ResponseStream, HermesReasoningContentAndToolCalls) {
   const std::string output =
       "<think>\nThe user wants weather.\n</think>\n\nLet me check.\n\n<tool_call>\n"
-      "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n</tool_call>\n"
+      "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": "
+      "2}}\n</tool_call>\n"
       "<tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call>\nBoth requested.";
   StreamRun run = stream(hermes(), kQwenPrompt, {output});
   const ParsedResponse& r = run.response;
@@ -84,7 +88,8 @@ TEST(ResponseStream, HermesReasoningContentAndToolCalls) {
 }
 
 TEST(ResponseStream, ToolCallNameAndArgumentsOnlyOnceComplete) {
-  const std::string output = "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>";
+  const std::string output =
+      "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>";
   ResponseStream s(hermes(), kQwenPrompt);
   std::vector<ResponseDelta> deltas;
   const size_t close_at = output.find("</tool_call>");
@@ -106,7 +111,8 @@ TEST(ResponseStream, ToolCallNameAndArgumentsOnlyOnceComplete) {
 
 TEST(ResponseStream, ToolCallStartEndsReasoning) {
   const std::string output =
-      "<think>I will call it<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call>Done.";
+      "<think>I will call it<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": "
+      "1}}</tool_call>Done.";
   StreamRun run = stream(hermes(), kQwenPrompt, bytes_of(output));
   EXPECT_EQ(run.response.reasoning, "I will call it");
   ASSERT_EQ(run.response.tool_calls.size(), 1u);
@@ -121,27 +127,42 @@ TEST(ResponseStream, ToolCallStartEndsReasoning) {
 }
 
 TEST(ResponseStream, MalformedToolJsonComesBackAsContent) {
-  const std::string output = "Sure.<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": }\n</tool_call>";
+  const std::string output =
+      "Sure.<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": }\n</tool_call>";
   StreamRun run = stream(hermes(), kQwenPrompt, bytes_of(output));
   EXPECT_TRUE(run.response.tool_calls.empty());
-  EXPECT_EQ(run.response.content, "Sure.<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": }\n</tool_call>");
+  EXPECT_EQ(run.response.content,
+            "Sure.<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": }\n</tool_call>");
   ASSERT_EQ(run.response.warnings.size(), 1u);
   EXPECT_NE(run.response.warnings[0].find("returned as content"), std::string::npos);
 }
 
 TEST(ResponseStream, UnusableToolCallsComeBackAsContent) {
-  for (const std::string body : {"{\"arguments\": {}}", "{\"name\": \"\"}", "{\"name\": \"f\", \"arguments\": [1]}",
-                                 "{\"name\": \"f\", \"arguments\": \"not json\"}", "[1, 2]", "\"text\""}) {
+  for (const std::string body :
+       {"{\"arguments\": {}}", "{\"name\": \"\"}", "{\"name\": \"f\", \"arguments\": [1]}",
+        "{\"name\": \"f\", \"arguments\": \"not json\"}", "[1, 2]", "\"text\""}) {
     SCOPED_TRACE(body);
     StreamRun run = stream(hermes(), kQwenPrompt, {"<tool_call>" + body + "</tool_call>"});
     EXPECT_TRUE(run.response.tool_calls.empty());
     EXPECT_EQ(run.response.content, "<tool_call>" + body + "</tool_call>");
     EXPECT_EQ(run.response.warnings.size(), 1u);
   }
-  StreamRun string_args = stream(hermes(), kQwenPrompt,
-                                 {"<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}</tool_call>"});
+  StreamRun string_args =
+      stream(hermes(), kQwenPrompt,
+             {"<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}</tool_call>"});
   ASSERT_EQ(string_args.response.tool_calls.size(), 1u);
   EXPECT_EQ(string_args.response.tool_calls[0].arguments, R"({"a":1})");
+}
+
+TEST(ResponseStream, ToolCallsKeptAsTextWhenGivenTheContentRole) {
+  ResponseStreamOptions options;
+  options.roles.tool_calls.clear();
+  options.roles.content.push_back("tool_calls");
+  const std::string call = "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>\n";
+  StreamRun run = stream(hermes(), kQwenPrompt, bytes_of("Calling." + call + "Done."), options);
+  EXPECT_TRUE(run.response.tool_calls.empty());
+  EXPECT_EQ(run.response.content, "Calling." + call + "\n\nDone.");
+  EXPECT_TRUE(run.response.warnings.empty());
 }
 
 TEST(ResponseStream, TruncatedToolCallAtEndIsContent) {
@@ -151,7 +172,8 @@ TEST(ResponseStream, TruncatedToolCallAtEndIsContent) {
 }
 
 TEST(ResponseStream, PromptPrefillIsStateNotOutput) {
-  StreamRun think = stream(hermes(), std::string(kQwenPrompt) + "<think>\n", {"Quick thought.</think>\n\nIt is sunny."});
+  StreamRun think = stream(hermes(), std::string(kQwenPrompt) + "<think>\n",
+                           {"Quick thought.</think>\n\nIt is sunny."});
   EXPECT_EQ(think.response.reasoning, "Quick thought.");
   EXPECT_EQ(think.response.content, "It is sunny.");
   StreamRun prefill = stream(hermes(), std::string(kQwenPrompt) + "Sure, here is", {" the answer"});
@@ -228,11 +250,13 @@ TEST(BuiltinTemplates, HermesMatchesGoldenFixtureTemplate) {
 }
 
 TEST(BuiltinTemplates, TokenizerConfigSelection) {
-  auto fallback = response_template_from_tokenizer_config_text(R"({"chat_template": "x"})", "tokenizer_config.json");
+  auto fallback = response_template_from_tokenizer_config_text(R"({"chat_template": "x"})",
+                                                               "tokenizer_config.json");
   ASSERT_TRUE(fallback.ok());
   EXPECT_TRUE((*fallback)->field_index("tool_calls").has_value());
   auto shipped = response_template_from_tokenizer_config_text(
-      R"({"response_template": {"start_anchor": "A:", "fields": {"answer": {"close": "<end>"}}}})", "cfg.json");
+      R"({"response_template": {"start_anchor": "A:", "fields": {"answer": {"close": "<end>"}}}})",
+      "cfg.json");
   ASSERT_TRUE(shipped.ok());
   ASSERT_EQ((*shipped)->fields.size(), 1u);
   EXPECT_EQ((*shipped)->fields[0].name, "answer");
