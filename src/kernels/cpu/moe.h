@@ -1,10 +1,10 @@
 // CPU mixture-of-experts: grouped sigmoid routing and the routed experts (BEAM.md §3.10).
 #pragma once
 
-#include "kernels/cpu/gemm.h"
-
 #include "core/thread_pool.h"
 #include "kernels/api/moe.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm.h"
 
 namespace beam::cpu {
 
