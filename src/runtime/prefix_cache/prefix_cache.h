@@ -99,8 +99,9 @@ class PrefixCache {
   // Evicts until the pools have `target_free` free blocks. Requires target_free to fit
   // kv.free_blocks() + evictable(). Full pressure trims the leaf of the session expected back
   // last; sliding pressure drops loose windows (oldest first), then interior endpoint windows,
-  // then session tails (policy: prefix_cache_eviction.cpp).
-  void evict_until_free(BlockCounts target_free);
+  // then session tails (policy: prefix_cache_eviction.cpp). Leaves in `protect` (prefixes that
+  // queued requests match) are trimmed only when nothing else is left.
+  void evict_until_free(BlockCounts target_free, std::span<const PrefixNodeId> protect = {});
   // Evicts everything not locked.
   void flush();
 
@@ -182,10 +183,12 @@ class PrefixCache {
   InteriorKey interior_key_of(PrefixNodeId id) const;
   // Estimated ticks until the leaf's session comes back (larger = evict first).
   uint64_t eviction_score(const Node& leaf) const;
-  // Leaf endpoint to trim: unlocked only, or preferring locked ones (sliding pressure).
-  PrefixNodeId pick_leaf(bool prefer_locked) const;
+  // Leaf endpoint to trim: unlocked only, or preferring locked ones (sliding pressure); leaves
+  // in `protect` only when no other is left.
+  PrefixNodeId pick_leaf(bool prefer_locked, std::span<const PrefixNodeId> protect = {}) const;
   void inherit_gap(SeqId seq, PrefixNodeId endpoint);
-  void evict_leaf(PrefixNodeId id);
+  // Trims a leaf endpoint; returns the node pruning stopped at.
+  PrefixNodeId evict_leaf(PrefixNodeId id);
   void break_endpoint(PrefixNodeId id);
   void check_nodes() const;
   void check_counts() const;
@@ -217,6 +220,7 @@ class PrefixCache {
   int64_t mean_reuse_gap_ = -1;  // moving average of observed reuse gaps, -1 before the first
   std::vector<PrefixNodeId> path_;     // scratch of insert() / cache_running()
   std::vector<int32_t> full_scratch_;  // scratch of acquire()
+  std::vector<PrefixNodeId> protect_scratch_;  // scratch of evict_until_free()
   std::vector<int32_t> sliding_scratch_;
 };
 

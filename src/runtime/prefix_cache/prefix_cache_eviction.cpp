@@ -49,8 +49,9 @@ uint64_t PrefixCache::eviction_score(const Node& leaf) const {
   return static_cast<uint64_t>(gap >= idle ? gap - idle : idle - gap);
 }
 
-PrefixNodeId PrefixCache::pick_leaf(bool prefer_locked) const {
+PrefixNodeId PrefixCache::pick_leaf(bool prefer_locked, std::span<const PrefixNodeId> protect) const {
   PrefixNodeId best;
+  bool best_protected = true;
   uint64_t best_score = 0;
   for (int32_t id : leaf_endpoints_) {
     const Node& n = nodes_[id];
@@ -58,9 +59,11 @@ PrefixNodeId PrefixCache::pick_leaf(bool prefer_locked) const {
       if (prefer_locked) return PrefixNodeId(id);
       continue;
     }
+    const bool prot = std::find(protect.begin(), protect.end(), PrefixNodeId(id)) != protect.end();
     const uint64_t score = eviction_score(n);
-    if (!best.valid() || score > best_score) {
+    if (!best.valid() || (best_protected && !prot) || (prot == best_protected && score > best_score)) {
       best = PrefixNodeId(id);
+      best_protected = prot;
       best_score = score;
     }
   }
@@ -100,12 +103,21 @@ PrefixNodeId PrefixCache::prune(PrefixNodeId id) {
   return id;
 }
 
-void PrefixCache::evict_leaf(PrefixNodeId id) {
+PrefixNodeId PrefixCache::evict_leaf(PrefixNodeId id) {
+  const uint64_t tick = node(id).tick;
+  const int64_t gap = node(id).reuse_gap;
   unmark_endpoint(id);
   const PrefixNodeId parent = node(id).parent;
   delete_node(id);
   reindex(parent);
-  prune(parent);
+  const PrefixNodeId survivor = prune(parent);
+  Node& s = node(survivor);
+  if (survivor != kRoot && s.endpoint && s.num_children == 0 && s.tick < tick) {
+    s.tick = tick;  // the same session, shorter: it keeps its recency and pace
+    s.reuse_gap = gap;
+    reindex(survivor);
+  }
+  return survivor;
 }
 
 void PrefixCache::break_endpoint(PrefixNodeId id) {
@@ -117,15 +129,19 @@ void PrefixCache::break_endpoint(PrefixNodeId id) {
   unmark_endpoint(id);  // locked or interior: the node stays, its unpinned window goes
 }
 
-void PrefixCache::evict_until_free(BlockCounts target_free) {
+void PrefixCache::evict_until_free(BlockCounts target_free, std::span<const PrefixNodeId> protect) {
   BEAM_CHECK(target_free.fits_in(kv_.free_blocks() + evictable()))
       << "prefix cache cannot free " << target_free.full << " full / " << target_free.sliding
       << " sliding blocks (free " << kv_.free_blocks().full << "/" << kv_.free_blocks().sliding
       << ", evictable " << num_evictable_full_ << "/" << num_evictable_sliding_ << ")";
+  // A protected prefix that has to shrink stays protected at its new end.
+  protect_scratch_.assign(protect.begin(), protect.end());
   while (kv_.free_blocks().full < target_free.full) {
-    const PrefixNodeId victim = pick_leaf(/*prefer_locked=*/false);
+    const PrefixNodeId victim = pick_leaf(/*prefer_locked=*/false, protect_scratch_);
     BEAM_CHECK(victim.valid()) << "no evictable leaf";
-    evict_leaf(victim);
+    const PrefixNodeId survivor = evict_leaf(victim);
+    for (PrefixNodeId& p : protect_scratch_)
+      if (p == victim) p = survivor;
   }
   while (kv_.free_blocks().sliding < target_free.sliding) {
     if (!loose_index_.empty()) {
@@ -136,7 +152,7 @@ void PrefixCache::evict_until_free(BlockCounts target_free) {
     if (!interior_index_.empty()) {
       victim = PrefixNodeId(std::get<2>(*interior_index_.begin()));
     } else {
-      victim = pick_leaf(/*prefer_locked=*/true);
+      victim = pick_leaf(/*prefer_locked=*/true, protect_scratch_);
     }
     BEAM_CHECK(victim.valid()) << "no endpoint to break";
     break_endpoint(victim);

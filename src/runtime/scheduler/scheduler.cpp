@@ -229,18 +229,23 @@ class PlanBuilder {
   }
 
   void admit_pass() {
-    std::vector<const SeqState*> order;
-    order.reserve(in_.waiting.size());
-    for (const SeqState& w : in_.waiting) order.push_back(&w);
-    std::sort(order.begin(), order.end(),
-              [](const SeqState* a, const SeqState* b) { return served_before(*a, *b); });
-    for (const SeqState* w : order) {
+    const std::span<const SeqState> order = in_.waiting;  // the engine's queue order
+    size_t next = 0;
+    for (; next < order.size(); ++next) {
+      const SeqState* w = &order[next];
       if (never_fits(static_cast<int64_t>(w->tokens.size()))) {
         plan_.rejected.push_back(w->id);
         continue;
       }
       if (num_running() >= cfg_.max_running_seqs || tokens_left_ <= 0) break;
       if (!try_admit(*w)) break;  // head of line: later ones wait too
+    }
+    // Look ahead: the cached prefixes of the next waiting sequences are what eviction should
+    // keep (they are about to be used), as far as the step allows.
+    if (in_.prefix == nullptr) return;
+    for (int64_t n = 0; next < order.size() && n < cfg_.max_running_seqs; ++next, ++n) {
+      const PrefixMatch m = in_.prefix->match(order[next].tokens);
+      if (m.num_tokens > 0) plan_.protect.push_back(m.endpoint);
     }
   }
 

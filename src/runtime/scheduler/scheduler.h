@@ -40,7 +40,9 @@ struct SchedulerInput {
   // Sequences holding KV (and pending fork children). A running sequence with nothing left to
   // compute (a finished parent kept for its pending fork children) gets no work.
   std::span<const SeqState> running;
-  std::span<const SeqState> waiting;  // new and preempted sequences
+  // New and preempted sequences in the order they should be admitted (the engine's policy:
+  // priority, then arrival, possibly longest cached prefix first).
+  std::span<const SeqState> waiting;
   const KvCacheManager* kv = nullptr;
   const PrefixCache* prefix = nullptr;  // nullptr: prefix caching off
 };
@@ -82,6 +84,8 @@ struct StepPlan {
   std::vector<ForkOp> forks;          // pending fork children created this step
   std::vector<SeqWork> work;          // batch order: decodes first, then prefill chunks
   std::vector<SeqId> rejected;        // waiting sequences that can never fit the pools
+  // Cached prefixes of the next waiting sequences: eviction spares them while it can.
+  std::vector<PrefixNodeId> protect;
   BlockCounts new_blocks;             // blocks commit allocates (forks + reservations)
 
   int64_t num_tokens() const;
@@ -94,11 +98,11 @@ class Scheduler {
   const SchedulerConfig& config() const { return config_; }
 
   // Plans one step. Pure: reads the input, the KV cache and the prefix cache, changes nothing.
-  // Decodes come first (in priority/arrival order), then running prefills, then admissions in
-  // queue order until the budget, the sequence limit or the KV capacity stops them (head of line
-  // blocks: a later waiting sequence never jumps an earlier one that does not fit). When a
-  // running sequence needs blocks that are not there, the lowest-priority, newest running
-  // sequences are preempted (possibly itself).
+  // Decodes come first (running sequences in priority/arrival order), then running prefills,
+  // then admissions in the waiting queue's order until the budget, the sequence limit or the KV
+  // capacity stops them (head of line blocks: a later waiting sequence never jumps an earlier
+  // one that does not fit). When a running sequence needs blocks that are not there, the
+  // lowest-priority, newest running sequences are preempted (possibly itself).
   StepPlan plan(const SchedulerInput& input) const;
 
  private:

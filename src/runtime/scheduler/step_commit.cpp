@@ -19,7 +19,7 @@ CommitResult commit_plan(const StepPlan& plan, KvCacheManager& kv, PrefixCache* 
   for (const Preemption& p : plan.preempted)
     release_sequence(p.seq, p.tokens, CacheOnRelease::kInsert, kv, prefix);
   if (prefix != nullptr) {
-    prefix->evict_until_free(plan.new_blocks);
+    prefix->evict_until_free(plan.new_blocks, plan.protect);
   } else {
     BEAM_CHECK(plan.new_blocks.fits_in(kv.free_blocks())) << "plan needs more blocks than are free";
   }
