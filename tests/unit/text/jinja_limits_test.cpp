@@ -67,10 +67,36 @@ TEST(JinjaLimits, CyclicNamespaceFailsToPrint) {
 
 TEST(JinjaLimits, AbsurdNestingIsASyntaxError) {
   std::string deep_parens = "{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}";
-  EXPECT_TRUE(mentions(render_error(deep_parens), "nested more than 200 levels"));
+  EXPECT_TRUE(mentions(render_error(deep_parens), "nested more than 256 levels"));
   std::string deep_ifs;
   for (int i = 0; i < 1000; ++i) deep_ifs += "{% if true %}";
-  EXPECT_TRUE(mentions(render_error(deep_ifs), "nested more than 200 levels"));
+  EXPECT_TRUE(mentions(render_error(deep_ifs), "nested more than 256 levels"));
+  // Left-deep chains and elif ladders nest too (evaluating and freeing them recurses).
+  std::string long_sum = "{{ 1";
+  for (int i = 0; i < 20000; ++i) long_sum += " + 1";
+  EXPECT_TRUE(mentions(render_error(long_sum + " }}"), "nested more than 256 levels"));
+  std::string elifs = "{% if false %}";
+  for (int i = 0; i < 20000; ++i) elifs += "{% elif false %}";
+  EXPECT_TRUE(mentions(render_error(elifs + "{% endif %}"), "nested more than 256 levels"));
+  std::string filters = "{{ 'x'";
+  for (int i = 0; i < 20000; ++i) filters += "|trim";
+  EXPECT_TRUE(mentions(render_error(filters + " }}"), "nested more than 256 levels"));
+}
+
+TEST(JinjaLimits, DeeplyNestedValuesAreRefused) {
+  std::string m = render_error(
+      "{% set ns = namespace(v=[]) %}{% for i in range(2000) %}{% set ns.v = [ns.v] %}{% endfor %}", "{}",
+      small_limits());
+  EXPECT_TRUE(mentions(m, "value nested deeper than 1000 levels")) << m;
+  m = render_error("{% set ns = namespace(v={}) %}{% for i in range(2000) %}{% set ns.v = {'k': ns.v} %}{% endfor %}",
+                   "{}", small_limits());
+  EXPECT_TRUE(mentions(m, "value nested deeper than 1000 levels")) << m;
+}
+
+TEST(JinjaLimits, ChainsWithinTheLimitWork) {
+  std::string sum = "{{ 0";
+  for (int i = 0; i < 200; ++i) sum += " + 1";
+  EXPECT_EQ(testing::render_ok(sum + " }}"), "200");
 }
 
 TEST(JinjaLimits, ModerateTemplatesStayWithinDefaults) {
