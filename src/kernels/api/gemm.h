@@ -8,9 +8,9 @@ namespace beam {
 
 // x, w and out are each bf16 or f32, e.g. (bf16, bf16, bf16) for the projections and (bf16, f32,
 // f32) for the fp32 router GEMM of BEAM.md §3.10 step 1 (bf16 operands are widened exactly).
-// CPU: fewer than 128 rows use a fixed summation order, so a row's result does not depend on the
-// other rows (batched = unbatched, bit for bit); from 128 rows on, OpenBLAS sgemm (fp32, its own
-// order: results may differ from the small-M path in the last fp32 bit).
+// CPU: a fixed summation order, so a row's result does not depend on the other rows (batched =
+// unbatched, bit for bit); with ctx.batch_invariant = false, 128 rows and more go to OpenBLAS
+// sgemm (fp32, ~20% faster at 256 rows; its own order, so last-bit differences).
 void linear(const KernelContext& ctx, const TensorView& x, const TensorView& w,
             const TensorView& out);
 

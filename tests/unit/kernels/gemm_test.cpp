@@ -117,11 +117,14 @@ TEST(Linear, BlasPathAccuracyAndDeterminism) {
     cpu::linear(ctx.pool1, x.view, w.view, f1.view, cpu::GemmPath::kBlas);
     cpu::linear(ctx.pool2, x.view, w.view, f2.view, cpu::GemmPath::kBlas);
     ASSERT_TRUE(test::bits_equal(f1.view, f2.view)) << "1 vs 2 threads differ";
-    if (M >= cpu::kBlasMinRows) {  // kAuto picks OpenBLAS from kBlasMinRows rows on
-      HostTensor f_auto(DType::kF32, {M, N});
-      linear(ctx.two, x.view, w.view, f_auto.view);
-      ASSERT_TRUE(test::bits_equal(f_auto.view, f2.view));
-    }
+    HostTensor f_fast(DType::kF32, {M, N}), f_invariant(DType::kF32, {M, N});
+    KernelContext fast = ctx.two;
+    fast.batch_invariant = false;  // OpenBLAS from kBlasMinRows rows on
+    linear(fast, x.view, w.view, f_fast.view);
+    linear(ctx.two, x.view, w.view, f_invariant.view);  // default: always the tile path
+    cpu::linear(ctx.pool2, x.view, w.view, f1.view, cpu::GemmPath::kTiles);
+    EXPECT_TRUE(test::bits_equal(f_fast.view, M >= cpu::kBlasMinRows ? f2.view : f1.view));
+    EXPECT_TRUE(test::bits_equal(f_invariant.view, f1.view));
     cpu::linear(ctx.pool2, x.view, w.view, b_blas.view, cpu::GemmPath::kBlas);
     cpu::linear(ctx.pool2, x.view, w.view, b_tiles.view, cpu::GemmPath::kTiles);
     int64_t differ = 0;
