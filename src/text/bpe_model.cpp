@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <climits>
+#include <functional>
 
 namespace beam::text {
 
@@ -43,6 +44,12 @@ Expected<BpeModel> BpeModel::create(std::unordered_map<std::string, TokenId> voc
     m.pairs_[i] = PairSlot{key, static_cast<int32_t>(rank), merge.result};
   }
   m.num_merges_ = merges.size();
+  m.merges_ = merges;
+  m.monotonic_ = merges_are_monotonic(merges);
+  m.byte_pairs_.assign(256 * 256, BpePairMerge{});
+  for (int a = 0; a < 256; ++a) {
+    for (int b = 0; b < 256; ++b) m.byte_pairs_[(a << 8) | b] = m.pair_merge(m.byte_ids_[a], m.byte_ids_[b]);
+  }
   return m;
 }
 
@@ -60,15 +67,14 @@ void BpeModel::encode_word(std::string_view word, BpeScratch& scratch,
       return;
     }
   }
-  std::vector<TokenId>& symbols = scratch.symbols;
-  symbols.resize(word.size());
-  for (size_t i = 0; i < word.size(); ++i) symbols[i] = byte_ids_[static_cast<uint8_t>(word[i])];
-  if (symbols.size() <= kScanMaxSymbols) {
-    merge_by_scan(scratch);
+  if (word.size() <= kScanMaxSymbols) {
+    merge_by_scan(word, scratch);
+  } else if (monotonic_) {
+    merge_by_rank_groups(word, scratch);
   } else {
-    merge_by_heap(scratch);
+    merge_by_heap(word, scratch);
   }
-  emit(symbols, out);
+  emit(scratch.symbols, out);
 }
 
 void BpeModel::emit(const std::vector<TokenId>& symbols, std::vector<TokenId>& out) const {
@@ -85,78 +91,176 @@ void BpeModel::emit(const std::vector<TokenId>& symbols, std::vector<TokenId>& o
   }
 }
 
-// ranks[i] is the rank of pair (symbols[i], symbols[i+1]); after a merge only the two pairs
-// touching the merged symbol change.
-void BpeModel::merge_by_scan(BpeScratch& scratch) const {
-  std::vector<TokenId>& sym = scratch.symbols;
-  std::vector<int32_t>& ranks = scratch.ranks;
-  size_t n = sym.size();
-  if (n < 2) return;
-  ranks.resize(n - 1);
-  // The table is larger than the CPU caches: issue all initial loads before using any.
-  for (size_t i = 0; i + 1 < n; ++i) prefetch_pair(sym[i], sym[i + 1]);
-  for (size_t i = 0; i + 1 < n; ++i) ranks[i] = pair_rank(sym[i], sym[i + 1]);
-  while (n > 1) {
-    size_t best = 0;
-    for (size_t i = 1; i + 1 < n; ++i) {
-      if (ranks[i] < ranks[best]) best = i;
-    }
-    if (ranks[best] == INT32_MAX) break;
-    sym[best] = find_pair(sym[best], sym[best + 1])->result;
-    sym.erase(sym.begin() + static_cast<ptrdiff_t>(best) + 1);
-    ranks.erase(ranks.begin() + static_cast<ptrdiff_t>(best));
-    --n;
-    if (best > 0) prefetch_pair(sym[best - 1], sym[best]);
-    if (best + 1 < n) prefetch_pair(sym[best], sym[best + 1]);
-    if (best > 0) ranks[best - 1] = pair_rank(sym[best - 1], sym[best]);
-    if (best + 1 < n) ranks[best] = pair_rank(sym[best], sym[best + 1]);
+void BpeModel::init_symbols(std::string_view word, std::vector<TokenId>& symbols) const {
+  symbols.resize(word.size());
+  for (size_t i = 0; i < word.size(); ++i) symbols[i] = byte_ids_[static_cast<uint8_t>(word[i])];
+}
+
+void BpeModel::link_symbols(int32_t n, BpeScratch& scratch) const {
+  scratch.prev.resize(n);
+  scratch.next.resize(n);
+  for (int32_t i = 0; i < n; ++i) {
+    scratch.prev[i] = i - 1;
+    scratch.next[i] = i + 1 < n ? i + 1 : -1;
   }
 }
 
-// Symbols form a linked list over their original positions; the heap holds candidate pairs
-// keyed by (rank, left position) and stale entries are skipped when popped.
-void BpeModel::merge_by_heap(BpeScratch& scratch) const {
+bool BpeModel::merges_are_monotonic(const std::vector<BpeMerge>& merges) {
+  // Each pair's rank is the last one listed for it (as in the pair table); earlier duplicates
+  // never apply.
+  std::unordered_map<uint64_t, int32_t> effective;
+  for (size_t r = 0; r < merges.size(); ++r) effective[pair_key(merges[r].left, merges[r].right)] = static_cast<int32_t>(r);
+  std::unordered_map<TokenId, int32_t> last_created, first_used;
+  for (size_t r = 0; r < merges.size(); ++r) {
+    const BpeMerge& m = merges[r];
+    if (effective[pair_key(m.left, m.right)] != static_cast<int32_t>(r)) continue;
+    const int32_t rank = static_cast<int32_t>(r);
+    last_created[m.result] = std::max(last_created.count(m.result) ? last_created[m.result] : -1, rank);
+    for (TokenId part : {m.left, m.right}) {
+      if (!first_used.count(part)) first_used[part] = rank;
+    }
+  }
+  for (const auto& [token, created] : last_created) {
+    auto used = first_used.find(token);
+    if (used != first_used.end() && used->second <= created) return false;
+  }
+  return true;
+}
+
+// pair_merges[i] is the merge of (symbols[i], symbols[i+1]); after a merge only the two pairs
+// touching the merged symbol change.
+void BpeModel::merge_by_scan(std::string_view word, BpeScratch& scratch) const {
   std::vector<TokenId>& sym = scratch.symbols;
+  std::vector<BpePairMerge>& merges = scratch.pair_merges;
+  init_symbols(word, sym);
+  size_t n = sym.size();
+  if (n < 2) return;
+  merges.resize(n - 1);
+  for (size_t i = 0; i + 1 < n; ++i) {
+    merges[i] = byte_pair_merge(static_cast<uint8_t>(word[i]), static_cast<uint8_t>(word[i + 1]));
+  }
+  while (n > 1) {
+    size_t best = 0;
+    for (size_t i = 1; i + 1 < n; ++i) {
+      if (merges[i].rank < merges[best].rank) best = i;
+    }
+    if (merges[best].rank == INT32_MAX) break;
+    sym[best] = merges[best].result;
+    sym.erase(sym.begin() + static_cast<ptrdiff_t>(best) + 1);
+    merges.erase(merges.begin() + static_cast<ptrdiff_t>(best));
+    --n;
+    // The pair table is larger than the CPU caches: start both loads before using either.
+    if (best > 0) prefetch_pair(sym[best - 1], sym[best]);
+    if (best + 1 < n) prefetch_pair(sym[best], sym[best + 1]);
+    if (best > 0) merges[best - 1] = pair_merge(sym[best - 1], sym[best]);
+    if (best + 1 < n) merges[best] = pair_merge(sym[best], sym[best + 1]);
+  }
+}
+
+// Symbols form a linked list over their original positions; the heap holds candidate merges
+// keyed by (rank, left position). An entry is stale once either symbol of its pair changed
+// (symbols only grow, so equal ids mean the same pair).
+void BpeModel::merge_by_heap(std::string_view word, BpeScratch& scratch) const {
+  std::vector<TokenId>& sym = scratch.symbols;
+  init_symbols(word, sym);
   const int32_t n = static_cast<int32_t>(sym.size());
   if (n < 2) return;
+  link_symbols(n, scratch);
   std::vector<int32_t>& prev = scratch.prev;
   std::vector<int32_t>& next = scratch.next;
-  prev.resize(n);
-  next.resize(n);
-  for (int32_t i = 0; i < n; ++i) {
-    prev[i] = i - 1;
-    next[i] = i + 1 < n ? i + 1 : -1;
-  }
+  using Item = BpeScratch::HeapItem;
   auto& heap = scratch.heap;
   heap.clear();
-  // std heap functions build a max-heap: "greater" puts the lowest (rank, pos) on top.
-  auto later = [](const BpeScratch::HeapItem& a, const BpeScratch::HeapItem& b) {
-    return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
-  };
+  // std heap functions build a max-heap: "later" puts the lowest (rank, pos) on top.
+  auto later = [](const Item& a, const Item& b) { return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos; };
+  for (int32_t i = 0; i + 1 < n; ++i) {
+    const BpePairMerge& m = byte_pair_merge(static_cast<uint8_t>(word[i]), static_cast<uint8_t>(word[i + 1]));
+    if (m.rank != INT32_MAX) heap.push_back({m.rank, i, sym[i], sym[i + 1], m.result});
+  }
+  std::make_heap(heap.begin(), heap.end(), later);
   auto push = [&](int32_t pos) {
-    const int32_t r = pair_rank(sym[pos], sym[next[pos]]);
-    if (r == INT32_MAX) return;
-    heap.push_back({r, pos});
+    const BpePairMerge m = pair_merge(sym[pos], sym[next[pos]]);
+    if (m.rank == INT32_MAX) return;
+    heap.push_back({m.rank, pos, sym[pos], sym[next[pos]], m.result});
     std::push_heap(heap.begin(), heap.end(), later);
   };
-  for (int32_t i = 0; i + 1 < n; ++i) push(i);
   while (!heap.empty()) {
     std::pop_heap(heap.begin(), heap.end(), later);
-    const BpeScratch::HeapItem top = heap.back();
+    const Item top = heap.back();
     heap.pop_back();
     const int32_t pos = top.pos;
-    // Stale if the left symbol was absorbed (sym < 0 marks it), has no right neighbour, or the
-    // pair changed since the entry was pushed.
-    if (sym[pos] == kAbsorbed || next[pos] < 0) continue;
     const int32_t right = next[pos];
-    const PairSlot* slot = find_pair(sym[pos], sym[right]);
-    if (!slot || slot->rank != top.rank) continue;
-    sym[pos] = slot->result;
+    if (sym[pos] != top.left || right < 0 || sym[right] != top.right) continue;
+    sym[pos] = top.result;
     sym[right] = kAbsorbed;
     next[pos] = next[right];
     if (next[pos] >= 0) prev[next[pos]] = pos;
+    if (prev[pos] >= 0) prefetch_pair(sym[prev[pos]], sym[pos]);
+    if (next[pos] >= 0) prefetch_pair(sym[pos], sym[next[pos]]);
     if (prev[pos] >= 0) push(prev[pos]);
     if (next[pos] >= 0) push(pos);
+  }
+  size_t out = 0;
+  for (int32_t i = 0; i >= 0; i = next[i]) sym[out++] = sym[i];
+  sym.resize(out);
+}
+
+// With monotonic merges the lowest pending rank never decreases and a merge never re-creates its
+// own pair, so all pairs of the lowest rank can be merged in one left-to-right pass (leftmost
+// first, overlaps resolved as they come) before moving to the next rank: the same order the
+// heap would take, with a heap over distinct ranks instead of over every pair.
+void BpeModel::merge_by_rank_groups(std::string_view word, BpeScratch& scratch) const {
+  std::vector<TokenId>& sym = scratch.symbols;
+  init_symbols(word, sym);
+  const int32_t n = static_cast<int32_t>(sym.size());
+  if (n < 2) return;
+  link_symbols(n, scratch);
+  std::vector<int32_t>& prev = scratch.prev;
+  std::vector<int32_t>& next = scratch.next;
+  auto& groups = scratch.rank_groups;
+  auto& ranks = scratch.pending_ranks;  // min-heap via std::greater
+  groups.clear();
+  ranks.clear();
+  auto add = [&](int32_t rank, int32_t pos) {
+    std::vector<int32_t>& group = groups[rank];
+    if (group.empty()) {
+      ranks.push_back(rank);
+      std::push_heap(ranks.begin(), ranks.end(), std::greater<>());
+    }
+    group.push_back(pos);
+  };
+  for (int32_t i = 0; i + 1 < n; ++i) {
+    const BpePairMerge& m = byte_pair_merge(static_cast<uint8_t>(word[i]), static_cast<uint8_t>(word[i + 1]));
+    if (m.rank != INT32_MAX) add(m.rank, i);
+  }
+  std::vector<int32_t> positions;
+  while (!ranks.empty()) {
+    std::pop_heap(ranks.begin(), ranks.end(), std::greater<>());
+    const int32_t rank = ranks.back();
+    ranks.pop_back();
+    auto it = groups.find(rank);
+    positions.swap(it->second);
+    groups.erase(it);
+    std::sort(positions.begin(), positions.end());
+    const BpeMerge& merge = merges_[rank];
+    for (int32_t pos : positions) {
+      const int32_t right = next[pos];
+      // Stale if either symbol of the pair changed since it was recorded.
+      if (sym[pos] != merge.left || right < 0 || sym[right] != merge.right) continue;
+      sym[pos] = merge.result;
+      sym[right] = kAbsorbed;
+      next[pos] = next[right];
+      if (next[pos] >= 0) prev[next[pos]] = pos;
+      if (prev[pos] >= 0) {
+        const BpePairMerge m = pair_merge(sym[prev[pos]], sym[pos]);
+        if (m.rank != INT32_MAX) add(m.rank, prev[pos]);
+      }
+      if (next[pos] >= 0) {
+        const BpePairMerge m = pair_merge(sym[pos], sym[next[pos]]);
+        if (m.rank != INT32_MAX) add(m.rank, pos);
+      }
+    }
+    positions.clear();
   }
   size_t out = 0;
   for (int32_t i = 0; i >= 0; i = next[i]) sym[out++] = sym[i];

@@ -3,6 +3,7 @@
 // Hugging Face's BPE does over ByteLevel characters. Immutable and thread-safe after create.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,16 +23,27 @@ struct BpeMerge {
   TokenId result;
 };
 
+// The merge available for a pair of adjacent symbols (rank INT32_MAX: none).
+struct BpePairMerge {
+  int32_t rank = INT32_MAX;
+  TokenId result = -1;
+};
+
 // Reusable working memory for encode_word (one per thread).
 struct BpeScratch {
   std::vector<TokenId> symbols;
-  std::vector<int32_t> ranks;
+  std::vector<BpePairMerge> pair_merges;
   std::vector<int32_t> prev, next;
   struct HeapItem {
     int32_t rank;
-    int32_t pos;
+    int32_t pos;     // left symbol's original position
+    TokenId left;    // the pair's ids when pushed
+    TokenId right;
+    TokenId result;
   };
   std::vector<HeapItem> heap;
+  std::unordered_map<int32_t, std::vector<int32_t>> rank_groups;  // rank → left positions
+  std::vector<int32_t> pending_ranks;                              // min-heap of group ranks
 };
 
 class BpeModel {
@@ -52,10 +64,15 @@ class BpeModel {
   std::optional<TokenId> token_id(std::string_view bytes) const;
   size_t num_merges() const { return num_merges_; }
 
-  // The two merge algorithms, exposed so tests can check they agree: a quadratic scan for short
-  // words and a heap for long ones. Both rewrite scratch.symbols in place.
-  void merge_by_scan(BpeScratch& scratch) const;
-  void merge_by_heap(BpeScratch& scratch) const;
+  // The merge algorithms, exposed so tests can check they agree: a quadratic scan for short
+  // words; for long ones rank groups when the merges are monotonic, else a heap. All leave the
+  // merged ids of `word` in scratch.symbols.
+  void merge_by_scan(std::string_view word, BpeScratch& scratch) const;
+  void merge_by_heap(std::string_view word, BpeScratch& scratch) const;
+  void merge_by_rank_groups(std::string_view word, BpeScratch& scratch) const;
+  // True when every merge that uses a token ranks after every merge that produces it (true of
+  // trained BPE). Then merging never creates a pair that ranks below the merge just made.
+  bool monotonic() const { return monotonic_; }
 
  private:
   struct PairSlot {
@@ -84,18 +101,28 @@ class BpeModel {
       i = (i + 1) & mask_;
     }
   }
-  int32_t pair_rank(TokenId a, TokenId b) const {
-    const PairSlot* s = find_pair(a, b);
-    return s ? s->rank : INT32_MAX;
-  }
   void emit(const std::vector<TokenId>& symbols, std::vector<TokenId>& out) const;
+  BpePairMerge pair_merge(TokenId a, TokenId b) const {
+    const PairSlot* s = find_pair(a, b);
+    return s ? BpePairMerge{s->rank, s->result} : BpePairMerge{};
+  }
+  // The merge of the single-byte tokens of bytes a and b (dense table).
+  const BpePairMerge& byte_pair_merge(uint8_t a, uint8_t b) const { return byte_pairs_[(a << 8) | b]; }
+  void init_symbols(std::string_view word, std::vector<TokenId>& symbols) const;
+  void link_symbols(int32_t n, BpeScratch& scratch) const;
+  static bool merges_are_monotonic(const std::vector<BpeMerge>& merges);
 
   std::unordered_map<std::string, TokenId> vocab_;
   TokenId byte_ids_[256];
   std::vector<PairSlot> pairs_;
+  // Every word starts as single bytes, so the first round of lookups hits this 512 KiB table
+  // instead of the large hash table.
+  std::vector<BpePairMerge> byte_pairs_;
   size_t mask_ = 0;
   int shift_ = 64;
   size_t num_merges_ = 0;
+  std::vector<BpeMerge> merges_;  // by rank
+  bool monotonic_ = false;
   Options options_;
 };
 

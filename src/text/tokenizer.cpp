@@ -23,6 +23,8 @@ Expected<std::string> read_file(const std::filesystem::path& path) {
   return ss.str();
 }
 
+constexpr size_t kMinCachedWordBytes = 4;
+
 }  // namespace
 
 // Working memory of one encode call.
@@ -104,11 +106,9 @@ Status Tokenizer::encode_normalized(std::string_view raw, bool allow_special, En
 }
 
 void Tokenizer::encode_word(std::string_view word, EncodeScratch& s, std::vector<TokenId>& out) const {
-  if (word.size() == 1) {  // single bytes are their own (cheapest) case
-    model_->encode_word(word, s.bpe, out);
-    return;
-  }
-  if (word.size() > WordCache::kMaxWordBytes) {
+  // Short words merge faster than a cache lookup (their first pairs come from the dense byte-pair
+  // table); very long ones are rare and would crowd the cache.
+  if (word.size() < kMinCachedWordBytes || word.size() > WordCache::kMaxWordBytes) {
     model_->encode_word(word, s.bpe, out);
     return;
   }
