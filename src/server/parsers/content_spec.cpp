@@ -263,6 +263,10 @@ Expected<Transform::Node> Transform::compile_node(const Json& value, std::string
   node.literal = value;
   if (!value.is_string()) return node;
   const std::string& text = value.get_ref<const std::string&>();
+  std::string valid;
+  append_valid_utf8(&valid, text);
+  if (valid != text)
+    return make_error(std::string(scope) + ": transform string is not valid UTF-8");
   BEAM_ASSIGN_OR_RETURN(Regex placeholder, Regex::compile(R"(\{(?P<path>\w+(?:\.\w+)*)\})"));
   MatchScratch scratch;
   BEAM_ASSIGN_OR_RETURN(Regex::Match m,

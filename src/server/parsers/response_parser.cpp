@@ -47,13 +47,13 @@ Expected<ResponseParser> ResponseParser::create(std::shared_ptr<const ResponseTe
                                                 std::string_view prefix, ParserOptions options) {
   BEAM_CHECK(tmpl != nullptr);
   ResponseParser parser(std::move(tmpl), std::move(options));
-  BEAM_ASSIGN_OR_RETURN(std::string_view tail, parser.template_->truncate_past_last_anchor(prefix));
-  if (!tail.empty()) {
-    const size_t complete = utf8_complete_prefix_bytes(tail);
-    append_valid_utf8(&parser.buffer_, tail.substr(0, complete));
-    parser.utf8_tail_.assign(tail.substr(complete));
-    BEAM_RETURN_IF_ERROR(parser.process(false, &parser.initial_events_));
-  }
+  std::string text;  // the prompt as valid UTF-8 (a cut-off sequence at its end stays pending)
+  const size_t complete = utf8_complete_prefix_bytes(prefix);
+  append_valid_utf8(&text, prefix.substr(0, complete));
+  BEAM_ASSIGN_OR_RETURN(std::string_view tail, parser.template_->truncate_past_last_anchor(text));
+  parser.buffer_.assign(tail);
+  parser.utf8_tail_.assign(prefix.substr(complete));
+  if (!parser.buffer_.empty()) BEAM_RETURN_IF_ERROR(parser.process(false, &parser.initial_events_));
   return parser;
 }
 

@@ -181,6 +181,14 @@ TEST(ResponseStream, PromptPrefillIsStateNotOutput) {
   EXPECT_EQ(prefill.response.message["content"], "Sure, here is the answer");
 }
 
+TEST(ResponseStream, InvalidUtf8InPromptOrOutputIsReplaced) {
+  StreamRun run = stream(hermes(), "\xff" + std::string(kQwenPrompt) + "<think>\n\xe6",
+                         {"\x97\xa5 ok</think>\xc3", "(done"});
+  EXPECT_EQ(run.response.reasoning, "\xE6\x97\xA5 ok");
+  EXPECT_EQ(run.response.content, "\xEF\xBF\xBD(done");
+  EXPECT_TRUE(run.response.warnings.empty());
+}
+
 TEST(ResponseStream, BeamChannelTemplateCastsArgumentsByToolSchema) {
   const GoldenCorpus& corpus = golden_corpus();
   auto golden = std::find_if(corpus.templates.begin(), corpus.templates.end(),
