@@ -5,6 +5,7 @@
 #include <utf8proc.h>
 
 #include <cstdlib>
+#include <random>
 
 #include "text/utf8.h"
 
@@ -87,6 +88,25 @@ TEST(TokenizerNormalizer, ComposesEveryCanonicalPair) {
     ++pairs;
   }
   EXPECT_GT(pairs, 2000);
+}
+
+// Mixed text: only the runs around non-inert characters go through utf8proc; the result must
+// equal normalizing the whole text at once.
+TEST(TokenizerNormalizer, RunByRunEqualsWholeText) {
+  const char32_t pool[] = {U'a', U'e', U' ', U'\u00E9', U'\u00C5', U'\u0301', U'\u0323', U'\u0308', U'\u1100',
+                           U'\u1161', U'\u11A8', U'\uAC00', U'\u4E2D', U'\u3099', U'\u304B', U'\u03AC',
+                           U'\u1EA0', U'\uFB01', U'\u2126', U'\u0B47', U'\u0B3E', U'\U0001F600', U'\u00A0'};
+  std::mt19937 rng(17);
+  std::string scratch;
+  for (const Form& f : kForms) {
+    const Normalizer n({f.form});
+    for (int trial = 0; trial < 3000; ++trial) {
+      std::string text;
+      const int len = 1 + static_cast<int>(rng() % 24);
+      for (int i = 0; i < len; ++i) append_utf8(text, pool[rng() % std::size(pool)]);
+      ASSERT_EQ(n.normalize(text, scratch), reference(text, f.options)) << ::testing::PrintToString(text);
+    }
+  }
 }
 
 }  // namespace
