@@ -9,7 +9,9 @@ namespace {
 // Keep identical to HERMES in tools/reference/parser_fixtures/templates.py (golden fixture
 // hermes_builtin.json; a unit test compares them). Closes swallow trailing whitespace so the
 // gaps between think / tool-call blocks do not become empty content pieces; content pieces
-// before and after tool calls are kept, joined by a blank line.
+// before and after tool calls are kept, joined by a blank line; a </think> that closes no open
+// region (think block opened by an unanchored prompt, or closed after a tool call) is swallowed
+// by `think_end` (always empty, so absent from the message) instead of leaking into content.
 constexpr std::string_view kHermesTemplate = R"json({
   "version": 1,
   "start_anchor": "<|im_start|>assistant\n",
@@ -23,7 +25,8 @@ constexpr std::string_view kHermesTemplate = R"json({
       "content": "json",
       "transform": {"type": "function", "function": "{content}"}
     },
-    "content": {"close": "<|im_end|>", "repeats": true, "join": "\n\n"}
+    "content": {"close": "<|im_end|>", "repeats": true, "join": "\n\n"},
+    "think_end": {"open_pattern": "</think>\\s*", "close_pattern": ""}
   }
 })json";
 

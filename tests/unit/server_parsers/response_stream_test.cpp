@@ -118,6 +118,10 @@ TEST(ResponseStream, ToolCallStartEndsReasoning) {
   ASSERT_EQ(run.response.tool_calls.size(), 1u);
   EXPECT_EQ(run.response.tool_calls[0].name, "f");
   EXPECT_EQ(run.response.content, "Done.");
+  // A </think> after the call closes nothing and does not leak into the content.
+  StreamRun closed_late = stream(hermes(), kQwenPrompt, bytes_of(output + "</think>\nMore."));
+  EXPECT_EQ(closed_late.response.content, "Done.\n\nMore.");
+  EXPECT_EQ(closed_late.response.tool_calls.size(), 1u);
   // transformers' behaviour, when asked for: the call stays inside the reasoning.
   ResponseStreamOptions hf;
   hf.tool_call_ends_reasoning = false;
@@ -231,7 +235,7 @@ TEST(ResponseStream, DeltasIndependentOfChunking) {
   }
 }
 
-// With the built-in template the streamed text is the message transformers would build.
+// With the built-in template the streamed text is the message transformers builds.
 TEST(ResponseStream, HermesStreamEqualsGoldenMessage) {
   const GoldenCorpus& corpus = golden_corpus();
   auto golden = std::find_if(corpus.templates.begin(), corpus.templates.end(),
@@ -240,7 +244,9 @@ TEST(ResponseStream, HermesStreamEqualsGoldenMessage) {
   for (const GoldenCase& c : golden->cases) {
     if (c.expected_error) continue;
     SCOPED_TRACE(c.name);
-    StreamRun run = stream(hermes(), c.prefix, bytes_of(c.output));
+    ResponseStreamOptions transformers_mode;  // a call inside <think> stays reasoning, as there
+    transformers_mode.tool_call_ends_reasoning = false;
+    StreamRun run = stream(hermes(), c.prefix, bytes_of(c.output), transformers_mode);
     EXPECT_EQ(run.response.reasoning, c.expected.value("thinking", ""));
     EXPECT_EQ(run.response.content, c.expected.value("content", ""));
     EXPECT_EQ(run.response.tool_calls.size(), c.expected.value("tool_calls", Json::array()).size());

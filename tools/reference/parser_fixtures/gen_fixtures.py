@@ -161,6 +161,9 @@ CASES = {
         ("plain", QWEN_PROMPT, "Hello! How can I help you today?", None),
         ("malformed_tool_json", QWEN_PROMPT, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": }\n</tool_call>", None),
         ("unterminated_think", QWEN_PROMPT, "<think>\nStill thinking when cut off", None),
+        ("bare_think_close", QWEN_PROMPT, "Reasoning without an open tag.\n</think>\n\nThe answer.", None),
+        ("tool_call_inside_think", QWEN_PROMPT, "<think>Call it.<tool_call>{\"name\": \"f\", \"arguments\": {}}"
+         "</tool_call></think>\nDone.", None),
     ]),
     "xml_string_args": (T.XML_STRING_ARGS, [
         ("no_tools", "", "<tool_call>\n<function=set_alarm>\n<parameter=hour>\n7\n</parameter>\n<parameter=enabled>\ntrue\n"

@@ -177,6 +177,9 @@ HERMES = {
             "transform": {"type": "function", "function": "{content}"},
         },
         "content": {"close": "<|im_end|>", "repeats": True, "join": "\n\n"},
+        # A </think> with no open region (the model closed a think block the prompt opened without
+        # an anchor, or closed it after a tool call) is swallowed instead of leaking into content.
+        "think_end": {"open_pattern": r"</think>\s*", "close_pattern": ""},
     },
 }
 
