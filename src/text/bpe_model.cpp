@@ -45,7 +45,7 @@ Expected<BpeModel> BpeModel::create(std::unordered_map<std::string, TokenId> voc
   }
   m.num_merges_ = merges.size();
   m.merges_ = merges;
-  m.monotonic_ = merges_are_monotonic(merges);
+  m.monotonic_ = m.merges_are_monotonic();
   m.byte_pairs_.assign(256 * 256, BpePairMerge{});
   for (int a = 0; a < 256; ++a) {
     for (int b = 0; b < 256; ++b) m.byte_pairs_[(a << 8) | b] = m.pair_merge(m.byte_ids_[a], m.byte_ids_[b]);
@@ -105,24 +105,22 @@ void BpeModel::link_symbols(int32_t n, BpeScratch& scratch) const {
   }
 }
 
-bool BpeModel::merges_are_monotonic(const std::vector<BpeMerge>& merges) {
-  // Each pair's rank is the last one listed for it (as in the pair table); earlier duplicates
-  // never apply.
-  std::unordered_map<uint64_t, int32_t> effective;
-  for (size_t r = 0; r < merges.size(); ++r) effective[pair_key(merges[r].left, merges[r].right)] = static_cast<int32_t>(r);
-  std::unordered_map<TokenId, int32_t> last_created, first_used;
-  for (size_t r = 0; r < merges.size(); ++r) {
-    const BpeMerge& m = merges[r];
-    if (effective[pair_key(m.left, m.right)] != static_cast<int32_t>(r)) continue;
+bool BpeModel::merges_are_monotonic() const {
+  TokenId max_id = 0;
+  for (const BpeMerge& m : merges_) max_id = std::max({max_id, m.left, m.right, m.result});
+  std::vector<int32_t> last_created(static_cast<size_t>(max_id) + 1, -1);
+  std::vector<int32_t> first_used(static_cast<size_t>(max_id) + 1, INT32_MAX);
+  for (size_t r = 0; r < merges_.size(); ++r) {
+    const BpeMerge& m = merges_[r];
     const int32_t rank = static_cast<int32_t>(r);
-    last_created[m.result] = std::max(last_created.count(m.result) ? last_created[m.result] : -1, rank);
-    for (TokenId part : {m.left, m.right}) {
-      if (!first_used.count(part)) first_used[part] = rank;
-    }
+    // A pair listed twice keeps its last rank (as in the pair table); earlier copies never apply.
+    if (find_pair(m.left, m.right)->rank != rank) continue;
+    last_created[m.result] = std::max(last_created[m.result], rank);
+    first_used[m.left] = std::min(first_used[m.left], rank);
+    first_used[m.right] = std::min(first_used[m.right], rank);
   }
-  for (const auto& [token, created] : last_created) {
-    auto used = first_used.find(token);
-    if (used != first_used.end() && used->second <= created) return false;
+  for (size_t id = 0; id < last_created.size(); ++id) {
+    if (last_created[id] >= 0 && first_used[id] <= last_created[id]) return false;
   }
   return true;
 }

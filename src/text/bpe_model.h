@@ -110,7 +110,7 @@ class BpeModel {
   const BpePairMerge& byte_pair_merge(uint8_t a, uint8_t b) const { return byte_pairs_[(a << 8) | b]; }
   void init_symbols(std::string_view word, std::vector<TokenId>& symbols) const;
   void link_symbols(int32_t n, BpeScratch& scratch) const;
-  static bool merges_are_monotonic(const std::vector<BpeMerge>& merges);
+  bool merges_are_monotonic() const;
 
   std::unordered_map<std::string, TokenId> vocab_;
   TokenId byte_ids_[256];

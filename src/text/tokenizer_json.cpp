@@ -151,25 +151,34 @@ Status check_decoder(const json& node) {
 
 namespace {
 
+// Lookups by std::string_view without building a std::string.
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+};
+using SpellingMap = std::unordered_map<std::string, TokenId, StringHash, std::equal_to<>>;
+
 // The BPE model section, resolved to ids.
 struct ParsedModel {
-  std::unordered_map<std::string, TokenId> vocab;  // vocabulary spelling → id
+  SpellingMap vocab;  // vocabulary spelling → id
   std::vector<BpeMerge> merges;
   BpeModel::Options options;
 };
 
-Expected<std::pair<std::string, std::string>> merge_parts(const json& m, size_t rank) {
+// The two spellings of a merge: views into the JSON document, valid while it lives.
+Expected<std::pair<std::string_view, std::string_view>> merge_parts(const json& m, size_t rank) {
   const std::string where = "model.merges[" + std::to_string(rank) + "]";
   if (m.is_string()) {
-    const std::string s = m.get<std::string>();
+    const std::string_view s = m.get_ref<const std::string&>();
     const size_t space = s.find(' ');
     if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
-      return malformed(where, "'" + s + "' is not two tokens separated by one space");
+      return malformed(where, "'" + std::string(s) + "' is not two tokens separated by one space");
     }
     return std::pair{s.substr(0, space), s.substr(space + 1)};
   }
   if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-    return std::pair{m[0].get<std::string>(), m[1].get<std::string>()};
+    return std::pair<std::string_view, std::string_view>{m[0].get_ref<const std::string&>(),
+                                                         m[1].get_ref<const std::string&>()};
   }
   return malformed(where, "must be \"a b\" or [\"a\", \"b\"]");
 }
@@ -213,14 +222,16 @@ Expected<ParsedModel> parse_model(const json& model) {
   BEAM_RETURN_IF_ERROR(parse_model_options(model, out));
   const json& merges = model["merges"];
   out.merges.reserve(merges.size());
+  std::string joined;
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     BEAM_ASSIGN_OR_RETURN(auto parts, merge_parts(merges[rank], rank));
-    auto a = out.vocab.find(parts.first), b = out.vocab.find(parts.second);
-    auto r = out.vocab.find(parts.first + parts.second);
-    const std::string where = "model.merges[" + std::to_string(rank) + "]";
-    if (a == out.vocab.end()) return malformed(where, "'" + parts.first + "' is not in the vocabulary");
-    if (b == out.vocab.end()) return malformed(where, "'" + parts.second + "' is not in the vocabulary");
-    if (r == out.vocab.end()) return malformed(where, "'" + parts.first + parts.second + "' is not in the vocabulary");
+    joined.assign(parts.first);
+    joined += parts.second;
+    auto a = out.vocab.find(parts.first), b = out.vocab.find(parts.second), r = out.vocab.find(joined);
+    if (a == out.vocab.end() || b == out.vocab.end() || r == out.vocab.end()) {
+      const std::string_view missing = a == out.vocab.end() ? parts.first : b == out.vocab.end() ? parts.second : joined;
+      return malformed("model.merges[" + std::to_string(rank) + "]", "'" + std::string(missing) + "' is not in the vocabulary");
+    }
     out.merges.push_back({a->second, b->second, r->second});
   }
   return out;
@@ -311,6 +322,7 @@ namespace {
 Status build_pieces(const ParsedModel& model, const std::vector<AddedToken>& added,
                     const ByteLevelAlphabet& alphabet, std::vector<TokenPiece>& pieces,
                     std::unordered_map<std::string, TokenId>& model_vocab_bytes) {
+  model_vocab_bytes.reserve(model.vocab.size());
   TokenId max_id = -1;
   for (const auto& [spelling, id] : model.vocab) max_id = std::max(max_id, id);
   for (const AddedToken& a : added) max_id = std::max(max_id, a.id);
@@ -357,7 +369,7 @@ Expected<Tokenizer> TokenizerBuilder::build(std::string_view tokenizer_json, std
     BEAM_ASSIGN_OR_RETURN(std::vector<AddedToken> added, parse_added_tokens(root));
     const ByteLevelAlphabet alphabet;
     auto vocab_id = [&](std::string_view spelling) -> std::optional<TokenId> {
-      auto it = model.vocab.find(std::string(spelling));
+      auto it = model.vocab.find(spelling);
       return it == model.vocab.end() ? std::nullopt : std::optional<TokenId>(it->second);
     };
     BEAM_ASSIGN_OR_RETURN(tok.config_, parse_tokenizer_config(config_json, added, vocab_id));
