@@ -200,6 +200,7 @@ void BM_MoeExperts(benchmark::State& state) {
 BENCHMARK(BM_MoeExperts)
     ->Args({1, 256, 16, 128, 4, 2})     // tiny-beam decode
     ->Args({256, 256, 16, 128, 4, 2})   // tiny-beam prefill
+    ->Args({1, 5120, 16, 2560, 8, 1})   // Beam widths, decode, one thread
     ->Args({1, 5120, 16, 2560, 8, 2})   // Beam widths, decode: 8 experts streamed
     ->Args({8, 5120, 16, 2560, 8, 2})   // Beam widths, 8 tokens: all 16 experts
     ->Args({64, 5120, 16, 2560, 8, 2})  // Beam widths, prefill chunk
