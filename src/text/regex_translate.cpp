@@ -246,6 +246,34 @@ class Translator {
     }
   }
 
+  // An escape inside [...] at pos_: appends its class items to `body` and moves past it.
+  Status class_escape_item(std::string& body) {
+    if (pos_ + 1 >= in_.size()) return fail("trailing backslash");
+    const char e = in_[pos_ + 1];
+    std::string_view rest = in_.substr(pos_);
+    if ((e == 'p' || e == 'P' || e == 'x') && rest.size() > 2 && rest[2] == '{') {
+      const size_t end = rest.find('}');
+      if (end == std::string_view::npos) return fail("unterminated escape");
+      if (rest.substr(3, end - 3) == "Word") {
+        if (e == 'P') return fail("\\P{Word} inside a class");
+        body += kWordChars;
+      } else {
+        body += rest.substr(0, end + 1);
+      }
+      pos_ += end + 1;
+      return ok_status();
+    }
+    if (e == 'u') {
+      if (rest.size() < 6) return fail("escape \\u");
+      body += "\\x{" + std::string(rest.substr(2, 4)) + "}";
+      pos_ += 6;
+      return ok_status();
+    }
+    if (!class_escape(e, body)) return fail(std::string("escape \\") + e + " inside a class");
+    pos_ += 2;
+    return ok_status();
+  }
+
   // [...] without nesting or intersections; inside (?i:...) ASCII letters and letter ranges also
   // get their other case.
   Status char_class() {
@@ -253,71 +281,38 @@ class Translator {
     std::string body;
     std::vector<std::pair<char, char>> ascii_ranges;  // literal ASCII letters/ranges, for folding
     ++pos_;
-    bool negated = false;
-    if (pos_ < in_.size() && in_[pos_] == '^') {
-      negated = true;
-      ++pos_;
-    }
-    bool first = true;
-    while (true) {
+    const bool negated = pos_ < in_.size() && in_[pos_] == '^';
+    if (negated) ++pos_;
+    for (bool first = true;; first = false) {
       if (pos_ >= in_.size()) {
         pos_ = start;
         return fail("unterminated character class");
       }
       const char c = in_[pos_];
       if (c == ']' && !first) break;
-      first = false;
-      if (c == '[') {
-        if (in_.substr(pos_).starts_with("[:")) return fail("POSIX bracket class");
-        return fail("nested character class");
-      }
+      if (c == '[') return fail(in_.substr(pos_).starts_with("[:") ? "POSIX bracket class" : "nested character class");
       if (c == '&' && pos_ + 1 < in_.size() && in_[pos_ + 1] == '&') return fail("class intersection '&&'");
       if (c == '\\') {
-        if (pos_ + 1 >= in_.size()) return fail("trailing backslash");
-        const char e = in_[pos_ + 1];
-        std::string_view rest = in_.substr(pos_);
-        if ((e == 'p' || e == 'P' || e == 'x') && rest.size() > 2 && rest[2] == '{') {
-          const size_t end = rest.find('}');
-          if (end == std::string_view::npos) return fail("unterminated escape");
-          if (rest.substr(3, end - 3) == "Word") {
-            if (e == 'P') return fail("\\P{Word} inside a class");
-            body += kWordChars;
-          } else {
-            body += rest.substr(0, end + 1);
-          }
-          pos_ += end + 1;
-          continue;
-        }
-        if (e == 'u') {
-          if (rest.size() < 6) return fail("escape \\u");
-          body += "\\x{" + std::string(rest.substr(2, 4)) + "}";
-          pos_ += 6;
-          continue;
-        }
-        if (!class_escape(e, body)) return fail(std::string("escape \\") + e + " inside a class");
-        pos_ += 2;
+        BEAM_RETURN_IF_ERROR(class_escape_item(body));
         continue;
       }
-      const size_t len = static_cast<size_t>(utf8_length(c));
-      // A literal ASCII range a-z is recorded for case folding.
-      if (is_ascii_letter(c) && pos_ + 2 < in_.size() && in_[pos_ + 1] == '-' && in_[pos_ + 2] != ']' &&
-          is_ascii_letter(in_[pos_ + 2])) {
+      // Literal ASCII letters and letter ranges are recorded for case folding.
+      size_t len = static_cast<size_t>(utf8_length(c));
+      if (is_ascii_letter(c) && pos_ + 2 < in_.size() && in_[pos_ + 1] == '-' && is_ascii_letter(in_[pos_ + 2])) {
         ascii_ranges.push_back({c, in_[pos_ + 2]});
-        body += in_.substr(pos_, 3);
-        pos_ += 3;
-        continue;
+        len = 3;
+      } else if (is_ascii_letter(c)) {
+        ascii_ranges.push_back({c, c});
       }
-      if (is_ascii_letter(c)) ascii_ranges.push_back({c, c});
       body += in_.substr(pos_, len);
       pos_ += len;
     }
     ++pos_;  // the closing ]
     if (fold_) {
+      // Fold each letter of each range (a range like A-z includes non-letters: letters only).
       for (auto [lo, hi] : ascii_ranges) {
-        // Fold each letter of the range (ranges like A-z include non-letters: fold letters only).
-        for (char ch = lo; ch <= hi && ch != 0; ++ch) {
-          if (is_ascii_letter(ch)) body += other_case(ch);
-          if (ch == hi) break;
+        for (int ch = lo; ch <= hi; ++ch) {
+          if (is_ascii_letter(static_cast<char>(ch))) body += other_case(static_cast<char>(ch));
         }
       }
     }

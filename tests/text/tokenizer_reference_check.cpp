@@ -11,6 +11,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -129,6 +130,62 @@ Flags parse_flags(int argc, char** argv) {
   return f;
 }
 
+// Encodes every document (allow_special) and measures the pass; nullopt if an encode fails.
+struct Pass {
+  std::vector<std::vector<TokenId>> ids;
+  double wall_seconds = 0, cpu_seconds = 0;
+};
+std::optional<Pass> encode_all(const Tokenizer& tok, const std::vector<std::string>& docs) {
+  Pass pass;
+  const auto t0 = Clock::now();
+  const double cpu0 = thread_cpu_seconds();
+  for (size_t d = 0; d < docs.size(); ++d) {
+    auto ids = tok.encode(docs[d], /*allow_special=*/true);
+    if (!ids.ok()) {
+      std::fprintf(stderr, "doc %zu: %s\n", d, ids.error().message.c_str());
+      return std::nullopt;
+    }
+    pass.ids.push_back(std::move(ids).value());
+  }
+  pass.wall_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  pass.cpu_seconds = thread_cpu_seconds() - cpu0;
+  return pass;
+}
+
+// decode(encode(x)) == NFC(x) for every valid UTF-8 document; returns the number of failures.
+size_t check_roundtrip(const Tokenizer& tok, const std::vector<std::string>& docs, const Pass& pass,
+                       size_t& num_valid, size_t& num_not_nfc) {
+  const beam::text::Normalizer nfc_normalizer({beam::text::NormalizationForm::kNfc});
+  size_t failures = 0;
+  for (size_t d = 0; d < docs.size(); ++d) {
+    if (!beam::text::is_valid_utf8(docs[d])) continue;
+    ++num_valid;
+    std::string scratch;
+    const std::string nfc(nfc_normalizer.normalize(docs[d], scratch));
+    num_not_nfc += nfc != docs[d];
+    auto text = tok.decode(pass.ids[d], /*skip_special=*/false);
+    if (!text.ok() || *text != nfc) {
+      ++failures;
+      std::fprintf(stderr, "ROUNDTRIP doc %zu: decode(encode(x)) != NFC(x)\n", d);
+    }
+  }
+  return failures;
+}
+
+// Documents with a reference line in `plain_path`, encoded with special tokens as plain text.
+size_t check_plain(const Tokenizer& tok, const std::vector<std::string>& docs, const std::string& plain_path,
+                   size_t& num_checked) {
+  size_t mismatches = 0;
+  const auto plain = read_jsonl(plain_path);
+  for (size_t d = 0; d < docs.size() && d < plain.size(); ++d) {
+    if (!plain[d]) continue;
+    ++num_checked;
+    auto ids = tok.encode(docs[d], /*allow_special=*/false);
+    if (!ids.ok() || !compare(tok, d, *ids, *plain[d], "special tokens as text")) ++mismatches;
+  }
+  return mismatches;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -144,60 +201,27 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%zu documents but %zu reference lines\n", docs.size(), expected.size());
     return 1;
   }
-  size_t total_bytes = 0, mismatches = 0, roundtrip_failures = 0, num_valid = 0, num_not_nfc = 0;
-  std::vector<std::vector<TokenId>> encoded(docs.size());
-  const beam::text::Normalizer nfc_normalizer({beam::text::NormalizationForm::kNfc});
-  const auto t0 = Clock::now();
-  const double cpu0 = thread_cpu_seconds();
+  size_t total_bytes = 0;
+  for (const auto& doc : docs) total_bytes += doc.size();
+  const auto first = encode_all(*tok, docs);
+  if (!first) return 1;
+  size_t mismatches = 0, num_valid = 0, num_not_nfc = 0, plain_checked = 0;
   for (size_t d = 0; d < docs.size(); ++d) {
-    auto ids = tok->encode(docs[d], /*allow_special=*/true);
-    if (!ids.ok()) {
-      std::fprintf(stderr, "doc %zu: %s\n", d, ids.error().message.c_str());
-      return 1;
-    }
-    encoded[d] = std::move(ids).value();
-    total_bytes += docs[d].size();
+    if (!expected[d] || !compare(*tok, d, first->ids[d], *expected[d], "special tokens allowed")) ++mismatches;
   }
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  const double cpu_seconds = thread_cpu_seconds() - cpu0;
-  for (size_t d = 0; d < docs.size(); ++d) {
-    if (!expected[d] || !compare(*tok, d, encoded[d], *expected[d], "special tokens allowed")) ++mismatches;
-    if (!beam::text::is_valid_utf8(docs[d])) continue;
-    ++num_valid;
-    std::string scratch;
-    const std::string nfc(nfc_normalizer.normalize(docs[d], scratch));
-    num_not_nfc += nfc != docs[d];
-    auto text = tok->decode(encoded[d], /*skip_special=*/false);
-    if (!text.ok() || *text != nfc) {
-      ++roundtrip_failures;
-      std::fprintf(stderr, "ROUNDTRIP doc %zu: decode(encode(x)) != NFC(x)\n", d);
-    }
-  }
-  size_t plain_checked = 0;
-  if (!flags.expected_plain.empty()) {
-    const auto plain = read_jsonl(flags.expected_plain);
-    for (size_t d = 0; d < docs.size() && d < plain.size(); ++d) {
-      if (!plain[d]) continue;
-      ++plain_checked;
-      auto ids = tok->encode(docs[d], /*allow_special=*/false);
-      if (!ids.ok() || !compare(*tok, d, *ids, *plain[d], "special tokens as text")) ++mismatches;
-    }
-  }
+  const size_t roundtrip_failures = check_roundtrip(*tok, docs, *first, num_valid, num_not_nfc);
+  if (!flags.expected_plain.empty()) mismatches += check_plain(*tok, docs, flags.expected_plain, plain_checked);
   std::printf("tokenizer identity: %zu documents (%.2f MB), %zu mismatches; %zu special-as-text checks; "
               "roundtrip %zu/%zu valid-UTF-8 documents ok (%zu not in NFC)\n",
               docs.size(), total_bytes / 1e6, mismatches, plain_checked, num_valid - roundtrip_failures, num_valid,
               num_not_nfc);
   if (flags.bench) {
-    // A second pass runs with the word cache filled.
-    const auto t1 = Clock::now();
-    const double cpu1 = thread_cpu_seconds();
-    for (const auto& doc : docs) (void)tok->encode(doc, true);
-    const double warm = std::chrono::duration<double>(Clock::now() - t1).count();
-    const double warm_cpu = thread_cpu_seconds() - cpu1;
+    const auto warm = encode_all(*tok, docs);  // the word cache is filled now
+    if (!warm) return 1;
     const double mb = total_bytes / 1e6;
     std::printf("beamserve encode (one thread): first pass %.2f MB/s wall, %.2f MB/s CPU; "
                 "warm pass %.2f MB/s wall, %.2f MB/s CPU\n",
-                mb / seconds, mb / cpu_seconds, mb / warm, mb / warm_cpu);
+                mb / first->wall_seconds, mb / first->cpu_seconds, mb / warm->wall_seconds, mb / warm->cpu_seconds);
   }
   return mismatches == 0 && roundtrip_failures == 0 ? 0 : 1;
 }
