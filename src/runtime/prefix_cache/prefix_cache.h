@@ -191,6 +191,9 @@ class PrefixCache {
   PrefixNodeId evict_leaf(PrefixNodeId id);
   void break_endpoint(PrefixNodeId id);
   void check_nodes() const;
+  void recount(std::vector<int32_t>* full_lock, std::vector<int32_t>* sliding_lock,
+               std::vector<int32_t>* pins) const;
+  void check_node_indexes(size_t i) const;
   void check_counts() const;
 
   KvCacheManager& kv_;

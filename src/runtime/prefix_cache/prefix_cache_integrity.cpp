@@ -34,9 +34,8 @@ void PrefixCache::check_nodes() const {
     BEAM_CHECK(!nodes_[i].in_use || children[i] == nodes_[i].num_children) << "node " << i << " children";
 }
 
-void PrefixCache::check_counts() const {
-  const size_t n = nodes_.size();
-  std::vector<int32_t> full_lock(n, 0), sliding_lock(n, 0), pins(n, 0);
+void PrefixCache::recount(std::vector<int32_t>* full_lock, std::vector<int32_t>* sliding_lock,
+                          std::vector<int32_t>* pins) const {
   for (const auto& [seq, rec] : locks_) {
     BEAM_CHECK(kv_.has_sequence(seq)) << "lock of sequence " << seq.value << " without KV sequence";
     BEAM_CHECK(node(rec.endpoint).in_use && node(rec.endpoint).depth == rec.depth &&
@@ -44,25 +43,47 @@ void PrefixCache::check_counts() const {
         << "lock record of sequence " << seq.value;
     PrefixNodeId id = rec.endpoint;
     for (int64_t i = rec.depth - 1; i >= 0; --i) {
-      ++full_lock[id.value];
-      if (i >= rec.sliding_lo) ++sliding_lock[id.value];
+      ++(*full_lock)[id.value];
+      if (i >= rec.sliding_lo) ++(*sliding_lock)[id.value];
       id = node(id).parent;
     }
   }
-  int64_t endpoints = 0, sliding_held = 0, ev_full = 0, ev_sliding = 0, leaves = 0, num_loose = 0;
-  std::vector<int32_t> full_refs(static_cast<size_t>(kv_.total_blocks().full), 0);
-  std::vector<int32_t> sliding_refs(static_cast<size_t>(kv_.total_blocks().sliding), 0);
-  for (size_t i = 1; i < n; ++i) {
+  for (size_t i = 1; i < nodes_.size(); ++i) {
     const Node& nd = nodes_[i];
     if (!nd.in_use || !nd.endpoint) continue;
-    ++endpoints;
     PrefixNodeId w(static_cast<int32_t>(i));
     for (int64_t b = nd.depth - 1; b >= window_first(nd.depth); --b) {
       BEAM_CHECK(node(w).sliding >= 0) << "endpoint " << i << " has a broken window at block " << b;
-      ++pins[w.value];
+      ++(*pins)[w.value];
       w = node(w).parent;
     }
   }
+}
+
+void PrefixCache::check_node_indexes(size_t i) const {
+  const Node& nd = nodes_[i];
+  const bool loose = nd.sliding >= 0 && nd.window_pins == 0 && nd.sliding_lock == 0;
+  BEAM_CHECK(nd.in_loose_index == loose &&
+             loose_index_.count({nd.loose_tick, static_cast<int32_t>(i)}) == (loose ? 1u : 0u))
+      << "node " << i << " loose index";
+  const bool leaf = nd.num_children == 0;
+  BEAM_CHECK(!leaf || nd.endpoint || nd.full_lock > 0) << "leaf " << i << " is no endpoint";
+  BEAM_CHECK(nd.in_leaf_set == (leaf && nd.endpoint) && leaf_endpoints_.count(i) == nd.in_leaf_set)
+      << "node " << i << " leaf endpoint set";
+  BEAM_CHECK(nd.in_interior_index == (!leaf && nd.endpoint)) << "node " << i << " interior index";
+  BEAM_CHECK(!nd.in_interior_index ||
+             (interior_index_.count(nd.interior_key) &&
+              nd.interior_key == interior_key_of(PrefixNodeId(static_cast<int32_t>(i)))))
+      << "node " << i << " interior key";
+}
+
+void PrefixCache::check_counts() const {
+  const size_t n = nodes_.size();
+  std::vector<int32_t> full_lock(n, 0), sliding_lock(n, 0), pins(n, 0);
+  recount(&full_lock, &sliding_lock, &pins);
+  int64_t sliding_held = 0, ev_full = 0, ev_sliding = 0, leaves = 0, endpoints = 0, loose = 0;
+  std::vector<int32_t> full_refs(static_cast<size_t>(kv_.total_blocks().full), 0);
+  std::vector<int32_t> sliding_refs(static_cast<size_t>(kv_.total_blocks().sliding), 0);
   for (size_t i = 1; i < n; ++i) {
     const Node& nd = nodes_[i];
     if (!nd.in_use) continue;
@@ -72,21 +93,10 @@ void PrefixCache::check_counts() const {
     BEAM_CHECK_EQ(nd.window_pins, pins[i]) << "node " << i << " window pins";
     BEAM_CHECK(nd.sliding_lock == 0 || (nd.sliding >= 0 && nd.full_lock > 0))
         << "node " << i << " sliding lock without block or full lock";
-    const bool loose = nd.sliding >= 0 && nd.window_pins == 0 && nd.sliding_lock == 0;
-    BEAM_CHECK(nd.in_loose_index == loose &&
-               loose_index_.count({nd.loose_tick, static_cast<int32_t>(i)}) == (loose ? 1u : 0u))
-        << "node " << i << " loose index";
-    num_loose += loose;
-    const bool leaf = nd.num_children == 0;
-    leaves += leaf && nd.endpoint;
-    BEAM_CHECK(!leaf || nd.endpoint || nd.full_lock > 0) << "leaf " << i << " is no endpoint";
-    BEAM_CHECK(nd.in_leaf_set == (leaf && nd.endpoint) && leaf_endpoints_.count(i) == nd.in_leaf_set)
-        << "node " << i << " leaf endpoint set";
-    BEAM_CHECK(nd.in_interior_index == (!leaf && nd.endpoint)) << "node " << i << " interior index";
-    BEAM_CHECK(!nd.in_interior_index ||
-               (interior_index_.count(nd.interior_key) &&
-                nd.interior_key == interior_key_of(PrefixNodeId(static_cast<int32_t>(i)))))
-        << "node " << i << " interior key";
+    check_node_indexes(i);
+    endpoints += nd.endpoint;
+    loose += nd.in_loose_index;
+    leaves += nd.num_children == 0 && nd.endpoint;
     ev_full += nd.full_lock == 0;
     BEAM_CHECK(nd.full_lock > 0 || kv_.block_ref_count(AttentionKind::kFull, BlockId(nd.full)) == 1)
         << "unlocked node " << i << " shares its full block";
@@ -104,7 +114,7 @@ void PrefixCache::check_counts() const {
       << "endpoint index size";
   BEAM_CHECK_EQ(static_cast<int64_t>(leaf_endpoints_.size()), leaves) << "leaf endpoint set size";
   BEAM_CHECK_EQ(sliding_held, num_sliding_held_) << "sliding blocks held";
-  BEAM_CHECK_EQ(num_loose, static_cast<int64_t>(loose_index_.size())) << "loose index size";
+  BEAM_CHECK_EQ(loose, static_cast<int64_t>(loose_index_.size())) << "loose index size";
   BEAM_CHECK_EQ(ev_full, num_evictable_full_) << "evictable full blocks";
   BEAM_CHECK_EQ(ev_sliding, num_evictable_sliding_) << "evictable sliding blocks";
   kv_.check_integrity(full_refs, sliding_refs);

@@ -148,6 +148,11 @@ void SimEngine::after_forward(const StepPlan& plan) {
 }
 
 StepPlan SimEngine::step() {
+  // The waiting queue in admission order: priority, then arrival (preempted ones keep theirs).
+  std::stable_sort(waiting_.begin(), waiting_.end(), [&](SeqId a, SeqId b) {
+    const SimRequest &x = requests_.at(a), &y = requests_.at(b);
+    return x.priority != y.priority ? x.priority > y.priority : x.arrival < y.arrival;
+  });
   std::vector<SeqState> running, waiting;
   for (SeqId id : running_) {
     const SimRequest& r = requests_.at(id);
