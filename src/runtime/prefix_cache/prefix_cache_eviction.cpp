@@ -134,14 +134,23 @@ void PrefixCache::evict_until_free(BlockCounts target_free, std::span<const Pref
       << "prefix cache cannot free " << target_free.full << " full / " << target_free.sliding
       << " sliding blocks (free " << kv_.free_blocks().full << "/" << kv_.free_blocks().sliding
       << ", evictable " << num_evictable_full_ << "/" << num_evictable_sliding_ << ")";
-  // A protected prefix that has to shrink stays protected at its new end.
+  // A protected prefix that has to shrink stays protected at its new end. The shortened leaf
+  // keeps its session's score, so it stays the victim without a new scan.
   protect_scratch_.assign(protect.begin(), protect.end());
+  PrefixNodeId victim;
   while (kv_.free_blocks().full < target_free.full) {
-    const PrefixNodeId victim = pick_leaf(/*prefer_locked=*/false, protect_scratch_);
+    if (!victim.valid()) victim = pick_leaf(/*prefer_locked=*/false, protect_scratch_);
     BEAM_CHECK(victim.valid()) << "no evictable leaf";
+    const bool was_protected =
+        std::find(protect_scratch_.begin(), protect_scratch_.end(), victim) != protect_scratch_.end();
+    const uint64_t score = eviction_score(node(victim));
     const PrefixNodeId survivor = evict_leaf(victim);
     for (PrefixNodeId& p : protect_scratch_)
       if (p == victim) p = survivor;
+    const Node& s = node(survivor);
+    const bool same = survivor != kRoot && s.endpoint && s.num_children == 0 && s.full_lock == 0 &&
+                      eviction_score(s) == score;
+    victim = same && !was_protected ? survivor : PrefixNodeId();
   }
   while (kv_.free_blocks().sliding < target_free.sliding) {
     if (!loose_index_.empty()) {

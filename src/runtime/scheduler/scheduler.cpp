@@ -20,7 +20,7 @@ int64_t StepPlan::num_tokens() const {
 Scheduler::Scheduler(const SchedulerConfig& config) : config_(config) {
   BEAM_CHECK(config.max_step_tokens > 0 && config.max_running_seqs > 0 &&
              config.max_prefill_chunk_tokens > 0 && config.num_speculative_tokens >= 0 &&
-             config.admission_headroom_blocks_per_seq >= 0)
+             config.admission_headroom_blocks_per_seq >= 0 && config.prefix_lookahead_seqs >= 0)
       << "invalid scheduler config";
 }
 
@@ -243,7 +243,7 @@ class PlanBuilder {
     // Look ahead: the cached prefixes of the next waiting sequences are what eviction should
     // keep (they are about to be used), as far as the step allows.
     if (in_.prefix == nullptr) return;
-    for (int64_t n = 0; next < order.size() && n < cfg_.max_running_seqs; ++next, ++n) {
+    for (int64_t n = 0; next < order.size() && n < cfg_.prefix_lookahead_seqs; ++next, ++n) {
       const PrefixMatch m = in_.prefix->match(order[next].tokens);
       if (m.num_tokens > 0) plan_.protect.push_back(m.endpoint);
     }

@@ -21,6 +21,9 @@ struct SchedulerConfig {
   int64_t num_speculative_tokens = 0;       // a decode computes 1 + this many tokens
   // Admission leaves this many blocks per running sequence free in each pool (decode growth).
   int64_t admission_headroom_blocks_per_seq = 1;
+  // Waiting sequences (after the admitted ones) whose cached prefixes eviction should spare;
+  // each costs a prefix-cache match (hashing its prompt) per step.
+  int64_t prefix_lookahead_seqs = 8;
 };
 
 // What the scheduler reads about one sequence. The engine owns the storage behind `tokens`.
