@@ -78,6 +78,22 @@ TEST(SchedulerTest, ChunkedPrefillSamplesOnlyAfterTheLastChunk) {
   expect_drained(e);
 }
 
+TEST(SchedulerTest, LongGenerationsKeepSlidingMemoryBounded) {
+  // Window 8, block 4: decoding 20x the window through the whole loop.
+  SimEngine e(kv_config(256, 64), sched_config(64), true);
+  for (int i = 0; i < 3; ++i) e.submit(prompt(1000 * i, 13), 160);
+  int64_t max_held_by_seqs = 0;
+  while (!e.idle()) {
+    e.step();
+    const int64_t held = e.kv().used_blocks().sliding - e.prefix()->evictable().sliding;
+    max_held_by_seqs = std::max(max_held_by_seqs, held);
+  }
+  // Per sequence: ceil(7/4) + 2 blocks (+ the prompt chunk once), never ~170/4.
+  EXPECT_LE(e.max_sliding_held_per_seq(), blocks_for_tokens(7, 4) + 2 + blocks_for_tokens(13, 4));
+  EXPECT_LE(max_held_by_seqs, 3 * (blocks_for_tokens(7, 4) + 2 + blocks_for_tokens(13, 4)));
+  expect_drained(e);
+}
+
 TEST(SchedulerTest, AdmissionCutsTheFirstChunkToTheSlidingPool) {
   // Plenty of full blocks; the sliding pool holds a's whole first chunk (10 blocks) plus 2.
   SchedulerConfig c = sched_config(64);
