@@ -111,7 +111,7 @@ void gemm_impl(ThreadPool& pool, const float* x, int64_t M, int64_t K, const W* 
     case GemmPath::kBlas:
       gemm_blas(pool, x, M, K, w, N, out, ldo);
       return;
-    case GemmPath::kAuto:
+    case GemmPath::kAuto:  // resolved above
       break;
   }
 }
