@@ -326,6 +326,7 @@ void Engine::Impl::apply_preemptions(const StepPlan& plan) {
     Sequence& s = seqs_.at(p.seq);
     running_.erase(std::find(running_.begin(), running_.end(), p.seq));
     s.phase = SeqPhase::kWaiting;
+    s.fork_parent = SeqId();  // a preempted, never-forked sibling resumes from its own prompt
     waiting_.push_back(p.seq);
     counters_.preemptions++;
   }
