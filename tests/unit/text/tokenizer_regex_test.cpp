@@ -95,5 +95,17 @@ TEST(TokenizerRegex, QwenPatternSplitsLikeHuggingFace) {
             (Strings{"Hello", " world", ",", " it", "'s", " ", "2", "0", "2", "4", "!\n\n", " ", " x"}));
 }
 
+// Split patterns of other popular byte-level BPE tokenizers translate and behave.
+TEST(TokenizerRegex, OtherModelPatternsCompile) {
+  const char* llama3 =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  EXPECT_EQ(matches(llama3, "x 12345"), (Strings{"x", " ", "123", "45"}));
+  const char* deepseek_cjk = "[\u4E00-\u9FA5\u3040-\u309F\u30A0-\u30FF]+";
+  EXPECT_EQ(matches(deepseek_cjk, "ab\xE4\xB8\xAD\xE3\x81\x82" "c"), Strings{"\xE4\xB8\xAD\xE3\x81\x82"});
+  const char* deepseek =
+      R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  EXPECT_EQ(matches(deepseek, "a.b [c] -d"), (Strings{"a", ".b", " [", "c", "]", " -", "d"}));
+}
+
 }  // namespace
 }  // namespace beam::text
