@@ -27,6 +27,7 @@ ApiExpected<bool> finish_spec(const ServedModel& model, const SamplingFields& fi
   spec->include_stop_str_in_output = fields.include_stop_str_in_output;
   spec->skip_special_tokens = fields.skip_special_tokens;
   spec->priority = fields.priority;
+  if (spec->parse_output) spec->shown_special_ids = model.template_special_ids;
   if (!spec->sampling.ignore_eos) {
     for (int32_t id : model.extra_stop_ids) {
       auto& ids = spec->sampling.stop_token_ids;

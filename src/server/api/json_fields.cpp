@@ -10,7 +10,7 @@ ApiExpected<Json> parse_json_body(std::string_view body) {
   if (body.empty()) return invalid_request("the request body is empty; expected a JSON object");
   try {
     return Json::parse(body.begin(), body.end());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e999999
     return invalid_request(std::string("the request body is not valid JSON: ") + e.what(), "",
                            "invalid_json");
   }

@@ -27,6 +27,9 @@ struct ServedModel {
   std::optional<text::ChatTemplate> chat_template;
   std::shared_ptr<const ResponseTemplate> response_template;
   std::vector<int32_t> extra_stop_ids;  // tokenizer eos ids the model config does not list
+  // Special tokens a response_template delimiter can spell (e.g. a special <think>): they stay in
+  // the text the output parser reads even though special tokens are otherwise not shown.
+  std::vector<int32_t> template_special_ids;
   int64_t vocab_size = 0;
   int64_t max_context_tokens = 0;   // prompt + output
   int64_t kv_capacity_tokens = 0;   // tokens the full-attention pool holds

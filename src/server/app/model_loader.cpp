@@ -51,6 +51,25 @@ Status load_text_side(const fs::path& dir, ServedModel* model) {
   return ok_status();
 }
 
+// Special tokens whose text a delimiter of the template matches, whole or as its beginning.
+std::vector<int32_t> delimiter_special_ids(const text::Tokenizer& tokenizer, const ResponseTemplate& tmpl) {
+  std::vector<int32_t> ids;
+  MatchScratch scratch;
+  for (const text::AddedToken& t : tokenizer.added_tokens()) {
+    if (!t.special) continue;
+    bool spelled = false;
+    for (const TemplateField& f : tmpl.fields) {
+      for (const std::optional<Delimiter>* d : {&f.open, &f.close}) {
+        if (!d->has_value() || spelled) continue;
+        auto m = (*d)->regex.search(t.content, 0, Regex::Mode::kPartial, true, &scratch);
+        spelled = m.ok() && m->outcome != Regex::Outcome::kNone && m->start == 0;
+      }
+    }
+    if (spelled) ids.push_back(t.id);
+  }
+  return ids;
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<ServedModel>> load_served_model(const ModelLoadOptions& options) {
@@ -69,6 +88,7 @@ Expected<std::unique_ptr<ServedModel>> load_served_model(const ModelLoadOptions&
                                                                     : config.max_position_embeddings;
   model->kv_capacity_tokens = model->engine->stats().full_pool.total_blocks * options.engine.block_size_tokens;
   if (model->tokenizer) {
+    model->template_special_ids = delimiter_special_ids(*model->tokenizer, *model->response_template);
     const auto& eos = config.eos_token_ids;
     std::optional<text::TokenId> tok_eos = model->tokenizer->config().eos_id;
     if (tok_eos && *tok_eos < config.vocab_size && std::find(eos.begin(), eos.end(), *tok_eos) == eos.end()) {

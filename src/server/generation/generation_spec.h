@@ -24,6 +24,7 @@ struct GenerationSpec {
   std::string tool_call_id_prefix = "call_";  // tool-call ids: prefix + index in the response
   bool detokenize = true;                // false: token ids only (/generate without a tokenizer)
   bool skip_special_tokens = true;
+  std::vector<int32_t> shown_special_ids;  // special tokens kept despite skip_special_tokens
   int32_t priority = 0;
 };
 

@@ -3,6 +3,8 @@
 // and dropped when its text starts at or after a stop string.
 #include "server/generation/sibling_decoder.h"
 
+#include <algorithm>
+
 namespace beam::server {
 namespace {
 
@@ -24,7 +26,8 @@ SiblingDecoder::SiblingDecoder(const text::Tokenizer* tokenizer, const Generatio
     : tokenizer_(tokenizer),
       spec_(spec),
       stop_matcher_(spec.stop_strings, spec.include_stop_str_in_output) {
-  if (spec_.detokenize && tokenizer_) detokenizer_.emplace(*tokenizer_, spec_.skip_special_tokens);
+  // Special tokens are filtered here (not by the detokenizer) so delimiter tokens can stay.
+  if (spec_.detokenize && tokenizer_) detokenizer_.emplace(*tokenizer_, /*skip_special=*/false);
   if (spec_.detokenize && spec_.parse_output && response_template) {
     stream_.emplace(std::move(response_template), spec_.prompt_text, stream_options(spec_));
   }
@@ -39,7 +42,7 @@ void SiblingDecoder::on_tokens(const TokenEvent& event, SiblingDelta* out) {
     p.text_start = text_bytes_;
     const bool is_stop_id = event.stop_token && k + 1 == event.tokens.size() && p.token.id == *event.stop_token;
     std::string text;
-    if (detokenizer_ && !(is_stop_id && !spec_.include_stop_str_in_output)) {
+    if (detokenizer_ && !(is_stop_id && !spec_.include_stop_str_in_output) && shows(p.token.id)) {
       // An id the tokenizer lacks (models pad their vocabulary) contributes no text.
       auto step = detokenizer_->step(std::span<const int32_t>(&p.token.id, 1));
       if (step.ok()) text = std::move(step).value();
@@ -51,6 +54,14 @@ void SiblingDecoder::on_tokens(const TokenEvent& event, SiblingDelta* out) {
     if (stop_string_) break;
   }
   release_tokens(/*all=*/false, out);
+}
+
+bool SiblingDecoder::shows(int32_t id) const {
+  if (!spec_.skip_special_tokens) return true;
+  const text::TokenPiece* piece = tokenizer_->piece(id);
+  if (!piece || !piece->special) return true;
+  const auto& keep = spec_.shown_special_ids;
+  return std::find(keep.begin(), keep.end(), id) != keep.end();
 }
 
 void SiblingDecoder::add_text(const std::string& text, SiblingDelta* out) {

@@ -66,6 +66,7 @@ class SiblingDecoder {
     size_t text_end = 0;
   };
 
+  bool shows(int32_t id) const;  // false: a special token that is not shown as text
   void add_text(const std::string& text, SiblingDelta* out);
   void release_text(const std::string& text, SiblingDelta* out);
   void release_tokens(bool all, SiblingDelta* out);

@@ -36,7 +36,7 @@ export async function startServer(extraArgs = [], { timeoutMs = 60000 } = {}) {
   const args = ['serve', '--model', path.join(repoRoot, 'models/tiny-beam'),
     '--tokenizer', path.join(repoRoot, 'tests/server/fixtures/tiny-chat'),
     '--served-model-name', 'tiny-chat', '--port', '0', '--threads', '1', '--max-model-len', '4096',
-    '--kv-budget-mb', '64', ...extraArgs];
+    '--kv-budget-mb', '64', '--block-size', '16', ...extraArgs];
   const child = spawn(findBinary(), args, { stdio: ['ignore', 'ignore', 'pipe'] });
   const log = [];
   let port = null;

@@ -3,7 +3,9 @@
 // are not shown as text; reasoning and tool calls come out of the response_template.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <random>
+#include <sstream>
 
 #include "server/generation/sibling_decoder.h"
 #include "server/parsers/builtin_templates.h"
@@ -178,6 +180,43 @@ TEST(SiblingDecoder, ToolChoiceNoneReturnsCallTextAsContent) {
   Output o = run(spec, {509}, {1}, std::nullopt, FinishReason::kLength);
   EXPECT_TRUE(o.result.parsed.tool_calls.empty());
   EXPECT_NE(o.content.find("get_weather"), std::string::npos);
+}
+
+TEST(SiblingDecoder, SpecialDelimiterTokensReachTheParser) {
+  // The fixture with <think> / </think> (505, 506) marked special, as beam-nano ships them.
+  std::ifstream in(std::string(BEAMSERVE_SOURCE_DIR) + "/tests/server/fixtures/tiny-chat/tokenizer.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  Json doc = Json::parse(text.str());
+  for (Json& t : doc["added_tokens"])
+    if (t["id"] == 505 || t["id"] == 506) t["special"] = true;
+  text::Tokenizer tok = text::Tokenizer::from_json(doc.dump(), "").value();
+  ASSERT_TRUE(tok.piece(505)->special);
+  const std::vector<int32_t> plan = tok.encode("plan", false).value();
+  const std::vector<int32_t> answer = tok.encode("answer", false).value();
+  std::vector<int32_t> ids = {505};
+  ids.insert(ids.end(), plan.begin(), plan.end());
+  ids.push_back(506);
+  ids.insert(ids.end(), answer.begin(), answer.end());
+  GenerationSpec spec;
+  spec.parse_output = true;
+  spec.prompt_text = "<|im_start|>assistant\n";
+  auto run_with = [&](std::vector<int32_t> shown) {
+    spec.shown_special_ids = std::move(shown);
+    SiblingDecoder d(&tok, spec, load_hermes_response_template().value());
+    TokenEvent ev;
+    ev.tokens = ids;
+    ev.finish = FinishReason::kLength;
+    SiblingDelta delta;
+    d.on_tokens(ev, &delta);
+    return d.finish(&ev, &delta).parsed;
+  };
+  ParsedResponse kept = run_with({505, 506});
+  EXPECT_EQ(kept.reasoning, "plan");
+  EXPECT_EQ(kept.content, "answer");
+  ParsedResponse skipped = run_with({});  // special tokens hidden: the parser never sees <think>
+  EXPECT_EQ(skipped.reasoning, "");
+  EXPECT_EQ(skipped.content, "plananswer");
 }
 
 }  // namespace
