@@ -1,4 +1,5 @@
-// KernelContext: where an op runs. CPU ops use the thread pool; CUDA ops (later) a stream and handles.
+// KernelContext: where an op runs. CPU ops use the thread pool; CUDA ops the stream, cuBLASLt
+// handle and staging memory of a CudaContext (kernels/cuda/cuda_context.h).
 #pragma once
 
 #include "core/tensor.h"
@@ -6,9 +7,12 @@
 
 namespace beam {
 
+struct CudaContext;  // defined in kernels/cuda/cuda_context.h (CUDA builds only)
+
 struct KernelContext {
   Device device = Device::kCpu;
-  ThreadPool* pool = nullptr;  // CPU: required; owned by the caller
+  ThreadPool* pool = nullptr;   // CPU: required; owned by the caller
+  CudaContext* cuda = nullptr;  // CUDA: required; owned by the caller (create_cuda_context)
   // Every output row depends only on its own inputs, whatever else is in the batch (fixed-order
   // GEMM), so a request's tokens never depend on batch composition. false lets large-M CPU GEMMs
   // take OpenBLAS's faster path, whose summation order differs from the small-M kernel's.

@@ -1,0 +1,85 @@
+// Device-neutral allocation and copies: host memory here, CUDA through kernels/cuda.
+#include "kernels/api/device_memory.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#if BEAMSERVE_CUDA
+#include "kernels/cuda/device_memory.h"
+#endif
+
+namespace beam {
+namespace {
+
+CudaContext& cuda_of(const KernelContext& ctx, const char* op) {
+  BEAM_CHECK(ctx.cuda != nullptr) << op << ": CUDA ops need KernelContext::cuda";
+  return *ctx.cuda;
+}
+
+}  // namespace
+
+TensorView DeviceBuffer::view(DType dtype, Shape shape) const {
+  BEAM_CHECK(static_cast<size_t>(shape.numel()) * dtype_size(dtype) <= nbytes_)
+      << "view " << shape.str() << " exceeds buffer of " << nbytes_ << " bytes";
+  return TensorView{data_.get(), dtype, shape, device_};
+}
+
+Expected<DeviceBuffer> allocate_buffer(const KernelContext& ctx, size_t nbytes) {
+  switch (ctx.device) {
+    case Device::kCpu: {
+      if (nbytes == 0) return DeviceBuffer(nullptr, 0, Device::kCpu);
+      void* p = std::aligned_alloc(64, (nbytes + 63) / 64 * 64);
+      if (!p) return make_error("out of host memory allocating " + std::to_string(nbytes) + " bytes");
+      return DeviceBuffer(std::shared_ptr<void>(p, &std::free), nbytes, Device::kCpu);
+    }
+    case Device::kCuda:
+#if BEAMSERVE_CUDA
+      return cuda::allocate(cuda_of(ctx, "allocate_buffer"), nbytes);
+#else
+      return make_error("CUDA memory requested but the CUDA backend is not built (configure with -DBEAMSERVE_CUDA=ON)");
+#endif
+  }
+  return make_error("unknown device");
+}
+
+void copy_tensor(const KernelContext& ctx, const TensorView& dst, const TensorView& src) {
+  BEAM_CHECK(dst.dtype == src.dtype && dst.numel() == src.numel())
+      << "copy_tensor: " << dtype_name(src.dtype) << src.shape.str() << " into "
+      << dtype_name(dst.dtype) << dst.shape.str();
+  if (dst.device == Device::kCpu && src.device == Device::kCpu) {
+    if (dst.data != src.data && src.nbytes() > 0) std::memmove(dst.data, src.data, src.nbytes());
+    return;
+  }
+#if BEAMSERVE_CUDA
+  cuda::copy(cuda_of(ctx, "copy_tensor"), dst.data, dst.device, src.data, src.device, src.nbytes());
+#else
+  BEAM_CHECK(false) << "copy_tensor: CUDA memory but the CUDA backend is not built";
+#endif
+}
+
+void synchronize(const KernelContext& ctx) {
+#if BEAMSERVE_CUDA
+  if (ctx.device == Device::kCuda) cuda::synchronize(cuda_of(ctx, "synchronize"));
+#endif
+}
+
+void begin_step(const KernelContext& ctx) {
+#if BEAMSERVE_CUDA
+  if (ctx.device == Device::kCuda) cuda_of(ctx, "begin_step").staging.reset();
+#endif
+}
+
+#if !BEAMSERVE_CUDA
+Expected<std::shared_ptr<CudaContext>> create_cuda_context(int) {
+  return make_error("this beamserve was built without the CUDA backend (configure with -DBEAMSERVE_CUDA=ON)");
+}
+#endif
+
+std::string describe_device(const KernelContext& ctx) {
+#if BEAMSERVE_CUDA
+  if (ctx.device == Device::kCuda) return cuda::describe(cuda_of(ctx, "describe_device"));
+#endif
+  return "CPU";
+}
+
+}  // namespace beam
