@@ -1,0 +1,86 @@
+// Helpers for the CUDA kernel tests: a fixture that owns a CUDA context (and skips, saying why,
+// on machines without a GPU or builds without the backend), host <-> device tensor copies, and a
+// relative-error comparison against the CPU reference op.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+
+#include "../kernels/kernel_test_util.h"
+#include "kernels/api/device_memory.h"
+
+namespace beam::test {
+
+class CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto created = create_cuda_context(0);
+    if (!created.ok()) GTEST_SKIP() << "no CUDA: " << created.error().message;
+    cuda_ = std::move(created.value());
+    gpu.device = Device::kCuda;
+    gpu.cuda = cuda_.get();
+  }
+
+  // A device copy of a host tensor (kept alive by the fixture).
+  TensorView upload(const TensorView& host) {
+    DeviceBuffer b = must(allocate_buffer(gpu, host.nbytes()));
+    TensorView d = b.view(host.dtype, host.shape);
+    copy_tensor(gpu, d, host);
+    owned_.push_back(b);
+    return d;
+  }
+  TensorView upload(const HostTensor& host) { return upload(host.view); }
+  // An uninitialised device tensor, filled with NaN bytes so unwritten outputs are caught.
+  TensorView device_tensor(DType dtype, Shape shape) {
+    HostTensor nan(dtype, shape);
+    std::memset(nan.view.data, 0xff, nan.view.nbytes());
+    return upload(nan.view);
+  }
+  HostTensor download(const TensorView& dev) {
+    HostTensor h(dev.dtype, dev.shape);
+    copy_tensor(gpu, h.view, dev);
+    return h;
+  }
+
+  template <typename T>
+  static T must(Expected<T> e) {
+    if (!e.ok()) ADD_FAILURE() << e.error().message;
+    return std::move(e.value());
+  }
+
+  KernelContext gpu;
+  Contexts cpu;
+
+ private:
+  std::shared_ptr<CudaContext> cuda_;
+  std::vector<DeviceBuffer> owned_;
+};
+
+// max |a - b| / max(max |b|, tiny) over all elements of two host tensors (bf16 or f32), and the
+// count of elements more than `ulps` bf16 ulps apart.
+struct Diff {
+  double rel = 0;
+  int64_t far = 0;
+  int64_t worst = -1;
+};
+inline Diff compare(const TensorView& got, const TensorView& want, int ulps = 1) {
+  Diff d;
+  double max_ref = 1e-30, max_err = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) max_ref = std::max(max_ref, double(std::fabs(value_at(want, i))));
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const float g = value_at(got, i), w = value_at(want, i);
+    const double e = std::isnan(g) != std::isnan(w) ? INFINITY : std::fabs(double(g) - w);
+    if (e > max_err) {
+      max_err = e;
+      d.worst = i;
+    }
+    if (bf16_ulps(g, w) > ulps || std::isnan(g) != std::isnan(w)) ++d.far;
+  }
+  d.rel = max_err / max_ref;
+  return d;
+}
+
+}  // namespace beam::test
