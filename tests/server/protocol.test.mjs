@@ -132,6 +132,21 @@ test('body size limit answers 413 in the endpoint\'s shape', async () => {
   }
 });
 
+test('Expect: 100-continue gets a 100 before the body is sent', async () => {
+  const body = JSON.stringify({ prompt: 'Hello' });
+  const s = net.connect(server.port, '127.0.0.1');
+  await new Promise((r) => s.on('connect', r));
+  let data = '';
+  s.on('data', (d) => { data += d; });
+  s.write(`POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: ${body.length}\r\n\r\n`);
+  for (let i = 0; i < 200 && !data.includes('\r\n\r\n'); i++) await new Promise((r) => setTimeout(r, 5));
+  assert.match(data, /^HTTP\/1\.1 100 Continue\r\n\r\n$/);
+  s.write(body);
+  for (let i = 0; i < 200 && !data.includes('"tokens"'); i++) await new Promise((r) => setTimeout(r, 5));
+  s.destroy();
+  assert.match(data, /HTTP\/1\.1 200 OK/);
+});
+
 test('garbage never crashes the server', async () => {
   const bodies = ['null', '1e999999', '"x"', '{"messages": null}', '{"messages": [null]}', '{"messages": [[]]}',
     '{"messages": [{"role": null}]}', '{"messages": [{"role": "user", "content": [1]}]}',

@@ -9,6 +9,7 @@ ApiExpected<RenderedPrompt> prepare(const EndpointEnv& env, const std::shared_pt
                                     MessagesRequest* req, GenerationSpec* spec) {
   const ServedModel& model = *env.model;
   API_ASSIGN_OR_RETURN(Json body, parse_json_body(exchange->request().body));
+  apply_sampling_defaults(model, &body);
   API_ASSIGN_OR_RETURN(*req, parse_messages_request(body, count_only));
   API_ASSIGN_OR_RETURN(bool ok, check_model_name(model, req->model));
   API_ASSIGN_OR_RETURN(ok, require_chat_template(model));

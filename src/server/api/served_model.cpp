@@ -3,6 +3,13 @@
 
 namespace beam::server {
 
+void apply_sampling_defaults(const ServedModel& model, Json* body) {
+  if (!body->is_object()) return;
+  for (const auto& [key, value] : model.sampling_defaults.items()) {
+    if (!body->contains(key) || (*body)[key].is_null()) (*body)[key] = value;
+  }
+}
+
 ApiExpected<bool> check_model_name(const ServedModel& model, const std::string& requested) {
   if (requested.empty() || requested == model.name) return true;
   return api_error(ErrorKind::kNotFound,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/engine.h"
+#include "server/api/json_fields.h"
 #include "server/api/api_error.h"
 #include "server/parsers/response_template.h"
 #include "text/chat_template.h"
@@ -30,10 +31,16 @@ struct ServedModel {
   // Special tokens a response_template delimiter can spell (e.g. a special <think>): they stay in
   // the text the output parser reads even though special tokens are otherwise not shown.
   std::vector<int32_t> template_special_ids;
+  // Sampling defaults from generation_config.json (temperature, top_p, top_k, min_p,
+  // repetition_penalty), used for fields a request leaves out, as vLLM does.
+  Json sampling_defaults = Json::object();
   int64_t vocab_size = 0;
   int64_t max_context_tokens = 0;   // prompt + output
   int64_t kv_capacity_tokens = 0;   // tokens the full-attention pool holds
 };
+
+// Adds the model's sampling defaults to a request body for the fields it does not set.
+void apply_sampling_defaults(const ServedModel& model, Json* body);
 
 // 404 unless `requested` is empty or the served name.
 ApiExpected<bool> check_model_name(const ServedModel& model, const std::string& requested);

@@ -51,6 +51,33 @@ Status load_text_side(const fs::path& dir, ServedModel* model) {
   return ok_status();
 }
 
+// generation_config.json's sampling fields, checked like a request's.
+Expected<Json> load_sampling_defaults(const fs::path& dir, int64_t vocab_size) {
+  Json defaults = Json::object();
+  std::ifstream in(dir / "generation_config.json");
+  if (!in) return defaults;
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string source = (dir / "generation_config.json").string();
+  Json config = Json::parse(text.str(), nullptr, false);
+  if (!config.is_object()) return make_error(source + ": not a JSON object");
+  // do_sample false means greedy decoding by default.
+  if (config.contains("do_sample") && config["do_sample"] == false) defaults["temperature"] = 0.0;
+  for (const char* key : {"temperature", "top_p", "top_k", "min_p", "repetition_penalty"}) {
+    if (config.contains(key) && config[key].is_number() && !defaults.contains(key)) defaults[key] = config[key];
+  }
+  SamplingParams p;
+  FieldReader r(defaults, "");
+  r.read("temperature", &p.temperature);
+  r.read("top_p", &p.top_p);
+  r.read("top_k", &p.top_k);
+  r.read("min_p", &p.min_p);
+  r.read("repetition_penalty", &p.repetition_penalty);
+  if (r.failed()) return make_error(source + ": " + r.error().message);
+  if (Status st = p.validate(vocab_size); !st.ok()) return make_error(source + ": " + st.error().message);
+  return defaults;
+}
+
 // Special tokens whose text a delimiter of the template matches, whole or as its beginning.
 std::vector<int32_t> delimiter_special_ids(const text::Tokenizer& tokenizer, const ResponseTemplate& tmpl) {
   std::vector<int32_t> ids;
@@ -84,6 +111,7 @@ Expected<std::unique_ptr<ServedModel>> load_served_model(const ModelLoadOptions&
   BEAM_RETURN_IF_ERROR(load_text_side(options.tokenizer_dir.empty() ? options.model_dir : options.tokenizer_dir, model.get()));
   BEAM_ASSIGN_OR_RETURN(model->engine, Engine::create(std::move(weights), options.engine));
   model->vocab_size = config.vocab_size;
+  BEAM_ASSIGN_OR_RETURN(model->sampling_defaults, load_sampling_defaults(options.model_dir, config.vocab_size));
   model->max_context_tokens = options.engine.max_context_tokens > 0 ? options.engine.max_context_tokens
                                                                     : config.max_position_embeddings;
   model->kv_capacity_tokens = model->engine->stats().full_pool.total_blocks * options.engine.block_size_tokens;

@@ -109,6 +109,27 @@ class Connection : public std::enable_shared_from_this<Connection> {
     timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
       if (!ec) self->close();
     });
+    beast::http::async_read_header(socket_, buffer_, *parser_,
+                                   asio::bind_executor(strand_, [self = shared_from_this()](beast::error_code ec, size_t) {
+                                     self->on_header(ec);
+                                   }));
+  }
+
+  // Clients that send "Expect: 100-continue" (curl does above 1 KiB) wait for this before the body.
+  void on_header(beast::error_code ec) {
+    if (ec || parser_->is_done()) return on_read(ec);
+    auto expect = parser_->get().find(beast::http::field::expect);
+    const bool wants_continue = expect != parser_->get().end() && beast::iequals(expect->value(), "100-continue");
+    if (!wants_continue) return read_body();
+    static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    asio::async_write(socket_, asio::buffer(kContinue.data(), kContinue.size()),
+                      asio::bind_executor(strand_, [self = shared_from_this()](beast::error_code wec, size_t) {
+                        if (wec) return self->on_read(wec);
+                        self->read_body();
+                      }));
+  }
+
+  void read_body() {
     beast::http::async_read(socket_, buffer_, *parser_,
                             asio::bind_executor(strand_, [self = shared_from_this()](beast::error_code ec, size_t) {
                               self->on_read(ec);

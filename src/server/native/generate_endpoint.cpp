@@ -100,6 +100,7 @@ class GenerateObserver : public GenerationObserver {
 ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
   const ServedModel& model = *env.model;
   API_ASSIGN_OR_RETURN(Json body, parse_json_body(exchange->request().body));
+  apply_sampling_defaults(model, &body);
   if (!body.is_object()) return invalid_request("the request body must be a JSON object");
   FieldReader r(body, "");
   std::string requested;

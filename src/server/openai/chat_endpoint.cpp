@@ -10,6 +10,7 @@ namespace {
 ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
   const ServedModel& model = *env.model;
   API_ASSIGN_OR_RETURN(Json body, parse_json_body(exchange->request().body));
+  apply_sampling_defaults(model, &body);
   API_ASSIGN_OR_RETURN(ChatRequest req, parse_chat_request(body));
   API_ASSIGN_OR_RETURN(bool known, check_model_name(model, req.model));
   API_ASSIGN_OR_RETURN(known, require_chat_template(model));

@@ -7,6 +7,7 @@ namespace {
 ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
   const ServedModel& model = *env.model;
   API_ASSIGN_OR_RETURN(Json body, parse_json_body(exchange->request().body));
+  apply_sampling_defaults(model, &body);
   API_ASSIGN_OR_RETURN(ResponsesRequest req, parse_responses_request(body));
   API_ASSIGN_OR_RETURN(bool ok, check_model_name(model, req.model));
   API_ASSIGN_OR_RETURN(ok, require_chat_template(model));
