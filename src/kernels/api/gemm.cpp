@@ -3,6 +3,9 @@
 
 #include "kernels/api/checks.h"
 #include "kernels/cpu/gemm.h"
+#if BEAMSERVE_CUDA
+#include "kernels/cuda/gemm.h"
+#endif
 
 namespace beam {
 
@@ -23,7 +26,12 @@ void linear(const KernelContext& ctx, const TensorView& x, const TensorView& w,
                   ctx.batch_invariant ? cpu::GemmPath::kTiles : cpu::GemmPath::kAuto);
       return;
     case Device::kCuda:
+#if BEAMSERVE_CUDA
+      cuda::linear(*ctx.cuda, x, w, out);
+      return;
+#else
       kernel_checks::cuda_backend_not_built(op);
+#endif
   }
 }
 

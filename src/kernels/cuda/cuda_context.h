@@ -8,6 +8,8 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/gemm_plans.h"
+
 namespace beam {
 
 // Copies small host arrays (block tables, sequence descriptors) to the device through pinned
@@ -47,6 +49,7 @@ struct CudaContext {
   void* lt_workspace = nullptr;  // for cublasLtMatmul
   size_t lt_workspace_bytes = 0;
   StagingArena staging;
+  LinearCache linear;  // linear(): cuBLASLt plans per shape and the router's fp32 x scratch
 
   CudaContext() = default;
   CudaContext(const CudaContext&) = delete;

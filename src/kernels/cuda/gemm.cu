@@ -1,0 +1,166 @@
+// CUDA linear() on cuBLASLt. Row-major out[M, N] = x[M, K] · w[N, K]ᵀ is the column-major
+// outᵀ[N, M] = op(w)[N, K] · xᵀ[K, M] with w read as a K x N column-major matrix (op = T) and x as
+// K x M (op = N), i.e. a "TN" GEMM with m = N, n = M, k = K. Plans are cached per shape in
+// CudaContext::linear, so a decode step never re-runs the heuristic.
+#include "kernels/cuda/gemm.h"
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+
+#include "core/bf16.h"
+#include "kernels/cuda/check.h"
+
+namespace beam {
+
+LinearPlan::~LinearPlan() {
+  if (c) cublasLtMatrixLayoutDestroy(c);
+  if (b) cublasLtMatrixLayoutDestroy(b);
+  if (a) cublasLtMatrixLayoutDestroy(a);
+  if (desc) cublasLtMatmulDescDestroy(desc);
+}
+
+LinearCache::~LinearCache() {
+  if (x_f32) cudaFree(x_f32);
+}
+
+namespace cuda {
+namespace {
+
+// Exact bf16 -> fp32 widening of n elements.
+__global__ void widen_bf16_kernel(const __nv_bfloat16* __restrict__ src, float* __restrict__ dst,
+                                  int64_t n) {
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride)
+    dst[i] = __bfloat162float(src[i]);
+}
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::kBF16:
+      return CUDA_R_16BF;
+    case DType::kF32:
+      return CUDA_R_32F;
+    case DType::kF16:
+      return CUDA_R_16F;
+    case DType::kI32:
+    case DType::kI64:
+    case DType::kU8:
+      break;
+  }
+  BEAM_CHECK(false) << "linear: no cuBLASLt type for " << dtype_name(t);
+  return CUDA_R_32F;
+}
+
+// Largest power of two <= 256 dividing the address.
+int32_t alignment(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  int32_t align = 1;
+  while (align < 256 && a % (2 * align) == 0) align *= 2;
+  return align;
+}
+
+void set_min_alignment(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr,
+                       int32_t bytes) {
+  const uint32_t v = static_cast<uint32_t>(bytes);
+  CUBLAS_OK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &v, sizeof(v)));
+}
+
+// Builds the descriptors of a TN GEMM (see the file comment) and asks the heuristic once.
+std::unique_ptr<LinearPlan> make_plan(CudaContext& ctx, const LinearPlanKey& key) {
+  auto plan = std::make_unique<LinearPlan>();
+  const auto ab = static_cast<cudaDataType_t>(key.ab_type);
+  const auto out = static_cast<cudaDataType_t>(key.out_type);
+  // Plain CUBLAS_COMPUTE_32F: fp32 accumulation; fp32 operands stay fp32 (no TF32).
+  CUBLAS_OK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
+  CUBLAS_OK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t,
+                                           sizeof(op_t)));
+  CUBLAS_OK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n,
+                                           sizeof(op_n)));
+  CUBLAS_OK(cublasLtMatrixLayoutCreate(&plan->a, ab, key.k, key.n, key.k));    // w: K x N
+  CUBLAS_OK(cublasLtMatrixLayoutCreate(&plan->b, ab, key.k, key.m, key.k));    // x: K x M
+  CUBLAS_OK(cublasLtMatrixLayoutCreate(&plan->c, out, key.n, key.m, key.n));  // out: N x M
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  CUBLAS_OK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = ctx.lt_workspace_bytes;
+  CUBLAS_OK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                 &ws, sizeof(ws)));
+  set_min_alignment(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_w);
+  set_min_alignment(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_x);
+  set_min_alignment(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_out);
+  set_min_alignment(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_out);
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, plan->desc, plan->a, plan->b,
+                                                           plan->c, plan->c, pref, 1, &result,
+                                                           &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  BEAM_CHECK(st == CUBLAS_STATUS_SUCCESS && found > 0)
+      << "linear: cuBLASLt has no algorithm for M " << key.m << " N " << key.n << " K " << key.k
+      << " (A/B type " << key.ab_type << ", out type " << key.out_type << ", status "
+      << static_cast<int>(st) << ")";
+  plan->algo = result.algo;
+  return plan;
+}
+
+const LinearPlan& find_plan(CudaContext& ctx, const LinearPlanKey& key) {
+  auto it = ctx.linear.plans.find(key);
+  if (it == ctx.linear.plans.end()) it = ctx.linear.plans.emplace(key, make_plan(ctx, key)).first;
+  return *it->second;
+}
+
+// x widened to fp32 in the context's scratch (grown stream-ordered, so no synchronization).
+const float* widen_x(CudaContext& ctx, const TensorView& x) {
+  const size_t n = static_cast<size_t>(x.numel());
+  LinearCache& cache = ctx.linear;
+  if (cache.x_f32_floats < n) {
+    if (cache.x_f32) CUDA_OK(cudaFreeAsync(cache.x_f32, ctx.stream));
+    cache.x_f32 = nullptr;
+    CUDA_OK(cudaMallocAsync(reinterpret_cast<void**>(&cache.x_f32), n * sizeof(float), ctx.stream));
+    cache.x_f32_floats = n;
+  }
+  constexpr int kThreads = 256;
+  const int64_t blocks = std::min<int64_t>((x.numel() + kThreads - 1) / kThreads, 4096);
+  widen_bf16_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, ctx.stream>>>(
+      static_cast<const __nv_bfloat16*>(x.data), cache.x_f32, x.numel());
+  CUDA_LAUNCH_OK();
+  return cache.x_f32;
+}
+
+}  // namespace
+
+void linear(CudaContext& ctx, const TensorView& x, const TensorView& w, const TensorView& out) {
+  const int64_t M = x.dim(0), K = x.dim(1), N = w.dim(0);
+  if (M == 0 || N == 0) return;
+  const bool bf16_gemm = x.dtype == DType::kBF16 && w.dtype == DType::kBF16;
+  const bool f32_gemm = w.dtype == DType::kF32 && out.dtype == DType::kF32;
+  BEAM_CHECK(bf16_gemm || f32_gemm)
+      << "linear: CUDA supports (x, w, out) = (bf16, bf16, bf16|f32) or (bf16|f32, f32, f32), got ("
+      << dtype_name(x.dtype) << ", " << dtype_name(w.dtype) << ", " << dtype_name(out.dtype) << ")";
+  if (K == 0) {  // the empty sum is 0 (cuBLASLt rejects k = 0)
+    CUDA_OK(cudaMemsetAsync(out.data, 0, out.nbytes(), ctx.stream));
+    return;
+  }
+  const void* x_data = x.data;
+  if (f32_gemm && x.dtype == DType::kBF16) x_data = widen_x(ctx, x);
+
+  LinearPlanKey key;
+  key.m = M;
+  key.n = N;
+  key.k = K;
+  key.ab_type = cuda_type(w.dtype);
+  key.out_type = cuda_type(out.dtype);
+  key.align_x = alignment(x_data);
+  key.align_w = alignment(w.data);
+  key.align_out = alignment(out.data);
+  const LinearPlan& plan = find_plan(ctx, key);
+  const float alpha = 1.0f, beta = 0.0f;
+  CUBLAS_OK(cublasLtMatmul(ctx.lt, plan.desc, &alpha, w.data, plan.a, x_data, plan.b, &beta,
+                           out.data, plan.c, out.data, plan.c, &plan.algo, ctx.lt_workspace,
+                           ctx.lt_workspace_bytes, ctx.stream));
+}
+
+}  // namespace cuda
+}  // namespace beam

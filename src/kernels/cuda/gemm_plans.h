@@ -1,0 +1,56 @@
+// Per-context state of the CUDA linear() (kernels/cuda/gemm.cu): cuBLASLt matmul plans cached per
+// shape, dtypes and operand alignment, and the fp32 copy of a bf16 x for the fp32 router GEMM.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+
+#include <cublasLt.h>
+
+namespace beam {
+
+// What a cuBLASLt plan depends on: the problem, the operand types, and each pointer's alignment
+// (the heuristic may pick kernels that need 16-byte or wider alignment).
+struct LinearPlanKey {
+  int64_t m = 0, n = 0, k = 0;
+  int32_t ab_type = 0, out_type = 0;  // cudaDataType of A/B (x and w) and of C/D (out)
+  int32_t align_x = 0, align_w = 0, align_out = 0;  // bytes, a power of two <= 256
+  bool operator==(const LinearPlanKey&) const = default;
+};
+
+struct LinearPlanKeyHash {
+  size_t operator()(const LinearPlanKey& k) const {
+    size_t h = 0;
+    for (int64_t v : {k.m, k.n, k.k, int64_t{k.ab_type}, int64_t{k.out_type}, int64_t{k.align_x},
+                      int64_t{k.align_w}, int64_t{k.align_out}})
+      h = h * 1000003u ^ std::hash<int64_t>{}(v);
+    return h;
+  }
+};
+
+// One cached cuBLASLt matmul: descriptors and the heuristic's algorithm. Owns the descriptors.
+struct LinearPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+
+  LinearPlan() = default;
+  LinearPlan(const LinearPlan&) = delete;
+  LinearPlan& operator=(const LinearPlan&) = delete;
+  ~LinearPlan();
+};
+
+struct LinearCache {
+  std::unordered_map<LinearPlanKey, std::unique_ptr<LinearPlan>, LinearPlanKeyHash> plans;
+  float* x_f32 = nullptr;  // stream-ordered scratch (cudaMallocAsync), grows to the largest x seen
+  size_t x_f32_floats = 0;
+
+  LinearCache() = default;
+  LinearCache(const LinearCache&) = delete;
+  LinearCache& operator=(const LinearCache&) = delete;
+  ~LinearCache();
+};
+
+}  // namespace beam
