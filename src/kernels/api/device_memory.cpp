@@ -75,6 +75,17 @@ Expected<std::shared_ptr<CudaContext>> create_cuda_context(int) {
 }
 #endif
 
+DeviceMemoryInfo device_memory_info(const KernelContext& ctx) {
+#if BEAMSERVE_CUDA
+  if (ctx.device == Device::kCuda) {
+    size_t free_bytes = 0, total_bytes = 0;
+    cuda::memory_info(cuda_of(ctx, "device_memory_info"), &free_bytes, &total_bytes);
+    return {static_cast<int64_t>(free_bytes), static_cast<int64_t>(total_bytes)};
+  }
+#endif
+  return {};
+}
+
 std::string describe_device(const KernelContext& ctx) {
 #if BEAMSERVE_CUDA
   if (ctx.device == Device::kCuda) return cuda::describe(cuda_of(ctx, "describe_device"));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "core/status.h"
@@ -48,6 +49,13 @@ void begin_step(const KernelContext& ctx);
 // A CUDA stream, cuBLASLt handle and workspace, and staging memory on GPU `device_index`;
 // KernelContext::cuda points at it. An error in builds without the CUDA backend or without a GPU.
 Expected<std::shared_ptr<CudaContext>> create_cuda_context(int device_index);
+
+// Free and total bytes of ctx's device memory (cudaMemGetInfo); zeros for Device::kCpu.
+struct DeviceMemoryInfo {
+  int64_t free_bytes = 0;
+  int64_t total_bytes = 0;
+};
+DeviceMemoryInfo device_memory_info(const KernelContext& ctx);
 
 // "NVIDIA H200, 139.8 GiB free of 139.8 GiB" for logs; "CPU" for Device::kCpu.
 std::string describe_device(const KernelContext& ctx);

@@ -34,6 +34,11 @@ void copy(CudaContext& ctx, void* dst, Device dst_device, const void* src, Devic
 
 void synchronize(CudaContext& ctx) { CUDA_OK(cudaStreamSynchronize(ctx.stream)); }
 
+void memory_info(CudaContext& ctx, size_t* free_bytes, size_t* total_bytes) {
+  CUDA_OK(cudaSetDevice(ctx.device));
+  CUDA_OK(cudaMemGetInfo(free_bytes, total_bytes));
+}
+
 std::string describe(CudaContext& ctx) {
   size_t free_bytes = 0, total = 0;
   CUDA_OK(cudaMemGetInfo(&free_bytes, &total));

@@ -14,6 +14,7 @@ Expected<DeviceBuffer> allocate(CudaContext& ctx, size_t nbytes);
 void copy(CudaContext& ctx, void* dst, Device dst_device, const void* src, Device src_device,
           size_t nbytes);
 void synchronize(CudaContext& ctx);
+void memory_info(CudaContext& ctx, size_t* free_bytes, size_t* total_bytes);
 std::string describe(CudaContext& ctx);
 
 }  // namespace beam::cuda

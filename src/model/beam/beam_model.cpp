@@ -1,14 +1,14 @@
 // BeamModel::forward — BEAM.md §3 layer by layer. Every rounding point lives in the kernels; this
-// file only sequences them and builds the batch metadata (positions, KV slots, block tables).
+// file only sequences them and builds the batch metadata (positions, KV slots, block tables), which
+// the workspace copies to the model's device; only the logits (and captured routing) come back.
 #include "model/beam/beam_model.h"
 
 #include <cmath>
-#include <cstring>
 #include <string>
 
-#include "core/bf16.h"
 #include "kernels/api/activation.h"
 #include "kernels/api/attention.h"
+#include "kernels/api/device_memory.h"
 #include "kernels/api/gemm.h"
 #include "kernels/api/moe.h"
 #include "kernels/api/norm.h"
@@ -49,7 +49,10 @@ Status check_table(const std::string& pool, size_t seq_index, std::span<const in
 }  // namespace
 
 BeamModel::BeamModel(std::shared_ptr<const BeamWeights> weights, KernelContext ctx)
-    : weights_(std::move(weights)), ctx_(ctx) {}
+    : weights_(std::move(weights)), ctx_(ctx) {
+  BEAM_CHECK(weights_ != nullptr && weights_->embed.device == ctx_.device)
+      << "BeamModel: weights must live on the context's device (model/device_weights.h)";
+}
 
 Status BeamModel::validate(const ForwardBatch& batch, const KvLayers& kv) const {
   const BeamConfig& cfg = config();
@@ -57,6 +60,9 @@ Status BeamModel::validate(const ForwardBatch& batch, const KvLayers& kv) const 
     return make_error("KV cache has " + std::to_string(kv.layers.size()) + " layers, model has " +
                       std::to_string(cfg.num_layers));
   if (batch.seqs.empty()) return make_error("empty batch");
+  for (const PagedKv& layer : kv.layers)
+    if (layer.k.device != ctx_.device || layer.v.device != ctx_.device)
+      return make_error("KV cache memory is not on the model's device");
   int64_t bs = kv.layers[0].block_size;
   int64_t full_blocks = -1, sliding_blocks = -1;
   for (int64_t l = 0; l < cfg.num_layers; ++l) {
@@ -105,7 +111,7 @@ void BeamModel::prepare_step(const ForwardBatch& batch, int64_t block_size) {
       w.positions.push_back(s.kv_pos0 + j);
       w.full_slots.push_back(slot(s.full_blocks, j));
       w.sliding_slots.push_back(slot(s.sliding_blocks, j));
-      if (s.all_logits || i == n - 1) w.logit_rows.push_back(begin + i);
+      if (s.all_logits || i == n - 1) w.logit_rows.push_back(static_cast<int32_t>(begin + i));
     }
     AttentionSeq a{begin, n, s.kv_pos0 + s.num_cached, s.kv_pos0, s.num_cached + n, s.full_blocks};
     w.full_seqs.push_back(a);
@@ -117,26 +123,27 @@ void BeamModel::prepare_step(const ForwardBatch& batch, int64_t block_size) {
 Status BeamModel::forward(const ForwardBatch& batch, const KvLayers& kv, ForwardOutput& out) {
   BEAM_RETURN_IF_ERROR(validate(batch, kv));
   const BeamConfig& cfg = config();
+  begin_step(ctx_);
   prepare_step(batch, kv.layers[0].block_size);
-  int64_t T = static_cast<int64_t>(ws_.token_ids.size());
-  int64_t H = cfg.hidden_size;
+  BEAM_RETURN_IF_ERROR(ws_.prepare(ctx_, cfg, batch.capture_routing));
+  const int64_t T = ws_.num_tokens(), H = cfg.hidden_size;
 
   TensorView residual = ws_.residual.view(DType::kBF16, {T, H});
   embedding(ctx_, weights_->embed, ws_.ids_view(), residual);
 
-  out.routed_experts.clear();
   int64_t sparse_index = 0;
   for (int64_t l = 0; l < cfg.num_layers; ++l) {
     attention_block(l, kv, T);
-    bool sparse = cfg.mlp_layer_types[l] == MlpKind::kSparse;
     mlp_block(l, T, sparse_index, batch.capture_routing);
-    if (sparse && batch.capture_routing) {
-      const int32_t* ids = ws_.expert_ids.view(DType::kI32, {T, cfg.num_experts_per_tok}).as<int32_t>();
-      out.routed_experts.insert(out.routed_experts.end(), ids, ids + T * cfg.num_experts_per_tok);
-    }
-    if (sparse) ++sparse_index;
+    if (cfg.mlp_layer_types[l] == MlpKind::kSparse) ++sparse_index;
   }
-  compute_logits(batch, T, out);
+  compute_logits(batch, T, out);  // synchronizes: the logits are copied to the host
+  out.routed_experts.clear();
+  if (batch.capture_routing) {
+    out.routed_experts.resize(static_cast<size_t>(sparse_index * T * cfg.num_experts_per_tok));
+    TensorView routed = ws_.routed_experts.view(DType::kI32, {sparse_index, T, cfg.num_experts_per_tok});
+    copy_tensor(ctx_, TensorView{out.routed_experts.data(), DType::kI32, routed.shape, Device::kCpu}, routed);
+  }
   return ok_status();
 }
 
@@ -204,7 +211,11 @@ void BeamModel::mlp_block(int64_t l, int64_t T, int64_t sparse_index, bool captu
     case MlpKind::kSparse: {
       const int64_t E = cfg.num_experts, K = cfg.num_experts_per_tok;
       TensorView logits = ws_.router_logits.view(DType::kF32, {T, E});
-      TensorView ids = ws_.expert_ids.view(DType::kI32, {T, K});
+      // With capture, each sparse layer routes straight into its slice of the capture buffer.
+      TensorView ids = capture ? ws_.routed_experts.view(DType::kI32, {sparse_index + 1, T, K})
+                                     .rows(sparse_index, 1)
+                                     .reshape({T, K})
+                               : ws_.expert_ids.view(DType::kI32, {T, K});
       TensorView weights = ws_.expert_weights.view(DType::kF32, {T, K});
       linear(ctx_, x, lw.moe.router, logits);
       RouterParams rp{cfg.num_groups, cfg.topk_groups, K, cfg.norm_topk_prob, cfg.routed_scaling_factor};
@@ -220,19 +231,19 @@ void BeamModel::mlp_block(int64_t l, int64_t T, int64_t sparse_index, bool captu
 void BeamModel::compute_logits(const ForwardBatch& batch, int64_t T, ForwardOutput& out) {
   const BeamConfig& cfg = config();
   const int64_t H = cfg.hidden_size, V = cfg.vocab_size;
-  const int64_t R = static_cast<int64_t>(ws_.logit_rows.size());
+  const int64_t R = ws_.num_logit_rows();
   TensorView residual = ws_.residual.view(DType::kBF16, {T, H});
+  // The rows that need logits, gathered on the device (the embedding op is a row gather).
   TensorView hidden = ws_.final_hidden.view(DType::kBF16, {R, H});
-  for (int64_t r = 0; r < R; ++r) {
-    std::memcpy(hidden.rows(r, 1).data, residual.rows(ws_.logit_rows[r], 1).data, H * sizeof(bf16));
-  }
+  embedding(ctx_, residual, ws_.logit_rows_view(), hidden);
   rms_norm(ctx_, hidden, weights_->final_norm, cfg.rms_norm_eps, hidden);
   TensorView z = ws_.lm_out.view(DType::kBF16, {R, V});
   linear(ctx_, hidden, weights_->lm_head, z);
+  TensorView logits = ws_.logits.view(DType::kF32, {R, V});
+  softcap(ctx_, z, cfg.final_logit_softcapping.value_or(0.0f), logits);
   out.vocab_size = V;
   out.logits.resize(static_cast<size_t>(R * V));
-  TensorView logits{out.logits.data(), DType::kF32, {R, V}};
-  softcap(ctx_, z, cfg.final_logit_softcapping.value_or(0.0f), logits);
+  copy_tensor(ctx_, TensorView{out.logits.data(), DType::kF32, {R, V}, Device::kCpu}, logits);
 
   out.row_seq.clear();
   out.row_position.clear();

@@ -12,13 +12,16 @@
 
 namespace beam {
 
-// Owned by one thread (the engine's); forward() reuses its workspace between calls.
+// Owned by one thread (the engine's); forward() reuses its workspace between calls. Weights, KV
+// memory and activations live on ctx's device; forward() returns when the logits are on the host.
 class BeamModel {
  public:
+  // weights must be on ctx.device (upload_weights in model/device_weights.h).
   BeamModel(std::shared_ptr<const BeamWeights> weights, KernelContext ctx);
 
   const BeamConfig& config() const { return weights_->config; }
   const BeamWeights& weights() const { return *weights_; }
+  const KernelContext& context() const { return ctx_; }
 
   // Validates the batch (token ids in range, block tables long enough, positions ≥ 0), writes the
   // new tokens' K/V into kv and fills out with the soft-capped logits of the requested rows.

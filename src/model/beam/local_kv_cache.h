@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/status.h"
 #include "core/tensor.h"
+#include "kernels/api/device_memory.h"
 #include "model/config.h"
 #include "model/forward_batch.h"
 
@@ -15,7 +17,11 @@ namespace beam {
 // Owned by one thread.
 class LocalKvCache {
  public:
-  // Room for num_seqs sequences of up to max_tokens KV slots each.
+  // Room for num_seqs sequences of up to max_tokens KV slots each, on ctx's device; an error when
+  // the device is out of memory.
+  static Expected<LocalKvCache> create(const KernelContext& ctx, const BeamConfig& config,
+                                       int64_t num_seqs, int64_t max_tokens, int64_t block_size = 16);
+  // The same in host memory (aborts when the host is out of memory).
   LocalKvCache(const BeamConfig& config, int64_t num_seqs, int64_t max_tokens, int64_t block_size = 16);
 
   const KvLayers& layers() const { return layers_; }
@@ -24,10 +30,13 @@ class LocalKvCache {
   std::span<const int32_t> block_table(int64_t s) const;
 
  private:
+  LocalKvCache(int64_t num_seqs, int64_t max_tokens, int64_t block_size);
+  Status allocate(const KernelContext& ctx, const BeamConfig& config);
+
   int64_t block_size_;
   int64_t blocks_per_seq_;
-  std::vector<HostTensor> storage_;  // per layer: k then v
-  std::vector<int32_t> tables_;      // [num_seqs * blocks_per_seq]
+  std::vector<DeviceBuffer> storage_;  // per layer: k then v
+  std::vector<int32_t> tables_;        // [num_seqs * blocks_per_seq]
   KvLayers layers_;
 };
 

@@ -1,0 +1,79 @@
+// upload_weights: plan (sizes and offsets of every distinct tensor), allocate one arena, copy.
+#include "model/device_weights.h"
+
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "kernels/api/device_memory.h"
+
+namespace beam {
+namespace {
+
+constexpr size_t kAlignBytes = 256;
+
+// Calls fn on every tensor view of w (empty ones included: a dense layer's MoE views).
+void for_each_view(BeamWeights& w, const std::function<void(TensorView&)>& fn) {
+  fn(w.embed);
+  fn(w.final_norm);
+  fn(w.lm_head);
+  for (LayerWeights& l : w.layers) {
+    for (TensorView* v : {&l.input_norm, &l.post_attn_norm, &l.pre_mlp_norm, &l.post_mlp_norm,
+                          &l.attn.qkvg, &l.attn.gate_bias, &l.attn.q_norm, &l.attn.k_norm,
+                          &l.attn.o_proj, &l.dense.gate_up, &l.dense.down, &l.moe.router,
+                          &l.moe.router_bias, &l.moe.experts_gate_up, &l.moe.experts_down}) {
+      fn(*v);
+    }
+  }
+}
+
+}  // namespace
+
+Expected<DeviceWeights> upload_weights(const KernelContext& ctx, std::shared_ptr<const BeamWeights> host) {
+  BEAM_CHECK(host != nullptr) << "upload_weights: no weights";
+  switch (ctx.device) {
+    case Device::kCpu:
+      return DeviceWeights{std::move(host), 0};
+    case Device::kCuda:
+      break;
+  }
+  auto dev = std::make_shared<BeamWeights>();
+  dev->config = host->config;
+  dev->embed = host->embed;
+  dev->final_norm = host->final_norm;
+  dev->lm_head = host->lm_head;
+  dev->layers = host->layers;
+
+  // Plan: one arena offset per distinct (address, bytes) so aliased views share device memory.
+  std::map<std::pair<const void*, size_t>, size_t> offsets;
+  size_t arena_bytes = 0;
+  for_each_view(*dev, [&](TensorView& v) {
+    if (v.data == nullptr || v.nbytes() == 0) return;
+    auto [it, inserted] = offsets.try_emplace({v.data, v.nbytes()}, arena_bytes);
+    if (inserted) arena_bytes += (v.nbytes() + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
+  });
+  Expected<DeviceBuffer> arena = allocate_buffer(ctx, arena_bytes);
+  if (!arena.ok())
+    return make_error("uploading " + std::to_string(arena_bytes) + " bytes of weights: " + arena.error().message);
+
+  // Copy each distinct tensor once, then retarget every view.
+  char* base = static_cast<char*>(arena->data());
+  for (const auto& [key, offset] : offsets) {
+    TensorView src{const_cast<void*>(key.first), DType::kU8, {static_cast<int64_t>(key.second)}, Device::kCpu};
+    TensorView dst{base + offset, DType::kU8, {static_cast<int64_t>(key.second)}, ctx.device};
+    copy_tensor(ctx, dst, src);
+  }
+  for_each_view(*dev, [&](TensorView& v) {
+    if (v.data == nullptr || v.nbytes() == 0) {
+      v.device = ctx.device;
+      return;
+    }
+    v.data = base + offsets.at({v.data, v.nbytes()});
+    v.device = ctx.device;
+  });
+  dev->storage.push_back(arena->owner());
+  return DeviceWeights{std::move(dev), static_cast<int64_t>(arena_bytes)};
+}
+
+}  // namespace beam

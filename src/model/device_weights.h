@@ -1,0 +1,25 @@
+// Weights on the device: a copy of a loaded BeamWeights whose views point into device memory of a
+// KernelContext (one arena per model), so BeamModel reads them without knowing where they live.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/status.h"
+#include "kernels/api/context.h"
+#include "model/weights.h"
+
+namespace beam {
+
+struct DeviceWeights {
+  std::shared_ptr<const BeamWeights> weights;  // views on ctx.device
+  int64_t device_bytes = 0;                    // bytes allocated on the device (0 on the CPU)
+};
+
+// Device::kCpu: the host weights unchanged. Device::kCuda: every tensor copied into one device
+// arena (tensors 256-byte aligned; views that alias, e.g. a tied lm_head, stay aliased); the
+// returned BeamWeights keeps the arena alive and no longer needs `host`. Errors name the bytes
+// that did not fit.
+Expected<DeviceWeights> upload_weights(const KernelContext& ctx, std::shared_ptr<const BeamWeights> host);
+
+}  // namespace beam
