@@ -3,6 +3,9 @@
 
 #include "kernels/api/checks.h"
 #include "kernels/cpu/activation.h"
+#if BEAMSERVE_CUDA
+#include "kernels/cuda/activation.h"
+#endif
 
 namespace beam {
 
@@ -23,7 +26,12 @@ void output_gate(const KernelContext& ctx, const TensorView& o, const TensorView
       cpu::output_gate(cpu_pool(ctx, op), o, g, bias);
       return;
     case Device::kCuda:
+#if BEAMSERVE_CUDA
+      cuda::output_gate(*ctx.cuda, o, g, bias);
+      return;
+#else
       cuda_backend_not_built(op);
+#endif
   }
 }
 
@@ -38,7 +46,12 @@ void swiglu(const KernelContext& ctx, const TensorView& gate_up, const TensorVie
       cpu::swiglu(cpu_pool(ctx, op), gate_up, act);
       return;
     case Device::kCuda:
+#if BEAMSERVE_CUDA
+      cuda::swiglu(*ctx.cuda, gate_up, act);
+      return;
+#else
       cuda_backend_not_built(op);
+#endif
   }
 }
 
@@ -53,7 +66,12 @@ void softcap(const KernelContext& ctx, const TensorView& z, float cap, const Ten
       cpu::softcap(cpu_pool(ctx, op), z, cap, logits);
       return;
     case Device::kCuda:
+#if BEAMSERVE_CUDA
+      cuda::softcap(*ctx.cuda, z, cap, logits);
+      return;
+#else
       cuda_backend_not_built(op);
+#endif
   }
 }
 
@@ -71,7 +89,12 @@ void embedding(const KernelContext& ctx, const TensorView& table, const TensorVi
       cpu::embedding(cpu_pool(ctx, op), table, ids, out);
       return;
     case Device::kCuda:
+#if BEAMSERVE_CUDA
+      cuda::embedding(*ctx.cuda, table, ids, out);
+      return;
+#else
       cuda_backend_not_built(op);
+#endif
   }
 }
 

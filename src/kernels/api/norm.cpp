@@ -3,6 +3,9 @@
 
 #include "kernels/api/checks.h"
 #include "kernels/cpu/norm.h"
+#if BEAMSERVE_CUDA
+#include "kernels/cuda/norm.h"
+#endif
 
 namespace beam {
 
@@ -21,7 +24,12 @@ void rms_norm(const KernelContext& ctx, const TensorView& x, const TensorView& w
       cpu::rms_norm(kernel_checks::cpu_pool(ctx, op), x, w, eps, out);
       return;
     case Device::kCuda:
+#if BEAMSERVE_CUDA
+      cuda::rms_norm(*ctx.cuda, x, w, eps, out);
+      return;
+#else
       kernel_checks::cuda_backend_not_built(op);
+#endif
   }
 }
 
@@ -41,7 +49,12 @@ void post_norm_residual(const KernelContext& ctx, const TensorView& branch,
                               residual);
       return;
     case Device::kCuda:
+#if BEAMSERVE_CUDA
+      cuda::post_norm_residual(*ctx.cuda, branch, w_post, eps, r, c, residual);
+      return;
+#else
       kernel_checks::cuda_backend_not_built(op);
+#endif
   }
 }
 

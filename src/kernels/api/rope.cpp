@@ -6,6 +6,9 @@
 
 #include "kernels/api/checks.h"
 #include "kernels/cpu/rope.h"
+#if BEAMSERVE_CUDA
+#include "kernels/cuda/rope.h"
+#endif
 
 namespace beam {
 
@@ -29,7 +32,12 @@ void apply_rope(const KernelContext& ctx, const TensorView& q, const TensorView&
       cpu::apply_rope(cpu_pool(ctx, op), q, k, positions, theta);
       return;
     case Device::kCuda:
+#if BEAMSERVE_CUDA
+      cuda::apply_rope(*ctx.cuda, q, k, positions, theta);
+      return;
+#else
       cuda_backend_not_built(op);
+#endif
   }
 }
 
@@ -44,7 +52,12 @@ void apply_ssmax(const KernelContext& ctx, const TensorView& q, const TensorView
       cpu::apply_ssmax(cpu_pool(ctx, op), q, positions);
       return;
     case Device::kCuda:
+#if BEAMSERVE_CUDA
+      cuda::apply_ssmax(*ctx.cuda, q, positions);
+      return;
+#else
       cuda_backend_not_built(op);
+#endif
   }
 }
 
