@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include "core/logging.h"
+#include "runtime/engine_device.h"
 #include "runtime/engine_state.h"
 #include "runtime/sampling/finish_check.h"
 #include "runtime/sampling/sampling_rng.h"
@@ -24,14 +26,36 @@ const char* finish_reason_name(FinishReason r) {
   return "error";
 }
 
+namespace {
+
+double to_gib(int64_t bytes) { return static_cast<double>(bytes) / (int64_t{1} << 30); }
+
+// One start-up line: the device, where its memory went, and the pools' block counts.
+void log_memory_plan(const EngineDevice& device, const KvStorage& storage, const KvPoolSizes& sizes,
+                     bool explicit_budget) {
+  const KernelContext ctx = device.context(nullptr);
+  char weights[64] = "weights in host memory";
+  if (device.device == Device::kCuda)
+    std::snprintf(weights, sizeof(weights), "weights %.3f GiB on the device", to_gib(device.weight_device_bytes));
+  char line[512];
+  std::snprintf(line, sizeof(line), "engine: device %s; %s; KV pools (%s): full %d blocks %.3f GiB, sliding %d blocks %.3f GiB",
+                describe_device(ctx).c_str(), weights, explicit_budget ? "explicit budget" : "default budget",
+                sizes.num_full_blocks, to_gib(storage.bytes(AttentionKind::kFull)), sizes.num_sliding_blocks,
+                to_gib(storage.bytes(AttentionKind::kSliding)));
+  log_info(line);
+}
+
+}  // namespace
+
 class Engine::Impl {
  public:
-  Impl(std::shared_ptr<const BeamWeights> weights, const EngineOptions& options, KvGeometry geometry,
-       KvPoolSizes sizes, std::unique_ptr<KvMemoryAllocator> allocator, KvStorage storage, KvCacheManager kv)
+  Impl(EngineDevice device, const EngineOptions& options, KvGeometry geometry, KvPoolSizes sizes,
+       std::unique_ptr<KvMemoryAllocator> allocator, KvStorage storage, KvCacheManager kv)
       : options_(options),
+        cuda_(device.cuda),
         allocator_(std::move(allocator)),
         pool_(options.num_threads),
-        model_(std::move(weights), KernelContext{Device::kCpu, &pool_}),
+        model_(device.weights, device.context(&pool_)),
         geometry_(std::move(geometry)),
         sizes_(sizes),
         storage_(std::move(storage)),
@@ -123,6 +147,7 @@ class Engine::Impl {
   void publish_stats();
 
   EngineOptions options_;
+  std::shared_ptr<CudaContext> cuda_;             // Device::kCuda: outlives everything on the GPU
   std::unique_ptr<KvMemoryAllocator> allocator_;  // outlives storage_, which it allocated
   ThreadPool pool_;
   BeamModel model_;
@@ -498,20 +523,24 @@ Engine::~Engine() = default;
 Expected<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const BeamWeights> weights,
                                                  const EngineOptions& options) {
   if (!weights) return make_error("engine: no weights");
-  BEAM_ASSIGN_OR_RETURN(KvGeometry geometry, kv_geometry_from_config(weights->config, options.block_size_tokens));
+  const BeamConfig config = weights->config;
+  BEAM_ASSIGN_OR_RETURN(KvGeometry geometry, kv_geometry_from_config(config, options.block_size_tokens));
+  BEAM_ASSIGN_OR_RETURN(EngineDevice device, open_engine_device(options.device, std::move(weights)));
+  BEAM_ASSIGN_OR_RETURN(int64_t budget, kv_budget_bytes(device, config, options.kv_budget_bytes, options.max_running));
   KvPoolSplit split;
   split.max_running_seqs = options.max_running;
   split.max_step_tokens = options.max_tokens_per_step;
-  BEAM_ASSIGN_OR_RETURN(KvPoolSizes sizes, plan_kv_pools(geometry, options.kv_budget_bytes, split));
-  auto allocator = std::make_unique<HostKvAllocator>();
+  BEAM_ASSIGN_OR_RETURN(KvPoolSizes sizes, plan_kv_pools(geometry, budget, split));
+  std::unique_ptr<KvMemoryAllocator> allocator = make_kv_allocator(device);
   BEAM_ASSIGN_OR_RETURN(KvStorage storage, KvStorage::create(geometry, sizes, *allocator));
+  log_memory_plan(device, storage, sizes, options.kv_budget_bytes.has_value());
   KvCacheConfig kc;
   kc.block_size_tokens = options.block_size_tokens;
-  kc.sliding_window_tokens = weights->config.sliding_window;
+  kc.sliding_window_tokens = config.sliding_window;
   kc.num_full_blocks = sizes.num_full_blocks;
   kc.num_sliding_blocks = sizes.num_sliding_blocks;
   BEAM_ASSIGN_OR_RETURN(KvCacheManager kv, KvCacheManager::create(kc));
-  auto impl = std::make_unique<Impl>(std::move(weights), options, std::move(geometry), sizes,
+  auto impl = std::make_unique<Impl>(std::move(device), options, std::move(geometry), sizes,
                                      std::move(allocator), std::move(storage), std::move(kv));
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }

@@ -56,12 +56,15 @@ struct GenerateRequest {
 };
 
 struct EngineOptions {
-  int64_t kv_budget_bytes = int64_t{1} << 30;  // both pools together
+  Device device = Device::kCpu;                // kCuda: GPU 0; the weights are uploaded at create()
+  // Both pools together. Unset: 1 GiB on the CPU; on CUDA the free device memory after the weights
+  // minus an activation reserve (docs/runtime.md, "Device").
+  std::optional<int64_t> kv_budget_bytes;
   int64_t block_size_tokens = 64;
   int64_t max_tokens_per_step = 2048;          // chunked-prefill token budget per step
   int64_t max_running = 256;                   // sequences decoding at once
   int64_t max_context_tokens = 0;              // 0 = the model's max_position_embeddings
-  int num_threads = 0;                         // CPU backend; 0 = all cores
+  int num_threads = 0;                         // CPU ops and sampling; 0 = all cores
   bool enable_prefix_cache = true;
 };
 
@@ -87,6 +90,8 @@ struct EngineStats {
 // Owns its thread; every public method may be called from any thread.
 class Engine {
  public:
+  // weights: host weights (load_beam_weights); on CUDA they are copied to the device and the host
+  // copy is no longer referenced. Logs the device and its memory plan.
   static Expected<std::unique_ptr<Engine>> create(std::shared_ptr<const BeamWeights> weights,
                                                   const EngineOptions& options);
   ~Engine();

@@ -1,6 +1,6 @@
 // KvStorage: the KV memory of both pools — per layer K and V tensors [num_blocks, B, Nkv, D] bf16
-// — and the KvLayers view the model reads. Memory comes from a KvMemoryAllocator (host now, a
-// CUDA allocator later). Owned by the engine; the executor reads it.
+// — and the KvLayers view the model reads. Memory comes from a KvMemoryAllocator (HostKvAllocator
+// on the CPU, DeviceKvAllocator in device_kv_allocator.h on CUDA). Owned by the engine.
 #pragma once
 
 #include <cstddef>
