@@ -3,6 +3,9 @@
 
 #include "kernels/api/checks.h"
 #include "kernels/cpu/attention.h"
+#if BEAMSERVE_CUDA
+#include "kernels/cuda/attention.h"
+#endif
 
 namespace beam {
 
@@ -47,7 +50,12 @@ void paged_attention(const KernelContext& ctx, const TensorView& q, const PagedK
       cpu::paged_attention(cpu_pool(ctx, op), q, kv, seqs, window, out);
       return;
     case Device::kCuda:
+#if BEAMSERVE_CUDA
+      cuda::paged_attention(*ctx.cuda, q, kv, seqs, window, out);
+      return;
+#else
       cuda_backend_not_built(op);
+#endif
   }
 }
 
@@ -66,7 +74,12 @@ void store_kv(const KernelContext& ctx, const TensorView& k, const TensorView& v
       cpu::store_kv(cpu_pool(ctx, op), k, v, slots, kv);
       return;
     case Device::kCuda:
+#if BEAMSERVE_CUDA
+      cuda::store_kv(*ctx.cuda, k, v, slots, kv);
+      return;
+#else
       cuda_backend_not_built(op);
+#endif
   }
 }
 

@@ -8,7 +8,9 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/attention_scratch.h"
 #include "kernels/cuda/gemm_plans.h"
+#include "kernels/cuda/moe_scratch.h"
 
 namespace beam {
 
@@ -50,6 +52,8 @@ struct CudaContext {
   size_t lt_workspace_bytes = 0;
   StagingArena staging;
   LinearCache linear;  // linear(): cuBLASLt plans per shape and the router's fp32 x scratch
+  AttentionScratch attention;  // paged_attention(): split-KV partial softmax states
+  MoeScratch moe;  // moe_experts(): expert permutation, activations and expert outputs
 
   CudaContext() = default;
   CudaContext(const CudaContext&) = delete;

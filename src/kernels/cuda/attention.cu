@@ -1,0 +1,249 @@
+// CUDA paged attention: plans the batch on the host (tiles of query rows per sequence, split-KV
+// where the batch would not fill the GPU), stages the plan and block tables to the device and
+// launches attention_kernels.cuh. Also the KV-cache write (store_kv).
+//
+// Work decomposition. A work item is a tile of query rows of one sequence; its CTA (one per KV
+// head) loads each 32-key tile of K/V once into shared memory and serves all G = Nq / Nkv query
+// heads of that KV head for every row of the tile (GQA: K/V are read once per tile, not per q
+// head). Prefill chunks get tiles of up to 64 / G rows (10 at Beam's G = 6), so an 8K prefill is
+// thousands of CTAs. Decode rows (tiles of 1 row) see up to the whole context; when the batch's
+// CTAs would carry more keys each than a balanced share over the SMs, long items are split along
+// the fixed 512-key split grid into one CTA per split (split-KV), and a reduce kernel folds the
+// partial softmax states. Splitting never changes a result bit (see attention_kernels.cuh).
+#include "kernels/cuda/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/cuda/attention_kernels.cuh"
+#include "kernels/cuda/check.h"
+
+namespace beam {
+
+AttentionScratch::~AttentionScratch() {
+  if (partials) cudaFree(partials);
+}
+
+namespace cuda {
+namespace {
+
+namespace ad = attention_detail;
+
+struct Geometry {
+  int64_t num_heads, num_kv_heads, head_dim, group, block_size, num_blocks, window;
+};
+
+// A tile of rows before the split decision: its visible logical slots [lo, hi].
+struct Tile {
+  int32_t seq, row0, rows;
+  int64_t lo, hi;
+  int64_t keys() const { return hi - lo + 1; }
+  int32_t split_begin() const { return static_cast<int32_t>(lo / ad::kSplitKeys); }
+  int32_t split_end() const { return static_cast<int32_t>(hi / ad::kSplitKeys + 1); }
+};
+
+struct Plan {
+  std::vector<ad::SeqDesc> seqs;
+  std::vector<int32_t> tables;
+  std::vector<ad::WorkItem> items;
+  std::vector<ad::ReduceGroup> groups;
+  int64_t records = 0;  // partial records of the split items
+};
+
+// Every query sees its own slot, and the block table maps every block its queries may read.
+void check_seq(const AttentionSeq& s, const Geometry& g, size_t index) {
+  const int64_t first_hi = s.q_pos0 - s.kv_pos0, last_hi = first_hi + s.q_count - 1;
+  BEAM_CHECK(first_hi >= 0 && last_hi < s.kv_len)
+      << "paged_attention: sequence " << index << " has queries at positions " << s.q_pos0 << ".."
+      << s.q_pos0 + s.q_count - 1 << " but keys only at " << s.kv_pos0 << ".."
+      << s.kv_pos0 + s.kv_len - 1;
+  BEAM_CHECK(static_cast<int64_t>(s.block_table.size()) > last_hi / g.block_size)
+      << "paged_attention: sequence " << index << " block table has " << s.block_table.size()
+      << " entries, slot " << last_hi << " needs " << last_hi / g.block_size + 1;
+  const int64_t lo = g.window > 0 ? std::max<int64_t>(0, first_hi - g.window + 1) : 0;
+  for (int64_t b = lo / g.block_size; b <= last_hi / g.block_size; ++b) {
+    const int32_t block = s.block_table[static_cast<size_t>(b)];
+    BEAM_CHECK(block >= 0 && block < g.num_blocks)
+        << "paged_attention: sequence " << index << " logical block " << b << " maps to " << block
+        << " but holds keys visible to queries at positions " << s.q_pos0 << ".."
+        << s.q_pos0 + s.q_count - 1 << " (pool of " << g.num_blocks << " blocks)";
+  }
+}
+
+// Sequence descriptors, concatenated tables and the tiles of query rows.
+std::vector<Tile> plan_tiles(std::span<const AttentionSeq> seqs, const Geometry& g,
+                             int64_t tile_rows, Plan& plan) {
+  std::vector<Tile> tiles;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const AttentionSeq& s = seqs[i];
+    if (s.q_count == 0) continue;
+    check_seq(s, g, i);
+    const auto seq = static_cast<int32_t>(plan.seqs.size());
+    plan.seqs.push_back({s.q_begin, s.q_pos0, s.kv_pos0, static_cast<int64_t>(plan.tables.size())});
+    plan.tables.insert(plan.tables.end(), s.block_table.begin(), s.block_table.end());
+    for (int64_t r = 0; r < s.q_count; r += tile_rows) {
+      const int64_t rows = std::min(tile_rows, s.q_count - r);
+      const int64_t hi_first = s.q_pos0 + r - s.kv_pos0, hi_last = hi_first + rows - 1;
+      const int64_t lo = g.window > 0 ? std::max<int64_t>(0, hi_first - g.window + 1) : 0;
+      tiles.push_back({seq, static_cast<int32_t>(r), static_cast<int32_t>(rows), lo, hi_last});
+    }
+  }
+  return tiles;
+}
+
+// Splits the tiles whose keys exceed twice a balanced share of 4 CTAs per SM (never below one
+// split), then orders items longest first so the tail of the grid is short.
+void plan_items(const std::vector<Tile>& tiles, const Geometry& g, int num_sms, Plan& plan) {
+  int64_t total_keys = 0;
+  for (const Tile& t : tiles) total_keys += t.keys();
+  const int64_t share = std::max<int64_t>(ad::kSplitKeys, total_keys * g.num_kv_heads /
+                                                              (4 * int64_t{num_sms}));
+  std::vector<std::pair<int64_t, ad::WorkItem>> items;  // (keys, item)
+  for (const Tile& t : tiles) {
+    const int32_t sb = t.split_begin(), se = t.split_end();
+    if (se - sb < 2 || t.keys() <= 2 * share) {
+      items.push_back({t.keys(), {t.seq, t.row0, t.rows, sb, se, -1}});
+      continue;
+    }
+    const auto base = static_cast<int32_t>(plan.records);
+    plan.groups.push_back({t.seq, t.row0, t.rows, se - sb, base});
+    const int64_t per_split = int64_t{t.rows} * g.num_heads;
+    for (int32_t s = sb; s < se; ++s) {
+      const auto partial = static_cast<int32_t>(base + (s - sb) * per_split);
+      items.push_back({ad::kSplitKeys, {t.seq, t.row0, t.rows, s, s + 1, partial}});
+    }
+    plan.records += (se - sb) * per_split;
+    BEAM_CHECK(plan.records < (int64_t{1} << 31)) << "paged_attention: too many split records";
+  }
+  std::stable_sort(items.begin(), items.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  plan.items.reserve(items.size());
+  for (const auto& [keys, item] : items) plan.items.push_back(item);
+}
+
+// The partial-state scratch, grown stream-ordered (no synchronization).
+float* reserve_partials(CudaContext& ctx, size_t floats) {
+  AttentionScratch& sc = ctx.attention;
+  if (sc.floats < floats) {
+    if (sc.partials) CUDA_OK(cudaFreeAsync(sc.partials, ctx.stream));
+    sc.partials = nullptr;
+    CUDA_OK(cudaMallocAsync(reinterpret_cast<void**>(&sc.partials), floats * sizeof(float),
+                            ctx.stream));
+    sc.floats = floats;
+  }
+  return sc.partials;
+}
+
+template <typename T>
+const T* stage(CudaContext& ctx, const std::vector<T>& v) {
+  return static_cast<const T*>(ctx.staging.stage(v.data(), v.size() * sizeof(T), ctx.stream));
+}
+
+template <int D>
+void launch(CudaContext& ctx, const ad::Params& p, const Plan& plan) {
+  const size_t smem = sizeof(float) * ad::max_query_rows(D) * D +
+                      sizeof(__nv_bfloat16) * ad::kTile * (2 * D + 2);
+  CUDA_OK(cudaFuncSetAttribute(ad::attend_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(smem)));
+  const dim3 grid(static_cast<unsigned>(plan.items.size()), static_cast<unsigned>(p.num_kv_heads));
+  ad::attend_kernel<D><<<grid, ad::kWarps * 32, smem, ctx.stream>>>(p);
+  CUDA_LAUNCH_OK();
+  if (plan.groups.empty()) return;
+  const dim3 rgrid(static_cast<unsigned>(plan.groups.size()), static_cast<unsigned>(p.num_heads));
+  ad::reduce_kernel<<<rgrid, ad::kReduceThreads, 0, ctx.stream>>>(p, D);
+  CUDA_LAUNCH_OK();
+}
+
+// store_kv: one CTA per row; 16-byte vectors when every row and pointer allows them.
+template <typename V>
+__global__ void store_kv_kernel(const V* __restrict__ k, const V* __restrict__ v,
+                                const int64_t* __restrict__ slots, V* __restrict__ k_cache,
+                                V* __restrict__ v_cache, int64_t row_vecs, int64_t num_slots) {
+  const int64_t t = blockIdx.x;
+  const int64_t slot = slots[t];
+  if (slot < 0 || slot >= num_slots) return;
+  for (int64_t i = threadIdx.x; i < row_vecs; i += blockDim.x) {
+    k_cache[slot * row_vecs + i] = k[t * row_vecs + i];
+    v_cache[slot * row_vecs + i] = v[t * row_vecs + i];
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+void paged_attention(CudaContext& ctx, const TensorView& q, const PagedKv& kv,
+                     std::span<const AttentionSeq> seqs, int64_t window, const TensorView& out) {
+  const Geometry g{q.dim(1),     kv.k.dim(2),   q.dim(2), q.dim(1) / kv.k.dim(2),
+                   kv.block_size, kv.k.dim(0), window};
+  BEAM_CHECK(g.head_dim == 64 || g.head_dim == 128 || g.head_dim == 256)
+      << "paged_attention: CUDA supports head_dim 64, 128 or 256, got " << g.head_dim;
+  const int64_t max_rows = g.head_dim <= 128 ? ad::max_query_rows(128) : ad::max_query_rows(256);
+  BEAM_CHECK(g.group <= max_rows) << "paged_attention: CUDA supports at most " << max_rows
+                                  << " query heads per KV head, got " << g.group;
+  BEAM_CHECK(aligned16(kv.k.data) && aligned16(kv.v.data))
+      << "paged_attention: the KV cache must be 16-byte aligned";
+  BEAM_CHECK(g.num_kv_heads <= 65535) << "paged_attention: " << g.num_kv_heads << " KV heads";
+
+  Plan plan;
+  const std::vector<Tile> tiles = plan_tiles(seqs, g, max_rows / g.group, plan);
+  if (tiles.empty()) return;
+  plan_items(tiles, g, ctx.props.multiProcessorCount, plan);
+
+  ad::Params p{};
+  p.q = static_cast<const __nv_bfloat16*>(q.data);
+  p.out = static_cast<__nv_bfloat16*>(out.data);
+  p.k_cache = static_cast<const __nv_bfloat16*>(kv.k.data);
+  p.v_cache = static_cast<const __nv_bfloat16*>(kv.v.data);
+  p.seqs = stage(ctx, plan.seqs);
+  p.tables = stage(ctx, plan.tables);
+  p.items = stage(ctx, plan.items);
+  p.groups = plan.groups.empty() ? nullptr : stage(ctx, plan.groups);
+  if (plan.records > 0) {
+    const auto records = static_cast<size_t>(plan.records);
+    p.part_acc = reserve_partials(ctx, records * static_cast<size_t>(g.head_dim + 2));
+    p.part_ml = p.part_acc + records * static_cast<size_t>(g.head_dim);
+  }
+  p.block_size = g.block_size;
+  p.num_blocks = g.num_blocks;
+  p.window = g.window;
+  p.num_heads = static_cast<int>(g.num_heads);
+  p.num_kv_heads = static_cast<int>(g.num_kv_heads);
+  p.group = static_cast<int>(g.group);
+  p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(g.head_dim)));
+  switch (g.head_dim) {
+    case 64:
+      launch<64>(ctx, p, plan);
+      return;
+    case 128:
+      launch<128>(ctx, p, plan);
+      return;
+    default:
+      launch<256>(ctx, p, plan);
+      return;
+  }
+}
+
+void store_kv(CudaContext& ctx, const TensorView& k, const TensorView& v, const TensorView& slots,
+              const PagedKv& kv) {
+  const int64_t T = k.dim(0), row = k.dim(1) * k.dim(2);
+  if (T == 0 || row == 0) return;
+  const int64_t num_slots = kv.k.dim(0) * kv.k.dim(1);
+  const auto* slot_ptr = slots.as<const int64_t>();
+  constexpr int kThreads = 128;
+  if (row % 8 == 0 && aligned16(k.data) && aligned16(v.data) && aligned16(kv.k.data) &&
+      aligned16(kv.v.data)) {
+    store_kv_kernel<uint4><<<static_cast<unsigned>(T), kThreads, 0, ctx.stream>>>(
+        k.as<const uint4>(), v.as<const uint4>(), slot_ptr, kv.k.as<uint4>(), kv.v.as<uint4>(),
+        row / 8, num_slots);
+  } else {
+    store_kv_kernel<uint16_t><<<static_cast<unsigned>(T), kThreads, 0, ctx.stream>>>(
+        k.as<const uint16_t>(), v.as<const uint16_t>(), slot_ptr, kv.k.as<uint16_t>(),
+        kv.v.as<uint16_t>(), row, num_slots);
+  }
+  CUDA_LAUNCH_OK();
+}
+
+}  // namespace cuda
+}  // namespace beam

@@ -1,0 +1,23 @@
+// CUDA paged attention and KV-cache write (kernels/api/attention.h on the GPU).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "kernels/api/attention.h"
+#include "kernels/cuda/cuda_context.h"
+
+namespace beam::cuda {
+
+// Arguments validated by kernels/api/attention.cpp; q, out and the cache in device memory, seqs
+// (and their block tables) in host memory, staged to the device inside the call. D = 64, 128
+// or 256 and at most 64 query heads per KV head (abort otherwise).
+void paged_attention(CudaContext& ctx, const TensorView& q, const PagedKv& kv,
+                     std::span<const AttentionSeq> seqs, int64_t window, const TensorView& out);
+
+// k, v: [T, Nkv, D] bf16 and slots [T] i64 in device memory. Rows whose slot is -1 (or outside
+// the pool, which the device cannot report) are skipped.
+void store_kv(CudaContext& ctx, const TensorView& k, const TensorView& v, const TensorView& slots,
+              const PagedKv& kv);
+
+}  // namespace beam::cuda

@@ -1,0 +1,297 @@
+// Device side of the CUDA paged attention (kernels/cuda/attention.cu): the attend kernel (one CTA
+// per work item and KV head) and the reduce kernel that folds split-KV partial states.
+//
+// Numerics (match kernels/cpu/attention.cpp): scores s = fp32(q·k) * scale, fp32 online softmax,
+// P kept in fp32 (never rounded) for the fp32 P·V accumulation, one bf16 rounding of acc / sum.
+// Keys are visited in 32-key tiles on a fixed grid of logical slots, grouped into fixed 512-key
+// splits; each split's softmax state is folded into the row's total with fold_state(), in split
+// order. A split-KV item computes one split and the reduce kernel folds the partials with the
+// same fold_state() in the same order, so a row's bits do not depend on whether its item was
+// split, on its tile of rows, or on the rest of the batch.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace beam::cuda::attention_detail {
+
+constexpr int kTile = 32;         // keys per online-softmax step: lane j scores key j
+constexpr int kSplitKeys = 512;   // the fixed split grid on logical slots (multiple of kTile)
+constexpr int kWarps = 8;         // warps of an attend CTA
+constexpr int kReduceThreads = 128;
+
+// Query rows (row, q head) per warp: state lives in registers, 2 * D / 32 + 4 floats per row.
+constexpr int rows_per_warp(int head_dim) { return head_dim <= 128 ? 8 : 4; }
+constexpr int max_query_rows(int head_dim) { return kWarps * rows_per_warp(head_dim); }
+
+// One sequence on the device (positions are absolute, slots logical).
+struct SeqDesc {
+  int64_t q_begin, q_pos0, kv_pos0, table_offset;
+};
+
+// Query rows [row0, row0 + rows) of a sequence over splits [split_begin, split_end). partial < 0:
+// the item covers every split its rows see and writes out; otherwise it covers exactly one split
+// and writes records partial + r * Nq + h for its row r and q head h.
+struct WorkItem {
+  int32_t seq, row0, rows, split_begin, split_end, partial;
+};
+
+// The split items of one tile of rows: record of split s (0-based within the group), row r and
+// q head h is partial + (s * rows + r) * Nq + h.
+struct ReduceGroup {
+  int32_t seq, row0, rows, num_splits, partial;
+};
+
+struct Params {
+  const __nv_bfloat16* q;  // [T, Nq, D]
+  __nv_bfloat16* out;      // [T, Nq, D]
+  const __nv_bfloat16* k_cache;  // [num_blocks, block_size, Nkv, D]
+  const __nv_bfloat16* v_cache;
+  const SeqDesc* seqs;
+  const int32_t* tables;  // every sequence's block table, concatenated
+  const WorkItem* items;
+  const ReduceGroup* groups;
+  float* part_acc;  // [records, D]
+  float* part_ml;   // [records, 2]: running max, sum
+  int64_t block_size, num_blocks, window;
+  int num_heads, num_kv_heads, group;
+  float scale;
+};
+
+// Folds a (max m, sum l) state into the running (M, L); returns the weights that rescale the
+// running and the new accumulators. The caller skips empty states (m = -inf). Explicit
+// intrinsics so the attend and reduce kernels round identically.
+struct FoldWeights {
+  float old_w, new_w;
+};
+__device__ __forceinline__ FoldWeights fold_state(float& M, float& L, float m, float l) {
+  const float mx = fmaxf(M, m);
+  const FoldWeights w{expf(M - mx), expf(m - mx)};  // M = -inf: old_w = 0
+  L = __fmaf_rn(L, w.old_w, __fmul_rn(l, w.new_w));
+  M = mx;
+  return w;
+}
+__device__ __forceinline__ float fold_acc(float A, float a, FoldWeights w) {
+  return __fmaf_rn(A, w.old_w, __fmul_rn(a, w.new_w));
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Logical slots [lo, hi] visible to the query at absolute position p.
+struct SlotRange {
+  int64_t lo, hi;
+};
+__device__ __forceinline__ SlotRange visible(const SeqDesc& s, int64_t p, int64_t window) {
+  const int64_t hi = p - s.kv_pos0;
+  return {window > 0 ? max(int64_t{0}, hi - window + 1) : int64_t{0}, hi};
+}
+
+// Copies keys [t0, t0 + kTile) of KV head kvh into shared memory; keys outside [lo, hi] (or in
+// an unmapped block) are zero and never read from the cache. K rows have a stride of D + 2 so the
+// per-lane row reads of the score loop hit distinct banks; V rows are read across lanes.
+template <int D>
+__device__ void load_tile(const Params& p, const SeqDesc& s, int kvh, int64_t t0, int64_t lo,
+                          int64_t hi, __nv_bfloat16* k_s, __nv_bfloat16* v_s) {
+  constexpr int kVecs = D / 8;  // 16-byte vectors per key row
+  for (int idx = threadIdx.x; idx < kTile * kVecs; idx += blockDim.x) {
+    const int j = idx / kVecs, c = idx % kVecs;
+    const int64_t key = t0 + j;
+    uint4 kv4 = make_uint4(0, 0, 0, 0), vv4 = make_uint4(0, 0, 0, 0);
+    if (key >= lo && key <= hi) {
+      const int64_t block = p.tables[s.table_offset + key / p.block_size];
+      if (block >= 0 && block < p.num_blocks) {
+        const int64_t slot = block * p.block_size + key % p.block_size;
+        const int64_t src = (slot * p.num_kv_heads + kvh) * D + c * 8;
+        kv4 = *reinterpret_cast<const uint4*>(p.k_cache + src);
+        vv4 = *reinterpret_cast<const uint4*>(p.v_cache + src);
+      }
+    }
+    uint32_t* kd = reinterpret_cast<uint32_t*>(k_s + j * (D + 2) + c * 8);  // 4-byte aligned
+    kd[0] = kv4.x;
+    kd[1] = kv4.y;
+    kd[2] = kv4.z;
+    kd[3] = kv4.w;
+    *reinterpret_cast<uint4*>(v_s + j * D + c * 8) = vv4;
+  }
+}
+
+// fp32 q · k for the key of this lane: q from shared fp32, k from the padded bf16 tile row.
+template <int D>
+__device__ __forceinline__ float dot_qk(const float* q, const __nv_bfloat16* k) {
+  float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
+#pragma unroll 8
+  for (int d = 0; d < D; d += 4) {
+    const float4 qq = *reinterpret_cast<const float4*>(q + d);
+    const float2 k01 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(k + d));
+    const float2 k23 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(k + d + 2));
+    s0 = fmaf(qq.x, k01.x, s0);
+    s1 = fmaf(qq.y, k01.y, s1);
+    s2 = fmaf(qq.z, k23.x, s2);
+    s3 = fmaf(qq.w, k23.y, s3);
+  }
+  return (s0 + s1) + (s2 + s3);
+}
+
+// Running softmax state of one query row in one warp: lane owns dims [lane * DPL, +DPL).
+template <int DPL>
+struct RowState {
+  float m, l, acc[DPL];
+  __device__ void reset() {
+    m = -INFINITY;
+    l = 0.f;
+#pragma unroll
+    for (int c = 0; c < DPL; ++c) acc[c] = 0.f;
+  }
+  // total = fold(total, split) (skipped when the split saw no key).
+  __device__ void fold(const RowState& split) {
+    if (split.m == -INFINITY) return;
+    const FoldWeights w = fold_state(m, l, split.m, split.l);
+#pragma unroll
+    for (int c = 0; c < DPL; ++c) acc[c] = fold_acc(acc[c], split.acc[c], w);
+  }
+};
+
+// One online-softmax step of a query row over the tile at t0 (keys [lo, hi] visible to it).
+template <int D>
+__device__ __forceinline__ void attend_tile(const Params& p, const float* q_row,
+                                            const __nv_bfloat16* k_s, const __nv_bfloat16* v_s,
+                                            int64_t t0, int64_t lo, int64_t hi,
+                                            RowState<D / 32>& st) {
+  constexpr int DPL = D / 32;
+  const int lane = threadIdx.x % 32;
+  const int64_t key = t0 + lane;
+  const bool vis = key >= lo && key <= hi;
+  const float s = vis ? dot_qk<D>(q_row, k_s + lane * (D + 2)) * p.scale : -INFINITY;
+  const float new_m = fmaxf(st.m, warp_max(s));  // finite: the caller checked one key is visible
+  const float alpha = expf(st.m - new_m);        // 0 on the first step (m = -inf)
+  const float prob = vis ? expf(s - new_m) : 0.f;
+  st.l = st.l * alpha + warp_sum(prob);
+  st.m = new_m;
+#pragma unroll
+  for (int c = 0; c < DPL; ++c) st.acc[c] *= alpha;
+  const __nv_bfloat16* v_col = v_s + lane * DPL;
+#pragma unroll 4
+  for (int j = 0; j < kTile; ++j) {
+    const float pj = __shfl_sync(0xffffffffu, prob, j);
+#pragma unroll
+    for (int c = 0; c < DPL; c += 2) {
+      const float2 v2 =
+          __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(v_col + j * D + c));
+      st.acc[c] = fmaf(pj, v2.x, st.acc[c]);
+      st.acc[c + 1] = fmaf(pj, v2.y, st.acc[c + 1]);
+    }
+  }
+}
+
+// Writes a row's final state: the bf16 output (partial < 0) or a partial record.
+template <int D>
+__device__ void write_row(const Params& p, const WorkItem& it, const SeqDesc& s, int r, int h,
+                          const RowState<D / 32>& st) {
+  constexpr int DPL = D / 32;
+  const int lane = threadIdx.x % 32;
+  if (it.partial < 0) {
+    const int64_t t = s.q_begin + it.row0 + r;
+    __nv_bfloat16* dst = p.out + (t * p.num_heads + h) * D + lane * DPL;
+#pragma unroll
+    for (int c = 0; c < DPL; ++c) dst[c] = __float2bfloat16_rn(st.acc[c] / st.l);
+    return;
+  }
+  const int64_t rec = it.partial + int64_t{r} * p.num_heads + h;
+#pragma unroll
+  for (int c = 0; c < DPL; ++c) p.part_acc[rec * D + lane * DPL + c] = st.acc[c];
+  if (lane == 0) {
+    p.part_ml[rec * 2] = st.m;
+    p.part_ml[rec * 2 + 1] = st.l;
+  }
+}
+
+// grid (items, Nkv), kWarps * 32 threads. Query row i of the CTA is row i / G of the item and q
+// head kvh * G + i % G; warp w owns rows w, w + kWarps, ...
+template <int D>
+__global__ void __launch_bounds__(kWarps * 32, 1) attend_kernel(Params p) {
+  constexpr int DPL = D / 32, R = rows_per_warp(D);
+  extern __shared__ float4 smem[];
+  float* q_s = reinterpret_cast<float*>(smem);  // [max_query_rows][D]
+  __nv_bfloat16* k_s = reinterpret_cast<__nv_bfloat16*>(q_s + max_query_rows(D) * D);
+  __nv_bfloat16* v_s = k_s + kTile * (D + 2);
+
+  const WorkItem it = p.items[blockIdx.x];
+  const SeqDesc s = p.seqs[it.seq];
+  const int kvh = blockIdx.y, G = p.group, qrows = it.rows * G;
+  const int warp = threadIdx.x / 32;
+  for (int idx = threadIdx.x; idx < qrows * D; idx += blockDim.x) {
+    const int i = idx / D, d = idx % D;
+    const int64_t t = s.q_begin + it.row0 + i / G;
+    q_s[idx] = __bfloat162float(p.q[(t * p.num_heads + kvh * G + i % G) * D + d]);
+  }
+  const int64_t p_first = s.q_pos0 + it.row0;
+  const int64_t cta_lo = visible(s, p_first, p.window).lo;
+  const int64_t cta_hi = visible(s, p_first + it.rows - 1, p.window).hi;
+
+  RowState<DPL> total[R], cur[R];
+#pragma unroll
+  for (int u = 0; u < R; ++u) {
+    total[u].reset();
+    cur[u].reset();
+  }
+  for (int split = it.split_begin; split < it.split_end; ++split) {
+    const int64_t lo = max(cta_lo, int64_t{split} * kSplitKeys);
+    const int64_t hi = min(cta_hi, int64_t{split + 1} * kSplitKeys - 1);
+    for (int64_t t0 = lo / kTile * kTile; t0 <= hi; t0 += kTile) {
+      __syncthreads();  // previous tile consumed (and q_s written, on the first pass)
+      load_tile<D>(p, s, kvh, t0, lo, hi, k_s, v_s);
+      __syncthreads();
+#pragma unroll
+      for (int u = 0; u < R; ++u) {
+        const int i = warp + kWarps * u;
+        if (i >= qrows) continue;
+        const SlotRange vis = visible(s, p_first + i / G, p.window);
+        if (t0 > vis.hi || t0 + kTile - 1 < vis.lo) continue;
+        attend_tile<D>(p, q_s + i * D, k_s, v_s, t0, vis.lo, vis.hi, cur[u]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < R; ++u) {
+      total[u].fold(cur[u]);
+      cur[u].reset();
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < R; ++u) {
+    const int i = warp + kWarps * u;
+    if (i < qrows) write_row<D>(p, it, s, i / G, kvh * G + i % G, total[u]);
+  }
+}
+
+// grid (groups, Nq), kReduceThreads threads: out = bf16(A / L) of the fold of a row's partials in
+// split order (the same fold_state as the attend kernel).
+__global__ void __launch_bounds__(kReduceThreads) reduce_kernel(Params p, int head_dim) {
+  const ReduceGroup g = p.groups[blockIdx.x];
+  const SeqDesc s = p.seqs[g.seq];
+  const int h = blockIdx.y, D = head_dim;
+  for (int idx = threadIdx.x; idx < g.rows * D; idx += blockDim.x) {
+    const int r = idx / D, d = idx % D;
+    float M = -INFINITY, L = 0.f, A = 0.f;
+    for (int split = 0; split < g.num_splits; ++split) {
+      const int64_t rec = g.partial + (int64_t{split} * g.rows + r) * p.num_heads + h;
+      const float m = p.part_ml[rec * 2], l = p.part_ml[rec * 2 + 1];
+      if (m == -INFINITY) continue;
+      const FoldWeights w = fold_state(M, L, m, l);
+      A = fold_acc(A, p.part_acc[rec * D + d], w);
+    }
+    const int64_t t = s.q_begin + g.row0 + r;
+    p.out[(t * p.num_heads + h) * D + d] = __float2bfloat16_rn(A / L);
+  }
+}
+
+}  // namespace beam::cuda::attention_detail
