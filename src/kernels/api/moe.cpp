@@ -3,6 +3,9 @@
 
 #include "kernels/api/checks.h"
 #include "kernels/cpu/moe.h"
+#if BEAMSERVE_CUDA
+#include "kernels/cuda/moe.h"
+#endif
 
 namespace beam {
 
@@ -32,7 +35,12 @@ void moe_route(const KernelContext& ctx, const TensorView& router_logits, const 
       cpu::moe_route(cpu_pool(ctx, op), router_logits, bias, params, ids, weights);
       return;
     case Device::kCuda:
+#if BEAMSERVE_CUDA
+      cuda::moe_route(*ctx.cuda, router_logits, bias, params, ids, weights);
+      return;
+#else
       cuda_backend_not_built(op);
+#endif
   }
 }
 
@@ -59,7 +67,12 @@ void moe_experts(const KernelContext& ctx, const TensorView& x, const TensorView
                        ctx.batch_invariant ? cpu::GemmPath::kTiles : cpu::GemmPath::kAuto);
       return;
     case Device::kCuda:
+#if BEAMSERVE_CUDA
+      cuda::moe_experts(*ctx.cuda, x, gate_up, down, ids, weights, out);
+      return;
+#else
       cuda_backend_not_built(op);
+#endif
   }
 }
 

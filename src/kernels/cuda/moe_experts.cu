@@ -1,0 +1,273 @@
+// CUDA routed experts (BEAM.md §3.10, kernels/cpu/moe_experts.cpp's rounding points): the (t, k)
+// slots are grouped by expert in a deterministic order (counts, scan, stable scatter), the
+// grouped gate_up GEMM applies SwiGLU in its epilogue, the grouped down GEMM writes each slot's
+// bf16 expert output, and the combine sums w_k * f32(y_k) in fp32 in k order, rounding once.
+// Every launch is sized for the worst case (T * top_k rows); tiles past the real ones exit.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/check.h"
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/moe.h"
+#include "kernels/cuda/moe_grouped_gemm.cuh"
+
+namespace beam {
+
+MoeScratch::~MoeScratch() {
+  if (base) cudaFree(base);
+}
+
+namespace cuda {
+namespace {
+
+using moe_gemm::bf16_t;
+using moe_gemm::Epilogue;
+
+constexpr int kScatterThreads = 256;
+constexpr int kCombineThreads = 128;
+constexpr size_t kScratchAlign = 256;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+size_t align_up(size_t n) { return (n + kScratchAlign - 1) / kScratchAlign * kScratchAlign; }
+
+// Carves ctx.moe into the arrays of one call (byte offsets from the base).
+struct ScratchLayout {
+  size_t counts, offsets, tile_offsets, row_token, entry_of, act, y, total;
+
+  ScratchLayout(int64_t E, int64_t rows, int64_t H, int64_t I) {
+    size_t at = 0;
+    auto take = [&at](size_t bytes) {
+      const size_t here = at;
+      at += align_up(bytes);
+      return here;
+    };
+    counts = take(E * sizeof(int32_t));                  // [E] rows per expert
+    offsets = take((E + 1) * sizeof(int32_t));           // [E + 1] first grouped row
+    tile_offsets = take((E + 1) * sizeof(int32_t));      // [E + 1] first M tile
+    row_token = take(rows * sizeof(int32_t));            // [rows] token of each grouped row
+    entry_of = take(rows * sizeof(int32_t));             // [T * top_k] grouped row of a slot
+    act = take(static_cast<size_t>(rows * I) * sizeof(bf16_t));  // [rows, I] SwiGLU output
+    y = take(static_cast<size_t>(rows * H) * sizeof(bf16_t));    // [rows, H] expert output
+    total = at;
+  }
+};
+
+// ctx.moe with at least `bytes`; growing is stream-ordered, and refused during graph capture.
+char* scratch(CudaContext& ctx, size_t bytes) {
+  MoeScratch& s = ctx.moe;
+  if (s.bytes < bytes) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    CUDA_OK(cudaStreamIsCapturing(ctx.stream, &capture));
+    BEAM_CHECK(capture == cudaStreamCaptureStatusNone)
+        << "moe_experts (CUDA): scratch must grow from " << s.bytes << " to " << bytes
+        << " bytes during graph capture; run the largest batch once before capturing";
+    if (s.base) CUDA_OK(cudaFreeAsync(s.base, ctx.stream));
+    s.base = nullptr;
+    s.bytes = 0;
+    CUDA_OK(cudaMallocAsync(&s.base, bytes, ctx.stream));
+    s.bytes = bytes;
+  }
+  return static_cast<char*>(s.base);
+}
+
+// counts[e] = number of slots routed to e (counts zeroed before). An id outside [0, E) traps.
+__global__ void count_kernel(const int32_t* ids, int64_t num_slots, int num_experts,
+                             int32_t* counts) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < num_slots;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int32_t e = ids[i];
+    if (e < 0 || e >= num_experts) __trap();
+    atomicAdd(&counts[e], 1);
+  }
+}
+
+// One warp: offsets = exclusive scan of counts, tile_offsets = exclusive scan of
+// ceil(counts / tile_rows); both with their totals at [E].
+__global__ void offsets_kernel(const int32_t* counts, int num_experts, int tile_rows,
+                               int32_t* offsets, int32_t* tile_offsets) {
+  const int lane = static_cast<int>(threadIdx.x);
+  int carry_rows = 0, carry_tiles = 0;
+  for (int base = 0; base < num_experts; base += 32) {
+    const int e = base + lane;
+    const int rows = e < num_experts ? counts[e] : 0;
+    const int tiles = (rows + tile_rows - 1) / tile_rows;
+    int incl_rows = rows, incl_tiles = tiles;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int r = __shfl_up_sync(0xffffffffu, incl_rows, d);
+      const int t = __shfl_up_sync(0xffffffffu, incl_tiles, d);
+      if (lane >= d) {
+        incl_rows += r;
+        incl_tiles += t;
+      }
+    }
+    if (e < num_experts) {
+      offsets[e] = carry_rows + incl_rows - rows;
+      tile_offsets[e] = carry_tiles + incl_tiles - tiles;
+    }
+    carry_rows += __shfl_sync(0xffffffffu, incl_rows, 31);
+    carry_tiles += __shfl_sync(0xffffffffu, incl_tiles, 31);
+  }
+  if (lane == 0) {
+    offsets[num_experts] = carry_rows;
+    tile_offsets[num_experts] = carry_tiles;
+  }
+}
+
+// Block e lists the slots routed to e in increasing slot order (the CPU's bucket order):
+// row_token[offsets[e] + j] = token of its j-th slot, entry_of[slot] = that grouped row.
+__global__ void __launch_bounds__(kScatterThreads)
+    scatter_kernel(const int32_t* ids, int64_t num_slots, int top_k, const int32_t* counts,
+                   const int32_t* offsets, int32_t* row_token, int32_t* entry_of) {
+  constexpr int kWarps = kScatterThreads / 32;
+  __shared__ int warp_hits[kWarps];
+  const int e = static_cast<int>(blockIdx.x);
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int first = offsets[e], end = first + counts[e];
+  int next = first;  // grouped row of the next hit; uniform over the block
+  for (int64_t base = 0; base < num_slots && next < end; base += kScatterThreads) {
+    const int64_t slot = base + threadIdx.x;
+    const bool hit = slot < num_slots && ids[slot] == e;
+    const unsigned ballot = __ballot_sync(0xffffffffu, hit);
+    if (lane == 0) warp_hits[warp] = __popc(ballot);
+    __syncthreads();
+    int before = 0, chunk = 0;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      before += w < warp ? warp_hits[w] : 0;
+      chunk += warp_hits[w];
+    }
+    if (hit) {
+      const int row = next + before + __popc(ballot & ((1u << lane) - 1u));
+      row_token[row] = static_cast<int32_t>(slot / top_k);
+      entry_of[slot] = row;
+    }
+    next += chunk;
+    __syncthreads();  // warp_hits is rewritten next round
+  }
+}
+
+// out[t] = bf16(Σ_k fma(w[t, k], f32(y[entry_of[t, k]]), acc)) in k order from 0 (the CPU's
+// combine); N = 8 columns per 16-byte access, or 1 for odd widths. One block per token.
+template <int N>
+__global__ void __launch_bounds__(kCombineThreads)
+    combine_kernel(const bf16_t* y, const int32_t* entry_of, const float* weights, int top_k,
+                   int64_t H, bf16_t* out) {
+  const int64_t t = blockIdx.x;
+  for (int64_t c = static_cast<int64_t>(threadIdx.x) * N; c < H; c += kCombineThreads * N) {
+    float acc[N] = {};
+    for (int k = 0; k < top_k; ++k) {
+      const float w = weights[t * top_k + k];
+      const bf16_t* src = y + static_cast<int64_t>(entry_of[t * top_k + k]) * H + c;
+      if constexpr (N == 8) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(src);
+        const bf16_t* v = reinterpret_cast<const bf16_t*>(&raw);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[i] = __fmaf_rn(w, __bfloat162float(v[i]), acc[i]);
+      } else {
+        acc[0] = __fmaf_rn(w, __bfloat162float(*src), acc[0]);
+      }
+    }
+    if constexpr (N == 8) {
+      uint4 raw;
+      bf16_t* v = reinterpret_cast<bf16_t*>(&raw);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] = __float2bfloat16_rn(acc[i]);
+      *reinterpret_cast<uint4*>(out + t * H + c) = raw;
+    } else {
+      out[t * H + c] = __float2bfloat16_rn(acc[0]);
+    }
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+struct Problem {
+  int64_t T, H, E, I, top_k, rows;
+};
+
+// Grouped row order, row offsets and M-tile offsets per expert (into the scratch arrays).
+void permute(CudaContext& ctx, const Problem& pb, const int32_t* ids, int32_t* counts,
+             int32_t* offsets, int32_t* tile_offsets, int32_t* row_token, int32_t* entry_of) {
+  CUDA_OK(cudaMemsetAsync(counts, 0, pb.E * sizeof(int32_t), ctx.stream));
+  const int64_t count_blocks = std::min<int64_t>(ceil_div(pb.rows, 256), 1024);
+  count_kernel<<<static_cast<unsigned>(count_blocks), 256, 0, ctx.stream>>>(
+      ids, pb.rows, static_cast<int>(pb.E), counts);
+  CUDA_LAUNCH_OK();
+  offsets_kernel<<<1, 32, 0, ctx.stream>>>(counts, static_cast<int>(pb.E), moe_gemm::kBM, offsets,
+                                          tile_offsets);
+  CUDA_LAUNCH_OK();
+  scatter_kernel<<<static_cast<unsigned>(pb.E), kScatterThreads, 0, ctx.stream>>>(
+      ids, pb.rows, static_cast<int>(pb.top_k), counts, offsets, row_token, entry_of);
+  CUDA_LAUNCH_OK();
+}
+
+// One grouped GEMM launch over every possible M tile: at most ceil(rows / BM) full tiles plus
+// one partial tile per non-empty expert.
+template <Epilogue kEp>
+void launch_grouped_gemm(CudaContext& ctx, const Problem& pb, const moe_gemm::Args& args) {
+  const int64_t m_tiles = ceil_div(pb.rows, moe_gemm::kBM) + std::min(pb.E, pb.rows);
+  const int64_t n_tiles = ceil_div(args.n, moe_gemm::tile_cols(kEp));
+  BEAM_CHECK(m_tiles <= INT32_MAX && n_tiles <= 65535)
+      << "moe_experts (CUDA): grid " << m_tiles << " x " << n_tiles << " too large";
+  const dim3 grid(static_cast<unsigned>(m_tiles), static_cast<unsigned>(n_tiles));
+  moe_gemm::grouped_gemm_kernel<kEp><<<grid, moe_gemm::kThreads, 0, ctx.stream>>>(args);
+  CUDA_LAUNCH_OK();
+}
+
+}  // namespace
+
+void moe_experts(CudaContext& ctx, const TensorView& x, const TensorView& gate_up,
+                 const TensorView& down, const TensorView& ids, const TensorView& weights,
+                 const TensorView& out) {
+  const Problem pb{x.dim(0), x.dim(1), gate_up.dim(0), gate_up.dim(1) / 2, ids.dim(1),
+                   x.dim(0) * ids.dim(1)};
+  if (pb.T == 0 || pb.H == 0) return;
+  if (pb.rows == 0) {  // no experts per token: the sum is empty
+    CUDA_OK(cudaMemsetAsync(out.data, 0, out.nbytes(), ctx.stream));
+    return;
+  }
+  BEAM_CHECK(pb.E > 0 && pb.rows + pb.E < INT32_MAX)
+      << "moe_experts (CUDA): " << pb.rows << " routed rows over " << pb.E << " experts";
+  const ScratchLayout layout(pb.E, pb.rows, pb.H, pb.I);
+  char* base = scratch(ctx, layout.total);
+  auto* counts = reinterpret_cast<int32_t*>(base + layout.counts);
+  auto* offsets = reinterpret_cast<int32_t*>(base + layout.offsets);
+  auto* tile_offsets = reinterpret_cast<int32_t*>(base + layout.tile_offsets);
+  auto* row_token = reinterpret_cast<int32_t*>(base + layout.row_token);
+  auto* entry_of = reinterpret_cast<int32_t*>(base + layout.entry_of);
+  auto* act = reinterpret_cast<bf16_t*>(base + layout.act);
+  auto* y = reinterpret_cast<bf16_t*>(base + layout.y);
+  permute(ctx, pb, ids.as<int32_t>(), counts, offsets, tile_offsets, row_token, entry_of);
+
+  const auto* xp = static_cast<const bf16_t*>(x.data);
+  const auto* gu = static_cast<const bf16_t*>(gate_up.data);
+  const auto* dn = static_cast<const bf16_t*>(down.data);
+  if (pb.I > 0) {  // act [rows, I] = SwiGLU(x[token] · gate_up[e]ᵀ)
+    const moe_gemm::Args args{xp, row_token, gu, offsets, tile_offsets, static_cast<int32_t>(pb.E),
+                              pb.I, pb.H, pb.H % 8 == 0 && aligned16(xp) && aligned16(gu), act};
+    launch_grouped_gemm<Epilogue::kSwiGLU>(ctx, pb, args);
+  }
+  {  // y [rows, H] = act · down[e]ᵀ (zeros when I == 0)
+    const moe_gemm::Args args{act, nullptr, dn, offsets, tile_offsets, static_cast<int32_t>(pb.E),
+                              pb.H, pb.I, pb.I % 8 == 0 && aligned16(dn), y};
+    launch_grouped_gemm<Epilogue::kStore>(ctx, pb, args);
+  }
+  BEAM_CHECK(pb.T <= INT32_MAX) << "moe_experts (CUDA): " << pb.T << " tokens";
+  const auto grid = static_cast<unsigned>(pb.T);
+  auto* o = static_cast<bf16_t*>(out.data);
+  if (pb.H % 8 == 0 && aligned16(o)) {
+    combine_kernel<8><<<grid, kCombineThreads, 0, ctx.stream>>>(
+        y, entry_of, weights.as<float>(), static_cast<int>(pb.top_k), pb.H, o);
+  } else {
+    combine_kernel<1><<<grid, kCombineThreads, 0, ctx.stream>>>(
+        y, entry_of, weights.as<float>(), static_cast<int>(pb.top_k), pb.H, o);
+  }
+  CUDA_LAUNCH_OK();
+}
+
+}  // namespace cuda
+}  // namespace beam
