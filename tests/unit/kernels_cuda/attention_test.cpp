@@ -1,0 +1,209 @@
+// CUDA paged_attention and store_kv against the CPU reference ops: tiny and Beam shapes, block
+// sizes 4/16/64, sliding and full attention, batches mixing decode rows and prefill chunks,
+// kv_pos0 > 0 and positions near 10^6, unmapped (-1) blocks outside the window, and bit-identity
+// of a row between the split-KV (decode) and unsplit (prefill) paths.
+#include "kernels/api/attention.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "cuda_test_util.h"
+
+namespace beam {
+namespace {
+
+struct Geometry {
+  int64_t Nq, Nkv, D, block_size, window;
+};
+
+// kv_pos0, kv_len, q_count: the queries are the sequence's last q_count slots.
+struct SeqSpec {
+  int64_t kv_pos0, kv_len, q_count;
+};
+
+// A batch in a host paged cache (written by the CPU store_kv) with its device copies.
+struct Batch {
+  Geometry g;
+  std::vector<SeqSpec> specs;
+  std::vector<std::vector<int32_t>> tables;
+  HostTensor q, cache_k, cache_v;
+  TensorView dq, dk, dv;
+
+  std::vector<AttentionSeq> seqs() const {
+    std::vector<AttentionSeq> out;
+    int64_t row = 0;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const SeqSpec& s = specs[i];
+      out.push_back({row, s.q_count, s.kv_pos0 + s.kv_len - s.q_count, s.kv_pos0, s.kv_len,
+                     tables[i]});
+      row += s.q_count;
+    }
+    return out;
+  }
+};
+
+class AttentionCuda : public test::CudaTest {
+ protected:
+  Batch make_batch(const Geometry& g, const std::vector<SeqSpec>& specs, uint32_t seed) {
+    Batch b;
+    b.g = g;
+    b.specs = specs;
+    std::mt19937 rng(seed);
+    int64_t blocks = 3, T = 0;
+    for (const SeqSpec& s : specs) {
+      blocks += (s.kv_len + g.block_size - 1) / g.block_size;
+      T += s.q_count;
+    }
+    b.cache_k = HostTensor(DType::kBF16, {blocks, g.block_size, g.Nkv, g.D});
+    b.cache_v = HostTensor(DType::kBF16, {blocks, g.block_size, g.Nkv, g.D});
+    test::fill_uniform(b.cache_k.view, seed + 1, 100.0f);  // garbage in unused slots
+    test::fill_uniform(b.cache_v.view, seed + 2, 100.0f);
+    std::vector<int32_t> physical(static_cast<size_t>(blocks));
+    std::iota(physical.begin(), physical.end(), 0);
+    std::shuffle(physical.begin(), physical.end(), rng);
+    b.q = test::random_bf16({T, g.Nq, g.D}, rng, 1.5f);
+    size_t next = 0;
+    for (const SeqSpec& s : specs) {
+      HostTensor k = test::random_bf16({s.kv_len, g.Nkv, g.D}, rng, 1.5f);
+      HostTensor v = test::random_bf16({s.kv_len, g.Nkv, g.D}, rng);
+      std::vector<int32_t> table;
+      for (int64_t j = 0; j < s.kv_len; j += g.block_size) table.push_back(physical[next++]);
+      HostTensor slots(DType::kI64, {s.kv_len});
+      for (int64_t j = 0; j < s.kv_len; ++j)
+        slots.as<int64_t>()[j] = table[j / g.block_size] * g.block_size + j % g.block_size;
+      store_kv(cpu.two, k.view, v.view, slots.view, {b.cache_k.view, b.cache_v.view, g.block_size});
+      b.tables.push_back(std::move(table));
+    }
+    b.dq = upload(b.q);
+    b.dk = upload(b.cache_k);
+    b.dv = upload(b.cache_v);
+    return b;
+  }
+
+  HostTensor run_gpu(const Batch& b, std::span<const AttentionSeq> seqs) {
+    const TensorView out = device_tensor(DType::kBF16, b.q.view.shape);
+    begin_step(gpu);
+    paged_attention(gpu, b.dq, {b.dk, b.dv, b.g.block_size}, seqs, b.g.window, out);
+    HostTensor h = download(out);
+    synchronize(gpu);
+    return h;
+  }
+  HostTensor run_cpu(const Batch& b, std::span<const AttentionSeq> seqs) {
+    HostTensor out(DType::kBF16, b.q.view.shape);
+    std::memset(out.view.data, 0xff, out.view.nbytes());
+    paged_attention(cpu.two, b.q.view, {b.cache_k.view, b.cache_v.view, b.g.block_size}, seqs,
+                    b.g.window, out.view);
+    return out;
+  }
+
+  // Both ops agree on every row: fp32 sums in another order, so a few outputs 1 ulp apart.
+  void expect_matches_cpu(const Geometry& g, const std::vector<SeqSpec>& specs, uint32_t seed) {
+    SCOPED_TRACE(::testing::Message() << "heads " << g.Nq << "/" << g.Nkv << " D " << g.D
+                                      << " block " << g.block_size << " window " << g.window);
+    const Batch b = make_batch(g, specs, seed);
+    const std::vector<AttentionSeq> seqs = b.seqs();
+    const HostTensor got = run_gpu(b, seqs), want = run_cpu(b, seqs);
+    const test::Diff one = test::compare(got.view, want.view, 1);
+    const test::Diff two = test::compare(got.view, want.view, 2);
+    int64_t exact = 0;
+    for (int64_t i = 0; i < want.view.numel(); ++i)
+      exact += got.as<bf16>()[i].bits == want.as<bf16>()[i].bits;
+    std::cout << "attention " << g.Nq << "/" << g.Nkv << "x" << g.D << " bs " << g.block_size
+              << " W " << g.window << ": max rel err " << one.rel << ", exact "
+              << double(exact) / double(want.view.numel()) << ", >1 ulp " << one.far
+              << ", >2 ulps " << two.far << " of " << want.view.numel() << "\n";
+    EXPECT_LT(one.rel, 1e-2) << "worst element " << one.worst;
+    EXPECT_LE(one.far, want.view.numel() / 200) << "more than 0.5% of outputs > 1 ulp off";
+    EXPECT_LE(two.far, want.view.numel() / 2000) << "more than 0.05% of outputs > 2 ulps off";
+  }
+};
+
+const std::vector<SeqSpec> kTinySeqs = {
+    {0, 40, 40},      // prefill crossing the window
+    {0, 17, 1},       // decode one past the window
+    {0, 17, 7},       // chunk of 7 after 10 cached
+    {999980, 25, 3},  // positions around 10^6
+    {0, 1, 1},        // single token
+    {5, 1500, 2},     // kv_pos0 > 0; full attention splits it (3 splits)
+};
+
+TEST_F(AttentionCuda, MatchesCpuTinyShapes) {
+  for (int64_t window : {16, 0}) {
+    for (int64_t bs : {4, 16}) expect_matches_cpu({4, 2, 128, bs, window}, kTinySeqs, 31 + bs);
+  }
+  expect_matches_cpu({4, 2, 64, 16, 128}, kTinySeqs, 37);   // beam-nano heads
+  expect_matches_cpu({8, 1, 256, 16, 0}, kTinySeqs, 38);    // D = 256, one KV head
+  expect_matches_cpu({12, 12, 64, 16, 16}, kTinySeqs, 39);  // no GQA
+}
+
+TEST_F(AttentionCuda, MatchesCpuBeamShapes) {
+  BEAM_SKIP_UNLESS_OPTIMIZED();
+  const std::vector<SeqSpec> mixed = {
+      {0, 600, 1},         // decode past the window
+      {1000000, 530, 9},   // chunk near position 10^6
+      {0, 700, 64},        // prefill chunk after 636 cached
+      {1000, 3000, 1},     // decode with kv_pos0 > 0
+      {0, 33, 33},         // short prompt
+  };
+  for (int64_t bs : {64, 16}) expect_matches_cpu({48, 8, 128, bs, 512}, mixed, 41 + bs);
+  expect_matches_cpu({48, 8, 128, 64, 0}, mixed, 43);                   // full attention
+  expect_matches_cpu({48, 8, 128, 64, 0}, {{0, 9000, 1}, {0, 9000, 1}}, 44);  // long decode
+}
+
+// Blocks that slid out of every query's window may be -1: the result does not change.
+TEST_F(AttentionCuda, UnmappedBlocksOutsideTheWindow) {
+  const Geometry g{48, 8, 128, 16, 512};
+  const Batch b = make_batch(g, {{0, 2000, 1}, {70, 1500, 40}}, 51);
+  std::vector<AttentionSeq> seqs = b.seqs();
+  const HostTensor base = run_gpu(b, seqs);
+  // Seq 0: query 1999 sees 1488..1999 (blocks 93..). Seq 1: queries at slots 1460.. see 949...
+  std::vector<int32_t> t0 = b.tables[0], t1 = b.tables[1];
+  std::fill(t0.begin(), t0.begin() + 93, -1);
+  std::fill(t1.begin(), t1.begin() + 949 / 16, -1);
+  seqs[0].block_table = t0;
+  seqs[1].block_table = t1;
+  EXPECT_TRUE(test::bits_equal(run_gpu(b, seqs).view, base.view));
+  expect_matches_cpu(g, {{0, 2000, 1}, {70, 1500, 40}}, 51);
+}
+
+// A row's bits depend only on its own keys: the rows of a long prefill (unsplit items of 10 rows)
+// equal the same rows computed alone as decode steps (split-KV with the reduce kernel).
+TEST_F(AttentionCuda, SplitAndUnsplitRowsAreBitIdentical) {
+  BEAM_SKIP_UNLESS_OPTIMIZED();
+  for (int64_t window : {int64_t{0}, int64_t{512}}) {
+    const Geometry g{48, 8, 128, 64, window};
+    const Batch b = make_batch(g, {{0, 4096, 4096}}, 61);
+    const std::vector<AttentionSeq> seqs = b.seqs();
+    const HostTensor all = run_gpu(b, seqs);
+    for (int64_t i : {int64_t{0}, int64_t{1000}, int64_t{2047}, int64_t{4095}}) {
+      AttentionSeq one = seqs[0];
+      one.q_begin = i;
+      one.q_count = 1;
+      one.q_pos0 = i;
+      one.kv_len = i + 1;
+      const HostTensor alone = run_gpu(b, {&one, 1});
+      EXPECT_TRUE(test::bits_equal(alone.view.rows(i, 1), all.view.rows(i, 1)))
+          << "window " << window << " row " << i;
+    }
+  }
+}
+
+TEST_F(AttentionCuda, StoreKvMatchesCpu) {
+  std::mt19937 rng(71);
+  for (auto [Nkv, D] : {std::pair<int64_t, int64_t>{8, 128}, {3, 6}}) {  // 16-byte and scalar rows
+    SCOPED_TRACE(::testing::Message() << "Nkv " << Nkv << " D " << D);
+    HostTensor k = test::random_bf16({5, Nkv, D}, rng), v = test::random_bf16({5, Nkv, D}, rng);
+    HostTensor ck = test::random_bf16({3, 4, Nkv, D}, rng), cv = test::random_bf16({3, 4, Nkv, D}, rng);
+    HostTensor slots(DType::kI64, {5});
+    const int64_t s[5] = {5, -1, 0, 11, 6};
+    std::copy_n(s, 5, slots.as<int64_t>());
+    const TensorView dck = upload(ck), dcv = upload(cv);
+    store_kv(gpu, upload(k), upload(v), upload(slots), {dck, dcv, 4});
+    store_kv(cpu.two, k.view, v.view, slots.view, {ck.view, cv.view, 4});
+    EXPECT_TRUE(test::bits_equal(download(dck).view, ck.view));
+    EXPECT_TRUE(test::bits_equal(download(dcv).view, cv.view));
+  }
+}
+
+}  // namespace
+}  // namespace beam
