@@ -1,0 +1,300 @@
+// CUDA moe_route and moe_experts against the CPU reference ops. Routing must give identical ids
+// (ties included) and weights within 1 fp32 ulp (bit-equal expected: the sigmoid uses
+// kernels/cuda/torch_exp.cuh, checked here against SLEEF on the host). Expert outputs differ from
+// the CPU only through the GEMMs' accumulation order: asserted within 2 bf16 ulps or 4e-3 of the
+// output's rms, with the bit-equal and 1-ulp fractions printed. Tiny shapes, odd widths, empty
+// experts, all tokens on one expert, and Beam's widths (256 experts of 2560, top-8 of 4/8 groups).
+#include "kernels/api/moe.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "kernels/cpu/torch_math.h"
+#include "kernels/cuda/torch_exp.cuh"
+
+namespace beam {
+namespace {
+
+int64_t f32_ulps(float a, float b) {
+  auto key = [](float f) {
+    const int64_t i = std::bit_cast<int32_t>(f);
+    return i < 0 ? int64_t{INT32_MIN} - i : i;
+  };
+  return std::llabs(key(a) - key(b));
+}
+
+// ---- torch_exp.cuh on the host: the device code's formulas, bit for bit against SLEEF --------
+
+TEST(CudaMoeMath, TorchExpMatchesSleefBitForBit) {
+  int64_t checked = 0, differ = 0;
+  auto check = [&](float x) {
+    const float want[3] = {cpu::torch_expf(x), cpu::torch_sigmoidf(x), cpu::torch_siluf(x)};
+    const float got[3] = {torch_exp::expf(x), torch_exp::sigmoidf(x), torch_exp::siluf(x)};
+    for (int i = 0; i < 3; ++i) {
+      const bool same = std::bit_cast<uint32_t>(want[i]) == std::bit_cast<uint32_t>(got[i]) ||
+                        (std::isnan(want[i]) && std::isnan(got[i]));
+      if (!same && differ < 5)
+        ADD_FAILURE() << "function " << i << " x=" << x << ": " << got[i] << " vs " << want[i];
+      differ += !same;
+    }
+    ++checked;
+  };
+  for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 4099)  // every sign and exponent
+    check(std::bit_cast<float>(static_cast<uint32_t>(bits)));
+  for (float x = -120.0f; x <= 120.0f; x += 1.0f / 4096)  // the router's and SwiGLU's range
+    check(x);
+  for (float x : {0.0f, -0.0f, 100.0f, -104.0f, 88.7f, -87.3f, 1e-30f, INFINITY, -INFINITY, NAN})
+    check(x);
+  EXPECT_EQ(differ, 0) << "of " << checked << " inputs";
+}
+
+// ---- moe_route ----------------------------------------------------------------------------------
+
+class CudaMoe : public test::CudaTest {
+ protected:
+  std::mt19937 rng_{20261201};
+
+  // GPU vs CPU on the given logits/bias: ids identical, weights within 1 ulp (reports exactness).
+  void check_route(const HostTensor& logits, const HostTensor& bias, const RouterParams& p) {
+    const int64_t T = logits.view.dim(0), E = logits.view.dim(1);
+    SCOPED_TRACE(::testing::Message() << "route T=" << T << " E=" << E << " groups "
+                                      << p.num_groups << " keep " << p.topk_groups << " top_k "
+                                      << p.top_k << " norm " << p.norm_topk_prob);
+    HostTensor want_ids(DType::kI32, {T, p.top_k}), want_w(DType::kF32, {T, p.top_k});
+    moe_route(cpu.one, logits.view, bias.view, p, want_ids.view, want_w.view);
+    const TensorView ids = device_tensor(DType::kI32, {T, p.top_k});
+    const TensorView w = device_tensor(DType::kF32, {T, p.top_k});
+    moe_route(gpu, upload(logits), upload(bias), p, ids, w);
+    HostTensor got_ids = download(ids), got_w = download(w);
+    int64_t bit_equal = 0;
+    for (int64_t i = 0; i < T * p.top_k; ++i) {
+      ASSERT_EQ(got_ids.as<int32_t>()[i], want_ids.as<int32_t>()[i])
+          << "token " << i / p.top_k << " slot " << i % p.top_k;
+      const float g = got_w.as<float>()[i], wv = want_w.as<float>()[i];
+      EXPECT_LE(f32_ulps(g, wv), 1) << "token " << i / p.top_k << ": " << g << " vs " << wv;
+      bit_equal += std::bit_cast<uint32_t>(g) == std::bit_cast<uint32_t>(wv);
+    }
+    std::printf("moe_route T=%lld E=%lld: %lld/%lld weights bit-equal\n",
+                static_cast<long long>(T), static_cast<long long>(E),
+                static_cast<long long>(bit_equal), static_cast<long long>(T * p.top_k));
+  }
+
+  void check_random_route(int64_t T, int64_t E, const RouterParams& p) {
+    HostTensor logits = test::random_f32({T, E}, rng_, 2.0f);
+    HostTensor bias = test::random_f32({E}, rng_, 0.1f);
+    check_route(logits, bias, p);
+  }
+
+  // Logits and bias on coarse grids: many equal choices and equal group scores.
+  void check_tied_route(int64_t T, int64_t E, const RouterParams& p) {
+    HostTensor logits = test::random_f32({T, E}, rng_, 1.0f);
+    HostTensor bias = test::random_f32({E}, rng_, 0.1f);
+    for (int64_t i = 0; i < T * E; ++i)
+      logits.as<float>()[i] = std::round(logits.as<float>()[i] * 2.0f) / 2.0f;
+    for (int64_t e = 0; e < E; ++e) bias.as<float>()[e] = e % 3 == 0 ? 0.25f : 0.0f;
+    std::fill_n(logits.as<float>(), E, 0.0f);  // token 0: every choice ties within its bias class
+    check_route(logits, bias, p);
+  }
+};
+
+TEST_F(CudaMoe, RouteMatchesCpuTinyShapes) {
+  check_random_route(64, 16, {4, 2, 4, true, 2.5f});   // tiny-beam
+  check_random_route(16, 16, {4, 2, 4, false, 1.0f});  // no renormalisation
+  check_random_route(33, 8, {2, 1, 2, true, 1.0f});    // 8 experts, 2 groups
+  check_random_route(9, 8, {1, 1, 8, true, 1.0f});     // one group, every expert chosen
+  check_random_route(7, 12, {3, 2, 3, true, 1.5f});    // groups of 4, not a power of two
+  check_random_route(5, 8, {8, 4, 2, true, 1.0f});     // groups of one expert
+  check_random_route(3, 96, {4, 3, 6, true, 1.0f});    // 3 experts per lane
+}
+
+TEST_F(CudaMoe, RouteMatchesCpuBeamShapes) {
+  for (int64_t T : {1, 5, 64, 4099}) check_random_route(T, 256, {8, 4, 8, true, 2.5f});
+}
+
+TEST_F(CudaMoe, RouteTiesMatchCpu) {
+  check_tied_route(16, 16, {4, 2, 4, true, 1.0f});
+  check_tied_route(64, 256, {8, 4, 8, true, 2.5f});
+  HostTensor logits(DType::kF32, {3, 16}), bias(DType::kF32, {16});
+  std::fill_n(logits.as<float>(), 48, 0.0f);
+  std::fill_n(bias.as<float>(), 16, 0.0f);
+  logits.as<float>()[16 + 13] = 3.0f;  // token 1: experts 13 and 6 tie on top, groups 1 and 3 tie
+  logits.as<float>()[16 + 6] = 3.0f;
+  logits.as<float>()[32 + 15] = -0.0f;  // token 2: -0 and +0 logits are equal
+  check_route(logits, bias, {4, 2, 4, true, 1.0f});
+}
+
+TEST_F(CudaMoe, RouteExcludedGroupsOverNegativeChoicesMatchCpu) {
+  HostTensor logits(DType::kF32, {1, 16}), bias(DType::kF32, {16});
+  // choice = 0.5 + bias with logits 0; the best expert (8) lies in an excluded group.
+  const float choice[16] = {1, 1.1f, 1, 0.9f, -0.5f, -0.4f, -0.6f, -0.5f,
+                            5, -10,  -10, -10, -3,   -3,   -3,   -3};
+  for (int e = 0; e < 16; ++e) {
+    logits.as<float>()[e] = 0.0f;
+    bias.as<float>()[e] = choice[e] - 0.5f;
+  }
+  check_route(logits, bias, {4, 2, 8, true, 1.0f});
+}
+
+// ---- moe_experts --------------------------------------------------------------------------------
+
+struct ExpertCase {
+  int64_t T, H, E, I, top_k;
+};
+
+struct ExpertData {
+  HostTensor x, gate_up, down, ids, weights;
+};
+
+// x ~ N(0, 1); weights uniform with std 0.02 (a checkpoint's scale); distinct random experts
+// per token with routing weights in [0.05, 0.6].
+ExpertData make_experts(const ExpertCase& c, uint32_t seed) {
+  ExpertData d{HostTensor(), HostTensor(DType::kBF16, {c.E, 2 * c.I, c.H}),
+               HostTensor(DType::kBF16, {c.E, c.H, c.I}), HostTensor(DType::kI32, {c.T, c.top_k}),
+               HostTensor(DType::kF32, {c.T, c.top_k})};
+  std::mt19937 rng(seed);
+  d.x = test::random_bf16({c.T, c.H}, rng, 1.0f);
+  const float uniform_scale = 0.02f * std::sqrt(3.0f);
+  test::fill_uniform(d.gate_up.view, seed + 1, uniform_scale);
+  test::fill_uniform(d.down.view, seed + 2, uniform_scale);
+  std::vector<int32_t> experts(static_cast<size_t>(c.E));
+  for (int64_t t = 0; t < c.T; ++t) {
+    std::iota(experts.begin(), experts.end(), 0);
+    std::shuffle(experts.begin(), experts.end(), rng);
+    for (int64_t k = 0; k < c.top_k; ++k) {
+      d.ids.as<int32_t>()[t * c.top_k + k] = experts[k];
+      d.weights.as<float>()[t * c.top_k + k] =
+          std::uniform_real_distribution<float>(0.05f, 0.6f)(rng);
+    }
+  }
+  return d;
+}
+
+struct ExpertStats {
+  double rel = 0;          // max |got - want| / max |want|
+  double bit_equal = 0;    // fraction
+  double within_1ulp = 0;  // fraction
+  int64_t bad = 0;         // more than 2 bf16 ulps and more than 4e-3 * rms(want) apart, or NaN
+  int64_t worst = -1;
+};
+
+ExpertStats expert_stats(const TensorView& got, const TensorView& want) {
+  const int64_t n = want.numel();
+  double sumsq = 0, max_ref = 1e-30, max_err = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double w = test::value_at(want, i);
+    sumsq += w * w;
+    max_ref = std::max(max_ref, std::fabs(w));
+  }
+  const double tol = 4e-3 * std::sqrt(sumsq / std::max<int64_t>(n, 1));
+  ExpertStats s;
+  int64_t equal = 0, close = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = test::value_at(got, i), w = test::value_at(want, i);
+    const double err = std::isnan(g) ? INFINITY : std::fabs(double(g) - w);
+    if (err > max_err) {
+      max_err = err;
+      s.worst = i;
+    }
+    const int ulps = test::bf16_ulps(g, w);
+    equal += got.as<bf16>()[i].bits == want.as<bf16>()[i].bits;
+    close += ulps <= 1;
+    s.bad += std::isnan(g) || (ulps > 2 && err > tol);
+  }
+  s.rel = max_err / max_ref;
+  s.bit_equal = double(equal) / double(std::max<int64_t>(n, 1));
+  s.within_1ulp = double(close) / double(std::max<int64_t>(n, 1));
+  return s;
+}
+
+class CudaMoeExperts : public test::CudaTest {
+ protected:
+  // GPU experts on device weights vs the CPU op on host ones (ctx: the CPU context to use).
+  void check(const ExpertCase& c, const ExpertData& d, const TensorView& gate_up,
+             const TensorView& down, const KernelContext& cpu_ctx) {
+    SCOPED_TRACE(::testing::Message() << "experts T=" << c.T << " H=" << c.H << " E=" << c.E
+                                      << " I=" << c.I << " top_k=" << c.top_k);
+    HostTensor want(DType::kBF16, {c.T, c.H});
+    moe_experts(cpu_ctx, d.x.view, d.gate_up.view, d.down.view, d.ids.view, d.weights.view,
+                want.view);
+    const TensorView x = upload(d.x), ids = upload(d.ids), weights = upload(d.weights);
+    const TensorView out = device_tensor(DType::kBF16, {c.T, c.H});
+    moe_experts(gpu, x, gate_up, down, ids, weights, out);
+    HostTensor got = download(out);
+    moe_experts(gpu, x, gate_up, down, ids, weights, out);  // same bits every run
+    EXPECT_TRUE(test::bits_equal(download(out).view, got.view)) << "second run differs";
+
+    const ExpertStats s = expert_stats(got.view, want.view);
+    std::printf(
+        "moe_experts T=%lld H=%lld E=%lld I=%lld k=%lld: max rel err %.3g, bit-equal %.4f, "
+        "within 1 bf16 ulp %.4f\n",
+        static_cast<long long>(c.T), static_cast<long long>(c.H), static_cast<long long>(c.E),
+        static_cast<long long>(c.I), static_cast<long long>(c.top_k), s.rel, s.bit_equal,
+        s.within_1ulp);
+    EXPECT_EQ(s.bad, 0) << "worst element " << s.worst << ": "
+                        << (s.worst >= 0 ? test::value_at(got.view, s.worst) : 0.0f) << " vs "
+                        << (s.worst >= 0 ? test::value_at(want.view, s.worst) : 0.0f);
+    EXPECT_LT(s.rel, 1e-2);
+    EXPECT_GE(s.within_1ulp, 0.98);
+  }
+
+  void check(const ExpertCase& c, const ExpertData& d) {
+    check(c, d, upload(d.gate_up), upload(d.down), cpu.two);
+  }
+};
+
+TEST_F(CudaMoeExperts, MatchCpuTinyShapes) {
+  for (const ExpertCase& c : {ExpertCase{7, 64, 8, 32, 2},    // 8 experts
+                              ExpertCase{1, 64, 8, 32, 2},    // 6 experts without tokens
+                              ExpertCase{5, 40, 6, 24, 3},    // K not a multiple of 32
+                              ExpertCase{4, 37, 5, 19, 2},    // odd widths: unvectorised paths
+                              ExpertCase{130, 96, 4, 48, 2},  // several row tiles per expert
+                              ExpertCase{3, 64, 64, 32, 4}})  // most experts empty
+    check(c, make_experts(c, static_cast<uint32_t>(c.T * 131 + c.H)));
+}
+
+TEST_F(CudaMoeExperts, AllTokensOnOneExpert) {
+  ExpertCase c{300, 128, 8, 64, 1};
+  ExpertData d = make_experts(c, 501);
+  std::fill_n(d.ids.as<int32_t>(), c.T * c.top_k, 5);
+  check(c, d);
+  c = {100, 128, 8, 64, 2};  // every token on experts 6 and 3, and one token on 2 twice
+  d = make_experts(c, 502);
+  for (int64_t t = 0; t < c.T; ++t) {
+    d.ids.as<int32_t>()[2 * t] = 6;
+    d.ids.as<int32_t>()[2 * t + 1] = 3;
+  }
+  d.ids.as<int32_t>()[0] = d.ids.as<int32_t>()[1] = 2;
+  check(c, d);
+}
+
+TEST_F(CudaMoeExperts, MatchCpuBeamShapes) {
+  BEAM_SKIP_UNLESS_OPTIMIZED();
+  // 256 experts of width 2560 over hidden 5120: 20 GB of weights, uploaded once.
+  const ExpertCase full{64, 5120, 256, 2560, 8};
+  ExpertData d = make_experts(full, 601);
+  const TensorView gate_up = upload(d.gate_up), down = upload(d.down);
+  ThreadPool pool(0);
+  const KernelContext cpu_all{Device::kCpu, &pool};
+  for (int64_t T : {1, 5, 64}) {
+    ExpertCase c = full;
+    c.T = T;
+    ExpertData part{HostTensor(DType::kBF16, {T, c.H}), HostTensor(), HostTensor(),
+                    HostTensor(DType::kI32, {T, c.top_k}), HostTensor(DType::kF32, {T, c.top_k})};
+    std::memcpy(part.x.view.data, d.x.view.data, part.x.view.nbytes());
+    std::memcpy(part.ids.view.data, d.ids.view.data, part.ids.view.nbytes());
+    std::memcpy(part.weights.view.data, d.weights.view.data, part.weights.view.nbytes());
+    part.gate_up.view = d.gate_up.view;
+    part.down.view = d.down.view;
+    check(c, part, gate_up, down, cpu_all);
+  }
+}
+
+}  // namespace
+}  // namespace beam
