@@ -1,0 +1,176 @@
+// CUDA output_gate, swiglu, softcap and embedding against the CPU reference. The GPU's exp/tanh
+// are CUDA's accurate fp32 functions, not SLEEF's: bf16 results are the CPU's formula with the
+// rounded sigmoid allowed 1 ulp (gate) or within 1 bf16 ulp (SwiGLU), fp32 logits within 4 fp32
+// ulps; the bit-equal fractions are asserted and printed. Gathers are bit-exact.
+#include "kernels/api/activation.h"
+
+#include <array>
+#include <bit>
+#include <cstdio>
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+#include <random>
+
+#include "cuda_test_util.h"
+#include "kernels/cpu/torch_math.h"
+
+namespace beam {
+namespace {
+
+double exact_fraction(const TensorView& got, const TensorView& want) {
+  int64_t same = 0;
+  const size_t es = dtype_size(want.dtype);
+  for (int64_t i = 0; i < want.numel(); ++i)
+    same += std::memcmp(got.as<char>() + i * es, want.as<char>() + i * es, es) == 0;
+  return want.numel() == 0 ? 1.0 : double(same) / double(want.numel());
+}
+
+std::array<float, 3> bf16_neighbours(float v) {
+  const uint16_t b = to_bf16(v).bits;
+  if ((b & 0x7fff) == 0) return {v, to_float(bf16::from_bits(0x0001)), to_float(bf16::from_bits(0x8001))};
+  return {v, to_float(bf16::from_bits(b + 1)), to_float(bf16::from_bits(b - 1))};
+}
+
+int64_t f32_ulps(float a, float b) {
+  auto key = [](float f) {
+    const int64_t i = std::bit_cast<int32_t>(f);
+    return i < 0 ? int64_t{std::numeric_limits<int32_t>::min()} - i : i;
+  };
+  return std::llabs(key(a) - key(b));
+}
+
+class CudaActivation : public test::CudaTest {
+ protected:
+  void check_output_gate(int64_t T, int64_t Nq, int64_t D) {
+    SCOPED_TRACE(::testing::Message() << "output_gate T=" << T << " Nq=" << Nq << " D=" << D);
+    HostTensor o = test::random_bf16({T, Nq * D}, rng_, 1.0f);
+    HostTensor g = test::random_bf16({T, Nq * D}, rng_, 3.0f);
+    HostTensor bias = test::random_bf16({Nq}, rng_, 1.0f);
+    HostTensor want = test::copy_of(o);
+    output_gate(cpu.one, want.view, g.view, bias.view);
+    const TensorView dout = upload(o);
+    output_gate(gpu, dout, upload(g), upload(bias));
+    HostTensor got = download(dout);
+
+    // out = bf16(o * s) with s within 1 bf16 ulp of the CPU's bf16(sigmoid(bf16(g + b))).
+    int64_t unexplained = 0;
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t j = 0; j < Nq * D; ++j) {
+        const int64_t i = t * Nq * D + j;
+        const float pre = round_bf16(to_float(g.as<bf16>()[i]) + to_float(bias.as<bf16>()[j / D]));
+        const float s_cpu = round_bf16(cpu::torch_sigmoidf(pre));
+        const float ov = to_float(o.as<bf16>()[i]);
+        bool ok = false;
+        for (float s : bf16_neighbours(s_cpu)) ok |= round_bf16(ov * s) == to_float(got.as<bf16>()[i]);
+        unexplained += !ok;
+      }
+    EXPECT_EQ(unexplained, 0);
+    const double exact = exact_fraction(got.view, want.view);
+    EXPECT_GE(exact, 0.99);
+    std::printf("output_gate [%lld, %lld]: %.6f bit-equal\n", static_cast<long long>(T),
+                static_cast<long long>(Nq * D), exact);
+  }
+
+  void check_swiglu(int64_t T, int64_t I) {
+    SCOPED_TRACE(::testing::Message() << "swiglu T=" << T << " I=" << I);
+    HostTensor gate_up = test::random_bf16({T, 2 * I}, rng_, 2.0f);
+    HostTensor want(DType::kBF16, {T, I});
+    swiglu(cpu.one, gate_up.view, want.view);
+    const TensorView dact = device_tensor(DType::kBF16, {T, I});
+    swiglu(gpu, upload(gate_up), dact);
+    HostTensor got = download(dact);
+    const test::Diff d = test::compare(got.view, want.view, 1);
+    EXPECT_EQ(d.far, 0) << "worst element " << d.worst;
+    const double exact = exact_fraction(got.view, want.view);
+    EXPECT_GE(exact, 0.99);
+    std::printf("swiglu [%lld, %lld]: %.6f bit-equal\n", static_cast<long long>(T),
+                static_cast<long long>(I), exact);
+  }
+
+  void check_softcap(int64_t T, int64_t V, float cap) {
+    SCOPED_TRACE(::testing::Message() << "softcap T=" << T << " V=" << V << " cap=" << cap);
+    HostTensor z(DType::kBF16, {T, V});
+    test::fill_uniform(z.view, static_cast<uint64_t>(T * 31 + V), 40.0f);
+    HostTensor want(DType::kF32, {T, V});
+    softcap(cpu.two, z.view, cap, want.view);
+    const TensorView dlogits = device_tensor(DType::kF32, {T, V});
+    softcap(gpu, upload(z), cap, dlogits);
+    HostTensor got = download(dlogits);
+    const double exact = exact_fraction(got.view, want.view);
+    if (cap <= 0.0f) {
+      EXPECT_TRUE(test::bits_equal(got.view, want.view)) << "without a cap logits are f32(z)";
+      return;
+    }
+    int64_t worst = 0;
+    for (int64_t i = 0; i < T * V; ++i)
+      worst = std::max(worst, f32_ulps(got.as<float>()[i], want.as<float>()[i]));
+    EXPECT_LE(worst, 4);
+    EXPECT_GE(exact, 0.5);
+    std::printf("softcap [%lld, %lld]: %.6f bit-equal, worst %lld fp32 ulps\n",
+                static_cast<long long>(T), static_cast<long long>(V), exact,
+                static_cast<long long>(worst));
+  }
+
+  // table [N, H] filled with distinct values, gathered for each T in num_ids: the first and
+  // last rows, then random rows (repeats allowed).
+  void check_embedding(int64_t N, int64_t H, std::initializer_list<int64_t> num_ids) {
+    HostTensor table(DType::kBF16, {N, H});
+    test::fill_uniform(table.view, static_cast<uint64_t>(N + H), 2.0f);
+    const TensorView dtable = upload(table);
+    for (int64_t T : num_ids) {
+      SCOPED_TRACE(::testing::Message() << "embedding N=" << N << " H=" << H << " T=" << T);
+      HostTensor ids(DType::kI32, {T});
+      std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(N - 1));
+      for (int64_t t = 0; t < T; ++t)
+        ids.as<int32_t>()[t] = t == 0 ? 0 : t == 1 ? static_cast<int32_t>(N - 1) : dist(rng_);
+      HostTensor want(DType::kBF16, {T, H});
+      embedding(cpu.one, table.view, ids.view, want.view);
+      const TensorView dout = device_tensor(DType::kBF16, {T, H});
+      embedding(gpu, dtable, upload(ids), dout);
+      EXPECT_TRUE(test::bits_equal(download(dout).view, want.view));
+    }
+  }
+
+  std::mt19937 rng_{4242};
+};
+
+TEST_F(CudaActivation, OutputGate) {
+  check_output_gate(3, 4, 6);  // D not a multiple of 8: scalar path
+  check_output_gate(2, 2, 8);
+  for (int64_t T : {1, 7, 300}) check_output_gate(T, 48, 128);
+}
+
+TEST_F(CudaActivation, Swiglu) {
+  check_swiglu(3, 5);  // scalar path
+  check_swiglu(2, 16);
+  for (int64_t T : {1, 7, 300}) {
+    check_swiglu(T, 2560);   // one expert
+    check_swiglu(T, 17408);  // dense MLP
+  }
+}
+
+TEST_F(CudaActivation, Softcap) {
+  check_softcap(3, 13, 30.0f);  // odd count: scalar path
+  check_softcap(3, 13, 0.0f);
+  for (int64_t T : {1, 7}) check_softcap(T, 151936, 30.0f);
+  check_softcap(7, 151936, 0.0f);
+}
+
+TEST_F(CudaActivation, SoftcapPrefillWidth) {
+  BEAM_SKIP_UNLESS_OPTIMIZED();
+  check_softcap(300, 151936, 30.0f);
+}
+
+TEST_F(CudaActivation, EmbeddingGathersRows) {
+  check_embedding(10, 7, {1, 5});         // odd width: scalar path
+  check_embedding(300, 151936, {1, 50});  // logit rows of a [T, V] table
+}
+
+TEST_F(CudaActivation, EmbeddingBeamVocabulary) {
+  BEAM_SKIP_UNLESS_OPTIMIZED();
+  check_embedding(151936, 5120, {1, 7, 300});  // 1.56 GB table
+}
+
+}  // namespace
+}  // namespace beam
