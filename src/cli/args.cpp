@@ -65,6 +65,13 @@ Expected<double> Args::get_double(const std::string& key, double fallback) const
   return x;
 }
 
+Expected<Device> Args::get_device() const {
+  const std::string v = get_or("device", "cpu");
+  if (v == "cpu") return Device::kCpu;
+  if (v == "cuda") return Device::kCuda;
+  return make_error("--device: expected cpu or cuda, got '" + v + "'");
+}
+
 Expected<std::vector<int64_t>> Args::parse_int_list(const std::string& key,
                                                     const std::string& text) {
   std::vector<int64_t> out;

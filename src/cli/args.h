@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/tensor.h"
 
 namespace beam::cli {
 
@@ -24,6 +25,8 @@ class Args {
   std::string get_or(const std::string& key, const std::string& fallback) const;
   Expected<int64_t> get_int(const std::string& key, int64_t fallback) const;
   Expected<double> get_double(const std::string& key, double fallback) const;
+  // --device cpu|cuda (Device::kCpu when absent); the one parser of the flag for every command.
+  Expected<Device> get_device() const;
   // Parses "1,2,3" into integers.
   static Expected<std::vector<int64_t>> parse_int_list(const std::string& key,
                                                        const std::string& text);

@@ -57,7 +57,7 @@ int bench_offline(int argc, char** argv) {
   auto args = Args::parse(argc, argv,
                           {"model", "workload", "requests", "prompt-len", "shared-prefix-len", "output-len",
                            "conversations", "turns", "first-prompt-len", "turn-append-len", "seed",
-                           "kv-budget-mb", "block-size", "max-step-tokens", "max-running", "threads"},
+                           "kv-budget-mb", "block-size", "max-step-tokens", "max-running", "threads", "device"},
                           {"json", "no-prefix-cache"});
   if (!args.ok()) return fail(args.error().message);
   auto dir = resolve_model_dir(args->get("model"));
@@ -65,14 +65,20 @@ int bench_offline(int argc, char** argv) {
   auto wl = workload_from_args(*args);
   if (!wl.ok()) return fail(wl.error().message);
   EngineOptions eo;
-  auto kv_mb = args->get_int("kv-budget-mb", 1024);
+  auto kv_mb = args->get_int("kv-budget-mb", 0);  // absent: the engine's default for the device
   auto bs = args->get_int("block-size", 64);
   auto step = args->get_int("max-step-tokens", 2048);
   auto running = args->get_int("max-running", 64);
   auto threads = args->get_int("threads", 0);
   for (const auto* e : {&kv_mb, &bs, &step, &running, &threads})
     if (!e->ok()) return fail(e->error().message);
-  eo.kv_budget_bytes = *kv_mb << 20;
+  auto device = args->get_device();
+  if (!device.ok()) return fail(device.error().message);
+  if (args->has("kv-budget-mb")) {
+    if (*kv_mb < 1) return fail("--kv-budget-mb must be >= 1");
+    eo.kv_budget_bytes = *kv_mb << 20;
+  }
+  eo.device = *device;
   eo.block_size_tokens = *bs;
   eo.max_tokens_per_step = *step;
   eo.max_running = *running;

@@ -1,5 +1,7 @@
-// `beamserve forward`: one prefill over the given tokens; writes fp32 logits [T, vocab] as .npy.
+// `beamserve forward`: one prefill over the given tokens on the CPU or GPU 0; writes fp32 logits
+// [T, vocab] as .npy.
 #include <cstdio>
+#include <utility>
 #include <vector>
 
 #include "cli/args.h"
@@ -8,14 +10,15 @@
 #include "core/thread_pool.h"
 #include "model/beam/beam_model.h"
 #include "model/beam/local_kv_cache.h"
+#include "runtime/engine_device.h"
 
 namespace beam::cli {
 
 int cmd_forward(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"model", "tokens", "start-pos", "logits-out", "threads"});
+  auto args = Args::parse(argc, argv, {"model", "tokens", "start-pos", "logits-out", "threads", "device"});
   if (!args.ok()) {
     std::fprintf(stderr, "forward: %s\nusage: beamserve forward --model DIR --tokens 1,2,3 "
-                         "[--start-pos N] --logits-out FILE.npy\n", args.error().message.c_str());
+                         "[--start-pos N] [--device cpu|cuda] --logits-out FILE.npy\n", args.error().message.c_str());
     return 2;
   }
   auto fail = [](const std::string& m) {
@@ -26,23 +29,29 @@ int cmd_forward(int argc, char** argv) {
     return fail("--model, --tokens and --logits-out are required");
   auto start_pos = args->get_int("start-pos", 0);
   auto threads = args->get_int("threads", 0);
+  auto device = args->get_device();
   if (!start_pos.ok()) return fail(start_pos.error().message);
   if (!threads.ok()) return fail(threads.error().message);
+  if (!device.ok()) return fail(device.error().message);
   if (*start_pos < 0) return fail("--start-pos must be >= 0");
   auto ids = Args::parse_int_list("tokens", *args->get("tokens"));
   if (!ids.ok()) return fail(ids.error().message);
   auto weights = load_beam_weights(*args->get("model"));
   if (!weights.ok()) return fail(weights.error().message);
 
+  auto dev = open_engine_device(*device, std::move(*weights));  // host copy dropped on CUDA
+  if (!dev.ok()) return fail(dev.error().message);
+
   std::vector<int32_t> tokens(ids->begin(), ids->end());
   int64_t T = static_cast<int64_t>(tokens.size());
   ThreadPool pool(static_cast<int>(*threads));
-  BeamModel model(*weights, KernelContext{Device::kCpu, &pool});
-  LocalKvCache kv(model.config(), 1, T);
+  BeamModel model(dev->weights, dev->context(&pool));
+  auto kv = LocalKvCache::create(model.context(), model.config(), 1, T);
+  if (!kv.ok()) return fail(kv.error().message);
   ForwardBatch batch;
-  batch.seqs.push_back(SeqChunk{tokens, *start_pos, 0, kv.block_table(0), kv.block_table(0), true});
+  batch.seqs.push_back(SeqChunk{tokens, *start_pos, 0, kv->block_table(0), kv->block_table(0), true});
   ForwardOutput out;
-  if (auto st = model.forward(batch, kv.layers(), out); !st.ok()) return fail(st.error().message);
+  if (auto st = model.forward(batch, kv->layers(), out); !st.ok()) return fail(st.error().message);
   auto st = write_npy_f32(*args->get("logits-out"), {T, out.vocab_size}, out.logits.data());
   if (!st.ok()) return fail(st.error().message);
   return 0;

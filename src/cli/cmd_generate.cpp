@@ -1,8 +1,9 @@
-// `beamserve generate`: prefill a prompt and decode with the sampler on the CPU backend,
+// `beamserve generate`: prefill a prompt and decode on the CPU or GPU 0 (sampling on the host),
 // printing the generated text (or ids) and prefill/decode throughput.
 #include <chrono>
 #include <optional>
 #include <cstdio>
+#include <utility>
 #include <vector>
 
 #include "cli/args.h"
@@ -11,6 +12,7 @@
 #include "core/thread_pool.h"
 #include "model/beam/beam_model.h"
 #include "model/beam/local_kv_cache.h"
+#include "runtime/engine_device.h"
 #include "runtime/sampling/finish_check.h"
 #include "runtime/sampling/sampler.h"
 #include "runtime/sampling/sampling_rng.h"
@@ -48,10 +50,10 @@ Expected<SamplingParams> sampling_from_args(const Args& a) {
 
 int cmd_generate(int argc, char** argv) {
   auto args = Args::parse(argc, argv, {"model", "tokens", "prompt", "max-tokens", "temperature",
-                                       "top-p", "top-k", "min-p", "seed", "threads"});
+                                       "top-p", "top-k", "min-p", "seed", "threads", "device"});
   if (!args.ok()) {
     std::fprintf(stderr, "generate: %s\nusage: beamserve generate [--model DIR] (--tokens 1,2,3 | "
-                         "--prompt TEXT) [--max-tokens N --temperature T --top-p P --top-k K --seed S]\n",
+                         "--prompt TEXT) [--max-tokens N --temperature T --top-p P --top-k K --seed S] [--device cpu|cuda]\n",
                  args.error().message.c_str());
     return 2;
   }
@@ -59,6 +61,8 @@ int cmd_generate(int argc, char** argv) {
   if (!dir.ok()) return fail(dir.error().message);
   auto params = sampling_from_args(*args);
   if (!params.ok()) return fail(params.error().message);
+  auto device = args->get_device();
+  if (!device.ok()) return fail(device.error().message);
   // A text prompt needs the model's tokenizer; without --tokens or --prompt a default prompt is
   // used so that `beamserve generate` runs with no arguments.
   std::optional<text::Tokenizer> tokenizer;
@@ -83,7 +87,9 @@ int cmd_generate(int argc, char** argv) {
 
   auto weights = load_beam_weights(*dir);
   if (!weights.ok()) return fail(weights.error().message);
-  const BeamConfig& cfg = (*weights)->config;
+  auto dev = open_engine_device(*device, std::move(*weights));  // host copy dropped on CUDA
+  if (!dev.ok()) return fail(dev.error().message);
+  const BeamConfig& cfg = dev->weights->config;
   auto sp = std::make_shared<const SamplingParams>(*params);
   std::vector<int32_t> eos(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end());
   SequenceSamplingSetup setup{sp, sp->seed.value_or(draw_random_seed()), 0, prompt, eos,
@@ -92,9 +98,10 @@ int cmd_generate(int argc, char** argv) {
   if (!state.ok()) return fail(state.error().message);
 
   ThreadPool pool(static_cast<int>(*threads));
-  BeamModel model(*weights, KernelContext{Device::kCpu, &pool});
+  BeamModel model(dev->weights, dev->context(&pool));
   const int64_t capacity = static_cast<int64_t>(prompt.size()) + state->output_limit_tokens();
-  LocalKvCache kv(cfg, 1, capacity);
+  auto kv = LocalKvCache::create(model.context(), cfg, 1, capacity);
+  if (!kv.ok()) return fail(kv.error().message);
   Sampler sampler(cfg.vocab_size);
   std::vector<int32_t> output;
   ForwardOutput out;
@@ -104,8 +111,8 @@ int cmd_generate(int argc, char** argv) {
   for (;;) {
     ForwardBatch batch;
     int64_t cached = static_cast<int64_t>(prompt.size() + output.size() - step_tokens.size());
-    batch.seqs.push_back(SeqChunk{step_tokens, 0, cached, kv.block_table(0), kv.block_table(0), false});
-    if (auto st = model.forward(batch, kv.layers(), out); !st.ok()) return fail(st.error().message);
+    batch.seqs.push_back(SeqChunk{step_tokens, 0, cached, kv->block_table(0), kv->block_table(0), false});
+    if (auto st = model.forward(batch, kv->layers(), out); !st.ok()) return fail(st.error().message);
     if (output.empty()) prefill_s = std::chrono::duration<double>(Clock::now() - t0).count();
     SampledToken tok = sampler.sample(SampleRow{out.row(0), &*state});
     std::vector<int32_t> step = {tok.token};

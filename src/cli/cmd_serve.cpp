@@ -16,7 +16,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: beamserve serve [--model DIR] [--tokenizer DIR] [--served-model-name NAME]\n"
     "         [--host 127.0.0.1] [--port 8000] [--api-key KEY | $BEAMSERVE_API_KEY] [--max-body-mb 32]\n"
-    "         [--kv-budget-mb 1024] [--max-model-len N] [--max-running 256] [--max-tokens-per-step 2048]\n"
+    "         [--device cpu|cuda] [--kv-budget-mb N (cpu: 1024; cuda: free memory)] [--max-model-len N] [--max-running 256] [--max-tokens-per-step 2048]\n"
     "         [--block-size 64] [--threads N] [--io-threads 1] [--workers 2] [--no-prefix-cache]\n"
     "         [--health-stall-s 30]\n";
 
@@ -38,9 +38,12 @@ Expected<server::ServeOptions> options_from_args(const Args& a) {
   BEAM_ASSIGN_OR_RETURN(int64_t body_mb, a.get_int("max-body-mb", 32));
   if (body_mb < 1) return make_error("--max-body-mb must be >= 1");
   o.max_body_bytes = body_mb << 20;
-  BEAM_ASSIGN_OR_RETURN(int64_t kv_mb, a.get_int("kv-budget-mb", 1024));
-  if (kv_mb < 1) return make_error("--kv-budget-mb must be >= 1");
-  o.model.engine.kv_budget_bytes = kv_mb << 20;
+  BEAM_ASSIGN_OR_RETURN(o.model.engine.device, a.get_device());
+  if (a.has("kv-budget-mb")) {
+    BEAM_ASSIGN_OR_RETURN(int64_t kv_mb, a.get_int("kv-budget-mb", 0));
+    if (kv_mb < 1) return make_error("--kv-budget-mb must be >= 1");
+    o.model.engine.kv_budget_bytes = kv_mb << 20;
+  }
   BEAM_ASSIGN_OR_RETURN(o.model.engine.max_context_tokens, a.get_int("max-model-len", 0));
   BEAM_ASSIGN_OR_RETURN(o.model.engine.max_running, a.get_int("max-running", 256));
   BEAM_ASSIGN_OR_RETURN(o.model.engine.max_tokens_per_step, a.get_int("max-tokens-per-step", 2048));
@@ -63,7 +66,7 @@ int cmd_serve(int argc, char** argv) {
   auto args = Args::parse(argc, argv,
                           {"model", "tokenizer", "served-model-name", "host", "port", "api-key", "max-body-mb",
                            "kv-budget-mb", "max-model-len", "max-running", "max-tokens-per-step", "block-size",
-                           "threads", "io-threads", "workers", "no-prefix-cache", "health-stall-s"},
+                           "threads", "io-threads", "workers", "no-prefix-cache", "health-stall-s", "device"},
                           {"no-prefix-cache"});
   if (!args.ok()) {
     std::fprintf(stderr, "serve: %s\n%s", args.error().message.c_str(), kUsage);

@@ -6,10 +6,14 @@ reference top-1/top-2 margin is >= 0.5. Exit status 1 if any comparison fails it
   compare_logits.py --golden-dir models/tiny-beam/golden --name len40 engine.npy
   compare_logits.py --ref golden.npy engine.npy [--tol 0.02]
   compare_logits.py --golden-dir models/tiny-beam/golden --engine build/beamserve   # runs every sequence
+  compare_logits.py --golden-dir models/tiny-beam/golden --engine build/beamserve --engine-args="--device cuda"
+
+Needs numpy only (no torch), so it also runs on the GPU machine.
 """
 from __future__ import annotations
 
 import argparse
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -19,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from beam_ref.goldens import ARGMAX_MARGIN, REL_TOL, load_sequences  # noqa: E402
-from beam_ref.runner import rel_error  # noqa: E402
+from beam_ref.metrics import rel_error  # noqa: E402
 
 
 def describe(name: str, test: np.ndarray, ref: np.ndarray, tol: float) -> bool:
@@ -36,9 +40,9 @@ def describe(name: str, test: np.ndarray, ref: np.ndarray, tol: float) -> bool:
     return ok
 
 
-def run_engine(engine: str, model_dir: Path, seq, out: Path) -> np.ndarray:
+def run_engine(engine: str, model_dir: Path, seq, out: Path, extra_args: list[str]) -> np.ndarray:
     cmd = [engine, "forward", "--model", str(model_dir), "--tokens", ",".join(map(str, seq.tokens.tolist())),
-           "--start-pos", str(seq.start_pos), "--logits-out", str(out)]
+           "--start-pos", str(seq.start_pos), "--logits-out", str(out), *extra_args]
     subprocess.run(cmd, check=True)
     return np.load(out)
 
@@ -59,6 +63,8 @@ def compare(argv) -> int:
     ap.add_argument("--ref", help="reference logits .npy (instead of --golden-dir/--name)")
     ap.add_argument("--tol", type=float, help=f"rel tolerance (default: manifest's, or {REL_TOL})")
     ap.add_argument("--engine", help="beamserve binary: run `forward` on every golden sequence")
+    ap.add_argument("--engine-args", default="",
+                    help='extra flags for `beamserve forward`, one shell-quoted string (--engine-args="--device cuda")')
     args = ap.parse_args(argv)
 
     if args.ref:
@@ -74,7 +80,8 @@ def compare(argv) -> int:
         ok = True
         with tempfile.TemporaryDirectory() as tmp:
             for seq in sequences:
-                logits = run_engine(args.engine, model_dir, seq, Path(tmp) / f"{seq.name}.npy")
+                logits = run_engine(args.engine, model_dir, seq, Path(tmp) / f"{seq.name}.npy",
+                                    shlex.split(args.engine_args))
                 ok &= describe(seq.name, logits, seq.logits, args.tol or seq.tolerance)
         return 0 if ok else 1
     if not (args.name and args.test):

@@ -30,15 +30,17 @@ std::vector<float> run_chunked(BeamModel& model, const std::vector<int32_t>& tok
                                int64_t start_pos, int64_t chunk_size) {
   const int64_t T = static_cast<int64_t>(tokens.size());
   if (chunk_size <= 0) chunk_size = T;
-  LocalKvCache kv(model.config(), 1, T);
+  auto kv = LocalKvCache::create(model.context(), model.config(), 1, T);  // on the model's device
+  EXPECT_TRUE(kv.ok()) << kv.error().message;
+  if (!kv.ok()) return {};
   std::vector<float> logits;
   for (int64_t begin = 0; begin < T; begin += chunk_size) {
     int64_t n = std::min(chunk_size, T - begin);
     ForwardBatch batch;
     batch.seqs.push_back(SeqChunk{std::span<const int32_t>(tokens.data() + begin, n), start_pos, begin,
-                                  kv.block_table(0), kv.block_table(0), true});
+                                  kv->block_table(0), kv->block_table(0), true});
     ForwardOutput out;
-    auto st = model.forward(batch, kv.layers(), out);
+    auto st = model.forward(batch, kv->layers(), out);
     EXPECT_TRUE(st.ok()) << st.error().message;
     logits.insert(logits.end(), out.logits.begin(), out.logits.end());
   }

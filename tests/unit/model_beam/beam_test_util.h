@@ -1,5 +1,6 @@
 // Test helpers for the forward pass: load a model directory once, run prefills and chunked runs
-// through LocalKvCache, and compare logits the way the golden check does.
+// through LocalKvCache, and compare logits the way the golden check does. Shared with
+// tests/unit/model_beam_cuda (its libs.cmake compiles this folder's helper sources).
 #pragma once
 
 #include <cstdint>
@@ -21,7 +22,7 @@ inline std::string model_path(const std::string& name) {
 std::shared_ptr<const BeamWeights> load_model(const std::string& name);
 
 // Logits [T, V] of one sequence: tokens fed in chunks of chunk_size (0 = all at once) starting
-// at absolute position start_pos.
+// at absolute position start_pos, with a KV cache on the model's device.
 std::vector<float> run_chunked(BeamModel& model, const std::vector<int32_t>& tokens,
                                int64_t start_pos, int64_t chunk_size);
 

@@ -10,7 +10,7 @@ from typing import Optional
 
 import numpy as np
 
-from .runner import rel_error
+from .metrics import rel_error
 
 MANIFEST = "manifest.json"
 REL_TOL = 2e-2            # per sequence ||Δ||/||ref||

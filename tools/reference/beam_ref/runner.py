@@ -8,6 +8,7 @@ from typing import Optional
 import numpy as np
 import torch
 
+from .metrics import rel_error  # noqa: F401  (re-exported for golden.py)
 from .model import BeamForCausalLM
 
 
@@ -39,9 +40,3 @@ def run_sequence(model: BeamForCausalLM, tokens, start_pos: int = 0, chunk: Opti
     margins = torch.cat([p.router_margins for p in parts], dim=2)[:, 0]
     return SequenceResult(logits.float().cpu().numpy(), experts.to(torch.int32).cpu().numpy(),
                           margins.float().cpu().numpy())
-
-
-def rel_error(test: np.ndarray, ref: np.ndarray) -> float:
-    """||test - ref|| / ||ref|| (Frobenius, fp64)."""
-    ref64 = np.asarray(ref, dtype=np.float64)
-    return float(np.linalg.norm(np.asarray(test, dtype=np.float64) - ref64) / max(np.linalg.norm(ref64), 1e-30))

@@ -1,0 +1,125 @@
+// The forward pass on the GPU (models/tiny-beam): golden logits and expert selections within the
+// CPU golden test's tolerances, and batched / chunked / decoded runs matching single full prefills.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "../model_beam/beam_goldens.h"
+#include "cuda_model_fixture.h"
+
+namespace beam::testing {
+namespace {
+
+constexpr double kTolerance = 2e-2;  // the CPU invariance test's bound
+
+class BeamCuda : public CudaModelTest {
+ protected:
+  void SetUp() override {
+    CudaModelTest::SetUp();
+    if (IsSkipped()) return;
+    model_ = gpu_model("tiny-beam");
+    ASSERT_NE(model_, nullptr);
+  }
+  int64_t vocab() const { return model_->config().vocab_size; }
+  void expect_close(const std::vector<float>& got, const std::vector<float>& ref, double tol,
+                    const std::string& what) {
+    LogitsComparison c = compare_logits(got, ref, vocab());
+    EXPECT_LE(c.rel_error, tol) << what;
+    EXPECT_EQ(c.argmax_mismatches, 0) << what << " (" << c.rows_checked << " rows checked)";
+  }
+  std::unique_ptr<BeamModel> model_;
+};
+
+TEST_F(BeamCuda, GoldenLogitsMatchReference) {
+  auto goldens = load_goldens("tiny-beam");
+  ASSERT_GE(goldens.size(), 8u);
+  for (const auto& g : goldens) {
+    std::vector<float> ref(g.logits.as<float>(), g.logits.as<float>() + g.logits.numel());
+    auto got = run_chunked(*model_, g.tokens, g.start_pos, g.chunk);
+    expect_close(got, ref, g.tolerance(), "golden " + g.name);
+    std::printf("gpu golden %-12s T=%3zu start=%7lld rel_error=%.5f\n", g.name.c_str(), g.tokens.size(),
+                static_cast<long long>(g.start_pos), compare_logits(got, ref, vocab()).rel_error);
+  }
+}
+
+TEST_F(BeamCuda, CapturedExpertsMatchReference) {
+  const int64_t K = model_->config().num_experts_per_tok;
+  for (const auto& g : load_goldens("tiny-beam")) {
+    const int64_t T = static_cast<int64_t>(g.tokens.size());
+    auto kv = LocalKvCache::create(gpu_, model_->config(), 1, T);
+    ASSERT_TRUE(kv.ok()) << kv.error().message;
+    ForwardBatch batch;
+    batch.capture_routing = true;
+    batch.seqs.push_back(SeqChunk{g.tokens, g.start_pos, 0, kv->block_table(0), kv->block_table(0), false});
+    ForwardOutput out;
+    ASSERT_TRUE(model_->forward(batch, kv->layers(), out).ok());
+    const int64_t num_sparse = g.experts.shape[0];
+    ASSERT_EQ(static_cast<int64_t>(out.routed_experts.size()), num_sparse * T * K);
+    int64_t checked = 0, mismatched = 0;
+    for (int64_t i = 0; i < num_sparse * T; ++i) {
+      if (g.margins.as<float>()[i] <= 1e-3f) continue;  // the CPU golden test's threshold
+      ++checked;
+      std::vector<int32_t> ref(g.experts.as<int32_t>() + i * K, g.experts.as<int32_t>() + (i + 1) * K);
+      std::vector<int32_t> got(out.routed_experts.begin() + i * K, out.routed_experts.begin() + (i + 1) * K);
+      std::sort(ref.begin(), ref.end());
+      std::sort(got.begin(), got.end());
+      if (ref != got) ++mismatched;
+    }
+    EXPECT_EQ(mismatched, 0) << g.name << ": " << mismatched << " of " << checked << " selections differ";
+    EXPECT_GT(checked, 0) << g.name;
+  }
+}
+
+TEST_F(BeamCuda, BatchOfDifferentLengthsMatchesEachAlone) {
+  const std::vector<int64_t> lengths = {1, 5, 17, 48};
+  const std::vector<int64_t> starts = {7, 0, 3, 1000};
+  std::vector<std::vector<int32_t>> seqs;
+  for (size_t i = 0; i < lengths.size(); ++i) seqs.push_back(random_tokens(lengths[i], vocab(), 100 + i));
+  auto kv = LocalKvCache::create(gpu_, model_->config(), static_cast<int64_t>(seqs.size()), 48);
+  ASSERT_TRUE(kv.ok()) << kv.error().message;
+  ForwardBatch batch;
+  for (size_t i = 0; i < seqs.size(); ++i)
+    batch.seqs.push_back(SeqChunk{seqs[i], starts[i], 0, kv->block_table(i), kv->block_table(i), true});
+  ForwardOutput out;
+  ASSERT_TRUE(model_->forward(batch, kv->layers(), out).ok());
+  int64_t row = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    auto alone = run_chunked(*model_, seqs[i], starts[i], 0);
+    std::vector<float> got(out.logits.begin() + row * vocab(), out.logits.begin() + (row + lengths[i]) * vocab());
+    row += lengths[i];
+    expect_close(got, alone, kTolerance, "sequence " + std::to_string(i) + " in a batch of 4");
+  }
+}
+
+TEST_F(BeamCuda, ChunkedAndDecodedMatchFullPrefill) {
+  auto tokens = random_tokens(45, vocab(), 7);
+  auto full = run_chunked(*model_, tokens, 0, 0);
+  for (int64_t chunk : {1, 7}) expect_close(run_chunked(*model_, tokens, 0, chunk), full, kTolerance,
+                                            "chunk " + std::to_string(chunk));
+  // The same on the CPU: the GPU's full prefill is within the tolerance of the CPU reference op chain.
+  auto cpu = cpu_model("tiny-beam");
+  ASSERT_NE(cpu, nullptr);
+  expect_close(full, run_chunked(*cpu, tokens, 0, 0), kTolerance, "GPU vs CPU full prefill");
+}
+
+TEST_F(BeamCuda, ReportsOutOfRangeBatchesAsErrors) {
+  auto kv = LocalKvCache::create(gpu_, model_->config(), 1, 16);
+  ASSERT_TRUE(kv.ok());
+  std::vector<int32_t> too_long(17, 1);
+  ForwardBatch batch;
+  batch.seqs.push_back(SeqChunk{too_long, 0, 0, kv->block_table(0), kv->block_table(0), true});
+  ForwardOutput out;
+  auto st = model_->forward(batch, kv->layers(), out);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("block table"), std::string::npos) << st.error().message;
+  LocalKvCache host_kv(model_->config(), 1, 16);  // KV memory on the wrong device
+  std::vector<int32_t> ok_tokens(4, 1);
+  ForwardBatch batch2;
+  batch2.seqs.push_back(SeqChunk{ok_tokens, 0, 0, host_kv.block_table(0), host_kv.block_table(0), true});
+  st = model_->forward(batch2, host_kv.layers(), out);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("device"), std::string::npos) << st.error().message;
+}
+
+}  // namespace
+}  // namespace beam::testing

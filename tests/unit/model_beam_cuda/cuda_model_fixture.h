@@ -1,0 +1,47 @@
+// Fixture for the GPU forward-pass tests: a CUDA context on GPU 0 (the test skips, saying why, on
+// machines without a GPU or builds without the CUDA backend) and models uploaded to it.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "../model_beam/beam_test_util.h"
+#include "kernels/api/device_memory.h"
+#include "model/device_weights.h"
+
+namespace beam::testing {
+
+class CudaModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto created = create_cuda_context(0);
+    if (!created.ok()) GTEST_SKIP() << "no CUDA: " << created.error().message;
+    cuda_ = std::move(*created);
+    gpu_ = KernelContext{Device::kCuda, &pool_, cuda_.get()};
+    cpu_ = KernelContext{Device::kCpu, &pool_};
+  }
+
+  // A BeamModel of models/<name> on the GPU (weights uploaded once per test).
+  std::unique_ptr<BeamModel> gpu_model(const std::string& name) {
+    auto host = load_model(name);
+    if (host == nullptr) return nullptr;
+    auto uploaded = upload_weights(gpu_, host);
+    EXPECT_TRUE(uploaded.ok()) << uploaded.error().message;
+    if (!uploaded.ok()) return nullptr;
+    EXPECT_GT(uploaded->device_bytes, 0);
+    return std::make_unique<BeamModel>(uploaded->weights, gpu_);
+  }
+  std::unique_ptr<BeamModel> cpu_model(const std::string& name) {
+    auto host = load_model(name);
+    return host ? std::make_unique<BeamModel>(host, cpu_) : nullptr;
+  }
+
+  ThreadPool pool_{2};
+  std::shared_ptr<CudaContext> cuda_;
+  KernelContext gpu_, cpu_;
+};
+
+}  // namespace beam::testing

@@ -1,0 +1,110 @@
+// beam-nano on the GPU: greedy continuations of models/beam-nano/golden/greedy.json (which the CPU
+// engine reproduces) through BeamModel directly and through a runtime Engine on Device::kCuda,
+// alone and batched; and the error an engine gives when CUDA is not available.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "../model_beam/beam_goldens.h"
+#include "../runtime_engine/engine_test_util.h"
+#include "cuda_model_fixture.h"
+#include "runtime/engine.h"
+
+namespace beam::testing {
+namespace {
+
+// Greedy decoding with BeamModel and a LocalKvCache on the model's device: argmax of each step's
+// logits until a stop id (kept) or max_new tokens.
+std::vector<int32_t> greedy(BeamModel& model, const std::vector<int32_t>& prompt, int64_t max_new,
+                            const std::vector<int32_t>& stop_ids) {
+  const int64_t capacity = static_cast<int64_t>(prompt.size()) + max_new;
+  auto kv = LocalKvCache::create(model.context(), model.config(), 1, capacity);
+  EXPECT_TRUE(kv.ok());
+  if (!kv.ok()) return {};
+  std::vector<int32_t> output, step = prompt;
+  ForwardOutput out;
+  while (static_cast<int64_t>(output.size()) < max_new) {
+    ForwardBatch batch;
+    const int64_t cached = static_cast<int64_t>(prompt.size() + output.size() - step.size());
+    batch.seqs.push_back(SeqChunk{step, 0, cached, kv->block_table(0), kv->block_table(0), false});
+    auto st = model.forward(batch, kv->layers(), out);
+    EXPECT_TRUE(st.ok()) << st.error().message;
+    if (!st.ok()) break;
+    auto row = out.row(0);
+    int32_t tok = static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+    output.push_back(tok);
+    if (std::find(stop_ids.begin(), stop_ids.end(), tok) != stop_ids.end()) break;
+    step = {tok};
+  }
+  return output;
+}
+
+TEST_F(CudaModelTest, NanoGreedyMatchesReferenceOnTheGpu) {
+  GreedyGoldens golden = load_greedy_goldens("beam-nano");
+  ASSERT_EQ(golden.cases.size(), 5u);
+  auto model = gpu_model("beam-nano");
+  ASSERT_NE(model, nullptr);
+  for (size_t i = 0; i < golden.cases.size(); ++i) {
+    const GreedyCase& c = golden.cases[i];
+    EXPECT_EQ(greedy(*model, c.prompt_ids, golden.max_new_tokens, golden.stop_token_ids), c.generated_ids)
+        << "case " << i << ": " << c.prompt;
+  }
+}
+
+std::vector<RunRequest> greedy_requests(const GreedyGoldens& golden) {
+  std::vector<RunRequest> reqs;
+  for (const GreedyCase& c : golden.cases) {
+    SamplingParams p;
+    p.temperature = 0;
+    p.max_tokens = golden.max_new_tokens;
+    p.stop_token_ids = golden.stop_token_ids;
+    reqs.push_back(RunRequest{c.prompt_ids, p});
+  }
+  return reqs;
+}
+
+EngineOptions engine_options(Device device) {
+  EngineOptions o;
+  o.device = device;
+  o.num_threads = 2;
+  o.block_size_tokens = 16;
+  o.kv_budget_bytes = 64 << 20;
+  o.max_running = 16;
+  return o;
+}
+
+TEST_F(CudaModelTest, EngineOnCudaGeneratesTheCpuEnginesGreedyTokens) {
+  GreedyGoldens golden = load_greedy_goldens("beam-nano");
+  ASSERT_EQ(golden.cases.size(), 5u);
+  auto weights = engine_test_model("beam-nano");
+  ASSERT_NE(weights, nullptr);
+  auto cpu = Engine::create(weights, engine_options(Device::kCpu));
+  ASSERT_TRUE(cpu.ok()) << cpu.error().message;
+  auto gpu = Engine::create(weights, engine_options(Device::kCuda));
+  ASSERT_TRUE(gpu.ok()) << gpu.error().message;
+  const auto reqs = greedy_requests(golden);
+  auto cpu_batched = run_all(**cpu, reqs);
+  auto gpu_batched = run_all(**gpu, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    auto gpu_alone = run_all(**gpu, {reqs[i]})[0][0];
+    EXPECT_EQ(gpu_alone.tokens, cpu_batched[i][0].tokens) << "case " << i << " alone on the GPU";
+    EXPECT_EQ(gpu_batched[i][0].tokens, cpu_batched[i][0].tokens) << "case " << i << " batched on the GPU";
+    EXPECT_EQ(gpu_batched[i][0].tokens, golden.cases[i].generated_ids) << "case " << i << " vs the reference";
+  }
+  expect_pools_full(**gpu);
+}
+
+// Runs everywhere: without a usable GPU, an engine on Device::kCuda fails with the reason
+// create_cuda_context gives (no backend built, no device).
+TEST(CudaUnavailable, EngineReportsWhyCudaCannotBeUsed) {
+  auto probe = create_cuda_context(0);
+  if (probe.ok()) GTEST_SKIP() << "a GPU is available";
+  auto weights = engine_test_model("tiny-beam");
+  ASSERT_NE(weights, nullptr);
+  auto engine = Engine::create(weights, engine_options(Device::kCuda));
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.error().message, probe.error().message);
+}
+
+}  // namespace
+}  // namespace beam::testing
