@@ -30,8 +30,12 @@ constexpr int kScatterThreads = 256;
 constexpr int kCombineThreads = 128;
 constexpr size_t kScratchAlign = 256;
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-size_t align_up(size_t n) { return (n + kScratchAlign - 1) / kScratchAlign * kScratchAlign; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+size_t align_up(size_t n) {
+  return (n + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
+}
 
 // Carves ctx.moe into the arrays of one call (byte offsets from the base).
 struct ScratchLayout {
@@ -44,11 +48,11 @@ struct ScratchLayout {
       at += align_up(bytes);
       return here;
     };
-    counts = take(E * sizeof(int32_t));                  // [E] rows per expert
-    offsets = take((E + 1) * sizeof(int32_t));           // [E + 1] first grouped row
-    tile_offsets = take((E + 1) * sizeof(int32_t));      // [E + 1] first M tile
-    row_token = take(rows * sizeof(int32_t));            // [rows] token of each grouped row
-    entry_of = take(rows * sizeof(int32_t));             // [T * top_k] grouped row of a slot
+    counts = take(E * sizeof(int32_t));              // [E] rows per expert
+    offsets = take((E + 1) * sizeof(int32_t));       // [E + 1] first grouped row
+    tile_offsets = take((E + 1) * sizeof(int32_t));  // [E + 1] first M tile
+    row_token = take(rows * sizeof(int32_t));        // [rows] token of each grouped row
+    entry_of = take(rows * sizeof(int32_t));         // [T * top_k] grouped row of a slot
     act = take(static_cast<size_t>(rows * I) * sizeof(bf16_t));  // [rows, I] SwiGLU output
     y = take(static_cast<size_t>(rows * H) * sizeof(bf16_t));    // [rows, H] expert output
     total = at;
@@ -183,7 +187,9 @@ __global__ void __launch_bounds__(kCombineThreads)
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
 
 struct Problem {
   int64_t T, H, E, I, top_k, rows;
@@ -198,7 +204,7 @@ void permute(CudaContext& ctx, const Problem& pb, const int32_t* ids, int32_t* c
       ids, pb.rows, static_cast<int>(pb.E), counts);
   CUDA_LAUNCH_OK();
   offsets_kernel<<<1, 32, 0, ctx.stream>>>(counts, static_cast<int>(pb.E), moe_gemm::kBM, offsets,
-                                          tile_offsets);
+                                           tile_offsets);
   CUDA_LAUNCH_OK();
   scatter_kernel<<<static_cast<unsigned>(pb.E), kScatterThreads, 0, ctx.stream>>>(
       ids, pb.rows, static_cast<int>(pb.top_k), counts, offsets, row_token, entry_of);
@@ -223,8 +229,8 @@ void launch_grouped_gemm(CudaContext& ctx, const Problem& pb, const moe_gemm::Ar
 void moe_experts(CudaContext& ctx, const TensorView& x, const TensorView& gate_up,
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
                  const TensorView& out) {
-  const Problem pb{x.dim(0), x.dim(1), gate_up.dim(0), gate_up.dim(1) / 2, ids.dim(1),
-                   x.dim(0) * ids.dim(1)};
+  const Problem pb{x.dim(0),           x.dim(1),   gate_up.dim(0),
+                   gate_up.dim(1) / 2, ids.dim(1), x.dim(0) * ids.dim(1)};
   if (pb.T == 0 || pb.H == 0) return;
   if (pb.rows == 0) {  // no experts per token: the sum is empty
     CUDA_OK(cudaMemsetAsync(out.data, 0, out.nbytes(), ctx.stream));
@@ -247,13 +253,18 @@ void moe_experts(CudaContext& ctx, const TensorView& x, const TensorView& gate_u
   const auto* gu = static_cast<const bf16_t*>(gate_up.data);
   const auto* dn = static_cast<const bf16_t*>(down.data);
   if (pb.I > 0) {  // act [rows, I] = SwiGLU(x[token] · gate_up[e]ᵀ)
-    const moe_gemm::Args args{xp, row_token, gu, offsets, tile_offsets, static_cast<int32_t>(pb.E),
-                              pb.I, pb.H, pb.H % 8 == 0 && aligned16(xp) && aligned16(gu), act};
+    const moe_gemm::Args args{
+        xp,      row_token,    gu,
+        offsets, tile_offsets, static_cast<int32_t>(pb.E),
+        pb.I,    pb.H,         pb.H % 8 == 0 && aligned16(xp) && aligned16(gu),
+        act};
     launch_grouped_gemm<Epilogue::kSwiGLU>(ctx, pb, args);
   }
   {  // y [rows, H] = act · down[e]ᵀ (zeros when I == 0)
-    const moe_gemm::Args args{act, nullptr, dn, offsets, tile_offsets, static_cast<int32_t>(pb.E),
-                              pb.H, pb.I, pb.I % 8 == 0 && aligned16(dn), y};
+    const moe_gemm::Args args{act,     nullptr,      dn,
+                              offsets, tile_offsets, static_cast<int32_t>(pb.E),
+                              pb.H,    pb.I,         pb.I % 8 == 0 && aligned16(dn),
+                              y};
     launch_grouped_gemm<Epilogue::kStore>(ctx, pb, args);
   }
   BEAM_CHECK(pb.T <= INT32_MAX) << "moe_experts (CUDA): " << pb.T << " tokens";

@@ -15,9 +15,9 @@ namespace beam::cuda::moe_gemm {
 
 using bf16_t = __nv_bfloat16;
 
-constexpr int kBM = 64;        // grouped rows per tile
-constexpr int kBN = 128;       // weight rows per tile (SwiGLU: 64 gate + 64 up rows)
-constexpr int kBK = 32;        // K per pipeline stage
+constexpr int kBM = 64;   // grouped rows per tile
+constexpr int kBN = 128;  // weight rows per tile (SwiGLU: 64 gate + 64 up rows)
+constexpr int kBK = 32;   // K per pipeline stage
 constexpr int kStages = 3;
 constexpr int kThreads = 256;  // 8 warps as 2 (M) x 4 (N), each 32 x 32
 constexpr int kLds = kBK + 8;  // shared row stride in bf16: 80 bytes, 16-byte aligned rows and
@@ -29,20 +29,22 @@ enum class Epilogue {
 };
 
 struct Args {
-  const bf16_t* a;               // A row q starts at a + q * k
-  const int32_t* a_row_of;       // grouped row -> A row q (nullptr: q is the grouped row)
-  const bf16_t* w;               // [E, w_rows, k], w_rows = n (kStore) or 2 n (kSwiGLU)
-  const int32_t* offsets;        // [E + 1] first grouped row of each expert
-  const int32_t* tile_offsets;   // [E + 1] first M tile of each expert
+  const bf16_t* a;              // A row q starts at a + q * k
+  const int32_t* a_row_of;      // grouped row -> A row q (nullptr: q is the grouped row)
+  const bf16_t* w;              // [E, w_rows, k], w_rows = n (kStore) or 2 n (kSwiGLU)
+  const int32_t* offsets;       // [E + 1] first grouped row of each expert
+  const int32_t* tile_offsets;  // [E + 1] first M tile of each expert
   int32_t num_experts;
-  int64_t n;                     // output columns
+  int64_t n;  // output columns
   int64_t k;
-  bool async_loads;              // k % 8 == 0 and a, w 16-byte aligned: 16-byte cp.async chunks
-  bf16_t* out;                   // [grouped rows, n]
+  bool async_loads;  // k % 8 == 0 and a, w 16-byte aligned: 16-byte cp.async chunks
+  bf16_t* out;       // [grouped rows, n]
 };
 
 // Output columns per tile.
-constexpr int tile_cols(Epilogue ep) { return ep == Epilogue::kSwiGLU ? kBN / 2 : kBN; }
+constexpr int tile_cols(Epilogue ep) {
+  return ep == Epilogue::kSwiGLU ? kBN / 2 : kBN;
+}
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -140,8 +142,8 @@ __device__ __forceinline__ void mma_stage(const SharedTiles& sh, int s, int wm, 
 #pragma unroll
     for (int nj = 0; nj < 2; ++nj) {
       uint32_t r[4];
-      ldmatrix_x4(r, &sh.b[s][wn * 32 + nj * 16 + lane % 8 + (lane / 16) * 8]
-                          [kk + ((lane / 8) % 2) * 8]);
+      ldmatrix_x4(
+          r, &sh.b[s][wn * 32 + nj * 16 + lane % 8 + (lane / 16) * 8][kk + ((lane / 8) % 2) * 8]);
       bfr[2 * nj][0] = r[0];
       bfr[2 * nj][1] = r[1];
       bfr[2 * nj + 1][0] = r[2];
@@ -191,7 +193,8 @@ __device__ __forceinline__ void store_tile(const Args& p, int64_t row0, int rows
             v[q] = acc[mi][ni][2 * h + q];
           }
         }
-        const int64_t col = n0 + wn * (kEp == Epilogue::kSwiGLU ? 16 : 32) + ni * 8 + 2 * (lane % 4);
+        const int64_t col =
+            n0 + wn * (kEp == Epilogue::kSwiGLU ? 16 : 32) + ni * 8 + 2 * (lane % 4);
         store_pair(out_row, col, p.n, v[0], v[1]);
       }
     }

@@ -123,7 +123,8 @@ __global__ void route_kernel(RouteArgs a) {
 
   // total = Σ_k score[id_k] in k order, then w = score / (total + 1e-20) * scale, as the CPU.
   float total = 0.0f;
-  for (int k = 0; k < a.top_k; ++k) total = __fadd_rn(total, score[__shfl_sync(0xffffffffu, id, k)]);
+  for (int k = 0; k < a.top_k; ++k)
+    total = __fadd_rn(total, score[__shfl_sync(0xffffffffu, id, k)]);
   if (lane < a.top_k) {
     float w = score[id];
     if (a.norm_topk_prob) w = __fdiv_rn(w, __fadd_rn(total, 1e-20f));
@@ -144,8 +145,8 @@ void moe_route(CudaContext& ctx, const TensorView& router_logits, const TensorVi
       << ", " << kMaxTopK << ")";
   if (T == 0) return;
   const size_t warp_smem = static_cast<size_t>(2 * E) * sizeof(float);
-  const int warps = static_cast<int>(
-      std::clamp<size_t>(kSmemBudget / warp_smem, 1, size_t{kMaxWarpsPerBlock}));
+  const int warps =
+      static_cast<int>(std::clamp<size_t>(kSmemBudget / warp_smem, 1, size_t{kMaxWarpsPerBlock}));
   RouteArgs a{router_logits.as<float>(),
               bias.as<float>(),
               ids.as<int32_t>(),

@@ -64,9 +64,9 @@ class CudaMoe : public test::CudaTest {
   // GPU vs CPU on the given logits/bias: ids identical, weights within 1 ulp (reports exactness).
   void check_route(const HostTensor& logits, const HostTensor& bias, const RouterParams& p) {
     const int64_t T = logits.view.dim(0), E = logits.view.dim(1);
-    SCOPED_TRACE(::testing::Message() << "route T=" << T << " E=" << E << " groups "
-                                      << p.num_groups << " keep " << p.topk_groups << " top_k "
-                                      << p.top_k << " norm " << p.norm_topk_prob);
+    SCOPED_TRACE(::testing::Message()
+                 << "route T=" << T << " E=" << E << " groups " << p.num_groups << " keep "
+                 << p.topk_groups << " top_k " << p.top_k << " norm " << p.norm_topk_prob);
     HostTensor want_ids(DType::kI32, {T, p.top_k}), want_w(DType::kF32, {T, p.top_k});
     moe_route(cpu.one, logits.view, bias.view, p, want_ids.view, want_w.view);
     const TensorView ids = device_tensor(DType::kI32, {T, p.top_k});
@@ -81,9 +81,9 @@ class CudaMoe : public test::CudaTest {
       EXPECT_LE(f32_ulps(g, wv), 1) << "token " << i / p.top_k << ": " << g << " vs " << wv;
       bit_equal += std::bit_cast<uint32_t>(g) == std::bit_cast<uint32_t>(wv);
     }
-    std::printf("moe_route T=%lld E=%lld: %lld/%lld weights bit-equal\n",
-                static_cast<long long>(T), static_cast<long long>(E),
-                static_cast<long long>(bit_equal), static_cast<long long>(T * p.top_k));
+    std::printf("moe_route T=%lld E=%lld: %lld/%lld weights bit-equal\n", static_cast<long long>(T),
+                static_cast<long long>(E), static_cast<long long>(bit_equal),
+                static_cast<long long>(T * p.top_k));
   }
 
   void check_random_route(int64_t T, int64_t E, const RouterParams& p) {
@@ -133,8 +133,8 @@ TEST_F(CudaMoe, RouteTiesMatchCpu) {
 TEST_F(CudaMoe, RouteExcludedGroupsOverNegativeChoicesMatchCpu) {
   HostTensor logits(DType::kF32, {1, 16}), bias(DType::kF32, {16});
   // choice = 0.5 + bias with logits 0; the best expert (8) lies in an excluded group.
-  const float choice[16] = {1, 1.1f, 1, 0.9f, -0.5f, -0.4f, -0.6f, -0.5f,
-                            5, -10,  -10, -10, -3,   -3,   -3,   -3};
+  const float choice[16] = {1, 1.1f, 1,   0.9f, -0.5f, -0.4f, -0.6f, -0.5f,
+                            5, -10,  -10, -10,  -3,    -3,    -3,    -3};
   for (int e = 0; e < 16; ++e) {
     logits.as<float>()[e] = 0.0f;
     bias.as<float>()[e] = choice[e] - 0.5f;
