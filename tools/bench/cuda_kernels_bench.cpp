@@ -1,0 +1,336 @@
+// CUDA kernel benchmarks (Google Benchmark, timed with CUDA events on the op's stream) at Beam's
+// decode and prefill shapes. Each op reports bytes/s, the fraction of the 4.3 TB/s HBM roofline
+// (GPU.md) and the floor in microseconds. One function per op; add new ops the same way.
+// Run on the GPU machine: build/<dir>/tools/bench/cuda_kernels_bench
+#include <benchmark/benchmark.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "core/bf16.h"
+#include "kernels/api/activation.h"
+#include "kernels/api/device_memory.h"
+#include "kernels/api/moe.h"
+#include "kernels/api/norm.h"
+#include "kernels/api/rope.h"
+#include "kernels/cuda/cuda_context.h"
+
+namespace beam {
+namespace {
+
+constexpr double kHbmBytesPerSecond = 4.3e12;  // device-to-device copy, read + write (GPU.md)
+constexpr int kLaunchesPerTiming = 20;          // amortises event overhead on microsecond kernels
+constexpr int64_t kHidden = 5120, kHeadDim = 128, kQHeads = 48, kKvHeads = 8, kVocab = 151936;
+constexpr int64_t kDenseInter = 17408, kExpertInter = 2560;
+
+// A CUDA context and the device tensors of one benchmark (freed when it goes out of scope).
+class Gpu {
+ public:
+  // False (with the reason as the skip message) when there is no usable GPU.
+  bool start(benchmark::State& state) {
+    auto created = create_cuda_context(0);
+    if (!created.ok()) {
+      state.SkipWithError(created.error().message.c_str());
+      return false;
+    }
+    cuda_ = std::move(created.value());
+    ctx.device = Device::kCuda;
+    ctx.cuda = cuda_.get();
+    return true;
+  }
+
+  // A device tensor filled with xorshift values in [-scale, scale) (never zeros), bf16 or f32.
+  TensorView uniform(DType dtype, Shape shape, uint64_t seed, float scale) {
+    TensorView t = allocate(dtype, shape);
+    const int64_t n = t.numel(), chunk = std::min<int64_t>(n, int64_t{1} << 20);
+    HostTensor host(dtype, {chunk});
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int64_t i = 0; i < chunk; ++i) {
+      s ^= s << 13;
+      s ^= s >> 7;
+      s ^= s << 17;
+      const float v = (2.0f * static_cast<float>(s >> 40) / 16777216.0f - 1.0f) * scale;
+      if (dtype == DType::kBF16) {
+        host.as<bf16>()[i] = to_bf16(v);
+      } else {
+        host.as<float>()[i] = v;
+      }
+    }
+    const TensorView flat = t.reshape({n});
+    for (int64_t i = 0; i < n; i += chunk) {
+      const int64_t count = std::min(chunk, n - i);
+      copy_tensor(ctx, flat.rows(i, count), host.view.rows(0, count));
+    }
+    return t;
+  }
+
+  // A device copy of host integers (positions, token ids).
+  template <typename T>
+  TensorView from_host(DType dtype, const std::vector<T>& values) {
+    HostTensor host(dtype, {static_cast<int64_t>(values.size())});
+    std::copy(values.begin(), values.end(), host.as<T>());
+    TensorView t = allocate(dtype, host.view.shape);
+    copy_tensor(ctx, t, host.view);
+    return t;
+  }
+
+  KernelContext ctx;
+
+ private:
+  TensorView allocate(DType dtype, Shape shape) {
+    Expected<DeviceBuffer> b = allocate_buffer(ctx, shape.numel() * dtype_size(dtype));
+    BEAM_CHECK(b.ok()) << b.error().message;
+    buffers_.push_back(std::move(b.value()));
+    return buffers_.back().view(dtype, shape);
+  }
+
+  std::shared_ptr<CudaContext> cuda_;
+  std::vector<DeviceBuffer> buffers_;
+};
+
+// Times `launch` (one op launch) with CUDA events around kLaunchesPerTiming back-to-back launches
+// after a warm-up, and reports the per-launch time and bandwidth for `bytes` moved per launch.
+template <typename Launch>
+void time_op(benchmark::State& state, Gpu& gpu, double bytes, Launch launch) {
+  cudaStream_t stream = gpu.ctx.cuda->stream;
+  launch();
+  synchronize(gpu.ctx);
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  double total_s = 0;
+  for (auto _ : state) {
+    cudaEventRecord(start, stream);
+    for (int i = 0; i < kLaunchesPerTiming; ++i) launch();
+    cudaEventRecord(stop, stream);
+    cudaEventSynchronize(stop);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    const double per_launch_s = ms * 1e-3 / kLaunchesPerTiming;
+    state.SetIterationTime(per_launch_s);
+    total_s += per_launch_s;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  const double bytes_per_s = bytes * static_cast<double>(state.iterations()) / total_s;
+  state.counters["bytes/s"] = benchmark::Counter(bytes_per_s, benchmark::Counter::kDefaults,
+                                                 benchmark::Counter::kIs1000);
+  state.counters["roofline"] = bytes_per_s / kHbmBytesPerSecond;
+  state.counters["floor_us"] = bytes / kHbmBytesPerSecond * 1e6;
+}
+
+std::vector<int64_t> positions_near_one_million(int64_t T) {
+  std::vector<int64_t> p(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) p[t] = 1000000 - T + t;
+  return p;
+}
+
+// rms_norm over hidden states [T, 5120] (pre-norms, final norm).
+void BM_rms_norm_hidden(benchmark::State& state) {
+  Gpu gpu;
+  if (!gpu.start(state)) return;
+  const int64_t T = state.range(0);
+  const TensorView x = gpu.uniform(DType::kBF16, {T, kHidden}, 1, 3.0f);
+  const TensorView w = gpu.uniform(DType::kBF16, {kHidden}, 2, 1.0f);
+  const TensorView out = gpu.uniform(DType::kBF16, {T, kHidden}, 3, 1.0f);
+  time_op(state, gpu, 2.0 * (2 * T * kHidden + kHidden),
+          [&] { rms_norm(gpu.ctx, x, w, 1e-6f, out); });
+}
+
+// Per-head q_norm: [T * 48, 128] in place.
+void BM_rms_norm_q_heads(benchmark::State& state) {
+  Gpu gpu;
+  if (!gpu.start(state)) return;
+  const int64_t T = state.range(0), rows = T * kQHeads;
+  const TensorView q = gpu.uniform(DType::kBF16, {rows, kHeadDim}, 4, 3.0f);
+  const TensorView w = gpu.uniform(DType::kBF16, {kHeadDim}, 5, 1.0f);
+  time_op(state, gpu, 2.0 * (2 * rows * kHeadDim + kHeadDim),
+          [&] { rms_norm(gpu.ctx, q, w, 1e-6f, q); });
+}
+
+// Post-norm + depth-scaled residual on [T, 5120] (reads branch and residual, writes residual).
+void BM_post_norm_residual(benchmark::State& state) {
+  Gpu gpu;
+  if (!gpu.start(state)) return;
+  const int64_t T = state.range(0);
+  const TensorView branch = gpu.uniform(DType::kBF16, {T, kHidden}, 6, 3.0f);
+  const TensorView w = gpu.uniform(DType::kBF16, {kHidden}, 7, 1.0f);
+  const TensorView residual = gpu.uniform(DType::kBF16, {T, kHidden}, 8, 1.0f);
+  time_op(state, gpu, 2.0 * (3 * T * kHidden + kHidden), [&] {
+    post_norm_residual(gpu.ctx, branch, w, 1e-6f, 0.995227f, 0.097590f, residual);
+  });
+}
+
+// RoPE on q [T, 48, 128] and k [T, 8, 128] in place, positions near 10^6.
+void BM_apply_rope(benchmark::State& state) {
+  Gpu gpu;
+  if (!gpu.start(state)) return;
+  const int64_t T = state.range(0);
+  const TensorView q = gpu.uniform(DType::kBF16, {T, kQHeads, kHeadDim}, 9, 1.0f);
+  const TensorView k = gpu.uniform(DType::kBF16, {T, kKvHeads, kHeadDim}, 10, 1.0f);
+  const TensorView pos = gpu.from_host(DType::kI64, positions_near_one_million(T));
+  time_op(state, gpu, 2.0 * 2 * T * (kQHeads + kKvHeads) * kHeadDim + 8.0 * T,
+          [&] { apply_rope(gpu.ctx, q, k, pos, 1000000.0f); });
+}
+
+// SSMax on q [T, 48, 128] in place (values grow by s(p) per launch; a multiply's cost does not
+// depend on them).
+void BM_apply_ssmax(benchmark::State& state) {
+  Gpu gpu;
+  if (!gpu.start(state)) return;
+  const int64_t T = state.range(0);
+  const TensorView q = gpu.uniform(DType::kBF16, {T, kQHeads, kHeadDim}, 11, 1.0f);
+  const TensorView pos = gpu.from_host(DType::kI64, positions_near_one_million(T));
+  time_op(state, gpu, 2.0 * 2 * T * kQHeads * kHeadDim + 8.0 * T,
+          [&] { apply_ssmax(gpu.ctx, q, pos); });
+}
+
+// Output gate on o, g [T, 48 * 128] (reads o and g, writes o).
+void BM_output_gate(benchmark::State& state) {
+  Gpu gpu;
+  if (!gpu.start(state)) return;
+  const int64_t T = state.range(0), width = kQHeads * kHeadDim;
+  const TensorView o = gpu.uniform(DType::kBF16, {T, width}, 12, 1.0f);
+  const TensorView g = gpu.uniform(DType::kBF16, {T, width}, 13, 3.0f);
+  const TensorView bias = gpu.uniform(DType::kBF16, {kQHeads}, 14, 1.0f);
+  time_op(state, gpu, 2.0 * 3 * T * width, [&] { output_gate(gpu.ctx, o, g, bias); });
+}
+
+// SwiGLU [T, 2I] -> [T, I]; range(1) is I (dense 17408 or one expert's 2560).
+void BM_swiglu(benchmark::State& state) {
+  Gpu gpu;
+  if (!gpu.start(state)) return;
+  const int64_t T = state.range(0), inter = state.range(1);
+  const TensorView gate_up = gpu.uniform(DType::kBF16, {T, 2 * inter}, 15, 3.0f);
+  const TensorView act = gpu.uniform(DType::kBF16, {T, inter}, 16, 1.0f);
+  time_op(state, gpu, 2.0 * 3 * T * inter, [&] { swiglu(gpu.ctx, gate_up, act); });
+}
+
+// Softcap of LM-head outputs [T, 151936] bf16 -> fp32.
+void BM_softcap(benchmark::State& state) {
+  Gpu gpu;
+  if (!gpu.start(state)) return;
+  const int64_t T = state.range(0);
+  const TensorView z = gpu.uniform(DType::kBF16, {T, kVocab}, 17, 40.0f);
+  const TensorView logits = gpu.uniform(DType::kF32, {T, kVocab}, 18, 1.0f);
+  time_op(state, gpu, 6.0 * T * kVocab, [&] { softcap(gpu.ctx, z, 30.0f, logits); });
+}
+
+// Embedding gather of T rows from the [151936, 5120] table (1.56 GB).
+void BM_embedding(benchmark::State& state) {
+  Gpu gpu;
+  if (!gpu.start(state)) return;
+  const int64_t T = state.range(0);
+  const TensorView table = gpu.uniform(DType::kBF16, {kVocab, kHidden}, 19, 1.0f);
+  std::vector<int32_t> ids(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) ids[t] = static_cast<int32_t>((t * 7919 + 13) % kVocab);
+  const TensorView dids = gpu.from_host(DType::kI32, ids);
+  const TensorView out = gpu.uniform(DType::kBF16, {T, kHidden}, 20, 1.0f);
+  time_op(state, gpu, 2.0 * 2 * T * kHidden + 4.0 * T,
+          [&] { embedding(gpu.ctx, table, dids, out); });
+}
+
+// Decode batches of 1 and 64 tokens, a 4096-token prefill chunk.
+void decode_and_prefill(benchmark::internal::Benchmark* b) {
+  b->Arg(1)->Arg(64)->Arg(4096)->UseManualTime()->Unit(benchmark::kMicrosecond);
+}
+
+BENCHMARK(BM_rms_norm_hidden)->Apply(decode_and_prefill);
+BENCHMARK(BM_rms_norm_q_heads)->Apply(decode_and_prefill);
+BENCHMARK(BM_post_norm_residual)->Apply(decode_and_prefill);
+BENCHMARK(BM_apply_rope)->Apply(decode_and_prefill);
+BENCHMARK(BM_apply_ssmax)->Apply(decode_and_prefill);
+BENCHMARK(BM_output_gate)->Apply(decode_and_prefill);
+BENCHMARK(BM_swiglu)
+    ->ArgsProduct({{1, 64, 4096}, {kDenseInter, kExpertInter}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+// Logits are computed for the last token of each sequence: decode batches, not prefill chunks.
+BENCHMARK(BM_softcap)->Arg(1)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_embedding)->Apply(decode_and_prefill);
+
+// ---- MoE (kernels/cuda/moe_route.cu, moe_experts.cu): 256 experts, top-8 of 4/8 groups --------
+constexpr int64_t kExperts = 256, kTopK = 8;
+constexpr double kBf16FlopsPerSecond = 798e12;  // cuBLAS bf16 GEMM 8192^3 (GPU.md)
+
+// Grouped routing of T tokens from fp32 logits [T, 256] (reads logits and bias, writes ids and
+// weights).
+void BM_moe_route(benchmark::State& state) {
+  Gpu gpu;
+  if (!gpu.start(state)) return;
+  const int64_t T = state.range(0);
+  const TensorView logits = gpu.uniform(DType::kF32, {T, kExperts}, 21, 4.0f);
+  const TensorView bias = gpu.uniform(DType::kF32, {kExperts}, 22, 0.1f);
+  const TensorView ids = gpu.from_host(DType::kI32, std::vector<int32_t>(T * kTopK, 0));
+  const TensorView weights = gpu.uniform(DType::kF32, {T, kTopK}, 23, 1.0f);
+  const RouterParams params{8, 4, kTopK, true, 2.5f};
+  time_op(state, gpu, 4.0 * (T * kExperts + kExperts + 2 * T * kTopK), [&] {
+    moe_route(gpu.ctx, logits, bias, params, ids.reshape({T, kTopK}), weights);
+  });
+}
+
+// Routed experts for T tokens, each on 8 distinct uniformly drawn experts (about 163 of 256
+// touched at T = 32). bytes/s counts the distinct experts' weights plus x and out: the HBM floor
+// of decode. Prefill is FLOP-bound: flop/s and floor_flop_us use the 798 TFLOP/s ceiling.
+void BM_moe_experts(benchmark::State& state) {
+  Gpu gpu;
+  if (!gpu.start(state)) return;
+  const int64_t T = state.range(0);
+  std::mt19937 rng(24);
+  std::vector<int32_t> ids(static_cast<size_t>(T * kTopK)), experts(kExperts);
+  std::vector<float> weights(ids.size());
+  std::vector<bool> touched(kExperts, false);
+  for (int64_t t = 0; t < T; ++t) {
+    std::iota(experts.begin(), experts.end(), 0);
+    std::shuffle(experts.begin(), experts.end(), rng);
+    for (int64_t k = 0; k < kTopK; ++k) {
+      ids[t * kTopK + k] = experts[k];
+      weights[t * kTopK + k] = std::uniform_real_distribution<float>(0.05f, 0.6f)(rng);
+      touched[experts[k]] = true;
+    }
+  }
+  const auto distinct = static_cast<double>(std::count(touched.begin(), touched.end(), true));
+  const TensorView x = gpu.uniform(DType::kBF16, {T, kHidden}, 25, 2.0f);
+  const TensorView gate_up =
+      gpu.uniform(DType::kBF16, {kExperts, 2 * kExpertInter, kHidden}, 26, 0.035f);
+  const TensorView down = gpu.uniform(DType::kBF16, {kExperts, kHidden, kExpertInter}, 27, 0.035f);
+  const TensorView dids = gpu.from_host(DType::kI32, ids).reshape({T, kTopK});
+  const TensorView dweights = gpu.from_host(DType::kF32, weights).reshape({T, kTopK});
+  const TensorView out = gpu.uniform(DType::kBF16, {T, kHidden}, 28, 1.0f);
+  const double weight_bytes = distinct * 3.0 * kHidden * kExpertInter * 2.0;
+  const double flops = 2.0 * T * kTopK * 3.0 * kHidden * kExpertInter;
+  time_op(state, gpu, weight_bytes + 2.0 * 2 * T * kHidden,
+          [&] { moe_experts(gpu.ctx, x, gate_up, down, dids, dweights, out); });
+  state.counters["experts"] = distinct;
+  state.counters["flop/s"] = benchmark::Counter(
+      flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  state.counters["floor_flop_us"] = flops / kBf16FlopsPerSecond * 1e6;
+}
+
+BENCHMARK(BM_moe_route)
+    ->Arg(1)
+    ->Arg(32)
+    ->Arg(128)
+    ->Arg(8192)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+// Fixed iteration counts: each run uploads 20 GB of expert weights once.
+BENCHMARK(BM_moe_experts)
+    ->Arg(1)
+    ->Arg(32)
+    ->Arg(128)
+    ->Iterations(50)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_moe_experts)->Arg(8192)->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace beam
+
+BENCHMARK_MAIN();
