@@ -19,7 +19,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Blocks for a grid-stride loop over num_items items (num_items > 0).
 unsigned grid_for(const CudaContext& ctx, int64_t num_items) {
-  const int64_t cap = static_cast<int64_t>(ctx.props.multiProcessorCount) * kBlocksPerSm;
+  const int64_t cap = std::max<int64_t>(1, int64_t{ctx.props.multiProcessorCount} * kBlocksPerSm);
   return static_cast<unsigned>(std::clamp<int64_t>(ceil_div(num_items, kThreads), 1, cap));
 }
 
