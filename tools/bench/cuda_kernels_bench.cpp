@@ -15,7 +15,9 @@
 
 #include "core/bf16.h"
 #include "kernels/api/activation.h"
+#include "kernels/api/attention.h"
 #include "kernels/api/device_memory.h"
+#include "kernels/api/gemm.h"
 #include "kernels/api/moe.h"
 #include "kernels/api/norm.h"
 #include "kernels/api/rope.h"
@@ -329,6 +331,101 @@ BENCHMARK(BM_moe_experts)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_moe_experts)->Arg(8192)->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// ---- linear (kernels/cuda/gemm.cu) and paged attention (kernels/cuda/attention.cu) -------------
+
+// Beam's linear layers: range(0) = M, range(1) = shape index of kLinearShapes.
+struct LinearShape {
+  const char* name;
+  int64_t n, k;
+};
+constexpr LinearShape kLinearShapes[] = {{"qkvg", 12288 + 2048, kHidden},
+                                         {"o_proj", kHidden, kQHeads * kHeadDim},
+                                         {"dense_gate_up", 2 * kDenseInter, kHidden},
+                                         {"lm_head", kVocab, kHidden}};
+
+// bytes/s counts w, x and out; flop/s 2·M·N·K against the 798 TFLOP/s ceiling.
+void BM_linear(benchmark::State& state) {
+  Gpu gpu;
+  if (!gpu.start(state)) return;
+  const int64_t M = state.range(0);
+  const LinearShape& shape = kLinearShapes[state.range(1)];
+  state.SetLabel(shape.name);
+  const TensorView x = gpu.uniform(DType::kBF16, {M, shape.k}, 31, 2.0f);
+  const TensorView w = gpu.uniform(DType::kBF16, {shape.n, shape.k}, 32, 0.02f);
+  const TensorView out = gpu.uniform(DType::kBF16, {M, shape.n}, 33, 1.0f);
+  const double flops = 2.0 * M * shape.n * shape.k;
+  time_op(state, gpu, 2.0 * (shape.n * shape.k + M * shape.k + M * shape.n),
+          [&] { linear(gpu.ctx, x, w, out); });
+  state.counters["flop/s"] = benchmark::Counter(
+      flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  state.counters["floor_flop_us"] = flops / kBf16FlopsPerSecond * 1e6;
+}
+
+BENCHMARK(BM_linear)
+    ->ArgsProduct({{1, 32}, {0, 1, 2, 3}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+// Paged attention at Beam heads (48/8 x 128, block 64) for `batch` sequences of `context` keys
+// each with the last `q_count` of them as queries (window 0 = full attention). bytes/s counts
+// the K/V bytes the queries see (each read once) plus q and out; flop/s 4·Nq·D per visible key.
+void attention_bench(benchmark::State& state, int64_t batch, int64_t context, int64_t q_count,
+                     int64_t window) {
+  Gpu gpu;
+  if (!gpu.start(state)) return;
+  constexpr int64_t kBlock = 64;
+  const int64_t blocks_per_seq = (context + kBlock - 1) / kBlock;
+  const TensorView k =
+      gpu.uniform(DType::kBF16, {batch * blocks_per_seq, kBlock, kKvHeads, kHeadDim}, 41, 1.5f);
+  const TensorView v =
+      gpu.uniform(DType::kBF16, {batch * blocks_per_seq, kBlock, kKvHeads, kHeadDim}, 42, 1.0f);
+  const TensorView q = gpu.uniform(DType::kBF16, {batch * q_count, kQHeads, kHeadDim}, 43, 1.5f);
+  const TensorView out = gpu.uniform(DType::kBF16, {batch * q_count, kQHeads, kHeadDim}, 44, 1.0f);
+  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(batch));
+  std::vector<AttentionSeq> seqs;
+  double visible_keys = 0, kv_keys = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    tables[b].resize(static_cast<size_t>(blocks_per_seq));
+    std::iota(tables[b].begin(), tables[b].end(), static_cast<int32_t>(b * blocks_per_seq));
+    seqs.push_back({b * q_count, q_count, context - q_count, 0, context, tables[b]});
+    for (int64_t p = context - q_count; p < context; ++p)
+      visible_keys += window > 0 ? std::min(window, p + 1) : p + 1;
+    kv_keys += window > 0 ? std::min(window + q_count - 1, context) : context;
+  }
+  const double qo_bytes = 2.0 * 2 * batch * q_count * kQHeads * kHeadDim;
+  const double flops = 4.0 * kQHeads * kHeadDim * visible_keys;
+  // Every launch stages the same block tables, so restarting the staging arena without a
+  // synchronization rewrites pinned bytes with their own values (and keeps it from growing).
+  time_op(state, gpu, kv_keys * kKvHeads * kHeadDim * 2 * 2 + qo_bytes, [&] {
+    begin_step(gpu.ctx);
+    paged_attention(gpu.ctx, q, {k, v, kBlock}, seqs, window, out);
+  });
+  state.counters["flop/s"] = benchmark::Counter(
+      flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+
+// Decode: range(0) = batch, range(1) = context; 512 is a sliding layer (window 512), longer
+// contexts are full-attention layers.
+void BM_attention_decode(benchmark::State& state) {
+  const int64_t context = state.range(1);
+  attention_bench(state, state.range(0), context, 1, context == 512 ? 512 : 0);
+}
+// Prefill of one sequence of range(0) tokens; range(1) = window (0 = full attention).
+void BM_attention_prefill(benchmark::State& state) {
+  attention_bench(state, 1, state.range(0), state.range(0), state.range(1));
+}
+
+BENCHMARK(BM_attention_decode)
+    ->ArgsProduct({{1, 32}, {512, 8192, 65536}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_attention_prefill)
+    ->Args({8192, 0})
+    ->Args({8192, 512})
+    ->Iterations(5)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace beam
