@@ -12,6 +12,10 @@
 set -u -o pipefail
 
 bin_dir="${1:-${BEAMSERVE_GPU_BIN:-build/gpu-bundle/bin}}"
+# tools/gpu/build.sh carries the bundle as an archive.
+if [[ ! -d "$bin_dir" && "$bin_dir" == build/gpu-bundle/bin && -f build/gpu-bundle.tar.xz ]]; then
+  tar -C build -xJf build/gpu-bundle.tar.xz
+fi
 if [[ ! -d models/tiny-beam/golden ]]; then
   echo "run_tests.sh: run from the repository root (models/tiny-beam/golden not found)" >&2
   exit 2
@@ -20,6 +24,8 @@ if [[ ! -d "$bin_dir" ]]; then
   echo "run_tests.sh: no binary folder '$bin_dir' (argument or BEAMSERVE_GPU_BIN)" >&2
   exit 2
 fi
+# The bundle's shared libraries (tools/gpu/build.sh) come first.
+[[ -d "$bin_dir/../lib" ]] && export LD_LIBRARY_PATH="$(cd "$bin_dir/../lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 out_dir="${OUT:-}"
 [[ -n "$out_dir" ]] && mkdir -p "$out_dir"
 json_dir="${out_dir:-$(mktemp -d)}"

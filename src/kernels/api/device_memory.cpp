@@ -11,10 +11,12 @@
 namespace beam {
 namespace {
 
+#if BEAMSERVE_CUDA
 CudaContext& cuda_of(const KernelContext& ctx, const char* op) {
   BEAM_CHECK(ctx.cuda != nullptr) << op << ": CUDA ops need KernelContext::cuda";
   return *ctx.cuda;
 }
+#endif
 
 }  // namespace
 

@@ -106,7 +106,9 @@ class CudaActivation : public test::CudaTest {
     for (int64_t i = 0; i < T * V; ++i)
       worst = std::max(worst, f32_ulps(got.as<float>()[i], want.as<float>()[i]));
     EXPECT_LE(worst, 4);
-    EXPECT_GE(exact, 0.5);
+    // CUDA's tanhf and SLEEF's differ in the last bits for some inputs: over many logits at
+    // least half agree exactly (a handful of elements says nothing about the fraction).
+    if (T * V >= 10000) EXPECT_GE(exact, 0.5);
     std::printf("softcap [%lld, %lld]: %.6f bit-equal, worst %lld fp32 ulps\n",
                 static_cast<long long>(T), static_cast<long long>(V), exact,
                 static_cast<long long>(worst));
