@@ -18,13 +18,25 @@ namespace beam::cuda {
 void moe_route(CudaContext& ctx, const TensorView& router_logits, const TensorView& bias,
                const RouterParams& params, const TensorView& ids, const TensorView& weights);
 
-// Grouped GEMMs over the experts' token groups (bf16 tensor cores, fp32 accumulation), SwiGLU in
-// the gate_up epilogue, fp32 combine per token in k order. Scratch lives in ctx.moe and is sized
-// for T * top_k routed rows: the first call at a new largest T (or width) allocates, which must
-// not happen during graph capture (checked). An expert id outside [0, E) traps the kernel (the
-// stream reports the error), as the CPU op aborts.
+// How moe_experts computes the experts; both give the CPU's rounding points, differ from it (and
+// from each other) only by fp32 summation order, and are run-to-run deterministic.
+enum class MoeExpertsPath {
+  kAuto,        // kSmallBatch when T * top_k <= kMoeSmallBatchMaxRows, else kGrouped
+  kGrouped,     // grouped tensor-core GEMMs over 64-row tiles (prefill, large batches)
+  kSmallBatch,  // warp dot products streaming every selected expert over all SMs (decode)
+};
+// Routed rows (T * top_k) up to which kAuto takes the small-batch path: T <= 16 at top-8.
+constexpr int64_t kMoeSmallBatchMaxRows = 128;
+// Routed rows the small-batch path accepts at all (forcing it beyond is a checked error).
+constexpr int64_t kMoeSmallBatchRowLimit = 256;
+
+// Routed experts, SwiGLU, fp32 combine per token in k order. Scratch lives in ctx.moe and is
+// sized for T * top_k routed rows: the first call at a new largest T (or width) allocates, which
+// must not happen during graph capture (checked). Launch grids depend on T, top_k and the widths
+// only, never on the routing. An expert id outside [0, E) traps the kernel (the stream reports
+// the error), as the CPU op aborts. `path` is for tests and benchmarks; the api op uses kAuto.
 void moe_experts(CudaContext& ctx, const TensorView& x, const TensorView& gate_up,
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
-                 const TensorView& out);
+                 const TensorView& out, MoeExpertsPath path = MoeExpertsPath::kAuto);
 
 }  // namespace beam::cuda

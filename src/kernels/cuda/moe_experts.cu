@@ -1,8 +1,9 @@
-// CUDA routed experts (BEAM.md §3.10, kernels/cpu/moe_experts.cpp's rounding points): the (t, k)
-// slots are grouped by expert in a deterministic order (counts, scan, stable scatter), the
-// grouped gate_up GEMM applies SwiGLU in its epilogue, the grouped down GEMM writes each slot's
-// bf16 expert output, and the combine sums w_k * f32(y_k) in fp32 in k order, rounding once.
-// Every launch is sized for the worst case (T * top_k rows); tiles past the real ones exit.
+// CUDA routed experts (BEAM.md §3.10, kernels/cpu/moe_experts.cpp's rounding points), two paths.
+// Grouped (large batches): the (t, k) slots are grouped by expert in a deterministic order
+// (counts, scan, stable scatter), the grouped gate_up GEMM applies SwiGLU in its epilogue, the
+// grouped down GEMM writes each slot's bf16 expert output, and the combine sums w_k * f32(y_k) in
+// fp32 in k order, rounding once. Small batch (decode): moe_small_batch.cuh's three kernels.
+// Every launch is sized for the worst case (T * top_k rows); work past the real rows exits.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -13,6 +14,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/moe.h"
 #include "kernels/cuda/moe_grouped_gemm.cuh"
+#include "kernels/cuda/moe_small_batch.cuh"
 
 namespace beam {
 
@@ -29,6 +31,8 @@ using moe_gemm::Epilogue;
 constexpr int kScatterThreads = 256;
 constexpr int kCombineThreads = 128;
 constexpr size_t kScratchAlign = 256;
+static_assert(kMoeSmallBatchRowLimit == moe_small::kMaxRows &&
+              kMoeSmallBatchMaxRows <= kMoeSmallBatchRowLimit);
 
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
@@ -55,6 +59,27 @@ struct ScratchLayout {
     entry_of = take(rows * sizeof(int32_t));         // [T * top_k] grouped row of a slot
     act = take(static_cast<size_t>(rows * I) * sizeof(bf16_t));  // [rows, I] SwiGLU output
     y = take(static_cast<size_t>(rows * H) * sizeof(bf16_t));    // [rows, H] expert output
+    total = at;
+  }
+};
+
+// The small-batch path's arrays (moe_small::Groups and the activations).
+struct SmallLayout {
+  size_t num_groups, expert, begin, row_token, entry_of, act, total;
+
+  SmallLayout(int64_t rows, int64_t I) {
+    size_t at = 0;
+    auto take = [&at](size_t bytes) {
+      const size_t here = at;
+      at += align_up(bytes);
+      return here;
+    };
+    num_groups = take(sizeof(int32_t));
+    expert = take(rows * sizeof(int32_t));
+    begin = take((rows + 1) * sizeof(int32_t));
+    row_token = take(rows * sizeof(int32_t));
+    entry_of = take(rows * sizeof(int32_t));
+    act = take(static_cast<size_t>(rows * I) * sizeof(bf16_t));  // [rows, I] SwiGLU output
     total = at;
   }
 };
@@ -224,20 +249,10 @@ void launch_grouped_gemm(CudaContext& ctx, const Problem& pb, const moe_gemm::Ar
   CUDA_LAUNCH_OK();
 }
 
-}  // namespace
-
-void moe_experts(CudaContext& ctx, const TensorView& x, const TensorView& gate_up,
-                 const TensorView& down, const TensorView& ids, const TensorView& weights,
-                 const TensorView& out) {
-  const Problem pb{x.dim(0),           x.dim(1),   gate_up.dim(0),
-                   gate_up.dim(1) / 2, ids.dim(1), x.dim(0) * ids.dim(1)};
-  if (pb.T == 0 || pb.H == 0) return;
-  if (pb.rows == 0) {  // no experts per token: the sum is empty
-    CUDA_OK(cudaMemsetAsync(out.data, 0, out.nbytes(), ctx.stream));
-    return;
-  }
-  BEAM_CHECK(pb.E > 0 && pb.rows + pb.E < INT32_MAX)
-      << "moe_experts (CUDA): " << pb.rows << " routed rows over " << pb.E << " experts";
+// Grouped path: permutation, grouped gate_up GEMM + SwiGLU, grouped down GEMM, combine.
+void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
+                 const TensorView& gate_up, const TensorView& down, const TensorView& ids,
+                 const TensorView& weights, const TensorView& out) {
   const ScratchLayout layout(pb.E, pb.rows, pb.H, pb.I);
   char* base = scratch(ctx, layout.total);
   auto* counts = reinterpret_cast<int32_t*>(base + layout.counts);
@@ -278,6 +293,84 @@ void moe_experts(CudaContext& ctx, const TensorView& x, const TensorView& gate_u
         y, entry_of, weights.as<float>(), static_cast<int>(pb.top_k), pb.H, o);
   }
   CUDA_LAUNCH_OK();
+}
+
+// Small-batch path: grouping (one block), gate_up + SwiGLU, down + combine; 8-wide loads when
+// the widths are multiples of 8 and the weights (and x) 16-byte aligned.
+void run_small_batch(CudaContext& ctx, const Problem& pb, const TensorView& x,
+                     const TensorView& gate_up, const TensorView& down, const TensorView& ids,
+                     const TensorView& weights, const TensorView& out) {
+  namespace small = moe_small;
+  const SmallLayout layout(pb.rows, pb.I);
+  char* base = scratch(ctx, layout.total);
+  const small::Groups groups{reinterpret_cast<int32_t*>(base + layout.num_groups),
+                             reinterpret_cast<int32_t*>(base + layout.expert),
+                             reinterpret_cast<int32_t*>(base + layout.begin),
+                             reinterpret_cast<int32_t*>(base + layout.row_token),
+                             reinterpret_cast<int32_t*>(base + layout.entry_of)};
+  auto* act = reinterpret_cast<bf16_t*>(base + layout.act);
+  small::group_kernel<<<1, small::kMaxRows, 0, ctx.stream>>>(
+      ids.as<int32_t>(), static_cast<int>(pb.rows), static_cast<int>(pb.top_k),
+      static_cast<int>(pb.E), groups);
+  CUDA_LAUNCH_OK();
+
+  const auto* xp = static_cast<const bf16_t*>(x.data);
+  const auto* gu = static_cast<const bf16_t*>(gate_up.data);
+  const auto* dn = static_cast<const bf16_t*>(down.data);
+  if (pb.I > 0) {  // act [rows, I] = SwiGLU(x[token] · gate_up[e]ᵀ)
+    const small::GateUpArgs args{xp, gu, groups, pb.H, pb.I, act};
+    const auto grid = static_cast<unsigned>(ceil_div(pb.I, small::kActColsPerBlock));
+    if (pb.H % 8 == 0 && aligned16(xp) && aligned16(gu)) {
+      small::gate_up_kernel<8><<<grid, small::kThreads, 0, ctx.stream>>>(args);
+    } else {
+      small::gate_up_kernel<1><<<grid, small::kThreads, 0, ctx.stream>>>(args);
+    }
+    CUDA_LAUNCH_OK();
+  }
+  // out = Σ_k w_k * bf16(act · down[e]ᵀ) (y = 0 when I == 0)
+  const small::DownArgs args{act,  dn,   groups, weights.as<float>(), pb.T,
+                             pb.H, pb.I, static_cast<int>(pb.top_k), static_cast<bf16_t*>(out.data)};
+  const auto grid = static_cast<unsigned>(ceil_div(pb.H, small::kOutColsPerBlock));
+  if (pb.I % 8 == 0 && aligned16(dn)) {
+    small::down_combine_kernel<8><<<grid, small::kThreads, 0, ctx.stream>>>(args);
+  } else {
+    small::down_combine_kernel<1><<<grid, small::kThreads, 0, ctx.stream>>>(args);
+  }
+  CUDA_LAUNCH_OK();
+}
+
+}  // namespace
+
+void moe_experts(CudaContext& ctx, const TensorView& x, const TensorView& gate_up,
+                 const TensorView& down, const TensorView& ids, const TensorView& weights,
+                 const TensorView& out, MoeExpertsPath path) {
+  const Problem pb{x.dim(0),           x.dim(1),   gate_up.dim(0),
+                   gate_up.dim(1) / 2, ids.dim(1), x.dim(0) * ids.dim(1)};
+  if (pb.T == 0 || pb.H == 0) return;
+  if (pb.rows == 0) {  // no experts per token: the sum is empty
+    CUDA_OK(cudaMemsetAsync(out.data, 0, out.nbytes(), ctx.stream));
+    return;
+  }
+  BEAM_CHECK(pb.E > 0 && pb.rows + pb.E < INT32_MAX)
+      << "moe_experts (CUDA): " << pb.rows << " routed rows over " << pb.E << " experts";
+  switch (path) {
+    case MoeExpertsPath::kAuto:
+      if (pb.rows <= kMoeSmallBatchMaxRows) {
+        run_small_batch(ctx, pb, x, gate_up, down, ids, weights, out);
+      } else {
+        run_grouped(ctx, pb, x, gate_up, down, ids, weights, out);
+      }
+      return;
+    case MoeExpertsPath::kGrouped:
+      run_grouped(ctx, pb, x, gate_up, down, ids, weights, out);
+      return;
+    case MoeExpertsPath::kSmallBatch:
+      BEAM_CHECK(pb.rows <= kMoeSmallBatchRowLimit)
+          << "moe_experts (CUDA): small-batch path forced for " << pb.rows << " routed rows (limit "
+          << kMoeSmallBatchRowLimit << ")";
+      run_small_batch(ctx, pb, x, gate_up, down, ids, weights, out);
+      return;
+  }
 }
 
 }  // namespace cuda
