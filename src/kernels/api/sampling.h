@@ -1,0 +1,74 @@
+// Token sampling and logprobs over logits rows that stay on the device (issue 7): per row, sparse
+// logit edits (bias, min_tokens mask, penalties), greedy argmax or top-k → temperature → top-p →
+// min-p → inverse-CDF draw, and log_softmax logprobs with the top-n alternatives. The semantics
+// are runtime/sampling's CPU Sampler's, step for step (docs/sampling.md, "GPU sampling"); the CPU
+// path IS that sampler, so this op has no CPU implementation (Device::kCpu aborts).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "kernels/api/context.h"
+
+namespace beam {
+
+inline constexpr int kMaxSampledTopLogprobs = 20;  // = runtime's kMaxTopLogprobs
+
+// What a LogitEdit does to its token, in this order (flags may combine).
+enum LogitEditFlag : uint32_t {
+  kEditBias = 1u,             // v = f32(f64(v) + bias)
+  kEditMask = 2u,             // v = -inf (min_tokens: stop ids, eos)
+  kEditRepetition = 4u,       // HF: v = f32(v > 0 ? f64(v) / r : f64(v) * r)
+  kEditFrequencyPresence = 8u // OpenAI: v = f32(f64(v) - frequency * count - presence)
+};
+
+// One token's edit; a row's edits name each token at most once.
+struct LogitEdit {
+  double bias = 0.0;
+  int32_t token = 0;
+  int32_t output_count = 0;  // committed + pending occurrences in the output (kEditFrequencyPresence)
+  uint32_t flags = 0;        // LogitEditFlag bits
+  uint32_t pad = 0;
+};
+
+// One row to sample. Plain data, copied to the device as is.
+struct SamplingRowParams {
+  double uniform = 0.0;               // the row's Philox uniform in [0, 1) (SamplingRng::uniform)
+  double top_p = 1.0;                 // (0, 1]; 1 = off
+  double min_p = 0.0;                 // [0, 1]; 0 = off
+  double repetition_penalty = 1.0;    // used by kEditRepetition
+  double frequency_penalty = 0.0;     // used by kEditFrequencyPresence
+  double presence_penalty = 0.0;      // used by kEditFrequencyPresence
+  double logprob_temperature = 1.0;   // T of the logprobs (temperature, 0 → 1)
+  float inv_temperature = 1.0f;       // f32(min(1 / T, FLT_MAX)); 0 = greedy
+  float logprob_inv_temperature = 1.0f;  // f32(min(1 / logprob_temperature, FLT_MAX))
+  int64_t top_k = 0;                  // 0 = off; active only when 0 < top_k < vocab
+  int32_t logits_row = 0;             // row of `logits` to read (siblings may share one)
+  int32_t num_top_logprobs = -1;      // -1 = no logprobs; else [0, kMaxSampledTopLogprobs]
+  int32_t edit_begin = 0;             // this row's edits: edits[edit_begin, edit_begin + edit_count)
+  int32_t edit_count = 0;
+};
+
+// One row's result as the op writes it (all 4-byte words, so a [rows, kSampledRowWords] i32
+// tensor holds them; the caller reinterprets after copying back).
+struct SampledRow {
+  int32_t token = -1;          // -1 only when the processed row has no finite logit
+  int32_t chosen_rank = 0;     // with logprobs: 1 = most likely (rank order), else 0
+  float chosen_logprob = 0.0f;
+  int32_t num_top = 0;         // entries of top_* written (num_top_logprobs, or 0)
+  int32_t top_ids[kMaxSampledTopLogprobs] = {};
+  float top_logprobs[kMaxSampledTopLogprobs] = {};
+};
+inline constexpr int64_t kSampledRowWords = sizeof(SampledRow) / 4;
+static_assert(sizeof(SampledRow) % 4 == 0);
+
+// logits: [num_logit_rows, vocab] f32 on ctx's device (soft-capped; only read).
+// rows, edits: host arrays (staged to the device by the op).
+// scratch: [rows.size(), vocab] f32 on the device (overwritten: processed logits, then weights).
+// out: [rows.size(), kSampledRowWords] i32 on the device, one SampledRow per row.
+// Queued on ctx's stream; nothing is synchronized. Device::kCuda only.
+void sample_tokens(const KernelContext& ctx, const TensorView& logits,
+                   std::span<const SamplingRowParams> rows, std::span<const LogitEdit> edits,
+                   const TensorView& scratch, const TensorView& out);
+
+}  // namespace beam

@@ -1,0 +1,18 @@
+// CUDA sampling and logprobs (kernels/api/sampling.h): one thread block per sampled row.
+#pragma once
+
+#include <span>
+
+#include "core/tensor.h"
+#include "kernels/api/sampling.h"
+#include "kernels/cuda/cuda_context.h"
+
+namespace beam::cuda {
+
+// Arguments validated by kernels/api/sampling.cpp; rows and edits are host arrays, staged through
+// ctx.staging. Queued on ctx.stream.
+void sample_tokens(CudaContext& ctx, const TensorView& logits,
+                   std::span<const SamplingRowParams> rows, std::span<const LogitEdit> edits,
+                   const TensorView& scratch, const TensorView& out);
+
+}  // namespace beam::cuda
