@@ -27,6 +27,7 @@ struct SeqChunk {
 struct ForwardBatch {
   std::vector<SeqChunk> seqs;
   bool capture_routing = false;  // fill ForwardOutput::routed_experts
+  bool logits_on_device = false; // fill ForwardOutput::device_logits instead of copying logits back
 };
 
 // KV memory of every layer (index = layer): full-attention layers point into the full pool's
@@ -37,13 +38,19 @@ struct KvLayers {
 
 struct ForwardOutput {
   // Logits rows in batch order: for each sequence, every new token (all_logits) or the last.
-  std::vector<float> logits;         // [num_rows, vocab] f32 (soft-capped)
+  std::vector<float> logits;         // [num_rows, vocab] f32 (soft-capped); empty with logits_on_device
+  // With ForwardBatch::logits_on_device: the same rows, [num_rows, vocab] f32 on the model's device,
+  // valid until the model's next forward() (its workspace); queued on the model's stream, not synchronized.
+  TensorView device_logits;
   std::vector<int32_t> row_seq;      // [num_rows] index into ForwardBatch::seqs
   std::vector<int64_t> row_position; // [num_rows] absolute position of the token of that row
   int64_t vocab_size = 0;
   // With capture_routing: [num_sparse_layers, num_tokens, top_k] expert ids, tokens in batch order.
   std::vector<int32_t> routed_experts;
-  int64_t num_rows() const { return vocab_size ? static_cast<int64_t>(logits.size()) / vocab_size : 0; }
+  int64_t num_rows() const {
+    if (device_logits.data != nullptr) return device_logits.dim(0);
+    return vocab_size ? static_cast<int64_t>(logits.size()) / vocab_size : 0;
+  }
   std::span<const float> row(int64_t r) const {
     return {logits.data() + r * vocab_size, static_cast<size_t>(vocab_size)};
   }

@@ -242,8 +242,10 @@ void BeamModel::compute_logits(const ForwardBatch& batch, int64_t T, ForwardOutp
   TensorView logits = ws_.logits.view(DType::kF32, {R, V});
   softcap(ctx_, z, cfg.final_logit_softcapping.value_or(0.0f), logits);
   out.vocab_size = V;
-  out.logits.resize(static_cast<size_t>(R * V));
-  copy_tensor(ctx_, TensorView{out.logits.data(), DType::kF32, {R, V}, Device::kCpu}, logits);
+  out.device_logits = batch.logits_on_device ? logits : TensorView{};
+  out.logits.resize(batch.logits_on_device ? 0 : static_cast<size_t>(R * V));
+  if (!batch.logits_on_device)
+    copy_tensor(ctx_, TensorView{out.logits.data(), DType::kF32, {R, V}, Device::kCpu}, logits);
 
   out.row_seq.clear();
   out.row_position.clear();
