@@ -1,9 +1,10 @@
-// `beamserve bench offline`: drives the engine with a synthetic workload and prints throughput,
+// `beamserve bench offline|step|kernels|serve` dispatch; offline (here) drives the engine with a synthetic workload and prints throughput,
 // latency percentiles and prefix-cache hit rates (text, or one JSON object with --json).
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "cli/args.h"
+#include "cli/bench_commands.h"
 #include "cli/commands.h"
 #include "cli/model_path.h"
 #include "runtime/bench/offline_bench.h"
@@ -103,10 +104,13 @@ int bench_offline(int argc, char** argv) {
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
-  if (argc < 1) return fail("usage: beamserve bench offline [flags]");
+  if (argc < 1) return fail("usage: beamserve bench offline|step|kernels|serve [flags]");
   std::string what = argv[0];
   if (what == "offline") return bench_offline(argc - 1, argv + 1);
-  return fail("unknown benchmark '" + what + "' (available: offline)");
+  if (what == "step") return bench_step(argc - 1, argv + 1);
+  if (what == "kernels") return bench_kernels(argc - 1, argv + 1);
+  if (what == "serve") return bench_serve(argc - 1, argv + 1);
+  return fail("unknown benchmark '" + what + "' (available: offline, step, kernels, serve)");
 }
 
 }  // namespace beam::cli

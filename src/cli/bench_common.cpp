@@ -1,0 +1,122 @@
+// bench_common: device, beam-slice weights and the report header shared by the GPU benchmarks.
+#include "cli/bench_common.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <thread>
+
+#include "kernels/api/device_memory.h"
+#include "model/synthetic_weights.h"
+#include "runtime/bench/device_timer.h"
+
+namespace beam::cli {
+
+std::set<std::string> bench_common_flags() {
+  return {"device", "threads", "config", "layers", "dense-layers", "weight-seed", "json", "commit"};
+}
+
+int bench_fail(const std::string& message) {
+  std::fprintf(stderr, "bench: %s\n", message.c_str());
+  return 1;
+}
+
+Expected<std::unique_ptr<BenchDevice>> open_bench_device(const Args& args) {
+  BEAM_ASSIGN_OR_RETURN(Device device, args.get_device());
+  BEAM_ASSIGN_OR_RETURN(int64_t threads, args.get_int("threads", 0));
+  auto d = std::make_unique<BenchDevice>();
+  const int n = threads > 0 ? static_cast<int>(threads) : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  d->pool = std::make_unique<ThreadPool>(n);
+  d->ctx.device = device;
+  d->ctx.pool = d->pool.get();
+  switch (device) {
+    case Device::kCpu:
+      break;
+    case Device::kCuda:
+      BEAM_ASSIGN_OR_RETURN(d->cuda, create_cuda_context(0));
+      d->ctx.cuda = d->cuda.get();
+      break;
+  }
+  return d;
+}
+
+Expected<BeamConfig> slice_config_from_args(const Args& args, int64_t default_layers) {
+  const std::string dir = args.get_or("config", "models/beam-1.0-config");
+  BEAM_ASSIGN_OR_RETURN(BeamConfig base, load_beam_config(dir));
+  SliceOptions o;
+  BEAM_ASSIGN_OR_RETURN(o.num_layers, args.get_int("layers", default_layers));
+  BEAM_ASSIGN_OR_RETURN(o.num_dense_layers, args.get_int("dense-layers", 1));
+  return slice_config(base, o);
+}
+
+Expected<std::shared_ptr<BeamWeights>> synthetic_weights_from_args(const Args& args, const KernelContext& ctx,
+                                                                   const BeamConfig& config) {
+  SyntheticWeightOptions o;
+  BEAM_ASSIGN_OR_RETURN(int64_t seed, args.get_int("weight-seed", 1));
+  o.seed = static_cast<uint64_t>(seed);
+  const auto start = std::chrono::steady_clock::now();
+  BEAM_ASSIGN_OR_RETURN(auto w, make_synthetic_weights(ctx, config, o));
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(stderr, "bench: %.2f GB of random weights (%lld layers) on %s in %.1f s\n",
+               static_cast<double>(synthetic_weight_bytes(config)) / 1e9, static_cast<long long>(config.num_layers),
+               describe_device(ctx).c_str(), s);
+  return w;
+}
+
+namespace {
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+nlohmann::json model_json(const BeamConfig& c) {
+  std::vector<std::string> attn, mlp;
+  for (AttentionKind k : c.layer_types) attn.emplace_back(attention_kind_name(k));
+  for (MlpKind k : c.mlp_layer_types) mlp.emplace_back(mlp_kind_name(k));
+  return {{"name", "beam-slice"}, {"layers", c.num_layers}, {"hidden", c.hidden_size},
+          {"heads", c.num_heads}, {"kv_heads", c.num_kv_heads}, {"head_dim", c.head_dim},
+          {"vocab", c.vocab_size}, {"experts", c.num_experts}, {"top_k", c.num_experts_per_tok},
+          {"groups", c.num_groups}, {"topk_groups", c.topk_groups}, {"expert_width", c.moe_intermediate_size},
+          {"dense_width", c.intermediate_size}, {"window", c.sliding_window},
+          {"layer_types", attn}, {"mlp_layer_types", mlp}, {"weights", "random bf16 (std 0.02, norms ~1)"}};
+}
+
+}  // namespace
+
+nlohmann::json report_header(const std::string& benchmark, const Args& args, const KernelContext& ctx,
+                             const BeamConfig& config, const std::string& command) {
+  std::string commit = args.get_or("commit", "");
+  if (commit.empty()) {
+    const char* env = std::getenv("BEAMSERVE_COMMIT");
+    commit = env && *env ? env : "unknown";
+  }
+  return {{"benchmark", benchmark}, {"date", utc_now()}, {"commit", commit},
+          {"device", device_name(ctx)}, {"device_memory", describe_device(ctx)},
+          {"command", command}, {"model", model_json(config)}};
+}
+
+int emit_report(const nlohmann::json& report, const Args& args) {
+  const std::string text = report.dump(2);
+  std::printf("%s\n", text.c_str());
+  if (auto path = args.get("json")) {
+    std::ofstream f(*path);
+    f << text << "\n";
+    if (!f) return bench_fail("cannot write --json " + *path);
+  }
+  return 0;
+}
+
+std::string command_line(const std::string& benchmark, int argc, char** argv) {
+  std::string s = "beamserve bench " + benchmark;
+  for (int i = 0; i < argc; ++i) s += std::string(" ") + argv[i];
+  return s;
+}
+
+}  // namespace beam::cli

@@ -1,0 +1,80 @@
+// `beamserve bench serve`: the offline engine benchmark (runtime/bench/offline_bench.h) on
+// beam-slice, a uniform token-id workload at several concurrencies. The engine uploads host
+// weights, so the random weights are generated in host memory (default 2 layers: ~24 GB).
+#include <algorithm>
+#include <cstdio>
+
+#include "cli/bench_common.h"
+#include "cli/bench_commands.h"
+#include "runtime/bench/offline_bench.h"
+
+namespace beam::cli {
+namespace {
+
+nlohmann::json offline_json(const BenchResult& r, int64_t concurrency) {
+  return {{"concurrency", concurrency},         {"requests", r.requests},
+          {"failed_requests", r.failed},        {"prompt_tokens", r.prompt_tokens},
+          {"output_tokens", r.output_tokens},   {"wall_s", r.wall_s},
+          {"output_tokens_per_s", r.output_tokens_per_s}, {"total_tokens_per_s", r.total_tokens_per_s},
+          {"ttft_ms_p50", r.ttft_ms_p50},       {"ttft_ms_p99", r.ttft_ms_p99},
+          {"itl_ms_p50", r.itl_ms_p50},         {"itl_ms_p99", r.itl_ms_p99},
+          {"preemptions", r.preemptions}};
+}
+
+}  // namespace
+
+int bench_serve(int argc, char** argv) {
+  auto flags = bench_common_flags();
+  flags.insert({"concurrency", "prompt-len", "output-len", "kv-budget-mb", "max-step-tokens", "seed"});
+  auto args = Args::parse(argc, argv, flags);
+  if (!args.ok()) return bench_fail(args.error().message);
+  auto levels = Args::parse_int_list("concurrency", args->get_or("concurrency", "1,8,32"));
+  auto prompt = args->get_int("prompt-len", 512);
+  auto output = args->get_int("output-len", 128);
+  auto kv_mb = args->get_int("kv-budget-mb", 0);
+  auto step = args->get_int("max-step-tokens", 8192);
+  for (const auto* e : {&prompt, &output, &kv_mb, &step})
+    if (!e->ok()) return bench_fail(e->error().message);
+  if (!levels.ok()) return bench_fail(levels.error().message);
+  auto device = args->get_device();
+  if (!device.ok()) return bench_fail(device.error().message);
+  auto config = slice_config_from_args(*args, 2);
+  if (!config.ok()) return bench_fail(config.error().message);
+  // The device is opened only to name it in the report (before the engine sizes its KV pools).
+  auto dev = open_bench_device(*args);
+  if (!dev.ok()) return bench_fail(dev.error().message);
+  // Host weights for the engine (it copies them to the device); the fill runs on the CPU pool.
+  KernelContext host;
+  host.pool = (*dev)->pool.get();
+  auto threads = args->get_int("threads", 0);
+  auto weights = synthetic_weights_from_args(*args, host, *config);
+  if (!weights.ok()) return bench_fail(weights.error().message);
+  EngineOptions eo;
+  eo.device = *device;
+  eo.max_running = *std::max_element(levels->begin(), levels->end());
+  eo.max_tokens_per_step = *step;
+  eo.num_threads = threads.ok() ? static_cast<int>(*threads) : 0;
+  if (*kv_mb > 0) eo.kv_budget_bytes = *kv_mb << 20;
+  auto engine = Engine::create(std::move(*weights), eo);
+  if (!engine.ok()) return bench_fail(engine.error().message);
+  nlohmann::json runs = nlohmann::json::array();
+  int64_t failed = 0;
+  for (int64_t c : *levels) {
+    if (c < 1) return bench_fail("--concurrency values must be >= 1");
+    WorkloadOptions w;
+    w.workload = Workload::kUniform;
+    w.requests = c;  // all submitted at once: c sequences decode together
+    w.prompt_len = *prompt;
+    w.output_len = *output;
+    BenchResult r = run_offline_bench(**engine, w);
+    failed += r.failed;
+    runs.push_back(offline_json(r, c));
+  }
+  nlohmann::json report = report_header("serve", *args, (*dev)->ctx, *config, command_line("serve", argc, argv));
+  report["workload"] = "uniform token ids (no tokenizer), greedy, ignore_eos";
+  report["runs"] = runs;
+  const int rc = emit_report(report, *args);
+  return failed == 0 ? rc : 1;
+}
+
+}  // namespace beam::cli
