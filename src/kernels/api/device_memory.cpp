@@ -26,6 +26,41 @@ TensorView DeviceBuffer::view(DType dtype, Shape shape) const {
   return TensorView{data_.get(), dtype, shape, device_};
 }
 
+TensorView MetadataBuffer::device_view(size_t offset, DType dtype, Shape shape) const {
+  BEAM_CHECK(offset + static_cast<size_t>(shape.numel()) * dtype_size(dtype) <= nbytes_)
+      << "metadata view " << shape.str() << " at byte " << offset << " exceeds buffer of "
+      << nbytes_ << " bytes";
+  return TensorView{static_cast<char*>(device_) + offset, dtype, shape, where_};
+}
+
+Expected<MetadataBuffer> allocate_metadata(const KernelContext& ctx, size_t nbytes) {
+  switch (ctx.device) {
+    case Device::kCpu: {
+      BEAM_ASSIGN_OR_RETURN(DeviceBuffer b, allocate_buffer(ctx, nbytes));
+      return MetadataBuffer(b.owner(), b.data(), b.data(), nbytes, Device::kCpu);
+    }
+    case Device::kCuda:
+#if BEAMSERVE_CUDA
+      return cuda::allocate_metadata(cuda_of(ctx, "allocate_metadata"), nbytes);
+#else
+      return make_error("CUDA memory requested but the CUDA backend is not built (configure with -DBEAMSERVE_CUDA=ON)");
+#endif
+  }
+  return make_error("unknown device");
+}
+
+void upload_metadata(const KernelContext& ctx, const MetadataBuffer& buffer, size_t offset, size_t nbytes) {
+  BEAM_CHECK(offset + nbytes <= buffer.nbytes())
+      << "upload_metadata: bytes " << offset << "+" << nbytes << " beyond " << buffer.nbytes();
+  if (buffer.where() == Device::kCpu) return;
+#if BEAMSERVE_CUDA
+  cuda::copy_async(cuda_of(ctx, "upload_metadata"), static_cast<char*>(buffer.device()) + offset,
+                   static_cast<const char*>(buffer.host()) + offset, nbytes);
+#else
+  BEAM_CHECK(false) << "upload_metadata: CUDA memory but the CUDA backend is not built";
+#endif
+}
+
 Expected<DeviceBuffer> allocate_buffer(const KernelContext& ctx, size_t nbytes) {
   switch (ctx.device) {
     case Device::kCpu: {
@@ -59,6 +94,22 @@ void copy_tensor(const KernelContext& ctx, const TensorView& dst, const TensorVi
 #endif
 }
 
+void zero_tensor(const KernelContext& ctx, const TensorView& t) {
+  if (t.nbytes() == 0) return;
+  switch (t.device) {
+    case Device::kCpu:
+      std::memset(t.data, 0, t.nbytes());
+      return;
+    case Device::kCuda:
+#if BEAMSERVE_CUDA
+      cuda::zero(cuda_of(ctx, "zero_tensor"), t.data, t.nbytes());
+#else
+      BEAM_CHECK(false) << "zero_tensor: CUDA memory but the CUDA backend is not built";
+#endif
+      return;
+  }
+}
+
 void synchronize(const KernelContext& ctx) {
 #if BEAMSERVE_CUDA
   if (ctx.device == Device::kCuda) cuda::synchronize(cuda_of(ctx, "synchronize"));
@@ -69,6 +120,36 @@ void begin_step(const KernelContext& ctx) {
 #if BEAMSERVE_CUDA
   if (ctx.device == Device::kCuda) cuda_of(ctx, "begin_step").staging.reset();
 #endif
+}
+
+void begin_graph_capture(const KernelContext& ctx) {
+  BEAM_CHECK(ctx.device == Device::kCuda) << "begin_graph_capture: CUDA graphs need Device::kCuda";
+#if BEAMSERVE_CUDA
+  cuda::begin_capture(cuda_of(ctx, "begin_graph_capture"));
+#endif
+}
+
+Expected<StepGraph> end_graph_capture(const KernelContext& ctx) {
+  BEAM_CHECK(ctx.device == Device::kCuda) << "end_graph_capture: CUDA graphs need Device::kCuda";
+#if BEAMSERVE_CUDA
+  return cuda::end_capture(cuda_of(ctx, "end_graph_capture"));
+#else
+  return make_error("end_graph_capture: the CUDA backend is not built");
+#endif
+}
+
+void launch_graph(const KernelContext& ctx, const StepGraph& graph) {
+  BEAM_CHECK(ctx.device == Device::kCuda && graph.valid()) << "launch_graph: no CUDA graph";
+#if BEAMSERVE_CUDA
+  cuda::launch(cuda_of(ctx, "launch_graph"), graph);
+#endif
+}
+
+uint64_t graph_fingerprint(const KernelContext& ctx) {
+#if BEAMSERVE_CUDA
+  if (ctx.device == Device::kCuda) return cuda::fingerprint(cuda_of(ctx, "graph_fingerprint"));
+#endif
+  return 0;
 }
 
 #if !BEAMSERVE_CUDA

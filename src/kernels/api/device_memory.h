@@ -32,6 +32,36 @@ class DeviceBuffer {
   Device device_ = Device::kCpu;
 };
 
+// Host-written metadata with a device mirror at fixed addresses (CUDA: a PinnedRegion, see
+// kernels/cuda/cuda_context.h for the one staging mechanism; CPU: host memory, device() == host()).
+// The host writes host(), upload_metadata() queues the copy; kernels read device(). Copies share
+// the memory; it is freed with the last copy (on CUDA that synchronizes the device).
+class MetadataBuffer {
+ public:
+  MetadataBuffer() = default;
+  MetadataBuffer(std::shared_ptr<void> owner, void* host, void* device, size_t nbytes, Device where)
+      : owner_(std::move(owner)), host_(host), device_(device), nbytes_(nbytes), where_(where) {}
+  void* host() const { return host_; }
+  void* device() const { return device_; }
+  size_t nbytes() const { return nbytes_; }
+  Device where() const { return where_; }
+  // A [shape] view of the device bytes at byte offset (checked against nbytes).
+  TensorView device_view(size_t offset, DType dtype, Shape shape) const;
+
+ private:
+  std::shared_ptr<void> owner_;
+  void* host_ = nullptr;
+  void* device_ = nullptr;
+  size_t nbytes_ = 0;
+  Device where_ = Device::kCpu;
+};
+
+// nbytes of metadata on ctx.device; an error when memory runs out. Never inside a graph capture.
+Expected<MetadataBuffer> allocate_metadata(const KernelContext& ctx, size_t nbytes);
+// Queues the copy of bytes [offset, offset + nbytes) from host() to device() on ctx's stream
+// (no-op on the CPU). The host must not rewrite them until the step has synchronized.
+void upload_metadata(const KernelContext& ctx, const MetadataBuffer& buffer, size_t offset, size_t nbytes);
+
 // nbytes on ctx.device; an error (naming the size) when the device is out of memory.
 Expected<DeviceBuffer> allocate_buffer(const KernelContext& ctx, size_t nbytes);
 
@@ -39,12 +69,40 @@ Expected<DeviceBuffer> allocate_buffer(const KernelContext& ctx, size_t nbytes);
 // stream; a copy to host memory has completed when this returns.
 void copy_tensor(const KernelContext& ctx, const TensorView& dst, const TensorView& src);
 
+// Sets every byte of t (on ctx's device) to zero, ordered on ctx's stream.
+void zero_tensor(const KernelContext& ctx, const TensorView& t);
+
 // Waits until all work queued on ctx has finished (no-op on the CPU).
 void synchronize(const KernelContext& ctx);
 
 // Starts a forward step: per-step staging memory (batch metadata the CUDA ops copy to the device)
 // is reused from here on. The caller must have synchronized the previous step. No-op on the CPU.
 void begin_step(const KernelContext& ctx);
+
+// ---- CUDA graphs (model/beam/decode_graphs.h) ----
+// A captured and instantiated CUDA graph of work on ctx's stream. Copies share it.
+class StepGraph {
+ public:
+  StepGraph() = default;
+  explicit StepGraph(std::shared_ptr<void> exec) : exec_(std::move(exec)) {}
+  bool valid() const { return exec_ != nullptr; }
+  void* exec() const { return exec_.get(); }
+
+ private:
+  std::shared_ptr<void> exec_;
+};
+
+// Starts capturing the work queued on ctx's stream (CUDA only): ops are recorded, not run, until
+// end_graph_capture. Nothing inside may synchronize, allocate, or copy pageable memory.
+void begin_graph_capture(const KernelContext& ctx);
+// Ends the capture and instantiates the graph; an error (the CUDA message) when capture failed.
+Expected<StepGraph> end_graph_capture(const KernelContext& ctx);
+// Queues one replay of graph on ctx's stream.
+void launch_graph(const KernelContext& ctx, const StepGraph& graph);
+// Identifies the context's lazily grown scratch that ops reach without the caller's tensors
+// (CUDA: MoE and linear scratch, fixed attention plans). A captured graph stays valid while this
+// value is unchanged; 0 on the CPU.
+uint64_t graph_fingerprint(const KernelContext& ctx);
 
 // A CUDA stream, cuBLASLt handle and workspace, and staging memory on GPU `device_index`;
 // KernelContext::cuda points at it. An error in builds without the CUDA backend or without a GPU.

@@ -10,16 +10,51 @@
 // CTAs would carry more keys each than a balanced share over the SMs, long items are split along
 // the fixed 512-key split grid into one CTA per split (split-KV), and a reduce kernel folds the
 // partial softmax states. Splitting never changes a result bit (see attention_kernels.cuh).
+//
+// Fixed plans (CUDA graphs, kernels/api/fixed_attention.h): the same host plan is written into a
+// per-pool PinnedRegion at fixed addresses (grown, never inside a capture) and uploaded before the
+// graph launch; the launch's grid depends only on the region's capacities, and the kernels read
+// the real item and group counts from device memory. Results equal the eager path's bit for bit.
 #include "kernels/cuda/attention.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <memory>
 #include <vector>
 
 #include "kernels/cuda/attention_kernels.cuh"
 #include "kernels/cuda/check.h"
 
 namespace beam {
+
+namespace ad = cuda::attention_detail;
+
+// Geometry of one attention call (everything but the batch).
+struct AttentionGeometry {
+  int64_t num_heads, num_kv_heads, head_dim, group, block_size, num_blocks, window;
+  bool operator==(const AttentionGeometry&) const = default;
+};
+
+// A fixed-address plan: meta holds counts [2] | seqs | items | groups | tables at the offsets
+// below (capacities in elements); partials holds [records_cap, head_dim] accumulators then
+// [records_cap, 2] (max, sum).
+struct FixedAttentionPlan {
+  PinnedRegion meta;
+  float* partials = nullptr;
+  int64_t seqs_cap = 0, items_cap = 0, groups_cap = 0, tables_cap = 0, records_cap = 0;
+  int64_t partials_head_dim = 0;
+  size_t seqs_off = 0, items_off = 0, groups_off = 0, tables_off = 0;
+  AttentionGeometry geometry{};  // of the last plan
+  int64_t num_rows = 0;          // query rows the last plan addresses
+  bool planned = false;
+
+  ~FixedAttentionPlan() {
+    if (partials) cudaFree(partials);
+  }
+};
+
+AttentionScratch::AttentionScratch() = default;
 
 AttentionScratch::~AttentionScratch() {
   if (partials) cudaFree(partials);
@@ -28,11 +63,7 @@ AttentionScratch::~AttentionScratch() {
 namespace cuda {
 namespace {
 
-namespace ad = attention_detail;
-
-struct Geometry {
-  int64_t num_heads, num_kv_heads, head_dim, group, block_size, num_blocks, window;
-};
+using Geometry = AttentionGeometry;
 
 // A tile of rows before the split decision: its visible logical slots [lo, hi].
 struct Tile {
@@ -49,7 +80,17 @@ struct Plan {
   std::vector<ad::WorkItem> items;
   std::vector<ad::ReduceGroup> groups;
   int64_t records = 0;  // partial records of the split items
+  std::vector<int32_t> counts() const {
+    return {static_cast<int32_t>(items.size()), static_cast<int32_t>(groups.size())};
+  }
 };
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Query rows (row, q head) one CTA holds for this head_dim.
+int64_t max_rows(const Geometry& g) {
+  return g.head_dim <= 128 ? ad::max_query_rows(128) : ad::max_query_rows(256);
+}
 
 // Every query sees its own slot, and the block table maps every block its queries may read.
 void check_seq(const AttentionSeq& s, const Geometry& g, size_t index) {
@@ -140,19 +181,82 @@ const T* stage(CudaContext& ctx, const std::vector<T>& v) {
   return static_cast<const T*>(ctx.staging.stage(v.data(), v.size() * sizeof(T), ctx.stream));
 }
 
+size_t attend_smem(int64_t head_dim) {
+  return sizeof(float) * ad::max_query_rows(static_cast<int>(head_dim)) * head_dim +
+         sizeof(__nv_bfloat16) * ad::kTile * (2 * head_dim + 2);
+}
+
+// Launches the attend kernel over grid (items_grid, Nkv) and, when groups_grid > 0, the reduce
+// kernel over (groups_grid, Nq); the kernels loop over the real counts in p.counts.
 template <int D>
-void launch(CudaContext& ctx, const ad::Params& p, const Plan& plan) {
-  const size_t smem = sizeof(float) * ad::max_query_rows(D) * D +
-                      sizeof(__nv_bfloat16) * ad::kTile * (2 * D + 2);
+void launch(CudaContext& ctx, const ad::Params& p, int64_t items_grid, int64_t groups_grid) {
+  const size_t smem = attend_smem(D);
   CUDA_OK(cudaFuncSetAttribute(ad::attend_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(smem)));
-  const dim3 grid(static_cast<unsigned>(plan.items.size()), static_cast<unsigned>(p.num_kv_heads));
+  const dim3 grid(static_cast<unsigned>(items_grid), static_cast<unsigned>(p.num_kv_heads));
   ad::attend_kernel<D><<<grid, ad::kWarps * 32, smem, ctx.stream>>>(p);
   CUDA_LAUNCH_OK();
-  if (plan.groups.empty()) return;
-  const dim3 rgrid(static_cast<unsigned>(plan.groups.size()), static_cast<unsigned>(p.num_heads));
+  if (groups_grid == 0) return;
+  const dim3 rgrid(static_cast<unsigned>(groups_grid), static_cast<unsigned>(p.num_heads));
   ad::reduce_kernel<<<rgrid, ad::kReduceThreads, 0, ctx.stream>>>(p, D);
   CUDA_LAUNCH_OK();
+}
+
+void launch_for_head_dim(CudaContext& ctx, const ad::Params& p, int64_t head_dim,
+                         int64_t items_grid, int64_t groups_grid) {
+  switch (head_dim) {
+    case 64:
+      launch<64>(ctx, p, items_grid, groups_grid);
+      return;
+    case 128:
+      launch<128>(ctx, p, items_grid, groups_grid);
+      return;
+    default:
+      launch<256>(ctx, p, items_grid, groups_grid);
+      return;
+  }
+}
+
+// Checks what the kernels support and returns the call's geometry.
+Geometry make_geometry(int64_t num_heads, int64_t head_dim, const PagedKv& kv, int64_t window) {
+  const Geometry g{num_heads,     kv.k.dim(2), head_dim, num_heads / kv.k.dim(2),
+                   kv.block_size, kv.k.dim(0), window};
+  BEAM_CHECK(g.head_dim == 64 || g.head_dim == 128 || g.head_dim == 256)
+      << "paged_attention: CUDA supports head_dim 64, 128 or 256, got " << g.head_dim;
+  BEAM_CHECK(g.group <= max_rows(g))
+      << "paged_attention: CUDA supports at most " << max_rows(g)
+      << " query heads per KV head, got " << g.group;
+  BEAM_CHECK(aligned16(kv.k.data) && aligned16(kv.v.data))
+      << "paged_attention: the KV cache must be 16-byte aligned";
+  BEAM_CHECK(g.num_kv_heads <= 65535 && g.num_heads <= 65535)
+      << "paged_attention: " << g.num_heads << " heads over " << g.num_kv_heads << " KV heads";
+  return g;
+}
+
+// The host plan of a batch (eager and fixed plans use the same policy, so the same rows).
+Plan make_plan(CudaContext& ctx, std::span<const AttentionSeq> seqs, const Geometry& g) {
+  Plan plan;
+  const std::vector<Tile> tiles = plan_tiles(seqs, g, max_rows(g) / g.group, plan);
+  if (!tiles.empty()) plan_items(tiles, g, ctx.props.multiProcessorCount, plan);
+  return plan;
+}
+
+// Params of everything but the plan's arrays.
+ad::Params base_params(const TensorView& q, const PagedKv& kv, const Geometry& g,
+                       const TensorView& out) {
+  ad::Params p{};
+  p.q = static_cast<const __nv_bfloat16*>(q.data);
+  p.out = static_cast<__nv_bfloat16*>(out.data);
+  p.k_cache = static_cast<const __nv_bfloat16*>(kv.k.data);
+  p.v_cache = static_cast<const __nv_bfloat16*>(kv.v.data);
+  p.block_size = g.block_size;
+  p.num_blocks = g.num_blocks;
+  p.window = g.window;
+  p.num_heads = static_cast<int>(g.num_heads);
+  p.num_kv_heads = static_cast<int>(g.num_kv_heads);
+  p.group = static_cast<int>(g.group);
+  p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(g.head_dim)));
+  return p;
 }
 
 // store_kv: one CTA per row; 16-byte vectors when every row and pointer allows them.
@@ -169,33 +273,70 @@ __global__ void store_kv_kernel(const V* __restrict__ k, const V* __restrict__ v
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+constexpr size_t kMetaAlign = 256;
+size_t align_meta(size_t n) { return (n + kMetaAlign - 1) / kMetaAlign * kMetaAlign; }
+
+// Makes `f` hold `plan` (head_dim-wide partials), reallocating with 2x headroom when it does not
+// fit; reallocation waits for queued work and bumps ctx.attention.fixed_generation.
+void reserve_fixed(CudaContext& ctx, FixedAttentionPlan& f, const Plan& plan, int64_t head_dim) {
+  const auto n_seqs = static_cast<int64_t>(plan.seqs.size());
+  const auto n_items = static_cast<int64_t>(plan.items.size());
+  const auto n_groups = static_cast<int64_t>(plan.groups.size());
+  const auto n_tables = static_cast<int64_t>(plan.tables.size());
+  const bool fits = f.meta.capacity() > 0 && f.partials != nullptr && n_seqs <= f.seqs_cap &&
+                    n_items <= f.items_cap && n_groups <= f.groups_cap &&
+                    n_tables <= f.tables_cap && plan.records <= f.records_cap &&
+                    head_dim == f.partials_head_dim;
+  if (fits) return;
+  auto grow = [](int64_t need, int64_t cap, int64_t min_cap) {
+    return need <= cap ? cap : std::max(2 * need, min_cap);
+  };
+  f.seqs_cap = grow(n_seqs, f.seqs_cap, 16);
+  f.items_cap = grow(n_items, f.items_cap, 64);
+  f.groups_cap = grow(n_groups, f.groups_cap, 16);
+  f.tables_cap = grow(n_tables, f.tables_cap, 1024);
+  f.records_cap = grow(plan.records, f.records_cap, 1024);
+  f.partials_head_dim = head_dim;
+  f.seqs_off = kMetaAlign;  // after the counts
+  f.items_off = align_meta(f.seqs_off + sizeof(ad::SeqDesc) * f.seqs_cap);
+  f.groups_off = align_meta(f.items_off + sizeof(ad::WorkItem) * f.items_cap);
+  f.tables_off = align_meta(f.groups_off + sizeof(ad::ReduceGroup) * f.groups_cap);
+  const size_t meta_bytes = align_meta(f.tables_off + sizeof(int32_t) * f.tables_cap);
+
+  CUDA_OK(cudaStreamSynchronize(ctx.stream));  // queued work may still read the old memory
+  f.meta = PinnedRegion(meta_bytes);
+  if (f.partials) CUDA_OK(cudaFree(f.partials));
+  f.partials = nullptr;
+  const size_t floats = static_cast<size_t>(f.records_cap * (head_dim + 2));
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&f.partials), floats * sizeof(float)));
+  ++ctx.attention.fixed_generation;
+}
+
+// Copies v into f.meta's host bytes at offset and queues their upload.
+template <typename T>
+void write_section(CudaContext& ctx, const FixedAttentionPlan& f, size_t offset,
+                   const std::vector<T>& v) {
+  if (v.empty()) return;
+  std::memcpy(f.meta.host() + offset, v.data(), v.size() * sizeof(T));
+  f.meta.upload(offset, v.size() * sizeof(T), ctx.stream);
+}
+
+void check_not_capturing(CudaContext& ctx, const char* what) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  CUDA_OK(cudaStreamIsCapturing(ctx.stream, &capture));
+  BEAM_CHECK(capture == cudaStreamCaptureStatusNone)
+      << what << " must run before a graph capture, not inside it";
+}
 
 }  // namespace
 
 void paged_attention(CudaContext& ctx, const TensorView& q, const PagedKv& kv,
                      std::span<const AttentionSeq> seqs, int64_t window, const TensorView& out) {
-  const Geometry g{q.dim(1),     kv.k.dim(2),   q.dim(2), q.dim(1) / kv.k.dim(2),
-                   kv.block_size, kv.k.dim(0), window};
-  BEAM_CHECK(g.head_dim == 64 || g.head_dim == 128 || g.head_dim == 256)
-      << "paged_attention: CUDA supports head_dim 64, 128 or 256, got " << g.head_dim;
-  const int64_t max_rows = g.head_dim <= 128 ? ad::max_query_rows(128) : ad::max_query_rows(256);
-  BEAM_CHECK(g.group <= max_rows) << "paged_attention: CUDA supports at most " << max_rows
-                                  << " query heads per KV head, got " << g.group;
-  BEAM_CHECK(aligned16(kv.k.data) && aligned16(kv.v.data))
-      << "paged_attention: the KV cache must be 16-byte aligned";
-  BEAM_CHECK(g.num_kv_heads <= 65535) << "paged_attention: " << g.num_kv_heads << " KV heads";
-
-  Plan plan;
-  const std::vector<Tile> tiles = plan_tiles(seqs, g, max_rows / g.group, plan);
-  if (tiles.empty()) return;
-  plan_items(tiles, g, ctx.props.multiProcessorCount, plan);
-
-  ad::Params p{};
-  p.q = static_cast<const __nv_bfloat16*>(q.data);
-  p.out = static_cast<__nv_bfloat16*>(out.data);
-  p.k_cache = static_cast<const __nv_bfloat16*>(kv.k.data);
-  p.v_cache = static_cast<const __nv_bfloat16*>(kv.v.data);
+  const Geometry g = make_geometry(q.dim(1), q.dim(2), kv, window);
+  const Plan plan = make_plan(ctx, seqs, g);
+  if (plan.items.empty()) return;
+  ad::Params p = base_params(q, kv, g, out);
+  p.counts = stage(ctx, plan.counts());
   p.seqs = stage(ctx, plan.seqs);
   p.tables = stage(ctx, plan.tables);
   p.items = stage(ctx, plan.items);
@@ -205,24 +346,59 @@ void paged_attention(CudaContext& ctx, const TensorView& q, const PagedKv& kv,
     p.part_acc = reserve_partials(ctx, records * static_cast<size_t>(g.head_dim + 2));
     p.part_ml = p.part_acc + records * static_cast<size_t>(g.head_dim);
   }
-  p.block_size = g.block_size;
-  p.num_blocks = g.num_blocks;
-  p.window = g.window;
-  p.num_heads = static_cast<int>(g.num_heads);
-  p.num_kv_heads = static_cast<int>(g.num_kv_heads);
-  p.group = static_cast<int>(g.group);
-  p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(g.head_dim)));
-  switch (g.head_dim) {
-    case 64:
-      launch<64>(ctx, p, plan);
-      return;
-    case 128:
-      launch<128>(ctx, p, plan);
-      return;
-    default:
-      launch<256>(ctx, p, plan);
-      return;
-  }
+  launch_for_head_dim(ctx, p, g.head_dim, static_cast<int64_t>(plan.items.size()),
+                      static_cast<int64_t>(plan.groups.size()));
+}
+
+void plan_fixed_attention(CudaContext& ctx, int slot, const PagedKv& kv, int64_t num_rows,
+                          int64_t num_heads, int64_t head_dim, std::span<const AttentionSeq> seqs,
+                          int64_t window) {
+  BEAM_CHECK(slot >= 0 && slot < kNumFixedAttentionSlots) << "plan_fixed_attention: slot " << slot;
+  check_not_capturing(ctx, "plan_fixed_attention");
+  const Geometry g = make_geometry(num_heads, head_dim, kv, window);
+  const Plan plan = make_plan(ctx, seqs, g);
+  std::unique_ptr<FixedAttentionPlan>& owned = ctx.attention.fixed[slot];
+  if (!owned) owned = std::make_unique<FixedAttentionPlan>();
+  FixedAttentionPlan& f = *owned;
+  reserve_fixed(ctx, f, plan, g.head_dim);
+  const std::vector<int32_t> counts = plan.counts();
+  std::memcpy(f.meta.host(), counts.data(), counts.size() * sizeof(int32_t));
+  f.meta.upload(0, counts.size() * sizeof(int32_t), ctx.stream);
+  write_section(ctx, f, f.seqs_off, plan.seqs);
+  write_section(ctx, f, f.items_off, plan.items);
+  write_section(ctx, f, f.groups_off, plan.groups);
+  write_section(ctx, f, f.tables_off, plan.tables);
+  f.geometry = g;
+  f.num_rows = num_rows;
+  f.planned = true;
+}
+
+void fixed_paged_attention(CudaContext& ctx, int slot, const TensorView& q, const PagedKv& kv,
+                           int64_t window, const TensorView& out) {
+  BEAM_CHECK(slot >= 0 && slot < kNumFixedAttentionSlots) << "fixed_paged_attention: slot " << slot;
+  const FixedAttentionPlan* f = ctx.attention.fixed[slot].get();
+  BEAM_CHECK(f != nullptr && f->planned)
+      << "fixed_paged_attention: slot " << slot << " has no plan (plan_fixed_attention first)";
+  const Geometry g = make_geometry(q.dim(1), q.dim(2), kv, window);
+  BEAM_CHECK(g == f->geometry)
+      << "fixed_paged_attention: slot " << slot << " was planned for another geometry";
+  BEAM_CHECK(q.dim(0) >= f->num_rows)
+      << "fixed_paged_attention: q has " << q.dim(0) << " rows, the plan " << f->num_rows;
+  ad::Params p = base_params(q, kv, g, out);
+  const char* dev = f->meta.device();
+  p.counts = reinterpret_cast<const int32_t*>(dev);
+  p.seqs = reinterpret_cast<const ad::SeqDesc*>(dev + f->seqs_off);
+  p.items = reinterpret_cast<const ad::WorkItem*>(dev + f->items_off);
+  p.groups = reinterpret_cast<const ad::ReduceGroup*>(dev + f->groups_off);
+  p.tables = reinterpret_cast<const int32_t*>(dev + f->tables_off);
+  p.part_acc = f->partials;
+  p.part_ml = f->partials + f->records_cap * g.head_dim;
+  // The grid depends on capacities only: about 4 CTAs per SM over all KV heads, and one reduce
+  // CTA column per SM; the kernels stride over the real counts.
+  const int64_t sms = ctx.props.multiProcessorCount;
+  const int64_t items_grid = std::min(f->items_cap, (4 * sms + g.num_kv_heads - 1) / g.num_kv_heads);
+  const int64_t groups_grid = std::min(f->groups_cap, sms);
+  launch_for_head_dim(ctx, p, g.head_dim, items_grid, groups_grid);
 }
 
 void store_kv(CudaContext& ctx, const TensorView& k, const TensorView& v, const TensorView& slots,

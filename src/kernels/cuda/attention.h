@@ -15,6 +15,16 @@ namespace beam::cuda {
 void paged_attention(CudaContext& ctx, const TensorView& q, const PagedKv& kv,
                      std::span<const AttentionSeq> seqs, int64_t window, const TensorView& out);
 
+// Fixed plans for CUDA graphs (kernels/api/fixed_attention.h, validated there). plan_ builds the
+// plan paged_attention would build for seqs, writes it into fixed slot `slot` (grown outside any
+// capture; growth bumps ctx.attention.fixed_generation) and queues its upload. fixed_ launches
+// over a grid that depends only on the slot's capacities, reading the plan from the device.
+void plan_fixed_attention(CudaContext& ctx, int slot, const PagedKv& kv, int64_t num_rows,
+                          int64_t num_heads, int64_t head_dim, std::span<const AttentionSeq> seqs,
+                          int64_t window);
+void fixed_paged_attention(CudaContext& ctx, int slot, const TensorView& q, const PagedKv& kv,
+                           int64_t window, const TensorView& out);
+
 // k, v: [T, Nkv, D] bf16 and slots [T] i64 in device memory. Rows whose slot is -1 (or outside
 // the pool, which the device cannot report) are skipped.
 void store_kv(CudaContext& ctx, const TensorView& k, const TensorView& v, const TensorView& slots,

@@ -1,5 +1,7 @@
 // Device side of the CUDA paged attention (kernels/cuda/attention.cu): the attend kernel (one CTA
-// per work item and KV head) and the reduce kernel that folds split-KV partial states.
+// per work item and KV head) and the reduce kernel that folds split-KV partial states. Both read
+// their item / group counts from device memory and loop over them with a grid stride, so a grid
+// sized for an upper bound (CUDA graphs) runs exactly the real work: extra CTAs exit at once.
 //
 // Numerics (match kernels/cpu/attention.cpp): scores s = fp32(q·k) * scale, fp32 online softmax,
 // P kept in fp32 (never rounded) for the fp32 P·V accumulation, one bf16 rounding of acc / sum.
@@ -48,6 +50,7 @@ struct Params {
   __nv_bfloat16* out;      // [T, Nq, D]
   const __nv_bfloat16* k_cache;  // [num_blocks, block_size, Nkv, D]
   const __nv_bfloat16* v_cache;
+  const int32_t* counts;  // [2]: work items, reduce groups
   const SeqDesc* seqs;
   const int32_t* tables;  // every sequence's block table, concatenated
   const WorkItem* items;
@@ -215,19 +218,14 @@ __device__ void write_row(const Params& p, const WorkItem& it, const SeqDesc& s,
   }
 }
 
-// grid (items, Nkv), kWarps * 32 threads. Query row i of the CTA is row i / G of the item and q
-// head kvh * G + i % G; warp w owns rows w, w + kWarps, ...
+// One work item of an attend CTA (KV head kvh). Query row i of the CTA is row i / G of the item
+// and q head kvh * G + i % G; warp w owns rows w, w + kWarps, ...
 template <int D>
-__global__ void __launch_bounds__(kWarps * 32, 1) attend_kernel(Params p) {
+__device__ __forceinline__ void attend_item(const Params& p, const WorkItem& it, int kvh, float* q_s,
+                            __nv_bfloat16* k_s, __nv_bfloat16* v_s) {
   constexpr int DPL = D / 32, R = rows_per_warp(D);
-  extern __shared__ float4 smem[];
-  float* q_s = reinterpret_cast<float*>(smem);  // [max_query_rows][D]
-  __nv_bfloat16* k_s = reinterpret_cast<__nv_bfloat16*>(q_s + max_query_rows(D) * D);
-  __nv_bfloat16* v_s = k_s + kTile * (D + 2);
-
-  const WorkItem it = p.items[blockIdx.x];
   const SeqDesc s = p.seqs[it.seq];
-  const int kvh = blockIdx.y, G = p.group, qrows = it.rows * G;
+  const int G = p.group, qrows = it.rows * G;
   const int warp = threadIdx.x / 32;
   for (int idx = threadIdx.x; idx < qrows * D; idx += blockDim.x) {
     const int i = idx / D, d = idx % D;
@@ -273,24 +271,42 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attend_kernel(Params p) {
   }
 }
 
-// grid (groups, Nq), kReduceThreads threads: out = bf16(A / L) of the fold of a row's partials in
-// split order (the same fold_state as the attend kernel).
+// grid (any, Nkv), kWarps * 32 threads: CTA (x, kvh) runs items x, x + gridDim.x, ... < counts[0].
+template <int D>
+__global__ void __launch_bounds__(kWarps * 32, 1) attend_kernel(Params p) {
+  extern __shared__ float4 smem[];
+  float* q_s = reinterpret_cast<float*>(smem);  // [max_query_rows][D]
+  __nv_bfloat16* k_s = reinterpret_cast<__nv_bfloat16*>(q_s + max_query_rows(D) * D);
+  __nv_bfloat16* v_s = k_s + kTile * (D + 2);
+  const int num_items = p.counts[0];
+  for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
+    __syncthreads();  // every warp is done with q_s and the tiles of the previous item
+    attend_item<D>(p, p.items[item], static_cast<int>(blockIdx.y), q_s, k_s, v_s);
+  }
+}
+
+// grid (any, Nq), kReduceThreads threads: CTA (x, h) folds groups x, x + gridDim.x, ... <
+// counts[1]: out = bf16(A / L) of the fold of a row's partials in split order (the same
+// fold_state as the attend kernel).
 __global__ void __launch_bounds__(kReduceThreads) reduce_kernel(Params p, int head_dim) {
-  const ReduceGroup g = p.groups[blockIdx.x];
-  const SeqDesc s = p.seqs[g.seq];
   const int h = blockIdx.y, D = head_dim;
-  for (int idx = threadIdx.x; idx < g.rows * D; idx += blockDim.x) {
-    const int r = idx / D, d = idx % D;
-    float M = -INFINITY, L = 0.f, A = 0.f;
-    for (int split = 0; split < g.num_splits; ++split) {
-      const int64_t rec = g.partial + (int64_t{split} * g.rows + r) * p.num_heads + h;
-      const float m = p.part_ml[rec * 2], l = p.part_ml[rec * 2 + 1];
-      if (m == -INFINITY) continue;
-      const FoldWeights w = fold_state(M, L, m, l);
-      A = fold_acc(A, p.part_acc[rec * D + d], w);
+  const int num_groups = p.counts[1];
+  for (int gi = blockIdx.x; gi < num_groups; gi += gridDim.x) {
+    const ReduceGroup g = p.groups[gi];
+    const SeqDesc s = p.seqs[g.seq];
+    for (int idx = threadIdx.x; idx < g.rows * D; idx += blockDim.x) {
+      const int r = idx / D, d = idx % D;
+      float M = -INFINITY, L = 0.f, A = 0.f;
+      for (int split = 0; split < g.num_splits; ++split) {
+        const int64_t rec = g.partial + (int64_t{split} * g.rows + r) * p.num_heads + h;
+        const float m = p.part_ml[rec * 2], l = p.part_ml[rec * 2 + 1];
+        if (m == -INFINITY) continue;
+        const FoldWeights w = fold_state(M, L, m, l);
+        A = fold_acc(A, p.part_acc[rec * D + d], w);
+      }
+      const int64_t t = s.q_begin + g.row0 + r;
+      p.out[(t * p.num_heads + h) * D + d] = __float2bfloat16_rn(A / L);
     }
-    const int64_t t = s.q_begin + g.row0 + r;
-    p.out[(t * p.num_heads + h) * D + d] = __float2bfloat16_rn(A / L);
   }
 }
 

@@ -17,44 +17,68 @@ size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 }  // namespace
 
-StagingArena::~StagingArena() {
-  for (Block& b : blocks_) {
-    cudaFreeHost(b.host);
-    cudaFree(b.device);
+PinnedRegion::PinnedRegion(size_t capacity) : capacity_(capacity) {
+  if (capacity == 0) return;
+  CUDA_OK(cudaMallocHost(&host_, capacity));
+  CUDA_OK(cudaMalloc(&device_, capacity));
+}
+
+PinnedRegion::PinnedRegion(PinnedRegion&& other) noexcept
+    : host_(other.host_), device_(other.device_), capacity_(other.capacity_) {
+  other.host_ = other.device_ = nullptr;
+  other.capacity_ = 0;
+}
+
+PinnedRegion& PinnedRegion::operator=(PinnedRegion&& other) noexcept {
+  if (this != &other) {
+    release();
+    host_ = other.host_;
+    device_ = other.device_;
+    capacity_ = other.capacity_;
+    other.host_ = other.device_ = nullptr;
+    other.capacity_ = 0;
   }
+  return *this;
+}
+
+PinnedRegion::~PinnedRegion() { release(); }
+
+void PinnedRegion::release() {
+  if (host_) cudaFreeHost(host_);
+  if (device_) cudaFree(device_);
+  host_ = device_ = nullptr;
+  capacity_ = 0;
+}
+
+void PinnedRegion::upload(size_t offset, size_t nbytes, cudaStream_t stream) const {
+  BEAM_CHECK(offset + nbytes <= capacity_)
+      << "PinnedRegion: upload of bytes " << offset << "+" << nbytes << " beyond " << capacity_;
+  if (nbytes == 0) return;
+  CUDA_OK(cudaMemcpyAsync(device_ + offset, host_ + offset, nbytes, cudaMemcpyHostToDevice, stream));
 }
 
 void StagingArena::grow(size_t min_bytes) {
-  size_t capacity = blocks_.empty() ? size_t{1} << 20 : blocks_.back().capacity * 2;
+  size_t capacity = blocks_.empty() ? size_t{1} << 20 : blocks_.back().capacity() * 2;
   while (capacity < min_bytes) capacity *= 2;
-  Block b;
-  b.capacity = capacity;
-  CUDA_OK(cudaMallocHost(&b.host, capacity));
-  CUDA_OK(cudaMalloc(&b.device, capacity));
-  blocks_.push_back(b);
+  blocks_.emplace_back(capacity);
   used_ = 0;
 }
 
 void* StagingArena::stage(const void* src, size_t nbytes, cudaStream_t stream) {
   size_t need = align_up(nbytes);
-  if (blocks_.empty() || used_ + need > blocks_.back().capacity) grow(need);
-  Block& b = blocks_.back();
-  void* host = b.host + used_;
-  void* device = b.device + used_;
+  if (blocks_.empty() || used_ + need > blocks_.back().capacity()) grow(need);
+  const PinnedRegion& b = blocks_.back();
+  const size_t offset = used_;
   used_ += need;
-  if (nbytes == 0) return device;
-  std::memcpy(host, src, nbytes);
-  CUDA_OK(cudaMemcpyAsync(device, host, nbytes, cudaMemcpyHostToDevice, stream));
-  return device;
+  if (nbytes == 0) return b.device() + offset;
+  std::memcpy(b.host() + offset, src, nbytes);
+  b.upload(offset, nbytes, stream);
+  return b.device() + offset;
 }
 
 void StagingArena::reset() {
   // Keep only the largest (last) block: the next step stages at the same addresses.
-  while (blocks_.size() > 1) {
-    CUDA_OK(cudaFreeHost(blocks_.front().host));
-    CUDA_OK(cudaFree(blocks_.front().device));
-    blocks_.erase(blocks_.begin());
-  }
+  if (blocks_.size() > 1) blocks_.erase(blocks_.begin(), blocks_.end() - 1);
   used_ = 0;
 }
 

@@ -14,15 +14,49 @@
 
 namespace beam {
 
-// Copies small host arrays (block tables, sequence descriptors) to the device through pinned
-// memory. Pointers handed out stay valid (and at fixed addresses while capacity suffices) until
-// reset(), which the model calls at the start of each step, after the previous one synchronized.
+// How per-step host metadata (token ids, positions, KV slots, block tables, attention plans)
+// reaches the device — the one mechanism, used by every op and by the model:
+// - The host writes it into PINNED memory (PinnedRegion::host) and queues cudaMemcpyAsync to the
+//   region's device mirror on the context's stream: no pageable copy, no synchronization.
+// - Eager steps use StagingArena::stage(): a bump allocator over pinned regions, reset per step.
+// - CUDA graph steps use PinnedRegions owned by their user (the model's decode workspace, the
+//   attention op's fixed plans): addresses never change while the region lives, so a captured
+//   graph can read them; the host rewrites the pinned bytes and uploads them before each replay.
+// The host must not rewrite pinned bytes whose upload may still be in flight: every step ends
+// with a synchronizing copy of the logits, so the next step's writes are safe.
+
+// Pinned host bytes and a device mirror of the same capacity, at fixed addresses (256-byte
+// aligned) until destroyed. Move-only; freeing synchronizes the device (never inside a capture).
+class PinnedRegion {
+ public:
+  PinnedRegion() = default;
+  explicit PinnedRegion(size_t capacity);  // aborts when out of memory
+  PinnedRegion(PinnedRegion&& other) noexcept;
+  PinnedRegion& operator=(PinnedRegion&& other) noexcept;
+  PinnedRegion(const PinnedRegion&) = delete;
+  PinnedRegion& operator=(const PinnedRegion&) = delete;
+  ~PinnedRegion();
+
+  char* host() const { return host_; }
+  char* device() const { return device_; }
+  size_t capacity() const { return capacity_; }
+  // Queues the copy of bytes [offset, offset + nbytes) from host() to device() on stream.
+  void upload(size_t offset, size_t nbytes, cudaStream_t stream) const;
+
+ private:
+  void release();
+  char* host_ = nullptr;
+  char* device_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+// Per-step staging of eager ops (see above). Pointers handed out stay valid until reset(), which
+// begin_step() calls at the start of each step, after the previous one synchronized.
 class StagingArena {
  public:
   StagingArena() = default;
   StagingArena(const StagingArena&) = delete;
   StagingArena& operator=(const StagingArena&) = delete;
-  ~StagingArena();
 
   // Queues a copy of nbytes from src on `stream`; returns the device address (256-byte aligned).
   void* stage(const void* src, size_t nbytes, cudaStream_t stream);
@@ -33,13 +67,8 @@ class StagingArena {
   void reset();
 
  private:
-  struct Block {
-    char* host = nullptr;  // pinned
-    char* device = nullptr;
-    size_t capacity = 0;
-  };
   void grow(size_t min_bytes);
-  std::vector<Block> blocks_;  // the last one is current; older ones are freed at reset()
+  std::vector<PinnedRegion> blocks_;  // the last one is current; older ones are freed at reset()
   size_t used_ = 0;
 };
 
@@ -52,7 +81,7 @@ struct CudaContext {
   size_t lt_workspace_bytes = 0;
   StagingArena staging;
   LinearCache linear;  // linear(): cuBLASLt plans per shape and the router's fp32 x scratch
-  AttentionScratch attention;  // paged_attention(): split-KV partial softmax states
+  AttentionScratch attention;  // paged_attention(): split-KV partial states and fixed graph plans
   MoeScratch moe;  // moe_experts(): expert permutation, activations and expert outputs
 
   CudaContext() = default;

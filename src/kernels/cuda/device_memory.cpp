@@ -1,7 +1,9 @@
 // cudaMalloc-backed DeviceBuffers and stream-ordered copies.
 #include "kernels/cuda/device_memory.h"
 
+#include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "kernels/cuda/check.h"
@@ -32,7 +34,66 @@ void copy(CudaContext& ctx, void* dst, Device dst_device, const void* src, Devic
   if (dst_device == Device::kCpu || src_device == Device::kCpu) CUDA_OK(cudaStreamSynchronize(ctx.stream));
 }
 
+void copy_async(CudaContext& ctx, void* dst, const void* src, size_t nbytes) {
+  if (nbytes == 0) return;
+  CUDA_OK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, ctx.stream));
+}
+
+void zero(CudaContext& ctx, void* dst, size_t nbytes) {
+  CUDA_OK(cudaMemsetAsync(dst, 0, nbytes, ctx.stream));
+}
+
 void synchronize(CudaContext& ctx) { CUDA_OK(cudaStreamSynchronize(ctx.stream)); }
+
+Expected<MetadataBuffer> allocate_metadata(CudaContext& ctx, size_t nbytes) {
+  CUDA_OK(cudaSetDevice(ctx.device));
+  auto region = std::make_shared<PinnedRegion>(nbytes);
+  void* host = region->host();
+  void* device = region->device();
+  return MetadataBuffer(std::move(region), host, device, nbytes, Device::kCuda);
+}
+
+void begin_capture(CudaContext& ctx) {
+  CUDA_OK(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal));
+}
+
+Expected<StepGraph> end_capture(CudaContext& ctx) {
+  cudaGraph_t graph = nullptr;
+  cudaError_t err = cudaStreamEndCapture(ctx.stream, &graph);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    if (graph) cudaGraphDestroy(graph);
+    return make_error(std::string("CUDA graph capture failed: ") + cudaGetErrorString(err));
+  }
+  cudaGraphExec_t exec = nullptr;
+  err = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return make_error(std::string("CUDA graph instantiation failed: ") + cudaGetErrorString(err));
+  }
+  std::shared_ptr<void> owner(static_cast<void*>(exec),
+                              [](void* e) { cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(e)); });
+  return StepGraph(std::move(owner));
+}
+
+void launch(CudaContext& ctx, const StepGraph& graph) {
+  CUDA_OK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph.exec()), ctx.stream));
+}
+
+uint64_t fingerprint(const CudaContext& ctx) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the values below
+  auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 8; ++i, v >>= 8) h = (h ^ (v & 0xff)) * 1099511628211ull;
+  };
+  mix(reinterpret_cast<uintptr_t>(ctx.moe.base));
+  mix(ctx.moe.bytes);
+  mix(reinterpret_cast<uintptr_t>(ctx.linear.x_f32));
+  mix(ctx.linear.x_f32_floats);
+  mix(reinterpret_cast<uintptr_t>(ctx.lt_workspace));
+  mix(ctx.attention.fixed_generation);
+  return h;
+}
 
 void memory_info(CudaContext& ctx, size_t* free_bytes, size_t* total_bytes) {
   CUDA_OK(cudaSetDevice(ctx.device));

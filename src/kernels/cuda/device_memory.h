@@ -13,7 +13,18 @@ Expected<DeviceBuffer> allocate(CudaContext& ctx, size_t nbytes);
 // Copies nbytes between host and/or device memory on ctx.stream; waits when dst is on the host.
 void copy(CudaContext& ctx, void* dst, Device dst_device, const void* src, Device src_device,
           size_t nbytes);
+// Queues an async copy of nbytes between device memory and/or pinned host memory (no wait).
+void copy_async(CudaContext& ctx, void* dst, const void* src, size_t nbytes);
+void zero(CudaContext& ctx, void* dst, size_t nbytes);
 void synchronize(CudaContext& ctx);
+// Metadata in a PinnedRegion (kernels/cuda/cuda_context.h).
+Expected<MetadataBuffer> allocate_metadata(CudaContext& ctx, size_t nbytes);
+// CUDA graphs of ctx.stream (thread-local capture mode).
+void begin_capture(CudaContext& ctx);
+Expected<StepGraph> end_capture(CudaContext& ctx);
+void launch(CudaContext& ctx, const StepGraph& graph);
+// Hash of the addresses and sizes of ctx's lazily grown scratch (see graph_fingerprint).
+uint64_t fingerprint(const CudaContext& ctx);
 void memory_info(CudaContext& ctx, size_t* free_bytes, size_t* total_bytes);
 std::string describe(CudaContext& ctx);
 
