@@ -24,7 +24,7 @@ __device__ __forceinline__ float unit_normal(uint64_t bits) {
   float sum = 0.0f;
 #pragma unroll
   for (int k = 0; k < 4; ++k)
-    sum += (static_cast<float>((bits >> (16 * k)) & 0xFFFF) + 0.5f) * (1.0f / 65536.0f);
+    sum += (static_cast<float>((bits >> (16 * k)) & 0xFFFF) + (k == 3 ? 0.25f : 0.5f)) * (1.0f / 65536.0f);
   return (sum - 2.0f) * 1.7320508f;
 }
 
