@@ -10,6 +10,7 @@
 #include "core/logging.h"
 #include "runtime/engine_device.h"
 #include "runtime/engine_state.h"
+#include "runtime/sampling/device_sampler.h"
 #include "runtime/sampling/finish_check.h"
 #include "runtime/sampling/sampling_rng.h"
 #include "runtime/scheduler/step_commit.h"
@@ -63,6 +64,8 @@ class Engine::Impl {
         scheduler_(SchedulerConfig{options.max_tokens_per_step, options.max_running,
                                    options.max_tokens_per_step, 0, 1}),
         sampler_(model_.config().vocab_size, &pool_) {
+    if (model_.context().device != Device::kCpu)
+      device_sampler_.emplace(model_.context(), model_.config().vocab_size);
     if (options.enable_prefix_cache) prefix_.emplace(kv_);
     const auto& eos = model_.config().eos_token_ids;
     eos_.assign(eos.begin(), eos.end());
@@ -136,6 +139,8 @@ class Engine::Impl {
   void order_waiting();
   void apply_preemptions(const StepPlan& plan);
   void sample_and_emit(const StepPlan& plan, const ForwardOutput& out);
+  Status sample_rows(const ForwardOutput& out, std::span<const DeviceSampleRow> rows,
+                     std::span<SampledToken> sampled);
   void append_tokens(Sequence& seq, std::span<const int32_t> tokens, std::vector<TokenLogprobs> logprobs);
   SeqId rs_owner(const Sequence& seq) const;
   bool has_pending_children(const Sequence& parent) const;
@@ -157,7 +162,8 @@ class Engine::Impl {
   KvCacheManager kv_;
   std::optional<PrefixCache> prefix_;
   Scheduler scheduler_;
-  BatchSampler sampler_;
+  BatchSampler sampler_;                            // Device::kCpu
+  std::optional<DeviceBatchSampler> device_sampler_;  // other devices: logits stay there
   std::vector<int32_t> eos_;
   int64_t max_context_ = 0;
 
@@ -293,6 +299,7 @@ void Engine::Impl::step() {
   }
 
   ForwardBatch batch;
+  batch.logits_on_device = device_sampler_.has_value();
   for (const SeqWork& w : plan.work) {
     const Sequence& s = seqs_.at(w.seq);
     batch.seqs.push_back(SeqChunk{std::span<const int32_t>(s.tokens).subspan(w.num_computed, w.num_tokens),
@@ -376,27 +383,35 @@ void Engine::Impl::sample_and_emit(const StepPlan& plan, const ForwardOutput& ou
     SeqId seq;
     bool fork_child = false;  // a sibling drawing its first token from the prompt owner's row
   };
-  std::vector<SampleRow> rows;
+  std::vector<DeviceSampleRow> rows;
   std::vector<Target> targets;
   for (size_t i = 0; i < plan.work.size(); ++i) {
     const SeqWork& w = plan.work[i];
     if (!w.samples) continue;
     Sequence& s = seqs_.at(w.seq);
     if (s.phase == SeqPhase::kFinished) continue;
-    rows.push_back(SampleRow{out.row(static_cast<int64_t>(i)), &*s.sampling});
+    rows.push_back(DeviceSampleRow{static_cast<int64_t>(i), &*s.sampling});
     targets.push_back({w.seq, false});
     const RequestState& rs = requests_.at(s.request);
     if (s.sibling == 0 && s.sampling->num_output_tokens() == 0) {
       for (size_t k = 1; k < rs.seqs.size(); ++k) {
         Sequence& sib = seqs_.at(rs.seqs[k]);
         if (sib.phase == SeqPhase::kFinished) continue;
-        rows.push_back(SampleRow{out.row(static_cast<int64_t>(i)), &*sib.sampling});
+        rows.push_back(DeviceSampleRow{static_cast<int64_t>(i), &*sib.sampling});
         targets.push_back({sib.id, true});
       }
     }
   }
   std::vector<SampledToken> sampled(rows.size());
-  sampler_.sample(rows, sampled);
+  if (Status st = sample_rows(out, rows, sampled); !st.ok()) {
+    log_error("sampling failed: " + st.error().message);
+    for (auto t = targets.rbegin(); t != targets.rend(); ++t) {  // siblings before their owner
+      Sequence& s = seqs_.at(t->seq);
+      if (s.phase != SeqPhase::kFinished)
+        finish_sequence(s, FinishReason::kError, std::nullopt, st.error().message, true);
+    }
+    return;
+  }
   for (size_t i = 0; i < targets.size(); ++i) {
     Sequence& s = seqs_.at(targets[i].seq);
     if (targets[i].fork_child) {
@@ -412,6 +427,17 @@ void Engine::Impl::sample_and_emit(const StepPlan& plan, const ForwardOutput& ou
     if (sampled[i].logprobs) lps.push_back(std::move(*sampled[i].logprobs));
     append_tokens(s, step, std::move(lps));
   }
+}
+
+// The CPU BatchSampler on host logits, or the DeviceBatchSampler on the device's.
+Status Engine::Impl::sample_rows(const ForwardOutput& out, std::span<const DeviceSampleRow> rows,
+                                 std::span<SampledToken> sampled) {
+  if (device_sampler_) return device_sampler_->sample(out.device_logits, rows, sampled);
+  std::vector<SampleRow> host_rows;
+  host_rows.reserve(rows.size());
+  for (const DeviceSampleRow& r : rows) host_rows.push_back(SampleRow{out.row(r.logits_row), r.seq});
+  sampler_.sample(host_rows, sampled);
+  return ok_status();
 }
 
 SeqId Engine::Impl::rs_owner(const Sequence& s) const { return requests_.at(s.request).seqs.front(); }

@@ -1,0 +1,60 @@
+// DeviceBatchSampler: BatchSampler's counterpart for logits that stay on the device (Device::kCuda).
+// It turns each row's SequenceSamplingState into the kernels' plain per-row parameters and sparse
+// logit edits, runs kernels/api/sampling.h's sample_tokens, and copies back only the tokens and
+// requested logprobs. Same semantics and the same Philox uniforms as the CPU Sampler
+// (docs/sampling.md, "GPU sampling").
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+#include "kernels/api/device_memory.h"
+#include "kernels/api/sampling.h"
+#include "runtime/sampling/sampler.h"
+
+namespace beam {
+
+// One row to sample from device logits: row `logits_row` of the [rows, vocab] f32 tensor.
+struct DeviceSampleRow {
+  int64_t logits_row = 0;
+  const SequenceSamplingState* seq = nullptr;    // read only
+  std::span<const int32_t> pending_tokens = {};  // as SampleRow::pending_tokens
+};
+
+// The edits apply_logit_processors would make to this row, one LogitEdit per touched token in
+// increasing token order, appended to `out`.
+void append_logit_edits(const SequenceSamplingState& seq, std::span<const int32_t> pending_tokens,
+                        std::vector<LogitEdit>& out);
+
+// The row's kernel parameters (edit_begin / edit_count left 0 for the caller to set).
+SamplingRowParams sampling_row_params(const SequenceSamplingState& seq,
+                                      std::span<const int32_t> pending_tokens, int64_t logits_row);
+
+// Owner: the engine thread. Keeps device scratch and output buffers, grown to the largest batch.
+class DeviceBatchSampler {
+ public:
+  // ctx: a device context (not Device::kCpu); its CudaContext must outlive the sampler.
+  DeviceBatchSampler(KernelContext ctx, int64_t vocab_size);
+
+  // out[i] = the token (and logprobs) for rows[i], as BatchSampler::sample would give.
+  // logits: [num_logit_rows, vocab] f32 on ctx's device. Synchronizes (copies the results back).
+  // An error only when device memory for the scratch rows cannot be allocated.
+  Status sample(const TensorView& logits, std::span<const DeviceSampleRow> rows,
+                std::span<SampledToken> out);
+
+ private:
+  Status reserve(int64_t num_rows);
+
+  KernelContext ctx_;
+  int64_t vocab_size_;
+  int64_t capacity_rows_ = 0;
+  DeviceBuffer scratch_;  // [capacity_rows_, vocab] f32
+  DeviceBuffer results_;  // [capacity_rows_, kSampledRowWords] i32
+  std::vector<SamplingRowParams> params_;
+  std::vector<LogitEdit> edits_;
+  std::vector<SampledRow> host_results_;
+};
+
+}  // namespace beam

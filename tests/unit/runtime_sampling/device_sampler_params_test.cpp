@@ -1,0 +1,155 @@
+// The GPU sampler's host half (runtime/sampling/device_sampler.h): the sparse LogitEdits applied
+// by kernels/api/sampling.h's rules give exactly apply_logit_processors' row, and the per-row
+// parameters carry the CPU Sampler's uniform, temperature and filters. Runs without a GPU.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cstring>
+
+#include "runtime/sampling/device_sampler.h"
+#include "runtime/sampling/logit_processors.h"
+#include "sampling_test_util.h"
+
+namespace beam {
+namespace {
+
+using testing::make_state;
+using testing::random_softcapped_logits;
+using testing::StateOptions;
+
+// The kernel's per-token rule (kernels/cuda/sampling.cu, apply_edit), on the host.
+void apply_edits(std::vector<float>& row, std::span<const LogitEdit> edits,
+                 const SamplingRowParams& p) {
+  for (const LogitEdit& e : edits) {
+    float v = row[static_cast<size_t>(e.token)];
+    if (e.flags & kEditBias) v = static_cast<float>(static_cast<double>(v) + e.bias);
+    if (e.flags & kEditMask) v = -INFINITY;
+    if (e.flags & kEditRepetition) {
+      const double d = v;
+      v = static_cast<float>(d > 0 ? d / p.repetition_penalty : d * p.repetition_penalty);
+    }
+    if (e.flags & kEditFrequencyPresence)
+      v = static_cast<float>(static_cast<double>(v) - p.frequency_penalty * e.output_count -
+                             p.presence_penalty);
+    row[static_cast<size_t>(e.token)] = v;
+  }
+}
+
+// Compares the edited row with apply_logit_processors' row, bit for bit.
+void expect_same_processing(const SequenceSamplingState& seq, std::span<const int32_t> pending,
+                            uint32_t seed) {
+  const int64_t vocab = seq.vocab_size();
+  std::vector<float> logits = random_softcapped_logits(vocab, seed, 4.0);
+  std::vector<TokenCandidate> cpu(static_cast<size_t>(vocab));
+  for (int64_t i = 0; i < vocab; ++i) cpu[static_cast<size_t>(i)] = {logits[static_cast<size_t>(i)], static_cast<int32_t>(i)};
+  apply_logit_processors(cpu, seq, pending);
+
+  std::vector<LogitEdit> edits;
+  append_logit_edits(seq, pending, edits);
+  for (size_t i = 1; i < edits.size(); ++i) EXPECT_LT(edits[i - 1].token, edits[i].token);
+  const SamplingRowParams p = sampling_row_params(seq, pending, 0);
+  std::vector<float> gpu = logits;
+  apply_edits(gpu, edits, p);
+  for (int64_t i = 0; i < vocab; ++i) {
+    const float a = cpu[static_cast<size_t>(i)].value, b = gpu[static_cast<size_t>(i)];
+    EXPECT_EQ(std::memcmp(&a, &b, sizeof(float)), 0) << "token " << i << ": cpu " << a << " gpu " << b;
+  }
+}
+
+TEST(SamplingDeviceParams, EditsMatchLogitProcessors) {
+  SamplingParams p;
+  p.temperature = 0.7;
+  p.repetition_penalty = 1.3;
+  p.frequency_penalty = 0.5;
+  p.presence_penalty = -0.25;
+  p.logit_bias = {{3, 2.5}, {7, -100.0}, {40, 1.0}};
+  p.stop_token_ids = {5, 9};
+  p.min_tokens = 6;
+  StateOptions o;
+  o.vocab_size = 64;
+  o.prompt = {1, 2, 3, 3, 17, 40};
+  o.eos = {0, 63};
+  SequenceSamplingState seq = make_state(p, o);
+  expect_same_processing(seq, {}, 1);
+  const std::vector<int32_t> out = {2, 8, 8, 17, 30};
+  seq.append_output(out);
+  expect_same_processing(seq, {}, 2);
+  const std::vector<int32_t> pending = {8, 31, 31};  // speculative: counts include them
+  expect_same_processing(seq, pending, 3);
+  seq.append_output(pending);  // now past min_tokens: no mask
+  expect_same_processing(seq, {}, 4);
+}
+
+TEST(SamplingDeviceParams, EachPenaltyAlone) {
+  StateOptions o;
+  o.vocab_size = 32;
+  o.prompt = {4, 5, 6};
+  for (int which = 0; which < 4; ++which) {
+    SamplingParams p;
+    if (which == 0) p.repetition_penalty = 0.8;
+    if (which == 1) p.frequency_penalty = -1.5;
+    if (which == 2) p.presence_penalty = 2.0;
+    if (which == 3) p.logit_bias = {{31, -3.0}};
+    SequenceSamplingState seq = make_state(p, o);
+    const std::vector<int32_t> out = {6, 7, 7};
+    seq.append_output(out);
+    expect_same_processing(seq, {}, 10 + static_cast<uint32_t>(which));
+    std::vector<LogitEdit> edits;
+    append_logit_edits(seq, {}, edits);
+    const size_t want = which == 0 ? 4u : which == 3 ? 1u : 2u;  // {4,5,6,7}, {6,7}, {31}
+    EXPECT_EQ(edits.size(), want) << "case " << which;
+  }
+}
+
+TEST(SamplingDeviceParams, NoEditsWithoutProcessors) {
+  SequenceSamplingState seq = make_state(SamplingParams(), StateOptions());
+  const std::vector<int32_t> out = {1, 1};
+  seq.append_output(out);
+  std::vector<LogitEdit> edits;
+  append_logit_edits(seq, {}, edits);
+  EXPECT_TRUE(edits.empty());
+}
+
+TEST(SamplingDeviceParams, RowParamsCarryTheCpuSamplersInputs) {
+  SamplingParams p;
+  p.temperature = 0.7;
+  p.top_k = 5;
+  p.top_p = 0.9;
+  p.min_p = 0.05;
+  p.logprobs = true;
+  p.top_logprobs = 3;
+  StateOptions o;
+  o.seed = 99;
+  o.sibling_index = 0;
+  SequenceSamplingState seq = make_state(p, o);
+  const std::vector<int32_t> out = {1, 2, 3};
+  seq.append_output(out);
+  const std::vector<int32_t> pending = {4};
+  SamplingRowParams r = sampling_row_params(seq, pending, 7);
+  EXPECT_EQ(r.uniform, seq.rng().uniform(4, RngStream::kTokenDraw));  // output index 3 + 1
+  EXPECT_EQ(r.inv_temperature, static_cast<float>(1.0 / 0.7));
+  EXPECT_EQ(r.logprob_temperature, 0.7);
+  EXPECT_EQ(r.top_k, 5);
+  EXPECT_EQ(r.top_p, 0.9);
+  EXPECT_EQ(r.min_p, 0.05);
+  EXPECT_EQ(r.logits_row, 7);
+  EXPECT_EQ(r.num_top_logprobs, 3);
+
+  p = SamplingParams();
+  p.temperature = 0.0;
+  p.top_k = 16;  // >= vocab: off
+  SequenceSamplingState greedy = make_state(p, o);
+  r = sampling_row_params(greedy, {}, 0);
+  EXPECT_EQ(r.inv_temperature, 0.0f);
+  EXPECT_EQ(r.logprob_temperature, 1.0);
+  EXPECT_EQ(r.logprob_inv_temperature, 1.0f);
+  EXPECT_EQ(r.top_k, 0);
+  EXPECT_EQ(r.num_top_logprobs, -1);
+
+  p.temperature = 1e-40;  // 1/T overflows f32: capped like the CPU's to_weights
+  SequenceSamplingState tiny = make_state(p, o);
+  EXPECT_EQ(sampling_row_params(tiny, {}, 0).inv_temperature, FLT_MAX);
+}
+
+}  // namespace
+}  // namespace beam
