@@ -32,10 +32,14 @@ function findBinary() {
 }
 
 // Starts a server; resolves once /health answers 200. extraArgs are appended to the command line.
-export async function startServer(extraArgs = [], { timeoutMs = 60000 } = {}) {
-  const args = ['serve', '--model', path.join(repoRoot, 'models/tiny-beam'),
-    '--tokenizer', path.join(repoRoot, 'tests/server/fixtures/tiny-chat'),
-    '--served-model-name', 'tiny-chat', '--port', '0', '--threads', '1', '--max-model-len', '4096',
+// Default: models/tiny-beam with the tiny-chat fixture tokenizer; `model` picks another model
+// folder (with its own tokenizer when `tokenizer` is null).
+export async function startServer(extraArgs = [], {
+  timeoutMs = 60000, model = 'models/tiny-beam', tokenizer = 'tests/server/fixtures/tiny-chat', name = 'tiny-chat',
+} = {}) {
+  const args = ['serve', '--model', path.join(repoRoot, model),
+    ...(tokenizer ? ['--tokenizer', path.join(repoRoot, tokenizer)] : []),
+    '--served-model-name', name, '--port', '0', '--threads', '1', '--max-model-len', '4096',
     '--kv-budget-mb', '64', '--block-size', '16', ...extraArgs];
   const child = spawn(findBinary(), args, { stdio: ['ignore', 'ignore', 'pipe'] });
   const log = [];
@@ -64,6 +68,9 @@ export async function startServer(extraArgs = [], { timeoutMs = 60000 } = {}) {
   await portReady;
   const baseUrl = `http://127.0.0.1:${port}`;
   for (;;) {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(`beamserve exited before it was ready:\n${log.join('\n')}`);
+    }
     try {
       const r = await fetch(`${baseUrl}/health`);
       if (r.status === 200) break;
