@@ -1,0 +1,239 @@
+// GPU sampling (kernels/api/sampling.h through runtime's DeviceBatchSampler) against the CPU
+// Sampler: greedy equals the CPU argmax (ties → lowest id), seeded draws give the CPU's token on
+// >= 99% of rows and never leave the allowed set, logprobs and top-n match a double log_softmax,
+// penalties hit the right tokens. B in {1, 7, 64}; vocab 151936 and small. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <set>
+
+#include "../kernels_cuda/cuda_test_util.h"
+#include "../runtime_sampling/sampling_test_util.h"
+#include "runtime/sampling/device_sampler.h"
+#include "runtime/sampling/fast_exp.h"
+#include "runtime/sampling/logit_processors.h"
+
+namespace beam {
+namespace {
+
+using testing::make_state;
+using testing::random_softcapped_logits;
+using testing::StateOptions;
+
+constexpr int64_t kBeamVocab = 151936;
+
+class SamplingCudaTest : public test::CudaTest {
+ protected:
+  // [rows, vocab] logits: row r from seed base + r, scale varying by row (peaked and flat rows).
+  std::vector<float> make_logits(int64_t rows, int64_t vocab, uint32_t base) {
+    std::vector<float> all;
+    all.reserve(static_cast<size_t>(rows * vocab));
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<float> row = random_softcapped_logits(vocab, base + static_cast<uint32_t>(r), 1.0 + r % 5);
+      all.insert(all.end(), row.begin(), row.end());
+    }
+    return all;
+  }
+  TensorView upload_logits(std::vector<float>& host, int64_t vocab) {
+    const int64_t rows = static_cast<int64_t>(host.size()) / vocab;
+    return upload(TensorView{host.data(), DType::kF32, {rows, vocab}, Device::kCpu});
+  }
+  // GPU tokens for states[i] on logits row rows[i].
+  std::vector<SampledToken> gpu_sample(const TensorView& logits, int64_t vocab,
+                                       const std::vector<SequenceSamplingState>& states,
+                                       const std::vector<int64_t>& rows) {
+    DeviceBatchSampler sampler(gpu, vocab);
+    std::vector<DeviceSampleRow> in;
+    for (size_t i = 0; i < states.size(); ++i) in.push_back({rows[i], &states[i]});
+    std::vector<SampledToken> out(in.size());
+    Status st = sampler.sample(logits, in, out);
+    EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message);
+    return out;
+  }
+  static SampledToken cpu_sample(const std::vector<float>& host, int64_t vocab, int64_t row,
+                                 const SequenceSamplingState& seq) {
+    Sampler sampler(vocab);
+    return sampler.sample(SampleRow{{host.data() + row * vocab, static_cast<size_t>(vocab)}, &seq});
+  }
+};
+
+std::vector<SequenceSamplingState> states_for(const SamplingParams& p, int64_t vocab, int64_t n,
+                                              uint64_t seed0) {
+  std::vector<SequenceSamplingState> states;
+  for (int64_t i = 0; i < n; ++i) {
+    StateOptions o;
+    o.vocab_size = vocab;
+    o.seed = seed0 + static_cast<uint64_t>(i);
+    states.push_back(make_state(p, o));
+  }
+  return states;
+}
+
+std::vector<int64_t> iota_rows(int64_t n) {
+  std::vector<int64_t> rows(static_cast<size_t>(n));
+  std::iota(rows.begin(), rows.end(), 0);
+  return rows;
+}
+
+// Tokens the filters may keep (top-k, top-p, min-p on the processed row, as docs/sampling.md
+// defines them), with a 1e-9 relative slack at the top-p boundary for summation order.
+std::set<int32_t> allowed_tokens(std::span<const float> raw, const SequenceSamplingState& seq) {
+  const SamplingParams& p = seq.params();
+  std::vector<TokenCandidate> c(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) c[i] = {raw[i], static_cast<int32_t>(i)};
+  apply_logit_processors(c, seq, {});
+  std::sort(c.begin(), c.end(), ranks_before);
+  if (p.top_k_active(seq.vocab_size())) c.resize(static_cast<size_t>(p.top_k));
+  const float max = c[0].value;
+  const auto inv_t = static_cast<float>(1.0 / p.temperature);
+  double total = 0.0;
+  for (TokenCandidate& x : c) {
+    x.value = exp_nonpositive((x.value - max) * inv_t);
+    total += x.value;
+  }
+  std::sort(c.begin(), c.end(), ranks_before);
+  std::set<int32_t> out;
+  double mass = 0.0;
+  for (const TokenCandidate& x : c) {
+    if (mass >= p.top_p * total * (1 + 1e-9)) break;
+    mass += x.value;
+    if (x.value > 0.0f && static_cast<double>(x.value) >= p.min_p) out.insert(x.id);
+  }
+  return out;
+}
+
+TEST_F(SamplingCudaTest, GreedyIsCpuArgmaxWithTies) {
+  SamplingParams p;
+  p.temperature = 0.0;
+  for (int64_t vocab : {int64_t{17}, int64_t{1000}, kBeamVocab}) {
+    for (int64_t b : {int64_t{1}, int64_t{7}, int64_t{64}}) {
+      std::vector<float> host = make_logits(b, vocab, 100);
+      for (int64_t r = 0; r < b; r += 2) {  // ties at the maximum: the lowest id must win
+        float* row = host.data() + r * vocab;
+        const float m = *std::max_element(row, row + vocab);
+        row[vocab - 1] = m;
+        row[(r * 7919) % vocab] = m;
+      }
+      TensorView d = upload_logits(host, vocab);
+      auto states = states_for(p, vocab, b, 1);
+      auto got = gpu_sample(d, vocab, states, iota_rows(b));
+      for (int64_t r = 0; r < b; ++r)
+        EXPECT_EQ(got[r].token, cpu_sample(host, vocab, r, states[r]).token)
+            << "vocab " << vocab << " B " << b << " row " << r;
+    }
+  }
+}
+
+struct FilterCase {
+  int64_t top_k;
+  double top_p, min_p;
+};
+
+TEST_F(SamplingCudaTest, SeededDrawsMatchTheCpuAndStayInTheAllowedSet) {
+  const FilterCase cases[] = {{0, 1.0, 0.0},  {50, 1.0, 0.0},  {0, 0.9, 0.0},  {0, 1.0, 0.05},
+                              {40, 0.95, 0.02}, {1, 1.0, 0.0}, {0, 0.5, 0.1}, {1000, 0.99, 0.0}};
+  int64_t agree = 0, total = 0;
+  for (int64_t vocab : {int64_t{50}, kBeamVocab}) {
+    const int64_t b = vocab == kBeamVocab ? 64 : 7;
+    std::vector<float> host = make_logits(b, vocab, 7);
+    TensorView d = upload_logits(host, vocab);
+    for (size_t ci = 0; ci < std::size(cases); ++ci) {
+      SamplingParams p;
+      p.temperature = 0.7;
+      p.top_k = cases[ci].top_k;
+      p.top_p = cases[ci].top_p;
+      p.min_p = cases[ci].min_p;
+      for (uint64_t draw = 0; draw < 4; ++draw) {
+        auto states = states_for(p, vocab, b, 1000 * ci + 100 * draw);
+        auto got = gpu_sample(d, vocab, states, iota_rows(b));
+        for (int64_t r = 0; r < b; ++r) {
+          const int32_t token = got[r].token;
+          std::span<const float> raw(host.data() + r * vocab, static_cast<size_t>(vocab));
+          EXPECT_TRUE(allowed_tokens(raw, states[r]).contains(token))
+              << "case " << ci << " vocab " << vocab << " row " << r << " token " << token;
+          agree += token == cpu_sample(host, vocab, r, states[r]).token ? 1 : 0;
+          ++total;
+        }
+      }
+    }
+  }
+  EXPECT_GE(static_cast<double>(agree), 0.99 * static_cast<double>(total)) << agree << " of " << total;
+}
+
+// Double-precision log_softmax(raw / T).
+std::vector<double> log_softmax(std::span<const float> raw, double t) {
+  double m = -INFINITY, s = 0.0;
+  for (float v : raw) m = std::max(m, static_cast<double>(v));
+  for (float v : raw) s += std::exp((v - m) / t);
+  std::vector<double> out;
+  for (float v : raw) out.push_back((v - m) / t - std::log(s));
+  return out;
+}
+
+TEST_F(SamplingCudaTest, LogprobsAndTopAlternativesMatchLogSoftmax) {
+  for (int64_t vocab : {int64_t{30}, kBeamVocab}) {
+    const int64_t b = 7;
+    std::vector<float> host = make_logits(b, vocab, 55);
+    host[3] = host[4] = 9.0f;  // a tie among the top tokens of row 0
+    TensorView d = upload_logits(host, vocab);
+    for (double temperature : {0.0, 0.7}) {
+      SamplingParams p;
+      p.temperature = temperature;
+      p.logprobs = true;
+      p.top_logprobs = 20;
+      auto states = states_for(p, vocab, b, 5);
+      auto got = gpu_sample(d, vocab, states, iota_rows(b));
+      for (int64_t r = 0; r < b; ++r) {
+        std::span<const float> raw(host.data() + r * vocab, static_cast<size_t>(vocab));
+        const std::vector<double> want = log_softmax(raw, temperature > 0 ? temperature : 1.0);
+        ASSERT_TRUE(got[r].logprobs.has_value());
+        const TokenLogprobs& lp = *got[r].logprobs;
+        const TokenLogprobs cpu = compute_logprobs(raw, got[r].token, temperature, 20);
+        EXPECT_EQ(lp.chosen.token, got[r].token);
+        EXPECT_NEAR(lp.chosen.logprob, want[static_cast<size_t>(got[r].token)], 1e-4);
+        EXPECT_EQ(lp.chosen_rank, cpu.chosen_rank);
+        ASSERT_EQ(lp.top.size(), cpu.top.size());
+        for (size_t j = 0; j < lp.top.size(); ++j) {
+          EXPECT_EQ(lp.top[j].token, cpu.top[j].token) << "row " << r << " rank " << j;
+          EXPECT_NEAR(lp.top[j].logprob, want[static_cast<size_t>(lp.top[j].token)], 1e-4);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(SamplingCudaTest, PenaltiesHitTheRightTokens) {
+  const int64_t vocab = 1000;
+  std::vector<float> host = make_logits(1, vocab, 9);
+  for (int32_t t : {11, 12, 13, 14}) host[static_cast<size_t>(t)] = 20.0f - 0.5f * (t - 11);
+  TensorView d = upload_logits(host, vocab);
+  std::vector<SamplingParams> params(5);
+  for (SamplingParams& p : params) p.temperature = 0.0;
+  params[0].repetition_penalty = 2.0;           // 11 (prompt) and 12 (output) lose
+  params[1].frequency_penalty = 2.0;            // 12 (output, twice) loses
+  params[2].presence_penalty = 2.0;
+  params[3].logit_bias = {{500, 100.0}};        // 500 wins
+  params[4].min_tokens = 3;                     // eos 11 masked
+  std::vector<SequenceSamplingState> states;
+  for (const SamplingParams& p : params) {
+    StateOptions o;
+    o.vocab_size = vocab;
+    o.prompt = {11, 40};
+    o.eos = {11};
+    states.push_back(make_state(p, o));
+    const std::vector<int32_t> out = {12, 12};
+    states.back().append_output(out);
+  }
+  std::vector<int64_t> rows(states.size(), 0);  // every state reads the one logits row
+  auto got = gpu_sample(d, vocab, states, rows);
+  const int32_t want[] = {13, 11, 11, 500, 12};
+  for (size_t i = 0; i < states.size(); ++i) {
+    EXPECT_EQ(got[i].token, want[i]) << "case " << i;
+    EXPECT_EQ(got[i].token, cpu_sample(host, vocab, 0, states[i]).token) << "case " << i;
+  }
+}
+
+}  // namespace
+}  // namespace beam
