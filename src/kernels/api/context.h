@@ -17,6 +17,9 @@ struct KernelContext {
   // GEMM), so a request's tokens never depend on batch composition. false lets large-M CPU GEMMs
   // take OpenBLAS's faster path, whose summation order differs from the small-M kernel's.
   bool batch_invariant = true;
+  // CUDA: decode-only steps replay CUDA graphs captured per batch-size bucket
+  // (model/beam/decode_graphs.h); false runs every step eagerly. Ignored on the CPU.
+  bool cuda_graphs = true;
 };
 
 }  // namespace beam

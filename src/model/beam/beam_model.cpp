@@ -1,6 +1,7 @@
 // BeamModel::forward — BEAM.md §3 layer by layer. Every rounding point lives in the kernels; this
-// file only sequences them and builds the batch metadata (positions, KV slots, block tables), which
-// the workspace copies to the model's device; only the logits (and captured routing) come back.
+// file only sequences them; the workspace builds and uploads the batch metadata (positions, KV
+// slots, block tables); only the logits (and captured routing) come back. Decode-only CUDA steps
+// go through DecodeGraphs, which replays the same op sequence as a CUDA graph.
 #include "model/beam/beam_model.h"
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include "kernels/api/activation.h"
 #include "kernels/api/attention.h"
 #include "kernels/api/device_memory.h"
+#include "kernels/api/fixed_attention.h"
 #include "kernels/api/gemm.h"
 #include "kernels/api/moe.h"
 #include "kernels/api/norm.h"
@@ -89,79 +91,62 @@ Status BeamModel::validate(const ForwardBatch& batch, const KvLayers& kv) const 
   return ok_status();
 }
 
-void BeamModel::prepare_step(const ForwardBatch& batch, int64_t block_size) {
-  Workspace& w = ws_;
-  w.token_ids.clear();
-  w.positions.clear();
-  w.full_slots.clear();
-  w.sliding_slots.clear();
-  w.full_seqs.clear();
-  w.sliding_seqs.clear();
-  w.logit_rows.clear();
-  auto slot = [block_size](std::span<const int32_t> table, int64_t j) -> int64_t {
-    if (table.empty()) return -1;
-    return static_cast<int64_t>(table[j / block_size]) * block_size + j % block_size;
-  };
-  for (const SeqChunk& s : batch.seqs) {
-    int64_t begin = static_cast<int64_t>(w.token_ids.size());
-    int64_t n = static_cast<int64_t>(s.tokens.size());
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t j = s.num_cached + i;
-      w.token_ids.push_back(s.tokens[i]);
-      w.positions.push_back(s.kv_pos0 + j);
-      w.full_slots.push_back(slot(s.full_blocks, j));
-      w.sliding_slots.push_back(slot(s.sliding_blocks, j));
-      if (s.all_logits || i == n - 1) w.logit_rows.push_back(static_cast<int32_t>(begin + i));
-    }
-    AttentionSeq a{begin, n, s.kv_pos0 + s.num_cached, s.kv_pos0, s.num_cached + n, s.full_blocks};
-    w.full_seqs.push_back(a);
-    a.block_table = s.sliding_blocks;
-    w.sliding_seqs.push_back(a);
-  }
-}
-
 Status BeamModel::forward(const ForwardBatch& batch, const KvLayers& kv, ForwardOutput& out) {
   BEAM_RETURN_IF_ERROR(validate(batch, kv));
-  const BeamConfig& cfg = config();
   begin_step(ctx_);
-  prepare_step(batch, kv.layers[0].block_size);
-  BEAM_RETURN_IF_ERROR(ws_.prepare(ctx_, cfg, batch.capture_routing));
-  const int64_t T = ws_.num_tokens(), H = cfg.hidden_size;
-
-  TensorView residual = ws_.residual.view(DType::kBF16, {T, H});
-  embedding(ctx_, weights_->embed, ws_.ids_view(), residual);
-
-  int64_t sparse_index = 0;
-  for (int64_t l = 0; l < cfg.num_layers; ++l) {
-    attention_block(l, kv, T);
-    mlp_block(l, T, sparse_index, batch.capture_routing);
-    if (cfg.mlp_layer_types[l] == MlpKind::kSparse) ++sparse_index;
-  }
-  compute_logits(batch, T, out);  // synchronizes: the logits are copied to the host
   out.routed_experts.clear();
+  if (DecodeGraphs::eligible(ctx_, batch)) {
+    BEAM_RETURN_IF_ERROR(graphs_.run(ctx_, config(), batch, kv, [this](Workspace& ws, const KvLayers& k) {
+      enqueue_step(ws, k, AttentionPath::kFixed, false);
+    }));
+    copy_logits(graphs_.workspace(), batch, out);  // synchronizes
+    return ok_status();
+  }
+  const BeamConfig& cfg = config();
+  ws_.build(batch, kv.layers[0].block_size);
+  BEAM_RETURN_IF_ERROR(ws_.reserve(ctx_, cfg, ws_.num_tokens(), ws_.num_logit_rows(), batch.capture_routing));
+  ws_.upload(ctx_);
+  enqueue_step(ws_, kv, AttentionPath::kEager, batch.capture_routing);
+  copy_logits(ws_, batch, out);  // synchronizes
   if (batch.capture_routing) {
-    out.routed_experts.resize(static_cast<size_t>(sparse_index * T * cfg.num_experts_per_tok));
-    TensorView routed = ws_.routed_experts.view(DType::kI32, {sparse_index, T, cfg.num_experts_per_tok});
+    const int64_t S = cfg.num_layers_of(MlpKind::kSparse), T = ws_.num_tokens();
+    out.routed_experts.resize(static_cast<size_t>(S * T * cfg.num_experts_per_tok));
+    TensorView routed = ws_.routed_experts.view(DType::kI32, {S, T, cfg.num_experts_per_tok});
     copy_tensor(ctx_, TensorView{out.routed_experts.data(), DType::kI32, routed.shape, Device::kCpu}, routed);
   }
   return ok_status();
 }
 
-void BeamModel::attention_block(int64_t l, const KvLayers& kv, int64_t T) {
+void BeamModel::enqueue_step(Workspace& ws, const KvLayers& kv, AttentionPath path, bool capture_routing) {
+  const BeamConfig& cfg = config();
+  const int64_t T = ws.num_tokens(), H = cfg.hidden_size;
+  TensorView residual = ws.residual.view(DType::kBF16, {T, H});
+  embedding(ctx_, weights_->embed, ws.ids_view(), residual);
+  int64_t sparse_index = 0;
+  for (int64_t l = 0; l < cfg.num_layers; ++l) {
+    attention_block(ws, l, kv, path);
+    mlp_block(ws, l, sparse_index, capture_routing);
+    if (cfg.mlp_layer_types[l] == MlpKind::kSparse) ++sparse_index;
+  }
+  compute_logits(ws);
+}
+
+void BeamModel::attention_block(Workspace& ws, int64_t l, const KvLayers& kv, AttentionPath path) {
   const BeamConfig& cfg = config();
   const LayerWeights& lw = weights_->layers[l];
+  const int64_t T = ws.num_tokens();
   const int64_t H = cfg.hidden_size, Nq = cfg.num_heads, Nkv = cfg.num_kv_heads, D = cfg.head_dim;
   const bool sliding = cfg.layer_types[l] == AttentionKind::kSliding;
 
-  TensorView residual = ws_.residual.view(DType::kBF16, {T, H});
-  TensorView x = ws_.x.view(DType::kBF16, {T, H});
+  TensorView residual = ws.residual.view(DType::kBF16, {T, H});
+  TensorView x = ws.x.view(DType::kBF16, {T, H});
   rms_norm(ctx_, residual, lw.input_norm, cfg.rms_norm_eps, x);
 
   // q, k, v and the gate share the input x; their weights are row ranges of the packed qkvg.
-  TensorView q = ws_.q.view(DType::kBF16, {T, Nq * D});
-  TensorView k = ws_.k.view(DType::kBF16, {T, Nkv * D});
-  TensorView v = ws_.v.view(DType::kBF16, {T, Nkv * D});
-  TensorView g = ws_.gate.view(DType::kBF16, {T, Nq * D});
+  TensorView q = ws.q.view(DType::kBF16, {T, Nq * D});
+  TensorView k = ws.k.view(DType::kBF16, {T, Nkv * D});
+  TensorView v = ws.v.view(DType::kBF16, {T, Nkv * D});
+  TensorView g = ws.gate.view(DType::kBF16, {T, Nq * D});
   linear(ctx_, x, lw.attn.qkvg.rows(0, Nq * D), q);
   linear(ctx_, x, lw.attn.qkvg.rows(Nq * D, Nkv * D), k);
   linear(ctx_, x, lw.attn.qkvg.rows(Nq * D + Nkv * D, Nkv * D), v);
@@ -171,38 +156,47 @@ void BeamModel::attention_block(int64_t l, const KvLayers& kv, int64_t T) {
   rms_norm(ctx_, k.reshape({T * Nkv, D}), lw.attn.k_norm, cfg.rms_norm_eps, k.reshape({T * Nkv, D}));
   TensorView q3 = q.reshape({T, Nq, D}), k3 = k.reshape({T, Nkv, D}), v3 = v.reshape({T, Nkv, D});
   if (sliding) {
-    apply_rope(ctx_, q3, k3, ws_.positions_view(), cfg.rope_theta);
+    apply_rope(ctx_, q3, k3, ws.positions_view(), cfg.rope_theta);
   } else {
-    apply_ssmax(ctx_, q3, ws_.positions_view());
+    apply_ssmax(ctx_, q3, ws.positions_view());
   }
   const PagedKv& layer_kv = kv.layers[l];
-  store_kv(ctx_, k3, v3, sliding ? ws_.sliding_slots_view() : ws_.full_slots_view(), layer_kv);
+  store_kv(ctx_, k3, v3, sliding ? ws.sliding_slots_view() : ws.full_slots_view(), layer_kv);
 
-  TensorView o = ws_.attn_out.view(DType::kBF16, {T, Nq, D});
-  const auto& seqs = sliding ? ws_.sliding_seqs : ws_.full_seqs;
-  paged_attention(ctx_, q3, layer_kv, seqs, sliding ? cfg.sliding_window : 0, o);
+  TensorView o = ws.attn_out.view(DType::kBF16, {T, Nq, D});
+  const int64_t window = sliding ? cfg.sliding_window : 0;
+  switch (path) {
+    case AttentionPath::kEager:
+      paged_attention(ctx_, q3, layer_kv, sliding ? ws.sliding_seqs : ws.full_seqs, window, o);
+      break;
+    case AttentionPath::kFixed:
+      zero_tensor(ctx_, o);  // padding rows have no sequence: keep them finite (zero)
+      fixed_paged_attention(ctx_, sliding ? 1 : 0, q3, layer_kv, window, o);
+      break;
+  }
   output_gate(ctx_, o.reshape({T, Nq * D}), g, lw.attn.gate_bias);
 
-  TensorView a = ws_.branch.view(DType::kBF16, {T, H});
+  TensorView a = ws.branch.view(DType::kBF16, {T, H});
   linear(ctx_, o.reshape({T, Nq * D}), lw.attn.o_proj, a);
   DepthScale s = depth_scale(2 * l + 2);
   post_norm_residual(ctx_, a, lw.post_attn_norm, cfg.rms_norm_eps, s.r, s.c, residual);
 }
 
-void BeamModel::mlp_block(int64_t l, int64_t T, int64_t sparse_index, bool capture) {
+void BeamModel::mlp_block(Workspace& ws, int64_t l, int64_t sparse_index, bool capture) {
   const BeamConfig& cfg = config();
+  const int64_t T = ws.num_tokens();
   const LayerWeights& lw = weights_->layers[l];
   const int64_t H = cfg.hidden_size;
-  TensorView residual = ws_.residual.view(DType::kBF16, {T, H});
-  TensorView x = ws_.x.view(DType::kBF16, {T, H});
+  TensorView residual = ws.residual.view(DType::kBF16, {T, H});
+  TensorView x = ws.x.view(DType::kBF16, {T, H});
   rms_norm(ctx_, residual, lw.pre_mlp_norm, cfg.rms_norm_eps, x);
-  TensorView m = ws_.branch.view(DType::kBF16, {T, H});
+  TensorView m = ws.branch.view(DType::kBF16, {T, H});
 
   switch (cfg.mlp_layer_types[l]) {
     case MlpKind::kDense: {
       const int64_t I = cfg.intermediate_size;
-      TensorView gu = ws_.mlp_hidden.view(DType::kBF16, {T, 2 * I});
-      TensorView act = ws_.mlp_act.view(DType::kBF16, {T, I});
+      TensorView gu = ws.mlp_hidden.view(DType::kBF16, {T, 2 * I});
+      TensorView act = ws.mlp_act.view(DType::kBF16, {T, I});
       linear(ctx_, x, lw.dense.gate_up, gu);
       swiglu(ctx_, gu, act);
       linear(ctx_, act, lw.dense.down, m);
@@ -210,13 +204,13 @@ void BeamModel::mlp_block(int64_t l, int64_t T, int64_t sparse_index, bool captu
     }
     case MlpKind::kSparse: {
       const int64_t E = cfg.num_experts, K = cfg.num_experts_per_tok;
-      TensorView logits = ws_.router_logits.view(DType::kF32, {T, E});
+      TensorView logits = ws.router_logits.view(DType::kF32, {T, E});
       // With capture, each sparse layer routes straight into its slice of the capture buffer.
-      TensorView ids = capture ? ws_.routed_experts.view(DType::kI32, {sparse_index + 1, T, K})
+      TensorView ids = capture ? ws.routed_experts.view(DType::kI32, {sparse_index + 1, T, K})
                                      .rows(sparse_index, 1)
                                      .reshape({T, K})
-                               : ws_.expert_ids.view(DType::kI32, {T, K});
-      TensorView weights = ws_.expert_weights.view(DType::kF32, {T, K});
+                               : ws.expert_ids.view(DType::kI32, {T, K});
+      TensorView weights = ws.expert_weights.view(DType::kF32, {T, K});
       linear(ctx_, x, lw.moe.router, logits);
       RouterParams rp{cfg.num_groups, cfg.topk_groups, K, cfg.norm_topk_prob, cfg.routed_scaling_factor};
       moe_route(ctx_, logits, lw.moe.router_bias, rp, ids, weights);
@@ -228,37 +222,39 @@ void BeamModel::mlp_block(int64_t l, int64_t T, int64_t sparse_index, bool captu
   post_norm_residual(ctx_, m, lw.post_mlp_norm, cfg.rms_norm_eps, s.r, s.c, residual);
 }
 
-void BeamModel::compute_logits(const ForwardBatch& batch, int64_t T, ForwardOutput& out) {
+void BeamModel::compute_logits(Workspace& ws) {
   const BeamConfig& cfg = config();
+  const int64_t T = ws.num_tokens(), R = ws.num_logit_rows();
   const int64_t H = cfg.hidden_size, V = cfg.vocab_size;
-  const int64_t R = ws_.num_logit_rows();
-  TensorView residual = ws_.residual.view(DType::kBF16, {T, H});
+  TensorView residual = ws.residual.view(DType::kBF16, {T, H});
   // The rows that need logits, gathered on the device (the embedding op is a row gather).
-  TensorView hidden = ws_.final_hidden.view(DType::kBF16, {R, H});
-  embedding(ctx_, residual, ws_.logit_rows_view(), hidden);
+  TensorView hidden = ws.final_hidden.view(DType::kBF16, {R, H});
+  embedding(ctx_, residual, ws.logit_rows_view(), hidden);
   rms_norm(ctx_, hidden, weights_->final_norm, cfg.rms_norm_eps, hidden);
-  TensorView z = ws_.lm_out.view(DType::kBF16, {R, V});
+  TensorView z = ws.lm_out.view(DType::kBF16, {R, V});
   linear(ctx_, hidden, weights_->lm_head, z);
-  TensorView logits = ws_.logits.view(DType::kF32, {R, V});
+  TensorView logits = ws.logits.view(DType::kF32, {R, V});
   softcap(ctx_, z, cfg.final_logit_softcapping.value_or(0.0f), logits);
-  out.vocab_size = V;
-  out.device_logits = batch.logits_on_device ? logits : TensorView{};
-  out.logits.resize(batch.logits_on_device ? 0 : static_cast<size_t>(R * V));
-  if (!batch.logits_on_device)
-    copy_tensor(ctx_, TensorView{out.logits.data(), DType::kF32, {R, V}, Device::kCpu}, logits);
+}
 
+void BeamModel::copy_logits(const Workspace& ws, const ForwardBatch& batch, ForwardOutput& out) {
+  const int64_t V = config().vocab_size;
   out.row_seq.clear();
   out.row_position.clear();
-  int64_t row = 0;
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     const SeqChunk& s = batch.seqs[i];
     int64_t n = static_cast<int64_t>(s.tokens.size());
-    for (int64_t t = s.all_logits ? 0 : n - 1; t < n; ++t, ++row) {
+    for (int64_t t = s.all_logits ? 0 : n - 1; t < n; ++t) {
       out.row_seq.push_back(static_cast<int32_t>(i));
       out.row_position.push_back(s.kv_pos0 + s.num_cached + t);
     }
   }
-  BEAM_CHECK_EQ(row, R);
+  const auto R = static_cast<int64_t>(out.row_seq.size());
+  BEAM_CHECK(R <= ws.num_logit_rows()) << "copy_logits: " << R << " rows of " << ws.num_logit_rows();
+  out.vocab_size = V;
+  out.logits.resize(static_cast<size_t>(R * V));
+  copy_tensor(ctx_, TensorView{out.logits.data(), DType::kF32, {R, V}, Device::kCpu},
+              ws.logits.view(DType::kF32, {R, V}));
 }
 
 }  // namespace beam

@@ -6,6 +6,7 @@
 
 #include "core/status.h"
 #include "kernels/api/context.h"
+#include "model/beam/decode_graphs.h"
 #include "model/beam/workspace.h"
 #include "model/forward_batch.h"
 #include "model/weights.h"
@@ -26,18 +27,31 @@ class BeamModel {
   // Validates the batch (token ids in range, block tables long enough, positions ≥ 0), writes the
   // new tokens' K/V into kv and fills out with the soft-capped logits of the requested rows.
   // kv.layers must hold one PagedKv per layer.
+  // On CUDA with ctx.cuda_graphs, decode-only batches replay CUDA graphs (decode_graphs.h);
+  // the logits equal the eager path's.
   Status forward(const ForwardBatch& batch, const KvLayers& kv, ForwardOutput& out);
 
+  const DecodeGraphs& decode_graphs() const { return graphs_; }
+
  private:
+  // Which paged attention the layers call: the eager op over ws's host sequences, or the fixed
+  // plans of decode graphs (slot 0 full, slot 1 sliding).
+  enum class AttentionPath { kEager, kFixed };
+
   Status validate(const ForwardBatch& batch, const KvLayers& kv) const;
-  void prepare_step(const ForwardBatch& batch, int64_t block_size);
-  void attention_block(int64_t layer, const KvLayers& kv, int64_t num_tokens);
-  void mlp_block(int64_t layer, int64_t num_tokens, int64_t sparse_index, bool capture);
-  void compute_logits(const ForwardBatch& batch, int64_t num_tokens, ForwardOutput& out);
+  // Queues every op of a step over ws (metadata uploaded): embedding, layers, logits of
+  // ws.logit_rows into ws.logits. No host synchronization.
+  void enqueue_step(Workspace& ws, const KvLayers& kv, AttentionPath path, bool capture_routing);
+  void attention_block(Workspace& ws, int64_t layer, const KvLayers& kv, AttentionPath path);
+  void mlp_block(Workspace& ws, int64_t layer, int64_t sparse_index, bool capture);
+  void compute_logits(Workspace& ws);
+  // Copies the logits of batch's rows (the first rows of ws.logits) to out.
+  void copy_logits(const Workspace& ws, const ForwardBatch& batch, ForwardOutput& out);
 
   std::shared_ptr<const BeamWeights> weights_;
   KernelContext ctx_;
-  Workspace ws_;
+  Workspace ws_;  // eager steps
+  DecodeGraphs graphs_;
 };
 
 }  // namespace beam

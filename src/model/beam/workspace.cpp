@@ -1,9 +1,10 @@
-// Workspace sizing (every activation of one step, per the shapes BeamModel views them with) and the
-// host -> device copy of the batch metadata. Growth policy: reallocate only when a buffer needs
-// more bytes than it holds (x1.5).
+// Workspace sizing (every activation of one step, per the shapes BeamModel views them with), the
+// host metadata of a batch and its upload through pinned memory. Growth policy: reallocate only
+// when a buffer needs more bytes than it holds (x1.5).
 #include "model/beam/workspace.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -11,8 +12,8 @@ namespace beam {
 namespace {
 
 template <typename T>
-TensorView host_view(std::vector<T>& v, DType dtype) {
-  return TensorView{v.data(), dtype, {static_cast<int64_t>(v.size())}, Device::kCpu};
+void put(const MetadataBuffer& meta, size_t offset, const std::vector<T>& v) {
+  if (!v.empty()) std::memcpy(static_cast<char*>(meta.host()) + offset, v.data(), v.size() * sizeof(T));
 }
 
 }  // namespace
@@ -28,15 +29,67 @@ Status ScratchBuffer::reserve(const KernelContext& ctx, size_t nbytes) {
 
 TensorView ScratchBuffer::view(DType dtype, Shape shape) const { return buffer_.view(dtype, shape); }
 
-Status Workspace::prepare(const KernelContext& ctx, const BeamConfig& cfg, bool capture_routing) {
-  const size_t T = token_ids.size(), R = logit_rows.size();
+void Workspace::build(const ForwardBatch& batch, int64_t block_size) {
+  token_ids.clear();
+  positions.clear();
+  full_slots.clear();
+  sliding_slots.clear();
+  full_seqs.clear();
+  sliding_seqs.clear();
+  logit_rows.clear();
+  auto slot = [block_size](std::span<const int32_t> table, int64_t j) -> int64_t {
+    if (table.empty()) return -1;
+    return static_cast<int64_t>(table[j / block_size]) * block_size + j % block_size;
+  };
+  for (const SeqChunk& s : batch.seqs) {
+    int64_t begin = static_cast<int64_t>(token_ids.size());
+    int64_t n = static_cast<int64_t>(s.tokens.size());
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t j = s.num_cached + i;
+      token_ids.push_back(s.tokens[i]);
+      positions.push_back(s.kv_pos0 + j);
+      full_slots.push_back(slot(s.full_blocks, j));
+      sliding_slots.push_back(slot(s.sliding_blocks, j));
+      if (s.all_logits || i == n - 1) logit_rows.push_back(static_cast<int32_t>(begin + i));
+    }
+    AttentionSeq a{begin, n, s.kv_pos0 + s.num_cached, s.kv_pos0, s.num_cached + n, s.full_blocks};
+    full_seqs.push_back(a);
+    a.block_table = s.sliding_blocks;
+    sliding_seqs.push_back(a);
+  }
+}
+
+void Workspace::pad_decode(int64_t rows) {
+  BEAM_CHECK(num_logit_rows() == num_tokens() && num_tokens() <= rows)
+      << "pad_decode: " << num_tokens() << " tokens, " << num_logit_rows() << " logit rows, "
+      << rows << " padded rows";
+  for (int64_t r = num_tokens(); r < rows; ++r) {
+    token_ids.push_back(0);
+    positions.push_back(0);
+    full_slots.push_back(-1);
+    sliding_slots.push_back(-1);
+    logit_rows.push_back(static_cast<int32_t>(r));
+  }
+}
+
+Status Workspace::reserve(const KernelContext& ctx, const BeamConfig& cfg, int64_t tokens,
+                          int64_t rows, bool capture_routing) {
+  if (tokens > meta_tokens || rows > meta_rows || meta.nbytes() == 0) {
+    const int64_t t = std::max(tokens + tokens / 2, meta_tokens);
+    const int64_t r = std::max(rows + rows / 2, meta_rows);
+    meta = MetadataBuffer();  // free the old one first
+    Expected<MetadataBuffer> m = allocate_metadata(ctx, static_cast<size_t>(28 * t + 4 * r) + 8);
+    if (!m.ok()) return make_error("forward workspace metadata: " + m.error().message);
+    meta = std::move(*m);
+    meta_tokens = t;
+    meta_rows = r;
+  }
+  const size_t T = tokens, R = rows;
   const size_t H = cfg.hidden_size, Nq = cfg.num_heads, Nkv = cfg.num_kv_heads, D = cfg.head_dim;
   const size_t I = cfg.intermediate_size, E = cfg.num_experts, K = cfg.num_experts_per_tok;
   const size_t V = cfg.vocab_size, S = cfg.num_layers_of(MlpKind::kSparse);
-  const size_t bf = sizeof(uint16_t), f32 = sizeof(float), i32 = sizeof(int32_t), i64 = sizeof(int64_t);
+  const size_t bf = sizeof(uint16_t), f32 = sizeof(float), i32 = sizeof(int32_t);
   const std::pair<ScratchBuffer*, size_t> needs[] = {
-      {&d_token_ids, T * i32}, {&d_positions, T * i64}, {&d_full_slots, T * i64},
-      {&d_sliding_slots, T * i64}, {&d_logit_rows, R * i32},
       {&residual, T * H * bf}, {&x, T * H * bf}, {&branch, T * H * bf},
       {&q, T * Nq * D * bf}, {&gate, T * Nq * D * bf}, {&attn_out, T * Nq * D * bf},
       {&k, T * Nkv * D * bf}, {&v, T * Nkv * D * bf},
@@ -45,12 +98,19 @@ Status Workspace::prepare(const KernelContext& ctx, const BeamConfig& cfg, bool 
       {&routed_experts, capture_routing ? S * T * K * i32 : 0},
       {&final_hidden, R * H * bf}, {&lm_out, R * V * bf}, {&logits, R * V * f32}};
   for (const auto& [buffer, nbytes] : needs) BEAM_RETURN_IF_ERROR(buffer->reserve(ctx, nbytes));
-  copy_tensor(ctx, ids_view(), host_view(token_ids, DType::kI32));
-  copy_tensor(ctx, positions_view(), host_view(positions, DType::kI64));
-  copy_tensor(ctx, full_slots_view(), host_view(full_slots, DType::kI64));
-  copy_tensor(ctx, sliding_slots_view(), host_view(sliding_slots, DType::kI64));
-  copy_tensor(ctx, logit_rows_view(), host_view(logit_rows, DType::kI32));
   return ok_status();
+}
+
+void Workspace::upload(const KernelContext& ctx) {
+  BEAM_CHECK(num_tokens() <= meta_tokens && num_logit_rows() <= meta_rows)
+      << "Workspace::upload: " << num_tokens() << " tokens / " << num_logit_rows()
+      << " rows beyond the reserved " << meta_tokens << " / " << meta_rows;
+  put(meta, 0, positions);
+  put(meta, slots_offset(0), full_slots);
+  put(meta, slots_offset(1), sliding_slots);
+  put(meta, ids_offset(), token_ids);
+  put(meta, rows_offset(), logit_rows);
+  upload_metadata(ctx, meta, 0, rows_offset() + logit_rows.size() * sizeof(int32_t));
 }
 
 }  // namespace beam

@@ -10,6 +10,7 @@
 #include "kernels/api/attention.h"
 #include "kernels/api/device_memory.h"
 #include "model/config.h"
+#include "model/forward_batch.h"
 
 namespace beam {
 
@@ -27,33 +28,51 @@ class ScratchBuffer {
 };
 
 struct Workspace {
-  // Batch metadata, built on the host every step and copied into the device scratch below.
+  // Batch metadata, built on the host every step (build / pad_decode) and uploaded to `meta`.
   std::vector<int32_t> token_ids;        // [T]
   std::vector<int64_t> positions;        // [T] absolute positions
   std::vector<int64_t> full_slots;       // [T] physical slot in the full pool
   std::vector<int64_t> sliding_slots;    // [T] physical slot in the sliding pool
   std::vector<AttentionSeq> full_seqs;     // per sequence, block tables of the full pool (host)
   std::vector<AttentionSeq> sliding_seqs;  // per sequence, block tables of the sliding pool (host)
-  std::vector<int32_t> logit_rows;       // [R] token rows whose logits are returned
+  std::vector<int32_t> logit_rows;       // [R] token rows whose logits are computed
 
-  // Device copies of the metadata.
-  ScratchBuffer d_token_ids, d_positions, d_full_slots, d_sliding_slots, d_logit_rows;
+  // Pinned metadata with its device mirror (kernels/api/device_memory.h), laid out for
+  // meta_tokens tokens and meta_rows logit rows: positions, full slots, sliding slots (i64 each),
+  // token ids, logit rows (i32). Addresses change only when reserve() grows it.
+  MetadataBuffer meta;
+  int64_t meta_tokens = 0, meta_rows = 0;
   // Activations.
   ScratchBuffer residual, x, q, k, v, gate, attn_out, branch, mlp_hidden, mlp_act, router_logits,
       expert_ids, expert_weights, routed_experts, final_hidden, lm_out, logits;
 
-  // Reserves every buffer for T tokens and R logit rows (routed_experts only with capture) and
-  // uploads the metadata. An error when the device is out of memory.
-  Status prepare(const KernelContext& ctx, const BeamConfig& cfg, bool capture_routing);
+  // Fills the host metadata of batch (KV slots from its block tables). Logit rows: every token of
+  // an all_logits sequence, else its last.
+  void build(const ForwardBatch& batch, int64_t block_size);
+  // Pads a decode batch (one token per sequence, built above) to `rows` rows: token 0 at position
+  // 0, no KV slot (-1), logits computed (and dropped by the caller). Attention seqs stay real.
+  void pad_decode(int64_t rows);
+  // Reserves every buffer for `tokens` tokens and `rows` logit rows (routed_experts only with
+  // capture). An error when the device is out of memory.
+  Status reserve(const KernelContext& ctx, const BeamConfig& cfg, int64_t tokens, int64_t rows,
+                 bool capture_routing);
+  // Copies the host metadata into meta's pinned bytes and queues one upload (after reserve for
+  // at least num_tokens() / num_logit_rows()).
+  void upload(const KernelContext& ctx);
 
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
   int64_t num_logit_rows() const { return static_cast<int64_t>(logit_rows.size()); }
   // Device views of the metadata for kernels.
-  TensorView ids_view() const { return d_token_ids.view(DType::kI32, {num_tokens()}); }
-  TensorView positions_view() const { return d_positions.view(DType::kI64, {num_tokens()}); }
-  TensorView full_slots_view() const { return d_full_slots.view(DType::kI64, {num_tokens()}); }
-  TensorView sliding_slots_view() const { return d_sliding_slots.view(DType::kI64, {num_tokens()}); }
-  TensorView logit_rows_view() const { return d_logit_rows.view(DType::kI32, {num_logit_rows()}); }
+  TensorView positions_view() const { return meta.device_view(0, DType::kI64, {num_tokens()}); }
+  TensorView full_slots_view() const { return meta.device_view(slots_offset(0), DType::kI64, {num_tokens()}); }
+  TensorView sliding_slots_view() const { return meta.device_view(slots_offset(1), DType::kI64, {num_tokens()}); }
+  TensorView ids_view() const { return meta.device_view(ids_offset(), DType::kI32, {num_tokens()}); }
+  TensorView logit_rows_view() const { return meta.device_view(rows_offset(), DType::kI32, {num_logit_rows()}); }
+
+ private:
+  size_t slots_offset(int pool) const { return static_cast<size_t>(meta_tokens) * 8 * (pool + 1); }
+  size_t ids_offset() const { return static_cast<size_t>(meta_tokens) * 24; }
+  size_t rows_offset() const { return static_cast<size_t>(meta_tokens) * 28; }
 };
 
 }  // namespace beam

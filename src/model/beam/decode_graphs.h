@@ -1,0 +1,60 @@
+// DecodeGraphs: CUDA graphs of decode-only steps, one per batch-size bucket (1, 2, 4 ... 256),
+// captured lazily and replayed with the step's metadata uploaded to fixed addresses first
+// (docs/runtime.md, Device). Prefill and mixed steps never come here.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+
+#include "core/status.h"
+#include "kernels/api/device_memory.h"
+#include "model/beam/workspace.h"
+#include "model/config.h"
+#include "model/forward_batch.h"
+
+namespace beam {
+
+// Owned by BeamModel (one thread). Its workspace is sized for the largest bucket on first use and
+// never grows, so every captured graph reads the same activation and metadata addresses.
+class DecodeGraphs {
+ public:
+  static constexpr std::array<int64_t, 9> kBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+  // Queues the device work of one step over ws's uploaded metadata with fixed-plan attention
+  // (slot 0 full pool, slot 1 sliding pool) and computes the logits of all ws.logit_rows.
+  using EnqueueStep = std::function<void(Workspace& ws, const KvLayers& kv)>;
+
+  // Whether batch runs here: CUDA with ctx.cuda_graphs, 1..256 sequences of exactly one new
+  // token each, no all_logits, no capture_routing.
+  static bool eligible(const KernelContext& ctx, const ForwardBatch& batch);
+
+  // Runs a validated eligible batch padded to its bucket: the first use of a bucket runs eagerly
+  // (warming scratch and cuBLASLt plans), the second captures, later ones replay. Graphs are
+  // dropped and recaptured when the context's scratch or the KV memory moved. On return the
+  // logits of sequence i are row i of workspace().logits, still on the device (not synchronized).
+  Status run(const KernelContext& ctx, const BeamConfig& cfg, const ForwardBatch& batch,
+             const KvLayers& kv, const EnqueueStep& enqueue);
+
+  const Workspace& workspace() const { return ws_; }
+  int64_t num_captures() const { return captures_; }  // graphs captured so far (tests)
+  int64_t num_replays() const { return replays_; }    // graph launches so far (tests)
+
+ private:
+  struct Bucket {
+    bool warmed = false;  // ran once uncaptured; scratch only grows, so this stays true
+    bool capture_failed = false;  // logged once; the bucket then always runs uncaptured
+    StepGraph graph;
+  };
+  static size_t bucket_index(size_t num_seqs);
+  void plan_attention(const KernelContext& ctx, const BeamConfig& cfg, const KvLayers& kv);
+  Status capture(const KernelContext& ctx, Bucket& bucket, const KvLayers& kv,
+                 const EnqueueStep& enqueue);
+
+  Workspace ws_;
+  bool reserved_ = false;
+  std::array<Bucket, kBuckets.size()> buckets_;
+  uint64_t fingerprint_ = 0;  // scratch + KV memory the captured graphs point into
+  int64_t captures_ = 0, replays_ = 0;
+};
+
+}  // namespace beam
