@@ -66,6 +66,7 @@ struct EngineOptions {
   int64_t max_context_tokens = 0;              // 0 = the model's max_position_embeddings
   int num_threads = 0;                         // CPU ops and sampling; 0 = all cores
   bool enable_prefix_cache = true;
+  bool cuda_graphs = true;                     // CUDA: decode steps replay CUDA graphs (docs/runtime.md, Device)
 };
 
 struct PoolStats {

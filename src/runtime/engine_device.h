@@ -19,9 +19,14 @@ struct EngineDevice {
   std::shared_ptr<CudaContext> cuda;            // set for Device::kCuda
   std::shared_ptr<const BeamWeights> weights;   // on `device`
   int64_t weight_device_bytes = 0;              // 0 on the CPU (the weights stay where they were loaded)
+  bool cuda_graphs = true;                      // KernelContext::cuda_graphs (EngineOptions::cuda_graphs)
 
   // The context ops run in; pool is the CPU thread pool (required on the CPU).
-  KernelContext context(ThreadPool* pool) const { return KernelContext{device, pool, cuda.get()}; }
+  KernelContext context(ThreadPool* pool) const {
+    KernelContext ctx{device, pool, cuda.get()};
+    ctx.cuda_graphs = cuda_graphs;
+    return ctx;
+  }
 };
 
 // Creates the CUDA context of GPU 0 (Device::kCuda; its error says why CUDA is unavailable) and
