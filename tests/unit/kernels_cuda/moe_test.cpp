@@ -1,9 +1,10 @@
 // CUDA moe_route and moe_experts against the CPU reference ops. Routing must give identical ids
 // (ties included) and weights within 1 fp32 ulp (bit-equal expected: the sigmoid uses
 // kernels/cuda/torch_exp.cuh, checked here against SLEEF on the host). Expert outputs differ from
-// the CPU only through the GEMMs' accumulation order: asserted within 2 bf16 ulps or 4e-3 of the
-// output's rms, with the bit-equal and 1-ulp fractions printed. Tiny shapes, odd widths, empty
-// experts, all tokens on one expert, and Beam's widths (256 experts of 2560, top-8 of 4/8 groups).
+// the CPU only through the accumulation order: asserted within 3 bf16 ulps or 4e-3 of the
+// output's rms, with the bit-equal and 1-ulp fractions printed. Both expert paths (grouped GEMMs
+// and the small-batch dot products) on tiny shapes, odd widths, empty experts, all tokens on one
+// expert, and Beam's widths (256 experts of 2560, top-8 of 4/8 groups), and kAuto's choice.
 #include "kernels/api/moe.h"
 
 #include <algorithm>
@@ -18,6 +19,9 @@
 #include "cuda_test_util.h"
 #include "kernels/cpu/torch_math.h"
 #include "kernels/cuda/torch_exp.cuh"
+#if BEAMSERVE_CUDA
+#include "kernels/cuda/moe.h"
+#endif
 
 namespace beam {
 namespace {
@@ -144,6 +148,28 @@ TEST_F(CudaMoe, RouteExcludedGroupsOverNegativeChoicesMatchCpu) {
 
 // ---- moe_experts --------------------------------------------------------------------------------
 
+#if BEAMSERVE_CUDA
+using Path = cuda::MoeExpertsPath;
+constexpr int64_t kSmallBatchMaxRows = cuda::kMoeSmallBatchMaxRows;
+constexpr int64_t kSmallBatchRowLimit = cuda::kMoeSmallBatchRowLimit;
+#else  // the fixture skips without the backend; these keep the tests compiling
+enum class Path { kAuto, kGrouped, kSmallBatch };
+constexpr int64_t kSmallBatchMaxRows = 128;
+constexpr int64_t kSmallBatchRowLimit = 256;
+#endif
+
+const char* path_name(Path p) {
+  switch (p) {
+    case Path::kAuto:
+      return "auto";
+    case Path::kGrouped:
+      return "grouped";
+    case Path::kSmallBatch:
+      return "small-batch";
+  }
+  return "?";
+}
+
 struct ExpertCase {
   int64_t T, H, E, I, top_k;
 };
@@ -213,30 +239,55 @@ ExpertStats expert_stats(const TensorView& got, const TensorView& want) {
   return s;
 }
 
+// Both paths when the small-batch one accepts this many routed rows, else the grouped one.
+std::vector<Path> paths_for(const ExpertCase& c) {
+  if (c.T * c.top_k <= kSmallBatchRowLimit) return {Path::kGrouped, Path::kSmallBatch};
+  return {Path::kGrouped};
+}
+
 class CudaMoeExperts : public test::CudaTest {
  protected:
-  // GPU experts on device weights vs the CPU op on host ones (ctx: the CPU context to use).
+  // The GPU op on device tensors: the api op for kAuto, else cuda::moe_experts on that path.
+  void run_gpu(Path path, const TensorView& x, const TensorView& gate_up, const TensorView& down,
+               const TensorView& ids, const TensorView& weights, const TensorView& out) {
+#if BEAMSERVE_CUDA
+    if (path != Path::kAuto) {
+      cuda::moe_experts(*gpu.cuda, x, gate_up, down, ids, weights, out, path);
+      return;
+    }
+#endif
+    moe_experts(gpu, x, gate_up, down, ids, weights, out);
+  }
+
+  // GPU experts on device weights, on each path, vs the CPU op on host ones (ctx: the CPU
+  // context to use); each path must also repeat its own bits.
   void check(const ExpertCase& c, const ExpertData& d, const TensorView& gate_up,
-             const TensorView& down, const KernelContext& cpu_ctx) {
-    SCOPED_TRACE(::testing::Message() << "experts T=" << c.T << " H=" << c.H << " E=" << c.E
-                                      << " I=" << c.I << " top_k=" << c.top_k);
+             const TensorView& down, const KernelContext& cpu_ctx, const std::vector<Path>& paths) {
     HostTensor want(DType::kBF16, {c.T, c.H});
     moe_experts(cpu_ctx, d.x.view, d.gate_up.view, d.down.view, d.ids.view, d.weights.view,
                 want.view);
     const TensorView x = upload(d.x), ids = upload(d.ids), weights = upload(d.weights);
     const TensorView out = device_tensor(DType::kBF16, {c.T, c.H});
-    moe_experts(gpu, x, gate_up, down, ids, weights, out);
-    HostTensor got = download(out);
-    moe_experts(gpu, x, gate_up, down, ids, weights, out);  // same bits every run
-    EXPECT_TRUE(test::bits_equal(download(out).view, got.view)) << "second run differs";
+    for (Path path : paths) {
+      SCOPED_TRACE(::testing::Message() << "experts T=" << c.T << " H=" << c.H << " E=" << c.E
+                                        << " I=" << c.I << " top_k=" << c.top_k << " path "
+                                        << path_name(path));
+      run_gpu(path, x, gate_up, down, ids, weights, out);
+      HostTensor got = download(out);
+      run_gpu(path, x, gate_up, down, ids, weights, out);  // same bits every run
+      EXPECT_TRUE(test::bits_equal(download(out).view, got.view)) << "second run differs";
+      expect_close(c, path, got, want);
+    }
+  }
 
+  void expect_close(const ExpertCase& c, Path path, const HostTensor& got, const HostTensor& want) {
     const ExpertStats s = expert_stats(got.view, want.view);
     std::printf(
-        "moe_experts T=%lld H=%lld E=%lld I=%lld k=%lld: max rel err %.3g, bit-equal %.4f, "
+        "moe_experts %s T=%lld H=%lld E=%lld I=%lld k=%lld: max rel err %.3g, bit-equal %.4f, "
         "within 1 bf16 ulp %.4f\n",
-        static_cast<long long>(c.T), static_cast<long long>(c.H), static_cast<long long>(c.E),
-        static_cast<long long>(c.I), static_cast<long long>(c.top_k), s.rel, s.bit_equal,
-        s.within_1ulp);
+        path_name(path), static_cast<long long>(c.T), static_cast<long long>(c.H),
+        static_cast<long long>(c.E), static_cast<long long>(c.I), static_cast<long long>(c.top_k),
+        s.rel, s.bit_equal, s.within_1ulp);
     EXPECT_EQ(s.bad, 0) << "worst element " << s.worst << ": "
                         << (s.worst >= 0 ? test::value_at(got.view, s.worst) : 0.0f) << " vs "
                         << (s.worst >= 0 ? test::value_at(want.view, s.worst) : 0.0f);
@@ -247,7 +298,7 @@ class CudaMoeExperts : public test::CudaTest {
   }
 
   void check(const ExpertCase& c, const ExpertData& d) {
-    check(c, d, upload(d.gate_up), upload(d.down), cpu.two);
+    check(c, d, upload(d.gate_up), upload(d.down), cpu.two, paths_for(c));
   }
 };
 
@@ -259,6 +310,38 @@ TEST_F(CudaMoeExperts, MatchCpuTinyShapes) {
                               ExpertCase{130, 96, 4, 48, 2},  // several row tiles per expert
                               ExpertCase{3, 64, 64, 32, 4}})  // most experts empty
     check(c, make_experts(c, static_cast<uint32_t>(c.T * 131 + c.H)));
+}
+
+// Decode batch sizes on both paths; T * top_k reaches the small-batch path's row limit.
+TEST_F(CudaMoeExperts, SmallBatchMatchCpuTinyShapes) {
+  for (int64_t T : {1, 2, 5, 16})
+    for (ExpertCase c : {ExpertCase{0, 64, 8, 32, 2},    // K multiple of 8: 16-byte loads
+                         ExpertCase{0, 40, 6, 24, 3},    // K not a multiple of 32
+                         ExpertCase{0, 37, 5, 19, 2},    // odd widths: scalar loads
+                         ExpertCase{0, 64, 64, 32, 8},   // most experts empty
+                         ExpertCase{0, 72, 16, 40, 16},  // T = 16: 256 routed rows
+                         ExpertCase{0, 64, 8, 0, 2}}) {  // I = 0: zeros
+      c.T = T;
+      check(c, make_experts(c, static_cast<uint32_t>(T * 977 + c.H + c.top_k)));
+    }
+}
+
+// kAuto takes the small-batch path up to kSmallBatchMaxRows routed rows, the grouped one beyond
+// (bits equal to the forced path's; widths where the two paths' sums differ somewhere).
+TEST_F(CudaMoeExperts, AutoPicksPathByRoutedRows) {
+  for (int64_t T : {int64_t{1}, kSmallBatchMaxRows / 4, kSmallBatchMaxRows / 4 + 1}) {
+    const ExpertCase c{T, 1024, 16, 256, 4};
+    const Path want_path = T * c.top_k <= kSmallBatchMaxRows ? Path::kSmallBatch : Path::kGrouped;
+    SCOPED_TRACE(::testing::Message() << "T=" << T << " expects " << path_name(want_path));
+    const ExpertData d = make_experts(c, static_cast<uint32_t>(700 + T));
+    const TensorView x = upload(d.x), gate_up = upload(d.gate_up), down = upload(d.down),
+                     ids = upload(d.ids), weights = upload(d.weights);
+    const TensorView got = device_tensor(DType::kBF16, {c.T, c.H}),
+                     want = device_tensor(DType::kBF16, {c.T, c.H});
+    run_gpu(Path::kAuto, x, gate_up, down, ids, weights, got);
+    run_gpu(want_path, x, gate_up, down, ids, weights, want);
+    EXPECT_TRUE(test::bits_equal(download(got).view, download(want).view));
+  }
 }
 
 TEST_F(CudaMoeExperts, AllTokensOnOneExpert) {
@@ -274,6 +357,20 @@ TEST_F(CudaMoeExperts, AllTokensOnOneExpert) {
   }
   d.ids.as<int32_t>()[0] = d.ids.as<int32_t>()[1] = 2;
   check(c, d);
+  // Small batches: 16 rows on one expert (several passes over its weights), and a token twice
+  // on one expert next to tokens on two.
+  c = {16, 128, 8, 64, 1};
+  d = make_experts(c, 503);
+  std::fill_n(d.ids.as<int32_t>(), c.T * c.top_k, 5);
+  check(c, d);
+  c = {9, 128, 8, 64, 2};
+  d = make_experts(c, 504);
+  for (int64_t t = 0; t < c.T; ++t) {
+    d.ids.as<int32_t>()[2 * t] = 6;
+    d.ids.as<int32_t>()[2 * t + 1] = 3;
+  }
+  d.ids.as<int32_t>()[8] = d.ids.as<int32_t>()[9] = 2;
+  check(c, d);
 }
 
 TEST_F(CudaMoeExperts, MatchCpuBeamShapes) {
@@ -284,7 +381,7 @@ TEST_F(CudaMoeExperts, MatchCpuBeamShapes) {
   const TensorView gate_up = upload(d.gate_up), down = upload(d.down);
   ThreadPool pool(0);
   const KernelContext cpu_all{Device::kCpu, &pool};
-  for (int64_t T : {1, 5, 64}) {
+  for (int64_t T : {1, 2, 5, 16, 64}) {
     ExpertCase c = full;
     c.T = T;
     ExpertData part{HostTensor(DType::kBF16, {T, c.H}), HostTensor(), HostTensor(),
@@ -294,7 +391,7 @@ TEST_F(CudaMoeExperts, MatchCpuBeamShapes) {
     std::memcpy(part.weights.view.data, d.weights.view.data, part.weights.view.nbytes());
     part.gate_up.view = d.gate_up.view;
     part.down.view = d.down.view;
-    check(c, part, gate_up, down, cpu_all);
+    check(c, part, gate_up, down, cpu_all, paths_for(c));
   }
 }
 
