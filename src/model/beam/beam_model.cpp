@@ -252,9 +252,11 @@ void BeamModel::copy_logits(const Workspace& ws, const ForwardBatch& batch, Forw
   const auto R = static_cast<int64_t>(out.row_seq.size());
   BEAM_CHECK(R <= ws.num_logit_rows()) << "copy_logits: " << R << " rows of " << ws.num_logit_rows();
   out.vocab_size = V;
-  out.logits.resize(static_cast<size_t>(R * V));
-  copy_tensor(ctx_, TensorView{out.logits.data(), DType::kF32, {R, V}, Device::kCpu},
-              ws.logits.view(DType::kF32, {R, V}));
+  out.device_logits = batch.logits_on_device ? ws.logits.view(DType::kF32, {R, V}) : TensorView{};
+  out.logits.resize(batch.logits_on_device ? 0 : static_cast<size_t>(R * V));
+  if (!batch.logits_on_device)
+    copy_tensor(ctx_, TensorView{out.logits.data(), DType::kF32, {R, V}, Device::kCpu},
+                ws.logits.view(DType::kF32, {R, V}));
 }
 
 }  // namespace beam
