@@ -22,6 +22,7 @@
 #include "kernels/api/norm.h"
 #include "kernels/api/rope.h"
 #include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/moe.h"
 
 namespace beam {
 namespace {
@@ -279,11 +280,14 @@ void BM_moe_route(benchmark::State& state) {
 
 // Routed experts for T tokens, each on 8 distinct uniformly drawn experts (about 163 of 256
 // touched at T = 32). bytes/s counts the distinct experts' weights plus x and out: the HBM floor
-// of decode. Prefill is FLOP-bound: flop/s and floor_flop_us use the 798 TFLOP/s ceiling.
+// of decode (batch 1: 8 x 78.6 MB = 629 MB, 146 us). Prefill is FLOP-bound: flop/s and
+// floor_flop_us use the 798 TFLOP/s ceiling. range(1) = cuda::MoeExpertsPath: 0 kAuto (the
+// small-batch path up to T = 16), 1 grouped, 2 small-batch (forced, to compare at one T).
 void BM_moe_experts(benchmark::State& state) {
   Gpu gpu;
   if (!gpu.start(state)) return;
   const int64_t T = state.range(0);
+  const auto path = static_cast<cuda::MoeExpertsPath>(state.range(1));
   std::mt19937 rng(24);
   std::vector<int32_t> ids(static_cast<size_t>(T * kTopK)), experts(kExperts);
   std::vector<float> weights(ids.size());
@@ -307,8 +311,9 @@ void BM_moe_experts(benchmark::State& state) {
   const TensorView out = gpu.uniform(DType::kBF16, {T, kHidden}, 28, 1.0f);
   const double weight_bytes = distinct * 3.0 * kHidden * kExpertInter * 2.0;
   const double flops = 2.0 * T * kTopK * 3.0 * kHidden * kExpertInter;
-  time_op(state, gpu, weight_bytes + 2.0 * 2 * T * kHidden,
-          [&] { moe_experts(gpu.ctx, x, gate_up, down, dids, dweights, out); });
+  time_op(state, gpu, weight_bytes + 2.0 * 2 * T * kHidden, [&] {
+    cuda::moe_experts(*gpu.ctx.cuda, x, gate_up, down, dids, dweights, out, path);
+  });
   state.counters["experts"] = distinct;
   state.counters["flop/s"] = benchmark::Counter(
       flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
@@ -322,15 +327,28 @@ BENCHMARK(BM_moe_route)
     ->Arg(8192)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
-// Fixed iteration counts: each run uploads 20 GB of expert weights once.
+// Fixed iteration counts: each run uploads 20 GB of expert weights once. Decode sizes on kAuto,
+// the grouped path forced at T = 1 and 8 and the small-batch one at T = 32 (past kAuto's
+// threshold of 128 routed rows) to compare the paths around it.
 BENCHMARK(BM_moe_experts)
-    ->Arg(1)
-    ->Arg(32)
-    ->Arg(128)
+    ->ArgNames({"T", "path"})
+    ->Args({1, 0})
+    ->Args({8, 0})
+    ->Args({16, 0})
+    ->Args({32, 0})
+    ->Args({128, 0})
+    ->Args({1, 1})
+    ->Args({8, 1})
+    ->Args({32, 2})
     ->Iterations(50)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_moe_experts)->Arg(8192)->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_moe_experts)
+    ->ArgNames({"T", "path"})
+    ->Args({8192, 0})
+    ->Iterations(3)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 // ---- linear (kernels/cuda/gemm.cu) and paged attention (kernels/cuda/attention.cu) -------------
 
