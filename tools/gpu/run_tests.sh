@@ -56,7 +56,7 @@ PY
 }
 
 ran_any=0
-for name in kernels_cuda_tests model_beam_cuda_tests; do
+for name in kernels_cuda_tests model_beam_cuda_tests runtime_sampling_cuda_tests; do
   exe="$bin_dir/$name"
   if [[ ! -x "$exe" ]]; then
     echo "== $name: not in $bin_dir, skipped"
