@@ -58,8 +58,9 @@ int bench_offline(int argc, char** argv) {
   auto args = Args::parse(argc, argv,
                           {"model", "workload", "requests", "prompt-len", "shared-prefix-len", "output-len",
                            "conversations", "turns", "first-prompt-len", "turn-append-len", "seed",
-                           "kv-budget-mb", "block-size", "max-step-tokens", "max-running", "threads", "device"},
-                          {"json", "no-prefix-cache"});
+                           "kv-budget-mb", "block-size", "max-step-tokens", "max-running", "threads", "device",
+                           "no-cuda-graphs"},
+                          {"json", "no-prefix-cache", "no-cuda-graphs"});
   if (!args.ok()) return fail(args.error().message);
   auto dir = resolve_model_dir(args->get("model"));
   if (!dir.ok()) return fail(dir.error().message);
@@ -85,6 +86,7 @@ int bench_offline(int argc, char** argv) {
   eo.max_running = *running;
   eo.num_threads = static_cast<int>(*threads);
   eo.enable_prefix_cache = !args->has("no-prefix-cache");
+  eo.cuda_graphs = !args->has("no-cuda-graphs");
   auto weights = load_beam_weights(*dir);
   if (!weights.ok()) return fail(weights.error().message);
   auto engine = Engine::create(*weights, eo);

@@ -50,10 +50,12 @@ Expected<SamplingParams> sampling_from_args(const Args& a) {
 
 int cmd_generate(int argc, char** argv) {
   auto args = Args::parse(argc, argv, {"model", "tokens", "prompt", "max-tokens", "temperature",
-                                       "top-p", "top-k", "min-p", "seed", "threads", "device"});
+                                       "top-p", "top-k", "min-p", "seed", "threads", "device",
+                                       "no-cuda-graphs"},
+                                       {"no-cuda-graphs"});
   if (!args.ok()) {
     std::fprintf(stderr, "generate: %s\nusage: beamserve generate [--model DIR] (--tokens 1,2,3 | "
-                         "--prompt TEXT) [--max-tokens N --temperature T --top-p P --top-k K --seed S] [--device cpu|cuda]\n",
+                         "--prompt TEXT) [--max-tokens N --temperature T --top-p P --top-k K --seed S] [--device cpu|cuda] [--no-cuda-graphs]\n",
                  args.error().message.c_str());
     return 2;
   }
@@ -89,6 +91,7 @@ int cmd_generate(int argc, char** argv) {
   if (!weights.ok()) return fail(weights.error().message);
   auto dev = open_engine_device(*device, std::move(*weights));  // host copy dropped on CUDA
   if (!dev.ok()) return fail(dev.error().message);
+  dev->cuda_graphs = !args->has("no-cuda-graphs");
   const BeamConfig& cfg = dev->weights->config;
   auto sp = std::make_shared<const SamplingParams>(*params);
   std::vector<int32_t> eos(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end());
