@@ -27,7 +27,8 @@ Expected<std::unique_ptr<BenchDevice>> open_bench_device(const Args& args) {
   BEAM_ASSIGN_OR_RETURN(Device device, args.get_device());
   BEAM_ASSIGN_OR_RETURN(int64_t threads, args.get_int("threads", 0));
   auto d = std::make_unique<BenchDevice>();
-  const int n = threads > 0 ? static_cast<int>(threads) : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int n = threads > 0 ? static_cast<int>(threads)
+                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   d->pool = std::make_unique<ThreadPool>(n);
   d->ctx.device = device;
   d->ctx.pool = d->pool.get();
@@ -51,7 +52,8 @@ Expected<BeamConfig> slice_config_from_args(const Args& args, int64_t default_la
   return slice_config(base, o);
 }
 
-Expected<std::shared_ptr<BeamWeights>> synthetic_weights_from_args(const Args& args, const KernelContext& ctx,
+Expected<std::shared_ptr<BeamWeights>> synthetic_weights_from_args(const Args& args,
+                                                                   const KernelContext& ctx,
                                                                    const BeamConfig& config) {
   SyntheticWeightOptions o;
   BEAM_ASSIGN_OR_RETURN(int64_t seed, args.get_int("weight-seed", 1));
@@ -60,8 +62,8 @@ Expected<std::shared_ptr<BeamWeights>> synthetic_weights_from_args(const Args& a
   BEAM_ASSIGN_OR_RETURN(auto w, make_synthetic_weights(ctx, config, o));
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(stderr, "bench: %.2f GB of random weights (%lld layers) on %s in %.1f s\n",
-               static_cast<double>(synthetic_weight_bytes(config)) / 1e9, static_cast<long long>(config.num_layers),
-               describe_device(ctx).c_str(), s);
+               static_cast<double>(synthetic_weight_bytes(config)) / 1e9,
+               static_cast<long long>(config.num_layers), describe_device(ctx).c_str(), s);
   return w;
 }
 
@@ -80,26 +82,42 @@ nlohmann::json model_json(const BeamConfig& c) {
   std::vector<std::string> attn, mlp;
   for (AttentionKind k : c.layer_types) attn.emplace_back(attention_kind_name(k));
   for (MlpKind k : c.mlp_layer_types) mlp.emplace_back(mlp_kind_name(k));
-  return {{"name", "beam-slice"}, {"layers", c.num_layers}, {"hidden", c.hidden_size},
-          {"heads", c.num_heads}, {"kv_heads", c.num_kv_heads}, {"head_dim", c.head_dim},
-          {"vocab", c.vocab_size}, {"experts", c.num_experts}, {"top_k", c.num_experts_per_tok},
-          {"groups", c.num_groups}, {"topk_groups", c.topk_groups}, {"expert_width", c.moe_intermediate_size},
-          {"dense_width", c.intermediate_size}, {"window", c.sliding_window},
-          {"layer_types", attn}, {"mlp_layer_types", mlp}, {"weights", "random bf16 (std 0.02, norms ~1)"}};
+  return {{"name", "beam-slice"},
+          {"layers", c.num_layers},
+          {"hidden", c.hidden_size},
+          {"heads", c.num_heads},
+          {"kv_heads", c.num_kv_heads},
+          {"head_dim", c.head_dim},
+          {"vocab", c.vocab_size},
+          {"experts", c.num_experts},
+          {"top_k", c.num_experts_per_tok},
+          {"groups", c.num_groups},
+          {"topk_groups", c.topk_groups},
+          {"expert_width", c.moe_intermediate_size},
+          {"dense_width", c.intermediate_size},
+          {"window", c.sliding_window},
+          {"layer_types", attn},
+          {"mlp_layer_types", mlp},
+          {"weights", "random bf16 (std 0.02, norms ~1)"}};
 }
 
 }  // namespace
 
-nlohmann::json report_header(const std::string& benchmark, const Args& args, const KernelContext& ctx,
-                             const BeamConfig& config, const std::string& command) {
+nlohmann::json report_header(const std::string& benchmark, const Args& args,
+                             const KernelContext& ctx, const BeamConfig& config,
+                             const std::string& command) {
   std::string commit = args.get_or("commit", "");
   if (commit.empty()) {
     const char* env = std::getenv("BEAMSERVE_COMMIT");
     commit = env && *env ? env : "unknown";
   }
-  return {{"benchmark", benchmark}, {"date", utc_now()}, {"commit", commit},
-          {"device", device_name(ctx)}, {"device_memory", describe_device(ctx)},
-          {"command", command}, {"model", model_json(config)}};
+  return {{"benchmark", benchmark},
+          {"date", utc_now()},
+          {"commit", commit},
+          {"device", device_name(ctx)},
+          {"device_memory", describe_device(ctx)},
+          {"command", command},
+          {"model", model_json(config)}};
 }
 
 int emit_report(const nlohmann::json& report, const Args& args) {

@@ -3,10 +3,9 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "cli/args.h"
 #include "core/status.h"
@@ -33,13 +32,15 @@ Expected<std::unique_ptr<BenchDevice>> open_bench_device(const Args& args);
 Expected<BeamConfig> slice_config_from_args(const Args& args, int64_t default_layers);
 
 // Random weights for `config` generated on ctx's device (--weight-seed); logs size and time.
-Expected<std::shared_ptr<BeamWeights>> synthetic_weights_from_args(const Args& args, const KernelContext& ctx,
+Expected<std::shared_ptr<BeamWeights>> synthetic_weights_from_args(const Args& args,
+                                                                   const KernelContext& ctx,
                                                                    const BeamConfig& config);
 
 // {"benchmark", "date" (UTC), "commit" (--commit, else $BEAMSERVE_COMMIT, else "unknown"),
 //  "device", "command", "model": {...}} for the report of one run.
-nlohmann::json report_header(const std::string& benchmark, const Args& args, const KernelContext& ctx,
-                             const BeamConfig& config, const std::string& command);
+nlohmann::json report_header(const std::string& benchmark, const Args& args,
+                             const KernelContext& ctx, const BeamConfig& config,
+                             const std::string& command);
 
 // Prints the report (indented) and writes it to --json FILE when given; the exit code.
 int emit_report(const nlohmann::json& report, const Args& args);

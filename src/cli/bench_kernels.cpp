@@ -25,7 +25,8 @@ class KernelBench {
   KernelBench(const KernelContext& ctx, int64_t reps) : ctx_(ctx), reps_(reps), timer_(ctx) {}
 
   Expected<TensorView> tensor(DType dt, Shape shape, float std = 0.02f, float mean = 0.0f) {
-    BEAM_ASSIGN_OR_RETURN(DeviceBuffer b, allocate_buffer(ctx_, static_cast<size_t>(shape.numel()) * dtype_size(dt)));
+    BEAM_ASSIGN_OR_RETURN(
+        DeviceBuffer b, allocate_buffer(ctx_, static_cast<size_t>(shape.numel()) * dtype_size(dt)));
     buffers_.push_back(b);
     TensorView t = b.view(dt, shape);
     fill_random(ctx_, t, ++seed_, std, mean);
@@ -52,11 +53,16 @@ class KernelBench {
     }
     std::sort(t.begin(), t.end());
     const double ms = t[t.size() / 2];
-    rows_.push_back({{"op", name}, {"ms", ms}, {"bytes", cost.bytes}, {"flops", cost.flops},
-                     {"floor_ms", cost.floor_ms()}, {"ratio", ms / cost.floor_ms()},
-                     {"tb_per_s", cost.bytes / (ms * 1e-3) / 1e12}, {"tflops", cost.flops / (ms * 1e-3) / 1e12}});
-    std::fprintf(stderr, "%-44s %9.4f ms  floor %9.4f ms  ratio %6.2f\n", name.c_str(), ms, cost.floor_ms(),
-                 ms / cost.floor_ms());
+    rows_.push_back({{"op", name},
+                     {"ms", ms},
+                     {"bytes", cost.bytes},
+                     {"flops", cost.flops},
+                     {"floor_ms", cost.floor_ms()},
+                     {"ratio", ms / cost.floor_ms()},
+                     {"tb_per_s", cost.bytes / (ms * 1e-3) / 1e12},
+                     {"tflops", cost.flops / (ms * 1e-3) / 1e12}});
+    std::fprintf(stderr, "%-44s %9.4f ms  floor %9.4f ms  ratio %6.2f\n", name.c_str(), ms,
+                 cost.floor_ms(), ms / cost.floor_ms());
   }
   const KernelContext& ctx() const { return ctx_; }
   nlohmann::json rows() const { return rows_; }
@@ -78,16 +84,22 @@ Cost gemm_cost(int64_t m, int64_t n, int64_t k, int64_t weight_bytes) {
 // Decode GEMMs (M = batch) at the attention, dense MLP and LM head shapes.
 Status bench_linears(KernelBench& kb, const BeamConfig& c, const std::vector<int64_t>& batches) {
   const int64_t H = c.hidden_size, qkvg = 2 * c.q_width() + 2 * c.kv_width();
-  struct Shape2 { const char* name; int64_t n, k; };
-  const Shape2 shapes[] = {{"qkvg", qkvg, H}, {"o_proj", H, c.q_width()}, {"dense_gate_up", 2 * c.intermediate_size, H},
-                           {"dense_down", H, c.intermediate_size}, {"lm_head", c.vocab_size, H}};
+  struct Shape2 {
+    const char* name;
+    int64_t n, k;
+  };
+  const Shape2 shapes[] = {{"qkvg", qkvg, H},
+                           {"o_proj", H, c.q_width()},
+                           {"dense_gate_up", 2 * c.intermediate_size, H},
+                           {"dense_down", H, c.intermediate_size},
+                           {"lm_head", c.vocab_size, H}};
   for (const Shape2& s : shapes) {
     BEAM_ASSIGN_OR_RETURN(TensorView w, kb.tensor(DType::kBF16, {s.n, s.k}));
     for (int64_t m : batches) {
       BEAM_ASSIGN_OR_RETURN(TensorView x, kb.tensor(DType::kBF16, {m, s.k}, 1.0f));
       BEAM_ASSIGN_OR_RETURN(TensorView y, kb.tensor(DType::kBF16, {m, s.n}));
-      kb.time(std::string("linear ") + s.name + " M=" + std::to_string(m), gemm_cost(m, s.n, s.k, 2),
-              [&, x, y, w] { linear(kb.ctx(), x, w, y); });
+      kb.time(std::string("linear ") + s.name + " M=" + std::to_string(m),
+              gemm_cost(m, s.n, s.k, 2), [&, x, y, w] { linear(kb.ctx(), x, w, y); });
     }
   }
   return ok_status();
@@ -95,7 +107,8 @@ Status bench_linears(KernelBench& kb, const BeamConfig& c, const std::vector<int
 
 // Router + grouped top-k + routed experts at batch T (floor: the experts the routing touched).
 Status bench_moe(KernelBench& kb, const BeamConfig& c, const std::vector<int64_t>& batches) {
-  const int64_t H = c.hidden_size, E = c.num_experts, K = c.num_experts_per_tok, Im = c.moe_intermediate_size;
+  const int64_t H = c.hidden_size, E = c.num_experts, K = c.num_experts_per_tok,
+                Im = c.moe_intermediate_size;
   BEAM_ASSIGN_OR_RETURN(TensorView router, kb.tensor(DType::kF32, {E, H}));
   BEAM_ASSIGN_OR_RETURN(TensorView bias, kb.tensor(DType::kF32, {E}));
   BEAM_ASSIGN_OR_RETURN(TensorView gate_up, kb.tensor(DType::kBF16, {E, 2 * Im, H}));
@@ -112,7 +125,8 @@ Status bench_moe(KernelBench& kb, const BeamConfig& c, const std::vector<int64_t
     moe_route(kb.ctx(), logits, bias, rp, ids, wts);
     std::vector<int32_t> host(static_cast<size_t>(t * K));
     copy_tensor(kb.ctx(), TensorView{host.data(), DType::kI32, ids.shape, Device::kCpu}, ids);
-    const int64_t touched = static_cast<int64_t>(std::set<int32_t>(host.begin(), host.end()).size());
+    const int64_t touched =
+        static_cast<int64_t>(std::set<int32_t>(host.begin(), host.end()).size());
     Cost router_cost = gemm_cost(t, E, H, 4);
     kb.time("moe router+route T=" + std::to_string(t), router_cost, [&, x, logits, ids, wts] {
       linear(kb.ctx(), x, router, logits);
@@ -121,19 +135,22 @@ Status bench_moe(KernelBench& kb, const BeamConfig& c, const std::vector<int64_t
     Cost experts = moe_cost(c, t, touched);
     experts.bytes -= static_cast<double>(E * H + E) * 4;  // the router is timed above
     experts.flops -= 2.0 * static_cast<double>(t * E * H);
-    kb.time("moe_experts T=" + std::to_string(t) + " (" + std::to_string(touched) + " experts)", experts,
+    kb.time("moe_experts T=" + std::to_string(t) + " (" + std::to_string(touched) + " experts)",
+            experts,
             [&, x, ids, wts, out] { moe_experts(kb.ctx(), x, gate_up, down, ids, wts, out); });
   }
   return ok_status();
 }
 
 // paged_attention alone: `seqs` sequences, each with q_count queries ending at key kv_len − 1.
-Status bench_attention_case(KernelBench& kb, const BeamConfig& c, AttentionKind kind, int64_t seqs, int64_t q_count,
-                            int64_t kv_len, const std::string& name) {
+Status bench_attention_case(KernelBench& kb, const BeamConfig& c, AttentionKind kind, int64_t seqs,
+                            int64_t q_count, int64_t kv_len, const std::string& name) {
   const int64_t bs = 64, Nq = c.num_heads, Nkv = c.num_kv_heads, D = c.head_dim;
   const int64_t blocks_per_seq = (kv_len + bs - 1) / bs, T = seqs * q_count;
-  BEAM_ASSIGN_OR_RETURN(TensorView k, kb.tensor(DType::kBF16, {seqs * blocks_per_seq, bs, Nkv, D}, 1.0f));
-  BEAM_ASSIGN_OR_RETURN(TensorView v, kb.tensor(DType::kBF16, {seqs * blocks_per_seq, bs, Nkv, D}, 1.0f));
+  BEAM_ASSIGN_OR_RETURN(TensorView k,
+                        kb.tensor(DType::kBF16, {seqs * blocks_per_seq, bs, Nkv, D}, 1.0f));
+  BEAM_ASSIGN_OR_RETURN(TensorView v,
+                        kb.tensor(DType::kBF16, {seqs * blocks_per_seq, bs, Nkv, D}, 1.0f));
   BEAM_ASSIGN_OR_RETURN(TensorView q, kb.tensor(DType::kBF16, {T, Nq, D}, 1.0f));
   BEAM_ASSIGN_OR_RETURN(TensorView o, kb.tensor(DType::kBF16, {T, Nq, D}));
   auto tables = std::make_shared<std::vector<int32_t>>(static_cast<size_t>(seqs * blocks_per_seq));
@@ -141,8 +158,8 @@ Status bench_attention_case(KernelBench& kb, const BeamConfig& c, AttentionKind 
   std::vector<AttentionSeq> list;
   int64_t keys = 0;
   for (int64_t s = 0; s < seqs; ++s) {
-    const auto table = std::span<const int32_t>(*tables).subspan(static_cast<size_t>(s * blocks_per_seq),
-                                                                 static_cast<size_t>(blocks_per_seq));
+    const auto table = std::span<const int32_t>(*tables).subspan(
+        static_cast<size_t>(s * blocks_per_seq), static_cast<size_t>(blocks_per_seq));
     list.push_back(AttentionSeq{s * q_count, q_count, kv_len - q_count, 0, kv_len, table});
     keys += keys_seen_sum(c, kind, kv_len - q_count, q_count);
   }
@@ -155,19 +172,23 @@ Status bench_attention_case(KernelBench& kb, const BeamConfig& c, AttentionKind 
   return ok_status();
 }
 
-Status bench_attention(KernelBench& kb, const BeamConfig& c, const std::vector<int64_t>& batches, int64_t context,
-                       int64_t prefill) {
+Status bench_attention(KernelBench& kb, const BeamConfig& c, const std::vector<int64_t>& batches,
+                       int64_t context, int64_t prefill) {
   for (int64_t b : batches) {
-    BEAM_RETURN_IF_ERROR(bench_attention_case(kb, c, AttentionKind::kSliding, b, 1, context,
-                                              "attention decode sliding B=" + std::to_string(b) + " ctx=" + std::to_string(context)));
-    BEAM_RETURN_IF_ERROR(bench_attention_case(kb, c, AttentionKind::kFull, b, 1, context,
-                                              "attention decode full B=" + std::to_string(b) + " ctx=" + std::to_string(context)));
+    BEAM_RETURN_IF_ERROR(bench_attention_case(
+        kb, c, AttentionKind::kSliding, b, 1, context,
+        "attention decode sliding B=" + std::to_string(b) + " ctx=" + std::to_string(context)));
+    BEAM_RETURN_IF_ERROR(bench_attention_case(
+        kb, c, AttentionKind::kFull, b, 1, context,
+        "attention decode full B=" + std::to_string(b) + " ctx=" + std::to_string(context)));
   }
   if (prefill > 0) {
-    BEAM_RETURN_IF_ERROR(bench_attention_case(kb, c, AttentionKind::kSliding, 1, prefill, prefill,
-                                              "attention prefill sliding T=" + std::to_string(prefill)));
-    BEAM_RETURN_IF_ERROR(bench_attention_case(kb, c, AttentionKind::kFull, 1, prefill, prefill,
-                                              "attention prefill full T=" + std::to_string(prefill)));
+    BEAM_RETURN_IF_ERROR(
+        bench_attention_case(kb, c, AttentionKind::kSliding, 1, prefill, prefill,
+                             "attention prefill sliding T=" + std::to_string(prefill)));
+    BEAM_RETURN_IF_ERROR(
+        bench_attention_case(kb, c, AttentionKind::kFull, 1, prefill, prefill,
+                             "attention prefill full T=" + std::to_string(prefill)));
     BEAM_RETURN_IF_ERROR(bench_linears(kb, c, {prefill}));
   }
   return ok_status();
@@ -187,7 +208,8 @@ int bench_kernels(int argc, char** argv) {
   for (const auto* e : {&context, &prefill, &reps})
     if (!e->ok()) return bench_fail(e->error().message);
   if (!batches.ok()) return bench_fail(batches.error().message);
-  if (*reps < 1 || *context < 1 || *prefill < 0) return bench_fail("--reps, --context must be >= 1, --prefill-tokens >= 0");
+  if (*reps < 1 || *context < 1 || *prefill < 0)
+    return bench_fail("--reps, --context must be >= 1, --prefill-tokens >= 0");
   auto config = slice_config_from_args(*args, 6);
   if (!config.ok()) return bench_fail(config.error().message);
   auto dev = open_bench_device(*args);
@@ -197,9 +219,11 @@ int bench_kernels(int argc, char** argv) {
   if (st.ok() && config->num_experts > 0) st = bench_moe(kb, *config, *batches);
   if (st.ok()) st = bench_attention(kb, *config, *batches, *context, *prefill);
   if (!st.ok()) return bench_fail(st.error().message);
-  nlohmann::json report = report_header("kernels", *args, (*dev)->ctx, *config, command_line("kernels", argc, argv));
+  nlohmann::json report =
+      report_header("kernels", *args, (*dev)->ctx, *config, command_line("kernels", argc, argv));
   report["ops"] = kb.rows();
-  report["ceilings"] = {{"hbm_bytes_per_s", kHbmBytesPerSecond}, {"bf16_flops_per_s", kBf16FlopsPerSecond}};
+  report["ceilings"] = {{"hbm_bytes_per_s", kHbmBytesPerSecond},
+                        {"bf16_flops_per_s", kBf16FlopsPerSecond}};
   return emit_report(report, *args);
 }
 

@@ -2,8 +2,8 @@
 // times against their roofline floors (runtime/bench/step_bench.h).
 #include <cstdio>
 
-#include "cli/bench_common.h"
 #include "cli/bench_commands.h"
+#include "cli/bench_common.h"
 #include "runtime/bench/step_bench.h"
 
 namespace beam::cli {
@@ -30,8 +30,8 @@ Expected<StepBenchOptions> step_options(const Args& a) {
 
 int bench_step(int argc, char** argv) {
   auto flags = bench_common_flags();
-  flags.insert({"batches", "context", "warmup", "steps", "prefill-tokens", "prefill-reps", "prefill-chunk",
-                "block-size", "seed"});
+  flags.insert({"batches", "context", "warmup", "steps", "prefill-tokens", "prefill-reps",
+                "prefill-chunk", "block-size", "seed"});
   auto args = Args::parse(argc, argv, flags);
   if (!args.ok()) return bench_fail(args.error().message);
   auto opts = step_options(*args);
@@ -45,7 +45,8 @@ int bench_step(int argc, char** argv) {
   if (!weights.ok()) return bench_fail(weights.error().message);
   auto result = run_step_bench(ctx, *weights, *opts);
   if (!result.ok()) return bench_fail(result.error().message);
-  nlohmann::json report = report_header("step", *args, ctx, *config, command_line("step", argc, argv));
+  nlohmann::json report =
+      report_header("step", *args, ctx, *config, command_line("step", argc, argv));
   report.update(*result);
   return emit_report(report, *args);
 }

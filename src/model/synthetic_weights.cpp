@@ -26,7 +26,8 @@ struct PlannedTensor {
 
 // The shapes of every tensor of `config` (views point into `w`, filled in later).
 std::vector<PlannedTensor> plan_tensors(const BeamConfig& c, BeamWeights& w) {
-  const int64_t H = c.hidden_size, V = c.vocab_size, D = c.head_dim, Nq = c.num_heads, Nkv = c.num_kv_heads;
+  const int64_t H = c.hidden_size, V = c.vocab_size, D = c.head_dim, Nq = c.num_heads,
+                Nkv = c.num_kv_heads;
   const int64_t I = c.intermediate_size, Im = c.moe_intermediate_size, E = c.num_experts;
   std::vector<PlannedTensor> p;
   auto add = [&p](TensorView& v, DType dt, Shape s, Init init) { p.push_back({&v, dt, s, init}); };
@@ -72,9 +73,11 @@ uint64_t tensor_seed(uint64_t seed, size_t index) {
 }  // namespace
 
 Expected<BeamConfig> slice_config(const BeamConfig& base, const SliceOptions& o) {
-  if (o.num_layers < 1) return make_error("slice_config: num_layers must be >= 1, got " + std::to_string(o.num_layers));
+  if (o.num_layers < 1)
+    return make_error("slice_config: num_layers must be >= 1, got " + std::to_string(o.num_layers));
   if (o.num_dense_layers < 0 || o.num_dense_layers > o.num_layers)
-    return make_error("slice_config: num_dense_layers must be in [0, " + std::to_string(o.num_layers) + "], got " +
+    return make_error("slice_config: num_dense_layers must be in [0, " +
+                      std::to_string(o.num_layers) + "], got " +
                       std::to_string(o.num_dense_layers));
   if (o.num_dense_layers < o.num_layers && base.num_experts <= 0)
     return make_error("slice_config: MoE layers requested but the base config has no experts");
@@ -97,7 +100,8 @@ int64_t synthetic_weight_bytes(const BeamConfig& config) {
   return total;
 }
 
-Expected<std::shared_ptr<BeamWeights>> make_synthetic_weights(const KernelContext& ctx, const BeamConfig& config,
+Expected<std::shared_ptr<BeamWeights>> make_synthetic_weights(const KernelContext& ctx,
+                                                              const BeamConfig& config,
                                                               const SyntheticWeightOptions& o) {
   auto w = std::make_shared<BeamWeights>();
   w->config = config;

@@ -32,8 +32,8 @@ struct SyntheticWeightOptions {
 
 // Every tensor of `config` in one arena on ctx.device (256-byte aligned tensors), filled on that
 // device; the returned weights own the arena. An error when the device is out of memory.
-Expected<std::shared_ptr<BeamWeights>> make_synthetic_weights(const KernelContext& ctx, const BeamConfig& config,
-                                                              const SyntheticWeightOptions& options);
+Expected<std::shared_ptr<BeamWeights>> make_synthetic_weights(
+    const KernelContext& ctx, const BeamConfig& config, const SyntheticWeightOptions& options);
 
 // Bytes make_synthetic_weights allocates for `config` (to check it fits before allocating).
 int64_t synthetic_weight_bytes(const BeamConfig& config);

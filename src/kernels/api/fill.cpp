@@ -26,7 +26,9 @@ uint64_t mix(uint64_t seed, uint64_t i) {
 // unit variance. The last one's offset of 1/4 step keeps the (exact) sum off 2.0: z is never 0.
 float unit_normal(uint64_t bits) {
   float sum = 0.0f;
-  for (int k = 0; k < 4; ++k) sum += (static_cast<float>((bits >> (16 * k)) & 0xFFFF) + (k == 3 ? 0.25f : 0.5f)) * (1.0f / 65536.0f);
+  for (int k = 0; k < 4; ++k)
+    sum += (static_cast<float>((bits >> (16 * k)) & 0xFFFF) + (k == 3 ? 0.25f : 0.5f)) *
+           (1.0f / 65536.0f);
   return (sum - 2.0f) * 1.7320508f;
 }
 
@@ -46,7 +48,8 @@ void fill_cpu(ThreadPool& pool, const TensorView& t, uint64_t seed, float std, f
 
 }  // namespace
 
-void fill_random(const KernelContext& ctx, const TensorView& t, uint64_t seed, float std, float mean) {
+void fill_random(const KernelContext& ctx, const TensorView& t, uint64_t seed, float std,
+                 float mean) {
   constexpr const char* op = "fill_random";
   BEAM_CHECK(t.device == ctx.device && (t.data != nullptr || t.numel() == 0))
       << op << ": tensor " << t.shape.str() << " is not on the context's device";

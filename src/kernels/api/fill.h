@@ -12,6 +12,7 @@ namespace beam {
 // counter hash of (seed, i), rescaled to unit variance, so |z| < 3.47). t: any rank, bf16 or f32,
 // on ctx's device; the value of element i depends only on (seed, i, std, mean), not on the device
 // (the CPU and CUDA fills agree up to fp32 rounding before the bf16 rounding).
-void fill_random(const KernelContext& ctx, const TensorView& t, uint64_t seed, float std, float mean = 0.0f);
+void fill_random(const KernelContext& ctx, const TensorView& t, uint64_t seed, float std,
+                 float mean = 0.0f);
 
 }  // namespace beam

@@ -25,7 +25,8 @@ DeviceTimer::DeviceTimer(const KernelContext& ctx) : impl_(std::make_unique<Impl
   impl_->ctx = ctx;
 #if BEAMSERVE_CUDA
   if (ctx.device == Device::kCuda) {
-    BEAM_CHECK(cudaEventCreate(&impl_->begin) == cudaSuccess && cudaEventCreate(&impl_->end) == cudaSuccess)
+    BEAM_CHECK(cudaEventCreate(&impl_->begin) == cudaSuccess &&
+               cudaEventCreate(&impl_->end) == cudaSuccess)
         << "DeviceTimer: cudaEventCreate failed";
   }
 #endif
@@ -45,7 +46,8 @@ void DeviceTimer::start() {
       return;
     case Device::kCuda:
 #if BEAMSERVE_CUDA
-      BEAM_CHECK(cudaEventRecord(impl_->begin, impl_->ctx.cuda->stream) == cudaSuccess) << "DeviceTimer: record";
+      BEAM_CHECK(cudaEventRecord(impl_->begin, impl_->ctx.cuda->stream) == cudaSuccess)
+          << "DeviceTimer: record";
       return;
 #else
       BEAM_CHECK(false) << "DeviceTimer: CUDA backend not built";
@@ -56,14 +58,18 @@ void DeviceTimer::start() {
 double DeviceTimer::stop() {
   switch (impl_->ctx.device) {
     case Device::kCpu:
-      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - impl_->host_start).count();
+      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                       impl_->host_start)
+          .count();
     case Device::kCuda: {
 #if BEAMSERVE_CUDA
       cudaStream_t s = impl_->ctx.cuda->stream;
-      BEAM_CHECK(cudaEventRecord(impl_->end, s) == cudaSuccess && cudaEventSynchronize(impl_->end) == cudaSuccess)
+      BEAM_CHECK(cudaEventRecord(impl_->end, s) == cudaSuccess &&
+                 cudaEventSynchronize(impl_->end) == cudaSuccess)
           << "DeviceTimer: record/synchronize";
       float ms = 0;
-      BEAM_CHECK(cudaEventElapsedTime(&ms, impl_->begin, impl_->end) == cudaSuccess) << "DeviceTimer: elapsed";
+      BEAM_CHECK(cudaEventElapsedTime(&ms, impl_->begin, impl_->end) == cudaSuccess)
+          << "DeviceTimer: elapsed";
       return ms;
 #else
       BEAM_CHECK(false) << "DeviceTimer: CUDA backend not built";

@@ -14,18 +14,20 @@ constexpr double kBf16 = 2, kF32 = 4;
 Cost attention_cost(const BeamConfig& c, const AttentionWork& w) {
   const double H = static_cast<double>(c.hidden_size), q = static_cast<double>(c.q_width());
   const double kv = static_cast<double>(c.kv_width()), D = static_cast<double>(c.head_dim);
-  const double params = (2 * q + 2 * kv) * H + H * q;  // qkvg + o_proj
+  const double params = (2 * q + 2 * kv) * H + H * q;             // qkvg + o_proj
   const double small = static_cast<double>(c.num_heads) + 2 * D;  // gate bias, q/k norms
   const double kv_row = static_cast<double>(c.kv_bytes_per_token_per_layer());
   Cost cost;
-  cost.bytes = (params + small) * kBf16 + kv_row * static_cast<double>(w.kv_tokens_read + w.num_tokens);
+  cost.bytes =
+      (params + small) * kBf16 + kv_row * static_cast<double>(w.kv_tokens_read + w.num_tokens);
   cost.flops = 2 * static_cast<double>(w.num_tokens) * params +
                4 * static_cast<double>(c.num_heads) * D * static_cast<double>(w.keys_attended);
   return cost;
 }
 
 Cost dense_mlp_cost(const BeamConfig& c, int64_t num_tokens) {
-  const double params = 3 * static_cast<double>(c.hidden_size) * static_cast<double>(c.intermediate_size);
+  const double params =
+      3 * static_cast<double>(c.hidden_size) * static_cast<double>(c.intermediate_size);
   return {params * kBf16, 2 * static_cast<double>(num_tokens) * params};
 }
 
@@ -62,7 +64,8 @@ int64_t keys_seen_sum(const BeamConfig& c, AttentionKind k, int64_t first, int64
 }
 
 double expected_experts_touched(const BeamConfig& c, int64_t num_tokens) {
-  const double E = static_cast<double>(c.num_experts), k = static_cast<double>(c.num_experts_per_tok);
+  const double E = static_cast<double>(c.num_experts),
+               k = static_cast<double>(c.num_experts_per_tok);
   return E * (1.0 - std::pow(1.0 - k / E, static_cast<double>(num_tokens)));
 }
 

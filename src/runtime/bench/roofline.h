@@ -9,8 +9,8 @@
 
 namespace beam {
 
-inline constexpr double kHbmBytesPerSecond = 4.3e12;     // device-to-device copy (GPU.md)
-inline constexpr double kBf16FlopsPerSecond = 798e12;    // cuBLAS bf16 GEMM 8192^3 (GPU.md)
+inline constexpr double kHbmBytesPerSecond = 4.3e12;   // device-to-device copy (GPU.md)
+inline constexpr double kBf16FlopsPerSecond = 798e12;  // cuBLAS bf16 GEMM 8192^3 (GPU.md)
 
 struct Cost {
   double bytes = 0;

@@ -40,7 +40,8 @@ std::vector<int64_t> count_experts(const std::vector<int32_t>& routed, int64_t n
   const size_t per_layer = routed.size() / static_cast<size_t>(num_sparse);
   for (int64_t l = 0; l < num_sparse; ++l) {
     auto begin = routed.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(l) * per_layer);
-    counts.push_back(static_cast<int64_t>(std::set<int32_t>(begin, begin + static_cast<std::ptrdiff_t>(per_layer)).size()));
+    counts.push_back(static_cast<int64_t>(
+        std::set<int32_t>(begin, begin + static_cast<std::ptrdiff_t>(per_layer)).size()));
   }
   return counts;
 }
@@ -49,12 +50,13 @@ std::vector<int64_t> count_experts(const std::vector<int32_t>& routed, int64_t n
 class DecodeRig {
  public:
   static Expected<std::unique_ptr<DecodeRig>> create(const KernelContext& ctx,
-                                                     std::shared_ptr<const BeamWeights> weights, int64_t batch,
-                                                     const StepBenchOptions& o) {
+                                                     std::shared_ptr<const BeamWeights> weights,
+                                                     int64_t batch, const StepBenchOptions& o) {
     const int64_t max_tokens = o.context + o.warmup_steps + o.timed_steps + 2;
-    BEAM_ASSIGN_OR_RETURN(LocalKvCache cache,
-                          LocalKvCache::create(ctx, weights->config, batch, max_tokens, o.block_size));
-    auto rig = std::unique_ptr<DecodeRig>(new DecodeRig(ctx, std::move(weights), std::move(cache), batch, o.seed));
+    BEAM_ASSIGN_OR_RETURN(LocalKvCache cache, LocalKvCache::create(ctx, weights->config, batch,
+                                                                   max_tokens, o.block_size));
+    auto rig = std::unique_ptr<DecodeRig>(
+        new DecodeRig(ctx, std::move(weights), std::move(cache), batch, o.seed));
     BEAM_RETURN_IF_ERROR(rig->prefill(o.context, std::max<int64_t>(1, o.prefill_chunk)));
     return rig;
   }
@@ -63,7 +65,8 @@ class DecodeRig {
   Expected<double> step(DeviceTimer& timer, bool capture) {
     ForwardBatch b;
     b.capture_routing = capture;
-    for (int64_t s = 0; s < batch_; ++s) b.seqs.push_back(chunk(s, {&next_[static_cast<size_t>(s)], 1}, cached_));
+    for (int64_t s = 0; s < batch_; ++s)
+      b.seqs.push_back(chunk(s, {&next_[static_cast<size_t>(s)], 1}, cached_));
     timer.start();
     BEAM_RETURN_IF_ERROR(model_.forward(b, cache_.layers(), out_));
     const double ms = timer.stop();
@@ -74,8 +77,8 @@ class DecodeRig {
   const ForwardOutput& output() const { return out_; }
 
  private:
-  DecodeRig(const KernelContext& ctx, std::shared_ptr<const BeamWeights> w, LocalKvCache cache, int64_t batch,
-            uint64_t seed)
+  DecodeRig(const KernelContext& ctx, std::shared_ptr<const BeamWeights> w, LocalKvCache cache,
+            int64_t batch, uint64_t seed)
       : model_(std::move(w), ctx), cache_(std::move(cache)), batch_(batch), rng_(seed) {
     next_ = random_tokens(rng_, batch_, model_.config().vocab_size);
   }
@@ -92,7 +95,8 @@ class DecodeRig {
   // Caches `context` random tokens per sequence, at most `chunk_tokens` tokens per forward.
   Status prefill(int64_t context, int64_t chunk_tokens) {
     std::vector<std::vector<int32_t>> prompts;
-    for (int64_t s = 0; s < batch_; ++s) prompts.push_back(random_tokens(rng_, context, model_.config().vocab_size));
+    for (int64_t s = 0; s < batch_; ++s)
+      prompts.push_back(random_tokens(rng_, context, model_.config().vocab_size));
     ForwardBatch b;
     int64_t in_batch = 0;
     auto flush = [&]() -> Status {
@@ -106,8 +110,10 @@ class DecodeRig {
       for (int64_t begin = 0; begin < context; begin += chunk_tokens) {
         const int64_t n = std::min(chunk_tokens, context - begin);
         if (in_batch + n > chunk_tokens) BEAM_RETURN_IF_ERROR(flush());
-        b.seqs.push_back(chunk(s, std::span<const int32_t>(prompts[static_cast<size_t>(s)]).subspan(
-                                      static_cast<size_t>(begin), static_cast<size_t>(n)), begin));
+        b.seqs.push_back(chunk(s,
+                               std::span<const int32_t>(prompts[static_cast<size_t>(s)])
+                                   .subspan(static_cast<size_t>(begin), static_cast<size_t>(n)),
+                               begin));
         in_batch += n;
       }
     }
@@ -130,8 +136,9 @@ struct DecodeMeasure {
   std::vector<int64_t> experts_touched;  // per MoE layer, from one captured step
 };
 
-Expected<DecodeMeasure> measure_decode(const KernelContext& ctx, std::shared_ptr<const BeamWeights> weights,
-                                       int64_t batch, const StepBenchOptions& o) {
+Expected<DecodeMeasure> measure_decode(const KernelContext& ctx,
+                                       std::shared_ptr<const BeamWeights> weights, int64_t batch,
+                                       const StepBenchOptions& o) {
   const int64_t num_sparse = weights->config.num_layers_of(MlpKind::kSparse);
   BEAM_ASSIGN_OR_RETURN(auto rig, DecodeRig::create(ctx, std::move(weights), batch, o));
   DeviceTimer timer(ctx);
@@ -147,24 +154,32 @@ Expected<DecodeMeasure> measure_decode(const KernelContext& ctx, std::shared_ptr
 
 // The embedding gather that opens a step plus compute_logits' kernels (row gather, final norm,
 // LM head, softcap, logits to the host) for `rows` rows; median ms.
-Expected<double> time_lm_head(const KernelContext& ctx, const BeamWeights& w, int64_t rows, int64_t reps) {
+Expected<double> time_lm_head(const KernelContext& ctx, const BeamWeights& w, int64_t rows,
+                              int64_t reps) {
   const BeamConfig& c = w.config;
   const int64_t H = c.hidden_size, V = c.vocab_size;
   BEAM_ASSIGN_OR_RETURN(DeviceBuffer ids_buf, allocate_buffer(ctx, static_cast<size_t>(rows) * 4));
-  BEAM_ASSIGN_OR_RETURN(DeviceBuffer residual_buf, allocate_buffer(ctx, static_cast<size_t>(rows * H) * 2));
-  BEAM_ASSIGN_OR_RETURN(DeviceBuffer hidden_buf, allocate_buffer(ctx, static_cast<size_t>(rows * H) * 2));
-  BEAM_ASSIGN_OR_RETURN(DeviceBuffer z_buf, allocate_buffer(ctx, static_cast<size_t>(rows * V) * 2));
-  BEAM_ASSIGN_OR_RETURN(DeviceBuffer logits_buf, allocate_buffer(ctx, static_cast<size_t>(rows * V) * 4));
+  BEAM_ASSIGN_OR_RETURN(DeviceBuffer residual_buf,
+                        allocate_buffer(ctx, static_cast<size_t>(rows * H) * 2));
+  BEAM_ASSIGN_OR_RETURN(DeviceBuffer hidden_buf,
+                        allocate_buffer(ctx, static_cast<size_t>(rows * H) * 2));
+  BEAM_ASSIGN_OR_RETURN(DeviceBuffer z_buf,
+                        allocate_buffer(ctx, static_cast<size_t>(rows * V) * 2));
+  BEAM_ASSIGN_OR_RETURN(DeviceBuffer logits_buf,
+                        allocate_buffer(ctx, static_cast<size_t>(rows * V) * 4));
   std::vector<int32_t> ids(static_cast<size_t>(rows));
-  for (int64_t i = 0; i < rows; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919) % V);
+  for (int64_t i = 0; i < rows; ++i)
+    ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919) % V);
   TensorView ids_v = ids_buf.view(DType::kI32, {rows});
   copy_tensor(ctx, ids_v, TensorView{ids.data(), DType::kI32, {rows}, Device::kCpu});
   for (auto& x : ids) x = static_cast<int32_t>(&x - ids.data());  // row gather: rows 0..R-1
   BEAM_ASSIGN_OR_RETURN(DeviceBuffer rows_buf, allocate_buffer(ctx, static_cast<size_t>(rows) * 4));
   TensorView rows_v = rows_buf.view(DType::kI32, {rows});
   copy_tensor(ctx, rows_v, TensorView{ids.data(), DType::kI32, {rows}, Device::kCpu});
-  TensorView residual = residual_buf.view(DType::kBF16, {rows, H}), hidden = hidden_buf.view(DType::kBF16, {rows, H});
-  TensorView z = z_buf.view(DType::kBF16, {rows, V}), logits = logits_buf.view(DType::kF32, {rows, V});
+  TensorView residual = residual_buf.view(DType::kBF16, {rows, H}),
+             hidden = hidden_buf.view(DType::kBF16, {rows, H});
+  TensorView z = z_buf.view(DType::kBF16, {rows, V}),
+             logits = logits_buf.view(DType::kF32, {rows, V});
   std::vector<float> host(static_cast<size_t>(rows * V));
   DeviceTimer timer(ctx);
   std::vector<double> times;
@@ -189,12 +204,14 @@ struct DecodeFloors {
   Cost attention_sliding, attention_full, dense, moe_mean;
 };
 
-DecodeFloors decode_floors(const BeamConfig& c, int64_t batch, int64_t kv_len, const std::vector<int64_t>& touched) {
+DecodeFloors decode_floors(const BeamConfig& c, int64_t batch, int64_t kv_len,
+                           const std::vector<int64_t>& touched) {
   DecodeFloors f;
   f.head = lm_head_cost(c, batch);
   double touched_sum = 0;
   for (int64_t t : touched) touched_sum += static_cast<double>(t);
-  const int64_t touched_mean = touched.empty() ? 0 : static_cast<int64_t>(touched_sum / touched.size() + 0.5);
+  const int64_t touched_mean =
+      touched.empty() ? 0 : static_cast<int64_t>(touched_sum / touched.size() + 0.5);
   for (AttentionKind k : {AttentionKind::kSliding, AttentionKind::kFull}) {
     const int64_t keys = keys_seen(c, k, kv_len - 1);
     Cost a = attention_cost(c, {batch, batch * keys, batch * keys});
@@ -205,8 +222,10 @@ DecodeFloors decode_floors(const BeamConfig& c, int64_t batch, int64_t kv_len, c
   size_t sparse = 0;
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const size_t i = static_cast<size_t>(l);
-    Cost layer = c.layer_types[i] == AttentionKind::kSliding ? f.attention_sliding : f.attention_full;
-    layer += c.mlp_layer_types[i] == MlpKind::kDense ? f.dense : moe_cost(c, batch, touched[sparse++]);
+    Cost layer =
+        c.layer_types[i] == AttentionKind::kSliding ? f.attention_sliding : f.attention_full;
+    layer +=
+        c.mlp_layer_types[i] == MlpKind::kDense ? f.dense : moe_cost(c, batch, touched[sparse++]);
     f.layers.push_back(layer);
   }
   return f;
@@ -216,7 +235,9 @@ nlohmann::json cost_json(const Cost& c) {
   return {{"bytes", c.bytes}, {"flops", c.flops}, {"floor_ms", c.floor_ms()}};
 }
 
-double ratio(double ms, double floor_ms) { return floor_ms > 0 ? ms / floor_ms : 0; }
+double ratio(double ms, double floor_ms) {
+  return floor_ms > 0 ? ms / floor_ms : 0;
+}
 
 // Per-layer times of one batch size: the whole model, the LM head alone and (when the model has
 // both kinds) the MoE layers alone, so dense = whole − MoE-only and MoE = (MoE-only − head) / n.
@@ -225,18 +246,22 @@ struct LayerTimes {
   double layer_ms = 0, dense_ms = 0, moe_ms = 0;
 };
 
-Expected<LayerTimes> measure_layers(const KernelContext& ctx, const std::shared_ptr<const BeamWeights>& w,
-                                    int64_t batch, const StepBenchOptions& o, DecodeMeasure& full) {
+Expected<LayerTimes> measure_layers(const KernelContext& ctx,
+                                    const std::shared_ptr<const BeamWeights>& w, int64_t batch,
+                                    const StepBenchOptions& o, DecodeMeasure& full) {
   const BeamConfig& c = w->config;
-  const int64_t n_dense = c.num_layers_of(MlpKind::kDense), n_moe = c.num_layers_of(MlpKind::kSparse);
+  const int64_t n_dense = c.num_layers_of(MlpKind::kDense),
+                n_moe = c.num_layers_of(MlpKind::kSparse);
   LayerTimes t;
   BEAM_ASSIGN_OR_RETURN(full, measure_decode(ctx, w, batch, o));
   t.step_ms = full.step_ms;
-  BEAM_ASSIGN_OR_RETURN(t.head_ms, time_lm_head(ctx, *w, batch, std::max<int64_t>(o.timed_steps, 3)));
+  BEAM_ASSIGN_OR_RETURN(t.head_ms,
+                        time_lm_head(ctx, *w, batch, std::max<int64_t>(o.timed_steps, 3)));
   const double body = t.step_ms - t.head_ms;
   t.layer_ms = body / static_cast<double>(c.num_layers);
   if (n_dense > 0 && n_moe > 0) {
-    BEAM_ASSIGN_OR_RETURN(DecodeMeasure moe_only, measure_decode(ctx, layers_of_kind(w, MlpKind::kSparse), batch, o));
+    BEAM_ASSIGN_OR_RETURN(DecodeMeasure moe_only,
+                          measure_decode(ctx, layers_of_kind(w, MlpKind::kSparse), batch, o));
     t.moe_only_step_ms = moe_only.step_ms;
     t.moe_ms = (moe_only.step_ms - t.head_ms) / static_cast<double>(n_moe);
     t.dense_ms = (t.step_ms - moe_only.step_ms) / static_cast<double>(n_dense);
@@ -248,12 +273,14 @@ Expected<LayerTimes> measure_layers(const KernelContext& ctx, const std::shared_
   return t;
 }
 
-Expected<nlohmann::json> decode_report(const KernelContext& ctx, const std::shared_ptr<const BeamWeights>& w,
-                                       int64_t batch, const StepBenchOptions& o) {
+Expected<nlohmann::json> decode_report(const KernelContext& ctx,
+                                       const std::shared_ptr<const BeamWeights>& w, int64_t batch,
+                                       const StepBenchOptions& o) {
   const BeamConfig& c = w->config;
   DecodeMeasure full;
   BEAM_ASSIGN_OR_RETURN(LayerTimes t, measure_layers(ctx, w, batch, o, full));
-  const int64_t kv_len = o.context + o.warmup_steps + o.timed_steps / 2 + 1;  // mid-run keys per sequence
+  const int64_t kv_len =
+      o.context + o.warmup_steps + o.timed_steps / 2 + 1;  // mid-run keys per sequence
   DecodeFloors f = decode_floors(c, batch, kv_len, full.experts_touched);
   Cost step = f.head;
   for (const Cost& l : f.layers) step += l;
@@ -263,43 +290,56 @@ Expected<nlohmann::json> decode_report(const KernelContext& ctx, const std::shar
   // The MoE and dense floors use a sliding-attention layer (the target's majority kind).
   const double moe_floor = f.attention_sliding.floor_ms() + f.moe_mean.floor_ms();
   const double dense_floor = f.attention_sliding.floor_ms() + f.dense.floor_ms();
-  const double nd = static_cast<double>(o.target_dense_layers), nm = static_cast<double>(o.target_moe_layers);
+  const double nd = static_cast<double>(o.target_dense_layers),
+               nm = static_cast<double>(o.target_moe_layers);
   const double step52 = nd * t.dense_ms + nm * t.moe_ms + t.head_ms;
   const double floor52 = nd * dense_floor + nm * moe_floor + f.head.floor_ms();
   double touched_mean = 0;
   for (int64_t e : full.experts_touched) touched_mean += static_cast<double>(e);
-  if (!full.experts_touched.empty()) touched_mean /= static_cast<double>(full.experts_touched.size());
+  if (!full.experts_touched.empty())
+    touched_mean /= static_cast<double>(full.experts_touched.size());
   nlohmann::json j = {
-      {"batch", batch}, {"context", o.context}, {"kv_len_mid", kv_len},
-      {"decode_step_ms", t.step_ms}, {"decode_step_floor_ms", step.floor_ms()},
+      {"batch", batch},
+      {"context", o.context},
+      {"kv_len_mid", kv_len},
+      {"decode_step_ms", t.step_ms},
+      {"decode_step_floor_ms", step.floor_ms()},
       {"decode_step_ratio", ratio(t.step_ms, step.floor_ms())},
-      {"lm_head_ms", t.head_ms}, {"lm_head_floor_ms", f.head.floor_ms()},
+      {"lm_head_ms", t.head_ms},
+      {"lm_head_floor_ms", f.head.floor_ms()},
       {"lm_head_ratio", ratio(t.head_ms, f.head.floor_ms())},
-      {"decode_layer_ms", t.layer_ms}, {"decode_layer_floor_ms", layer_floor},
+      {"decode_layer_ms", t.layer_ms},
+      {"decode_layer_floor_ms", layer_floor},
       {"decode_layer_ratio", ratio(t.layer_ms, layer_floor)},
-      {"experts_touched", touched_mean}, {"experts_touched_per_layer", full.experts_touched},
+      {"experts_touched", touched_mean},
+      {"experts_touched_per_layer", full.experts_touched},
       {"experts_touched_uniform_expectation", expected_experts_touched(c, batch)},
-      {"floor_parts", {{"attention_sliding", cost_json(f.attention_sliding)},
-                       {"attention_full", cost_json(f.attention_full)},
-                       {"dense_mlp", cost_json(f.dense)},
-                       {"moe_mean_touched", cost_json(f.moe_mean)},
-                       {"lm_head", cost_json(f.head)}}},
+      {"floor_parts",
+       {{"attention_sliding", cost_json(f.attention_sliding)},
+        {"attention_full", cost_json(f.attention_full)},
+        {"dense_mlp", cost_json(f.dense)},
+        {"moe_mean_touched", cost_json(f.moe_mean)},
+        {"lm_head", cost_json(f.head)}}},
       {"extrapolated_target_layers", o.target_dense_layers + o.target_moe_layers},
       {"extrapolated_52_layer_step_ms", step52},
       {"extrapolated_52_layer_ms_per_token", step52 / static_cast<double>(batch)},
       {"extrapolated_52_layer_floor_ms_per_token", floor52 / static_cast<double>(batch)},
       {"extrapolated_52_layer_tokens_per_s", 1e3 * static_cast<double>(batch) / step52}};
   if (c.num_layers_of(MlpKind::kSparse) > 0)
-    j.update({{"moe_layer_ms", t.moe_ms}, {"moe_layer_floor_ms", moe_floor}, {"moe_layer_ratio", ratio(t.moe_ms, moe_floor)}});
+    j.update({{"moe_layer_ms", t.moe_ms},
+              {"moe_layer_floor_ms", moe_floor},
+              {"moe_layer_ratio", ratio(t.moe_ms, moe_floor)}});
   if (c.num_layers_of(MlpKind::kDense) > 0)
-    j.update({{"dense_layer_ms", t.dense_ms}, {"dense_layer_floor_ms", dense_floor},
+    j.update({{"dense_layer_ms", t.dense_ms},
+              {"dense_layer_floor_ms", dense_floor},
               {"dense_layer_ratio", ratio(t.dense_ms, dense_floor)}});
   if (t.moe_only_step_ms > 0) j["moe_only_model_step_ms"] = t.moe_only_step_ms;
   return j;
 }
 
 // One sequence of prefill_tokens tokens in one step (nothing cached): median of prefill_reps.
-Expected<nlohmann::json> prefill_report(const KernelContext& ctx, const std::shared_ptr<const BeamWeights>& w,
+Expected<nlohmann::json> prefill_report(const KernelContext& ctx,
+                                        const std::shared_ptr<const BeamWeights>& w,
                                         const StepBenchOptions& o) {
   const BeamConfig& c = w->config;
   const int64_t T = o.prefill_tokens;
@@ -312,7 +352,8 @@ Expected<nlohmann::json> prefill_report(const KernelContext& ctx, const std::sha
   b.capture_routing = true;
   ForwardOutput out;
   BEAM_RETURN_IF_ERROR(model.forward(b, cache.layers(), out));  // warm-up, counts experts
-  std::vector<int64_t> touched = count_experts(out.routed_experts, c.num_layers_of(MlpKind::kSparse));
+  std::vector<int64_t> touched =
+      count_experts(out.routed_experts, c.num_layers_of(MlpKind::kSparse));
   b.capture_routing = false;
   DeviceTimer timer(ctx);
   std::vector<double> times;
@@ -328,26 +369,37 @@ Expected<nlohmann::json> prefill_report(const KernelContext& ctx, const std::sha
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const size_t i = static_cast<size_t>(l);
     const int64_t keys = keys_seen_sum(c, c.layer_types[i], 0, T);
-    attention_core_flops += 4.0 * static_cast<double>(c.num_heads * c.head_dim) * static_cast<double>(keys);
+    attention_core_flops +=
+        4.0 * static_cast<double>(c.num_heads * c.head_dim) * static_cast<double>(keys);
     total += attention_cost(c, {T, keys, T});
-    total += c.mlp_layer_types[i] == MlpKind::kDense ? dense_mlp_cost(c, T) : moe_cost(c, T, touched[sparse++]);
+    total += c.mlp_layer_types[i] == MlpKind::kDense ? dense_mlp_cost(c, T)
+                                                     : moe_cost(c, T, touched[sparse++]);
   }
   const double gemm_flops = total.flops - attention_core_flops;
   return nlohmann::json{
-      {"tokens", T}, {"prefill_ms", ms}, {"tokens_per_s", 1e3 * static_cast<double>(T) / ms},
-      {"total_flops", total.flops}, {"gemm_flops", gemm_flops}, {"attention_core_flops", attention_core_flops},
-      {"bytes", total.bytes}, {"achieved_tflops", total.flops / (ms * 1e-3) / 1e12},
-      {"floor_ms", total.floor_ms()}, {"fraction_of_floor", total.floor_ms() / ms},
+      {"tokens", T},
+      {"prefill_ms", ms},
+      {"tokens_per_s", 1e3 * static_cast<double>(T) / ms},
+      {"total_flops", total.flops},
+      {"gemm_flops", gemm_flops},
+      {"attention_core_flops", attention_core_flops},
+      {"bytes", total.bytes},
+      {"achieved_tflops", total.flops / (ms * 1e-3) / 1e12},
+      {"floor_ms", total.floor_ms()},
+      {"fraction_of_floor", total.floor_ms() / ms},
       {"gemm_floor_ms", gemm_flops / kBf16FlopsPerSecond * 1e3},
       {"attention_core_floor_ms", attention_core_flops / kBf16FlopsPerSecond * 1e3},
       {"experts_touched_per_layer", touched},
-      {"note", "whole-step time; GEMM and attention are not separated inside the step (bench kernels times the "
-               "8K prefill attention alone)"}};
+      {"note",
+       "whole-step time; GEMM and attention are not separated inside the step (bench kernels times "
+       "the "
+       "8K prefill attention alone)"}};
 }
 
 }  // namespace
 
-std::shared_ptr<const BeamWeights> layers_of_kind(std::shared_ptr<const BeamWeights> weights, MlpKind kind) {
+std::shared_ptr<const BeamWeights> layers_of_kind(std::shared_ptr<const BeamWeights> weights,
+                                                  MlpKind kind) {
   auto sub = std::make_shared<BeamWeights>(*weights);
   BeamConfig& c = sub->config;
   sub->layers.clear();
@@ -364,10 +416,12 @@ std::shared_ptr<const BeamWeights> layers_of_kind(std::shared_ptr<const BeamWeig
   return sub;
 }
 
-Expected<nlohmann::json> run_step_bench(const KernelContext& ctx, std::shared_ptr<const BeamWeights> weights,
+Expected<nlohmann::json> run_step_bench(const KernelContext& ctx,
+                                        std::shared_ptr<const BeamWeights> weights,
                                         const StepBenchOptions& o) {
   if (o.context < 1 || o.timed_steps < 1 || o.warmup_steps < 0 || o.prefill_tokens < 0)
-    return make_error("bench step: --context and --steps must be >= 1, --warmup and --prefill-tokens >= 0");
+    return make_error(
+        "bench step: --context and --steps must be >= 1, --warmup and --prefill-tokens >= 0");
   nlohmann::json decode = nlohmann::json::array();
   for (int64_t batch : o.batches) {
     if (batch < 1) return make_error("bench step: batch sizes must be >= 1");
@@ -379,7 +433,8 @@ Expected<nlohmann::json> run_step_bench(const KernelContext& ctx, std::shared_pt
     BEAM_ASSIGN_OR_RETURN(nlohmann::json p, prefill_report(ctx, weights, o));
     result["prefill"] = std::move(p);
   }
-  result["ceilings"] = {{"hbm_bytes_per_s", kHbmBytesPerSecond}, {"bf16_flops_per_s", kBf16FlopsPerSecond}};
+  result["ceilings"] = {{"hbm_bytes_per_s", kHbmBytesPerSecond},
+                        {"bf16_flops_per_s", kBf16FlopsPerSecond}};
   return result;
 }
 

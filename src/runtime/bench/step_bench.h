@@ -4,9 +4,8 @@
 
 #include <cstdint>
 #include <memory>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "core/status.h"
 #include "kernels/api/context.h"
@@ -16,27 +15,29 @@ namespace beam {
 
 struct StepBenchOptions {
   std::vector<int64_t> batches{1, 8, 32, 128};
-  int64_t context = 512;            // KV tokens cached per sequence before the timed decode steps
+  int64_t context = 512;  // KV tokens cached per sequence before the timed decode steps
   int64_t warmup_steps = 3;
-  int64_t timed_steps = 20;         // decode: the median of these
-  int64_t prefill_tokens = 8192;    // one sequence, one step; 0 skips the prefill measurement
-  int64_t prefill_reps = 3;         // timed prefill steps after one warm-up (median)
-  int64_t prefill_chunk = 8192;     // tokens per step while filling the decode context
+  int64_t timed_steps = 20;       // decode: the median of these
+  int64_t prefill_tokens = 8192;  // one sequence, one step; 0 skips the prefill measurement
+  int64_t prefill_reps = 3;       // timed prefill steps after one warm-up (median)
+  int64_t prefill_chunk = 8192;   // tokens per step while filling the decode context
   int64_t block_size = 64;
   // The model the per-layer times are extrapolated to (Beam: 3 dense + 49 MoE layers).
   int64_t target_dense_layers = 3;
   int64_t target_moe_layers = 49;
-  uint64_t seed = 1;                // token ids
+  uint64_t seed = 1;  // token ids
 };
 
 // Runs every measurement on weights (on ctx.device) and returns one JSON object:
 // {"decode": [per batch ...], "prefill": {...}} with every time next to its floor.
 // Per-layer split: the LM head (+ embedding) is timed alone with the same kernels; a second
 // model made of the MoE layers only (same device weights) gives MoE vs dense layer time.
-Expected<nlohmann::json> run_step_bench(const KernelContext& ctx, std::shared_ptr<const BeamWeights> weights,
+Expected<nlohmann::json> run_step_bench(const KernelContext& ctx,
+                                        std::shared_ptr<const BeamWeights> weights,
                                         const StepBenchOptions& options);
 
 // A model of the layers of `weights` whose MLP kind is `kind`, sharing its device memory.
-std::shared_ptr<const BeamWeights> layers_of_kind(std::shared_ptr<const BeamWeights> weights, MlpKind kind);
+std::shared_ptr<const BeamWeights> layers_of_kind(std::shared_ptr<const BeamWeights> weights,
+                                                  MlpKind kind);
 
 }  // namespace beam

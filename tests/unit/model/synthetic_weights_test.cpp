@@ -16,7 +16,9 @@
 namespace beam {
 namespace {
 
-std::string models(const std::string& name) { return std::string(BEAMSERVE_SOURCE_DIR) + "/models/" + name; }
+std::string models(const std::string& name) {
+  return std::string(BEAMSERVE_SOURCE_DIR) + "/models/" + name;
+}
 
 KernelContext cpu(ThreadPool& pool) {
   KernelContext ctx;
@@ -76,7 +78,8 @@ TEST(SliceConfig, BeamPatternOneDenseThenMoeEndingFull) {
   }
   auto two = slice_config(*base, {2, 1});
   ASSERT_TRUE(two.ok());
-  EXPECT_EQ(two->layer_types, (std::vector<AttentionKind>{AttentionKind::kSliding, AttentionKind::kFull}));
+  EXPECT_EQ(two->layer_types,
+            (std::vector<AttentionKind>{AttentionKind::kSliding, AttentionKind::kFull}));
   auto eight = slice_config(*base, {8, 0});
   ASSERT_TRUE(eight.ok());
   EXPECT_EQ(eight->num_layers_of(AttentionKind::kFull), 2);  // layer 5 and the last
@@ -94,7 +97,8 @@ TEST(SyntheticWeights, BeamSliceSizeMatchesItsTensors) {
   ASSERT_TRUE(c.ok());
   const double expert = 3.0 * 5120 * 2560 * 2, router = 256.0 * 5120 * 4;
   const double attn = (2.0 * 6144 + 2 * 1024) * 5120 * 2 + 5120.0 * 6144 * 2;
-  const double expected = 2 * 151936.0 * 5120 * 2 + 6 * attn + 3.0 * 5120 * 17408 * 2 + 5 * (256 * expert + router);
+  const double expected =
+      2 * 151936.0 * 5120 * 2 + 6 * attn + 3.0 * 5120 * 17408 * 2 + 5 * (256 * expert + router);
   const double got = static_cast<double>(synthetic_weight_bytes(*c));
   EXPECT_GE(got, expected);
   EXPECT_LT(got, expected + 1e6);  // alignment and the small vectors
@@ -110,7 +114,8 @@ TEST(SyntheticWeights, TinyBeamForwardGivesFiniteSpreadLogitsAndRouting) {
   ASSERT_TRUE(w.ok()) << w.error().message;
   const BeamWeights& bw = **w;
   EXPECT_EQ(bw.layers.size(), 3u);
-  EXPECT_EQ(bw.layers[1].moe.experts_gate_up.shape, (Shape{c->num_experts, 2 * c->moe_intermediate_size, c->hidden_size}));
+  EXPECT_EQ(bw.layers[1].moe.experts_gate_up.shape,
+            (Shape{c->num_experts, 2 * c->moe_intermediate_size, c->hidden_size}));
   EXPECT_EQ(bw.layers[0].dense.down.shape, (Shape{c->hidden_size, c->intermediate_size}));
   EXPECT_EQ(bw.layers[0].moe.router.data, nullptr);
   EXPECT_NE(bw.lm_head.data, bw.embed.data);
@@ -123,8 +128,10 @@ TEST(SyntheticWeights, TinyBeamForwardGivesFiniteSpreadLogitsAndRouting) {
   std::vector<std::vector<int32_t>> tokens;
   ForwardBatch b;
   b.capture_routing = true;
-  for (int64_t s = 0; s < batch; ++s) tokens.push_back({static_cast<int32_t>(3 * s + 1), static_cast<int32_t>(5 * s + 2)});
-  for (int64_t s = 0; s < batch; ++s) b.seqs.push_back(SeqChunk{tokens[s], 0, 0, kv->block_table(s), kv->block_table(s), false});
+  for (int64_t s = 0; s < batch; ++s)
+    tokens.push_back({static_cast<int32_t>(3 * s + 1), static_cast<int32_t>(5 * s + 2)});
+  for (int64_t s = 0; s < batch; ++s)
+    b.seqs.push_back(SeqChunk{tokens[s], 0, 0, kv->block_table(s), kv->block_table(s), false});
   ForwardOutput out;
   ASSERT_TRUE(model.forward(b, kv->layers(), out).ok());
   ASSERT_EQ(out.num_rows(), batch);
@@ -135,7 +142,8 @@ TEST(SyntheticWeights, TinyBeamForwardGivesFiniteSpreadLogitsAndRouting) {
   }
   EXPECT_GT(distinct.size(), out.logits.size() / 4);
   // Random router weights spread 16 tokens over most of tiny-beam's 16 experts (top-4).
-  std::set<int32_t> experts(out.routed_experts.begin(), out.routed_experts.begin() + 2 * batch * c->num_experts_per_tok);
+  std::set<int32_t> experts(out.routed_experts.begin(),
+                            out.routed_experts.begin() + 2 * batch * c->num_experts_per_tok);
   EXPECT_GE(experts.size(), 8u);
 }
 
