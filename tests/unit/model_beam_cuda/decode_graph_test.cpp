@@ -1,0 +1,187 @@
+// CUDA graphs of decode steps (model/beam/decode_graphs.h): two GPU models over the same weights,
+// one replaying graphs and one eager (KernelContext::cuda_graphs = false), run the same greedy
+// steps; every step's logits must be bit-identical — at exact buckets, padded batches, after
+// sequences leave and join (new block tables under a captured graph), and across prefill/decode
+// mixing. An engine with graphs reproduces the CPU engine's greedy tokens on beam-nano.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <span>
+
+#include "../model_beam/beam_goldens.h"
+#include "../runtime_engine/engine_test_util.h"
+#include "cuda_model_fixture.h"
+#include "runtime/engine.h"
+
+namespace beam::testing {
+namespace {
+
+struct Seq {
+  std::vector<int32_t> tokens;
+  int64_t slot = 0;      // LocalKvCache sequence slot (same in both caches)
+  int64_t computed = 0;  // tokens already in the KV cache
+};
+
+int32_t argmax(std::span<const float> row) {
+  return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+class DecodeGraphTest : public CudaModelTest {
+ protected:
+  // Graph and eager models of models/<name>, each with a cache of num_slots x max_tokens.
+  void make_models(const std::string& name, int64_t num_slots, int64_t max_tokens) {
+    auto host = load_model(name);
+    ASSERT_NE(host, nullptr);
+    auto uploaded = upload_weights(gpu_, host);
+    ASSERT_TRUE(uploaded.ok()) << uploaded.error().message;
+    KernelContext eager_ctx = gpu_;
+    eager_ctx.cuda_graphs = false;
+    graph_ = std::make_unique<BeamModel>(uploaded->weights, gpu_);
+    eager_ = std::make_unique<BeamModel>(uploaded->weights, eager_ctx);
+    auto kv_g = LocalKvCache::create(gpu_, graph_->config(), num_slots, max_tokens);
+    auto kv_e = LocalKvCache::create(gpu_, eager_->config(), num_slots, max_tokens);
+    ASSERT_TRUE(kv_g.ok() && kv_e.ok());
+    kv_graph_ = std::make_unique<LocalKvCache>(std::move(*kv_g));
+    kv_eager_ = std::make_unique<LocalKvCache>(std::move(*kv_e));
+  }
+
+  static ForwardBatch batch_of(const std::vector<Seq*>& seqs, const LocalKvCache& kv) {
+    ForwardBatch batch;
+    for (const Seq* s : seqs) {
+      std::span<const int32_t> todo(s->tokens.data() + s->computed, s->tokens.size() - s->computed);
+      batch.seqs.push_back(SeqChunk{todo, 0, s->computed, kv.block_table(s->slot),
+                                    kv.block_table(s->slot), false});
+    }
+    return batch;
+  }
+
+  // One step of seqs (each runs its uncomputed tokens) on both models; the logits must be
+  // bit-identical. Appends each sequence's greedy token.
+  void step(const std::vector<Seq*>& seqs, const std::string& what) {
+    ForwardOutput g, e;
+    auto sg = graph_->forward(batch_of(seqs, *kv_graph_), kv_graph_->layers(), g);
+    auto se = eager_->forward(batch_of(seqs, *kv_eager_), kv_eager_->layers(), e);
+    ASSERT_TRUE(sg.ok()) << sg.error().message;
+    ASSERT_TRUE(se.ok()) << se.error().message;
+    ASSERT_EQ(g.num_rows(), static_cast<int64_t>(seqs.size())) << what;
+    ASSERT_EQ(g.logits.size(), e.logits.size()) << what;
+    EXPECT_EQ(g.row_seq, e.row_seq) << what;
+    EXPECT_EQ(g.row_position, e.row_position) << what;
+    for (int64_t r = 0; r < g.num_rows(); ++r) {
+      auto a = g.row(r), b = e.row(r);
+      int64_t differing = 0;
+      for (size_t i = 0; i < a.size(); ++i)
+        differing += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+      EXPECT_EQ(differing, 0) << what << ": row " << r << " differs in " << differing << " of "
+                              << a.size() << " logits";
+    }
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      seqs[i]->computed = static_cast<int64_t>(seqs[i]->tokens.size());
+      seqs[i]->tokens.push_back(argmax(g.row(static_cast<int64_t>(i))));
+    }
+  }
+
+  // n sequences with prompts up to `longest` tokens: one prefill step, then `decode_steps`
+  // decode steps compared bit for bit; one capture, replays on every step after the warm-up.
+  void check_batch(int64_t n, int64_t longest, int64_t decode_steps) {
+    const int64_t max_tokens = longest + decode_steps + 2;
+    make_models("tiny-beam", n, max_tokens);
+    if (::testing::Test::HasFatalFailure()) return;
+    const int64_t vocab = graph_->config().vocab_size;
+    std::vector<Seq> seqs(static_cast<size_t>(n));
+    std::vector<Seq*> all;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t len = i == 0 ? longest : 3 + (i * 37) % longest;
+      seqs[i] = Seq{random_tokens(len, vocab, 100 + static_cast<uint64_t>(i)), i, 0};
+      all.push_back(&seqs[i]);
+    }
+    step(all, "prefill");
+    for (int64_t s = 0; s < decode_steps; ++s) step(all, "decode step " + std::to_string(s));
+    EXPECT_EQ(graph_->decode_graphs().num_captures(), 1);
+    EXPECT_EQ(graph_->decode_graphs().num_replays(), decode_steps - 1);
+    EXPECT_EQ(eager_->decode_graphs().num_replays(), 0);
+  }
+
+  std::unique_ptr<BeamModel> graph_, eager_;
+  std::unique_ptr<LocalKvCache> kv_graph_, kv_eager_;
+};
+
+TEST_F(DecodeGraphTest, BatchOfOneMatchesEagerBitForBit) { check_batch(1, 300, 5); }
+
+// Padded to the bucket of 4; the longest context (1,100 keys) takes the split-KV path.
+TEST_F(DecodeGraphTest, BatchOfThreePaddedToFourMatchesEagerBitForBit) { check_batch(3, 1100, 5); }
+
+TEST_F(DecodeGraphTest, BatchOfThirtyTwoMatchesEagerBitForBit) { check_batch(32, 80, 4); }
+
+// A captured bucket replays after a sequence leaves and another joins (other block tables,
+// other positions), the join's prefill runs in a mixed (eager) step, and a smaller batch pads
+// into the same bucket.
+TEST_F(DecodeGraphTest, ReplayAfterLeaveAndJoinMatchesEager) {
+  make_models("tiny-beam", 5, 200);
+  if (HasFatalFailure()) return;
+  const int64_t vocab = graph_->config().vocab_size;
+  std::vector<Seq> s(5);
+  const int64_t lens[5] = {40, 70, 25, 130, 90};
+  for (int64_t i = 0; i < 5; ++i) s[i] = Seq{random_tokens(lens[i], vocab, 7 + static_cast<uint64_t>(i)), i, 0};
+
+  step({&s[0], &s[1], &s[2], &s[3]}, "prefill A-D");
+  for (int k = 0; k < 3; ++k) step({&s[0], &s[1], &s[2], &s[3]}, "decode A-D " + std::to_string(k));
+  EXPECT_EQ(graph_->decode_graphs().num_captures(), 1);
+  const int64_t replays = graph_->decode_graphs().num_replays();
+  EXPECT_EQ(replays, 2);
+
+  // C leaves; E joins with its prefill in a mixed step (decodes of A, B, D + E's prompt).
+  step({&s[0], &s[1], &s[3], &s[4]}, "mixed: decode A, B, D + prefill E");
+  EXPECT_EQ(graph_->decode_graphs().num_replays(), replays) << "a mixed step must run eagerly";
+  for (int k = 0; k < 3; ++k) step({&s[0], &s[1], &s[3], &s[4]}, "decode A, B, D, E " + std::to_string(k));
+  // D leaves: three sequences pad into the same bucket of 4.
+  for (int k = 0; k < 2; ++k) step({&s[4], &s[0], &s[1]}, "decode E, A, B " + std::to_string(k));
+  EXPECT_EQ(graph_->decode_graphs().num_captures(), 1) << "new block tables must not recapture";
+  EXPECT_EQ(graph_->decode_graphs().num_replays(), replays + 5);
+}
+
+EngineOptions nano_engine_options(Device device, bool cuda_graphs) {
+  EngineOptions o;
+  o.device = device;
+  o.num_threads = 2;
+  o.block_size_tokens = 16;
+  o.kv_budget_bytes = 64 << 20;
+  o.max_running = 16;
+  o.cuda_graphs = cuda_graphs;
+  return o;
+}
+
+TEST_F(DecodeGraphTest, EngineWithGraphsGeneratesTheCpuEnginesGreedyTokens) {
+  GreedyGoldens golden = load_greedy_goldens("beam-nano");
+  ASSERT_FALSE(golden.cases.empty());
+  auto weights = engine_test_model("beam-nano");
+  ASSERT_NE(weights, nullptr);
+  std::vector<RunRequest> reqs;
+  for (const GreedyCase& c : golden.cases) {
+    SamplingParams p;
+    p.temperature = 0;
+    p.max_tokens = golden.max_new_tokens;
+    p.stop_token_ids = golden.stop_token_ids;
+    reqs.push_back(RunRequest{c.prompt_ids, p});
+  }
+  auto cpu = Engine::create(weights, nano_engine_options(Device::kCpu, false));
+  ASSERT_TRUE(cpu.ok()) << cpu.error().message;
+  auto graphs = Engine::create(weights, nano_engine_options(Device::kCuda, true));
+  ASSERT_TRUE(graphs.ok()) << graphs.error().message;
+  auto eager = Engine::create(weights, nano_engine_options(Device::kCuda, false));
+  ASSERT_TRUE(eager.ok()) << eager.error().message;
+  const auto want = run_all(**cpu, reqs);
+  const auto with_graphs = run_all(**graphs, reqs);
+  const auto without = run_all(**eager, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(with_graphs[i][0].tokens, want[i][0].tokens) << "case " << i << " with graphs";
+    EXPECT_EQ(without[i][0].tokens, want[i][0].tokens) << "case " << i << " without graphs";
+  }
+  // Alone (bucket 1) after the batched run (bucket 8): graphs of both buckets coexist.
+  EXPECT_EQ(run_all(**graphs, {reqs[0]})[0][0].tokens, want[0][0].tokens);
+  expect_pools_full(**graphs);
+}
+
+}  // namespace
+}  // namespace beam::testing
