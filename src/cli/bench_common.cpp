@@ -18,6 +18,10 @@ std::set<std::string> bench_common_flags() {
   return {"device", "threads", "config", "layers", "dense-layers", "weight-seed", "json", "commit"};
 }
 
+std::set<std::string> bench_common_bool_flags() {
+  return {"no-cuda-graphs"};
+}
+
 int bench_fail(const std::string& message) {
   std::fprintf(stderr, "bench: %s\n", message.c_str());
   return 1;
@@ -32,6 +36,7 @@ Expected<std::unique_ptr<BenchDevice>> open_bench_device(const Args& args) {
   d->pool = std::make_unique<ThreadPool>(n);
   d->ctx.device = device;
   d->ctx.pool = d->pool.get();
+  d->ctx.cuda_graphs = !args.has("no-cuda-graphs");
   switch (device) {
     case Device::kCpu:
       break;
@@ -117,6 +122,7 @@ nlohmann::json report_header(const std::string& benchmark, const Args& args,
           {"device", device_name(ctx)},
           {"device_memory", describe_device(ctx)},
           {"command", command},
+          {"cuda_graphs", ctx.cuda_graphs},
           {"model", model_json(config)}};
 }
 

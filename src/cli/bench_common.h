@@ -16,8 +16,10 @@
 
 namespace beam::cli {
 
-// The flags every GPU benchmark accepts (add the command's own to these).
+// The flags every GPU benchmark accepts (add the command's own to these), and the valueless ones
+// (--no-cuda-graphs: decode steps run eagerly instead of replaying CUDA graphs).
 std::set<std::string> bench_common_flags();
+std::set<std::string> bench_common_bool_flags();
 
 // A kernel context on --device with its CUDA context and CPU pool (--threads, 0 = all cores).
 struct BenchDevice {

@@ -199,7 +199,7 @@ Status bench_attention(KernelBench& kb, const BeamConfig& c, const std::vector<i
 int bench_kernels(int argc, char** argv) {
   auto flags = bench_common_flags();
   flags.insert({"batches", "context", "prefill-tokens", "reps"});
-  auto args = Args::parse(argc, argv, flags);
+  auto args = Args::parse(argc, argv, flags, bench_common_bool_flags());
   if (!args.ok()) return bench_fail(args.error().message);
   auto batches = Args::parse_int_list("batches", args->get_or("batches", "1,32,128"));
   auto context = args->get_int("context", 512);

@@ -33,7 +33,7 @@ int bench_serve(int argc, char** argv) {
   auto flags = bench_common_flags();
   flags.insert(
       {"concurrency", "prompt-len", "output-len", "kv-budget-mb", "max-step-tokens", "seed"});
-  auto args = Args::parse(argc, argv, flags);
+  auto args = Args::parse(argc, argv, flags, bench_common_bool_flags());
   if (!args.ok()) return bench_fail(args.error().message);
   auto levels = Args::parse_int_list("concurrency", args->get_or("concurrency", "1,8,32"));
   auto prompt = args->get_int("prompt-len", 512);
@@ -60,6 +60,7 @@ int bench_serve(int argc, char** argv) {
   eo.device = *device;
   eo.max_running = *std::max_element(levels->begin(), levels->end());
   eo.max_tokens_per_step = *step;
+  eo.cuda_graphs = !args->has("no-cuda-graphs");
   eo.num_threads = threads.ok() ? static_cast<int>(*threads) : 0;
   if (*kv_mb > 0) eo.kv_budget_bytes = *kv_mb << 20;
   auto engine = Engine::create(std::move(*weights), eo);

@@ -32,7 +32,7 @@ int bench_step(int argc, char** argv) {
   auto flags = bench_common_flags();
   flags.insert({"batches", "context", "warmup", "steps", "prefill-tokens", "prefill-reps",
                 "prefill-chunk", "block-size", "seed"});
-  auto args = Args::parse(argc, argv, flags);
+  auto args = Args::parse(argc, argv, flags, bench_common_bool_flags());
   if (!args.ok()) return bench_fail(args.error().message);
   auto opts = step_options(*args);
   if (!opts.ok()) return bench_fail(opts.error().message);
