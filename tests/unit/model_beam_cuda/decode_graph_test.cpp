@@ -7,11 +7,15 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
+#include <random>
 #include <span>
 
 #include "../model_beam/beam_goldens.h"
 #include "../runtime_engine/engine_test_util.h"
+#include "core/bf16.h"
 #include "cuda_model_fixture.h"
+#include "kernels/api/fixed_attention.h"
 #include "runtime/engine.h"
 
 namespace beam::testing {
@@ -105,6 +109,7 @@ class DecodeGraphTest : public CudaModelTest {
 
   std::unique_ptr<BeamModel> graph_, eager_;
   std::unique_ptr<LocalKvCache> kv_graph_, kv_eager_;
+  std::vector<DeviceBuffer> buffers_;  // device tensors of kernel-level tests
 };
 
 TEST_F(DecodeGraphTest, BatchOfOneMatchesEagerBitForBit) { check_batch(1, 300, 5); }
@@ -139,6 +144,58 @@ TEST_F(DecodeGraphTest, ReplayAfterLeaveAndJoinMatchesEager) {
   for (int k = 0; k < 2; ++k) step({&s[4], &s[0], &s[1]}, "decode E, A, B " + std::to_string(k));
   EXPECT_EQ(graph_->decode_graphs().num_captures(), 1) << "new block tables must not recapture";
   EXPECT_EQ(graph_->decode_graphs().num_replays(), replays + 5);
+}
+
+// The fixed-grid attention of graphs against the eager op at Beam's head shapes (48/8 x 128),
+// padded rows, contexts that take the split-KV path, full and 512-key sliding windows, and a
+// re-plan of the same slot for another batch.
+TEST_F(DecodeGraphTest, FixedAttentionMatchesPagedAttentionAtBeamShapes) {
+  const int64_t Nq = 48, Nkv = 8, D = 128, B = 64, NB = 192, T = 4;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  auto device_random = [&](Shape shape) {
+    std::vector<bf16> host(static_cast<size_t>(shape.numel()));
+    for (bf16& x : host) x = to_bf16(normal(rng));
+    auto buf = allocate_buffer(gpu_, host.size() * sizeof(bf16));
+    EXPECT_TRUE(buf.ok());
+    TensorView dev = buf->view(DType::kBF16, shape);
+    copy_tensor(gpu_, dev, TensorView{host.data(), DType::kBF16, shape, Device::kCpu});
+    buffers_.push_back(*buf);
+    return dev;
+  };
+  PagedKv kv{device_random({NB, B, Nkv, D}), device_random({NB, B, Nkv, D}), B};
+  TensorView q = device_random({T, Nq, D});
+  TensorView out_eager = device_random({T, Nq, D}), out_fixed = device_random({T, Nq, D});
+  std::vector<int32_t> blocks(NB);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  std::shuffle(blocks.begin(), blocks.end(), rng);
+  const int64_t contexts[3] = {100, 1500, 9000};  // 9,000 keys: 18 splits of 512
+  std::vector<AttentionSeq> seqs;
+  size_t next_block = 0;
+  for (int64_t i = 0; i < 3; ++i) {
+    const auto n = static_cast<size_t>((contexts[i] + B - 1) / B);
+    std::span<const int32_t> table(blocks.data() + next_block, n);
+    next_block += n;
+    seqs.push_back(AttentionSeq{i, 1, contexts[i] - 1, 0, contexts[i], table});
+  }
+  auto rows_of = [&](const TensorView& t) {
+    std::vector<uint16_t> host(static_cast<size_t>(3 * Nq * D));
+    copy_tensor(gpu_, TensorView{host.data(), DType::kBF16, {3, Nq, D}, Device::kCpu}, t.rows(0, 3));
+    return host;
+  };
+  for (int64_t window : {int64_t{0}, int64_t{512}}) {
+    for (int pass = 0; pass < 2; ++pass) {  // the second pass re-plans with the order reversed
+      if (pass == 1) {
+        std::reverse(seqs.begin(), seqs.end());
+        for (int64_t i = 0; i < 3; ++i) seqs[i].q_begin = i;
+      }
+      begin_step(gpu_);
+      paged_attention(gpu_, q, kv, seqs, window, out_eager);
+      plan_fixed_attention(gpu_, window > 0 ? 1 : 0, kv, T, Nq, D, seqs, window);
+      fixed_paged_attention(gpu_, window > 0 ? 1 : 0, q, kv, window, out_fixed);
+      EXPECT_EQ(rows_of(out_eager), rows_of(out_fixed)) << "window " << window << " pass " << pass;
+    }
+  }
 }
 
 EngineOptions nano_engine_options(Device device, bool cuda_graphs) {
