@@ -22,8 +22,8 @@ namespace beam {
 // - CUDA graph steps use PinnedRegions owned by their user (the model's decode workspace, the
 //   attention op's fixed plans): addresses never change while the region lives, so a captured
 //   graph can read them; the host rewrites the pinned bytes and uploads them before each replay.
-// The host must not rewrite pinned bytes whose upload may still be in flight: every step ends
-// with a synchronizing copy of the logits, so the next step's writes are safe.
+// The host must not rewrite pinned bytes whose upload may still be in flight: BeamModel::forward
+// synchronizes the stream before it writes a step's metadata.
 
 // Pinned host bytes and a device mirror of the same capacity, at fixed addresses (256-byte
 // aligned) until destroyed. Move-only; freeing synchronizes the device (never inside a capture).

@@ -93,6 +93,9 @@ Status BeamModel::validate(const ForwardBatch& batch, const KvLayers& kv) const 
 
 Status BeamModel::forward(const ForwardBatch& batch, const KvLayers& kv, ForwardOutput& out) {
   BEAM_RETURN_IF_ERROR(validate(batch, kv));
+  // The previous step may have left its logits on the device; its work must be done before the
+  // host rewrites pinned metadata that its uploads read (a no-op when already synchronized).
+  synchronize(ctx_);
   begin_step(ctx_);
   out.routed_experts.clear();
   if (DecodeGraphs::eligible(ctx_, batch)) {
