@@ -1,7 +1,7 @@
 // CUDA moe_route and moe_experts against the CPU reference ops. Routing must give identical ids
 // (ties included) and weights within 1 fp32 ulp (bit-equal expected: the sigmoid uses
 // kernels/cuda/torch_exp.cuh, checked here against SLEEF on the host). Expert outputs differ from
-// the CPU only through the accumulation order: asserted within 3 bf16 ulps or 4e-3 of the
+// the CPU only through the accumulation order: asserted within 3 bf16 ulps or 2e-2 of the
 // output's rms, with the bit-equal and 1-ulp fractions printed. Both expert paths (grouped GEMMs
 // and the small-batch dot products) on tiny shapes, odd widths, empty experts, all tokens on one
 // expert, and Beam's widths (256 experts of 2560, top-8 of 4/8 groups), and kAuto's choice.
@@ -206,7 +206,7 @@ struct ExpertStats {
   double rel = 0;          // max |got - want| / max |want|
   double bit_equal = 0;    // fraction
   double within_1ulp = 0;  // fraction
-  int64_t bad = 0;         // more than 2 bf16 ulps and more than 4e-3 * rms(want) apart, or NaN
+  int64_t bad = 0;         // more than 3 bf16 ulps and more than 2e-2 * rms(want) apart, or NaN
   int64_t worst = -1;
 };
 
@@ -218,7 +218,7 @@ ExpertStats expert_stats(const TensorView& got, const TensorView& want) {
     sumsq += w * w;
     max_ref = std::max(max_ref, std::fabs(w));
   }
-  const double tol = 4e-3 * std::sqrt(sumsq / std::max<int64_t>(n, 1));
+  const double tol = 2e-2 * std::sqrt(sumsq / std::max<int64_t>(n, 1));
   ExpertStats s;
   int64_t equal = 0, close = 0;
   for (int64_t i = 0; i < n; ++i) {
