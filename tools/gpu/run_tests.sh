@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the CUDA test suite on the GPU machine from prebuilt binaries: every CUDA gtest binary
 # present (kernels_cuda_tests, model_beam_cuda_tests) and the golden CLI check
-# (`beamserve forward --device cuda` against models/tiny-beam/golden). Run from the repo root:
+# (`beamserve forward --device cuda` against models/tiny-beam/golden), and the HTTP server on the GPU
+# (tools/gpu/server_smoke.py). Run from the repo root:
 #
 #   tools/gpu/run_tests.sh [BIN_DIR]        # BIN_DIR: $BEAMSERVE_GPU_BIN, else build/gpu-bundle/bin
 #
@@ -84,6 +85,12 @@ if [[ -x "$bin_dir/beamserve" ]]; then
   record golden_cli $?
 else
   echo "== golden_cli: no beamserve in $bin_dir, skipped"
+fi
+
+if [[ -x "$bin_dir/beamserve" ]]; then
+  echo "== server_smoke (beamserve serve --device cuda, raw HTTP)"
+  python3 tools/gpu/server_smoke.py "$bin_dir" cuda 2>&1 | tee ${out_dir:+"$out_dir/server_smoke.log"}
+  record server_smoke $?
 fi
 
 if [[ "$ran_any" -eq 0 ]]; then

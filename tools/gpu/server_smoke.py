@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""The HTTP server on the GPU, driven over raw HTTP (the GPU machine has neither node nor the
+official SDKs, and the 64 MiB carry limit leaves no room to bring them): `beamserve serve --device
+cuda` on models/beam-nano must reproduce the reference's greedy continuations through
+/v1/completions (plain and streamed), answer chat, responses and messages, count tokens, and end
+with no request left in the engine (/metrics). Exit 0 when every check passes.
+
+    python3 tools/gpu/server_smoke.py BIN_DIR [DEVICE]     # from the repo root; DEVICE: cuda (default) or cpu
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+
+BIN = os.path.join(sys.argv[1] if len(sys.argv) > 1 else "build/gpu-bundle/bin", "beamserve")
+DEVICE = sys.argv[2] if len(sys.argv) > 2 else "cuda"
+GOLDEN = json.load(open("models/beam-nano/golden/greedy.json"))
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def post(base, path, body, stream=False):
+    req = urllib.request.Request(base + path, json.dumps(body).encode(), {"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        raw = r.read().decode()
+    if not stream:
+        return json.loads(raw)
+    return [json.loads(line[6:]) for line in raw.splitlines() if line.startswith("data: {")]
+
+
+def start():
+    proc = subprocess.Popen([BIN, "serve", "--device", DEVICE, "--model", "models/beam-nano", "--port", "0"],
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    port = None
+    while time.time() < deadline and port is None:
+        line = proc.stderr.readline()
+        if not line and proc.poll() is not None:
+            sys.exit("server exited: " + str(proc.returncode))
+        sys.stderr.write(line)
+        m = re.search(r"listening on http://[^:]+:(\d+)", line)
+        port = int(m.group(1)) if m else None
+    base = f"http://127.0.0.1:{port}"
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(base + "/health", timeout=5).status == 200:
+                return proc, base
+        except Exception:
+            time.sleep(0.2)
+    sys.exit("server not healthy in 120 s")
+
+
+def main():
+    proc, base = start()
+    try:
+        limit = GOLDEN["decoding"]["max_new_tokens"]
+        for c in GOLDEN["cases"]:
+            r = post(base, "/v1/completions", {"prompt": c["prompt"], "max_tokens": limit, "temperature": 0})
+            check(r["choices"][0]["text"] == c["generated_text"], f"completions greedy = reference ({c['source']})")
+        c = GOLDEN["cases"][0]
+        chunks = post(base, "/v1/completions", {"prompt": c["prompt"], "max_tokens": limit, "temperature": 0,
+                                                "stream": True}, stream=True)
+        check("".join(ch["choices"][0]["text"] for ch in chunks if ch["choices"]) == c["generated_text"],
+              "streamed completion concatenates to the reference")
+        batch = [post(base, "/v1/completions", {"prompt": c["prompt"], "max_tokens": limit, "temperature": 0.8,
+                                                 "seed": 7}) for _ in range(2)]
+        check(batch[0]["choices"][0]["text"] == batch[1]["choices"][0]["text"], "same seed, same sampled text")
+        chat = post(base, "/v1/chat/completions", {"messages": [{"role": "user", "content": "def add(a, b):"}],
+                                                   "max_tokens": 24, "temperature": 0, "logprobs": True,
+                                                   "top_logprobs": 3})
+        choice = chat["choices"][0]
+        check(isinstance(choice["message"]["content"], str) and chat["usage"]["completion_tokens"] > 0, "chat answers")
+        lp = choice["logprobs"]["content"]
+        check(len(lp) == chat["usage"]["completion_tokens"] and all(len(t["top_logprobs"]) == 3 for t in lp),
+              "chat logprobs with 3 alternatives per token")
+        resp = post(base, "/v1/responses", {"input": "def add(a, b):", "max_output_tokens": 16, "temperature": 0})
+        check(resp.get("status") in ("completed", "incomplete") and resp["output"][0]["content"][0]["text"],
+              "responses answers")
+        msg = post(base, "/v1/messages", {"max_tokens": 16, "temperature": 0,
+                                          "messages": [{"role": "user", "content": "class Stack:"}]})
+        check(msg["type"] == "message" and msg["content"][0]["type"] == "text", "messages answers")
+        count = post(base, "/v1/messages/count_tokens", {"messages": [{"role": "user", "content": "class Stack:"}]})
+        check(count["input_tokens"] == msg["usage"]["input_tokens"], "count_tokens = messages input tokens")
+        metrics = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
+        running = re.search(r"^beamserve_requests_running\S* (\S+)$", metrics, re.M)
+        check(running is None or float(running.group(1)) == 0, "no request left running")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    print(f"{len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
