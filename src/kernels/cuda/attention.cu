@@ -7,9 +7,11 @@
 // heads of that KV head for every row of the tile (GQA: K/V are read once per tile, not per q
 // head). Prefill chunks get tiles of up to 64 / G rows (10 at Beam's G = 6), so an 8K prefill is
 // thousands of CTAs. Decode rows (tiles of 1 row) see up to the whole context; when the batch's
-// CTAs would carry more keys each than a balanced share over the SMs, long items are split along
-// the fixed 512-key split grid into one CTA per split (split-KV), and a reduce kernel folds the
-// partial softmax states. Splitting never changes a result bit (see attention_kernels.cuh).
+// CTAs would carry more keys each than a balanced share of 4 CTAs per SM, long items are split
+// along their rows' split grid (64-key splits up to 4096 visible keys, so a batch-1 decode over
+// 512 keys runs 8 splits x 8 KV heads = 64 CTAs) into one CTA per split (split-KV), and a reduce
+// kernel folds the partial softmax states. Splitting never changes a result bit, and a row's bits
+// never depend on the other rows of the batch (see attention_kernels.cuh).
 //
 // Fixed plans (CUDA graphs, kernels/api/fixed_attention.h): the same host plan is written into a
 // per-pool PinnedRegion at fixed addresses (grown, never inside a capture) and uploaded before the
@@ -65,13 +67,17 @@ namespace {
 
 using Geometry = AttentionGeometry;
 
-// A tile of rows before the split decision: its visible logical slots [lo, hi].
+// A tile of rows before the split decision: the visible logical slots [lo, hi] of its rows, and
+// the split size of its first and last row (split_keys is monotonic in the row).
 struct Tile {
   int32_t seq, row0, rows;
-  int64_t lo, hi;
+  int64_t lo, hi, first_split_keys, last_split_keys;
   int64_t keys() const { return hi - lo + 1; }
-  int32_t split_begin() const { return static_cast<int32_t>(lo / ad::kSplitKeys); }
-  int32_t split_end() const { return static_cast<int32_t>(hi / ad::kSplitKeys + 1); }
+  // Splits of the tile when every row has the same split grid, else 0 (never split).
+  int64_t splits() const {
+    if (first_split_keys != last_split_keys) return 0;
+    return hi / last_split_keys - lo / last_split_keys + 1;
+  }
 };
 
 struct Plan {
@@ -127,34 +133,41 @@ std::vector<Tile> plan_tiles(std::span<const AttentionSeq> seqs, const Geometry&
       const int64_t rows = std::min(tile_rows, s.q_count - r);
       const int64_t hi_first = s.q_pos0 + r - s.kv_pos0, hi_last = hi_first + rows - 1;
       const int64_t lo = g.window > 0 ? std::max<int64_t>(0, hi_first - g.window + 1) : 0;
-      tiles.push_back({seq, static_cast<int32_t>(r), static_cast<int32_t>(rows), lo, hi_last});
+      const int64_t lo_last = g.window > 0 ? std::max<int64_t>(0, hi_last - g.window + 1) : 0;
+      tiles.push_back({seq, static_cast<int32_t>(r), static_cast<int32_t>(rows), lo, hi_last,
+                       ad::split_keys(hi_first - lo + 1), ad::split_keys(hi_last - lo_last + 1)});
     }
   }
   return tiles;
 }
 
 // Splits the tiles whose keys exceed twice a balanced share of 4 CTAs per SM (never below one
-// split), then orders items longest first so the tail of the grid is short.
+// minimal split) into one item per split of their rows' grid, then orders items longest first so
+// the tail of the grid is short.
 void plan_items(const std::vector<Tile>& tiles, const Geometry& g, int num_sms, Plan& plan) {
   int64_t total_keys = 0;
   for (const Tile& t : tiles) total_keys += t.keys();
-  const int64_t share = std::max<int64_t>(ad::kSplitKeys, total_keys * g.num_kv_heads /
-                                                              (4 * int64_t{num_sms}));
+  const int64_t share = std::max<int64_t>(ad::kMinSplitKeys, total_keys * g.num_kv_heads /
+                                                                 (4 * int64_t{num_sms}));
   std::vector<std::pair<int64_t, ad::WorkItem>> items;  // (keys, item)
   for (const Tile& t : tiles) {
-    const int32_t sb = t.split_begin(), se = t.split_end();
-    if (se - sb < 2 || t.keys() <= 2 * share) {
-      items.push_back({t.keys(), {t.seq, t.row0, t.rows, sb, se, -1}});
+    const int64_t splits = t.splits();
+    if (splits < 2 || t.keys() <= 2 * share) {
+      items.push_back({t.keys(), {t.seq, t.row0, t.rows, 0, 0, -1}});
       continue;
     }
+    const int64_t size = t.last_split_keys, first = t.lo / size;
+    BEAM_CHECK(first + splits < (int64_t{1} << 31) && size < (int64_t{1} << 31))
+        << "paged_attention: split grid beyond 2^31 slots";
     const auto base = static_cast<int32_t>(plan.records);
-    plan.groups.push_back({t.seq, t.row0, t.rows, se - sb, base});
+    plan.groups.push_back({t.seq, t.row0, t.rows, static_cast<int32_t>(splits), base});
     const int64_t per_split = int64_t{t.rows} * g.num_heads;
-    for (int32_t s = sb; s < se; ++s) {
-      const auto partial = static_cast<int32_t>(base + (s - sb) * per_split);
-      items.push_back({ad::kSplitKeys, {t.seq, t.row0, t.rows, s, s + 1, partial}});
+    for (int64_t s = 0; s < splits; ++s) {
+      const auto partial = static_cast<int32_t>(base + s * per_split);
+      items.push_back({size, {t.seq, t.row0, t.rows, static_cast<int32_t>(first + s),
+                              static_cast<int32_t>(size), partial}});
     }
-    plan.records += (se - sb) * per_split;
+    plan.records += splits * per_split;
     BEAM_CHECK(plan.records < (int64_t{1} << 31)) << "paged_attention: too many split records";
   }
   std::stable_sort(items.begin(), items.end(),

@@ -5,11 +5,14 @@
 //
 // Numerics (match kernels/cpu/attention.cpp): scores s = fp32(q·k) * scale, fp32 online softmax,
 // P kept in fp32 (never rounded) for the fp32 P·V accumulation, one bf16 rounding of acc / sum.
-// Keys are visited in 32-key tiles on a fixed grid of logical slots, grouped into fixed 512-key
-// splits; each split's softmax state is folded into the row's total with fold_state(), in split
-// order. A split-KV item computes one split and the reduce kernel folds the partials with the
-// same fold_state() in the same order, so a row's bits do not depend on whether its item was
-// split, on its tile of rows, or on the rest of the batch.
+// Keys are visited in 32-key tiles on a fixed grid of logical slots, grouped into splits of
+// split_keys(n) slots aligned on that grid, where n is the number of keys the row sees (64-key
+// splits up to 4096 keys, then doubling so a row has at most ~64 splits); each split's softmax
+// state is folded into the row's total with fold_state(), in split order. A split-KV item
+// computes one split and the reduce kernel folds the partials with the same fold_state() in the
+// same order. The split grid of a row depends only on its own visible keys, so a row's bits do
+// not depend on whether its item was split, on its tile of rows, or on the rest of the batch
+// (batch invariance and split/unsplit bit-identity).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -19,7 +22,8 @@
 namespace beam::cuda::attention_detail {
 
 constexpr int kTile = 32;         // keys per online-softmax step: lane j scores key j
-constexpr int kSplitKeys = 512;   // the fixed split grid on logical slots (multiple of kTile)
+constexpr int kMinSplitKeys = 64;  // the finest split grid on logical slots (multiple of kTile)
+constexpr int kMaxSplits = 64;     // split_keys() doubles until a row has about this many splits
 constexpr int kWarps = 8;         // warps of an attend CTA
 constexpr int kReduceThreads = 128;
 
@@ -32,12 +36,21 @@ struct SeqDesc {
   int64_t q_begin, q_pos0, kv_pos0, table_offset;
 };
 
-// Query rows [row0, row0 + rows) of a sequence over splits [split_begin, split_end). partial < 0:
-// the item covers every split its rows see and writes out; otherwise it covers exactly one split
-// and writes records partial + r * Nq + h for its row r and q head h.
+// Query rows [row0, row0 + rows) of a sequence. partial < 0: the item covers every key its rows
+// see and writes out; otherwise it covers exactly split `split` (slots [split * split_keys,
+// (split + 1) * split_keys), the split size of every row of the item) and writes records
+// partial + r * Nq + h for its row r and q head h.
 struct WorkItem {
-  int32_t seq, row0, rows, split_begin, split_end, partial;
+  int32_t seq, row0, rows, split, split_keys, partial;
 };
+
+// The split size of a row that sees n keys: a power-of-two multiple of kMinSplitKeys with at
+// most kMaxSplits splits of n keys (one more when they straddle the grid). Host and device.
+__host__ __device__ constexpr int64_t split_keys(int64_t n) {
+  int64_t c = kMinSplitKeys;
+  while (c * kMaxSplits < n) c *= 2;
+  return c;
+}
 
 // The split items of one tile of rows: record of split s (0-based within the group), row r and
 // q head h is partial + (s * rows + r) * Nq + h.
@@ -236,34 +249,39 @@ __device__ __forceinline__ void attend_item(const Params& p, const WorkItem& it,
   const int64_t cta_lo = visible(s, p_first, p.window).lo;
   const int64_t cta_hi = visible(s, p_first + it.rows - 1, p.window).hi;
 
+  int64_t lo = cta_lo, hi = cta_hi;
+  if (it.partial >= 0) {
+    lo = max(lo, int64_t{it.split} * it.split_keys);
+    hi = min(hi, int64_t{it.split + 1} * it.split_keys - 1);
+  }
   RowState<DPL> total[R], cur[R];
+  int64_t row_split[R];  // split size of each row (folds cur into total at its boundaries)
 #pragma unroll
   for (int u = 0; u < R; ++u) {
     total[u].reset();
     cur[u].reset();
+    const SlotRange vis = visible(s, p_first + (warp + kWarps * u) / G, p.window);
+    row_split[u] = split_keys(vis.hi - vis.lo + 1);
   }
-  for (int split = it.split_begin; split < it.split_end; ++split) {
-    const int64_t lo = max(cta_lo, int64_t{split} * kSplitKeys);
-    const int64_t hi = min(cta_hi, int64_t{split + 1} * kSplitKeys - 1);
-    for (int64_t t0 = lo / kTile * kTile; t0 <= hi; t0 += kTile) {
-      __syncthreads();  // previous tile consumed (and q_s written, on the first pass)
-      load_tile<D>(p, s, kvh, t0, lo, hi, k_s, v_s);
-      __syncthreads();
-#pragma unroll
-      for (int u = 0; u < R; ++u) {
-        const int i = warp + kWarps * u;
-        if (i >= qrows) continue;
-        const SlotRange vis = visible(s, p_first + i / G, p.window);
-        if (t0 > vis.hi || t0 + kTile - 1 < vis.lo) continue;
-        attend_tile<D>(p, q_s + i * D, k_s, v_s, t0, vis.lo, vis.hi, cur[u]);
-      }
-    }
+  for (int64_t t0 = lo / kTile * kTile; t0 <= hi; t0 += kTile) {
+    __syncthreads();  // previous tile consumed (and q_s written, on the first pass)
+    load_tile<D>(p, s, kvh, t0, lo, hi, k_s, v_s);
+    __syncthreads();
 #pragma unroll
     for (int u = 0; u < R; ++u) {
-      total[u].fold(cur[u]);
-      cur[u].reset();
+      const int i = warp + kWarps * u;
+      if (i >= qrows) continue;
+      const SlotRange vis = visible(s, p_first + i / G, p.window);
+      if (t0 <= vis.hi && t0 + kTile - 1 >= vis.lo)
+        attend_tile<D>(p, q_s + i * D, k_s, v_s, t0, vis.lo, vis.hi, cur[u]);
+      if (((t0 + kTile) & (row_split[u] - 1)) == 0) {  // split_keys: a power of two  // last tile of the row's split
+        total[u].fold(cur[u]);
+        cur[u].reset();
+      }
     }
   }
+#pragma unroll
+  for (int u = 0; u < R; ++u) total[u].fold(cur[u]);  // an item ending inside a split
 #pragma unroll
   for (int u = 0; u < R; ++u) {
     const int i = warp + kWarps * u;

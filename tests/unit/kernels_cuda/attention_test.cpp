@@ -124,7 +124,7 @@ const std::vector<SeqSpec> kTinySeqs = {
     {0, 17, 7},       // chunk of 7 after 10 cached
     {999980, 25, 3},  // positions around 10^6
     {0, 1, 1},        // single token
-    {5, 1500, 2},     // kv_pos0 > 0; full attention splits it (3 splits)
+    {5, 1500, 2},     // kv_pos0 > 0; full attention splits it (24 splits of 64 keys)
 };
 
 TEST_F(AttentionCuda, MatchesCpuTinyShapes) {
