@@ -132,6 +132,15 @@ const float* widen_x(CudaContext& ctx, const TensorView& x) {
 }  // namespace
 
 void linear(CudaContext& ctx, const TensorView& x, const TensorView& w, const TensorView& out) {
+  const bool skinny = x.dtype == DType::kBF16 && w.dtype == DType::kBF16 &&
+                      (out.dtype == DType::kBF16 || out.dtype == DType::kF32) &&
+                      x.dim(0) <= kSkinnyDispatchRows;
+  if (skinny) return linear_skinny(ctx, x, w, out);
+  linear_cublaslt(ctx, x, w, out);
+}
+
+void linear_cublaslt(CudaContext& ctx, const TensorView& x, const TensorView& w,
+                     const TensorView& out) {
   const int64_t M = x.dim(0), K = x.dim(1), N = w.dim(0);
   if (M == 0 || N == 0) return;
   const bool bf16_gemm = x.dtype == DType::kBF16 && w.dtype == DType::kBF16;

@@ -1,4 +1,5 @@
-// CUDA linear(): out[M, N] = x[M, K] · w[N, K]ᵀ through cuBLASLt with fp32 accumulation.
+// CUDA linear(): out[M, N] = x[M, K] · w[N, K]ᵀ with fp32 accumulation — a weight-streaming
+// skinny GEMM (gemm_skinny.cu) at small M, cuBLASLt (gemm.cu) otherwise.
 #pragma once
 
 #include "core/tensor.h"
@@ -9,6 +10,21 @@ namespace beam::cuda {
 // Views validated by kernels/api/gemm.cpp, all in device memory. Supported dtypes (x, w, out):
 // (bf16, bf16, bf16|f32) as one bf16 tensor-core GEMM, and (bf16|f32, f32, f32) as an exact fp32
 // GEMM (the router of BEAM.md §3.10; a bf16 x is widened first). Other combinations abort.
+// bf16 x bf16 with M <= kSkinnyDispatchRows runs linear_skinny, everything else linear_cublaslt.
 void linear(CudaContext& ctx, const TensorView& x, const TensorView& w, const TensorView& out);
+
+// Largest M linear_skinny accepts, and the largest M linear() sends to it (past it the x reads
+// from L1 outgrow the weight stream; to be tuned on the H200 with BM_linear).
+constexpr int64_t kSkinnyMaxRows = 16;
+constexpr int64_t kSkinnyDispatchRows = 8;
+
+// (bf16, bf16, bf16|f32) with M <= kSkinnyMaxRows: one warp streams a few rows of w against all of
+// x. Deterministic, and out[m, n] is summed in the same order whatever M is (batch invariant).
+void linear_skinny(CudaContext& ctx, const TensorView& x, const TensorView& w,
+                   const TensorView& out);
+
+// The cuBLASLt path for every supported dtype combination (see linear).
+void linear_cublaslt(CudaContext& ctx, const TensorView& x, const TensorView& w,
+                     const TensorView& out);
 
 }  // namespace beam::cuda

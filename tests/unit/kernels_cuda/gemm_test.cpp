@@ -1,10 +1,12 @@
 // CUDA linear() against the CPU reference op: bf16 GEMMs at M = 0, 1, 7, 300 (tiny, odd and Beam
-// widths), bf16 -> f32 output, and the exact fp32 router GEMM with bf16 or f32 x.
+// widths), bf16 -> f32 output, the exact fp32 router GEMM with bf16 or f32 x, and the skinny
+// small-M kernel (forced) at M = 1, 2, 3, 7, 16 with its batch invariance.
 #include "kernels/api/gemm.h"
 
 #include "cuda_test_util.h"
 #if BEAMSERVE_CUDA
 #include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/gemm.h"
 #endif
 
 namespace beam {
@@ -14,22 +16,32 @@ class LinearCuda : public test::CudaTest {
  protected:
   // Runs linear on both devices for x [M, K] (x_dtype) and w [N, K] (w_dtype) into out_dtype;
   // returns (gpu, cpu) outputs.
+  // skinny: the small-M kernel forced (cuda::linear_skinny) instead of linear()'s choice.
   std::pair<HostTensor, HostTensor> run_both(int64_t M, int64_t N, int64_t K, DType x_dtype,
-                                             DType w_dtype, DType out_dtype, uint64_t seed) {
+                                             DType w_dtype, DType out_dtype, uint64_t seed,
+                                             bool skinny = false) {
     HostTensor x(x_dtype, {M, K}), w(w_dtype, {N, K});
     test::fill_uniform(x.view, seed, 2.0f);
     test::fill_uniform(w.view, seed + 7, 1.0f / std::sqrt(float(K)));
     HostTensor want(out_dtype, {M, N});
     linear(cpu.two, x.view, w.view, want.view);
     const TensorView out = device_tensor(out_dtype, {M, N});
-    linear(gpu, upload(x), upload(w), out);
+    if (skinny) {
+#if BEAMSERVE_CUDA
+      cuda::linear_skinny(*gpu.cuda, upload(x), upload(w), out);
+#endif
+    } else {
+      linear(gpu, upload(x), upload(w), out);
+    }
     return {download(out), std::move(want)};
   }
 
   // bf16 outputs: fp32 accumulation in another order moves few elements by more than 1 ulp.
-  void expect_close_bf16(int64_t M, int64_t N, int64_t K, DType out_dtype, uint64_t seed) {
-    SCOPED_TRACE(::testing::Message() << "M " << M << " N " << N << " K " << K);
-    auto [got, want] = run_both(M, N, K, DType::kBF16, DType::kBF16, out_dtype, seed);
+  void expect_close_bf16(int64_t M, int64_t N, int64_t K, DType out_dtype, uint64_t seed,
+                         bool skinny = false) {
+    SCOPED_TRACE(::testing::Message() << "M " << M << " N " << N << " K " << K
+                                      << (skinny ? " skinny" : ""));
+    auto [got, want] = run_both(M, N, K, DType::kBF16, DType::kBF16, out_dtype, seed, skinny);
     const test::Diff d = test::compare(got.view, want.view, 1);
     std::cout << "linear bf16 M " << M << " N " << N << " K " << K << ": max rel err " << d.rel
               << ", " << d.far << " of " << want.view.numel() << " elements > 1 ulp\n";
@@ -90,13 +102,13 @@ TEST_F(LinearCuda, EmptyBatchWritesNothing) {
   EXPECT_EQ(download(out).view.numel(), 0);
 }
 
-// The same shape twice: one cached plan, identical bits.
+// The same shape twice on the cuBLASLt path (M = 33): one cached plan, identical bits.
 TEST_F(LinearCuda, PlansAreCachedAndDeterministic) {
   std::mt19937 rng(6);
-  HostTensor x = test::random_bf16({7, 512}, rng), w = test::random_bf16({384, 512}, rng);
+  HostTensor x = test::random_bf16({33, 512}, rng), w = test::random_bf16({384, 512}, rng);
   const TensorView dx = upload(x), dw = upload(w);
-  const TensorView a = device_tensor(DType::kBF16, {7, 384}),
-                   b = device_tensor(DType::kBF16, {7, 384});
+  const TensorView a = device_tensor(DType::kBF16, {33, 384}),
+                   b = device_tensor(DType::kBF16, {33, 384});
   linear(gpu, dx, dw, a);
 #if BEAMSERVE_CUDA
   const size_t plans = gpu.cuda->linear.plans.size();
@@ -107,6 +119,56 @@ TEST_F(LinearCuda, PlansAreCachedAndDeterministic) {
 #endif
   EXPECT_TRUE(test::bits_equal(download(a).view, download(b).view));
 }
+
+#if BEAMSERVE_CUDA
+constexpr int64_t kSkinnyRows[] = {1, 2, 3, 7, 16};
+
+TEST_F(LinearCuda, SkinnyTinyAndOddShapes) {
+  for (int64_t M : kSkinnyRows) {
+    expect_close_bf16(M, 40, 64, DType::kBF16, 31, true);
+    expect_close_bf16(M, 33, 72, DType::kBF16, 32, true);    // N odd
+    expect_close_bf16(M, 24, 37, DType::kBF16, 33, true);    // K odd: element loads, padded chunk
+    expect_close_bf16(M, 5, 1000, DType::kBF16, 34, true);   // K not a multiple of 32 chunks
+    expect_close_bf16(M, 9001, 24, DType::kBF16, 35, true);  // two rows per warp, odd N
+    expect_close_bf16(M, 96, 256, DType::kF32, 36, true);
+  }
+}
+
+TEST_F(LinearCuda, SkinnyBeamWidths) {
+  BEAM_SKIP_UNLESS_OPTIMIZED();
+  for (int64_t M : kSkinnyRows) {
+    expect_close_bf16(M, 12288 + 2048, 5120, DType::kBF16, 41, true);  // packed q, k, v, gate
+    expect_close_bf16(M, 5120, 6144, DType::kBF16, 42, true);          // o_proj
+    expect_close_bf16(M, 5120, 17408, DType::kBF16, 43, true);         // dense down
+  }
+  expect_close_bf16(1, 2 * 17408, 5120, DType::kBF16, 44, true);  // dense gate_up
+  expect_close_bf16(1, 151936, 5120, DType::kBF16, 45, true);     // LM head
+}
+
+// Row 0 of an M = 7 (and 16) call is bit-equal to the M = 1 call on the same row: out[m, n] is
+// summed in one fixed order whatever M is — through linear()'s dispatch and the forced kernel,
+// with vector loads (K = 5120) and element loads (K = 37).
+TEST_F(LinearCuda, SkinnyIsBatchInvariant) {
+  for (auto [N, K] : {std::pair<int64_t, int64_t>{6144, 5120}, {33, 37}, {9001, 64}}) {
+    SCOPED_TRACE(::testing::Message() << "N " << N << " K " << K);
+    std::mt19937 rng(static_cast<uint32_t>(N + K));
+    HostTensor x = test::random_bf16({16, K}, rng), w = test::random_bf16({N, K}, rng);
+    const TensorView dx = upload(x), dw = upload(w);
+    const TensorView one = device_tensor(DType::kBF16, {1, N});
+    linear(gpu, dx.rows(0, 1), dw, one);
+    const HostTensor want = download(one);
+    for (int64_t M : {int64_t{2}, int64_t{7}, cuda::kSkinnyDispatchRows, int64_t{16}}) {
+      const TensorView many = device_tensor(DType::kBF16, {M, N});
+      cuda::linear_skinny(*gpu.cuda, dx.rows(0, M), dw, many);
+      EXPECT_TRUE(test::bits_equal(download(many).view.rows(0, 1), want.view)) << "M " << M;
+      if (M <= cuda::kSkinnyDispatchRows) {
+        linear(gpu, dx.rows(0, M), dw, many);
+        EXPECT_TRUE(test::bits_equal(download(many).view.rows(0, 1), want.view)) << "M " << M;
+      }
+    }
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace beam
