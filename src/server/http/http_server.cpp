@@ -179,10 +179,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   // While the response is pending, a readable socket with no bytes means the peer closed.
+  // A wait that completed before finish_response() cancelled it belongs to an earlier request:
+  // `exchange` tells it apart, so it never judges the next request's socket.
   void watch_disconnect() {
     socket_.async_wait(tcp::socket::wait_read,
-                       asio::bind_executor(strand_, [self = shared_from_this()](beast::error_code ec) {
-                         if (ec || self->closed_ || self->response_done_) return;
+                       asio::bind_executor(strand_, [self = shared_from_this(), exchange = exchange_](beast::error_code ec) {
+                         if (ec || self->closed_ || self->response_done_ || exchange != self->exchange_) return;
                          beast::error_code aec;
                          size_t avail = self->socket_.available(aec);
                          if (aec || avail == 0) {
@@ -240,6 +242,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void finish_response() {
     responder_.reset();
+    ++exchange_;
     if (!keep_alive_) {
       close();
       return;
@@ -271,6 +274,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool response_done_ = false;
   bool keep_alive_ = true;
   bool closed_ = false;
+  uint64_t exchange_ = 0;  // requests answered on this connection
 };
 
 std::string header_block(int status, const std::string& content_type,
