@@ -11,6 +11,7 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/bf16.h"
@@ -22,6 +23,7 @@
 #include "kernels/api/norm.h"
 #include "kernels/api/rope.h"
 #include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/gemm.h"
 #include "kernels/cuda/moe.h"
 
 namespace beam {
@@ -360,28 +362,41 @@ struct LinearShape {
 constexpr LinearShape kLinearShapes[] = {{"qkvg", 12288 + 2048, kHidden},
                                          {"o_proj", kHidden, kQHeads * kHeadDim},
                                          {"dense_gate_up", 2 * kDenseInter, kHidden},
-                                         {"lm_head", kVocab, kHidden}};
+                                         {"lm_head", kVocab, kHidden},
+                                         {"dense_down", kHidden, kDenseInter}};
 
-// bytes/s counts w, x and out; flop/s 2·M·N·K against the 798 TFLOP/s ceiling.
+// bytes/s counts w, x and out; flop/s 2·M·N·K against the 798 TFLOP/s ceiling. range(2) = path:
+// 0 linear()'s dispatch, 1 cuBLASLt forced, 2 the skinny small-M kernel forced (M <= 16).
 void BM_linear(benchmark::State& state) {
   Gpu gpu;
   if (!gpu.start(state)) return;
   const int64_t M = state.range(0);
   const LinearShape& shape = kLinearShapes[state.range(1)];
-  state.SetLabel(shape.name);
+  const int64_t path = state.range(2);
+  state.SetLabel(std::string(shape.name) + (path == 0 ? "" : path == 1 ? " cublaslt" : " skinny"));
   const TensorView x = gpu.uniform(DType::kBF16, {M, shape.k}, 31, 2.0f);
   const TensorView w = gpu.uniform(DType::kBF16, {shape.n, shape.k}, 32, 0.02f);
   const TensorView out = gpu.uniform(DType::kBF16, {M, shape.n}, 33, 1.0f);
   const double flops = 2.0 * M * shape.n * shape.k;
-  time_op(state, gpu, 2.0 * (shape.n * shape.k + M * shape.k + M * shape.n),
-          [&] { linear(gpu.ctx, x, w, out); });
+  time_op(state, gpu, 2.0 * (shape.n * shape.k + M * shape.k + M * shape.n), [&] {
+    if (path == 1) return cuda::linear_cublaslt(*gpu.ctx.cuda, x, w, out);
+    if (path == 2) return cuda::linear_skinny(*gpu.ctx.cuda, x, w, out);
+    linear(gpu.ctx, x, w, out);
+  });
   state.counters["flop/s"] = benchmark::Counter(
       flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
   state.counters["floor_flop_us"] = flops / kBf16FlopsPerSecond * 1e6;
 }
 
 BENCHMARK(BM_linear)
-    ->ArgsProduct({{1, 32}, {0, 1, 2, 3}})
+    ->ArgNames({"M", "shape", "path"})
+    ->ArgsProduct({{1, 32}, {0, 1, 2, 3, 4}, {0}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+// The small-M paths side by side around the dispatch threshold (kSkinnyDispatchRows).
+BENCHMARK(BM_linear)
+    ->ArgNames({"M", "shape", "path"})
+    ->ArgsProduct({{1, 2, 4, 8, 16}, {0, 1, 2, 4}, {1, 2}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
