@@ -1,5 +1,5 @@
 // `beamserve bench step`: decode and prefill steps of beam-slice through BeamModel, per-layer
-// times against their roofline floors (runtime/bench/step_bench.h).
+// times against their roofline floors (runtime/bench/step_bench.h); --breakdown adds ms per op kind.
 #include <cstdio>
 
 #include "cli/bench_commands.h"
@@ -23,7 +23,27 @@ Expected<StepBenchOptions> step_options(const Args& a) {
   BEAM_ASSIGN_OR_RETURN(o.block_size, a.get_int("block-size", o.block_size));
   BEAM_ASSIGN_OR_RETURN(int64_t seed, a.get_int("seed", 1));
   o.seed = static_cast<uint64_t>(seed);
+  o.breakdown = a.has("breakdown");
+  BEAM_ASSIGN_OR_RETURN(o.breakdown_steps, a.get_int("breakdown-steps", o.breakdown_steps));
   return o;
+}
+
+// The per-op table of each decode batch that has a "breakdown" (stderr; the JSON has it all).
+void print_breakdown(const nlohmann::json& result) {
+  for (const nlohmann::json& d : result["decode"]) {
+    if (!d.contains("breakdown")) continue;
+    const nlohmann::json& b = d["breakdown"];
+    std::fprintf(stderr,
+                 "breakdown, batch %lld: eager step %.4f ms (profiled %.4f ms), layers %.4f ms "
+                 "per layer\n  %-14s %10s %14s %6s\n",
+                 static_cast<long long>(d["batch"].get<int64_t>()),
+                 b["eager_step_ms"].get<double>(), b["profiled_step_ms"].get<double>(),
+                 b["layers_ms_per_layer"].get<double>(), "op", "ms", "ms/layer", "calls");
+    for (const auto& [name, op] : b["ops"].items())
+      std::fprintf(stderr, "  %-14s %10.4f %14.4f %6lld\n", name.c_str(), op["ms"].get<double>(),
+                   op["ms_per_layer"].get<double>(),
+                   static_cast<long long>(op["calls"].get<int64_t>()));
+  }
 }
 
 }  // namespace
@@ -31,8 +51,10 @@ Expected<StepBenchOptions> step_options(const Args& a) {
 int bench_step(int argc, char** argv) {
   auto flags = bench_common_flags();
   flags.insert({"batches", "context", "warmup", "steps", "prefill-tokens", "prefill-reps",
-                "prefill-chunk", "block-size", "seed"});
-  auto args = Args::parse(argc, argv, flags, bench_common_bool_flags());
+                "prefill-chunk", "block-size", "seed", "breakdown-steps"});
+  auto bool_flags = bench_common_bool_flags();
+  bool_flags.insert("breakdown");
+  auto args = Args::parse(argc, argv, flags, bool_flags);
   if (!args.ok()) return bench_fail(args.error().message);
   auto opts = step_options(*args);
   if (!opts.ok()) return bench_fail(opts.error().message);
@@ -48,6 +70,7 @@ int bench_step(int argc, char** argv) {
   nlohmann::json report =
       report_header("step", *args, ctx, *config, command_line("step", argc, argv));
   report.update(*result);
+  print_breakdown(*result);
   return emit_report(report, *args);
 }
 

@@ -8,6 +8,7 @@
 namespace beam {
 
 struct CudaContext;  // defined in kernels/cuda/cuda_context.h (CUDA builds only)
+class StepProfiler;  // kernels/api/step_profiler.h
 
 struct KernelContext {
   Device device = Device::kCpu;
@@ -20,6 +21,9 @@ struct KernelContext {
   // CUDA: decode-only steps replay CUDA graphs captured per batch-size bucket
   // (model/beam/decode_graphs.h); false runs every step eagerly. Ignored on the CPU.
   bool cuda_graphs = true;
+  // Benchmarks only: told about each op boundary of a model step (kernels/api/step_profiler.h);
+  // null (the default) costs one pointer check per op. Not owned.
+  StepProfiler* profiler = nullptr;
 };
 
 }  // namespace beam

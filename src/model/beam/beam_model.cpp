@@ -15,6 +15,7 @@
 #include "kernels/api/moe.h"
 #include "kernels/api/norm.h"
 #include "kernels/api/rope.h"
+#include "kernels/api/step_profiler.h"
 
 namespace beam {
 namespace {
@@ -124,7 +125,9 @@ void BeamModel::enqueue_step(Workspace& ws, const KvLayers& kv, AttentionPath pa
   const BeamConfig& cfg = config();
   const int64_t T = ws.num_tokens(), H = cfg.hidden_size;
   TensorView residual = ws.residual.view(DType::kBF16, {T, H});
+  profile_mark(ctx_, StepOp::kSetup);
   embedding(ctx_, weights_->embed, ws.ids_view(), residual);
+  profile_mark(ctx_, StepOp::kEmbedding);
   int64_t sparse_index = 0;
   for (int64_t l = 0; l < cfg.num_layers; ++l) {
     attention_block(ws, l, kv, path);
@@ -144,6 +147,7 @@ void BeamModel::attention_block(Workspace& ws, int64_t l, const KvLayers& kv, At
   TensorView residual = ws.residual.view(DType::kBF16, {T, H});
   TensorView x = ws.x.view(DType::kBF16, {T, H});
   rms_norm(ctx_, residual, lw.input_norm, cfg.rms_norm_eps, x);
+  profile_mark(ctx_, StepOp::kNorm);
 
   // q, k, v and the gate share the input x; their weights are row ranges of the packed qkvg.
   TensorView q = ws.q.view(DType::kBF16, {T, Nq * D});
@@ -154,6 +158,7 @@ void BeamModel::attention_block(Workspace& ws, int64_t l, const KvLayers& kv, At
   linear(ctx_, x, lw.attn.qkvg.rows(Nq * D, Nkv * D), k);
   linear(ctx_, x, lw.attn.qkvg.rows(Nq * D + Nkv * D, Nkv * D), v);
   linear(ctx_, x, lw.attn.qkvg.rows(Nq * D + 2 * Nkv * D, Nq * D), g);
+  profile_mark(ctx_, StepOp::kQkvg);
 
   rms_norm(ctx_, q.reshape({T * Nq, D}), lw.attn.q_norm, cfg.rms_norm_eps, q.reshape({T * Nq, D}));
   rms_norm(ctx_, k.reshape({T * Nkv, D}), lw.attn.k_norm, cfg.rms_norm_eps, k.reshape({T * Nkv, D}));
@@ -163,8 +168,10 @@ void BeamModel::attention_block(Workspace& ws, int64_t l, const KvLayers& kv, At
   } else {
     apply_ssmax(ctx_, q3, ws.positions_view());
   }
+  profile_mark(ctx_, StepOp::kQkNormRope);
   const PagedKv& layer_kv = kv.layers[l];
   store_kv(ctx_, k3, v3, sliding ? ws.sliding_slots_view() : ws.full_slots_view(), layer_kv);
+  profile_mark(ctx_, StepOp::kStoreKv);
 
   TensorView o = ws.attn_out.view(DType::kBF16, {T, Nq, D});
   const int64_t window = sliding ? cfg.sliding_window : 0;
@@ -177,12 +184,16 @@ void BeamModel::attention_block(Workspace& ws, int64_t l, const KvLayers& kv, At
       fixed_paged_attention(ctx_, sliding ? 1 : 0, q3, layer_kv, window, o);
       break;
   }
+  profile_mark(ctx_, StepOp::kAttention);
   output_gate(ctx_, o.reshape({T, Nq * D}), g, lw.attn.gate_bias);
+  profile_mark(ctx_, StepOp::kGate);
 
   TensorView a = ws.branch.view(DType::kBF16, {T, H});
   linear(ctx_, o.reshape({T, Nq * D}), lw.attn.o_proj, a);
+  profile_mark(ctx_, StepOp::kOProj);
   DepthScale s = depth_scale(2 * l + 2);
   post_norm_residual(ctx_, a, lw.post_attn_norm, cfg.rms_norm_eps, s.r, s.c, residual);
+  profile_mark(ctx_, StepOp::kPostNorm);
 }
 
 void BeamModel::mlp_block(Workspace& ws, int64_t l, int64_t sparse_index, bool capture) {
@@ -193,6 +204,7 @@ void BeamModel::mlp_block(Workspace& ws, int64_t l, int64_t sparse_index, bool c
   TensorView residual = ws.residual.view(DType::kBF16, {T, H});
   TensorView x = ws.x.view(DType::kBF16, {T, H});
   rms_norm(ctx_, residual, lw.pre_mlp_norm, cfg.rms_norm_eps, x);
+  profile_mark(ctx_, StepOp::kNorm);
   TensorView m = ws.branch.view(DType::kBF16, {T, H});
 
   switch (cfg.mlp_layer_types[l]) {
@@ -203,6 +215,7 @@ void BeamModel::mlp_block(Workspace& ws, int64_t l, int64_t sparse_index, bool c
       linear(ctx_, x, lw.dense.gate_up, gu);
       swiglu(ctx_, gu, act);
       linear(ctx_, act, lw.dense.down, m);
+      profile_mark(ctx_, StepOp::kDense);
       break;
     }
     case MlpKind::kSparse: {
@@ -217,12 +230,15 @@ void BeamModel::mlp_block(Workspace& ws, int64_t l, int64_t sparse_index, bool c
       linear(ctx_, x, lw.moe.router, logits);
       RouterParams rp{cfg.num_groups, cfg.topk_groups, K, cfg.norm_topk_prob, cfg.routed_scaling_factor};
       moe_route(ctx_, logits, lw.moe.router_bias, rp, ids, weights);
+      profile_mark(ctx_, StepOp::kRouter);
       moe_experts(ctx_, x, lw.moe.experts_gate_up, lw.moe.experts_down, ids, weights, m);
+      profile_mark(ctx_, StepOp::kExperts);
       break;
     }
   }
   DepthScale s = depth_scale(2 * l + 3);
   post_norm_residual(ctx_, m, lw.post_mlp_norm, cfg.rms_norm_eps, s.r, s.c, residual);
+  profile_mark(ctx_, StepOp::kPostNorm);
 }
 
 void BeamModel::compute_logits(Workspace& ws) {
@@ -238,6 +254,7 @@ void BeamModel::compute_logits(Workspace& ws) {
   linear(ctx_, hidden, weights_->lm_head, z);
   TensorView logits = ws.logits.view(DType::kF32, {R, V});
   softcap(ctx_, z, cfg.final_logit_softcapping.value_or(0.0f), logits);
+  profile_mark(ctx_, StepOp::kHead);
 }
 
 void BeamModel::copy_logits(const Workspace& ws, const ForwardBatch& batch, ForwardOutput& out) {

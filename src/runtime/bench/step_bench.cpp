@@ -15,6 +15,7 @@
 #include "model/beam/local_kv_cache.h"
 #include "runtime/bench/device_timer.h"
 #include "runtime/bench/roofline.h"
+#include "runtime/bench/step_breakdown.h"
 
 namespace beam {
 namespace {
@@ -273,6 +274,89 @@ Expected<LayerTimes> measure_layers(const KernelContext& ctx,
   return t;
 }
 
+// Layers an op kind runs in (per-step kinds count once), to turn its step total into per-layer ms.
+int64_t layers_running(const BeamConfig& c, StepOp op) {
+  switch (op) {
+    case StepOp::kSetup:
+    case StepOp::kEmbedding:
+    case StepOp::kHead:
+      return 1;
+    case StepOp::kRouter:
+    case StepOp::kExperts:
+      return c.num_layers_of(MlpKind::kSparse);
+    case StepOp::kDense:
+      return c.num_layers_of(MlpKind::kDense);
+    case StepOp::kNorm:
+    case StepOp::kQkvg:
+    case StepOp::kQkNormRope:
+    case StepOp::kStoreKv:
+    case StepOp::kAttention:
+    case StepOp::kGate:
+    case StepOp::kOProj:
+    case StepOp::kPostNorm:
+      return c.num_layers;
+  }
+  return 1;
+}
+
+// Eager decode steps (no CUDA graphs) with a CUDA event at every op boundary of every layer:
+// the median over breakdown_steps steps of each op kind's time, summed over layers ("ms") and per
+// layer it runs in ("ms_per_layer"; setup, embedding and head are per step). A gap where the GPU
+// waits for the host counts towards the op queued after it. Unprofiled eager steps are timed
+// too, so the profiling overhead (profiled_step_ms − eager_step_ms) is visible.
+Expected<nlohmann::json> breakdown_report(const KernelContext& ctx,
+                                          const std::shared_ptr<const BeamWeights>& w,
+                                          int64_t batch, const StepBenchOptions& o) {
+  const BeamConfig& c = w->config;
+  const int64_t steps = std::max<int64_t>(1, o.breakdown_steps);
+  BreakdownProfiler profiler(ctx);
+  KernelContext profiled_ctx = ctx;
+  profiled_ctx.cuda_graphs = false;
+  profiled_ctx.profiler = &profiler;
+  StepBenchOptions rig_options = o;
+  rig_options.timed_steps = 2 * steps;
+  BEAM_ASSIGN_OR_RETURN(auto rig, DecodeRig::create(profiled_ctx, w, batch, rig_options));
+  DeviceTimer timer(ctx);
+  for (int64_t i = 0; i < o.warmup_steps; ++i) BEAM_RETURN_IF_ERROR(rig->step(timer, false));
+  std::vector<double> eager, profiled, layer_sums;
+  std::vector<std::vector<double>> per_op(kNumStepOps);
+  StepBreakdown b;
+  for (int64_t i = 0; i < steps; ++i) {
+    BEAM_ASSIGN_OR_RETURN(double ms, rig->step(timer, false));
+    eager.push_back(ms);
+  }
+  for (int64_t i = 0; i < steps; ++i) {
+    profiler.start();
+    BEAM_ASSIGN_OR_RETURN(double ms, rig->step(timer, false));
+    b = profiler.finish();
+    profiled.push_back(ms);
+    double layer_sum = 0;
+    for (int k = 0; k < kNumStepOps; ++k) {
+      per_op[static_cast<size_t>(k)].push_back(b.ms[static_cast<size_t>(k)]);
+      const auto op = static_cast<StepOp>(k);
+      if (op != StepOp::kSetup && op != StepOp::kEmbedding && op != StepOp::kHead)
+        layer_sum += b.ms[static_cast<size_t>(k)];
+    }
+    layer_sums.push_back(layer_sum);
+  }
+  nlohmann::json ops = nlohmann::json::object();
+  for (int k = 0; k < kNumStepOps; ++k) {
+    const auto op = static_cast<StepOp>(k);
+    const auto i = static_cast<size_t>(k);
+    if (b.calls[i] == 0) continue;
+    const double ms = median(per_op[i]);
+    ops[step_op_name(op)] = {{"ms", ms},
+                             {"ms_per_layer", ms / static_cast<double>(layers_running(c, op))},
+                             {"calls", b.calls[i]}};
+  }
+  return nlohmann::json{
+      {"steps", steps},
+      {"eager_step_ms", median(eager)},
+      {"profiled_step_ms", median(profiled)},
+      {"layers_ms_per_layer", median(layer_sums) / static_cast<double>(c.num_layers)},
+      {"ops", ops}};
+}
+
 Expected<nlohmann::json> decode_report(const KernelContext& ctx,
                                        const std::shared_ptr<const BeamWeights>& w, int64_t batch,
                                        const StepBenchOptions& o) {
@@ -334,6 +418,9 @@ Expected<nlohmann::json> decode_report(const KernelContext& ctx,
               {"dense_layer_floor_ms", dense_floor},
               {"dense_layer_ratio", ratio(t.dense_ms, dense_floor)}});
   if (t.moe_only_step_ms > 0) j["moe_only_model_step_ms"] = t.moe_only_step_ms;
+  if (o.breakdown) {
+    BEAM_ASSIGN_OR_RETURN(j["breakdown"], breakdown_report(ctx, w, batch, o));
+  }
   return j;
 }
 

@@ -26,10 +26,15 @@ struct StepBenchOptions {
   int64_t target_dense_layers = 3;
   int64_t target_moe_layers = 49;
   uint64_t seed = 1;  // token ids
+  // --breakdown: also profile eager decode steps op by op (kernels/api/step_profiler.h) and
+  // report the median ms per op kind over breakdown_steps steps, summed over layers.
+  bool breakdown = false;
+  int64_t breakdown_steps = 5;
 };
 
 // Runs every measurement on weights (on ctx.device) and returns one JSON object:
-// {"decode": [per batch ...], "prefill": {...}} with every time next to its floor.
+// {"decode": [per batch ...], "prefill": {...}} with every time next to its floor; with
+// options.breakdown each decode entry also has "breakdown" (see breakdown_report in the .cpp).
 // Per-layer split: the LM head (+ embedding) is timed alone with the same kernels; a second
 // model made of the MoE layers only (same device weights) gives MoE vs dense layer time.
 Expected<nlohmann::json> run_step_bench(const KernelContext& ctx,
