@@ -13,6 +13,9 @@
 // kernel folds the partial softmax states. Splitting never changes a result bit, and a row's bits
 // never depend on the other rows of the batch (see attention_kernels.cuh).
 //
+// Long query chunks (at least kPrefillMinRows rows, head_dim 128) of eager calls go instead to the
+// tensor-core flash-attention kernel of attention_prefill.cuh: one CTA per 64 rows and q head.
+//
 // Fixed plans (CUDA graphs, kernels/api/fixed_attention.h): the same host plan is written into a
 // per-pool PinnedRegion at fixed addresses (grown, never inside a capture) and uploaded before the
 // graph launch; the launch's grid depends only on the region's capacities, and the kernels read
@@ -26,6 +29,7 @@
 #include <vector>
 
 #include "kernels/cuda/attention_kernels.cuh"
+#include "kernels/cuda/attention_prefill.cuh"
 #include "kernels/cuda/check.h"
 
 namespace beam {
@@ -85,6 +89,7 @@ struct Plan {
   std::vector<int32_t> tables;
   std::vector<ad::WorkItem> items;
   std::vector<ad::ReduceGroup> groups;
+  std::vector<ad::PrefillItem> prefill;  // tensor-core items, heaviest first
   int64_t records = 0;  // partial records of the split items
   std::vector<int32_t> counts() const {
     return {static_cast<int32_t>(items.size()), static_cast<int32_t>(groups.size())};
@@ -119,8 +124,9 @@ void check_seq(const AttentionSeq& s, const Geometry& g, size_t index) {
 }
 
 // Sequence descriptors, concatenated tables and the tiles of query rows.
+// Sequences of at least kPrefillMinRows rows go to plan.prefill when `tensor_cores` allows it.
 std::vector<Tile> plan_tiles(std::span<const AttentionSeq> seqs, const Geometry& g,
-                             int64_t tile_rows, Plan& plan) {
+                             int64_t tile_rows, bool tensor_cores, Plan& plan) {
   std::vector<Tile> tiles;
   for (size_t i = 0; i < seqs.size(); ++i) {
     const AttentionSeq& s = seqs[i];
@@ -129,6 +135,15 @@ std::vector<Tile> plan_tiles(std::span<const AttentionSeq> seqs, const Geometry&
     const auto seq = static_cast<int32_t>(plan.seqs.size());
     plan.seqs.push_back({s.q_begin, s.q_pos0, s.kv_pos0, static_cast<int64_t>(plan.tables.size())});
     plan.tables.insert(plan.tables.end(), s.block_table.begin(), s.block_table.end());
+    if (tensor_cores && g.head_dim == ad::kPrefillDim && s.q_count >= ad::kPrefillMinRows) {
+      BEAM_CHECK(s.q_count < (int64_t{1} << 31)) << "paged_attention: " << s.q_count << " rows";
+      const int64_t last = (s.q_count - 1) / ad::kPrefillRows * ad::kPrefillRows;
+      for (int64_t r = last; r >= 0; r -= ad::kPrefillRows) {  // causal: later rows see more
+        const int64_t rows = std::min<int64_t>(ad::kPrefillRows, s.q_count - r);
+        plan.prefill.push_back({seq, static_cast<int32_t>(r), static_cast<int32_t>(rows), 0});
+      }
+      continue;
+    }
     for (int64_t r = 0; r < s.q_count; r += tile_rows) {
       const int64_t rows = std::min(tile_rows, s.q_count - r);
       const int64_t hi_first = s.q_pos0 + r - s.kv_pos0, hi_last = hi_first + rows - 1;
@@ -230,6 +245,17 @@ void launch_for_head_dim(CudaContext& ctx, const ad::Params& p, int64_t head_dim
   }
 }
 
+// The tensor-core prefill kernel over `count` items (grid (count, Nq)).
+void launch_prefill(CudaContext& ctx, const ad::Params& p, const ad::PrefillItem* items,
+                    size_t count) {
+  CUDA_OK(cudaFuncSetAttribute(ad::prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(ad::kPrefillSmemBytes)));
+  const dim3 grid(static_cast<unsigned>(count), static_cast<unsigned>(p.num_heads));
+  ad::prefill_kernel<<<grid, ad::kPrefillWarps * 32, ad::kPrefillSmemBytes, ctx.stream>>>(p,
+                                                                                        items);
+  CUDA_LAUNCH_OK();
+}
+
 // Checks what the kernels support and returns the call's geometry.
 Geometry make_geometry(int64_t num_heads, int64_t head_dim, const PagedKv& kv, int64_t window) {
   const Geometry g{num_heads,     kv.k.dim(2), head_dim, num_heads / kv.k.dim(2),
@@ -246,10 +272,12 @@ Geometry make_geometry(int64_t num_heads, int64_t head_dim, const PagedKv& kv, i
   return g;
 }
 
-// The host plan of a batch (eager and fixed plans use the same policy, so the same rows).
-Plan make_plan(CudaContext& ctx, std::span<const AttentionSeq> seqs, const Geometry& g) {
+// The host plan of a batch (eager and fixed plans use the same split policy, so the same rows;
+// fixed plans never use the tensor-core prefill kernel).
+Plan make_plan(CudaContext& ctx, std::span<const AttentionSeq> seqs, const Geometry& g,
+               bool tensor_cores) {
   Plan plan;
-  const std::vector<Tile> tiles = plan_tiles(seqs, g, max_rows(g) / g.group, plan);
+  const std::vector<Tile> tiles = plan_tiles(seqs, g, max_rows(g) / g.group, tensor_cores, plan);
   if (!tiles.empty()) plan_items(tiles, g, ctx.props.multiProcessorCount, plan);
   return plan;
 }
@@ -346,12 +374,14 @@ void check_not_capturing(CudaContext& ctx, const char* what) {
 void paged_attention(CudaContext& ctx, const TensorView& q, const PagedKv& kv,
                      std::span<const AttentionSeq> seqs, int64_t window, const TensorView& out) {
   const Geometry g = make_geometry(q.dim(1), q.dim(2), kv, window);
-  const Plan plan = make_plan(ctx, seqs, g);
-  if (plan.items.empty()) return;
+  const Plan plan = make_plan(ctx, seqs, g, /*tensor_cores=*/true);
+  if (plan.items.empty() && plan.prefill.empty()) return;
   ad::Params p = base_params(q, kv, g, out);
-  p.counts = stage(ctx, plan.counts());
   p.seqs = stage(ctx, plan.seqs);
   p.tables = stage(ctx, plan.tables);
+  if (!plan.prefill.empty()) launch_prefill(ctx, p, stage(ctx, plan.prefill), plan.prefill.size());
+  if (plan.items.empty()) return;
+  p.counts = stage(ctx, plan.counts());
   p.items = stage(ctx, plan.items);
   p.groups = plan.groups.empty() ? nullptr : stage(ctx, plan.groups);
   if (plan.records > 0) {
@@ -369,7 +399,7 @@ void plan_fixed_attention(CudaContext& ctx, int slot, const PagedKv& kv, int64_t
   BEAM_CHECK(slot >= 0 && slot < kNumFixedAttentionSlots) << "plan_fixed_attention: slot " << slot;
   check_not_capturing(ctx, "plan_fixed_attention");
   const Geometry g = make_geometry(num_heads, head_dim, kv, window);
-  const Plan plan = make_plan(ctx, seqs, g);
+  const Plan plan = make_plan(ctx, seqs, g, /*tensor_cores=*/false);
   std::unique_ptr<FixedAttentionPlan>& owned = ctx.attention.fixed[slot];
   if (!owned) owned = std::make_unique<FixedAttentionPlan>();
   FixedAttentionPlan& f = *owned;
