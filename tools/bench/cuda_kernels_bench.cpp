@@ -280,11 +280,31 @@ void BM_moe_route(benchmark::State& state) {
   });
 }
 
+// Router GEMM (fp32 weights [256, 5120], bf16 x) and routing of T tokens in one op: the split-K
+// logits kernel up to cuda::kMoeRouterFusedMaxTokens, cuBLASLt's fp32 GEMM beyond. bytes/s counts
+// the router weights, x, bias, ids and weights (the floor: ~5.3 MB, ~1.2 us).
+void BM_moe_router_route(benchmark::State& state) {
+  Gpu gpu;
+  if (!gpu.start(state)) return;
+  const int64_t T = state.range(0);
+  const TensorView x = gpu.uniform(DType::kBF16, {T, kHidden}, 31, 2.0f);
+  const TensorView router_w = gpu.uniform(DType::kF32, {kExperts, kHidden}, 32, 0.02f);
+  const TensorView bias = gpu.uniform(DType::kF32, {kExperts}, 33, 0.1f);
+  const TensorView ids = gpu.from_host(DType::kI32, std::vector<int32_t>(T * kTopK, 0));
+  const TensorView weights = gpu.uniform(DType::kF32, {T, kTopK}, 34, 1.0f);
+  const RouterParams params{8, 4, kTopK, true, 2.5f};
+  time_op(state, gpu,
+          4.0 * kExperts * kHidden + 2.0 * T * kHidden + 4.0 * (kExperts + 2 * T * kTopK), [&] {
+            moe_router_route(gpu.ctx, x, router_w, bias, params, ids.reshape({T, kTopK}),
+                             weights);
+          });
+}
+
 // Routed experts for T tokens, each on 8 distinct uniformly drawn experts (about 163 of 256
 // touched at T = 32). bytes/s counts the distinct experts' weights plus x and out: the HBM floor
 // of decode (batch 1: 8 x 78.6 MB = 629 MB, 146 us). Prefill is FLOP-bound: flop/s and
 // floor_flop_us use the 798 TFLOP/s ceiling. range(1) = cuda::MoeExpertsPath: 0 kAuto (the
-// small-batch path up to T = 16), 1 grouped, 2 small-batch (forced, to compare at one T).
+// small-batch path up to T = 128), 1 grouped, 2 small-batch (forced, to compare at one T).
 void BM_moe_experts(benchmark::State& state) {
   Gpu gpu;
   if (!gpu.start(state)) return;
@@ -329,19 +349,32 @@ BENCHMARK(BM_moe_route)
     ->Arg(8192)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
-// Fixed iteration counts: each run uploads 20 GB of expert weights once. Decode sizes on kAuto,
-// the grouped path forced at T = 1 and 8 and the small-batch one at T = 32 (past kAuto's
-// threshold of 128 routed rows) to compare the paths around it.
+BENCHMARK(BM_moe_router_route)
+    ->Arg(1)
+    ->Arg(32)
+    ->Arg(64)
+    ->Arg(128)
+    ->Arg(129)
+    ->Arg(8192)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+// Fixed iteration counts: each run uploads 20 GB of expert weights once. Decode sizes on kAuto
+// (the small-batch path up to T = 128, 1024 routed rows), the grouped path forced at T = 1, 8,
+// 32, 64 and 128 to compare, and kAuto's grouped path just past the threshold (T = 129).
 BENCHMARK(BM_moe_experts)
     ->ArgNames({"T", "path"})
     ->Args({1, 0})
     ->Args({8, 0})
     ->Args({16, 0})
     ->Args({32, 0})
+    ->Args({64, 0})
     ->Args({128, 0})
+    ->Args({129, 0})
     ->Args({1, 1})
     ->Args({8, 1})
-    ->Args({32, 2})
+    ->Args({32, 1})
+    ->Args({64, 1})
+    ->Args({128, 1})
     ->Iterations(50)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);

@@ -1,7 +1,9 @@
-// moe_route / moe_experts: validate shapes, dtypes and router parameters, dispatch by device.
+// moe_route / moe_router_route / moe_experts: validate shapes, dtypes and router parameters,
+// dispatch by device.
 #include "kernels/api/moe.h"
 
 #include "kernels/api/checks.h"
+#include "kernels/api/gemm.h"
 #include "kernels/cpu/moe.h"
 #if BEAMSERVE_CUDA
 #include "kernels/cuda/moe.h"
@@ -13,23 +15,33 @@ using kernel_checks::cpu_pool;
 using kernel_checks::cuda_backend_not_built;
 using kernel_checks::expect_tensor;
 
-void moe_route(const KernelContext& ctx, const TensorView& router_logits, const TensorView& bias,
-               const RouterParams& params, const TensorView& ids, const TensorView& weights) {
-  constexpr const char* op = "moe_route";
-  expect_tensor(ctx, router_logits, DType::kF32, 2, op, "router_logits");
+namespace {
+
+// Routing checks for T tokens over E experts: bias, ids, weights and the router parameters.
+void check_routing(const KernelContext& ctx, const char* op, int64_t T, int64_t E,
+                   const TensorView& bias, const RouterParams& params, const TensorView& ids,
+                   const TensorView& weights) {
   expect_tensor(ctx, bias, DType::kF32, 1, op, "bias");
   expect_tensor(ctx, ids, DType::kI32, 2, op, "ids");
   expect_tensor(ctx, weights, DType::kF32, 2, op, "weights");
-  const int64_t T = router_logits.dim(0), E = router_logits.dim(1);
   BEAM_CHECK(bias.dim(0) == E && ids.dim(0) == T && ids.dim(1) == params.top_k &&
              weights.shape == ids.shape)
-      << op << ": logits " << router_logits.shape.str() << ", bias " << bias.shape.str() << ", ids "
+      << op << ": " << T << " tokens, " << E << " experts, bias " << bias.shape.str() << ", ids "
       << ids.shape.str() << ", weights " << weights.shape.str() << ", top_k " << params.top_k;
   BEAM_CHECK(params.num_groups > 0 && E % params.num_groups == 0 && params.topk_groups > 0 &&
              params.topk_groups <= params.num_groups && params.top_k > 0 &&
              params.top_k <= params.topk_groups * (E / params.num_groups))
       << op << ": " << E << " experts, " << params.num_groups << " groups, keep "
       << params.topk_groups << ", top_k " << params.top_k;
+}
+
+}  // namespace
+
+void moe_route(const KernelContext& ctx, const TensorView& router_logits, const TensorView& bias,
+               const RouterParams& params, const TensorView& ids, const TensorView& weights) {
+  constexpr const char* op = "moe_route";
+  expect_tensor(ctx, router_logits, DType::kF32, 2, op, "router_logits");
+  check_routing(ctx, op, router_logits.dim(0), router_logits.dim(1), bias, params, ids, weights);
   switch (ctx.device) {
     case Device::kCpu:
       cpu::moe_route(cpu_pool(ctx, op), router_logits, bias, params, ids, weights);
@@ -37,6 +49,32 @@ void moe_route(const KernelContext& ctx, const TensorView& router_logits, const 
     case Device::kCuda:
 #if BEAMSERVE_CUDA
       cuda::moe_route(*ctx.cuda, router_logits, bias, params, ids, weights);
+      return;
+#else
+      cuda_backend_not_built(op);
+#endif
+  }
+}
+
+void moe_router_route(const KernelContext& ctx, const TensorView& x, const TensorView& router_w,
+                      const TensorView& bias, const RouterParams& params, const TensorView& ids,
+                      const TensorView& weights) {
+  constexpr const char* op = "moe_router_route";
+  expect_tensor(ctx, x, DType::kBF16, 2, op, "x");
+  expect_tensor(ctx, router_w, DType::kF32, 2, op, "router_w");
+  BEAM_CHECK(router_w.dim(1) == x.dim(1))
+      << op << ": x " << x.shape.str() << ", router_w " << router_w.shape.str();
+  check_routing(ctx, op, x.dim(0), router_w.dim(0), bias, params, ids, weights);
+  switch (ctx.device) {
+    case Device::kCpu: {
+      HostTensor logits(DType::kF32, {x.dim(0), router_w.dim(0)});
+      linear(ctx, x, router_w, logits.view);
+      moe_route(ctx, logits.view, bias, params, ids, weights);
+      return;
+    }
+    case Device::kCuda:
+#if BEAMSERVE_CUDA
+      cuda::moe_router_route(*ctx.cuda, x, router_w, bias, params, ids, weights);
       return;
 #else
       cuda_backend_not_built(op);

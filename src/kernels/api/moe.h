@@ -21,6 +21,14 @@ struct RouterParams {
 void moe_route(const KernelContext& ctx, const TensorView& router_logits, const TensorView& bias,
                const RouterParams& params, const TensorView& ids, const TensorView& weights);
 
+// The router and the routing of one MoE layer: logits = linear(x, router_w) in fp32 (bf16 x
+// widened exactly), then moe_route(logits, bias, params). CPU: exactly those two ops. CUDA: one
+// split-K kernel for the logits at small T (kernels/cuda/moe.h), fp32 sums in another order (ids
+// equal on well-separated logits). x: [T, H] bf16; router_w: [E, H] f32; others as moe_route.
+void moe_router_route(const KernelContext& ctx, const TensorView& x, const TensorView& router_w,
+                      const TensorView& bias, const RouterParams& params, const TensorView& ids,
+                      const TensorView& weights);
+
 // Routed experts with an fp32 combine: for each token t,
 //   out[t] = bf16( Σ_k weights[t,k] * f32( down_e( swiglu( gate_up_e(x[t]) ) ) ) ), e = ids[t,k]
 // where every GEMM output is rounded to bf16 as in the dense MLP.

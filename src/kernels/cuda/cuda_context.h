@@ -83,6 +83,7 @@ struct CudaContext {
   LinearCache linear;  // linear(): cuBLASLt plans per shape and the router's fp32 x scratch
   AttentionScratch attention;  // paged_attention(): split-KV partial states and fixed graph plans
   MoeScratch moe;  // moe_experts(): expert permutation, activations and expert outputs
+  MoeScratch moe_router;  // moe_router_route(): router logits (partial sums for small T)
 
   CudaContext() = default;
   CudaContext(const CudaContext&) = delete;

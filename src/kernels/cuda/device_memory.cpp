@@ -88,6 +88,8 @@ uint64_t fingerprint(const CudaContext& ctx) {
   };
   mix(reinterpret_cast<uintptr_t>(ctx.moe.base));
   mix(ctx.moe.bytes);
+  mix(reinterpret_cast<uintptr_t>(ctx.moe_router.base));
+  mix(ctx.moe_router.bytes);
   mix(reinterpret_cast<uintptr_t>(ctx.linear.x_f32));
   mix(ctx.linear.x_f32_floats);
   mix(reinterpret_cast<uintptr_t>(ctx.lt_workspace));

@@ -18,6 +18,18 @@ namespace beam::cuda {
 void moe_route(CudaContext& ctx, const TensorView& router_logits, const TensorView& bias,
                const RouterParams& params, const TensorView& ids, const TensorView& weights);
 
+// Tokens up to which moe_router_route computes the router logits with its own split-K kernel
+// (above: linear()'s cuBLASLt fp32 GEMM into ctx.moe_router, then moe_route).
+constexpr int64_t kMoeRouterFusedMaxTokens = 128;
+
+// The fp32 router GEMM (linear(x, router_w), bf16 x widened exactly, fp32 products and sums in
+// another order than the CPU's) followed by moe_route on its logits; shapes as in
+// kernels/api/moe.h. Logits live in ctx.moe_router, reserved on the first call for
+// kMoeRouterFusedMaxTokens tokens (more only for larger T: not during graph capture, checked).
+void moe_router_route(CudaContext& ctx, const TensorView& x, const TensorView& router_w,
+                      const TensorView& bias, const RouterParams& params, const TensorView& ids,
+                      const TensorView& weights);
+
 // How moe_experts computes the experts; both give the CPU's rounding points, differ from it (and
 // from each other) only by fp32 summation order, and are run-to-run deterministic.
 enum class MoeExpertsPath {
@@ -25,10 +37,12 @@ enum class MoeExpertsPath {
   kGrouped,     // grouped tensor-core GEMMs over 64-row tiles (prefill, large batches)
   kSmallBatch,  // warp dot products streaming every selected expert over all SMs (decode)
 };
-// Routed rows (T * top_k) up to which kAuto takes the small-batch path: T <= 16 at top-8.
-constexpr int64_t kMoeSmallBatchMaxRows = 128;
+// Routed rows (T * top_k) up to which kAuto takes the small-batch path: T <= 128 at top-8. There
+// an expert gets ~1.9 (T = 32) to ~4.2 (T = 128) rows of 256 experts, so 64-row mma tiles waste
+// most of their work while the small-batch path streams each touched expert once (8 rows a pass).
+constexpr int64_t kMoeSmallBatchMaxRows = 1024;
 // Routed rows the small-batch path accepts at all (forcing it beyond is a checked error).
-constexpr int64_t kMoeSmallBatchRowLimit = 256;
+constexpr int64_t kMoeSmallBatchRowLimit = 1024;
 
 // Routed experts, SwiGLU, fp32 combine per token in k order. Scratch lives in ctx.moe and is
 // sized for T * top_k routed rows: the first call at a new largest T (or width) allocates, which

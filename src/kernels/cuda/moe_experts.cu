@@ -22,6 +22,22 @@ MoeScratch::~MoeScratch() {
   if (base) cudaFree(base);
 }
 
+char* MoeScratch::reserve(size_t need, cudaStream_t stream, const char* op) {
+  if (bytes < need) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    CUDA_OK(cudaStreamIsCapturing(stream, &capture));
+    BEAM_CHECK(capture == cudaStreamCaptureStatusNone)
+        << op << ": scratch must grow from " << bytes << " to " << need
+        << " bytes during graph capture; run the largest batch once before capturing";
+    if (base) CUDA_OK(cudaFreeAsync(base, stream));
+    base = nullptr;
+    bytes = 0;
+    CUDA_OK(cudaMallocAsync(&base, need, stream));
+    bytes = need;
+  }
+  return static_cast<char*>(base);
+}
+
 namespace cuda {
 namespace {
 
@@ -84,22 +100,9 @@ struct SmallLayout {
   }
 };
 
-// ctx.moe with at least `bytes`; growing is stream-ordered, and refused during graph capture.
+// ctx.moe with at least `bytes` (MoeScratch::reserve).
 char* scratch(CudaContext& ctx, size_t bytes) {
-  MoeScratch& s = ctx.moe;
-  if (s.bytes < bytes) {
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    CUDA_OK(cudaStreamIsCapturing(ctx.stream, &capture));
-    BEAM_CHECK(capture == cudaStreamCaptureStatusNone)
-        << "moe_experts (CUDA): scratch must grow from " << s.bytes << " to " << bytes
-        << " bytes during graph capture; run the largest batch once before capturing";
-    if (s.base) CUDA_OK(cudaFreeAsync(s.base, ctx.stream));
-    s.base = nullptr;
-    s.bytes = 0;
-    CUDA_OK(cudaMallocAsync(&s.base, bytes, ctx.stream));
-    s.bytes = bytes;
-  }
-  return static_cast<char*>(s.base);
+  return ctx.moe.reserve(bytes, ctx.stream, "moe_experts (CUDA)");
 }
 
 // counts[e] = number of slots routed to e (counts zeroed before). An id outside [0, E) traps.

@@ -1,8 +1,10 @@
-// Per-context scratch of the CUDA routed experts (kernels/cuda/moe_experts.cu): the token
-// permutation by expert, the SwiGLU activations and the expert outputs of every routed row.
+// Per-context scratch of the CUDA MoE ops: moe_experts' token permutation, SwiGLU activations and
+// expert outputs (kernels/cuda/moe_experts.cu), and moe_router_route's router logits.
 #pragma once
 
 #include <cstddef>
+
+struct CUstream_st;  // cudaStream_t without the CUDA headers
 
 namespace beam {
 
@@ -14,6 +16,10 @@ struct MoeScratch {
   MoeScratch(const MoeScratch&) = delete;
   MoeScratch& operator=(const MoeScratch&) = delete;
   ~MoeScratch();
+
+  // At least `bytes` of scratch; growing is stream-ordered on `stream` and refused (checked, the
+  // message names `op`) during graph capture. Defined in kernels/cuda/moe_experts.cu.
+  char* reserve(size_t bytes, CUstream_st* stream, const char* op);
 };
 
 }  // namespace beam

@@ -19,15 +19,20 @@ namespace beam::cuda::moe_small {
 
 using bf16_t = __nv_bfloat16;
 
-constexpr int kMaxRows = 256;  // routed rows T * top_k this path accepts (one prep thread each)
+constexpr int kMaxRows = 1024;  // routed rows T * top_k this path accepts (one prep thread each)
 constexpr int kWarps = 4;      // warps per block of the two projection kernels
 constexpr int kThreads = kWarps * 32;
 constexpr int kRowsPerWarp = 2;  // weight rows a warp streams together (gate + up, or 2 of down)
-constexpr int kTokens = 4;       // rows of one expert per pass over its weight rows
+constexpr int kTokens = 8;  // rows of one expert per pass over its weight rows (T = 128 at
+                            // top-8 of 256: ~4.2 rows per expert; more re-read from L2)
 constexpr int kGateUpUnroll = 4;  // chunks per lane in flight per weight row (H = 5120: 20 / lane)
-constexpr int kDownUnroll = 5;    // (I = 2560: 10 chunks of 8 per lane)
+constexpr int kDownUnroll = 4;    // (I = 2560: 10 chunks of 8 per lane; 5 spills at 96 registers)
 constexpr int kActColsPerBlock = kWarps;                 // gate_up: one act column per warp
 constexpr int kOutColsPerBlock = kWarps * kRowsPerWarp;  // down: two output columns per warp
+// Blocks resident per SM the projection kernels are compiled for (<= 96 registers): at Beam's
+// widths both grids have 640 blocks, one wave over 132 SMs x 5 (at 4, a fifth of the blocks
+// would run as a second, quarter-occupancy wave).
+constexpr int kMinBlocksPerSm = 5;
 
 // The routed rows grouped by expert (written by group_kernel into the scratch).
 struct Groups {
@@ -39,43 +44,51 @@ struct Groups {
 };
 
 // One block of kMaxRows threads, thread s for slot s: grouped rows in expert order, slots of one
-// expert in increasing slot order (the CPU's bucket order), computed by counting without atomics.
+// expert in increasing slot order (the CPU's bucket order), computed by counting without atomics
+// (four slots per shared-memory read; padding slots hold INT32_MAX, above every expert).
 // An id outside [0, E) traps (the CPU op aborts).
 __global__ void __launch_bounds__(kMaxRows)
     group_kernel(const int32_t* ids, int rows, int top_k, int num_experts, Groups g) {
-  __shared__ int32_t slot_expert[kMaxRows];
-  __shared__ int32_t is_first[kMaxRows];  // 1: slot s is its expert's first slot
+  __shared__ __align__(16) int32_t slot_expert[kMaxRows];
+  __shared__ __align__(16) int32_t first_expert[kMaxRows];  // e if slot s is e's first, else max
   const int s = static_cast<int>(threadIdx.x);
-  int e = -1;
+  const int padded = (rows + 3) / 4 * 4;
+  int e = INT32_MAX;
   if (s < rows) {
     e = ids[s];
     if (e < 0 || e >= num_experts) __trap();
-    slot_expert[s] = e;
   }
+  slot_expert[s] = e;
   __syncthreads();
   int before = 0, rank = 0;  // slots on lower experts; earlier slots on e
-  for (int j = 0; j < rows && s < rows; ++j) {
-    before += slot_expert[j] < e;
-    rank += slot_expert[j] == e && j < s;
-  }
-  is_first[s] = s < rows && rank == 0;
-  __syncthreads();
   if (s < rows) {
-    int group = 0;  // distinct experts below e
-    for (int j = 0; j < rows; ++j) group += is_first[j] && slot_expert[j] < e;
+    for (int j = 0; j < padded; j += 4) {
+      const int4 q = *reinterpret_cast<const int4*>(&slot_expert[j]);
+      before += (q.x < e) + (q.y < e) + (q.z < e) + (q.w < e);
+      rank += (q.x == e && j < s) + (q.y == e && j + 1 < s) + (q.z == e && j + 2 < s) +
+              (q.w == e && j + 3 < s);
+    }
+  }
+  const bool first = s < rows && rank == 0;
+  first_expert[s] = first ? e : INT32_MAX;
+  const int num_groups = __syncthreads_count(first);
+  if (s < rows) {
     const int row = before + rank;
     g.row_token[row] = s / top_k;
     g.entry_of[s] = row;
     if (rank == 0) {
+      int group = 0;  // distinct experts below e
+      for (int j = 0; j < padded; j += 4) {
+        const int4 q = *reinterpret_cast<const int4*>(&first_expert[j]);
+        group += (q.x < e) + (q.y < e) + (q.z < e) + (q.w < e);
+      }
       g.expert[group] = e;
       g.begin[group] = before;
     }
   }
   if (s == 0) {
-    int n = 0;
-    for (int j = 0; j < rows; ++j) n += is_first[j];
-    *g.num_groups = n;
-    g.begin[n] = rows;
+    *g.num_groups = num_groups;
+    g.begin[num_groups] = rows;
   }
 }
 
@@ -180,7 +193,7 @@ struct GateUpArgs {
 // of every grouped row: for each selected expert, its gate row j and up row j against the x rows
 // of the tokens routed to it, then act = bf16(silu(bf16 g) * bf16 u) as the CPU.
 template <int kVec>
-__global__ void __launch_bounds__(kThreads) gate_up_kernel(GateUpArgs p) {
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) gate_up_kernel(GateUpArgs p) {
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int64_t j = static_cast<int64_t>(blockIdx.x) * kActColsPerBlock + warp;
   if (j >= p.I) return;  // no block-wide synchronisation in this kernel
@@ -224,7 +237,7 @@ struct DownArgs {
 // of every grouped row (y = bf16(act · down_e row h)) into shared memory; then the block combines
 // its columns per token: out[t, h] = bf16(Σ_k fma(w_k, y[entry_of[t, k], h], acc)) in k order.
 template <int kVec>
-__global__ void __launch_bounds__(kThreads) down_combine_kernel(DownArgs p) {
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) down_combine_kernel(DownArgs p) {
   __shared__ float y[kMaxRows][kOutColsPerBlock];
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int64_t h0 = static_cast<int64_t>(blockIdx.x) * kOutColsPerBlock;

@@ -146,6 +146,82 @@ TEST_F(CudaMoe, RouteExcludedGroupsOverNegativeChoicesMatchCpu) {
   check_route(logits, bias, {4, 2, 8, true, 1.0f});
 }
 
+// ---- moe_router_route ---------------------------------------------------------------------------
+
+// x [T, H] bf16 and router weights [E, H] f32 whose logits are well separated: the first P columns
+// of x are a one-hot code of the token (t % P) and the matching router columns hold distinct
+// multiples of 1/64 per code (exact products), the other columns x ~ N(0, 1) against weights of
+// 1e-6 (noise far below the 1/64 gaps, and real fp32 sums of 5120 products in both orders).
+struct RouterData {
+  HostTensor x, w, bias;
+};
+
+RouterData make_router(int64_t T, int64_t H, int64_t E, uint32_t seed) {
+  std::mt19937 rng(seed);
+  RouterData d{test::random_bf16({T, H}, rng, 1.0f), HostTensor(DType::kF32, {E, H}),
+               HostTensor(DType::kF32, {E})};
+  const int64_t P = std::min<int64_t>(H, 16);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t p = 0; p < P; ++p) d.x.as<bf16>()[t * H + p] = to_bf16(p == t % P ? 1.0f : 0.0f);
+  std::uniform_real_distribution<float> noise(-1e-6f, 1e-6f);
+  std::vector<int64_t> perm(static_cast<size_t>(E));
+  for (int64_t p = 0; p < P; ++p) {
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    for (int64_t e = 0; e < E; ++e)
+      d.w.as<float>()[e * H + p] = static_cast<float>(perm[e] - E / 2) / 64.0f;
+  }
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t h = P; h < H; ++h) d.w.as<float>()[e * H + h] = noise(rng);
+  std::fill_n(d.bias.as<float>(), E, 0.0f);
+  return d;
+}
+
+class CudaMoeRouter : public test::CudaTest {
+ protected:
+  // GPU moe_router_route vs the CPU's linear + moe_route: ids identical, weights within 1e-5.
+  void check(int64_t T, int64_t H, int64_t E, const RouterParams& p) {
+    SCOPED_TRACE(::testing::Message()
+                 << "router T=" << T << " H=" << H << " E=" << E << " groups " << p.num_groups
+                 << " keep " << p.topk_groups << " top_k " << p.top_k);
+    const RouterData d = make_router(T, H, E, static_cast<uint32_t>(T * 7 + H + E));
+    HostTensor want_ids(DType::kI32, {T, p.top_k}), want_w(DType::kF32, {T, p.top_k});
+    moe_router_route(cpu.one, d.x.view, d.w.view, d.bias.view, p, want_ids.view, want_w.view);
+    const TensorView ids = device_tensor(DType::kI32, {T, p.top_k});
+    const TensorView w = device_tensor(DType::kF32, {T, p.top_k});
+    const TensorView x = upload(d.x), rw = upload(d.w), bias = upload(d.bias);
+    moe_router_route(gpu, x, rw, bias, p, ids, w);
+    HostTensor got_ids = download(ids), got_w = download(w);
+    double max_rel = 0;
+    for (int64_t i = 0; i < T * p.top_k; ++i) {
+      ASSERT_EQ(got_ids.as<int32_t>()[i], want_ids.as<int32_t>()[i])
+          << "token " << i / p.top_k << " slot " << i % p.top_k;
+      const double g = got_w.as<float>()[i], wv = want_w.as<float>()[i];
+      max_rel = std::max(max_rel, std::fabs(g - wv) / std::max(std::fabs(wv), 1e-30));
+    }
+    EXPECT_LE(max_rel, 1e-5);
+    moe_router_route(gpu, x, rw, bias, p, ids, w);  // same bits every run
+    EXPECT_TRUE(test::bits_equal(download(w).view, got_w.view));
+    EXPECT_TRUE(test::bits_equal(download(ids).view, got_ids.view));
+    std::printf("moe_router_route T=%lld H=%lld E=%lld: max weight rel diff %.3g\n",
+                static_cast<long long>(T), static_cast<long long>(H), static_cast<long long>(E),
+                max_rel);
+  }
+};
+
+// Small T (the split-K logits kernel: 16-byte and scalar loads) and large T (cuBLASLt + route).
+TEST_F(CudaMoeRouter, MatchesCpuTinyShapes) {
+  for (int64_t T : {1, 5, 32, 64, 128, 129, 300}) {
+    check(T, 64, 16, {4, 2, 4, true, 2.5f});     // H multiple of 4: vector loads
+    check(T, 37, 8, {2, 1, 2, true, 1.0f});      // odd H: scalar loads
+    check(T, 1000, 24, {3, 2, 3, false, 1.0f});  // several K splits, 24 experts: half a block
+  }
+}
+
+TEST_F(CudaMoeRouter, MatchesCpuBeamShapes) {
+  for (int64_t T : {1, 5, 32, 64, 128, 300}) check(T, 5120, 256, {8, 4, 8, true, 2.5f});
+}
+
 // ---- moe_experts --------------------------------------------------------------------------------
 
 #if BEAMSERVE_CUDA
@@ -154,8 +230,8 @@ constexpr int64_t kSmallBatchMaxRows = cuda::kMoeSmallBatchMaxRows;
 constexpr int64_t kSmallBatchRowLimit = cuda::kMoeSmallBatchRowLimit;
 #else  // the fixture skips without the backend; these keep the tests compiling
 enum class Path { kAuto, kGrouped, kSmallBatch };
-constexpr int64_t kSmallBatchMaxRows = 128;
-constexpr int64_t kSmallBatchRowLimit = 256;
+constexpr int64_t kSmallBatchMaxRows = 1024;
+constexpr int64_t kSmallBatchRowLimit = 1024;
 #endif
 
 const char* path_name(Path p) {
@@ -269,9 +345,9 @@ class CudaMoeExperts : public test::CudaTest {
     const TensorView x = upload(d.x), ids = upload(d.ids), weights = upload(d.weights);
     const TensorView out = device_tensor(DType::kBF16, {c.T, c.H});
     for (Path path : paths) {
-      SCOPED_TRACE(::testing::Message() << "experts T=" << c.T << " H=" << c.H << " E=" << c.E
-                                        << " I=" << c.I << " top_k=" << c.top_k << " path "
-                                        << path_name(path));
+      SCOPED_TRACE(::testing::Message()
+                   << "experts T=" << c.T << " H=" << c.H << " E=" << c.E << " I=" << c.I
+                   << " top_k=" << c.top_k << " path " << path_name(path));
       run_gpu(path, x, gate_up, down, ids, weights, out);
       HostTensor got = download(out);
       run_gpu(path, x, gate_up, down, ids, weights, out);  // same bits every run
@@ -314,12 +390,12 @@ TEST_F(CudaMoeExperts, MatchCpuTinyShapes) {
 
 // Decode batch sizes on both paths; T * top_k reaches the small-batch path's row limit.
 TEST_F(CudaMoeExperts, SmallBatchMatchCpuTinyShapes) {
-  for (int64_t T : {1, 2, 5, 16})
+  for (int64_t T : {1, 2, 5, 16, 32, 64, 128})
     for (ExpertCase c : {ExpertCase{0, 64, 8, 32, 2},    // K multiple of 8: 16-byte loads
                          ExpertCase{0, 40, 6, 24, 3},    // K not a multiple of 32
                          ExpertCase{0, 37, 5, 19, 2},    // odd widths: scalar loads
                          ExpertCase{0, 64, 64, 32, 8},   // most experts empty
-                         ExpertCase{0, 72, 16, 40, 16},  // T = 16: 256 routed rows
+                         ExpertCase{0, 72, 16, 40, 16},  // T = 64: the 1024-row limit
                          ExpertCase{0, 64, 8, 0, 2}}) {  // I = 0: zeros
       c.T = T;
       check(c, make_experts(c, static_cast<uint32_t>(T * 977 + c.H + c.top_k)));
@@ -371,17 +447,32 @@ TEST_F(CudaMoeExperts, AllTokensOnOneExpert) {
   }
   d.ids.as<int32_t>()[8] = d.ids.as<int32_t>()[9] = 2;
   check(c, d);
+  // 128 rows on one expert (16 passes of 8 rows), next to the full 1024-row small batch with
+  // half its slots on one expert.
+  c = {128, 128, 8, 64, 1};
+  d = make_experts(c, 505);
+  std::fill_n(d.ids.as<int32_t>(), c.T * c.top_k, 7);
+  check(c, d);
+  c = {128, 128, 16, 64, 8};
+  d = make_experts(c, 506);
+  for (int64_t t = 0; t < c.T; ++t) {
+    for (int64_t k = 0; k < 4; ++k) {
+      d.ids.as<int32_t>()[t * c.top_k + 2 * k] = static_cast<int32_t>(k);
+      d.ids.as<int32_t>()[t * c.top_k + 2 * k + 1] = static_cast<int32_t>(4 + (t + k) % 12);
+    }
+  }
+  check(c, d);
 }
 
 TEST_F(CudaMoeExperts, MatchCpuBeamShapes) {
   BEAM_SKIP_UNLESS_OPTIMIZED();
   // 256 experts of width 2560 over hidden 5120: 20 GB of weights, uploaded once.
-  const ExpertCase full{64, 5120, 256, 2560, 8};
+  const ExpertCase full{128, 5120, 256, 2560, 8};
   ExpertData d = make_experts(full, 601);
   const TensorView gate_up = upload(d.gate_up), down = upload(d.down);
   ThreadPool pool(0);
   const KernelContext cpu_all{Device::kCpu, &pool};
-  for (int64_t T : {1, 2, 5, 16, 64}) {
+  for (int64_t T : {1, 2, 5, 16, 32, 64, 128}) {
     ExpertCase c = full;
     c.T = T;
     ExpertData part{HostTensor(DType::kBF16, {T, c.H}), HostTensor(), HostTensor(),
