@@ -255,13 +255,10 @@ __device__ __forceinline__ void attend_item(const Params& p, const WorkItem& it,
     hi = min(hi, int64_t{it.split + 1} * it.split_keys - 1);
   }
   RowState<DPL> total[R], cur[R];
-  int64_t row_split[R];  // split size of each row (folds cur into total at its boundaries)
 #pragma unroll
   for (int u = 0; u < R; ++u) {
     total[u].reset();
     cur[u].reset();
-    const SlotRange vis = visible(s, p_first + (warp + kWarps * u) / G, p.window);
-    row_split[u] = split_keys(vis.hi - vis.lo + 1);
   }
   for (int64_t t0 = lo / kTile * kTile; t0 <= hi; t0 += kTile) {
     __syncthreads();  // previous tile consumed (and q_s written, on the first pass)
@@ -274,7 +271,8 @@ __device__ __forceinline__ void attend_item(const Params& p, const WorkItem& it,
       const SlotRange vis = visible(s, p_first + i / G, p.window);
       if (t0 <= vis.hi && t0 + kTile - 1 >= vis.lo)
         attend_tile<D>(p, q_s + i * D, k_s, v_s, t0, vis.lo, vis.hi, cur[u]);
-      if (((t0 + kTile) & (row_split[u] - 1)) == 0) {  // split_keys: a power of two  // last tile of the row's split
+      const int64_t row_split = split_keys(vis.hi - vis.lo + 1);  // a power of two
+      if (((t0 + kTile) & (row_split - 1)) == 0) {  // the last tile of the row's split: fold it
         total[u].fold(cur[u]);
         cur[u].reset();
       }

@@ -1,7 +1,8 @@
 // CUDA paged_attention and store_kv against the CPU reference ops: tiny and Beam shapes, block
 // sizes 4/16/64, sliding and full attention, batches mixing decode rows and prefill chunks,
-// kv_pos0 > 0 and positions near 10^6, unmapped (-1) blocks outside the window, and bit-identity
-// of a row between the split-KV (decode) and unsplit (prefill) paths.
+// kv_pos0 > 0 and positions near 10^6, unmapped (-1) blocks outside the window, bit-identity of a
+// row between the split-KV (decode) and unsplit (chunk) paths whatever the rest of the batch, and
+// the tensor-core prefill kernel (chunks of >= 64 rows) against the CPU and against decode rows.
 #include "kernels/api/attention.h"
 
 #include <algorithm>
@@ -166,24 +167,76 @@ TEST_F(AttentionCuda, UnmappedBlocksOutsideTheWindow) {
   expect_matches_cpu(g, {{0, 2000, 1}, {70, 1500, 40}}, 51);
 }
 
-// A row's bits depend only on its own keys: the rows of a long prefill (unsplit items of 10 rows)
-// equal the same rows computed alone as decode steps (split-KV with the reduce kernel).
+// A row's bits depend only on its own keys (batch invariance): every row of a 4096-token prompt
+// computed inside a batch of 128 chunks of 32 rows (unsplit items of 10 rows) equals the same row
+// computed alone as a decode step (split-KV with the reduce kernel) and inside a batch of decode
+// rows of other lengths.
 TEST_F(AttentionCuda, SplitAndUnsplitRowsAreBitIdentical) {
   BEAM_SKIP_UNLESS_OPTIMIZED();
   for (int64_t window : {int64_t{0}, int64_t{512}}) {
     const Geometry g{48, 8, 128, 64, window};
     const Batch b = make_batch(g, {{0, 4096, 4096}}, 61);
-    const std::vector<AttentionSeq> seqs = b.seqs();
-    const HostTensor all = run_gpu(b, seqs);
+    const AttentionSeq whole = b.seqs()[0];
+    std::vector<AttentionSeq> chunks;
+    for (int64_t c = 0; c < 4096; c += 32) chunks.push_back({c, 32, c, 0, c + 32, whole.block_table});
+    const HostTensor all = run_gpu(b, chunks);
     for (int64_t i : {int64_t{0}, int64_t{1000}, int64_t{2047}, int64_t{4095}}) {
-      AttentionSeq one = seqs[0];
-      one.q_begin = i;
-      one.q_count = 1;
-      one.q_pos0 = i;
-      one.kv_len = i + 1;
+      const AttentionSeq one{i, 1, i, 0, i + 1, whole.block_table};
       const HostTensor alone = run_gpu(b, {&one, 1});
       EXPECT_TRUE(test::bits_equal(alone.view.rows(i, 1), all.view.rows(i, 1)))
           << "window " << window << " row " << i;
+      std::vector<AttentionSeq> decodes;  // row i among decode rows of other contexts
+      for (int64_t j = 0; j < 32; ++j) {
+        const int64_t r = j == 0 ? i : (i + 131 * j) % 4096;
+        decodes.push_back({r, 1, r, 0, r + 1, whole.block_table});
+      }
+      const HostTensor mixed = run_gpu(b, decodes);
+      EXPECT_TRUE(test::bits_equal(mixed.view.rows(i, 1), all.view.rows(i, 1)))
+          << "window " << window << " row " << i << " in a decode batch";
+    }
+  }
+}
+
+// The tensor-core prefill kernel (chunks of >= 64 rows at head_dim 128): partial last tiles,
+// chunks after cached keys, positions near 10^6, sliding and full, GQA 6:1 and 2:1, against the
+// CPU op; at Beam heads a 2.5K sliding and a 2K full prompt.
+TEST_F(AttentionCuda, TensorCorePrefillMatchesCpu) {
+  const std::vector<SeqSpec> chunks = {
+      {0, 130, 130},     // prompt of 2 full tiles and a partial one
+      {5, 300, 64},      // one tile after 236 cached keys, kv_pos0 > 0
+      {999000, 700, 100},  // positions near 10^6
+      {0, 17, 1},        // a decode row in the same batch (the other kernel)
+  };
+  for (int64_t window : {int64_t{0}, int64_t{48}}) {
+    expect_matches_cpu({12, 2, 128, 16, window}, chunks, 81);
+    expect_matches_cpu({12, 2, 128, 64, window}, chunks, 82);
+  }
+  BEAM_SKIP_UNLESS_OPTIMIZED();
+  expect_matches_cpu({48, 8, 128, 64, 512}, {{0, 2500, 2500}, {0, 600, 1}}, 83);
+  expect_matches_cpu({48, 8, 128, 64, 0}, {{0, 2048, 2048}}, 84);
+}
+
+// An 8K prompt through the tensor-core kernel agrees with the same rows computed as decode steps
+// (the CUDA-core kernel, itself checked against the CPU above), sliding and full.
+TEST_F(AttentionCuda, TensorCorePrefill8kMatchesDecodeRows) {
+  BEAM_SKIP_UNLESS_OPTIMIZED();
+  for (int64_t window : {int64_t{512}, int64_t{0}}) {
+    SCOPED_TRACE(::testing::Message() << "window " << window);
+    const Geometry g{48, 8, 128, 64, window};
+    const Batch b = make_batch(g, {{0, 8192, 8192}}, 91);
+    const AttentionSeq whole = b.seqs()[0];
+    const HostTensor all = run_gpu(b, {&whole, 1});
+    std::vector<AttentionSeq> decodes;
+    const int64_t rows[] = {0, 63, 64, 511, 512, 4000, 8127, 8128, 8190, 8191};
+    for (int64_t r : rows) decodes.push_back({r, 1, r, 0, r + 1, whole.block_table});
+    const HostTensor dec = run_gpu(b, decodes);
+    for (int64_t r : rows) {
+      SCOPED_TRACE(::testing::Message() << "row " << r);
+      const test::Diff one = test::compare(all.view.rows(r, 1), dec.view.rows(r, 1), 1);
+      const test::Diff two = test::compare(all.view.rows(r, 1), dec.view.rows(r, 1), 2);
+      EXPECT_LT(one.rel, 1e-2) << "worst element " << one.worst;
+      EXPECT_LE(one.far, 48 * 128 / 100) << "more than 1% of the row > 1 ulp off";
+      EXPECT_LE(two.far, 1) << "outputs > 2 ulps off";
     }
   }
 }

@@ -169,7 +169,7 @@ TEST_F(DecodeGraphTest, FixedAttentionMatchesPagedAttentionAtBeamShapes) {
   std::vector<int32_t> blocks(NB);
   std::iota(blocks.begin(), blocks.end(), 0);
   std::shuffle(blocks.begin(), blocks.end(), rng);
-  const int64_t contexts[3] = {100, 1500, 9000};  // 9,000 keys: 18 splits of 512
+  const int64_t contexts[3] = {100, 1500, 9000};  // 9,000 keys: 36 splits of 256
   std::vector<AttentionSeq> seqs;
   size_t next_block = 0;
   for (int64_t i = 0; i < 3; ++i) {
