@@ -484,9 +484,12 @@ void BM_attention_prefill(benchmark::State& state) {
 
 BENCHMARK(BM_attention_decode)
     ->ArgsProduct({{1, 32}, {512, 8192, 65536}})
+    ->Args({128, 512})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_attention_prefill)
+    ->Args({2048, 0})
+    ->Args({2048, 512})
     ->Args({8192, 0})
     ->Args({8192, 512})
     ->Iterations(5)

@@ -374,7 +374,9 @@ void check_not_capturing(CudaContext& ctx, const char* what) {
 void paged_attention(CudaContext& ctx, const TensorView& q, const PagedKv& kv,
                      std::span<const AttentionSeq> seqs, int64_t window, const TensorView& out) {
   const Geometry g = make_geometry(q.dim(1), q.dim(2), kv, window);
-  const Plan plan = make_plan(ctx, seqs, g, /*tensor_cores=*/true);
+  // cp.async reads q in 16-byte vectors; out is written in bf16 pairs.
+  const bool tensor_cores = aligned16(q.data) && reinterpret_cast<uintptr_t>(out.data) % 4 == 0;
+  const Plan plan = make_plan(ctx, seqs, g, tensor_cores);
   if (plan.items.empty() && plan.prefill.empty()) return;
   ad::Params p = base_params(q, kv, g, out);
   p.seqs = stage(ctx, plan.seqs);
