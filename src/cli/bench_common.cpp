@@ -143,4 +143,23 @@ std::string command_line(const std::string& benchmark, int argc, char** argv) {
   return s;
 }
 
+nlohmann::json bench_result_json(const BenchResult& r) {
+  return {{"requests", r.requests},
+          {"failed_requests", r.failed},
+          {"prompt_tokens", r.prompt_tokens},
+          {"cached_prompt_tokens", r.cached_prompt_tokens},
+          {"output_tokens", r.output_tokens},
+          {"wall_s", r.wall_s},
+          {"output_tokens_per_s", r.output_tokens_per_s},
+          {"total_tokens_per_s", r.total_tokens_per_s},
+          {"ttft_ms_p50", r.ttft_ms_p50},
+          {"ttft_ms_p99", r.ttft_ms_p99},
+          {"itl_ms_p50", r.itl_ms_p50},
+          {"itl_ms_p99", r.itl_ms_p99},
+          {"prefix_cache_hit_rate", r.prefix_cache_hit_rate},
+          {"prefix_cache_hit_rate_turns_2plus", r.prefix_cache_hit_rate_later},
+          {"hit_rate_by_turn", r.hit_rate_by_turn},
+          {"preemptions", r.preemptions}};
+}
+
 }  // namespace beam::cli

@@ -13,6 +13,7 @@
 #include "kernels/api/context.h"
 #include "model/config.h"
 #include "model/weights.h"
+#include "runtime/bench/offline_bench.h"
 
 namespace beam::cli {
 
@@ -43,6 +44,9 @@ Expected<std::shared_ptr<BeamWeights>> synthetic_weights_from_args(const Args& a
 nlohmann::json report_header(const std::string& benchmark, const Args& args,
                              const KernelContext& ctx, const BeamConfig& config,
                              const std::string& command);
+
+// The figures of one offline-bench run (requests, tokens, throughput, TTFT/ITL, prefix hits).
+nlohmann::json bench_result_json(const BenchResult& r);
 
 // Prints the report (indented) and writes it to --json FILE when given; the exit code.
 int emit_report(const nlohmann::json& report, const Args& args);

@@ -12,19 +12,9 @@ namespace beam::cli {
 namespace {
 
 nlohmann::json offline_json(const BenchResult& r, int64_t concurrency) {
-  return {{"concurrency", concurrency},
-          {"requests", r.requests},
-          {"failed_requests", r.failed},
-          {"prompt_tokens", r.prompt_tokens},
-          {"output_tokens", r.output_tokens},
-          {"wall_s", r.wall_s},
-          {"output_tokens_per_s", r.output_tokens_per_s},
-          {"total_tokens_per_s", r.total_tokens_per_s},
-          {"ttft_ms_p50", r.ttft_ms_p50},
-          {"ttft_ms_p99", r.ttft_ms_p99},
-          {"itl_ms_p50", r.itl_ms_p50},
-          {"itl_ms_p99", r.itl_ms_p99},
-          {"preemptions", r.preemptions}};
+  nlohmann::json j = bench_result_json(r);
+  j["concurrency"] = concurrency;
+  return j;
 }
 
 }  // namespace

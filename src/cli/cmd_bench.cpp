@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/args.h"
+#include "cli/bench_common.h"
 #include "cli/bench_commands.h"
 #include "cli/commands.h"
 #include "cli/model_path.h"
@@ -35,24 +36,6 @@ Expected<WorkloadOptions> workload_from_args(const Args& a) {
   return o;
 }
 
-nlohmann::json to_json(const BenchResult& r) {
-  return {{"requests", r.requests},
-          {"failed_requests", r.failed},
-          {"prompt_tokens", r.prompt_tokens},
-          {"cached_prompt_tokens", r.cached_prompt_tokens},
-          {"output_tokens", r.output_tokens},
-          {"wall_s", r.wall_s},
-          {"output_tokens_per_s", r.output_tokens_per_s},
-          {"total_tokens_per_s", r.total_tokens_per_s},
-          {"ttft_ms_p50", r.ttft_ms_p50},
-          {"ttft_ms_p99", r.ttft_ms_p99},
-          {"itl_ms_p50", r.itl_ms_p50},
-          {"itl_ms_p99", r.itl_ms_p99},
-          {"prefix_cache_hit_rate", r.prefix_cache_hit_rate},
-          {"prefix_cache_hit_rate_turns_2plus", r.prefix_cache_hit_rate_later},
-          {"hit_rate_by_turn", r.hit_rate_by_turn},
-          {"preemptions", r.preemptions}};
-}
 
 int bench_offline(int argc, char** argv) {
   auto args = Args::parse(argc, argv,
@@ -92,7 +75,7 @@ int bench_offline(int argc, char** argv) {
   auto engine = Engine::create(*weights, eo);
   if (!engine.ok()) return fail(engine.error().message);
   BenchResult r = run_offline_bench(**engine, *wl);
-  nlohmann::json j = to_json(r);
+  nlohmann::json j = bench_result_json(r);
   j["model"] = *dir;
   j["workload"] = args->get_or("workload", "uniform");
   if (args->has("json")) {

@@ -219,17 +219,15 @@ void BeamModel::mlp_block(Workspace& ws, int64_t l, int64_t sparse_index, bool c
       break;
     }
     case MlpKind::kSparse: {
-      const int64_t E = cfg.num_experts, K = cfg.num_experts_per_tok;
-      TensorView logits = ws.router_logits.view(DType::kF32, {T, E});
+      const int64_t K = cfg.num_experts_per_tok;
       // With capture, each sparse layer routes straight into its slice of the capture buffer.
       TensorView ids = capture ? ws.routed_experts.view(DType::kI32, {sparse_index + 1, T, K})
                                      .rows(sparse_index, 1)
                                      .reshape({T, K})
                                : ws.expert_ids.view(DType::kI32, {T, K});
       TensorView weights = ws.expert_weights.view(DType::kF32, {T, K});
-      linear(ctx_, x, lw.moe.router, logits);
       RouterParams rp{cfg.num_groups, cfg.topk_groups, K, cfg.norm_topk_prob, cfg.routed_scaling_factor};
-      moe_route(ctx_, logits, lw.moe.router_bias, rp, ids, weights);
+      moe_router_route(ctx_, x, lw.moe.router, lw.moe.router_bias, rp, ids, weights);
       profile_mark(ctx_, StepOp::kRouter);
       moe_experts(ctx_, x, lw.moe.experts_gate_up, lw.moe.experts_down, ids, weights, m);
       profile_mark(ctx_, StepOp::kExperts);

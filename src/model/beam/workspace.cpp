@@ -86,7 +86,7 @@ Status Workspace::reserve(const KernelContext& ctx, const BeamConfig& cfg, int64
   }
   const size_t T = tokens, R = rows;
   const size_t H = cfg.hidden_size, Nq = cfg.num_heads, Nkv = cfg.num_kv_heads, D = cfg.head_dim;
-  const size_t I = cfg.intermediate_size, E = cfg.num_experts, K = cfg.num_experts_per_tok;
+  const size_t I = cfg.intermediate_size, K = cfg.num_experts_per_tok;
   const size_t V = cfg.vocab_size, S = cfg.num_layers_of(MlpKind::kSparse);
   const size_t bf = sizeof(uint16_t), f32 = sizeof(float), i32 = sizeof(int32_t);
   const std::pair<ScratchBuffer*, size_t> needs[] = {
@@ -94,7 +94,7 @@ Status Workspace::reserve(const KernelContext& ctx, const BeamConfig& cfg, int64
       {&q, T * Nq * D * bf}, {&gate, T * Nq * D * bf}, {&attn_out, T * Nq * D * bf},
       {&k, T * Nkv * D * bf}, {&v, T * Nkv * D * bf},
       {&mlp_hidden, T * 2 * I * bf}, {&mlp_act, T * I * bf},
-      {&router_logits, T * E * f32}, {&expert_ids, T * K * i32}, {&expert_weights, T * K * f32},
+      {&expert_ids, T * K * i32}, {&expert_weights, T * K * f32},
       {&routed_experts, capture_routing ? S * T * K * i32 : 0},
       {&final_hidden, R * H * bf}, {&lm_out, R * V * bf}, {&logits, R * V * f32}};
   for (const auto& [buffer, nbytes] : needs) BEAM_RETURN_IF_ERROR(buffer->reserve(ctx, nbytes));

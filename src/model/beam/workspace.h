@@ -43,7 +43,7 @@ struct Workspace {
   MetadataBuffer meta;
   int64_t meta_tokens = 0, meta_rows = 0;
   // Activations.
-  ScratchBuffer residual, x, q, k, v, gate, attn_out, branch, mlp_hidden, mlp_act, router_logits,
+  ScratchBuffer residual, x, q, k, v, gate, attn_out, branch, mlp_hidden, mlp_act,
       expert_ids, expert_weights, routed_experts, final_hidden, lm_out, logits;
 
   // Fills the host metadata of batch (KV slots from its block tables). Logit rows: every token of
