@@ -332,11 +332,13 @@ void reserve_fixed(CudaContext& ctx, FixedAttentionPlan& f, const Plan& plan, in
   auto grow = [](int64_t need, int64_t cap, int64_t min_cap) {
     return need <= cap ? cap : std::max(2 * need, min_cap);
   };
-  f.seqs_cap = grow(n_seqs, f.seqs_cap, 16);
-  f.items_cap = grow(n_items, f.items_cap, 64);
-  f.groups_cap = grow(n_groups, f.groups_cap, 16);
-  f.tables_cap = grow(n_tables, f.tables_cap, 1024);
-  f.records_cap = grow(plan.records, f.records_cap, 1024);
+  // First sizes cover decode of the largest graph bucket (256 rows) at a few thousand keys, so
+  // contexts growing by a token per step rarely move the plan (each move recaptures the graphs).
+  f.seqs_cap = grow(n_seqs, f.seqs_cap, 256);
+  f.items_cap = grow(n_items, f.items_cap, 16384);
+  f.groups_cap = grow(n_groups, f.groups_cap, 4096);
+  f.tables_cap = grow(n_tables, f.tables_cap, 32768);
+  f.records_cap = grow(plan.records, f.records_cap, 65536);
   f.partials_head_dim = head_dim;
   f.seqs_off = kMetaAlign;  // after the counts
   f.items_off = align_meta(f.seqs_off + sizeof(ad::SeqDesc) * f.seqs_cap);

@@ -230,7 +230,7 @@ constexpr int64_t kSmallBatchMaxRows = cuda::kMoeSmallBatchMaxRows;
 constexpr int64_t kSmallBatchRowLimit = cuda::kMoeSmallBatchRowLimit;
 #else  // the fixture skips without the backend; these keep the tests compiling
 enum class Path { kAuto, kGrouped, kSmallBatch };
-constexpr int64_t kSmallBatchMaxRows = 1024;
+constexpr int64_t kSmallBatchMaxRows = 256;
 constexpr int64_t kSmallBatchRowLimit = 1024;
 #endif
 

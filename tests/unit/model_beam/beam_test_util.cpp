@@ -81,4 +81,27 @@ std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
   return t;
 }
 
+int64_t confident_prefix(BeamModel& model, const std::vector<int32_t>& prompt,
+                         const std::vector<int32_t>& generated, float min_margin) {
+  if (generated.empty()) return 0;
+  std::vector<int32_t> tokens = prompt;
+  tokens.insert(tokens.end(), generated.begin(), generated.end() - 1);
+  const std::vector<float> logits = run_chunked(model, tokens, 0, 0);
+  const int64_t V = model.config().vocab_size;
+  for (size_t j = 0; j < generated.size(); ++j) {
+    const float* row = logits.data() + (prompt.size() - 1 + j) * V;
+    float top1 = -INFINITY, top2 = -INFINITY;
+    for (int64_t v = 0; v < V; ++v) {
+      if (row[v] > top1) {
+        top2 = top1;
+        top1 = row[v];
+      } else if (row[v] > top2) {
+        top2 = row[v];
+      }
+    }
+    if (top1 - top2 < min_margin) return static_cast<int64_t>(j);
+  }
+  return static_cast<int64_t>(generated.size());
+}
+
 }  // namespace beam::testing

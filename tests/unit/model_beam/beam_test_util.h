@@ -37,4 +37,11 @@ LogitsComparison compare_logits(const std::vector<float>& got, const std::vector
 
 std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed);
 
+// How many tokens of a greedy continuation `generated` of `prompt` the model (the CPU reference)
+// chose with a top-1/top-2 logit margin of at least min_margin before the first step below it.
+// Later tokens may differ legitimately between summation orders (other devices, batch shapes),
+// so parity checks compare this prefix (issue 7: identical greedy tokens where the margin >= 0.5).
+int64_t confident_prefix(BeamModel& model, const std::vector<int32_t>& prompt,
+                         const std::vector<int32_t>& generated, float min_margin = 0.5f);
+
 }  // namespace beam::testing

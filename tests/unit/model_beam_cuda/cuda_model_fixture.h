@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
@@ -37,6 +38,11 @@ class CudaModelTest : public ::testing::Test {
   std::unique_ptr<BeamModel> cpu_model(const std::string& name) {
     auto host = load_model(name);
     return host ? std::make_unique<BeamModel>(host, cpu_) : nullptr;
+  }
+
+  // The first `n` tokens of t (all of t when shorter).
+  static std::vector<int32_t> first(const std::vector<int32_t>& t, int64_t n) {
+    return {t.begin(), t.begin() + std::min<int64_t>(n, static_cast<int64_t>(t.size()))};
   }
 
   ThreadPool pool_{2};

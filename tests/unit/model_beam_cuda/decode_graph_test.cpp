@@ -231,12 +231,17 @@ TEST_F(DecodeGraphTest, EngineWithGraphsGeneratesTheCpuEnginesGreedyTokens) {
   const auto want = run_all(**cpu, reqs);
   const auto with_graphs = run_all(**graphs, reqs);
   const auto without = run_all(**eager, reqs);
+  auto reference = cpu_model("beam-nano");
+  ASSERT_NE(reference, nullptr);
   for (size_t i = 0; i < reqs.size(); ++i) {
-    EXPECT_EQ(with_graphs[i][0].tokens, want[i][0].tokens) << "case " << i << " with graphs";
-    EXPECT_EQ(without[i][0].tokens, want[i][0].tokens) << "case " << i << " without graphs";
+    // Graphs replay the eager kernels: identical tokens. Against the CPU: where the margin >= 0.5.
+    EXPECT_EQ(with_graphs[i][0].tokens, without[i][0].tokens) << "case " << i << " graphs vs eager";
+    const int64_t k = confident_prefix(*reference, reqs[i].prompt, want[i][0].tokens);
+    EXPECT_EQ(first(with_graphs[i][0].tokens, k), first(want[i][0].tokens, k)) << "case " << i << " with graphs";
   }
   // Alone (bucket 1) after the batched run (bucket 8): graphs of both buckets coexist.
-  EXPECT_EQ(run_all(**graphs, {reqs[0]})[0][0].tokens, want[0][0].tokens);
+  const int64_t k0 = confident_prefix(*reference, reqs[0].prompt, want[0][0].tokens);
+  EXPECT_EQ(first(run_all(**graphs, {reqs[0]})[0][0].tokens, k0), first(want[0][0].tokens, k0));
   expect_pools_full(**graphs);
 }
 

@@ -85,11 +85,20 @@ TEST_F(CudaModelTest, EngineOnCudaGeneratesTheCpuEnginesGreedyTokens) {
   const auto reqs = greedy_requests(golden);
   auto cpu_batched = run_all(**cpu, reqs);
   auto gpu_batched = run_all(**gpu, reqs);
+  auto reference = cpu_model("beam-nano");
+  ASSERT_NE(reference, nullptr);
   for (size_t i = 0; i < reqs.size(); ++i) {
+    const std::vector<int32_t>& want = cpu_batched[i][0].tokens;
+    EXPECT_EQ(want, golden.cases[i].generated_ids) << "case " << i << ": the CPU engine vs the reference";
+    // Tokens chosen with a margin >= 0.5 must agree; after the first closer call the GPU's other
+    // summation order (and batch shape) may pick the runner-up.
+    const int64_t k = confident_prefix(*reference, reqs[i].prompt, want);
     auto gpu_alone = run_all(**gpu, {reqs[i]})[0][0];
-    EXPECT_EQ(gpu_alone.tokens, cpu_batched[i][0].tokens) << "case " << i << " alone on the GPU";
-    EXPECT_EQ(gpu_batched[i][0].tokens, cpu_batched[i][0].tokens) << "case " << i << " batched on the GPU";
-    EXPECT_EQ(gpu_batched[i][0].tokens, golden.cases[i].generated_ids) << "case " << i << " vs the reference";
+    EXPECT_EQ(first(gpu_alone.tokens, k), first(want, k)) << "case " << i << " alone on the GPU";
+    EXPECT_EQ(first(gpu_batched[i][0].tokens, k), first(want, k)) << "case " << i << " batched on the GPU";
+    std::printf("case %zu: %lld of %zu tokens chosen with margin >= 0.5; GPU alone %s, batched %s beyond\n", i,
+                static_cast<long long>(k), want.size(), gpu_alone.tokens == want ? "equal" : "differs",
+                gpu_batched[i][0].tokens == want ? "equal" : "differs");
   }
   expect_pools_full(**gpu);
 }
