@@ -39,12 +39,18 @@ class DecodeGraphTest : public CudaModelTest {
     ASSERT_NE(host, nullptr);
     auto uploaded = upload_weights(gpu_, host);
     ASSERT_TRUE(uploaded.ok()) << uploaded.error().message;
+    // The eager model gets its own CUDA context, as every engine has: its scratch growth must not
+    // count as the graph model's (which recaptures when its own scratch moves).
+    auto eager_cuda = create_cuda_context(0);
+    ASSERT_TRUE(eager_cuda.ok()) << eager_cuda.error().message;
+    eager_cuda_ = std::move(*eager_cuda);
     KernelContext eager_ctx = gpu_;
+    eager_ctx.cuda = eager_cuda_.get();
     eager_ctx.cuda_graphs = false;
     graph_ = std::make_unique<BeamModel>(uploaded->weights, gpu_);
     eager_ = std::make_unique<BeamModel>(uploaded->weights, eager_ctx);
     auto kv_g = LocalKvCache::create(gpu_, graph_->config(), num_slots, max_tokens);
-    auto kv_e = LocalKvCache::create(gpu_, eager_->config(), num_slots, max_tokens);
+    auto kv_e = LocalKvCache::create(eager_ctx, eager_->config(), num_slots, max_tokens);
     ASSERT_TRUE(kv_g.ok() && kv_e.ok());
     kv_graph_ = std::make_unique<LocalKvCache>(std::move(*kv_g));
     kv_eager_ = std::make_unique<LocalKvCache>(std::move(*kv_e));
@@ -107,6 +113,7 @@ class DecodeGraphTest : public CudaModelTest {
     EXPECT_EQ(eager_->decode_graphs().num_replays(), 0);
   }
 
+  std::shared_ptr<CudaContext> eager_cuda_;  // declared first: outlives the eager model and cache
   std::unique_ptr<BeamModel> graph_, eager_;
   std::unique_ptr<LocalKvCache> kv_graph_, kv_eager_;
   std::vector<DeviceBuffer> buffers_;  // device tensors of kernel-level tests
