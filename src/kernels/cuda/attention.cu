@@ -329,8 +329,10 @@ void reserve_fixed(CudaContext& ctx, FixedAttentionPlan& f, const Plan& plan, in
                     n_tables <= f.tables_cap && plan.records <= f.records_cap &&
                     head_dim == f.partials_head_dim;
   if (fits) return;
+  // A plan without splits needs no records: the first sizes still apply (a zero capacity would
+  // leave `partials` unallocated and the plan "not fitting" on every step, recapturing graphs).
   auto grow = [](int64_t need, int64_t cap, int64_t min_cap) {
-    return need <= cap ? cap : std::max(2 * need, min_cap);
+    return need <= cap && cap > 0 ? cap : std::max(2 * need, min_cap);
   };
   // First sizes cover decode of the largest graph bucket (256 rows) at a few thousand keys, so
   // contexts growing by a token per step rarely move the plan (each move recaptures the graphs).
