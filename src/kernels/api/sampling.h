@@ -5,6 +5,7 @@
 // path IS that sampler, so this op has no CPU implementation (Device::kCpu aborts).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <span>
 
@@ -48,6 +49,27 @@ struct SamplingRowParams {
   int32_t edit_begin = 0;             // this row's edits: edits[edit_begin, edit_begin + edit_count)
   int32_t edit_count = 0;
 };
+
+#if defined(__CUDACC__)
+#define BEAM_HOST_DEVICE __host__ __device__
+#else
+#define BEAM_HOST_DEVICE
+#endif
+
+// Logit v of e.token after its edit, flags applied in the order above (the CPU's logit
+// processors, runtime/sampling/logit_processors.cpp). Shared by the kernel and its host tests.
+BEAM_HOST_DEVICE inline float apply_logit_edit(float v, const LogitEdit& e, const SamplingRowParams& p) {
+  if (e.flags & kEditBias) v = static_cast<float>(static_cast<double>(v) + e.bias);
+  if (e.flags & kEditMask) v = -INFINITY;
+  if (e.flags & kEditRepetition) {
+    const double d = v;
+    v = static_cast<float>(d > 0 ? d / p.repetition_penalty : d * p.repetition_penalty);
+  }
+  if (e.flags & kEditFrequencyPresence)
+    v = static_cast<float>(static_cast<double>(v) - p.frequency_penalty * e.output_count -
+                           p.presence_penalty);
+  return v;
+}
 
 // One row's result as the op writes it (all 4-byte words, so a [rows, kSampledRowWords] i32
 // tensor holds them; the caller reinterprets after copying back).

@@ -58,19 +58,9 @@ struct WeightItem {
   }
 };
 
-// One token's edits, in the CPU's order (runtime/sampling/logit_processors.cpp).
+// One token's edits, in the CPU's order (kernels/api/sampling.h).
 __device__ void apply_edit(float* row, const LogitEdit& e, const SamplingRowParams& p) {
-  float v = row[e.token];
-  if (e.flags & kEditBias) v = static_cast<float>(static_cast<double>(v) + e.bias);
-  if (e.flags & kEditMask) v = -INFINITY;
-  if (e.flags & kEditRepetition) {
-    const double d = v;
-    v = static_cast<float>(d > 0 ? d / p.repetition_penalty : d * p.repetition_penalty);
-  }
-  if (e.flags & kEditFrequencyPresence)
-    v = static_cast<float>(static_cast<double>(v) - p.frequency_penalty * e.output_count -
-                           p.presence_penalty);
-  row[e.token] = v;
+  row[e.token] = apply_logit_edit(row[e.token], e, p);
 }
 
 // argmax over values > -inf (NaN and -inf never win), ties → lowest id; id INT_MAX when none.

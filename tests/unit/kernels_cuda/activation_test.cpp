@@ -18,19 +18,9 @@
 namespace beam {
 namespace {
 
-double exact_fraction(const TensorView& got, const TensorView& want) {
-  int64_t same = 0;
-  const size_t es = dtype_size(want.dtype);
-  for (int64_t i = 0; i < want.numel(); ++i)
-    same += std::memcmp(got.as<char>() + i * es, want.as<char>() + i * es, es) == 0;
-  return want.numel() == 0 ? 1.0 : double(same) / double(want.numel());
-}
+using test::bf16_neighbours;
+using test::exact_fraction;
 
-std::array<float, 3> bf16_neighbours(float v) {
-  const uint16_t b = to_bf16(v).bits;
-  if ((b & 0x7fff) == 0) return {v, to_float(bf16::from_bits(0x0001)), to_float(bf16::from_bits(0x8001))};
-  return {v, to_float(bf16::from_bits(b + 1)), to_float(bf16::from_bits(b - 1))};
-}
 
 int64_t f32_ulps(float a, float b) {
   auto key = [](float f) {
@@ -108,7 +98,9 @@ class CudaActivation : public test::CudaTest {
     EXPECT_LE(worst, 4);
     // CUDA's tanhf and SLEEF's differ in the last bits for some inputs: over many logits at
     // least half agree exactly (a handful of elements says nothing about the fraction).
-    if (T * V >= 10000) EXPECT_GE(exact, 0.5);
+    if (T * V >= 10000) {
+      EXPECT_GE(exact, 0.5);
+    }
     std::printf("softcap [%lld, %lld]: %.6f bit-equal, worst %lld fp32 ulps\n",
                 static_cast<long long>(T), static_cast<long long>(V), exact,
                 static_cast<long long>(worst));

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -81,6 +83,22 @@ inline Diff compare(const TensorView& got, const TensorView& want, int ulps = 1)
   }
   d.rel = max_err / max_ref;
   return d;
+}
+
+// Fraction of elements whose bits are equal (bf16 or f32 tensors of the same shape).
+inline double exact_fraction(const TensorView& got, const TensorView& want) {
+  int64_t same = 0;
+  const size_t es = dtype_size(want.dtype);
+  for (int64_t i = 0; i < want.numel(); ++i)
+    same += std::memcmp(got.as<char>() + i * es, want.as<char>() + i * es, es) == 0;
+  return want.numel() == 0 ? 1.0 : double(same) / double(want.numel());
+}
+
+// The bf16 values one ulp either side of v (v itself first).
+inline std::array<float, 3> bf16_neighbours(float v) {
+  const uint16_t b = to_bf16(v).bits;
+  if ((b & 0x7fff) == 0) return {v, to_float(bf16::from_bits(0x0001)), to_float(bf16::from_bits(0x8001))};
+  return {v, to_float(bf16::from_bits(b + 1)), to_float(bf16::from_bits(b - 1))};
 }
 
 }  // namespace beam::test

@@ -15,18 +15,9 @@
 namespace beam {
 namespace {
 
-double exact_fraction(const TensorView& got, const TensorView& want) {
-  int64_t same = 0;
-  for (int64_t i = 0; i < want.numel(); ++i)
-    same += got.as<bf16>()[i].bits == want.as<bf16>()[i].bits;
-  return want.numel() == 0 ? 1.0 : double(same) / double(want.numel());
-}
+using test::bf16_neighbours;
+using test::exact_fraction;
 
-std::array<float, 3> bf16_neighbours(float v) {
-  const uint16_t b = to_bf16(v).bits;
-  if ((b & 0x7fff) == 0) return {v, to_float(bf16::from_bits(0x0001)), to_float(bf16::from_bits(0x8001))};
-  return {v, to_float(bf16::from_bits(b + 1)), to_float(bf16::from_bits(b - 1))};
-}
 
 // T positions in [0, 10^6]: the edge positions first (0, 1, SSMax's 2047, 10^6 - 1, 10^6), the
 // rest random.

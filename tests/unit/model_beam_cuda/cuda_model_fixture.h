@@ -9,11 +9,26 @@
 #include <memory>
 #include <string>
 
+#include "../model_beam/beam_goldens.h"
 #include "../model_beam/beam_test_util.h"
+#include "../runtime_engine/engine_test_util.h"
 #include "kernels/api/device_memory.h"
 #include "model/device_weights.h"
 
 namespace beam::testing {
+
+// Greedy engine requests for the golden prompts (the reference's max tokens and stop ids).
+inline std::vector<RunRequest> greedy_requests(const GreedyGoldens& golden) {
+  std::vector<RunRequest> reqs;
+  for (const GreedyCase& c : golden.cases) {
+    SamplingParams p;
+    p.temperature = 0;
+    p.max_tokens = golden.max_new_tokens;
+    p.stop_token_ids = golden.stop_token_ids;
+    reqs.push_back(RunRequest{c.prompt_ids, p});
+  }
+  return reqs;
+}
 
 class CudaModelTest : public ::testing::Test {
  protected:

@@ -59,8 +59,8 @@ class DecodeGraphTest : public CudaModelTest {
   static ForwardBatch batch_of(const std::vector<Seq*>& seqs, const LocalKvCache& kv) {
     ForwardBatch batch;
     for (const Seq* s : seqs) {
-      std::span<const int32_t> todo(s->tokens.data() + s->computed, s->tokens.size() - s->computed);
-      batch.seqs.push_back(SeqChunk{todo, 0, s->computed, kv.block_table(s->slot),
+      std::span<const int32_t> uncomputed(s->tokens.data() + s->computed, s->tokens.size() - s->computed);
+      batch.seqs.push_back(SeqChunk{uncomputed, 0, s->computed, kv.block_table(s->slot),
                                     kv.block_table(s->slot), false});
     }
     return batch;
@@ -221,14 +221,7 @@ TEST_F(DecodeGraphTest, EngineWithGraphsGeneratesTheCpuEnginesGreedyTokens) {
   ASSERT_FALSE(golden.cases.empty());
   auto weights = engine_test_model("beam-nano");
   ASSERT_NE(weights, nullptr);
-  std::vector<RunRequest> reqs;
-  for (const GreedyCase& c : golden.cases) {
-    SamplingParams p;
-    p.temperature = 0;
-    p.max_tokens = golden.max_new_tokens;
-    p.stop_token_ids = golden.stop_token_ids;
-    reqs.push_back(RunRequest{c.prompt_ids, p});
-  }
+  const std::vector<RunRequest> reqs = greedy_requests(golden);
   auto cpu = Engine::create(weights, nano_engine_options(Device::kCpu, false));
   ASSERT_TRUE(cpu.ok()) << cpu.error().message;
   auto graphs = Engine::create(weights, nano_engine_options(Device::kCuda, true));

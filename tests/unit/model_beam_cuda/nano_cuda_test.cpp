@@ -51,18 +51,6 @@ TEST_F(CudaModelTest, NanoGreedyMatchesReferenceOnTheGpu) {
   }
 }
 
-std::vector<RunRequest> greedy_requests(const GreedyGoldens& golden) {
-  std::vector<RunRequest> reqs;
-  for (const GreedyCase& c : golden.cases) {
-    SamplingParams p;
-    p.temperature = 0;
-    p.max_tokens = golden.max_new_tokens;
-    p.stop_token_ids = golden.stop_token_ids;
-    reqs.push_back(RunRequest{c.prompt_ids, p});
-  }
-  return reqs;
-}
-
 EngineOptions engine_options(Device device) {
   EngineOptions o;
   o.device = device;

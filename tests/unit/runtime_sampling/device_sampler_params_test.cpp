@@ -17,21 +17,12 @@ using testing::make_state;
 using testing::random_softcapped_logits;
 using testing::StateOptions;
 
-// The kernel's per-token rule (kernels/cuda/sampling.cu, apply_edit), on the host.
+// The kernel's edits (apply_logit_edit, shared with kernels/cuda/sampling.cu), on the host.
 void apply_edits(std::vector<float>& row, std::span<const LogitEdit> edits,
                  const SamplingRowParams& p) {
   for (const LogitEdit& e : edits) {
-    float v = row[static_cast<size_t>(e.token)];
-    if (e.flags & kEditBias) v = static_cast<float>(static_cast<double>(v) + e.bias);
-    if (e.flags & kEditMask) v = -INFINITY;
-    if (e.flags & kEditRepetition) {
-      const double d = v;
-      v = static_cast<float>(d > 0 ? d / p.repetition_penalty : d * p.repetition_penalty);
-    }
-    if (e.flags & kEditFrequencyPresence)
-      v = static_cast<float>(static_cast<double>(v) - p.frequency_penalty * e.output_count -
-                             p.presence_penalty);
-    row[static_cast<size_t>(e.token)] = v;
+    float& v = row[static_cast<size_t>(e.token)];
+    v = apply_logit_edit(v, e, p);
   }
 }
 
