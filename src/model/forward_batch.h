@@ -47,6 +47,10 @@ struct ForwardOutput {
   int64_t vocab_size = 0;
   // With capture_routing: [num_sparse_layers, num_tokens, top_k] expert ids, tokens in batch order.
   std::vector<int32_t> routed_experts;
+  // Host milliseconds forward() spent before the step's last device work was queued (validation,
+  // metadata, uploads, kernel or graph launches). With CUDA graphs the device idles for nearly
+  // all of it, so it is the per-step CPU overhead the bench reports.
+  double host_enqueue_ms = 0;
   int64_t num_rows() const {
     if (device_logits.data != nullptr) return device_logits.dim(0);
     return vocab_size ? static_cast<int64_t>(logits.size()) / vocab_size : 0;

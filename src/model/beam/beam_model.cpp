@@ -4,6 +4,7 @@
 // go through DecodeGraphs, which replays the same op sequence as a CUDA graph.
 #include "model/beam/beam_model.h"
 
+#include <chrono>
 #include <cmath>
 #include <string>
 
@@ -93,6 +94,10 @@ Status BeamModel::validate(const ForwardBatch& batch, const KvLayers& kv) const 
 }
 
 Status BeamModel::forward(const ForwardBatch& batch, const KvLayers& kv, ForwardOutput& out) {
+  const auto entered = std::chrono::steady_clock::now();
+  auto host_ms = [&entered] {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - entered).count();
+  };
   BEAM_RETURN_IF_ERROR(validate(batch, kv));
   // The previous step may have left its logits on the device; its work must be done before the
   // host rewrites pinned metadata that its uploads read (a no-op when already synchronized).
@@ -103,6 +108,7 @@ Status BeamModel::forward(const ForwardBatch& batch, const KvLayers& kv, Forward
     BEAM_RETURN_IF_ERROR(graphs_.run(ctx_, config(), batch, kv, [this](Workspace& ws, const KvLayers& k) {
       enqueue_step(ws, k, AttentionPath::kFixed, false);
     }));
+    out.host_enqueue_ms = host_ms();
     copy_logits(graphs_.workspace(), batch, out);  // synchronizes
     return ok_status();
   }
@@ -111,6 +117,7 @@ Status BeamModel::forward(const ForwardBatch& batch, const KvLayers& kv, Forward
   BEAM_RETURN_IF_ERROR(ws_.reserve(ctx_, cfg, ws_.num_tokens(), ws_.num_logit_rows(), batch.capture_routing));
   ws_.upload(ctx_);
   enqueue_step(ws_, kv, AttentionPath::kEager, batch.capture_routing);
+  out.host_enqueue_ms = host_ms();
   copy_logits(ws_, batch, out);  // synchronizes
   if (batch.capture_routing) {
     const int64_t S = cfg.num_layers_of(MlpKind::kSparse), T = ws_.num_tokens();
