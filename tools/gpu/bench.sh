@@ -71,6 +71,9 @@ if step:
               f" {d['decode_layer_ratio']:6.2f} {d.get('moe_layer_ms', 0):8.4f} {d.get('moe_layer_floor_ms', 0):8.4f}"
               f" {d.get('moe_layer_ratio', 0):6.2f} {d['experts_touched']:7.1f} {d['extrapolated_52_layer_ms_per_token']:10.3f}"
               f" {d['extrapolated_52_layer_floor_ms_per_token']:8.3f}")
+    for d in step["decode"]:
+        print(f"batch {d['batch']}: host enqueue {d.get('host_enqueue_ms', 0):.4f} ms per step = "
+              f"{100 * d.get('host_overhead_fraction', 0):.1f}% CPU overhead (cuda graphs {'on' if d.get('cuda_graphs') else 'off'})")
     p = step.get("prefill")
     if p:
         print(f"prefill {p['tokens']} tokens: {p['prefill_ms']:.2f} ms, {p['achieved_tflops']:.1f} TFLOP/s, "

@@ -62,7 +62,8 @@ class DecodeRig {
     return rig;
   }
 
-  // One decode step (a token for every sequence); returns its device time in ms.
+  // One decode step (a token for every sequence); returns its device time in ms (from before
+  // forward() starts, so host work the device waits for counts).
   Expected<double> step(DeviceTimer& timer, bool capture) {
     ForwardBatch b;
     b.capture_routing = capture;
@@ -75,6 +76,8 @@ class DecodeRig {
     next_ = random_tokens(rng_, batch_, model_.config().vocab_size);
     return ms;
   }
+  // Host ms the last step() spent before its device work was all queued (ForwardOutput).
+  double last_host_ms() const { return out_.host_enqueue_ms; }
   const ForwardOutput& output() const { return out_; }
 
  private:
@@ -134,6 +137,7 @@ class DecodeRig {
 
 struct DecodeMeasure {
   double step_ms = 0;
+  double host_ms = 0;  // median host time per step before the step was queued (CPU overhead)
   std::vector<int64_t> experts_touched;  // per MoE layer, from one captured step
 };
 
@@ -144,13 +148,15 @@ Expected<DecodeMeasure> measure_decode(const KernelContext& ctx,
   BEAM_ASSIGN_OR_RETURN(auto rig, DecodeRig::create(ctx, std::move(weights), batch, o));
   DeviceTimer timer(ctx);
   for (int64_t i = 0; i < o.warmup_steps; ++i) BEAM_RETURN_IF_ERROR(rig->step(timer, false));
-  std::vector<double> times;
+  std::vector<double> times, host;
   for (int64_t i = 0; i < o.timed_steps; ++i) {
     BEAM_ASSIGN_OR_RETURN(double ms, rig->step(timer, false));
     times.push_back(ms);
+    host.push_back(rig->last_host_ms());
   }
   BEAM_RETURN_IF_ERROR(rig->step(timer, true));
-  return DecodeMeasure{median(times), count_experts(rig->output().routed_experts, num_sparse)};
+  return DecodeMeasure{median(times), median(host),
+                       count_experts(rig->output().routed_experts, num_sparse)};
 }
 
 // The embedding gather that opens a step plus compute_logits' kernels (row gather, final norm,
@@ -389,6 +395,10 @@ Expected<nlohmann::json> decode_report(const KernelContext& ctx,
       {"decode_step_ms", t.step_ms},
       {"decode_step_floor_ms", step.floor_ms()},
       {"decode_step_ratio", ratio(t.step_ms, step.floor_ms())},
+      {"cuda_graphs", ctx.device == Device::kCuda && ctx.cuda_graphs},
+      // CPU overhead: host time per step before the step is queued, while the device idles.
+      {"host_enqueue_ms", full.host_ms},
+      {"host_overhead_fraction", t.step_ms > 0 ? full.host_ms / t.step_ms : 0.0},
       {"lm_head_ms", t.head_ms},
       {"lm_head_floor_ms", f.head.floor_ms()},
       {"lm_head_ratio", ratio(t.head_ms, f.head.floor_ms())},

@@ -66,6 +66,12 @@ TEST(StepBreakdown, ReportsEveryOpKindOncePerLayerItRunsIn) {
   EXPECT_GT(sum, 0.0);
   EXPECT_GT(b["eager_step_ms"].get<double>(), 0.0);
   EXPECT_GT(b["layers_ms_per_layer"].get<double>(), 0.0);
+  // The CPU overhead figure: host time before the step is queued, a fraction of the step.
+  const nlohmann::json& d = (*result)["decode"][0];
+  EXPECT_FALSE(d["cuda_graphs"].get<bool>());
+  EXPECT_GT(d["host_enqueue_ms"].get<double>(), 0.0);
+  EXPECT_GT(d["host_overhead_fraction"].get<double>(), 0.0);
+  EXPECT_LE(d["host_overhead_fraction"].get<double>(), 1.0);
 }
 
 TEST(StepBreakdown, ProfilerDoesNotChangeLogits) {
