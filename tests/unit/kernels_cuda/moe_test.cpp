@@ -179,39 +179,63 @@ RouterData make_router(int64_t T, int64_t H, int64_t E, uint32_t seed) {
 
 class CudaMoeRouter : public test::CudaTest {
  protected:
-  // GPU moe_router_route vs the CPU's linear + moe_route: ids identical, weights within 1e-5.
-  void check(int64_t T, int64_t H, int64_t E, const RouterParams& p) {
-    SCOPED_TRACE(::testing::Message()
-                 << "router T=" << T << " H=" << H << " E=" << E << " groups " << p.num_groups
-                 << " keep " << p.topk_groups << " top_k " << p.top_k);
-    const RouterData d = make_router(T, H, E, static_cast<uint32_t>(T * 7 + H + E));
+  // Overwrites a device tensor with 0xff bytes (NaN weights, id -1): an output the op leaves
+  // unwritten shows.
+  void poison(const TensorView& dev) {
+    HostTensor h(dev.dtype, dev.shape);
+    std::memset(h.view.data, 0xff, h.view.nbytes());
+    copy_tensor(gpu, dev, h.view);
+  }
+
+  // Device ids and weights against the CPU's linear + moe_route on (x, w, bias): ids identical,
+  // weights within 1e-5 (relative); returns the largest relative difference.
+  double expect_matches_cpu(const HostTensor& x, const HostTensor& w, const HostTensor& bias,
+                            const RouterParams& p, const HostTensor& got_ids,
+                            const HostTensor& got_w) {
+    const int64_t T = x.view.dim(0);
     HostTensor want_ids(DType::kI32, {T, p.top_k}), want_w(DType::kF32, {T, p.top_k});
-    moe_router_route(cpu.one, d.x.view, d.w.view, d.bias.view, p, want_ids.view, want_w.view);
-    const TensorView ids = device_tensor(DType::kI32, {T, p.top_k});
-    const TensorView w = device_tensor(DType::kF32, {T, p.top_k});
-    const TensorView x = upload(d.x), rw = upload(d.w), bias = upload(d.bias);
-    moe_router_route(gpu, x, rw, bias, p, ids, w);
-    HostTensor got_ids = download(ids), got_w = download(w);
+    moe_router_route(cpu.one, x.view, w.view, bias.view, p, want_ids.view, want_w.view);
     double max_rel = 0;
     for (int64_t i = 0; i < T * p.top_k; ++i) {
-      ASSERT_EQ(got_ids.as<int32_t>()[i], want_ids.as<int32_t>()[i])
+      EXPECT_EQ(got_ids.as<int32_t>()[i], want_ids.as<int32_t>()[i])
           << "token " << i / p.top_k << " slot " << i % p.top_k;
       const double g = got_w.as<float>()[i], wv = want_w.as<float>()[i];
       max_rel = std::max(max_rel, std::fabs(g - wv) / std::max(std::fabs(wv), 1e-30));
     }
     EXPECT_LE(max_rel, 1e-5);
-    moe_router_route(gpu, x, rw, bias, p, ids, w);  // same bits every run
-    EXPECT_TRUE(test::bits_equal(download(w).view, got_w.view));
-    EXPECT_TRUE(test::bits_equal(download(ids).view, got_ids.view));
+    return max_rel;
+  }
+
+  // GPU moe_router_route vs the CPU's linear + moe_route, then the same bits on two more runs
+  // whose outputs start poisoned (the fused kernel's ticket counters are left zero each run).
+  void check(int64_t T, int64_t H, int64_t E, const RouterParams& p) {
+    SCOPED_TRACE(::testing::Message()
+                 << "router T=" << T << " H=" << H << " E=" << E << " groups " << p.num_groups
+                 << " keep " << p.topk_groups << " top_k " << p.top_k);
+    const RouterData d = make_router(T, H, E, static_cast<uint32_t>(T * 7 + H + E));
+    const TensorView ids = device_tensor(DType::kI32, {T, p.top_k});
+    const TensorView w = device_tensor(DType::kF32, {T, p.top_k});
+    const TensorView x = upload(d.x), rw = upload(d.w), bias = upload(d.bias);
+    moe_router_route(gpu, x, rw, bias, p, ids, w);
+    HostTensor got_ids = download(ids), got_w = download(w);
+    const double max_rel = expect_matches_cpu(d.x, d.w, d.bias, p, got_ids, got_w);
+    for (int run = 0; run < 2; ++run) {  // same bits every run
+      poison(ids);
+      poison(w);
+      moe_router_route(gpu, x, rw, bias, p, ids, w);
+      EXPECT_TRUE(test::bits_equal(download(w).view, got_w.view)) << "run " << run + 2;
+      EXPECT_TRUE(test::bits_equal(download(ids).view, got_ids.view)) << "run " << run + 2;
+    }
     std::printf("moe_router_route T=%lld H=%lld E=%lld: max weight rel diff %.3g\n",
                 static_cast<long long>(T), static_cast<long long>(H), static_cast<long long>(E),
                 max_rel);
   }
 };
 
-// Small T (the split-K logits kernel: 16-byte and scalar loads) and large T (cuBLASLt + route).
+// Small T (the fused split-K logits + routing kernel: 16-byte and scalar loads, one or several
+// tiles of tokens) and large T (cuBLASLt + route).
 TEST_F(CudaMoeRouter, MatchesCpuTinyShapes) {
-  for (int64_t T : {1, 5, 32, 64, 128, 129, 300}) {
+  for (int64_t T : {1, 5, 16, 17, 32, 64, 128, 129, 300}) {
     check(T, 64, 16, {4, 2, 4, true, 2.5f});     // H multiple of 4: vector loads
     check(T, 37, 8, {2, 1, 2, true, 1.0f});      // odd H: scalar loads
     check(T, 1000, 24, {3, 2, 3, false, 1.0f});  // several K splits, 24 experts: half a block
@@ -219,7 +243,44 @@ TEST_F(CudaMoeRouter, MatchesCpuTinyShapes) {
 }
 
 TEST_F(CudaMoeRouter, MatchesCpuBeamShapes) {
-  for (int64_t T : {1, 5, 32, 64, 128, 300}) check(T, 5120, 256, {8, 4, 8, true, 2.5f});
+  for (int64_t T : {1, 5, 17, 32, 64, 128, 300}) check(T, 5120, 256, {8, 4, 8, true, 2.5f});
+}
+
+// A CUDA graph of the fused kernel replays on new x, router weights and bias written into the
+// captured buffers (decode steps): each replay matches the CPU on its inputs and the eager op's
+// bits, so the kernel reads everything from device memory and leaves its ticket counters zero.
+TEST_F(CudaMoeRouter, GraphReplaysMatchCpuAndEager) {
+  const RouterParams p{8, 4, 8, true, 2.5f};
+  for (int64_t T : {int64_t{1}, int64_t{32}}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << T);
+    const RouterData first = make_router(T, 5120, 256, 101);
+    const TensorView x = upload(first.x), rw = upload(first.w), bias = upload(first.bias);
+    const TensorView ids = device_tensor(DType::kI32, {T, p.top_k});
+    const TensorView w = device_tensor(DType::kF32, {T, p.top_k});
+    moe_router_route(gpu, x, rw, bias, p, ids, w);  // reserves the scratch outside the capture
+    synchronize(gpu);
+    begin_graph_capture(gpu);
+    moe_router_route(gpu, x, rw, bias, p, ids, w);
+    Expected<StepGraph> graph = end_graph_capture(gpu);
+    ASSERT_TRUE(graph.ok()) << graph.error().message;
+    for (uint32_t seed : {202u, 303u, 101u}) {
+      RouterData d = make_router(T, 5120, 256, seed);
+      for (int64_t e = 0; e < 256; ++e) d.bias.as<float>()[e] = 1e-3f * static_cast<float>(e % 7);
+      copy_tensor(gpu, x, d.x.view);
+      copy_tensor(gpu, rw, d.w.view);
+      copy_tensor(gpu, bias, d.bias.view);
+      poison(ids);
+      poison(w);
+      launch_graph(gpu, *graph);
+      const HostTensor graph_ids = download(ids), graph_w = download(w);
+      expect_matches_cpu(d.x, d.w, d.bias, p, graph_ids, graph_w);
+      poison(ids);
+      poison(w);
+      moe_router_route(gpu, x, rw, bias, p, ids, w);
+      EXPECT_TRUE(test::bits_equal(download(w).view, graph_w.view)) << "seed " << seed;
+      EXPECT_TRUE(test::bits_equal(download(ids).view, graph_ids.view)) << "seed " << seed;
+    }
+  }
 }
 
 // ---- moe_experts --------------------------------------------------------------------------------
