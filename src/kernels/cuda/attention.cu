@@ -1,25 +1,28 @@
-// CUDA paged attention: plans the batch on the host (tiles of query rows per sequence, split-KV
-// where the batch would not fill the GPU), stages the plan and block tables to the device and
-// launches attention_kernels.cuh. Also the KV-cache write (store_kv).
+// CUDA paged attention: plans the batch on the host, uploads the plan and the block tables in one
+// copy and launches the kernels. Also the KV-cache write (store_kv).
 //
-// Work decomposition. A work item is a tile of query rows of one sequence; its CTA (one per KV
-// head) loads each 32-key tile of K/V once into shared memory and serves all G = Nq / Nkv query
-// heads of that KV head for every row of the tile (GQA: K/V are read once per tile, not per q
-// head). Prefill chunks get tiles of up to 64 / G rows (10 at Beam's G = 6), so an 8K prefill is
-// thousands of CTAs. Decode rows (tiles of 1 row) see up to the whole context; when the batch's
-// CTAs would carry more keys each than a balanced share of 4 CTAs per SM, long items are split
-// along their rows' split grid (64-key splits up to 4096 visible keys, so a batch-1 decode over
-// 512 keys runs 8 splits x 8 KV heads = 64 CTAs) into one CTA per split (split-KV), and a reduce
-// kernel folds the partial softmax states. Splitting never changes a result bit, and a row's bits
-// never depend on the other rows of the batch (see attention_kernels.cuh).
+// Decode rows (sequences with one query row) go to the decode kernel (attention_decode.cuh): a
+// CTA per KV head serves the G = Nq / Nkv q heads of one row (K/V read once per tile) over a run
+// of the row's splits (32-key splits up to 2048 visible keys, then doubling to at most ~64 per
+// row). The planner gives each CTA about an equal share of the batch's key tiles, aiming at
+// kDecodeCtasPerSm CTAs per SM: a batch-1 decode over 512 keys runs 16 splits x 8 KV heads = 128
+// CTAs of one 32-key tile each, and the last CTA of a split row folds the partial states (no
+// second launch); a batch of 32 such rows runs 2 CTAs of 8 tiles per row and KV head.
 //
-// Long query chunks (at least kPrefillMinRows rows, head_dim 128) of eager calls go instead to the
-// tensor-core flash-attention kernel of attention_prefill.cuh: one CTA per 64 rows and q head.
+// Prefill chunks go to the attend kernel of attention_kernels.cuh: a work item is a tile of up to
+// 64 / G query rows (10 at Beam's G = 6) whose CTA (one per KV head) loads each K/V tile once for
+// every row and q head of the tile; when the chunks' CTAs would carry more keys each than a
+// balanced share of 4 CTAs per SM, long tiles are split along their rows' split grid and a reduce
+// kernel folds the partial states. Long query chunks (at least kPrefillMinRows rows, head_dim 128)
+// of eager calls go instead to the tensor-core flash-attention kernel of attention_prefill.cuh.
+// Outside the tensor-core kernel, a row's bits depend neither on its kernel, nor on splitting,
+// nor on the other rows of the batch (see attention_kernels.cuh).
 //
-// Fixed plans (CUDA graphs, kernels/api/fixed_attention.h): the same host plan is written into a
-// per-pool PinnedRegion at fixed addresses (grown, never inside a capture) and uploaded before the
-// graph launch; the launch's grid depends only on the region's capacities, and the kernels read
-// the real item and group counts from device memory. Results equal the eager path's bit for bit.
+// Fixed plans (CUDA graphs, kernels/api/fixed_attention.h) plan every query row as a decode row
+// into a per-pool PinnedRegion at fixed addresses (grown, never inside a capture) that is uploaded
+// before the graph launch; the decode grid depends only on the geometry and the SM count, the
+// kernel reads the real counts from device memory and zeroes the rows no sequence covers. Results
+// equal the eager path's bit for bit.
 #include "kernels/cuda/attention.h"
 
 #include <algorithm>
@@ -28,6 +31,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/cuda/attention_decode.cuh"
 #include "kernels/cuda/attention_kernels.cuh"
 #include "kernels/cuda/attention_prefill.cuh"
 #include "kernels/cuda/check.h"
@@ -42,21 +46,24 @@ struct AttentionGeometry {
   bool operator==(const AttentionGeometry&) const = default;
 };
 
-// A fixed-address plan: meta holds counts [2] | seqs | items | groups | tables at the offsets
-// below (capacities in elements); partials holds [records_cap, head_dim] accumulators then
-// [records_cap, 2] (max, sum).
+// A fixed-address plan of decode items: meta holds counts [3] | items | tables | zero rows at the
+// offsets below (capacities in elements); partials holds [records_cap, head_dim] accumulators
+// then [records_cap, 2] (max, sum); counters [groups_cap, counters_kv_heads], zero between
+// launches.
 struct FixedAttentionPlan {
   PinnedRegion meta;
   float* partials = nullptr;
-  int64_t seqs_cap = 0, items_cap = 0, groups_cap = 0, tables_cap = 0, records_cap = 0;
-  int64_t partials_head_dim = 0;
-  size_t seqs_off = 0, items_off = 0, groups_off = 0, tables_off = 0;
+  uint32_t* counters = nullptr;
+  int64_t items_cap = 0, tables_cap = 0, zero_cap = 0, records_cap = 0, groups_cap = 0;
+  int64_t partials_head_dim = 0, counters_kv_heads = 0;
+  size_t items_off = 0, tables_off = 0, zero_off = 0;
   AttentionGeometry geometry{};  // of the last plan
   int64_t num_rows = 0;          // query rows the last plan addresses
   bool planned = false;
 
   ~FixedAttentionPlan() {
     if (partials) cudaFree(partials);
+    if (counters) cudaFree(counters);
   }
 };
 
@@ -64,6 +71,7 @@ AttentionScratch::AttentionScratch() = default;
 
 AttentionScratch::~AttentionScratch() {
   if (partials) cudaFree(partials);
+  if (counters) cudaFree(counters);
 }
 
 namespace cuda {
@@ -84,17 +92,25 @@ struct Tile {
   }
 };
 
+// A decode row before the split decision: its visible logical slots [lo, hi], split size and
+// number of splits on the slot grid.
+struct DecodeRow {
+  int64_t row, table, lo, hi, split, splits;
+};
+
 struct Plan {
   std::vector<ad::SeqDesc> seqs;
   std::vector<int32_t> tables;
-  std::vector<ad::WorkItem> items;
+  std::vector<ad::WorkItem> items;  // attend kernel
   std::vector<ad::ReduceGroup> groups;
   std::vector<ad::PrefillItem> prefill;  // tensor-core items, heaviest first
-  int64_t records = 0;  // partial records of the split items
-  std::vector<int32_t> counts() const {
-    return {static_cast<int32_t>(items.size()), static_cast<int32_t>(groups.size())};
-  }
+  std::vector<ad::DecodeItem> decode;    // decode kernel, longest first
+  int64_t decode_groups = 0;  // decode rows split over several items
+  int64_t records = 0;  // partial records of the split items, then of the decode groups
 };
+
+// CTAs per SM the decode planner aims at (the decode kernel's occupancy at Beam's heads).
+constexpr int64_t kDecodeCtasPerSm = 4;
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
@@ -123,18 +139,38 @@ void check_seq(const AttentionSeq& s, const Geometry& g, size_t index) {
   }
 }
 
-// Sequence descriptors, concatenated tables and the tiles of query rows.
-// Sequences of at least kPrefillMinRows rows go to plan.prefill when `tensor_cores` allows it.
+// Row r of s as a decode row (its block table at `table` in the plan's tables).
+DecodeRow decode_row(const AttentionSeq& s, int64_t r, const Geometry& g, int64_t table) {
+  const int64_t hi = s.q_pos0 + r - s.kv_pos0;
+  const int64_t lo = g.window > 0 ? std::max<int64_t>(0, hi - g.window + 1) : 0;
+  const int64_t split = ad::split_keys(hi - lo + 1);
+  return {s.q_begin + r, table, lo, hi, split, hi / split - lo / split + 1};
+}
+
+// Sequence descriptors, concatenated tables and the tiles of query rows. Sequences of at least
+// kPrefillMinRows rows go to plan.prefill when `tensor_cores` allows it; decode rows (every row
+// when `all_decode`, else those of one-row sequences) to `decode` when the decode kernel serves
+// the geometry.
 std::vector<Tile> plan_tiles(std::span<const AttentionSeq> seqs, const Geometry& g,
-                             int64_t tile_rows, bool tensor_cores, Plan& plan) {
+                             int64_t tile_rows, bool tensor_cores, bool all_decode, Plan& plan,
+                             std::vector<DecodeRow>& decode) {
   std::vector<Tile> tiles;
+  const bool decode_kernel = g.group <= ad::kMaxDecodeGroup;
   for (size_t i = 0; i < seqs.size(); ++i) {
     const AttentionSeq& s = seqs[i];
     if (s.q_count == 0) continue;
     check_seq(s, g, i);
     const auto seq = static_cast<int32_t>(plan.seqs.size());
-    plan.seqs.push_back({s.q_begin, s.q_pos0, s.kv_pos0, static_cast<int64_t>(plan.tables.size())});
+    const auto table = static_cast<int64_t>(plan.tables.size());
+    plan.seqs.push_back({s.q_begin, s.q_pos0, s.kv_pos0, table});
     plan.tables.insert(plan.tables.end(), s.block_table.begin(), s.block_table.end());
+    BEAM_CHECK(s.kv_len < (int64_t{1} << 31) && s.q_begin + s.q_count < (int64_t{1} << 31) &&
+               plan.tables.size() < (size_t{1} << 31))
+        << "paged_attention: sequence " << i << " beyond 2^31 rows, keys or table entries";
+    if (decode_kernel && (all_decode || s.q_count == 1)) {
+      for (int64_t r = 0; r < s.q_count; ++r) decode.push_back(decode_row(s, r, g, table));
+      continue;
+    }
     if (tensor_cores && g.head_dim == ad::kPrefillDim && s.q_count >= ad::kPrefillMinRows) {
       BEAM_CHECK(s.q_count < (int64_t{1} << 31)) << "paged_attention: " << s.q_count << " rows";
       const int64_t last = (s.q_count - 1) / ad::kPrefillRows * ad::kPrefillRows;
@@ -191,6 +227,55 @@ void plan_items(const std::vector<Tile>& tiles, const Geometry& g, int num_sms, 
   for (const auto& [keys, item] : items) plan.items.push_back(item);
 }
 
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Decode CTA slots per KV head: kDecodeCtasPerSm per SM over all KV heads.
+int64_t decode_slots(const CudaContext& ctx, const Geometry& g) {
+  return std::max<int64_t>(1, kDecodeCtasPerSm * ctx.props.multiProcessorCount / g.num_kv_heads);
+}
+
+// Items of about total tiles / slots 32-key tiles each (at least one split): a row whose splits
+// need more items than one becomes a combine group (records for its later splits), balanced
+// within the row. Items go longest first, so the tail of the grid is short.
+void plan_decode(const std::vector<DecodeRow>& rows, const Geometry& g, int64_t slots,
+                 Plan& plan) {
+  int64_t total_tiles = 0;
+  for (const DecodeRow& r : rows) total_tiles += r.splits * (r.split / ad::kTile);
+  const int64_t target = ceil_div(total_tiles, slots);
+  std::vector<std::pair<int64_t, ad::DecodeItem>> items;  // (tiles, item)
+  for (const DecodeRow& r : rows) {
+    const int64_t tiles_per_split = r.split / ad::kTile;
+    const int64_t n = ceil_div(r.splits, std::max<int64_t>(1, target / tiles_per_split));
+    const int64_t per_item = ceil_div(r.splits, n);
+    ad::DecodeItem it{};
+    it.row = static_cast<int32_t>(r.row);
+    it.table = static_cast<int32_t>(r.table);
+    it.lo = static_cast<int32_t>(r.lo);
+    it.hi = static_cast<int32_t>(r.hi);
+    it.split_keys = static_cast<int32_t>(r.split);
+    it.num_splits = static_cast<int32_t>(r.splits);
+    it.group = -1;
+    it.num_items = static_cast<int32_t>(n);
+    it.first_count = static_cast<int32_t>(per_item);
+    if (n > 1) {  // records: the first item's prefix, then the later splits
+      it.group = static_cast<int32_t>(plan.decode_groups++);
+      it.record = static_cast<int32_t>(plan.records);
+      plan.records += (r.splits - per_item + 1) * g.num_heads;
+      BEAM_CHECK(plan.records < (int64_t{1} << 31) && plan.decode_groups < (int64_t{1} << 31))
+          << "paged_attention: too many split records";
+    }
+    for (int64_t c = 0; c < n; ++c) {
+      it.split0 = static_cast<int32_t>(c * per_item);
+      it.count = static_cast<int32_t>(std::min(per_item, r.splits - c * per_item));
+      items.push_back({it.count * tiles_per_split, it});
+    }
+  }
+  std::stable_sort(items.begin(), items.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  plan.decode.reserve(items.size());
+  for (const auto& [tiles, item] : items) plan.decode.push_back(item);
+}
+
 // The partial-state scratch, grown stream-ordered (no synchronization).
 float* reserve_partials(CudaContext& ctx, size_t floats) {
   AttentionScratch& sc = ctx.attention;
@@ -204,14 +289,43 @@ float* reserve_partials(CudaContext& ctx, size_t floats) {
   return sc.partials;
 }
 
-template <typename T>
-const T* stage(CudaContext& ctx, const std::vector<T>& v) {
-  return static_cast<const T*>(ctx.staging.stage(v.data(), v.size() * sizeof(T), ctx.stream));
+// The decode kernel's ticket counters, zeroed when grown (stream-ordered); the kernel leaves them
+// zero.
+uint32_t* reserve_counters(CudaContext& ctx, size_t count) {
+  AttentionScratch& sc = ctx.attention;
+  if (sc.num_counters < count) {
+    if (sc.counters) CUDA_OK(cudaFreeAsync(sc.counters, ctx.stream));
+    sc.counters = nullptr;
+    CUDA_OK(cudaMallocAsync(reinterpret_cast<void**>(&sc.counters), count * sizeof(uint32_t),
+                            ctx.stream));
+    CUDA_OK(cudaMemsetAsync(sc.counters, 0, count * sizeof(uint32_t), ctx.stream));
+    sc.num_counters = count;
+  }
+  return sc.counters;
 }
+
+// Host bytes of a plan's device arrays, each section 16-byte aligned, staged in one copy.
+class MetaPacker {
+ public:
+  template <typename T>
+  size_t add(const std::vector<T>& v) {
+    const size_t offset = (bytes_.size() + 15) / 16 * 16;
+    bytes_.resize(offset + v.size() * sizeof(T));
+    if (!v.empty()) std::memcpy(bytes_.data() + offset, v.data(), v.size() * sizeof(T));
+    return offset;
+  }
+  // Queues the upload; returns the device address of byte 0 (256-byte aligned).
+  const char* stage(CudaContext& ctx) const {
+    return static_cast<const char*>(ctx.staging.stage(bytes_.data(), bytes_.size(), ctx.stream));
+  }
+
+ private:
+  std::vector<char> bytes_;
+};
 
 size_t attend_smem(int64_t head_dim) {
   return sizeof(float) * ad::max_query_rows(static_cast<int>(head_dim)) * head_dim +
-         sizeof(__nv_bfloat16) * ad::kTile * (2 * head_dim + 2);
+         sizeof(__nv_bfloat16) * ad::kTile * (ad::k_stride(static_cast<int>(head_dim)) + head_dim);
 }
 
 // Launches the attend kernel over grid (items_grid, Nkv) and, when groups_grid > 0, the reduce
@@ -228,6 +342,36 @@ void launch(CudaContext& ctx, const ad::Params& p, int64_t items_grid, int64_t g
   const dim3 rgrid(static_cast<unsigned>(groups_grid), static_cast<unsigned>(p.num_heads));
   ad::reduce_kernel<<<rgrid, ad::kReduceThreads, 0, ctx.stream>>>(p, D);
   CUDA_LAUNCH_OK();
+}
+
+// Launches the decode kernel over grid (grid_x, Nkv), G warps per CTA.
+template <int D>
+void launch_decode(CudaContext& ctx, const ad::DecodeParams& p, int64_t grid_x) {
+  constexpr uint32_t kAttrBit = D == 64 ? 1u : D == 128 ? 2u : 4u;
+  if (!(ctx.attention.decode_attributes & kAttrBit)) {  // once per context: the largest G's need
+    CUDA_OK(cudaFuncSetAttribute(ad::decode_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(ad::decode_smem_bytes(D, ad::kMaxDecodeGroup))));
+    ctx.attention.decode_attributes |= kAttrBit;
+  }
+  BEAM_CHECK(grid_x < (int64_t{1} << 31)) << "paged_attention: " << grid_x << " decode items";
+  const dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(p.num_kv_heads));
+  ad::decode_kernel<D><<<grid, p.group * 32, ad::decode_smem_bytes(D, p.group), ctx.stream>>>(p);
+  CUDA_LAUNCH_OK();
+}
+
+void launch_decode_for_head_dim(CudaContext& ctx, const ad::DecodeParams& p, int64_t head_dim,
+                                int64_t grid_x) {
+  switch (head_dim) {
+    case 64:
+      launch_decode<64>(ctx, p, grid_x);
+      return;
+    case 128:
+      launch_decode<128>(ctx, p, grid_x);
+      return;
+    default:
+      launch_decode<256>(ctx, p, grid_x);
+      return;
+  }
 }
 
 void launch_for_head_dim(CudaContext& ctx, const ad::Params& p, int64_t head_dim,
@@ -272,13 +416,16 @@ Geometry make_geometry(int64_t num_heads, int64_t head_dim, const PagedKv& kv, i
   return g;
 }
 
-// The host plan of a batch (eager and fixed plans use the same split policy, so the same rows;
-// fixed plans never use the tensor-core prefill kernel).
+// The host plan of a batch. Fixed plans (`all_decode`) plan every row as a decode row and never
+// use the tensor-core prefill kernel; a row's bits are the same either way.
 Plan make_plan(CudaContext& ctx, std::span<const AttentionSeq> seqs, const Geometry& g,
-               bool tensor_cores) {
+               bool tensor_cores, bool all_decode) {
   Plan plan;
-  const std::vector<Tile> tiles = plan_tiles(seqs, g, max_rows(g) / g.group, tensor_cores, plan);
+  std::vector<DecodeRow> decode;
+  const std::vector<Tile> tiles =
+      plan_tiles(seqs, g, max_rows(g) / g.group, tensor_cores, all_decode, plan, decode);
   if (!tiles.empty()) plan_items(tiles, g, ctx.props.multiProcessorCount, plan);
+  if (!decode.empty()) plan_decode(decode, g, decode_slots(ctx, g), plan);
   return plan;
 }
 
@@ -300,6 +447,24 @@ ad::Params base_params(const TensorView& q, const PagedKv& kv, const Geometry& g
   return p;
 }
 
+// DecodeParams of everything but the plan's arrays and the partial states.
+ad::DecodeParams decode_params(const TensorView& q, const PagedKv& kv, const Geometry& g,
+                               const TensorView& out) {
+  const ad::Params base = base_params(q, kv, g, out);
+  ad::DecodeParams p{};
+  p.q = base.q;
+  p.out = base.out;
+  p.k_cache = base.k_cache;
+  p.v_cache = base.v_cache;
+  p.block_size = base.block_size;
+  p.num_blocks = base.num_blocks;
+  p.num_heads = base.num_heads;
+  p.num_kv_heads = base.num_kv_heads;
+  p.group = base.group;
+  p.scale = base.scale;
+  return p;
+}
+
 // store_kv: one CTA per row; 16-byte vectors when every row and pointer allows them.
 template <typename V>
 __global__ void store_kv_kernel(const V* __restrict__ k, const V* __restrict__ v,
@@ -317,43 +482,49 @@ __global__ void store_kv_kernel(const V* __restrict__ k, const V* __restrict__ v
 constexpr size_t kMetaAlign = 256;
 size_t align_meta(size_t n) { return (n + kMetaAlign - 1) / kMetaAlign * kMetaAlign; }
 
-// Makes `f` hold `plan` (head_dim-wide partials), reallocating with 2x headroom when it does not
-// fit; reallocation waits for queued work and bumps ctx.attention.fixed_generation.
-void reserve_fixed(CudaContext& ctx, FixedAttentionPlan& f, const Plan& plan, int64_t head_dim) {
-  const auto n_seqs = static_cast<int64_t>(plan.seqs.size());
-  const auto n_items = static_cast<int64_t>(plan.items.size());
-  const auto n_groups = static_cast<int64_t>(plan.groups.size());
+// Makes `f` hold `plan` (decode items, `zero_rows` listed rows), reallocating with 2x headroom
+// when it does not fit; reallocation waits for queued work and bumps
+// ctx.attention.fixed_generation (the graphs that read the old memory are recaptured).
+void reserve_fixed(CudaContext& ctx, FixedAttentionPlan& f, const Plan& plan, int64_t zero_rows,
+                   const Geometry& g) {
+  const auto n_items = static_cast<int64_t>(plan.decode.size());
   const auto n_tables = static_cast<int64_t>(plan.tables.size());
-  const bool fits = f.meta.capacity() > 0 && f.partials != nullptr && n_seqs <= f.seqs_cap &&
-                    n_items <= f.items_cap && n_groups <= f.groups_cap &&
-                    n_tables <= f.tables_cap && plan.records <= f.records_cap &&
-                    head_dim == f.partials_head_dim;
+  const bool fits = f.meta.capacity() > 0 && f.partials != nullptr && f.counters != nullptr &&
+                    n_items <= f.items_cap && n_tables <= f.tables_cap &&
+                    zero_rows <= f.zero_cap && plan.records <= f.records_cap &&
+                    plan.decode_groups <= f.groups_cap && g.head_dim == f.partials_head_dim &&
+                    g.num_kv_heads == f.counters_kv_heads;
   if (fits) return;
-  // A plan without splits needs no records: the first sizes still apply (a zero capacity would
-  // leave `partials` unallocated and the plan "not fitting" on every step, recapturing graphs).
+  // A plan without split rows needs no records: the first sizes still apply (a zero capacity
+  // would leave memory unallocated and the plan "not fitting" on every step, recapturing graphs).
   auto grow = [](int64_t need, int64_t cap, int64_t min_cap) {
     return need <= cap && cap > 0 ? cap : std::max(2 * need, min_cap);
   };
   // First sizes cover decode of the largest graph bucket (256 rows) at a few thousand keys, so
   // contexts growing by a token per step rarely move the plan (each move recaptures the graphs).
-  f.seqs_cap = grow(n_seqs, f.seqs_cap, 256);
-  f.items_cap = grow(n_items, f.items_cap, 16384);
-  f.groups_cap = grow(n_groups, f.groups_cap, 4096);
+  f.items_cap = grow(n_items, f.items_cap, 4096);
   f.tables_cap = grow(n_tables, f.tables_cap, 32768);
+  f.zero_cap = grow(zero_rows, f.zero_cap, 256);
   f.records_cap = grow(plan.records, f.records_cap, 65536);
-  f.partials_head_dim = head_dim;
-  f.seqs_off = kMetaAlign;  // after the counts
-  f.items_off = align_meta(f.seqs_off + sizeof(ad::SeqDesc) * f.seqs_cap);
-  f.groups_off = align_meta(f.items_off + sizeof(ad::WorkItem) * f.items_cap);
-  f.tables_off = align_meta(f.groups_off + sizeof(ad::ReduceGroup) * f.groups_cap);
-  const size_t meta_bytes = align_meta(f.tables_off + sizeof(int32_t) * f.tables_cap);
+  f.groups_cap = grow(plan.decode_groups, f.groups_cap, 1024);
+  f.partials_head_dim = g.head_dim;
+  f.counters_kv_heads = g.num_kv_heads;
+  f.items_off = kMetaAlign;  // after the counts
+  f.tables_off = align_meta(f.items_off + sizeof(ad::DecodeItem) * f.items_cap);
+  f.zero_off = align_meta(f.tables_off + sizeof(int32_t) * f.tables_cap);
+  const size_t meta_bytes = align_meta(f.zero_off + sizeof(int32_t) * f.zero_cap);
 
   CUDA_OK(cudaStreamSynchronize(ctx.stream));  // queued work may still read the old memory
   f.meta = PinnedRegion(meta_bytes);
   if (f.partials) CUDA_OK(cudaFree(f.partials));
+  if (f.counters) CUDA_OK(cudaFree(f.counters));
   f.partials = nullptr;
-  const size_t floats = static_cast<size_t>(f.records_cap * (head_dim + 2));
+  f.counters = nullptr;
+  const size_t floats = static_cast<size_t>(f.records_cap * (g.head_dim + 2));
   CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&f.partials), floats * sizeof(float)));
+  const auto counter_bytes = static_cast<size_t>(f.groups_cap * g.num_kv_heads) * sizeof(uint32_t);
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&f.counters), counter_bytes));
+  CUDA_OK(cudaMemsetAsync(f.counters, 0, counter_bytes, ctx.stream));
   ++ctx.attention.fixed_generation;
 }
 
@@ -380,23 +551,46 @@ void paged_attention(CudaContext& ctx, const TensorView& q, const PagedKv& kv,
   const Geometry g = make_geometry(q.dim(1), q.dim(2), kv, window);
   // cp.async reads q in 16-byte vectors; out is written in bf16 pairs.
   const bool tensor_cores = aligned16(q.data) && reinterpret_cast<uintptr_t>(out.data) % 4 == 0;
-  const Plan plan = make_plan(ctx, seqs, g, tensor_cores);
-  if (plan.items.empty() && plan.prefill.empty()) return;
+  const Plan plan = make_plan(ctx, seqs, g, tensor_cores, /*all_decode=*/false);
+  if (plan.items.empty() && plan.prefill.empty() && plan.decode.empty()) return;
+  // counts: attend items, reduce groups | decode items, listed zero rows, planned rows.
+  const std::vector<int32_t> counts = {static_cast<int32_t>(plan.items.size()),
+                                       static_cast<int32_t>(plan.groups.size()),
+                                       static_cast<int32_t>(plan.decode.size()), 0, 0};
+  MetaPacker meta;
+  const size_t counts_off = meta.add(counts), seqs_off = meta.add(plan.seqs),
+               tables_off = meta.add(plan.tables), items_off = meta.add(plan.items),
+               groups_off = meta.add(plan.groups), prefill_off = meta.add(plan.prefill),
+               decode_off = meta.add(plan.decode);
+  const char* dev = meta.stage(ctx);
   ad::Params p = base_params(q, kv, g, out);
-  p.seqs = stage(ctx, plan.seqs);
-  p.tables = stage(ctx, plan.tables);
-  if (!plan.prefill.empty()) launch_prefill(ctx, p, stage(ctx, plan.prefill), plan.prefill.size());
-  if (plan.items.empty()) return;
-  p.counts = stage(ctx, plan.counts());
-  p.items = stage(ctx, plan.items);
-  p.groups = plan.groups.empty() ? nullptr : stage(ctx, plan.groups);
+  p.counts = reinterpret_cast<const int32_t*>(dev + counts_off);
+  p.seqs = reinterpret_cast<const ad::SeqDesc*>(dev + seqs_off);
+  p.tables = reinterpret_cast<const int32_t*>(dev + tables_off);
+  p.items = reinterpret_cast<const ad::WorkItem*>(dev + items_off);
+  p.groups = reinterpret_cast<const ad::ReduceGroup*>(dev + groups_off);
+  if (!plan.prefill.empty())
+    launch_prefill(ctx, p, reinterpret_cast<const ad::PrefillItem*>(dev + prefill_off),
+                   plan.prefill.size());
   if (plan.records > 0) {
     const auto records = static_cast<size_t>(plan.records);
     p.part_acc = reserve_partials(ctx, records * static_cast<size_t>(g.head_dim + 2));
     p.part_ml = p.part_acc + records * static_cast<size_t>(g.head_dim);
   }
-  launch_for_head_dim(ctx, p, g.head_dim, static_cast<int64_t>(plan.items.size()),
-                      static_cast<int64_t>(plan.groups.size()));
+  if (!plan.items.empty())
+    launch_for_head_dim(ctx, p, g.head_dim, static_cast<int64_t>(plan.items.size()),
+                        static_cast<int64_t>(plan.groups.size()));
+  if (plan.decode.empty()) return;
+  ad::DecodeParams dp = decode_params(q, kv, g, out);
+  dp.counts = p.counts + 2;
+  dp.items = reinterpret_cast<const ad::DecodeItem*>(dev + decode_off);
+  dp.tables = p.tables;
+  dp.zero_rows = dp.counts;  // none listed
+  dp.part_acc = p.part_acc;
+  dp.part_ml = p.part_ml;
+  dp.counters = reserve_counters(ctx, static_cast<size_t>(plan.decode_groups * g.num_kv_heads));
+  dp.out_rows = 0;  // rows no sequence covers stay untouched
+  launch_decode_for_head_dim(ctx, dp, g.head_dim, static_cast<int64_t>(plan.decode.size()));
 }
 
 void plan_fixed_attention(CudaContext& ctx, int slot, const PagedKv& kv, int64_t num_rows,
@@ -405,18 +599,27 @@ void plan_fixed_attention(CudaContext& ctx, int slot, const PagedKv& kv, int64_t
   BEAM_CHECK(slot >= 0 && slot < kNumFixedAttentionSlots) << "plan_fixed_attention: slot " << slot;
   check_not_capturing(ctx, "plan_fixed_attention");
   const Geometry g = make_geometry(num_heads, head_dim, kv, window);
-  const Plan plan = make_plan(ctx, seqs, g, /*tensor_cores=*/false);
+  BEAM_CHECK(g.group <= ad::kMaxDecodeGroup && num_rows < (int64_t{1} << 31))
+      << "plan_fixed_attention: CUDA supports at most " << ad::kMaxDecodeGroup
+      << " query heads per KV head and 2^31 rows, got " << g.group << " and " << num_rows;
+  const Plan plan = make_plan(ctx, seqs, g, /*tensor_cores=*/false, /*all_decode=*/true);
+  std::vector<bool> covered(static_cast<size_t>(num_rows), false);
+  for (const AttentionSeq& s : seqs)
+    std::fill_n(covered.begin() + s.q_begin, s.q_count, true);
+  std::vector<int32_t> zero_rows;
+  for (int64_t r = 0; r < num_rows; ++r)
+    if (!covered[static_cast<size_t>(r)]) zero_rows.push_back(static_cast<int32_t>(r));
   std::unique_ptr<FixedAttentionPlan>& owned = ctx.attention.fixed[slot];
   if (!owned) owned = std::make_unique<FixedAttentionPlan>();
   FixedAttentionPlan& f = *owned;
-  reserve_fixed(ctx, f, plan, g.head_dim);
-  const std::vector<int32_t> counts = plan.counts();
-  std::memcpy(f.meta.host(), counts.data(), counts.size() * sizeof(int32_t));
-  f.meta.upload(0, counts.size() * sizeof(int32_t), ctx.stream);
-  write_section(ctx, f, f.seqs_off, plan.seqs);
-  write_section(ctx, f, f.items_off, plan.items);
-  write_section(ctx, f, f.groups_off, plan.groups);
+  reserve_fixed(ctx, f, plan, static_cast<int64_t>(zero_rows.size()), g);
+  const std::vector<int32_t> counts = {static_cast<int32_t>(plan.decode.size()),
+                                       static_cast<int32_t>(zero_rows.size()),
+                                       static_cast<int32_t>(num_rows)};
+  write_section(ctx, f, 0, counts);
+  write_section(ctx, f, f.items_off, plan.decode);
   write_section(ctx, f, f.tables_off, plan.tables);
+  write_section(ctx, f, f.zero_off, zero_rows);
   f.geometry = g;
   f.num_rows = num_rows;
   f.planned = true;
@@ -433,21 +636,18 @@ void fixed_paged_attention(CudaContext& ctx, int slot, const TensorView& q, cons
       << "fixed_paged_attention: slot " << slot << " was planned for another geometry";
   BEAM_CHECK(q.dim(0) >= f->num_rows)
       << "fixed_paged_attention: q has " << q.dim(0) << " rows, the plan " << f->num_rows;
-  ad::Params p = base_params(q, kv, g, out);
+  ad::DecodeParams p = decode_params(q, kv, g, out);
   const char* dev = f->meta.device();
   p.counts = reinterpret_cast<const int32_t*>(dev);
-  p.seqs = reinterpret_cast<const ad::SeqDesc*>(dev + f->seqs_off);
-  p.items = reinterpret_cast<const ad::WorkItem*>(dev + f->items_off);
-  p.groups = reinterpret_cast<const ad::ReduceGroup*>(dev + f->groups_off);
+  p.items = reinterpret_cast<const ad::DecodeItem*>(dev + f->items_off);
   p.tables = reinterpret_cast<const int32_t*>(dev + f->tables_off);
+  p.zero_rows = reinterpret_cast<const int32_t*>(dev + f->zero_off);
   p.part_acc = f->partials;
   p.part_ml = f->partials + f->records_cap * g.head_dim;
-  // The grid depends on capacities only: about 4 CTAs per SM over all KV heads, and one reduce
-  // CTA column per SM; the kernels stride over the real counts.
-  const int64_t sms = ctx.props.multiProcessorCount;
-  const int64_t items_grid = std::min(f->items_cap, (4 * sms + g.num_kv_heads - 1) / g.num_kv_heads);
-  const int64_t groups_grid = std::min(f->groups_cap, sms);
-  launch_for_head_dim(ctx, p, g.head_dim, items_grid, groups_grid);
+  p.counters = f->counters;
+  p.out_rows = q.dim(0);
+  // The grid depends on the geometry and the SM count only; CTAs stride over the real counts.
+  launch_decode_for_head_dim(ctx, p, g.head_dim, decode_slots(ctx, g));
 }
 
 void store_kv(CudaContext& ctx, const TensorView& k, const TensorView& v, const TensorView& slots,

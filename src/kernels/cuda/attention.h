@@ -11,14 +11,17 @@ namespace beam::cuda {
 
 // Arguments validated by kernels/api/attention.cpp; q, out and the cache in device memory, seqs
 // (and their block tables) in host memory, staged to the device inside the call. D = 64, 128
-// or 256 and at most 64 query heads per KV head (abort otherwise).
+// or 256 and at most 64 query heads per KV head (abort otherwise). Rows of out that no sequence
+// covers are left untouched.
 void paged_attention(CudaContext& ctx, const TensorView& q, const PagedKv& kv,
                      std::span<const AttentionSeq> seqs, int64_t window, const TensorView& out);
 
-// Fixed plans for CUDA graphs (kernels/api/fixed_attention.h, validated there). plan_ builds the
-// plan paged_attention would build for seqs, writes it into fixed slot `slot` (grown outside any
-// capture; growth bumps ctx.attention.fixed_generation) and queues its upload. fixed_ launches
-// over a grid that depends only on the slot's capacities, reading the plan from the device.
+// Fixed plans for CUDA graphs (kernels/api/fixed_attention.h, validated there). plan_ plans every
+// row of seqs for the decode kernel (at most 16 query heads per KV head), writes the plan and the
+// list of uncovered rows into fixed slot `slot` (grown outside any capture; growth bumps
+// ctx.attention.fixed_generation) and queues its upload. fixed_ launches over a grid that depends
+// only on the geometry and the SM count, reading the plan from the device, and zeroes the rows of
+// out no sequence covers.
 void plan_fixed_attention(CudaContext& ctx, int slot, const PagedKv& kv, int64_t num_rows,
                           int64_t num_heads, int64_t head_dim, std::span<const AttentionSeq> seqs,
                           int64_t window);

@@ -1,17 +1,19 @@
-// Device side of the CUDA paged attention (kernels/cuda/attention.cu): the attend kernel (one CTA
-// per work item and KV head) and the reduce kernel that folds split-KV partial states. Both read
-// their item / group counts from device memory and loop over them with a grid stride, so a grid
-// sized for an upper bound (CUDA graphs) runs exactly the real work: extra CTAs exit at once.
+// Device side of the CUDA paged attention (kernels/cuda/attention.cu) for tiles of query rows
+// (prefill chunks): the attend kernel (one CTA per work item and KV head) and the reduce kernel
+// that folds split-KV partial states, plus the per-row arithmetic that the decode kernel
+// (attention_decode.cuh) shares. Both kernels here read their item / group counts from device
+// memory and loop over them with a grid stride: extra CTAs of a larger grid exit at once.
 //
 // Numerics (match kernels/cpu/attention.cpp): scores s = fp32(q·k) * scale, fp32 online softmax,
 // P kept in fp32 (never rounded) for the fp32 P·V accumulation, one bf16 rounding of acc / sum.
 // Keys are visited in 32-key tiles on a fixed grid of logical slots, grouped into splits of
-// split_keys(n) slots aligned on that grid, where n is the number of keys the row sees (64-key
-// splits up to 4096 keys, then doubling so a row has at most ~64 splits); each split's softmax
-// state is folded into the row's total with fold_state(), in split order. A split-KV item
-// computes one split and the reduce kernel folds the partials with the same fold_state() in the
-// same order. The split grid of a row depends only on its own visible keys, so a row's bits do
-// not depend on whether its item was split, on its tile of rows, or on the rest of the batch
+// split_keys(n) slots aligned on that grid, where n is the number of keys the row sees (32-key
+// splits up to 2048 keys, then doubling so a row has at most ~64 splits); each split's softmax
+// state (attend_tile over its tiles) is folded into the row's total with fold_state(), in split
+// order. Split-KV items compute splits and the reduce kernel (or the decode kernel's last CTA)
+// folds the partials with the same fold_state() in the same order. The split grid of a row
+// depends only on its own visible keys, so a row's bits do not depend on whether its item was
+// split, on its tile of rows, on the kernel (attend or decode), or on the rest of the batch
 // (batch invariance and split/unsplit bit-identity).
 #pragma once
 
@@ -22,10 +24,14 @@
 namespace beam::cuda::attention_detail {
 
 constexpr int kTile = 32;         // keys per online-softmax step: lane j scores key j
-constexpr int kMinSplitKeys = 64;  // the finest split grid on logical slots (multiple of kTile)
+constexpr int kMinSplitKeys = 32;  // the finest split grid on logical slots (multiple of kTile)
 constexpr int kMaxSplits = 64;     // split_keys() doubles until a row has about this many splits
 constexpr int kWarps = 8;         // warps of an attend CTA
 constexpr int kReduceThreads = 128;
+
+// Row stride (bf16 elements) of a K tile in shared memory: 16-byte rows for cp.async and 16-byte
+// reads, and lanes 8 apart (one quarter-warp phase of a 16-byte read) on distinct banks.
+constexpr int k_stride(int head_dim) { return head_dim + 8; }
 
 // Query rows (row, q head) per warp: state lives in registers, 2 * D / 32 + 4 floats per row.
 constexpr int rows_per_warp(int head_dim) { return head_dim <= 128 ? 8 : 4; }
@@ -113,8 +119,8 @@ __device__ __forceinline__ SlotRange visible(const SeqDesc& s, int64_t p, int64_
 }
 
 // Copies keys [t0, t0 + kTile) of KV head kvh into shared memory; keys outside [lo, hi] (or in
-// an unmapped block) are zero and never read from the cache. K rows have a stride of D + 2 so the
-// per-lane row reads of the score loop hit distinct banks; V rows are read across lanes.
+// an unmapped block) are zero and never read from the cache. K rows have a stride of k_stride(D)
+// (the per-lane row reads of the score loop hit distinct banks); V rows are read across lanes.
 template <int D>
 __device__ void load_tile(const Params& p, const SeqDesc& s, int kvh, int64_t t0, int64_t lo,
                           int64_t hi, __nv_bfloat16* k_s, __nv_bfloat16* v_s) {
@@ -132,28 +138,29 @@ __device__ void load_tile(const Params& p, const SeqDesc& s, int kvh, int64_t t0
         vv4 = *reinterpret_cast<const uint4*>(p.v_cache + src);
       }
     }
-    uint32_t* kd = reinterpret_cast<uint32_t*>(k_s + j * (D + 2) + c * 8);  // 4-byte aligned
-    kd[0] = kv4.x;
-    kd[1] = kv4.y;
-    kd[2] = kv4.z;
-    kd[3] = kv4.w;
+    *reinterpret_cast<uint4*>(k_s + j * k_stride(D) + c * 8) = kv4;
     *reinterpret_cast<uint4*>(v_s + j * D + c * 8) = vv4;
   }
 }
 
-// fp32 q · k for the key of this lane: q from shared fp32, k from the padded bf16 tile row.
+// fp32 q · k for the key of this lane: q from shared fp32, k from its 16-byte aligned bf16 tile
+// row; dims d = i (mod 4) accumulate in s_i in ascending d, then (s0 + s1) + (s2 + s3).
 template <int D>
 __device__ __forceinline__ float dot_qk(const float* q, const __nv_bfloat16* k) {
   float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
-#pragma unroll 8
-  for (int d = 0; d < D; d += 4) {
-    const float4 qq = *reinterpret_cast<const float4*>(q + d);
-    const float2 k01 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(k + d));
-    const float2 k23 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(k + d + 2));
-    s0 = fmaf(qq.x, k01.x, s0);
-    s1 = fmaf(qq.y, k01.y, s1);
-    s2 = fmaf(qq.z, k23.x, s2);
-    s3 = fmaf(qq.w, k23.y, s3);
+#pragma unroll 4
+  for (int d = 0; d < D; d += 8) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(k + d);
+    const float4 qa = *reinterpret_cast<const float4*>(q + d);
+    const float4 qb = *reinterpret_cast<const float4*>(q + d + 4);
+    s0 = fmaf(qa.x, __uint_as_float(raw.x << 16), s0);
+    s1 = fmaf(qa.y, __uint_as_float(raw.x & 0xffff0000u), s1);
+    s2 = fmaf(qa.z, __uint_as_float(raw.y << 16), s2);
+    s3 = fmaf(qa.w, __uint_as_float(raw.y & 0xffff0000u), s3);
+    s0 = fmaf(qb.x, __uint_as_float(raw.z << 16), s0);
+    s1 = fmaf(qb.y, __uint_as_float(raw.z & 0xffff0000u), s1);
+    s2 = fmaf(qb.z, __uint_as_float(raw.w << 16), s2);
+    s3 = fmaf(qb.w, __uint_as_float(raw.w & 0xffff0000u), s3);
   }
   return (s0 + s1) + (s2 + s3);
 }
@@ -177,9 +184,10 @@ struct RowState {
   }
 };
 
-// One online-softmax step of a query row over the tile at t0 (keys [lo, hi] visible to it).
+// One online-softmax step of a query row over the tile at t0 (keys [lo, hi] visible to it, at
+// least one of them in the tile).
 template <int D>
-__device__ __forceinline__ void attend_tile(const Params& p, const float* q_row,
+__device__ __forceinline__ void attend_tile(float scale, const float* q_row,
                                             const __nv_bfloat16* k_s, const __nv_bfloat16* v_s,
                                             int64_t t0, int64_t lo, int64_t hi,
                                             RowState<D / 32>& st) {
@@ -187,7 +195,7 @@ __device__ __forceinline__ void attend_tile(const Params& p, const float* q_row,
   const int lane = threadIdx.x % 32;
   const int64_t key = t0 + lane;
   const bool vis = key >= lo && key <= hi;
-  const float s = vis ? dot_qk<D>(q_row, k_s + lane * (D + 2)) * p.scale : -INFINITY;
+  const float s = vis ? dot_qk<D>(q_row, k_s + lane * k_stride(D)) * scale : -INFINITY;
   const float new_m = fmaxf(st.m, warp_max(s));  // finite: the caller checked one key is visible
   const float alpha = expf(st.m - new_m);        // 0 on the first step (m = -inf)
   const float prob = vis ? expf(s - new_m) : 0.f;
@@ -270,7 +278,7 @@ __device__ __forceinline__ void attend_item(const Params& p, const WorkItem& it,
       if (i >= qrows) continue;
       const SlotRange vis = visible(s, p_first + i / G, p.window);
       if (t0 <= vis.hi && t0 + kTile - 1 >= vis.lo)
-        attend_tile<D>(p, q_s + i * D, k_s, v_s, t0, vis.lo, vis.hi, cur[u]);
+        attend_tile<D>(p.scale, q_s + i * D, k_s, v_s, t0, vis.lo, vis.hi, cur[u]);
       const int64_t row_split = split_keys(vis.hi - vis.lo + 1);  // a power of two
       if (((t0 + kTile) & (row_split - 1)) == 0) {  // the last tile of the row's split: fold it
         total[u].fold(cur[u]);
@@ -293,7 +301,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1) attend_kernel(Params p) {
   extern __shared__ float4 smem[];
   float* q_s = reinterpret_cast<float*>(smem);  // [max_query_rows][D]
   __nv_bfloat16* k_s = reinterpret_cast<__nv_bfloat16*>(q_s + max_query_rows(D) * D);
-  __nv_bfloat16* v_s = k_s + kTile * (D + 2);
+  __nv_bfloat16* v_s = k_s + kTile * k_stride(D);
   const int num_items = p.counts[0];
   for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
     __syncthreads();  // every warp is done with q_s and the tiles of the previous item

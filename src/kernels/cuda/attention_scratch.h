@@ -1,6 +1,6 @@
 // Per-context scratch of the CUDA paged attention (kernels/cuda/attention.cu): the partial
-// softmax states of split-KV work items of eager calls, and the fixed-address plans that CUDA
-// graph steps read (kernels/api/fixed_attention.h).
+// softmax states of split-KV work items and the decode kernel's ticket counters of eager calls,
+// and the fixed-address plans that CUDA graph steps read (kernels/api/fixed_attention.h).
 #pragma once
 
 #include <cstddef>
@@ -16,6 +16,9 @@ struct FixedAttentionPlan;               // kernels/cuda/attention.cu
 struct AttentionScratch {
   float* partials = nullptr;  // stream-ordered (cudaMallocAsync), grows to the largest need
   size_t floats = 0;
+  uint32_t* counters = nullptr;  // decode combine tickets: stream-ordered, zero between launches
+  size_t num_counters = 0;
+  uint32_t decode_attributes = 0;  // bit per decode kernel head_dim whose smem limit is raised
   std::unique_ptr<FixedAttentionPlan> fixed[kNumFixedAttentionSlots];
   uint64_t fixed_generation = 0;  // bumped whenever a fixed plan's memory is reallocated
 

@@ -1,12 +1,17 @@
 // CUDA paged_attention and store_kv against the CPU reference ops: tiny and Beam shapes, block
 // sizes 4/16/64, sliding and full attention, batches mixing decode rows and prefill chunks,
-// kv_pos0 > 0 and positions near 10^6, unmapped (-1) blocks outside the window, bit-identity of a
-// row between the split-KV (decode) and unsplit (chunk) paths whatever the rest of the batch, and
-// the tensor-core prefill kernel (chunks of >= 64 rows) against the CPU and against decode rows.
+// kv_pos0 > 0 and positions near 10^6, unmapped (-1) blocks outside the window, decode batches of
+// 1 and 32 rows (the decode kernel, split rows combined by their last CTA), bit-identity of a row
+// between the decode kernel (split or not) and the chunk kernel whatever the rest of the batch,
+// the fixed-plan path of CUDA graphs (bit-identical to the eager op, padding rows zeroed, graph
+// replays of new batches), and the tensor-core prefill kernel (chunks of >= 64 rows) against the
+// CPU and against decode rows.
 #include "kernels/api/attention.h"
 
 #include <algorithm>
 #include <numeric>
+
+#include "kernels/api/fixed_attention.h"
 
 #include "cuda_test_util.h"
 
@@ -89,6 +94,54 @@ class AttentionCuda : public test::CudaTest {
     synchronize(gpu);
     return h;
   }
+  // b's q with `extra` more rows of garbage after its own (the padding rows of a graph batch).
+  TensorView padded_q(const Batch& b, int64_t extra) {
+    const int64_t T = b.q.view.dim(0);
+    HostTensor q(DType::kBF16, {T + extra, b.g.Nq, b.g.D});
+    test::fill_uniform(q.view, 77, 100.0f);
+    std::memcpy(q.view.data, b.q.view.data, b.q.view.nbytes());
+    return upload(q);
+  }
+  // The eager op on q (any rows; rows no sequence covers stay NaN).
+  HostTensor run_gpu_on(const Batch& b, const TensorView& q, std::span<const AttentionSeq> seqs) {
+    const TensorView out = device_tensor(DType::kBF16, q.shape);
+    begin_step(gpu);
+    paged_attention(gpu, q, {b.dk, b.dv, b.g.block_size}, seqs, b.g.window, out);
+    HostTensor h = download(out);
+    synchronize(gpu);
+    return h;
+  }
+  // plan_fixed_attention into `slot` for q's rows, then fixed_paged_attention into a NaN output.
+  HostTensor run_fixed(const Batch& b, const TensorView& q, std::span<const AttentionSeq> seqs,
+                       int slot) {
+    const PagedKv kv{b.dk, b.dv, b.g.block_size};
+    plan_fixed_attention(gpu, slot, kv, q.dim(0), b.g.Nq, b.g.D, seqs, b.g.window);
+    const TensorView out = device_tensor(DType::kBF16, q.shape);
+    fixed_paged_attention(gpu, slot, q, kv, b.g.window, out);
+    HostTensor h = download(out);
+    synchronize(gpu);
+    return h;
+  }
+  // Rows the sequences cover are bit-identical in got and want; every other row of got is zero.
+  static void expect_covered_equal_rest_zero(const HostTensor& got, const HostTensor& want,
+                                             std::span<const AttentionSeq> seqs,
+                                             const std::string& what) {
+    const int64_t T = got.view.dim(0), row = got.view.numel() / T;
+    std::vector<bool> covered(static_cast<size_t>(T), false);
+    for (const AttentionSeq& s : seqs) {
+      std::fill_n(covered.begin() + s.q_begin, s.q_count, true);
+      EXPECT_TRUE(test::bits_equal(got.view.rows(s.q_begin, s.q_count),
+                                   want.view.rows(s.q_begin, s.q_count)))
+          << what << ": rows " << s.q_begin << "+" << s.q_count;
+    }
+    for (int64_t r = 0; r < T; ++r) {
+      if (covered[static_cast<size_t>(r)]) continue;
+      int64_t nonzero = 0;
+      for (int64_t i = 0; i < row; ++i) nonzero += got.as<bf16>()[r * row + i].bits != 0;
+      EXPECT_EQ(nonzero, 0) << what << ": padding row " << r << " is not zero";
+    }
+  }
+
   HostTensor run_cpu(const Batch& b, std::span<const AttentionSeq> seqs) {
     HostTensor out(DType::kBF16, b.q.view.shape);
     std::memset(out.view.data, 0xff, out.view.nbytes());
@@ -149,6 +202,98 @@ TEST_F(AttentionCuda, MatchesCpuBeamShapes) {
   for (int64_t bs : {64, 16}) expect_matches_cpu({48, 8, 128, bs, 512}, mixed, 41 + bs);
   expect_matches_cpu({48, 8, 128, 64, 0}, mixed, 43);                   // full attention
   expect_matches_cpu({48, 8, 128, 64, 0}, {{0, 9000, 1}, {0, 9000, 1}}, 44);  // long decode
+}
+
+// Decode batches through the decode kernel at Beam heads: one row of 512 keys (16 splits, each
+// its own CTA, combined by the last), rows just past a split-size step (2,049 and 4,097 keys),
+// and 32 rows of 1 to 2,500 keys (CTAs of several splits), sliding and full, paged blocks out of
+// order, blocks of 16 and 64 keys.
+TEST_F(AttentionCuda, DecodeBatchesMatchCpu) {
+  BEAM_SKIP_UNLESS_OPTIMIZED();
+  std::vector<SeqSpec> batch32;
+  for (int64_t j = 0; j < 32; ++j) batch32.push_back({(j * 13) % 5, 1 + (j * 311) % 2500, 1});
+  batch32[5] = {0, 512, 1};
+  for (int64_t window : {int64_t{512}, int64_t{0}}) {
+    for (int64_t bs : {int64_t{64}, int64_t{16}}) {
+      const Geometry g{48, 8, 128, bs, window};
+      expect_matches_cpu(g, {{0, 512, 1}}, 101);
+      expect_matches_cpu(g, {{0, 2049, 1}}, 102);
+      expect_matches_cpu(g, {{3, 4097, 1}}, 103);
+      expect_matches_cpu(g, batch32, 104);
+    }
+  }
+}
+
+// The fixed-plan path (CUDA graphs) equals the eager op bit for bit on every row a sequence
+// covers, including the rows of a 7-row chunk (decode kernel here, chunk kernel there), and
+// writes zeros to the padding rows; at batch 1 and 32, 512 and 2,000+ keys, sliding and full.
+TEST_F(AttentionCuda, FixedPlanMatchesEagerAndZeroesPadding) {
+  BEAM_SKIP_UNLESS_OPTIMIZED();
+  std::vector<SeqSpec> batch32;
+  for (int64_t j = 0; j < 32; ++j) batch32.push_back({j % 3, 1 + (j * 419) % 2300, 1});
+  batch32[0] = {0, 512, 1};
+  batch32[1] = {0, 2100, 1};
+  std::vector<SeqSpec> mixed = {{0, 900, 7}, {0, 512, 1}, {0, 2600, 1}};
+  for (int64_t window : {int64_t{512}, int64_t{0}}) {
+    const Geometry g{48, 8, 128, 16, window};
+    const int slot = window > 0 ? 1 : 0;
+    for (const auto& [specs, name] :
+         {std::pair{std::vector<SeqSpec>{{0, 512, 1}}, "batch 1, 512 keys"},
+          std::pair{std::vector<SeqSpec>{{0, 2100, 1}}, "batch 1, 2,100 keys"},
+          std::pair{batch32, "batch 32"}, std::pair{mixed, "chunk and decode rows"}}) {
+      SCOPED_TRACE(::testing::Message() << name << ", window " << window);
+      const Batch b = make_batch(g, specs, 111);
+      const std::vector<AttentionSeq> seqs = b.seqs();
+      const TensorView q = padded_q(b, 3);
+      const HostTensor eager = run_gpu_on(b, q, seqs);
+      expect_covered_equal_rest_zero(run_fixed(b, q, seqs, slot), eager, seqs, name);
+      expect_covered_equal_rest_zero(run_fixed(b, q, seqs, slot), eager, seqs, "again");
+    }
+  }
+}
+
+// One captured fixed_paged_attention replays batches planned after the capture (other rows,
+// positions, block tables and sizes, a batch of one): each replay equals the eager op on the
+// covered rows and zeroes the others, and re-planning moves no memory (the fingerprint holds).
+TEST_F(AttentionCuda, FixedPlanGraphReplaysNewBatches) {
+  const Geometry g{48, 8, 128, 64, 512};
+  const Batch b = make_batch(g, {{0, 3000, 1}, {0, 600, 1}, {0, 40, 1}, {7, 1200, 1}}, 121);
+  const std::vector<AttentionSeq> all = b.seqs();
+  const TensorView q = padded_q(b, 2);  // 6 rows
+  const PagedKv kv{b.dk, b.dv, g.block_size};
+  const TensorView out = device_tensor(DType::kBF16, q.shape);
+  plan_fixed_attention(gpu, 1, kv, q.dim(0), g.Nq, g.D, all, g.window);
+  fixed_paged_attention(gpu, 1, q, kv, g.window, out);  // first launch outside the capture
+  synchronize(gpu);
+  const uint64_t fingerprint = graph_fingerprint(gpu);
+  begin_graph_capture(gpu);
+  fixed_paged_attention(gpu, 1, q, kv, g.window, out);
+  Expected<StepGraph> graph = end_graph_capture(gpu);
+  ASSERT_TRUE(graph.ok()) << graph.error().message;
+
+  AttentionSeq shorter = all[0];  // an earlier position of sequence 0, at row 2
+  shorter.q_begin = 2;
+  shorter.q_pos0 -= 700;
+  shorter.kv_len -= 700;
+  AttentionSeq moved3 = all[3], moved1 = all[1], alone = all[0];
+  moved3.q_begin = 0;
+  moved1.q_begin = 1;
+  alone.q_begin = 4;
+  const std::vector<std::vector<AttentionSeq>> batches = {
+      all, {moved3, moved1, shorter}, {alone}, {}, all};
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const std::vector<AttentionSeq>& seqs = batches[i];
+    const HostTensor eager = run_gpu_on(b, q, seqs);
+    HostTensor nan(DType::kBF16, q.shape);
+    std::memset(nan.view.data, 0xff, nan.view.nbytes());
+    copy_tensor(gpu, out, nan.view);
+    plan_fixed_attention(gpu, 1, kv, q.dim(0), g.Nq, g.D, seqs, g.window);
+    launch_graph(gpu, *graph);
+    const HostTensor got = download(out);
+    synchronize(gpu);
+    expect_covered_equal_rest_zero(got, eager, seqs, "replay " + std::to_string(i));
+    EXPECT_EQ(graph_fingerprint(gpu), fingerprint) << "replay " << i << ": the plan moved";
+  }
 }
 
 // Blocks that slid out of every query's window may be -1: the result does not change.

@@ -1,0 +1,279 @@
+// Device side of the CUDA decode attention (kernels/cuda/attention.cu): one CTA per work item (one
+// query row and a run of its splits) and KV head, G = Nq / Nkv warps, warp w serving q head
+// kvh * G + w, so each K/V tile is read from memory once for the G heads that share it. Tiles
+// stream through a kDecodeStages-deep cp.async pipeline in shared memory.
+//
+// Numerics: exactly the per-row arithmetic of attention_kernels.cuh (attend_tile per 32-key tile,
+// splits of split_keys(n) slots, RowState::fold of the split states in split order), so a row
+// has the same bits here as in the attend kernel. An item that covers the whole row folds and
+// writes it. Otherwise the row's items form a group: the first item writes its folded prefix as
+// one record, the others one record per split, and the last CTA of the group to finish (a ticket
+// counter per group and KV head, reset by that CTA so graph replays find it zero) folds the
+// records in split order and writes the row: one launch, no float atomics.
+//
+// Items and counts come from device memory and CTAs stride over them, so a grid sized from the
+// SM count serves any batch (CUDA graphs); after the items, the CTAs zero the output rows the
+// plan lists as uncovered (padding rows of a graph's batch).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/attention_kernels.cuh"
+
+namespace beam::cuda::attention_detail {
+
+constexpr int kDecodeStages = 3;     // K/V tiles in flight per CTA
+constexpr int kMaxDecodeGroup = 16;  // q heads per KV head the decode kernel serves (a warp each)
+constexpr int kCombineBatch = 4;     // records a combining warp loads before folding them
+
+// One query row and splits [split0, split0 + count) of its split grid, counted from the row's
+// first split (lo / split_keys). group < 0: the item covers the whole row and writes out.
+// Otherwise it is one of num_items items of combine group `group`, whose records for q head h
+// are record + i * Nq + h: i = 0 the first item's folded prefix (splits [0, first_count)), then
+// i = j - first_count + 1 the state of split j >= first_count.
+struct alignas(16) DecodeItem {
+  int32_t row;     // query row of q and out
+  int32_t table;   // offset of the sequence's block table in DecodeParams::tables
+  int32_t lo, hi;  // logical slots visible to the row
+  int32_t split_keys, num_splits;
+  int32_t split0, count;
+  int32_t group, num_items, first_count, record;
+};
+
+struct DecodeParams {
+  const __nv_bfloat16* q;        // [T, Nq, D]
+  __nv_bfloat16* out;            // [out_rows, Nq, D]
+  const __nv_bfloat16* k_cache;  // [num_blocks, block_size, Nkv, D]
+  const __nv_bfloat16* v_cache;
+  const int32_t* counts;  // [3]: items, listed zero rows, planned rows
+  const DecodeItem* items;
+  const int32_t* tables;     // every sequence's block table, concatenated
+  const int32_t* zero_rows;  // rows below counts[2] that no item covers
+  float* part_acc;           // [records, D]
+  float* part_ml;            // [records, 2]: running max, sum
+  uint32_t* counters;        // [groups, Nkv]: finished items; zero between launches
+  int64_t block_size, num_blocks;
+  int64_t out_rows;  // rows [counts[2], out_rows) are zeroed as well
+  int num_heads, num_kv_heads, group;
+  float scale;
+};
+
+// bf16 elements of one pipeline stage: a K tile (rows of k_stride(D)) then a V tile.
+constexpr int decode_stage_elems(int head_dim) {
+  return kTile * k_stride(head_dim) + kTile * head_dim;
+}
+// Dynamic shared memory of a decode CTA: q of its G heads in fp32, then the stages.
+constexpr size_t decode_smem_bytes(int head_dim, int group) {
+  return sizeof(float) * static_cast<size_t>(group) * head_dim +
+         sizeof(__nv_bfloat16) * kDecodeStages * static_cast<size_t>(decode_stage_elems(head_dim));
+}
+
+namespace decode {
+
+// 16 bytes global -> shared; src_bytes = 0 writes zeros and reads nothing.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Queues the copy of keys [t0, t0 + kTile) of KV head kvh into a stage; keys outside [lo, hi] or
+// in an unmapped block become zeros (attend_tile masks them).
+template <int D>
+__device__ __forceinline__ void load_tile(const DecodeParams& p, int32_t table, int kvh, int64_t t0,
+                                          int64_t lo, int64_t hi, __nv_bfloat16* stage) {
+  constexpr int kVecs = D / 8;  // 16-byte vectors per key row
+  __nv_bfloat16* k_s = stage;
+  __nv_bfloat16* v_s = stage + kTile * k_stride(D);
+  for (int idx = threadIdx.x; idx < kTile * kVecs; idx += blockDim.x) {
+    const int j = idx / kVecs, c = idx % kVecs;
+    const int64_t key = t0 + j;
+    int64_t src = 0;
+    int bytes = 0;
+    if (key >= lo && key <= hi) {
+      const int64_t block = p.tables[table + key / p.block_size];
+      if (block >= 0 && block < p.num_blocks) {
+        const int64_t slot = block * p.block_size + key % p.block_size;
+        src = (slot * p.num_kv_heads + kvh) * D + c * 8;
+        bytes = 16;
+      }
+    }
+    cp_async16(k_s + j * k_stride(D) + c * 8, p.k_cache + src, bytes);
+    cp_async16(v_s + j * D + c * 8, p.v_cache + src, bytes);
+  }
+}
+
+// This lane's part of a record: acc dims [lane * DPL, +DPL), and (m, l) from lane 0.
+template <int D>
+__device__ __forceinline__ void store_record(const DecodeParams& p, int64_t rec,
+                                             const RowState<D / 32>& st) {
+  constexpr int DPL = D / 32;
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int c = 0; c < DPL; ++c) p.part_acc[rec * D + lane * DPL + c] = st.acc[c];
+  if (lane == 0) {
+    p.part_ml[rec * 2] = st.m;
+    p.part_ml[rec * 2 + 1] = st.l;
+  }
+}
+
+// A record written by another CTA of this launch (read through L2, never a stale L1 line).
+template <int D>
+__device__ __forceinline__ RowState<D / 32> load_record(const DecodeParams& p, int64_t rec) {
+  constexpr int DPL = D / 32;
+  const int lane = threadIdx.x % 32;
+  RowState<DPL> st;
+  st.m = __ldcg(p.part_ml + rec * 2);
+  st.l = __ldcg(p.part_ml + rec * 2 + 1);
+#pragma unroll
+  for (int c = 0; c < DPL; ++c) st.acc[c] = __ldcg(p.part_acc + rec * D + lane * DPL + c);
+  return st;
+}
+
+template <int D>
+__device__ __forceinline__ void write_out(const DecodeParams& p, int32_t row, int h,
+                                          const RowState<D / 32>& st) {
+  constexpr int DPL = D / 32;
+  const int lane = threadIdx.x % 32;
+  __nv_bfloat16* dst = p.out + (int64_t{row} * p.num_heads + h) * D + lane * DPL;
+#pragma unroll
+  for (int c = 0; c < DPL; ++c) dst[c] = __float2bfloat16_rn(st.acc[c] / st.l);
+}
+
+// Record of q head h for split j of the item's group (j = first_count - 1: the prefix).
+__device__ __forceinline__ int64_t record_of(const DecodeParams& p, const DecodeItem& it, int64_t j,
+                                             int h) {
+  return it.record + (j - it.first_count + 1) * p.num_heads + h;
+}
+
+// The group's row for q head h: the first item's prefix folded with the later splits in order.
+template <int D>
+__device__ void combine(const DecodeParams& p, const DecodeItem& it, int h) {
+  RowState<D / 32> total = load_record<D>(p, record_of(p, it, it.first_count - 1, h));
+  for (int j = it.first_count; j < it.num_splits; j += kCombineBatch) {
+    RowState<D / 32> split[kCombineBatch];
+#pragma unroll
+    for (int b = 0; b < kCombineBatch; ++b) {
+      if (j + b < it.num_splits) {
+        split[b] = load_record<D>(p, record_of(p, it, j + b, h));
+      } else {
+        split[b].reset();  // folds as nothing
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < kCombineBatch; ++b) total.fold(split[b]);
+  }
+  write_out<D>(p, it.row, h, total);
+}
+
+// One item for KV head kvh; warp w computes q head kvh * G + w. `last` is shared scratch.
+template <int D>
+__device__ void run_item(const DecodeParams& p, const DecodeItem& it, int kvh, float* q_s,
+                         __nv_bfloat16* stages, bool* last) {
+  constexpr int DPL = D / 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int h = kvh * p.group + warp;
+  const __nv_bfloat16* q_row = p.q + (int64_t{it.row} * p.num_heads + h) * D;
+  float* q_w = q_s + warp * D;
+  for (int d = lane; d < D; d += 32) q_w[d] = __bfloat162float(q_row[d]);
+
+  // Keys [a, b] of the item's splits; tiles of kTile from a / kTile on never straddle a split.
+  const int64_t S = it.split_keys;
+  const int64_t first = it.lo / S + it.split0;  // the first split on the slot grid
+  const int64_t a = max(int64_t{it.lo}, first * S);
+  const int64_t b = min(int64_t{it.hi}, (first + it.count) * S - 1);
+  const int64_t t_first = a / kTile * kTile;
+  const int tiles = static_cast<int>(b / kTile - a / kTile + 1);
+  constexpr int kStageElems = decode_stage_elems(D);
+#pragma unroll
+  for (int s = 0; s < kDecodeStages - 1; ++s) {
+    if (s < tiles)
+      load_tile<D>(p, it.table, kvh, t_first + s * kTile, a, b, stages + s * kStageElems);
+    cp_async_commit();
+  }
+  RowState<DPL> total, cur;
+  total.reset();
+  cur.reset();
+  for (int i = 0; i < tiles; ++i) {
+    cp_async_wait<kDecodeStages - 2>();  // this thread's copies of tile i landed
+    __syncthreads();  // everyone's did, q_s is written, and tile i - 1's stage is free
+    const int next = i + kDecodeStages - 1;
+    if (next < tiles)
+      load_tile<D>(p, it.table, kvh, t_first + int64_t{next} * kTile, a, b,
+                   stages + (next % kDecodeStages) * kStageElems);
+    cp_async_commit();
+    const __nv_bfloat16* k_s = stages + (i % kDecodeStages) * kStageElems;
+    const int64_t t0 = t_first + int64_t{i} * kTile;
+    attend_tile<D>(p.scale, q_w, k_s, k_s + kTile * k_stride(D), t0, a, b, cur);
+    if ((t0 + kTile) % S == 0 || i == tiles - 1) {  // the last tile of a split
+      if (it.split0 == 0) {
+        total.fold(cur);
+      } else {
+        store_record<D>(p, record_of(p, it, t0 / S - it.lo / S, h), cur);
+      }
+      cur.reset();
+    }
+  }
+  cp_async_wait<0>();  // no copy may land in a stage the next item reuses
+  if (it.group < 0) {
+    write_out<D>(p, it.row, h, total);
+    return;
+  }
+  if (it.split0 == 0) store_record<D>(p, record_of(p, it, it.first_count - 1, h), total);
+  __threadfence();  // this thread's records are visible device-wide before the ticket
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    uint32_t* counter = p.counters + int64_t{it.group} * p.num_kv_heads + kvh;
+    *last = atomicAdd(counter, 1u) == static_cast<uint32_t>(it.num_items - 1);
+    if (*last) *counter = 0;  // every item of the group has counted: ready for the next launch
+  }
+  __syncthreads();
+  if (!*last) return;
+  __threadfence();
+  combine<D>(p, it, h);
+}
+
+// Zeroes the q heads of KV head kvh in `row` of out.
+template <int D>
+__device__ void zero_row(const DecodeParams& p, int64_t row, int kvh) {
+  const int n = p.group * D;
+  __nv_bfloat16* dst = p.out + (row * p.num_heads + int64_t{kvh} * p.group) * D;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = __float2bfloat16_rn(0.0f);
+}
+
+}  // namespace decode
+
+// grid (any, Nkv), G * 32 threads (G <= kMaxDecodeGroup), decode_smem_bytes(D, G) of dynamic
+// shared memory: CTA (x, kvh) runs items x, x + gridDim.x, ... < counts[0], then zeroes the
+// uncovered rows x, x + gridDim.x, ... (the listed ones, then [counts[2], out_rows)).
+// At most 64 registers a thread (two CTAs of kMaxDecodeGroup warps): four CTAs of Beam's six
+// warps fit an SM (D = 128 keeps everything in registers).
+template <int D>
+__global__ void __launch_bounds__(kMaxDecodeGroup * 32, 2) decode_kernel(DecodeParams p) {
+  extern __shared__ float4 decode_smem[];
+  __shared__ bool last;
+  float* q_s = reinterpret_cast<float*>(decode_smem);
+  auto* stages = reinterpret_cast<__nv_bfloat16*>(q_s + p.group * D);
+  const int kvh = static_cast<int>(blockIdx.y);
+  const int num_items = p.counts[0];
+  for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
+    __syncthreads();  // every warp is done with q_s, the stages and `last` of the previous item
+    decode::run_item<D>(p, p.items[item], kvh, q_s, stages, &last);
+  }
+  const int listed = p.counts[1];
+  const int64_t planned = p.counts[2];
+  const int64_t zero = listed + (p.out_rows > planned ? p.out_rows - planned : 0);
+  for (int64_t z = blockIdx.x; z < zero; z += gridDim.x)
+    decode::zero_row<D>(p, z < listed ? int64_t{p.zero_rows[z]} : planned + (z - listed), kvh);
+}
+
+}  // namespace beam::cuda::attention_detail
