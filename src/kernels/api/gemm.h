@@ -1,6 +1,9 @@
 // Linear layers: out[M, N] = x[M, K] · w[N, K]ᵀ with fp32 accumulation, one rounding to out's
-// dtype.
+// dtype; linear_split writes consecutive row ranges of w into separate outputs.
 #pragma once
+
+#include <cstddef>
+#include <span>
 
 #include "kernels/api/context.h"
 
@@ -15,5 +18,15 @@ namespace beam {
 // on M (batch invariant up to 8 rows); larger M and fp32 GEMMs run cuBLASLt, whose order may.
 void linear(const KernelContext& ctx, const TensorView& x, const TensorView& w,
             const TensorView& out);
+
+// Most outputs one linear_split call takes.
+inline constexpr size_t kMaxLinearSplits = 8;
+
+// linear() against w [N, K] whose rows are split consecutively over outs (1..kMaxLinearSplits
+// outputs, one dtype): outs[i] [M, n_i] = x · w.rows(n_0 + ... + n_{i-1}, n_i)ᵀ, Σ n_i = N
+// (e.g. the packed q/k/v/gate projection). Bit-identical to one linear() per row range; CUDA runs
+// one launch for all ranges where linear() would take the small-M kernel.
+void linear_split(const KernelContext& ctx, const TensorView& x, const TensorView& w,
+                  std::span<const TensorView> outs);
 
 }  // namespace beam

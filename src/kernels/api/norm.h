@@ -17,4 +17,12 @@ void post_norm_residual(const KernelContext& ctx, const TensorView& branch,
                         const TensorView& w_post, float eps, float r, float c,
                         const TensorView& residual);
 
+// post_norm_residual followed by the next block's pre-norm: out = rms_norm(residual, w_next)
+// with residual as updated. Bit-identical to the two ops (CUDA: one launch at 8-wide aligned
+// rows). w_next: [H] bf16, out: [T, H] bf16 (may alias branch, not residual).
+void post_norm_residual_norm(const KernelContext& ctx, const TensorView& branch,
+                             const TensorView& w_post, float eps, float r, float c,
+                             const TensorView& residual, const TensorView& w_next,
+                             const TensorView& out);
+
 }  // namespace beam

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/api/checks.h"
+#include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
 #if BEAMSERVE_CUDA
 #include "kernels/cuda/rope.h"
@@ -54,6 +55,70 @@ void apply_ssmax(const KernelContext& ctx, const TensorView& q, const TensorView
     case Device::kCuda:
 #if BEAMSERVE_CUDA
       cuda::apply_ssmax(*ctx.cuda, q, positions);
+      return;
+#else
+      cuda_backend_not_built(op);
+#endif
+  }
+}
+
+namespace {
+
+void check_qk(const KernelContext& ctx, const QkTensors& qk, const char* op) {
+  expect_tensor(ctx, qk.q, DType::kBF16, 3, op, "q");
+  expect_tensor(ctx, qk.k, DType::kBF16, 3, op, "k");
+  expect_tensor(ctx, qk.q_norm, DType::kBF16, 1, op, "q_norm");
+  expect_tensor(ctx, qk.k_norm, DType::kBF16, 1, op, "k_norm");
+  expect_tensor(ctx, qk.positions, DType::kI64, 1, op, "positions");
+  const int64_t D = qk.q.dim(2);
+  BEAM_CHECK(qk.k.dim(0) == qk.q.dim(0) && qk.positions.dim(0) == qk.q.dim(0) &&
+             qk.k.dim(2) == D && D > 0 && qk.q_norm.dim(0) == D && qk.k_norm.dim(0) == D)
+      << op << ": q " << qk.q.shape.str() << ", k " << qk.k.shape.str() << ", q_norm "
+      << qk.q_norm.shape.str() << ", k_norm " << qk.k_norm.shape.str() << ", positions "
+      << qk.positions.shape.str();
+}
+
+// The per-head norms on the CPU: q and k viewed as [T * heads, D] rows, in place.
+void cpu_norm_heads(ThreadPool& pool, const QkTensors& qk, float eps) {
+  const int64_t T = qk.q.dim(0), D = qk.q.dim(2);
+  const TensorView q2 = qk.q.reshape({T * qk.q.dim(1), D}), k2 = qk.k.reshape({T * qk.k.dim(1), D});
+  cpu::rms_norm(pool, q2, qk.q_norm, eps, q2);
+  cpu::rms_norm(pool, k2, qk.k_norm, eps, k2);
+}
+
+}  // namespace
+
+void qk_norm_rope(const KernelContext& ctx, const QkTensors& qk, float eps, float theta) {
+  constexpr const char* op = "qk_norm_rope";
+  check_qk(ctx, qk, op);
+  BEAM_CHECK(qk.q.dim(2) % 2 == 0 && theta > 0.0f)
+      << op << ": head_dim " << qk.q.dim(2) << ", theta " << theta;
+  switch (ctx.device) {
+    case Device::kCpu:
+      cpu_norm_heads(cpu_pool(ctx, op), qk, eps);
+      cpu::apply_rope(cpu_pool(ctx, op), qk.q, qk.k, qk.positions, theta);
+      return;
+    case Device::kCuda:
+#if BEAMSERVE_CUDA
+      cuda::qk_norm_rope(*ctx.cuda, qk, eps, theta);
+      return;
+#else
+      cuda_backend_not_built(op);
+#endif
+  }
+}
+
+void qk_norm_ssmax(const KernelContext& ctx, const QkTensors& qk, float eps) {
+  constexpr const char* op = "qk_norm_ssmax";
+  check_qk(ctx, qk, op);
+  switch (ctx.device) {
+    case Device::kCpu:
+      cpu_norm_heads(cpu_pool(ctx, op), qk, eps);
+      cpu::apply_ssmax(cpu_pool(ctx, op), qk.q, qk.positions);
+      return;
+    case Device::kCuda:
+#if BEAMSERVE_CUDA
+      cuda::qk_norm_ssmax(*ctx.cuda, qk, eps);
       return;
 #else
       cuda_backend_not_built(op);

@@ -18,6 +18,20 @@ void apply_rope(const KernelContext& ctx, const TensorView& q, const TensorView&
 // q: [T, Nq, D] bf16, positions: [T] i64.
 void apply_ssmax(const KernelContext& ctx, const TensorView& q, const TensorView& positions);
 
+// The q/k of one attention layer after the projections: q [T, Nq, D], k [T, Nkv, D] bf16 (updated
+// in place), their per-head RMSNorm weights q_norm, k_norm [D] bf16, positions [T] i64.
+struct QkTensors {
+  TensorView q, k, q_norm, k_norm, positions;
+};
+
+// The per-head q/k norms (BEAM.md §3.3) then RoPE (sliding layers): rms_norm(q as [T*Nq, D],
+// q_norm), rms_norm(k as [T*Nkv, D], k_norm), apply_rope(q, k). Bit-identical to those three ops
+// on every device (CUDA: one launch at Beam's head sizes).
+void qk_norm_rope(const KernelContext& ctx, const QkTensors& qk, float eps, float theta);
+
+// The same norms then SSMax on q (NoPE layers): rms_norm(q), rms_norm(k), apply_ssmax(q).
+void qk_norm_ssmax(const KernelContext& ctx, const QkTensors& qk, float eps);
+
 // The fp32 SSMax factor for one absolute position (shared by CPU and CUDA code and tests).
 // (1 + (fp32(p) + 1) / 2048) in fp32, then pow with PyTorch's fp32 powf (SLEEF) and exponent 0.1f.
 float ssmax_scale(int64_t position);

@@ -175,12 +175,22 @@ void gemm_serial(const float* x, int64_t M, int64_t K, const float* w, int64_t N
 
 void linear(ThreadPool& pool, const TensorView& x, const TensorView& w, const TensorView& out,
             GemmPath path) {
-  const int64_t M = x.dim(0), K = x.dim(1), N = w.dim(0);
+  linear_split(pool, x, w, std::span<const TensorView>(&out, 1), path);
+}
+
+void linear_split(ThreadPool& pool, const TensorView& x, const TensorView& w,
+                  std::span<const TensorView> outs, GemmPath path) {
+  const int64_t M = x.dim(0), K = x.dim(1);
   std::vector<float> xf = widen_x(x);
-  if (w.dtype == DType::kBF16) {
-    linear_w(pool, xf.data(), M, K, w.as<bf16>(), N, out, path);
-  } else {
-    linear_w(pool, xf.data(), M, K, w.as<float>(), N, out, path);
+  int64_t row0 = 0;
+  for (const TensorView& out : outs) {
+    const int64_t n = out.dim(1);
+    if (w.dtype == DType::kBF16) {
+      linear_w(pool, xf.data(), M, K, w.as<bf16>() + row0 * K, n, out, path);
+    } else {
+      linear_w(pool, xf.data(), M, K, w.as<float>() + row0 * K, n, out, path);
+    }
+    row0 += n;
   }
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "core/bf16.h"
 #include "core/tensor.h"
@@ -37,5 +38,10 @@ void gemm_serial(const float* x, int64_t M, int64_t K, const float* w, int64_t N
 // out [M, N] bf16|f32.
 void linear(ThreadPool& pool, const TensorView& x, const TensorView& w, const TensorView& out,
             GemmPath path = GemmPath::kAuto);
+
+// linear_split() of kernels/api/gemm.h on validated views: linear() per consecutive row range of
+// w (outs[i] [M, n_i]), with x widened once.
+void linear_split(ThreadPool& pool, const TensorView& x, const TensorView& w,
+                  std::span<const TensorView> outs, GemmPath path = GemmPath::kAuto);
 
 }  // namespace beam::cpu

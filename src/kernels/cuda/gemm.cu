@@ -129,14 +129,28 @@ const float* widen_x(CudaContext& ctx, const TensorView& x) {
   return cache.x_f32;
 }
 
+// linear()'s choice of the skinny kernel (same for every output of a linear_split).
+bool takes_skinny(const TensorView& x, const TensorView& w, DType out_dtype) {
+  return x.dtype == DType::kBF16 && w.dtype == DType::kBF16 &&
+         (out_dtype == DType::kBF16 || out_dtype == DType::kF32) &&
+         x.dim(0) <= kSkinnyDispatchRows;
+}
+
 }  // namespace
 
 void linear(CudaContext& ctx, const TensorView& x, const TensorView& w, const TensorView& out) {
-  const bool skinny = x.dtype == DType::kBF16 && w.dtype == DType::kBF16 &&
-                      (out.dtype == DType::kBF16 || out.dtype == DType::kF32) &&
-                      x.dim(0) <= kSkinnyDispatchRows;
-  if (skinny) return linear_skinny(ctx, x, w, out);
+  if (takes_skinny(x, w, out.dtype)) return linear_skinny(ctx, x, w, out);
   linear_cublaslt(ctx, x, w, out);
+}
+
+void linear_split(CudaContext& ctx, const TensorView& x, const TensorView& w,
+                  std::span<const TensorView> outs) {
+  if (takes_skinny(x, w, outs.front().dtype)) return linear_skinny_split(ctx, x, w, outs);
+  int64_t row0 = 0;
+  for (const TensorView& out : outs) {
+    linear(ctx, x, w.rows(row0, out.dim(1)), out);
+    row0 += out.dim(1);
+  }
 }
 
 void linear_cublaslt(CudaContext& ctx, const TensorView& x, const TensorView& w,

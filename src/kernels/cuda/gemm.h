@@ -2,6 +2,8 @@
 // skinny GEMM (gemm_skinny.cu) at small M, cuBLASLt (gemm.cu) otherwise.
 #pragma once
 
+#include <span>
+
 #include "core/tensor.h"
 #include "kernels/cuda/cuda_context.h"
 
@@ -22,6 +24,17 @@ constexpr int64_t kSkinnyDispatchRows = 8;
 // x. Deterministic, and out[m, n] is summed in the same order whatever M is (batch invariant).
 void linear_skinny(CudaContext& ctx, const TensorView& x, const TensorView& w,
                    const TensorView& out);
+
+// linear_split of kernels/api/gemm.h (views validated there): where linear() would run the skinny
+// kernel, one skinny launch over all of w's rows, each row stored into its output; otherwise
+// linear() per row range. Bit-identical to linear() per range either way.
+void linear_split(CudaContext& ctx, const TensorView& x, const TensorView& w,
+                  std::span<const TensorView> outs);
+
+// The skinny kernel over all rows of w, rows split consecutively over outs (at most
+// kMaxLinearSplits, one dtype); out element (m, n) is the same sum as in linear_skinny.
+void linear_skinny_split(CudaContext& ctx, const TensorView& x, const TensorView& w,
+                         std::span<const TensorView> outs);
 
 // The cuBLASLt path for every supported dtype combination (see linear).
 void linear_cublaslt(CudaContext& ctx, const TensorView& x, const TensorView& w,

@@ -1,5 +1,6 @@
 // Per-context state of the CUDA linear() (kernels/cuda/gemm.cu): cuBLASLt matmul plans cached per
-// shape, dtypes and operand alignment, and the fp32 copy of a bf16 x for the fp32 router GEMM.
+// shape, dtypes and operand alignment, the fp32 copy of a bf16 x for the fp32 router GEMM, and the
+// occupancy of the skinny kernel's instances (gemm_skinny.cu sizes its grid to one wave).
 #pragma once
 
 #include <cstddef>
@@ -45,6 +46,8 @@ struct LinearPlan {
 
 struct LinearCache {
   std::unordered_map<LinearPlanKey, std::unique_ptr<LinearPlan>, LinearPlanKeyHash> plans;
+  // Resident CTAs per SM of each skinny-kernel instance (cudaOccupancy..., asked once per instance).
+  std::unordered_map<const void*, int> skinny_ctas_per_sm;
   float* x_f32 = nullptr;  // stream-ordered scratch (cudaMallocAsync), grows to the largest x seen
   size_t x_f32_floats = 0;
 

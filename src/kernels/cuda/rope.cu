@@ -1,13 +1,17 @@
-// CUDA RoPE and SSMax with kernels/cpu/rope.cpp's rounding points. inv_freq comes from the host
-// (bit-identical to PyTorch's); angles are the same single fp32 product; cos/sin/pow use CUDA's
-// accurate fp32 functions (not SLEEF's), so a bf16-rounded cos/sin or an SSMax factor can differ
-// from the CPU's in rare elements (tests/unit/kernels_cuda/rope_test.cpp measures how rare).
+// CUDA RoPE and SSMax with kernels/cpu/rope.cpp's rounding points, alone or fused after the
+// per-head q/k RMSNorm (one launch, bit-identical to rms_norm + apply_rope / apply_ssmax here).
+// inv_freq comes from the host (bit-identical to PyTorch's); angles are the same single fp32
+// product; cos/sin/pow use CUDA's accurate fp32 functions (not SLEEF's), so a bf16-rounded cos/sin
+// or an SSMax factor can differ from the CPU's in rare elements (tests/unit/kernels_cuda/
+// rope_test.cpp measures how rare).
 #include "kernels/cuda/rope.h"
 
 #include "core/check.h"
 #include "kernels/api/rope.h"
 #include "kernels/cuda/bf16_math.cuh"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/norm.h"
+#include "kernels/cuda/norm_math.cuh"
 
 namespace beam::cuda {
 namespace {
@@ -15,6 +19,9 @@ namespace {
 constexpr int kMaxHalfDim = 256;  // head_dim <= 512
 constexpr int kRopeThreads = 128;
 constexpr int kSsmaxThreads = 256;
+constexpr int kQkWarps = 8;             // warps (heads at a time) per block of qk_norm_position
+constexpr int64_t kQkMaxHeadDim = 256;  // one 8-wide pack per lane
+constexpr int64_t kQkWideTokens = 64;   // from here on, one qk_norm_position block per token
 
 // inv_freq[0 .. D/2), passed by value as a kernel parameter: no device memory, and a captured
 // CUDA graph keeps the values.
@@ -22,21 +29,43 @@ struct InvFreq {
   float v[kMaxHalfDim];
 };
 
-// One block per token: the token's bf16 cos/sin half-table in shared memory (HF's table is
-// cat(angles, angles), so entries d and d + D/2 are equal), then every q and k head rotated:
-//   lo = bf16(bf16(x1 * cos) + bf16(-x2 * sin)), hi = bf16(bf16(x2 * cos) + bf16(x1 * sin)).
-template <int N>
-__global__ void rope_tokens(bf16_t* q, bf16_t* k, const int64_t* positions, int num_q_heads,
-                            int num_kv_heads, int half, InvFreq inv_freq) {
-  __shared__ float cos_s[kMaxHalfDim], sin_s[kMaxHalfDim];
-  const int64_t t = blockIdx.x;
-  const float p = __ll2float_rn(positions[t]);
+// The bf16 cos/sin half-table of one position (HF's table is cat(angles, angles), so entries d
+// and d + D/2 are equal), entries [0, half) written by the block's threads; the caller syncs.
+__device__ __forceinline__ void rope_table(int64_t position, int half, const InvFreq& inv_freq,
+                                           float* cos_s, float* sin_s) {
+  const float p = __ll2float_rn(position);
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
     float s, c;
     sincosf(__fmul_rn(p, inv_freq.v[i]), &s, &c);
     cos_s[i] = round_bf16(c);
     sin_s[i] = round_bf16(s);
   }
+}
+
+// lo = bf16(x1 * cos) + bf16(-x2 * sin) before its rounding (element d < D/2 of the head).
+__device__ __forceinline__ float rotate_lo(float x1, float x2, float c, float s) {
+  return round_bf16(x1 * c) + round_bf16(-x2 * s);
+}
+// hi = bf16(x2 * cos) + bf16(x1 * sin) before its rounding (element d + D/2).
+__device__ __forceinline__ float rotate_hi(float x1, float x2, float c, float s) {
+  return round_bf16(x2 * c) + round_bf16(x1 * s);
+}
+
+// s(p) = (1 + (fp32(p) + 1) / 2048)^0.1 in fp32.
+__device__ __forceinline__ float ssmax_factor(int64_t position) {
+  const float base =
+      __fadd_rn(1.0f, __fdiv_rn(__fadd_rn(__ll2float_rn(position), 1.0f), 2048.0f));
+  return powf(base, 0.1f);
+}
+
+// One block per token: the token's bf16 cos/sin half-table in shared memory, then every q and k
+// head rotated (rotate_lo / rotate_hi, each rounded to bf16).
+template <int N>
+__global__ void rope_tokens(bf16_t* q, bf16_t* k, const int64_t* positions, int num_q_heads,
+                            int num_kv_heads, int half, InvFreq inv_freq) {
+  __shared__ float cos_s[kMaxHalfDim], sin_s[kMaxHalfDim];
+  const int64_t t = blockIdx.x;
+  rope_table(positions[t], half, inv_freq, cos_s, sin_s);
   __syncthreads();
   const int packs_per_head = half / N, head_dim = 2 * half;
   const int num_items = (num_q_heads + num_kv_heads) * packs_per_head;
@@ -50,8 +79,8 @@ __global__ void rope_tokens(bf16_t* q, bf16_t* k, const int64_t* positions, int 
 #pragma unroll
     for (int i = 0; i < N; ++i) {
       const float c = cos_s[d0 + i], s = sin_s[d0 + i];
-      lo.v[i] = round_bf16(x1.v[i] * c) + round_bf16(-x2.v[i] * s);
-      hi.v[i] = round_bf16(x2.v[i] * c) + round_bf16(x1.v[i] * s);
+      lo.v[i] = rotate_lo(x1.v[i], x2.v[i], c, s);
+      hi.v[i] = rotate_hi(x1.v[i], x2.v[i], c, s);
     }
     store_bf16<N>(row + d0, lo);
     store_bf16<N>(row + half + d0, hi);
@@ -62,9 +91,7 @@ __global__ void rope_tokens(bf16_t* q, bf16_t* k, const int64_t* positions, int 
 template <int N>
 __global__ void ssmax_tokens(bf16_t* q, const int64_t* positions, int64_t width) {
   const int64_t t = blockIdx.x;
-  const float base = __fadd_rn(1.0f, __fdiv_rn(__fadd_rn(__ll2float_rn(positions[t]), 1.0f),
-                                               2048.0f));
-  const float s = powf(base, 0.1f);
+  const float s = ssmax_factor(positions[t]);
   bf16_t* row = q + t * width;
   for (int64_t g = threadIdx.x; g < width / N; g += blockDim.x) {
     Pack<N> x = load_bf16<N>(row + g * N);
@@ -74,7 +101,145 @@ __global__ void ssmax_tokens(bf16_t* q, const int64_t* positions, int64_t width)
   }
 }
 
+// ---- Fused per-head q/k RMSNorm + RoPE or SSMax ------------------------------------------------
+
+enum class QkPosition { kRope, kSsmax };
+
+// Operands of qk_norm_position: q [T, Nq, D], k [T, Nkv, D], q_norm / k_norm [D], positions [T];
+// each block covers heads [b * heads_per_block, ...) (q heads first, then k heads) of one token.
+struct QkArgs {
+  bf16_t* q;
+  bf16_t* k;
+  const bf16_t* q_norm;
+  const bf16_t* k_norm;
+  const int64_t* positions;
+  int num_q_heads, num_kv_heads, head_dim, blocks_per_token, heads_per_block;
+  float eps;
+};
+
+// One warp per head at a time (D <= kQkMaxHeadDim, D % 16 == 0, 16-byte aligned rows): lane l
+// holds the head's 8-wide pack l, so the norm sums exactly as rms_norm's 8-wide warp-per-row
+// kernel (lane packs, then warp_sum); y = bf16(x * inv_rms * w) is the norm's bf16 output. RoPE
+// pairs pack l with pack l +- D/16 through a shuffle; SSMax scales the q heads by s(p).
+template <QkPosition kPos>
+__global__ void __launch_bounds__(kQkWarps * 32) qk_norm_position(QkArgs a, InvFreq inv_freq) {
+  __shared__ float cos_s[kQkMaxHeadDim / 2], sin_s[kQkMaxHeadDim / 2];
+  const int64_t t = blockIdx.x / a.blocks_per_token;
+  const int head_begin = static_cast<int>(blockIdx.x % a.blocks_per_token) * a.heads_per_block;
+  const int num_heads = a.num_q_heads + a.num_kv_heads;
+  const int head_end = min(head_begin + a.heads_per_block, num_heads);
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  const int packs = a.head_dim / 8, half_packs = packs / 2;
+  const bool active = lane < packs;
+  float scale = 1.0f;
+  if constexpr (kPos == QkPosition::kRope) {
+    rope_table(a.positions[t], a.head_dim / 2, inv_freq, cos_s, sin_s);
+    __syncthreads();
+  } else {
+    scale = ssmax_factor(a.positions[t]);
+  }
+  for (int h = head_begin + warp; h < head_end; h += kQkWarps) {  // uniform across the warp
+    const bool is_q = h < a.num_q_heads;
+    bf16_t* row = is_q ? a.q + (t * a.num_q_heads + h) * a.head_dim
+                       : a.k + (t * a.num_kv_heads + (h - a.num_q_heads)) * a.head_dim;
+    const bf16_t* w = is_q ? a.q_norm : a.k_norm;
+    Pack<8> x{}, wp{};
+    float sum = 0.0f;
+    if (active) {
+      x = load_bf16<8>(row + lane * 8);
+      wp = load_bf16<8>(w + lane * 8);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) sum = fmaf(x.v[j], x.v[j], sum);
+    }
+    const float inv_rms = inv_rms_of(warp_sum(sum), a.head_dim, a.eps);
+    Pack<8> y;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) y.v[j] = round_bf16(x.v[j] * inv_rms * wp.v[j]);
+    if constexpr (kPos == QkPosition::kRope) {
+      const bool low = lane < half_packs;
+      const int partner = low ? lane + half_packs : lane - half_packs;  // in [0, 32)
+      Pack<8> other;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) other.v[j] = __shfl_sync(0xffffffffu, y.v[j], partner);
+      if (active) {
+        const int d0 = (low ? lane : lane - half_packs) * 8;
+        Pack<8> out;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float c = cos_s[d0 + j], s = sin_s[d0 + j];
+          out.v[j] = low ? rotate_lo(y.v[j], other.v[j], c, s) : rotate_hi(other.v[j], y.v[j], c, s);
+        }
+        store_bf16<8>(row + lane * 8, out);
+      }
+    } else if (active) {
+      if (is_q) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) y.v[j] = y.v[j] * scale;
+      }
+      store_bf16<8>(row + lane * 8, y);
+    }
+  }
+}
+
+// One launch of qk_norm_position when the heads fit it (else false): small T spreads a token's
+// heads over blocks of kQkWarps heads; from kQkWideTokens tokens on, one block per token.
+bool launch_qk_norm(CudaContext& ctx, const QkTensors& qk, float eps, QkPosition pos,
+                    float theta) {
+  const int64_t T = qk.q.dim(0), D = qk.q.dim(2);
+  const bool fits = D % 16 == 0 && D <= kQkMaxHeadDim &&
+                    all_aligned16(qk.q.data, qk.k.data, qk.q_norm.data, qk.k_norm.data);
+  if (!fits) return false;
+  const int heads = static_cast<int>(qk.q.dim(1) + qk.k.dim(1));
+  QkArgs a{static_cast<bf16_t*>(qk.q.data),
+           static_cast<bf16_t*>(qk.k.data),
+           static_cast<const bf16_t*>(qk.q_norm.data),
+           static_cast<const bf16_t*>(qk.k_norm.data),
+           static_cast<const int64_t*>(qk.positions.data),
+           static_cast<int>(qk.q.dim(1)),
+           static_cast<int>(qk.k.dim(1)),
+           static_cast<int>(D),
+           T >= kQkWideTokens ? 1 : (heads + kQkWarps - 1) / kQkWarps,
+           0,
+           eps};
+  a.heads_per_block = (heads + a.blocks_per_token - 1) / a.blocks_per_token;
+  InvFreq inv_freq{};
+  const auto blocks = static_cast<unsigned>(T * a.blocks_per_token);
+  switch (pos) {
+    case QkPosition::kRope:
+      for (int64_t i = 0; i < D / 2; ++i) inv_freq.v[i] = rope_inv_freq(theta, i, D);
+      qk_norm_position<QkPosition::kRope><<<blocks, kQkWarps * 32, 0, ctx.stream>>>(a, inv_freq);
+      break;
+    case QkPosition::kSsmax:
+      qk_norm_position<QkPosition::kSsmax><<<blocks, kQkWarps * 32, 0, ctx.stream>>>(a, inv_freq);
+      break;
+  }
+  CUDA_LAUNCH_OK();
+  return true;
+}
+
+// The per-head norms as rms_norm over [T * heads, D] rows (the unfused path).
+void norm_heads(CudaContext& ctx, const QkTensors& qk, float eps) {
+  const int64_t T = qk.q.dim(0), D = qk.q.dim(2);
+  const TensorView q2 = qk.q.reshape({T * qk.q.dim(1), D}), k2 = qk.k.reshape({T * qk.k.dim(1), D});
+  rms_norm(ctx, q2, qk.q_norm, eps, q2);
+  rms_norm(ctx, k2, qk.k_norm, eps, k2);
+}
+
 }  // namespace
+
+void qk_norm_rope(CudaContext& ctx, const QkTensors& qk, float eps, float theta) {
+  if (qk.q.dim(0) == 0) return;
+  if (launch_qk_norm(ctx, qk, eps, QkPosition::kRope, theta)) return;
+  norm_heads(ctx, qk, eps);
+  apply_rope(ctx, qk.q, qk.k, qk.positions, theta);
+}
+
+void qk_norm_ssmax(CudaContext& ctx, const QkTensors& qk, float eps) {
+  if (qk.q.dim(0) == 0) return;
+  if (launch_qk_norm(ctx, qk, eps, QkPosition::kSsmax, 0.0f)) return;
+  norm_heads(ctx, qk, eps);
+  apply_ssmax(ctx, qk.q, qk.positions);
+}
 
 void apply_rope(CudaContext& ctx, const TensorView& q, const TensorView& k,
                 const TensorView& positions, float theta) {

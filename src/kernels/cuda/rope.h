@@ -1,7 +1,9 @@
-// CUDA position transforms on normalised q/k: rotate-half RoPE (BEAM.md §3.4), SSMax (§3.5).
+// CUDA position transforms on normalised q/k: rotate-half RoPE (BEAM.md §3.4), SSMax (§3.5), and
+// both fused with the per-head q/k RMSNorm before them.
 #pragma once
 
 #include "core/tensor.h"
+#include "kernels/api/rope.h"
 #include "kernels/cuda/cuda_context.h"
 
 namespace beam::cuda {
@@ -13,5 +15,11 @@ void apply_rope(CudaContext& ctx, const TensorView& q, const TensorView& k,
 
 // q [T, Nq, D] bf16, positions [T] i64 on the device; q scaled in place on ctx.stream.
 void apply_ssmax(CudaContext& ctx, const TensorView& q, const TensorView& positions);
+
+// qk_norm_rope / qk_norm_ssmax of kernels/api/rope.h (views validated there, on the device): one
+// launch where D % 16 == 0, D <= 256 and q, k and the norm weights are 16-byte aligned, else
+// rms_norm + apply_rope / apply_ssmax; bit-identical to those ops either way.
+void qk_norm_rope(CudaContext& ctx, const QkTensors& qk, float eps, float theta);
+void qk_norm_ssmax(CudaContext& ctx, const QkTensors& qk, float eps);
 
 }  // namespace beam::cuda

@@ -2,6 +2,8 @@
 // identical results for any M, thread count and tiling, at tiny and at Beam's real shapes.
 #include "kernels/api/gemm.h"
 
+#include <vector>
+
 #include "kernel_test_util.h"
 #include "kernels/cpu/gemm.h"
 
@@ -155,6 +157,41 @@ TEST(Linear, RoundsOnceToBf16) {
   }
   linear(ctx.two, x.view, w.view, out.view);
   EXPECT_EQ(to_float(out.as<bf16>()[0]), 1.0f + 1.0f / 128);
+}
+
+// linear_split = one linear() per consecutive row range of w, bit for bit: the q/k/v/gate split of
+// Beam's packed projection, uneven and empty ranges, bf16 and f32 outputs, both GEMM paths.
+TEST(LinearSplit, EqualsLinearPerRowRange) {
+  Contexts ctx;
+  std::mt19937 rng(21);
+  struct SplitCase {
+    int64_t M, K;
+    std::vector<int64_t> widths;
+    DType out;
+  };
+  const SplitCase cases[] = {{1, 64, {48, 8, 8, 48}, DType::kBF16},   // tiny q/k/v/gate
+                             {3, 37, {5, 0, 11, 1}, DType::kF32},     // odd K, an empty range
+                             {9, 128, {64, 32}, DType::kBF16},
+                             {130, 96, {40, 24, 24, 40}, DType::kBF16}};  // OpenBLAS path (kAuto)
+  for (const SplitCase& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "M=" << c.M << " K=" << c.K);
+    int64_t N = 0;
+    for (int64_t n : c.widths) N += n;
+    HostTensor x = test::random_bf16({c.M, c.K}, rng), w = test::random_bf16({N, c.K}, rng);
+    std::vector<HostTensor> split, want;
+    std::vector<TensorView> outs;
+    int64_t row0 = 0;
+    for (int64_t n : c.widths) {
+      split.emplace_back(c.out, Shape{c.M, n});
+      want.emplace_back(c.out, Shape{c.M, n});
+      outs.push_back(split.back().view);
+      linear(ctx.two, x.view, w.view.rows(row0, n), want.back().view);
+      row0 += n;
+    }
+    linear_split(ctx.two, x.view, w.view, outs);
+    for (size_t i = 0; i < outs.size(); ++i)
+      EXPECT_TRUE(test::bits_equal(split[i].view, want[i].view)) << "output " << i;
+  }
 }
 
 }  // namespace

@@ -95,5 +95,36 @@ TEST(PostNormResidual, RoundsBothScaledOperandsBeforeTheAdd) {
   check_post_norm(2, 5120, 105, ctx, rng);  // Beam layer 51 MLP
 }
 
+// post_norm_residual_norm = post_norm_residual then rms_norm of the updated residual, bit for bit
+// (out in its own buffer and aliasing branch), at tiny, odd and Beam widths.
+TEST(PostNormResidualNorm, EqualsPostNormResidualThenRmsNorm) {
+  Contexts ctx;
+  std::mt19937 rng(13);
+  const float eps = 1e-6f;
+  for (auto [T, H] : {std::pair<int64_t, int64_t>{3, 8}, {5, 7}, {2, 5120}}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << T << " H=" << H);
+    const float c = 1.0f / std::sqrt(7.0f), r = std::sqrt(6.0f / 7.0f);
+    HostTensor branch = test::random_bf16({T, H}, rng, 4.0f),
+               w_post = test::random_bf16({H}, rng, 0.3f, 1.0f),
+               w_next = test::random_bf16({H}, rng, 0.3f, 1.0f),
+               residual = test::random_bf16({T, H}, rng, 1.0f);
+    HostTensor want_res = test::copy_of(residual), want_x(DType::kBF16, {T, H});
+    post_norm_residual(ctx.one, branch.view, w_post.view, eps, r, c, want_res.view);
+    rms_norm(ctx.one, want_res.view, w_next.view, eps, want_x.view);
+
+    HostTensor res = test::copy_of(residual), x(DType::kBF16, {T, H});
+    post_norm_residual_norm(ctx.two, branch.view, w_post.view, eps, r, c, res.view, w_next.view,
+                            x.view);
+    EXPECT_TRUE(test::bits_equal(res.view, want_res.view));
+    EXPECT_TRUE(test::bits_equal(x.view, want_x.view));
+
+    HostTensor res2 = test::copy_of(residual), aliased = test::copy_of(branch);
+    post_norm_residual_norm(ctx.one, aliased.view, w_post.view, eps, r, c, res2.view,
+                            w_next.view, aliased.view);  // out over branch
+    EXPECT_TRUE(test::bits_equal(res2.view, want_res.view));
+    EXPECT_TRUE(test::bits_equal(aliased.view, want_x.view));
+  }
+}
+
 }  // namespace
 }  // namespace beam

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "kernel_test_util.h"
+#include "kernels/api/norm.h"
 #include "kernels/cpu/torch_math.h"
 
 namespace beam {
@@ -203,6 +204,43 @@ TEST(TorchMath, ActivationsMatchTorch) {
     ASSERT_EQ(cpu::torch_sigmoidf(v), sig.as<float>()[i]) << v;
     ASSERT_EQ(cpu::torch_siluf(v), silu.as<float>()[i]) << v;
     ASSERT_EQ(30.0f * cpu::torch_tanhf(v / 30.0f), cap.as<float>()[i]) << v;
+  }
+}
+
+// qk_norm_rope / qk_norm_ssmax = the per-head rms_norms then apply_rope / apply_ssmax, bit for bit,
+// at tiny-beam and Beam head geometry with positions near 10^6.
+TEST(QkNormPosition, EqualsNormsThenRopeOrSsmax) {
+  Contexts ctx;
+  std::mt19937 rng(14);
+  const float eps = 1e-6f;
+  struct Geometry {
+    int64_t T, Nq, Nkv, D;
+  };
+  for (const Geometry& g : {Geometry{5, 4, 2, 128}, Geometry{3, 3, 1, 6}, Geometry{2, 48, 8, 128}}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << g.T << " Nq=" << g.Nq << " D=" << g.D);
+    HostTensor q = test::random_bf16({g.T, g.Nq, g.D}, rng, 2.0f),
+               k = test::random_bf16({g.T, g.Nkv, g.D}, rng, 2.0f),
+               q_norm = test::random_bf16({g.D}, rng, 0.3f, 1.0f),
+               k_norm = test::random_bf16({g.D}, rng, 0.3f, 1.0f), pos(DType::kI64, {g.T});
+    for (int64_t t = 0; t < g.T; ++t) pos.as<int64_t>()[t] = 1000000 - 2 * t;
+    for (bool rope : {true, false}) {
+      HostTensor want_q = test::copy_of(q), want_k = test::copy_of(k);
+      const TensorView wq2 = want_q.view.reshape({g.T * g.Nq, g.D}),
+                       wk2 = want_k.view.reshape({g.T * g.Nkv, g.D});
+      rms_norm(ctx.one, wq2, q_norm.view, eps, wq2);
+      rms_norm(ctx.one, wk2, k_norm.view, eps, wk2);
+      HostTensor got_q = test::copy_of(q), got_k = test::copy_of(k);
+      const QkTensors qk{got_q.view, got_k.view, q_norm.view, k_norm.view, pos.view};
+      if (rope) {
+        apply_rope(ctx.one, want_q.view, want_k.view, pos.view, 10000.0f);
+        qk_norm_rope(ctx.two, qk, eps, 10000.0f);
+      } else {
+        apply_ssmax(ctx.one, want_q.view, pos.view);
+        qk_norm_ssmax(ctx.two, qk, eps);
+      }
+      EXPECT_TRUE(test::bits_equal(got_q.view, want_q.view)) << (rope ? "rope" : "ssmax");
+      EXPECT_TRUE(test::bits_equal(got_k.view, want_k.view)) << (rope ? "rope" : "ssmax");
+    }
   }
 }
 
