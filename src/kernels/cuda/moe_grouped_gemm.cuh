@@ -1,27 +1,39 @@
 // Grouped bf16 GEMM of the routed experts (kernels/cuda/moe_experts.cu): for the grouped rows r of
-// each expert e, out[r, :] = A[r, :] · W_e ᵀ with W_e [w_rows, K] row-major, on tensor cores
-// (mma.sync m16n8k16, fp32 accumulation; 3-stage cp.async pipeline through padded shared-memory
-// tiles) and one bf16 rounding per output. The SwiGLU flavour computes the gate and up columns of
-// the same act column in one tile and applies the CPU's SwiGLU in the epilogue.
+// each expert e, out[r, :] = A[r, :] · W_e ᵀ with W_e [w_rows, K] row-major, on Hopper's warpgroup
+// MMA (wgmma, fp32 accumulation) and one bf16 rounding per output. A tile is 128 weight rows (the
+// wgmma M side, two warpgroups of 64) by up to 256 of one expert's rows (the N side, a multiple of
+// 16 fitted to the rows, so a short tile does no padded work); operands stream through a 4-stage
+// cp.async pipeline of 128-byte-swizzled shared tiles (moe_wgmma.cuh). The SwiGLU flavour puts the
+// gate and up rows of the same act column into one thread's accumulators and applies the CPU's
+// SwiGLU in the epilogue.
 #pragma once
 
 #include <cuda_bf16.h>
 
 #include <cstdint>
 
+#include "kernels/cuda/moe_wgmma.cuh"
 #include "kernels/cuda/torch_exp.cuh"
 
 namespace beam::cuda::moe_gemm {
 
 using bf16_t = __nv_bfloat16;
 
-constexpr int kBM = 64;   // grouped rows per tile
-constexpr int kBN = 128;  // weight rows per tile (SwiGLU: 64 gate + 64 up rows)
-constexpr int kBK = 32;   // K per pipeline stage
-constexpr int kStages = 3;
-constexpr int kThreads = 256;  // 8 warps as 2 (M) x 4 (N), each 32 x 32
-constexpr int kLds = kBK + 8;  // shared row stride in bf16: 80 bytes, 16-byte aligned rows and
-                               // conflict-free ldmatrix (8 rows hit 8 distinct 16-byte bank groups)
+constexpr int kBM = 256;     // most grouped rows per tile (moe_experts.cu's M-tile scan unit)
+constexpr int kRowStep = 16;  // a tile's rows are rounded up to this (the wgmma N step)
+constexpr int kWRows = 128;   // weight rows per tile: 2 warpgroups x wgmma M 64
+constexpr int kBK = 64;       // K per stage: one 128-byte swizzled shared row
+constexpr int kStages = 4;
+constexpr int kThreads = 256;  // 2 warpgroups; also one grouped row each when filling row tables
+constexpr int kRowBytes = kBK * 2;
+constexpr int kStageRows = kWRows + kBM;               // weight rows, then grouped rows
+constexpr int kStageBytes = kStageRows * kRowBytes;    // 48 KB
+constexpr int kTableOffset = kStages * kStageBytes;    // row pointer table after the stages
+constexpr int kSmemAlign = 1024;                       // the 128-byte swizzle repeats every 1 KB
+constexpr int kSmemBytes = kTableOffset + kStageRows * 8 + kSmemAlign;  // + slack to align
+static_assert(kThreads == kBM && kThreads >= kWRows, "row-table fill: one thread per row");
+static_assert(kStageBytes % kSmemAlign == 0 && kWRows * kRowBytes % kSmemAlign == 0);
+static_assert(kSmemBytes <= 227 * 1024, "H200: 227 KB of shared memory per block");
 
 enum class Epilogue {
   kStore,   // out [rows, n] = bf16(acc)
@@ -33,7 +45,7 @@ struct Args {
   const int32_t* a_row_of;      // grouped row -> A row q (nullptr: q is the grouped row)
   const bf16_t* w;              // [E, w_rows, k], w_rows = n (kStore) or 2 n (kSwiGLU)
   const int32_t* offsets;       // [E + 1] first grouped row of each expert
-  const int32_t* tile_offsets;  // [E + 1] first M tile of each expert
+  const int32_t* tile_offsets;  // [E + 1] first M tile of each expert (ceil(rows / kBM) each)
   int32_t num_experts;
   int64_t n;  // output columns
   int64_t k;
@@ -43,7 +55,7 @@ struct Args {
 
 // Output columns per tile.
 constexpr int tile_cols(Epilogue ep) {
-  return ep == Epilogue::kSwiGLU ? kBN / 2 : kBN;
+  return ep == Epilogue::kSwiGLU ? kWRows / 2 : kWRows;
 }
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -51,8 +63,8 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
 }
 
 // 16 bytes global -> shared, or 16 zero bytes when !valid (src is then not read).
-__device__ __forceinline__ void cp_async16(bf16_t* dst, const bf16_t* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
+__device__ __forceinline__ void cp_async16(uint32_t dst, const bf16_t* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                "r"(valid ? 16 : 0)
                : "memory");
 }
@@ -64,38 +76,23 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const bf16_t* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_u32(p)));
-}
-
-// c += a · b for one m16n8k16 bf16 tile, fp32 accumulators.
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4],
-                                         const uint32_t (&b)[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-// Eight elements [col, col + 8) of a row into shared memory, zeros past k or for no row.
-__device__ __forceinline__ void load_chunk(bf16_t* dst, const bf16_t* row, int64_t col,
+// Eight elements [col, col + 8) of a row into shared memory at dst, zeros past k or for no row.
+__device__ __forceinline__ void load_chunk(uint8_t* dst, const bf16_t* row, int64_t col,
                                            const Args& p) {
   if (p.async_loads) {  // col and k are multiples of 8: the chunk is all in or all out
     const bool valid = row != nullptr && col < p.k;
-    cp_async16(dst, valid ? row + col : p.w, valid);
+    cp_async16(smem_u32(dst), valid ? row + col : p.w, valid);
     return;
   }
+  bf16_t* d = reinterpret_cast<bf16_t*>(dst);
   for (int i = 0; i < 8; ++i)
-    dst[i] = row != nullptr && col + i < p.k ? row[col + i] : __float2bfloat16_rn(0.0f);
+    d[i] = row != nullptr && col + i < p.k ? row[col + i] : __float2bfloat16_rn(0.0f);
 }
 
 // The expert owning M tile `tile` (< tile_offsets[E]): the last e with tile_offsets[e] <= tile,
 // which has tiles (an empty expert shares its offset with the next one).
 __device__ __forceinline__ int expert_of_tile(const int32_t* tile_offsets, int num_experts,
-                                              int tile) {
+                                              int64_t tile) {
   int lo = 0, hi = num_experts - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
@@ -108,51 +105,68 @@ __device__ __forceinline__ int expert_of_tile(const int32_t* tile_offsets, int n
   return lo;
 }
 
-// Weight row of shared tile row r (nullptr past n). SwiGLU: warp column wn = r / 32 holds gate
-// rows then up rows of the same 16 act columns, so a thread's gate and up accumulators align.
+// One block's work: `rows` grouped rows from row0 (0: nothing) against the weight rows of output
+// columns [n0, n0 + tile_cols) of expert weights w_e.
+struct TileJob {
+  int64_t row0 = 0;
+  int rows = 0;
+  int64_t n0 = 0;
+  const bf16_t* w_e = nullptr;
+};
+
+// Blocks run expert by expert; within an expert, column band by band, and within a band its M
+// tiles back to back (they share the band's weights, hot in L2). An expert's tiles split its rows
+// evenly, rounded up to kRowStep (at most kBM each).
 template <Epilogue kEp>
-__device__ __forceinline__ const bf16_t* weight_row(const Args& p, const bf16_t* w_e, int r,
-                                                    int64_t n0) {
+__device__ __forceinline__ TileJob tile_job(const Args& p, int64_t block) {
+  const int64_t n_tiles = (p.n + tile_cols(kEp) - 1) / tile_cols(kEp);
+  const int64_t m_tile = block / n_tiles;
+  TileJob job;
+  if (m_tile >= p.tile_offsets[p.num_experts]) return job;
+  const int e = expert_of_tile(p.tile_offsets, p.num_experts, m_tile);
+  const int64_t first = p.tile_offsets[e], tiles = p.tile_offsets[e + 1] - first;
+  const int64_t local = block - first * n_tiles;  // in [0, tiles * n_tiles)
+  const int64_t band = local / tiles, mt = local % tiles;
+  const int64_t expert_rows = p.offsets[e + 1] - p.offsets[e];
+  const int64_t chunk = ((expert_rows + tiles - 1) / tiles + kRowStep - 1) / kRowStep * kRowStep;
+  const int64_t begin = mt * chunk;
+  const int64_t left = expert_rows - begin;
+  job.row0 = p.offsets[e] + begin;
+  job.rows = static_cast<int>(left < 0 ? 0 : left < chunk ? left : chunk);
+  job.n0 = band * tile_cols(kEp);
+  const int64_t w_rows = kEp == Epilogue::kSwiGLU ? 2 * p.n : p.n;
+  job.w_e = p.w + static_cast<int64_t>(e) * w_rows * p.k;
+  return job;
+}
+
+// Weight row held by shared tile row rho = 16 g + i (g = 4 warpgroup + warp, the accumulator
+// rows of one warp), nullptr past n. The warp's thread with lane l holds rows i = l / 4 and
+// l / 4 + 8: SwiGLU gives them the gate and up rows of act column n0 + 8 g + l / 4; kStore the
+// output columns n0 + 16 g + 2 (l / 4) and the next one (a bf16 pair).
+template <Epilogue kEp>
+__device__ __forceinline__ const bf16_t* weight_row(const Args& p, const TileJob& job, int rho) {
+  const int g = rho / 16, i = rho % 16;
   if constexpr (kEp == Epilogue::kSwiGLU) {
-    const int within = r % 32;
-    const int64_t j = n0 + (r / 32) * 16 + within % 16;
+    const int64_t j = job.n0 + 8 * g + i % 8;
     if (j >= p.n) return nullptr;
-    return w_e + (within < 16 ? j : p.n + j) * p.k;
+    return job.w_e + (i < 8 ? j : p.n + j) * p.k;
   } else {
-    const int64_t j = n0 + r;
-    return j < p.n ? w_e + j * p.k : nullptr;
+    const int64_t j = job.n0 + 16 * g + (i < 8 ? 2 * i : 2 * (i - 8) + 1);
+    return j < p.n ? job.w_e + j * p.k : nullptr;
   }
 }
 
-struct SharedTiles {
-  bf16_t a[kStages][kBM][kLds];
-  bf16_t b[kStages][kBN][kLds];
-  const bf16_t* a_rows[kBM];  // A row of each tile row (nullptr past the expert's rows)
-};
-
-// acc[mi][ni] += the warp's 32 x 32 block of one kBK slice held in stage `s`.
-__device__ __forceinline__ void mma_stage(const SharedTiles& sh, int s, int wm, int wn, int lane,
-                                          float (&acc)[2][4][4]) {
+// K slice kt of the weight rows and the first kN grouped rows into one stage (shared row r,
+// 16-byte chunk c at chunk c ^ (r % 8)); thread t copies chunk t % 8 of rows t / 8 + 32 i.
+template <int kN>
+__device__ __forceinline__ void load_stage(const Args& p, uint8_t* stage,
+                                           const bf16_t* const* rows, int64_t kt, int tid) {
+  const int c = tid % 8;
+  const int64_t col = kt * kBK + c * 8;
 #pragma unroll
-  for (int kk = 0; kk < kBK; kk += 16) {
-    uint32_t af[2][4], bfr[4][2];
-#pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
-      ldmatrix_x4(af[mi], &sh.a[s][wm * 32 + mi * 16 + lane % 16][kk + (lane / 16) * 8]);
-#pragma unroll
-    for (int nj = 0; nj < 2; ++nj) {
-      uint32_t r[4];
-      ldmatrix_x4(
-          r, &sh.b[s][wn * 32 + nj * 16 + lane % 8 + (lane / 16) * 8][kk + ((lane / 8) % 2) * 8]);
-      bfr[2 * nj][0] = r[0];
-      bfr[2 * nj][1] = r[1];
-      bfr[2 * nj + 1][0] = r[2];
-      bfr[2 * nj + 1][1] = r[3];
-    }
-#pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < 4; ++ni) mma_bf16(acc[mi][ni], af[mi], bfr[ni]);
+  for (int i = 0; i < (kWRows + kN + 31) / 32; ++i) {
+    const int r = tid / 8 + 32 * i;
+    if (r < kWRows + kN) load_chunk(stage + r * kRowBytes + ((c ^ (r % 8)) << 4), rows[r], col, p);
   }
 }
 
@@ -167,89 +181,103 @@ __device__ __forceinline__ void store_pair(bf16_t* row, int64_t col, int64_t n, 
   }
 }
 
-// Rounds and stores the warp's accumulators (mma layout: c0,c1 at row lane/4, columns
-// 2 (lane%4) + {0,1}; c2,c3 eight rows below).
-template <Epilogue kEp>
-__device__ __forceinline__ void store_tile(const Args& p, int64_t row0, int rows, int64_t n0,
-                                           int wm, int wn, int lane, const float (&acc)[2][4][4]) {
-  constexpr int kOutTiles = kEp == Epilogue::kSwiGLU ? 2 : 4;  // n8 tiles of output columns
+// Rounds and stores the thread's accumulators: d[4j + q] (weight row i = lane / 4) and
+// d[4j + 2 + q] (row i + 8) of grouped row 8j + 2 (lane % 4) + q (weight_row's pairing).
+template <Epilogue kEp, int kN>
+__device__ __forceinline__ void store_tile(const Args& p, const TileJob& job, int tid,
+                                           const float (&d)[kN / 2]) {
+  const int g = tid / 32, lane = tid % 32;
 #pragma unroll
-  for (int mi = 0; mi < 2; ++mi)
+  for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = wm * 32 + mi * 16 + lane / 4 + 8 * h;
-      if (r >= rows) continue;
-      bf16_t* out_row = p.out + (row0 + r) * p.n;
-#pragma unroll
-      for (int ni = 0; ni < kOutTiles; ++ni) {
-        float v[2];
-#pragma unroll
-        for (int q = 0; q < 2; ++q) {
-          if constexpr (kEp == Epilogue::kSwiGLU) {
-            const float g = __bfloat162float(__float2bfloat16_rn(acc[mi][ni][2 * h + q]));
-            const float u = __bfloat162float(__float2bfloat16_rn(acc[mi][ni + 2][2 * h + q]));
-            v[q] = __fmul_rn(torch_exp::siluf(g), u);
-          } else {
-            v[q] = acc[mi][ni][2 * h + q];
-          }
-        }
-        const int64_t col =
-            n0 + wn * (kEp == Epilogue::kSwiGLU ? 16 : 32) + ni * 8 + 2 * (lane % 4);
-        store_pair(out_row, col, p.n, v[0], v[1]);
+    for (int q = 0; q < 2; ++q) {
+      const int r = 8 * j + 2 * (lane % 4) + q;
+      if (r >= job.rows) continue;
+      bf16_t* out_row = p.out + (job.row0 + r) * p.n;
+      if constexpr (kEp == Epilogue::kSwiGLU) {
+        const int64_t col = job.n0 + 8 * g + lane / 4;
+        const float gate = __bfloat162float(__float2bfloat16_rn(d[4 * j + q]));
+        const float up = __bfloat162float(__float2bfloat16_rn(d[4 * j + 2 + q]));
+        if (col < p.n) out_row[col] = __float2bfloat16_rn(__fmul_rn(torch_exp::siluf(gate), up));
+      } else {
+        store_pair(out_row, job.n0 + 16 * g + 2 * (lane / 4), p.n, d[4 * j + q], d[4 * j + 2 + q]);
       }
     }
 }
 
-// Grid: x = M tile (at least tile_offsets[E]; the rest exit), y = tile of tile_cols(kEp) columns.
-template <Epilogue kEp>
-__global__ void __launch_bounds__(kThreads) grouped_gemm_kernel(Args p) {
-  __shared__ __align__(16) SharedTiles sh;
-  const int tile = static_cast<int>(blockIdx.x);
-  if (tile >= p.tile_offsets[p.num_experts]) return;
-  const int e = expert_of_tile(p.tile_offsets, p.num_experts, tile);
-  const int64_t row0 = p.offsets[e] + static_cast<int64_t>(tile - p.tile_offsets[e]) * kBM;
-  const int64_t left = p.offsets[e + 1] - row0;
-  const int rows = static_cast<int>(left < kBM ? left : kBM);
-  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * tile_cols(kEp);
-  const int64_t w_rows = kEp == Epilogue::kSwiGLU ? 2 * p.n : p.n;
-  const bf16_t* w_e = p.w + static_cast<int64_t>(e) * w_rows * p.k;
-  const int tid = static_cast<int>(threadIdx.x);
-  if (tid < kBM) {
-    const int64_t q = tid < rows ? (p.a_row_of ? p.a_row_of[row0 + tid] : row0 + tid) : -1;
-    sh.a_rows[tid] = q >= 0 ? p.a + q * p.k : nullptr;
-  }
-  __syncthreads();
-
-  // Loader: chunk c (8 columns) of A row tid/4 and of weight rows tid/4 and tid/4 + 64.
-  const int lr = tid / 4, lc = (tid % 4) * 8;
-  const bf16_t* a_row = sh.a_rows[lr];
-  const bf16_t* b_row0 = weight_row<kEp>(p, w_e, lr, n0);
-  const bf16_t* b_row1 = weight_row<kEp>(p, w_e, lr + 64, n0);
-  auto load_stage = [&](int s, int64_t kt) {
-    const int64_t col = kt * kBK + lc;
-    load_chunk(&sh.a[s][lr][lc], a_row, col, p);
-    load_chunk(&sh.b[s][lr][lc], b_row0, col, p);
-    load_chunk(&sh.b[s][lr + 64][lc], b_row1, col, p);
-  };
-
+// The tile with kN (>= job.rows) grouped rows: pipeline over K, then the epilogue. Stage s holds
+// K slice kt (s = kt % kStages); slice kt + kStages - 2 is loaded while slice kt is multiplied,
+// into the stage slice kt - 2 used (its wgmma group has completed in both warpgroups by then).
+template <Epilogue kEp, int kN>
+__device__ __forceinline__ void run_tile(const Args& p, const TileJob& job, uint8_t* smem,
+                                         const bf16_t* const* rows) {
+  const int tid = static_cast<int>(threadIdx.x), wg = tid / 128;
+  const uint32_t base = smem_u32(smem);
   const int64_t num_k = (p.k + kBK - 1) / kBK;
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < num_k) load_stage(s, s);
+  for (int s = 0; s < kStages - 2; ++s) {
+    if (s < num_k) load_stage<kN>(p, smem + s * kStageBytes, rows, s, tid);
     cp_async_commit();
   }
-  const int warp = tid / 32, lane = tid % 32, wm = warp / 4, wn = warp % 4;
-  float acc[2][4][4] = {};
+  float d[kN / 2];
+#pragma unroll
+  for (int i = 0; i < kN / 2; ++i) d[i] = 0.0f;
   for (int64_t kt = 0; kt < num_k; ++kt) {
-    cp_async_wait<kStages - 2>();  // stage kt has landed (this thread's copies)
-    __syncthreads();               // ... everyone's; and stage kt - 1 is no longer read
-    const int64_t next = kt + kStages - 1;
-    if (next < num_k) load_stage(static_cast<int>(next % kStages), next);
+    cp_async_wait<kStages - 3>();  // slice kt has landed (this thread's copies)
+    wgmma::fence_proxy_async();    // ... visible to wgmma
+    __syncthreads();               // ... everyone's; and slice kt - 2's wgmma done everywhere
+    const int64_t next = kt + kStages - 2;
+    if (next < num_k) load_stage<kN>(p, smem + (next % kStages) * kStageBytes, rows, next, tid);
     cp_async_commit();
-    mma_stage(sh, static_cast<int>(kt % kStages), wm, wn, lane, acc);
+    const uint32_t stage = base + static_cast<uint32_t>(kt % kStages) * kStageBytes;
+    const uint32_t a_tile = stage + wg * 64 * kRowBytes, b_tile = stage + kWRows * kRowBytes;
+    wgmma::fence_operands(d);
+    wgmma::arrive();
+#pragma unroll
+    for (int ks = 0; ks < kBK / 16; ++ks)
+      wgmma::Mma<kN>::run(d, wgmma::sw128_desc(a_tile + ks * 32), wgmma::sw128_desc(b_tile + ks * 32));
+    wgmma::commit();
+    wgmma::wait<1>();  // slice kt - 1's group done: its stage is free after the next barrier
+    wgmma::fence_operands(d);
   }
-  cp_async_wait<0>();
-  store_tile<kEp>(p, row0, rows, n0, wm, wn, lane, acc);
+  wgmma::wait<0>();
+  wgmma::fence_operands(d);
+  store_tile<kEp, kN>(p, job, tid, d);
+}
+
+// run_tile with the smallest kN = 16 s >= rows.
+template <Epilogue kEp, int kSteps = 1>
+__device__ __forceinline__ void run_fitted_tile(const Args& p, const TileJob& job, uint8_t* smem,
+                                                const bf16_t* const* rows) {
+  if constexpr (kSteps * kRowStep < kBM) {
+    if (job.rows > kSteps * kRowStep) {
+      run_fitted_tile<kEp, kSteps + 1>(p, job, smem, rows);
+      return;
+    }
+  }
+  run_tile<kEp, kSteps * kRowStep>(p, job, smem, rows);
+}
+
+// Grid: one block per (M tile, column band) pair that may exist (tile_job's order; blocks past
+// the real tiles exit). Dynamic shared memory: kSmemBytes.
+template <Epilogue kEp>
+__global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(Args p) {
+  extern __shared__ uint8_t smem_raw[];
+  const TileJob job = tile_job<kEp>(p, blockIdx.x);
+  if (job.rows <= 0) return;
+  const uint32_t raw = smem_u32(smem_raw);
+  uint8_t* smem = smem_raw + ((raw + kSmemAlign - 1) / kSmemAlign * kSmemAlign - raw);
+  auto** rows = reinterpret_cast<const bf16_t**>(smem + kTableOffset);
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid < kWRows) rows[tid] = weight_row<kEp>(p, job, tid);
+  const bf16_t* a_row = nullptr;  // grouped row tid of the tile
+  if (tid < job.rows) {
+    const int64_t g = job.row0 + tid;
+    a_row = p.a + (p.a_row_of ? static_cast<int64_t>(p.a_row_of[g]) : g) * p.k;
+  }
+  rows[kWRows + tid] = a_row;
+  __syncthreads();
+  run_fitted_tile<kEp>(p, job, smem, rows);
 }
 
 }  // namespace beam::cuda::moe_gemm
