@@ -46,17 +46,15 @@ struct AttentionGeometry {
   bool operator==(const AttentionGeometry&) const = default;
 };
 
-// A fixed-address plan of decode items: meta holds counts [3] | items | tables | zero rows at the
-// offsets below (capacities in elements); partials holds [records_cap, head_dim] accumulators
-// then [records_cap, 2] (max, sum); counters [groups_cap, counters_kv_heads], zero between
-// launches.
+// A fixed-address plan of the decode kernel: meta holds its header (DecodePlanHeader), items,
+// tables and uncovered rows, packed; partials holds [records_cap, head_dim] accumulators then
+// [records_cap, 2] (max, sum); counters [groups_cap, counters_kv_heads], zero between launches.
 struct FixedAttentionPlan {
   PinnedRegion meta;
   float* partials = nullptr;
   uint32_t* counters = nullptr;
-  int64_t items_cap = 0, tables_cap = 0, zero_cap = 0, records_cap = 0, groups_cap = 0;
+  int64_t records_cap = 0, groups_cap = 0;
   int64_t partials_head_dim = 0, counters_kv_heads = 0;
-  size_t items_off = 0, tables_off = 0, zero_off = 0;
   AttentionGeometry geometry{};  // of the last plan
   int64_t num_rows = 0;          // query rows the last plan addresses
   bool planned = false;
@@ -304,17 +302,26 @@ uint32_t* reserve_counters(CudaContext& ctx, size_t count) {
   return sc.counters;
 }
 
-// Host bytes of a plan's device arrays, each section 16-byte aligned, staged in one copy.
+// Host bytes of a plan's device arrays, each section 16-byte aligned, uploaded in one copy.
 class MetaPacker {
  public:
   template <typename T>
-  size_t add(const std::vector<T>& v) {
+  size_t add(const T* data, size_t count) {
     const size_t offset = (bytes_.size() + 15) / 16 * 16;
-    bytes_.resize(offset + v.size() * sizeof(T));
-    if (!v.empty()) std::memcpy(bytes_.data() + offset, v.data(), v.size() * sizeof(T));
+    bytes_.resize(offset + count * sizeof(T));
+    if (count > 0) std::memcpy(bytes_.data() + offset, data, count * sizeof(T));
     return offset;
   }
-  // Queues the upload; returns the device address of byte 0 (256-byte aligned).
+  template <typename T>
+  size_t add(const std::vector<T>& v) {
+    return add(v.data(), v.size());
+  }
+  template <typename T>
+  void patch(size_t offset, const T& value) {
+    std::memcpy(bytes_.data() + offset, &value, sizeof(T));
+  }
+  const std::vector<char>& bytes() const { return bytes_; }
+  // Queues the upload through the staging arena; returns the device address of byte 0.
   const char* stage(CudaContext& ctx) const {
     return static_cast<const char*>(ctx.staging.stage(bytes_.data(), bytes_.size(), ctx.stream));
   }
@@ -322,6 +329,17 @@ class MetaPacker {
  private:
   std::vector<char> bytes_;
 };
+
+// A decode plan's header at `header` of `meta`, whose items, tables and zero rows were packed at
+// the given offsets.
+ad::DecodePlanHeader decode_header(size_t header, size_t items, size_t tables, size_t zero,
+                                   int64_t num_items, int64_t zero_rows, int64_t planned_rows) {
+  auto rel = [header](size_t offset) {
+    return static_cast<int64_t>(offset) - static_cast<int64_t>(header);
+  };
+  return {static_cast<int32_t>(num_items), static_cast<int32_t>(zero_rows),
+          static_cast<int32_t>(planned_rows), 0, rel(items), rel(tables), rel(zero)};
+}
 
 size_t attend_smem(int64_t head_dim) {
   return sizeof(float) * ad::max_query_rows(static_cast<int>(head_dim)) * head_dim +
@@ -389,14 +407,24 @@ void launch_for_head_dim(CudaContext& ctx, const ad::Params& p, int64_t head_dim
   }
 }
 
-// The tensor-core prefill kernel over `count` items (grid (count, Nq)).
+// The tensor-core prefill kernel over `count` items: one CTA per item and q head, the q heads of
+// an item adjacent in the grid (they share K/V tiles through L2).
 void launch_prefill(CudaContext& ctx, const ad::Params& p, const ad::PrefillItem* items,
                     size_t count) {
   CUDA_OK(cudaFuncSetAttribute(ad::prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(ad::kPrefillSmemBytes)));
-  const dim3 grid(static_cast<unsigned>(count), static_cast<unsigned>(p.num_heads));
-  ad::prefill_kernel<<<grid, ad::kPrefillWarps * 32, ad::kPrefillSmemBytes, ctx.stream>>>(p,
-                                                                                        items);
+  CUDA_OK(cudaFuncSetAttribute(ad::prefill_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                               cudaSharedmemCarveoutMaxShared));  // two 96 KB CTAs per SM
+  const int64_t blocks = static_cast<int64_t>(count) * p.num_heads;
+  BEAM_CHECK(blocks < (int64_t{1} << 31)) << "paged_attention: " << blocks << " prefill CTAs";
+  const bool pow2 = (p.block_size & (p.block_size - 1)) == 0;
+  int bs_shift = -1;
+  if (pow2) {
+    bs_shift = 0;
+    while ((int64_t{1} << bs_shift) < p.block_size) ++bs_shift;
+  }
+  ad::prefill_kernel<<<static_cast<unsigned>(blocks), ad::kPrefillThreads, ad::kPrefillSmemBytes,
+                       ctx.stream>>>(p, items, bs_shift);
   CUDA_LAUNCH_OK();
 }
 
@@ -456,8 +484,13 @@ ad::DecodeParams decode_params(const TensorView& q, const PagedKv& kv, const Geo
   p.out = base.out;
   p.k_cache = base.k_cache;
   p.v_cache = base.v_cache;
-  p.block_size = base.block_size;
   p.num_blocks = base.num_blocks;
+  p.block_size = static_cast<int32_t>(g.block_size);
+  p.block_shift = -1;
+  if ((g.block_size & (g.block_size - 1)) == 0) {
+    p.block_shift = 0;
+    while ((int64_t{1} << p.block_shift) < g.block_size) ++p.block_shift;
+  }
   p.num_heads = base.num_heads;
   p.num_kv_heads = base.num_kv_heads;
   p.group = base.group;
@@ -479,19 +512,13 @@ __global__ void store_kv_kernel(const V* __restrict__ k, const V* __restrict__ v
   }
 }
 
-constexpr size_t kMetaAlign = 256;
-size_t align_meta(size_t n) { return (n + kMetaAlign - 1) / kMetaAlign * kMetaAlign; }
-
-// Makes `f` hold `plan` (decode items, `zero_rows` listed rows), reallocating with 2x headroom
-// when it does not fit; reallocation waits for queued work and bumps
+// Makes `f` hold a plan of `meta_bytes` with `plan`'s records and groups, reallocating with 2x
+// headroom when it does not fit; reallocation waits for queued work and bumps
 // ctx.attention.fixed_generation (the graphs that read the old memory are recaptured).
-void reserve_fixed(CudaContext& ctx, FixedAttentionPlan& f, const Plan& plan, int64_t zero_rows,
+void reserve_fixed(CudaContext& ctx, FixedAttentionPlan& f, const Plan& plan, size_t meta_bytes,
                    const Geometry& g) {
-  const auto n_items = static_cast<int64_t>(plan.decode.size());
-  const auto n_tables = static_cast<int64_t>(plan.tables.size());
-  const bool fits = f.meta.capacity() > 0 && f.partials != nullptr && f.counters != nullptr &&
-                    n_items <= f.items_cap && n_tables <= f.tables_cap &&
-                    zero_rows <= f.zero_cap && plan.records <= f.records_cap &&
+  const bool fits = f.meta.capacity() >= meta_bytes && f.partials != nullptr &&
+                    f.counters != nullptr && plan.records <= f.records_cap &&
                     plan.decode_groups <= f.groups_cap && g.head_dim == f.partials_head_dim &&
                     g.num_kv_heads == f.counters_kv_heads;
   if (fits) return;
@@ -502,20 +529,15 @@ void reserve_fixed(CudaContext& ctx, FixedAttentionPlan& f, const Plan& plan, in
   };
   // First sizes cover decode of the largest graph bucket (256 rows) at a few thousand keys, so
   // contexts growing by a token per step rarely move the plan (each move recaptures the graphs).
-  f.items_cap = grow(n_items, f.items_cap, 4096);
-  f.tables_cap = grow(n_tables, f.tables_cap, 32768);
-  f.zero_cap = grow(zero_rows, f.zero_cap, 256);
+  const int64_t meta_cap =
+      grow(static_cast<int64_t>(meta_bytes), static_cast<int64_t>(f.meta.capacity()), 512 << 10);
   f.records_cap = grow(plan.records, f.records_cap, 65536);
   f.groups_cap = grow(plan.decode_groups, f.groups_cap, 1024);
   f.partials_head_dim = g.head_dim;
   f.counters_kv_heads = g.num_kv_heads;
-  f.items_off = kMetaAlign;  // after the counts
-  f.tables_off = align_meta(f.items_off + sizeof(ad::DecodeItem) * f.items_cap);
-  f.zero_off = align_meta(f.tables_off + sizeof(int32_t) * f.tables_cap);
-  const size_t meta_bytes = align_meta(f.zero_off + sizeof(int32_t) * f.zero_cap);
 
   CUDA_OK(cudaStreamSynchronize(ctx.stream));  // queued work may still read the old memory
-  f.meta = PinnedRegion(meta_bytes);
+  f.meta = PinnedRegion(static_cast<size_t>(meta_cap));
   if (f.partials) CUDA_OK(cudaFree(f.partials));
   if (f.counters) CUDA_OK(cudaFree(f.counters));
   f.partials = nullptr;
@@ -526,15 +548,6 @@ void reserve_fixed(CudaContext& ctx, FixedAttentionPlan& f, const Plan& plan, in
   CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&f.counters), counter_bytes));
   CUDA_OK(cudaMemsetAsync(f.counters, 0, counter_bytes, ctx.stream));
   ++ctx.attention.fixed_generation;
-}
-
-// Copies v into f.meta's host bytes at offset and queues their upload.
-template <typename T>
-void write_section(CudaContext& ctx, const FixedAttentionPlan& f, size_t offset,
-                   const std::vector<T>& v) {
-  if (v.empty()) return;
-  std::memcpy(f.meta.host() + offset, v.data(), v.size() * sizeof(T));
-  f.meta.upload(offset, v.size() * sizeof(T), ctx.stream);
 }
 
 void check_not_capturing(CudaContext& ctx, const char* what) {
@@ -553,15 +566,17 @@ void paged_attention(CudaContext& ctx, const TensorView& q, const PagedKv& kv,
   const bool tensor_cores = aligned16(q.data) && reinterpret_cast<uintptr_t>(out.data) % 4 == 0;
   const Plan plan = make_plan(ctx, seqs, g, tensor_cores, /*all_decode=*/false);
   if (plan.items.empty() && plan.prefill.empty() && plan.decode.empty()) return;
-  // counts: attend items, reduce groups | decode items, listed zero rows, planned rows.
+  // counts: attend items, reduce groups; the decode kernel's header (no zero rows).
   const std::vector<int32_t> counts = {static_cast<int32_t>(plan.items.size()),
-                                       static_cast<int32_t>(plan.groups.size()),
-                                       static_cast<int32_t>(plan.decode.size()), 0, 0};
+                                       static_cast<int32_t>(plan.groups.size())};
+  const ad::DecodePlanHeader no_header{};
   MetaPacker meta;
-  const size_t counts_off = meta.add(counts), seqs_off = meta.add(plan.seqs),
-               tables_off = meta.add(plan.tables), items_off = meta.add(plan.items),
-               groups_off = meta.add(plan.groups), prefill_off = meta.add(plan.prefill),
-               decode_off = meta.add(plan.decode);
+  const size_t counts_off = meta.add(counts), header_off = meta.add(&no_header, 1),
+               seqs_off = meta.add(plan.seqs), tables_off = meta.add(plan.tables),
+               items_off = meta.add(plan.items), groups_off = meta.add(plan.groups),
+               prefill_off = meta.add(plan.prefill), decode_off = meta.add(plan.decode);
+  meta.patch(header_off, decode_header(header_off, decode_off, tables_off, header_off,
+                                       static_cast<int64_t>(plan.decode.size()), 0, 0));
   const char* dev = meta.stage(ctx);
   ad::Params p = base_params(q, kv, g, out);
   p.counts = reinterpret_cast<const int32_t*>(dev + counts_off);
@@ -582,10 +597,7 @@ void paged_attention(CudaContext& ctx, const TensorView& q, const PagedKv& kv,
                         static_cast<int64_t>(plan.groups.size()));
   if (plan.decode.empty()) return;
   ad::DecodeParams dp = decode_params(q, kv, g, out);
-  dp.counts = p.counts + 2;
-  dp.items = reinterpret_cast<const ad::DecodeItem*>(dev + decode_off);
-  dp.tables = p.tables;
-  dp.zero_rows = dp.counts;  // none listed
+  dp.plan = reinterpret_cast<const ad::DecodePlanHeader*>(dev + header_off);
   dp.part_acc = p.part_acc;
   dp.part_ml = p.part_ml;
   dp.counters = reserve_counters(ctx, static_cast<size_t>(plan.decode_groups * g.num_kv_heads));
@@ -609,17 +621,19 @@ void plan_fixed_attention(CudaContext& ctx, int slot, const PagedKv& kv, int64_t
   std::vector<int32_t> zero_rows;
   for (int64_t r = 0; r < num_rows; ++r)
     if (!covered[static_cast<size_t>(r)]) zero_rows.push_back(static_cast<int32_t>(r));
+  const ad::DecodePlanHeader no_header{};
+  MetaPacker meta;
+  const size_t header_off = meta.add(&no_header, 1), items_off = meta.add(plan.decode),
+               tables_off = meta.add(plan.tables), zero_off = meta.add(zero_rows);
+  meta.patch(header_off, decode_header(header_off, items_off, tables_off, zero_off,
+                                       static_cast<int64_t>(plan.decode.size()),
+                                       static_cast<int64_t>(zero_rows.size()), num_rows));
   std::unique_ptr<FixedAttentionPlan>& owned = ctx.attention.fixed[slot];
   if (!owned) owned = std::make_unique<FixedAttentionPlan>();
   FixedAttentionPlan& f = *owned;
-  reserve_fixed(ctx, f, plan, static_cast<int64_t>(zero_rows.size()), g);
-  const std::vector<int32_t> counts = {static_cast<int32_t>(plan.decode.size()),
-                                       static_cast<int32_t>(zero_rows.size()),
-                                       static_cast<int32_t>(num_rows)};
-  write_section(ctx, f, 0, counts);
-  write_section(ctx, f, f.items_off, plan.decode);
-  write_section(ctx, f, f.tables_off, plan.tables);
-  write_section(ctx, f, f.zero_off, zero_rows);
+  reserve_fixed(ctx, f, plan, meta.bytes().size(), g);
+  std::memcpy(f.meta.host(), meta.bytes().data(), meta.bytes().size());
+  f.meta.upload(0, meta.bytes().size(), ctx.stream);  // one copy per plan
   f.geometry = g;
   f.num_rows = num_rows;
   f.planned = true;
@@ -637,11 +651,7 @@ void fixed_paged_attention(CudaContext& ctx, int slot, const TensorView& q, cons
   BEAM_CHECK(q.dim(0) >= f->num_rows)
       << "fixed_paged_attention: q has " << q.dim(0) << " rows, the plan " << f->num_rows;
   ad::DecodeParams p = decode_params(q, kv, g, out);
-  const char* dev = f->meta.device();
-  p.counts = reinterpret_cast<const int32_t*>(dev);
-  p.items = reinterpret_cast<const ad::DecodeItem*>(dev + f->items_off);
-  p.tables = reinterpret_cast<const int32_t*>(dev + f->tables_off);
-  p.zero_rows = reinterpret_cast<const int32_t*>(dev + f->zero_off);
+  p.plan = reinterpret_cast<const ad::DecodePlanHeader*>(f->meta.device());
   p.part_acc = f->partials;
   p.part_ml = f->partials + f->records_cap * g.head_dim;
   p.counters = f->counters;

@@ -11,9 +11,10 @@
 // counter per group and KV head, reset by that CTA so graph replays find it zero) folds the
 // records in split order and writes the row: one launch, no float atomics.
 //
-// Items and counts come from device memory and CTAs stride over them, so a grid sized from the
-// SM count serves any batch (CUDA graphs); after the items, the CTAs zero the output rows the
-// plan lists as uncovered (padding rows of a graph's batch).
+// The plan (a header, the items, the block tables and the uncovered rows) comes from device memory
+// and CTAs stride over its items, so a grid sized from the SM count serves any batch (CUDA
+// graphs); after the items, the CTAs zero the output rows the plan lists as uncovered (padding
+// rows of a graph's batch).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -35,11 +36,17 @@ constexpr int kCombineBatch = 4;     // records a combining warp loads before fo
 // i = j - first_count + 1 the state of split j >= first_count.
 struct alignas(16) DecodeItem {
   int32_t row;     // query row of q and out
-  int32_t table;   // offset of the sequence's block table in DecodeParams::tables
+  int32_t table;   // offset of the sequence's block table in the plan's tables
   int32_t lo, hi;  // logical slots visible to the row
   int32_t split_keys, num_splits;
   int32_t split0, count;
   int32_t group, num_items, first_count, record;
+};
+
+// The head of a plan in device memory: counts, and the byte offsets of its arrays from the header.
+struct alignas(16) DecodePlanHeader {
+  int32_t num_items, zero_rows, planned_rows, reserved;
+  int64_t items, tables, zero;  // DecodeItem[num_items], int32 tables, int32[zero_rows]
 };
 
 struct DecodeParams {
@@ -47,15 +54,13 @@ struct DecodeParams {
   __nv_bfloat16* out;            // [out_rows, Nq, D]
   const __nv_bfloat16* k_cache;  // [num_blocks, block_size, Nkv, D]
   const __nv_bfloat16* v_cache;
-  const int32_t* counts;  // [3]: items, listed zero rows, planned rows
-  const DecodeItem* items;
-  const int32_t* tables;     // every sequence's block table, concatenated
-  const int32_t* zero_rows;  // rows below counts[2] that no item covers
-  float* part_acc;           // [records, D]
-  float* part_ml;            // [records, 2]: running max, sum
-  uint32_t* counters;        // [groups, Nkv]: finished items; zero between launches
-  int64_t block_size, num_blocks;
-  int64_t out_rows;  // rows [counts[2], out_rows) are zeroed as well
+  const DecodePlanHeader* plan;  // zero rows: rows below planned_rows that no item covers
+  float* part_acc;               // [records, D]
+  float* part_ml;                // [records, 2]: running max, sum
+  uint32_t* counters;            // [groups, Nkv]: finished items; zero between launches
+  int64_t num_blocks;
+  int32_t block_size, block_shift;  // block_shift: log2(block_size), or -1 (not a power of two)
+  int64_t out_rows;                 // rows [planned_rows, out_rows) are zeroed as well
   int num_heads, num_kv_heads, group;
   float scale;
 };
@@ -87,23 +92,24 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 
 // Queues the copy of keys [t0, t0 + kTile) of KV head kvh into a stage; keys outside [lo, hi] or
-// in an unmapped block become zeros (attend_tile masks them).
+// in an unmapped block become zeros (attend_tile masks them). Slots fit int32 (planner's check).
 template <int D>
-__device__ __forceinline__ void load_tile(const DecodeParams& p, int32_t table, int kvh, int64_t t0,
-                                          int64_t lo, int64_t hi, __nv_bfloat16* stage) {
+__device__ __forceinline__ void load_tile(const DecodeParams& p, const int32_t* table, int kvh,
+                                          int t0, int lo, int hi, __nv_bfloat16* stage) {
   constexpr int kVecs = D / 8;  // 16-byte vectors per key row
   __nv_bfloat16* k_s = stage;
   __nv_bfloat16* v_s = stage + kTile * k_stride(D);
   for (int idx = threadIdx.x; idx < kTile * kVecs; idx += blockDim.x) {
     const int j = idx / kVecs, c = idx % kVecs;
-    const int64_t key = t0 + j;
+    const int key = t0 + j;
     int64_t src = 0;
     int bytes = 0;
     if (key >= lo && key <= hi) {
-      const int64_t block = p.tables[table + key / p.block_size];
+      const int logical = p.block_shift >= 0 ? key >> p.block_shift : key / p.block_size;
+      const int offset = p.block_shift >= 0 ? key & (p.block_size - 1) : key % p.block_size;
+      const int64_t block = table[logical];
       if (block >= 0 && block < p.num_blocks) {
-        const int64_t slot = block * p.block_size + key % p.block_size;
-        src = (slot * p.num_kv_heads + kvh) * D + c * 8;
+        src = ((block * p.block_size + offset) * p.num_kv_heads + kvh) * D + c * 8;
         bytes = 16;
       }
     }
@@ -150,20 +156,21 @@ __device__ __forceinline__ void write_out(const DecodeParams& p, int32_t row, in
 }
 
 // Record of q head h for split j of the item's group (j = first_count - 1: the prefix).
-__device__ __forceinline__ int64_t record_of(const DecodeParams& p, const DecodeItem& it, int64_t j,
+__device__ __forceinline__ int64_t record_of(const DecodeParams& p, const DecodeItem* it, int j,
                                              int h) {
-  return it.record + (j - it.first_count + 1) * p.num_heads + h;
+  return it->record + int64_t{j - it->first_count + 1} * p.num_heads + h;
 }
 
 // The group's row for q head h: the first item's prefix folded with the later splits in order.
 template <int D>
-__device__ void combine(const DecodeParams& p, const DecodeItem& it, int h) {
-  RowState<D / 32> total = load_record<D>(p, record_of(p, it, it.first_count - 1, h));
-  for (int j = it.first_count; j < it.num_splits; j += kCombineBatch) {
+__device__ void combine(const DecodeParams& p, const DecodeItem* it, int h) {
+  const int first_count = it->first_count, num_splits = it->num_splits;
+  RowState<D / 32> total = load_record<D>(p, record_of(p, it, first_count - 1, h));
+  for (int j = first_count; j < num_splits; j += kCombineBatch) {
     RowState<D / 32> split[kCombineBatch];
 #pragma unroll
     for (int b = 0; b < kCombineBatch; ++b) {
-      if (j + b < it.num_splits) {
+      if (j + b < num_splits) {
         split[b] = load_record<D>(p, record_of(p, it, j + b, h));
       } else {
         split[b].reset();  // folds as nothing
@@ -172,32 +179,36 @@ __device__ void combine(const DecodeParams& p, const DecodeItem& it, int h) {
 #pragma unroll
     for (int b = 0; b < kCombineBatch; ++b) total.fold(split[b]);
   }
-  write_out<D>(p, it.row, h, total);
+  write_out<D>(p, it->row, h, total);
 }
 
-// One item for KV head kvh; warp w computes q head kvh * G + w. `last` is shared scratch.
+// One item (read field by field: few registers stay live) for KV head kvh; warp w computes q head
+// kvh * G + w. `last` is shared scratch.
 template <int D>
-__device__ void run_item(const DecodeParams& p, const DecodeItem& it, int kvh, float* q_s,
-                         __nv_bfloat16* stages, bool* last) {
+__device__ void run_item(const DecodeParams& p, const DecodeItem* it, const int32_t* tables,
+                         int kvh, float* q_s, __nv_bfloat16* stages, bool* last) {
   constexpr int DPL = D / 32;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int h = kvh * p.group + warp;
-  const __nv_bfloat16* q_row = p.q + (int64_t{it.row} * p.num_heads + h) * D;
+  const __nv_bfloat16* q_row = p.q + (int64_t{it->row} * p.num_heads + h) * D;
   float* q_w = q_s + warp * D;
   for (int d = lane; d < D; d += 32) q_w[d] = __bfloat162float(q_row[d]);
 
-  // Keys [a, b] of the item's splits; tiles of kTile from a / kTile on never straddle a split.
-  const int64_t S = it.split_keys;
-  const int64_t first = it.lo / S + it.split0;  // the first split on the slot grid
-  const int64_t a = max(int64_t{it.lo}, first * S);
-  const int64_t b = min(int64_t{it.hi}, (first + it.count) * S - 1);
-  const int64_t t_first = a / kTile * kTile;
-  const int tiles = static_cast<int>(b / kTile - a / kTile + 1);
+  // Keys [a, b] of the item's splits (S a power of two); tiles of kTile from a / kTile on never
+  // straddle a split.
+  const int lo = it->lo, split0 = it->split0, S = it->split_keys;
+  const int s_shift = __ffs(S) - 1;
+  const int first = (lo >> s_shift) + split0;  // the first split on the slot grid
+  const int a = max(lo, first << s_shift);
+  const int b =
+      static_cast<int>(min(int64_t{it->hi}, ((int64_t{first} + it->count) << s_shift) - 1));
+  const int t_first = a / kTile * kTile;
+  const int tiles = b / kTile - a / kTile + 1;
+  const int32_t* table = tables + it->table;
   constexpr int kStageElems = decode_stage_elems(D);
 #pragma unroll
   for (int s = 0; s < kDecodeStages - 1; ++s) {
-    if (s < tiles)
-      load_tile<D>(p, it.table, kvh, t_first + s * kTile, a, b, stages + s * kStageElems);
+    if (s < tiles) load_tile<D>(p, table, kvh, t_first + s * kTile, a, b, stages + s * kStageElems);
     cp_async_commit();
   }
   RowState<DPL> total, cur;
@@ -208,32 +219,33 @@ __device__ void run_item(const DecodeParams& p, const DecodeItem& it, int kvh, f
     __syncthreads();  // everyone's did, q_s is written, and tile i - 1's stage is free
     const int next = i + kDecodeStages - 1;
     if (next < tiles)
-      load_tile<D>(p, it.table, kvh, t_first + int64_t{next} * kTile, a, b,
+      load_tile<D>(p, table, kvh, t_first + next * kTile, a, b,
                    stages + (next % kDecodeStages) * kStageElems);
     cp_async_commit();
     const __nv_bfloat16* k_s = stages + (i % kDecodeStages) * kStageElems;
-    const int64_t t0 = t_first + int64_t{i} * kTile;
+    const int t0 = t_first + i * kTile;
     attend_tile<D>(p.scale, q_w, k_s, k_s + kTile * k_stride(D), t0, a, b, cur);
-    if ((t0 + kTile) % S == 0 || i == tiles - 1) {  // the last tile of a split
-      if (it.split0 == 0) {
+    if (((t0 + kTile) & (S - 1)) == 0 || i == tiles - 1) {  // the last tile of a split
+      if (split0 == 0) {
         total.fold(cur);
       } else {
-        store_record<D>(p, record_of(p, it, t0 / S - it.lo / S, h), cur);
+        store_record<D>(p, record_of(p, it, (t0 >> s_shift) - (lo >> s_shift), h), cur);
       }
       cur.reset();
     }
   }
   cp_async_wait<0>();  // no copy may land in a stage the next item reuses
-  if (it.group < 0) {
-    write_out<D>(p, it.row, h, total);
+  const int group = it->group;
+  if (group < 0) {
+    write_out<D>(p, it->row, h, total);
     return;
   }
-  if (it.split0 == 0) store_record<D>(p, record_of(p, it, it.first_count - 1, h), total);
+  if (split0 == 0) store_record<D>(p, record_of(p, it, it->first_count - 1, h), total);
   __threadfence();  // this thread's records are visible device-wide before the ticket
   __syncthreads();
   if (threadIdx.x == 0) {
-    uint32_t* counter = p.counters + int64_t{it.group} * p.num_kv_heads + kvh;
-    *last = atomicAdd(counter, 1u) == static_cast<uint32_t>(it.num_items - 1);
+    uint32_t* counter = p.counters + int64_t{group} * p.num_kv_heads + kvh;
+    *last = atomicAdd(counter, 1u) == static_cast<uint32_t>(it->num_items - 1);
     if (*last) *counter = 0;  // every item of the group has counted: ready for the next launch
   }
   __syncthreads();
@@ -253,8 +265,8 @@ __device__ void zero_row(const DecodeParams& p, int64_t row, int kvh) {
 }  // namespace decode
 
 // grid (any, Nkv), G * 32 threads (G <= kMaxDecodeGroup), decode_smem_bytes(D, G) of dynamic
-// shared memory: CTA (x, kvh) runs items x, x + gridDim.x, ... < counts[0], then zeroes the
-// uncovered rows x, x + gridDim.x, ... (the listed ones, then [counts[2], out_rows)).
+// shared memory: CTA (x, kvh) runs items x, x + gridDim.x, ... of the plan, then zeroes the
+// uncovered rows x, x + gridDim.x, ... (the listed ones, then [planned_rows, out_rows)).
 // At most 64 registers a thread (two CTAs of kMaxDecodeGroup warps): four CTAs of Beam's six
 // warps fit an SM (D = 128 keeps everything in registers).
 template <int D>
@@ -264,16 +276,22 @@ __global__ void __launch_bounds__(kMaxDecodeGroup * 32, 2) decode_kernel(DecodeP
   float* q_s = reinterpret_cast<float*>(decode_smem);
   auto* stages = reinterpret_cast<__nv_bfloat16*>(q_s + p.group * D);
   const int kvh = static_cast<int>(blockIdx.y);
-  const int num_items = p.counts[0];
-  for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
-    __syncthreads();  // every warp is done with q_s, the stages and `last` of the previous item
-    decode::run_item<D>(p, p.items[item], kvh, q_s, stages, &last);
+  const char* base = reinterpret_cast<const char*>(p.plan);
+  {
+    const DecodePlanHeader hd = *p.plan;
+    const auto* items = reinterpret_cast<const DecodeItem*>(base + hd.items);
+    const auto* tables = reinterpret_cast<const int32_t*>(base + hd.tables);
+    for (int item = blockIdx.x; item < hd.num_items; item += gridDim.x) {
+      __syncthreads();  // every warp is done with q_s, the stages and `last` of the previous item
+      decode::run_item<D>(p, items + item, tables, kvh, q_s, stages, &last);
+    }
   }
-  const int listed = p.counts[1];
-  const int64_t planned = p.counts[2];
+  const DecodePlanHeader hd = *p.plan;
+  const auto* zero_rows = reinterpret_cast<const int32_t*>(base + hd.zero);
+  const int64_t listed = hd.zero_rows, planned = hd.planned_rows;
   const int64_t zero = listed + (p.out_rows > planned ? p.out_rows - planned : 0);
   for (int64_t z = blockIdx.x; z < zero; z += gridDim.x)
-    decode::zero_row<D>(p, z < listed ? int64_t{p.zero_rows[z]} : planned + (z - listed), kvh);
+    decode::zero_row<D>(p, z < listed ? int64_t{zero_rows[z]} : planned + (z - listed), kvh);
 }
 
 }  // namespace beam::cuda::attention_detail

@@ -1,0 +1,187 @@
+// CUDA paged_attention on prefill chunks (>= 64 query rows at head_dim 128: the tensor-core
+// kernel of kernels/cuda/attention_prefill.cuh) against the CPU reference op: causal full and
+// sliding windows whose edges cut the 64-key tiles, GQA 1:1 / 2:1 / 6:1 / 8:1, chunks after a
+// cached prefix and near position 10^6, several sequences and decode rows in one batch, shuffled
+// (out-of-order) paged blocks of sizes 4 / 16 / 24 / 64, row counts around the 128-row CTA tile,
+// and the bit-identity of a row whatever chunk or batch computes it.
+#include <algorithm>
+#include <numeric>
+
+#include "cuda_test_util.h"
+#include "kernels/api/attention.h"
+
+namespace beam {
+namespace {
+
+struct Geometry {
+  int64_t Nq, Nkv, D, block_size, window;
+};
+
+// A sequence of kv_len slots from kv_pos0 whose last q_count slots are the queries.
+struct SeqSpec {
+  int64_t kv_pos0, kv_len, q_count;
+};
+
+// A batch in a host paged cache (physical blocks shuffled, garbage in unused slots) and its device
+// copies.
+struct Batch {
+  Geometry g;
+  std::vector<SeqSpec> specs;
+  std::vector<std::vector<int32_t>> tables;
+  HostTensor q, cache_k, cache_v;
+  TensorView dq, dk, dv;
+
+  std::vector<AttentionSeq> seqs() const {
+    std::vector<AttentionSeq> out;
+    int64_t row = 0;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const SeqSpec& s = specs[i];
+      out.push_back({row, s.q_count, s.kv_pos0 + s.kv_len - s.q_count, s.kv_pos0, s.kv_len,
+                     tables[i]});
+      row += s.q_count;
+    }
+    return out;
+  }
+};
+
+class AttentionPrefillCuda : public test::CudaTest {
+ protected:
+  Batch make_batch(const Geometry& g, const std::vector<SeqSpec>& specs, uint32_t seed) {
+    Batch b;
+    b.g = g;
+    b.specs = specs;
+    std::mt19937 rng(seed);
+    int64_t blocks = 5, T = 0;
+    for (const SeqSpec& s : specs) {
+      blocks += (s.kv_len + g.block_size - 1) / g.block_size;
+      T += s.q_count;
+    }
+    b.cache_k = HostTensor(DType::kBF16, {blocks, g.block_size, g.Nkv, g.D});
+    b.cache_v = HostTensor(DType::kBF16, {blocks, g.block_size, g.Nkv, g.D});
+    test::fill_uniform(b.cache_k.view, seed + 1, 100.0f);
+    test::fill_uniform(b.cache_v.view, seed + 2, 100.0f);
+    std::vector<int32_t> physical(static_cast<size_t>(blocks));
+    std::iota(physical.begin(), physical.end(), 0);
+    std::shuffle(physical.begin(), physical.end(), rng);
+    b.q = test::random_bf16({T, g.Nq, g.D}, rng, 1.5f);
+    size_t next = 0;
+    for (const SeqSpec& s : specs) {
+      HostTensor k = test::random_bf16({s.kv_len, g.Nkv, g.D}, rng, 1.5f);
+      HostTensor v = test::random_bf16({s.kv_len, g.Nkv, g.D}, rng);
+      std::vector<int32_t> table;
+      for (int64_t j = 0; j < s.kv_len; j += g.block_size) table.push_back(physical[next++]);
+      HostTensor slots(DType::kI64, {s.kv_len});
+      for (int64_t j = 0; j < s.kv_len; ++j)
+        slots.as<int64_t>()[j] = table[j / g.block_size] * g.block_size + j % g.block_size;
+      store_kv(cpu.two, k.view, v.view, slots.view, {b.cache_k.view, b.cache_v.view, g.block_size});
+      b.tables.push_back(std::move(table));
+    }
+    b.dq = upload(b.q);
+    b.dk = upload(b.cache_k);
+    b.dv = upload(b.cache_v);
+    return b;
+  }
+
+  HostTensor run_gpu(const Batch& b, std::span<const AttentionSeq> seqs) {
+    const TensorView out = device_tensor(DType::kBF16, b.q.view.shape);
+    begin_step(gpu);
+    paged_attention(gpu, b.dq, {b.dk, b.dv, b.g.block_size}, seqs, b.g.window, out);
+    HostTensor h = download(out);
+    synchronize(gpu);
+    return h;
+  }
+  HostTensor run_cpu(const Batch& b, std::span<const AttentionSeq> seqs) {
+    HostTensor out(DType::kBF16, b.q.view.shape);
+    std::memset(out.view.data, 0xff, out.view.nbytes());
+    paged_attention(cpu.two, b.q.view, {b.cache_k.view, b.cache_v.view, b.g.block_size}, seqs,
+                    b.g.window, out.view);
+    return out;
+  }
+
+  // The bounds of kernels_cuda/attention_test.cpp: fp32 sums in another order, so a few outputs
+  // 1 ulp apart, very few 2.
+  void expect_matches_cpu(const Geometry& g, const std::vector<SeqSpec>& specs, uint32_t seed) {
+    SCOPED_TRACE(::testing::Message() << "heads " << g.Nq << "/" << g.Nkv << " D " << g.D
+                                      << " block " << g.block_size << " window " << g.window);
+    const Batch b = make_batch(g, specs, seed);
+    const std::vector<AttentionSeq> seqs = b.seqs();
+    const HostTensor got = run_gpu(b, seqs), want = run_cpu(b, seqs);
+    const test::Diff one = test::compare(got.view, want.view, 1);
+    const test::Diff two = test::compare(got.view, want.view, 2);
+    std::cout << "prefill " << g.Nq << "/" << g.Nkv << "x" << g.D << " bs " << g.block_size
+              << " W " << g.window << ": max rel err " << one.rel << ", exact "
+              << test::exact_fraction(got.view, want.view) << ", >1 ulp " << one.far
+              << ", >2 ulps " << two.far << " of " << want.view.numel() << "\n";
+    EXPECT_LT(one.rel, 1e-2) << "worst element " << one.worst;
+    EXPECT_LE(one.far, want.view.numel() / 200) << "more than 0.5% of outputs > 1 ulp off";
+    EXPECT_LE(two.far, want.view.numel() / 2000) << "more than 0.05% of outputs > 2 ulps off";
+  }
+};
+
+// Row counts around the CTA tile (64: half a tile, 127 / 128 / 129, 300 = 2 tiles + 44 rows),
+// chunks after cached prefixes (query slots from 37, 500, 1000), kv_pos0 > 0, positions near
+// 10^6 and decode rows in the same batch.
+const std::vector<SeqSpec> kChunks = {
+    {0, 300, 300},         // whole prompt: 2 full CTA tiles and a partial one
+    {0, 101, 64},          // 64 rows after 37 cached keys (half a CTA tile)
+    {7, 627, 127},         // kv_pos0 > 0, 500 cached keys
+    {999000, 1128, 128},   // near 10^6, 1000 cached keys
+    {0, 129, 129},         // one row past a tile
+    {0, 40, 1},            // decode row (the CUDA-core kernel)
+    {0, 17, 9},            // short chunk (the CUDA-core kernel)
+};
+
+TEST_F(AttentionPrefillCuda, MatchesCpuTinyHeads) {
+  // Windows: none, smaller than a key tile, not a multiple of 64, Beam's 512.
+  for (int64_t window : {int64_t{0}, int64_t{48}, int64_t{100}, int64_t{512}}) {
+    expect_matches_cpu({12, 2, 128, 16, window}, kChunks, 101);  // GQA 6:1
+    expect_matches_cpu({4, 4, 128, 64, window}, kChunks, 102);   // no GQA
+  }
+  // Block sizes below, at and off the 64-key tile (24: no power of two, tiles straddle blocks).
+  for (int64_t bs : {4, 24, 64}) expect_matches_cpu({8, 1, 128, bs, 100}, kChunks, 103 + bs);
+  expect_matches_cpu({4, 2, 128, 24, 0}, kChunks, 104);
+}
+
+// beam-nano's head_dim 64 is served by the CUDA-core kernel at every row count.
+TEST_F(AttentionPrefillCuda, MatchesCpuHeadDim64) {
+  expect_matches_cpu({4, 2, 64, 16, 128}, {{0, 200, 200}, {0, 300, 100}}, 111);
+}
+
+// Beam heads (48 / 8 x 128): a sliding-window prompt and a chunk after a cached prefix, a full
+// attention chunk, and several prompts in one batch.
+TEST_F(AttentionPrefillCuda, MatchesCpuBeamHeads) {
+  BEAM_SKIP_UNLESS_OPTIMIZED();
+  const std::vector<SeqSpec> mixed = {
+      {0, 1100, 1100},     // prompt: rows near the start see fewer than 512 keys
+      {0, 1700, 600},      // chunk after 1100 cached keys
+      {1000000, 900, 77},  // chunk near 10^6
+      {0, 800, 1},         // decode row
+  };
+  expect_matches_cpu({48, 8, 128, 64, 512}, mixed, 121);
+  expect_matches_cpu({48, 8, 128, 16, 512}, mixed, 122);
+  expect_matches_cpu({48, 8, 128, 64, 0}, {{0, 1200, 700}, {5, 300, 300}}, 123);
+}
+
+// A row's bits depend only on its own q and visible keys: a prompt computed whole equals the same
+// prompt computed as chunks of >= 64 rows (other 128-row CTA tiles) and inside a batch with
+// other sequences.
+TEST_F(AttentionPrefillCuda, RowsBitIdenticalAcrossChunksAndBatches) {
+  for (int64_t window : {int64_t{0}, int64_t{100}}) {
+    SCOPED_TRACE(::testing::Message() << "window " << window);
+    const Geometry g{12, 2, 128, 16, window};
+    const Batch b = make_batch(g, {{0, 700, 700}}, 131);
+    const AttentionSeq whole = b.seqs()[0];
+    const HostTensor all = run_gpu(b, {&whole, 1});
+    // Chunks of 100, 64, 300 and 236 rows, each seeing only the keys up to its last row.
+    std::vector<AttentionSeq> chunks;
+    for (auto [r0, n] : {std::pair<int64_t, int64_t>{0, 100}, {100, 64}, {164, 300}, {464, 236}})
+      chunks.push_back({r0, n, r0, 0, r0 + n, whole.block_table});
+    EXPECT_TRUE(test::bits_equal(run_gpu(b, chunks).view, all.view));
+    // The chunks in reverse order (other rows of the batch around each).
+    std::vector<AttentionSeq> reversed(chunks.rbegin(), chunks.rend());
+    EXPECT_TRUE(test::bits_equal(run_gpu(b, reversed).view, all.view));
+  }
+}
+
+}  // namespace
+}  // namespace beam
