@@ -1,7 +1,10 @@
 // CUDA linear() against the CPU reference op: bf16 GEMMs at M = 0, 1, 7, 300 (tiny, odd and Beam
 // widths), bf16 -> f32 output, the exact fp32 router GEMM with bf16 or f32 x, and the skinny
-// small-M kernel (forced) at M = 1, 2, 3, 7, 16 with its batch invariance.
+// small-M kernel (forced) at M = 1, 2, 3, 7, 16 with its batch invariance; linear_split bit-equal
+// to linear() per row range.
 #include "kernels/api/gemm.h"
+
+#include <vector>
 
 #include "cuda_test_util.h"
 #if BEAMSERVE_CUDA
@@ -118,6 +121,72 @@ TEST_F(LinearCuda, PlansAreCachedAndDeterministic) {
   linear(gpu, dx, dw, b);
 #endif
   EXPECT_TRUE(test::bits_equal(download(a).view, download(b).view));
+}
+
+// linear_split on the GPU: every output bit-equal to linear() on its row range of w (one skinny
+// launch at M <= 8 vs one launch per range; cuBLASLt per range above), and close to the CPU op.
+class LinearSplitCuda : public LinearCuda {
+ protected:
+  void check_split(int64_t M, int64_t K, const std::vector<int64_t>& widths, DType out_dtype,
+                   uint64_t seed) {
+    SCOPED_TRACE(::testing::Message() << "linear_split M " << M << " K " << K << " outputs "
+                                      << widths.size() << " " << dtype_name(out_dtype));
+    int64_t N = 0;
+    for (int64_t n : widths) N += n;
+    HostTensor x(DType::kBF16, {M, K}), w(DType::kBF16, {N, K});
+    test::fill_uniform(x.view, seed, 2.0f);
+    test::fill_uniform(w.view, seed + 7, 1.0f / std::sqrt(float(K)));
+    const TensorView dx = upload(x), dw = upload(w);
+    std::vector<TensorView> fused, single;
+    for (int64_t n : widths) {
+      fused.push_back(device_tensor(out_dtype, {M, n}));
+      single.push_back(device_tensor(out_dtype, {M, n}));
+    }
+    linear_split(gpu, dx, dw, fused);
+    int64_t row0 = 0;
+    for (size_t i = 0; i < widths.size(); ++i) {
+      linear(gpu, dx, dw.rows(row0, widths[i]), single[i]);
+      const HostTensor got = download(fused[i]), want = download(single[i]);
+      EXPECT_TRUE(test::bits_equal(got.view, want.view)) << "output " << i << " vs linear()";
+      HostTensor ref(out_dtype, {M, widths[i]});
+      linear(cpu.two, x.view, w.view.rows(row0, widths[i]), ref.view);
+      const test::Diff d = test::compare(got.view, ref.view, 1);
+      EXPECT_LT(d.rel, out_dtype == DType::kBF16 ? 8e-3 : 1e-5)
+          << "output " << i << " worst element " << d.worst;
+      if (out_dtype == DType::kBF16) {
+        EXPECT_LE(d.far, ref.view.numel() / 200) << "output " << i;
+      }
+      row0 += widths[i];
+    }
+  }
+};
+
+constexpr int64_t kSplitRows[] = {1, 3, 8, 9, 33};  // skinny (<= 8) and cuBLASLt (> 8) paths
+
+TEST_F(LinearSplitCuda, TinyOddAndEmptyRanges) {
+  for (int64_t M : kSplitRows) {
+    check_split(M, 64, {48, 8, 8, 48}, DType::kBF16, 51);  // q, k, v, gate of a tiny model
+    // An empty and a 1-row range; odd K (element loads) on the skinny path. cuBLASLt gets 16-byte
+    // aligned row ranges (K = 40), as every model shape has.
+    check_split(M, M <= 8 ? 37 : 40, {5, 0, 11, 1, 3}, DType::kBF16, 52);
+    check_split(M, 256, {96}, DType::kF32, 53);               // one output, f32
+    check_split(M, 72, {1, 2, 3, 4, 5, 6, 7, 8}, DType::kBF16, 54);  // kMaxLinearSplits outputs
+  }
+}
+
+TEST_F(LinearSplitCuda, BeamQkvg) {
+  BEAM_SKIP_UNLESS_OPTIMIZED();
+  for (int64_t M : kSplitRows) check_split(M, 5120, {6144, 1024, 1024, 6144}, DType::kBF16, 55);
+}
+
+// An empty batch writes nothing and queues nothing that fails.
+TEST_F(LinearSplitCuda, EmptyBatch) {
+  std::mt19937 rng(56);
+  HostTensor w = test::random_bf16({24, 16}, rng);
+  const std::vector<TensorView> outs = {device_tensor(DType::kBF16, {0, 8}),
+                                        device_tensor(DType::kBF16, {0, 16})};
+  linear_split(gpu, device_tensor(DType::kBF16, {0, 16}), upload(w), outs);
+  synchronize(gpu);
 }
 
 #if BEAMSERVE_CUDA

@@ -1,6 +1,7 @@
 // CUDA rms_norm and post_norm_residual against the CPU reference: at most 1 bf16 ulp apart (the
 // fp32 sum of squares is reduced in another order), nearly all elements bit-equal, in place, on
-// narrow (warp-per-row) and wide (block-per-row) rows, 8-wide and scalar paths.
+// narrow (warp-per-row) and wide (block-per-row) rows, 8-wide and scalar paths; the fused
+// post_norm_residual_norm bit-equal to the two GPU ops.
 #include "kernels/api/norm.h"
 
 #include <array>
@@ -86,6 +87,54 @@ class CudaNorm : public test::CudaTest {
                 static_cast<long long>(T), static_cast<long long>(H), idx, exact);
   }
 
+  // post_norm_residual_norm on the GPU against the two GPU ops it fuses (bit for bit: residual
+  // and x), and against the CPU: the residual as in check_post_norm_residual, x as rms_norm of
+  // the GPU's residual on the CPU (at most 1 ulp, 99% bit-equal). alias_out: x over branch.
+  void check_post_norm_residual_norm(int64_t T, int64_t H, int idx, bool alias_out = false) {
+    SCOPED_TRACE(::testing::Message() << "post_norm_residual_norm T=" << T << " H=" << H
+                                      << " idx=" << idx << " alias_out=" << alias_out);
+    const float c = 1.0f / std::sqrt(float(idx)), r = std::sqrt(float(idx - 1) / float(idx));
+    HostTensor branch = test::random_bf16({T, H}, rng_, 5.0f, 1.0f);
+    HostTensor w_post = test::random_bf16({H}, rng_, 0.3f, 1.0f);
+    HostTensor w_next = test::random_bf16({H}, rng_, 0.3f, 1.0f);
+    HostTensor residual = test::random_bf16({T, H}, rng_, 1.0f);
+    const TensorView dw_post = upload(w_post), dw_next = upload(w_next);
+
+    // The unfused GPU ops.
+    const TensorView res_ref = upload(residual), x_ref = device_tensor(DType::kBF16, {T, H});
+    post_norm_residual(gpu, upload(branch), dw_post, kEps, r, c, res_ref);
+    rms_norm(gpu, res_ref, dw_next, kEps, x_ref);
+
+    const TensorView dbranch = upload(branch), dres = upload(residual);
+    const TensorView dx = alias_out ? dbranch : device_tensor(DType::kBF16, {T, H});
+    post_norm_residual_norm(gpu, dbranch, dw_post, kEps, r, c, dres, dw_next, dx);
+    const HostTensor got_res = download(dres), got_x = download(dx);
+    EXPECT_TRUE(test::bits_equal(got_res.view, download(res_ref).view)) << "residual vs unfused";
+    EXPECT_TRUE(test::bits_equal(got_x.view, download(x_ref).view)) << "x vs unfused";
+
+    HostTensor want_res = test::copy_of(residual), y(DType::kBF16, {T, H});
+    post_norm_residual(cpu.one, branch.view, w_post.view, kEps, r, c, want_res.view);
+    rms_norm(cpu.one, branch.view, w_post.view, kEps, y.view);
+    int64_t unexplained = 0;
+    for (int64_t i = 0; i < T * H; ++i) {
+      const float res = to_float(residual.as<bf16>()[i]), g = to_float(got_res.as<bf16>()[i]);
+      bool ok = false;
+      for (float yv : bf16_neighbours(to_float(y.as<bf16>()[i])))
+        ok |= round_bf16(round_bf16(res * r) + round_bf16(yv * c)) == g;
+      unexplained += !ok;
+    }
+    EXPECT_EQ(unexplained, 0);
+    EXPECT_GE(exact_fraction(got_res.view, want_res.view), 0.99);
+    HostTensor want_x(DType::kBF16, {T, H});
+    rms_norm(cpu.one, got_res.view, w_next.view, kEps, want_x.view);
+    const test::Diff d = test::compare(got_x.view, want_x.view, 1);
+    EXPECT_EQ(d.far, 0) << "worst element " << d.worst;
+    const double exact = exact_fraction(got_x.view, want_x.view);
+    EXPECT_GE(exact, 0.99);
+    std::printf("post_norm_residual_norm [%lld, %lld]: x %.5f bit-equal to the CPU\n",
+                static_cast<long long>(T), static_cast<long long>(H), exact);
+  }
+
   std::mt19937 rng_{20240607};
 };
 
@@ -121,6 +170,31 @@ TEST_F(CudaNorm, PostNormResidualKeepsEveryRoundingPoint) {
     check_post_norm_residual(T, 5120, 2);    // layer 0 attention: r = c = 0.70711
     check_post_norm_residual(T, 5120, 105);  // layer 51 MLP: c = 0.097590, r = 0.995227
   }
+}
+
+// The fused kernel (8-wide aligned rows: warp rows at H <= 1024, block rows with 1 or 2 packs per
+// thread) and the two-op fallback (odd widths, more packs per thread) at the decode and prefill
+// batch sizes around the small-batch thresholds.
+TEST_F(CudaNorm, PostNormResidualNormEqualsTheTwoOps) {
+  for (int64_t T : {1, 3, 8, 9, 33}) {
+    check_post_norm_residual_norm(T, 5120, 2);    // Beam hidden: 320 threads x 2 packs
+    check_post_norm_residual_norm(T, 5120, 105);
+    check_post_norm_residual_norm(T, 64, 7);      // warp rows
+    check_post_norm_residual_norm(T, 2048, 9);    // block rows, 1 pack per thread
+    check_post_norm_residual_norm(T, 7, 3);       // scalar: the two ops
+    check_post_norm_residual_norm(T, 12288, 4);   // 3 packs per thread: the two ops
+  }
+  check_post_norm_residual_norm(300, 5120, 50);
+  check_post_norm_residual_norm(3, 5120, 2, true);  // x written over branch
+  check_post_norm_residual_norm(3, 64, 2, true);
+}
+
+// rms_norm at widths whose packs per thread take each cached-kernel instance (1, 2, 4) and the
+// general 8-wide kernel past kMaxCachedPacks (17408: 5 per thread).
+TEST_F(CudaNorm, RmsNormCachedAndGeneralWidths) {
+  for (int64_t n : {256, 1024, 2048, 5120, 12288, 16384, 17408}) check_rms_norm(3, n, false);
+  check_rms_norm(1, 5120, true);
+  check_rms_norm(1, 17408, true);
 }
 
 }  // namespace

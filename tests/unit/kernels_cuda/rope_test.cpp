@@ -1,7 +1,8 @@
 // CUDA apply_rope and apply_ssmax against the CPU reference (SLEEF's cos/sin/pow, PyTorch's bits).
 // The GPU uses CUDA's accurate fp32 cos/sin/pow, so rare bf16-rounded table entries or SSMax
 // factors differ; every element must still be the CPU's formula with cos/sin each allowed 1 bf16
-// ulp, and at least 99% of elements must be bit-equal (the measured fraction is printed).
+// ulp, and at least 99% of elements must be bit-equal (the measured fraction is printed). The fused
+// q/k norm + RoPE / SSMax ops must equal the GPU's unfused ops bit for bit.
 #include "kernels/api/rope.h"
 
 #include <array>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"
+#include "kernels/api/norm.h"
 
 namespace beam {
 namespace {
@@ -106,6 +108,62 @@ class CudaRope : public test::CudaTest {
                 static_cast<long long>(Nq * D), exact);
   }
 
+  // qk_norm_rope (rope) or qk_norm_ssmax on the GPU: bit-equal to rms_norm (q and k per head) +
+  // apply_rope / apply_ssmax on the GPU, and near the CPU's fused op (bf16-level error, 99%
+  // bit-equal from 4096 elements on: the norms' fp32 sums and cos/sin/pow are the differences).
+  void check_qk(int64_t T, int64_t Nq, int64_t Nkv, int64_t D, bool rope, float theta = 1e6f) {
+    SCOPED_TRACE(::testing::Message() << (rope ? "qk_norm_rope" : "qk_norm_ssmax") << " T=" << T
+                                      << " Nq=" << Nq << " Nkv=" << Nkv << " D=" << D);
+    constexpr float kEps = 1e-6f;
+    HostTensor q = test::random_bf16({T, Nq, D}, rng_, 3.0f);
+    HostTensor k = test::random_bf16({T, Nkv, D}, rng_, 3.0f);
+    HostTensor q_norm = test::random_bf16({D}, rng_, 0.3f, 1.0f);
+    HostTensor k_norm = test::random_bf16({D}, rng_, 0.3f, 1.0f);
+    HostTensor pos = make_positions(T, rng_);
+    const TensorView dq_norm = upload(q_norm), dk_norm = upload(k_norm), dpos = upload(pos);
+
+    const TensorView uq = upload(q), uk = upload(k);  // the unfused GPU ops
+    rms_norm(gpu, uq.reshape({T * Nq, D}), dq_norm, kEps, uq.reshape({T * Nq, D}));
+    rms_norm(gpu, uk.reshape({T * Nkv, D}), dk_norm, kEps, uk.reshape({T * Nkv, D}));
+    if (rope) {
+      apply_rope(gpu, uq, uk, dpos, theta);
+    } else {
+      apply_ssmax(gpu, uq, dpos);
+    }
+
+    const TensorView dq = upload(q), dk = upload(k);
+    const QkTensors qk{dq, dk, dq_norm, dk_norm, dpos};
+    if (rope) {
+      qk_norm_rope(gpu, qk, kEps, theta);
+    } else {
+      qk_norm_ssmax(gpu, qk, kEps);
+    }
+    const HostTensor got_q = download(dq), got_k = download(dk);
+    EXPECT_TRUE(test::bits_equal(got_q.view, download(uq).view)) << "q vs the unfused ops";
+    EXPECT_TRUE(test::bits_equal(got_k.view, download(uk).view)) << "k vs the unfused ops";
+
+    HostTensor want_q = test::copy_of(q), want_k = test::copy_of(k);
+    const QkTensors cpu_qk{want_q.view, want_k.view, q_norm.view, k_norm.view, pos.view};
+    if (rope) {
+      qk_norm_rope(cpu.one, cpu_qk, kEps, theta);
+    } else {
+      qk_norm_ssmax(cpu.one, cpu_qk, kEps);
+    }
+    const double exact_q = exact_fraction(got_q.view, want_q.view);
+    const double exact_k = exact_fraction(got_k.view, want_k.view);
+    if (want_q.view.numel() >= 4096) {  // a fraction worth measuring
+      EXPECT_GE(exact_q, 0.99);
+    }
+    if (want_k.view.numel() >= 4096) {
+      EXPECT_GE(exact_k, 0.99);
+    }
+    EXPECT_LT(test::compare(got_q.view, want_q.view).rel, 8e-3);
+    EXPECT_LT(test::compare(got_k.view, want_k.view).rel, 8e-3);
+    std::printf("%s T=%lld D=%lld: bit-equal to the CPU q %.6f k %.6f\n",
+                rope ? "qk_norm_rope" : "qk_norm_ssmax", static_cast<long long>(T),
+                static_cast<long long>(D), exact_q, exact_k);
+  }
+
   std::mt19937 rng_{777};
 };
 
@@ -125,6 +183,29 @@ TEST_F(CudaRope, SsmaxTinyAndBeamHeads) {
   check_ssmax(5, 2, 8);
   for (int64_t T : {1, 7, 300}) check_ssmax(T, 48, 128);
   check_ssmax(2048, 4, 8);  // many distinct positions
+}
+
+// Beam heads at the decode and prefill sizes around the fused kernel's block layouts (a token's
+// heads over 7 blocks below 64 tokens, one block per token from 64), positions up to 10^6.
+TEST_F(CudaRope, QkNormFusedBeamHeads) {
+  for (bool rope : {true, false}) {
+    for (int64_t T : {1, 3, 8, 9, 33, 63, 64, 300}) check_qk(T, 48, 8, 128, rope);
+  }
+  check_qk(7, 48, 8, 128, true, 10000.0f);
+}
+
+// Other head sizes: D = 16 (2 packs), 64, 256 (a pack per lane), head counts that leave a block's
+// warps idle; D = 8, 6 and 512 take the unfused ops.
+TEST_F(CudaRope, QkNormFusedOtherHeads) {
+  for (bool rope : {true, false}) {
+    check_qk(5, 2, 1, 16, rope);
+    check_qk(5, 4, 2, 64, rope);
+    check_qk(3, 3, 1, 256, rope);
+    check_qk(70, 5, 1, 64, rope);
+    check_qk(4, 2, 1, 8, rope);
+    check_qk(4, 3, 1, 6, rope);
+    check_qk(2, 2, 1, 512, rope);
+  }
 }
 
 }  // namespace
