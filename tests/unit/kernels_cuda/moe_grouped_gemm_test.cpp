@@ -151,7 +151,12 @@ class CudaMoeGroupedGemm : public test::CudaTest {
       const int ulps = test::bf16_ulps(g, w);
       equal += got.as<bf16>()[i].bits == want.as<bf16>()[i].bits;
       close += ulps <= 1;
-      bad += std::isnan(g) || (ulps > 3 && err > tol);
+      const bool far = std::isnan(g) || (ulps > 3 && err > tol);
+      if (far && bad < 6)  // the first few, to see a layout pattern in a failure
+        std::printf("  token %lld col %lld: got %g want %g\n",
+                    static_cast<long long>(i / std::max<int64_t>(s.H, 1)),
+                    static_cast<long long>(i % std::max<int64_t>(s.H, 1)), g, w);
+      bad += far;
     }
     const double frac = double(close) / double(std::max<int64_t>(n, 1));
     std::printf("moe grouped %s T=%lld H=%lld E=%lld I=%lld k=%lld: max rel err %.3g, bit-equal "
