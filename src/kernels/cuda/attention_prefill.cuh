@@ -221,7 +221,9 @@ __device__ __forceinline__ void prefill_softmax(const Params& p, int window, int
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     const float m_new = fmaxf(st.m[i], mx);
     const float m_scaled = (m_new == -INFINITY ? 0.f : m_new) * c;  // a row with no key yet
-    alpha[i] = exp2_approx(st.m[i] * c - m_scaled);  // 0 on the first visible tile
+    // 0 on the first visible tile; exactly 1 (ex2(0)) when the max did not move, so a tile the
+    // row cannot see leaves its state unchanged.
+    alpha[i] = exp2_approx((st.m[i] - (m_new == -INFINITY ? 0.f : m_new)) * c);
     st.m[i] = m_new;
     float sum = 0.f;
 #pragma unroll
