@@ -33,22 +33,35 @@ void moe_router_route(CudaContext& ctx, const TensorView& x, const TensorView& r
 // How moe_experts computes the experts; both give the CPU's rounding points, differ from it (and
 // from each other) only by fp32 summation order, and are run-to-run deterministic.
 enum class MoeExpertsPath {
-  kAuto,        // kSmallBatch when T * top_k <= kMoeSmallBatchMaxRows, else kGrouped
+  kAuto,        // kSmallBatch when T * top_k <= kMoeSmallBatchMaxRows and the shapes fit it
   kGrouped,     // grouped tensor-core GEMMs over 64-row tiles (prefill, large batches)
-  kSmallBatch,  // warp dot products streaming every selected expert over all SMs (decode)
+  kSmallBatch,  // weight streaming: each selected expert read once over all SMs (decode)
 };
-// Routed rows (T * top_k) up to which kAuto takes the small-batch path: T <= 32 at top-8. Measured
-// per MoE layer on the H200 (2026-11-30, beam-slice decode): T = 32 3.86 ms here vs 5.73 ms on
-// 64-row mma tiles (each expert gets ~1.9 rows); T = 128 10.5 ms here vs 8.8 ms grouped.
-constexpr int64_t kMoeSmallBatchMaxRows = 256;
+// Routed rows (T * top_k) up to which kAuto takes the small-batch path: T <= 128 at top-8, the
+// path's whole range. By design its time is the HBM floor of the experts the batch touches: every
+// selected expert is read once, in equal shares per SM whatever the row counts, and the rows of
+// an expert ride on the same weight fragments (an expert with more than 8 rows re-reads each tile
+// from L2, right after, per further 8 rows: ~2% of the experts at T = 128, ~4 rows on average).
+// The grouped path's 64 x 128 tiles are sized for prefill: at decode they hold ~1-4 rows of 64
+// (H200, 2026-11-30: 8.8 ms at T = 128, 1.9x the floor). The limit is structural (each block
+// groups at most 1024 slots, two per thread); prefill chunks beyond it take the grouped path.
+constexpr int64_t kMoeSmallBatchMaxRows = 1024;
 // Routed rows the small-batch path accepts at all (forcing it beyond is a checked error).
 constexpr int64_t kMoeSmallBatchRowLimit = 1024;
+// Hidden and expert widths the small-batch path accepts: multiples of 8 up to this (Beam: 5120
+// and 2560; a warp's share of K stays in registers), 16-byte aligned x and weights.
+constexpr int64_t kMoeSmallBatchMaxWidth = 5120;
+// Whether the small-batch path takes these widths, expert count and pointers (rows aside).
+bool moe_small_batch_supports(const TensorView& x, const TensorView& gate_up,
+                              const TensorView& down);
 
 // Routed experts, SwiGLU, fp32 combine per token in k order. Scratch lives in ctx.moe and is
 // sized for T * top_k routed rows: the first call at a new largest T (or width) allocates, which
 // must not happen during graph capture (checked). Launch grids depend on T, top_k and the widths
 // only, never on the routing. An expert id outside [0, E) traps the kernel (the stream reports
-// the error), as the CPU op aborts. `path` is for tests and benchmarks; the api op uses kAuto.
+// the error), as the CPU op aborts. The small-batch path chains its launches (gate_up, down,
+// combine) by programmatic dependent launch, also inside CUDA graphs; the first one is an ordinary
+// launch. `path` is for tests and benchmarks; the api op uses kAuto.
 void moe_experts(CudaContext& ctx, const TensorView& x, const TensorView& gate_up,
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
                  const TensorView& out, MoeExpertsPath path = MoeExpertsPath::kAuto);

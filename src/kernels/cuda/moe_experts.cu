@@ -2,13 +2,16 @@
 // Grouped (large batches): the (t, k) slots are grouped by expert in a deterministic order
 // (counts, scan, stable scatter), the grouped gate_up GEMM applies SwiGLU in its epilogue, the
 // grouped down GEMM writes each slot's bf16 expert output, and the combine sums w_k * f32(y_k) in
-// fp32 in k order, rounding once. Small batch (decode): moe_small_batch.cuh's three kernels.
+// fp32 in k order, rounding once. Small batch (decode, up to 1024 routed rows): the weight-
+// streaming gate_up and down kernels of moe_small_batch.cuh (each selected expert read once, on
+// one persistent block per SM) and the same combine, chained by programmatic dependent launch.
 // Every launch is sized for the worst case (T * top_k rows); work past the real rows exits.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include "core/check.h"
 #include "kernels/cuda/check.h"
@@ -48,7 +51,11 @@ constexpr int kScatterThreads = 256;
 constexpr int kCombineThreads = 128;
 constexpr size_t kScratchAlign = 256;
 static_assert(kMoeSmallBatchRowLimit == moe_small::kMaxRows &&
-              kMoeSmallBatchMaxRows <= kMoeSmallBatchRowLimit);
+              kMoeSmallBatchMaxRows <= kMoeSmallBatchRowLimit &&
+              kMoeSmallBatchMaxWidth == moe_small::kMaxK);
+// The small-batch path chains its three launches with programmatic dependent launch (each kernel
+// starts on the SMs its predecessor frees and waits for its writes with griddepcontrol.wait).
+constexpr bool kSmallBatchPdl = true;
 
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
@@ -79,23 +86,20 @@ struct ScratchLayout {
   }
 };
 
-// The small-batch path's arrays (moe_small::Groups and the activations).
+// The small-batch path's arrays (the kernels group the slots themselves).
 struct SmallLayout {
-  size_t num_groups, expert, begin, row_token, entry_of, act, total;
+  size_t entry_of, act, y, total;
 
-  SmallLayout(int64_t rows, int64_t I) {
+  SmallLayout(int64_t rows, int64_t H, int64_t I) {
     size_t at = 0;
     auto take = [&at](size_t bytes) {
       const size_t here = at;
       at += align_up(bytes);
       return here;
     };
-    num_groups = take(sizeof(int32_t));
-    expert = take(rows * sizeof(int32_t));
-    begin = take((rows + 1) * sizeof(int32_t));
-    row_token = take(rows * sizeof(int32_t));
-    entry_of = take(rows * sizeof(int32_t));
+    entry_of = take(rows * sizeof(int32_t));  // [T * top_k] grouped row of each slot
     act = take(static_cast<size_t>(rows * I) * sizeof(bf16_t));  // [rows, I] SwiGLU output
+    y = take(static_cast<size_t>(rows * H) * sizeof(bf16_t));    // [rows, H] expert output
     total = at;
   }
 };
@@ -183,36 +187,50 @@ __global__ void __launch_bounds__(kScatterThreads)
 }
 
 // out[t] = bf16(Σ_k fma(w[t, k], f32(y[entry_of[t, k]]), acc)) in k order from 0 (the CPU's
-// combine); N = 8 columns per 16-byte access, or 1 for odd widths. One block per token.
+// combine); N = 8 columns per 16-byte access, or 1 for odd widths. Grid: x = token, y = chunk of
+// kCombineThreads * N columns (one access per thread; the k loop unrolled so the loads of eight
+// slots are in flight together). Reads y and entry_of through L2 after griddepcontrol.wait (a
+// programmatic dependent of the down kernel on the small-batch path; a no-op on the grouped
+// path's ordinary launch).
 template <int N>
 __global__ void __launch_bounds__(kCombineThreads)
     combine_kernel(const bf16_t* y, const int32_t* entry_of, const float* weights, int top_k,
                    int64_t H, bf16_t* out) {
+  moe_small::pdl_wait();
   const int64_t t = blockIdx.x;
-  for (int64_t c = static_cast<int64_t>(threadIdx.x) * N; c < H; c += kCombineThreads * N) {
-    float acc[N] = {};
-    for (int k = 0; k < top_k; ++k) {
-      const float w = weights[t * top_k + k];
-      const bf16_t* src = y + static_cast<int64_t>(entry_of[t * top_k + k]) * H + c;
-      if constexpr (N == 8) {
-        const uint4 raw = *reinterpret_cast<const uint4*>(src);
-        const bf16_t* v = reinterpret_cast<const bf16_t*>(&raw);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) acc[i] = __fmaf_rn(w, __bfloat162float(v[i]), acc[i]);
-      } else {
-        acc[0] = __fmaf_rn(w, __bfloat162float(*src), acc[0]);
-      }
-    }
+  const int64_t c = (static_cast<int64_t>(blockIdx.y) * kCombineThreads + threadIdx.x) * N;
+  if (c >= H) return;
+  float acc[N] = {};
+#pragma unroll 8
+  for (int k = 0; k < top_k; ++k) {
+    const float w = weights[t * top_k + k];
+    const bf16_t* src = y + static_cast<int64_t>(__ldcg(entry_of + t * top_k + k)) * H + c;
     if constexpr (N == 8) {
-      uint4 raw;
-      bf16_t* v = reinterpret_cast<bf16_t*>(&raw);
+      const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(src));
+      const bf16_t* v = reinterpret_cast<const bf16_t*>(&raw);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) v[i] = __float2bfloat16_rn(acc[i]);
-      *reinterpret_cast<uint4*>(out + t * H + c) = raw;
+      for (int i = 0; i < 8; ++i) acc[i] = __fmaf_rn(w, __bfloat162float(v[i]), acc[i]);
     } else {
-      out[t * H + c] = __float2bfloat16_rn(acc[0]);
+      acc[0] = __fmaf_rn(w, __bfloat162float(__ldcg(src)), acc[0]);
     }
   }
+  if constexpr (N == 8) {
+    uint4 raw;
+    bf16_t* v = reinterpret_cast<bf16_t*>(&raw);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = __float2bfloat16_rn(acc[i]);
+    *reinterpret_cast<uint4*>(out + t * H + c) = raw;
+  } else {
+    out[t * H + c] = __float2bfloat16_rn(acc[0]);
+  }
+}
+
+// The combine's grid for vectors of N columns.
+dim3 combine_grid(int64_t T, int64_t H, int N) {
+  const int64_t chunks = ceil_div(H, int64_t{kCombineThreads} * N);
+  BEAM_CHECK(T <= INT32_MAX && chunks <= 65535)
+      << "moe_experts (CUDA): combine grid " << T << " x " << chunks;
+  return dim3(static_cast<unsigned>(T), static_cast<unsigned>(chunks));
 }
 
 bool aligned16(const void* p) {
@@ -289,64 +307,101 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
                               y};
     launch_grouped_gemm<Epilogue::kStore>(ctx, pb, args);
   }
-  BEAM_CHECK(pb.T <= INT32_MAX) << "moe_experts (CUDA): " << pb.T << " tokens";
-  const auto grid = static_cast<unsigned>(pb.T);
   auto* o = static_cast<bf16_t*>(out.data);
   if (pb.H % 8 == 0 && aligned16(o)) {
-    combine_kernel<8><<<grid, kCombineThreads, 0, ctx.stream>>>(
+    combine_kernel<8><<<combine_grid(pb.T, pb.H, 8), kCombineThreads, 0, ctx.stream>>>(
         y, entry_of, weights.as<float>(), static_cast<int>(pb.top_k), pb.H, o);
   } else {
-    combine_kernel<1><<<grid, kCombineThreads, 0, ctx.stream>>>(
+    combine_kernel<1><<<combine_grid(pb.T, pb.H, 1), kCombineThreads, 0, ctx.stream>>>(
         y, entry_of, weights.as<float>(), static_cast<int>(pb.top_k), pb.H, o);
   }
   CUDA_LAUNCH_OK();
 }
 
-// Small-batch path: grouping (one block), gate_up + SwiGLU, down + combine; 8-wide loads when
-// the widths are multiples of 8 and the weights (and x) 16-byte aligned.
+// Queues kernel<<<grid, block, smem>>>(args...) on ctx.stream; with pdl, as a programmatic
+// dependent of the previous launch (the kernel calls griddepcontrol.wait before reading its
+// predecessor's outputs).
+template <typename... Params, typename... Actual>
+void launch(CudaContext& ctx, void (*kernel)(Params...), dim3 grid, unsigned block, size_t smem,
+            bool pdl, Actual&&... args) {
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(block);
+  config.dynamicSmemBytes = smem;
+  config.stream = ctx.stream;
+  config.attrs = pdl ? &attr : nullptr;
+  config.numAttrs = pdl ? 1 : 0;
+  CUDA_OK(cudaLaunchKernelEx(&config, kernel, std::forward<Actual>(args)...));
+}
+
+// One persistent block per SM (moe_small_batch.cuh).
+template <moe_small::Phase kPhase>
+void launch_expert_kernel(CudaContext& ctx, const moe_small::Args& args, bool pdl) {
+  const auto kernel = moe_small::expert_kernel<kPhase>;
+  CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(moe_small::kSmemBytes)));
+  const dim3 grid(static_cast<unsigned>(ctx.props.multiProcessorCount));
+  launch(ctx, kernel, grid, moe_small::kThreads, moe_small::kSmemBytes, pdl, args);
+}
+
+// Small-batch path (moe_small_batch_supports holds, rows <= kMaxRows): act = SwiGLU(x . gate_up)
+// and y = act . down on the weight-streaming kernels, then the combine of the grouped path.
 void run_small_batch(CudaContext& ctx, const Problem& pb, const TensorView& x,
                      const TensorView& gate_up, const TensorView& down, const TensorView& ids,
                      const TensorView& weights, const TensorView& out) {
   namespace small = moe_small;
-  const SmallLayout layout(pb.rows, pb.I);
+  const SmallLayout layout(pb.rows, pb.H, pb.I);
   char* base = scratch(ctx, layout.total);
-  const small::Groups groups{reinterpret_cast<int32_t*>(base + layout.num_groups),
-                             reinterpret_cast<int32_t*>(base + layout.expert),
-                             reinterpret_cast<int32_t*>(base + layout.begin),
-                             reinterpret_cast<int32_t*>(base + layout.row_token),
-                             reinterpret_cast<int32_t*>(base + layout.entry_of)};
+  auto* entry_of = reinterpret_cast<int32_t*>(base + layout.entry_of);
   auto* act = reinterpret_cast<bf16_t*>(base + layout.act);
-  small::group_kernel<<<1, small::kMaxRows, 0, ctx.stream>>>(
-      ids.as<int32_t>(), static_cast<int>(pb.rows), static_cast<int>(pb.top_k),
-      static_cast<int>(pb.E), groups);
-  CUDA_LAUNCH_OK();
+  auto* y = reinterpret_cast<bf16_t*>(base + layout.y);
+  const auto rows = static_cast<int>(pb.rows), top_k = static_cast<int>(pb.top_k),
+             experts = static_cast<int>(pb.E);
+  const small::Args up{.ids = ids.as<int32_t>(),
+                       .rows = rows,
+                       .top_k = top_k,
+                       .num_experts = experts,
+                       .a = static_cast<const bf16_t*>(x.data),
+                       .w = static_cast<const bf16_t*>(gate_up.data),
+                       .n = pb.I,
+                       .k = pb.H,
+                       .out = act,
+                       .entry_of = entry_of};
+  launch_expert_kernel<small::Phase::kGateUp>(ctx, up, false);
+  small::Args dn = up;
+  dn.a = act;
+  dn.w = static_cast<const bf16_t*>(down.data);
+  dn.n = pb.H;
+  dn.k = pb.I;
+  dn.out = y;
+  dn.entry_of = nullptr;
+  launch_expert_kernel<small::Phase::kDown>(ctx, dn, kSmallBatchPdl);
 
-  const auto* xp = static_cast<const bf16_t*>(x.data);
-  const auto* gu = static_cast<const bf16_t*>(gate_up.data);
-  const auto* dn = static_cast<const bf16_t*>(down.data);
-  if (pb.I > 0) {  // act [rows, I] = SwiGLU(x[token] · gate_up[e]ᵀ)
-    const small::GateUpArgs args{xp, gu, groups, pb.H, pb.I, act};
-    const auto grid = static_cast<unsigned>(ceil_div(pb.I, small::kActColsPerBlock));
-    if (pb.H % 8 == 0 && aligned16(xp) && aligned16(gu)) {
-      small::gate_up_kernel<8><<<grid, small::kThreads, 0, ctx.stream>>>(args);
-    } else {
-      small::gate_up_kernel<1><<<grid, small::kThreads, 0, ctx.stream>>>(args);
-    }
-    CUDA_LAUNCH_OK();
-  }
-  // out = Σ_k w_k * bf16(act · down[e]ᵀ) (y = 0 when I == 0)
-  const small::DownArgs args{act,  dn,   groups, weights.as<float>(), pb.T,
-                             pb.H, pb.I, static_cast<int>(pb.top_k), static_cast<bf16_t*>(out.data)};
-  const auto grid = static_cast<unsigned>(ceil_div(pb.H, small::kOutColsPerBlock));
-  if (pb.I % 8 == 0 && aligned16(dn)) {
-    small::down_combine_kernel<8><<<grid, small::kThreads, 0, ctx.stream>>>(args);
+  auto* o = static_cast<bf16_t*>(out.data);
+  const bf16_t* y_in = y;
+  const int32_t* entry_in = entry_of;
+  const float* w = weights.as<float>();
+  if (aligned16(o)) {  // H % 8 == 0 on this path
+    launch(ctx, combine_kernel<8>, combine_grid(pb.T, pb.H, 8), kCombineThreads, 0, kSmallBatchPdl,
+           y_in, entry_in, w, top_k, pb.H, o);
   } else {
-    small::down_combine_kernel<1><<<grid, small::kThreads, 0, ctx.stream>>>(args);
+    launch(ctx, combine_kernel<1>, combine_grid(pb.T, pb.H, 1), kCombineThreads, 0, kSmallBatchPdl,
+           y_in, entry_in, w, top_k, pb.H, o);
   }
-  CUDA_LAUNCH_OK();
 }
 
 }  // namespace
+
+bool moe_small_batch_supports(const TensorView& x, const TensorView& gate_up,
+                              const TensorView& down) {
+  const int64_t H = x.dim(1), E = gate_up.dim(0), I = gate_up.dim(1) / 2;
+  return H % 8 == 0 && I % 8 == 0 && H <= kMoeSmallBatchMaxWidth && I <= kMoeSmallBatchMaxWidth &&
+         E <= (int64_t{1} << (30 - moe_small::kSlotBits)) && aligned16(x.data) &&
+         aligned16(gate_up.data) && aligned16(down.data);
+}
 
 void moe_experts(CudaContext& ctx, const TensorView& x, const TensorView& gate_up,
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
@@ -360,9 +415,10 @@ void moe_experts(CudaContext& ctx, const TensorView& x, const TensorView& gate_u
   }
   BEAM_CHECK(pb.E > 0 && pb.rows + pb.E < INT32_MAX)
       << "moe_experts (CUDA): " << pb.rows << " routed rows over " << pb.E << " experts";
+  const bool small_fits = moe_small_batch_supports(x, gate_up, down);
   switch (path) {
     case MoeExpertsPath::kAuto:
-      if (pb.rows <= kMoeSmallBatchMaxRows) {
+      if (pb.rows <= kMoeSmallBatchMaxRows && small_fits) {
         run_small_batch(ctx, pb, x, gate_up, down, ids, weights, out);
       } else {
         run_grouped(ctx, pb, x, gate_up, down, ids, weights, out);
@@ -372,9 +428,10 @@ void moe_experts(CudaContext& ctx, const TensorView& x, const TensorView& gate_u
       run_grouped(ctx, pb, x, gate_up, down, ids, weights, out);
       return;
     case MoeExpertsPath::kSmallBatch:
-      BEAM_CHECK(pb.rows <= kMoeSmallBatchRowLimit)
+      BEAM_CHECK(pb.rows <= kMoeSmallBatchRowLimit && small_fits)
           << "moe_experts (CUDA): small-batch path forced for " << pb.rows << " routed rows (limit "
-          << kMoeSmallBatchRowLimit << ")";
+          << kMoeSmallBatchRowLimit << "), hidden " << pb.H << ", expert width " << pb.I
+          << " (multiples of 8 up to " << kMoeSmallBatchMaxWidth << ", 16-byte aligned)";
       run_small_batch(ctx, pb, x, gate_up, down, ids, weights, out);
       return;
   }

@@ -1,12 +1,26 @@
-// Small-batch routed experts (kernels/cuda/moe_experts.cu, used when T * top_k rows are few, as
-// in decode): bandwidth-bound warp dot products instead of 64-row mma tiles. Every selected
-// expert's weight rows are spread over the whole grid (a block owns a few output columns of EVERY
-// selected expert), each warp streams two weight rows with 16-byte non-caching loads and applies
-// them to all rows routed to that expert. Every fp32 dot product is summed in a fixed order
-// (per-lane chunks in ascending order, then a butterfly over the warp), and the down kernel keeps
-// its block's expert outputs in shared memory and combines them per token in k order: results are
-// run-to-run identical, with no atomics. Rounding points as kernels/cpu/moe_experts.cpp: gate and
-// up rounded to bf16, act = bf16(silu(g) * u), y rounded to bf16, out = bf16(Σ_k w_k * y_k).
+// Weight-streaming routed experts (kernels/cuda/moe_experts.cu's decode path, up to kMaxRows
+// routed rows): every selected expert's weights cross HBM once, at the bandwidth floor, and the
+// rows routed to an expert are computed from the same weight tile on tensor cores.
+//
+// Work: a unit is one m16 weight tile of one selected expert (gate_up: the gate and up rows of 8
+// act columns; down: 16 output rows) for one pass of up to 8 of its routed rows, over the whole K.
+// The units (group-major, then tile, then pass) are dealt in equal contiguous ranges to one
+// persistent block per SM: every unit streams the same bytes, so the SMs finish together whatever
+// the row counts (an expert with more than 8 rows re-reads its tile from L2 for each further
+// pass, right after the first). The 16 warps of a block split K: warp w owns k32 steps
+// [w * spw, (w + 1) * spw) of every unit and streams them through its own 8-step shared-memory
+// ring with 16-byte cp.async (128 KB in flight per SM, ~4x the 32 KB that 4.3 TB/s x ~1 us of
+// latency needs, so stalls at unit boundaries are absorbed), across unit boundaries. Each lane
+// copies exactly the 16-byte chunks it later feeds to mma.sync m16n8k16 as A fragments (k order
+// inside a k32 step permuted identically for A and B, so no barrier guards the ring); the B
+// fragments (the pass's 8 activation rows over the warp's K slice) stay in registers until the
+// group or pass changes. Per unit the 16 warps' fp32 partials are summed in warp order in shared
+// memory by one warp, which applies the epilogue: act = bf16(silu(bf16 g) * bf16 u) (gate_up) or
+// y = bf16(sum) (down). Rounding points as kernels/cpu/moe_experts.cpp; fixed summation order and
+// no atomics, so results are run-to-run identical. Each block groups the routed slots itself
+// (stable bitonic sort of expert << 10 | slot), so the kernels need no grouping launch.
+// The down kernel is launched as a programmatic dependent of the gate_up kernel: it groups and
+// fills its ring with down weights while the gate_up kernel drains, then waits for act.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -19,265 +33,382 @@ namespace beam::cuda::moe_small {
 
 using bf16_t = __nv_bfloat16;
 
-constexpr int kMaxRows = 1024;  // routed rows T * top_k this path accepts (one prep thread each)
-constexpr int kWarps = 4;      // warps per block of the two projection kernels
+constexpr int kMaxRows = 1024;  // routed rows T * top_k (two slots per thread in the grouping)
+constexpr int kSlotBits = 10;   // sort key = expert << kSlotBits | slot
+constexpr int kWarps = 16;      // K slices of a unit
 constexpr int kThreads = kWarps * 32;
-constexpr int kRowsPerWarp = 2;  // weight rows a warp streams together (gate + up, or 2 of down)
-constexpr int kTokens = 8;  // rows of one expert per pass over its weight rows (T = 128 at
-                            // top-8 of 256: ~4.2 rows per expert; more re-read from L2)
-constexpr int kGateUpUnroll = 4;  // chunks per lane in flight per weight row (H = 5120: 20 / lane)
-constexpr int kDownUnroll = 4;    // (I = 2560: 10 chunks of 8 per lane; 5 spills at 96 registers)
-constexpr int kActColsPerBlock = kWarps;                 // gate_up: one act column per warp
-constexpr int kOutColsPerBlock = kWarps * kRowsPerWarp;  // down: two output columns per warp
-// Blocks resident per SM the projection kernels are compiled for (<= 96 registers): at Beam's
-// widths both grids have 640 blocks, one wave over 132 SMs x 5 (at 4, a fifth of the blocks
-// would run as a second, quarter-occupancy wave).
-constexpr int kMinBlocksPerSm = 5;
+constexpr int kStages = 8;     // ring depth per warp, in k32 steps of 1 KB (16 rows x 64 bytes)
+constexpr int kMaxSteps = 10;  // k32 steps per warp per unit (B fragments held in registers)
+constexpr int kStepCols = 32;
+constexpr int64_t kMaxK = int64_t{kWarps} * kMaxSteps * kStepCols;  // 5120: Beam's hidden width
+constexpr int kPassRows = 8;  // routed rows per pass (the mma's n = 8)
+static_assert(kMaxRows == 2 * kThreads && (1 << kSlotBits) == kMaxRows);
 
-// The routed rows grouped by expert (written by group_kernel into the scratch).
-struct Groups {
-  int32_t* num_groups;    // [1] distinct experts routed to
-  int32_t* expert;        // [rows] expert of group g, ascending
-  int32_t* begin;         // [rows + 1] first grouped row of group g; begin[num_groups] = rows
-  int32_t* row_token;     // [rows] token of each grouped row
-  int32_t* entry_of;      // [rows] grouped row of slot t * top_k + k
+enum class Phase {
+  kGateUp,  // act [rows, I] = SwiGLU(x[token] . gate_up[e]^T); tile = 8 gate + 8 up rows
+  kDown,    // y [rows, H] = act . down[e]^T; tile = 16 output rows
 };
 
-// One block of kMaxRows threads, thread s for slot s: grouped rows in expert order, slots of one
-// expert in increasing slot order (the CPU's bucket order), computed by counting without atomics
-// (four slots per shared-memory read; padding slots hold INT32_MAX, above every expert).
-// An id outside [0, E) traps (the CPU op aborts).
-__global__ void __launch_bounds__(kMaxRows)
-    group_kernel(const int32_t* ids, int rows, int top_k, int num_experts, Groups g) {
-  __shared__ __align__(16) int32_t slot_expert[kMaxRows];
-  __shared__ __align__(16) int32_t first_expert[kMaxRows];  // e if slot s is e's first, else max
-  const int s = static_cast<int>(threadIdx.x);
-  const int padded = (rows + 3) / 4 * 4;
-  int e = INT32_MAX;
-  if (s < rows) {
-    e = ids[s];
-    if (e < 0 || e >= num_experts) __trap();
+// Output columns of one m16 tile.
+template <Phase kPhase>
+constexpr int tile_cols() {
+  return kPhase == Phase::kGateUp ? 8 : 16;
+}
+
+struct Args {
+  const int32_t* ids;  // [rows] expert of slot t * top_k + k
+  int rows, top_k, num_experts;
+  const bf16_t* a;    // gate_up: x [T, H]; down: act [rows, I] in grouped row order
+  const bf16_t* w;    // gate_up: [E, 2 I, H] (gate rows, then up rows); down: [E, H, I]
+  int64_t n;          // output columns: gate_up I (a multiple of 8), down H
+  int64_t k;          // gate_up H, down I: multiples of 8, at most kMaxK
+  bf16_t* out;        // gate_up: act [rows, I]; down: y [rows, H]; grouped rows
+  int32_t* entry_of;  // [rows] grouped row of each slot, written by block 0 (nullptr: not)
+};
+
+// The routed slots grouped by expert, built by every block (build_groups).
+struct Tables {
+  int32_t key[kMaxRows];        // sorted keys; grouped row r holds slot key[r] & (kMaxRows - 1)
+  int32_t row_token[kMaxRows];  // token of each grouped row
+  int32_t expert[kMaxRows];     // expert of group g (ascending)
+  int32_t begin[kMaxRows + 1];  // first grouped row of group g; begin[num_groups] = rows
+  int32_t pass_prefix[kMaxRows + 1];  // passes of the groups before g; [num_groups] = total
+  int32_t scan[kWarps + 1];           // block_exclusive_sum's warp totals
+  int32_t num_groups;
+};
+
+struct Shared {
+  uint4 ring[kWarps][kStages][2][32];  // [warp][stage][row r / r + 8][lane]: A fragments
+  float4 partial[2][kWarps][32];       // [unit parity][warp][lane]: per-warp accumulators
+  Tables t;
+};
+constexpr size_t kSmemBytes = sizeof(Shared);  // ~164 KB: one block per SM
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared (L2 only, 256-byte L2 prefetch), or 16 zero bytes when !valid (src is
+// then not read).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)),
+               "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// Programmatic dependent launch: let the next kernel's blocks start as SMs free up; wait until
+// the previous kernel completed and its writes are visible (no-op without the launch attribute).
+__device__ __forceinline__ void pdl_launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+__device__ __forceinline__ void pdl_wait() {
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+}
+
+// c += a . b for one m16n8k16 bf16 tile, fp32 accumulators.
+__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Exclusive prefix sum of v over the block's threads in thread order; *total = the sum of all.
+__device__ __forceinline__ int block_exclusive_sum(int v, Tables& t, int* total) {
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  int incl = v;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int y = __shfl_up_sync(0xffffffffu, incl, d);
+    if (lane >= d) incl += y;
   }
-  slot_expert[s] = e;
+  if (lane == 31) t.scan[warp] = incl;
   __syncthreads();
-  int before = 0, rank = 0;  // slots on lower experts; earlier slots on e
-  if (s < rows) {
-    for (int j = 0; j < padded; j += 4) {
-      const int4 q = *reinterpret_cast<const int4*>(&slot_expert[j]);
-      before += (q.x < e) + (q.y < e) + (q.z < e) + (q.w < e);
-      rank += (q.x == e && j < s) + (q.y == e && j + 1 < s) + (q.z == e && j + 2 < s) +
-              (q.w == e && j + 3 < s);
+  if (warp == 0) {
+    const int s = lane < kWarps ? t.scan[lane] : 0;
+    int si = s;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int y = __shfl_up_sync(0xffffffffu, si, d);
+      if (lane >= d) si += y;
     }
+    if (lane < kWarps) t.scan[lane] = si - s;
+    if (lane == kWarps - 1) t.scan[kWarps] = si;
   }
-  const bool first = s < rows && rank == 0;
-  first_expert[s] = first ? e : INT32_MAX;
-  const int num_groups = __syncthreads_count(first);
-  if (s < rows) {
-    const int row = before + rank;
-    g.row_token[row] = s / top_k;
-    g.entry_of[s] = row;
-    if (rank == 0) {
-      int group = 0;  // distinct experts below e
-      for (int j = 0; j < padded; j += 4) {
-        const int4 q = *reinterpret_cast<const int4*>(&first_expert[j]);
-        group += (q.x < e) + (q.y < e) + (q.z < e) + (q.w < e);
+  __syncthreads();
+  const int result = t.scan[warp] + incl - v;
+  *total = t.scan[kWarps];
+  __syncthreads();  // t.scan is rewritten by the next call
+  return result;
+}
+
+// Groups the p.rows slots by expert into t, slots of one expert in increasing slot order (the
+// CPU's bucket order), every group split into passes of kPassRows rows. An id outside [0, E)
+// traps (the CPU op aborts). Block 0 also writes p.entry_of when given.
+__device__ __forceinline__ void build_groups(const Args& p, Tables& t) {
+  const int tid = static_cast<int>(threadIdx.x);
+  int n = 1;  // bitonic size: the next power of two >= rows
+  while (n < p.rows) n <<= 1;
+  for (int i = tid; i < n; i += kThreads) {
+    int key = INT32_MAX;  // padding sorts last
+    if (i < p.rows) {
+      const int e = __ldcg(p.ids + i);
+      if (e < 0 || e >= p.num_experts) __trap();
+      key = (e << kSlotBits) | i;
+    }
+    t.key[i] = key;
+  }
+  __syncthreads();
+  for (int size = 2; size <= n; size <<= 1) {
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      for (int i = tid; i < n; i += kThreads) {
+        const int j = i ^ stride;
+        if (j > i) {
+          const int a = t.key[i], b = t.key[j];
+          if ((a > b) == ((i & size) == 0)) {
+            t.key[i] = b;
+            t.key[j] = a;
+          }
+        }
       }
-      g.expert[group] = e;
-      g.begin[group] = before;
+      __syncthreads();
     }
   }
-  if (s == 0) {
-    *g.num_groups = num_groups;
-    g.begin[num_groups] = rows;
+  // Thread tid owns grouped rows 2 tid and 2 tid + 1; a row starts a group when its expert differs
+  // from the previous row's.
+  bool first[2];
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    const int r = 2 * tid + c;
+    first[c] = r < p.rows && (r == 0 || (t.key[r - 1] >> kSlotBits) != (t.key[r] >> kSlotBits));
+  }
+  int num_groups = 0;
+  const int before = block_exclusive_sum(int{first[0]} + int{first[1]}, t, &num_groups);
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    const int r = 2 * tid + c;
+    if (r >= p.rows) continue;
+    const int key = t.key[r], slot = key & (kMaxRows - 1);
+    t.row_token[r] = slot / p.top_k;
+    if (p.entry_of != nullptr && blockIdx.x == 0) p.entry_of[slot] = r;
+    if (first[c]) {
+      const int g = before + (c == 1 ? int{first[0]} : 0);
+      t.expert[g] = key >> kSlotBits;
+      t.begin[g] = r;
+    }
+  }
+  if (tid == 0) {
+    t.num_groups = num_groups;
+    t.begin[num_groups] = p.rows;
+  }
+  __syncthreads();
+  int passes[2];
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    const int g = 2 * tid + c;
+    passes[c] = g < num_groups ? (t.begin[g + 1] - t.begin[g] + kPassRows - 1) / kPassRows : 0;
+  }
+  int total_passes = 0;
+  const int passes_before = block_exclusive_sum(passes[0] + passes[1], t, &total_passes);
+  if (2 * tid < num_groups) t.pass_prefix[2 * tid] = passes_before;
+  if (2 * tid + 1 < num_groups) t.pass_prefix[2 * tid + 1] = passes_before + passes[0];
+  if (tid == 0) t.pass_prefix[num_groups] = total_passes;
+  __syncthreads();
+}
+
+// A unit's place: group g, m tile m, pass (of kPassRows rows) p; units are ordered (g, m, p).
+struct Cursor {
+  int g, m, p;
+};
+
+__device__ __forceinline__ int passes_of(const Tables& t, int g) {
+  return t.pass_prefix[g + 1] - t.pass_prefix[g];
+}
+
+// The cursor of unit u (< m_tiles * total passes).
+__device__ __forceinline__ Cursor cursor_at(const Tables& t, int64_t m_tiles, int64_t u) {
+  int lo = 0, hi = t.num_groups - 1;  // the last g whose first unit is <= u
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (m_tiles * t.pass_prefix[mid] <= u) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  const int passes = passes_of(t, lo);
+  const auto local = static_cast<int>(u - m_tiles * t.pass_prefix[lo]);
+  return {lo, local / passes, local % passes};
+}
+
+__device__ __forceinline__ void advance(Cursor& c, const Tables& t, int64_t m_tiles) {
+  if (++c.p < passes_of(t, c.g)) return;
+  c.p = 0;
+  if (++c.m < m_tiles) return;
+  c.m = 0;
+  ++c.g;
+}
+
+// The weight rows this lane copies for the tile of cursor c: row lane / 4 (a) and row lane / 4 + 8
+// (b) of the m16 tile; nullptr for rows past the output columns (zero-filled).
+template <Phase kPhase>
+__device__ __forceinline__ void tile_rows(const Args& p, const Tables& t, const Cursor& c, int r,
+                                          const bf16_t*& a, const bf16_t*& b) {
+  const int64_t e = t.expert[c.g];
+  if constexpr (kPhase == Phase::kGateUp) {
+    const int64_t j = static_cast<int64_t>(c.m) * tile_cols<kPhase>() + r;  // < I (I % 8 == 0)
+    a = p.w + (e * 2 * p.n + j) * p.k;
+    b = p.w + (e * 2 * p.n + p.n + j) * p.k;
+  } else {
+    const int64_t h = static_cast<int64_t>(c.m) * tile_cols<kPhase>() + r;
+    a = h < p.n ? p.w + (e * p.n + h) * p.k : nullptr;
+    b = h + 8 < p.n ? p.w + (e * p.n + h + 8) * p.k : nullptr;
   }
 }
 
-// kVec bf16 values as loaded: one 16-byte access (kVec == 8) or one scalar (kVec == 1).
-template <int kVec>
-struct Raw;
-template <>
-struct Raw<8> {
-  uint4 bits;
-};
-template <>
-struct Raw<1> {
-  uint16_t bits;
-};
-
-// Weights are read once: non-caching in L1, 256-byte L2 prefetch. Only for kVec == 8 alignment.
-__device__ __forceinline__ Raw<8> load_stream(const bf16_t* p, Raw<8>) {
-  Raw<8> r;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r.bits.x), "=r"(r.bits.y), "=r"(r.bits.z), "=r"(r.bits.w)
-               : "l"(p));
-  return r;
-}
-__device__ __forceinline__ Raw<1> load_stream(const bf16_t* p, Raw<1>) {
-  return Raw<1>{__ldg(reinterpret_cast<const unsigned short*>(p))};
-}
-// Activations (x or act rows) are re-read by the block's other warps: through L1.
-__device__ __forceinline__ Raw<8> load_cached(const bf16_t* p, Raw<8>) {
-  return Raw<8>{__ldg(reinterpret_cast<const uint4*>(p))};
-}
-__device__ __forceinline__ Raw<1> load_cached(const bf16_t* p, Raw<1>) {
-  return Raw<1>{__ldg(reinterpret_cast<const unsigned short*>(p))};
-}
-
-// Element i of a raw pack, widened exactly to fp32.
-__device__ __forceinline__ float widen(const Raw<8>& r, int i) {
-  const uint32_t word = i / 2 == 0 ? r.bits.x : i / 2 == 1 ? r.bits.y : i / 2 == 2 ? r.bits.z
-                                                                                    : r.bits.w;
-  return __uint_as_float(i % 2 == 0 ? word << 16 : word & 0xffff0000u);
-}
-__device__ __forceinline__ float widen(const Raw<1>& r, int) {
-  return __uint_as_float(static_cast<uint32_t>(r.bits) << 16);
-}
-
-// Per-lane partial dot products acc[r][t] = Σ w[r][c] * a[t][c] over this lane's chunks of kVec
-// columns (chunk lane + 32 j, j ascending; columns of a chunk in order), for n <= kTokens
-// activation rows. k is a multiple of kVec (kVec == 8: every row 16-byte aligned).
-template <int kVec, int kUnroll>
-__device__ __forceinline__ void lane_dots(const bf16_t* const (&w)[kRowsPerWarp],
-                                          const bf16_t* const (&a)[kTokens], int n, int64_t k,
-                                          int lane, float (&acc)[kRowsPerWarp][kTokens]) {
+// Rounds and stores the block's sums s of one unit (reducing warp; lane = 4 r + q): rows r and
+// r + 8 of the tile, routed rows 2 q and 2 q + 1 of the pass (mma accumulator layout).
+template <Phase kPhase>
+__device__ __forceinline__ void store_unit(const Args& p, const Tables& t, const Cursor& c, int r,
+                                           int q, const float4& s) {
+  const int begin = t.begin[c.g], count = t.begin[c.g + 1] - begin;
+  const float lo[2] = {s.x, s.y}, hi[2] = {s.z, s.w};
 #pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r)
-#pragma unroll
-    for (int t = 0; t < kTokens; ++t) acc[r][t] = 0.0f;
-  const int64_t chunks = k / kVec;
-  for (int64_t base = lane; base < chunks; base += 32 * kUnroll) {
-    Raw<kVec> wv[kRowsPerWarp][kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {  // every load of this round first: bytes in flight
-      const int64_t c = base + 32 * u;
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r)
-        wv[r][u] = c < chunks ? load_stream(w[r] + c * kVec, Raw<kVec>{}) : Raw<kVec>{};
+  for (int i = 0; i < 2; ++i) {
+    const int within = c.p * kPassRows + 2 * q + i;
+    if (within >= count) continue;
+    bf16_t* row = p.out + static_cast<int64_t>(begin + within) * p.n;
+    const int64_t col = static_cast<int64_t>(c.m) * tile_cols<kPhase>() + r;
+    if constexpr (kPhase == Phase::kGateUp) {  // lo = gate, hi = up of act column col
+      const float g = __bfloat162float(__float2bfloat16_rn(lo[i]));
+      const float u = __bfloat162float(__float2bfloat16_rn(hi[i]));
+      row[col] = __float2bfloat16_rn(__fmul_rn(torch_exp::siluf(g), u));
+    } else {  // lo = output column col, hi = col + 8
+      if (col < p.n) row[col] = __float2bfloat16_rn(lo[i]);
+      if (col + 8 < p.n) row[col + 8] = __float2bfloat16_rn(hi[i]);
     }
+  }
+}
+
+// Loads the B fragments of the pass at cursor c over this warp's K slice: xf[i] = 8 activations
+// of routed row lane / 4 of the pass at columns (first_step + i) * 32 + 8 (lane % 4) + [0, 8),
+// zeros past K or past the group's rows.
+template <Phase kPhase>
+__device__ __forceinline__ void load_fragments(const Args& p, const Tables& t, const Cursor& c,
+                                               int64_t first_step, int my_steps, int r, int q,
+                                               uint4 (&xf)[kMaxSteps]) {
+  const int begin = t.begin[c.g], count = t.begin[c.g + 1] - begin;
+  const int within = c.p * kPassRows + r;
+  const bf16_t* row = nullptr;
+  if (within < count) {
+    const int64_t src = kPhase == Phase::kGateUp ? t.row_token[begin + within] : begin + within;
+    row = p.a + src * p.k;
+  }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t c = base + 32 * u;
-      if (c >= chunks) break;
-#pragma unroll
-      for (int t = 0; t < kTokens; ++t) {
-        if (t >= n) break;
-        const Raw<kVec> av = load_cached(a[t] + c * kVec, Raw<kVec>{});
-#pragma unroll
-        for (int i = 0; i < kVec; ++i) {
-          const float ai = widen(av, i);
-#pragma unroll
-          for (int r = 0; r < kRowsPerWarp; ++r)
-            acc[r][t] = __fmaf_rn(widen(wv[r][u], i), ai, acc[r][t]);
+  for (int i = 0; i < kMaxSteps; ++i) {
+    if (i >= my_steps) break;
+    const int64_t col = (first_step + i) * kStepCols + 8 * q;
+    xf[i] = row != nullptr && col < p.k ? __ldcg(reinterpret_cast<const uint4*>(row + col))
+                                        : make_uint4(0, 0, 0, 0);
+  }
+}
+
+// Grid: one block per SM (any count works). See the top of this file.
+template <Phase kPhase>
+__global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
+  extern __shared__ __align__(16) unsigned char moe_small_smem[];
+  Shared& sh = *reinterpret_cast<Shared*>(moe_small_smem);
+  const Tables& t = sh.t;
+  pdl_launch_dependents();
+  build_groups(p, sh.t);
+
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int r = lane / 4, q = lane % 4;
+  const int64_t m_tiles = (p.n + tile_cols<kPhase>() - 1) / tile_cols<kPhase>();
+  const int64_t units = m_tiles * t.pass_prefix[t.num_groups];
+  const int64_t u_begin = units * blockIdx.x / gridDim.x;
+  const int64_t u_end = units * (blockIdx.x + 1) / gridDim.x;
+  if (u_begin >= u_end) return;  // uniform over the block
+  const int64_t steps = (p.k + kStepCols - 1) / kStepCols;
+  const int64_t spw = (steps + kWarps - 1) / kWarps;  // <= kMaxSteps (host-checked)
+  const int64_t first_step = warp * spw;
+  const int my_steps = static_cast<int>(first_step < steps ? min(spw, steps - first_step) : 0);
+
+  // Producer: the warp's steps of units u_begin.. in order, kStages ahead of the consumer.
+  uint4(*ring)[2][32] = sh.ring[warp];
+  Cursor pc = cursor_at(t, m_tiles, u_begin);
+  const Cursor start = pc;
+  int64_t pu = u_begin;
+  int pi = 0;
+  const bf16_t *wa = nullptr, *wb = nullptr;
+  if (my_steps > 0) tile_rows<kPhase>(p, t, pc, r, wa, wb);
+  auto issue = [&](int slot) {
+    if (my_steps > 0 && pu < u_end) {
+      const int64_t col = (first_step + pi) * kStepCols + 8 * q;
+      const bool in = col < p.k;
+      cp_async16(&ring[slot][0][lane], in && wa ? wa + col : p.w, in && wa);
+      cp_async16(&ring[slot][1][lane], in && wb ? wb + col : p.w, in && wb);
+      if (++pi == my_steps) {
+        pi = 0;
+        if (++pu < u_end) {
+          advance(pc, t, m_tiles);
+          tile_rows<kPhase>(p, t, pc, r, wa, wb);
         }
       }
     }
-  }
-}
-
-// Butterfly sum over the warp (fixed order; every lane gets the same total).
-__device__ __forceinline__ float warp_total(float v) {
+    cp_async_commit();  // empty past the stream: one group per step keeps the wait count fixed
+  };
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
+  for (int s = 0; s < kStages; ++s) issue(s);
 
-struct GateUpArgs {
-  const bf16_t* x;        // [T, H]
-  const bf16_t* gate_up;  // [E, 2 I, H]: gate rows then up rows
-  Groups groups;
-  int64_t H, I;
-  bf16_t* act;  // [rows, I] in grouped row order
-};
-
-// Grid: x = ceil(I / kActColsPerBlock). Warp w computes act column j = blockIdx.x * kWarps + w
-// of every grouped row: for each selected expert, its gate row j and up row j against the x rows
-// of the tokens routed to it, then act = bf16(silu(bf16 g) * bf16 u) as the CPU.
-template <int kVec>
-__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) gate_up_kernel(GateUpArgs p) {
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * kActColsPerBlock + warp;
-  if (j >= p.I) return;  // no block-wide synchronisation in this kernel
-  const int num_groups = *p.groups.num_groups;
-  for (int grp = 0; grp < num_groups; ++grp) {
-    const int64_t e = p.groups.expert[grp];
-    const bf16_t* gate = p.gate_up + (e * 2 * p.I + j) * p.H;
-    const bf16_t* const w[kRowsPerWarp] = {gate, gate + p.I * p.H};
-    const int end = p.groups.begin[grp + 1];
-    for (int row0 = p.groups.begin[grp]; row0 < end; row0 += kTokens) {
-      const int n = end - row0 < kTokens ? end - row0 : kTokens;
-      const bf16_t* a[kTokens];
-#pragma unroll
-      for (int t = 0; t < kTokens; ++t)
-        a[t] = p.x + static_cast<int64_t>(p.groups.row_token[row0 + (t < n ? t : 0)]) * p.H;
-      float acc[kRowsPerWarp][kTokens];
-      lane_dots<kVec, kGateUpUnroll>(w, a, n, p.H, lane, acc);
-#pragma unroll
-      for (int t = 0; t < kTokens; ++t) {
-        if (t >= n) break;
-        const float g = __bfloat162float(__float2bfloat16_rn(warp_total(acc[0][t])));
-        const float u = __bfloat162float(__float2bfloat16_rn(warp_total(acc[1][t])));
-        if (lane == t)
-          p.act[(row0 + t) * p.I + j] = __float2bfloat16_rn(__fmul_rn(torch_exp::siluf(g), u));
-      }
+  if constexpr (kPhase == Phase::kDown) pdl_wait();  // act comes from the gate_up kernel
+  Cursor cc = start;
+  int loaded_g = -1, loaded_p = -1, slot = 0;
+  uint4 xf[kMaxSteps];
+  for (int64_t u = u_begin; u < u_end; ++u) {
+    if (cc.g != loaded_g || cc.p != loaded_p) {
+      load_fragments<kPhase>(p, t, cc, first_step, my_steps, r, q, xf);
+      loaded_g = cc.g;
+      loaded_p = cc.p;
     }
-  }
-}
-
-struct DownArgs {
-  const bf16_t* act;   // [rows, I] grouped rows
-  const bf16_t* down;  // [E, H, I]
-  Groups groups;
-  const float* weights;  // [T, top_k]
-  int64_t T, H, I;
-  int top_k;
-  bf16_t* out;  // [T, H]
-};
-
-// Grid: x = ceil(H / kOutColsPerBlock). Warp w computes output columns h0 + 2 w and h0 + 2 w + 1
-// of every grouped row (y = bf16(act · down_e row h)) into shared memory; then the block combines
-// its columns per token: out[t, h] = bf16(Σ_k fma(w_k, y[entry_of[t, k], h], acc)) in k order.
-template <int kVec>
-__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) down_combine_kernel(DownArgs p) {
-  __shared__ float y[kMaxRows][kOutColsPerBlock];
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int64_t h0 = static_cast<int64_t>(blockIdx.x) * kOutColsPerBlock;
-  const int col = warp * kRowsPerWarp;  // first of the warp's columns within the block
-  const int64_t h = h0 + col;
-  const int num_groups = *p.groups.num_groups;
-  for (int grp = 0; grp < num_groups && h < p.H; ++grp) {
-    const int64_t e = p.groups.expert[grp];
-    const bf16_t* w_e = p.down + e * p.H * p.I;
-    // A column past H reuses row h (computed, never stored).
-    const bf16_t* const w[kRowsPerWarp] = {w_e + h * p.I, w_e + (h + 1 < p.H ? h + 1 : h) * p.I};
-    const int end = p.groups.begin[grp + 1];
-    for (int row0 = p.groups.begin[grp]; row0 < end; row0 += kTokens) {
-      const int n = end - row0 < kTokens ? end - row0 : kTokens;
-      const bf16_t* a[kTokens];
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-      for (int t = 0; t < kTokens; ++t) a[t] = p.act + (row0 + (t < n ? t : 0)) * p.I;
-      float acc[kRowsPerWarp][kTokens];
-      lane_dots<kVec, kDownUnroll>(w, a, n, p.I, lane, acc);
-#pragma unroll
-      for (int t = 0; t < kTokens; ++t) {
-        if (t >= n) break;
-#pragma unroll
-        for (int r = 0; r < kRowsPerWarp; ++r) {
-          const float v = __bfloat162float(__float2bfloat16_rn(warp_total(acc[r][t])));
-          if (lane == t) y[row0 + t][col + r] = v;
-        }
-      }
+    for (int i = 0; i < kMaxSteps; ++i) {
+      if (i >= my_steps) break;
+      cp_async_wait<kStages - 1>();  // this lane's copies of step i have landed
+      const uint4 a_lo = ring[slot][0][lane], a_hi = ring[slot][1][lane];
+      mma_bf16(acc, a_lo.x, a_hi.x, a_lo.y, a_hi.y, xf[i].x, xf[i].y);
+      mma_bf16(acc, a_lo.z, a_hi.z, a_lo.w, a_hi.w, xf[i].z, xf[i].w);
+      issue(slot);  // after the mma consumed the slot's registers
+      slot = slot + 1 == kStages ? 0 : slot + 1;
     }
+    const int parity = static_cast<int>((u - u_begin) & 1);
+    sh.partial[parity][warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    __syncthreads();  // double-buffered partials: one barrier per unit
+    if (warp == static_cast<int>((u - u_begin) % kWarps)) {
+      float4 s = sh.partial[parity][0][lane];
+#pragma unroll
+      for (int w = 1; w < kWarps; ++w) {
+        const float4 v = sh.partial[parity][w][lane];
+        s.x += v.x;
+        s.y += v.y;
+        s.z += v.z;
+        s.w += v.w;
+      }
+      store_unit<kPhase>(p, t, cc, r, q, s);
+    }
+    advance(cc, t, m_tiles);
   }
-  __syncthreads();
-  for (int64_t i = threadIdx.x; i < p.T * kOutColsPerBlock; i += kThreads) {
-    const int64_t t = i / kOutColsPerBlock;
-    const int c = static_cast<int>(i % kOutColsPerBlock);
-    if (h0 + c >= p.H) continue;
-    float acc = 0.0f;
-    for (int k = 0; k < p.top_k; ++k)
-      acc = __fmaf_rn(p.weights[t * p.top_k + k], y[p.groups.entry_of[t * p.top_k + k]][c], acc);
-    p.out[t * p.H + h0 + c] = __float2bfloat16_rn(acc);
-  }
+  cp_async_wait<0>();
 }
 
 }  // namespace beam::cuda::moe_small

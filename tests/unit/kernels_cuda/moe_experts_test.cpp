@@ -1,0 +1,368 @@
+// CUDA moe_experts against the CPU reference op, on both paths (grouped tensor-core GEMMs; the
+// small-batch weight-streaming kernels). Outputs differ from the CPU only through the fp32
+// accumulation order: asserted within 3 bf16 ulps or 2e-2 of the output's rms, >= 95% within one
+// ulp, with the bit-equal and 1-ulp fractions printed; every path must repeat its own bits. Tiny
+// shapes, odd widths (grouped only), empty experts, experts with more rows than one pass, skewed
+// routing (all tokens on one expert, 256 distinct experts), Beam's widths at batch 1..128, kAuto's
+// choice, and the small-batch path (programmatic dependent launches) inside a CUDA graph.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "kernels/api/moe.h"
+#if BEAMSERVE_CUDA
+#include "kernels/cuda/moe.h"
+#endif
+
+namespace beam {
+namespace {
+
+#if BEAMSERVE_CUDA
+using Path = cuda::MoeExpertsPath;
+constexpr int64_t kSmallBatchMaxRows = cuda::kMoeSmallBatchMaxRows;
+constexpr int64_t kSmallBatchRowLimit = cuda::kMoeSmallBatchRowLimit;
+constexpr int64_t kSmallBatchMaxWidth = cuda::kMoeSmallBatchMaxWidth;
+#else  // the fixture skips without the backend; these keep the tests compiling
+enum class Path { kAuto, kGrouped, kSmallBatch };
+constexpr int64_t kSmallBatchMaxRows = 1024;
+constexpr int64_t kSmallBatchRowLimit = 1024;
+constexpr int64_t kSmallBatchMaxWidth = 5120;
+#endif
+
+const char* path_name(Path p) {
+  switch (p) {
+    case Path::kAuto:
+      return "auto";
+    case Path::kGrouped:
+      return "grouped";
+    case Path::kSmallBatch:
+      return "small-batch";
+  }
+  return "?";
+}
+
+struct ExpertCase {
+  int64_t T, H, E, I, top_k;
+};
+
+struct ExpertData {
+  HostTensor x, gate_up, down, ids, weights;
+};
+
+// Distinct random experts per token with routing weights in [0.05, 0.6].
+void random_routing(const ExpertCase& c, std::mt19937& rng, ExpertData& d) {
+  std::vector<int32_t> experts(static_cast<size_t>(c.E));
+  for (int64_t t = 0; t < c.T; ++t) {
+    std::iota(experts.begin(), experts.end(), 0);
+    std::shuffle(experts.begin(), experts.end(), rng);
+    for (int64_t k = 0; k < c.top_k; ++k) {
+      d.ids.as<int32_t>()[t * c.top_k + k] = experts[k];
+      d.weights.as<float>()[t * c.top_k + k] =
+          std::uniform_real_distribution<float>(0.05f, 0.6f)(rng);
+    }
+  }
+}
+
+// x ~ N(0, 1); weights uniform with std 0.02 (a checkpoint's scale); random routing.
+ExpertData make_experts(const ExpertCase& c, uint32_t seed) {
+  ExpertData d{HostTensor(), HostTensor(DType::kBF16, {c.E, 2 * c.I, c.H}),
+               HostTensor(DType::kBF16, {c.E, c.H, c.I}), HostTensor(DType::kI32, {c.T, c.top_k}),
+               HostTensor(DType::kF32, {c.T, c.top_k})};
+  std::mt19937 rng(seed);
+  d.x = test::random_bf16({c.T, c.H}, rng, 1.0f);
+  const float uniform_scale = 0.02f * std::sqrt(3.0f);
+  test::fill_uniform(d.gate_up.view, seed + 1, uniform_scale);
+  test::fill_uniform(d.down.view, seed + 2, uniform_scale);
+  random_routing(c, rng, d);
+  return d;
+}
+
+struct ExpertStats {
+  double rel = 0;          // max |got - want| / max |want|
+  double bit_equal = 0;    // fraction
+  double within_1ulp = 0;  // fraction
+  int64_t bad = 0;         // more than 3 bf16 ulps and more than 2e-2 * rms(want) apart, or NaN
+  int64_t worst = -1;
+};
+
+ExpertStats expert_stats(const TensorView& got, const TensorView& want) {
+  const int64_t n = want.numel();
+  double sumsq = 0, max_ref = 1e-30, max_err = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double w = test::value_at(want, i);
+    sumsq += w * w;
+    max_ref = std::max(max_ref, std::fabs(w));
+  }
+  const double tol = 2e-2 * std::sqrt(sumsq / std::max<int64_t>(n, 1));
+  ExpertStats s;
+  int64_t equal = 0, close = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = test::value_at(got, i), w = test::value_at(want, i);
+    const double err = std::isnan(g) ? INFINITY : std::fabs(double(g) - w);
+    if (err > max_err) {
+      max_err = err;
+      s.worst = i;
+    }
+    const int ulps = test::bf16_ulps(g, w);
+    equal += got.as<bf16>()[i].bits == want.as<bf16>()[i].bits;
+    close += ulps <= 1;
+    s.bad += std::isnan(g) || (ulps > 3 && err > tol);
+  }
+  s.rel = max_err / max_ref;
+  s.bit_equal = double(equal) / double(std::max<int64_t>(n, 1));
+  s.within_1ulp = double(close) / double(std::max<int64_t>(n, 1));
+  return s;
+}
+
+// Whether the small-batch path takes this case (widths multiples of 8 up to its limit, few rows;
+// the test's allocations are 256-byte aligned).
+bool small_batch_fits(const ExpertCase& c) {
+  return c.T * c.top_k <= kSmallBatchRowLimit && c.H % 8 == 0 && c.I % 8 == 0 &&
+         c.H <= kSmallBatchMaxWidth && c.I <= kSmallBatchMaxWidth;
+}
+
+// Both paths when the small-batch one takes the case, else the grouped one.
+std::vector<Path> paths_for(const ExpertCase& c) {
+  if (small_batch_fits(c)) return {Path::kGrouped, Path::kSmallBatch};
+  return {Path::kGrouped};
+}
+
+class CudaMoeExperts : public test::CudaTest {
+ protected:
+  // The GPU op on device tensors: the api op for kAuto, else cuda::moe_experts on that path.
+  void run_gpu(Path path, const TensorView& x, const TensorView& gate_up, const TensorView& down,
+               const TensorView& ids, const TensorView& weights, const TensorView& out) {
+#if BEAMSERVE_CUDA
+    if (path != Path::kAuto) {
+      cuda::moe_experts(*gpu.cuda, x, gate_up, down, ids, weights, out, path);
+      return;
+    }
+#endif
+    moe_experts(gpu, x, gate_up, down, ids, weights, out);
+  }
+
+  // GPU experts on device weights, on each path, vs the CPU op on host ones (ctx: the CPU
+  // context to use); each path must also repeat its own bits.
+  void check(const ExpertCase& c, const ExpertData& d, const TensorView& gate_up,
+             const TensorView& down, const KernelContext& cpu_ctx, const std::vector<Path>& paths) {
+    HostTensor want(DType::kBF16, {c.T, c.H});
+    moe_experts(cpu_ctx, d.x.view, d.gate_up.view, d.down.view, d.ids.view, d.weights.view,
+                want.view);
+    const TensorView x = upload(d.x), ids = upload(d.ids), weights = upload(d.weights);
+    for (Path path : paths) {
+      SCOPED_TRACE(::testing::Message()
+                   << "experts T=" << c.T << " H=" << c.H << " E=" << c.E << " I=" << c.I
+                   << " top_k=" << c.top_k << " path " << path_name(path));
+      const TensorView out = device_tensor(DType::kBF16, {c.T, c.H});  // NaN: unwritten shows
+      run_gpu(path, x, gate_up, down, ids, weights, out);
+      HostTensor got = download(out);
+      run_gpu(path, x, gate_up, down, ids, weights, out);  // same bits every run
+      EXPECT_TRUE(test::bits_equal(download(out).view, got.view)) << "second run differs";
+      expect_close(c, path, got, want);
+    }
+  }
+
+  void expect_close(const ExpertCase& c, Path path, const HostTensor& got, const HostTensor& want) {
+    const ExpertStats s = expert_stats(got.view, want.view);
+    std::printf(
+        "moe_experts %s T=%lld H=%lld E=%lld I=%lld k=%lld: max rel err %.3g, bit-equal %.4f, "
+        "within 1 bf16 ulp %.4f\n",
+        path_name(path), static_cast<long long>(c.T), static_cast<long long>(c.H),
+        static_cast<long long>(c.E), static_cast<long long>(c.I), static_cast<long long>(c.top_k),
+        s.rel, s.bit_equal, s.within_1ulp);
+    EXPECT_EQ(s.bad, 0) << "worst element " << s.worst << ": "
+                        << (s.worst >= 0 ? test::value_at(got.view, s.worst) : 0.0f) << " vs "
+                        << (s.worst >= 0 ? test::value_at(want.view, s.worst) : 0.0f);
+    EXPECT_LT(s.rel, 1e-2);
+    // The GPU sums K in another order; a 1-ulp flip of a bf16 gate/up/act value moves the
+    // outputs it feeds by 1-2 ulps (measured at Beam widths: >= 96.5% within 1 ulp, max 2 ulps).
+    EXPECT_GE(s.within_1ulp, 0.95);
+  }
+
+  void check(const ExpertCase& c, const ExpertData& d) {
+    check(c, d, upload(d.gate_up), upload(d.down), cpu.two, paths_for(c));
+  }
+
+  // kAuto's bits against the forced path's.
+  void expect_auto_is(Path want_path, const ExpertCase& c, uint32_t seed) {
+    SCOPED_TRACE(::testing::Message() << "T=" << c.T << " H=" << c.H << " I=" << c.I << " expects "
+                                      << path_name(want_path));
+    const ExpertData d = make_experts(c, seed);
+    const TensorView x = upload(d.x), gate_up = upload(d.gate_up), down = upload(d.down),
+                     ids = upload(d.ids), weights = upload(d.weights);
+    const TensorView got = device_tensor(DType::kBF16, {c.T, c.H}),
+                     want = device_tensor(DType::kBF16, {c.T, c.H});
+    run_gpu(Path::kAuto, x, gate_up, down, ids, weights, got);
+    run_gpu(want_path, x, gate_up, down, ids, weights, want);
+    EXPECT_TRUE(test::bits_equal(download(got).view, download(want).view));
+  }
+};
+
+TEST_F(CudaMoeExperts, MatchCpuTinyShapes) {
+  for (const ExpertCase& c : {ExpertCase{7, 64, 8, 32, 2},      // 8 experts
+                              ExpertCase{1, 64, 8, 32, 2},      // 6 experts without tokens
+                              ExpertCase{5, 40, 6, 24, 3},      // K not a multiple of 32
+                              ExpertCase{4, 37, 5, 19, 2},      // odd widths: grouped only
+                              ExpertCase{130, 96, 4, 48, 2},    // several row tiles per expert
+                              ExpertCase{3, 64, 64, 32, 4},     // most experts empty
+                              ExpertCase{64, 64, 8, 32, 2},     // ~16 rows per expert: 2+ passes
+                              ExpertCase{5, 1000, 12, 520, 3},  // uneven K slices over the warps
+                              ExpertCase{3, 5120, 4, 48, 2}})   // the widest K slices
+    check(c, make_experts(c, static_cast<uint32_t>(c.T * 131 + c.H)));
+}
+
+// Decode batch sizes on both paths; T * top_k reaches the small-batch path's row limit.
+TEST_F(CudaMoeExperts, SmallBatchMatchCpuTinyShapes) {
+  for (int64_t T : {1, 2, 5, 16, 32, 64, 128})
+    for (ExpertCase c : {ExpertCase{0, 64, 8, 32, 2},    // K multiple of 8: 16-byte loads
+                         ExpertCase{0, 40, 6, 24, 3},    // K not a multiple of 32
+                         ExpertCase{0, 37, 5, 19, 2},    // odd widths: grouped only
+                         ExpertCase{0, 64, 64, 32, 8},   // most experts empty
+                         ExpertCase{0, 72, 16, 40, 16},  // T = 64: the 1024-row limit
+                         ExpertCase{0, 64, 8, 0, 2}}) {  // I = 0: zeros
+      c.T = T;
+      check(c, make_experts(c, static_cast<uint32_t>(T * 977 + c.H + c.top_k)));
+    }
+}
+
+// kAuto takes the small-batch path up to kSmallBatchMaxRows routed rows when the widths fit it,
+// the grouped one beyond (bits equal to the forced path's; widths where the two paths' sums
+// differ somewhere).
+TEST_F(CudaMoeExperts, AutoPicksPathByRoutedRowsAndWidths) {
+  for (int64_t T : {int64_t{1}, kSmallBatchMaxRows / 4, kSmallBatchMaxRows / 4 + 1}) {
+    const ExpertCase c{T, 1024, 16, 256, 4};
+    expect_auto_is(T * c.top_k <= kSmallBatchMaxRows ? Path::kSmallBatch : Path::kGrouped, c,
+                   static_cast<uint32_t>(700 + T));
+  }
+  expect_auto_is(Path::kGrouped, {2, 37, 4, 19, 2}, 801);                       // odd widths
+  expect_auto_is(Path::kGrouped, {2, kSmallBatchMaxWidth + 8, 4, 16, 2}, 802);  // too wide
+}
+
+TEST_F(CudaMoeExperts, AllTokensOnOneExpert) {
+  ExpertCase c{300, 128, 8, 64, 1};
+  ExpertData d = make_experts(c, 501);
+  std::fill_n(d.ids.as<int32_t>(), c.T * c.top_k, 5);
+  check(c, d);
+  c = {100, 128, 8, 64, 2};  // every token on experts 6 and 3, and one token on 2 twice
+  d = make_experts(c, 502);
+  for (int64_t t = 0; t < c.T; ++t) {
+    d.ids.as<int32_t>()[2 * t] = 6;
+    d.ids.as<int32_t>()[2 * t + 1] = 3;
+  }
+  d.ids.as<int32_t>()[0] = d.ids.as<int32_t>()[1] = 2;
+  check(c, d);
+  // Small batches: 16 rows on one expert (two passes over its weights), and a token twice on one
+  // expert next to tokens on two.
+  c = {16, 128, 8, 64, 1};
+  d = make_experts(c, 503);
+  std::fill_n(d.ids.as<int32_t>(), c.T * c.top_k, 5);
+  check(c, d);
+  c = {9, 128, 8, 64, 2};
+  d = make_experts(c, 504);
+  for (int64_t t = 0; t < c.T; ++t) {
+    d.ids.as<int32_t>()[2 * t] = 6;
+    d.ids.as<int32_t>()[2 * t + 1] = 3;
+  }
+  d.ids.as<int32_t>()[8] = d.ids.as<int32_t>()[9] = 2;
+  check(c, d);
+  // 128 rows on one expert (16 passes of 8 rows), the full 1024-row small batch on one expert,
+  // and the full batch with half its slots on 4 experts.
+  c = {128, 128, 8, 64, 1};
+  d = make_experts(c, 505);
+  std::fill_n(d.ids.as<int32_t>(), c.T * c.top_k, 7);
+  check(c, d);
+  c = {128, 128, 8, 64, 8};
+  d = make_experts(c, 507);
+  std::fill_n(d.ids.as<int32_t>(), c.T * c.top_k, 4);
+  check(c, d);
+  c = {128, 128, 16, 64, 8};
+  d = make_experts(c, 506);
+  for (int64_t t = 0; t < c.T; ++t) {
+    for (int64_t k = 0; k < 4; ++k) {
+      d.ids.as<int32_t>()[t * c.top_k + 2 * k] = static_cast<int32_t>(k);
+      d.ids.as<int32_t>()[t * c.top_k + 2 * k + 1] = static_cast<int32_t>(4 + (t + k) % 12);
+    }
+  }
+  check(c, d);
+}
+
+// The api op captured in a CUDA graph (the decode step's use: on the small-batch path, three
+// launches chained by programmatic dependent launch) replays the eager bits, also after the
+// routing in the captured ids buffer changes (grids never depend on the routing).
+TEST_F(CudaMoeExperts, GraphReplayMatchesEager) {
+  for (const ExpertCase& c : {ExpertCase{5, 64, 8, 32, 2}, ExpertCase{32, 256, 64, 128, 8}}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << c.T << " H=" << c.H << " E=" << c.E);
+    ExpertData d = make_experts(c, static_cast<uint32_t>(900 + c.T));
+    const TensorView x = upload(d.x), gate_up = upload(d.gate_up), down = upload(d.down),
+                     ids = upload(d.ids), weights = upload(d.weights);
+    const TensorView eager = device_tensor(DType::kBF16, {c.T, c.H}),
+                     graphed = device_tensor(DType::kBF16, {c.T, c.H});
+    moe_experts(gpu, x, gate_up, down, ids, weights, eager);  // also sizes the scratch
+    begin_graph_capture(gpu);
+    moe_experts(gpu, x, gate_up, down, ids, weights, graphed);
+    Expected<StepGraph> graph = end_graph_capture(gpu);
+    ASSERT_TRUE(graph.ok()) << graph.error().message;
+    for (int replay = 0; replay < 3; ++replay) {
+      if (replay > 0) {  // new routing in the same buffers
+        std::mt19937 rng(static_cast<uint32_t>(950 + replay));
+        random_routing(c, rng, d);
+        copy_tensor(gpu, ids, d.ids.view);
+        copy_tensor(gpu, weights, d.weights.view);
+        moe_experts(gpu, x, gate_up, down, ids, weights, eager);
+      }
+      launch_graph(gpu, graph.value());
+      EXPECT_TRUE(test::bits_equal(download(graphed).view, download(eager).view))
+          << "replay " << replay;
+    }
+  }
+}
+
+TEST_F(CudaMoeExperts, MatchCpuBeamShapes) {
+  BEAM_SKIP_UNLESS_OPTIMIZED();
+  // 256 experts of width 2560 over hidden 5120: 20 GB of weights, uploaded once.
+  const ExpertCase full{128, 5120, 256, 2560, 8};
+  ExpertData d = make_experts(full, 601);
+  const TensorView gate_up = upload(d.gate_up), down = upload(d.down);
+  ThreadPool pool(0);
+  const KernelContext cpu_all{Device::kCpu, &pool};
+  // The first T tokens of d (x, routing weights); ids from `route` when given, else d's.
+  auto run = [&](int64_t T, const std::vector<int32_t>* route) {
+    ExpertCase c = full;
+    c.T = T;
+    ExpertData part{HostTensor(DType::kBF16, {T, c.H}), HostTensor(), HostTensor(),
+                    HostTensor(DType::kI32, {T, c.top_k}), HostTensor(DType::kF32, {T, c.top_k})};
+    std::memcpy(part.x.view.data, d.x.view.data, part.x.view.nbytes());
+    std::memcpy(part.ids.view.data, route ? route->data() : d.ids.view.data,
+                part.ids.view.nbytes());
+    std::memcpy(part.weights.view.data, d.weights.view.data, part.weights.view.nbytes());
+    part.gate_up.view = d.gate_up.view;
+    part.down.view = d.down.view;
+    check(c, part, gate_up, down, cpu_all, paths_for(c));
+  };
+  for (int64_t T : {1, 2, 5, 16, 32, 64, 128}) run(T, nullptr);  // ~8, 163, 250 experts
+  std::mt19937 rng(602);
+  // 256 distinct experts: token t on experts 8 t .. 8 t + 7 (one row each).
+  std::vector<int32_t> route(static_cast<size_t>(32 * 8));
+  std::iota(route.begin(), route.end(), 0);
+  std::shuffle(route.begin(), route.end(), rng);
+  run(32, &route);
+  // Every token on expert 17 in slot 0 (128 rows, 16 passes), its other slots random.
+  route.assign(d.ids.as<int32_t>(), d.ids.as<int32_t>() + 128 * 8);
+  for (int64_t t = 0; t < 128; ++t) {
+    for (int64_t k = 1; k < 8; ++k)
+      if (route[t * 8 + k] == 17) route[t * 8 + k] = route[t * 8];
+    route[t * 8] = 17;
+  }
+  run(128, &route);
+  // All 1024 slots on one expert: the small-batch path's worst skew (128 passes from L2).
+  route.assign(128 * 8, 200);
+  run(128, &route);
+}
+
+}  // namespace
+}  // namespace beam
