@@ -135,8 +135,9 @@ std::vector<Path> paths_for(const ExpertCase& c) {
 class CudaMoeExperts : public test::CudaTest {
  protected:
   // The GPU op on device tensors: the api op for kAuto, else cuda::moe_experts on that path.
-  void run_gpu(Path path, const TensorView& x, const TensorView& gate_up, const TensorView& down,
-               const TensorView& ids, const TensorView& weights, const TensorView& out) {
+  void run_gpu([[maybe_unused]] Path path, const TensorView& x, const TensorView& gate_up,
+               const TensorView& down, const TensorView& ids, const TensorView& weights,
+               const TensorView& out) {
 #if BEAMSERVE_CUDA
     if (path != Path::kAuto) {
       cuda::moe_experts(*gpu.cuda, x, gate_up, down, ids, weights, out, path);
