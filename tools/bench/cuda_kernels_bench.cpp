@@ -1,5 +1,5 @@
 // CUDA kernel benchmarks (Google Benchmark, timed with CUDA events on the op's stream) at Beam's
-// decode and prefill shapes. Each op reports bytes/s, the fraction of the 4.3 TB/s HBM roofline
+// decode and prefill shapes (the fused decode-layer ops next to the unfused ops they replace). Each op reports bytes/s, the fraction of the 4.3 TB/s HBM roofline
 // (GPU.md) and the floor in microseconds. One function per op; add new ops the same way.
 // Run on the GPU machine: build/<dir>/tools/bench/cuda_kernels_bench
 #include <benchmark/benchmark.h>
@@ -196,6 +196,86 @@ void BM_apply_ssmax(benchmark::State& state) {
           [&] { apply_ssmax(gpu.ctx, q, pos); });
 }
 
+// ---- Fused decode-layer ops: range(1) = 1 the fused op, 0 the unfused ops it replaces ----------
+
+// Post-norm + depth-scaled residual + the next block's pre-norm on [T, 5120]: reads branch and
+// residual, writes residual and x (plus both norm weights).
+void BM_post_norm_residual_norm(benchmark::State& state) {
+  Gpu gpu;
+  if (!gpu.start(state)) return;
+  const int64_t T = state.range(0);
+  const bool fused = state.range(1) != 0;
+  state.SetLabel(fused ? "fused" : "post_norm_residual + rms_norm");
+  const TensorView branch = gpu.uniform(DType::kBF16, {T, kHidden}, 51, 3.0f);
+  const TensorView w_post = gpu.uniform(DType::kBF16, {kHidden}, 52, 1.0f);
+  const TensorView w_next = gpu.uniform(DType::kBF16, {kHidden}, 53, 1.0f);
+  const TensorView residual = gpu.uniform(DType::kBF16, {T, kHidden}, 54, 1.0f);
+  const TensorView x = gpu.uniform(DType::kBF16, {T, kHidden}, 55, 1.0f);
+  time_op(state, gpu, 2.0 * (4 * T * kHidden + 2 * kHidden), [&] {
+    if (fused) {
+      return post_norm_residual_norm(gpu.ctx, branch, w_post, 1e-6f, 0.995227f, 0.097590f,
+                                     residual, w_next, x);
+    }
+    post_norm_residual(gpu.ctx, branch, w_post, 1e-6f, 0.995227f, 0.097590f, residual);
+    rms_norm(gpu.ctx, residual, w_next, 1e-6f, x);
+  });
+}
+
+// Per-head q/k norms + RoPE (range(2) = 1) or SSMax (0) on q [T, 48, 128], k [T, 8, 128] in place
+// with positions near 10^6: reads and writes q and k (norm outputs grow nothing: each launch
+// re-normalises).
+void BM_qk_norm_position(benchmark::State& state) {
+  Gpu gpu;
+  if (!gpu.start(state)) return;
+  const int64_t T = state.range(0);
+  const bool fused = state.range(1) != 0, rope = state.range(2) != 0;
+  state.SetLabel(std::string(rope ? "rope" : "ssmax") + (fused ? " fused" : " 2 x rms_norm + op"));
+  const TensorView q = gpu.uniform(DType::kBF16, {T, kQHeads, kHeadDim}, 56, 1.0f);
+  const TensorView k = gpu.uniform(DType::kBF16, {T, kKvHeads, kHeadDim}, 57, 1.0f);
+  const TensorView q_norm = gpu.uniform(DType::kBF16, {kHeadDim}, 58, 1.0f);
+  const TensorView k_norm = gpu.uniform(DType::kBF16, {kHeadDim}, 59, 1.0f);
+  const TensorView pos = gpu.from_host(DType::kI64, positions_near_one_million(T));
+  const QkTensors qk{q, k, q_norm, k_norm, pos};
+  const TensorView q2 = q.reshape({T * kQHeads, kHeadDim}), k2 = k.reshape({T * kKvHeads, kHeadDim});
+  time_op(state, gpu, 2.0 * 2 * T * (kQHeads + kKvHeads) * kHeadDim + 4.0 * kHeadDim + 8.0 * T,
+          [&] {
+            if (fused && rope) return qk_norm_rope(gpu.ctx, qk, 1e-6f, 1000000.0f);
+            if (fused) return qk_norm_ssmax(gpu.ctx, qk, 1e-6f);
+            rms_norm(gpu.ctx, q2, q_norm, 1e-6f, q2);
+            rms_norm(gpu.ctx, k2, k_norm, 1e-6f, k2);
+            if (rope) return apply_rope(gpu.ctx, q, k, pos, 1000000.0f);
+            apply_ssmax(gpu.ctx, q, pos);
+          });
+}
+
+// The packed q/k/v/gate projection (w [14336, 5120]) into its four outputs: linear_split (one
+// skinny launch at M <= 8) or four linear() calls. bytes/s counts w, x and the outputs.
+void BM_linear_split_qkvg(benchmark::State& state) {
+  Gpu gpu;
+  if (!gpu.start(state)) return;
+  const int64_t M = state.range(0);
+  const bool fused = state.range(1) != 0;
+  state.SetLabel(fused ? "linear_split" : "4 x linear");
+  constexpr int64_t kQ = kQHeads * kHeadDim, kKv = kKvHeads * kHeadDim, kN = 2 * kQ + 2 * kKv;
+  const TensorView x = gpu.uniform(DType::kBF16, {M, kHidden}, 60, 2.0f);
+  const TensorView w = gpu.uniform(DType::kBF16, {kN, kHidden}, 61, 0.02f);
+  const std::vector<TensorView> outs = {gpu.uniform(DType::kBF16, {M, kQ}, 62, 1.0f),
+                                        gpu.uniform(DType::kBF16, {M, kKv}, 63, 1.0f),
+                                        gpu.uniform(DType::kBF16, {M, kKv}, 64, 1.0f),
+                                        gpu.uniform(DType::kBF16, {M, kQ}, 65, 1.0f)};
+  const double flops = 2.0 * M * kN * kHidden;
+  time_op(state, gpu, 2.0 * (kN * kHidden + M * kHidden + M * kN), [&] {
+    if (fused) return linear_split(gpu.ctx, x, w, outs);
+    int64_t row0 = 0;
+    for (const TensorView& out : outs) {
+      linear(gpu.ctx, x, w.rows(row0, out.dim(1)), out);
+      row0 += out.dim(1);
+    }
+  });
+  state.counters["flop/s"] = benchmark::Counter(
+      flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+
 // Output gate on o, g [T, 48 * 128] (reads o and g, writes o).
 void BM_output_gate(benchmark::State& state) {
   Gpu gpu;
@@ -252,6 +332,17 @@ BENCHMARK(BM_post_norm_residual)->Apply(decode_and_prefill);
 BENCHMARK(BM_apply_rope)->Apply(decode_and_prefill);
 BENCHMARK(BM_apply_ssmax)->Apply(decode_and_prefill);
 BENCHMARK(BM_output_gate)->Apply(decode_and_prefill);
+// The fused decode-layer ops next to the unfused ops they replace, at decode batches 1 and 32.
+BENCHMARK(BM_post_norm_residual_norm)
+    ->ArgNames({"T", "fused"})
+    ->ArgsProduct({{1, 32}, {1, 0}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_qk_norm_position)
+    ->ArgNames({"T", "fused", "rope"})
+    ->ArgsProduct({{1, 32}, {1, 0}, {1, 0}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_swiglu)
     ->ArgsProduct({{1, 64, 4096}, {kDenseInter, kExpertInter}})
     ->UseManualTime()
@@ -424,6 +515,11 @@ void BM_linear(benchmark::State& state) {
 BENCHMARK(BM_linear)
     ->ArgNames({"M", "shape", "path"})
     ->ArgsProduct({{1, 32}, {0, 1, 2, 3, 4}, {0}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_linear_split_qkvg)
+    ->ArgNames({"M", "fused"})
+    ->ArgsProduct({{1, 8, 32}, {1, 0}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 // The small-M paths side by side around the dispatch threshold (kSkinnyDispatchRows).

@@ -1,5 +1,6 @@
 // BeamModel::forward — BEAM.md §3 layer by layer. Every rounding point lives in the kernels; this
-// file only sequences them; the workspace builds and uploads the batch metadata (positions, KV
+// file only sequences them (fused ops where one exists: each post-norm residual update also
+// writes the next block's pre-norm, the q/k norms run with RoPE/SSMax); the workspace builds and uploads the batch metadata (positions, KV
 // slots, block tables); only the logits (and captured routing) come back. Decode-only CUDA steps
 // go through DecodeGraphs, which replays the same op sequence as a CUDA graph.
 #include "model/beam/beam_model.h"
@@ -153,27 +154,28 @@ void BeamModel::attention_block(Workspace& ws, int64_t l, const KvLayers& kv, At
 
   TensorView residual = ws.residual.view(DType::kBF16, {T, H});
   TensorView x = ws.x.view(DType::kBF16, {T, H});
-  rms_norm(ctx_, residual, lw.input_norm, cfg.rms_norm_eps, x);
+  // Later layers: the previous layer's post-MLP norm op already wrote x = input_norm(residual).
+  // The kNorm boundary stays in every block (empty after layer 0; the fused norms count as
+  // kPostNorm), so the breakdown keeps one norms boundary per block.
+  if (l == 0) rms_norm(ctx_, residual, lw.input_norm, cfg.rms_norm_eps, x);
   profile_mark(ctx_, StepOp::kNorm);
 
-  // q, k, v and the gate share the input x; their weights are row ranges of the packed qkvg.
+  // q, k, v and the gate share the input x; their weights are consecutive row ranges of qkvg.
   TensorView q = ws.q.view(DType::kBF16, {T, Nq * D});
   TensorView k = ws.k.view(DType::kBF16, {T, Nkv * D});
   TensorView v = ws.v.view(DType::kBF16, {T, Nkv * D});
   TensorView g = ws.gate.view(DType::kBF16, {T, Nq * D});
-  linear(ctx_, x, lw.attn.qkvg.rows(0, Nq * D), q);
-  linear(ctx_, x, lw.attn.qkvg.rows(Nq * D, Nkv * D), k);
-  linear(ctx_, x, lw.attn.qkvg.rows(Nq * D + Nkv * D, Nkv * D), v);
-  linear(ctx_, x, lw.attn.qkvg.rows(Nq * D + 2 * Nkv * D, Nq * D), g);
+  const TensorView qkvg_outs[] = {q, k, v, g};
+  linear_split(ctx_, x, lw.attn.qkvg, qkvg_outs);
   profile_mark(ctx_, StepOp::kQkvg);
 
-  rms_norm(ctx_, q.reshape({T * Nq, D}), lw.attn.q_norm, cfg.rms_norm_eps, q.reshape({T * Nq, D}));
-  rms_norm(ctx_, k.reshape({T * Nkv, D}), lw.attn.k_norm, cfg.rms_norm_eps, k.reshape({T * Nkv, D}));
+  // Per-head q/k norms, then RoPE (sliding) or SSMax (full): one op.
   TensorView q3 = q.reshape({T, Nq, D}), k3 = k.reshape({T, Nkv, D}), v3 = v.reshape({T, Nkv, D});
+  const QkTensors qk{q3, k3, lw.attn.q_norm, lw.attn.k_norm, ws.positions_view()};
   if (sliding) {
-    apply_rope(ctx_, q3, k3, ws.positions_view(), cfg.rope_theta);
+    qk_norm_rope(ctx_, qk, cfg.rms_norm_eps, cfg.rope_theta);
   } else {
-    apply_ssmax(ctx_, q3, ws.positions_view());
+    qk_norm_ssmax(ctx_, qk, cfg.rms_norm_eps);
   }
   profile_mark(ctx_, StepOp::kQkNormRope);
   const PagedKv& layer_kv = kv.layers[l];
@@ -199,7 +201,9 @@ void BeamModel::attention_block(Workspace& ws, int64_t l, const KvLayers& kv, At
   linear(ctx_, o.reshape({T, Nq * D}), lw.attn.o_proj, a);
   profile_mark(ctx_, StepOp::kOProj);
   DepthScale s = depth_scale(2 * l + 2);
-  post_norm_residual(ctx_, a, lw.post_attn_norm, cfg.rms_norm_eps, s.r, s.c, residual);
+  // The residual update and the MLP's pre-norm of the new residual into x, in one op.
+  post_norm_residual_norm(ctx_, a, lw.post_attn_norm, cfg.rms_norm_eps, s.r, s.c, residual,
+                          lw.pre_mlp_norm, x);
   profile_mark(ctx_, StepOp::kPostNorm);
 }
 
@@ -209,9 +213,8 @@ void BeamModel::mlp_block(Workspace& ws, int64_t l, int64_t sparse_index, bool c
   const LayerWeights& lw = weights_->layers[l];
   const int64_t H = cfg.hidden_size;
   TensorView residual = ws.residual.view(DType::kBF16, {T, H});
-  TensorView x = ws.x.view(DType::kBF16, {T, H});
-  rms_norm(ctx_, residual, lw.pre_mlp_norm, cfg.rms_norm_eps, x);
-  profile_mark(ctx_, StepOp::kNorm);
+  TensorView x = ws.x.view(DType::kBF16, {T, H});  // pre_mlp_norm(residual), from attention_block
+  profile_mark(ctx_, StepOp::kNorm);                // an empty boundary (see attention_block)
   TensorView m = ws.branch.view(DType::kBF16, {T, H});
 
   switch (cfg.mlp_layer_types[l]) {
@@ -242,7 +245,12 @@ void BeamModel::mlp_block(Workspace& ws, int64_t l, int64_t sparse_index, bool c
     }
   }
   DepthScale s = depth_scale(2 * l + 3);
-  post_norm_residual(ctx_, m, lw.post_mlp_norm, cfg.rms_norm_eps, s.r, s.c, residual);
+  if (l + 1 < cfg.num_layers) {  // and the next layer's input norm into x
+    post_norm_residual_norm(ctx_, m, lw.post_mlp_norm, cfg.rms_norm_eps, s.r, s.c, residual,
+                            weights_->layers[l + 1].input_norm, x);
+  } else {  // the final norm runs on the gathered logit rows (compute_logits)
+    post_norm_residual(ctx_, m, lw.post_mlp_norm, cfg.rms_norm_eps, s.r, s.c, residual);
+  }
   profile_mark(ctx_, StepOp::kPostNorm);
 }
 
