@@ -330,15 +330,24 @@ class MetaPacker {
   std::vector<char> bytes_;
 };
 
-// A decode plan's header at `header` of `meta`, whose items, tables and zero rows were packed at
-// the given offsets.
-ad::DecodePlanHeader decode_header(size_t header, size_t items, size_t tables, size_t zero,
-                                   int64_t num_items, int64_t zero_rows, int64_t planned_rows) {
+// Packs a decode plan's header and, right after it, its items; returns the header's offset. The
+// header's table and zero-row offsets are patched in by finish_decode_header.
+size_t add_decode_header(MetaPacker& meta, const std::vector<ad::DecodeItem>& items) {
+  const ad::DecodePlanHeader placeholder{};
+  const size_t header = meta.add(&placeholder, 1);
+  BEAM_CHECK(meta.add(items) == header + sizeof(ad::DecodePlanHeader))
+      << "paged_attention: decode items must follow their header";
+  return header;
+}
+void finish_decode_header(MetaPacker& meta, size_t header, size_t tables, size_t zero,
+                          int64_t num_items, int64_t zero_rows, int64_t planned_rows) {
   auto rel = [header](size_t offset) {
     return static_cast<int64_t>(offset) - static_cast<int64_t>(header);
   };
-  return {static_cast<int32_t>(num_items), static_cast<int32_t>(zero_rows),
-          static_cast<int32_t>(planned_rows), 0, rel(items), rel(tables), rel(zero)};
+  meta.patch(header, ad::DecodePlanHeader{static_cast<int32_t>(num_items),
+                                          static_cast<int32_t>(zero_rows),
+                                          static_cast<int32_t>(planned_rows), 0, rel(tables),
+                                          rel(zero)});
 }
 
 size_t attend_smem(int64_t head_dim) {
@@ -569,14 +578,13 @@ void paged_attention(CudaContext& ctx, const TensorView& q, const PagedKv& kv,
   // counts: attend items, reduce groups; the decode kernel's header (no zero rows).
   const std::vector<int32_t> counts = {static_cast<int32_t>(plan.items.size()),
                                        static_cast<int32_t>(plan.groups.size())};
-  const ad::DecodePlanHeader no_header{};
   MetaPacker meta;
-  const size_t counts_off = meta.add(counts), header_off = meta.add(&no_header, 1),
+  const size_t counts_off = meta.add(counts), header_off = add_decode_header(meta, plan.decode),
                seqs_off = meta.add(plan.seqs), tables_off = meta.add(plan.tables),
                items_off = meta.add(plan.items), groups_off = meta.add(plan.groups),
-               prefill_off = meta.add(plan.prefill), decode_off = meta.add(plan.decode);
-  meta.patch(header_off, decode_header(header_off, decode_off, tables_off, header_off,
-                                       static_cast<int64_t>(plan.decode.size()), 0, 0));
+               prefill_off = meta.add(plan.prefill);
+  finish_decode_header(meta, header_off, tables_off, header_off,
+                       static_cast<int64_t>(plan.decode.size()), 0, 0);
   const char* dev = meta.stage(ctx);
   ad::Params p = base_params(q, kv, g, out);
   p.counts = reinterpret_cast<const int32_t*>(dev + counts_off);
@@ -621,13 +629,12 @@ void plan_fixed_attention(CudaContext& ctx, int slot, const PagedKv& kv, int64_t
   std::vector<int32_t> zero_rows;
   for (int64_t r = 0; r < num_rows; ++r)
     if (!covered[static_cast<size_t>(r)]) zero_rows.push_back(static_cast<int32_t>(r));
-  const ad::DecodePlanHeader no_header{};
   MetaPacker meta;
-  const size_t header_off = meta.add(&no_header, 1), items_off = meta.add(plan.decode),
+  const size_t header_off = add_decode_header(meta, plan.decode),
                tables_off = meta.add(plan.tables), zero_off = meta.add(zero_rows);
-  meta.patch(header_off, decode_header(header_off, items_off, tables_off, zero_off,
-                                       static_cast<int64_t>(plan.decode.size()),
-                                       static_cast<int64_t>(zero_rows.size()), num_rows));
+  finish_decode_header(meta, header_off, tables_off, zero_off,
+                       static_cast<int64_t>(plan.decode.size()),
+                       static_cast<int64_t>(zero_rows.size()), num_rows);
   std::unique_ptr<FixedAttentionPlan>& owned = ctx.attention.fixed[slot];
   if (!owned) owned = std::make_unique<FixedAttentionPlan>();
   FixedAttentionPlan& f = *owned;
@@ -656,8 +663,13 @@ void fixed_paged_attention(CudaContext& ctx, int slot, const TensorView& q, cons
   p.part_ml = f->partials + f->records_cap * g.head_dim;
   p.counters = f->counters;
   p.out_rows = q.dim(0);
-  // The grid depends on the geometry and the SM count only; CTAs stride over the real counts.
-  launch_decode_for_head_dim(ctx, p, g.head_dim, decode_slots(ctx, g));
+  // The grid depends on the geometry and the SM count only; CTAs stride over the real counts
+  // (and prefetch item blockIdx.x, which must lie inside the plan's memory).
+  const int64_t grid_x = decode_slots(ctx, g);
+  BEAM_CHECK(sizeof(ad::DecodePlanHeader) + (grid_x + 1) * sizeof(ad::DecodeItem) <=
+             f->meta.capacity())
+      << "fixed_paged_attention: plan memory below one item per CTA";
+  launch_decode_for_head_dim(ctx, p, g.head_dim, grid_x);
 }
 
 void store_kv(CudaContext& ctx, const TensorView& k, const TensorView& v, const TensorView& slots,

@@ -27,7 +27,6 @@ namespace beam::cuda::attention_detail {
 
 constexpr int kDecodeStages = 3;     // K/V tiles in flight per CTA
 constexpr int kMaxDecodeGroup = 16;  // q heads per KV head the decode kernel serves (a warp each)
-constexpr int kCombineBatch = 4;     // records a combining warp loads before folding them
 
 // One query row and splits [split0, split0 + count) of its split grid, counted from the row's
 // first split (lo / split_keys). group < 0: the item covers the whole row and writes out.
@@ -43,11 +42,14 @@ struct alignas(16) DecodeItem {
   int32_t group, num_items, first_count, record;
 };
 
-// The head of a plan in device memory: counts, and the byte offsets of its arrays from the header.
+// The head of a plan in device memory: counts, and the byte offsets from the header of its block
+// tables (int32) and uncovered rows (int32[zero_rows]). The items (DecodeItem[num_items])
+// follow the header directly, so a CTA can fetch its first item while it reads the header.
 struct alignas(16) DecodePlanHeader {
   int32_t num_items, zero_rows, planned_rows, reserved;
-  int64_t items, tables, zero;  // DecodeItem[num_items], int32 tables, int32[zero_rows]
+  int64_t tables, zero;
 };
+static_assert(sizeof(DecodePlanHeader) % alignof(DecodeItem) == 0, "items follow the header");
 
 struct DecodeParams {
   const __nv_bfloat16* q;        // [T, Nq, D]
@@ -118,31 +120,27 @@ __device__ __forceinline__ void load_tile(const DecodeParams& p, const int32_t* 
   }
 }
 
+// Stores DPL consecutive floats of this lane (16- or 8-byte aligned).
+template <int DPL>
+__device__ __forceinline__ void store_lane(float* dst, const float (&v)[DPL]) {
+  if constexpr (DPL % 4 == 0) {
+#pragma unroll
+    for (int c = 0; c < DPL; c += 4)
+      *reinterpret_cast<float4*>(dst + c) = make_float4(v[c], v[c + 1], v[c + 2], v[c + 3]);
+  } else {
+#pragma unroll
+    for (int c = 0; c < DPL; c += 2)
+      *reinterpret_cast<float2*>(dst + c) = make_float2(v[c], v[c + 1]);
+  }
+}
 // This lane's part of a record: acc dims [lane * DPL, +DPL), and (m, l) from lane 0.
 template <int D>
 __device__ __forceinline__ void store_record(const DecodeParams& p, int64_t rec,
                                              const RowState<D / 32>& st) {
   constexpr int DPL = D / 32;
   const int lane = threadIdx.x % 32;
-#pragma unroll
-  for (int c = 0; c < DPL; ++c) p.part_acc[rec * D + lane * DPL + c] = st.acc[c];
-  if (lane == 0) {
-    p.part_ml[rec * 2] = st.m;
-    p.part_ml[rec * 2 + 1] = st.l;
-  }
-}
-
-// A record written by another CTA of this launch (read through L2, never a stale L1 line).
-template <int D>
-__device__ __forceinline__ RowState<D / 32> load_record(const DecodeParams& p, int64_t rec) {
-  constexpr int DPL = D / 32;
-  const int lane = threadIdx.x % 32;
-  RowState<DPL> st;
-  st.m = __ldcg(p.part_ml + rec * 2);
-  st.l = __ldcg(p.part_ml + rec * 2 + 1);
-#pragma unroll
-  for (int c = 0; c < DPL; ++c) st.acc[c] = __ldcg(p.part_acc + rec * D + lane * DPL + c);
-  return st;
+  store_lane<DPL>(p.part_acc + rec * D + lane * DPL, st.acc);
+  if (lane == 0) *reinterpret_cast<float2*>(p.part_ml + rec * 2) = make_float2(st.m, st.l);
 }
 
 template <int D>
@@ -161,25 +159,54 @@ __device__ __forceinline__ int64_t record_of(const DecodeParams& p, const Decode
   return it->record + int64_t{j - it->first_count + 1} * p.num_heads + h;
 }
 
-// The group's row for q head h: the first item's prefix folded with the later splits in order.
+// Writes the group's row for the CTA's q heads: record 0 (the first item's prefix) folded with
+// records 1, 2, ... (splits first_count, first_count + 1, ...) in order; record i of q head h is
+// it->record + i * Nq + h. The records, written by other CTAs of this launch, come through L2
+// into the (free) stage memory, as many at once as it holds; warp w folds q head kvh * G + w.
 template <int D>
-__device__ void combine(const DecodeParams& p, const DecodeItem* it, int h) {
-  const int first_count = it->first_count, num_splits = it->num_splits;
-  RowState<D / 32> total = load_record<D>(p, record_of(p, it, first_count - 1, h));
-  for (int j = first_count; j < num_splits; j += kCombineBatch) {
-    RowState<D / 32> split[kCombineBatch];
+__device__ void combine(const DecodeParams& p, const DecodeItem* it, int kvh, float* buf) {
+  constexpr int DPL = D / 32;
+  constexpr int kBufFloats = kDecodeStages * decode_stage_elems(D) / 2;  // the stages, as floats
+  const int G = p.group, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int per_record = G * (D + 2);  // accumulators [G][D], then (m, l) [G]
+  const int chunk = kBufFloats / per_record;
+  const int64_t first = it->record + int64_t{kvh} * G;  // record 0 of the CTA's first q head
+  const int n = it->num_splits - it->first_count + 1;
+  RowState<DPL> total;
+  total.reset();
+  for (int i0 = 0; i0 < n; i0 += chunk) {
+    const int count = min(chunk, n - i0);
+    float* acc_s = buf;                 // [count][G][D]
+    float* ml_s = buf + count * G * D;  // [count][G][2]
+    __syncthreads();                    // the stages (or the previous chunk) are consumed
+    for (int idx = threadIdx.x; idx < count * G * (D / 4); idx += blockDim.x) {
+      const int i = idx / (G * (D / 4)), rest = idx % (G * (D / 4));  // rest: head g, 4-vector
+      const int64_t rec = first + int64_t{i0 + i} * p.num_heads;
+      cp_async16(acc_s + i * G * D + rest * 4, p.part_acc + rec * D + rest * 4, 16);
+    }
+    for (int idx = threadIdx.x; idx < count * G; idx += blockDim.x) {  // L2, not a stale L1 line
+      const int i = idx / G, g = idx % G;
+      const int64_t rec = first + int64_t{i0 + i} * p.num_heads + g;
+      reinterpret_cast<float2*>(ml_s)[idx] =
+          __ldcg(reinterpret_cast<const float2*>(p.part_ml) + rec);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+    for (int i = 0; i < count; ++i) {
+      RowState<DPL> st;
+      st.m = ml_s[(i * G + warp) * 2];
+      st.l = ml_s[(i * G + warp) * 2 + 1];
 #pragma unroll
-    for (int b = 0; b < kCombineBatch; ++b) {
-      if (j + b < num_splits) {
-        split[b] = load_record<D>(p, record_of(p, it, j + b, h));
+      for (int c = 0; c < DPL; ++c) st.acc[c] = acc_s[(i * G + warp) * D + lane * DPL + c];
+      if (i0 + i == 0) {
+        total = st;  // the prefix as the first item left it
       } else {
-        split[b].reset();  // folds as nothing
+        total.fold(st);
       }
     }
-#pragma unroll
-    for (int b = 0; b < kCombineBatch; ++b) total.fold(split[b]);
   }
-  write_out<D>(p, it->row, h, total);
+  write_out<D>(p, it->row, kvh * G + warp, total);
 }
 
 // One item (read field by field: few registers stay live) for KV head kvh; warp w computes q head
@@ -251,7 +278,7 @@ __device__ void run_item(const DecodeParams& p, const DecodeItem* it, const int3
   __syncthreads();
   if (!*last) return;
   __threadfence();
-  combine<D>(p, it, h);
+  combine<D>(p, it, kvh, reinterpret_cast<float*>(stages));
 }
 
 // Zeroes the q heads of KV head kvh in `row` of out.
@@ -278,8 +305,13 @@ __global__ void __launch_bounds__(kMaxDecodeGroup * 32, 2) decode_kernel(DecodeP
   const int kvh = static_cast<int>(blockIdx.y);
   const char* base = reinterpret_cast<const char*>(p.plan);
   {
+    const auto* items = reinterpret_cast<const DecodeItem*>(p.plan + 1);
+    // The first item's lines reach L1 while the header is read (the plan's memory holds at least
+    // gridDim.x items: the host's check).
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(items + blockIdx.x));
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(
+        reinterpret_cast<const char*>(items + blockIdx.x + 1) - 1));
     const DecodePlanHeader hd = *p.plan;
-    const auto* items = reinterpret_cast<const DecodeItem*>(base + hd.items);
     const auto* tables = reinterpret_cast<const int32_t*>(base + hd.tables);
     for (int item = blockIdx.x; item < hd.num_items; item += gridDim.x) {
       __syncthreads();  // every warp is done with q_s, the stages and `last` of the previous item
