@@ -203,16 +203,27 @@ __device__ __forceinline__ void attend_tile(float scale, const float* q_row,
   st.m = new_m;
 #pragma unroll
   for (int c = 0; c < DPL; ++c) st.acc[c] *= alpha;
-  const __nv_bfloat16* v_col = v_s + lane * DPL;
+  const __nv_bfloat16* v_col = v_s + lane * DPL;  // 2 * DPL-byte aligned
 #pragma unroll 4
   for (int j = 0; j < kTile; ++j) {
     const float pj = __shfl_sync(0xffffffffu, prob, j);
+    const __nv_bfloat16* v = v_col + j * D;
+    if constexpr (DPL % 4 == 0) {  // 8-byte reads of 4 bf16
 #pragma unroll
-    for (int c = 0; c < DPL; c += 2) {
-      const float2 v2 =
-          __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(v_col + j * D + c));
-      st.acc[c] = fmaf(pj, v2.x, st.acc[c]);
-      st.acc[c + 1] = fmaf(pj, v2.y, st.acc[c + 1]);
+      for (int c = 0; c < DPL; c += 4) {
+        const uint2 raw = *reinterpret_cast<const uint2*>(v + c);
+        st.acc[c] = fmaf(pj, __uint_as_float(raw.x << 16), st.acc[c]);
+        st.acc[c + 1] = fmaf(pj, __uint_as_float(raw.x & 0xffff0000u), st.acc[c + 1]);
+        st.acc[c + 2] = fmaf(pj, __uint_as_float(raw.y << 16), st.acc[c + 2]);
+        st.acc[c + 3] = fmaf(pj, __uint_as_float(raw.y & 0xffff0000u), st.acc[c + 3]);
+      }
+    } else {
+#pragma unroll
+      for (int c = 0; c < DPL; c += 2) {
+        const float2 v2 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(v + c));
+        st.acc[c] = fmaf(pj, v2.x, st.acc[c]);
+        st.acc[c + 1] = fmaf(pj, v2.y, st.acc[c + 1]);
+      }
     }
   }
 }
