@@ -1,10 +1,10 @@
 // Grouped bf16 GEMM of the routed experts (kernels/cuda/moe_experts.cu): for the grouped rows r of
 // each expert e, out[r, :] = A[r, :] · W_e ᵀ with W_e [w_rows, K] row-major, on Hopper's warpgroup
-// MMA (wgmma, fp32 accumulation) and one bf16 rounding per output. A tile is 128 weight rows (the
-// wgmma M side, two warpgroups of 64) by up to 256 of one expert's rows (the N side, a multiple of
-// 16 fitted to the rows, so a short tile does no padded work); operands stream through a 4-stage
-// cp.async pipeline of 128-byte-swizzled shared tiles (moe_wgmma.cuh). The SwiGLU flavour puts the
-// gate and up rows of the same act column into one thread's accumulators and applies the CPU's
+// MMA (wgmma, fp32 accumulation) and one bf16 rounding per output. A tile is 192 weight rows (the
+// wgmma M side, three warpgroups of 64) by up to 256 of one expert's rows (the N side, a multiple
+// of 16 fitted to the rows, so a short tile does no padded work); both stream through a 4-stage
+// cp.async pipeline of 128-byte-swizzled shared tiles (moe_wgmma.cuh). The SwiGLU flavour puts
+// the gate and up rows of one act column into one thread's accumulators and applies the CPU's
 // SwiGLU in the epilogue.
 #pragma once
 
@@ -19,19 +19,21 @@ namespace beam::cuda::moe_gemm {
 
 using bf16_t = __nv_bfloat16;
 
-constexpr int kBM = 256;     // most grouped rows per tile (moe_experts.cu's M-tile scan unit)
+constexpr int kBM = 256;      // most grouped rows per tile (moe_experts.cu's M-tile scan unit)
 constexpr int kRowStep = 16;  // a tile's rows are rounded up to this (the wgmma N step)
-constexpr int kWRows = 128;   // weight rows per tile: 2 warpgroups x wgmma M 64
+constexpr int kWRows = 192;   // weight rows per tile: 3 warpgroups x wgmma M 64
 constexpr int kBK = 64;       // K per stage: one 128-byte swizzled shared row
 constexpr int kStages = 4;
-constexpr int kThreads = 256;  // 2 warpgroups; also one grouped row each when filling row tables
+constexpr int kThreads = kWRows / 64 * 128;  // one warpgroup per 64 weight rows
 constexpr int kRowBytes = kBK * 2;
-constexpr int kStageRows = kWRows + kBM;               // weight rows, then grouped rows
-constexpr int kStageBytes = kStageRows * kRowBytes;    // 48 KB
-constexpr int kTableOffset = kStages * kStageBytes;    // row pointer table after the stages
-constexpr int kSmemAlign = 1024;                       // the 128-byte swizzle repeats every 1 KB
-constexpr int kSmemBytes = kTableOffset + kStageRows * 8 + kSmemAlign;  // + slack to align
-static_assert(kThreads == kBM && kThreads >= kWRows, "row-table fill: one thread per row");
+constexpr int kStageRows = kWRows + kBM;             // weight rows, then grouped rows
+constexpr int kStageBytes = kStageRows * kRowBytes;  // 56 KB
+constexpr int kTableOffset = kStages * kStageBytes;  // row index table after the stages
+constexpr int kSmemAlign = 1024;                     // the 128-byte swizzle repeats every 1 KB
+constexpr int kSmemBytes = kTableOffset + kStageRows * 4 + kSmemAlign;  // + slack to align
+constexpr int kLoadRowsPerPass = kThreads / 8;  // rows a stage load covers per pass (8 chunks each)
+static_assert(kThreads >= kBM && kThreads >= kWRows, "row-table fill: one thread per row");
+static_assert(kWRows % kLoadRowsPerPass == 0, "a load pass reads weight rows or grouped rows");
 static_assert(kStageBytes % kSmemAlign == 0 && kWRows * kRowBytes % kSmemAlign == 0);
 static_assert(kSmemBytes <= 227 * 1024, "H200: 227 KB of shared memory per block");
 
@@ -139,34 +141,40 @@ __device__ __forceinline__ TileJob tile_job(const Args& p, int64_t block) {
   return job;
 }
 
-// Weight row held by shared tile row rho = 16 g + i (g = 4 warpgroup + warp, the accumulator
-// rows of one warp), nullptr past n. The warp's thread with lane l holds rows i = l / 4 and
+// Row of W_e held by shared tile row rho = 16 g + i (g = warp: 4 warpgroup + warp in group, the
+// accumulator rows of one warp), -1 past n. The warp's thread with lane l holds rows i = l / 4 and
 // l / 4 + 8: SwiGLU gives them the gate and up rows of act column n0 + 8 g + l / 4; kStore the
 // output columns n0 + 16 g + 2 (l / 4) and the next one (a bf16 pair).
 template <Epilogue kEp>
-__device__ __forceinline__ const bf16_t* weight_row(const Args& p, const TileJob& job, int rho) {
+__device__ __forceinline__ int32_t weight_row(const Args& p, const TileJob& job, int rho) {
   const int g = rho / 16, i = rho % 16;
   if constexpr (kEp == Epilogue::kSwiGLU) {
     const int64_t j = job.n0 + 8 * g + i % 8;
-    if (j >= p.n) return nullptr;
-    return job.w_e + (i < 8 ? j : p.n + j) * p.k;
+    if (j >= p.n) return -1;
+    return static_cast<int32_t>(i < 8 ? j : p.n + j);
   } else {
     const int64_t j = job.n0 + 16 * g + (i < 8 ? 2 * i : 2 * (i - 8) + 1);
-    return j < p.n ? job.w_e + j * p.k : nullptr;
+    return j < p.n ? static_cast<int32_t>(j) : -1;
   }
 }
 
 // K slice kt of the weight rows and the first kN grouped rows into one stage (shared row r,
-// 16-byte chunk c at chunk c ^ (r % 8)); thread t copies chunk t % 8 of rows t / 8 + 32 i.
+// 16-byte chunk c at chunk c ^ (r % 8)); thread t copies chunk t % 8 of rows t / 8 + pass *
+// kLoadRowsPerPass. rows[r]: row of W_e (r < kWRows) or of A, -1 for zeros.
 template <int kN>
-__device__ __forceinline__ void load_stage(const Args& p, uint8_t* stage,
-                                           const bf16_t* const* rows, int64_t kt, int tid) {
+__device__ __forceinline__ void load_stage(const Args& p, const TileJob& job, uint8_t* stage,
+                                           const int32_t* rows, int64_t kt, int tid) {
   const int c = tid % 8;
   const int64_t col = kt * kBK + c * 8;
 #pragma unroll
-  for (int i = 0; i < (kWRows + kN + 31) / 32; ++i) {
-    const int r = tid / 8 + 32 * i;
-    if (r < kWRows + kN) load_chunk(stage + r * kRowBytes + ((c ^ (r % 8)) << 4), rows[r], col, p);
+  for (int pass = 0; pass < (kWRows + kN + kLoadRowsPerPass - 1) / kLoadRowsPerPass; ++pass) {
+    const int r = tid / 8 + kLoadRowsPerPass * pass;
+    if (r < kWRows + kN) {
+      const bf16_t* matrix = pass < kWRows / kLoadRowsPerPass ? job.w_e : p.a;
+      const int32_t row = rows[r];
+      load_chunk(stage + r * kRowBytes + ((c ^ (r % 8)) << 4),
+                 row >= 0 ? matrix + static_cast<int64_t>(row) * p.k : nullptr, col, p);
+    }
   }
 }
 
@@ -207,16 +215,16 @@ __device__ __forceinline__ void store_tile(const Args& p, const TileJob& job, in
 
 // The tile with kN (>= job.rows) grouped rows: pipeline over K, then the epilogue. Stage s holds
 // K slice kt (s = kt % kStages); slice kt + kStages - 2 is loaded while slice kt is multiplied,
-// into the stage slice kt - 2 used (its wgmma group has completed in both warpgroups by then).
+// into the stage slice kt - 2 used (its wgmma group has completed in every warpgroup by then).
 template <Epilogue kEp, int kN>
 __device__ __forceinline__ void run_tile(const Args& p, const TileJob& job, uint8_t* smem,
-                                         const bf16_t* const* rows) {
+                                         const int32_t* rows) {
   const int tid = static_cast<int>(threadIdx.x), wg = tid / 128;
   const uint32_t base = smem_u32(smem);
   const int64_t num_k = (p.k + kBK - 1) / kBK;
 #pragma unroll
   for (int s = 0; s < kStages - 2; ++s) {
-    if (s < num_k) load_stage<kN>(p, smem + s * kStageBytes, rows, s, tid);
+    if (s < num_k) load_stage<kN>(p, job, smem + s * kStageBytes, rows, s, tid);
     cp_async_commit();
   }
   float d[kN / 2];
@@ -227,7 +235,8 @@ __device__ __forceinline__ void run_tile(const Args& p, const TileJob& job, uint
     wgmma::fence_proxy_async();    // ... visible to wgmma
     __syncthreads();               // ... everyone's; and slice kt - 2's wgmma done everywhere
     const int64_t next = kt + kStages - 2;
-    if (next < num_k) load_stage<kN>(p, smem + (next % kStages) * kStageBytes, rows, next, tid);
+    if (next < num_k)
+      load_stage<kN>(p, job, smem + (next % kStages) * kStageBytes, rows, next, tid);
     cp_async_commit();
     const uint32_t stage = base + static_cast<uint32_t>(kt % kStages) * kStageBytes;
     const uint32_t a_tile = stage + wg * 64 * kRowBytes, b_tile = stage + kWRows * kRowBytes;
@@ -235,7 +244,8 @@ __device__ __forceinline__ void run_tile(const Args& p, const TileJob& job, uint
     wgmma::arrive();
 #pragma unroll
     for (int ks = 0; ks < kBK / 16; ++ks)
-      wgmma::Mma<kN>::run(d, wgmma::sw128_desc(a_tile + ks * 32), wgmma::sw128_desc(b_tile + ks * 32));
+      wgmma::Mma<kN>::run(d, wgmma::sw128_desc(a_tile + ks * 32),
+                          wgmma::sw128_desc(b_tile + ks * 32));
     wgmma::commit();
     wgmma::wait<1>();  // slice kt - 1's group done: its stage is free after the next barrier
     wgmma::fence_operands(d);
@@ -248,7 +258,7 @@ __device__ __forceinline__ void run_tile(const Args& p, const TileJob& job, uint
 // run_tile with the smallest kN = 16 s >= rows.
 template <Epilogue kEp, int kSteps = 1>
 __device__ __forceinline__ void run_fitted_tile(const Args& p, const TileJob& job, uint8_t* smem,
-                                                const bf16_t* const* rows) {
+                                                const int32_t* rows) {
   if constexpr (kSteps * kRowStep < kBM) {
     if (job.rows > kSteps * kRowStep) {
       run_fitted_tile<kEp, kSteps + 1>(p, job, smem, rows);
@@ -267,15 +277,15 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(Args p) {
   if (job.rows <= 0) return;
   const uint32_t raw = smem_u32(smem_raw);
   uint8_t* smem = smem_raw + ((raw + kSmemAlign - 1) / kSmemAlign * kSmemAlign - raw);
-  auto** rows = reinterpret_cast<const bf16_t**>(smem + kTableOffset);
+  auto* rows = reinterpret_cast<int32_t*>(smem + kTableOffset);
   const int tid = static_cast<int>(threadIdx.x);
   if (tid < kWRows) rows[tid] = weight_row<kEp>(p, job, tid);
-  const bf16_t* a_row = nullptr;  // grouped row tid of the tile
-  if (tid < job.rows) {
+  if (tid < kBM) {  // A row of the tile's grouped row tid
     const int64_t g = job.row0 + tid;
-    a_row = p.a + (p.a_row_of ? static_cast<int64_t>(p.a_row_of[g]) : g) * p.k;
+    rows[kWRows + tid] = tid >= job.rows ? -1
+                         : p.a_row_of    ? p.a_row_of[g]
+                                         : static_cast<int32_t>(g);
   }
-  rows[kWRows + tid] = a_row;
   __syncthreads();
   run_fitted_tile<kEp>(p, job, smem, rows);
 }

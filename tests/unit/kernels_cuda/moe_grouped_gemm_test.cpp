@@ -159,13 +159,14 @@ class CudaMoeGroupedGemm : public test::CudaTest {
       bad += far;
     }
     const double frac = double(close) / double(std::max<int64_t>(n, 1));
-    std::printf("moe grouped %s T=%lld H=%lld E=%lld I=%lld k=%lld: max rel err %.3g, bit-equal "
-                "%.4f, within 1 bf16 ulp %.4f\n",
-                what, static_cast<long long>(s.T), static_cast<long long>(s.H),
-                static_cast<long long>(s.E), static_cast<long long>(s.I),
-                static_cast<long long>(s.top_k), max_err / max_ref,
-                double(equal) / double(std::max<int64_t>(n, 1)), frac);
-    EXPECT_EQ(bad, 0) << "worst element " << worst << " (token " << worst / std::max<int64_t>(s.H, 1)
+    std::printf(
+        "moe grouped %s T=%lld H=%lld E=%lld I=%lld k=%lld: max rel err %.3g, bit-equal "
+        "%.4f, within 1 bf16 ulp %.4f\n",
+        what, static_cast<long long>(s.T), static_cast<long long>(s.H), static_cast<long long>(s.E),
+        static_cast<long long>(s.I), static_cast<long long>(s.top_k), max_err / max_ref,
+        double(equal) / double(std::max<int64_t>(n, 1)), frac);
+    EXPECT_EQ(bad, 0) << "worst element " << worst << " (token "
+                      << worst / std::max<int64_t>(s.H, 1)
                       << "): " << (worst >= 0 ? test::value_at(got, worst) : 0.0f) << " vs "
                       << (worst >= 0 ? test::value_at(want, worst) : 0.0f);
     EXPECT_LT(max_err / max_ref, 1e-2);
