@@ -215,7 +215,10 @@ int bench_kernels(int argc, char** argv) {
   if (!dev.ok()) return bench_fail(dev.error().message);
   KernelBench kb((*dev)->ctx, *reps);
   Status st = bench_linears(kb, *config, *batches);
-  if (st.ok() && config->num_experts > 0) st = bench_moe(kb, *config, *batches);
+  // The routed experts also at the prefill size (compute-bound: the floor is FLOPs / 798 TFLOP/s).
+  std::vector<int64_t> moe_sizes = *batches;
+  if (*prefill > 0) moe_sizes.push_back(*prefill);
+  if (st.ok() && config->num_experts > 0) st = bench_moe(kb, *config, moe_sizes);
   if (st.ok()) st = bench_attention(kb, *config, *batches, *context, *prefill);
   if (!st.ok()) return bench_fail(st.error().message);
   nlohmann::json report =
