@@ -44,9 +44,16 @@ struct SplitOut {
   int count;
 };
 
-// &out[m, row] in row's output (a select chain over the outputs: no dynamic parameter indexing).
+// Row `row` of w is column `col` of output `out` ([M, width] row-major).
 template <typename Out>
-__device__ __forceinline__ Out* out_element(const SplitOut<Out>& split, int64_t row, int m) {
+struct RowOutput {
+  Out* column;    // &out[0, col]
+  int64_t width;  // the row stride of out
+};
+
+// Finds row's output with a select chain over the outputs (no dynamic parameter indexing).
+template <typename Out>
+__device__ __forceinline__ RowOutput<Out> row_output(const SplitOut<Out>& split, int64_t row) {
   Out* base = split.out[0];
   int64_t begin = 0, width = split.end[0];
 #pragma unroll
@@ -57,7 +64,7 @@ __device__ __forceinline__ Out* out_element(const SplitOut<Out>& split, int64_t 
       width = split.end[i] - begin;
     }
   }
-  return base + m * width + (row - begin);
+  return {base + (row - begin), width};
 }
 
 // 16 bytes of w that are read exactly once: bypass L1 so x stays resident there.
@@ -147,12 +154,13 @@ __device__ __forceinline__ void row_group(const __nv_bfloat16* __restrict__ x,
   }
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
+    const RowOutput<Out> dst = row_output(split, row0 + r);
 #pragma unroll
     for (int m = 0; m < kMaxM; ++m) {
       float v = acc[r][m];
 #pragma unroll
       for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-      if (lane == 0 && m < M && row0 + r < N) store(v, out_element(split, row0 + r, m));
+      if (lane == 0 && m < M && row0 + r < N) store(v, dst.column + m * dst.width);
     }
   }
 }
