@@ -117,20 +117,38 @@ struct QkArgs {
   float eps;
 };
 
+// Head h of token t (q heads first, then k heads): its row of q or k and its norm weight.
+struct HeadRef {
+  bf16_t* row;
+  const bf16_t* w;
+  bool is_q;
+};
+__device__ __forceinline__ HeadRef head_ref(const QkArgs& a, int64_t t, int h) {
+  if (h < a.num_q_heads) return {a.q + (t * a.num_q_heads + h) * a.head_dim, a.q_norm, true};
+  return {a.k + (t * a.num_kv_heads + (h - a.num_q_heads)) * a.head_dim, a.k_norm, false};
+}
+
 // One warp per head at a time (D <= kQkMaxHeadDim, D % 16 == 0, 16-byte aligned rows): lane l
 // holds the head's 8-wide pack l, so the norm sums exactly as rms_norm's 8-wide warp-per-row
 // kernel (lane packs, then warp_sum); y = bf16(x * inv_rms * w) is the norm's bf16 output. RoPE
-// pairs pack l with pack l +- D/16 through a shuffle; SSMax scales the q heads by s(p).
+// pairs pack l with pack l +- D/16 through a shuffle; SSMax scales the q heads by s(p). A warp
+// loads its next head (the first one before the cos/sin table) while it finishes the current.
 template <QkPosition kPos>
 __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_position(QkArgs a, InvFreq inv_freq) {
   __shared__ float cos_s[kQkMaxHeadDim / 2], sin_s[kQkMaxHeadDim / 2];
   const int64_t t = blockIdx.x / a.blocks_per_token;
   const int head_begin = static_cast<int>(blockIdx.x % a.blocks_per_token) * a.heads_per_block;
-  const int num_heads = a.num_q_heads + a.num_kv_heads;
-  const int head_end = min(head_begin + a.heads_per_block, num_heads);
+  const int head_end = min(head_begin + a.heads_per_block, a.num_q_heads + a.num_kv_heads);
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
   const int packs = a.head_dim / 8, half_packs = packs / 2;
-  const bool active = lane < packs;
+  const bool active = lane < packs;  // lanes past the head hold zeros
+  int h = head_begin + warp;
+  Pack<8> x{}, wp{};
+  if (h < head_end && active) {
+    const HeadRef first = head_ref(a, t, h);
+    x = load_bf16<8>(first.row + lane * 8);
+    wp = load_bf16<8>(first.w + lane * 8);
+  }
   float scale = 1.0f;
   if constexpr (kPos == QkPosition::kRope) {
     rope_table(a.positions[t], a.head_dim / 2, inv_freq, cos_s, sin_s);
@@ -138,16 +156,10 @@ __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_position(QkArgs a, InvF
   } else {
     scale = ssmax_factor(a.positions[t]);
   }
-  for (int h = head_begin + warp; h < head_end; h += kQkWarps) {  // uniform across the warp
-    const bool is_q = h < a.num_q_heads;
-    bf16_t* row = is_q ? a.q + (t * a.num_q_heads + h) * a.head_dim
-                       : a.k + (t * a.num_kv_heads + (h - a.num_q_heads)) * a.head_dim;
-    const bf16_t* w = is_q ? a.q_norm : a.k_norm;
-    Pack<8> x{}, wp{};
+  for (; h < head_end; h += kQkWarps) {  // uniform across the warp
+    const HeadRef ref = head_ref(a, t, h);
     float sum = 0.0f;
     if (active) {
-      x = load_bf16<8>(row + lane * 8);
-      wp = load_bf16<8>(w + lane * 8);
 #pragma unroll
       for (int j = 0; j < 8; ++j) sum = fmaf(x.v[j], x.v[j], sum);
     }
@@ -155,6 +167,11 @@ __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_position(QkArgs a, InvF
     Pack<8> y;
 #pragma unroll
     for (int j = 0; j < 8; ++j) y.v[j] = round_bf16(x.v[j] * inv_rms * wp.v[j]);
+    if (h + kQkWarps < head_end && active) {  // the next head's loads
+      const HeadRef next = head_ref(a, t, h + kQkWarps);
+      x = load_bf16<8>(next.row + lane * 8);
+      wp = load_bf16<8>(next.w + lane * 8);
+    }
     if constexpr (kPos == QkPosition::kRope) {
       const bool low = lane < half_packs;
       const int partner = low ? lane + half_packs : lane - half_packs;  // in [0, 32)
@@ -169,14 +186,14 @@ __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_position(QkArgs a, InvF
           const float c = cos_s[d0 + j], s = sin_s[d0 + j];
           out.v[j] = low ? rotate_lo(y.v[j], other.v[j], c, s) : rotate_hi(other.v[j], y.v[j], c, s);
         }
-        store_bf16<8>(row + lane * 8, out);
+        store_bf16<8>(ref.row + lane * 8, out);
       }
     } else if (active) {
-      if (is_q) {
+      if (ref.is_q) {
 #pragma unroll
         for (int j = 0; j < 8; ++j) y.v[j] = y.v[j] * scale;
       }
-      store_bf16<8>(row + lane * 8, y);
+      store_bf16<8>(ref.row + lane * 8, y);
     }
   }
 }
