@@ -1,7 +1,8 @@
 // CUDA linear() on cuBLASLt. Row-major out[M, N] = x[M, K] · w[N, K]ᵀ is the column-major
 // outᵀ[N, M] = op(w)[N, K] · xᵀ[K, M] with w read as a K x N column-major matrix (op = T) and x as
 // K x M (op = N), i.e. a "TN" GEMM with m = N, n = M, k = K. Plans are cached per shape in
-// CudaContext::linear, so a decode step never re-runs the heuristic.
+// CudaContext::linear, so a decode step never re-runs the heuristic. linear() and linear_split()
+// dispatch here between this path and the skinny kernel (gemm_skinny.cu).
 #include "kernels/cuda/gemm.h"
 
 #include <cuda_bf16.h>
