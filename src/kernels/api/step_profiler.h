@@ -11,14 +11,14 @@ namespace beam {
 enum class StepOp {
   kSetup,       // work queued before the first op (per-step metadata uploads)
   kEmbedding,   // token embedding gather
-  kNorm,        // input_norm and pre_mlp_norm
+  kNorm,        // input_norm at layer 0 (later pre-norms are fused into kPostNorm)
   kQkvg,        // the q, k, v and gate projections
   kQkNormRope,  // q/k norms and RoPE (sliding) or SSMax scaling (full)
   kStoreKv,     // k and v into the paged cache
   kAttention,   // paged attention (and zeroing its padding rows)
   kGate,        // output gate
   kOProj,       // o_proj
-  kPostNorm,    // post-attention and post-MLP norm + residual
+  kPostNorm,    // post-attention and post-MLP norm + residual (+ the next pre-norm, fused)
   kRouter,      // router GEMM and top-k routing
   kExperts,     // routed experts (gate_up, activation, down, weighted combine)
   kDense,       // dense MLP (gate_up, swiglu, down)

@@ -189,7 +189,6 @@ void BeamModel::attention_block(Workspace& ws, int64_t l, const KvLayers& kv, At
       paged_attention(ctx_, q3, layer_kv, sliding ? ws.sliding_seqs : ws.full_seqs, window, o);
       break;
     case AttentionPath::kFixed:
-      zero_tensor(ctx_, o);  // padding rows have no sequence: keep them finite (zero)
       fixed_paged_attention(ctx_, sliding ? 1 : 0, q3, layer_kv, window, o);
       break;
   }
