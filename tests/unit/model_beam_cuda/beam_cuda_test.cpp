@@ -91,15 +91,21 @@ TEST_F(BeamCuda, BatchOfDifferentLengthsMatchesEachAlone) {
   }
 }
 
+// Full prefill, chunks of 7 and token-by-token decode on the GPU, each against the CPU reference's
+// full prefill (the CPU op chain is exactly chunk-invariant: model_beam's invariance test). The GPU
+// paths legitimately differ from each other in summation order (cuBLASLt at M = 45 vs the skinny
+// GEMV at M <= 8, attention kernels), so each is held to the reference, not to one another.
 TEST_F(BeamCuda, ChunkedAndDecodedMatchFullPrefill) {
   auto tokens = random_tokens(45, vocab(), 7);
-  auto full = run_chunked(*model_, tokens, 0, 0);
-  for (int64_t chunk : {1, 7}) expect_close(run_chunked(*model_, tokens, 0, chunk), full, kTolerance,
-                                            "chunk " + std::to_string(chunk));
-  // The same on the CPU: the GPU's full prefill is within the tolerance of the CPU reference op chain.
   auto cpu = cpu_model("tiny-beam");
   ASSERT_NE(cpu, nullptr);
-  expect_close(full, run_chunked(*cpu, tokens, 0, 0), kTolerance, "GPU vs CPU full prefill");
+  const auto reference = run_chunked(*cpu, tokens, 0, 0);
+  for (int64_t chunk : {0, 1, 7}) {
+    auto got = run_chunked(*model_, tokens, 0, chunk);
+    std::printf("gpu chunk %lld vs cpu full prefill: rel_error=%.5f\n", static_cast<long long>(chunk),
+                compare_logits(got, reference, vocab()).rel_error);
+    expect_close(got, reference, kTolerance, "GPU chunk " + std::to_string(chunk) + " vs CPU full prefill");
+  }
 }
 
 TEST_F(BeamCuda, ReportsOutOfRangeBatchesAsErrors) {
