@@ -4,6 +4,15 @@
 #include <cstdlib>
 
 namespace beam::kernel_checks {
+namespace {
+
+#if BEAMSERVE_CUDA
+constexpr bool kCudaBuilt = true;
+#else
+constexpr bool kCudaBuilt = false;  // the dispatch reports cuda_backend_not_built instead
+#endif
+
+}  // namespace
 
 void expect_tensor(const KernelContext& ctx, const TensorView& t, DType dtype, int rank,
                    const char* op, const char* name) {
@@ -20,6 +29,8 @@ void expect_tensor(const KernelContext& ctx, const TensorView& t,
                                << ", expected rank " << rank;
   BEAM_CHECK(t.device == ctx.device) << op << ": " << name << " is on another device than the op";
   BEAM_CHECK(t.data != nullptr || t.numel() == 0) << op << ": " << name << " has no data";
+  BEAM_CHECK(ctx.device != Device::kCuda || !kCudaBuilt || ctx.cuda != nullptr)
+      << op << ": Device::kCuda without a CUDA context (KernelContext::cuda; create_cuda_context)";
 }
 
 ThreadPool& cpu_pool(const KernelContext& ctx, const char* op) {
