@@ -13,10 +13,11 @@
 // latency needs, so stalls at unit boundaries are absorbed), across unit boundaries. Each lane
 // copies exactly the 16-byte chunks it later feeds to mma.sync m16n8k16 as A fragments (k order
 // inside a k32 step permuted identically for A and B, so no barrier guards the ring); the B
-// fragments (the pass's 8 activation rows over the warp's K slice) stay in registers until the
-// group or pass changes. Per unit the 16 warps' fp32 partials are summed in warp order in shared
-// memory by one warp, which applies the epilogue: act = bf16(silu(bf16 g) * bf16 u) (gate_up) or
-// y = bf16(sum) (down). Rounding points as kernels/cpu/moe_experts.cpp; fixed summation order and
+// fragments (the pass's 8 activation rows over the warp's K slice) stay in registers; when the
+// next unit changes group or pass, each is reloaded right after its last use in the current unit
+// (an expert with more than 8 rows alternates passes per tile: no L2 round trip stalls a unit).
+// Per unit the 16 warps' fp32 partials are summed in warp order in shared memory by one warp,
+// which applies the epilogue: act = bf16(silu(bf16 g) * bf16 u) (gate_up) or y = bf16(sum) (down). Rounding points as kernels/cpu/moe_experts.cpp; fixed summation order and
 // no atomics, so results are run-to-run identical. Each block groups the routed slots itself
 // (stable bitonic sort of expert << 10 | slot), so the kernels need no grouping launch.
 // The down kernel is launched as a programmatic dependent of the gate_up kernel: it groups and
@@ -299,27 +300,25 @@ __device__ __forceinline__ void store_unit(const Args& p, const Tables& t, const
   }
 }
 
-// Loads the B fragments of the pass at cursor c over this warp's K slice: xf[i] = 8 activations
-// of routed row lane / 4 of the pass at columns (first_step + i) * 32 + 8 (lane % 4) + [0, 8),
-// zeros past K or past the group's rows.
+// The activation row that lane row r feeds as B fragments in the pass at cursor c (gate_up: x row
+// of its token; down: act row of the grouped row); nullptr past the group's rows (zeros).
 template <Phase kPhase>
-__device__ __forceinline__ void load_fragments(const Args& p, const Tables& t, const Cursor& c,
-                                               int64_t first_step, int my_steps, int r, int q,
-                                               uint4 (&xf)[kMaxSteps]) {
+__device__ __forceinline__ const bf16_t* fragment_row(const Args& p, const Tables& t,
+                                                      const Cursor& c, int r) {
   const int begin = t.begin[c.g], count = t.begin[c.g + 1] - begin;
   const int within = c.p * kPassRows + r;
-  const bf16_t* row = nullptr;
-  if (within < count) {
-    const int64_t src = kPhase == Phase::kGateUp ? t.row_token[begin + within] : begin + within;
-    row = p.a + src * p.k;
-  }
-#pragma unroll
-  for (int i = 0; i < kMaxSteps; ++i) {
-    if (i >= my_steps) break;
-    const int64_t col = (first_step + i) * kStepCols + 8 * q;
-    xf[i] = row != nullptr && col < p.k ? __ldcg(reinterpret_cast<const uint4*>(row + col))
-                                        : make_uint4(0, 0, 0, 0);
-  }
+  if (within >= count) return nullptr;
+  const int64_t src = kPhase == Phase::kGateUp ? t.row_token[begin + within] : begin + within;
+  return p.a + src * p.k;
+}
+
+// B fragment of k32 step `step` of activation row `row` (fragment_row): 8 activations at
+// columns step * 32 + 8 (lane % 4) + [0, 8), zeros past K or for a null row.
+__device__ __forceinline__ uint4 load_fragment(const Args& p, const bf16_t* row, int64_t step,
+                                               int q) {
+  const int64_t col = step * kStepCols + 8 * q;
+  return row != nullptr && col < p.k ? __ldcg(reinterpret_cast<const uint4*>(row + col))
+                                     : make_uint4(0, 0, 0, 0);
 }
 
 // Grid: one block per SM (any count works). See the top of this file.
@@ -371,15 +370,27 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
   for (int s = 0; s < kStages; ++s) issue(s);
 
   if constexpr (kPhase == Phase::kDown) pdl_wait();  // act comes from the gate_up kernel
+  // B fragments: xf[i] = step first_step + i of this lane's activation row in the current pass.
+  // When the next unit changes group or pass (group boundaries, and every unit of an expert with
+  // more than kPassRows rows, whose passes alternate per tile), xf[i] is reloaded for it right
+  // after this unit's mma consumed it, so the loads have a whole unit to land instead of stalling
+  // the next unit's first mma (and with it the warp's ring) on an L2 round trip.
   Cursor cc = start;
-  int loaded_g = -1, loaded_p = -1, slot = 0;
   uint4 xf[kMaxSteps];
-  for (int64_t u = u_begin; u < u_end; ++u) {
-    if (cc.g != loaded_g || cc.p != loaded_p) {
-      load_fragments<kPhase>(p, t, cc, first_step, my_steps, r, q, xf);
-      loaded_g = cc.g;
-      loaded_p = cc.p;
+  {
+    const bf16_t* row = fragment_row<kPhase>(p, t, cc, r);
+#pragma unroll
+    for (int i = 0; i < kMaxSteps; ++i) {
+      if (i >= my_steps) break;
+      xf[i] = load_fragment(p, row, first_step + i, q);
     }
+  }
+  int slot = 0;
+  for (int64_t u = u_begin; u < u_end; ++u) {
+    Cursor nc = cc;
+    advance(nc, t, m_tiles);
+    const bool reload = u + 1 < u_end && (nc.g != cc.g || nc.p != cc.p);  // uniform over the block
+    const bf16_t* next_row = reload ? fragment_row<kPhase>(p, t, nc, r) : nullptr;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int i = 0; i < kMaxSteps; ++i) {
@@ -388,6 +399,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
       const uint4 a_lo = ring[slot][0][lane], a_hi = ring[slot][1][lane];
       mma_bf16(acc, a_lo.x, a_hi.x, a_lo.y, a_hi.y, xf[i].x, xf[i].y);
       mma_bf16(acc, a_lo.z, a_hi.z, a_lo.w, a_hi.w, xf[i].z, xf[i].w);
+      if (reload) xf[i] = load_fragment(p, next_row, first_step + i, q);
       issue(slot);  // after the mma consumed the slot's registers
       slot = slot + 1 == kStages ? 0 : slot + 1;
     }
@@ -406,7 +418,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
       }
       store_unit<kPhase>(p, t, cc, r, q, s);
     }
-    advance(cc, t, m_tiles);
+    cc = nc;
   }
   cp_async_wait<0>();
 }
