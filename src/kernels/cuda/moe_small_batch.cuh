@@ -17,8 +17,9 @@
 // next unit changes group or pass, each is reloaded right after its last use in the current unit
 // (an expert with more than 8 rows alternates passes per tile: no L2 round trip stalls a unit).
 // Per unit the 16 warps' fp32 partials are summed in warp order in shared memory by one warp,
-// which applies the epilogue: act = bf16(silu(bf16 g) * bf16 u) (gate_up) or y = bf16(sum) (down). Rounding points as kernels/cpu/moe_experts.cpp; fixed summation order and
-// no atomics, so results are run-to-run identical. Each block groups the routed slots itself
+// which applies the epilogue: act = bf16(silu(bf16 g) * bf16 u) (gate_up) or y = bf16(sum)
+// (down). Rounding points as kernels/cpu/moe_experts.cpp; fixed summation order and no atomics,
+// so results are run-to-run identical. Each block groups the routed slots itself
 // (stable bitonic sort of expert << 10 | slot), so the kernels need no grouping launch.
 // The down kernel is launched as a programmatic dependent of the gate_up kernel: it groups and
 // fills its ring with down weights while the gate_up kernel drains, then waits for act.
@@ -111,6 +112,11 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 }
 __device__ __forceinline__ void pdl_wait() {
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
+}
+
+// Hint: bring `bytes` (a multiple of 16, src 16-byte aligned) of global memory into L2.
+__device__ __forceinline__ void prefetch_l2_bulk(const void* src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
 }
 
 // c += a . b for one m16n8k16 bf16 tile, fp32 accumulators.
@@ -321,6 +327,24 @@ __device__ __forceinline__ uint4 load_fragment(const Args& p, const bf16_t* row,
                                      : make_uint4(0, 0, 0, 0);
 }
 
+// Down kernel, before it waits for act: the weight tiles of units u_begin + 1 ..
+// u_begin + kL2PrefetchUnits (the ring holds the first unit and part of the second) into L2, one
+// bulk prefetch per 16 output rows' K bytes, so the HBM stream runs on while the gate_up kernel
+// drains (~21 MB over 132 SMs at Beam widths, well inside the 60 MB L2).
+constexpr int kL2PrefetchUnits = 2;
+__device__ __forceinline__ void prefetch_next_tiles(const Args& p, const Tables& t, Cursor c,
+                                                    int64_t m_tiles, int64_t units_left) {
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid >= 16 * kL2PrefetchUnits) return;
+  const int ahead = 1 + tid / 16, row = tid % 16;
+  if (ahead >= units_left) return;
+  for (int j = 0; j < ahead; ++j) advance(c, t, m_tiles);
+  const int64_t h = static_cast<int64_t>(c.m) * tile_cols<Phase::kDown>() + row;
+  if (h >= p.n) return;
+  prefetch_l2_bulk(p.w + (static_cast<int64_t>(t.expert[c.g]) * p.n + h) * p.k,
+                   static_cast<uint32_t>(p.k * static_cast<int64_t>(sizeof(bf16_t))));
+}
+
 // Grid: one block per SM (any count works). See the top of this file.
 template <Phase kPhase>
 __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
@@ -369,7 +393,10 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
 #pragma unroll
   for (int s = 0; s < kStages; ++s) issue(s);
 
-  if constexpr (kPhase == Phase::kDown) pdl_wait();  // act comes from the gate_up kernel
+  if constexpr (kPhase == Phase::kDown) {
+    prefetch_next_tiles(p, t, start, m_tiles, u_end - u_begin);
+    pdl_wait();  // act comes from the gate_up kernel
+  }
   // B fragments: xf[i] = step first_step + i of this lane's activation row in the current pass.
   // When the next unit changes group or pass (group boundaries, and every unit of an expert with
   // more than kPassRows rows, whose passes alternate per tile), xf[i] is reloaded for it right
