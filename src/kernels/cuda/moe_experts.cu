@@ -189,30 +189,49 @@ __global__ void __launch_bounds__(kScatterThreads)
 // out[t] = bf16(Σ_k fma(w[t, k], f32(y[entry_of[t, k]]), acc)) in k order from 0 (the CPU's
 // combine); N = 8 columns per 16-byte access, or 1 for odd widths. Grid: x = token, y = chunk of
 // kCombineThreads * N columns (one access per thread; the k loop unrolled so the loads of eight
-// slots are in flight together). Reads y and entry_of through L2 after griddepcontrol.wait (a
-// programmatic dependent of the down kernel on the small-batch path; a no-op on the grouped
-// path's ordinary launch).
+// slots are in flight together). On the small-batch path it is a programmatic dependent of the
+// down kernel, which lets it start only after every down block waited for the gate_up kernel:
+// the weights (router, before gate_up) and the first kEarlySlots entry_of (gate_up) are read
+// before griddepcontrol.wait, y (down) after it, through L2. On the grouped path (ordinary
+// launch) the wait is a no-op.
+constexpr int kEarlySlots = 8;
+template <int N>
+__device__ __forceinline__ void combine_slot(const bf16_t* y, int32_t entry, float w, int64_t H,
+                                             int64_t c, float (&acc)[N]) {
+  const bf16_t* src = y + static_cast<int64_t>(entry) * H + c;
+  if constexpr (N == 8) {
+    const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(src));
+    const bf16_t* v = reinterpret_cast<const bf16_t*>(&raw);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[i] = __fmaf_rn(w, __bfloat162float(v[i]), acc[i]);
+  } else {
+    acc[0] = __fmaf_rn(w, __bfloat162float(__ldcg(src)), acc[0]);
+  }
+}
+
 template <int N>
 __global__ void __launch_bounds__(kCombineThreads)
     combine_kernel(const bf16_t* y, const int32_t* entry_of, const float* weights, int top_k,
                    int64_t H, bf16_t* out) {
-  moe_small::pdl_wait();
   const int64_t t = blockIdx.x;
   const int64_t c = (static_cast<int64_t>(blockIdx.y) * kCombineThreads + threadIdx.x) * N;
   if (c >= H) return;
-  float acc[N] = {};
-#pragma unroll 8
-  for (int k = 0; k < top_k; ++k) {
-    const float w = weights[t * top_k + k];
-    const bf16_t* src = y + static_cast<int64_t>(__ldcg(entry_of + t * top_k + k)) * H + c;
-    if constexpr (N == 8) {
-      const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(src));
-      const bf16_t* v = reinterpret_cast<const bf16_t*>(&raw);
+  int32_t early_entry[kEarlySlots];
+  float early_w[kEarlySlots];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) acc[i] = __fmaf_rn(w, __bfloat162float(v[i]), acc[i]);
-    } else {
-      acc[0] = __fmaf_rn(w, __bfloat162float(__ldcg(src)), acc[0]);
-    }
+  for (int k = 0; k < kEarlySlots; ++k) {
+    early_entry[k] = k < top_k ? __ldcg(entry_of + t * top_k + k) : 0;
+    early_w[k] = k < top_k ? weights[t * top_k + k] : 0.0f;
+  }
+  moe_small::pdl_wait();
+  float acc[N] = {};
+#pragma unroll
+  for (int k = 0; k < kEarlySlots; ++k) {
+    if (k < top_k) combine_slot<N>(y, early_entry[k], early_w[k], H, c, acc);
+  }
+#pragma unroll 8
+  for (int k = kEarlySlots; k < top_k; ++k) {
+    combine_slot<N>(y, __ldcg(entry_of + t * top_k + k), weights[t * top_k + k], H, c, acc);
   }
   if constexpr (N == 8) {
     uint4 raw;

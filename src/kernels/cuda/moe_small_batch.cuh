@@ -335,7 +335,7 @@ constexpr int kL2PrefetchUnits = 2;
 __device__ __forceinline__ void prefetch_next_tiles(const Args& p, const Tables& t, Cursor c,
                                                     int64_t m_tiles, int64_t units_left) {
   const int tid = static_cast<int>(threadIdx.x);
-  if (tid >= 16 * kL2PrefetchUnits) return;
+  if (tid >= 16 * kL2PrefetchUnits || p.k == 0) return;  // (a zero-size prefetch is not defined)
   const int ahead = 1 + tid / 16, row = tid % 16;
   if (ahead >= units_left) return;
   for (int j = 0; j < ahead; ++j) advance(c, t, m_tiles);
@@ -351,7 +351,10 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
   extern __shared__ __align__(16) unsigned char moe_small_smem[];
   Shared& sh = *reinterpret_cast<Shared*>(moe_small_smem);
   const Tables& t = sh.t;
-  pdl_launch_dependents();
+  // gate_up: the down kernel may start at once (before its wait it reads only ids, from before
+  // this launch, and weights). down: the combine starts only once every block has passed its
+  // wait (or exited), so the gate_up kernel's entry_of is complete when it reads it early.
+  if constexpr (kPhase == Phase::kGateUp) pdl_launch_dependents();
   build_groups(p, sh.t);
 
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
@@ -396,6 +399,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
   if constexpr (kPhase == Phase::kDown) {
     prefetch_next_tiles(p, t, start, m_tiles, u_end - u_begin);
     pdl_wait();  // act comes from the gate_up kernel
+    pdl_launch_dependents();
   }
   // B fragments: xf[i] = step first_step + i of this lane's activation row in the current pass.
   // When the next unit changes group or pass (group boundaries, and every unit of an expert with
