@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/api/checks.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
 #if BEAMSERVE_CUDA
@@ -86,6 +87,22 @@ void cpu_norm_heads(ThreadPool& pool, const QkTensors& qk, float eps) {
   cpu::rms_norm(pool, k2, qk.k_norm, eps, k2);
 }
 
+// The store of a fused q/k op: the same contract as store_kv's arguments.
+void check_store(const KernelContext& ctx, const QkTensors& qk, const KvStore& store,
+                 const char* op) {
+  expect_tensor(ctx, store.v, DType::kBF16, 3, op, "v");
+  expect_tensor(ctx, store.slots, DType::kI64, 1, op, "slots");
+  expect_tensor(ctx, store.cache.k, DType::kBF16, 4, op, "cache.k");
+  expect_tensor(ctx, store.cache.v, DType::kBF16, 4, op, "cache.v");
+  const PagedKv& kv = store.cache;
+  BEAM_CHECK(store.v.shape == qk.k.shape && store.slots.dim(0) == qk.k.dim(0) &&
+             kv.v.shape == kv.k.shape && kv.block_size > 0 && kv.k.dim(1) == kv.block_size &&
+             kv.k.dim(2) == qk.k.dim(1) && kv.k.dim(3) == qk.k.dim(2))
+      << op << ": k " << qk.k.shape.str() << ", v " << store.v.shape.str() << ", slots "
+      << store.slots.shape.str() << ", cache k " << kv.k.shape.str() << ", v "
+      << kv.v.shape.str() << ", block_size " << kv.block_size;
+}
+
 }  // namespace
 
 void qk_norm_rope(const KernelContext& ctx, const QkTensors& qk, float eps, float theta) {
@@ -119,6 +136,50 @@ void qk_norm_ssmax(const KernelContext& ctx, const QkTensors& qk, float eps) {
     case Device::kCuda:
 #if BEAMSERVE_CUDA
       cuda::qk_norm_ssmax(*ctx.cuda, qk, eps);
+      return;
+#else
+      cuda_backend_not_built(op);
+#endif
+  }
+}
+
+void qk_norm_rope_store_kv(const KernelContext& ctx, const QkTensors& qk, const KvStore& store,
+                           float eps, float theta) {
+  constexpr const char* op = "qk_norm_rope_store_kv";
+  check_qk(ctx, qk, op);
+  check_store(ctx, qk, store, op);
+  BEAM_CHECK(qk.q.dim(2) % 2 == 0 && theta > 0.0f)
+      << op << ": head_dim " << qk.q.dim(2) << ", theta " << theta;
+  switch (ctx.device) {
+    case Device::kCpu:
+      cpu_norm_heads(cpu_pool(ctx, op), qk, eps);
+      cpu::apply_rope(cpu_pool(ctx, op), qk.q, qk.k, qk.positions, theta);
+      cpu::store_kv(cpu_pool(ctx, op), qk.k, store.v, store.slots, store.cache);
+      return;
+    case Device::kCuda:
+#if BEAMSERVE_CUDA
+      cuda::qk_norm_rope(*ctx.cuda, qk, eps, theta, &store);
+      return;
+#else
+      cuda_backend_not_built(op);
+#endif
+  }
+}
+
+void qk_norm_ssmax_store_kv(const KernelContext& ctx, const QkTensors& qk, const KvStore& store,
+                            float eps) {
+  constexpr const char* op = "qk_norm_ssmax_store_kv";
+  check_qk(ctx, qk, op);
+  check_store(ctx, qk, store, op);
+  switch (ctx.device) {
+    case Device::kCpu:
+      cpu_norm_heads(cpu_pool(ctx, op), qk, eps);
+      cpu::apply_ssmax(cpu_pool(ctx, op), qk.q, qk.positions);
+      cpu::store_kv(cpu_pool(ctx, op), qk.k, store.v, store.slots, store.cache);
+      return;
+    case Device::kCuda:
+#if BEAMSERVE_CUDA
+      cuda::qk_norm_ssmax(*ctx.cuda, qk, eps, &store);
       return;
 #else
       cuda_backend_not_built(op);

@@ -3,6 +3,7 @@
 
 #include <span>
 
+#include "kernels/api/attention.h"
 #include "kernels/api/context.h"
 
 namespace beam {
@@ -31,6 +32,22 @@ void qk_norm_rope(const KernelContext& ctx, const QkTensors& qk, float eps, floa
 
 // The same norms then SSMax on q (NoPE layers): rms_norm(q), rms_norm(k), apply_ssmax(q).
 void qk_norm_ssmax(const KernelContext& ctx, const QkTensors& qk, float eps);
+
+// Where the fused ops below also write the layer's new K/V rows: v [T, Nkv, D] bf16 (same shape as
+// qk.k), slots [T] i64 and the pool `cache`, exactly as store_kv (kernels/api/attention.h).
+struct KvStore {
+  TensorView v, slots;
+  PagedKv cache;
+};
+
+// qk_norm_rope / qk_norm_ssmax followed by store_kv(qk.k, store.v, store.slots, store.cache): the
+// final k rows (and v) land in the pool slots (slot -1: row skipped); q and k are updated in place
+// as before. Bit-identical to that composition on every device (CUDA: one launch where the fused
+// q/k kernel serves the heads).
+void qk_norm_rope_store_kv(const KernelContext& ctx, const QkTensors& qk, const KvStore& store,
+                           float eps, float theta);
+void qk_norm_ssmax_store_kv(const KernelContext& ctx, const QkTensors& qk, const KvStore& store,
+                            float eps);
 
 // The fp32 SSMax factor for one absolute position (shared by CPU and CUDA code and tests).
 // (1 + (fp32(p) + 1) / 2048) in fp32, then pow with PyTorch's fp32 powf (SLEEF) and exponent 0.1f.

@@ -1,5 +1,6 @@
 // CUDA RoPE and SSMax with kernels/cpu/rope.cpp's rounding points, alone or fused after the
-// per-head q/k RMSNorm (one launch, bit-identical to rms_norm + apply_rope / apply_ssmax here).
+// per-head q/k RMSNorm (one launch, bit-identical to rms_norm + apply_rope / apply_ssmax here),
+// optionally also writing the final k and v rows into the paged KV pool (+ store_kv).
 // inv_freq comes from the host (bit-identical to PyTorch's); angles are the same single fp32
 // product; cos/sin/pow use CUDA's accurate fp32 functions (not SLEEF's), so a bf16-rounded cos/sin
 // or an SSMax factor can differ from the CPU's in rare elements (tests/unit/kernels_cuda/
@@ -8,6 +9,7 @@
 
 #include "core/check.h"
 #include "kernels/api/rope.h"
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/bf16_math.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/norm.h"
@@ -107,6 +109,8 @@ enum class QkPosition { kRope, kSsmax };
 
 // Operands of qk_norm_position: q [T, Nq, D], k [T, Nkv, D], q_norm / k_norm [D], positions [T];
 // each block covers heads [b * heads_per_block, ...) (q heads first, then k heads) of one token.
+// With k_cache set (store_kv fused), v [T, Nkv, D] and the final k rows also go to the pool:
+// k_cache / v_cache [num_slots, Nkv, D], row t to slot slots[t] (skipped unless in [0, num_slots)).
 struct QkArgs {
   bf16_t* q;
   bf16_t* k;
@@ -115,6 +119,11 @@ struct QkArgs {
   const int64_t* positions;
   int num_q_heads, num_kv_heads, head_dim, blocks_per_token, heads_per_block;
   float eps;
+  const bf16_t* v;
+  const int64_t* slots;
+  bf16_t* k_cache;
+  bf16_t* v_cache;
+  int64_t num_slots;
 };
 
 // Head h of token t (q heads first, then k heads): its row of q or k and its norm weight.
@@ -149,6 +158,12 @@ __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_position(QkArgs a, InvF
     x = load_bf16<8>(first.row + lane * 8);
     wp = load_bf16<8>(first.w + lane * 8);
   }
+  // The pool row of this token's k/v heads (store_kv fused), or null: its slot -1 or no store.
+  int64_t cache_row = -1;
+  if (a.k_cache != nullptr) {
+    const int64_t slot = a.slots[t];
+    if (slot >= 0 && slot < a.num_slots) cache_row = slot * a.num_kv_heads;
+  }
   float scale = 1.0f;
   if constexpr (kPos == QkPosition::kRope) {
     rope_table(a.positions[t], a.head_dim / 2, inv_freq, cos_s, sin_s);
@@ -158,6 +173,13 @@ __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_position(QkArgs a, InvF
   }
   for (; h < head_end; h += kQkWarps) {  // uniform across the warp
     const HeadRef ref = head_ref(a, t, h);
+    // store_kv of a k head: its v row goes to the pool as is (loaded now, stored below).
+    const bool to_cache = !ref.is_q && cache_row >= 0 && active;
+    const int64_t kvh = h - a.num_q_heads;
+    uint4 v_pack{};
+    if (to_cache)
+      v_pack = *reinterpret_cast<const uint4*>(a.v + (t * a.num_kv_heads + kvh) * a.head_dim +
+                                               lane * 8);
     float sum = 0.0f;
     if (active) {
 #pragma unroll
@@ -187,6 +209,7 @@ __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_position(QkArgs a, InvF
           out.v[j] = low ? rotate_lo(y.v[j], other.v[j], c, s) : rotate_hi(other.v[j], y.v[j], c, s);
         }
         store_bf16<8>(ref.row + lane * 8, out);
+        if (to_cache) store_bf16<8>(a.k_cache + (cache_row + kvh) * a.head_dim + lane * 8, out);
       }
     } else if (active) {
       if (ref.is_q) {
@@ -194,17 +217,23 @@ __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_position(QkArgs a, InvF
         for (int j = 0; j < 8; ++j) y.v[j] = y.v[j] * scale;
       }
       store_bf16<8>(ref.row + lane * 8, y);
+      if (to_cache) store_bf16<8>(a.k_cache + (cache_row + kvh) * a.head_dim + lane * 8, y);
     }
+    if (to_cache)
+      *reinterpret_cast<uint4*>(a.v_cache + (cache_row + kvh) * a.head_dim + lane * 8) = v_pack;
   }
 }
 
 // One launch of qk_norm_position when the heads fit it (else false): small T spreads a token's
-// heads over blocks of kQkWarps heads; from kQkWideTokens tokens on, one block per token.
+// heads over blocks of kQkWarps heads; from kQkWideTokens tokens on, one block per token. With
+// `store`, the launch also does store_kv (v and the pool must be 16-byte aligned as well).
 bool launch_qk_norm(CudaContext& ctx, const QkTensors& qk, float eps, QkPosition pos,
-                    float theta) {
+                    float theta, const KvStore* store) {
   const int64_t T = qk.q.dim(0), D = qk.q.dim(2);
   const bool fits = D % 16 == 0 && D <= kQkMaxHeadDim &&
-                    all_aligned16(qk.q.data, qk.k.data, qk.q_norm.data, qk.k_norm.data);
+                    all_aligned16(qk.q.data, qk.k.data, qk.q_norm.data, qk.k_norm.data) &&
+                    (store == nullptr ||
+                     all_aligned16(store->v.data, store->cache.k.data, store->cache.v.data));
   if (!fits) return false;
   const int heads = static_cast<int>(qk.q.dim(1) + qk.k.dim(1));
   QkArgs a{static_cast<bf16_t*>(qk.q.data),
@@ -217,7 +246,19 @@ bool launch_qk_norm(CudaContext& ctx, const QkTensors& qk, float eps, QkPosition
            static_cast<int>(D),
            T >= kQkWideTokens ? 1 : (heads + kQkWarps - 1) / kQkWarps,
            0,
-           eps};
+           eps,
+           nullptr,
+           nullptr,
+           nullptr,
+           nullptr,
+           0};
+  if (store != nullptr) {
+    a.v = static_cast<const bf16_t*>(store->v.data);
+    a.slots = static_cast<const int64_t*>(store->slots.data);
+    a.k_cache = static_cast<bf16_t*>(store->cache.k.data);
+    a.v_cache = static_cast<bf16_t*>(store->cache.v.data);
+    a.num_slots = store->cache.k.dim(0) * store->cache.k.dim(1);
+  }
   a.heads_per_block = (heads + a.blocks_per_token - 1) / a.blocks_per_token;
   InvFreq inv_freq{};
   const auto blocks = static_cast<unsigned>(T * a.blocks_per_token);
@@ -244,18 +285,21 @@ void norm_heads(CudaContext& ctx, const QkTensors& qk, float eps) {
 
 }  // namespace
 
-void qk_norm_rope(CudaContext& ctx, const QkTensors& qk, float eps, float theta) {
+void qk_norm_rope(CudaContext& ctx, const QkTensors& qk, float eps, float theta,
+                  const KvStore* store) {
   if (qk.q.dim(0) == 0) return;
-  if (launch_qk_norm(ctx, qk, eps, QkPosition::kRope, theta)) return;
+  if (launch_qk_norm(ctx, qk, eps, QkPosition::kRope, theta, store)) return;
   norm_heads(ctx, qk, eps);
   apply_rope(ctx, qk.q, qk.k, qk.positions, theta);
+  if (store != nullptr) store_kv(ctx, qk.k, store->v, store->slots, store->cache);
 }
 
-void qk_norm_ssmax(CudaContext& ctx, const QkTensors& qk, float eps) {
+void qk_norm_ssmax(CudaContext& ctx, const QkTensors& qk, float eps, const KvStore* store) {
   if (qk.q.dim(0) == 0) return;
-  if (launch_qk_norm(ctx, qk, eps, QkPosition::kSsmax, 0.0f)) return;
+  if (launch_qk_norm(ctx, qk, eps, QkPosition::kSsmax, 0.0f, store)) return;
   norm_heads(ctx, qk, eps);
   apply_ssmax(ctx, qk.q, qk.positions);
+  if (store != nullptr) store_kv(ctx, qk.k, store->v, store->slots, store->cache);
 }
 
 void apply_rope(CudaContext& ctx, const TensorView& q, const TensorView& k,

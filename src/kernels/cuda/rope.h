@@ -16,10 +16,14 @@ void apply_rope(CudaContext& ctx, const TensorView& q, const TensorView& k,
 // q [T, Nq, D] bf16, positions [T] i64 on the device; q scaled in place on ctx.stream.
 void apply_ssmax(CudaContext& ctx, const TensorView& q, const TensorView& positions);
 
-// qk_norm_rope / qk_norm_ssmax of kernels/api/rope.h (views validated there, on the device): one
-// launch where D % 16 == 0, D <= 256 and q, k and the norm weights are 16-byte aligned, else
-// rms_norm + apply_rope / apply_ssmax; bit-identical to those ops either way.
-void qk_norm_rope(CudaContext& ctx, const QkTensors& qk, float eps, float theta);
-void qk_norm_ssmax(CudaContext& ctx, const QkTensors& qk, float eps);
+// qk_norm_rope / qk_norm_ssmax of kernels/api/rope.h (views validated there, on the device), and
+// with `store` their *_store_kv forms (the final k and v rows also copied into the pool slots):
+// one launch where D % 16 == 0, D <= 256 and q, k, the norm weights (and v and the pool) are
+// 16-byte aligned, else rms_norm + apply_rope / apply_ssmax (+ store_kv); bit-identical to those
+// ops either way.
+void qk_norm_rope(CudaContext& ctx, const QkTensors& qk, float eps, float theta,
+                  const KvStore* store = nullptr);
+void qk_norm_ssmax(CudaContext& ctx, const QkTensors& qk, float eps,
+                   const KvStore* store = nullptr);
 
 }  // namespace beam::cuda

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "kernel_test_util.h"
+#include "kernels/api/attention.h"
 #include "kernels/api/norm.h"
 #include "kernels/cpu/torch_math.h"
 
@@ -242,6 +243,69 @@ TEST(QkNormPosition, EqualsNormsThenRopeOrSsmax) {
       EXPECT_TRUE(test::bits_equal(got_k.view, want_k.view)) << (rope ? "rope" : "ssmax");
     }
   }
+}
+
+// qk_norm_rope_store_kv / qk_norm_ssmax_store_kv = qk_norm_rope / qk_norm_ssmax then store_kv of
+// the final k and v, bit for bit (q, k and the pool), slot -1 rows skipped; bad slots abort.
+TEST(QkNormPosition, StoreKvFormsEqualTheOpsThenStoreKv) {
+  Contexts ctx;
+  std::mt19937 rng(15);
+  const float eps = 1e-6f;
+  struct Geometry {
+    int64_t T, Nq, Nkv, D, blocks, block_size;
+  };
+  for (const Geometry& g : {Geometry{5, 4, 2, 16, 3, 4}, Geometry{3, 3, 1, 6, 2, 2},
+                            Geometry{3, 48, 8, 128, 2, 16}}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << g.T << " Nq=" << g.Nq << " D=" << g.D);
+    HostTensor q = test::random_bf16({g.T, g.Nq, g.D}, rng, 2.0f),
+               k = test::random_bf16({g.T, g.Nkv, g.D}, rng, 2.0f),
+               v = test::random_bf16({g.T, g.Nkv, g.D}, rng, 2.0f),
+               q_norm = test::random_bf16({g.D}, rng, 0.3f, 1.0f),
+               k_norm = test::random_bf16({g.D}, rng, 0.3f, 1.0f), pos(DType::kI64, {g.T}),
+               slots(DType::kI64, {g.T});
+    const HostTensor cache_k = test::random_bf16({g.blocks, g.block_size, g.Nkv, g.D}, rng),
+                     cache_v = test::random_bf16({g.blocks, g.block_size, g.Nkv, g.D}, rng);
+    for (int64_t t = 0; t < g.T; ++t) {
+      pos.as<int64_t>()[t] = 1000000 - 2 * t;
+      slots.as<int64_t>()[t] = t == 1 ? -1 : g.blocks * g.block_size - 1 - 2 * t;
+    }
+    for (bool rope : {true, false}) {
+      HostTensor want_q = test::copy_of(q), want_k = test::copy_of(k);
+      HostTensor want_ck = test::copy_of(cache_k), want_cv = test::copy_of(cache_v);
+      const QkTensors want{want_q.view, want_k.view, q_norm.view, k_norm.view, pos.view};
+      HostTensor got_q = test::copy_of(q), got_k = test::copy_of(k);
+      HostTensor got_ck = test::copy_of(cache_k), got_cv = test::copy_of(cache_v);
+      const QkTensors got{got_q.view, got_k.view, q_norm.view, k_norm.view, pos.view};
+      const KvStore store{v.view, slots.view, {got_ck.view, got_cv.view, g.block_size}};
+      if (rope) {
+        qk_norm_rope(ctx.one, want, eps, 10000.0f);
+        qk_norm_rope_store_kv(ctx.two, got, store, eps, 10000.0f);
+      } else {
+        qk_norm_ssmax(ctx.one, want, eps);
+        qk_norm_ssmax_store_kv(ctx.two, got, store, eps);
+      }
+      store_kv(ctx.one, want_k.view, v.view, slots.view,
+               {want_ck.view, want_cv.view, g.block_size});
+      EXPECT_TRUE(test::bits_equal(got_q.view, want_q.view)) << (rope ? "rope" : "ssmax");
+      EXPECT_TRUE(test::bits_equal(got_k.view, want_k.view)) << (rope ? "rope" : "ssmax");
+      EXPECT_TRUE(test::bits_equal(got_ck.view, want_ck.view)) << (rope ? "rope" : "ssmax");
+      EXPECT_TRUE(test::bits_equal(got_cv.view, want_cv.view)) << (rope ? "rope" : "ssmax");
+      EXPECT_FALSE(test::bits_equal(got_ck.view, cache_k.view)) << "the pool was written";
+    }
+  }
+}
+
+TEST(QkNormPosition, StoreKvFormsRejectMismatchedPools) {
+  Contexts ctx;
+  std::mt19937 rng(16);
+  HostTensor q = test::random_bf16({2, 4, 16}, rng), k = test::random_bf16({2, 2, 16}, rng),
+             v = test::random_bf16({2, 2, 16}, rng), w = test::random_bf16({16}, rng),
+             pos(DType::kI64, {2}), slots(DType::kI64, {2});
+  HostTensor ck = test::random_bf16({2, 4, 1, 16}, rng), cv = test::random_bf16({2, 4, 1, 16}, rng);
+  for (int64_t t = 0; t < 2; ++t) pos.as<int64_t>()[t] = slots.as<int64_t>()[t] = t;
+  const QkTensors qk{q.view, k.view, w.view, w.view, pos.view};
+  const KvStore store{v.view, slots.view, {ck.view, cv.view, 4}};  // 1 KV head, k has 2
+  EXPECT_DEATH(qk_norm_ssmax_store_kv(ctx.one, qk, store, 1e-6f), "cache k");
 }
 
 }  // namespace

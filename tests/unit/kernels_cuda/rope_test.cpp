@@ -2,9 +2,11 @@
 // The GPU uses CUDA's accurate fp32 cos/sin/pow, so rare bf16-rounded table entries or SSMax
 // factors differ; every element must still be the CPU's formula with cos/sin each allowed 1 bf16
 // ulp, and at least 99% of elements must be bit-equal (the measured fraction is printed). The fused
-// q/k norm + RoPE / SSMax ops must equal the GPU's unfused ops bit for bit.
+// q/k norm + RoPE / SSMax ops (and their *_store_kv forms, + store_kv) must equal the GPU's unfused
+// ops bit for bit.
 #include "kernels/api/rope.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstring>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"
+#include "kernels/api/attention.h"
 #include "kernels/api/norm.h"
 
 namespace beam {
@@ -164,6 +167,58 @@ class CudaRope : public test::CudaTest {
                 static_cast<long long>(D), exact_q, exact_k);
   }
 
+  // qk_norm_rope_store_kv / qk_norm_ssmax_store_kv on the GPU: q, k and the pool bit-equal to
+  // the GPU's qk_norm_rope / qk_norm_ssmax then store_kv, with a pool of num_blocks x block_size
+  // slots (random contents), distinct random slots and every third row's slot -1.
+  void check_qk_store(int64_t T, int64_t Nq, int64_t Nkv, int64_t D, bool rope,
+                      int64_t num_blocks, int64_t block_size) {
+    SCOPED_TRACE(::testing::Message() << (rope ? "qk_norm_rope_store_kv" : "qk_norm_ssmax_store_kv")
+                                      << " T=" << T << " Nq=" << Nq << " Nkv=" << Nkv << " D=" << D
+                                      << " pool " << num_blocks << "x" << block_size);
+    constexpr float kEps = 1e-6f, kTheta = 1e6f;
+    HostTensor q = test::random_bf16({T, Nq, D}, rng_, 3.0f);
+    HostTensor k = test::random_bf16({T, Nkv, D}, rng_, 3.0f);
+    HostTensor v = test::random_bf16({T, Nkv, D}, rng_, 2.0f);
+    HostTensor q_norm = test::random_bf16({D}, rng_, 0.3f, 1.0f);
+    HostTensor k_norm = test::random_bf16({D}, rng_, 0.3f, 1.0f);
+    HostTensor pos = make_positions(T, rng_);
+    HostTensor cache_k = test::random_bf16({num_blocks, block_size, Nkv, D}, rng_, 5.0f);
+    HostTensor cache_v = test::random_bf16({num_blocks, block_size, Nkv, D}, rng_, 5.0f);
+    std::vector<int64_t> free_slots(static_cast<size_t>(num_blocks * block_size));
+    for (size_t i = 0; i < free_slots.size(); ++i) free_slots[i] = static_cast<int64_t>(i);
+    std::shuffle(free_slots.begin(), free_slots.end(), rng_);
+    ASSERT_LE(T, num_blocks * block_size);
+    HostTensor slots(DType::kI64, {T});
+    for (int64_t t = 0; t < T; ++t) slots.as<int64_t>()[t] = t % 3 == 1 ? -1 : free_slots[t];
+    const TensorView dq_norm = upload(q_norm), dk_norm = upload(k_norm), dpos = upload(pos),
+                     dv = upload(v), dslots = upload(slots);
+
+    const TensorView uq = upload(q), uk = upload(k);  // the unfused GPU ops
+    const PagedKv ukv{upload(cache_k), upload(cache_v), block_size};
+    const QkTensors uqk{uq, uk, dq_norm, dk_norm, dpos};
+    if (rope) {
+      qk_norm_rope(gpu, uqk, kEps, kTheta);
+    } else {
+      qk_norm_ssmax(gpu, uqk, kEps);
+    }
+    store_kv(gpu, uk, dv, dslots, ukv);
+
+    const TensorView dq = upload(q), dk = upload(k);
+    const PagedKv kv{upload(cache_k), upload(cache_v), block_size};
+    const QkTensors qk{dq, dk, dq_norm, dk_norm, dpos};
+    const KvStore store{dv, dslots, kv};
+    if (rope) {
+      qk_norm_rope_store_kv(gpu, qk, store, kEps, kTheta);
+    } else {
+      qk_norm_ssmax_store_kv(gpu, qk, store, kEps);
+    }
+    EXPECT_TRUE(test::bits_equal(download(dq).view, download(uq).view)) << "q";
+    EXPECT_TRUE(test::bits_equal(download(dk).view, download(uk).view)) << "k";
+    EXPECT_TRUE(test::bits_equal(download(kv.k).view, download(ukv.k).view)) << "cache k";
+    EXPECT_TRUE(test::bits_equal(download(kv.v).view, download(ukv.v).view)) << "cache v";
+    EXPECT_TRUE(test::bits_equal(download(dv).view, v.view)) << "v is an input";
+  }
+
   std::mt19937 rng_{777};
 };
 
@@ -205,6 +260,31 @@ TEST_F(CudaRope, QkNormFusedOtherHeads) {
     check_qk(4, 2, 1, 8, rope);
     check_qk(4, 3, 1, 6, rope);
     check_qk(2, 2, 1, 512, rope);
+  }
+}
+
+// The fused q/k op + store_kv at Beam's heads: decode and small prefill sizes, slots -1, a full
+// pool (16-slot blocks) and a smaller sliding-like pool (64-slot blocks), the one-block-per-token
+// layout from 64 tokens.
+TEST_F(CudaRope, QkNormStoreKvBeamHeads) {
+  for (bool rope : {true, false}) {
+    for (int64_t T : {1, 3, 8, 32}) {
+      check_qk_store(T, 48, 8, 128, rope, 40, 16);
+      check_qk_store(T, 48, 8, 128, rope, 3, 64);
+    }
+    check_qk_store(70, 48, 8, 128, rope, 9, 16);
+  }
+}
+
+// Other head sizes: the fused kernel (D 16, 64, 256) and the unfused fallback (D 8, 6, 512).
+TEST_F(CudaRope, QkNormStoreKvOtherHeads) {
+  for (bool rope : {true, false}) {
+    check_qk_store(5, 2, 1, 16, rope, 4, 4);
+    check_qk_store(5, 4, 2, 64, rope, 2, 8);
+    check_qk_store(3, 3, 1, 256, rope, 1, 4);
+    check_qk_store(4, 2, 1, 8, rope, 2, 4);
+    check_qk_store(4, 3, 1, 6, rope, 2, 4);
+    check_qk_store(2, 2, 1, 512, rope, 1, 4);
   }
 }
 
