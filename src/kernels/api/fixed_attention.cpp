@@ -1,4 +1,5 @@
-// plan_fixed_attention / fixed_paged_attention: validate like paged_attention, dispatch to CUDA.
+// plan_fixed_attention / fixed_paged_attention(_gated): validate like paged_attention, dispatch to
+// CUDA.
 #include "kernels/api/fixed_attention.h"
 
 #include "kernels/api/checks.h"
@@ -65,6 +66,32 @@ void fixed_paged_attention(const KernelContext& ctx, int slot, const TensorView&
     case Device::kCuda:
 #if BEAMSERVE_CUDA
       cuda::fixed_paged_attention(*ctx.cuda, slot, q, kv, window, out);
+      return;
+#else
+      cuda_backend_not_built(op);
+#endif
+  }
+}
+
+void fixed_paged_attention_gated(const KernelContext& ctx, int slot, const TensorView& q,
+                                 const PagedKv& kv, int64_t window, const AttentionGate& gate,
+                                 const TensorView& out) {
+  constexpr const char* op = "fixed_paged_attention_gated";
+  BEAM_CHECK(slot >= 0 && slot < kNumFixedAttentionSlots) << op << ": slot " << slot;
+  expect_tensor(ctx, q, DType::kBF16, 3, op, "q");
+  expect_tensor(ctx, out, DType::kBF16, 3, op, "out");
+  expect_tensor(ctx, gate.g, DType::kBF16, 2, op, "g");
+  expect_tensor(ctx, gate.bias, DType::kBF16, 1, op, "bias");
+  BEAM_CHECK(out.shape == q.shape && gate.g.dim(0) == q.dim(0) &&
+             gate.g.dim(1) == q.dim(1) * q.dim(2) && gate.bias.dim(0) == q.dim(1))
+      << op << ": q " << q.shape.str() << ", out " << out.shape.str() << ", g "
+      << gate.g.shape.str() << ", bias " << gate.bias.shape.str();
+  switch (ctx.device) {
+    case Device::kCpu:
+      cpu_has_no_fixed_attention(op);
+    case Device::kCuda:
+#if BEAMSERVE_CUDA
+      cuda::fixed_paged_attention(*ctx.cuda, slot, q, kv, window, out, &gate);
       return;
 #else
       cuda_backend_not_built(op);

@@ -30,4 +30,17 @@ void plan_fixed_attention(const KernelContext& ctx, int slot, const PagedKv& kv,
 void fixed_paged_attention(const KernelContext& ctx, int slot, const TensorView& q,
                            const PagedKv& kv, int64_t window, const TensorView& out);
 
+// The sigmoid output gate of an attention layer (output_gate, kernels/api/activation.h):
+// g [T, Nq * D] bf16 (T = q's rows), bias [Nq] bf16.
+struct AttentionGate {
+  TensorView g, bias;
+};
+
+// fixed_paged_attention with output_gate(out as [T, Nq * D], gate.g, gate.bias) applied as each
+// covered row is written (one launch): bit-identical to the two ops on every covered row; rows no
+// planned sequence covers are zero (not gated). CUDA only (aborts on the CPU).
+void fixed_paged_attention_gated(const KernelContext& ctx, int slot, const TensorView& q,
+                                 const PagedKv& kv, int64_t window, const AttentionGate& gate,
+                                 const TensorView& out);
+
 }  // namespace beam

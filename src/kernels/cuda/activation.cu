@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/bf16_math.cuh"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/gate_math.cuh"
 
 namespace beam::cuda {
 namespace {
@@ -30,7 +31,8 @@ __device__ __forceinline__ int64_t item_stride() {
   return static_cast<int64_t>(gridDim.x) * blockDim.x;
 }
 
-// o = bf16(o * bf16(sigmoid(bf16(g + b[head])))); a pack never crosses a head (N divides D).
+// o = bf16(o * bf16(sigmoid(bf16(g + b[head])))) (gate_math.cuh); a pack never crosses a head
+// (N divides D).
 template <int N>
 __global__ void output_gate_packs(bf16_t* o, const bf16_t* g, const bf16_t* bias,
                                   int64_t num_packs, int64_t width, int64_t head_dim) {
@@ -40,11 +42,7 @@ __global__ void output_gate_packs(bf16_t* o, const bf16_t* g, const bf16_t* bias
     const Pack<N> gp = load_bf16<N>(g + off);
     Pack<N> op = load_bf16<N>(o + off);
 #pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const float pre = round_bf16(gp.v[i] + b);
-      const float s = round_bf16(1.0f / (1.0f + expf(-pre)));
-      op.v[i] = op.v[i] * s;
-    }
+    for (int i = 0; i < N; ++i) op.v[i] = apply_output_gate(op.v[i], gp.v[i], b);
     store_bf16<N>(o + off, op);
   }
 }

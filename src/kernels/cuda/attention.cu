@@ -647,7 +647,7 @@ void plan_fixed_attention(CudaContext& ctx, int slot, const PagedKv& kv, int64_t
 }
 
 void fixed_paged_attention(CudaContext& ctx, int slot, const TensorView& q, const PagedKv& kv,
-                           int64_t window, const TensorView& out) {
+                           int64_t window, const TensorView& out, const AttentionGate* gate) {
   BEAM_CHECK(slot >= 0 && slot < kNumFixedAttentionSlots) << "fixed_paged_attention: slot " << slot;
   const FixedAttentionPlan* f = ctx.attention.fixed[slot].get();
   BEAM_CHECK(f != nullptr && f->planned)
@@ -663,6 +663,10 @@ void fixed_paged_attention(CudaContext& ctx, int slot, const TensorView& q, cons
   p.part_ml = f->partials + f->records_cap * g.head_dim;
   p.counters = f->counters;
   p.out_rows = q.dim(0);
+  if (gate != nullptr) {
+    p.gate = static_cast<const __nv_bfloat16*>(gate->g.data);
+    p.gate_bias = static_cast<const __nv_bfloat16*>(gate->bias.data);
+  }
   // The grid depends on the geometry and the SM count only; CTAs stride over the real counts
   // (and prefetch item blockIdx.x, which must lie inside the plan's memory).
   const int64_t grid_x = decode_slots(ctx, g);

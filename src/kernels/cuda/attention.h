@@ -5,6 +5,7 @@
 #include <span>
 
 #include "kernels/api/attention.h"
+#include "kernels/api/fixed_attention.h"
 #include "kernels/cuda/cuda_context.h"
 
 namespace beam::cuda {
@@ -21,12 +22,14 @@ void paged_attention(CudaContext& ctx, const TensorView& q, const PagedKv& kv,
 // list of uncovered rows into fixed slot `slot` (grown outside any capture; growth bumps
 // ctx.attention.fixed_generation) and queues its upload. fixed_ launches over a grid that depends
 // only on the geometry and the SM count, reading the plan from the device, and zeroes the rows of
-// out no sequence covers.
+// out no sequence covers; with `gate`, each covered row is gated as it is written
+// (fixed_paged_attention_gated).
 void plan_fixed_attention(CudaContext& ctx, int slot, const PagedKv& kv, int64_t num_rows,
                           int64_t num_heads, int64_t head_dim, std::span<const AttentionSeq> seqs,
                           int64_t window);
 void fixed_paged_attention(CudaContext& ctx, int slot, const TensorView& q, const PagedKv& kv,
-                           int64_t window, const TensorView& out);
+                           int64_t window, const TensorView& out,
+                           const AttentionGate* gate = nullptr);
 
 // k, v: [T, Nkv, D] bf16 and slots [T] i64 in device memory. Rows whose slot is -1 (or outside
 // the pool, which the device cannot report) are skipped.

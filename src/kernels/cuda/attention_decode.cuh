@@ -14,7 +14,8 @@
 // The plan (a header, the items, the block tables and the uncovered rows) comes from device memory
 // and CTAs stride over its items, so a grid sized from the SM count serves any batch (CUDA
 // graphs); after the items, the CTAs zero the output rows the plan lists as uncovered (padding
-// rows of a graph's batch).
+// rows of a graph's batch). With a gate (fixed plans only), each row's bf16 output is gated as it
+// is written: out = bf16(bf16(o) * factor), gate_math.cuh's arithmetic, as output_gate after it.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -22,6 +23,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/attention_kernels.cuh"
+#include "kernels/cuda/gate_math.cuh"
 
 namespace beam::cuda::attention_detail {
 
@@ -65,6 +67,8 @@ struct DecodeParams {
   int64_t out_rows;                 // rows [planned_rows, out_rows) are zeroed as well
   int num_heads, num_kv_heads, group;
   float scale;
+  const __nv_bfloat16* gate;       // [T, Nq, D] gate input g, or null (no gate)
+  const __nv_bfloat16* gate_bias;  // [Nq] bias of the gate (with gate)
 };
 
 // bf16 elements of one pipeline stage: a K tile (rows of k_stride(D)) then a V tile.
@@ -143,14 +147,26 @@ __device__ __forceinline__ void store_record(const DecodeParams& p, int64_t rec,
   if (lane == 0) *reinterpret_cast<float2*>(p.part_ml + rec * 2) = make_float2(st.m, st.l);
 }
 
+// This lane's dims of q head h's output row: bf16(acc / l), gated when p.gate is set (the bf16
+// value times output_gate_factor(g, bias[h]), rounded to bf16 again: output_gate's arithmetic).
 template <int D>
 __device__ __forceinline__ void write_out(const DecodeParams& p, int32_t row, int h,
                                           const RowState<D / 32>& st) {
   constexpr int DPL = D / 32;
   const int lane = threadIdx.x % 32;
-  __nv_bfloat16* dst = p.out + (int64_t{row} * p.num_heads + h) * D + lane * DPL;
+  const int64_t off = (int64_t{row} * p.num_heads + h) * D + lane * DPL;
+  __nv_bfloat16* dst = p.out + off;
+  if (p.gate == nullptr) {
 #pragma unroll
-  for (int c = 0; c < DPL; ++c) dst[c] = __float2bfloat16_rn(st.acc[c] / st.l);
+    for (int c = 0; c < DPL; ++c) dst[c] = __float2bfloat16_rn(st.acc[c] / st.l);
+    return;
+  }
+  const float b = __bfloat162float(p.gate_bias[h]);
+#pragma unroll
+  for (int c = 0; c < DPL; ++c) {
+    const float o = __bfloat162float(__float2bfloat16_rn(st.acc[c] / st.l));
+    dst[c] = __float2bfloat16_rn(apply_output_gate(o, __bfloat162float(p.gate[off + c]), b));
+  }
 }
 
 // Record of q head h for split j of the item's group (j = first_count - 1: the prefix).

@@ -4,13 +4,14 @@
 // 1 and 32 rows (the decode kernel, split rows combined by their last CTA), bit-identity of a row
 // between the decode kernel (split or not) and the chunk kernel whatever the rest of the batch,
 // the fixed-plan path of CUDA graphs (bit-identical to the eager op, padding rows zeroed, graph
-// replays of new batches), and the tensor-core prefill kernel (chunks of >= 64 rows) against the
-// CPU and against decode rows.
+// replays of new batches; with the output gate fused, bit-identical to the eager op + output_gate),
+// and the tensor-core prefill kernel (chunks of >= 64 rows) against the CPU and against decode rows.
 #include "kernels/api/attention.h"
 
 #include <algorithm>
 #include <numeric>
 
+#include "kernels/api/activation.h"
 #include "kernels/api/fixed_attention.h"
 
 #include "cuda_test_util.h"
@@ -248,6 +249,53 @@ TEST_F(AttentionCuda, FixedPlanMatchesEagerAndZeroesPadding) {
       const HostTensor eager = run_gpu_on(b, q, seqs);
       expect_covered_equal_rest_zero(run_fixed(b, q, seqs, slot), eager, seqs, name);
       expect_covered_equal_rest_zero(run_fixed(b, q, seqs, slot), eager, seqs, "again");
+    }
+  }
+}
+
+// fixed_paged_attention_gated equals the eager op followed by output_gate bit for bit on every
+// covered row (whole rows and split rows folded by their last CTA) and zeroes the padding rows;
+// Beam's heads at batch 1, 3, 8 and 32, sliding and full, and other head sizes (D 64 / 256, G 2 /
+// 16).
+TEST_F(AttentionCuda, FixedPlanGatedMatchesEagerThenOutputGate) {
+  std::vector<SeqSpec> batch32;
+  for (int64_t j = 0; j < 32; ++j) batch32.push_back({j % 3, 1 + (j * 419) % 2300, 1});
+  batch32[1] = {0, 2100, 1};
+  std::vector<SeqSpec> batch8;
+  for (int64_t j = 0; j < 8; ++j) batch8.push_back({0, 40 + j * 300, 1});
+  const std::vector<SeqSpec> batch3 = {{0, 600, 1}, {0, 2100, 1}, {5, 77, 1}};
+  const std::vector<std::pair<Geometry, std::vector<std::vector<SeqSpec>>>> cases = {
+      {{48, 8, 128, 16, 512}, {{{0, 512, 1}}, {{0, 2100, 1}}, batch3, batch8, batch32}},
+      {{48, 8, 128, 16, 0}, {{{0, 512, 1}}, {{0, 2100, 1}}, batch3, batch8, batch32}},
+      {{4, 2, 64, 4, 16}, {{{0, 9, 1}}, batch3}},
+      {{16, 1, 256, 64, 0}, {{{0, 700, 1}}, batch3}}};
+  std::mt19937 rng(93);
+  for (const auto& [g, batches] : cases) {
+    const int slot = g.window > 0 ? 1 : 0;
+    for (const std::vector<SeqSpec>& specs : batches) {
+      SCOPED_TRACE(::testing::Message() << specs.size() << " rows, D " << g.D << ", G "
+                                        << g.Nq / g.Nkv << ", window " << g.window);
+      const Batch b = make_batch(g, specs, 131);
+      const std::vector<AttentionSeq> seqs = b.seqs();
+      const TensorView q = padded_q(b, 2);
+      const int64_t T = q.dim(0);
+      const TensorView gate = upload(test::random_bf16({T, g.Nq * g.D}, rng, 4.0f));
+      const TensorView bias = upload(test::random_bf16({g.Nq}, rng, 1.0f));
+      const PagedKv kv{b.dk, b.dv, g.block_size};
+
+      const TensorView eager = device_tensor(DType::kBF16, q.shape);  // uncovered rows: NaN
+      begin_step(gpu);
+      paged_attention(gpu, q, kv, seqs, g.window, eager);
+      output_gate(gpu, eager.reshape({T, g.Nq * g.D}), gate, bias);
+      const HostTensor want = download(eager);
+      synchronize(gpu);
+
+      plan_fixed_attention(gpu, slot, kv, T, g.Nq, g.D, seqs, g.window);
+      const TensorView out = device_tensor(DType::kBF16, q.shape);
+      fixed_paged_attention_gated(gpu, slot, q, kv, g.window, AttentionGate{gate, bias}, out);
+      const HostTensor got = download(out);
+      synchronize(gpu);
+      expect_covered_equal_rest_zero(got, want, seqs, "gated");
     }
   }
 }
