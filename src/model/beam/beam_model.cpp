@@ -1,6 +1,7 @@
 // BeamModel::forward — BEAM.md §3 layer by layer. Every rounding point lives in the kernels; this
 // file only sequences them (fused ops where one exists: each post-norm residual update also
-// writes the next block's pre-norm, the q/k norms run with RoPE/SSMax); the workspace builds and uploads the batch metadata (positions, KV
+// writes the next block's pre-norm, the q/k norms run with RoPE/SSMax and the KV-cache write, the
+// graph path's attention applies the output gate); the workspace builds and uploads the batch metadata (positions, KV
 // slots, block tables); only the logits (and captured routing) come back. Decode-only CUDA steps
 // go through DecodeGraphs, which replays the same op sequence as a CUDA graph.
 #include "model/beam/beam_model.h"
@@ -169,31 +170,36 @@ void BeamModel::attention_block(Workspace& ws, int64_t l, const KvLayers& kv, At
   linear_split(ctx_, x, lw.attn.qkvg, qkvg_outs);
   profile_mark(ctx_, StepOp::kQkvg);
 
-  // Per-head q/k norms, then RoPE (sliding) or SSMax (full): one op.
+  // Per-head q/k norms, then RoPE (sliding) or SSMax (full), then the KV-cache write: one op.
+  // The kStoreKv boundary stays (empty: the store counts as kQkNormRope).
   TensorView q3 = q.reshape({T, Nq, D}), k3 = k.reshape({T, Nkv, D}), v3 = v.reshape({T, Nkv, D});
   const QkTensors qk{q3, k3, lw.attn.q_norm, lw.attn.k_norm, ws.positions_view()};
+  const PagedKv& layer_kv = kv.layers[l];
+  const KvStore store{v3, sliding ? ws.sliding_slots_view() : ws.full_slots_view(), layer_kv};
   if (sliding) {
-    qk_norm_rope(ctx_, qk, cfg.rms_norm_eps, cfg.rope_theta);
+    qk_norm_rope_store_kv(ctx_, qk, store, cfg.rms_norm_eps, cfg.rope_theta);
   } else {
-    qk_norm_ssmax(ctx_, qk, cfg.rms_norm_eps);
+    qk_norm_ssmax_store_kv(ctx_, qk, store, cfg.rms_norm_eps);
   }
   profile_mark(ctx_, StepOp::kQkNormRope);
-  const PagedKv& layer_kv = kv.layers[l];
-  store_kv(ctx_, k3, v3, sliding ? ws.sliding_slots_view() : ws.full_slots_view(), layer_kv);
   profile_mark(ctx_, StepOp::kStoreKv);
 
   TensorView o = ws.attn_out.view(DType::kBF16, {T, Nq, D});
   const int64_t window = sliding ? cfg.sliding_window : 0;
+  // The fixed (graph) path gates in the attention epilogue (one launch, the same bits); the kGate
+  // boundary stays (empty there).
   switch (path) {
     case AttentionPath::kEager:
       paged_attention(ctx_, q3, layer_kv, sliding ? ws.sliding_seqs : ws.full_seqs, window, o);
+      profile_mark(ctx_, StepOp::kAttention);
+      output_gate(ctx_, o.reshape({T, Nq * D}), g, lw.attn.gate_bias);
       break;
     case AttentionPath::kFixed:
-      fixed_paged_attention(ctx_, sliding ? 1 : 0, q3, layer_kv, window, o);
+      fixed_paged_attention_gated(ctx_, sliding ? 1 : 0, q3, layer_kv, window,
+                                  AttentionGate{g, lw.attn.gate_bias}, o);
+      profile_mark(ctx_, StepOp::kAttention);
       break;
   }
-  profile_mark(ctx_, StepOp::kAttention);
-  output_gate(ctx_, o.reshape({T, Nq * D}), g, lw.attn.gate_bias);
   profile_mark(ctx_, StepOp::kGate);
 
   TensorView a = ws.branch.view(DType::kBF16, {T, H});
