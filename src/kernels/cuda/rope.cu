@@ -158,7 +158,8 @@ __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_position(QkArgs a, InvF
     x = load_bf16<8>(first.row + lane * 8);
     wp = load_bf16<8>(first.w + lane * 8);
   }
-  // The pool row of this token's k/v heads (store_kv fused), or null: its slot -1 or no store.
+  // The pool row (slot * Nkv) of this token's k/v heads (store_kv fused), or -1: no store, or the
+  // slot is -1 / outside the pool.
   int64_t cache_row = -1;
   if (a.k_cache != nullptr) {
     const int64_t slot = a.slots[t];
