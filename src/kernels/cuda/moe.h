@@ -60,8 +60,8 @@ bool moe_small_batch_supports(const TensorView& x, const TensorView& gate_up,
 // must not happen during graph capture (checked). Launch grids depend on T, top_k and the widths
 // only, never on the routing. An expert id outside [0, E) traps the kernel (the stream reports
 // the error), as the CPU op aborts. The small-batch path chains its launches (gate_up, down,
-// combine) by programmatic dependent launch, also inside CUDA graphs; the first one is an ordinary
-// launch. `path` is for tests and benchmarks; the api op uses kAuto.
+// combine) by programmatic dependent launch, also inside CUDA graphs, the first one on the kernel
+// queued before it (it waits for that kernel's completion before reading anything). `path` is for tests and benchmarks; the api op uses kAuto.
 void moe_experts(CudaContext& ctx, const TensorView& x, const TensorView& gate_up,
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
                  const TensorView& out, MoeExpertsPath path = MoeExpertsPath::kAuto);

@@ -54,7 +54,8 @@ static_assert(kMoeSmallBatchRowLimit == moe_small::kMaxRows &&
               kMoeSmallBatchMaxRows <= kMoeSmallBatchRowLimit &&
               kMoeSmallBatchMaxWidth == moe_small::kMaxK);
 // The small-batch path chains its three launches with programmatic dependent launch (each kernel
-// starts on the SMs its predecessor frees and waits for its writes with griddepcontrol.wait).
+// starts on the SMs its predecessor frees and waits for its writes with griddepcontrol.wait; the
+// first one depends so on whatever kernel precedes it, the router's in the model).
 constexpr bool kSmallBatchPdl = true;
 
 int64_t ceil_div(int64_t a, int64_t b) {
@@ -389,7 +390,7 @@ void run_small_batch(CudaContext& ctx, const Problem& pb, const TensorView& x,
                        .k = pb.H,
                        .out = act,
                        .entry_of = entry_of};
-  launch_expert_kernel<small::Phase::kGateUp>(ctx, up, false);
+  launch_expert_kernel<small::Phase::kGateUp>(ctx, up, kSmallBatchPdl);
   small::Args dn = up;
   dn.a = act;
   dn.w = static_cast<const bf16_t*>(down.data);

@@ -21,8 +21,10 @@
 // (down). Rounding points as kernels/cpu/moe_experts.cpp; fixed summation order and no atomics,
 // so results are run-to-run identical. Each block groups the routed slots itself
 // (stable bitonic sort of expert << 10 | slot), so the kernels need no grouping launch.
-// The down kernel is launched as a programmatic dependent of the gate_up kernel: it groups and
-// fills its ring with down weights while the gate_up kernel drains, then waits for act.
+// Every launch is a programmatic dependent of the one before (the gate_up kernel of the router's:
+// it is resident when the router finishes). The down kernel groups, fills its ring with down
+// weights and prefetches two more tiles into L2 while the gate_up kernel drains, then waits for
+// act.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -351,10 +353,14 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
   extern __shared__ __align__(16) unsigned char moe_small_smem[];
   Shared& sh = *reinterpret_cast<Shared*>(moe_small_smem);
   const Tables& t = sh.t;
-  // gate_up: the down kernel may start at once (before its wait it reads only ids, from before
-  // this launch, and weights). down: the combine starts only once every block has passed its
-  // wait (or exited), so the gate_up kernel's entry_of is complete when it reads it early.
-  if constexpr (kPhase == Phase::kGateUp) pdl_launch_dependents();
+  // Both kernels let their dependents start only once every block has passed its wait (or
+  // exited): gate_up waits first thing for the router's ids and weights (and x), so the down
+  // kernel may read ids before its own wait; the combine reads entry_of (gate_up) and the
+  // weights before its wait.
+  if constexpr (kPhase == Phase::kGateUp) {
+    pdl_wait();
+    pdl_launch_dependents();
+  }
   build_groups(p, sh.t);
 
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;

@@ -323,6 +323,39 @@ TEST_F(CudaMoeExperts, GraphReplayMatchesEager) {
   }
 }
 
+// The router's kernels write ids and weights right before the experts on the same stream (the
+// model's order; the small-batch path's first launch is a programmatic dependent of the router's
+// last kernel and must wait for it before reading them): each round's output matches the CPU
+// experts on the ids and weights that round routed, never the previous round's.
+TEST_F(CudaMoeExperts, SmallBatchAfterRouterKernel) {
+  const ExpertCase c{32, 256, 64, 128, 8};
+  const RouterParams rp{.num_groups = 8, .topk_groups = 4, .top_k = 8};
+  std::mt19937 rng(1101);
+  ExpertData d = make_experts(c, 1100);
+  for (int64_t i = 0; i < c.T * c.top_k; ++i)  // stale routing: every token on experts 0..7
+    d.ids.as<int32_t>()[i] = static_cast<int32_t>(i % c.top_k);
+  HostTensor router_w(DType::kF32, {c.E, c.H}), bias(DType::kF32, {c.E});
+  std::normal_distribution<float> normal(0.0f, 0.1f);
+  for (int64_t i = 0; i < c.E * c.H; ++i) router_w.as<float>()[i] = normal(rng);
+  for (int64_t e = 0; e < c.E; ++e) bias.as<float>()[e] = 0.01f * static_cast<float>(e % 7);
+  const TensorView gate_up = upload(d.gate_up), down = upload(d.down), w = upload(router_w),
+                   b = upload(bias), ids = upload(d.ids), weights = upload(d.weights),
+                   out = device_tensor(DType::kBF16, {c.T, c.H});
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(::testing::Message() << "round " << round);
+    d.x = test::random_bf16({c.T, c.H}, rng, 1.0f);
+    const TensorView x = upload(d.x);
+    moe_router_route(gpu, x, w, b, rp, ids, weights);
+    moe_experts(gpu, x, gate_up, down, ids, weights, out);  // kAuto: the small-batch path
+    d.ids = download(ids);
+    d.weights = download(weights);
+    HostTensor want(DType::kBF16, {c.T, c.H});
+    moe_experts(cpu.two, d.x.view, d.gate_up.view, d.down.view, d.ids.view, d.weights.view,
+                want.view);
+    expect_close(c, Path::kAuto, download(out), want);
+  }
+}
+
 TEST_F(CudaMoeExperts, MatchCpuBeamShapes) {
   BEAM_SKIP_UNLESS_OPTIMIZED();
   // 256 experts of width 2560 over hidden 5120: 20 GB of weights, uploaded once.
