@@ -24,7 +24,6 @@ constexpr int kRowStep = 16;  // a tile's rows are rounded up to this (the wgmma
 constexpr int kWRows = 192;   // weight rows per tile: 3 warpgroups x wgmma M 64
 constexpr int kBK = 64;       // K per stage: one 128-byte swizzled shared row
 constexpr int kStages = 4;
-constexpr int kL2Ahead = 4;  // weight K slices prefetched into L2 beyond those loading to shared
 constexpr int kThreads = kWRows / 64 * 128;  // one warpgroup per 64 weight rows
 constexpr int kRowBytes = kBK * 2;
 constexpr int kStageRows = kWRows + kBM;             // weight rows, then grouped rows
@@ -77,11 +76,6 @@ __device__ __forceinline__ void cp_async_commit() {
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
-// Hint: bring `bytes` (a multiple of 16, src 16-byte aligned) of global memory into L2.
-__device__ __forceinline__ void prefetch_l2_bulk(const void* src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
 }
 
 // Eight elements [col, col + 8) of a row into shared memory at dst, zeros past k or for no row.
@@ -184,21 +178,6 @@ __device__ __forceinline__ void load_stage(const Args& p, const TileJob& job, ui
   }
 }
 
-// Prefetches K slices [first, first + count) of weight row rows[tid] (threads below kWRows) into
-// L2, so the cp.async of those slices a few iterations later reads L2 rather than HBM. Only with
-// async_loads (k % 8 == 0, w 16-byte aligned: the range is 16-byte aligned and sized).
-__device__ __forceinline__ void prefetch_weights(const Args& p, const TileJob& job,
-                                                 const int32_t* rows, int64_t first, int count,
-                                                 int tid) {
-  if (!p.async_loads || tid >= kWRows) return;
-  const int32_t row = rows[tid];
-  const int64_t col = first * kBK;
-  if (row < 0 || col >= p.k) return;
-  const int64_t end = col + int64_t{count} * kBK < p.k ? col + int64_t{count} * kBK : p.k;
-  prefetch_l2_bulk(job.w_e + static_cast<int64_t>(row) * p.k + col,
-                   static_cast<uint32_t>((end - col) * 2));
-}
-
 // Stores v0 (column col) and v1 (col + 1) of one output row, within n.
 __device__ __forceinline__ void store_pair(bf16_t* row, int64_t col, int64_t n, float v0,
                                            float v1) {
@@ -236,8 +215,7 @@ __device__ __forceinline__ void store_tile(const Args& p, const TileJob& job, in
 
 // The tile with kN (>= job.rows) grouped rows: pipeline over K, then the epilogue. Stage s holds
 // K slice kt (s = kt % kStages), loaded kStages - 1 slices ahead (~3 slices of MMA time to hide
-// an HBM weight read; the weight rows' slices kL2Ahead further are prefetched into L2 so those
-// loads mostly hit L2). Iteration kt: wait for slice kt, barrier, issue its wgmma group (queued
+// an HBM weight read). Iteration kt: wait for slice kt, barrier, issue its wgmma group (queued
 // behind group kt - 1 on the tensor cores), wait until group kt - 1 has retired in this
 // warpgroup, barrier (so it has in every warpgroup), then refill that group's stage with slice
 // kt + kStages - 1 while group kt runs.
@@ -253,7 +231,6 @@ __device__ __forceinline__ void run_tile(const Args& p, const TileJob& job, uint
     if (s < num_k) load_stage<kN>(p, job, smem + s * kStageBytes, rows, s, tid);
     cp_async_commit();  // one group per slice, empty past num_k, so the waits below count slices
   }
-  prefetch_weights(p, job, rows, kAhead, kL2Ahead, tid);
   float d[kN / 2];
 #pragma unroll
   for (int i = 0; i < kN / 2; ++i) d[i] = 0.0f;
@@ -276,7 +253,6 @@ __device__ __forceinline__ void run_tile(const Args& p, const TileJob& job, uint
     if (next < num_k) {                // uniform over the block
       __syncthreads();                 // group kt - 1 retired in every warpgroup
       load_stage<kN>(p, job, smem + (next % kStages) * kStageBytes, rows, next, tid);
-      prefetch_weights(p, job, rows, next + kL2Ahead, 1, tid);
     }
     cp_async_commit();
   }
