@@ -3,9 +3,9 @@
 // MMA (wgmma, fp32 accumulation) and one bf16 rounding per output. A tile is 192 weight rows (the
 // wgmma M side, three warpgroups of 64) by up to 256 of one expert's rows (the N side, a multiple
 // of 16 fitted to the rows, so a short tile does no padded work); both stream through a 4-stage
-// cp.async pipeline (3 K slices in flight) of 128-byte-swizzled shared tiles (moe_wgmma.cuh). The
-// SwiGLU flavour puts the gate and up rows of one act column into one thread's accumulators and
-// applies the CPU's SwiGLU in the epilogue.
+// cp.async pipeline of 128-byte-swizzled shared tiles (moe_wgmma.cuh). The SwiGLU flavour puts
+// the gate and up rows of one act column into one thread's accumulators and applies the CPU's
+// SwiGLU in the epilogue.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -214,30 +214,30 @@ __device__ __forceinline__ void store_tile(const Args& p, const TileJob& job, in
 }
 
 // The tile with kN (>= job.rows) grouped rows: pipeline over K, then the epilogue. Stage s holds
-// K slice kt (s = kt % kStages), loaded kStages - 1 slices ahead (~3 slices of MMA time to hide
-// an HBM weight read). Iteration kt: wait for slice kt, barrier, issue its wgmma group (queued
-// behind group kt - 1 on the tensor cores), wait until group kt - 1 has retired in this
-// warpgroup, barrier (so it has in every warpgroup), then refill that group's stage with slice
-// kt + kStages - 1 while group kt runs.
+// K slice kt (s = kt % kStages); slice kt + kStages - 2 is loaded while slice kt is multiplied,
+// into the stage slice kt - 2 used (its wgmma group has completed in every warpgroup by then).
 template <Epilogue kEp, int kN>
 __device__ __forceinline__ void run_tile(const Args& p, const TileJob& job, uint8_t* smem,
                                          const int32_t* rows) {
-  constexpr int kAhead = kStages - 1;  // slices in flight beyond the one being multiplied
   const int tid = static_cast<int>(threadIdx.x), wg = tid / 128;
   const uint32_t base = smem_u32(smem);
   const int64_t num_k = (p.k + kBK - 1) / kBK;
 #pragma unroll
-  for (int s = 0; s < kAhead; ++s) {
+  for (int s = 0; s < kStages - 2; ++s) {
     if (s < num_k) load_stage<kN>(p, job, smem + s * kStageBytes, rows, s, tid);
-    cp_async_commit();  // one group per slice, empty past num_k, so the waits below count slices
+    cp_async_commit();
   }
   float d[kN / 2];
 #pragma unroll
   for (int i = 0; i < kN / 2; ++i) d[i] = 0.0f;
   for (int64_t kt = 0; kt < num_k; ++kt) {
-    cp_async_wait<kAhead - 1>();  // groups 0 .. kt + kAhead - 1 committed: slice kt has landed
-    wgmma::fence_proxy_async();   // ... visible to wgmma
-    __syncthreads();              // ... everyone's
+    cp_async_wait<kStages - 3>();  // slice kt has landed (this thread's copies)
+    wgmma::fence_proxy_async();    // ... visible to wgmma
+    __syncthreads();               // ... everyone's; and slice kt - 2's wgmma done everywhere
+    const int64_t next = kt + kStages - 2;
+    if (next < num_k)
+      load_stage<kN>(p, job, smem + (next % kStages) * kStageBytes, rows, next, tid);
+    cp_async_commit();
     const uint32_t stage = base + static_cast<uint32_t>(kt % kStages) * kStageBytes;
     const uint32_t a_tile = stage + wg * 64 * kRowBytes, b_tile = stage + kWRows * kRowBytes;
     wgmma::fence_operands(d);
@@ -247,14 +247,8 @@ __device__ __forceinline__ void run_tile(const Args& p, const TileJob& job, uint
       wgmma::Mma<kN>::run(d, wgmma::sw128_desc(a_tile + ks * 32),
                           wgmma::sw128_desc(b_tile + ks * 32));
     wgmma::commit();
-    wgmma::wait<1>();  // group kt - 1 (stage (kt - 1) % kStages) retired in this warpgroup
+    wgmma::wait<1>();  // slice kt - 1's group done: its stage is free after the next barrier
     wgmma::fence_operands(d);
-    const int64_t next = kt + kAhead;  // its stage is (kt - 1) % kStages
-    if (next < num_k) {                // uniform over the block
-      __syncthreads();                 // group kt - 1 retired in every warpgroup
-      load_stage<kN>(p, job, smem + (next % kStages) * kStageBytes, rows, next, tid);
-    }
-    cp_async_commit();
   }
   wgmma::wait<0>();
   wgmma::fence_operands(d);
