@@ -100,7 +100,8 @@ TEST_F(BeamCuda, ChunkedAndDecodedMatchFullPrefill) {
   auto cpu = cpu_model("tiny-beam");
   ASSERT_NE(cpu, nullptr);
   const auto reference = run_chunked(*cpu, tokens, 0, 0);
-  for (int64_t chunk : {0, 1, 7}) {
+  // Chunks of at most 8 rows run the skinny GEMV (kernels/cuda/gemm_skinny.cu), 9 and 16 cuBLASLt.
+  for (int64_t chunk : {0, 1, 7, 9, 16}) {
     auto got = run_chunked(*model_, tokens, 0, chunk);
     std::printf("gpu chunk %lld vs cpu full prefill: rel_error=%.5f\n", static_cast<long long>(chunk),
                 compare_logits(got, reference, vocab()).rel_error);
