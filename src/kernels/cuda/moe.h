@@ -22,10 +22,11 @@ void moe_route(CudaContext& ctx, const TensorView& router_logits, const TensorVi
 // (above: linear()'s cuBLASLt fp32 GEMM into ctx.moe_router, then moe_route).
 constexpr int64_t kMoeRouterFusedMaxTokens = 128;
 
-// The fp32 router GEMM (linear(x, router_w), bf16 x widened exactly, fp32 products and sums in
-// another order than the CPU's) followed by moe_route on its logits; shapes as in
-// kernels/api/moe.h. Logits live in ctx.moe_router, reserved on the first call for
-// kMoeRouterFusedMaxTokens tokens (more only for larger T: not during graph capture, checked).
+// The fp32 router GEMM (bf16 x widened exactly, fp32 products and sums in another order than the
+// CPU's) and moe_route's grouped top-k on its logits; shapes as in kernels/api/moe.h. Up to
+// kMoeRouterFusedMaxTokens tokens one kernel does both (split-K partials, the last block of a
+// token tile folds and routes); above, linear() then moe_route. Partials and logits live in
+// ctx.moe_router, reserved on the first call (more only for larger T: not during graph capture).
 void moe_router_route(CudaContext& ctx, const TensorView& x, const TensorView& router_w,
                       const TensorView& bias, const RouterParams& params, const TensorView& ids,
                       const TensorView& weights);
@@ -34,7 +35,7 @@ void moe_router_route(CudaContext& ctx, const TensorView& x, const TensorView& r
 // from each other) only by fp32 summation order, and are run-to-run deterministic.
 enum class MoeExpertsPath {
   kAuto,        // kSmallBatch when T * top_k <= kMoeSmallBatchMaxRows and the shapes fit it
-  kGrouped,     // grouped tensor-core GEMMs over 64-row tiles (prefill, large batches)
+  kGrouped,     // grouped wgmma GEMMs over expert-row tiles of up to 256 rows (prefill, large batches)
   kSmallBatch,  // weight streaming: each selected expert read once over all SMs (decode)
 };
 // Routed rows (T * top_k) up to which kAuto takes the small-batch path: T <= 128 at top-8, the
