@@ -22,6 +22,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/attention_kernels.cuh"
 #include "kernels/cuda/gate_math.cuh"
 
@@ -82,20 +83,6 @@ constexpr size_t decode_smem_bytes(int head_dim, int group) {
 }
 
 namespace decode {
-
-// 16 bytes global -> shared; src_bytes = 0 writes zeros and reads nothing.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
-  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 
 // Queues the copy of keys [t0, t0 + kTile) of KV head kvh into a stage; keys outside [lo, hi] or
 // in an unmapped block become zeros (attend_tile masks them). Slots fit int32 (planner's check).

@@ -23,6 +23,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/attention_kernels.cuh"
 
 namespace beam::cuda::attention_detail {
@@ -52,20 +53,6 @@ constexpr float kLog2e = 1.4426950408889634f;
 // Byte offset of 16-byte chunk `chunk` of row `row` of a tile.
 __device__ __forceinline__ uint32_t swz(int row, int chunk) {
   return static_cast<uint32_t>(row * kPrefillDim * 2 + ((chunk ^ (row & 7)) << 4));
-}
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16-byte async copy; src_bytes = 0 zero-fills the destination without reading src.
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
-__device__ __forceinline__ void cp_async_wait_all() {
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
@@ -315,7 +302,7 @@ __device__ __forceinline__ void prefill_write(const Params& p, const SeqDesc& s,
 __global__ void __launch_bounds__(kPrefillThreads, 2)
     prefill_kernel(Params p, const PrefillItem* items, int bs_shift) {
   extern __shared__ uint4 prefill_smem[];
-  const uint32_t q_s = smem_addr(prefill_smem);
+  const uint32_t q_s = smem_u32(prefill_smem);
   const uint32_t kv_s = q_s + 2 * kPrefillQElems;  // stage b: K at tile 2b, V at tile 2b + 1
   constexpr uint32_t kTileBytes = 2 * kPrefillTileElems;
   const int h = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.num_heads));
@@ -357,7 +344,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 2)
   for (int tile = 0; tile < num_tiles; ++tile) {
     // Tile `tile` has landed for every thread, and every warp is done with the other stage
     // (read in the previous iteration), which the next tile's copies now refill.
-    cp_async_wait_all();
+    cp_async_wait<0>();
     __syncthreads();
     const int t0 = first_tile + tile * kPrefillKeys;
     if (tile + 1 < num_tiles) {

@@ -224,7 +224,7 @@ __global__ void __launch_bounds__(kCombineThreads)
     early_entry[k] = k < top_k ? __ldcg(entry_of + t * top_k + k) : 0;
     early_w[k] = k < top_k ? weights[t * top_k + k] : 0.0f;
   }
-  moe_small::pdl_wait();
+  pdl_wait();
   float acc[N] = {};
 #pragma unroll
   for (int k = 0; k < kEarlySlots; ++k) {

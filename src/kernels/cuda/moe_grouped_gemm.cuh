@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/moe_wgmma.cuh"
 #include "kernels/cuda/torch_exp.cuh"
 
@@ -60,30 +61,12 @@ constexpr int tile_cols(Epilogue ep) {
   return ep == Epilogue::kSwiGLU ? kWRows / 2 : kWRows;
 }
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared, or 16 zero bytes when !valid (src is then not read).
-__device__ __forceinline__ void cp_async16(uint32_t dst, const bf16_t* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(valid ? 16 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
 // Eight elements [col, col + 8) of a row into shared memory at dst, zeros past k or for no row.
 __device__ __forceinline__ void load_chunk(uint8_t* dst, const bf16_t* row, int64_t col,
                                            const Args& p) {
   if (p.async_loads) {  // col and k are multiples of 8: the chunk is all in or all out
     const bool valid = row != nullptr && col < p.k;
-    cp_async16(smem_u32(dst), valid ? row + col : p.w, valid);
+    cp_async16(smem_u32(dst), valid ? row + col : p.w, valid ? 16 : 0);
     return;
   }
   bf16_t* d = reinterpret_cast<bf16_t*>(dst);

@@ -31,6 +31,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/torch_exp.cuh"
 
 namespace beam::cuda::moe_small {
@@ -88,32 +89,12 @@ struct Shared {
 };
 constexpr size_t kSmemBytes = sizeof(Shared);  // ~164 KB: one block per SM
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
 // 16 bytes global -> shared (L2 only, 256-byte L2 prefetch), or 16 zero bytes when !valid (src is
 // then not read).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+__device__ __forceinline__ void cp_async16_l2_256(void* dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)),
                "l"(src), "r"(valid ? 16 : 0)
                : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
-// Programmatic dependent launch: let the next kernel's blocks start as SMs free up; wait until
-// the previous kernel completed and its writes are visible (no-op without the launch attribute).
-__device__ __forceinline__ void pdl_launch_dependents() {
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-}
-__device__ __forceinline__ void pdl_wait() {
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
 }
 
 // Hint: bring `bytes` (a multiple of 16, src 16-byte aligned) of global memory into L2.
@@ -387,8 +368,8 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
     if (my_steps > 0 && pu < u_end) {
       const int64_t col = (first_step + pi) * kStepCols + 8 * q;
       const bool in = col < p.k;
-      cp_async16(&ring[slot][0][lane], in && wa ? wa + col : p.w, in && wa);
-      cp_async16(&ring[slot][1][lane], in && wb ? wb + col : p.w, in && wb);
+      cp_async16_l2_256(&ring[slot][0][lane], in && wa ? wa + col : p.w, in && wa);
+      cp_async16_l2_256(&ring[slot][1][lane], in && wb ? wb + col : p.w, in && wb);
       if (++pi == my_steps) {
         pi = 0;
         if (++pu < u_end) {
