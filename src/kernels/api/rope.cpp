@@ -65,29 +65,7 @@ void apply_ssmax(const KernelContext& ctx, const TensorView& q, const TensorView
 
 namespace {
 
-void check_qk(const KernelContext& ctx, const QkTensors& qk, const char* op) {
-  expect_tensor(ctx, qk.q, DType::kBF16, 3, op, "q");
-  expect_tensor(ctx, qk.k, DType::kBF16, 3, op, "k");
-  expect_tensor(ctx, qk.q_norm, DType::kBF16, 1, op, "q_norm");
-  expect_tensor(ctx, qk.k_norm, DType::kBF16, 1, op, "k_norm");
-  expect_tensor(ctx, qk.positions, DType::kI64, 1, op, "positions");
-  const int64_t D = qk.q.dim(2);
-  BEAM_CHECK(qk.k.dim(0) == qk.q.dim(0) && qk.positions.dim(0) == qk.q.dim(0) &&
-             qk.k.dim(2) == D && D > 0 && qk.q_norm.dim(0) == D && qk.k_norm.dim(0) == D)
-      << op << ": q " << qk.q.shape.str() << ", k " << qk.k.shape.str() << ", q_norm "
-      << qk.q_norm.shape.str() << ", k_norm " << qk.k_norm.shape.str() << ", positions "
-      << qk.positions.shape.str();
-}
-
-// The per-head norms on the CPU: q and k viewed as [T * heads, D] rows, in place.
-void cpu_norm_heads(ThreadPool& pool, const QkTensors& qk, float eps) {
-  const int64_t T = qk.q.dim(0), D = qk.q.dim(2);
-  const TensorView q2 = qk.q.reshape({T * qk.q.dim(1), D}), k2 = qk.k.reshape({T * qk.k.dim(1), D});
-  cpu::rms_norm(pool, q2, qk.q_norm, eps, q2);
-  cpu::rms_norm(pool, k2, qk.k_norm, eps, k2);
-}
-
-// The store of a fused q/k op: the same contract as store_kv's arguments.
+// The store of a q/k op: the same contract as store_kv's arguments.
 void check_store(const KernelContext& ctx, const QkTensors& qk, const KvStore& store,
                  const char* op) {
   expect_tensor(ctx, store.v, DType::kBF16, 3, op, "v");
@@ -103,21 +81,53 @@ void check_store(const KernelContext& ctx, const QkTensors& qk, const KvStore& s
       << kv.v.shape.str() << ", block_size " << kv.block_size;
 }
 
+// The q/k op's views, and its store when there is one.
+void check_qk(const KernelContext& ctx, const QkTensors& qk, const KvStore* store, const char* op) {
+  expect_tensor(ctx, qk.q, DType::kBF16, 3, op, "q");
+  expect_tensor(ctx, qk.k, DType::kBF16, 3, op, "k");
+  expect_tensor(ctx, qk.q_norm, DType::kBF16, 1, op, "q_norm");
+  expect_tensor(ctx, qk.k_norm, DType::kBF16, 1, op, "k_norm");
+  expect_tensor(ctx, qk.positions, DType::kI64, 1, op, "positions");
+  const int64_t D = qk.q.dim(2);
+  BEAM_CHECK(qk.k.dim(0) == qk.q.dim(0) && qk.positions.dim(0) == qk.q.dim(0) &&
+             qk.k.dim(2) == D && D > 0 && qk.q_norm.dim(0) == D && qk.k_norm.dim(0) == D)
+      << op << ": q " << qk.q.shape.str() << ", k " << qk.k.shape.str() << ", q_norm "
+      << qk.q_norm.shape.str() << ", k_norm " << qk.k_norm.shape.str() << ", positions "
+      << qk.positions.shape.str();
+  if (store != nullptr) check_store(ctx, qk, *store, op);
+}
+
+// The per-head norms on the CPU: q and k viewed as [T * heads, D] rows, in place.
+void cpu_norm_heads(ThreadPool& pool, const QkTensors& qk, float eps) {
+  const int64_t T = qk.q.dim(0), D = qk.q.dim(2);
+  const TensorView q2 = qk.q.reshape({T * qk.q.dim(1), D}), k2 = qk.k.reshape({T * qk.k.dim(1), D});
+  cpu::rms_norm(pool, q2, qk.q_norm, eps, q2);
+  cpu::rms_norm(pool, k2, qk.k_norm, eps, k2);
+}
+
+
+// The optional store of a q/k op on the CPU (after the norms and positions).
+void cpu_store(ThreadPool& pool, const QkTensors& qk, const KvStore* store) {
+  if (store != nullptr) cpu::store_kv(pool, qk.k, store->v, store->slots, store->cache);
+}
+
 }  // namespace
 
-void qk_norm_rope(const KernelContext& ctx, const QkTensors& qk, float eps, float theta) {
+void qk_norm_rope(const KernelContext& ctx, const QkTensors& qk, float eps, float theta,
+                  const KvStore* store) {
   constexpr const char* op = "qk_norm_rope";
-  check_qk(ctx, qk, op);
+  check_qk(ctx, qk, store, op);
   BEAM_CHECK(qk.q.dim(2) % 2 == 0 && theta > 0.0f)
       << op << ": head_dim " << qk.q.dim(2) << ", theta " << theta;
   switch (ctx.device) {
     case Device::kCpu:
       cpu_norm_heads(cpu_pool(ctx, op), qk, eps);
       cpu::apply_rope(cpu_pool(ctx, op), qk.q, qk.k, qk.positions, theta);
+      cpu_store(cpu_pool(ctx, op), qk, store);
       return;
     case Device::kCuda:
 #if BEAMSERVE_CUDA
-      cuda::qk_norm_rope(*ctx.cuda, qk, eps, theta);
+      cuda::qk_norm_rope(*ctx.cuda, qk, eps, theta, store);
       return;
 #else
       cuda_backend_not_built(op);
@@ -125,61 +135,18 @@ void qk_norm_rope(const KernelContext& ctx, const QkTensors& qk, float eps, floa
   }
 }
 
-void qk_norm_ssmax(const KernelContext& ctx, const QkTensors& qk, float eps) {
+void qk_norm_ssmax(const KernelContext& ctx, const QkTensors& qk, float eps, const KvStore* store) {
   constexpr const char* op = "qk_norm_ssmax";
-  check_qk(ctx, qk, op);
+  check_qk(ctx, qk, store, op);
   switch (ctx.device) {
     case Device::kCpu:
       cpu_norm_heads(cpu_pool(ctx, op), qk, eps);
       cpu::apply_ssmax(cpu_pool(ctx, op), qk.q, qk.positions);
+      cpu_store(cpu_pool(ctx, op), qk, store);
       return;
     case Device::kCuda:
 #if BEAMSERVE_CUDA
-      cuda::qk_norm_ssmax(*ctx.cuda, qk, eps);
-      return;
-#else
-      cuda_backend_not_built(op);
-#endif
-  }
-}
-
-void qk_norm_rope_store_kv(const KernelContext& ctx, const QkTensors& qk, const KvStore& store,
-                           float eps, float theta) {
-  constexpr const char* op = "qk_norm_rope_store_kv";
-  check_qk(ctx, qk, op);
-  check_store(ctx, qk, store, op);
-  BEAM_CHECK(qk.q.dim(2) % 2 == 0 && theta > 0.0f)
-      << op << ": head_dim " << qk.q.dim(2) << ", theta " << theta;
-  switch (ctx.device) {
-    case Device::kCpu:
-      cpu_norm_heads(cpu_pool(ctx, op), qk, eps);
-      cpu::apply_rope(cpu_pool(ctx, op), qk.q, qk.k, qk.positions, theta);
-      cpu::store_kv(cpu_pool(ctx, op), qk.k, store.v, store.slots, store.cache);
-      return;
-    case Device::kCuda:
-#if BEAMSERVE_CUDA
-      cuda::qk_norm_rope(*ctx.cuda, qk, eps, theta, &store);
-      return;
-#else
-      cuda_backend_not_built(op);
-#endif
-  }
-}
-
-void qk_norm_ssmax_store_kv(const KernelContext& ctx, const QkTensors& qk, const KvStore& store,
-                            float eps) {
-  constexpr const char* op = "qk_norm_ssmax_store_kv";
-  check_qk(ctx, qk, op);
-  check_store(ctx, qk, store, op);
-  switch (ctx.device) {
-    case Device::kCpu:
-      cpu_norm_heads(cpu_pool(ctx, op), qk, eps);
-      cpu::apply_ssmax(cpu_pool(ctx, op), qk.q, qk.positions);
-      cpu::store_kv(cpu_pool(ctx, op), qk.k, store.v, store.slots, store.cache);
-      return;
-    case Device::kCuda:
-#if BEAMSERVE_CUDA
-      cuda::qk_norm_ssmax(*ctx.cuda, qk, eps, &store);
+      cuda::qk_norm_ssmax(*ctx.cuda, qk, eps, store);
       return;
 #else
       cuda_backend_not_built(op);

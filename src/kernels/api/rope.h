@@ -25,29 +25,24 @@ struct QkTensors {
   TensorView q, k, q_norm, k_norm, positions;
 };
 
-// The per-head q/k norms (BEAM.md §3.3) then RoPE (sliding layers): rms_norm(q as [T*Nq, D],
-// q_norm), rms_norm(k as [T*Nkv, D], k_norm), apply_rope(q, k). Bit-identical to those three ops
-// on every device (CUDA: one launch at Beam's head sizes).
-void qk_norm_rope(const KernelContext& ctx, const QkTensors& qk, float eps, float theta);
-
-// The same norms then SSMax on q (NoPE layers): rms_norm(q), rms_norm(k), apply_ssmax(q).
-void qk_norm_ssmax(const KernelContext& ctx, const QkTensors& qk, float eps);
-
-// Where the fused ops below also write the layer's new K/V rows: v [T, Nkv, D] bf16 (same shape as
-// qk.k), slots [T] i64 and the pool `cache`, exactly as store_kv (kernels/api/attention.h).
+// Where a q/k op also writes the layer's new K/V rows: v [T, Nkv, D] bf16 (same shape as qk.k),
+// slots [T] i64 and the pool `cache`, exactly as store_kv (kernels/api/attention.h).
 struct KvStore {
   TensorView v, slots;
   PagedKv cache;
 };
 
-// qk_norm_rope / qk_norm_ssmax followed by store_kv(qk.k, store.v, store.slots, store.cache): the
-// final k rows (and v) land in the pool slots (slot -1: row skipped); q and k are updated in place
-// as before. Bit-identical to that composition on every device (CUDA: one launch where the fused
-// q/k kernel serves the heads).
-void qk_norm_rope_store_kv(const KernelContext& ctx, const QkTensors& qk, const KvStore& store,
-                           float eps, float theta);
-void qk_norm_ssmax_store_kv(const KernelContext& ctx, const QkTensors& qk, const KvStore& store,
-                            float eps);
+// The per-head q/k norms (BEAM.md §3.3) then RoPE (sliding layers): rms_norm(q as [T*Nq, D],
+// q_norm), rms_norm(k as [T*Nkv, D], k_norm), apply_rope(q, k); with store, then
+// store_kv(qk.k, store->v, store->slots, store->cache) (slot -1: row skipped). Bit-identical to
+// that composition on every device (CUDA: one launch at Beam's head sizes, store included).
+void qk_norm_rope(const KernelContext& ctx, const QkTensors& qk, float eps, float theta,
+                  const KvStore* store = nullptr);
+
+// The same norms then SSMax on q (NoPE layers): rms_norm(q), rms_norm(k), apply_ssmax(q); with
+// store, then store_kv as above.
+void qk_norm_ssmax(const KernelContext& ctx, const QkTensors& qk, float eps,
+                   const KvStore* store = nullptr);
 
 // The fp32 SSMax factor for one absolute position (shared by CPU and CUDA code and tests).
 // (1 + (fp32(p) + 1) / 2048) in fp32, then pow with PyTorch's fp32 powf (SLEEF) and exponent 0.1f.

@@ -17,7 +17,7 @@ void apply_rope(CudaContext& ctx, const TensorView& q, const TensorView& k,
 void apply_ssmax(CudaContext& ctx, const TensorView& q, const TensorView& positions);
 
 // qk_norm_rope / qk_norm_ssmax of kernels/api/rope.h (views validated there, on the device), and
-// with `store` their *_store_kv forms (the final k and v rows also copied into the pool slots):
+// with `store` the final k and v rows also copied into the pool slots:
 // one launch where D % 16 == 0, D <= 256 and q, k, the norm weights (and v and the pool) are
 // 16-byte aligned, else rms_norm + apply_rope / apply_ssmax (+ store_kv); bit-identical to those
 // ops either way.

@@ -177,9 +177,9 @@ void BeamModel::attention_block(Workspace& ws, int64_t l, const KvLayers& kv, At
   const PagedKv& layer_kv = kv.layers[l];
   const KvStore store{v3, sliding ? ws.sliding_slots_view() : ws.full_slots_view(), layer_kv};
   if (sliding) {
-    qk_norm_rope_store_kv(ctx_, qk, store, cfg.rms_norm_eps, cfg.rope_theta);
+    qk_norm_rope(ctx_, qk, cfg.rms_norm_eps, cfg.rope_theta, &store);
   } else {
-    qk_norm_ssmax_store_kv(ctx_, qk, store, cfg.rms_norm_eps);
+    qk_norm_ssmax(ctx_, qk, cfg.rms_norm_eps, &store);
   }
   profile_mark(ctx_, StepOp::kQkNormRope);
   profile_mark(ctx_, StepOp::kStoreKv);

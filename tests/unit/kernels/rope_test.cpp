@@ -245,7 +245,7 @@ TEST(QkNormPosition, EqualsNormsThenRopeOrSsmax) {
   }
 }
 
-// qk_norm_rope_store_kv / qk_norm_ssmax_store_kv = qk_norm_rope / qk_norm_ssmax then store_kv of
+// qk_norm_rope / qk_norm_ssmax with a store = the same ops without it, then store_kv of
 // the final k and v, bit for bit (q, k and the pool), slot -1 rows skipped; bad slots abort.
 TEST(QkNormPosition, StoreKvFormsEqualTheOpsThenStoreKv) {
   Contexts ctx;
@@ -279,10 +279,10 @@ TEST(QkNormPosition, StoreKvFormsEqualTheOpsThenStoreKv) {
       const KvStore store{v.view, slots.view, {got_ck.view, got_cv.view, g.block_size}};
       if (rope) {
         qk_norm_rope(ctx.one, want, eps, 10000.0f);
-        qk_norm_rope_store_kv(ctx.two, got, store, eps, 10000.0f);
+        qk_norm_rope(ctx.two, got, eps, 10000.0f, &store);
       } else {
         qk_norm_ssmax(ctx.one, want, eps);
-        qk_norm_ssmax_store_kv(ctx.two, got, store, eps);
+        qk_norm_ssmax(ctx.two, got, eps, &store);
       }
       store_kv(ctx.one, want_k.view, v.view, slots.view,
                {want_ck.view, want_cv.view, g.block_size});
@@ -305,7 +305,7 @@ TEST(QkNormPosition, StoreKvFormsRejectMismatchedPools) {
   for (int64_t t = 0; t < 2; ++t) pos.as<int64_t>()[t] = slots.as<int64_t>()[t] = t;
   const QkTensors qk{q.view, k.view, w.view, w.view, pos.view};
   const KvStore store{v.view, slots.view, {ck.view, cv.view, 4}};  // 1 KV head, k has 2
-  EXPECT_DEATH(qk_norm_ssmax_store_kv(ctx.one, qk, store, 1e-6f), "cache k");
+  EXPECT_DEATH(qk_norm_ssmax(ctx.one, qk, 1e-6f, &store), "cache k");
 }
 
 }  // namespace

@@ -167,12 +167,12 @@ class CudaRope : public test::CudaTest {
                 static_cast<long long>(D), exact_q, exact_k);
   }
 
-  // qk_norm_rope_store_kv / qk_norm_ssmax_store_kv on the GPU: q, k and the pool bit-equal to
+  // qk_norm_rope / qk_norm_ssmax with a KV store on the GPU: q, k and the pool bit-equal to
   // the GPU's qk_norm_rope / qk_norm_ssmax then store_kv, with a pool of num_blocks x block_size
   // slots (random contents), distinct random slots and every third row's slot -1.
   void check_qk_store(int64_t T, int64_t Nq, int64_t Nkv, int64_t D, bool rope,
                       int64_t num_blocks, int64_t block_size) {
-    SCOPED_TRACE(::testing::Message() << (rope ? "qk_norm_rope_store_kv" : "qk_norm_ssmax_store_kv")
+    SCOPED_TRACE(::testing::Message() << (rope ? "qk_norm_rope + store" : "qk_norm_ssmax + store")
                                       << " T=" << T << " Nq=" << Nq << " Nkv=" << Nkv << " D=" << D
                                       << " pool " << num_blocks << "x" << block_size);
     constexpr float kEps = 1e-6f, kTheta = 1e6f;
@@ -208,9 +208,9 @@ class CudaRope : public test::CudaTest {
     const QkTensors qk{dq, dk, dq_norm, dk_norm, dpos};
     const KvStore store{dv, dslots, kv};
     if (rope) {
-      qk_norm_rope_store_kv(gpu, qk, store, kEps, kTheta);
+      qk_norm_rope(gpu, qk, kEps, kTheta, &store);
     } else {
-      qk_norm_ssmax_store_kv(gpu, qk, store, kEps);
+      qk_norm_ssmax(gpu, qk, kEps, &store);
     }
     EXPECT_TRUE(test::bits_equal(download(dq).view, download(uq).view)) << "q";
     EXPECT_TRUE(test::bits_equal(download(dk).view, download(uk).view)) << "k";
