@@ -330,11 +330,12 @@ class MetaPacker {
   std::vector<char> bytes_;
 };
 
-// Packs a decode plan's header and, right after it, its items; returns the header's offset. The
-// header's table and zero-row offsets are patched in by finish_decode_header.
+// Reserves a decode plan's header (zeroed: its counts and the table and zero-row offsets are
+// written by finish_decode_header once known) and packs the items right after it; returns the
+// header's offset.
 size_t add_decode_header(MetaPacker& meta, const std::vector<ad::DecodeItem>& items) {
-  const ad::DecodePlanHeader placeholder{};
-  const size_t header = meta.add(&placeholder, 1);
+  const ad::DecodePlanHeader zeroed{};
+  const size_t header = meta.add(&zeroed, 1);
   BEAM_CHECK(meta.add(items) == header + sizeof(ad::DecodePlanHeader))
       << "paged_attention: decode items must follow their header";
   return header;

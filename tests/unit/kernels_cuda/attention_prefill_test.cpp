@@ -4,118 +4,19 @@
 // cached prefix and near position 10^6, several sequences and decode rows in one batch, shuffled
 // (out-of-order) paged blocks of sizes 4 / 16 / 24 / 64, row counts around the 128-row CTA tile,
 // and the bit-identity of a row whatever chunk or batch computes it.
-#include <algorithm>
-#include <numeric>
-
-#include "cuda_test_util.h"
-#include "kernels/api/attention.h"
+#include "attention_batch.h"
 
 namespace beam {
 namespace {
 
-struct Geometry {
-  int64_t Nq, Nkv, D, block_size, window;
-};
+using Geometry = test::AttentionGeometry;
+using test::SeqSpec;
+using Batch = test::AttentionBatch;
 
-// A sequence of kv_len slots from kv_pos0 whose last q_count slots are the queries.
-struct SeqSpec {
-  int64_t kv_pos0, kv_len, q_count;
-};
-
-// A batch in a host paged cache (physical blocks shuffled, garbage in unused slots) and its device
-// copies.
-struct Batch {
-  Geometry g;
-  std::vector<SeqSpec> specs;
-  std::vector<std::vector<int32_t>> tables;
-  HostTensor q, cache_k, cache_v;
-  TensorView dq, dk, dv;
-
-  std::vector<AttentionSeq> seqs() const {
-    std::vector<AttentionSeq> out;
-    int64_t row = 0;
-    for (size_t i = 0; i < specs.size(); ++i) {
-      const SeqSpec& s = specs[i];
-      out.push_back({row, s.q_count, s.kv_pos0 + s.kv_len - s.q_count, s.kv_pos0, s.kv_len,
-                     tables[i]});
-      row += s.q_count;
-    }
-    return out;
-  }
-};
-
-class AttentionPrefillCuda : public test::CudaTest {
+// Five spare pool blocks join the shuffle.
+class AttentionPrefillCuda : public test::AttentionCudaTest {
  protected:
-  Batch make_batch(const Geometry& g, const std::vector<SeqSpec>& specs, uint32_t seed) {
-    Batch b;
-    b.g = g;
-    b.specs = specs;
-    std::mt19937 rng(seed);
-    int64_t blocks = 5, T = 0;
-    for (const SeqSpec& s : specs) {
-      blocks += (s.kv_len + g.block_size - 1) / g.block_size;
-      T += s.q_count;
-    }
-    b.cache_k = HostTensor(DType::kBF16, {blocks, g.block_size, g.Nkv, g.D});
-    b.cache_v = HostTensor(DType::kBF16, {blocks, g.block_size, g.Nkv, g.D});
-    test::fill_uniform(b.cache_k.view, seed + 1, 100.0f);
-    test::fill_uniform(b.cache_v.view, seed + 2, 100.0f);
-    std::vector<int32_t> physical(static_cast<size_t>(blocks));
-    std::iota(physical.begin(), physical.end(), 0);
-    std::shuffle(physical.begin(), physical.end(), rng);
-    b.q = test::random_bf16({T, g.Nq, g.D}, rng, 1.5f);
-    size_t next = 0;
-    for (const SeqSpec& s : specs) {
-      HostTensor k = test::random_bf16({s.kv_len, g.Nkv, g.D}, rng, 1.5f);
-      HostTensor v = test::random_bf16({s.kv_len, g.Nkv, g.D}, rng);
-      std::vector<int32_t> table;
-      for (int64_t j = 0; j < s.kv_len; j += g.block_size) table.push_back(physical[next++]);
-      HostTensor slots(DType::kI64, {s.kv_len});
-      for (int64_t j = 0; j < s.kv_len; ++j)
-        slots.as<int64_t>()[j] = table[j / g.block_size] * g.block_size + j % g.block_size;
-      store_kv(cpu.two, k.view, v.view, slots.view, {b.cache_k.view, b.cache_v.view, g.block_size});
-      b.tables.push_back(std::move(table));
-    }
-    b.dq = upload(b.q);
-    b.dk = upload(b.cache_k);
-    b.dv = upload(b.cache_v);
-    return b;
-  }
-
-  HostTensor run_gpu(const Batch& b, std::span<const AttentionSeq> seqs) {
-    const TensorView out = device_tensor(DType::kBF16, b.q.view.shape);
-    begin_step(gpu);
-    paged_attention(gpu, b.dq, {b.dk, b.dv, b.g.block_size}, seqs, b.g.window, out);
-    HostTensor h = download(out);
-    synchronize(gpu);
-    return h;
-  }
-  HostTensor run_cpu(const Batch& b, std::span<const AttentionSeq> seqs) {
-    HostTensor out(DType::kBF16, b.q.view.shape);
-    std::memset(out.view.data, 0xff, out.view.nbytes());
-    paged_attention(cpu.two, b.q.view, {b.cache_k.view, b.cache_v.view, b.g.block_size}, seqs,
-                    b.g.window, out.view);
-    return out;
-  }
-
-  // The bounds of kernels_cuda/attention_test.cpp: fp32 sums in another order, so a few outputs
-  // 1 ulp apart, very few 2.
-  void expect_matches_cpu(const Geometry& g, const std::vector<SeqSpec>& specs, uint32_t seed) {
-    SCOPED_TRACE(::testing::Message() << "heads " << g.Nq << "/" << g.Nkv << " D " << g.D
-                                      << " block " << g.block_size << " window " << g.window);
-    const Batch b = make_batch(g, specs, seed);
-    const std::vector<AttentionSeq> seqs = b.seqs();
-    const HostTensor got = run_gpu(b, seqs), want = run_cpu(b, seqs);
-    const test::Diff one = test::compare(got.view, want.view, 1);
-    const test::Diff two = test::compare(got.view, want.view, 2);
-    std::cout << "prefill " << g.Nq << "/" << g.Nkv << "x" << g.D << " bs " << g.block_size
-              << " W " << g.window << ": max rel err " << one.rel << ", exact "
-              << test::exact_fraction(got.view, want.view) << ", >1 ulp " << one.far
-              << ", >2 ulps " << two.far << " of " << want.view.numel() << "\n";
-    EXPECT_LT(one.rel, 1e-2) << "worst element " << one.worst;
-    EXPECT_LE(one.far, want.view.numel() / 200) << "more than 0.5% of outputs > 1 ulp off";
-    EXPECT_LE(two.far, want.view.numel() / 2000) << "more than 0.05% of outputs > 2 ulps off";
-  }
+  AttentionPrefillCuda() : AttentionCudaTest(5, "prefill") {}
 };
 
 // Row counts around the CTA tile (64: half a tile, 127 / 128 / 129, 300 = 2 tiles + 44 rows),

@@ -8,93 +8,21 @@
 // and the tensor-core prefill kernel (chunks of >= 64 rows) against the CPU and against decode rows.
 #include "kernels/api/attention.h"
 
-#include <algorithm>
-#include <numeric>
-
+#include "attention_batch.h"
 #include "kernels/api/activation.h"
 #include "kernels/api/fixed_attention.h"
-
-#include "cuda_test_util.h"
 
 namespace beam {
 namespace {
 
-struct Geometry {
-  int64_t Nq, Nkv, D, block_size, window;
-};
+using Geometry = test::AttentionGeometry;
+using test::SeqSpec;
+using Batch = test::AttentionBatch;
 
-// kv_pos0, kv_len, q_count: the queries are the sequence's last q_count slots.
-struct SeqSpec {
-  int64_t kv_pos0, kv_len, q_count;
-};
-
-// A batch in a host paged cache (written by the CPU store_kv) with its device copies.
-struct Batch {
-  Geometry g;
-  std::vector<SeqSpec> specs;
-  std::vector<std::vector<int32_t>> tables;
-  HostTensor q, cache_k, cache_v;
-  TensorView dq, dk, dv;
-
-  std::vector<AttentionSeq> seqs() const {
-    std::vector<AttentionSeq> out;
-    int64_t row = 0;
-    for (size_t i = 0; i < specs.size(); ++i) {
-      const SeqSpec& s = specs[i];
-      out.push_back({row, s.q_count, s.kv_pos0 + s.kv_len - s.q_count, s.kv_pos0, s.kv_len,
-                     tables[i]});
-      row += s.q_count;
-    }
-    return out;
-  }
-};
-
-class AttentionCuda : public test::CudaTest {
+class AttentionCuda : public test::AttentionCudaTest {
  protected:
-  Batch make_batch(const Geometry& g, const std::vector<SeqSpec>& specs, uint32_t seed) {
-    Batch b;
-    b.g = g;
-    b.specs = specs;
-    std::mt19937 rng(seed);
-    int64_t blocks = 3, T = 0;
-    for (const SeqSpec& s : specs) {
-      blocks += (s.kv_len + g.block_size - 1) / g.block_size;
-      T += s.q_count;
-    }
-    b.cache_k = HostTensor(DType::kBF16, {blocks, g.block_size, g.Nkv, g.D});
-    b.cache_v = HostTensor(DType::kBF16, {blocks, g.block_size, g.Nkv, g.D});
-    test::fill_uniform(b.cache_k.view, seed + 1, 100.0f);  // garbage in unused slots
-    test::fill_uniform(b.cache_v.view, seed + 2, 100.0f);
-    std::vector<int32_t> physical(static_cast<size_t>(blocks));
-    std::iota(physical.begin(), physical.end(), 0);
-    std::shuffle(physical.begin(), physical.end(), rng);
-    b.q = test::random_bf16({T, g.Nq, g.D}, rng, 1.5f);
-    size_t next = 0;
-    for (const SeqSpec& s : specs) {
-      HostTensor k = test::random_bf16({s.kv_len, g.Nkv, g.D}, rng, 1.5f);
-      HostTensor v = test::random_bf16({s.kv_len, g.Nkv, g.D}, rng);
-      std::vector<int32_t> table;
-      for (int64_t j = 0; j < s.kv_len; j += g.block_size) table.push_back(physical[next++]);
-      HostTensor slots(DType::kI64, {s.kv_len});
-      for (int64_t j = 0; j < s.kv_len; ++j)
-        slots.as<int64_t>()[j] = table[j / g.block_size] * g.block_size + j % g.block_size;
-      store_kv(cpu.two, k.view, v.view, slots.view, {b.cache_k.view, b.cache_v.view, g.block_size});
-      b.tables.push_back(std::move(table));
-    }
-    b.dq = upload(b.q);
-    b.dk = upload(b.cache_k);
-    b.dv = upload(b.cache_v);
-    return b;
-  }
+  AttentionCuda() : AttentionCudaTest(3, "attention") {}
 
-  HostTensor run_gpu(const Batch& b, std::span<const AttentionSeq> seqs) {
-    const TensorView out = device_tensor(DType::kBF16, b.q.view.shape);
-    begin_step(gpu);
-    paged_attention(gpu, b.dq, {b.dk, b.dv, b.g.block_size}, seqs, b.g.window, out);
-    HostTensor h = download(out);
-    synchronize(gpu);
-    return h;
-  }
   // b's q with `extra` more rows of garbage after its own (the padding rows of a graph batch).
   TensorView padded_q(const Batch& b, int64_t extra) {
     const int64_t T = b.q.view.dim(0);
@@ -102,15 +30,6 @@ class AttentionCuda : public test::CudaTest {
     test::fill_uniform(q.view, 77, 100.0f);
     std::memcpy(q.view.data, b.q.view.data, b.q.view.nbytes());
     return upload(q);
-  }
-  // The eager op on q (any rows; rows no sequence covers stay NaN).
-  HostTensor run_gpu_on(const Batch& b, const TensorView& q, std::span<const AttentionSeq> seqs) {
-    const TensorView out = device_tensor(DType::kBF16, q.shape);
-    begin_step(gpu);
-    paged_attention(gpu, q, {b.dk, b.dv, b.g.block_size}, seqs, b.g.window, out);
-    HostTensor h = download(out);
-    synchronize(gpu);
-    return h;
   }
   // plan_fixed_attention into `slot` for q's rows, then fixed_paged_attention into a NaN output.
   HostTensor run_fixed(const Batch& b, const TensorView& q, std::span<const AttentionSeq> seqs,
@@ -141,35 +60,6 @@ class AttentionCuda : public test::CudaTest {
       for (int64_t i = 0; i < row; ++i) nonzero += got.as<bf16>()[r * row + i].bits != 0;
       EXPECT_EQ(nonzero, 0) << what << ": padding row " << r << " is not zero";
     }
-  }
-
-  HostTensor run_cpu(const Batch& b, std::span<const AttentionSeq> seqs) {
-    HostTensor out(DType::kBF16, b.q.view.shape);
-    std::memset(out.view.data, 0xff, out.view.nbytes());
-    paged_attention(cpu.two, b.q.view, {b.cache_k.view, b.cache_v.view, b.g.block_size}, seqs,
-                    b.g.window, out.view);
-    return out;
-  }
-
-  // Both ops agree on every row: fp32 sums in another order, so a few outputs 1 ulp apart.
-  void expect_matches_cpu(const Geometry& g, const std::vector<SeqSpec>& specs, uint32_t seed) {
-    SCOPED_TRACE(::testing::Message() << "heads " << g.Nq << "/" << g.Nkv << " D " << g.D
-                                      << " block " << g.block_size << " window " << g.window);
-    const Batch b = make_batch(g, specs, seed);
-    const std::vector<AttentionSeq> seqs = b.seqs();
-    const HostTensor got = run_gpu(b, seqs), want = run_cpu(b, seqs);
-    const test::Diff one = test::compare(got.view, want.view, 1);
-    const test::Diff two = test::compare(got.view, want.view, 2);
-    int64_t exact = 0;
-    for (int64_t i = 0; i < want.view.numel(); ++i)
-      exact += got.as<bf16>()[i].bits == want.as<bf16>()[i].bits;
-    std::cout << "attention " << g.Nq << "/" << g.Nkv << "x" << g.D << " bs " << g.block_size
-              << " W " << g.window << ": max rel err " << one.rel << ", exact "
-              << double(exact) / double(want.view.numel()) << ", >1 ulp " << one.far
-              << ", >2 ulps " << two.far << " of " << want.view.numel() << "\n";
-    EXPECT_LT(one.rel, 1e-2) << "worst element " << one.worst;
-    EXPECT_LE(one.far, want.view.numel() / 200) << "more than 0.5% of outputs > 1 ulp off";
-    EXPECT_LE(two.far, want.view.numel() / 2000) << "more than 0.05% of outputs > 2 ulps off";
   }
 };
 
