@@ -15,8 +15,10 @@
 #include <cstdint>
 
 #include "core/check.h"
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/moe.h"
 #include "kernels/cuda/torch_exp.cuh"
 
@@ -264,13 +266,17 @@ int64_t tile_tokens(int64_t E) {
 // e0 + 1, columns [s L, (s + 1) L), in registers and for each token t of tile z writes
 // partial[s, t, e] = Σ f32(x[t, c]) * w[e, c] (fp32 fma per lane in column order, then a fixed
 // butterfly), kLogitTokensAtOnce tokens interleaved. Every token's sums are the same whatever T.
+// The weights are loaded before griddepcontrol.wait (the kernel is a programmatic dependent).
 template <int kVec>
 __device__ void router_partials(const FusedArgs& a, int64_t t0, int64_t t1) {
   constexpr int R = kLogitExpertsPerWarp, C = kLogitChunksPerLane, U = kLogitTokensAtOnce;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int64_t E = a.route.num_experts;
   const int64_t e0 = (static_cast<int64_t>(blockIdx.x) * kLogitWarps + warp) * R;
-  if (e0 >= E) return;
+  if (e0 >= E) {  // no router rows, but still ordered after the previous kernel
+    pdl_wait();
+    return;
+  }
   const int64_t k0 = static_cast<int64_t>(blockIdx.y) * split_len<kVec>();
   float wv[R][C][kVec];
 #pragma unroll
@@ -290,6 +296,8 @@ __device__ void router_partials(const FusedArgs& a, int64_t t0, int64_t t1) {
       }
     }
   }
+  pdl_wait();  // x comes from the previous kernel; the router weights do not
+  pdl_launch_dependents();
   float* out = const_cast<float*>(a.route.logits) +
                static_cast<int64_t>(blockIdx.y) * a.route.num_tokens * E;
   for (int64_t t = t0; t < t1; t += U) {
@@ -424,11 +432,12 @@ void moe_router_route(CudaContext& ctx, const TensorView& x, const TensorView& r
                   static_cast<unsigned>(tiles));
   const size_t smem = static_cast<size_t>(std::min(tile, T) * 2 * E) * sizeof(float);
   if (vec) {
-    router_route_kernel<4><<<grid, kLogitWarps * 32, smem, ctx.stream>>>(a);
+    launch_kernel(ctx, router_route_kernel<4>, grid, dim3(kLogitWarps * 32), smem,
+                  After::kProgrammatic, a);
   } else {
-    router_route_kernel<1><<<grid, kLogitWarps * 32, smem, ctx.stream>>>(a);
+    launch_kernel(ctx, router_route_kernel<1>, grid, dim3(kLogitWarps * 32), smem,
+                  After::kProgrammatic, a);
   }
-  CUDA_LAUNCH_OK();
 }
 
 }  // namespace beam::cuda
