@@ -27,6 +27,18 @@ class BeamCuda : public CudaModelTest {
     EXPECT_LE(c.rel_error, tol) << what;
     EXPECT_EQ(c.argmax_mismatches, 0) << what << " (" << c.rows_checked << " rows checked)";
   }
+  // Each row's relative L2 error, printed: a few rows far off point at a flipped expert choice,
+  // all rows alike at a systematic difference.
+  void print_row_errors(const std::vector<float>& got, const std::vector<float>& ref) {
+    const int64_t V = vocab(), rows = static_cast<int64_t>(ref.size()) / V;
+    std::printf("  row rel errors:");
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<float> g(got.begin() + r * V, got.begin() + (r + 1) * V);
+      std::vector<float> w(ref.begin() + r * V, ref.begin() + (r + 1) * V);
+      std::printf(" %.3f", compare_logits(g, w, V).rel_error);
+    }
+    std::printf("\n");
+  }
   std::unique_ptr<BeamModel> model_;
 };
 
@@ -105,6 +117,7 @@ TEST_F(BeamCuda, ChunkedAndDecodedMatchFullPrefill) {
     auto got = run_chunked(*model_, tokens, 0, chunk);
     std::printf("gpu chunk %lld vs cpu full prefill: rel_error=%.5f\n", static_cast<long long>(chunk),
                 compare_logits(got, reference, vocab()).rel_error);
+    print_row_errors(got, reference);
     expect_close(got, reference, kTolerance, "GPU chunk " + std::to_string(chunk) + " vs CPU full prefill");
   }
 }
