@@ -148,29 +148,49 @@ __device__ void route_warp(const RouteArgs& a, int64_t t, const float* score, co
 // Routes tokens [t0, t1) with the whole block: smem holds (t1 - t0) x E scores then as many
 // choices. The logits may have been written by other blocks of this kernel (read through L2).
 __device__ void route_tokens(const RouteArgs& a, int64_t t0, int64_t t1, float* smem) {
-  constexpr int kBatch = 8;  // partial sums loaded at once
+  constexpr int kBatch = 8;  // partial sums of one element loaded at once
+  constexpr int kElems = 4;  // elements (token, expert) a thread sums at once: their loads overlap
   const int E = a.num_experts;
   const int n = static_cast<int>(t1 - t0);
   float* score = smem;
   float* choice = smem + static_cast<int64_t>(n) * E;
   const int64_t partial_stride = a.num_tokens * E;
-  for (int idx = static_cast<int>(threadIdx.x); idx < n * E; idx += static_cast<int>(blockDim.x)) {
-    const int e = idx % E;
-    const float* src = a.logits + (t0 + idx / E) * E + e;
-    float logit = __ldcg(src);
-    for (int s0 = 1; s0 < a.num_partials; s0 += kBatch) {
-      float part[kBatch];
+  const int stride = static_cast<int>(blockDim.x);
+  for (int idx0 = static_cast<int>(threadIdx.x); idx0 < n * E; idx0 += stride * kElems) {
+    // Elements idx0 + j * stride; each sums its partials in index order (one L2 round trip per
+    // kBatch partials, shared by the kElems elements).
+    float logit[kElems];
 #pragma unroll
-      for (int i = 0; i < kBatch; ++i)
-        part[i] = s0 + i < a.num_partials ? __ldcg(src + (s0 + i) * partial_stride) : 0.0f;
-#pragma unroll
-      for (int i = 0; i < kBatch; ++i)
-        if (s0 + i < a.num_partials) logit = __fadd_rn(logit, part[i]);
+    for (int j = 0; j < kElems; ++j) {
+      const int idx = idx0 + j * stride;
+      logit[j] = idx < n * E ? __ldcg(a.logits + t0 * E + idx) : 0.0f;
     }
-    const float s = torch_exp::sigmoidf(logit);
-    const float c = __fadd_rn(s, __ldg(a.bias + e));
-    score[idx] = s;
-    choice[idx] = c != c ? -INFINITY : c;  // NaN (the CPU aborts): last in the order, not chaos
+    for (int s0 = 1; s0 < a.num_partials; s0 += kBatch) {
+      float part[kElems][kBatch];
+#pragma unroll
+      for (int j = 0; j < kElems; ++j) {
+        const float* src = a.logits + t0 * E + idx0 + j * stride;
+#pragma unroll
+        for (int i = 0; i < kBatch; ++i)
+          part[j][i] = idx0 + j * stride < n * E && s0 + i < a.num_partials
+                           ? __ldcg(src + (s0 + i) * partial_stride)
+                           : 0.0f;
+      }
+#pragma unroll
+      for (int j = 0; j < kElems; ++j)
+#pragma unroll
+        for (int i = 0; i < kBatch; ++i)
+          if (s0 + i < a.num_partials) logit[j] = __fadd_rn(logit[j], part[j][i]);
+    }
+#pragma unroll
+    for (int j = 0; j < kElems; ++j) {
+      const int idx = idx0 + j * stride;
+      if (idx >= n * E) break;
+      const float s = torch_exp::sigmoidf(logit[j]);
+      const float c = __fadd_rn(s, __ldg(a.bias + idx % E));
+      score[idx] = s;
+      choice[idx] = c != c ? -INFINITY : c;  // NaN (the CPU aborts): last in the order, not chaos
+    }
   }
   __syncthreads();
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
