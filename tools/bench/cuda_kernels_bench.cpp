@@ -249,7 +249,8 @@ void BM_qk_norm_position(benchmark::State& state) {
 }
 
 // The packed q/k/v/gate projection (w [14336, 5120]) into its four outputs: linear_split (one
-// skinny launch at M <= 8) or four linear() calls. bytes/s counts w, x and the outputs.
+// skinny launch at M <= 8, one GEMM + column scatter up to 256 rows) or four linear() calls.
+// bytes/s counts w, x and the outputs.
 void BM_linear_split_qkvg(benchmark::State& state) {
   Gpu gpu;
   if (!gpu.start(state)) return;
@@ -519,7 +520,7 @@ BENCHMARK(BM_linear)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_linear_split_qkvg)
     ->ArgNames({"M", "fused"})
-    ->ArgsProduct({{1, 8, 32}, {1, 0}})
+    ->ArgsProduct({{1, 8, 32, 128}, {1, 0}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 // The small-M paths side by side around the dispatch threshold (kSkinnyDispatchRows).

@@ -2,7 +2,8 @@
 // outᵀ[N, M] = op(w)[N, K] · xᵀ[K, M] with w read as a K x N column-major matrix (op = T) and x as
 // K x M (op = N), i.e. a "TN" GEMM with m = N, n = M, k = K. Plans are cached per shape in
 // CudaContext::linear, so a decode step never re-runs the heuristic. linear() and linear_split()
-// dispatch here between this path and the skinny kernel (gemm_skinny.cu).
+// dispatch here between this path and the skinny kernel (gemm_skinny.cu); linear_split's
+// one-GEMM path scatters a packed output into its outputs here.
 #include "kernels/cuda/gemm.h"
 
 #include <cuda_bf16.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 
 #include "core/bf16.h"
+#include "kernels/api/gemm.h"
 #include "kernels/cuda/check.h"
 
 namespace beam {
@@ -23,6 +25,7 @@ LinearPlan::~LinearPlan() {
 
 LinearCache::~LinearCache() {
   if (x_f32) cudaFree(x_f32);
+  if (split_out) cudaFree(split_out);
 }
 
 namespace cuda {
@@ -130,6 +133,86 @@ const float* widen_x(CudaContext& ctx, const TensorView& x) {
   return cache.x_f32;
 }
 
+// Where linear_split's packed output goes: columns [end[i-1], end[i]) of the packed row are
+// out[i] ([M, end[i] - end[i-1]] row-major, end[-1] = 0), all in 16-byte packs of 8 bf16.
+struct ScatterDst {
+  uint4* out[kMaxLinearSplits];
+  int64_t end_packs[kMaxLinearSplits];
+  int count;
+};
+
+// Pack i of packed [M, row_packs] (16-byte packs) to its output. Grid-stride, one pack a thread.
+__global__ void scatter_columns_kernel(const uint4* __restrict__ packed, ScatterDst dst,
+                                       int64_t row_packs, int64_t total) {
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int64_t m = i / row_packs, c = i % row_packs;
+    uint4* base = dst.out[0];
+    int64_t begin = 0, width = dst.end_packs[0];
+#pragma unroll
+    for (int j = 1; j < static_cast<int>(kMaxLinearSplits); ++j) {
+      if (j < dst.count && c >= dst.end_packs[j - 1]) {
+        base = dst.out[j];
+        begin = dst.end_packs[j - 1];
+        width = dst.end_packs[j] - begin;
+      }
+    }
+    base[m * width + (c - begin)] = packed[i];
+  }
+}
+
+// The packed-output scratch of linear_split: kSplitGemmMaxRows rows of n bf16 at least.
+void* split_scratch(CudaContext& ctx, int64_t n) {
+  LinearCache& cache = ctx.linear;
+  const size_t bytes = static_cast<size_t>(kSplitGemmMaxRows * n) * 2;
+  if (cache.split_out_bytes < bytes) {
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    CUDA_OK(cudaStreamIsCapturing(ctx.stream, &capturing));
+    BEAM_CHECK(capturing == cudaStreamCaptureStatusNone)
+        << "linear_split: its scratch (" << bytes << " bytes) would grow during graph capture";
+    if (cache.split_out) CUDA_OK(cudaFreeAsync(cache.split_out, ctx.stream));
+    cache.split_out = nullptr;
+    CUDA_OK(cudaMallocAsync(&cache.split_out, bytes, ctx.stream));
+    cache.split_out_bytes = bytes;
+  }
+  return cache.split_out;
+}
+
+// linear_split's one-GEMM path applies: bf16 outputs of widths % 8 == 0, 16-byte aligned, at
+// most kSplitGemmMaxRows rows, more than one output.
+bool takes_split_gemm(const TensorView& x, std::span<const TensorView> outs) {
+  if (outs.size() < 2 || x.dim(0) > kSplitGemmMaxRows) return false;
+  for (const TensorView& out : outs)
+    if (out.dtype != DType::kBF16 || out.dim(1) % 8 != 0 ||
+        reinterpret_cast<uintptr_t>(out.data) % 16 != 0)
+      return false;
+  return true;
+}
+
+// One cuBLASLt GEMM over all of w into the scratch, then the column scatter into outs.
+void linear_split_gemm(CudaContext& ctx, const TensorView& x, const TensorView& w,
+                       std::span<const TensorView> outs) {
+  const int64_t M = x.dim(0), N = w.dim(0);
+  if (M == 0) return;
+  const TensorView packed{split_scratch(ctx, N), DType::kBF16, Shape{M, N}, Device::kCuda};
+  linear_cublaslt(ctx, x, w, packed);
+  ScatterDst dst{};
+  int64_t end = 0;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    end += outs[i].dim(1) / 8;
+    dst.out[i] = static_cast<uint4*>(outs[i].data);
+    dst.end_packs[i] = end;
+  }
+  dst.count = static_cast<int>(outs.size());
+  const int64_t total = M * (N / 8);
+  constexpr int kThreads = 256;
+  const int64_t blocks = std::min<int64_t>((total + kThreads - 1) / kThreads, 4096);
+  if (blocks == 0) return;
+  scatter_columns_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, ctx.stream>>>(
+      static_cast<const uint4*>(packed.data), dst, N / 8, total);
+  CUDA_LAUNCH_OK();
+}
+
 // linear()'s choice of the skinny kernel (same for every output of a linear_split).
 bool takes_skinny(const TensorView& x, const TensorView& w, DType out_dtype) {
   return x.dtype == DType::kBF16 && w.dtype == DType::kBF16 &&
@@ -147,6 +230,7 @@ void linear(CudaContext& ctx, const TensorView& x, const TensorView& w, const Te
 void linear_split(CudaContext& ctx, const TensorView& x, const TensorView& w,
                   std::span<const TensorView> outs) {
   if (takes_skinny(x, w, outs.front().dtype)) return linear_skinny_split(ctx, x, w, outs);
+  if (takes_split_gemm(x, outs)) return linear_split_gemm(ctx, x, w, outs);
   int64_t row0 = 0;
   for (const TensorView& out : outs) {
     linear(ctx, x, w.rows(row0, out.dim(1)), out);

@@ -26,10 +26,17 @@ void linear_skinny(CudaContext& ctx, const TensorView& x, const TensorView& w,
                    const TensorView& out);
 
 // linear_split of kernels/api/gemm.h (views validated there): where linear() would run the skinny
-// kernel, one skinny launch over all of w's rows, each row stored into its output; otherwise
-// linear() per row range. Bit-identical to linear() per range either way.
+// kernel, one skinny launch over all of w's rows, each row stored into its output (bit-identical
+// to linear() per range). Above that up to kSplitGemmMaxRows rows with bf16 outputs whose widths
+// are multiples of 8: one cuBLASLt GEMM over all of w into the context's scratch, then one kernel
+// scattering its column ranges (bit-identical to linear() over all of w, split; a few narrow
+// GEMMs would leave most SMs idle at these M). Otherwise linear() per row range.
 void linear_split(CudaContext& ctx, const TensorView& x, const TensorView& w,
                   std::span<const TensorView> outs);
+
+// Most rows linear_split runs as one GEMM plus a column scatter (past it each range's GEMM fills
+// the GPU and the scatter's extra traffic would cost more than it saves).
+constexpr int64_t kSplitGemmMaxRows = 256;
 
 // The skinny kernel over all rows of w, rows split consecutively over outs (at most
 // kMaxLinearSplits, one dtype); out element (m, n) is the same sum as in linear_skinny.

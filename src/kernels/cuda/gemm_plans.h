@@ -1,6 +1,7 @@
 // Per-context state of the CUDA linear() (kernels/cuda/gemm.cu): cuBLASLt matmul plans cached per
-// shape, dtypes and operand alignment, the fp32 copy of a bf16 x for the fp32 router GEMM, and the
-// occupancy of the skinny kernel's instances (gemm_skinny.cu sizes its grid to one wave).
+// shape, dtypes and operand alignment, the fp32 copy of a bf16 x for the fp32 router GEMM,
+// linear_split's packed output, and the occupancy of the skinny kernel's instances
+// (gemm_skinny.cu sizes its grid to one wave).
 #pragma once
 
 #include <cstddef>
@@ -50,6 +51,10 @@ struct LinearCache {
   std::unordered_map<const void*, int> skinny_ctas_per_sm;
   float* x_f32 = nullptr;  // stream-ordered scratch (cudaMallocAsync), grows to the largest x seen
   size_t x_f32_floats = 0;
+  // linear_split's whole output [M, N] before its columns are scattered (gemm.cu); reserved once
+  // for kSplitGemmMaxRows rows of the widest w seen, so decode graphs never grow it.
+  void* split_out = nullptr;
+  size_t split_out_bytes = 0;
 
   LinearCache() = default;
   LinearCache(const LinearCache&) = delete;

@@ -1,9 +1,11 @@
 // CUDA linear() against the CPU reference op: bf16 GEMMs at M = 0, 1, 7, 300 (tiny, odd and Beam
 // widths), bf16 -> f32 output, the exact fp32 router GEMM with bf16 or f32 x, and the skinny
-// small-M kernel (forced) at M = 1, 2, 3, 7, 16 with its batch invariance; linear_split bit-equal
-// to linear() per row range.
+// small-M kernel (forced) at M = 1, 2, 3, 7, 16 with its batch invariance; linear_split on each
+// of its three paths.
 #include "kernels/api/gemm.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "cuda_test_util.h"
@@ -123,10 +125,36 @@ TEST_F(LinearCuda, PlansAreCachedAndDeterministic) {
   EXPECT_TRUE(test::bits_equal(download(a).view, download(b).view));
 }
 
-// linear_split on the GPU: every output bit-equal to linear() on its row range of w (one skinny
-// launch at M <= 8 vs one launch per range; cuBLASLt per range above), and close to the CPU op.
+#if BEAMSERVE_CUDA
+constexpr int64_t kSkinnySplitRows = cuda::kSkinnyDispatchRows;
+constexpr int64_t kPackedSplitRows = cuda::kSplitGemmMaxRows;
+#else
+constexpr int64_t kSkinnySplitRows = 0, kPackedSplitRows = 0;  // the tests skip without CUDA
+#endif
+
+// linear_split on the GPU, close to the CPU op and bit-equal to linear(): at M <= 8 (one skinny
+// launch) to linear() on each row range of w; above that up to kSplitGemmMaxRows rows with bf16
+// outputs of widths % 8 == 0 (one GEMM + column scatter) to the column ranges of linear() over all
+// of w; otherwise to linear() per row range.
 class LinearSplitCuda : public LinearCuda {
  protected:
+  // Columns [col0, col0 + n) of a bf16 [M, N] host tensor.
+  static HostTensor columns(const HostTensor& t, int64_t col0, int64_t n) {
+    const int64_t M = t.view.dim(0), N = t.view.dim(1);
+    HostTensor out(DType::kBF16, {M, n});
+    const auto* src = static_cast<const uint16_t*>(t.view.data);
+    auto* dst = static_cast<uint16_t*>(out.view.data);
+    for (int64_t m = 0; m < M; ++m)
+      std::copy(src + m * N + col0, src + m * N + col0 + n, dst + m * n);
+    return out;
+  }
+  static bool packed_path(int64_t M, const std::vector<int64_t>& widths, DType out_dtype) {
+    if (M <= kSkinnySplitRows || M > kPackedSplitRows || widths.size() < 2) return false;
+    if (out_dtype != DType::kBF16) return false;
+    for (int64_t n : widths)
+      if (n % 8 != 0) return false;
+    return true;
+  }
   void check_split(int64_t M, int64_t K, const std::vector<int64_t>& widths, DType out_dtype,
                    uint64_t seed) {
     SCOPED_TRACE(::testing::Message() << "linear_split M " << M << " K " << K << " outputs "
@@ -143,11 +171,20 @@ class LinearSplitCuda : public LinearCuda {
       single.push_back(device_tensor(out_dtype, {M, n}));
     }
     linear_split(gpu, dx, dw, fused);
+    const bool packed = packed_path(M, widths, out_dtype);
+    HostTensor whole;  // linear() over all of w (packed path)
+    if (packed) {
+      const TensorView all = device_tensor(DType::kBF16, {M, N});
+      linear(gpu, dx, dw, all);
+      whole = download(all);
+    }
     int64_t row0 = 0;
     for (size_t i = 0; i < widths.size(); ++i) {
       linear(gpu, dx, dw.rows(row0, widths[i]), single[i]);
-      const HostTensor got = download(fused[i]), want = download(single[i]);
-      EXPECT_TRUE(test::bits_equal(got.view, want.view)) << "output " << i << " vs linear()";
+      const HostTensor got = download(fused[i]);
+      const HostTensor want = packed ? columns(whole, row0, widths[i]) : download(single[i]);
+      EXPECT_TRUE(test::bits_equal(got.view, want.view))
+          << "output " << i << " vs linear() " << (packed ? "over all of w" : "on its rows");
       HostTensor ref(out_dtype, {M, widths[i]});
       linear(cpu.two, x.view, w.view.rows(row0, widths[i]), ref.view);
       const test::Diff d = test::compare(got.view, ref.view, 1);
@@ -161,7 +198,8 @@ class LinearSplitCuda : public LinearCuda {
   }
 };
 
-constexpr int64_t kSplitRows[] = {1, 3, 8, 9, 33};  // skinny (<= 8) and cuBLASLt (> 8) paths
+// Skinny (<= 8), one GEMM + scatter (9 .. 256) and cuBLASLt per range (> 256).
+constexpr int64_t kSplitRows[] = {1, 3, 8, 9, 33, 128, 256, 257};
 
 TEST_F(LinearSplitCuda, TinyOddAndEmptyRanges) {
   for (int64_t M : kSplitRows) {
@@ -176,7 +214,7 @@ TEST_F(LinearSplitCuda, TinyOddAndEmptyRanges) {
 
 TEST_F(LinearSplitCuda, BeamQkvg) {
   BEAM_SKIP_UNLESS_OPTIMIZED();
-  for (int64_t M : kSplitRows) check_split(M, 5120, {6144, 1024, 1024, 6144}, DType::kBF16, 55);
+  for (int64_t M : {1, 8, 9, 33, 128}) check_split(M, 5120, {6144, 1024, 1024, 6144}, DType::kBF16, 55);
 }
 
 // An empty batch writes nothing and queues nothing that fails.
