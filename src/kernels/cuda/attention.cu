@@ -419,13 +419,13 @@ void launch_for_head_dim(CudaContext& ctx, const ad::Params& p, int64_t head_dim
 }
 
 // The tensor-core prefill kernel over `count` items: one CTA per item and q head, the q heads of
-// an item adjacent in the grid (they share K/V tiles through L2).
+// an item adjacent in the grid (they share K/V tiles through L2); one 225 KB CTA per SM.
 void launch_prefill(CudaContext& ctx, const ad::Params& p, const ad::PrefillItem* items,
                     size_t count) {
   CUDA_OK(cudaFuncSetAttribute(ad::prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(ad::kPrefillSmemBytes)));
   CUDA_OK(cudaFuncSetAttribute(ad::prefill_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                               cudaSharedmemCarveoutMaxShared));  // two 96 KB CTAs per SM
+                               cudaSharedmemCarveoutMaxShared));
   const int64_t blocks = static_cast<int64_t>(count) * p.num_heads;
   BEAM_CHECK(blocks < (int64_t{1} << 31)) << "paged_attention: " << blocks << " prefill CTAs";
   const bool pow2 = (p.block_size & (p.block_size - 1)) == 0;

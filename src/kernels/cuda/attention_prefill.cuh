@@ -1,21 +1,27 @@
-// Device side of the tensor-core prefill attention (kernels/cuda/attention.cu): a FlashAttention-2
-// style kernel for head_dim 128 on sm_90a with mma.sync m16n8k16 (bf16 inputs, fp32 accumulation).
-// One CTA (4 warps x 32 rows, two m16 tiles per warp) serves 128 query rows of one sequence and
-// one q head; 64-key K/V tiles of the head's KV head stream through a two-stage cp.async pipeline
-// (one __syncthreads per tile) into XOR-swizzled shared memory read by ldmatrix (.trans for V).
-// A CTA only loads the key tiles some row of it can see (causal future and keys slid out of the
-// window are skipped), each warp only computes the tiles its own 32 rows can see, and per-key
-// masks are applied only on tiles that cut some row's visible range. The grid runs the q heads of
-// one row tile side by side (the G q heads of a KV head share its K/V tiles through L2) and the
-// row tiles heaviest first (the host lists a sequence's tiles last-first).
+// Device side of the tensor-core prefill attention (kernels/cuda/attention.cu): a FlashAttention-3
+// style kernel for head_dim 128 on sm_90a with warpgroup MMAs (wgmma, bf16 inputs, fp32
+// accumulation). One CTA serves 128 query rows of one sequence and one q head: two consumer
+// warpgroups of 64 rows each and one producer warpgroup (registers moved to the consumers with
+// setmaxnreg). The producers copy the 128-key K/V tiles of
+// the head's KV head (through the block table, cp.async) into a three-stage ring of 128B-swizzled
+// shared tiles and signals each stage on its `full` mbarrier; the consumers compute S = Q·Kᵀ
+// (wgmma, Q and K from shared memory, both K-major), the online softmax in registers and
+// O += P·V (wgmma with P from registers and V from shared memory, MN-major), then release the
+// stage on its `empty` mbarrier. A CTA only loads the key tiles some row of it can see (causal
+// future and keys slid out of the window are skipped), each warpgroup only computes the tiles its
+// own 64 rows can see, and per-key masks are applied only on tiles that cut some row's visible
+// range. The grid runs the q heads of one row tile side by side (the G q heads of a KV head share
+// its K/V tiles through L2) and the row tiles heaviest first (the host lists a sequence's tiles
+// last-first).
 //
 // Numerics: s = fp32(q·k); p = exp2(s * scale * log2(e) - max * scale * log2(e)) (ex2.approx, the
-// CPU's exp(s * scale - max) to fp32 rounding), fp32 online softmax per 64-key tile, P fed to the
-// P·V mma as bf16 hi + bf16 lo (P - hi), so P is carried to ~2^-17 relative (kernels/cpu/
-// attention.cpp keeps P in fp32: no bf16 rounding point the reference lacks), out = bf16(o / l)
-// (one rounding, as the CPU). A row's result depends only on its own q, its visible keys and the
-// fixed 64-slot key-tile grid: tiles it cannot see leave its state unchanged, so neither the
-// other rows of its tile nor the batch move its bits.
+// CPU's exp(s * scale - max) to fp32 rounding), fp32 online softmax per 128-key tile; the row sum
+// l is the fp32 sum of the unrounded p, and P is rounded to bf16 for the P·V wgmma (as every
+// FlashAttention / SDPA kernel does; BEAM.md 3.3), so out = bf16(o / l) differs from the CPU
+// reference (kernels/cpu/attention.cpp, fp32 P) by P's bf16 rounding (kPrefillSplitP feeds P as
+// bf16 hi + lo instead: P to ~2^-17, 1.5x the tensor work). A row's result depends only on its own
+// q, its visible keys and the fixed 128-slot key-tile grid: tiles it cannot see leave its state
+// unchanged, so neither the other rows of its tile nor the batch move its bits.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -25,55 +31,117 @@
 
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/attention_kernels.cuh"
+#include "kernels/cuda/moe_wgmma.cuh"
 
 namespace beam::cuda::attention_detail {
 
-constexpr int kPrefillRows = 128;    // query rows per CTA
-constexpr int kPrefillWarps = 4;     // 32 rows (two m16 tiles) per warp
-constexpr int kPrefillWarpRows = kPrefillRows / kPrefillWarps;
-constexpr int kPrefillKeys = 64;     // keys per K/V tile
-constexpr int kPrefillDim = 128;     // the head_dim this kernel serves
-constexpr int kPrefillMinRows = 64;  // sequences with at least this many query rows use it
-constexpr int kPrefillThreads = kPrefillWarps * 32;
+constexpr int kPrefillRows = 128;      // query rows per CTA
+constexpr int kPrefillWgRows = 64;     // query rows per consumer warpgroup
+constexpr int kPrefillConsumers = kPrefillRows / kPrefillWgRows;
+constexpr int kPrefillKeys = 128;      // keys per K/V tile
+constexpr int kPrefillDim = 128;       // the head_dim this kernel serves
+constexpr int kPrefillMinRows = 64;    // sequences with at least this many query rows use it
+constexpr int kPrefillStages = 3;      // K/V ring depth
+constexpr int kPrefillConsumerThreads = kPrefillConsumers * 128;
+constexpr int kPrefillThreads = kPrefillConsumerThreads + 128;  // + the producer warpgroup
+// Registers per thread after setmaxnreg (the 384-thread CTA starts at 168; 2 x 128 x 232 +
+// 128 x 40 <= 64K).
+constexpr int kPrefillProducerRegs = 40;
+constexpr int kPrefillConsumerRegs = 232;
+// P·V precision: false = P rounded to bf16 (the lead's decision, see the file comment); true =
+// P as bf16 hi + bf16 lo (two wgmmas per k16 step), P carried to ~2^-17 like the fp32 reference.
+constexpr bool kPrefillSplitP = false;
+
+// Shared memory (1024-byte aligned): the Q tile (per consumer warpgroup 64 rows), then the
+// stages (K tile, V tile), then the mbarriers full[stage], empty[stage]. Every tile is stored as
+// two 64-dim halves of rows x 128 bytes, 16-byte chunk c of row r at chunk c ^ (r % 8)
+// (SWIZZLE_128B, the layout wgmma::sw128_desc describes). 225 KB: one CTA per SM.
+constexpr uint32_t kPrefillQWgBytes = kPrefillWgRows * kPrefillDim * 2;  // 16 KB
+constexpr uint32_t kPrefillQBytes = kPrefillConsumers * kPrefillQWgBytes;
+constexpr uint32_t kPrefillTileBytes = kPrefillKeys * kPrefillDim * 2;  // 32 KB (K or V)
+constexpr uint32_t kPrefillStageBytes = 2 * kPrefillTileBytes;
+constexpr uint32_t kPrefillBarOffset = kPrefillQBytes + kPrefillStages * kPrefillStageBytes;
+constexpr size_t kPrefillSmemBytes = 1024 + kPrefillBarOffset + 2 * kPrefillStages * 8;
+static_assert(kPrefillSmemBytes <= 227 * 1024, "prefill shared memory over the sm_90 opt-in limit");
+constexpr float kLog2e = 1.4426950408889634f;
 
 // A tile of query rows [row0, row0 + rows) of sequence seq (rows <= kPrefillRows).
 struct PrefillItem {
   int32_t seq, row0, rows, pad;
 };
 
-// Shared memory: the Q tile, then two stages of (K tile, V tile); bf16 rows of 128 elements whose
-// 16-byte chunks are XOR-swizzled by (row & 7), so ldmatrix and cp.async are conflict-free.
-// 96 KB: two CTAs per SM.
-constexpr int kPrefillQElems = kPrefillRows * kPrefillDim;
-constexpr int kPrefillTileElems = kPrefillKeys * kPrefillDim;
-constexpr size_t kPrefillSmemBytes =
-    sizeof(__nv_bfloat16) * (kPrefillQElems + 4 * kPrefillTileElems);
-constexpr float kLog2e = 1.4426950408889634f;
-
-// Byte offset of 16-byte chunk `chunk` of row `row` of a tile.
-__device__ __forceinline__ uint32_t swz(int row, int chunk) {
-  return static_cast<uint32_t>(row * kPrefillDim * 2 + ((chunk ^ (row & 7)) << 4));
+// Byte offset of 16-byte chunk c (0-15) of row r in a swizzled tile of `rows` rows.
+__device__ __forceinline__ uint32_t sw128_offset(int rows, int r, int c) {
+  return static_cast<uint32_t>((c / 8) * rows * 128 + r * 128 + (((c % 8) ^ (r % 8)) << 4));
 }
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
+// ---- mbarriers (shared address `bar`) ----
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
+// One arrival (release: this thread's earlier shared-memory writes and reads are ordered before).
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Spins until the phase of parity `parity` has completed (acquire). A fresh barrier counts its
+// phase "before 0" (parity 1) as complete.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  }
 }
 
-// c += a (16x16 bf16, row) * b (16x8 bf16, col), fp32 accumulators.
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
+// Warpgroup register reallocation (every warp of the warpgroup executes it): the producer gives
+// registers back, the consumers take them.
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
+// ---- wgmma with A from registers (the P·V product) ----
+// Descriptor of an MN-major B operand (N contiguous) one swizzle atom wide (N = 64): row k of 64
+// bf16 (128 bytes) at addr + 128 k, 16-byte chunks swizzled by k % 8, 8-k groups 1024 bytes apart
+// (both offsets set to 1024: with N = 64 the MN-direction offset is never used).
+__device__ __forceinline__ uint64_t sw128_mn_desc(uint32_t addr) {
+  constexpr uint64_t kOffset = 1024 >> 4;
+  constexpr uint64_t kSwizzle128B = 1;
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (kOffset << 16) | (kOffset << 32) |
+         (kSwizzle128B << 62);
+}
+// d[64 x 64] += A[64 x 16] · B[16 x 64]: A as the thread's four bf16x2 registers (the mma.sync
+// m16n8k16 A fragment of the warp's 16 rows), B MN-major in shared memory (descriptor b), d as
+// in wgmma::Mma<64>.
+__device__ __forceinline__ void mma_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t b) {
   asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+}
+// Keeps the compiler from moving A-fragment writes past wgmma::arrive() or reusing the registers
+// of in-flight wgmmas before the wait.
+template <int kSteps>
+__device__ __forceinline__ void fence_a_operands(uint32_t (&a)[kSteps][4]) {
+#pragma unroll
+  for (int i = 0; i < kSteps; ++i)
+    asm volatile("" : "+r"(a[i][0]), "+r"(a[i][1]), "+r"(a[i][2]), "+r"(a[i][3])::"memory");
 }
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
@@ -97,16 +165,17 @@ __device__ __forceinline__ PrefillRange prefill_visible(int self, int window) {
   return {window > 0 ? max(0, self - window + 1) : 0, self};
 }
 
-// Queues the K and V rows of keys [t0, t0 + 64) of KV head kvh into one stage: thread t copies
-// 16-byte chunk t % 16 of keys t / 16 + 8i. Keys outside [lo, hi] or in an unmapped block are
-// zero-filled and never read. bs_shift = log2(block_size), or -1 when it is no power of two.
+// Producer warpgroup: queues the K and V rows of keys [t0, t0 + 128) of KV head kvh into one
+// stage: thread t copies 16-byte chunk t % 16 of keys t / 16 + 8i. Keys outside [lo, hi] or in an
+// unmapped block are zero-filled and never read. bs_shift = log2(block_size), or -1 when it is no
+// power of two.
 __device__ __forceinline__ void prefill_load_kv(const Params& p, const int32_t* table, int kvh,
                                                 int bs_shift, int t0, int lo, int hi,
                                                 uint32_t k_s, uint32_t v_s) {
-  const int c = threadIdx.x % 16;
-#pragma unroll
+  const int t = threadIdx.x % 128, c = t % 16;
+#pragma unroll 4
   for (int i = 0; i < kPrefillKeys / 8; ++i) {
-    const int j = threadIdx.x / 16 + 8 * i;
+    const int j = t / 16 + 8 * i;
     const int key = t0 + j;
     int64_t src = 0;
     int bytes = 0;
@@ -119,249 +188,288 @@ __device__ __forceinline__ void prefill_load_kv(const Params& p, const int32_t* 
         bytes = 16;
       }
     }
-    cp_async16(k_s + swz(j, c), p.k_cache + src, bytes);
-    cp_async16(v_s + swz(j, c), p.v_cache + src, bytes);
+    const uint32_t dst = sw128_offset(kPrefillKeys, j, c);
+    cp_async16(k_s + dst, p.k_cache + src, bytes);
+    cp_async16(v_s + dst, p.v_cache + src, bytes);
   }
 }
 
-// Queues the Q rows of the item (q head h) into q_s; rows past the item are zero-filled.
+// Producer warpgroup: fills stage tile % kPrefillStages with each of the CTA's tiles once the
+// consumers released it, and signals its full barrier (count 128) when this thread's copies
+// landed and were made visible to wgmma.
+__device__ __forceinline__ void prefill_produce(const Params& p, const int32_t* table, int kvh,
+                                                int bs_shift, int first_tile, int num_tiles,
+                                                int lo, int hi, uint32_t kv_s, uint32_t bars) {
+  for (int tile = 0; tile < num_tiles; ++tile) {
+    const int stage = tile % kPrefillStages;
+    const uint32_t round = static_cast<uint32_t>(tile / kPrefillStages);
+    mbar_wait(bars + 8 * (kPrefillStages + stage), (round & 1) ^ 1);  // empty[stage]
+    const uint32_t k_s = kv_s + stage * kPrefillStageBytes;
+    prefill_load_kv(p, table, kvh, bs_shift, first_tile + tile * kPrefillKeys, lo, hi, k_s,
+                    k_s + kPrefillTileBytes);
+    cp_async_commit();
+    cp_async_wait<0>();
+    wgmma::fence_proxy_async();
+    mbar_arrive(bars + 8 * stage);  // full[stage]
+  }
+}
+
+// Consumer warpgroup: queues its 64 Q rows (item rows wg_row0 + 0-63, q head h) into q_wg; rows
+// past the item are zero-filled.
 __device__ __forceinline__ void prefill_load_q(const Params& p, const SeqDesc& s,
-                                               const PrefillItem& it, int h, uint32_t q_s) {
-  const int c = threadIdx.x % 16;
+                                               const PrefillItem& it, int h, int wg_row0,
+                                               uint32_t q_wg) {
+  const int t = threadIdx.x % 128, c = t % 16;
 #pragma unroll
-  for (int i = 0; i < kPrefillRows / 8; ++i) {
-    const int r = threadIdx.x / 16 + 8 * i;
-    const bool live = r < it.rows;
-    const int64_t t = s.q_begin + it.row0 + r;
-    const int64_t src = live ? (t * p.num_heads + h) * kPrefillDim + c * 8 : 0;
-    cp_async16(q_s + swz(r, c), p.q + src, live ? 16 : 0);
+  for (int i = 0; i < kPrefillWgRows / 8; ++i) {
+    const int r = t / 16 + 8 * i;
+    const bool live = wg_row0 + r < it.rows;
+    const int64_t tok = s.q_begin + it.row0 + wg_row0 + r;
+    const int64_t src = live ? (tok * p.num_heads + h) * kPrefillDim + c * 8 : 0;
+    cp_async16(q_wg + sw128_offset(kPrefillWgRows, r, c), p.q + src, live ? 16 : 0);
   }
 }
 
-// Per-warp state of 32 query rows: this thread holds rows 16 * mt + lane / 4 + 8 * half of the
-// warp, state index i = 2 * mt + half; l is the sum over this thread's keys only (the quad's
-// partial sums are added at the end).
+// Per-thread state of two query rows of the warpgroup: rows 16 (warp % 4) + lane / 4 + 8 i
+// (i = 0, 1); o[half][4j + 2i + q] is dim 64 half + 8j + 2 (lane % 4) + q. l is the sum over
+// this thread's keys only (the quad's partial sums are added at the end).
 struct PrefillState {
-  float o[2][kPrefillDim / 8][4];  // [m-tile][n-tile of 8 dims][c0..c3]
-  float m[4], l[4];
+  float o[2][32];
+  float m[2], l[2];
 };
 
-// S = Q K^T for the warp's 32 rows (Q fragments from q_s) and the stage's 64 keys:
-// s[m-tile][n-tile of 8 keys][c0..c3].
-__device__ __forceinline__ void prefill_scores(uint32_t q_s, int warp_row0, uint32_t k_s,
-                                               float (&s)[2][kPrefillKeys / 8][4]) {
-  const int lane = threadIdx.x % 32;
+// S = Q Kᵀ for the warpgroup's 64 rows and the stage's 128 keys: s[4j + 2i + q] is key
+// 8j + 2 (lane % 4) + q of row i (PrefillState's row numbering).
+__device__ __forceinline__ void prefill_scores(uint32_t q_wg, uint32_t k_s, float (&s)[64]) {
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt) {
-#pragma unroll
-    for (int n = 0; n < kPrefillKeys / 8; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
-  }
+  for (int i = 0; i < 64; ++i) s[i] = 0.f;
+  wgmma::fence_operands(s);
+  wgmma::arrive();
 #pragma unroll
   for (int kk = 0; kk < kPrefillDim / 16; ++kk) {
-    uint32_t a[2][4];  // rows 16 * mt + 0-15 x dims kk*16 + (0-7 | 8-15)
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-      ldmatrix_x4(a[mt], q_s + swz(warp_row0 + 16 * mt + lane % 16, kk * 2 + lane / 16));
-#pragma unroll
-    for (int n = 0; n < kPrefillKeys / 16; ++n) {
-      // matrices: keys n*16 + (0-7 | 8-15) x dims kk*16 + (0-7 | 8-15)
-      const int i = lane / 8, key = n * 16 + lane % 8 + (i / 2) * 8, chunk = kk * 2 + i % 2;
-      uint32_t b[4];
-      ldmatrix_x4(b, k_s + swz(key, chunk));
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-        mma_bf16(s[mt][2 * n], a[mt], b[0], b[1]);
-        mma_bf16(s[mt][2 * n + 1], a[mt], b[2], b[3]);
-      }
-    }
+    const uint32_t half = kk / 4, step = (kk % 4) * 32;
+    wgmma::Mma<kPrefillKeys>::run(
+        s, wgmma::sw128_desc(q_wg + half * (kPrefillWgRows * 128) + step),
+        wgmma::sw128_desc(k_s + half * (kPrefillKeys * 128) + step));
   }
+  wgmma::commit();
+  wgmma::wait<0>();
+  wgmma::fence_operands(s);
 }
 
-// Online-softmax step for one 64-key tile at slot t0: masks s (raw scores) where `mask`, replaces
+// Online-softmax step for one 128-key tile at slot t0: masks s (raw scores) where `mask`, replaces
 // it by probabilities and rescales the state. row_self0: own slot of the warp's first row.
 __device__ __forceinline__ void prefill_softmax(const Params& p, int window, int row_self0, int t0,
-                                                bool mask, float (&sc)[2][kPrefillKeys / 8][4],
-                                                PrefillState& st) {
+                                                bool mask, float (&sc)[64], PrefillState& st) {
   const int lane = threadIdx.x % 32;
   const float c = p.scale * kLog2e;
-  float alpha[4];
+  float alpha[2];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int mt = i / 2, half = i % 2;
+  for (int i = 0; i < 2; ++i) {
     if (mask) {  // keys t0 + [lo_r, hi_r] are visible to this row
-      const PrefillRange vis = prefill_visible(row_self0 + 16 * mt + lane / 4 + 8 * half, window);
+      const PrefillRange vis = prefill_visible(row_self0 + lane / 4 + 8 * i, window);
       const int lo_r = vis.lo - t0, hi_r = vis.hi - t0;
 #pragma unroll
-      for (int n = 0; n < kPrefillKeys / 8; ++n) {
+      for (int j = 0; j < kPrefillKeys / 8; ++j) {
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int key = n * 8 + 2 * (lane % 4) + e;
-          if (key < lo_r || key > hi_r) sc[mt][n][2 * half + e] = -INFINITY;
+        for (int q = 0; q < 2; ++q) {
+          const int key = j * 8 + 2 * (lane % 4) + q;
+          if (key < lo_r || key > hi_r) sc[4 * j + 2 * i + q] = -INFINITY;
         }
       }
     }
     float mx = -INFINITY;
 #pragma unroll
-    for (int n = 0; n < kPrefillKeys / 8; ++n)
-      mx = fmaxf(mx, fmaxf(sc[mt][n][2 * half], sc[mt][n][2 * half + 1]));
+    for (int j = 0; j < kPrefillKeys / 8; ++j)
+      mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * i], sc[4 * j + 2 * i + 1]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     const float m_new = fmaxf(st.m[i], mx);
-    const float m_scaled = (m_new == -INFINITY ? 0.f : m_new) * c;  // a row with no key yet
+    const float m_base = m_new == -INFINITY ? 0.f : m_new;  // a row with no key yet
+    const float m_scaled = m_base * c;
     // 0 on the first visible tile; exactly 1 (ex2(0)) when the max did not move, so a tile the
     // row cannot see leaves its state unchanged.
-    alpha[i] = exp2_approx((st.m[i] - (m_new == -INFINITY ? 0.f : m_new)) * c);
+    alpha[i] = exp2_approx((st.m[i] - m_base) * c);
     st.m[i] = m_new;
     float sum = 0.f;
 #pragma unroll
-    for (int n = 0; n < kPrefillKeys / 8; ++n) {
+    for (int j = 0; j < kPrefillKeys / 8; ++j) {
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float& v = sc[mt][n][2 * half + e];
+      for (int q = 0; q < 2; ++q) {
+        float& v = sc[4 * j + 2 * i + q];
         v = exp2_approx(fmaf(v, c, -m_scaled));
         sum += v;
       }
     }
     st.l[i] = st.l[i] * alpha[i] + sum;
   }
-  // o *= alpha (a warp-uniform skip when every alpha is 1 made ptxas spill in the loop).
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt) {
+  for (int h = 0; h < 2; ++h) {
 #pragma unroll
-    for (int d = 0; d < kPrefillDim / 8; ++d) {
-      st.o[mt][d][0] *= alpha[2 * mt];
-      st.o[mt][d][1] *= alpha[2 * mt];
-      st.o[mt][d][2] *= alpha[2 * mt + 1];
-      st.o[mt][d][3] *= alpha[2 * mt + 1];
+    for (int j = 0; j < 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st.o[h][4 * j + e] *= alpha[e / 2];
     }
   }
 }
 
-// o += P·V for the warp's 32 rows and the stage's 64 keys, P (fp32 in sc) as bf16 hi + bf16 lo.
-__device__ __forceinline__ void prefill_pv(const float (&sc)[2][kPrefillKeys / 8][4],
-                                           uint32_t v_s, PrefillState& st) {
-  const int lane = threadIdx.x % 32;
+// o += P·V for the warpgroup's 64 rows and the stage's 128 keys (P in sc, V at v_s): P as bf16
+// (or bf16 hi + lo with kPrefillSplitP) A fragments, key step kk covering keys 16 kk + 0-15.
+__device__ __forceinline__ void prefill_pv(const float (&sc)[64], uint32_t v_s, PrefillState& st) {
+  uint32_t hi[kPrefillKeys / 16][4];
+  uint32_t lo[kPrefillSplitP ? kPrefillKeys / 16 : 1][4];
 #pragma unroll
-  for (int kk = 0; kk < kPrefillKeys / 16; ++kk) {  // keys kk*16 .. +15
-    uint32_t hi[2][4], lo[2][4];
+  for (int kk = 0; kk < kPrefillKeys / 16; ++kk) {
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {  // a0: (row, keys 0-7) a1: (row+8, 0-7) a2: (row, 8-15) a3
-        const float* c = &sc[mt][2 * kk + r / 2][2 * (r % 2)];
-        hi[mt][r] = pack_bf16(c[0], c[1]);
-        const __nv_bfloat162 h2 = *reinterpret_cast<const __nv_bfloat162*>(&hi[mt][r]);
-        lo[mt][r] = pack_bf16(c[0] - __low2float(h2), c[1] - __high2float(h2));
-      }
-    }
-#pragma unroll
-    for (int d = 0; d < kPrefillDim / 16; ++d) {
-      // matrices: keys kk*16 + (0-7 | 8-15) x dims d*16 + (0-7 | 8-15), transposed
-      const int i = lane / 8, key = kk * 16 + lane % 8 + (i % 2) * 8, chunk = d * 2 + i / 2;
-      uint32_t b[4];
-      ldmatrix_x4_trans(b, v_s + swz(key, chunk));
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-        mma_bf16(st.o[mt][2 * d], hi[mt], b[0], b[1]);
-        mma_bf16(st.o[mt][2 * d + 1], hi[mt], b[2], b[3]);
-        mma_bf16(st.o[mt][2 * d], lo[mt], b[0], b[1]);
-        mma_bf16(st.o[mt][2 * d + 1], lo[mt], b[2], b[3]);
+    for (int r = 0; r < 4; ++r) {  // (row, keys 0-7) (row + 8, 0-7) (row, 8-15) (row + 8, 8-15)
+      const float* c = &sc[4 * (2 * kk + r / 2) + 2 * (r % 2)];
+      hi[kk][r] = pack_bf16(c[0], c[1]);
+      if constexpr (kPrefillSplitP) {
+        const __nv_bfloat162 h2 = *reinterpret_cast<const __nv_bfloat162*>(&hi[kk][r]);
+        lo[kk][r] = pack_bf16(c[0] - __low2float(h2), c[1] - __high2float(h2));
       }
     }
   }
+  fence_a_operands(hi);
+  if constexpr (kPrefillSplitP) fence_a_operands(lo);
+  wgmma::fence_operands(st.o[0]);  // the alpha rescaling stays before the fence
+  wgmma::fence_operands(st.o[1]);
+  wgmma::arrive();
+#pragma unroll
+  for (int kk = 0; kk < kPrefillKeys / 16; ++kk) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint64_t b = sw128_mn_desc(v_s + h * (kPrefillKeys * 128) + kk * 16 * 128);
+      mma_rs_n64(st.o[h], hi[kk], b);
+      if constexpr (kPrefillSplitP) mma_rs_n64(st.o[h], lo[kk], b);
+    }
+  }
+  wgmma::commit();
+  wgmma::wait<0>();
+  fence_a_operands(hi);
+  if constexpr (kPrefillSplitP) fence_a_operands(lo);
+  wgmma::fence_operands(st.o[0]);
+  wgmma::fence_operands(st.o[1]);
 }
 
-// Writes out = bf16(o / l) for the warp's live rows (l summed over the quad first).
+// Writes out = bf16(o / l) for the thread's live rows (l summed over the quad first).
+// warp_row0: the warp's first row within the item.
 __device__ __forceinline__ void prefill_write(const Params& p, const SeqDesc& s,
                                               const PrefillItem& it, int h, int warp_row0,
                                               PrefillState& st) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 2; ++i) {
     st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 1);
     st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 2);
   }
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int mt = i / 2, half = i % 2;
-    const int r = warp_row0 + 16 * mt + lane / 4 + 8 * half;
+  for (int i = 0; i < 2; ++i) {
+    const int r = warp_row0 + lane / 4 + 8 * i;
     if (r >= it.rows) continue;
     const float l = st.l[i];
-    const int64_t t = s.q_begin + it.row0 + r;
-    __nv_bfloat16* dst = p.out + (t * p.num_heads + h) * kPrefillDim + 2 * (lane % 4);
+    const int64_t tok = s.q_begin + it.row0 + r;
+    __nv_bfloat16* dst = p.out + (tok * p.num_heads + h) * kPrefillDim + 2 * (lane % 4);
 #pragma unroll
-    for (int d = 0; d < kPrefillDim / 8; ++d) {
-      *reinterpret_cast<__nv_bfloat162*>(dst + d * 8) = __floats2bfloat162_rn(
-          __fdiv_rn(st.o[mt][d][2 * half], l), __fdiv_rn(st.o[mt][d][2 * half + 1], l));
+    for (int half = 0; half < 2; ++half) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        *reinterpret_cast<__nv_bfloat162*>(dst + 64 * half + 8 * j) =
+            __floats2bfloat162_rn(__fdiv_rn(st.o[half][4 * j + 2 * i], l),
+                                  __fdiv_rn(st.o[half][4 * j + 2 * i + 1], l));
+      }
     }
   }
 }
 
-// grid (prefill items x Nq): CTA b serves item b / Nq for q head b % Nq (heads of one row tile
-// side by side). kPrefillThreads threads, kPrefillSmemBytes dynamic shared memory.
-__global__ void __launch_bounds__(kPrefillThreads, 2)
-    prefill_kernel(Params p, const PrefillItem* items, int bs_shift) {
-  extern __shared__ uint4 prefill_smem[];
-  const uint32_t q_s = smem_u32(prefill_smem);
-  const uint32_t kv_s = q_s + 2 * kPrefillQElems;  // stage b: K at tile 2b, V at tile 2b + 1
-  constexpr uint32_t kTileBytes = 2 * kPrefillTileElems;
-  const int h = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.num_heads));
-  const PrefillItem it = items[blockIdx.x / static_cast<unsigned>(p.num_heads)];
-  const SeqDesc s = p.seqs[it.seq];
-  const int32_t* table = p.tables + s.table_offset;
-  const int warp = threadIdx.x / 32;
-  // A window wider than any int32 slot range is full attention.
-  const int window = p.window > 0 && p.window <= INT32_MAX ? static_cast<int>(p.window) : 0;
-  const int self0 = static_cast<int>(s.q_pos0 + it.row0 - s.kv_pos0);  // own slot of row 0
-  // Keys of the CTA: [lo, hi], in tiles from first_tile.
-  const int lo = prefill_visible(self0, window).lo, hi = self0 + it.rows - 1;
-  const int first_tile = lo / kPrefillKeys * kPrefillKeys;
-  const int num_tiles = (hi - first_tile) / kPrefillKeys + 1;
-  // The warp's live rows see keys [w_first.lo, w_last.hi]; all of them see [w_last.lo, w_first.hi].
-  const int warp_row0 = warp * kPrefillWarpRows;
-  const bool warp_live = warp_row0 < it.rows;
-  const PrefillRange w_first = prefill_visible(self0 + warp_row0, window);
-  const PrefillRange w_last =
-      prefill_visible(self0 + min(warp_row0 + kPrefillWarpRows, it.rows) - 1, window);
+// What a CTA covers: its item, q head, the keys [lo, hi] its rows see in tiles from first_tile.
+struct PrefillWork {
+  PrefillItem it;
+  SeqDesc s;
+  int h, window, self0, lo, hi, first_tile, num_tiles;
+};
 
-  prefill_load_q(p, s, it, h, q_s);
-  prefill_load_kv(p, table, h / p.group, bs_shift, first_tile, lo, hi, kv_s, kv_s + kTileBytes);
+// Consumer warpgroup wg (rows wg * 64 + 0-63 of the item): loads its Q, then for every tile of
+// the CTA waits for the stage, computes the tile if some of its live rows see it, and releases
+// the stage; writes its live rows at the end.
+__device__ __forceinline__ void prefill_consume(const Params& p, const PrefillWork& w, int wg,
+                                                uint32_t q_wg, uint32_t kv_s, uint32_t bars) {
+  const int wg_row0 = wg * kPrefillWgRows;
+  prefill_load_q(p, w.s, w.it, w.h, wg_row0, q_wg);
   cp_async_commit();
+  cp_async_wait<0>();
+  wgmma::fence_proxy_async();  // this thread's Q copies visible to wgmma ...
+  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");  // ... and everyone's
+  // The live rows see keys [w_first.lo, w_last.hi]; all of them see [w_last.lo, w_first.hi].
+  const bool live = wg_row0 < w.it.rows;
+  const PrefillRange w_first = prefill_visible(w.self0 + wg_row0, w.window);
+  const PrefillRange w_last =
+      prefill_visible(w.self0 + min(wg_row0 + kPrefillWgRows, w.it.rows) - 1, w.window);
+  const int warp_row0 = wg_row0 + 16 * ((threadIdx.x / 32) % 4);
 
   PrefillState st;
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt) {
+  for (int h = 0; h < 2; ++h) {
 #pragma unroll
-    for (int d = 0; d < kPrefillDim / 8; ++d)
-      st.o[mt][d][0] = st.o[mt][d][1] = st.o[mt][d][2] = st.o[mt][d][3] = 0.f;
+    for (int e = 0; e < 32; ++e) st.o[h][e] = 0.f;
   }
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    st.m[i] = -INFINITY;
-    st.l[i] = 0.f;
-  }
+  st.m[0] = st.m[1] = -INFINITY;
+  st.l[0] = st.l[1] = 0.f;
 
-  for (int tile = 0; tile < num_tiles; ++tile) {
-    // Tile `tile` has landed for every thread, and every warp is done with the other stage
-    // (read in the previous iteration), which the next tile's copies now refill.
-    cp_async_wait<0>();
-    __syncthreads();
-    const int t0 = first_tile + tile * kPrefillKeys;
-    if (tile + 1 < num_tiles) {
-      const uint32_t next = kv_s + ((tile + 1) % 2) * 2 * kTileBytes;
-      prefill_load_kv(p, table, h / p.group, bs_shift, t0 + kPrefillKeys, lo, hi, next,
-                      next + kTileBytes);
-      cp_async_commit();
+  for (int tile = 0; tile < w.num_tiles; ++tile) {
+    const int stage = tile % kPrefillStages;
+    const uint32_t round = static_cast<uint32_t>(tile / kPrefillStages);
+    // Waited on even when skipping: an early release could otherwise count for a later round.
+    mbar_wait(bars + 8 * stage, round & 1);  // full[stage]
+    const int t0 = w.first_tile + tile * kPrefillKeys;
+    if (live && t0 <= w_last.hi && t0 + kPrefillKeys - 1 >= w_first.lo) {
+      const bool mask = t0 + kPrefillKeys - 1 > w_first.hi || t0 < w_last.lo;
+      const uint32_t k_s = kv_s + stage * kPrefillStageBytes;
+      float sc[64];
+      prefill_scores(q_wg, k_s, sc);
+      prefill_softmax(p, w.window, w.self0 + warp_row0, t0, mask, sc, st);
+      prefill_pv(sc, k_s + kPrefillTileBytes, st);
     }
-    if (!warp_live || t0 > w_last.hi || t0 + kPrefillKeys - 1 < w_first.lo) continue;
-    const bool mask = t0 + kPrefillKeys - 1 > w_first.hi || t0 < w_last.lo;
-    const uint32_t k_s = kv_s + (tile % 2) * 2 * kTileBytes;
-    float sc[2][kPrefillKeys / 8][4];
-    prefill_scores(q_s, warp_row0, k_s, sc);
-    prefill_softmax(p, window, self0 + warp_row0, t0, mask, sc, st);
-    prefill_pv(sc, k_s + kTileBytes, st);
+    mbar_arrive(bars + 8 * (kPrefillStages + stage));  // empty[stage]
   }
-  if (warp_live) prefill_write(p, s, it, h, warp_row0, st);
+  if (live) prefill_write(p, w.s, w.it, w.h, warp_row0, st);
+}
+
+// grid (prefill items x Nq): CTA b serves item b / Nq for q head b % Nq (heads of one row tile
+// side by side). kPrefillThreads threads, kPrefillSmemBytes dynamic shared memory.
+__global__ void __launch_bounds__(kPrefillThreads, 1)
+    prefill_kernel(Params p, const PrefillItem* items, int bs_shift) {
+  extern __shared__ uint4 prefill_smem[];
+  const uint32_t base = (smem_u32(prefill_smem) + 1023u) & ~1023u;  // swizzle atoms: 1024 B
+  const uint32_t kv_s = base + kPrefillQBytes, bars = base + kPrefillBarOffset;
+  PrefillWork w;
+  w.h = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.num_heads));
+  w.it = items[blockIdx.x / static_cast<unsigned>(p.num_heads)];
+  w.s = p.seqs[w.it.seq];
+  // A window wider than any int32 slot range is full attention.
+  w.window = p.window > 0 && p.window <= INT32_MAX ? static_cast<int>(p.window) : 0;
+  w.self0 = static_cast<int>(w.s.q_pos0 + w.it.row0 - w.s.kv_pos0);  // own slot of row 0
+  w.lo = prefill_visible(w.self0, w.window).lo;
+  w.hi = w.self0 + w.it.rows - 1;
+  w.first_tile = w.lo / kPrefillKeys * kPrefillKeys;
+  w.num_tiles = (w.hi - w.first_tile) / kPrefillKeys + 1;
+
+  if (threadIdx.x == 0) {
+    for (int stage = 0; stage < kPrefillStages; ++stage) {
+      mbar_init(bars + 8 * stage, 128);                                          // full
+      mbar_init(bars + 8 * (kPrefillStages + stage), kPrefillConsumerThreads);  // empty
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x >= kPrefillConsumerThreads) {
+    setmaxnreg_dec<kPrefillProducerRegs>();
+    prefill_produce(p, p.tables + w.s.table_offset, w.h / p.group, bs_shift, w.first_tile,
+                    w.num_tiles, w.lo, w.hi, kv_s, bars);
+    return;
+  }
+  setmaxnreg_inc<kPrefillConsumerRegs>();
+  const int wg = static_cast<int>(threadIdx.x / 128);
+  prefill_consume(p, w, wg, base + wg * kPrefillQWgBytes, kv_s, bars);
 }
 
 }  // namespace beam::cuda::attention_detail

@@ -1,9 +1,10 @@
-// CUDA paged_attention on prefill chunks (>= 64 query rows at head_dim 128: the tensor-core
-// kernel of kernels/cuda/attention_prefill.cuh) against the CPU reference op: causal full and
-// sliding windows whose edges cut the 64-key tiles, GQA 1:1 / 2:1 / 6:1 / 8:1, chunks after a
-// cached prefix and near position 10^6, several sequences and decode rows in one batch, shuffled
-// (out-of-order) paged blocks of sizes 4 / 16 / 24 / 64, row counts around the 128-row CTA tile,
-// and the bit-identity of a row whatever chunk or batch computes it.
+// CUDA paged_attention on prefill chunks (>= 64 query rows at head_dim 128: the wgmma kernel of
+// kernels/cuda/attention_prefill.cuh) against the CPU reference op: causal full and sliding
+// windows whose edges cut the 128-key tiles, GQA 1:1 / 2:1 / 6:1 / 8:1, chunks after a cached
+// prefix and near position 10^6, several sequences and decode rows in one batch, shuffled
+// (out-of-order) paged blocks of sizes 4 / 16 / 24 / 64 / 256, row counts around the 64-row
+// warpgroup and 128-row CTA tiles, longer prompts than the three-stage K/V ring, and the
+// bit-identity of a row whatever chunk or batch computes it.
 #include "attention_batch.h"
 
 namespace beam {
@@ -19,28 +20,39 @@ class AttentionPrefillCuda : public test::AttentionCudaTest {
   AttentionPrefillCuda() : AttentionCudaTest(5, "prefill") {}
 };
 
-// Row counts around the CTA tile (64: half a tile, 127 / 128 / 129, 300 = 2 tiles + 44 rows),
-// chunks after cached prefixes (query slots from 37, 500, 1000), kv_pos0 > 0, positions near
-// 10^6 and decode rows in the same batch.
+// Row counts around the CTA tile (64: half a tile, the second warpgroup idle; 65: one row in the
+// second warpgroup; 127 / 128 / 129; 300 = 2 tiles + 44 rows), chunks after cached prefixes (query
+// slots from 37, 500, 1000), kv_pos0 > 0, positions near 10^6 and decode rows in the same batch.
 const std::vector<SeqSpec> kChunks = {
     {0, 300, 300},         // whole prompt: 2 full CTA tiles and a partial one
     {0, 101, 64},          // 64 rows after 37 cached keys (half a CTA tile)
     {7, 627, 127},         // kv_pos0 > 0, 500 cached keys
     {999000, 1128, 128},   // near 10^6, 1000 cached keys
     {0, 129, 129},         // one row past a tile
+    {0, 200, 65},          // one row in the second warpgroup, 135 cached keys
     {0, 40, 1},            // decode row (the CUDA-core kernel)
     {0, 17, 9},            // short chunk (the CUDA-core kernel)
 };
 
 TEST_F(AttentionPrefillCuda, MatchesCpuTinyHeads) {
-  // Windows: none, smaller than a key tile, not a multiple of 64, Beam's 512.
-  for (int64_t window : {int64_t{0}, int64_t{48}, int64_t{100}, int64_t{512}}) {
+  // Windows: none, smaller than a key tile, not a multiple of 64, between one and two key tiles,
+  // Beam's 512.
+  for (int64_t window : {int64_t{0}, int64_t{48}, int64_t{100}, int64_t{200}, int64_t{512}}) {
     expect_matches_cpu({12, 2, 128, 16, window}, kChunks, 101);  // GQA 6:1
     expect_matches_cpu({4, 4, 128, 64, window}, kChunks, 102);   // no GQA
   }
-  // Block sizes below, at and off the 64-key tile (24: no power of two, tiles straddle blocks).
-  for (int64_t bs : {4, 24, 64}) expect_matches_cpu({8, 1, 128, bs, 100}, kChunks, 103 + bs);
+  // Block sizes below, at and off the key tile (24: no power of two, tiles straddle blocks; 256:
+  // two key tiles per block).
+  for (int64_t bs : {4, 24, 64, 256}) expect_matches_cpu({8, 1, 128, bs, 100}, kChunks, 103 + bs);
   expect_matches_cpu({4, 2, 128, 24, 0}, kChunks, 104);
+}
+
+// A 2000-key prompt: 16 key tiles cycle the three-stage K/V ring five times (full attention),
+// and the window slides over the ring (W 300).
+TEST_F(AttentionPrefillCuda, MatchesCpuLongPrompt) {
+  BEAM_SKIP_UNLESS_OPTIMIZED();
+  for (int64_t window : {int64_t{0}, int64_t{300}})
+    expect_matches_cpu({4, 1, 128, 16, window}, {{0, 2000, 2000}}, 141);
 }
 
 // beam-nano's head_dim 64 is served by the CUDA-core kernel at every row count.
