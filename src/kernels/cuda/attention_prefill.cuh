@@ -109,30 +109,39 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 }
 
 // ---- wgmma with A from registers (the P·V product) ----
-// Descriptor of an MN-major B operand (N contiguous) one swizzle atom wide (N = 64): row k of 64
-// bf16 (128 bytes) at addr + 128 k, 16-byte chunks swizzled by k % 8, 8-k groups 1024 bytes apart
-// (both offsets set to 1024: with N = 64 the MN-direction offset is never used).
-__device__ __forceinline__ uint64_t sw128_mn_desc(uint32_t addr) {
-  constexpr uint64_t kOffset = 1024 >> 4;
+// Descriptor of an MN-major B operand (N contiguous) in 128B-swizzled atoms of 64 N x 8 k: row k
+// of an atom (64 bf16, 128 bytes) at +128 k, its 16-byte chunks swizzled by k % 8; 8-k groups
+// `k_group_bytes` apart (the stride byte offset), 64-wide N blocks `n_block_bytes` apart (the
+// leading byte offset, PTX ISA "matrix descriptor": MN-major swizzled layouts).
+__device__ __forceinline__ uint64_t sw128_mn_desc(uint32_t addr, uint32_t n_block_bytes,
+                                                  uint32_t k_group_bytes) {
   constexpr uint64_t kSwizzle128B = 1;
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (kOffset << 16) | (kOffset << 32) |
-         (kSwizzle128B << 62);
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) |
+         (static_cast<uint64_t>((n_block_bytes & 0x3FFFF) >> 4) << 16) |
+         (static_cast<uint64_t>((k_group_bytes & 0x3FFFF) >> 4) << 32) | (kSwizzle128B << 62);
 }
-// d[64 x 64] += A[64 x 16] · B[16 x 64]: A as the thread's four bf16x2 registers (the mma.sync
+// d[64 x 128] += A[64 x 16] · B[16 x 128]: A as the thread's four bf16x2 registers (the mma.sync
 // m16n8k16 A fragment of the warp's 16 rows), B MN-major in shared memory (descriptor b), d as
-// in wgmma::Mma<64>.
-__device__ __forceinline__ void mma_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t b) {
+// in wgmma::Mma<128>.
+__device__ __forceinline__ void mma_rs_n128(float (&d)[64], const uint32_t (&a)[4], uint64_t b) {
   asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
         "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
         "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
         "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
 }
 // Keeps the compiler from moving A-fragment writes past wgmma::arrive() or reusing the registers
@@ -231,15 +240,16 @@ __device__ __forceinline__ void prefill_load_q(const Params& p, const SeqDesc& s
 }
 
 // Per-thread state of two query rows of the warpgroup: rows 16 (warp % 4) + lane / 4 + 8 i
-// (i = 0, 1); o[half][4j + 2i + q] is dim 64 half + 8j + 2 (lane % 4) + q. l is the sum over
+// (i = 0, 1); o[4j + 2i + q] is dim 8j + 2 (lane % 4) + q. l is the sum over
 // this thread's keys only (the quad's partial sums are added at the end).
 struct PrefillState {
-  float o[2][32];
+  float o[64];
   float m[2], l[2];
 };
 
 // S = Q Kᵀ for the warpgroup's 64 rows and the stage's 128 keys: s[4j + 2i + q] is key
-// 8j + 2 (lane % 4) + q of row i (PrefillState's row numbering).
+// 8j + 2 (lane % 4) + q of row i (PrefillState's row numbering). Issue and wait stay in one
+// branch: split across divergent code, ptxas serializes the wgmmas.
 __device__ __forceinline__ void prefill_scores(uint32_t q_wg, uint32_t k_s, float (&s)[64]) {
 #pragma unroll
   for (int i = 0; i < 64; ++i) s[i] = 0.f;
@@ -304,13 +314,7 @@ __device__ __forceinline__ void prefill_softmax(const Params& p, int window, int
     st.l[i] = st.l[i] * alpha[i] + sum;
   }
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) st.o[h][4 * j + e] *= alpha[e / 2];
-    }
-  }
+  for (int e = 0; e < 64; ++e) st.o[e] *= alpha[(e / 2) % 2];
 }
 
 // o += P·V for the warpgroup's 64 rows and the stage's 128 keys (P in sc, V at v_s): P as bf16
@@ -332,24 +336,19 @@ __device__ __forceinline__ void prefill_pv(const float (&sc)[64], uint32_t v_s, 
   }
   fence_a_operands(hi);
   if constexpr (kPrefillSplitP) fence_a_operands(lo);
-  wgmma::fence_operands(st.o[0]);  // the alpha rescaling stays before the fence
-  wgmma::fence_operands(st.o[1]);
+  wgmma::fence_operands(st.o);  // the alpha rescaling stays before the fence
   wgmma::arrive();
 #pragma unroll
-  for (int kk = 0; kk < kPrefillKeys / 16; ++kk) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const uint64_t b = sw128_mn_desc(v_s + h * (kPrefillKeys * 128) + kk * 16 * 128);
-      mma_rs_n64(st.o[h], hi[kk], b);
-      if constexpr (kPrefillSplitP) mma_rs_n64(st.o[h], lo[kk], b);
-    }
+  for (int kk = 0; kk < kPrefillKeys / 16; ++kk) {  // V rows 16 kk + 0-15, both 64-dim halves
+    const uint64_t b = sw128_mn_desc(v_s + kk * 16 * 128, kPrefillKeys * 128, 8 * 128);
+    mma_rs_n128(st.o, hi[kk], b);
+    if constexpr (kPrefillSplitP) mma_rs_n128(st.o, lo[kk], b);
   }
   wgmma::commit();
   wgmma::wait<0>();
   fence_a_operands(hi);
   if constexpr (kPrefillSplitP) fence_a_operands(lo);
-  wgmma::fence_operands(st.o[0]);
-  wgmma::fence_operands(st.o[1]);
+  wgmma::fence_operands(st.o);
 }
 
 // Writes out = bf16(o / l) for the thread's live rows (l summed over the quad first).
@@ -371,13 +370,9 @@ __device__ __forceinline__ void prefill_write(const Params& p, const SeqDesc& s,
     const int64_t tok = s.q_begin + it.row0 + r;
     __nv_bfloat16* dst = p.out + (tok * p.num_heads + h) * kPrefillDim + 2 * (lane % 4);
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        *reinterpret_cast<__nv_bfloat162*>(dst + 64 * half + 8 * j) =
-            __floats2bfloat162_rn(__fdiv_rn(st.o[half][4 * j + 2 * i], l),
-                                  __fdiv_rn(st.o[half][4 * j + 2 * i + 1], l));
-      }
+    for (int j = 0; j < kPrefillDim / 8; ++j) {
+      *reinterpret_cast<__nv_bfloat162*>(dst + 8 * j) = __floats2bfloat162_rn(
+          __fdiv_rn(st.o[4 * j + 2 * i], l), __fdiv_rn(st.o[4 * j + 2 * i + 1], l));
     }
   }
 }
@@ -389,9 +384,21 @@ struct PrefillWork {
   int h, window, self0, lo, hi, first_tile, num_tiles;
 };
 
+// Named barriers (ids 1-2: a warpgroup's own Q load; 3-4: the ping-pong of the two warpgroups).
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // Consumer warpgroup wg (rows wg * 64 + 0-63 of the item): loads its Q, then for every tile of
 // the CTA waits for the stage, computes the tile if some of its live rows see it, and releases
-// the stage; writes its live rows at the end.
+// the stage; writes its live rows at the end. The two warpgroups take turns on the tensor cores
+// (FlashAttention-3's ping-pong): a warpgroup runs its P·V of tile t and S of tile t + 1 only
+// between bar.sync on its own barrier (3 + wg) and bar.arrive on the other's, so one warpgroup's
+// softmax runs while the other's wgmmas do. Every tile passes both barriers, skipped or not, so
+// the two warpgroups' barrier counts always match.
 __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillWork& w, int wg,
                                                 uint32_t q_wg, uint32_t kv_s, uint32_t bars) {
   const int wg_row0 = wg * kPrefillWgRows;
@@ -406,32 +413,37 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillWo
   const PrefillRange w_last =
       prefill_visible(w.self0 + min(wg_row0 + kPrefillWgRows, w.it.rows) - 1, w.window);
   const int warp_row0 = wg_row0 + 16 * ((threadIdx.x / 32) % 4);
+  const int own = 3 + wg, other = 4 - wg;  // 256 threads: one warpgroup syncs, the other arrives
 
   PrefillState st;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-#pragma unroll
-    for (int e = 0; e < 32; ++e) st.o[h][e] = 0.f;
-  }
+  for (int e = 0; e < 64; ++e) st.o[e] = 0.f;
   st.m[0] = st.m[1] = -INFINITY;
   st.l[0] = st.l[1] = 0.f;
 
+  if (wg == 1) named_arrive(3, 256);  // warpgroup 0 starts
+  named_sync(own, 256);
   for (int tile = 0; tile < w.num_tiles; ++tile) {
     const int stage = tile % kPrefillStages;
     const uint32_t round = static_cast<uint32_t>(tile / kPrefillStages);
     // Waited on even when skipping: an early release could otherwise count for a later round.
     mbar_wait(bars + 8 * stage, round & 1);  // full[stage]
     const int t0 = w.first_tile + tile * kPrefillKeys;
-    if (live && t0 <= w_last.hi && t0 + kPrefillKeys - 1 >= w_first.lo) {
+    const bool compute = live && t0 <= w_last.hi && t0 + kPrefillKeys - 1 >= w_first.lo;
+    const uint32_t k_s = kv_s + stage * kPrefillStageBytes;
+    float sc[64];
+    if (compute) prefill_scores(q_wg, k_s, sc);
+    named_arrive(other, 256);
+    if (compute) {
       const bool mask = t0 + kPrefillKeys - 1 > w_first.hi || t0 < w_last.lo;
-      const uint32_t k_s = kv_s + stage * kPrefillStageBytes;
-      float sc[64];
-      prefill_scores(q_wg, k_s, sc);
       prefill_softmax(p, w.window, w.self0 + warp_row0, t0, mask, sc, st);
-      prefill_pv(sc, k_s + kPrefillTileBytes, st);
     }
+    named_sync(own, 256);
+    if (compute) prefill_pv(sc, k_s + kPrefillTileBytes, st);
     mbar_arrive(bars + 8 * (kPrefillStages + stage));  // empty[stage]
   }
+  named_arrive(other, 256);
+  if (wg == 0) named_sync(own, 256);  // warpgroup 1's last arrival (it arrived once ahead)
   if (live) prefill_write(p, w.s, w.it, w.h, warp_row0, st);
 }
 
