@@ -357,10 +357,13 @@ void launch(CudaContext& ctx, void (*kernel)(Params...), dim3 grid, unsigned blo
   CUDA_OK(cudaLaunchKernelEx(&config, kernel, std::forward<Actual>(args)...));
 }
 
-// One persistent block per SM (moe_small_batch.cuh).
+// One persistent block per SM (moe_small_batch.cuh); passes of 16 rows from kWidePassMinRows
+// routed rows, else of 8.
 template <moe_small::Phase kPhase>
 void launch_expert_kernel(CudaContext& ctx, const moe_small::Args& args, bool pdl) {
-  const auto kernel = moe_small::expert_kernel<kPhase>;
+  const auto kernel = args.rows >= moe_small::kWidePassMinRows
+                          ? moe_small::expert_kernel<kPhase, 2>
+                          : moe_small::expert_kernel<kPhase, 1>;
   CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(moe_small::kSmemBytes)));
   const dim3 grid(static_cast<unsigned>(ctx.props.multiProcessorCount));
@@ -419,7 +422,9 @@ bool moe_small_batch_supports(const TensorView& x, const TensorView& gate_up,
                               const TensorView& down) {
   const int64_t H = x.dim(1), E = gate_up.dim(0), I = gate_up.dim(1) / 2;
   return H % 8 == 0 && I % 8 == 0 && H <= kMoeSmallBatchMaxWidth && I <= kMoeSmallBatchMaxWidth &&
-         E <= (int64_t{1} << (30 - moe_small::kSlotBits)) && aligned16(x.data) &&
+         E <= (int64_t{1} << (30 - moe_small::kSlotBits)) &&
+         E * std::max(2 * I, H) <= INT32_MAX &&  // weight rows are int indices in the kernels
+         aligned16(x.data) &&
          aligned16(gate_up.data) && aligned16(down.data);
 }
 

@@ -3,23 +3,29 @@
 // rows routed to an expert are computed from the same weight tile on tensor cores.
 //
 // Work: a unit is one m16 weight tile of one selected expert (gate_up: the gate and up rows of 8
-// act columns; down: 16 output rows) for one pass of up to 8 of its routed rows, over the whole K.
-// The units (group-major, then tile, then pass) are dealt in equal contiguous ranges to one
-// persistent block per SM: every unit streams the same bytes, so the SMs finish together whatever
-// the row counts (an expert with more than 8 rows re-reads its tile from L2 for each further
-// pass, right after the first). The 16 warps of a block split K: warp w owns k32 steps
+// act columns; down: 16 output rows) for one pass of its routed rows, over the whole K. A pass is
+// 8 rows (narrow kernels: one mma n8 half) or, above kWidePassMinRows routed rows, 16 (wide: two n8
+// halves on the same A fragments, the second only when the pass has more than 8 rows), so at
+// batch 128 (~4 rows per expert, at most ~16 on the hottest) every expert takes one pass and each
+// unit streams its tile from HBM once, as at batch 32. The units (group-major, then tile, then
+// pass) are dealt in equal contiguous ranges to one persistent block per SM: every unit streams the
+// same bytes, so the SMs finish together whatever the row counts (an expert with more rows than a
+// pass re-reads its tile from L2 for each further pass, right after the first). The 16 warps of a
+// block split K: warp w owns k32 steps
 // [w * spw, (w + 1) * spw) of every unit and streams them through its own 8-step shared-memory
 // ring with 16-byte cp.async (128 KB in flight per SM, ~4x the 32 KB that 4.3 TB/s x ~1 us of
 // latency needs, so stalls at unit boundaries are absorbed), across unit boundaries. Each lane
 // copies exactly the 16-byte chunks it later feeds to mma.sync m16n8k16 as A fragments (k order
 // inside a k32 step permuted identically for A and B, so no barrier guards the ring); the B
-// fragments (the pass's 8 activation rows over the warp's K slice) stay in registers; when the
-// next unit changes group or pass, each is reloaded right after its last use in the current unit
-// (an expert with more than 8 rows alternates passes per tile: no L2 round trip stalls a unit).
-// Per unit the 16 warps' fp32 partials are summed in warp order in shared memory by one warp,
-// which applies the epilogue: act = bf16(silu(bf16 g) * bf16 u) (gate_up) or y = bf16(sum)
-// (down). Rounding points as kernels/cpu/moe_experts.cpp; fixed summation order and no atomics,
-// so results are run-to-run identical. Each block groups the routed slots itself
+// fragments (the pass's 8 or 16 activation rows over the warp's K slice) stay in registers; when
+// the next unit changes group or pass, each is reloaded right after its last use in the current
+// unit (an expert with more rows than a pass alternates passes per tile: no L2 round trip stalls a
+// unit). Per unit and n8 half the 16 warps' fp32 partials are summed in warp order in shared
+// memory by one warp (the two halves by two different warps), which applies the epilogue:
+// act = bf16(silu(bf16 g) * bf16 u) (gate_up) or y = bf16(sum) (down). Rounding points as
+// kernels/cpu/moe_experts.cpp; fixed summation order and no atomics, so results are run-to-run
+// identical, and an output depends neither on the pass width nor on the other rows of its pass
+// (each mma output column is its own dot product). Each block groups the routed slots itself
 // (stable bitonic sort of expert << 10 | slot), so the kernels need no grouping launch.
 // Every launch is a programmatic dependent of the one before (the gate_up kernel of the router's:
 // it is resident when the router finishes). The down kernel groups, fills its ring with down
@@ -46,7 +52,10 @@ constexpr int kStages = 8;     // ring depth per warp, in k32 steps of 1 KB (16 
 constexpr int kMaxSteps = 10;  // k32 steps per warp per unit (B fragments held in registers)
 constexpr int kStepCols = 32;
 constexpr int64_t kMaxK = int64_t{kWarps} * kMaxSteps * kStepCols;  // 5120: Beam's hidden width
-constexpr int kPassRows = 8;  // routed rows per pass (the mma's n = 8)
+constexpr int kHalfRows = 8;  // routed rows of one n8 half of a pass (the mma's n = 8)
+// Routed rows from which the wide kernels (passes of 2 halves = 16 rows) run; below, the narrow
+// ones (8-row passes, half the B-fragment registers): batch <= 32 at top-8 keeps its code.
+constexpr int kWidePassMinRows = 257;
 static_assert(kMaxRows == 2 * kThreads && (1 << kSlotBits) == kMaxRows);
 
 enum class Phase {
@@ -84,10 +93,10 @@ struct Tables {
 
 struct Shared {
   uint4 ring[kWarps][kStages][2][32];  // [warp][stage][row r / r + 8][lane]: A fragments
-  float4 partial[2][kWarps][32];       // [unit parity][warp][lane]: per-warp accumulators
+  float4 partial[2][2][kWarps][32];    // [unit parity][half][warp][lane]: per-warp accumulators
   Tables t;
 };
-constexpr size_t kSmemBytes = sizeof(Shared);  // ~164 KB: one block per SM
+constexpr size_t kSmemBytes = sizeof(Shared);  // ~180 KB: one block per SM
 
 // 16 bytes global -> shared (L2 only, 256-byte L2 prefetch), or 16 zero bytes when !valid (src is
 // then not read).
@@ -142,9 +151,9 @@ __device__ __forceinline__ int block_exclusive_sum(int v, Tables& t, int* total)
 }
 
 // Groups the p.rows slots by expert into t, slots of one expert in increasing slot order (the
-// CPU's bucket order), every group split into passes of kPassRows rows. An id outside [0, E)
+// CPU's bucket order), every group split into passes of pass_rows rows. An id outside [0, E)
 // traps (the CPU op aborts). Block 0 also writes p.entry_of when given.
-__device__ __forceinline__ void build_groups(const Args& p, Tables& t) {
+__device__ __forceinline__ void build_groups(const Args& p, int pass_rows, Tables& t) {
   const int tid = static_cast<int>(threadIdx.x);
   int n = 1;  // bitonic size: the next power of two >= rows
   while (n < p.rows) n <<= 1;
@@ -205,7 +214,7 @@ __device__ __forceinline__ void build_groups(const Args& p, Tables& t) {
 #pragma unroll
   for (int c = 0; c < 2; ++c) {
     const int g = 2 * tid + c;
-    passes[c] = g < num_groups ? (t.begin[g + 1] - t.begin[g] + kPassRows - 1) / kPassRows : 0;
+    passes[c] = g < num_groups ? (t.begin[g + 1] - t.begin[g] + pass_rows - 1) / pass_rows : 0;
   }
   int total_passes = 0;
   const int passes_before = block_exclusive_sum(passes[0] + passes[1], t, &total_passes);
@@ -215,7 +224,8 @@ __device__ __forceinline__ void build_groups(const Args& p, Tables& t) {
   __syncthreads();
 }
 
-// A unit's place: group g, m tile m, pass (of kPassRows rows) p; units are ordered (g, m, p).
+// A unit's place: group g, m tile m, pass (of the kernel's pass rows) p; units are ordered
+// (g, m, p).
 struct Cursor {
   int g, m, p;
 };
@@ -225,7 +235,7 @@ __device__ __forceinline__ int passes_of(const Tables& t, int g) {
 }
 
 // The cursor of unit u (< m_tiles * total passes).
-__device__ __forceinline__ Cursor cursor_at(const Tables& t, int64_t m_tiles, int64_t u) {
+__device__ __forceinline__ Cursor cursor_at(const Tables& t, int m_tiles, int u) {
   int lo = 0, hi = t.num_groups - 1;  // the last g whose first unit is <= u
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
@@ -236,11 +246,11 @@ __device__ __forceinline__ Cursor cursor_at(const Tables& t, int64_t m_tiles, in
     }
   }
   const int passes = passes_of(t, lo);
-  const auto local = static_cast<int>(u - m_tiles * t.pass_prefix[lo]);
+  const int local = u - m_tiles * t.pass_prefix[lo];
   return {lo, local / passes, local % passes};
 }
 
-__device__ __forceinline__ void advance(Cursor& c, const Tables& t, int64_t m_tiles) {
+__device__ __forceinline__ void advance(Cursor& c, const Tables& t, int m_tiles) {
   if (++c.p < passes_of(t, c.g)) return;
   c.p = 0;
   if (++c.m < m_tiles) return;
@@ -249,32 +259,40 @@ __device__ __forceinline__ void advance(Cursor& c, const Tables& t, int64_t m_ti
 }
 
 // The weight rows this lane copies for the tile of cursor c: row lane / 4 (a) and row lane / 4 + 8
-// (b) of the m16 tile; nullptr for rows past the output columns (zero-filled).
+// (b) of the m16 tile, as row indices into p.w ([rows, K]; ints: moe_small_batch_supports keeps
+// E * max(2 I, H) <= INT32_MAX). a: -1 past the output columns (zero-filled); b = a + b_offset,
+// valid when b_ok. One int held instead of two pointers: registers.
 template <Phase kPhase>
 __device__ __forceinline__ void tile_rows(const Args& p, const Tables& t, const Cursor& c, int r,
-                                          const bf16_t*& a, const bf16_t*& b) {
-  const int64_t e = t.expert[c.g];
+                                          int& a, bool& b_ok) {
+  const int e = t.expert[c.g], n = static_cast<int>(p.n);
   if constexpr (kPhase == Phase::kGateUp) {
-    const int64_t j = static_cast<int64_t>(c.m) * tile_cols<kPhase>() + r;  // < I (I % 8 == 0)
-    a = p.w + (e * 2 * p.n + j) * p.k;
-    b = p.w + (e * 2 * p.n + p.n + j) * p.k;
+    a = e * 2 * n + c.m * tile_cols<kPhase>() + r;  // gate row j < I (I % 8 == 0)
+    b_ok = true;
   } else {
-    const int64_t h = static_cast<int64_t>(c.m) * tile_cols<kPhase>() + r;
-    a = h < p.n ? p.w + (e * p.n + h) * p.k : nullptr;
-    b = h + 8 < p.n ? p.w + (e * p.n + h + 8) * p.k : nullptr;
+    const int h = c.m * tile_cols<kPhase>() + r;
+    a = h < n ? e * n + h : -1;
+    b_ok = h + 8 < n;
   }
 }
 
-// Rounds and stores the block's sums s of one unit (reducing warp; lane = 4 r + q): rows r and
-// r + 8 of the tile, routed rows 2 q and 2 q + 1 of the pass (mma accumulator layout).
+// Rows from a lane's a weight row to its b row (tile_rows): gate_up's up row is I rows after the
+// gate row, down's second output row 8 rows after the first.
 template <Phase kPhase>
-__device__ __forceinline__ void store_unit(const Args& p, const Tables& t, const Cursor& c, int r,
-                                           int q, const float4& s) {
+__device__ __forceinline__ int b_offset(const Args& p) {
+  return kPhase == Phase::kGateUp ? static_cast<int>(p.n) : 8;
+}
+
+// Rounds and stores the block's sums s of one n8 half of a unit (reducing warp; lane = 4 r + q):
+// rows r and r + 8 of the tile, routed rows 2 q and 2 q + 1 of the half (mma accumulator layout).
+template <Phase kPhase, int kPassRows>
+__device__ __forceinline__ void store_unit(const Args& p, const Tables& t, const Cursor& c,
+                                           int half, int r, int q, const float4& s) {
   const int begin = t.begin[c.g], count = t.begin[c.g + 1] - begin;
   const float lo[2] = {s.x, s.y}, hi[2] = {s.z, s.w};
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    const int within = c.p * kPassRows + 2 * q + i;
+    const int within = c.p * kPassRows + half * kHalfRows + 2 * q + i;
     if (within >= count) continue;
     bf16_t* row = p.out + static_cast<int64_t>(begin + within) * p.n;
     const int64_t col = static_cast<int64_t>(c.m) * tile_cols<kPhase>() + r;
@@ -289,25 +307,25 @@ __device__ __forceinline__ void store_unit(const Args& p, const Tables& t, const
   }
 }
 
-// The activation row that lane row r feeds as B fragments in the pass at cursor c (gate_up: x row
-// of its token; down: act row of the grouped row); nullptr past the group's rows (zeros).
-template <Phase kPhase>
-__device__ __forceinline__ const bf16_t* fragment_row(const Args& p, const Tables& t,
-                                                      const Cursor& c, int r) {
+// The element offset in p.a of the activation row that lane row r feeds as B fragments in n8 half
+// `half` of the pass at cursor c (gate_up: x row of its token; down: act row of the grouped row);
+// -1 past the group's rows (zeros). An int (< kMaxRows * kMaxK): one register, not a pointer's two.
+template <Phase kPhase, int kPassRows>
+__device__ __forceinline__ int fragment_row(const Args& p, const Tables& t, const Cursor& c,
+                                            int half, int r) {
   const int begin = t.begin[c.g], count = t.begin[c.g + 1] - begin;
-  const int within = c.p * kPassRows + r;
-  if (within >= count) return nullptr;
-  const int64_t src = kPhase == Phase::kGateUp ? t.row_token[begin + within] : begin + within;
-  return p.a + src * p.k;
+  const int within = c.p * kPassRows + half * kHalfRows + r;
+  if (within >= count) return -1;
+  const int src = kPhase == Phase::kGateUp ? t.row_token[begin + within] : begin + within;
+  return src * static_cast<int>(p.k);
 }
 
-// B fragment of k32 step `step` of activation row `row` (fragment_row): 8 activations at
-// columns step * 32 + 8 (lane % 4) + [0, 8), zeros past K or for a null row.
-__device__ __forceinline__ uint4 load_fragment(const Args& p, const bf16_t* row, int64_t step,
-                                               int q) {
-  const int64_t col = step * kStepCols + 8 * q;
-  return row != nullptr && col < p.k ? __ldcg(reinterpret_cast<const uint4*>(row + col))
-                                     : make_uint4(0, 0, 0, 0);
+// B fragment of k32 step `step` of the activation row at offset `row` (fragment_row): 8
+// activations at columns step * 32 + 8 (lane % 4) + [0, 8), zeros past K or for row -1.
+__device__ __forceinline__ uint4 load_fragment(const Args& p, int row, int step, int q) {
+  const int col = step * kStepCols + 8 * q;
+  return row >= 0 && col < p.k ? __ldcg(reinterpret_cast<const uint4*>(p.a + row + col))
+                               : make_uint4(0, 0, 0, 0);
 }
 
 // Down kernel, before it waits for act: the weight tiles of units u_begin + 1 ..
@@ -316,7 +334,7 @@ __device__ __forceinline__ uint4 load_fragment(const Args& p, const bf16_t* row,
 // drains (~21 MB over 132 SMs at Beam widths, well inside the 60 MB L2).
 constexpr int kL2PrefetchUnits = 2;
 __device__ __forceinline__ void prefetch_next_tiles(const Args& p, const Tables& t, Cursor c,
-                                                    int64_t m_tiles, int64_t units_left) {
+                                                    int m_tiles, int units_left) {
   const int tid = static_cast<int>(threadIdx.x);
   if (tid >= 16 * kL2PrefetchUnits || p.k == 0) return;  // (a zero-size prefetch is not defined)
   const int ahead = 1 + tid / 16, row = tid % 16;
@@ -328,9 +346,19 @@ __device__ __forceinline__ void prefetch_next_tiles(const Args& p, const Tables&
                    static_cast<uint32_t>(p.k * static_cast<int64_t>(sizeof(bf16_t))));
 }
 
-// Grid: one block per SM (any count works). See the top of this file.
-template <Phase kPhase>
+// Whether the pass at cursor c has rows in its second n8 half (never for 8-row passes).
+template <int kPassRows>
+__device__ __forceinline__ bool second_half(const Tables& t, const Cursor& c) {
+  return kPassRows > kHalfRows && t.begin[c.g + 1] - t.begin[c.g] - c.p * kPassRows > kHalfRows;
+}
+
+// Grid: one block per SM (any count works). kHalves: n8 halves per pass (1: 8-row passes, for up
+// to kWidePassMinRows - 1 routed rows; 2: 16-row passes, separate code as both together do not fit
+// the 128 registers a thread has). See the top of this file.
+template <Phase kPhase, int kHalves>
 __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
+  static_assert(kHalves == 1 || kHalves == 2);
+  constexpr int kPassRows = kHalves * kHalfRows;
   extern __shared__ __align__(16) unsigned char moe_small_smem[];
   Shared& sh = *reinterpret_cast<Shared*>(moe_small_smem);
   const Tables& t = sh.t;
@@ -342,39 +370,43 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
     pdl_wait();
     pdl_launch_dependents();
   }
-  build_groups(p, sh.t);
+  build_groups(p, kPassRows, sh.t);
 
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int r = lane / 4, q = lane % 4;
-  const int64_t m_tiles = (p.n + tile_cols<kPhase>() - 1) / tile_cols<kPhase>();
-  const int64_t units = m_tiles * t.pass_prefix[t.num_groups];
-  const int64_t u_begin = units * blockIdx.x / gridDim.x;
-  const int64_t u_end = units * (blockIdx.x + 1) / gridDim.x;
+  // Units, tiles and steps fit int: m_tiles <= 640 (widths <= kMaxK), passes <= kMaxRows.
+  const int m_tiles = static_cast<int>((p.n + tile_cols<kPhase>() - 1) / tile_cols<kPhase>());
+  const int64_t units = int64_t{m_tiles} * t.pass_prefix[t.num_groups];
+  const auto u_begin = static_cast<int>(units * blockIdx.x / gridDim.x);
+  const auto u_end = static_cast<int>(units * (blockIdx.x + 1) / gridDim.x);
   if (u_begin >= u_end) return;  // uniform over the block
-  const int64_t steps = (p.k + kStepCols - 1) / kStepCols;
-  const int64_t spw = (steps + kWarps - 1) / kWarps;  // <= kMaxSteps (host-checked)
-  const int64_t first_step = warp * spw;
-  const int my_steps = static_cast<int>(first_step < steps ? min(spw, steps - first_step) : 0);
+  const auto steps = static_cast<int>((p.k + kStepCols - 1) / kStepCols);
+  const int spw = (steps + kWarps - 1) / kWarps;  // <= kMaxSteps (host-checked)
+  const int first_step = warp * spw;
+  const int my_steps = first_step < steps ? min(spw, steps - first_step) : 0;
 
   // Producer: the warp's steps of units u_begin.. in order, kStages ahead of the consumer.
   uint4(*ring)[2][32] = sh.ring[warp];
   Cursor pc = cursor_at(t, m_tiles, u_begin);
   const Cursor start = pc;
-  int64_t pu = u_begin;
+  int p_left = u_end - u_begin;  // units the producer has not finished issuing
   int pi = 0;
-  const bf16_t *wa = nullptr, *wb = nullptr;
-  if (my_steps > 0) tile_rows<kPhase>(p, t, pc, r, wa, wb);
+  int wa = -1;
+  bool wb_ok = false;
+  if (my_steps > 0) tile_rows<kPhase>(p, t, pc, r, wa, wb_ok);
   auto issue = [&](int slot) {
-    if (my_steps > 0 && pu < u_end) {
-      const int64_t col = (first_step + pi) * kStepCols + 8 * q;
-      const bool in = col < p.k;
-      cp_async16_l2_256(&ring[slot][0][lane], in && wa ? wa + col : p.w, in && wa);
-      cp_async16_l2_256(&ring[slot][1][lane], in && wb ? wb + col : p.w, in && wb);
+    if (my_steps > 0 && p_left > 0) {
+      const int col = (first_step + pi) * kStepCols + 8 * q;
+      const bool in = col < p.k, a_in = in && wa >= 0, b_in = in && wb_ok;  // b_ok: wa >= 0
+      const int64_t a_at = static_cast<int64_t>(wa) * p.k + col;
+      cp_async16_l2_256(&ring[slot][0][lane], a_in ? p.w + a_at : p.w, a_in);
+      cp_async16_l2_256(&ring[slot][1][lane], b_in ? p.w + (a_at + b_offset<kPhase>(p) * p.k) : p.w,
+                        b_in);
       if (++pi == my_steps) {
         pi = 0;
-        if (++pu < u_end) {
+        if (--p_left > 0) {
           advance(pc, t, m_tiles);
-          tile_rows<kPhase>(p, t, pc, r, wa, wb);
+          tile_rows<kPhase>(p, t, pc, r, wa, wb_ok);
         }
       }
     }
@@ -388,55 +420,86 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
     pdl_wait();  // act comes from the gate_up kernel
     pdl_launch_dependents();
   }
-  // B fragments: xf[i] = step first_step + i of this lane's activation row in the current pass.
-  // When the next unit changes group or pass (group boundaries, and every unit of an expert with
-  // more than kPassRows rows, whose passes alternate per tile), xf[i] is reloaded for it right
-  // after this unit's mma consumed it, so the loads have a whole unit to land instead of stalling
-  // the next unit's first mma (and with it the warp's ring) on an L2 round trip.
+  // B fragments: xf[h][i] = step first_step + i of this lane's activation row in n8 half h of the
+  // current pass (half 1 only loaded and used when the pass has rows there). When the next unit
+  // changes group or pass (group boundaries, and every unit of an expert with more rows than a
+  // pass, whose passes alternate per tile), xf is reloaded for it right after this unit's mma
+  // consumed it, so the loads have a whole unit to land instead of stalling the next unit's first
+  // mma (and with it the warp's ring) on an L2 round trip.
   Cursor cc = start;
-  uint4 xf[kMaxSteps];
-  {
-    const bf16_t* row = fragment_row<kPhase>(p, t, cc, r);
+  bool wide = second_half<kPassRows>(t, cc);  // uniform over the block
+  uint4 xf[kHalves][kMaxSteps];
+#pragma unroll
+  for (int h = 0; h < kHalves; ++h) {
+    if (h > 0 && !wide) break;
+    const int row = fragment_row<kPhase, kPassRows>(p, t, cc, h, r);
 #pragma unroll
     for (int i = 0; i < kMaxSteps; ++i) {
       if (i >= my_steps) break;
-      xf[i] = load_fragment(p, row, first_step + i, q);
+      xf[h][i] = load_fragment(p, row, first_step + i, q);
     }
   }
   int slot = 0;
-  for (int64_t u = u_begin; u < u_end; ++u) {
-    Cursor nc = cc;
-    advance(nc, t, m_tiles);
-    const bool reload = u + 1 < u_end && (nc.g != cc.g || nc.p != cc.p);  // uniform over the block
-    const bf16_t* next_row = reload ? fragment_row<kPhase>(p, t, nc, r) : nullptr;
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  // (counting the units down, u_end and u need not both stay in registers)
+  for (int left = u_end - u_begin; left > 0; --left) {
+    bool reload, next_wide;  // uniform over the block
+    int next_row[kHalves];
+    {  // (the next unit's cursor is not held across the k loop: registers)
+      Cursor nc = cc;
+      advance(nc, t, m_tiles);
+      reload = left > 1 && (nc.g != cc.g || nc.p != cc.p);
+      next_wide = reload ? second_half<kPassRows>(t, nc) : wide;
+#pragma unroll
+      for (int h = 0; h < kHalves; ++h)
+        next_row[h] = reload ? fragment_row<kPhase, kPassRows>(p, t, nc, h, r) : -1;
+    }
+    float acc[kHalves][4] = {};
 #pragma unroll
     for (int i = 0; i < kMaxSteps; ++i) {
       if (i >= my_steps) break;
       cp_async_wait<kStages - 1>();  // this lane's copies of step i have landed
       const uint4 a_lo = ring[slot][0][lane], a_hi = ring[slot][1][lane];
-      mma_bf16(acc, a_lo.x, a_hi.x, a_lo.y, a_hi.y, xf[i].x, xf[i].y);
-      mma_bf16(acc, a_lo.z, a_hi.z, a_lo.w, a_hi.w, xf[i].z, xf[i].w);
-      if (reload) xf[i] = load_fragment(p, next_row, first_step + i, q);
+      mma_bf16(acc[0], a_lo.x, a_hi.x, a_lo.y, a_hi.y, xf[0][i].x, xf[0][i].y);
+      mma_bf16(acc[0], a_lo.z, a_hi.z, a_lo.w, a_hi.w, xf[0][i].z, xf[0][i].w);
+      if (kHalves == 2 && wide) {
+        mma_bf16(acc[kHalves - 1], a_lo.x, a_hi.x, a_lo.y, a_hi.y, xf[kHalves - 1][i].x,
+                 xf[kHalves - 1][i].y);
+        mma_bf16(acc[kHalves - 1], a_lo.z, a_hi.z, a_lo.w, a_hi.w, xf[kHalves - 1][i].z,
+                 xf[kHalves - 1][i].w);
+      }
+      if (reload) {
+        xf[0][i] = load_fragment(p, next_row[0], first_step + i, q);
+        if (kHalves == 2 && next_wide)
+          xf[kHalves - 1][i] = load_fragment(p, next_row[kHalves - 1], first_step + i, q);
+      }
       issue(slot);  // after the mma consumed the slot's registers
       slot = slot + 1 == kStages ? 0 : slot + 1;
     }
-    const int parity = static_cast<int>((u - u_begin) & 1);
-    sh.partial[parity][warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    const int parity = left & 1;  // consecutive units alternate
+    const int halves = wide ? kHalves : 1;
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h) {
+      if (h < halves)
+        sh.partial[parity][h][warp][lane] = make_float4(acc[h][0], acc[h][1], acc[h][2], acc[h][3]);
+    }
     __syncthreads();  // double-buffered partials: one barrier per unit
-    if (warp == static_cast<int>((u - u_begin) % kWarps)) {
-      float4 s = sh.partial[parity][0][lane];
+    // Half h is summed by warp (left + 8 h) % 16: the two halves by two warps.
+    const int reducer = left % kWarps;
+    const int mine = warp == reducer ? 0 : 1;  // the half this warp may sum
+    if (mine < halves && warp == (reducer + mine * (kWarps / 2)) % kWarps) {
+      float4 s = sh.partial[parity][mine][0][lane];
 #pragma unroll
       for (int w = 1; w < kWarps; ++w) {
-        const float4 v = sh.partial[parity][w][lane];
+        const float4 v = sh.partial[parity][mine][w][lane];
         s.x += v.x;
         s.y += v.y;
         s.z += v.z;
         s.w += v.w;
       }
-      store_unit<kPhase>(p, t, cc, r, q, s);
+      store_unit<kPhase, kPassRows>(p, t, cc, mine, r, q, s);
     }
-    cc = nc;
+    advance(cc, t, m_tiles);
+    wide = next_wide;
   }
   cp_async_wait<0>();
 }

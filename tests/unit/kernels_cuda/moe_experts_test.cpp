@@ -4,7 +4,9 @@
 // ulp, with the bit-equal and 1-ulp fractions printed; every path must repeat its own bits. Tiny
 // shapes, odd widths (grouped only), empty experts, experts with more rows than one pass, skewed
 // routing (all tokens on one expert, 256 distinct experts), Beam's widths at batch 1..128, kAuto's
-// choice, and the small-batch path (programmatic dependent launches) inside a CUDA graph.
+// choice, the small-batch path (programmatic dependent launches) inside a CUDA graph, and its
+// 16-row passes (from 257 routed rows: experts of 1..8, 9..16, 17+ rows; a token's bits do not
+// depend on the pass width or on the other tokens).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -292,6 +294,58 @@ TEST_F(CudaMoeExperts, AllTokensOnOneExpert) {
   check(c, d);
 }
 
+// Slot 0 of token t on experts 0..6 with 9, 16, 17, 33, 8, 1 and 44 rows (one 16-row pass with and
+// without its second half, two, three), slots 1..7 on distinct experts of 7..E-1 (~16 rows each at
+// T = 128, E = 64): the small-batch path's 16-row passes at a full decode batch.
+void hot_expert_routing(const ExpertCase& c, std::mt19937& rng, ExpertData& d) {
+  random_routing(c, rng, d);
+  // Expert i takes tokens [ends[i - 1], ends[i]).
+  const int64_t ends[] = {9, 25, 42, 75, 83, 84, c.T};
+  std::vector<int32_t> others(static_cast<size_t>(c.E - 7));
+  for (int64_t t = 0, e = 0; t < c.T; ++t) {
+    while (t >= ends[e]) ++e;
+    std::iota(others.begin(), others.end(), 7);
+    std::shuffle(others.begin(), others.end(), rng);
+    d.ids.as<int32_t>()[t * c.top_k] = static_cast<int32_t>(e);
+    for (int64_t k = 1; k < c.top_k; ++k)
+      d.ids.as<int32_t>()[t * c.top_k + k] = others[static_cast<size_t>(k - 1)];
+  }
+}
+
+TEST_F(CudaMoeExperts, SmallBatchWidePasses) {
+  for (const ExpertCase& c : {ExpertCase{128, 64, 64, 32, 8},       // 1024 rows
+                              ExpertCase{128, 40, 64, 24, 8},       // K not a multiple of 32
+                              ExpertCase{90, 1000, 64, 136, 8}}) {  // uneven K slices
+    ExpertData d = make_experts(c, static_cast<uint32_t>(1200 + c.H));
+    std::mt19937 rng(static_cast<uint32_t>(1300 + c.H));
+    hot_expert_routing(c, rng, d);
+    check(c, d);
+  }
+}
+
+// The first 32 tokens of a 40-token batch (320 routed rows: 16-row passes) give the bits they give
+// alone (256 rows: 8-row passes), on the same experts with more rows around them.
+TEST_F(CudaMoeExperts, SmallBatchPassWidthKeepsBits) {
+  const ExpertCase wide{40, 256, 16, 128, 8}, narrow{32, 256, 16, 128, 8};
+  ASSERT_GE(wide.T * wide.top_k, 257);
+  ASSERT_LT(narrow.T * narrow.top_k, 257);
+  const ExpertData d = make_experts(wide, 1400);  // ~20 rows per expert
+  const TensorView gate_up = upload(d.gate_up), down = upload(d.down);
+  auto run = [&](const ExpertCase& c) {
+    HostTensor x(DType::kBF16, {c.T, c.H}), ids(DType::kI32, {c.T, c.top_k}),
+        weights(DType::kF32, {c.T, c.top_k});
+    std::memcpy(x.view.data, d.x.view.data, x.view.nbytes());
+    std::memcpy(ids.view.data, d.ids.view.data, ids.view.nbytes());
+    std::memcpy(weights.view.data, d.weights.view.data, weights.view.nbytes());
+    const TensorView out = device_tensor(DType::kBF16, {c.T, c.H});
+    run_gpu(Path::kSmallBatch, upload(x), gate_up, down, upload(ids), upload(weights), out);
+    return download(out);
+  };
+  const HostTensor all = run(wide), alone = run(narrow);
+  const TensorView head{all.view.data, DType::kBF16, {narrow.T, narrow.H}, Device::kCpu};
+  EXPECT_TRUE(test::bits_equal(head, alone.view));
+}
+
 // The api op captured in a CUDA graph (the decode step's use: on the small-batch path, three
 // launches chained by programmatic dependent launch) replays the eager bits, also after the
 // routing in the captured ids buffer changes (grids never depend on the routing).
@@ -385,7 +439,7 @@ TEST_F(CudaMoeExperts, MatchCpuBeamShapes) {
   std::iota(route.begin(), route.end(), 0);
   std::shuffle(route.begin(), route.end(), rng);
   run(32, &route);
-  // Every token on expert 17 in slot 0 (128 rows, 16 passes), its other slots random.
+  // Every token on expert 17 in slot 0 (128 rows, 8 passes), its other slots random.
   route.assign(d.ids.as<int32_t>(), d.ids.as<int32_t>() + 128 * 8);
   for (int64_t t = 0; t < 128; ++t) {
     for (int64_t k = 1; k < 8; ++k)
@@ -393,8 +447,17 @@ TEST_F(CudaMoeExperts, MatchCpuBeamShapes) {
     route[t * 8] = 17;
   }
   run(128, &route);
-  // All 1024 slots on one expert: the small-batch path's worst skew (128 passes from L2).
+  // All 1024 slots on one expert: the small-batch path's worst skew (64 passes of 16 rows).
   route.assign(128 * 8, 200);
+  run(128, &route);
+  // Slot 0 of each token on experts 0..6 with 9, 16, 17, 33, 8, 1 and 44 rows (16-row passes with
+  // and without their second half, 2 and 3 passes), slots 1..7 on distinct experts of 7..255.
+  {
+    ExpertData hot{HostTensor(), HostTensor(), HostTensor(), HostTensor(DType::kI32, {128, 8}),
+                   HostTensor(DType::kF32, {128, 8})};  // routing only
+    hot_expert_routing(full, rng, hot);
+    route.assign(hot.ids.as<int32_t>(), hot.ids.as<int32_t>() + 128 * 8);
+  }
   run(128, &route);
 }
 
