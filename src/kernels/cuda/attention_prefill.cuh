@@ -2,14 +2,14 @@
 // style kernel for head_dim 128 on sm_90a with warpgroup MMAs (wgmma, bf16 inputs, fp32
 // accumulation). One CTA serves 128 query rows of one sequence and one q head: two consumer
 // warpgroups of 64 rows each and one producer warpgroup (registers moved to the consumers with
-// setmaxnreg). The producers copy the 128-key K/V tiles of
-// the head's KV head (through the block table, cp.async) into a three-stage ring of 128B-swizzled
-// shared tiles and signals each stage on its `full` mbarrier; the consumers compute S = Q·Kᵀ
-// (wgmma, Q and K from shared memory, both K-major), the online softmax in registers and
-// O += P·V (wgmma with P from registers and V from shared memory, MN-major), then release the
-// stage on its `empty` mbarrier. A CTA only loads the key tiles some row of it can see (causal
-// future and keys slid out of the window are skipped), each warpgroup only computes the tiles its
-// own 64 rows can see, and per-key masks are applied only on tiles that cut some row's visible
+// setmaxnreg). The producer copies the 128-key K/V tiles of the head's KV head (through the block
+// table, cp.async) into a three-stage ring of 128B-swizzled shared tiles and signals each stage on
+// its `full` mbarrier; the consumers compute S = Q·Kᵀ (wgmma, Q and K from shared memory, both
+// K-major), the online softmax in registers and O += P·V (wgmma with P from registers and V from
+// shared memory, MN-major), then release the stage on its `empty` mbarrier. The two consumer
+// warpgroups take turns on the tensor cores (one's softmax under the other's wgmmas). A CTA only
+// loads and computes the key tiles some row of it can see (causal future and keys slid out of the
+// window are skipped), and per-key masks are applied only on tiles that cut some row's visible
 // range. The grid runs the q heads of one row tile side by side (the G q heads of a KV head share
 // its K/V tiles through L2) and the row tiles heaviest first (the host lists a sequence's tiles
 // last-first).
@@ -247,14 +247,10 @@ struct PrefillState {
   float m[2], l[2];
 };
 
-// S = Q Kᵀ for the warpgroup's 64 rows and the stage's 128 keys: s[4j + 2i + q] is key
-// 8j + 2 (lane % 4) + q of row i (PrefillState's row numbering). Issue and wait stay in one
-// branch: split across divergent code, ptxas serializes the wgmmas.
-__device__ __forceinline__ void prefill_scores(uint32_t q_wg, uint32_t k_s, float (&s)[64]) {
-#pragma unroll
-  for (int i = 0; i < 64; ++i) s[i] = 0.f;
-  wgmma::fence_operands(s);
-  wgmma::arrive();
+// Issues S = Q Kᵀ for the warpgroup's 64 rows and the 128 keys of the K tile at k_s into s
+// (zeroed before the caller's wgmma::arrive()): s[4j + 2i + q] is key 8j + 2 (lane % 4) + q of
+// row i (PrefillState's row numbering).
+__device__ __forceinline__ void prefill_issue_scores(uint32_t q_wg, uint32_t k_s, float (&s)[64]) {
 #pragma unroll
   for (int kk = 0; kk < kPrefillDim / 16; ++kk) {
     const uint32_t half = kk / 4, step = (kk % 4) * 32;
@@ -262,9 +258,6 @@ __device__ __forceinline__ void prefill_scores(uint32_t q_wg, uint32_t k_s, floa
         s, wgmma::sw128_desc(q_wg + half * (kPrefillWgRows * 128) + step),
         wgmma::sw128_desc(k_s + half * (kPrefillKeys * 128) + step));
   }
-  wgmma::commit();
-  wgmma::wait<0>();
-  wgmma::fence_operands(s);
 }
 
 // Online-softmax step for one 128-key tile at slot t0: masks s (raw scores) where `mask`, replaces
@@ -317,38 +310,44 @@ __device__ __forceinline__ void prefill_softmax(const Params& p, int window, int
   for (int e = 0; e < 64; ++e) st.o[e] *= alpha[(e / 2) % 2];
 }
 
-// o += P·V for the warpgroup's 64 rows and the stage's 128 keys (P in sc, V at v_s): P as bf16
-// (or bf16 hi + lo with kPrefillSplitP) A fragments, key step kk covering keys 16 kk + 0-15.
-__device__ __forceinline__ void prefill_pv(const float (&sc)[64], uint32_t v_s, PrefillState& st) {
+// P as wgmma A fragments: step kk covers keys 16 kk + 0-15, registers (row, keys 0-7), (row + 8,
+// 0-7), (row, 8-15), (row + 8, 8-15) of the thread's rows; hi = bf16(P), lo = bf16(P - hi) only
+// with kPrefillSplitP.
+struct PrefillP {
   uint32_t hi[kPrefillKeys / 16][4];
   uint32_t lo[kPrefillSplitP ? kPrefillKeys / 16 : 1][4];
+};
+__device__ __forceinline__ void prefill_pack(const float (&sc)[64], PrefillP& pf) {
 #pragma unroll
   for (int kk = 0; kk < kPrefillKeys / 16; ++kk) {
 #pragma unroll
-    for (int r = 0; r < 4; ++r) {  // (row, keys 0-7) (row + 8, 0-7) (row, 8-15) (row + 8, 8-15)
+    for (int r = 0; r < 4; ++r) {
       const float* c = &sc[4 * (2 * kk + r / 2) + 2 * (r % 2)];
-      hi[kk][r] = pack_bf16(c[0], c[1]);
+      pf.hi[kk][r] = pack_bf16(c[0], c[1]);
       if constexpr (kPrefillSplitP) {
-        const __nv_bfloat162 h2 = *reinterpret_cast<const __nv_bfloat162*>(&hi[kk][r]);
-        lo[kk][r] = pack_bf16(c[0] - __low2float(h2), c[1] - __high2float(h2));
+        const __nv_bfloat162 h2 = *reinterpret_cast<const __nv_bfloat162*>(&pf.hi[kk][r]);
+        pf.lo[kk][r] = pack_bf16(c[0] - __low2float(h2), c[1] - __high2float(h2));
       }
     }
   }
-  fence_a_operands(hi);
-  if constexpr (kPrefillSplitP) fence_a_operands(lo);
-  wgmma::fence_operands(st.o);  // the alpha rescaling stays before the fence
-  wgmma::arrive();
+}
+// Keeps P's and the accumulators' registers in place across wgmma issue (before: the writes stay
+// ahead of wgmma::arrive(); after the wait: no reuse while the wgmmas run).
+__device__ __forceinline__ void prefill_fence(PrefillP& pf, float (&sc)[64], PrefillState& st) {
+  fence_a_operands(pf.hi);
+  if constexpr (kPrefillSplitP) fence_a_operands(pf.lo);
+  wgmma::fence_operands(sc);
+  wgmma::fence_operands(st.o);
+}
+// Issues o += P·V for the warpgroup's 64 rows and the 128 keys of the V tile at v_s.
+__device__ __forceinline__ void prefill_issue_pv(const PrefillP& pf, uint32_t v_s,
+                                                 PrefillState& st) {
 #pragma unroll
   for (int kk = 0; kk < kPrefillKeys / 16; ++kk) {  // V rows 16 kk + 0-15, both 64-dim halves
     const uint64_t b = sw128_mn_desc(v_s + kk * 16 * 128, kPrefillKeys * 128, 8 * 128);
-    mma_rs_n128(st.o, hi[kk], b);
-    if constexpr (kPrefillSplitP) mma_rs_n128(st.o, lo[kk], b);
+    mma_rs_n128(st.o, pf.hi[kk], b);
+    if constexpr (kPrefillSplitP) mma_rs_n128(st.o, pf.lo[kk], b);
   }
-  wgmma::commit();
-  wgmma::wait<0>();
-  fence_a_operands(hi);
-  if constexpr (kPrefillSplitP) fence_a_operands(lo);
-  wgmma::fence_operands(st.o);
 }
 
 // Writes out = bf16(o / l) for the thread's live rows (l summed over the quad first).
@@ -392,13 +391,25 @@ __device__ __forceinline__ void named_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
-// Consumer warpgroup wg (rows wg * 64 + 0-63 of the item): loads its Q, then for every tile of
-// the CTA waits for the stage, computes the tile if some of its live rows see it, and releases
-// the stage; writes its live rows at the end. The two warpgroups take turns on the tensor cores
-// (FlashAttention-3's ping-pong): a warpgroup runs its P·V of tile t and S of tile t + 1 only
-// between bar.sync on its own barrier (3 + wg) and bar.arrive on the other's, so one warpgroup's
-// softmax runs while the other's wgmmas do. Every tile passes both barriers, skipped or not, so
-// the two warpgroups' barrier counts always match.
+// Softmax step of tile `tile` of the CTA for the warpgroup (masked unless every live row of it
+// sees the whole tile), then P packed for P·V.
+__device__ __forceinline__ void prefill_softmax_pack(const Params& p, const PrefillWork& w,
+                                                     PrefillRange w_first, PrefillRange w_last,
+                                                     int warp_row0, int tile, float (&sc)[64],
+                                                     PrefillState& st, PrefillP& pf) {
+  const int t0 = w.first_tile + tile * kPrefillKeys;
+  const bool mask = t0 + kPrefillKeys - 1 > w_first.hi || t0 < w_last.lo;
+  prefill_softmax(p, w.window, w.self0 + warp_row0, t0, mask, sc, st);
+  prefill_pack(sc, pf);
+}
+
+// Consumer warpgroup wg (rows wg * 64 + 0-63 of the item): loads its Q, then runs every tile of
+// the CTA (a tile a row cannot see leaves its state unchanged) and writes its live rows. The two
+// warpgroups take turns on the tensor cores (FlashAttention-3's ping-pong): between bar.sync on
+// its own barrier (3 + wg) and bar.arrive on the other's, a warpgroup issues P·V of tile t and
+// S of tile t + 1 as one wgmma group (no branch between issue and wait: ptxas would serialize
+// the wgmmas), so one warpgroup's softmax runs under the other's wgmmas. The stage of tile t is
+// released once its P·V completed.
 __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillWork& w, int wg,
                                                 uint32_t q_wg, uint32_t kv_s, uint32_t bars) {
   const int wg_row0 = wg * kPrefillWgRows;
@@ -406,45 +417,69 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillWo
   cp_async_commit();
   cp_async_wait<0>();
   wgmma::fence_proxy_async();  // this thread's Q copies visible to wgmma ...
-  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");  // ... and everyone's
+  named_sync(1 + wg, 128);     // ... and everyone's
   // The live rows see keys [w_first.lo, w_last.hi]; all of them see [w_last.lo, w_first.hi].
-  const bool live = wg_row0 < w.it.rows;
   const PrefillRange w_first = prefill_visible(w.self0 + wg_row0, w.window);
   const PrefillRange w_last =
-      prefill_visible(w.self0 + min(wg_row0 + kPrefillWgRows, w.it.rows) - 1, w.window);
+      prefill_visible(w.self0 + max(min(wg_row0 + kPrefillWgRows, w.it.rows) - 1, wg_row0),
+                      w.window);
   const int warp_row0 = wg_row0 + 16 * ((threadIdx.x / 32) % 4);
   const int own = 3 + wg, other = 4 - wg;  // 256 threads: one warpgroup syncs, the other arrives
+  auto full = [&](int tile) { return bars + 8 * (tile % kPrefillStages); };
+  auto empty = [&](int tile) { return bars + 8 * (kPrefillStages + tile % kPrefillStages); };
+  auto parity = [](int tile) { return static_cast<uint32_t>(tile / kPrefillStages) & 1; };
+  auto k_tile = [&](int tile) { return kv_s + (tile % kPrefillStages) * kPrefillStageBytes; };
 
   PrefillState st;
 #pragma unroll
   for (int e = 0; e < 64; ++e) st.o[e] = 0.f;
   st.m[0] = st.m[1] = -INFINITY;
   st.l[0] = st.l[1] = 0.f;
+  float sc[64];
+  PrefillP pf;
 
   if (wg == 1) named_arrive(3, 256);  // warpgroup 0 starts
   named_sync(own, 256);
-  for (int tile = 0; tile < w.num_tiles; ++tile) {
-    const int stage = tile % kPrefillStages;
-    const uint32_t round = static_cast<uint32_t>(tile / kPrefillStages);
-    // Waited on even when skipping: an early release could otherwise count for a later round.
-    mbar_wait(bars + 8 * stage, round & 1);  // full[stage]
-    const int t0 = w.first_tile + tile * kPrefillKeys;
-    const bool compute = live && t0 <= w_last.hi && t0 + kPrefillKeys - 1 >= w_first.lo;
-    const uint32_t k_s = kv_s + stage * kPrefillStageBytes;
-    float sc[64];
-    if (compute) prefill_scores(q_wg, k_s, sc);
-    named_arrive(other, 256);
-    if (compute) {
-      const bool mask = t0 + kPrefillKeys - 1 > w_first.hi || t0 < w_last.lo;
-      prefill_softmax(p, w.window, w.self0 + warp_row0, t0, mask, sc, st);
-    }
+  mbar_wait(full(0), parity(0));
+#pragma unroll
+  for (int e = 0; e < 64; ++e) sc[e] = 0.f;
+  prefill_fence(pf, sc, st);
+  wgmma::arrive();
+  prefill_issue_scores(q_wg, k_tile(0), sc);
+  wgmma::commit();
+  wgmma::wait<0>();
+  prefill_fence(pf, sc, st);
+  named_arrive(other, 256);
+  // Tiles before the last: softmax, then P·V of the tile and S of the next one.
+  for (int tile = 0; tile + 1 < w.num_tiles; ++tile) {
+    prefill_softmax_pack(p, w, w_first, w_last, warp_row0, tile, sc, st, pf);
     named_sync(own, 256);
-    if (compute) prefill_pv(sc, k_s + kPrefillTileBytes, st);
-    mbar_arrive(bars + 8 * (kPrefillStages + stage));  // empty[stage]
+    mbar_wait(full(tile + 1), parity(tile + 1));
+#pragma unroll
+    for (int e = 0; e < 64; ++e) sc[e] = 0.f;
+    prefill_fence(pf, sc, st);
+    wgmma::arrive();
+    prefill_issue_pv(pf, k_tile(tile) + kPrefillTileBytes, st);
+    prefill_issue_scores(q_wg, k_tile(tile + 1), sc);
+    wgmma::commit();
+    wgmma::wait<0>();
+    prefill_fence(pf, sc, st);
+    mbar_arrive(empty(tile));
+    named_arrive(other, 256);
   }
+  const int tile = w.num_tiles - 1;  // the last tile: softmax and P·V
+  prefill_softmax_pack(p, w, w_first, w_last, warp_row0, tile, sc, st, pf);
+  named_sync(own, 256);
+  prefill_fence(pf, sc, st);
+  wgmma::arrive();
+  prefill_issue_pv(pf, k_tile(tile) + kPrefillTileBytes, st);
+  wgmma::commit();
+  wgmma::wait<0>();
+  prefill_fence(pf, sc, st);
+  mbar_arrive(empty(tile));
   named_arrive(other, 256);
   if (wg == 0) named_sync(own, 256);  // warpgroup 1's last arrival (it arrived once ahead)
-  if (live) prefill_write(p, w.s, w.it, w.h, warp_row0, st);
+  if (wg_row0 < w.it.rows) prefill_write(p, w.s, w.it, w.h, warp_row0, st);
 }
 
 // grid (prefill items x Nq): CTA b serves item b / Nq for q head b % Nq (heads of one row tile
