@@ -6,6 +6,7 @@
 // streaming gate_up and down kernels of moe_small_batch.cuh (each selected expert read once, on
 // one persistent block per SM) and the same combine, chained by programmatic dependent launch.
 // Every launch is sized for the worst case (T * top_k rows); work past the real rows exits.
+#include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -14,6 +15,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "core/logging.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/moe.h"
 #include "kernels/cuda/moe_grouped_gemm.cuh"
@@ -49,6 +51,7 @@ using moe_gemm::Epilogue;
 
 constexpr int kScatterThreads = 256;
 constexpr int kCombineThreads = 128;
+constexpr int kGatherThreads = 128;
 constexpr size_t kScratchAlign = 256;
 static_assert(kMoeSmallBatchRowLimit == moe_small::kMaxRows &&
               kMoeSmallBatchMaxRows <= kMoeSmallBatchRowLimit &&
@@ -67,7 +70,7 @@ size_t align_up(size_t n) {
 
 // Carves ctx.moe into the arrays of one call (byte offsets from the base).
 struct ScratchLayout {
-  size_t counts, offsets, tile_offsets, row_token, entry_of, act, y, total;
+  size_t counts, offsets, tile_offsets, tile_counters, row_token, entry_of, act, y, total;
 
   ScratchLayout(int64_t E, int64_t rows, int64_t H, int64_t I) {
     size_t at = 0;
@@ -79,6 +82,7 @@ struct ScratchLayout {
     counts = take(E * sizeof(int32_t));              // [E] rows per expert
     offsets = take((E + 1) * sizeof(int32_t));       // [E + 1] first grouped row
     tile_offsets = take((E + 1) * sizeof(int32_t));  // [E + 1] first M tile
+    tile_counters = take(2 * sizeof(int32_t));       // [2] TMA GEMMs' next tile (gate_up, down)
     row_token = take(rows * sizeof(int32_t));        // [rows] token of each grouped row
     entry_of = take(rows * sizeof(int32_t));         // [T * top_k] grouped row of a slot
     act = take(static_cast<size_t>(rows * I) * sizeof(bf16_t));  // [rows, I] SwiGLU output
@@ -294,7 +298,101 @@ void launch_grouped_gemm(CudaContext& ctx, const Problem& pb, const moe_gemm::Ar
   CUDA_LAUNCH_OK();
 }
 
-// Grouped path: permutation, grouped gate_up GEMM + SwiGLU, grouped down GEMM, combine.
+// xg[r, :] = x[row_token[r], :] (16-byte chunks; H % 8 == 0, both aligned). Grid: x = grouped row.
+__global__ void __launch_bounds__(kGatherThreads)
+    gather_rows_kernel(const bf16_t* x, const int32_t* row_token, int64_t H, bf16_t* xg) {
+  const int64_t r = blockIdx.x;
+  const auto* src = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(row_token[r]) * H);
+  auto* dst = reinterpret_cast<uint4*>(xg + r * H);
+  for (int64_t c = threadIdx.x; c < H / 8; c += kGatherThreads) dst[c] = src[c];
+}
+
+using TensorMapEncoder = decltype(&cuTensorMapEncodeTiled);
+
+// The driver's cuTensorMapEncodeTiled (through the runtime: no -lcuda), nullptr if missing.
+TensorMapEncoder tensor_map_encoder() {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
+  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
+                                       &status) != cudaSuccess ||
+      status != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return reinterpret_cast<TensorMapEncoder>(fn);
+}
+
+// A bf16 tensor map with 128-byte swizzle over `rank` dims (innermost first, strides in bytes of
+// dims 1..rank-1); false if the driver refuses it.
+bool encode_map(TensorMapEncoder encode, CUtensorMap& map, const void* data, cuuint32_t rank,
+                const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box) {
+  const cuuint32_t unit[5] = {1, 1, 1, 1, 1};
+  return encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank, const_cast<void*>(data), dims,
+                strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// The TMA kernel's maps: weights w [E, w_rows, k] as {k, 8, 2, groups, E} whose box (a tile's
+// kWRows rows) lists weight_row's order: kSwiGLU, groups of 8 act columns, the 8 gate then the 8
+// up rows of a group; kStore, groups of 16 columns, the 8 even then the 8 odd ones. Grouped rows
+// a [rows, k] as {k, rows}.
+template <Epilogue kEp>
+bool encode_maps(moe_gemm::tma::Args& args, const bf16_t* a, int64_t rows, const bf16_t* w,
+                 int64_t E, int64_t n, int64_t k) {
+  namespace tma = moe_gemm::tma;
+  const TensorMapEncoder encode = tensor_map_encoder();
+  if (encode == nullptr) return false;
+  const auto row = static_cast<cuuint64_t>(k) * sizeof(bf16_t), un = static_cast<cuuint64_t>(n);
+  const bool swiglu = kEp == Epilogue::kSwiGLU;
+  const cuuint64_t w_dims[5] = {static_cast<cuuint64_t>(k), 8, 2, swiglu ? un / 8 : un / 16,
+                                static_cast<cuuint64_t>(E)};
+  const cuuint64_t w_strides[4] = {swiglu ? row : 2 * row, swiglu ? un * row : row,
+                                   swiglu ? 8 * row : 16 * row, swiglu ? 2 * un * row : un * row};
+  const cuuint32_t w_box[5] = {moe_gemm::kBK, 8, 2, tma::kWeightGroups, 1};
+  const cuuint64_t a_dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
+  const cuuint32_t a_box[2] = {moe_gemm::kBK, tma::kBoxRows};
+  return encode_map(encode, args.w_map, w, 5, w_dims, w_strides, w_box) &&
+         encode_map(encode, args.a_map, a, 2, a_dims, &row, a_box);
+}
+
+// Whether the TMA kernel takes a GEMM: k % 8 == 0 (16-byte row strides), n in whole weight-box
+// groups, 16-byte aligned operands.
+template <Epilogue kEp>
+bool tma_fits(const bf16_t* a, const bf16_t* w, int64_t n, int64_t k) {
+  const int64_t group = kEp == Epilogue::kSwiGLU ? 8 : 16;
+  return k > 0 && k % 8 == 0 && n > 0 && n % group == 0 && aligned16(a) && aligned16(w);
+}
+
+// The TMA grouped GEMM (moe_gemm::tma) on one persistent block per SM; tile_counter zeroed on
+// the stream before. False (nothing queued) if the driver refuses the tensor maps.
+template <Epilogue kEp>
+bool launch_grouped_gemm_tma(CudaContext& ctx, const Problem& pb, const moe_gemm::Args& p,
+                             const bf16_t* a, int32_t* tile_counter) {
+  namespace tma = moe_gemm::tma;
+  tma::Args args{};
+  if (!encode_maps<kEp>(args, a, pb.rows, p.w, pb.E, p.n, p.k)) {
+    log_warning("moe_experts (CUDA): the driver refused the grouped GEMM's tensor maps; running "
+                "the cp.async kernel");
+    return false;
+  }
+  args.p = p;
+  args.tile_counter = tile_counter;
+  const int64_t m_tiles = ceil_div(pb.rows, moe_gemm::kBM) + std::min(pb.E, pb.rows);
+  BEAM_CHECK(m_tiles * ceil_div(p.n, moe_gemm::tile_cols(kEp, tma::kWRows)) < INT32_MAX)
+      << "moe_experts (CUDA): " << m_tiles << " M tiles too many";
+  const auto kernel = tma::grouped_gemm_kernel<kEp>;
+  CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               tma::kSmemBytes));
+  kernel<<<static_cast<unsigned>(ctx.props.multiProcessorCount), tma::kThreads, tma::kSmemBytes,
+           ctx.stream>>>(args);
+  CUDA_LAUNCH_OK();
+  return true;
+}
+
+// Grouped path: permutation, grouped gate_up GEMM + SwiGLU, grouped down GEMM, combine. A GEMM
+// whose shapes allow it runs on the TMA kernel; gate_up then reads x's rows gathered in grouped
+// order into y (free until the down GEMM writes it).
 void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
                  const TensorView& gate_up, const TensorView& down, const TensorView& ids,
                  const TensorView& weights, const TensorView& out) {
@@ -303,29 +401,41 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
   auto* counts = reinterpret_cast<int32_t*>(base + layout.counts);
   auto* offsets = reinterpret_cast<int32_t*>(base + layout.offsets);
   auto* tile_offsets = reinterpret_cast<int32_t*>(base + layout.tile_offsets);
+  auto* tile_counters = reinterpret_cast<int32_t*>(base + layout.tile_counters);
   auto* row_token = reinterpret_cast<int32_t*>(base + layout.row_token);
   auto* entry_of = reinterpret_cast<int32_t*>(base + layout.entry_of);
   auto* act = reinterpret_cast<bf16_t*>(base + layout.act);
   auto* y = reinterpret_cast<bf16_t*>(base + layout.y);
   permute(ctx, pb, ids.as<int32_t>(), counts, offsets, tile_offsets, row_token, entry_of);
+  CUDA_OK(cudaMemsetAsync(tile_counters, 0, 2 * sizeof(int32_t), ctx.stream));
 
   const auto* xp = static_cast<const bf16_t*>(x.data);
   const auto* gu = static_cast<const bf16_t*>(gate_up.data);
   const auto* dn = static_cast<const bf16_t*>(down.data);
+  const auto E = static_cast<int32_t>(pb.E);
   if (pb.I > 0) {  // act [rows, I] = SwiGLU(x[token] · gate_up[e]ᵀ)
     const moe_gemm::Args args{
         xp,      row_token,    gu,
-        offsets, tile_offsets, static_cast<int32_t>(pb.E),
+        offsets, tile_offsets, E,
         pb.I,    pb.H,         pb.H % 8 == 0 && aligned16(xp) && aligned16(gu),
         act};
-    launch_grouped_gemm<Epilogue::kSwiGLU>(ctx, pb, args);
+    bool done = false;
+    if (tma_fits<Epilogue::kSwiGLU>(xp, gu, pb.I, pb.H)) {
+      gather_rows_kernel<<<static_cast<unsigned>(pb.rows), kGatherThreads, 0, ctx.stream>>>(
+          xp, row_token, pb.H, y);
+      CUDA_LAUNCH_OK();
+      done = launch_grouped_gemm_tma<Epilogue::kSwiGLU>(ctx, pb, args, y, tile_counters);
+    }
+    if (!done) launch_grouped_gemm<Epilogue::kSwiGLU>(ctx, pb, args);
   }
   {  // y [rows, H] = act · down[e]ᵀ (zeros when I == 0)
     const moe_gemm::Args args{act,     nullptr,      dn,
-                              offsets, tile_offsets, static_cast<int32_t>(pb.E),
+                              offsets, tile_offsets, E,
                               pb.H,    pb.I,         pb.I % 8 == 0 && aligned16(dn),
                               y};
-    launch_grouped_gemm<Epilogue::kStore>(ctx, pb, args);
+    if (!tma_fits<Epilogue::kStore>(act, dn, pb.H, pb.I) ||
+        !launch_grouped_gemm_tma<Epilogue::kStore>(ctx, pb, args, act, tile_counters + 1))
+      launch_grouped_gemm<Epilogue::kStore>(ctx, pb, args);
   }
   auto* o = static_cast<bf16_t*>(out.data);
   if (pb.H % 8 == 0 && aligned16(o)) {

@@ -5,9 +5,12 @@
 // of 16 fitted to the rows, so a short tile does no padded work); both stream through a 4-stage
 // cp.async pipeline of 128-byte-swizzled shared tiles (moe_wgmma.cuh). The SwiGLU flavour puts
 // the gate and up rows of one act column into one thread's accumulators and applies the CPU's
-// SwiGLU in the epilogue.
+// SwiGLU in the epilogue. Shapes whose rows are 16-byte multiples run on the warp-specialized TMA
+// kernel at the end (namespace tma: persistent blocks, a producer warp, 128 x 256 tiles); the
+// cp.async kernel takes the others.
 #pragma once
 
+#include <cuda.h>
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -56,9 +59,9 @@ struct Args {
   bf16_t* out;       // [grouped rows, n]
 };
 
-// Output columns per tile.
-constexpr int tile_cols(Epilogue ep) {
-  return ep == Epilogue::kSwiGLU ? kWRows / 2 : kWRows;
+// Output columns per tile of w_rows weight rows.
+constexpr int tile_cols(Epilogue ep, int w_rows = kWRows) {
+  return ep == Epilogue::kSwiGLU ? w_rows / 2 : w_rows;
 }
 
 // Eight elements [col, col + 8) of a row into shared memory at dst, zeros past k or for no row.
@@ -97,14 +100,16 @@ struct TileJob {
   int rows = 0;
   int64_t n0 = 0;
   const bf16_t* w_e = nullptr;
+  int expert = 0;
 };
 
 // Blocks run expert by expert; within an expert, column band by band, and within a band its M
 // tiles back to back (they share the band's weights, hot in L2). An expert's tiles split its rows
-// evenly, rounded up to kRowStep (at most kBM each).
-template <Epilogue kEp>
+// evenly, rounded up to kRowStep (at most kBM each). Tiles of kTileRows weight rows.
+template <Epilogue kEp, int kTileRows = kWRows>
 __device__ __forceinline__ TileJob tile_job(const Args& p, int64_t block) {
-  const int64_t n_tiles = (p.n + tile_cols(kEp) - 1) / tile_cols(kEp);
+  constexpr int kCols = tile_cols(kEp, kTileRows);
+  const int64_t n_tiles = (p.n + kCols - 1) / kCols;
   const int64_t m_tile = block / n_tiles;
   TileJob job;
   if (m_tile >= p.tile_offsets[p.num_experts]) return job;
@@ -118,9 +123,10 @@ __device__ __forceinline__ TileJob tile_job(const Args& p, int64_t block) {
   const int64_t left = expert_rows - begin;
   job.row0 = p.offsets[e] + begin;
   job.rows = static_cast<int>(left < 0 ? 0 : left < chunk ? left : chunk);
-  job.n0 = band * tile_cols(kEp);
+  job.n0 = band * kCols;
   const int64_t w_rows = kEp == Epilogue::kSwiGLU ? 2 * p.n : p.n;
   job.w_e = p.w + static_cast<int64_t>(e) * w_rows * p.k;
+  job.expert = e;
   return job;
 }
 
@@ -272,5 +278,187 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(Args p) {
   __syncthreads();
   run_fitted_tile<kEp>(p, job, smem, rows);
 }
+
+// ---- Warp-specialized TMA kernel (k % 8 == 0, k > 0; n % 8 == 0 for kSwiGLU, n % 16 for kStore;
+// the grouped rows contiguous: A row g is grouped row g) ------------------------------------------
+// One persistent block per SM takes tiles of kWRows = 128 weight rows (tile_job's order) from a
+// global counter. Warp 8 is the producer: one thread fills a kStages ring with TMA loads (the
+// tile's weight rows as one box of a 5-d tensor map that lists them in weight_row's order, the
+// grouped rows as 32-row boxes of a 2-d map; zeros past k and past the tensors) and passes each
+// tile to the consumers in the ring's job slots. Warpgroups 0-1 run wgmma on 64 weight rows each,
+// keep one wgmma group in flight, free a stage when its group retired, and store the tile
+// (store_tile) while the producer already loads the next one. Every output element is one fp32
+// dot product in fixed K order.
+namespace tma {
+
+constexpr int kConsumers = 2;                   // consumer warpgroups, 64 weight rows each
+constexpr int kWRows = kConsumers * 64;         // weight rows per tile
+constexpr int kConsumerThreads = kConsumers * 128;
+constexpr int kThreads = kConsumerThreads + 32;  // + the producer warp
+constexpr int kBoxRows = 32;                     // grouped rows per TMA box
+constexpr int kWeightBytes = kWRows * kRowBytes;  // a stage's weight box (16 KB)
+constexpr int kBoxBytes = kBoxRows * kRowBytes;   // one grouped-row box (4 KB)
+constexpr int kStageBytes = kWeightBytes + kBM * kRowBytes;  // 48 KB
+constexpr int kWeightGroups = kWRows / 16;                   // the weight box's 16-row groups
+constexpr int kBarOffset = kStages * kStageBytes;            // full[kStages], then empty[kStages]
+constexpr int kJobOffset = kBarOffset + 2 * kStages * 8;     // a StageJob per stage
+static_assert(kBM % kBoxRows == 0 && kWeightBytes % kSmemAlign == 0 &&
+              kBoxBytes % kSmemAlign == 0 && kStageBytes % kSmemAlign == 0);
+
+// The tile a ring slot starts (written by the producer before the stage's full barrier completes,
+// read by the consumers after it); rows < 0: no tiles left.
+struct StageJob {
+  int32_t row0, rows, n0, expert;
+};
+constexpr int kSmemBytes = kJobOffset + kStages * static_cast<int>(sizeof(StageJob)) + kSmemAlign;
+static_assert(kSmemBytes <= 227 * 1024, "H200: 227 KB of shared memory per block");
+
+struct Args {
+  CUtensorMap w_map;  // weights as {k, 8, 2, groups, E}, box {kBK, 8, 2, kWeightGroups, 1}
+  CUtensorMap a_map;  // grouped rows [rows, k] as {k, rows}, box {kBK, kBoxRows}
+  moe_gemm::Args p;   // offsets, tile_offsets, num_experts, n, k, out (a, a_row_of, w unused)
+  int32_t* tile_counter;  // 0 at launch; each block's producer takes its next tile from it
+};
+
+__device__ __forceinline__ uint32_t full_bar(uint32_t base, uint32_t s) {
+  return base + kBarOffset + 8 * s;
+}
+__device__ __forceinline__ uint32_t empty_bar(uint32_t base, uint32_t s) {
+  return base + kBarOffset + 8 * (kStages + s);
+}
+
+// Producer thread: for each tile taken from the counter, num_k stages (one weight box and
+// ceil(rows / kBoxRows) grouped-row boxes each), each into the slot its consumers freed; then one
+// stage announcing the end.
+template <Epilogue kEp>
+__device__ __forceinline__ void produce(const Args& a, uint32_t base, StageJob* jobs) {
+  const moe_gemm::Args& p = a.p;
+  wgmma::prefetch_tensor_map(&a.w_map);
+  wgmma::prefetch_tensor_map(&a.a_map);
+  constexpr int kCols = tile_cols(kEp, kWRows);
+  const int64_t total = static_cast<int64_t>(p.tile_offsets[p.num_experts]) *
+                        ((p.n + kCols - 1) / kCols);
+  const int num_k = static_cast<int>((p.k + kBK - 1) / kBK);
+  uint32_t it = 0;  // stages filled so far
+  for (;;) {
+    const int64_t tile = atomicAdd(a.tile_counter, 1);
+    const TileJob job = tile < total ? tile_job<kEp, kWRows>(p, tile) : TileJob{};  // before waiting
+    const uint32_t first = it % kStages;
+    wgmma::mbar_wait(empty_bar(base, first), ((it / kStages) & 1) ^ 1);
+    if (tile >= total) {
+      jobs[first] = StageJob{0, -1, 0, 0};
+      wgmma::mbar_arrive(full_bar(base, first));
+      return;
+    }
+    jobs[first] = StageJob{static_cast<int32_t>(job.row0), job.rows, static_cast<int32_t>(job.n0),
+                           job.expert};
+    const int boxes = (job.rows + kBoxRows - 1) / kBoxRows;
+    const auto bytes = static_cast<uint32_t>(kWeightBytes + boxes * kBoxBytes);
+    const auto group0 = static_cast<int32_t>(job.n0 / (kCols / kWeightGroups));
+    const auto row0 = static_cast<int32_t>(job.row0);
+    for (int kt = 0; kt < num_k; ++kt, ++it) {
+      const uint32_t s = it % kStages;
+      if (kt > 0) wgmma::mbar_wait(empty_bar(base, s), ((it / kStages) & 1) ^ 1);
+      const uint32_t stage = base + s * kStageBytes, full = full_bar(base, s);
+      wgmma::mbar_arrive_expect_tx(full, bytes);
+      wgmma::tma_load_5d(stage, &a.w_map, full, kt * kBK, 0, 0, group0, job.expert);
+      for (int b = 0; b < boxes; ++b)
+        wgmma::tma_load_2d(stage + kWeightBytes + b * kBoxBytes, &a.a_map, full, kt * kBK,
+                           row0 + b * kBoxRows);
+    }
+  }
+}
+
+// Consumer warpgroup ctid / 128 (ctid: thread index over the consumers): the tile with kN (>=
+// rows) grouped rows from ring stage `it` on; it advances past the tile's stages.
+template <Epilogue kEp, int kN>
+__device__ __forceinline__ void consume_tile(const Args& a, const TileJob& job, uint32_t base,
+                                             uint32_t& it, int ctid) {
+  const int c = ctid / 128;
+  const int num_k = static_cast<int>((a.p.k + kBK - 1) / kBK);
+  float d[kN / 2];
+#pragma unroll
+  for (int i = 0; i < kN / 2; ++i) d[i] = 0.0f;
+  uint32_t prev = 0;
+  for (int kt = 0; kt < num_k; ++kt, ++it) {
+    const uint32_t s = it % kStages;
+    wgmma::mbar_wait(full_bar(base, s), (it / kStages) & 1);
+    const uint32_t stage = base + s * kStageBytes;
+    const uint32_t a_tile = stage + c * 64 * kRowBytes, b_tile = stage + kWeightBytes;
+    wgmma::fence_operands(d);
+    wgmma::arrive();
+#pragma unroll
+    for (int ks = 0; ks < kBK / 16; ++ks)
+      wgmma::Mma<kN>::run(d, wgmma::sw128_desc(a_tile + ks * 32),
+                          wgmma::sw128_desc(b_tile + ks * 32));
+    wgmma::commit();
+    wgmma::wait<1>();  // the previous stage's group retired: its stage goes back to the producer
+    wgmma::fence_operands(d);
+    if (kt > 0 && ctid % 128 == 0) wgmma::mbar_arrive(empty_bar(base, prev));
+    prev = s;
+  }
+  wgmma::wait<0>();
+  wgmma::fence_operands(d);
+  if (num_k > 0 && ctid % 128 == 0) wgmma::mbar_arrive(empty_bar(base, prev));
+  store_tile<kEp, kN>(a.p, job, ctid, d);
+}
+
+// consume_tile with the smallest kN = 16 s >= rows.
+template <Epilogue kEp, int kSteps = 1>
+__device__ __forceinline__ void consume_fitted_tile(const Args& a, const TileJob& job,
+                                                    uint32_t base, uint32_t& it, int ctid) {
+  if constexpr (kSteps * kRowStep < kBM) {
+    if (job.rows > kSteps * kRowStep) {
+      consume_fitted_tile<kEp, kSteps + 1>(a, job, base, it, ctid);
+      return;
+    }
+  }
+  consume_tile<kEp, kSteps * kRowStep>(a, job, base, it, ctid);
+}
+
+// Consumer warpgroups: tile after tile as the ring's job slots announce them, until the end.
+template <Epilogue kEp>
+__device__ __forceinline__ void consume(const Args& a, uint32_t base, const StageJob* jobs,
+                                        int ctid) {
+  uint32_t it = 0;  // stages consumed so far
+  for (;;) {
+    const uint32_t first = it % kStages;
+    wgmma::mbar_wait(full_bar(base, first), (it / kStages) & 1);
+    const StageJob sj = jobs[first];
+    if (sj.rows < 0) return;
+    TileJob job;
+    job.row0 = sj.row0;
+    job.rows = sj.rows;
+    job.n0 = sj.n0;
+    job.expert = sj.expert;
+    consume_fitted_tile<kEp>(a, job, base, it, ctid);
+  }
+}
+
+// Grid: one block per SM (or fewer); kThreads threads, kSmemBytes of dynamic shared memory.
+template <Epilogue kEp>
+__global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_constant__ Args a) {
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  uint8_t* smem = smem_raw + ((raw + kSmemAlign - 1) / kSmemAlign * kSmemAlign - raw);
+  const uint32_t base = smem_u32(smem);
+  auto* jobs = reinterpret_cast<StageJob*>(smem + kJobOffset);
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid == 0) {
+    for (uint32_t s = 0; s < kStages; ++s) {
+      wgmma::mbar_init(full_bar(base, s), 1);            // the producer's expect_tx arrival
+      wgmma::mbar_init(empty_bar(base, s), kConsumers);  // one arrival per consumer warpgroup
+    }
+    wgmma::fence_barrier_init();
+  }
+  __syncthreads();
+  if (tid < kConsumerThreads) {
+    consume<kEp>(a, base, jobs, tid);
+  } else if (tid == kConsumerThreads) {
+    produce<kEp>(a, base, jobs);
+  }
+}
+
+}  // namespace tma
 
 }  // namespace beam::cuda::moe_gemm

@@ -1,6 +1,7 @@
 // Hopper warpgroup MMA (wgmma) primitives for moe_grouped_gemm.cuh: shared-memory descriptors of
 // 128-byte-swizzled K-major tiles, the fence/commit/wait protocol, and m64nNk16 bf16 -> fp32 for
-// N = 16, 32, ..., 256 (one wrapper per N: inline asm needs its operand list written out).
+// N = 16, 32, ..., 256 (one wrapper per N: inline asm needs its operand list written out); and the
+// TMA tensor loads and mbarriers of the warp-specialized kernel.
 #pragma once
 
 #include <cstdint>
@@ -482,5 +483,60 @@ struct Mma<256> {
         : "l"(a), "l"(b), "r"(1));
   }
 };
+
+// ---- Tensor-memory-accelerator (TMA) loads and mbarriers, for the warp-specialized grouped GEMM --
+
+// mbarrier at shared address `bar` expecting `count` arrivals per phase; make the inits visible
+// (fence_barrier_init, then a block barrier) before any thread or TMA uses them.
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void fence_barrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+// One arrival (release: this thread's earlier shared writes are seen by the waiters).
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// One arrival that also expects `bytes` of TMA transactions in the current phase.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+// Spins until the phase of parity `parity` has completed (acquire). A fresh barrier counts its
+// phase "before 0" (parity 1) as complete.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred done;\n"
+      "WAIT_AGAIN:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_AGAIN;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
+// Fetches a tensor map (a __grid_constant__ kernel parameter's address) into the TMA unit's cache.
+__device__ __forceinline__ void prefetch_tensor_map(const void* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+// TMA box of a 2-d tensor map at coordinates (c0 innermost, c1) into shared `dst`; completion
+// counts the box's bytes on mbarrier `bar` (out-of-bounds elements are zeros and count too).
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, uint32_t bar, int32_t c0,
+                                            int32_t c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+// The same for a 5-d tensor map.
+__device__ __forceinline__ void tma_load_5d(uint32_t dst, const void* map, uint32_t bar, int32_t c0,
+                                            int32_t c1, int32_t c2, int32_t c3, int32_t c4) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5, %6}], [%7];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(bar)
+      : "memory");
+}
 
 }  // namespace beam::cuda::wgmma

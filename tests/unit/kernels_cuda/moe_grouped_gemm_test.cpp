@@ -3,7 +3,8 @@
 // 511-513 and beyond: tiles split an expert's rows evenly in steps of 16 up to 256), partial
 // column bands and K slices, odd widths (unvectorised loads), skewed routing, and Beam's widths
 // (hidden 5120, 256 experts of 2560, top-8) at T = 512 and 2048 with uniform and skewed routing
-// and an expert with exactly one row. Tolerance as in moe_test.cpp: within 3 bf16 ulps or 2e-2 of
+// and an expert with exactly one row; shapes for the TMA kernel (tiles > SMs, K tails, partial
+// weight boxes) and batch invariance (a token's bits without the other tokens). Tolerance as in moe_test.cpp: within 3 bf16 ulps or 2e-2 of
 // the output's rms, max rel err < 1e-2, >= 95% within 1 ulp; and the same bits on every run.
 #include <algorithm>
 #include <cmath>
@@ -218,6 +219,48 @@ TEST_F(CudaMoeGroupedGemm, SkewedRoutingMatchesCpu) {
   }
   d.ids.as<int32_t>()[1] = 2;
   check("two experts", s, d);
+}
+
+// Shapes for the warp-specialized TMA kernel (k % 8 == 0; n % 8 for gate_up, % 16 for down): more
+// tiles than SMs (each block's producer takes many tiles, the 4-stage ring wraps many times), K
+// tails of 8, 16 and 24 inside a 64-wide slice (zero-filled by the tensor map), column bands ending
+// inside a weight box (200 act columns: the third band holds one group of 8), experts past 256 rows
+// (several M tiles) and empty ones; and a down GEMM that falls back (n = 200) after a TMA gate_up.
+TEST_F(CudaMoeGroupedGemm, TmaShapesMatchCpu) {
+  for (const Shape5& s : {Shape5{1500, 256, 64, 200, 4},  // ~94 rows per expert, ~190 tiles
+                          Shape5{600, 144, 16, 88, 2},    // K tails 16 (gate_up) and 24 (down)
+                          Shape5{900, 144, 3, 24, 1},     // ~300 rows per expert: 2 M tiles
+                          Shape5{40, 200, 80, 72, 6},     // most experts on 1-5 rows, some empty
+                          Shape5{64, 8, 4, 8, 2}}) {      // k = 8: one slice, mostly zeros
+    Experts d = make_weights(s, static_cast<uint32_t>(s.T * 17 + s.I));
+    route_uniform(s, {}, static_cast<uint32_t>(s.T + 3 * s.E), d.ids);
+    check("tma", s, d);
+  }
+}
+
+// A token's output does not depend on the other tokens of the batch (which rows share its tiles,
+// which block takes a tile): the first 200 tokens alone give the same bits as inside 700 tokens.
+TEST_F(CudaMoeGroupedGemm, BatchInvariant) {
+  const Shape5 s{700, 256, 16, 128, 4};
+  Experts d = make_weights(s, 1201);
+  route_uniform(s, {}, 1202, d.ids);
+  const TensorView gate_up = upload(d.gate_up), down = upload(d.down);
+  const TensorView out = device_tensor(DType::kBF16, {s.T, s.H});
+  run_grouped(upload(d.x), gate_up, down, upload(d.ids), upload(d.weights), out);
+  const HostTensor all = download(out);
+  const int64_t part = 200;
+  HostTensor x(DType::kBF16, {part, s.H}), ids(DType::kI32, {part, s.top_k}),
+      w(DType::kF32, {part, s.top_k});
+  std::copy_n(d.x.as<bf16>(), part * s.H, x.as<bf16>());
+  std::copy_n(d.ids.as<int32_t>(), part * s.top_k, ids.as<int32_t>());
+  std::copy_n(d.weights.as<float>(), part * s.top_k, w.as<float>());
+  const TensorView out_part = device_tensor(DType::kBF16, {part, s.H});
+  run_grouped(upload(x), gate_up, down, upload(ids), upload(w), out_part);
+  const HostTensor got = download(out_part);
+  int64_t differ = 0;
+  for (int64_t i = 0; i < part * s.H; ++i)
+    differ += got.as<bf16>()[i].bits != all.as<bf16>()[i].bits;
+  EXPECT_EQ(differ, 0) << "of " << part * s.H << " outputs";
 }
 
 // Beam's widths at prefill sizes: T = 512 (~16 rows per expert, expert 255 on exactly one row)
