@@ -372,8 +372,9 @@ bool launch_grouped_gemm_tma(CudaContext& ctx, const Problem& pb, const moe_gemm
   namespace tma = moe_gemm::tma;
   tma::Args args{};
   if (!encode_maps<kEp>(args, a, pb.rows, p.w, pb.E, p.n, p.k)) {
-    log_warning("moe_experts (CUDA): the driver refused the grouped GEMM's tensor maps; running "
-                "the cp.async kernel");
+    log_warning(
+        "moe_experts (CUDA): the driver refused the grouped GEMM's tensor maps; running "
+        "the cp.async kernel");
     return false;
   }
   args.p = p;
@@ -382,8 +383,8 @@ bool launch_grouped_gemm_tma(CudaContext& ctx, const Problem& pb, const moe_gemm
   BEAM_CHECK(m_tiles * ceil_div(p.n, moe_gemm::tile_cols(kEp, tma::kWRows)) < INT32_MAX)
       << "moe_experts (CUDA): " << m_tiles << " M tiles too many";
   const auto kernel = tma::grouped_gemm_kernel<kEp>;
-  CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               tma::kSmemBytes));
+  CUDA_OK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, tma::kSmemBytes));
   kernel<<<static_cast<unsigned>(ctx.props.multiProcessorCount), tma::kThreads, tma::kSmemBytes,
            ctx.stream>>>(args);
   CUDA_LAUNCH_OK();

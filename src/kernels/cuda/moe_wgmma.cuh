@@ -484,7 +484,7 @@ struct Mma<256> {
   }
 };
 
-// ---- Tensor-memory-accelerator (TMA) loads and mbarriers, for the warp-specialized grouped GEMM --
+// ---- TMA (tensor memory accelerator) loads and mbarriers of the warp-specialized grouped GEMM
 
 // mbarrier at shared address `bar` expecting `count` arrivals per phase; make the inits visible
 // (fence_barrier_init, then a block barrier) before any thread or TMA uses them.

@@ -4,8 +4,9 @@
 // column bands and K slices, odd widths (unvectorised loads), skewed routing, and Beam's widths
 // (hidden 5120, 256 experts of 2560, top-8) at T = 512 and 2048 with uniform and skewed routing
 // and an expert with exactly one row; shapes for the TMA kernel (tiles > SMs, K tails, partial
-// weight boxes) and batch invariance (a token's bits without the other tokens). Tolerance as in moe_test.cpp: within 3 bf16 ulps or 2e-2 of
-// the output's rms, max rel err < 1e-2, >= 95% within 1 ulp; and the same bits on every run.
+// weight boxes) and batch invariance (a token's bits without the other tokens). Tolerance as in
+// moe_test.cpp: within 3 bf16 ulps or 2e-2 of the output's rms, max rel err < 1e-2, >= 95% within 1
+// ulp; and the same bits on every run.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
