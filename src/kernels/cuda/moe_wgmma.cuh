@@ -503,16 +503,24 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t byt
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
                : "memory");
 }
-// Spins until the phase of parity `parity` has completed (acquire). A fresh barrier counts its
-// phase "before 0" (parity 1) as complete.
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+// Whether the phase of parity `parity` has completed (acquire), after waiting a while for it. A
+// fresh barrier counts its phase "before 0" (parity 1) as complete.
+__device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done;
   asm volatile(
-      "{\n.reg .pred done;\n"
-      "WAIT_AGAIN:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_AGAIN;\n}\n" ::"r"(bar),
-      "r"(parity)
+      "{\n.reg .pred p;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
       : "memory");
+  return done != 0;
+}
+// Waits for that phase; traps after about 2^26 timed-out tries (seconds: a pipeline bug becomes a
+// launch error instead of a hang).
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  for (uint32_t tries = 0; !mbar_try_wait(bar, parity);)
+    if (++tries == (1u << 26)) __trap();
 }
 
 // Fetches a tensor map (a __grid_constant__ kernel parameter's address) into the TMA unit's cache.
