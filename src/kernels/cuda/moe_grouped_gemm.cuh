@@ -286,9 +286,9 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(Args p) {
 // tile's weight rows as one box of a 5-d tensor map that lists them in weight_row's order, the
 // grouped rows as 32-row boxes of a 2-d map; zeros past k and past the tensors) and passes each
 // tile to the consumers in the ring's job slots. Warpgroups 0-1 run wgmma on 64 weight rows each,
-// keep one wgmma group in flight, free a stage when its group retired, and store the tile
-// (store_tile) while the producer already loads the next one. Every output element is one fp32
-// dot product in fixed K order.
+// keep one wgmma group in flight (each warp frees a stage once its group retired there: 8 arrivals
+// per stage), and store the tile (store_tile_stepped) while the producer already loads the next
+// one. Every output element is one fp32 dot product in fixed K order.
 namespace tma {
 
 constexpr int kConsumers = 2;            // consumer warpgroups, 64 weight rows each
@@ -421,14 +421,14 @@ __device__ __forceinline__ void consume_tile(const Args& a, const TileJob& job, 
       wgmma::Mma<kN>::run(d, wgmma::sw128_desc(a_tile + ks * 32),
                           wgmma::sw128_desc(b_tile + ks * 32));
     wgmma::commit();
-    wgmma::wait<1>();  // the previous stage's group retired: its stage goes back to the producer
+    wgmma::wait<1>();  // the previous stage's group retired in this warp: the warp frees its stage
     wgmma::fence_operands(d);
-    if (kt > 0 && ctid % 128 == 0) wgmma::mbar_arrive(empty_bar(base, prev));
+    if (kt > 0 && ctid % 32 == 0) wgmma::mbar_arrive(empty_bar(base, prev));
     prev = s;
   }
   wgmma::wait<0>();
   wgmma::fence_operands(d);
-  if (num_k > 0 && ctid % 128 == 0) wgmma::mbar_arrive(empty_bar(base, prev));
+  if (num_k > 0 && ctid % 32 == 0) wgmma::mbar_arrive(empty_bar(base, prev));
   store_tile_stepped<kEp, kN>(a.p, job, ctid, d);
 }
 
@@ -475,8 +475,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
   const int tid = static_cast<int>(threadIdx.x);
   if (tid == 0) {
     for (uint32_t s = 0; s < kStages; ++s) {
-      wgmma::mbar_init(full_bar(base, s), 1);            // the producer's expect_tx arrival
-      wgmma::mbar_init(empty_bar(base, s), kConsumers);  // one arrival per consumer warpgroup
+      wgmma::mbar_init(full_bar(base, s), 1);  // the producer's expect_tx arrival
+      wgmma::mbar_init(empty_bar(base, s), kConsumerThreads / 32);  // one per consumer warp
     }
     wgmma::fence_barrier_init();
   }
