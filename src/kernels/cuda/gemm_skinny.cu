@@ -1,8 +1,7 @@
 // Weight-streaming skinny GEMM for linear() at small M: out[M, N] = x[M, K] · w[N, K]ᵀ with bf16
 // x and w, fp32 accumulation and one rounding to out (bf16 or f32). At M <= 16 a linear layer is
 // bound by reading w once, so each warp owns groups of kRows rows of w, streams them with 16-byte
-// non-allocating loads (two batches of kUnroll chunks per row in flight: the next batch loads
-// while the current one is multiplied) and multiplies each chunk by all M rows
+// non-allocating loads (kUnroll chunks per row in flight) and multiplies each chunk by all M rows
 // of x (read through L1, where the few KB of x stay resident). linear_split's outputs are
 // consecutive row ranges of w: one launch covers them all, each row stored into its own output.
 //
@@ -115,18 +114,6 @@ __device__ __forceinline__ void widen(const uint4& v, float f[kChunk]) {
 __device__ __forceinline__ void store(float v, __nv_bfloat16* p) { *p = __float2bfloat16_rn(v); }
 __device__ __forceinline__ void store(float v, float* p) { *p = v; }
 
-// Chunks base + 32 u (u < kUnroll) of each row (zeros past the row's chunks).
-template <int kRows, bool kVec>
-__device__ __forceinline__ void load_batch(const __nv_bfloat16* const (&wrow)[kRows], int64_t base,
-                                           int64_t chunks, int64_t K, uint4 (&wv)[kUnroll][kRows]) {
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-    for (int r = 0; r < kRows; ++r)
-      wv[u][r] = base + 32 * u < chunks ? load_chunk<kVec, true>(wrow[r], base + 32 * u, K)
-                                        : uint4{0, 0, 0, 0};
-}
-
 // One warp computes rows [row0, row0 + kRows) of w (rows past N are clamped for loading and not
 // stored) against the M <= kMaxM rows of x, in the order of the file comment.
 template <int kMaxM, int kRows, bool kVec, typename Out>
@@ -144,13 +131,14 @@ __device__ __forceinline__ void row_group(const __nv_bfloat16* __restrict__ x,
 #pragma unroll
     for (int m = 0; m < kMaxM; ++m) acc[r][m] = 0.0f;
 
-  // Software pipelined: the next batch of kUnroll chunks per row is in flight while this one is
-  // multiplied, so a warp waits for memory about once per row group, not once per batch.
-  uint4 wv[kUnroll][kRows], next[kUnroll][kRows];
-  load_batch<kRows, kVec>(wrow, lane, chunks, K, wv);
   for (int64_t base = lane; base < chunks; base += 32 * kUnroll) {
-    if (base + 32 * kUnroll < chunks)
-      load_batch<kRows, kVec>(wrow, base + 32 * kUnroll, chunks, K, next);
+    uint4 wv[kUnroll][kRows];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+        wv[u][r] = base + 32 * u < chunks ? load_chunk<kVec, true>(wrow[r], base + 32 * u, K)
+                                          : uint4{0, 0, 0, 0};
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t c = base + 32 * u;
@@ -169,10 +157,6 @@ __device__ __forceinline__ void row_group(const __nv_bfloat16* __restrict__ x,
           for (int j = 0; j < kChunk; ++j) acc[r][m] = fmaf(wf[r][j], xf[j], acc[r][m]);
       }
     }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) wv[u][r] = next[u][r];
   }
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
