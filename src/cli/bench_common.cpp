@@ -19,7 +19,7 @@ std::set<std::string> bench_common_flags() {
 }
 
 std::set<std::string> bench_common_bool_flags() {
-  return {"no-cuda-graphs"};
+  return {"no-cuda-graphs", "no-pdl"};
 }
 
 int bench_fail(const std::string& message) {
@@ -42,6 +42,7 @@ Expected<std::unique_ptr<BenchDevice>> open_bench_device(const Args& args) {
       break;
     case Device::kCuda:
       BEAM_ASSIGN_OR_RETURN(d->cuda, create_cuda_context(0));
+      set_programmatic_launch(*d->cuda, !args.has("no-pdl"));
       d->ctx.cuda = d->cuda.get();
       break;
   }
@@ -123,6 +124,7 @@ nlohmann::json report_header(const std::string& benchmark, const Args& args,
           {"device_memory", describe_device(ctx)},
           {"command", command},
           {"cuda_graphs", ctx.cuda_graphs},
+          {"programmatic_launch", ctx.cuda != nullptr && programmatic_launch(*ctx.cuda)},
           {"model", model_json(config)}};
 }
 

@@ -156,6 +156,8 @@ uint64_t graph_fingerprint(const KernelContext& ctx) {
 Expected<std::shared_ptr<CudaContext>> create_cuda_context(int) {
   return make_error("this beamserve was built without the CUDA backend (configure with -DBEAMSERVE_CUDA=ON)");
 }
+void set_programmatic_launch(CudaContext&, bool) {}
+bool programmatic_launch(const CudaContext&) { return false; }
 #endif
 
 DeviceMemoryInfo device_memory_info(const KernelContext& ctx) {

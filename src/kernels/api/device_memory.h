@@ -107,6 +107,10 @@ uint64_t graph_fingerprint(const KernelContext& ctx);
 // A CUDA stream, cuBLASLt handle and workspace, and staging memory on GPU `device_index`;
 // KernelContext::cuda points at it. An error in builds without the CUDA backend or without a GPU.
 Expected<std::shared_ptr<CudaContext>> create_cuda_context(int device_index);
+// Whether ctx's kernels launch as programmatic dependents of their predecessors where they allow
+// it (on by default; off: every launch waits for the previous kernel, e.g. to measure PDL).
+void set_programmatic_launch(CudaContext& ctx, bool on);
+bool programmatic_launch(const CudaContext& ctx);
 
 // Free and total bytes of ctx's device memory (cudaMemGetInfo); zeros for Device::kCpu.
 struct DeviceMemoryInfo {

@@ -16,12 +16,13 @@
 //
 // Numerics: s = fp32(q·k); p = exp2(s * scale * log2(e) - max * scale * log2(e)) (ex2.approx, the
 // CPU's exp(s * scale - max) to fp32 rounding), fp32 online softmax per 128-key tile; the row sum
-// l is the fp32 sum of the unrounded p, and P is rounded to bf16 for the P·V wgmma (as every
-// FlashAttention / SDPA kernel does; BEAM.md 3.3), so out = bf16(o / l) differs from the CPU
-// reference (kernels/cpu/attention.cpp, fp32 P) by P's bf16 rounding (kPrefillSplitP feeds P as
-// bf16 hi + lo instead: P to ~2^-17, 1.5x the tensor work). A row's result depends only on its own
-// q, its visible keys and the fixed 128-slot key-tile grid: tiles it cannot see leave its state
-// unchanged, so neither the other rows of its tile nor the batch move its bits.
+// l is the fp32 sum of p, and P enters the P·V wgmma as bf16 hi + bf16 lo (P - hi), so P is
+// carried to ~2^-17 relative, as the CPU reference's fp32 P (kernels/cpu/attention.cpp): no bf16
+// rounding point the reference lacks. (Rounding P to bf16 as FlashAttention does measured only 7%
+// faster on the H200 at 8K: docs/benchmarks.md.) out = bf16(o / l), one rounding. A row's result
+// depends only on its own q, its visible keys and the fixed 128-slot key-tile grid: tiles it
+// cannot see leave its state unchanged, so neither the other rows of its tile nor the batch move
+// its bits.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -48,9 +49,6 @@ constexpr int kPrefillThreads = kPrefillConsumerThreads + 128;  // + the produce
 // 128 x 40 <= 64K).
 constexpr int kPrefillProducerRegs = 40;
 constexpr int kPrefillConsumerRegs = 232;
-// P·V precision: false = P rounded to bf16 (the lead's decision, see the file comment); true =
-// P as bf16 hi + bf16 lo (two wgmmas per k16 step), P carried to ~2^-17 like the fp32 reference.
-constexpr bool kPrefillSplitP = false;
 
 // Shared memory (1024-byte aligned): the Q tile (per consumer warpgroup 64 rows), then the
 // stages (K tile, V tile), then the mbarriers full[stage], empty[stage]. Every tile is stored as
@@ -311,11 +309,10 @@ __device__ __forceinline__ void prefill_softmax(const Params& p, int window, int
 }
 
 // P as wgmma A fragments: step kk covers keys 16 kk + 0-15, registers (row, keys 0-7), (row + 8,
-// 0-7), (row, 8-15), (row + 8, 8-15) of the thread's rows; hi = bf16(P), lo = bf16(P - hi) only
-// with kPrefillSplitP.
+// 0-7), (row, 8-15), (row + 8, 8-15) of the thread's rows; hi = bf16(P), lo = bf16(P - hi).
 struct PrefillP {
   uint32_t hi[kPrefillKeys / 16][4];
-  uint32_t lo[kPrefillSplitP ? kPrefillKeys / 16 : 1][4];
+  uint32_t lo[kPrefillKeys / 16][4];
 };
 __device__ __forceinline__ void prefill_pack(const float (&sc)[64], PrefillP& pf) {
 #pragma unroll
@@ -324,10 +321,8 @@ __device__ __forceinline__ void prefill_pack(const float (&sc)[64], PrefillP& pf
     for (int r = 0; r < 4; ++r) {
       const float* c = &sc[4 * (2 * kk + r / 2) + 2 * (r % 2)];
       pf.hi[kk][r] = pack_bf16(c[0], c[1]);
-      if constexpr (kPrefillSplitP) {
-        const __nv_bfloat162 h2 = *reinterpret_cast<const __nv_bfloat162*>(&pf.hi[kk][r]);
-        pf.lo[kk][r] = pack_bf16(c[0] - __low2float(h2), c[1] - __high2float(h2));
-      }
+      const __nv_bfloat162 h2 = *reinterpret_cast<const __nv_bfloat162*>(&pf.hi[kk][r]);
+      pf.lo[kk][r] = pack_bf16(c[0] - __low2float(h2), c[1] - __high2float(h2));
     }
   }
 }
@@ -335,7 +330,7 @@ __device__ __forceinline__ void prefill_pack(const float (&sc)[64], PrefillP& pf
 // ahead of wgmma::arrive(); after the wait: no reuse while the wgmmas run).
 __device__ __forceinline__ void prefill_fence(PrefillP& pf, float (&sc)[64], PrefillState& st) {
   fence_a_operands(pf.hi);
-  if constexpr (kPrefillSplitP) fence_a_operands(pf.lo);
+  fence_a_operands(pf.lo);
   wgmma::fence_operands(sc);
   wgmma::fence_operands(st.o);
 }
@@ -346,7 +341,7 @@ __device__ __forceinline__ void prefill_issue_pv(const PrefillP& pf, uint32_t v_
   for (int kk = 0; kk < kPrefillKeys / 16; ++kk) {  // V rows 16 kk + 0-15, both 64-dim halves
     const uint64_t b = sw128_mn_desc(v_s + kk * 16 * 128, kPrefillKeys * 128, 8 * 128);
     mma_rs_n128(st.o, pf.hi[kk], b);
-    if constexpr (kPrefillSplitP) mma_rs_n128(st.o, pf.lo[kk], b);
+    mma_rs_n128(st.o, pf.lo[kk], b);
   }
 }
 

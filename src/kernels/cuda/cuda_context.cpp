@@ -112,4 +112,7 @@ Expected<std::shared_ptr<CudaContext>> create_cuda_context(int device_index) {
   return ctx;
 }
 
+void set_programmatic_launch(CudaContext& ctx, bool on) { ctx.programmatic_launch = on; }
+bool programmatic_launch(const CudaContext& ctx) { return ctx.programmatic_launch; }
+
 }  // namespace beam

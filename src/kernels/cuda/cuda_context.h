@@ -84,6 +84,9 @@ struct CudaContext {
   AttentionScratch attention;  // paged_attention(): split-KV partial states and fixed graph plans
   MoeScratch moe;  // moe_experts(): expert permutation, activations and expert outputs
   MoeScratch moe_router;  // moe_router_route(): router logits (partial sums for small T)
+  // launch_kernel's After::kProgrammatic takes effect (kernels/cuda/launch.h); false makes every
+  // launch wait for the previous kernel (benchmarks' --no-pdl, a fallback for a misbehaving driver).
+  bool programmatic_launch = true;
 
   CudaContext() = default;
   CudaContext(const CudaContext&) = delete;

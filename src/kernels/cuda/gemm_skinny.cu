@@ -7,7 +7,9 @@
 //
 // Launch: a programmatic dependent of the previous kernel (kernels/cuda/launch.h). Before its
 // griddepcontrol.wait each warp pulls the first kUnroll chunks of its first row group into L2, so
-// the weight stream is under way while the kernel that writes x finishes.
+// the weight stream is under way while the kernel that writes x finishes. It lets its own
+// dependents launch only as its blocks exit (no early trigger): their prologues would compete
+// with its weight stream.
 //
 // Work split: the grid is sized from the instance's occupancy so that every warp is resident from
 // the start (one wave) and owns the same number of consecutive row groups (the last warp fewer);
@@ -201,7 +203,6 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t last = first + groups_per_warp < groups ? first + groups_per_warp : groups;
   if (first < last) prefetch_first_chunks<kRows>(w, N, K, first * kRows, lane);
   pdl_wait();  // x comes from the previous kernel; out may still be read by it
-  pdl_launch_dependents();
   for (int64_t g = first; g < last; ++g)  // uniform across the warp
     row_group<kMaxM, kRows, kVec, Out>(x, w, split, M, N, K, g * kRows, lane);
 }

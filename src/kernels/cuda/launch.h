@@ -23,7 +23,8 @@ enum class After {
                   // triggers).
 };
 
-// Queues kernel<<<grid, block, smem, ctx.stream>>>(args...) with the dependency `after`.
+// Queues kernel<<<grid, block, smem, ctx.stream>>>(args...) with the dependency `after` (a plain
+// launch when ctx.programmatic_launch is off).
 template <typename... Params, typename... Actual>
 void launch_kernel(CudaContext& ctx, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
                    After after, Actual&&... args) {
@@ -35,7 +36,7 @@ void launch_kernel(CudaContext& ctx, void (*kernel)(Params...), dim3 grid, dim3 
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = ctx.stream;
-  const bool programmatic = after == After::kProgrammatic;
+  const bool programmatic = after == After::kProgrammatic && ctx.programmatic_launch;
   config.attrs = programmatic ? &attr : nullptr;
   config.numAttrs = programmatic ? 1 : 0;
   CUDA_OK(cudaLaunchKernelEx(&config, kernel, std::forward<Actual>(args)...));

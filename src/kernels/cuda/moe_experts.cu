@@ -17,6 +17,7 @@
 #include "core/check.h"
 #include "core/logging.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/moe.h"
 #include "kernels/cuda/moe_grouped_gemm.cuh"
 #include "kernels/cuda/moe_small_batch.cuh"
@@ -59,7 +60,7 @@ static_assert(kMoeSmallBatchRowLimit == moe_small::kMaxRows &&
 // The small-batch path chains its three launches with programmatic dependent launch (each kernel
 // starts on the SMs its predecessor frees and waits for its writes with griddepcontrol.wait; the
 // first one depends so on whatever kernel precedes it, the router's in the model).
-constexpr bool kSmallBatchPdl = true;
+constexpr After kSmallBatchAfter = After::kProgrammatic;
 
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
@@ -449,36 +450,17 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
   CUDA_LAUNCH_OK();
 }
 
-// Queues kernel<<<grid, block, smem>>>(args...) on ctx.stream; with pdl, as a programmatic
-// dependent of the previous launch (the kernel calls griddepcontrol.wait before reading its
-// predecessor's outputs).
-template <typename... Params, typename... Actual>
-void launch(CudaContext& ctx, void (*kernel)(Params...), dim3 grid, unsigned block, size_t smem,
-            bool pdl, Actual&&... args) {
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = dim3(block);
-  config.dynamicSmemBytes = smem;
-  config.stream = ctx.stream;
-  config.attrs = pdl ? &attr : nullptr;
-  config.numAttrs = pdl ? 1 : 0;
-  CUDA_OK(cudaLaunchKernelEx(&config, kernel, std::forward<Actual>(args)...));
-}
-
 // One persistent block per SM (moe_small_batch.cuh); passes of 16 rows from kWidePassMinRows
 // routed rows, else of 8.
 template <moe_small::Phase kPhase>
-void launch_expert_kernel(CudaContext& ctx, const moe_small::Args& args, bool pdl) {
+void launch_expert_kernel(CudaContext& ctx, const moe_small::Args& args, After after) {
   const auto kernel = args.rows >= moe_small::kWidePassMinRows
                           ? moe_small::expert_kernel<kPhase, 2>
                           : moe_small::expert_kernel<kPhase, 1>;
   CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(moe_small::kSmemBytes)));
   const dim3 grid(static_cast<unsigned>(ctx.props.multiProcessorCount));
-  launch(ctx, kernel, grid, moe_small::kThreads, moe_small::kSmemBytes, pdl, args);
+  launch_kernel(ctx, kernel, grid, dim3(moe_small::kThreads), moe_small::kSmemBytes, after, args);
 }
 
 // Small-batch path (moe_small_batch_supports holds, rows <= kMaxRows): act = SwiGLU(x . gate_up)
@@ -504,7 +486,7 @@ void run_small_batch(CudaContext& ctx, const Problem& pb, const TensorView& x,
                        .k = pb.H,
                        .out = act,
                        .entry_of = entry_of};
-  launch_expert_kernel<small::Phase::kGateUp>(ctx, up, kSmallBatchPdl);
+  launch_expert_kernel<small::Phase::kGateUp>(ctx, up, kSmallBatchAfter);
   small::Args dn = up;
   dn.a = act;
   dn.w = static_cast<const bf16_t*>(down.data);
@@ -512,18 +494,18 @@ void run_small_batch(CudaContext& ctx, const Problem& pb, const TensorView& x,
   dn.k = pb.I;
   dn.out = y;
   dn.entry_of = nullptr;
-  launch_expert_kernel<small::Phase::kDown>(ctx, dn, kSmallBatchPdl);
+  launch_expert_kernel<small::Phase::kDown>(ctx, dn, kSmallBatchAfter);
 
   auto* o = static_cast<bf16_t*>(out.data);
   const bf16_t* y_in = y;
   const int32_t* entry_in = entry_of;
   const float* w = weights.as<float>();
   if (aligned16(o)) {  // H % 8 == 0 on this path
-    launch(ctx, combine_kernel<8>, combine_grid(pb.T, pb.H, 8), kCombineThreads, 0, kSmallBatchPdl,
-           y_in, entry_in, w, top_k, pb.H, o);
+    launch_kernel(ctx, combine_kernel<8>, combine_grid(pb.T, pb.H, 8), dim3(kCombineThreads), 0,
+                  kSmallBatchAfter, y_in, entry_in, w, top_k, pb.H, o);
   } else {
-    launch(ctx, combine_kernel<1>, combine_grid(pb.T, pb.H, 1), kCombineThreads, 0, kSmallBatchPdl,
-           y_in, entry_in, w, top_k, pb.H, o);
+    launch_kernel(ctx, combine_kernel<1>, combine_grid(pb.T, pb.H, 1), dim3(kCombineThreads), 0,
+                  kSmallBatchAfter, y_in, entry_in, w, top_k, pb.H, o);
   }
 }
 

@@ -204,7 +204,8 @@ __device__ __forceinline__ float add_squares(const Pack<8>& p, float sum) {
 // One row for this thread's packs first + i * stride (i < kCache): every input pack loaded first,
 // then the statistics and epilogues from registers. Each thread reads and writes only its own
 // packs, so out may alias x. The cached kernels are programmatic dependents of the previous kernel
-// (kernels/cuda/launch.h): the norm weights are loaded before griddepcontrol.wait.
+// (kernels/cuda/launch.h): the norm weights are loaded before griddepcontrol.wait; their own
+// dependents (GEMVs that prefetch weights) launch as their blocks exit.
 template <int kCache, RowOp kOp, typename Reduce>
 __device__ __forceinline__ void cached_row(const RowArgs& a, int64_t row, int first, int stride,
                                            const Reduce& reduce) {
@@ -219,7 +220,6 @@ __device__ __forceinline__ void cached_row(const RowArgs& a, int64_t row, int fi
     }
   }
   pdl_wait();  // x and the residual come from earlier kernels; the weights do not
-  pdl_launch_dependents();
 #pragma unroll
   for (int i = 0; i < kCache; ++i) {
     const int64_t g = first + int64_t{i} * stride;
