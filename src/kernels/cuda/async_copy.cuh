@@ -1,6 +1,5 @@
 // Device helpers shared by the attention and MoE kernels: 16-byte cp.async copies from global to
-// shared memory with their commit/wait groups, L2 prefetch, and programmatic dependent launch (PDL)
-// controls.
+// shared memory with their commit/wait groups, and programmatic dependent launch (PDL) controls.
 #pragma once
 
 #include <cstdint>
@@ -38,11 +37,6 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 }
 __device__ __forceinline__ void pdl_wait() {
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
-}
-
-// Starts moving the cache line holding p from HBM into L2 (no register, no completion to wait on).
-__device__ __forceinline__ void prefetch_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
 }  // namespace beam::cuda

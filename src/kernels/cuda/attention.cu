@@ -35,7 +35,6 @@
 #include "kernels/cuda/attention_kernels.cuh"
 #include "kernels/cuda/attention_prefill.cuh"
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/launch.h"
 
 namespace beam {
 
@@ -384,8 +383,8 @@ void launch_decode(CudaContext& ctx, const ad::DecodeParams& p, int64_t grid_x) 
   }
   BEAM_CHECK(grid_x < (int64_t{1} << 31)) << "paged_attention: " << grid_x << " decode items";
   const dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(p.num_kv_heads));
-  launch_kernel(ctx, ad::decode_kernel<D>, grid, dim3(p.group * 32),
-                ad::decode_smem_bytes(D, p.group), After::kProgrammatic, p);
+  ad::decode_kernel<D><<<grid, p.group * 32, ad::decode_smem_bytes(D, p.group), ctx.stream>>>(p);
+  CUDA_LAUNCH_OK();
 }
 
 void launch_decode_for_head_dim(CudaContext& ctx, const ad::DecodeParams& p, int64_t head_dim,

@@ -16,9 +16,6 @@
 // graphs); after the items, the CTAs zero the output rows the plan lists as uncovered (padding
 // rows of a graph's batch). With a gate (fixed plans only), each row's bf16 output is gated as it
 // is written: out = bf16(bf16(o) * factor), gate_math.cuh's arithmetic, as output_gate after it.
-// The kernel is a programmatic dependent of the previous one (kernels/cuda/launch.h): it fetches
-// its plan before griddepcontrol.wait. Its dependents launch as its blocks exit (the next
-// kernel's weight prefetch would slow its latency-bound key reads).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -319,7 +316,6 @@ __global__ void __launch_bounds__(kMaxDecodeGroup * 32, 2) decode_kernel(DecodeP
         reinterpret_cast<const char*>(items + blockIdx.x + 1) - 1));
     const DecodePlanHeader hd = *p.plan;
     const auto* tables = reinterpret_cast<const int32_t*>(base + hd.tables);
-    pdl_wait();  // q and the newest keys come from the previous kernel; the plan does not
     for (int item = blockIdx.x; item < hd.num_items; item += gridDim.x) {
       __syncthreads();  // every warp is done with q_s, the stages and `last` of the previous item
       decode::run_item<D>(p, items + item, tables, kvh, q_s, stages, &last);

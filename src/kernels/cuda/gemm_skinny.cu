@@ -5,12 +5,6 @@
 // of x (read through L1, where the few KB of x stay resident). linear_split's outputs are
 // consecutive row ranges of w: one launch covers them all, each row stored into its own output.
 //
-// Launch: a programmatic dependent of the previous kernel (kernels/cuda/launch.h). Before its
-// griddepcontrol.wait each warp pulls the first kUnroll chunks of its first row group into L2, so
-// the weight stream is under way while the kernel that writes x finishes. It lets its own
-// dependents launch only as its blocks exit (no early trigger): their prologues would compete
-// with its weight stream.
-//
 // Work split: the grid is sized from the instance's occupancy so that every warp is resident from
 // the start (one wave) and owns the same number of consecutive row groups (the last warp fewer);
 // only w matrices of more than kMaxGroupsPerWarp waves (the LM head) fall back to one group per
@@ -29,10 +23,8 @@
 
 #include "core/check.h"
 #include "kernels/api/gemm.h"
-#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/gemm.h"
-#include "kernels/cuda/launch.h"
 
 namespace beam::cuda {
 namespace {
@@ -173,23 +165,6 @@ __device__ __forceinline__ void row_group(const __nv_bfloat16* __restrict__ x,
   }
 }
 
-// The L2 lines of the chunks one warp's first loop iteration of row group [row0, row0 + kRows)
-// reads (w only: nothing the previous kernel writes).
-template <int kRows>
-__device__ __forceinline__ void prefetch_first_chunks(const __nv_bfloat16* w, int64_t N, int64_t K,
-                                                      int64_t row0, int lane) {
-  const int64_t chunks = (K + kChunk - 1) / kChunk;
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    const __nv_bfloat16* row = w + (row0 + r < N ? row0 + r : N - 1) * K;
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t c = lane + 32 * u;
-      if (c < chunks) prefetch_l2(row + c * kChunk);
-    }
-  }
-}
-
 // Warp g of the grid computes row groups [g * groups_per_warp, (g + 1) * groups_per_warp) of
 // kRows rows each (clipped to N). x [M, K], w [N, K], M <= kMaxM.
 template <int kMaxM, int kRows, bool kVec, typename Out>
@@ -201,8 +176,6 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t groups = (N + kRows - 1) / kRows;
   const int64_t first = warp * groups_per_warp;
   const int64_t last = first + groups_per_warp < groups ? first + groups_per_warp : groups;
-  if (first < last) prefetch_first_chunks<kRows>(w, N, K, first * kRows, lane);
-  pdl_wait();  // x comes from the previous kernel; out may still be read by it
   for (int64_t g = first; g < last; ++g)  // uniform across the warp
     row_group<kMaxM, kRows, kVec, Out>(x, w, split, M, N, K, g * kRows, lane);
 }
@@ -231,10 +204,10 @@ void launch(CudaContext& ctx, const TensorView& x, const TensorView& w,
   const int64_t per_warp =
       groups <= kMaxGroupsPerWarp * resident_warps ? ceil_div(groups, resident_warps) : 1;
   const int64_t blocks = ceil_div(ceil_div(groups, per_warp), kWarps);
-  launch_kernel(ctx, kernel, dim3(static_cast<unsigned>(blocks)), dim3(kWarps * 32), 0,
-                After::kProgrammatic, static_cast<const __nv_bfloat16*>(x.data),
-                static_cast<const __nv_bfloat16*>(w.data), split, static_cast<int>(M), N, K,
-                per_warp);
+  kernel<<<static_cast<unsigned>(blocks), kWarps * 32, 0, ctx.stream>>>(
+      static_cast<const __nv_bfloat16*>(x.data), static_cast<const __nv_bfloat16*>(w.data), split,
+      static_cast<int>(M), N, K, per_warp);
+  CUDA_LAUNCH_OK();
 }
 
 // Picks the instance: kMaxM the smallest of 1, 2, 4, 8, 16 holding M.

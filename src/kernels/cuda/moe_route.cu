@@ -15,10 +15,8 @@
 #include <cstdint>
 
 #include "core/check.h"
-#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/gemm.h"
-#include "kernels/cuda/launch.h"
 #include "kernels/cuda/moe.h"
 #include "kernels/cuda/torch_exp.cuh"
 
@@ -148,49 +146,29 @@ __device__ void route_warp(const RouteArgs& a, int64_t t, const float* score, co
 // Routes tokens [t0, t1) with the whole block: smem holds (t1 - t0) x E scores then as many
 // choices. The logits may have been written by other blocks of this kernel (read through L2).
 __device__ void route_tokens(const RouteArgs& a, int64_t t0, int64_t t1, float* smem) {
-  constexpr int kBatch = 8;  // partial sums of one element loaded at once
-  constexpr int kElems = 4;  // elements (token, expert) a thread sums at once: their loads overlap
+  constexpr int kBatch = 8;  // partial sums loaded at once
   const int E = a.num_experts;
   const int n = static_cast<int>(t1 - t0);
   float* score = smem;
   float* choice = smem + static_cast<int64_t>(n) * E;
   const int64_t partial_stride = a.num_tokens * E;
-  const int stride = static_cast<int>(blockDim.x);
-  for (int idx0 = static_cast<int>(threadIdx.x); idx0 < n * E; idx0 += stride * kElems) {
-    // Elements idx0 + j * stride; each sums its partials in index order (one L2 round trip per
-    // kBatch partials, shared by the kElems elements).
-    float logit[kElems];
-#pragma unroll
-    for (int j = 0; j < kElems; ++j) {
-      const int idx = idx0 + j * stride;
-      logit[j] = idx < n * E ? __ldcg(a.logits + t0 * E + idx) : 0.0f;
-    }
+  for (int idx = static_cast<int>(threadIdx.x); idx < n * E; idx += static_cast<int>(blockDim.x)) {
+    const int e = idx % E;
+    const float* src = a.logits + (t0 + idx / E) * E + e;
+    float logit = __ldcg(src);
     for (int s0 = 1; s0 < a.num_partials; s0 += kBatch) {
-      float part[kElems][kBatch];
+      float part[kBatch];
 #pragma unroll
-      for (int j = 0; j < kElems; ++j) {
-        const float* src = a.logits + t0 * E + idx0 + j * stride;
+      for (int i = 0; i < kBatch; ++i)
+        part[i] = s0 + i < a.num_partials ? __ldcg(src + (s0 + i) * partial_stride) : 0.0f;
 #pragma unroll
-        for (int i = 0; i < kBatch; ++i)
-          part[j][i] = idx0 + j * stride < n * E && s0 + i < a.num_partials
-                           ? __ldcg(src + (s0 + i) * partial_stride)
-                           : 0.0f;
-      }
-#pragma unroll
-      for (int j = 0; j < kElems; ++j)
-#pragma unroll
-        for (int i = 0; i < kBatch; ++i)
-          if (s0 + i < a.num_partials) logit[j] = __fadd_rn(logit[j], part[j][i]);
+      for (int i = 0; i < kBatch; ++i)
+        if (s0 + i < a.num_partials) logit = __fadd_rn(logit, part[i]);
     }
-#pragma unroll
-    for (int j = 0; j < kElems; ++j) {
-      const int idx = idx0 + j * stride;
-      if (idx >= n * E) break;
-      const float s = torch_exp::sigmoidf(logit[j]);
-      const float c = __fadd_rn(s, __ldg(a.bias + idx % E));
-      score[idx] = s;
-      choice[idx] = c != c ? -INFINITY : c;  // NaN (the CPU aborts): last in the order, not chaos
-    }
+    const float s = torch_exp::sigmoidf(logit);
+    const float c = __fadd_rn(s, __ldg(a.bias + e));
+    score[idx] = s;
+    choice[idx] = c != c ? -INFINITY : c;  // NaN (the CPU aborts): last in the order, not chaos
   }
   __syncthreads();
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
@@ -286,17 +264,13 @@ int64_t tile_tokens(int64_t E) {
 // e0 + 1, columns [s L, (s + 1) L), in registers and for each token t of tile z writes
 // partial[s, t, e] = Σ f32(x[t, c]) * w[e, c] (fp32 fma per lane in column order, then a fixed
 // butterfly), kLogitTokensAtOnce tokens interleaved. Every token's sums are the same whatever T.
-// The weights are loaded before griddepcontrol.wait (the kernel is a programmatic dependent).
 template <int kVec>
 __device__ void router_partials(const FusedArgs& a, int64_t t0, int64_t t1) {
   constexpr int R = kLogitExpertsPerWarp, C = kLogitChunksPerLane, U = kLogitTokensAtOnce;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int64_t E = a.route.num_experts;
   const int64_t e0 = (static_cast<int64_t>(blockIdx.x) * kLogitWarps + warp) * R;
-  if (e0 >= E) {  // no router rows, but still ordered after the previous kernel
-    pdl_wait();
-    return;
-  }
+  if (e0 >= E) return;
   const int64_t k0 = static_cast<int64_t>(blockIdx.y) * split_len<kVec>();
   float wv[R][C][kVec];
 #pragma unroll
@@ -316,8 +290,6 @@ __device__ void router_partials(const FusedArgs& a, int64_t t0, int64_t t1) {
       }
     }
   }
-  pdl_wait();  // x comes from the previous kernel; the router weights do not
-  pdl_launch_dependents();
   float* out = const_cast<float*>(a.route.logits) +
                static_cast<int64_t>(blockIdx.y) * a.route.num_tokens * E;
   for (int64_t t = t0; t < t1; t += U) {
@@ -452,12 +424,11 @@ void moe_router_route(CudaContext& ctx, const TensorView& x, const TensorView& r
                   static_cast<unsigned>(tiles));
   const size_t smem = static_cast<size_t>(std::min(tile, T) * 2 * E) * sizeof(float);
   if (vec) {
-    launch_kernel(ctx, router_route_kernel<4>, grid, dim3(kLogitWarps * 32), smem,
-                  After::kProgrammatic, a);
+    router_route_kernel<4><<<grid, kLogitWarps * 32, smem, ctx.stream>>>(a);
   } else {
-    launch_kernel(ctx, router_route_kernel<1>, grid, dim3(kLogitWarps * 32), smem,
-                  After::kProgrammatic, a);
+    router_route_kernel<1><<<grid, kLogitWarps * 32, smem, ctx.stream>>>(a);
   }
+  CUDA_LAUNCH_OK();
 }
 
 }  // namespace beam::cuda

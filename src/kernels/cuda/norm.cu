@@ -12,10 +12,8 @@
 // fmaf, and the warp / block sum combines the threads.
 #include "kernels/cuda/norm.h"
 
-#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/bf16_math.cuh"
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/launch.h"
 #include "kernels/cuda/norm_math.cuh"
 
 namespace beam::cuda {
@@ -203,9 +201,7 @@ __device__ __forceinline__ float add_squares(const Pack<8>& p, float sum) {
 
 // One row for this thread's packs first + i * stride (i < kCache): every input pack loaded first,
 // then the statistics and epilogues from registers. Each thread reads and writes only its own
-// packs, so out may alias x. The cached kernels are programmatic dependents of the previous kernel
-// (kernels/cuda/launch.h): the norm weights are loaded before griddepcontrol.wait; their own
-// dependents (GEMVs that prefetch weights) launch as their blocks exit.
+// packs, so out may alias x.
 template <int kCache, RowOp kOp, typename Reduce>
 __device__ __forceinline__ void cached_row(const RowArgs& a, int64_t row, int first, int stride,
                                            const Reduce& reduce) {
@@ -215,17 +211,10 @@ __device__ __forceinline__ void cached_row(const RowArgs& a, int64_t row, int fi
   for (int i = 0; i < kCache; ++i) {
     const int64_t g = first + int64_t{i} * stride;
     if (g < num_packs) {
-      wr[i] = load_raw(a.w + g * 8);
-      if constexpr (kOp == RowOp::kPostNormResidualNorm) nr[i] = load_raw(a.w_next + g * 8);
-    }
-  }
-  pdl_wait();  // x and the residual come from earlier kernels; the weights do not
-#pragma unroll
-  for (int i = 0; i < kCache; ++i) {
-    const int64_t g = first + int64_t{i} * stride;
-    if (g < num_packs) {
       xr[i] = load_raw(a.x + row_off + g * 8);
+      wr[i] = load_raw(a.w + g * 8);
       if constexpr (kOp != RowOp::kRmsNorm) rr[i] = load_raw(a.residual + row_off + g * 8);
+      if constexpr (kOp == RowOp::kPostNormResidualNorm) nr[i] = load_raw(a.w_next + g * 8);
     }
   }
   float sum = 0.0f;
@@ -280,22 +269,19 @@ __global__ void __launch_bounds__(kMaxBlockThreads) cached_block_rows(RowArgs a)
 template <int kCache, RowOp kOp>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) cached_warp_rows(RowArgs a, int64_t rows) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-  // The whole warp leaves together; no block-wide barrier follows. Warp 0 of every block has a
-  // row, so every block waits for the previous kernel (griddepcontrol.wait in cached_row).
-  if (row >= rows) return;
+  if (row >= rows) return;  // the whole warp leaves together; no block-wide barrier follows
   cached_row<kCache, kOp>(a, row, threadIdx.x % 32, 32, WarpReduce{});
 }
 
 template <int kCache, RowOp kOp>
 void launch_cached_as(CudaContext& ctx, const RowArgs& a, int64_t rows, int block_size) {
   if (a.n <= kWarpRowMaxWidth) {
-    launch_kernel(ctx, cached_warp_rows<kCache, kOp>,
-                  dim3(static_cast<unsigned>(ceil_div(rows, kWarpsPerBlock))),
-                  dim3(kWarpsPerBlock * 32), 0, After::kProgrammatic, a, rows);
+    cached_warp_rows<kCache, kOp><<<static_cast<unsigned>(ceil_div(rows, kWarpsPerBlock)),
+                                    kWarpsPerBlock * 32, 0, ctx.stream>>>(a, rows);
   } else {
-    launch_kernel(ctx, cached_block_rows<kCache, kOp>, dim3(static_cast<unsigned>(rows)),
-                  dim3(block_size), 0, After::kProgrammatic, a);
+    cached_block_rows<kCache, kOp><<<static_cast<unsigned>(rows), block_size, 0, ctx.stream>>>(a);
   }
+  CUDA_LAUNCH_OK();
 }
 
 // Queues the cached kernel of kOp when it applies (n % 8 == 0, every row and vector 16-byte

@@ -9,11 +9,9 @@
 
 #include "core/check.h"
 #include "kernels/api/rope.h"
-#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/bf16_math.cuh"
 #include "kernels/cuda/check.h"
-#include "kernels/cuda/launch.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/norm_math.cuh"
 
@@ -143,9 +141,7 @@ __device__ __forceinline__ HeadRef head_ref(const QkArgs& a, int64_t t, int h) {
 // holds the head's 8-wide pack l, so the norm sums exactly as rms_norm's 8-wide warp-per-row
 // kernel (lane packs, then warp_sum); y = bf16(x * inv_rms * w) is the norm's bf16 output. RoPE
 // pairs pack l with pack l +- D/16 through a shuffle; SSMax scales the q heads by s(p). A warp
-// loads its next head while it finishes the current.
-// A programmatic dependent of the previous kernel: the first head's norm weight, the slot and the
-// cos/sin table (or SSMax factor) are prepared before griddepcontrol.wait, q/k/v read after it.
+// loads its next head (the first one before the cos/sin table) while it finishes the current.
 template <QkPosition kPos>
 __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_position(QkArgs a, InvFreq inv_freq) {
   __shared__ float cos_s[kQkMaxHeadDim / 2], sin_s[kQkMaxHeadDim / 2];
@@ -156,9 +152,12 @@ __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_position(QkArgs a, InvF
   const int packs = a.head_dim / 8, half_packs = packs / 2;
   const bool active = lane < packs;  // lanes past the head hold zeros
   int h = head_begin + warp;
-  const bool has_head = h < head_end && active;
   Pack<8> x{}, wp{};
-  if (has_head) wp = load_bf16<8>(head_ref(a, t, h).w + lane * 8);
+  if (h < head_end && active) {
+    const HeadRef first = head_ref(a, t, h);
+    x = load_bf16<8>(first.row + lane * 8);
+    wp = load_bf16<8>(first.w + lane * 8);
+  }
   // The pool row (slot * Nkv) of this token's k/v heads (store_kv fused), or -1: no store, or the
   // slot is -1 / outside the pool.
   int64_t cache_row = -1;
@@ -173,9 +172,6 @@ __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_position(QkArgs a, InvF
   } else {
     scale = ssmax_factor(a.positions[t]);
   }
-  pdl_wait();  // q, k and v come from the previous kernel (weights, positions, slots do not)
-  pdl_launch_dependents();
-  if (has_head) x = load_bf16<8>(head_ref(a, t, h).row + lane * 8);
   for (; h < head_end; h += kQkWarps) {  // uniform across the warp
     const HeadRef ref = head_ref(a, t, h);
     // store_kv of a k head: its v row goes to the pool as is (loaded now, stored below).
@@ -270,14 +266,13 @@ bool launch_qk_norm(CudaContext& ctx, const QkTensors& qk, float eps, QkPosition
   switch (pos) {
     case QkPosition::kRope:
       for (int64_t i = 0; i < D / 2; ++i) inv_freq.v[i] = rope_inv_freq(theta, i, D);
-      launch_kernel(ctx, qk_norm_position<QkPosition::kRope>, dim3(blocks), dim3(kQkWarps * 32), 0,
-                    After::kProgrammatic, a, inv_freq);
+      qk_norm_position<QkPosition::kRope><<<blocks, kQkWarps * 32, 0, ctx.stream>>>(a, inv_freq);
       break;
     case QkPosition::kSsmax:
-      launch_kernel(ctx, qk_norm_position<QkPosition::kSsmax>, dim3(blocks), dim3(kQkWarps * 32),
-                    0, After::kProgrammatic, a, inv_freq);
+      qk_norm_position<QkPosition::kSsmax><<<blocks, kQkWarps * 32, 0, ctx.stream>>>(a, inv_freq);
       break;
   }
+  CUDA_LAUNCH_OK();
   return true;
 }
 
