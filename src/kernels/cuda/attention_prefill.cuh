@@ -3,10 +3,11 @@
 // accumulation). One CTA serves 128 query rows of one sequence and one q head: two consumer
 // warpgroups of 64 rows each and one producer warpgroup (registers moved to the consumers with
 // setmaxnreg). The producer copies the 128-key K/V tiles of the head's KV head (through the block
-// table, cp.async) into a three-stage ring of 128B-swizzled shared tiles and signals each stage on
-// its `full` mbarrier; the consumers compute S = Q·Kᵀ (wgmma, Q and K from shared memory, both
-// K-major), the online softmax in registers and O += P·V (wgmma with P from registers and V from
-// shared memory, MN-major), then release the stage on its `empty` mbarrier. The two consumer
+// table, cp.async) into a three-stage ring of 128B-swizzled shared tiles, each stage signalled on
+// its `full` mbarrier by asynchronous cp.async arrivals (up to three tiles in flight); the
+// consumers compute S = Q·Kᵀ (wgmma, Q and K from shared memory, both K-major), the online
+// softmax in registers and O += P·V (wgmma with P from registers and V from shared memory,
+// MN-major), then release the stage on its `empty` mbarrier. The two consumer
 // warpgroups take turns on the tensor cores (one's softmax under the other's wgmmas). A CTA only
 // loads and computes the key tiles some row of it can see (causal future and keys slid out of the
 // window are skipped), and per-key masks are applied only on tiles that cut some row's visible
@@ -201,9 +202,19 @@ __device__ __forceinline__ void prefill_load_kv(const Params& p, const int32_t* 
   }
 }
 
+// Asynchronous arrival on `bar` once every earlier cp.async of this thread completed (.noinc:
+// the arrival counts against the barrier's expected count).
+__device__ __forceinline__ void mbar_arrive_cp_async(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+
 // Producer warpgroup: fills stage tile % kPrefillStages with each of the CTA's tiles once the
-// consumers released it, and signals its full barrier (count 128) when this thread's copies
-// landed and were made visible to wgmma.
+// consumers released it; its full barrier (count 128) completes when every producer thread's
+// copies of the tile landed (cp.async arrivals: the producer does not wait, so up to
+// kPrefillStages tiles are in flight). The consumers fence the async proxy after their wait.
 __device__ __forceinline__ void prefill_produce(const Params& p, const int32_t* table, int kvh,
                                                 int bs_shift, int first_tile, int num_tiles,
                                                 int lo, int hi, uint32_t kv_s, uint32_t bars) {
@@ -214,11 +225,9 @@ __device__ __forceinline__ void prefill_produce(const Params& p, const int32_t* 
     const uint32_t k_s = kv_s + stage * kPrefillStageBytes;
     prefill_load_kv(p, table, kvh, bs_shift, first_tile + tile * kPrefillKeys, lo, hi, k_s,
                     k_s + kPrefillTileBytes);
-    cp_async_commit();
-    cp_async_wait<0>();
-    wgmma::fence_proxy_async();
-    mbar_arrive(bars + 8 * stage);  // full[stage]
+    mbar_arrive_cp_async(bars + 8 * stage);  // full[stage]
   }
+  cp_async_wait_all();  // no copy outlives its thread
 }
 
 // Consumer warpgroup: queues its 64 Q rows (item rows wg_row0 + 0-63, q head h) into q_wg; rows
@@ -436,6 +445,7 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillWo
   if (wg == 1) named_arrive(3, 256);  // warpgroup 0 starts
   named_sync(own, 256);
   mbar_wait(full(0), parity(0));
+  wgmma::fence_proxy_async();  // the producer's cp.async writes (generic proxy) before wgmma
 #pragma unroll
   for (int e = 0; e < 64; ++e) sc[e] = 0.f;
   prefill_fence(pf, sc, st);
@@ -450,6 +460,7 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillWo
     prefill_softmax_pack(p, w, w_first, w_last, warp_row0, tile, sc, st, pf);
     named_sync(own, 256);
     mbar_wait(full(tile + 1), parity(tile + 1));
+    wgmma::fence_proxy_async();
 #pragma unroll
     for (int e = 0; e < 64; ++e) sc[e] = 0.f;
     prefill_fence(pf, sc, st);
