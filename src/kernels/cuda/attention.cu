@@ -417,8 +417,8 @@ void launch_for_head_dim(CudaContext& ctx, const ad::Params& p, int64_t head_dim
   }
 }
 
-// The tensor-core prefill kernel over `count` items: one CTA per item and q head, the q heads of
-// an item adjacent in the grid (they share K/V tiles through L2); one 225 KB CTA per SM.
+// The tensor-core prefill kernel over `count` items x Nq q heads: persistent, one 225 KB CTA per
+// SM (at most), each looping over its share of the heaviest-first work list.
 void launch_prefill(CudaContext& ctx, const ad::Params& p, const ad::PrefillItem* items,
                     size_t count) {
   CUDA_OK(cudaFuncSetAttribute(ad::prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -433,8 +433,9 @@ void launch_prefill(CudaContext& ctx, const ad::Params& p, const ad::PrefillItem
     bs_shift = 0;
     while ((int64_t{1} << bs_shift) < p.block_size) ++bs_shift;
   }
-  ad::prefill_kernel<<<static_cast<unsigned>(blocks), ad::kPrefillThreads, ad::kPrefillSmemBytes,
-                       ctx.stream>>>(p, items, bs_shift);
+  const int64_t grid = std::min<int64_t>(blocks, ctx.props.multiProcessorCount);
+  ad::prefill_kernel<<<static_cast<unsigned>(grid), ad::kPrefillThreads, ad::kPrefillSmemBytes,
+                       ctx.stream>>>(p, items, static_cast<int>(blocks), bs_shift);
   CUDA_LAUNCH_OK();
 }
 

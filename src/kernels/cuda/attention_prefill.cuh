@@ -11,9 +11,11 @@
 // warpgroups take turns on the tensor cores (one's softmax under the other's wgmmas). A CTA only
 // loads and computes the key tiles some row of it can see (causal future and keys slid out of the
 // window are skipped), and per-key masks are applied only on tiles that cut some row's visible
-// range. The grid runs the q heads of one row tile side by side (the G q heads of a KV head share
-// its K/V tiles through L2) and the row tiles heaviest first (the host lists a sequence's tiles
-// last-first).
+// range. The CTAs are persistent (one per SM): each loops over work items (row tile, q head) of
+// a list that runs the q heads of one row tile side by side (the G q heads of a KV head share its
+// K/V tiles through L2) and the row tiles heaviest first (the host lists a sequence's tiles
+// last-first); the producer loads the next item's K/V tiles and each consumer warpgroup its next
+// Q while the current item finishes, so the per-item fill and epilogue overlap other work.
 //
 // Numerics: s = fp32(q·k); p = exp2(s * scale * log2(e) - max * scale * log2(e)) (ex2.approx, the
 // CPU's exp(s * scale - max) to fp32 rounding), fp32 online softmax per 128-key tile; the row sum
@@ -211,23 +213,24 @@ __device__ __forceinline__ void cp_async_wait_all() {
   asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
-// Producer warpgroup: fills stage tile % kPrefillStages with each of the CTA's tiles once the
-// consumers released it; its full barrier (count 128) completes when every producer thread's
-// copies of the tile landed (cp.async arrivals: the producer does not wait, so up to
-// kPrefillStages tiles are in flight). The consumers fence the async proxy after their wait.
+// Producer warpgroup: fills ring slot g0 + tile (stage % kPrefillStages) with each tile of one
+// work item once the consumers released it; its full barrier (count 128) completes when every
+// producer thread's copies of the tile landed (cp.async arrivals: the producer does not wait, so
+// up to kPrefillStages tiles are in flight, across work items). The consumers fence the async
+// proxy after their wait.
 __device__ __forceinline__ void prefill_produce(const Params& p, const int32_t* table, int kvh,
                                                 int bs_shift, int first_tile, int num_tiles,
-                                                int lo, int hi, uint32_t kv_s, uint32_t bars) {
+                                                int lo, int hi, int g0, uint32_t kv_s,
+                                                uint32_t bars) {
   for (int tile = 0; tile < num_tiles; ++tile) {
-    const int stage = tile % kPrefillStages;
-    const uint32_t round = static_cast<uint32_t>(tile / kPrefillStages);
+    const int stage = (g0 + tile) % kPrefillStages;
+    const uint32_t round = static_cast<uint32_t>((g0 + tile) / kPrefillStages);
     mbar_wait(bars + 8 * (kPrefillStages + stage), (round & 1) ^ 1);  // empty[stage]
     const uint32_t k_s = kv_s + stage * kPrefillStageBytes;
     prefill_load_kv(p, table, kvh, bs_shift, first_tile + tile * kPrefillKeys, lo, hi, k_s,
                     k_s + kPrefillTileBytes);
     mbar_arrive_cp_async(bars + 8 * stage);  // full[stage]
   }
-  cp_async_wait_all();  // no copy outlives its thread
 }
 
 // Consumer warpgroup: queues its 64 Q rows (item rows wg_row0 + 0-63, q head h) into q_wg; rows
@@ -380,12 +383,47 @@ __device__ __forceinline__ void prefill_write(const Params& p, const SeqDesc& s,
   }
 }
 
-// What a CTA covers: its item, q head, the keys [lo, hi] its rows see in tiles from first_tile.
+// One work item of a CTA: its item, q head, the keys [lo, hi] its rows see in tiles from
+// first_tile.
 struct PrefillWork {
   PrefillItem it;
   SeqDesc s;
   int h, window, self0, lo, hi, first_tile, num_tiles;
 };
+
+// Work index idx = item * Nq + q head (the q heads of an item adjacent: they share K/V tiles
+// through L2).
+__device__ __forceinline__ PrefillWork prefill_work(const Params& p, const PrefillItem* items,
+                                                    int idx) {
+  PrefillWork w;
+  w.h = idx % p.num_heads;
+  w.it = items[idx / p.num_heads];
+  w.s = p.seqs[w.it.seq];
+  // A window wider than any int32 slot range is full attention.
+  w.window = p.window > 0 && p.window <= INT32_MAX ? static_cast<int>(p.window) : 0;
+  w.self0 = static_cast<int>(w.s.q_pos0 + w.it.row0 - w.s.kv_pos0);  // own slot of row 0
+  w.lo = prefill_visible(w.self0, w.window).lo;
+  w.hi = w.self0 + w.it.rows - 1;
+  w.first_tile = w.lo / kPrefillKeys * kPrefillKeys;
+  w.num_tiles = (w.hi - w.first_tile) / kPrefillKeys + 1;
+  return w;
+}
+
+// The persistent CTAs snake through the heaviest-first work list: in round r, CTA b takes index
+// r * G + b (r even) or r * G + G - 1 - b (r odd), G = gridDim.x. Advances `round` to the CTA's
+// next round with work and returns its index, or -1 when the CTA is done.
+__device__ __forceinline__ int prefill_next_work(int& round, int num_work) {
+  const int g = static_cast<int>(gridDim.x), b = static_cast<int>(blockIdx.x);
+  for (;; ++round) {
+    const int64_t base = int64_t{round} * g;
+    if (base >= num_work) return -1;
+    const int64_t idx = base + (round % 2 ? g - 1 - b : b);
+    if (idx < num_work) {
+      ++round;
+      return static_cast<int>(idx);
+    }
+  }
+}
 
 // Named barriers (ids 1-2: a warpgroup's own Q load; 3-4: the ping-pong of the two warpgroups).
 __device__ __forceinline__ void named_sync(int id, int threads) {
@@ -395,8 +433,8 @@ __device__ __forceinline__ void named_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
-// Softmax step of tile `tile` of the CTA for the warpgroup (masked unless every live row of it
-// sees the whole tile), then P packed for P·V.
+// Softmax step of tile `tile` of the work item for the warpgroup (masked unless every live row
+// of it sees the whole tile), then P packed for P·V.
 __device__ __forceinline__ void prefill_softmax_pack(const Params& p, const PrefillWork& w,
                                                      PrefillRange w_first, PrefillRange w_last,
                                                      int warp_row0, int tile, float (&sc)[64],
@@ -407,21 +445,19 @@ __device__ __forceinline__ void prefill_softmax_pack(const Params& p, const Pref
   prefill_pack(sc, pf);
 }
 
-// Consumer warpgroup wg (rows wg * 64 + 0-63 of the item): loads its Q, then runs every tile of
-// the CTA (a tile a row cannot see leaves its state unchanged) and writes its live rows. The two
-// warpgroups take turns on the tensor cores (FlashAttention-3's ping-pong): between bar.sync on
-// its own barrier (3 + wg) and bar.arrive on the other's, a warpgroup issues P·V of tile t and
-// S of tile t + 1 as one wgmma group (no branch between issue and wait: ptxas would serialize
-// the wgmmas), so one warpgroup's softmax runs under the other's wgmmas. The stage of tile t is
-// released once its P·V completed.
+// Consumer warpgroup wg (rows wg * 64 + 0-63 of the item), its Q already in q_wg: runs every tile
+// of work item w from ring slot g0 on (a tile a row cannot see leaves its state unchanged) and
+// writes its live rows. The two warpgroups take turns on the tensor cores (FlashAttention-3's
+// ping-pong, continued across work items): between bar.sync on its own barrier (3 + wg) and
+// bar.arrive on the other's, a warpgroup issues P·V of tile t and S of tile t + 1 as one wgmma
+// group (no branch between issue and wait: ptxas would serialize the wgmmas), so one
+// warpgroup's softmax runs under the other's wgmmas. The stage of tile t is released once its
+// P·V completed. Once the item's last S completed, the Q of the next item (`next`, if any) is
+// queued into q_wg when has_next, so it loads under the last softmax, P·V and the epilogue.
 __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillWork& w, int wg,
-                                                uint32_t q_wg, uint32_t kv_s, uint32_t bars) {
+                                                uint32_t q_wg, uint32_t kv_s, uint32_t bars,
+                                                int g0, const PrefillWork& next, bool has_next) {
   const int wg_row0 = wg * kPrefillWgRows;
-  prefill_load_q(p, w.s, w.it, w.h, wg_row0, q_wg);
-  cp_async_commit();
-  cp_async_wait<0>();
-  wgmma::fence_proxy_async();  // this thread's Q copies visible to wgmma ...
-  named_sync(1 + wg, 128);     // ... and everyone's
   // The live rows see keys [w_first.lo, w_last.hi]; all of them see [w_last.lo, w_first.hi].
   const PrefillRange w_first = prefill_visible(w.self0 + wg_row0, w.window);
   const PrefillRange w_last =
@@ -429,10 +465,20 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillWo
                       w.window);
   const int warp_row0 = wg_row0 + 16 * ((threadIdx.x / 32) % 4);
   const int own = 3 + wg, other = 4 - wg;  // 256 threads: one warpgroup syncs, the other arrives
-  auto full = [&](int tile) { return bars + 8 * (tile % kPrefillStages); };
-  auto empty = [&](int tile) { return bars + 8 * (kPrefillStages + tile % kPrefillStages); };
-  auto parity = [](int tile) { return static_cast<uint32_t>(tile / kPrefillStages) & 1; };
-  auto k_tile = [&](int tile) { return kv_s + (tile % kPrefillStages) * kPrefillStageBytes; };
+  auto full = [&](int tile) { return bars + 8 * ((g0 + tile) % kPrefillStages); };
+  auto empty = [&](int tile) {
+    return bars + 8 * (kPrefillStages + (g0 + tile) % kPrefillStages);
+  };
+  auto parity = [&](int tile) { return static_cast<uint32_t>((g0 + tile) / kPrefillStages) & 1; };
+  auto k_tile = [&](int tile) {
+    return kv_s + ((g0 + tile) % kPrefillStages) * kPrefillStageBytes;
+  };
+  auto prefetch_q = [&]() {  // every thread of the warpgroup is past its last S wait
+    if (!has_next) return;
+    named_sync(1 + wg, 128);
+    prefill_load_q(p, next.s, next.it, next.h, wg_row0, q_wg);
+    cp_async_commit();
+  };
 
   PrefillState st;
 #pragma unroll
@@ -442,7 +488,6 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillWo
   float sc[64];
   PrefillP pf;
 
-  if (wg == 1) named_arrive(3, 256);  // warpgroup 0 starts
   named_sync(own, 256);
   mbar_wait(full(0), parity(0));
   wgmma::fence_proxy_async();  // the producer's cp.async writes (generic proxy) before wgmma
@@ -455,6 +500,7 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillWo
   wgmma::wait<0>();
   prefill_fence(pf, sc, st);
   named_arrive(other, 256);
+  if (w.num_tiles == 1) prefetch_q();
   // Tiles before the last: softmax, then P·V of the tile and S of the next one.
   for (int tile = 0; tile + 1 < w.num_tiles; ++tile) {
     prefill_softmax_pack(p, w, w_first, w_last, warp_row0, tile, sc, st, pf);
@@ -472,6 +518,7 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillWo
     prefill_fence(pf, sc, st);
     mbar_arrive(empty(tile));
     named_arrive(other, 256);
+    if (tile + 2 == w.num_tiles) prefetch_q();
   }
   const int tile = w.num_tiles - 1;  // the last tile: softmax and P·V
   prefill_softmax_pack(p, w, w_first, w_last, warp_row0, tile, sc, st, pf);
@@ -484,29 +531,50 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillWo
   prefill_fence(pf, sc, st);
   mbar_arrive(empty(tile));
   named_arrive(other, 256);
-  if (wg == 0) named_sync(own, 256);  // warpgroup 1's last arrival (it arrived once ahead)
   if (wg_row0 < w.it.rows) prefill_write(p, w.s, w.it, w.h, warp_row0, st);
 }
 
-// grid (prefill items x Nq): CTA b serves item b / Nq for q head b % Nq (heads of one row tile
-// side by side). kPrefillThreads threads, kPrefillSmemBytes dynamic shared memory.
+// Waits for this thread's Q copies and makes everyone's in the warpgroup visible to wgmma.
+__device__ __forceinline__ void prefill_q_ready(int wg) {
+  cp_async_wait<0>();
+  wgmma::fence_proxy_async();  // this thread's Q copies visible to wgmma ...
+  named_sync(1 + wg, 128);     // ... and everyone's
+}
+
+// Consumer warpgroup wg: every work item of the CTA in turn (ring slots continue across items;
+// the next item is read while the current one runs).
+__device__ __forceinline__ void prefill_consume_all(const Params& p, const PrefillItem* items,
+                                                    int num_work, int wg, uint32_t q_wg,
+                                                    uint32_t kv_s, uint32_t bars) {
+  int round = 0, g0 = 0;
+  int idx = prefill_next_work(round, num_work);
+  if (wg == 1) named_arrive(3, 256);  // warpgroup 0 takes the first turn
+  if (idx >= 0) {
+    PrefillWork w = prefill_work(p, items, idx);
+    prefill_load_q(p, w.s, w.it, w.h, wg * kPrefillWgRows, q_wg);
+    cp_async_commit();
+    prefill_q_ready(wg);
+    for (;;) {
+      idx = prefill_next_work(round, num_work);
+      const PrefillWork next = prefill_work(p, items, max(idx, 0));
+      prefill_consume(p, w, wg, q_wg, kv_s, bars, g0, next, idx >= 0);
+      if (idx < 0) break;
+      g0 += w.num_tiles;
+      w = next;
+      prefill_q_ready(wg);
+    }
+  }
+  if (wg == 0) named_sync(3, 256);  // warpgroup 1's first arrival (it arrived once ahead)
+}
+
+// Persistent: grid min(Nq * prefill items, SMs), each CTA looping over its work indices (see
+// prefill_next_work; index b: item b / Nq, q head b % Nq, num_work = Nq * items).
+// kPrefillThreads threads, kPrefillSmemBytes dynamic shared memory.
 __global__ void __launch_bounds__(kPrefillThreads, 1)
-    prefill_kernel(Params p, const PrefillItem* items, int bs_shift) {
+    prefill_kernel(Params p, const PrefillItem* items, int num_work, int bs_shift) {
   extern __shared__ uint4 prefill_smem[];
   const uint32_t base = (smem_u32(prefill_smem) + 1023u) & ~1023u;  // swizzle atoms: 1024 B
   const uint32_t kv_s = base + kPrefillQBytes, bars = base + kPrefillBarOffset;
-  PrefillWork w;
-  w.h = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.num_heads));
-  w.it = items[blockIdx.x / static_cast<unsigned>(p.num_heads)];
-  w.s = p.seqs[w.it.seq];
-  // A window wider than any int32 slot range is full attention.
-  w.window = p.window > 0 && p.window <= INT32_MAX ? static_cast<int>(p.window) : 0;
-  w.self0 = static_cast<int>(w.s.q_pos0 + w.it.row0 - w.s.kv_pos0);  // own slot of row 0
-  w.lo = prefill_visible(w.self0, w.window).lo;
-  w.hi = w.self0 + w.it.rows - 1;
-  w.first_tile = w.lo / kPrefillKeys * kPrefillKeys;
-  w.num_tiles = (w.hi - w.first_tile) / kPrefillKeys + 1;
-
   if (threadIdx.x == 0) {
     for (int stage = 0; stage < kPrefillStages; ++stage) {
       mbar_init(bars + 8 * stage, 128);                                          // full
@@ -516,13 +584,20 @@ __global__ void __launch_bounds__(kPrefillThreads, 1)
   __syncthreads();
   if (threadIdx.x >= kPrefillConsumerThreads) {
     setmaxnreg_dec<kPrefillProducerRegs>();
-    prefill_produce(p, p.tables + w.s.table_offset, w.h / p.group, bs_shift, w.first_tile,
-                    w.num_tiles, w.lo, w.hi, kv_s, bars);
+    int round = 0, g0 = 0;
+    for (int idx = prefill_next_work(round, num_work); idx >= 0;
+         idx = prefill_next_work(round, num_work)) {
+      const PrefillWork w = prefill_work(p, items, idx);
+      prefill_produce(p, p.tables + w.s.table_offset, w.h / p.group, bs_shift, w.first_tile,
+                      w.num_tiles, w.lo, w.hi, g0, kv_s, bars);
+      g0 += w.num_tiles;
+    }
+    cp_async_wait_all();  // no copy outlives its thread
     return;
   }
   setmaxnreg_inc<kPrefillConsumerRegs>();
   const int wg = static_cast<int>(threadIdx.x / 128);
-  prefill_consume(p, w, wg, base + wg * kPrefillQWgBytes, kv_s, bars);
+  prefill_consume_all(p, items, num_work, wg, base + wg * kPrefillQWgBytes, kv_s, bars);
 }
 
 }  // namespace beam::cuda::attention_detail

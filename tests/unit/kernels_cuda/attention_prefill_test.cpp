@@ -4,8 +4,11 @@
 // prefix and near position 10^6, several sequences and decode rows in one batch, shuffled
 // (out-of-order) paged blocks of sizes 4 / 16 / 24 / 64 / 256, row counts around the 64-row
 // warpgroup and 128-row CTA tiles, longer prompts than the three-stage K/V ring, and the
-// bit-identity of a row whatever chunk or batch computes it.
+// bit-identity of a row whatever chunk, batch or persistent-CTA schedule computes it (more work
+// items than SMs: each CTA loops over several).
 #include <cmath>
+#include <cstring>
+#include <span>
 
 #include "attention_batch.h"
 
@@ -75,6 +78,59 @@ TEST_F(AttentionPrefillCuda, MatchesCpuBeamHeads) {
   expect_matches_cpu({48, 8, 128, 64, 512}, mixed, 121);
   expect_matches_cpu({48, 8, 128, 16, 512}, mixed, 122);
   expect_matches_cpu({48, 8, 128, 64, 0}, {{0, 1200, 700}, {5, 300, 300}}, 123);
+}
+
+// The rows of `seqs` hold the same bits in both outputs ([T, Nq, D]).
+void expect_rows_equal(const HostTensor& got, const HostTensor& want,
+                       std::span<const AttentionSeq> seqs) {
+  ASSERT_EQ(got.view.nbytes(), want.view.nbytes());
+  const size_t row_bytes = got.view.nbytes() / static_cast<size_t>(got.view.dim(0));
+  const auto* a = static_cast<const unsigned char*>(got.view.data);
+  const auto* b = static_cast<const unsigned char*>(want.view.data);
+  for (const AttentionSeq& s : seqs) {
+    const size_t off = static_cast<size_t>(s.q_begin) * row_bytes;
+    EXPECT_EQ(std::memcmp(a + off, b + off, static_cast<size_t>(s.q_count) * row_bytes), 0)
+        << "rows " << s.q_begin << "+" << s.q_count;
+  }
+}
+
+// More work items (128-row tiles x q heads) than SMs: the persistent CTAs loop over several items
+// each (ring slots, the ping-pong turns and the prefetched Q carried across items), single-tile
+// items (a prompt of <= 128 keys, or a window smaller than a tile) next to long ones.
+TEST_F(AttentionPrefillCuda, MatchesCpuPersistentManyItems) {
+  // 40 prompts of 100 rows: 480 single-tile items of 12 heads, three or four per CTA.
+  const std::vector<SeqSpec> short_prompts(40, SeqSpec{0, 100, 100});
+  for (int64_t window : {int64_t{0}, int64_t{48}})
+    expect_matches_cpu({12, 2, 128, 16, window}, short_prompts, 151);
+  BEAM_SKIP_UNLESS_OPTIMIZED();
+  // 12 + 3 + 2 + 4 items x 12 heads = 252 work items of 1-12 tiles.
+  const std::vector<SeqSpec> mixed = {
+      {0, 1500, 1500}, {0, 700, 300}, {3, 230, 200}, {0, 100, 100},
+      {0, 90, 64},     {0, 128, 128}, {999000, 600, 77},
+  };
+  for (int64_t window : {int64_t{0}, int64_t{100}, int64_t{512}})
+    expect_matches_cpu({12, 2, 128, 16, window}, mixed, 152);
+}
+
+// The persistent CTAs take other work items when the batch lists its sequences in another order;
+// every row keeps its bits.
+TEST_F(AttentionPrefillCuda, RowsBitIdenticalAcrossPersistentSchedules) {
+  for (int64_t window : {int64_t{0}, int64_t{48}}) {
+    SCOPED_TRACE(::testing::Message() << "window " << window);
+    std::vector<SeqSpec> specs;
+    for (int i = 0; i < 24; ++i) specs.push_back({0, 64 + 9 * i, 64 + 9 * i});  // 64-271 rows
+    const Batch b = make_batch({12, 2, 128, 16, window}, specs, 161);
+    const std::vector<AttentionSeq> seqs = b.seqs();
+    const HostTensor all = run_gpu(b, seqs);
+    std::vector<AttentionSeq> reversed(seqs.rbegin(), seqs.rend());
+    EXPECT_TRUE(test::bits_equal(run_gpu(b, reversed).view, all.view));
+    // Every other sequence: the rest of the schedule shifts.
+    std::vector<AttentionSeq> odd, even;
+    for (size_t i = 0; i < seqs.size(); ++i) (i % 2 ? odd : even).push_back(seqs[i]);
+    const HostTensor got_odd = run_gpu(b, odd), got_even = run_gpu(b, even);
+    expect_rows_equal(got_odd, all, odd);
+    expect_rows_equal(got_even, all, even);
+  }
 }
 
 // A row's bits depend only on its own q and visible keys: a prompt computed whole equals the same
