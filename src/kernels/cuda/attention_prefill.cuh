@@ -451,7 +451,8 @@ __device__ __forceinline__ void prefill_softmax_pack(const Params& p, const Pref
 // ping-pong, continued across work items): between bar.sync on its own barrier (3 + wg) and
 // bar.arrive on the other's, a warpgroup issues P·V of tile t and S of tile t + 1 as one wgmma
 // group (no branch between issue and wait: ptxas would serialize the wgmmas), so one
-// warpgroup's softmax runs under the other's wgmmas. The stage of tile t is released once its
+// warpgroup's softmax runs under the other's wgmmas; it hands the turn over as soon as its
+// wgmmas are issued (before its wait), so the other's queue behind them without a gap. The stage of tile t is released once its
 // P·V completed. Once the item's last S completed, the Q of the next item (`next`, if any) is
 // queued into q_wg when has_next, so it loads under the last softmax, P·V and the epilogue.
 __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillWork& w, int wg,
@@ -497,9 +498,9 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillWo
   wgmma::arrive();
   prefill_issue_scores(q_wg, k_tile(0), sc);
   wgmma::commit();
+  named_arrive(other, 256);  // the other warpgroup's wgmmas queue behind these
   wgmma::wait<0>();
   prefill_fence(pf, sc, st);
-  named_arrive(other, 256);
   if (w.num_tiles == 1) prefetch_q();
   // Tiles before the last: softmax, then P·V of the tile and S of the next one.
   for (int tile = 0; tile + 1 < w.num_tiles; ++tile) {
@@ -514,10 +515,10 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillWo
     prefill_issue_pv(pf, k_tile(tile) + kPrefillTileBytes, st);
     prefill_issue_scores(q_wg, k_tile(tile + 1), sc);
     wgmma::commit();
+    named_arrive(other, 256);
     wgmma::wait<0>();
     prefill_fence(pf, sc, st);
     mbar_arrive(empty(tile));
-    named_arrive(other, 256);
     if (tile + 2 == w.num_tiles) prefetch_q();
   }
   const int tile = w.num_tiles - 1;  // the last tile: softmax and P·V
@@ -527,10 +528,10 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillWo
   wgmma::arrive();
   prefill_issue_pv(pf, k_tile(tile) + kPrefillTileBytes, st);
   wgmma::commit();
+  named_arrive(other, 256);
   wgmma::wait<0>();
   prefill_fence(pf, sc, st);
   mbar_arrive(empty(tile));
-  named_arrive(other, 256);
   if (wg_row0 < w.it.rows) prefill_write(p, w.s, w.it, w.h, warp_row0, st);
 }
 
