@@ -8,10 +8,9 @@
 // halves on the same A fragments, the second only when the pass has more than 8 rows), so at
 // batch 128 (~4 rows per expert, at most ~16 on the hottest) every expert takes one pass and each
 // unit streams its tile from HBM once, as at batch 32. The units (group-major, then tile, then
-// pass) are dealt in contiguous ranges of equal cost to one persistent block per SM: a group's
-// first pass over a tile streams it from HBM (cost kHbmUnitCost), an expert with more rows than a
-// pass re-reads the tile from L2 for each further pass, right after the first (kL2UnitCost), so
-// the SMs finish together whatever the row counts. The 16 warps of a
+// pass) are dealt in equal contiguous ranges to one persistent block per SM: every unit streams the
+// same bytes, so the SMs finish together whatever the row counts (an expert with more rows than a
+// pass re-reads its tile from L2 for each further pass, right after the first). The 16 warps of a
 // block split K: warp w owns k32 steps
 // [w * spw, (w + 1) * spw) of every unit and streams them through its own 8-step shared-memory
 // ring with 16-byte cp.async (128 KB in flight per SM, ~4x the 32 KB that 4.3 TB/s x ~1 us of
@@ -251,47 +250,6 @@ __device__ __forceinline__ Cursor cursor_at(const Tables& t, int m_tiles, int u)
   return {lo, local / passes, local % passes};
 }
 
-// Block shares are cut by cost: a group's first pass over a tile reads it from HBM, each further
-// pass from L2 (cheaper; 2 : 1 is an estimate of the ratio).
-constexpr int kHbmUnitCost = 2;
-constexpr int kL2UnitCost = 1;
-
-// The cost of the units of groups [0, g): m_tiles x (one HBM pass + (passes - 1) L2 passes) each.
-__device__ __forceinline__ int64_t cost_before_group(const Tables& t, int m_tiles, int g) {
-  return int64_t{m_tiles} * ((kHbmUnitCost - kL2UnitCost) * int64_t{g} +
-                             kL2UnitCost * int64_t{t.pass_prefix[g]});
-}
-
-// The first unit (in (g, m, p) order) whose cost-ordered start is >= c; the number of units when
-// c >= the total cost. Monotone in c, so blocks cut at c_b = total * b / blocks share every unit
-// exactly once.
-__device__ __forceinline__ int unit_at_cost(const Tables& t, int m_tiles, int64_t c) {
-  if (c >= cost_before_group(t, m_tiles, t.num_groups)) return m_tiles * t.pass_prefix[t.num_groups];
-  int lo = 0, hi = t.num_groups - 1;  // the last g whose units start at cost <= c
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (cost_before_group(t, m_tiles, mid) <= c) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  const int passes = passes_of(t, lo);
-  const int64_t per_tile = kHbmUnitCost + int64_t{passes - 1} * kL2UnitCost;
-  const int64_t local = c - cost_before_group(t, m_tiles, lo);
-  int m = static_cast<int>(local / per_tile), p = 0;
-  const int64_t rem = local - m * per_tile;  // within tile m: pass 0 starts at 0, pass q >= 1 at
-  if (rem > 0)                               // kHbmUnitCost + (q - 1) kL2UnitCost
-    p = rem <= kHbmUnitCost
-            ? 1
-            : 1 + static_cast<int>((rem - kHbmUnitCost + kL2UnitCost - 1) / kL2UnitCost);
-  if (p >= passes) {  // past tile m's last pass: the next tile's first (or the next group's)
-    ++m;
-    p = 0;
-  }
-  return m_tiles * t.pass_prefix[lo] + m * passes + p;
-}
-
 __device__ __forceinline__ void advance(Cursor& c, const Tables& t, int m_tiles) {
   if (++c.p < passes_of(t, c.g)) return;
   c.p = 0;
@@ -418,9 +376,9 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
   const int r = lane / 4, q = lane % 4;
   // Units, tiles and steps fit int: m_tiles <= 640 (widths <= kMaxK), passes <= kMaxRows.
   const int m_tiles = static_cast<int>((p.n + tile_cols<kPhase>() - 1) / tile_cols<kPhase>());
-  const int64_t cost = cost_before_group(t, m_tiles, t.num_groups);
-  const int u_begin = unit_at_cost(t, m_tiles, cost * blockIdx.x / gridDim.x);
-  const int u_end = unit_at_cost(t, m_tiles, cost * (blockIdx.x + 1) / gridDim.x);
+  const int64_t units = int64_t{m_tiles} * t.pass_prefix[t.num_groups];
+  const auto u_begin = static_cast<int>(units * blockIdx.x / gridDim.x);
+  const auto u_end = static_cast<int>(units * (blockIdx.x + 1) / gridDim.x);
   if (u_begin >= u_end) return;  // uniform over the block
   const auto steps = static_cast<int>((p.k + kStepCols - 1) / kStepCols);
   const int spw = (steps + kWarps - 1) / kWarps;  // <= kMaxSteps (host-checked)
