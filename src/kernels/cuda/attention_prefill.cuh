@@ -76,25 +76,12 @@ __device__ __forceinline__ uint32_t sw128_offset(int rows, int r, int c) {
   return static_cast<uint32_t>((c / 8) * rows * 128 + r * 128 + (((c % 8) ^ (r % 8)) << 4));
 }
 
-// ---- mbarriers (shared address `bar`) ----
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-// One arrival (release: this thread's earlier shared-memory writes and reads are ordered before).
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-// Spins until the phase of parity `parity` has completed (acquire). A fresh barrier counts its
-// phase "before 0" (parity 1) as complete.
+// mbarriers: wgmma::mbar_init / mbar_arrive / mbar_try_wait (moe_wgmma.cuh). The wait spins
+// without wgmma::mbar_wait's hang counter: the consumers have no register to spare for it.
+using wgmma::mbar_arrive;
+using wgmma::mbar_init;
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  while (!done) {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
+  while (!wgmma::mbar_try_wait(bar, parity)) {
   }
 }
 
