@@ -82,6 +82,26 @@ void StagingArena::reset() {
   used_ = 0;
 }
 
+OpScratch::~OpScratch() {
+  if (base) cudaFree(base);
+}
+
+char* OpScratch::reserve(size_t need, cudaStream_t stream, const char* op) {
+  if (bytes < need) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    CUDA_OK(cudaStreamIsCapturing(stream, &capture));
+    BEAM_CHECK(capture == cudaStreamCaptureStatusNone)
+        << op << ": scratch must grow from " << bytes << " to " << need
+        << " bytes during graph capture; run the largest batch once before capturing";
+    if (base) CUDA_OK(cudaFreeAsync(base, stream));
+    base = nullptr;
+    bytes = 0;
+    CUDA_OK(cudaMallocAsync(&base, need, stream));
+    bytes = need;
+  }
+  return static_cast<char*>(base);
+}
+
 CudaContext::~CudaContext() {
   if (stream) cudaStreamSynchronize(stream);
   if (lt) cublasLtDestroy(lt);

@@ -10,7 +10,7 @@
 
 #include "kernels/cuda/attention_scratch.h"
 #include "kernels/cuda/gemm_plans.h"
-#include "kernels/cuda/moe_scratch.h"
+#include "kernels/cuda/op_scratch.h"
 
 namespace beam {
 
@@ -82,8 +82,8 @@ struct CudaContext {
   StagingArena staging;
   LinearCache linear;  // linear(): cuBLASLt plans per shape and the router's fp32 x scratch
   AttentionScratch attention;  // paged_attention(): split-KV partial states and fixed graph plans
-  MoeScratch moe;  // moe_experts(): expert permutation, activations and expert outputs
-  MoeScratch moe_router;  // moe_router_route(): router logits (partial sums for small T)
+  OpScratch moe;  // moe_experts(): expert permutation, activations and expert outputs
+  OpScratch moe_router;  // moe_router_route(): router logits (partial sums for small T)
   // launch_kernel's After::kProgrammatic takes effect (kernels/cuda/launch.h); false makes every
   // launch wait for the previous kernel (benchmarks' --no-pdl, a fallback for a misbehaving driver).
   bool programmatic_launch = true;

@@ -90,8 +90,10 @@ uint64_t fingerprint(const CudaContext& ctx) {
   mix(ctx.moe.bytes);
   mix(reinterpret_cast<uintptr_t>(ctx.moe_router.base));
   mix(ctx.moe_router.bytes);
-  mix(reinterpret_cast<uintptr_t>(ctx.linear.x_f32));
-  mix(ctx.linear.x_f32_floats);
+  for (const OpScratch* s : {&ctx.linear.x_f32, &ctx.linear.split_out}) {
+    mix(reinterpret_cast<uintptr_t>(s->base));
+    mix(s->bytes);
+  }
   mix(reinterpret_cast<uintptr_t>(ctx.lt_workspace));
   mix(ctx.attention.fixed_generation);
   return h;

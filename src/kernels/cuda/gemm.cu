@@ -23,11 +23,6 @@ LinearPlan::~LinearPlan() {
   if (desc) cublasLtMatmulDescDestroy(desc);
 }
 
-LinearCache::~LinearCache() {
-  if (x_f32) cudaFree(x_f32);
-  if (split_out) cudaFree(split_out);
-}
-
 namespace cuda {
 namespace {
 
@@ -117,20 +112,14 @@ const LinearPlan& find_plan(CudaContext& ctx, const LinearPlanKey& key) {
 
 // x widened to fp32 in the context's scratch (grown stream-ordered, so no synchronization).
 const float* widen_x(CudaContext& ctx, const TensorView& x) {
-  const size_t n = static_cast<size_t>(x.numel());
-  LinearCache& cache = ctx.linear;
-  if (cache.x_f32_floats < n) {
-    if (cache.x_f32) CUDA_OK(cudaFreeAsync(cache.x_f32, ctx.stream));
-    cache.x_f32 = nullptr;
-    CUDA_OK(cudaMallocAsync(reinterpret_cast<void**>(&cache.x_f32), n * sizeof(float), ctx.stream));
-    cache.x_f32_floats = n;
-  }
+  auto* x_f32 = reinterpret_cast<float*>(ctx.linear.x_f32.reserve(
+      static_cast<size_t>(x.numel()) * sizeof(float), ctx.stream, "linear (CUDA, fp32 router)"));
   constexpr int kThreads = 256;
   const int64_t blocks = std::min<int64_t>((x.numel() + kThreads - 1) / kThreads, 4096);
   widen_bf16_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, ctx.stream>>>(
-      static_cast<const __nv_bfloat16*>(x.data), cache.x_f32, x.numel());
+      static_cast<const __nv_bfloat16*>(x.data), x_f32, x.numel());
   CUDA_LAUNCH_OK();
-  return cache.x_f32;
+  return x_f32;
 }
 
 // Where linear_split's packed output goes: columns [end[i-1], end[i]) of the packed row are
@@ -161,23 +150,6 @@ __global__ void scatter_columns_kernel(const uint4* __restrict__ packed, Scatter
   }
 }
 
-// The packed-output scratch of linear_split: kSplitGemmMaxRows rows of n bf16 at least.
-void* split_scratch(CudaContext& ctx, int64_t n) {
-  LinearCache& cache = ctx.linear;
-  const size_t bytes = static_cast<size_t>(kSplitGemmMaxRows * n) * 2;
-  if (cache.split_out_bytes < bytes) {
-    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-    CUDA_OK(cudaStreamIsCapturing(ctx.stream, &capturing));
-    BEAM_CHECK(capturing == cudaStreamCaptureStatusNone)
-        << "linear_split: its scratch (" << bytes << " bytes) would grow during graph capture";
-    if (cache.split_out) CUDA_OK(cudaFreeAsync(cache.split_out, ctx.stream));
-    cache.split_out = nullptr;
-    CUDA_OK(cudaMallocAsync(&cache.split_out, bytes, ctx.stream));
-    cache.split_out_bytes = bytes;
-  }
-  return cache.split_out;
-}
-
 // linear_split's one-GEMM path applies: bf16 outputs of widths % 8 == 0, 16-byte aligned, at
 // most kSplitGemmMaxRows rows, more than one output.
 bool takes_split_gemm(const TensorView& x, std::span<const TensorView> outs) {
@@ -194,7 +166,10 @@ void linear_split_gemm(CudaContext& ctx, const TensorView& x, const TensorView& 
                        std::span<const TensorView> outs) {
   const int64_t M = x.dim(0), N = w.dim(0);
   if (M == 0) return;
-  const TensorView packed{split_scratch(ctx, N), DType::kBF16, Shape{M, N}, Device::kCuda};
+  // Reserved for kSplitGemmMaxRows rows whatever M is, so a decode graph's M never grows it.
+  char* scratch = ctx.linear.split_out.reserve(static_cast<size_t>(kSplitGemmMaxRows * N) * 2,
+                                               ctx.stream, "linear_split (CUDA)");
+  const TensorView packed{scratch, DType::kBF16, Shape{M, N}, Device::kCuda};
   linear_cublaslt(ctx, x, w, packed);
   ScatterDst dst{};
   int64_t end = 0;

@@ -12,6 +12,8 @@
 
 #include <cublasLt.h>
 
+#include "kernels/cuda/op_scratch.h"
+
 namespace beam {
 
 // What a cuBLASLt plan depends on: the problem, the operand types, and each pointer's alignment
@@ -49,17 +51,14 @@ struct LinearCache {
   std::unordered_map<LinearPlanKey, std::unique_ptr<LinearPlan>, LinearPlanKeyHash> plans;
   // Resident CTAs per SM of each skinny-kernel instance (cudaOccupancy..., asked once per instance).
   std::unordered_map<const void*, int> skinny_ctas_per_sm;
-  float* x_f32 = nullptr;  // stream-ordered scratch (cudaMallocAsync), grows to the largest x seen
-  size_t x_f32_floats = 0;
-  // linear_split's whole output [M, N] before its columns are scattered (gemm.cu); reserved once
-  // for kSplitGemmMaxRows rows of the widest w seen, so decode graphs never grow it.
-  void* split_out = nullptr;
-  size_t split_out_bytes = 0;
+  OpScratch x_f32;  // the fp32 copy of a bf16 x (the router GEMM)
+  // linear_split's whole output [M, N] before its columns are scattered (gemm.cu); reserved for
+  // kSplitGemmMaxRows rows of the widest w seen, so decode graphs never grow it.
+  OpScratch split_out;
 
   LinearCache() = default;
   LinearCache(const LinearCache&) = delete;
   LinearCache& operator=(const LinearCache&) = delete;
-  ~LinearCache();
 };
 
 }  // namespace beam

@@ -24,26 +24,6 @@
 
 namespace beam {
 
-MoeScratch::~MoeScratch() {
-  if (base) cudaFree(base);
-}
-
-char* MoeScratch::reserve(size_t need, cudaStream_t stream, const char* op) {
-  if (bytes < need) {
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    CUDA_OK(cudaStreamIsCapturing(stream, &capture));
-    BEAM_CHECK(capture == cudaStreamCaptureStatusNone)
-        << op << ": scratch must grow from " << bytes << " to " << need
-        << " bytes during graph capture; run the largest batch once before capturing";
-    if (base) CUDA_OK(cudaFreeAsync(base, stream));
-    base = nullptr;
-    bytes = 0;
-    CUDA_OK(cudaMallocAsync(&base, need, stream));
-    bytes = need;
-  }
-  return static_cast<char*>(base);
-}
-
 namespace cuda {
 namespace {
 
@@ -110,7 +90,7 @@ struct SmallLayout {
   }
 };
 
-// ctx.moe with at least `bytes` (MoeScratch::reserve).
+// ctx.moe with at least `bytes` (OpScratch::reserve).
 char* scratch(CudaContext& ctx, size_t bytes) {
   return ctx.moe.reserve(bytes, ctx.stream, "moe_experts (CUDA)");
 }
