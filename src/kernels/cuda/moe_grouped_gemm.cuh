@@ -167,6 +167,20 @@ __device__ __forceinline__ void load_stage(const Args& p, const TileJob& job, ui
   }
 }
 
+// Issues and commits the wgmma group of one K slice: d += the warpgroup's 64 weight rows (at
+// a_tile) x kN grouped rows (at b_tile), kBK / 16 k16 steps; the caller waits for it.
+template <int kN>
+__device__ __forceinline__ void issue_k_slice(float (&d)[kN / 2], uint32_t a_tile,
+                                              uint32_t b_tile) {
+  wgmma::fence_operands(d);
+  wgmma::arrive();
+#pragma unroll
+  for (int ks = 0; ks < kBK / 16; ++ks)
+    wgmma::Mma<kN>::run(d, wgmma::sw128_desc(a_tile + ks * 32),
+                        wgmma::sw128_desc(b_tile + ks * 32));
+  wgmma::commit();
+}
+
 // Stores v0 (column col) and v1 (col + 1) of one output row, within n.
 __device__ __forceinline__ void store_pair(bf16_t* row, int64_t col, int64_t n, float v0,
                                            float v1) {
@@ -228,14 +242,7 @@ __device__ __forceinline__ void run_tile(const Args& p, const TileJob& job, uint
       load_stage<kN>(p, job, smem + (next % kStages) * kStageBytes, rows, next, tid);
     cp_async_commit();
     const uint32_t stage = base + static_cast<uint32_t>(kt % kStages) * kStageBytes;
-    const uint32_t a_tile = stage + wg * 64 * kRowBytes, b_tile = stage + kWRows * kRowBytes;
-    wgmma::fence_operands(d);
-    wgmma::arrive();
-#pragma unroll
-    for (int ks = 0; ks < kBK / 16; ++ks)
-      wgmma::Mma<kN>::run(d, wgmma::sw128_desc(a_tile + ks * 32),
-                          wgmma::sw128_desc(b_tile + ks * 32));
-    wgmma::commit();
+    issue_k_slice<kN>(d, stage + wg * 64 * kRowBytes, stage + kWRows * kRowBytes);
     wgmma::wait<1>();  // slice kt - 1's group done: its stage is free after the next barrier
     wgmma::fence_operands(d);
   }
@@ -413,14 +420,7 @@ __device__ __forceinline__ void consume_tile(const Args& a, const TileJob& job, 
     const uint32_t s = it % kStages;
     wgmma::mbar_wait(full_bar(base, s), (it / kStages) & 1);
     const uint32_t stage = base + s * kStageBytes;
-    const uint32_t a_tile = stage + c * 64 * kRowBytes, b_tile = stage + kWeightBytes;
-    wgmma::fence_operands(d);
-    wgmma::arrive();
-#pragma unroll
-    for (int ks = 0; ks < kBK / 16; ++ks)
-      wgmma::Mma<kN>::run(d, wgmma::sw128_desc(a_tile + ks * 32),
-                          wgmma::sw128_desc(b_tile + ks * 32));
-    wgmma::commit();
+    issue_k_slice<kN>(d, stage + c * 64 * kRowBytes, stage + kWeightBytes);
     wgmma::wait<1>();  // the previous stage's group retired in this warp: the warp frees its stage
     wgmma::fence_operands(d);
     if (kt > 0 && ctid % 32 == 0) wgmma::mbar_arrive(empty_bar(base, prev));
