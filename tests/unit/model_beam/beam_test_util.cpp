@@ -27,22 +27,37 @@ std::shared_ptr<const BeamWeights> load_model(const std::string& name) {
 }
 
 std::vector<float> run_chunked(BeamModel& model, const std::vector<int32_t>& tokens,
-                               int64_t start_pos, int64_t chunk_size) {
+                               int64_t start_pos, int64_t chunk_size,
+                               std::vector<std::vector<int32_t>>* experts) {
   const int64_t T = static_cast<int64_t>(tokens.size());
   if (chunk_size <= 0) chunk_size = T;
   auto kv = LocalKvCache::create(model.context(), model.config(), 1, T);  // on the model's device
   EXPECT_TRUE(kv.ok()) << kv.error().message;
   if (!kv.ok()) return {};
   std::vector<float> logits;
+  const int64_t K = model.config().num_experts_per_tok;
+  if (experts) experts->assign(static_cast<size_t>(T), {});
   for (int64_t begin = 0; begin < T; begin += chunk_size) {
     int64_t n = std::min(chunk_size, T - begin);
     ForwardBatch batch;
+    batch.capture_routing = experts != nullptr;
     batch.seqs.push_back(SeqChunk{std::span<const int32_t>(tokens.data() + begin, n), start_pos, begin,
                                   kv->block_table(0), kv->block_table(0), true});
     ForwardOutput out;
     auto st = model.forward(batch, kv->layers(), out);
     EXPECT_TRUE(st.ok()) << st.error().message;
     logits.insert(logits.end(), out.logits.begin(), out.logits.end());
+    if (!experts || !st.ok()) continue;
+    const auto sparse = static_cast<int64_t>(out.routed_experts.size()) / (n * K);  // [sparse, n, K]
+    for (int64_t t = 0; t < n; ++t) {
+      std::vector<int32_t>& mine = (*experts)[static_cast<size_t>(begin + t)];
+      for (int64_t l = 0; l < sparse; ++l) {
+        auto first = out.routed_experts.begin() + (l * n + t) * K;
+        std::vector<int32_t> layer(first, first + K);
+        std::sort(layer.begin(), layer.end());
+        mine.insert(mine.end(), layer.begin(), layer.end());
+      }
+    }
   }
   return logits;
 }

@@ -22,9 +22,12 @@ inline std::string model_path(const std::string& name) {
 std::shared_ptr<const BeamWeights> load_model(const std::string& name);
 
 // Logits [T, V] of one sequence: tokens fed in chunks of chunk_size (0 = all at once) starting
-// at absolute position start_pos, with a KV cache on the model's device.
+// at absolute position start_pos, with a KV cache on the model's device. With `experts`, the
+// steps capture routing (ForwardBatch::capture_routing) and (*experts)[t] gets token t's sorted
+// expert choices of every MoE layer, concatenated.
 std::vector<float> run_chunked(BeamModel& model, const std::vector<int32_t>& tokens,
-                               int64_t start_pos, int64_t chunk_size);
+                               int64_t start_pos, int64_t chunk_size,
+                               std::vector<std::vector<int32_t>>* experts = nullptr);
 
 struct LogitsComparison {
   double rel_error = 0;            // ||a - ref|| / ||ref|| over all rows

@@ -106,46 +106,6 @@ TEST_F(BeamCuda, BatchOfDifferentLengthsMatchesEachAlone) {
   }
 }
 
-// Logits and, per token, the sorted expert choices of every MoE layer (concatenated), from runs of
-// `chunk` tokens (0: one prefill) with capture_routing (the eager path).
-struct RoutedRun {
-  std::vector<float> logits;
-  std::vector<std::vector<int32_t>> experts;  // [T][sparse layers x top_k]
-};
-RoutedRun run_chunked_routed(BeamModel& model, const std::vector<int32_t>& tokens, int64_t chunk) {
-  const auto T = static_cast<int64_t>(tokens.size());
-  const int64_t K = model.config().num_experts_per_tok;
-  if (chunk <= 0) chunk = T;
-  RoutedRun run;
-  run.experts.resize(static_cast<size_t>(T));
-  auto kv = LocalKvCache::create(model.context(), model.config(), 1, T);
-  EXPECT_TRUE(kv.ok()) << kv.error().message;
-  if (!kv.ok()) return run;
-  for (int64_t begin = 0; begin < T; begin += chunk) {
-    const int64_t n = std::min(chunk, T - begin);
-    ForwardBatch batch;
-    batch.capture_routing = true;
-    batch.seqs.push_back(SeqChunk{std::span<const int32_t>(tokens.data() + begin, n), 0, begin,
-                                  kv->block_table(0), kv->block_table(0), true});
-    ForwardOutput out;
-    const auto st = model.forward(batch, kv->layers(), out);
-    EXPECT_TRUE(st.ok()) << st.error().message;
-    if (!st.ok()) return run;
-    run.logits.insert(run.logits.end(), out.logits.begin(), out.logits.end());
-    const auto sparse = static_cast<int64_t>(out.routed_experts.size()) / (n * K);  // [sparse, n, K]
-    for (int64_t t = 0; t < n; ++t) {
-      std::vector<int32_t>& mine = run.experts[static_cast<size_t>(begin + t)];
-      for (int64_t l = 0; l < sparse; ++l) {
-        auto first = out.routed_experts.begin() + (l * n + t) * K;
-        std::vector<int32_t> layer(first, first + K);
-        std::sort(layer.begin(), layer.end());
-        mine.insert(mine.end(), layer.begin(), layer.end());
-      }
-    }
-  }
-  return run;
-}
-
 // Rows `rows` of a [*, V] logits vector, concatenated.
 std::vector<float> rows_of(const std::vector<float>& logits, const std::vector<int64_t>& rows,
                            int64_t V) {
@@ -166,26 +126,28 @@ TEST_F(BeamCuda, ChunkedAndDecodedMatchFullPrefill) {
   auto tokens = random_tokens(45, vocab(), 7);
   auto cpu = cpu_model("tiny-beam");
   ASSERT_NE(cpu, nullptr);
-  const RoutedRun reference = run_chunked_routed(*cpu, tokens, 0);
-  ASSERT_EQ(reference.logits, run_chunked(*cpu, tokens, 0, 0));
+  std::vector<std::vector<int32_t>> ref_experts;
+  const std::vector<float> reference = run_chunked(*cpu, tokens, 0, 0, &ref_experts);
+  ASSERT_EQ(reference, run_chunked(*cpu, tokens, 0, 0));
   // Chunks of at most 8 rows run the skinny GEMV (kernels/cuda/gemm_skinny.cu), 9 and 16 cuBLASLt.
   for (int64_t chunk : {0, 1, 7, 9, 16}) {
     SCOPED_TRACE("GPU chunk " + std::to_string(chunk) + " vs CPU full prefill");
     const std::vector<float> got = run_chunked(*model_, tokens, 0, chunk);
-    const RoutedRun routed = run_chunked_routed(*model_, tokens, chunk);
-    EXPECT_TRUE(routed.logits == got) << "capture_routing changed the logits";
+    std::vector<std::vector<int32_t>> experts;
+    EXPECT_TRUE(run_chunked(*model_, tokens, 0, chunk, &experts) == got)
+        << "capture_routing changed the logits";
     std::vector<int64_t> same, flipped;
     for (size_t t = 0; t < tokens.size(); ++t)
-      (routed.experts[t] == reference.experts[t] ? same : flipped).push_back(static_cast<int64_t>(t));
+      (experts[t] == ref_experts[t] ? same : flipped).push_back(static_cast<int64_t>(t));
     std::printf("gpu chunk %lld vs cpu full prefill: rel_error=%.5f (all rows), %.5f (%zu rows "
                 "routed as the CPU); %zu rows with another expert choice\n",
-                static_cast<long long>(chunk), compare_logits(got, reference.logits, vocab()).rel_error,
-                compare_logits(rows_of(got, same, vocab()), rows_of(reference.logits, same, vocab()),
+                static_cast<long long>(chunk), compare_logits(got, reference, vocab()).rel_error,
+                compare_logits(rows_of(got, same, vocab()), rows_of(reference, same, vocab()),
                                vocab()).rel_error,
                 same.size(), flipped.size());
-    print_row_errors(got, reference.logits);
+    print_row_errors(got, reference);
     EXPECT_LE(flipped.size(), 2u) << "expert choices differ from the CPU's on many tokens";
-    expect_close(rows_of(got, same, vocab()), rows_of(reference.logits, same, vocab()), kTolerance,
+    expect_close(rows_of(got, same, vocab()), rows_of(reference, same, vocab()), kTolerance,
                  "rows routed as the CPU");
   }
 }
