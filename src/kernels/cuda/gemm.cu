@@ -150,10 +150,10 @@ __global__ void scatter_columns_kernel(const uint4* __restrict__ packed, Scatter
   }
 }
 
-// linear_split's one-GEMM path applies: bf16 outputs of widths % 8 == 0, 16-byte aligned, at
-// most kSplitGemmMaxRows rows, more than one output.
-bool takes_split_gemm(const TensorView& x, std::span<const TensorView> outs) {
-  if (outs.size() < 2 || x.dim(0) > kSplitGemmMaxRows) return false;
+// The outputs fit linear_split's one-GEMM path (up to kSplitGemmMaxRows rows): bf16 of widths %
+// 8 == 0, 16-byte aligned, more than one.
+bool split_gemm_outputs(std::span<const TensorView> outs) {
+  if (outs.size() < 2) return false;
   for (const TensorView& out : outs)
     if (out.dtype != DType::kBF16 || out.dim(1) % 8 != 0 ||
         reinterpret_cast<uintptr_t>(out.data) % 16 != 0)
@@ -161,15 +161,20 @@ bool takes_split_gemm(const TensorView& x, std::span<const TensorView> outs) {
   return true;
 }
 
+// The one-GEMM path's packed output [kSplitGemmMaxRows, N], reserved on w's first linear_split
+// whatever its M (the eager step before any capture), so a later step with more rows does not
+// grow it and invalidate captured graphs (it is part of the graph fingerprint).
+char* split_scratch(CudaContext& ctx, int64_t N) {
+  return ctx.linear.split_out.reserve(static_cast<size_t>(kSplitGemmMaxRows * N) * 2, ctx.stream,
+                                      "linear_split (CUDA)");
+}
+
 // One cuBLASLt GEMM over all of w into the scratch, then the column scatter into outs.
 void linear_split_gemm(CudaContext& ctx, const TensorView& x, const TensorView& w,
                        std::span<const TensorView> outs) {
   const int64_t M = x.dim(0), N = w.dim(0);
   if (M == 0) return;
-  // Reserved for kSplitGemmMaxRows rows whatever M is, so a decode graph's M never grows it.
-  char* scratch = ctx.linear.split_out.reserve(static_cast<size_t>(kSplitGemmMaxRows * N) * 2,
-                                               ctx.stream, "linear_split (CUDA)");
-  const TensorView packed{scratch, DType::kBF16, Shape{M, N}, Device::kCuda};
+  const TensorView packed{split_scratch(ctx, N), DType::kBF16, Shape{M, N}, Device::kCuda};
   linear_cublaslt(ctx, x, w, packed);
   ScatterDst dst{};
   int64_t end = 0;
@@ -204,8 +209,10 @@ void linear(CudaContext& ctx, const TensorView& x, const TensorView& w, const Te
 
 void linear_split(CudaContext& ctx, const TensorView& x, const TensorView& w,
                   std::span<const TensorView> outs) {
+  const bool split_gemm = split_gemm_outputs(outs);
+  if (split_gemm) split_scratch(ctx, w.dim(0));
   if (takes_skinny(x, w, outs.front().dtype)) return linear_skinny_split(ctx, x, w, outs);
-  if (takes_split_gemm(x, outs)) return linear_split_gemm(ctx, x, w, outs);
+  if (split_gemm && x.dim(0) <= kSplitGemmMaxRows) return linear_split_gemm(ctx, x, w, outs);
   int64_t row0 = 0;
   for (const TensorView& out : outs) {
     linear(ctx, x, w.rows(row0, out.dim(1)), out);
