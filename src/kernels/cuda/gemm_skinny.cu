@@ -2,11 +2,8 @@
 // x and w, fp32 accumulation and one rounding to out (bf16 or f32). At M <= 16 a linear layer is
 // bound by reading w once, so each warp owns groups of kRows rows of w, streams them with 16-byte
 // non-allocating loads (kUnroll chunks per row in flight) and multiplies each chunk by all M rows
-// of x (read through L1, where the few KB of x stay resident). When w has too few row groups to
-// fill the SMs with warps (o_proj, dense down: N = 5120 at M = 1), each warp keeps twice the
-// chunks in flight (kDeepUnroll) so the HBM still sees enough outstanding bytes. linear_split's
-// outputs are consecutive row ranges of w: one launch covers them all, each row stored into its
-// own output.
+// of x (read through L1, where the few KB of x stay resident). linear_split's outputs are
+// consecutive row ranges of w: one launch covers them all, each row stored into its own output.
 //
 // Work split: the grid is sized from the instance's occupancy so that every warp is resident from
 // the start (one wave) and owns the same number of consecutive row groups (the last warp fewer);
@@ -35,8 +32,6 @@ namespace {
 constexpr int kWarps = 4;    // warps per CTA (128 threads): small CTAs spread evenly over SMs
 constexpr int kChunk = 8;    // bf16 elements per 16-byte chunk
 constexpr int kUnroll = 4;   // chunks per row a lane loads before multiplying (loads in flight)
-constexpr int kDeepUnroll = 8;  // the same when few warps stream w (see few_groups())
-constexpr int64_t kFewWarpsPerSm = 24;  // below this many row groups per SM, w is "few groups"
 constexpr int64_t kMaxGroupsPerWarp = 4;  // past this many row groups per resident warp: dynamic
 constexpr int kMaxSplits = static_cast<int>(kMaxLinearSplits);
 
@@ -115,7 +110,7 @@ __device__ __forceinline__ void store(float v, float* p) { *p = v; }
 
 // One warp computes rows [row0, row0 + kRows) of w (rows past N are clamped for loading and not
 // stored) against the M <= kMaxM rows of x, in the order of the file comment.
-template <int kMaxM, int kRows, int kUnroll, bool kVec, typename Out>
+template <int kMaxM, int kRows, bool kVec, typename Out>
 __device__ __forceinline__ void row_group(const __nv_bfloat16* __restrict__ x,
                                           const __nv_bfloat16* __restrict__ w,
                                           const SplitOut<Out>& split, int M, int64_t N, int64_t K,
@@ -172,7 +167,7 @@ __device__ __forceinline__ void row_group(const __nv_bfloat16* __restrict__ x,
 
 // Warp g of the grid computes row groups [g * groups_per_warp, (g + 1) * groups_per_warp) of
 // kRows rows each (clipped to N). x [M, K], w [N, K], M <= kMaxM.
-template <int kMaxM, int kRows, int kUnroll, bool kVec, typename Out>
+template <int kMaxM, int kRows, bool kVec, typename Out>
 __global__ void __launch_bounds__(kWarps * 32)
     skinny_gemm_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                        SplitOut<Out> split, int M, int64_t N, int64_t K, int64_t groups_per_warp) {
@@ -182,7 +177,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t first = warp * groups_per_warp;
   const int64_t last = first + groups_per_warp < groups ? first + groups_per_warp : groups;
   for (int64_t g = first; g < last; ++g)  // uniform across the warp
-    row_group<kMaxM, kRows, kUnroll, kVec, Out>(x, w, split, M, N, K, g * kRows, lane);
+    row_group<kMaxM, kRows, kVec, Out>(x, w, split, M, N, K, g * kRows, lane);
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -198,11 +193,11 @@ int ctas_per_sm(CudaContext& ctx, const void* kernel) {
   return n;
 }
 
-template <int kMaxM, int kRows, int kUnroll, bool kVec, typename Out>
+template <int kMaxM, int kRows, bool kVec, typename Out>
 void launch(CudaContext& ctx, const TensorView& x, const TensorView& w,
             const SplitOut<Out>& split) {
   const int64_t M = x.dim(0), K = x.dim(1), N = w.dim(0);
-  const auto kernel = skinny_gemm_kernel<kMaxM, kRows, kUnroll, kVec, Out>;
+  const auto kernel = skinny_gemm_kernel<kMaxM, kRows, kVec, Out>;
   const int64_t groups = ceil_div(N, kRows);
   const int64_t resident_warps = int64_t{ctas_per_sm(ctx, reinterpret_cast<const void*>(kernel))} *
                                  ctx.props.multiProcessorCount * kWarps;
@@ -215,26 +210,16 @@ void launch(CudaContext& ctx, const TensorView& x, const TensorView& w,
   CUDA_LAUNCH_OK();
 }
 
-// True when w's row groups leave the SMs short of warps (fewer than kFewWarpsPerSm each).
-bool few_groups(const CudaContext& ctx, int64_t N, int rows) {
-  return ceil_div(N, rows) < kFewWarpsPerSm * ctx.props.multiProcessorCount;
-}
-
-// Picks the instance: kMaxM the smallest of 1, 2, 4, 8, 16 holding M; kDeepUnroll at M = 1 on
-// vector loads when w has few row groups.
+// Picks the instance: kMaxM the smallest of 1, 2, 4, 8, 16 holding M.
 template <int kRows, bool kVec, typename Out>
 void launch_rows(CudaContext& ctx, const TensorView& x, const TensorView& w,
                  const SplitOut<Out>& split) {
   const int64_t M = x.dim(0);
-  if constexpr (kVec) {
-    if (M <= 1 && few_groups(ctx, w.dim(0), kRows))  // M = 2 would spill
-      return launch<1, kRows, kDeepUnroll, true, Out>(ctx, x, w, split);
-  }
-  if (M <= 1) return launch<1, kRows, kUnroll, kVec, Out>(ctx, x, w, split);
-  if (M <= 2) return launch<2, kRows, kUnroll, kVec, Out>(ctx, x, w, split);
-  if (M <= 4) return launch<4, kRows, kUnroll, kVec, Out>(ctx, x, w, split);
-  if (M <= 8) return launch<8, kRows, kUnroll, kVec, Out>(ctx, x, w, split);
-  return launch<16, kRows, kUnroll, kVec, Out>(ctx, x, w, split);
+  if (M <= 1) return launch<1, kRows, kVec, Out>(ctx, x, w, split);
+  if (M <= 2) return launch<2, kRows, kVec, Out>(ctx, x, w, split);
+  if (M <= 4) return launch<4, kRows, kVec, Out>(ctx, x, w, split);
+  if (M <= 8) return launch<8, kRows, kVec, Out>(ctx, x, w, split);
+  return launch<16, kRows, kVec, Out>(ctx, x, w, split);
 }
 
 // Vector loads when every row is 16-byte aligned; two rows per warp there (half the x reads from
