@@ -4,6 +4,7 @@
 #include "runtime/bench/step_bench.h"
 
 #include <algorithm>
+#include <map>
 #include <random>
 #include <set>
 
@@ -45,6 +46,22 @@ std::vector<int64_t> count_experts(const std::vector<int32_t>& routed, int64_t n
         std::set<int32_t>(begin, begin + static_cast<std::ptrdiff_t>(per_layer)).size()));
   }
   return counts;
+}
+
+// Rows routed to the most-chosen expert of each MoE layer in routed [num_sparse, T, k] expert ids
+// (the load skew the routed-expert kernels must absorb; T * k / touched when balanced).
+std::vector<int64_t> max_expert_rows(const std::vector<int32_t>& routed, int64_t num_sparse) {
+  std::vector<int64_t> out;
+  if (num_sparse == 0) return out;
+  const size_t per_layer = routed.size() / static_cast<size_t>(num_sparse);
+  for (int64_t l = 0; l < num_sparse; ++l) {
+    std::map<int32_t, int64_t> rows;
+    for (size_t i = 0; i < per_layer; ++i) ++rows[routed[static_cast<size_t>(l) * per_layer + i]];
+    int64_t most = 0;
+    for (const auto& [expert, n] : rows) most = std::max(most, n);
+    out.push_back(most);
+  }
+  return out;
 }
 
 // One model and B sequences with `context` tokens cached; step() runs one decode token each.
@@ -140,6 +157,7 @@ struct DecodeMeasure {
   double step_ms = 0;
   double host_ms = 0;  // median host time per step before the step was queued (CPU overhead)
   std::vector<int64_t> experts_touched;  // per MoE layer, from one captured step
+  std::vector<int64_t> expert_rows_max;  // per MoE layer, the same step
 };
 
 Expected<DecodeMeasure> measure_decode(const KernelContext& ctx,
@@ -156,8 +174,9 @@ Expected<DecodeMeasure> measure_decode(const KernelContext& ctx,
     host.push_back(rig->last_host_ms());
   }
   BEAM_RETURN_IF_ERROR(rig->step(timer, true));
-  return DecodeMeasure{median(times), median(host),
-                       count_experts(rig->output().routed_experts, num_sparse)};
+  const std::vector<int32_t>& routed = rig->output().routed_experts;
+  return DecodeMeasure{median(times), median(host), count_experts(routed, num_sparse),
+                       max_expert_rows(routed, num_sparse)};
 }
 
 // The embedding gather that opens a step plus compute_logits' kernels (row gather, final norm,
@@ -408,6 +427,7 @@ Expected<nlohmann::json> decode_report(const KernelContext& ctx,
       {"experts_touched", touched_mean},
       {"experts_touched_per_layer", full.experts_touched},
       {"experts_touched_uniform_expectation", expected_experts_touched(c, batch)},
+      {"expert_rows_max_per_layer", full.expert_rows_max},
       {"floor_parts",
        {{"attention_sliding", cost_json(f.attention_sliding)},
         {"attention_full", cost_json(f.attention_full)},
