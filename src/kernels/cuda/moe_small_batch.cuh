@@ -31,6 +31,16 @@
 // it is resident when the router finishes). The down kernel groups, fills its ring with down
 // weights and prefetches two more tiles into L2 while the gate_up kernel drains, then waits for
 // act.
+// The narrow down kernel (8-row passes: below kWidePassMinRows routed rows, batch <= 32 at top-8)
+// also combines, so no combine launch follows it: its units run tile-major (m, then g, then p), so
+// a block's range holds whole column tiles (every slot of every token over 16 output columns) and
+// at most a partial tile at each end. After its last unit a block sums its whole tiles, out[t] =
+// bf16(sum_k fma(w[t, k], f32(y[entry(t, k)]), acc)) in k order from 0 (the combine kernel's and
+// the CPU's rounding points: same bits as the separate combine), from y through L2; for a partial
+// tile it adds its unit count to the tile's ticket (zeroed by the gate_up kernel of the same call,
+// so graph replays start clean) and the block completing the count sums that tile. The wide kernels
+// (batch 33..128) keep the group-major order (B fragments reloaded once per group, not per unit)
+// and the separate combine kernel, a few microseconds next to milliseconds of weight streaming.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -58,6 +68,12 @@ constexpr int kHalfRows = 8;  // routed rows of one n8 half of a pass (the mma's
 constexpr int kWidePassMinRows = 257;
 static_assert(kMaxRows == 2 * kThreads && (1 << kSlotBits) == kMaxRows);
 
+// Whether the kernels of `rows` routed rows run 16-row passes (else 8-row passes, whose down
+// kernel also combines).
+constexpr bool wide_passes(int64_t rows) {
+  return rows >= kWidePassMinRows;
+}
+
 enum class Phase {
   kGateUp,  // act [rows, I] = SwiGLU(x[token] . gate_up[e]^T); tile = 8 gate + 8 up rows
   kDown,    // y [rows, H] = act . down[e]^T; tile = 16 output rows
@@ -78,6 +94,13 @@ struct Args {
   int64_t k;          // gate_up H, down I: multiples of 8, at most kMaxK
   bf16_t* out;        // gate_up: act [rows, I]; down: y [rows, H]; grouped rows
   int32_t* entry_of;  // [rows] grouped row of each slot, written by block 0 (nullptr: not)
+  // The narrow down kernel's combine (unused by the other kernels; nullptr there):
+  const float* weights;  // [rows] routing weight of each slot
+  bf16_t* combined;      // out [T, H] = sum_k weights[t, k] * y[slot (t, k)]
+  // [num_tickets = ceil(H / 16)] slots arrived per column tile: the gate_up kernel zeroes them
+  // (when set), the combining down kernel counts partial tiles in them.
+  int32_t* tickets;
+  int num_tickets;
 };
 
 // The routed slots grouped by expert, built by every block (build_groups).
@@ -89,6 +112,10 @@ struct Tables {
   int32_t pass_prefix[kMaxRows + 1];  // passes of the groups before g; [num_groups] = total
   int32_t scan[kWarps + 1];           // block_exclusive_sum's warp totals
   int32_t num_groups;
+  // Combining down kernel only (build_groups<true>):
+  int32_t entry[kMaxRows];  // grouped row of each slot
+  float weight[kMaxRows];   // routing weight of each slot
+  int32_t split_done[2];    // partial tiles this block completed (-1: none)
 };
 
 struct Shared {
@@ -96,7 +123,8 @@ struct Shared {
   float4 partial[2][2][kWarps][32];    // [unit parity][half][warp][lane]: per-warp accumulators
   Tables t;
 };
-constexpr size_t kSmemBytes = sizeof(Shared);  // ~180 KB: one block per SM
+constexpr size_t kSmemBytes = sizeof(Shared);  // ~193 KB: one block per SM
+static_assert(kSmemBytes <= 227 * 1024, "over the H200's shared memory per block");
 
 // 16 bytes global -> shared (L2 only, 256-byte L2 prefetch), or 16 zero bytes when !valid (src is
 // then not read).
@@ -152,7 +180,9 @@ __device__ __forceinline__ int block_exclusive_sum(int v, Tables& t, int* total)
 
 // Groups the p.rows slots by expert into t, slots of one expert in increasing slot order (the
 // CPU's bucket order), every group split into passes of pass_rows rows. An id outside [0, E)
-// traps (the CPU op aborts). Block 0 also writes p.entry_of when given.
+// traps (the CPU op aborts). Block 0 also writes p.entry_of when given; kCombine: t.entry and
+// t.weight.
+template <bool kCombine>
 __device__ __forceinline__ void build_groups(const Args& p, int pass_rows, Tables& t) {
   const int tid = static_cast<int>(threadIdx.x);
   int n = 1;  // bitonic size: the next power of two >= rows
@@ -199,6 +229,10 @@ __device__ __forceinline__ void build_groups(const Args& p, int pass_rows, Table
     const int key = t.key[r], slot = key & (kMaxRows - 1);
     t.row_token[r] = slot / p.top_k;
     if (p.entry_of != nullptr && blockIdx.x == 0) p.entry_of[slot] = r;
+    if constexpr (kCombine) {
+      t.entry[slot] = r;
+      t.weight[slot] = __ldcg(p.weights + slot);
+    }
     if (first[c]) {
       const int g = before + (c == 1 ? int{first[0]} : 0);
       t.expert[g] = key >> kSlotBits;
@@ -224,8 +258,21 @@ __device__ __forceinline__ void build_groups(const Args& p, int pass_rows, Table
   __syncthreads();
 }
 
-// A unit's place: group g, m tile m, pass (of the kernel's pass rows) p; units are ordered
-// (g, m, p).
+// m16 tiles over the output columns. Units, tiles and steps fit int: m_tiles <= 640 (widths <=
+// kMaxK), passes <= kMaxRows.
+template <Phase kPhase>
+__device__ __forceinline__ int m_tiles_of(const Args& p) {
+  return static_cast<int>((p.n + tile_cols<kPhase>() - 1) / tile_cols<kPhase>());
+}
+
+// Block b's units are [block_unit(b), block_unit(b + 1)): equal contiguous shares of the
+// m_tiles * total passes units.
+__device__ __forceinline__ int block_unit(const Tables& t, int m_tiles, unsigned b) {
+  return static_cast<int>(int64_t{m_tiles} * t.pass_prefix[t.num_groups] * b / gridDim.x);
+}
+
+// A unit's place: group g, m tile m, pass (of the kernel's pass rows) p. Units are ordered
+// group-major (g, m, p) or, kTileMajor (the combining down kernel), tile-major (m, g, p).
 struct Cursor {
   int g, m, p;
 };
@@ -234,28 +281,46 @@ __device__ __forceinline__ int passes_of(const Tables& t, int g) {
   return t.pass_prefix[g + 1] - t.pass_prefix[g];
 }
 
+// Units (g, p) of one m tile: the passes of all groups.
+__device__ __forceinline__ int tile_units(const Tables& t) {
+  return t.pass_prefix[t.num_groups];
+}
+
 // The cursor of unit u (< m_tiles * total passes).
+template <bool kTileMajor>
 __device__ __forceinline__ Cursor cursor_at(const Tables& t, int m_tiles, int u) {
-  int lo = 0, hi = t.num_groups - 1;  // the last g whose first unit is <= u
+  // Group-major: the last g whose first unit m_tiles * pass_prefix[g] is <= u; tile-major: the last
+  // g whose first pass pass_prefix[g] is <= u's pass within its tile.
+  const int scale = kTileMajor ? 1 : m_tiles;
+  const int key = kTileMajor ? u % tile_units(t) : u;
+  int lo = 0, hi = t.num_groups - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (m_tiles * t.pass_prefix[mid] <= u) {
+    if (scale * t.pass_prefix[mid] <= key) {
       lo = mid;
     } else {
       hi = mid - 1;
     }
   }
+  if constexpr (kTileMajor) return {lo, u / tile_units(t), key - t.pass_prefix[lo]};
   const int passes = passes_of(t, lo);
   const int local = u - m_tiles * t.pass_prefix[lo];
   return {lo, local / passes, local % passes};
 }
 
+template <bool kTileMajor>
 __device__ __forceinline__ void advance(Cursor& c, const Tables& t, int m_tiles) {
   if (++c.p < passes_of(t, c.g)) return;
   c.p = 0;
-  if (++c.m < m_tiles) return;
-  c.m = 0;
-  ++c.g;
+  if constexpr (kTileMajor) {
+    if (++c.g < t.num_groups) return;
+    c.g = 0;
+    ++c.m;
+  } else {
+    if (++c.m < m_tiles) return;
+    c.m = 0;
+    ++c.g;
+  }
 }
 
 // The weight rows this lane copies for the tile of cursor c: row lane / 4 (a) and row lane / 4 + 8
@@ -333,13 +398,14 @@ __device__ __forceinline__ uint4 load_fragment(const Args& p, int row, int step,
 // bulk prefetch per 16 output rows' K bytes, so the HBM stream runs on while the gate_up kernel
 // drains (~21 MB over 132 SMs at Beam widths, well inside the 60 MB L2).
 constexpr int kL2PrefetchUnits = 2;
+template <bool kTileMajor>
 __device__ __forceinline__ void prefetch_next_tiles(const Args& p, const Tables& t, Cursor c,
                                                     int m_tiles, int units_left) {
   const int tid = static_cast<int>(threadIdx.x);
   if (tid >= 16 * kL2PrefetchUnits || p.k == 0) return;  // (a zero-size prefetch is not defined)
   const int ahead = 1 + tid / 16, row = tid % 16;
   if (ahead >= units_left) return;
-  for (int j = 0; j < ahead; ++j) advance(c, t, m_tiles);
+  for (int j = 0; j < ahead; ++j) advance<kTileMajor>(c, t, m_tiles);
   const int64_t h = static_cast<int64_t>(c.m) * tile_cols<Phase::kDown>() + row;
   if (h >= p.n) return;
   prefetch_l2_bulk(p.w + (static_cast<int64_t>(t.expert[c.g]) * p.n + h) * p.k,
@@ -352,6 +418,72 @@ __device__ __forceinline__ bool second_half(const Tables& t, const Cursor& c) {
   return kPassRows > kHalfRows && t.begin[c.g + 1] - t.begin[c.g] - c.p * kPassRows > kHalfRows;
 }
 
+// out[t, 16 m + c] = bf16(sum_k fma(w[t, k], f32(y[entry(t, k), 16 m + c]), acc)) in k order from
+// acc = 0 (combine_kernel's operations), for the tiles m in [m_first, m_first + m_count) and every
+// token; the block's threads take (tile, token, column) items, y read through L2 kCombineLoads
+// slots at a time. Callers order the y stores before (a barrier; other blocks': their tickets).
+constexpr int kCombineLoads = 8;
+__device__ __forceinline__ void combine_tiles(const Args& p, const Tables& t, int m_first,
+                                              int m_count) {
+  constexpr int kCols = tile_cols<Phase::kDown>();
+  const int tokens = p.rows / p.top_k, per_tile = tokens * kCols;
+  for (int i = static_cast<int>(threadIdx.x); i < m_count * per_tile; i += kThreads) {
+    const int tok = i % per_tile / kCols;
+    const int64_t col = int64_t{m_first + i / per_tile} * kCols + i % kCols;
+    if (col >= p.n) continue;
+    const int32_t* entry = t.entry + tok * p.top_k;
+    const float* w = t.weight + tok * p.top_k;
+    float acc = 0.0f;
+    for (int k0 = 0; k0 < p.top_k; k0 += kCombineLoads) {
+      float v[kCombineLoads];
+#pragma unroll
+      for (int j = 0; j < kCombineLoads; ++j) {
+        v[j] = k0 + j < p.top_k
+                   ? __bfloat162float(__ldcg(p.out + int64_t{entry[k0 + j]} * p.n + col))
+                   : 0.0f;
+      }
+#pragma unroll
+      for (int j = 0; j < kCombineLoads; ++j) {
+        if (k0 + j < p.top_k) acc = __fmaf_rn(w[k0 + j], v[j], acc);
+      }
+    }
+    p.combined[int64_t{tok} * p.n + col] = __float2bfloat16_rn(acc);
+  }
+}
+
+// The combining down kernel after its last unit [u_begin, u_end) (tile-major, tile_units(t) units
+// per tile): sums the tiles its range holds whole, and a partial tile at either end once every
+// block holding part of it has arrived (its ticket reaches tile_units; the last block sums it).
+__device__ __forceinline__ void combine_range(const Args& p, Tables& t, int u_begin, int u_end) {
+  const int per_tile = tile_units(t);
+  const int m_head = u_begin / per_tile, m_tail = (u_end - 1) / per_tile;
+  __syncthreads();  // the block's y stores (reducing warps) before any combine or ticket
+  if (threadIdx.x == 0) {
+    // Release this block's y (ordered before by the barrier) to the block completing a ticket.
+    __threadfence();
+    bool completed = false;
+#pragma unroll
+    for (int end = 0; end < 2; ++end) {
+      const int m = end == 0 ? m_head : m_tail;
+      const int held = min(u_end, (m + 1) * per_tile) - max(u_begin, m * per_tile);
+      const bool partial = held < per_tile && (end == 0 || m_tail != m_head);
+      const bool last = partial && atomicAdd(p.tickets + m, held) + held == per_tile;
+      t.split_done[end] = last ? m : -1;
+      completed = completed || last;
+    }
+    if (completed) __threadfence();  // acquire the other blocks' y (read after the barrier below)
+  }
+  // Whole tiles need no ticket (warp 0 joins once its lane 0 has arrived).
+  const int m_whole = (u_begin + per_tile - 1) / per_tile;
+  combine_tiles(p, t, m_whole, max(0, u_end / per_tile - m_whole));
+  __syncthreads();  // t.split_done
+#pragma unroll
+  for (int end = 0; end < 2; ++end) {
+    const int m = t.split_done[end];
+    if (m >= 0) combine_tiles(p, t, m, 1);
+  }
+}
+
 // Grid: one block per SM (any count works). kHalves: n8 halves per pass (1: 8-row passes, for up
 // to kWidePassMinRows - 1 routed rows; 2: 16-row passes, separate code as both together do not fit
 // the 128 registers a thread has). See the top of this file.
@@ -359,6 +491,7 @@ template <Phase kPhase, int kHalves>
 __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
   static_assert(kHalves == 1 || kHalves == 2);
   constexpr int kPassRows = kHalves * kHalfRows;
+  constexpr bool kCombine = kPhase == Phase::kDown && kHalves == 1;  // see the top of this file
   extern __shared__ __align__(16) unsigned char moe_small_smem[];
   Shared& sh = *reinterpret_cast<Shared*>(moe_small_smem);
   const Tables& t = sh.t;
@@ -369,16 +502,19 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
   if constexpr (kPhase == Phase::kGateUp) {
     pdl_wait();
     pdl_launch_dependents();
+    if (p.tickets != nullptr) {  // for this call's down kernel (it reads them after its wait)
+      for (int i = static_cast<int>(blockIdx.x * kThreads + threadIdx.x); i < p.num_tickets;
+           i += static_cast<int>(gridDim.x * kThreads))
+        p.tickets[i] = 0;
+    }
   }
-  build_groups(p, kPassRows, sh.t);
+  build_groups<kCombine>(p, kPassRows, sh.t);
 
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int r = lane / 4, q = lane % 4;
-  // Units, tiles and steps fit int: m_tiles <= 640 (widths <= kMaxK), passes <= kMaxRows.
-  const int m_tiles = static_cast<int>((p.n + tile_cols<kPhase>() - 1) / tile_cols<kPhase>());
-  const int64_t units = int64_t{m_tiles} * t.pass_prefix[t.num_groups];
-  const auto u_begin = static_cast<int>(units * blockIdx.x / gridDim.x);
-  const auto u_end = static_cast<int>(units * (blockIdx.x + 1) / gridDim.x);
+  const int m_tiles = m_tiles_of<kPhase>(p);
+  const int u_begin = block_unit(t, m_tiles, blockIdx.x),
+            u_end = block_unit(t, m_tiles, blockIdx.x + 1);
   if (u_begin >= u_end) return;  // uniform over the block
   const auto steps = static_cast<int>((p.k + kStepCols - 1) / kStepCols);
   const int spw = (steps + kWarps - 1) / kWarps;  // <= kMaxSteps (host-checked)
@@ -387,7 +523,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
 
   // Producer: the warp's steps of units u_begin.. in order, kStages ahead of the consumer.
   uint4(*ring)[2][32] = sh.ring[warp];
-  Cursor pc = cursor_at(t, m_tiles, u_begin);
+  Cursor pc = cursor_at<kCombine>(t, m_tiles, u_begin);
   const Cursor start = pc;
   int p_left = u_end - u_begin;  // units the producer has not finished issuing
   int pi = 0;
@@ -405,7 +541,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
       if (++pi == my_steps) {
         pi = 0;
         if (--p_left > 0) {
-          advance(pc, t, m_tiles);
+          advance<kCombine>(pc, t, m_tiles);
           tile_rows<kPhase>(p, t, pc, r, wa, wb_ok);
         }
       }
@@ -416,7 +552,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
   for (int s = 0; s < kStages; ++s) issue(s);
 
   if constexpr (kPhase == Phase::kDown) {
-    prefetch_next_tiles(p, t, start, m_tiles, u_end - u_begin);
+    prefetch_next_tiles<kCombine>(p, t, start, m_tiles, u_end - u_begin);
     pdl_wait();  // act comes from the gate_up kernel
     pdl_launch_dependents();
   }
@@ -446,7 +582,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
     int next_row[kHalves];
     {  // (the next unit's cursor is not held across the k loop: registers)
       Cursor nc = cc;
-      advance(nc, t, m_tiles);
+      advance<kCombine>(nc, t, m_tiles);
       reload = left > 1 && (nc.g != cc.g || nc.p != cc.p);
       next_wide = reload ? second_half<kPassRows>(t, nc) : wide;
 #pragma unroll
@@ -498,10 +634,14 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
       }
       store_unit<kPhase, kPassRows>(p, t, cc, mine, r, q, s);
     }
-    advance(cc, t, m_tiles);
+    advance<kCombine>(cc, t, m_tiles);
     wide = next_wide;
   }
   cp_async_wait<0>();
+  if constexpr (kCombine) {  // (the range recomputed: not held in registers across the loop)
+    const int m = m_tiles_of<kPhase>(p);
+    combine_range(p, sh.t, block_unit(t, m, blockIdx.x), block_unit(t, m, blockIdx.x + 1));
+  }
 }
 
 }  // namespace beam::cuda::moe_small
