@@ -11,6 +11,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "cuda_test_util.h"
@@ -229,18 +230,66 @@ class CudaMoeRouter : public test::CudaTest {
   }
 };
 
-// Small T (the fused split-K logits + routing kernel: 16-byte and scalar loads, one or several
-// tiles of tokens) and large T (cuBLASLt + route).
+// Small T (the fused tensor-core split-K logits + routing kernel: 16-byte and scalar loads, one
+// or two 64-token passes, one to 16 routing blocks, partial n8 tiles) and large T (cuBLASLt +
+// route).
 TEST_F(CudaMoeRouter, MatchesCpuTinyShapes) {
-  for (int64_t T : {1, 5, 16, 17, 32, 64, 128, 129, 300}) {
+  for (int64_t T : {1, 2, 5, 15, 16, 17, 32, 64, 100, 128, 129, 300}) {
     check(T, 64, 16, {4, 2, 4, true, 2.5f});     // H multiple of 4: vector loads
     check(T, 37, 8, {2, 1, 2, true, 1.0f});      // odd H: scalar loads
-    check(T, 1000, 24, {3, 2, 3, false, 1.0f});  // several K splits, 24 experts: half a block
+    check(T, 1000, 24, {3, 2, 3, false, 1.0f});  // two K splits, 24 experts: 1.5 expert tiles
+    check(T, 652, 96, {4, 3, 6, true, 1.0f});    // 3 experts per lane, H % 16 == 12
   }
 }
 
 TEST_F(CudaMoeRouter, MatchesCpuBeamShapes) {
-  for (int64_t T : {1, 5, 17, 32, 64, 128, 300}) check(T, 5120, 256, {8, 4, 8, true, 2.5f});
+  for (int64_t T : {1, 2, 5, 15, 16, 17, 32, 64, 100, 128, 129, 300})
+    check(T, 5120, 256, {8, 4, 8, true, 2.5f});
+}
+
+// A token's logits (so its ids and weight bits) do not depend on T or on its place in the batch
+// while the fused kernel computes them: a token routed alone and inside batches of 17 and 128.
+TEST_F(CudaMoeRouter, TokenBitsIndependentOfBatch) {
+  const RouterParams p{8, 4, 8, true, 2.5f};
+  const int64_t H = 5120, E = 256;
+  const RouterData d = make_router(128, H, E, 77);
+  const TensorView rw = upload(d.w), bias = upload(d.bias);
+  auto run = [&](int64_t first, int64_t T) {  // rows [first, first + T) of d.x as one batch
+    HostTensor xs(DType::kBF16, {T, H});
+    std::memcpy(xs.view.data, d.x.as<bf16>() + first * H, static_cast<size_t>(T * H) * 2);
+    const TensorView ids = device_tensor(DType::kI32, {T, p.top_k});
+    const TensorView w = device_tensor(DType::kF32, {T, p.top_k});
+    moe_router_route(gpu, upload(xs), rw, bias, p, ids, w);
+    return std::make_pair(download(ids), download(w));
+  };
+  const auto all = run(0, 128);
+  for (const auto& [first, T] : {std::pair<int64_t, int64_t>{77, 1}, {70, 17}, {3, 100}}) {
+    const auto part = run(first, T);
+    for (int64_t i = 0; i < T * p.top_k; ++i) {
+      const int64_t j = first * p.top_k + i;
+      EXPECT_EQ(part.first.as<int32_t>()[i], all.first.as<int32_t>()[j]) << first << "+" << i;
+      EXPECT_EQ(std::bit_cast<uint32_t>(part.second.as<float>()[i]),
+                std::bit_cast<uint32_t>(all.second.as<float>()[j]))
+          << "batch at " << first << " of " << T << ", slot " << i;
+    }
+  }
+}
+
+// Router rows repeated every 40 experts (so in other tiles and fragment rows, groups partly equal):
+// the CPU's logits tie exactly, the GPU's must too (each logit depends only on its own row and
+// token), and ties go to the lower group and expert index as on the CPU.
+TEST_F(CudaMoeRouter, RepeatedRowsTieAsCpu) {
+  const RouterParams p{8, 4, 8, true, 2.5f};
+  for (int64_t T : {1, 16, 128}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << T);
+    RouterData d = make_router(T, 5120, 256, 55);
+    for (int64_t e = 40; e < 256; ++e)
+      std::memcpy(d.w.as<float>() + e * 5120, d.w.as<float>() + (e % 40) * 5120, 5120 * 4);
+    const TensorView ids = device_tensor(DType::kI32, {T, p.top_k});
+    const TensorView w = device_tensor(DType::kF32, {T, p.top_k});
+    moe_router_route(gpu, upload(d.x), upload(d.w), upload(d.bias), p, ids, w);
+    expect_matches_cpu(d.x, d.w, d.bias, p, download(ids), download(w));
+  }
 }
 
 // A CUDA graph of the fused kernel replays on new x, router weights and bias written into the
@@ -248,7 +297,7 @@ TEST_F(CudaMoeRouter, MatchesCpuBeamShapes) {
 // bits, so the kernel reads everything from device memory and leaves its ticket counters zero.
 TEST_F(CudaMoeRouter, GraphReplaysMatchCpuAndEager) {
   const RouterParams p{8, 4, 8, true, 2.5f};
-  for (int64_t T : {int64_t{1}, int64_t{32}}) {
+  for (int64_t T : {int64_t{1}, int64_t{32}, int64_t{128}}) {
     SCOPED_TRACE(::testing::Message() << "T=" << T);
     const RouterData first = make_router(T, 5120, 256, 101);
     const TensorView x = upload(first.x), rw = upload(first.w), bias = upload(first.bias);
