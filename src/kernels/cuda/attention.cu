@@ -6,8 +6,12 @@
 // of the row's splits (32-key splits up to 2048 visible keys, then doubling to at most ~64 per
 // row). The planner gives each CTA about an equal share of the batch's key tiles, aiming at
 // kDecodeCtasPerSm CTAs per SM: a batch-1 decode over 512 keys runs 16 splits x 8 KV heads = 128
-// CTAs of one 32-key tile each, and the last CTA of a split row folds the partial states (no
-// second launch); a batch of 32 such rows runs 2 CTAs of 8 tiles per row and KV head.
+// CTAs of one 32-key tile each (the first 128 of the grid, KV head fastest: one per SM), and the
+// last CTA of a split row folds the partial states (no second launch); a batch of 32 such rows
+// runs 2 CTAs of 8 tiles per row and KV head. The split grid itself (split_keys) is a numerics
+// contract shared with the chunk kernel (see attention_kernels.cuh): the planner only chooses
+// which CTA computes which splits, so the items follow each step's real lengths while the grid
+// of a fixed plan stays (geometry, SM count).
 //
 // Prefill chunks go to the attend kernel of attention_kernels.cuh: a work item is a tile of up to
 // 64 / G query rows (10 at Beam's G = 6) whose CTA (one per KV head) loads each K/V tile once for
@@ -109,6 +113,7 @@ struct Plan {
 
 // CTAs per SM the decode planner aims at (the decode kernel's occupancy at Beam's heads).
 constexpr int64_t kDecodeCtasPerSm = 4;
+constexpr int64_t kMaxGridY = 65535;  // CUDA's limit on gridDim.y (the decode kernel's CTA slots)
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
@@ -372,32 +377,33 @@ void launch(CudaContext& ctx, const ad::Params& p, int64_t items_grid, int64_t g
   CUDA_LAUNCH_OK();
 }
 
-// Launches the decode kernel over grid (grid_x, Nkv), G warps per CTA.
+// Launches the decode kernel over grid (Nkv, min(slots, 65535)), G warps per CTA: `slots` CTAs per
+// KV head (the kernel's CTAs stride over the plan's items).
 template <int D>
-void launch_decode(CudaContext& ctx, const ad::DecodeParams& p, int64_t grid_x) {
+void launch_decode(CudaContext& ctx, const ad::DecodeParams& p, int64_t slots) {
   constexpr uint32_t kAttrBit = D == 64 ? 1u : D == 128 ? 2u : 4u;
   if (!(ctx.attention.decode_attributes & kAttrBit)) {  // once per context: the largest G's need
     CUDA_OK(cudaFuncSetAttribute(ad::decode_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  static_cast<int>(ad::decode_smem_bytes(D, ad::kMaxDecodeGroup))));
     ctx.attention.decode_attributes |= kAttrBit;
   }
-  BEAM_CHECK(grid_x < (int64_t{1} << 31)) << "paged_attention: " << grid_x << " decode items";
-  const dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(p.num_kv_heads));
+  const dim3 grid(static_cast<unsigned>(p.num_kv_heads),
+                  static_cast<unsigned>(std::clamp<int64_t>(slots, 1, kMaxGridY)));
   ad::decode_kernel<D><<<grid, p.group * 32, ad::decode_smem_bytes(D, p.group), ctx.stream>>>(p);
   CUDA_LAUNCH_OK();
 }
 
 void launch_decode_for_head_dim(CudaContext& ctx, const ad::DecodeParams& p, int64_t head_dim,
-                                int64_t grid_x) {
+                                int64_t slots) {
   switch (head_dim) {
     case 64:
-      launch_decode<64>(ctx, p, grid_x);
+      launch_decode<64>(ctx, p, slots);
       return;
     case 128:
-      launch_decode<128>(ctx, p, grid_x);
+      launch_decode<128>(ctx, p, slots);
       return;
     default:
-      launch_decode<256>(ctx, p, grid_x);
+      launch_decode<256>(ctx, p, slots);
       return;
   }
 }
@@ -670,12 +676,12 @@ void fixed_paged_attention(CudaContext& ctx, int slot, const TensorView& q, cons
     p.gate_bias = static_cast<const __nv_bfloat16*>(gate->bias.data);
   }
   // The grid depends on the geometry and the SM count only; CTAs stride over the real counts
-  // (and prefetch item blockIdx.x, which must lie inside the plan's memory).
-  const int64_t grid_x = decode_slots(ctx, g);
-  BEAM_CHECK(sizeof(ad::DecodePlanHeader) + (grid_x + 1) * sizeof(ad::DecodeItem) <=
+  // (and prefetch item blockIdx.y, which must lie inside the plan's memory).
+  const int64_t slots = std::min(decode_slots(ctx, g), kMaxGridY);
+  BEAM_CHECK(sizeof(ad::DecodePlanHeader) + (slots + 1) * sizeof(ad::DecodeItem) <=
              f->meta.capacity())
       << "fixed_paged_attention: plan memory below one item per CTA";
-  launch_decode_for_head_dim(ctx, p, g.head_dim, grid_x);
+  launch_decode_for_head_dim(ctx, p, g.head_dim, slots);
 }
 
 void store_kv(CudaContext& ctx, const TensorView& k, const TensorView& v, const TensorView& slots,

@@ -1,7 +1,10 @@
 // Device side of the CUDA decode attention (kernels/cuda/attention.cu): one CTA per work item (one
 // query row and a run of its splits) and KV head, G = Nq / Nkv warps, warp w serving q head
 // kvh * G + w, so each K/V tile is read from memory once for the G heads that share it. Tiles
-// stream through a kDecodeStages-deep cp.async pipeline in shared memory.
+// stream through a kDecodeStages-deep cp.async pipeline in shared memory. The KV head is the
+// grid's x (fastest) index, so the CTAs of the first items are the first ones dispatched and land
+// on distinct SMs: a batch-1 plan of 16 one-tile items x 8 KV heads in a fixed grid of 66 x 8
+// CTAs runs one item per SM, not four (item-major, blocks i and i + 132 shared an SM).
 //
 // Numerics: exactly the per-row arithmetic of attention_kernels.cuh (attend_tile per 32-key tile,
 // splits of split_keys(n) slots, RowState::fold of the split states in split order), so a row
@@ -9,7 +12,10 @@
 // writes it. Otherwise the row's items form a group: the first item writes its folded prefix as
 // one record, the others one record per split, and the last CTA of the group to finish (a ticket
 // counter per group and KV head, reset by that CTA so graph replays find it zero) folds the
-// records in split order and writes the row: one launch, no float atomics.
+// records in split order and writes the row: one launch, no float atomics. That CTA loads the
+// gate inputs before the records and derives every record's fold weights at once (a running max
+// across lanes; the same fmaxf / expf operands as RowState::fold), leaving only the fmaf chains
+// serial.
 //
 // The plan (a header, the items, the block tables and the uncovered rows) comes from device memory
 // and CTAs stride over its items, so a grid sized from the SM count serves any batch (CUDA
@@ -134,25 +140,70 @@ __device__ __forceinline__ void store_record(const DecodeParams& p, int64_t rec,
   if (lane == 0) *reinterpret_cast<float2*>(p.part_ml + rec * 2) = make_float2(st.m, st.l);
 }
 
+// n consecutive bf16 as one 2n-byte vector (n = 2, 4, 8: one 4-, 8- or 16-byte access).
+template <int N>
+struct alignas(2 * N) Bf16Vec {
+  __nv_bfloat16 v[N];
+};
+
+// The gate inputs of this lane's dims of one output row (unused without a gate).
+template <int DPL>
+struct GateIn {
+  Bf16Vec<DPL> g;
+  float b;
+};
+
+// True when out (and the gate) allow this lane's DPL bf16 as one vector access.
+template <int DPL>
+__device__ __forceinline__ bool vector_rows(const DecodeParams& p) {
+  const auto bits = reinterpret_cast<uintptr_t>(p.out) | reinterpret_cast<uintptr_t>(p.gate);
+  return bits % (2 * DPL) == 0;
+}
+
+// Element offset of this lane's first dim of q head h in row `row` of out (and of the gate).
+template <int D>
+__device__ __forceinline__ int64_t out_offset(const DecodeParams& p, int32_t row, int h) {
+  return (int64_t{row} * p.num_heads + h) * D + threadIdx.x % 32 * (D / 32);
+}
+
+// This lane's gate inputs of q head h in `row` (nothing without a gate): issued early, they
+// overlap the loads that precede the write.
+template <int D>
+__device__ __forceinline__ GateIn<D / 32> load_gate(const DecodeParams& p, int32_t row, int h) {
+  constexpr int DPL = D / 32;
+  GateIn<DPL> in{};
+  if (p.gate == nullptr) return in;
+  const __nv_bfloat16* src = p.gate + out_offset<D>(p, row, h);
+  if (vector_rows<DPL>(p)) {
+    in.g = *reinterpret_cast<const Bf16Vec<DPL>*>(src);
+  } else {
+#pragma unroll
+    for (int c = 0; c < DPL; ++c) in.g.v[c] = src[c];
+  }
+  in.b = __bfloat162float(p.gate_bias[h]);
+  return in;
+}
+
 // This lane's dims of q head h's output row: bf16(acc / l), gated when p.gate is set (the bf16
 // value times output_gate_factor(g, bias[h]), rounded to bf16 again: output_gate's arithmetic).
 template <int D>
 __device__ __forceinline__ void write_out(const DecodeParams& p, int32_t row, int h,
-                                          const RowState<D / 32>& st) {
+                                          const RowState<D / 32>& st, const GateIn<D / 32>& gate) {
   constexpr int DPL = D / 32;
-  const int lane = threadIdx.x % 32;
-  const int64_t off = (int64_t{row} * p.num_heads + h) * D + lane * DPL;
-  __nv_bfloat16* dst = p.out + off;
-  if (p.gate == nullptr) {
-#pragma unroll
-    for (int c = 0; c < DPL; ++c) dst[c] = __float2bfloat16_rn(st.acc[c] / st.l);
-    return;
-  }
-  const float b = __bfloat162float(p.gate_bias[h]);
+  Bf16Vec<DPL> o;
 #pragma unroll
   for (int c = 0; c < DPL; ++c) {
-    const float o = __bfloat162float(__float2bfloat16_rn(st.acc[c] / st.l));
-    dst[c] = __float2bfloat16_rn(apply_output_gate(o, __bfloat162float(p.gate[off + c]), b));
+    o.v[c] = __float2bfloat16_rn(st.acc[c] / st.l);
+    if (p.gate != nullptr)
+      o.v[c] = __float2bfloat16_rn(apply_output_gate(__bfloat162float(o.v[c]),
+                                                     __bfloat162float(gate.g.v[c]), gate.b));
+  }
+  __nv_bfloat16* dst = p.out + out_offset<D>(p, row, h);
+  if (vector_rows<DPL>(p)) {
+    *reinterpret_cast<Bf16Vec<DPL>*>(dst) = o;
+  } else {
+#pragma unroll
+    for (int c = 0; c < DPL; ++c) dst[c] = o.v[c];
   }
 }
 
@@ -162,25 +213,97 @@ __device__ __forceinline__ int64_t record_of(const DecodeParams& p, const Decode
   return it->record + int64_t{j - it->first_count + 1} * p.num_heads + h;
 }
 
+// This lane's DPL consecutive floats from shared memory (16- or 8-byte aligned).
+template <int DPL>
+__device__ __forceinline__ void load_lane(const float* src, float (&v)[DPL]) {
+  if constexpr (DPL % 4 == 0) {
+#pragma unroll
+    for (int c = 0; c < DPL; c += 4) {
+      const float4 x = *reinterpret_cast<const float4*>(src + c);
+      v[c] = x.x;
+      v[c + 1] = x.y;
+      v[c + 2] = x.z;
+      v[c + 3] = x.w;
+    }
+  } else {
+#pragma unroll
+    for (int c = 0; c < DPL; c += 2) {
+      const float2 x = *reinterpret_cast<const float2*>(src + c);
+      v[c] = x.x;
+      v[c + 1] = x.y;
+    }
+  }
+}
+
+// How combine() applies a record (the w field of its weights).
+constexpr float kFoldRecord = 0.f, kSkipRecord = 1.f, kFirstRecord = 2.f;
+
+// Replaces (m, l) of this warp's records [0, count) of a chunk (float4 each at w_s + i * G) by
+// their fold weights (old_w, new_w, l * new_w, kind): lane j serves records j, j + 32, ... The
+// running max M before record i is the max of the m of every earlier record (`run` carries it
+// across chunks; records of m = -inf leave it as fold_state leaves it), so old_w = expf(M - mx),
+// new_w = expf(m - mx) with mx = fmaxf(M, m) are fold_state's values, computed for all records at
+// once. `first`: the chunk starts with the group's record 0, which the fold takes as it is.
+__device__ __forceinline__ void fold_weights(float4* w_s, int G, int count, bool first,
+                                             float& run) {
+  const int lane = threadIdx.x % 32;
+  for (int i1 = 0; i1 < count; i1 += 32) {
+    const int i = i1 + lane;
+    float m = -INFINITY, l = 0.f;
+    if (i < count) {
+      const float4 v = w_s[i * G];
+      m = v.x;
+      l = v.y;
+    }
+    float incl = m;  // max of m over this round's records up to i
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const float up = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl = fmaxf(incl, up);
+    }
+    const float before = __shfl_up_sync(0xffffffffu, incl, 1);
+    const float M = lane == 0 ? run : fmaxf(run, before);
+    const float mx = fmaxf(M, m);
+    const float new_w = expf(m - mx);
+    float4 out = make_float4(expf(M - mx), new_w, __fmul_rn(l, new_w), kFoldRecord);
+    if (first && i == 0) {
+      out = make_float4(0.f, 0.f, l, kFirstRecord);
+    } else if (m == -INFINITY) {
+      out.w = kSkipRecord;
+    }
+    if (i < count) w_s[i * G] = out;
+    run = fmaxf(run, __shfl_sync(0xffffffffu, incl, 31));
+  }
+  __syncwarp();
+}
+
 // Writes the group's row for the CTA's q heads: record 0 (the first item's prefix) folded with
 // records 1, 2, ... (splits first_count, first_count + 1, ...) in order; record i of q head h is
 // it->record + i * Nq + h. The records, written by other CTAs of this launch, come through L2
-// into the (free) stage memory, as many at once as it holds; warp w folds q head kvh * G + w.
+// into the (free) stage memory, as many at once as it holds; warp w folds q head kvh * G + w:
+// fold_weights() for the chunk, then the fmaf chains of l and acc (RowState::fold's operations).
 template <int D>
 __device__ void combine(const DecodeParams& p, const DecodeItem* it, int kvh, float* buf) {
   constexpr int DPL = D / 32;
   constexpr int kBufFloats = kDecodeStages * decode_stage_elems(D) / 2;  // the stages, as floats
   const int G = p.group, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int per_record = G * (D + 2);  // accumulators [G][D], then (m, l) [G]
+  const int h = kvh * G + warp;
+  // The gate inputs are in flight with the records (D = 256 loads them at the end: 8 more live
+  // registers spill).
+  constexpr bool kEarlyGate = DPL <= 4;
+  GateIn<DPL> gate{};
+  if constexpr (kEarlyGate) gate = load_gate<D>(p, it->row, h);
+  const int per_record = G * (D + 4);  // accumulators [G][D], then (m, l) / weights [G][4]
   const int chunk = kBufFloats / per_record;
   const int64_t first = it->record + int64_t{kvh} * G;  // record 0 of the CTA's first q head
   const int n = it->num_splits - it->first_count + 1;
   RowState<DPL> total;
   total.reset();
+  float run = -INFINITY;  // running max of the records folded so far
   for (int i0 = 0; i0 < n; i0 += chunk) {
     const int count = min(chunk, n - i0);
-    float* acc_s = buf;                 // [count][G][D]
-    float* ml_s = buf + count * G * D;  // [count][G][2]
+    float* acc_s = buf;                                                // [count][G][D]
+    auto* w_s = reinterpret_cast<float4*>(buf + int64_t{count} * G * D);  // [count][G]
     __syncthreads();                    // the stages (or the previous chunk) are consumed
     for (int idx = threadIdx.x; idx < count * G * (D / 4); idx += blockDim.x) {
       const int i = idx / (G * (D / 4)), rest = idx % (G * (D / 4));  // rest: head g, 4-vector
@@ -190,26 +313,32 @@ __device__ void combine(const DecodeParams& p, const DecodeItem* it, int kvh, fl
     for (int idx = threadIdx.x; idx < count * G; idx += blockDim.x) {  // L2, not a stale L1 line
       const int i = idx / G, g = idx % G;
       const int64_t rec = first + int64_t{i0 + i} * p.num_heads + g;
-      reinterpret_cast<float2*>(ml_s)[idx] =
-          __ldcg(reinterpret_cast<const float2*>(p.part_ml) + rec);
+      const float2 ml = __ldcg(reinterpret_cast<const float2*>(p.part_ml) + rec);
+      w_s[idx] = make_float4(ml.x, ml.y, 0.f, 0.f);
     }
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
+    fold_weights(w_s + warp, G, count, i0 == 0, run);
+#pragma unroll 4
     for (int i = 0; i < count; ++i) {
-      RowState<DPL> st;
-      st.m = ml_s[(i * G + warp) * 2];
-      st.l = ml_s[(i * G + warp) * 2 + 1];
+      const float4 w = w_s[i * G + warp];
+      float a[DPL];
+      load_lane<DPL>(acc_s + (i * G + warp) * D + lane * DPL, a);
+      if (w.w == kSkipRecord) continue;
+      if (w.w == kFirstRecord) {  // the prefix as the first item left it
+        total.l = w.z;
 #pragma unroll
-      for (int c = 0; c < DPL; ++c) st.acc[c] = acc_s[(i * G + warp) * D + lane * DPL + c];
-      if (i0 + i == 0) {
-        total = st;  // the prefix as the first item left it
-      } else {
-        total.fold(st);
+        for (int c = 0; c < DPL; ++c) total.acc[c] = a[c];
+        continue;
       }
+      total.l = __fmaf_rn(total.l, w.x, w.z);
+#pragma unroll
+      for (int c = 0; c < DPL; ++c) total.acc[c] = fold_acc(total.acc[c], a[c], {w.x, w.y});
     }
   }
-  write_out<D>(p, it->row, kvh * G + warp, total);
+  if constexpr (!kEarlyGate) gate = load_gate<D>(p, it->row, h);
+  write_out<D>(p, it->row, h, total, gate);
 }
 
 // One item (read field by field: few registers stay live) for KV head kvh; warp w computes q head
@@ -221,8 +350,14 @@ __device__ void run_item(const DecodeParams& p, const DecodeItem* it, const int3
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int h = kvh * p.group + warp;
   const __nv_bfloat16* q_row = p.q + (int64_t{it->row} * p.num_heads + h) * D;
-  float* q_w = q_s + warp * D;
-  for (int d = lane; d < D; d += 32) q_w[d] = __bfloat162float(q_row[d]);
+  // q's dims lane, lane + 32, ...: loaded here, stored to q_s after the prologue's copies are
+  // queued, so their latencies overlap (D = 256 loads them there: 8 more live registers spill).
+  constexpr bool kEarlyQ = DPL <= 4;
+  __nv_bfloat16 q_in[DPL];
+  if constexpr (kEarlyQ) {
+#pragma unroll
+    for (int c = 0; c < DPL; ++c) q_in[c] = q_row[lane + 32 * c];
+  }
 
   // Keys [a, b] of the item's splits (S a power of two); tiles of kTile from a / kTile on never
   // straddle a split.
@@ -241,6 +376,10 @@ __device__ void run_item(const DecodeParams& p, const DecodeItem* it, const int3
     if (s < tiles) load_tile<D>(p, table, kvh, t_first + s * kTile, a, b, stages + s * kStageElems);
     cp_async_commit();
   }
+  float* q_w = q_s + warp * D;
+#pragma unroll
+  for (int c = 0; c < DPL; ++c)
+    q_w[lane + 32 * c] = __bfloat162float(kEarlyQ ? q_in[c] : q_row[lane + 32 * c]);
   RowState<DPL> total, cur;
   total.reset();
   cur.reset();
@@ -267,7 +406,7 @@ __device__ void run_item(const DecodeParams& p, const DecodeItem* it, const int3
   cp_async_wait<0>();  // no copy may land in a stage the next item reuses
   const int group = it->group;
   if (group < 0) {
-    write_out<D>(p, it->row, h, total);
+    write_out<D>(p, it->row, h, total, load_gate<D>(p, it->row, h));
     return;
   }
   if (split0 == 0) store_record<D>(p, record_of(p, it, it->first_count - 1, h), total);
@@ -294,9 +433,10 @@ __device__ void zero_row(const DecodeParams& p, int64_t row, int kvh) {
 
 }  // namespace decode
 
-// grid (any, Nkv), G * 32 threads (G <= kMaxDecodeGroup), decode_smem_bytes(D, G) of dynamic
-// shared memory: CTA (x, kvh) runs items x, x + gridDim.x, ... of the plan, then zeroes the
-// uncovered rows x, x + gridDim.x, ... (the listed ones, then [planned_rows, out_rows)).
+// grid (Nkv, any), G * 32 threads (G <= kMaxDecodeGroup), decode_smem_bytes(D, G) of dynamic
+// shared memory: CTA (kvh, y) runs items y, y + gridDim.y, ... of the plan, then zeroes the
+// uncovered rows y, y + gridDim.y, ... (the listed ones, then [planned_rows, out_rows)). The KV
+// head is the fast index so that the CTAs of a small plan's items spread over the SMs.
 // At most 64 registers a thread (two CTAs of kMaxDecodeGroup warps): four CTAs of Beam's six
 // warps fit an SM (D = 128 keeps everything in registers).
 template <int D>
@@ -305,18 +445,19 @@ __global__ void __launch_bounds__(kMaxDecodeGroup * 32, 2) decode_kernel(DecodeP
   __shared__ bool last;
   float* q_s = reinterpret_cast<float*>(decode_smem);
   auto* stages = reinterpret_cast<__nv_bfloat16*>(q_s + p.group * D);
-  const int kvh = static_cast<int>(blockIdx.y);
+  const int kvh = static_cast<int>(blockIdx.x);
+  const int slot = static_cast<int>(blockIdx.y), slots = static_cast<int>(gridDim.y);
   const char* base = reinterpret_cast<const char*>(p.plan);
   {
     const auto* items = reinterpret_cast<const DecodeItem*>(p.plan + 1);
     // The first item's lines reach L1 while the header is read (the plan's memory holds at least
-    // gridDim.x items: the host's check).
-    asm volatile("prefetch.global.L1 [%0];" ::"l"(items + blockIdx.x));
+    // gridDim.y items: the host's check).
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(items + slot));
     asm volatile("prefetch.global.L1 [%0];" ::"l"(
-        reinterpret_cast<const char*>(items + blockIdx.x + 1) - 1));
+        reinterpret_cast<const char*>(items + slot + 1) - 1));
     const DecodePlanHeader hd = *p.plan;
     const auto* tables = reinterpret_cast<const int32_t*>(base + hd.tables);
-    for (int item = blockIdx.x; item < hd.num_items; item += gridDim.x) {
+    for (int item = slot; item < hd.num_items; item += slots) {
       __syncthreads();  // every warp is done with q_s, the stages and `last` of the previous item
       decode::run_item<D>(p, items + item, tables, kvh, q_s, stages, &last);
     }
@@ -325,7 +466,7 @@ __global__ void __launch_bounds__(kMaxDecodeGroup * 32, 2) decode_kernel(DecodeP
   const auto* zero_rows = reinterpret_cast<const int32_t*>(base + hd.zero);
   const int64_t listed = hd.zero_rows, planned = hd.planned_rows;
   const int64_t zero = listed + (p.out_rows > planned ? p.out_rows - planned : 0);
-  for (int64_t z = blockIdx.x; z < zero; z += gridDim.x)
+  for (int64_t z = slot; z < zero; z += slots)
     decode::zero_row<D>(p, z < listed ? int64_t{zero_rows[z]} : planned + (z - listed), kvh);
 }
 

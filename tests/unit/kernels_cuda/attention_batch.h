@@ -115,7 +115,11 @@ class AttentionCudaTest : public CudaTest {
                           uint32_t seed) {
     SCOPED_TRACE(::testing::Message() << "heads " << g.Nq << "/" << g.Nkv << " D " << g.D
                                       << " block " << g.block_size << " window " << g.window);
-    const AttentionBatch b = make_batch(g, specs, seed);
+    expect_batch_matches_cpu(make_batch(g, specs, seed));
+  }
+  // expect_matches_cpu on a batch already made (its geometry in b.g).
+  void expect_batch_matches_cpu(const AttentionBatch& b) {
+    const AttentionGeometry& g = b.g;
     const std::vector<AttentionSeq> seqs = b.seqs();
     const HostTensor got = run_gpu(b, seqs), want = run_cpu(b, seqs);
     const Diff one = compare(got.view, want.view, 1);

@@ -42,6 +42,38 @@ class AttentionCuda : public test::AttentionCudaTest {
     synchronize(gpu);
     return h;
   }
+  // fixed_paged_attention_gated on b (with 2 padding rows) equals the eager op followed by
+  // output_gate bit for bit on the covered rows and zeroes the padding rows.
+  void expect_gated_matches_eager(const Batch& b, int slot, std::mt19937& rng) {
+    const Geometry& g = b.g;
+    const std::vector<AttentionSeq> seqs = b.seqs();
+    const TensorView q = padded_q(b, 2);
+    const int64_t T = q.dim(0);
+    const TensorView gate = upload(test::random_bf16({T, g.Nq * g.D}, rng, 4.0f));
+    const TensorView bias = upload(test::random_bf16({g.Nq}, rng, 1.0f));
+    const PagedKv kv{b.dk, b.dv, g.block_size};
+
+    const TensorView eager = device_tensor(DType::kBF16, q.shape);  // uncovered rows: NaN
+    begin_step(gpu);
+    paged_attention(gpu, q, kv, seqs, g.window, eager);
+    output_gate(gpu, eager.reshape({T, g.Nq * g.D}), gate, bias);
+    const HostTensor want = download(eager);
+    synchronize(gpu);
+
+    plan_fixed_attention(gpu, slot, kv, T, g.Nq, g.D, seqs, g.window);
+    const TensorView out = device_tensor(DType::kBF16, q.shape);
+    fixed_paged_attention_gated(gpu, slot, q, kv, g.window, AttentionGate{gate, bias}, out);
+    const HostTensor got = download(out);
+    synchronize(gpu);
+    expect_covered_equal_rest_zero(got, want, seqs, "gated");
+  }
+  // The fixed plan (with 3 padding rows) equals the eager op bit for bit on b's rows.
+  void expect_fixed_matches_eager(const Batch& b, int slot) {
+    const std::vector<AttentionSeq> seqs = b.seqs();
+    const TensorView q = padded_q(b, 3);
+    const HostTensor eager = run_gpu_on(b, q, seqs);
+    expect_covered_equal_rest_zero(run_fixed(b, q, seqs, slot), eager, seqs, "fixed");
+  }
   // Rows the sequences cover are bit-identical in got and want; every other row of got is zero.
   static void expect_covered_equal_rest_zero(const HostTensor& got, const HostTensor& want,
                                              std::span<const AttentionSeq> seqs,
@@ -166,27 +198,92 @@ TEST_F(AttentionCuda, FixedPlanGatedMatchesEagerThenOutputGate) {
     for (const std::vector<SeqSpec>& specs : batches) {
       SCOPED_TRACE(::testing::Message() << specs.size() << " rows, D " << g.D << ", G "
                                         << g.Nq / g.Nkv << ", window " << g.window);
-      const Batch b = make_batch(g, specs, 131);
-      const std::vector<AttentionSeq> seqs = b.seqs();
-      const TensorView q = padded_q(b, 2);
-      const int64_t T = q.dim(0);
-      const TensorView gate = upload(test::random_bf16({T, g.Nq * g.D}, rng, 4.0f));
-      const TensorView bias = upload(test::random_bf16({g.Nq}, rng, 1.0f));
-      const PagedKv kv{b.dk, b.dv, g.block_size};
+      expect_gated_matches_eager(make_batch(g, specs, 131), slot, rng);
+    }
+  }
+}
 
-      const TensorView eager = device_tensor(DType::kBF16, q.shape);  // uncovered rows: NaN
-      begin_step(gpu);
-      paged_attention(gpu, q, kv, seqs, g.window, eager);
-      output_gate(gpu, eager.reshape({T, g.Nq * g.D}), gate, bias);
-      const HostTensor want = download(eager);
-      synchronize(gpu);
+// Decode rows at every split-plan boundary of the decode kernel, Beam's heads, sliding and full:
+// contexts of 1 (one whole-row item), 63 / 64 / 65 (a tile and a split boundary), 511 / 512 / 513
+// (16 one-tile items whose last CTA folds 16 records; 17 with the window), 4096 (64-key splits) and
+// 40,000 (1,024-key splits, records folded in several chunks), one row alone; then batches of 3,
+// 32 and 128 rows (items of several splits, whole-row items, CTAs striding over more items than
+// the grid's slots). Each: eager against the CPU (the usual bounds), the fixed plan against the
+// eager op bit for bit, and the gated fixed plan against the eager op + output_gate bit for bit.
+TEST_F(AttentionCuda, DecodeContextLengthsAndBatches) {
+  BEAM_SKIP_UNLESS_OPTIMIZED();
+  std::vector<SeqSpec> batch32, batch128;
+  for (int64_t j = 0; j < 32; ++j) batch32.push_back({j % 2, 1 + (j * 617) % 4200, 1});
+  for (int64_t j = 0; j < 128; ++j) batch128.push_back({0, j % 5 == 0 ? 513 : 512, 1});
+  batch128[7] = {0, 1, 1};
+  batch128[100] = {0, 3000, 1};
+  std::vector<std::vector<SeqSpec>> batches;
+  for (int64_t n : {1, 63, 64, 65, 511, 512, 513, 4096, 40000}) batches.push_back({{0, n, 1}});
+  batches.push_back({{0, 1, 1}, {3, 65, 1}, {0, 513, 1}});
+  batches.push_back(batch32);
+  batches.push_back(batch128);
+  std::mt19937 rng(97);
+  for (int64_t window : {int64_t{512}, int64_t{0}}) {
+    const Geometry g{48, 8, 128, 64, window};
+    const int slot = window > 0 ? 1 : 0;
+    for (size_t i = 0; i < batches.size(); ++i) {
+      const std::vector<SeqSpec>& specs = batches[i];
+      SCOPED_TRACE(::testing::Message() << specs.size() << " rows, the first of "
+                                        << specs[0].kv_len << " keys, window " << window);
+      const Batch b = make_batch(g, specs, 141 + static_cast<uint32_t>(i));
+      expect_batch_matches_cpu(b);
+      expect_fixed_matches_eager(b, slot);
+      expect_gated_matches_eager(b, slot, rng);
+    }
+  }
+}
 
-      plan_fixed_attention(gpu, slot, kv, T, g.Nq, g.D, seqs, g.window);
-      const TensorView out = device_tensor(DType::kBF16, q.shape);
-      fixed_paged_attention_gated(gpu, slot, q, kv, g.window, AttentionGate{gate, bias}, out);
+// One captured fixed_paged_attention replays a sequence whose context grows across every
+// split-plan boundary (1 to 4,097 keys: one item, 16 one-tile items, 32- to 64-key splits), then
+// three such sequences at once, sliding and full: each replay equals the eager op bit for bit and
+// the plan's memory never moves.
+TEST_F(AttentionCuda, FixedPlanGraphReplaysGrowingContext) {
+  BEAM_SKIP_UNLESS_OPTIMIZED();
+  for (int64_t window : {int64_t{512}, int64_t{0}}) {
+    SCOPED_TRACE(::testing::Message() << "window " << window);
+    const Geometry g{48, 8, 128, 16, window};
+    const Batch b = make_batch(g, {{0, 4097, 1}, {0, 4097, 1}, {0, 4097, 1}}, 151);
+    const std::vector<AttentionSeq> full = b.seqs();
+    auto at = [&](size_t s, int64_t row, int64_t n) {  // sequence s with n keys, at `row`
+      return AttentionSeq{row, 1, n - 1, 0, n, full[s].block_table};
+    };
+    const TensorView q = padded_q(b, 1);  // 4 rows
+    const PagedKv kv{b.dk, b.dv, g.block_size};
+    const TensorView out = device_tensor(DType::kBF16, q.shape);
+    const int slot = window > 0 ? 1 : 0;
+    const std::vector<AttentionSeq> first = {at(0, 0, 1)};
+    plan_fixed_attention(gpu, slot, kv, q.dim(0), g.Nq, g.D, first, g.window);
+    fixed_paged_attention(gpu, slot, q, kv, g.window, out);  // first launch outside the capture
+    synchronize(gpu);
+    const uint64_t fingerprint = graph_fingerprint(gpu);
+    begin_graph_capture(gpu);
+    fixed_paged_attention(gpu, slot, q, kv, g.window, out);
+    Expected<StepGraph> graph = end_graph_capture(gpu);
+    ASSERT_TRUE(graph.ok()) << graph.error().message;
+
+    std::vector<std::vector<AttentionSeq>> steps;
+    for (int64_t n : {1, 2, 31, 32, 33, 63, 64, 65, 511, 512, 513, 2048, 2049, 4096, 4097})
+      steps.push_back({at(0, 0, n)});
+    for (int64_t n : {40, 600, 2100, 4097})
+      steps.push_back({at(0, 0, n), at(1, 1, n + 1 <= 4097 ? n + 1 : 1), at(2, 3, n / 2 + 1)});
+    for (const std::vector<AttentionSeq>& seqs : steps) {
+      SCOPED_TRACE(::testing::Message() << seqs.size() << " rows, the first of " << seqs[0].kv_len
+                                        << " keys");
+      const HostTensor eager = run_gpu_on(b, q, seqs);
+      HostTensor nan(DType::kBF16, q.shape);
+      std::memset(nan.view.data, 0xff, nan.view.nbytes());
+      copy_tensor(gpu, out, nan.view);
+      plan_fixed_attention(gpu, slot, kv, q.dim(0), g.Nq, g.D, seqs, g.window);
+      launch_graph(gpu, *graph);
       const HostTensor got = download(out);
       synchronize(gpu);
-      expect_covered_equal_rest_zero(got, want, seqs, "gated");
+      expect_covered_equal_rest_zero(got, eager, seqs, "replay");
+      EXPECT_EQ(graph_fingerprint(gpu), fingerprint) << "the plan moved";
     }
   }
 }
