@@ -4,8 +4,8 @@
 // grouped down GEMM writes each slot's bf16 expert output, and the combine sums w_k * f32(y_k) in
 // fp32 in k order, rounding once. Small batch (decode, up to 1024 routed rows): the weight-
 // streaming gate_up and down kernels of moe_small_batch.cuh (each selected expert read once, on
-// one persistent block per SM), chained by programmatic dependent launch; below
-// kWidePassMinRows routed rows the down kernel combines itself, above the same combine follows.
+// one persistent block per SM), chained by programmatic dependent launch; up to
+// kCombineMaxRows routed rows the down kernel combines itself, above the same combine follows.
 // Every launch is sized for the worst case (T * top_k rows); work past the real rows exits.
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -435,19 +435,26 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
 }
 
 // One persistent block per SM (moe_small_batch.cuh); passes of 16 rows from kWidePassMinRows
-// routed rows, else of 8.
+// routed rows, else of 8; the down kernel combining into args.combined up to kCombineMaxRows.
 template <moe_small::Phase kPhase>
 void launch_expert_kernel(CudaContext& ctx, const moe_small::Args& args, After after) {
-  const auto kernel = moe_small::wide_passes(args.rows) ? moe_small::expert_kernel<kPhase, 2>
-                                                        : moe_small::expert_kernel<kPhase, 1>;
+  namespace small = moe_small;
+  auto kernel = small::wide_passes(args.rows) ? small::expert_kernel<kPhase, 2, false>
+                                              : small::expert_kernel<kPhase, 1, false>;
+  if constexpr (kPhase == small::Phase::kDown) {
+    if (small::down_combines(args.rows)) kernel = small::expert_kernel<kPhase, 1, true>;
+  }
+  BEAM_CHECK((kPhase == small::Phase::kDown && small::down_combines(args.rows)) ==
+             (args.combined != nullptr))
+      << "moe_experts (CUDA): combine output set for the wrong kernel";
   CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(moe_small::kSmemBytes)));
+                               static_cast<int>(small::kSmemBytes)));
   const dim3 grid(static_cast<unsigned>(ctx.props.multiProcessorCount));
-  launch_kernel(ctx, kernel, grid, dim3(moe_small::kThreads), moe_small::kSmemBytes, after, args);
+  launch_kernel(ctx, kernel, grid, dim3(small::kThreads), small::kSmemBytes, after, args);
 }
 
 // Small-batch path (moe_small_batch_supports holds, rows <= kMaxRows): act = SwiGLU(x . gate_up)
-// and y = act . down on the weight-streaming kernels; below kWidePassMinRows routed rows the down
+// and y = act . down on the weight-streaming kernels; up to kCombineMaxRows routed rows the down
 // kernel also combines into out, else the combine of the grouped path follows.
 void run_small_batch(CudaContext& ctx, const Problem& pb, const TensorView& x,
                      const TensorView& gate_up, const TensorView& down, const TensorView& ids,
@@ -461,7 +468,7 @@ void run_small_batch(CudaContext& ctx, const Problem& pb, const TensorView& x,
   auto* y = reinterpret_cast<bf16_t*>(base + layout.y);
   auto* o = static_cast<bf16_t*>(out.data);
   const float* w = weights.as<float>();
-  const bool down_combines = !small::wide_passes(pb.rows);
+  const bool down_combines = small::down_combines(pb.rows);
   const auto rows = static_cast<int>(pb.rows), top_k = static_cast<int>(pb.top_k),
              experts = static_cast<int>(pb.E);
   const small::Args up{.ids = ids.as<int32_t>(),

@@ -31,8 +31,8 @@
 // it is resident when the router finishes). The down kernel groups, fills its ring with down
 // weights and prefetches two more tiles into L2 while the gate_up kernel drains, then waits for
 // act.
-// The narrow down kernel (8-row passes: below kWidePassMinRows routed rows, batch <= 32 at top-8)
-// also combines, so no combine launch follows it: its units run tile-major (m, then g, then p), so
+// Up to kCombineMaxRows routed rows (batch <= 32 at top-8; 8-row passes) the down kernel also
+// combines, so no combine launch follows it: its units run tile-major (m, then g, then p), so
 // a block's range holds whole column tiles (every slot of every token over 16 output columns) and
 // at most a partial tile at each end. After its last unit a block sums its whole tiles, out[t] =
 // bf16(sum_k fma(w[t, k], f32(y[entry(t, k)]), acc)) in k order from 0 (the combine kernel's and
@@ -182,12 +182,13 @@ __device__ __forceinline__ bool second_half(const Tables& t, const Cursor& c) {
 
 // Grid: one block per SM (any count works). kHalves: n8 halves per pass (1: 8-row passes, for up
 // to kWidePassMinRows - 1 routed rows; 2: 16-row passes, separate code as both together do not fit
-// the 128 registers a thread has). See the top of this file.
-template <Phase kPhase, int kHalves>
+// the 128 registers a thread has). kCombine (down, 8-row passes, up to kCombineMaxRows routed
+// rows): tile-major units and the combine into p.combined. See the top of this file.
+template <Phase kPhase, int kHalves, bool kCombine>
 __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
   static_assert(kHalves == 1 || kHalves == 2);
+  static_assert(!kCombine || (kPhase == Phase::kDown && kHalves == 1));  // see the top of this file
   constexpr int kPassRows = kHalves * kHalfRows;
-  constexpr bool kCombine = kPhase == Phase::kDown && kHalves == 1;  // see the top of this file
   extern __shared__ __align__(16) unsigned char moe_small_smem[];
   Shared& sh = *reinterpret_cast<Shared*>(moe_small_smem);
   const Tables& t = sh.t;

@@ -25,10 +25,17 @@ constexpr int kHalfRows = 8;  // routed rows of one n8 half of a pass (the mma's
 constexpr int kWidePassMinRows = 257;
 static_assert(kMaxRows == 2 * kThreads && (1 << kSlotBits) == kMaxRows);
 
-// Whether the kernels of `rows` routed rows run 16-row passes (else 8-row passes, whose down
-// kernel also combines).
+// Whether the kernels of `rows` routed rows run 16-row passes (else 8-row passes).
 constexpr bool wide_passes(int64_t rows) {
   return rows >= kWidePassMinRows;
+}
+// Routed rows up to which the (narrow) down kernel combines itself instead of a combine launch
+// following it: batch <= 32 at top-8, the whole narrow range (the combine's launch and latency
+// are what it saves; above, the wide kernels stream milliseconds of weights group-major).
+constexpr int64_t kCombineMaxRows = 256;
+static_assert(kCombineMaxRows < kWidePassMinRows, "the combining down kernel has 8-row passes");
+constexpr bool down_combines(int64_t rows) {
+  return rows <= kCombineMaxRows;
 }
 
 enum class Phase {

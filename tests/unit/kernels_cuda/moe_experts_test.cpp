@@ -298,7 +298,7 @@ TEST_F(CudaMoeExperts, AllTokensOnOneExpert) {
   check(c, d);
 }
 
-// The narrow small-batch down kernel (below 257 routed rows) combines the slots itself: column
+// The small-batch down kernel (up to kCombineMaxRows = 256 routed rows) combines itself: column
 // tiles held whole by a block, split between two blocks (H = 5120: 320 tiles) or over many blocks
 // (H = 64: 4 tiles, one ticket counted by several blocks), the last tile partly past H, top_k 1,
 // 3, 8 and 16, up to 200 tokens (several items per thread), experts with 2+ passes and without
