@@ -58,10 +58,10 @@ struct Args {
   int64_t k;          // gate_up H, down I: multiples of 8, at most kMaxK
   bf16_t* out;        // gate_up: act [rows, I]; down: y [rows, H]; grouped rows
   int32_t* entry_of;  // [rows] grouped row of each slot, written by block 0 (nullptr: not)
-  // The narrow down kernel's combine (unused by the other kernels; nullptr there):
+  // The combining down kernel's (down_combines; nullptr for the other kernels):
   const float* weights;  // [rows] routing weight of each slot
   bf16_t* combined;      // out [T, H] = sum_k weights[t, k] * y[slot (t, k)]
-  // [num_tickets = ceil(H / 16)] slots arrived per column tile: the gate_up kernel zeroes them
+  // [num_tickets = ceil(H / 16)] units arrived per column tile: the gate_up kernel zeroes them
   // (when set), the combining down kernel counts partial tiles in them.
   int32_t* tickets;
   int num_tickets;
