@@ -4,8 +4,7 @@
 // grouped down GEMM writes each slot's bf16 expert output, and the combine sums w_k * f32(y_k) in
 // fp32 in k order, rounding once. Small batch (decode, up to 1024 routed rows): the weight-
 // streaming gate_up and down kernels of moe_small_batch.cuh (each selected expert read once, on
-// one persistent block per SM), chained by programmatic dependent launch; up to
-// kCombineMaxRows routed rows the down kernel combines itself, above the same combine follows.
+// one persistent block per SM) and the same combine, chained by programmatic dependent launch.
 // Every launch is sized for the worst case (T * top_k rows); work past the real rows exits.
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -49,10 +48,6 @@ int64_t ceil_div(int64_t a, int64_t b) {
 size_t align_up(size_t n) {
   return (n + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
 }
-// Column tiles of the small-batch down kernel (one ticket each when it combines).
-int64_t small_tickets(int64_t H) {
-  return ceil_div(H, moe_small::tile_cols<moe_small::Phase::kDown>());
-}
 
 // Carves ctx.moe into the arrays of one call (byte offsets from the base).
 struct ScratchLayout {
@@ -79,7 +74,7 @@ struct ScratchLayout {
 
 // The small-batch path's arrays (the kernels group the slots themselves).
 struct SmallLayout {
-  size_t entry_of, tickets, act, y, total;
+  size_t entry_of, act, y, total;
 
   SmallLayout(int64_t rows, int64_t H, int64_t I) {
     size_t at = 0;
@@ -88,8 +83,7 @@ struct SmallLayout {
       at += align_up(bytes);
       return here;
     };
-    entry_of = take(rows * sizeof(int32_t));             // [T * top_k] grouped row of each slot
-    tickets = take(small_tickets(H) * sizeof(int32_t));  // [H / 16] combining down's tickets
+    entry_of = take(rows * sizeof(int32_t));  // [T * top_k] grouped row of each slot
     act = take(static_cast<size_t>(rows * I) * sizeof(bf16_t));  // [rows, I] SwiGLU output
     y = take(static_cast<size_t>(rows * H) * sizeof(bf16_t));    // [rows, H] expert output
     total = at;
@@ -417,8 +411,10 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
     if (!done) launch_grouped_gemm<Epilogue::kSwiGLU>(ctx, pb, args);
   }
   {  // y [rows, H] = act · down[e]ᵀ (zeros when I == 0)
-    const moe_gemm::Args args{
-        act, nullptr, dn, offsets, tile_offsets, E, pb.H, pb.I, pb.I % 8 == 0 && aligned16(dn), y};
+    const moe_gemm::Args args{act,     nullptr,      dn,
+                              offsets, tile_offsets, E,
+                              pb.H,    pb.I,         pb.I % 8 == 0 && aligned16(dn),
+                              y};
     if (!tma_fits<Epilogue::kStore>(act, dn, pb.H, pb.I) ||
         !launch_grouped_gemm_tma<Epilogue::kStore>(ctx, pb, args, act, tile_counters + 1))
       launch_grouped_gemm<Epilogue::kStore>(ctx, pb, args);
@@ -435,27 +431,20 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
 }
 
 // One persistent block per SM (moe_small_batch.cuh); passes of 16 rows from kWidePassMinRows
-// routed rows, else of 8; the down kernel combining into args.combined up to kCombineMaxRows.
+// routed rows, else of 8.
 template <moe_small::Phase kPhase>
 void launch_expert_kernel(CudaContext& ctx, const moe_small::Args& args, After after) {
-  namespace small = moe_small;
-  auto kernel = small::wide_passes(args.rows) ? small::expert_kernel<kPhase, 2, false>
-                                              : small::expert_kernel<kPhase, 1, false>;
-  if constexpr (kPhase == small::Phase::kDown) {
-    if (small::down_combines(args.rows)) kernel = small::expert_kernel<kPhase, 1, true>;
-  }
-  BEAM_CHECK((kPhase == small::Phase::kDown && small::down_combines(args.rows)) ==
-             (args.combined != nullptr))
-      << "moe_experts (CUDA): combine output set for the wrong kernel";
+  const auto kernel = args.rows >= moe_small::kWidePassMinRows
+                          ? moe_small::expert_kernel<kPhase, 2>
+                          : moe_small::expert_kernel<kPhase, 1>;
   CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(small::kSmemBytes)));
+                               static_cast<int>(moe_small::kSmemBytes)));
   const dim3 grid(static_cast<unsigned>(ctx.props.multiProcessorCount));
-  launch_kernel(ctx, kernel, grid, dim3(small::kThreads), small::kSmemBytes, after, args);
+  launch_kernel(ctx, kernel, grid, dim3(moe_small::kThreads), moe_small::kSmemBytes, after, args);
 }
 
 // Small-batch path (moe_small_batch_supports holds, rows <= kMaxRows): act = SwiGLU(x . gate_up)
-// and y = act . down on the weight-streaming kernels; up to kCombineMaxRows routed rows the down
-// kernel also combines into out, else the combine of the grouped path follows.
+// and y = act . down on the weight-streaming kernels, then the combine of the grouped path.
 void run_small_batch(CudaContext& ctx, const Problem& pb, const TensorView& x,
                      const TensorView& gate_up, const TensorView& down, const TensorView& ids,
                      const TensorView& weights, const TensorView& out) {
@@ -463,12 +452,8 @@ void run_small_batch(CudaContext& ctx, const Problem& pb, const TensorView& x,
   const SmallLayout layout(pb.rows, pb.H, pb.I);
   char* base = scratch(ctx, layout.total);
   auto* entry_of = reinterpret_cast<int32_t*>(base + layout.entry_of);
-  auto* tickets = reinterpret_cast<int32_t*>(base + layout.tickets);
   auto* act = reinterpret_cast<bf16_t*>(base + layout.act);
   auto* y = reinterpret_cast<bf16_t*>(base + layout.y);
-  auto* o = static_cast<bf16_t*>(out.data);
-  const float* w = weights.as<float>();
-  const bool down_combines = small::down_combines(pb.rows);
   const auto rows = static_cast<int>(pb.rows), top_k = static_cast<int>(pb.top_k),
              experts = static_cast<int>(pb.E);
   const small::Args up{.ids = ids.as<int32_t>(),
@@ -480,11 +465,7 @@ void run_small_batch(CudaContext& ctx, const Problem& pb, const TensorView& x,
                        .n = pb.I,
                        .k = pb.H,
                        .out = act,
-                       .entry_of = down_combines ? nullptr : entry_of,
-                       .weights = nullptr,
-                       .combined = nullptr,
-                       .tickets = down_combines ? tickets : nullptr,
-                       .num_tickets = static_cast<int>(small_tickets(pb.H))};
+                       .entry_of = entry_of};
   launch_expert_kernel<small::Phase::kGateUp>(ctx, up, kSmallBatchAfter);
   small::Args dn = up;
   dn.a = act;
@@ -493,13 +474,12 @@ void run_small_batch(CudaContext& ctx, const Problem& pb, const TensorView& x,
   dn.k = pb.I;
   dn.out = y;
   dn.entry_of = nullptr;
-  dn.weights = down_combines ? w : nullptr;
-  dn.combined = down_combines ? o : nullptr;
   launch_expert_kernel<small::Phase::kDown>(ctx, dn, kSmallBatchAfter);
-  if (down_combines) return;
 
+  auto* o = static_cast<bf16_t*>(out.data);
   const bf16_t* y_in = y;
   const int32_t* entry_in = entry_of;
+  const float* w = weights.as<float>();
   if (aligned16(o)) {  // H % 8 == 0 on this path
     launch_kernel(ctx, combine_kernel<8>, combine_grid(pb.T, pb.H, 8), dim3(kCombineThreads), 0,
                   kSmallBatchAfter, y_in, entry_in, w, top_k, pb.H, o);
@@ -517,7 +497,8 @@ bool moe_small_batch_supports(const TensorView& x, const TensorView& gate_up,
   return H % 8 == 0 && I % 8 == 0 && H <= kMoeSmallBatchMaxWidth && I <= kMoeSmallBatchMaxWidth &&
          E <= (int64_t{1} << (30 - moe_small::kSlotBits)) &&
          E * std::max(2 * I, H) <= INT32_MAX &&  // weight rows are int indices in the kernels
-         aligned16(x.data) && aligned16(gate_up.data) && aligned16(down.data);
+         aligned16(x.data) &&
+         aligned16(gate_up.data) && aligned16(down.data);
 }
 
 void moe_experts(CudaContext& ctx, const TensorView& x, const TensorView& gate_up,

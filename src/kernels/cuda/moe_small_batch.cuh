@@ -31,16 +31,6 @@
 // it is resident when the router finishes). The down kernel groups, fills its ring with down
 // weights and prefetches two more tiles into L2 while the gate_up kernel drains, then waits for
 // act.
-// Up to kCombineMaxRows routed rows (batch <= 32 at top-8; 8-row passes) the down kernel also
-// combines, so no combine launch follows it: its units run tile-major (m, then g, then p), so
-// a block's range holds whole column tiles (every slot of every token over 16 output columns) and
-// at most a partial tile at each end. After its last unit a block sums its whole tiles, out[t] =
-// bf16(sum_k fma(w[t, k], f32(y[entry(t, k)]), acc)) in k order from 0 (the combine kernel's and
-// the CPU's rounding points: same bits as the separate combine), from y through L2; for a partial
-// tile it adds its unit count to the tile's ticket (zeroed by the gate_up kernel of the same call,
-// so graph replays start clean) and the block completing the count sums that tile. The wide kernels
-// (batch 33..128) keep the group-major order (B fragments reloaded once per group, not per unit)
-// and the separate combine kernel, a few microseconds next to milliseconds of weight streaming.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -48,19 +38,65 @@
 #include <cstdint>
 
 #include "kernels/cuda/async_copy.cuh"
-#include "kernels/cuda/moe_small_combine.cuh"
-#include "kernels/cuda/moe_small_groups.cuh"
 #include "kernels/cuda/torch_exp.cuh"
 
 namespace beam::cuda::moe_small {
+
+using bf16_t = __nv_bfloat16;
+
+constexpr int kMaxRows = 1024;  // routed rows T * top_k (two slots per thread in the grouping)
+constexpr int kSlotBits = 10;   // sort key = expert << kSlotBits | slot
+constexpr int kWarps = 16;      // K slices of a unit
+constexpr int kThreads = kWarps * 32;
+constexpr int kStages = 8;     // ring depth per warp, in k32 steps of 1 KB (16 rows x 64 bytes)
+constexpr int kMaxSteps = 10;  // k32 steps per warp per unit (B fragments held in registers)
+constexpr int kStepCols = 32;
+constexpr int64_t kMaxK = int64_t{kWarps} * kMaxSteps * kStepCols;  // 5120: Beam's hidden width
+constexpr int kHalfRows = 8;  // routed rows of one n8 half of a pass (the mma's n = 8)
+// Routed rows from which the wide kernels (passes of 2 halves = 16 rows) run; below, the narrow
+// ones (8-row passes, half the B-fragment registers): batch <= 32 at top-8 keeps its code.
+constexpr int kWidePassMinRows = 257;
+static_assert(kMaxRows == 2 * kThreads && (1 << kSlotBits) == kMaxRows);
+
+enum class Phase {
+  kGateUp,  // act [rows, I] = SwiGLU(x[token] . gate_up[e]^T); tile = 8 gate + 8 up rows
+  kDown,    // y [rows, H] = act . down[e]^T; tile = 16 output rows
+};
+
+// Output columns of one m16 tile.
+template <Phase kPhase>
+constexpr int tile_cols() {
+  return kPhase == Phase::kGateUp ? 8 : 16;
+}
+
+struct Args {
+  const int32_t* ids;  // [rows] expert of slot t * top_k + k
+  int rows, top_k, num_experts;
+  const bf16_t* a;    // gate_up: x [T, H]; down: act [rows, I] in grouped row order
+  const bf16_t* w;    // gate_up: [E, 2 I, H] (gate rows, then up rows); down: [E, H, I]
+  int64_t n;          // output columns: gate_up I (a multiple of 8), down H
+  int64_t k;          // gate_up H, down I: multiples of 8, at most kMaxK
+  bf16_t* out;        // gate_up: act [rows, I]; down: y [rows, H]; grouped rows
+  int32_t* entry_of;  // [rows] grouped row of each slot, written by block 0 (nullptr: not)
+};
+
+// The routed slots grouped by expert, built by every block (build_groups).
+struct Tables {
+  int32_t key[kMaxRows];        // sorted keys; grouped row r holds slot key[r] & (kMaxRows - 1)
+  int32_t row_token[kMaxRows];  // token of each grouped row
+  int32_t expert[kMaxRows];     // expert of group g (ascending)
+  int32_t begin[kMaxRows + 1];  // first grouped row of group g; begin[num_groups] = rows
+  int32_t pass_prefix[kMaxRows + 1];  // passes of the groups before g; [num_groups] = total
+  int32_t scan[kWarps + 1];           // block_exclusive_sum's warp totals
+  int32_t num_groups;
+};
 
 struct Shared {
   uint4 ring[kWarps][kStages][2][32];  // [warp][stage][row r / r + 8][lane]: A fragments
   float4 partial[2][2][kWarps][32];    // [unit parity][half][warp][lane]: per-warp accumulators
   Tables t;
 };
-constexpr size_t kSmemBytes = sizeof(Shared);  // ~193 KB: one block per SM
-static_assert(kSmemBytes <= 227 * 1024, "over the H200's shared memory per block");
+constexpr size_t kSmemBytes = sizeof(Shared);  // ~180 KB: one block per SM
 
 // 16 bytes global -> shared (L2 only, 256-byte L2 prefetch), or 16 zero bytes when !valid (src is
 // then not read).
@@ -83,6 +119,143 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1
       "{%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Exclusive prefix sum of v over the block's threads in thread order; *total = the sum of all.
+__device__ __forceinline__ int block_exclusive_sum(int v, Tables& t, int* total) {
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  int incl = v;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int y = __shfl_up_sync(0xffffffffu, incl, d);
+    if (lane >= d) incl += y;
+  }
+  if (lane == 31) t.scan[warp] = incl;
+  __syncthreads();
+  if (warp == 0) {
+    const int s = lane < kWarps ? t.scan[lane] : 0;
+    int si = s;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int y = __shfl_up_sync(0xffffffffu, si, d);
+      if (lane >= d) si += y;
+    }
+    if (lane < kWarps) t.scan[lane] = si - s;
+    if (lane == kWarps - 1) t.scan[kWarps] = si;
+  }
+  __syncthreads();
+  const int result = t.scan[warp] + incl - v;
+  *total = t.scan[kWarps];
+  __syncthreads();  // t.scan is rewritten by the next call
+  return result;
+}
+
+// Groups the p.rows slots by expert into t, slots of one expert in increasing slot order (the
+// CPU's bucket order), every group split into passes of pass_rows rows. An id outside [0, E)
+// traps (the CPU op aborts). Block 0 also writes p.entry_of when given.
+__device__ __forceinline__ void build_groups(const Args& p, int pass_rows, Tables& t) {
+  const int tid = static_cast<int>(threadIdx.x);
+  int n = 1;  // bitonic size: the next power of two >= rows
+  while (n < p.rows) n <<= 1;
+  for (int i = tid; i < n; i += kThreads) {
+    int key = INT32_MAX;  // padding sorts last
+    if (i < p.rows) {
+      const int e = __ldcg(p.ids + i);
+      if (e < 0 || e >= p.num_experts) __trap();
+      key = (e << kSlotBits) | i;
+    }
+    t.key[i] = key;
+  }
+  __syncthreads();
+  for (int size = 2; size <= n; size <<= 1) {
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      for (int i = tid; i < n; i += kThreads) {
+        const int j = i ^ stride;
+        if (j > i) {
+          const int a = t.key[i], b = t.key[j];
+          if ((a > b) == ((i & size) == 0)) {
+            t.key[i] = b;
+            t.key[j] = a;
+          }
+        }
+      }
+      __syncthreads();
+    }
+  }
+  // Thread tid owns grouped rows 2 tid and 2 tid + 1; a row starts a group when its expert differs
+  // from the previous row's.
+  bool first[2];
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    const int r = 2 * tid + c;
+    first[c] = r < p.rows && (r == 0 || (t.key[r - 1] >> kSlotBits) != (t.key[r] >> kSlotBits));
+  }
+  int num_groups = 0;
+  const int before = block_exclusive_sum(int{first[0]} + int{first[1]}, t, &num_groups);
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    const int r = 2 * tid + c;
+    if (r >= p.rows) continue;
+    const int key = t.key[r], slot = key & (kMaxRows - 1);
+    t.row_token[r] = slot / p.top_k;
+    if (p.entry_of != nullptr && blockIdx.x == 0) p.entry_of[slot] = r;
+    if (first[c]) {
+      const int g = before + (c == 1 ? int{first[0]} : 0);
+      t.expert[g] = key >> kSlotBits;
+      t.begin[g] = r;
+    }
+  }
+  if (tid == 0) {
+    t.num_groups = num_groups;
+    t.begin[num_groups] = p.rows;
+  }
+  __syncthreads();
+  int passes[2];
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    const int g = 2 * tid + c;
+    passes[c] = g < num_groups ? (t.begin[g + 1] - t.begin[g] + pass_rows - 1) / pass_rows : 0;
+  }
+  int total_passes = 0;
+  const int passes_before = block_exclusive_sum(passes[0] + passes[1], t, &total_passes);
+  if (2 * tid < num_groups) t.pass_prefix[2 * tid] = passes_before;
+  if (2 * tid + 1 < num_groups) t.pass_prefix[2 * tid + 1] = passes_before + passes[0];
+  if (tid == 0) t.pass_prefix[num_groups] = total_passes;
+  __syncthreads();
+}
+
+// A unit's place: group g, m tile m, pass (of the kernel's pass rows) p; units are ordered
+// (g, m, p).
+struct Cursor {
+  int g, m, p;
+};
+
+__device__ __forceinline__ int passes_of(const Tables& t, int g) {
+  return t.pass_prefix[g + 1] - t.pass_prefix[g];
+}
+
+// The cursor of unit u (< m_tiles * total passes).
+__device__ __forceinline__ Cursor cursor_at(const Tables& t, int m_tiles, int u) {
+  int lo = 0, hi = t.num_groups - 1;  // the last g whose first unit is <= u
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (m_tiles * t.pass_prefix[mid] <= u) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  const int passes = passes_of(t, lo);
+  const int local = u - m_tiles * t.pass_prefix[lo];
+  return {lo, local / passes, local % passes};
+}
+
+__device__ __forceinline__ void advance(Cursor& c, const Tables& t, int m_tiles) {
+  if (++c.p < passes_of(t, c.g)) return;
+  c.p = 0;
+  if (++c.m < m_tiles) return;
+  c.m = 0;
+  ++c.g;
 }
 
 // The weight rows this lane copies for the tile of cursor c: row lane / 4 (a) and row lane / 4 + 8
@@ -160,14 +333,13 @@ __device__ __forceinline__ uint4 load_fragment(const Args& p, int row, int step,
 // bulk prefetch per 16 output rows' K bytes, so the HBM stream runs on while the gate_up kernel
 // drains (~21 MB over 132 SMs at Beam widths, well inside the 60 MB L2).
 constexpr int kL2PrefetchUnits = 2;
-template <bool kTileMajor>
 __device__ __forceinline__ void prefetch_next_tiles(const Args& p, const Tables& t, Cursor c,
                                                     int m_tiles, int units_left) {
   const int tid = static_cast<int>(threadIdx.x);
   if (tid >= 16 * kL2PrefetchUnits || p.k == 0) return;  // (a zero-size prefetch is not defined)
   const int ahead = 1 + tid / 16, row = tid % 16;
   if (ahead >= units_left) return;
-  for (int j = 0; j < ahead; ++j) advance<kTileMajor>(c, t, m_tiles);
+  for (int j = 0; j < ahead; ++j) advance(c, t, m_tiles);
   const int64_t h = static_cast<int64_t>(c.m) * tile_cols<Phase::kDown>() + row;
   if (h >= p.n) return;
   prefetch_l2_bulk(p.w + (static_cast<int64_t>(t.expert[c.g]) * p.n + h) * p.k,
@@ -182,12 +354,10 @@ __device__ __forceinline__ bool second_half(const Tables& t, const Cursor& c) {
 
 // Grid: one block per SM (any count works). kHalves: n8 halves per pass (1: 8-row passes, for up
 // to kWidePassMinRows - 1 routed rows; 2: 16-row passes, separate code as both together do not fit
-// the 128 registers a thread has). kCombine (down, 8-row passes, up to kCombineMaxRows routed
-// rows): tile-major units and the combine into p.combined. See the top of this file.
-template <Phase kPhase, int kHalves, bool kCombine>
+// the 128 registers a thread has). See the top of this file.
+template <Phase kPhase, int kHalves>
 __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
   static_assert(kHalves == 1 || kHalves == 2);
-  static_assert(!kCombine || (kPhase == Phase::kDown && kHalves == 1));  // see the top of this file
   constexpr int kPassRows = kHalves * kHalfRows;
   extern __shared__ __align__(16) unsigned char moe_small_smem[];
   Shared& sh = *reinterpret_cast<Shared*>(moe_small_smem);
@@ -199,19 +369,16 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
   if constexpr (kPhase == Phase::kGateUp) {
     pdl_wait();
     pdl_launch_dependents();
-    if (p.tickets != nullptr) {  // for this call's down kernel (it reads them after its wait)
-      for (int i = static_cast<int>(blockIdx.x * kThreads + threadIdx.x); i < p.num_tickets;
-           i += static_cast<int>(gridDim.x * kThreads))
-        p.tickets[i] = 0;
-    }
   }
-  build_groups<kCombine>(p, kPassRows, sh.t);
+  build_groups(p, kPassRows, sh.t);
 
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int r = lane / 4, q = lane % 4;
-  const int m_tiles = m_tiles_of<kPhase>(p);
-  const int u_begin = block_unit(t, m_tiles, blockIdx.x),
-            u_end = block_unit(t, m_tiles, blockIdx.x + 1);
+  // Units, tiles and steps fit int: m_tiles <= 640 (widths <= kMaxK), passes <= kMaxRows.
+  const int m_tiles = static_cast<int>((p.n + tile_cols<kPhase>() - 1) / tile_cols<kPhase>());
+  const int64_t units = int64_t{m_tiles} * t.pass_prefix[t.num_groups];
+  const auto u_begin = static_cast<int>(units * blockIdx.x / gridDim.x);
+  const auto u_end = static_cast<int>(units * (blockIdx.x + 1) / gridDim.x);
   if (u_begin >= u_end) return;  // uniform over the block
   const auto steps = static_cast<int>((p.k + kStepCols - 1) / kStepCols);
   const int spw = (steps + kWarps - 1) / kWarps;  // <= kMaxSteps (host-checked)
@@ -220,7 +387,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
 
   // Producer: the warp's steps of units u_begin.. in order, kStages ahead of the consumer.
   uint4(*ring)[2][32] = sh.ring[warp];
-  Cursor pc = cursor_at<kCombine>(t, m_tiles, u_begin);
+  Cursor pc = cursor_at(t, m_tiles, u_begin);
   const Cursor start = pc;
   int p_left = u_end - u_begin;  // units the producer has not finished issuing
   int pi = 0;
@@ -238,7 +405,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
       if (++pi == my_steps) {
         pi = 0;
         if (--p_left > 0) {
-          advance<kCombine>(pc, t, m_tiles);
+          advance(pc, t, m_tiles);
           tile_rows<kPhase>(p, t, pc, r, wa, wb_ok);
         }
       }
@@ -249,7 +416,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
   for (int s = 0; s < kStages; ++s) issue(s);
 
   if constexpr (kPhase == Phase::kDown) {
-    prefetch_next_tiles<kCombine>(p, t, start, m_tiles, u_end - u_begin);
+    prefetch_next_tiles(p, t, start, m_tiles, u_end - u_begin);
     pdl_wait();  // act comes from the gate_up kernel
     pdl_launch_dependents();
   }
@@ -279,7 +446,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
     int next_row[kHalves];
     {  // (the next unit's cursor is not held across the k loop: registers)
       Cursor nc = cc;
-      advance<kCombine>(nc, t, m_tiles);
+      advance(nc, t, m_tiles);
       reload = left > 1 && (nc.g != cc.g || nc.p != cc.p);
       next_wide = reload ? second_half<kPassRows>(t, nc) : wide;
 #pragma unroll
@@ -331,14 +498,10 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
       }
       store_unit<kPhase, kPassRows>(p, t, cc, mine, r, q, s);
     }
-    advance<kCombine>(cc, t, m_tiles);
+    advance(cc, t, m_tiles);
     wide = next_wide;
   }
   cp_async_wait<0>();
-  if constexpr (kCombine) {  // (the range recomputed: not held in registers across the loop)
-    const int m = m_tiles_of<kPhase>(p);
-    combine_range(p, sh.t, block_unit(t, m, blockIdx.x), block_unit(t, m, blockIdx.x + 1));
-  }
 }
 
 }  // namespace beam::cuda::moe_small
