@@ -1,10 +1,11 @@
 // CUDA grouped sigmoid "noaux_tc" routing (BEAM.md §3.10): moe_route routes given fp32 logits,
-// one warp per token (moe_route_warp.cuh: ids identical to kernels/cpu/moe_route.cpp's, weights
+// one block per token (moe_route_block.cuh: ids identical to kernels/cpu/moe_route.cpp's, weights
 // bit-identical). moe_router_route also computes the logits: up to kMoeRouterFusedMaxTokens
 // tokens one kernel does the fp32 router GEMM on tensor cores (each fp32 weight split exactly
 // into three bf16 terms, bf16 x exact) as split-K partial sums over all SMs, and the last blocks
 // to finish (a ticket counter that they reset, so graph replays work) add the partials in split
-// order (no float atomics) and route the tokens; for larger T linear() + moe_route.
+// order (no float atomics) and route the tokens, one each up to the grid's size; for larger T
+// linear() + moe_route.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -17,36 +18,25 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/moe.h"
-#include "kernels/cuda/moe_route_warp.cuh"
+#include "kernels/cuda/moe_route_block.cuh"
 
 namespace beam::cuda {
 namespace {
 
-using route::kFullMask;
 using route::RouteArgs;
 
-constexpr int kRouteWarps = 8;  // tokens of a routing block (one per warp)
-
-// Block b routes tokens [b W, (b + 1) W), W = kRouteWarps, one per warp.
-__global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(RouteArgs a) {
-  const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + threadIdx.x / 32;
-  if (t < a.num_tokens) route::route_token(a, t, static_cast<int>(threadIdx.x) % 32);
-}
-
-// Experts a lane holds: the smallest divisor P of the group size with 32 P >= E (0: none fits).
-int experts_per_lane(int64_t E, int64_t group_size) {
-  for (int64_t p = 1; p <= route::kMaxPerLane; ++p)
-    if (group_size % p == 0 && 32 * p >= E) return static_cast<int>(p);
-  return 0;
+// Block b routes token b.
+__global__ void __launch_bounds__(route::kThreads) route_kernel(RouteArgs a) {
+  __shared__ route::RouteSmem smem;
+  route::route_token(a, blockIdx.x, smem);
 }
 
 void check_route_limits(int64_t E, const RouterParams& params) {
-  BEAM_CHECK(params.num_groups <= route::kMaxGroups && params.top_k <= route::kMaxTopK &&
-             experts_per_lane(E, E / params.num_groups) > 0)
+  BEAM_CHECK(E <= route::kMaxExperts && params.num_groups <= route::kMaxGroups &&
+             params.top_k <= route::kMaxTopK)
       << "moe_route (CUDA): " << E << " experts, " << params.num_groups << " groups, top_k "
-      << params.top_k << " exceed this kernel's limits (a lane holds <= " << route::kMaxPerLane
-      << " experts of one group, <= " << route::kMaxGroups << " groups, top_k <= "
-      << route::kMaxTopK << ")";
+      << params.top_k << " exceed this kernel's limits (<= " << route::kMaxExperts
+      << " experts, <= " << route::kMaxGroups << " groups, top_k <= " << route::kMaxTopK << ")";
 }
 
 RouteArgs route_args(const float* logits, int num_partials, int64_t T, int64_t E,
@@ -64,7 +54,6 @@ RouteArgs route_args(const float* logits, int num_partials, int64_t T, int64_t E
                    static_cast<int>(params.num_groups),
                    static_cast<int>(params.topk_groups),
                    static_cast<int>(params.top_k),
-                   experts_per_lane(E, group_size),
                    params.norm_topk_prob,
                    params.routed_scaling_factor};
 }
@@ -76,9 +65,8 @@ void launch_route(CudaContext& ctx, const float* logits, int64_t T, int64_t E,
   check_route_limits(E, params);
   if (T == 0) return;
   const RouteArgs a = route_args(logits, 1, T, E, bias, params, ids, weights);
-  const int64_t blocks = (T + kRouteWarps - 1) / kRouteWarps;
-  BEAM_CHECK(blocks <= INT32_MAX) << "moe_route (CUDA): " << T << " tokens";
-  route_kernel<<<static_cast<unsigned>(blocks), kRouteWarps * 32, 0, ctx.stream>>>(a);
+  BEAM_CHECK(T <= INT32_MAX) << "moe_route (CUDA): " << T << " tokens";
+  route_kernel<<<static_cast<unsigned>(T), route::kThreads, 0, ctx.stream>>>(a);
   CUDA_LAUNCH_OK();
 }
 
@@ -91,15 +79,15 @@ constexpr int kPassTiles = 8;             // n8 token tiles of one pass (x and s
 constexpr int kPassTokens = kPassTiles * 8;  // 64
 constexpr int kRedStride = 20;  // floats per token in the cross-warp buffer (16 used; the
                                 // fragment stores hit 32 distinct banks)
-constexpr int kRouterTokens = kRouteWarps;  // tokens of a routing block (one per warp)
-constexpr size_t kCounterBytes = 512;       // ticket counters ahead of the partial sums
+constexpr size_t kCounterBytes = 512;  // ticket counters ahead of the partial sums
+static_assert(kGemmWarps * 32 == route::kThreads, "a GEMM block is a routing block");
 
 struct FusedArgs {
   const __nv_bfloat16* x;  // [T, H]
   const float* w;          // [E, H]
   int64_t H;
   uint32_t* counters;  // [0] blocks done, [1] routing blocks past their wait; zero between launches
-  int routers;         // the last `routers` blocks to finish route ceil(T / routers) tokens each
+  int routers;         // the last `routers` blocks to finish route tokens r, r + routers, ...
   RouteArgs route;     // route.logits: partial[gridDim.y, T, E], split s sums columns
                        // [s kSplitCols, (s + 1) kSplitCols)
 };
@@ -269,11 +257,13 @@ __device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
 
 // grid (ceil(E / 16), splits), kGemmWarps * 32 threads. Each block writes its partial sums and
 // takes a ticket; the last `routers` blocks wait for every ticket (the blocks still working are
-// running or can start: at most routers - 1 wait), then router r routes tokens [r n, (r + 1) n),
-// n = ceil(T / routers), and the last router past the wait resets the counters.
+// running or can start: at most routers - 1 <= SMs - 1 wait), then router r routes tokens r,
+// r + routers, ... (the whole block per token), and the last router past the wait resets the
+// counters.
 template <bool kVec>
 __global__ void __launch_bounds__(kGemmWarps * 32, 1) router_route_kernel(FusedArgs a) {
   __shared__ uint32_t ticket;
+  __shared__ route::RouteSmem smem;
   block_partials<kVec>(a);
   __threadfence();  // this thread's partial sums are visible device-wide before the ticket
   __syncthreads();
@@ -291,12 +281,8 @@ __global__ void __launch_bounds__(kGemmWarps * 32, 1) router_route_kernel(FusedA
   }
   __syncthreads();
   __threadfence();
-  const int64_t T = a.route.num_tokens;
-  const int64_t per = (T + a.routers - 1) / a.routers;
-  const int64_t r = blocks - 1 - mine;
-  const int64_t t1 = std::min(T, (r + 1) * per);
-  for (int64_t t = r * per + threadIdx.x / 32; t < t1; t += kGemmWarps)
-    route::route_token(a.route, t, static_cast<int>(threadIdx.x) % 32);
+  for (int64_t t = blocks - 1 - mine; t < a.route.num_tokens; t += a.routers)
+    route::route_token(a.route, t, smem);
 }
 
 int64_t ceil_div(int64_t a, int64_t b) {
@@ -353,8 +339,9 @@ void moe_router_route(CudaContext& ctx, const TensorView& x, const TensorView& r
   const int64_t blocks = ceil_div(E, 16);
   BEAM_CHECK(splits <= 65535 && blocks * splits <= INT32_MAX)
       << "moe_router_route (CUDA): " << E << " experts, hidden " << H;
-  const int routers =
-      static_cast<int>(std::min(blocks * splits, ceil_div(T, int64_t{kRouterTokens})));
+  // Routers wait for the grid: fewer than the SMs, so the blocks yet to start find room.
+  const int routers = static_cast<int>(
+      std::min({blocks * splits, T, int64_t{ctx.props.multiProcessorCount}}));
   const FusedArgs a{static_cast<const __nv_bfloat16*>(x.data),
                     router_w.as<float>(),
                     H,

@@ -116,6 +116,18 @@ TEST_F(CudaMoe, RouteMatchesCpuTinyShapes) {
   check_random_route(3, 96, {4, 3, 6, true, 1.0f});    // 3 experts per lane
 }
 
+// The block routing's other branches: groups wider than a warp, 32 groups (4 per warp), top_k 32
+// (a warp's whole ranked list), 25-expert groups straddling warps with E not a multiple of 32.
+TEST_F(CudaMoe, RouteMatchesCpuWideShapes) {
+  check_random_route(5, 256, {1, 1, 8, true, 1.0f});
+  check_random_route(5, 256, {2, 1, 16, true, 2.5f});
+  check_random_route(5, 256, {32, 8, 8, true, 2.5f});
+  check_random_route(5, 256, {8, 4, 32, true, 2.5f});
+  check_random_route(5, 200, {8, 3, 6, true, 1.0f});
+  check_tied_route(9, 256, {32, 8, 32, true, 1.0f});
+  check_tied_route(9, 200, {8, 3, 20, false, 1.0f});
+}
+
 TEST_F(CudaMoe, RouteMatchesCpuBeamShapes) {
   for (int64_t T : {1, 5, 64, 4099}) check_random_route(T, 256, {8, 4, 8, true, 2.5f});
 }
