@@ -13,9 +13,8 @@ namespace beam::cuda {
 // moe_experts' scratch growth, below), so CUDA graphs can capture them.
 
 // ids identical to the CPU op's and weights bit-identical (same fp32 operations in the same order).
-// One warp per token holds the experts in registers: limits num_groups <= 32, top_k <= 32, and
-// some divisor P <= 8 of the group size with 32 P >= E (so E <= 256; Beam: 256 = 32 x 8 in groups
-// of 32). A NaN choice is not diagnosed (the CPU aborts): it ranks as -inf.
+// One block of 256 threads per token (an expert per thread): limits E <= 256, num_groups <= 32,
+// top_k <= 32. A NaN choice is not diagnosed (the CPU aborts): it ranks as -inf.
 void moe_route(CudaContext& ctx, const TensorView& router_logits, const TensorView& bias,
                const RouterParams& params, const TensorView& ids, const TensorView& weights);
 
@@ -27,8 +26,9 @@ constexpr int64_t kMoeRouterFusedMaxTokens = 128;
 // the CPU's) and moe_route's grouped top-k on its logits; shapes as in kernels/api/moe.h. Up to
 // kMoeRouterFusedMaxTokens tokens one kernel does both: tensor-core split-K partials (each fp32
 // weight split exactly into three bf16 terms; per k16 step the tensor core sums the products from
-// zero, the steps, warps and splits are added in fixed fp32 order), then the last ceil(T / 8)
-// blocks fold and route 8 tokens each; a token's logits do not depend on T or on its row. It is
+// zero, the steps, warps and splits are added in fixed fp32 order), then the last
+// routers = min(T, grid, SMs) blocks fold and route tokens r, r + routers, ... (one each for Beam
+// at T <= 128); a token's logits do not depend on T or on its row. It is
 // launched as a programmatic dependent (loads the weights while x's producer finishes). Above,
 // linear() then moe_route. Partials and logits live in ctx.moe_router, reserved on the first call
 // (more only for larger T: not during graph capture).
