@@ -9,9 +9,11 @@
 // kernels (any width and alignment, x re-read for the normalisation). In both, a row's packs are
 // dealt to its threads (one warp for rows up to kWarpRowMaxWidth, else one block of
 // block_threads()) as packs t, t + stride, ...; each thread sums its packs in that order with
-// fmaf, and the warp / block sum combines the threads.
+// fmaf, and the warp / block sum combines the threads. Every kernel triggers its programmatic
+// dependents at its start (launch.h): the router after the post-norm loads its weights meanwhile.
 #include "kernels/cuda/norm.h"
 
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/bf16_math.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/norm_math.cuh"
@@ -101,6 +103,7 @@ __device__ void normalize_packs(const bf16_t* x, const bf16_t* w, int64_t row, i
 template <int N, typename Epilogue>
 __global__ void __launch_bounds__(kMaxBlockThreads)
     rms_norm_block_rows(const bf16_t* x, const bf16_t* w, int64_t n, float eps, Epilogue epilogue) {
+  pdl_launch_dependents();  // a programmatic successor (the router) loads its weights meanwhile
   const int64_t row = blockIdx.x;
   const float sum_sq =
       block_sum(partial_sum_sq<N>(x + row * n, n / N, threadIdx.x, blockDim.x));
@@ -113,6 +116,7 @@ template <int N, typename Epilogue>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     rms_norm_warp_rows(const bf16_t* x, const bf16_t* w, int64_t rows, int64_t n, float eps,
                        Epilogue epilogue) {
+  pdl_launch_dependents();
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (row >= rows) return;  // the whole warp leaves together; no block-wide barrier follows
   const int lane = threadIdx.x % 32;
@@ -263,11 +267,13 @@ __device__ __forceinline__ void cached_row(const RowArgs& a, int64_t row, int fi
 
 template <int kCache, RowOp kOp>
 __global__ void __launch_bounds__(kMaxBlockThreads) cached_block_rows(RowArgs a) {
+  pdl_launch_dependents();
   cached_row<kCache, kOp>(a, blockIdx.x, threadIdx.x, blockDim.x, BlockReduce{});
 }
 
 template <int kCache, RowOp kOp>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) cached_warp_rows(RowArgs a, int64_t rows) {
+  pdl_launch_dependents();
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (row >= rows) return;  // the whole warp leaves together; no block-wide barrier follows
   cached_row<kCache, kOp>(a, row, threadIdx.x % 32, 32, WarpReduce{});
