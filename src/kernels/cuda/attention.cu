@@ -39,6 +39,7 @@
 #include "kernels/cuda/attention_kernels.cuh"
 #include "kernels/cuda/attention_prefill.cuh"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/launch.h"
 
 namespace beam {
 
@@ -389,8 +390,8 @@ void launch_decode(CudaContext& ctx, const ad::DecodeParams& p, int64_t slots) {
   }
   const dim3 grid(static_cast<unsigned>(p.num_kv_heads),
                   static_cast<unsigned>(std::clamp<int64_t>(slots, 1, kMaxGridY)));
-  ad::decode_kernel<D><<<grid, p.group * 32, ad::decode_smem_bytes(D, p.group), ctx.stream>>>(p);
-  CUDA_LAUNCH_OK();
+  launch_kernel(ctx, ad::decode_kernel<D>, grid, dim3(p.group * 32),
+                ad::decode_smem_bytes(D, p.group), After::kProgrammatic, p);
 }
 
 void launch_decode_for_head_dim(CudaContext& ctx, const ad::DecodeParams& p, int64_t head_dim,

@@ -457,6 +457,9 @@ __global__ void __launch_bounds__(kMaxDecodeGroup * 32, 2) decode_kernel(DecodeP
         reinterpret_cast<const char*>(items + slot + 1) - 1));
     const DecodePlanHeader hd = *p.plan;
     const auto* tables = reinterpret_cast<const int32_t*>(base + hd.tables);
+    // Launched as a programmatic dependent of the q/k norm + KV store: the plan (uploaded before
+    // that kernel) is read above while it runs; q, the new keys and values only after this wait.
+    pdl_wait();
     for (int item = slot; item < hd.num_items; item += slots) {
       __syncthreads();  // every warp is done with q_s, the stages and `last` of the previous item
       decode::run_item<D>(p, items + item, tables, kvh, q_s, stages, &last);

@@ -20,8 +20,9 @@ enum class After {
                   // griddepcontrol.wait, and must call that wait before reading or writing
                   // anything the previous kernels touch. Everything queued before the previous
                   // kernel has completed when it starts (every PDL kernel here waits before it
-                  // triggers; the plainly launched RMSNorm kernels trigger at their start, which
-                  // keeps this, since they start only after everything before them completed).
+                  // triggers; the plainly launched RMSNorm and q/k norm + KV store kernels
+                  // trigger at their start, which keeps this: they start only after everything
+                  // before them completed).
 };
 
 // Queues kernel<<<grid, block, smem, ctx.stream>>>(args...) with the dependency `after` (a plain

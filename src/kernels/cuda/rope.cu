@@ -10,6 +10,7 @@
 #include "core/check.h"
 #include "kernels/api/rope.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/bf16_math.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/norm.h"
@@ -144,6 +145,7 @@ __device__ __forceinline__ HeadRef head_ref(const QkArgs& a, int64_t t, int h) {
 // loads its next head (the first one before the cos/sin table) while it finishes the current.
 template <QkPosition kPos>
 __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_position(QkArgs a, InvFreq inv_freq) {
+  pdl_launch_dependents();  // the decode attention after it reads its plan meanwhile (launch.h)
   __shared__ float cos_s[kQkMaxHeadDim / 2], sin_s[kQkMaxHeadDim / 2];
   const int64_t t = blockIdx.x / a.blocks_per_token;
   const int head_begin = static_cast<int>(blockIdx.x % a.blocks_per_token) * a.heads_per_block;
