@@ -17,6 +17,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/mma_sync.cuh"
 #include "kernels/cuda/moe.h"
 #include "kernels/cuda/moe_route_block.cuh"
 
@@ -109,15 +110,6 @@ __device__ __forceinline__ Split3 split3(float f0, float f1) {
           __byte_perm(__float_as_uint(l0), __float_as_uint(l1), 0x7632)};
 }
 
-// c += a . b for one m16n8k16 bf16 tile, fp32 accumulators.
-__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint2 b) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.x), "r"(b.y));
-}
-
 // w[row, k .. k + 3] (zeros past E or H). kVec: H % 4 == 0 and w 16-byte aligned.
 template <bool kVec>
 __device__ __forceinline__ float4 load_w4(const FusedArgs& a, int64_t row, int64_t k) {
@@ -204,9 +196,9 @@ __device__ __forceinline__ void warp_pass(const FusedArgs& a, const uint32_t (&f
 #pragma unroll
     for (int ks = 0; ks < kStepsPerWarp; ++ks) {
       float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      mma16816(d, frag[ks][2], b[n][ks]);
-      mma16816(d, frag[ks][1], b[n][ks]);
-      mma16816(d, frag[ks][0], b[n][ks]);
+      mma_bf16(d, frag[ks][2], b[n][ks]);
+      mma_bf16(d, frag[ks][1], b[n][ks]);
+      mma_bf16(d, frag[ks][0], b[n][ks]);
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[i] = __fadd_rn(acc[i], d[i]);
     }

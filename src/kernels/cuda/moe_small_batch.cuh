@@ -38,6 +38,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/async_copy.cuh"
+#include "kernels/cuda/mma_sync.cuh"
 #include "kernels/cuda/torch_exp.cuh"
 
 namespace beam::cuda::moe_small {
@@ -109,16 +110,6 @@ __device__ __forceinline__ void cp_async16_l2_256(void* dst, const void* src, bo
 // Hint: bring `bytes` (a multiple of 16, src 16-byte aligned) of global memory into L2.
 __device__ __forceinline__ void prefetch_l2_bulk(const void* src, uint32_t bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
-}
-
-// c += a . b for one m16n8k16 bf16 tile, fp32 accumulators.
-__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 // Exclusive prefix sum of v over the block's threads in thread order; *total = the sum of all.

@@ -9,8 +9,8 @@
 
 #include "core/check.h"
 #include "kernels/api/rope.h"
-#include "kernels/cuda/attention.h"
 #include "kernels/cuda/async_copy.cuh"
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/bf16_math.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/norm.h"

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <map>
 #include <random>
-#include <set>
 
 #include "kernels/api/activation.h"
 #include "kernels/api/device_memory.h"
@@ -35,33 +34,24 @@ std::vector<int32_t> random_tokens(std::mt19937_64& rng, int64_t n, int64_t voca
   return t;
 }
 
-// Distinct experts per MoE layer in routed [num_sparse, T, k] expert ids.
-std::vector<int64_t> count_experts(const std::vector<int32_t>& routed, int64_t num_sparse) {
-  std::vector<int64_t> counts;
-  if (num_sparse == 0) return counts;
-  const size_t per_layer = routed.size() / static_cast<size_t>(num_sparse);
-  for (int64_t l = 0; l < num_sparse; ++l) {
-    auto begin = routed.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(l) * per_layer);
-    counts.push_back(static_cast<int64_t>(
-        std::set<int32_t>(begin, begin + static_cast<std::ptrdiff_t>(per_layer)).size()));
-  }
-  return counts;
-}
-
-// Rows routed to the most-chosen expert of each MoE layer in routed [num_sparse, T, k] expert ids
-// (the load skew the routed-expert kernels must absorb; T * k / touched when balanced).
-std::vector<int64_t> max_expert_rows(const std::vector<int32_t>& routed, int64_t num_sparse) {
-  std::vector<int64_t> out;
-  if (num_sparse == 0) return out;
+// Per MoE layer of routed [num_sparse, T, k] expert ids: the distinct experts and the rows routed
+// to the most-chosen one (the load skew the routed-expert kernels must absorb).
+struct ExpertLoad {
+  std::vector<int64_t> touched, max_rows;
+};
+ExpertLoad expert_load(const std::vector<int32_t>& routed, int64_t num_sparse) {
+  ExpertLoad load;
+  if (num_sparse == 0) return load;
   const size_t per_layer = routed.size() / static_cast<size_t>(num_sparse);
   for (int64_t l = 0; l < num_sparse; ++l) {
     std::map<int32_t, int64_t> rows;
     for (size_t i = 0; i < per_layer; ++i) ++rows[routed[static_cast<size_t>(l) * per_layer + i]];
     int64_t most = 0;
     for (const auto& [expert, n] : rows) most = std::max(most, n);
-    out.push_back(most);
+    load.touched.push_back(static_cast<int64_t>(rows.size()));
+    load.max_rows.push_back(most);
   }
-  return out;
+  return load;
 }
 
 // One model and B sequences with `context` tokens cached; step() runs one decode token each.
@@ -156,8 +146,7 @@ class DecodeRig {
 struct DecodeMeasure {
   double step_ms = 0;
   double host_ms = 0;  // median host time per step before the step was queued (CPU overhead)
-  std::vector<int64_t> experts_touched;  // per MoE layer, from one captured step
-  std::vector<int64_t> expert_rows_max;  // per MoE layer, the same step
+  ExpertLoad experts;  // from one captured step
 };
 
 Expected<DecodeMeasure> measure_decode(const KernelContext& ctx,
@@ -174,9 +163,8 @@ Expected<DecodeMeasure> measure_decode(const KernelContext& ctx,
     host.push_back(rig->last_host_ms());
   }
   BEAM_RETURN_IF_ERROR(rig->step(timer, true));
-  const std::vector<int32_t>& routed = rig->output().routed_experts;
-  return DecodeMeasure{median(times), median(host), count_experts(routed, num_sparse),
-                       max_expert_rows(routed, num_sparse)};
+  return DecodeMeasure{median(times), median(host),
+                       expert_load(rig->output().routed_experts, num_sparse)};
 }
 
 // The embedding gather that opens a step plus compute_logits' kernels (row gather, final norm,
@@ -390,7 +378,7 @@ Expected<nlohmann::json> decode_report(const KernelContext& ctx,
   BEAM_ASSIGN_OR_RETURN(LayerTimes t, measure_layers(ctx, w, batch, o, full));
   const int64_t kv_len =
       o.context + o.warmup_steps + o.timed_steps / 2 + 1;  // mid-run keys per sequence
-  DecodeFloors f = decode_floors(c, batch, kv_len, full.experts_touched);
+  DecodeFloors f = decode_floors(c, batch, kv_len, full.experts.touched);
   Cost step = f.head;
   for (const Cost& l : f.layers) step += l;
   double layers_floor = 0;
@@ -404,9 +392,9 @@ Expected<nlohmann::json> decode_report(const KernelContext& ctx,
   const double step52 = nd * t.dense_ms + nm * t.moe_ms + t.head_ms;
   const double floor52 = nd * dense_floor + nm * moe_floor + f.head.floor_ms();
   double touched_mean = 0;
-  for (int64_t e : full.experts_touched) touched_mean += static_cast<double>(e);
-  if (!full.experts_touched.empty())
-    touched_mean /= static_cast<double>(full.experts_touched.size());
+  for (int64_t e : full.experts.touched) touched_mean += static_cast<double>(e);
+  if (!full.experts.touched.empty())
+    touched_mean /= static_cast<double>(full.experts.touched.size());
   nlohmann::json j = {
       {"batch", batch},
       {"context", o.context},
@@ -425,9 +413,9 @@ Expected<nlohmann::json> decode_report(const KernelContext& ctx,
       {"decode_layer_floor_ms", layer_floor},
       {"decode_layer_ratio", ratio(t.layer_ms, layer_floor)},
       {"experts_touched", touched_mean},
-      {"experts_touched_per_layer", full.experts_touched},
+      {"experts_touched_per_layer", full.experts.touched},
       {"experts_touched_uniform_expectation", expected_experts_touched(c, batch)},
-      {"expert_rows_max_per_layer", full.expert_rows_max},
+      {"expert_rows_max_per_layer", full.experts.max_rows},
       {"floor_parts",
        {{"attention_sliding", cost_json(f.attention_sliding)},
         {"attention_full", cost_json(f.attention_full)},
@@ -470,7 +458,7 @@ Expected<nlohmann::json> prefill_report(const KernelContext& ctx,
   ForwardOutput out;
   BEAM_RETURN_IF_ERROR(model.forward(b, cache.layers(), out));  // warm-up, counts experts
   std::vector<int64_t> touched =
-      count_experts(out.routed_experts, c.num_layers_of(MlpKind::kSparse));
+      expert_load(out.routed_experts, c.num_layers_of(MlpKind::kSparse)).touched;
   b.capture_routing = false;
   DeviceTimer timer(ctx);
   std::vector<double> times;
