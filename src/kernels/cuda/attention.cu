@@ -40,6 +40,7 @@
 #include "kernels/cuda/attention_prefill.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/tensor_map.h"
 
 namespace beam {
 
@@ -424,6 +425,31 @@ void launch_for_head_dim(CudaContext& ctx, const ad::Params& p, int64_t head_dim
   }
 }
 
+// The prefill kernel's TMA maps of the KV cache (attention_prefill.cuh's PrefillMaps), or
+// box_rows 0 (every key by cp.async) when the block size gives no whole boxes, the slot count
+// overflows TMA's int32 coordinates or the driver refuses the maps.
+ad::PrefillMaps prefill_maps(const ad::Params& p) {
+  ad::PrefillMaps maps{};
+  const int64_t bs = p.block_size, slots = p.num_blocks * p.block_size;
+  const bool boxes = bs % 8 == 0 && (ad::kPrefillKeys % bs == 0 || bs % ad::kPrefillKeys == 0);
+  if (!boxes || slots > INT32_MAX) return maps;
+  const TensorMapEncoder encode = tensor_map_encoder();
+  if (encode == nullptr) return maps;
+  const auto row = static_cast<cuuint64_t>(ad::kPrefillDim) * sizeof(__nv_bfloat16);
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(ad::kPrefillDim),
+                              static_cast<cuuint64_t>(p.num_kv_heads),
+                              static_cast<cuuint64_t>(slots)};
+  const cuuint64_t strides[2] = {row, row * static_cast<cuuint64_t>(p.num_kv_heads)};
+  const int rows = static_cast<int>(std::min<int64_t>(bs, ad::kPrefillKeys));
+  const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(rows)};
+  if (!encode_bf16_map(encode, maps.k, p.k_cache, 3, dims, strides, box) ||
+      !encode_bf16_map(encode, maps.v, p.v_cache, 3, dims, strides, box))
+    return ad::PrefillMaps{};
+  maps.box_rows = rows;
+  maps.slots = static_cast<int>(slots);
+  return maps;
+}
+
 // The tensor-core prefill kernel over `count` items x Nq q heads: persistent, one 225 KB CTA per
 // SM (at most), each looping over its share of the heaviest-first work list.
 void launch_prefill(CudaContext& ctx, const ad::Params& p, const ad::PrefillItem* items,
@@ -442,7 +468,8 @@ void launch_prefill(CudaContext& ctx, const ad::Params& p, const ad::PrefillItem
   }
   const int64_t grid = std::min<int64_t>(blocks, ctx.props.multiProcessorCount);
   ad::prefill_kernel<<<static_cast<unsigned>(grid), ad::kPrefillThreads, ad::kPrefillSmemBytes,
-                       ctx.stream>>>(p, items, static_cast<int>(blocks), bs_shift);
+                       ctx.stream>>>(p, items, static_cast<int>(blocks), bs_shift,
+                                     prefill_maps(p));
   CUDA_LAUNCH_OK();
 }
 

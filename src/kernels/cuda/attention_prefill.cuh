@@ -3,8 +3,10 @@
 // accumulation). One CTA serves 128 query rows of one sequence and one q head: two consumer
 // warpgroups of 64 rows each and one producer warpgroup (registers moved to the consumers with
 // setmaxnreg). The producer copies the 128-key K/V tiles of the head's KV head (through the block
-// table, cp.async) into a three-stage ring of 128B-swizzled shared tiles, each stage signalled on
-// its `full` mbarrier by asynchronous cp.async arrivals (up to three tiles in flight); the
+// table: by TMA, a box per paged block, where the block size allows and every key of the box is
+// visible; by cp.async, zero-filled, for the rest) into a three-stage ring of 128B-swizzled
+// shared tiles, each stage signalled on its `full` mbarrier by the TMA bytes and asynchronous
+// cp.async arrivals (up to three tiles in flight); the
 // consumers compute S = Q·Kᵀ (wgmma, Q and K from shared memory, both K-major), the online
 // softmax in registers and O += P·V (wgmma with P from registers and V from shared memory,
 // MN-major), then release the stage on its `empty` mbarrier. The two consumer
@@ -28,6 +30,7 @@
 // its bits.
 #pragma once
 
+#include <cuda.h>
 #include <cuda_bf16.h>
 
 #include <climits>
@@ -162,25 +165,72 @@ __device__ __forceinline__ PrefillRange prefill_visible(int self, int window) {
   return {window > 0 ? max(0, self - window + 1) : 0, self};
 }
 
+// Asynchronous arrival on `bar` once every earlier cp.async of this thread completed (.noinc:
+// the arrival counts against the barrier's expected count).
+__device__ __forceinline__ void mbar_arrive_cp_async(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+
+// TMA maps of the paged K and V caches, each as {D, Nkv, slots} (slots = num_blocks x block_size)
+// with a box of {64 dims, 1 KV head, box_rows slots}: box_rows = min(block_size, 128) when
+// block_size is a multiple of 8 that divides 128 or is a multiple of it, else 0 (every key by
+// cp.async). A box at slot coordinate `slots` lies wholly out of bounds and loads zeros.
+struct PrefillMaps {
+  CUtensorMap k, v;
+  int box_rows, slots;
+};
+
 // Producer warpgroup: queues the K and V rows of keys [t0, t0 + 128) of KV head kvh into one
-// stage: thread t copies 16-byte chunk t % 16 of keys t / 16 + 8i. Keys outside [lo, hi] or in an
-// unmapped block are zero-filled and never read. bs_shift = log2(block_size), or -1 when it is no
-// power of two.
-__device__ __forceinline__ void prefill_load_kv(const Params& p, const int32_t* table, int kvh,
-                                                int bs_shift, int t0, int lo, int hi,
-                                                uint32_t k_s, uint32_t v_s) {
+// stage whose full barrier is `bar`. Keys of whole boxes inside [lo, hi] come by TMA: thread b
+// reads the block of box b_lo + b and queues its two 64-dim halves of K and V, expecting their
+// bytes on `bar` (an unmapped block's box lands as zeros). The other keys come by cp.async:
+// thread t copies 16-byte chunk t % 16 of keys t / 16 + 8i; keys outside [lo, hi] or in an
+// unmapped block are zero-filled and never read. Each of the 128 threads then arrives on `bar`
+// once its cp.asyncs landed. bs_shift = log2(block_size), or -1 when it is no power of two.
+__device__ __forceinline__ void prefill_load_kv(const Params& p, const PrefillMaps& maps,
+                                                const int32_t* table, int kvh, int bs_shift,
+                                                int t0, int lo, int hi, uint32_t k_s, uint32_t v_s,
+                                                uint32_t bar) {
   const int t = threadIdx.x % 128, c = t % 16;
+  auto block_of = [&](int key) {  // the key's physical block, or -1 when unmapped
+    const int logical = bs_shift >= 0 ? key >> bs_shift : key / static_cast<int>(p.block_size);
+    const int64_t block = table[logical];
+    return block >= 0 && block < p.num_blocks ? block : int64_t{-1};
+  };
+  // Boxes [b_lo, b_hi] of this tile lie wholly inside [lo, hi] (none without maps).
+  const int r = maps.box_rows;
+  int b_lo = 1, b_hi = 0;
+  if (r > 0) {
+    b_lo = lo > t0 ? (lo - t0 + r - 1) / r : 0;
+    b_hi = min(kPrefillKeys, hi - t0 + 1) / r - 1;
+  }
+  const int box = b_lo + t;
+  if (box <= b_hi) {
+    const int key0 = t0 + box * r;
+    const int64_t block = block_of(key0);
+    const int slot = block < 0 ? maps.slots
+                               : static_cast<int>(block * p.block_size + key0 % p.block_size);
+    wgmma::mbar_expect_tx(bar, 4 * r * 128);
+    const uint32_t row = static_cast<uint32_t>(box * r * 128);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const uint32_t off = half * (kPrefillKeys * 128) + row;
+      wgmma::tma_load_3d(k_s + off, &maps.k, bar, half * 64, kvh, slot);
+      wgmma::tma_load_3d(v_s + off, &maps.v, bar, half * 64, kvh, slot);
+    }
+  }
+  const int tma_lo = r > 0 ? b_lo * r : kPrefillKeys, tma_hi = r > 0 ? (b_hi + 1) * r : 0;
 #pragma unroll 4
   for (int i = 0; i < kPrefillKeys / 8; ++i) {
     const int j = t / 16 + 8 * i;
+    if (j >= tma_lo && j < tma_hi) continue;
     const int key = t0 + j;
     int64_t src = 0;
     int bytes = 0;
     if (key >= lo && key <= hi) {
-      const int logical = bs_shift >= 0 ? key >> bs_shift : key / static_cast<int>(p.block_size);
-      const int64_t block = table[logical];
-      if (block >= 0 && block < p.num_blocks) {
-        const int64_t slot = block * p.block_size + (key - logical * static_cast<int>(p.block_size));
+      const int64_t block = block_of(key);
+      if (block >= 0) {
+        const int64_t slot = block * p.block_size + key % p.block_size;
         src = (slot * p.num_kv_heads + kvh) * kPrefillDim + c * 8;
         bytes = 16;
       }
@@ -189,34 +239,29 @@ __device__ __forceinline__ void prefill_load_kv(const Params& p, const int32_t* 
     cp_async16(k_s + dst, p.k_cache + src, bytes);
     cp_async16(v_s + dst, p.v_cache + src, bytes);
   }
+  mbar_arrive_cp_async(bar);
 }
 
-// Asynchronous arrival on `bar` once every earlier cp.async of this thread completed (.noinc:
-// the arrival counts against the barrier's expected count).
-__device__ __forceinline__ void mbar_arrive_cp_async(uint32_t bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-}
 __device__ __forceinline__ void cp_async_wait_all() {
   asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
 // Producer warpgroup: fills ring slot g0 + tile (stage % kPrefillStages) with each tile of one
 // work item once the consumers released it; its full barrier (count 128) completes when every
-// producer thread's copies of the tile landed (cp.async arrivals: the producer does not wait, so
-// up to kPrefillStages tiles are in flight, across work items). The consumers fence the async
-// proxy after their wait.
-__device__ __forceinline__ void prefill_produce(const Params& p, const int32_t* table, int kvh,
-                                                int bs_shift, int first_tile, int num_tiles,
-                                                int lo, int hi, int g0, uint32_t kv_s,
-                                                uint32_t bars) {
+// producer thread's copies of the tile landed and the tile's TMA bytes arrived (the producer does
+// not wait, so up to kPrefillStages tiles are in flight, across work items). The consumers fence
+// the async proxy after their wait.
+__device__ __forceinline__ void prefill_produce(const Params& p, const PrefillMaps& maps,
+                                                const int32_t* table, int kvh, int bs_shift,
+                                                int first_tile, int num_tiles, int lo, int hi,
+                                                int g0, uint32_t kv_s, uint32_t bars) {
   for (int tile = 0; tile < num_tiles; ++tile) {
     const int stage = (g0 + tile) % kPrefillStages;
     const uint32_t round = static_cast<uint32_t>((g0 + tile) / kPrefillStages);
     mbar_wait(bars + 8 * (kPrefillStages + stage), (round & 1) ^ 1);  // empty[stage]
     const uint32_t k_s = kv_s + stage * kPrefillStageBytes;
-    prefill_load_kv(p, table, kvh, bs_shift, first_tile + tile * kPrefillKeys, lo, hi, k_s,
-                    k_s + kPrefillTileBytes);
-    mbar_arrive_cp_async(bars + 8 * stage);  // full[stage]
+    prefill_load_kv(p, maps, table, kvh, bs_shift, first_tile + tile * kPrefillKeys, lo, hi, k_s,
+                    k_s + kPrefillTileBytes, bars + 8 * stage);
   }
 }
 
@@ -559,7 +604,8 @@ __device__ __forceinline__ void prefill_consume_all(const Params& p, const Prefi
 // prefill_next_work; index b: item b / Nq, q head b % Nq, num_work = Nq * items).
 // kPrefillThreads threads, kPrefillSmemBytes dynamic shared memory.
 __global__ void __launch_bounds__(kPrefillThreads, 1)
-    prefill_kernel(Params p, const PrefillItem* items, int num_work, int bs_shift) {
+    prefill_kernel(Params p, const PrefillItem* items, int num_work, int bs_shift,
+                   const __grid_constant__ PrefillMaps maps) {
   extern __shared__ uint4 prefill_smem[];
   const uint32_t base = (smem_u32(prefill_smem) + 1023u) & ~1023u;  // swizzle atoms: 1024 B
   const uint32_t kv_s = base + kPrefillQBytes, bars = base + kPrefillBarOffset;
@@ -572,12 +618,16 @@ __global__ void __launch_bounds__(kPrefillThreads, 1)
   __syncthreads();
   if (threadIdx.x >= kPrefillConsumerThreads) {
     setmaxnreg_dec<kPrefillProducerRegs>();
+    if (maps.box_rows > 0 && threadIdx.x == kPrefillConsumerThreads) {
+      wgmma::prefetch_tensor_map(&maps.k);
+      wgmma::prefetch_tensor_map(&maps.v);
+    }
     int round = 0, g0 = 0;
     for (int idx = prefill_next_work(round, num_work); idx >= 0;
          idx = prefill_next_work(round, num_work)) {
       const PrefillWork w = prefill_work(p, items, idx);
-      prefill_produce(p, p.tables + w.s.table_offset, w.h / p.group, bs_shift, w.first_tile,
-                      w.num_tiles, w.lo, w.hi, g0, kv_s, bars);
+      prefill_produce(p, maps, p.tables + w.s.table_offset, w.h / p.group, bs_shift,
+                      w.first_tile, w.num_tiles, w.lo, w.hi, g0, kv_s, bars);
       g0 += w.num_tiles;
     }
     cp_async_wait_all();  // no copy outlives its thread

@@ -21,6 +21,7 @@
 #include "kernels/cuda/moe.h"
 #include "kernels/cuda/moe_grouped_gemm.cuh"
 #include "kernels/cuda/moe_small_batch.cuh"
+#include "kernels/cuda/tensor_map.h"
 
 namespace beam {
 
@@ -288,32 +289,6 @@ __global__ void __launch_bounds__(kGatherThreads)
   for (int64_t c = threadIdx.x; c < H / 8; c += kGatherThreads) dst[c] = src[c];
 }
 
-using TensorMapEncoder = decltype(&cuTensorMapEncodeTiled);
-
-// The driver's cuTensorMapEncodeTiled (through the runtime: no -lcuda), nullptr if missing.
-TensorMapEncoder tensor_map_encoder() {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
-  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
-                                       &status) != cudaSuccess ||
-      status != cudaDriverEntryPointSuccess) {
-    (void)cudaGetLastError();
-    return nullptr;
-  }
-  return reinterpret_cast<TensorMapEncoder>(fn);
-}
-
-// A bf16 tensor map with 128-byte swizzle over `rank` dims (innermost first, strides in bytes of
-// dims 1..rank-1); false if the driver refuses it.
-bool encode_map(TensorMapEncoder encode, CUtensorMap& map, const void* data, cuuint32_t rank,
-                const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box) {
-  const cuuint32_t unit[5] = {1, 1, 1, 1, 1};
-  return encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank, const_cast<void*>(data), dims,
-                strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 // The TMA kernel's maps: weights w [E, w_rows, k] as {k, 8, 2, groups, E} whose box (a tile's
 // kWRows rows) lists weight_row's order: kSwiGLU, groups of 8 act columns, the 8 gate then the 8
 // up rows of a group; kStore, groups of 16 columns, the 8 even then the 8 odd ones. Grouped rows
@@ -333,8 +308,8 @@ bool encode_maps(moe_gemm::tma::Args& args, const bf16_t* a, int64_t rows, const
   const cuuint32_t w_box[5] = {moe_gemm::kBK, 8, 2, tma::kWeightGroups, 1};
   const cuuint64_t a_dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
   const cuuint32_t a_box[2] = {moe_gemm::kBK, tma::kBoxRows};
-  return encode_map(encode, args.w_map, w, 5, w_dims, w_strides, w_box) &&
-         encode_map(encode, args.a_map, a, 2, a_dims, &row, a_box);
+  return encode_bf16_map(encode, args.w_map, w, 5, w_dims, w_strides, w_box) &&
+         encode_bf16_map(encode, args.a_map, a, 2, a_dims, &row, a_box);
 }
 
 // Whether the TMA kernel takes a GEMM: k % 8 == 0 (16-byte row strides), n in whole weight-box

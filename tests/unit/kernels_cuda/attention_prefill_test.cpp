@@ -2,11 +2,14 @@
 // kernels/cuda/attention_prefill.cuh) against the CPU reference op: causal full and sliding
 // windows whose edges cut the 128-key tiles, GQA 1:1 / 2:1 / 6:1 / 8:1, chunks after a cached
 // prefix and near position 10^6, several sequences and decode rows in one batch, shuffled
-// (out-of-order) paged blocks of sizes 4 / 16 / 24 / 64 / 256, row counts around the 64-row
+// (out-of-order) paged blocks of sizes 4 / 8 / 16 / 24 / 64 / 128 / 256 (whole blocks by TMA where
+// the size allows), NaN in the slots no sequence wrote, row counts around the 64-row
 // warpgroup and 128-row CTA tiles, longer prompts than the three-stage K/V ring, and the
 // bit-identity of a row whatever chunk, batch or persistent-CTA schedule computes it (more work
 // items than SMs: each CTA loops over several).
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <span>
 
@@ -46,9 +49,10 @@ TEST_F(AttentionPrefillCuda, MatchesCpuTinyHeads) {
     expect_matches_cpu({12, 2, 128, 16, window}, kChunks, 101);  // GQA 6:1
     expect_matches_cpu({4, 4, 128, 64, window}, kChunks, 102);   // no GQA
   }
-  // Block sizes below, at and off the key tile (24: no power of two, tiles straddle blocks; 256:
-  // two key tiles per block).
-  for (int64_t bs : {4, 24, 64, 256}) expect_matches_cpu({8, 1, 128, bs, 100}, kChunks, 103 + bs);
+  // Block sizes below, at and off the key tile (4, 24: keys by cp.async, 24 no power of two and
+  // tiles straddle blocks; 8, 64, 128, 256: whole blocks by TMA, 256 two key tiles per block).
+  for (int64_t bs : {4, 8, 24, 64, 128, 256})
+    expect_matches_cpu({8, 1, 128, bs, 100}, kChunks, 103 + bs);
   expect_matches_cpu({4, 2, 128, 24, 0}, kChunks, 104);
 }
 
@@ -78,6 +82,31 @@ TEST_F(AttentionPrefillCuda, MatchesCpuBeamHeads) {
   expect_matches_cpu({48, 8, 128, 64, 512}, mixed, 121);
   expect_matches_cpu({48, 8, 128, 16, 512}, mixed, 122);
   expect_matches_cpu({48, 8, 128, 64, 0}, {{0, 1200, 700}, {5, 300, 300}}, 123);
+}
+
+// NaN in every cache slot no sequence wrote (the spare blocks and the tails of the last blocks),
+// at block sizes with and without TMA boxes, full and sliding: a key a row cannot see never
+// reaches its output (a NaN value times probability 0 would be NaN).
+TEST_F(AttentionPrefillCuda, IgnoresNanInUnwrittenSlots) {
+  for (int64_t bs : {16, 24, 64, 256}) {
+    for (int64_t window : {int64_t{0}, int64_t{100}}) {
+      Batch b = make_batch({8, 2, 128, bs, window}, kChunks, 171);
+      const int64_t row_elems = b.g.Nkv * b.g.D;
+      std::vector<bool> written(static_cast<size_t>(b.cache_k.view.dim(0) * bs), false);
+      for (size_t i = 0; i < b.specs.size(); ++i)
+        for (int64_t j = 0; j < b.specs[i].kv_len; ++j)
+          written[static_cast<size_t>(b.tables[i][j / bs] * bs + j % bs)] = true;
+      const uint16_t nan = 0x7fc0;  // bf16 quiet NaN
+      for (HostTensor* cache : {&b.cache_k, &b.cache_v}) {
+        auto* data = static_cast<uint16_t*>(cache->view.data);
+        for (size_t slot = 0; slot < written.size(); ++slot)
+          if (!written[slot]) std::fill_n(data + slot * row_elems, row_elems, nan);
+      }
+      b.dk = upload(b.cache_k);
+      b.dv = upload(b.cache_v);
+      expect_batch_matches_cpu(b);
+    }
+  }
 }
 
 // The rows of `seqs` hold the same bits in both outputs ([T, Nq, D]).
