@@ -289,21 +289,30 @@ struct PrefillState {
   float m[2], l[2];
 };
 
+// A shared-memory wgmma descriptor moved on by `bytes` (a multiple of 16): its address field holds
+// address / 16 and shared addresses stay below 2^18, so the add never carries out of the field
+// (one add per wgmma instead of rebuilding the descriptor).
+__device__ __forceinline__ uint64_t desc_add(uint64_t desc, uint32_t bytes) {
+  return desc + (bytes >> 4);
+}
+
 // Issues S = Q Kᵀ for the warpgroup's 64 rows and the 128 keys of the K tile at k_s into s
-// (zeroed before the caller's wgmma::arrive()): s[4j + 2i + q] is key 8j + 2 (lane % 4) + q of
-// row i (PrefillState's row numbering).
+// (overwritten: the first k-step does not accumulate): s[4j + 2i + q] is key 8j + 2 (lane % 4) + q
+// of row i (PrefillState's row numbering).
 __device__ __forceinline__ void prefill_issue_scores(uint32_t q_wg, uint32_t k_s, float (&s)[64]) {
+  const uint64_t q_desc = wgmma::sw128_desc(q_wg), k_desc = wgmma::sw128_desc(k_s);
 #pragma unroll
   for (int kk = 0; kk < kPrefillDim / 16; ++kk) {
     const uint32_t half = kk / 4, step = (kk % 4) * 32;
-    wgmma::Mma<kPrefillKeys>::run(
-        s, wgmma::sw128_desc(q_wg + half * (kPrefillWgRows * 128) + step),
-        wgmma::sw128_desc(k_s + half * (kPrefillKeys * 128) + step));
+    wgmma::Mma<kPrefillKeys>::run(s, desc_add(q_desc, half * (kPrefillWgRows * 128) + step),
+                                  desc_add(k_desc, half * (kPrefillKeys * 128) + step),
+                                  kk == 0 ? 0u : 1u);
   }
 }
 
 // Online-softmax step for one 128-key tile at slot t0: masks s (raw scores) where `mask`, replaces
-// it by probabilities and rescales the state. row_self0: own slot of the warp's first row.
+// it by probabilities and rescales the state (o untouched when every row of the warp keeps
+// factor 1: the same bits). row_self0: own slot of the warp's first row.
 __device__ __forceinline__ void prefill_softmax(const Params& p, int window, int row_self0, int t0,
                                                 bool mask, float (&sc)[64], PrefillState& st) {
   const int lane = threadIdx.x % 32;
@@ -348,6 +357,7 @@ __device__ __forceinline__ void prefill_softmax(const Params& p, int window, int
     }
     st.l[i] = st.l[i] * alpha[i] + sum;
   }
+  if (__all_sync(0xffffffffu, alpha[0] == 1.f && alpha[1] == 1.f)) return;
 #pragma unroll
   for (int e = 0; e < 64; ++e) st.o[e] *= alpha[(e / 2) % 2];
 }
@@ -381,9 +391,10 @@ __device__ __forceinline__ void prefill_fence(PrefillP& pf, float (&sc)[64], Pre
 // Issues o += P·V for the warpgroup's 64 rows and the 128 keys of the V tile at v_s.
 __device__ __forceinline__ void prefill_issue_pv(const PrefillP& pf, uint32_t v_s,
                                                  PrefillState& st) {
+  const uint64_t v_desc = sw128_mn_desc(v_s, kPrefillKeys * 128, 8 * 128);
 #pragma unroll
   for (int kk = 0; kk < kPrefillKeys / 16; ++kk) {  // V rows 16 kk + 0-15, both 64-dim halves
-    const uint64_t b = sw128_mn_desc(v_s + kk * 16 * 128, kPrefillKeys * 128, 8 * 128);
+    const uint64_t b = desc_add(v_desc, kk * 16 * 128);
     mma_rs_n128(st.o, pf.hi[kk], b);
     mma_rs_n128(st.o, pf.lo[kk], b);
   }
@@ -524,8 +535,6 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillWo
   named_sync(own, 256);
   mbar_wait(full(0), parity(0));
   wgmma::fence_proxy_async();  // the producer's cp.async writes (generic proxy) before wgmma
-#pragma unroll
-  for (int e = 0; e < 64; ++e) sc[e] = 0.f;
   prefill_fence(pf, sc, st);
   wgmma::arrive();
   prefill_issue_scores(q_wg, k_tile(0), sc);
@@ -540,8 +549,6 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillWo
     named_sync(own, 256);
     mbar_wait(full(tile + 1), parity(tile + 1));
     wgmma::fence_proxy_async();
-#pragma unroll
-    for (int e = 0; e < 64; ++e) sc[e] = 0.f;
     prefill_fence(pf, sc, st);
     wgmma::arrive();
     prefill_issue_pv(pf, k_tile(tile) + kPrefillTileBytes, st);

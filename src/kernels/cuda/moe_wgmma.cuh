@@ -183,7 +183,9 @@ struct Mma<112> {
 
 template <>
 struct Mma<128> {
-  static __device__ __forceinline__ void run(float (&d)[64], uint64_t a, uint64_t b) {
+  // scale_d 0: d = a·b (d's old values ignored), 1: d += a·b.
+  static __device__ __forceinline__ void run(float (&d)[64], uint64_t a, uint64_t b,
+                                             uint32_t scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
@@ -204,7 +206,7 @@ struct Mma<128> {
           "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
           "+f"(d[63])
-        : "l"(a), "l"(b), "r"(1));
+        : "l"(a), "l"(b), "r"(scale_d));
   }
 };
 
