@@ -220,6 +220,10 @@ __device__ __forceinline__ void prefill_load_kv(const Params& p, const PrefillMa
     }
   }
   const int tma_lo = r > 0 ? b_lo * r : kPrefillKeys, tma_hi = r > 0 ? (b_hi + 1) * r : 0;
+  if (tma_lo == 0 && tma_hi == kPrefillKeys) {  // the whole tile by TMA: no row to copy
+    mbar_arrive(bar);
+    return;
+  }
 #pragma unroll 4
   for (int i = 0; i < kPrefillKeys / 8; ++i) {
     const int j = t / 16 + 8 * i;
