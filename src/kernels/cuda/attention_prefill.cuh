@@ -192,10 +192,11 @@ __device__ __forceinline__ void prefill_load_kv(const Params& p, const PrefillMa
                                                 int t0, int lo, int hi, uint32_t k_s, uint32_t v_s,
                                                 uint32_t bar) {
   const int t = threadIdx.x % 128, c = t % 16;
-  auto block_of = [&](int key) {  // the key's physical block, or -1 when unmapped
-    const int logical = bs_shift >= 0 ? key >> bs_shift : key / static_cast<int>(p.block_size);
+  auto slot_of = [&](int key) {  // the key's physical slot, or -1 when its block is unmapped
+    const int bs = static_cast<int>(p.block_size);
+    const int logical = bs_shift >= 0 ? key >> bs_shift : key / bs;
     const int64_t block = table[logical];
-    return block >= 0 && block < p.num_blocks ? block : int64_t{-1};
+    return block >= 0 && block < p.num_blocks ? block * bs + (key - logical * bs) : int64_t{-1};
   };
   // Boxes [b_lo, b_hi] of this tile lie wholly inside [lo, hi] (none without maps).
   const int r = maps.box_rows;
@@ -207,9 +208,8 @@ __device__ __forceinline__ void prefill_load_kv(const Params& p, const PrefillMa
   const int box = b_lo + t;
   if (box <= b_hi) {
     const int key0 = t0 + box * r;
-    const int64_t block = block_of(key0);
-    const int slot = block < 0 ? maps.slots
-                               : static_cast<int>(block * p.block_size + key0 % p.block_size);
+    const int64_t slot0 = slot_of(key0);
+    const int slot = slot0 < 0 ? maps.slots : static_cast<int>(slot0);
     wgmma::mbar_expect_tx(bar, 4 * r * 128);
     const uint32_t row = static_cast<uint32_t>(box * r * 128);
 #pragma unroll
@@ -232,9 +232,8 @@ __device__ __forceinline__ void prefill_load_kv(const Params& p, const PrefillMa
     int64_t src = 0;
     int bytes = 0;
     if (key >= lo && key <= hi) {
-      const int64_t block = block_of(key);
-      if (block >= 0) {
-        const int64_t slot = block * p.block_size + key % p.block_size;
+      const int64_t slot = slot_of(key);
+      if (slot >= 0) {
         src = (slot * p.num_kv_heads + kvh) * kPrefillDim + c * 8;
         bytes = 16;
       }
