@@ -3,21 +3,21 @@
 // accumulation). One CTA serves 128 query rows of one sequence and one q head: two consumer
 // warpgroups of 64 rows each and one producer warpgroup (registers moved to the consumers with
 // setmaxnreg). The producer copies the 128-key K/V tiles of the head's KV head (through the block
-// table: by TMA, a box per paged block, where the block size allows and every key of the box is
-// visible; by cp.async, zero-filled, for the rest) into a three-stage ring of 128B-swizzled
-// shared tiles, each stage signalled on its `full` mbarrier by the TMA bytes and asynchronous
-// cp.async arrivals (up to three tiles in flight); the
-// consumers compute S = Q·Kᵀ (wgmma, Q and K from shared memory, both K-major), the online
-// softmax in registers and O += P·V (wgmma with P from registers and V from shared memory,
-// MN-major), then release the stage on its `empty` mbarrier. The two consumer
-// warpgroups take turns on the tensor cores (one's softmax under the other's wgmmas). A CTA only
-// loads and computes the key tiles some row of it can see (causal future and keys slid out of the
-// window are skipped), and per-key masks are applied only on tiles that cut some row's visible
-// range. The CTAs are persistent (one per SM): each loops over work items (row tile, q head) of
-// a list that runs the q heads of one row tile side by side (the G q heads of a KV head share its
-// K/V tiles through L2) and the row tiles heaviest first (the host lists a sequence's tiles
-// last-first); the producer loads the next item's K/V tiles and each consumer warpgroup its next
-// Q while the current item finishes, so the per-item fill and epilogue overlap other work.
+// table: by TMA, a box per paged block, where the block size allows and the box holds a visible key
+// and no key past the item's last; by cp.async, zero-filled, for the rest) into a three-stage ring
+// of 128B-swizzled shared tiles, each stage signalled on its `full` mbarrier by the TMA bytes and
+// asynchronous cp.async arrivals (up to three tiles in flight); the consumers compute S = Q·Kᵀ
+// (wgmma, Q and K from shared memory, both K-major), the online softmax in registers and O += P·V
+// (wgmma with P from registers and V from shared memory, MN-major), then release the stage on its
+// `empty` mbarrier. The two consumer warpgroups take turns on the tensor cores (one's softmax under
+// the other's wgmmas). A CTA only loads and computes the key tiles some row of it can see (causal
+// future and keys slid out of the window are skipped), and per-key masks are applied only on tiles
+// that cut some row's visible range. The CTAs are persistent (one per SM): each loops over work
+// items (row tile, q head) of a list that runs the q heads of one row tile side by side (the G q
+// heads of a KV head share its K/V tiles through L2) and the row tiles heaviest first (the host
+// lists a sequence's tiles last-first); the producer loads the next item's K/V tiles and each
+// consumer warpgroup its next Q while the current item finishes, so the per-item fill and epilogue
+// overlap other work.
 //
 // Numerics: s = fp32(q·k); p = exp2(s * scale * log2(e) - max * scale * log2(e)) (ex2.approx, the
 // CPU's exp(s * scale - max) to fp32 rounding), fp32 online softmax per 128-key tile; the row sum
@@ -181,9 +181,12 @@ struct PrefillMaps {
 };
 
 // Producer warpgroup: queues the K and V rows of keys [t0, t0 + 128) of KV head kvh into one
-// stage whose full barrier is `bar`. Keys of whole boxes inside [lo, hi] come by TMA: thread b
-// reads the block of box b_lo + b and queues its two 64-dim halves of K and V, expecting their
-// bytes on `bar` (an unmapped block's box lands as zeros). The other keys come by cp.async:
+// stage whose full barrier is `bar`. Keys of the boxes that reach into [lo, hi] and end by hi
+// come by TMA: thread b reads the block of box b_lo + b and queues its two 64-dim halves of K and
+// V, expecting their bytes on `bar` (an unmapped block's box lands as zeros). A box holding lo
+// also brings the keys of its block before lo: slots the sequence wrote (attention.h: slots
+// [0, kv_len) are written and a block with a visible key is mapped), which every row masks to
+// probability 0. The other keys come by cp.async:
 // thread t copies 16-byte chunk t % 16 of keys t / 16 + 8i; keys outside [lo, hi] or in an
 // unmapped block are zero-filled and never read. Each of the 128 threads then arrives on `bar`
 // once its cp.asyncs landed. bs_shift = log2(block_size), or -1 when it is no power of two.
@@ -198,11 +201,11 @@ __device__ __forceinline__ void prefill_load_kv(const Params& p, const PrefillMa
     const int64_t block = table[logical];
     return block >= 0 && block < p.num_blocks ? block * bs + (key - logical * bs) : int64_t{-1};
   };
-  // Boxes [b_lo, b_hi] of this tile lie wholly inside [lo, hi] (none without maps).
+  // Boxes [b_lo, b_hi] of this tile reach into [lo, hi] and end by hi (none without maps).
   const int r = maps.box_rows;
   int b_lo = 1, b_hi = 0;
   if (r > 0) {
-    b_lo = lo > t0 ? (lo - t0 + r - 1) / r : 0;
+    b_lo = lo > t0 ? (lo - t0) / r : 0;
     b_hi = min(kPrefillKeys, hi - t0 + 1) / r - 1;
   }
   const int box = b_lo + t;

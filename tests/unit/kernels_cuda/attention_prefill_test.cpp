@@ -1,10 +1,10 @@
 // CUDA paged_attention on prefill chunks (>= 64 query rows at head_dim 128: the wgmma kernel of
-// kernels/cuda/attention_prefill.cuh) against the CPU reference op: causal full and sliding
-// windows whose edges cut the 128-key tiles, GQA 1:1 / 2:1 / 6:1 / 8:1, chunks after a cached
-// prefix and near position 10^6, several sequences and decode rows in one batch, shuffled
-// (out-of-order) paged blocks of sizes 4 / 8 / 16 / 24 / 64 / 128 / 256 (whole blocks by TMA where
-// the size allows), NaN in the slots no sequence wrote, row counts around the 64-row
-// warpgroup and 128-row CTA tiles, longer prompts than the three-stage K/V ring, and the
+// kernels/cuda/attention_prefill.cuh) against the CPU reference op: causal full and sliding windows
+// whose edges cut the 128-key tiles, GQA 1:1 / 2:1 / 6:1 / 8:1, chunks after a cached prefix and
+// near position 10^6, several sequences and decode rows in one batch, shuffled (out-of-order) paged
+// blocks of sizes 4 / 8 / 16 / 24 / 64 / 128 / 256 (whole blocks by TMA where the size allows), NaN
+// in the slots no sequence wrote, row counts around the 64-row warpgroup and 128-row CTA tiles,
+// unmapped blocks before the window, longer prompts than the three-stage K/V ring, and the
 // bit-identity of a row whatever chunk, batch or persistent-CTA schedule computes it (more work
 // items than SMs: each CTA loops over several).
 #include <algorithm>
@@ -104,6 +104,25 @@ TEST_F(AttentionPrefillCuda, IgnoresNanInUnwrittenSlots) {
       }
       b.dk = upload(b.cache_k);
       b.dv = upload(b.cache_v);
+      expect_batch_matches_cpu(b);
+    }
+  }
+}
+
+// Blocks wholly before every query's window unmapped (-1), as the engine releases slid-out
+// blocks: a TMA box holding a row's first visible key also brings the keys before it from the
+// same (mapped) block, while boxes wholly before the window still never touch the block table.
+TEST_F(AttentionPrefillCuda, SkipsUnmappedBlocksBeforeTheWindow) {
+  for (int64_t bs : {16, 64}) {
+    for (int64_t window : {int64_t{100}, int64_t{200}}) {
+      Batch b = make_batch({8, 2, 128, bs, window}, kChunks, 181);
+      int64_t unmapped = 0;
+      for (size_t i = 0; i < b.specs.size(); ++i) {
+        const SeqSpec& s = b.specs[i];
+        const int64_t first_lo = s.kv_len - s.q_count - window + 1;  // first query's lowest slot
+        for (int64_t j = 0; (j + 1) * bs <= first_lo; ++j, ++unmapped) b.tables[i][j] = -1;
+      }
+      ASSERT_GT(unmapped, 0);
       expect_batch_matches_cpu(b);
     }
   }
