@@ -72,6 +72,13 @@ Expected<Device> Args::get_device() const {
   return make_error("--device: expected cpu or cuda, got '" + v + "'");
 }
 
+Expected<AttentionProbs> Args::get_attention_probs() const {
+  const std::string v = get_or("attention-probs", "fp32");
+  if (v == "fp32") return AttentionProbs::kFp32;
+  if (v == "bf16") return AttentionProbs::kBf16;
+  return make_error("--attention-probs: expected fp32 or bf16, got '" + v + "'");
+}
+
 Expected<std::vector<int64_t>> Args::parse_int_list(const std::string& key,
                                                     const std::string& text) {
   std::vector<int64_t> out;

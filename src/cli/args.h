@@ -10,6 +10,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "kernels/api/context.h"
 
 namespace beam::cli {
 
@@ -27,6 +28,8 @@ class Args {
   Expected<double> get_double(const std::string& key, double fallback) const;
   // --device cpu|cuda (Device::kCpu when absent); the one parser of the flag for every command.
   Expected<Device> get_device() const;
+  // --attention-probs fp32|bf16 (KernelContext::attention_probs; fp32 when absent).
+  Expected<AttentionProbs> get_attention_probs() const;
   // Parses "1,2,3" into integers.
   static Expected<std::vector<int64_t>> parse_int_list(const std::string& key,
                                                        const std::string& text);

@@ -15,7 +15,8 @@
 namespace beam::cli {
 
 std::set<std::string> bench_common_flags() {
-  return {"device", "threads", "config", "layers", "dense-layers", "weight-seed", "json", "commit"};
+  return {"device", "threads",    "config", "layers",         "dense-layers",
+          "weight-seed", "json", "commit", "attention-probs"};
 }
 
 std::set<std::string> bench_common_bool_flags() {
@@ -37,6 +38,7 @@ Expected<std::unique_ptr<BenchDevice>> open_bench_device(const Args& args) {
   d->ctx.device = device;
   d->ctx.pool = d->pool.get();
   d->ctx.cuda_graphs = !args.has("no-cuda-graphs");
+  BEAM_ASSIGN_OR_RETURN(d->ctx.attention_probs, args.get_attention_probs());
   switch (device) {
     case Device::kCpu:
       break;
@@ -124,6 +126,7 @@ nlohmann::json report_header(const std::string& benchmark, const Args& args,
           {"device_memory", describe_device(ctx)},
           {"command", command},
           {"cuda_graphs", ctx.cuda_graphs},
+          {"attention_probs", ctx.attention_probs == AttentionProbs::kBf16 ? "bf16" : "fp32"},
           {"programmatic_launch", ctx.cuda != nullptr && programmatic_launch(*ctx.cuda)},
           {"model", model_json(config)}};
 }

@@ -184,9 +184,11 @@ Status bench_moe(KernelBench& kb, const BeamConfig& c, const std::vector<int64_t
   return ok_status();
 }
 
-// paged_attention alone: `seqs` sequences, each with q_count queries ending at key kv_len − 1.
+// paged_attention alone: `seqs` sequences, each with q_count queries ending at key kv_len − 1,
+// P entering P·V as `probs` says (KernelContext::attention_probs).
 Status bench_attention_case(KernelBench& kb, const BeamConfig& c, AttentionKind kind, int64_t seqs,
-                            int64_t q_count, int64_t kv_len, const std::string& name) {
+                            int64_t q_count, int64_t kv_len, AttentionProbs probs,
+                            const std::string& name) {
   const int64_t bs = 64, Nq = c.num_heads, Nkv = c.num_kv_heads, D = c.head_dim;
   const int64_t blocks_per_seq = (kv_len + bs - 1) / bs, T = seqs * q_count;
   BEAM_ASSIGN_OR_RETURN(TensorView k,
@@ -210,7 +212,9 @@ Status bench_attention_case(KernelBench& kb, const BeamConfig& c, AttentionKind 
   Cost cost{static_cast<double>(rows_read * c.kv_bytes_per_token_per_layer() + 2 * T * Nq * D * 2),
             4.0 * static_cast<double>(Nq * D) * static_cast<double>(keys)};
   PagedKv kv{k, v, bs};
-  kb.time(name, cost, [&] { paged_attention(kb.ctx(), q, kv, list, window, o); }, false);
+  KernelContext ctx = kb.ctx();
+  ctx.attention_probs = probs;
+  kb.time(name, cost, [&] { paged_attention(ctx, q, kv, list, window, o); }, false);
   if (q_count == 1 && kb.ctx().device == Device::kCuda) {
     // The decode graphs' path: planned into a fixed slot outside the graph, then captured.
     const int slot = kind == AttentionKind::kSliding ? 1 : 0;
@@ -222,21 +226,25 @@ Status bench_attention_case(KernelBench& kb, const BeamConfig& c, AttentionKind 
 
 Status bench_attention(KernelBench& kb, const BeamConfig& c, const std::vector<int64_t>& batches,
                        int64_t context, int64_t prefill) {
+  const AttentionProbs probs = kb.ctx().attention_probs;
   for (int64_t b : batches) {
     BEAM_RETURN_IF_ERROR(bench_attention_case(
-        kb, c, AttentionKind::kSliding, b, 1, context,
+        kb, c, AttentionKind::kSliding, b, 1, context, probs,
         "attention decode sliding B=" + std::to_string(b) + " ctx=" + std::to_string(context)));
     BEAM_RETURN_IF_ERROR(bench_attention_case(
-        kb, c, AttentionKind::kFull, b, 1, context,
+        kb, c, AttentionKind::kFull, b, 1, context, probs,
         "attention decode full B=" + std::to_string(b) + " ctx=" + std::to_string(context)));
   }
   if (prefill > 0) {
-    BEAM_RETURN_IF_ERROR(
-        bench_attention_case(kb, c, AttentionKind::kSliding, 1, prefill, prefill,
-                             "attention prefill sliding T=" + std::to_string(prefill)));
-    BEAM_RETURN_IF_ERROR(
-        bench_attention_case(kb, c, AttentionKind::kFull, 1, prefill, prefill,
-                             "attention prefill full T=" + std::to_string(prefill)));
+    // Both ways P may enter P·V (fp32, the default; bf16 as FlashAttention), each kind in turn.
+    const std::string t = " T=" + std::to_string(prefill);
+    for (AttentionProbs pr : {AttentionProbs::kFp32, AttentionProbs::kBf16}) {
+      const std::string suffix = pr == AttentionProbs::kBf16 ? t + " P=bf16" : t;
+      BEAM_RETURN_IF_ERROR(bench_attention_case(kb, c, AttentionKind::kSliding, 1, prefill,
+                                                prefill, pr, "attention prefill sliding" + suffix));
+      BEAM_RETURN_IF_ERROR(bench_attention_case(kb, c, AttentionKind::kFull, 1, prefill, prefill,
+                                                pr, "attention prefill full" + suffix));
+    }
     BEAM_RETURN_IF_ERROR(bench_linears(kb, c, {prefill}));
   }
   return ok_status();

@@ -42,7 +42,7 @@ int bench_offline(int argc, char** argv) {
                           {"model", "workload", "requests", "prompt-len", "shared-prefix-len", "output-len",
                            "conversations", "turns", "first-prompt-len", "turn-append-len", "seed",
                            "kv-budget-mb", "block-size", "max-step-tokens", "max-running", "threads", "device",
-                           "no-cuda-graphs"},
+                           "no-cuda-graphs", "attention-probs"},
                           {"json", "no-prefix-cache", "no-cuda-graphs"});
   if (!args.ok()) return fail(args.error().message);
   auto dir = resolve_model_dir(args->get("model"));
@@ -70,6 +70,9 @@ int bench_offline(int argc, char** argv) {
   eo.num_threads = static_cast<int>(*threads);
   eo.enable_prefix_cache = !args->has("no-prefix-cache");
   eo.cuda_graphs = !args->has("no-cuda-graphs");
+  auto probs = args->get_attention_probs();
+  if (!probs.ok()) return fail(probs.error().message);
+  eo.attention_probs = *probs;
   auto weights = load_beam_weights(*dir);
   if (!weights.ok()) return fail(weights.error().message);
   auto engine = Engine::create(*weights, eo);

@@ -15,10 +15,12 @@
 namespace beam::cli {
 
 int cmd_forward(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"model", "tokens", "start-pos", "logits-out", "threads", "device"});
+  auto args = Args::parse(argc, argv, {"model", "tokens", "start-pos", "logits-out", "threads",
+                                       "device", "attention-probs"});
   if (!args.ok()) {
     std::fprintf(stderr, "forward: %s\nusage: beamserve forward --model DIR --tokens 1,2,3 "
-                         "[--start-pos N] [--device cpu|cuda] --logits-out FILE.npy\n", args.error().message.c_str());
+                         "[--start-pos N] [--device cpu|cuda] [--attention-probs fp32|bf16] "
+                         "--logits-out FILE.npy\n", args.error().message.c_str());
     return 2;
   }
   auto fail = [](const std::string& m) {
@@ -33,6 +35,8 @@ int cmd_forward(int argc, char** argv) {
   if (!start_pos.ok()) return fail(start_pos.error().message);
   if (!threads.ok()) return fail(threads.error().message);
   if (!device.ok()) return fail(device.error().message);
+  auto probs = args->get_attention_probs();
+  if (!probs.ok()) return fail(probs.error().message);
   if (*start_pos < 0) return fail("--start-pos must be >= 0");
   auto ids = Args::parse_int_list("tokens", *args->get("tokens"));
   if (!ids.ok()) return fail(ids.error().message);
@@ -41,6 +45,7 @@ int cmd_forward(int argc, char** argv) {
 
   auto dev = open_engine_device(*device, std::move(*weights));  // host copy dropped on CUDA
   if (!dev.ok()) return fail(dev.error().message);
+  dev->attention_probs = *probs;
 
   std::vector<int32_t> tokens(ids->begin(), ids->end());
   int64_t T = static_cast<int64_t>(tokens.size());

@@ -51,11 +51,11 @@ Expected<SamplingParams> sampling_from_args(const Args& a) {
 int cmd_generate(int argc, char** argv) {
   auto args = Args::parse(argc, argv, {"model", "tokens", "prompt", "max-tokens", "temperature",
                                        "top-p", "top-k", "min-p", "seed", "threads", "device",
-                                       "no-cuda-graphs"},
+                                       "no-cuda-graphs", "attention-probs"},
                                        {"no-cuda-graphs"});
   if (!args.ok()) {
     std::fprintf(stderr, "generate: %s\nusage: beamserve generate [--model DIR] (--tokens 1,2,3 | "
-                         "--prompt TEXT) [--max-tokens N --temperature T --top-p P --top-k K --seed S] [--device cpu|cuda] [--no-cuda-graphs]\n",
+                         "--prompt TEXT) [--max-tokens N --temperature T --top-p P --top-k K --seed S] [--device cpu|cuda] [--no-cuda-graphs] [--attention-probs fp32|bf16]\n",
                  args.error().message.c_str());
     return 2;
   }
@@ -92,6 +92,9 @@ int cmd_generate(int argc, char** argv) {
   auto dev = open_engine_device(*device, std::move(*weights));  // host copy dropped on CUDA
   if (!dev.ok()) return fail(dev.error().message);
   dev->cuda_graphs = !args->has("no-cuda-graphs");
+  auto probs = args->get_attention_probs();
+  if (!probs.ok()) return fail(probs.error().message);
+  dev->attention_probs = *probs;
   const BeamConfig& cfg = dev->weights->config;
   auto sp = std::make_shared<const SamplingParams>(*params);
   std::vector<int32_t> eos(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end());

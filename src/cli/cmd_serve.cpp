@@ -18,7 +18,7 @@ constexpr const char* kUsage =
     "         [--host 127.0.0.1] [--port 8000] [--api-key KEY | $BEAMSERVE_API_KEY] [--max-body-mb 32]\n"
     "         [--device cpu|cuda] [--kv-budget-mb N (cpu: 1024; cuda: free memory)] [--max-model-len N] [--max-running 256] [--max-tokens-per-step 2048]\n"
     "         [--block-size 64] [--threads N] [--io-threads 1] [--workers 2] [--no-prefix-cache] [--no-cuda-graphs]\n"
-    "         [--health-stall-s 30]\n";
+    "         [--health-stall-s 30] [--attention-probs fp32|bf16 (bf16: FlashAttention's rounding of P)]\n";
 
 Expected<server::ServeOptions> options_from_args(const Args& a) {
   server::ServeOptions o;
@@ -52,6 +52,7 @@ Expected<server::ServeOptions> options_from_args(const Args& a) {
   o.model.engine.num_threads = static_cast<int>(threads);
   o.model.engine.enable_prefix_cache = !a.has("no-prefix-cache");
   o.model.engine.cuda_graphs = !a.has("no-cuda-graphs");
+  BEAM_ASSIGN_OR_RETURN(o.model.engine.attention_probs, a.get_attention_probs());
   BEAM_ASSIGN_OR_RETURN(int64_t io_threads, a.get_int("io-threads", 1));
   BEAM_ASSIGN_OR_RETURN(int64_t workers, a.get_int("workers", 2));
   if (io_threads < 1 || workers < 1) return make_error("--io-threads and --workers must be >= 1");
@@ -68,7 +69,7 @@ int cmd_serve(int argc, char** argv) {
                           {"model", "tokenizer", "served-model-name", "host", "port", "api-key", "max-body-mb",
                            "kv-budget-mb", "max-model-len", "max-running", "max-tokens-per-step", "block-size",
                            "threads", "io-threads", "workers", "no-prefix-cache", "health-stall-s", "device",
-                           "no-cuda-graphs"},
+                           "no-cuda-graphs", "attention-probs"},
                           {"no-prefix-cache", "no-cuda-graphs"});
   if (!args.ok()) {
     std::fprintf(stderr, "serve: %s\n%s", args.error().message.c_str(), kUsage);

@@ -553,6 +553,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const BeamWeigh
   BEAM_ASSIGN_OR_RETURN(KvGeometry geometry, kv_geometry_from_config(config, options.block_size_tokens));
   BEAM_ASSIGN_OR_RETURN(EngineDevice device, open_engine_device(options.device, std::move(weights)));
   device.cuda_graphs = options.cuda_graphs;
+  device.attention_probs = options.attention_probs;
   BEAM_ASSIGN_OR_RETURN(int64_t budget, kv_budget_bytes(device, config, options.kv_budget_bytes, options.max_running));
   KvPoolSplit split;
   split.max_running_seqs = options.max_running;

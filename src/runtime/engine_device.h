@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "core/status.h"
+#include "kernels/api/context.h"
 #include "kernels/api/device_memory.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -20,11 +21,13 @@ struct EngineDevice {
   std::shared_ptr<const BeamWeights> weights;   // on `device`
   int64_t weight_device_bytes = 0;              // 0 on the CPU (the weights stay where they were loaded)
   bool cuda_graphs = true;                      // KernelContext::cuda_graphs (EngineOptions::cuda_graphs)
+  AttentionProbs attention_probs = AttentionProbs::kFp32;  // KernelContext::attention_probs
 
   // The context ops run in; pool is the CPU thread pool (required on the CPU).
   KernelContext context(ThreadPool* pool) const {
     KernelContext ctx{device, pool, cuda.get()};
     ctx.cuda_graphs = cuda_graphs;
+    ctx.attention_probs = attention_probs;
     return ctx;
   }
 };

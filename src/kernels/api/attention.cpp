@@ -51,7 +51,8 @@ void paged_attention(const KernelContext& ctx, const TensorView& q, const PagedK
       return;
     case Device::kCuda:
 #if BEAMSERVE_CUDA
-      cuda::paged_attention(*ctx.cuda, q, kv, seqs, window, out);
+      cuda::paged_attention(*ctx.cuda, q, kv, seqs, window, out,
+                            ctx.attention_probs == AttentionProbs::kBf16);
       return;
 #else
       cuda_backend_not_built(op);

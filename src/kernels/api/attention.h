@@ -31,7 +31,7 @@ struct AttentionSeq {
 
 // q: [T, Nq, D] bf16, out: [T, Nq, D] bf16. Query at position p sees keys at positions p' with
 // p' <= p and, when window > 0, p - p' < window. scale = 1/sqrt(D). Head h reads KV head
-// h / (Nq / Nkv).
+// h / (Nq / Nkv). ctx.attention_probs: how P enters P·V (kernels/api/context.h).
 void paged_attention(const KernelContext& ctx, const TensorView& q, const PagedKv& kv,
                      std::span<const AttentionSeq> seqs, int64_t window, const TensorView& out);
 

@@ -451,12 +451,14 @@ ad::PrefillMaps prefill_maps(const ad::Params& p) {
 }
 
 // The tensor-core prefill kernel over `count` items x Nq q heads: persistent, one 225 KB CTA per
-// SM (at most), each looping over its share of the heaviest-first work list.
+// SM (at most), each looping over its share of the heaviest-first work list. bf16_p: P enters
+// P·V rounded to bf16.
 void launch_prefill(CudaContext& ctx, const ad::Params& p, const ad::PrefillItem* items,
-                    size_t count) {
-  CUDA_OK(cudaFuncSetAttribute(ad::prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                    size_t count, bool bf16_p) {
+  const auto kernel = bf16_p ? ad::prefill_kernel<true> : ad::prefill_kernel<false>;
+  CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(ad::kPrefillSmemBytes)));
-  CUDA_OK(cudaFuncSetAttribute(ad::prefill_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+  CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                cudaSharedmemCarveoutMaxShared));
   const int64_t blocks = static_cast<int64_t>(count) * p.num_heads;
   BEAM_CHECK(blocks < (int64_t{1} << 31)) << "paged_attention: " << blocks << " prefill CTAs";
@@ -467,9 +469,8 @@ void launch_prefill(CudaContext& ctx, const ad::Params& p, const ad::PrefillItem
     while ((int64_t{1} << bs_shift) < p.block_size) ++bs_shift;
   }
   const int64_t grid = std::min<int64_t>(blocks, ctx.props.multiProcessorCount);
-  ad::prefill_kernel<<<static_cast<unsigned>(grid), ad::kPrefillThreads, ad::kPrefillSmemBytes,
-                       ctx.stream>>>(p, items, static_cast<int>(blocks), bs_shift,
-                                     prefill_maps(p));
+  kernel<<<static_cast<unsigned>(grid), ad::kPrefillThreads, ad::kPrefillSmemBytes, ctx.stream>>>(
+      p, items, static_cast<int>(blocks), bs_shift, prefill_maps(p));
   CUDA_LAUNCH_OK();
 }
 
@@ -605,7 +606,8 @@ void check_not_capturing(CudaContext& ctx, const char* what) {
 }  // namespace
 
 void paged_attention(CudaContext& ctx, const TensorView& q, const PagedKv& kv,
-                     std::span<const AttentionSeq> seqs, int64_t window, const TensorView& out) {
+                     std::span<const AttentionSeq> seqs, int64_t window, const TensorView& out,
+                     bool bf16_p) {
   const Geometry g = make_geometry(q.dim(1), q.dim(2), kv, window);
   // cp.async reads q in 16-byte vectors; out is written in bf16 pairs.
   const bool tensor_cores = aligned16(q.data) && reinterpret_cast<uintptr_t>(out.data) % 4 == 0;
@@ -630,7 +632,7 @@ void paged_attention(CudaContext& ctx, const TensorView& q, const PagedKv& kv,
   p.groups = reinterpret_cast<const ad::ReduceGroup*>(dev + groups_off);
   if (!plan.prefill.empty())
     launch_prefill(ctx, p, reinterpret_cast<const ad::PrefillItem*>(dev + prefill_off),
-                   plan.prefill.size());
+                   plan.prefill.size(), bf16_p);
   if (plan.records > 0) {
     const auto records = static_cast<size_t>(plan.records);
     p.part_acc = reserve_partials(ctx, records * static_cast<size_t>(g.head_dim + 2));

@@ -13,9 +13,11 @@ namespace beam::cuda {
 // Arguments validated by kernels/api/attention.cpp; q, out and the cache in device memory, seqs
 // (and their block tables) in host memory, staged to the device inside the call. D = 64, 128
 // or 256 and at most 64 query heads per KV head (abort otherwise). Rows of out that no sequence
-// covers are left untouched.
+// covers are left untouched. bf16_p: the prefill kernel rounds P to bf16 before P·V
+// (AttentionProbs::kBf16).
 void paged_attention(CudaContext& ctx, const TensorView& q, const PagedKv& kv,
-                     std::span<const AttentionSeq> seqs, int64_t window, const TensorView& out);
+                     std::span<const AttentionSeq> seqs, int64_t window, const TensorView& out,
+                     bool bf16_p);
 
 // Fixed plans for CUDA graphs (kernels/api/fixed_attention.h, validated there). plan_ plans every
 // row of seqs for the decode kernel (at most 16 query heads per KV head), writes the plan and the

@@ -23,8 +23,10 @@
 // CPU's exp(s * scale - max) to fp32 rounding), fp32 online softmax per 128-key tile; the row sum
 // l is the fp32 sum of p, and P enters the P·V wgmma as bf16 hi + bf16 lo (P - hi), so P is
 // carried to ~2^-17 relative, as the CPU reference's fp32 P (kernels/cpu/attention.cpp): no bf16
-// rounding point the reference lacks. (Rounding P to bf16 as FlashAttention does measured only 7%
-// faster on the H200 at 8K: docs/benchmarks.md.) out = bf16(o / l), one rounding. A row's result
+// rounding point the reference lacks. With kBf16P (AttentionProbs::kBf16) P enters as bf16(P), as
+// in FlashAttention: a third less tensor work, 1.3x faster at 8K on the H200 (docs/benchmarks.md),
+// each output within 2^-8 · max|v| of the fp32-P result; l stays the fp32 sum of the unrounded p.
+// out = bf16(o / l), one rounding. A row's result
 // depends only on its own q, its visible keys and the fixed 128-slot key-tile grid: tiles it
 // cannot see leave its state unchanged, so neither the other rows of its tile nor the batch move
 // its bits.
@@ -369,11 +371,13 @@ __device__ __forceinline__ void prefill_softmax(const Params& p, int window, int
 }
 
 // P as wgmma A fragments: step kk covers keys 16 kk + 0-15, registers (row, keys 0-7), (row + 8,
-// 0-7), (row, 8-15), (row + 8, 8-15) of the thread's rows; hi = bf16(P), lo = bf16(P - hi).
+// 0-7), (row, 8-15), (row + 8, 8-15) of the thread's rows; hi = bf16(P), lo = bf16(P - hi)
+// (kBf16P: P rounded to bf16, hi alone; lo is never written or read).
 struct PrefillP {
   uint32_t hi[kPrefillKeys / 16][4];
   uint32_t lo[kPrefillKeys / 16][4];
 };
+template <bool kBf16P>
 __device__ __forceinline__ void prefill_pack(const float (&sc)[64], PrefillP& pf) {
 #pragma unroll
   for (int kk = 0; kk < kPrefillKeys / 16; ++kk) {
@@ -381,20 +385,24 @@ __device__ __forceinline__ void prefill_pack(const float (&sc)[64], PrefillP& pf
     for (int r = 0; r < 4; ++r) {
       const float* c = &sc[4 * (2 * kk + r / 2) + 2 * (r % 2)];
       pf.hi[kk][r] = pack_bf16(c[0], c[1]);
-      const __nv_bfloat162 h2 = *reinterpret_cast<const __nv_bfloat162*>(&pf.hi[kk][r]);
-      pf.lo[kk][r] = pack_bf16(c[0] - __low2float(h2), c[1] - __high2float(h2));
+      if constexpr (!kBf16P) {
+        const __nv_bfloat162 h2 = *reinterpret_cast<const __nv_bfloat162*>(&pf.hi[kk][r]);
+        pf.lo[kk][r] = pack_bf16(c[0] - __low2float(h2), c[1] - __high2float(h2));
+      }
     }
   }
 }
 // Keeps P's and the accumulators' registers in place across wgmma issue (before: the writes stay
 // ahead of wgmma::arrive(); after the wait: no reuse while the wgmmas run).
+template <bool kBf16P>
 __device__ __forceinline__ void prefill_fence(PrefillP& pf, float (&sc)[64], PrefillState& st) {
   fence_a_operands(pf.hi);
-  fence_a_operands(pf.lo);
+  if constexpr (!kBf16P) fence_a_operands(pf.lo);
   wgmma::fence_operands(sc);
   wgmma::fence_operands(st.o);
 }
 // Issues o += P·V for the warpgroup's 64 rows and the 128 keys of the V tile at v_s.
+template <bool kBf16P>
 __device__ __forceinline__ void prefill_issue_pv(const PrefillP& pf, uint32_t v_s,
                                                  PrefillState& st) {
   const uint64_t v_desc = sw128_mn_desc(v_s, kPrefillKeys * 128, 8 * 128);
@@ -402,7 +410,7 @@ __device__ __forceinline__ void prefill_issue_pv(const PrefillP& pf, uint32_t v_
   for (int kk = 0; kk < kPrefillKeys / 16; ++kk) {  // V rows 16 kk + 0-15, both 64-dim halves
     const uint64_t b = desc_add(v_desc, kk * 16 * 128);
     mma_rs_n128(st.o, pf.hi[kk], b);
-    mma_rs_n128(st.o, pf.lo[kk], b);
+    if constexpr (!kBf16P) mma_rs_n128(st.o, pf.lo[kk], b);
   }
 }
 
@@ -484,6 +492,7 @@ __device__ __forceinline__ void named_arrive(int id, int threads) {
 
 // Softmax step of tile `tile` of the work item for the warpgroup (masked unless every live row
 // of it sees the whole tile), then P packed for P·V.
+template <bool kBf16P>
 __device__ __forceinline__ void prefill_softmax_pack(const Params& p, const PrefillWork& w,
                                                      PrefillRange w_first, PrefillRange w_last,
                                                      int warp_row0, int tile, float (&sc)[64],
@@ -491,7 +500,7 @@ __device__ __forceinline__ void prefill_softmax_pack(const Params& p, const Pref
   const int t0 = w.first_tile + tile * kPrefillKeys;
   const bool mask = t0 + kPrefillKeys - 1 > w_first.hi || t0 < w_last.lo;
   prefill_softmax(p, w.window, w.self0 + warp_row0, t0, mask, sc, st);
-  prefill_pack(sc, pf);
+  prefill_pack<kBf16P>(sc, pf);
 }
 
 // Consumer warpgroup wg (rows wg * 64 + 0-63 of the item), its Q already in q_wg: runs every tile
@@ -504,6 +513,7 @@ __device__ __forceinline__ void prefill_softmax_pack(const Params& p, const Pref
 // wgmmas are issued (before its wait), so the other's queue behind them without a gap. The stage of tile t is released once its
 // P·V completed. Once the item's last S completed, the Q of the next item (`next`, if any) is
 // queued into q_wg when has_next, so it loads under the last softmax, P·V and the epilogue.
+template <bool kBf16P>
 __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillWork& w, int wg,
                                                 uint32_t q_wg, uint32_t kv_s, uint32_t bars,
                                                 int g0, const PrefillWork& next, bool has_next) {
@@ -541,41 +551,41 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillWo
   named_sync(own, 256);
   mbar_wait(full(0), parity(0));
   wgmma::fence_proxy_async();  // the producer's cp.async writes (generic proxy) before wgmma
-  prefill_fence(pf, sc, st);
+  prefill_fence<kBf16P>(pf, sc, st);
   wgmma::arrive();
   prefill_issue_scores(q_wg, k_tile(0), sc);
   wgmma::commit();
   named_arrive(other, 256);  // the other warpgroup's wgmmas queue behind these
   wgmma::wait<0>();
-  prefill_fence(pf, sc, st);
+  prefill_fence<kBf16P>(pf, sc, st);
   if (w.num_tiles == 1) prefetch_q();
   // Tiles before the last: softmax, then P·V of the tile and S of the next one.
   for (int tile = 0; tile + 1 < w.num_tiles; ++tile) {
-    prefill_softmax_pack(p, w, w_first, w_last, warp_row0, tile, sc, st, pf);
+    prefill_softmax_pack<kBf16P>(p, w, w_first, w_last, warp_row0, tile, sc, st, pf);
     named_sync(own, 256);
     mbar_wait(full(tile + 1), parity(tile + 1));
     wgmma::fence_proxy_async();
-    prefill_fence(pf, sc, st);
+    prefill_fence<kBf16P>(pf, sc, st);
     wgmma::arrive();
-    prefill_issue_pv(pf, k_tile(tile) + kPrefillTileBytes, st);
+    prefill_issue_pv<kBf16P>(pf, k_tile(tile) + kPrefillTileBytes, st);
     prefill_issue_scores(q_wg, k_tile(tile + 1), sc);
     wgmma::commit();
     named_arrive(other, 256);
     wgmma::wait<0>();
-    prefill_fence(pf, sc, st);
+    prefill_fence<kBf16P>(pf, sc, st);
     mbar_arrive(empty(tile));
     if (tile + 2 == w.num_tiles) prefetch_q();
   }
   const int tile = w.num_tiles - 1;  // the last tile: softmax and P·V
-  prefill_softmax_pack(p, w, w_first, w_last, warp_row0, tile, sc, st, pf);
+  prefill_softmax_pack<kBf16P>(p, w, w_first, w_last, warp_row0, tile, sc, st, pf);
   named_sync(own, 256);
-  prefill_fence(pf, sc, st);
+  prefill_fence<kBf16P>(pf, sc, st);
   wgmma::arrive();
-  prefill_issue_pv(pf, k_tile(tile) + kPrefillTileBytes, st);
+  prefill_issue_pv<kBf16P>(pf, k_tile(tile) + kPrefillTileBytes, st);
   wgmma::commit();
   named_arrive(other, 256);
   wgmma::wait<0>();
-  prefill_fence(pf, sc, st);
+  prefill_fence<kBf16P>(pf, sc, st);
   mbar_arrive(empty(tile));
   if (wg_row0 < w.it.rows) prefill_write(p, w.s, w.it, w.h, warp_row0, st);
 }
@@ -589,6 +599,7 @@ __device__ __forceinline__ void prefill_q_ready(int wg) {
 
 // Consumer warpgroup wg: every work item of the CTA in turn (ring slots continue across items;
 // the next item is read while the current one runs).
+template <bool kBf16P>
 __device__ __forceinline__ void prefill_consume_all(const Params& p, const PrefillItem* items,
                                                     int num_work, int wg, uint32_t q_wg,
                                                     uint32_t kv_s, uint32_t bars) {
@@ -603,7 +614,7 @@ __device__ __forceinline__ void prefill_consume_all(const Params& p, const Prefi
     for (;;) {
       idx = prefill_next_work(round, num_work);
       const PrefillWork next = prefill_work(p, items, max(idx, 0));
-      prefill_consume(p, w, wg, q_wg, kv_s, bars, g0, next, idx >= 0);
+      prefill_consume<kBf16P>(p, w, wg, q_wg, kv_s, bars, g0, next, idx >= 0);
       if (idx < 0) break;
       g0 += w.num_tiles;
       w = next;
@@ -615,7 +626,9 @@ __device__ __forceinline__ void prefill_consume_all(const Params& p, const Prefi
 
 // Persistent: grid min(Nq * prefill items, SMs), each CTA looping over its work indices (see
 // prefill_next_work; index b: item b / Nq, q head b % Nq, num_work = Nq * items).
-// kPrefillThreads threads, kPrefillSmemBytes dynamic shared memory.
+// kPrefillThreads threads, kPrefillSmemBytes dynamic shared memory. kBf16P: P enters P·V rounded
+// to bf16 (KernelContext::attention_probs).
+template <bool kBf16P>
 __global__ void __launch_bounds__(kPrefillThreads, 1)
     prefill_kernel(Params p, const PrefillItem* items, int num_work, int bs_shift,
                    const __grid_constant__ PrefillMaps maps) {
@@ -648,7 +661,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 1)
   }
   setmaxnreg_inc<kPrefillConsumerRegs>();
   const int wg = static_cast<int>(threadIdx.x / 128);
-  prefill_consume_all(p, items, num_work, wg, base + wg * kPrefillQWgBytes, kv_s, bars);
+  prefill_consume_all<kBf16P>(p, items, num_work, wg, base + wg * kPrefillQWgBytes, kv_s, bars);
 }
 
 }  // namespace beam::cuda::attention_detail

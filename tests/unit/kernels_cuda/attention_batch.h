@@ -89,15 +89,19 @@ class AttentionCudaTest : public CudaTest {
     return b;
   }
 
-  HostTensor run_gpu(const AttentionBatch& b, std::span<const AttentionSeq> seqs) {
-    return run_gpu_on(b, b.dq, seqs);
+  HostTensor run_gpu(const AttentionBatch& b, std::span<const AttentionSeq> seqs,
+                     AttentionProbs probs = AttentionProbs::kFp32) {
+    return run_gpu_on(b, b.dq, seqs, probs);
   }
-  // The eager op on q (any rows; rows no sequence covers stay NaN).
+  // The eager op on q (any rows; rows no sequence covers stay NaN), P entering P·V as `probs`.
   HostTensor run_gpu_on(const AttentionBatch& b, const TensorView& q,
-                        std::span<const AttentionSeq> seqs) {
+                        std::span<const AttentionSeq> seqs,
+                        AttentionProbs probs = AttentionProbs::kFp32) {
     const TensorView out = device_tensor(DType::kBF16, q.shape);
-    begin_step(gpu);
-    paged_attention(gpu, q, {b.dk, b.dv, b.g.block_size}, seqs, b.g.window, out);
+    KernelContext ctx = gpu;
+    ctx.attention_probs = probs;
+    begin_step(ctx);
+    paged_attention(ctx, q, {b.dk, b.dv, b.g.block_size}, seqs, b.g.window, out);
     HostTensor h = download(out);
     synchronize(gpu);
     return h;

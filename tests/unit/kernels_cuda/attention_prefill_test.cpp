@@ -6,7 +6,8 @@
 // in the slots no sequence wrote, row counts around the 64-row warpgroup and 128-row CTA tiles,
 // unmapped blocks before the window, longer prompts than the three-stage K/V ring, and the
 // bit-identity of a row whatever chunk, batch or persistent-CTA schedule computes it (more work
-// items than SMs: each CTA loops over several).
+// items than SMs: each CTA loops over several); P rounded to bf16 (AttentionProbs::kBf16) within
+// its rounding bound.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -199,6 +200,55 @@ TEST_F(AttentionPrefillCuda, RowsBitIdenticalAcrossChunksAndBatches) {
     // The chunks in reverse order (other rows of the batch around each).
     std::vector<AttentionSeq> reversed(chunks.rbegin(), chunks.rend());
     EXPECT_TRUE(test::bits_equal(run_gpu(b, reversed).view, all.view));
+  }
+}
+
+// Largest |v| over the slots the batch's sequences wrote.
+float max_abs_written_v(const Batch& b) {
+  const auto* v = static_cast<const bf16*>(b.cache_v.view.data);
+  const int64_t row = b.g.Nkv * b.g.D, bs = b.g.block_size;
+  float m = 0.f;
+  for (size_t i = 0; i < b.specs.size(); ++i)
+    for (int64_t j = 0; j < b.specs[i].kv_len; ++j) {
+      const int64_t slot = b.tables[i][static_cast<size_t>(j / bs)] * bs + j % bs;
+      for (int64_t e = 0; e < row; ++e) m = std::max(m, std::fabs(to_float(v[slot * row + e])));
+    }
+  return m;
+}
+
+// AttentionProbs::kBf16: P enters P·V rounded to bf16 (FlashAttention's rounding). Each output is
+// within 2^-8 · max|v| of the fp32-P CPU reference (P rounded by at most half a bf16 ulp, 2^-8 of
+// itself; l sums the unrounded p) plus two bf16 ulps (the output's rounding and the fp32 sums'
+// order); the mode takes effect (outputs differ from fp32 P's); and a row's bits still depend only
+// on its own keys, not on the batch around it.
+TEST_F(AttentionPrefillCuda, Bf16ProbsWithinTheirRoundingBound) {
+  for (int64_t window : {int64_t{0}, int64_t{100}, int64_t{512}}) {
+    SCOPED_TRACE(::testing::Message() << "window " << window);
+    const Batch b = make_batch({8, 2, 128, 64, window}, kChunks, 191);
+    const std::vector<AttentionSeq> seqs = b.seqs();
+    const HostTensor want = run_cpu(b, seqs), fp32_p = run_gpu(b, seqs);
+    const HostTensor got = run_gpu(b, seqs, AttentionProbs::kBf16);
+    const float p_bound = std::ldexp(max_abs_written_v(b), -8);
+    const auto* g = static_cast<const bf16*>(got.view.data);
+    const auto* w = static_cast<const bf16*>(want.view.data);
+    const auto* f = static_cast<const bf16*>(fp32_p.view.data);
+    int64_t over = 0, moved = 0;
+    float worst = 0.f;
+    for (int64_t i = 0; i < want.view.numel(); ++i) {
+      const float wi = to_float(w[i]), err = std::fabs(to_float(g[i]) - wi);
+      const float ulp = wi == 0.f ? 0.f : std::ldexp(1.f, std::ilogb(wi) - 7);
+      over += err > p_bound + 2 * ulp;
+      worst = std::max(worst, err);
+      moved += g[i].bits != f[i].bits;
+    }
+    std::cout << "bf16 P W " << window << ": max abs err " << worst << " (bound 2^-8 max|v| = "
+              << p_bound << "), outputs moved from fp32 P: " << moved << " of "
+              << want.view.numel() << "\n";
+    EXPECT_EQ(over, 0) << "outputs beyond 2^-8 max|v| + 2 ulps; worst " << worst;
+    EXPECT_GT(moved, want.view.numel() / 1000) << "the bf16-P kernel was not used";
+    // The first sequence alone keeps its rows' bits.
+    const HostTensor alone = run_gpu(b, {&seqs[0], 1}, AttentionProbs::kBf16);
+    expect_rows_equal(alone, got, {&seqs[0], 1});
   }
 }
 
