@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the CUDA test suite on the GPU machine from prebuilt binaries: every CUDA gtest binary
 # present (kernels_cuda_tests, model_beam_cuda_tests) and the golden CLI check
-# (`beamserve forward --device cuda` against models/tiny-beam/golden), and the HTTP server on the GPU
+# (`beamserve forward --device cuda` against models/tiny-beam/golden, with fp32 and with bf16
+# attention probabilities), and the HTTP server on the GPU
 # (tools/gpu/server_smoke.py). Run from the repo root:
 #
 #   tools/gpu/run_tests.sh [BIN_DIR]        # BIN_DIR: $BEAMSERVE_GPU_BIN, else build/gpu-bundle/bin
@@ -83,6 +84,13 @@ if [[ -x "$bin_dir/beamserve" ]]; then
   python3 tools/reference/compare_logits.py --golden-dir models/tiny-beam/golden \
     --engine "$bin_dir/beamserve" --engine-args="--device cuda" 2>&1 | tee ${log:+"$log"}
   record golden_cli $?
+  # The same goldens with P rounded to bf16 in the prefill kernel (--attention-probs bf16): still
+  # within each golden's tolerance. Its log follows in the same file.
+  echo "== golden_cli_bf16_probs (beamserve forward --device cuda --attention-probs bf16)"
+  python3 tools/reference/compare_logits.py --golden-dir models/tiny-beam/golden \
+    --engine "$bin_dir/beamserve" --engine-args="--device cuda --attention-probs bf16" 2>&1 |
+    tee ${log:+-a "$log"}
+  record golden_cli_bf16_probs $?
 else
   echo "== golden_cli: no beamserve in $bin_dir, skipped"
 fi
