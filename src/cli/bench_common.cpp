@@ -15,8 +15,8 @@
 namespace beam::cli {
 
 std::set<std::string> bench_common_flags() {
-  return {"device", "threads",    "config", "layers",         "dense-layers",
-          "weight-seed", "json", "commit", "attention-probs"};
+  return {"device",      "threads", "config", "layers",         "dense-layers",
+          "weight-seed", "json",    "commit", "attention-probs"};
 }
 
 std::set<std::string> bench_common_bool_flags() {

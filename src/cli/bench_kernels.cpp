@@ -240,8 +240,8 @@ Status bench_attention(KernelBench& kb, const BeamConfig& c, const std::vector<i
     const std::string t = " T=" + std::to_string(prefill);
     for (AttentionProbs pr : {AttentionProbs::kFp32, AttentionProbs::kBf16}) {
       const std::string suffix = pr == AttentionProbs::kBf16 ? t + " P=bf16" : t;
-      BEAM_RETURN_IF_ERROR(bench_attention_case(kb, c, AttentionKind::kSliding, 1, prefill,
-                                                prefill, pr, "attention prefill sliding" + suffix));
+      BEAM_RETURN_IF_ERROR(bench_attention_case(kb, c, AttentionKind::kSliding, 1, prefill, prefill,
+                                                pr, "attention prefill sliding" + suffix));
       BEAM_RETURN_IF_ERROR(bench_attention_case(kb, c, AttentionKind::kFull, 1, prefill, prefill,
                                                 pr, "attention prefill full" + suffix));
     }

@@ -15,12 +15,15 @@
 namespace beam::cli {
 
 int cmd_forward(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"model", "tokens", "start-pos", "logits-out", "threads",
-                                       "device", "attention-probs"});
+  auto args = Args::parse(
+      argc, argv,
+      {"model", "tokens", "start-pos", "logits-out", "threads", "device", "attention-probs"});
   if (!args.ok()) {
-    std::fprintf(stderr, "forward: %s\nusage: beamserve forward --model DIR --tokens 1,2,3 "
-                         "[--start-pos N] [--device cpu|cuda] [--attention-probs fp32|bf16] "
-                         "--logits-out FILE.npy\n", args.error().message.c_str());
+    std::fprintf(stderr,
+                 "forward: %s\nusage: beamserve forward --model DIR --tokens 1,2,3 "
+                 "[--start-pos N] [--device cpu|cuda] [--attention-probs fp32|bf16] "
+                 "--logits-out FILE.npy\n",
+                 args.error().message.c_str());
     return 2;
   }
   auto fail = [](const std::string& m) {

@@ -67,7 +67,8 @@ struct EngineOptions {
   int num_threads = 0;                         // CPU ops and sampling; 0 = all cores
   bool enable_prefix_cache = true;
   bool cuda_graphs = true;                     // CUDA: decode steps replay CUDA graphs (docs/runtime.md, Device)
-  // How attention's P enters P·V (KernelContext::attention_probs): kBf16 = FlashAttention's rounding.
+  // How attention's P enters P·V (KernelContext::attention_probs): kBf16 = FlashAttention's
+  // rounding.
   AttentionProbs attention_probs = AttentionProbs::kFp32;
 };
 

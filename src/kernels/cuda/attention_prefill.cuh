@@ -515,8 +515,8 @@ __device__ __forceinline__ void prefill_softmax_pack(const Params& p, const Pref
 // queued into q_wg when has_next, so it loads under the last softmax, P·V and the epilogue.
 template <bool kBf16P>
 __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillWork& w, int wg,
-                                                uint32_t q_wg, uint32_t kv_s, uint32_t bars,
-                                                int g0, const PrefillWork& next, bool has_next) {
+                                                uint32_t q_wg, uint32_t kv_s, uint32_t bars, int g0,
+                                                const PrefillWork& next, bool has_next) {
   const int wg_row0 = wg * kPrefillWgRows;
   // The live rows see keys [w_first.lo, w_last.hi]; all of them see [w_last.lo, w_first.hi].
   const PrefillRange w_first = prefill_visible(w.self0 + wg_row0, w.window);

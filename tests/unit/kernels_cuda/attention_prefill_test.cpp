@@ -241,9 +241,9 @@ TEST_F(AttentionPrefillCuda, Bf16ProbsWithinTheirRoundingBound) {
       worst = std::max(worst, err);
       moved += g[i].bits != f[i].bits;
     }
-    std::cout << "bf16 P W " << window << ": max abs err " << worst << " (bound 2^-8 max|v| = "
-              << p_bound << "), outputs moved from fp32 P: " << moved << " of "
-              << want.view.numel() << "\n";
+    std::cout << "bf16 P W " << window << ": max abs err " << worst
+              << " (bound 2^-8 max|v| = " << p_bound << "), outputs moved from fp32 P: " << moved
+              << " of " << want.view.numel() << "\n";
     EXPECT_EQ(over, 0) << "outputs beyond 2^-8 max|v| + 2 ulps; worst " << worst;
     EXPECT_GT(moved, want.view.numel() / 1000) << "the bf16-P kernel was not used";
     // The first sequence alone keeps its rows' bits.
