@@ -215,11 +215,11 @@ Status bench_attention_case(KernelBench& kb, const BeamConfig& c, AttentionKind 
   KernelContext ctx = kb.ctx();
   ctx.attention_probs = probs;
   kb.time(name, cost, [&] { paged_attention(ctx, q, kv, list, window, o); }, false);
-  if (q_count == 1 && kb.ctx().device == Device::kCuda) {
+  if (q_count == 1 && ctx.device == Device::kCuda) {
     // The decode graphs' path: planned into a fixed slot outside the graph, then captured.
     const int slot = kind == AttentionKind::kSliding ? 1 : 0;
-    plan_fixed_attention(kb.ctx(), slot, kv, T, Nq, D, list, window);
-    kb.time(name + " fixed", cost, [&] { fixed_paged_attention(kb.ctx(), slot, q, kv, window, o); });
+    plan_fixed_attention(ctx, slot, kv, T, Nq, D, list, window);
+    kb.time(name + " fixed", cost, [&] { fixed_paged_attention(ctx, slot, q, kv, window, o); });
   }
   return ok_status();
 }

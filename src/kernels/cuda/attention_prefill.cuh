@@ -20,16 +20,15 @@
 // overlap other work.
 //
 // Numerics: s = fp32(q·k); p = exp2(s * scale * log2(e) - max * scale * log2(e)) (ex2.approx, the
-// CPU's exp(s * scale - max) to fp32 rounding), fp32 online softmax per 128-key tile; the row sum
-// l is the fp32 sum of p, and P enters the P·V wgmma as bf16 hi + bf16 lo (P - hi), so P is
-// carried to ~2^-17 relative, as the CPU reference's fp32 P (kernels/cpu/attention.cpp): no bf16
-// rounding point the reference lacks. With kBf16P (AttentionProbs::kBf16) P enters as bf16(P), as
-// in FlashAttention: a third less tensor work, 1.3x faster at 8K on the H200 (docs/benchmarks.md),
+// CPU's exp(s * scale - max) to fp32 rounding), fp32 online softmax per 128-key tile; the row sum l
+// is the fp32 sum of p, and P enters the P·V wgmma as bf16 hi + bf16 lo (P - hi), so P is carried
+// to ~2^-17 relative, as the CPU reference's fp32 P (kernels/cpu/attention.cpp): no bf16 rounding
+// point the reference lacks. With kBf16P (AttentionProbs::kBf16) P enters as bf16(P), as in
+// FlashAttention: a third less tensor work, 1.3x faster at 8K on the H200 (docs/benchmarks.md),
 // each output within 2^-8 · max|v| of the fp32-P result; l stays the fp32 sum of the unrounded p.
-// out = bf16(o / l), one rounding. A row's result
-// depends only on its own q, its visible keys and the fixed 128-slot key-tile grid: tiles it
-// cannot see leave its state unchanged, so neither the other rows of its tile nor the batch move
-// its bits.
+// out = bf16(o / l), one rounding. A row's result depends only on its own q, its visible keys and
+// the fixed 128-slot key-tile grid: tiles it cannot see leave its state unchanged, so neither the
+// other rows of its tile nor the batch move its bits.
 #pragma once
 
 #include <cuda.h>
@@ -508,11 +507,12 @@ __device__ __forceinline__ void prefill_softmax_pack(const Params& p, const Pref
 // writes its live rows. The two warpgroups take turns on the tensor cores (FlashAttention-3's
 // ping-pong, continued across work items): between bar.sync on its own barrier (3 + wg) and
 // bar.arrive on the other's, a warpgroup issues P·V of tile t and S of tile t + 1 as one wgmma
-// group (no branch between issue and wait: ptxas would serialize the wgmmas), so one
-// warpgroup's softmax runs under the other's wgmmas; it hands the turn over as soon as its
-// wgmmas are issued (before its wait), so the other's queue behind them without a gap. The stage of tile t is released once its
-// P·V completed. Once the item's last S completed, the Q of the next item (`next`, if any) is
-// queued into q_wg when has_next, so it loads under the last softmax, P·V and the epilogue.
+// group (no branch between issue and wait: ptxas would serialize the wgmmas), so one warpgroup's
+// softmax runs under the other's wgmmas; it hands the turn over as soon as its wgmmas are issued
+// (before its wait), so the other's queue behind them without a gap. The stage of tile t is
+// released once its P·V completed. Once the item's last S completed, the Q of the next item
+// (`next`, if any) is queued into q_wg when has_next, so it loads under the last softmax, P·V and
+// the epilogue.
 template <bool kBf16P>
 __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillWork& w, int wg,
                                                 uint32_t q_wg, uint32_t kv_s, uint32_t bars, int g0,

@@ -103,7 +103,7 @@ class AttentionCudaTest : public CudaTest {
     begin_step(ctx);
     paged_attention(ctx, q, {b.dk, b.dv, b.g.block_size}, seqs, b.g.window, out);
     HostTensor h = download(out);
-    synchronize(gpu);
+    synchronize(ctx);
     return h;
   }
   HostTensor run_cpu(const AttentionBatch& b, std::span<const AttentionSeq> seqs) {
