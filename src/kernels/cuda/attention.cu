@@ -427,15 +427,25 @@ void launch_for_head_dim(CudaContext& ctx, const ad::Params& p, int64_t head_dim
 
 // The prefill kernel's TMA maps of the KV cache (attention_prefill.cuh's PrefillMaps), or
 // box_rows 0 (every key by cp.async) when the block size gives no whole boxes, the slot count
-// overflows TMA's int32 coordinates or the driver refuses the maps.
-ad::PrefillMaps prefill_maps(const ad::Params& p) {
+// overflows TMA's int32 coordinates or the driver refuses the maps; and of out ([out_rows, Nq, D]),
+// or o_rows 0 (every row stored by the threads) when out is not 16-byte aligned or too long.
+ad::PrefillMaps prefill_maps(const ad::Params& p, int64_t out_rows) {
   ad::PrefillMaps maps{};
-  const int64_t bs = p.block_size, slots = p.num_blocks * p.block_size;
-  const bool boxes = bs % 8 == 0 && (ad::kPrefillKeys % bs == 0 || bs % ad::kPrefillKeys == 0);
-  if (!boxes || slots > INT32_MAX) return maps;
   const TensorMapEncoder encode = tensor_map_encoder();
   if (encode == nullptr) return maps;
   const auto row = static_cast<cuuint64_t>(ad::kPrefillDim) * sizeof(__nv_bfloat16);
+  if (reinterpret_cast<uintptr_t>(p.out) % 16 == 0 && out_rows <= INT32_MAX) {
+    const cuuint64_t dims[3] = {static_cast<cuuint64_t>(ad::kPrefillDim),
+                                static_cast<cuuint64_t>(p.num_heads),
+                                static_cast<cuuint64_t>(out_rows)};
+    const cuuint64_t strides[2] = {row, row * static_cast<cuuint64_t>(p.num_heads)};
+    const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(ad::kPrefillWgRows)};
+    if (encode_bf16_map(encode, maps.o, p.out, 3, dims, strides, box))
+      maps.o_rows = static_cast<int>(out_rows);
+  }
+  const int64_t bs = p.block_size, slots = p.num_blocks * p.block_size;
+  const bool boxes = bs % 8 == 0 && (ad::kPrefillKeys % bs == 0 || bs % ad::kPrefillKeys == 0);
+  if (!boxes || slots > INT32_MAX) return maps;
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(ad::kPrefillDim),
                               static_cast<cuuint64_t>(p.num_kv_heads),
                               static_cast<cuuint64_t>(slots)};
@@ -444,17 +454,17 @@ ad::PrefillMaps prefill_maps(const ad::Params& p) {
   const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(rows)};
   if (!encode_bf16_map(encode, maps.k, p.k_cache, 3, dims, strides, box) ||
       !encode_bf16_map(encode, maps.v, p.v_cache, 3, dims, strides, box))
-    return ad::PrefillMaps{};
+    return maps;
   maps.box_rows = rows;
   maps.slots = static_cast<int>(slots);
   return maps;
 }
 
 // The tensor-core prefill kernel over `count` items x Nq q heads: persistent, one 225 KB CTA per
-// SM (at most), each looping over its share of the heaviest-first work list. bf16_p: P enters
-// P·V rounded to bf16.
+// SM (at most), each looping over its share of the heaviest-first work list; out has out_rows
+// rows. bf16_p: P enters P·V rounded to bf16.
 void launch_prefill(CudaContext& ctx, const ad::Params& p, const ad::PrefillItem* items,
-                    size_t count, bool bf16_p) {
+                    size_t count, int64_t out_rows, bool bf16_p) {
   const auto kernel = bf16_p ? ad::prefill_kernel<true> : ad::prefill_kernel<false>;
   CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(ad::kPrefillSmemBytes)));
@@ -470,7 +480,7 @@ void launch_prefill(CudaContext& ctx, const ad::Params& p, const ad::PrefillItem
   }
   const int64_t grid = std::min<int64_t>(blocks, ctx.props.multiProcessorCount);
   kernel<<<static_cast<unsigned>(grid), ad::kPrefillThreads, ad::kPrefillSmemBytes, ctx.stream>>>(
-      p, items, static_cast<int>(blocks), bs_shift, prefill_maps(p));
+      p, items, static_cast<int>(blocks), bs_shift, prefill_maps(p, out_rows));
   CUDA_LAUNCH_OK();
 }
 
@@ -632,7 +642,7 @@ void paged_attention(CudaContext& ctx, const TensorView& q, const PagedKv& kv,
   p.groups = reinterpret_cast<const ad::ReduceGroup*>(dev + groups_off);
   if (!plan.prefill.empty())
     launch_prefill(ctx, p, reinterpret_cast<const ad::PrefillItem*>(dev + prefill_off),
-                   plan.prefill.size(), bf16_p);
+                   plan.prefill.size(), out.dim(0), bf16_p);
   if (plan.records > 0) {
     const auto records = static_cast<size_t>(plan.records);
     p.part_acc = reserve_partials(ctx, records * static_cast<size_t>(g.head_dim + 2));

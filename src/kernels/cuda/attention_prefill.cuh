@@ -12,10 +12,13 @@
 // `empty` mbarrier. The two consumer warpgroups take turns on the tensor cores (one's softmax under
 // the other's wgmmas). A CTA only loads and computes the key tiles some row of it can see (causal
 // future and keys slid out of the window are skipped), and per-key masks are applied only on tiles
-// that cut some row's visible range. The CTAs are persistent (one per SM): each loops over work
-// items (row tile, q head) of a list that runs the q heads of one row tile side by side (the G q
-// heads of a KV head share its K/V tiles through L2) and the row tiles heaviest first (the host
-// lists a sequence's tiles last-first); the producer loads the next item's K/V tiles and each
+// that cut some row's visible range, checking only the bound (first or last visible key) the tile
+// cuts. A warpgroup whose 64 rows are all live writes its out rows into rows of the item's last K
+// tile that no wgmma reads any more and stores them by TMA (one thread, two boxes; rows of a
+// partial warpgroup are stored by the threads). The CTAs are persistent (one per SM): each loops
+// over work items (row tile, q head) of a list that runs the q heads of one row tile side by side
+// (the G q heads of a KV head share its K/V tiles through L2) and the row tiles heaviest first (the
+// host lists a sequence's tiles last-first); the producer loads the next item's K/V tiles and each
 // consumer warpgroup its next Q while the current item finishes, so the per-item fill and epilogue
 // overlap other work.
 //
@@ -175,10 +178,12 @@ __device__ __forceinline__ void mbar_arrive_cp_async(uint32_t bar) {
 // TMA maps of the paged K and V caches, each as {D, Nkv, slots} (slots = num_blocks x block_size)
 // with a box of {64 dims, 1 KV head, box_rows slots}: box_rows = min(block_size, 128) when
 // block_size is a multiple of 8 that divides 128 or is a multiple of it, else 0 (every key by
-// cp.async). A box at slot coordinate `slots` lies wholly out of bounds and loads zeros.
+// cp.async). A box at slot coordinate `slots` lies wholly out of bounds and loads zeros. And of out
+// as {D, Nq, o_rows} with a box of {64 dims, 1 q head, 64 rows}, or o_rows 0 (no map: the threads
+// store every row).
 struct PrefillMaps {
-  CUtensorMap k, v;
-  int box_rows, slots;
+  CUtensorMap k, v, o;
+  int box_rows, slots, o_rows;
 };
 
 // Producer warpgroup: queues the K and V rows of keys [t0, t0 + 128) of KV head kvh into one
@@ -317,28 +322,46 @@ __device__ __forceinline__ void prefill_issue_scores(uint32_t q_wg, uint32_t k_s
   }
 }
 
-// Online-softmax step for one 128-key tile at slot t0: masks s (raw scores) where `mask`, replaces
-// it by probabilities and rescales the state (o untouched when every row of the warp keeps
-// factor 1: the same bits). row_self0: own slot of the warp's first row.
-__device__ __forceinline__ void prefill_softmax(const Params& p, int window, int row_self0, int t0,
-                                                bool mask, float (&sc)[64], PrefillState& st) {
+// Sets the raw scores of the keys of the 128-key tile at slot t0 that the thread's rows cannot see
+// to -inf, checking only the bounds the caller says some row's range ends within the tile: its
+// first visible key (kLo) and its last (kHi). row_self0: own slot of the warp's first row.
+template <bool kLo, bool kHi>
+__device__ __forceinline__ void prefill_mask(int window, int row_self0, int t0, float (&sc)[64]) {
   const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    // Key 8j + q of the thread's columns is visible when lo <= 8j + q <= hi (tile-relative, less
+    // the thread's column offset 2 (lane % 4)).
+    const PrefillRange vis = prefill_visible(row_self0 + lane / 4 + 8 * i, window);
+    const int lo = vis.lo - t0 - 2 * (lane % 4), hi = vis.hi - t0 - 2 * (lane % 4);
+#pragma unroll
+    for (int j = 0; j < kPrefillKeys / 8; ++j) {
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const int key = j * 8 + q;
+        if ((kLo && key < lo) || (kHi && key > hi)) sc[4 * j + 2 * i + q] = -INFINITY;
+      }
+    }
+  }
+}
+
+// Online-softmax step for one 128-key tile at slot t0: masks s (raw scores) at the bounds the tile
+// cuts (cut_lo, cut_hi: see prefill_mask), replaces it by probabilities and rescales the state (o
+// untouched when every row of the warp keeps factor 1: the same bits). row_self0: own slot of the
+// warp's first row.
+__device__ __forceinline__ void prefill_softmax(const Params& p, int window, int row_self0, int t0,
+                                                bool cut_lo, bool cut_hi, float (&sc)[64],
+                                                PrefillState& st) {
   const float c = p.scale * kLog2e;
+  if (cut_lo && cut_hi)
+    prefill_mask<true, true>(window, row_self0, t0, sc);
+  else if (cut_hi)
+    prefill_mask<false, true>(window, row_self0, t0, sc);
+  else if (cut_lo)
+    prefill_mask<true, false>(window, row_self0, t0, sc);
   float alpha[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    if (mask) {  // keys t0 + [lo_r, hi_r] are visible to this row
-      const PrefillRange vis = prefill_visible(row_self0 + lane / 4 + 8 * i, window);
-      const int lo_r = vis.lo - t0, hi_r = vis.hi - t0;
-#pragma unroll
-      for (int j = 0; j < kPrefillKeys / 8; ++j) {
-#pragma unroll
-        for (int q = 0; q < 2; ++q) {
-          const int key = j * 8 + 2 * (lane % 4) + q;
-          if (key < lo_r || key > hi_r) sc[4 * j + 2 * i + q] = -INFINITY;
-        }
-      }
-    }
     float mx = -INFINITY;
 #pragma unroll
     for (int j = 0; j < kPrefillKeys / 8; ++j)
@@ -481,7 +504,9 @@ __device__ __forceinline__ int prefill_next_work(int& round, int num_work) {
   }
 }
 
-// Named barriers (ids 1-2: a warpgroup's own Q load; 3-4: the ping-pong of the two warpgroups).
+// Named barriers (ids 1-2: a warpgroup's own Q load and out rows; 3-4: the ping-pong of the two
+// warpgroups; 5: warpgroup 1's S of an item's last K tile completed, before warpgroup 0 writes its
+// out rows over that tile).
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
@@ -489,16 +514,57 @@ __device__ __forceinline__ void named_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
-// Softmax step of tile `tile` of the work item for the warpgroup (masked unless every live row
-// of it sees the whole tile), then P packed for P·V.
+// Stores out = bf16(o / l) of the warpgroup's 64 rows, all live, by TMA: the threads write them
+// into o_s (two boxes of 64 rows x 64 dims, 16 KB apart, 128B-swizzled as the K tiles: rows of the
+// last K tile no wgmma reads any more) and one thread stores the boxes, then releases the K/V
+// stage (`empty`, for the whole warpgroup) once the TMA read them. Same bits as prefill_write.
+__device__ __forceinline__ void prefill_store_o(const PrefillMaps& maps, const PrefillWork& w,
+                                                int wg, int warp_row0, uint32_t o_s, uint32_t empty,
+                                                PrefillState& st) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 1);
+    st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 2);
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = warp_row0 % kPrefillWgRows + lane / 4 + 8 * i;  // row within the warpgroup
+    const float l = st.l[i];
+#pragma unroll
+    for (int j = 0; j < kPrefillDim / 8; ++j) {  // dims 8j + 2 (lane % 4) + 0-1
+      const uint32_t v =
+          pack_bf16(__fdiv_rn(st.o[4 * j + 2 * i], l), __fdiv_rn(st.o[4 * j + 2 * i + 1], l));
+      const uint32_t addr = o_s + (j / 8) * (kPrefillKeys * 128) + r * 128 +
+                            ((((j % 8) ^ (r % 8))) << 4) + (lane % 4) * 4;
+      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+    }
+  }
+  wgmma::fence_proxy_async();  // the rows (generic proxy) visible to the TMA store ...
+  named_sync(1 + wg, 128);     // ... everyone's
+  if (threadIdx.x % 128 == 0) {
+    const int tok = static_cast<int>(w.s.q_begin + w.it.row0 + wg * kPrefillWgRows);
+    wgmma::tma_store_3d(&maps.o, o_s, 0, w.h, tok);
+    wgmma::tma_store_3d(&maps.o, o_s + kPrefillKeys * 128, 64, w.h, tok);
+    wgmma::bulk_commit();
+    wgmma::bulk_wait_read();
+    wgmma::mbar_arrive_count(empty, 128);
+  }
+}
+
+// Softmax step of tile `tile` of the work item for the warpgroup (masked where some live row of it
+// does not see the whole tile), then P packed for P·V.
 template <bool kBf16P>
 __device__ __forceinline__ void prefill_softmax_pack(const Params& p, const PrefillWork& w,
                                                      PrefillRange w_first, PrefillRange w_last,
                                                      int warp_row0, int tile, float (&sc)[64],
                                                      PrefillState& st, PrefillP& pf) {
   const int t0 = w.first_tile + tile * kPrefillKeys;
-  const bool mask = t0 + kPrefillKeys - 1 > w_first.hi || t0 < w_last.lo;
-  prefill_softmax(p, w.window, w.self0 + warp_row0, t0, mask, sc, st);
+  // Some row's range starts after t0 (the last row's lo is the largest) or ends before the tile
+  // does (the first row's hi is the smallest).
+  const bool cut_lo = t0 < w_last.lo;
+  const bool cut_hi = t0 + kPrefillKeys - 1 > w_first.hi;
+  prefill_softmax(p, w.window, w.self0 + warp_row0, t0, cut_lo, cut_hi, sc, st);
   prefill_pack<kBf16P>(sc, pf);
 }
 
@@ -514,8 +580,9 @@ __device__ __forceinline__ void prefill_softmax_pack(const Params& p, const Pref
 // (`next`, if any) is queued into q_wg when has_next, so it loads under the last softmax, P·V and
 // the epilogue.
 template <bool kBf16P>
-__device__ __forceinline__ void prefill_consume(const Params& p, const PrefillWork& w, int wg,
-                                                uint32_t q_wg, uint32_t kv_s, uint32_t bars, int g0,
+__device__ __forceinline__ void prefill_consume(const Params& p, const PrefillMaps& maps,
+                                                const PrefillWork& w, int wg, uint32_t q_wg,
+                                                uint32_t kv_s, uint32_t bars, int g0,
                                                 const PrefillWork& next, bool has_next) {
   const int wg_row0 = wg * kPrefillWgRows;
   // The live rows see keys [w_first.lo, w_last.hi]; all of them see [w_last.lo, w_first.hi].
@@ -578,6 +645,11 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillWo
   }
   const int tile = w.num_tiles - 1;  // the last tile: softmax and P·V
   prefill_softmax_pack<kBf16P>(p, w, w_first, w_last, warp_row0, tile, sc, st, pf);
+  // Warpgroup 0's rows all live: it stores them by TMA through the last K tile, once warpgroup 1's
+  // S of it completed (barrier 5); warpgroup 1 likewise when its rows are all live.
+  const bool wg0_tma = maps.o_rows > 0 && w.it.rows >= kPrefillWgRows;
+  const bool tma = maps.o_rows > 0 && wg_row0 + kPrefillWgRows <= w.it.rows;
+  if (wg == 1 && wg0_tma) named_arrive(5, 256);
   named_sync(own, 256);
   prefill_fence<kBf16P>(pf, sc, st);
   wgmma::arrive();
@@ -586,6 +658,11 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillWo
   named_arrive(other, 256);
   wgmma::wait<0>();
   prefill_fence<kBf16P>(pf, sc, st);
+  if (tma) {
+    if (wg == 0) named_sync(5, 256);
+    prefill_store_o(maps, w, wg, warp_row0, k_tile(tile) + wg_row0 * 128, empty(tile), st);
+    return;
+  }
   mbar_arrive(empty(tile));
   if (wg_row0 < w.it.rows) prefill_write(p, w.s, w.it, w.h, warp_row0, st);
 }
@@ -600,9 +677,9 @@ __device__ __forceinline__ void prefill_q_ready(int wg) {
 // Consumer warpgroup wg: every work item of the CTA in turn (ring slots continue across items;
 // the next item is read while the current one runs).
 template <bool kBf16P>
-__device__ __forceinline__ void prefill_consume_all(const Params& p, const PrefillItem* items,
-                                                    int num_work, int wg, uint32_t q_wg,
-                                                    uint32_t kv_s, uint32_t bars) {
+__device__ __forceinline__ void prefill_consume_all(const Params& p, const PrefillMaps& maps,
+                                                    const PrefillItem* items, int num_work, int wg,
+                                                    uint32_t q_wg, uint32_t kv_s, uint32_t bars) {
   int round = 0, g0 = 0;
   int idx = prefill_next_work(round, num_work);
   if (wg == 1) named_arrive(3, 256);  // warpgroup 0 takes the first turn
@@ -614,7 +691,7 @@ __device__ __forceinline__ void prefill_consume_all(const Params& p, const Prefi
     for (;;) {
       idx = prefill_next_work(round, num_work);
       const PrefillWork next = prefill_work(p, items, max(idx, 0));
-      prefill_consume<kBf16P>(p, w, wg, q_wg, kv_s, bars, g0, next, idx >= 0);
+      prefill_consume<kBf16P>(p, maps, w, wg, q_wg, kv_s, bars, g0, next, idx >= 0);
       if (idx < 0) break;
       g0 += w.num_tiles;
       w = next;
@@ -622,6 +699,7 @@ __device__ __forceinline__ void prefill_consume_all(const Params& p, const Prefi
     }
   }
   if (wg == 0) named_sync(3, 256);  // warpgroup 1's first arrival (it arrived once ahead)
+  if (threadIdx.x % 128 == 0) wgmma::bulk_wait();  // the TMA stores of out rows completed
 }
 
 // Persistent: grid min(Nq * prefill items, SMs), each CTA looping over its work indices (see
@@ -661,7 +739,8 @@ __global__ void __launch_bounds__(kPrefillThreads, 1)
   }
   setmaxnreg_inc<kPrefillConsumerRegs>();
   const int wg = static_cast<int>(threadIdx.x / 128);
-  prefill_consume_all<kBf16P>(p, items, num_work, wg, base + wg * kPrefillQWgBytes, kv_s, bars);
+  prefill_consume_all<kBf16P>(p, maps, items, num_work, wg, base + wg * kPrefillQWgBytes, kv_s,
+                              bars);
 }
 
 }  // namespace beam::cuda::attention_detail
