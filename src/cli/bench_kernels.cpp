@@ -46,7 +46,9 @@ class KernelBench {
   // latency counts) and records it with its cost. On CUDA with in_graph, also "graph_ms": the op
   // captured once in a CUDA graph and replayed reps times back to back, per call: its device time
   // without host latency, as inside a decode step's graph (weights that fit the 60 MB L2 may stay
-  // cached between replays). in_graph needs a capture-safe op (no host planning or uploads).
+  // cached between replays). in_graph needs a capture-safe op (no host planning or uploads); on
+  // CUDA an op without it gets "queued_ms" instead: reps calls queued back to back, per call, so
+  // the host plans each call while the device runs the one before, as inside a model step.
   void time(const std::string& name, const Cost& cost, const std::function<void()>& op,
             bool in_graph = true) {
     op();
@@ -79,6 +81,13 @@ class KernelBench {
       } else {
         row["graph_error"] = g.error().message;
       }
+    } else if (ctx_.device == Device::kCuda) {
+      timer_.start();
+      for (int64_t r = 0; r < reps_; ++r) op();
+      const double q = timer_.stop() / static_cast<double>(reps_);
+      rows_.back()["queued_ms"] = q;
+      rows_.back()["queued_ratio"] = q / cost.floor_ms();
+      std::fprintf(stderr, "  queued %9.4f ms  ratio %6.2f", q, q / cost.floor_ms());
     }
     std::fprintf(stderr, "\n");
   }
