@@ -446,17 +446,23 @@ __device__ __forceinline__ void prefill_issue_pv(const PrefillP& pf, uint32_t v_
   }
 }
 
+// Completes the row sums l: each thread's partial sum plus those of the other three threads of its
+// quad (the same row).
+__device__ __forceinline__ void prefill_row_sums(PrefillState& st) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 1);
+    st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 2);
+  }
+}
+
 // Writes out = bf16(o / l) for the thread's live rows (l summed over the quad first).
 // warp_row0: the warp's first row within the item.
 __device__ __forceinline__ void prefill_write(const Params& p, const SeqDesc& s,
                                               const PrefillItem& it, int h, int warp_row0,
                                               PrefillState& st) {
   const int lane = threadIdx.x % 32;
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 1);
-    st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 2);
-  }
+  prefill_row_sums(st);
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int r = warp_row0 + lane / 4 + 8 * i;
@@ -532,11 +538,7 @@ __device__ __forceinline__ void prefill_store_o(const PrefillMaps& maps, const P
                                                 int wg, int warp_row0, uint32_t o_s, uint32_t empty,
                                                 PrefillState& st) {
   const int lane = threadIdx.x % 32;
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 1);
-    st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 2);
-  }
+  prefill_row_sums(st);
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int r = warp_row0 % kPrefillWgRows + lane / 4 + 8 * i;  // row within the warpgroup
