@@ -27,10 +27,10 @@
 // is the fp32 sum of p, and P enters the P·V wgmma as bf16 hi + bf16 lo (P - hi), so P is carried
 // to ~2^-17 relative, as the CPU reference's fp32 P (kernels/cpu/attention.cpp): no bf16 rounding
 // point the reference lacks. With kBf16P (AttentionProbs::kBf16) P enters as bf16(P), as in
-// FlashAttention: a third less tensor work, 1.3x faster at 8K on the H200 (docs/benchmarks.md),
-// each output within 2^-8 · max|v| of the fp32-P result; l stays the fp32 sum of the unrounded p.
-// kBf16P also keeps a row's running max until a tile raises it by more than 2^8 in p (as
-// FlashAttention-4 does): p <= 2^8 and most tiles leave o unscaled.
+// FlashAttention: a third less tensor work, 1.2x (sliding) to 1.4x (full causal) faster at 8K on
+// the H200 (docs/benchmarks.md), each output within 2^-8 · max|v| of the fp32-P result; l stays
+// the fp32 sum of the unrounded p. kBf16P also keeps a row's running max until a tile raises it by
+// more than 2^8 in p (as FlashAttention-4 does): p <= 2^8 and most tiles leave o unscaled.
 // out = bf16(o / l), one rounding. A row's result depends only on its own q, its visible keys and
 // the fixed 128-slot key-tile grid: tiles it cannot see leave its state unchanged, so neither the
 // other rows of its tile nor the batch move its bits.
