@@ -466,10 +466,14 @@ ad::PrefillMaps prefill_maps(const ad::Params& p, int64_t out_rows) {
 void launch_prefill(CudaContext& ctx, const ad::Params& p, const ad::PrefillItem* items,
                     size_t count, int64_t out_rows, bool bf16_p) {
   const auto kernel = bf16_p ? ad::prefill_kernel<true> : ad::prefill_kernel<false>;
-  CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(ad::kPrefillSmemBytes)));
-  CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                               cudaSharedmemCarveoutMaxShared));
+  const uint32_t attr_bit = bf16_p ? 2u : 1u;
+  if (!(ctx.attention.prefill_attributes & attr_bit)) {  // once per context and kernel
+    CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(ad::kPrefillSmemBytes)));
+    CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 cudaSharedmemCarveoutMaxShared));
+    ctx.attention.prefill_attributes |= attr_bit;
+  }
   const int64_t blocks = static_cast<int64_t>(count) * p.num_heads;
   BEAM_CHECK(blocks < (int64_t{1} << 31)) << "paged_attention: " << blocks << " prefill CTAs";
   const bool pow2 = (p.block_size & (p.block_size - 1)) == 0;

@@ -456,6 +456,12 @@ __device__ __forceinline__ void prefill_row_sums(PrefillState& st) {
   }
 }
 
+// bf16(o / l) of dims 8j + 2 (lane % 4) + 0-1 of the thread's row i, as one bf16x2 (l complete).
+__device__ __forceinline__ uint32_t prefill_out_pair(const PrefillState& st, int i, int j) {
+  return pack_bf16(__fdiv_rn(st.o[4 * j + 2 * i], st.l[i]),
+                   __fdiv_rn(st.o[4 * j + 2 * i + 1], st.l[i]));
+}
+
 // Writes out = bf16(o / l) for the thread's live rows (l summed over the quad first).
 // warp_row0: the warp's first row within the item.
 __device__ __forceinline__ void prefill_write(const Params& p, const SeqDesc& s,
@@ -467,14 +473,11 @@ __device__ __forceinline__ void prefill_write(const Params& p, const SeqDesc& s,
   for (int i = 0; i < 2; ++i) {
     const int r = warp_row0 + lane / 4 + 8 * i;
     if (r >= it.rows) continue;
-    const float l = st.l[i];
     const int64_t tok = s.q_begin + it.row0 + r;
     __nv_bfloat16* dst = p.out + (tok * p.num_heads + h) * kPrefillDim + 2 * (lane % 4);
 #pragma unroll
-    for (int j = 0; j < kPrefillDim / 8; ++j) {
-      *reinterpret_cast<__nv_bfloat162*>(dst + 8 * j) = __floats2bfloat162_rn(
-          __fdiv_rn(st.o[4 * j + 2 * i], l), __fdiv_rn(st.o[4 * j + 2 * i + 1], l));
-    }
+    for (int j = 0; j < kPrefillDim / 8; ++j)
+      *reinterpret_cast<uint32_t*>(dst + 8 * j) = prefill_out_pair(st, i, j);
   }
 }
 
@@ -533,7 +536,7 @@ __device__ __forceinline__ void named_arrive(int id, int threads) {
 // Stores out = bf16(o / l) of the warpgroup's 64 rows, all live, by TMA: the threads write them
 // into o_s (two boxes of 64 rows x 64 dims, 16 KB apart, 128B-swizzled as the K tiles: rows of the
 // last K tile no wgmma reads any more) and one thread stores the boxes, then releases the K/V
-// stage (`empty`, for the whole warpgroup) once the TMA read them. Same bits as prefill_write.
+// stage (`empty`, for the whole warpgroup) once the TMA read them.
 __device__ __forceinline__ void prefill_store_o(const PrefillMaps& maps, const PrefillWork& w,
                                                 int wg, int warp_row0, uint32_t o_s, uint32_t empty,
                                                 PrefillState& st) {
@@ -542,14 +545,11 @@ __device__ __forceinline__ void prefill_store_o(const PrefillMaps& maps, const P
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int r = warp_row0 % kPrefillWgRows + lane / 4 + 8 * i;  // row within the warpgroup
-    const float l = st.l[i];
 #pragma unroll
-    for (int j = 0; j < kPrefillDim / 8; ++j) {  // dims 8j + 2 (lane % 4) + 0-1
-      const uint32_t v =
-          pack_bf16(__fdiv_rn(st.o[4 * j + 2 * i], l), __fdiv_rn(st.o[4 * j + 2 * i + 1], l));
-      const uint32_t addr = o_s + (j / 8) * (kPrefillKeys * 128) + r * 128 +
-                            ((((j % 8) ^ (r % 8))) << 4) + (lane % 4) * 4;
-      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+    for (int j = 0; j < kPrefillDim / 8; ++j) {  // 16-byte chunk j of the row, as the K tile's
+      const uint32_t addr = o_s + sw128_offset(kPrefillKeys, r, j) + (lane % 4) * 4;
+      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(prefill_out_pair(st, i, j))
+                   : "memory");
     }
   }
   wgmma::fence_proxy_async();  // the rows (generic proxy) visible to the TMA store ...

@@ -19,6 +19,7 @@ struct AttentionScratch {
   uint32_t* counters = nullptr;  // decode combine tickets: stream-ordered, zero between launches
   size_t num_counters = 0;
   uint32_t decode_attributes = 0;  // bit per decode kernel head_dim whose smem limit is raised
+  uint32_t prefill_attributes = 0;  // bit per prefill kernel (fp32 / bf16 P) whose smem is raised
   std::unique_ptr<FixedAttentionPlan> fixed[kNumFixedAttentionSlots];
   uint64_t fixed_generation = 0;  // bumped whenever a fixed plan's memory is reallocated
 
