@@ -2,16 +2,16 @@
 // copy and launches the kernels. Also the KV-cache write (store_kv).
 //
 // Decode rows (sequences with one query row) go to the decode kernel (attention_decode.cuh): a
-// CTA per KV head serves the G = Nq / Nkv q heads of one row (K/V read once per tile) over a run
-// of the row's splits (32-key splits up to 2048 visible keys, then doubling to at most ~64 per
-// row). The planner gives each CTA about an equal share of the batch's key tiles, aiming at
-// kDecodeCtasPerSm CTAs per SM: a batch-1 decode over 512 keys runs 16 splits x 8 KV heads = 128
-// CTAs of one 32-key tile each (the first 128 of the grid, KV head fastest: one per SM), and the
-// last CTA of a split row folds the partial states (no second launch); a batch of 32 such rows
-// runs 2 CTAs of 8 tiles per row and KV head. The split grid itself (split_keys) is a numerics
-// contract shared with the chunk kernel (see attention_kernels.cuh): the planner only chooses
-// which CTA computes which splits, so the items follow each step's real lengths while the grid
-// of a fixed plan stays (geometry, SM count).
+// CTA per KV head serves the G = Nq / Nkv q heads of one row (K/V read once per tile; a warp per
+// head below kWideDecodeRows rows, else a warp per two heads) over a run of the row's splits
+// (32-key splits up to 2048 visible keys, then doubling to at most ~64 per row). The planner gives
+// each CTA about an equal share of the batch's key tiles, aiming at kDecodeCtasPerSm CTAs per SM: a
+// batch-1 decode over 512 keys runs 16 splits x 8 KV heads = 128 CTAs of one 32-key tile each (the
+// first 128 of the grid, KV head fastest: one per SM), and the last CTA of a split row folds the
+// partial states (no second launch); a batch of 32 such rows runs 2 CTAs of 8 tiles per row and KV
+// head. The split grid itself (split_keys) is a numerics contract shared with the chunk kernel (see
+// attention_kernels.cuh): the planner only chooses which CTA computes which splits, so the items
+// follow each step's real lengths while the grid of a fixed plan stays (geometry, SM count).
 //
 // Prefill chunks go to the attend kernel of attention_kernels.cuh: a work item is a tile of up to
 // 64 / G query rows (10 at Beam's G = 6) whose CTA (one per KV head) loads each K/V tile once for
@@ -109,6 +109,7 @@ struct Plan {
   std::vector<ad::ReduceGroup> groups;
   std::vector<ad::PrefillItem> prefill;  // tensor-core items, heaviest first
   std::vector<ad::DecodeItem> decode;    // decode kernel, longest first
+  int64_t decode_rows = 0;               // rows of the decode kernel
   int64_t decode_groups = 0;  // decode rows split over several items
   int64_t records = 0;  // partial records of the split items, then of the decode groups
 };
@@ -379,33 +380,58 @@ void launch(CudaContext& ctx, const ad::Params& p, int64_t items_grid, int64_t g
   CUDA_LAUNCH_OK();
 }
 
-// Launches the decode kernel over grid (Nkv, min(slots, 65535)), G warps per CTA: `slots` CTAs per
-// KV head (the kernel's CTAs stride over the plan's items).
-template <int D>
+// Decode rows from which a decode warp serves two q heads: batches this large are bound by the
+// kernel's shared-memory reads and issue (a warp per head re-reads and widens each K/V value G
+// times), smaller ones by latency, which a warp per head keeps shortest (H200 run 57: two heads a
+// warp take 9-13% off batch 128 and up to 9% off batch 32, but add 8% to batch 16 at 8K keys;
+// three heads a warp were slower still at 16 and 32 rows). Both give the same bits.
+constexpr int64_t kWideDecodeRows = 32;
+
+// q heads per decode warp for a launch of `rows` decode rows: 2 from kWideDecodeRows rows when G
+// is even, else 1.
+int decode_heads_per_warp(int64_t group, int64_t rows) {
+  return rows >= kWideDecodeRows && group % 2 == 0 ? 2 : 1;
+}
+
+// Launches the decode kernel over grid (Nkv, min(slots, 65535)), G / HPW warps per CTA: `slots`
+// CTAs per KV head (the kernel's CTAs stride over the plan's items).
+template <int D, int HPW>
 void launch_decode(CudaContext& ctx, const ad::DecodeParams& p, int64_t slots) {
-  constexpr uint32_t kAttrBit = D == 64 ? 1u : D == 128 ? 2u : 4u;
-  if (!(ctx.attention.decode_attributes & kAttrBit)) {  // once per context: the largest G's need
-    CUDA_OK(cudaFuncSetAttribute(ad::decode_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  // Once per context and kernel: the largest G's shared memory.
+  constexpr uint32_t kAttrBit = (D == 64 ? 1u : D == 128 ? 2u : 4u) << (HPW == 1 ? 0 : 3);
+  if (!(ctx.attention.decode_attributes & kAttrBit)) {
+    CUDA_OK(cudaFuncSetAttribute(ad::decode_kernel<D, HPW>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  static_cast<int>(ad::decode_smem_bytes(D, ad::kMaxDecodeGroup))));
     ctx.attention.decode_attributes |= kAttrBit;
   }
   const dim3 grid(static_cast<unsigned>(p.num_kv_heads),
                   static_cast<unsigned>(std::clamp<int64_t>(slots, 1, kMaxGridY)));
-  launch_kernel(ctx, ad::decode_kernel<D>, grid, dim3(p.group * 32),
+  launch_kernel(ctx, ad::decode_kernel<D, HPW>, grid, dim3(p.group / HPW * 32),
                 ad::decode_smem_bytes(D, p.group), After::kProgrammatic, p);
 }
 
+template <int D>
+void launch_decode(CudaContext& ctx, const ad::DecodeParams& p, int64_t slots, int hpw) {
+  if (hpw == 2) {
+    launch_decode<D, 2>(ctx, p, slots);
+  } else {
+    launch_decode<D, 1>(ctx, p, slots);
+  }
+}
+
 void launch_decode_for_head_dim(CudaContext& ctx, const ad::DecodeParams& p, int64_t head_dim,
-                                int64_t slots) {
+                                int64_t slots, int64_t rows) {
+  const int hpw = decode_heads_per_warp(p.group, rows);
   switch (head_dim) {
     case 64:
-      launch_decode<64>(ctx, p, slots);
+      launch_decode<64>(ctx, p, slots, hpw);
       return;
     case 128:
-      launch_decode<128>(ctx, p, slots);
+      launch_decode<128>(ctx, p, slots, hpw);
       return;
     default:
-      launch_decode<256>(ctx, p, slots);
+      launch_decode<256>(ctx, p, slots, hpw);
       return;
   }
 }
@@ -514,6 +540,7 @@ Plan make_plan(CudaContext& ctx, std::span<const AttentionSeq> seqs, const Geome
       plan_tiles(seqs, g, max_rows(g) / g.group, tensor_cores, all_decode, plan, decode);
   if (!tiles.empty()) plan_items(tiles, g, ctx.props.multiProcessorCount, plan);
   if (!decode.empty()) plan_decode(decode, g, decode_slots(ctx, g), plan);
+  plan.decode_rows = static_cast<int64_t>(decode.size());
   return plan;
 }
 
@@ -662,7 +689,8 @@ void paged_attention(CudaContext& ctx, const TensorView& q, const PagedKv& kv,
   dp.part_ml = p.part_ml;
   dp.counters = reserve_counters(ctx, static_cast<size_t>(plan.decode_groups * g.num_kv_heads));
   dp.out_rows = 0;  // rows no sequence covers stay untouched
-  launch_decode_for_head_dim(ctx, dp, g.head_dim, static_cast<int64_t>(plan.decode.size()));
+  launch_decode_for_head_dim(ctx, dp, g.head_dim, static_cast<int64_t>(plan.decode.size()),
+                             plan.decode_rows);
 }
 
 void plan_fixed_attention(CudaContext& ctx, int slot, const PagedKv& kv, int64_t num_rows,
@@ -725,7 +753,7 @@ void fixed_paged_attention(CudaContext& ctx, int slot, const TensorView& q, cons
   BEAM_CHECK(sizeof(ad::DecodePlanHeader) + (slots + 1) * sizeof(ad::DecodeItem) <=
              f->meta.capacity())
       << "fixed_paged_attention: plan memory below one item per CTA";
-  launch_decode_for_head_dim(ctx, p, g.head_dim, slots);
+  launch_decode_for_head_dim(ctx, p, g.head_dim, slots, f->num_rows);
 }
 
 void store_kv(CudaContext& ctx, const TensorView& k, const TensorView& v, const TensorView& slots,

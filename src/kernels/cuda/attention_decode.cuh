@@ -1,7 +1,10 @@
 // Device side of the CUDA decode attention (kernels/cuda/attention.cu): one CTA per work item (one
-// query row and a run of its splits) and KV head, G = Nq / Nkv warps, warp w serving q head
-// kvh * G + w, so each K/V tile is read from memory once for the G heads that share it. Tiles
-// stream through a kDecodeStages-deep cp.async pipeline in shared memory. The KV head is the
+// query row and a run of its splits) and KV head, G / HPW warps, warp w serving the HPW q heads
+// kvh * G + w * HPW + i, so each K/V tile is read from memory once for the G heads that share it.
+// HPW = 1 (a warp per head) gives the shortest latency; HPW = 2 (batches of many rows) reads and
+// widens each K/V value from shared memory once for two heads, since with a warp per head the
+// kernel is bound by shared-memory reads and instruction issue, not by HBM. Tiles stream through a
+// kDecodeStages-deep cp.async pipeline in shared memory. The KV head is the
 // grid's x (fastest) index, so the CTAs of the first items are the first ones dispatched and land
 // on distinct SMs: a batch-1 plan of 16 one-tile items x 8 KV heads in a fixed grid of 66 x 8
 // CTAs runs one item per SM, not four (item-major, blocks i and i + 132 shared an SM).
@@ -35,7 +38,7 @@
 namespace beam::cuda::attention_detail {
 
 constexpr int kDecodeStages = 3;     // K/V tiles in flight per CTA
-constexpr int kMaxDecodeGroup = 16;  // q heads per KV head the decode kernel serves (a warp each)
+constexpr int kMaxDecodeGroup = 16;  // q heads per KV head the decode kernel serves
 
 // One query row and splits [split0, split0 + count) of its split grid, counted from the row's
 // first split (lo / split_keys). group < 0: the item covers the whole row and writes out.
@@ -280,26 +283,34 @@ __device__ __forceinline__ void fold_weights(float4* w_s, int G, int count, bool
 // Writes the group's row for the CTA's q heads: record 0 (the first item's prefix) folded with
 // records 1, 2, ... (splits first_count, first_count + 1, ...) in order; record i of q head h is
 // it->record + i * Nq + h. The records, written by other CTAs of this launch, come through L2
-// into the (free) stage memory, as many at once as it holds; warp w folds q head kvh * G + w:
-// fold_weights() for the chunk, then the fmaf chains of l and acc (RowState::fold's operations).
-template <int D>
+// into the (free) stage memory, as many at once as it holds; warp w folds its HPW q heads
+// kvh * G + w * HPW + i one after the other: fold_weights() for the chunk, then the fmaf chains of
+// l and acc (RowState::fold's operations).
+template <int D, int HPW>
 __device__ void combine(const DecodeParams& p, const DecodeItem* it, int kvh, float* buf) {
   constexpr int DPL = D / 32;
   constexpr int kBufFloats = kDecodeStages * decode_stage_elems(D) / 2;  // the stages, as floats
   const int G = p.group, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int h = kvh * G + warp;
+  const int g0 = warp * HPW;  // the warp's first head within the KV head's group
   // The gate inputs are in flight with the records (D = 256 loads them at the end: 8 more live
   // registers spill).
   constexpr bool kEarlyGate = DPL <= 4;
-  GateIn<DPL> gate{};
-  if constexpr (kEarlyGate) gate = load_gate<D>(p, it->row, h);
+  GateIn<DPL> gate[HPW]{};
+  if constexpr (kEarlyGate) {
+#pragma unroll
+    for (int i = 0; i < HPW; ++i) gate[i] = load_gate<D>(p, it->row, kvh * G + g0 + i);
+  }
   const int per_record = G * (D + 4);  // accumulators [G][D], then (m, l) / weights [G][4]
   const int chunk = kBufFloats / per_record;
   const int64_t first = it->record + int64_t{kvh} * G;  // record 0 of the CTA's first q head
   const int n = it->num_splits - it->first_count + 1;
-  RowState<DPL> total;
-  total.reset();
-  float run = -INFINITY;  // running max of the records folded so far
+  RowState<DPL> total[HPW];
+  float run[HPW];  // running max of the records folded so far
+#pragma unroll
+  for (int i = 0; i < HPW; ++i) {
+    total[i].reset();
+    run[i] = -INFINITY;
+  }
   for (int i0 = 0; i0 < n; i0 += chunk) {
     const int count = min(chunk, n - i0);
     float* acc_s = buf;                                                // [count][G][D]
@@ -319,44 +330,54 @@ __device__ void combine(const DecodeParams& p, const DecodeItem* it, int kvh, fl
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
-    fold_weights(w_s + warp, G, count, i0 == 0, run);
+#pragma unroll
+    for (int hh = 0; hh < HPW; ++hh) {
+      const int g = g0 + hh;
+      fold_weights(w_s + g, G, count, i0 == 0, run[hh]);
 #pragma unroll 4
-    for (int i = 0; i < count; ++i) {
-      const float4 w = w_s[i * G + warp];
-      float a[DPL];
-      load_lane<DPL>(acc_s + (i * G + warp) * D + lane * DPL, a);
-      if (w.w == kSkipRecord) continue;
-      if (w.w == kFirstRecord) {  // the prefix as the first item left it
-        total.l = w.z;
+      for (int i = 0; i < count; ++i) {
+        const float4 w = w_s[i * G + g];
+        float a[DPL];
+        load_lane<DPL>(acc_s + (i * G + g) * D + lane * DPL, a);
+        if (w.w == kSkipRecord) continue;
+        if (w.w == kFirstRecord) {  // the prefix as the first item left it
+          total[hh].l = w.z;
 #pragma unroll
-        for (int c = 0; c < DPL; ++c) total.acc[c] = a[c];
-        continue;
+          for (int c = 0; c < DPL; ++c) total[hh].acc[c] = a[c];
+          continue;
+        }
+        total[hh].l = __fmaf_rn(total[hh].l, w.x, w.z);
+#pragma unroll
+        for (int c = 0; c < DPL; ++c)
+          total[hh].acc[c] = fold_acc(total[hh].acc[c], a[c], {w.x, w.y});
       }
-      total.l = __fmaf_rn(total.l, w.x, w.z);
-#pragma unroll
-      for (int c = 0; c < DPL; ++c) total.acc[c] = fold_acc(total.acc[c], a[c], {w.x, w.y});
     }
   }
-  if constexpr (!kEarlyGate) gate = load_gate<D>(p, it->row, h);
-  write_out<D>(p, it->row, h, total, gate);
+#pragma unroll
+  for (int hh = 0; hh < HPW; ++hh) {
+    const int h = kvh * G + g0 + hh;
+    if constexpr (!kEarlyGate) gate[hh] = load_gate<D>(p, it->row, h);
+    write_out<D>(p, it->row, h, total[hh], gate[hh]);
+  }
 }
 
-// One item (read field by field: few registers stay live) for KV head kvh; warp w computes q head
-// kvh * G + w. `last` is shared scratch.
-template <int D>
+// One item (read field by field: few registers stay live) for KV head kvh; warp w computes the HPW
+// q heads kvh * G + w * HPW + i. `last` is shared scratch.
+template <int D, int HPW>
 __device__ void run_item(const DecodeParams& p, const DecodeItem* it, const int32_t* tables,
                          int kvh, float* q_s, __nv_bfloat16* stages, bool* last) {
   constexpr int DPL = D / 32;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int h = kvh * p.group + warp;
-  const __nv_bfloat16* q_row = p.q + (int64_t{it->row} * p.num_heads + h) * D;
-  // q's dims lane, lane + 32, ...: loaded here, stored to q_s after the prologue's copies are
-  // queued, so their latencies overlap (D = 256 loads them there: 8 more live registers spill).
+  const int h0 = kvh * p.group + warp * HPW;  // the warp's first q head
+  const __nv_bfloat16* q_rows = p.q + (int64_t{it->row} * p.num_heads + h0) * D;
+  // q's dims lane, lane + 32, ... of the warp's heads: loaded here, stored to q_s after the
+  // prologue's copies are queued, so their latencies overlap (D = 256 loads them there: 8 more
+  // live registers spill).
   constexpr bool kEarlyQ = DPL <= 4;
-  __nv_bfloat16 q_in[DPL];
+  __nv_bfloat16 q_in[HPW * DPL];
   if constexpr (kEarlyQ) {
 #pragma unroll
-    for (int c = 0; c < DPL; ++c) q_in[c] = q_row[lane + 32 * c];
+    for (int c = 0; c < HPW * DPL; ++c) q_in[c] = q_rows[lane + 32 * c];
   }
 
   // Keys [a, b] of the item's splits (S a power of two); tiles of kTile from a / kTile on never
@@ -376,13 +397,16 @@ __device__ void run_item(const DecodeParams& p, const DecodeItem* it, const int3
     if (s < tiles) load_tile<D>(p, table, kvh, t_first + s * kTile, a, b, stages + s * kStageElems);
     cp_async_commit();
   }
-  float* q_w = q_s + warp * D;
+  float* q_w = q_s + warp * HPW * D;  // the warp's HPW rows (its heads are consecutive)
 #pragma unroll
-  for (int c = 0; c < DPL; ++c)
-    q_w[lane + 32 * c] = __bfloat162float(kEarlyQ ? q_in[c] : q_row[lane + 32 * c]);
-  RowState<DPL> total, cur;
-  total.reset();
-  cur.reset();
+  for (int c = 0; c < HPW * DPL; ++c)
+    q_w[lane + 32 * c] = __bfloat162float(kEarlyQ ? q_in[c] : q_rows[lane + 32 * c]);
+  RowState<DPL> total[HPW], cur[HPW];
+#pragma unroll
+  for (int i = 0; i < HPW; ++i) {
+    total[i].reset();
+    cur[i].reset();
+  }
   for (int i = 0; i < tiles; ++i) {
     cp_async_wait<kDecodeStages - 2>();  // this thread's copies of tile i landed
     __syncthreads();  // everyone's did, q_s is written, and tile i - 1's stage is free
@@ -393,23 +417,32 @@ __device__ void run_item(const DecodeParams& p, const DecodeItem* it, const int3
     cp_async_commit();
     const __nv_bfloat16* k_s = stages + (i % kDecodeStages) * kStageElems;
     const int t0 = t_first + i * kTile;
-    attend_tile<D>(p.scale, q_w, k_s, k_s + kTile * k_stride(D), t0, a, b, cur);
+    attend_tile<D, HPW>(p.scale, q_w, k_s, k_s + kTile * k_stride(D), t0, a, b, cur);
     if (((t0 + kTile) & (S - 1)) == 0 || i == tiles - 1) {  // the last tile of a split
-      if (split0 == 0) {
-        total.fold(cur);
-      } else {
-        store_record<D>(p, record_of(p, it, (t0 >> s_shift) - (lo >> s_shift), h), cur);
+#pragma unroll
+      for (int hh = 0; hh < HPW; ++hh) {
+        if (split0 == 0) {
+          total[hh].fold(cur[hh]);
+        } else {
+          store_record<D>(p, record_of(p, it, (t0 >> s_shift) - (lo >> s_shift), h0 + hh), cur[hh]);
+        }
+        cur[hh].reset();
       }
-      cur.reset();
     }
   }
   cp_async_wait<0>();  // no copy may land in a stage the next item reuses
   const int group = it->group;
   if (group < 0) {
-    write_out<D>(p, it->row, h, total, load_gate<D>(p, it->row, h));
+#pragma unroll
+    for (int hh = 0; hh < HPW; ++hh)
+      write_out<D>(p, it->row, h0 + hh, total[hh], load_gate<D>(p, it->row, h0 + hh));
     return;
   }
-  if (split0 == 0) store_record<D>(p, record_of(p, it, it->first_count - 1, h), total);
+  if (split0 == 0) {
+#pragma unroll
+    for (int hh = 0; hh < HPW; ++hh)
+      store_record<D>(p, record_of(p, it, it->first_count - 1, h0 + hh), total[hh]);
+  }
   __threadfence();  // this thread's records are visible device-wide before the ticket
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -420,7 +453,7 @@ __device__ void run_item(const DecodeParams& p, const DecodeItem* it, const int3
   __syncthreads();
   if (!*last) return;
   __threadfence();
-  combine<D>(p, it, kvh, reinterpret_cast<float*>(stages));
+  combine<D, HPW>(p, it, kvh, reinterpret_cast<float*>(stages));
 }
 
 // Zeroes the q heads of KV head kvh in `row` of out.
@@ -433,14 +466,16 @@ __device__ void zero_row(const DecodeParams& p, int64_t row, int kvh) {
 
 }  // namespace decode
 
-// grid (Nkv, any), G * 32 threads (G <= kMaxDecodeGroup), decode_smem_bytes(D, G) of dynamic
+// grid (Nkv, any), G / HPW * 32 threads (G <= kMaxDecodeGroup), decode_smem_bytes(D, G) of dynamic
 // shared memory: CTA (kvh, y) runs items y, y + gridDim.y, ... of the plan, then zeroes the
 // uncovered rows y, y + gridDim.y, ... (the listed ones, then [planned_rows, out_rows)). The KV
 // head is the fast index so that the CTAs of a small plan's items spread over the SMs.
-// At most 64 registers a thread (two CTAs of kMaxDecodeGroup warps): four CTAs of Beam's six
-// warps fit an SM (D = 128 keeps everything in registers).
-template <int D>
-__global__ void __launch_bounds__(kMaxDecodeGroup * 32, 2) decode_kernel(DecodeParams p) {
+// HPW = 1: at most 64 registers a thread (two CTAs of kMaxDecodeGroup warps): four CTAs of Beam's
+// six warps fit an SM (D = 128 keeps everything in registers). HPW > 1 keeps the same thread
+// budget per SM for its fewer warps, so the state of its HPW heads stays in registers.
+template <int D, int HPW>
+__global__ void __launch_bounds__(kMaxDecodeGroup * 32 / HPW, 2) decode_kernel(DecodeParams p) {
+  static_assert(HPW == 1 || HPW == 2, "a decode warp serves one or two q heads");
   extern __shared__ float4 decode_smem[];
   __shared__ bool last;
   float* q_s = reinterpret_cast<float*>(decode_smem);
@@ -462,7 +497,7 @@ __global__ void __launch_bounds__(kMaxDecodeGroup * 32, 2) decode_kernel(DecodeP
     pdl_wait();
     for (int item = slot; item < hd.num_items; item += slots) {
       __syncthreads();  // every warp is done with q_s, the stages and `last` of the previous item
-      decode::run_item<D>(p, items + item, tables, kvh, q_s, stages, &last);
+      decode::run_item<D, HPW>(p, items + item, tables, kvh, q_s, stages, &last);
     }
   }
   const DecodePlanHeader hd = *p.plan;

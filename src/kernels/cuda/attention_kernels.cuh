@@ -143,26 +143,38 @@ __device__ void load_tile(const Params& p, const SeqDesc& s, int kvh, int64_t t0
   }
 }
 
-// fp32 q · k for the key of this lane: q from shared fp32, k from its 16-byte aligned bf16 tile
-// row; dims d = i (mod 4) accumulate in s_i in ascending d, then (s0 + s1) + (s2 + s3).
-template <int D>
-__device__ __forceinline__ float dot_qk(const float* q, const __nv_bfloat16* k) {
-  float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
+// fp32 q · k of H query rows (q + i * D, shared fp32) for the key of this lane (its 16-byte
+// aligned bf16 tile row, read once for all H): per row, dims d = i (mod 4) accumulate in chain i in
+// ascending d, then (c0 + c1) + (c2 + c3), whatever H is.
+template <int D, int H>
+__device__ __forceinline__ void dot_qk(const float* q, const __nv_bfloat16* k, float (&s)[H]) {
+  float c[H][4];
+#pragma unroll
+  for (int h = 0; h < H; ++h) c[h][0] = c[h][1] = c[h][2] = c[h][3] = 0.f;
 #pragma unroll 4
   for (int d = 0; d < D; d += 8) {
     const uint4 raw = *reinterpret_cast<const uint4*>(k + d);
-    const float4 qa = *reinterpret_cast<const float4*>(q + d);
-    const float4 qb = *reinterpret_cast<const float4*>(q + d + 4);
-    s0 = fmaf(qa.x, __uint_as_float(raw.x << 16), s0);
-    s1 = fmaf(qa.y, __uint_as_float(raw.x & 0xffff0000u), s1);
-    s2 = fmaf(qa.z, __uint_as_float(raw.y << 16), s2);
-    s3 = fmaf(qa.w, __uint_as_float(raw.y & 0xffff0000u), s3);
-    s0 = fmaf(qb.x, __uint_as_float(raw.z << 16), s0);
-    s1 = fmaf(qb.y, __uint_as_float(raw.z & 0xffff0000u), s1);
-    s2 = fmaf(qb.z, __uint_as_float(raw.w << 16), s2);
-    s3 = fmaf(qb.w, __uint_as_float(raw.w & 0xffff0000u), s3);
+    const float k0 = __uint_as_float(raw.x << 16), k1 = __uint_as_float(raw.x & 0xffff0000u);
+    const float k2 = __uint_as_float(raw.y << 16), k3 = __uint_as_float(raw.y & 0xffff0000u);
+    const float k4 = __uint_as_float(raw.z << 16), k5 = __uint_as_float(raw.z & 0xffff0000u);
+    const float k6 = __uint_as_float(raw.w << 16), k7 = __uint_as_float(raw.w & 0xffff0000u);
+#pragma unroll
+    for (int h = 0; h < H; ++h) {
+      const float4 qa = *reinterpret_cast<const float4*>(q + h * D + d);
+      const float4 qb = *reinterpret_cast<const float4*>(q + h * D + d + 4);
+      c[h][0] = fmaf(qa.x, k0, c[h][0]);
+      c[h][1] = fmaf(qa.y, k1, c[h][1]);
+      c[h][2] = fmaf(qa.z, k2, c[h][2]);
+      c[h][3] = fmaf(qa.w, k3, c[h][3]);
+      c[h][0] = fmaf(qb.x, k4, c[h][0]);
+      c[h][1] = fmaf(qb.y, k5, c[h][1]);
+      c[h][2] = fmaf(qb.z, k6, c[h][2]);
+      c[h][3] = fmaf(qb.w, k7, c[h][3]);
+    }
   }
-  return (s0 + s1) + (s2 + s3);
+#pragma unroll
+  for (int h = 0; h < H; ++h)
+    s[h] = __fadd_rn(__fadd_rn(c[h][0], c[h][1]), __fadd_rn(c[h][2], c[h][3]));
 }
 
 // Running softmax state of one query row in one warp: lane owns dims [lane * DPL, +DPL).
@@ -184,46 +196,63 @@ struct RowState {
   }
 };
 
-// One online-softmax step of a query row over the tile at t0 (keys [lo, hi] visible to it, at
-// least one of them in the tile).
-template <int D>
-__device__ __forceinline__ void attend_tile(float scale, const float* q_row,
+// One online-softmax step over the tile at t0 of H query rows that see the same keys [lo, hi]
+// (at least one of them in the tile): rows q_rows + i * D (shared fp32), states st[i], i < H. Each
+// K and V value is read from shared memory and widened once for all H rows; a row's arithmetic does
+// not depend on H (every rounding is an explicit intrinsic, so no instantiation contracts
+// differently), so the attend kernel (H = 1) and the decode kernel (H = 1 or 2) agree bit for
+// bit.
+template <int D, int H>
+__device__ __forceinline__ void attend_tile(float scale, const float* q_rows,
                                             const __nv_bfloat16* k_s, const __nv_bfloat16* v_s,
                                             int64_t t0, int64_t lo, int64_t hi,
-                                            RowState<D / 32>& st) {
+                                            RowState<D / 32>* st) {
   constexpr int DPL = D / 32;
   const int lane = threadIdx.x % 32;
   const int64_t key = t0 + lane;
   const bool vis = key >= lo && key <= hi;
-  const float s = vis ? dot_qk<D>(q_row, k_s + lane * k_stride(D)) * scale : -INFINITY;
-  const float new_m = fmaxf(st.m, warp_max(s));  // finite: the caller checked one key is visible
-  const float alpha = expf(st.m - new_m);        // 0 on the first step (m = -inf)
-  const float prob = vis ? expf(s - new_m) : 0.f;
-  st.l = st.l * alpha + warp_sum(prob);
-  st.m = new_m;
+  float s[H];
+  if (vis) dot_qk<D, H>(q_rows, k_s + lane * k_stride(D), s);
+  float prob[H];
 #pragma unroll
-  for (int c = 0; c < DPL; ++c) st.acc[c] *= alpha;
+  for (int h = 0; h < H; ++h) {
+    const float sh = vis ? __fmul_rn(s[h], scale) : -INFINITY;
+    // Finite: the caller checked that a key of the tile is visible.
+    const float new_m = fmaxf(st[h].m, warp_max(sh));
+    const float alpha = expf(__fsub_rn(st[h].m, new_m));  // 0 on the first step (m = -inf)
+    prob[h] = vis ? expf(__fsub_rn(sh, new_m)) : 0.f;
+    st[h].l = __fmaf_rn(st[h].l, alpha, warp_sum(prob[h]));
+    st[h].m = new_m;
+#pragma unroll
+    for (int c = 0; c < DPL; ++c) st[h].acc[c] = __fmul_rn(st[h].acc[c], alpha);
+  }
   const __nv_bfloat16* v_col = v_s + lane * DPL;  // 2 * DPL-byte aligned
 #pragma unroll 4
   for (int j = 0; j < kTile; ++j) {
-    const float pj = __shfl_sync(0xffffffffu, prob, j);
     const __nv_bfloat16* v = v_col + j * D;
+    float vals[DPL];
     if constexpr (DPL % 4 == 0) {  // 8-byte reads of 4 bf16
 #pragma unroll
       for (int c = 0; c < DPL; c += 4) {
         const uint2 raw = *reinterpret_cast<const uint2*>(v + c);
-        st.acc[c] = fmaf(pj, __uint_as_float(raw.x << 16), st.acc[c]);
-        st.acc[c + 1] = fmaf(pj, __uint_as_float(raw.x & 0xffff0000u), st.acc[c + 1]);
-        st.acc[c + 2] = fmaf(pj, __uint_as_float(raw.y << 16), st.acc[c + 2]);
-        st.acc[c + 3] = fmaf(pj, __uint_as_float(raw.y & 0xffff0000u), st.acc[c + 3]);
+        vals[c] = __uint_as_float(raw.x << 16);
+        vals[c + 1] = __uint_as_float(raw.x & 0xffff0000u);
+        vals[c + 2] = __uint_as_float(raw.y << 16);
+        vals[c + 3] = __uint_as_float(raw.y & 0xffff0000u);
       }
     } else {
 #pragma unroll
       for (int c = 0; c < DPL; c += 2) {
         const float2 v2 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(v + c));
-        st.acc[c] = fmaf(pj, v2.x, st.acc[c]);
-        st.acc[c + 1] = fmaf(pj, v2.y, st.acc[c + 1]);
+        vals[c] = v2.x;
+        vals[c + 1] = v2.y;
       }
+    }
+#pragma unroll
+    for (int h = 0; h < H; ++h) {
+      const float pj = __shfl_sync(0xffffffffu, prob[h], j);
+#pragma unroll
+      for (int c = 0; c < DPL; ++c) st[h].acc[c] = fmaf(pj, vals[c], st[h].acc[c]);
     }
   }
 }
@@ -289,7 +318,7 @@ __device__ __forceinline__ void attend_item(const Params& p, const WorkItem& it,
       if (i >= qrows) continue;
       const SlotRange vis = visible(s, p_first + i / G, p.window);
       if (t0 <= vis.hi && t0 + kTile - 1 >= vis.lo)
-        attend_tile<D>(p.scale, q_s + i * D, k_s, v_s, t0, vis.lo, vis.hi, cur[u]);
+        attend_tile<D, 1>(p.scale, q_s + i * D, k_s, v_s, t0, vis.lo, vis.hi, &cur[u]);
       const int64_t row_split = split_keys(vis.hi - vis.lo + 1);  // a power of two
       if (((t0 + kTile) & (row_split - 1)) == 0) {  // the last tile of the row's split: fold it
         total[u].fold(cur[u]);

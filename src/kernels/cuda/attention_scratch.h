@@ -18,7 +18,8 @@ struct AttentionScratch {
   size_t floats = 0;
   uint32_t* counters = nullptr;  // decode combine tickets: stream-ordered, zero between launches
   size_t num_counters = 0;
-  uint32_t decode_attributes = 0;  // bit per decode kernel head_dim whose smem limit is raised
+  // A bit per decode kernel (head_dim, q heads per warp) whose shared-memory limit is raised.
+  uint32_t decode_attributes = 0;
   uint32_t prefill_attributes = 0;  // bit per prefill kernel (fp32 / bf16 P) whose smem is raised
   std::unique_ptr<FixedAttentionPlan> fixed[kNumFixedAttentionSlots];
   uint64_t fixed_generation = 0;  // bumped whenever a fixed plan's memory is reallocated
