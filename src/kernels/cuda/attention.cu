@@ -420,6 +420,8 @@ void launch_decode(CudaContext& ctx, const ad::DecodeParams& p, int64_t slots, i
   }
 }
 
+// The decode kernel for head_dim over `slots` CTAs per KV head; `rows`, the decode rows the launch
+// serves (a fixed plan's: its graph batch), chooses the warp layout.
 void launch_decode_for_head_dim(CudaContext& ctx, const ad::DecodeParams& p, int64_t head_dim,
                                 int64_t slots, int64_t rows) {
   const int hpw = decode_heads_per_warp(p.group, rows);
