@@ -20,5 +20,5 @@ fi
 
 cmake --preset cpu-release >/dev/null
 cmake --build --preset cpu-release -j "$(nproc)"
-ln -sfn cpu-release/beamserve build/beamserve
+ln -sfn cpu-release/src/cli/beamserve build/beamserve
 echo "built build/beamserve"
