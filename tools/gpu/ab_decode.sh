@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# A/B of two beamserve binaries' decode attention on the GPU machine, in one call (the GPU a call
+# lands on moves figures by several %, so A and B are only compared within one call):
+#   1. the decode attention alone: ROUNDS rounds of `bench kernels --context C --batches 1,32,128
+#      --prefill-tokens 0` for each context C, A and B alternating; prints the fixed plan's time in
+#      a CUDA graph and its ratio to the KV bytes' HBM floor, per op;
+#   2. whole decode layers at batch 1: ROUNDS rounds of `bench step --batches 1 --steps 200`, A and
+#      B alternating; prints the layer's ratio to its floor (issue 8's batch-1 target).
+# Bits are not compared here: tools/gpu/run_tests.sh checks each binary's numerics.
+#
+#   tools/gpu/ab_decode.sh A_BIN B_BIN [ROUNDS]      # from the repository root; ROUNDS = 2
+#
+# Contexts: AB_CONTEXTS (default "512 8192"). Prints everything; nothing is written outside /tmp.
+set -u -o pipefail
+
+if [[ $# -lt 2 || ! -x "$1" || ! -x "$2" || ! -d models/beam-1.0-config ]]; then
+  echo "usage: tools/gpu/ab_decode.sh A_BIN B_BIN [ROUNDS], from the repository root" >&2
+  exit 2
+fi
+declare -A bin=([A]="$1" [B]="$2")
+rounds="${3:-2}"
+lib="$(dirname "$1")/../lib"
+if [[ -d "$lib" ]]; then
+  lib="$(cd "$lib" && pwd)"
+  export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+tmp="$(mktemp -d)"
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader 2>/dev/null
+
+for ((r = 1; r <= rounds; ++r)); do
+  for ctx in ${AB_CONTEXTS:-512 8192}; do
+    for v in A B; do
+      "${bin[$v]}" bench kernels --device cuda --context "$ctx" --batches 1,32,128 \
+        --prefill-tokens 0 >"$tmp/kernels.log" 2>&1 ||
+        { echo "$v: bench kernels failed"; tail -3 "$tmp/kernels.log"; }
+      # "attention decode <kind> B=<b> ctx=<c> fixed ... in graph <ms> ms ratio <ratio>"
+      grep "^attention decode .* fixed " "$tmp/kernels.log" |
+        awk -v tag="$v$r" '{printf "%s %-8s %-6s %-10s graph %s ms ratio %s\n", tag, $3, $4, $5, $(NF-3), $NF}'
+    done
+  done
+done
+
+for ((r = 1; r <= rounds; ++r)); do
+  for v in A B; do
+    "${bin[$v]}" bench step --device cuda --batches 1 --steps 200 --prefill-tokens 0 \
+      --json "$tmp/step.json" >"$tmp/step.log" 2>&1 ||
+      { echo "$v: bench step failed"; tail -3 "$tmp/step.log"; continue; }
+    python3 - "$tmp/step.json" "$v$r" <<'PY'
+import json, sys
+for row in json.load(open(sys.argv[1]))["decode"]:
+    print(f"{sys.argv[2]} batch {row['batch']}: layer {row['decode_layer_ms']:.4f} ms, "
+          f"{row['decode_layer_ratio']:.3f}x its floor")
+PY
+  done
+done
+rm -rf "$tmp"
