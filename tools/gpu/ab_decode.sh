@@ -13,19 +13,8 @@
 # Contexts: AB_CONTEXTS (default "512 8192"). Prints everything; nothing is written outside /tmp.
 set -u -o pipefail
 
-if [[ $# -lt 2 || ! -x "$1" || ! -x "$2" || ! -d models/beam-1.0-config ]]; then
-  echo "usage: tools/gpu/ab_decode.sh A_BIN B_BIN [ROUNDS], from the repository root" >&2
-  exit 2
-fi
-declare -A bin=([A]="$1" [B]="$2")
-rounds="${3:-2}"
-lib="$(dirname "$1")/../lib"
-if [[ -d "$lib" ]]; then
-  lib="$(cd "$lib" && pwd)"
-  export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
-tmp="$(mktemp -d)"
-nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader 2>/dev/null
+source "$(dirname "$0")/ab_setup.sh"
+ab_setup "tools/gpu/ab_decode.sh A_BIN B_BIN [ROUNDS]" models/beam-1.0-config "$@"
 
 for ((r = 1; r <= rounds; ++r)); do
   for ctx in ${AB_CONTEXTS:-512 8192}; do
