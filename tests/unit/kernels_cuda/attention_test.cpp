@@ -3,11 +3,10 @@
 // kv_pos0 > 0 and positions near 10^6, unmapped (-1) blocks outside the window, decode batches of
 // 1 and 32 rows (the decode kernel, split rows combined by their last CTA), bit-identity of a row
 // between the decode kernel (split or not, a warp per q head or per two) and the chunk kernel
-// whatever the rest of the batch,
-// the fixed-plan path of CUDA graphs (bit-identical to the eager op, padding rows zeroed, graph
-// replays of new batches; with the output gate fused, bit-identical to the eager op + output_gate),
-// and the tensor-core prefill kernel (chunks of >= 64 rows) against the CPU and against decode
-// rows.
+// whatever the rest of the batch, the fixed-plan path of CUDA graphs (bit-identical to the eager
+// op, padding rows zeroed, graph replays of new batches; with the output gate fused,
+// bit-identical to the eager op + output_gate), and the tensor-core prefill kernel (chunks of
+// >= 64 rows) against the CPU and against decode rows.
 #include "kernels/api/attention.h"
 
 #include "attention_batch.h"
