@@ -2,16 +2,21 @@
 // copy and launches the kernels. Also the KV-cache write (store_kv).
 //
 // Decode rows (sequences with one query row) go to the decode kernel (attention_decode.cuh): a
-// CTA per KV head serves the G = Nq / Nkv q heads of one row (K/V read once per tile; a warp per
-// head below kWideDecodeRows rows, else a warp per two heads) over a run of the row's splits
-// (32-key splits up to 2048 visible keys, then doubling to at most ~64 per row). The planner gives
-// each CTA about an equal share of the batch's key tiles, aiming at kDecodeCtasPerSm CTAs per SM: a
-// batch-1 decode over 512 keys runs 16 splits x 8 KV heads = 128 CTAs of one 32-key tile each (the
-// first 128 of the grid, KV head fastest: one per SM), and the last CTA of a split row folds the
-// partial states (no second launch); a batch of 32 such rows runs 2 CTAs of 8 tiles per row and KV
-// head. The split grid itself (split_keys) is a numerics contract shared with the chunk kernel (see
-// attention_kernels.cuh): the planner only chooses which CTA computes which splits, so the items
-// follow each step's real lengths while the grid of a fixed plan stays (geometry, SM count).
+// CTA per KV head serves the G = Nq / Nkv q heads of one row over a run of the row's splits
+// (32-key splits up to 2048 visible keys, then doubling to at most ~64 per row). At head_dim 128
+// and G <= 8 (Beam's 6) it runs on tensor cores (attention_decode_mma.cuh): each warp computes
+// whole splits with the G heads as the mma's columns, its tiles through its own ring; four warps a
+// CTA and one CTA an SM below kMmaTwoWarpRows rows, else two and two (same bits). Other
+// geometries run on CUDA cores (K/V read once per tile; a warp per head below kWideDecodeRows
+// rows, else a warp per two heads). The planner gives each warp about an equal share of the
+// batch's key tiles, aiming at a layout's CTAs per SM: a batch-1 decode over 512 keys runs 16
+// splits x 8 KV heads as 4 CTAs of four one-tile warps per KV head, and the last CTA of a split
+// row folds the partial states (no second launch). The split grid itself (split_keys) is a
+// numerics contract shared with the chunk kernel (see attention_kernels.cuh): the planner only
+// chooses which CTA computes which splits, so the items follow each step's real lengths while the
+// grid of a fixed plan stays (geometry, SM count, graph batch). Where decode rows use tensor
+// cores, the rows of short prefill chunks go to the decode kernel as well (a row's bits then do
+// not depend on how it was batched).
 //
 // Prefill chunks go to the attend kernel of attention_kernels.cuh: a work item is a tile of up to
 // 64 / G query rows (10 at Beam's G = 6) whose CTA (one per KV head) loads each K/V tile once for
@@ -19,14 +24,14 @@
 // balanced share of 4 CTAs per SM, long tiles are split along their rows' split grid and a reduce
 // kernel folds the partial states. Long query chunks (at least kPrefillMinRows rows, head_dim 128)
 // of eager calls go instead to the tensor-core flash-attention kernel of attention_prefill.cuh.
-// Outside the tensor-core kernel, a row's bits depend neither on its kernel, nor on splitting,
-// nor on the other rows of the batch (see attention_kernels.cuh).
+// Outside that kernel, a row's bits depend neither on its kernel, nor on splitting, nor on the
+// other rows of the batch (see attention_kernels.cuh and attention_decode_mma.cuh).
 //
 // Fixed plans (CUDA graphs, kernels/api/fixed_attention.h) plan every query row as a decode row
 // into a per-pool PinnedRegion at fixed addresses (grown, never inside a capture) that is uploaded
-// before the graph launch; the decode grid depends only on the geometry and the SM count, the
-// kernel reads the real counts from device memory and zeroes the rows no sequence covers. Results
-// equal the eager path's bit for bit.
+// before the graph launch; the decode grid and warp layout depend only on the geometry, the SM
+// count and the graph batch, the kernel reads the real counts from device memory and zeroes the
+// rows no sequence covers. Results equal the eager path's bit for bit.
 #include "kernels/cuda/attention.h"
 
 #include <algorithm>
@@ -109,12 +114,13 @@ struct Plan {
   std::vector<ad::ReduceGroup> groups;
   std::vector<ad::PrefillItem> prefill;  // tensor-core items, heaviest first
   std::vector<ad::DecodeItem> decode;    // decode kernel, longest first
-  int64_t decode_rows = 0;               // rows of the decode kernel
+  ad::DecodeLayout decode_layout = ad::DecodeLayout::kHeadPerWarp;
   int64_t decode_groups = 0;  // decode rows split over several items
   int64_t records = 0;  // partial records of the split items, then of the decode groups
 };
 
-// CTAs per SM the decode planner aims at (the decode kernel's occupancy at Beam's heads).
+// CTAs per SM the decode planner aims at for the CUDA-core decode kernel (its occupancy at Beam's
+// heads; the tensor-core layouts' is decode_mma::Cta::kCtasPerSm).
 constexpr int64_t kDecodeCtasPerSm = 4;
 constexpr int64_t kMaxGridY = 65535;  // CUDA's limit on gridDim.y (the decode kernel's CTA slots)
 
@@ -155,11 +161,11 @@ DecodeRow decode_row(const AttentionSeq& s, int64_t r, const Geometry& g, int64_
 
 // Sequence descriptors, concatenated tables and the tiles of query rows. Sequences of at least
 // kPrefillMinRows rows go to plan.prefill when `tensor_cores` allows it; decode rows (every row
-// when `all_decode`, else those of one-row sequences) to `decode` when the decode kernel serves
-// the geometry.
+// when `all_decode`, every row of the other sequences when `chunks_as_decode`, else those of
+// one-row sequences) to `decode` when the decode kernel serves the geometry.
 std::vector<Tile> plan_tiles(std::span<const AttentionSeq> seqs, const Geometry& g,
-                             int64_t tile_rows, bool tensor_cores, bool all_decode, Plan& plan,
-                             std::vector<DecodeRow>& decode) {
+                             int64_t tile_rows, bool tensor_cores, bool all_decode,
+                             bool chunks_as_decode, Plan& plan, std::vector<DecodeRow>& decode) {
   std::vector<Tile> tiles;
   const bool decode_kernel = g.group <= ad::kMaxDecodeGroup;
   for (size_t i = 0; i < seqs.size(); ++i) {
@@ -173,11 +179,13 @@ std::vector<Tile> plan_tiles(std::span<const AttentionSeq> seqs, const Geometry&
     BEAM_CHECK(s.kv_len < (int64_t{1} << 31) && s.q_begin + s.q_count < (int64_t{1} << 31) &&
                plan.tables.size() < (size_t{1} << 31))
         << "paged_attention: sequence " << i << " beyond 2^31 rows, keys or table entries";
-    if (decode_kernel && (all_decode || s.q_count == 1)) {
+    const bool prefill_chunk =
+        tensor_cores && g.head_dim == ad::kPrefillDim && s.q_count >= ad::kPrefillMinRows;
+    if (decode_kernel && (all_decode || s.q_count == 1 || (chunks_as_decode && !prefill_chunk))) {
       for (int64_t r = 0; r < s.q_count; ++r) decode.push_back(decode_row(s, r, g, table));
       continue;
     }
-    if (tensor_cores && g.head_dim == ad::kPrefillDim && s.q_count >= ad::kPrefillMinRows) {
+    if (prefill_chunk) {
       BEAM_CHECK(s.q_count < (int64_t{1} << 31)) << "paged_attention: " << s.q_count << " rows";
       const int64_t last = (s.q_count - 1) / ad::kPrefillRows * ad::kPrefillRows;
       for (int64_t r = last; r >= 0; r -= ad::kPrefillRows) {  // causal: later rows see more
@@ -235,23 +243,58 @@ void plan_items(const std::vector<Tile>& tiles, const Geometry& g, int num_sms, 
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Decode CTA slots per KV head: kDecodeCtasPerSm per SM over all KV heads.
-int64_t decode_slots(const CudaContext& ctx, const Geometry& g) {
-  return std::max<int64_t>(1, kDecodeCtasPerSm * ctx.props.multiProcessorCount / g.num_kv_heads);
+// True when the geometry's decode rows use the tensor-core split step (head_dim 128, G <= 8): then
+// every row that is not in a tensor-core prefill chunk goes to the decode kernel, so a row's bits
+// stay independent of its batch.
+bool tensor_core_decode(const Geometry& g) {
+  return g.head_dim == ad::decode_mma::kDim && g.group <= ad::decode_mma::kMaxGroup;
 }
 
-// Items of about total tiles / slots 32-key tiles each (at least one split): a row whose splits
+// Decode rows from which a CUDA-core decode warp serves two q heads: batches this large are bound
+// by the kernel's shared-memory reads and issue (a warp per head re-reads and widens each K/V
+// value G times), smaller ones by latency, which a warp per head keeps shortest (H200 run 57).
+// Both give the same bits.
+constexpr int64_t kWideDecodeRows = 32;
+// Decode rows from which the tensor-core kernel runs two CTAs of two warps an SM instead of one
+// of four: one CTA's item start and fold then overlap the other's streaming (H200 run 65: batch 128
+// at 512 keys 1.79 -> 1.58x its floor), while few rows keep four warps' shorter latency and fewer
+// records to combine (batch 1: 25 vs 31x; batch 32 at 8K keys 1.22 vs 1.39x). Same bits.
+constexpr int64_t kMmaTwoWarpRows = 64;
+
+// The decode kernel's warp layout for `rows` decode rows.
+ad::DecodeLayout decode_layout(const Geometry& g, int64_t rows) {
+  if (tensor_core_decode(g))
+    return rows >= kMmaTwoWarpRows ? ad::DecodeLayout::kMmaTwoWarps
+                                   : ad::DecodeLayout::kMmaFourWarps;
+  return rows >= kWideDecodeRows && g.group % 2 == 0 ? ad::DecodeLayout::kTwoHeadsPerWarp
+                                                     : ad::DecodeLayout::kHeadPerWarp;
+}
+
+// Decode CTA slots per KV head: the layout's CTAs per SM over all KV heads.
+int64_t decode_slots(const CudaContext& ctx, const Geometry& g, ad::DecodeLayout layout) {
+  const int64_t per_sm = ad::is_mma(layout) ? 4 / ad::mma_warps(layout) : kDecodeCtasPerSm;
+  return std::max<int64_t>(1, per_sm * ctx.props.multiProcessorCount / g.num_kv_heads);
+}
+
+// Splits a decode CTA computes side by side (a tensor-core CTA's warps; a CUDA-core CTA computes
+// one split at a time).
+int64_t decode_parallel_splits(ad::DecodeLayout layout) {
+  return ad::is_mma(layout) ? ad::mma_warps(layout) : 1;
+}
+
+// Items of about total tiles / slots 32-key tiles each (at least `parallel` splits, the splits a
+// CTA computes side by side, each warp about total tiles / (slots * parallel)): a row whose splits
 // need more items than one becomes a combine group (records for its later splits), balanced
 // within the row. Items go longest first, so the tail of the grid is short.
 void plan_decode(const std::vector<DecodeRow>& rows, const Geometry& g, int64_t slots,
-                 Plan& plan) {
+                 int64_t parallel, Plan& plan) {
   int64_t total_tiles = 0;
   for (const DecodeRow& r : rows) total_tiles += r.splits * (r.split / ad::kTile);
-  const int64_t target = ceil_div(total_tiles, slots);
+  const int64_t target = ceil_div(total_tiles, slots * parallel);  // tiles per warp
   std::vector<std::pair<int64_t, ad::DecodeItem>> items;  // (tiles, item)
   for (const DecodeRow& r : rows) {
     const int64_t tiles_per_split = r.split / ad::kTile;
-    const int64_t n = ceil_div(r.splits, std::max<int64_t>(1, target / tiles_per_split));
+    const int64_t n = ceil_div(r.splits, parallel * std::max<int64_t>(1, target / tiles_per_split));
     const int64_t per_item = ceil_div(r.splits, n);
     ad::DecodeItem it{};
     it.row = static_cast<int32_t>(r.row);
@@ -380,60 +423,56 @@ void launch(CudaContext& ctx, const ad::Params& p, int64_t items_grid, int64_t g
   CUDA_LAUNCH_OK();
 }
 
-// Decode rows from which a decode warp serves two q heads: batches this large are bound by the
-// kernel's shared-memory reads and issue (a warp per head re-reads and widens each K/V value G
-// times), smaller ones by latency, which a warp per head keeps shortest (H200 run 57: two heads a
-// warp take 9-13% off batch 128 and up to 9% off batch 32, but add 8% to batch 16 at 8K keys;
-// three heads a warp were slower still at 16 and 32 rows). Both give the same bits.
-constexpr int64_t kWideDecodeRows = 32;
-
-// q heads per decode warp for a launch of `rows` decode rows: 2 from kWideDecodeRows rows when G
-// is even, else 1.
-int decode_heads_per_warp(int64_t group, int64_t rows) {
-  return rows >= kWideDecodeRows && group % 2 == 0 ? 2 : 1;
-}
-
-// Launches the decode kernel over grid (Nkv, min(slots, 65535)), G / HPW warps per CTA: `slots`
-// CTAs per KV head (the kernel's CTAs stride over the plan's items).
-template <int D, int HPW>
+// Launches the decode kernel over grid (Nkv, min(slots, 65535)): `slots` CTAs per KV head (the
+// kernel's CTAs stride over the plan's items).
+template <int D, ad::DecodeLayout kLayout>
 void launch_decode(CudaContext& ctx, const ad::DecodeParams& p, int64_t slots) {
   // Once per context and kernel: the largest G's shared memory.
-  constexpr uint32_t kAttrBit = (D == 64 ? 1u : D == 128 ? 2u : 4u) << (HPW == 1 ? 0 : 3);
+  constexpr int kDimIndex = D == 64 ? 0 : D == 128 ? 1 : 2;
+  constexpr uint32_t kAttrBit = 1u << (4 * kDimIndex + static_cast<int>(kLayout));
   if (!(ctx.attention.decode_attributes & kAttrBit)) {
-    CUDA_OK(cudaFuncSetAttribute(ad::decode_kernel<D, HPW>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(ad::decode_smem_bytes(D, ad::kMaxDecodeGroup))));
+    CUDA_OK(cudaFuncSetAttribute(
+        ad::decode_kernel<D, kLayout>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        static_cast<int>(ad::decode_smem_bytes(kLayout, D, ad::kMaxDecodeGroup))));
     ctx.attention.decode_attributes |= kAttrBit;
   }
   const dim3 grid(static_cast<unsigned>(p.num_kv_heads),
                   static_cast<unsigned>(std::clamp<int64_t>(slots, 1, kMaxGridY)));
-  launch_kernel(ctx, ad::decode_kernel<D, HPW>, grid, dim3(p.group / HPW * 32),
-                ad::decode_smem_bytes(D, p.group), After::kProgrammatic, p);
+  launch_kernel(ctx, ad::decode_kernel<D, kLayout>, grid,
+                dim3(ad::decode_warps(kLayout, p.group) * 32),
+                ad::decode_smem_bytes(kLayout, D, p.group), After::kProgrammatic, p);
 }
 
 template <int D>
-void launch_decode(CudaContext& ctx, const ad::DecodeParams& p, int64_t slots, int hpw) {
-  if (hpw == 2) {
-    launch_decode<D, 2>(ctx, p, slots);
+void launch_decode_cuda_cores(CudaContext& ctx, const ad::DecodeParams& p, int64_t slots,
+                              ad::DecodeLayout layout) {
+  if (layout == ad::DecodeLayout::kTwoHeadsPerWarp) {
+    launch_decode<D, ad::DecodeLayout::kTwoHeadsPerWarp>(ctx, p, slots);
   } else {
-    launch_decode<D, 1>(ctx, p, slots);
+    launch_decode<D, ad::DecodeLayout::kHeadPerWarp>(ctx, p, slots);
   }
 }
 
-// The decode kernel for head_dim over `slots` CTAs per KV head; `rows`, the decode rows the launch
-// serves (a fixed plan's: its graph batch), chooses the warp layout.
+// The decode kernel for head_dim over `slots` CTAs per KV head in `layout`.
 void launch_decode_for_head_dim(CudaContext& ctx, const ad::DecodeParams& p, int64_t head_dim,
-                                int64_t slots, int64_t rows) {
-  const int hpw = decode_heads_per_warp(p.group, rows);
+                                int64_t slots, ad::DecodeLayout layout) {
+  if (layout == ad::DecodeLayout::kMmaFourWarps) {
+    launch_decode<ad::decode_mma::kDim, ad::DecodeLayout::kMmaFourWarps>(ctx, p, slots);
+    return;
+  }
+  if (layout == ad::DecodeLayout::kMmaTwoWarps) {
+    launch_decode<ad::decode_mma::kDim, ad::DecodeLayout::kMmaTwoWarps>(ctx, p, slots);
+    return;
+  }
   switch (head_dim) {
     case 64:
-      launch_decode<64>(ctx, p, slots, hpw);
+      launch_decode_cuda_cores<64>(ctx, p, slots, layout);
       return;
     case 128:
-      launch_decode<128>(ctx, p, slots, hpw);
+      launch_decode_cuda_cores<128>(ctx, p, slots, layout);
       return;
     default:
-      launch_decode<256>(ctx, p, slots, hpw);
+      launch_decode_cuda_cores<256>(ctx, p, slots, layout);
       return;
   }
 }
@@ -533,16 +572,20 @@ Geometry make_geometry(int64_t num_heads, int64_t head_dim, const PagedKv& kv, i
 }
 
 // The host plan of a batch. Fixed plans (`all_decode`) plan every row as a decode row and never
-// use the tensor-core prefill kernel; a row's bits are the same either way.
+// use the tensor-core prefill kernel; a row's bits are the same either way. `layout_rows` (> 0)
+// chooses the decode layout instead of the decode rows' count (a fixed plan's graph batch).
 Plan make_plan(CudaContext& ctx, std::span<const AttentionSeq> seqs, const Geometry& g,
-               bool tensor_cores, bool all_decode) {
+               bool tensor_cores, bool all_decode, int64_t layout_rows = 0) {
   Plan plan;
   std::vector<DecodeRow> decode;
-  const std::vector<Tile> tiles =
-      plan_tiles(seqs, g, max_rows(g) / g.group, tensor_cores, all_decode, plan, decode);
+  const std::vector<Tile> tiles = plan_tiles(seqs, g, max_rows(g) / g.group, tensor_cores,
+                                             all_decode, tensor_core_decode(g), plan, decode);
   if (!tiles.empty()) plan_items(tiles, g, ctx.props.multiProcessorCount, plan);
-  if (!decode.empty()) plan_decode(decode, g, decode_slots(ctx, g), plan);
-  plan.decode_rows = static_cast<int64_t>(decode.size());
+  plan.decode_layout =
+      decode_layout(g, layout_rows > 0 ? layout_rows : static_cast<int64_t>(decode.size()));
+  if (!decode.empty())
+    plan_decode(decode, g, decode_slots(ctx, g, plan.decode_layout),
+                decode_parallel_splits(plan.decode_layout), plan);
   return plan;
 }
 
@@ -692,7 +735,7 @@ void paged_attention(CudaContext& ctx, const TensorView& q, const PagedKv& kv,
   dp.counters = reserve_counters(ctx, static_cast<size_t>(plan.decode_groups * g.num_kv_heads));
   dp.out_rows = 0;  // rows no sequence covers stay untouched
   launch_decode_for_head_dim(ctx, dp, g.head_dim, static_cast<int64_t>(plan.decode.size()),
-                             plan.decode_rows);
+                             plan.decode_layout);
 }
 
 void plan_fixed_attention(CudaContext& ctx, int slot, const PagedKv& kv, int64_t num_rows,
@@ -704,7 +747,7 @@ void plan_fixed_attention(CudaContext& ctx, int slot, const PagedKv& kv, int64_t
   BEAM_CHECK(g.group <= ad::kMaxDecodeGroup && num_rows < (int64_t{1} << 31))
       << "plan_fixed_attention: CUDA supports at most " << ad::kMaxDecodeGroup
       << " query heads per KV head and 2^31 rows, got " << g.group << " and " << num_rows;
-  const Plan plan = make_plan(ctx, seqs, g, /*tensor_cores=*/false, /*all_decode=*/true);
+  const Plan plan = make_plan(ctx, seqs, g, /*tensor_cores=*/false, /*all_decode=*/true, num_rows);
   std::vector<bool> covered(static_cast<size_t>(num_rows), false);
   for (const AttentionSeq& s : seqs)
     std::fill_n(covered.begin() + s.q_begin, s.q_count, true);
@@ -751,11 +794,12 @@ void fixed_paged_attention(CudaContext& ctx, int slot, const TensorView& q, cons
   }
   // The grid depends on the geometry and the SM count only; CTAs stride over the real counts
   // (and prefetch item blockIdx.y, which must lie inside the plan's memory).
-  const int64_t slots = std::min(decode_slots(ctx, g), kMaxGridY);
+  const ad::DecodeLayout layout = decode_layout(g, f->num_rows);
+  const int64_t slots = std::min(decode_slots(ctx, g, layout), kMaxGridY);
   BEAM_CHECK(sizeof(ad::DecodePlanHeader) + (slots + 1) * sizeof(ad::DecodeItem) <=
              f->meta.capacity())
       << "fixed_paged_attention: plan memory below one item per CTA";
-  launch_decode_for_head_dim(ctx, p, g.head_dim, slots, f->num_rows);
+  launch_decode_for_head_dim(ctx, p, g.head_dim, slots, layout);
 }
 
 void store_kv(CudaContext& ctx, const TensorView& k, const TensorView& v, const TensorView& slots,

@@ -1,24 +1,28 @@
 // Device side of the CUDA decode attention (kernels/cuda/attention.cu): one CTA per work item (one
-// query row and a run of its splits) and KV head, G / HPW warps, warp w serving the HPW q heads
-// kvh * G + w * HPW + i, so each K/V tile is read from memory once for the G heads that share it.
-// HPW = 1 (a warp per head) gives the shortest latency; HPW = 2 (batches of many rows) reads and
-// widens each K/V value from shared memory once for two heads, since with a warp per head the
-// kernel is bound by shared-memory reads and instruction issue, not by HBM. Tiles stream through a
-// kDecodeStages-deep cp.async pipeline in shared memory. The KV head is the
-// grid's x (fastest) index, so the CTAs of the first items are the first ones dispatched and land
-// on distinct SMs: a batch-1 plan of 16 one-tile items x 8 KV heads in a fixed grid of 66 x 8
-// CTAs runs one item per SM, not four (item-major, blocks i and i + 132 shared an SM).
+// query row and a run of its splits) and KV head, so each K/V tile is read from memory once for
+// the G q heads that share it. Warp layouts (DecodeLayout): at head_dim 128 and G <= 8, tensor
+// cores (attention_decode_mma.cuh: each warp computes whole splits through its own cp.async ring,
+// a CTA of four warps or two); otherwise CUDA cores, G / HPW warps, warp w serving the HPW q heads
+// kvh * G + w * HPW + i. HPW = 1 (a warp per head) gives the shortest latency; HPW = 2 (batches of
+// many rows) reads and widens each K/V value from shared memory once for two heads, since with a
+// warp per head the kernel is bound by shared-memory reads and instruction issue, not by HBM.
+// CUDA-core tiles stream through a kDecodeStages-deep cp.async pipeline in shared memory. The KV
+// head is the grid's x (fastest) index, so the CTAs of the first items are the first ones
+// dispatched and land on distinct SMs: a batch-1 plan of 16 one-tile items x 8 KV heads in a fixed
+// grid of 66 x 8 CTAs runs one item per SM, not four (item-major, blocks i and i + 132 shared an
+// SM).
 //
-// Numerics: exactly the per-row arithmetic of attention_kernels.cuh (attend_tile per 32-key tile,
-// splits of split_keys(n) slots, RowState::fold of the split states in split order), so a row
-// has the same bits here as in the attend kernel. An item that covers the whole row folds and
-// writes it. Otherwise the row's items form a group: the first item writes its folded prefix as
-// one record, the others one record per split, and the last CTA of the group to finish (a ticket
-// counter per group and KV head, reset by that CTA so graph replays find it zero) folds the
-// records in split order and writes the row: one launch, no float atomics. That CTA loads the
-// gate inputs before the records and derives every record's fold weights at once (a running max
-// across lanes; the same fmaxf / expf operands as RowState::fold), leaving only the fmaf chains
-// serial.
+// Numerics: on CUDA cores exactly the per-row arithmetic of attention_kernels.cuh (attend_tile per
+// 32-key tile, splits of split_keys(n) slots, RowState::fold of the split states in split order),
+// so a row has the same bits here as in the attend kernel; on tensor cores decode_mma's split step
+// on the same split grid, folded with the same fold_state() in split order. An item that covers
+// the whole row folds and writes it. Otherwise the row's items form a group: the first item writes
+// its folded prefix as one record, the others one record per split, and the last CTA of the group
+// to finish (a ticket counter per group and KV head, reset by that CTA so graph replays find it
+// zero) folds the records in split order and writes the row: one launch, no float atomics. That
+// CTA loads the gate inputs before the records and derives every record's fold weights at once (a
+// running max across lanes; the same fmaxf / expf operands as RowState::fold), leaving only the
+// fmaf chains serial.
 //
 // The plan (a header, the items, the block tables and the uncovered rows) comes from device memory
 // and CTAs stride over its items, so a grid sized from the SM count serves any batch (CUDA
@@ -32,6 +36,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/async_copy.cuh"
+#include "kernels/cuda/attention_decode_mma.cuh"
 #include "kernels/cuda/attention_kernels.cuh"
 #include "kernels/cuda/gate_math.cuh"
 
@@ -81,12 +86,48 @@ struct DecodeParams {
   const __nv_bfloat16* gate_bias;  // [Nq] bias of the gate (with gate)
 };
 
-// bf16 elements of one pipeline stage: a K tile (rows of k_stride(D)) then a V tile.
+// How a decode CTA's warps share the work of a KV head's G q heads. The two tensor-core layouts
+// compute the same splits with the same instructions and fold them in the same order, so a row's
+// bits do not depend on which of them runs (nor do they between the two CUDA-core layouts).
+enum class DecodeLayout {
+  kHeadPerWarp,      // CUDA cores, a warp per q head (G warps): the shortest latency
+  kTwoHeadsPerWarp,  // CUDA cores, a warp per two q heads (G / 2 warps): many rows, G even
+  kMmaFourWarps,     // head_dim 128, G <= 8: decode_mma::Cta<4>, one CTA an SM (few rows)
+  kMmaTwoWarps,      // the same as decode_mma::Cta<2>, two CTAs an SM (many rows)
+};
+// Warps of a tensor-core layout's CTA (0: a CUDA-core layout).
+constexpr int mma_warps(DecodeLayout layout) {
+  return layout == DecodeLayout::kMmaFourWarps ? 4 : layout == DecodeLayout::kMmaTwoWarps ? 2 : 0;
+}
+constexpr bool is_mma(DecodeLayout layout) {
+  return mma_warps(layout) > 0;
+}
+constexpr int decode_warps(DecodeLayout layout, int group) {
+  return layout == DecodeLayout::kHeadPerWarp       ? group
+         : layout == DecodeLayout::kTwoHeadsPerWarp ? group / 2
+                                                    : mma_warps(layout);
+}
+// The decode kernel's launch bounds: most threads of a CTA and the CTAs an SM must fit.
+constexpr int decode_max_threads(DecodeLayout layout) {
+  return is_mma(layout) ? mma_warps(layout) * 32 : decode_warps(layout, kMaxDecodeGroup) * 32;
+}
+constexpr int decode_min_ctas(DecodeLayout layout) {
+  return is_mma(layout) ? 4 / mma_warps(layout) : 2;
+}
+// bf16 elements of one CUDA-core pipeline stage: a K tile (rows of k_stride(D)) then a V tile.
 constexpr int decode_stage_elems(int head_dim) {
   return kTile * k_stride(head_dim) + kTile * head_dim;
 }
-// Dynamic shared memory of a decode CTA: q of its G heads in fp32, then the stages.
-constexpr size_t decode_smem_bytes(int head_dim, int group) {
+// Floats of a CTA's K/V stage memory (the combine's buffer once the tiles are consumed).
+constexpr int decode_stage_floats(DecodeLayout layout, int head_dim) {
+  return is_mma(layout) ? mma_warps(layout) * decode_mma::kStages * decode_mma::kTileElems / 2
+                        : kDecodeStages * decode_stage_elems(head_dim) / 2;
+}
+// Dynamic shared memory of a decode CTA: q of its G heads in fp32, then the stages (CUDA cores);
+// the warps' rings and fold slots (tensor cores).
+constexpr size_t decode_smem_bytes(DecodeLayout layout, int head_dim, int group) {
+  if (layout == DecodeLayout::kMmaFourWarps) return decode_mma::Cta<4>::kSmemBytes;
+  if (layout == DecodeLayout::kMmaTwoWarps) return decode_mma::Cta<2>::kSmemBytes;
   return sizeof(float) * static_cast<size_t>(group) * head_dim +
          sizeof(__nv_bfloat16) * kDecodeStages * static_cast<size_t>(decode_stage_elems(head_dim));
 }
@@ -280,34 +321,58 @@ __device__ __forceinline__ void fold_weights(float4* w_s, int G, int count, bool
   __syncwarp();
 }
 
+// Most q heads one warp of `layout` folds in the combine.
+constexpr int combine_heads(DecodeLayout layout) {
+  return layout == DecodeLayout::kHeadPerWarp       ? 1
+         : layout == DecodeLayout::kTwoHeadsPerWarp ? 2
+                                                    : decode_mma::kMaxGroup / mma_warps(layout);
+}
+
+// The i-th q head (within the KV head's group) warp `warp` folds in the combine, and whether the
+// CTA has it (the tensor-core layout deals G <= kMaxGroup heads over its fixed warps).
+template <DecodeLayout kLayout>
+__device__ __forceinline__ int combine_head(int warp, int i) {
+  if constexpr (is_mma(kLayout)) {
+    return warp + i * mma_warps(kLayout);
+  } else {
+    return warp * combine_heads(kLayout) + i;
+  }
+}
+template <DecodeLayout kLayout>
+__device__ __forceinline__ bool has_head(int g, int group) {
+  return !is_mma(kLayout) || g < group;
+}
+
 // Writes the group's row for the CTA's q heads: record 0 (the first item's prefix) folded with
 // records 1, 2, ... (splits first_count, first_count + 1, ...) in order; record i of q head h is
 // it->record + i * Nq + h. The records, written by other CTAs of this launch, come through L2
-// into the (free) stage memory, as many at once as it holds; warp w folds its HPW q heads
-// kvh * G + w * HPW + i one after the other: fold_weights() for the chunk, then the fmaf chains of
-// l and acc (RowState::fold's operations).
-template <int D, int HPW>
+// into the (free) stage memory, as many at once as it holds; warp w of W folds q heads
+// kvh * G + w, + w + W, ... one after the other: fold_weights() for the chunk, then the fmaf chains
+// of l and acc (RowState::fold's operations).
+template <int D, DecodeLayout kLayout>
 __device__ void combine(const DecodeParams& p, const DecodeItem* it, int kvh, float* buf) {
-  constexpr int DPL = D / 32;
-  constexpr int kBufFloats = kDecodeStages * decode_stage_elems(D) / 2;  // the stages, as floats
+  constexpr int DPL = D / 32, kHeads = combine_heads(kLayout);
+  constexpr int kBufFloats = decode_stage_floats(kLayout, D);
   const int G = p.group, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int g0 = warp * HPW;  // the warp's first head within the KV head's group
   // The gate inputs are in flight with the records (D = 256 loads them at the end: 8 more live
   // registers spill).
   constexpr bool kEarlyGate = DPL <= 4;
-  GateIn<DPL> gate[HPW]{};
+  GateIn<DPL> gate[kHeads]{};
   if constexpr (kEarlyGate) {
 #pragma unroll
-    for (int i = 0; i < HPW; ++i) gate[i] = load_gate<D>(p, it->row, kvh * G + g0 + i);
+    for (int i = 0; i < kHeads; ++i) {
+      const int g = combine_head<kLayout>(warp, i);
+      if (has_head<kLayout>(g, G)) gate[i] = load_gate<D>(p, it->row, kvh * G + g);
+    }
   }
   const int per_record = G * (D + 4);  // accumulators [G][D], then (m, l) / weights [G][4]
   const int chunk = kBufFloats / per_record;
   const int64_t first = it->record + int64_t{kvh} * G;  // record 0 of the CTA's first q head
   const int n = it->num_splits - it->first_count + 1;
-  RowState<DPL> total[HPW];
-  float run[HPW];  // running max of the records folded so far
+  RowState<DPL> total[kHeads];
+  float run[kHeads];  // running max of the records folded so far
 #pragma unroll
-  for (int i = 0; i < HPW; ++i) {
+  for (int i = 0; i < kHeads; ++i) {
     total[i].reset();
     run[i] = -INFINITY;
   }
@@ -331,8 +396,9 @@ __device__ void combine(const DecodeParams& p, const DecodeItem* it, int kvh, fl
     cp_async_wait<0>();
     __syncthreads();
 #pragma unroll
-    for (int hh = 0; hh < HPW; ++hh) {
-      const int g = g0 + hh;
+    for (int hh = 0; hh < kHeads; ++hh) {
+      const int g = combine_head<kLayout>(warp, hh);
+      if (!has_head<kLayout>(g, G)) break;
       fold_weights(w_s + g, G, count, i0 == 0, run[hh]);
 #pragma unroll 4
       for (int i = 0; i < count; ++i) {
@@ -354,19 +420,65 @@ __device__ void combine(const DecodeParams& p, const DecodeItem* it, int kvh, fl
     }
   }
 #pragma unroll
-  for (int hh = 0; hh < HPW; ++hh) {
-    const int h = kvh * G + g0 + hh;
-    if constexpr (!kEarlyGate) gate[hh] = load_gate<D>(p, it->row, h);
-    write_out<D>(p, it->row, h, total[hh], gate[hh]);
+  for (int hh = 0; hh < kHeads; ++hh) {
+    const int g = combine_head<kLayout>(warp, hh);
+    if (!has_head<kLayout>(g, G)) break;
+    if constexpr (!kEarlyGate) gate[hh] = load_gate<D>(p, it->row, kvh * G + g);
+    write_out<D>(p, it->row, kvh * G + g, total[hh], gate[hh]);
   }
 }
 
-// One item (read field by field: few registers stay live) for KV head kvh; warp w computes the HPW
-// q heads kvh * G + w * HPW + i. `last` is shared scratch.
-template <int D, int HPW>
+// The keys of an item: [a, b] of its splits (S a power of two), in `tiles` tiles of kTile from
+// t_first (tiles from a / kTile on never straddle a split).
+struct ItemKeys {
+  int lo, split0, S, s_shift, a, b, t_first, tiles;
+  __device__ int t0(int i) const { return t_first + i * kTile; }
+  // True when tile i is the last of a split (or of the item).
+  __device__ bool ends_split(int i) const {
+    return ((t0(i) + kTile) & (S - 1)) == 0 || i == tiles - 1;
+  }
+  // The split of tile i, counted from the row's first split.
+  __device__ int split_of(int i) const { return (t0(i) >> s_shift) - (lo >> s_shift); }
+};
+
+__device__ __forceinline__ ItemKeys item_keys(const DecodeItem* it) {
+  ItemKeys k;
+  k.lo = it->lo;
+  k.split0 = it->split0;
+  k.S = it->split_keys;
+  k.s_shift = __ffs(k.S) - 1;
+  const int first = (k.lo >> k.s_shift) + k.split0;  // the first split on the slot grid
+  k.a = max(k.lo, first << k.s_shift);
+  k.b = static_cast<int>(min(int64_t{it->hi}, ((int64_t{first} + it->count) << k.s_shift) - 1));
+  k.t_first = k.a / kTile * kTile;
+  k.tiles = k.b / kTile - k.a / kTile + 1;
+  return k;
+}
+
+// After a split item of a combine group wrote its records: counts the item on the group's ticket
+// and, in the group's last CTA to finish, folds the records and writes the row. `last` is shared.
+template <int D, DecodeLayout kLayout>
+__device__ void finish_group(const DecodeParams& p, const DecodeItem* it, int kvh,
+                             __nv_bfloat16* stages, bool* last) {
+  __threadfence();  // this thread's records are visible device-wide before the ticket
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    uint32_t* counter = p.counters + int64_t{it->group} * p.num_kv_heads + kvh;
+    *last = atomicAdd(counter, 1u) == static_cast<uint32_t>(it->num_items - 1);
+    if (*last) *counter = 0;  // every item of the group has counted: ready for the next launch
+  }
+  __syncthreads();
+  if (!*last) return;
+  __threadfence();
+  combine<D, kLayout>(p, it, kvh, reinterpret_cast<float*>(stages));
+}
+
+// One item (read field by field: few registers stay live) for KV head kvh on CUDA cores; warp w
+// computes the HPW q heads kvh * G + w * HPW + i. `last` is shared scratch.
+template <int D, DecodeLayout kLayout>
 __device__ void run_item(const DecodeParams& p, const DecodeItem* it, const int32_t* tables,
                          int kvh, float* q_s, __nv_bfloat16* stages, bool* last) {
-  constexpr int DPL = D / 32;
+  constexpr int DPL = D / 32, HPW = kLayout == DecodeLayout::kTwoHeadsPerWarp ? 2 : 1;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int h0 = kvh * p.group + warp * HPW;  // the warp's first q head
   const __nv_bfloat16* q_rows = p.q + (int64_t{it->row} * p.num_heads + h0) * D;
@@ -379,22 +491,13 @@ __device__ void run_item(const DecodeParams& p, const DecodeItem* it, const int3
 #pragma unroll
     for (int c = 0; c < HPW * DPL; ++c) q_in[c] = q_rows[lane + 32 * c];
   }
-
-  // Keys [a, b] of the item's splits (S a power of two); tiles of kTile from a / kTile on never
-  // straddle a split.
-  const int lo = it->lo, split0 = it->split0, S = it->split_keys;
-  const int s_shift = __ffs(S) - 1;
-  const int first = (lo >> s_shift) + split0;  // the first split on the slot grid
-  const int a = max(lo, first << s_shift);
-  const int b =
-      static_cast<int>(min(int64_t{it->hi}, ((int64_t{first} + it->count) << s_shift) - 1));
-  const int t_first = a / kTile * kTile;
-  const int tiles = b / kTile - a / kTile + 1;
+  const ItemKeys keys = item_keys(it);
   const int32_t* table = tables + it->table;
   constexpr int kStageElems = decode_stage_elems(D);
 #pragma unroll
   for (int s = 0; s < kDecodeStages - 1; ++s) {
-    if (s < tiles) load_tile<D>(p, table, kvh, t_first + s * kTile, a, b, stages + s * kStageElems);
+    if (s < keys.tiles)
+      load_tile<D>(p, table, kvh, keys.t0(s), keys.a, keys.b, stages + s * kStageElems);
     cp_async_commit();
   }
   float* q_w = q_s + warp * HPW * D;  // the warp's HPW rows (its heads are consecutive)
@@ -407,53 +510,235 @@ __device__ void run_item(const DecodeParams& p, const DecodeItem* it, const int3
     total[i].reset();
     cur[i].reset();
   }
-  for (int i = 0; i < tiles; ++i) {
+  for (int i = 0; i < keys.tiles; ++i) {
     cp_async_wait<kDecodeStages - 2>();  // this thread's copies of tile i landed
     __syncthreads();  // everyone's did, q_s is written, and tile i - 1's stage is free
     const int next = i + kDecodeStages - 1;
-    if (next < tiles)
-      load_tile<D>(p, table, kvh, t_first + next * kTile, a, b,
+    if (next < keys.tiles)
+      load_tile<D>(p, table, kvh, keys.t0(next), keys.a, keys.b,
                    stages + (next % kDecodeStages) * kStageElems);
     cp_async_commit();
     const __nv_bfloat16* k_s = stages + (i % kDecodeStages) * kStageElems;
-    const int t0 = t_first + i * kTile;
-    attend_tile<D, HPW>(p.scale, q_w, k_s, k_s + kTile * k_stride(D), t0, a, b, cur);
-    if (((t0 + kTile) & (S - 1)) == 0 || i == tiles - 1) {  // the last tile of a split
+    attend_tile<D, HPW>(p.scale, q_w, k_s, k_s + kTile * k_stride(D), keys.t0(i), keys.a, keys.b,
+                        cur);
+    if (keys.ends_split(i)) {
 #pragma unroll
       for (int hh = 0; hh < HPW; ++hh) {
-        if (split0 == 0) {
+        if (keys.split0 == 0) {
           total[hh].fold(cur[hh]);
         } else {
-          store_record<D>(p, record_of(p, it, (t0 >> s_shift) - (lo >> s_shift), h0 + hh), cur[hh]);
+          store_record<D>(p, record_of(p, it, keys.split_of(i), h0 + hh), cur[hh]);
         }
         cur[hh].reset();
       }
     }
   }
   cp_async_wait<0>();  // no copy may land in a stage the next item reuses
-  const int group = it->group;
-  if (group < 0) {
+  if (it->group < 0) {
 #pragma unroll
     for (int hh = 0; hh < HPW; ++hh)
       write_out<D>(p, it->row, h0 + hh, total[hh], load_gate<D>(p, it->row, h0 + hh));
     return;
   }
-  if (split0 == 0) {
+  if (keys.split0 == 0) {
 #pragma unroll
     for (int hh = 0; hh < HPW; ++hh)
       store_record<D>(p, record_of(p, it, it->first_count - 1, h0 + hh), total[hh]);
   }
-  __threadfence();  // this thread's records are visible device-wide before the ticket
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    uint32_t* counter = p.counters + int64_t{group} * p.num_kv_heads + kvh;
-    *last = atomicAdd(counter, 1u) == static_cast<uint32_t>(it->num_items - 1);
-    if (*last) *counter = 0;  // every item of the group has counted: ready for the next launch
+  finish_group<D, kLayout>(p, it, kvh, stages, last);
+}
+
+// This lane's part of the records of split js (counted from the row's first split) of the two q
+// heads kvh * G + c, + 1 it holds (those below G): its Oᵀ fragments and, from lanes 0-3, (m, l).
+__device__ __forceinline__ void store_mma_records(const DecodeParams& p, const DecodeItem* it,
+                                                  int js, int kvh, const decode_mma::State& st) {
+  namespace dm = decode_mma;
+  const int lane = threadIdx.x % 32, r = lane / 4, c = (lane % 4) * 2;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if (c + h >= p.group) continue;
+    const int64_t rec = record_of(p, it, js, kvh * p.group + c + h);
+    float* acc = p.part_acc + rec * dm::kDim + r;
+#pragma unroll
+    for (int i = 0; i < dm::kDTiles; ++i) {
+      acc[16 * i] = st.o[i][h];
+      acc[16 * i + 8] = st.o[i][h + 2];
+    }
+    if (r == 0) *reinterpret_cast<float2*>(p.part_ml + rec * 2) = make_float2(st.m[h], st.l[h]);
   }
-  __syncthreads();
-  if (!*last) return;
-  __threadfence();
-  combine<D, HPW>(p, it, kvh, reinterpret_cast<float*>(stages));
+}
+
+// The running fold of one q head's splits over 8 dims [d0, d0 + 8), kept by one thread.
+struct FoldRun {
+  float m = -INFINITY, l = 0.f, acc[8] = {};
+  // this = fold(this, the split state in `slot`) (RowState::fold's operations).
+  __device__ void fold(const float* slot, int head, int d0) {
+    const float* ml = slot + decode_mma::kMaxGroup * decode_mma::kSlotStride + 2 * head;
+    if (ml[0] == -INFINITY) return;
+    const FoldWeights w = fold_state(m, l, ml[0], ml[1]);
+    const float* a = slot + head * decode_mma::kSlotStride + d0;
+    const float4 x = *reinterpret_cast<const float4*>(a),
+                 y = *reinterpret_cast<const float4*>(a + 4);
+    const float v[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[i] = fold_acc(acc[i], v[i], w);
+  }
+};
+
+// Dims [d0, d0 + 8) of q head h's output row: bf16(acc / l), gated as write_out gates.
+__device__ __forceinline__ void write_out8(const DecodeParams& p, int32_t row, int h, int d0,
+                                           const FoldRun& f) {
+  const int64_t off = (int64_t{row} * p.num_heads + h) * decode_mma::kDim + d0;
+  const bool vec = vector_rows<8>(p);
+  Bf16Vec<8> g{}, o;
+  float bias = 0.f;
+  if (p.gate != nullptr) {
+    if (vec) {
+      g = *reinterpret_cast<const Bf16Vec<8>*>(p.gate + off);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) g.v[i] = p.gate[off + i];
+    }
+    bias = __bfloat162float(p.gate_bias[h]);
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    o.v[i] = __float2bfloat16_rn(f.acc[i] / f.l);
+    if (p.gate != nullptr)
+      o.v[i] = __float2bfloat16_rn(
+          apply_output_gate(__bfloat162float(o.v[i]), __bfloat162float(g.v[i]), bias));
+  }
+  if (vec) {
+    *reinterpret_cast<Bf16Vec<8>*>(p.out + off) = o;
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) p.out[off + i] = o.v[i];
+  }
+}
+
+// One item for KV head kvh on tensor cores (decode_mma): warp w computes the item's splits w,
+// w + W, ... one after the other, its tiles streaming through its own ring (the next split's first
+// tiles load during the current split's last; each tile's block-table entries are read one tile
+// before its copies are queued, so no warp waits on the table). The group's first item (or a
+// whole row) folds the splits in order, W at a time, through the fold slots: fold run f of the
+// CTA (threads t, t + 32 W, ...) folds q head f / 16 over dims 8 (f % 16) + [0, 8); the other
+// items store each split as a record.
+template <DecodeLayout kLayout>
+__device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const int32_t* tables,
+                             int kvh, __nv_bfloat16* rings, float* slots, bool* last) {
+  namespace dm = decode_mma;
+  constexpr int W = mma_warps(kLayout);
+  using Cta = dm::Cta<W>;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const ItemKeys keys = item_keys(it);
+  const int first = keys.a >> keys.s_shift;            // the item's first split
+  const int n = (keys.b >> keys.s_shift) - first + 1;  // its splits
+  const int32_t* table = tables + it->table;
+  // A warp's place in its tile sequence: split j (of the item), tile at t0.
+  struct Cursor {
+    int j, t0;
+  };
+  const auto split_hi = [&](int j) {
+    return min(keys.b, static_cast<int>(((int64_t{first} + j + 1) << keys.s_shift) - 1));
+  };
+  const auto start = [&](int j) {  // int64: j runs up to W past the last split
+    const int64_t from = max(int64_t{keys.a}, int64_t{first + j} << keys.s_shift);
+    return Cursor{j, static_cast<int>(min(from, int64_t{INT32_MAX}) / kTile * kTile)};
+  };
+  const auto advance = [&](Cursor& c) {
+    c.t0 += kTile;
+    if (c.t0 > split_hi(c.j)) c = start(c.j + W);
+  };
+  // The block-table entry of key `lane` of the tile at c (-1: a key to zero), read early.
+  const auto lookup = [&](const Cursor& c) -> int64_t {
+    const int key = c.t0 + lane;
+    if (c.j >= n || key < keys.a || key > keys.b) return -1;
+    return table[p.block_shift >= 0 ? key >> p.block_shift : key / p.block_size];
+  };
+  // Its cache row, once the entry is needed.
+  const auto row_of = [&](const Cursor& c, int64_t block) -> long long {
+    if (block < 0 || block >= p.num_blocks) return -1;
+    const int key = c.t0 + lane;
+    const int offset = p.block_shift >= 0 ? key & (p.block_size - 1) : key % p.block_size;
+    return (block * p.block_size + offset) * p.num_kv_heads + kvh;
+  };
+  __nv_bfloat16* ring = rings + warp * dm::kStages * dm::kTileElems;
+  Cursor load = start(warp);  // the next tile to queue, and its entry
+  int64_t entry = lookup(load);
+  for (int s = 0; s < dm::kStages - 1; ++s) {
+    Cursor next = load;
+    if (load.j < n) advance(next);
+    const int64_t next_entry = lookup(next);
+    if (load.j < n)
+      dm::load_tile(p.k_cache, p.v_cache, row_of(load, entry), ring + s * dm::kTileElems);
+    cp_async_commit();
+    load = next;
+    entry = next_entry;
+  }
+  uint32_t qb[dm::kDSteps][2];
+  dm::load_q(p.q, it->row, p.num_heads, kvh, p.group, qb);
+  const bool folds = keys.split0 == 0;  // the row's first splits: folded here
+  FoldRun run[Cta::kFoldsPerThread];
+  int tile = 0;  // tiles of this warp consumed
+  for (int j0 = 0; j0 < n; j0 += W) {
+    const int j = j0 + warp;
+    if (j < n) {
+      dm::State st;
+      st.reset();
+      for (Cursor cur = start(j); cur.j == j; advance(cur), ++tile) {
+        cp_async_wait<dm::kStages - 2>();  // this lane's copies of the tile landed
+        __syncwarp();                      // every lane's did; the previous stage is consumed
+        if (load.j < n) {
+          dm::load_tile(p.k_cache, p.v_cache, row_of(load, entry),
+                        ring + (tile + dm::kStages - 1) % dm::kStages * dm::kTileElems);
+          advance(load);
+          entry = lookup(load);  // in flight during the step
+        }
+        cp_async_commit();
+        dm::tile_step(p.scale, qb, ring + tile % dm::kStages * dm::kTileElems, cur.t0, keys.a,
+                      keys.b, st);
+      }
+      if (folds) {
+        dm::store_slot(slots + warp * dm::kSlotFloats, st);
+      } else {
+        store_mma_records(p, it, keys.split0 + j, kvh, st);
+      }
+    }
+    if (folds) {
+      __syncthreads();  // the round's slots are written
+#pragma unroll
+      for (int f = 0; f < Cta::kFoldsPerThread; ++f) {
+        const int run_index = threadIdx.x + f * W * 32, head = run_index / 16;
+        if (head >= p.group) continue;
+        for (int w = 0; w < min(W, n - j0); ++w)
+          run[f].fold(slots + w * dm::kSlotFloats, head, run_index % 16 * 8);
+      }
+      __syncthreads();  // the slots are free for the next round
+    }
+  }
+  cp_async_wait<0>();  // no copy may land in a ring the next item reuses
+  if (folds) {
+#pragma unroll
+    for (int f = 0; f < Cta::kFoldsPerThread; ++f) {
+      const int run_index = threadIdx.x + f * W * 32, head = run_index / 16,
+                d0 = run_index % 16 * 8;
+      if (head >= p.group) continue;
+      const int h = kvh * p.group + head;
+      if (it->group < 0) {
+        write_out8(p, it->row, h, d0, run[f]);
+        continue;
+      }
+      const int64_t rec = record_of(p, it, it->first_count - 1, h);
+      float* acc = p.part_acc + rec * dm::kDim + d0;
+      const float* a = run[f].acc;
+      *reinterpret_cast<float4*>(acc) = make_float4(a[0], a[1], a[2], a[3]);
+      *reinterpret_cast<float4*>(acc + 4) = make_float4(a[4], a[5], a[6], a[7]);
+      if (d0 == 0)
+        *reinterpret_cast<float2*>(p.part_ml + rec * 2) = make_float2(run[f].m, run[f].l);
+    }
+  }
+  if (it->group < 0) return;
+  finish_group<dm::kDim, kLayout>(p, it, kvh, rings, last);
 }
 
 // Zeroes the q heads of KV head kvh in `row` of out.
@@ -466,20 +751,25 @@ __device__ void zero_row(const DecodeParams& p, int64_t row, int kvh) {
 
 }  // namespace decode
 
-// grid (Nkv, any), G / HPW * 32 threads (G <= kMaxDecodeGroup), decode_smem_bytes(D, G) of dynamic
-// shared memory: CTA (kvh, y) runs items y, y + gridDim.y, ... of the plan, then zeroes the
-// uncovered rows y, y + gridDim.y, ... (the listed ones, then [planned_rows, out_rows)). The KV
-// head is the fast index so that the CTAs of a small plan's items spread over the SMs.
-// HPW = 1: at most 64 registers a thread (two CTAs of kMaxDecodeGroup warps): four CTAs of Beam's
-// six warps fit an SM (D = 128 keeps everything in registers). HPW > 1 keeps the same thread
-// budget per SM for its fewer warps, so the state of its HPW heads stays in registers.
-template <int D, int HPW>
-__global__ void __launch_bounds__(kMaxDecodeGroup * 32 / HPW, 2) decode_kernel(DecodeParams p) {
-  static_assert(HPW == 1 || HPW == 2, "a decode warp serves one or two q heads");
+// grid (Nkv, any), decode_warps(kLayout, G) * 32 threads (G <= kMaxDecodeGroup),
+// decode_smem_bytes(kLayout, D, G) of dynamic shared memory: CTA (kvh, y) runs items y,
+// y + gridDim.y, ... of the plan, then zeroes the uncovered rows y, y + gridDim.y, ... (the listed
+// ones, then [planned_rows, out_rows)). The KV head is the fast index so that the CTAs of a small
+// plan's items spread over the SMs. A warp per head: at most 64 registers a thread (two CTAs of
+// kMaxDecodeGroup warps), four CTAs of Beam's six warps fit an SM (D = 128 keeps everything in
+// registers); two heads a warp keep the same thread budget per SM for their fewer warps; the
+// tensor-core layouts' CTAs per SM are set by their shared memory (decode_mma::Cta).
+template <int D, DecodeLayout kLayout>
+__global__ void __launch_bounds__(decode_max_threads(kLayout), decode_min_ctas(kLayout))
+    decode_kernel(DecodeParams p) {
+  static_assert(!is_mma(kLayout) || D == decode_mma::kDim,
+                "the tensor-core decode step serves head_dim 128");
   extern __shared__ float4 decode_smem[];
   __shared__ bool last;
-  float* q_s = reinterpret_cast<float*>(decode_smem);
-  auto* stages = reinterpret_cast<__nv_bfloat16*>(q_s + p.group * D);
+  float* q_s = reinterpret_cast<float*>(decode_smem);  // CUDA-core layouts
+  auto* stages = reinterpret_cast<__nv_bfloat16*>(q_s + (is_mma(kLayout) ? 0 : p.group * D));
+  // Tensor cores: the fold slots after the warps' rings.
+  float* fold_slots = reinterpret_cast<float*>(stages + decode_stage_floats(kLayout, D) * 2);
   const int kvh = static_cast<int>(blockIdx.x);
   const int slot = static_cast<int>(blockIdx.y), slots = static_cast<int>(gridDim.y);
   const char* base = reinterpret_cast<const char*>(p.plan);
@@ -497,7 +787,11 @@ __global__ void __launch_bounds__(kMaxDecodeGroup * 32 / HPW, 2) decode_kernel(D
     pdl_wait();
     for (int item = slot; item < hd.num_items; item += slots) {
       __syncthreads();  // every warp is done with q_s, the stages and `last` of the previous item
-      decode::run_item<D, HPW>(p, items + item, tables, kvh, q_s, stages, &last);
+      if constexpr (is_mma(kLayout)) {
+        decode::run_item_mma<kLayout>(p, items + item, tables, kvh, stages, fold_slots, &last);
+      } else {
+        decode::run_item<D, kLayout>(p, items + item, tables, kvh, q_s, stages, &last);
+      }
     }
   }
   const DecodePlanHeader hd = *p.plan;

@@ -14,7 +14,10 @@
 // folds the partials with the same fold_state() in the same order. The split grid of a row
 // depends only on its own visible keys, so a row's bits do not depend on whether its item was
 // split, on its tile of rows, on the kernel (attend or decode), or on the rest of the batch
-// (batch invariance and split/unsplit bit-identity).
+// (batch invariance and split/unsplit bit-identity). At head_dim 128 with G <= 8 the decode kernel
+// computes each split on tensor cores instead (attention_decode_mma.cuh: its own per-tile
+// arithmetic on the same split grid and fold), and such geometries send every row outside the
+// tensor-core prefill kernel to the decode kernel, which keeps these properties.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -2,11 +2,11 @@
 // sizes 4/16/64, sliding and full attention, batches mixing decode rows and prefill chunks,
 // kv_pos0 > 0 and positions near 10^6, unmapped (-1) blocks outside the window, decode batches of
 // 1 and 32 rows (the decode kernel, split rows combined by their last CTA), bit-identity of a row
-// between the decode kernel (split or not, a warp per q head or per two) and the chunk kernel
-// whatever the rest of the batch, the fixed-plan path of CUDA graphs (bit-identical to the eager
-// op, padding rows zeroed, graph replays of new batches; with the output gate fused,
-// bit-identical to the eager op + output_gate), and the tensor-core prefill kernel (chunks of
-// >= 64 rows) against the CPU and against decode rows.
+// between the decode kernel (split or not, in each warp layout) and the chunk kernel whatever the
+// rest of the batch, the fixed-plan path of CUDA graphs (bit-identical to the eager op, padding
+// rows zeroed, graph replays of new batches; with the output gate fused, bit-identical to the
+// eager op + output_gate), and the tensor-core prefill kernel (chunks of >= 64 rows) against the
+// CPU and against decode rows.
 #include "kernels/api/attention.h"
 
 #include "attention_batch.h"
@@ -379,24 +379,26 @@ TEST_F(AttentionCuda, SplitAndUnsplitRowsAreBitIdentical) {
   }
 }
 
-// From 32 decode rows a decode warp serves two q heads (one each below): a row's bits are the same
-// in a batch of 40 as alone, at Beam's heads (G = 6, sliding and full), D = 64 with G = 2 and
-// D = 256 with G = 8, with contexts from 1 key to several split groups.
+// The decode kernel's warp layouts give a row the same bits: alone (a warp per q head on CUDA
+// cores; four tensor-core warps) and in a batch of 72 (from 32 rows a CUDA-core warp serves two q
+// heads; from 64 the tensor-core kernel runs two-warp CTAs), at Beam's heads (G = 6, sliding and
+// full, tensor cores), D = 64 with G = 2 and D = 256 with G = 8 (CUDA cores), with contexts from 1
+// key to several split groups.
 TEST_F(AttentionCuda, DecodeWarpLayoutsAreBitIdentical) {
   BEAM_SKIP_UNLESS_OPTIMIZED();
-  std::vector<SeqSpec> batch40;
-  for (int64_t j = 0; j < 40; ++j) batch40.push_back({j % 3, 1 + (j * 733) % 5000, 1});
-  batch40[1] = {0, 1, 1};
-  batch40[2] = {0, 512, 1};
+  std::vector<SeqSpec> batch72;
+  for (int64_t j = 0; j < 72; ++j) batch72.push_back({j % 3, 1 + (j * 733) % 5000, 1});
+  batch72[1] = {0, 1, 1};
+  batch72[2] = {0, 512, 1};
   const Geometry geometries[] = {
       {48, 8, 128, 64, 512}, {48, 8, 128, 64, 0}, {16, 8, 64, 16, 0}, {16, 2, 256, 16, 0}};
   for (const Geometry& g : geometries) {
     SCOPED_TRACE(::testing::Message()
                  << "heads " << g.Nq << "/" << g.Nkv << " D " << g.D << " window " << g.window);
-    const Batch b = make_batch(g, batch40, 71);
+    const Batch b = make_batch(g, batch72, 71);
     const std::vector<AttentionSeq> seqs = b.seqs();
     const HostTensor all = run_gpu(b, seqs);
-    for (size_t i : {size_t{0}, size_t{1}, size_t{2}, size_t{17}, size_t{39}}) {
+    for (size_t i : {size_t{0}, size_t{1}, size_t{2}, size_t{17}, size_t{39}, size_t{71}}) {
       const HostTensor alone = run_gpu(b, {&seqs[i], 1});
       const int64_t row = seqs[i].q_begin;
       EXPECT_TRUE(test::bits_equal(alone.view.rows(row, 1), all.view.rows(row, 1)))

@@ -1,0 +1,247 @@
+// The tensor-core split step of the decode kernel (attention_decode.cuh) at head_dim 128 and
+// G <= 8 q heads per KV head: each warp of a CTA computes whole splits of a row's keys on its own,
+// streaming their 32-key K/V tiles through its own cp.async ring, so every K and V value crosses
+// shared memory once and feeds the tensor cores once.
+//
+// Per tile (fragment layouts are PTX's for mma.sync m16n8k16; lane t, r = t / 4, c = 2 (t % 4)):
+//   Sᵀ = K · Qᵀ   keys as the 16 mma rows (2 row tiles), the G heads as the 8 columns (zero
+//                 columns from G on), d as k (8 steps); K fragments by ldmatrix, Qᵀ fragments in
+//                 registers for the whole item.
+//   softmax       per head (a column: 4 values a lane, lanes t, t ^ 4, t ^ 8, t ^ 16 hold one
+//                 head's 32 keys), in fp32, on the accumulator fragments.
+//   Oᵀ += Vᵀ · Pᵀ  d as the 16 mma rows (8 row tiles), heads as columns, keys as k (2 steps); V
+//                 fragments by ldmatrix.trans, Pᵀ fragments from the softmax's accumulators by
+//                 movmatrix.trans, P as bf16 hi + lo (hi = bf16(p), lo = bf16(p - hi)): two mmas.
+// Numerics (the same instructions whatever the batch, the split layout or the warp, so a row's
+// bits depend on neither): s = fp32(k · q) summed by the tensor core, times scale; per tile
+// m' = max(m, max s), alpha = expf(m - m'), p = expf(s - m') (0 for masked keys), l = l * alpha +
+// the tile's sum of p (a lane's four in a fixed order, then xor-4, 8, 16 shuffles); o = o * alpha,
+// then o += Vᵀ · p_hi, o += Vᵀ · p_lo. Splits are folded with fold_state() in split order, as for
+// the CUDA-core tile.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/async_copy.cuh"
+#include "kernels/cuda/attention_kernels.cuh"
+#include "kernels/cuda/mma_sync.cuh"
+
+namespace beam::cuda::attention_detail::decode_mma {
+
+constexpr int kDim = 128;                     // the head_dim this step serves
+constexpr int kMaxGroup = 8;                  // q heads per KV head: the mma's n = 8 columns
+constexpr int kStages = 3;                    // tiles in each warp's ring
+constexpr int kDSteps = kDim / 16;            // k16 steps of k · q
+constexpr int kDTiles = kDim / 16;            // m16 row tiles of Oᵀ
+constexpr int kKeyTiles = kTile / 16;         // m16 row tiles of Sᵀ (= k16 steps of Vᵀ · Pᵀ)
+constexpr int kChunks = kDim / 8;             // 16-byte chunks of a K or V row
+constexpr int kTileElems = 2 * kTile * kDim;  // bf16 of one ring stage: K rows, then V rows
+// Fold slots: a warp's split state, [head][kSlotStride] accumulators (the 4-float pad spreads a
+// lane's stores over the banks), then (m, l) per head.
+constexpr int kSlotStride = kDim + 4;
+constexpr int kSlotFloats = kMaxGroup * kSlotStride + 2 * kMaxGroup;
+
+// A CTA of W warps computing splits side by side, each streaming its tiles through its own ring;
+// the CTAs an SM holds share its four schedulers' 4 warps (W = 4: one CTA, the shortest latency
+// for few rows; W = 2: two, so one CTA's item start and fold overlap the other's streaming).
+template <int W>
+struct Cta {
+  static constexpr int kWarps = W;
+  static constexpr int kCtasPerSm = 4 / W;
+  static constexpr int kRingElems = W * kStages * kTileElems;  // bf16 of the warps' rings
+  // Dynamic shared memory: the warps' rings, then their fold slots.
+  static constexpr size_t kSmemBytes =
+      sizeof(__nv_bfloat16) * kRingElems + sizeof(float) * W * kSlotFloats;
+  static_assert(kCtasPerSm * (kSmemBytes + 1024) <= 228 * 1024, "an H100/H200 SM's shared memory");
+  // Fold runs a thread keeps: the CTA's threads share G <= 8 heads x 16 runs of 8 dims.
+  static constexpr int kFoldsPerThread = kMaxGroup * kDim / 8 / (W * 32);
+  static_assert(kFoldsPerThread >= 1 && kMaxGroup * kDim / 8 % (W * 32) == 0);
+};
+
+// The running state of one split in one warp: this lane's (m, l) of heads c and c + 1, and its Oᵀ
+// fragments: o[i][0 / 1] = dim 16 i + r, heads c / c + 1; o[i][2 / 3] = dim 16 i + r + 8.
+struct State {
+  float m[2], l[2];
+  float o[kDTiles][4];
+  __device__ void reset() {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      m[h] = -INFINITY;
+      l[h] = 0.f;
+    }
+#pragma unroll
+    for (int i = 0; i < kDTiles; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  }
+};
+
+// Element offset of 16-byte chunk `chunk` of key row `key` in a K or V tile: chunks are swizzled
+// by the key's low three bits, so the eight rows an ldmatrix phase reads hit distinct banks.
+__device__ __forceinline__ int tile_offset(int key, int chunk) {
+  return key * kDim + ((chunk ^ (key & 7)) * 8);
+}
+
+// Queues this warp's copy of a 32-key tile into a ring stage (K rows, then V rows): `mine` is the
+// cache row ((block * block_size + offset) * Nkv + kvh) of the tile's key `lane`, or -1 for a key
+// to zero (outside the visible range or in an unmapped block; the step masks it).
+__device__ __forceinline__ void load_tile(const __nv_bfloat16* k_cache,
+                                          const __nv_bfloat16* v_cache, long long mine,
+                                          __nv_bfloat16* stage) {
+  const int lane = threadIdx.x % 32;
+  const int c = lane % kChunks;
+  constexpr int kKeysPerPass = 32 / kChunks;  // a lane per 16-byte chunk of a row
+#pragma unroll
+  for (int i = 0; i < kTile / kKeysPerPass; ++i) {
+    const int j = kKeysPerPass * i + lane / kChunks;
+    const long long row = __shfl_sync(0xffffffffu, mine, j);
+    const int64_t src = row >= 0 ? row * kDim + c * 8 : 0;
+    const int bytes = row >= 0 ? 16 : 0;
+    cp_async16(stage + tile_offset(j, c), k_cache + src, bytes);
+    cp_async16(stage + kTile * kDim + tile_offset(j, c), v_cache + src, bytes);
+  }
+}
+
+// Qᵀ as this lane's B fragments: column r = head kvh * G + r of `row` (zero from G on), rows
+// (dims) 16 k + c, + 1 and + 8, + 9.
+__device__ __forceinline__ void load_q(const __nv_bfloat16* q, int64_t row, int num_heads, int kvh,
+                                       int group, uint32_t (&qb)[kDSteps][2]) {
+  const int lane = threadIdx.x % 32, r = lane / 4, c = (lane % 4) * 2;
+  const __nv_bfloat16* src = q + (row * num_heads + int64_t{kvh} * group + r) * kDim + c;
+#pragma unroll
+  for (int k = 0; k < kDSteps; ++k) {
+    qb[k][0] = r < group ? *reinterpret_cast<const uint32_t*>(src + 16 * k) : 0u;
+    qb[k][1] = r < group ? *reinterpret_cast<const uint32_t*>(src + 16 * k + 8) : 0u;
+  }
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&a)[4], const __nv_bfloat16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+               : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&a)[4], const __nv_bfloat16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+               : "r"(smem_u32(p)));
+}
+// The 8 x 8 bf16 matrix whose standard fragment this lane holds, transposed (its fragment).
+__device__ __forceinline__ uint32_t transpose8x8(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+// Two floats as bf16 (x in the low half).
+__device__ __forceinline__ uint32_t pack_bf16(float x, float y) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+// The rounding error of pack_bf16(x, y), as bf16.
+__device__ __forceinline__ uint32_t pack_bf16_lo(float x, float y, uint32_t hi) {
+  const __nv_bfloat162 h = *reinterpret_cast<const __nv_bfloat162*>(&hi);
+  return pack_bf16(__fsub_rn(x, __low2float(h)), __fsub_rn(y, __high2float(h)));
+}
+
+// One online-softmax step of a split over the tile at t0 in ring stage `stage` (swizzled K rows,
+// then V rows) for keys [lo, hi], at least one of them in the tile.
+__device__ __forceinline__ void tile_step(float scale, const uint32_t (&qb)[kDSteps][2],
+                                          const __nv_bfloat16* stage, int t0, int lo, int hi,
+                                          State& st) {
+  const int lane = threadIdx.x % 32, r = lane / 4;
+  const __nv_bfloat16* k_s = stage;
+  const __nv_bfloat16* v_s = stage + kTile * kDim;
+  // Sᵀ: s[i][0 / 1] = key 16 i + r, heads c / c + 1; s[i][2 / 3] = key 16 i + r + 8.
+  float s[kKeyTiles][4];
+#pragma unroll
+  for (int i = 0; i < kKeyTiles; ++i) {
+    s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+    const int key = 16 * i + lane % 8 + 8 * (lane / 8 % 2);  // this lane's ldmatrix row
+#pragma unroll
+    for (int k = 0; k < kDSteps; ++k) {
+      uint32_t a[4];
+      ldmatrix_x4(a, k_s + tile_offset(key, 2 * k + lane / 16));
+      mma_bf16(s[i], a[0], a[1], a[2], a[3], qb[k][0], qb[k][1]);
+    }
+  }
+  // s becomes p in place; per head h of the lane's two (column c + h).
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kKeyTiles; ++i) {
+#pragma unroll
+      for (int e = h; e < 4; e += 2) {
+        const int key = t0 + 16 * i + r + 8 * (e / 2);
+        const float v = key >= lo && key <= hi ? __fmul_rn(s[i][e], scale) : -INFINITY;
+        s[i][e] = v;
+        mx = fmaxf(mx, v);
+      }
+    }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+    const float new_m = fmaxf(st.m[h], mx);               // finite: a key of the tile is visible
+    const float alpha = expf(__fsub_rn(st.m[h], new_m));  // 0 on the first step (m = -inf)
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < kKeyTiles; ++i) {
+#pragma unroll
+      for (int e = h; e < 4; e += 2) {
+        const float v = s[i][e];
+        s[i][e] = v == -INFINITY ? 0.f : expf(__fsub_rn(v, new_m));
+        sum = __fadd_rn(sum, s[i][e]);
+      }
+    }
+    sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, 4));
+    sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, 8));
+    sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, 16));
+    st.l[h] = __fmaf_rn(st.l[h], alpha, sum);
+    st.m[h] = new_m;
+#pragma unroll
+    for (int i = 0; i < kDTiles; ++i) {
+      st.o[i][h] = __fmul_rn(st.o[i][h], alpha);
+      st.o[i][h + 2] = __fmul_rn(st.o[i][h + 2], alpha);
+    }
+  }
+  // Oᵀ += Vᵀ · Pᵀ over the tile's two k16 steps of keys; key step i's Pᵀ fragment is the
+  // transpose of Sᵀ row tile i's 8 x 8 blocks (keys r and r + 8).
+#pragma unroll
+  for (int i = 0; i < kKeyTiles; ++i) {
+    const uint32_t hi0 = pack_bf16(s[i][0], s[i][1]), hi1 = pack_bf16(s[i][2], s[i][3]);
+    const uint32_t lo0 = pack_bf16_lo(s[i][0], s[i][1], hi0);
+    const uint32_t lo1 = pack_bf16_lo(s[i][2], s[i][3], hi1);
+    const uint32_t bh0 = transpose8x8(hi0), bh1 = transpose8x8(hi1);
+    const uint32_t bl0 = transpose8x8(lo0), bl1 = transpose8x8(lo1);
+    // ldmatrix.trans rows: matrix q = lane / 8 holds keys 16 i + 8 (q / 2) + lane % 8, dims of
+    // chunk 2 d + q % 2.
+    const int key = 16 * i + lane % 8 + 8 * (lane / 16);
+#pragma unroll
+    for (int d = 0; d < kDTiles; ++d) {
+      uint32_t a[4];
+      ldmatrix_x4_trans(a, v_s + tile_offset(key, 2 * d + lane / 8 % 2));
+      mma_bf16(st.o[d], a[0], a[1], a[2], a[3], bh0, bh1);
+      mma_bf16(st.o[d], a[0], a[1], a[2], a[3], bl0, bl1);
+    }
+  }
+}
+
+// Writes this lane's part of a split state to a fold slot ([head][kSlotStride], then (m, l)).
+__device__ __forceinline__ void store_slot(float* slot, const State& st) {
+  const int lane = threadIdx.x % 32, r = lane / 4, c = (lane % 4) * 2;
+#pragma unroll
+  for (int i = 0; i < kDTiles; ++i) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      slot[(c + e % 2) * kSlotStride + 16 * i + r + 8 * (e / 2)] = st.o[i][e];
+  }
+  if (r == 0) {
+    float* ml = slot + kMaxGroup * kSlotStride;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      ml[2 * (c + h)] = st.m[h];
+      ml[2 * (c + h) + 1] = st.l[h];
+    }
+  }
+}
+
+}  // namespace beam::cuda::attention_detail::decode_mma
