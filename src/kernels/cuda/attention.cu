@@ -284,18 +284,21 @@ int64_t decode_parallel_splits(ad::DecodeLayout layout) {
 
 // Items of about total tiles / slots 32-key tiles each (at least `parallel` splits, the splits a
 // CTA computes side by side, each warp about total tiles / (slots * parallel)): a row whose splits
-// need more items than one becomes a combine group (records for its later splits), balanced
-// within the row. Items go longest first, so the tail of the grid is short.
+// need more items than one becomes a combine group (records for its later fold groups of `fold`
+// splits; items start on fold-group boundaries), balanced within the row. Items go longest
+// first, so the tail of the grid is short.
 void plan_decode(const std::vector<DecodeRow>& rows, const Geometry& g, int64_t slots,
-                 int64_t parallel, Plan& plan) {
+                 int64_t parallel, int64_t fold, Plan& plan) {
   int64_t total_tiles = 0;
   for (const DecodeRow& r : rows) total_tiles += r.splits * (r.split / ad::kTile);
   const int64_t target = ceil_div(total_tiles, slots * parallel);  // tiles per warp
   std::vector<std::pair<int64_t, ad::DecodeItem>> items;  // (tiles, item)
   for (const DecodeRow& r : rows) {
     const int64_t tiles_per_split = r.split / ad::kTile;
-    const int64_t n = ceil_div(r.splits, parallel * std::max<int64_t>(1, target / tiles_per_split));
-    const int64_t per_item = ceil_div(r.splits, n);
+    const int64_t wanted =
+        ceil_div(r.splits, parallel * std::max<int64_t>(1, target / tiles_per_split));
+    const int64_t per_item = ceil_div(ceil_div(r.splits, wanted), fold) * fold;
+    const int64_t n = ceil_div(r.splits, per_item);
     ad::DecodeItem it{};
     it.row = static_cast<int32_t>(r.row);
     it.table = static_cast<int32_t>(r.table);
@@ -306,10 +309,10 @@ void plan_decode(const std::vector<DecodeRow>& rows, const Geometry& g, int64_t 
     it.group = -1;
     it.num_items = static_cast<int32_t>(n);
     it.first_count = static_cast<int32_t>(per_item);
-    if (n > 1) {  // records: the first item's prefix, then the later splits
+    if (n > 1) {  // records: the first item's prefix, then the later fold groups
       it.group = static_cast<int32_t>(plan.decode_groups++);
       it.record = static_cast<int32_t>(plan.records);
-      plan.records += (r.splits - per_item + 1) * g.num_heads;
+      plan.records += (ceil_div(r.splits, fold) - per_item / fold + 1) * g.num_heads;
       BEAM_CHECK(plan.records < (int64_t{1} << 31) && plan.decode_groups < (int64_t{1} << 31))
           << "paged_attention: too many split records";
     }
@@ -585,7 +588,8 @@ Plan make_plan(CudaContext& ctx, std::span<const AttentionSeq> seqs, const Geome
       decode_layout(g, layout_rows > 0 ? layout_rows : static_cast<int64_t>(decode.size()));
   if (!decode.empty())
     plan_decode(decode, g, decode_slots(ctx, g, plan.decode_layout),
-                decode_parallel_splits(plan.decode_layout), plan);
+                decode_parallel_splits(plan.decode_layout), ad::fold_splits(plan.decode_layout),
+                plan);
   return plan;
 }
 

@@ -49,7 +49,8 @@ constexpr int kMaxDecodeGroup = 16;  // q heads per KV head the decode kernel se
 // first split (lo / split_keys). group < 0: the item covers the whole row and writes out.
 // Otherwise it is one of num_items items of combine group `group`, whose records for q head h
 // are record + i * Nq + h: i = 0 the first item's folded prefix (splits [0, first_count)), then
-// i = j - first_count + 1 the state of split j >= first_count.
+// i = j / F - first_count / F + 1 the state of fold group j / F for the splits j >= first_count,
+// F = fold_splits(layout) (items start on fold-group boundaries).
 struct alignas(16) DecodeItem {
   int32_t row;     // query row of q and out
   int32_t table;   // offset of the sequence's block table in the plan's tables
@@ -95,12 +96,23 @@ enum class DecodeLayout {
   kMmaFourWarps,     // head_dim 128, G <= 8: decode_mma::Cta<4>, one CTA an SM (few rows)
   kMmaTwoWarps,      // the same as decode_mma::Cta<2>, two CTAs an SM (many rows)
 };
+// Splits a CTA folds into one state before they meet the row's other states: a row's state is the
+// fold, in order, of the states of its consecutive groups of F splits, each the fold of its
+// splits in order (F = 1: of its splits). The tensor-core layouts fold four (their CTAs compute
+// splits side by side and fold them through shared memory anyway), so a split row's later items
+// write a record per four splits; CUDA-core CTAs one per split (their split states in registers
+// match the attend kernel's).
+constexpr int kMmaFoldSplits = 4;
+
 // Warps of a tensor-core layout's CTA (0: a CUDA-core layout).
 constexpr int mma_warps(DecodeLayout layout) {
   return layout == DecodeLayout::kMmaFourWarps ? 4 : layout == DecodeLayout::kMmaTwoWarps ? 2 : 0;
 }
 constexpr bool is_mma(DecodeLayout layout) {
   return mma_warps(layout) > 0;
+}
+constexpr int fold_splits(DecodeLayout layout) {
+  return is_mma(layout) ? kMmaFoldSplits : 1;
 }
 constexpr int decode_warps(DecodeLayout layout, int group) {
   return layout == DecodeLayout::kHeadPerWarp       ? group
@@ -251,10 +263,13 @@ __device__ __forceinline__ void write_out(const DecodeParams& p, int32_t row, in
   }
 }
 
-// Record of q head h for split j of the item's group (j = first_count - 1: the prefix).
+// Record of q head h for split j's fold group of the item's group (j = first_count - 1: the
+// prefix).
+template <DecodeLayout kLayout>
 __device__ __forceinline__ int64_t record_of(const DecodeParams& p, const DecodeItem* it, int j,
                                              int h) {
-  return it->record + int64_t{j - it->first_count + 1} * p.num_heads + h;
+  constexpr int F = fold_splits(kLayout);
+  return it->record + int64_t{j / F - it->first_count / F + 1} * p.num_heads + h;
 }
 
 // This lane's DPL consecutive floats from shared memory (16- or 8-byte aligned).
@@ -368,7 +383,8 @@ __device__ void combine(const DecodeParams& p, const DecodeItem* it, int kvh, fl
   const int per_record = G * (D + 4);  // accumulators [G][D], then (m, l) / weights [G][4]
   const int chunk = kBufFloats / per_record;
   const int64_t first = it->record + int64_t{kvh} * G;  // record 0 of the CTA's first q head
-  const int n = it->num_splits - it->first_count + 1;
+  constexpr int F = fold_splits(kLayout);
+  const int n = (it->num_splits + F - 1) / F - it->first_count / F + 1;
   RowState<DPL> total[kHeads];
   float run[kHeads];  // running max of the records folded so far
 #pragma unroll
@@ -527,7 +543,7 @@ __device__ void run_item(const DecodeParams& p, const DecodeItem* it, const int3
         if (keys.split0 == 0) {
           total[hh].fold(cur[hh]);
         } else {
-          store_record<D>(p, record_of(p, it, keys.split_of(i), h0 + hh), cur[hh]);
+          store_record<D>(p, record_of<kLayout>(p, it, keys.split_of(i), h0 + hh), cur[hh]);
         }
         cur[hh].reset();
       }
@@ -543,34 +559,21 @@ __device__ void run_item(const DecodeParams& p, const DecodeItem* it, const int3
   if (keys.split0 == 0) {
 #pragma unroll
     for (int hh = 0; hh < HPW; ++hh)
-      store_record<D>(p, record_of(p, it, it->first_count - 1, h0 + hh), total[hh]);
+      store_record<D>(p, record_of<kLayout>(p, it, it->first_count - 1, h0 + hh), total[hh]);
   }
   finish_group<D, kLayout>(p, it, kvh, stages, last);
 }
 
-// This lane's part of the records of split js (counted from the row's first split) of the two q
-// heads kvh * G + c, + 1 it holds (those below G): its Oᵀ fragments and, from lanes 0-3, (m, l).
-__device__ __forceinline__ void store_mma_records(const DecodeParams& p, const DecodeItem* it,
-                                                  int js, int kvh, const decode_mma::State& st) {
-  namespace dm = decode_mma;
-  const int lane = threadIdx.x % 32, r = lane / 4, c = (lane % 4) * 2;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    if (c + h >= p.group) continue;
-    const int64_t rec = record_of(p, it, js, kvh * p.group + c + h);
-    float* acc = p.part_acc + rec * dm::kDim + r;
-#pragma unroll
-    for (int i = 0; i < dm::kDTiles; ++i) {
-      acc[16 * i] = st.o[i][h];
-      acc[16 * i + 8] = st.o[i][h + 2];
-    }
-    if (r == 0) *reinterpret_cast<float2*>(p.part_ml + rec * 2) = make_float2(st.m[h], st.l[h]);
-  }
-}
-
-// The running fold of one q head's splits over 8 dims [d0, d0 + 8), kept by one thread.
+// The running fold of one q head's states over 8 dims [d0, d0 + 8), kept by one thread.
 struct FoldRun {
   float m = -INFINITY, l = 0.f, acc[8] = {};
+  // this = fold(this, s) (RowState::fold's operations; skipped when s saw no key).
+  __device__ void fold(const FoldRun& s) {
+    if (s.m == -INFINITY) return;
+    const FoldWeights w = fold_state(m, l, s.m, s.l);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[i] = fold_acc(acc[i], s.acc[i], w);
+  }
   // this = fold(this, the split state in `slot`) (RowState::fold's operations).
   __device__ void fold(const float* slot, int head, int d0) {
     const float* ml = slot + decode_mma::kMaxGroup * decode_mma::kSlotStride + 2 * head;
@@ -619,10 +622,12 @@ __device__ __forceinline__ void write_out8(const DecodeParams& p, int32_t row, i
 // One item for KV head kvh on tensor cores (decode_mma): warp w computes the item's splits w,
 // w + W, ... one after the other, its tiles streaming through its own ring (the next split's first
 // tiles load during the current split's last; each tile's block-table entries are read one tile
-// before its copies are queued, so no warp waits on the table). The group's first item (or a
-// whole row) folds the splits in order, W at a time, through the fold slots: fold run f of the
-// CTA (threads t, t + 32 W, ...) folds q head f / 16 over dims 8 (f % 16) + [0, 8); the other
-// items store each split as a record.
+// before its copies are queued, so no warp waits on the table). The CTA folds the splits in
+// order, W at a time, through the fold slots into the state of their fold group (kMmaFoldSplits
+// splits; the item starts on a group boundary): fold run f of the CTA (threads t, t + 32 W, ...)
+// folds q head f / 16 over dims 8 (f % 16) + [0, 8). The group's first item (or a whole row)
+// folds its fold groups' states into its prefix (or the row); the other items store each fold
+// group's state as a record.
 template <DecodeLayout kLayout>
 __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const int32_t* tables,
                              int kvh, __nv_bfloat16* rings, float* slots, bool* last) {
@@ -677,8 +682,18 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
   }
   uint32_t qb[dm::kDSteps][2];
   dm::load_q(p.q, it->row, p.num_heads, kvh, p.group, qb);
-  const bool folds = keys.split0 == 0;  // the row's first splits: folded here
-  FoldRun run[Cta::kFoldsPerThread];
+  constexpr int F = fold_splits(kLayout);
+  static_assert(F % W == 0, "a round of W splits lies in one fold group");
+  const bool prefix = keys.split0 == 0;  // the row's first splits: folded here
+  FoldRun group_run[Cta::kFoldsPerThread], total[Cta::kFoldsPerThread];
+  // Stores a fold run as the record of the fold group holding split j (of the row).
+  const auto store = [&](const FoldRun& f, int j, int head, int d0) {
+    const int64_t rec = record_of<kLayout>(p, it, j, kvh * p.group + head);
+    float* acc = p.part_acc + rec * dm::kDim + d0;
+    *reinterpret_cast<float4*>(acc) = make_float4(f.acc[0], f.acc[1], f.acc[2], f.acc[3]);
+    *reinterpret_cast<float4*>(acc + 4) = make_float4(f.acc[4], f.acc[5], f.acc[6], f.acc[7]);
+    if (d0 == 0) *reinterpret_cast<float2*>(p.part_ml + rec * 2) = make_float2(f.m, f.l);
+  };
   int tile = 0;  // tiles of this warp consumed
   for (int j0 = 0; j0 < n; j0 += W) {
     const int j = j0 + warp;
@@ -698,43 +713,39 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
         dm::tile_step(p.scale, qb, ring + tile % dm::kStages * dm::kTileElems, cur.t0, keys.a,
                       keys.b, st);
       }
-      if (folds) {
-        dm::store_slot(slots + warp * dm::kSlotFloats, st);
-      } else {
-        store_mma_records(p, it, keys.split0 + j, kvh, st);
-      }
+      dm::store_slot(slots + warp * dm::kSlotFloats, st);
     }
-    if (folds) {
-      __syncthreads();  // the round's slots are written
-#pragma unroll
-      for (int f = 0; f < Cta::kFoldsPerThread; ++f) {
-        const int run_index = threadIdx.x + f * W * 32, head = run_index / 16;
-        if (head >= p.group) continue;
-        for (int w = 0; w < min(W, n - j0); ++w)
-          run[f].fold(slots + w * dm::kSlotFloats, head, run_index % 16 * 8);
-      }
-      __syncthreads();  // the slots are free for the next round
-    }
-  }
-  cp_async_wait<0>();  // no copy may land in a ring the next item reuses
-  if (folds) {
+    __syncthreads();  // the round's slots are written
+    const bool group_ends = (j0 + W) % F == 0 || j0 + W >= n;
 #pragma unroll
     for (int f = 0; f < Cta::kFoldsPerThread; ++f) {
       const int run_index = threadIdx.x + f * W * 32, head = run_index / 16,
                 d0 = run_index % 16 * 8;
       if (head >= p.group) continue;
-      const int h = kvh * p.group + head;
-      if (it->group < 0) {
-        write_out8(p, it->row, h, d0, run[f]);
-        continue;
+      for (int w = 0; w < min(W, n - j0); ++w)
+        group_run[f].fold(slots + w * dm::kSlotFloats, head, d0);
+      if (!group_ends) continue;
+      if (prefix) {
+        total[f].fold(group_run[f]);
+      } else {
+        store(group_run[f], keys.split0 + j0, head, d0);
       }
-      const int64_t rec = record_of(p, it, it->first_count - 1, h);
-      float* acc = p.part_acc + rec * dm::kDim + d0;
-      const float* a = run[f].acc;
-      *reinterpret_cast<float4*>(acc) = make_float4(a[0], a[1], a[2], a[3]);
-      *reinterpret_cast<float4*>(acc + 4) = make_float4(a[4], a[5], a[6], a[7]);
-      if (d0 == 0)
-        *reinterpret_cast<float2*>(p.part_ml + rec * 2) = make_float2(run[f].m, run[f].l);
+      group_run[f] = FoldRun{};
+    }
+    __syncthreads();  // the slots are free for the next round
+  }
+  cp_async_wait<0>();  // no copy may land in a ring the next item reuses
+  if (prefix) {
+#pragma unroll
+    for (int f = 0; f < Cta::kFoldsPerThread; ++f) {
+      const int run_index = threadIdx.x + f * W * 32, head = run_index / 16,
+                d0 = run_index % 16 * 8;
+      if (head >= p.group) continue;
+      if (it->group < 0) {
+        write_out8(p, it->row, kvh * p.group + head, d0, total[f]);
+      } else {
+        store(total[f], it->first_count - 1, head, d0);
+      }
     }
   }
   if (it->group < 0) return;
