@@ -31,7 +31,10 @@ struct AttentionSeq {
 
 // q: [T, Nq, D] bf16, out: [T, Nq, D] bf16. Query at position p sees keys at positions p' with
 // p' <= p and, when window > 0, p - p' < window. scale = 1/sqrt(D). Head h reads KV head
-// h / (Nq / Nkv). ctx.attention_probs: how P enters P·V (kernels/api/context.h).
+// h / (Nq / Nkv). ctx.attention_probs: how P enters P·V (kernels/api/context.h). On the GPU the
+// op may read a sequence's keys before its first query position (kv slots below q_pos0 -
+// kv_pos0) while the kernel queued right before it still runs: that kernel may write only the
+// query positions' keys (as the step's KV store does), never older ones.
 void paged_attention(const KernelContext& ctx, const TensorView& q, const PagedKv& kv,
                      std::span<const AttentionSeq> seqs, int64_t window, const TensorView& out);
 

@@ -101,10 +101,11 @@ struct Tile {
   }
 };
 
-// A decode row before the split decision: its visible logical slots [lo, hi], split size and
-// number of splits on the slot grid.
+// A decode row before the split decision: its visible logical slots [lo, hi], the first slot this
+// step writes (its sequence's first query position), split size and number of splits on the slot
+// grid.
 struct DecodeRow {
-  int64_t row, table, lo, hi, split, splits;
+  int64_t row, table, lo, hi, fresh, split, splits;
 };
 
 struct Plan {
@@ -156,7 +157,7 @@ DecodeRow decode_row(const AttentionSeq& s, int64_t r, const Geometry& g, int64_
   const int64_t hi = s.q_pos0 + r - s.kv_pos0;
   const int64_t lo = g.window > 0 ? std::max<int64_t>(0, hi - g.window + 1) : 0;
   const int64_t split = ad::split_keys(hi - lo + 1);
-  return {s.q_begin + r, table, lo, hi, split, hi / split - lo / split + 1};
+  return {s.q_begin + r, table, lo, hi, s.q_pos0 - s.kv_pos0, split, hi / split - lo / split + 1};
 }
 
 // Sequence descriptors, concatenated tables and the tiles of query rows. Sequences of at least
@@ -304,6 +305,7 @@ void plan_decode(const std::vector<DecodeRow>& rows, const Geometry& g, int64_t 
     it.table = static_cast<int32_t>(r.table);
     it.lo = static_cast<int32_t>(r.lo);
     it.hi = static_cast<int32_t>(r.hi);
+    it.fresh = static_cast<int32_t>(r.fresh);
     it.split_keys = static_cast<int32_t>(r.split);
     it.num_splits = static_cast<int32_t>(r.splits);
     it.group = -1;

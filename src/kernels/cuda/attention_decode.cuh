@@ -55,6 +55,7 @@ struct alignas(16) DecodeItem {
   int32_t row;     // query row of q and out
   int32_t table;   // offset of the sequence's block table in the plan's tables
   int32_t lo, hi;  // logical slots visible to the row
+  int32_t fresh;   // the first slot the launch's predecessors write (keys of this step)
   int32_t split_keys, num_splits;
   int32_t split0, count;
   int32_t group, num_items, first_count, record;
@@ -630,7 +631,8 @@ __device__ __forceinline__ void write_out8(const DecodeParams& p, int32_t row, i
 // group's state as a record.
 template <DecodeLayout kLayout>
 __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const int32_t* tables,
-                             int kvh, __nv_bfloat16* rings, float* slots, bool* last) {
+                             int kvh, __nv_bfloat16* rings, float* slots, bool* last,
+                             bool& waited) {
   namespace dm = decode_mma;
   constexpr int W = mma_warps(kLayout);
   using Cta = dm::Cta<W>;
@@ -668,6 +670,9 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
     return (block * p.block_size + offset) * p.num_kv_heads + kvh;
   };
   __nv_bfloat16* ring = rings + warp * dm::kStages * dm::kTileElems;
+  // The first stages' tiles. Before the CTA's griddepcontrol.wait only keys older than `fresh`
+  // (written before the predecessor kernel started) are copied; the wait's own keys follow it.
+  const int before_wait = waited ? INT32_MAX : it->fresh;
   Cursor load = start(warp);  // the next tile to queue, and its entry
   int64_t entry = lookup(load);
   for (int s = 0; s < dm::kStages - 1; ++s) {
@@ -675,10 +680,21 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
     if (load.j < n) advance(next);
     const int64_t next_entry = lookup(next);
     if (load.j < n)
-      dm::load_tile(p.k_cache, p.v_cache, row_of(load, entry), ring + s * dm::kTileElems);
+      dm::load_tile(p.k_cache, p.v_cache, row_of(load, entry), ring + s * dm::kTileElems,
+                    before_wait - load.t0);
     cp_async_commit();
     load = next;
     entry = next_entry;
+  }
+  if (!waited) {
+    pdl_wait();
+    waited = true;
+    Cursor c = start(warp);
+    for (int s = 0; s < dm::kStages - 1 && c.j < n; ++s, advance(c)) {
+      if (c.t0 + kTile > before_wait)
+        dm::copy_keys_from(p.k_cache, p.v_cache, row_of(c, lookup(c)), before_wait - c.t0,
+                           ring + s * dm::kTileElems);
+    }
   }
   uint32_t qb[dm::kDSteps][2];
   dm::load_q(p.q, it->row, p.num_heads, kvh, p.group, qb);
@@ -794,16 +810,23 @@ __global__ void __launch_bounds__(decode_max_threads(kLayout), decode_min_ctas(k
     const DecodePlanHeader hd = *p.plan;
     const auto* tables = reinterpret_cast<const int32_t*>(base + hd.tables);
     // Launched as a programmatic dependent of the q/k norm + KV store: the plan (uploaded before
-    // that kernel) is read above while it runs; q, the new keys and values only after this wait.
-    pdl_wait();
+    // that kernel) is read above while it runs; q, the new keys and values only after the wait
+    // (on tensor cores the first item queues its older keys' copies first).
+    bool waited = false;
+    if constexpr (!is_mma(kLayout)) {
+      pdl_wait();
+      waited = true;
+    }
     for (int item = slot; item < hd.num_items; item += slots) {
       __syncthreads();  // every warp is done with q_s, the stages and `last` of the previous item
       if constexpr (is_mma(kLayout)) {
-        decode::run_item_mma<kLayout>(p, items + item, tables, kvh, stages, fold_slots, &last);
+        decode::run_item_mma<kLayout>(p, items + item, tables, kvh, stages, fold_slots, &last,
+                                      waited);
       } else {
         decode::run_item<D, kLayout>(p, items + item, tables, kvh, q_s, stages, &last);
       }
     }
+    if (!waited) pdl_wait();  // before the zero rows: out may be read by earlier kernels
   }
   const DecodePlanHeader hd = *p.plan;
   const auto* zero_rows = reinterpret_cast<const int32_t*>(base + hd.zero);

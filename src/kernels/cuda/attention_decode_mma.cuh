@@ -84,10 +84,11 @@ __device__ __forceinline__ int tile_offset(int key, int chunk) {
 
 // Queues this warp's copy of a 32-key tile into a ring stage (K rows, then V rows): `mine` is the
 // cache row ((block * block_size + offset) * Nkv + kvh) of the tile's key `lane`, or -1 for a key
-// to zero (outside the visible range or in an unmapped block; the step masks it).
+// to zero (outside the visible range or in an unmapped block; the step masks it). Keys from
+// `below` on (tile-relative) are left to copy_keys_from().
 __device__ __forceinline__ void load_tile(const __nv_bfloat16* k_cache,
                                           const __nv_bfloat16* v_cache, long long mine,
-                                          __nv_bfloat16* stage) {
+                                          __nv_bfloat16* stage, int below = kTile) {
   const int lane = threadIdx.x % 32;
   const int c = lane % kChunks;
   constexpr int kKeysPerPass = 32 / kChunks;  // a lane per 16-byte chunk of a row
@@ -95,10 +96,29 @@ __device__ __forceinline__ void load_tile(const __nv_bfloat16* k_cache,
   for (int i = 0; i < kTile / kKeysPerPass; ++i) {
     const int j = kKeysPerPass * i + lane / kChunks;
     const long long row = __shfl_sync(0xffffffffu, mine, j);
+    if (j >= below) continue;
     const int64_t src = row >= 0 ? row * kDim + c * 8 : 0;
     const int bytes = row >= 0 ? 16 : 0;
     cp_async16(stage + tile_offset(j, c), k_cache + src, bytes);
     cp_async16(stage + kTile * kDim + tile_offset(j, c), v_cache + src, bytes);
+  }
+}
+
+// Copies (or zeroes, for `mine` = -1) the K and V rows of the tile's keys from `from` on
+// (tile-relative) into a ring stage with plain loads and stores: lane j its key j's rows.
+__device__ __forceinline__ void copy_keys_from(const __nv_bfloat16* k_cache,
+                                               const __nv_bfloat16* v_cache, long long mine,
+                                               int from, __nv_bfloat16* stage) {
+  const int lane = threadIdx.x % 32;
+  if (lane < from) return;
+  const uint4* k = reinterpret_cast<const uint4*>(k_cache + (mine >= 0 ? mine : 0) * kDim);
+  const uint4* v = reinterpret_cast<const uint4*>(v_cache + (mine >= 0 ? mine : 0) * kDim);
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    *reinterpret_cast<uint4*>(stage + tile_offset(lane, c)) = mine >= 0 ? __ldcg(k + c) : zero;
+    *reinterpret_cast<uint4*>(stage + kTile * kDim + tile_offset(lane, c)) =
+        mine >= 0 ? __ldcg(v + c) : zero;
   }
 }
 
