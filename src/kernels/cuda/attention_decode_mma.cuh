@@ -16,8 +16,8 @@
 // bits depend on neither): s = fp32(k · q) summed by the tensor core, times scale; per tile
 // m' = max(m, max s), alpha = expf(m - m'), p = expf(s - m') (0 for masked keys), l = l * alpha +
 // the tile's sum of p (a lane's four in a fixed order, then xor-4, 8, 16 shuffles); o = o * alpha,
-// then o += Vᵀ · p_hi, o += Vᵀ · p_lo. Splits are folded with fold_state() in split order, as for
-// the CUDA-core tile.
+// then o += Vᵀ · p_hi, o += Vᵀ · p_lo. Splits are folded with fold_state() in split order within
+// groups of kMmaFoldSplits, the groups' states in order (attention_decode.cuh's fold_splits).
 #pragma once
 
 #include <cuda_bf16.h>
