@@ -233,9 +233,19 @@ Status bench_attention_case(KernelBench& kb, const BeamConfig& c, AttentionKind 
   return ok_status();
 }
 
+// Decode rows of each batch at `context` keys; with chunk_rows > 0 a prefill chunk of that many
+// rows ending at `context` keys (chunked prefill's tail, speculative verification); with prefill >
+// 0 a prompt of that many tokens.
 Status bench_attention(KernelBench& kb, const BeamConfig& c, const std::vector<int64_t>& batches,
-                       int64_t context, int64_t prefill) {
+                       int64_t context, int64_t chunk_rows, int64_t prefill) {
   const AttentionProbs probs = kb.ctx().attention_probs;
+  if (chunk_rows > 0) {
+    const std::string t = " T=" + std::to_string(chunk_rows) + " ctx=" + std::to_string(context);
+    BEAM_RETURN_IF_ERROR(bench_attention_case(kb, c, AttentionKind::kSliding, 1, chunk_rows,
+                                              context, probs, "attention chunk sliding" + t));
+    BEAM_RETURN_IF_ERROR(bench_attention_case(kb, c, AttentionKind::kFull, 1, chunk_rows, context,
+                                              probs, "attention chunk full" + t));
+  }
   for (int64_t b : batches) {
     BEAM_RETURN_IF_ERROR(bench_attention_case(
         kb, c, AttentionKind::kSliding, b, 1, context, probs,
@@ -263,18 +273,20 @@ Status bench_attention(KernelBench& kb, const BeamConfig& c, const std::vector<i
 
 int bench_kernels(int argc, char** argv) {
   auto flags = bench_common_flags();
-  flags.insert({"batches", "context", "prefill-tokens", "reps"});
+  flags.insert({"batches", "context", "chunk-rows", "prefill-tokens", "reps"});
   auto args = Args::parse(argc, argv, flags, bench_common_bool_flags());
   if (!args.ok()) return bench_fail(args.error().message);
   auto batches = Args::parse_int_list("batches", args->get_or("batches", "1,32,128"));
   auto context = args->get_int("context", 512);
   auto prefill = args->get_int("prefill-tokens", 8192);
+  auto chunk_rows = args->get_int("chunk-rows", 0);
   auto reps = args->get_int("reps", 20);
-  for (const auto* e : {&context, &prefill, &reps})
+  for (const auto* e : {&context, &chunk_rows, &prefill, &reps})
     if (!e->ok()) return bench_fail(e->error().message);
   if (!batches.ok()) return bench_fail(batches.error().message);
-  if (*reps < 1 || *context < 1 || *prefill < 0)
-    return bench_fail("--reps, --context must be >= 1, --prefill-tokens >= 0");
+  if (*reps < 1 || *context < 1 || *prefill < 0 || *chunk_rows < 0 || *chunk_rows > *context)
+    return bench_fail(
+        "--reps, --context must be >= 1, --prefill-tokens >= 0, --chunk-rows in [0, --context]");
   auto config = slice_config_from_args(*args, 6);
   if (!config.ok()) return bench_fail(config.error().message);
   auto dev = open_bench_device(*args);
@@ -285,7 +297,7 @@ int bench_kernels(int argc, char** argv) {
   std::vector<int64_t> moe_sizes = *batches;
   if (*prefill > 0) moe_sizes.push_back(*prefill);
   if (st.ok() && config->num_experts > 0) st = bench_moe(kb, *config, moe_sizes);
-  if (st.ok()) st = bench_attention(kb, *config, *batches, *context, *prefill);
+  if (st.ok()) st = bench_attention(kb, *config, *batches, *context, *chunk_rows, *prefill);
   if (!st.ok()) return bench_fail(st.error().message);
   nlohmann::json report =
       report_header("kernels", *args, (*dev)->ctx, *config, command_line("kernels", argc, argv));
