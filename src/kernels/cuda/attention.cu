@@ -273,7 +273,7 @@ ad::DecodeLayout decode_layout(const Geometry& g, int64_t rows) {
 
 // Decode CTA slots per KV head: the layout's CTAs per SM over all KV heads.
 int64_t decode_slots(const CudaContext& ctx, const Geometry& g, ad::DecodeLayout layout) {
-  const int64_t per_sm = ad::is_mma(layout) ? 4 / ad::mma_warps(layout) : kDecodeCtasPerSm;
+  const int64_t per_sm = ad::is_mma(layout) ? ad::mma_ctas_per_sm(layout) : kDecodeCtasPerSm;
   return std::max<int64_t>(1, per_sm * ctx.props.multiProcessorCount / g.num_kv_heads);
 }
 

@@ -112,6 +112,11 @@ constexpr int mma_warps(DecodeLayout layout) {
 constexpr bool is_mma(DecodeLayout layout) {
   return mma_warps(layout) > 0;
 }
+// CTAs an SM holds in a tensor-core layout (decode_mma::Cta::kCtasPerSm).
+constexpr int mma_ctas_per_sm(DecodeLayout layout) {
+  return layout == DecodeLayout::kMmaFourWarps ? decode_mma::Cta<4>::kCtasPerSm
+                                               : decode_mma::Cta<2>::kCtasPerSm;
+}
 constexpr int fold_splits(DecodeLayout layout) {
   return is_mma(layout) ? kMmaFoldSplits : 1;
 }
@@ -125,7 +130,7 @@ constexpr int decode_max_threads(DecodeLayout layout) {
   return is_mma(layout) ? mma_warps(layout) * 32 : decode_warps(layout, kMaxDecodeGroup) * 32;
 }
 constexpr int decode_min_ctas(DecodeLayout layout) {
-  return is_mma(layout) ? 4 / mma_warps(layout) : 2;
+  return is_mma(layout) ? mma_ctas_per_sm(layout) : 2;
 }
 // bf16 elements of one CUDA-core pipeline stage: a K tile (rows of k_stride(D)) then a V tile.
 constexpr int decode_stage_elems(int head_dim) {
@@ -133,8 +138,9 @@ constexpr int decode_stage_elems(int head_dim) {
 }
 // Floats of a CTA's K/V stage memory (the combine's buffer once the tiles are consumed).
 constexpr int decode_stage_floats(DecodeLayout layout, int head_dim) {
-  return is_mma(layout) ? mma_warps(layout) * decode_mma::kStages * decode_mma::kTileElems / 2
-                        : kDecodeStages * decode_stage_elems(head_dim) / 2;
+  if (layout == DecodeLayout::kMmaFourWarps) return decode_mma::Cta<4>::kRingElems / 2;
+  if (layout == DecodeLayout::kMmaTwoWarps) return decode_mma::Cta<2>::kRingElems / 2;
+  return kDecodeStages * decode_stage_elems(head_dim) / 2;
 }
 // Dynamic shared memory of a decode CTA: q of its G heads in fp32, then the stages (CUDA cores);
 // the warps' rings and fold slots (tensor cores).
@@ -575,17 +581,13 @@ struct FoldRun {
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc[i] = fold_acc(acc[i], s.acc[i], w);
   }
-  // this = fold(this, the split state in `slot`) (RowState::fold's operations).
-  __device__ void fold(const float* slot, int head, int d0) {
+  // The split state a warp left in `slot` (store_slot's layout), for q head `head`.
+  __device__ static FoldRun from_slot(const float* slot, int head, int d0) {
     const float* ml = slot + decode_mma::kMaxGroup * decode_mma::kSlotStride + 2 * head;
-    if (ml[0] == -INFINITY) return;
-    const FoldWeights w = fold_state(m, l, ml[0], ml[1]);
     const float* a = slot + head * decode_mma::kSlotStride + d0;
     const float4 x = *reinterpret_cast<const float4*>(a),
                  y = *reinterpret_cast<const float4*>(a + 4);
-    const float v[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
-#pragma unroll
-    for (int i = 0; i < 8; ++i) acc[i] = fold_acc(acc[i], v[i], w);
+    return {ml[0], ml[1], {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w}};
   }
 };
 
@@ -739,7 +741,7 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
                 d0 = run_index % 16 * 8;
       if (head >= p.group) continue;
       for (int w = 0; w < min(W, n - j0); ++w)
-        group_run[f].fold(slots + w * dm::kSlotFloats, head, d0);
+        group_run[f].fold(FoldRun::from_slot(slots + w * dm::kSlotFloats, head, d0));
       if (!group_ends) continue;
       if (prefix) {
         total[f].fold(group_run[f]);
