@@ -2,7 +2,10 @@
 // on random device tensors, timed with DeviceTimer (median of --reps after warm-up), next to the
 // op's floor (runtime/bench/roofline.h). Modest by design: bench step is the main measurement.
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <numeric>
+#include <random>
 #include <set>
 #include <vector>
 
@@ -91,6 +94,8 @@ class KernelBench {
     }
     std::fprintf(stderr, "\n");
   }
+  // Adds fields to the row time() recorded last.
+  void annotate(const nlohmann::json& fields) { rows_.back().update(fields); }
   const KernelContext& ctx() const { return ctx_; }
   nlohmann::json rows() const { return rows_; }
 
@@ -157,7 +162,41 @@ Status bench_linears(KernelBench& kb, const BeamConfig& c, const std::vector<int
   return ok_status();
 }
 
-// Router + grouped top-k + routed experts at batch T (floor: the experts the routing touched).
+// Routed rows of the most-chosen expert among ids.
+int64_t hottest_expert_rows(const std::vector<int32_t>& ids, int64_t E) {
+  std::vector<int64_t> rows(static_cast<size_t>(E), 0);
+  for (int32_t e : ids) ++rows[static_cast<size_t>(e)];
+  return *std::max_element(rows.begin(), rows.end());
+}
+
+// A trained router's load imbalance, modelled: expert e's popularity is exp(sigma * z_e) with
+// z_e ~ N(0, 1) (lognormal, sigma = 1: at T = 128 and top-8 the hottest expert takes ~38 rows
+// where uniform routing gives ~13), and each token takes top_k distinct experts by Gumbel-top-k
+// sampling from those popularities. Deterministic for a seed.
+std::vector<int32_t> skewed_routing(int64_t T, int64_t E, int64_t top_k, uint32_t seed) {
+  constexpr double kSigma = 1.0;
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::uniform_real_distribution<double> uniform(1e-12, 1.0);
+  std::vector<double> log_popularity(static_cast<size_t>(E));
+  for (double& l : log_popularity) l = kSigma * normal(rng);
+  std::vector<int32_t> ids, order(static_cast<size_t>(E));
+  std::vector<double> key(static_cast<size_t>(E));
+  for (int64_t t = 0; t < T; ++t) {
+    for (size_t e = 0; e < key.size(); ++e)
+      key[e] = log_popularity[e] - std::log(-std::log(uniform(rng)));
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + top_k, order.end(),
+                      [&key](int32_t a, int32_t b) { return key[a] > key[b]; });
+    ids.insert(ids.end(), order.begin(), order.begin() + top_k);
+  }
+  return ids;
+}
+
+// Router + grouped top-k + routed experts at batch T (floor: the experts the routing touched),
+// each experts row with the routing's distinct experts and hottest expert's rows; from T = 32
+// also the experts under skewed_routing (the model's random-weight router routes nearly
+// uniformly; a trained one does not).
 Status bench_moe(KernelBench& kb, const BeamConfig& c, const std::vector<int64_t>& batches) {
   const int64_t H = c.hidden_size, E = c.num_experts, K = c.num_experts_per_tok,
                 Im = c.moe_intermediate_size;
@@ -177,18 +216,32 @@ Status bench_moe(KernelBench& kb, const BeamConfig& c, const std::vector<int64_t
     moe_route(kb.ctx(), logits, bias, rp, ids, wts);
     std::vector<int32_t> host(static_cast<size_t>(t * K));
     copy_tensor(kb.ctx(), TensorView{host.data(), DType::kI32, ids.shape, Device::kCpu}, ids);
-    const int64_t touched =
-        static_cast<int64_t>(std::set<int32_t>(host.begin(), host.end()).size());
     Cost router_cost = gemm_cost(t, E, H, 4);
     kb.time("moe router+route T=" + std::to_string(t), router_cost, [&, x, ids, wts] {
       moe_router_route(kb.ctx(), x, router, bias, rp, ids, wts);
     });
-    Cost experts = moe_cost(c, t, touched);
-    experts.bytes -= static_cast<double>(E * H + E) * 4;  // the router is timed above
-    experts.flops -= 2.0 * static_cast<double>(t * E * H);
-    kb.time("moe_experts T=" + std::to_string(t) + " (" + std::to_string(touched) + " experts)",
-            experts,
-            [&, x, ids, wts, out] { moe_experts(kb.ctx(), x, gate_up, down, ids, wts, out); });
+    // The experts on `routing` (ids on the device, their host copy).
+    auto time_experts = [&](const std::string& what, const TensorView& routed,
+                            const std::vector<int32_t>& routing) {
+      const auto touched =
+          static_cast<int64_t>(std::set<int32_t>(routing.begin(), routing.end()).size());
+      Cost experts = moe_cost(c, t, touched);
+      experts.bytes -= static_cast<double>(E * H + E) * 4;  // the router is timed above
+      experts.flops -= 2.0 * static_cast<double>(t * E * H);
+      kb.time("moe_experts T=" + std::to_string(t) + what + " (" + std::to_string(touched) +
+                  " experts)",
+              experts, [&, x, routed, wts, out] {
+                moe_experts(kb.ctx(), x, gate_up, down, routed, wts, out);
+              });
+      kb.annotate(
+          {{"experts_touched", touched}, {"hottest_expert_rows", hottest_expert_rows(routing, E)}});
+    };
+    time_experts("", ids, host);
+    if (t >= 32 && K <= E) {
+      const std::vector<int32_t> skewed = skewed_routing(t, E, K, static_cast<uint32_t>(t));
+      BEAM_ASSIGN_OR_RETURN(TensorView skewed_ids, kb.upload(DType::kI32, skewed));
+      time_experts(" skewed", skewed_ids.reshape({t, K}), skewed);
+    }
   }
   return ok_status();
 }

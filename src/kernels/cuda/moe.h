@@ -46,8 +46,9 @@ enum class MoeExpertsPath {
 // Routed rows (T * top_k) up to which kAuto takes the small-batch path: T <= 128 at top-8, the
 // path's whole range. By design its time is the HBM floor of the experts the batch touches: every
 // selected expert is read once, in equal shares per SM whatever the row counts, and the rows of
-// an expert ride on the same weight fragments (an expert with more than 8 rows re-reads each tile
-// from L2, right after, per further 8 rows: ~2% of the experts at T = 128, ~4 rows on average).
+// an expert ride on the same weight fragments (an expert with more rows than a pass, 8 or 16,
+// re-reads each tile from L2, right after, per further pass; such experts' units weigh 7/4 in
+// the shares, so skewed routing keeps ~1.2x of the floor: H200 run 80, a 46-row expert at T = 128).
 // The grouped path's 64 x 128 tiles are sized for prefill: at decode they hold ~1-4 rows of 64
 // (H200, 2026-11-30: 8.8 ms at T = 128, 1.9x the floor). The limit is structural (each block
 // groups at most 1024 slots, two per thread); prefill chunks beyond it take the grouped path.

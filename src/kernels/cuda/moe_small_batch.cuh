@@ -8,20 +8,21 @@
 // halves on the same A fragments, the second only when the pass has more than 8 rows), so at
 // batch 128 (~4 rows per expert, at most ~16 on the hottest) every expert takes one pass and each
 // unit streams its tile from HBM once, as at batch 32. The units (group-major, then tile, then
-// pass) are dealt in equal contiguous ranges to one persistent block per SM: every unit streams the
-// same bytes, so the SMs finish together whatever the row counts (an expert with more rows than a
-// pass re-reads its tile from L2 for each further pass, right after the first). The 16 warps of a
-// block split K: warp w owns k32 steps
-// [w * spw, (w + 1) * spw) of every unit and streams them through its own 8-step shared-memory
-// ring with 16-byte cp.async (128 KB in flight per SM, ~4x the 32 KB that 4.3 TB/s x ~1 us of
-// latency needs, so stalls at unit boundaries are absorbed), across unit boundaries. Each lane
-// copies exactly the 16-byte chunks it later feeds to mma.sync m16n8k16 as A fragments (k order
-// inside a k32 step permuted identically for A and B, so no barrier guards the ring); the B
-// fragments (the pass's 8 or 16 activation rows over the warp's K slice) stay in registers; when
-// the next unit changes group or pass, each is reloaded right after its last use in the current
-// unit (an expert with more rows than a pass alternates passes per tile: no L2 round trip stalls a
-// unit). Per unit and n8 half the 16 warps' fp32 partials are summed in warp order in shared
-// memory by one warp (the two halves by two different warps), which applies the epilogue:
+// pass) are dealt in contiguous ranges of equal cost to one persistent block per SM: every unit
+// streams the same bytes, so with one pass per expert the SMs finish together whatever the row
+// counts; an expert with more rows than a pass re-reads its tile from L2 for each further pass,
+// right after the first, and its units (which reload their activation fragments) count 7/4 of the
+// others (unit_cost), so skewed routing does not leave the SMs holding them behind. The 16 warps of
+// a block split K: warp w owns k32 steps [w * spw, (w + 1) * spw) of every unit and streams them
+// through its own 8-step shared-memory ring with 16-byte cp.async (128 KB in flight per SM, ~4x the
+// 32 KB that 4.3 TB/s x ~1 us of latency needs, so stalls at unit boundaries are absorbed), across
+// unit boundaries. Each lane copies exactly the 16-byte chunks it later feeds to mma.sync m16n8k16
+// as A fragments (k order inside a k32 step permuted identically for A and B, so no barrier guards
+// the ring); the B fragments (the pass's 8 or 16 activation rows over the warp's K slice) stay in
+// registers; when the next unit changes group or pass, each is reloaded right after its last use in
+// the current unit (an expert with more rows than a pass alternates passes per tile: no L2 round
+// trip stalls a unit). Per unit and n8 half the 16 warps' fp32 partials are summed in warp order in
+// shared memory by one warp (the two halves by two different warps), which applies the epilogue:
 // act = bf16(silu(bf16 g) * bf16 u) (gate_up) or y = bf16(sum) (down). Rounding points as
 // kernels/cpu/moe_experts.cpp; fixed summation order and no atomics, so results are run-to-run
 // identical, and an output depends neither on the pass width nor on the other rows of its pass
@@ -87,7 +88,9 @@ struct Tables {
   int32_t row_token[kMaxRows];  // token of each grouped row
   int32_t expert[kMaxRows];     // expert of group g (ascending)
   int32_t begin[kMaxRows + 1];  // first grouped row of group g; begin[num_groups] = rows
-  int32_t pass_prefix[kMaxRows + 1];  // passes of the groups before g; [num_groups] = total
+  // Of the groups before g (g = num_groups: all): their passes (low 16 bits) and their dealing
+  // cost per m tile (unit_cost; the bits above). passes_before / cost_before read them.
+  int32_t prefix[kMaxRows + 1];
   int32_t scan[kWarps + 1];           // block_exclusive_sum's warp totals
   int32_t num_groups;
 };
@@ -139,6 +142,21 @@ __device__ __forceinline__ int block_exclusive_sum(int v, Tables& t, int* total)
   *total = t.scan[kWarps];
   __syncthreads();  // t.scan is rewritten by the next call
   return result;
+}
+
+// Dealing cost of one unit of a group with `passes` passes. A group with more than one pass
+// alternates its passes per tile, so each of its units reloads its B fragments (an L2 round trip
+// of the pass's activation rows per unit) and, after the first pass, reads its tile from L2: such
+// a unit keeps its SM ~1.46x as long as one that keeps its fragments (H200 run 77, routing with a
+// 46-row expert at T = 128: the SM dealt only such units was active 1.41x the average). The
+// blocks take equal shares of the summed cost, not of the unit count; 7 : 4 sits between the 3 : 2
+// and 2 : 1 that runs 78-79 measured (the first better on that routing, the second in bench step).
+constexpr int kUnitCost = 4;
+constexpr int kReloadUnitCost = 7;
+static_assert(kMaxRows < (1 << 16) && kReloadUnitCost * kMaxRows < (1 << 15),
+              "build_groups packs a group's passes and cost into one int");
+__device__ __forceinline__ int unit_cost(int passes) {
+  return passes > 1 ? kReloadUnitCost : kUnitCost;
 }
 
 // Groups the p.rows slots by expert into t, slots of one expert in increasing slot order (the
@@ -207,11 +225,16 @@ __device__ __forceinline__ void build_groups(const Args& p, int pass_rows, Table
     const int g = 2 * tid + c;
     passes[c] = g < num_groups ? (t.begin[g + 1] - t.begin[g] + pass_rows - 1) / pass_rows : 0;
   }
-  int total_passes = 0;
-  const int passes_before = block_exclusive_sum(passes[0] + passes[1], t, &total_passes);
-  if (2 * tid < num_groups) t.pass_prefix[2 * tid] = passes_before;
-  if (2 * tid + 1 < num_groups) t.pass_prefix[2 * tid + 1] = passes_before + passes[0];
-  if (tid == 0) t.pass_prefix[num_groups] = total_passes;
+  // Passes (low 16 bits: at most kMaxRows in all) and dealing cost (the bits above: at most
+  // kReloadUnitCost * kMaxRows) of this thread's groups, prefix-summed in one scan.
+  int packed[2];
+#pragma unroll
+  for (int c = 0; c < 2; ++c) packed[c] = passes[c] | (passes[c] * unit_cost(passes[c])) << 16;
+  int total = 0;
+  const int before_g = block_exclusive_sum(packed[0] + packed[1], t, &total);
+  if (2 * tid < num_groups) t.prefix[2 * tid] = before_g;
+  if (2 * tid + 1 < num_groups) t.prefix[2 * tid + 1] = before_g + packed[0];
+  if (tid == 0) t.prefix[num_groups] = total;
   __syncthreads();
 }
 
@@ -221,8 +244,14 @@ struct Cursor {
   int g, m, p;
 };
 
+__device__ __forceinline__ int passes_before(const Tables& t, int g) {
+  return t.prefix[g] & 0xffff;
+}
+__device__ __forceinline__ int cost_before(const Tables& t, int g) {
+  return t.prefix[g] >> 16;
+}
 __device__ __forceinline__ int passes_of(const Tables& t, int g) {
-  return t.pass_prefix[g + 1] - t.pass_prefix[g];
+  return passes_before(t, g + 1) - passes_before(t, g);
 }
 
 // The cursor of unit u (< m_tiles * total passes).
@@ -230,15 +259,34 @@ __device__ __forceinline__ Cursor cursor_at(const Tables& t, int m_tiles, int u)
   int lo = 0, hi = t.num_groups - 1;  // the last g whose first unit is <= u
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (m_tiles * t.pass_prefix[mid] <= u) {
+    if (m_tiles * passes_before(t, mid) <= u) {
       lo = mid;
     } else {
       hi = mid - 1;
     }
   }
   const int passes = passes_of(t, lo);
-  const int local = u - m_tiles * t.pass_prefix[lo];
+  const int local = u - m_tiles * passes_before(t, lo);
   return {lo, local / passes, local % passes};
+}
+
+// The first unit whose dealing cost starts at or after x (a group's units cost unit_cost(its
+// passes) each, in unit order); the total cost gives the unit count. Block b of n takes the units
+// from unit_at_cost(total * b / n) up to unit_at_cost(total * (b + 1) / n).
+__device__ __forceinline__ int unit_at_cost(const Tables& t, int m_tiles, int64_t x) {
+  int lo = 0, hi = t.num_groups - 1;  // the last g whose first unit's cost starts at or before x
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (int64_t{m_tiles} * cost_before(t, mid) <= x) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  const int c = unit_cost(passes_of(t, lo));
+  const int64_t units = int64_t{m_tiles} * passes_of(t, lo);
+  const int64_t local = min((x - int64_t{m_tiles} * cost_before(t, lo) + c - 1) / c, units);
+  return m_tiles * passes_before(t, lo) + static_cast<int>(local);
 }
 
 __device__ __forceinline__ void advance(Cursor& c, const Tables& t, int m_tiles) {
@@ -367,9 +415,19 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
   const int r = lane / 4, q = lane % 4;
   // Units, tiles and steps fit int: m_tiles <= 640 (widths <= kMaxK), passes <= kMaxRows.
   const int m_tiles = static_cast<int>((p.n + tile_cols<kPhase>() - 1) / tile_cols<kPhase>());
-  const int64_t units = int64_t{m_tiles} * t.pass_prefix[t.num_groups];
-  const auto u_begin = static_cast<int>(units * blockIdx.x / gridDim.x);
-  const auto u_end = static_cast<int>(units * (blockIdx.x + 1) / gridDim.x);
+  // Equal shares of the units while every group has one pass (their costs are equal), else of
+  // their cost.
+  const int total_passes = passes_before(t, t.num_groups);
+  int u_begin, u_end;
+  if (total_passes == t.num_groups) {
+    const int64_t units = int64_t{m_tiles} * total_passes;
+    u_begin = static_cast<int>(units * blockIdx.x / gridDim.x);
+    u_end = static_cast<int>(units * (blockIdx.x + 1) / gridDim.x);
+  } else {
+    const int64_t cost = int64_t{m_tiles} * cost_before(t, t.num_groups);
+    u_begin = unit_at_cost(t, m_tiles, cost * blockIdx.x / gridDim.x);
+    u_end = unit_at_cost(t, m_tiles, cost * (blockIdx.x + 1) / gridDim.x);
+  }
   if (u_begin >= u_end) return;  // uniform over the block
   const auto steps = static_cast<int>((p.k + kStepCols - 1) / kStepCols);
   const int spw = (steps + kWarps - 1) / kWarps;  // <= kMaxSteps (host-checked)

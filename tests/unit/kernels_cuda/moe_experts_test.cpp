@@ -6,7 +6,7 @@
 // routing (all tokens on one expert, 256 distinct experts), Beam's widths at batch 1..128, kAuto's
 // choice, the small-batch path (programmatic dependent launches) inside a CUDA graph, and its
 // 16-row passes (from 257 routed rows: experts of 1..8, 9..16, 17+ rows; a token's bits do not
-// depend on the pass width or on the other tokens).
+// depend on the pass width, on the other tokens or on how the units are dealt to blocks).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -344,6 +344,41 @@ TEST_F(CudaMoeExperts, SmallBatchPassWidthKeepsBits) {
   const HostTensor all = run(wide), alone = run(narrow);
   const TensorView head{all.view.data, DType::kBF16, {narrow.T, narrow.H}, Device::kCpu};
   EXPECT_TRUE(test::bits_equal(head, alone.view));
+}
+
+// The small-batch kernels deal units to blocks in equal counts while every expert takes one pass
+// and by cost once one takes more (moe_small_batch.cuh's unit_cost): tokens 0..31 give the same
+// bits whether tokens 32..39 spread over other experts (one pass each) or all sit on expert 63
+// (64 rows: four 16-row passes), and the hot run matches the CPU.
+TEST_F(CudaMoeExperts, SmallBatchCostDealingKeepsBits) {
+  const ExpertCase c{40, 256, 64, 128, 8};
+  ExpertData d = make_experts(c, 1500);
+  std::mt19937 rng(1501);
+  std::vector<int32_t> experts(63);
+  for (int64_t t = 0; t < c.T; ++t) {  // distinct experts of 0..62 per token
+    std::iota(experts.begin(), experts.end(), 0);
+    std::shuffle(experts.begin(), experts.end(), rng);
+    std::copy_n(experts.begin(), c.top_k, d.ids.as<int32_t>() + t * c.top_k);
+  }
+  std::vector<int> rows(static_cast<size_t>(c.E), 0);
+  for (int64_t i = 0; i < c.T * c.top_k; ++i) ++rows[static_cast<size_t>(d.ids.as<int32_t>()[i])];
+  ASSERT_LE(*std::max_element(rows.begin(), rows.end()), 16) << "the spread run must have one pass";
+  const TensorView gate_up = upload(d.gate_up), down = upload(d.down), x = upload(d.x),
+                   weights = upload(d.weights);
+  auto run = [&] {
+    const TensorView out = device_tensor(DType::kBF16, {c.T, c.H});
+    run_gpu(Path::kSmallBatch, x, gate_up, down, upload(d.ids), weights, out);
+    return download(out);
+  };
+  const HostTensor spread = run();
+  std::fill(d.ids.as<int32_t>() + 32 * c.top_k, d.ids.as<int32_t>() + c.T * c.top_k, 63);
+  const HostTensor hot = run();
+  const TensorView head{hot.view.data, DType::kBF16, {32, c.H}, Device::kCpu};
+  EXPECT_TRUE(test::bits_equal(head, spread.view.rows(0, 32)));
+  HostTensor want(DType::kBF16, {c.T, c.H});
+  moe_experts(cpu.two, d.x.view, d.gate_up.view, d.down.view, d.ids.view, d.weights.view,
+              want.view);
+  expect_close(c, Path::kSmallBatch, hot, want);
 }
 
 // The api op captured in a CUDA graph (the decode step's use: on the small-batch path, three
