@@ -254,9 +254,11 @@ double ratio(double ms, double floor_ms) {
 }
 
 // Per-layer times of one batch size: the whole model, the LM head alone and (when the model has
-// both kinds) the MoE layers alone, so dense = whole − MoE-only and MoE = (MoE-only − head) / n.
+// both kinds) each kind's layers alone, so a kind's layer = (that kind's model − head) / its
+// layers. (Not whole − MoE-only: the two models route differently, and the difference of two
+// large step times left the dense layer's time to noise, even negative at batch 128.)
 struct LayerTimes {
-  double step_ms = 0, head_ms = 0, moe_only_step_ms = 0;
+  double step_ms = 0, head_ms = 0, moe_only_step_ms = 0, dense_only_step_ms = 0;
   double layer_ms = 0, dense_ms = 0, moe_ms = 0;
 };
 
@@ -276,9 +278,12 @@ Expected<LayerTimes> measure_layers(const KernelContext& ctx,
   if (n_dense > 0 && n_moe > 0) {
     BEAM_ASSIGN_OR_RETURN(DecodeMeasure moe_only,
                           measure_decode(ctx, layers_of_kind(w, MlpKind::kSparse), batch, o));
+    BEAM_ASSIGN_OR_RETURN(DecodeMeasure dense_only,
+                          measure_decode(ctx, layers_of_kind(w, MlpKind::kDense), batch, o));
     t.moe_only_step_ms = moe_only.step_ms;
+    t.dense_only_step_ms = dense_only.step_ms;
     t.moe_ms = (moe_only.step_ms - t.head_ms) / static_cast<double>(n_moe);
-    t.dense_ms = (t.step_ms - moe_only.step_ms) / static_cast<double>(n_dense);
+    t.dense_ms = (dense_only.step_ms - t.head_ms) / static_cast<double>(n_dense);
   } else if (n_moe > 0) {
     t.moe_ms = body / static_cast<double>(n_moe);
   } else {
@@ -436,6 +441,7 @@ Expected<nlohmann::json> decode_report(const KernelContext& ctx,
               {"dense_layer_floor_ms", dense_floor},
               {"dense_layer_ratio", ratio(t.dense_ms, dense_floor)}});
   if (t.moe_only_step_ms > 0) j["moe_only_model_step_ms"] = t.moe_only_step_ms;
+  if (t.dense_only_step_ms > 0) j["dense_only_model_step_ms"] = t.dense_only_step_ms;
   if (o.breakdown) {
     BEAM_ASSIGN_OR_RETURN(j["breakdown"], breakdown_report(ctx, w, batch, o));
   }

@@ -1,5 +1,6 @@
 // bench step --breakdown on the CPU with tiny-beam weights: every op kind of a step is reported
-// with one boundary per layer it runs in, and the profiler hook leaves the model's logits unchanged.
+// with one boundary per layer it runs in, the dense and MoE layer times come from each kind's own
+// model, and the profiler hook leaves the model's logits unchanged.
 #include "runtime/bench/step_breakdown.h"
 
 #include <gtest/gtest.h>
@@ -72,6 +73,12 @@ TEST(StepBreakdown, ReportsEveryOpKindOncePerLayerItRunsIn) {
   EXPECT_GT(d["host_enqueue_ms"].get<double>(), 0.0);
   EXPECT_GT(d["host_overhead_fraction"].get<double>(), 0.0);
   EXPECT_LE(d["host_overhead_fraction"].get<double>(), 1.0);
+  // Each kind's layer comes from a model of that kind's layers alone, less the LM head.
+  const double head = d["lm_head_ms"].get<double>();
+  EXPECT_NEAR(d["dense_layer_ms"].get<double>(),
+              (d["dense_only_model_step_ms"].get<double>() - head) / dense, 1e-9);
+  EXPECT_NEAR(d["moe_layer_ms"].get<double>(),
+              (d["moe_only_model_step_ms"].get<double>() - head) / moe, 1e-9);
 }
 
 TEST(StepBreakdown, ProfilerDoesNotChangeLogits) {
