@@ -6,8 +6,8 @@
 // act columns; down: 16 output rows) for one pass of its routed rows, over the whole K. A pass is
 // 8 rows (narrow kernels: one mma n8 half) or, above kWidePassMinRows routed rows, 16 (wide: two n8
 // halves on the same A fragments, the second only when the pass has more than 8 rows), so at
-// batch 128 (~4 rows per expert, at most ~16 on the hottest) every expert takes one pass and each
-// unit streams its tile from HBM once, as at batch 32. The units (group-major, then tile, then
+// batch 128 (~4 rows per expert, ~16 on the hottest with uniform routing) nearly every expert
+// takes one pass, whose units stream their tiles from HBM once, as at batch 32. The units (group-major, then tile, then
 // pass) are dealt in contiguous ranges of equal cost to one persistent block per SM: every unit
 // streams the same bytes, so with one pass per expert the SMs finish together whatever the row
 // counts; an expert with more rows than a pass re-reads its tile from L2 for each further pass,
