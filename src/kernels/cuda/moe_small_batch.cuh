@@ -147,10 +147,12 @@ __device__ __forceinline__ int block_exclusive_sum(int v, Tables& t, int* total)
 // Dealing cost of one unit of a group with `passes` passes. A group with more than one pass
 // alternates its passes per tile, so each of its units reloads its B fragments (an L2 round trip
 // of the pass's activation rows per unit) and, after the first pass, reads its tile from L2: such
-// a unit keeps its SM ~1.46x as long as one that keeps its fragments (H200 run 77, routing with a
-// 46-row expert at T = 128: the SM dealt only such units was active 1.41x the average). The
-// blocks take equal shares of the summed cost, not of the unit count; 7 : 4 sits between the 3 : 2
-// and 2 : 1 that runs 78-79 measured (the first better on that routing, the second in bench step).
+// a unit keeps its SM ~1.46x as long as a single-pass one (H200 run 77, routing with a 46-row
+// expert at T = 128: the SM dealt only such units was active 1.41x the average; run 83 halved the
+// reloads by ordering such units in two-tile blocks and gained < 1%, so the reloads are not the
+// whole of it). The blocks take equal shares of the summed cost, not of the unit count; 7 : 4 sits
+// between the 3 : 2 and 2 : 1 that runs 78-79 measured (the first better on that routing, the
+// second in bench step).
 constexpr int kUnitCost = 4;
 constexpr int kReloadUnitCost = 7;
 static_assert(kMaxRows < (1 << 16) && kReloadUnitCost * kMaxRows < (1 << 15),
