@@ -7,23 +7,24 @@
 // 8 rows (narrow kernels: one mma n8 half) or, above kWidePassMinRows routed rows, 16 (wide: two n8
 // halves on the same A fragments, the second only when the pass has more than 8 rows), so at
 // batch 128 (~4 rows per expert, ~16 on the hottest with uniform routing) nearly every expert
-// takes one pass, whose units stream their tiles from HBM once, as at batch 32. The units (group-major, then tile, then
-// pass) are dealt in contiguous ranges of equal cost to one persistent block per SM: every unit
-// streams the same bytes, so with one pass per expert the SMs finish together whatever the row
-// counts; an expert with more rows than a pass re-reads its tile from L2 for each further pass,
-// right after the first, and its units (which reload their activation fragments) count 7/4 of the
-// others (unit_cost), so skewed routing does not leave the SMs holding them behind. The 16 warps of
-// a block split K: warp w owns k32 steps [w * spw, (w + 1) * spw) of every unit and streams them
-// through its own 8-step shared-memory ring with 16-byte cp.async (128 KB in flight per SM, ~4x the
-// 32 KB that 4.3 TB/s x ~1 us of latency needs, so stalls at unit boundaries are absorbed), across
-// unit boundaries. Each lane copies exactly the 16-byte chunks it later feeds to mma.sync m16n8k16
-// as A fragments (k order inside a k32 step permuted identically for A and B, so no barrier guards
-// the ring); the B fragments (the pass's 8 or 16 activation rows over the warp's K slice) stay in
-// registers; when the next unit changes group or pass, each is reloaded right after its last use in
-// the current unit (an expert with more rows than a pass alternates passes per tile: no L2 round
-// trip stalls a unit). Per unit and n8 half the 16 warps' fp32 partials are summed in warp order in
-// shared memory by one warp (the two halves by two different warps), which applies the epilogue:
-// act = bf16(silu(bf16 g) * bf16 u) (gate_up) or y = bf16(sum) (down). Rounding points as
+// takes one pass, whose units stream their tiles from HBM once, as at batch 32. The units
+// (group-major, then tile, then pass) are dealt in contiguous ranges of equal cost to one
+// persistent block per SM: every unit streams the same bytes, so with one pass per expert the SMs
+// finish together whatever the row counts; an expert with more rows than a pass re-reads its tile
+// from L2 for each further pass, right after the first, and its units (which reload their
+// activation fragments) count 7/4 (gate_up) or 10/4 (down) of the others (unit_cost), so skewed
+// routing does not leave the SMs holding them behind. The 16 warps of a block split K: warp w owns
+// k32 steps [w * spw, (w + 1) * spw) of every unit and streams them through its own 8-step
+// shared-memory ring with 16-byte cp.async (128 KB in flight per SM, ~4x the 32 KB that 4.3 TB/s x
+// ~1 us of latency needs, so stalls at unit boundaries are absorbed), across unit boundaries. Each
+// lane copies exactly the 16-byte chunks it later feeds to mma.sync m16n8k16 as A fragments (k
+// order inside a k32 step permuted identically for A and B, so no barrier guards the ring); the B
+// fragments (the pass's 8 or 16 activation rows over the warp's K slice) stay in registers; when
+// the next unit changes group or pass, each is reloaded right after its last use in the current
+// unit (an expert with more rows than a pass alternates passes per tile: no L2 round trip stalls a
+// unit). Per unit and n8 half the 16 warps' fp32 partials are summed in warp order in shared memory
+// by one warp (the two halves by two different warps), which applies the epilogue: act =
+// bf16(silu(bf16 g) * bf16 u) (gate_up) or y = bf16(sum) (down). Rounding points as
 // kernels/cpu/moe_experts.cpp; fixed summation order and no atomics, so results are run-to-run
 // identical, and an output depends neither on the pass width nor on the other rows of its pass
 // (each mma output column is its own dot product). Each block groups the routed slots itself
@@ -36,6 +37,7 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda/async_copy.cuh"
@@ -150,20 +152,27 @@ __device__ __forceinline__ int block_exclusive_sum(int v, Tables& t, int* total)
 // a unit keeps its SM ~1.46x as long as a single-pass one (H200 run 77, routing with a 46-row
 // expert at T = 128: the SM dealt only such units was active 1.41x the average; run 83 halved the
 // reloads by ordering such units in two-tile blocks and gained < 1%, so the reloads are not the
-// whole of it). The blocks take equal shares of the summed cost, not of the unit count; 7 : 4 sits
-// between the 3 : 2 and 2 : 1 that runs 78-79 measured (the first better on that routing, the
-// second in bench step).
+// whole of it). The blocks take equal shares of the summed cost, not of the unit count. gate_up:
+// 7 : 4, between the 3 : 2 and 2 : 1 that runs 78-79 measured (the first better on that routing,
+// the second in bench step); down, whose 80 KB units make the extra relatively larger (run 84:
+// busiest SM 1.16x the average at 7 : 4 against gate_up's 1.09x): 10 : 4 (run 85: skewed T = 128
+// 4.48-4.62 → 4.39-4.40 ms, 8 : 4 4.48-4.49; T = 96 and bench step within 0.5%).
 constexpr int kUnitCost = 4;
-constexpr int kReloadUnitCost = 7;
-static_assert(kMaxRows < (1 << 16) && kReloadUnitCost * kMaxRows < (1 << 15),
+constexpr int kGateUpReloadUnitCost = 7;
+constexpr int kDownReloadUnitCost = 10;
+static_assert(kMaxRows < (1 << 16) &&
+                  std::max(kGateUpReloadUnitCost, kDownReloadUnitCost) * kMaxRows < (1 << 15),
               "build_groups packs a group's passes and cost into one int");
+template <Phase kPhase>
 __device__ __forceinline__ int unit_cost(int passes) {
-  return passes > 1 ? kReloadUnitCost : kUnitCost;
+  if (passes == 1) return kUnitCost;
+  return kPhase == Phase::kGateUp ? kGateUpReloadUnitCost : kDownReloadUnitCost;
 }
 
 // Groups the p.rows slots by expert into t, slots of one expert in increasing slot order (the
 // CPU's bucket order), every group split into passes of pass_rows rows. An id outside [0, E)
 // traps (the CPU op aborts). Block 0 also writes p.entry_of when given.
+template <Phase kPhase>
 __device__ __forceinline__ void build_groups(const Args& p, int pass_rows, Tables& t) {
   const int tid = static_cast<int>(threadIdx.x);
   int n = 1;  // bitonic size: the next power of two >= rows
@@ -231,7 +240,8 @@ __device__ __forceinline__ void build_groups(const Args& p, int pass_rows, Table
   // kReloadUnitCost * kMaxRows) of this thread's groups, prefix-summed in one scan.
   int packed[2];
 #pragma unroll
-  for (int c = 0; c < 2; ++c) packed[c] = passes[c] | (passes[c] * unit_cost(passes[c])) << 16;
+  for (int c = 0; c < 2; ++c)
+    packed[c] = passes[c] | (passes[c] * unit_cost<kPhase>(passes[c])) << 16;
   int total = 0;
   const int before_g = block_exclusive_sum(packed[0] + packed[1], t, &total);
   if (2 * tid < num_groups) t.prefix[2 * tid] = before_g;
@@ -275,6 +285,7 @@ __device__ __forceinline__ Cursor cursor_at(const Tables& t, int m_tiles, int u)
 // The first unit whose dealing cost starts at or after x (a group's units cost unit_cost(its
 // passes) each, in unit order); the total cost gives the unit count. Block b of n takes the units
 // from unit_at_cost(total * b / n) up to unit_at_cost(total * (b + 1) / n).
+template <Phase kPhase>
 __device__ __forceinline__ int unit_at_cost(const Tables& t, int m_tiles, int64_t x) {
   int lo = 0, hi = t.num_groups - 1;  // the last g whose first unit's cost starts at or before x
   while (lo < hi) {
@@ -285,7 +296,7 @@ __device__ __forceinline__ int unit_at_cost(const Tables& t, int m_tiles, int64_
       hi = mid - 1;
     }
   }
-  const int c = unit_cost(passes_of(t, lo));
+  const int c = unit_cost<kPhase>(passes_of(t, lo));
   const int64_t units = int64_t{m_tiles} * passes_of(t, lo);
   const int64_t local = min((x - int64_t{m_tiles} * cost_before(t, lo) + c - 1) / c, units);
   return m_tiles * passes_before(t, lo) + static_cast<int>(local);
@@ -411,7 +422,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
     pdl_wait();
     pdl_launch_dependents();
   }
-  build_groups(p, kPassRows, sh.t);
+  build_groups<kPhase>(p, kPassRows, sh.t);
 
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int r = lane / 4, q = lane % 4;
@@ -427,8 +438,8 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
     u_end = static_cast<int>(units * (blockIdx.x + 1) / gridDim.x);
   } else {
     const int64_t cost = int64_t{m_tiles} * cost_before(t, t.num_groups);
-    u_begin = unit_at_cost(t, m_tiles, cost * blockIdx.x / gridDim.x);
-    u_end = unit_at_cost(t, m_tiles, cost * (blockIdx.x + 1) / gridDim.x);
+    u_begin = unit_at_cost<kPhase>(t, m_tiles, cost * blockIdx.x / gridDim.x);
+    u_end = unit_at_cost<kPhase>(t, m_tiles, cost * (blockIdx.x + 1) / gridDim.x);
   }
   if (u_begin >= u_end) return;  // uniform over the block
   const auto steps = static_cast<int>((p.k + kStepCols - 1) / kStepCols);
