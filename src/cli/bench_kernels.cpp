@@ -6,7 +6,6 @@
 #include <functional>
 #include <numeric>
 #include <random>
-#include <set>
 #include <vector>
 
 #include "cli/bench_commands.h"
@@ -162,13 +161,6 @@ Status bench_linears(KernelBench& kb, const BeamConfig& c, const std::vector<int
   return ok_status();
 }
 
-// Routed rows of the most-chosen expert among ids.
-int64_t hottest_expert_rows(const std::vector<int32_t>& ids, int64_t E) {
-  std::vector<int64_t> rows(static_cast<size_t>(E), 0);
-  for (int32_t e : ids) ++rows[static_cast<size_t>(e)];
-  return *std::max_element(rows.begin(), rows.end());
-}
-
 // A trained router's load imbalance, modelled: expert e's popularity is exp(sigma * z_e) with
 // z_e ~ N(0, 1) (lognormal, sigma = 1: at T = 128 and top-8 the hottest expert takes ~38 rows
 // on average over seeds, 46 with bench_moe's, where uniform routing gives ~13), and each token
@@ -224,8 +216,8 @@ Status bench_moe(KernelBench& kb, const BeamConfig& c, const std::vector<int64_t
     // The experts on `routing` (ids on the device, their host copy).
     auto time_experts = [&](const std::string& what, const TensorView& routed,
                             const std::vector<int32_t>& routing) {
-      const auto touched =
-          static_cast<int64_t>(std::set<int32_t>(routing.begin(), routing.end()).size());
+      const ExpertLoad load = expert_load(routing, 1);
+      const int64_t touched = load.touched[0];
       Cost experts = moe_cost(c, t, touched);
       experts.bytes -= static_cast<double>(E * H + E) * 4;  // the router is timed above
       experts.flops -= 2.0 * static_cast<double>(t * E * H);
@@ -234,8 +226,7 @@ Status bench_moe(KernelBench& kb, const BeamConfig& c, const std::vector<int64_t
               experts, [&, x, routed, wts, out] {
                 moe_experts(kb.ctx(), x, gate_up, down, routed, wts, out);
               });
-      kb.annotate(
-          {{"experts_touched", touched}, {"hottest_expert_rows", hottest_expert_rows(routing, E)}});
+      kb.annotate({{"experts_touched", touched}, {"hottest_expert_rows", load.max_rows[0]}});
     };
     time_experts("", ids, host);
     if (t >= 32 && K <= E) {

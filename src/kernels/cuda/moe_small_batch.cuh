@@ -236,8 +236,8 @@ __device__ __forceinline__ void build_groups(const Args& p, int pass_rows, Table
     const int g = 2 * tid + c;
     passes[c] = g < num_groups ? (t.begin[g + 1] - t.begin[g] + pass_rows - 1) / pass_rows : 0;
   }
-  // Passes (low 16 bits: at most kMaxRows in all) and dealing cost (the bits above: at most
-  // kReloadUnitCost * kMaxRows) of this thread's groups, prefix-summed in one scan.
+  // Passes (low 16 bits: at most kMaxRows in all) and dealing cost (the bits above: at most the
+  // larger reload cost times kMaxRows) of this thread's groups, prefix-summed in one scan.
   int packed[2];
 #pragma unroll
   for (int c = 0; c < 2; ++c)

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 namespace beam {
 namespace {
@@ -67,6 +68,21 @@ double expected_experts_touched(const BeamConfig& c, int64_t num_tokens) {
   const double E = static_cast<double>(c.num_experts),
                k = static_cast<double>(c.num_experts_per_tok);
   return E * (1.0 - std::pow(1.0 - k / E, static_cast<double>(num_tokens)));
+}
+
+ExpertLoad expert_load(const std::vector<int32_t>& routed, int64_t num_layers) {
+  ExpertLoad load;
+  if (num_layers == 0) return load;
+  const size_t per_layer = routed.size() / static_cast<size_t>(num_layers);
+  for (int64_t l = 0; l < num_layers; ++l) {
+    std::map<int32_t, int64_t> rows;
+    for (size_t i = 0; i < per_layer; ++i) ++rows[routed[static_cast<size_t>(l) * per_layer + i]];
+    int64_t most = 0;
+    for (const auto& [expert, n] : rows) most = std::max(most, n);
+    load.touched.push_back(static_cast<int64_t>(rows.size()));
+    load.max_rows.push_back(most);
+  }
+  return load;
 }
 
 }  // namespace beam

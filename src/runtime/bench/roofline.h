@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "model/config.h"
 
@@ -53,5 +54,13 @@ int64_t keys_seen_sum(const BeamConfig& c, AttentionKind k, int64_t first, int64
 // Expected distinct experts under uniform random top-k routing of num_tokens tokens:
 // E · (1 − (1 − k/E)^T) (≈ 163 of 256 at T = 32, k = 8).
 double expected_experts_touched(const BeamConfig& c, int64_t num_tokens);
+
+// Per MoE layer of routed [num_layers, T, k] expert ids: the distinct experts (moe_cost's
+// experts_touched) and the rows routed to the most-chosen one (the load skew the routed-expert
+// kernels must absorb).
+struct ExpertLoad {
+  std::vector<int64_t> touched, max_rows;
+};
+ExpertLoad expert_load(const std::vector<int32_t>& routed, int64_t num_layers);
 
 }  // namespace beam

@@ -4,7 +4,6 @@
 #include "runtime/bench/step_bench.h"
 
 #include <algorithm>
-#include <map>
 #include <random>
 
 #include "kernels/api/activation.h"
@@ -32,26 +31,6 @@ std::vector<int32_t> random_tokens(std::mt19937_64& rng, int64_t n, int64_t voca
   std::vector<int32_t> t(static_cast<size_t>(n));
   for (auto& x : t) x = d(rng);
   return t;
-}
-
-// Per MoE layer of routed [num_sparse, T, k] expert ids: the distinct experts and the rows routed
-// to the most-chosen one (the load skew the routed-expert kernels must absorb).
-struct ExpertLoad {
-  std::vector<int64_t> touched, max_rows;
-};
-ExpertLoad expert_load(const std::vector<int32_t>& routed, int64_t num_sparse) {
-  ExpertLoad load;
-  if (num_sparse == 0) return load;
-  const size_t per_layer = routed.size() / static_cast<size_t>(num_sparse);
-  for (int64_t l = 0; l < num_sparse; ++l) {
-    std::map<int32_t, int64_t> rows;
-    for (size_t i = 0; i < per_layer; ++i) ++rows[routed[static_cast<size_t>(l) * per_layer + i]];
-    int64_t most = 0;
-    for (const auto& [expert, n] : rows) most = std::max(most, n);
-    load.touched.push_back(static_cast<int64_t>(rows.size()));
-    load.max_rows.push_back(most);
-  }
-  return load;
 }
 
 // One model and B sequences with `context` tokens cached; step() runs one decode token each.
