@@ -15,12 +15,12 @@
 // activation fragments) count 7/4 (gate_up) or 10/4 (down) of the others (unit_cost), so skewed
 // routing does not leave the SMs holding them behind. The 16 warps of a block split K: warp w owns
 // a sixteenth of the k32 steps of every unit (WarpSteps: interleaved over the warps in gate_up, a
-// contiguous slice in down) and streams them through its own 8-step
-// shared-memory ring with 16-byte cp.async (128 KB in flight per SM, ~4x the 32 KB that 4.3 TB/s x
-// ~1 us of latency needs, so stalls at unit boundaries are absorbed), across unit boundaries. Each
-// lane copies exactly the 16-byte chunks it later feeds to mma.sync m16n8k16 as A fragments (k
-// order inside a k32 step permuted identically for A and B, so no barrier guards the ring); the B
-// fragments (the pass's 8 or 16 activation rows over the warp's K slice) stay in registers; when
+// contiguous slice in down) and streams them through its own 8-step shared-memory ring with
+// 16-byte cp.async (128 KB in flight per SM, ~4x the 32 KB that 4.3 TB/s x ~1 us of latency
+// needs, so stalls at unit boundaries are absorbed), across unit boundaries. Each lane copies
+// exactly the 16-byte chunks it later feeds to mma.sync m16n8k16 as A fragments (k order inside a
+// k32 step permuted identically for A and B, so no barrier guards the ring); the B fragments (the
+// pass's 8 or 16 activation rows over the warp's k32 steps) stay in registers; when
 // the next unit changes group or pass, each is reloaded right after its last use in the current
 // unit (an expert with more rows than a pass alternates passes per tile: no L2 round trip stalls a
 // unit). Per unit and n8 half the 16 warps' fp32 partials are summed in warp order in shared memory
@@ -51,7 +51,7 @@ using bf16_t = __nv_bfloat16;
 
 constexpr int kMaxRows = 1024;  // routed rows T * top_k (two slots per thread in the grouping)
 constexpr int kSlotBits = 10;   // sort key = expert << kSlotBits | slot
-constexpr int kWarps = 16;      // K slices of a unit
+constexpr int kWarps = 16;      // K shares of a unit (WarpSteps)
 constexpr int kThreads = kWarps * 32;
 constexpr int kStages = 8;     // ring depth per warp, in k32 steps of 1 KB (16 rows x 64 bytes)
 constexpr int kMaxSteps = 10;  // k32 steps per warp per unit (B fragments held in registers)
