@@ -1,4 +1,5 @@
-// upload_weights: plan (sizes and offsets of every distinct tensor), allocate one arena, copy.
+// upload_weights: plan (sizes and offsets of every distinct tensor), allocate one arena, copy,
+// pack the expert tensors (pack_moe_weights).
 #include "model/device_weights.h"
 
 #include <functional>
@@ -7,6 +8,7 @@
 #include <utility>
 
 #include "kernels/api/device_memory.h"
+#include "kernels/api/moe.h"
 
 namespace beam {
 namespace {
@@ -73,7 +75,17 @@ Expected<DeviceWeights> upload_weights(const KernelContext& ctx, std::shared_ptr
     v.device = ctx.device;
   });
   dev->storage.push_back(arena->owner());
+  BEAM_RETURN_IF_ERROR(pack_moe_weights(ctx, *dev));
   return DeviceWeights{std::move(dev), static_cast<int64_t>(arena_bytes)};
+}
+
+Status pack_moe_weights(const KernelContext& ctx, const BeamWeights& w) {
+  for (const LayerWeights& l : w.layers) {
+    if (l.moe.experts_gate_up.data == nullptr) continue;  // a dense layer
+    BEAM_RETURN_IF_ERROR(pack_expert_weights(ctx, ExpertMatrix::kGateUp, l.moe.experts_gate_up));
+    BEAM_RETURN_IF_ERROR(pack_expert_weights(ctx, ExpertMatrix::kDown, l.moe.experts_down));
+  }
+  return ok_status();
 }
 
 }  // namespace beam

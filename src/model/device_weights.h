@@ -22,4 +22,9 @@ struct DeviceWeights {
 // that did not fit.
 Expected<DeviceWeights> upload_weights(const KernelContext& ctx, std::shared_ptr<const BeamWeights> host);
 
+// Puts every MoE layer's expert tensors (views on ctx.device) into the layout moe_experts reads
+// there (kernels/api/moe.h's pack_expert_weights), in place; upload_weights and the synthetic
+// weights call it once. Errors: a temporary the device cannot hold.
+Status pack_moe_weights(const KernelContext& ctx, const BeamWeights& w);
+
 }  // namespace beam

@@ -8,6 +8,7 @@
 
 #include "kernels/api/device_memory.h"
 #include "kernels/api/fill.h"
+#include "model/device_weights.h"
 
 namespace beam {
 namespace {
@@ -128,6 +129,8 @@ Expected<std::shared_ptr<BeamWeights>> make_synthetic_weights(const KernelContex
     }
   }
   if (config.tie_word_embeddings) w->lm_head = w->embed;
+  // The experts in the device's layout, so a seed gives the same logical weights on every device.
+  BEAM_RETURN_IF_ERROR(pack_moe_weights(ctx, *w));
   synchronize(ctx);
   w->storage.push_back(arena.owner());
   return w;

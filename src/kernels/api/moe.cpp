@@ -1,5 +1,5 @@
-// moe_route / moe_router_route / moe_experts: validate shapes, dtypes and router parameters,
-// dispatch by device.
+// moe_route / moe_router_route / pack_expert_weights / moe_experts: validate shapes, dtypes and
+// router parameters, dispatch by device.
 #include "kernels/api/moe.h"
 
 #include "kernels/api/checks.h"
@@ -80,6 +80,24 @@ void moe_router_route(const KernelContext& ctx, const TensorView& x, const Tenso
       cuda_backend_not_built(op);
 #endif
   }
+}
+
+Status pack_expert_weights(const KernelContext& ctx, ExpertMatrix which, const TensorView& w) {
+  constexpr const char* op = "pack_expert_weights";
+  expect_tensor(ctx, w, DType::kBF16, 3, op, "w");
+  BEAM_CHECK(which != ExpertMatrix::kGateUp || w.dim(1) % 2 == 0)
+      << op << ": gate_up " << w.shape.str() << " has an odd row count";
+  switch (ctx.device) {
+    case Device::kCpu:
+      return ok_status();
+    case Device::kCuda:
+#if BEAMSERVE_CUDA
+      return cuda::pack_expert_weights(*ctx.cuda, which, w);
+#else
+      cuda_backend_not_built(op);
+#endif
+  }
+  return ok_status();
 }
 
 void moe_experts(const KernelContext& ctx, const TensorView& x, const TensorView& gate_up,

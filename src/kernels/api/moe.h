@@ -1,6 +1,7 @@
 // Mixture-of-experts routing and expert computation (BEAM.md §3.10).
 #pragma once
 
+#include "core/status.h"
 #include "kernels/api/context.h"
 
 namespace beam {
@@ -29,11 +30,26 @@ void moe_router_route(const KernelContext& ctx, const TensorView& x, const Tenso
                       const TensorView& bias, const RouterParams& params, const TensorView& ids,
                       const TensorView& weights);
 
+// Which routed-expert matrix a tensor holds.
+enum class ExpertMatrix {
+  kGateUp,  // [E, 2 * Im, H]: gate rows then up rows
+  kDown,    // [E, H, Im]
+};
+
+// Puts routed-expert weights, in place, into the layout moe_experts reads on ctx's device: on the
+// CPU the row-major one they come in (nothing to do); on CUDA, when the hidden and expert widths
+// are multiples of 32, packed k32 tiles (kernels/cuda/moe_packed.cuh), else row-major too. Call
+// it once on each expert tensor after it reaches the device (upload_weights and the synthetic
+// weights do); moe_experts on CUDA reads packable widths as packed. w: bf16 on ctx's device,
+// [E, 2 * Im, H] for kGateUp, [E, H, Im] for kDown. Errors: a temporary the device cannot hold.
+Status pack_expert_weights(const KernelContext& ctx, ExpertMatrix which, const TensorView& w);
+
 // Routed experts with an fp32 combine: for each token t,
 //   out[t] = bf16( Σ_k weights[t,k] * f32( down_e( swiglu( gate_up_e(x[t]) ) ) ) ), e = ids[t,k]
 // where every GEMM output is rounded to bf16 as in the dense MLP.
 // x: [T, H] bf16; gate_up: [E, 2*Im, H] bf16 (gate rows then up rows); down: [E, H, Im] bf16;
-// ids, weights: [T, k] i32 / f32; out: [T, H] bf16.
+// ids, weights: [T, k] i32 / f32; out: [T, H] bf16. The expert weights in pack_expert_weights'
+// layout for ctx's device.
 void moe_experts(const KernelContext& ctx, const TensorView& x, const TensorView& gate_up,
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
                  const TensorView& out);

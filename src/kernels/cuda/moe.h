@@ -36,12 +36,22 @@ void moe_router_route(CudaContext& ctx, const TensorView& x, const TensorView& r
                       const TensorView& bias, const RouterParams& params, const TensorView& ids,
                       const TensorView& weights);
 
+// Whether expert weights of hidden width H and expert width I are packed on CUDA
+// (moe_packed.cuh: both multiples of 32; Beam's 5120 and 2560).
+bool moe_experts_packed(int64_t H, int64_t I);
+
+// kernels/api/moe.h's pack_expert_weights (w validated there): in place, through a temporary of
+// up to ~256 MB of experts; waits for the stream before returning.
+Status pack_expert_weights(CudaContext& ctx, ExpertMatrix which, const TensorView& w);
+
 // How moe_experts computes the experts; both give the CPU's rounding points, differ from it (and
 // from each other) only by fp32 summation order, and are run-to-run deterministic.
 enum class MoeExpertsPath {
-  kAuto,        // kSmallBatch when T * top_k <= kMoeSmallBatchMaxRows and the shapes fit it
-  kGrouped,     // grouped wgmma GEMMs over expert-row tiles of up to 256 rows (prefill, large batches)
-  kSmallBatch,  // weight streaming: each selected expert read once over all SMs (decode)
+  kAuto,     // kSmallBatch when T * top_k <= kMoeSmallBatchMaxRows and the shapes fit it
+  kGrouped,  // grouped wgmma GEMMs over expert-row tiles of up to 256 rows (prefill, large batches)
+  kSmallBatch,      // weight streaming: each selected expert read once over all SMs (decode)
+  kGroupedCpAsync,  // kGrouped on its cp.async GEMM kernel only (the fallback when the driver
+                    // refuses the TMA kernel's tensor maps; tests)
 };
 // Routed rows (T * top_k) up to which kAuto takes the small-batch path: T <= 128 at top-8, the
 // path's whole range. By design its time is the HBM floor of the experts the batch touches: every
@@ -56,20 +66,22 @@ enum class MoeExpertsPath {
 constexpr int64_t kMoeSmallBatchMaxRows = 1024;
 // Routed rows the small-batch path accepts at all (forcing it beyond is a checked error).
 constexpr int64_t kMoeSmallBatchRowLimit = 1024;
-// Hidden and expert widths the small-batch path accepts: multiples of 8 up to this (Beam: 5120
-// and 2560; a warp's share of K stays in registers), 16-byte aligned x and weights.
+// Hidden and expert widths the small-batch path accepts: packed ones (multiples of 32) up to this
+// (Beam: 5120 and 2560; a warp's share of K stays in registers), 16-byte aligned x and weights.
 constexpr int64_t kMoeSmallBatchMaxWidth = 5120;
 // Whether the small-batch path takes these widths, expert count and pointers (rows aside).
 bool moe_small_batch_supports(const TensorView& x, const TensorView& gate_up,
                               const TensorView& down);
 
-// Routed experts, SwiGLU, fp32 combine per token in k order. Scratch lives in ctx.moe and is
+// Routed experts, SwiGLU, fp32 combine per token in k order. gate_up and down are packed when
+// moe_experts_packed(H, I) (pack_expert_weights), else row-major. Scratch lives in ctx.moe and is
 // sized for T * top_k routed rows: the first call at a new largest T (or width) allocates, which
 // must not happen during graph capture (checked). Launch grids depend on T, top_k and the widths
 // only, never on the routing. An expert id outside [0, E) traps the kernel (the stream reports
 // the error), as the CPU op aborts. The small-batch path chains its launches (gate_up, down,
 // combine) by programmatic dependent launch, also inside CUDA graphs, the first one on the kernel
-// queued before it (it waits for that kernel's completion before reading anything). `path` is for tests and benchmarks; the api op uses kAuto.
+// queued before it (it waits for that kernel's completion before reading anything). `path` is for
+// tests and benchmarks; the api op uses kAuto.
 void moe_experts(CudaContext& ctx, const TensorView& x, const TensorView& gate_up,
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
                  const TensorView& out, MoeExpertsPath path = MoeExpertsPath::kAuto);

@@ -6,6 +6,8 @@
 // streaming gate_up and down kernels of moe_small_batch.cuh (each selected expert read once, on
 // one persistent block per SM) and the same combine, chained by programmatic dependent launch.
 // Every launch is sized for the worst case (T * top_k rows); work past the real rows exits.
+// Expert weights of widths that are multiples of 32 are packed (moe_packed.cuh; both paths read
+// them so), others row-major (the grouped path only).
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -20,6 +22,7 @@
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/moe.h"
 #include "kernels/cuda/moe_grouped_gemm.cuh"
+#include "kernels/cuda/moe_packed.cuh"
 #include "kernels/cuda/moe_small_batch.cuh"
 #include "kernels/cuda/tensor_map.h"
 
@@ -289,27 +292,45 @@ __global__ void __launch_bounds__(kGatherThreads)
   for (int64_t c = threadIdx.x; c < H / 8; c += kGatherThreads) dst[c] = src[c];
 }
 
-// The TMA kernel's maps: weights w [E, w_rows, k] as {k, 8, 2, groups, E} whose box (a tile's
-// kWRows rows) lists weight_row's order: kSwiGLU, groups of 8 act columns, the 8 gate then the 8
-// up rows of a group; kStore, groups of 16 columns, the 8 even then the 8 odd ones. Grouped rows
-// a [rows, k] as {k, rows}.
+// The TMA kernel's maps: weights w [E, w_rows, k] whose box (a tile's kWRows rows) lists
+// weight_row's order: kSwiGLU, groups of 8 act columns, the 8 gate then the 8 up rows of a group;
+// kStore, groups of 16 columns, the 8 even then the 8 odd ones. Row-major weights as
+// {k, 8, 2, groups, E} (128-byte swizzle: kBK-wide shared rows); packed ones (moe_packed.cuh,
+// whose tiles hold the rows in that order) as {32, 16, groups, k / 32, E}, so a box of two k32
+// steps lands as two halves of 64-byte rows (64-byte swizzle; issue_k_slice's a_half). Grouped
+// rows a [rows, k] as {k, rows}.
 template <Epilogue kEp>
 bool encode_maps(moe_gemm::tma::Args& args, const bf16_t* a, int64_t rows, const bf16_t* w,
-                 int64_t E, int64_t n, int64_t k) {
+                 bool packed, int64_t E, int64_t n, int64_t k) {
   namespace tma = moe_gemm::tma;
   const TensorMapEncoder encode = tensor_map_encoder();
   if (encode == nullptr) return false;
   const auto row = static_cast<cuuint64_t>(k) * sizeof(bf16_t), un = static_cast<cuuint64_t>(n);
   const bool swiglu = kEp == Epilogue::kSwiGLU;
-  const cuuint64_t w_dims[5] = {static_cast<cuuint64_t>(k), 8, 2, swiglu ? un / 8 : un / 16,
-                                static_cast<cuuint64_t>(E)};
-  const cuuint64_t w_strides[4] = {swiglu ? row : 2 * row, swiglu ? un * row : row,
-                                   swiglu ? 8 * row : 16 * row, swiglu ? 2 * un * row : un * row};
-  const cuuint32_t w_box[5] = {moe_gemm::kBK, 8, 2, tma::kWeightGroups, 1};
+  const cuuint64_t groups = swiglu ? un / 8 : un / 16;
+  bool ok = false;
+  if (packed) {
+    constexpr cuuint64_t kStepBytes = moe_packed::kStepElems * sizeof(bf16_t);
+    const cuuint64_t steps = static_cast<cuuint64_t>(k) / moe_packed::kStepCols;
+    const cuuint64_t w_dims[5] = {moe_packed::kStepCols, moe_packed::kTileRows, groups, steps,
+                                  static_cast<cuuint64_t>(E)};
+    const cuuint64_t w_strides[4] = {moe_packed::kStepCols * sizeof(bf16_t), steps * kStepBytes,
+                                     kStepBytes, groups * steps * kStepBytes};
+    const cuuint32_t w_box[5] = {moe_packed::kStepCols, moe_packed::kTileRows, tma::kWeightGroups,
+                                 moe_gemm::kBK / moe_packed::kStepCols, 1};
+    ok = encode_bf16_map(encode, args.w_map, w, 5, w_dims, w_strides, w_box,
+                         CU_TENSOR_MAP_SWIZZLE_64B);
+  } else {
+    const cuuint64_t w_dims[5] = {static_cast<cuuint64_t>(k), 8, 2, groups,
+                                  static_cast<cuuint64_t>(E)};
+    const cuuint64_t w_strides[4] = {swiglu ? row : 2 * row, swiglu ? un * row : row,
+                                     swiglu ? 8 * row : 16 * row, swiglu ? 2 * un * row : un * row};
+    const cuuint32_t w_box[5] = {moe_gemm::kBK, 8, 2, tma::kWeightGroups, 1};
+    ok = encode_bf16_map(encode, args.w_map, w, 5, w_dims, w_strides, w_box);
+  }
   const cuuint64_t a_dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
   const cuuint32_t a_box[2] = {moe_gemm::kBK, tma::kBoxRows};
-  return encode_bf16_map(encode, args.w_map, w, 5, w_dims, w_strides, w_box) &&
-         encode_bf16_map(encode, args.a_map, a, 2, a_dims, &row, a_box);
+  return ok && encode_bf16_map(encode, args.a_map, a, 2, a_dims, &row, a_box);
 }
 
 // Whether the TMA kernel takes a GEMM: k % 8 == 0 (16-byte row strides), n in whole weight-box
@@ -327,7 +348,7 @@ bool launch_grouped_gemm_tma(CudaContext& ctx, const Problem& pb, const moe_gemm
                              const bf16_t* a, int32_t* tile_counter) {
   namespace tma = moe_gemm::tma;
   tma::Args args{};
-  if (!encode_maps<kEp>(args, a, pb.rows, p.w, pb.E, p.n, p.k)) {
+  if (!encode_maps<kEp>(args, a, pb.rows, p.w, p.packed_w, pb.E, p.n, p.k)) {
     log_warning(
         "moe_experts (CUDA): the driver refused the grouped GEMM's tensor maps; running "
         "the cp.async kernel");
@@ -350,9 +371,10 @@ bool launch_grouped_gemm_tma(CudaContext& ctx, const Problem& pb, const moe_gemm
 // Grouped path: permutation, grouped gate_up GEMM + SwiGLU, grouped down GEMM, combine. A GEMM
 // whose shapes allow it runs on the TMA kernel; gate_up then reads x's rows gathered in grouped
 // order into y (free until the down GEMM writes it).
+// use_tma false: the cp.async kernel only. Weights packed when moe_experts_packed(H, I).
 void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
                  const TensorView& gate_up, const TensorView& down, const TensorView& ids,
-                 const TensorView& weights, const TensorView& out) {
+                 const TensorView& weights, const TensorView& out, bool use_tma) {
   const ScratchLayout layout(pb.E, pb.rows, pb.H, pb.I);
   char* base = scratch(ctx, layout.total);
   auto* counts = reinterpret_cast<int32_t*>(base + layout.counts);
@@ -370,14 +392,21 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
   const auto* gu = static_cast<const bf16_t*>(gate_up.data);
   const auto* dn = static_cast<const bf16_t*>(down.data);
   const auto E = static_cast<int32_t>(pb.E);
+  const bool packed = moe_experts_packed(pb.H, pb.I);
   if (pb.I > 0) {  // act [rows, I] = SwiGLU(x[token] · gate_up[e]ᵀ)
-    const moe_gemm::Args args{
-        xp,      row_token,    gu,
-        offsets, tile_offsets, E,
-        pb.I,    pb.H,         pb.H % 8 == 0 && aligned16(xp) && aligned16(gu),
-        act};
+    const moe_gemm::Args args{.a = xp,
+                              .a_row_of = row_token,
+                              .w = gu,
+                              .packed_w = packed,
+                              .offsets = offsets,
+                              .tile_offsets = tile_offsets,
+                              .num_experts = E,
+                              .n = pb.I,
+                              .k = pb.H,
+                              .async_loads = pb.H % 8 == 0 && aligned16(xp) && aligned16(gu),
+                              .out = act};
     bool done = false;
-    if (tma_fits<Epilogue::kSwiGLU>(xp, gu, pb.I, pb.H)) {
+    if (use_tma && tma_fits<Epilogue::kSwiGLU>(xp, gu, pb.I, pb.H)) {
       gather_rows_kernel<<<static_cast<unsigned>(pb.rows), kGatherThreads, 0, ctx.stream>>>(
           xp, row_token, pb.H, y);
       CUDA_LAUNCH_OK();
@@ -386,11 +415,18 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
     if (!done) launch_grouped_gemm<Epilogue::kSwiGLU>(ctx, pb, args);
   }
   {  // y [rows, H] = act · down[e]ᵀ (zeros when I == 0)
-    const moe_gemm::Args args{act,     nullptr,      dn,
-                              offsets, tile_offsets, E,
-                              pb.H,    pb.I,         pb.I % 8 == 0 && aligned16(dn),
-                              y};
-    if (!tma_fits<Epilogue::kStore>(act, dn, pb.H, pb.I) ||
+    const moe_gemm::Args args{.a = act,
+                              .a_row_of = nullptr,
+                              .w = dn,
+                              .packed_w = packed,
+                              .offsets = offsets,
+                              .tile_offsets = tile_offsets,
+                              .num_experts = E,
+                              .n = pb.H,
+                              .k = pb.I,
+                              .async_loads = pb.I % 8 == 0 && aligned16(dn),
+                              .out = y};
+    if (!use_tma || !tma_fits<Epilogue::kStore>(act, dn, pb.H, pb.I) ||
         !launch_grouped_gemm_tma<Epilogue::kStore>(ctx, pb, args, act, tile_counters + 1))
       launch_grouped_gemm<Epilogue::kStore>(ctx, pb, args);
   }
@@ -406,12 +442,19 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
 }
 
 // One persistent block per SM (moe_small_batch.cuh); passes of 16 rows from kWidePassMinRows
-// routed rows, else of 8.
+// routed rows, else of 8; the down kernels hold kShortSteps fragments per warp when K allows.
 template <moe_small::Phase kPhase>
 void launch_expert_kernel(CudaContext& ctx, const moe_small::Args& args, After after) {
-  const auto kernel = args.rows >= moe_small::kWidePassMinRows
-                          ? moe_small::expert_kernel<kPhase, 2>
-                          : moe_small::expert_kernel<kPhase, 1>;
+  namespace small = moe_small;
+  const bool wide = args.rows >= small::kWidePassMinRows;
+  const int64_t warp_steps = ceil_div(ceil_div(args.k, small::kStepCols), int64_t{small::kWarps});
+  auto kernel = wide ? small::expert_kernel<kPhase, 2, small::kMaxSteps>
+                     : small::expert_kernel<kPhase, 1, small::kMaxSteps>;
+  if constexpr (kPhase == small::Phase::kDown) {
+    if (warp_steps <= small::kShortSteps)
+      kernel = wide ? small::expert_kernel<kPhase, 2, small::kShortSteps>
+                    : small::expert_kernel<kPhase, 1, small::kShortSteps>;
+  }
   CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(moe_small::kSmemBytes)));
   const dim3 grid(static_cast<unsigned>(ctx.props.multiProcessorCount));
@@ -469,10 +512,10 @@ void run_small_batch(CudaContext& ctx, const Problem& pb, const TensorView& x,
 bool moe_small_batch_supports(const TensorView& x, const TensorView& gate_up,
                               const TensorView& down) {
   const int64_t H = x.dim(1), E = gate_up.dim(0), I = gate_up.dim(1) / 2;
-  return H % 8 == 0 && I % 8 == 0 && H <= kMoeSmallBatchMaxWidth && I <= kMoeSmallBatchMaxWidth &&
+  return moe_experts_packed(H, I) && H <= kMoeSmallBatchMaxWidth && I <= kMoeSmallBatchMaxWidth &&
          E <= (int64_t{1} << (30 - moe_small::kSlotBits)) &&
-         E * std::max(2 * I, H) <= INT32_MAX &&  // weight rows are int indices in the kernels
-         aligned16(x.data) &&
+         // a packed tile's k32 steps are int indices in the kernels (tile_step0)
+         E * 2 * I * H / moe_packed::kStepElems <= INT32_MAX && aligned16(x.data) &&
          aligned16(gate_up.data) && aligned16(down.data);
 }
 
@@ -494,17 +537,18 @@ void moe_experts(CudaContext& ctx, const TensorView& x, const TensorView& gate_u
       if (pb.rows <= kMoeSmallBatchMaxRows && small_fits) {
         run_small_batch(ctx, pb, x, gate_up, down, ids, weights, out);
       } else {
-        run_grouped(ctx, pb, x, gate_up, down, ids, weights, out);
+        run_grouped(ctx, pb, x, gate_up, down, ids, weights, out, true);
       }
       return;
     case MoeExpertsPath::kGrouped:
-      run_grouped(ctx, pb, x, gate_up, down, ids, weights, out);
+    case MoeExpertsPath::kGroupedCpAsync:
+      run_grouped(ctx, pb, x, gate_up, down, ids, weights, out, path == MoeExpertsPath::kGrouped);
       return;
     case MoeExpertsPath::kSmallBatch:
       BEAM_CHECK(pb.rows <= kMoeSmallBatchRowLimit && small_fits)
           << "moe_experts (CUDA): small-batch path forced for " << pb.rows << " routed rows (limit "
           << kMoeSmallBatchRowLimit << "), hidden " << pb.H << ", expert width " << pb.I
-          << " (multiples of 8 up to " << kMoeSmallBatchMaxWidth << ", 16-byte aligned)";
+          << " (multiples of 32 up to " << kMoeSmallBatchMaxWidth << ", 16-byte aligned)";
       run_small_batch(ctx, pb, x, gate_up, down, ids, weights, out);
       return;
   }

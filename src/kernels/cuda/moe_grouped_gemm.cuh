@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/async_copy.cuh"
+#include "kernels/cuda/moe_packed.cuh"
 #include "kernels/cuda/moe_wgmma.cuh"
 #include "kernels/cuda/torch_exp.cuh"
 
@@ -50,6 +51,7 @@ struct Args {
   const bf16_t* a;              // A row q starts at a + q * k
   const int32_t* a_row_of;      // grouped row -> A row q (nullptr: q is the grouped row)
   const bf16_t* w;              // [E, w_rows, k], w_rows = n (kStore) or 2 n (kSwiGLU)
+  bool packed_w;                // w in moe_packed.cuh's layout (else row-major)
   const int32_t* offsets;       // [E + 1] first grouped row of each expert
   const int32_t* tile_offsets;  // [E + 1] first M tile of each expert (ceil(rows / kBM) each)
   int32_t num_experts;
@@ -64,17 +66,29 @@ constexpr int tile_cols(Epilogue ep, int w_rows = kWRows) {
   return ep == Epilogue::kSwiGLU ? w_rows / 2 : w_rows;
 }
 
-// Eight elements [col, col + 8) of a row into shared memory at dst, zeros past k or for no row.
-__device__ __forceinline__ void load_chunk(uint8_t* dst, const bf16_t* row, int64_t col,
+// Eight elements [col, col + 8) of a row into shared memory at dst, from src (the row's element
+// col; nullptr: zeros), zeros past k.
+__device__ __forceinline__ void load_chunk(uint8_t* dst, const bf16_t* src, int64_t col,
                                            const Args& p) {
   if (p.async_loads) {  // col and k are multiples of 8: the chunk is all in or all out
-    const bool valid = row != nullptr && col < p.k;
-    cp_async16(smem_u32(dst), valid ? row + col : p.w, valid ? 16 : 0);
+    const bool valid = src != nullptr && col < p.k;
+    cp_async16(smem_u32(dst), valid ? src : p.w, valid ? 16 : 0);
     return;
   }
   bf16_t* d = reinterpret_cast<bf16_t*>(dst);
   for (int i = 0; i < 8; ++i)
-    d[i] = row != nullptr && col + i < p.k ? row[col + i] : __float2bfloat16_rn(0.0f);
+    d[i] = src != nullptr && col + i < p.k ? src[i] : __float2bfloat16_rn(0.0f);
+}
+
+// Element offset of (row, col) in one expert's weights (packed: col's chunk of 8 stays within
+// one k32 step, so its 8 elements are contiguous there too).
+template <Epilogue kEp>
+__device__ __forceinline__ int64_t weight_offset(const Args& p, int64_t row, int64_t col) {
+  if (!p.packed_w) return row * p.k + col;
+  int64_t m = 0;
+  int i = 0;
+  moe_packed::tile_of_row(kEp == Epilogue::kSwiGLU, p.n, row, m, i);
+  return moe_packed::offset(p.k, m, i, col);
 }
 
 // The expert owning M tile `tile` (< tile_offsets[E]): the last e with tile_offsets[e] <= tile,
@@ -150,7 +164,7 @@ __device__ __forceinline__ int32_t weight_row(const Args& p, const TileJob& job,
 // K slice kt of the weight rows and the first kN grouped rows into one stage (shared row r,
 // 16-byte chunk c at chunk c ^ (r % 8)); thread t copies chunk t % 8 of rows t / 8 + pass *
 // kLoadRowsPerPass. rows[r]: row of W_e (r < kWRows) or of A, -1 for zeros.
-template <int kN>
+template <Epilogue kEp, int kN>
 __device__ __forceinline__ void load_stage(const Args& p, const TileJob& job, uint8_t* stage,
                                            const int32_t* rows, int64_t kt, int tid) {
   const int c = tid % 8;
@@ -159,25 +173,32 @@ __device__ __forceinline__ void load_stage(const Args& p, const TileJob& job, ui
   for (int pass = 0; pass < (kWRows + kN + kLoadRowsPerPass - 1) / kLoadRowsPerPass; ++pass) {
     const int r = tid / 8 + kLoadRowsPerPass * pass;
     if (r < kWRows + kN) {
-      const bf16_t* matrix = pass < kWRows / kLoadRowsPerPass ? job.w_e : p.a;
       const int32_t row = rows[r];
-      load_chunk(stage + r * kRowBytes + ((c ^ (r % 8)) << 4),
-                 row >= 0 ? matrix + static_cast<int64_t>(row) * p.k : nullptr, col, p);
+      const bf16_t* src = nullptr;
+      if (row >= 0) {
+        src = pass < kWRows / kLoadRowsPerPass ? job.w_e + weight_offset<kEp>(p, row, col)
+                                               : p.a + static_cast<int64_t>(row) * p.k + col;
+      }
+      load_chunk(stage + r * kRowBytes + ((c ^ (r % 8)) << 4), src, col, p);
     }
   }
 }
 
-// Issues and commits the wgmma group of one K slice: d += the warpgroup's 64 weight rows (at
-// a_tile) x kN grouped rows (at b_tile), kBK / 16 k16 steps; the caller waits for it.
+// Issues and commits the wgmma group of one K slice: d += the warpgroup's 64 weight rows x kN
+// grouped rows (at b_tile, 128-byte rows), kBK / 16 k16 steps; the caller waits for it. The weight
+// rows start at a_tile: 128-byte rows (SWIZZLE_128B), or, with a_half > 0, the slice's two k32
+// halves a_half bytes apart, each of 64-byte rows (SWIZZLE_64B: the TMA kernel's packed weights).
 template <int kN>
-__device__ __forceinline__ void issue_k_slice(float (&d)[kN / 2], uint32_t a_tile,
-                                              uint32_t b_tile) {
+__device__ __forceinline__ void issue_k_slice(float (&d)[kN / 2], uint32_t a_tile, uint32_t b_tile,
+                                              uint32_t a_half = 0) {
   wgmma::fence_operands(d);
   wgmma::arrive();
 #pragma unroll
-  for (int ks = 0; ks < kBK / 16; ++ks)
-    wgmma::Mma<kN>::run(d, wgmma::sw128_desc(a_tile + ks * 32),
-                        wgmma::sw128_desc(b_tile + ks * 32));
+  for (int ks = 0; ks < kBK / 16; ++ks) {
+    const uint64_t a = a_half == 0 ? wgmma::sw128_desc(a_tile + ks * 32)
+                                   : wgmma::sw64_desc(a_tile + (ks / 2) * a_half + (ks % 2) * 32);
+    wgmma::Mma<kN>::run(d, a, wgmma::sw128_desc(b_tile + ks * 32));
+  }
   wgmma::commit();
 }
 
@@ -227,7 +248,7 @@ __device__ __forceinline__ void run_tile(const Args& p, const TileJob& job, uint
   const int64_t num_k = (p.k + kBK - 1) / kBK;
 #pragma unroll
   for (int s = 0; s < kStages - 2; ++s) {
-    if (s < num_k) load_stage<kN>(p, job, smem + s * kStageBytes, rows, s, tid);
+    if (s < num_k) load_stage<kEp, kN>(p, job, smem + s * kStageBytes, rows, s, tid);
     cp_async_commit();
   }
   float d[kN / 2];
@@ -239,7 +260,7 @@ __device__ __forceinline__ void run_tile(const Args& p, const TileJob& job, uint
     __syncthreads();               // ... everyone's; and slice kt - 2's wgmma done everywhere
     const int64_t next = kt + kStages - 2;
     if (next < num_k)
-      load_stage<kN>(p, job, smem + (next % kStages) * kStageBytes, rows, next, tid);
+      load_stage<kEp, kN>(p, job, smem + (next % kStages) * kStageBytes, rows, next, tid);
     cp_async_commit();
     const uint32_t stage = base + static_cast<uint32_t>(kt % kStages) * kStageBytes;
     issue_k_slice<kN>(d, stage + wg * 64 * kRowBytes, stage + kWRows * kRowBytes);
@@ -321,7 +342,9 @@ constexpr int kSmemBytes = kJobOffset + kStages * static_cast<int>(sizeof(StageJ
 static_assert(kSmemBytes <= 227 * 1024, "H200: 227 KB of shared memory per block");
 
 struct Args {
-  CUtensorMap w_map;      // weights as {k, 8, 2, groups, E}, box {kBK, 8, 2, kWeightGroups, 1}
+  CUtensorMap w_map;      // weights as {k, 8, 2, groups, E}, box {kBK, 8, 2, kWeightGroups, 1};
+                          // packed: {32, 16, groups, k / 32, E}, box {32, 16, kWeightGroups, 2, 1}
+                          // (64-byte swizzle: a stage holds the two k32 halves one after the other)
   CUtensorMap a_map;      // grouped rows [rows, k] as {k, rows}, box {kBK, kBoxRows}
   moe_gemm::Args p;       // offsets, tile_offsets, num_experts, n, k, out (a, a_row_of, w unused)
   int32_t* tile_counter;  // 0 at launch; each block's producer takes its next tile from it
@@ -369,7 +392,12 @@ __device__ __forceinline__ void produce(const Args& a, uint32_t base, StageJob* 
       if (kt > 0) wgmma::mbar_wait(empty_bar(base, s), ((it / kStages) & 1) ^ 1);
       const uint32_t stage = base + s * kStageBytes, full = full_bar(base, s);
       wgmma::mbar_arrive_expect_tx(full, bytes);
-      wgmma::tma_load_5d(stage, &a.w_map, full, kt * kBK, 0, 0, group0, job.expert);
+      if (p.packed_w) {  // map {32, 16, groups, k / 32, E}: two k32 steps of the tiles' rows
+        wgmma::tma_load_5d(stage, &a.w_map, full, 0, 0, group0, kt * (kBK / moe_packed::kStepCols),
+                           job.expert);
+      } else {
+        wgmma::tma_load_5d(stage, &a.w_map, full, kt * kBK, 0, 0, group0, job.expert);
+      }
       for (int b = 0; b < boxes; ++b)
         wgmma::tma_load_2d(stage + kWeightBytes + b * kBoxBytes, &a.a_map, full, kt * kBK,
                            row0 + b * kBoxRows);
@@ -420,7 +448,12 @@ __device__ __forceinline__ void consume_tile(const Args& a, const TileJob& job, 
     const uint32_t s = it % kStages;
     wgmma::mbar_wait(full_bar(base, s), (it / kStages) & 1);
     const uint32_t stage = base + s * kStageBytes;
-    issue_k_slice<kN>(d, stage + c * 64 * kRowBytes, stage + kWeightBytes);
+    if (a.p.packed_w) {  // [2 k32 halves][kWRows rows][64 bytes]
+      issue_k_slice<kN>(d, stage + c * 64 * (kRowBytes / 2), stage + kWeightBytes,
+                        kWeightBytes / 2);
+    } else {
+      issue_k_slice<kN>(d, stage + c * 64 * kRowBytes, stage + kWeightBytes);
+    }
     wgmma::wait<1>();  // the previous stage's group retired in this warp: the warp frees its stage
     wgmma::fence_operands(d);
     if (kt > 0 && ctid % 32 == 0) wgmma::mbar_arrive(empty_bar(base, prev));

@@ -3,9 +3,11 @@
 // rows routed to an expert are computed from the same weight tile on tensor cores.
 //
 // Work: a unit is one m16 weight tile of one selected expert (gate_up: the gate and up rows of 8
-// act columns; down: 16 output rows) for one pass of its routed rows, over the whole K. A pass is
-// 8 rows (narrow kernels: one mma n8 half) or, above kWidePassMinRows routed rows, 16 (wide: two n8
-// halves on the same A fragments, the second only when the pass has more than 8 rows), so at
+// act columns; down: 16 output rows) for one pass of its routed rows, over the whole K. The
+// weights are packed (moe_packed.cuh: widths multiples of 32), so each k32 step of a tile is one
+// contiguous KB. A pass is 8 rows (narrow kernels: one mma n8 half) or, above kWidePassMinRows
+// routed rows, 16 (wide: two n8 halves on the same A fragments, the second only when the pass has
+// more than 8 rows), so at
 // batch 128 (~4 rows per expert, ~16 on the hottest with uniform routing) nearly every expert
 // takes one pass, whose units stream their tiles from HBM once, as at batch 32. The units
 // (group-major, then tile, then pass) are dealt in contiguous ranges of equal cost to one
@@ -16,16 +18,16 @@
 // routing does not leave the SMs holding them behind. The 16 warps of a block split K: warp w owns
 // a sixteenth of the k32 steps of every unit (WarpSteps: interleaved over the warps in gate_up, a
 // contiguous slice in down) and streams them through its own 8-step shared-memory ring with
-// 16-byte cp.async (128 KB in flight per SM, ~4x the 32 KB that 4.3 TB/s x ~1 us of latency
-// needs, so stalls at unit boundaries are absorbed), across unit boundaries. Each lane copies
-// exactly the 16-byte chunks it later feeds to mma.sync m16n8k16 as A fragments (k order inside a
-// k32 step permuted identically for A and B, so no barrier guards the ring); the B fragments (the
-// pass's 8 or 16 activation rows over the warp's k32 steps) stay in registers; when
-// the next unit changes group or pass, each is reloaded right after its last use in the current
-// unit (an expert with more rows than a pass alternates passes per tile: no L2 round trip stalls a
-// unit). Per unit and n8 half the 16 warps' fp32 partials are summed in warp order in shared memory
-// by one warp (the two halves by two different warps), which applies the epilogue: act =
-// bf16(silu(bf16 g) * bf16 u) (gate_up) or y = bf16(sum) (down). Rounding points as
+// 16-byte cp.async, a step's KB per warp instruction pair (128 KB in flight per SM, ~4x the 32 KB
+// that 4.3 TB/s x ~1 us of latency needs, so stalls at unit boundaries are absorbed), across unit
+// boundaries. Each lane copies exactly the 16-byte chunks it later feeds to mma.sync m16n8k16 as A
+// fragments (k order inside a k32 step permuted identically for A and B, so no barrier guards the
+// ring); the B fragments (the pass's 8 or 16 activation rows over the warp's k32 steps) stay in
+// registers; when the next unit changes group or pass, each is reloaded right after its last use in
+// the current unit (an expert with more rows than a pass alternates passes per tile: no L2 round
+// trip stalls a unit). Per unit and n8 half the 16 warps' fp32 partials are summed in warp order in
+// shared memory by one warp (the two halves by two different warps), which applies the epilogue:
+// act = bf16(silu(bf16 g) * bf16 u) (gate_up) or y = bf16(sum) (down). Rounding points as
 // kernels/cpu/moe_experts.cpp; fixed summation order and no atomics, so results are run-to-run
 // identical, and an output depends neither on the pass width nor on the other rows of its pass
 // (each mma output column is its own dot product). Each block groups the routed slots itself
@@ -43,6 +45,7 @@
 
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/mma_sync.cuh"
+#include "kernels/cuda/moe_packed.cuh"
 #include "kernels/cuda/torch_exp.cuh"
 
 namespace beam::cuda::moe_small {
@@ -55,7 +58,11 @@ constexpr int kWarps = 16;      // K shares of a unit (WarpSteps)
 constexpr int kThreads = kWarps * 32;
 constexpr int kStages = 8;     // ring depth per warp, in k32 steps of 1 KB (16 rows x 64 bytes)
 constexpr int kMaxSteps = 10;  // k32 steps per warp per unit (B fragments held in registers)
-constexpr int kStepCols = 32;
+// The down kernels' B-fragment capacity when K (the expert width) needs no more steps per warp
+// (Beam's 2560: 5): the wide down kernel then holds half the fragments and does not spill.
+constexpr int kShortSteps = 5;
+constexpr int kStepCols = moe_packed::kStepCols;
+static_assert(moe_packed::kTileRows == 16, "a unit is one mma m16 tile");
 constexpr int64_t kMaxK = int64_t{kWarps} * kMaxSteps * kStepCols;  // 5120: Beam's hidden width
 constexpr int kHalfRows = 8;  // routed rows of one n8 half of a pass (the mma's n = 8)
 // Routed rows from which the wide kernels (passes of 2 halves = 16 rows) run; below, the narrow
@@ -78,9 +85,9 @@ struct Args {
   const int32_t* ids;  // [rows] expert of slot t * top_k + k
   int rows, top_k, num_experts;
   const bf16_t* a;    // gate_up: x [T, H]; down: act [rows, I] in grouped row order
-  const bf16_t* w;    // gate_up: [E, 2 I, H] (gate rows, then up rows); down: [E, H, I]
-  int64_t n;          // output columns: gate_up I (a multiple of 8), down H
-  int64_t k;          // gate_up H, down I: multiples of 8, at most kMaxK
+  const bf16_t* w;    // packed (moe_packed.cuh) gate_up [E, 2 I, H] or down [E, H, I]
+  int64_t n;          // output columns: gate_up I, down H (multiples of 32)
+  int64_t k;          // gate_up H, down I: multiples of 32, at most kMaxK
   bf16_t* out;        // gate_up: act [rows, I]; down: y [rows, H]; grouped rows
   int32_t* entry_of;  // [rows] grouped row of each slot, written by block 0 (nullptr: not)
 };
@@ -105,11 +112,10 @@ struct Shared {
 };
 constexpr size_t kSmemBytes = sizeof(Shared);  // ~180 KB: one block per SM
 
-// 16 bytes global -> shared (L2 only, 256-byte L2 prefetch), or 16 zero bytes when !valid (src is
-// then not read).
-__device__ __forceinline__ void cp_async16_l2_256(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)),
-               "l"(src), "r"(valid ? 16 : 0)
+// 16 bytes global -> shared, through L2 only (no L2 prefetch hint: with packed weights the
+// .L2::256B hint the row-major layout wanted made the stream slower, H200 run 97).
+__device__ __forceinline__ void cp_async16_cg(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src)
                : "memory");
 }
 
@@ -311,33 +317,19 @@ __device__ __forceinline__ void advance(Cursor& c, const Tables& t, int m_tiles)
   ++c.g;
 }
 
-// The weight rows this lane copies for the tile of cursor c: row lane / 4 (a) and row lane / 4 + 8
-// (b) of the m16 tile, as row indices into p.w ([rows, K]; ints: moe_small_batch_supports keeps
-// E * max(2 I, H) <= INT32_MAX). a: -1 past the output columns (zero-filled); b = a + b_offset,
-// valid when b_ok. One int held instead of two pointers: registers.
+// The first k32 step of the packed tile of cursor c, in steps of moe_packed::kStepElems from p.w
+// (an int: moe_small_batch_supports keeps E * n * k / kStepElems small). The tile and step
+// counts come from p (shifts), not registers held across the loops.
 template <Phase kPhase>
-__device__ __forceinline__ void tile_rows(const Args& p, const Tables& t, const Cursor& c, int r,
-                                          int& a, bool& b_ok) {
-  const int e = t.expert[c.g], n = static_cast<int>(p.n);
-  if constexpr (kPhase == Phase::kGateUp) {
-    a = e * 2 * n + c.m * tile_cols<kPhase>() + r;  // gate row j < I (I % 8 == 0)
-    b_ok = true;
-  } else {
-    const int h = c.m * tile_cols<kPhase>() + r;
-    a = h < n ? e * n + h : -1;
-    b_ok = h + 8 < n;
-  }
-}
-
-// Rows from a lane's a weight row to its b row (tile_rows): gate_up's up row is I rows after the
-// gate row, down's second output row 8 rows after the first.
-template <Phase kPhase>
-__device__ __forceinline__ int b_offset(const Args& p) {
-  return kPhase == Phase::kGateUp ? static_cast<int>(p.n) : 8;
+__device__ __forceinline__ int tile_step0(const Args& p, const Tables& t, const Cursor& c) {
+  const auto m_tiles = static_cast<int>(p.n / tile_cols<kPhase>());
+  const auto steps = static_cast<int>(p.k / kStepCols);
+  return (t.expert[c.g] * m_tiles + c.m) * steps;
 }
 
 // Rounds and stores the block's sums s of one n8 half of a unit (reducing warp; lane = 4 r + q):
-// rows r and r + 8 of the tile, routed rows 2 q and 2 q + 1 of the half (mma accumulator layout).
+// rows r and r + 8 of the packed tile, routed rows 2 q and 2 q + 1 of the half (mma accumulator
+// layout).
 template <Phase kPhase, int kPassRows>
 __device__ __forceinline__ void store_unit(const Args& p, const Tables& t, const Cursor& c,
                                            int half, int r, int q, const float4& s) {
@@ -348,14 +340,15 @@ __device__ __forceinline__ void store_unit(const Args& p, const Tables& t, const
     const int within = c.p * kPassRows + half * kHalfRows + 2 * q + i;
     if (within >= count) continue;
     bf16_t* row = p.out + static_cast<int64_t>(begin + within) * p.n;
-    const int64_t col = static_cast<int64_t>(c.m) * tile_cols<kPhase>() + r;
+    // gate_up: act column 8 m + r; down: output columns 16 m + 2 r and 16 m + 2 r + 1
+    const int64_t col =
+        static_cast<int64_t>(c.m) * tile_cols<kPhase>() + (kPhase == Phase::kGateUp ? r : 2 * r);
     if constexpr (kPhase == Phase::kGateUp) {  // lo = gate, hi = up of act column col
       const float g = __bfloat162float(__float2bfloat16_rn(lo[i]));
       const float u = __bfloat162float(__float2bfloat16_rn(hi[i]));
       row[col] = __float2bfloat16_rn(__fmul_rn(torch_exp::siluf(g), u));
-    } else {  // lo = output column col, hi = col + 8
-      if (col < p.n) row[col] = __float2bfloat16_rn(lo[i]);
-      if (col + 8 < p.n) row[col + 8] = __float2bfloat16_rn(hi[i]);
+    } else {  // lo, hi = output columns 16 m + 2 r and the next (moe_packed.cuh's row order)
+      *reinterpret_cast<__nv_bfloat162*>(row + col) = __floats2bfloat162_rn(lo[i], hi[i]);
     }
   }
 }
@@ -374,29 +367,30 @@ __device__ __forceinline__ int fragment_row(const Args& p, const Tables& t, cons
 }
 
 // B fragment of k32 step `step` of the activation row at offset `row` (fragment_row): 8
-// activations at columns step * 32 + 8 (lane % 4) + [0, 8), zeros past K or for row -1.
+// activations at columns step * 32 + 8 (lane % 4) + [0, 8) (< K: K is a multiple of 32), zeros
+// for row -1.
 __device__ __forceinline__ uint4 load_fragment(const Args& p, int row, int step, int q) {
-  const int col = step * kStepCols + 8 * q;
-  return row >= 0 && col < p.k ? __ldcg(reinterpret_cast<const uint4*>(p.a + row + col))
-                               : make_uint4(0, 0, 0, 0);
+  return row >= 0 ? __ldcg(reinterpret_cast<const uint4*>(p.a + row + step * kStepCols + 8 * q))
+                  : make_uint4(0, 0, 0, 0);
 }
 
 // Down kernel, before it waits for act: the weight tiles of units u_begin + 1 ..
-// u_begin + kL2PrefetchUnits (the ring holds the first unit and part of the second) into L2, one
-// bulk prefetch per 16 output rows' K bytes, so the HBM stream runs on while the gate_up kernel
-// drains (~21 MB over 132 SMs at Beam widths, well inside the 60 MB L2).
+// u_begin + kL2PrefetchUnits (the ring holds the first unit and part of the second) into L2, each
+// packed tile (contiguous) as 16 bulk prefetches, so the HBM stream runs on while the gate_up
+// kernel drains (~21 MB over 132 SMs at Beam widths, well inside the 60 MB L2).
 constexpr int kL2PrefetchUnits = 2;
 __device__ __forceinline__ void prefetch_next_tiles(const Args& p, const Tables& t, Cursor c,
                                                     int m_tiles, int units_left) {
   const int tid = static_cast<int>(threadIdx.x);
   if (tid >= 16 * kL2PrefetchUnits || p.k == 0) return;  // (a zero-size prefetch is not defined)
-  const int ahead = 1 + tid / 16, row = tid % 16;
+  const int ahead = 1 + tid / 16, part = tid % 16;
   if (ahead >= units_left) return;
   for (int j = 0; j < ahead; ++j) advance(c, t, m_tiles);
-  const int64_t h = static_cast<int64_t>(c.m) * tile_cols<Phase::kDown>() + row;
-  if (h >= p.n) return;
-  prefetch_l2_bulk(p.w + (static_cast<int64_t>(t.expert[c.g]) * p.n + h) * p.k,
-                   static_cast<uint32_t>(p.k * static_cast<int64_t>(sizeof(bf16_t))));
+  const auto steps = static_cast<int>(p.k / kStepCols);
+  const int64_t part_elems = int64_t{steps} * moe_packed::kStepElems / 16;  // 16-byte multiple
+  prefetch_l2_bulk(
+      p.w + int64_t{tile_step0<Phase::kDown>(p, t, c)} * moe_packed::kStepElems + part * part_elems,
+      static_cast<uint32_t>(part_elems * static_cast<int64_t>(sizeof(bf16_t))));
 }
 
 // The k32 steps a warp takes of each unit's `steps`, its i-th being first + kStride * i. gate_up
@@ -431,10 +425,12 @@ __device__ __forceinline__ bool second_half(const Tables& t, const Cursor& c) {
 
 // Grid: one block per SM (any count works). kHalves: n8 halves per pass (1: 8-row passes, for up
 // to kWidePassMinRows - 1 routed rows; 2: 16-row passes, separate code as both together do not fit
-// the 128 registers a thread has). See the top of this file.
-template <Phase kPhase, int kHalves>
+// the 128 registers a thread has). kSteps: the k32 steps a warp can hold per unit (kMaxSteps, or
+// kShortSteps when K allows). See the top of this file.
+template <Phase kPhase, int kHalves, int kSteps>
 __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
   static_assert(kHalves == 1 || kHalves == 2);
+  static_assert(kSteps <= kMaxSteps);
   constexpr int kPassRows = kHalves * kHalfRows;
   extern __shared__ __align__(16) unsigned char moe_small_smem[];
   Shared& sh = *reinterpret_cast<Shared*>(moe_small_smem);
@@ -452,7 +448,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int r = lane / 4, q = lane % 4;
   // Units, tiles and steps fit int: m_tiles <= 640 (widths <= kMaxK), passes <= kMaxRows.
-  const int m_tiles = static_cast<int>((p.n + tile_cols<kPhase>() - 1) / tile_cols<kPhase>());
+  const auto m_tiles = static_cast<int>(p.n / tile_cols<kPhase>());  // n, k: multiples of 32
   // Equal shares of the units while every group has one pass (their costs are equal), else of
   // their cost.
   const int total_passes = passes_before(t, t.num_groups);
@@ -467,9 +463,9 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
     u_end = unit_at_cost<kPhase>(t, m_tiles, cost * (blockIdx.x + 1) / gridDim.x);
   }
   if (u_begin >= u_end) return;  // uniform over the block
-  const auto steps = static_cast<int>((p.k + kStepCols - 1) / kStepCols);
+  const auto steps = static_cast<int>(p.k / kStepCols);
   const WarpSteps<kPhase> warp_k = warp_steps<kPhase>(warp, steps);
-  const int my_steps = warp_k.count;  // <= kMaxSteps (host-checked)
+  const int my_steps = warp_k.count;  // <= kSteps (host-checked)
 
   // Producer: the warp's steps of units u_begin.. in order, kStages ahead of the consumer.
   uint4(*ring)[2][32] = sh.ring[warp];
@@ -477,22 +473,20 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
   const Cursor start = pc;
   int p_left = u_end - u_begin;  // units the producer has not finished issuing
   int pi = 0;
-  int wa = -1;
-  bool wb_ok = false;
-  if (my_steps > 0) tile_rows<kPhase>(p, t, pc, r, wa, wb_ok);
+  int step0 = tile_step0<kPhase>(p, t, pc);  // the producer's tile
   auto issue = [&](int slot) {
     if (my_steps > 0 && p_left > 0) {
-      const int col = warp_k.step(pi) * kStepCols + 8 * q;
-      const bool in = col < p.k, a_in = in && wa >= 0, b_in = in && wb_ok;  // b_ok: wa >= 0
-      const int64_t a_at = static_cast<int64_t>(wa) * p.k + col;
-      cp_async16_l2_256(&ring[slot][0][lane], a_in ? p.w + a_at : p.w, a_in);
-      cp_async16_l2_256(&ring[slot][1][lane], b_in ? p.w + (a_at + b_offset<kPhase>(p) * p.k) : p.w,
-                        b_in);
+      // This lane's 16 bytes of the packed step: row lane / 4 (a) and lane / 4 + 8 (b, 256
+      // elements on), columns 8 (lane % 4) + [0, 8).
+      static_assert(moe_packed::kStepElems == 1 << 9);
+      const bf16_t* a = p.w + ((static_cast<int64_t>(step0 + warp_k.step(pi)) << 9) | (8 * lane));
+      cp_async16_cg(&ring[slot][0][lane], a);
+      cp_async16_cg(&ring[slot][1][lane], a + 8 * kStepCols);
       if (++pi == my_steps) {
         pi = 0;
         if (--p_left > 0) {
           advance(pc, t, m_tiles);
-          tile_rows<kPhase>(p, t, pc, r, wa, wb_ok);
+          step0 = tile_step0<kPhase>(p, t, pc);
         }
       }
     }
@@ -514,13 +508,13 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
   // mma (and with it the warp's ring) on an L2 round trip.
   Cursor cc = start;
   bool wide = second_half<kPassRows>(t, cc);  // uniform over the block
-  uint4 xf[kHalves][kMaxSteps];
+  uint4 xf[kHalves][kSteps];
 #pragma unroll
   for (int h = 0; h < kHalves; ++h) {
     if (h > 0 && !wide) break;
     const int row = fragment_row<kPhase, kPassRows>(p, t, cc, h, r);
 #pragma unroll
-    for (int i = 0; i < kMaxSteps; ++i) {
+    for (int i = 0; i < kSteps; ++i) {
       if (i >= my_steps) break;
       xf[h][i] = load_fragment(p, row, warp_k.step(i), q);
     }
@@ -541,7 +535,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
     }
     float acc[kHalves][4] = {};
 #pragma unroll
-    for (int i = 0; i < kMaxSteps; ++i) {
+    for (int i = 0; i < kSteps; ++i) {
       if (i >= my_steps) break;
       cp_async_wait<kStages - 1>();  // this lane's copies of step i have landed
       const uint4 a_lo = ring[slot][0][lane], a_hi = ring[slot][1][lane];

@@ -3,6 +3,7 @@
 #include "kernels/api/moe.h"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 #include "kernel_test_util.h"
@@ -207,6 +208,20 @@ void check_experts_reference(const ExpertCase& c, const ExpertData& d, const Hos
     }
   }
   EXPECT_GT(combine_matters, 0) << "a bf16 combine would pass too";
+}
+
+// The CPU reads expert weights row-major, as they come: packing leaves them alone.
+TEST(MoeExperts, PackExpertWeightsKeepsTheCpuLayout) {
+  const ExpertCase c{1, 64, 4, 32, 2};
+  ExpertData d = make_experts(c, 301);
+  HostTensor gate_up(DType::kBF16, d.gate_up.view.shape), down(DType::kBF16, d.down.view.shape);
+  std::memcpy(gate_up.view.data, d.gate_up.view.data, gate_up.view.nbytes());
+  std::memcpy(down.view.data, d.down.view.data, down.view.nbytes());
+  Contexts ctx;
+  ASSERT_TRUE(pack_expert_weights(ctx.one, ExpertMatrix::kGateUp, d.gate_up.view).ok());
+  ASSERT_TRUE(pack_expert_weights(ctx.one, ExpertMatrix::kDown, d.down.view).ok());
+  EXPECT_TRUE(test::bits_equal(d.gate_up.view, gate_up.view));
+  EXPECT_TRUE(test::bits_equal(d.down.view, down.view));
 }
 
 TEST(MoeExperts, MatchesReferenceTinyShapes) {

@@ -13,6 +13,7 @@
 
 #include "../kernels/kernel_test_util.h"
 #include "kernels/api/device_memory.h"
+#include "kernels/api/moe.h"
 
 namespace beam::test {
 
@@ -35,6 +36,14 @@ class CudaTest : public ::testing::Test {
     return d;
   }
   TensorView upload(const HostTensor& host) { return upload(host.view); }
+  // A device copy of routed-expert weights in the layout moe_experts reads there
+  // (pack_expert_weights: packed k32 tiles for widths that are multiples of 32).
+  TensorView upload_experts(const HostTensor& host, ExpertMatrix which) {
+    const TensorView d = upload(host.view);
+    const Status packed = pack_expert_weights(gpu, which, d);
+    if (!packed.ok()) ADD_FAILURE() << packed.error().message;
+    return d;
+  }
   // An uninitialised device tensor, filled with NaN bytes so unwritten outputs are caught.
   TensorView device_tensor(DType dtype, Shape shape) {
     HostTensor nan(dtype, shape);

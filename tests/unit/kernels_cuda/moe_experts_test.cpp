@@ -1,8 +1,10 @@
-// CUDA moe_experts against the CPU reference op, on both paths (grouped tensor-core GEMMs; the
-// small-batch weight-streaming kernels). Outputs differ from the CPU only through the fp32
-// accumulation order: asserted within 3 bf16 ulps or 2e-2 of the output's rms, >= 95% within one
-// ulp, with the bit-equal and 1-ulp fractions printed; every path must repeat its own bits. Tiny
-// shapes, odd widths (grouped only), empty experts, experts with more rows than one pass, skewed
+// CUDA moe_experts against the CPU reference op, on both paths (grouped tensor-core GEMMs, on the
+// TMA kernel and on the cp.async one; the small-batch weight-streaming kernels), weights uploaded
+// and packed (pack_expert_weights; the packed layout itself is checked element by element).
+// Outputs differ from the CPU only through the fp32 accumulation order: asserted within 3 bf16
+// ulps or 2e-2 of the output's rms, >= 95% within one ulp, with the bit-equal and 1-ulp fractions
+// printed; every path must repeat its own bits. Tiny shapes, widths that are not multiples of 32
+// (row-major weights: grouped only), empty experts, experts with more rows than one pass, skewed
 // routing (all tokens on one expert, 256 distinct experts), Beam's widths at batch 1..128, kAuto's
 // choice, the small-batch path (programmatic dependent launches) inside a CUDA graph, and its
 // 16-row passes (from 257 routed rows: experts of 1..8, 9..16, 17+ rows; a token's bits do not
@@ -30,7 +32,7 @@ constexpr int64_t kSmallBatchMaxRows = cuda::kMoeSmallBatchMaxRows;
 constexpr int64_t kSmallBatchRowLimit = cuda::kMoeSmallBatchRowLimit;
 constexpr int64_t kSmallBatchMaxWidth = cuda::kMoeSmallBatchMaxWidth;
 #else  // the fixture skips without the backend; these keep the tests compiling
-enum class Path { kAuto, kGrouped, kSmallBatch };
+enum class Path { kAuto, kGrouped, kSmallBatch, kGroupedCpAsync };
 constexpr int64_t kSmallBatchMaxRows = 1024;
 constexpr int64_t kSmallBatchRowLimit = 1024;
 constexpr int64_t kSmallBatchMaxWidth = 5120;
@@ -44,6 +46,8 @@ const char* path_name(Path p) {
       return "grouped";
     case Path::kSmallBatch:
       return "small-batch";
+    case Path::kGroupedCpAsync:
+      return "grouped-cp.async";
   }
   return "?";
 }
@@ -121,17 +125,17 @@ ExpertStats expert_stats(const TensorView& got, const TensorView& want) {
   return s;
 }
 
-// Whether the small-batch path takes this case (widths multiples of 8 up to its limit, few rows;
-// the test's allocations are 256-byte aligned).
+// Whether the small-batch path takes this case (packed widths, multiples of 32, up to its limit;
+// few rows; the test's allocations are 256-byte aligned).
 bool small_batch_fits(const ExpertCase& c) {
-  return c.T * c.top_k <= kSmallBatchRowLimit && c.H % 8 == 0 && c.I % 8 == 0 &&
+  return c.T * c.top_k <= kSmallBatchRowLimit && c.H % 32 == 0 && c.I % 32 == 0 &&
          c.H <= kSmallBatchMaxWidth && c.I <= kSmallBatchMaxWidth;
 }
 
-// Both paths when the small-batch one takes the case, else the grouped one.
+// The grouped path on both its kernels, and the small-batch one when it takes the case.
 std::vector<Path> paths_for(const ExpertCase& c) {
-  if (small_batch_fits(c)) return {Path::kGrouped, Path::kSmallBatch};
-  return {Path::kGrouped};
+  if (small_batch_fits(c)) return {Path::kGrouped, Path::kGroupedCpAsync, Path::kSmallBatch};
+  return {Path::kGrouped, Path::kGroupedCpAsync};
 }
 
 class CudaMoeExperts : public test::CudaTest {
@@ -188,7 +192,8 @@ class CudaMoeExperts : public test::CudaTest {
   }
 
   void check(const ExpertCase& c, const ExpertData& d) {
-    check(c, d, upload(d.gate_up), upload(d.down), cpu.two, paths_for(c));
+    check(c, d, upload_experts(d.gate_up, ExpertMatrix::kGateUp),
+          upload_experts(d.down, ExpertMatrix::kDown), cpu.two, paths_for(c));
   }
 
   // kAuto's bits against the forced path's.
@@ -196,8 +201,9 @@ class CudaMoeExperts : public test::CudaTest {
     SCOPED_TRACE(::testing::Message() << "T=" << c.T << " H=" << c.H << " I=" << c.I << " expects "
                                       << path_name(want_path));
     const ExpertData d = make_experts(c, seed);
-    const TensorView x = upload(d.x), gate_up = upload(d.gate_up), down = upload(d.down),
-                     ids = upload(d.ids), weights = upload(d.weights);
+    const TensorView x = upload(d.x), gate_up = upload_experts(d.gate_up, ExpertMatrix::kGateUp),
+                     down = upload_experts(d.down, ExpertMatrix::kDown), ids = upload(d.ids),
+                     weights = upload(d.weights);
     const TensorView got = device_tensor(DType::kBF16, {c.T, c.H}),
                      want = device_tensor(DType::kBF16, {c.T, c.H});
     run_gpu(Path::kAuto, x, gate_up, down, ids, weights, got);
@@ -206,27 +212,63 @@ class CudaMoeExperts : public test::CudaTest {
   }
 };
 
+// pack_expert_weights on CUDA: with widths that are multiples of 32, element (e, row, k) of the
+// row-major matrix lands in tile m's k32 step k / 32 at its row i (kernels/cuda/moe_packed.cuh:
+// gate_up tile m = gate rows 8 m .. 8 m + 7, then the same up rows; down tile m = the even, then
+// the odd columns of 16 m .. 16 m + 15); other widths stay row-major.
+TEST_F(CudaMoeExperts, PackExpertWeightsLayout) {
+  const int64_t E = 2, H = 96, I = 64;
+  for (ExpertMatrix which : {ExpertMatrix::kGateUp, ExpertMatrix::kDown}) {
+    const bool gate_up = which == ExpertMatrix::kGateUp;
+    const int64_t rows = gate_up ? 2 * I : H, K = gate_up ? H : I;
+    HostTensor w(DType::kBF16, {E, rows, K});
+    for (int64_t i = 0; i < w.view.numel(); ++i)  // distinct finite values
+      w.as<bf16>()[i].bits = static_cast<uint16_t>(0x3000 + i);
+    const HostTensor packed = download(upload_experts(w, which));
+    int64_t wrong = 0;
+    for (int64_t e = 0; e < E; ++e)
+      for (int64_t m = 0; m < rows / 16; ++m)
+        for (int i = 0; i < 16; ++i)
+          for (int64_t k = 0; k < K; ++k) {
+            const int64_t row =
+                gate_up ? (i < 8 ? 8 * m + i : I + 8 * m + (i - 8)) : 16 * m + 2 * (i % 8) + i / 8;
+            const int64_t at = e * rows * K + ((m * (K / 32) + k / 32) * 16 + i) * 32 + k % 32;
+            wrong += packed.as<bf16>()[at].bits != w.as<bf16>()[(e * rows + row) * K + k].bits;
+          }
+    EXPECT_EQ(wrong, 0) << (gate_up ? "gate_up" : "down");
+  }
+  HostTensor row_major(DType::kBF16, {E, 2 * 24, 40});  // H = 40, I = 24: not packed
+  for (int64_t i = 0; i < row_major.view.numel(); ++i)
+    row_major.as<bf16>()[i].bits = static_cast<uint16_t>(0x3000 + i);
+  EXPECT_TRUE(test::bits_equal(download(upload_experts(row_major, ExpertMatrix::kGateUp)).view,
+                               row_major.view));
+}
+
 TEST_F(CudaMoeExperts, MatchCpuTinyShapes) {
   for (const ExpertCase& c : {ExpertCase{7, 64, 8, 32, 2},      // 8 experts
                               ExpertCase{1, 64, 8, 32, 2},      // 6 experts without tokens
-                              ExpertCase{5, 40, 6, 24, 3},      // K not a multiple of 32
+                              ExpertCase{5, 40, 6, 24, 3},      // row-major: grouped only
                               ExpertCase{4, 37, 5, 19, 2},      // odd widths: grouped only
                               ExpertCase{130, 96, 4, 48, 2},    // several row tiles per expert
+                              ExpertCase{130, 96, 4, 64, 2},    // the same, packed
                               ExpertCase{3, 64, 64, 32, 4},     // most experts empty
                               ExpertCase{64, 64, 8, 32, 2},     // ~16 rows per expert: 2+ passes
-                              ExpertCase{5, 1000, 12, 520, 3},  // uneven K slices over the warps
-                              ExpertCase{3, 5120, 4, 48, 2}})   // the widest K slices
+                              ExpertCase{5, 1000, 12, 520, 3},  // row-major, uneven K slices
+                              ExpertCase{5, 992, 12, 544, 3},   // uneven K slices over the warps
+                              ExpertCase{3, 5120, 4, 48, 2},    // row-major, the widest K
+                              ExpertCase{3, 5120, 4, 96, 2},    // the widest K slices
+                              ExpertCase{3, 96, 4, 2624, 2}})   // down K past kShortSteps
     check(c, make_experts(c, static_cast<uint32_t>(c.T * 131 + c.H)));
 }
 
 // Decode batch sizes on both paths; T * top_k reaches the small-batch path's row limit.
 TEST_F(CudaMoeExperts, SmallBatchMatchCpuTinyShapes) {
   for (int64_t T : {1, 2, 5, 16, 32, 64, 128})
-    for (ExpertCase c : {ExpertCase{0, 64, 8, 32, 2},    // K multiple of 8: 16-byte loads
-                         ExpertCase{0, 40, 6, 24, 3},    // K not a multiple of 32
+    for (ExpertCase c : {ExpertCase{0, 64, 8, 32, 2},    // packed widths
+                         ExpertCase{0, 40, 6, 24, 3},    // row-major: grouped only
                          ExpertCase{0, 37, 5, 19, 2},    // odd widths: grouped only
                          ExpertCase{0, 64, 64, 32, 8},   // most experts empty
-                         ExpertCase{0, 72, 16, 40, 16},  // T = 64: the 1024-row limit
+                         ExpertCase{0, 96, 16, 64, 16},  // T = 64: the 1024-row limit
                          ExpertCase{0, 64, 8, 0, 2}}) {  // I = 0: zeros
       c.T = T;
       check(c, make_experts(c, static_cast<uint32_t>(T * 977 + c.H + c.top_k)));
@@ -243,7 +285,7 @@ TEST_F(CudaMoeExperts, AutoPicksPathByRoutedRowsAndWidths) {
                    static_cast<uint32_t>(700 + T));
   }
   expect_auto_is(Path::kGrouped, {2, 37, 4, 19, 2}, 801);                       // odd widths
-  expect_auto_is(Path::kGrouped, {2, kSmallBatchMaxWidth + 8, 4, 16, 2}, 802);  // too wide
+  expect_auto_is(Path::kGrouped, {2, kSmallBatchMaxWidth + 32, 4, 32, 2}, 802);  // too wide
 }
 
 TEST_F(CudaMoeExperts, AllTokensOnOneExpert) {
@@ -313,9 +355,10 @@ void hot_expert_routing(const ExpertCase& c, std::mt19937& rng, ExpertData& d) {
 }
 
 TEST_F(CudaMoeExperts, SmallBatchWidePasses) {
-  for (const ExpertCase& c : {ExpertCase{128, 64, 64, 32, 8},       // 1024 rows
-                              ExpertCase{128, 40, 64, 24, 8},       // K not a multiple of 32
-                              ExpertCase{90, 1000, 64, 136, 8}}) {  // uneven K slices
+  for (const ExpertCase& c : {ExpertCase{128, 64, 64, 32, 8},      // 1024 rows
+                              ExpertCase{128, 96, 64, 64, 8},      // more K steps
+                              ExpertCase{90, 992, 64, 160, 8},     // uneven K slices
+                              ExpertCase{40, 64, 16, 2624, 8}}) {  // down K past kShortSteps
     ExpertData d = make_experts(c, static_cast<uint32_t>(1200 + c.H));
     std::mt19937 rng(static_cast<uint32_t>(1300 + c.H));
     hot_expert_routing(c, rng, d);
@@ -330,7 +373,8 @@ TEST_F(CudaMoeExperts, SmallBatchPassWidthKeepsBits) {
   ASSERT_GE(wide.T * wide.top_k, 257);
   ASSERT_LT(narrow.T * narrow.top_k, 257);
   const ExpertData d = make_experts(wide, 1400);  // ~20 rows per expert
-  const TensorView gate_up = upload(d.gate_up), down = upload(d.down);
+  const TensorView gate_up = upload_experts(d.gate_up, ExpertMatrix::kGateUp),
+                   down = upload_experts(d.down, ExpertMatrix::kDown);
   auto run = [&](const ExpertCase& c) {
     HostTensor x(DType::kBF16, {c.T, c.H}), ids(DType::kI32, {c.T, c.top_k}),
         weights(DType::kF32, {c.T, c.top_k});
@@ -363,7 +407,8 @@ TEST_F(CudaMoeExperts, SmallBatchCostDealingKeepsBits) {
   std::vector<int> rows(static_cast<size_t>(c.E), 0);
   for (int64_t i = 0; i < c.T * c.top_k; ++i) ++rows[static_cast<size_t>(d.ids.as<int32_t>()[i])];
   ASSERT_LE(*std::max_element(rows.begin(), rows.end()), 16) << "the spread run must have one pass";
-  const TensorView gate_up = upload(d.gate_up), down = upload(d.down), x = upload(d.x),
+  const TensorView gate_up = upload_experts(d.gate_up, ExpertMatrix::kGateUp),
+                   down = upload_experts(d.down, ExpertMatrix::kDown), x = upload(d.x),
                    weights = upload(d.weights);
   auto run = [&] {
     const TensorView out = device_tensor(DType::kBF16, {c.T, c.H});
@@ -388,8 +433,9 @@ TEST_F(CudaMoeExperts, GraphReplayMatchesEager) {
   for (const ExpertCase& c : {ExpertCase{5, 64, 8, 32, 2}, ExpertCase{32, 256, 64, 128, 8}}) {
     SCOPED_TRACE(::testing::Message() << "T=" << c.T << " H=" << c.H << " E=" << c.E);
     ExpertData d = make_experts(c, static_cast<uint32_t>(900 + c.T));
-    const TensorView x = upload(d.x), gate_up = upload(d.gate_up), down = upload(d.down),
-                     ids = upload(d.ids), weights = upload(d.weights);
+    const TensorView x = upload(d.x), gate_up = upload_experts(d.gate_up, ExpertMatrix::kGateUp),
+                     down = upload_experts(d.down, ExpertMatrix::kDown), ids = upload(d.ids),
+                     weights = upload(d.weights);
     const TensorView eager = device_tensor(DType::kBF16, {c.T, c.H}),
                      graphed = device_tensor(DType::kBF16, {c.T, c.H});
     moe_experts(gpu, x, gate_up, down, ids, weights, eager);  // also sizes the scratch
@@ -427,7 +473,8 @@ TEST_F(CudaMoeExperts, SmallBatchAfterRouterKernel) {
   std::normal_distribution<float> normal(0.0f, 0.1f);
   for (int64_t i = 0; i < c.E * c.H; ++i) router_w.as<float>()[i] = normal(rng);
   for (int64_t e = 0; e < c.E; ++e) bias.as<float>()[e] = 0.01f * static_cast<float>(e % 7);
-  const TensorView gate_up = upload(d.gate_up), down = upload(d.down), w = upload(router_w),
+  const TensorView gate_up = upload_experts(d.gate_up, ExpertMatrix::kGateUp),
+                   down = upload_experts(d.down, ExpertMatrix::kDown), w = upload(router_w),
                    b = upload(bias), ids = upload(d.ids), weights = upload(d.weights),
                    out = device_tensor(DType::kBF16, {c.T, c.H});
   for (int round = 0; round < 3; ++round) {
@@ -450,7 +497,8 @@ TEST_F(CudaMoeExperts, MatchCpuBeamShapes) {
   // 256 experts of width 2560 over hidden 5120: 20 GB of weights, uploaded once.
   const ExpertCase full{128, 5120, 256, 2560, 8};
   ExpertData d = make_experts(full, 601);
-  const TensorView gate_up = upload(d.gate_up), down = upload(d.down);
+  const TensorView gate_up = upload_experts(d.gate_up, ExpertMatrix::kGateUp),
+                   down = upload_experts(d.down, ExpertMatrix::kDown);
   ThreadPool pool(0);
   const KernelContext cpu_all{Device::kCpu, &pool};
   // The first T tokens of d (x, routing weights); ids from `route` when given, else d's.

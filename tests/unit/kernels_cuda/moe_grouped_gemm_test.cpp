@@ -126,7 +126,8 @@ class CudaMoeGroupedGemm : public test::CudaTest {
     expect_close(what, s, got.view, want.view);
   }
   void check(const char* what, const Shape5& s, const Experts& d) {
-    check(what, s, d, upload(d.gate_up), upload(d.down), cpu.two);
+    check(what, s, d, upload_experts(d.gate_up, ExpertMatrix::kGateUp),
+          upload_experts(d.down, ExpertMatrix::kDown), cpu.two);
   }
 
   // moe_test.cpp's criteria: no element more than 3 bf16 ulps and 2e-2 * rms(want) apart (or
@@ -245,7 +246,8 @@ TEST_F(CudaMoeGroupedGemm, BatchInvariant) {
   const Shape5 s{700, 256, 16, 128, 4};
   Experts d = make_weights(s, 1201);
   route_uniform(s, {}, 1202, d.ids);
-  const TensorView gate_up = upload(d.gate_up), down = upload(d.down);
+  const TensorView gate_up = upload_experts(d.gate_up, ExpertMatrix::kGateUp),
+                   down = upload_experts(d.down, ExpertMatrix::kDown);
   const TensorView out = device_tensor(DType::kBF16, {s.T, s.H});
   run_grouped(upload(d.x), gate_up, down, upload(d.ids), upload(d.weights), out);
   const HostTensor all = download(out);
@@ -271,7 +273,8 @@ TEST_F(CudaMoeGroupedGemm, BeamShapesMatchCpu) {
   BEAM_SKIP_UNLESS_OPTIMIZED();
   const Shape5 full{2048, 5120, 256, 2560, 8};
   Experts d = make_weights(full, 901);  // 20 GB of weights, uploaded once
-  const TensorView gate_up = upload(d.gate_up), down = upload(d.down);
+  const TensorView gate_up = upload_experts(d.gate_up, ExpertMatrix::kGateUp),
+                   down = upload_experts(d.down, ExpertMatrix::kDown);
   ThreadPool pool(0);
   const KernelContext cpu_all{Device::kCpu, &pool};
   auto part = [&](int64_t T) {  // the first T tokens of d, sharing the weights
