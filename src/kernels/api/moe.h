@@ -38,7 +38,7 @@ enum class ExpertMatrix {
 
 // Puts routed-expert weights, in place, into the layout moe_experts reads on ctx's device: on the
 // CPU the row-major one they come in (nothing to do); on CUDA, when the hidden and expert widths
-// are multiples of 32, packed k32 tiles (kernels/cuda/moe_packed.cuh), else row-major too. Call
+// are multiples of 64, packed k64 tiles (kernels/cuda/moe_packed.cuh), else row-major too. Call
 // it once on each expert tensor after it reaches the device (upload_weights and the synthetic
 // weights do); moe_experts on CUDA reads packable widths as packed. w: bf16 on ctx's device,
 // [E, 2 * Im, H] for kGateUp, [E, H, Im] for kDown. Errors: a temporary the device cannot hold.

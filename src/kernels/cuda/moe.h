@@ -37,7 +37,7 @@ void moe_router_route(CudaContext& ctx, const TensorView& x, const TensorView& r
                       const TensorView& weights);
 
 // Whether expert weights of hidden width H and expert width I are packed on CUDA
-// (moe_packed.cuh: both multiples of 32; Beam's 5120 and 2560).
+// (moe_packed.cuh: both multiples of 64; Beam's 5120 and 2560).
 bool moe_experts_packed(int64_t H, int64_t I);
 
 // kernels/api/moe.h's pack_expert_weights (w validated there): in place, through a temporary of
@@ -66,7 +66,7 @@ enum class MoeExpertsPath {
 constexpr int64_t kMoeSmallBatchMaxRows = 1024;
 // Routed rows the small-batch path accepts at all (forcing it beyond is a checked error).
 constexpr int64_t kMoeSmallBatchRowLimit = 1024;
-// Hidden and expert widths the small-batch path accepts: packed ones (multiples of 32) up to this
+// Hidden and expert widths the small-batch path accepts: packed ones (multiples of 64) up to this
 // (Beam: 5120 and 2560; a warp's share of K stays in registers), 16-byte aligned x and weights.
 constexpr int64_t kMoeSmallBatchMaxWidth = 5120;
 // Whether the small-batch path takes these widths, expert count and pointers (rows aside).

@@ -6,7 +6,7 @@
 // streaming gate_up and down kernels of moe_small_batch.cuh (each selected expert read once, on
 // one persistent block per SM) and the same combine, chained by programmatic dependent launch.
 // Every launch is sized for the worst case (T * top_k rows); work past the real rows exits.
-// Expert weights of widths that are multiples of 32 are packed (moe_packed.cuh; both paths read
+// Expert weights of widths that are multiples of 64 are packed (moe_packed.cuh; both paths read
 // them so), others row-major (the grouped path only).
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -295,10 +295,9 @@ __global__ void __launch_bounds__(kGatherThreads)
 // The TMA kernel's maps: weights w [E, w_rows, k] whose box (a tile's kWRows rows) lists
 // weight_row's order: kSwiGLU, groups of 8 act columns, the 8 gate then the 8 up rows of a group;
 // kStore, groups of 16 columns, the 8 even then the 8 odd ones. Row-major weights as
-// {k, 8, 2, groups, E} (128-byte swizzle: kBK-wide shared rows); packed ones (moe_packed.cuh,
-// whose tiles hold the rows in that order) as {32, 16, groups, k / 32, E}, so a box of two k32
-// steps lands as two halves of 64-byte rows (64-byte swizzle; issue_k_slice's a_half). Grouped
-// rows a [rows, k] as {k, rows}.
+// {k, 8, 2, groups, E}; packed ones (moe_packed.cuh, whose tiles hold the rows in that order, a
+// packed step being one kBK slice) as {kBK, 16, groups, k / kBK, E}: either box lands as the
+// same 128-byte shared rows. Grouped rows a [rows, k] as {k, rows}.
 template <Epilogue kEp>
 bool encode_maps(moe_gemm::tma::Args& args, const bf16_t* a, int64_t rows, const bf16_t* w,
                  bool packed, int64_t E, int64_t n, int64_t k) {
@@ -317,9 +316,8 @@ bool encode_maps(moe_gemm::tma::Args& args, const bf16_t* a, int64_t rows, const
     const cuuint64_t w_strides[4] = {moe_packed::kStepCols * sizeof(bf16_t), steps * kStepBytes,
                                      kStepBytes, groups * steps * kStepBytes};
     const cuuint32_t w_box[5] = {moe_packed::kStepCols, moe_packed::kTileRows, tma::kWeightGroups,
-                                 moe_gemm::kBK / moe_packed::kStepCols, 1};
-    ok = encode_bf16_map(encode, args.w_map, w, 5, w_dims, w_strides, w_box,
-                         CU_TENSOR_MAP_SWIZZLE_64B);
+                                 1, 1};
+    ok = encode_bf16_map(encode, args.w_map, w, 5, w_dims, w_strides, w_box);
   } else {
     const cuuint64_t w_dims[5] = {static_cast<cuuint64_t>(k), 8, 2, groups,
                                   static_cast<cuuint64_t>(E)};
@@ -548,7 +546,7 @@ void moe_experts(CudaContext& ctx, const TensorView& x, const TensorView& gate_u
       BEAM_CHECK(pb.rows <= kMoeSmallBatchRowLimit && small_fits)
           << "moe_experts (CUDA): small-batch path forced for " << pb.rows << " routed rows (limit "
           << kMoeSmallBatchRowLimit << "), hidden " << pb.H << ", expert width " << pb.I
-          << " (multiples of 32 up to " << kMoeSmallBatchMaxWidth << ", 16-byte aligned)";
+          << " (multiples of 64 up to " << kMoeSmallBatchMaxWidth << ", 16-byte aligned)";
       run_small_batch(ctx, pb, x, gate_up, down, ids, weights, out);
       return;
   }

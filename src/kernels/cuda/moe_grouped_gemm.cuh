@@ -184,21 +184,17 @@ __device__ __forceinline__ void load_stage(const Args& p, const TileJob& job, ui
   }
 }
 
-// Issues and commits the wgmma group of one K slice: d += the warpgroup's 64 weight rows x kN
-// grouped rows (at b_tile, 128-byte rows), kBK / 16 k16 steps; the caller waits for it. The weight
-// rows start at a_tile: 128-byte rows (SWIZZLE_128B), or, with a_half > 0, the slice's two k32
-// halves a_half bytes apart, each of 64-byte rows (SWIZZLE_64B: the TMA kernel's packed weights).
+// Issues and commits the wgmma group of one K slice: d += the warpgroup's 64 weight rows (at
+// a_tile) x kN grouped rows (at b_tile), kBK / 16 k16 steps; the caller waits for it.
 template <int kN>
-__device__ __forceinline__ void issue_k_slice(float (&d)[kN / 2], uint32_t a_tile, uint32_t b_tile,
-                                              uint32_t a_half = 0) {
+__device__ __forceinline__ void issue_k_slice(float (&d)[kN / 2], uint32_t a_tile,
+                                              uint32_t b_tile) {
   wgmma::fence_operands(d);
   wgmma::arrive();
 #pragma unroll
-  for (int ks = 0; ks < kBK / 16; ++ks) {
-    const uint64_t a = a_half == 0 ? wgmma::sw128_desc(a_tile + ks * 32)
-                                   : wgmma::sw64_desc(a_tile + (ks / 2) * a_half + (ks % 2) * 32);
-    wgmma::Mma<kN>::run(d, a, wgmma::sw128_desc(b_tile + ks * 32));
-  }
+  for (int ks = 0; ks < kBK / 16; ++ks)
+    wgmma::Mma<kN>::run(d, wgmma::sw128_desc(a_tile + ks * 32),
+                        wgmma::sw128_desc(b_tile + ks * 32));
   wgmma::commit();
 }
 
@@ -342,9 +338,8 @@ constexpr int kSmemBytes = kJobOffset + kStages * static_cast<int>(sizeof(StageJ
 static_assert(kSmemBytes <= 227 * 1024, "H200: 227 KB of shared memory per block");
 
 struct Args {
-  CUtensorMap w_map;      // weights as {k, 8, 2, groups, E}, box {kBK, 8, 2, kWeightGroups, 1};
-                          // packed: {32, 16, groups, k / 32, E}, box {32, 16, kWeightGroups, 2, 1}
-                          // (64-byte swizzle: a stage holds the two k32 halves one after the other)
+  CUtensorMap w_map;  // weights as {k, 8, 2, groups, E}, box {kBK, 8, 2, kWeightGroups, 1};
+                      // packed: {kBK, 16, groups, k / kBK, E}, box {kBK, 16, kWeightGroups, 1, 1}
   CUtensorMap a_map;      // grouped rows [rows, k] as {k, rows}, box {kBK, kBoxRows}
   moe_gemm::Args p;       // offsets, tile_offsets, num_experts, n, k, out (a, a_row_of, w unused)
   int32_t* tile_counter;  // 0 at launch; each block's producer takes its next tile from it
@@ -392,9 +387,9 @@ __device__ __forceinline__ void produce(const Args& a, uint32_t base, StageJob* 
       if (kt > 0) wgmma::mbar_wait(empty_bar(base, s), ((it / kStages) & 1) ^ 1);
       const uint32_t stage = base + s * kStageBytes, full = full_bar(base, s);
       wgmma::mbar_arrive_expect_tx(full, bytes);
-      if (p.packed_w) {  // map {32, 16, groups, k / 32, E}: two k32 steps of the tiles' rows
-        wgmma::tma_load_5d(stage, &a.w_map, full, 0, 0, group0, kt * (kBK / moe_packed::kStepCols),
-                           job.expert);
+      static_assert(moe_packed::kStepCols == kBK, "a packed step is one stage's K slice");
+      if (p.packed_w) {  // map {kBK, 16, groups, k / kBK, E}: packed step kt of the tiles
+        wgmma::tma_load_5d(stage, &a.w_map, full, 0, 0, group0, kt, job.expert);
       } else {
         wgmma::tma_load_5d(stage, &a.w_map, full, kt * kBK, 0, 0, group0, job.expert);
       }
@@ -448,12 +443,7 @@ __device__ __forceinline__ void consume_tile(const Args& a, const TileJob& job, 
     const uint32_t s = it % kStages;
     wgmma::mbar_wait(full_bar(base, s), (it / kStages) & 1);
     const uint32_t stage = base + s * kStageBytes;
-    if (a.p.packed_w) {  // [2 k32 halves][kWRows rows][64 bytes]
-      issue_k_slice<kN>(d, stage + c * 64 * (kRowBytes / 2), stage + kWeightBytes,
-                        kWeightBytes / 2);
-    } else {
-      issue_k_slice<kN>(d, stage + c * 64 * kRowBytes, stage + kWeightBytes);
-    }
+    issue_k_slice<kN>(d, stage + c * 64 * kRowBytes, stage + kWeightBytes);
     wgmma::wait<1>();  // the previous stage's group retired in this warp: the warp frees its stage
     wgmma::fence_operands(d);
     if (kt > 0 && ctid % 32 == 0) wgmma::mbar_arrive(empty_bar(base, prev));

@@ -20,7 +20,7 @@ constexpr int kPackThreads = 256;
 constexpr size_t kChunkBytes = size_t{256} << 20;  // experts packed per pass: ~256 MB of them
 
 // dst (packed) = src (row-major) for `experts` experts of [rows, k]; one thread per 16 bytes of
-// dst (8 elements of one tile row's k32 step, contiguous in both layouts).
+// dst (8 elements of one tile row's packed step, contiguous in both layouts).
 __global__ void __launch_bounds__(kPackThreads)
     pack_kernel(const __nv_bfloat16* src, __nv_bfloat16* dst, bool swiglu, int64_t n, int64_t rows,
                 int64_t k, int64_t chunks) {
@@ -28,7 +28,7 @@ __global__ void __launch_bounds__(kPackThreads)
   for (int64_t c = static_cast<int64_t>(blockIdx.x) * kPackThreads + threadIdx.x; c < chunks;
        c += static_cast<int64_t>(gridDim.x) * kPackThreads) {
     const int64_t at = c * 8, e = at / per_expert, within = at % per_expert;
-    const int64_t step = within / moe_packed::kStepElems;  // tile m's k32 step s
+    const int64_t step = within / moe_packed::kStepElems;  // tile m's packed step s
     const int in_step = static_cast<int>(within % moe_packed::kStepElems);
     const int64_t steps = k / moe_packed::kStepCols, m = step / steps, s = step % steps;
     const int i = in_step / moe_packed::kStepCols;

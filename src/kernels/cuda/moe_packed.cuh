@@ -1,15 +1,16 @@
 // The packed layout of routed-expert weights on CUDA (kernels/api/moe.h's pack_expert_weights),
-// used when the hidden and expert widths are multiples of 32 (moe_experts_packed). An expert's
-// matrix [n_rows, K] is stored as m16 tiles of 16 weight rows, each tile as K / 32 k32 steps of
-// 16 rows x 32 columns (1 KB, row-major inside): a tile's step is contiguous, so the small-batch
-// kernels (moe_small_batch.cuh) read 1 KB runs where row-major weights gave them 64 bytes of each
-// of 16 rows 10 KB apart (H200 run 97: the experts at T = 1 2.6% faster). The 16 rows of tile m
-// are in the order the kernels' fragments and the grouped GEMM's boxes want them:
+// used when the hidden and expert widths are multiples of 64 (moe_experts_packed). An expert's
+// matrix [n_rows, K] is stored as m16 tiles of 16 weight rows, each tile as K / 64 k64 steps of
+// 16 rows x 64 columns (2 KB, row-major inside): a tile's step is contiguous, so the small-batch
+// kernels (moe_small_batch.cuh) read 2 KB runs where row-major weights gave them 64 bytes of each
+// of 16 rows 10 KB apart, and a step's rows are 128 bytes, the grouped GEMM's TMA rows under its
+// 128-byte swizzle. The 16 rows of tile m are in the order the kernels' fragments and the grouped
+// GEMM's boxes want them:
 //   gate_up (SwiGLU, n = I output columns): rows i < 8 the gate rows 8 m + i, rows i >= 8 the up
 //     rows n + 8 m + (i - 8) (one tile = 8 act columns);
 //   down (n = H output columns): row i holds column 16 m + 2 (i % 8) + i / 8 (the 8 even, then the
 //     8 odd columns of 16 m .. 16 m + 15: a thread's accumulator pair is a bf16 pair).
-// Same size as row-major (no padding: the widths are multiples of 32), element offsets in int64.
+// Same size as row-major (no padding: the widths are multiples of 64), element offsets in int64.
 #pragma once
 
 #include <cstdint>
@@ -17,8 +18,8 @@
 namespace beam::cuda::moe_packed {
 
 constexpr int kTileRows = 16;
-constexpr int kStepCols = 32;
-constexpr int kStepElems = kTileRows * kStepCols;  // 512 bf16: one k32 step of a tile
+constexpr int kStepCols = 64;
+constexpr int kStepElems = kTileRows * kStepCols;  // 1024 bf16: one k64 step of a tile
 
 // Widths (hidden H, expert width I) whose expert weights are packed on CUDA.
 constexpr bool packed_widths(int64_t H, int64_t I) {

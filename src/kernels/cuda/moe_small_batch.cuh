@@ -4,38 +4,37 @@
 //
 // Work: a unit is one m16 weight tile of one selected expert (gate_up: the gate and up rows of 8
 // act columns; down: 16 output rows) for one pass of its routed rows, over the whole K. The
-// weights are packed (moe_packed.cuh: widths multiples of 32), so each k32 step of a tile is one
-// contiguous KB. A pass is 8 rows (narrow kernels: one mma n8 half) or, above kWidePassMinRows
-// routed rows, 16 (wide: two n8 halves on the same A fragments, the second only when the pass has
-// more than 8 rows), so at
-// batch 128 (~4 rows per expert, ~16 on the hottest with uniform routing) nearly every expert
-// takes one pass, whose units stream their tiles from HBM once, as at batch 32. The units
-// (group-major, then tile, then pass) are dealt in contiguous ranges of equal cost to one
-// persistent block per SM: every unit streams the same bytes, so with one pass per expert the SMs
-// finish together whatever the row counts; an expert with more rows than a pass re-reads its tile
-// from L2 for each further pass, right after the first, and its units (which reload their
-// activation fragments) count 7/4 (gate_up) or 10/4 (down) of the others (unit_cost), so skewed
-// routing does not leave the SMs holding them behind. The 16 warps of a block split K: warp w owns
-// a sixteenth of the k32 steps of every unit (WarpSteps: interleaved over the warps in gate_up, a
-// contiguous slice in down) and streams them through its own 8-step shared-memory ring with
-// 16-byte cp.async, a step's KB per warp instruction pair (128 KB in flight per SM, ~4x the 32 KB
-// that 4.3 TB/s x ~1 us of latency needs, so stalls at unit boundaries are absorbed), across unit
-// boundaries. Each lane copies exactly the 16-byte chunks it later feeds to mma.sync m16n8k16 as A
-// fragments (k order inside a k32 step permuted identically for A and B, so no barrier guards the
-// ring); the B fragments (the pass's 8 or 16 activation rows over the warp's k32 steps) stay in
-// registers; when the next unit changes group or pass, each is reloaded right after its last use in
-// the current unit (an expert with more rows than a pass alternates passes per tile: no L2 round
-// trip stalls a unit). Per unit and n8 half the 16 warps' fp32 partials are summed in warp order in
-// shared memory by one warp (the two halves by two different warps), which applies the epilogue:
-// act = bf16(silu(bf16 g) * bf16 u) (gate_up) or y = bf16(sum) (down). Rounding points as
-// kernels/cpu/moe_experts.cpp; fixed summation order and no atomics, so results are run-to-run
-// identical, and an output depends neither on the pass width nor on the other rows of its pass
-// (each mma output column is its own dot product). Each block groups the routed slots itself
-// (stable bitonic sort of expert << 10 | slot), so the kernels need no grouping launch.
-// Every launch is a programmatic dependent of the one before (the gate_up kernel of the router's:
-// it is resident when the router finishes). The down kernel groups, fills its ring with down
-// weights and prefetches two more tiles into L2 while the gate_up kernel drains, then waits for
-// act.
+// weights are packed (moe_packed.cuh: widths multiples of 64), so each two k32 steps of a tile are
+// one contiguous 2 KB. A pass is 8 rows (narrow kernels: one mma n8 half) or, above
+// kWidePassMinRows routed rows, 16 (wide: two n8 halves on the same A fragments, the second only
+// when the pass has more than 8 rows), so at batch 128 (~4 rows per expert, ~16 on the hottest with
+// uniform routing) nearly every expert takes one pass, whose units stream their tiles from HBM
+// once, as at batch 32. The units (group-major, then tile, then pass) are dealt in contiguous
+// ranges of equal cost to one persistent block per SM: every unit streams the same bytes, so with
+// one pass per expert the SMs finish together whatever the row counts; an expert with more rows
+// than a pass re-reads its tile from L2 for each further pass, right after the first, and its units
+// (which reload their activation fragments) count 7/4 (gate_up) or 10/4 (down) of the others
+// (unit_cost), so skewed routing does not leave the SMs holding them behind. The 16 warps of a
+// block split K: warp w owns a sixteenth of the k32 steps of every unit (WarpSteps: interleaved
+// over the warps in gate_up, a contiguous slice in down) and streams them through its own 8-step
+// shared-memory ring with 16-byte cp.async, a k32 step's 16 x 64 bytes per warp instruction pair
+// (128 KB in flight per SM, ~4x the 32 KB that 4.3 TB/s x ~1 us of latency needs, so stalls at unit
+// boundaries are absorbed), across unit boundaries. Each lane copies exactly the 16-byte chunks it
+// later feeds to mma.sync m16n8k16 as A fragments (k order inside a k32 step permuted identically
+// for A and B, so no barrier guards the ring); the B fragments (the pass's 8 or 16 activation rows
+// over the warp's k32 steps) stay in registers; when the next unit changes group or pass, each is
+// reloaded right after its last use in the current unit (an expert with more rows than a pass
+// alternates passes per tile: no L2 round trip stalls a unit). Per unit and n8 half the 16 warps'
+// fp32 partials are summed in warp order in shared memory by one warp (the two halves by two
+// different warps), which applies the epilogue: act = bf16(silu(bf16 g) * bf16 u) (gate_up) or y =
+// bf16(sum) (down). Rounding points as kernels/cpu/moe_experts.cpp; fixed summation order and no
+// atomics, so results are run-to-run identical, and an output depends neither on the pass width nor
+// on the other rows of its pass (each mma output column is its own dot product). Each block groups
+// the routed slots itself (stable bitonic sort of expert << 10 | slot), so the kernels need no
+// grouping launch. Every launch is a programmatic dependent of the one before (the gate_up kernel
+// of the router's: it is resident when the router finishes). The down kernel groups, fills its ring
+// with down weights and prefetches two more tiles into L2 while the gate_up kernel drains, then
+// waits for act.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -61,8 +60,9 @@ constexpr int kMaxSteps = 10;  // k32 steps per warp per unit (B fragments held 
 // The down kernels' B-fragment capacity when K (the expert width) needs no more steps per warp
 // (Beam's 2560: 5): the wide down kernel then holds half the fragments and does not spill.
 constexpr int kShortSteps = 5;
-constexpr int kStepCols = moe_packed::kStepCols;
-static_assert(moe_packed::kTileRows == 16, "a unit is one mma m16 tile");
+constexpr int kStepCols = 32;  // a k32 step: two mma k16 steps; half a packed step's columns
+static_assert(moe_packed::kTileRows == 16 && moe_packed::kStepCols == 2 * kStepCols,
+              "a unit is one mma m16 tile; a packed step holds two k32 steps");
 constexpr int64_t kMaxK = int64_t{kWarps} * kMaxSteps * kStepCols;  // 5120: Beam's hidden width
 constexpr int kHalfRows = 8;  // routed rows of one n8 half of a pass (the mma's n = 8)
 // Routed rows from which the wide kernels (passes of 2 halves = 16 rows) run; below, the narrow
@@ -86,8 +86,8 @@ struct Args {
   int rows, top_k, num_experts;
   const bf16_t* a;    // gate_up: x [T, H]; down: act [rows, I] in grouped row order
   const bf16_t* w;    // packed (moe_packed.cuh) gate_up [E, 2 I, H] or down [E, H, I]
-  int64_t n;          // output columns: gate_up I, down H (multiples of 32)
-  int64_t k;          // gate_up H, down I: multiples of 32, at most kMaxK
+  int64_t n;          // output columns: gate_up I, down H (multiples of 64)
+  int64_t k;          // gate_up H, down I: multiples of 64, at most kMaxK
   bf16_t* out;        // gate_up: act [rows, I]; down: y [rows, H]; grouped rows
   int32_t* entry_of;  // [rows] grouped row of each slot, written by block 0 (nullptr: not)
 };
@@ -112,10 +112,12 @@ struct Shared {
 };
 constexpr size_t kSmemBytes = sizeof(Shared);  // ~180 KB: one block per SM
 
-// 16 bytes global -> shared, through L2 only (no L2 prefetch hint: with packed weights the
-// .L2::256B hint the row-major layout wanted made the stream slower, H200 run 97).
+// 16 bytes global -> shared, through L2 only, L2 fetching the whole 128-byte line: a k32 step
+// reads half of each 128-byte row of a packed step, the next step the other half (H200 run 101:
+// without the hint the experts took 3-7% longer; the row-major layout's .L2::256B made packed
+// weights slower, run 97).
 __device__ __forceinline__ void cp_async16_cg(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src)
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src)
                : "memory");
 }
 
@@ -317,13 +319,13 @@ __device__ __forceinline__ void advance(Cursor& c, const Tables& t, int m_tiles)
   ++c.g;
 }
 
-// The first k32 step of the packed tile of cursor c, in steps of moe_packed::kStepElems from p.w
-// (an int: moe_small_batch_supports keeps E * n * k / kStepElems small). The tile and step
-// counts come from p (shifts), not registers held across the loops.
+// The first packed step of the tile of cursor c, in moe_packed::kStepElems from p.w (an int:
+// moe_small_batch_supports keeps E * n * k / kStepElems small). The tile and step counts come
+// from p (shifts), not registers held across the loops.
 template <Phase kPhase>
 __device__ __forceinline__ int tile_step0(const Args& p, const Tables& t, const Cursor& c) {
   const auto m_tiles = static_cast<int>(p.n / tile_cols<kPhase>());
-  const auto steps = static_cast<int>(p.k / kStepCols);
+  const auto steps = static_cast<int>(p.k / moe_packed::kStepCols);
   return (t.expert[c.g] * m_tiles + c.m) * steps;
 }
 
@@ -386,7 +388,7 @@ __device__ __forceinline__ void prefetch_next_tiles(const Args& p, const Tables&
   const int ahead = 1 + tid / 16, part = tid % 16;
   if (ahead >= units_left) return;
   for (int j = 0; j < ahead; ++j) advance(c, t, m_tiles);
-  const auto steps = static_cast<int>(p.k / kStepCols);
+  const auto steps = static_cast<int>(p.k / moe_packed::kStepCols);
   const int64_t part_elems = int64_t{steps} * moe_packed::kStepElems / 16;  // 16-byte multiple
   prefetch_l2_bulk(
       p.w + int64_t{tile_step0<Phase::kDown>(p, t, c)} * moe_packed::kStepElems + part * part_elems,
@@ -448,7 +450,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int r = lane / 4, q = lane % 4;
   // Units, tiles and steps fit int: m_tiles <= 640 (widths <= kMaxK), passes <= kMaxRows.
-  const auto m_tiles = static_cast<int>(p.n / tile_cols<kPhase>());  // n, k: multiples of 32
+  const auto m_tiles = static_cast<int>(p.n / tile_cols<kPhase>());  // n, k: multiples of 64
   // Equal shares of the units while every group has one pass (their costs are equal), else of
   // their cost.
   const int total_passes = passes_before(t, t.num_groups);
@@ -476,12 +478,15 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
   int step0 = tile_step0<kPhase>(p, t, pc);  // the producer's tile
   auto issue = [&](int slot) {
     if (my_steps > 0 && p_left > 0) {
-      // This lane's 16 bytes of the packed step: row lane / 4 (a) and lane / 4 + 8 (b, 256
-      // elements on), columns 8 (lane % 4) + [0, 8).
-      static_assert(moe_packed::kStepElems == 1 << 9);
-      const bf16_t* a = p.w + ((static_cast<int64_t>(step0 + warp_k.step(pi)) << 9) | (8 * lane));
+      // This lane's 16 bytes of k32 step s: in packed step s / 2, row lane / 4 (a) and
+      // lane / 4 + 8 (b, 8 rows on), columns 32 (s % 2) + 8 (lane % 4) + [0, 8).
+      static_assert(moe_packed::kStepElems == 1 << 10);
+      const int s = warp_k.step(pi);
+      const bf16_t* a =
+          p.w + ((static_cast<int64_t>(step0 + (s >> 1)) << 10) |
+                 ((lane >> 2) * moe_packed::kStepCols + (s & 1) * kStepCols + 8 * (lane & 3)));
       cp_async16_cg(&ring[slot][0][lane], a);
-      cp_async16_cg(&ring[slot][1][lane], a + 8 * kStepCols);
+      cp_async16_cg(&ring[slot][1][lane], a + 8 * moe_packed::kStepCols);
       if (++pi == my_steps) {
         pi = 0;
         if (--p_left > 0) {

@@ -1,5 +1,5 @@
 // Hopper warpgroup MMA (wgmma) primitives for moe_grouped_gemm.cuh: shared-memory descriptors of
-// 128- and 64-byte-swizzled K-major tiles, the fence/commit/wait protocol, and m64nNk16 bf16 ->
+// 128-byte-swizzled K-major tiles, the fence/commit/wait protocol, and m64nNk16 bf16 ->
 // fp32 for N = 16, 32, ..., 256 (one wrapper per N: inline asm needs its operand list written out);
 // and the TMA tensor loads and mbarriers of the warp-specialized kernel.
 #pragma once
@@ -17,16 +17,6 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr) {
   constexpr uint64_t kSwizzle128B = 1;
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (kLeadingOffset << 16) |
          (kStrideOffset << 32) | (kSwizzle128B << 62);
-}
-
-// The same for rows of 32 bf16 (64 bytes) under SWIZZLE_64B: 8-row groups 512 bytes apart, the
-// tile 512-byte aligned; `addr` advances 32 bytes per k16 step within the row.
-__device__ __forceinline__ uint64_t sw64_desc(uint32_t addr) {
-  constexpr uint64_t kLeadingOffset = 1;        // unused by swizzled K-major layouts
-  constexpr uint64_t kStrideOffset = 512 >> 4;  // bytes between 8-row groups, in 16-byte units
-  constexpr uint64_t kSwizzle64B = 2;
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (kLeadingOffset << 16) |
-         (kStrideOffset << 32) | (kSwizzle64B << 62);
 }
 
 // Orders this thread's earlier register and shared accesses before the next wgmma.

@@ -37,7 +37,7 @@ class CudaTest : public ::testing::Test {
   }
   TensorView upload(const HostTensor& host) { return upload(host.view); }
   // A device copy of routed-expert weights in the layout moe_experts reads there
-  // (pack_expert_weights: packed k32 tiles for widths that are multiples of 32).
+  // (pack_expert_weights: packed k64 tiles for widths that are multiples of 64).
   TensorView upload_experts(const HostTensor& host, ExpertMatrix which) {
     const TensorView d = upload(host.view);
     const Status packed = pack_expert_weights(gpu, which, d);

@@ -3,7 +3,7 @@
 // and packed (pack_expert_weights; the packed layout itself is checked element by element).
 // Outputs differ from the CPU only through the fp32 accumulation order: asserted within 3 bf16
 // ulps or 2e-2 of the output's rms, >= 95% within one ulp, with the bit-equal and 1-ulp fractions
-// printed; every path must repeat its own bits. Tiny shapes, widths that are not multiples of 32
+// printed; every path must repeat its own bits. Tiny shapes, widths that are not multiples of 64
 // (row-major weights: grouped only), empty experts, experts with more rows than one pass, skewed
 // routing (all tokens on one expert, 256 distinct experts), Beam's widths at batch 1..128, kAuto's
 // choice, the small-batch path (programmatic dependent launches) inside a CUDA graph, and its
@@ -125,10 +125,10 @@ ExpertStats expert_stats(const TensorView& got, const TensorView& want) {
   return s;
 }
 
-// Whether the small-batch path takes this case (packed widths, multiples of 32, up to its limit;
+// Whether the small-batch path takes this case (packed widths, multiples of 64, up to its limit;
 // few rows; the test's allocations are 256-byte aligned).
 bool small_batch_fits(const ExpertCase& c) {
-  return c.T * c.top_k <= kSmallBatchRowLimit && c.H % 32 == 0 && c.I % 32 == 0 &&
+  return c.T * c.top_k <= kSmallBatchRowLimit && c.H % 64 == 0 && c.I % 64 == 0 &&
          c.H <= kSmallBatchMaxWidth && c.I <= kSmallBatchMaxWidth;
 }
 
@@ -212,12 +212,12 @@ class CudaMoeExperts : public test::CudaTest {
   }
 };
 
-// pack_expert_weights on CUDA: with widths that are multiples of 32, element (e, row, k) of the
-// row-major matrix lands in tile m's k32 step k / 32 at its row i (kernels/cuda/moe_packed.cuh:
+// pack_expert_weights on CUDA: with widths that are multiples of 64, element (e, row, k) of the
+// row-major matrix lands in tile m's k64 step k / 64 at its row i (kernels/cuda/moe_packed.cuh:
 // gate_up tile m = gate rows 8 m .. 8 m + 7, then the same up rows; down tile m = the even, then
 // the odd columns of 16 m .. 16 m + 15); other widths stay row-major.
 TEST_F(CudaMoeExperts, PackExpertWeightsLayout) {
-  const int64_t E = 2, H = 96, I = 64;
+  const int64_t E = 2, H = 128, I = 64;
   for (ExpertMatrix which : {ExpertMatrix::kGateUp, ExpertMatrix::kDown}) {
     const bool gate_up = which == ExpertMatrix::kGateUp;
     const int64_t rows = gate_up ? 2 * I : H, K = gate_up ? H : I;
@@ -232,12 +232,12 @@ TEST_F(CudaMoeExperts, PackExpertWeightsLayout) {
           for (int64_t k = 0; k < K; ++k) {
             const int64_t row =
                 gate_up ? (i < 8 ? 8 * m + i : I + 8 * m + (i - 8)) : 16 * m + 2 * (i % 8) + i / 8;
-            const int64_t at = e * rows * K + ((m * (K / 32) + k / 32) * 16 + i) * 32 + k % 32;
+            const int64_t at = e * rows * K + ((m * (K / 64) + k / 64) * 16 + i) * 64 + k % 64;
             wrong += packed.as<bf16>()[at].bits != w.as<bf16>()[(e * rows + row) * K + k].bits;
           }
     EXPECT_EQ(wrong, 0) << (gate_up ? "gate_up" : "down");
   }
-  HostTensor row_major(DType::kBF16, {E, 2 * 24, 40});  // H = 40, I = 24: not packed
+  HostTensor row_major(DType::kBF16, {E, 2 * 32, 96});  // H = 96, I = 32: not packed
   for (int64_t i = 0; i < row_major.view.numel(); ++i)
     row_major.as<bf16>()[i].bits = static_cast<uint16_t>(0x3000 + i);
   EXPECT_TRUE(test::bits_equal(download(upload_experts(row_major, ExpertMatrix::kGateUp)).view,
@@ -245,31 +245,32 @@ TEST_F(CudaMoeExperts, PackExpertWeightsLayout) {
 }
 
 TEST_F(CudaMoeExperts, MatchCpuTinyShapes) {
-  for (const ExpertCase& c : {ExpertCase{7, 64, 8, 32, 2},      // 8 experts
-                              ExpertCase{1, 64, 8, 32, 2},      // 6 experts without tokens
-                              ExpertCase{5, 40, 6, 24, 3},      // row-major: grouped only
+  for (const ExpertCase& c : {ExpertCase{7, 64, 8, 64, 2},      // 8 experts
+                              ExpertCase{1, 64, 8, 64, 2},      // 6 experts without tokens
+                              ExpertCase{7, 64, 8, 32, 2},      // row-major: grouped only
+                              ExpertCase{5, 40, 6, 24, 3},      // row-major, K % 32 != 0
                               ExpertCase{4, 37, 5, 19, 2},      // odd widths: grouped only
                               ExpertCase{130, 96, 4, 48, 2},    // several row tiles per expert
-                              ExpertCase{130, 96, 4, 64, 2},    // the same, packed
-                              ExpertCase{3, 64, 64, 32, 4},     // most experts empty
-                              ExpertCase{64, 64, 8, 32, 2},     // ~16 rows per expert: 2+ passes
+                              ExpertCase{130, 128, 4, 64, 2},   // the same, packed
+                              ExpertCase{3, 64, 64, 64, 4},     // most experts empty
+                              ExpertCase{64, 64, 8, 64, 2},     // ~16 rows per expert: 2+ passes
                               ExpertCase{5, 1000, 12, 520, 3},  // row-major, uneven K slices
-                              ExpertCase{5, 992, 12, 544, 3},   // uneven K slices over the warps
+                              ExpertCase{5, 960, 12, 576, 3},   // uneven K slices over the warps
                               ExpertCase{3, 5120, 4, 48, 2},    // row-major, the widest K
-                              ExpertCase{3, 5120, 4, 96, 2},    // the widest K slices
-                              ExpertCase{3, 96, 4, 2624, 2}})   // down K past kShortSteps
+                              ExpertCase{3, 5120, 4, 128, 2},   // the widest K slices
+                              ExpertCase{3, 128, 4, 2624, 2}})  // down K past kShortSteps
     check(c, make_experts(c, static_cast<uint32_t>(c.T * 131 + c.H)));
 }
 
 // Decode batch sizes on both paths; T * top_k reaches the small-batch path's row limit.
 TEST_F(CudaMoeExperts, SmallBatchMatchCpuTinyShapes) {
   for (int64_t T : {1, 2, 5, 16, 32, 64, 128})
-    for (ExpertCase c : {ExpertCase{0, 64, 8, 32, 2},    // packed widths
-                         ExpertCase{0, 40, 6, 24, 3},    // row-major: grouped only
-                         ExpertCase{0, 37, 5, 19, 2},    // odd widths: grouped only
-                         ExpertCase{0, 64, 64, 32, 8},   // most experts empty
-                         ExpertCase{0, 96, 16, 64, 16},  // T = 64: the 1024-row limit
-                         ExpertCase{0, 64, 8, 0, 2}}) {  // I = 0: zeros
+    for (ExpertCase c : {ExpertCase{0, 64, 8, 64, 2},     // packed widths
+                         ExpertCase{0, 40, 6, 24, 3},     // row-major: grouped only
+                         ExpertCase{0, 37, 5, 19, 2},     // odd widths: grouped only
+                         ExpertCase{0, 64, 64, 64, 8},    // most experts empty
+                         ExpertCase{0, 128, 16, 64, 16},  // T = 64: the 1024-row limit
+                         ExpertCase{0, 64, 8, 0, 2}}) {   // I = 0: zeros
       c.T = T;
       check(c, make_experts(c, static_cast<uint32_t>(T * 977 + c.H + c.top_k)));
     }
@@ -285,7 +286,7 @@ TEST_F(CudaMoeExperts, AutoPicksPathByRoutedRowsAndWidths) {
                    static_cast<uint32_t>(700 + T));
   }
   expect_auto_is(Path::kGrouped, {2, 37, 4, 19, 2}, 801);                       // odd widths
-  expect_auto_is(Path::kGrouped, {2, kSmallBatchMaxWidth + 32, 4, 32, 2}, 802);  // too wide
+  expect_auto_is(Path::kGrouped, {2, kSmallBatchMaxWidth + 64, 4, 64, 2}, 802);  // too wide
 }
 
 TEST_F(CudaMoeExperts, AllTokensOnOneExpert) {
@@ -355,9 +356,9 @@ void hot_expert_routing(const ExpertCase& c, std::mt19937& rng, ExpertData& d) {
 }
 
 TEST_F(CudaMoeExperts, SmallBatchWidePasses) {
-  for (const ExpertCase& c : {ExpertCase{128, 64, 64, 32, 8},      // 1024 rows
-                              ExpertCase{128, 96, 64, 64, 8},      // more K steps
-                              ExpertCase{90, 992, 64, 160, 8},     // uneven K slices
+  for (const ExpertCase& c : {ExpertCase{128, 64, 64, 64, 8},      // 1024 rows
+                              ExpertCase{128, 128, 64, 64, 8},     // more K steps
+                              ExpertCase{90, 960, 64, 192, 8},     // uneven K slices
                               ExpertCase{40, 64, 16, 2624, 8}}) {  // down K past kShortSteps
     ExpertData d = make_experts(c, static_cast<uint32_t>(1200 + c.H));
     std::mt19937 rng(static_cast<uint32_t>(1300 + c.H));
@@ -430,7 +431,7 @@ TEST_F(CudaMoeExperts, SmallBatchCostDealingKeepsBits) {
 // launches chained by programmatic dependent launch) replays the eager bits, also after the
 // routing in the captured ids buffer changes (grids never depend on the routing).
 TEST_F(CudaMoeExperts, GraphReplayMatchesEager) {
-  for (const ExpertCase& c : {ExpertCase{5, 64, 8, 32, 2}, ExpertCase{32, 256, 64, 128, 8}}) {
+  for (const ExpertCase& c : {ExpertCase{5, 64, 8, 64, 2}, ExpertCase{32, 256, 64, 128, 8}}) {
     SCOPED_TRACE(::testing::Message() << "T=" << c.T << " H=" << c.H << " E=" << c.E);
     ExpertData d = make_experts(c, static_cast<uint32_t>(900 + c.T));
     const TensorView x = upload(d.x), gate_up = upload_experts(d.gate_up, ExpertMatrix::kGateUp),
