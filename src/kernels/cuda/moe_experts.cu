@@ -391,18 +391,24 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
   const auto* dn = static_cast<const bf16_t*>(down.data);
   const auto E = static_cast<int32_t>(pb.E);
   const bool packed = moe_experts_packed(pb.H, pb.I);
+  // out [rows, n] = A (row a_row_of[r], or r) · W_e ᵀ over k, with this call's grouping
+  auto gemm_args = [&](const bf16_t* a, const int32_t* a_row_of, const bf16_t* w, int64_t n,
+                       int64_t k, bool async_loads, bf16_t* out_rows) {
+    return moe_gemm::Args{.a = a,
+                          .a_row_of = a_row_of,
+                          .w = w,
+                          .packed_w = packed,
+                          .offsets = offsets,
+                          .tile_offsets = tile_offsets,
+                          .num_experts = E,
+                          .n = n,
+                          .k = k,
+                          .async_loads = async_loads,
+                          .out = out_rows};
+  };
   if (pb.I > 0) {  // act [rows, I] = SwiGLU(x[token] · gate_up[e]ᵀ)
-    const moe_gemm::Args args{.a = xp,
-                              .a_row_of = row_token,
-                              .w = gu,
-                              .packed_w = packed,
-                              .offsets = offsets,
-                              .tile_offsets = tile_offsets,
-                              .num_experts = E,
-                              .n = pb.I,
-                              .k = pb.H,
-                              .async_loads = pb.H % 8 == 0 && aligned16(xp) && aligned16(gu),
-                              .out = act};
+    const moe_gemm::Args args = gemm_args(xp, row_token, gu, pb.I, pb.H,
+                                          pb.H % 8 == 0 && aligned16(xp) && aligned16(gu), act);
     bool done = false;
     if (use_tma && tma_fits<Epilogue::kSwiGLU>(xp, gu, pb.I, pb.H)) {
       gather_rows_kernel<<<static_cast<unsigned>(pb.rows), kGatherThreads, 0, ctx.stream>>>(
@@ -413,17 +419,8 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
     if (!done) launch_grouped_gemm<Epilogue::kSwiGLU>(ctx, pb, args);
   }
   {  // y [rows, H] = act · down[e]ᵀ (zeros when I == 0)
-    const moe_gemm::Args args{.a = act,
-                              .a_row_of = nullptr,
-                              .w = dn,
-                              .packed_w = packed,
-                              .offsets = offsets,
-                              .tile_offsets = tile_offsets,
-                              .num_experts = E,
-                              .n = pb.H,
-                              .k = pb.I,
-                              .async_loads = pb.I % 8 == 0 && aligned16(dn),
-                              .out = y};
+    const moe_gemm::Args args =
+        gemm_args(act, nullptr, dn, pb.H, pb.I, pb.I % 8 == 0 && aligned16(dn), y);
     if (!use_tma || !tma_fits<Epilogue::kStore>(act, dn, pb.H, pb.I) ||
         !launch_grouped_gemm_tma<Epilogue::kStore>(ctx, pb, args, act, tile_counters + 1))
       launch_grouped_gemm<Epilogue::kStore>(ctx, pb, args);
