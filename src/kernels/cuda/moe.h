@@ -58,11 +58,11 @@ enum class MoeExpertsPath {
 // selected expert is read once, in equal shares per SM whatever the row counts, and the rows of
 // an expert ride on the same weight fragments (an expert with more rows than a pass, 8 or 16,
 // re-reads each tile from L2, right after, per further pass; such experts' units weigh 7/4
-// (gate_up) and 10/4 (down) in the shares, so skewed routing keeps ~1.1x of the floor: H200 run 85,
-// a 46-row expert at T = 128). The grouped path's 64 x 128 tiles are sized for prefill: at decode
-// they hold ~1-4 rows of 64 (H200, 2026-11-30: 8.8 ms at T = 128, 1.9x the floor). The limit is
-// structural (each block groups at most 1024 slots, two per thread); prefill chunks beyond it take
-// the grouped path.
+// (gate_up) and 10/4 (down) in the shares, so skewed routing keeps ~1.05x of the floor: H200 run
+// 102, a 46-row expert at T = 128). The grouped path's 64 x 128 tiles are sized for prefill: at
+// decode they hold ~1-4 rows of 64 (H200, 2026-11-30: 8.8 ms at T = 128, 1.9x the floor). The limit
+// is structural (each block groups at most 1024 slots, two per thread); prefill chunks beyond it
+// take the grouped path.
 constexpr int64_t kMoeSmallBatchMaxRows = 1024;
 // Routed rows the small-batch path accepts at all (forcing it beyond is a checked error).
 constexpr int64_t kMoeSmallBatchRowLimit = 1024;

@@ -396,12 +396,11 @@ __device__ __forceinline__ void prefetch_next_tiles(const Args& p, const Tables&
 }
 
 // The k32 steps a warp takes of each unit's `steps`, its i-th being first + kStride * i. gate_up
-// interleaves them over the warps (warp w: w, w + kWarps, ...), so at each step the block reads
-// 1 KB runs of the tile's 16 rows: at equal bytes in flight that streams ~4% faster than each warp
-// on its own 640-byte slice of all 16 rows (H200 run 93); the experts took 0.9% / 1.4% / 0.3% less
-// time at T = 1 / 32 / 128 (run 96; skewed T = 128 +0.9%). down keeps contiguous slices [w spw,
-// (w + 1) spw): interleaved, it took 3% longer at T = 128 (runs 94-95). Fixed per phase, so a
-// row's sums are the same in the narrow and wide kernels.
+// interleaves them over the warps (warp w: w, w + kWarps, ...); down keeps contiguous slices
+// [w spw, (w + 1) spw). Chosen on row-major weights (H200 runs 93-96: interleaved gate_up 0.3-1.4%
+// faster, interleaved down 3% slower at T = 128); with packed weights both phases interleaved
+// time the same, and both contiguous take 32% longer under skewed routing at T = 128 (run 104).
+// Fixed per phase, so a row's sums are the same in the narrow and wide kernels.
 template <Phase kPhase>
 struct WarpSteps {
   static constexpr int kStride = kPhase == Phase::kGateUp ? kWarps : 1;
