@@ -36,10 +36,6 @@ void moe_router_route(CudaContext& ctx, const TensorView& x, const TensorView& r
                       const TensorView& bias, const RouterParams& params, const TensorView& ids,
                       const TensorView& weights);
 
-// Whether expert weights of hidden width H and expert width I are packed on CUDA
-// (moe_packed.cuh: both multiples of 64; Beam's 5120 and 2560).
-bool moe_experts_packed(int64_t H, int64_t I);
-
 // kernels/api/moe.h's pack_expert_weights (w validated there): in place, through a temporary of
 // up to ~256 MB of experts; waits for the stream before returning.
 Status pack_expert_weights(CudaContext& ctx, ExpertMatrix which, const TensorView& w);
@@ -74,7 +70,8 @@ bool moe_small_batch_supports(const TensorView& x, const TensorView& gate_up,
                               const TensorView& down);
 
 // Routed experts, SwiGLU, fp32 combine per token in k order. gate_up and down are packed when
-// moe_experts_packed(H, I) (pack_expert_weights), else row-major. Scratch lives in ctx.moe and is
+// H and I are multiples of 64 (pack_expert_weights; moe_packed.cuh's packed_widths), else
+// row-major. Scratch lives in ctx.moe and is
 // sized for T * top_k routed rows: the first call at a new largest T (or width) allocates, which
 // must not happen during graph capture (checked). Launch grids depend on T, top_k and the widths
 // only, never on the routing. An expert id outside [0, E) traps the kernel (the stream reports

@@ -369,7 +369,7 @@ bool launch_grouped_gemm_tma(CudaContext& ctx, const Problem& pb, const moe_gemm
 // Grouped path: permutation, grouped gate_up GEMM + SwiGLU, grouped down GEMM, combine. A GEMM
 // whose shapes allow it runs on the TMA kernel; gate_up then reads x's rows gathered in grouped
 // order into y (free until the down GEMM writes it).
-// use_tma false: the cp.async kernel only. Weights packed when moe_experts_packed(H, I).
+// use_tma false: the cp.async kernel only. Weights packed when moe_packed::packed_widths(H, I).
 void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
                  const TensorView& gate_up, const TensorView& down, const TensorView& ids,
                  const TensorView& weights, const TensorView& out, bool use_tma) {
@@ -390,7 +390,7 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
   const auto* gu = static_cast<const bf16_t*>(gate_up.data);
   const auto* dn = static_cast<const bf16_t*>(down.data);
   const auto E = static_cast<int32_t>(pb.E);
-  const bool packed = moe_experts_packed(pb.H, pb.I);
+  const bool packed = moe_packed::packed_widths(pb.H, pb.I);
   // out [rows, n] = A (row a_row_of[r], or r) · W_e ᵀ over k, with this call's grouping
   auto gemm_args = [&](const bf16_t* a, const int32_t* a_row_of, const bf16_t* w, int64_t n,
                        int64_t k, bool async_loads, bf16_t* out_rows) {
@@ -507,8 +507,8 @@ void run_small_batch(CudaContext& ctx, const Problem& pb, const TensorView& x,
 bool moe_small_batch_supports(const TensorView& x, const TensorView& gate_up,
                               const TensorView& down) {
   const int64_t H = x.dim(1), E = gate_up.dim(0), I = gate_up.dim(1) / 2;
-  return moe_experts_packed(H, I) && H <= kMoeSmallBatchMaxWidth && I <= kMoeSmallBatchMaxWidth &&
-         E <= (int64_t{1} << (30 - moe_small::kSlotBits)) &&
+  return moe_packed::packed_widths(H, I) && H <= kMoeSmallBatchMaxWidth &&
+         I <= kMoeSmallBatchMaxWidth && E <= (int64_t{1} << (30 - moe_small::kSlotBits)) &&
          // a packed tile's k32 steps are int indices in the kernels (tile_step0)
          E * 2 * I * H / moe_packed::kStepElems <= INT32_MAX && aligned16(x.data) &&
          aligned16(gate_up.data) && aligned16(down.data);

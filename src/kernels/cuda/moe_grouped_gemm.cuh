@@ -28,6 +28,7 @@ constexpr int kBM = 256;      // most grouped rows per tile (moe_experts.cu's M-
 constexpr int kRowStep = 16;  // a tile's rows are rounded up to this (the wgmma N step)
 constexpr int kWRows = 192;   // weight rows per tile: 3 warpgroups x wgmma M 64
 constexpr int kBK = 64;       // K per stage: one 128-byte swizzled shared row
+static_assert(moe_packed::kStepCols == kBK, "a packed step is one stage's K slice (TMA box)");
 constexpr int kStages = 4;
 constexpr int kThreads = kWRows / 64 * 128;  // one warpgroup per 64 weight rows
 constexpr int kRowBytes = kBK * 2;
@@ -81,7 +82,7 @@ __device__ __forceinline__ void load_chunk(uint8_t* dst, const bf16_t* src, int6
 }
 
 // Element offset of (row, col) in one expert's weights (packed: col's chunk of 8 stays within
-// one k32 step, so its 8 elements are contiguous there too).
+// one packed step's row, so its 8 elements are contiguous there too).
 template <Epilogue kEp>
 __device__ __forceinline__ int64_t weight_offset(const Args& p, int64_t row, int64_t col) {
   if (!p.packed_w) return row * p.k + col;
@@ -387,7 +388,6 @@ __device__ __forceinline__ void produce(const Args& a, uint32_t base, StageJob* 
       if (kt > 0) wgmma::mbar_wait(empty_bar(base, s), ((it / kStages) & 1) ^ 1);
       const uint32_t stage = base + s * kStageBytes, full = full_bar(base, s);
       wgmma::mbar_arrive_expect_tx(full, bytes);
-      static_assert(moe_packed::kStepCols == kBK, "a packed step is one stage's K slice");
       if (p.packed_w) {  // map {kBK, 16, groups, k / kBK, E}: packed step kt of the tiles
         wgmma::tma_load_5d(stage, &a.w_map, full, 0, 0, group0, kt, job.expert);
       } else {

@@ -41,15 +41,11 @@ __global__ void __launch_bounds__(kPackThreads)
 
 }  // namespace
 
-bool moe_experts_packed(int64_t H, int64_t I) {
-  return moe_packed::packed_widths(H, I);
-}
-
 Status pack_expert_weights(CudaContext& ctx, ExpertMatrix which, const TensorView& w) {
   const bool swiglu = which == ExpertMatrix::kGateUp;
   const int64_t E = w.dim(0), rows = w.dim(1), k = w.dim(2);
   const int64_t H = swiglu ? k : rows, I = swiglu ? rows / 2 : k;
-  if (!moe_experts_packed(H, I) || w.numel() == 0) return ok_status();
+  if (!moe_packed::packed_widths(H, I) || w.numel() == 0) return ok_status();
   const int64_t expert_bytes = rows * k * static_cast<int64_t>(sizeof(__nv_bfloat16));
   const int64_t per_pass =
       std::clamp<int64_t>(static_cast<int64_t>(kChunkBytes) / expert_bytes, 1, E);

@@ -1,5 +1,5 @@
 // The packed layout of routed-expert weights on CUDA (kernels/api/moe.h's pack_expert_weights),
-// used when the hidden and expert widths are multiples of 64 (moe_experts_packed). An expert's
+// used when the hidden and expert widths are multiples of 64 (packed_widths). An expert's
 // matrix [n_rows, K] is stored as m16 tiles of 16 weight rows, each tile as K / 64 k64 steps of
 // 16 rows x 64 columns (2 KB, row-major inside): a tile's step is contiguous, so the small-batch
 // kernels (moe_small_batch.cuh) read 2 KB runs where row-major weights gave them 64 bytes of each

@@ -478,7 +478,8 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
   auto issue = [&](int slot) {
     if (my_steps > 0 && p_left > 0) {
       // This lane's 16 bytes of k32 step s: in packed step s / 2, row lane / 4 (a) and
-      // lane / 4 + 8 (b, 8 rows on), columns 32 (s % 2) + 8 (lane % 4) + [0, 8).
+      // lane / 4 + 8 (b, 8 rows on), columns 32 (s % 2) + 8 (lane % 4) + [0, 8). (From lane, not
+      // r and q: keeping those live here spills more in the wide kernels.)
       static_assert(moe_packed::kStepElems == 1 << 10);
       const int s = warp_k.step(pi);
       const bf16_t* a =

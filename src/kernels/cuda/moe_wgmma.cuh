@@ -1,7 +1,7 @@
 // Hopper warpgroup MMA (wgmma) primitives for moe_grouped_gemm.cuh: shared-memory descriptors of
-// 128-byte-swizzled K-major tiles, the fence/commit/wait protocol, and m64nNk16 bf16 ->
-// fp32 for N = 16, 32, ..., 256 (one wrapper per N: inline asm needs its operand list written out);
-// and the TMA tensor loads and mbarriers of the warp-specialized kernel.
+// 128-byte-swizzled K-major tiles, the fence/commit/wait protocol, and m64nNk16 bf16 -> fp32 for
+// N = 16, 32, ..., 256 (one wrapper per N: inline asm needs its operand list written out); and the
+// TMA tensor loads and mbarriers of the warp-specialized kernel.
 #pragma once
 
 #include <cstdint>

@@ -222,7 +222,7 @@ TEST_F(CudaMoeExperts, PackExpertWeightsLayout) {
     const bool gate_up = which == ExpertMatrix::kGateUp;
     const int64_t rows = gate_up ? 2 * I : H, K = gate_up ? H : I;
     HostTensor w(DType::kBF16, {E, rows, K});
-    for (int64_t i = 0; i < w.view.numel(); ++i)  // distinct finite values
+    for (int64_t i = 0; i < w.view.numel(); ++i)  // distinct bit patterns
       w.as<bf16>()[i].bits = static_cast<uint16_t>(0x3000 + i);
     const HostTensor packed = download(upload_experts(w, which));
     int64_t wrong = 0;
