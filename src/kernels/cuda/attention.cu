@@ -499,22 +499,27 @@ void launch_for_head_dim(CudaContext& ctx, const ad::Params& p, int64_t head_dim
 
 // The prefill kernel's TMA maps of the KV cache (attention_prefill.cuh's PrefillMaps), or
 // box_rows 0 (every key by cp.async) when the block size gives no whole boxes, the slot count
-// overflows TMA's int32 coordinates or the driver refuses the maps; and of out ([out_rows, Nq, D]),
-// or o_rows 0 (every row stored by the threads) when out is not 16-byte aligned or too long.
-ad::PrefillMaps prefill_maps(const ad::Params& p, int64_t out_rows) {
+// overflows TMA's int32 coordinates or the driver refuses the maps; and of q and out (each
+// [token_rows, Nq, D]), or q_rows / o_rows 0 (rows copied or stored by the threads) when the tensor
+// is not 16-byte aligned or too long.
+ad::PrefillMaps prefill_maps(const ad::Params& p, int64_t token_rows) {
   ad::PrefillMaps maps{};
   const TensorMapEncoder encode = tensor_map_encoder();
   if (encode == nullptr) return maps;
   const auto row = static_cast<cuuint64_t>(ad::kPrefillDim) * sizeof(__nv_bfloat16);
-  if (reinterpret_cast<uintptr_t>(p.out) % 16 == 0 && out_rows <= INT32_MAX) {
+  // A {D, Nq, rows} map of q or out with a box of one warpgroup's 64 rows of one head.
+  auto token_map = [&](CUtensorMap& map, const __nv_bfloat16* data) {
+    if (reinterpret_cast<uintptr_t>(data) % 16 != 0 || token_rows > INT32_MAX) return 0;
     const cuuint64_t dims[3] = {static_cast<cuuint64_t>(ad::kPrefillDim),
                                 static_cast<cuuint64_t>(p.num_heads),
-                                static_cast<cuuint64_t>(out_rows)};
+                                static_cast<cuuint64_t>(token_rows)};
     const cuuint64_t strides[2] = {row, row * static_cast<cuuint64_t>(p.num_heads)};
     const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(ad::kPrefillWgRows)};
-    if (encode_bf16_map(encode, maps.o, p.out, 3, dims, strides, box))
-      maps.o_rows = static_cast<int>(out_rows);
-  }
+    return encode_bf16_map(encode, map, data, 3, dims, strides, box) ? static_cast<int>(token_rows)
+                                                                     : 0;
+  };
+  maps.q_rows = token_map(maps.q, p.q);
+  maps.o_rows = token_map(maps.o, p.out);
   const int64_t bs = p.block_size, slots = p.num_blocks * p.block_size;
   const bool boxes = bs % 8 == 0 && (ad::kPrefillKeys % bs == 0 || bs % ad::kPrefillKeys == 0);
   if (!boxes || slots > INT32_MAX) return maps;

@@ -18,9 +18,10 @@
 // partial warpgroup are stored by the threads). The CTAs are persistent (one per SM): each loops
 // over work items (row tile, q head) of a list that runs the q heads of one row tile side by side
 // (the G q heads of a KV head share its K/V tiles through L2) and the row tiles heaviest first (the
-// host lists a sequence's tiles last-first); the producer loads the next item's K/V tiles and each
-// consumer warpgroup its next Q while the current item finishes, so the per-item fill and epilogue
-// overlap other work.
+// host lists a sequence's tiles last-first); the producer loads the next item's K/V tiles and Q
+// (by TMA where a map exists) while the current item finishes, and the TMA store of out rows
+// releases its stage only after the next item's first S, so the per-item fill and epilogue overlap
+// other work.
 //
 // Numerics: s = fp32(q·k); p = exp2(s * scale * log2(e) - max * scale * log2(e)) (ex2.approx, the
 // CPU's exp(s * scale - max) to fp32 rounding), fp32 online softmax per 128-key tile; the row sum l
@@ -63,15 +64,15 @@ constexpr int kPrefillProducerRegs = 40;
 constexpr int kPrefillConsumerRegs = 232;
 
 // Shared memory (1024-byte aligned): the Q tile (per consumer warpgroup 64 rows), then the
-// stages (K tile, V tile), then the mbarriers full[stage], empty[stage]. Every tile is stored as
-// two 64-dim halves of rows x 128 bytes, 16-byte chunk c of row r at chunk c ^ (r % 8)
-// (SWIZZLE_128B, the layout wgmma::sw128_desc describes). 225 KB: one CTA per SM.
+// stages (K tile, V tile), then the mbarriers full[stage], empty[stage], q_full, q_empty. Every
+// tile is stored as two 64-dim halves of rows x 128 bytes, 16-byte chunk c of row r at chunk c ^ (r
+// % 8) (SWIZZLE_128B, the layout wgmma::sw128_desc describes). 225 KB: one CTA per SM.
 constexpr uint32_t kPrefillQWgBytes = kPrefillWgRows * kPrefillDim * 2;  // 16 KB
 constexpr uint32_t kPrefillQBytes = kPrefillConsumers * kPrefillQWgBytes;
 constexpr uint32_t kPrefillTileBytes = kPrefillKeys * kPrefillDim * 2;  // 32 KB (K or V)
 constexpr uint32_t kPrefillStageBytes = 2 * kPrefillTileBytes;
 constexpr uint32_t kPrefillBarOffset = kPrefillQBytes + kPrefillStages * kPrefillStageBytes;
-constexpr size_t kPrefillSmemBytes = 1024 + kPrefillBarOffset + 2 * kPrefillStages * 8;
+constexpr size_t kPrefillSmemBytes = 1024 + kPrefillBarOffset + (2 * kPrefillStages + 2) * 8;
 static_assert(kPrefillSmemBytes <= 227 * 1024, "prefill shared memory over the sm_90 opt-in limit");
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -180,12 +181,12 @@ __device__ __forceinline__ void mbar_arrive_cp_async(uint32_t bar) {
 // TMA maps of the paged K and V caches, each as {D, Nkv, slots} (slots = num_blocks x block_size)
 // with a box of {64 dims, 1 KV head, box_rows slots}: box_rows = min(block_size, 128) when
 // block_size is a multiple of 8 that divides 128 or is a multiple of it, else 0 (every key by
-// cp.async). A box at slot coordinate `slots` lies wholly out of bounds and loads zeros. And of out
-// as {D, Nq, o_rows} with a box of {64 dims, 1 q head, 64 rows}, or o_rows 0 (no map: the threads
-// store every row).
+// cp.async). A box at slot coordinate `slots` lies wholly out of bounds and loads zeros. And of q
+// and out, each as {D, Nq, rows} with a box of {64 dims, 1 q head, 64 rows}, or q_rows / o_rows 0
+// (no map: the producer copies Q rows by cp.async, the threads store every out row).
 struct PrefillMaps {
-  CUtensorMap k, v, o;
-  int box_rows, slots, o_rows;
+  CUtensorMap k, v, q, o;
+  int box_rows, slots, q_rows, o_rows;
 };
 
 // Producer warpgroup: queues the K and V rows of keys [t0, t0 + 128) of KV head kvh into one
@@ -276,22 +277,6 @@ __device__ __forceinline__ void prefill_produce(const Params& p, const PrefillMa
     const uint32_t k_s = kv_s + stage * kPrefillStageBytes;
     prefill_load_kv(p, maps, table, kvh, bs_shift, first_tile + tile * kPrefillKeys, lo, hi, k_s,
                     k_s + kPrefillTileBytes, bars + 8 * stage);
-  }
-}
-
-// Consumer warpgroup: queues its 64 Q rows (item rows wg_row0 + 0-63, q head h) into q_wg; rows
-// past the item are zero-filled.
-__device__ __forceinline__ void prefill_load_q(const Params& p, const SeqDesc& s,
-                                               const PrefillItem& it, int h, int wg_row0,
-                                               uint32_t q_wg) {
-  const int t = threadIdx.x % 128, c = t % 16;
-#pragma unroll
-  for (int i = 0; i < kPrefillWgRows / 8; ++i) {
-    const int r = t / 16 + 8 * i;
-    const bool live = wg_row0 + r < it.rows;
-    const int64_t tok = s.q_begin + it.row0 + wg_row0 + r;
-    const int64_t src = live ? (tok * p.num_heads + h) * kPrefillDim + c * 8 : 0;
-    cp_async16(q_wg + sw128_offset(kPrefillWgRows, r, c), p.q + src, live ? 16 : 0);
   }
 }
 
@@ -507,6 +492,43 @@ __device__ __forceinline__ PrefillWork prefill_work(const Params& p, const Prefi
   return w;
 }
 
+// Producer warpgroup: queues the Q rows of work item w (item rows 0-127 of q head w.h) into q_s,
+// warpgroup g's 64 rows at q_s + g * kPrefillQWgBytes, signalled on `bar` (count 128). By TMA when
+// the map exists (thread 0, four boxes; rows past the item bring other tokens' q or, past the
+// tensor, zeros: rows whose results nobody writes), else by cp.async with rows past the item
+// zero-filled.
+__device__ __forceinline__ void prefill_load_q(const Params& p, const PrefillMaps& maps,
+                                               const PrefillWork& w, uint32_t q_s, uint32_t bar) {
+  const int t = threadIdx.x % 128;
+  if (maps.q_rows > 0) {
+    if (t == 0) {
+      wgmma::mbar_expect_tx(bar, kPrefillQBytes);
+      const int tok = static_cast<int>(w.s.q_begin + w.it.row0);
+#pragma unroll
+      for (int g = 0; g < kPrefillConsumers; ++g) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+          wgmma::tma_load_3d(q_s + g * kPrefillQWgBytes + half * (kPrefillWgRows * 128), &maps.q,
+                             bar, half * 64, w.h, tok + g * kPrefillWgRows);
+      }
+    }
+    mbar_arrive(bar);
+    return;
+  }
+  const int c = t % 16;
+#pragma unroll 4
+  for (int i = 0; i < kPrefillRows / 8; ++i) {
+    const int r = t / 16 + 8 * i;
+    const bool live = r < w.it.rows;
+    const int64_t tok = w.s.q_begin + w.it.row0 + r;
+    const int64_t src = live ? (tok * p.num_heads + w.h) * kPrefillDim + c * 8 : 0;
+    const uint32_t dst = q_s + (r / kPrefillWgRows) * kPrefillQWgBytes +
+                         sw128_offset(kPrefillWgRows, r % kPrefillWgRows, c);
+    cp_async16(dst, p.q + src, live ? 16 : 0);
+  }
+  mbar_arrive_cp_async(bar);
+}
+
 // The persistent CTAs snake through the heaviest-first work list: in round r, CTA b takes index
 // r * G + b (r even) or r * G + G - 1 - b (r odd), G = gridDim.x. Advances `round` to the CTA's
 // next round with work and returns its index, or -1 when the CTA is done.
@@ -535,10 +557,11 @@ __device__ __forceinline__ void named_arrive(int id, int threads) {
 
 // Stores out = bf16(o / l) of the warpgroup's 64 rows, all live, by TMA: the threads write them
 // into o_s (two boxes of 64 rows x 64 dims, 16 KB apart, 128B-swizzled as the K tiles: rows of the
-// last K tile no wgmma reads any more) and one thread stores the boxes, then releases the K/V
-// stage (`empty`, for the whole warpgroup) once the TMA read them.
+// last K tile no wgmma reads any more) and the warpgroup's thread 0 stores the boxes. That thread
+// waits for the TMA to read them and releases the K/V stage later (prefill_release_stage), so the
+// warpgroup moves on to its next item at once.
 __device__ __forceinline__ void prefill_store_o(const PrefillMaps& maps, const PrefillWork& w,
-                                                int wg, int warp_row0, uint32_t o_s, uint32_t empty,
+                                                int wg, int warp_row0, uint32_t o_s,
                                                 PrefillState& st) {
   const int lane = threadIdx.x % 32;
   prefill_row_sums(st);
@@ -559,9 +582,17 @@ __device__ __forceinline__ void prefill_store_o(const PrefillMaps& maps, const P
     wgmma::tma_store_3d(&maps.o, o_s, 0, w.h, tok);
     wgmma::tma_store_3d(&maps.o, o_s + kPrefillKeys * 128, 64, w.h, tok);
     wgmma::bulk_commit();
-    wgmma::bulk_wait_read();
-    wgmma::mbar_arrive_count(empty, 128);
   }
+}
+
+// The warpgroup's thread 0 releases the K/V stage whose `empty` barrier is `pending` (0: none) for
+// the whole warpgroup once the TMA store of out rows from it read them (prefill_store_o).
+__device__ __forceinline__ void prefill_release_stage(uint32_t& pending) {
+  if (pending != 0 && threadIdx.x % 128 == 0) {
+    wgmma::bulk_wait_read();
+    wgmma::mbar_arrive_count(pending, 128);
+  }
+  pending = 0;
 }
 
 // Softmax step of tile `tile` of the work item for the warpgroup (masked where some live row of it
@@ -580,22 +611,23 @@ __device__ __forceinline__ void prefill_softmax_pack(const Params& p, const Pref
   prefill_pack<kBf16P>(sc, pf);
 }
 
-// Consumer warpgroup wg (rows wg * 64 + 0-63 of the item), its Q already in q_wg: runs every tile
-// of work item w from ring slot g0 on (a tile a row cannot see leaves its state unchanged) and
-// writes its live rows. The two warpgroups take turns on the tensor cores (FlashAttention-3's
-// ping-pong, continued across work items): between bar.sync on its own barrier (3 + wg) and
-// bar.arrive on the other's, a warpgroup issues P·V of tile t and S of tile t + 1 as one wgmma
-// group (no branch between issue and wait: ptxas would serialize the wgmmas), so one warpgroup's
-// softmax runs under the other's wgmmas; it hands the turn over as soon as its wgmmas are issued
-// (before its wait), so the other's queue behind them without a gap. The stage of tile t is
-// released once its P·V completed. Once the item's last S completed, the Q of the next item
-// (`next`, if any) is queued into q_wg when has_next, so it loads under the last softmax, P·V and
-// the epilogue.
+// Consumer warpgroup wg (rows wg * 64 + 0-63 of the item): runs every tile of work item w, the
+// CTA's item number `item`, from ring slot g0 on (a tile a row cannot see leaves its state
+// unchanged) and writes its live rows. Its Q comes from the producer (q_full, phase item % 2); once
+// the item's last S completed the warpgroup arrives on q_empty, so the producer can queue the next
+// item's Q under the last softmax, P·V and the epilogue. The two warpgroups take turns on the
+// tensor cores (FlashAttention-3's ping-pong, continued across work items): between bar.sync on its
+// own barrier (3 + wg) and bar.arrive on the other's, a warpgroup issues P·V of tile t and S of
+// tile t + 1 as one wgmma group (no branch between issue and wait: ptxas would serialize the
+// wgmmas), so one warpgroup's softmax runs under the other's wgmmas; it hands the turn over as soon
+// as its wgmmas are issued (before its wait), so the other's queue behind them without a gap. The
+// stage of tile t is released once its P·V completed; the stage the last item stored its out rows
+// from (`pending`) once this item's first S completed.
 template <bool kBf16P>
 __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillMaps& maps,
                                                 const PrefillWork& w, int wg, uint32_t q_wg,
-                                                uint32_t kv_s, uint32_t bars, int g0,
-                                                const PrefillWork& next, bool has_next) {
+                                                uint32_t kv_s, uint32_t bars, int g0, int item,
+                                                uint32_t& pending) {
   const int wg_row0 = wg * kPrefillWgRows;
   // The live rows see keys [w_first.lo, w_last.hi]; all of them see [w_last.lo, w_first.hi].
   const PrefillRange w_first = prefill_visible(w.self0 + wg_row0, w.window);
@@ -604,6 +636,7 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillMa
                       w.window);
   const int warp_row0 = wg_row0 + 16 * ((threadIdx.x / 32) % 4);
   const int own = 3 + wg, other = 4 - wg;  // 256 threads: one warpgroup syncs, the other arrives
+  const uint32_t q_full = bars + 8 * (2 * kPrefillStages), q_empty = q_full + 8;
   auto full = [&](int tile) { return bars + 8 * ((g0 + tile) % kPrefillStages); };
   auto empty = [&](int tile) {
     return bars + 8 * (kPrefillStages + (g0 + tile) % kPrefillStages);
@@ -611,12 +644,6 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillMa
   auto parity = [&](int tile) { return static_cast<uint32_t>((g0 + tile) / kPrefillStages) & 1; };
   auto k_tile = [&](int tile) {
     return kv_s + ((g0 + tile) % kPrefillStages) * kPrefillStageBytes;
-  };
-  auto prefetch_q = [&]() {  // every thread of the warpgroup is past its last S wait
-    if (!has_next) return;
-    named_sync(1 + wg, 128);
-    prefill_load_q(p, next.s, next.it, next.h, wg_row0, q_wg);
-    cp_async_commit();
   };
 
   PrefillState st;
@@ -627,6 +654,7 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillMa
   float sc[64];
   PrefillP pf;
 
+  mbar_wait(q_full, static_cast<uint32_t>(item) & 1);
   named_sync(own, 256);
   mbar_wait(full(0), parity(0));
   wgmma::fence_proxy_async();  // the producer's cp.async writes (generic proxy) before wgmma
@@ -637,7 +665,8 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillMa
   named_arrive(other, 256);  // the other warpgroup's wgmmas queue behind these
   wgmma::wait<0>();
   prefill_fence<kBf16P>(pf, sc, st);
-  if (w.num_tiles == 1) prefetch_q();
+  prefill_release_stage(pending);
+  if (w.num_tiles == 1) mbar_arrive(q_empty);
   // Tiles before the last: softmax, then P·V of the tile and S of the next one.
   for (int tile = 0; tile + 1 < w.num_tiles; ++tile) {
     prefill_softmax_pack<kBf16P>(p, w, w_first, w_last, warp_row0, tile, sc, st, pf);
@@ -653,7 +682,7 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillMa
     wgmma::wait<0>();
     prefill_fence<kBf16P>(pf, sc, st);
     mbar_arrive(empty(tile));
-    if (tile + 2 == w.num_tiles) prefetch_q();
+    if (tile + 2 == w.num_tiles) mbar_arrive(q_empty);
   }
   const int tile = w.num_tiles - 1;  // the last tile: softmax and P·V
   prefill_softmax_pack<kBf16P>(p, w, w_first, w_last, warp_row0, tile, sc, st, pf);
@@ -672,18 +701,12 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillMa
   prefill_fence<kBf16P>(pf, sc, st);
   if (tma) {
     if (wg == 0) named_sync(5, 256);
-    prefill_store_o(maps, w, wg, warp_row0, k_tile(tile) + wg_row0 * 128, empty(tile), st);
+    prefill_store_o(maps, w, wg, warp_row0, k_tile(tile) + wg_row0 * 128, st);
+    pending = empty(tile);
     return;
   }
   mbar_arrive(empty(tile));
   if (wg_row0 < w.it.rows) prefill_write(p, w.s, w.it, w.h, warp_row0, st);
-}
-
-// Waits for this thread's Q copies and makes everyone's in the warpgroup visible to wgmma.
-__device__ __forceinline__ void prefill_q_ready(int wg) {
-  cp_async_wait<0>();
-  wgmma::fence_proxy_async();  // this thread's Q copies visible to wgmma ...
-  named_sync(1 + wg, 128);     // ... and everyone's
 }
 
 // Consumer warpgroup wg: every work item of the CTA in turn (ring slots continue across items;
@@ -693,21 +716,22 @@ __device__ __forceinline__ void prefill_consume_all(const Params& p, const Prefi
                                                     const PrefillItem* items, int num_work, int wg,
                                                     uint32_t q_wg, uint32_t kv_s, uint32_t bars) {
   int round = 0, g0 = 0;
+  uint32_t pending = 0;
   int idx = prefill_next_work(round, num_work);
   if (wg == 1) named_arrive(3, 256);  // warpgroup 0 takes the first turn
   if (idx >= 0) {
     PrefillWork w = prefill_work(p, items, idx);
-    prefill_load_q(p, w.s, w.it, w.h, wg * kPrefillWgRows, q_wg);
-    cp_async_commit();
-    prefill_q_ready(wg);
-    for (;;) {
+    for (int item = 0;; ++item) {
       idx = prefill_next_work(round, num_work);
-      const PrefillWork next = prefill_work(p, items, max(idx, 0));
-      prefill_consume<kBf16P>(p, maps, w, wg, q_wg, kv_s, bars, g0, next, idx >= 0);
+      const PrefillWork next = prefill_work(p, items, max(idx, 0));  // read under this item
+      prefill_consume<kBf16P>(p, maps, w, wg, q_wg, kv_s, bars, g0, item, pending);
       if (idx < 0) break;
       g0 += w.num_tiles;
       w = next;
-      prefill_q_ready(wg);
+      // A warpgroup barrier between items (it costs ~nothing: the warps meet in the next turn
+      // anyway). Without it ptxas spills 136-180 bytes of the fp32-P kernel's registers.
+      wgmma::fence_proxy_async();
+      named_sync(1 + wg, 128);
     }
   }
   if (wg == 0) named_sync(3, 256);  // warpgroup 1's first arrival (it arrived once ahead)
@@ -730,20 +754,32 @@ __global__ void __launch_bounds__(kPrefillThreads, 1)
       mbar_init(bars + 8 * stage, 128);                                          // full
       mbar_init(bars + 8 * (kPrefillStages + stage), kPrefillConsumerThreads);  // empty
     }
+    mbar_init(bars + 8 * (2 * kPrefillStages), 128);                          // q_full
+    mbar_init(bars + 8 * (2 * kPrefillStages + 1), kPrefillConsumerThreads);  // q_empty
   }
   __syncthreads();
   if (threadIdx.x >= kPrefillConsumerThreads) {
     setmaxnreg_dec<kPrefillProducerRegs>();
-    if (maps.box_rows > 0 && threadIdx.x == kPrefillConsumerThreads) {
-      wgmma::prefetch_tensor_map(&maps.k);
-      wgmma::prefetch_tensor_map(&maps.v);
+    if (threadIdx.x == kPrefillConsumerThreads) {
+      if (maps.q_rows > 0) wgmma::prefetch_tensor_map(&maps.q);
+      if (maps.box_rows > 0) {
+        wgmma::prefetch_tensor_map(&maps.k);
+        wgmma::prefetch_tensor_map(&maps.v);
+      }
     }
+    const uint32_t q_full = bars + 8 * (2 * kPrefillStages), q_empty = q_full + 8;
     int round = 0, g0 = 0;
-    for (int idx = prefill_next_work(round, num_work); idx >= 0;
-         idx = prefill_next_work(round, num_work)) {
+    for (int idx = prefill_next_work(round, num_work), item = 0; idx >= 0;
+         idx = prefill_next_work(round, num_work), ++item) {
+      // Tile 0, then Q once both warpgroups' last S of the item before completed, then the rest.
       const PrefillWork w = prefill_work(p, items, idx);
-      prefill_produce(p, maps, p.tables + w.s.table_offset, w.h / p.group, bs_shift,
-                      w.first_tile, w.num_tiles, w.lo, w.hi, g0, kv_s, bars);
+      const int32_t* table = p.tables + w.s.table_offset;
+      const int kvh = w.h / p.group;
+      prefill_produce(p, maps, table, kvh, bs_shift, w.first_tile, 1, w.lo, w.hi, g0, kv_s, bars);
+      if (item > 0) mbar_wait(q_empty, static_cast<uint32_t>(item - 1) & 1);
+      prefill_load_q(p, maps, w, base, q_full);
+      prefill_produce(p, maps, table, kvh, bs_shift, w.first_tile + kPrefillKeys, w.num_tiles - 1,
+                      w.lo, w.hi, g0 + 1, kv_s, bars);
       g0 += w.num_tiles;
     }
     cp_async_wait_all();  // no copy outlives its thread
