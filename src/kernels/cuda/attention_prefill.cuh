@@ -30,8 +30,9 @@
 // point the reference lacks. With kBf16P (AttentionProbs::kBf16) P enters as bf16(P), as in
 // FlashAttention: a third less tensor work, 1.2x (sliding) to 1.4x (full causal) faster at 8K on
 // the H200 (docs/benchmarks.md), each output within 2^-8 · max|v| of the fp32-P result; l stays
-// the fp32 sum of the unrounded p. kBf16P also keeps a row's running max until a tile raises it by
-// more than 2^8 in p (as FlashAttention-4 does): p <= 2^8 and most tiles leave o unscaled.
+// the fp32 sum of the unrounded p. A row keeps its running max until a tile raises it by more than
+// 2^8 in p (as FlashAttention-4 does): p <= 2^8 and most tiles leave o unscaled (hi + lo still
+// carries such p to ~2^-17 relative).
 // out = bf16(o / l), one rounding. A row's result depends only on its own q, its visible keys and
 // the fixed 128-slot key-tile grid: tiles it cannot see leave its state unchanged, so neither the
 // other rows of its tile nor the batch move its bits.
@@ -332,16 +333,15 @@ __device__ __forceinline__ void prefill_mask(int window, int row_self0, int t0, 
   }
 }
 
-// A row's max moves (kLazyMax) only when a tile raises it by more than this, in log2 units of p:
-// its probabilities stay at most 2^8.
+// A row's max moves only when a tile raises it by more than this, in log2 units of p: its
+// probabilities stay at most 2^8.
 constexpr float kLazyMaxLog2 = 8.f;
 
 // Online-softmax step for one 128-key tile at slot t0: masks s (raw scores) at the bounds the tile
 // cuts (cut_lo, cut_hi: see prefill_mask), replaces it by probabilities and rescales the state (o
-// untouched when every row of the warp keeps factor 1: the same bits). kLazyMax: a row keeps its
-// max while the tile raises it by at most kLazyMaxLog2 / c, so most tiles rescale nothing.
+// untouched when every row of the warp keeps factor 1: the same bits). A row keeps its max while
+// the tile raises it by at most kLazyMaxLog2 / c, so most tiles rescale nothing.
 // row_self0: own slot of the warp's first row.
-template <bool kLazyMax>
 __device__ __forceinline__ void prefill_softmax(const Params& p, int window, int row_self0, int t0,
                                                 bool cut_lo, bool cut_hi, float (&sc)[64],
                                                 PrefillState& st) {
@@ -363,7 +363,7 @@ __device__ __forceinline__ void prefill_softmax(const Params& p, int window, int
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     float m_new = fmaxf(st.m[i], mx);
     // (A row with no key yet: -inf - -inf is NaN, not <= the bound.)
-    if (kLazyMax && (m_new - st.m[i]) * c <= kLazyMaxLog2) m_new = st.m[i];
+    if ((m_new - st.m[i]) * c <= kLazyMaxLog2) m_new = st.m[i];
     const float m_base = m_new == -INFINITY ? 0.f : m_new;  // a row with no key yet
     const float m_scaled = m_base * c;
     // 0 on the first visible tile; exactly 1 (ex2(0)) when the max did not move, so a tile the
@@ -607,7 +607,7 @@ __device__ __forceinline__ void prefill_softmax_pack(const Params& p, const Pref
   // does (the first row's hi is the smallest).
   const bool cut_lo = t0 < w_last.lo;
   const bool cut_hi = t0 + kPrefillKeys - 1 > w_first.hi;
-  prefill_softmax<kBf16P>(p, w.window, w.self0 + warp_row0, t0, cut_lo, cut_hi, sc, st);
+  prefill_softmax(p, w.window, w.self0 + warp_row0, t0, cut_lo, cut_hi, sc, st);
   prefill_pack<kBf16P>(sc, pf);
 }
 
