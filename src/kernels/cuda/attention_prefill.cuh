@@ -418,6 +418,13 @@ __device__ __forceinline__ void prefill_fence(PrefillP& pf, float (&sc)[64], Pre
   wgmma::fence_operands(sc);
   wgmma::fence_operands(st.o);
 }
+// The same after a wait that covered the P·V but not a later S (whose accumulators stay untouched).
+template <bool kBf16P>
+__device__ __forceinline__ void prefill_fence_pv(PrefillP& pf, PrefillState& st) {
+  fence_a_operands(pf.hi);
+  if constexpr (!kBf16P) fence_a_operands(pf.lo);
+  wgmma::fence_operands(st.o);
+}
 // Issues o += P·V for the warpgroup's 64 rows and the 128 keys of the V tile at v_s.
 template <bool kBf16P>
 __device__ __forceinline__ void prefill_issue_pv(const PrefillP& pf, uint32_t v_s,
@@ -490,6 +497,20 @@ __device__ __forceinline__ PrefillWork prefill_work(const Params& p, const Prefi
   w.first_tile = w.lo / kPrefillKeys * kPrefillKeys;
   w.num_tiles = (w.hi - w.first_tile) / kPrefillKeys + 1;
   return w;
+}
+
+// Producer warpgroup: prefetches work item w's Q rows into L2 (thread 0, by TMA where the map
+// exists), so prefill_load_q, which must wait for the item before to finish with the Q tile, finds
+// them there.
+__device__ __forceinline__ void prefill_prefetch_q(const PrefillMaps& maps, const PrefillWork& w) {
+  if (maps.q_rows == 0 || threadIdx.x % 128 != 0) return;
+  const int tok = static_cast<int>(w.s.q_begin + w.it.row0);
+#pragma unroll
+  for (int g = 0; g < kPrefillConsumers; ++g) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+      wgmma::tma_prefetch_3d(&maps.q, half * 64, w.h, tok + g * kPrefillWgRows);
+  }
 }
 
 // Producer warpgroup: queues the Q rows of work item w (item rows 0-127 of q head w.h) into q_s,
@@ -613,21 +634,24 @@ __device__ __forceinline__ void prefill_softmax_pack(const Params& p, const Pref
 
 // Consumer warpgroup wg (rows wg * 64 + 0-63 of the item): runs every tile of work item w, the
 // CTA's item number `item`, from ring slot g0 on (a tile a row cannot see leaves its state
-// unchanged) and writes its live rows. Its Q comes from the producer (q_full, phase item % 2); once
-// the item's last S completed the warpgroup arrives on q_empty, so the producer can queue the next
-// item's Q under the last softmax, P·V and the epilogue. The two warpgroups take turns on the
-// tensor cores (FlashAttention-3's ping-pong, continued across work items): between bar.sync on its
-// own barrier (3 + wg) and bar.arrive on the other's, a warpgroup issues P·V of tile t and S of
-// tile t + 1 as one wgmma group (no branch between issue and wait: ptxas would serialize the
-// wgmmas), so one warpgroup's softmax runs under the other's wgmmas; it hands the turn over as soon
-// as its wgmmas are issued (before its wait), so the other's queue behind them without a gap. The
-// stage of tile t is released once its P·V completed; the stage the last item stored its out rows
-// from (`pending`) once this item's first S completed.
+// unchanged) and writes its live rows. The item's first S (into sc) was issued before: with the
+// last P·V of the item before, or by prefill_first_scores. Its Q comes from the producer (q_full,
+// phase item % 2); once the item's last S completed the warpgroup arrives on q_empty, so the
+// producer can queue the next item's Q under the last softmax. The two warpgroups take turns on
+// the tensor cores (FlashAttention-3's ping-pong, continued across work items): between bar.sync
+// on its own barrier (3 + wg) and bar.arrive on the other's, a warpgroup issues P·V of tile t and
+// S of tile t + 1 (no branch between issue and wait: ptxas would serialize the wgmmas), so one
+// warpgroup's softmax runs under the other's wgmmas; it hands the turn over as soon as its wgmmas
+// are issued (before its wait), so the other's queue behind them without a gap. The last turn
+// issues the item's last P·V and the next item's first S (the CTA's last item: an S over the ring
+// slot after its last tile, which no copy writes any more, never read), and the epilogue runs
+// once the P·V completed, under that S. The stage of tile t is released once its P·V completed;
+// the stage the item before stored its out rows from (`pending`) once this item's first S did.
 template <bool kBf16P>
 __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillMaps& maps,
                                                 const PrefillWork& w, int wg, uint32_t q_wg,
                                                 uint32_t kv_s, uint32_t bars, int g0, int item,
-                                                uint32_t& pending) {
+                                                bool has_next, uint32_t& pending, float (&sc)[64]) {
   const int wg_row0 = wg * kPrefillWgRows;
   // The live rows see keys [w_first.lo, w_last.hi]; all of them see [w_last.lo, w_first.hi].
   const PrefillRange w_first = prefill_visible(w.self0 + wg_row0, w.window);
@@ -651,19 +675,9 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillMa
   for (int e = 0; e < 64; ++e) st.o[e] = 0.f;
   st.m[0] = st.m[1] = -INFINITY;
   st.l[0] = st.l[1] = 0.f;
-  float sc[64];
   PrefillP pf;
 
-  mbar_wait(q_full, static_cast<uint32_t>(item) & 1);
-  named_sync(own, 256);
-  mbar_wait(full(0), parity(0));
-  wgmma::fence_proxy_async();  // the producer's cp.async writes (generic proxy) before wgmma
-  prefill_fence<kBf16P>(pf, sc, st);
-  wgmma::arrive();
-  prefill_issue_scores(q_wg, k_tile(0), sc);
-  wgmma::commit();
-  named_arrive(other, 256);  // the other warpgroup's wgmmas queue behind these
-  wgmma::wait<0>();
+  wgmma::wait<0>();  // the item's first S
   prefill_fence<kBf16P>(pf, sc, st);
   prefill_release_stage(pending);
   if (w.num_tiles == 1) mbar_arrive(q_empty);
@@ -691,14 +705,21 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillMa
   const bool wg0_tma = maps.o_rows > 0 && w.it.rows >= kPrefillWgRows;
   const bool tma = maps.o_rows > 0 && wg_row0 + kPrefillWgRows <= w.it.rows;
   if (wg == 1 && wg0_tma) named_arrive(5, 256);
+  if (has_next) {  // the next item's Q and first K tile (ring slot g0 + num_tiles)
+    mbar_wait(q_full, static_cast<uint32_t>(item + 1) & 1);
+    mbar_wait(full(w.num_tiles), parity(w.num_tiles));
+  }
   named_sync(own, 256);
+  wgmma::fence_proxy_async();
   prefill_fence<kBf16P>(pf, sc, st);
   wgmma::arrive();
   prefill_issue_pv<kBf16P>(pf, k_tile(tile) + kPrefillTileBytes, st);
   wgmma::commit();
+  prefill_issue_scores(q_wg, k_tile(w.num_tiles), sc);
+  wgmma::commit();
   named_arrive(other, 256);
-  wgmma::wait<0>();
-  prefill_fence<kBf16P>(pf, sc, st);
+  wgmma::wait<1>();  // the P·V; the next S runs on
+  prefill_fence_pv<kBf16P>(pf, st);
   if (tma) {
     if (wg == 0) named_sync(5, 256);
     prefill_store_o(maps, w, wg, warp_row0, k_tile(tile) + wg_row0 * 128, st);
@@ -709,6 +730,21 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillMa
   if (wg_row0 < w.it.rows) prefill_write(p, w.s, w.it, w.h, warp_row0, st);
 }
 
+// Consumer warpgroup wg: the first S of the CTA's first work item w (ring slot 0), a turn of its
+// own; every later item's comes with the last P·V of the item before.
+__device__ __forceinline__ void prefill_first_scores(int wg, uint32_t q_wg, uint32_t kv_s,
+                                                     uint32_t bars, float (&sc)[64]) {
+  mbar_wait(bars + 8 * (2 * kPrefillStages), 0);  // q_full, phase 0
+  named_sync(3 + wg, 256);
+  mbar_wait(bars, 0);  // full[0], phase 0
+  wgmma::fence_proxy_async();
+  wgmma::fence_operands(sc);
+  wgmma::arrive();
+  prefill_issue_scores(q_wg, kv_s, sc);
+  wgmma::commit();
+  named_arrive(4 - wg, 256);
+}
+
 // Consumer warpgroup wg: every work item of the CTA in turn (ring slots continue across items;
 // the next item is read while the current one runs).
 template <bool kBf16P>
@@ -717,14 +753,16 @@ __device__ __forceinline__ void prefill_consume_all(const Params& p, const Prefi
                                                     uint32_t q_wg, uint32_t kv_s, uint32_t bars) {
   int round = 0, g0 = 0;
   uint32_t pending = 0;
+  float sc[64];
   int idx = prefill_next_work(round, num_work);
   if (wg == 1) named_arrive(3, 256);  // warpgroup 0 takes the first turn
   if (idx >= 0) {
     PrefillWork w = prefill_work(p, items, idx);
+    prefill_first_scores(wg, q_wg, kv_s, bars, sc);
     for (int item = 0;; ++item) {
       idx = prefill_next_work(round, num_work);
       const PrefillWork next = prefill_work(p, items, max(idx, 0));  // read under this item
-      prefill_consume<kBf16P>(p, maps, w, wg, q_wg, kv_s, bars, g0, item, pending);
+      prefill_consume<kBf16P>(p, maps, w, wg, q_wg, kv_s, bars, g0, item, idx >= 0, pending, sc);
       if (idx < 0) break;
       g0 += w.num_tiles;
       w = next;
@@ -733,6 +771,8 @@ __device__ __forceinline__ void prefill_consume_all(const Params& p, const Prefi
       wgmma::fence_proxy_async();
       named_sync(1 + wg, 128);
     }
+    wgmma::wait<0>();  // the S after the last item (never read)
+    wgmma::fence_operands(sc);
   }
   if (wg == 0) named_sync(3, 256);  // warpgroup 1's first arrival (it arrived once ahead)
   if (threadIdx.x % 128 == 0) wgmma::bulk_wait();  // the TMA stores of out rows completed
@@ -775,6 +815,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 1)
       const PrefillWork w = prefill_work(p, items, idx);
       const int32_t* table = p.tables + w.s.table_offset;
       const int kvh = w.h / p.group;
+      prefill_prefetch_q(maps, w);
       prefill_produce(p, maps, table, kvh, bs_shift, w.first_tile, 1, w.lo, w.hi, g0, kv_s, bars);
       if (item > 0) mbar_wait(q_empty, static_cast<uint32_t>(item - 1) & 1);
       prefill_load_q(p, maps, w, base, q_full);

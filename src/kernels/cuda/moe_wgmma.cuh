@@ -548,6 +548,15 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, uint3
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
       : "memory");
 }
+// Prefetches a 3-d tensor map's box at coordinates (c0 innermost, c1, c2) into L2 (no completion
+// to wait for).
+__device__ __forceinline__ void tma_prefetch_3d(const void* map, int32_t c0, int32_t c1,
+                                                int32_t c2) {
+  asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
+}
 // TMA store of a 3-d tensor map's box at coordinates (c0 innermost, c1, c2) from shared `src`,
 // in this thread's current bulk async-group (elements out of bounds are not written).
 __device__ __forceinline__ void tma_store_3d(const void* map, uint32_t src, int32_t c0, int32_t c1,
