@@ -18,10 +18,11 @@
 // partial warpgroup are stored by the threads). The CTAs are persistent (one per SM): each loops
 // over work items (row tile, q head) of a list that runs the q heads of one row tile side by side
 // (the G q heads of a KV head share its K/V tiles through L2) and the row tiles heaviest first (the
-// host lists a sequence's tiles last-first); the producer loads the next item's K/V tiles and Q
-// (by TMA where a map exists) while the current item finishes, and the TMA store of out rows
-// releases its stage only after the next item's first S, so the per-item fill and epilogue overlap
-// other work.
+// host lists a sequence's tiles last-first); the producer prefetches each item's Q into L2 when it
+// starts the item and loads the next item's K/V tiles and Q (by TMA where a map exists) while the
+// current item finishes. A consumer issues the next item's first S with its item's last P·V and
+// runs the epilogue under it, and the TMA store of out rows releases its stage only after that S,
+// so the per-item fill and epilogue overlap other work.
 //
 // Numerics: s = fp32(q·k); p = exp2(s * scale * log2(e) - max * scale * log2(e)) (ex2.approx, the
 // CPU's exp(s * scale - max) to fp32 rounding), fp32 online softmax per 128-key tile; the row sum l
