@@ -539,9 +539,10 @@ ad::PrefillMaps prefill_maps(const ad::Params& p, int64_t token_rows) {
 
 // The tensor-core prefill kernel over `count` items x Nq q heads: persistent, one 225 KB CTA per
 // SM (at most), each looping over its share of the heaviest-first work list; out has out_rows
-// rows. bf16_p: P enters P·V rounded to bf16.
+// rows. bf16_p: P enters P·V rounded to bf16. tensor_maps false: no TMA maps (every row by the
+// threads).
 void launch_prefill(CudaContext& ctx, const ad::Params& p, const ad::PrefillItem* items,
-                    size_t count, int64_t out_rows, bool bf16_p) {
+                    size_t count, int64_t out_rows, bool bf16_p, bool tensor_maps) {
   const auto kernel = bf16_p ? ad::prefill_kernel<true> : ad::prefill_kernel<false>;
   const uint32_t attr_bit = bf16_p ? 2u : 1u;
   if (!(ctx.attention.prefill_attributes & attr_bit)) {  // once per context and kernel
@@ -561,7 +562,8 @@ void launch_prefill(CudaContext& ctx, const ad::Params& p, const ad::PrefillItem
   }
   const int64_t grid = std::min<int64_t>(blocks, ctx.props.multiProcessorCount);
   kernel<<<static_cast<unsigned>(grid), ad::kPrefillThreads, ad::kPrefillSmemBytes, ctx.stream>>>(
-      p, items, static_cast<int>(blocks), bs_shift, prefill_maps(p, out_rows));
+      p, items, static_cast<int>(blocks), bs_shift,
+      tensor_maps ? prefill_maps(p, out_rows) : ad::PrefillMaps{});
   CUDA_LAUNCH_OK();
 }
 
@@ -704,7 +706,7 @@ void check_not_capturing(CudaContext& ctx, const char* what) {
 
 void paged_attention(CudaContext& ctx, const TensorView& q, const PagedKv& kv,
                      std::span<const AttentionSeq> seqs, int64_t window, const TensorView& out,
-                     bool bf16_p) {
+                     bool bf16_p, bool tensor_maps) {
   const Geometry g = make_geometry(q.dim(1), q.dim(2), kv, window);
   // cp.async reads q in 16-byte vectors; out is written in bf16 pairs.
   const bool tensor_cores = aligned16(q.data) && reinterpret_cast<uintptr_t>(out.data) % 4 == 0;
@@ -729,7 +731,7 @@ void paged_attention(CudaContext& ctx, const TensorView& q, const PagedKv& kv,
   p.groups = reinterpret_cast<const ad::ReduceGroup*>(dev + groups_off);
   if (!plan.prefill.empty())
     launch_prefill(ctx, p, reinterpret_cast<const ad::PrefillItem*>(dev + prefill_off),
-                   plan.prefill.size(), out.dim(0), bf16_p);
+                   plan.prefill.size(), out.dim(0), bf16_p, tensor_maps);
   if (plan.records > 0) {
     const auto records = static_cast<size_t>(plan.records);
     p.part_acc = reserve_partials(ctx, records * static_cast<size_t>(g.head_dim + 2));

@@ -14,10 +14,12 @@ namespace beam::cuda {
 // (and their block tables) in host memory, staged to the device inside the call. D = 64, 128
 // or 256 and at most 64 query heads per KV head (abort otherwise). Rows of out that no sequence
 // covers are left untouched. bf16_p: the prefill kernel rounds P to bf16 before P·V
-// (AttentionProbs::kBf16).
+// (AttentionProbs::kBf16). tensor_maps false: the prefill kernel copies every Q, K and V row by
+// cp.async and the threads store every out row, as when the driver refuses its TMA maps (tests;
+// the same bits).
 void paged_attention(CudaContext& ctx, const TensorView& q, const PagedKv& kv,
                      std::span<const AttentionSeq> seqs, int64_t window, const TensorView& out,
-                     bool bf16_p);
+                     bool bf16_p, bool tensor_maps = true);
 
 // Fixed plans for CUDA graphs (kernels/api/fixed_attention.h, validated there). plan_ plans every
 // row of seqs for the decode kernel (at most 16 query heads per KV head), writes the plan and the

@@ -6,8 +6,8 @@
 // in the slots no sequence wrote, row counts around the 64-row warpgroup and 128-row CTA tiles,
 // unmapped blocks before the window, longer prompts than the three-stage K/V ring, and the
 // bit-identity of a row whatever chunk, batch or persistent-CTA schedule computes it (more work
-// items than SMs: each CTA loops over several); P rounded to bf16 (AttentionProbs::kBf16) within
-// its rounding bound.
+// items than SMs: each CTA loops over several) and with or without TMA maps; P rounded to bf16
+// (AttentionProbs::kBf16) within its rounding bound.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -15,6 +15,8 @@
 #include <span>
 
 #include "attention_batch.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/cuda_context.h"
 
 namespace beam {
 namespace {
@@ -140,6 +142,31 @@ void expect_rows_equal(const HostTensor& got, const HostTensor& want,
     const size_t off = static_cast<size_t>(s.q_begin) * row_bytes;
     EXPECT_EQ(std::memcmp(a + off, b + off, static_cast<size_t>(s.q_count) * row_bytes), 0)
         << "rows " << s.q_begin << "+" << s.q_count;
+  }
+}
+
+// Without TMA maps (as when the driver refuses them) the producer copies every Q, K and V row by
+// cp.async and the threads store every out row: the same bits as with the maps, full and sliding,
+// at block sizes with and without whole TMA boxes, rows around the warpgroup tiles, fp32 and bf16
+// P.
+TEST_F(AttentionPrefillCuda, SameBitsWithoutTensorMaps) {
+  for (int64_t bs : {24, 64}) {
+    for (int64_t window : {int64_t{0}, int64_t{512}}) {
+      const Batch b = make_batch({12, 2, 128, bs, window}, kChunks, 181);
+      const std::vector<AttentionSeq> seqs = b.seqs();
+      for (AttentionProbs probs : {AttentionProbs::kFp32, AttentionProbs::kBf16}) {
+        SCOPED_TRACE(::testing::Message() << "block " << bs << " window " << window << " bf16 P "
+                                          << (probs == AttentionProbs::kBf16));
+        const HostTensor mapped = run_gpu(b, seqs, probs);
+        const TensorView out = device_tensor(DType::kBF16, b.dq.shape);
+        begin_step(gpu);
+        cuda::paged_attention(*gpu.cuda, b.dq, {b.dk, b.dv, bs}, seqs, window, out,
+                              probs == AttentionProbs::kBf16, /*tensor_maps=*/false);
+        const HostTensor unmapped = download(out);
+        synchronize(gpu);
+        expect_rows_equal(unmapped, mapped, seqs);
+      }
+    }
   }
 }
 
