@@ -15,8 +15,10 @@
 #include <span>
 
 #include "attention_batch.h"
+#if BEAMSERVE_CUDA
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cuda_context.h"
+#endif
 
 namespace beam {
 namespace {
@@ -145,10 +147,11 @@ void expect_rows_equal(const HostTensor& got, const HostTensor& want,
   }
 }
 
+#if BEAMSERVE_CUDA
 // Without TMA maps (as when the driver refuses them) the producer copies every Q, K and V row by
 // cp.async and the threads store every out row: the same bits as with the maps, full and sliding,
-// at block sizes with and without whole TMA boxes, rows around the warpgroup tiles, fp32 and bf16
-// P.
+// at block sizes with and without whole TMA boxes, rows around the warpgroup tiles, fp32 and bf16 P
+// (CUDA builds only: it calls the CUDA op directly).
 TEST_F(AttentionPrefillCuda, SameBitsWithoutTensorMaps) {
   for (int64_t bs : {24, 64}) {
     for (int64_t window : {int64_t{0}, int64_t{512}}) {
@@ -169,6 +172,7 @@ TEST_F(AttentionPrefillCuda, SameBitsWithoutTensorMaps) {
     }
   }
 }
+#endif  // BEAMSERVE_CUDA
 
 // More work items (128-row tiles x q heads) than SMs: the persistent CTAs loop over several items
 // each (ring slots, the ping-pong turns and the prefetched Q carried across items), single-tile
