@@ -75,6 +75,9 @@ constexpr uint32_t kPrefillTileBytes = kPrefillKeys * kPrefillDim * 2;  // 32 KB
 constexpr uint32_t kPrefillStageBytes = 2 * kPrefillTileBytes;
 constexpr uint32_t kPrefillBarOffset = kPrefillQBytes + kPrefillStages * kPrefillStageBytes;
 constexpr size_t kPrefillSmemBytes = 1024 + kPrefillBarOffset + (2 * kPrefillStages + 2) * 8;
+// Byte offsets from the first mbarrier of the Q tile's barriers: q_full (the producer's Q copies
+// landed), q_empty (both consumer warpgroups' last S of the item read the Q tile).
+constexpr uint32_t kPrefillQFull = 8 * (2 * kPrefillStages), kPrefillQEmpty = kPrefillQFull + 8;
 static_assert(kPrefillSmemBytes <= 227 * 1024, "prefill shared memory over the sm_90 opt-in limit");
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -661,7 +664,7 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillMa
                       w.window);
   const int warp_row0 = wg_row0 + 16 * ((threadIdx.x / 32) % 4);
   const int own = 3 + wg, other = 4 - wg;  // 256 threads: one warpgroup syncs, the other arrives
-  const uint32_t q_full = bars + 8 * (2 * kPrefillStages), q_empty = q_full + 8;
+  const uint32_t q_full = bars + kPrefillQFull, q_empty = bars + kPrefillQEmpty;
   auto full = [&](int tile) { return bars + 8 * ((g0 + tile) % kPrefillStages); };
   auto empty = [&](int tile) {
     return bars + 8 * (kPrefillStages + (g0 + tile) % kPrefillStages);
@@ -735,7 +738,7 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillMa
 // own; every later item's comes with the last P·V of the item before.
 __device__ __forceinline__ void prefill_first_scores(int wg, uint32_t q_wg, uint32_t kv_s,
                                                      uint32_t bars, float (&sc)[64]) {
-  mbar_wait(bars + 8 * (2 * kPrefillStages), 0);  // q_full, phase 0
+  mbar_wait(bars + kPrefillQFull, 0);
   named_sync(3 + wg, 256);
   mbar_wait(bars, 0);  // full[0], phase 0
   wgmma::fence_proxy_async();
@@ -795,8 +798,8 @@ __global__ void __launch_bounds__(kPrefillThreads, 1)
       mbar_init(bars + 8 * stage, 128);                                          // full
       mbar_init(bars + 8 * (kPrefillStages + stage), kPrefillConsumerThreads);  // empty
     }
-    mbar_init(bars + 8 * (2 * kPrefillStages), 128);                          // q_full
-    mbar_init(bars + 8 * (2 * kPrefillStages + 1), kPrefillConsumerThreads);  // q_empty
+    mbar_init(bars + kPrefillQFull, 128);
+    mbar_init(bars + kPrefillQEmpty, kPrefillConsumerThreads);
   }
   __syncthreads();
   if (threadIdx.x >= kPrefillConsumerThreads) {
@@ -808,7 +811,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 1)
         wgmma::prefetch_tensor_map(&maps.v);
       }
     }
-    const uint32_t q_full = bars + 8 * (2 * kPrefillStages), q_empty = q_full + 8;
+    const uint32_t q_full = bars + kPrefillQFull, q_empty = bars + kPrefillQEmpty;
     int round = 0, g0 = 0;
     for (int idx = prefill_next_work(round, num_work), item = 0; idx >= 0;
          idx = prefill_next_work(round, num_work), ++item) {
