@@ -47,6 +47,7 @@
 
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/attention_kernels.cuh"
+#include "kernels/cuda/exact_divide.cuh"
 #include "kernels/cuda/moe_wgmma.cuh"
 
 namespace beam::cuda::attention_detail {
@@ -442,20 +443,37 @@ __device__ __forceinline__ void prefill_issue_pv(const PrefillP& pf, uint32_t v_
   }
 }
 
-// Completes the row sums l: each thread's partial sum plus those of the other three threads of its
-// quad (the same row).
-__device__ __forceinline__ void prefill_row_sums(PrefillState& st) {
+// Completes the row sums l (each thread's partial sum plus those of the other three threads of its
+// quad, the same row), then o = fp32(o / l), each quotient correctly rounded as __fdiv_rn: by one
+// reciprocal per row and exact_divide's two fmas per element where that is exact for all 64 (the
+// rule: l >= 1, as the key holding a row's max has p >= 1), else by __fdiv_rn.
+__device__ __forceinline__ void prefill_normalize(PrefillState& st) {
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 1);
     st.l[i] += __shfl_xor_sync(0xffffffffu, st.l[i], 2);
   }
+  float min_abs = INFINITY, max_abs = 0.f;
+#pragma unroll
+  for (int e = 0; e < 64; ++e) {
+    min_abs = fminf(min_abs, fabsf(st.o[e]));
+    max_abs = fmaxf(max_abs, fabsf(st.o[e]));
+  }
+  // Element e of the accumulator belongs to row (e / 2) % 2 (wgmma's m64nNk16 fragment).
+  if (exact_divide::reciprocal_exact(min_abs, max_abs, fmaxf(st.l[0], st.l[1]))) {
+    const float y[2] = {exact_divide::reciprocal_rn(st.l[0]), exact_divide::reciprocal_rn(st.l[1])};
+#pragma unroll
+    for (int e = 0; e < 64; ++e)
+      st.o[e] = exact_divide::divide_by_reciprocal(st.o[e], st.l[(e / 2) % 2], y[(e / 2) % 2]);
+  } else {
+#pragma unroll
+    for (int e = 0; e < 64; ++e) st.o[e] = __fdiv_rn(st.o[e], st.l[(e / 2) % 2]);
+  }
 }
 
-// bf16(o / l) of dims 8j + 2 (lane % 4) + 0-1 of the thread's row i, as one bf16x2 (l complete).
+// bf16(o) of dims 8j + 2 (lane % 4) + 0-1 of the thread's row i, as one bf16x2 (o normalized).
 __device__ __forceinline__ uint32_t prefill_out_pair(const PrefillState& st, int i, int j) {
-  return pack_bf16(__fdiv_rn(st.o[4 * j + 2 * i], st.l[i]),
-                   __fdiv_rn(st.o[4 * j + 2 * i + 1], st.l[i]));
+  return pack_bf16(st.o[4 * j + 2 * i], st.o[4 * j + 2 * i + 1]);
 }
 
 // Writes out = bf16(o / l) for the thread's live rows (l summed over the quad first).
@@ -464,7 +482,7 @@ __device__ __forceinline__ void prefill_write(const Params& p, const SeqDesc& s,
                                               const PrefillItem& it, int h, int warp_row0,
                                               PrefillState& st) {
   const int lane = threadIdx.x % 32;
-  prefill_row_sums(st);
+  prefill_normalize(st);
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int r = warp_row0 + lane / 4 + 8 * i;
@@ -589,7 +607,7 @@ __device__ __forceinline__ void prefill_store_o(const PrefillMaps& maps, const P
                                                 int wg, int warp_row0, uint32_t o_s,
                                                 PrefillState& st) {
   const int lane = threadIdx.x % 32;
-  prefill_row_sums(st);
+  prefill_normalize(st);
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int r = warp_row0 % kPrefillWgRows + lane / 4 + 8 * i;  // row within the warpgroup
