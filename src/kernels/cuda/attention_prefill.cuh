@@ -445,8 +445,9 @@ __device__ __forceinline__ void prefill_issue_pv(const PrefillP& pf, uint32_t v_
 
 // Completes the row sums l (each thread's partial sum plus those of the other three threads of its
 // quad, the same row), then o = fp32(o / l), each quotient correctly rounded as __fdiv_rn: by one
-// reciprocal per row and exact_divide's two fmas per element where that is exact for all 64 (the
-// rule: l >= 1, as the key holding a row's max has p >= 1), else by __fdiv_rn.
+// reciprocal per row and exact_divide's two fmas per element where that is exact for all 64 (its
+// domain needs l >= 1 on the rows written: the key holding a row's max has p >= 1; a row no key
+// reaches is never written), else by __fdiv_rn.
 __device__ __forceinline__ void prefill_normalize(PrefillState& st) {
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
