@@ -414,21 +414,20 @@ __device__ __forceinline__ void prefill_pack(const float (&sc)[64], PrefillP& pf
     }
   }
 }
-// Keeps P's and the accumulators' registers in place across wgmma issue (before: the writes stay
-// ahead of wgmma::arrive(); after the wait: no reuse while the wgmmas run).
-template <bool kBf16P>
-__device__ __forceinline__ void prefill_fence(PrefillP& pf, float (&sc)[64], PrefillState& st) {
-  fence_a_operands(pf.hi);
-  if constexpr (!kBf16P) fence_a_operands(pf.lo);
-  wgmma::fence_operands(sc);
-  wgmma::fence_operands(st.o);
-}
-// The same after a wait that covered the P·V but not a later S (whose accumulators stay untouched).
+// Keeps the P·V operands' registers (P and o) in place across wgmma issue (before: the writes stay
+// ahead of wgmma::arrive(); after the wait: no reuse while the wgmmas run); alone after a wait
+// that covered the P·V but not a later S (whose accumulators stay untouched).
 template <bool kBf16P>
 __device__ __forceinline__ void prefill_fence_pv(PrefillP& pf, PrefillState& st) {
   fence_a_operands(pf.hi);
   if constexpr (!kBf16P) fence_a_operands(pf.lo);
   wgmma::fence_operands(st.o);
+}
+// The same for the P·V and the S accumulators sc.
+template <bool kBf16P>
+__device__ __forceinline__ void prefill_fence(PrefillP& pf, float (&sc)[64], PrefillState& st) {
+  prefill_fence_pv<kBf16P>(pf, st);
+  wgmma::fence_operands(sc);
 }
 // Issues o += P·V for the warpgroup's 64 rows and the 128 keys of the V tile at v_s.
 template <bool kBf16P>
