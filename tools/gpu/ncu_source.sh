@@ -10,7 +10,9 @@
 # Writes $OUT/sass.csv.xz (the source view; summarise it again here with
 # `xz -dc sass.csv.xz > sass.csv; tools/gpu/sass_profile.py sass.csv [--launch N] [--range A B]`),
 # $OUT/details.txt (every section of each launch) and prints the summary of launch 0. Clocks and
-# caches are left alone (--clock-control none).
+# caches are left alone (--clock-control none). SKIP=n skips the first n matching launches (e.g.
+# SKIP=4 with `bench kernels --reps 1`, whose cases each launch 4 times (two warm-ups, one timed,
+# one queued): the fp32-P full-causal prefill after the sliding one).
 set -u -o pipefail
 if [[ $# -lt 3 ]]; then
   echo "usage: OUT=dir tools/gpu/ncu_source.sh KERNEL_REGEX COUNT BEAMSERVE_ARGS..." >&2
@@ -26,7 +28,8 @@ fi
 out="${OUT:-ncu-out}"
 mkdir -p "$out"
 report="$(mktemp -d)/source"
-ncu --set full --import-source no --clock-control none -k "regex:$regex" --launch-count "$count" \
+ncu --set full --import-source no --clock-control none -k "regex:$regex" --launch-skip "${SKIP:-0}" \
+  --launch-count "$count" \
   -o "$report" "$bin/beamserve" "$@" >"$out/ncu.log" 2>&1 ||
   { echo "ncu failed:"; tail -5 "$out/ncu.log"; exit 1; }
 ncu -i "$report.ncu-rep" --page details >"$out/details.txt" 2>&1
