@@ -752,13 +752,13 @@ __device__ __forceinline__ void prefill_consume(const Params& p, const PrefillMa
   if (wg_row0 < w.it.rows) prefill_write(p, w.s, w.it, w.h, warp_row0, st);
 }
 
-// Consumer warpgroup wg: the first S of the CTA's first work item w (ring slot 0), a turn of its
-// own; every later item's comes with the last P·V of the item before.
+// Consumer warpgroup wg: the first S of the CTA's first work item (ring slot 0, phase 0 of q_full
+// and full[0]), a turn of its own; every later item's comes with the last P·V of the item before.
 __device__ __forceinline__ void prefill_first_scores(int wg, uint32_t q_wg, uint32_t kv_s,
                                                      uint32_t bars, float (&sc)[64]) {
   mbar_wait(bars + kPrefillQFull, 0);
   named_sync(3 + wg, 256);
-  mbar_wait(bars, 0);  // full[0], phase 0
+  mbar_wait(bars, 0);  // full[0]
   wgmma::fence_proxy_async();
   wgmma::fence_operands(sc);
   wgmma::arrive();
