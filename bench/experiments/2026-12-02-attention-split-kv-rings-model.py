@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Randomized model of the split-K/V-ring prefill kernel's handshakes
-(bench/experiments/2026-12-02-attention-split-kv-rings-unmeasured.patch): the loader warp, the
+(bench/experiments/2026-12-02-attention-split-kv-rings-run129.patch): the loader warp, the
 two consumer warpgroups and the store warps as coroutines over mbarriers (phase counting,
 parity waits) and named barriers, run under random schedules. Reports a deadlock (nothing can
 run) or a parity wait that the barrier already passed by two phases (a phase overrun: the
