@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 
+#include "core/host_device.h"
 #include "kernels/api/context.h"
 
 namespace beam {
@@ -50,15 +51,9 @@ struct SamplingRowParams {
   int32_t edit_count = 0;
 };
 
-#if defined(__CUDACC__)
-#define BEAM_HOST_DEVICE __host__ __device__
-#else
-#define BEAM_HOST_DEVICE
-#endif
-
 // Logit v of e.token after its edit, flags applied in the order above (the CPU's logit
 // processors, runtime/sampling/logit_processors.cpp). Shared by the kernel and its host tests.
-BEAM_HOST_DEVICE inline float apply_logit_edit(float v, const LogitEdit& e, const SamplingRowParams& p) {
+BEAM_HOST_DEVICE float apply_logit_edit(float v, const LogitEdit& e, const SamplingRowParams& p) {
   if (e.flags & kEditBias) v = static_cast<float>(static_cast<double>(v) + e.bias);
   if (e.flags & kEditMask) v = -INFINITY;
   if (e.flags & kEditRepetition) {

@@ -8,18 +8,13 @@
 #include <cfloat>
 #include <cmath>
 
+#include "core/host_device.h"
 #include "kernels/cuda/torch_exp.cuh"  // mul_rn
-
-#ifdef __CUDACC__
-#define BEAM_EXACT_DIVIDE_FN __host__ __device__ __forceinline__
-#else
-#define BEAM_EXACT_DIVIDE_FN inline
-#endif
 
 namespace beam::exact_divide {
 
 // fp32(1 / b), correctly rounded.
-BEAM_EXACT_DIVIDE_FN float reciprocal_rn(float b) {
+BEAM_HOST_DEVICE float reciprocal_rn(float b) {
 #ifdef __CUDA_ARCH__
   return __frcp_rn(b);
 #else
@@ -30,18 +25,16 @@ BEAM_EXACT_DIVIDE_FN float reciprocal_rn(float b) {
 // Whether divide_by_reciprocal is exact for every dividend a with min_abs <= |a| <= max_abs and
 // every divisor in [1, b_max], b_max <= 2^40: the quotients are normal numbers of at least 2^-100
 // (smaller ones make the residual below inexact) and no dividend is infinite.
-BEAM_EXACT_DIVIDE_FN bool reciprocal_exact(float min_abs, float max_abs, float b_max) {
+BEAM_HOST_DEVICE bool reciprocal_exact(float min_abs, float max_abs, float b_max) {
   return min_abs >= torch_exp::mul_rn(0x1p-100f, b_max) && max_abs <= FLT_MAX;
 }
 
 // fp32(a / b), correctly rounded, given y = reciprocal_rn(b), within the domain reciprocal_exact
 // states: q = a y is within an ulp of a / b, the residual a - q b is exact in one fma, and
 // q + y (a - q b) rounds to the correctly rounded quotient (Markstein).
-BEAM_EXACT_DIVIDE_FN float divide_by_reciprocal(float a, float b, float y) {
+BEAM_HOST_DEVICE float divide_by_reciprocal(float a, float b, float y) {
   const float q = torch_exp::mul_rn(a, y);
   return fmaf(fmaf(-q, b, a), y, q);
 }
 
 }  // namespace beam::exact_divide
-
-#undef BEAM_EXACT_DIVIDE_FN

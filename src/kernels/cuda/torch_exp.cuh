@@ -8,11 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
-#ifdef __CUDACC__
-#define BEAM_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define BEAM_HOST_DEVICE inline
-#endif
+#include "core/host_device.h"
 
 namespace beam::torch_exp {
 
@@ -89,5 +85,3 @@ BEAM_HOST_DEVICE float siluf(float x) {
 }
 
 }  // namespace beam::torch_exp
-
-#undef BEAM_HOST_DEVICE
