@@ -12,6 +12,7 @@ constexpr char kReplacement[] = "\xEF\xBF\xBD";  // U+FFFD
 }  // namespace
 
 void append_utf8(std::string& out, char32_t cp) {
+  if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) cp = 0xFFFD;
   if (cp < 0x80) {
     out.push_back(static_cast<char>(cp));
   } else if (cp < 0x800) {

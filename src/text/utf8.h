@@ -33,7 +33,8 @@ bool is_valid_utf8(std::string_view bytes);
 // `bytes` with invalid sequences replaced by U+FFFD (WHATWG); a copy of `bytes` if already valid.
 std::string to_valid_utf8(std::string_view bytes);
 
-// Appends the UTF-8 encoding of `cp` (must be a Unicode scalar value).
+// Appends the UTF-8 encoding of `cp`; a value that is no Unicode scalar value (a surrogate or
+// above U+10FFFF) appends U+FFFD.
 void append_utf8(std::string& out, char32_t cp);
 
 // Decodes the code point starting at `text[pos]` of VALID UTF-8 and advances `pos` past it.

@@ -9,7 +9,9 @@ endif()
 
 file(GLOB template_fuzz_sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/text/jinja/*.cpp)
 file(GLOB template_fuzz_headers CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/text/jinja/*.h)
-list(APPEND template_fuzz_sources ${CMAKE_CURRENT_LIST_DIR}/template_fuzz.cpp)
+# text/utf8.cpp: the UTF-8 encoder the engine shares with the tokenizer (header-only deps).
+list(APPEND template_fuzz_sources ${CMAKE_SOURCE_DIR}/src/text/utf8.cpp ${CMAKE_CURRENT_LIST_DIR}/template_fuzz.cpp)
+list(APPEND template_fuzz_headers ${CMAKE_SOURCE_DIR}/src/text/utf8.h)
 set(template_fuzz_flags -std=c++20 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
     -fno-sanitize-recover=undefined)
 set(template_fuzz_objects)

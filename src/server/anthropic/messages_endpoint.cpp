@@ -11,13 +11,7 @@ ApiExpected<RenderedPrompt> prepare(const EndpointEnv& env, const std::shared_pt
   API_ASSIGN_OR_RETURN(Json body, parse_json_body(exchange->request().body));
   apply_sampling_defaults(model, &body);
   API_ASSIGN_OR_RETURN(*req, parse_messages_request(body, count_only));
-  API_ASSIGN_OR_RETURN(bool ok, check_model_name(model, req->model));
-  API_ASSIGN_OR_RETURN(ok, require_chat_template(model));
-  (void)ok;
-  spec->parse_output = true;
-  spec->tools = req->prompt.tools ? *req->prompt.tools : Json(nullptr);
-  API_ASSIGN_OR_RETURN(ok, apply_tool_choice(req->tool_choice, model.response_template.get(), &req->prompt, spec));
-  return render_chat_prompt(model, req->prompt);
+  return prepare_chat_prompt(model, req->model, req->tool_choice, &req->prompt, spec);
 }
 
 ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {

@@ -70,6 +70,20 @@ ApiExpected<bool> apply_tool_choice(const ToolChoice& choice, const ResponseTemp
   return true;
 }
 
+ApiExpected<RenderedPrompt> prepare_chat_prompt(const ServedModel& model,
+                                                const std::string& requested_model,
+                                                const ToolChoice& tool_choice, ChatPrompt* prompt,
+                                                GenerationSpec* spec) {
+  API_ASSIGN_OR_RETURN(bool ok, check_model_name(model, requested_model));
+  API_ASSIGN_OR_RETURN(ok, require_chat_template(model));
+  spec->parse_output = true;
+  spec->tools = prompt->tools ? *prompt->tools : Json(nullptr);
+  API_ASSIGN_OR_RETURN(ok,
+                       apply_tool_choice(tool_choice, model.response_template.get(), prompt, spec));
+  (void)ok;
+  return render_chat_prompt(model, *prompt);
+}
+
 ApiExpected<bool> validate_openai_tools(const Json& tools, const std::string& path) {
   if (!tools.is_array()) return invalid_request("'" + path + "': expected an array of tools", path);
   for (size_t i = 0; i < tools.size(); ++i) {

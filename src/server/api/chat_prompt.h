@@ -41,6 +41,13 @@ ApiExpected<RenderedPrompt> render_chat_prompt(const ServedModel& model, const C
 ApiExpected<bool> apply_tool_choice(const ToolChoice& choice, const ResponseTemplate* response_template,
                                     ChatPrompt* prompt, GenerationSpec* spec);
 
+// The chat endpoints' steps once a request is parsed: the model name and chat template checks, the
+// tools offered (spec->tools, output parsing on), tool_choice applied, then the rendered prompt.
+ApiExpected<RenderedPrompt> prepare_chat_prompt(const ServedModel& model,
+                                                const std::string& requested_model,
+                                                const ToolChoice& tool_choice, ChatPrompt* prompt,
+                                                GenerationSpec* spec);
+
 // Validates an OpenAI tools array ([{"type": "function", "function": {"name", ...}}]).
 ApiExpected<bool> validate_openai_tools(const Json& tools, const std::string& path);
 

@@ -12,19 +12,15 @@ ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& e
   API_ASSIGN_OR_RETURN(Json body, parse_json_body(exchange->request().body));
   apply_sampling_defaults(model, &body);
   API_ASSIGN_OR_RETURN(ChatRequest req, parse_chat_request(body));
-  API_ASSIGN_OR_RETURN(bool known, check_model_name(model, req.model));
-  API_ASSIGN_OR_RETURN(known, require_chat_template(model));
   GenerationSpec spec;
-  spec.parse_output = true;
-  spec.tools = req.prompt.tools ? *req.prompt.tools : Json(nullptr);
+  API_ASSIGN_OR_RETURN(RenderedPrompt rendered,
+                       prepare_chat_prompt(model, req.model, req.tool_choice, &req.prompt, &spec));
   const std::string id = env.ids->next("chatcmpl-");
   spec.tool_call_id_prefix = "call_" + id.substr(9, 12) + "_";
-  API_ASSIGN_OR_RETURN(known, apply_tool_choice(req.tool_choice, model.response_template.get(), &req.prompt, &spec));
-  API_ASSIGN_OR_RETURN(RenderedPrompt rendered, render_chat_prompt(model, req.prompt));
   spec.prompt_text = std::move(rendered.text);
   spec.prompt_ids = std::move(rendered.ids);
-  API_ASSIGN_OR_RETURN(known, finish_spec(model, req.sampling, req.max_tokens_field, &spec));
-  (void)known;
+  API_ASSIGN_OR_RETURN(bool ok, finish_spec(model, req.sampling, req.max_tokens_field, &spec));
+  (void)ok;
   ChatResponseOptions o;
   o.id = id;
   o.model = model.name;

@@ -9,18 +9,14 @@ ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& e
   API_ASSIGN_OR_RETURN(Json body, parse_json_body(exchange->request().body));
   apply_sampling_defaults(model, &body);
   API_ASSIGN_OR_RETURN(ResponsesRequest req, parse_responses_request(body));
-  API_ASSIGN_OR_RETURN(bool ok, check_model_name(model, req.model));
-  API_ASSIGN_OR_RETURN(ok, require_chat_template(model));
   GenerationSpec spec;
-  spec.parse_output = true;
-  spec.tools = req.prompt.tools ? *req.prompt.tools : Json(nullptr);
+  API_ASSIGN_OR_RETURN(RenderedPrompt rendered,
+                       prepare_chat_prompt(model, req.model, req.tool_choice, &req.prompt, &spec));
   const std::string id = env.ids->next("resp_");
   spec.tool_call_id_prefix = "call_" + id.substr(5, 12) + "_";
-  API_ASSIGN_OR_RETURN(ok, apply_tool_choice(req.tool_choice, model.response_template.get(), &req.prompt, &spec));
-  API_ASSIGN_OR_RETURN(RenderedPrompt rendered, render_chat_prompt(model, req.prompt));
   spec.prompt_text = std::move(rendered.text);
   spec.prompt_ids = std::move(rendered.ids);
-  API_ASSIGN_OR_RETURN(ok, finish_spec(model, req.sampling, "max_output_tokens", &spec));
+  API_ASSIGN_OR_RETURN(bool ok, finish_spec(model, req.sampling, "max_output_tokens", &spec));
   (void)ok;
   ResponsesOptions o;
   o.id = id;

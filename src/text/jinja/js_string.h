@@ -13,7 +13,6 @@ namespace beam::text::jinja {
 
 // Decodes the code point starting at `pos` and advances `pos` past it.
 char32_t decode_utf8(std::string_view s, size_t& pos);
-void append_utf8(std::string& out, char32_t cp);
 
 // JavaScript's WhiteSpace + LineTerminator set (what `\s` and String.prototype.trim use).
 bool is_js_space(char32_t cp);

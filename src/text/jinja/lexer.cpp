@@ -5,6 +5,7 @@
 
 #include "text/jinja/error.h"
 #include "text/jinja/js_string.h"
+#include "text/utf8.h"
 
 namespace beam::text::jinja {
 namespace {

@@ -86,6 +86,15 @@ TEST(TokenizerUtf8, ValidatorAgreesWithDecoderOnAllTwoByteInputs) {
   }
 }
 
+TEST(TokenizerUtf8, NonScalarValuesEncodeAsReplacement) {
+  for (char32_t cp : {char32_t{0xD800}, char32_t{0xDBFF}, char32_t{0xDC00}, char32_t{0xDFFF},
+                      char32_t{0x110000}, char32_t{0xFFFFFFFF}}) {
+    std::string s;
+    append_utf8(s, cp);
+    EXPECT_EQ(s, "\xEF\xBF\xBD") << std::hex << static_cast<uint32_t>(cp);
+  }
+}
+
 TEST(TokenizerUtf8, CodePointsRoundTrip) {
   for (char32_t cp : {U'\0', U'A', U'\u00E9', U'\u07FF', U'\u0800', U'\uFFFD', U'\U00010000', U'\U0010FFFF'}) {
     std::string s;
