@@ -23,6 +23,17 @@ Json openai_usage(const GenerationUsage& usage) {
               {"prompt_tokens_details", {{"cached_tokens", usage.cached_prompt_tokens}}}};
 }
 
+void end_openai_stream(Exchange& exchange, const std::optional<std::string>& engine_error,
+                       const Json& usage_chunk) {
+  if (engine_error) {
+    exchange.send(http::sse_data(openai_error_body(
+        api_error(ErrorKind::kServer, "the engine failed the request: " + *engine_error))));
+  }
+  if (!usage_chunk.is_null()) exchange.send(http::sse_data(dump_json(usage_chunk)));
+  exchange.send(http::sse_done());
+  exchange.end_stream();
+}
+
 ChatObserver::ChatObserver(std::shared_ptr<Exchange> exchange, const text::Tokenizer* tokenizer,
                            ChatResponseOptions options)
     : exchange_(std::move(exchange)),
@@ -124,16 +135,12 @@ void ChatObserver::on_complete(const GenerationUsage& usage) {
     return;
   }
   if (options_.stream) {
-    if (error_) {
-      exchange_->send(http::sse_data(openai_error_body(api_error(ErrorKind::kServer, "the engine failed the request: " + *error_))));
-    }
+    Json usage_chunk = nullptr;
     if (options_.include_usage) {
-      Json c = chunk(Json::array());
-      c["usage"] = openai_usage(usage);
-      exchange_->send(http::sse_data(dump_json(c)));
+      usage_chunk = chunk(Json::array());
+      usage_chunk["usage"] = openai_usage(usage);
     }
-    exchange_->send(http::sse_done());
-    exchange_->end_stream();
+    end_openai_stream(*exchange_, error_, usage_chunk);
     return;
   }
   Json choices = Json::array();

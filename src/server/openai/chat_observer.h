@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,5 +52,10 @@ class ChatObserver : public GenerationObserver {
 std::string chat_finish_reason(const SiblingResult& result);
 // {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details": {"cached_tokens"}}.
 Json openai_usage(const GenerationUsage& usage);
+// Ends an OpenAI SSE stream (chat and legacy completions): an error event when the engine failed a
+// choice after the stream started (`engine_error`; the SDKs raise it), the usage chunk unless it is
+// null, then [DONE].
+void end_openai_stream(Exchange& exchange, const std::optional<std::string>& engine_error,
+                       const Json& usage_chunk);
 
 }  // namespace beam::server

@@ -71,13 +71,12 @@ class CompletionObserver : public GenerationObserver {
       return;
     }
     if (stream_) {
+      Json usage_chunk = nullptr;
       if (include_usage_) {
-        Json c = chunk(Json::array());
-        c["usage"] = openai_usage(usage);
-        exchange_->send(http::sse_data(dump_json(c)));
+        usage_chunk = chunk(Json::array());
+        usage_chunk["usage"] = openai_usage(usage);
       }
-      exchange_->send(http::sse_done());
-      exchange_->end_stream();
+      end_openai_stream(*exchange_, error_, usage_chunk);
       return;
     }
     Json choices = Json::array();

@@ -1,0 +1,82 @@
+// The end of an OpenAI SSE stream (end_openai_stream, shared by chat and legacy completions): an
+// engine failure after the stream started reaches the client as an error event before [DONE].
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/api/exchange.h"
+#include "server/http/sse.h"
+#include "server/metrics/server_metrics.h"
+#include "server/openai/chat_observer.h"
+
+namespace beam::server {
+namespace {
+
+// Records what the exchange writes.
+class RecordingResponder : public http::Responder {
+ public:
+  void respond(int status, const std::string&, std::string body,
+               const std::map<std::string, std::string>&) override {
+    status_ = status;
+    chunks.push_back(std::move(body));
+  }
+  void start_stream(int status, const std::string&) override { status_ = status; }
+  void send(std::string chunk) override { chunks.push_back(std::move(chunk)); }
+  void end() override { ended = true; }
+  void on_disconnect(std::function<void()>) override {}
+  bool disconnected() const override { return false; }
+
+  std::vector<std::string> chunks;
+  bool ended = false;
+
+ private:
+  int status_ = 0;
+};
+
+struct StreamFixture {
+  ServerMetrics metrics;
+  std::shared_ptr<RecordingResponder> responder = std::make_shared<RecordingResponder>();
+  Exchange exchange{http::HttpRequest{}, responder, "/v1/chat/completions", ErrorFlavor::kOpenAi,
+                    &metrics};
+
+  StreamFixture() {
+    exchange.start_stream("text/event-stream");
+    exchange.send(http::sse_data("{\"choices\":[]}"));  // some output went out already
+  }
+};
+
+TEST(OpenAiStream, EngineFailureSendsAnErrorEventBeforeDone) {
+  StreamFixture f;
+  end_openai_stream(f.exchange, std::string("forward failed"), nullptr);
+  const std::vector<std::string>& c = f.responder->chunks;
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_NE(c[1].find("\"error\""), std::string::npos) << c[1];
+  EXPECT_NE(c[1].find("the engine failed the request: forward failed"), std::string::npos) << c[1];
+  EXPECT_NE(c[1].find("server_error"), std::string::npos) << c[1];
+  EXPECT_EQ(c[2], http::sse_done());
+  EXPECT_TRUE(f.responder->ended);
+}
+
+TEST(OpenAiStream, UsageChunkComesAfterTheErrorAndBeforeDone) {
+  StreamFixture f;
+  end_openai_stream(f.exchange, std::string("x"), Json{{"usage", {{"total_tokens", 3}}}});
+  const std::vector<std::string>& c = f.responder->chunks;
+  ASSERT_EQ(c.size(), 4u);
+  EXPECT_NE(c[1].find("\"error\""), std::string::npos);
+  EXPECT_EQ(c[2], http::sse_data("{\"usage\":{\"total_tokens\":3}}"));
+  EXPECT_EQ(c[3], http::sse_done());
+}
+
+TEST(OpenAiStream, CleanEndIsUsageThenDone) {
+  StreamFixture f;
+  end_openai_stream(f.exchange, std::nullopt, nullptr);
+  const std::vector<std::string>& c = f.responder->chunks;
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[1], http::sse_done());
+  EXPECT_TRUE(f.responder->ended);
+}
+
+}  // namespace
+}  // namespace beam::server
