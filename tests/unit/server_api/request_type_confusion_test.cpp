@@ -1,0 +1,228 @@
+// Request parsing and prompt rendering never throw, whatever the types: every value of a rich,
+// valid request of each API (the body, each member and each array element, recursively) is
+// replaced in turn by values of every JSON type, and each member is removed in turn (~3,600
+// variants). Each variant must parse, and for the chat APIs render with beam-nano's chat template
+// (prepare_chat_prompt), or fail with a 400 (404 for an unknown model name) whose message is
+// non-empty; a failure on a replaced value that names a field (param) names one under the same
+// top-level field, or says that field's name in its message.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "server/anthropic/messages_request.h"
+#include "server/api/chat_prompt.h"
+#include "server/openai/chat_request.h"
+#include "server/openai/completions.h"
+#include "server/openai/responses_request.h"
+#include "server/parsers/builtin_templates.h"
+
+namespace beam::server {
+namespace {
+
+// What a parser says about one body: ok, or its error.
+using Parse = std::function<ApiExpected<bool>(const Json&)>;
+
+// beam-nano's text side (tokenizer, chat template, response template), served as "m".
+const ServedModel& nano() {
+  static const ServedModel* model = [] {
+    auto* m = new ServedModel;
+    m->name = "m";
+    Expected<text::Tokenizer> tok = text::Tokenizer::load("models/beam-nano");
+    EXPECT_TRUE(tok.ok()) << tok.error().message;
+    m->tokenizer.emplace(std::move(*tok));
+    Expected<text::ChatTemplate> tmpl = text::ChatTemplate::load("models/beam-nano");
+    EXPECT_TRUE(tmpl.ok()) << tmpl.error().message;
+    m->chat_template.emplace(std::move(*tmpl));
+    auto rt = load_hermes_response_template();
+    EXPECT_TRUE(rt.ok()) << rt.error().message;
+    m->response_template = *rt;
+    return m;
+  }();
+  return *model;
+}
+
+// Parses with `parse_request`, then renders the prompt as the chat endpoints do.
+template <typename Request, typename ParseRequest>
+ApiExpected<bool> parse_and_render(const Json& body, ParseRequest parse_request) {
+  API_ASSIGN_OR_RETURN(Request req, parse_request(body));
+  GenerationSpec spec;
+  API_ASSIGN_OR_RETURN(RenderedPrompt rendered,
+                       prepare_chat_prompt(nano(), req.model, req.tool_choice, &req.prompt, &spec));
+  if (rendered.ids.empty()) return invalid_request("rendered to no tokens");
+  return true;
+}
+
+template <typename T>
+ApiExpected<bool> as_bool(ApiExpected<T> r) {
+  if (!r.ok()) return r.error();
+  return true;
+}
+
+const std::vector<Json>& replacements() {
+  static const std::vector<Json> values = {Json(nullptr),
+                                           Json(true),
+                                           Json(0),
+                                           Json(-1),
+                                           Json(2.5),
+                                           Json(1e300),
+                                           Json(""),
+                                           Json("x"),
+                                           Json::array(),
+                                           Json::array({1}),
+                                           Json::array({Json::array()}),
+                                           Json::object(),
+                                           Json{{"type", "text"}},
+                                           Json(int64_t{1} << 40)};
+  return values;
+}
+
+// Every path of `v` as JSON pointers ("" is the whole value).
+void collect_paths(const Json& v, const Json::json_pointer& at,
+                   std::vector<Json::json_pointer>* out) {
+  out->push_back(at);
+  if (v.is_object()) {
+    for (auto it = v.begin(); it != v.end(); ++it) collect_paths(it.value(), at / it.key(), out);
+  } else if (v.is_array()) {
+    for (size_t i = 0; i < v.size(); ++i) collect_paths(v[i], at / i, out);
+  }
+}
+
+// The request-style spelling of a JSON pointer: /messages/0/content -> messages[0].content.
+std::string field_path(const Json::json_pointer& p) {
+  std::string out;
+  std::string s = p.to_string();
+  size_t pos = 0;
+  while (pos < s.size()) {
+    const size_t next = s.find('/', pos + 1);
+    const std::string token =
+        s.substr(pos + 1, next == std::string::npos ? std::string::npos : next - pos - 1);
+    const bool index = !token.empty() && token.find_first_not_of("0123456789") == std::string::npos;
+    if (index) {
+      out += "[" + token + "]";
+    } else {
+      out += (out.empty() ? "" : ".") + token;
+    }
+    pos = next == std::string::npos ? s.size() : next;
+  }
+  return out;
+}
+
+// Runs `parse` on `body` and checks the contract; `what` describes the variant for failures.
+void expect_clean(const Parse& parse, const Json& body, const std::string& what,
+                  const std::string& replaced) {
+  ApiExpected<bool> r = true;
+  try {
+    r = parse(body);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << ": threw " << e.what();
+    return;
+  }
+  if (r.ok()) return;
+  const int status = http_status(r.error().kind);
+  EXPECT_TRUE(status == 400 || status == 404) << what << ": " << status << " " << r.error().message;
+  EXPECT_FALSE(r.error().message.empty()) << what;
+  if (replaced.empty() || r.error().param.empty()) return;
+  // The named field lies under the replaced value's top-level field, or (a check across fields,
+  // e.g. tool_choice against tools) the message names that field.
+  const std::string top = replaced.substr(0, replaced.find_first_of(".["));
+  const std::string& param = r.error().param;
+  const bool names_it =
+      param.compare(0, top.size(), top) == 0 &&
+      (param.size() == top.size() || param[top.size()] == '.' || param[top.size()] == '[');
+  EXPECT_TRUE(names_it || r.error().message.find("'" + top + "'") != std::string::npos)
+      << what << ": names '" << param << "' (" << r.error().message << ")";
+}
+
+void sweep(const Parse& parse, const Json& valid) {
+  ASSERT_TRUE(parse(valid).ok()) << "the valid request must parse";
+  std::vector<Json::json_pointer> paths;
+  collect_paths(valid, Json::json_pointer(), &paths);
+  int variants = 0;
+  for (const Json::json_pointer& p : paths) {
+    const std::string name = p.to_string().empty() ? "(body)" : p.to_string();
+    for (const Json& value : replacements()) {
+      Json body = valid;
+      body[p] = value;
+      expect_clean(parse, body, name + " = " + value.dump(), field_path(p));
+      ++variants;
+    }
+    if (p.to_string().empty()) continue;
+    Json body = valid;
+    const Json::json_pointer parent = p.parent_pointer();
+    if (body[parent].is_object()) {
+      body[parent].erase(p.back());
+      expect_clean(parse, body, name + " removed", "");
+      ++variants;
+    }
+  }
+  EXPECT_GT(variants, 100);
+}
+
+TEST(RequestTypeConfusion, Chat) {
+  const Json valid = Json::parse(R"({
+    "model": "m", "messages": [
+      {"role": "developer", "content": [{"type": "text", "text": "be brief"}]},
+      {"role": "user", "content": "weather?", "name": "u"},
+      {"role": "assistant", "content": null, "reasoning_content": "think",
+       "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{\"city\": \"Paris\"}"}}]},
+      {"role": "tool", "tool_call_id": "c1", "content": "sunny"}],
+    "tools": [{"type": "function", "function": {"name": "w", "description": "d",
+               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}],
+    "tool_choice": {"type": "function", "function": {"name": "w"}},
+    "max_completion_tokens": 7, "temperature": 0.5, "top_p": 0.9, "top_k": 5, "min_p": 0.1, "seed": 3,
+    "presence_penalty": 0.1, "frequency_penalty": 0.1, "logit_bias": {"5": 1.5},
+    "stop": ["END"], "stop_token_ids": [4], "n": 2, "logprobs": true, "top_logprobs": 2,
+    "stream": true, "stream_options": {"include_usage": true},
+    "chat_template_kwargs": {"enable_thinking": false}, "reasoning_effort": "low"})");
+  sweep([](const Json& b) { return parse_and_render<ChatRequest>(b, parse_chat_request); }, valid);
+}
+
+TEST(RequestTypeConfusion, Completions) {
+  const Json valid =
+      Json::parse(R"({"model": "m", "prompt": [1, 2, 3], "max_tokens": 5, "temperature": 0.5,
+    "stop": ["x"], "n": 2, "logprobs": 2, "seed": 1, "stream": true, "stream_options": {"include_usage": true}})");
+  sweep([](const Json& b) { return as_bool(parse_completion_request(b)); }, valid);
+}
+
+TEST(RequestTypeConfusion, Responses) {
+  const Json valid = Json::parse(R"({
+    "model": "m", "instructions": "be brief", "max_output_tokens": 9, "temperature": 0.5, "top_p": 0.9,
+    "input": [{"role": "user", "content": [{"type": "input_text", "text": "weather?"}]},
+              {"type": "reasoning", "id": "rs_1", "summary": [], "content": [{"type": "reasoning_text", "text": "hmm"}]},
+              {"type": "function_call", "call_id": "c1", "name": "w", "arguments": "{\"city\": \"Paris\"}"},
+              {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+              {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}],
+    "tools": [{"type": "function", "name": "w", "parameters": {"type": "object"}}],
+    "tool_choice": "auto", "stream": true, "reasoning": {"effort": "high"}})");
+  sweep(
+      [](const Json& b) { return parse_and_render<ResponsesRequest>(b, parse_responses_request); },
+      valid);
+}
+
+TEST(RequestTypeConfusion, AnthropicMessages) {
+  const Json valid = Json::parse(R"({
+    "model": "m", "max_tokens": 10, "system": [{"type": "text", "text": "sys"}],
+    "messages": [{"role": "user", "content": "weather?"},
+                 {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": ""},
+                                                   {"type": "text", "text": "checking"},
+                                                   {"type": "tool_use", "id": "tu1", "name": "w", "input": {"city": "Paris"}}]},
+                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu1",
+                                               "content": [{"type": "text", "text": "sunny"}]}]}],
+    "tools": [{"name": "w", "description": "d", "input_schema": {"type": "object"}}],
+    "tool_choice": {"type": "tool", "name": "w"}, "stop_sequences": ["X"], "top_k": 3, "top_p": 0.9,
+    "temperature": 0.5, "stream": true, "metadata": {"user_id": "u"},
+    "thinking": {"type": "enabled", "budget_tokens": 100}})");
+  for (const bool count_only : {false, true}) {
+    sweep(
+        [count_only](const Json& b) {
+          return parse_and_render<MessagesRequest>(
+              b, [count_only](const Json& j) { return parse_messages_request(j, count_only); });
+        },
+        valid);
+  }
+}
+
+}  // namespace
+}  // namespace beam::server
