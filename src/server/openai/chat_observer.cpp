@@ -24,12 +24,15 @@ Json openai_usage(const GenerationUsage& usage) {
 }
 
 void end_openai_stream(Exchange& exchange, const std::optional<std::string>& engine_error,
-                       const Json& usage_chunk) {
+                       Json usage_chunk, const GenerationUsage& usage) {
   if (engine_error) {
     exchange.send(http::sse_data(openai_error_body(
         api_error(ErrorKind::kServer, "the engine failed the request: " + *engine_error))));
   }
-  if (!usage_chunk.is_null()) exchange.send(http::sse_data(dump_json(usage_chunk)));
+  if (!usage_chunk.is_null()) {
+    usage_chunk["usage"] = openai_usage(usage);
+    exchange.send(http::sse_data(dump_json(usage_chunk)));
+  }
   exchange.send(http::sse_done());
   exchange.end_stream();
 }
@@ -135,12 +138,8 @@ void ChatObserver::on_complete(const GenerationUsage& usage) {
     return;
   }
   if (options_.stream) {
-    Json usage_chunk = nullptr;
-    if (options_.include_usage) {
-      usage_chunk = chunk(Json::array());
-      usage_chunk["usage"] = openai_usage(usage);
-    }
-    end_openai_stream(*exchange_, error_, usage_chunk);
+    end_openai_stream(*exchange_, error_,
+                      options_.include_usage ? chunk(Json::array()) : Json(nullptr), usage);
     return;
   }
   Json choices = Json::array();

@@ -53,9 +53,10 @@ std::string chat_finish_reason(const SiblingResult& result);
 // {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details": {"cached_tokens"}}.
 Json openai_usage(const GenerationUsage& usage);
 // Ends an OpenAI SSE stream (chat and legacy completions): an error event when the engine failed a
-// choice after the stream started (`engine_error`; the SDKs raise it), the usage chunk unless it is
-// null, then [DONE].
+// choice after the stream started (`engine_error`; the SDKs raise it), then `usage_chunk` (a chunk
+// with no choices; null when the client did not ask for usage) carrying openai_usage(usage), then
+// [DONE].
 void end_openai_stream(Exchange& exchange, const std::optional<std::string>& engine_error,
-                       const Json& usage_chunk);
+                       Json usage_chunk, const GenerationUsage& usage);
 
 }  // namespace beam::server

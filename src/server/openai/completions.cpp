@@ -71,12 +71,8 @@ class CompletionObserver : public GenerationObserver {
       return;
     }
     if (stream_) {
-      Json usage_chunk = nullptr;
-      if (include_usage_) {
-        usage_chunk = chunk(Json::array());
-        usage_chunk["usage"] = openai_usage(usage);
-      }
-      end_openai_stream(*exchange_, error_, usage_chunk);
+      end_openai_stream(*exchange_, error_, include_usage_ ? chunk(Json::array()) : Json(nullptr),
+                        usage);
       return;
     }
     Json choices = Json::array();

@@ -49,7 +49,7 @@ struct StreamFixture {
 
 TEST(OpenAiStream, EngineFailureSendsAnErrorEventBeforeDone) {
   StreamFixture f;
-  end_openai_stream(f.exchange, std::string("forward failed"), nullptr);
+  end_openai_stream(f.exchange, std::string("forward failed"), nullptr, GenerationUsage{});
   const std::vector<std::string>& c = f.responder->chunks;
   ASSERT_EQ(c.size(), 3u);
   EXPECT_NE(c[1].find("\"error\""), std::string::npos) << c[1];
@@ -61,17 +61,27 @@ TEST(OpenAiStream, EngineFailureSendsAnErrorEventBeforeDone) {
 
 TEST(OpenAiStream, UsageChunkComesAfterTheErrorAndBeforeDone) {
   StreamFixture f;
-  end_openai_stream(f.exchange, std::string("x"), Json{{"usage", {{"total_tokens", 3}}}});
+  GenerationUsage usage;
+  usage.prompt_tokens = 2;
+  usage.completion_tokens = 1;
+  end_openai_stream(f.exchange, std::string("x"), Json{{"choices", Json::array()}}, usage);
   const std::vector<std::string>& c = f.responder->chunks;
   ASSERT_EQ(c.size(), 4u);
   EXPECT_NE(c[1].find("\"error\""), std::string::npos);
-  EXPECT_EQ(c[2], http::sse_data("{\"usage\":{\"total_tokens\":3}}"));
+  EXPECT_EQ(Json::parse(c[2].substr(6)),
+            (Json{{"choices", Json::array()},
+                  {"usage",
+                   {{"prompt_tokens", 2},
+                    {"completion_tokens", 1},
+                    {"total_tokens", 3},
+                    {"prompt_tokens_details", {{"cached_tokens", 0}}}}}}));
+  EXPECT_EQ(c[2].substr(0, 6), "data: ");
   EXPECT_EQ(c[3], http::sse_done());
 }
 
-TEST(OpenAiStream, CleanEndIsUsageThenDone) {
+TEST(OpenAiStream, CleanEndWithoutUsageIsDone) {
   StreamFixture f;
-  end_openai_stream(f.exchange, std::nullopt, nullptr);
+  end_openai_stream(f.exchange, std::nullopt, nullptr, GenerationUsage{});
   const std::vector<std::string>& c = f.responder->chunks;
   ASSERT_EQ(c.size(), 2u);
   EXPECT_EQ(c[1], http::sse_done());
