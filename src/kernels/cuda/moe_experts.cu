@@ -339,8 +339,9 @@ bool tma_fits(const bf16_t* a, const bf16_t* w, int64_t n, int64_t k) {
   return k > 0 && k % 8 == 0 && n > 0 && n % group == 0 && aligned16(a) && aligned16(w);
 }
 
-// The TMA grouped GEMM (moe_gemm::tma) on one persistent block per SM; tile_counter zeroed on
-// the stream before. False (nothing queued) if the driver refuses the tensor maps.
+// The TMA grouped GEMM (moe_gemm::tma) on persistent clusters, one block per SM, as many as fit at
+// once; tile_counter zeroed on the stream before. False (nothing queued) if the driver refuses
+// the tensor maps or no cluster fits.
 template <Epilogue kEp>
 bool launch_grouped_gemm_tma(CudaContext& ctx, const Problem& pb, const moe_gemm::Args& p,
                              const bf16_t* a, int32_t* tile_counter) {
@@ -360,9 +361,27 @@ bool launch_grouped_gemm_tma(CudaContext& ctx, const Problem& pb, const moe_gemm
   const auto kernel = tma::grouped_gemm_kernel<kEp>;
   CUDA_OK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, tma::kSmemBytes));
-  kernel<<<static_cast<unsigned>(ctx.props.multiProcessorCount), tma::kThreads, tma::kSmemBytes,
-           ctx.stream>>>(args);
-  CUDA_LAUNCH_OK();
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim = {tma::kCluster, 1, 1};
+  cudaLaunchConfig_t config{};
+  const int most_blocks = ctx.props.multiProcessorCount / tma::kCluster * tma::kCluster;
+  config.gridDim = dim3(static_cast<unsigned>(most_blocks));
+  config.blockDim = dim3(tma::kThreads);
+  config.dynamicSmemBytes = tma::kSmemBytes;
+  config.stream = ctx.stream;
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  int clusters = 0;  // that the GPU's SM groups hold at once
+  CUDA_OK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
+  if (clusters <= 0) {
+    log_warning(
+        "moe_experts (CUDA): no cluster of the grouped GEMM's blocks fits; running the "
+        "cp.async kernel");
+    return false;
+  }
+  config.gridDim = dim3(static_cast<unsigned>(std::min(clusters * tma::kCluster, most_blocks)));
+  CUDA_OK(cudaLaunchKernelEx(&config, kernel, args));
   return true;
 }
 

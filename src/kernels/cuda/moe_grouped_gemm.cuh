@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/async_copy.cuh"
+#include "kernels/cuda/cluster.cuh"
 #include "kernels/cuda/moe_packed.cuh"
 #include "kernels/cuda/moe_wgmma.cuh"
 #include "kernels/cuda/torch_exp.cuh"
@@ -306,14 +307,20 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(Args p) {
 
 // ---- Warp-specialized TMA kernel (k % 8 == 0, k > 0; n % 8 == 0 for kSwiGLU, n % 16 for kStore;
 // the grouped rows contiguous: A row g is grouped row g) ------------------------------------------
-// One persistent block per SM takes tiles of kWRows = 128 weight rows (tile_job's order) from a
-// global counter. Warp 8 is the producer: one thread fills a kStages ring with TMA loads (the
-// tile's weight rows as one box of a 5-d tensor map that lists them in weight_row's order, the
-// grouped rows as 32-row boxes of a 2-d map; zeros past k and past the tensors) and passes each
-// tile to the consumers in the ring's job slots. Warpgroups 0-1 run wgmma on 64 weight rows each,
-// keep one wgmma group in flight (each warp frees a stage once its group retired there: 8 arrivals
-// per stage), and store the tile (store_tile_stepped) while the producer already loads the next
-// one. Every output element is one fp32 dot product in fixed K order.
+// Persistent clusters of kCluster blocks (one block per SM) take jobs from a global counter: a
+// job is one M tile's grouped rows against kCluster adjacent column bands (tile_job's order with
+// bands kCluster times as wide), block rank r computing band r of it as a tile of kWRows = 128
+// weight rows. Warp 8 is the producer: one thread fills a kStages ring with TMA loads (the tile's
+// weight rows as one box of a 5-d tensor map that lists them in weight_row's order; the grouped
+// rows as 32-row boxes of a 2-d map, box b issued by rank b % kCluster and multicast to every
+// block of the cluster, so each block reads 1 / kCluster of them from L2; zeros past k and past
+// the tensors) and passes each tile to the consumers in the ring's job slots. Rank 0's producer
+// takes the tickets and hands each to the others through their mailboxes. Warpgroups 0-1 run
+// wgmma on 64 weight rows each, keep one wgmma group in flight (each warp frees a stage once its
+// group retired there, in every block of the cluster, as any of them may multicast into it:
+// 8 kCluster arrivals per stage), and store the tile (store_tile_stepped) while the producer
+// already loads the next one. Every output element is one fp32 dot product in fixed K order,
+// whatever kCluster.
 namespace tma {
 
 constexpr int kConsumers = 2;            // consumer warpgroups, 64 weight rows each
@@ -325,8 +332,17 @@ constexpr int kWeightBytes = kWRows * kRowBytes;             // a stage's weight
 constexpr int kBoxBytes = kBoxRows * kRowBytes;              // one grouped-row box (4 KB)
 constexpr int kStageBytes = kWeightBytes + kBM * kRowBytes;  // 48 KB
 constexpr int kWeightGroups = kWRows / 16;                   // the weight box's 16-row groups
-constexpr int kBarOffset = kStages * kStageBytes;            // full[kStages], then empty[kStages]
-constexpr int kJobOffset = kBarOffset + 2 * kStages * 8;     // a StageJob per stage
+// Blocks of a cluster (H200, 8K-token prefill, runs 136-137: 2 is 5.5% faster than 1; 4 fits 30
+// clusters, 120 SMs, and loses that again).
+constexpr int kCluster = 2;
+// Mailboxes: rank 0 posts job J's ticket as soon as it takes it, when every rank has consumed a
+// stage of job J - 1 - kStages or later (rank 0's ring waits; each job has a stage), so has read
+// that job's ticket: 2 kStages slots keep each posted ticket until it is read.
+constexpr int kMailboxes = 2 * kStages;
+// Barriers full[kStages], empty[kStages], mailbox_full[kMailboxes] (8 bytes each), then a
+// StageJob per stage, then the mailboxes (a ticket each).
+constexpr int kBarOffset = kStages * kStageBytes;
+constexpr int kJobOffset = kBarOffset + (2 * kStages + kMailboxes) * 8;
 static_assert(kBM % kBoxRows == 0 && kWeightBytes % kSmemAlign == 0 &&
               kBoxBytes % kSmemAlign == 0 && kStageBytes % kSmemAlign == 0);
 
@@ -335,7 +351,8 @@ static_assert(kBM % kBoxRows == 0 && kWeightBytes % kSmemAlign == 0 &&
 struct StageJob {
   int32_t row0, rows, n0, expert;
 };
-constexpr int kSmemBytes = kJobOffset + kStages * static_cast<int>(sizeof(StageJob)) + kSmemAlign;
+constexpr int kMailboxOffset = kJobOffset + kStages * static_cast<int>(sizeof(StageJob));
+constexpr int kSmemBytes = kMailboxOffset + kMailboxes * 4 + kSmemAlign;
 static_assert(kSmemBytes <= 227 * 1024, "H200: 227 KB of shared memory per block");
 
 struct Args {
@@ -343,7 +360,7 @@ struct Args {
                       // packed: {kBK, 16, groups, k / kBK, E}, box {kBK, 16, kWeightGroups, 1, 1}
   CUtensorMap a_map;      // grouped rows [rows, k] as {k, rows}, box {kBK, kBoxRows}
   moe_gemm::Args p;       // offsets, tile_offsets, num_experts, n, k, out (a, a_row_of, w unused)
-  int32_t* tile_counter;  // 0 at launch; each block's producer takes its next tile from it
+  int32_t* tile_counter;  // 0 at launch; each cluster's rank-0 producer takes its next job from it
 };
 
 __device__ __forceinline__ uint32_t full_bar(uint32_t base, uint32_t s) {
@@ -352,27 +369,59 @@ __device__ __forceinline__ uint32_t full_bar(uint32_t base, uint32_t s) {
 __device__ __forceinline__ uint32_t empty_bar(uint32_t base, uint32_t s) {
   return base + kBarOffset + 8 * (kStages + s);
 }
+__device__ __forceinline__ uint32_t mailbox_bar(uint32_t base, uint32_t s) {
+  return base + kBarOffset + 8 * (2 * kStages + s);
+}
 
-// Producer thread: for each tile taken from the counter, num_k stages (one weight box and
-// ceil(rows / kBoxRows) grouped-row boxes each), each into the slot its consumers freed; then one
-// stage announcing the end.
+// The job of `ticket` for cluster rank `rank`: tile_job over bands kCluster times as wide, this
+// rank's band of it (past n: no columns, its weight box all zeros and nothing stored).
 template <Epilogue kEp>
-__device__ __forceinline__ void produce(const Args& a, uint32_t base, StageJob* jobs) {
+__device__ __forceinline__ TileJob rank_job(const moe_gemm::Args& p, int64_t ticket,
+                                            uint32_t rank) {
+  TileJob job = tile_job<kEp, kWRows * kCluster>(p, ticket);
+  job.n0 += static_cast<int64_t>(rank) * tile_cols(kEp, kWRows);
+  return job;
+}
+
+// Producer thread of cluster rank `rank`: for each job, num_k stages (its weight box, and its
+// share of the ceil(rows / kBoxRows) grouped-row boxes multicast to the cluster), each into the
+// slot every consumer of the cluster freed; then one stage announcing the end. Rank 0 takes the
+// tickets and posts each in the other ranks' mailboxes right away (slot = job count % kMailboxes),
+// so that they find their job (tile_job's search) while the ring drains, as rank 0 does.
+template <Epilogue kEp>
+__device__ __forceinline__ void produce(const Args& a, uint32_t base, StageJob* jobs,
+                                        const int32_t* mailbox, uint32_t rank) {
   const moe_gemm::Args& p = a.p;
   wgmma::prefetch_tensor_map(&a.w_map);
   wgmma::prefetch_tensor_map(&a.a_map);
   constexpr int kCols = tile_cols(kEp, kWRows);
+  constexpr int kJobCols = kCols * kCluster;
+  constexpr auto kAllRanks = static_cast<uint16_t>((1u << kCluster) - 1);
   const int64_t total =
-      static_cast<int64_t>(p.tile_offsets[p.num_experts]) * ((p.n + kCols - 1) / kCols);
+      static_cast<int64_t>(p.tile_offsets[p.num_experts]) * ((p.n + kJobCols - 1) / kJobCols);
   const int num_k = static_cast<int>((p.k + kBK - 1) / kBK);
   uint32_t it = 0;  // stages filled so far
-  for (;;) {
-    const int64_t tile = atomicAdd(a.tile_counter, 1);
+  uint32_t jobs_taken = 0;
+  for (;; ++jobs_taken) {
+    const uint32_t box = jobs_taken % kMailboxes, box_parity = (jobs_taken / kMailboxes) & 1;
+    int64_t ticket;
+    if (rank == 0) {
+      ticket = atomicAdd(a.tile_counter, 1);
+      const int32_t posted = static_cast<int32_t>(ticket < total ? ticket : total);
+      const uint32_t slot = base + kMailboxOffset + 4 * box;
+      for (uint32_t r = 1; r < kCluster; ++r) {
+        cluster::store(cluster::map(slot, r), posted);
+        cluster::mbar_arrive(cluster::map(mailbox_bar(base, box), r));
+      }
+    } else {
+      cluster::mbar_wait(mailbox_bar(base, box), box_parity);
+      ticket = mailbox[box];
+    }
     const TileJob job =
-        tile < total ? tile_job<kEp, kWRows>(p, tile) : TileJob{};  // before waiting
+        ticket < total ? rank_job<kEp>(p, ticket, rank) : TileJob{};  // before waiting
     const uint32_t first = it % kStages;
     wgmma::mbar_wait(empty_bar(base, first), ((it / kStages) & 1) ^ 1);
-    if (tile >= total) {
+    if (ticket >= total) {
       jobs[first] = StageJob{0, -1, 0, 0};
       wgmma::mbar_arrive(full_bar(base, first));
       return;
@@ -393,9 +442,10 @@ __device__ __forceinline__ void produce(const Args& a, uint32_t base, StageJob* 
       } else {
         wgmma::tma_load_5d(stage, &a.w_map, full, kt * kBK, 0, 0, group0, job.expert);
       }
-      for (int b = 0; b < boxes; ++b)
-        wgmma::tma_load_2d(stage + kWeightBytes + b * kBoxBytes, &a.a_map, full, kt * kBK,
-                           row0 + b * kBoxRows);
+      for (int b = static_cast<int>(rank); b < boxes; b += kCluster) {
+        cluster::tma_load_2d_multicast(stage + kWeightBytes + b * kBoxBytes, &a.a_map, full,
+                                       kt * kBK, row0 + b * kBoxRows, kAllRanks);
+      }
     }
   }
 }
@@ -430,6 +480,14 @@ __device__ __forceinline__ void store_tile_stepped(const moe_gemm::Args& p, cons
 
 // Consumer warpgroup ctid / 128 (ctid: thread index over the consumers): the tile with kN (>=
 // rows) grouped rows from ring stage `it` on; it advances past the tile's stages.
+// A consumer warp's release of ring stage s: one arrival on its empty barrier in every block of
+// the cluster (each may multicast into this block's copy of the stage).
+__device__ __forceinline__ void release_stage(uint32_t base, uint32_t s) {
+#pragma unroll
+  for (uint32_t r = 0; r < kCluster; ++r)
+    cluster::mbar_arrive_signal(cluster::map(empty_bar(base, s), r));
+}
+
 template <Epilogue kEp, int kN>
 __device__ __forceinline__ void consume_tile(const Args& a, const TileJob& job, uint32_t base,
                                              uint32_t& it, int ctid) {
@@ -446,12 +504,12 @@ __device__ __forceinline__ void consume_tile(const Args& a, const TileJob& job, 
     issue_k_slice<kN>(d, stage + c * 64 * kRowBytes, stage + kWeightBytes);
     wgmma::wait<1>();  // the previous stage's group retired in this warp: the warp frees its stage
     wgmma::fence_operands(d);
-    if (kt > 0 && ctid % 32 == 0) wgmma::mbar_arrive(empty_bar(base, prev));
+    if (kt > 0 && ctid % 32 == 0) release_stage(base, prev);
     prev = s;
   }
   wgmma::wait<0>();
   wgmma::fence_operands(d);
-  if (num_k > 0 && ctid % 32 == 0) wgmma::mbar_arrive(empty_bar(base, prev));
+  if (num_k > 0 && ctid % 32 == 0) release_stage(base, prev);
   store_tile_stepped<kEp, kN>(a.p, job, ctid, d);
 }
 
@@ -487,28 +545,37 @@ __device__ __forceinline__ void consume(const Args& a, uint32_t base, const Stag
   }
 }
 
-// Grid: one block per SM (or fewer); kThreads threads, kSmemBytes of dynamic shared memory.
+// Grid: clusters of kCluster blocks, one block per SM (or fewer); kThreads threads, kSmemBytes
+// of dynamic shared memory. Every block's shared layout is the same (multicast and the mailboxes
+// address a rank's copy by this block's offsets).
 template <Epilogue kEp>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_constant__ Args a) {
+  static_assert(kCluster >= 2 && kCluster <= 16, "a multicast mask of 16 bits");
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   uint8_t* smem = smem_raw + ((raw + kSmemAlign - 1) / kSmemAlign * kSmemAlign - raw);
   const uint32_t base = smem_u32(smem);
   auto* jobs = reinterpret_cast<StageJob*>(smem + kJobOffset);
+  const auto* mailbox = reinterpret_cast<const int32_t*>(smem + kMailboxOffset);
   const int tid = static_cast<int>(threadIdx.x);
   if (tid == 0) {
     for (uint32_t s = 0; s < kStages; ++s) {
       wgmma::mbar_init(full_bar(base, s), 1);  // the producer's expect_tx arrival
-      wgmma::mbar_init(empty_bar(base, s), kConsumerThreads / 32);  // one per consumer warp
+      wgmma::mbar_init(empty_bar(base, s),
+                       kCluster * kConsumerThreads / 32);  // every consumer warp
     }
+    for (uint32_t s = 0; s < kMailboxes; ++s) wgmma::mbar_init(mailbox_bar(base, s), 1);
     wgmma::fence_barrier_init();
   }
-  __syncthreads();
+  cluster::sync();  // the barriers exist in every block before any block arrives on them
+  const uint32_t rank = cluster::rank();
   if (tid < kConsumerThreads) {
     consume<kEp>(a, base, jobs, tid);
   } else if (tid == kConsumerThreads) {
-    produce<kEp>(a, base, jobs);
+    produce<kEp>(a, base, jobs, mailbox, rank);
   }
+  __syncwarp();
+  cluster::sync();  // no block leaves while the others may still arrive on its barriers
 }
 
 }  // namespace tma

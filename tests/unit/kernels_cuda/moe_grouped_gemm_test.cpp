@@ -224,14 +224,18 @@ TEST_F(CudaMoeGroupedGemm, SkewedRoutingMatchesCpu) {
 }
 
 // Shapes for the warp-specialized TMA kernel (k % 8 == 0; n % 8 for gate_up, % 16 for down): more
-// tiles than SMs (each block's producer takes many tiles, the 4-stage ring wraps many times), K
-// tails of 8, 16 and 24 inside a 64-wide slice (zero-filled by the tensor map), column bands ending
-// inside a weight box (200 act columns: the third band holds one group of 8), experts past 256 rows
-// (several M tiles) and empty ones; and a down GEMM that falls back (n = 200) after a TMA gate_up.
+// jobs than clusters (each producer takes many, the 4-stage ring wraps many times, rank 0 posts
+// past its 8 mailboxes), K tails of 8, 16 and 24 inside a 64-wide slice (zero-filled by the tensor
+// map), column bands ending inside a weight box (200 act columns: the fourth band holds one group
+// of 8), odd band counts (a cluster's second band past n: its block computes zeros and stores
+// nothing), experts past 256 rows (several M tiles) and empty ones; and a down GEMM that falls
+// back (n = 200) after a TMA gate_up.
 TEST_F(CudaMoeGroupedGemm, TmaShapesMatchCpu) {
   for (const Shape5& s : {Shape5{1500, 256, 64, 200, 4},  // ~94 rows per expert, ~190 tiles
                           Shape5{600, 144, 16, 88, 2},    // K tails 16 (gate_up) and 24 (down)
                           Shape5{900, 144, 3, 24, 1},     // ~300 rows per expert: 2 M tiles
+                          Shape5{700, 192, 8, 192, 2},    // 3 gate_up bands: the 2nd pair's 2nd
+                                                          // band past n
                           Shape5{40, 200, 80, 72, 6},     // most experts on 1-5 rows, some empty
                           Shape5{64, 8, 4, 8, 2}}) {      // k = 8: one slice, mostly zeros
     Experts d = make_weights(s, static_cast<uint32_t>(s.T * 17 + s.I));
