@@ -427,11 +427,14 @@ TEST_F(CudaMoeExperts, SmallBatchCostDealingKeepsBits) {
   expect_close(c, Path::kSmallBatch, hot, want);
 }
 
-// The api op captured in a CUDA graph (the decode step's use: on the small-batch path, three
-// launches chained by programmatic dependent launch) replays the eager bits, also after the
-// routing in the captured ids buffer changes (grids never depend on the routing).
+// The api op captured in a CUDA graph (the decode step's use) replays the eager bits, also after
+// the routing in the captured ids buffer changes (grids never depend on the routing): on the
+// small-batch path (T = 5, 32: three launches chained by programmatic dependent launch) and on the
+// grouped path's TMA kernel, a cluster launch (T = 160: 1,280 routed rows, as in a decode graph of
+// more than 128 sequences).
 TEST_F(CudaMoeExperts, GraphReplayMatchesEager) {
-  for (const ExpertCase& c : {ExpertCase{5, 64, 8, 64, 2}, ExpertCase{32, 256, 64, 128, 8}}) {
+  for (const ExpertCase& c : {ExpertCase{5, 64, 8, 64, 2}, ExpertCase{32, 256, 64, 128, 8},
+                              ExpertCase{160, 256, 64, 128, 8}}) {
     SCOPED_TRACE(::testing::Message() << "T=" << c.T << " H=" << c.H << " E=" << c.E);
     ExpertData d = make_experts(c, static_cast<uint32_t>(900 + c.T));
     const TensorView x = upload(d.x), gate_up = upload_experts(d.gate_up, ExpertMatrix::kGateUp),
