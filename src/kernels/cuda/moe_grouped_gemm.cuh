@@ -6,8 +6,8 @@
 // cp.async pipeline of 128-byte-swizzled shared tiles (moe_wgmma.cuh). The SwiGLU flavour puts
 // the gate and up rows of one act column into one thread's accumulators and applies the CPU's
 // SwiGLU in the epilogue. Shapes whose rows are 16-byte multiples run on the warp-specialized TMA
-// kernel at the end (namespace tma: persistent blocks, a producer warp, 128 x 256 tiles); the
-// cp.async kernel takes the others.
+// kernel at the end (namespace tma: persistent clusters of two blocks sharing their grouped rows
+// by TMA multicast, a producer warp, 128 x 256 tiles); the cp.async kernel takes the others.
 #pragma once
 
 #include <cuda.h>
