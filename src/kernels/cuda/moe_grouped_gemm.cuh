@@ -478,16 +478,20 @@ __device__ __forceinline__ void store_tile_stepped(const moe_gemm::Args& p, cons
     }
 }
 
-// Consumer warpgroup ctid / 128 (ctid: thread index over the consumers): the tile with kN (>=
-// rows) grouped rows from ring stage `it` on; it advances past the tile's stages.
 // A consumer warp's release of ring stage s: one arrival on its empty barrier in every block of
-// the cluster (each may multicast into this block's copy of the stage).
+// the cluster (each may multicast into this block's copy of the stage), its own block's first.
+// Order matters when a job's grouped rows are one box (rank 0's alone): the other block may then
+// run a stage ahead, and its next arrivals here must not precede this block's own.
 __device__ __forceinline__ void release_stage(uint32_t base, uint32_t s) {
+  const uint32_t own = cluster::rank();
+  wgmma::mbar_arrive(empty_bar(base, s));
 #pragma unroll
-  for (uint32_t r = 0; r < kCluster; ++r)
-    cluster::mbar_arrive_signal(cluster::map(empty_bar(base, s), r));
+  for (uint32_t i = 1; i < kCluster; ++i)
+    cluster::mbar_arrive_signal(cluster::map(empty_bar(base, s), (own + i) % kCluster));
 }
 
+// Consumer warpgroup ctid / 128 (ctid: thread index over the consumers): the tile with kN (>=
+// rows) grouped rows from ring stage `it` on; it advances past the tile's stages.
 template <Epilogue kEp, int kN>
 __device__ __forceinline__ void consume_tile(const Args& a, const TileJob& job, uint32_t base,
                                              uint32_t& it, int ctid) {
