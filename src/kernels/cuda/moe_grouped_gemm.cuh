@@ -565,8 +565,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
   if (tid == 0) {
     for (uint32_t s = 0; s < kStages; ++s) {
       wgmma::mbar_init(full_bar(base, s), 1);  // the producer's expect_tx arrival
-      wgmma::mbar_init(empty_bar(base, s),
-                       kCluster * kConsumerThreads / 32);  // every consumer warp
+      // One arrival from each consumer warp of the cluster.
+      wgmma::mbar_init(empty_bar(base, s), kCluster * kConsumerThreads / 32);
     }
     for (uint32_t s = 0; s < kMailboxes; ++s) wgmma::mbar_init(mailbox_bar(base, s), 1);
     wgmma::fence_barrier_init();
