@@ -403,19 +403,20 @@ __device__ __forceinline__ void produce(const Args& a, uint32_t base, StageJob* 
   uint32_t it = 0;  // stages filled so far
   uint32_t jobs_taken = 0;
   for (;; ++jobs_taken) {
-    const uint32_t box = jobs_taken % kMailboxes, box_parity = (jobs_taken / kMailboxes) & 1;
+    // This job's mailbox slot and the phase of its barrier.
+    const uint32_t mail = jobs_taken % kMailboxes, mail_parity = (jobs_taken / kMailboxes) & 1;
     int64_t ticket;
     if (rank == 0) {
       ticket = atomicAdd(a.tile_counter, 1);
       const int32_t posted = static_cast<int32_t>(ticket < total ? ticket : total);
-      const uint32_t slot = base + kMailboxOffset + 4 * box;
+      const uint32_t mailbox_addr = base + kMailboxOffset + 4 * mail;
       for (uint32_t r = 1; r < kCluster; ++r) {
-        cluster::store(cluster::map(slot, r), posted);
-        cluster::mbar_arrive(cluster::map(mailbox_bar(base, box), r));
+        cluster::store(cluster::map(mailbox_addr, r), posted);
+        cluster::mbar_arrive(cluster::map(mailbox_bar(base, mail), r));
       }
     } else {
-      cluster::mbar_wait(mailbox_bar(base, box), box_parity);
-      ticket = mailbox[box];
+      cluster::mbar_wait(mailbox_bar(base, mail), mail_parity);
+      ticket = mailbox[mail];
     }
     const TileJob job =
         ticket < total ? rank_job<kEp>(p, ticket, rank) : TileJob{};  // before waiting
