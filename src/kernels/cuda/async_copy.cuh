@@ -1,5 +1,6 @@
-// Device helpers shared by the attention and MoE kernels: 16-byte cp.async copies from global to
-// shared memory with their commit/wait groups, and programmatic dependent launch (PDL) controls.
+// Device helpers shared by the attention and MoE kernels: 32-bit shared loads and stores, 16-byte
+// cp.async copies from global to shared memory with their commit/wait groups, and programmatic
+// dependent launch (PDL) controls.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,17 @@ namespace beam::cuda {
 // The shared-memory address of a generic pointer into shared memory.
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// One 32-bit word to / from a shared-memory address (volatile: kept in program order with the
+// thread's other shared accesses).
+__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+  return v;
 }
 
 // 16 bytes global -> shared (L2 only); the last 16 - src_bytes bytes are zero-filled (src_bytes

@@ -359,8 +359,8 @@ bool launch_grouped_gemm_tma(CudaContext& ctx, const Problem& pb, const moe_gemm
   BEAM_CHECK(m_tiles * ceil_div(p.n, moe_gemm::tile_cols(kEp, tma::kWRows)) < INT32_MAX)
       << "moe_experts (CUDA): " << m_tiles << " M tiles too many";
   const auto kernel = tma::grouped_gemm_kernel<kEp>;
-  CUDA_OK(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, tma::kSmemBytes));
+  constexpr int kSmemBytes = tma::smem_bytes(kEp);
+  CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeClusterDimension;
   attr.val.clusterDim = {tma::kCluster, 1, 1};
@@ -368,7 +368,7 @@ bool launch_grouped_gemm_tma(CudaContext& ctx, const Problem& pb, const moe_gemm
   const int most_blocks = ctx.props.multiProcessorCount / tma::kCluster * tma::kCluster;
   config.gridDim = dim3(static_cast<unsigned>(most_blocks));
   config.blockDim = dim3(tma::kThreads);
-  config.dynamicSmemBytes = tma::kSmemBytes;
+  config.dynamicSmemBytes = kSmemBytes;
   config.stream = ctx.stream;
   config.attrs = &attr;
   config.numAttrs = 1;

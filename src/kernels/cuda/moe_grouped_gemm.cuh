@@ -318,9 +318,9 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(Args p) {
 // takes the tickets and hands each to the others through their mailboxes. Warpgroups 0-1 run
 // wgmma on 64 weight rows each, keep one wgmma group in flight (each warp frees a stage once its
 // group retired there, in every block of the cluster, as any of them may multicast into it:
-// 8 kCluster arrivals per stage), and store the tile (store_tile_stepped) while the producer
-// already loads the next one. Every output element is one fp32 dot product in fixed K order,
-// whatever kCluster.
+// 8 kCluster arrivals per stage), and store the tile (store_tile_stepped; store_tile_swiglu
+// through a shared staging area) while the producer already loads the next one. Every output
+// element is one fp32 dot product in fixed K order, whatever kCluster.
 namespace tma {
 
 constexpr int kConsumers = 2;            // consumer warpgroups, 64 weight rows each
@@ -352,8 +352,17 @@ struct StageJob {
   int32_t row0, rows, n0, expert;
 };
 constexpr int kMailboxOffset = kJobOffset + kStages * static_cast<int>(sizeof(StageJob));
-constexpr int kSmemBytes = kMailboxOffset + kMailboxes * 4 + kSmemAlign;
-static_assert(kSmemBytes <= 227 * 1024, "H200: 227 KB of shared memory per block");
+// The SwiGLU epilogue's staging area after the mailboxes: a consumer thread's gate/up pairs as
+// bf16x2 words, half a kBM tile's kBM / 4 pairs a thread at a time, word i of consumer thread t
+// at word i * kConsumerThreads + t (private to t; consecutive threads, consecutive banks).
+constexpr int kStagedPairs = kBM / 8;
+constexpr int kStagingOffset = kMailboxOffset + kMailboxes * 4;
+constexpr int kStagingBytes = kStagedPairs * kConsumerThreads * 4;  // 32 KB
+// Dynamic shared memory of kEp's kernel (+ slack to align the stages).
+constexpr int smem_bytes(Epilogue ep) {
+  return (ep == Epilogue::kSwiGLU ? kStagingOffset + kStagingBytes : kStagingOffset) + kSmemAlign;
+}
+static_assert(smem_bytes(Epilogue::kSwiGLU) <= 227 * 1024, "H200: 227 KB of shared memory");
 
 struct Args {
   CUtensorMap w_map;  // weights as {k, 8, 2, groups, E}, box {kBK, 8, 2, kWeightGroups, 1};
@@ -451,15 +460,14 @@ __device__ __forceinline__ void produce(const Args& a, uint32_t base, StageJob* 
   }
 }
 
-// store_tile for this kernel's shapes (kStore: n % 16 == 0, so a column pair is whole and
-// aligned when its first column is < n): the same values and roundings, with one row pointer
-// stepped by 8 rows instead of an address per row, to keep registers free next to the accumulators.
-template <Epilogue kEp, int kN>
+// store_tile for kStore (n % 16 == 0, so a column pair is whole and aligned when its first column
+// is < n): the same values and roundings, with one row pointer stepped by 8 rows instead of an
+// address per row, to keep registers free next to the accumulators.
+template <int kN>
 __device__ __forceinline__ void store_tile_stepped(const moe_gemm::Args& p, const TileJob& job,
                                                    int ctid, const float (&d)[kN / 2]) {
   const int g = ctid / 32, lane = ctid % 32, r0 = 2 * (lane % 4);
-  const int64_t col =
-      kEp == Epilogue::kSwiGLU ? job.n0 + 8 * g + lane / 4 : job.n0 + 16 * g + 2 * (lane / 4);
+  const int64_t col = job.n0 + 16 * g + 2 * (lane / 4);
   if (col >= p.n) return;
   bf16_t* out = p.out + (job.row0 + r0) * p.n + col;
 #pragma unroll
@@ -467,16 +475,61 @@ __device__ __forceinline__ void store_tile_stepped(const moe_gemm::Args& p, cons
 #pragma unroll
     for (int q = 0; q < 2; ++q) {
       if (8 * j + r0 + q >= job.rows) continue;
-      bf16_t* at = out + q * p.n;
-      if constexpr (kEp == Epilogue::kSwiGLU) {
-        const float gate = __bfloat162float(__float2bfloat16_rn(d[4 * j + q]));
-        const float up = __bfloat162float(__float2bfloat16_rn(d[4 * j + 2 + q]));
-        *at = __float2bfloat16_rn(__fmul_rn(torch_exp::siluf(gate), up));
-      } else {
-        *reinterpret_cast<__nv_bfloat162*>(at) =
-            __floats2bfloat162_rn(d[4 * j + q], d[4 * j + 2 + q]);
-      }
+      *reinterpret_cast<__nv_bfloat162*>(out + q * p.n) =
+          __floats2bfloat162_rn(d[4 * j + q], d[4 * j + 2 + q]);
     }
+}
+
+// SwiGLU pairs [first, first + kCount) of a consumer thread (pair w: grouped row 8 (w / 2) +
+// 2 (lane % 4) + w % 2, gate d[4 (w / 2) + w % 2], up d[4 (w / 2) + 2 + w % 2]) rounded to bf16
+// into the staging area at `staging` (kStagingOffset's layout).
+template <int kN, int kFirst, int kCount>
+__device__ __forceinline__ void stage_pairs(const float (&d)[kN / 2], uint32_t staging, int ctid) {
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) {
+    const int w = kFirst + i, j = w / 2, q = w % 2;
+    const __nv_bfloat162 pair = __floats2bfloat162_rn(d[4 * j + q], d[4 * j + 2 + q]);
+    st_shared_u32(staging + 4 * (i * kConsumerThreads + ctid),
+                  *reinterpret_cast<const uint32_t*>(&pair));
+  }
+}
+
+// act = bf16(silu(gate) * up) of the staged pairs [first, first + count) whose grouped rows are
+// below job.rows, in one rolled loop (a pair's row grows with w, so they are the first ones).
+__device__ __forceinline__ void store_staged_swiglu(const moe_gemm::Args& p, const TileJob& job,
+                                                    int ctid, uint32_t staging, int first,
+                                                    int count) {
+  const int lane = ctid % 32;
+  // The thread's pairs within job.rows: q = 0 rows 8 j + r0 and q = 1 rows 8 j + r0 + 1 below it.
+  const int below = job.rows - 2 * (lane % 4);
+  const int valid = below <= 0 ? 0 : (below + 7) / 8 + (below + 6) / 8;
+  const int end = valid - first < count ? valid - first : count;
+  const int64_t col = job.n0 + 8 * (ctid / 32) + lane / 4;
+  bf16_t* out = p.out + (job.row0 + 2 * (lane % 4)) * p.n + col;
+#pragma unroll 2
+  for (int i = 0; i < end; ++i) {
+    const int w = first + i;
+    const uint32_t word = ld_shared_u32(staging + 4 * (i * kConsumerThreads + ctid));
+    const __nv_bfloat162 pair = *reinterpret_cast<const __nv_bfloat162*>(&word);
+    const float gate = __low2float(pair), up = __high2float(pair);
+    out[(8 * (w / 2) + w % 2) * p.n] = __float2bfloat16_rn(__fmul_rn(torch_exp::siluf(gate), up));
+  }
+}
+
+// The SwiGLU epilogue (n % 8 == 0): the same values and roundings as store_tile, its SiLUs in a
+// rolled loop over pairs staged in shared memory, half the tile's pairs at a time (run 141: the
+// unrolled epilogue took a quarter of the consumers' samples, mostly waiting for instructions).
+template <int kN>
+__device__ __forceinline__ void store_tile_swiglu(const moe_gemm::Args& p, const TileJob& job,
+                                                  int ctid, const float (&d)[kN / 2],
+                                                  uint32_t staging) {
+  constexpr int kHalf = kN / 8;  // pairs a half: kN / 4 a thread
+  static_assert(kHalf <= kStagedPairs);
+  if (job.n0 + 8 * (ctid / 32) + (ctid % 32) / 4 >= p.n) return;
+  stage_pairs<kN, 0, kHalf>(d, staging, ctid);
+  store_staged_swiglu(p, job, ctid, staging, 0, kHalf);
+  stage_pairs<kN, kHalf, kHalf>(d, staging, ctid);
+  store_staged_swiglu(p, job, ctid, staging, kHalf, kHalf);
 }
 
 // A consumer warp's release of ring stage s: one arrival on its empty barrier in every block of
@@ -515,7 +568,11 @@ __device__ __forceinline__ void consume_tile(const Args& a, const TileJob& job, 
   wgmma::wait<0>();
   wgmma::fence_operands(d);
   if (num_k > 0 && ctid % 32 == 0) release_stage(base, prev);
-  store_tile_stepped<kEp, kN>(a.p, job, ctid, d);
+  if constexpr (kEp == Epilogue::kSwiGLU) {
+    store_tile_swiglu<kN>(a.p, job, ctid, d, base + kStagingOffset);
+  } else {
+    store_tile_stepped<kN>(a.p, job, ctid, d);
+  }
 }
 
 // consume_tile with the smallest kN = 16 s >= rows.
@@ -550,7 +607,7 @@ __device__ __forceinline__ void consume(const Args& a, uint32_t base, const Stag
   }
 }
 
-// Grid: clusters of kCluster blocks, one block per SM (or fewer); kThreads threads, kSmemBytes
+// Grid: clusters of kCluster blocks, one block per SM (or fewer); kThreads threads, smem_bytes(kEp)
 // of dynamic shared memory. Every block's shared layout is the same (multicast and the mailboxes
 // address a rank's copy by this block's offsets).
 template <Epilogue kEp>
