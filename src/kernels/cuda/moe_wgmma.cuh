@@ -529,17 +529,8 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
 __device__ __forceinline__ void prefetch_tensor_map(const void* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
-// TMA box of a 2-d tensor map at coordinates (c0 innermost, c1) into shared `dst`; completion
+// TMA box of a 3-d tensor map at coordinates (c0 innermost, c1, c2) into shared `dst`; completion
 // counts the box's bytes on mbarrier `bar` (out-of-bounds elements are zeros and count too).
-__device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, uint32_t bar, int32_t c0,
-                                            int32_t c1) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
-      : "memory");
-}
-// The same for a 3-d tensor map.
 __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, uint32_t bar, int32_t c0,
                                             int32_t c1, int32_t c2) {
   asm volatile(
