@@ -29,7 +29,7 @@ using route::RouteArgs;
 // Block b routes token b.
 __global__ void __launch_bounds__(route::kThreads) route_kernel(RouteArgs a) {
   __shared__ route::RouteSmem smem;
-  route::route_token(a, blockIdx.x, smem);
+  route::route_token(a, blockIdx.x, route::expert_bias(a), smem);
 }
 
 void check_route_limits(int64_t E, const RouterParams& params) {
@@ -249,9 +249,9 @@ __device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
 
 // grid (ceil(E / 16), splits), kGemmWarps * 32 threads. Each block writes its partial sums and
 // takes a ticket; the last `routers` blocks wait for every ticket (the blocks still working are
-// running or can start: at most routers - 1 <= SMs - 1 wait), then router r routes tokens r,
-// r + routers, ... (the whole block per token), and the last router past the wait resets the
-// counters.
+// running or can start: at most routers - 1 <= SMs - 1 wait; the last ticket's holder has seen
+// every other and does not), then router r routes tokens r, r + routers, ... (the whole block per
+// token), and the last router past the wait resets the counters (a lone router without counting).
 template <bool kVec>
 __global__ void __launch_bounds__(kGemmWarps * 32, 1) router_route_kernel(FusedArgs a) {
   __shared__ uint32_t ticket;
@@ -264,9 +264,14 @@ __global__ void __launch_bounds__(kGemmWarps * 32, 1) router_route_kernel(FusedA
   __syncthreads();
   const uint32_t mine = ticket;
   if (mine + static_cast<uint32_t>(a.routers) < blocks) return;
+  const float bias = route::expert_bias(a.route);  // in flight while the router waits
   if (threadIdx.x == 0) {
-    while (load_acquire(a.counters) < blocks) __nanosleep(64);
-    if (atomicAdd(a.counters + 1, 1u) == static_cast<uint32_t>(a.routers) - 1) {
+    if (mine + 1 < blocks) {
+      while (load_acquire(a.counters) < blocks) __nanosleep(64);
+    } else {
+      __threadfence();  // with the ticket, an acquire: the other blocks' partials are visible
+    }
+    if (a.routers == 1 || atomicAdd(a.counters + 1, 1u) == static_cast<uint32_t>(a.routers) - 1) {
       a.counters[0] = 0;  // every router is past its wait
       a.counters[1] = 0;
     }
@@ -274,7 +279,7 @@ __global__ void __launch_bounds__(kGemmWarps * 32, 1) router_route_kernel(FusedA
   __syncthreads();
   __threadfence();
   for (int64_t t = blocks - 1 - mine; t < a.route.num_tokens; t += a.routers)
-    route::route_token(a.route, t, smem);
+    route::route_token(a.route, t, bias, smem);
 }
 
 int64_t ceil_div(int64_t a, int64_t b) {

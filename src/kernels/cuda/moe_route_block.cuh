@@ -4,8 +4,9 @@
 // each warp ranks its 32 experts, and a warp's leading top_k get their block-wide rank from the
 // other warps' leading top_k. Order everywhere: higher value first, equal values by lower index,
 // so ids are identical to the CPU's and weights bit-identical (sigmoid through torch_exp.cuh's
-// SLEEF-exact exp). Critical path: one round trip for the logits, one sigmoid, ~100 dependent
-// shared-memory / shuffle steps.
+// SLEEF-exact exp). Critical path: one round trip for the logits (the caller loads the bias
+// beforehand), one sigmoid, ~100 shared-memory / shuffle steps: ~3.7 us of the batch-1 MoE layer
+// (H200 run 150's timeline).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -59,12 +60,19 @@ __device__ __forceinline__ uint64_t expert_order(uint32_t choice_key, int e) {
   return (static_cast<uint64_t>(choice_key) << 32) | (0xffffffffu - static_cast<uint32_t>(e));
 }
 
-// Thread e < E: token t's score and choice of expert e into s. The logit is the partials' sum in
-// index order (loads batched so they arrive in one round trip), read through L2 (other blocks
-// may have written them).
-__device__ __forceinline__ void expert_choice(const RouteArgs& a, int64_t t, int e, RouteSmem& s) {
+// This thread's expert bias (thread e: bias[e]; 0 past E): loaded once per block, before it may
+// have to wait for the logits.
+__device__ __forceinline__ float expert_bias(const RouteArgs& a) {
+  const int e = static_cast<int>(threadIdx.x);
+  return e < a.num_experts ? __ldg(a.bias + e) : 0.0f;
+}
+
+// Thread e < E: token t's score and choice of expert e (bias: expert_bias) into s. The logit is
+// the partials' sum in index order (loads batched so they arrive in one round trip), read through
+// L2 (other blocks may have written them).
+__device__ __forceinline__ void expert_choice(const RouteArgs& a, int64_t t, int e, float bias,
+                                              RouteSmem& s) {
   constexpr int kBatch = 8;  // further partials loaded at once
-  const float bias = __ldg(a.bias + e);
   const float* src = a.logits + t * a.num_experts + e;
   const int64_t stride = a.num_tokens * a.num_experts;
   float logit = __ldcg(src);
@@ -114,6 +122,7 @@ __device__ __forceinline__ void group_keys(const RouteArgs& a, int warp, int lan
 __device__ __forceinline__ bool group_kept(const RouteArgs& a, const RouteSmem& s, int g) {
   const uint32_t key = s.group_key[g];
   int ahead = 0;
+#pragma unroll 8
   for (int h = 0; h < a.num_groups; ++h) {
     const uint32_t other = s.group_key[h];
     ahead += other > key || (other == key && h < g);
@@ -136,11 +145,12 @@ __device__ __forceinline__ void write_token(const RouteArgs& a, int64_t t, int l
   }
 }
 
-// The block (kThreads threads, every one calling with the same t) routes token t; s is free
-// again on return.
-__device__ __forceinline__ void route_token(const RouteArgs& a, int64_t t, RouteSmem& s) {
+// The block (kThreads threads, every one calling with the same t and its expert_bias) routes
+// token t; s is free again on return.
+__device__ __forceinline__ void route_token(const RouteArgs& a, int64_t t, float bias,
+                                            RouteSmem& s) {
   const int e = static_cast<int>(threadIdx.x), warp = e / 32, lane = e % 32;
-  if (e < a.num_experts) expert_choice(a, t, e, s);
+  if (e < a.num_experts) expert_choice(a, t, e, bias, s);
   if (e < a.top_k) {  // fewer candidates than top_k (the api forbids it): ids -1, weights 0
     s.id[e] = -1;
     s.chosen[e] = 0.0f;
@@ -158,8 +168,11 @@ __device__ __forceinline__ void route_token(const RouteArgs& a, int64_t t, Route
   s.ranked[warp * 32 + ahead] = mine;
   __syncthreads();
   if (candidate && ahead < a.top_k) {  // only a warp's leading top_k can make the block's
+    // (unrolled: the loads are independent)
+#pragma unroll
     for (int w = 0; w < kWarps; ++w) {
       if (w == warp) continue;
+#pragma unroll 8
       for (int j = 0; j < a.top_k; ++j) ahead += s.ranked[w * 32 + j] > mine;
     }
     if (ahead < a.top_k) {

@@ -30,11 +30,11 @@
 // bf16(sum) (down). Rounding points as kernels/cpu/moe_experts.cpp; fixed summation order and no
 // atomics, so results are run-to-run identical, and an output depends neither on the pass width nor
 // on the other rows of its pass (each mma output column is its own dot product). Each block groups
-// the routed slots itself (stable bitonic sort of expert << 10 | slot), so the kernels need no
-// grouping launch. Every launch is a programmatic dependent of the one before (the gate_up kernel
-// of the router's: it is resident when the router finishes). The down kernel groups, fills its ring
-// with down weights and prefetches two more tiles into L2 while the gate_up kernel drains, then
-// waits for act.
+// the routed slots itself (a stable bitonic sort of expert << 10 | slot; up to 32 slots one warp
+// ranks them), so the kernels need no grouping launch. Every launch is a programmatic dependent
+// of the one before (the gate_up kernel of the router's: it is resident when the router
+// finishes). The down kernel groups, fills its ring with down weights and prefetches two more
+// tiles into L2 while the gate_up kernel drains, then waits for act.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -178,11 +178,78 @@ __device__ __forceinline__ int unit_cost(int passes) {
   return kPhase == Phase::kGateUp ? kGateUpReloadUnitCost : kDownReloadUnitCost;
 }
 
+// A group's passes (low 16 bits) and their dealing cost per m tile (the bits above), as
+// Tables::prefix sums them.
+template <Phase kPhase>
+__device__ __forceinline__ int packed_passes(int rows, int pass_rows) {
+  const int passes = (rows + pass_rows - 1) / pass_rows;
+  return passes | (passes * unit_cost<kPhase>(passes)) << 16;
+}
+
+// build_groups for up to 32 routed rows (batch <= 4 at top-8): warp 0 alone, lane r ranks slot
+// r's key among the others and then owns grouped row r and group r, so one block barrier remains
+// of the bitonic path's ~15 (H200 runs 150-151: the batch-1 gate_up kernel's grouping 2.7 -> 0.85
+// us). The tables are the bitonic path's.
+template <Phase kPhase>
+__device__ __forceinline__ void build_groups_warp(const Args& p, int pass_rows, Tables& t) {
+  constexpr unsigned kAll = 0xffffffffu;
+  const int lane = static_cast<int>(threadIdx.x);
+  if (lane < 32) {
+    int key = INT32_MAX;  // no slot: after every key
+    if (lane < p.rows) {
+      const int e = __ldcg(p.ids + lane);
+      if (e < 0 || e >= p.num_experts) __trap();
+      key = (e << kSlotBits) | lane;
+    }
+    int rank = 0;  // keys are unique below INT32_MAX: slot lane's grouped row
+#pragma unroll
+    for (int j = 0; j < 32; ++j) rank += __shfl_sync(kAll, key, j) < key;
+    if (lane < p.rows) t.key[rank] = key;
+    __syncwarp();
+    const int row_key = lane < p.rows ? t.key[lane] : INT32_MAX;
+    const int prev_key = __shfl_up_sync(kAll, row_key, 1);
+    const bool first =
+        lane < p.rows && (lane == 0 || (prev_key >> kSlotBits) != (row_key >> kSlotBits));
+    const unsigned starts = __ballot_sync(kAll, first);
+    const int num_groups = __popc(starts);
+    if (lane < p.rows) {
+      const int slot = row_key & (kMaxRows - 1);
+      t.row_token[lane] = slot / p.top_k;
+      if (p.entry_of != nullptr && blockIdx.x == 0) p.entry_of[slot] = lane;
+    }
+    if (first) {
+      const int g = __popc(starts & ((1u << lane) - 1u));
+      t.expert[g] = row_key >> kSlotBits;
+      t.begin[g] = lane;
+    }
+    if (lane == 0) {
+      t.num_groups = num_groups;
+      t.begin[num_groups] = p.rows;
+    }
+    __syncwarp();
+    const int packed =
+        lane < num_groups ? packed_passes<kPhase>(t.begin[lane + 1] - t.begin[lane], pass_rows) : 0;
+    int incl = packed;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int y = __shfl_up_sync(kAll, incl, d);
+      if (lane >= d) incl += y;
+    }
+    if (lane < num_groups) t.prefix[lane] = incl - packed;
+    if (lane == 31) t.prefix[num_groups] = incl;
+  }
+  __syncthreads();
+}
+
 // Groups the p.rows slots by expert into t, slots of one expert in increasing slot order (the
 // CPU's bucket order), every group split into passes of pass_rows rows. An id outside [0, E)
 // traps (the CPU op aborts). Block 0 also writes p.entry_of when given.
 template <Phase kPhase>
 __device__ __forceinline__ void build_groups(const Args& p, int pass_rows, Tables& t) {
+  if (p.rows <= 32) {
+    build_groups_warp<kPhase>(p, pass_rows, t);
+    return;
+  }
   const int tid = static_cast<int>(threadIdx.x);
   int n = 1;  // bitonic size: the next power of two >= rows
   while (n < p.rows) n <<= 1;
@@ -239,18 +306,14 @@ __device__ __forceinline__ void build_groups(const Args& p, int pass_rows, Table
     t.begin[num_groups] = p.rows;
   }
   __syncthreads();
-  int passes[2];
-#pragma unroll
-  for (int c = 0; c < 2; ++c) {
-    const int g = 2 * tid + c;
-    passes[c] = g < num_groups ? (t.begin[g + 1] - t.begin[g] + pass_rows - 1) / pass_rows : 0;
-  }
   // Passes (low 16 bits: at most kMaxRows in all) and dealing cost (the bits above: at most the
   // larger reload cost times kMaxRows) of this thread's groups, prefix-summed in one scan.
   int packed[2];
 #pragma unroll
-  for (int c = 0; c < 2; ++c)
-    packed[c] = passes[c] | (passes[c] * unit_cost<kPhase>(passes[c])) << 16;
+  for (int c = 0; c < 2; ++c) {
+    const int g = 2 * tid + c;
+    packed[c] = g < num_groups ? packed_passes<kPhase>(t.begin[g + 1] - t.begin[g], pass_rows) : 0;
+  }
   int total = 0;
   const int before_g = block_exclusive_sum(packed[0] + packed[1], t, &total);
   if (2 * tid < num_groups) t.prefix[2 * tid] = before_g;
