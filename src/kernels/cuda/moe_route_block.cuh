@@ -167,8 +167,8 @@ __device__ __forceinline__ void route_token(const RouteArgs& a, int64_t t, float
   for (int j = 0; j < 32; ++j) ahead += s.order[warp * 32 + j] > mine;
   s.ranked[warp * 32 + ahead] = mine;
   __syncthreads();
-  if (candidate && ahead < a.top_k) {  // only a warp's leading top_k can make the block's
-    // (unrolled: the loads are independent)
+  // Only a warp's leading top_k can make the block's (the loops unrolled: independent loads).
+  if (candidate && ahead < a.top_k) {
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) {
       if (w == warp) continue;
