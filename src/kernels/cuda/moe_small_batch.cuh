@@ -186,10 +186,12 @@ __device__ __forceinline__ int packed_passes(int rows, int pass_rows) {
   return passes | (passes * unit_cost<kPhase>(passes)) << 16;
 }
 
-// build_groups for up to 32 routed rows (batch <= 4 at top-8): warp 0 alone, lane r ranks slot
-// r's key among the others and then owns grouped row r and group r, so one block barrier remains
-// of the bitonic path's ~15 (H200 runs 150-151: the batch-1 gate_up kernel's grouping 2.7 -> 0.85
-// us). The tables are the bitonic path's.
+// build_groups for up to kWarpGroupRows routed rows (batch <= 4 at top-8): warp 0 alone, lane r
+// ranks slot r's key among the others and then owns grouped row r and group r, so one block
+// barrier remains of the bitonic path's ~15 (H200 runs 150-151: the batch-1 gate_up kernel's
+// grouping 2.7 -> 0.85 us). The tables are the bitonic path's.
+constexpr int kWarpGroupRows = 32;
+static_assert(kWarpGroupRows < kWidePassMinRows, "the narrow kernels alone carry the warp path");
 template <Phase kPhase>
 __device__ __forceinline__ void build_groups_warp(const Args& p, int pass_rows, Tables& t) {
   constexpr unsigned kAll = 0xffffffffu;
@@ -246,10 +248,6 @@ __device__ __forceinline__ void build_groups_warp(const Args& p, int pass_rows, 
 // traps (the CPU op aborts). Block 0 also writes p.entry_of when given.
 template <Phase kPhase>
 __device__ __forceinline__ void build_groups(const Args& p, int pass_rows, Tables& t) {
-  if (p.rows <= 32) {
-    build_groups_warp<kPhase>(p, pass_rows, t);
-    return;
-  }
   const int tid = static_cast<int>(threadIdx.x);
   int n = 1;  // bitonic size: the next power of two >= rows
   while (n < p.rows) n <<= 1;
@@ -507,7 +505,13 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
     pdl_wait();
     pdl_launch_dependents();
   }
-  build_groups<kPhase>(p, kPassRows, sh.t);
+  // (The wide kernels never see so few rows and do not carry the warp path: with it their
+  // registers spill more, and T = 64 / 128 lost 1.5-5%, H200 run 154.)
+  if (kHalves == 1 && p.rows <= kWarpGroupRows) {
+    build_groups_warp<kPhase>(p, kPassRows, sh.t);
+  } else {
+    build_groups<kPhase>(p, kPassRows, sh.t);
+  }
 
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int r = lane / 4, q = lane % 4;
