@@ -186,6 +186,25 @@ __device__ __forceinline__ int packed_passes(int rows, int pass_rows) {
   return passes | (passes * unit_cost<kPhase>(passes)) << 16;
 }
 
+// Grouped row r holds the slot of sorted key `key`: its token, and (block 0) entry_of.
+__device__ __forceinline__ void place_row(const Args& p, Tables& t, int r, int key) {
+  const int slot = key & (kMaxRows - 1);
+  t.row_token[r] = slot / p.top_k;
+  if (p.entry_of != nullptr && blockIdx.x == 0) p.entry_of[slot] = r;
+}
+
+// Group g starts at grouped row r, whose sorted key is `key`.
+__device__ __forceinline__ void start_group(Tables& t, int g, int r, int key) {
+  t.expert[g] = key >> kSlotBits;
+  t.begin[g] = r;
+}
+
+// The group count and the end of the last group (one thread).
+__device__ __forceinline__ void end_groups(const Args& p, Tables& t, int num_groups) {
+  t.num_groups = num_groups;
+  t.begin[num_groups] = p.rows;
+}
+
 // build_groups for up to kWarpGroupRows routed rows (batch <= 4 at top-8): warp 0 alone, lane r
 // ranks slot r's key among the others and then owns grouped row r and group r, so one block
 // barrier remains of the bitonic path's ~15 (H200 runs 150-151: the batch-1 gate_up kernel's
@@ -214,20 +233,9 @@ __device__ __forceinline__ void build_groups_warp(const Args& p, int pass_rows, 
         lane < p.rows && (lane == 0 || (prev_key >> kSlotBits) != (row_key >> kSlotBits));
     const unsigned starts = __ballot_sync(kAll, first);
     const int num_groups = __popc(starts);
-    if (lane < p.rows) {
-      const int slot = row_key & (kMaxRows - 1);
-      t.row_token[lane] = slot / p.top_k;
-      if (p.entry_of != nullptr && blockIdx.x == 0) p.entry_of[slot] = lane;
-    }
-    if (first) {
-      const int g = __popc(starts & ((1u << lane) - 1u));
-      t.expert[g] = row_key >> kSlotBits;
-      t.begin[g] = lane;
-    }
-    if (lane == 0) {
-      t.num_groups = num_groups;
-      t.begin[num_groups] = p.rows;
-    }
+    if (lane < p.rows) place_row(p, t, lane, row_key);
+    if (first) start_group(t, __popc(starts & ((1u << lane) - 1u)), lane, row_key);
+    if (lane == 0) end_groups(p, t, num_groups);
     __syncwarp();
     const int packed =
         lane < num_groups ? packed_passes<kPhase>(t.begin[lane + 1] - t.begin[lane], pass_rows) : 0;
@@ -290,19 +298,11 @@ __device__ __forceinline__ void build_groups(const Args& p, int pass_rows, Table
   for (int c = 0; c < 2; ++c) {
     const int r = 2 * tid + c;
     if (r >= p.rows) continue;
-    const int key = t.key[r], slot = key & (kMaxRows - 1);
-    t.row_token[r] = slot / p.top_k;
-    if (p.entry_of != nullptr && blockIdx.x == 0) p.entry_of[slot] = r;
-    if (first[c]) {
-      const int g = before + (c == 1 ? int{first[0]} : 0);
-      t.expert[g] = key >> kSlotBits;
-      t.begin[g] = r;
-    }
+    const int key = t.key[r];
+    place_row(p, t, r, key);
+    if (first[c]) start_group(t, before + (c == 1 ? int{first[0]} : 0), r, key);
   }
-  if (tid == 0) {
-    t.num_groups = num_groups;
-    t.begin[num_groups] = p.rows;
-  }
+  if (tid == 0) end_groups(p, t, num_groups);
   __syncthreads();
   // Passes (low 16 bits: at most kMaxRows in all) and dealing cost (the bits above: at most the
   // larger reload cost times kMaxRows) of this thread's groups, prefix-summed in one scan.
