@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # A/B of two beamserve binaries' routed experts on the GPU machine, in one call (the GPU a call
 # lands on moves figures by ~1%, so A and B are only compared within one call):
-#   1. the experts alone: ROUNDS rounds of `bench kernels --batches AB_BATCHES --prefill-tokens
-#      AB_PREFILL_TOKENS`, A and B alternating; prints each moe_experts row (the model's routing
-#      and, from T = 32, the skewed one; with AB_PREFILL_TOKENS also at that prefill size) with its
-#      hottest expert's rows, eager time, time in a CUDA graph and ratio to the floor;
+#   1. the router and the experts alone: ROUNDS rounds of `bench kernels --batches AB_BATCHES
+#      --prefill-tokens AB_PREFILL_TOKENS`, A and B alternating; prints each moe router+route row
+#      and each moe_experts row (the model's routing and, from T = 32, the skewed one; with
+#      AB_PREFILL_TOKENS also at that prefill size) with the hottest expert's rows, eager time,
+#      time in a CUDA graph and ratio to the floor;
 #   2. whole decode layers: ROUNDS rounds of `bench step --batches AB_STEP_BATCHES --steps 50
 #      --prefill-tokens 0`, A and B alternating; prints the decode and MoE layer ratios per batch
 #      (issue 8's batch-32 / 128 targets). AB_STEP_BATCHES=none skips it.
@@ -34,7 +35,7 @@ for ((r = 1; r <= rounds; ++r)); do
     python3 - "$tmp/kernels.json" "$v$r" <<'PY'
 import json, sys
 for op in json.load(open(sys.argv[1]))["ops"]:
-    if op["op"].startswith("moe_experts"):
+    if op["op"].startswith("moe"):  # "moe router+route T=..." and "moe_experts T=..."
         ms, ratio = op.get("graph_ms", op["ms"]), op.get("graph_ratio", op["ratio"])
         print(f"{sys.argv[2]} {op['op']:<42} hottest {op.get('hottest_expert_rows')} "
               f"eager {op['ms']:.4f} ms, graph {ms:.4f} ms ratio {ratio:.3f}")
