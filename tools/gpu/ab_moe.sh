@@ -37,7 +37,8 @@ import json, sys
 for op in json.load(open(sys.argv[1]))["ops"]:
     if op["op"].startswith("moe"):  # "moe router+route T=..." and "moe_experts T=..."
         ms, ratio = op.get("graph_ms", op["ms"]), op.get("graph_ratio", op["ratio"])
-        print(f"{sys.argv[2]} {op['op']:<42} hottest {op.get('hottest_expert_rows')} "
+        hot = op.get("hottest_expert_rows")
+        print(f"{sys.argv[2]} {op['op']:<42} {'' if hot is None else f'hottest {hot} '}"
               f"eager {op['ms']:.4f} ms, graph {ms:.4f} ms ratio {ratio:.3f}")
 PY
   done
