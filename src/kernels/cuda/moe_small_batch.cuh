@@ -126,25 +126,25 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void* src, uint32_t bytes
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
 }
 
+// Inclusive prefix sum of v over the warp's lanes (the whole warp calls).
+__device__ __forceinline__ int warp_inclusive_sum(int v, int lane) {
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int y = __shfl_up_sync(0xffffffffu, v, d);
+    if (lane >= d) v += y;
+  }
+  return v;
+}
+
 // Exclusive prefix sum of v over the block's threads in thread order; *total = the sum of all.
 __device__ __forceinline__ int block_exclusive_sum(int v, Tables& t, int* total) {
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
-  int incl = v;
-#pragma unroll
-  for (int d = 1; d < 32; d <<= 1) {
-    const int y = __shfl_up_sync(0xffffffffu, incl, d);
-    if (lane >= d) incl += y;
-  }
+  const int incl = warp_inclusive_sum(v, lane);
   if (lane == 31) t.scan[warp] = incl;
   __syncthreads();
   if (warp == 0) {
     const int s = lane < kWarps ? t.scan[lane] : 0;
-    int si = s;
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const int y = __shfl_up_sync(0xffffffffu, si, d);
-      if (lane >= d) si += y;
-    }
+    const int si = warp_inclusive_sum(s, lane);
     if (lane < kWarps) t.scan[lane] = si - s;
     if (lane == kWarps - 1) t.scan[kWarps] = si;
   }
@@ -186,6 +186,14 @@ __device__ __forceinline__ int packed_passes(int rows, int pass_rows) {
   return passes | (passes * unit_cost<kPhase>(passes)) << 16;
 }
 
+// Slot i's sort key, expert << kSlotBits | i (i < p.rows). An id outside [0, E) traps (the CPU op
+// aborts).
+__device__ __forceinline__ int slot_key(const Args& p, int i) {
+  const int e = __ldcg(p.ids + i);
+  if (e < 0 || e >= p.num_experts) __trap();
+  return (e << kSlotBits) | i;
+}
+
 // Grouped row r holds the slot of sorted key `key`: its token, and (block 0) entry_of.
 __device__ __forceinline__ void place_row(const Args& p, Tables& t, int r, int key) {
   const int slot = key & (kMaxRows - 1);
@@ -216,12 +224,7 @@ __device__ __forceinline__ void build_groups_warp(const Args& p, int pass_rows, 
   constexpr unsigned kAll = 0xffffffffu;
   const int lane = static_cast<int>(threadIdx.x);
   if (lane < 32) {
-    int key = INT32_MAX;  // no slot: after every key
-    if (lane < p.rows) {
-      const int e = __ldcg(p.ids + lane);
-      if (e < 0 || e >= p.num_experts) __trap();
-      key = (e << kSlotBits) | lane;
-    }
+    const int key = lane < p.rows ? slot_key(p, lane) : INT32_MAX;  // no slot: after every key
     int rank = 0;  // keys are unique below INT32_MAX: slot lane's grouped row
 #pragma unroll
     for (int j = 0; j < 32; ++j) rank += __shfl_sync(kAll, key, j) < key;
@@ -239,12 +242,7 @@ __device__ __forceinline__ void build_groups_warp(const Args& p, int pass_rows, 
     __syncwarp();
     const int packed =
         lane < num_groups ? packed_passes<kPhase>(t.begin[lane + 1] - t.begin[lane], pass_rows) : 0;
-    int incl = packed;
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const int y = __shfl_up_sync(kAll, incl, d);
-      if (lane >= d) incl += y;
-    }
+    const int incl = warp_inclusive_sum(packed, lane);
     if (lane < num_groups) t.prefix[lane] = incl - packed;
     if (lane == 31) t.prefix[num_groups] = incl;
   }
@@ -260,13 +258,7 @@ __device__ __forceinline__ void build_groups(const Args& p, int pass_rows, Table
   int n = 1;  // bitonic size: the next power of two >= rows
   while (n < p.rows) n <<= 1;
   for (int i = tid; i < n; i += kThreads) {
-    int key = INT32_MAX;  // padding sorts last
-    if (i < p.rows) {
-      const int e = __ldcg(p.ids + i);
-      if (e < 0 || e >= p.num_experts) __trap();
-      key = (e << kSlotBits) | i;
-    }
-    t.key[i] = key;
+    t.key[i] = i < p.rows ? slot_key(p, i) : INT32_MAX;  // padding sorts last
   }
   __syncthreads();
   for (int size = 2; size <= n; size <<= 1) {
