@@ -5,7 +5,8 @@
 // into three bf16 terms, bf16 x exact) as split-K partial sums over all SMs, and the last blocks
 // to finish (a ticket counter that they reset, so graph replays work) add the partials in split
 // order (no float atomics) and route the tokens, one each up to the grid's size; for larger T
-// linear() + moe_route.
+// the same split as three bf16 cuBLASLt GEMMs (linear()'s fp32 GEMM where H % 8 != 0), then
+// moe_route over the partials.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -25,6 +26,7 @@ namespace beam::cuda {
 namespace {
 
 using route::RouteArgs;
+using bf16_t = __nv_bfloat16;
 
 // Block b routes token b.
 __global__ void __launch_bounds__(route::kThreads) route_kernel(RouteArgs a) {
@@ -59,13 +61,13 @@ RouteArgs route_args(const float* logits, int num_partials, int64_t T, int64_t E
                    params.routed_scaling_factor};
 }
 
-// Routes T tokens from fp32 logits [T, E].
-void launch_route(CudaContext& ctx, const float* logits, int64_t T, int64_t E,
+// Routes T tokens from fp32 logits: the sums of num_partials partials [num_partials, T, E].
+void launch_route(CudaContext& ctx, const float* logits, int num_partials, int64_t T, int64_t E,
                   const TensorView& bias, const RouterParams& params, const TensorView& ids,
                   const TensorView& weights) {
   check_route_limits(E, params);
   if (T == 0) return;
-  const RouteArgs a = route_args(logits, 1, T, E, bias, params, ids, weights);
+  const RouteArgs a = route_args(logits, num_partials, T, E, bias, params, ids, weights);
   BEAM_CHECK(T <= INT32_MAX) << "moe_route (CUDA): " << T << " tokens";
   route_kernel<<<static_cast<unsigned>(T), route::kThreads, 0, ctx.stream>>>(a);
   CUDA_LAUNCH_OK();
@@ -178,8 +180,9 @@ __device__ __forceinline__ void load_a(const FusedArgs& a, int64_t e0, int64_t k
 // (per k16 step lo, mid, hi terms accumulated by the tensor core from zero, then added to the
 // running fp32 sum in step order) stored to red[warp][token - t0][expert - e0].
 template <bool kVec>
-__device__ __forceinline__ void warp_pass(const FusedArgs& a, const uint32_t (&frag)[kStepsPerWarp][3][4],
-                                          int64_t k0, int64_t t0, int lane, float* red) {
+__device__ __forceinline__ void warp_pass(const FusedArgs& a,
+                                          const uint32_t (&frag)[kStepsPerWarp][3][4], int64_t k0,
+                                          int64_t t0, int lane, float* red) {
   const int g = lane / 4, q = lane % 4;
   const int64_t T = a.route.num_tokens;
   uint2 b[kPassTiles][kStepsPerWarp];
@@ -299,11 +302,65 @@ RouterScratch reserve_router_scratch(CudaContext& ctx, size_t bytes) {
   return {reinterpret_cast<uint32_t*>(base), reinterpret_cast<float*>(base + kCounterBytes)};
 }
 
+// ---- moe_router_route for large T: the fp32 router GEMM as three bf16 tensor-core GEMMs -------
+
+constexpr int kSplitTerms = 3;  // w = hi + mid + lo exactly (split3)
+
+// The split path's scratch: logits [kSplitTerms, T, E] fp32, then (256-byte aligned) the split
+// weights [kSplitTerms, E, H] bf16.
+size_t split_logit_bytes(int64_t T, int64_t E) {
+  return (static_cast<size_t>(kSplitTerms * T * E) * sizeof(float) + 255) / 256 * 256;
+}
+size_t split_scratch_bytes(int64_t T, int64_t E, int64_t H) {
+  return split_logit_bytes(T, E) + static_cast<size_t>(kSplitTerms * E * H) * sizeof(bf16_t);
+}
+
+// Whether the split path takes the router GEMM: 16-byte x and weight rows (H % 8 == 0; so E * H is
+// even) and 8-byte aligned weights (float2 loads).
+bool split_path(const TensorView& router_w, int64_t H) {
+  return H % 8 == 0 && reinterpret_cast<uintptr_t>(router_w.data) % 8 == 0;
+}
+
+// w [n] fp32 (n even) -> parts [kSplitTerms, n] bf16: hi, mid, lo with hi + mid + lo == w exactly
+// (split3). Grid-stride over the pairs.
+__global__ void split_weights_kernel(const float2* __restrict__ w, int64_t pairs,
+                                     uint32_t* __restrict__ parts) {
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < pairs; i += stride) {
+    const float2 v = w[i];
+    const Split3 s = split3(v.x, v.y);
+    parts[i] = s.hi;
+    parts[pairs + i] = s.mid;
+    parts[2 * pairs + i] = s.lo;
+  }
+}
+
+// logits [kSplitTerms, T, E] fp32: partial s = x . part_s^T on tensor cores (x bf16, each product
+// exact, fp32 accumulation), so their sum in order is the fp32 router GEMM up to the
+// accumulation's rounding. Needs split_path; scratch of split_scratch_bytes from logits.
+void router_logits_split(CudaContext& ctx, const TensorView& x, const TensorView& router_w,
+                         float* logits) {
+  const int64_t T = x.dim(0), H = x.dim(1), E = router_w.dim(0);
+  auto* parts =
+      reinterpret_cast<bf16_t*>(reinterpret_cast<char*>(logits) + split_logit_bytes(T, E));
+  const int64_t pairs = E * H / 2;
+  constexpr int kThreads = 256;
+  const int64_t blocks = std::min<int64_t>(ceil_div(pairs, kThreads), 4096);
+  split_weights_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, ctx.stream>>>(
+      reinterpret_cast<const float2*>(router_w.data), pairs, reinterpret_cast<uint32_t*>(parts));
+  CUDA_LAUNCH_OK();
+  for (int s = 0; s < kSplitTerms; ++s) {
+    const TensorView part{parts + s * E * H, DType::kBF16, Shape{E, H}, Device::kCuda};
+    const TensorView out{logits + s * T * E, DType::kF32, Shape{T, E}, Device::kCuda};
+    linear(ctx, x, part, out);
+  }
+}
+
 }  // namespace
 
 void moe_route(CudaContext& ctx, const TensorView& router_logits, const TensorView& bias,
                const RouterParams& params, const TensorView& ids, const TensorView& weights) {
-  launch_route(ctx, router_logits.as<float>(), router_logits.dim(0), router_logits.dim(1), bias,
+  launch_route(ctx, router_logits.as<float>(), 1, router_logits.dim(0), router_logits.dim(1), bias,
                params, ids, weights);
 }
 
@@ -319,16 +376,24 @@ void moe_router_route(CudaContext& ctx, const TensorView& x, const TensorView& r
   const size_t fused_bytes =
       static_cast<size_t>(splits * kMoeRouterFusedMaxTokens * E) * sizeof(float);
   const size_t logit_bytes = static_cast<size_t>(T * E) * sizeof(float);
-  const RouterScratch scratch = reserve_router_scratch(ctx, std::max(fused_bytes, logit_bytes));
+  const bool split = T > kMoeRouterFusedMaxTokens && split_path(router_w, H);
+  const size_t split_bytes = split ? split_scratch_bytes(T, E, H) : 0;
+  const RouterScratch scratch =
+      reserve_router_scratch(ctx, std::max({fused_bytes, logit_bytes, split_bytes}));
   if (H == 0) {  // empty sums
     CUDA_OK(cudaMemsetAsync(scratch.logits, 0, logit_bytes, ctx.stream));
-    launch_route(ctx, scratch.logits, T, E, bias, params, ids, weights);
+    launch_route(ctx, scratch.logits, 1, T, E, bias, params, ids, weights);
+    return;
+  }
+  if (split) {  // three bf16 tensor-core GEMMs, then the routing
+    router_logits_split(ctx, x, router_w, scratch.logits);
+    launch_route(ctx, scratch.logits, kSplitTerms, T, E, bias, params, ids, weights);
     return;
   }
   if (T > kMoeRouterFusedMaxTokens) {  // cuBLASLt's fp32 GEMM, then the routing
     const TensorView logits{scratch.logits, DType::kF32, Shape{T, E}, Device::kCuda};
     linear(ctx, x, router_w, logits);
-    launch_route(ctx, scratch.logits, T, E, bias, params, ids, weights);
+    launch_route(ctx, scratch.logits, 1, T, E, bias, params, ids, weights);
     return;
   }
   const bool vec = H % 4 == 0 && reinterpret_cast<uintptr_t>(x.data) % 8 == 0 &&

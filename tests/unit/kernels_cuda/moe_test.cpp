@@ -243,8 +243,9 @@ class CudaMoeRouter : public test::CudaTest {
 };
 
 // Small T (the fused tensor-core split-K logits + routing kernel: 16-byte and scalar loads, one
-// or two 64-token passes, one to 16 routing blocks, partial n8 tiles) and large T (cuBLASLt +
-// route).
+// or two 64-token passes, one to 16 routing blocks, partial n8 tiles) and large T (three bf16
+// cuBLASLt GEMMs on the split weights where H % 8 == 0: H = 64, 1000, 5120; else the fp32 GEMM:
+// H = 37, 652; then the routing over their partials).
 TEST_F(CudaMoeRouter, MatchesCpuTinyShapes) {
   for (int64_t T : {1, 2, 5, 15, 16, 17, 32, 64, 100, 128, 129, 300}) {
     check(T, 64, 16, {4, 2, 4, true, 2.5f});     // H multiple of 4: vector loads
@@ -292,7 +293,7 @@ TEST_F(CudaMoeRouter, TokenBitsIndependentOfBatch) {
 // token), and ties go to the lower group and expert index as on the CPU.
 TEST_F(CudaMoeRouter, RepeatedRowsTieAsCpu) {
   const RouterParams p{8, 4, 8, true, 2.5f};
-  for (int64_t T : {1, 16, 128}) {
+  for (int64_t T : {1, 16, 128, 300}) {  // 300: the split bf16 GEMMs
     SCOPED_TRACE(::testing::Message() << "T=" << T);
     RouterData d = make_router(T, 5120, 256, 55);
     for (int64_t e = 40; e < 256; ++e)
