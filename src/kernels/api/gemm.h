@@ -14,8 +14,8 @@ namespace beam {
 // CPU: a fixed summation order, so a row's result does not depend on the other rows (batched =
 // unbatched, bit for bit); with ctx.batch_invariant = false, 128 rows and more go to OpenBLAS
 // sgemm (fp32, ~20% faster at 256 rows; its own order, so last-bit differences).
-// CUDA: bf16 x bf16 at M <= 8 runs a fixed-order weight-streaming kernel whose rows do not depend
-// on M (batch invariant up to 8 rows); larger M and fp32 GEMMs run cuBLASLt, whose order may.
+// CUDA: bf16 x bf16 at M = 1 runs a fixed-order weight-streaming kernel; larger M and fp32 GEMMs
+// run cuBLASLt, whose summation order may depend on M (not batch invariant).
 void linear(const KernelContext& ctx, const TensorView& x, const TensorView& w,
             const TensorView& out);
 

@@ -15,10 +15,12 @@ namespace beam::cuda {
 // bf16 x bf16 with M <= kSkinnyDispatchRows runs linear_skinny, everything else linear_cublaslt.
 void linear(CudaContext& ctx, const TensorView& x, const TensorView& w, const TensorView& out);
 
-// Largest M linear_skinny accepts, and the largest M linear() sends to it (past it the x reads
-// from L1 outgrow the weight stream; to be tuned on the H200 with BM_linear).
+// Largest M linear_skinny accepts, and the largest M linear() sends to it: from M = 2 on each
+// weight chunk's multiply by M rows of x outweighs the stream, and cuBLASLt is faster (H200 run
+// 160: o_proj at M = 2 / 8 0.024 / 0.054 ms against 0.018 / 0.018; at M = 1 the skinny kernel
+// wins: LM head 0.349 against 0.374 ms).
 constexpr int64_t kSkinnyMaxRows = 16;
-constexpr int64_t kSkinnyDispatchRows = 8;
+constexpr int64_t kSkinnyDispatchRows = 1;
 
 // (bf16, bf16, bf16|f32) with M <= kSkinnyMaxRows: one warp streams a few rows of w against all of
 // x. Deterministic, and out[m, n] is summed in the same order whatever M is (batch invariant).

@@ -132,7 +132,7 @@ constexpr int64_t kPackedSplitRows = cuda::kSplitGemmMaxRows;
 constexpr int64_t kSkinnySplitRows = 0, kPackedSplitRows = 0;  // the tests skip without CUDA
 #endif
 
-// linear_split on the GPU, close to the CPU op and bit-equal to linear(): at M <= 8 (one skinny
+// linear_split on the GPU, close to the CPU op and bit-equal to linear(): at M = 1 (one skinny
 // launch) to linear() on each row range of w; above that up to kSplitGemmMaxRows rows with bf16
 // outputs of widths % 8 == 0 (one GEMM + column scatter) to the column ranges of linear() over all
 // of w; otherwise to linear() per row range.
@@ -198,7 +198,7 @@ class LinearSplitCuda : public LinearCuda {
   }
 };
 
-// Skinny (<= 8), one GEMM + scatter (9 .. 256) and cuBLASLt per range (> 256).
+// Skinny (1), one GEMM + scatter (2 .. 256) and cuBLASLt per range (> 256).
 constexpr int64_t kSplitRows[] = {1, 3, 8, 9, 33, 128, 256, 257};
 
 TEST_F(LinearSplitCuda, TinyOddAndEmptyRanges) {
@@ -206,7 +206,7 @@ TEST_F(LinearSplitCuda, TinyOddAndEmptyRanges) {
     check_split(M, 64, {48, 8, 8, 48}, DType::kBF16, 51);  // q, k, v, gate of a tiny model
     // An empty and a 1-row range; odd K (element loads) on the skinny path. cuBLASLt gets 16-byte
     // aligned row ranges (K = 40), as every model shape has.
-    check_split(M, M <= 8 ? 37 : 40, {5, 0, 11, 1, 3}, DType::kBF16, 52);
+    check_split(M, M <= kSkinnySplitRows ? 37 : 40, {5, 0, 11, 1, 3}, DType::kBF16, 52);
     check_split(M, 256, {96}, DType::kF32, 53);               // one output, f32
     check_split(M, 72, {1, 2, 3, 4, 5, 6, 7, 8}, DType::kBF16, 54);  // kMaxLinearSplits outputs
   }

@@ -116,8 +116,8 @@ std::vector<float> rows_of(const std::vector<float>& logits, const std::vector<i
 
 // Full prefill, chunks of 1 (decode), 7, 9 and 16 on the GPU, each against the CPU reference's full
 // prefill (the CPU op chain is exactly chunk-invariant: model_beam's invariance test). The GPU
-// paths legitimately differ from each other in summation order (cuBLASLt at M > 8 vs the skinny
-// GEMV at M <= 8, attention kernels), so each is held to the reference, not to one another. A
+// paths legitimately differ from each other in summation order (cuBLASLt at M > 1 vs the skinny
+// GEMV at M = 1, attention kernels), so each is held to the reference, not to one another. A
 // different summation order may flip a near-tied expert choice, which moves that token's logits
 // far (BEAM.md 3.12: expert agreement is checked separately): tokens whose choices differ from the
 // CPU's in some layer are counted (at most 2 of 45) and left out of the logits bound; every other
@@ -129,7 +129,7 @@ TEST_F(BeamCuda, ChunkedAndDecodedMatchFullPrefill) {
   std::vector<std::vector<int32_t>> ref_experts;
   const std::vector<float> reference = run_chunked(*cpu, tokens, 0, 0, &ref_experts);
   ASSERT_EQ(reference, run_chunked(*cpu, tokens, 0, 0));
-  // Chunks of at most 8 rows run the skinny GEMV (kernels/cuda/gemm_skinny.cu), 9 and 16 cuBLASLt.
+  // Chunks of 1 row run the skinny GEMV (kernels/cuda/gemm_skinny.cu), 7, 9 and 16 cuBLASLt.
   for (int64_t chunk : {0, 1, 7, 9, 16}) {
     SCOPED_TRACE("GPU chunk " + std::to_string(chunk) + " vs CPU full prefill");
     const std::vector<float> got = run_chunked(*model_, tokens, 0, chunk);

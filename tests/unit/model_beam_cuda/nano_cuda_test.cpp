@@ -39,15 +39,25 @@ std::vector<int32_t> greedy(BeamModel& model, const std::vector<int32_t>& prompt
   return output;
 }
 
+// The reference's greedy tokens up to its first choice with a top-1/top-2 margin below 0.5 (issue
+// 7's criterion, as the engine test below): the GPU's other summation orders move this model's
+// logits by up to ~0.5 (the golden CLI's max |Δ|), so a closer call may go to the runner-up.
 TEST_F(CudaModelTest, NanoGreedyMatchesReferenceOnTheGpu) {
   GreedyGoldens golden = load_greedy_goldens("beam-nano");
   ASSERT_EQ(golden.cases.size(), 5u);
   auto model = gpu_model("beam-nano");
   ASSERT_NE(model, nullptr);
+  auto reference = cpu_model("beam-nano");
+  ASSERT_NE(reference, nullptr);
   for (size_t i = 0; i < golden.cases.size(); ++i) {
     const GreedyCase& c = golden.cases[i];
-    EXPECT_EQ(greedy(*model, c.prompt_ids, golden.max_new_tokens, golden.stop_token_ids), c.generated_ids)
-        << "case " << i << ": " << c.prompt;
+    const std::vector<int32_t> got =
+        greedy(*model, c.prompt_ids, golden.max_new_tokens, golden.stop_token_ids);
+    const int64_t k = confident_prefix(*reference, c.prompt_ids, c.generated_ids);
+    EXPECT_EQ(first(got, k), first(c.generated_ids, k)) << "case " << i << ": " << c.prompt;
+    std::printf("case %zu: %lld of %zu tokens chosen with margin >= 0.5; the GPU's %s beyond\n", i,
+                static_cast<long long>(k), c.generated_ids.size(),
+                got == c.generated_ids ? "equal" : "differ");
   }
 }
 
