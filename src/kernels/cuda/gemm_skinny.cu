@@ -1,8 +1,10 @@
 // Weight-streaming skinny GEMM for linear() at small M: out[M, N] = x[M, K] · w[N, K]ᵀ with bf16
-// x and w, fp32 accumulation and one rounding to out (bf16 or f32). At M <= 16 a linear layer is
+// x and w, fp32 accumulation and one rounding to out (bf16 or f32). At small M a linear layer is
 // bound by reading w once, so each warp owns groups of kRows rows of w, streams them with 16-byte
 // non-allocating loads (kUnroll chunks per row in flight) and multiplies each chunk by all M rows
-// of x (read through L1, where the few KB of x stay resident). linear_split's outputs are
+// of x (read through L1, where the few KB of x stay resident). It accepts M <= 16, but from M = 2
+// the multiplies outweigh the stream and cuBLASLt is faster on the H200, so linear() sends it
+// M = 1 only (gemm.h: kSkinnyDispatchRows; cuda_kernels_bench's BM_linear compares the two). linear_split's outputs are
 // consecutive row ranges of w: one launch covers them all, each row stored into its own output.
 //
 // Work split: the grid is sized from the instance's occupancy so that every warp is resident from
