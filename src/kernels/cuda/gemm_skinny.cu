@@ -4,8 +4,9 @@
 // non-allocating loads (kUnroll chunks per row in flight) and multiplies each chunk by all M rows
 // of x (read through L1, where the few KB of x stay resident). It accepts M <= 16, but from M = 2
 // the multiplies outweigh the stream and cuBLASLt is faster on the H200, so linear() sends it
-// M = 1 only (gemm.h: kSkinnyDispatchRows; cuda_kernels_bench's BM_linear compares the two). linear_split's outputs are
-// consecutive row ranges of w: one launch covers them all, each row stored into its own output.
+// M = 1 only (gemm.h: kSkinnyDispatchRows; cuda_kernels_bench's BM_linear compares the two).
+// linear_split's outputs are consecutive row ranges of w: one launch covers them all, each row
+// stored into its own output.
 //
 // Work split: the grid is sized from the instance's occupancy so that every warp is resident from
 // the start (one wave) and owns the same number of consecutive row groups (the last warp fewer);
