@@ -18,9 +18,6 @@ import sys
 import time
 import urllib.request
 
-BIN = os.path.join(sys.argv[1] if len(sys.argv) > 1 else "build/gpu-bundle/bin", "beamserve")
-DEVICE = sys.argv[2] if len(sys.argv) > 2 else "cuda"
-GOLDEN = json.load(open("models/beam-nano/golden/greedy.json"))
 failures = []
 
 
@@ -80,8 +77,8 @@ def requests_running(base, settle_s=10.0):
         time.sleep(0.05)
 
 
-def start():
-    proc = subprocess.Popen([BIN, "serve", "--device", DEVICE, "--model", "models/beam-nano", "--port", "0"],
+def start(binary, device):
+    proc = subprocess.Popen([binary, "serve", "--device", device, "--model", "models/beam-nano", "--port", "0"],
                             stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     port = None
@@ -103,11 +100,14 @@ def start():
 
 
 def main():
-    proc, base = start()
+    binary = os.path.join(sys.argv[1] if len(sys.argv) > 1 else "build/gpu-bundle/bin", "beamserve")
+    device = sys.argv[2] if len(sys.argv) > 2 else "cuda"
+    golden = json.load(open("models/beam-nano/golden/greedy.json"))
+    proc, base = start(binary, device)
     try:
-        limit = GOLDEN["decoding"]["max_new_tokens"]
-        stops = GOLDEN["decoding"]["stop_token_ids"]
-        for c in GOLDEN["cases"]:
+        limit = golden["decoding"]["max_new_tokens"]
+        stops = golden["decoding"]["stop_token_ids"]
+        for c in golden["cases"]:
             g = post(base, "/generate", {"input_ids": c["prompt_ids"], "max_tokens": limit, "temperature": 0,
                                          "logprobs": True, "top_logprobs": 2, "stop_token_ids": stops})["choices"][0]
             check(ids_match_reference(g["token_ids"], g["logprobs"], c["generated_ids"]),
@@ -116,7 +116,7 @@ def main():
                                                "logprobs": 2})["choices"][0]
             check(text_matches_reference(r["text"], r["logprobs"], c["generated_text"]),
                   f"completions greedy = reference up to a GPU near tie ({c['source']})")
-        c = GOLDEN["cases"][0]
+        c = golden["cases"][0]
         plain = post(base, "/v1/completions", {"prompt": c["prompt"], "max_tokens": limit, "temperature": 0})
         chunks = post(base, "/v1/completions", {"prompt": c["prompt"], "max_tokens": limit, "temperature": 0,
                                                 "stream": True}, stream=True)

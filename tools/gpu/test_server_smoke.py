@@ -7,7 +7,6 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # the golden's path
 import server_smoke as smoke  # noqa: E402
 
 failures = []

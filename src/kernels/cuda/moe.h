@@ -31,9 +31,9 @@ constexpr int64_t kMoeRouterFusedMaxTokens = 128;
 // routers = min(T, grid, SMs) blocks fold and route tokens r, r + routers, ... (one each for Beam
 // at T <= 128); a token's logits do not depend on T or on its row. It is
 // launched as a programmatic dependent (loads the weights while x's producer finishes). Above,
-// the same split as three bf16 tensor-core GEMMs (H % 8 == 0; else linear()'s fp32 GEMM), then
-// moe_route over their three partials. Partials and logits live in ctx.moe_router, reserved on the
-// first call (more only for larger T: not during graph capture).
+// the same split as three bf16 tensor-core GEMMs (H % 8 == 0, 8-byte aligned weights; else
+// linear()'s fp32 GEMM), then moe_route over their three partials. Partials and logits live in
+// ctx.moe_router, reserved on the first call (more only for larger T: not during graph capture).
 void moe_router_route(CudaContext& ctx, const TensorView& x, const TensorView& router_w,
                       const TensorView& bias, const RouterParams& params, const TensorView& ids,
                       const TensorView& weights);
