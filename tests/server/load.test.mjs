@@ -92,6 +92,7 @@ function rssKb(pid) {
 test(`load: ${CLIENTS} concurrent streaming clients with random disconnects`, { timeout: DEADLINE_MS + 60000 }, async () => {
   const kvMb = process.env.BEAMSERVE_LOAD_KV_MB ?? '256';
   const server = await startServer(['--max-running', String(CLIENTS), '--kv-budget-mb', kvMb, '--io-threads', '1']);
+  let deadlineTimer;
   try {
     const rand = rng(42);
     const before = await metrics(server.baseUrl);
@@ -113,7 +114,10 @@ test(`load: ${CLIENTS} concurrent streaming clients with random disconnects`, { 
     }
     const t0 = Date.now();
     release();
-    const deadline = new Promise((_, reject) => setTimeout(() => reject(new Error('load test deadline')), DEADLINE_MS));
+    // Cleared in `finally`: a pending timer would hold node's event loop open until it fires.
+    const deadline = new Promise((_, reject) => {
+      deadlineTimer = setTimeout(() => reject(new Error('load test deadline')), DEADLINE_MS);
+    });
     // Every stream has started: all of them are open at once.
     await Promise.race([Promise.all(clients.map((c) => c.started)), deadline]);
     const atBarrier = await metrics(server.baseUrl);
@@ -168,6 +172,7 @@ test(`load: ${CLIENTS} concurrent streaming clients with random disconnects`, { 
     if (process.env.BEAMSERVE_LOAD_REPORT) writeFileSync(process.env.BEAMSERVE_LOAD_REPORT, JSON.stringify(report, null, 1));
     assert.ok(peakConnections >= CLIENTS, `only ${peakConnections} connections were open at once`);
   } finally {
+    clearTimeout(deadlineTimer);
     assert.equal(await server.stop(), 0);
   }
 });
