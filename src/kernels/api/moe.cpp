@@ -58,23 +58,28 @@ void moe_route(const KernelContext& ctx, const TensorView& router_logits, const 
 
 void moe_router_route(const KernelContext& ctx, const TensorView& x, const TensorView& router_w,
                       const TensorView& bias, const RouterParams& params, const TensorView& ids,
-                      const TensorView& weights) {
+                      const TensorView& weights, const TensorView& active) {
   constexpr const char* op = "moe_router_route";
   expect_tensor(ctx, x, DType::kBF16, 2, op, "x");
   expect_tensor(ctx, router_w, DType::kF32, 2, op, "router_w");
   BEAM_CHECK(router_w.dim(1) == x.dim(1))
       << op << ": x " << x.shape.str() << ", router_w " << router_w.shape.str();
   check_routing(ctx, op, x.dim(0), router_w.dim(0), bias, params, ids, weights);
+  if (active.data != nullptr) {
+    expect_tensor(ctx, active, DType::kI32, 1, op, "active");
+    BEAM_CHECK(active.dim(0) == 1) << op << ": active " << active.shape.str() << " (want [1])";
+  }
   switch (ctx.device) {
     case Device::kCpu: {
       HostTensor logits(DType::kF32, {x.dim(0), router_w.dim(0)});
       linear(ctx, x, router_w, logits.view);
       moe_route(ctx, logits.view, bias, params, ids, weights);
+      if (active.data != nullptr) cpu::mark_padding(*active.as<int32_t>(), ids, weights);
       return;
     }
     case Device::kCuda:
 #if BEAMSERVE_CUDA
-      cuda::moe_router_route(*ctx.cuda, x, router_w, bias, params, ids, weights);
+      cuda::moe_router_route(*ctx.cuda, x, router_w, bias, params, ids, weights, active);
       return;
 #else
       cuda_backend_not_built(op);

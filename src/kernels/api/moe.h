@@ -22,13 +22,20 @@ struct RouterParams {
 void moe_route(const KernelContext& ctx, const TensorView& router_logits, const TensorView& bias,
                const RouterParams& params, const TensorView& ids, const TensorView& weights);
 
+// The expert id of a routed slot that goes to no expert: moe_experts skips it.
+constexpr int32_t kNoExpert = -1;
+
 // The router and the routing of one MoE layer: logits = linear(x, router_w) in fp32 (bf16 x
 // widened exactly), then moe_route(logits, bias, params). CPU: exactly those two ops. CUDA: one
 // split-K kernel for the logits at small T (kernels/cuda/moe.h), fp32 sums in another order (ids
 // equal on well-separated logits). x: [T, H] bf16; router_w: [E, H] f32; others as moe_route.
+// active: empty (every token is real) or [1] i32 on ctx's device, read when the op runs (a CUDA
+// graph replays with the value of the time): tokens t >= active[0] are padding (a decode graph's
+// rows beyond its batch) and get ids kNoExpert and weights 0, so moe_experts does no work for
+// them; the real tokens' ids and weights do not depend on it.
 void moe_router_route(const KernelContext& ctx, const TensorView& x, const TensorView& router_w,
                       const TensorView& bias, const RouterParams& params, const TensorView& ids,
-                      const TensorView& weights);
+                      const TensorView& weights, const TensorView& active = TensorView{});
 
 // Which routed-expert matrix a tensor holds.
 enum class ExpertMatrix {
@@ -49,7 +56,8 @@ Status pack_expert_weights(const KernelContext& ctx, ExpertMatrix which, const T
 // where every GEMM output is rounded to bf16 as in the dense MLP.
 // x: [T, H] bf16; gate_up: [E, 2*Im, H] bf16 (gate rows then up rows); down: [E, H, Im] bf16;
 // ids, weights: [T, k] i32 / f32; out: [T, H] bf16. The expert weights in pack_expert_weights'
-// layout for ctx's device.
+// layout for ctx's device. A slot with id kNoExpert adds nothing (a token with no expert gets 0);
+// any other id outside [0, E) aborts (CPU) or traps the kernel (CUDA).
 void moe_experts(const KernelContext& ctx, const TensorView& x, const TensorView& gate_up,
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
                  const TensorView& out);

@@ -1,6 +1,7 @@
 // CPU routed experts. Token slots are grouped by expert (counting sort, so each expert's weights
 // are streamed once per call); each expert runs gate_up GEMM -> SwiGLU -> down GEMM with bf16
-// outputs; the combine then sums w_k * f32(y_k) in fp32 in slot order k and rounds once.
+// outputs; the combine then sums w_k * f32(y_k) in fp32 in slot order k (kNoExpert slots skipped)
+// and rounds once.
 #include <algorithm>
 #include <vector>
 
@@ -13,7 +14,7 @@ namespace beam::cpu {
 namespace {
 
 // Token slots (t, k) grouped by expert: entries [offset[e], offset[e+1]) belong to expert e, in
-// increasing (t, k); entry_of[t * top_k + k] is the entry of slot (t, k).
+// increasing (t, k); entry_of[t * top_k + k] is the entry of slot (t, k), -1 for a kNoExpert slot.
 struct ExpertBuckets {
   std::vector<int64_t> offset;
   std::vector<int64_t> token;
@@ -24,6 +25,7 @@ ExpertBuckets bucket_by_expert(const int32_t* ids, int64_t T, int64_t top_k, int
   ExpertBuckets b;
   b.offset.assign(static_cast<size_t>(E + 1), 0);
   for (int64_t i = 0; i < T * top_k; ++i) {
+    if (ids[i] == kNoExpert) continue;
     BEAM_CHECK(ids[i] >= 0 && ids[i] < E)
         << "moe_experts: token " << i / top_k << " routed to expert " << ids[i] << " of " << E;
     ++b.offset[ids[i] + 1];
@@ -33,6 +35,10 @@ ExpertBuckets bucket_by_expert(const int32_t* ids, int64_t T, int64_t top_k, int
   b.token.resize(static_cast<size_t>(T * top_k));
   b.entry_of.resize(static_cast<size_t>(T * top_k));
   for (int64_t i = 0; i < T * top_k; ++i) {
+    if (ids[i] == kNoExpert) {
+      b.entry_of[i] = -1;
+      continue;
+    }
     const int64_t entry = fill[ids[i]]++;
     b.token[entry] = i / top_k;
     b.entry_of[i] = entry;
@@ -81,8 +87,10 @@ void moe_experts(ThreadPool& pool, const TensorView& x, const TensorView& gate_u
     for (int64_t t = t0; t < t1; ++t) {
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t k = 0; k < top_k; ++k) {
+        const int64_t entry = b.entry_of[t * top_k + k];
+        if (entry < 0) continue;  // no expert
         const float w = weights.as<float>()[t * top_k + k];
-        const bf16* yk = &y[b.entry_of[t * top_k + k] * H];
+        const bf16* yk = &y[entry * H];
         for (int64_t h = 0; h < H; ++h) acc[h] = acc[h] + w * to_float(yk[h]);
       }
       narrow_to_bf16(acc.data(), out.as<bf16>() + t * H, H);

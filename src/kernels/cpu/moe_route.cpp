@@ -91,4 +91,10 @@ void moe_route(ThreadPool& pool, const TensorView& router_logits, const TensorVi
   });
 }
 
+void mark_padding(int64_t active, const TensorView& ids, const TensorView& weights) {
+  const int64_t begin = std::clamp<int64_t>(active, 0, ids.dim(0)) * ids.dim(1);
+  std::fill(ids.as<int32_t>() + begin, ids.as<int32_t>() + ids.numel(), kNoExpert);
+  std::fill(weights.as<float>() + begin, weights.as<float>() + weights.numel(), 0.0f);
+}
+
 }  // namespace beam::cpu

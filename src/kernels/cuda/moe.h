@@ -34,9 +34,10 @@ constexpr int64_t kMoeRouterFusedMaxTokens = 128;
 // the same split as three bf16 tensor-core GEMMs (H % 8 == 0, 8-byte aligned weights; else
 // linear()'s fp32 GEMM), then moe_route over their three partials. Partials and logits live in
 // ctx.moe_router, reserved on the first call (more only for larger T: not during graph capture).
+// Padding tokens (t >= active[0] when active is given) skip the routing: ids kNoExpert, weights 0.
 void moe_router_route(CudaContext& ctx, const TensorView& x, const TensorView& router_w,
                       const TensorView& bias, const RouterParams& params, const TensorView& ids,
-                      const TensorView& weights);
+                      const TensorView& weights, const TensorView& active);
 
 // kernels/api/moe.h's pack_expert_weights (w validated there): in place, through a temporary of
 // up to ~256 MB of experts; waits for the stream before returning.
@@ -76,8 +77,9 @@ bool moe_small_batch_supports(const TensorView& x, const TensorView& gate_up,
 // row-major. Scratch lives in ctx.moe and is
 // sized for T * top_k routed rows: the first call at a new largest T (or width) allocates, which
 // must not happen during graph capture (checked). Launch grids depend on T, top_k and the widths
-// only, never on the routing. An expert id outside [0, E) traps the kernel (the stream reports
-// the error), as the CPU op aborts. The small-batch path chains its launches (gate_up, down,
+// only, never on the routing. Slots with id kNoExpert take no rows (their work is skipped, not
+// done on a dummy); any other expert id outside [0, E) traps the kernel (the stream reports the
+// error), as the CPU op aborts. The small-batch path chains its launches (gate_up, down,
 // combine) by programmatic dependent launch, also inside CUDA graphs, the first one on the kernel
 // queued before it (it waits for that kernel's completion before reading anything). `path` is for
 // tests and benchmarks; the api op uses kAuto.

@@ -99,12 +99,17 @@ char* scratch(CudaContext& ctx, size_t bytes) {
   return ctx.moe.reserve(bytes, ctx.stream, "moe_experts (CUDA)");
 }
 
-// counts[e] = number of slots routed to e (counts zeroed before). An id outside [0, E) traps.
+// counts[e] = number of slots routed to e (counts zeroed before); a kNoExpert slot gets
+// entry_of -1 (scatter_kernel writes the others). Any other id outside [0, E) traps.
 __global__ void count_kernel(const int32_t* ids, int64_t num_slots, int num_experts,
-                             int32_t* counts) {
+                             int32_t* counts, int32_t* entry_of) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < num_slots;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int32_t e = ids[i];
+    if (e == kNoExpert) {
+      entry_of[i] = -1;
+      continue;
+    }
     if (e < 0 || e >= num_experts) __trap();
     atomicAdd(&counts[e], 1);
   }
@@ -177,17 +182,18 @@ __global__ void __launch_bounds__(kScatterThreads)
 }
 
 // out[t] = bf16(Σ_k fma(w[t, k], f32(y[entry_of[t, k]]), acc)) in k order from 0 (the CPU's
-// combine); N = 8 columns per 16-byte access, or 1 for odd widths. Grid: x = token, y = chunk of
-// kCombineThreads * N columns (one access per thread; the k loop unrolled so the loads of eight
-// slots are in flight together). On the small-batch path it is a programmatic dependent of the
-// down kernel, which lets it start only after every down block waited for the gate_up kernel:
-// the weights (router, before gate_up) and the first kEarlySlots entry_of (gate_up) are read
-// before griddepcontrol.wait, y (down) after it, through L2. On the grouped path (ordinary
-// launch) the wait is a no-op.
+// combine), slots with entry_of -1 (kNoExpert) skipped; N = 8 columns per 16-byte access, or 1 for
+// odd widths. Grid: x = token, y = chunk of kCombineThreads * N columns (one access per thread; the
+// k loop unrolled so the loads of eight slots are in flight together). On the small-batch path it
+// is a programmatic dependent of the down kernel, which lets it start only after every down block
+// waited for the gate_up kernel: the weights (router, before gate_up) and the first kEarlySlots
+// entry_of (gate_up) are read before griddepcontrol.wait, y (down) after it, through L2. On the
+// grouped path (ordinary launch) the wait is a no-op.
 constexpr int kEarlySlots = 8;
 template <int N>
 __device__ __forceinline__ void combine_slot(const bf16_t* y, int32_t entry, float w, int64_t H,
                                              int64_t c, float (&acc)[N]) {
+  if (entry < 0) return;  // no expert
   const bf16_t* src = y + static_cast<int64_t>(entry) * H + c;
   if constexpr (N == 8) {
     const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(src));
@@ -256,7 +262,7 @@ void permute(CudaContext& ctx, const Problem& pb, const int32_t* ids, int32_t* c
   CUDA_OK(cudaMemsetAsync(counts, 0, pb.E * sizeof(int32_t), ctx.stream));
   const int64_t count_blocks = std::min<int64_t>(ceil_div(pb.rows, 256), 1024);
   count_kernel<<<static_cast<unsigned>(count_blocks), 256, 0, ctx.stream>>>(
-      ids, pb.rows, static_cast<int>(pb.E), counts);
+      ids, pb.rows, static_cast<int>(pb.E), counts, entry_of);
   CUDA_LAUNCH_OK();
   offsets_kernel<<<1, 32, 0, ctx.stream>>>(counts, static_cast<int>(pb.E), moe_gemm::kBM, offsets,
                                            tile_offsets);
@@ -283,10 +289,13 @@ void launch_grouped_gemm(CudaContext& ctx, const Problem& pb, const moe_gemm::Ar
   CUDA_LAUNCH_OK();
 }
 
-// xg[r, :] = x[row_token[r], :] (16-byte chunks; H % 8 == 0, both aligned). Grid: x = grouped row.
+// xg[r, :] = x[row_token[r], :] for r < *num_rows (16-byte chunks; H % 8 == 0, both aligned).
+// Grid: x = grouped row, as many as there are slots (kNoExpert slots have no row).
 __global__ void __launch_bounds__(kGatherThreads)
-    gather_rows_kernel(const bf16_t* x, const int32_t* row_token, int64_t H, bf16_t* xg) {
+    gather_rows_kernel(const bf16_t* x, const int32_t* row_token, const int32_t* num_rows,
+                       int64_t H, bf16_t* xg) {
   const int64_t r = blockIdx.x;
+  if (r >= *num_rows) return;
   const auto* src = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(row_token[r]) * H);
   auto* dst = reinterpret_cast<uint4*>(xg + r * H);
   for (int64_t c = threadIdx.x; c < H / 8; c += kGatherThreads) dst[c] = src[c];
@@ -431,7 +440,7 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
     bool done = false;
     if (use_tma && tma_fits<Epilogue::kSwiGLU>(xp, gu, pb.I, pb.H)) {
       gather_rows_kernel<<<static_cast<unsigned>(pb.rows), kGatherThreads, 0, ctx.stream>>>(
-          xp, row_token, pb.H, y);
+          xp, row_token, offsets + pb.E, pb.H, y);
       CUDA_LAUNCH_OK();
       done = launch_grouped_gemm_tma<Epilogue::kSwiGLU>(ctx, pb, args, y, tile_counters);
     }

@@ -42,9 +42,10 @@ void check_route_limits(int64_t E, const RouterParams& params) {
       << " experts, <= " << route::kMaxGroups << " groups, top_k <= " << route::kMaxTopK << ")";
 }
 
+// active: empty or [1] i32 (kernels/api/moe.h's moe_router_route).
 RouteArgs route_args(const float* logits, int num_partials, int64_t T, int64_t E,
                      const TensorView& bias, const RouterParams& params, const TensorView& ids,
-                     const TensorView& weights) {
+                     const TensorView& weights, const TensorView& active) {
   const int64_t group_size = E / params.num_groups;
   return RouteArgs{logits,
                    num_partials,
@@ -52,6 +53,7 @@ RouteArgs route_args(const float* logits, int num_partials, int64_t T, int64_t E
                    ids.as<int32_t>(),
                    weights.as<float>(),
                    T,
+                   active.as<const int32_t>(),
                    static_cast<int>(E),
                    static_cast<int>(group_size),
                    static_cast<int>(params.num_groups),
@@ -64,10 +66,10 @@ RouteArgs route_args(const float* logits, int num_partials, int64_t T, int64_t E
 // Routes T tokens from fp32 logits: the sums of num_partials partials [num_partials, T, E].
 void launch_route(CudaContext& ctx, const float* logits, int num_partials, int64_t T, int64_t E,
                   const TensorView& bias, const RouterParams& params, const TensorView& ids,
-                  const TensorView& weights) {
+                  const TensorView& weights, const TensorView& active) {
   check_route_limits(E, params);
   if (T == 0) return;
-  const RouteArgs a = route_args(logits, num_partials, T, E, bias, params, ids, weights);
+  const RouteArgs a = route_args(logits, num_partials, T, E, bias, params, ids, weights, active);
   BEAM_CHECK(T <= INT32_MAX) << "moe_route (CUDA): " << T << " tokens";
   route_kernel<<<static_cast<unsigned>(T), route::kThreads, 0, ctx.stream>>>(a);
   CUDA_LAUNCH_OK();
@@ -361,12 +363,12 @@ void router_logits_split(CudaContext& ctx, const TensorView& x, const TensorView
 void moe_route(CudaContext& ctx, const TensorView& router_logits, const TensorView& bias,
                const RouterParams& params, const TensorView& ids, const TensorView& weights) {
   launch_route(ctx, router_logits.as<float>(), 1, router_logits.dim(0), router_logits.dim(1), bias,
-               params, ids, weights);
+               params, ids, weights, TensorView{});
 }
 
 void moe_router_route(CudaContext& ctx, const TensorView& x, const TensorView& router_w,
                       const TensorView& bias, const RouterParams& params, const TensorView& ids,
-                      const TensorView& weights) {
+                      const TensorView& weights, const TensorView& active) {
   const int64_t T = x.dim(0), H = x.dim(1), E = router_w.dim(0);
   if (T == 0) return;
   check_route_limits(E, params);
@@ -382,18 +384,18 @@ void moe_router_route(CudaContext& ctx, const TensorView& x, const TensorView& r
       reserve_router_scratch(ctx, std::max({fused_bytes, logit_bytes, split_bytes}));
   if (H == 0) {  // empty sums
     CUDA_OK(cudaMemsetAsync(scratch.logits, 0, logit_bytes, ctx.stream));
-    launch_route(ctx, scratch.logits, 1, T, E, bias, params, ids, weights);
+    launch_route(ctx, scratch.logits, 1, T, E, bias, params, ids, weights, active);
     return;
   }
   if (split) {  // three bf16 tensor-core GEMMs, then the routing
     router_logits_split(ctx, x, router_w, scratch.logits);
-    launch_route(ctx, scratch.logits, kSplitTerms, T, E, bias, params, ids, weights);
+    launch_route(ctx, scratch.logits, kSplitTerms, T, E, bias, params, ids, weights, active);
     return;
   }
   if (T > kMoeRouterFusedMaxTokens) {  // cuBLASLt's fp32 GEMM, then the routing
     const TensorView logits{scratch.logits, DType::kF32, Shape{T, E}, Device::kCuda};
     linear(ctx, x, router_w, logits);
-    launch_route(ctx, scratch.logits, 1, T, E, bias, params, ids, weights);
+    launch_route(ctx, scratch.logits, 1, T, E, bias, params, ids, weights, active);
     return;
   }
   const bool vec = H % 4 == 0 && reinterpret_cast<uintptr_t>(x.data) % 8 == 0 &&
@@ -410,7 +412,7 @@ void moe_router_route(CudaContext& ctx, const TensorView& x, const TensorView& r
                     scratch.counters,
                     routers,
                     route_args(scratch.logits, static_cast<int>(splits), T, E, bias, params, ids,
-                               weights)};
+                               weights, active)};
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(splits));
   // Programmatic: the weights load while the kernel before (x's producer) finishes.
   launch_kernel(ctx, vec ? &router_route_kernel<true> : &router_route_kernel<false>, grid,

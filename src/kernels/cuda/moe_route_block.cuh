@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "kernels/api/moe.h"
 #include "kernels/cuda/torch_exp.cuh"
 
 namespace beam::cuda::route {
@@ -31,6 +32,7 @@ struct RouteArgs {
   int32_t* ids;       // [T, top_k]
   float* weights;     // [T, top_k]
   int64_t num_tokens;
+  const int32_t* active;  // [1]: tokens from active[0] on are padding (nullptr: none)
   int num_experts, group_size, num_groups, topk_groups, top_k;
   bool norm_topk_prob;
   float routed_scaling_factor;
@@ -146,10 +148,17 @@ __device__ __forceinline__ void write_token(const RouteArgs& a, int64_t t, int l
 }
 
 // The block (kThreads threads, every one calling with the same t and its expert_bias) routes
-// token t; s is free again on return.
+// token t, or marks it padding (ids kNoExpert, weights 0); s is free again on return.
 __device__ __forceinline__ void route_token(const RouteArgs& a, int64_t t, float bias,
                                             RouteSmem& s) {
   const int e = static_cast<int>(threadIdx.x), warp = e / 32, lane = e % 32;
+  if (a.active != nullptr && t >= *a.active) {  // uniform over the block
+    if (e < a.top_k) {
+      a.ids[t * a.top_k + e] = kNoExpert;
+      a.weights[t * a.top_k + e] = 0.0f;
+    }
+    return;
+  }
   if (e < a.num_experts) expert_choice(a, t, e, bias, s);
   if (e < a.top_k) {  // fewer candidates than top_k (the api forbids it): ids -1, weights 0
     s.id[e] = -1;

@@ -42,6 +42,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/api/moe.h"
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/mma_sync.cuh"
 #include "kernels/cuda/moe_packed.cuh"
@@ -97,7 +98,8 @@ struct Tables {
   int32_t key[kMaxRows];        // sorted keys; grouped row r holds slot key[r] & (kMaxRows - 1)
   int32_t row_token[kMaxRows];  // token of each grouped row
   int32_t expert[kMaxRows];     // expert of group g (ascending)
-  int32_t begin[kMaxRows + 1];  // first grouped row of group g; begin[num_groups] = rows
+  int32_t begin[kMaxRows + 1];  // first grouped row of group g; begin[num_groups] = rows with an
+                                // expert (kNoExpert slots sort after them and have no group)
   // Of the groups before g (g = num_groups: all): their passes (low 16 bits) and their dealing
   // cost per m tile (unit_cost; the bits above). passes_before / cost_before read them.
   int32_t prefix[kMaxRows + 1];
@@ -186,19 +188,30 @@ __device__ __forceinline__ int packed_passes(int rows, int pass_rows) {
   return passes | (passes * unit_cost<kPhase>(passes)) << 16;
 }
 
-// Slot i's sort key, expert << kSlotBits | i (i < p.rows). An id outside [0, E) traps (the CPU op
-// aborts).
+// The sort key of a kNoExpert slot i is kNoExpertKey | i: above every expert's keys (experts
+// below 2^(30 - kSlotBits), moe_small_batch_supports) and below the bitonic padding's INT32_MAX.
+constexpr int kNoExpertKey = 1 << 30;
+
+// Slot i's sort key, expert << kSlotBits | i (i < p.rows), or kNoExpertKey | i. Any other id
+// outside [0, E) traps (the CPU op aborts).
 __device__ __forceinline__ int slot_key(const Args& p, int i) {
   const int e = __ldcg(p.ids + i);
+  if (e == kNoExpert) return kNoExpertKey | i;
   if (e < 0 || e >= p.num_experts) __trap();
   return (e << kSlotBits) | i;
 }
 
-// Grouped row r holds the slot of sorted key `key`: its token, and (block 0) entry_of.
+// Whether a sorted key (of a slot, not the bitonic padding) has an expert.
+__device__ __forceinline__ bool has_expert(int key) {
+  return key < kNoExpertKey;
+}
+
+// Grouped row r holds the slot of sorted key `key`: its token, and (block 0) entry_of, -1 for a
+// kNoExpert slot (the combine skips it).
 __device__ __forceinline__ void place_row(const Args& p, Tables& t, int r, int key) {
   const int slot = key & (kMaxRows - 1);
   t.row_token[r] = slot / p.top_k;
-  if (p.entry_of != nullptr && blockIdx.x == 0) p.entry_of[slot] = r;
+  if (p.entry_of != nullptr && blockIdx.x == 0) p.entry_of[slot] = has_expert(key) ? r : -1;
 }
 
 // Group g starts at grouped row r, whose sorted key is `key`.
@@ -207,10 +220,10 @@ __device__ __forceinline__ void start_group(Tables& t, int g, int r, int key) {
   t.begin[g] = r;
 }
 
-// The group count and the end of the last group (one thread).
-__device__ __forceinline__ void end_groups(const Args& p, Tables& t, int num_groups) {
+// The group count and the end of the last group, the rows with an expert (one thread).
+__device__ __forceinline__ void end_groups(Tables& t, int num_groups, int expert_rows) {
   t.num_groups = num_groups;
-  t.begin[num_groups] = p.rows;
+  t.begin[num_groups] = expert_rows;
 }
 
 // build_groups for up to kWarpGroupRows routed rows (batch <= 4 at top-8): warp 0 alone, lane r
@@ -232,13 +245,14 @@ __device__ __forceinline__ void build_groups_warp(const Args& p, int pass_rows, 
     __syncwarp();
     const int row_key = lane < p.rows ? t.key[lane] : INT32_MAX;
     const int prev_key = __shfl_up_sync(kAll, row_key, 1);
-    const bool first =
-        lane < p.rows && (lane == 0 || (prev_key >> kSlotBits) != (row_key >> kSlotBits));
+    const bool real = lane < p.rows && has_expert(row_key);
+    const bool first = real && (lane == 0 || (prev_key >> kSlotBits) != (row_key >> kSlotBits));
     const unsigned starts = __ballot_sync(kAll, first);
     const int num_groups = __popc(starts);
+    const int expert_rows = __popc(__ballot_sync(kAll, real));
     if (lane < p.rows) place_row(p, t, lane, row_key);
     if (first) start_group(t, __popc(starts & ((1u << lane) - 1u)), lane, row_key);
-    if (lane == 0) end_groups(p, t, num_groups);
+    if (lane == 0) end_groups(t, num_groups, expert_rows);
     __syncwarp();
     const int packed =
         lane < num_groups ? packed_passes<kPhase>(t.begin[lane + 1] - t.begin[lane], pass_rows) : 0;
@@ -250,8 +264,9 @@ __device__ __forceinline__ void build_groups_warp(const Args& p, int pass_rows, 
 }
 
 // Groups the p.rows slots by expert into t, slots of one expert in increasing slot order (the
-// CPU's bucket order), every group split into passes of pass_rows rows. An id outside [0, E)
-// traps (the CPU op aborts). Block 0 also writes p.entry_of when given.
+// CPU's bucket order), every group split into passes of pass_rows rows; kNoExpert slots sort
+// last and join no group. Any other id outside [0, E) traps (the CPU op aborts). Block 0 also
+// writes p.entry_of when given.
 template <Phase kPhase>
 __device__ __forceinline__ void build_groups(const Args& p, int pass_rows, Tables& t) {
   const int tid = static_cast<int>(threadIdx.x);
@@ -276,16 +291,21 @@ __device__ __forceinline__ void build_groups(const Args& p, int pass_rows, Table
       __syncthreads();
     }
   }
-  // Thread tid owns grouped rows 2 tid and 2 tid + 1; a row starts a group when its expert differs
-  // from the previous row's.
+  // Thread tid owns grouped rows 2 tid and 2 tid + 1; a row with an expert starts a group when its
+  // expert differs from the previous row's. One scan counts the group starts (low 16 bits) and
+  // the rows with an expert (the bits above; at most kMaxRows < 2^16 each).
   bool first[2];
+  int counts = 0;
 #pragma unroll
   for (int c = 0; c < 2; ++c) {
     const int r = 2 * tid + c;
-    first[c] = r < p.rows && (r == 0 || (t.key[r - 1] >> kSlotBits) != (t.key[r] >> kSlotBits));
+    const bool real = r < p.rows && has_expert(t.key[r]);
+    first[c] = real && (r == 0 || (t.key[r - 1] >> kSlotBits) != (t.key[r] >> kSlotBits));
+    counts += int{first[c]} + (int{real} << 16);
   }
-  int num_groups = 0;
-  const int before = block_exclusive_sum(int{first[0]} + int{first[1]}, t, &num_groups);
+  int totals = 0;
+  const int before = block_exclusive_sum(counts, t, &totals) & 0xffff;
+  const int num_groups = totals & 0xffff;
 #pragma unroll
   for (int c = 0; c < 2; ++c) {
     const int r = 2 * tid + c;
@@ -294,7 +314,7 @@ __device__ __forceinline__ void build_groups(const Args& p, int pass_rows, Table
     place_row(p, t, r, key);
     if (first[c]) start_group(t, before + (c == 1 ? int{first[0]} : 0), r, key);
   }
-  if (tid == 0) end_groups(p, t, num_groups);
+  if (tid == 0) end_groups(t, num_groups, totals >> 16);
   __syncthreads();
   // Passes (low 16 bits: at most kMaxRows in all) and dealing cost (the bits above: at most the
   // larger reload cost times kMaxRows) of this thread's groups, prefix-summed in one scan.

@@ -242,7 +242,8 @@ void BeamModel::mlp_block(Workspace& ws, int64_t l, int64_t sparse_index, bool c
                                : ws.expert_ids.view(DType::kI32, {T, K});
       TensorView weights = ws.expert_weights.view(DType::kF32, {T, K});
       RouterParams rp{cfg.num_groups, cfg.topk_groups, K, cfg.norm_topk_prob, cfg.routed_scaling_factor};
-      moe_router_route(ctx_, x, lw.moe.router, lw.moe.router_bias, rp, ids, weights);
+      moe_router_route(ctx_, x, lw.moe.router, lw.moe.router_bias, rp, ids, weights,
+                       ws.active_view());  // a padded decode graph's padding gets no experts
       profile_mark(ctx_, StepOp::kRouter);
       moe_experts(ctx_, x, lw.moe.experts_gate_up, lw.moe.experts_down, ids, weights, m);
       profile_mark(ctx_, StepOp::kExperts);

@@ -57,6 +57,7 @@ void Workspace::build(const ForwardBatch& batch, int64_t block_size) {
     a.block_table = s.sliding_blocks;
     sliding_seqs.push_back(a);
   }
+  active_tokens = static_cast<int32_t>(token_ids.size());
 }
 
 void Workspace::pad_decode(int64_t rows) {
@@ -78,7 +79,8 @@ Status Workspace::reserve(const KernelContext& ctx, const BeamConfig& cfg, int64
     const int64_t t = std::max(tokens + tokens / 2, meta_tokens);
     const int64_t r = std::max(rows + rows / 2, meta_rows);
     meta = MetadataBuffer();  // free the old one first
-    Expected<MetadataBuffer> m = allocate_metadata(ctx, static_cast<size_t>(28 * t + 4 * r) + 8);
+    Expected<MetadataBuffer> m =
+        allocate_metadata(ctx, static_cast<size_t>(28 * t + 4 * r) + sizeof(int32_t));
     if (!m.ok()) return make_error("forward workspace metadata: " + m.error().message);
     meta = std::move(*m);
     meta_tokens = t;
@@ -110,7 +112,8 @@ void Workspace::upload(const KernelContext& ctx) {
   put(meta, slots_offset(1), sliding_slots);
   put(meta, ids_offset(), token_ids);
   put(meta, rows_offset(), logit_rows);
-  upload_metadata(ctx, meta, 0, rows_offset() + logit_rows.size() * sizeof(int32_t));
+  put(meta, active_offset(), std::vector<int32_t>{active_tokens});
+  upload_metadata(ctx, meta, 0, active_offset() + sizeof(int32_t));
 }
 
 }  // namespace beam

@@ -138,6 +138,41 @@ TEST(MoeRoute, TiesGoToTheLowerIndex) {
   for (int k = 0; k < 4; ++k) EXPECT_EQ(o.weights.as<float>()[k], 0.5f / (2.0f + 1e-20f));
 }
 
+// moe_router_route's active count: tokens from active[0] on are padding (ids kNoExpert, weights
+// 0); the tokens before it route as without the count. Counts 0, inside, T and beyond T.
+TEST(MoeRouterRoute, PaddingTokensGetNoExpert) {
+  Contexts ctx;
+  const int64_t T = 6, H = 32, E = 16;
+  const RouterParams p{4, 2, 4, true, 2.5f};
+  std::mt19937 rng(111);
+  HostTensor x = test::random_bf16({T, H}, rng), w = test::random_f32({E, H}, rng, 0.2f),
+             bias = test::random_f32({E}, rng, 0.1f);
+  HostTensor all_ids(DType::kI32, {T, p.top_k}), all_w(DType::kF32, {T, p.top_k});
+  moe_router_route(ctx.two, x.view, w.view, bias.view, p, all_ids.view, all_w.view);
+  for (int32_t active : {0, 1, 4, 6, 9}) {
+    SCOPED_TRACE(::testing::Message() << "active " << active);
+    HostTensor count(DType::kI32, {1}), ids(DType::kI32, {T, p.top_k}),
+        weights(DType::kF32, {T, p.top_k});
+    count.as<int32_t>()[0] = active;
+    moe_router_route(ctx.two, x.view, w.view, bias.view, p, ids.view, weights.view, count.view);
+    for (int64_t i = 0; i < T * p.top_k; ++i) {
+      const bool real = i / p.top_k < active;
+      EXPECT_EQ(ids.as<int32_t>()[i], real ? all_ids.as<int32_t>()[i] : kNoExpert) << i;
+      EXPECT_EQ(weights.as<float>()[i], real ? all_w.as<float>()[i] : 0.0f) << i;
+    }
+  }
+}
+
+TEST(MoeRouterRouteDeathTest, RejectsActiveOfWrongShape) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  Contexts ctx;
+  HostTensor x(DType::kBF16, {2, 8}), w(DType::kF32, {4, 8}), bias(DType::kF32, {4}),
+      ids(DType::kI32, {2, 2}), weights(DType::kF32, {2, 2}), active(DType::kI32, {2});
+  EXPECT_DEATH(moe_router_route(ctx.one, x.view, w.view, bias.view, {1, 1, 2, true, 1.0f}, ids.view,
+                                weights.view, active.view),
+               "active \\[2\\]");
+}
+
 // ---- moe_experts ------------------------------------------------------------------------------
 
 struct ExpertCase {
@@ -177,7 +212,8 @@ HostTensor run_experts(const KernelContext& ctx, const ExpertData& d, int64_t t0
 }
 
 // out[t, cols] per the contract with the documented dot order: every GEMM output rounded to bf16,
-// SwiGLU rounded once, then Σ_k w_k * f32(y_k) in fp32 in slot order and one rounding.
+// SwiGLU rounded once, then Σ_k w_k * f32(y_k) in fp32 in slot order (kNoExpert slots skipped)
+// and one rounding.
 void check_experts_reference(const ExpertCase& c, const ExpertData& d, const HostTensor& out,
                              int64_t num_tokens, int64_t col_step) {
   int combine_matters = 0;
@@ -186,6 +222,7 @@ void check_experts_reference(const ExpertCase& c, const ExpertData& d, const Hos
     std::vector<std::vector<float>> act(c.top_k, std::vector<float>(c.I));
     for (int64_t k = 0; k < c.top_k; ++k) {
       const int64_t e = d.ids.as<int32_t>()[t * c.top_k + k];
+      if (e == kNoExpert) continue;
       const bf16* gu = d.gate_up.as<bf16>() + e * 2 * c.I * c.H;
       for (int64_t i = 0; i < c.I; ++i) {
         const float g = round_bf16(test::documented_dot(x.data(), gu + i * c.H, c.H));
@@ -197,6 +234,7 @@ void check_experts_reference(const ExpertCase& c, const ExpertData& d, const Hos
       float acc = 0.0f, bf16_acc = 0.0f;
       for (int64_t k = 0; k < c.top_k; ++k) {
         const int64_t e = d.ids.as<int32_t>()[t * c.top_k + k];
+        if (e == kNoExpert) continue;
         const bf16* dn = d.down.as<bf16>() + (e * c.H + h) * c.I;
         const float y = round_bf16(test::documented_dot(act[k].data(), dn, c.I));
         const float w = d.weights.as<float>()[t * c.top_k + k];
@@ -233,6 +271,32 @@ TEST(MoeExperts, MatchesReferenceTinyShapes) {
   check_experts_reference(c, d, out2, c.T, 1);
   for (int64_t t = 0; t < c.T; ++t)  // a token alone gives the same bits as in the batch
     EXPECT_TRUE(test::bits_equal(run_experts(ctx.one, d, t, 1).view, out2.view.rows(t, 1))) << t;
+}
+
+// kNoExpert slots add nothing, whatever their weight: a token with one of them, a token with all
+// (out 0), the other tokens' bits as without them.
+TEST(MoeExperts, NoExpertSlotsAreSkipped) {
+  const ExpertCase c{6, 256, 16, 128, 4};
+  ExpertData d = make_experts(c, 211);
+  Contexts ctx;
+  const HostTensor before = run_experts(ctx.two, d, 0, c.T);
+  d.ids.as<int32_t>()[1 * c.top_k + 2] = kNoExpert;
+  std::fill_n(d.ids.as<int32_t>() + 4 * c.top_k, c.top_k, kNoExpert);
+  const HostTensor out = run_experts(ctx.two, d, 0, c.T);
+  check_experts_reference(c, d, out, c.T, 1);
+  for (int64_t h = 0; h < c.H; ++h) ASSERT_EQ(out.as<bf16>()[4 * c.H + h].bits, 0) << h;
+  for (int64_t t : {0, 2, 3, 5})
+    EXPECT_TRUE(test::bits_equal(out.view.rows(t, 1), before.view.rows(t, 1))) << t;
+}
+
+// kNoExpert is the only negative id moe_experts takes.
+TEST(MoeExpertsDeathTest, RejectsOtherNegativeIds) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const ExpertCase c{2, 64, 4, 32, 2};
+  ExpertData d = make_experts(c, 221);
+  d.ids.as<int32_t>()[3] = -2;
+  Contexts ctx;
+  EXPECT_DEATH(run_experts(ctx.one, d, 0, c.T), "token 1 routed to expert -2");
 }
 
 // 130 tokens on 4 experts: each expert GEMM has 130 rows, past the OpenBLAS threshold, yet with

@@ -8,7 +8,8 @@
 // routing (all tokens on one expert, 256 distinct experts), Beam's widths at batch 1..128, kAuto's
 // choice, the small-batch path (programmatic dependent launches) inside a CUDA graph, and its
 // 16-row passes (from 257 routed rows: experts of 1..8, 9..16, 17+ rows; a token's bits do not
-// depend on the pass width, on the other tokens or on how the units are dealt to blocks).
+// depend on the pass width, on the other tokens or on how the units are dealt to blocks), and
+// kNoExpert slots (a padded decode graph's padding tokens) taking no rows.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -458,6 +459,45 @@ TEST_F(CudaMoeExperts, GraphReplayMatchesEager) {
       launch_graph(gpu, graph.value());
       EXPECT_TRUE(test::bits_equal(download(graphed).view, download(eager).view))
           << "replay " << replay;
+    }
+  }
+}
+
+// kNoExpert slots (moe_router_route's padding tokens in a padded decode graph) take no rows on
+// any path: a scattered one and a tail of padding tokens (their weights and x left nonzero) match
+// the CPU (padding rows 0), and the real tokens keep the bits they get without the padding rows.
+// The small-batch path's warp grouping (32 rows), its bitonic one with 8- and 16-row passes, its
+// whole 1024 rows at the 128 bucket's smallest batch (65), all padding, and the grouped path at
+// the 256 bucket's (129 real tokens of 256).
+TEST_F(CudaMoeExperts, NoExpertSlotsTakeNoRows) {
+  for (const auto& [c, real] : {std::pair{ExpertCase{4, 256, 16, 128, 8}, int64_t{3}},
+                                std::pair{ExpertCase{24, 256, 64, 128, 8}, int64_t{17}},
+                                std::pair{ExpertCase{40, 256, 64, 128, 8}, int64_t{33}},
+                                std::pair{ExpertCase{128, 256, 64, 128, 8}, int64_t{65}},
+                                std::pair{ExpertCase{8, 256, 16, 128, 8}, int64_t{0}},
+                                std::pair{ExpertCase{256, 256, 64, 128, 8}, int64_t{129}}}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << c.T << ", " << real << " real tokens");
+    ExpertData d = make_experts(c, static_cast<uint32_t>(1600 + c.T));
+    std::fill(d.ids.as<int32_t>() + real * c.top_k, d.ids.as<int32_t>() + c.T * c.top_k, kNoExpert);
+    if (real > 0) d.ids.as<int32_t>()[5] = kNoExpert;  // token 0's slot 5
+    const TensorView gate_up = upload_experts(d.gate_up, ExpertMatrix::kGateUp),
+                     down = upload_experts(d.down, ExpertMatrix::kDown);
+    check(c, d, gate_up, down, cpu.two, paths_for(c));
+    if (real == 0) continue;
+    ExpertCase head = c;
+    head.T = real;
+    const TensorView x = upload(d.x), ids = upload(d.ids), weights = upload(d.weights);
+    const TensorView head_x{x.data, DType::kBF16, {real, c.H}, Device::kCuda};
+    const TensorView head_ids{ids.data, DType::kI32, {real, c.top_k}, Device::kCuda};
+    const TensorView head_w{weights.data, DType::kF32, {real, c.top_k}, Device::kCuda};
+    for (Path path : paths_for(c)) {
+      SCOPED_TRACE(path_name(path));
+      const TensorView padded = device_tensor(DType::kBF16, {c.T, c.H}),
+                       alone = device_tensor(DType::kBF16, {real, c.H});
+      run_gpu(path, x, gate_up, down, ids, weights, padded);
+      run_gpu(path, head_x, gate_up, down, head_ids, head_w, alone);
+      const HostTensor got = download(padded);
+      EXPECT_TRUE(test::bits_equal(got.view.rows(0, real), download(alone).view));
     }
   }
 }

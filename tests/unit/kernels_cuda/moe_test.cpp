@@ -189,12 +189,25 @@ RouterData make_router(int64_t T, int64_t H, int64_t E, uint32_t seed) {
 
 class CudaMoeRouter : public test::CudaTest {
  protected:
-  // Overwrites a device tensor with 0xff bytes (NaN weights, id -1): an output the op leaves
-  // unwritten shows.
-  void poison(const TensorView& dev) {
+  // Overwrites a device tensor with `byte` (0xff: NaN weights, id -1; 0x7f: huge weights, ids
+  // far beyond E, for outputs that may hold kNoExpert): an output the op leaves unwritten shows.
+  void poison(const TensorView& dev, int byte = 0xff) {
     HostTensor h(dev.dtype, dev.shape);
-    std::memset(h.view.data, 0xff, h.view.nbytes());
+    std::memset(h.view.data, byte, h.view.nbytes());
     copy_tensor(gpu, dev, h.view);
+  }
+
+  // With active tokens: ids / weights bits as `all`'s before `active`, kNoExpert and 0 from it on.
+  void expect_padded(const HostTensor& all_ids, const HostTensor& all_w, int64_t active,
+                     const HostTensor& ids, const HostTensor& w) {
+    const int64_t top_k = ids.view.dim(1);
+    for (int64_t i = 0; i < ids.view.numel(); ++i) {
+      const bool real = i / top_k < active;
+      EXPECT_EQ(ids.as<int32_t>()[i], real ? all_ids.as<int32_t>()[i] : kNoExpert) << i;
+      EXPECT_EQ(std::bit_cast<uint32_t>(w.as<float>()[i]),
+                real ? std::bit_cast<uint32_t>(all_w.as<float>()[i]) : 0u)
+          << i;
+    }
   }
 
   // Device ids and weights against the CPU's linear + moe_route on (x, w, bias): ids identical,
@@ -338,6 +351,47 @@ TEST_F(CudaMoeRouter, GraphReplaysMatchCpuAndEager) {
       moe_router_route(gpu, x, rw, bias, p, ids, w);
       EXPECT_TRUE(test::bits_equal(download(w).view, graph_w.view)) << "seed " << seed;
       EXPECT_TRUE(test::bits_equal(download(ids).view, graph_ids.view)) << "seed " << seed;
+    }
+  }
+}
+
+// moe_router_route's active count (a padded decode graph's batch): tokens from active[0] on get
+// kNoExpert and weight 0, the others the bits they get without a count, on the fused kernel (T <=
+// 128: one router, several) and the split GEMMs + routing (T = 300, as in a decode graph of
+// the 256 bucket); a CUDA graph replays with the count of the time.
+TEST_F(CudaMoeRouter, PaddingTokensGetNoExpert) {
+  const RouterParams p{8, 4, 8, true, 2.5f};
+  for (int64_t T : {int64_t{1}, int64_t{5}, int64_t{128}, int64_t{300}}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << T);
+    const RouterData d = make_router(T, 5120, 256, 41);
+    const TensorView x = upload(d.x), rw = upload(d.w), bias = upload(d.bias);
+    const TensorView ids = device_tensor(DType::kI32, {T, p.top_k});
+    const TensorView w = device_tensor(DType::kF32, {T, p.top_k});
+    const TensorView count = device_tensor(DType::kI32, {1});
+    moe_router_route(gpu, x, rw, bias, p, ids, w);
+    const HostTensor all_ids = download(ids), all_w = download(w);
+    HostTensor host_count(DType::kI32, {1});
+    for (int64_t active : {int64_t{0}, int64_t{1}, T / 2, T, T + 5}) {
+      SCOPED_TRACE(::testing::Message() << "active " << active);
+      host_count.as<int32_t>()[0] = static_cast<int32_t>(active);
+      copy_tensor(gpu, count, host_count.view);
+      poison(ids, 0x7f);
+      poison(w, 0x7f);
+      moe_router_route(gpu, x, rw, bias, p, ids, w, count);
+      expect_padded(all_ids, all_w, active, download(ids), download(w));
+    }
+    begin_graph_capture(gpu);
+    moe_router_route(gpu, x, rw, bias, p, ids, w, count);
+    Expected<StepGraph> graph = end_graph_capture(gpu);
+    ASSERT_TRUE(graph.ok()) << graph.error().message;
+    for (int64_t active : {T, T / 2, int64_t{0}}) {
+      SCOPED_TRACE(::testing::Message() << "graph, active " << active);
+      host_count.as<int32_t>()[0] = static_cast<int32_t>(active);
+      copy_tensor(gpu, count, host_count.view);
+      poison(ids, 0x7f);
+      poison(w, 0x7f);
+      launch_graph(gpu, *graph);
+      expect_padded(all_ids, all_w, active, download(ids), download(w));
     }
   }
 }
