@@ -373,8 +373,9 @@ void BM_moe_route(benchmark::State& state) {
 }
 
 // Router GEMM (fp32 weights [256, 5120], bf16 x) and routing of T tokens in one op: the split-K
-// logits kernel up to cuda::kMoeRouterFusedMaxTokens, cuBLASLt's fp32 GEMM beyond. bytes/s counts
-// the router weights, x, bias, ids and weights (the floor: ~5.3 MB, ~1.2 us).
+// logits kernel up to cuda::kMoeRouterFusedMaxTokens, three split bf16 cuBLASLt GEMMs and the
+// routing kernel beyond. bytes/s counts the router weights, x, bias, ids and weights (the floor:
+// ~5.3 MB, ~1.2 us).
 void BM_moe_router_route(benchmark::State& state) {
   Gpu gpu;
   if (!gpu.start(state)) return;
@@ -447,6 +448,8 @@ BENCHMARK(BM_moe_router_route)
     ->Arg(64)
     ->Arg(128)
     ->Arg(129)
+    ->Arg(256)
+    ->Arg(257)
     ->Arg(8192)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);

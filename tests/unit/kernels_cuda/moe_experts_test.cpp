@@ -484,8 +484,6 @@ TEST_F(CudaMoeExperts, NoExpertSlotsTakeNoRows) {
                      down = upload_experts(d.down, ExpertMatrix::kDown);
     check(c, d, gate_up, down, cpu.two, paths_for(c));
     if (real == 0) continue;
-    ExpertCase head = c;
-    head.T = real;
     const TensorView x = upload(d.x), ids = upload(d.ids), weights = upload(d.weights);
     const TensorView head_x{x.data, DType::kBF16, {real, c.H}, Device::kCuda};
     const TensorView head_ids{ids.data, DType::kI32, {real, c.top_k}, Device::kCuda};

@@ -256,11 +256,11 @@ class CudaMoeRouter : public test::CudaTest {
 };
 
 // Small T (the fused tensor-core split-K logits + routing kernel: 16-byte and scalar loads, one
-// or two 64-token passes, one to 16 routing blocks, partial n8 tiles) and large T (three bf16
+// to four 64-token passes, one to 128 routing blocks, partial n8 tiles) and large T (three bf16
 // cuBLASLt GEMMs on the split weights where H % 8 == 0: H = 64, 1000, 5120; else the fp32 GEMM:
 // H = 37, 652; then the routing over their partials).
 TEST_F(CudaMoeRouter, MatchesCpuTinyShapes) {
-  for (int64_t T : {1, 2, 5, 15, 16, 17, 32, 64, 100, 128, 129, 300}) {
+  for (int64_t T : {1, 2, 5, 15, 16, 17, 32, 64, 100, 128, 129, 256, 257, 300}) {
     check(T, 64, 16, {4, 2, 4, true, 2.5f});     // H multiple of 4: vector loads
     check(T, 37, 8, {2, 1, 2, true, 1.0f});      // odd H: scalar loads
     check(T, 1000, 24, {3, 2, 3, false, 1.0f});  // two K splits, 24 experts: 1.5 expert tiles
@@ -269,16 +269,17 @@ TEST_F(CudaMoeRouter, MatchesCpuTinyShapes) {
 }
 
 TEST_F(CudaMoeRouter, MatchesCpuBeamShapes) {
-  for (int64_t T : {1, 2, 5, 15, 16, 17, 32, 64, 100, 128, 129, 300})
+  for (int64_t T : {1, 2, 5, 15, 16, 17, 32, 64, 100, 128, 129, 256, 257, 300})
     check(T, 5120, 256, {8, 4, 8, true, 2.5f});
 }
 
 // A token's logits (so its ids and weight bits) do not depend on T or on its place in the batch
-// while the fused kernel computes them: a token routed alone and inside batches of 17 and 128.
+// while the fused kernel computes them: a token routed alone and inside batches of 17, 100, 128
+// and 256 (two tokens per routing block).
 TEST_F(CudaMoeRouter, TokenBitsIndependentOfBatch) {
   const RouterParams p{8, 4, 8, true, 2.5f};
   const int64_t H = 5120, E = 256;
-  const RouterData d = make_router(128, H, E, 77);
+  const RouterData d = make_router(256, H, E, 77);
   const TensorView rw = upload(d.w), bias = upload(d.bias);
   auto run = [&](int64_t first, int64_t T) {  // rows [first, first + T) of d.x as one batch
     HostTensor xs(DType::kBF16, {T, H});
@@ -288,8 +289,9 @@ TEST_F(CudaMoeRouter, TokenBitsIndependentOfBatch) {
     moe_router_route(gpu, upload(xs), rw, bias, p, ids, w);
     return std::make_pair(download(ids), download(w));
   };
-  const auto all = run(0, 128);
-  for (const auto& [first, T] : {std::pair<int64_t, int64_t>{77, 1}, {70, 17}, {3, 100}}) {
+  const auto all = run(0, 256);
+  for (const auto& [first, T] :
+       {std::pair<int64_t, int64_t>{77, 1}, {70, 17}, {3, 100}, {128, 128}}) {
     const auto part = run(first, T);
     for (int64_t i = 0; i < T * p.top_k; ++i) {
       const int64_t j = first * p.top_k + i;
@@ -323,7 +325,7 @@ TEST_F(CudaMoeRouter, RepeatedRowsTieAsCpu) {
 // bits, so the kernel reads everything from device memory and leaves its ticket counters zero.
 TEST_F(CudaMoeRouter, GraphReplaysMatchCpuAndEager) {
   const RouterParams p{8, 4, 8, true, 2.5f};
-  for (int64_t T : {int64_t{1}, int64_t{32}, int64_t{128}}) {
+  for (int64_t T : {int64_t{1}, int64_t{32}, int64_t{128}, int64_t{256}}) {
     SCOPED_TRACE(::testing::Message() << "T=" << T);
     const RouterData first = make_router(T, 5120, 256, 101);
     const TensorView x = upload(first.x), rw = upload(first.w), bias = upload(first.bias);
@@ -357,11 +359,11 @@ TEST_F(CudaMoeRouter, GraphReplaysMatchCpuAndEager) {
 
 // moe_router_route's active count (a padded decode graph's batch): tokens from active[0] on get
 // kNoExpert and weight 0, the others the bits they get without a count, on the fused kernel (T <=
-// 128: one router, several) and the split GEMMs + routing (T = 300, as in a decode graph of
-// the 256 bucket); a CUDA graph replays with the count of the time.
+// 256: one router, several, two tokens a router) and the split GEMMs + routing (T = 300); a CUDA
+// graph replays with the count of the time.
 TEST_F(CudaMoeRouter, PaddingTokensGetNoExpert) {
   const RouterParams p{8, 4, 8, true, 2.5f};
-  for (int64_t T : {int64_t{1}, int64_t{5}, int64_t{128}, int64_t{300}}) {
+  for (int64_t T : {int64_t{1}, int64_t{5}, int64_t{256}, int64_t{300}}) {
     SCOPED_TRACE(::testing::Message() << "T=" << T);
     const RouterData d = make_router(T, 5120, 256, 41);
     const TensorView x = upload(d.x), rw = upload(d.w), bias = upload(d.bias);
