@@ -20,9 +20,9 @@ void moe_route(CudaContext& ctx, const TensorView& router_logits, const TensorVi
 
 // Tokens up to which moe_router_route computes the router logits with its own split-K kernel
 // (above: three bf16 cuBLASLt GEMMs on the exactly split weights into ctx.moe_router, or
-// linear()'s fp32 GEMM for odd widths, then moe_route): every decode graph bucket (H200 run 167:
-// at batch 200 / 256 the decode layer 0.2-0.3% faster than on the split path's nine launches,
-// even at 129).
+// linear()'s fp32 GEMM for odd widths, then moe_route): every decode graph bucket, one launch in
+// place of the split path's nine (H200 run 167: the decode layer even at batch 129, 0.1-0.5%
+// faster at 200 / 256).
 constexpr int64_t kMoeRouterFusedMaxTokens = 256;
 
 // The fp32 router GEMM (bf16 x widened exactly, exact products, fp32 sums in another order than
