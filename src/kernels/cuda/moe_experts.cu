@@ -2,7 +2,7 @@
 // Grouped (large batches): the (t, k) slots are grouped by expert in a deterministic order
 // (counts, scan, stable scatter), the grouped gate_up GEMM applies SwiGLU in its epilogue, the
 // grouped down GEMM writes each slot's bf16 expert output, and the combine sums w_k * f32(y_k) in
-// fp32 in k order, rounding once. Small batch (decode, up to 1024 routed rows): the weight-
+// fp32 in k order, rounding once. Small batch (decode, up to 1536 routed rows): the weight-
 // streaming gate_up and down kernels of moe_small_batch.cuh (each selected expert read once, on
 // one persistent block per SM) and the same combine, chained by programmatic dependent launch.
 // Every launch is sized for the worst case (T * top_k rows); work past the real rows exits.
@@ -465,23 +465,42 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
 }
 
 // One persistent block per SM (moe_small_batch.cuh); passes of 16 rows from kWidePassMinRows
-// routed rows, else of 8; the down kernels hold kShortSteps fragments per warp when K allows.
-template <moe_small::Phase kPhase>
-void launch_expert_kernel(CudaContext& ctx, const moe_small::Args& args, After after) {
+// routed rows, else of 8; the down kernels hold kShortSteps fragments per warp when K allows; the
+// tables of kCompactRows slots up to that many routed rows, else of kMaxRows (wide passes only).
+template <moe_small::Phase kPhase, int kRows>
+void launch_expert_kernel_rows(CudaContext& ctx, const moe_small::Args& args, After after) {
   namespace small = moe_small;
   const bool wide = args.rows >= small::kWidePassMinRows;
   const int64_t warp_steps = ceil_div(ceil_div(args.k, small::kStepCols), int64_t{small::kWarps});
-  auto kernel = wide ? small::expert_kernel<kPhase, 2, small::kMaxSteps>
-                     : small::expert_kernel<kPhase, 1, small::kMaxSteps>;
-  if constexpr (kPhase == small::Phase::kDown) {
-    if (warp_steps <= small::kShortSteps)
-      kernel = wide ? small::expert_kernel<kPhase, 2, small::kShortSteps>
-                    : small::expert_kernel<kPhase, 1, small::kShortSteps>;
+  auto kernel = small::expert_kernel<kPhase, 2, small::kMaxSteps, kRows>;
+  if constexpr (kRows == small::kCompactRows) {
+    if (!wide) kernel = small::expert_kernel<kPhase, 1, small::kMaxSteps, kRows>;
   }
+  if constexpr (kPhase == small::Phase::kDown) {
+    if (warp_steps <= small::kShortSteps) {
+      kernel = small::expert_kernel<kPhase, 2, small::kShortSteps, kRows>;
+      if constexpr (kRows == small::kCompactRows) {
+        if (!wide) kernel = small::expert_kernel<kPhase, 1, small::kShortSteps, kRows>;
+      }
+    }
+  }
+  constexpr size_t kSmemBytes = small::smem_bytes<kRows>();
   CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(moe_small::kSmemBytes)));
+                               static_cast<int>(kSmemBytes)));
   const dim3 grid(static_cast<unsigned>(ctx.props.multiProcessorCount));
-  launch_kernel(ctx, kernel, grid, dim3(moe_small::kThreads), moe_small::kSmemBytes, after, args);
+  launch_kernel(ctx, kernel, grid, dim3(small::kThreads), kSmemBytes, after, args);
+}
+
+// launch_expert_kernel_rows with the smallest tables that hold args.rows.
+template <moe_small::Phase kPhase>
+void launch_expert_kernel(CudaContext& ctx, const moe_small::Args& args, After after) {
+  static_assert(moe_small::kCompactRows >= moe_small::kWidePassMinRows,
+                "past the compact tables the passes are wide");
+  if (args.rows <= moe_small::kCompactRows) {
+    launch_expert_kernel_rows<kPhase, moe_small::kCompactRows>(ctx, args, after);
+  } else {
+    launch_expert_kernel_rows<kPhase, moe_small::kMaxRows>(ctx, args, after);
+  }
 }
 
 // Small-batch path (moe_small_batch_supports holds, rows <= kMaxRows): act = SwiGLU(x . gate_up)
@@ -536,7 +555,8 @@ bool moe_small_batch_supports(const TensorView& x, const TensorView& gate_up,
                               const TensorView& down) {
   const int64_t H = x.dim(1), E = gate_up.dim(0), I = gate_up.dim(1) / 2;
   return moe_packed::packed_widths(H, I) && H <= kMoeSmallBatchMaxWidth &&
-         I <= kMoeSmallBatchMaxWidth && E <= (int64_t{1} << (30 - moe_small::kSlotBits)) &&
+         I <= kMoeSmallBatchMaxWidth &&
+         E <= (int64_t{1} << (30 - moe_small::Tables<moe_small::kMaxRows>::kSlotBits)) &&
          // a packed tile's k32 steps are int indices in the kernels (tile_step0)
          E * 2 * I * H / moe_packed::kStepElems <= INT32_MAX && aligned16(x.data) &&
          aligned16(gate_up.data) && aligned16(down.data);

@@ -30,11 +30,11 @@
 // bf16(sum) (down). Rounding points as kernels/cpu/moe_experts.cpp; fixed summation order and no
 // atomics, so results are run-to-run identical, and an output depends neither on the pass width nor
 // on the other rows of its pass (each mma output column is its own dot product). Each block groups
-// the routed slots itself (a stable bitonic sort of expert << 10 | slot; up to 32 slots one warp
-// ranks them), so the kernels need no grouping launch. Every launch is a programmatic dependent
-// of the one before (the gate_up kernel of the router's: it is resident when the router
-// finishes). The down kernel groups, fills its ring with down weights and prefetches two more
-// tiles into L2 while the gate_up kernel drains, then waits for act.
+// the routed slots itself (a stable bitonic sort of expert << 10 | slot, << 11 past 1024 slots; up
+// to 32 slots one warp ranks them), so the kernels need no grouping launch. Every launch is a
+// programmatic dependent of the one before (the gate_up kernel of the router's: it is resident
+// when the router finishes). The down kernel groups, fills its ring with down weights and
+// prefetches two more tiles into L2 while the gate_up kernel drains, then waits for act.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -52,8 +52,11 @@ namespace beam::cuda::moe_small {
 
 using bf16_t = __nv_bfloat16;
 
-constexpr int kMaxRows = 1024;  // routed rows T * top_k (two slots per thread in the grouping)
-constexpr int kSlotBits = 10;   // sort key = expert << kSlotBits | slot
+// Routed rows T * top_k: the kernels' tables hold kCompactRows (two slots per thread in the
+// grouping, ~180 KB of shared memory) or kMaxRows (four, ~200 KB); the compact ones run up to
+// their size (H200 run 167: the larger tables cost 3% there).
+constexpr int kCompactRows = 1024;
+constexpr int kMaxRows = 2048;
 constexpr int kWarps = 16;      // K shares of a unit (WarpSteps)
 constexpr int kThreads = kWarps * 32;
 constexpr int kStages = 8;     // ring depth per warp, in k32 steps of 1 KB (16 rows x 64 bytes)
@@ -69,7 +72,6 @@ constexpr int kHalfRows = 8;  // routed rows of one n8 half of a pass (the mma's
 // Routed rows from which the wide kernels (passes of 2 halves = 16 rows) run; below, the narrow
 // ones (8-row passes, half the B-fragment registers): batch <= 32 at top-8 keeps its code.
 constexpr int kWidePassMinRows = 257;
-static_assert(kMaxRows == 2 * kThreads && (1 << kSlotBits) == kMaxRows);
 
 enum class Phase {
   kGateUp,  // act [rows, I] = SwiGLU(x[token] . gate_up[e]^T); tile = 8 gate + 8 up rows
@@ -93,26 +95,35 @@ struct Args {
   int32_t* entry_of;  // [rows] grouped row of each slot, written by block 0 (nullptr: not)
 };
 
-// The routed slots grouped by expert, built by every block (build_groups).
+// The routed slots (up to kRows) grouped by expert, built by every block (build_groups).
+template <int kRows>
 struct Tables {
-  int32_t key[kMaxRows];        // sorted keys; grouped row r holds slot key[r] & (kMaxRows - 1)
-  int32_t row_token[kMaxRows];  // token of each grouped row
-  int32_t expert[kMaxRows];     // expert of group g (ascending)
-  int32_t begin[kMaxRows + 1];  // first grouped row of group g; begin[num_groups] = rows with an
-                                // expert (kNoExpert slots sort after them and have no group)
+  static constexpr int kSlotBits = kRows == 2048 ? 11 : 10;  // key = expert << kSlotBits | slot
+  static constexpr int kRowsPerThread = kRows / kThreads;    // grouped rows (and groups) each
+  static_assert((1 << kSlotBits) == kRows && kRows % kThreads == 0);
+  int32_t key[kRows];        // sorted keys; grouped row r holds slot key[r] & (kRows - 1)
+  int32_t row_token[kRows];  // token of each grouped row
+  int32_t expert[kRows];     // expert of group g (ascending)
+  int32_t begin[kRows + 1];  // first grouped row of group g; begin[num_groups] = rows with an
+                             // expert (kNoExpert slots sort after them and have no group)
   // Of the groups before g (g = num_groups: all): their passes (low 16 bits) and their dealing
   // cost per m tile (unit_cost; the bits above). passes_before / cost_before read them.
-  int32_t prefix[kMaxRows + 1];
-  int32_t scan[kWarps + 1];           // block_exclusive_sum's warp totals
+  int32_t prefix[kRows + 1];
+  int32_t scan[kWarps + 1];  // block_exclusive_sum's warp totals
   int32_t num_groups;
 };
 
+template <int kRows>
 struct Shared {
   uint4 ring[kWarps][kStages][2][32];  // [warp][stage][row r / r + 8][lane]: A fragments
   float4 partial[2][2][kWarps][32];    // [unit parity][half][warp][lane]: per-warp accumulators
-  Tables t;
+  Tables<kRows> t;
 };
-constexpr size_t kSmemBytes = sizeof(Shared);  // ~180 KB: one block per SM
+// Dynamic shared memory of the kernels with kRows-slot tables (~180 / ~200 KB: one block per SM).
+template <int kRows>
+constexpr size_t smem_bytes() {
+  return sizeof(Shared<kRows>);
+}
 
 // 16 bytes global -> shared, through L2 only, L2 fetching the whole 128-byte line: a k32 step
 // reads half of each 128-byte row of a packed step, the next step the other half (H200 run 101:
@@ -139,7 +150,8 @@ __device__ __forceinline__ int warp_inclusive_sum(int v, int lane) {
 }
 
 // Exclusive prefix sum of v over the block's threads in thread order; *total = the sum of all.
-__device__ __forceinline__ int block_exclusive_sum(int v, Tables& t, int* total) {
+template <class Tab>
+__device__ __forceinline__ int block_exclusive_sum(int v, Tab& t, int* total) {
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
   const int incl = warp_inclusive_sum(v, lane);
   if (lane == 31) t.scan[warp] = incl;
@@ -189,16 +201,18 @@ __device__ __forceinline__ int packed_passes(int rows, int pass_rows) {
 }
 
 // The sort key of a kNoExpert slot i is kNoExpertKey | i: above every expert's keys (experts
-// below 2^(30 - kSlotBits), moe_small_batch_supports) and below the bitonic padding's INT32_MAX.
+// below 2^(30 - 11), moe_small_batch_supports, at up to 11 slot bits) and below the bitonic
+// padding's INT32_MAX.
 constexpr int kNoExpertKey = 1 << 30;
 
-// Slot i's sort key, expert << kSlotBits | i (i < p.rows), or kNoExpertKey | i. Any other id
+// Slot i's sort key, expert << Tab::kSlotBits | i (i < p.rows), or kNoExpertKey | i. Any other id
 // outside [0, E) traps (the CPU op aborts).
+template <class Tab>
 __device__ __forceinline__ int slot_key(const Args& p, int i) {
   const int e = __ldcg(p.ids + i);
   if (e == kNoExpert) return kNoExpertKey | i;
   if (e < 0 || e >= p.num_experts) __trap();
-  return (e << kSlotBits) | i;
+  return (e << Tab::kSlotBits) | i;
 }
 
 // Whether a sorted key (of a slot, not the bitonic padding) has an expert.
@@ -208,20 +222,23 @@ __device__ __forceinline__ bool has_expert(int key) {
 
 // Grouped row r holds the slot of sorted key `key`: its token, and (block 0) entry_of, -1 for a
 // kNoExpert slot (the combine skips it).
-__device__ __forceinline__ void place_row(const Args& p, Tables& t, int r, int key) {
-  const int slot = key & (kMaxRows - 1);
+template <class Tab>
+__device__ __forceinline__ void place_row(const Args& p, Tab& t, int r, int key) {
+  const int slot = key & ((1 << Tab::kSlotBits) - 1);
   t.row_token[r] = slot / p.top_k;
   if (p.entry_of != nullptr && blockIdx.x == 0) p.entry_of[slot] = has_expert(key) ? r : -1;
 }
 
 // Group g starts at grouped row r, whose sorted key is `key`.
-__device__ __forceinline__ void start_group(Tables& t, int g, int r, int key) {
-  t.expert[g] = key >> kSlotBits;
+template <class Tab>
+__device__ __forceinline__ void start_group(Tab& t, int g, int r, int key) {
+  t.expert[g] = key >> Tab::kSlotBits;
   t.begin[g] = r;
 }
 
 // The group count and the end of the last group, the rows with an expert (one thread).
-__device__ __forceinline__ void end_groups(Tables& t, int num_groups, int expert_rows) {
+template <class Tab>
+__device__ __forceinline__ void end_groups(Tab& t, int num_groups, int expert_rows) {
   t.num_groups = num_groups;
   t.begin[num_groups] = expert_rows;
 }
@@ -232,12 +249,13 @@ __device__ __forceinline__ void end_groups(Tables& t, int num_groups, int expert
 // grouping 2.7 -> 0.85 us). The tables are the bitonic path's.
 constexpr int kWarpGroupRows = 32;
 static_assert(kWarpGroupRows < kWidePassMinRows, "the narrow kernels alone carry the warp path");
-template <Phase kPhase>
-__device__ __forceinline__ void build_groups_warp(const Args& p, int pass_rows, Tables& t) {
+template <Phase kPhase, class Tab>
+__device__ __forceinline__ void build_groups_warp(const Args& p, int pass_rows, Tab& t) {
+  constexpr int kSlotBits = Tab::kSlotBits;
   constexpr unsigned kAll = 0xffffffffu;
   const int lane = static_cast<int>(threadIdx.x);
   if (lane < 32) {
-    const int key = lane < p.rows ? slot_key(p, lane) : INT32_MAX;  // no slot: after every key
+    const int key = lane < p.rows ? slot_key<Tab>(p, lane) : INT32_MAX;  // no slot: after all
     int rank = 0;  // keys are unique below INT32_MAX: slot lane's grouped row
 #pragma unroll
     for (int j = 0; j < 32; ++j) rank += __shfl_sync(kAll, key, j) < key;
@@ -267,13 +285,14 @@ __device__ __forceinline__ void build_groups_warp(const Args& p, int pass_rows, 
 // CPU's bucket order), every group split into passes of pass_rows rows; kNoExpert slots sort
 // last and join no group. Any other id outside [0, E) traps (the CPU op aborts). Block 0 also
 // writes p.entry_of when given.
-template <Phase kPhase>
-__device__ __forceinline__ void build_groups(const Args& p, int pass_rows, Tables& t) {
+template <Phase kPhase, class Tab>
+__device__ __forceinline__ void build_groups(const Args& p, int pass_rows, Tab& t) {
+  constexpr int kSlotBits = Tab::kSlotBits, kRowsPerThread = Tab::kRowsPerThread;
   const int tid = static_cast<int>(threadIdx.x);
   int n = 1;  // bitonic size: the next power of two >= rows
   while (n < p.rows) n <<= 1;
   for (int i = tid; i < n; i += kThreads) {
-    t.key[i] = i < p.rows ? slot_key(p, i) : INT32_MAX;  // padding sorts last
+    t.key[i] = i < p.rows ? slot_key<Tab>(p, i) : INT32_MAX;  // padding sorts last
   }
   __syncthreads();
   for (int size = 2; size <= n; size <<= 1) {
@@ -291,43 +310,49 @@ __device__ __forceinline__ void build_groups(const Args& p, int pass_rows, Table
       __syncthreads();
     }
   }
-  // Thread tid owns grouped rows 2 tid and 2 tid + 1; a row with an expert starts a group when its
-  // expert differs from the previous row's. One scan counts the group starts (low 16 bits) and
-  // the rows with an expert (the bits above; at most kMaxRows < 2^16 each).
-  bool first[2];
+  // Thread tid owns grouped rows kRowsPerThread tid + c, c < kRowsPerThread; a row with an expert
+  // starts a group when its expert differs from the previous row's. One scan counts the group
+  // starts (low 16 bits) and the rows with an expert (the bits above; at most kMaxRows < 2^16).
+  bool first[kRowsPerThread];
   int counts = 0;
 #pragma unroll
-  for (int c = 0; c < 2; ++c) {
-    const int r = 2 * tid + c;
+  for (int c = 0; c < kRowsPerThread; ++c) {
+    const int r = kRowsPerThread * tid + c;
     const bool real = r < p.rows && has_expert(t.key[r]);
     first[c] = real && (r == 0 || (t.key[r - 1] >> kSlotBits) != (t.key[r] >> kSlotBits));
     counts += int{first[c]} + (int{real} << 16);
   }
   int totals = 0;
-  const int before = block_exclusive_sum(counts, t, &totals) & 0xffff;
+  int group = block_exclusive_sum(counts, t, &totals) & 0xffff;  // the next group it starts
   const int num_groups = totals & 0xffff;
 #pragma unroll
-  for (int c = 0; c < 2; ++c) {
-    const int r = 2 * tid + c;
+  for (int c = 0; c < kRowsPerThread; ++c) {
+    const int r = kRowsPerThread * tid + c;
     if (r >= p.rows) continue;
     const int key = t.key[r];
     place_row(p, t, r, key);
-    if (first[c]) start_group(t, before + (c == 1 ? int{first[0]} : 0), r, key);
+    if (first[c]) start_group(t, group++, r, key);
   }
   if (tid == 0) end_groups(t, num_groups, totals >> 16);
   __syncthreads();
   // Passes (low 16 bits: at most kMaxRows in all) and dealing cost (the bits above: at most the
   // larger reload cost times kMaxRows) of this thread's groups, prefix-summed in one scan.
-  int packed[2];
+  int packed[kRowsPerThread];
+  int mine = 0;
 #pragma unroll
-  for (int c = 0; c < 2; ++c) {
-    const int g = 2 * tid + c;
+  for (int c = 0; c < kRowsPerThread; ++c) {
+    const int g = kRowsPerThread * tid + c;
     packed[c] = g < num_groups ? packed_passes<kPhase>(t.begin[g + 1] - t.begin[g], pass_rows) : 0;
+    mine += packed[c];
   }
   int total = 0;
-  const int before_g = block_exclusive_sum(packed[0] + packed[1], t, &total);
-  if (2 * tid < num_groups) t.prefix[2 * tid] = before_g;
-  if (2 * tid + 1 < num_groups) t.prefix[2 * tid + 1] = before_g + packed[0];
+  int before_g = block_exclusive_sum(mine, t, &total);
+#pragma unroll
+  for (int c = 0; c < kRowsPerThread; ++c) {
+    const int g = kRowsPerThread * tid + c;
+    if (g < num_groups) t.prefix[g] = before_g;
+    before_g += packed[c];
+  }
   if (tid == 0) t.prefix[num_groups] = total;
   __syncthreads();
 }
@@ -338,18 +363,22 @@ struct Cursor {
   int g, m, p;
 };
 
-__device__ __forceinline__ int passes_before(const Tables& t, int g) {
+template <class Tab>
+__device__ __forceinline__ int passes_before(const Tab& t, int g) {
   return t.prefix[g] & 0xffff;
 }
-__device__ __forceinline__ int cost_before(const Tables& t, int g) {
+template <class Tab>
+__device__ __forceinline__ int cost_before(const Tab& t, int g) {
   return t.prefix[g] >> 16;
 }
-__device__ __forceinline__ int passes_of(const Tables& t, int g) {
+template <class Tab>
+__device__ __forceinline__ int passes_of(const Tab& t, int g) {
   return passes_before(t, g + 1) - passes_before(t, g);
 }
 
 // The cursor of unit u (< m_tiles * total passes).
-__device__ __forceinline__ Cursor cursor_at(const Tables& t, int m_tiles, int u) {
+template <class Tab>
+__device__ __forceinline__ Cursor cursor_at(const Tab& t, int m_tiles, int u) {
   int lo = 0, hi = t.num_groups - 1;  // the last g whose first unit is <= u
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
@@ -367,8 +396,8 @@ __device__ __forceinline__ Cursor cursor_at(const Tables& t, int m_tiles, int u)
 // The first unit whose dealing cost starts at or after x (a group's units cost unit_cost(its
 // passes) each, in unit order); the total cost gives the unit count. Block b of n takes the units
 // from unit_at_cost(total * b / n) up to unit_at_cost(total * (b + 1) / n).
-template <Phase kPhase>
-__device__ __forceinline__ int unit_at_cost(const Tables& t, int m_tiles, int64_t x) {
+template <Phase kPhase, class Tab>
+__device__ __forceinline__ int unit_at_cost(const Tab& t, int m_tiles, int64_t x) {
   int lo = 0, hi = t.num_groups - 1;  // the last g whose first unit's cost starts at or before x
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
@@ -384,7 +413,8 @@ __device__ __forceinline__ int unit_at_cost(const Tables& t, int m_tiles, int64_
   return m_tiles * passes_before(t, lo) + static_cast<int>(local);
 }
 
-__device__ __forceinline__ void advance(Cursor& c, const Tables& t, int m_tiles) {
+template <class Tab>
+__device__ __forceinline__ void advance(Cursor& c, const Tab& t, int m_tiles) {
   if (++c.p < passes_of(t, c.g)) return;
   c.p = 0;
   if (++c.m < m_tiles) return;
@@ -395,8 +425,8 @@ __device__ __forceinline__ void advance(Cursor& c, const Tables& t, int m_tiles)
 // The first packed step of the tile of cursor c, in moe_packed::kStepElems from p.w (an int:
 // moe_small_batch_supports keeps E * n * k / kStepElems small). The tile and step counts come
 // from p (shifts), not registers held across the loops.
-template <Phase kPhase>
-__device__ __forceinline__ int tile_step0(const Args& p, const Tables& t, const Cursor& c) {
+template <Phase kPhase, class Tab>
+__device__ __forceinline__ int tile_step0(const Args& p, const Tab& t, const Cursor& c) {
   const auto m_tiles = static_cast<int>(p.n / tile_cols<kPhase>());
   const auto steps = static_cast<int>(p.k / moe_packed::kStepCols);
   return (t.expert[c.g] * m_tiles + c.m) * steps;
@@ -405,9 +435,9 @@ __device__ __forceinline__ int tile_step0(const Args& p, const Tables& t, const 
 // Rounds and stores the block's sums s of one n8 half of a unit (reducing warp; lane = 4 r + q):
 // rows r and r + 8 of the packed tile, routed rows 2 q and 2 q + 1 of the half (mma accumulator
 // layout).
-template <Phase kPhase, int kPassRows>
-__device__ __forceinline__ void store_unit(const Args& p, const Tables& t, const Cursor& c,
-                                           int half, int r, int q, const float4& s) {
+template <Phase kPhase, int kPassRows, class Tab>
+__device__ __forceinline__ void store_unit(const Args& p, const Tab& t, const Cursor& c, int half,
+                                           int r, int q, const float4& s) {
   const int begin = t.begin[c.g], count = t.begin[c.g + 1] - begin;
   const float lo[2] = {s.x, s.y}, hi[2] = {s.z, s.w};
 #pragma unroll
@@ -431,9 +461,9 @@ __device__ __forceinline__ void store_unit(const Args& p, const Tables& t, const
 // The element offset in p.a of the activation row that lane row r feeds as B fragments in n8 half
 // `half` of the pass at cursor c (gate_up: x row of its token; down: act row of the grouped row);
 // -1 past the group's rows (zeros). An int (< kMaxRows * kMaxK): one register, not a pointer's two.
-template <Phase kPhase, int kPassRows>
-__device__ __forceinline__ int fragment_row(const Args& p, const Tables& t, const Cursor& c,
-                                            int half, int r) {
+template <Phase kPhase, int kPassRows, class Tab>
+__device__ __forceinline__ int fragment_row(const Args& p, const Tab& t, const Cursor& c, int half,
+                                            int r) {
   const int begin = t.begin[c.g], count = t.begin[c.g + 1] - begin;
   const int within = c.p * kPassRows + half * kHalfRows + r;
   if (within >= count) return -1;
@@ -454,7 +484,8 @@ __device__ __forceinline__ uint4 load_fragment(const Args& p, int row, int step,
 // packed tile (contiguous) as 16 bulk prefetches, so the HBM stream runs on while the gate_up
 // kernel drains (~21 MB over 132 SMs at Beam widths, well inside the 60 MB L2).
 constexpr int kL2PrefetchUnits = 2;
-__device__ __forceinline__ void prefetch_next_tiles(const Args& p, const Tables& t, Cursor c,
+template <class Tab>
+__device__ __forceinline__ void prefetch_next_tiles(const Args& p, const Tab& t, Cursor c,
                                                     int m_tiles, int units_left) {
   const int tid = static_cast<int>(threadIdx.x);
   if (tid >= 16 * kL2PrefetchUnits || p.k == 0) return;  // (a zero-size prefetch is not defined)
@@ -492,23 +523,24 @@ __device__ __forceinline__ WarpSteps<kPhase> warp_steps(int warp, int steps) {
 }
 
 // Whether the pass at cursor c has rows in its second n8 half (never for 8-row passes).
-template <int kPassRows>
-__device__ __forceinline__ bool second_half(const Tables& t, const Cursor& c) {
+template <int kPassRows, class Tab>
+__device__ __forceinline__ bool second_half(const Tab& t, const Cursor& c) {
   return kPassRows > kHalfRows && t.begin[c.g + 1] - t.begin[c.g] - c.p * kPassRows > kHalfRows;
 }
 
 // Grid: one block per SM (any count works). kHalves: n8 halves per pass (1: 8-row passes, for up
 // to kWidePassMinRows - 1 routed rows; 2: 16-row passes, separate code as both together do not fit
 // the 128 registers a thread has). kSteps: the k32 steps a warp can hold per unit (kMaxSteps, or
-// kShortSteps when K allows). See the top of this file.
-template <Phase kPhase, int kHalves, int kSteps>
+// kShortSteps when K allows). kRows: the tables' slots (kCompactRows or kMaxRows; p.rows at most
+// that), with smem_bytes<kRows>() of dynamic shared memory. See the top of this file.
+template <Phase kPhase, int kHalves, int kSteps, int kRows>
 __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
   static_assert(kHalves == 1 || kHalves == 2);
   static_assert(kSteps <= kMaxSteps);
   constexpr int kPassRows = kHalves * kHalfRows;
   extern __shared__ __align__(16) unsigned char moe_small_smem[];
-  Shared& sh = *reinterpret_cast<Shared*>(moe_small_smem);
-  const Tables& t = sh.t;
+  Shared<kRows>& sh = *reinterpret_cast<Shared<kRows>*>(moe_small_smem);
+  const Tables<kRows>& t = sh.t;
   // Both kernels let their dependents start only once every block has passed its wait (or
   // exited): gate_up waits first thing for the router's ids and weights (and x), so the down
   // kernel may read ids before its own wait; the combine reads entry_of (gate_up) and the

@@ -1,6 +1,6 @@
-// DecodeGraphs: CUDA graphs of decode-only steps, one per batch-size bucket (1, 2, 4 ... 256),
-// captured lazily and replayed with the step's metadata uploaded to fixed addresses first
-// (docs/runtime.md, Device). Prefill and mixed steps never come here.
+// DecodeGraphs: CUDA graphs of decode-only steps, one per batch-size bucket (1, 2, 4 ... 128,
+// 160, 192, 256), captured lazily and replayed with the step's metadata uploaded to fixed
+// addresses first (docs/runtime.md, Device). Prefill and mixed steps never come here.
 #pragma once
 
 #include <array>
@@ -19,7 +19,8 @@ namespace beam {
 // never grows, so every captured graph reads the same activation and metadata addresses.
 class DecodeGraphs {
  public:
-  static constexpr std::array<int64_t, 9> kBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+  // 160 and 192 keep batches 129-192 on the weight-streaming experts (kMoeSmallBatchMaxRows).
+  static constexpr std::array<int64_t, 11> kBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 160, 192, 256};
   // Queues the device work of one step over ws's uploaded metadata with fixed-plan attention
   // (slot 0 full pool, slot 1 sliding pool) and computes the logits of all ws.logit_rows.
   using EnqueueStep = std::function<void(Workspace& ws, const KvLayers& kv)>;

@@ -5,7 +5,7 @@
 // ulps or 2e-2 of the output's rms, >= 95% within one ulp, with the bit-equal and 1-ulp fractions
 // printed; every path must repeat its own bits. Tiny shapes, widths that are not multiples of 64
 // (row-major weights: grouped only), empty experts, experts with more rows than one pass, skewed
-// routing (all tokens on one expert, 256 distinct experts), Beam's widths at batch 1..128, kAuto's
+// routing (all tokens on one expert, 256 distinct experts), Beam's widths at batch 1..256, kAuto's
 // choice, the small-batch path (programmatic dependent launches) inside a CUDA graph, and its
 // 16-row passes (from 257 routed rows: experts of 1..8, 9..16, 17+ rows; a token's bits do not
 // depend on the pass width, on the other tokens or on how the units are dealt to blocks), and
@@ -34,8 +34,8 @@ constexpr int64_t kSmallBatchRowLimit = cuda::kMoeSmallBatchRowLimit;
 constexpr int64_t kSmallBatchMaxWidth = cuda::kMoeSmallBatchMaxWidth;
 #else  // the fixture skips without the backend; these keep the tests compiling
 enum class Path { kAuto, kGrouped, kSmallBatch, kGroupedCpAsync };
-constexpr int64_t kSmallBatchMaxRows = 1024;
-constexpr int64_t kSmallBatchRowLimit = 1024;
+constexpr int64_t kSmallBatchMaxRows = 1536;
+constexpr int64_t kSmallBatchRowLimit = 2048;
 constexpr int64_t kSmallBatchMaxWidth = 5120;
 #endif
 
@@ -270,7 +270,7 @@ TEST_F(CudaMoeExperts, SmallBatchMatchCpuTinyShapes) {
                          ExpertCase{0, 40, 6, 24, 3},     // row-major: grouped only
                          ExpertCase{0, 37, 5, 19, 2},     // odd widths: grouped only
                          ExpertCase{0, 64, 64, 64, 8},    // most experts empty
-                         ExpertCase{0, 128, 16, 64, 16},  // T = 64: the 1024-row limit
+                         ExpertCase{0, 128, 16, 64, 16},  // T = 128: the 2048-row limit
                          ExpertCase{0, 64, 8, 0, 2}}) {   // I = 0: zeros
       c.T = T;
       check(c, make_experts(c, static_cast<uint32_t>(T * 977 + c.H + c.top_k)));
@@ -317,8 +317,8 @@ TEST_F(CudaMoeExperts, AllTokensOnOneExpert) {
   }
   d.ids.as<int32_t>()[8] = d.ids.as<int32_t>()[9] = 2;
   check(c, d);
-  // 128 rows on one expert (16 passes of 8 rows), the full 1024-row small batch on one expert,
-  // and the full batch with half its slots on 4 experts.
+  // 128 rows on one expert (16 passes of 8 rows), 1024 and the full 2048-row small batch on one
+  // expert, and a 1024-row batch with half its slots on 4 experts.
   c = {128, 128, 8, 64, 1};
   d = make_experts(c, 505);
   std::fill_n(d.ids.as<int32_t>(), c.T * c.top_k, 7);
@@ -326,6 +326,10 @@ TEST_F(CudaMoeExperts, AllTokensOnOneExpert) {
   c = {128, 128, 8, 64, 8};
   d = make_experts(c, 507);
   std::fill_n(d.ids.as<int32_t>(), c.T * c.top_k, 4);
+  check(c, d);
+  c = {256, 128, 8, 64, 8};
+  d = make_experts(c, 508);
+  std::fill_n(d.ids.as<int32_t>(), c.T * c.top_k, 3);
   check(c, d);
   c = {128, 128, 16, 64, 8};
   d = make_experts(c, 506);
@@ -358,6 +362,7 @@ void hot_expert_routing(const ExpertCase& c, std::mt19937& rng, ExpertData& d) {
 
 TEST_F(CudaMoeExperts, SmallBatchWidePasses) {
   for (const ExpertCase& c : {ExpertCase{128, 64, 64, 64, 8},      // 1024 rows
+                              ExpertCase{256, 64, 64, 64, 8},      // 2048 rows (172 on one)
                               ExpertCase{128, 128, 64, 64, 8},     // more K steps
                               ExpertCase{90, 960, 64, 192, 8},     // uneven K slices
                               ExpertCase{40, 64, 16, 2624, 8}}) {  // down K past kShortSteps
@@ -430,12 +435,12 @@ TEST_F(CudaMoeExperts, SmallBatchCostDealingKeepsBits) {
 
 // The api op captured in a CUDA graph (the decode step's use) replays the eager bits, also after
 // the routing in the captured ids buffer changes (grids never depend on the routing): on the
-// small-batch path (T = 5, 32: three launches chained by programmatic dependent launch) and on the
-// grouped path's TMA kernel, a cluster launch (T = 160: 1,280 routed rows, as in a decode graph of
-// more than 128 sequences).
+// small-batch path (T = 5, 32, 160: three launches chained by programmatic dependent launch; 160
+// with 16-row passes, as in a decode graph of more than 128 sequences) and on the grouped path's
+// TMA kernel, a cluster launch (T = 300: 2,400 routed rows).
 TEST_F(CudaMoeExperts, GraphReplayMatchesEager) {
   for (const ExpertCase& c : {ExpertCase{5, 64, 8, 64, 2}, ExpertCase{32, 256, 64, 128, 8},
-                              ExpertCase{160, 256, 64, 128, 8}}) {
+                              ExpertCase{160, 256, 64, 128, 8}, ExpertCase{300, 256, 64, 128, 8}}) {
     SCOPED_TRACE(::testing::Message() << "T=" << c.T << " H=" << c.H << " E=" << c.E);
     ExpertData d = make_experts(c, static_cast<uint32_t>(900 + c.T));
     const TensorView x = upload(d.x), gate_up = upload_experts(d.gate_up, ExpertMatrix::kGateUp),
@@ -537,7 +542,7 @@ TEST_F(CudaMoeExperts, SmallBatchAfterRouterKernel) {
 TEST_F(CudaMoeExperts, MatchCpuBeamShapes) {
   BEAM_SKIP_UNLESS_OPTIMIZED();
   // 256 experts of width 2560 over hidden 5120: 20 GB of weights, uploaded once.
-  const ExpertCase full{128, 5120, 256, 2560, 8};
+  const ExpertCase full{256, 5120, 256, 2560, 8};
   ExpertData d = make_experts(full, 601);
   const TensorView gate_up = upload_experts(d.gate_up, ExpertMatrix::kGateUp),
                    down = upload_experts(d.down, ExpertMatrix::kDown);
@@ -557,7 +562,7 @@ TEST_F(CudaMoeExperts, MatchCpuBeamShapes) {
     part.down.view = d.down.view;
     check(c, part, gate_up, down, cpu_all, paths_for(c));
   };
-  for (int64_t T : {1, 2, 5, 16, 32, 64, 128}) run(T, nullptr);  // ~8, 163, 250 experts
+  for (int64_t T : {1, 2, 5, 16, 32, 64, 128, 256}) run(T, nullptr);  // ~8, 163, 250, 254 experts
   std::mt19937 rng(602);
   // 256 distinct experts: token t on experts 8 t .. 8 t + 7 (one row each).
   std::vector<int32_t> route(static_cast<size_t>(32 * 8));
@@ -572,15 +577,20 @@ TEST_F(CudaMoeExperts, MatchCpuBeamShapes) {
     route[t * 8] = 17;
   }
   run(128, &route);
-  // All 1024 slots on one expert: the small-batch path's worst skew (64 passes of 16 rows).
+  // All 1024 and all 2048 slots on one expert: the small-batch path's worst skew (64 and 128
+  // passes of 16 rows).
   route.assign(128 * 8, 200);
   run(128, &route);
+  route.assign(256 * 8, 200);
+  run(256, &route);
   // Slot 0 of each token on experts 0..6 with 9, 16, 17, 33, 8, 1 and 44 rows (16-row passes with
   // and without their second half, 2 and 3 passes), slots 1..7 on distinct experts of 7..255.
   {
     ExpertData hot{HostTensor(), HostTensor(), HostTensor(), HostTensor(DType::kI32, {128, 8}),
                    HostTensor(DType::kF32, {128, 8})};  // routing only
-    hot_expert_routing(full, rng, hot);
+    ExpertCase batch128 = full;
+    batch128.T = 128;
+    hot_expert_routing(batch128, rng, hot);
     route.assign(hot.ids.as<int32_t>(), hot.ids.as<int32_t>() + 128 * 8);
   }
   run(128, &route);
