@@ -65,10 +65,11 @@ enum class MoeExpertsPath {
 // floor). With the decode graphs' buckets of 160 and 192 the small-batch path made the decode
 // layer 9.8 / 7.6 / 6.5 / 3.4 / 0.7% faster at batch 129 / 144 / 160 / 176 / 192 (H200 run 169),
 // but in the 256 bucket 1% slower at T = 200 and 8% at 256 (run 167): its wide gate_up kernel
-// holds 2 x 10 B fragments per thread at K = 5120 and spills them (run 171: 9.6 M local memory
-// requests at T = 256, gate_up 3.7-3.9 ms against 2.8 at T = 128, where the second halves are
-// rarely used). Up to 2048 rows it works (each block groups at most 2048 slots, four per thread
-// past 1024); prefill chunks beyond the limit take the grouped path.
+// took 3.7-3.9 ms at T = 256 against 2.8 at T = 128 (run 171), where ~4 rows per expert rarely
+// use a pass's second half; it runs at the 128-register cap with 2 x 10 B fragments a thread
+// and spills a little (ptxas: 16 bytes; Nsight: 9.6 M local memory requests at T = 256). Up to
+// 2048 rows it works (each block groups at most 2048 slots, four per thread past 1024); prefill
+// chunks beyond the limit take the grouped path.
 constexpr int64_t kMoeSmallBatchMaxRows = 1536;
 // Routed rows the small-batch path accepts at all (forcing it beyond is a checked error).
 constexpr int64_t kMoeSmallBatchRowLimit = 2048;
