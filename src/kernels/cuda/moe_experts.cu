@@ -467,22 +467,25 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
 // One persistent block per SM (moe_small_batch.cuh); passes of 16 rows from kWidePassMinRows
 // routed rows, else of 8; the down kernels hold kShortSteps fragments per warp when K allows; the
 // tables of kCompactRows slots up to that many routed rows, else of kMaxRows (wide passes only).
+// The kernel with kSteps fragment steps a warp and 16-row passes when `wide`, else 8-row ones
+// (instantiated for the compact tables only).
+template <moe_small::Phase kPhase, int kSteps, int kRows>
+auto expert_kernel_for(bool wide) {
+  if constexpr (kRows == moe_small::kCompactRows) {
+    if (!wide) return moe_small::expert_kernel<kPhase, 1, kSteps, kRows>;
+  }
+  return moe_small::expert_kernel<kPhase, 2, kSteps, kRows>;
+}
+
 template <moe_small::Phase kPhase, int kRows>
 void launch_expert_kernel_rows(CudaContext& ctx, const moe_small::Args& args, After after) {
   namespace small = moe_small;
   const bool wide = args.rows >= small::kWidePassMinRows;
   const int64_t warp_steps = ceil_div(ceil_div(args.k, small::kStepCols), int64_t{small::kWarps});
-  auto kernel = small::expert_kernel<kPhase, 2, small::kMaxSteps, kRows>;
-  if constexpr (kRows == small::kCompactRows) {
-    if (!wide) kernel = small::expert_kernel<kPhase, 1, small::kMaxSteps, kRows>;
-  }
+  auto kernel = expert_kernel_for<kPhase, small::kMaxSteps, kRows>(wide);
   if constexpr (kPhase == small::Phase::kDown) {
-    if (warp_steps <= small::kShortSteps) {
-      kernel = small::expert_kernel<kPhase, 2, small::kShortSteps, kRows>;
-      if constexpr (kRows == small::kCompactRows) {
-        if (!wide) kernel = small::expert_kernel<kPhase, 1, small::kShortSteps, kRows>;
-      }
-    }
+    if (warp_steps <= small::kShortSteps)
+      kernel = expert_kernel_for<kPhase, small::kShortSteps, kRows>(wide);
   }
   constexpr size_t kSmemBytes = small::smem_bytes<kRows>();
   CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -40,6 +40,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 
 #include "kernels/api/moe.h"
@@ -98,7 +99,8 @@ struct Args {
 // The routed slots (up to kRows) grouped by expert, built by every block (build_groups).
 template <int kRows>
 struct Tables {
-  static constexpr int kSlotBits = kRows == 2048 ? 11 : 10;  // key = expert << kSlotBits | slot
+  // A slot's sort key: expert << kSlotBits | slot.
+  static constexpr int kSlotBits = std::countr_zero(unsigned{kRows});
   static constexpr int kRowsPerThread = kRows / kThreads;    // grouped rows (and groups) each
   static_assert((1 << kSlotBits) == kRows && kRows % kThreads == 0);
   int32_t key[kRows];        // sorted keys; grouped row r holds slot key[r] & (kRows - 1)

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -12,7 +13,7 @@ namespace beam {
 namespace {
 
 template <typename T>
-void put(const MetadataBuffer& meta, size_t offset, const std::vector<T>& v) {
+void put(const MetadataBuffer& meta, size_t offset, std::span<const T> v) {
   if (!v.empty()) std::memcpy(static_cast<char*>(meta.host()) + offset, v.data(), v.size() * sizeof(T));
 }
 
@@ -107,12 +108,12 @@ void Workspace::upload(const KernelContext& ctx) {
   BEAM_CHECK(num_tokens() <= meta_tokens && num_logit_rows() <= meta_rows)
       << "Workspace::upload: " << num_tokens() << " tokens / " << num_logit_rows()
       << " rows beyond the reserved " << meta_tokens << " / " << meta_rows;
-  put(meta, 0, positions);
-  put(meta, slots_offset(0), full_slots);
-  put(meta, slots_offset(1), sliding_slots);
-  put(meta, ids_offset(), token_ids);
-  put(meta, rows_offset(), logit_rows);
-  put(meta, active_offset(), std::vector<int32_t>{active_tokens});
+  put<int64_t>(meta, 0, positions);
+  put<int64_t>(meta, slots_offset(0), full_slots);
+  put<int64_t>(meta, slots_offset(1), sliding_slots);
+  put<int32_t>(meta, ids_offset(), token_ids);
+  put<int32_t>(meta, rows_offset(), logit_rows);
+  put<int32_t>(meta, active_offset(), {&active_tokens, 1});
   upload_metadata(ctx, meta, 0, active_offset() + sizeof(int32_t));
 }
 

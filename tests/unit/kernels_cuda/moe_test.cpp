@@ -373,14 +373,18 @@ TEST_F(CudaMoeRouter, PaddingTokensGetNoExpert) {
     moe_router_route(gpu, x, rw, bias, p, ids, w);
     const HostTensor all_ids = download(ids), all_w = download(w);
     HostTensor host_count(DType::kI32, {1});
-    for (int64_t active : {int64_t{0}, int64_t{1}, T / 2, T, T + 5}) {
-      SCOPED_TRACE(::testing::Message() << "active " << active);
+    // Uploads the count, poisons the outputs, runs `route` and checks them.
+    auto check_count = [&](int64_t active, const auto& route) {
       host_count.as<int32_t>()[0] = static_cast<int32_t>(active);
       copy_tensor(gpu, count, host_count.view);
       poison(ids, 0x7f);
       poison(w, 0x7f);
-      moe_router_route(gpu, x, rw, bias, p, ids, w, count);
+      route();
       expect_padded(all_ids, all_w, active, download(ids), download(w));
+    };
+    for (int64_t active : {int64_t{0}, int64_t{1}, T / 2, T, T + 5}) {
+      SCOPED_TRACE(::testing::Message() << "active " << active);
+      check_count(active, [&] { moe_router_route(gpu, x, rw, bias, p, ids, w, count); });
     }
     begin_graph_capture(gpu);
     moe_router_route(gpu, x, rw, bias, p, ids, w, count);
@@ -388,12 +392,7 @@ TEST_F(CudaMoeRouter, PaddingTokensGetNoExpert) {
     ASSERT_TRUE(graph.ok()) << graph.error().message;
     for (int64_t active : {T, T / 2, int64_t{0}}) {
       SCOPED_TRACE(::testing::Message() << "graph, active " << active);
-      host_count.as<int32_t>()[0] = static_cast<int32_t>(active);
-      copy_tensor(gpu, count, host_count.view);
-      poison(ids, 0x7f);
-      poison(w, 0x7f);
-      launch_graph(gpu, *graph);
-      expect_padded(all_ids, all_w, active, download(ids), download(w));
+      check_count(active, [&] { launch_graph(gpu, *graph); });
     }
   }
 }
