@@ -54,23 +54,21 @@ enum class MoeExpertsPath {
   kGroupedCpAsync,  // kGrouped on its cp.async GEMM kernel only (the fallback when the driver
                     // refuses the TMA kernel's tensor maps; tests)
 };
-// Routed rows (T * top_k) up to which kAuto takes the small-batch path: T <= 192 at top-8 (the
-// decode graphs' 160 and 192 buckets). By design its time is the HBM floor of the experts the
-// batch touches: every selected expert is read once, in equal shares per SM whatever the row
-// counts, and the rows of an expert ride on the same weight fragments (an expert with more rows
-// than a pass, 8 or 16, re-reads each tile from L2, right after, per further pass; such experts'
-// units weigh 7/4 (gate_up) and 10/4 (down) in the shares, so skewed routing keeps ~1.05x of the
-// floor: H200 run 102, a 46-row expert at T = 128). The grouped path's 64 x 128 tiles are sized
-// for prefill: at decode they hold ~1-4 rows of 64 (H200, 2026-11-30: 8.8 ms at T = 128, 1.9x the
-// floor). With the decode graphs' buckets of 160 and 192 the small-batch path made the decode
-// layer 9.8 / 7.6 / 6.5 / 3.4 / 0.7% faster at batch 129 / 144 / 160 / 176 / 192 (H200 run 169),
-// but in the 256 bucket 1% slower at T = 200 and 8% at 256 (run 167): its wide gate_up kernel
-// took 3.7-3.9 ms at T = 256 against 2.8 at T = 128 (run 171), where ~4 rows per expert rarely
-// use a pass's second half; it runs at the 128-register cap with 2 x 10 B fragments a thread
-// and spills a little (ptxas: 16 bytes; Nsight: 9.6 M local memory requests at T = 256). Up to
-// 2048 rows it works (each block groups at most 2048 slots, four per thread past 1024); prefill
-// chunks beyond the limit take the grouped path.
-constexpr int64_t kMoeSmallBatchMaxRows = 1536;
+// Routed rows (T * top_k) up to which kAuto takes the small-batch path: T <= 256 at top-8, every
+// decode graph bucket. By design its time is the HBM floor of the experts the batch touches: every
+// selected expert is read once, in equal shares per SM whatever the row counts, and the rows of an
+// expert ride on the same weight fragments (an expert with more rows than a pass, 8 or 16,
+// re-reads each tile from L2, right after, per further pass; such experts' units weigh 7/4
+// (gate_up) and 10/4 (down) in the shares, so skewed routing keeps ~1.05x of the floor: H200 run
+// 102, a 46-row expert at T = 128). The grouped path's 64 x 128 tiles are sized for prefill: at
+// decode they hold ~1-4 rows of 64 (H200, 2026-11-30: 8.8 ms at T = 128, 1.9x the floor; at T =
+// 256 its experts stream 15-23% slower than this path's, run 165). Past 1,024 rows the kernels'
+// 2,048-slot tables fit a 196 KB shared-memory carveout only with the sort keys in the ring's
+// bytes, and the 60 KB of L1 that leaves (28 KB at 200 KB) likely catch the wide kernels' small
+// register spills (run 175: the decode layer at T = 192 1.14 -> 1.06x of the floor, at T = 256 2%
+// faster than the grouped path, which run 174 had found 8% ahead with the larger tables).
+// Prefill chunks beyond take the grouped path.
+constexpr int64_t kMoeSmallBatchMaxRows = 2048;
 // Routed rows the small-batch path accepts at all (forcing it beyond is a checked error).
 constexpr int64_t kMoeSmallBatchRowLimit = 2048;
 // Hidden and expert widths the small-batch path accepts: packed ones (multiples of 64) up to this

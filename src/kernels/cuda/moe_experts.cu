@@ -2,7 +2,7 @@
 // Grouped (large batches): the (t, k) slots are grouped by expert in a deterministic order
 // (counts, scan, stable scatter), the grouped gate_up GEMM applies SwiGLU in its epilogue, the
 // grouped down GEMM writes each slot's bf16 expert output, and the combine sums w_k * f32(y_k) in
-// fp32 in k order, rounding once. Small batch (decode, up to 1536 routed rows): the weight-
+// fp32 in k order, rounding once. Small batch (decode, up to 2048 routed rows): the weight-
 // streaming gate_up and down kernels of moe_small_batch.cuh (each selected expert read once, on
 // one persistent block per SM) and the same combine, chained by programmatic dependent launch.
 // Every launch is sized for the worst case (T * top_k rows); work past the real rows exits.

@@ -54,8 +54,8 @@ namespace beam::cuda::moe_small {
 using bf16_t = __nv_bfloat16;
 
 // Routed rows T * top_k: the kernels' tables hold kCompactRows (two slots per thread in the
-// grouping, ~180 KB of shared memory) or kMaxRows (four, ~200 KB); the compact ones run up to
-// their size (H200 run 167: the larger tables cost 3% there).
+// grouping, ~176 KB of shared memory) or kMaxRows (four, ~192 KB); the compact ones run up to
+// their size (H200 run 167: the larger tables, then 200 KB with a 228 KB carveout, cost 3% there).
 constexpr int kCompactRows = 1024;
 constexpr int kMaxRows = 2048;
 constexpr int kWarps = 16;      // K shares of a unit (WarpSteps)
@@ -96,14 +96,13 @@ struct Args {
   int32_t* entry_of;  // [rows] grouped row of each slot, written by block 0 (nullptr: not)
 };
 
-// The routed slots (up to kRows) grouped by expert, built by every block (build_groups).
+// The routed slots (up to kRows) grouped by expert, built by every block (build_groups from
+// their sort keys, expert << kSlotBits | slot, in a scratch that the ring reuses).
 template <int kRows>
 struct Tables {
-  // A slot's sort key: expert << kSlotBits | slot.
   static constexpr int kSlotBits = std::countr_zero(unsigned{kRows});
   static constexpr int kRowsPerThread = kRows / kThreads;    // grouped rows (and groups) each
   static_assert((1 << kSlotBits) == kRows && kRows % kThreads == 0);
-  int32_t key[kRows];        // sorted keys; grouped row r holds slot key[r] & (kRows - 1)
   int32_t row_token[kRows];  // token of each grouped row
   int32_t expert[kRows];     // expert of group g (ascending)
   int32_t begin[kRows + 1];  // first grouped row of group g; begin[num_groups] = rows with an
@@ -117,15 +116,23 @@ struct Tables {
 
 template <int kRows>
 struct Shared {
-  uint4 ring[kWarps][kStages][2][32];  // [warp][stage][row r / r + 8][lane]: A fragments
-  float4 partial[2][2][kWarps][32];    // [unit parity][half][warp][lane]: per-warp accumulators
+  union {
+    uint4 ring[kWarps][kStages][2][32];  // [warp][stage][row r / r + 8][lane]: A fragments
+    // build_groups' sort keys; sorted, grouped row r holds slot key[r] & (kRows - 1). Unused once
+    // the tables are built, before the ring's first copy: sharing its bytes keeps the 2,048-slot
+    // kernels' shared memory under 195 KB, so the SM keeps 60 KB of L1 (196 KB carveout).
+    int32_t key[kRows];
+  };
+  float4 partial[2][2][kWarps][32];  // [unit parity][half][warp][lane]: per-warp accumulators
   Tables<kRows> t;
 };
-// Dynamic shared memory of the kernels with kRows-slot tables (~180 / ~200 KB: one block per SM).
+// Dynamic shared memory of the kernels with kRows-slot tables (~176 / ~192 KB: one block per SM).
 template <int kRows>
 constexpr size_t smem_bytes() {
   return sizeof(Shared<kRows>);
 }
+// A block's shared memory in the SM's 196 KB carveout (1 KB of it is the system's).
+static_assert(smem_bytes<kMaxRows>() <= 195 * 1024, "the experts' kernels keep 60 KB of L1");
 
 // 16 bytes global -> shared, through L2 only, L2 fetching the whole 128-byte line: a k32 step
 // reads half of each 128-byte row of a packed step, the next step the other half (H200 run 101:
@@ -252,7 +259,8 @@ __device__ __forceinline__ void end_groups(Tab& t, int num_groups, int expert_ro
 constexpr int kWarpGroupRows = 32;
 static_assert(kWarpGroupRows < kWidePassMinRows, "the narrow kernels alone carry the warp path");
 template <Phase kPhase, class Tab>
-__device__ __forceinline__ void build_groups_warp(const Args& p, int pass_rows, Tab& t) {
+__device__ __forceinline__ void build_groups_warp(const Args& p, int pass_rows, int32_t* keys,
+                                                  Tab& t) {
   constexpr int kSlotBits = Tab::kSlotBits;
   constexpr unsigned kAll = 0xffffffffu;
   const int lane = static_cast<int>(threadIdx.x);
@@ -261,9 +269,9 @@ __device__ __forceinline__ void build_groups_warp(const Args& p, int pass_rows, 
     int rank = 0;  // keys are unique below INT32_MAX: slot lane's grouped row
 #pragma unroll
     for (int j = 0; j < 32; ++j) rank += __shfl_sync(kAll, key, j) < key;
-    if (lane < p.rows) t.key[rank] = key;
+    if (lane < p.rows) keys[rank] = key;
     __syncwarp();
-    const int row_key = lane < p.rows ? t.key[lane] : INT32_MAX;
+    const int row_key = lane < p.rows ? keys[lane] : INT32_MAX;
     const int prev_key = __shfl_up_sync(kAll, row_key, 1);
     const bool real = lane < p.rows && has_expert(row_key);
     const bool first = real && (lane == 0 || (prev_key >> kSlotBits) != (row_key >> kSlotBits));
@@ -285,16 +293,16 @@ __device__ __forceinline__ void build_groups_warp(const Args& p, int pass_rows, 
 
 // Groups the p.rows slots by expert into t, slots of one expert in increasing slot order (the
 // CPU's bucket order), every group split into passes of pass_rows rows; kNoExpert slots sort
-// last and join no group. Any other id outside [0, E) traps (the CPU op aborts). Block 0 also
+// last and join no group. keys: [Tab's slots] shared scratch (Shared::key). Any other id outside [0, E) traps (the CPU op aborts). Block 0 also
 // writes p.entry_of when given.
 template <Phase kPhase, class Tab>
-__device__ __forceinline__ void build_groups(const Args& p, int pass_rows, Tab& t) {
+__device__ __forceinline__ void build_groups(const Args& p, int pass_rows, int32_t* keys, Tab& t) {
   constexpr int kSlotBits = Tab::kSlotBits, kRowsPerThread = Tab::kRowsPerThread;
   const int tid = static_cast<int>(threadIdx.x);
   int n = 1;  // bitonic size: the next power of two >= rows
   while (n < p.rows) n <<= 1;
   for (int i = tid; i < n; i += kThreads) {
-    t.key[i] = i < p.rows ? slot_key<Tab>(p, i) : INT32_MAX;  // padding sorts last
+    keys[i] = i < p.rows ? slot_key<Tab>(p, i) : INT32_MAX;  // padding sorts last
   }
   __syncthreads();
   for (int size = 2; size <= n; size <<= 1) {
@@ -302,10 +310,10 @@ __device__ __forceinline__ void build_groups(const Args& p, int pass_rows, Tab& 
       for (int i = tid; i < n; i += kThreads) {
         const int j = i ^ stride;
         if (j > i) {
-          const int a = t.key[i], b = t.key[j];
+          const int a = keys[i], b = keys[j];
           if ((a > b) == ((i & size) == 0)) {
-            t.key[i] = b;
-            t.key[j] = a;
+            keys[i] = b;
+            keys[j] = a;
           }
         }
       }
@@ -320,8 +328,8 @@ __device__ __forceinline__ void build_groups(const Args& p, int pass_rows, Tab& 
 #pragma unroll
   for (int c = 0; c < kRowsPerThread; ++c) {
     const int r = kRowsPerThread * tid + c;
-    const bool real = r < p.rows && has_expert(t.key[r]);
-    first[c] = real && (r == 0 || (t.key[r - 1] >> kSlotBits) != (t.key[r] >> kSlotBits));
+    const bool real = r < p.rows && has_expert(keys[r]);
+    first[c] = real && (r == 0 || (keys[r - 1] >> kSlotBits) != (keys[r] >> kSlotBits));
     counts += int{first[c]} + (int{real} << 16);
   }
   int totals = 0;
@@ -331,7 +339,7 @@ __device__ __forceinline__ void build_groups(const Args& p, int pass_rows, Tab& 
   for (int c = 0; c < kRowsPerThread; ++c) {
     const int r = kRowsPerThread * tid + c;
     if (r >= p.rows) continue;
-    const int key = t.key[r];
+    const int key = keys[r];
     place_row(p, t, r, key);
     if (first[c]) start_group(t, group++, r, key);
   }
@@ -554,9 +562,9 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
   // (The wide kernels never see so few rows and do not carry the warp path: with it their
   // registers spill more, and T = 64 / 128 lost 1.5-5%, H200 run 154.)
   if (kHalves == 1 && p.rows <= kWarpGroupRows) {
-    build_groups_warp<kPhase>(p, kPassRows, sh.t);
+    build_groups_warp<kPhase>(p, kPassRows, sh.key, sh.t);
   } else {
-    build_groups<kPhase>(p, kPassRows, sh.t);
+    build_groups<kPhase>(p, kPassRows, sh.key, sh.t);
   }
 
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;

@@ -19,7 +19,7 @@ namespace beam {
 // never grows, so every captured graph reads the same activation and metadata addresses.
 class DecodeGraphs {
  public:
-  // 160 and 192 keep batches 129-192 on the weight-streaming experts (kMoeSmallBatchMaxRows).
+  // 160 and 192 spare batches 129-192 the dense layers' and attention's work on 256 rows.
   static constexpr std::array<int64_t, 11> kBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 160, 192, 256};
   // Queues the device work of one step over ws's uploaded metadata with fixed-plan attention
   // (slot 0 full pool, slot 1 sliding pool) and computes the logits of all ws.logit_rows.

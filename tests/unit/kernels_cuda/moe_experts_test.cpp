@@ -34,7 +34,7 @@ constexpr int64_t kSmallBatchRowLimit = cuda::kMoeSmallBatchRowLimit;
 constexpr int64_t kSmallBatchMaxWidth = cuda::kMoeSmallBatchMaxWidth;
 #else  // the fixture skips without the backend; these keep the tests compiling
 enum class Path { kAuto, kGrouped, kSmallBatch, kGroupedCpAsync };
-constexpr int64_t kSmallBatchMaxRows = 1536;
+constexpr int64_t kSmallBatchMaxRows = 2048;
 constexpr int64_t kSmallBatchRowLimit = 2048;
 constexpr int64_t kSmallBatchMaxWidth = 5120;
 #endif
