@@ -293,8 +293,8 @@ __device__ __forceinline__ void build_groups_warp(const Args& p, int pass_rows, 
 
 // Groups the p.rows slots by expert into t, slots of one expert in increasing slot order (the
 // CPU's bucket order), every group split into passes of pass_rows rows; kNoExpert slots sort
-// last and join no group. keys: [Tab's slots] shared scratch (Shared::key). Any other id outside [0, E) traps (the CPU op aborts). Block 0 also
-// writes p.entry_of when given.
+// last and join no group. keys: [Tab's slots] shared scratch (Shared::key). Any other id outside
+// [0, E) traps (the CPU op aborts). Block 0 also writes p.entry_of when given.
 template <Phase kPhase, class Tab>
 __device__ __forceinline__ void build_groups(const Args& p, int pass_rows, int32_t* keys, Tab& t) {
   constexpr int kSlotBits = Tab::kSlotBits, kRowsPerThread = Tab::kRowsPerThread;
