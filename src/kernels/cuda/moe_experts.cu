@@ -464,9 +464,6 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
   CUDA_LAUNCH_OK();
 }
 
-// One persistent block per SM (moe_small_batch.cuh); passes of 16 rows from kWidePassMinRows
-// routed rows, else of 8; the down kernels hold kShortSteps fragments per warp when K allows; the
-// tables of kCompactRows slots up to that many routed rows, else of kMaxRows (wide passes only).
 // The kernel with kSteps fragment steps a warp and 16-row passes when `wide`, else 8-row ones
 // (instantiated for the compact tables only).
 template <moe_small::Phase kPhase, int kSteps, int kRows>
@@ -477,6 +474,9 @@ auto expert_kernel_for(bool wide) {
   return moe_small::expert_kernel<kPhase, 2, kSteps, kRows>;
 }
 
+// One persistent block per SM (moe_small_batch.cuh) with kRows-slot tables; passes of 16 rows
+// from kWidePassMinRows routed rows, else of 8; the down kernels hold kShortSteps fragments per
+// warp when K allows.
 template <moe_small::Phase kPhase, int kRows>
 void launch_expert_kernel_rows(CudaContext& ctx, const moe_small::Args& args, After after) {
   namespace small = moe_small;
@@ -494,7 +494,8 @@ void launch_expert_kernel_rows(CudaContext& ctx, const moe_small::Args& args, Af
   launch_kernel(ctx, kernel, grid, dim3(small::kThreads), kSmemBytes, after, args);
 }
 
-// launch_expert_kernel_rows with the smallest tables that hold args.rows.
+// launch_expert_kernel_rows with the smallest tables that hold args.rows: kCompactRows up to that
+// many routed rows, else kMaxRows (wide passes only).
 template <moe_small::Phase kPhase>
 void launch_expert_kernel(CudaContext& ctx, const moe_small::Args& args, After after) {
   static_assert(moe_small::kCompactRows >= moe_small::kWidePassMinRows,
