@@ -66,7 +66,9 @@ enum class MoeExpertsPath {
 // 2,048-slot tables fit a 196 KB shared-memory carveout only with the sort keys in the ring's
 // bytes, and the 60 KB of L1 that leaves (28 KB at 200 KB) likely catch the wide kernels' small
 // register spills (run 175: the decode layer at T = 192 1.14 -> 1.06x of the floor, at T = 256 2%
-// faster than the grouped path, which run 174 had found 8% ahead with the larger tables).
+// faster than the grouped path, which run 174 had found 8% ahead with the larger tables). From
+// 257 rows the last 10% of the units are drawn at run time (the SMs stream at different speeds;
+// run 179: the MoE layer at T = 256 1.16 -> 1.08x of its floor, T = 192 1.08 -> 1.04x).
 // Prefill chunks beyond take the grouped path.
 constexpr int64_t kMoeSmallBatchMaxRows = 2048;
 // Routed rows the small-batch path accepts at all (forcing it beyond is a checked error).

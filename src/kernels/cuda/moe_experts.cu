@@ -53,12 +53,16 @@ size_t align_up(size_t n) {
   return (n + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
 }
 
+// ctx.moe begins with the small-batch kernels' pool counters (gate_up, down: 0 between launches,
+// zeroed whenever the scratch is reallocated; no other call touches them), then one call's arrays.
+constexpr size_t kPoolCounterBytes = kScratchAlign;
+
 // Carves ctx.moe into the arrays of one call (byte offsets from the base).
 struct ScratchLayout {
   size_t counts, offsets, tile_offsets, tile_counters, row_token, entry_of, act, y, total;
 
   ScratchLayout(int64_t E, int64_t rows, int64_t H, int64_t I) {
-    size_t at = 0;
+    size_t at = kPoolCounterBytes;
     auto take = [&at](size_t bytes) {
       const size_t here = at;
       at += align_up(bytes);
@@ -81,7 +85,7 @@ struct SmallLayout {
   size_t entry_of, act, y, total;
 
   SmallLayout(int64_t rows, int64_t H, int64_t I) {
-    size_t at = 0;
+    size_t at = kPoolCounterBytes;
     auto take = [&at](size_t bytes) {
       const size_t here = at;
       at += align_up(bytes);
@@ -94,9 +98,12 @@ struct SmallLayout {
   }
 };
 
-// ctx.moe with at least `bytes` (OpScratch::reserve).
+// ctx.moe with at least `bytes` (OpScratch::reserve), its pool counters zeroed when new.
 char* scratch(CudaContext& ctx, size_t bytes) {
-  return ctx.moe.reserve(bytes, ctx.stream, "moe_experts (CUDA)");
+  const void* before = ctx.moe.base;
+  char* base = ctx.moe.reserve(bytes, ctx.stream, "moe_experts (CUDA)");
+  if (base != before) CUDA_OK(cudaMemsetAsync(base, 0, kPoolCounterBytes, ctx.stream));
+  return base;
 }
 
 // counts[e] = number of slots routed to e (counts zeroed before); a kNoExpert slot gets
@@ -529,7 +536,8 @@ void run_small_batch(CudaContext& ctx, const Problem& pb, const TensorView& x,
                        .n = pb.I,
                        .k = pb.H,
                        .out = act,
-                       .entry_of = entry_of};
+                       .entry_of = entry_of,
+                       .pool = reinterpret_cast<int32_t*>(base)};
   launch_expert_kernel<small::Phase::kGateUp>(ctx, up, kSmallBatchAfter);
   small::Args dn = up;
   dn.a = act;
@@ -538,6 +546,7 @@ void run_small_batch(CudaContext& ctx, const Problem& pb, const TensorView& x,
   dn.k = pb.I;
   dn.out = y;
   dn.entry_of = nullptr;
+  dn.pool = reinterpret_cast<int32_t*>(base) + 1;
   launch_expert_kernel<small::Phase::kDown>(ctx, dn, kSmallBatchAfter);
 
   auto* o = static_cast<bf16_t*>(out.data);

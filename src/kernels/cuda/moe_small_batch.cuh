@@ -11,30 +11,33 @@
 // uniform routing) nearly every expert takes one pass, whose units stream their tiles from HBM
 // once, as at batch 32. The units (group-major, then tile, then pass) are dealt in contiguous
 // ranges of equal cost to one persistent block per SM: every unit streams the same bytes, so with
-// one pass per expert the SMs finish together whatever the row counts; an expert with more rows
-// than a pass re-reads its tile from L2 for each further pass, right after the first, and its units
-// (which reload their activation fragments) count 7/4 (gate_up) or 10/4 (down) of the others
-// (unit_cost), so skewed routing does not leave the SMs holding them behind. The 16 warps of a
-// block split K: warp w owns a sixteenth of the k32 steps of every unit (WarpSteps: interleaved
-// over the warps in gate_up, a contiguous slice in down) and streams them through its own 8-step
-// shared-memory ring with 16-byte cp.async, a k32 step's 16 x 64 bytes per warp instruction pair
-// (128 KB in flight per SM, ~4x the 32 KB that 4.3 TB/s x ~1 us of latency needs, so stalls at unit
-// boundaries are absorbed), across unit boundaries. Each lane copies exactly the 16-byte chunks it
-// later feeds to mma.sync m16n8k16 as A fragments (k order inside a k32 step permuted identically
-// for A and B, so no barrier guards the ring); the B fragments (the pass's 8 or 16 activation rows
-// over the warp's k32 steps) stay in registers; when the next unit changes group or pass, each is
-// reloaded right after its last use in the current unit (an expert with more rows than a pass
-// alternates passes per tile: no L2 round trip stalls a unit). Per unit and n8 half the 16 warps'
-// fp32 partials are summed in warp order in shared memory by one warp (the two halves by two
-// different warps), which applies the epilogue: act = bf16(silu(bf16 g) * bf16 u) (gate_up) or y =
-// bf16(sum) (down). Rounding points as kernels/cpu/moe_experts.cpp; fixed summation order and no
-// atomics, so results are run-to-run identical, and an output depends neither on the pass width nor
-// on the other rows of its pass (each mma output column is its own dot product). Each block groups
-// the routed slots itself (a stable bitonic sort of expert << 10 | slot, << 11 past 1024 slots; up
-// to 32 slots one warp ranks them), so the kernels need no grouping launch. Every launch is a
-// programmatic dependent of the one before (the gate_up kernel of the router's: it is resident
-// when the router finishes). The down kernel groups, fills its ring with down weights and
-// prefetches two more tiles into L2 while the gate_up kernel drains, then waits for act.
+// one pass per expert the SMs would finish together whatever the row counts if they streamed at
+// one speed; an expert with more rows than a pass re-reads its tile from L2 for each further pass,
+// right after the first, and its units (which reload their activation fragments) count 7/4
+// (gate_up) or 10/4 (down) of the others (unit_cost), so skewed routing does not leave the SMs
+// holding them behind. The wide kernels deal only the first 90% of the cost so and let the blocks
+// draw the rest at run time in chunks (make_pool), which evens out the SMs' speeds. The 16 warps
+// of a block split K: warp w owns a sixteenth of the k32 steps of every unit (WarpSteps:
+// interleaved over the warps in gate_up, a contiguous slice in down) and streams them through its
+// own 8-step shared-memory ring with 16-byte cp.async, a k32 step's 16 x 64 bytes per warp
+// instruction pair (128 KB in flight per SM, ~4x the 32 KB that 4.3 TB/s x ~1 us of latency needs,
+// so stalls at unit boundaries are absorbed), across unit boundaries. Each lane copies exactly the
+// 16-byte chunks it later feeds to mma.sync m16n8k16 as A fragments (k order inside a k32 step
+// permuted identically for A and B, so no barrier guards the ring); the B fragments (the pass's 8
+// or 16 activation rows over the warp's k32 steps) stay in registers; when the next unit changes
+// group or pass, each is reloaded right after its last use in the current unit (an expert with more
+// rows than a pass alternates passes per tile: no L2 round trip stalls a unit). Per unit and n8
+// half the 16 warps' fp32 partials are summed in warp order in shared memory by one warp (the two
+// halves by two different warps), which applies the epilogue: act = bf16(silu(bf16 g) * bf16 u)
+// (gate_up) or y = bf16(sum) (down). Rounding points as kernels/cpu/moe_experts.cpp; fixed
+// summation order and no atomic sums, so results are run-to-run identical, and an output depends
+// neither on the pass width nor on the other rows of its pass (each mma output column is its own
+// dot product). Each block groups the routed slots itself (a stable bitonic sort of expert << 10 |
+// slot, << 11 past 1024 slots; up to 32 slots one warp ranks them), so the kernels need no grouping
+// launch. Every launch is a programmatic dependent of the one before (the gate_up kernel of the
+// router's: it is resident when the router finishes). The down kernel groups, fills its ring with
+// down weights and prefetches two more tiles into L2 while the gate_up kernel drains, then waits
+// for act.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -94,6 +97,7 @@ struct Args {
   int64_t k;          // gate_up H, down I: multiples of 64, at most kMaxK
   bf16_t* out;        // gate_up: act [rows, I]; down: y [rows, H]; grouped rows
   int32_t* entry_of;  // [rows] grouped row of each slot, written by block 0 (nullptr: not)
+  int32_t* pool;      // the wide kernels' pool counter, 0 between launches (nullptr: no pool)
 };
 
 // The routed slots (up to kRows) grouped by expert, built by every block (build_groups from
@@ -112,6 +116,10 @@ struct Tables {
   int32_t prefix[kRows + 1];
   int32_t scan[kWarps + 1];  // block_exclusive_sum's warp totals
   int32_t num_groups;
+  // The pool (make_pool): units [pool_first, units) in chunks of chunk_units (the last one takes
+  // the remainder); next_chunk[r & 1]: the chunk of the block's range r (>= 1), -1 for none.
+  int32_t units, pool_first, chunk_units, chunks;
+  int32_t next_chunk[2];
 };
 
 template <int kRows>
@@ -532,6 +540,84 @@ __device__ __forceinline__ WarpSteps<kPhase> warp_steps(int warp, int steps) {
   }
 }
 
+// The pool (the wide kernels): the SMs do not stream at one speed (H200 run 89: 24 of the 132
+// finish an equal share in 3/4 of the others' time), so equal shares left the busiest SM 15-19%
+// past the average at batch 256 (run 178). The first kPoolStaticPermille of the cost is dealt in
+// equal shares as above; the remaining units are drawn at run time, in chunks of at least
+// kPoolChunkUnits, from a counter that the launch's last draw resets. A block draws its next chunk
+// on entering a chunk and publishes it in shared memory at the end of that chunk's first unit, so
+// the atomic's round trip (behind the SM's queued loads, run 88) hides behind a unit and no barrier
+// waits for it. Which block computes a unit changes no bits. Run 179: MoE layer at batch 256
+// 1.158x -> 1.082x of its floor (1.105x without the pool: the restructured loop also removed the
+// wide gate_up kernel's spills), 192 1.08x -> 1.04x; the narrow kernels (batch <= 32) keep equal
+// shares (the start's draw and barrier cost batch 1 2.5%, and ~19 units an SM are too few to pool).
+constexpr int kPoolStaticPermille = 900;
+constexpr int kPoolChunkUnits = 8;
+// The fewest k32 steps any warp with steps takes of a unit: its producer runs the most units
+// ahead of its consumer.
+template <Phase kPhase>
+__device__ __forceinline__ int min_warp_steps(int steps) {
+  int fewest = steps;
+  for (int w = 0; w < kWarps; ++w) {
+    const int c = warp_steps<kPhase>(w, steps).count;
+    if (c > 0) fewest = min(fewest, c);
+  }
+  return max(fewest, 1);
+}
+
+// Thread 0, once the tables are built: the units, the static ones [0, pool_first) and the chunks.
+// A chunk is long enough that every producer reaches its end only after the chunk's first unit
+// has ended (when the next chunk is published): chunk * s - 1 - kStages >= s for the fewest steps
+// s of a warp.
+template <Phase kPhase, class Tab>
+__device__ __forceinline__ void make_pool(const Args& p, Tab& t, int m_tiles, int steps) {
+  const int units = m_tiles * passes_before(t, t.num_groups);
+  const int s = min_warp_steps<kPhase>(steps);
+  const int chunk = max(kPoolChunkUnits, 1 + (kStages + s) / s);
+  int first = units, chunks = 0;
+  if (p.pool != nullptr && units > 0) {
+    const int64_t cost = int64_t{m_tiles} * cost_before(t, t.num_groups);
+    const int pooled_from = unit_at_cost<kPhase>(t, m_tiles, cost * kPoolStaticPermille / 1000);
+    chunks = (units - pooled_from) / chunk;
+    if (chunks > 0) first = pooled_from;
+  }
+  t.units = units;
+  t.pool_first = first;
+  t.chunk_units = chunk;
+  t.chunks = chunks;
+}
+
+// The static units' cost dealt in equal shares (all of it without chunks).
+template <class Tab>
+__device__ __forceinline__ int64_t static_cost(const Tab& t, int m_tiles) {
+  const int64_t cost = int64_t{m_tiles} * cost_before(t, t.num_groups);
+  return t.chunks > 0 ? cost * kPoolStaticPermille / 1000 : cost;
+}
+
+// Thread 0: a draw from the pool (a chunk index; past the chunks: none left).
+__device__ __forceinline__ int draw_chunk(const Args& p) {
+  return p.pool != nullptr ? atomicAdd(p.pool, 1) : INT32_MAX;
+}
+
+// Thread 0: publishes `drawn` as the chunk of the block's range r. Every block draws until it gets
+// none, so a launch draws chunks + gridDim.x times, and the last draw resets the counter.
+template <class Tab>
+__device__ __forceinline__ void publish_chunk(const Args& p, Tab& t, int r, int drawn) {
+  t.next_chunk[r & 1] = drawn < t.chunks ? drawn : -1;
+  if (p.pool != nullptr && drawn == t.chunks + static_cast<int>(gridDim.x) - 1)
+    atomicExch(p.pool, 0);
+}
+
+template <class Tab>
+__device__ __forceinline__ int chunk_first(const Tab& t, int c) {
+  return t.pool_first + c * t.chunk_units;
+}
+// The last chunk takes the remainder.
+template <class Tab>
+__device__ __forceinline__ int chunk_size(const Tab& t, int c) {
+  return c + 1 < t.chunks ? t.chunk_units : t.units - chunk_first(t, c);
+}
+
 // Whether the pass at cursor c has rows in its second n8 half (never for 8-row passes).
 template <int kPassRows, class Tab>
 __device__ __forceinline__ bool second_half(const Tab& t, const Cursor& c) {
@@ -548,6 +634,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
   static_assert(kHalves == 1 || kHalves == 2);
   static_assert(kSteps <= kMaxSteps);
   constexpr int kPassRows = kHalves * kHalfRows;
+  constexpr bool kPooled = kHalves == 2;  // (see make_pool)
   extern __shared__ __align__(16) unsigned char moe_small_smem[];
   Shared<kRows>& sh = *reinterpret_cast<Shared<kRows>*>(moe_small_smem);
   const Tables<kRows>& t = sh.t;
@@ -559,6 +646,8 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
     pdl_wait();
     pdl_launch_dependents();
   }
+  const int tid = static_cast<int>(threadIdx.x);
+  const int first_draw = kPooled && tid == 0 ? draw_chunk(p) : 0;  // range 1's (during grouping)
   // (The wide kernels never see so few rows and do not carry the warp path: with it their
   // registers spill more, and T = 64 / 128 lost 1.5-5%, H200 run 154.)
   if (kHalves == 1 && p.rows <= kWarpGroupRows) {
@@ -567,33 +656,51 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
     build_groups<kPhase>(p, kPassRows, sh.key, sh.t);
   }
 
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int warp = tid / 32, lane = tid % 32;
   const int r = lane / 4, q = lane % 4;
   // Units, tiles and steps fit int: m_tiles <= 640 (widths <= kMaxK), passes <= kMaxRows.
   const auto m_tiles = static_cast<int>(p.n / tile_cols<kPhase>());  // n, k: multiples of 64
-  // Equal shares of the units while every group has one pass (their costs are equal), else of
-  // their cost.
+  const auto steps = static_cast<int>(p.k / kStepCols);
+  // Range 0: equal shares of the static units (all units in the narrow kernels) while every group
+  // has one pass (their costs are equal), else of their cost. Ranges 1, 2, ...: the chunks the
+  // block draws (the wide kernels).
   const int total_passes = passes_before(t, t.num_groups);
+  int64_t static_units = int64_t{m_tiles} * total_passes;
+  if constexpr (kPooled) {
+    if (tid == 0) {
+      make_pool<kPhase>(p, sh.t, m_tiles, steps);
+      publish_chunk(p, sh.t, 1, first_draw);
+    }
+    __syncthreads();
+    static_units = t.pool_first;
+  }
   int u_begin, u_end;
   if (total_passes == t.num_groups) {
-    const int64_t units = int64_t{m_tiles} * total_passes;
-    u_begin = static_cast<int>(units * blockIdx.x / gridDim.x);
-    u_end = static_cast<int>(units * (blockIdx.x + 1) / gridDim.x);
+    u_begin = static_cast<int>(static_units * blockIdx.x / gridDim.x);
+    u_end = static_cast<int>(static_units * (blockIdx.x + 1) / gridDim.x);
   } else {
-    const int64_t cost = int64_t{m_tiles} * cost_before(t, t.num_groups);
+    const int64_t cost =
+        kPooled ? static_cost(t, m_tiles) : int64_t{m_tiles} * cost_before(t, t.num_groups);
     u_begin = unit_at_cost<kPhase>(t, m_tiles, cost * blockIdx.x / gridDim.x);
     u_end = unit_at_cost<kPhase>(t, m_tiles, cost * (blockIdx.x + 1) / gridDim.x);
   }
-  if (u_begin >= u_end) return;  // uniform over the block
-  const auto steps = static_cast<int>(p.k / kStepCols);
+  int range = 0;           // the consumer's (and, when it starts, the producer's) range
+  if (u_begin >= u_end) {  // uniform over the block: start at the drawn chunk, if any
+    const int c = kPooled ? t.next_chunk[1] : -1;
+    if (c < 0) return;
+    range = 1;
+    u_begin = chunk_first(t, c);
+    u_end = u_begin + chunk_size(t, c);
+  }
   const WarpSteps<kPhase> warp_k = warp_steps<kPhase>(warp, steps);
   const int my_steps = warp_k.count;  // <= kSteps (host-checked)
 
-  // Producer: the warp's steps of units u_begin.. in order, kStages ahead of the consumer.
+  // Producer: the warp's steps of the block's units in order, kStages ahead of the consumer.
   uint4(*ring)[2][32] = sh.ring[warp];
   Cursor pc = cursor_at(t, m_tiles, u_begin);
   const Cursor start = pc;
-  int p_left = u_end - u_begin;  // units the producer has not finished issuing
+  int p_left = u_end - u_begin;  // units of its range the producer has not finished issuing
+  int p_range = range;
   int pi = 0;
   int step0 = tile_step0<kPhase>(p, t, pc);  // the producer's tile
   auto issue = [&](int slot) {
@@ -612,8 +719,15 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
         pi = 0;
         if (--p_left > 0) {
           advance(pc, t, m_tiles);
-          step0 = tile_step0<kPhase>(p, t, pc);
+        } else if (kPooled) {  // the next range's chunk is published by now (make_pool)
+          const int c = t.next_chunk[(p_range + 1) & 1];
+          if (c >= 0) {
+            ++p_range;
+            p_left = chunk_size(t, c);
+            pc = cursor_at(t, m_tiles, chunk_first(t, c));
+          }
         }
+        if (p_left > 0) step0 = tile_step0<kPhase>(p, t, pc);
       }
     }
     cp_async_commit();  // empty past the stream: one group per step keeps the wait count fixed
@@ -628,10 +742,10 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
   }
   // B fragments: xf[h][i] = step warp_k.step(i) of this lane's activation row in n8 half h of the
   // current pass (half 1 only loaded and used when the pass has rows there). When the next unit
-  // changes group or pass (group boundaries, and every unit of an expert with more rows than a
-  // pass, whose passes alternate per tile), xf is reloaded for it right after this unit's mma
-  // consumed it, so the loads have a whole unit to land instead of stalling the next unit's first
-  // mma (and with it the warp's ring) on an L2 round trip.
+  // changes group or pass (group boundaries, chunk starts, and every unit of an expert with more
+  // rows than a pass, whose passes alternate per tile), xf is reloaded for it right after this
+  // unit's mma consumed it, so the loads have a whole unit to land instead of stalling the next
+  // unit's first mma (and with it the warp's ring) on an L2 round trip.
   Cursor cc = start;
   bool wide = second_half<kPassRows>(t, cc);  // uniform over the block
   uint4 xf[kHalves][kSteps];
@@ -646,14 +760,23 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
     }
   }
   int slot = 0;
-  // (counting the units down, u_end and u need not both stay in registers)
-  for (int left = u_end - u_begin; left > 0; --left) {
+  int left = u_end - u_begin;  // units of the consumer's range, this one included
+  // thread 0, entering a chunk: the draw for the range after it, published after its first unit
+  int drawn = kPooled && range == 1 && tid == 0 ? draw_chunk(p) : -1;
+  for (int unit = 0;; ++unit) {
     bool reload, next_wide;  // uniform over the block
     int next_row[kHalves];
     {  // (the next unit's cursor is not held across the k loop: registers)
       Cursor nc = cc;
-      advance(nc, t, m_tiles);
-      reload = left > 1 && (nc.g != cc.g || nc.p != cc.p);
+      bool has_next = true;
+      if (left > 1) {
+        advance(nc, t, m_tiles);
+      } else {
+        const int c = kPooled ? t.next_chunk[(range + 1) & 1] : -1;
+        has_next = c >= 0;
+        if (has_next) nc = cursor_at(t, m_tiles, chunk_first(t, c));
+      }
+      reload = has_next && (nc.g != cc.g || nc.p != cc.p);
       next_wide = reload ? second_half<kPassRows>(t, nc) : wide;
 #pragma unroll
       for (int h = 0; h < kHalves; ++h)
@@ -681,16 +804,20 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
       issue(slot);  // after the mma consumed the slot's registers
       slot = slot + 1 == kStages ? 0 : slot + 1;
     }
-    const int parity = left & 1;  // consecutive units alternate
+    const int parity = unit & 1;  // consecutive units alternate
     const int halves = wide ? kHalves : 1;
 #pragma unroll
     for (int h = 0; h < kHalves; ++h) {
       if (h < halves)
         sh.partial[parity][h][warp][lane] = make_float4(acc[h][0], acc[h][1], acc[h][2], acc[h][3]);
     }
+    if (kPooled && drawn >= 0) {  // thread 0, the first unit of a chunk
+      publish_chunk(p, sh.t, range + 1, drawn);
+      drawn = -1;
+    }
     __syncthreads();  // double-buffered partials: one barrier per unit
-    // Half h is summed by warp (left + 8 h) % 16: the two halves by two warps.
-    const int reducer = left % kWarps;
+    // Half h is summed by warp (unit + 8 h) % 16: the two halves by two warps.
+    const int reducer = unit % kWarps;
     const int mine = warp == reducer ? 0 : 1;  // the half this warp may sum
     if (mine < halves && warp == (reducer + mine * (kWarps / 2)) % kWarps) {
       float4 s = sh.partial[parity][mine][0][lane];
@@ -704,8 +831,17 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
       }
       store_unit<kPhase, kPassRows>(p, t, cc, mine, r, q, s);
     }
-    advance(cc, t, m_tiles);
     wide = next_wide;
+    if (--left > 0) {
+      advance(cc, t, m_tiles);
+      continue;
+    }
+    const int c = kPooled ? t.next_chunk[(range + 1) & 1] : -1;
+    if (c < 0) break;
+    ++range;
+    left = chunk_size(t, c);
+    cc = cursor_at(t, m_tiles, chunk_first(t, c));
+    if (tid == 0) drawn = draw_chunk(p);
   }
   cp_async_wait<0>();
 }

@@ -433,6 +433,48 @@ TEST_F(CudaMoeExperts, SmallBatchCostDealingKeepsBits) {
   expect_close(c, Path::kSmallBatch, hot, want);
 }
 
+// The wide kernels deal their last units at run time (moe_small_batch.cuh's pool): every launch
+// computes every unit exactly once whichever block draws it, and the launch's last draw resets the
+// counter for the next one, also across a grouped-path call that regrows the scratch holding it.
+// E = 64 experts of width 512 at 512 routed rows give every block dozens of units and each launch
+// dozens of chunks; the hot routing adds experts of two 16-row passes (cost dealing). Outputs
+// start as NaN, so a unit no block computed shows.
+TEST_F(CudaMoeExperts, SmallBatchPoolComputesEveryUnitOnEveryLaunch) {
+  const ExpertCase c{64, 256, 64, 512, 8}, big{512, 256, 64, 512, 8};
+  ASSERT_GE(c.T * c.top_k, 257) << "the wide kernels pool";
+  for (const bool hot : {false, true}) {
+    SCOPED_TRACE(hot ? "hot routing" : "random routing");
+    ExpertData d = make_experts(c, hot ? 1601 : 1600);
+    if (hot) {
+      std::mt19937 rng(1602);
+      hot_expert_routing(c, rng, d);
+    }
+    HostTensor want(DType::kBF16, {c.T, c.H});
+    moe_experts(cpu.two, d.x.view, d.gate_up.view, d.down.view, d.ids.view, d.weights.view,
+                want.view);
+    const TensorView gate_up = upload_experts(d.gate_up, ExpertMatrix::kGateUp),
+                     down = upload_experts(d.down, ExpertMatrix::kDown), x = upload(d.x),
+                     ids = upload(d.ids), weights = upload(d.weights);
+    HostTensor first;
+    for (int launch = 0; launch < 4; ++launch) {
+      if (launch == 2) {  // 4,096 routed rows on the grouped path: a larger scratch
+        const ExpertData b = make_experts(big, 1603);
+        const TensorView out = device_tensor(DType::kBF16, {big.T, big.H});
+        run_gpu(Path::kGrouped, upload(b.x), gate_up, down, upload(b.ids), upload(b.weights), out);
+      }
+      const TensorView out = device_tensor(DType::kBF16, {c.T, c.H});
+      run_gpu(Path::kSmallBatch, x, gate_up, down, ids, weights, out);
+      HostTensor got = download(out);
+      if (launch == 0) {
+        expect_close(c, Path::kSmallBatch, got, want);
+        first = std::move(got);
+      } else {
+        EXPECT_TRUE(test::bits_equal(got.view, first.view)) << "launch " << launch;
+      }
+    }
+  }
+}
+
 // The api op captured in a CUDA graph (the decode step's use) replays the eager bits, also after
 // the routing in the captured ids buffer changes (grids never depend on the routing): on the
 // small-batch path (T = 5, 32, 160: three launches chained by programmatic dependent launch; 160
