@@ -86,7 +86,8 @@ OpScratch::~OpScratch() {
   if (base) cudaFree(base);
 }
 
-char* OpScratch::reserve(size_t need, cudaStream_t stream, const char* op) {
+char* OpScratch::reserve(size_t need, cudaStream_t stream, const char* op, size_t zeroed_head) {
+  BEAM_CHECK(zeroed_head <= need) << op << ": zeroed head " << zeroed_head << " > " << need;
   if (bytes < need) {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     CUDA_OK(cudaStreamIsCapturing(stream, &capture));
@@ -98,6 +99,7 @@ char* OpScratch::reserve(size_t need, cudaStream_t stream, const char* op) {
     bytes = 0;
     CUDA_OK(cudaMallocAsync(&base, need, stream));
     bytes = need;
+    if (zeroed_head > 0) CUDA_OK(cudaMemsetAsync(base, 0, zeroed_head, stream));
   }
   return static_cast<char*>(base);
 }

@@ -100,10 +100,7 @@ struct SmallLayout {
 
 // ctx.moe with at least `bytes` (OpScratch::reserve), its pool counters zeroed when new.
 char* scratch(CudaContext& ctx, size_t bytes) {
-  const void* before = ctx.moe.base;
-  char* base = ctx.moe.reserve(bytes, ctx.stream, "moe_experts (CUDA)");
-  if (base != before) CUDA_OK(cudaMemsetAsync(base, 0, kPoolCounterBytes, ctx.stream));
-  return base;
+  return ctx.moe.reserve(bytes, ctx.stream, "moe_experts (CUDA)", kPoolCounterBytes);
 }
 
 // counts[e] = number of slots routed to e (counts zeroed before); a kNoExpert slot gets

@@ -298,9 +298,8 @@ struct RouterScratch {
   float* logits;
 };
 RouterScratch reserve_router_scratch(CudaContext& ctx, size_t bytes) {
-  const void* before = ctx.moe_router.base;
-  char* base = ctx.moe_router.reserve(kCounterBytes + bytes, ctx.stream, "moe_router_route (CUDA)");
-  if (base != before) CUDA_OK(cudaMemsetAsync(base, 0, kCounterBytes, ctx.stream));
+  char* base = ctx.moe_router.reserve(kCounterBytes + bytes, ctx.stream, "moe_router_route (CUDA)",
+                                      kCounterBytes);
   return {reinterpret_cast<uint32_t*>(base), reinterpret_cast<float*>(base + kCounterBytes)};
 }
 

@@ -617,6 +617,11 @@ template <class Tab>
 __device__ __forceinline__ int chunk_size(const Tab& t, int c) {
   return c + 1 < t.chunks ? t.chunk_units : t.units - chunk_first(t, c);
 }
+// The cursor of chunk c's first unit.
+template <class Tab>
+__device__ __forceinline__ Cursor chunk_start(const Tab& t, int m_tiles, int c) {
+  return cursor_at(t, m_tiles, chunk_first(t, c));
+}
 
 // Whether the pass at cursor c has rows in its second n8 half (never for 8-row passes).
 template <int kPassRows, class Tab>
@@ -724,7 +729,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
           if (c >= 0) {
             ++p_range;
             p_left = chunk_size(t, c);
-            pc = cursor_at(t, m_tiles, chunk_first(t, c));
+            pc = chunk_start(t, m_tiles, c);
           }
         }
         if (p_left > 0) step0 = tile_step0<kPhase>(p, t, pc);
@@ -774,7 +779,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
       } else {
         const int c = kPooled ? t.next_chunk[(range + 1) & 1] : -1;
         has_next = c >= 0;
-        if (has_next) nc = cursor_at(t, m_tiles, chunk_first(t, c));
+        if (has_next) nc = chunk_start(t, m_tiles, c);
       }
       reload = has_next && (nc.g != cc.g || nc.p != cc.p);
       next_wide = reload ? second_half<kPassRows>(t, nc) : wide;
@@ -840,7 +845,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
     if (c < 0) break;
     ++range;
     left = chunk_size(t, c);
-    cc = cursor_at(t, m_tiles, chunk_first(t, c));
+    cc = chunk_start(t, m_tiles, c);
     if (tid == 0) drawn = draw_chunk(p);
   }
   cp_async_wait<0>();

@@ -19,8 +19,10 @@ struct OpScratch {
   ~OpScratch();
 
   // At least `bytes` of scratch; growing is stream-ordered on `stream` and refused (checked, the
-  // message names `op`) during graph capture. Defined in kernels/cuda/cuda_context.cpp.
-  char* reserve(size_t bytes, CUstream_st* stream, const char* op);
+  // message names `op`) during graph capture. The first `zeroed_head` bytes (<= bytes) are zeroed
+  // on the stream whenever the buffer is allocated: counters that the op's kernels keep at zero
+  // between launches. Defined in kernels/cuda/cuda_context.cpp.
+  char* reserve(size_t bytes, CUstream_st* stream, const char* op, size_t zeroed_head = 0);
 };
 
 }  // namespace beam
