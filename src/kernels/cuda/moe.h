@@ -48,12 +48,26 @@ Status pack_expert_weights(CudaContext& ctx, ExpertMatrix which, const TensorVie
 // How moe_experts computes the experts; both give the CPU's rounding points, differ from it (and
 // from each other) only by fp32 summation order, and are run-to-run deterministic.
 enum class MoeExpertsPath {
-  kAuto,     // kSmallBatch when T * top_k <= kMoeSmallBatchMaxRows and the shapes fit it
-  kGrouped,  // grouped wgmma GEMMs over expert-row tiles of up to 256 rows (prefill, large batches)
-  kSmallBatch,      // weight streaming: each selected expert read once over all SMs (decode)
-  kGroupedCpAsync,  // kGrouped on its cp.async GEMM kernel only (the fallback when the driver
-                    // refuses the TMA kernel's tensor maps; tests)
+  kAuto,  // kSmallBatch when T * top_k <= kMoeSmallBatchMaxRows and the shapes fit it, else
+          // kGrouped
+  // Grouped wgmma GEMMs over expert-row tiles of up to 64 rows when the experts average at most
+  // kMoeShortTilesMaxAverageRows rows (decode batches past kSmallBatch), else 256 (prefill).
+  kGrouped,
+  kSmallBatch,         // weight streaming: each selected expert read once over all SMs (decode)
+  kGroupedCpAsync,     // kGrouped on its cp.async GEMM kernel only (the fallback when the driver
+                       // refuses the TMA kernel's tensor maps; tests)
+  kGroupedShortTiles,  // kGrouped with 64-row tiles whatever the rows (tests, benchmarks)
+  kGroupedLongTiles,   // kGrouped with 256-row tiles whatever the rows (tests, benchmarks)
 };
+// Routed rows per expert, on average, up to which the grouped path takes tiles of up to 64 rows
+// on its TMA kernel's 9-stage ring (144 KB of weights in flight an SM; the 256-row tiles leave
+// room for 4 stages, 64 KB, too few to stream the weights at HBM rate when each expert's weights
+// meet only ~16 rows). An expert with more rows takes several tiles, which re-read its weights
+// from L2 back to back. H200 run 185, Beam's experts, against 256-row tiles: T = 320 / 512 / 768 /
+// 1024 (10-32 rows an expert) 1.126 / 1.132 / 1.170 / 1.180 -> 1.023 / 1.031 / 1.077 / 1.079x of
+// the floor, decode layer at batch 512 1.249 -> 1.172x; T = 1536 / 2048 (48 / 64 rows) 1.246 /
+// 1.280 -> 1.300 / 1.466x.
+constexpr int64_t kMoeShortTilesMaxAverageRows = 32;
 // Routed rows (T * top_k) up to which kAuto takes the small-batch path: T <= 256 at top-8, every
 // decode graph bucket. By design its time is the HBM floor of the experts the batch touches: every
 // selected expert is read once, in equal shares per SM whatever the row counts, and the rows of an

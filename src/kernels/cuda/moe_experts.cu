@@ -260,15 +260,17 @@ struct Problem {
   int64_t T, H, E, I, top_k, rows;
 };
 
-// Grouped row order, row offsets and M-tile offsets per expert (into the scratch arrays).
-void permute(CudaContext& ctx, const Problem& pb, const int32_t* ids, int32_t* counts,
-             int32_t* offsets, int32_t* tile_offsets, int32_t* row_token, int32_t* entry_of) {
+// Grouped row order, row offsets and M-tile offsets (tiles of up to tile_rows rows) per expert
+// (into the scratch arrays).
+void permute(CudaContext& ctx, const Problem& pb, int tile_rows, const int32_t* ids,
+             int32_t* counts, int32_t* offsets, int32_t* tile_offsets, int32_t* row_token,
+             int32_t* entry_of) {
   CUDA_OK(cudaMemsetAsync(counts, 0, pb.E * sizeof(int32_t), ctx.stream));
   const int64_t count_blocks = std::min<int64_t>(ceil_div(pb.rows, 256), 1024);
   count_kernel<<<static_cast<unsigned>(count_blocks), 256, 0, ctx.stream>>>(
       ids, pb.rows, static_cast<int>(pb.E), counts, entry_of);
   CUDA_LAUNCH_OK();
-  offsets_kernel<<<1, 32, 0, ctx.stream>>>(counts, static_cast<int>(pb.E), moe_gemm::kBM, offsets,
+  offsets_kernel<<<1, 32, 0, ctx.stream>>>(counts, static_cast<int>(pb.E), tile_rows, offsets,
                                            tile_offsets);
   CUDA_LAUNCH_OK();
   scatter_kernel<<<static_cast<unsigned>(pb.E), kScatterThreads, 0, ctx.stream>>>(
@@ -276,11 +278,18 @@ void permute(CudaContext& ctx, const Problem& pb, const int32_t* ids, int32_t* c
   CUDA_LAUNCH_OK();
 }
 
-// One grouped GEMM launch over every possible (M tile, column band) pair: at most
-// ceil(rows / BM) full M tiles plus one partial tile per non-empty expert, times the bands.
+// Most M tiles of up to tile_rows rows: ceil(rows / tile_rows) full ones plus one partial tile
+// per non-empty expert.
+int64_t most_m_tiles(const Problem& pb, int tile_rows) {
+  return ceil_div(pb.rows, tile_rows) + std::min(pb.E, pb.rows);
+}
+
+// One grouped GEMM launch over every possible (M tile, column band) pair (M tiles of up to
+// tile_rows <= moe_gemm::kBM rows).
 template <Epilogue kEp>
-void launch_grouped_gemm(CudaContext& ctx, const Problem& pb, const moe_gemm::Args& args) {
-  const int64_t m_tiles = ceil_div(pb.rows, moe_gemm::kBM) + std::min(pb.E, pb.rows);
+void launch_grouped_gemm(CudaContext& ctx, const Problem& pb, int tile_rows,
+                         const moe_gemm::Args& args) {
+  const int64_t m_tiles = most_m_tiles(pb, tile_rows);
   const int64_t n_tiles = ceil_div(args.n, moe_gemm::tile_cols(kEp));
   const int64_t blocks = m_tiles * n_tiles;
   BEAM_CHECK(blocks <= INT32_MAX) << "moe_experts (CUDA): grid " << m_tiles << " x " << n_tiles
@@ -352,12 +361,13 @@ bool tma_fits(const bf16_t* a, const bf16_t* w, int64_t n, int64_t k) {
   return k > 0 && k % 8 == 0 && n > 0 && n % group == 0 && aligned16(a) && aligned16(w);
 }
 
-// The TMA grouped GEMM (moe_gemm::tma) on persistent clusters, one block per SM, as many as fit at
-// once; tile_counter zeroed on the stream before. False (nothing queued) if the driver refuses
-// the tensor maps or no cluster fits.
-template <Epilogue kEp>
+// The TMA grouped GEMM (moe_gemm::tma) with ring R (M tiles of up to R::kRows rows) on persistent
+// clusters, one block per SM, as many as fit at once; tile_counter zeroed on the stream before.
+// False (nothing queued) if the driver refuses the tensor maps or no cluster fits.
+template <class R, Epilogue kEp>
 bool launch_grouped_gemm_tma(CudaContext& ctx, const Problem& pb, const moe_gemm::Args& p,
                              const bf16_t* a, int32_t* tile_counter) {
+  static_assert(R::kRows <= moe_gemm::kBM, "the cp.async fallback takes the same M tiles");
   namespace tma = moe_gemm::tma;
   tma::Args args{};
   if (!encode_maps<kEp>(args, a, pb.rows, p.w, p.packed_w, pb.E, p.n, p.k)) {
@@ -368,11 +378,11 @@ bool launch_grouped_gemm_tma(CudaContext& ctx, const Problem& pb, const moe_gemm
   }
   args.p = p;
   args.tile_counter = tile_counter;
-  const int64_t m_tiles = ceil_div(pb.rows, moe_gemm::kBM) + std::min(pb.E, pb.rows);
+  const int64_t m_tiles = most_m_tiles(pb, R::kRows);
   BEAM_CHECK(m_tiles * ceil_div(p.n, moe_gemm::tile_cols(kEp, tma::kWRows)) < INT32_MAX)
       << "moe_experts (CUDA): " << m_tiles << " M tiles too many";
-  const auto kernel = tma::grouped_gemm_kernel<kEp>;
-  constexpr int kSmemBytes = tma::smem_bytes(kEp);
+  const auto kernel = tma::grouped_gemm_kernel<R, kEp>;
+  constexpr int kSmemBytes = R::smem_bytes(kEp);
   CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeClusterDimension;
@@ -398,13 +408,37 @@ bool launch_grouped_gemm_tma(CudaContext& ctx, const Problem& pb, const moe_gemm
   return true;
 }
 
+// How the grouped path runs its GEMMs: on the TMA kernel where the shapes allow it (else, or when
+// !use_tma, the cp.async one), over M tiles of up to 64 rows (short_tiles, on the TMA kernel's
+// deeper ring) or 256.
+struct GroupedPlan {
+  bool use_tma = true;
+  bool short_tiles = false;
+};
+
+// kAuto's plan: short tiles when the experts average at most kMoeShortTilesMaxAverageRows rows.
+GroupedPlan auto_plan(const Problem& pb) {
+  return GroupedPlan{.use_tma = true,
+                     .short_tiles = pb.rows <= kMoeShortTilesMaxAverageRows * pb.E};
+}
+
+// The TMA kernel of plan's ring; false as launch_grouped_gemm_tma.
+template <Epilogue kEp>
+bool launch_tma(CudaContext& ctx, const Problem& pb, const GroupedPlan& plan,
+                const moe_gemm::Args& p, const bf16_t* a, int32_t* tile_counter) {
+  namespace tma = moe_gemm::tma;
+  return plan.short_tiles
+             ? launch_grouped_gemm_tma<tma::ShortTiles, kEp>(ctx, pb, p, a, tile_counter)
+             : launch_grouped_gemm_tma<tma::LongTiles, kEp>(ctx, pb, p, a, tile_counter);
+}
+
 // Grouped path: permutation, grouped gate_up GEMM + SwiGLU, grouped down GEMM, combine. A GEMM
 // whose shapes allow it runs on the TMA kernel; gate_up then reads x's rows gathered in grouped
-// order into y (free until the down GEMM writes it).
-// use_tma false: the cp.async kernel only. Weights packed when moe_packed::packed_widths(H, I).
+// order into y (free until the down GEMM writes it). Weights packed when
+// moe_packed::packed_widths(H, I).
 void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
                  const TensorView& gate_up, const TensorView& down, const TensorView& ids,
-                 const TensorView& weights, const TensorView& out, bool use_tma) {
+                 const TensorView& weights, const TensorView& out, const GroupedPlan& plan) {
   const ScratchLayout layout(pb.E, pb.rows, pb.H, pb.I);
   char* base = scratch(ctx, layout.total);
   auto* counts = reinterpret_cast<int32_t*>(base + layout.counts);
@@ -415,7 +449,10 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
   auto* entry_of = reinterpret_cast<int32_t*>(base + layout.entry_of);
   auto* act = reinterpret_cast<bf16_t*>(base + layout.act);
   auto* y = reinterpret_cast<bf16_t*>(base + layout.y);
-  permute(ctx, pb, ids.as<int32_t>(), counts, offsets, tile_offsets, row_token, entry_of);
+  const int tile_rows =
+      plan.short_tiles ? moe_gemm::tma::ShortTiles::kRows : moe_gemm::tma::LongTiles::kRows;
+  permute(ctx, pb, tile_rows, ids.as<int32_t>(), counts, offsets, tile_offsets, row_token,
+          entry_of);
   CUDA_OK(cudaMemsetAsync(tile_counters, 0, 2 * sizeof(int32_t), ctx.stream));
 
   const auto* xp = static_cast<const bf16_t*>(x.data);
@@ -442,20 +479,20 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
     const moe_gemm::Args args = gemm_args(xp, row_token, gu, pb.I, pb.H,
                                           pb.H % 8 == 0 && aligned16(xp) && aligned16(gu), act);
     bool done = false;
-    if (use_tma && tma_fits<Epilogue::kSwiGLU>(xp, gu, pb.I, pb.H)) {
+    if (plan.use_tma && tma_fits<Epilogue::kSwiGLU>(xp, gu, pb.I, pb.H)) {
       gather_rows_kernel<<<static_cast<unsigned>(pb.rows), kGatherThreads, 0, ctx.stream>>>(
           xp, row_token, offsets + pb.E, pb.H, y);
       CUDA_LAUNCH_OK();
-      done = launch_grouped_gemm_tma<Epilogue::kSwiGLU>(ctx, pb, args, y, tile_counters);
+      done = launch_tma<Epilogue::kSwiGLU>(ctx, pb, plan, args, y, tile_counters);
     }
-    if (!done) launch_grouped_gemm<Epilogue::kSwiGLU>(ctx, pb, args);
+    if (!done) launch_grouped_gemm<Epilogue::kSwiGLU>(ctx, pb, tile_rows, args);
   }
   {  // y [rows, H] = act · down[e]ᵀ (zeros when I == 0)
     const moe_gemm::Args args =
         gemm_args(act, nullptr, dn, pb.H, pb.I, pb.I % 8 == 0 && aligned16(dn), y);
-    if (!use_tma || !tma_fits<Epilogue::kStore>(act, dn, pb.H, pb.I) ||
-        !launch_grouped_gemm_tma<Epilogue::kStore>(ctx, pb, args, act, tile_counters + 1))
-      launch_grouped_gemm<Epilogue::kStore>(ctx, pb, args);
+    if (!plan.use_tma || !tma_fits<Epilogue::kStore>(act, dn, pb.H, pb.I) ||
+        !launch_tma<Epilogue::kStore>(ctx, pb, plan, args, act, tile_counters + 1))
+      launch_grouped_gemm<Epilogue::kStore>(ctx, pb, tile_rows, args);
   }
   auto* o = static_cast<bf16_t*>(out.data);
   if (pb.H % 8 == 0 && aligned16(o)) {
@@ -590,12 +627,20 @@ void moe_experts(CudaContext& ctx, const TensorView& x, const TensorView& gate_u
       if (pb.rows <= kMoeSmallBatchMaxRows && small_fits) {
         run_small_batch(ctx, pb, x, gate_up, down, ids, weights, out);
       } else {
-        run_grouped(ctx, pb, x, gate_up, down, ids, weights, out, true);
+        run_grouped(ctx, pb, x, gate_up, down, ids, weights, out, auto_plan(pb));
       }
       return;
     case MoeExpertsPath::kGrouped:
+      run_grouped(ctx, pb, x, gate_up, down, ids, weights, out, auto_plan(pb));
+      return;
     case MoeExpertsPath::kGroupedCpAsync:
-      run_grouped(ctx, pb, x, gate_up, down, ids, weights, out, path == MoeExpertsPath::kGrouped);
+      run_grouped(ctx, pb, x, gate_up, down, ids, weights, out,
+                  GroupedPlan{.use_tma = false, .short_tiles = auto_plan(pb).short_tiles});
+      return;
+    case MoeExpertsPath::kGroupedShortTiles:
+    case MoeExpertsPath::kGroupedLongTiles:
+      run_grouped(ctx, pb, x, gate_up, down, ids, weights, out,
+                  GroupedPlan{.short_tiles = path == MoeExpertsPath::kGroupedShortTiles});
       return;
     case MoeExpertsPath::kSmallBatch:
       BEAM_CHECK(pb.rows <= kMoeSmallBatchRowLimit && small_fits)

@@ -7,7 +7,8 @@
 // the gate and up rows of one act column into one thread's accumulators and applies the CPU's
 // SwiGLU in the epilogue. Shapes whose rows are 16-byte multiples run on the warp-specialized TMA
 // kernel at the end (namespace tma: persistent clusters of two blocks sharing their grouped rows
-// by TMA multicast, a producer warp, 128 x 256 tiles); the cp.async kernel takes the others.
+// by TMA multicast, a producer warp, tiles of 128 weight rows by up to 256 grouped rows, or up to
+// 64 on a deeper ring for decode); the cp.async kernel takes the others.
 #pragma once
 
 #include <cuda.h>
@@ -37,12 +38,13 @@ constexpr int kStageRows = kWRows + kBM;             // weight rows, then groupe
 constexpr int kStageBytes = kStageRows * kRowBytes;  // 56 KB
 constexpr int kTableOffset = kStages * kStageBytes;  // row index table after the stages
 constexpr int kSmemAlign = 1024;                     // the 128-byte swizzle repeats every 1 KB
+constexpr int kSmemLimit = 227 * 1024;               // H200: dynamic shared memory per block
 constexpr int kSmemBytes = kTableOffset + kStageRows * 4 + kSmemAlign;  // + slack to align
 constexpr int kLoadRowsPerPass = kThreads / 8;  // rows a stage load covers per pass (8 chunks each)
 static_assert(kThreads >= kBM && kThreads >= kWRows, "row-table fill: one thread per row");
 static_assert(kWRows % kLoadRowsPerPass == 0, "a load pass reads weight rows or grouped rows");
 static_assert(kStageBytes % kSmemAlign == 0 && kWRows * kRowBytes % kSmemAlign == 0);
-static_assert(kSmemBytes <= 227 * 1024, "H200: 227 KB of shared memory per block");
+static_assert(kSmemBytes <= kSmemLimit, "H200: 227 KB of shared memory per block");
 
 enum class Epilogue {
   kStore,   // out [rows, n] = bf16(acc)
@@ -331,39 +333,60 @@ constexpr int kThreads = kConsumerThreads + 32;              // + the producer w
 constexpr int kBoxRows = 64;
 constexpr int kWeightBytes = kWRows * kRowBytes;             // a stage's weight box (16 KB)
 constexpr int kBoxBytes = kBoxRows * kRowBytes;              // one grouped-row box (8 KB)
-constexpr int kStageBytes = kWeightBytes + kBM * kRowBytes;  // 48 KB
 constexpr int kWeightGroups = kWRows / 16;                   // the weight box's 16-row groups
+static_assert(kWeightBytes % kSmemAlign == 0 && kBoxBytes % kSmemAlign == 0);
 // Blocks of a cluster (H200, 8K-token prefill, runs 136-137: 2 is 5.5% faster than 1; 4 fits 30
 // clusters, 120 SMs, and loses that again).
 constexpr int kCluster = 2;
-// Mailboxes: rank 0 posts job J's ticket as soon as it takes it, when every rank has consumed a
-// stage of job J - 1 - kStages or later (rank 0's ring waits; each job has a stage), so has read
-// that job's ticket: 2 kStages slots keep each posted ticket until it is read.
-constexpr int kMailboxes = 2 * kStages;
-// Barriers full[kStages], empty[kStages], mailbox_full[kMailboxes] (8 bytes each), then a
-// StageJob per stage, then the mailboxes (a ticket each).
-constexpr int kBarOffset = kStages * kStageBytes;
-constexpr int kJobOffset = kBarOffset + (2 * kStages + kMailboxes) * 8;
-static_assert(kBM % kBoxRows == 0 && kWeightBytes % kSmemAlign == 0 &&
-              kBoxBytes % kSmemAlign == 0 && kStageBytes % kSmemAlign == 0);
 
 // The tile a ring slot starts (written by the producer before the stage's full barrier completes,
 // read by the consumers after it); rows < 0: no tiles left.
 struct StageJob {
   int32_t row0, rows, n0, expert;
 };
-constexpr int kMailboxOffset = kJobOffset + kStages * static_cast<int>(sizeof(StageJob));
-// The SwiGLU epilogue's staging area after the mailboxes: a consumer thread's gate/up pairs as
-// bf16x2 words, half a kBM tile's kBM / 4 pairs a thread at a time, word i of consumer thread t
-// at word i * kConsumerThreads + t (private to t; consecutive threads, consecutive banks).
-constexpr int kStagedPairs = kBM / 8;
-constexpr int kStagingOffset = kMailboxOffset + kMailboxes * 4;
-constexpr int kStagingBytes = kStagedPairs * kConsumerThreads * 4;  // 32 KB
-// Dynamic shared memory of kEp's kernel (+ slack to align the stages).
-constexpr int smem_bytes(Epilogue ep) {
-  return (ep == Epilogue::kSwiGLU ? kStagingOffset + kStagingBytes : kStagingOffset) + kSmemAlign;
-}
-static_assert(smem_bytes(Epilogue::kSwiGLU) <= 227 * 1024, "H200: 227 KB of shared memory");
+
+// Shared-memory layout of a kernel whose tiles hold up to kTileRows grouped rows: as many ring
+// stages (a weight box and kTileRows grouped rows each) as fit beside the SwiGLU staging area, at
+// most kMaxStages. Long tiles (kBM = 256: 4 stages, 64 KB of weights in flight) serve prefill;
+// short ones (64: 9 stages, 144 KB) serve decode batches past the small-batch path, whose experts
+// get ~16 rows each and whose weights must stream at HBM rate.
+template <int kTileRows>
+struct Ring {
+  static constexpr int kRows = kTileRows;
+  static constexpr int kStageBytes = kWeightBytes + kTileRows * kRowBytes;
+  // The SwiGLU epilogue's staging area: a consumer thread's gate/up pairs as bf16x2 words, half a
+  // tile's kTileRows / 4 pairs a thread at a time, word i of consumer thread t at word
+  // i * kConsumerThreads + t (private to t; consecutive threads, consecutive banks).
+  static constexpr int kStagedPairs = kTileRows / 8;
+  static constexpr int kStagingBytes = kStagedPairs * kConsumerThreads * 4;
+  // Per stage beside its bytes: full, empty and two mailbox barriers (8 bytes each), a StageJob
+  // and two mailboxes (a ticket each).
+  static constexpr int kStageOverhead = 4 * 8 + static_cast<int>(sizeof(StageJob)) + 2 * 4;
+  static constexpr int kMaxStages = 9;
+  static constexpr int kFit =
+      (kSmemLimit - kSmemAlign - kStagingBytes) / (kStageBytes + kStageOverhead);
+  static constexpr int kStages = kFit < kMaxStages ? kFit : kMaxStages;
+  // Mailboxes: rank 0 posts job J's ticket as soon as it takes it, when every rank has consumed a
+  // stage of job J - 1 - kStages or later (rank 0's ring waits; each job has a stage), so has
+  // read that job's ticket: 2 kStages slots keep each posted ticket until it is read.
+  static constexpr int kMailboxes = 2 * kStages;
+  // Barriers full[kStages], empty[kStages], mailbox_full[kMailboxes] (8 bytes each), then a
+  // StageJob per stage, then the mailboxes, then the staging area.
+  static constexpr int kBarOffset = kStages * kStageBytes;
+  static constexpr int kJobOffset = kBarOffset + (2 * kStages + kMailboxes) * 8;
+  static constexpr int kMailboxOffset = kJobOffset + kStages * static_cast<int>(sizeof(StageJob));
+  static constexpr int kStagingOffset = kMailboxOffset + kMailboxes * 4;
+  // Dynamic shared memory of kEp's kernel (+ slack to align the stages).
+  static constexpr int smem_bytes(Epilogue ep) {
+    return (ep == Epilogue::kSwiGLU ? kStagingOffset + kStagingBytes : kStagingOffset) + kSmemAlign;
+  }
+  static_assert(kTileRows % kBoxRows == 0 && kTileRows % kRowStep == 0 && kTileRows <= kBM);
+  static_assert(kStages >= 3 && kStageBytes % kSmemAlign == 0);
+  static_assert(smem_bytes(Epilogue::kSwiGLU) <= kSmemLimit, "H200: 227 KB of shared memory");
+};
+using LongTiles = Ring<kBM>;  // prefill: 4 stages of up to 256 rows
+using ShortTiles = Ring<64>;  // decode past the small-batch path: 9 stages of up to 64 rows
+static_assert(LongTiles::kStages == 4 && ShortTiles::kStages == 9);
 
 struct Args {
   CUtensorMap w_map;  // weights as {k, 8, 2, groups, E}, box {kBK, 8, 2, kWeightGroups, 1};
@@ -373,14 +396,17 @@ struct Args {
   int32_t* tile_counter;  // 0 at launch; each cluster's rank-0 producer takes its next job from it
 };
 
+template <class R>
 __device__ __forceinline__ uint32_t full_bar(uint32_t base, uint32_t s) {
-  return base + kBarOffset + 8 * s;
+  return base + R::kBarOffset + 8 * s;
 }
+template <class R>
 __device__ __forceinline__ uint32_t empty_bar(uint32_t base, uint32_t s) {
-  return base + kBarOffset + 8 * (kStages + s);
+  return base + R::kBarOffset + 8 * (R::kStages + s);
 }
+template <class R>
 __device__ __forceinline__ uint32_t mailbox_bar(uint32_t base, uint32_t s) {
-  return base + kBarOffset + 8 * (2 * kStages + s);
+  return base + R::kBarOffset + 8 * (2 * R::kStages + s);
 }
 
 // The job of `ticket` for cluster rank `rank`: tile_job over bands kCluster times as wide, this
@@ -398,7 +424,7 @@ __device__ __forceinline__ TileJob rank_job(const moe_gemm::Args& p, int64_t tic
 // slot every consumer of the cluster freed; then one stage announcing the end. Rank 0 takes the
 // tickets and posts each in the other ranks' mailboxes right away (slot = job count % kMailboxes),
 // so that they find their job (tile_job's search) while the ring drains, as rank 0 does.
-template <Epilogue kEp>
+template <class R, Epilogue kEp>
 __device__ __forceinline__ void produce(const Args& a, uint32_t base, StageJob* jobs,
                                         const int32_t* mailbox, uint32_t rank) {
   const moe_gemm::Args& p = a.p;
@@ -414,27 +440,28 @@ __device__ __forceinline__ void produce(const Args& a, uint32_t base, StageJob* 
   uint32_t jobs_taken = 0;
   for (;; ++jobs_taken) {
     // This job's mailbox slot and the phase of its barrier.
-    const uint32_t mail = jobs_taken % kMailboxes, mail_parity = (jobs_taken / kMailboxes) & 1;
+    const uint32_t mail = jobs_taken % R::kMailboxes,
+                   mail_parity = (jobs_taken / R::kMailboxes) & 1;
     int64_t ticket;
     if (rank == 0) {
       ticket = atomicAdd(a.tile_counter, 1);
       const int32_t posted = static_cast<int32_t>(ticket < total ? ticket : total);
-      const uint32_t mailbox_addr = base + kMailboxOffset + 4 * mail;
+      const uint32_t mailbox_addr = base + R::kMailboxOffset + 4 * mail;
       for (uint32_t r = 1; r < kCluster; ++r) {
         cluster::store(cluster::map(mailbox_addr, r), posted);
-        cluster::mbar_arrive(cluster::map(mailbox_bar(base, mail), r));
+        cluster::mbar_arrive(cluster::map(mailbox_bar<R>(base, mail), r));
       }
     } else {
-      cluster::mbar_wait(mailbox_bar(base, mail), mail_parity);
+      cluster::mbar_wait(mailbox_bar<R>(base, mail), mail_parity);
       ticket = mailbox[mail];
     }
     const TileJob job =
         ticket < total ? rank_job<kEp>(p, ticket, rank) : TileJob{};  // before waiting
-    const uint32_t first = it % kStages;
-    wgmma::mbar_wait(empty_bar(base, first), ((it / kStages) & 1) ^ 1);
+    const uint32_t first = it % R::kStages;
+    wgmma::mbar_wait(empty_bar<R>(base, first), ((it / R::kStages) & 1) ^ 1);
     if (ticket >= total) {
       jobs[first] = StageJob{0, -1, 0, 0};
-      wgmma::mbar_arrive(full_bar(base, first));
+      wgmma::mbar_arrive(full_bar<R>(base, first));
       return;
     }
     jobs[first] = StageJob{static_cast<int32_t>(job.row0), job.rows, static_cast<int32_t>(job.n0),
@@ -444,9 +471,9 @@ __device__ __forceinline__ void produce(const Args& a, uint32_t base, StageJob* 
     const auto group0 = static_cast<int32_t>(job.n0 / (kCols / kWeightGroups));
     const auto row0 = static_cast<int32_t>(job.row0);
     for (int kt = 0; kt < num_k; ++kt, ++it) {
-      const uint32_t s = it % kStages;
-      if (kt > 0) wgmma::mbar_wait(empty_bar(base, s), ((it / kStages) & 1) ^ 1);
-      const uint32_t stage = base + s * kStageBytes, full = full_bar(base, s);
+      const uint32_t s = it % R::kStages;
+      if (kt > 0) wgmma::mbar_wait(empty_bar<R>(base, s), ((it / R::kStages) & 1) ^ 1);
+      const uint32_t stage = base + s * R::kStageBytes, full = full_bar<R>(base, s);
       wgmma::mbar_arrive_expect_tx(full, bytes);
       if (p.packed_w) {  // map {kBK, 16, groups, k / kBK, E}: packed step kt of the tiles
         wgmma::tma_load_5d(stage, &a.w_map, full, 0, 0, group0, kt, job.expert);
@@ -483,7 +510,7 @@ __device__ __forceinline__ void store_tile_stepped(const moe_gemm::Args& p, cons
 
 // SwiGLU pairs [first, first + kCount) of a consumer thread (pair w: grouped row 8 (w / 2) +
 // 2 (lane % 4) + w % 2, gate d[4 (w / 2) + w % 2], up d[4 (w / 2) + 2 + w % 2]) rounded to bf16
-// into the staging area at `staging` (kStagingOffset's layout).
+// into the staging area at `staging` (Ring::kStagingOffset's layout).
 template <int kN, int kFirst, int kCount>
 __device__ __forceinline__ void stage_pairs(const float (&d)[kN / 2], uint32_t staging, int ctid) {
 #pragma unroll
@@ -520,12 +547,12 @@ __device__ __forceinline__ void store_staged_swiglu(const moe_gemm::Args& p, con
 // The SwiGLU epilogue (n % 8 == 0): the same values and roundings as store_tile, its SiLUs in a
 // rolled loop over pairs staged in shared memory, half the tile's pairs at a time (run 141: the
 // unrolled epilogue took a quarter of the consumers' samples, mostly waiting for instructions).
-template <int kN>
+template <class R, int kN>
 __device__ __forceinline__ void store_tile_swiglu(const moe_gemm::Args& p, const TileJob& job,
                                                   int ctid, const float (&d)[kN / 2],
                                                   uint32_t staging) {
   constexpr int kHalf = kN / 8;  // pairs a half: kN / 4 a thread
-  static_assert(kHalf <= kStagedPairs);
+  static_assert(kHalf <= R::kStagedPairs);
   if (job.n0 + 8 * (ctid / 32) + (ctid % 32) / 4 >= p.n) return;
   stage_pairs<kN, 0, kHalf>(d, staging, ctid);
   store_staged_swiglu(p, job, ctid, staging, 0, kHalf);
@@ -537,17 +564,18 @@ __device__ __forceinline__ void store_tile_swiglu(const moe_gemm::Args& p, const
 // the cluster (each may multicast into this block's copy of the stage), its own block's first.
 // Order matters when a job's grouped rows are one box (rank 0's alone): the other block may then
 // run a stage ahead, and its next arrivals here must not precede this block's own.
+template <class R>
 __device__ __forceinline__ void release_stage(uint32_t base, uint32_t s) {
   const uint32_t own = cluster::rank();
-  wgmma::mbar_arrive(empty_bar(base, s));
+  wgmma::mbar_arrive(empty_bar<R>(base, s));
 #pragma unroll
   for (uint32_t i = 1; i < kCluster; ++i)
-    cluster::mbar_arrive_signal(cluster::map(empty_bar(base, s), (own + i) % kCluster));
+    cluster::mbar_arrive_signal(cluster::map(empty_bar<R>(base, s), (own + i) % kCluster));
 }
 
 // Consumer warpgroup ctid / 128 (ctid: thread index over the consumers): the tile with kN (>=
 // rows) grouped rows from ring stage `it` on; it advances past the tile's stages.
-template <Epilogue kEp, int kN>
+template <class R, Epilogue kEp, int kN>
 __device__ __forceinline__ void consume_tile(const Args& a, const TileJob& job, uint32_t base,
                                              uint32_t& it, int ctid) {
   const int c = ctid / 128;
@@ -557,46 +585,46 @@ __device__ __forceinline__ void consume_tile(const Args& a, const TileJob& job, 
   for (int i = 0; i < kN / 2; ++i) d[i] = 0.0f;
   uint32_t prev = 0;
   for (int kt = 0; kt < num_k; ++kt, ++it) {
-    const uint32_t s = it % kStages;
-    wgmma::mbar_wait(full_bar(base, s), (it / kStages) & 1);
-    const uint32_t stage = base + s * kStageBytes;
+    const uint32_t s = it % R::kStages;
+    wgmma::mbar_wait(full_bar<R>(base, s), (it / R::kStages) & 1);
+    const uint32_t stage = base + s * R::kStageBytes;
     issue_k_slice<kN>(d, stage + c * 64 * kRowBytes, stage + kWeightBytes);
     wgmma::wait<1>();  // the previous stage's group retired in this warp: the warp frees its stage
     wgmma::fence_operands(d);
-    if (kt > 0 && ctid % 32 == 0) release_stage(base, prev);
+    if (kt > 0 && ctid % 32 == 0) release_stage<R>(base, prev);
     prev = s;
   }
   wgmma::wait<0>();
   wgmma::fence_operands(d);
-  if (num_k > 0 && ctid % 32 == 0) release_stage(base, prev);
+  if (num_k > 0 && ctid % 32 == 0) release_stage<R>(base, prev);
   if constexpr (kEp == Epilogue::kSwiGLU) {
-    store_tile_swiglu<kN>(a.p, job, ctid, d, base + kStagingOffset);
+    store_tile_swiglu<R, kN>(a.p, job, ctid, d, base + R::kStagingOffset);
   } else {
     store_tile_stepped<kN>(a.p, job, ctid, d);
   }
 }
 
 // consume_tile with the smallest kN = 16 s >= rows.
-template <Epilogue kEp, int kSteps = 1>
+template <class R, Epilogue kEp, int kSteps = 1>
 __device__ __forceinline__ void consume_fitted_tile(const Args& a, const TileJob& job,
                                                     uint32_t base, uint32_t& it, int ctid) {
-  if constexpr (kSteps * kRowStep < kBM) {
+  if constexpr (kSteps * kRowStep < R::kRows) {
     if (job.rows > kSteps * kRowStep) {
-      consume_fitted_tile<kEp, kSteps + 1>(a, job, base, it, ctid);
+      consume_fitted_tile<R, kEp, kSteps + 1>(a, job, base, it, ctid);
       return;
     }
   }
-  consume_tile<kEp, kSteps * kRowStep>(a, job, base, it, ctid);
+  consume_tile<R, kEp, kSteps * kRowStep>(a, job, base, it, ctid);
 }
 
 // Consumer warpgroups: tile after tile as the ring's job slots announce them, until the end.
-template <Epilogue kEp>
+template <class R, Epilogue kEp>
 __device__ __forceinline__ void consume(const Args& a, uint32_t base, const StageJob* jobs,
                                         int ctid) {
   uint32_t it = 0;  // stages consumed so far
   for (;;) {
-    const uint32_t first = it % kStages;
-    wgmma::mbar_wait(full_bar(base, first), (it / kStages) & 1);
+    const uint32_t first = it % R::kStages;
+    wgmma::mbar_wait(full_bar<R>(base, first), (it / R::kStages) & 1);
     const StageJob sj = jobs[first];
     if (sj.rows < 0) return;
     TileJob job;
@@ -604,38 +632,38 @@ __device__ __forceinline__ void consume(const Args& a, uint32_t base, const Stag
     job.rows = sj.rows;
     job.n0 = sj.n0;
     job.expert = sj.expert;
-    consume_fitted_tile<kEp>(a, job, base, it, ctid);
+    consume_fitted_tile<R, kEp>(a, job, base, it, ctid);
   }
 }
 
-// Grid: clusters of kCluster blocks, one block per SM (or fewer); kThreads threads, smem_bytes(kEp)
-// of dynamic shared memory. Every block's shared layout is the same (multicast and the mailboxes
-// address a rank's copy by this block's offsets).
-template <Epilogue kEp>
+// Grid: clusters of kCluster blocks, one block per SM (or fewer); kThreads threads,
+// R::smem_bytes(kEp) of dynamic shared memory. Every block's shared layout is the same (multicast
+// and the mailboxes address a rank's copy by this block's offsets).
+template <class R, Epilogue kEp>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_constant__ Args a) {
   static_assert(kCluster >= 2 && kCluster <= 16, "a multicast mask of 16 bits");
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   uint8_t* smem = smem_raw + ((raw + kSmemAlign - 1) / kSmemAlign * kSmemAlign - raw);
   const uint32_t base = smem_u32(smem);
-  auto* jobs = reinterpret_cast<StageJob*>(smem + kJobOffset);
-  const auto* mailbox = reinterpret_cast<const int32_t*>(smem + kMailboxOffset);
+  auto* jobs = reinterpret_cast<StageJob*>(smem + R::kJobOffset);
+  const auto* mailbox = reinterpret_cast<const int32_t*>(smem + R::kMailboxOffset);
   const int tid = static_cast<int>(threadIdx.x);
   if (tid == 0) {
-    for (uint32_t s = 0; s < kStages; ++s) {
-      wgmma::mbar_init(full_bar(base, s), 1);  // the producer's expect_tx arrival
+    for (uint32_t s = 0; s < R::kStages; ++s) {
+      wgmma::mbar_init(full_bar<R>(base, s), 1);  // the producer's expect_tx arrival
       // One arrival from each consumer warp of the cluster.
-      wgmma::mbar_init(empty_bar(base, s), kCluster * kConsumerThreads / 32);
+      wgmma::mbar_init(empty_bar<R>(base, s), kCluster * kConsumerThreads / 32);
     }
-    for (uint32_t s = 0; s < kMailboxes; ++s) wgmma::mbar_init(mailbox_bar(base, s), 1);
+    for (uint32_t s = 0; s < R::kMailboxes; ++s) wgmma::mbar_init(mailbox_bar<R>(base, s), 1);
     wgmma::fence_barrier_init();
   }
   cluster::sync();  // the barriers exist in every block before any block arrives on them
   const uint32_t rank = cluster::rank();
   if (tid < kConsumerThreads) {
-    consume<kEp>(a, base, jobs, tid);
+    consume<R, kEp>(a, base, jobs, tid);
   } else if (tid == kConsumerThreads) {
-    produce<kEp>(a, base, jobs, mailbox, rank);
+    produce<R, kEp>(a, base, jobs, mailbox, rank);
   }
   __syncwarp();
   cluster::sync();  // no block leaves while the others may still arrive on its barriers

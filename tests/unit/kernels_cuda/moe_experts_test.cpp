@@ -1,5 +1,6 @@
 // CUDA moe_experts against the CPU reference op, on both paths (grouped tensor-core GEMMs, on the
-// TMA kernel and on the cp.async one; the small-batch weight-streaming kernels), weights uploaded
+// TMA kernel with tiles of up to 64 or 256 rows (same bits) and on the cp.async one; the
+// small-batch weight-streaming kernels), weights uploaded
 // and packed (pack_expert_weights; the packed layout itself is checked element by element).
 // Outputs differ from the CPU only through the fp32 accumulation order: asserted within 3 bf16
 // ulps or 2e-2 of the output's rms, >= 95% within one ulp, with the bit-equal and 1-ulp fractions
@@ -33,7 +34,14 @@ constexpr int64_t kSmallBatchMaxRows = cuda::kMoeSmallBatchMaxRows;
 constexpr int64_t kSmallBatchRowLimit = cuda::kMoeSmallBatchRowLimit;
 constexpr int64_t kSmallBatchMaxWidth = cuda::kMoeSmallBatchMaxWidth;
 #else  // the fixture skips without the backend; these keep the tests compiling
-enum class Path { kAuto, kGrouped, kSmallBatch, kGroupedCpAsync };
+enum class Path {
+  kAuto,
+  kGrouped,
+  kSmallBatch,
+  kGroupedCpAsync,
+  kGroupedShortTiles,
+  kGroupedLongTiles
+};
 constexpr int64_t kSmallBatchMaxRows = 2048;
 constexpr int64_t kSmallBatchRowLimit = 2048;
 constexpr int64_t kSmallBatchMaxWidth = 5120;
@@ -49,6 +57,10 @@ const char* path_name(Path p) {
       return "small-batch";
     case Path::kGroupedCpAsync:
       return "grouped-cp.async";
+    case Path::kGroupedShortTiles:
+      return "grouped-short-tiles";
+    case Path::kGroupedLongTiles:
+      return "grouped-long-tiles";
   }
   return "?";
 }
@@ -133,10 +145,13 @@ bool small_batch_fits(const ExpertCase& c) {
          c.H <= kSmallBatchMaxWidth && c.I <= kSmallBatchMaxWidth;
 }
 
-// The grouped path on both its kernels, and the small-batch one when it takes the case.
+// The grouped path on both its kernels and both its tile sizes, and the small-batch one when it
+// takes the case.
 std::vector<Path> paths_for(const ExpertCase& c) {
-  if (small_batch_fits(c)) return {Path::kGrouped, Path::kGroupedCpAsync, Path::kSmallBatch};
-  return {Path::kGrouped, Path::kGroupedCpAsync};
+  std::vector<Path> paths{Path::kGrouped, Path::kGroupedCpAsync, Path::kGroupedShortTiles,
+                          Path::kGroupedLongTiles};
+  if (small_batch_fits(c)) paths.push_back(Path::kSmallBatch);
+  return paths;
 }
 
 class CudaMoeExperts : public test::CudaTest {
@@ -288,6 +303,36 @@ TEST_F(CudaMoeExperts, AutoPicksPathByRoutedRowsAndWidths) {
   }
   expect_auto_is(Path::kGrouped, {2, 37, 4, 19, 2}, 801);                       // odd widths
   expect_auto_is(Path::kGrouped, {2, kSmallBatchMaxWidth + 64, 4, 64, 2}, 802);  // too wide
+}
+
+// The grouped path's two tile sizes (up to 64 rows on the TMA kernel's deeper ring, or 256) give
+// the same bits: each output is one fp32 dot product in fixed K order whatever the tile's rows.
+// Experts with more rows than a short tile (a hot expert of 300 rows: five tiles), empty experts,
+// row counts off the 16-row step, and Beam's top-8 over 64 experts at 16 rows an expert.
+TEST_F(CudaMoeExperts, GroupedTileSizesKeepBits) {
+  for (const ExpertCase& c : {ExpertCase{128, 512, 64, 256, 8}, ExpertCase{300, 256, 16, 128, 4},
+                              ExpertCase{41, 192, 8, 320, 3}}) {
+    ExpertData d = make_experts(c, static_cast<uint32_t>(900 + c.T));
+    std::mt19937 rng(static_cast<uint32_t>(c.T));
+    std::vector<int32_t> others(static_cast<size_t>(c.E - 2));  // experts 2..E-1
+    std::iota(others.begin(), others.end(), 2);
+    for (int64_t t = 0; t < c.T; ++t) {  // expert 1 on every token, expert 0 on none
+      std::shuffle(others.begin(), others.end(), rng);
+      int32_t* row = d.ids.as<int32_t>() + t * c.top_k;
+      row[0] = 1;
+      std::copy_n(others.begin(), c.top_k - 1, row + 1);
+    }
+    const TensorView gate_up = upload_experts(d.gate_up, ExpertMatrix::kGateUp),
+                     down = upload_experts(d.down, ExpertMatrix::kDown);
+    check(c, d, gate_up, down, cpu.two, {Path::kGroupedShortTiles, Path::kGroupedLongTiles});
+    const TensorView x = upload(d.x), ids = upload(d.ids), weights = upload(d.weights);
+    const TensorView shorts = device_tensor(DType::kBF16, {c.T, c.H}),
+                     longs = device_tensor(DType::kBF16, {c.T, c.H});
+    run_gpu(Path::kGroupedShortTiles, x, gate_up, down, ids, weights, shorts);
+    run_gpu(Path::kGroupedLongTiles, x, gate_up, down, ids, weights, longs);
+    EXPECT_TRUE(test::bits_equal(download(shorts).view, download(longs).view))
+        << "T=" << c.T << " E=" << c.E;
+  }
 }
 
 TEST_F(CudaMoeExperts, AllTokensOnOneExpert) {
