@@ -256,10 +256,11 @@ bool tensor_core_decode(const Geometry& g) {
 // value G times), smaller ones by latency, which a warp per head keeps shortest (H200 run 57).
 // Both give the same bits.
 constexpr int64_t kWideDecodeRows = 32;
-// Decode rows from which the tensor-core kernel runs two CTAs of two warps an SM instead of one
-// of four: one CTA's item start and fold then overlap the other's streaming (H200 run 65: batch 128
-// at 512 keys 1.79 -> 1.58x its floor), while few rows keep four warps' shorter latency and fewer
-// records to combine (batch 1: 25 vs 31x; batch 32 at 8K keys 1.22 vs 1.39x). Same bits.
+// Decode rows from which the tensor-core kernel runs CTAs of two warps (three an SM, 2-stage rings;
+// two an SM on 3-stage rings before run 190) instead of one of four: one CTA's item start and fold
+// then overlap the others' streaming (H200 run 65: batch 128 at 512 keys 1.79 -> 1.58x its floor;
+// run 190: 1.44x), while few rows keep four warps' shorter latency and fewer records to combine
+// (batch 1: 25 vs 31x; batch 32 at 8K keys 1.22 vs 1.39x). Same bits.
 constexpr int64_t kMmaTwoWarpRows = 64;
 
 // The decode kernel's warp layout for `rows` decode rows.

@@ -95,7 +95,7 @@ enum class DecodeLayout {
   kHeadPerWarp,      // CUDA cores, a warp per q head (G warps): the shortest latency
   kTwoHeadsPerWarp,  // CUDA cores, a warp per two q heads (G / 2 warps): many rows, G even
   kMmaFourWarps,     // head_dim 128, G <= 8: decode_mma::Cta<4>, one CTA an SM (few rows)
-  kMmaTwoWarps,      // the same as decode_mma::Cta<2>, two CTAs an SM (many rows)
+  kMmaTwoWarps,      // the same as decode_mma::Cta<2>, three CTAs an SM (many rows)
 };
 // Splits a CTA folds into one state before they meet the row's other states: a row's state is the
 // fold, in order, of the states of its consecutive groups of F splits, each the fold of its
@@ -671,13 +671,13 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
     const int offset = p.block_shift >= 0 ? key & (p.block_size - 1) : key % p.block_size;
     return (block * p.block_size + offset) * p.num_kv_heads + kvh;
   };
-  __nv_bfloat16* ring = rings + warp * dm::kStages * dm::kTileElems;
+  __nv_bfloat16* ring = rings + warp * Cta::kStages * dm::kTileElems;
   // The first stages' tiles. Before the CTA's griddepcontrol.wait only keys older than `fresh`
   // (written before the predecessor kernel started) are copied; the wait's own keys follow it.
   const int before_wait = waited ? INT32_MAX : it->fresh;
   Cursor load = start(warp);  // the next tile to queue, and its entry
   int64_t entry = lookup(load);
-  for (int s = 0; s < dm::kStages - 1; ++s) {
+  for (int s = 0; s < Cta::kStages - 1; ++s) {
     Cursor next = load;
     if (load.j < n) advance(next);
     const int64_t next_entry = lookup(next);
@@ -692,7 +692,7 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
     pdl_wait();
     waited = true;
     Cursor c = start(warp);
-    for (int s = 0; s < dm::kStages - 1 && c.j < n; ++s, advance(c)) {
+    for (int s = 0; s < Cta::kStages - 1 && c.j < n; ++s, advance(c)) {
       if (c.t0 + kTile > before_wait)
         dm::copy_keys_from(p.k_cache, p.v_cache, row_of(c, lookup(c)), before_wait - c.t0,
                            ring + s * dm::kTileElems);
@@ -719,16 +719,16 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
       dm::State st;
       st.reset();
       for (Cursor cur = start(j); cur.j == j; advance(cur), ++tile) {
-        cp_async_wait<dm::kStages - 2>();  // this lane's copies of the tile landed
+        cp_async_wait<Cta::kStages - 2>();  // this lane's copies of the tile landed
         __syncwarp();                      // every lane's did; the previous stage is consumed
         if (load.j < n) {
           dm::load_tile(p.k_cache, p.v_cache, row_of(load, entry),
-                        ring + (tile + dm::kStages - 1) % dm::kStages * dm::kTileElems);
+                        ring + (tile + Cta::kStages - 1) % Cta::kStages * dm::kTileElems);
           advance(load);
           entry = lookup(load);  // in flight during the step
         }
         cp_async_commit();
-        dm::tile_step(p.scale, qb, ring + tile % dm::kStages * dm::kTileElems, cur.t0, keys.a,
+        dm::tile_step(p.scale, qb, ring + tile % Cta::kStages * dm::kTileElems, cur.t0, keys.a,
                       keys.b, st);
       }
       dm::store_slot(slots + warp * dm::kSlotFloats, st);
