@@ -54,16 +54,17 @@ struct Cta {
   // Tiles in each warp's ring: two-warp CTAs keep one tile in flight beside the one computed, so
   // that three CTAs fit an SM's shared memory (and 238 registers a thread its register file).
   static constexpr int kStages = W == 2 ? 2 : 3;
-  static constexpr int kCtasPerSm = W == 2 ? 3 : 1;
   static constexpr int kRingElems = W * kStages * kTileElems;  // bf16 of the warps' rings
   // Dynamic shared memory: the warps' rings, then their fold slots.
   static constexpr size_t kSmemBytes =
       sizeof(__nv_bfloat16) * kRingElems + sizeof(float) * W * kSlotFloats;
-  static_assert(kCtasPerSm * (kSmemBytes + 1024) <= 228 * 1024, "an H100/H200 SM's shared memory");
+  // As many as an H100/H200 SM's 228 KB hold (1 KB a CTA reserved by the system).
+  static constexpr int kCtasPerSm = static_cast<int>(228 * 1024 / (kSmemBytes + 1024));
   // Fold runs a thread keeps: the CTA's threads share G <= 8 heads x 16 runs of 8 dims.
   static constexpr int kFoldsPerThread = kMaxGroup * kDim / 8 / (W * 32);
   static_assert(kFoldsPerThread >= 1 && kMaxGroup * kDim / 8 % (W * 32) == 0);
 };
+static_assert(Cta<4>::kCtasPerSm == 1 && Cta<2>::kCtasPerSm == 3, "the layouts run 190 measured");
 
 // The running state of one split in one warp: this lane's (m, l) of heads c and c + 1, and its Oᵀ
 // fragments: o[i][0 / 1] = dim 16 i + r, heads c / c + 1; o[i][2 / 3] = dim 16 i + r + 8.

@@ -418,8 +418,7 @@ struct GroupedPlan {
 
 // kAuto's plan: short tiles when the experts average at most kMoeShortTilesMaxAverageRows rows.
 GroupedPlan auto_plan(const Problem& pb) {
-  return GroupedPlan{.use_tma = true,
-                     .short_tiles = pb.rows <= kMoeShortTilesMaxAverageRows * pb.E};
+  return GroupedPlan{.short_tiles = pb.rows <= kMoeShortTilesMaxAverageRows * pb.E};
 }
 
 // The TMA kernel of plan's ring; false as launch_grouped_gemm_tma.
@@ -626,10 +625,9 @@ void moe_experts(CudaContext& ctx, const TensorView& x, const TensorView& gate_u
     case MoeExpertsPath::kAuto:
       if (pb.rows <= kMoeSmallBatchMaxRows && small_fits) {
         run_small_batch(ctx, pb, x, gate_up, down, ids, weights, out);
-      } else {
-        run_grouped(ctx, pb, x, gate_up, down, ids, weights, out, auto_plan(pb));
+        return;
       }
-      return;
+      [[fallthrough]];
     case MoeExpertsPath::kGrouped:
       run_grouped(ctx, pb, x, gate_up, down, ids, weights, out, auto_plan(pb));
       return;
