@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A/B of two beamserve binaries' decode attention on the GPU machine, in one call (the GPU a call
 # lands on moves figures by several %, so A and B are only compared within one call):
-#   1. the decode attention alone: ROUNDS rounds of `bench kernels --context C --batches 1,32,128
+#   1. the decode attention alone: ROUNDS rounds of `bench kernels --context C --batches AB_BATCHES
 #      --prefill-tokens 0` for each context C, A and B alternating; prints the fixed plan's time in
 #      a CUDA graph and its ratio to the KV bytes' HBM floor, per op;
 #   2. whole decode layers at batch 1: ROUNDS rounds of `bench step --batches 1 --steps 200`, A and
@@ -10,7 +10,8 @@
 #
 #   tools/gpu/ab_decode.sh A_BIN B_BIN [ROUNDS]      # from the repository root; ROUNDS = 2
 #
-# Contexts: AB_CONTEXTS (default "512 8192"). Prints everything; nothing is written outside /tmp.
+# Contexts: AB_CONTEXTS (default "512 8192"); batches: AB_BATCHES (default 1,32,128). Prints
+# everything; nothing is written outside /tmp.
 set -u -o pipefail
 
 source "$(dirname "$0")/ab_setup.sh"
@@ -19,8 +20,8 @@ ab_setup "tools/gpu/ab_decode.sh A_BIN B_BIN [ROUNDS]" models/beam-1.0-config "$
 for ((r = 1; r <= rounds; ++r)); do
   for ctx in ${AB_CONTEXTS:-512 8192}; do
     for v in A B; do
-      "${bin[$v]}" bench kernels --device cuda --context "$ctx" --batches 1,32,128 \
-        --prefill-tokens 0 >"$tmp/kernels.log" 2>&1 ||
+      "${bin[$v]}" bench kernels --device cuda --context "$ctx" \
+        --batches "${AB_BATCHES:-1,32,128}" --prefill-tokens 0 >"$tmp/kernels.log" 2>&1 ||
         { echo "$v: bench kernels failed"; tail -3 "$tmp/kernels.log"; }
       # "attention decode <kind> B=<b> ctx=<c> fixed ... in graph <ms> ms ratio <ratio>"
       grep "^attention decode .* fixed " "$tmp/kernels.log" |
