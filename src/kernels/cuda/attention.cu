@@ -256,26 +256,35 @@ bool tensor_core_decode(const Geometry& g) {
 // value G times), smaller ones by latency, which a warp per head keeps shortest (H200 run 57).
 // Both give the same bits.
 constexpr int64_t kWideDecodeRows = 32;
-// Decode rows from which the tensor-core kernel runs CTAs of two warps (three an SM, 2-stage rings;
-// two an SM on 3-stage rings before run 190) instead of one of four: one CTA's item start and fold
-// then overlap the others' streaming (H200 run 65: batch 128 at 512 keys 1.79 -> 1.58x its floor;
-// run 190: 1.44x), while few rows keep four warps' shorter latency and fewer records to combine
-// (batch 1: 25 vs 31x; batch 32 at 8K keys 1.22 vs 1.39x). Same bits.
-constexpr int64_t kMmaTwoWarpRows = 64;
-
-// The decode kernel's warp layout for `rows` decode rows.
-ad::DecodeLayout decode_layout(const Geometry& g, int64_t rows) {
-  if (tensor_core_decode(g))
-    return rows >= kMmaTwoWarpRows ? ad::DecodeLayout::kMmaTwoWarps
-                                   : ad::DecodeLayout::kMmaFourWarps;
-  return rows >= kWideDecodeRows && g.group % 2 == 0 ? ad::DecodeLayout::kTwoHeadsPerWarp
-                                                     : ad::DecodeLayout::kHeadPerWarp;
-}
 
 // Decode CTA slots per KV head: the layout's CTAs per SM over all KV heads.
 int64_t decode_slots(const CudaContext& ctx, const Geometry& g, ad::DecodeLayout layout) {
   const int64_t per_sm = ad::is_mma(layout) ? ad::mma_ctas_per_sm(layout) : kDecodeCtasPerSm;
   return std::max<int64_t>(1, per_sm * ctx.props.multiProcessorCount / g.num_kv_heads);
+}
+
+// Decode rows from which the tensor-core kernel runs CTAs of two warps (three an SM, 2-stage rings;
+// two an SM on 3-stage rings before run 190) instead of one of four: one CTA's item start and fold
+// then overlap the others' streaming (H200 run 65: batch 128 at 512 keys 1.79 -> 1.58x its floor;
+// run 190: 1.44x), while few rows keep four warps' shorter latency and fewer records to combine
+// (batch 1: 25 vs 31x; batch 32 at 8K keys 1.33-1.41 vs 1.47-1.49x, run 191). Same bits.
+constexpr int64_t kMmaTwoWarpRows = 64;
+// Sliding windows up to this many keys (17 32-key tiles at most a row: one item of two warps)
+// take the two-warp layout from more rows than two waves of four-warp CTAs hold: three times the
+// slots then run every row in one wave (run 191, 512 keys, batch 48: 2.1-2.2 -> 1.5-1.6x).
+constexpr int64_t kMmaShortWindow = 512;
+
+// The decode kernel's warp layout for `rows` decode rows.
+ad::DecodeLayout decode_layout(const CudaContext& ctx, const Geometry& g, int64_t rows) {
+  if (tensor_core_decode(g)) {
+    const bool short_rows = g.window > 0 && g.window <= kMmaShortWindow;
+    const bool two_warps =
+        rows >= kMmaTwoWarpRows ||
+        (short_rows && rows > 2 * decode_slots(ctx, g, ad::DecodeLayout::kMmaFourWarps));
+    return two_warps ? ad::DecodeLayout::kMmaTwoWarps : ad::DecodeLayout::kMmaFourWarps;
+  }
+  return rows >= kWideDecodeRows && g.group % 2 == 0 ? ad::DecodeLayout::kTwoHeadsPerWarp
+                                                     : ad::DecodeLayout::kHeadPerWarp;
 }
 
 // Splits a decode CTA computes side by side (a tensor-core CTA's warps; a CUDA-core CTA computes
@@ -284,23 +293,80 @@ int64_t decode_parallel_splits(ad::DecodeLayout layout) {
   return ad::is_mma(layout) ? ad::mma_warps(layout) : 1;
 }
 
-// Items of about total tiles / slots 32-key tiles each (at least `parallel` splits, the splits a
-// CTA computes side by side, each warp about total tiles / (slots * parallel)): a row whose splits
-// need more items than one becomes a combine group (records for its later fold groups of `fold`
-// splits; items start on fold-group boundaries), balanced within the row. Items go longest
-// first, so the tail of the grid is short.
-void plan_decode(const std::vector<DecodeRow>& rows, const Geometry& g, int64_t slots,
-                 int64_t parallel, int64_t fold, Plan& plan) {
-  int64_t total_tiles = 0;
-  for (const DecodeRow& r : rows) total_tiles += r.splits * (r.split / ad::kTile);
-  const int64_t target = ceil_div(total_tiles, slots * parallel);  // tiles per warp
-  std::vector<std::pair<int64_t, ad::DecodeItem>> items;  // (tiles, item)
+// Estimated costs of a decode item beyond its warps' tiles, in 32-key tile times: its start and
+// fold, and (for an item of a row split over several) the records, the ticket and the row's last
+// fold. Run 191, 512-key rows on two-warp CTAs: a wave of whole-row items (8 tiles a warp) 36-38
+// µs, two waves of half rows 48-55 µs.
+constexpr int64_t kDecodeItemCost = 1;
+constexpr int64_t kDecodeCombineCost = 2;
+
+// Splits per item of each row when each warp takes about `target` tiles (at least `parallel`
+// splits an item, the splits a CTA computes side by side; items start on fold-group boundaries).
+std::vector<int64_t> decode_splits_per_item(const std::vector<DecodeRow>& rows, int64_t target,
+                                            int64_t parallel, int64_t fold) {
+  std::vector<int64_t> per_item;
+  per_item.reserve(rows.size());
   for (const DecodeRow& r : rows) {
     const int64_t tiles_per_split = r.split / ad::kTile;
     const int64_t wanted =
         ceil_div(r.splits, parallel * std::max<int64_t>(1, target / tiles_per_split));
-    const int64_t per_item = ceil_div(ceil_div(r.splits, wanted), fold) * fold;
-    const int64_t n = ceil_div(r.splits, per_item);
+    per_item.push_back(ceil_div(ceil_div(r.splits, wanted), fold) * fold);
+  }
+  return per_item;
+}
+
+// The estimated time of the slowest CTA slot (kDecodeItemCost units) when items of `per_item`
+// splits go longest first to slots y, y + slots, ... (the kernel's order).
+int64_t decode_makespan(const std::vector<DecodeRow>& rows, const std::vector<int64_t>& per_item,
+                        int64_t slots, int64_t parallel) {
+  std::vector<std::pair<int64_t, int64_t>> items;  // (tiles, cost)
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const DecodeRow& r = rows[i];
+    const int64_t tiles_per_split = r.split / ad::kTile, n = ceil_div(r.splits, per_item[i]);
+    for (int64_t c = 0; c < n; ++c) {
+      const int64_t count = std::min(per_item[i], r.splits - c * per_item[i]);
+      const int64_t cost = ceil_div(count, parallel) * tiles_per_split + kDecodeItemCost +
+                           (n > 1 ? kDecodeCombineCost : 0);
+      items.push_back({count * tiles_per_split, cost});
+    }
+  }
+  std::stable_sort(items.begin(), items.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<int64_t> load(static_cast<size_t>(std::min<int64_t>(slots, items.size())), 0);
+  for (size_t i = 0; i < items.size(); ++i) load[i % load.size()] += items[i].second;
+  return load.empty() ? 0 : *std::max_element(load.begin(), load.end());
+}
+
+// Items of about total tiles / slots 32-key tiles each (each warp about total tiles / (slots *
+// parallel)), or of whole multiples of that where the estimated slowest slot is no slower (fewer
+// items: e.g. rows that would split into more items than slots, making a second wave): a row whose
+// splits need more items than one becomes a combine group (records for its later fold groups of
+// `fold` splits; items start on fold-group boundaries), balanced within the row. Items go longest
+// first, so the tail of the grid is short.
+void plan_decode(const std::vector<DecodeRow>& rows, const Geometry& g, int64_t slots,
+                 int64_t parallel, int64_t fold, Plan& plan) {
+  int64_t total_tiles = 0, longest = 0;  // tiles
+  for (const DecodeRow& r : rows) {
+    total_tiles += r.splits * (r.split / ad::kTile);
+    longest = std::max(longest, r.splits * (r.split / ad::kTile));
+  }
+  std::vector<int64_t> per_item;
+  int64_t best = 0;
+  // Tiles per warp: the balanced share, then doublings up to whole rows.
+  for (int64_t target = ceil_div(total_tiles, slots * parallel);; target *= 2) {
+    std::vector<int64_t> candidate = decode_splits_per_item(rows, target, parallel, fold);
+    const int64_t makespan = decode_makespan(rows, candidate, slots, parallel);
+    if (per_item.empty() || makespan <= best) {
+      per_item = std::move(candidate);
+      best = makespan;
+    }
+    if (target * parallel >= longest) break;
+  }
+  std::vector<std::pair<int64_t, ad::DecodeItem>> items;  // (tiles, item)
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const DecodeRow& r = rows[i];
+    const int64_t tiles_per_split = r.split / ad::kTile;
+    const int64_t n = ceil_div(r.splits, per_item[i]);
     ad::DecodeItem it{};
     it.row = static_cast<int32_t>(r.row);
     it.table = static_cast<int32_t>(r.table);
@@ -311,17 +377,17 @@ void plan_decode(const std::vector<DecodeRow>& rows, const Geometry& g, int64_t 
     it.num_splits = static_cast<int32_t>(r.splits);
     it.group = -1;
     it.num_items = static_cast<int32_t>(n);
-    it.first_count = static_cast<int32_t>(per_item);
+    it.first_count = static_cast<int32_t>(per_item[i]);
     if (n > 1) {  // records: the first item's prefix, then the later fold groups
       it.group = static_cast<int32_t>(plan.decode_groups++);
       it.record = static_cast<int32_t>(plan.records);
-      plan.records += (ceil_div(r.splits, fold) - per_item / fold + 1) * g.num_heads;
+      plan.records += (ceil_div(r.splits, fold) - per_item[i] / fold + 1) * g.num_heads;
       BEAM_CHECK(plan.records < (int64_t{1} << 31) && plan.decode_groups < (int64_t{1} << 31))
           << "paged_attention: too many split records";
     }
     for (int64_t c = 0; c < n; ++c) {
-      it.split0 = static_cast<int32_t>(c * per_item);
-      it.count = static_cast<int32_t>(std::min(per_item, r.splits - c * per_item));
+      it.split0 = static_cast<int32_t>(c * per_item[i]);
+      it.count = static_cast<int32_t>(std::min(per_item[i], r.splits - c * per_item[i]));
       items.push_back({it.count * tiles_per_split, it});
     }
   }
@@ -595,7 +661,7 @@ Plan make_plan(CudaContext& ctx, std::span<const AttentionSeq> seqs, const Geome
                                              all_decode, tensor_core_decode(g), plan, decode);
   if (!tiles.empty()) plan_items(tiles, g, ctx.props.multiProcessorCount, plan);
   plan.decode_layout =
-      decode_layout(g, layout_rows > 0 ? layout_rows : static_cast<int64_t>(decode.size()));
+      decode_layout(ctx, g, layout_rows > 0 ? layout_rows : static_cast<int64_t>(decode.size()));
   if (!decode.empty())
     plan_decode(decode, g, decode_slots(ctx, g, plan.decode_layout),
                 decode_parallel_splits(plan.decode_layout), ad::fold_splits(plan.decode_layout),
@@ -808,7 +874,7 @@ void fixed_paged_attention(CudaContext& ctx, int slot, const TensorView& q, cons
   }
   // The grid depends on the geometry and the SM count only; CTAs stride over the real counts
   // (and prefetch item blockIdx.y, which must lie inside the plan's memory).
-  const ad::DecodeLayout layout = decode_layout(g, f->num_rows);
+  const ad::DecodeLayout layout = decode_layout(ctx, g, f->num_rows);
   const int64_t slots = std::min(decode_slots(ctx, g, layout), kMaxGridY);
   BEAM_CHECK(sizeof(ad::DecodePlanHeader) + (slots + 1) * sizeof(ad::DecodeItem) <=
              f->meta.capacity())

@@ -381,7 +381,8 @@ TEST_F(AttentionCuda, SplitAndUnsplitRowsAreBitIdentical) {
 
 // The decode kernel's warp layouts give a row the same bits: alone (a warp per q head on CUDA
 // cores; four tensor-core warps) and in a batch of 72 (from 32 rows a CUDA-core warp serves two q
-// heads; from 64 the tensor-core kernel runs two-warp CTAs), at Beam's heads (G = 6, sliding and
+// heads; from 64 the tensor-core kernel runs two-warp CTAs) or, sliding, of 48 (two-warp CTAs from
+// more rows than two waves of four-warp CTAs, 32 on an H200), at Beam's heads (G = 6, sliding and
 // full, tensor cores), D = 64 with G = 2 and D = 256 with G = 8 (CUDA cores), with contexts from 1
 // key to several split groups.
 TEST_F(AttentionCuda, DecodeWarpLayoutsAreBitIdentical) {
@@ -390,19 +391,24 @@ TEST_F(AttentionCuda, DecodeWarpLayoutsAreBitIdentical) {
   for (int64_t j = 0; j < 72; ++j) batch72.push_back({j % 3, 1 + (j * 733) % 5000, 1});
   batch72[1] = {0, 1, 1};
   batch72[2] = {0, 512, 1};
+  std::vector<SeqSpec> batch48(batch72.begin(), batch72.begin() + 48);
   const Geometry geometries[] = {
       {48, 8, 128, 64, 512}, {48, 8, 128, 64, 0}, {16, 8, 64, 16, 0}, {16, 2, 256, 16, 0}};
   for (const Geometry& g : geometries) {
-    SCOPED_TRACE(::testing::Message()
-                 << "heads " << g.Nq << "/" << g.Nkv << " D " << g.D << " window " << g.window);
-    const Batch b = make_batch(g, batch72, 71);
-    const std::vector<AttentionSeq> seqs = b.seqs();
-    const HostTensor all = run_gpu(b, seqs);
-    for (size_t i : {size_t{0}, size_t{1}, size_t{2}, size_t{17}, size_t{39}, size_t{71}}) {
-      const HostTensor alone = run_gpu(b, {&seqs[i], 1});
-      const int64_t row = seqs[i].q_begin;
-      EXPECT_TRUE(test::bits_equal(alone.view.rows(row, 1), all.view.rows(row, 1)))
-          << "row " << i << " of " << seqs[i].kv_len << " keys";
+    for (const std::vector<SeqSpec>* specs : {&batch72, &batch48}) {
+      if (specs == &batch48 && g.window == 0) continue;
+      SCOPED_TRACE(::testing::Message()
+                   << "heads " << g.Nq << "/" << g.Nkv << " D " << g.D << " window " << g.window
+                   << ", " << specs->size() << " rows");
+      const Batch b = make_batch(g, *specs, 71);
+      const std::vector<AttentionSeq> seqs = b.seqs();
+      const HostTensor all = run_gpu(b, seqs);
+      for (size_t i : {size_t{0}, size_t{1}, size_t{2}, size_t{17}, size_t{39}, size_t{47}}) {
+        const HostTensor alone = run_gpu(b, {&seqs[i], 1});
+        const int64_t row = seqs[i].q_begin;
+        EXPECT_TRUE(test::bits_equal(alone.view.rows(row, 1), all.view.rows(row, 1)))
+            << "row " << i << " of " << seqs[i].kv_len << " keys";
+      }
     }
   }
 }
