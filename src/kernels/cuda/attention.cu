@@ -299,6 +299,9 @@ int64_t decode_parallel_splits(ad::DecodeLayout layout) {
 // µs, two waves of half rows 48-55 µs.
 constexpr int64_t kDecodeItemCost = 1;
 constexpr int64_t kDecodeCombineCost = 2;
+// A plan of more items than the balanced share's is taken only when its estimated slowest slot is
+// shorter by more than 1 / kDecodeSmallerItemGain (the estimate leaves out the records' traffic).
+constexpr int64_t kDecodeSmallerItemGain = 16;
 
 // Splits per item of each row when each warp takes about `target` tiles (at least `parallel`
 // splits an item, the splits a CTA computes side by side; items start on fold-group boundaries).
@@ -338,30 +341,39 @@ int64_t decode_makespan(const std::vector<DecodeRow>& rows, const std::vector<in
 }
 
 // Items of about total tiles / slots 32-key tiles each (each warp about total tiles / (slots *
-// parallel)), or of whole multiples of that where the estimated slowest slot is no slower (fewer
-// items: e.g. rows that would split into more items than slots, making a second wave): a row whose
-// splits need more items than one becomes a combine group (records for its later fold groups of
-// `fold` splits; items start on fold-group boundaries), balanced within the row. Items go longest
-// first, so the tail of the grid is short.
+// parallel)), or of that times a power of two where the estimated slowest slot says so: larger
+// where it is no slower (fewer items: e.g. rows that would split into more items than slots,
+// making a second wave), smaller where it is faster by more than kDecodeSmallerItemGain (rows
+// whose whole-row items leave a short last wave). A row whose splits need more items than one
+// becomes a combine group (records for its later fold groups of `fold` splits; items start on
+// fold-group boundaries), balanced within the row. Items go longest first, so the tail of the
+// grid is short.
 void plan_decode(const std::vector<DecodeRow>& rows, const Geometry& g, int64_t slots,
                  int64_t parallel, int64_t fold, Plan& plan) {
-  int64_t total_tiles = 0, longest = 0;  // tiles
+  int64_t total_tiles = 0, longest = 0;                // tiles
+  int64_t split_tiles = rows.front().split / ad::kTile;  // the smallest split's tiles
   for (const DecodeRow& r : rows) {
     total_tiles += r.splits * (r.split / ad::kTile);
     longest = std::max(longest, r.splits * (r.split / ad::kTile));
+    split_tiles = std::min(split_tiles, r.split / ad::kTile);
   }
-  std::vector<int64_t> per_item;
-  int64_t best = 0;
-  // Tiles per warp: the balanced share, then doublings up to whole rows.
-  for (int64_t target = ceil_div(total_tiles, slots * parallel);; target *= 2) {
+  const int64_t share = ceil_div(total_tiles, slots * parallel);
+  std::vector<int64_t> per_item = decode_splits_per_item(rows, share, parallel, fold);
+  int64_t best = decode_makespan(rows, per_item, slots, parallel);
+  const auto consider = [&](int64_t target, bool smaller) {
     std::vector<int64_t> candidate = decode_splits_per_item(rows, target, parallel, fold);
     const int64_t makespan = decode_makespan(rows, candidate, slots, parallel);
-    if (per_item.empty() || makespan <= best) {
-      per_item = std::move(candidate);
-      best = makespan;
-    }
-    if (target * parallel >= longest) break;
-  }
+    const bool better =
+        smaller ? makespan * kDecodeSmallerItemGain < best * (kDecodeSmallerItemGain - 1)
+                : makespan <= best;
+    if (!better) return;
+    per_item = std::move(candidate);
+    best = makespan;
+  };
+  for (int64_t target = share * 2; target / 2 * parallel < longest; target *= 2)
+    consider(target, false);
+  // Below a split's tiles every target gives the same items.
+  for (int64_t target = share / 2; target >= split_tiles; target /= 2) consider(target, true);
   std::vector<std::pair<int64_t, ad::DecodeItem>> items;  // (tiles, item)
   for (size_t i = 0; i < rows.size(); ++i) {
     const DecodeRow& r = rows[i];
