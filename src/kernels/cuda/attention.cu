@@ -350,7 +350,7 @@ int64_t decode_makespan(const std::vector<DecodeRow>& rows, const std::vector<in
 // grid is short.
 void plan_decode(const std::vector<DecodeRow>& rows, const Geometry& g, int64_t slots,
                  int64_t parallel, int64_t fold, Plan& plan) {
-  int64_t total_tiles = 0, longest = 0;                // tiles
+  int64_t total_tiles = 0, longest = 0;                  // tiles
   int64_t split_tiles = rows.front().split / ad::kTile;  // the smallest split's tiles
   for (const DecodeRow& r : rows) {
     total_tiles += r.splits * (r.split / ad::kTile);
