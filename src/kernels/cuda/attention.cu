@@ -365,7 +365,7 @@ void plan_decode(const std::vector<DecodeRow>& rows, const Geometry& g, int64_t 
     const int64_t makespan = decode_makespan(rows, candidate, slots, parallel);
     const bool better =
         smaller ? makespan * kDecodeSmallerItemGain < best * (kDecodeSmallerItemGain - 1)
-                : makespan <= best;
+                : makespan < best;
     if (!better) return;
     per_item = std::move(candidate);
     best = makespan;
