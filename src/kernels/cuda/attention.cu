@@ -32,18 +32,18 @@
 // before the graph launch; the decode grid and warp layout depend only on the geometry, the SM
 // count and the graph batch, the kernel reads the real counts from device memory and zeroes the
 // rows no sequence covers. Results equal the eager path's bit for bit.
-#include "kernels/cuda/attention.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <vector>
 
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_decode.cuh"
 #include "kernels/cuda/attention_kernels.cuh"
 #include "kernels/cuda/attention_prefill.cuh"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/decode_item_sizes.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/tensor_map.h"
 
@@ -293,87 +293,17 @@ int64_t decode_parallel_splits(ad::DecodeLayout layout) {
   return ad::is_mma(layout) ? ad::mma_warps(layout) : 1;
 }
 
-// Estimated costs of a decode item beyond its warps' tiles, in 32-key tile times: its start and
-// fold, and (for an item of a row split over several) the records, the ticket and the row's last
-// fold. Run 191, 512-key rows on two-warp CTAs: a wave of whole-row items (8 tiles a warp) 36-38
-// µs, two waves of half rows 48-55 µs.
-constexpr int64_t kDecodeItemCost = 1;
-constexpr int64_t kDecodeCombineCost = 2;
-// A plan of more items than the balanced share's is taken only when its estimated slowest slot is
-// shorter by more than 1 / kDecodeSmallerItemGain (the estimate leaves out the records' traffic).
-constexpr int64_t kDecodeSmallerItemGain = 16;
-
-// Splits per item of each row when each warp takes about `target` tiles (at least `parallel`
-// splits an item, the splits a CTA computes side by side; items start on fold-group boundaries).
-std::vector<int64_t> decode_splits_per_item(const std::vector<DecodeRow>& rows, int64_t target,
-                                            int64_t parallel, int64_t fold) {
-  std::vector<int64_t> per_item;
-  per_item.reserve(rows.size());
-  for (const DecodeRow& r : rows) {
-    const int64_t tiles_per_split = r.split / ad::kTile;
-    const int64_t wanted =
-        ceil_div(r.splits, parallel * std::max<int64_t>(1, target / tiles_per_split));
-    per_item.push_back(ceil_div(ceil_div(r.splits, wanted), fold) * fold);
-  }
-  return per_item;
-}
-
-// The estimated time of the slowest CTA slot (kDecodeItemCost units) when items of `per_item`
-// splits go longest first to slots y, y + slots, ... (the kernel's order).
-int64_t decode_makespan(const std::vector<DecodeRow>& rows, const std::vector<int64_t>& per_item,
-                        int64_t slots, int64_t parallel) {
-  std::vector<std::pair<int64_t, int64_t>> items;  // (tiles, cost)
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const DecodeRow& r = rows[i];
-    const int64_t tiles_per_split = r.split / ad::kTile, n = ceil_div(r.splits, per_item[i]);
-    for (int64_t c = 0; c < n; ++c) {
-      const int64_t count = std::min(per_item[i], r.splits - c * per_item[i]);
-      const int64_t cost = ceil_div(count, parallel) * tiles_per_split + kDecodeItemCost +
-                           (n > 1 ? kDecodeCombineCost : 0);
-      items.push_back({count * tiles_per_split, cost});
-    }
-  }
-  std::stable_sort(items.begin(), items.end(),
-                   [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::vector<int64_t> load(static_cast<size_t>(std::min<int64_t>(slots, items.size())), 0);
-  for (size_t i = 0; i < items.size(); ++i) load[i % load.size()] += items[i].second;
-  return load.empty() ? 0 : *std::max_element(load.begin(), load.end());
-}
-
-// Items of about total tiles / slots 32-key tiles each (each warp about total tiles / (slots *
-// parallel)), or of that times a power of two where the estimated slowest slot says so: larger
-// where it is no slower (fewer items: e.g. rows that would split into more items than slots,
-// making a second wave), smaller where it is faster by more than kDecodeSmallerItemGain (rows
-// whose whole-row items leave a short last wave). A row whose splits need more items than one
-// becomes a combine group (records for its later fold groups of `fold` splits; items start on
-// fold-group boundaries), balanced within the row. Items go longest first, so the tail of the
-// grid is short.
+// Items of the splits decode_items::choose() sizes (about total tiles / slots 32-key tiles each,
+// `parallel` splits at least, the splits a CTA computes side by side): a row whose splits need
+// more items than one becomes a combine group (records for its later fold groups of `fold`
+// splits; items start on fold-group boundaries), balanced within the row. Items go longest
+// first, so the tail of the grid is short.
 void plan_decode(const std::vector<DecodeRow>& rows, const Geometry& g, int64_t slots,
                  int64_t parallel, int64_t fold, Plan& plan) {
-  int64_t total_tiles = 0, longest = 0;                  // tiles
-  int64_t split_tiles = rows.front().split / ad::kTile;  // the smallest split's tiles
-  for (const DecodeRow& r : rows) {
-    total_tiles += r.splits * (r.split / ad::kTile);
-    longest = std::max(longest, r.splits * (r.split / ad::kTile));
-    split_tiles = std::min(split_tiles, r.split / ad::kTile);
-  }
-  const int64_t share = ceil_div(total_tiles, slots * parallel);
-  std::vector<int64_t> per_item = decode_splits_per_item(rows, share, parallel, fold);
-  int64_t best = decode_makespan(rows, per_item, slots, parallel);
-  const auto consider = [&](int64_t target, bool smaller) {
-    std::vector<int64_t> candidate = decode_splits_per_item(rows, target, parallel, fold);
-    const int64_t makespan = decode_makespan(rows, candidate, slots, parallel);
-    const bool better =
-        smaller ? makespan * kDecodeSmallerItemGain < best * (kDecodeSmallerItemGain - 1)
-                : makespan < best;
-    if (!better) return;
-    per_item = std::move(candidate);
-    best = makespan;
-  };
-  for (int64_t target = share * 2; target / 2 * parallel < longest; target *= 2)
-    consider(target, false);
-  // Below a split's tiles every target gives the same items.
-  for (int64_t target = share / 2; target >= split_tiles; target /= 2) consider(target, true);
+  std::vector<decode_items::RowSplits> grids;
+  grids.reserve(rows.size());
+  for (const DecodeRow& r : rows) grids.push_back({r.splits, r.split / ad::kTile});
+  const std::vector<int64_t> per_item = decode_items::choose(grids, slots, parallel, fold);
   std::vector<std::pair<int64_t, ad::DecodeItem>> items;  // (tiles, item)
   for (size_t i = 0; i < rows.size(); ++i) {
     const DecodeRow& r = rows[i];
