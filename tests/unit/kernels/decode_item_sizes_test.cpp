@@ -48,13 +48,23 @@ TEST(DecodeItemSizes, LargerItemsWhereHalfRowsMakeASecondWave) {
 }
 
 // 8K keys: whole rows leave a short last wave at 40 rows (four-warp: 2.5 waves) and 64 (two-warp:
-// 1.3), so rows split in two (run 193: 1.44 -> 1.31x, 1.35 -> 1.20x); at 256 rows the estimate's
-// gain for quarter rows stays under 1/16 (run 195 measured them 6.5% slower).
+// 1.3), so rows split in two (run 193: 1.44 -> 1.31x, 1.35 -> 1.20x); from 128 rows whole rows
+// (run 195 measured quarter rows at 256 6.5% slower; 160 rows fill 3.3 waves); the same at 32K.
 TEST(DecodeItemSizes, SmallerItemsOnlyForAShortLastWave) {
   EXPECT_EQ(chosen(rows_of(40, 8192), kFourWarps), 32);
   EXPECT_EQ(chosen(rows_of(64, 8192), kTwoWarps), 32);
   EXPECT_EQ(chosen(rows_of(128, 8192), kTwoWarps), 64);
+  EXPECT_EQ(chosen(rows_of(160, 8192), kTwoWarps), 64);
   EXPECT_EQ(chosen(rows_of(256, 8192), kTwoWarps), 64);
+  EXPECT_EQ(chosen(rows_of(256, 32768), kTwoWarps), 64);
+}
+
+// Long rows in few items: 6 rows of 128K keys were 3 items a row (18 items on 16 slots, two
+// waves); the estimate takes one 2,048-key split a warp (96 items: six even waves; not yet
+// measured on the GPU).
+TEST(DecodeItemSizes, LongRowsFillTheSlots) {
+  EXPECT_EQ(chosen(rows_of(6, 131072), kFourWarps), 4);
+  EXPECT_EQ(chosen(rows_of(1, 131072), kFourWarps), 4);
 }
 
 // Mixed lengths: every row's items are whole fold groups, at least `parallel` splits, and cover
