@@ -32,13 +32,14 @@
 // before the graph launch; the decode grid and warp layout depend only on the geometry, the SM
 // count and the graph batch, the kernel reads the real counts from device memory and zeroes the
 // rows no sequence covers. Results equal the eager path's bit for bit.
+#include "kernels/cuda/attention.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <vector>
 
-#include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_decode.cuh"
 #include "kernels/cuda/attention_kernels.cuh"
 #include "kernels/cuda/attention_prefill.cuh"
