@@ -24,47 +24,48 @@ std::vector<RowSplits> rows_of(int64_t batch, int64_t keys) {
   return std::vector<RowSplits>(static_cast<size_t>(batch), {ceil_div(keys, split), split / 32});
 }
 
-int64_t chosen(const std::vector<RowSplits>& rows, Layout l) {
-  const std::vector<int64_t> per_item = choose(rows, l.slots, l.parallel, kFold);
+// Splits per item chosen for `batch` equal rows of `keys` keys.
+int64_t chosen(int64_t batch, int64_t keys, Layout l) {
+  const std::vector<int64_t> per_item = choose(rows_of(batch, keys), l.slots, l.parallel, kFold);
   for (int64_t p : per_item) EXPECT_EQ(p, per_item.front()) << "equal rows, equal items";
   return per_item.front();
 }
 
-// Batch 1 at 512 keys: four items of one tile a warp (the batch-1 target's plan); batch 8: two
-// items a row (whole rows measured 5% slower, run 194); batch 16: whole rows in one wave.
-TEST(DecodeItemSizes, SmallBatchesSplitRowsOverIdleSlots) {
-  EXPECT_EQ(chosen(rows_of(1, 512), kFourWarps), 4);
-  EXPECT_EQ(chosen(rows_of(8, 512), kFourWarps), 8);
-  EXPECT_EQ(chosen(rows_of(16, 512), kFourWarps), 16);
-  EXPECT_EQ(chosen(rows_of(1, 8192), kFourWarps), 4);  // 16 items, a split a warp
-}
+struct Choice {
+  int64_t batch, keys;
+  Layout layout;
+  int64_t splits_per_item;
+  const char* why;
+};
+constexpr Choice kChoices[] = {
+    // Small batches split rows over idle slots.
+    {1, 512, kFourWarps, 4, "batch 1: four items of one tile a warp (the batch-1 target's plan)"},
+    {8, 512, kFourWarps, 8, "batch 8: two items a row (whole rows 5% slower, run 194)"},
+    {16, 512, kFourWarps, 16, "batch 16: whole rows in one wave"},
+    {1, 8192, kFourWarps, 4, "batch 1 at 8K keys: 16 items, a 128-key split a warp"},
+    // Larger items where halves of rows would make a second wave.
+    {40, 512, kTwoWarps, 16, "40 sliding rows whole: one wave, not 80 halves on 49 slots (192)"},
+    {48, 512, kTwoWarps, 16, "48 sliding rows whole"},
+    {128, 512, kTwoWarps, 16, "128 rows whole"},
+    // Smaller items only for a short last wave of a plan of at most three waves.
+    {40, 8192, kFourWarps, 32, "8K keys, 40 rows in halves: 2.5 waves of whole rows (run 193)"},
+    {64, 8192, kTwoWarps, 32, "8K keys, 64 rows in halves: 1.3 waves of whole rows (run 193)"},
+    {128, 8192, kTwoWarps, 64, "8K keys, 128 rows whole"},
+    {160, 8192, kTwoWarps, 64, "8K keys, 160 rows whole: 3.3 waves"},
+    {256, 8192, kTwoWarps, 64, "8K keys, 256 rows whole (quarters 6.5% slower, run 195)"},
+    {256, 32768, kTwoWarps, 64, "32K keys, 256 rows whole"},
+    // Long rows in few items: 6 rows of 128K keys were 3 items a row (18 items on 16 slots, two
+    // waves); a 2,048-key split a warp makes six even waves (not yet measured on the GPU).
+    {6, 131072, kFourWarps, 4, "128K keys, 6 rows: 96 items"},
+    {1, 131072, kFourWarps, 4, "128K keys, 1 row: 16 items"},
+};
 
-// 40 sliding rows on two-warp CTAs: the balanced share would split each row in two (80 items on
-// 49 slots, two waves and the combine); whole rows run in one wave (run 192: 2.4 -> 1.8x).
-TEST(DecodeItemSizes, LargerItemsWhereHalfRowsMakeASecondWave) {
-  EXPECT_EQ(chosen(rows_of(40, 512), kTwoWarps), 16);
-  EXPECT_EQ(chosen(rows_of(48, 512), kTwoWarps), 16);
-  EXPECT_EQ(chosen(rows_of(128, 512), kTwoWarps), 16);
-}
-
-// 8K keys: whole rows leave a short last wave at 40 rows (four-warp: 2.5 waves) and 64 (two-warp:
-// 1.3), so rows split in two (run 193: 1.44 -> 1.31x, 1.35 -> 1.20x); from 128 rows whole rows
-// (run 195 measured quarter rows at 256 6.5% slower; 160 rows fill 3.3 waves); the same at 32K.
-TEST(DecodeItemSizes, SmallerItemsOnlyForAShortLastWave) {
-  EXPECT_EQ(chosen(rows_of(40, 8192), kFourWarps), 32);
-  EXPECT_EQ(chosen(rows_of(64, 8192), kTwoWarps), 32);
-  EXPECT_EQ(chosen(rows_of(128, 8192), kTwoWarps), 64);
-  EXPECT_EQ(chosen(rows_of(160, 8192), kTwoWarps), 64);
-  EXPECT_EQ(chosen(rows_of(256, 8192), kTwoWarps), 64);
-  EXPECT_EQ(chosen(rows_of(256, 32768), kTwoWarps), 64);
-}
-
-// Long rows in few items: 6 rows of 128K keys were 3 items a row (18 items on 16 slots, two
-// waves); the estimate takes one 2,048-key split a warp (96 items: six even waves; not yet
-// measured on the GPU).
-TEST(DecodeItemSizes, LongRowsFillTheSlots) {
-  EXPECT_EQ(chosen(rows_of(6, 131072), kFourWarps), 4);
-  EXPECT_EQ(chosen(rows_of(1, 131072), kFourWarps), 4);
+// The choices runs 192-195 measured (and the estimate's for long rows).
+TEST(DecodeItemSizes, ChoicesAtMeasuredShapes) {
+  for (const Choice& c : kChoices) {
+    SCOPED_TRACE(c.why);
+    EXPECT_EQ(chosen(c.batch, c.keys, c.layout), c.splits_per_item);
+  }
 }
 
 // Mixed lengths: every row's items are whole fold groups, at least `parallel` splits, and cover
