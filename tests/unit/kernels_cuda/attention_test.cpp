@@ -403,7 +403,7 @@ TEST_F(AttentionCuda, DecodeWarpLayoutsAreBitIdentical) {
       const Batch b = make_batch(g, *specs, 71);
       const std::vector<AttentionSeq> seqs = b.seqs();
       const HostTensor all = run_gpu(b, seqs);
-      for (size_t i : {size_t{0}, size_t{1}, size_t{2}, size_t{17}, size_t{39}, size_t{47}}) {
+      for (size_t i : {size_t{0}, size_t{1}, size_t{2}, size_t{17}, size_t{39}, seqs.size() - 1}) {
         const HostTensor alone = run_gpu(b, {&seqs[i], 1});
         const int64_t row = seqs[i].q_begin;
         EXPECT_TRUE(test::bits_equal(alone.view.rows(row, 1), all.view.rows(row, 1)))
