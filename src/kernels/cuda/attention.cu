@@ -288,6 +288,13 @@ ad::DecodeLayout decode_layout(const CudaContext& ctx, const Geometry& g, int64_
                                                      : ad::DecodeLayout::kHeadPerWarp;
 }
 
+// How a layout's waves of decode items speed up when part full (decode_item_sizes.h): two-warp
+// tensor-core CTAs stream at HBM's limit when every slot runs; the others at one speed.
+decode_items::WaveSpeed decode_wave_speed(ad::DecodeLayout layout) {
+  return layout == ad::DecodeLayout::kMmaTwoWarps ? decode_items::kHbmBoundWaves
+                                                  : decode_items::kOneSpeed;
+}
+
 // Splits a decode CTA computes side by side (a tensor-core CTA's warps; a CUDA-core CTA computes
 // one split at a time).
 int64_t decode_parallel_splits(ad::DecodeLayout layout) {
@@ -300,11 +307,11 @@ int64_t decode_parallel_splits(ad::DecodeLayout layout) {
 // splits; items start on fold-group boundaries), balanced within the row. Items go longest
 // first, so the tail of the grid is short.
 void plan_decode(const std::vector<DecodeRow>& rows, const Geometry& g, int64_t slots,
-                 int64_t parallel, int64_t fold, Plan& plan) {
+                 int64_t parallel, int64_t fold, decode_items::WaveSpeed speed, Plan& plan) {
   std::vector<decode_items::RowSplits> grids;
   grids.reserve(rows.size());
   for (const DecodeRow& r : rows) grids.push_back({r.splits, r.split / ad::kTile});
-  const std::vector<int64_t> per_item = decode_items::choose(grids, slots, parallel, fold);
+  const std::vector<int64_t> per_item = decode_items::choose(grids, slots, parallel, fold, speed);
   std::vector<std::pair<int64_t, ad::DecodeItem>> items;  // (tiles, item)
   for (size_t i = 0; i < rows.size(); ++i) {
     const DecodeRow& r = rows[i];
@@ -608,7 +615,7 @@ Plan make_plan(CudaContext& ctx, std::span<const AttentionSeq> seqs, const Geome
   if (!decode.empty())
     plan_decode(decode, g, decode_slots(ctx, g, plan.decode_layout),
                 decode_parallel_splits(plan.decode_layout), ad::fold_splits(plan.decode_layout),
-                plan);
+                decode_wave_speed(plan.decode_layout), plan);
   return plan;
 }
 

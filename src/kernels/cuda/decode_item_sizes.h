@@ -22,14 +22,20 @@ struct RowSplits {
 constexpr int64_t kItemCost = 1;
 constexpr int64_t kCombineCost = 2;
 // A plan of more items than the balanced share's is taken only when its estimated slowest slot is
-// shorter by more than 1 / kSmallerItemGain (the estimate leaves out the records' traffic, and at
-// full HBM load a short last wave costs less than it counts: run 195, 8K keys, batch 256 in
-// quarter rows 6.5% slower).
+// shorter by more than 1 / kSmallerItemGain (the estimate leaves out the records' traffic; runs
+// 194-197 put its error at ~5%).
 constexpr int64_t kSmallerItemGain = 16;
-// Nor when the plan's items already fill more than this many waves of slots: such a plan keeps HBM
-// busy but for its last wave, which then runs faster than the estimate counts (runs 193 and 195:
-// halves of rows gained 9-11% from 1.3-2.5 waves of whole rows; quarters lost 6.5% from 5.2).
-constexpr int64_t kSmallerItemMaxWaves = 3;
+
+// How a wave's speed follows its load: a wave of items on `active` of `slots` slots costs its
+// items' costs x (low + (1 - low) x active / slots). Fitted to runs 191-197: two-warp CTAs (six
+// warps an SM) are bound by HBM when every slot runs, so a part-full wave streams faster per warp
+// (low 3/5: 80 rows of 8K keys in whole rows, 1.6 waves, 5% faster than in thirds, 4.9 waves;
+// 256 rows whole, 5.2 waves, 6.5% faster than in quarters); four-warp CTAs (eight warps, bound by
+// each warp's dependency chain) ran at one speed from 2 of 16 slots to 16 (low 1).
+struct WaveSpeed {
+  double low = 1;
+};
+constexpr WaveSpeed kOneSpeed{1}, kHbmBoundWaves{0.6};
 
 inline int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
@@ -51,9 +57,10 @@ inline std::vector<int64_t> splits_per_item(const std::vector<RowSplits>& rows, 
 }
 
 // The estimated time (tile times) of the slowest of `slots` CTA slots when the items of
-// `per_item` splits go longest first to slots y, y + slots, ... (the kernel's order).
-inline int64_t slowest_slot(const std::vector<RowSplits>& rows,
-                            const std::vector<int64_t>& per_item, int64_t slots, int64_t parallel) {
+// `per_item` splits go longest first to slots y, y + slots, ... (the kernel's order), item i in
+// wave i / slots at that wave's speed.
+inline double slowest_slot(const std::vector<RowSplits>& rows, const std::vector<int64_t>& per_item,
+                           int64_t slots, int64_t parallel, WaveSpeed speed) {
   std::vector<std::pair<int64_t, int64_t>> items;  // (tiles, cost)
   for (size_t i = 0; i < rows.size(); ++i) {
     const RowSplits& r = rows[i];
@@ -67,18 +74,23 @@ inline int64_t slowest_slot(const std::vector<RowSplits>& rows,
   }
   std::stable_sort(items.begin(), items.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::vector<int64_t> load(static_cast<size_t>(std::min<int64_t>(slots, items.size())), 0);
-  for (size_t i = 0; i < items.size(); ++i) load[i % load.size()] += items[i].second;
+  const int64_t num_items = static_cast<int64_t>(items.size());
+  std::vector<double> load(static_cast<size_t>(std::min(slots, num_items)), 0);
+  for (int64_t i = 0; i < num_items; ++i) {
+    const int64_t active = std::min(slots, num_items - i / slots * slots);
+    const double factor = speed.low + (1 - speed.low) * static_cast<double>(active) / slots;
+    load[static_cast<size_t>(i) % load.size()] += static_cast<double>(items[i].second) * factor;
+  }
   return load.empty() ? 0 : *std::max_element(load.begin(), load.end());
 }
 
 // Splits per item of each row (rows not empty, slots >= 1): each warp about total tiles / (slots *
-// parallel), or that times a power of two where the estimated slowest slot says so: larger where
-// strictly faster (fewer items: e.g. rows that would split into more items than slots, making a
-// second wave), smaller where faster by more than 1 / kSmallerItemGain (rows whose whole-row items
-// leave a short last wave) and the items fill at most kSmallerItemMaxWaves waves.
+// parallel), or that times a power of two where the estimated slowest slot at `speed` says so:
+// larger where strictly faster (fewer items: e.g. rows that would split into more items than
+// slots, making a short second wave), smaller where faster by more than 1 / kSmallerItemGain
+// (rows whose whole-row items leave a short last wave).
 inline std::vector<int64_t> choose(const std::vector<RowSplits>& rows, int64_t slots,
-                                   int64_t parallel, int64_t fold) {
+                                   int64_t parallel, int64_t fold, WaveSpeed speed) {
   int64_t total = 0, longest = 0;                      // tiles
   int64_t split_tiles = rows.front().tiles_per_split;  // the smallest split's tiles
   for (const RowSplits& r : rows) {
@@ -88,10 +100,10 @@ inline std::vector<int64_t> choose(const std::vector<RowSplits>& rows, int64_t s
   }
   const int64_t share = ceil_div(total, slots * parallel);
   std::vector<int64_t> per_item = splits_per_item(rows, share, parallel, fold);
-  int64_t best = slowest_slot(rows, per_item, slots, parallel);
+  double best = slowest_slot(rows, per_item, slots, parallel, speed);
   const auto consider = [&](int64_t target, bool smaller) {
     std::vector<int64_t> candidate = splits_per_item(rows, target, parallel, fold);
-    const int64_t estimate = slowest_slot(rows, candidate, slots, parallel);
+    const double estimate = slowest_slot(rows, candidate, slots, parallel, speed);
     const bool better =
         smaller ? estimate * kSmallerItemGain < best * (kSmallerItemGain - 1) : estimate < best;
     if (!better) return;
@@ -100,9 +112,6 @@ inline std::vector<int64_t> choose(const std::vector<RowSplits>& rows, int64_t s
   };
   for (int64_t target = share * 2; target / 2 * parallel < longest; target *= 2)
     consider(target, false);
-  int64_t items = 0;
-  for (size_t i = 0; i < rows.size(); ++i) items += ceil_div(rows[i].splits, per_item[i]);
-  if (items > kSmallerItemMaxWaves * slots) return per_item;
   // Below a split's tiles every target gives the same items.
   for (int64_t target = share / 2; target >= split_tiles; target /= 2) consider(target, true);
   return per_item;

@@ -1,6 +1,7 @@
 // The decode planner's item sizes (kernels/cuda/decode_item_sizes.h) at the shapes the H200 runs
 // measured: Beam's 8 KV heads on 132 SMs give 16 four-warp slots (4 splits side by side) or 49
-// two-warp slots (2) per KV head; tensor-core folds of 4 splits.
+// two-warp slots (2) per KV head, whose waves speed up when part full (kHbmBoundWaves);
+// tensor-core folds of 4 splits.
 #include "kernels/cuda/decode_item_sizes.h"
 
 #include <gtest/gtest.h>
@@ -14,8 +15,9 @@ namespace {
 constexpr int64_t kFold = 4;
 struct Layout {
   int64_t slots, parallel;
+  WaveSpeed speed;
 };
-constexpr Layout kFourWarps{16, 4}, kTwoWarps{49, 2};
+constexpr Layout kFourWarps{16, 4, kOneSpeed}, kTwoWarps{49, 2, kHbmBoundWaves};
 
 // `batch` rows of `keys` keys (32-key splits up to 2,048 keys, then 64 splits).
 std::vector<RowSplits> rows_of(int64_t batch, int64_t keys) {
@@ -26,7 +28,8 @@ std::vector<RowSplits> rows_of(int64_t batch, int64_t keys) {
 
 // Splits per item chosen for `batch` equal rows of `keys` keys.
 int64_t chosen(int64_t batch, int64_t keys, Layout l) {
-  const std::vector<int64_t> per_item = choose(rows_of(batch, keys), l.slots, l.parallel, kFold);
+  const std::vector<int64_t> per_item =
+      choose(rows_of(batch, keys), l.slots, l.parallel, kFold, l.speed);
   for (int64_t p : per_item) EXPECT_EQ(p, per_item.front()) << "equal rows, equal items";
   return per_item.front();
 }
@@ -47,20 +50,33 @@ constexpr Choice kChoices[] = {
     {40, 512, kTwoWarps, 16, "40 sliding rows whole: one wave, not 80 halves on 49 slots (192)"},
     {48, 512, kTwoWarps, 16, "48 sliding rows whole"},
     {128, 512, kTwoWarps, 16, "128 rows whole"},
-    // Smaller items only for a short last wave of a plan of at most three waves.
+    // Smaller items for a short last wave where the fuller waves gain more than the extra items
+    // cost (two-warp waves run faster part full).
     {40, 8192, kFourWarps, 32, "8K keys, 40 rows in halves: 2.5 waves of whole rows (run 193)"},
     {64, 8192, kTwoWarps, 32, "8K keys, 64 rows in halves: 1.3 waves of whole rows (run 193)"},
+    {80, 8192, kTwoWarps, 64, "8K keys, 80 rows whole: thirds 5% slower (run 197)"},
+    {112, 8192, kTwoWarps, 32, "8K keys, 112 rows in halves: 6% faster than whole (run 197)"},
     {128, 8192, kTwoWarps, 64, "8K keys, 128 rows whole"},
     {160, 8192, kTwoWarps, 64, "8K keys, 160 rows whole: 3.3 waves"},
     {256, 8192, kTwoWarps, 64, "8K keys, 256 rows whole (quarters 6.5% slower, run 195)"},
     {256, 32768, kTwoWarps, 64, "32K keys, 256 rows whole"},
+    {6, 8192, kFourWarps, 32, "8K keys, 6 rows in halves: 2.33 -> 1.80x (run 197)"},
+    {20, 8192, kFourWarps, 16, "8K keys, 20 rows in quarters: 1.93 -> 1.49x (run 197)"},
+    {6, 32768, kFourWarps, 12, "32K keys, 6 rows: 1.86 -> 1.34x (run 197)"},
+    {20, 131072, kFourWarps, 16, "128K keys, 20 rows: 1.63 -> 1.11x (run 197)"},
+    {40, 131072, kFourWarps, 32, "128K keys, 40 rows: 1.26 -> 1.11x (run 197)"},
     // Long rows in few items: 6 rows of 128K keys were 3 items a row (18 items on 16 slots, two
-    // waves); a 2,048-key split a warp makes six even waves (not yet measured on the GPU).
+    // waves); a 2,048-key split a warp makes six even waves (1.70 -> 1.17x, run 197).
     {6, 131072, kFourWarps, 4, "128K keys, 6 rows: 96 items"},
     {1, 131072, kFourWarps, 4, "128K keys, 1 row: 16 items"},
+    // Past three waves of whole rows: 49-57 rows of 32K-128K keys were whole rows, a fourth
+    // wave of 1-9 items (run 198: 32K keys, 49 rows 1.41 -> 1.26x; 128K keys 1.38 -> 1.14x).
+    {49, 32768, kFourWarps, 32, "32K keys, 49 rows in halves"},
+    {49, 131072, kFourWarps, 12, "128K keys, 49 rows in sixths"},
+    {160, 32768, kTwoWarps, 32, "32K keys, 160 rows in halves (not measured: out of memory)"},
 };
 
-// The choices runs 192-195 measured (and the estimate's for long rows).
+// The choices runs 192-198 measured (and the estimate's where marked).
 TEST(DecodeItemSizes, ChoicesAtMeasuredShapes) {
   for (const Choice& c : kChoices) {
     SCOPED_TRACE(c.why);
@@ -74,7 +90,7 @@ TEST(DecodeItemSizes, ItemsAreWholeFoldGroupsWithinEachRow) {
   std::vector<RowSplits> rows;
   for (int64_t keys : {1, 33, 512, 513, 2049, 4096, 40000}) rows.push_back(rows_of(1, keys)[0]);
   for (Layout l : {kFourWarps, kTwoWarps}) {
-    const std::vector<int64_t> per_item = choose(rows, l.slots, l.parallel, kFold);
+    const std::vector<int64_t> per_item = choose(rows, l.slots, l.parallel, kFold, l.speed);
     ASSERT_EQ(per_item.size(), rows.size());
     for (size_t i = 0; i < rows.size(); ++i) {
       EXPECT_EQ(per_item[i] % kFold, 0) << "row " << i;
@@ -86,15 +102,26 @@ TEST(DecodeItemSizes, ItemsAreWholeFoldGroupsWithinEachRow) {
 }
 
 // The estimate: items longest first, round-robin over the slots; each costs its warps' tiles +
-// kItemCost, + kCombineCost when its row is split.
+// kItemCost, + kCombineCost when its row is split, times its wave's speed.
 TEST(DecodeItemSizes, SlowestSlotFollowsTheKernelsOrder) {
   const std::vector<RowSplits> rows = {{8, 1}, {4, 2}, {4, 1}};
   // Whole rows: items of 8, 8 and 4 tiles on 2 slots, 4 splits side by side: slot 0 takes the
   // first and the third (2 + 1 + 1 + 1), slot 1 the second (2 tiles a warp + 1).
-  EXPECT_EQ(slowest_slot(rows, {8, 4, 4}, 2, 4), 2 + 1 + 1 + 1);
+  EXPECT_EQ(slowest_slot(rows, {8, 4, 4}, 2, 4, kOneSpeed), 2 + 1 + 1 + 1);
   // Halves of the first row (4 splits each, combined): 4 items of 4 tiles on 2 slots.
-  EXPECT_EQ(slowest_slot(rows, {4, 4, 4}, 2, 4), (1 + kItemCost + kCombineCost) + (2 + kItemCost));
-  EXPECT_EQ(slowest_slot(rows, {8, 4, 4}, 8, 4), 2 + kItemCost);
+  EXPECT_EQ(slowest_slot(rows, {4, 4, 4}, 2, 4, kOneSpeed),
+            (1 + kItemCost + kCombineCost) + (2 + kItemCost));
+  EXPECT_EQ(slowest_slot(rows, {8, 4, 4}, 8, 4, kOneSpeed), 2 + kItemCost);
+}
+
+// A part-full wave runs faster at kHbmBoundWaves: the third item's wave holds 1 of 2 slots.
+TEST(DecodeItemSizes, PartFullWavesRunFaster) {
+  const std::vector<RowSplits> rows = {{8, 1}, {4, 2}, {4, 1}};
+  const double half_full = kHbmBoundWaves.low + (1 - kHbmBoundWaves.low) / 2;
+  EXPECT_DOUBLE_EQ(slowest_slot(rows, {8, 4, 4}, 2, 4, kHbmBoundWaves), 3 + 2 * half_full);
+  // One item on 8 slots: a wave of 1/8.
+  EXPECT_DOUBLE_EQ(slowest_slot({{8, 1}}, {8}, 8, 4, kHbmBoundWaves),
+                   3 * (kHbmBoundWaves.low + (1 - kHbmBoundWaves.low) / 8));
 }
 
 }  // namespace
