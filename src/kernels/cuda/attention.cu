@@ -310,12 +310,11 @@ void plan_decode(const std::vector<DecodeRow>& rows, const Geometry& g, int64_t 
                  int64_t parallel, int64_t fold, decode_items::WaveSpeed speed, Plan& plan) {
   std::vector<decode_items::RowSplits> grids;
   grids.reserve(rows.size());
-  for (const DecodeRow& r : rows) grids.push_back({r.splits, r.split / ad::kTile});
+  for (const DecodeRow& r : rows) grids.push_back(decode_items::row_splits(r.lo, r.hi, r.split));
   const std::vector<int64_t> per_item = decode_items::choose(grids, slots, parallel, fold, speed);
   std::vector<std::pair<int64_t, ad::DecodeItem>> items;  // (tiles, item)
   for (size_t i = 0; i < rows.size(); ++i) {
     const DecodeRow& r = rows[i];
-    const int64_t tiles_per_split = r.split / ad::kTile;
     const int64_t n = ceil_div(r.splits, per_item[i]);
     ad::DecodeItem it{};
     it.row = static_cast<int32_t>(r.row);
@@ -338,7 +337,7 @@ void plan_decode(const std::vector<DecodeRow>& rows, const Geometry& g, int64_t 
     for (int64_t c = 0; c < n; ++c) {
       it.split0 = static_cast<int32_t>(c * per_item[i]);
       it.count = static_cast<int32_t>(std::min(per_item[i], r.splits - c * per_item[i]));
-      items.push_back({it.count * tiles_per_split, it});
+      items.push_back({decode_items::item_tiles(grids[i], it.split0, it.count), it});
     }
   }
   std::stable_sort(items.begin(), items.end(),

@@ -10,10 +10,35 @@
 
 namespace beam::cuda::decode_items {
 
-// A decode row's split grid: `splits` splits of `tiles_per_split` 32-key tiles.
+// A decode row's split grid: `splits` splits of `tiles_per_split` 32-key tiles, of which the first
+// and the last hold only the row's keys (`first_tiles` and `last_tiles` tiles; the same for a
+// one-split row).
 struct RowSplits {
-  int64_t splits, tiles_per_split;
+  int64_t splits, tiles_per_split, first_tiles, last_tiles;
 };
+
+// The split grid of a row seeing keys [lo, hi] in splits of `split_keys` keys (a multiple of 32)
+// on the slot grid (the planner's DecodeRow).
+inline RowSplits row_splits(int64_t lo, int64_t hi, int64_t split_keys) {
+  const int64_t first = lo / split_keys, last = hi / split_keys;
+  const auto tiles = [](int64_t a, int64_t b) { return b / 32 - a / 32 + 1; };
+  return {last - first + 1, split_keys / 32, tiles(lo, std::min(hi, (first + 1) * split_keys - 1)),
+          tiles(std::max(lo, last * split_keys), hi)};
+}
+
+// Tiles of split j of row r.
+inline int64_t split_tiles(const RowSplits& r, int64_t j) {
+  return j == 0 ? r.first_tiles : j == r.splits - 1 ? r.last_tiles : r.tiles_per_split;
+}
+
+// Tiles of splits [c0, c0 + count) of row r.
+inline int64_t item_tiles(const RowSplits& r, int64_t c0, int64_t count) {
+  if (r.splits == 1) return r.first_tiles;
+  int64_t tiles = count * r.tiles_per_split;
+  if (c0 == 0) tiles -= r.tiles_per_split - r.first_tiles;
+  if (c0 + count == r.splits) tiles -= r.tiles_per_split - r.last_tiles;
+  return tiles;
+}
 
 // Estimated costs of an item beyond its warps' tiles, in tile times: its start and fold, and (for
 // an item of a row split over several) the records, the ticket and the row's last fold. Run 191,
@@ -41,6 +66,21 @@ inline int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
+// Tile times of the warps of an item of splits [c0, c0 + count) of row r, computed in rounds of
+// `parallel` side by side (the kernel's order), each as long as its longest split.
+inline int64_t item_warp_tiles(const RowSplits& r, int64_t c0, int64_t count, int64_t parallel) {
+  const auto round = [&](int64_t begin, int64_t end) {  // splits [begin, end)
+    if (std::max<int64_t>(begin, 1) < std::min(end, r.splits - 1)) return r.tiles_per_split;
+    int64_t longest = 0;
+    for (int64_t j : {begin, end - 1}) longest = std::max(longest, split_tiles(r, j));
+    return longest;
+  };
+  const int64_t rounds = ceil_div(count, parallel);
+  if (rounds == 1) return round(c0, c0 + count);
+  return round(c0, c0 + parallel) + (rounds - 2) * r.tiles_per_split +
+         round(c0 + (rounds - 1) * parallel, c0 + count);
+}
+
 // Splits per item of each row when each warp takes about `target` tiles (at least `parallel`
 // splits an item, the splits a CTA computes side by side; items start on fold-group boundaries,
 // `fold` splits).
@@ -66,10 +106,10 @@ inline double slowest_slot(const std::vector<RowSplits>& rows, const std::vector
     const RowSplits& r = rows[i];
     const int64_t n = ceil_div(r.splits, per_item[i]);
     for (int64_t c = 0; c < n; ++c) {
-      const int64_t count = std::min(per_item[i], r.splits - c * per_item[i]);
+      const int64_t c0 = c * per_item[i], count = std::min(per_item[i], r.splits - c0);
       const int64_t cost =
-          ceil_div(count, parallel) * r.tiles_per_split + kItemCost + (n > 1 ? kCombineCost : 0);
-      items.push_back({count * r.tiles_per_split, cost});
+          item_warp_tiles(r, c0, count, parallel) + kItemCost + (n > 1 ? kCombineCost : 0);
+      items.push_back({item_tiles(r, c0, count), cost});
     }
   }
   std::stable_sort(items.begin(), items.end(),
@@ -92,11 +132,12 @@ inline double slowest_slot(const std::vector<RowSplits>& rows, const std::vector
 inline std::vector<int64_t> choose(const std::vector<RowSplits>& rows, int64_t slots,
                                    int64_t parallel, int64_t fold, WaveSpeed speed) {
   int64_t total = 0, longest = 0;                      // tiles
-  int64_t split_tiles = rows.front().tiles_per_split;  // the smallest split's tiles
+  int64_t smallest = rows.front().tiles_per_split;     // the smallest split's tiles
   for (const RowSplits& r : rows) {
-    total += r.splits * r.tiles_per_split;
-    longest = std::max(longest, r.splits * r.tiles_per_split);
-    split_tiles = std::min(split_tiles, r.tiles_per_split);
+    const int64_t tiles = item_tiles(r, 0, r.splits);
+    total += tiles;
+    longest = std::max(longest, tiles);
+    smallest = std::min(smallest, r.tiles_per_split);
   }
   const int64_t share = ceil_div(total, slots * parallel);
   std::vector<int64_t> per_item = splits_per_item(rows, share, parallel, fold);
@@ -113,7 +154,7 @@ inline std::vector<int64_t> choose(const std::vector<RowSplits>& rows, int64_t s
   for (int64_t target = share * 2; target / 2 * parallel < longest; target *= 2)
     consider(target, false);
   // Below a split's tiles every target gives the same items.
-  for (int64_t target = share / 2; target >= split_tiles; target /= 2) consider(target, true);
+  for (int64_t target = share / 2; target >= smallest; target /= 2) consider(target, true);
   return per_item;
 }
 

@@ -19,11 +19,11 @@ struct Layout {
 };
 constexpr Layout kFourWarps{16, 4, kOneSpeed}, kTwoWarps{49, 2, kHbmBoundWaves};
 
-// `batch` rows of `keys` keys (32-key splits up to 2,048 keys, then 64 splits).
+// `batch` rows of `keys` keys from slot 0 (32-key splits up to 2,048 keys, then at most 64).
 std::vector<RowSplits> rows_of(int64_t batch, int64_t keys) {
   int64_t split = 32;
   while (split * 64 < keys) split *= 2;
-  return std::vector<RowSplits>(static_cast<size_t>(batch), {ceil_div(keys, split), split / 32});
+  return std::vector<RowSplits>(static_cast<size_t>(batch), row_splits(0, keys - 1, split));
 }
 
 // Splits per item chosen for `batch` equal rows of `keys` keys.
@@ -69,6 +69,9 @@ constexpr Choice kChoices[] = {
     // waves); a 2,048-key split a warp makes six even waves (1.70 -> 1.17x, run 197).
     {6, 131072, kFourWarps, 4, "128K keys, 6 rows: 96 items"},
     {1, 131072, kFourWarps, 4, "128K keys, 1 row: 16 items"},
+    // A row's last split may hold a tile: 131,091 keys are 32 splits of 4,096 keys and one of 19.
+    {4, 131091, kFourWarps, 8,
+     "4 rows of 131,091 keys in items of 8 splits (12: 3.7% slower, 199)"},
     // Past three waves of whole rows: 49-57 rows of 32K-128K keys were whole rows, a fourth
     // wave of 1-9 items (run 198: 32K keys, 49 rows 1.41 -> 1.26x; 128K keys 1.38 -> 1.14x).
     {49, 32768, kFourWarps, 32, "32K keys, 49 rows in halves"},
@@ -101,10 +104,39 @@ TEST(DecodeItemSizes, ItemsAreWholeFoldGroupsWithinEachRow) {
   }
 }
 
+// A row's first and last splits hold only its keys; items and rounds count their tiles.
+TEST(DecodeItemSizes, PartialSplitsCountTheirTiles) {
+  const RowSplits whole = row_splits(0, 131090, 4096);  // 32 splits of 128 tiles, then 19 keys
+  EXPECT_EQ(whole.splits, 33);
+  EXPECT_EQ(whole.tiles_per_split, 128);
+  EXPECT_EQ(whole.first_tiles, 128);
+  EXPECT_EQ(whole.last_tiles, 1);
+  EXPECT_EQ(item_tiles(whole, 0, 33), 32 * 128 + 1);
+  EXPECT_EQ(item_tiles(whole, 32, 1), 1);
+  EXPECT_EQ(item_warp_tiles(whole, 0, 8, 4), 2 * 128);
+  EXPECT_EQ(item_warp_tiles(whole, 28, 5, 4), 128 + 1);  // the last round holds the 19 keys alone
+  EXPECT_EQ(item_warp_tiles(whole, 32, 1, 4), 1);
+
+  const RowSplits inner = row_splits(100, 5000, 128);  // from inside split 0 to inside split 39
+  EXPECT_EQ(inner.splits, 40);
+  EXPECT_EQ(inner.first_tiles, 1);  // keys 100-127
+  EXPECT_EQ(inner.last_tiles, 1);   // keys 4992-5000
+  EXPECT_EQ(item_tiles(inner, 0, 40), 38 * 4 + 2);
+  EXPECT_EQ(item_warp_tiles(inner, 0, 4, 4), 4);  // a round as long as its longest split
+  EXPECT_EQ(item_warp_tiles(inner, 36, 4, 4), 4);
+
+  const RowSplits one = row_splits(40, 70, 32 * 64);  // one split: keys 40-70 in two tiles
+  EXPECT_EQ(one.splits, 1);
+  EXPECT_EQ(one.first_tiles, 2);
+  EXPECT_EQ(one.last_tiles, 2);
+  EXPECT_EQ(item_tiles(one, 0, 1), 2);
+  EXPECT_EQ(item_warp_tiles(one, 0, 1, 4), 2);
+}
+
 // The estimate: items longest first, round-robin over the slots; each costs its warps' tiles +
 // kItemCost, + kCombineCost when its row is split, times its wave's speed.
 TEST(DecodeItemSizes, SlowestSlotFollowsTheKernelsOrder) {
-  const std::vector<RowSplits> rows = {{8, 1}, {4, 2}, {4, 1}};
+  const std::vector<RowSplits> rows = {{8, 1, 1, 1}, {4, 2, 2, 2}, {4, 1, 1, 1}};
   // Whole rows: items of 8, 8 and 4 tiles on 2 slots, 4 splits side by side: slot 0 takes the
   // first and the third (2 + 1 + 1 + 1), slot 1 the second (2 tiles a warp + 1).
   EXPECT_EQ(slowest_slot(rows, {8, 4, 4}, 2, 4, kOneSpeed), 2 + 1 + 1 + 1);
@@ -116,11 +148,11 @@ TEST(DecodeItemSizes, SlowestSlotFollowsTheKernelsOrder) {
 
 // A part-full wave runs faster at kHbmBoundWaves: the third item's wave holds 1 of 2 slots.
 TEST(DecodeItemSizes, PartFullWavesRunFaster) {
-  const std::vector<RowSplits> rows = {{8, 1}, {4, 2}, {4, 1}};
+  const std::vector<RowSplits> rows = {{8, 1, 1, 1}, {4, 2, 2, 2}, {4, 1, 1, 1}};
   const double half_full = kHbmBoundWaves.low + (1 - kHbmBoundWaves.low) / 2;
   EXPECT_DOUBLE_EQ(slowest_slot(rows, {8, 4, 4}, 2, 4, kHbmBoundWaves), 3 + 2 * half_full);
   // One item on 8 slots: a wave of 1/8.
-  EXPECT_DOUBLE_EQ(slowest_slot({{8, 1}}, {8}, 8, 4, kHbmBoundWaves),
+  EXPECT_DOUBLE_EQ(slowest_slot({{8, 1, 1, 1}}, {8}, 8, 4, kHbmBoundWaves),
                    3 * (kHbmBoundWaves.low + (1 - kHbmBoundWaves.low) / 8));
 }
 
