@@ -22,10 +22,26 @@
 namespace beam::cli {
 namespace {
 
-// Device tensors of one run (kept alive until the end) and the op timings.
+// Device tensors of one run (kept alive until the end, or until the Scope they were made in
+// ends) and the op timings.
 class KernelBench {
  public:
   KernelBench(const KernelContext& ctx, int64_t reps) : ctx_(ctx), reps_(reps), timer_(ctx) {}
+
+  // Frees the tensors made during its lifetime when it ends: one case's inputs, so that a run's
+  // cases need not fit the device together (decode attention at long contexts: each case's K/V
+  // alone is tens of GB). cudaFree synchronizes, so no queued op still reads them.
+  class Scope {
+   public:
+    explicit Scope(KernelBench& kb) : kb_(kb), mark_(kb.buffers_.size()) {}
+    ~Scope() { kb_.buffers_.resize(mark_); }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    KernelBench& kb_;
+    size_t mark_;
+  };
 
   Expected<TensorView> tensor(DType dt, Shape shape, float std = 0.02f, float mean = 0.0f) {
     BEAM_ASSIGN_OR_RETURN(
@@ -243,6 +259,7 @@ Status bench_moe(KernelBench& kb, const BeamConfig& c, const std::vector<int64_t
 Status bench_attention_case(KernelBench& kb, const BeamConfig& c, AttentionKind kind, int64_t seqs,
                             int64_t q_count, int64_t kv_len, AttentionProbs probs,
                             const std::string& name) {
+  const KernelBench::Scope scope(kb);
   const int64_t bs = 64, Nq = c.num_heads, Nkv = c.num_kv_heads, D = c.head_dim;
   const int64_t blocks_per_seq = (kv_len + bs - 1) / bs, T = seqs * q_count;
   BEAM_ASSIGN_OR_RETURN(TensorView k,
