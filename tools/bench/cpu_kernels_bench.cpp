@@ -16,6 +16,7 @@
 #include "kernels/api/attention.h"
 #include "kernels/api/moe.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cuda/decode_item_sizes.h"
 
 namespace beam {
 namespace {
@@ -206,6 +207,28 @@ BENCHMARK(BM_MoeExperts)
     ->Args({64, 5120, 16, 2560, 8, 2})  // Beam widths, prefill chunk
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+
+// The CUDA decode planner's item sizing (host code, run per attention call on eager steps):
+// args {rows, keys}; rows of keys - 37 to keys keys (partial last splits), on an H200's slots per
+// KV head for the layout the planner takes (two-warp from 64 rows).
+void BM_DecodeItemSizes(benchmark::State& state) {
+  namespace di = cuda::decode_items;
+  const int64_t rows = state.range(0), keys = state.range(1);
+  std::vector<di::RowSplits> grids;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t n = keys - r % 38;
+    int64_t split = 32;
+    while (split * 64 < n) split *= 2;
+    grids.push_back(di::row_splits(0, n - 1, split));
+  }
+  const bool two_warps = rows >= 64;
+  for (auto _ : state)
+    benchmark::DoNotOptimize(di::choose(grids, two_warps ? 49 : 16, two_warps ? 2 : 4, 4,
+                                        two_warps ? di::kHbmBoundWaves : di::kOneSpeed));
+}
+BENCHMARK(BM_DecodeItemSizes)
+    ->ArgsProduct({{1, 32, 128, 512}, {512, 8192, 131072}})
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace beam

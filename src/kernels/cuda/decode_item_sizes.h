@@ -58,9 +58,9 @@ constexpr int64_t kSmallerItemGain = 16;
 // 256 rows whole, 5.2 waves, 6.5% faster than in quarters); four-warp CTAs (eight warps, bound by
 // each warp's dependency chain) ran at one speed from 2 of 16 slots to 16 (low 1).
 struct WaveSpeed {
-  double low = 1;
+  int64_t low_num = 1, low_den = 1;  // low = low_num / low_den
 };
-constexpr WaveSpeed kOneSpeed{1}, kHbmBoundWaves{0.6};
+constexpr WaveSpeed kOneSpeed{1, 1}, kHbmBoundWaves{3, 5};
 
 inline int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
@@ -98,30 +98,77 @@ inline std::vector<int64_t> splits_per_item(const std::vector<RowSplits>& rows, 
 
 // The estimated time (tile times) of the slowest of `slots` CTA slots when the items of
 // `per_item` splits go longest first to slots y, y + slots, ... (the kernel's order), item i in
-// wave i / slots at that wave's speed.
+// wave i / slots at that wave's speed. A row's items are at most three runs of equal items (its
+// first, its middle ones, its last), so the runs are sorted instead of the items, and each run
+// adds to a range of slots a wave; sums are exact (integers in units of 1 / (low_den * slots)).
 inline double slowest_slot(const std::vector<RowSplits>& rows, const std::vector<int64_t>& per_item,
                            int64_t slots, int64_t parallel, WaveSpeed speed) {
-  std::vector<std::pair<int64_t, int64_t>> items;  // (tiles, cost)
+  struct Run {
+    int64_t tiles, cost, count;
+  };
+  std::vector<Run> runs;  // in the rows' item order
+  runs.reserve(rows.size() * 3);
+  int64_t num_items = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const RowSplits& r = rows[i];
+    const int64_t p = per_item[i], n = ceil_div(r.splits, p);
+    const auto add = [&](int64_t c, int64_t count) {  // `count` items like item c
+      const int64_t c0 = c * p, splits = std::min(p, r.splits - c0);
+      const Run run{
+          item_tiles(r, c0, splits),
+          item_warp_tiles(r, c0, splits, parallel) + kItemCost + (n > 1 ? kCombineCost : 0), count};
+      runs.push_back(run);
+    };
+    add(0, 1);
+    if (n > 2) add(1, n - 2);
+    if (n > 1) add(n - 1, 1);
+    num_items += n;
+  }
+  std::stable_sort(runs.begin(), runs.end(),
+                   [](const Run& a, const Run& b) { return a.tiles > b.tiles; });
+  const int64_t used = std::min(slots, num_items);
+  std::vector<int64_t> diff(static_cast<size_t>(used) + 1, 0);  // slot loads' differences
+  int64_t i = 0;                                                // the next item
+  for (const Run& run : runs) {
+    for (int64_t left = run.count; left > 0;) {
+      const int64_t wave = i / slots, slot = i % slots, len = std::min(left, slots - slot);
+      const int64_t active = std::min(slots, num_items - wave * slots);
+      const int64_t add =
+          run.cost * (speed.low_num * slots + (speed.low_den - speed.low_num) * active);
+      diff[static_cast<size_t>(slot)] += add;
+      diff[static_cast<size_t>(slot + len)] -= add;
+      i += len;
+      left -= len;
+    }
+  }
+  int64_t load = 0, slowest = 0;
+  for (int64_t s = 0; s < used; ++s)
+    slowest = std::max(slowest, load += diff[static_cast<size_t>(s)]);
+  return static_cast<double>(slowest) / static_cast<double>(speed.low_den * slots);
+}
+
+// A lower bound of slowest_slot() without sorting (the planner runs per layer on eager steps, so
+// a candidate that cannot win is not estimated): the slots' mean load, where only the last wave
+// runs faster than full speed, by at most (1 - low) x the largest item cost. Each item costs at
+// least its tiles / parallel + kItemCost (+ kCombineCost in a split row).
+inline double slowest_slot_bound(const std::vector<RowSplits>& rows,
+                                 const std::vector<int64_t>& per_item, int64_t slots,
+                                 int64_t parallel, WaveSpeed speed) {
+  int64_t num_items = 0, largest = 0;
+  double costs = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     const RowSplits& r = rows[i];
     const int64_t n = ceil_div(r.splits, per_item[i]);
-    for (int64_t c = 0; c < n; ++c) {
-      const int64_t c0 = c * per_item[i], count = std::min(per_item[i], r.splits - c0);
-      const int64_t cost =
-          item_warp_tiles(r, c0, count, parallel) + kItemCost + (n > 1 ? kCombineCost : 0);
-      items.push_back({item_tiles(r, c0, count), cost});
-    }
+    const int64_t extra = kItemCost + (n > 1 ? kCombineCost : 0);
+    num_items += n;
+    costs += static_cast<double>(item_tiles(r, 0, r.splits)) / static_cast<double>(parallel) +
+             static_cast<double>(n * extra);
+    largest = std::max(
+        largest, ceil_div(std::min(per_item[i], r.splits), parallel) * r.tiles_per_split + extra);
   }
-  std::stable_sort(items.begin(), items.end(),
-                   [](const auto& a, const auto& b) { return a.first > b.first; });
-  const int64_t num_items = static_cast<int64_t>(items.size());
-  std::vector<double> load(static_cast<size_t>(std::min(slots, num_items)), 0);
-  for (int64_t i = 0; i < num_items; ++i) {
-    const int64_t active = std::min(slots, num_items - i / slots * slots);
-    const double factor = speed.low + (1 - speed.low) * static_cast<double>(active) / slots;
-    load[static_cast<size_t>(i) % load.size()] += static_cast<double>(items[i].second) * factor;
-  }
-  return load.empty() ? 0 : *std::max_element(load.begin(), load.end());
+  const double low = static_cast<double>(speed.low_num) / static_cast<double>(speed.low_den);
+  return costs / static_cast<double>(std::min(slots, num_items)) -
+         (1 - low) * static_cast<double>(largest);
 }
 
 // Splits per item of each row (rows not empty, slots >= 1): each warp about total tiles / (slots *
@@ -142,12 +189,18 @@ inline std::vector<int64_t> choose(const std::vector<RowSplits>& rows, int64_t s
   const int64_t share = ceil_div(total, slots * parallel);
   std::vector<int64_t> per_item = splits_per_item(rows, share, parallel, fold);
   double best = slowest_slot(rows, per_item, slots, parallel, speed);
+  std::vector<int64_t> last = per_item;  // the last candidate seen (targets often repeat one)
   const auto consider = [&](int64_t target, bool smaller) {
     std::vector<int64_t> candidate = splits_per_item(rows, target, parallel, fold);
+    if (candidate == last) return;
+    last = candidate;
+    const auto better = [&](double estimate) {
+      return smaller ? estimate * kSmallerItemGain < best * (kSmallerItemGain - 1)
+                     : estimate < best;
+    };
+    if (!better(slowest_slot_bound(rows, candidate, slots, parallel, speed))) return;
     const double estimate = slowest_slot(rows, candidate, slots, parallel, speed);
-    const bool better =
-        smaller ? estimate * kSmallerItemGain < best * (kSmallerItemGain - 1) : estimate < best;
-    if (!better) return;
+    if (!better(estimate)) return;
     per_item = std::move(candidate);
     best = estimate;
   };

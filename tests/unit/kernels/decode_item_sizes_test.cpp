@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <random>
 #include <vector>
 
 namespace beam::cuda::decode_items {
@@ -133,6 +134,31 @@ TEST(DecodeItemSizes, PartialSplitsCountTheirTiles) {
   EXPECT_EQ(item_warp_tiles(one, 0, 1, 4), 2);
 }
 
+// choose() skips candidates by slowest_slot_bound(), so the bound must never exceed the estimate:
+// random batches of mixed rows (whole and partial splits), every fold-group item size, both speeds.
+TEST(DecodeItemSizes, BoundNeverExceedsTheEstimate) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int64_t batch = std::uniform_int_distribution<int64_t>(1, 300)(rng);
+    std::vector<RowSplits> rows;
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t hi = std::uniform_int_distribution<int64_t>(0, 200000)(rng);
+      const int64_t lo = trial % 2 ? std::max<int64_t>(0, hi - 511) : 0;
+      int64_t split = 32;
+      while (split * 64 < hi - lo + 1) split *= 2;
+      rows.push_back(row_splits(lo, hi, split));
+    }
+    for (Layout l : {kFourWarps, kTwoWarps}) {
+      for (int64_t p = kFold; p <= 64; p += kFold) {
+        const std::vector<int64_t> per_item(rows.size(), p);
+        EXPECT_LE(slowest_slot_bound(rows, per_item, l.slots, l.parallel, l.speed),
+                  slowest_slot(rows, per_item, l.slots, l.parallel, l.speed) + 1e-9)
+            << "trial " << trial << ", " << p << " splits an item";
+      }
+    }
+  }
+}
+
 // The estimate: items longest first, round-robin over the slots; each costs its warps' tiles +
 // kItemCost, + kCombineCost when its row is split, times its wave's speed.
 TEST(DecodeItemSizes, SlowestSlotFollowsTheKernelsOrder) {
@@ -149,11 +175,10 @@ TEST(DecodeItemSizes, SlowestSlotFollowsTheKernelsOrder) {
 // A part-full wave runs faster at kHbmBoundWaves: the third item's wave holds 1 of 2 slots.
 TEST(DecodeItemSizes, PartFullWavesRunFaster) {
   const std::vector<RowSplits> rows = {{8, 1, 1, 1}, {4, 2, 2, 2}, {4, 1, 1, 1}};
-  const double half_full = kHbmBoundWaves.low + (1 - kHbmBoundWaves.low) / 2;
+  const double half_full = 0.6 + 0.4 / 2;  // kHbmBoundWaves: 3/5 + 2/5 x active / slots
   EXPECT_DOUBLE_EQ(slowest_slot(rows, {8, 4, 4}, 2, 4, kHbmBoundWaves), 3 + 2 * half_full);
   // One item on 8 slots: a wave of 1/8.
-  EXPECT_DOUBLE_EQ(slowest_slot({{8, 1, 1, 1}}, {8}, 8, 4, kHbmBoundWaves),
-                   3 * (kHbmBoundWaves.low + (1 - kHbmBoundWaves.low) / 8));
+  EXPECT_DOUBLE_EQ(slowest_slot({{8, 1, 1, 1}}, {8}, 8, 4, kHbmBoundWaves), 3 * (0.6 + 0.4 / 8));
 }
 
 }  // namespace
