@@ -55,8 +55,8 @@ constexpr int64_t kSmallerItemGain = 16;
 // items' costs x (low + (1 - low) x active / slots). Fitted to runs 191-197: two-warp CTAs (six
 // warps an SM) are bound by HBM when every slot runs, so a part-full wave streams faster per warp
 // (low 3/5: 80 rows of 8K keys in whole rows, 1.6 waves, 5% faster than in thirds, 4.9 waves;
-// 256 rows whole, 5.2 waves, 6.5% faster than in quarters); four-warp CTAs (eight warps, bound by
-// each warp's dependency chain) ran at one speed from 2 of 16 slots to 16 (low 1).
+// 256 rows whole, 5.2 waves, 6.5% faster than in quarters); four-warp CTAs (one an SM, each
+// warp's dependency chain setting its pace) ran at one speed from 2 of 16 slots to 16 (low 1).
 struct WaveSpeed {
   int64_t low_num = 1, low_den = 1;  // low = low_num / low_den
 };
