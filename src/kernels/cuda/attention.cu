@@ -243,7 +243,7 @@ void plan_items(const std::vector<Tile>& tiles, const Geometry& g, int num_sms, 
   for (const auto& [keys, item] : items) plan.items.push_back(item);
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+using decode_items::ceil_div;
 
 // True when the geometry's decode rows use the tensor-core split step (head_dim 128, G <= 8): then
 // every row that is not in a tensor-core prefill chunk goes to the decode kernel, so a row's bits

@@ -114,10 +114,10 @@ inline double slowest_slot(const std::vector<RowSplits>& rows, const std::vector
     const int64_t p = per_item[i], n = ceil_div(r.splits, p);
     const auto add = [&](int64_t c, int64_t count) {  // `count` items like item c
       const int64_t c0 = c * p, splits = std::min(p, r.splits - c0);
-      const Run run{
-          item_tiles(r, c0, splits),
-          item_warp_tiles(r, c0, splits, parallel) + kItemCost + (n > 1 ? kCombineCost : 0), count};
-      runs.push_back(run);
+      runs.push_back(
+          {item_tiles(r, c0, splits),
+           item_warp_tiles(r, c0, splits, parallel) + kItemCost + (n > 1 ? kCombineCost : 0),
+           count});
     };
     add(0, 1);
     if (n > 2) add(1, n - 2);
