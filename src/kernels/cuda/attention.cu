@@ -3,8 +3,8 @@
 //
 // Decode rows (sequences with one query row) go to the decode kernel (attention_decode.cuh): a
 // CTA per KV head serves the G = Nq / Nkv q heads of one row over a run of the row's splits
-// (32-key splits up to 2048 visible keys, then doubling to at most ~64 per row). At head_dim 128
-// and G <= 8 (Beam's 6) it runs on tensor cores (attention_decode_mma.cuh): each warp computes
+// (32-key splits up to 2,048 visible keys, then whole tiles, at most 64 splits a row). At head_dim
+// 128 and G <= 8 (Beam's 6) it runs on tensor cores (attention_decode_mma.cuh): each warp computes
 // whole splits with the G heads as the mma's columns, its tiles through its own ring; four warps a
 // CTA and one CTA an SM below kMmaTwoWarpRows rows, else two and two (same bits). Other
 // geometries run on CUDA cores (K/V read once per tile; a warp per head below kWideDecodeRows

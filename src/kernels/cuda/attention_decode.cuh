@@ -451,17 +451,17 @@ __device__ void combine(const DecodeParams& p, const DecodeItem* it, int kvh, fl
   }
 }
 
-// The keys of an item: [a, b] of its splits (S a power of two), in `tiles` tiles of kTile from
-// t_first (tiles from a / kTile on never straddle a split).
+// The keys of an item: [a, b] of its splits (of S keys, a multiple of kTile), in `tiles` tiles of
+// kTile from t_first (tiles from a / kTile on never straddle a split).
 struct ItemKeys {
-  int lo, split0, S, s_shift, a, b, t_first, tiles;
+  int lo, split0, S, a, b, t_first, tiles;
   __device__ int t0(int i) const { return t_first + i * kTile; }
   // True when tile i is the last of a split (or of the item).
   __device__ bool ends_split(int i) const {
-    return ((t0(i) + kTile) & (S - 1)) == 0 || i == tiles - 1;
+    return static_cast<uint32_t>(t0(i) + kTile) % static_cast<uint32_t>(S) == 0 || i == tiles - 1;
   }
   // The split of tile i, counted from the row's first split.
-  __device__ int split_of(int i) const { return (t0(i) >> s_shift) - (lo >> s_shift); }
+  __device__ int split_of(int i) const { return t0(i) / S - lo / S; }
 };
 
 __device__ __forceinline__ ItemKeys item_keys(const DecodeItem* it) {
@@ -469,10 +469,9 @@ __device__ __forceinline__ ItemKeys item_keys(const DecodeItem* it) {
   k.lo = it->lo;
   k.split0 = it->split0;
   k.S = it->split_keys;
-  k.s_shift = __ffs(k.S) - 1;
-  const int first = (k.lo >> k.s_shift) + k.split0;  // the first split on the slot grid
-  k.a = max(k.lo, first << k.s_shift);
-  k.b = static_cast<int>(min(int64_t{it->hi}, ((int64_t{first} + it->count) << k.s_shift) - 1));
+  const int first = k.lo / k.S + k.split0;  // the first split on the slot grid
+  k.a = static_cast<int>(max(int64_t{k.lo}, int64_t{first} * k.S));
+  k.b = static_cast<int>(min(int64_t{it->hi}, (int64_t{first} + it->count) * k.S - 1));
   k.t_first = k.a / kTile * kTile;
   k.tiles = k.b / kTile - k.a / kTile + 1;
   return k;
@@ -640,18 +639,18 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
   using Cta = dm::Cta<W>;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const ItemKeys keys = item_keys(it);
-  const int first = keys.a >> keys.s_shift;            // the item's first split
-  const int n = (keys.b >> keys.s_shift) - first + 1;  // its splits
+  const int first = keys.a / keys.S;          // the item's first split
+  const int n = keys.b / keys.S - first + 1;  // its splits
   const int32_t* table = tables + it->table;
   // A warp's place in its tile sequence: split j (of the item), tile at t0.
   struct Cursor {
     int j, t0;
   };
   const auto split_hi = [&](int j) {
-    return min(keys.b, static_cast<int>(((int64_t{first} + j + 1) << keys.s_shift) - 1));
+    return static_cast<int>(min(int64_t{keys.b}, (int64_t{first} + j + 1) * keys.S - 1));
   };
   const auto start = [&](int j) {  // int64: j runs up to W past the last split
-    const int64_t from = max(int64_t{keys.a}, int64_t{first + j} << keys.s_shift);
+    const int64_t from = max(int64_t{keys.a}, int64_t{first + j} * keys.S);
     return Cursor{j, static_cast<int>(min(from, int64_t{INT32_MAX}) / kTile * kTile)};
   };
   const auto advance = [&](Cursor& c) {

@@ -7,8 +7,9 @@
 // Numerics (match kernels/cpu/attention.cpp): scores s = fp32(q·k) * scale, fp32 online softmax,
 // P kept in fp32 (never rounded) for the fp32 P·V accumulation, one bf16 rounding of acc / sum.
 // Keys are visited in 32-key tiles on a fixed grid of logical slots, grouped into splits of
-// split_keys(n) slots aligned on that grid, where n is the number of keys the row sees (32-key
-// splits up to 2048 keys, then doubling so a row has at most ~64 splits); each split's softmax
+// split_keys(n) slots aligned on that grid, where n is the number of keys the row sees (the
+// fewest whole tiles that cut n keys into at most 64 splits: 32-key splits up to 2,048 keys, 64
+// up to 4,096, 96 up to 6,144, ...); each split's softmax
 // state (attend_tile over its tiles) is folded into the row's total with fold_state(), in split
 // order. Split-KV items compute splits and the reduce kernel (or the decode kernel's last CTA)
 // folds the partials with the same fold_state() in the same order. The split grid of a row
@@ -28,7 +29,7 @@ namespace beam::cuda::attention_detail {
 
 constexpr int kTile = 32;         // keys per online-softmax step: lane j scores key j
 constexpr int kMinSplitKeys = 32;  // the finest split grid on logical slots (multiple of kTile)
-constexpr int kMaxSplits = 64;     // split_keys() doubles until a row has about this many splits
+constexpr int kMaxSplits = 64;     // splits of a row's keys (one more where they straddle the grid)
 constexpr int kWarps = 8;         // warps of an attend CTA
 constexpr int kReduceThreads = 128;
 
@@ -53,12 +54,14 @@ struct WorkItem {
   int32_t seq, row0, rows, split, split_keys, partial;
 };
 
-// The split size of a row that sees n keys: a power-of-two multiple of kMinSplitKeys with at
-// most kMaxSplits splits of n keys (one more when they straddle the grid). Host and device.
+// The split size of a row that sees n keys: the smallest multiple of kMinSplitKeys that cuts n
+// keys into at most kMaxSplits splits (one more when they straddle the grid), so a row of 16K keys
+// or more has 57-64 splits of about n / 64 keys: a split a warp on the 66 warps of a KV head at
+// batch 1 on an H200 (a power-of-two size left 33-64: 131,091 keys in 33 splits of 4,096 keys).
+// Host and device.
 __host__ __device__ constexpr int64_t split_keys(int64_t n) {
-  int64_t c = kMinSplitKeys;
-  while (c * kMaxSplits < n) c *= 2;
-  return c;
+  constexpr int64_t kSpan = int64_t{kMinSplitKeys} * kMaxSplits;
+  return n <= kSpan ? kMinSplitKeys : (n + kSpan - 1) / kSpan * kMinSplitKeys;
 }
 
 // The split items of one tile of rows: record of split s (0-based within the group), row r and
@@ -322,8 +325,8 @@ __device__ __forceinline__ void attend_item(const Params& p, const WorkItem& it,
       const SlotRange vis = visible(s, p_first + i / G, p.window);
       if (t0 <= vis.hi && t0 + kTile - 1 >= vis.lo)
         attend_tile<D, 1>(p.scale, q_s + i * D, k_s, v_s, t0, vis.lo, vis.hi, &cur[u]);
-      const int64_t row_split = split_keys(vis.hi - vis.lo + 1);  // a power of two
-      if (((t0 + kTile) & (row_split - 1)) == 0) {  // the last tile of the row's split: fold it
+      const auto row_split = static_cast<uint32_t>(split_keys(vis.hi - vis.lo + 1));
+      if (static_cast<uint32_t>(t0 + kTile) % row_split == 0) {  // the split's last tile: fold it
         total[u].fold(cur[u]);
         cur[u].reset();
       }

@@ -12,6 +12,7 @@
 #include "attention_batch.h"
 #include "kernels/api/activation.h"
 #include "kernels/api/fixed_attention.h"
+#include "kernels/cuda/attention_kernels.cuh"
 
 namespace beam {
 namespace {
@@ -102,8 +103,25 @@ const std::vector<SeqSpec> kTinySeqs = {
     {0, 17, 7},       // chunk of 7 after 10 cached
     {999980, 25, 3},  // positions around 10^6
     {0, 1, 1},        // single token
-    {5, 1500, 2},     // kv_pos0 > 0; full attention splits it (24 splits of 64 keys)
+    {5, 1500, 2},     // kv_pos0 > 0; full attention splits it (47 splits of 32 keys)
 };
+
+// The split grid (a numerics contract of both kernels): the smallest multiple of 32 keys that
+// cuts a row into at most 64 splits, 32 keys up to 2,048, and 57 splits or more from 16K keys (a
+// warp each on a KV head's 66 at batch 1 on an H200), at every length to 300,000 keys.
+TEST(AttentionSplitGrid, SmallestTileMultipleWithAtMost64Splits) {
+  namespace ad = cuda::attention_detail;
+  for (int64_t n = 1; n <= 300000; ++n) {
+    const int64_t s = ad::split_keys(n), splits = (n + s - 1) / s;
+    ASSERT_EQ(s % 32, 0) << n;
+    ASSERT_LE(splits, 64) << n;
+    if (s > 32) ASSERT_GT((n + s - 33) / (s - 32), 64) << n << " keys fit 64 smaller splits";
+    if (n <= 2048) ASSERT_EQ(s, 32) << n;
+    if (n >= 16384) ASSERT_GE(splits, 57) << n;
+  }
+  EXPECT_EQ(ad::split_keys(131091), 2080);  // 64 splits (a power of two: 33 of 4,096)
+  EXPECT_EQ(ad::split_keys(5000), 96);
+}
 
 TEST_F(AttentionCuda, MatchesCpuTinyShapes) {
   for (int64_t window : {16, 0}) {
@@ -129,9 +147,9 @@ TEST_F(AttentionCuda, MatchesCpuBeamShapes) {
 }
 
 // Decode batches through the decode kernel at Beam heads: one row of 512 keys (16 splits, each
-// its own CTA, combined by the last), rows just past a split-size step (2,049 and 4,097 keys),
-// and 32 rows of 1 to 2,500 keys (CTAs of several splits), sliding and full, paged blocks out of
-// order, blocks of 16 and 64 keys.
+// its own CTA, combined by the last), rows just past a split-size step (2,049 and 4,097 keys: 64-
+// and 96-key splits, the latter with a partial last split), and 32 rows of 1 to 2,500 keys (CTAs of
+// several splits), sliding and full, paged blocks out of order, blocks of 16 and 64 keys.
 TEST_F(AttentionCuda, DecodeBatchesMatchCpu) {
   BEAM_SKIP_UNLESS_OPTIMIZED();
   std::vector<SeqSpec> batch32;
@@ -206,8 +224,9 @@ TEST_F(AttentionCuda, FixedPlanGatedMatchesEagerThenOutputGate) {
 
 // Decode rows at every split-plan boundary of the decode kernel, Beam's heads, sliding and full:
 // contexts of 1 (one whole-row item), 63 / 64 / 65 (a tile and a split boundary), 511 / 512 / 513
-// (16 one-tile items whose last CTA folds 16 records; 17 with the window), 4096 (64-key splits) and
-// 40,000 (1,024-key splits, records folded in several chunks), one row alone; then batches of 3,
+// (16 one-tile items whose last CTA folds 16 records; 17 with the window), 4096 (64-key splits),
+// 5,000 (96-key splits, the last of 8 keys) and 40,000 (640-key splits: 63, the last of 320 keys),
+// one row alone; then batches of 3,
 // 32 and 128 rows (items of several splits, whole-row items, CTAs striding over more items than
 // the grid's slots). Each: eager against the CPU (the usual bounds), the fixed plan against the
 // eager op bit for bit, and the gated fixed plan against the eager op + output_gate bit for bit.
@@ -219,7 +238,8 @@ TEST_F(AttentionCuda, DecodeContextLengthsAndBatches) {
   batch128[7] = {0, 1, 1};
   batch128[100] = {0, 3000, 1};
   std::vector<std::vector<SeqSpec>> batches;
-  for (int64_t n : {1, 63, 64, 65, 511, 512, 513, 4096, 40000}) batches.push_back({{0, n, 1}});
+  for (int64_t n : {1, 63, 64, 65, 511, 512, 513, 4096, 5000, 40000})
+    batches.push_back({{0, n, 1}});
   batches.push_back({{0, 1, 1}, {3, 65, 1}, {0, 513, 1}});
   batches.push_back(batch32);
   batches.push_back(batch128);
@@ -240,9 +260,9 @@ TEST_F(AttentionCuda, DecodeContextLengthsAndBatches) {
 }
 
 // One captured fixed_paged_attention replays a sequence whose context grows across every
-// split-plan boundary (1 to 4,097 keys: one item, 16 one-tile items, 32- to 64-key splits), then
-// three such sequences at once, sliding and full: each replay equals the eager op bit for bit and
-// the plan's memory never moves.
+// split-plan boundary (1 to 4,097 keys: one item, 16 one-tile items, 32-, 64- and 96-key splits),
+// then three such sequences at once, sliding and full: each replay equals the eager op bit for bit
+// and the plan's memory never moves.
 TEST_F(AttentionCuda, FixedPlanGraphReplaysGrowingContext) {
   BEAM_SKIP_UNLESS_OPTIMIZED();
   for (int64_t window : {int64_t{512}, int64_t{0}}) {
@@ -349,32 +369,38 @@ TEST_F(AttentionCuda, UnmappedBlocksOutsideTheWindow) {
   expect_matches_cpu(g, {{0, 2000, 1}, {70, 1500, 40}}, 51);
 }
 
-// A row's bits depend only on its own keys (batch invariance): every row of a 4096-token prompt
-// computed inside a batch of 128 chunks of 32 rows (unsplit items of 10 rows) equals the same row
-// computed alone as a decode step (split-KV with the reduce kernel) and inside a batch of decode
-// rows of other lengths.
+// A row's bits depend only on its own keys (batch invariance): every row of a 6,000-token prompt
+// computed inside a batch of chunks of 32 rows equals the same row computed alone as a decode step
+// (split over CTAs and combined) and inside a batch of decode rows of other lengths; rows on the
+// 32-, 64- and 96-key split grids, at Beam's heads (every row in the decode kernel, sliding and
+// full) and at D = 64, G = 2 (CUDA cores: the chunk kernel's tiles of 32 rows against the decode
+// kernel).
 TEST_F(AttentionCuda, SplitAndUnsplitRowsAreBitIdentical) {
   BEAM_SKIP_UNLESS_OPTIMIZED();
-  for (int64_t window : {int64_t{0}, int64_t{512}}) {
-    const Geometry g{48, 8, 128, 64, window};
-    const Batch b = make_batch(g, {{0, 4096, 4096}}, 61);
+  constexpr int64_t kPrompt = 6000;
+  const Geometry geometries[] = {{48, 8, 128, 64, 0}, {48, 8, 128, 64, 512}, {16, 8, 64, 16, 0}};
+  for (const Geometry& g : geometries) {
+    SCOPED_TRACE(::testing::Message() << "D " << g.D << ", window " << g.window);
+    const Batch b = make_batch(g, {{0, kPrompt, kPrompt}}, 61);
     const AttentionSeq whole = b.seqs()[0];
     std::vector<AttentionSeq> chunks;
-    for (int64_t c = 0; c < 4096; c += 32) chunks.push_back({c, 32, c, 0, c + 32, whole.block_table});
+    for (int64_t c = 0; c < kPrompt; c += 32) {
+      const int64_t rows = std::min<int64_t>(32, kPrompt - c);
+      chunks.push_back({c, rows, c, 0, c + rows, whole.block_table});
+    }
     const HostTensor all = run_gpu(b, chunks);
-    for (int64_t i : {int64_t{0}, int64_t{1000}, int64_t{2047}, int64_t{4095}}) {
+    for (int64_t i : {0, 1000, 2047, 4095, 4500, 5999}) {
       const AttentionSeq one{i, 1, i, 0, i + 1, whole.block_table};
       const HostTensor alone = run_gpu(b, {&one, 1});
-      EXPECT_TRUE(test::bits_equal(alone.view.rows(i, 1), all.view.rows(i, 1)))
-          << "window " << window << " row " << i;
+      EXPECT_TRUE(test::bits_equal(alone.view.rows(i, 1), all.view.rows(i, 1))) << "row " << i;
       std::vector<AttentionSeq> decodes;  // row i among decode rows of other contexts
       for (int64_t j = 0; j < 32; ++j) {
-        const int64_t r = j == 0 ? i : (i + 131 * j) % 4096;
+        const int64_t r = j == 0 ? i : (i + 131 * j) % kPrompt;
         decodes.push_back({r, 1, r, 0, r + 1, whole.block_table});
       }
       const HostTensor mixed = run_gpu(b, decodes);
       EXPECT_TRUE(test::bits_equal(mixed.view.rows(i, 1), all.view.rows(i, 1)))
-          << "window " << window << " row " << i << " in a decode batch";
+          << "row " << i << " in a decode batch";
     }
   }
 }
