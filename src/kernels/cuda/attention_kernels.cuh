@@ -7,31 +7,32 @@
 // Numerics (match kernels/cpu/attention.cpp): scores s = fp32(q·k) * scale, fp32 online softmax,
 // P kept in fp32 (never rounded) for the fp32 P·V accumulation, one bf16 rounding of acc / sum.
 // Keys are visited in 32-key tiles on a fixed grid of logical slots, grouped into splits of
-// split_keys(n) slots aligned on that grid, where n is the number of keys the row sees (the
-// fewest whole tiles that cut n keys into at most 64 splits: 32-key splits up to 2,048 keys, 64
-// up to 4,096, 96 up to 6,144, ...); each split's softmax
-// state (attend_tile over its tiles) is folded into the row's total with fold_state(), in split
-// order. Split-KV items compute splits and the reduce kernel (or the decode kernel's last CTA)
-// folds the partials with the same fold_state() in the same order. The split grid of a row
-// depends only on its own visible keys, so a row's bits do not depend on whether its item was
-// split, on its tile of rows, on the kernel (attend or decode), or on the rest of the batch
-// (batch invariance and split/unsplit bit-identity). At head_dim 128 with G <= 8 the decode kernel
-// computes each split on tensor cores instead (attention_decode_mma.cuh: its own per-tile
-// arithmetic on the same split grid and fold), and such geometries send every row outside the
-// tensor-core prefill kernel to the decode kernel, which keeps these properties.
+// split_keys(n) slots aligned on that grid (split_grid.h), where n is the number of keys the row
+// sees (the fewest whole tiles that cut n keys into at most 64 splits: 32-key splits up to 2,048
+// keys, 64 up to 4,096, 96 up to 6,144, ...); each split's softmax state (attend_tile over its
+// tiles) is folded into the row's total with fold_state(), in split order. Split-KV items compute
+// splits and the reduce kernel (or the decode kernel's last CTA) folds the partials with the same
+// fold_state() in the same order. The split grid of a row depends only on its own visible keys, so
+// a row's bits do not depend on whether its item was split, on its tile of rows, on the kernel
+// (attend or decode), or on the rest of the batch (batch invariance and split/unsplit
+// bit-identity). At head_dim 128 with G <= 8 the decode kernel computes each split on tensor cores
+// instead (attention_decode_mma.cuh: its own per-tile arithmetic on the same split grid and fold),
+// and such geometries send every row outside the tensor-core prefill kernel to the decode kernel,
+// which keeps these properties.
 #pragma once
 
 #include <cuda_bf16.h>
 
 #include <cstdint>
 
+#include "kernels/cuda/split_grid.h"
+
 namespace beam::cuda::attention_detail {
 
-constexpr int kTile = 32;         // keys per online-softmax step: lane j scores key j
-constexpr int kMinSplitKeys = 32;  // the finest split grid on logical slots (multiple of kTile)
-constexpr int kMaxSplits = 64;     // splits of a row's keys (one more where they straddle the grid)
-constexpr int kWarps = 8;         // warps of an attend CTA
+constexpr int kTile = 32;  // keys per online-softmax step: lane j scores key j
+constexpr int kWarps = 8;  // warps of an attend CTA
 constexpr int kReduceThreads = 128;
+static_assert(kMinSplitKeys % kTile == 0, "splits are whole tiles");
 
 // Row stride (bf16 elements) of a K tile in shared memory: 16-byte rows for cp.async and 16-byte
 // reads, and lanes 8 apart (one quarter-warp phase of a 16-byte read) on distinct banks.
@@ -53,16 +54,6 @@ struct SeqDesc {
 struct WorkItem {
   int32_t seq, row0, rows, split, split_keys, partial;
 };
-
-// The split size of a row that sees n keys: the smallest multiple of kMinSplitKeys that cuts n
-// keys into at most kMaxSplits splits (one more when they straddle the grid), so a row of 16K keys
-// or more has 57-64 splits of about n / 64 keys: a split a warp on the 66 warps of a KV head at
-// batch 1 on an H200 (a power-of-two size left 33-64: 131,091 keys in 33 splits of 4,096 keys).
-// Host and device.
-__host__ __device__ constexpr int64_t split_keys(int64_t n) {
-  constexpr int64_t kSpan = int64_t{kMinSplitKeys} * kMaxSplits;
-  return n <= kSpan ? kMinSplitKeys : (n + kSpan - 1) / kSpan * kMinSplitKeys;
-}
 
 // The split items of one tile of rows: record of split s (0-based within the group), row r and
 // q head h is partial + (s * rows + r) * Nq + h.

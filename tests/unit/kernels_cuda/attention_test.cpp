@@ -12,7 +12,6 @@
 #include "attention_batch.h"
 #include "kernels/api/activation.h"
 #include "kernels/api/fixed_attention.h"
-#include "kernels/cuda/attention_kernels.cuh"
 
 namespace beam {
 namespace {
@@ -105,23 +104,6 @@ const std::vector<SeqSpec> kTinySeqs = {
     {0, 1, 1},        // single token
     {5, 1500, 2},     // kv_pos0 > 0; full attention splits it (47 splits of 32 keys)
 };
-
-// The split grid (a numerics contract of both kernels): the smallest multiple of 32 keys that
-// cuts a row into at most 64 splits, 32 keys up to 2,048, and 57 splits or more from 16K keys (a
-// warp each on a KV head's 66 at batch 1 on an H200), at every length to 300,000 keys.
-TEST(AttentionSplitGrid, SmallestTileMultipleWithAtMost64Splits) {
-  namespace ad = cuda::attention_detail;
-  for (int64_t n = 1; n <= 300000; ++n) {
-    const int64_t s = ad::split_keys(n), splits = (n + s - 1) / s;
-    ASSERT_EQ(s % 32, 0) << n;
-    ASSERT_LE(splits, 64) << n;
-    if (s > 32) ASSERT_GT((n + s - 33) / (s - 32), 64) << n << " keys fit 64 smaller splits";
-    if (n <= 2048) ASSERT_EQ(s, 32) << n;
-    if (n >= 16384) ASSERT_GE(splits, 57) << n;
-  }
-  EXPECT_EQ(ad::split_keys(131091), 2080);  // 64 splits (a power of two: 33 of 4,096)
-  EXPECT_EQ(ad::split_keys(5000), 96);
-}
 
 TEST_F(AttentionCuda, MatchesCpuTinyShapes) {
   for (int64_t window : {16, 0}) {
