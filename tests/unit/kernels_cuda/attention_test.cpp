@@ -129,8 +129,8 @@ TEST_F(AttentionCuda, MatchesCpuBeamShapes) {
 }
 
 // Decode batches through the decode kernel at Beam heads: one row of 512 keys (16 splits, each
-// its own CTA, combined by the last), rows just past a split-size step (2,049 and 4,097 keys: 64-
-// and 96-key splits, the latter with a partial last split), and 32 rows of 1 to 2,500 keys (CTAs of
+// its own CTA, combined by the last), rows just past 64 and 128 tiles (2,049 and 4,097 keys: 64
+// splits, one a tile longer than the others), and 32 rows of 1 to 2,500 keys (CTAs of
 // several splits), sliding and full, paged blocks out of order, blocks of 16 and 64 keys.
 TEST_F(AttentionCuda, DecodeBatchesMatchCpu) {
   BEAM_SKIP_UNLESS_OPTIMIZED();
@@ -206,9 +206,9 @@ TEST_F(AttentionCuda, FixedPlanGatedMatchesEagerThenOutputGate) {
 
 // Decode rows at every split-plan boundary of the decode kernel, Beam's heads, sliding and full:
 // contexts of 1 (one whole-row item), 63 / 64 / 65 (a tile and a split boundary), 511 / 512 / 513
-// (16 one-tile items whose last CTA folds 16 records; 17 with the window), 4096 (64-key splits),
-// 5,000 (96-key splits, the last of 8 keys) and 40,000 (640-key splits: 63, the last of 320 keys),
-// one row alone; then batches of 3,
+// (16 one-tile items whose last CTA folds 16 records; 17 with the window), 4096 (64 splits of two
+// tiles), 5,000 (157 tiles: 64 splits of two or three) and 40,000 (1,250 tiles: splits of 19 or
+// 20), one row alone; then batches of 3,
 // 32 and 128 rows (items of several splits, whole-row items, CTAs striding over more items than
 // the grid's slots). Each: eager against the CPU (the usual bounds), the fixed plan against the
 // eager op bit for bit, and the gated fixed plan against the eager op + output_gate bit for bit.
@@ -242,9 +242,9 @@ TEST_F(AttentionCuda, DecodeContextLengthsAndBatches) {
 }
 
 // One captured fixed_paged_attention replays a sequence whose context grows across every
-// split-plan boundary (1 to 4,097 keys: one item, 16 one-tile items, 32-, 64- and 96-key splits),
-// then three such sequences at once, sliding and full: each replay equals the eager op bit for bit
-// and the plan's memory never moves.
+// split-plan boundary (1 to 4,097 keys: one item, 16 one-tile items, 64 splits of one to three
+// tiles), then three such sequences at once, sliding and full: each replay equals the eager op bit
+// for bit and the plan's memory never moves.
 TEST_F(AttentionCuda, FixedPlanGraphReplaysGrowingContext) {
   BEAM_SKIP_UNLESS_OPTIMIZED();
   for (int64_t window : {int64_t{512}, int64_t{0}}) {
@@ -353,10 +353,10 @@ TEST_F(AttentionCuda, UnmappedBlocksOutsideTheWindow) {
 
 // A row's bits depend only on its own keys (batch invariance): every row of a 6,000-token prompt
 // computed inside a batch of chunks of 32 rows equals the same row computed alone as a decode step
-// (split over CTAs and combined) and inside a batch of decode rows of other lengths; rows on the
-// 32-, 64- and 96-key split grids, at Beam's heads (every row in the decode kernel, sliding and
-// full) and at D = 64, G = 2 (CUDA cores: the chunk kernel's tiles of 32 rows against the decode
-// kernel).
+// (split over CTAs and combined) and inside a batch of decode rows of other lengths; rows of
+// one-tile splits and of 64 splits of two or three tiles, at Beam's heads (every row in the decode
+// kernel, sliding and full) and at D = 64, G = 2 (CUDA cores: the chunk kernel's tiles of 32 rows
+// against the decode kernel).
 TEST_F(AttentionCuda, SplitAndUnsplitRowsAreBitIdentical) {
   BEAM_SKIP_UNLESS_OPTIMIZED();
   constexpr int64_t kPrompt = 6000;
