@@ -617,19 +617,15 @@ __device__ __forceinline__ void write_out8(const DecodeParams& p, int32_t row, i
   }
 }
 
-// One item for KV head kvh on tensor cores (decode_mma), in rounds. By default a split a warp a
-// round: warp w computes splits w, w + W, ..., and the CTA folds each round's splits in order
-// through the fold slots into the state of their fold group (kMmaFoldSplits splits; the item
-// starts on a group boundary). An item of W fold groups or more (whose busiest warp gets no more
-// splits that way) runs a group a warp a round: warp w computes the splits of groups w, w + W, ...
-// in order, folding each into its own slot (fold_slot: the same operations, so the same bits), and
-// the CTA takes a round's W group states at once: a quarter of the rounds, each a CTA barrier and
-// a pause in every warp's stream. A warp's tiles stream through its own ring across its splits (the
-// next split's first tiles load during the current split's last; each tile's block-table entries
-// are read one tile before its copies are queued, so no warp waits on the table). Fold run f of the
-// CTA (threads t, t + 32 W, ...) folds q head f / 16 over dims 8 (f % 16) + [0, 8). The group's
-// first item (or a whole row) folds its fold groups' states into its prefix (or the row); the other
-// items store each fold group's state as a record.
+// One item for KV head kvh on tensor cores (decode_mma): warp w computes the item's splits w,
+// w + W, ... one after the other, its tiles streaming through its own ring (the next split's first
+// tiles load during the current split's last; each tile's block-table entries are read one tile
+// before its copies are queued, so no warp waits on the table). The CTA folds the splits in
+// order, W at a time, through the fold slots into the state of their fold group (kMmaFoldSplits
+// splits; the item starts on a group boundary): fold run f of the CTA (threads t, t + 32 W, ...)
+// folds q head f / 16 over dims 8 (f % 16) + [0, 8). The group's first item (or a whole row)
+// folds its fold groups' states into its prefix (or the row); the other items store each fold
+// group's state as a record.
 template <DecodeLayout kLayout>
 __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const int32_t* tables,
                              int kvh, __nv_bfloat16* rings, float* slots, bool* last,
@@ -640,24 +636,6 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const ItemKeys keys = item_keys(it);
   const int first = keys.split0, n = it->count;  // the item's splits, of the row's grid
-  constexpr int F = fold_splits(kLayout);
-  static_assert(F % W == 0, "a round of W splits lies in one fold group");
-  // A fold group a warp a round, unless that gives the busiest warp more splits.
-  const int groups = (n + F - 1) / F;
-  int busiest = 0;  // splits of the busiest warp, a group a warp
-  for (int w = 0; w < W; ++w) {
-    int splits = 0;
-    for (int g = w; g < groups; g += W) splits += min(F, n - g * F);
-    busiest = max(busiest, splits);
-  }
-  const bool by_group = groups >= W && busiest <= (n + W - 1) / W;
-  const int round_splits = by_group ? W * F : W;
-  const int warp_first = by_group ? warp * F : warp;  // this warp's first split
-  // The split this warp computes after split j (n or more: none).
-  const auto next_split = [&](int j) {
-    if (!by_group) return j + W;
-    return (j + 1) % F != 0 && j + 1 < n ? j + 1 : (j / F + W) * F;
-  };
   const int32_t* table = tables + it->table;
   // A warp's place in its tile sequence: split j (of the item), tile at t0.
   struct Cursor {
@@ -666,13 +644,13 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
   const auto split_hi = [&](int j) {
     return static_cast<int>(min(int64_t{keys.b}, keys.grid.begin(first + j + 1) * kTile - 1));
   };
-  const auto start = [&](int j) {  // int64: j runs up to a round past the last split
+  const auto start = [&](int j) {  // int64: j runs up to W past the last split
     const int64_t from = max(int64_t{keys.a}, keys.grid.begin(first + j) * kTile);
     return Cursor{j, static_cast<int>(min(from, int64_t{INT32_MAX}) / kTile * kTile)};
   };
   const auto advance = [&](Cursor& c) {
     c.t0 += kTile;
-    if (c.t0 > split_hi(c.j)) c = start(next_split(c.j));
+    if (c.t0 > split_hi(c.j)) c = start(c.j + W);
   };
   // The block-table entry of key `lane` of the tile at c (-1: a key to zero), read early.
   const auto lookup = [&](const Cursor& c) -> int64_t {
@@ -691,7 +669,7 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
   // The first stages' tiles. Before the CTA's griddepcontrol.wait only keys older than `fresh`
   // (written before the predecessor kernel started) are copied; the wait's own keys follow it.
   const int before_wait = waited ? INT32_MAX : it->fresh;
-  Cursor load = start(warp_first);  // the next tile to queue, and its entry
+  Cursor load = start(warp);  // the next tile to queue, and its entry
   int64_t entry = lookup(load);
   for (int s = 0; s < Cta::kStages - 1; ++s) {
     Cursor next = load;
@@ -707,7 +685,7 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
   if (!waited) {
     pdl_wait();
     waited = true;
-    Cursor c = start(warp_first);
+    Cursor c = start(warp);
     for (int s = 0; s < Cta::kStages - 1 && c.j < n; ++s, advance(c)) {
       if (c.t0 + kTile > before_wait)
         dm::copy_keys_from(p.k_cache, p.v_cache, row_of(c, lookup(c)), before_wait - c.t0,
@@ -716,6 +694,8 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
   }
   uint32_t qb[dm::kDSteps][2];
   dm::load_q(p.q, it->row, p.num_heads, kvh, p.group, qb);
+  constexpr int F = fold_splits(kLayout);
+  static_assert(F % W == 0, "a round of W splits lies in one fold group");
   const bool prefix = keys.split0 == 0;  // the row's first splits: folded here
   FoldRun group_run[Cta::kFoldsPerThread], total[Cta::kFoldsPerThread];
   // Stores a fold run as the record of the fold group holding split j (of the row).
@@ -727,11 +707,9 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
     if (d0 == 0) *reinterpret_cast<float2*>(p.part_ml + rec * 2) = make_float2(f.m, f.l);
   };
   int tile = 0;  // tiles of this warp consumed
-  float* slot = slots + warp * dm::kSlotFloats;
-  for (int j0 = 0; j0 < n; j0 += round_splits) {
-    const int jb = j0 + (by_group ? warp * F : warp);  // this warp's splits of the round
-    const int je = min(jb + (by_group ? F : 1), n);
-    for (int j = jb; j < je; ++j) {
+  for (int j0 = 0; j0 < n; j0 += W) {
+    const int j = j0 + warp;
+    if (j < n) {
       dm::State st;
       st.reset();
       for (Cursor cur = start(j); cur.j == j; advance(cur), ++tile) {
@@ -747,32 +725,18 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
         dm::tile_step(p.scale, qb, ring + tile % Cta::kStages * dm::kTileElems, cur.t0, keys.a,
                       keys.b, st);
       }
-      if (by_group) {
-        dm::fold_slot(slot, st, j == jb);
-      } else {
-        dm::store_slot(slot, st);
-      }
+      dm::store_slot(slots + warp * dm::kSlotFloats, st);
     }
     __syncthreads();  // the round's slots are written
+    const bool group_ends = (j0 + W) % F == 0 || j0 + W >= n;
 #pragma unroll
     for (int f = 0; f < Cta::kFoldsPerThread; ++f) {
       const int run_index = threadIdx.x + f * W * 32, head = run_index / 16,
                 d0 = run_index % 16 * 8;
       if (head >= p.group) continue;
-      if (by_group) {  // slot w: the state of the group at split j0 + w F
-        for (int w = 0; w < W && j0 + w * F < n; ++w) {
-          const FoldRun g = FoldRun::from_slot(slots + w * dm::kSlotFloats, head, d0);
-          if (prefix) {
-            total[f].fold(g);
-          } else {
-            store(g, keys.split0 + j0 + w * F, head, d0);
-          }
-        }
-        continue;
-      }
       for (int w = 0; w < min(W, n - j0); ++w)
         group_run[f].fold(FoldRun::from_slot(slots + w * dm::kSlotFloats, head, d0));
-      if ((j0 + W) % F != 0 && j0 + W < n) continue;  // the group goes on in the next round
+      if (!group_ends) continue;
       if (prefix) {
         total[f].fold(group_run[f]);
       } else {

@@ -270,46 +270,4 @@ __device__ __forceinline__ void store_slot(float* slot, const State& st) {
   }
 }
 
-// Folds this lane's part of a split state into the warp's fold slot: slot = fold(slot, st), or
-// fold(empty, st) when `first` (the first split of a fold group the warp computes alone), with
-// FoldRun::fold's operations (attention_decode.cuh: fold_state, then fold_acc per value; a head
-// whose split saw no key leaves the slot as it was), so the slot ends as the fold group's state
-// bit for bit whichever warps computed its splits. Lanes own their accumulators (store_slot's
-// layout); the (m, l) pairs are rewritten once every lane has read them.
-__device__ __forceinline__ void fold_slot(float* slot, const State& st, bool first) {
-  const int lane = threadIdx.x % 32, r = lane / 4, c = (lane % 4) * 2;
-  float* ml = slot + kMaxGroup * kSlotStride;
-  float m[2], l[2];
-  FoldWeights w[2] = {};
-  bool fold[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    m[h] = first ? -INFINITY : ml[2 * (c + h)];
-    l[h] = first ? 0.f : ml[2 * (c + h) + 1];
-    fold[h] = st.m[h] != -INFINITY;
-    if (fold[h]) w[h] = fold_state(m[h], l[h], st.m[h], st.l[h]);
-  }
-  __syncwarp();  // every lane read its (m, l) before they are rewritten
-#pragma unroll
-  for (int i = 0; i < kDTiles; ++i) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      float& a = slot[(c + e % 2) * kSlotStride + 16 * i + r + 8 * (e / 2)];
-      if (fold[e % 2]) {
-        a = fold_acc(first ? 0.f : a, st.o[i][e], w[e % 2]);
-      } else if (first) {
-        a = 0.f;
-      }
-    }
-  }
-  if (r == 0) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      ml[2 * (c + h)] = m[h];
-      ml[2 * (c + h) + 1] = l[h];
-    }
-  }
-  __syncwarp();  // the slot is whole before the warp reads it again
-}
-
 }  // namespace beam::cuda::attention_detail::decode_mma
