@@ -3,7 +3,7 @@
 //
 // Decode rows (sequences with one query row) go to the decode kernel (attention_decode.cuh): a
 // CTA per KV head serves the G = Nq / Nkv q heads of one row over a run of the row's splits
-// (whole 32-key tiles, at most 64 nearly equal splits a row). At head_dim 128 and G <= 8 (Beam's
+// (whole 32-key tiles, at most 64 splits a row: split_grid.h). At head_dim 128 and G <= 8 (Beam's
 // 6) it runs on tensor cores (attention_decode_mma.cuh): each warp computes
 // whole splits with the G heads as the mma's columns, its tiles through its own ring; four warps a
 // CTA and one CTA an SM below kMmaTwoWarpRows rows, else two and two (same bits). Other
@@ -96,8 +96,15 @@ struct Tile {
   int64_t lo, hi;
   ad::SplitGrid first_grid, last_grid;
   int64_t keys() const { return hi - lo + 1; }
-  // Splits of the tile when every row has the same split grid, else 0 (never split).
-  int64_t splits() const { return first_grid == last_grid ? last_grid.splits : 0; }
+  // The grid over the tile's slots whose split boundaries every row's grid follows (aligned grids
+  // of one size, or one balanced grid); splits = 0 when the rows' boundaries differ (never split).
+  ad::SplitGrid shared_grid() const {
+    const int64_t size = last_grid.size;
+    if (first_grid.size != size || (size == 0 && !(first_grid == last_grid))) return {};
+    if (size == 0) return last_grid;
+    const int64_t tile0 = lo / ad::kTile, last = hi / ad::kTile;
+    return {tile0, last - tile0 + 1, last / size - tile0 / size + 1, size};
+  }
 };
 
 // A decode row before the split decision: its visible logical slots [lo, hi], the first slot this
@@ -215,12 +222,12 @@ void plan_items(const std::vector<Tile>& tiles, const Geometry& g, int num_sms, 
       std::max<int64_t>(ad::kTile, total_keys * g.num_kv_heads / (4 * int64_t{num_sms}));
   std::vector<std::pair<int64_t, ad::WorkItem>> items;  // (keys, item)
   for (const Tile& t : tiles) {
-    const int64_t splits = t.splits();
+    const ad::SplitGrid grid = t.shared_grid();
+    const int64_t splits = grid.splits;
     if (splits < 2 || t.keys() <= 2 * share) {
       items.push_back({t.keys(), {t.seq, t.row0, t.rows, 0, 0, -1}});
       continue;
     }
-    const ad::SplitGrid& grid = t.last_grid;
     const auto base = static_cast<int32_t>(plan.records);
     plan.groups.push_back({t.seq, t.row0, t.rows, static_cast<int32_t>(splits), base});
     const int64_t per_split = int64_t{t.rows} * g.num_heads;

@@ -1,7 +1,8 @@
 // How the decode kernel's host planner (attention.cu) sizes its items: the splits of each row that
 // one CTA computes, chosen against an estimate of the slowest CTA slot. Pure C++ (no CUDA), so
 // that the CPU tests pin the choices the H200 runs measured (tests/unit/kernels). A row's splits
-// hold whole tiles, their sizes differing by at most one (split_grid.h).
+// (split_grid.h) are whole tiles: aligned ones of one size but for a partial first and last, or
+// balanced ones whose sizes differ by at most a tile.
 #pragma once
 
 #include <algorithm>
@@ -41,19 +42,38 @@ inline int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
-// The tiles of row r's longest split.
+// The tiles of row r's longest split (an aligned grid's size).
 inline int64_t longest_split(const SplitGrid& r) {
-  return ceil_div(r.tiles, r.splits);
+  return r.size > 0 ? r.size : ceil_div(r.tiles, r.splits);
+}
+
+// Tiles of row r the estimate counts at least: all of an aligned grid's; a balanced grid's splits
+// at their shorter size (slowest_slot takes a row's middle items as long as its second).
+inline int64_t counted_tiles(const SplitGrid& r) {
+  return r.size > 0 ? r.tiles : r.splits * (r.tiles / r.splits);
 }
 
 // Tile times of the warps of an item of splits [c0, c0 + count) of row r, computed in rounds of
-// `parallel` side by side (the kernel's order), each as long as its longest split: the rounds'
-// shorter size, plus a tile for each round that may hold a longer split (at most as many as the
-// longer splits of the item: exact where they lie a round apart or more).
+// `parallel` side by side (the kernel's order), each as long as its longest split. Aligned grid:
+// exact (only the row's first and last splits may be shorter). Balanced grid: the rounds' shorter
+// size plus a tile for each round that may hold a longer split (at most as many as the item's
+// longer splits: exact where they lie a round apart or more).
 inline int64_t item_warp_tiles(const SplitGrid& r, int64_t c0, int64_t count, int64_t parallel) {
-  const int64_t shorter = r.tiles / r.splits, rounds = ceil_div(count, parallel);
-  const int64_t longer = r.tiles_of(c0, c0 + count) - shorter * count;
-  return rounds * shorter + std::min(rounds, longer);
+  const int64_t rounds = ceil_div(count, parallel);
+  if (r.size == 0) {
+    const int64_t shorter = r.tiles / r.splits;
+    const int64_t longer = r.tiles_of(c0, c0 + count) - shorter * count;
+    return rounds * shorter + std::min(rounds, longer);
+  }
+  const auto round = [&](int64_t begin, int64_t end) {  // splits [begin, end)
+    if (std::max<int64_t>(begin, 1) < std::min(end, r.splits - 1)) return r.size;
+    int64_t longest = 0;
+    for (int64_t j : {begin, end - 1}) longest = std::max(longest, r.tiles_of(j, j + 1));
+    return longest;
+  };
+  if (rounds == 1) return round(c0, c0 + count);
+  return round(c0, c0 + parallel) + (rounds - 2) * r.size +
+         round(c0 + (rounds - 1) * parallel, c0 + count);
 }
 
 // Splits per item of each row when each warp takes about `target` tiles (at least `parallel`
@@ -64,8 +84,9 @@ inline std::vector<int64_t> splits_per_item(const std::vector<SplitGrid>& rows, 
   std::vector<int64_t> per_item;
   per_item.reserve(rows.size());
   for (const SplitGrid& r : rows) {
-    const int64_t wanted =
-        ceil_div(r.splits, parallel * std::max<int64_t>(1, target * r.splits / r.tiles));
+    // Splits of the row in `target` tiles (a balanced grid's at their mean size), at least one.
+    const int64_t per_warp = r.size > 0 ? target / r.size : target * r.splits / r.tiles;
+    const int64_t wanted = ceil_div(r.splits, parallel * std::max<int64_t>(1, per_warp));
     per_item.push_back(ceil_div(ceil_div(r.splits, wanted), fold) * fold);
   }
   return per_item;
@@ -73,10 +94,10 @@ inline std::vector<int64_t> splits_per_item(const std::vector<SplitGrid>& rows, 
 
 // The estimated time (tile times) of the slowest of `slots` CTA slots when the items of
 // `per_item` splits go longest first to slots y, y + slots, ... (the kernel's order), item i in
-// wave i / slots at that wave's speed. A row's items are taken as three runs of equal items (its
-// first, its middle ones, each as its second, whose tiles differ from theirs by at most a tile a
-// split, and its last), so the runs are sorted instead of the items, and each run adds to a range
-// of slots a wave; sums are exact (integers in units of 1 / (low_den * slots)).
+// wave i / slots at that wave's speed. A row's items are three runs of equal items (its first,
+// its middle ones, its last; a balanced grid's middle items are taken as long as its second, their
+// tiles differing by at most a tile a split), so the runs are sorted instead of the items, and each
+// run adds to a range of slots a wave; sums are exact (integers in units of 1 / (low_den * slots)).
 inline double slowest_slot(const std::vector<SplitGrid>& rows, const std::vector<int64_t>& per_item,
                            int64_t slots, int64_t parallel, WaveSpeed speed) {
   struct Run {
@@ -126,8 +147,7 @@ inline double slowest_slot(const std::vector<SplitGrid>& rows, const std::vector
 // A lower bound of slowest_slot() without sorting (the planner runs per layer on eager steps, so
 // a candidate that cannot win is not estimated): the slots' mean load, where only the last wave
 // runs faster than full speed, by at most (1 - low) x the largest item cost. Each item costs at
-// least its splits x the row's shorter split size / parallel + kItemCost (+ kCombineCost in a
-// split row).
+// least its counted tiles / parallel + kItemCost (+ kCombineCost in a split row).
 inline double slowest_slot_bound(const std::vector<SplitGrid>& rows,
                                  const std::vector<int64_t>& per_item, int64_t slots,
                                  int64_t parallel, WaveSpeed speed) {
@@ -138,7 +158,7 @@ inline double slowest_slot_bound(const std::vector<SplitGrid>& rows,
     const int64_t n = ceil_div(r.splits, per_item[i]);
     const int64_t extra = kItemCost + (n > 1 ? kCombineCost : 0);
     num_items += n;
-    costs += static_cast<double>(r.splits * (r.tiles / r.splits)) / static_cast<double>(parallel) +
+    costs += static_cast<double>(counted_tiles(r)) / static_cast<double>(parallel) +
              static_cast<double>(n * extra);
     largest = std::max(
         largest, ceil_div(std::min(per_item[i], r.splits), parallel) * longest_split(r) + extra);
@@ -156,11 +176,11 @@ inline double slowest_slot_bound(const std::vector<SplitGrid>& rows,
 inline std::vector<int64_t> choose(const std::vector<SplitGrid>& rows, int64_t slots,
                                    int64_t parallel, int64_t fold, WaveSpeed speed) {
   int64_t total = 0, longest = 0;                               // tiles
-  int64_t smallest = rows.front().tiles / rows.front().splits;  // the shortest split's tiles
+  int64_t smallest = longest_split(rows.front());               // the smallest rows' split size
   for (const SplitGrid& r : rows) {
     total += r.tiles;
     longest = std::max(longest, r.tiles);
-    smallest = std::min(smallest, r.tiles / r.splits);
+    smallest = std::min(smallest, longest_split(r));
   }
   const int64_t share = ceil_div(total, slots * parallel);
   std::vector<int64_t> per_item = splits_per_item(rows, share, parallel, fold);

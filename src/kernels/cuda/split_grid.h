@@ -11,42 +11,54 @@
 namespace beam::cuda::attention_detail {
 
 constexpr int kGridTile = 32;   // slots of a tile of the grid (the kernels' kTile)
-constexpr int kMaxSplits = 64;  // splits of a row: its tiles, up to this many
-static_assert((kMaxSplits & (kMaxSplits - 1)) == 0, "begin() divides by a shift");
+constexpr int kMaxSplits = 64;  // splits of a row, at most
+// Keys from which a row's splits are balanced instead of aligned (2,048 tiles).
+constexpr int64_t kBalancedKeys = int64_t{kGridTile} * kMaxSplits * kMaxSplits / 2;
 
-// The grid of a row that sees slots [lo, hi] (below 2^31): its tiles tile0 = lo / 32 to hi / 32,
-// cut into splits = min(tiles, kMaxSplits) splits whose sizes differ by at most a tile, split i
-// holding tiles [begin(i), begin(i + 1)), begin(i) = tile0 + floor(i * tiles / splits). A row of
-// 64 tiles or more has exactly 64 splits: a split a warp on the 64 four-warp warps of a KV head
-// at batch 1 on an H200, b splits a warp at batch b (splits of a power-of-two size left 33-64:
-// 131,091 keys in 33 splits of 4,096, one warp in two idle). Every split of a row of at most 64
-// tiles (2,048 keys from slot 0) is one tile.
+// The grid of a row that sees slots [lo, hi] (below 2^31), n = hi - lo + 1 keys, tiles tile0 =
+// lo / 32 to hi / 32, in one of two forms:
+//  - aligned (n <= kBalancedKeys, size > 0): splits of `size` tiles on the slot grid (multiples
+//    of `size` tiles; the row's first and last splits may be partial), size the smallest power of
+//    two giving at most 64 splits of n keys (one more where they straddle the grid): one-tile
+//    splits up to 2,048 keys, then 33-64 splits. Batches of many rows pay for every split a CTA
+//    barrier (H200 run 202: 64 splits of 8,200 keys instead of 33 cost 32 rows 7-9%);
+//  - balanced (longer rows, size = 0): exactly 64 splits whose sizes differ by at most a tile,
+//    begin(i) = tile0 + floor(i * tiles / 64): a split a warp on a KV head's 64 warps at batch 1
+//    on an H200, where the aligned form left up to half of them idle (131,091 keys: 33 splits of
+//    4,096; run 202: the decode attention 2.03-2.05 -> 1.21-1.23x of its floor).
 struct SplitGrid {
-  int64_t tile0, tiles, splits;
+  int64_t tile0, tiles, splits, size;
 
   // The first tile of split i, 0 <= i <= splits (splits: one past the row's last tile).
   BEAM_HOST_DEVICE constexpr int64_t begin(int64_t i) const {
-    return tile0 + (tiles <= kMaxSplits ? i : i * tiles / kMaxSplits);
+    if (size == 0) return tile0 + i * tiles / kMaxSplits;
+    const int64_t t = (tile0 / size + i) * size;
+    return t < tile0 ? tile0 : t > tile0 + tiles ? tile0 + tiles : t;
   }
   // The split holding tile t, tile0 <= t < tile0 + tiles: the largest i with begin(i) <= t.
   BEAM_HOST_DEVICE constexpr int64_t split_of(int64_t t) const {
-    const int64_t x = t - tile0;  // (x + 1) * 64 < 2^32: 32-bit division on the device
-    return tiles <= kMaxSplits
-               ? x
-               : static_cast<uint32_t>((x + 1) * kMaxSplits - 1) / static_cast<uint32_t>(tiles);
+    // Below 2^26 tiles and (x + 1) * 64 < 2^32: 32-bit divisions on the device.
+    if (size > 0)
+      return static_cast<uint32_t>(t) / static_cast<uint32_t>(size) -
+             static_cast<uint32_t>(tile0) / static_cast<uint32_t>(size);
+    const int64_t x = t - tile0;
+    return static_cast<uint32_t>((x + 1) * kMaxSplits - 1) / static_cast<uint32_t>(tiles);
   }
   // Tiles of splits [i, j).
   BEAM_HOST_DEVICE constexpr int64_t tiles_of(int64_t i, int64_t j) const {
     return begin(j) - begin(i);
   }
   BEAM_HOST_DEVICE constexpr bool operator==(const SplitGrid& o) const {
-    return tile0 == o.tile0 && tiles == o.tiles;
+    return tile0 == o.tile0 && tiles == o.tiles && splits == o.splits && size == o.size;
   }
 };
 
 BEAM_HOST_DEVICE constexpr SplitGrid split_grid(int64_t lo, int64_t hi) {
-  const int64_t tile0 = lo / kGridTile, tiles = hi / kGridTile - tile0 + 1;
-  return {tile0, tiles, tiles < kMaxSplits ? tiles : kMaxSplits};
+  const int64_t tile0 = lo / kGridTile, tiles = hi / kGridTile - tile0 + 1, n = hi - lo + 1;
+  if (n > kBalancedKeys) return {tile0, tiles, kMaxSplits, 0};
+  int64_t size = 1;
+  while (size * kGridTile * kMaxSplits < n) size *= 2;
+  return {tile0, tiles, (hi / kGridTile) / size - tile0 / size + 1, size};
 }
 
 }  // namespace beam::cuda::attention_detail

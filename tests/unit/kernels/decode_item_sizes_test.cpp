@@ -20,7 +20,7 @@ struct Layout {
 };
 constexpr Layout kFourWarps{16, 4, kOneSpeed}, kTwoWarps{49, 2, kHbmBoundWaves};
 
-// `batch` rows of `keys` keys from slot 0 (a split a tile up to 64 tiles, then 64 splits).
+// `batch` rows of `keys` keys from slot 0 (split_grid.h).
 std::vector<SplitGrid> rows_of(int64_t batch, int64_t keys) {
   return std::vector<SplitGrid>(static_cast<size_t>(batch),
                                 attention_detail::split_grid(0, keys - 1));
@@ -103,21 +103,45 @@ TEST(DecodeItemSizes, ItemsAreWholeFoldGroupsWithinEachRow) {
   }
 }
 
-// Items and rounds count their splits' tiles: a round lasts as long as its longest split, and
-// item_warp_tiles() never counts less (nor more than a longest split a round).
-TEST(DecodeItemSizes, UnequalSplitsCountTheirTiles) {
+// A row's first and last splits on the aligned grid hold only its keys; items and rounds count
+// their tiles.
+TEST(DecodeItemSizes, PartialSplitsCountTheirTiles) {
+  // 65,536 keys from slot 19: 64 splits of 32 tiles, then one of a tile (slots 65,536-65,554).
+  const SplitGrid whole = attention_detail::split_grid(19, 65554);
+  EXPECT_EQ(whole.splits, 65);
+  EXPECT_EQ(longest_split(whole), 32);
+  EXPECT_EQ(whole.tiles_of(0, 65), 64 * 32 + 1);
+  EXPECT_EQ(item_warp_tiles(whole, 0, 8, 4), 2 * 32);
+  EXPECT_EQ(item_warp_tiles(whole, 60, 5, 4), 32 + 1);  // the last round holds the tile alone
+  EXPECT_EQ(item_warp_tiles(whole, 64, 1, 4), 1);
+
+  const SplitGrid inner = attention_detail::split_grid(100, 5000);  // 128-key splits: 40
+  EXPECT_EQ(inner.splits, 40);
+  EXPECT_EQ(inner.tiles_of(0, 1), 1);    // keys 100-127
+  EXPECT_EQ(inner.tiles_of(39, 40), 1);  // keys 4992-5000
+  EXPECT_EQ(inner.tiles_of(0, 40), 38 * 4 + 2);
+  EXPECT_EQ(item_warp_tiles(inner, 0, 4, 4), 4);  // a round as long as its longest split
+  EXPECT_EQ(item_warp_tiles(inner, 36, 4, 4), 4);
+
+  const SplitGrid one = attention_detail::split_grid(40, 70);  // one split: keys 40-70, 2 tiles
+  EXPECT_EQ(one.splits, 2);                                    // one-tile splits up to 2,048 keys
+  EXPECT_EQ(item_warp_tiles(one, 0, 2, 4), 1);
+}
+
+// A balanced grid's items and rounds: a round lasts as long as its longest split, and
+// item_warp_tiles() never counts less (nor more than a longest split a round), as on the aligned
+// grid, where it is exact.
+TEST(DecodeItemSizes, RoundsLastAsTheirLongestSplit) {
   const SplitGrid whole = attention_detail::split_grid(0, 131090);  // 63 splits of 64, one of 65
   EXPECT_EQ(whole.tiles_of(0, 64), 4097);
   EXPECT_EQ(item_warp_tiles(whole, 0, 8, 4), 2 * 64);
   EXPECT_EQ(item_warp_tiles(whole, 56, 8, 4), 64 + 65);  // the last round holds the longer split
   EXPECT_EQ(item_warp_tiles(whole, 63, 1, 4), 65);
-  const SplitGrid window = attention_detail::split_grid(20, 531);  // 17 one-tile splits
-  EXPECT_EQ(item_warp_tiles(window, 0, 17, 4), 5);
 
   std::mt19937 rng(5);
-  for (int trial = 0; trial < 2000; ++trial) {
+  for (int trial = 0; trial < 3000; ++trial) {
     const int64_t lo = std::uniform_int_distribution<int64_t>(0, 5000)(rng);
-    const int64_t hi = lo + std::uniform_int_distribution<int64_t>(0, 20000)(rng);
+    const int64_t hi = lo + std::uniform_int_distribution<int64_t>(0, 200000)(rng);
     const SplitGrid g = attention_detail::split_grid(lo, hi);
     const int64_t parallel = trial % 2 ? 4 : 2;
     const int64_t c0 = std::uniform_int_distribution<int64_t>(0, g.splits - 1)(rng);
@@ -131,6 +155,9 @@ TEST(DecodeItemSizes, UnequalSplitsCountTheirTiles) {
     }
     const int64_t estimate = item_warp_tiles(g, c0, count, parallel);
     EXPECT_GE(estimate, exact) << lo << ".." << hi << " splits " << c0 << " +" << count;
+    if (g.size > 0) {
+      EXPECT_EQ(estimate, exact) << lo << ".." << hi;
+    }
     EXPECT_LE(estimate, ceil_div(count, parallel) * longest_split(g));
   }
 }

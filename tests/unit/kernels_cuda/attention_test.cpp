@@ -129,8 +129,8 @@ TEST_F(AttentionCuda, MatchesCpuBeamShapes) {
 }
 
 // Decode batches through the decode kernel at Beam heads: one row of 512 keys (16 splits, each
-// its own CTA, combined by the last), rows just past 64 and 128 tiles (2,049 and 4,097 keys: 64
-// splits, one a tile longer than the others), and 32 rows of 1 to 2,500 keys (CTAs of
+// its own CTA, combined by the last), rows just past a split-size step (2,049 and 4,097 keys),
+// and 32 rows of 1 to 2,500 keys (CTAs of
 // several splits), sliding and full, paged blocks out of order, blocks of 16 and 64 keys.
 TEST_F(AttentionCuda, DecodeBatchesMatchCpu) {
   BEAM_SKIP_UNLESS_OPTIMIZED();
@@ -206,9 +206,9 @@ TEST_F(AttentionCuda, FixedPlanGatedMatchesEagerThenOutputGate) {
 
 // Decode rows at every split-plan boundary of the decode kernel, Beam's heads, sliding and full:
 // contexts of 1 (one whole-row item), 63 / 64 / 65 (a tile and a split boundary), 511 / 512 / 513
-// (16 one-tile items whose last CTA folds 16 records; 17 with the window), 4096 (64 splits of two
-// tiles), 5,000 (157 tiles: 64 splits of two or three) and 40,000 (1,250 tiles: splits of 19 or
-// 20), one row alone; then batches of 3,
+// (16 one-tile items whose last CTA folds 16 records; 17 with the window), 4096 (64-key splits),
+// 5,000 (128-key splits, the last of 8 keys), 40,000 (1,024-key splits, the last of 64 keys) and
+// 70,000 (past 65,536: 64 balanced splits of 34 or 35 tiles), one row alone; then batches of 3,
 // 32 and 128 rows (items of several splits, whole-row items, CTAs striding over more items than
 // the grid's slots). Each: eager against the CPU (the usual bounds), the fixed plan against the
 // eager op bit for bit, and the gated fixed plan against the eager op + output_gate bit for bit.
@@ -220,7 +220,7 @@ TEST_F(AttentionCuda, DecodeContextLengthsAndBatches) {
   batch128[7] = {0, 1, 1};
   batch128[100] = {0, 3000, 1};
   std::vector<std::vector<SeqSpec>> batches;
-  for (int64_t n : {1, 63, 64, 65, 511, 512, 513, 4096, 5000, 40000})
+  for (int64_t n : {1, 63, 64, 65, 511, 512, 513, 4096, 5000, 40000, 70000})
     batches.push_back({{0, n, 1}});
   batches.push_back({{0, 1, 1}, {3, 65, 1}, {0, 513, 1}});
   batches.push_back(batch32);
@@ -242,8 +242,8 @@ TEST_F(AttentionCuda, DecodeContextLengthsAndBatches) {
 }
 
 // One captured fixed_paged_attention replays a sequence whose context grows across every
-// split-plan boundary (1 to 4,097 keys: one item, 16 one-tile items, 64 splits of one to three
-// tiles), then three such sequences at once, sliding and full: each replay equals the eager op bit
+// split-plan boundary (1 to 4,097 keys: one item, 16 one-tile items, splits of one to four tiles),
+// then three such sequences at once, sliding and full: each replay equals the eager op bit
 // for bit and the plan's memory never moves.
 TEST_F(AttentionCuda, FixedPlanGraphReplaysGrowingContext) {
   BEAM_SKIP_UNLESS_OPTIMIZED();
@@ -353,8 +353,8 @@ TEST_F(AttentionCuda, UnmappedBlocksOutsideTheWindow) {
 
 // A row's bits depend only on its own keys (batch invariance): every row of a 6,000-token prompt
 // computed inside a batch of chunks of 32 rows equals the same row computed alone as a decode step
-// (split over CTAs and combined) and inside a batch of decode rows of other lengths; rows of
-// one-tile splits and of 64 splits of two or three tiles, at Beam's heads (every row in the decode
+// (split over CTAs and combined) and inside a batch of decode rows of other lengths; rows on the
+// one-, two- and four-tile split grids, at Beam's heads (every row in the decode
 // kernel, sliding and full) and at D = 64, G = 2 (CUDA cores: the chunk kernel's tiles of 32 rows
 // against the decode kernel).
 TEST_F(AttentionCuda, SplitAndUnsplitRowsAreBitIdentical) {
@@ -383,6 +383,35 @@ TEST_F(AttentionCuda, SplitAndUnsplitRowsAreBitIdentical) {
       const HostTensor mixed = run_gpu(b, decodes);
       EXPECT_TRUE(test::bits_equal(mixed.view.rows(i, 1), all.view.rows(i, 1)))
           << "row " << i << " in a decode batch";
+    }
+  }
+}
+
+// The same past 65,536 keys, where a row's 64 splits are balanced (split_grid.h): the 32 rows of a
+// chunk after 69,984 cached keys (one tile of rows sharing their grid, split along it into 64
+// items and reduced, on CUDA cores at D = 64; decode rows at Beam's heads) equal each row computed
+// alone and among decode rows of other lengths.
+TEST_F(AttentionCuda, BalancedSplitRowsAreBitIdentical) {
+  BEAM_SKIP_UNLESS_OPTIMIZED();
+  constexpr int64_t kKeys = 70016, kRows = 32, kFirst = kKeys - kRows;
+  const Geometry geometries[] = {{48, 8, 128, 64, 0}, {16, 8, 64, 16, 0}};
+  for (const Geometry& g : geometries) {
+    SCOPED_TRACE(::testing::Message() << "D " << g.D);
+    const Batch b = make_batch(g, {{0, kKeys, kRows}}, 67);
+    const AttentionSeq chunk = b.seqs()[0];
+    const HostTensor all = run_gpu(b, {&chunk, 1});
+    for (int64_t r : {0, 13, 31}) {
+      const AttentionSeq one{r, 1, kFirst + r, 0, kFirst + r + 1, chunk.block_table};
+      const HostTensor alone = run_gpu(b, {&one, 1});
+      EXPECT_TRUE(test::bits_equal(alone.view.rows(r, 1), all.view.rows(r, 1))) << "row " << r;
+      std::vector<AttentionSeq> decodes;  // row r among decode rows of other contexts
+      for (int64_t j = 0; j < kRows; ++j) {
+        const int64_t len = j == r ? kFirst + r + 1 : 1000 + 2131 * j;
+        decodes.push_back({j, 1, len - 1, 0, len, chunk.block_table});
+      }
+      const HostTensor mixed = run_gpu(b, decodes);
+      EXPECT_TRUE(test::bits_equal(mixed.view.rows(r, 1), all.view.rows(r, 1)))
+          << "row " << r << " in a decode batch";
     }
   }
 }
