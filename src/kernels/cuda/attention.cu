@@ -103,7 +103,8 @@ struct Tile {
     if (first_grid.size != size || (size == 0 && !(first_grid == last_grid))) return {};
     if (size == 0) return last_grid;
     const int64_t tile0 = lo / ad::kTile, last = hi / ad::kTile;
-    return {tile0, last - tile0 + 1, last / size - tile0 / size + 1, size};
+    const int shift = last_grid.shift;
+    return {tile0, last - tile0 + 1, (last >> shift) - (tile0 >> shift) + 1, size, shift};
   }
 };
 

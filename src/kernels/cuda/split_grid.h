@@ -26,21 +26,23 @@ constexpr int64_t kBalancedKeys = int64_t{kGridTile} * kMaxSplits * kMaxSplits /
 //    begin(i) = tile0 + floor(i * tiles / 64): a split a warp on a KV head's 64 warps at batch 1
 //    on an H200, where the aligned form left up to half of them idle (131,091 keys: 33 splits of
 //    4,096; run 202: the decode attention 2.03-2.05 -> 1.21-1.23x of its floor).
+// The kernels call begin() for every tile, so it shifts and never divides (run 204: a 64-bit
+// division by the size there cost the 512-key sliding decode 15-23%).
 struct SplitGrid {
   int64_t tile0, tiles, splits, size;
+  int shift;  // log2(size) on the aligned grid
 
   // The first tile of split i, 0 <= i <= splits (splits: one past the row's last tile).
   BEAM_HOST_DEVICE constexpr int64_t begin(int64_t i) const {
-    if (size == 0) return tile0 + i * tiles / kMaxSplits;
-    const int64_t t = (tile0 / size + i) * size;
+    static_assert(kMaxSplits == 64, "the balanced grid divides by a shift");
+    if (size == 0) return tile0 + ((i * tiles) >> 6);
+    const int64_t t = ((tile0 >> shift) + i) << shift;
     return t < tile0 ? tile0 : t > tile0 + tiles ? tile0 + tiles : t;
   }
   // The split holding tile t, tile0 <= t < tile0 + tiles: the largest i with begin(i) <= t.
   BEAM_HOST_DEVICE constexpr int64_t split_of(int64_t t) const {
-    // Below 2^26 tiles and (x + 1) * 64 < 2^32: 32-bit divisions on the device.
-    if (size > 0)
-      return static_cast<uint32_t>(t) / static_cast<uint32_t>(size) -
-             static_cast<uint32_t>(tile0) / static_cast<uint32_t>(size);
+    if (size > 0) return (t >> shift) - (tile0 >> shift);
+    // Below 2^26 tiles and (x + 1) * 64 < 2^32: a 32-bit division on the device.
     const int64_t x = t - tile0;
     return static_cast<uint32_t>((x + 1) * kMaxSplits - 1) / static_cast<uint32_t>(tiles);
   }
@@ -49,16 +51,18 @@ struct SplitGrid {
     return begin(j) - begin(i);
   }
   BEAM_HOST_DEVICE constexpr bool operator==(const SplitGrid& o) const {
-    return tile0 == o.tile0 && tiles == o.tiles && splits == o.splits && size == o.size;
+    return tile0 == o.tile0 && tiles == o.tiles && splits == o.splits && size == o.size &&
+           shift == o.shift;
   }
 };
 
 BEAM_HOST_DEVICE constexpr SplitGrid split_grid(int64_t lo, int64_t hi) {
   const int64_t tile0 = lo / kGridTile, tiles = hi / kGridTile - tile0 + 1, n = hi - lo + 1;
-  if (n > kBalancedKeys) return {tile0, tiles, kMaxSplits, 0};
-  int64_t size = 1;
-  while (size * kGridTile * kMaxSplits < n) size *= 2;
-  return {tile0, tiles, (hi / kGridTile) / size - tile0 / size + 1, size};
+  if (n > kBalancedKeys) return {tile0, tiles, kMaxSplits, 0, 0};
+  int shift = 0;
+  while ((int64_t{kGridTile} * kMaxSplits << shift) < n) ++shift;
+  return {tile0, tiles, ((hi / kGridTile) >> shift) - (tile0 >> shift) + 1, int64_t{1} << shift,
+          shift};
 }
 
 }  // namespace beam::cuda::attention_detail
