@@ -217,9 +217,7 @@ void BM_DecodeItemSizes(benchmark::State& state) {
   std::vector<di::RowSplits> grids;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t n = keys - r % 38;
-    int64_t split = 32;
-    while (split * 64 < n) split *= 2;
-    grids.push_back(di::row_splits(0, n - 1, split));
+    grids.push_back(di::row_splits(0, n - 1, cuda::attention_detail::split_keys(n)));
   }
   const bool two_warps = rows >= 64;
   for (auto _ : state)

@@ -24,13 +24,14 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/split_keys.h"
+
 namespace beam::cuda::attention_detail {
 
 constexpr int kTile = 32;         // keys per online-softmax step: lane j scores key j
-constexpr int kMinSplitKeys = 32;  // the finest split grid on logical slots (multiple of kTile)
-constexpr int kMaxSplits = 64;     // split_keys() doubles until a row has about this many splits
 constexpr int kWarps = 8;         // warps of an attend CTA
 constexpr int kReduceThreads = 128;
+static_assert(kMinSplitKeys % kTile == 0, "splits are whole tiles");
 
 // Row stride (bf16 elements) of a K tile in shared memory: 16-byte rows for cp.async and 16-byte
 // reads, and lanes 8 apart (one quarter-warp phase of a 16-byte read) on distinct banks.
@@ -52,14 +53,6 @@ struct SeqDesc {
 struct WorkItem {
   int32_t seq, row0, rows, split, split_keys, partial;
 };
-
-// The split size of a row that sees n keys: a power-of-two multiple of kMinSplitKeys with at
-// most kMaxSplits splits of n keys (one more when they straddle the grid). Host and device.
-__host__ __device__ constexpr int64_t split_keys(int64_t n) {
-  int64_t c = kMinSplitKeys;
-  while (c * kMaxSplits < n) c *= 2;
-  return c;
-}
 
 // The split items of one tile of rows: record of split s (0-based within the group), row r and
 // q head h is partial + (s * rows + r) * Nq + h.

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cuda/split_keys.h"
+
 namespace beam::cuda::decode_items {
 
 // A decode row's split grid: `splits` splits of `tiles_per_split` 32-key tiles, of which the first
@@ -18,7 +20,8 @@ struct RowSplits {
 };
 
 // The split grid of a row seeing keys [lo, hi] in splits of `split_keys` keys (a multiple of 32)
-// on the slot grid (the planner's DecodeRow).
+// on the slot grid (the planner's DecodeRow: attention_detail::split_keys(hi - lo + 1); tests
+// pass other sizes).
 inline RowSplits row_splits(int64_t lo, int64_t hi, int64_t split_keys) {
   const int64_t first = lo / split_keys, last = hi / split_keys;
   const auto tiles = [](int64_t a, int64_t b) { return b / 32 - a / 32 + 1; };

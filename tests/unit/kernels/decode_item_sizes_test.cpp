@@ -20,11 +20,14 @@ struct Layout {
 };
 constexpr Layout kFourWarps{16, 4, kOneSpeed}, kTwoWarps{49, 2, kHbmBoundWaves};
 
+// The split grid of a row seeing keys [lo, hi], as the planner makes it.
+RowSplits grid_of(int64_t lo, int64_t hi) {
+  return row_splits(lo, hi, attention_detail::split_keys(hi - lo + 1));
+}
+
 // `batch` rows of `keys` keys from slot 0 (32-key splits up to 2,048 keys, then at most 64).
 std::vector<RowSplits> rows_of(int64_t batch, int64_t keys) {
-  int64_t split = 32;
-  while (split * 64 < keys) split *= 2;
-  return std::vector<RowSplits>(static_cast<size_t>(batch), row_splits(0, keys - 1, split));
+  return std::vector<RowSplits>(static_cast<size_t>(batch), grid_of(0, keys - 1));
 }
 
 // Splits per item chosen for `batch` equal rows of `keys` keys.
@@ -144,9 +147,7 @@ TEST(DecodeItemSizes, BoundNeverExceedsTheEstimate) {
     for (int64_t b = 0; b < batch; ++b) {
       const int64_t hi = std::uniform_int_distribution<int64_t>(0, 200000)(rng);
       const int64_t lo = trial % 2 ? std::max<int64_t>(0, hi - 511) : 0;
-      int64_t split = 32;
-      while (split * 64 < hi - lo + 1) split *= 2;
-      rows.push_back(row_splits(lo, hi, split));
+      rows.push_back(grid_of(lo, hi));
     }
     for (Layout l : {kFourWarps, kTwoWarps}) {
       for (int64_t p = kFold; p <= 64; p += kFold) {
