@@ -209,16 +209,14 @@ BENCHMARK(BM_MoeExperts)
     ->UseRealTime();
 
 // The CUDA decode planner's item sizing (host code, run per attention call on eager steps):
-// args {rows, keys}; rows of keys - 37 to keys keys (partial last splits), on an H200's slots per
+// args {rows, keys}; rows of keys - 37 to keys keys (partial last tiles), on an H200's slots per
 // KV head for the layout the planner takes (two-warp from 64 rows).
 void BM_DecodeItemSizes(benchmark::State& state) {
   namespace di = cuda::decode_items;
   const int64_t rows = state.range(0), keys = state.range(1);
-  std::vector<di::RowSplits> grids;
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t n = keys - r % 38;
-    grids.push_back(di::row_splits(0, n - 1, cuda::attention_detail::split_keys(n)));
-  }
+  std::vector<di::SplitGrid> grids;
+  for (int64_t r = 0; r < rows; ++r)
+    grids.push_back(cuda::attention_detail::split_grid(0, keys - r % 38 - 1));
   const bool two_warps = rows >= 64;
   for (auto _ : state)
     benchmark::DoNotOptimize(di::choose(grids, two_warps ? 49 : 16, two_warps ? 2 : 4, 4,

@@ -3,15 +3,15 @@
 //
 // Decode rows (sequences with one query row) go to the decode kernel (attention_decode.cuh): a
 // CTA per KV head serves the G = Nq / Nkv q heads of one row over a run of the row's splits
-// (32-key splits up to 2048 visible keys, then doubling to at most ~64 per row). At head_dim 128
-// and G <= 8 (Beam's 6) it runs on tensor cores (attention_decode_mma.cuh): each warp computes
+// (whole 32-key tiles, at most 64 splits a row: split_grid.h). At head_dim 128 and G <= 8 (Beam's
+// 6) it runs on tensor cores (attention_decode_mma.cuh): each warp computes
 // whole splits with the G heads as the mma's columns, its tiles through its own ring; four warps a
 // CTA and one CTA an SM below kMmaTwoWarpRows rows, else two and two (same bits). Other
 // geometries run on CUDA cores (K/V read once per tile; a warp per head below kWideDecodeRows
 // rows, else a warp per two heads). The planner gives each warp about an equal share of the
 // batch's key tiles, aiming at a layout's CTAs per SM: a batch-1 decode over 512 keys runs 16
 // splits x 8 KV heads as 4 CTAs of four one-tile warps per KV head, and the last CTA of a split
-// row folds the partial states (no second launch). The split grid itself (split_keys) is a
+// row folds the partial states (no second launch). The split grid itself (split_grid.h) is a
 // numerics contract shared with the chunk kernel (see attention_kernels.cuh): the planner only
 // chooses which CTA computes which splits, so the items follow each step's real lengths while the
 // grid of a fixed plan stays (geometry, SM count, graph batch). Where decode rows use tensor
@@ -90,23 +90,30 @@ namespace {
 using Geometry = AttentionGeometry;
 
 // A tile of rows before the split decision: the visible logical slots [lo, hi] of its rows, and
-// the split size of its first and last row (split_keys is monotonic in the row).
+// the split grids of its first and last row (each row's grid lies between theirs).
 struct Tile {
   int32_t seq, row0, rows;
-  int64_t lo, hi, first_split_keys, last_split_keys;
+  int64_t lo, hi;
+  ad::SplitGrid first_grid, last_grid;
   int64_t keys() const { return hi - lo + 1; }
-  // Splits of the tile when every row has the same split grid, else 0 (never split).
-  int64_t splits() const {
-    if (first_split_keys != last_split_keys) return 0;
-    return hi / last_split_keys - lo / last_split_keys + 1;
+  // The grid over the tile's slots whose split boundaries every row's grid follows (aligned grids
+  // of one size, or one balanced grid); splits = 0 when the rows' boundaries differ (never split).
+  ad::SplitGrid shared_grid() const {
+    const int32_t size = last_grid.size;
+    if (first_grid.size != size || (size == 0 && !(first_grid == last_grid))) return {};
+    if (size == 0) return last_grid;
+    const auto tile0 = static_cast<int32_t>(lo / ad::kTile);  // slots below 2^31 (check_seq)
+    const auto last = static_cast<int32_t>(hi / ad::kTile);
+    const int32_t shift = last_grid.shift;
+    return {tile0, last - tile0 + 1, (last >> shift) - (tile0 >> shift) + 1, size, shift};
   }
 };
 
 // A decode row before the split decision: its visible logical slots [lo, hi], the first slot this
-// step writes (its sequence's first query position), split size and number of splits on the slot
-// grid.
+// step writes (its sequence's first query position) and its split grid.
 struct DecodeRow {
-  int64_t row, table, lo, hi, fresh, split, splits;
+  int64_t row, table, lo, hi, fresh;
+  ad::SplitGrid grid;
 };
 
 struct Plan {
@@ -157,8 +164,7 @@ void check_seq(const AttentionSeq& s, const Geometry& g, size_t index) {
 DecodeRow decode_row(const AttentionSeq& s, int64_t r, const Geometry& g, int64_t table) {
   const int64_t hi = s.q_pos0 + r - s.kv_pos0;
   const int64_t lo = g.window > 0 ? std::max<int64_t>(0, hi - g.window + 1) : 0;
-  const int64_t split = ad::split_keys(hi - lo + 1);
-  return {s.q_begin + r, table, lo, hi, s.q_pos0 - s.kv_pos0, split, hi / split - lo / split + 1};
+  return {s.q_begin + r, table, lo, hi, s.q_pos0 - s.kv_pos0, ad::split_grid(lo, hi)};
 }
 
 // Sequence descriptors, concatenated tables and the tiles of query rows. Sequences of at least
@@ -202,37 +208,38 @@ std::vector<Tile> plan_tiles(std::span<const AttentionSeq> seqs, const Geometry&
       const int64_t lo = g.window > 0 ? std::max<int64_t>(0, hi_first - g.window + 1) : 0;
       const int64_t lo_last = g.window > 0 ? std::max<int64_t>(0, hi_last - g.window + 1) : 0;
       tiles.push_back({seq, static_cast<int32_t>(r), static_cast<int32_t>(rows), lo, hi_last,
-                       ad::split_keys(hi_first - lo + 1), ad::split_keys(hi_last - lo_last + 1)});
+                       ad::split_grid(lo, hi_first), ad::split_grid(lo_last, hi_last)});
     }
   }
   return tiles;
 }
 
-// Splits the tiles whose keys exceed twice a balanced share of 4 CTAs per SM (never below one
-// minimal split) into one item per split of their rows' grid, then orders items longest first so
-// the tail of the grid is short.
+// Splits the tiles whose keys exceed twice a balanced share of 4 CTAs per SM (never below a tile)
+// into one item per split of their rows' grid, then orders items longest first so the tail of the
+// grid is short.
 void plan_items(const std::vector<Tile>& tiles, const Geometry& g, int num_sms, Plan& plan) {
   int64_t total_keys = 0;
   for (const Tile& t : tiles) total_keys += t.keys();
-  const int64_t share = std::max<int64_t>(ad::kMinSplitKeys, total_keys * g.num_kv_heads /
-                                                                 (4 * int64_t{num_sms}));
+  const int64_t share =
+      std::max<int64_t>(ad::kTile, total_keys * g.num_kv_heads / (4 * int64_t{num_sms}));
   std::vector<std::pair<int64_t, ad::WorkItem>> items;  // (keys, item)
   for (const Tile& t : tiles) {
-    const int64_t splits = t.splits();
+    const ad::SplitGrid grid = t.shared_grid();
+    const int64_t splits = grid.splits;
     if (splits < 2 || t.keys() <= 2 * share) {
       items.push_back({t.keys(), {t.seq, t.row0, t.rows, 0, 0, -1}});
       continue;
     }
-    const int64_t size = t.last_split_keys, first = t.lo / size;
-    BEAM_CHECK(first + splits < (int64_t{1} << 31) && size < (int64_t{1} << 31))
-        << "paged_attention: split grid beyond 2^31 slots";
     const auto base = static_cast<int32_t>(plan.records);
     plan.groups.push_back({t.seq, t.row0, t.rows, static_cast<int32_t>(splits), base});
     const int64_t per_split = int64_t{t.rows} * g.num_heads;
     for (int64_t s = 0; s < splits; ++s) {
       const auto partial = static_cast<int32_t>(base + s * per_split);
-      items.push_back({size, {t.seq, t.row0, t.rows, static_cast<int32_t>(first + s),
-                              static_cast<int32_t>(size), partial}});
+      const int64_t key0 = grid.begin(s) * ad::kTile;  // slots below 2^31 (check_seq)
+      const int64_t key1 = std::min(grid.begin(s + 1) * ad::kTile - 1, t.hi);
+      items.push_back({key1 - key0 + 1,
+                       {t.seq, t.row0, t.rows, static_cast<int32_t>(key0),
+                        static_cast<int32_t>(key1), partial}});
     }
     plan.records += splits * per_split;
     BEAM_CHECK(plan.records < (int64_t{1} << 31)) << "paged_attention: too many split records";
@@ -308,36 +315,35 @@ int64_t decode_parallel_splits(ad::DecodeLayout layout) {
 // first, so the tail of the grid is short.
 void plan_decode(const std::vector<DecodeRow>& rows, const Geometry& g, int64_t slots,
                  int64_t parallel, int64_t fold, decode_items::WaveSpeed speed, Plan& plan) {
-  std::vector<decode_items::RowSplits> grids;
+  std::vector<ad::SplitGrid> grids;
   grids.reserve(rows.size());
-  for (const DecodeRow& r : rows) grids.push_back(decode_items::row_splits(r.lo, r.hi, r.split));
+  for (const DecodeRow& r : rows) grids.push_back(r.grid);
   const std::vector<int64_t> per_item = decode_items::choose(grids, slots, parallel, fold, speed);
   std::vector<std::pair<int64_t, ad::DecodeItem>> items;  // (tiles, item)
   for (size_t i = 0; i < rows.size(); ++i) {
     const DecodeRow& r = rows[i];
-    const int64_t n = ceil_div(r.splits, per_item[i]);
+    const int64_t splits = r.grid.splits, n = ceil_div(splits, per_item[i]);
     ad::DecodeItem it{};
     it.row = static_cast<int32_t>(r.row);
     it.table = static_cast<int32_t>(r.table);
     it.lo = static_cast<int32_t>(r.lo);
     it.hi = static_cast<int32_t>(r.hi);
     it.fresh = static_cast<int32_t>(r.fresh);
-    it.split_keys = static_cast<int32_t>(r.split);
-    it.num_splits = static_cast<int32_t>(r.splits);
+    it.num_splits = static_cast<int32_t>(splits);
     it.group = -1;
     it.num_items = static_cast<int32_t>(n);
     it.first_count = static_cast<int32_t>(per_item[i]);
     if (n > 1) {  // records: the first item's prefix, then the later fold groups
       it.group = static_cast<int32_t>(plan.decode_groups++);
       it.record = static_cast<int32_t>(plan.records);
-      plan.records += (ceil_div(r.splits, fold) - per_item[i] / fold + 1) * g.num_heads;
+      plan.records += (ceil_div(splits, fold) - per_item[i] / fold + 1) * g.num_heads;
       BEAM_CHECK(plan.records < (int64_t{1} << 31) && plan.decode_groups < (int64_t{1} << 31))
           << "paged_attention: too many split records";
     }
     for (int64_t c = 0; c < n; ++c) {
       it.split0 = static_cast<int32_t>(c * per_item[i]);
-      it.count = static_cast<int32_t>(std::min(per_item[i], r.splits - c * per_item[i]));
-      items.push_back({decode_items::item_tiles(grids[i], it.split0, it.count), it});
+      it.count = static_cast<int32_t>(std::min(per_item[i], splits - c * per_item[i]));
+      items.push_back({r.grid.tiles_of(it.split0, it.split0 + it.count), it});
     }
   }
   std::stable_sort(items.begin(), items.end(),

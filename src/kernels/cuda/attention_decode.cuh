@@ -13,7 +13,7 @@
 // SM).
 //
 // Numerics: on CUDA cores exactly the per-row arithmetic of attention_kernels.cuh (attend_tile per
-// 32-key tile, splits of split_keys(n) slots, RowState::fold of the split states in split order),
+// 32-key tile, the row's split grid of split_grid.h, RowState::fold of the split states in order),
 // so a row has the same bits here as in the attend kernel; on tensor cores decode_mma's split step
 // on the same split grid, folded with the same fold_state() in split order. An item that covers
 // the whole row folds and writes it. Otherwise the row's items form a group: the first item writes
@@ -45,8 +45,8 @@ namespace beam::cuda::attention_detail {
 constexpr int kDecodeStages = 3;     // K/V tiles in flight per CTA
 constexpr int kMaxDecodeGroup = 16;  // q heads per KV head the decode kernel serves
 
-// One query row and splits [split0, split0 + count) of its split grid, counted from the row's
-// first split (lo / split_keys). group < 0: the item covers the whole row and writes out.
+// One query row and splits [split0, split0 + count) of its split grid (split_grid(lo, hi), of
+// num_splits splits). group < 0: the item covers the whole row and writes out.
 // Otherwise it is one of num_items items of combine group `group`, whose records for q head h
 // are record + i * Nq + h: i = 0 the first item's folded prefix (splits [0, first_count)), then
 // i = j / F - first_count / F + 1 the state of fold group j / F for the splits j >= first_count,
@@ -56,7 +56,7 @@ struct alignas(16) DecodeItem {
   int32_t table;   // offset of the sequence's block table in the plan's tables
   int32_t lo, hi;  // logical slots visible to the row
   int32_t fresh;   // the first slot the launch's predecessors write (keys of this step)
-  int32_t split_keys, num_splits;
+  int32_t num_splits;
   int32_t split0, count;
   int32_t group, num_items, first_count, record;
 };
@@ -451,28 +451,21 @@ __device__ void combine(const DecodeParams& p, const DecodeItem* it, int kvh, fl
   }
 }
 
-// The keys of an item: [a, b] of its splits (S a power of two), in `tiles` tiles of kTile from
-// t_first (tiles from a / kTile on never straddle a split).
+// The keys of an item: slots [a, b] of its splits [split0, split0 + count) of its row's grid, in
+// `tiles` tiles of kTile from t_first (a split holds whole tiles).
 struct ItemKeys {
-  int lo, split0, S, s_shift, a, b, t_first, tiles;
+  SplitGrid grid;
+  int split0, a, b, t_first, tiles;
   __device__ int t0(int i) const { return t_first + i * kTile; }
-  // True when tile i is the last of a split (or of the item).
-  __device__ bool ends_split(int i) const {
-    return ((t0(i) + kTile) & (S - 1)) == 0 || i == tiles - 1;
-  }
-  // The split of tile i, counted from the row's first split.
-  __device__ int split_of(int i) const { return (t0(i) >> s_shift) - (lo >> s_shift); }
 };
 
 __device__ __forceinline__ ItemKeys item_keys(const DecodeItem* it) {
   ItemKeys k;
-  k.lo = it->lo;
+  k.grid = split_grid(it->lo, it->hi);
   k.split0 = it->split0;
-  k.S = it->split_keys;
-  k.s_shift = __ffs(k.S) - 1;
-  const int first = (k.lo >> k.s_shift) + k.split0;  // the first split on the slot grid
-  k.a = max(k.lo, first << k.s_shift);
-  k.b = static_cast<int>(min(int64_t{it->hi}, ((int64_t{first} + it->count) << k.s_shift) - 1));
+  const auto tile = [&](int i) { return static_cast<int>(k.grid.begin(i)); };
+  k.a = max(it->lo, tile(k.split0) * kTile);  // below 2^26 tiles: int
+  k.b = min(it->hi, (tile(k.split0 + it->count) - 1) * kTile + kTile - 1);
   k.t_first = k.a / kTile * kTile;
   k.tiles = k.b / kTile - k.a / kTile + 1;
   return k;
@@ -533,6 +526,8 @@ __device__ void run_item(const DecodeParams& p, const DecodeItem* it, const int3
     total[i].reset();
     cur[i].reset();
   }
+  int split = keys.split0;                                       // the split of tile i (of the row)
+  int split_end = static_cast<int>(keys.grid.begin(split + 1));  // and the tile after it
   for (int i = 0; i < keys.tiles; ++i) {
     cp_async_wait<kDecodeStages - 2>();  // this thread's copies of tile i landed
     __syncthreads();  // everyone's did, q_s is written, and tile i - 1's stage is free
@@ -544,16 +539,17 @@ __device__ void run_item(const DecodeParams& p, const DecodeItem* it, const int3
     const __nv_bfloat16* k_s = stages + (i % kDecodeStages) * kStageElems;
     attend_tile<D, HPW>(p.scale, q_w, k_s, k_s + kTile * k_stride(D), keys.t0(i), keys.a, keys.b,
                         cur);
-    if (keys.ends_split(i)) {
+    if (keys.t0(i) / kTile + 1 == split_end) {  // the split's last tile (the item's ends one)
 #pragma unroll
       for (int hh = 0; hh < HPW; ++hh) {
         if (keys.split0 == 0) {
           total[hh].fold(cur[hh]);
         } else {
-          store_record<D>(p, record_of<kLayout>(p, it, keys.split_of(i), h0 + hh), cur[hh]);
+          store_record<D>(p, record_of<kLayout>(p, it, split, h0 + hh), cur[hh]);
         }
         cur[hh].reset();
       }
+      split_end = static_cast<int>(keys.grid.begin(++split + 1));
     }
   }
   cp_async_wait<0>();  // no copy may land in a stage the next item reuses
@@ -640,23 +636,21 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
   using Cta = dm::Cta<W>;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const ItemKeys keys = item_keys(it);
-  const int first = keys.a >> keys.s_shift;            // the item's first split
-  const int n = (keys.b >> keys.s_shift) - first + 1;  // its splits
+  const int first = keys.split0, n = it->count;  // the item's splits, of the row's grid
   const int32_t* table = tables + it->table;
   // A warp's place in its tile sequence: split j (of the item), tile at t0.
   struct Cursor {
     int j, t0;
   };
-  const auto split_hi = [&](int j) {
-    return min(keys.b, static_cast<int>(((int64_t{first} + j + 1) << keys.s_shift) - 1));
-  };
-  const auto start = [&](int j) {  // int64: j runs up to W past the last split
-    const int64_t from = max(int64_t{keys.a}, int64_t{first + j} << keys.s_shift);
-    return Cursor{j, static_cast<int>(min(from, int64_t{INT32_MAX}) / kTile * kTile)};
+  // The tile after split j of the item (int: below 2^26 tiles).
+  const auto split_end = [&](int j) { return static_cast<int>(keys.grid.begin(first + j + 1)); };
+  const auto start = [&](int j) {  // j runs up to W past the last split: t0 kept in [a, b]'s tiles
+    const int from = max(keys.a / kTile, static_cast<int>(keys.grid.begin(first + j)));
+    return Cursor{j, min(from, keys.b / kTile) * kTile};
   };
   const auto advance = [&](Cursor& c) {
     c.t0 += kTile;
-    if (c.t0 > split_hi(c.j)) c = start(c.j + W);
+    if (c.t0 / kTile == split_end(c.j)) c = start(c.j + W);
   };
   // The block-table entry of key `lane` of the tile at c (-1: a key to zero), read early.
   const auto lookup = [&](const Cursor& c) -> int64_t {

@@ -6,32 +6,32 @@
 //
 // Numerics (match kernels/cpu/attention.cpp): scores s = fp32(q·k) * scale, fp32 online softmax,
 // P kept in fp32 (never rounded) for the fp32 P·V accumulation, one bf16 rounding of acc / sum.
-// Keys are visited in 32-key tiles on a fixed grid of logical slots, grouped into splits of
-// split_keys(n) slots aligned on that grid, where n is the number of keys the row sees (32-key
-// splits up to 2048 keys, then doubling so a row has at most ~64 splits); each split's softmax
-// state (attend_tile over its tiles) is folded into the row's total with fold_state(), in split
-// order. Split-KV items compute splits and the reduce kernel (or the decode kernel's last CTA)
-// folds the partials with the same fold_state() in the same order. The split grid of a row
-// depends only on its own visible keys, so a row's bits do not depend on whether its item was
-// split, on its tile of rows, on the kernel (attend or decode), or on the rest of the batch
-// (batch invariance and split/unsplit bit-identity). At head_dim 128 with G <= 8 the decode kernel
-// computes each split on tensor cores instead (attention_decode_mma.cuh: its own per-tile
-// arithmetic on the same split grid and fold), and such geometries send every row outside the
-// tensor-core prefill kernel to the decode kernel, which keeps these properties.
+// Keys are visited in 32-key tiles on a fixed grid of logical slots; a row's tiles are grouped
+// into min(tiles, 64) splits of whole tiles, sizes differing by at most one (split_grid.h: set by
+// the row's own visible slots); each split's softmax state (attend_tile over its tiles) is folded
+// into the row's total with fold_state(), in split order. Split-KV items compute
+// splits and the reduce kernel (or the decode kernel's last CTA) folds the partials with the same
+// fold_state() in the same order. The split grid of a row depends only on its own visible keys, so
+// a row's bits do not depend on whether its item was split, on its tile of rows, on the kernel
+// (attend or decode), or on the rest of the batch (batch invariance and split/unsplit
+// bit-identity). At head_dim 128 with G <= 8 the decode kernel computes each split on tensor cores
+// instead (attention_decode_mma.cuh: its own per-tile arithmetic on the same split grid and fold),
+// and such geometries send every row outside the tensor-core prefill kernel to the decode kernel,
+// which keeps these properties.
 #pragma once
 
 #include <cuda_bf16.h>
 
 #include <cstdint>
 
-#include "kernels/cuda/split_keys.h"
+#include "kernels/cuda/split_grid.h"
 
 namespace beam::cuda::attention_detail {
 
-constexpr int kTile = 32;         // keys per online-softmax step: lane j scores key j
-constexpr int kWarps = 8;         // warps of an attend CTA
+constexpr int kTile = 32;  // keys per online-softmax step: lane j scores key j
+constexpr int kWarps = 8;  // warps of an attend CTA
 constexpr int kReduceThreads = 128;
-static_assert(kMinSplitKeys % kTile == 0, "splits are whole tiles");
+static_assert(kTile == kGridTile, "the split grid's tiles are the kernels' tiles");
 
 // Row stride (bf16 elements) of a K tile in shared memory: 16-byte rows for cp.async and 16-byte
 // reads, and lanes 8 apart (one quarter-warp phase of a 16-byte read) on distinct banks.
@@ -47,11 +47,10 @@ struct SeqDesc {
 };
 
 // Query rows [row0, row0 + rows) of a sequence. partial < 0: the item covers every key its rows
-// see and writes out; otherwise it covers exactly split `split` (slots [split * split_keys,
-// (split + 1) * split_keys), the split size of every row of the item) and writes records
-// partial + r * Nq + h for its row r and q head h.
+// see and writes out; otherwise it covers exactly the slots [key0, key1] of one split of the grid
+// every row of the item shares and writes records partial + r * Nq + h for its row r and q head h.
 struct WorkItem {
-  int32_t seq, row0, rows, split, split_keys, partial;
+  int32_t seq, row0, rows, key0, key1, partial;
 };
 
 // The split items of one tile of rows: record of split s (0-based within the group), row r and
@@ -295,8 +294,8 @@ __device__ __forceinline__ void attend_item(const Params& p, const WorkItem& it,
 
   int64_t lo = cta_lo, hi = cta_hi;
   if (it.partial >= 0) {
-    lo = max(lo, int64_t{it.split} * it.split_keys);
-    hi = min(hi, int64_t{it.split + 1} * it.split_keys - 1);
+    lo = max(lo, int64_t{it.key0});
+    hi = min(hi, int64_t{it.key1});
   }
   RowState<DPL> total[R], cur[R];
 #pragma unroll
@@ -315,8 +314,10 @@ __device__ __forceinline__ void attend_item(const Params& p, const WorkItem& it,
       const SlotRange vis = visible(s, p_first + i / G, p.window);
       if (t0 <= vis.hi && t0 + kTile - 1 >= vis.lo)
         attend_tile<D, 1>(p.scale, q_s + i * D, k_s, v_s, t0, vis.lo, vis.hi, &cur[u]);
-      const int64_t row_split = split_keys(vis.hi - vis.lo + 1);  // a power of two
-      if (((t0 + kTile) & (row_split - 1)) == 0) {  // the last tile of the row's split: fold it
+      const SplitGrid grid = split_grid(vis.lo, vis.hi);
+      const int64_t tile = t0 / kTile;
+      if (tile >= grid.tile0 && tile < grid.tile0 + grid.tiles &&
+          tile + 1 == grid.begin(grid.split_of(tile) + 1)) {  // the split's last tile: fold it
         total[u].fold(cur[u]);
         cur[u].reset();
       }

@@ -1,6 +1,8 @@
 // How the decode kernel's host planner (attention.cu) sizes its items: the splits of each row that
 // one CTA computes, chosen against an estimate of the slowest CTA slot. Pure C++ (no CUDA), so
-// that the CPU tests pin the choices the H200 runs measured (tests/unit/kernels).
+// that the CPU tests pin the choices the H200 runs measured (tests/unit/kernels). A row's splits
+// (split_grid.h) are whole tiles: aligned ones of one size but for a partial first and last, or
+// balanced ones whose sizes differ by at most a tile.
 #pragma once
 
 #include <algorithm>
@@ -8,40 +10,11 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/cuda/split_keys.h"
+#include "kernels/cuda/split_grid.h"
 
 namespace beam::cuda::decode_items {
 
-// A decode row's split grid: `splits` splits of `tiles_per_split` 32-key tiles, of which the first
-// and the last hold only the row's keys (`first_tiles` and `last_tiles` tiles; the same for a
-// one-split row).
-struct RowSplits {
-  int64_t splits, tiles_per_split, first_tiles, last_tiles;
-};
-
-// The split grid of a row seeing keys [lo, hi] in splits of `split_keys` keys (a multiple of 32)
-// on the slot grid (the planner's DecodeRow: attention_detail::split_keys(hi - lo + 1); tests
-// pass other sizes).
-inline RowSplits row_splits(int64_t lo, int64_t hi, int64_t split_keys) {
-  const int64_t first = lo / split_keys, last = hi / split_keys;
-  const auto tiles = [](int64_t a, int64_t b) { return b / 32 - a / 32 + 1; };
-  return {last - first + 1, split_keys / 32, tiles(lo, std::min(hi, (first + 1) * split_keys - 1)),
-          tiles(std::max(lo, last * split_keys), hi)};
-}
-
-// Tiles of split j of row r.
-inline int64_t split_tiles(const RowSplits& r, int64_t j) {
-  return j == 0 ? r.first_tiles : j == r.splits - 1 ? r.last_tiles : r.tiles_per_split;
-}
-
-// Tiles of splits [c0, c0 + count) of row r.
-inline int64_t item_tiles(const RowSplits& r, int64_t c0, int64_t count) {
-  if (r.splits == 1) return r.first_tiles;
-  int64_t tiles = count * r.tiles_per_split;
-  if (c0 == 0) tiles -= r.tiles_per_split - r.first_tiles;
-  if (c0 + count == r.splits) tiles -= r.tiles_per_split - r.last_tiles;
-  return tiles;
-}
+using attention_detail::SplitGrid;  // a decode row's splits (split_grid.h)
 
 // Estimated costs of an item beyond its warps' tiles, in tile times: its start and fold, and (for
 // an item of a row split over several) the records, the ticket and the row's last fold. Run 191,
@@ -69,31 +42,53 @@ inline int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
+// The tiles of row r's longest split (an aligned grid's size).
+inline int64_t longest_split(const SplitGrid& r) {
+  return r.size > 0 ? r.size : ceil_div(r.tiles, r.splits);
+}
+
+// Tiles of row r the estimate counts at least: all of an aligned grid's; a balanced grid's splits
+// at their shorter size (slowest_slot takes a row's middle items as long as its second).
+inline int64_t counted_tiles(const SplitGrid& r) {
+  return r.size > 0 ? r.tiles : r.splits * (r.tiles / r.splits);
+}
+
 // Tile times of the warps of an item of splits [c0, c0 + count) of row r, computed in rounds of
-// `parallel` side by side (the kernel's order), each as long as its longest split.
-inline int64_t item_warp_tiles(const RowSplits& r, int64_t c0, int64_t count, int64_t parallel) {
+// `parallel` side by side (the kernel's order), each as long as its longest split. Aligned grid:
+// exact (only the row's first and last splits may be shorter). Balanced grid: the rounds' shorter
+// size plus a tile for each round that may hold a longer split (at most as many as the item's
+// longer splits: exact where they lie a round apart or more).
+inline int64_t item_warp_tiles(const SplitGrid& r, int64_t c0, int64_t count, int64_t parallel) {
+  const int64_t rounds = ceil_div(count, parallel);
+  if (r.size == 0) {
+    const int64_t shorter = r.tiles / r.splits;
+    const int64_t longer = r.tiles_of(c0, c0 + count) - shorter * count;
+    return rounds * shorter + std::min(rounds, longer);
+  }
   const auto round = [&](int64_t begin, int64_t end) {  // splits [begin, end)
-    if (std::max<int64_t>(begin, 1) < std::min(end, r.splits - 1)) return r.tiles_per_split;
+    if (std::max<int64_t>(begin, 1) < std::min<int64_t>(end, r.splits - 1)) {
+      return int64_t{r.size};
+    }
     int64_t longest = 0;
-    for (int64_t j : {begin, end - 1}) longest = std::max(longest, split_tiles(r, j));
+    for (int64_t j : {begin, end - 1}) longest = std::max(longest, r.tiles_of(j, j + 1));
     return longest;
   };
-  const int64_t rounds = ceil_div(count, parallel);
   if (rounds == 1) return round(c0, c0 + count);
-  return round(c0, c0 + parallel) + (rounds - 2) * r.tiles_per_split +
+  return round(c0, c0 + parallel) + (rounds - 2) * r.size +
          round(c0 + (rounds - 1) * parallel, c0 + count);
 }
 
 // Splits per item of each row when each warp takes about `target` tiles (at least `parallel`
 // splits an item, the splits a CTA computes side by side; items start on fold-group boundaries,
 // `fold` splits).
-inline std::vector<int64_t> splits_per_item(const std::vector<RowSplits>& rows, int64_t target,
+inline std::vector<int64_t> splits_per_item(const std::vector<SplitGrid>& rows, int64_t target,
                                             int64_t parallel, int64_t fold) {
   std::vector<int64_t> per_item;
   per_item.reserve(rows.size());
-  for (const RowSplits& r : rows) {
-    const int64_t wanted =
-        ceil_div(r.splits, parallel * std::max<int64_t>(1, target / r.tiles_per_split));
+  for (const SplitGrid& r : rows) {
+    // Splits of the row in `target` tiles (a balanced grid's at their mean size), at least one.
+    const int64_t per_warp = r.size > 0 ? target / r.size : target * r.splits / r.tiles;
+    const int64_t wanted = ceil_div(r.splits, parallel * std::max<int64_t>(1, per_warp));
     per_item.push_back(ceil_div(ceil_div(r.splits, wanted), fold) * fold);
   }
   return per_item;
@@ -101,10 +96,11 @@ inline std::vector<int64_t> splits_per_item(const std::vector<RowSplits>& rows, 
 
 // The estimated time (tile times) of the slowest of `slots` CTA slots when the items of
 // `per_item` splits go longest first to slots y, y + slots, ... (the kernel's order), item i in
-// wave i / slots at that wave's speed. A row's items are at most three runs of equal items (its
-// first, its middle ones, its last), so the runs are sorted instead of the items, and each run
-// adds to a range of slots a wave; sums are exact (integers in units of 1 / (low_den * slots)).
-inline double slowest_slot(const std::vector<RowSplits>& rows, const std::vector<int64_t>& per_item,
+// wave i / slots at that wave's speed. A row's items are three runs of equal items (its first,
+// its middle ones, its last; a balanced grid's middle items are taken as long as its second, their
+// tiles differing by at most a tile a split), so the runs are sorted instead of the items, and each
+// run adds to a range of slots a wave; sums are exact (integers in units of 1 / (low_den * slots)).
+inline double slowest_slot(const std::vector<SplitGrid>& rows, const std::vector<int64_t>& per_item,
                            int64_t slots, int64_t parallel, WaveSpeed speed) {
   struct Run {
     int64_t tiles, cost, count;
@@ -113,12 +109,12 @@ inline double slowest_slot(const std::vector<RowSplits>& rows, const std::vector
   runs.reserve(rows.size() * 3);
   int64_t num_items = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
-    const RowSplits& r = rows[i];
+    const SplitGrid& r = rows[i];
     const int64_t p = per_item[i], n = ceil_div(r.splits, p);
     const auto add = [&](int64_t c, int64_t count) {  // `count` items like item c
       const int64_t c0 = c * p, splits = std::min(p, r.splits - c0);
       runs.push_back(
-          {item_tiles(r, c0, splits),
+          {r.tiles_of(c0, c0 + splits),
            item_warp_tiles(r, c0, splits, parallel) + kItemCost + (n > 1 ? kCombineCost : 0),
            count});
     };
@@ -153,21 +149,22 @@ inline double slowest_slot(const std::vector<RowSplits>& rows, const std::vector
 // A lower bound of slowest_slot() without sorting (the planner runs per layer on eager steps, so
 // a candidate that cannot win is not estimated): the slots' mean load, where only the last wave
 // runs faster than full speed, by at most (1 - low) x the largest item cost. Each item costs at
-// least its tiles / parallel + kItemCost (+ kCombineCost in a split row).
-inline double slowest_slot_bound(const std::vector<RowSplits>& rows,
+// least its counted tiles / parallel + kItemCost (+ kCombineCost in a split row).
+inline double slowest_slot_bound(const std::vector<SplitGrid>& rows,
                                  const std::vector<int64_t>& per_item, int64_t slots,
                                  int64_t parallel, WaveSpeed speed) {
   int64_t num_items = 0, largest = 0;
   double costs = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
-    const RowSplits& r = rows[i];
+    const SplitGrid& r = rows[i];
     const int64_t n = ceil_div(r.splits, per_item[i]);
     const int64_t extra = kItemCost + (n > 1 ? kCombineCost : 0);
     num_items += n;
-    costs += static_cast<double>(item_tiles(r, 0, r.splits)) / static_cast<double>(parallel) +
+    costs += static_cast<double>(counted_tiles(r)) / static_cast<double>(parallel) +
              static_cast<double>(n * extra);
     largest = std::max(
-        largest, ceil_div(std::min(per_item[i], r.splits), parallel) * r.tiles_per_split + extra);
+        largest,
+        ceil_div(std::min<int64_t>(per_item[i], r.splits), parallel) * longest_split(r) + extra);
   }
   const double low = static_cast<double>(speed.low_num) / static_cast<double>(speed.low_den);
   return costs / static_cast<double>(std::min(slots, num_items)) -
@@ -179,15 +176,14 @@ inline double slowest_slot_bound(const std::vector<RowSplits>& rows,
 // larger where strictly faster (fewer items: e.g. rows that would split into more items than
 // slots, making a short second wave), smaller where faster by more than 1 / kSmallerItemGain
 // (rows whose whole-row items leave a short last wave).
-inline std::vector<int64_t> choose(const std::vector<RowSplits>& rows, int64_t slots,
+inline std::vector<int64_t> choose(const std::vector<SplitGrid>& rows, int64_t slots,
                                    int64_t parallel, int64_t fold, WaveSpeed speed) {
-  int64_t total = 0, longest = 0;                      // tiles
-  int64_t smallest = rows.front().tiles_per_split;     // the smallest split's tiles
-  for (const RowSplits& r : rows) {
-    const int64_t tiles = item_tiles(r, 0, r.splits);
-    total += tiles;
-    longest = std::max(longest, tiles);
-    smallest = std::min(smallest, r.tiles_per_split);
+  int64_t total = 0, longest = 0;                  // tiles
+  int64_t smallest = longest_split(rows.front());  // the smallest rows' split size
+  for (const SplitGrid& r : rows) {
+    total += r.tiles;
+    longest = std::max<int64_t>(longest, r.tiles);
+    smallest = std::min(smallest, longest_split(r));
   }
   const int64_t share = ceil_div(total, slots * parallel);
   std::vector<int64_t> per_item = splits_per_item(rows, share, parallel, fold);

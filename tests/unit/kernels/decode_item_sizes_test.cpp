@@ -20,14 +20,10 @@ struct Layout {
 };
 constexpr Layout kFourWarps{16, 4, kOneSpeed}, kTwoWarps{49, 2, kHbmBoundWaves};
 
-// The split grid of a row seeing keys [lo, hi], as the planner makes it.
-RowSplits grid_of(int64_t lo, int64_t hi) {
-  return row_splits(lo, hi, attention_detail::split_keys(hi - lo + 1));
-}
-
-// `batch` rows of `keys` keys from slot 0 (32-key splits up to 2,048 keys, then at most 64).
-std::vector<RowSplits> rows_of(int64_t batch, int64_t keys) {
-  return std::vector<RowSplits>(static_cast<size_t>(batch), grid_of(0, keys - 1));
+// `batch` rows of `keys` keys from slot 0 (split_grid.h).
+std::vector<SplitGrid> rows_of(int64_t batch, int64_t keys) {
+  return std::vector<SplitGrid>(static_cast<size_t>(batch),
+                                attention_detail::split_grid(0, keys - 1));
 }
 
 // Splits per item chosen for `batch` equal rows of `keys` keys.
@@ -73,9 +69,8 @@ constexpr Choice kChoices[] = {
     // waves); a 2,048-key split a warp makes six even waves (1.70 -> 1.17x, run 197).
     {6, 131072, kFourWarps, 4, "128K keys, 6 rows: 96 items"},
     {1, 131072, kFourWarps, 4, "128K keys, 1 row: 16 items"},
-    // A row's last split may hold a tile: 131,091 keys are 32 splits of 4,096 keys and one of 19.
-    {4, 131091, kFourWarps, 8,
-     "4 rows of 131,091 keys in items of 8 splits (12: 3.7% slower, 199)"},
+    // 131,091 keys are 63 splits of 64 tiles and one of 65: four rows, four rounds a warp.
+    {4, 131091, kFourWarps, 16, "4 rows of 131,091 keys: 16 items, one wave"},
     // Past three waves of whole rows: 49-57 rows of 32K-128K keys were whole rows, a fourth
     // wave of 1-9 items (run 198: 32K keys, 49 rows 1.41 -> 1.26x; 128K keys 1.38 -> 1.14x).
     {49, 32768, kFourWarps, 32, "32K keys, 49 rows in halves"},
@@ -94,7 +89,7 @@ TEST(DecodeItemSizes, ChoicesAtMeasuredShapes) {
 // Mixed lengths: every row's items are whole fold groups of at least `parallel` splits and no
 // larger than the row's fold groups; a one-split row is one item.
 TEST(DecodeItemSizes, ItemsAreWholeFoldGroupsWithinEachRow) {
-  std::vector<RowSplits> rows;
+  std::vector<SplitGrid> rows;
   for (int64_t keys : {1, 33, 512, 513, 2049, 4096, 40000}) rows.push_back(rows_of(1, keys)[0]);
   for (Layout l : {kFourWarps, kTwoWarps}) {
     const std::vector<int64_t> per_item = choose(rows, l.slots, l.parallel, kFold, l.speed);
@@ -108,33 +103,63 @@ TEST(DecodeItemSizes, ItemsAreWholeFoldGroupsWithinEachRow) {
   }
 }
 
-// A row's first and last splits hold only its keys; items and rounds count their tiles.
+// A row's first and last splits on the aligned grid hold only its keys; items and rounds count
+// their tiles.
 TEST(DecodeItemSizes, PartialSplitsCountTheirTiles) {
-  const RowSplits whole = row_splits(0, 131090, 4096);  // 32 splits of 128 tiles, then 19 keys
-  EXPECT_EQ(whole.splits, 33);
-  EXPECT_EQ(whole.tiles_per_split, 128);
-  EXPECT_EQ(whole.first_tiles, 128);
-  EXPECT_EQ(whole.last_tiles, 1);
-  EXPECT_EQ(item_tiles(whole, 0, 33), 32 * 128 + 1);
-  EXPECT_EQ(item_tiles(whole, 32, 1), 1);
-  EXPECT_EQ(item_warp_tiles(whole, 0, 8, 4), 2 * 128);
-  EXPECT_EQ(item_warp_tiles(whole, 28, 5, 4), 128 + 1);  // the last round holds the 19 keys alone
-  EXPECT_EQ(item_warp_tiles(whole, 32, 1, 4), 1);
+  // 65,536 keys from slot 19: 64 splits of 32 tiles, then one of a tile (slots 65,536-65,554).
+  const SplitGrid whole = attention_detail::split_grid(19, 65554);
+  EXPECT_EQ(whole.splits, 65);
+  EXPECT_EQ(longest_split(whole), 32);
+  EXPECT_EQ(whole.tiles_of(0, 65), 64 * 32 + 1);
+  EXPECT_EQ(item_warp_tiles(whole, 0, 8, 4), 2 * 32);
+  EXPECT_EQ(item_warp_tiles(whole, 60, 5, 4), 32 + 1);  // the last round holds the tile alone
+  EXPECT_EQ(item_warp_tiles(whole, 64, 1, 4), 1);
 
-  const RowSplits inner = row_splits(100, 5000, 128);  // from inside split 0 to inside split 39
+  const SplitGrid inner = attention_detail::split_grid(100, 5000);  // 128-key splits: 40
   EXPECT_EQ(inner.splits, 40);
-  EXPECT_EQ(inner.first_tiles, 1);  // keys 100-127
-  EXPECT_EQ(inner.last_tiles, 1);   // keys 4992-5000
-  EXPECT_EQ(item_tiles(inner, 0, 40), 38 * 4 + 2);
+  EXPECT_EQ(inner.tiles_of(0, 1), 1);    // keys 100-127
+  EXPECT_EQ(inner.tiles_of(39, 40), 1);  // keys 4992-5000
+  EXPECT_EQ(inner.tiles_of(0, 40), 38 * 4 + 2);
   EXPECT_EQ(item_warp_tiles(inner, 0, 4, 4), 4);  // a round as long as its longest split
   EXPECT_EQ(item_warp_tiles(inner, 36, 4, 4), 4);
 
-  const RowSplits one = row_splits(40, 70, 32 * 64);  // one split: keys 40-70 in two tiles
-  EXPECT_EQ(one.splits, 1);
-  EXPECT_EQ(one.first_tiles, 2);
-  EXPECT_EQ(one.last_tiles, 2);
-  EXPECT_EQ(item_tiles(one, 0, 1), 2);
-  EXPECT_EQ(item_warp_tiles(one, 0, 1, 4), 2);
+  const SplitGrid one = attention_detail::split_grid(40, 70);  // one split: keys 40-70, 2 tiles
+  EXPECT_EQ(one.splits, 2);                                    // one-tile splits up to 2,048 keys
+  EXPECT_EQ(item_warp_tiles(one, 0, 2, 4), 1);
+}
+
+// A balanced grid's items and rounds: a round lasts as long as its longest split, and
+// item_warp_tiles() never counts less (nor more than a longest split a round), as on the aligned
+// grid, where it is exact.
+TEST(DecodeItemSizes, RoundsLastAsTheirLongestSplit) {
+  const SplitGrid whole = attention_detail::split_grid(0, 131090);  // 63 splits of 64, one of 65
+  EXPECT_EQ(whole.tiles_of(0, 64), 4097);
+  EXPECT_EQ(item_warp_tiles(whole, 0, 8, 4), 2 * 64);
+  EXPECT_EQ(item_warp_tiles(whole, 56, 8, 4), 64 + 65);  // the last round holds the longer split
+  EXPECT_EQ(item_warp_tiles(whole, 63, 1, 4), 65);
+
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int64_t lo = std::uniform_int_distribution<int64_t>(0, 5000)(rng);
+    const int64_t hi = lo + std::uniform_int_distribution<int64_t>(0, 200000)(rng);
+    const SplitGrid g = attention_detail::split_grid(lo, hi);
+    const int64_t parallel = trial % 2 ? 4 : 2;
+    const int64_t c0 = std::uniform_int_distribution<int64_t>(0, g.splits - 1)(rng);
+    const int64_t count = std::uniform_int_distribution<int64_t>(1, g.splits - c0)(rng);
+    int64_t exact = 0;
+    for (int64_t b = c0; b < c0 + count; b += parallel) {
+      int64_t longest = 0;
+      for (int64_t j = b; j < std::min(b + parallel, c0 + count); ++j)
+        longest = std::max(longest, g.tiles_of(j, j + 1));
+      exact += longest;
+    }
+    const int64_t estimate = item_warp_tiles(g, c0, count, parallel);
+    EXPECT_GE(estimate, exact) << lo << ".." << hi << " splits " << c0 << " +" << count;
+    if (g.size > 0) {
+      EXPECT_EQ(estimate, exact) << lo << ".." << hi;
+    }
+    EXPECT_LE(estimate, ceil_div(count, parallel) * longest_split(g));
+  }
 }
 
 // choose() skips candidates by slowest_slot_bound(), so the bound must never exceed the estimate:
@@ -143,11 +168,11 @@ TEST(DecodeItemSizes, BoundNeverExceedsTheEstimate) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 300; ++trial) {
     const int64_t batch = std::uniform_int_distribution<int64_t>(1, 300)(rng);
-    std::vector<RowSplits> rows;
+    std::vector<SplitGrid> rows;
     for (int64_t b = 0; b < batch; ++b) {
       const int64_t hi = std::uniform_int_distribution<int64_t>(0, 200000)(rng);
       const int64_t lo = trial % 2 ? std::max<int64_t>(0, hi - 511) : 0;
-      rows.push_back(grid_of(lo, hi));
+      rows.push_back(attention_detail::split_grid(lo, hi));
     }
     for (Layout l : {kFourWarps, kTwoWarps}) {
       for (int64_t p = kFold; p <= 64; p += kFold) {
@@ -160,26 +185,30 @@ TEST(DecodeItemSizes, BoundNeverExceedsTheEstimate) {
   }
 }
 
+// Rows of 8, 4 and 4 one-tile splits, 4 splits side by side.
+const std::vector<SplitGrid> kSmallRows = {attention_detail::split_grid(0, 255),
+                                           attention_detail::split_grid(0, 127),
+                                           attention_detail::split_grid(0, 127)};
+
 // The estimate: items longest first, round-robin over the slots; each costs its warps' tiles +
 // kItemCost, + kCombineCost when its row is split, times its wave's speed.
 TEST(DecodeItemSizes, SlowestSlotFollowsTheKernelsOrder) {
-  const std::vector<RowSplits> rows = {{8, 1, 1, 1}, {4, 2, 2, 2}, {4, 1, 1, 1}};
-  // Whole rows: items of 8, 8 and 4 tiles on 2 slots, 4 splits side by side: slot 0 takes the
-  // first and the third (2 + 1 + 1 + 1), slot 1 the second (2 tiles a warp + 1).
-  EXPECT_EQ(slowest_slot(rows, {8, 4, 4}, 2, 4, kOneSpeed), 2 + 1 + 1 + 1);
+  // Whole rows: items of 8, 4 and 4 tiles on 2 slots: slot 0 takes the first (two rounds) and the
+  // third (one), slot 1 the second.
+  EXPECT_EQ(slowest_slot(kSmallRows, {8, 4, 4}, 2, 4, kOneSpeed),
+            (2 + kItemCost) + (1 + kItemCost));
   // Halves of the first row (4 splits each, combined): 4 items of 4 tiles on 2 slots.
-  EXPECT_EQ(slowest_slot(rows, {4, 4, 4}, 2, 4, kOneSpeed),
-            (1 + kItemCost + kCombineCost) + (2 + kItemCost));
-  EXPECT_EQ(slowest_slot(rows, {8, 4, 4}, 8, 4, kOneSpeed), 2 + kItemCost);
+  EXPECT_EQ(slowest_slot(kSmallRows, {4, 4, 4}, 2, 4, kOneSpeed),
+            (1 + kItemCost + kCombineCost) + (1 + kItemCost));
+  EXPECT_EQ(slowest_slot(kSmallRows, {8, 4, 4}, 8, 4, kOneSpeed), 2 + kItemCost);
 }
 
 // A part-full wave runs faster at kHbmBoundWaves: the third item's wave holds 1 of 2 slots.
 TEST(DecodeItemSizes, PartFullWavesRunFaster) {
-  const std::vector<RowSplits> rows = {{8, 1, 1, 1}, {4, 2, 2, 2}, {4, 1, 1, 1}};
   const double half_full = 0.6 + 0.4 / 2;  // kHbmBoundWaves: 3/5 + 2/5 x active / slots
-  EXPECT_DOUBLE_EQ(slowest_slot(rows, {8, 4, 4}, 2, 4, kHbmBoundWaves), 3 + 2 * half_full);
+  EXPECT_DOUBLE_EQ(slowest_slot(kSmallRows, {8, 4, 4}, 2, 4, kHbmBoundWaves), 3 + 2 * half_full);
   // One item on 8 slots: a wave of 1/8.
-  EXPECT_DOUBLE_EQ(slowest_slot({{8, 1, 1, 1}}, {8}, 8, 4, kHbmBoundWaves), 3 * (0.6 + 0.4 / 8));
+  EXPECT_DOUBLE_EQ(slowest_slot({kSmallRows[0]}, {8}, 8, 4, kHbmBoundWaves), 3 * (0.6 + 0.4 / 8));
 }
 
 }  // namespace

@@ -102,7 +102,7 @@ const std::vector<SeqSpec> kTinySeqs = {
     {0, 17, 7},       // chunk of 7 after 10 cached
     {999980, 25, 3},  // positions around 10^6
     {0, 1, 1},        // single token
-    {5, 1500, 2},     // kv_pos0 > 0; full attention splits it (24 splits of 64 keys)
+    {5, 1500, 2},     // kv_pos0 > 0; full attention splits it (47 splits of 32 keys)
 };
 
 TEST_F(AttentionCuda, MatchesCpuTinyShapes) {
@@ -130,8 +130,8 @@ TEST_F(AttentionCuda, MatchesCpuBeamShapes) {
 
 // Decode batches through the decode kernel at Beam heads: one row of 512 keys (16 splits, each
 // its own CTA, combined by the last), rows just past a split-size step (2,049 and 4,097 keys),
-// and 32 rows of 1 to 2,500 keys (CTAs of several splits), sliding and full, paged blocks out of
-// order, blocks of 16 and 64 keys.
+// and 32 rows of 1 to 2,500 keys (CTAs of
+// several splits), sliding and full, paged blocks out of order, blocks of 16 and 64 keys.
 TEST_F(AttentionCuda, DecodeBatchesMatchCpu) {
   BEAM_SKIP_UNLESS_OPTIMIZED();
   std::vector<SeqSpec> batch32;
@@ -206,8 +206,9 @@ TEST_F(AttentionCuda, FixedPlanGatedMatchesEagerThenOutputGate) {
 
 // Decode rows at every split-plan boundary of the decode kernel, Beam's heads, sliding and full:
 // contexts of 1 (one whole-row item), 63 / 64 / 65 (a tile and a split boundary), 511 / 512 / 513
-// (16 one-tile items whose last CTA folds 16 records; 17 with the window), 4096 (64-key splits) and
-// 40,000 (1,024-key splits, records folded in several chunks), one row alone; then batches of 3,
+// (16 one-tile items whose last CTA folds 16 records; 17 with the window), 4096 (64-key splits),
+// 5,000 (128-key splits, the last of 8 keys), 40,000 (1,024-key splits, the last of 64 keys) and
+// 70,000 (past 65,536: 64 balanced splits of 34 or 35 tiles), one row alone; then batches of 3,
 // 32 and 128 rows (items of several splits, whole-row items, CTAs striding over more items than
 // the grid's slots). Each: eager against the CPU (the usual bounds), the fixed plan against the
 // eager op bit for bit, and the gated fixed plan against the eager op + output_gate bit for bit.
@@ -219,7 +220,8 @@ TEST_F(AttentionCuda, DecodeContextLengthsAndBatches) {
   batch128[7] = {0, 1, 1};
   batch128[100] = {0, 3000, 1};
   std::vector<std::vector<SeqSpec>> batches;
-  for (int64_t n : {1, 63, 64, 65, 511, 512, 513, 4096, 40000}) batches.push_back({{0, n, 1}});
+  for (int64_t n : {1, 63, 64, 65, 511, 512, 513, 4096, 5000, 40000, 70000})
+    batches.push_back({{0, n, 1}});
   batches.push_back({{0, 1, 1}, {3, 65, 1}, {0, 513, 1}});
   batches.push_back(batch32);
   batches.push_back(batch128);
@@ -240,9 +242,9 @@ TEST_F(AttentionCuda, DecodeContextLengthsAndBatches) {
 }
 
 // One captured fixed_paged_attention replays a sequence whose context grows across every
-// split-plan boundary (1 to 4,097 keys: one item, 16 one-tile items, 32- to 64-key splits), then
-// three such sequences at once, sliding and full: each replay equals the eager op bit for bit and
-// the plan's memory never moves.
+// split-plan boundary (1 to 4,097 keys: one item, 16 one-tile items, splits of one to four tiles),
+// then three such sequences at once, sliding and full: each replay equals the eager op bit
+// for bit and the plan's memory never moves.
 TEST_F(AttentionCuda, FixedPlanGraphReplaysGrowingContext) {
   BEAM_SKIP_UNLESS_OPTIMIZED();
   for (int64_t window : {int64_t{512}, int64_t{0}}) {
@@ -349,32 +351,67 @@ TEST_F(AttentionCuda, UnmappedBlocksOutsideTheWindow) {
   expect_matches_cpu(g, {{0, 2000, 1}, {70, 1500, 40}}, 51);
 }
 
-// A row's bits depend only on its own keys (batch invariance): every row of a 4096-token prompt
-// computed inside a batch of 128 chunks of 32 rows (unsplit items of 10 rows) equals the same row
-// computed alone as a decode step (split-KV with the reduce kernel) and inside a batch of decode
-// rows of other lengths.
+// A row's bits depend only on its own keys (batch invariance): every row of a 6,000-token prompt
+// computed inside a batch of chunks of 32 rows equals the same row computed alone as a decode step
+// (split over CTAs and combined) and inside a batch of decode rows of other lengths; rows on the
+// one-, two- and four-tile split grids, at Beam's heads (every row in the decode
+// kernel, sliding and full) and at D = 64, G = 2 (CUDA cores: the chunk kernel's tiles of 32 rows
+// against the decode kernel).
 TEST_F(AttentionCuda, SplitAndUnsplitRowsAreBitIdentical) {
   BEAM_SKIP_UNLESS_OPTIMIZED();
-  for (int64_t window : {int64_t{0}, int64_t{512}}) {
-    const Geometry g{48, 8, 128, 64, window};
-    const Batch b = make_batch(g, {{0, 4096, 4096}}, 61);
+  constexpr int64_t kPrompt = 6000;
+  const Geometry geometries[] = {{48, 8, 128, 64, 0}, {48, 8, 128, 64, 512}, {16, 8, 64, 16, 0}};
+  for (const Geometry& g : geometries) {
+    SCOPED_TRACE(::testing::Message() << "D " << g.D << ", window " << g.window);
+    const Batch b = make_batch(g, {{0, kPrompt, kPrompt}}, 61);
     const AttentionSeq whole = b.seqs()[0];
     std::vector<AttentionSeq> chunks;
-    for (int64_t c = 0; c < 4096; c += 32) chunks.push_back({c, 32, c, 0, c + 32, whole.block_table});
+    for (int64_t c = 0; c < kPrompt; c += 32) {
+      const int64_t rows = std::min<int64_t>(32, kPrompt - c);
+      chunks.push_back({c, rows, c, 0, c + rows, whole.block_table});
+    }
     const HostTensor all = run_gpu(b, chunks);
-    for (int64_t i : {int64_t{0}, int64_t{1000}, int64_t{2047}, int64_t{4095}}) {
+    for (int64_t i : {0, 1000, 2047, 4095, 4500, 5999}) {
       const AttentionSeq one{i, 1, i, 0, i + 1, whole.block_table};
       const HostTensor alone = run_gpu(b, {&one, 1});
-      EXPECT_TRUE(test::bits_equal(alone.view.rows(i, 1), all.view.rows(i, 1)))
-          << "window " << window << " row " << i;
+      EXPECT_TRUE(test::bits_equal(alone.view.rows(i, 1), all.view.rows(i, 1))) << "row " << i;
       std::vector<AttentionSeq> decodes;  // row i among decode rows of other contexts
       for (int64_t j = 0; j < 32; ++j) {
-        const int64_t r = j == 0 ? i : (i + 131 * j) % 4096;
+        const int64_t r = j == 0 ? i : (i + 131 * j) % kPrompt;
         decodes.push_back({r, 1, r, 0, r + 1, whole.block_table});
       }
       const HostTensor mixed = run_gpu(b, decodes);
       EXPECT_TRUE(test::bits_equal(mixed.view.rows(i, 1), all.view.rows(i, 1)))
-          << "window " << window << " row " << i << " in a decode batch";
+          << "row " << i << " in a decode batch";
+    }
+  }
+}
+
+// The same past 65,536 keys, where a row's 64 splits are balanced (split_grid.h): the 32 rows of a
+// chunk after 69,984 cached keys (one tile of rows sharing their grid, split along it into 64
+// items and reduced, on CUDA cores at D = 64; decode rows at Beam's heads) equal each row computed
+// alone and among decode rows of other lengths.
+TEST_F(AttentionCuda, BalancedSplitRowsAreBitIdentical) {
+  BEAM_SKIP_UNLESS_OPTIMIZED();
+  constexpr int64_t kKeys = 70016, kRows = 32, kFirst = kKeys - kRows;
+  const Geometry geometries[] = {{48, 8, 128, 64, 0}, {16, 8, 64, 16, 0}};
+  for (const Geometry& g : geometries) {
+    SCOPED_TRACE(::testing::Message() << "D " << g.D);
+    const Batch b = make_batch(g, {{0, kKeys, kRows}}, 67);
+    const AttentionSeq chunk = b.seqs()[0];
+    const HostTensor all = run_gpu(b, {&chunk, 1});
+    for (int64_t r : {0, 13, 31}) {
+      const AttentionSeq one{r, 1, kFirst + r, 0, kFirst + r + 1, chunk.block_table};
+      const HostTensor alone = run_gpu(b, {&one, 1});
+      EXPECT_TRUE(test::bits_equal(alone.view.rows(r, 1), all.view.rows(r, 1))) << "row " << r;
+      std::vector<AttentionSeq> decodes;  // row r among decode rows of other contexts
+      for (int64_t j = 0; j < kRows; ++j) {
+        const int64_t len = j == r ? kFirst + r + 1 : 1000 + 2131 * j;
+        decodes.push_back({j, 1, len - 1, 0, len, chunk.block_table});
+      }
+      const HostTensor mixed = run_gpu(b, decodes);
+      EXPECT_TRUE(test::bits_equal(mixed.view.rows(r, 1), all.view.rows(r, 1)))
+          << "row " << r << " in a decode batch";
     }
   }
 }
