@@ -6,18 +6,18 @@
 //
 // Numerics (match kernels/cpu/attention.cpp): scores s = fp32(q·k) * scale, fp32 online softmax,
 // P kept in fp32 (never rounded) for the fp32 P·V accumulation, one bf16 rounding of acc / sum.
-// Keys are visited in 32-key tiles on a fixed grid of logical slots; a row's tiles are grouped
-// into min(tiles, 64) splits of whole tiles, sizes differing by at most one (split_grid.h: set by
-// the row's own visible slots); each split's softmax state (attend_tile over its tiles) is folded
-// into the row's total with fold_state(), in split order. Split-KV items compute
-// splits and the reduce kernel (or the decode kernel's last CTA) folds the partials with the same
-// fold_state() in the same order. The split grid of a row depends only on its own visible keys, so
-// a row's bits do not depend on whether its item was split, on its tile of rows, on the kernel
-// (attend or decode), or on the rest of the batch (batch invariance and split/unsplit
-// bit-identity). At head_dim 128 with G <= 8 the decode kernel computes each split on tensor cores
-// instead (attention_decode_mma.cuh: its own per-tile arithmetic on the same split grid and fold),
-// and such geometries send every row outside the tensor-core prefill kernel to the decode kernel,
-// which keeps these properties.
+// Keys are visited in 32-key tiles on a fixed grid of logical slots; a row's tiles are grouped into
+// at most 64 splits of whole tiles (split_grid.h, set by the row's own visible slots: power-of-two
+// sizes on the slot grid up to 65,536 keys, 64 balanced splits beyond); each split's softmax state
+// (attend_tile over its tiles) is folded into the row's total with fold_state(), in split order.
+// Split-KV items compute splits and the reduce kernel (or the decode kernel's last CTA) folds the
+// partials with the same fold_state() in the same order. The split grid of a row depends only on
+// its own visible keys, so a row's bits do not depend on whether its item was split, on its tile of
+// rows, on the kernel (attend or decode), or on the rest of the batch (batch invariance and
+// split/unsplit bit-identity). At head_dim 128 with G <= 8 the decode kernel computes each split on
+// tensor cores instead (attention_decode_mma.cuh: its own per-tile arithmetic on the same split
+// grid and fold), and such geometries send every row outside the tensor-core prefill kernel to the
+// decode kernel, which keeps these properties.
 #pragma once
 
 #include <cuda_bf16.h>
