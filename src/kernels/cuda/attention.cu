@@ -102,10 +102,9 @@ struct Tile {
     const int32_t size = last_grid.size;
     if (first_grid.size != size || (size == 0 && !(first_grid == last_grid))) return {};
     if (size == 0) return last_grid;
-    const auto tile0 = static_cast<int32_t>(lo / ad::kTile);  // slots below 2^31 (check_seq)
-    const auto last = static_cast<int32_t>(hi / ad::kTile);
-    const int32_t shift = last_grid.shift;
-    return {tile0, last - tile0 + 1, (last >> shift) - (tile0 >> shift) + 1, size, shift};
+    // Slots below 2^31 (check_seq).
+    return ad::aligned_grid(static_cast<int32_t>(lo / ad::kTile),
+                            static_cast<int32_t>(hi / ad::kTile), last_grid.shift);
   }
 };
 

@@ -314,10 +314,7 @@ __device__ __forceinline__ void attend_item(const Params& p, const WorkItem& it,
       const SlotRange vis = visible(s, p_first + i / G, p.window);
       if (t0 <= vis.hi && t0 + kTile - 1 >= vis.lo)
         attend_tile<D, 1>(p.scale, q_s + i * D, k_s, v_s, t0, vis.lo, vis.hi, &cur[u]);
-      const SplitGrid grid = split_grid(vis.lo, vis.hi);
-      const int64_t tile = t0 / kTile;
-      if (tile >= grid.tile0 && tile < grid.tile0 + grid.tiles &&
-          tile + 1 == grid.begin(grid.split_of(tile) + 1)) {  // the split's last tile: fold it
+      if (split_grid(vis.lo, vis.hi).ends_split(t0 / kTile)) {  // the split's last tile: fold it
         total[u].fold(cur[u]);
         cur[u].reset();
       }

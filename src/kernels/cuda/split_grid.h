@@ -58,11 +58,20 @@ struct SplitGrid {
   BEAM_HOST_DEVICE constexpr int64_t tiles_of(int64_t i, int64_t j) const {
     return begin(j) - begin(i);
   }
+  // True when tile t is the last of its split (false outside the row's tiles).
+  BEAM_HOST_DEVICE constexpr bool ends_split(int64_t t) const {
+    return t >= tile0 && t < tile0 + tiles && t + 1 == begin(split_of(t) + 1);
+  }
   BEAM_HOST_DEVICE constexpr bool operator==(const SplitGrid& o) const {
     return tile0 == o.tile0 && tiles == o.tiles && splits == o.splits && size == o.size &&
            shift == o.shift;
   }
 };
+
+// The aligned grid of splits of 1 << shift tiles over tiles [tile0, last].
+BEAM_HOST_DEVICE constexpr SplitGrid aligned_grid(int32_t tile0, int32_t last, int32_t shift) {
+  return {tile0, last - tile0 + 1, (last >> shift) - (tile0 >> shift) + 1, 1 << shift, shift};
+}
 
 // The grid of a row seeing slots [lo, hi], 0 <= lo <= hi < 2^31.
 BEAM_HOST_DEVICE constexpr SplitGrid split_grid(int64_t lo64, int64_t hi64) {
@@ -72,8 +81,7 @@ BEAM_HOST_DEVICE constexpr SplitGrid split_grid(int64_t lo64, int64_t hi64) {
   // The smallest shift with 2,048 << shift >= n: bit_width(m) for m = (n - 1) / 2,048 <= 31.
   const int32_t m = (n - 1) >> 11;
   static_assert(kGridTile * kMaxSplits == 1 << 11 && kBalancedKeys == 32 << 11);
-  const int32_t shift = (m >= 1) + (m >= 2) + (m >= 4) + (m >= 8) + (m >= 16);
-  return {tile0, last - tile0 + 1, (last >> shift) - (tile0 >> shift) + 1, 1 << shift, shift};
+  return aligned_grid(tile0, last, (m >= 1) + (m >= 2) + (m >= 4) + (m >= 8) + (m >= 16));
 }
 
 }  // namespace beam::cuda::attention_detail

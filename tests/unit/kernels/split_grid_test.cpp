@@ -43,8 +43,11 @@ void expect_grid(int64_t lo, int64_t hi) {
     }
     for (int64_t t : {g.begin(i), g.begin(i + 1) - 1}) {
       ASSERT_EQ(g.split_of(t), i) << lo << ".." << hi << " tile " << t;
+      ASSERT_EQ(g.ends_split(t), t == g.begin(i + 1) - 1) << lo << ".." << hi << " tile " << t;
     }
   }
+  ASSERT_FALSE(g.ends_split(g.tile0 - 1)) << "before the row";
+  ASSERT_FALSE(g.ends_split(g.tile0 + g.tiles)) << "after the row";
 }
 
 TEST(SplitGrid, SplitsCoverTheRowInOrder) {

@@ -130,8 +130,8 @@ TEST_F(AttentionCuda, MatchesCpuBeamShapes) {
 
 // Decode batches through the decode kernel at Beam heads: one row of 512 keys (16 splits, each
 // its own CTA, combined by the last), rows just past a split-size step (2,049 and 4,097 keys),
-// and 32 rows of 1 to 2,500 keys (CTAs of
-// several splits), sliding and full, paged blocks out of order, blocks of 16 and 64 keys.
+// and 32 rows of 1 to 2,500 keys (CTAs of several splits), sliding and full, paged blocks out of
+// order, blocks of 16 and 64 keys.
 TEST_F(AttentionCuda, DecodeBatchesMatchCpu) {
   BEAM_SKIP_UNLESS_OPTIMIZED();
   std::vector<SeqSpec> batch32;
@@ -243,8 +243,8 @@ TEST_F(AttentionCuda, DecodeContextLengthsAndBatches) {
 
 // One captured fixed_paged_attention replays a sequence whose context grows across every
 // split-plan boundary (1 to 4,097 keys: one item, 16 one-tile items, splits of one to four tiles),
-// then three such sequences at once, sliding and full: each replay equals the eager op bit
-// for bit and the plan's memory never moves.
+// then three such sequences at once, sliding and full: each replay equals the eager op bit for
+// bit and the plan's memory never moves.
 TEST_F(AttentionCuda, FixedPlanGraphReplaysGrowingContext) {
   BEAM_SKIP_UNLESS_OPTIMIZED();
   for (int64_t window : {int64_t{512}, int64_t{0}}) {
@@ -354,9 +354,9 @@ TEST_F(AttentionCuda, UnmappedBlocksOutsideTheWindow) {
 // A row's bits depend only on its own keys (batch invariance): every row of a 6,000-token prompt
 // computed inside a batch of chunks of 32 rows equals the same row computed alone as a decode step
 // (split over CTAs and combined) and inside a batch of decode rows of other lengths; rows on the
-// one-, two- and four-tile split grids, at Beam's heads (every row in the decode
-// kernel, sliding and full) and at D = 64, G = 2 (CUDA cores: the chunk kernel's tiles of 32 rows
-// against the decode kernel).
+// one-, two- and four-tile split grids, at Beam's heads (every row in the decode kernel, sliding
+// and full) and at D = 64, G = 2 (CUDA cores: the chunk kernel's tiles of 32 rows against the
+// decode kernel).
 TEST_F(AttentionCuda, SplitAndUnsplitRowsAreBitIdentical) {
   BEAM_SKIP_UNLESS_OPTIMIZED();
   constexpr int64_t kPrompt = 6000;
