@@ -11,7 +11,9 @@
 #   tools/gpu/ab_decode.sh A_BIN B_BIN [ROUNDS]      # from the repository root; ROUNDS = 2
 #
 # Contexts: AB_CONTEXTS (default "512 8192"); batches: AB_BATCHES (default 1,32,128). Prints
-# everything; nothing is written outside /tmp.
+# everything; nothing is written outside /tmp. Rows start at slot 0, so a 512-key context gives
+# 16-tile rows; a sliding row of a longer context (e.g. 8200) spans 17 tiles, as most real sliding
+# rows do (the window [p - 511, p] is tile-aligned only when p % 32 = 31).
 set -u -o pipefail
 
 source "$(dirname "$0")/ab_setup.sh"
