@@ -100,7 +100,7 @@ struct Tile {
   // of one size, or one balanced grid); splits = 0 when the rows' boundaries differ (never split).
   ad::SplitGrid shared_grid() const {
     const int32_t size = last_grid.size;
-    if (first_grid.size != size || (size == 0 && !(first_grid == last_grid))) return {};
+    if (first_grid.size != size || (size == 0 && first_grid != last_grid)) return {};
     if (size == 0) return last_grid;
     // Slots below 2^31 (check_seq).
     return ad::aligned_grid(static_cast<int32_t>(lo / ad::kTile),

@@ -62,10 +62,7 @@ struct SplitGrid {
   BEAM_HOST_DEVICE constexpr bool ends_split(int64_t t) const {
     return t >= tile0 && t < tile0 + tiles && t + 1 == begin(split_of(t) + 1);
   }
-  BEAM_HOST_DEVICE constexpr bool operator==(const SplitGrid& o) const {
-    return tile0 == o.tile0 && tiles == o.tiles && splits == o.splits && size == o.size &&
-           shift == o.shift;
-  }
+  constexpr bool operator==(const SplitGrid&) const = default;
 };
 
 // The aligned grid of splits of 1 << shift tiles over tiles [tile0, last].
