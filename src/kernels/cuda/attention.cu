@@ -38,12 +38,15 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "core/logging.h"
 #include "kernels/cuda/attention_decode.cuh"
 #include "kernels/cuda/attention_kernels.cuh"
 #include "kernels/cuda/attention_prefill.cuh"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/decode_clusters.h"
 #include "kernels/cuda/decode_item_sizes.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/tensor_map.h"
@@ -123,6 +126,7 @@ struct Plan {
   std::vector<ad::PrefillItem> prefill;  // tensor-core items, heaviest first
   std::vector<ad::DecodeItem> decode;    // decode kernel, longest first
   ad::DecodeLayout decode_layout = ad::DecodeLayout::kHeadPerWarp;
+  bool decode_clustered = false;  // decode items placed for clusters (decode_clusters.h)
   int64_t decode_groups = 0;  // decode rows split over several items
   int64_t records = 0;  // partial records of the split items, then of the decode groups
 };
@@ -313,12 +317,14 @@ int64_t decode_parallel_splits(ad::DecodeLayout layout) {
 // splits; items start on fold-group boundaries), balanced within the row. Items go longest
 // first, so the tail of the grid is short.
 void plan_decode(const std::vector<DecodeRow>& rows, const Geometry& g, int64_t slots,
-                 int64_t parallel, int64_t fold, decode_items::WaveSpeed speed, Plan& plan) {
+                 int64_t parallel, int64_t fold, decode_items::WaveSpeed speed,
+                 int64_t cluster_slots, Plan& plan) {
   std::vector<ad::SplitGrid> grids;
   grids.reserve(rows.size());
   for (const DecodeRow& r : rows) grids.push_back(r.grid);
   const std::vector<int64_t> per_item = decode_items::choose(grids, slots, parallel, fold, speed);
   std::vector<std::pair<int64_t, ad::DecodeItem>> items;  // (tiles, item)
+  std::vector<decode_clusters::PlanItem> placed;          // (row, cluster row, prefix)
   for (size_t i = 0; i < rows.size(); ++i) {
     const DecodeRow& r = rows[i];
     const int64_t splits = r.grid.splits, n = ceil_div(splits, per_item[i]);
@@ -347,6 +353,29 @@ void plan_decode(const std::vector<DecodeRow>& rows, const Geometry& g, int64_t 
   }
   std::stable_sort(items.begin(), items.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
+  if (cluster_slots > 0) {
+    for (const auto& [tiles, it] : items) {
+      // Records of the row's group: its prefix, then one a later fold group.
+      const int64_t records = ceil_div(it.num_splits, fold) - it.first_count / fold + 1;
+      const bool cluster_row = it.num_items > 1 &&
+                               it.num_items <= decode_clusters::kDecodeCluster &&
+                               records <= decode_clusters::kDecodeCluster;
+      placed.push_back({it.row, cluster_row, it.split0 == 0});
+    }
+    if (const auto at = decode_clusters::place(placed, cluster_slots)) {
+      ad::DecodeItem padding{};
+      padding.leader = ad::kPaddingItem;
+      plan.decode.assign(static_cast<size_t>(at->length), padding);
+      for (size_t k = 0; k < items.size(); ++k) {
+        ad::DecodeItem it = items[k].second;
+        if (at->leader[k] >= 0)
+          it.leader = static_cast<int32_t>(at->leader[k] % decode_clusters::kDecodeCluster);
+        plan.decode[static_cast<size_t>(at->position[k])] = it;
+      }
+      plan.decode_clustered = true;
+      return;
+    }
+  }
   plan.decode.reserve(items.size());
   for (const auto& [tiles, item] : items) plan.decode.push_back(item);
 }
@@ -449,24 +478,35 @@ void launch(CudaContext& ctx, const ad::Params& p, int64_t items_grid, int64_t g
   CUDA_LAUNCH_OK();
 }
 
-// Launches the decode kernel over grid (Nkv, min(slots, 65535)): `slots` CTAs per KV head (the
-// kernel's CTAs stride over the plan's items).
-template <int D, ad::DecodeLayout kLayout>
-void launch_decode(CudaContext& ctx, const ad::DecodeParams& p, int64_t slots) {
-  // Once per context and kernel: the largest G's shared memory.
+// Raises the decode kernel's shared-memory limit to the largest G's, once per context and kernel.
+template <int D, ad::DecodeLayout kLayout, bool kClustered>
+void prepare_decode(CudaContext& ctx) {
   constexpr int kDimIndex = D == 64 ? 0 : D == 128 ? 1 : 2;
-  constexpr uint32_t kAttrBit = 1u << (4 * kDimIndex + static_cast<int>(kLayout));
-  if (!(ctx.attention.decode_attributes & kAttrBit)) {
-    CUDA_OK(cudaFuncSetAttribute(
-        ad::decode_kernel<D, kLayout>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-        static_cast<int>(ad::decode_smem_bytes(kLayout, D, ad::kMaxDecodeGroup))));
-    ctx.attention.decode_attributes |= kAttrBit;
-  }
+  constexpr int kClusteredBit = 12;  // past the 3 head dims x 4 layouts
+  static_assert(4 * 2 + static_cast<int>(ad::DecodeLayout::kMmaTwoWarps) < kClusteredBit);
+  constexpr uint32_t kAttrBit =
+      1u << (kClustered ? kClusteredBit : 4 * kDimIndex + static_cast<int>(kLayout));
+  if (ctx.attention.decode_attributes & kAttrBit) return;
+  CUDA_OK(cudaFuncSetAttribute(
+      ad::decode_kernel<D, kLayout, kClustered>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      static_cast<int>(ad::decode_smem_bytes(kLayout, D, ad::kMaxDecodeGroup, kClustered))));
+  ctx.attention.decode_attributes |= kAttrBit;
+}
+
+// Launches the decode kernel over grid (Nkv, min(slots, 65535)): `slots` CTAs per KV head (the
+// kernel's CTAs stride over the plan's items), in clusters of kDecodeCluster CTAs along y when
+// kClustered (four-warp layout; slots a multiple of it).
+template <int D, ad::DecodeLayout kLayout, bool kClustered = false>
+void launch_decode(CudaContext& ctx, const ad::DecodeParams& p, int64_t slots) {
+  prepare_decode<D, kLayout, kClustered>(ctx);
   const dim3 grid(static_cast<unsigned>(p.num_kv_heads),
                   static_cast<unsigned>(std::clamp<int64_t>(slots, 1, kMaxGridY)));
-  launch_kernel(ctx, ad::decode_kernel<D, kLayout>, grid,
-                dim3(ad::decode_warps(kLayout, p.group) * 32),
-                ad::decode_smem_bytes(kLayout, D, p.group), After::kProgrammatic, p);
+  const auto cluster = static_cast<unsigned>(kClustered ? decode_clusters::kDecodeCluster : 1);
+  BEAM_CHECK(grid.y % cluster == 0) << "paged_attention: " << grid.y << " decode CTA slots";
+  launch_kernel_in_clusters(ctx, ad::decode_kernel<D, kLayout, kClustered>, grid,
+                            dim3(1, cluster, 1), dim3(ad::decode_warps(kLayout, p.group) * 32),
+                            ad::decode_smem_bytes(kLayout, D, p.group, kClustered),
+                            After::kProgrammatic, p);
 }
 
 template <int D>
@@ -479,11 +519,61 @@ void launch_decode_cuda_cores(CudaContext& ctx, const ad::DecodeParams& p, int64
   }
 }
 
-// The decode kernel for head_dim over `slots` CTAs per KV head in `layout`.
+// CTA slots per KV head of a clustered four-warp decode launch: the clusters of kDecodeCluster
+// CTAs the GPU holds at once (one CTA an SM, a cluster within one GPC: fewer than SMs / size where
+// GPCs' SM counts are not multiples of it), shared by the KV heads, at most the layout's slots;
+// 0 when none fit or the geometry is not the tensor-core one.
+int64_t decode_cluster_slots(CudaContext& ctx, const Geometry& g) {
+  constexpr int64_t kCluster = decode_clusters::kDecodeCluster;
+  if (!tensor_core_decode(g)) return 0;
+  constexpr int kDim = ad::decode_mma::kDim;
+  constexpr auto kFour = ad::DecodeLayout::kMmaFourWarps;
+  if (ctx.attention.decode_clusters < 0) {  // once per context
+    prepare_decode<kDim, kFour, true>(ctx);
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim = {1, static_cast<unsigned>(kCluster), 1};
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(1, static_cast<unsigned>(kCluster));
+    config.blockDim = dim3(ad::decode_warps(kFour, 1) * 32);
+    config.dynamicSmemBytes = ad::decode_smem_bytes(kFour, kDim, ad::kMaxDecodeGroup, true);
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, ad::decode_kernel<kDim, kFour, true>, &config) !=
+        cudaSuccess) {
+      (void)cudaGetLastError();  // clear it: the layout runs without clusters
+      clusters = 0;
+    }
+    ctx.attention.decode_clusters = clusters;
+    log_info("paged_attention: " + std::to_string(clusters) + " clusters of " +
+             std::to_string(kCluster) + " four-warp decode CTAs fit at once");
+  }
+  const int64_t layout_slots = decode_slots(ctx, g, kFour) / kCluster * kCluster;
+  return std::min(ctx.attention.decode_clusters / g.num_kv_heads * kCluster, layout_slots);
+}
+
+// Whether a fixed plan of `rows` rows launches the decode kernel in clusters: sliding windows up to
+// kMmaShortWindow keys (at most 17 tiles a row: at most five items, kDecodeCluster) on the
+// four-warp layout, when every row's items fit one wave of the clustered slots. A function of the
+// geometry and the graph batch only, so a graph's launch never changes between its plans.
+bool fixed_clustered(CudaContext& ctx, const Geometry& g, int64_t rows) {
+  return decode_layout(ctx, g, rows) == ad::DecodeLayout::kMmaFourWarps && g.window > 0 &&
+         g.window <= kMmaShortWindow &&
+         rows * decode_clusters::kDecodeCluster <= decode_cluster_slots(ctx, g);
+}
+
+// The decode kernel for head_dim over `slots` CTAs per KV head in `layout` (clustered: four-warp
+// only).
 void launch_decode_for_head_dim(CudaContext& ctx, const ad::DecodeParams& p, int64_t head_dim,
-                                int64_t slots, ad::DecodeLayout layout) {
+                                int64_t slots, ad::DecodeLayout layout, bool clustered) {
   if (layout == ad::DecodeLayout::kMmaFourWarps) {
-    launch_decode<ad::decode_mma::kDim, ad::DecodeLayout::kMmaFourWarps>(ctx, p, slots);
+    constexpr int kDim = ad::decode_mma::kDim;
+    if (clustered) {
+      launch_decode<kDim, ad::DecodeLayout::kMmaFourWarps, true>(ctx, p, slots);
+    } else {
+      launch_decode<kDim, ad::DecodeLayout::kMmaFourWarps>(ctx, p, slots);
+    }
     return;
   }
   if (layout == ad::DecodeLayout::kMmaTwoWarps) {
@@ -616,10 +706,15 @@ Plan make_plan(CudaContext& ctx, std::span<const AttentionSeq> seqs, const Geome
   if (!tiles.empty()) plan_items(tiles, g, ctx.props.multiProcessorCount, plan);
   plan.decode_layout =
       decode_layout(ctx, g, layout_rows > 0 ? layout_rows : static_cast<int64_t>(decode.size()));
+  // The slots a clustered launch offers (decode_clusters.h): a fixed plan's launch is clustered
+  // or not by its geometry and batch (fixed_clustered), an eager one whenever its items place.
+  const bool may_cluster = all_decode ? fixed_clustered(ctx, g, layout_rows)
+                                      : plan.decode_layout == ad::DecodeLayout::kMmaFourWarps;
+  const int64_t cluster_slots = may_cluster ? decode_cluster_slots(ctx, g) : 0;
   if (!decode.empty())
     plan_decode(decode, g, decode_slots(ctx, g, plan.decode_layout),
                 decode_parallel_splits(plan.decode_layout), ad::fold_splits(plan.decode_layout),
-                decode_wave_speed(plan.decode_layout), plan);
+                decode_wave_speed(plan.decode_layout), cluster_slots, plan);
   return plan;
 }
 
@@ -769,7 +864,7 @@ void paged_attention(CudaContext& ctx, const TensorView& q, const PagedKv& kv,
   dp.counters = reserve_counters(ctx, static_cast<size_t>(plan.decode_groups * g.num_kv_heads));
   dp.out_rows = 0;  // rows no sequence covers stay untouched
   launch_decode_for_head_dim(ctx, dp, g.head_dim, static_cast<int64_t>(plan.decode.size()),
-                             plan.decode_layout);
+                             plan.decode_layout, plan.decode_clustered);
 }
 
 void plan_fixed_attention(CudaContext& ctx, int slot, const PagedKv& kv, int64_t num_rows,
@@ -828,12 +923,15 @@ void fixed_paged_attention(CudaContext& ctx, int slot, const TensorView& q, cons
   }
   // The grid depends on the geometry and the SM count only; CTAs stride over the real counts
   // (and prefetch item blockIdx.y, which must lie inside the plan's memory).
+  // Clustered as plan_fixed_attention planned it (fixed_clustered: the geometry and batch decide).
   const ad::DecodeLayout layout = decode_layout(ctx, g, f->num_rows);
-  const int64_t slots = std::min(decode_slots(ctx, g, layout), kMaxGridY);
+  const bool clustered = fixed_clustered(ctx, g, f->num_rows);
+  const int64_t slots =
+      clustered ? decode_cluster_slots(ctx, g) : std::min(decode_slots(ctx, g, layout), kMaxGridY);
   BEAM_CHECK(sizeof(ad::DecodePlanHeader) + (slots + 1) * sizeof(ad::DecodeItem) <=
              f->meta.capacity())
       << "fixed_paged_attention: plan memory below one item per CTA";
-  launch_decode_for_head_dim(ctx, p, g.head_dim, slots, layout);
+  launch_decode_for_head_dim(ctx, p, g.head_dim, slots, layout, clustered);
 }
 
 void store_kv(CudaContext& ctx, const TensorView& k, const TensorView& v, const TensorView& slots,

@@ -22,7 +22,12 @@
 // zero) folds the records in split order and writes the row: one launch, no float atomics. That
 // CTA loads the gate inputs before the records and derives every record's fold weights at once (a
 // running max across lanes; the same fmaxf / expf operands as RowState::fold), leaving only the
-// fmaf chains serial.
+// fmaf chains serial. In a clustered launch of the four-warp layout (decode_kernel<..., true>, in
+// clusters of decode_clusters::kDecodeCluster CTAs along y), a group whose items the planner put
+// in one cluster (DecodeItem::leader) skips that chain: the other items store their fold-group
+// states into landing slots of the prefix item's CTA through distributed shared memory, the
+// cluster meets at a barrier, and that CTA folds them in the same order (the same bits; H200
+// runs 213-216: the records, ticket and last-CTA fold cost 3.5-4.7 us of a 1-8 row call).
 //
 // The plan (a header, the items, the block tables and the uncovered rows) comes from device memory
 // and CTAs stride over its items, so a grid sized from the SM count serves any batch (CUDA
@@ -38,6 +43,8 @@
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/attention_decode_mma.cuh"
 #include "kernels/cuda/attention_kernels.cuh"
+#include "kernels/cuda/cluster.cuh"
+#include "kernels/cuda/decode_clusters.h"
 #include "kernels/cuda/gate_math.cuh"
 
 namespace beam::cuda::attention_detail {
@@ -45,12 +52,22 @@ namespace beam::cuda::attention_detail {
 constexpr int kDecodeStages = 3;     // K/V tiles in flight per CTA
 constexpr int kMaxDecodeGroup = 16;  // q heads per KV head the decode kernel serves
 
+// DecodeItem::leader: kGlobalFold for a whole row or a group folded through its records and ticket;
+// kPaddingItem for a clustered plan's unused CTA (no work); >= 0 for a group whose items all run in
+// one cluster of the four-warp tensor-core layout (decode_clusters.h): the cluster rank of the CTA
+// of its prefix item, which folds the other items' fold-group states from its landing slots.
+constexpr int32_t kGlobalFold = -1, kPaddingItem = -2;
+// Landing slots of a clustered CTA: one fold slot (decode_mma's layout) per record of a cluster
+// group but its prefix.
+constexpr int kClusterLandingSlots = static_cast<int>(decode_clusters::kDecodeCluster) - 1;
+
 // One query row and splits [split0, split0 + count) of its split grid (split_grid(lo, hi), of
 // num_splits splits). group < 0: the item covers the whole row and writes out.
 // Otherwise it is one of num_items items of combine group `group`, whose records for q head h
 // are record + i * Nq + h: i = 0 the first item's folded prefix (splits [0, first_count)), then
 // i = j / F - first_count / F + 1 the state of fold group j / F for the splits j >= first_count,
-// F = fold_splits(layout) (items start on fold-group boundaries).
+// F = fold_splits(layout) (items start on fold-group boundaries). `leader` (kGlobalFold, or a
+// cluster rank) says how a group's states meet.
 struct alignas(16) DecodeItem {
   int32_t row;     // query row of q and out
   int32_t table;   // offset of the sequence's block table in the plan's tables
@@ -59,6 +76,7 @@ struct alignas(16) DecodeItem {
   int32_t num_splits;
   int32_t split0, count;
   int32_t group, num_items, first_count, record;
+  int32_t leader = kGlobalFold;
 };
 
 // The head of a plan in device memory: counts, and the byte offsets from the header of its block
@@ -143,13 +161,20 @@ constexpr int decode_stage_floats(DecodeLayout layout, int head_dim) {
   return kDecodeStages * decode_stage_elems(head_dim) / 2;
 }
 // Dynamic shared memory of a decode CTA: q of its G heads in fp32, then the stages (CUDA cores);
-// the warps' rings and fold slots (tensor cores).
-constexpr size_t decode_smem_bytes(DecodeLayout layout, int head_dim, int group) {
-  if (layout == DecodeLayout::kMmaFourWarps) return decode_mma::Cta<4>::kSmemBytes;
+// the warps' rings and fold slots (tensor cores), then, in clusters (four warps), the landing
+// slots.
+constexpr size_t decode_smem_bytes(DecodeLayout layout, int head_dim, int group,
+                                   bool clustered = false) {
+  if (layout == DecodeLayout::kMmaFourWarps)
+    return decode_mma::Cta<4>::kSmemBytes +
+           (clustered ? sizeof(float) * kClusterLandingSlots * decode_mma::kSlotFloats : 0);
   if (layout == DecodeLayout::kMmaTwoWarps) return decode_mma::Cta<2>::kSmemBytes;
   return sizeof(float) * static_cast<size_t>(group) * head_dim +
          sizeof(__nv_bfloat16) * kDecodeStages * static_cast<size_t>(decode_stage_elems(head_dim));
 }
+static_assert(decode_smem_bytes(DecodeLayout::kMmaFourWarps, 128, kMaxDecodeGroup, true) <=
+                  227 * 1024,
+              "the landing slots fit the shared memory of one four-warp CTA an SM");
 
 namespace decode {
 
@@ -618,6 +643,25 @@ __device__ __forceinline__ void write_out8(const DecodeParams& p, int32_t row, i
   }
 }
 
+// A CTA's part in its cluster's two barriers (a clustered launch of the four-warp layout): every
+// CTA arrives on the first as it starts and waits on it before it stores into another CTA's shared
+// memory (that CTA has then started, as distributed shared memory requires); each meets the second
+// exactly once: a cluster group's item after its states are stored (the prefix CTA then folds
+// them), any other CTA after its items.
+struct ClusterBarriers {
+  bool started = false, met = false;
+  __device__ void wait_started() {
+    if (started) return;
+    cluster::wait();
+    started = true;
+  }
+  __device__ void meet() {
+    wait_started();
+    cluster::sync();
+    met = true;
+  }
+};
+
 // One item for KV head kvh on tensor cores (decode_mma): warp w computes the item's splits w,
 // w + W, ... one after the other, its tiles streaming through its own ring (the next split's first
 // tiles load during the current split's last; each tile's block-table entries are read one tile
@@ -626,11 +670,13 @@ __device__ __forceinline__ void write_out8(const DecodeParams& p, int32_t row, i
 // splits; the item starts on a group boundary): fold run f of the CTA (threads t, t + 32 W, ...)
 // folds q head f / 16 over dims 8 (f % 16) + [0, 8). The group's first item (or a whole row)
 // folds its fold groups' states into its prefix (or the row); the other items store each fold
-// group's state as a record.
-template <DecodeLayout kLayout>
+// group's state as a record, or, in a cluster group (it->leader >= 0), into landing slot
+// record - 1 of the prefix CTA, which folds them after the cluster's second barrier (kClustered:
+// a clustered launch, four warps only).
+template <DecodeLayout kLayout, bool kClustered>
 __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const int32_t* tables,
-                             int kvh, __nv_bfloat16* rings, float* slots, bool* last,
-                             bool& waited) {
+                             int kvh, __nv_bfloat16* rings, float* slots, float* landing,
+                             bool* last, bool& waited, ClusterBarriers& barriers) {
   namespace dm = decode_mma;
   constexpr int W = mma_warps(kLayout);
   using Cta = dm::Cta<W>;
@@ -706,6 +752,20 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
     *reinterpret_cast<float4*>(acc + 4) = make_float4(f.acc[4], f.acc[5], f.acc[6], f.acc[7]);
     if (d0 == 0) *reinterpret_cast<float2*>(p.part_ml + rec * 2) = make_float2(f.m, f.l);
   };
+  // A cluster group's later fold-group state (split j) into the prefix CTA's landing slot.
+  const bool in_cluster = kClustered && it->leader >= 0;
+  const auto send = [&](const FoldRun& f, int j, int head, int d0) {
+    float* slot = landing + (j / F - it->first_count / F) * dm::kSlotFloats;
+    const auto at = [&](const float* x) {
+      return cluster::map(static_cast<uint32_t>(__cvta_generic_to_shared(x)),
+                          static_cast<uint32_t>(it->leader));
+    };
+    const uint32_t acc = at(slot + head * dm::kSlotStride + d0);
+    cluster::store(acc, make_float4(f.acc[0], f.acc[1], f.acc[2], f.acc[3]));
+    cluster::store(acc + 16, make_float4(f.acc[4], f.acc[5], f.acc[6], f.acc[7]));
+    if (d0 == 0)
+      cluster::store(at(slot + dm::kMaxGroup * dm::kSlotStride + 2 * head), make_float2(f.m, f.l));
+  };
   int tile = 0;  // tiles of this warp consumed
   for (int j0 = 0; j0 < n; j0 += W) {
     const int j = j0 + warp;
@@ -729,6 +789,7 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
     }
     __syncthreads();  // the round's slots are written
     const bool group_ends = (j0 + W) % F == 0 || j0 + W >= n;
+    if (in_cluster && !prefix && group_ends) barriers.wait_started();  // before the first send
 #pragma unroll
     for (int f = 0; f < Cta::kFoldsPerThread; ++f) {
       const int run_index = threadIdx.x + f * W * 32, head = run_index / 16,
@@ -739,6 +800,8 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
       if (!group_ends) continue;
       if (prefix) {
         total[f].fold(group_run[f]);
+      } else if (in_cluster) {
+        send(group_run[f], keys.split0 + j0, head, d0);
       } else {
         store(group_run[f], keys.split0 + j0, head, d0);
       }
@@ -755,13 +818,27 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
       if (head >= p.group) continue;
       if (it->group < 0) {
         write_out8(p, it->row, kvh * p.group + head, d0, total[f]);
-      } else {
+      } else if (!in_cluster) {
         store(total[f], it->first_count - 1, head, d0);
       }
     }
   }
   if (it->group < 0) return;
-  finish_group<dm::kDim, kLayout>(p, it, kvh, rings, last);
+  if (!in_cluster) {
+    finish_group<dm::kDim, kLayout>(p, it, kvh, rings, last);
+    return;
+  }
+  barriers.meet();  // every state of the group is in the prefix CTA's landing slots
+  if (!prefix) return;
+  const int records = (it->num_splits + F - 1) / F - it->first_count / F + 1;
+#pragma unroll
+  for (int f = 0; f < Cta::kFoldsPerThread; ++f) {
+    const int run_index = threadIdx.x + f * W * 32, head = run_index / 16, d0 = run_index % 16 * 8;
+    if (head >= p.group) continue;
+    for (int i = 1; i < records; ++i)  // combine()'s fold of records 1, 2, ... in order
+      total[f].fold(FoldRun::from_slot(landing + (i - 1) * dm::kSlotFloats, head, d0));
+    write_out8(p, it->row, kvh * p.group + head, d0, total[f]);
+  }
 }
 
 // Zeroes the q heads of KV head kvh in `row` of out.
@@ -782,17 +859,22 @@ __device__ void zero_row(const DecodeParams& p, int64_t row, int kvh) {
 // kMaxDecodeGroup warps), four CTAs of Beam's six warps fit an SM (D = 128 keeps everything in
 // registers); two heads a warp keep the same thread budget per SM for their fewer warps; the
 // tensor-core layouts' CTAs per SM are set by their shared memory (decode_mma::Cta).
-template <int D, DecodeLayout kLayout>
+template <int D, DecodeLayout kLayout, bool kClustered = false>
 __global__ void __launch_bounds__(decode_max_threads(kLayout), decode_min_ctas(kLayout))
     decode_kernel(DecodeParams p) {
   static_assert(!is_mma(kLayout) || D == decode_mma::kDim,
                 "the tensor-core decode step serves head_dim 128");
+  static_assert(!kClustered || kLayout == DecodeLayout::kMmaFourWarps,
+                "only the four-warp layout runs in clusters");
   extern __shared__ float4 decode_smem[];
   __shared__ bool last;
   float* q_s = reinterpret_cast<float*>(decode_smem);  // CUDA-core layouts
   auto* stages = reinterpret_cast<__nv_bfloat16*>(q_s + (is_mma(kLayout) ? 0 : p.group * D));
-  // Tensor cores: the fold slots after the warps' rings.
+  // Tensor cores: the fold slots after the warps' rings, then (four warps) the landing slots.
   float* fold_slots = reinterpret_cast<float*>(stages + decode_stage_floats(kLayout, D) * 2);
+  float* landing = fold_slots + mma_warps(kLayout) * decode_mma::kSlotFloats;
+  decode::ClusterBarriers barriers;
+  if constexpr (kClustered) cluster::arrive_relaxed();  // this CTA has started
   const int kvh = static_cast<int>(blockIdx.x);
   const int slot = static_cast<int>(blockIdx.y), slots = static_cast<int>(gridDim.y);
   const char* base = reinterpret_cast<const char*>(p.plan);
@@ -814,10 +896,11 @@ __global__ void __launch_bounds__(decode_max_threads(kLayout), decode_min_ctas(k
       waited = true;
     }
     for (int item = slot; item < hd.num_items; item += slots) {
+      if (kClustered && items[item].leader == kPaddingItem) continue;  // uniform across the CTA
       __syncthreads();  // every warp is done with q_s, the stages and `last` of the previous item
       if constexpr (is_mma(kLayout)) {
-        decode::run_item_mma<kLayout>(p, items + item, tables, kvh, stages, fold_slots, &last,
-                                      waited);
+        decode::run_item_mma<kLayout, kClustered>(p, items + item, tables, kvh, stages, fold_slots,
+                                                  landing, &last, waited, barriers);
       } else {
         decode::run_item<D, kLayout>(p, items + item, tables, kvh, q_s, stages, &last);
       }
@@ -830,6 +913,7 @@ __global__ void __launch_bounds__(decode_max_threads(kLayout), decode_min_ctas(k
   const int64_t zero = listed + (p.out_rows > planned ? p.out_rows - planned : 0);
   for (int64_t z = slot; z < zero; z += slots)
     decode::zero_row<D>(p, z < listed ? int64_t{zero_rows[z]} : planned + (z - listed), kvh);
+  if (kClustered && !barriers.met) barriers.meet();  // once per CTA, after its items
 }
 
 }  // namespace beam::cuda::attention_detail

@@ -21,6 +21,8 @@ struct AttentionScratch {
   // A bit per decode kernel (head_dim, q heads per warp) whose shared-memory limit is raised.
   uint32_t decode_attributes = 0;
   uint32_t prefill_attributes = 0;  // bit per prefill kernel (fp32 / bf16 P) whose smem is raised
+  // Clusters of the four-warp decode kernel the GPU holds at once (-1: not asked yet).
+  int decode_clusters = -1;
   std::unique_ptr<FixedAttentionPlan> fixed[kNumFixedAttentionSlots];
   uint64_t fixed_generation = 0;  // bumped whenever a fixed plan's memory is reallocated
 

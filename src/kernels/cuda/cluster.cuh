@@ -14,6 +14,26 @@ __device__ __forceinline__ uint32_t rank() {
   return r;
 }
 
+// Blocks in this block's cluster (1 when the launch has no clusters).
+__device__ __forceinline__ uint32_t size() {
+  uint32_t n;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(n));
+  return n;
+}
+
+// This thread arrives on the cluster barrier without publishing anything (relaxed): a block says it
+// has started, so that others may later write its shared memory. Pairs with wait(). All threads of
+// each warp must call it (.aligned).
+__device__ __forceinline__ void arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+
+// Waits for the cluster barrier's current phase (every thread of the cluster arrived), with
+// acquire. All threads of each warp must call it (.aligned).
+__device__ __forceinline__ void wait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
 // Every thread of every block of the cluster arrives and waits (release / acquire): shared
 // writes and mbarrier inits before it are visible to the whole cluster after it. All threads of
 // each warp must call it (.aligned).
@@ -34,6 +54,17 @@ __device__ __forceinline__ uint32_t map(uint32_t addr, uint32_t cta) {
 // Stores v at a shared::cluster address (map's result).
 __device__ __forceinline__ void store(uint32_t cluster_addr, int32_t v) {
   asm volatile("st.shared::cluster.u32 [%0], %1;\n" ::"r"(cluster_addr), "r"(v) : "memory");
+}
+
+// Stores 2 or 4 floats at an 8- or 16-byte aligned shared::cluster address (map's result).
+__device__ __forceinline__ void store(uint32_t cluster_addr, float2 v) {
+  asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};\n" ::"r"(cluster_addr), "f"(v.x), "f"(v.y)
+               : "memory");
+}
+__device__ __forceinline__ void store(uint32_t cluster_addr, float4 v) {
+  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(cluster_addr), "f"(v.x),
+               "f"(v.y), "f"(v.z), "f"(v.w)
+               : "memory");
 }
 
 // One arrival on the mbarrier at a shared::cluster address, releasing this thread's earlier

@@ -26,22 +26,38 @@ enum class After {
 };
 
 // Queues kernel<<<grid, block, smem, ctx.stream>>>(args...) with the dependency `after` (a plain
-// launch when ctx.programmatic_launch is off).
+// launch when ctx.programmatic_launch is off), in thread-block clusters of `cluster` blocks when
+// cluster is not (1, 1, 1) (grid a multiple of it).
 template <typename... Params, typename... Actual>
-void launch_kernel(CudaContext& ctx, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                   After after, Actual&&... args) {
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
+void launch_kernel_in_clusters(CudaContext& ctx, void (*kernel)(Params...), dim3 grid, dim3 cluster,
+                               dim3 block, size_t smem, After after, Actual&&... args) {
+  cudaLaunchAttribute attrs[2]{};
+  unsigned count = 0;
+  if (after == After::kProgrammatic && ctx.programmatic_launch) {
+    attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[count++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster.x * cluster.y * cluster.z > 1) {
+    attrs[count].id = cudaLaunchAttributeClusterDimension;
+    attrs[count++].val.clusterDim = {cluster.x, cluster.y, cluster.z};
+  }
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = ctx.stream;
-  const bool programmatic = after == After::kProgrammatic && ctx.programmatic_launch;
-  config.attrs = programmatic ? &attr : nullptr;
-  config.numAttrs = programmatic ? 1 : 0;
+  config.attrs = count > 0 ? attrs : nullptr;
+  config.numAttrs = count;
   CUDA_OK(cudaLaunchKernelEx(&config, kernel, std::forward<Actual>(args)...));
+}
+
+// Queues kernel<<<grid, block, smem, ctx.stream>>>(args...) with the dependency `after` (a plain
+// launch when ctx.programmatic_launch is off).
+template <typename... Params, typename... Actual>
+void launch_kernel(CudaContext& ctx, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                   After after, Actual&&... args) {
+  launch_kernel_in_clusters(ctx, kernel, grid, dim3(1, 1, 1), block, smem, after,
+                            std::forward<Actual>(args)...);
 }
 
 }  // namespace beam::cuda

@@ -1,12 +1,12 @@
 // CUDA paged_attention and store_kv against the CPU reference ops: tiny and Beam shapes, block
 // sizes 4/16/64, sliding and full attention, batches mixing decode rows and prefill chunks,
 // kv_pos0 > 0 and positions near 10^6, unmapped (-1) blocks outside the window, decode batches of
-// 1 and 32 rows (the decode kernel, split rows combined by their last CTA), bit-identity of a row
-// between the decode kernel (split or not, in each warp layout) and the chunk kernel whatever the
-// rest of the batch, the fixed-plan path of CUDA graphs (bit-identical to the eager op, padding
-// rows zeroed, graph replays of new batches; with the output gate fused, bit-identical to the
-// eager op + output_gate), and the tensor-core prefill kernel (chunks of >= 64 rows) against the
-// CPU and against decode rows.
+// 1 and 32 rows (the decode kernel, split rows combined by their last CTA or in a cluster of
+// CTAs), bit-identity of a row between the decode kernel (split or not, in each warp layout, folded
+// in a cluster or not) and the chunk kernel whatever the rest of the batch, the fixed-plan path of
+// CUDA graphs (bit-identical to the eager op, padding rows zeroed, graph replays of new batches;
+// with the output gate fused, bit-identical to the eager op + output_gate), and the tensor-core
+// prefill kernel (chunks of >= 64 rows) against the CPU and against decode rows.
 #include "kernels/api/attention.h"
 
 #include "attention_batch.h"
@@ -446,6 +446,44 @@ TEST_F(AttentionCuda, DecodeWarpLayoutsAreBitIdentical) {
         EXPECT_TRUE(test::bits_equal(alone.view.rows(row, 1), all.view.rows(row, 1)))
             << "row " << i << " of " << seqs[i].kv_len << " keys";
       }
+    }
+  }
+}
+
+// Split rows of 2-5 items fold in a cluster of four-warp CTAs (decode_clusters.h) when the plan
+// fits the clusters the GPU holds at once. Such rows alone, in batches of 2 to 4 (a cluster's free
+// CTAs given to other rows' items, or too many items to place) and rows of other lengths beside
+// them (whole rows, groups of 6+ items folded through records) equal the same rows in a batch of
+// 72 (two-warp CTAs, records and tickets), at Beam's heads, sliding and full (sliding windows span
+// 17 tiles: five items); the fixed (graph) plans of 1, 2 and 4 rows equal the eager op (sliding:
+// clustered launches up to the rows whose items fit them).
+TEST_F(AttentionCuda, ClusterFoldedRowsAreBitIdentical) {
+  BEAM_SKIP_UNLESS_OPTIMIZED();
+  const int64_t lengths[] = {150, 200, 300, 400, 512, 600, 2000, 97};
+  std::vector<SeqSpec> batch72;
+  for (int64_t j = 0; j < 72; ++j) batch72.push_back({j % 3, lengths[j % 8] + j / 8, 1});
+  const Geometry geometries[] = {{48, 8, 128, 64, 512}, {48, 8, 128, 64, 0}};
+  for (const Geometry& g : geometries) {
+    SCOPED_TRACE(::testing::Message() << "window " << g.window);
+    const Batch b = make_batch(g, batch72, 73);
+    const std::vector<AttentionSeq> seqs = b.seqs();
+    const HostTensor all = run_gpu(b, seqs);
+    const auto expect_rows = [&](std::span<const AttentionSeq> part, const std::string& what) {
+      const HostTensor got = run_gpu(b, part);
+      for (const AttentionSeq& s : part)
+        EXPECT_TRUE(test::bits_equal(got.view.rows(s.q_begin, 1), all.view.rows(s.q_begin, 1)))
+            << what << ": row of " << s.kv_len << " keys";
+    };
+    for (size_t i = 0; i < 8; ++i) expect_rows({&seqs[i], 1}, "alone");
+    for (size_t first : {size_t{0}, size_t{1}, size_t{4}}) {
+      for (size_t rows : {size_t{2}, size_t{3}, size_t{4}})
+        expect_rows({seqs.data() + first, rows},
+                    std::to_string(rows) + " rows from " + std::to_string(first));
+    }
+    for (int64_t rows : {1, 2, 4}) {
+      SCOPED_TRACE(::testing::Message() << "fixed plan of " << rows << " rows");
+      const std::vector<SeqSpec> part(batch72.begin() + 4, batch72.begin() + 4 + rows);
+      expect_fixed_matches_eager(make_batch(g, part, 79), 0);
     }
   }
 }
