@@ -311,11 +311,40 @@ int64_t decode_parallel_splits(ad::DecodeLayout layout) {
   return ad::is_mma(layout) ? ad::mma_warps(layout) : 1;
 }
 
+// Puts the plan's (tiles, item) list, longest first, into plan.decode for a clustered launch over
+// `cluster_slots` CTAs a KV head (decode_clusters::place: groups of 2-kDecodeCluster items whose
+// records fit the landing slots each in one cluster, led by their prefix item; unused positions
+// padding items). False, leaving the plan as it was, when no group clusters or it does not fit.
+bool place_in_clusters(const std::vector<std::pair<int64_t, ad::DecodeItem>>& items, int64_t fold,
+                       int64_t cluster_slots, Plan& plan) {
+  constexpr int64_t kCluster = decode_clusters::kDecodeCluster;
+  std::vector<decode_clusters::PlanItem> placed;
+  placed.reserve(items.size());
+  for (const auto& [tiles, it] : items) {
+    const bool cluster_row = it.num_items > 1 && it.num_items <= kCluster &&
+                             ad::group_records(it, static_cast<int>(fold)) <= kCluster;
+    placed.push_back({it.row, cluster_row, it.split0 == 0});
+  }
+  const auto at = decode_clusters::place(placed, cluster_slots);
+  if (!at) return false;
+  ad::DecodeItem padding{};
+  padding.leader = ad::kPaddingItem;
+  plan.decode.assign(static_cast<size_t>(at->length), padding);
+  for (size_t k = 0; k < items.size(); ++k) {
+    ad::DecodeItem it = items[k].second;
+    if (at->leader[k] >= 0) it.leader = static_cast<int32_t>(at->leader[k] % kCluster);
+    plan.decode[static_cast<size_t>(at->position[k])] = it;
+  }
+  plan.decode_clustered = true;
+  return true;
+}
+
 // Items of the splits decode_items::choose() sizes (about total tiles / slots 32-key tiles each,
 // `parallel` splits at least, the splits a CTA computes side by side): a row whose splits need
 // more items than one becomes a combine group (records for its later fold groups of `fold`
 // splits; items start on fold-group boundaries), balanced within the row. Items go longest
-// first, so the tail of the grid is short.
+// first, so the tail of the grid is short; with cluster_slots > 0, placed for a clustered launch
+// where they fit (place_in_clusters).
 void plan_decode(const std::vector<DecodeRow>& rows, const Geometry& g, int64_t slots,
                  int64_t parallel, int64_t fold, decode_items::WaveSpeed speed,
                  int64_t cluster_slots, Plan& plan) {
@@ -324,7 +353,6 @@ void plan_decode(const std::vector<DecodeRow>& rows, const Geometry& g, int64_t 
   for (const DecodeRow& r : rows) grids.push_back(r.grid);
   const std::vector<int64_t> per_item = decode_items::choose(grids, slots, parallel, fold, speed);
   std::vector<std::pair<int64_t, ad::DecodeItem>> items;  // (tiles, item)
-  std::vector<decode_clusters::PlanItem> placed;          // (row, cluster row, prefix)
   for (size_t i = 0; i < rows.size(); ++i) {
     const DecodeRow& r = rows[i];
     const int64_t splits = r.grid.splits, n = ceil_div(splits, per_item[i]);
@@ -341,7 +369,7 @@ void plan_decode(const std::vector<DecodeRow>& rows, const Geometry& g, int64_t 
     if (n > 1) {  // records: the first item's prefix, then the later fold groups
       it.group = static_cast<int32_t>(plan.decode_groups++);
       it.record = static_cast<int32_t>(plan.records);
-      plan.records += (ceil_div(splits, fold) - per_item[i] / fold + 1) * g.num_heads;
+      plan.records += int64_t{ad::group_records(it, static_cast<int>(fold))} * g.num_heads;
       BEAM_CHECK(plan.records < (int64_t{1} << 31) && plan.decode_groups < (int64_t{1} << 31))
           << "paged_attention: too many split records";
     }
@@ -353,29 +381,7 @@ void plan_decode(const std::vector<DecodeRow>& rows, const Geometry& g, int64_t 
   }
   std::stable_sort(items.begin(), items.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
-  if (cluster_slots > 0) {
-    for (const auto& [tiles, it] : items) {
-      // Records of the row's group: its prefix, then one a later fold group.
-      const int64_t records = ceil_div(it.num_splits, fold) - it.first_count / fold + 1;
-      const bool cluster_row = it.num_items > 1 &&
-                               it.num_items <= decode_clusters::kDecodeCluster &&
-                               records <= decode_clusters::kDecodeCluster;
-      placed.push_back({it.row, cluster_row, it.split0 == 0});
-    }
-    if (const auto at = decode_clusters::place(placed, cluster_slots)) {
-      ad::DecodeItem padding{};
-      padding.leader = ad::kPaddingItem;
-      plan.decode.assign(static_cast<size_t>(at->length), padding);
-      for (size_t k = 0; k < items.size(); ++k) {
-        ad::DecodeItem it = items[k].second;
-        if (at->leader[k] >= 0)
-          it.leader = static_cast<int32_t>(at->leader[k] % decode_clusters::kDecodeCluster);
-        plan.decode[static_cast<size_t>(at->position[k])] = it;
-      }
-      plan.decode_clustered = true;
-      return;
-    }
-  }
+  if (cluster_slots > 0 && place_in_clusters(items, fold, cluster_slots, plan)) return;
   plan.decode.reserve(items.size());
   for (const auto& [tiles, item] : items) plan.decode.push_back(item);
 }

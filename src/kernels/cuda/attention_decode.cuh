@@ -40,6 +40,7 @@
 
 #include <cstdint>
 
+#include "core/host_device.h"
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/attention_decode_mma.cuh"
 #include "kernels/cuda/attention_kernels.cuh"
@@ -78,6 +79,12 @@ struct alignas(16) DecodeItem {
   int32_t group, num_items, first_count, record;
   int32_t leader = kGlobalFold;
 };
+
+// Records of the combine group of an item with F-split fold groups: its first item's prefix, then
+// one for each later fold group.
+BEAM_HOST_DEVICE int group_records(const DecodeItem& it, int F) {
+  return (it.num_splits + F - 1) / F - it.first_count / F + 1;
+}
 
 // The head of a plan in device memory: counts, and the byte offsets from the header of its block
 // tables (int32) and uncovered rows (int32[zero_rows]). The items (DecodeItem[num_items])
@@ -416,7 +423,7 @@ __device__ void combine(const DecodeParams& p, const DecodeItem* it, int kvh, fl
   const int chunk = kBufFloats / per_record;
   const int64_t first = it->record + int64_t{kvh} * G;  // record 0 of the CTA's first q head
   constexpr int F = fold_splits(kLayout);
-  const int n = (it->num_splits + F - 1) / F - it->first_count / F + 1;
+  const int n = group_records(*it, F);
   RowState<DPL> total[kHeads];
   float run[kHeads];  // running max of the records folded so far
 #pragma unroll
@@ -830,7 +837,7 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
   }
   barriers.meet();  // every state of the group is in the prefix CTA's landing slots
   if (!prefix) return;
-  const int records = (it->num_splits + F - 1) / F - it->first_count / F + 1;
+  const int records = group_records(*it, F);
 #pragma unroll
   for (int f = 0; f < Cta::kFoldsPerThread; ++f) {
     const int run_index = threadIdx.x + f * W * 32, head = run_index / 16, d0 = run_index % 16 * 8;
