@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import unittest
 
 TOOL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sass_counts.py")
 
@@ -23,8 +24,9 @@ def dump(functions):
 
 
 A = dump([
-    ("_Z6decodei", ["LDC R1, c[0x0][0x28]", "IMAD.WIDE R2, R3, 0x4, R4", "@!P0 IMAD R5, R5, 0x2, R6",
-                    "SHFL.IDX PT, R7, R8, R9, 0x1f", "SHFL.IDX PT, R10, R8, R9, 0x1f", "EXIT"]),
+    ("_Z6decodei", ["LDC R1, c[0x0][0x28]", "IMAD.WIDE R2, R3, 0x4, R4",
+                    "@!P0 IMAD R5, R5, 0x2, R6", "SHFL.IDX PT, R7, R8, R9, 0x1f",
+                    "SHFL.IDX PT, R10, R8, R9, 0x1f", "EXIT"]),
     ("_Z7prefillv", ["HGMMA.64x128x16.F32.BF16 R24, gdesc[UR20], R24", "EXIT"]),
 ])
 B = dump([
@@ -38,38 +40,39 @@ def run(*args):
     return subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True)
 
 
-def main():
-    failures = []
+class SassCounts(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.a = os.path.join(self.tmp.name, "a.sass")
+        self.b = os.path.join(self.tmp.name, "b.sass")
+        for path, text in ((self.a, A), (self.b, B)):
+            with open(path, "w") as f:
+                f.write(text)
 
-    def check(cond, what):
-        if not cond:
-            failures.append(what)
+    def tearDown(self):
+        self.tmp.cleanup()
 
-    with tempfile.TemporaryDirectory() as tmp:
-        a, b = os.path.join(tmp, "a.sass"), os.path.join(tmp, "b.sass")
-        with open(a, "w") as f:
-            f.write(A)
-        with open(b, "w") as f:
-            f.write(B)
-        r = run(a, "--kernel", "decode")
-        check(r.returncode == 0, f"counts failed: {r.stderr}")
-        check("_Z6decodei: 6 instructions" in r.stdout, f"instruction count: {r.stdout}")
-        check("IMAD 2  SHFL 2  LDC 1  EXIT 1" in r.stdout, f"opcodes, modifiers folded: {r.stdout}")
-        check("prefill" not in r.stdout, "only the matching functions")
-        r = run(a, b, "--kernel", "decode")
-        check(r.returncode == 0, f"A/B failed: {r.stderr}")
-        check("_Z6decodei: A 6, B 4 (-2)" in r.stdout, f"A/B totals: {r.stdout}")
-        check("IMAD 2->1" in r.stdout and "SHFL 2->1" in r.stdout and "EXIT 1->1" in r.stdout,
-              f"per-opcode difference: {r.stdout}")
-        check("_Z6decodeiNew: A 0, B 1 (+1)  (only in B)" in r.stdout, f"B-only function: {r.stdout}")
-        r = run(a, "--kernel", "attention")
-        check(r.returncode == 1 and "no function of" in r.stderr and "'attention'" in r.stderr,
-              "an unmatched kernel refused by name")
-    for f in failures:
-        print("FAIL:", f)
-    print(f"{len(failures)} failed")
-    return 1 if failures else 0
+    def test_counts_the_matching_functions(self):
+        r = run(self.a, "--kernel", "decode")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("_Z6decodei: 6 instructions", r.stdout)
+        self.assertIn("IMAD 2  SHFL 2  LDC 1  EXIT 1", r.stdout)  # predicates and modifiers dropped
+        self.assertNotIn("prefill", r.stdout)
+
+    def test_a_against_b(self):
+        r = run(self.a, self.b, "--kernel", "decode")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("_Z6decodei: A 6, B 4 (-2)", r.stdout)
+        for diff in ("IMAD 2->1", "SHFL 2->1", "EXIT 1->1"):
+            self.assertIn(diff, r.stdout)
+        self.assertIn("_Z6decodeiNew: A 0, B 1 (+1)  (only in B)", r.stdout)
+
+    def test_an_unmatched_kernel_is_refused_by_name(self):
+        r = run(self.a, "--kernel", "attention")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no function of", r.stderr)
+        self.assertIn("'attention'", r.stderr)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    unittest.main()

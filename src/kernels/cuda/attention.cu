@@ -534,23 +534,12 @@ int64_t decode_cluster_slots(CudaContext& ctx, const Geometry& g) {
   if (!tensor_core_decode(g)) return 0;
   constexpr int kDim = ad::decode_mma::kDim;
   constexpr auto kFour = ad::DecodeLayout::kMmaFourWarps;
-  if (ctx.attention.decode_clusters < 0) {  // once per context
+  if (ctx.attention.decode_clusters < 0) {  // once per context; 0: the layout runs unclustered
     prepare_decode<kDim, kFour, true>(ctx);
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim = {1, static_cast<unsigned>(kCluster), 1};
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(1, static_cast<unsigned>(kCluster));
-    config.blockDim = dim3(ad::decode_warps(kFour, 1) * 32);
-    config.dynamicSmemBytes = ad::decode_smem_bytes(kFour, kDim, ad::kMaxDecodeGroup, true);
-    config.attrs = &attr;
-    config.numAttrs = 1;
-    int clusters = 0;
-    if (cudaOccupancyMaxActiveClusters(&clusters, ad::decode_kernel<kDim, kFour, true>, &config) !=
-        cudaSuccess) {
-      (void)cudaGetLastError();  // clear it: the layout runs without clusters
-      clusters = 0;
-    }
+    const int clusters = max_active_clusters(
+        ad::decode_kernel<kDim, kFour, true>, dim3(1, static_cast<unsigned>(kCluster), 1),
+        dim3(ad::decode_warps(kFour, 1) * 32),
+        ad::decode_smem_bytes(kFour, kDim, ad::kMaxDecodeGroup, true));
     ctx.attention.decode_clusters = clusters;
     log_info("paged_attention: " + std::to_string(clusters) + " clusters of " +
              std::to_string(kCluster) + " four-warp decode CTAs fit at once");

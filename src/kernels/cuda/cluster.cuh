@@ -14,13 +14,6 @@ __device__ __forceinline__ uint32_t rank() {
   return r;
 }
 
-// Blocks in this block's cluster (1 when the launch has no clusters).
-__device__ __forceinline__ uint32_t size() {
-  uint32_t n;
-  asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(n));
-  return n;
-}
-
 // This thread arrives on the cluster barrier without publishing anything (relaxed): a block says it
 // has started, so that others may later write its shared memory. Pairs with wait(). All threads of
 // each warp must call it (.aligned).

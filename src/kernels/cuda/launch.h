@@ -60,4 +60,27 @@ void launch_kernel(CudaContext& ctx, void (*kernel)(Params...), dim3 grid, dim3 
                             std::forward<Actual>(args)...);
 }
 
+// Thread-block clusters of `cluster` blocks of `kernel` (`block` threads and `smem` bytes of
+// dynamic shared memory each; its shared-memory limit raised before) that the GPU holds at once:
+// it depends on how the SMs split over the GPCs, not only on their count. 0 when none fits or the
+// driver refuses the query (its error cleared).
+template <typename... Params>
+int max_active_clusters(void (*kernel)(Params...), dim3 cluster, dim3 block, size_t smem) {
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim = {cluster.x, cluster.y, cluster.z};
+  cudaLaunchConfig_t config{};
+  config.gridDim = cluster;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return clusters;
+}
+
 }  // namespace beam::cuda

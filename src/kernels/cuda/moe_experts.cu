@@ -384,27 +384,17 @@ bool launch_grouped_gemm_tma(CudaContext& ctx, const Problem& pb, const moe_gemm
   const auto kernel = tma::grouped_gemm_kernel<R, kEp>;
   constexpr int kSmemBytes = R::smem_bytes(kEp);
   CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim = {tma::kCluster, 1, 1};
-  cudaLaunchConfig_t config{};
-  const int most_blocks = ctx.props.multiProcessorCount / tma::kCluster * tma::kCluster;
-  config.gridDim = dim3(static_cast<unsigned>(most_blocks));
-  config.blockDim = dim3(tma::kThreads);
-  config.dynamicSmemBytes = kSmemBytes;
-  config.stream = ctx.stream;
-  config.attrs = &attr;
-  config.numAttrs = 1;
-  int clusters = 0;  // that the GPU's SM groups hold at once
-  CUDA_OK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
+  const dim3 cluster(tma::kCluster, 1, 1), block(tma::kThreads);
+  const int clusters = max_active_clusters(kernel, cluster, block, kSmemBytes);
   if (clusters <= 0) {
     log_warning(
         "moe_experts (CUDA): no cluster of the grouped GEMM's blocks fits; running the "
         "cp.async kernel");
     return false;
   }
-  config.gridDim = dim3(static_cast<unsigned>(std::min(clusters * tma::kCluster, most_blocks)));
-  CUDA_OK(cudaLaunchKernelEx(&config, kernel, args));
+  const int most_blocks = ctx.props.multiProcessorCount / tma::kCluster * tma::kCluster;
+  const dim3 grid(static_cast<unsigned>(std::min(clusters * tma::kCluster, most_blocks)));
+  launch_kernel_in_clusters(ctx, kernel, grid, cluster, block, kSmemBytes, After::kComplete, args);
   return true;
 }
 
