@@ -2,7 +2,7 @@
 # Run 220 (prepared 2026-12-03, not run). Four builds of the tensor-core decode attention, each
 # the one before plus one bench/experiments/2026-12-03-decode-*-unmeasured.patch (none changes
 # arithmetic: every row's bits must equal A's):
-#   A = main (build/var/beamserve-main: 09be4be's build; main's kernels since);
+#   A = main (build/var/beamserve-main, kernels_cuda_tests-main: b1f32bb's build);
 #   B = + load-tile-32bit (load_tile in 32-bit rows, its 16 row shuffles before its copies,
 #       offsets from a lane constant): build/var/beamserve-b, kernels_cuda_tests-b;
 #   C = + copies-under-mmas (the next tile's copies queued after the step's S mmas issue):
@@ -10,7 +10,9 @@
 #   D = + ldmatrix-lane-parts (ldmatrix addresses from four lane parts and immediates): the bundle.
 # 1. ab_decode.sh A/B, B/C, C/D at 512, 8,200 and 32,768 keys x batches 1, 4, 32, 128, two rounds
 # each (with the batch-1 bench step rounds); 2. D's, C's and B's AttentionCuda tests. Then, in a
-# second call, tools/gpu/run_tests.sh on the one to land (for B or C: its var binaries in place).
+# second call, tools/gpu/run_tests.sh on the one to land (for B or C: its var binaries in place),
+# or on A if none lands: b1f32bb's grouped-GEMM launch (max_active_clusters) has not run on a GPU.
+# B, C and D are built on b1f32bb too.
 set -u -o pipefail
 [[ -e /work/iso ]] || { mkdir -p /work && ln -s "$PWD" /work/iso; }
 tar -C build -xJf build/all.tar.xz
