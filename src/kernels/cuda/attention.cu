@@ -741,6 +741,10 @@ ad::DecodeParams decode_params(const TensorView& q, const PagedKv& kv, const Geo
   p.k_cache = base.k_cache;
   p.v_cache = base.v_cache;
   p.num_blocks = base.num_blocks;
+  // The decode kernels index cache rows in 32 bits (2^31 rows of K alone need 256 GB at D = 64).
+  BEAM_CHECK(g.num_blocks * g.block_size * g.num_kv_heads <= INT32_MAX)
+      << "paged_attention: a KV cache of " << g.num_blocks << " blocks x " << g.block_size
+      << " slots x " << g.num_kv_heads << " KV heads exceeds 2^31 rows";
   p.block_size = static_cast<int32_t>(g.block_size);
   p.block_shift = -1;
   if ((g.block_size & (g.block_size - 1)) == 0) {

@@ -711,12 +711,12 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
     if (c.j >= n || key < keys.a || key > keys.b) return -1;
     return table[p.block_shift >= 0 ? key >> p.block_shift : key / p.block_size];
   };
-  // Its cache row, once the entry is needed.
-  const auto row_of = [&](const Cursor& c, int64_t block) -> long long {
+  // Its cache row, once the entry is needed (below 2^31: the host's check).
+  const auto row_of = [&](const Cursor& c, int64_t block) -> int32_t {
     if (block < 0 || block >= p.num_blocks) return -1;
     const int key = c.t0 + lane;
     const int offset = p.block_shift >= 0 ? key & (p.block_size - 1) : key % p.block_size;
-    return (block * p.block_size + offset) * p.num_kv_heads + kvh;
+    return (static_cast<int32_t>(block) * p.block_size + offset) * p.num_kv_heads + kvh;
   };
   __nv_bfloat16* ring = rings + warp * Cta::kStages * dm::kTileElems;
   // The first stages' tiles. Before the CTA's griddepcontrol.wait only keys older than `fresh`

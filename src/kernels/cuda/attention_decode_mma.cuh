@@ -24,6 +24,7 @@
 
 #include <cstdint>
 
+#include "core/host_device.h"
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/attention_kernels.cuh"
 #include "kernels/cuda/mma_sync.cuh"
@@ -84,41 +85,67 @@ struct State {
 
 // Element offset of 16-byte chunk `chunk` of key row `key` in a K or V tile: chunks are swizzled
 // by the key's low three bits, so the eight rows an ldmatrix phase reads hit distinct banks.
-__device__ __forceinline__ int tile_offset(int key, int chunk) {
+BEAM_HOST_DEVICE constexpr int tile_offset(int key, int chunk) {
   return key * kDim + ((chunk ^ (key & 7)) * 8);
 }
 
+// tile_offset(j, c) for load_tile's key j = 2 i + half of its pass i: the key's low three bits
+// are the pass's (2 i & 7) and the lane's (half), so c ^ half is a lane constant.
+BEAM_HOST_DEVICE constexpr int pass_offset(int i, int half, int c_xor_half) {
+  return (2 * i + half) * kDim + 8 * (c_xor_half ^ ((2 * i) & 7));
+}
+constexpr bool pass_offsets_are_tile_offsets() {
+  for (int i = 0; i < kTile / 2; ++i)
+    for (int half = 0; half < 2; ++half)
+      for (int c = 0; c < kChunks; ++c)
+        if (pass_offset(i, half, c ^ half) != tile_offset(2 * i + half, c)) return false;
+  return true;
+}
+static_assert(pass_offsets_are_tile_offsets());
+
 // Queues this warp's copy of a 32-key tile into a ring stage (K rows, then V rows): `mine` is the
-// cache row ((block * block_size + offset) * Nkv + kvh) of the tile's key `lane`, or -1 for a key
-// to zero (outside the visible range or in an unmapped block; the step masks it). Keys from
-// `below` on (tile-relative) are left to copy_keys_from().
+// cache row ((block * block_size + offset) * Nkv + kvh, below 2^31: the host's check) of the
+// tile's key `lane`, or -1 for a key to zero (outside the visible range or in an unmapped block;
+// the step masks it). Keys from `below` on (tile-relative) are left to copy_keys_from(). Lane t
+// copies chunk t % 16 of keys 2 i + t / 16: every row gathered first (one shuffle each, all in
+// flight together), then the copies, at pass_offset()s.
 __device__ __forceinline__ void load_tile(const __nv_bfloat16* k_cache,
-                                          const __nv_bfloat16* v_cache, long long mine,
+                                          const __nv_bfloat16* v_cache, int32_t mine,
                                           __nv_bfloat16* stage, int below = kTile) {
-  const int lane = threadIdx.x % 32;
-  const int c = lane % kChunks;
   constexpr int kKeysPerPass = 32 / kChunks;  // a lane per 16-byte chunk of a row
+  constexpr int kPasses = kTile / kKeysPerPass;
+  static_assert(kKeysPerPass == 2, "pass_offset's keys: 2 i + half");
+  const int lane = threadIdx.x % 32;
+  const int c = lane % kChunks, half = lane / kChunks;
+  int32_t rows[kPasses];
 #pragma unroll
-  for (int i = 0; i < kTile / kKeysPerPass; ++i) {
-    const int j = kKeysPerPass * i + lane / kChunks;
-    const long long row = __shfl_sync(0xffffffffu, mine, j);
-    if (j >= below) continue;
-    const int64_t src = row >= 0 ? row * kDim + c * 8 : 0;
+  for (int i = 0; i < kPasses; ++i)
+    rows[i] = __shfl_sync(0xffffffffu, mine, kKeysPerPass * i + half);
+  const __nv_bfloat16* k = k_cache + c * 8;
+  const __nv_bfloat16* v = v_cache + c * 8;
+  const uint32_t base = smem_u32(stage);
+  const int lane_chunk = c ^ half;
+#pragma unroll
+  for (int i = 0; i < kPasses; ++i) {
+    if (kKeysPerPass * i + half >= below) continue;
+    const int32_t row = rows[i];
+    const int64_t src = int64_t{max(row, 0)} * kDim;  // row 0 for a key to zero: no bytes read
     const int bytes = row >= 0 ? 16 : 0;
-    cp_async16(stage + tile_offset(j, c), k_cache + src, bytes);
-    cp_async16(stage + kTile * kDim + tile_offset(j, c), v_cache + src, bytes);
+    const uint32_t dst = base + 2 * pass_offset(i, half, lane_chunk);
+    cp_async16(dst, k + src, bytes);
+    cp_async16(dst + 2 * (kTile * kDim), v + src, bytes);
   }
 }
 
 // Copies (or zeroes, for `mine` = -1) the K and V rows of the tile's keys from `from` on
 // (tile-relative) into a ring stage with plain loads and stores: lane j its key j's rows.
 __device__ __forceinline__ void copy_keys_from(const __nv_bfloat16* k_cache,
-                                               const __nv_bfloat16* v_cache, long long mine,
-                                               int from, __nv_bfloat16* stage) {
+                                               const __nv_bfloat16* v_cache, int32_t mine, int from,
+                                               __nv_bfloat16* stage) {
   const int lane = threadIdx.x % 32;
   if (lane < from) return;
-  const uint4* k = reinterpret_cast<const uint4*>(k_cache + (mine >= 0 ? mine : 0) * kDim);
-  const uint4* v = reinterpret_cast<const uint4*>(v_cache + (mine >= 0 ? mine : 0) * kDim);
+  const uint4* k = reinterpret_cast<const uint4*>(k_cache + int64_t{max(mine, 0)} * kDim);
+  const uint4* v = reinterpret_cast<const uint4*>(v_cache + int64_t{max(mine, 0)} * kDim);
   const uint4 zero = make_uint4(0, 0, 0, 0);
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
@@ -141,16 +168,35 @@ __device__ __forceinline__ void load_q(const __nv_bfloat16* q, int64_t row, int 
   }
 }
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&a)[4], const __nv_bfloat16* p) {
+// ldmatrix (.trans) of four 8 x 8 matrices at shared address `at` (bytes).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&a)[4], uint32_t at) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
-               : "r"(smem_u32(p)));
+               : "r"(at));
 }
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&a)[4], const __nv_bfloat16* p) {
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&a)[4], uint32_t at) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
-               : "r"(smem_u32(p)));
+               : "r"(at));
 }
+
+// tile_offset(16 i + row, 2 (4 h + q) + half) for an ldmatrix lane whose row of a 16-key tile is
+// `row` = lane_part(q, row, half) + 16 i kDim + 64 h: the chunk's bit 3 (h) is above the key's
+// low bits, so only q takes part in the swizzle and four lane parts serve a tile's 16 ldmatrix.
+BEAM_HOST_DEVICE constexpr int lane_part(int q, int row, int half) {
+  return row * kDim + 8 * ((2 * q + half) ^ (row & 7));
+}
+constexpr bool lane_parts_are_tile_offsets() {
+  for (int row = 0; row < 16; ++row)
+    for (int half = 0; half < 2; ++half)
+      for (int i = 0; i < kTile / 16; ++i)
+        for (int k = 0; k < kChunks / 2; ++k)
+          if (lane_part(k % 4, row, half) + 16 * i * kDim + 64 * (k / 4) !=
+              tile_offset(16 * i + row, 2 * k + half))
+            return false;
+  return true;
+}
+static_assert(lane_parts_are_tile_offsets());
 // The 8 x 8 bf16 matrix whose standard fragment this lane holds, transposed (its fragment).
 __device__ __forceinline__ uint32_t transpose8x8(uint32_t x) {
   uint32_t y;
@@ -174,18 +220,22 @@ __device__ __forceinline__ void tile_step(float scale, const uint32_t (&qb)[kDSt
                                           const __nv_bfloat16* stage, int t0, int lo, int hi,
                                           State& st) {
   const int lane = threadIdx.x % 32, r = lane / 4;
-  const __nv_bfloat16* k_s = stage;
-  const __nv_bfloat16* v_s = stage + kTile * kDim;
-  // Sᵀ: s[i][0 / 1] = key 16 i + r, heads c / c + 1; s[i][2 / 3] = key 16 i + r + 8.
+  static_assert(kDSteps == 8 && kDTiles == 8, "chunks 2 (4 h + q) + half: q < 4, h < 2");
+  const uint32_t k_s = smem_u32(stage), v_s = k_s + 2 * (kTile * kDim);  // bytes
+  // Sᵀ: s[i][0 / 1] = key 16 i + r, heads c / c + 1; s[i][2 / 3] = key 16 i + r + 8. This lane's
+  // ldmatrix row: key 16 i + lane % 8 + 8 (lane / 8 % 2), chunk 2 k + lane / 16.
+  uint32_t k_at[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q)
+    k_at[q] = k_s + 2 * lane_part(q, lane % 8 + 8 * (lane / 8 % 2), lane / 16);
   float s[kKeyTiles][4];
 #pragma unroll
   for (int i = 0; i < kKeyTiles; ++i) {
     s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
-    const int key = 16 * i + lane % 8 + 8 * (lane / 8 % 2);  // this lane's ldmatrix row
 #pragma unroll
     for (int k = 0; k < kDSteps; ++k) {
       uint32_t a[4];
-      ldmatrix_x4(a, k_s + tile_offset(key, 2 * k + lane / 16));
+      ldmatrix_x4(a, k_at[k % 4] + 2 * (16 * i * kDim + 64 * (k / 4)));
       mma_bf16(s[i], a[0], a[1], a[2], a[3], qb[k][0], qb[k][1]);
     }
   }
@@ -231,6 +281,10 @@ __device__ __forceinline__ void tile_step(float scale, const uint32_t (&qb)[kDSt
   }
   // Oᵀ += Vᵀ · Pᵀ over the tile's two k16 steps of keys; key step i's Pᵀ fragment is the
   // transpose of Sᵀ row tile i's 8 x 8 blocks (keys r and r + 8).
+  uint32_t v_at[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q)
+    v_at[q] = v_s + 2 * lane_part(q, lane % 8 + 8 * (lane / 16), lane / 8 % 2);
 #pragma unroll
   for (int i = 0; i < kKeyTiles; ++i) {
     const uint32_t hi0 = pack_bf16(s[i][0], s[i][1]), hi1 = pack_bf16(s[i][2], s[i][3]);
@@ -238,13 +292,12 @@ __device__ __forceinline__ void tile_step(float scale, const uint32_t (&qb)[kDSt
     const uint32_t lo1 = pack_bf16_lo(s[i][2], s[i][3], hi1);
     const uint32_t bh0 = transpose8x8(hi0), bh1 = transpose8x8(hi1);
     const uint32_t bl0 = transpose8x8(lo0), bl1 = transpose8x8(lo1);
-    // ldmatrix.trans rows: matrix q = lane / 8 holds keys 16 i + 8 (q / 2) + lane % 8, dims of
-    // chunk 2 d + q % 2.
-    const int key = 16 * i + lane % 8 + 8 * (lane / 16);
+    // ldmatrix.trans rows: matrix m = lane / 8 holds keys 16 i + 8 (m / 2) + lane % 8, dims of
+    // chunk 2 d + m % 2.
 #pragma unroll
     for (int d = 0; d < kDTiles; ++d) {
       uint32_t a[4];
-      ldmatrix_x4_trans(a, v_s + tile_offset(key, 2 * d + lane / 8 % 2));
+      ldmatrix_x4_trans(a, v_at[d % 4] + 2 * (16 * i * kDim + 64 * (d / 4)));
       mma_bf16(st.o[d], a[0], a[1], a[2], a[3], bh0, bh1);
       mma_bf16(st.o[d], a[0], a[1], a[2], a[3], bl0, bl1);
     }
