@@ -686,6 +686,10 @@ Geometry make_geometry(int64_t num_heads, int64_t head_dim, const PagedKv& kv, i
       << "paged_attention: the KV cache must be 16-byte aligned";
   BEAM_CHECK(g.num_kv_heads <= 65535 && g.num_heads <= 65535)
       << "paged_attention: " << g.num_heads << " heads over " << g.num_kv_heads << " KV heads";
+  // The decode kernels index cache rows in 32 bits (2^31 rows of K alone need 256 GB at D = 64).
+  BEAM_CHECK(g.num_blocks * g.block_size * g.num_kv_heads <= INT32_MAX)
+      << "paged_attention: a KV cache of " << g.num_blocks << " blocks x " << g.block_size
+      << " slots x " << g.num_kv_heads << " KV heads exceeds 2^31 rows";
   return g;
 }
 
@@ -741,10 +745,6 @@ ad::DecodeParams decode_params(const TensorView& q, const PagedKv& kv, const Geo
   p.k_cache = base.k_cache;
   p.v_cache = base.v_cache;
   p.num_blocks = base.num_blocks;
-  // The decode kernels index cache rows in 32 bits (2^31 rows of K alone need 256 GB at D = 64).
-  BEAM_CHECK(g.num_blocks * g.block_size * g.num_kv_heads <= INT32_MAX)
-      << "paged_attention: a KV cache of " << g.num_blocks << " blocks x " << g.block_size
-      << " slots x " << g.num_kv_heads << " KV heads exceeds 2^31 rows";
   p.block_size = static_cast<int32_t>(g.block_size);
   p.block_shift = -1;
   if ((g.block_size & (g.block_size - 1)) == 0) {

@@ -70,6 +70,16 @@ Expected<KvPoolSizes> plan_kv_pools(const KvGeometry& g, int64_t budget_bytes,
     return make_error("KV pools of " + std::to_string(num_full) + " full / " +
                       std::to_string(num_sliding) + " sliding blocks exceed int32 block ids; "
                       "use a larger block size");
+  // A layer's K (and V) cache is [blocks, block size, Nkv, D]; the CUDA decode attention indexes
+  // its rows (blocks x block size x Nkv) in 32 bits.
+  const int64_t rows = std::max(num_full, num_sliding) * B * g.num_kv_heads;
+  if (rows > kMax)
+    return make_error("KV pools of " + std::to_string(num_full) + " full / " +
+                      std::to_string(num_sliding) + " sliding blocks hold " + std::to_string(rows) +
+                      " cache rows a layer (blocks x " + std::to_string(B) + " tokens x " +
+                      std::to_string(g.num_kv_heads) +
+                      " KV heads), over the 2^31 the attention kernels index; lower the KV "
+                      "budget (--kv-budget-mb)");
   return KvPoolSizes{static_cast<int32_t>(num_full), static_cast<int32_t>(num_sliding)};
 }
 

@@ -2,6 +2,9 @@
 // and the budget split between the pools.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "runtime/kv_cache/block_pool.h"
@@ -207,6 +210,26 @@ TEST(KvCacheTest, PoolSplitFollowsTheDocumentedRule) {
   Expected<KvPoolSizes> tiny = plan_kv_pools(g, 1000, split);
   ASSERT_FALSE(tiny.ok());
   EXPECT_NE(tiny.error().message.find("running sequences"), std::string::npos);
+}
+
+TEST(KvCacheTest, PoolsOverTwoTo31CacheRowsAreRejected) {
+  KvGeometry g = test_geometry();
+  g.num_kv_heads = 8;
+  g.head_dim = 64;
+  g.block_size_tokens = 64;
+  const KvPoolSplit split{2, 64, 0.0};
+  const int64_t full_bb = g.bytes_per_block(AttentionKind::kFull);
+  const int64_t sliding_bb = g.bytes_per_block(AttentionKind::kSliding);
+  const int64_t live = 2 * (1 + 2) + 1;  // 2 seqs x (ceil(7 / 64) + 2) + ceil(64 / 64)
+  // The most full blocks whose rows (blocks x 64 x 8) stay under 2^31: 2^22 - 1.
+  const int64_t fits = (int64_t{1} << 22) - 1;
+  Expected<KvPoolSizes> ok = plan_kv_pools(g, fits * full_bb + live * sliding_bb, split);
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_LE(int64_t{ok->num_full_blocks} * 64 * 8, std::numeric_limits<int32_t>::max());
+  Expected<KvPoolSizes> over = plan_kv_pools(g, (fits + 2) * full_bb + live * sliding_bb, split);
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.error().message.find("2^31"), std::string::npos) << over.error().message;
+  EXPECT_NE(over.error().message.find("--kv-budget-mb"), std::string::npos);
 }
 
 TEST(KvCacheTest, GeometryFromConfigCountsLayersPerPool) {
