@@ -65,21 +65,15 @@ Expected<KvPoolSizes> plan_kv_pools(const KvGeometry& g, int64_t budget_bytes,
   const int64_t num_sliding =
       live_sliding + static_cast<int64_t>(split.cached_sliding_per_full_token *
                                           static_cast<double>(num_full));
-  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-  if (num_full > kMax || num_sliding > kMax)
-    return make_error("KV pools of " + std::to_string(num_full) + " full / " +
-                      std::to_string(num_sliding) + " sliding blocks exceed int32 block ids; "
-                      "use a larger block size");
   // A layer's K (and V) cache is [blocks, block size, Nkv, D]; the CUDA decode attention indexes
-  // its rows (blocks x block size x Nkv) in 32 bits.
-  const int64_t rows = std::max(num_full, num_sliding) * B * g.num_kv_heads;
-  if (rows > kMax)
+  // its rows (blocks x block size x Nkv) in 32 bits, which also keeps block ids in int32.
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  if (std::max(num_full, num_sliding) > kMax / (B * g.num_kv_heads))
     return make_error("KV pools of " + std::to_string(num_full) + " full / " +
-                      std::to_string(num_sliding) + " sliding blocks hold " + std::to_string(rows) +
-                      " cache rows a layer (blocks x " + std::to_string(B) + " tokens x " +
-                      std::to_string(g.num_kv_heads) +
-                      " KV heads), over the 2^31 the attention kernels index; lower the KV "
-                      "budget (--kv-budget-mb)");
+                      std::to_string(num_sliding) + " sliding blocks of " + std::to_string(B) +
+                      " tokens x " + std::to_string(g.num_kv_heads) +
+                      " KV heads hold over 2^31 cache rows a layer, more than the attention "
+                      "kernels index; lower the KV budget (--kv-budget-mb)");
   return KvPoolSizes{static_cast<int32_t>(num_full), static_cast<int32_t>(num_sliding)};
 }
 
