@@ -558,10 +558,46 @@ bool fixed_clustered(CudaContext& ctx, const Geometry& g, int64_t rows) {
          rows * decode_clusters::kDecodeCluster <= decode_cluster_slots(ctx, g);
 }
 
+// TMA maps of a paged KV cache at head_dim 128 ([slots, Nkv, 128] each, slots = num_blocks x
+// block_size) as {128, Nkv, slots} with a box of {64 dims, 1 KV head, min(block_size, tile_keys)
+// slots}: the box's slots, or 0 (no maps) when the block size gives no whole boxes of a
+// tile_keys-key tile (a multiple of 8 that divides tile_keys or is a multiple of it), the slots
+// overflow TMA's int32 coordinates or the driver refuses the maps.
+int encode_kv_maps(const void* k_cache, const void* v_cache, int64_t num_blocks, int64_t block_size,
+                   int64_t num_kv_heads, int64_t tile_keys, CUtensorMap& k, CUtensorMap& v) {
+  constexpr int64_t kDim = 128;
+  const TensorMapEncoder encode = tensor_map_encoder();
+  const int64_t bs = block_size, slots = num_blocks * block_size;
+  const bool boxes = bs % 8 == 0 && (tile_keys % bs == 0 || bs % tile_keys == 0);
+  if (encode == nullptr || !boxes || slots > INT32_MAX) return 0;
+  const auto row = static_cast<cuuint64_t>(kDim) * sizeof(__nv_bfloat16);
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(kDim), static_cast<cuuint64_t>(num_kv_heads),
+                              static_cast<cuuint64_t>(slots)};
+  const cuuint64_t strides[2] = {row, row * static_cast<cuuint64_t>(num_kv_heads)};
+  const int rows = static_cast<int>(std::min(bs, tile_keys));
+  const cuuint32_t box[3] = {kDim / 2, 1, static_cast<cuuint32_t>(rows)};
+  const bool ok = encode_bf16_map(encode, k, k_cache, 3, dims, strides, box) &&
+                  encode_bf16_map(encode, v, v_cache, 3, dims, strides, box);
+  return ok ? rows : 0;
+}
+
+// The tensor-core decode layouts' TMA maps of the KV cache (decode_mma::DecodeMaps; box_rows 0:
+// every key by cp.async).
+ad::decode_mma::DecodeMaps decode_maps(const ad::DecodeParams& p) {
+  static_assert(ad::decode_mma::kDim == 128 && ad::decode_mma::kHalf == 64);
+  ad::decode_mma::DecodeMaps maps{};
+  maps.box_rows = encode_kv_maps(p.k_cache, p.v_cache, p.num_blocks, p.block_size, p.num_kv_heads,
+                                 ad::kTile, maps.k, maps.v);
+  maps.slots = maps.box_rows > 0 ? static_cast<int>(p.num_blocks * p.block_size) : 0;
+  return maps;
+}
+
 // The decode kernel for head_dim over `slots` CTAs per KV head in `layout` (clustered: four-warp
-// only).
-void launch_decode_for_head_dim(CudaContext& ctx, const ad::DecodeParams& p, int64_t head_dim,
+// only); the unclustered tensor-core layouts with decode_maps().
+void launch_decode_for_head_dim(CudaContext& ctx, const ad::DecodeParams& params, int64_t head_dim,
                                 int64_t slots, ad::DecodeLayout layout, bool clustered) {
+  ad::DecodeParams p = params;
+  if (ad::is_mma(layout) && !clustered) p.maps = decode_maps(p);
   if (layout == ad::DecodeLayout::kMmaFourWarps) {
     constexpr int kDim = ad::decode_mma::kDim;
     if (clustered) {
@@ -604,8 +640,7 @@ void launch_for_head_dim(CudaContext& ctx, const ad::Params& p, int64_t head_dim
 }
 
 // The prefill kernel's TMA maps of the KV cache (attention_prefill.cuh's PrefillMaps), or
-// box_rows 0 (every key by cp.async) when the block size gives no whole boxes, the slot count
-// overflows TMA's int32 coordinates or the driver refuses the maps; and of q and out (each
+// box_rows 0 (every key by cp.async) where encode_kv_maps() gives none; and of q and out (each
 // [token_rows, Nq, D]), or q_rows / o_rows 0 (rows copied or stored by the threads) when the tensor
 // is not 16-byte aligned or too long.
 ad::PrefillMaps prefill_maps(const ad::Params& p, int64_t token_rows) {
@@ -626,20 +661,10 @@ ad::PrefillMaps prefill_maps(const ad::Params& p, int64_t token_rows) {
   };
   maps.q_rows = token_map(maps.q, p.q);
   maps.o_rows = token_map(maps.o, p.out);
-  const int64_t bs = p.block_size, slots = p.num_blocks * p.block_size;
-  const bool boxes = bs % 8 == 0 && (ad::kPrefillKeys % bs == 0 || bs % ad::kPrefillKeys == 0);
-  if (!boxes || slots > INT32_MAX) return maps;
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(ad::kPrefillDim),
-                              static_cast<cuuint64_t>(p.num_kv_heads),
-                              static_cast<cuuint64_t>(slots)};
-  const cuuint64_t strides[2] = {row, row * static_cast<cuuint64_t>(p.num_kv_heads)};
-  const int rows = static_cast<int>(std::min<int64_t>(bs, ad::kPrefillKeys));
-  const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(rows)};
-  if (!encode_bf16_map(encode, maps.k, p.k_cache, 3, dims, strides, box) ||
-      !encode_bf16_map(encode, maps.v, p.v_cache, 3, dims, strides, box))
-    return maps;
-  maps.box_rows = rows;
-  maps.slots = static_cast<int>(slots);
+  static_assert(ad::kPrefillDim == 128);
+  maps.box_rows = encode_kv_maps(p.k_cache, p.v_cache, p.num_blocks, p.block_size, p.num_kv_heads,
+                                 ad::kPrefillKeys, maps.k, maps.v);
+  maps.slots = maps.box_rows > 0 ? static_cast<int>(p.num_blocks * p.block_size) : 0;
   return maps;
 }
 

@@ -1,16 +1,16 @@
 // Device side of the CUDA decode attention (kernels/cuda/attention.cu): one CTA per work item (one
 // query row and a run of its splits) and KV head, so each K/V tile is read from memory once for
 // the G q heads that share it. Warp layouts (DecodeLayout): at head_dim 128 and G <= 8, tensor
-// cores (attention_decode_mma.cuh: each warp computes whole splits through its own cp.async ring,
-// a CTA of four warps or two); otherwise CUDA cores, G / HPW warps, warp w serving the HPW q heads
-// kvh * G + w * HPW + i. HPW = 1 (a warp per head) gives the shortest latency; HPW = 2 (batches of
-// many rows) reads and widens each K/V value from shared memory once for two heads, since with a
-// warp per head the kernel is bound by shared-memory reads and instruction issue, not by HBM.
-// CUDA-core tiles stream through a kDecodeStages-deep cp.async pipeline in shared memory. The KV
-// head is the grid's x (fastest) index, so the CTAs of the first items are the first ones
-// dispatched and land on distinct SMs: a batch-1 plan of 16 one-tile items x 8 KV heads in a fixed
-// grid of 66 x 8 CTAs runs one item per SM, not four (item-major, blocks i and i + 132 shared an
-// SM).
+// cores (attention_decode_mma.cuh: each warp computes whole splits through its own ring of K/V
+// stages, filled by TMA boxes and cp.async, a CTA of four warps or two); otherwise CUDA cores, G /
+// HPW warps, warp w serving the HPW q heads kvh * G + w * HPW + i. HPW = 1 (a warp per head) gives
+// the shortest latency; HPW = 2 (batches of many rows) reads and widens each K/V value from shared
+// memory once for two heads, since with a warp per head the kernel is bound by shared-memory reads
+// and instruction issue, not by HBM. CUDA-core tiles stream through a kDecodeStages-deep cp.async
+// pipeline in shared memory. The KV head is the grid's x (fastest) index, so the CTAs of the first
+// items are the first ones dispatched and land on distinct SMs: a batch-1 plan of 16 one-tile items
+// x 8 KV heads in a fixed grid of 66 x 8 CTAs runs one item per SM, not four (item-major, blocks i
+// and i + 132 shared an SM).
 //
 // Numerics: on CUDA cores exactly the per-row arithmetic of attention_kernels.cuh (attend_tile per
 // 32-key tile, the row's split grid of split_grid.h, RowState::fold of the split states in order),
@@ -111,6 +111,7 @@ struct DecodeParams {
   float scale;
   const __nv_bfloat16* gate;       // [T, Nq, D] gate input g, or null (no gate)
   const __nv_bfloat16* gate_bias;  // [Nq] bias of the gate (with gate)
+  decode_mma::DecodeMaps maps;     // tensor-core layouts' TMA maps (box_rows 0: none)
 };
 
 // How a decode CTA's warps share the work of a KV head's G q heads. The two tensor-core layouts
@@ -669,6 +670,15 @@ struct ClusterBarriers {
   }
 };
 
+// A warp's ring of tensor-core K/V stages across the items of its CTA: the shared address of its
+// first stage's mbarrier (one a stage, counting the stage's TMA bytes), the tiles it consumed so
+// far (tile u lands in stage u % kStages, phase u / kStages of its mbarrier), and the stages whose
+// last tile came partly by the lanes' copies (bit s: the async proxy's next TMA into stage s
+// must follow a proxy fence).
+struct WarpRing {
+  uint32_t bars = 0, used = 0, generic = 0;
+};
+
 // One item for KV head kvh on tensor cores (decode_mma): warp w computes the item's splits w,
 // w + W, ... one after the other, its tiles streaming through its own ring (the next split's first
 // tiles load during the current split's last; each tile's block-table entries are read one tile
@@ -683,7 +693,7 @@ struct ClusterBarriers {
 template <DecodeLayout kLayout, bool kClustered>
 __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const int32_t* tables,
                              int kvh, __nv_bfloat16* rings, float* slots, float* landing,
-                             bool* last, bool& waited, ClusterBarriers& barriers) {
+                             bool* last, bool& waited, ClusterBarriers& barriers, WarpRing& rg) {
   namespace dm = decode_mma;
   constexpr int W = mma_warps(kLayout);
   using Cta = dm::Cta<W>;
@@ -706,31 +716,48 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
     if (c.t0 / kTile == split_end(c.j)) c = start(c.j + W);
   };
   // The block-table entry of key `lane` of the tile at c (-1: a key to zero), read early.
-  const auto lookup = [&](const Cursor& c) -> int64_t {
+  const auto lookup = [&](const Cursor& c) -> int32_t {
     const int key = c.t0 + lane;
     if (c.j >= n || key < keys.a || key > keys.b) return -1;
     return table[p.block_shift >= 0 ? key >> p.block_shift : key / p.block_size];
   };
   // Its cache row, once the entry is needed (below 2^31: the host's check).
-  const auto row_of = [&](const Cursor& c, int64_t block) -> int32_t {
+  const auto row_of = [&](const Cursor& c, int32_t block) -> int32_t {
     if (block < 0 || block >= p.num_blocks) return -1;
     const int key = c.t0 + lane;
     const int offset = p.block_shift >= 0 ? key & (p.block_size - 1) : key % p.block_size;
-    return (static_cast<int32_t>(block) * p.block_size + offset) * p.num_kv_heads + kvh;
+    return (block * p.block_size + offset) * p.num_kv_heads + kvh;
   };
   __nv_bfloat16* ring = rings + warp * Cta::kStages * dm::kTileElems;
+  const auto stage_of = [&](uint32_t u) { return static_cast<int>(u % Cta::kStages); };
+  // Queues tile c's keys below `below` (tile-relative) into the stage of ring tile u: the whole
+  // boxes of its visible keys by TMA, the others by cp.async (the caller commits them).
+  const auto queue = [&](const Cursor& c, int32_t entry, uint32_t u, int below) {
+    const int s = stage_of(u), r = p.maps.box_rows;
+    __nv_bfloat16* stage = ring + s * dm::kTileElems;
+    const int lo = keys.a - c.t0, hi = min(keys.b - c.t0 + 1, min(below, kTile));  // [lo, hi)
+    int tma_lo = 0, tma_hi = 0;
+    if (r > 0 && hi > 0) {
+      tma_lo = max(lo, 0) / r * r;
+      tma_hi = max(hi / r * r, tma_lo);
+    }
+    if (r > 0)
+      dm::load_boxes(p.maps, kvh, c.t0, entry, max(lo, 0), tma_lo, tma_hi, p.block_size,
+                     p.block_shift, p.num_blocks, smem_u32(stage), rg.bars + 8 * s);
+    const bool copies = tma_lo > 0 || tma_hi < min(below, kTile);
+    rg.generic = copies ? rg.generic | 1u << s : rg.generic & ~(1u << s);
+    dm::load_tile(p.k_cache, p.v_cache, row_of(c, entry), stage, below, tma_lo, tma_hi);
+  };
   // The first stages' tiles. Before the CTA's griddepcontrol.wait only keys older than `fresh`
   // (written before the predecessor kernel started) are copied; the wait's own keys follow it.
   const int before_wait = waited ? INT32_MAX : it->fresh;
   Cursor load = start(warp);  // the next tile to queue, and its entry
-  int64_t entry = lookup(load);
+  int32_t entry = lookup(load);
   for (int s = 0; s < Cta::kStages - 1; ++s) {
     Cursor next = load;
     if (load.j < n) advance(next);
-    const int64_t next_entry = lookup(next);
-    if (load.j < n)
-      dm::load_tile(p.k_cache, p.v_cache, row_of(load, entry), ring + s * dm::kTileElems,
-                    before_wait - load.t0);
+    const int32_t next_entry = lookup(next);
+    if (load.j < n) queue(load, entry, rg.used + s, before_wait - load.t0);
     cp_async_commit();
     load = next;
     entry = next_entry;
@@ -740,9 +767,12 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
     waited = true;
     Cursor c = start(warp);
     for (int s = 0; s < Cta::kStages - 1 && c.j < n; ++s, advance(c)) {
-      if (c.t0 + kTile > before_wait)
+      if (c.t0 + kTile > before_wait) {
+        const int stage = stage_of(rg.used + s);
         dm::copy_keys_from(p.k_cache, p.v_cache, row_of(c, lookup(c)), before_wait - c.t0,
-                           ring + s * dm::kTileElems);
+                           ring + stage * dm::kTileElems);
+        rg.generic |= 1u << stage;
+      }
     }
   }
   uint32_t qb[dm::kDSteps][2];
@@ -780,17 +810,20 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
       dm::State st;
       st.reset();
       for (Cursor cur = start(j); cur.j == j; advance(cur), ++tile) {
+        const uint32_t u = rg.used + tile;
         cp_async_wait<Cta::kStages - 2>();  // this lane's copies of the tile landed
-        __syncwarp();                      // every lane's did; the previous stage is consumed
+        if (p.maps.box_rows > 0) {          // its boxes landed; the copies before the next boxes
+          wgmma::mbar_wait(rg.bars + 8 * stage_of(u), u / Cta::kStages & 1u);
+          if (rg.generic >> stage_of(u + Cta::kStages - 1) & 1u) wgmma::fence_proxy_async();
+        }
+        __syncwarp();  // every lane's copies landed and were fenced; the refilled stage is consumed
         if (load.j < n) {
-          dm::load_tile(p.k_cache, p.v_cache, row_of(load, entry),
-                        ring + (tile + Cta::kStages - 1) % Cta::kStages * dm::kTileElems);
+          queue(load, entry, u + Cta::kStages - 1, kTile);
           advance(load);
           entry = lookup(load);  // in flight during the step
         }
         cp_async_commit();
-        dm::tile_step(p.scale, qb, ring + tile % Cta::kStages * dm::kTileElems, cur.t0, keys.a,
-                      keys.b, st);
+        dm::tile_step(p.scale, qb, ring + stage_of(u) * dm::kTileElems, cur.t0, keys.a, keys.b, st);
       }
       dm::store_slot(slots + warp * dm::kSlotFloats, st);
     }
@@ -816,7 +849,8 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
     }
     __syncthreads();  // the slots are free for the next round
   }
-  cp_async_wait<0>();  // no copy may land in a ring the next item reuses
+  cp_async_wait<0>();  // no copy may land in a ring the next item reuses (every box landed)
+  rg.used += tile;
   if (prefix) {
 #pragma unroll
     for (int f = 0; f < Cta::kFoldsPerThread; ++f) {
@@ -868,18 +902,38 @@ __device__ void zero_row(const DecodeParams& p, int64_t row, int kvh) {
 // tensor-core layouts' CTAs per SM are set by their shared memory (decode_mma::Cta).
 template <int D, DecodeLayout kLayout, bool kClustered = false>
 __global__ void __launch_bounds__(decode_max_threads(kLayout), decode_min_ctas(kLayout))
-    decode_kernel(DecodeParams p) {
+    decode_kernel(const __grid_constant__ DecodeParams p) {
   static_assert(!is_mma(kLayout) || D == decode_mma::kDim,
                 "the tensor-core decode step serves head_dim 128");
   static_assert(!kClustered || kLayout == DecodeLayout::kMmaFourWarps,
                 "only the four-warp layout runs in clusters");
   extern __shared__ float4 decode_smem[];
   __shared__ bool last;
+  __shared__ uint64_t ring_bars[is_mma(kLayout) ? decode_mma::kMaxRingStages : 1];
   float* q_s = reinterpret_cast<float*>(decode_smem);  // CUDA-core layouts
-  auto* stages = reinterpret_cast<__nv_bfloat16*>(q_s + (is_mma(kLayout) ? 0 : p.group * D));
-  // Tensor cores: the fold slots after the warps' rings, then (four warps) the landing slots.
+  // Tensor cores: the warps' rings from the first 1024-byte boundary (the swizzle's span), then
+  // the fold slots, then (four warps) the landing slots.
+  auto* stages = reinterpret_cast<__nv_bfloat16*>(
+      is_mma(kLayout) ? reinterpret_cast<char*>(decode_smem) + (-smem_u32(decode_smem) & 1023u)
+                      : reinterpret_cast<char*>(q_s + p.group * D));
   float* fold_slots = reinterpret_cast<float*>(stages + decode_stage_floats(kLayout, D) * 2);
   float* landing = fold_slots + mma_warps(kLayout) * decode_mma::kSlotFloats;
+  decode::WarpRing ring;
+  const bool boxes = is_mma(kLayout) && p.maps.box_rows > 0;  // tiles by TMA
+  if (boxes) {  // each warp's stage mbarriers, one arrival (lane 0's) a phase
+    constexpr int kRingWarps = is_mma(kLayout) ? mma_warps(kLayout) : 2;  // (only mma layouts)
+    constexpr int kStages = decode_mma::Cta<kRingWarps>::kStages;
+    ring.bars = smem_u32(ring_bars + threadIdx.x / 32 * kStages);
+    if (threadIdx.x % 32 == 0) {
+      for (int s = 0; s < kStages; ++s) wgmma::mbar_init(ring.bars + 8 * s, 1);
+      wgmma::fence_barrier_init();
+    }
+    __syncwarp();
+    if (threadIdx.x == 0) {
+      wgmma::prefetch_tensor_map(&p.maps.k);
+      wgmma::prefetch_tensor_map(&p.maps.v);
+    }
+  }
   decode::ClusterBarriers barriers;
   if constexpr (kClustered) cluster::arrive_relaxed();  // this CTA has started
   const int kvh = static_cast<int>(blockIdx.x);
@@ -904,10 +958,13 @@ __global__ void __launch_bounds__(decode_max_threads(kLayout), decode_min_ctas(k
     }
     for (int item = slot; item < hd.num_items; item += slots) {
       if (kClustered && items[item].leader == kPaddingItem) continue;  // uniform across the CTA
-      __syncthreads();  // every warp is done with q_s, the stages and `last` of the previous item
+      // Every warp is done with q_s, the stages and `last` of the previous item, and (tensor
+      // cores) its writes to the stages precede the next boxes: a proxy fence, then the barrier.
+      if (boxes) wgmma::fence_proxy_async();
+      __syncthreads();
       if constexpr (is_mma(kLayout)) {
         decode::run_item_mma<kLayout, kClustered>(p, items + item, tables, kvh, stages, fold_slots,
-                                                  landing, &last, waited, barriers);
+                                                  landing, &last, waited, barriers, ring);
       } else {
         decode::run_item<D, kLayout>(p, items + item, tables, kvh, q_s, stages, &last);
       }

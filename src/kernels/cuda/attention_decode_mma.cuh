@@ -1,7 +1,10 @@
 // The tensor-core split step of the decode kernel (attention_decode.cuh) at head_dim 128 and
 // G <= 8 q heads per KV head: each warp of a CTA computes whole splits of a row's keys on its own,
-// streaming their 32-key K/V tiles through its own cp.async ring, so every K and V value crosses
-// shared memory once and feeds the tensor cores once.
+// streaming their 32-key K/V tiles through its own ring, so every K and V value crosses shared
+// memory once and feeds the tensor cores once. A tile's keys come by TMA where the block size
+// gives whole boxes (DecodeMaps: lane 0 queues a box's four 64-dim halves of K and V; a stage's
+// mbarrier counts their bytes) and by the lanes' cp.asyncs for the rest (edge keys, odd block
+// sizes), into the TMA's 128-byte-swizzled layout either way.
 //
 // Per tile (fragment layouts are PTX's for mma.sync m16n8k16; lane t, r = t / 4, c = 2 (t % 4)):
 //   Sᵀ = K · Qᵀ   keys as the 16 mma rows (2 row tiles), the G heads as the 8 columns (zero
@@ -20,6 +23,7 @@
 // groups of kMmaFoldSplits, the groups' states in order (attention_decode.cuh's fold_splits).
 #pragma once
 
+#include <cuda.h>
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -28,6 +32,7 @@
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/attention_kernels.cuh"
 #include "kernels/cuda/mma_sync.cuh"
+#include "kernels/cuda/moe_wgmma.cuh"
 
 namespace beam::cuda::attention_detail::decode_mma {
 
@@ -37,11 +42,24 @@ constexpr int kDSteps = kDim / 16;            // k16 steps of k · q
 constexpr int kDTiles = kDim / 16;            // m16 row tiles of Oᵀ
 constexpr int kKeyTiles = kTile / 16;         // m16 row tiles of Sᵀ (= k16 steps of Vᵀ · Pᵀ)
 constexpr int kChunks = kDim / 8;             // 16-byte chunks of a K or V row
+constexpr int kHalf = 64;                     // dims of a 128-byte swizzle row (a TMA box row)
+constexpr int kHalfElems = kTile * kHalf;     // bf16 of a tile's K (V) rows of one 64-dim half
 constexpr int kTileElems = 2 * kTile * kDim;  // bf16 of one ring stage: K rows, then V rows
+constexpr int kBoxRowBytes = 4 * kHalf * 2;   // TMA bytes a key of a box brings: K and V halves
 // Fold slots: a warp's split state, [head][kSlotStride] accumulators (the 4-float pad spreads a
 // lane's stores over the banks), then (m, l) per head.
 constexpr int kSlotStride = kDim + 4;
 constexpr int kSlotFloats = kMaxGroup * kSlotStride + 2 * kMaxGroup;
+constexpr int kMaxRingStages = 4 * 3;  // mbarriers a CTA's rings need (Cta<W>: W x kStages)
+
+// TMA maps of the paged K and V caches, each {D, Nkv, slots} (slots = num_blocks x block_size)
+// with a box of {64 dims, 1 KV head, box_rows slots}: box_rows = min(block_size, kTile) when the
+// block size is a multiple of 8 that divides kTile or is a multiple of it, else 0 (every key by
+// cp.async). A box at slot coordinate `slots` lies wholly out of bounds and loads zeros.
+struct DecodeMaps {
+  CUtensorMap k, v;
+  int box_rows, slots;
+};
 
 // A CTA of W warps computing splits side by side, each streaming its tiles through its own ring
 // (W = 4: one CTA an SM, 3-stage rings, the shortest latency for few rows; W = 2: three CTAs an
@@ -56,14 +74,16 @@ struct Cta {
   // that three CTAs fit an SM's shared memory (and 238 registers a thread its register file).
   static constexpr int kStages = W == 2 ? 2 : 3;
   static constexpr int kRingElems = W * kStages * kTileElems;  // bf16 of the warps' rings
-  // Dynamic shared memory: the warps' rings, then their fold slots.
+  // Dynamic shared memory: the warps' rings (from the first 1024-byte boundary: the swizzle's
+  // span), then their fold slots.
   static constexpr size_t kSmemBytes =
-      sizeof(__nv_bfloat16) * kRingElems + sizeof(float) * W * kSlotFloats;
+      1024 + sizeof(__nv_bfloat16) * kRingElems + sizeof(float) * W * kSlotFloats;
   // As many as an H100/H200 SM's 228 KB hold (1 KB a CTA reserved by the system).
   static constexpr int kCtasPerSm = static_cast<int>(228 * 1024 / (kSmemBytes + 1024));
   // Fold runs a thread keeps: the CTA's threads share G <= 8 heads x 16 runs of 8 dims.
   static constexpr int kFoldsPerThread = kMaxGroup * kDim / 8 / (W * 32);
   static_assert(kFoldsPerThread >= 1 && kMaxGroup * kDim / 8 % (W * 32) == 0);
+  static_assert(W * kStages <= kMaxRingStages);
 };
 static_assert(Cta<4>::kCtasPerSm == 1 && Cta<2>::kCtasPerSm == 3, "the layouts run 190 measured");
 
@@ -83,38 +103,42 @@ struct State {
   }
 };
 
-// Element offset of 16-byte chunk `chunk` of key row `key` in a K or V tile: chunks are swizzled
-// by the key's low three bits, so the eight rows an ldmatrix phase reads hit distinct banks.
+// Element offset of 16-byte chunk `chunk` of key row `key` in a K or V tile: TMA's 128-byte
+// swizzle layout, dims [0, 64) of the tile's keys as kTile rows of 128 bytes, then dims [64, 128),
+// chunks swizzled by the key's low three bits, so the eight rows an ldmatrix phase reads hit
+// distinct banks.
 BEAM_HOST_DEVICE constexpr int tile_offset(int key, int chunk) {
-  return key * kDim + ((chunk ^ (key & 7)) * 8);
+  return (chunk / 8) * kHalfElems + key * kHalf + ((chunk % 8) ^ (key & 7)) * 8;
 }
 
 // tile_offset(j, c) for load_tile's key j = 2 i + half of its pass i: the key's low three bits
-// are the pass's (2 i & 7) and the lane's (half), so c ^ half is a lane constant.
-BEAM_HOST_DEVICE constexpr int pass_offset(int i, int half, int c_xor_half) {
-  return (2 * i + half) * kDim + 8 * (c_xor_half ^ ((2 * i) & 7));
+// are the pass's (2 i & 7) and the lane's (half), so (c % 8) ^ half is a lane constant.
+BEAM_HOST_DEVICE constexpr int pass_offset(int i, int half, int c) {
+  return (c / 8) * kHalfElems + (2 * i + half) * kHalf + 8 * (((c % 8) ^ half) ^ ((2 * i) & 7));
 }
 constexpr bool pass_offsets_are_tile_offsets() {
   for (int i = 0; i < kTile / 2; ++i)
     for (int half = 0; half < 2; ++half)
       for (int c = 0; c < kChunks; ++c)
-        if (pass_offset(i, half, c ^ half) != tile_offset(2 * i + half, c)) return false;
+        if (pass_offset(i, half, c) != tile_offset(2 * i + half, c)) return false;
   return true;
 }
 static_assert(pass_offsets_are_tile_offsets());
 
-// Queues this warp's copy of a 32-key tile into a ring stage (K rows, then V rows): `mine` is the
-// cache row ((block * block_size + offset) * Nkv + kvh, below 2^31: the host's check) of the
+// Queues this warp's cp.async copy of a 32-key tile's keys [0, below) outside [tma_lo, tma_hi)
+// (tile-relative; the TMA boxes bring those) into a ring stage (K rows, then V rows): `mine` is
+// the cache row ((block * block_size + offset) * Nkv + kvh, below 2^31: the host's check) of the
 // tile's key `lane`, or -1 for a key to zero (outside the visible range or in an unmapped block;
-// the step masks it). Keys from `below` on (tile-relative) are left to copy_keys_from(). Lane t
-// copies chunk t % 16 of keys 2 i + t / 16: every row gathered first (one shuffle each, all in
-// flight together), then the copies, at pass_offset()s.
+// the step masks it). Keys from `below` on are left to copy_keys_from(). Lane t copies chunk
+// t % 16 of keys 2 i + t / 16: every row gathered first (one shuffle each, all in flight
+// together), then the copies, at pass_offset()s.
 __device__ __forceinline__ void load_tile(const __nv_bfloat16* k_cache,
                                           const __nv_bfloat16* v_cache, int32_t mine,
-                                          __nv_bfloat16* stage, int below = kTile) {
+                                          __nv_bfloat16* stage, int below, int tma_lo, int tma_hi) {
   constexpr int kKeysPerPass = 32 / kChunks;  // a lane per 16-byte chunk of a row
   constexpr int kPasses = kTile / kKeysPerPass;
   static_assert(kKeysPerPass == 2, "pass_offset's keys: 2 i + half");
+  if (tma_lo <= 0 && tma_hi >= min(below, kTile)) return;  // the boxes bring every key
   const int lane = threadIdx.x % 32;
   const int c = lane % kChunks, half = lane / kChunks;
   int32_t rows[kPasses];
@@ -124,16 +148,42 @@ __device__ __forceinline__ void load_tile(const __nv_bfloat16* k_cache,
   const __nv_bfloat16* k = k_cache + c * 8;
   const __nv_bfloat16* v = v_cache + c * 8;
   const uint32_t base = smem_u32(stage);
-  const int lane_chunk = c ^ half;
 #pragma unroll
   for (int i = 0; i < kPasses; ++i) {
-    if (kKeysPerPass * i + half >= below) continue;
+    const int key = kKeysPerPass * i + half;
+    if (key >= below || (key >= tma_lo && key < tma_hi)) continue;
     const int32_t row = rows[i];
     const int64_t src = int64_t{max(row, 0)} * kDim;  // row 0 for a key to zero: no bytes read
     const int bytes = row >= 0 ? 16 : 0;
-    const uint32_t dst = base + 2 * pass_offset(i, half, lane_chunk);
+    const uint32_t dst = base + 2 * pass_offset(i, half, c);
     cp_async16(dst, k + src, bytes);
     cp_async16(dst + 2 * (kTile * kDim), v + src, bytes);
+  }
+}
+
+// Queues the TMA boxes of a tile's keys [tma_lo, tma_hi) (tile-relative, whole boxes of r =
+// maps.box_rows keys, each in one block) into a ring stage at shared address `stage` and arms the
+// stage's mbarrier `bar` for their bytes (none: the phase completes at once). `entry` is lane j's
+// block-table entry of the tile's key j (-1 outside the visible range, from `visible` on); a box's
+// block is that of its first visible key. Lane 0 queues; every lane takes part in the shuffles.
+__device__ __forceinline__ void load_boxes(const DecodeMaps& maps, int kvh, int t0, int32_t entry,
+                                           int visible, int tma_lo, int tma_hi, int block_size,
+                                           int block_shift, int64_t num_blocks, uint32_t stage,
+                                           uint32_t bar) {
+  const int lane = threadIdx.x % 32, r = maps.box_rows;
+  if (lane == 0) wgmma::mbar_arrive_expect_tx(bar, (tma_hi - tma_lo) * kBoxRowBytes);
+  for (int j = tma_lo; j < tma_hi; j += r) {
+    const int32_t block = __shfl_sync(0xffffffffu, entry, max(j, visible));
+    if (lane != 0) continue;
+    const int key = t0 + j;
+    const int offset = block_shift >= 0 ? key & (block_size - 1) : key % block_size;
+    const int slot = block >= 0 && block < num_blocks ? block * block_size + offset : maps.slots;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t dst = stage + 2 * (h * kHalfElems + j * kHalf);
+      wgmma::tma_load_3d(dst, &maps.k, bar, h * kHalf, kvh, slot);
+      wgmma::tma_load_3d(dst + 2 * (kTile * kDim), &maps.v, bar, h * kHalf, kvh, slot);
+    }
   }
 }
 
@@ -181,17 +231,21 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&a)[4], uint32_t at)
 }
 
 // tile_offset(16 i + row, 2 (4 h + q) + half) for an ldmatrix lane whose row of a 16-key tile is
-// `row` = lane_part(q, row, half) + 16 i kDim + 64 h: the chunk's bit 3 (h) is above the key's
-// low bits, so only q takes part in the swizzle and four lane parts serve a tile's 16 ldmatrix.
+// `row` = lane_part(q, row, half) + 16 i kHalf + h kHalfElems: the chunk's bit 3 (h) picks the
+// half, so only q takes part in the swizzle and four lane parts serve a tile's 16 ldmatrix.
 BEAM_HOST_DEVICE constexpr int lane_part(int q, int row, int half) {
-  return row * kDim + 8 * ((2 * q + half) ^ (row & 7));
+  return row * kHalf + 8 * ((2 * q + half) ^ (row & 7));
+}
+// The offset lane_part() leaves out: 16-key row tile i, half h.
+BEAM_HOST_DEVICE constexpr int part_base(int i, int h) {
+  return 16 * i * kHalf + h * kHalfElems;
 }
 constexpr bool lane_parts_are_tile_offsets() {
   for (int row = 0; row < 16; ++row)
     for (int half = 0; half < 2; ++half)
       for (int i = 0; i < kTile / 16; ++i)
         for (int k = 0; k < kChunks / 2; ++k)
-          if (lane_part(k % 4, row, half) + 16 * i * kDim + 64 * (k / 4) !=
+          if (lane_part(k % 4, row, half) + part_base(i, k / 4) !=
               tile_offset(16 * i + row, 2 * k + half))
             return false;
   return true;
@@ -235,7 +289,7 @@ __device__ __forceinline__ void tile_step(float scale, const uint32_t (&qb)[kDSt
 #pragma unroll
     for (int k = 0; k < kDSteps; ++k) {
       uint32_t a[4];
-      ldmatrix_x4(a, k_at[k % 4] + 2 * (16 * i * kDim + 64 * (k / 4)));
+      ldmatrix_x4(a, k_at[k % 4] + 2 * part_base(i, k / 4));
       mma_bf16(s[i], a[0], a[1], a[2], a[3], qb[k][0], qb[k][1]);
     }
   }
@@ -297,7 +351,7 @@ __device__ __forceinline__ void tile_step(float scale, const uint32_t (&qb)[kDSt
 #pragma unroll
     for (int d = 0; d < kDTiles; ++d) {
       uint32_t a[4];
-      ldmatrix_x4_trans(a, v_at[d % 4] + 2 * (16 * i * kDim + 64 * (d / 4)));
+      ldmatrix_x4_trans(a, v_at[d % 4] + 2 * part_base(i, d / 4));
       mma_bf16(st.o[d], a[0], a[1], a[2], a[3], bh0, bh1);
       mma_bf16(st.o[d], a[0], a[1], a[2], a[3], bl0, bl1);
     }

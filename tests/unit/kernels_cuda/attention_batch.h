@@ -89,6 +89,47 @@ class AttentionCudaTest : public CudaTest {
     return b;
   }
 
+  // The same sequences (q, every key and value) in a paged cache of `block_size`-slot blocks,
+  // shuffled anew by `seed` with fresh garbage in the unused slots.
+  AttentionBatch repaged(const AttentionBatch& b, int64_t block_size, uint32_t seed) {
+    AttentionBatch r;
+    r.g = b.g;
+    r.g.block_size = block_size;
+    r.specs = b.specs;
+    r.q = HostTensor(DType::kBF16, b.q.view.shape);
+    std::copy_n(b.q.as<uint16_t>(), b.q.view.numel(), r.q.as<uint16_t>());
+    std::mt19937 rng(seed);
+    int64_t blocks = spare_blocks_;
+    for (const SeqSpec& s : b.specs) blocks += (s.kv_len + block_size - 1) / block_size;
+    const int64_t row = b.g.Nkv * b.g.D;  // bf16 of one slot
+    r.cache_k = HostTensor(DType::kBF16, {blocks, block_size, b.g.Nkv, b.g.D});
+    r.cache_v = HostTensor(DType::kBF16, {blocks, block_size, b.g.Nkv, b.g.D});
+    fill_uniform(r.cache_k.view, seed + 1, 100.0f);
+    fill_uniform(r.cache_v.view, seed + 2, 100.0f);
+    std::vector<int32_t> physical(static_cast<size_t>(blocks));
+    std::iota(physical.begin(), physical.end(), 0);
+    std::shuffle(physical.begin(), physical.end(), rng);
+    size_t next = 0;
+    const auto slot_in = [](const std::vector<int32_t>& table, int64_t bs, int64_t key) {
+      return table[static_cast<size_t>(key / bs)] * bs + key % bs;
+    };
+    for (size_t i = 0; i < b.specs.size(); ++i) {
+      std::vector<int32_t> table;
+      for (int64_t j = 0; j < b.specs[i].kv_len; j += block_size) table.push_back(physical[next++]);
+      for (int64_t j = 0; j < b.specs[i].kv_len; ++j) {
+        const int64_t from = slot_in(b.tables[i], b.g.block_size, j) * row;
+        const int64_t to = slot_in(table, block_size, j) * row;
+        std::copy_n(b.cache_k.as<uint16_t>() + from, row, r.cache_k.as<uint16_t>() + to);
+        std::copy_n(b.cache_v.as<uint16_t>() + from, row, r.cache_v.as<uint16_t>() + to);
+      }
+      r.tables.push_back(std::move(table));
+    }
+    r.dq = upload(r.q);
+    r.dk = upload(r.cache_k);
+    r.dv = upload(r.cache_v);
+    return r;
+  }
+
   HostTensor run_gpu(const AttentionBatch& b, std::span<const AttentionSeq> seqs,
                      AttentionProbs probs = AttentionProbs::kFp32) {
     return run_gpu_on(b, b.dq, seqs, probs);

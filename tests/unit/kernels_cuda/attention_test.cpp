@@ -351,6 +351,29 @@ TEST_F(AttentionCuda, UnmappedBlocksOutsideTheWindow) {
   expect_matches_cpu(g, {{0, 2000, 1}, {70, 1500, 40}}, 51);
 }
 
+// A row's bits do not depend on the block size, which decides how the tensor-core decode kernel
+// brings its K/V tiles: blocks of 32 and 64 (a TMA box a tile), 8 and 16 (four and two boxes), 96
+// (a box a tile, not a power of two), 24 (no whole boxes: every key by cp.async). Rows of 1 to
+// 4,100 keys, the visible range cutting tiles at both ends, sliding and full, eager and fixed
+// plans (graphs), against the 32-slot batch bit for bit, and that batch against the CPU.
+TEST_F(AttentionCuda, DecodeRowsAreBitIdenticalAcrossBlockSizes) {
+  BEAM_SKIP_UNLESS_OPTIMIZED();
+  const std::vector<SeqSpec> specs = {{0, 2000, 1}, {5, 777, 1}, {0, 64, 1},
+                                      {3, 4100, 1}, {0, 1, 1},   {0, 545, 1}};
+  for (int64_t window : {int64_t{512}, int64_t{0}}) {
+    const Batch base = make_batch({48, 8, 128, 32, window}, specs, 171);
+    expect_batch_matches_cpu(base);
+    const std::vector<AttentionSeq> seqs = base.seqs();
+    const HostTensor want = run_gpu(base, seqs);
+    for (int64_t bs : {8, 16, 24, 64, 96}) {
+      SCOPED_TRACE(::testing::Message() << "block size " << bs << ", window " << window);
+      const Batch b = repaged(base, bs, 173 + static_cast<uint32_t>(bs));
+      EXPECT_TRUE(test::bits_equal(run_gpu(b, b.seqs()).view, want.view));
+      expect_fixed_matches_eager(b, window > 0 ? 1 : 0);
+    }
+  }
+}
+
 // A row's bits depend only on its own keys (batch invariance): every row of a 6,000-token prompt
 // computed inside a batch of chunks of 32 rows equals the same row computed alone as a decode step
 // (split over CTAs and combined) and inside a batch of decode rows of other lengths; rows on the
