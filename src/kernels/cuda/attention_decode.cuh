@@ -168,14 +168,21 @@ constexpr int decode_stage_floats(DecodeLayout layout, int head_dim) {
   if (layout == DecodeLayout::kMmaTwoWarps) return decode_mma::Cta<2>::kRingElems / 2;
   return kDecodeStages * decode_stage_elems(head_dim) / 2;
 }
+// Whether a decode kernel's tiles may come by TMA: the tensor-core layouts' unclustered launches
+// (clustered ones, short sliding rows at batches 1-2, measured no faster with it: H200 run 225).
+constexpr bool decode_tma(DecodeLayout layout, bool clustered) {
+  return is_mma(layout) && !clustered;
+}
 // Dynamic shared memory of a decode CTA: q of its G heads in fp32, then the stages (CUDA cores);
-// the warps' rings and fold slots (tensor cores), then, in clusters (four warps), the landing
-// slots.
+// the warps' rings and fold slots (tensor cores; without TMA, no alignment slack), then, in
+// clusters (four warps), the landing slots.
 constexpr size_t decode_smem_bytes(DecodeLayout layout, int head_dim, int group,
                                    bool clustered = false) {
   if (layout == DecodeLayout::kMmaFourWarps)
     return decode_mma::Cta<4>::kSmemBytes +
-           (clustered ? sizeof(float) * kClusterLandingSlots * decode_mma::kSlotFloats : 0);
+           (clustered ? sizeof(float) * kClusterLandingSlots * decode_mma::kSlotFloats -
+                            decode_mma::kRingAlignSlack
+                      : 0);
   if (layout == DecodeLayout::kMmaTwoWarps) return decode_mma::Cta<2>::kSmemBytes;
   return sizeof(float) * static_cast<size_t>(group) * head_dim +
          sizeof(__nv_bfloat16) * kDecodeStages * static_cast<size_t>(decode_stage_elems(head_dim));
@@ -696,6 +703,7 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
                              bool* last, bool& waited, ClusterBarriers& barriers, WarpRing& rg) {
   namespace dm = decode_mma;
   constexpr int W = mma_warps(kLayout);
+  constexpr bool kTma = decode_tma(kLayout, kClustered);
   using Cta = dm::Cta<W>;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const ItemKeys keys = item_keys(it);
@@ -733,7 +741,7 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
   // Queues tile c's keys below `below` (tile-relative) into the stage of ring tile u: the whole
   // boxes of its visible keys by TMA, the others by cp.async (the caller commits them).
   const auto queue = [&](const Cursor& c, int32_t entry, uint32_t u, int below) {
-    const int s = stage_of(u), r = p.maps.box_rows;
+    const int s = stage_of(u), r = kTma ? p.maps.box_rows : 0;
     __nv_bfloat16* stage = ring + s * dm::kTileElems;
     const int lo = keys.a - c.t0, hi = min(keys.b - c.t0 + 1, min(below, kTile));  // [lo, hi)
     int tma_lo = 0, tma_hi = 0;
@@ -812,7 +820,7 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
       for (Cursor cur = start(j); cur.j == j; advance(cur), ++tile) {
         const uint32_t u = rg.used + tile;
         cp_async_wait<Cta::kStages - 2>();  // this lane's copies of the tile landed
-        if (p.maps.box_rows > 0) {          // its boxes landed; the copies before the next boxes
+        if (kTma && p.maps.box_rows > 0) {  // its boxes landed; the copies before the next boxes
           wgmma::mbar_wait(rg.bars + 8 * stage_of(u), u / Cta::kStages & 1u);
           if (rg.generic >> stage_of(u + Cta::kStages - 1) & 1u) wgmma::fence_proxy_async();
         }
@@ -911,15 +919,17 @@ __global__ void __launch_bounds__(decode_max_threads(kLayout), decode_min_ctas(k
   __shared__ bool last;
   __shared__ uint64_t ring_bars[is_mma(kLayout) ? decode_mma::kMaxRingStages : 1];
   float* q_s = reinterpret_cast<float*>(decode_smem);  // CUDA-core layouts
-  // Tensor cores: the warps' rings from the first 1024-byte boundary (the swizzle's span), then
-  // the fold slots, then (four warps) the landing slots.
+  // Tensor cores: the warps' rings (filled by TMA: from the first 1024-byte boundary, the
+  // swizzle's span), then the fold slots, then (four warps) the landing slots.
+  char* smem = reinterpret_cast<char*>(decode_smem);
   auto* stages = reinterpret_cast<__nv_bfloat16*>(
-      is_mma(kLayout) ? reinterpret_cast<char*>(decode_smem) + (-smem_u32(decode_smem) & 1023u)
-                      : reinterpret_cast<char*>(q_s + p.group * D));
+      decode_tma(kLayout, kClustered) ? smem + (-smem_u32(smem) & 1023u)
+      : is_mma(kLayout)               ? smem
+                                      : reinterpret_cast<char*>(q_s + p.group * D));
   float* fold_slots = reinterpret_cast<float*>(stages + decode_stage_floats(kLayout, D) * 2);
   float* landing = fold_slots + mma_warps(kLayout) * decode_mma::kSlotFloats;
   decode::WarpRing ring;
-  const bool boxes = is_mma(kLayout) && p.maps.box_rows > 0;  // tiles by TMA
+  const bool boxes = decode_tma(kLayout, kClustered) && p.maps.box_rows > 0;  // tiles by TMA
   if (boxes) {  // each warp's stage mbarriers, one arrival (lane 0's) a phase
     constexpr int kRingWarps = is_mma(kLayout) ? mma_warps(kLayout) : 2;  // (only mma layouts)
     constexpr int kStages = decode_mma::Cta<kRingWarps>::kStages;

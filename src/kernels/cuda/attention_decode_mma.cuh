@@ -51,6 +51,7 @@ constexpr int kBoxRowBytes = 4 * kHalf * 2;   // TMA bytes a key of a box brings
 constexpr int kSlotStride = kDim + 4;
 constexpr int kSlotFloats = kMaxGroup * kSlotStride + 2 * kMaxGroup;
 constexpr int kMaxRingStages = 4 * 3;  // mbarriers a CTA's rings need (Cta<W>: W x kStages)
+constexpr size_t kRingAlignSlack = 1024;  // bytes that put TMA-filled rings on a 1024-byte boundary
 
 // TMA maps of the paged K and V caches, each {D, Nkv, slots} (slots = num_blocks x block_size)
 // with a box of {64 dims, 1 KV head, box_rows slots}: box_rows = min(block_size, kTile) when the
@@ -74,10 +75,10 @@ struct Cta {
   // that three CTAs fit an SM's shared memory (and 238 registers a thread its register file).
   static constexpr int kStages = W == 2 ? 2 : 3;
   static constexpr int kRingElems = W * kStages * kTileElems;  // bf16 of the warps' rings
-  // Dynamic shared memory: the warps' rings (from the first 1024-byte boundary: the swizzle's
-  // span), then their fold slots.
+  // Dynamic shared memory: the warps' rings (from the first 1024-byte boundary, the swizzle's
+  // span, when TMA fills them: kRingAlignSlack more), then their fold slots.
   static constexpr size_t kSmemBytes =
-      1024 + sizeof(__nv_bfloat16) * kRingElems + sizeof(float) * W * kSlotFloats;
+      kRingAlignSlack + sizeof(__nv_bfloat16) * kRingElems + sizeof(float) * W * kSlotFloats;
   // As many as an H100/H200 SM's 228 KB hold (1 KB a CTA reserved by the system).
   static constexpr int kCtasPerSm = static_cast<int>(228 * 1024 / (kSmemBytes + 1024));
   // Fold runs a thread keeps: the CTA's threads share G <= 8 heads x 16 runs of 8 dims.

@@ -12,6 +12,7 @@
 namespace beam {
 
 struct FixedAttentionPlan;               // kernels/cuda/attention.cu
+struct DecodeMapCache;                   // kernels/cuda/attention.cu
 
 struct AttentionScratch {
   float* partials = nullptr;  // stream-ordered (cudaMallocAsync), grows to the largest need
@@ -25,6 +26,9 @@ struct AttentionScratch {
   int decode_clusters = -1;
   std::unique_ptr<FixedAttentionPlan> fixed[kNumFixedAttentionSlots];
   uint64_t fixed_generation = 0;  // bumped whenever a fixed plan's memory is reallocated
+  // The tensor-core decode kernel's TMA maps of the KV caches seen, so eager calls encode a
+  // layer's maps once.
+  std::unique_ptr<DecodeMapCache> decode_maps;
 
   AttentionScratch();
   AttentionScratch(const AttentionScratch&) = delete;
