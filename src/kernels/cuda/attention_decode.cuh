@@ -745,15 +745,16 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
     __nv_bfloat16* stage = ring + s * dm::kTileElems;
     const int lo = keys.a - c.t0, hi = min(keys.b - c.t0 + 1, min(below, kTile));  // [lo, hi)
     int tma_lo = 0, tma_hi = 0;
-    if (r > 0 && hi > 0) {
-      tma_lo = max(lo, 0) / r * r;
-      tma_hi = max(hi / r * r, tma_lo);
-    }
-    if (r > 0)
+    if (r > 0) {  // arms the stage's mbarrier even for no box
+      if (hi > 0) {
+        tma_lo = max(lo, 0) / r * r;
+        tma_hi = max(hi / r * r, tma_lo);
+      }
       dm::load_boxes(p.maps, kvh, c.t0, entry, max(lo, 0), tma_lo, tma_hi, p.block_size,
                      p.block_shift, p.num_blocks, smem_u32(stage), rg.bars + 8 * s);
-    const bool copies = tma_lo > 0 || tma_hi < min(below, kTile);
-    rg.generic = copies ? rg.generic | 1u << s : rg.generic & ~(1u << s);
+      const bool copies = tma_lo > 0 || tma_hi < min(below, kTile);
+      rg.generic = copies ? rg.generic | 1u << s : rg.generic & ~(1u << s);
+    }
     dm::load_tile(p.k_cache, p.v_cache, row_of(c, entry), stage, below, tma_lo, tma_hi);
   };
   // The first stages' tiles. Before the CTA's griddepcontrol.wait only keys older than `fresh`
@@ -917,7 +918,7 @@ __global__ void __launch_bounds__(decode_max_threads(kLayout), decode_min_ctas(k
                 "only the four-warp layout runs in clusters");
   extern __shared__ float4 decode_smem[];
   __shared__ bool last;
-  __shared__ uint64_t ring_bars[is_mma(kLayout) ? decode_mma::kMaxRingStages : 1];
+  __shared__ uint64_t ring_bars[decode_tma(kLayout, kClustered) ? decode_mma::kMaxRingStages : 1];
   float* q_s = reinterpret_cast<float*>(decode_smem);  // CUDA-core layouts
   // Tensor cores: the warps' rings (filled by TMA: from the first 1024-byte boundary, the
   // swizzle's span), then the fold slots, then (four warps) the landing slots.

@@ -58,34 +58,22 @@ class AttentionCudaTest : public CudaTest {
     b.g = g;
     b.specs = specs;
     std::mt19937 rng(seed);
-    int64_t blocks = spare_blocks_, T = 0;
-    for (const SeqSpec& s : specs) {
-      blocks += (s.kv_len + g.block_size - 1) / g.block_size;
-      T += s.q_count;
-    }
-    b.cache_k = HostTensor(DType::kBF16, {blocks, g.block_size, g.Nkv, g.D});
-    b.cache_v = HostTensor(DType::kBF16, {blocks, g.block_size, g.Nkv, g.D});
-    fill_uniform(b.cache_k.view, seed + 1, 100.0f);  // garbage in unused slots
-    fill_uniform(b.cache_v.view, seed + 2, 100.0f);
-    std::vector<int32_t> physical(static_cast<size_t>(blocks));
-    std::iota(physical.begin(), physical.end(), 0);
-    std::shuffle(physical.begin(), physical.end(), rng);
+    int64_t T = 0;
+    for (const SeqSpec& s : specs) T += s.q_count;
+    const std::vector<int32_t> physical = new_cache(b, seed, rng);
     b.q = random_bf16({T, g.Nq, g.D}, rng, 1.5f);
     size_t next = 0;
     for (const SeqSpec& s : specs) {
       HostTensor k = random_bf16({s.kv_len, g.Nkv, g.D}, rng, 1.5f);
       HostTensor v = random_bf16({s.kv_len, g.Nkv, g.D}, rng);
-      std::vector<int32_t> table;
-      for (int64_t j = 0; j < s.kv_len; j += g.block_size) table.push_back(physical[next++]);
+      std::vector<int32_t> table = next_table(physical, next, s.kv_len, g.block_size);
       HostTensor slots(DType::kI64, {s.kv_len});
       for (int64_t j = 0; j < s.kv_len; ++j)
-        slots.as<int64_t>()[j] = table[j / g.block_size] * g.block_size + j % g.block_size;
+        slots.as<int64_t>()[j] = slot_of(table, g.block_size, j);
       store_kv(cpu.two, k.view, v.view, slots.view, {b.cache_k.view, b.cache_v.view, g.block_size});
       b.tables.push_back(std::move(table));
     }
-    b.dq = upload(b.q);
-    b.dk = upload(b.cache_k);
-    b.dv = upload(b.cache_v);
+    upload_all(b);
     return b;
   }
 
@@ -99,34 +87,20 @@ class AttentionCudaTest : public CudaTest {
     r.q = HostTensor(DType::kBF16, b.q.view.shape);
     std::copy_n(b.q.as<uint16_t>(), b.q.view.numel(), r.q.as<uint16_t>());
     std::mt19937 rng(seed);
-    int64_t blocks = spare_blocks_;
-    for (const SeqSpec& s : b.specs) blocks += (s.kv_len + block_size - 1) / block_size;
+    const std::vector<int32_t> physical = new_cache(r, seed, rng);
     const int64_t row = b.g.Nkv * b.g.D;  // bf16 of one slot
-    r.cache_k = HostTensor(DType::kBF16, {blocks, block_size, b.g.Nkv, b.g.D});
-    r.cache_v = HostTensor(DType::kBF16, {blocks, block_size, b.g.Nkv, b.g.D});
-    fill_uniform(r.cache_k.view, seed + 1, 100.0f);
-    fill_uniform(r.cache_v.view, seed + 2, 100.0f);
-    std::vector<int32_t> physical(static_cast<size_t>(blocks));
-    std::iota(physical.begin(), physical.end(), 0);
-    std::shuffle(physical.begin(), physical.end(), rng);
     size_t next = 0;
-    const auto slot_in = [](const std::vector<int32_t>& table, int64_t bs, int64_t key) {
-      return table[static_cast<size_t>(key / bs)] * bs + key % bs;
-    };
     for (size_t i = 0; i < b.specs.size(); ++i) {
-      std::vector<int32_t> table;
-      for (int64_t j = 0; j < b.specs[i].kv_len; j += block_size) table.push_back(physical[next++]);
+      std::vector<int32_t> table = next_table(physical, next, b.specs[i].kv_len, block_size);
       for (int64_t j = 0; j < b.specs[i].kv_len; ++j) {
-        const int64_t from = slot_in(b.tables[i], b.g.block_size, j) * row;
-        const int64_t to = slot_in(table, block_size, j) * row;
+        const int64_t from = slot_of(b.tables[i], b.g.block_size, j) * row;
+        const int64_t to = slot_of(table, block_size, j) * row;
         std::copy_n(b.cache_k.as<uint16_t>() + from, row, r.cache_k.as<uint16_t>() + to);
         std::copy_n(b.cache_v.as<uint16_t>() + from, row, r.cache_v.as<uint16_t>() + to);
       }
       r.tables.push_back(std::move(table));
     }
-    r.dq = upload(r.q);
-    r.dk = upload(r.cache_k);
-    r.dv = upload(r.cache_v);
+    upload_all(r);
     return r;
   }
 
@@ -179,6 +153,38 @@ class AttentionCudaTest : public CudaTest {
   }
 
  private:
+  // b's paged K/V cache for b.specs at b.g.block_size (and the spare blocks), garbage from `seed`
+  // in every slot; returns its physical blocks in the order the sequences take them (shuffled).
+  std::vector<int32_t> new_cache(AttentionBatch& b, uint32_t seed, std::mt19937& rng) {
+    const AttentionGeometry& g = b.g;
+    int64_t blocks = spare_blocks_;
+    for (const SeqSpec& s : b.specs) blocks += (s.kv_len + g.block_size - 1) / g.block_size;
+    b.cache_k = HostTensor(DType::kBF16, {blocks, g.block_size, g.Nkv, g.D});
+    b.cache_v = HostTensor(DType::kBF16, {blocks, g.block_size, g.Nkv, g.D});
+    fill_uniform(b.cache_k.view, seed + 1, 100.0f);  // garbage in unused slots
+    fill_uniform(b.cache_v.view, seed + 2, 100.0f);
+    std::vector<int32_t> physical(static_cast<size_t>(blocks));
+    std::iota(physical.begin(), physical.end(), 0);
+    std::shuffle(physical.begin(), physical.end(), rng);
+    return physical;
+  }
+  // The block table of a sequence of kv_len keys: the next physical blocks from `next` on.
+  static std::vector<int32_t> next_table(const std::vector<int32_t>& physical, size_t& next,
+                                         int64_t kv_len, int64_t block_size) {
+    std::vector<int32_t> table;
+    for (int64_t j = 0; j < kv_len; j += block_size) table.push_back(physical[next++]);
+    return table;
+  }
+  // The cache slot of key j through `table`.
+  static int64_t slot_of(const std::vector<int32_t>& table, int64_t block_size, int64_t j) {
+    return table[static_cast<size_t>(j / block_size)] * block_size + j % block_size;
+  }
+  void upload_all(AttentionBatch& b) {
+    b.dq = upload(b.q);
+    b.dk = upload(b.cache_k);
+    b.dv = upload(b.cache_v);
+  }
+
   int64_t spare_blocks_;
   std::string label_;
 };
