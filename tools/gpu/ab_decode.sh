@@ -4,8 +4,9 @@
 #   1. the decode attention alone: ROUNDS rounds of `bench kernels --context C --batches AB_BATCHES
 #      --prefill-tokens 0` for each context C, A and B alternating; prints the fixed plan's time in
 #      a CUDA graph and its ratio to the KV bytes' HBM floor, per op;
-#   2. whole decode layers at batch 1: ROUNDS rounds of `bench step --batches 1 --steps 200`, A and
-#      B alternating; prints the layer's ratio to its floor (issue 8's batch-1 target).
+#   2. whole decode layers at batch 1 (tools/gpu/ab_step.sh): ROUNDS rounds of `bench step
+#      --batches 1 --steps 200`, A and B alternating; prints the layer's time and ratio to its floor
+#      (issue 8's batch-1 target) a run, then the medians.
 # Bits are not compared here: tools/gpu/run_tests.sh checks each binary's numerics.
 #
 #   tools/gpu/ab_decode.sh A_BIN B_BIN [ROUNDS]      # from the repository root; ROUNDS = 2
@@ -32,17 +33,5 @@ for ((r = 1; r <= rounds; ++r)); do
   done
 done
 
-for ((r = 1; r <= rounds; ++r)); do
-  for v in A B; do
-    "${bin[$v]}" bench step --device cuda --batches 1 --steps 200 --prefill-tokens 0 \
-      --json "$tmp/step.json" >"$tmp/step.log" 2>&1 ||
-      { echo "$v: bench step failed"; tail -3 "$tmp/step.log"; continue; }
-    python3 - "$tmp/step.json" "$v$r" <<'PY'
-import json, sys
-for row in json.load(open(sys.argv[1]))["decode"]:
-    print(f"{sys.argv[2]} batch {row['batch']}: layer {row['decode_layer_ms']:.4f} ms, "
-          f"{row['decode_layer_ratio']:.3f}x its floor")
-PY
-  done
-done
+tools/gpu/ab_step.sh 1 "$rounds" A="${bin[A]}" B="${bin[B]}"
 rm -rf "$tmp"

@@ -42,20 +42,23 @@ for d in json.load(open(sys.argv[1]))["decode"]:
         sys.argv[2], d["batch"], d["decode_layer_ms"], d["decode_layer_ratio"], d["moe_layer_ms"]))
 PY
   done
-done | tee "$tmp/lines.txt"
+done
 
+# From the runs' JSON (a failed run has none).
 echo "medians over $rounds rounds (layer ms / ratio / moe ms):"
-python3 - "$tmp/lines.txt" "${names[@]}" <<'PY'
-import re, statistics, sys
-rows = {}
-for line in open(sys.argv[1]):
-    m = re.match(r"(\S+?)(\d+) batch (\d+) layer ([\d.]+) ms ([\d.]+)x moe ([\d.]+) ms", line)
-    if m:
-        rows.setdefault((m[1], int(m[3])), []).append((float(m[4]), float(m[5]), float(m[6])))
-for name in sys.argv[2:]:
-    for (n, batch), runs in sorted(rows.items(), key=lambda kv: kv[0][1]):
-        if n != name:
+python3 - "$tmp" "$rounds" "${names[@]}" <<'PY'
+import json, os, statistics, sys
+tmp, rounds, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+for name in names:
+    runs = {}  # batch -> [(layer ms, ratio, moe ms)]
+    for r in range(1, rounds + 1):
+        path = os.path.join(tmp, f"step-{name}{r}.json")
+        if not os.path.exists(path):
             continue
-        med = [statistics.median(r[i] for r in runs) for i in range(3)]
+        for d in json.load(open(path))["decode"]:
+            runs.setdefault(d["batch"], []).append(
+                (d["decode_layer_ms"], d["decode_layer_ratio"], d["moe_layer_ms"]))
+    for batch, rows in sorted(runs.items()):
+        med = [statistics.median(row[i] for row in rows) for i in range(3)]
         print("%s batch %d layer %.4f ms %.4fx moe %.4f ms" % (name, batch, *med))
 PY

@@ -17,7 +17,7 @@
 # (xz shares the kernel images), the whole bundle ~13 MB; the tree is ~49 MB (2026-12-04).
 set -euo pipefail
 usage="usage: tools/gpu/pack_ab.sh BUNDLE_TAR [--keep BIN,BIN...] [NAME=PATH ...], from the repository root"
-[[ $# -ge 1 && -f "$1" && -d .git ]] || { echo "$usage" >&2; exit 2; }
+[[ $# -ge 1 && -f "$1" && -e .git ]] || { echo "$usage" >&2; exit 2; }
 bundle_tar="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 shift
 keep=""
