@@ -51,13 +51,16 @@ enum class MoeExpertsPath {
   kAuto,  // kSmallBatch when T * top_k <= kMoeSmallBatchMaxRows and the shapes fit it, else
           // kGrouped
   // Grouped wgmma GEMMs over expert-row tiles of up to 64 rows when the experts average at most
-  // kMoeShortTilesMaxAverageRows rows (decode batches past kSmallBatch), else 256 (prefill).
+  // kMoeShortTilesMaxAverageRows rows (decode batches past kSmallBatch), of up to 128 rows against
+  // two column bands when they average at most kMoeWideTilesMaxAverageRows (prefill chunks), else
+  // of up to 256 (long prefills).
   kGrouped,
   kSmallBatch,         // weight streaming: each selected expert read once over all SMs (decode)
   kGroupedCpAsync,     // kGrouped on its cp.async GEMM kernel only (the fallback when the driver
                        // refuses the TMA kernel's tensor maps; tests)
   kGroupedShortTiles,  // kGrouped with 64-row tiles whatever the rows (tests, benchmarks)
   kGroupedLongTiles,   // kGrouped with 256-row tiles whatever the rows (tests, benchmarks)
+  kGroupedWideTiles,   // kGrouped with 128-row two-band tiles whatever the rows (tests, benchmarks)
 };
 // Routed rows per expert, on average, up to which the grouped path takes tiles of up to 64 rows
 // on its TMA kernel's 9-stage ring (144 KB of weights in flight an SM; the 256-row tiles leave
@@ -68,6 +71,15 @@ enum class MoeExpertsPath {
 // the floor, decode layer at batch 512 1.249 -> 1.172x; T = 1536 / 2048 (48 / 64 rows) 1.246 /
 // 1.280 -> 1.300 / 1.466x.
 constexpr int64_t kMoeShortTilesMaxAverageRows = 32;
+// Routed rows per expert, on average, up to which the grouped path takes tiles of up to 128 rows
+// against two column bands (256 weight rows) rather than 256 rows against one: each band reads the
+// tile's grouped rows again from L2, which at ~64 rows an expert loads L2 as much as the weights
+// streaming through it (run 241 at T = 2048: L2 95% busy, DRAM 81%). H200 runs 242-243, Beam's
+// experts in a graph, model / skewed routing: T = 1536 / 2048 / 2560 / 3072 / 4096 (48-128 rows)
+// 1.20 / 1.22 / 1.26 / 1.32 / 1.46x -> 1.07 / 1.10 / 1.15 / 1.25 / 1.44x of the floor (skewed
+// 5-10% faster); T = 5120 / 6144 (160 / 192 rows) even, skewed 3% faster; T = 8192 (256 rows)
+// 1% slower.
+constexpr int64_t kMoeWideTilesMaxAverageRows = 192;
 // Routed rows (T * top_k) up to which kAuto takes the small-batch path: T <= 256 at top-8, every
 // decode graph bucket. By design its time is the HBM floor of the experts the batch touches: every
 // selected expert is read once, in equal shares per SM whatever the row counts, and the rows of an

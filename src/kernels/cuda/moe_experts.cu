@@ -398,17 +398,37 @@ bool launch_grouped_gemm_tma(CudaContext& ctx, const Problem& pb, const moe_gemm
   return true;
 }
 
+// The TMA kernel's tiles (moe_gemm::tma's rings): up to 64 grouped rows on the deepest ring, 128
+// against two column bands, or 256.
+enum class GroupedTiles { kShort, kWide, kLong };
+
 // How the grouped path runs its GEMMs: on the TMA kernel where the shapes allow it (else, or when
-// !use_tma, the cp.async one), over M tiles of up to 64 rows (short_tiles, on the TMA kernel's
-// deeper ring) or 256.
+// !use_tma, the cp.async one, over the same M tiles).
 struct GroupedPlan {
   bool use_tma = true;
-  bool short_tiles = false;
+  GroupedTiles tiles = GroupedTiles::kLong;
 };
 
-// kAuto's plan: short tiles when the experts average at most kMoeShortTilesMaxAverageRows rows.
+// kAuto's plan: tiles by the experts' average rows (kMoeShortTilesMaxAverageRows,
+// kMoeWideTilesMaxAverageRows).
 GroupedPlan auto_plan(const Problem& pb) {
-  return GroupedPlan{.short_tiles = pb.rows <= kMoeShortTilesMaxAverageRows * pb.E};
+  if (pb.rows <= kMoeShortTilesMaxAverageRows * pb.E) return {.tiles = GroupedTiles::kShort};
+  if (pb.rows <= kMoeWideTilesMaxAverageRows * pb.E) return {.tiles = GroupedTiles::kWide};
+  return {.tiles = GroupedTiles::kLong};
+}
+
+// Grouped rows per M tile of `tiles`.
+int tile_rows_of(GroupedTiles tiles) {
+  namespace tma = moe_gemm::tma;
+  switch (tiles) {
+    case GroupedTiles::kShort:
+      return tma::ShortTiles::kRows;
+    case GroupedTiles::kWide:
+      return tma::WideTiles::kRows;
+    case GroupedTiles::kLong:
+      return tma::LongTiles::kRows;
+  }
+  return tma::LongTiles::kRows;
 }
 
 // The TMA kernel of plan's ring; false as launch_grouped_gemm_tma.
@@ -416,9 +436,15 @@ template <Epilogue kEp>
 bool launch_tma(CudaContext& ctx, const Problem& pb, const GroupedPlan& plan,
                 const moe_gemm::Args& p, const bf16_t* a, int32_t* tile_counter) {
   namespace tma = moe_gemm::tma;
-  return plan.short_tiles
-             ? launch_grouped_gemm_tma<tma::ShortTiles, kEp>(ctx, pb, p, a, tile_counter)
-             : launch_grouped_gemm_tma<tma::LongTiles, kEp>(ctx, pb, p, a, tile_counter);
+  switch (plan.tiles) {
+    case GroupedTiles::kShort:
+      return launch_grouped_gemm_tma<tma::ShortTiles, kEp>(ctx, pb, p, a, tile_counter);
+    case GroupedTiles::kWide:
+      return launch_grouped_gemm_tma<tma::WideTiles, kEp>(ctx, pb, p, a, tile_counter);
+    case GroupedTiles::kLong:
+      return launch_grouped_gemm_tma<tma::LongTiles, kEp>(ctx, pb, p, a, tile_counter);
+  }
+  return false;
 }
 
 // Grouped path: permutation, grouped gate_up GEMM + SwiGLU, grouped down GEMM, combine. A GEMM
@@ -438,8 +464,7 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
   auto* entry_of = reinterpret_cast<int32_t*>(base + layout.entry_of);
   auto* act = reinterpret_cast<bf16_t*>(base + layout.act);
   auto* y = reinterpret_cast<bf16_t*>(base + layout.y);
-  const int tile_rows =
-      plan.short_tiles ? moe_gemm::tma::ShortTiles::kRows : moe_gemm::tma::LongTiles::kRows;
+  const int tile_rows = tile_rows_of(plan.tiles);
   permute(ctx, pb, tile_rows, ids.as<int32_t>(), counts, offsets, tile_offsets, row_token,
           entry_of);
   CUDA_OK(cudaMemsetAsync(tile_counters, 0, 2 * sizeof(int32_t), ctx.stream));
@@ -623,12 +648,16 @@ void moe_experts(CudaContext& ctx, const TensorView& x, const TensorView& gate_u
       return;
     case MoeExpertsPath::kGroupedCpAsync:
       run_grouped(ctx, pb, x, gate_up, down, ids, weights, out,
-                  GroupedPlan{.use_tma = false, .short_tiles = auto_plan(pb).short_tiles});
+                  GroupedPlan{.use_tma = false, .tiles = auto_plan(pb).tiles});
       return;
     case MoeExpertsPath::kGroupedShortTiles:
+      run_grouped(ctx, pb, x, gate_up, down, ids, weights, out, {.tiles = GroupedTiles::kShort});
+      return;
+    case MoeExpertsPath::kGroupedWideTiles:
+      run_grouped(ctx, pb, x, gate_up, down, ids, weights, out, {.tiles = GroupedTiles::kWide});
+      return;
     case MoeExpertsPath::kGroupedLongTiles:
-      run_grouped(ctx, pb, x, gate_up, down, ids, weights, out,
-                  GroupedPlan{.short_tiles = path == MoeExpertsPath::kGroupedShortTiles});
+      run_grouped(ctx, pb, x, gate_up, down, ids, weights, out, {.tiles = GroupedTiles::kLong});
       return;
     case MoeExpertsPath::kSmallBatch:
       BEAM_CHECK(pb.rows <= kMoeSmallBatchRowLimit && small_fits)

@@ -7,8 +7,9 @@
 // the gate and up rows of one act column into one thread's accumulators and applies the CPU's
 // SwiGLU in the epilogue. Shapes whose rows are 16-byte multiples run on the warp-specialized TMA
 // kernel at the end (namespace tma: persistent clusters of two blocks sharing their grouped rows
-// by TMA multicast, a producer warp, tiles of 128 weight rows by up to 256 grouped rows, or up to
-// 64 on a deeper ring for decode); the cp.async kernel takes the others.
+// by TMA multicast, a producer warp, tiles of 128 weight rows by up to 256 grouped rows, 256 weight
+// rows by up to 128 (chunked prefill), or 128 by up to 64 on a deeper ring (decode)); the cp.async
+// kernel takes the others.
 #pragma once
 
 #include <cuda.h>
@@ -310,19 +311,20 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(Args p) {
 // ---- Warp-specialized TMA kernel (k % 8 == 0, k > 0; n % 8 == 0 for kSwiGLU, n % 16 for kStore;
 // the grouped rows contiguous: A row g is grouped row g) ------------------------------------------
 // Persistent clusters of kCluster blocks (one block per SM) take jobs from a global counter: a
-// job is one M tile's grouped rows against kCluster adjacent column bands (tile_job's order with
-// bands kCluster times as wide), block rank r computing band r of it as a tile of kWRows = 128
-// weight rows. Warp 8 is the producer: one thread fills a kStages ring with TMA loads (the tile's
-// weight rows as one box of a 5-d tensor map that lists them in weight_row's order; the grouped
+// job is one M tile's grouped rows against kCluster R::kMBlocks adjacent column bands (tile_job's
+// order with bands that many times as wide), block rank r computing bands [r kMBlocks, (r + 1)
+// kMBlocks) of it, each of kWRows = 128 weight rows. Warp 8 is the producer: one thread fills a
+// kStages ring with TMA loads (a band's weight rows as one box of a 5-d tensor map that lists them
+// in weight_row's order; the grouped
 // rows as kBoxRows-row boxes of a 2-d map, box b issued by rank b % kCluster and multicast to every
 // block of the cluster, so each block reads 1 / kCluster of them from L2; zeros past k and past
 // the tensors) and passes each tile to the consumers in the ring's job slots. Rank 0's producer
 // takes the tickets and hands each to the others through their mailboxes. Warpgroups 0-1 run
-// wgmma on 64 weight rows each, keep one wgmma group in flight (each warp frees a stage once its
-// group retired there, in every block of the cluster, as any of them may multicast into it:
-// 8 kCluster arrivals per stage), and store the tile (store_tile_stepped; store_tile_swiglu
-// through a shared staging area) while the producer already loads the next one. Every output
-// element is one fp32 dot product in fixed K order, whatever kCluster.
+// wgmma on 64 weight rows of each band (M-block) each, keep one wgmma group in flight (each warp
+// frees a stage once its group retired there, in every block of the cluster, as any of them may
+// multicast into it: 8 kCluster arrivals per stage), and store the tile (store_tile_stepped;
+// store_tile_swiglu through a shared staging area) while the producer already loads the next one.
+// Every output element is one fp32 dot product in fixed K order, whatever kCluster.
 namespace tma {
 
 constexpr int kConsumers = 2;            // consumer warpgroups, 64 weight rows each
@@ -345,15 +347,20 @@ struct StageJob {
   int32_t row0, rows, n0, expert;
 };
 
-// Shared-memory layout of a kernel whose tiles hold up to kTileRows grouped rows: as many ring
-// stages (a weight box and kTileRows grouped rows each) as fit beside the SwiGLU staging area, at
-// most kMaxStages. Long tiles (kBM = 256: 4 stages, 64 KB of weights in flight) serve prefill;
-// short ones (64: 9 stages, 144 KB) serve decode batches past the small-batch path, whose experts
-// get ~16 rows each and whose weights must stream at HBM rate.
-template <int kTileRows>
+// Shared-memory layout of a kernel whose tiles hold up to kTileRows grouped rows against
+// kBands column bands (weight boxes; the M-blocks of each consumer warpgroup): as many ring stages
+// (the weight boxes and kTileRows grouped rows each) as fit beside the SwiGLU staging area, at most
+// kMaxStages. Long tiles (kBM = 256, one band: 4 stages, 64 KB of weights in flight) serve 8K
+// prefills; wide ones (128 rows, two bands: 4 stages, 128 KB) prefill chunks whose experts get
+// ~64 rows each, where the grouped rows read again for each band load L2 as much as the weights
+// stream through it; short ones (64 rows, one band: 9 stages, 144 KB) serve decode batches past
+// the small-batch path, whose experts get ~16 rows each and whose weights must stream at HBM rate.
+template <int kTileRows, int kBands>
 struct Ring {
   static constexpr int kRows = kTileRows;
-  static constexpr int kStageBytes = kWeightBytes + kTileRows * kRowBytes;
+  static constexpr int kMBlocks = kBands;  // weight boxes a stage, M-blocks a warpgroup
+  static constexpr int kWeightsBytes = kBands * kWeightBytes;  // a stage's weight boxes
+  static constexpr int kStageBytes = kWeightsBytes + kTileRows * kRowBytes;
   // The SwiGLU epilogue's staging area: a consumer thread's gate/up pairs as bf16x2 words, half a
   // tile's kTileRows / 4 pairs a thread at a time, word i of consumer thread t at word
   // i * kConsumerThreads + t (private to t; consecutive threads, consecutive banks).
@@ -384,9 +391,10 @@ struct Ring {
   static_assert(kStages >= 3 && kStageBytes % kSmemAlign == 0);
   static_assert(smem_bytes(Epilogue::kSwiGLU) <= kSmemLimit, "H200: 227 KB of shared memory");
 };
-using LongTiles = Ring<kBM>;  // prefill: 4 stages of up to 256 rows
-using ShortTiles = Ring<64>;  // decode past the small-batch path: 9 stages of up to 64 rows
-static_assert(LongTiles::kStages == 4 && ShortTiles::kStages == 9);
+using LongTiles = Ring<kBM, 1>;  // 8K prefill: 4 stages of up to 256 rows and one band
+using WideTiles = Ring<128, 2>;  // prefill chunks: 4 stages of up to 128 rows and two bands
+using ShortTiles = Ring<64, 1>;  // decode past the small-batch path: 9 stages of up to 64 rows
+static_assert(LongTiles::kStages == 4 && WideTiles::kStages == 4 && ShortTiles::kStages == 9);
 
 struct Args {
   CUtensorMap w_map;  // weights as {k, 8, 2, groups, E}, box {kBK, 8, 2, kWeightGroups, 1};
@@ -409,17 +417,18 @@ __device__ __forceinline__ uint32_t mailbox_bar(uint32_t base, uint32_t s) {
   return base + R::kBarOffset + 8 * (2 * R::kStages + s);
 }
 
-// The job of `ticket` for cluster rank `rank`: tile_job over bands kCluster times as wide, this
-// rank's band of it (past n: no columns, its weight box all zeros and nothing stored).
-template <Epilogue kEp>
+// The job of `ticket` for cluster rank `rank`: tile_job over bands kCluster R::kMBlocks times as
+// wide, this rank's first band of it (past n: no columns, its weight boxes all zeros and nothing
+// stored); the rank's other bands follow it.
+template <class R, Epilogue kEp>
 __device__ __forceinline__ TileJob rank_job(const moe_gemm::Args& p, int64_t ticket,
                                             uint32_t rank) {
-  TileJob job = tile_job<kEp, kWRows * kCluster>(p, ticket);
-  job.n0 += static_cast<int64_t>(rank) * tile_cols(kEp, kWRows);
+  TileJob job = tile_job<kEp, kWRows * R::kMBlocks * kCluster>(p, ticket);
+  job.n0 += static_cast<int64_t>(rank) * R::kMBlocks * tile_cols(kEp, kWRows);
   return job;
 }
 
-// Producer thread of cluster rank `rank`: for each job, num_k stages (its weight box, and its
+// Producer thread of cluster rank `rank`: for each job, num_k stages (its weight boxes, and its
 // share of the ceil(rows / kBoxRows) grouped-row boxes multicast to the cluster), each into the
 // slot every consumer of the cluster freed; then one stage announcing the end. Rank 0 takes the
 // tickets and posts each in the other ranks' mailboxes right away (slot = job count % kMailboxes),
@@ -431,7 +440,7 @@ __device__ __forceinline__ void produce(const Args& a, uint32_t base, StageJob* 
   wgmma::prefetch_tensor_map(&a.w_map);
   wgmma::prefetch_tensor_map(&a.a_map);
   constexpr int kCols = tile_cols(kEp, kWRows);
-  constexpr int kJobCols = kCols * kCluster;
+  constexpr int kJobCols = kCols * R::kMBlocks * kCluster;
   constexpr auto kAllRanks = static_cast<uint16_t>((1u << kCluster) - 1);
   const int64_t total =
       static_cast<int64_t>(p.tile_offsets[p.num_experts]) * ((p.n + kJobCols - 1) / kJobCols);
@@ -456,7 +465,7 @@ __device__ __forceinline__ void produce(const Args& a, uint32_t base, StageJob* 
       ticket = mailbox[mail];
     }
     const TileJob job =
-        ticket < total ? rank_job<kEp>(p, ticket, rank) : TileJob{};  // before waiting
+        ticket < total ? rank_job<R, kEp>(p, ticket, rank) : TileJob{};  // before waiting
     const uint32_t first = it % R::kStages;
     wgmma::mbar_wait(empty_bar<R>(base, first), ((it / R::kStages) & 1) ^ 1);
     if (ticket >= total) {
@@ -467,7 +476,7 @@ __device__ __forceinline__ void produce(const Args& a, uint32_t base, StageJob* 
     jobs[first] = StageJob{static_cast<int32_t>(job.row0), job.rows, static_cast<int32_t>(job.n0),
                            job.expert};
     const int boxes = (job.rows + kBoxRows - 1) / kBoxRows;
-    const auto bytes = static_cast<uint32_t>(kWeightBytes + boxes * kBoxBytes);
+    const auto bytes = static_cast<uint32_t>(R::kWeightsBytes + boxes * kBoxBytes);
     const auto group0 = static_cast<int32_t>(job.n0 / (kCols / kWeightGroups));
     const auto row0 = static_cast<int32_t>(job.row0);
     for (int kt = 0; kt < num_k; ++kt, ++it) {
@@ -475,13 +484,18 @@ __device__ __forceinline__ void produce(const Args& a, uint32_t base, StageJob* 
       if (kt > 0) wgmma::mbar_wait(empty_bar<R>(base, s), ((it / R::kStages) & 1) ^ 1);
       const uint32_t stage = base + s * R::kStageBytes, full = full_bar<R>(base, s);
       wgmma::mbar_arrive_expect_tx(full, bytes);
-      if (p.packed_w) {  // map {kBK, 16, groups, k / kBK, E}: packed step kt of the tiles
-        wgmma::tma_load_5d(stage, &a.w_map, full, 0, 0, group0, kt, job.expert);
-      } else {
-        wgmma::tma_load_5d(stage, &a.w_map, full, kt * kBK, 0, 0, group0, job.expert);
+#pragma unroll
+      for (int m = 0; m < R::kMBlocks; ++m) {  // band m's weight box
+        const uint32_t dst = stage + m * kWeightBytes;
+        const int32_t group = group0 + m * kWeightGroups;
+        if (p.packed_w) {  // map {kBK, 16, groups, k / kBK, E}: packed step kt of the tiles
+          wgmma::tma_load_5d(dst, &a.w_map, full, 0, 0, group, kt, job.expert);
+        } else {
+          wgmma::tma_load_5d(dst, &a.w_map, full, kt * kBK, 0, 0, group, job.expert);
+        }
       }
       for (int b = static_cast<int>(rank); b < boxes; b += kCluster) {
-        cluster::tma_load_2d_multicast(stage + kWeightBytes + b * kBoxBytes, &a.a_map, full,
+        cluster::tma_load_2d_multicast(stage + R::kWeightsBytes + b * kBoxBytes, &a.a_map, full,
                                        kt * kBK, row0 + b * kBoxRows, kAllRanks);
       }
     }
@@ -573,34 +587,63 @@ __device__ __forceinline__ void release_stage(uint32_t base, uint32_t s) {
     cluster::mbar_arrive_signal(cluster::map(empty_bar<R>(base, s), (own + i) % kCluster));
 }
 
+// Issues and commits one wgmma group over a K slice for each of the kM bands of a stage: d[m] +=
+// the warpgroup's 64 weight rows of band m (at a_tile + m kWeightBytes) x kN grouped rows (at
+// b_tile); the caller waits for it.
+template <int kN, int kM>
+__device__ __forceinline__ void issue_k_slice_bands(float (&d)[kM][kN / 2], uint32_t a_tile,
+                                                    uint32_t b_tile) {
+#pragma unroll
+  for (int m = 0; m < kM; ++m) wgmma::fence_operands(d[m]);
+  wgmma::arrive();
+#pragma unroll
+  for (int m = 0; m < kM; ++m)
+#pragma unroll
+    for (int ks = 0; ks < kBK / 16; ++ks)
+      wgmma::Mma<kN>::run(d[m], wgmma::sw128_desc(a_tile + m * kWeightBytes + ks * 32),
+                          wgmma::sw128_desc(b_tile + ks * 32));
+  wgmma::commit();
+}
+
 // Consumer warpgroup ctid / 128 (ctid: thread index over the consumers): the tile with kN (>=
-// rows) grouped rows from ring stage `it` on; it advances past the tile's stages.
+// rows) grouped rows against R::kMBlocks bands from ring stage `it` on; it advances past the
+// tile's stages. Band m's outputs are those of the job shifted by m bands.
 template <class R, Epilogue kEp, int kN>
 __device__ __forceinline__ void consume_tile(const Args& a, const TileJob& job, uint32_t base,
                                              uint32_t& it, int ctid) {
+  constexpr int kM = R::kMBlocks;
   const int c = ctid / 128;
   const int num_k = static_cast<int>((a.p.k + kBK - 1) / kBK);
-  float d[kN / 2];
+  float d[kM][kN / 2];
 #pragma unroll
-  for (int i = 0; i < kN / 2; ++i) d[i] = 0.0f;
+  for (int m = 0; m < kM; ++m)
+#pragma unroll
+    for (int i = 0; i < kN / 2; ++i) d[m][i] = 0.0f;
   uint32_t prev = 0;
   for (int kt = 0; kt < num_k; ++kt, ++it) {
     const uint32_t s = it % R::kStages;
     wgmma::mbar_wait(full_bar<R>(base, s), (it / R::kStages) & 1);
     const uint32_t stage = base + s * R::kStageBytes;
-    issue_k_slice<kN>(d, stage + c * 64 * kRowBytes, stage + kWeightBytes);
+    issue_k_slice_bands<kN, kM>(d, stage + c * 64 * kRowBytes, stage + R::kWeightsBytes);
     wgmma::wait<1>();  // the previous stage's group retired in this warp: the warp frees its stage
-    wgmma::fence_operands(d);
+#pragma unroll
+    for (int m = 0; m < kM; ++m) wgmma::fence_operands(d[m]);
     if (kt > 0 && ctid % 32 == 0) release_stage<R>(base, prev);
     prev = s;
   }
   wgmma::wait<0>();
-  wgmma::fence_operands(d);
+#pragma unroll
+  for (int m = 0; m < kM; ++m) wgmma::fence_operands(d[m]);
   if (num_k > 0 && ctid % 32 == 0) release_stage<R>(base, prev);
-  if constexpr (kEp == Epilogue::kSwiGLU) {
-    store_tile_swiglu<R, kN>(a.p, job, ctid, d, base + R::kStagingOffset);
-  } else {
-    store_tile_stepped<kN>(a.p, job, ctid, d);
+#pragma unroll
+  for (int m = 0; m < kM; ++m) {
+    TileJob band = job;
+    band.n0 += static_cast<int64_t>(m) * tile_cols(kEp, kWRows);
+    if constexpr (kEp == Epilogue::kSwiGLU) {
+      store_tile_swiglu<R, kN>(a.p, band, ctid, d[m], base + R::kStagingOffset);
+    } else {
+      store_tile_stepped<kN>(a.p, band, ctid, d[m]);
+    }
   }
 }
 

@@ -40,7 +40,8 @@ enum class Path {
   kSmallBatch,
   kGroupedCpAsync,
   kGroupedShortTiles,
-  kGroupedLongTiles
+  kGroupedLongTiles,
+  kGroupedWideTiles
 };
 constexpr int64_t kSmallBatchMaxRows = 2048;
 constexpr int64_t kSmallBatchRowLimit = 2048;
@@ -61,6 +62,8 @@ const char* path_name(Path p) {
       return "grouped-short-tiles";
     case Path::kGroupedLongTiles:
       return "grouped-long-tiles";
+    case Path::kGroupedWideTiles:
+      return "grouped-wide-tiles";
   }
   return "?";
 }
@@ -145,11 +148,11 @@ bool small_batch_fits(const ExpertCase& c) {
          c.H <= kSmallBatchMaxWidth && c.I <= kSmallBatchMaxWidth;
 }
 
-// The grouped path on both its kernels and both its tile sizes, and the small-batch one when it
+// The grouped path on both its kernels and its three tile shapes, and the small-batch one when it
 // takes the case.
 std::vector<Path> paths_for(const ExpertCase& c) {
   std::vector<Path> paths{Path::kGrouped, Path::kGroupedCpAsync, Path::kGroupedShortTiles,
-                          Path::kGroupedLongTiles};
+                          Path::kGroupedWideTiles, Path::kGroupedLongTiles};
   if (small_batch_fits(c)) paths.push_back(Path::kSmallBatch);
   return paths;
 }
@@ -305,8 +308,9 @@ TEST_F(CudaMoeExperts, AutoPicksPathByRoutedRowsAndWidths) {
   expect_auto_is(Path::kGrouped, {2, kSmallBatchMaxWidth + 64, 4, 64, 2}, 802);  // too wide
 }
 
-// The grouped path's two tile sizes (up to 64 rows on the TMA kernel's deeper ring, or 256) give
-// the same bits: each output is one fp32 dot product in fixed K order whatever the tile's rows.
+// The grouped path's three tile shapes (up to 64 rows on the TMA kernel's deeper ring, 128 rows
+// against two column bands, or 256) give the same bits: each output is one fp32 dot product in
+// fixed K order whatever the tile's rows and bands.
 // Experts with more rows than a short tile (a hot expert of 300 rows: five tiles), empty experts,
 // row counts off the 16-row step, and Beam's top-8 over 64 experts at 16 rows an expert.
 TEST_F(CudaMoeExperts, GroupedTileSizesKeepBits) {
@@ -324,13 +328,19 @@ TEST_F(CudaMoeExperts, GroupedTileSizesKeepBits) {
     }
     const TensorView gate_up = upload_experts(d.gate_up, ExpertMatrix::kGateUp),
                      down = upload_experts(d.down, ExpertMatrix::kDown);
-    check(c, d, gate_up, down, cpu.two, {Path::kGroupedShortTiles, Path::kGroupedLongTiles});
+    check(c, d, gate_up, down, cpu.two,
+          {Path::kGroupedShortTiles, Path::kGroupedWideTiles, Path::kGroupedLongTiles});
     const TensorView x = upload(d.x), ids = upload(d.ids), weights = upload(d.weights);
     const TensorView shorts = device_tensor(DType::kBF16, {c.T, c.H}),
+                     wides = device_tensor(DType::kBF16, {c.T, c.H}),
                      longs = device_tensor(DType::kBF16, {c.T, c.H});
     run_gpu(Path::kGroupedShortTiles, x, gate_up, down, ids, weights, shorts);
+    run_gpu(Path::kGroupedWideTiles, x, gate_up, down, ids, weights, wides);
     run_gpu(Path::kGroupedLongTiles, x, gate_up, down, ids, weights, longs);
-    EXPECT_TRUE(test::bits_equal(download(shorts).view, download(longs).view))
+    const HostTensor short_bits = download(shorts);
+    EXPECT_TRUE(test::bits_equal(short_bits.view, download(wides).view))
+        << "T=" << c.T << " E=" << c.E;
+    EXPECT_TRUE(test::bits_equal(short_bits.view, download(longs).view))
         << "T=" << c.T << " E=" << c.E;
   }
 }

@@ -236,6 +236,8 @@ TEST_F(CudaMoeGroupedGemm, TmaShapesMatchCpu) {
                           Shape5{900, 144, 3, 24, 1},     // ~300 rows per expert: 2 M tiles
                           Shape5{700, 192, 8, 192, 2},    // 3 gate_up bands: the 2nd pair's 2nd
                                                           // band past n
+                          Shape5{1000, 256, 64, 200, 4},  // ~62 rows per expert: two-band tiles,
+                                                          // a job's last bands past n
                           Shape5{40, 200, 80, 72, 6},     // most experts on 1-5 rows, some empty
                           Shape5{64, 8, 4, 8, 2}}) {      // k = 8: one slice, mostly zeros
     Experts d = make_weights(s, static_cast<uint32_t>(s.T * 17 + s.I));
