@@ -361,10 +361,13 @@ struct Ring {
   static constexpr int kMBlocks = kBands;  // weight boxes a stage, M-blocks a warpgroup
   static constexpr int kWeightsBytes = kBands * kWeightBytes;  // a stage's weight boxes
   static constexpr int kStageBytes = kWeightsBytes + kTileRows * kRowBytes;
-  // The SwiGLU epilogue's staging area: a consumer thread's gate/up pairs as bf16x2 words, half a
-  // tile's kTileRows / 4 pairs a thread at a time, word i of consumer thread t at word
-  // i * kConsumerThreads + t (private to t; consecutive threads, consecutive banks).
-  static constexpr int kStagedPairs = kTileRows / 8;
+  // The SwiGLU epilogue's staging area: a consumer thread's gate/up pairs of one band as bf16x2
+  // words, half a band's kTileRows / 4 pairs a thread at a time (one band: 4 stages of 256-row
+  // tiles leave no more room) or all of them (two bands: a whole band's staging keeps the other
+  // band's accumulators the only ones live beside the SiLUs, run 247: no spill), word i of
+  // consumer thread t at word i * kConsumerThreads + t (private to t; consecutive threads,
+  // consecutive banks).
+  static constexpr int kStagedPairs = kTileRows / 8 * kBands;
   static constexpr int kStagingBytes = kStagedPairs * kConsumerThreads * 4;
   // Per stage beside its bytes: full, empty and two mailbox barriers (8 bytes each), a StageJob
   // and two mailboxes (a ticket each).
@@ -559,19 +562,23 @@ __device__ __forceinline__ void store_staged_swiglu(const moe_gemm::Args& p, con
 }
 
 // The SwiGLU epilogue (n % 8 == 0): the same values and roundings as store_tile, its SiLUs in a
-// rolled loop over pairs staged in shared memory, half the tile's pairs at a time (run 141: the
-// unrolled epilogue took a quarter of the consumers' samples, mostly waiting for instructions).
+// rolled loop over pairs staged in shared memory (run 141: the unrolled epilogue took a quarter
+// of the consumers' samples, mostly waiting for instructions), all the thread's kN / 4 pairs at
+// once where the staging area holds them, else half at a time.
 template <class R, int kN>
 __device__ __forceinline__ void store_tile_swiglu(const moe_gemm::Args& p, const TileJob& job,
                                                   int ctid, const float (&d)[kN / 2],
                                                   uint32_t staging) {
-  constexpr int kHalf = kN / 8;  // pairs a half: kN / 4 a thread
-  static_assert(kHalf <= R::kStagedPairs);
+  constexpr int kPairs = kN / 4;
+  constexpr int kRound = kPairs <= R::kStagedPairs ? kPairs : kPairs / 2;  // pairs staged at once
+  static_assert(kRound <= R::kStagedPairs && kPairs % kRound == 0 && kPairs / kRound <= 2);
   if (job.n0 + 8 * (ctid / 32) + (ctid % 32) / 4 >= p.n) return;
-  stage_pairs<kN, 0, kHalf>(d, staging, ctid);
-  store_staged_swiglu(p, job, ctid, staging, 0, kHalf);
-  stage_pairs<kN, kHalf, kHalf>(d, staging, ctid);
-  store_staged_swiglu(p, job, ctid, staging, kHalf, kHalf);
+  stage_pairs<kN, 0, kRound>(d, staging, ctid);
+  store_staged_swiglu(p, job, ctid, staging, 0, kRound);
+  if constexpr (kRound < kPairs) {
+    stage_pairs<kN, kRound, kRound>(d, staging, ctid);
+    store_staged_swiglu(p, job, ctid, staging, kRound, kRound);
+  }
 }
 
 // A consumer warp's release of ring stage s: one arrival on its empty barrier in every block of
