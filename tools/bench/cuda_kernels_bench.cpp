@@ -397,7 +397,8 @@ void BM_moe_router_route(benchmark::State& state) {
 // touched at T = 32). bytes/s counts the distinct experts' weights plus x and out: the HBM floor
 // of decode (batch 1: 8 x 78.6 MB = 629 MB, 146 us). Prefill is FLOP-bound: flop/s and
 // floor_flop_us use the 798 TFLOP/s ceiling. range(1) = cuda::MoeExpertsPath: 0 kAuto (the
-// small-batch path up to T = 128), 1 grouped, 2 small-batch (forced, to compare at one T).
+// small-batch path up to T = 256), 1 grouped, 2 small-batch (forced, to compare at one T), 5 the
+// grouped path's 256-row tiles, 6 its two-band 128-row tiles (kAuto's at 33-192 rows an expert).
 void BM_moe_experts(benchmark::State& state) {
   Gpu gpu;
   if (!gpu.start(state)) return;
@@ -454,8 +455,8 @@ BENCHMARK(BM_moe_router_route)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 // Fixed iteration counts: each run uploads 20 GB of expert weights once. Decode sizes on kAuto
-// (the small-batch path up to T = 128, 1024 routed rows), the grouped path forced at T = 1, 8,
-// 32, 64 and 128 to compare, and kAuto's grouped path just past the threshold (T = 129).
+// (the small-batch path up to T = 256, 2,048 routed rows), the grouped path forced at T = 1, 8,
+// 32, 64 and 128 to compare, and kAuto's grouped path just past the threshold (T = 257).
 BENCHMARK(BM_moe_experts)
     ->ArgNames({"T", "path"})
     ->Args({1, 0})
@@ -464,7 +465,8 @@ BENCHMARK(BM_moe_experts)
     ->Args({32, 0})
     ->Args({64, 0})
     ->Args({128, 0})
-    ->Args({129, 0})
+    ->Args({256, 0})
+    ->Args({257, 0})
     ->Args({1, 1})
     ->Args({8, 1})
     ->Args({32, 1})
@@ -473,8 +475,15 @@ BENCHMARK(BM_moe_experts)
     ->Iterations(50)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
+// Prefill: chunks of 1,536-4,096 tokens (kAuto: two-band tiles; the serving engine's default
+// chunk is 2,048) against the 256-row tiles, and a whole 8K prompt.
 BENCHMARK(BM_moe_experts)
     ->ArgNames({"T", "path"})
+    ->Args({1536, 0})
+    ->Args({2048, 0})
+    ->Args({2048, 5})
+    ->Args({4096, 0})
+    ->Args({4096, 5})
     ->Args({8192, 0})
     ->Iterations(3)
     ->UseManualTime()
