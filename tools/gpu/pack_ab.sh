@@ -59,6 +59,7 @@ awk -v out="$out" -v a="$archive" -v t="$tree" -v l="$limit" 'BEGIN {
   printf "%s: %.2f MB; with the working tree (%.2f MB) %.2f MB (calls of up to %.2f MB went)\n",
     out, a / 1e6, t / 1e6, (a + t) / 1e6, l / 1e6 }'
 if ((total > limit)); then
-  echo "pack_ab.sh: over the limit by $(((total - limit) / 1024)) KiB: keep fewer binaries" >&2
+  echo "pack_ab.sh: over the limit by $(((total - limit) / 1024)) KiB: keep fewer binaries, or" \
+    "hold back a model the call does not need (tools/gpu/hold_tree.sh)" >&2
   exit 1
 fi
