@@ -741,19 +741,22 @@ __device__ void run_item_mma(const DecodeParams& p, const DecodeItem* it, const 
   // Queues tile c's keys below `below` (tile-relative) into the stage of ring tile u: the whole
   // boxes of its visible keys by TMA, the others by cp.async (the caller commits them).
   const auto queue = [&](const Cursor& c, int32_t entry, uint32_t u, int below) {
-    const int s = stage_of(u), r = kTma ? p.maps.box_rows : 0;
+    const int s = stage_of(u);
     __nv_bfloat16* stage = ring + s * dm::kTileElems;
     const int lo = keys.a - c.t0, hi = min(keys.b - c.t0 + 1, min(below, kTile));  // [lo, hi)
     int tma_lo = 0, tma_hi = 0;
-    if (r > 0) {  // arms the stage's mbarrier even for no box
-      if (hi > 0) {
-        tma_lo = max(lo, 0) / r * r;
-        tma_hi = max(hi / r * r, tma_lo);
+    if constexpr (kTma) {
+      const int r = p.maps.box_rows;
+      if (r > 0) {  // arms the stage's mbarrier even for no box
+        if (hi > 0) {
+          tma_lo = max(lo, 0) / r * r;
+          tma_hi = max(hi / r * r, tma_lo);
+        }
+        dm::load_boxes(p.maps, kvh, c.t0, entry, max(lo, 0), tma_lo, tma_hi, p.block_size,
+                       p.block_shift, p.num_blocks, smem_u32(stage), rg.bars + 8 * s);
+        const bool copies = tma_lo > 0 || tma_hi < min(below, kTile);
+        rg.generic = copies ? rg.generic | 1u << s : rg.generic & ~(1u << s);
       }
-      dm::load_boxes(p.maps, kvh, c.t0, entry, max(lo, 0), tma_lo, tma_hi, p.block_size,
-                     p.block_shift, p.num_blocks, smem_u32(stage), rg.bars + 8 * s);
-      const bool copies = tma_lo > 0 || tma_hi < min(below, kTile);
-      rg.generic = copies ? rg.generic | 1u << s : rg.generic & ~(1u << s);
     }
     dm::load_tile(p.k_cache, p.v_cache, row_of(c, entry), stage, below, tma_lo, tma_hi);
   };
