@@ -189,18 +189,29 @@ __device__ __forceinline__ void load_stage(const Args& p, const TileJob& job, ui
   }
 }
 
-// Issues and commits the wgmma group of one K slice: d += the warpgroup's 64 weight rows (at
-// a_tile) x kN grouped rows (at b_tile), kBK / 16 k16 steps; the caller waits for it.
+// Issues and commits one wgmma group over a K slice for each of kM column bands: d[m] += the
+// warpgroup's 64 weight rows of band m (at a_tile + m kBandBytes) x kN grouped rows (at b_tile),
+// kBK / 16 k16 steps each; the caller waits for it.
+template <int kN, int kM, int kBandBytes>
+__device__ __forceinline__ void issue_k_slice_bands(float (&d)[kM][kN / 2], uint32_t a_tile,
+                                                    uint32_t b_tile) {
+#pragma unroll
+  for (int m = 0; m < kM; ++m) wgmma::fence_operands(d[m]);
+  wgmma::arrive();
+#pragma unroll
+  for (int m = 0; m < kM; ++m)
+#pragma unroll
+    for (int ks = 0; ks < kBK / 16; ++ks)
+      wgmma::Mma<kN>::run(d[m], wgmma::sw128_desc(a_tile + m * kBandBytes + ks * 32),
+                          wgmma::sw128_desc(b_tile + ks * 32));
+  wgmma::commit();
+}
+
+// issue_k_slice_bands of one band.
 template <int kN>
 __device__ __forceinline__ void issue_k_slice(float (&d)[kN / 2], uint32_t a_tile,
                                               uint32_t b_tile) {
-  wgmma::fence_operands(d);
-  wgmma::arrive();
-#pragma unroll
-  for (int ks = 0; ks < kBK / 16; ++ks)
-    wgmma::Mma<kN>::run(d, wgmma::sw128_desc(a_tile + ks * 32),
-                        wgmma::sw128_desc(b_tile + ks * 32));
-  wgmma::commit();
+  issue_k_slice_bands<kN, 1, 0>(reinterpret_cast<float(&)[1][kN / 2]>(d), a_tile, b_tile);
 }
 
 // Stores v0 (column col) and v1 (col + 1) of one output row, within n.
@@ -594,24 +605,6 @@ __device__ __forceinline__ void release_stage(uint32_t base, uint32_t s) {
     cluster::mbar_arrive_signal(cluster::map(empty_bar<R>(base, s), (own + i) % kCluster));
 }
 
-// Issues and commits one wgmma group over a K slice for each of the kM bands of a stage: d[m] +=
-// the warpgroup's 64 weight rows of band m (at a_tile + m kWeightBytes) x kN grouped rows (at
-// b_tile); the caller waits for it.
-template <int kN, int kM>
-__device__ __forceinline__ void issue_k_slice_bands(float (&d)[kM][kN / 2], uint32_t a_tile,
-                                                    uint32_t b_tile) {
-#pragma unroll
-  for (int m = 0; m < kM; ++m) wgmma::fence_operands(d[m]);
-  wgmma::arrive();
-#pragma unroll
-  for (int m = 0; m < kM; ++m)
-#pragma unroll
-    for (int ks = 0; ks < kBK / 16; ++ks)
-      wgmma::Mma<kN>::run(d[m], wgmma::sw128_desc(a_tile + m * kWeightBytes + ks * 32),
-                          wgmma::sw128_desc(b_tile + ks * 32));
-  wgmma::commit();
-}
-
 // Consumer warpgroup ctid / 128 (ctid: thread index over the consumers): the tile with kN (>=
 // rows) grouped rows against R::kMBlocks bands from ring stage `it` on; it advances past the
 // tile's stages. Band m's outputs are those of the job shifted by m bands.
@@ -631,7 +624,8 @@ __device__ __forceinline__ void consume_tile(const Args& a, const TileJob& job, 
     const uint32_t s = it % R::kStages;
     wgmma::mbar_wait(full_bar<R>(base, s), (it / R::kStages) & 1);
     const uint32_t stage = base + s * R::kStageBytes;
-    issue_k_slice_bands<kN, kM>(d, stage + c * 64 * kRowBytes, stage + R::kWeightsBytes);
+    issue_k_slice_bands<kN, kM, kWeightBytes>(d, stage + c * 64 * kRowBytes,
+                                              stage + R::kWeightsBytes);
     wgmma::wait<1>();  // the previous stage's group retired in this warp: the warp frees its stage
 #pragma unroll
     for (int m = 0; m < kM; ++m) wgmma::fence_operands(d[m]);
