@@ -417,34 +417,28 @@ GroupedPlan auto_plan(const Problem& pb) {
   return {.tiles = GroupedTiles::kLong};
 }
 
-// Grouped rows per M tile of `tiles`.
-int tile_rows_of(GroupedTiles tiles) {
+// f(R{}) for the ring R of `tiles` (moe_gemm::tma::ShortTiles, WideTiles or LongTiles).
+template <class F>
+auto with_ring(GroupedTiles tiles, F&& f) {
   namespace tma = moe_gemm::tma;
   switch (tiles) {
     case GroupedTiles::kShort:
-      return tma::ShortTiles::kRows;
+      return f(tma::ShortTiles{});
     case GroupedTiles::kWide:
-      return tma::WideTiles::kRows;
+      return f(tma::WideTiles{});
     case GroupedTiles::kLong:
-      return tma::LongTiles::kRows;
+      break;
   }
-  return tma::LongTiles::kRows;
+  return f(tma::LongTiles{});
 }
 
 // The TMA kernel of plan's ring; false as launch_grouped_gemm_tma.
 template <Epilogue kEp>
 bool launch_tma(CudaContext& ctx, const Problem& pb, const GroupedPlan& plan,
                 const moe_gemm::Args& p, const bf16_t* a, int32_t* tile_counter) {
-  namespace tma = moe_gemm::tma;
-  switch (plan.tiles) {
-    case GroupedTiles::kShort:
-      return launch_grouped_gemm_tma<tma::ShortTiles, kEp>(ctx, pb, p, a, tile_counter);
-    case GroupedTiles::kWide:
-      return launch_grouped_gemm_tma<tma::WideTiles, kEp>(ctx, pb, p, a, tile_counter);
-    case GroupedTiles::kLong:
-      return launch_grouped_gemm_tma<tma::LongTiles, kEp>(ctx, pb, p, a, tile_counter);
-  }
-  return false;
+  return with_ring(plan.tiles, [&](auto ring) {
+    return launch_grouped_gemm_tma<decltype(ring), kEp>(ctx, pb, p, a, tile_counter);
+  });
 }
 
 // Grouped path: permutation, grouped gate_up GEMM + SwiGLU, grouped down GEMM, combine. A GEMM
@@ -464,7 +458,7 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
   auto* entry_of = reinterpret_cast<int32_t*>(base + layout.entry_of);
   auto* act = reinterpret_cast<bf16_t*>(base + layout.act);
   auto* y = reinterpret_cast<bf16_t*>(base + layout.y);
-  const int tile_rows = tile_rows_of(plan.tiles);
+  const int tile_rows = with_ring(plan.tiles, [](auto ring) { return decltype(ring)::kRows; });
   permute(ctx, pb, tile_rows, ids.as<int32_t>(), counts, offsets, tile_offsets, row_token,
           entry_of);
   CUDA_OK(cudaMemsetAsync(tile_counters, 0, 2 * sizeof(int32_t), ctx.stream));

@@ -322,9 +322,9 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(Args p) {
 // ---- Warp-specialized TMA kernel (k % 8 == 0, k > 0; n % 8 == 0 for kSwiGLU, n % 16 for kStore;
 // the grouped rows contiguous: A row g is grouped row g) ------------------------------------------
 // Persistent clusters of kCluster blocks (one block per SM) take jobs from a global counter: a
-// job is one M tile's grouped rows against kCluster R::kMBlocks adjacent column bands (tile_job's
-// order with bands that many times as wide), block rank r computing bands [r kMBlocks, (r + 1)
-// kMBlocks) of it, each of kWRows = 128 weight rows. Warp 8 is the producer: one thread fills a
+// job is one M tile's grouped rows against kCluster R::kBands adjacent column bands (tile_job's
+// order with bands that many times as wide), block rank r computing bands [r kBands, (r + 1)
+// kBands) of it, each of kWRows = 128 weight rows. Warp 8 is the producer: one thread fills a
 // kStages ring with TMA loads (a band's weight rows as one box of a 5-d tensor map that lists them
 // in weight_row's order; the grouped
 // rows as kBoxRows-row boxes of a 2-d map, box b issued by rank b % kCluster and multicast to every
@@ -359,17 +359,17 @@ struct StageJob {
 };
 
 // Shared-memory layout of a kernel whose tiles hold up to kTileRows grouped rows against
-// kBands column bands (weight boxes; the M-blocks of each consumer warpgroup): as many ring stages
-// (the weight boxes and kTileRows grouped rows each) as fit beside the SwiGLU staging area, at most
-// kMaxStages. Long tiles (kBM = 256, one band: 4 stages, 64 KB of weights in flight) serve 8K
-// prefills; wide ones (128 rows, two bands: 4 stages, 128 KB) prefill chunks whose experts get
+// kTileBands column bands (weight boxes; the M-blocks of each consumer warpgroup): as many ring
+// stages (the weight boxes and kTileRows grouped rows each) as fit beside the SwiGLU staging area,
+// at most kMaxStages. Long tiles (kBM = 256, one band: 4 stages, 64 KB of weights in flight) serve
+// 8K prefills; wide ones (128 rows, two bands: 4 stages, 128 KB) prefill chunks whose experts get
 // ~64 rows each, where the grouped rows read again for each band load L2 as much as the weights
 // stream through it; short ones (64 rows, one band: 9 stages, 144 KB) serve decode batches past
 // the small-batch path, whose experts get ~16 rows each and whose weights must stream at HBM rate.
-template <int kTileRows, int kBands>
+template <int kTileRows, int kTileBands>
 struct Ring {
   static constexpr int kRows = kTileRows;
-  static constexpr int kMBlocks = kBands;  // weight boxes a stage, M-blocks a warpgroup
+  static constexpr int kBands = kTileBands;  // weight boxes a stage, wgmma M-blocks a warpgroup
   static constexpr int kWeightsBytes = kBands * kWeightBytes;  // a stage's weight boxes
   static constexpr int kStageBytes = kWeightsBytes + kTileRows * kRowBytes;
   // The SwiGLU epilogue's staging area: a consumer thread's gate/up pairs of one band as bf16x2
@@ -431,14 +431,14 @@ __device__ __forceinline__ uint32_t mailbox_bar(uint32_t base, uint32_t s) {
   return base + R::kBarOffset + 8 * (2 * R::kStages + s);
 }
 
-// The job of `ticket` for cluster rank `rank`: tile_job over bands kCluster R::kMBlocks times as
+// The job of `ticket` for cluster rank `rank`: tile_job over bands kCluster R::kBands times as
 // wide, this rank's first band of it (past n: no columns, its weight boxes all zeros and nothing
 // stored); the rank's other bands follow it.
 template <class R, Epilogue kEp>
 __device__ __forceinline__ TileJob rank_job(const moe_gemm::Args& p, int64_t ticket,
                                             uint32_t rank) {
-  TileJob job = tile_job<kEp, kWRows * R::kMBlocks * kCluster>(p, ticket);
-  job.n0 += static_cast<int64_t>(rank) * R::kMBlocks * tile_cols(kEp, kWRows);
+  TileJob job = tile_job<kEp, kWRows * R::kBands * kCluster>(p, ticket);
+  job.n0 += static_cast<int64_t>(rank) * R::kBands * tile_cols(kEp, kWRows);
   return job;
 }
 
@@ -454,7 +454,7 @@ __device__ __forceinline__ void produce(const Args& a, uint32_t base, StageJob* 
   wgmma::prefetch_tensor_map(&a.w_map);
   wgmma::prefetch_tensor_map(&a.a_map);
   constexpr int kCols = tile_cols(kEp, kWRows);
-  constexpr int kJobCols = kCols * R::kMBlocks * kCluster;
+  constexpr int kJobCols = kCols * R::kBands * kCluster;
   constexpr auto kAllRanks = static_cast<uint16_t>((1u << kCluster) - 1);
   const int64_t total =
       static_cast<int64_t>(p.tile_offsets[p.num_experts]) * ((p.n + kJobCols - 1) / kJobCols);
@@ -499,7 +499,7 @@ __device__ __forceinline__ void produce(const Args& a, uint32_t base, StageJob* 
       const uint32_t stage = base + s * R::kStageBytes, full = full_bar<R>(base, s);
       wgmma::mbar_arrive_expect_tx(full, bytes);
 #pragma unroll
-      for (int m = 0; m < R::kMBlocks; ++m) {  // band m's weight box
+      for (int m = 0; m < R::kBands; ++m) {  // band m's weight box
         const uint32_t dst = stage + m * kWeightBytes;
         const int32_t group = group0 + m * kWeightGroups;
         if (p.packed_w) {  // map {kBK, 16, groups, k / kBK, E}: packed step kt of the tiles
@@ -606,12 +606,12 @@ __device__ __forceinline__ void release_stage(uint32_t base, uint32_t s) {
 }
 
 // Consumer warpgroup ctid / 128 (ctid: thread index over the consumers): the tile with kN (>=
-// rows) grouped rows against R::kMBlocks bands from ring stage `it` on; it advances past the
+// rows) grouped rows against R::kBands bands from ring stage `it` on; it advances past the
 // tile's stages. Band m's outputs are those of the job shifted by m bands.
 template <class R, Epilogue kEp, int kN>
 __device__ __forceinline__ void consume_tile(const Args& a, const TileJob& job, uint32_t base,
                                              uint32_t& it, int ctid) {
-  constexpr int kM = R::kMBlocks;
+  constexpr int kM = R::kBands;
   const int c = ctid / 128;
   const int num_k = static_cast<int>((a.p.k + kBK - 1) / kBK);
   float d[kM][kN / 2];
