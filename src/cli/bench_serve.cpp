@@ -29,7 +29,7 @@ int bench_serve(int argc, char** argv) {
   auto prompt = args->get_int("prompt-len", 512);
   auto output = args->get_int("output-len", 128);
   auto kv_mb = args->get_int("kv-budget-mb", 0);
-  auto step = args->get_int("max-step-tokens", 8192);
+  auto step = args->get_int("max-step-tokens", 0);  // absent: the engine's default for the device
   for (const auto* e : {&prompt, &output, &kv_mb, &step})
     if (!e->ok()) return bench_fail(e->error().message);
   if (!levels.ok()) return bench_fail(levels.error().message);
@@ -49,7 +49,7 @@ int bench_serve(int argc, char** argv) {
   EngineOptions eo;
   eo.device = *device;
   eo.max_running = *std::max_element(levels->begin(), levels->end());
-  eo.max_tokens_per_step = *step;
+  if (args->has("max-step-tokens")) eo.max_tokens_per_step = *step;
   eo.cuda_graphs = !args->has("no-cuda-graphs");
   eo.attention_probs = (*dev)->ctx.attention_probs;
   eo.num_threads = threads.ok() ? static_cast<int>(*threads) : 0;
@@ -76,6 +76,7 @@ int bench_serve(int argc, char** argv) {
   nlohmann::json report =
       report_header("serve", *args, (*dev)->ctx, *config, command_line("serve", argc, argv));
   report["workload"] = "uniform token ids (no tokenizer), greedy, ignore_eos";
+  report["max_tokens_per_step"] = (*engine)->max_tokens_per_step();
   report["runs"] = runs;
   const int rc = emit_report(report, *args);
   return failed == 0 ? rc : 1;

@@ -52,7 +52,7 @@ int bench_offline(int argc, char** argv) {
   EngineOptions eo;
   auto kv_mb = args->get_int("kv-budget-mb", 0);  // absent: the engine's default for the device
   auto bs = args->get_int("block-size", 64);
-  auto step = args->get_int("max-step-tokens", 2048);
+  auto step = args->get_int("max-step-tokens", 0);  // absent: the engine's default for the device
   auto running = args->get_int("max-running", 64);
   auto threads = args->get_int("threads", 0);
   for (const auto* e : {&kv_mb, &bs, &step, &running, &threads})
@@ -65,7 +65,7 @@ int bench_offline(int argc, char** argv) {
   }
   eo.device = *device;
   eo.block_size_tokens = *bs;
-  eo.max_tokens_per_step = *step;
+  if (args->has("max-step-tokens")) eo.max_tokens_per_step = *step;
   eo.max_running = *running;
   eo.num_threads = static_cast<int>(*threads);
   eo.enable_prefix_cache = !args->has("no-prefix-cache");
@@ -81,6 +81,7 @@ int bench_offline(int argc, char** argv) {
   nlohmann::json j = bench_result_json(r);
   j["model"] = *dir;
   j["workload"] = args->get_or("workload", "uniform");
+  j["max_tokens_per_step"] = (*engine)->max_tokens_per_step();
   if (args->has("json")) {
     std::printf("%s\n", j.dump().c_str());
   } else {

@@ -46,7 +46,9 @@ Expected<server::ServeOptions> options_from_args(const Args& a) {
   }
   BEAM_ASSIGN_OR_RETURN(o.model.engine.max_context_tokens, a.get_int("max-model-len", 0));
   BEAM_ASSIGN_OR_RETURN(o.model.engine.max_running, a.get_int("max-running", 256));
-  BEAM_ASSIGN_OR_RETURN(o.model.engine.max_tokens_per_step, a.get_int("max-tokens-per-step", 2048));
+  if (a.has("max-tokens-per-step")) {  // absent: the engine's default for the device
+    BEAM_ASSIGN_OR_RETURN(o.model.engine.max_tokens_per_step, a.get_int("max-tokens-per-step", 0));
+  }
   BEAM_ASSIGN_OR_RETURN(o.model.engine.block_size_tokens, a.get_int("block-size", 64));
   BEAM_ASSIGN_OR_RETURN(int64_t threads, a.get_int("threads", 0));
   o.model.engine.num_threads = static_cast<int>(threads);

@@ -46,6 +46,19 @@ void log_memory_plan(const EngineDevice& device, const KvStorage& storage, const
   log_info(line);
 }
 
+// One start-up line: a step's token budget, where it came from, and what its largest step held.
+void log_step_budget(int64_t tokens, bool explicit_tokens, const std::optional<StepMemory>& step) {
+  char line[256];
+  int n = std::snprintf(line, sizeof(line), "engine: up to %lld tokens a step (%s)",
+                        static_cast<long long>(tokens),
+                        explicit_tokens ? "--max-tokens-per-step" : "the device's default");
+  if (step && n > 0 && n < static_cast<int>(sizeof(line)))
+    std::snprintf(line + n, sizeof(line) - static_cast<size_t>(n),
+                  "; such a step held %.3f GiB of activations and kernel scratch",
+                  to_gib(step->step_bytes));
+  log_info(line);
+}
+
 }  // namespace
 
 class Engine::Impl {
@@ -61,8 +74,8 @@ class Engine::Impl {
         sizes_(sizes),
         storage_(std::move(storage)),
         kv_(std::move(kv)),
-        scheduler_(SchedulerConfig{options.max_tokens_per_step, options.max_running,
-                                   options.max_tokens_per_step, 0, 1}),
+        scheduler_(SchedulerConfig{*options.max_tokens_per_step, options.max_running,
+                                   *options.max_tokens_per_step, 0, 1}),
         sampler_(model_.config().vocab_size, &pool_) {
     if (model_.context().device != Device::kCpu)
       device_sampler_.emplace(model_.context(), model_.config().vocab_size);
@@ -87,6 +100,7 @@ class Engine::Impl {
   }
 
   const BeamConfig& config() const { return model_.config(); }
+  int64_t max_tokens_per_step() const { return *options_.max_tokens_per_step; }
 
   Expected<RequestId> submit(GenerateRequest request) {
     if (request.prompt.empty()) return make_error("prompt: must contain at least one token");
@@ -554,26 +568,43 @@ Expected<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const BeamWeigh
   BEAM_ASSIGN_OR_RETURN(EngineDevice device, open_engine_device(options.device, std::move(weights)));
   device.cuda_graphs = options.cuda_graphs;
   device.attention_probs = options.attention_probs;
-  BEAM_ASSIGN_OR_RETURN(int64_t budget, kv_budget_bytes(device, config, options.kv_budget_bytes, options.max_running));
+  EngineOptions resolved = options;
+  resolved.max_tokens_per_step = options.max_tokens_per_step.value_or(default_max_tokens_per_step(
+      device.device, device_memory_info(device.context(nullptr)).total_bytes));
+  const int64_t step_tokens = *resolved.max_tokens_per_step;
+  if (step_tokens < 1 || options.max_running < 1)
+    return make_error("engine: max_tokens_per_step and max_running must be >= 1, got " +
+                      std::to_string(step_tokens) + " and " + std::to_string(options.max_running));
+  std::optional<StepMemory> step;
+  if (device.device == Device::kCuda) {
+    BEAM_ASSIGN_OR_RETURN(step, warm_up_largest_step(device, step_tokens, options.max_running,
+                                                     options.block_size_tokens));
+  }
+  BEAM_ASSIGN_OR_RETURN(int64_t budget, kv_budget_bytes(device, config, options.kv_budget_bytes,
+                                                        options.max_running, step));
   KvPoolSplit split;
   split.max_running_seqs = options.max_running;
-  split.max_step_tokens = options.max_tokens_per_step;
+  split.max_step_tokens = step_tokens;
   BEAM_ASSIGN_OR_RETURN(KvPoolSizes sizes, plan_kv_pools(geometry, budget, split));
   std::unique_ptr<KvMemoryAllocator> allocator = make_kv_allocator(device);
   BEAM_ASSIGN_OR_RETURN(KvStorage storage, KvStorage::create(geometry, sizes, *allocator));
   log_memory_plan(device, storage, sizes, options.kv_budget_bytes.has_value());
+  log_step_budget(step_tokens, options.max_tokens_per_step.has_value(), step);
   KvCacheConfig kc;
   kc.block_size_tokens = options.block_size_tokens;
   kc.sliding_window_tokens = config.sliding_window;
   kc.num_full_blocks = sizes.num_full_blocks;
   kc.num_sliding_blocks = sizes.num_sliding_blocks;
   BEAM_ASSIGN_OR_RETURN(KvCacheManager kv, KvCacheManager::create(kc));
-  auto impl = std::make_unique<Impl>(std::move(device), options, std::move(geometry), sizes,
+  auto impl = std::make_unique<Impl>(std::move(device), resolved, std::move(geometry), sizes,
                                      std::move(allocator), std::move(storage), std::move(kv));
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
 const BeamConfig& Engine::config() const { return impl_->config(); }
+int64_t Engine::max_tokens_per_step() const {
+  return impl_->max_tokens_per_step();
+}
 Expected<RequestId> Engine::submit(GenerateRequest request) { return impl_->submit(std::move(request)); }
 void Engine::cancel(RequestId id) { impl_->cancel(id); }
 EngineStats Engine::stats() const { return impl_->stats(); }

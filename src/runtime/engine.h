@@ -61,7 +61,9 @@ struct EngineOptions {
   // minus an activation reserve (docs/runtime.md, "Device").
   std::optional<int64_t> kv_budget_bytes;
   int64_t block_size_tokens = 64;
-  int64_t max_tokens_per_step = 2048;          // chunked-prefill token budget per step
+  // Chunked-prefill token budget per step (decodes and prefill chunks together). Unset: 8192 on a
+  // CUDA device of >= 70 GiB, else 2048 (default_max_tokens_per_step, runtime/engine_device.h).
+  std::optional<int64_t> max_tokens_per_step;
   int64_t max_running = 256;                   // sequences decoding at once
   int64_t max_context_tokens = 0;              // 0 = the model's max_position_embeddings
   int num_threads = 0;                         // CPU ops and sampling; 0 = all cores
@@ -101,6 +103,8 @@ class Engine {
   ~Engine();
 
   const BeamConfig& config() const;
+  // The step's token budget in force: EngineOptions::max_tokens_per_step or the device's default.
+  int64_t max_tokens_per_step() const;
   // Validates (prompt length vs context, sampling params) and queues the request.
   Expected<RequestId> submit(GenerateRequest request);
   // Idempotent; releases everything the request holds within one step. The sink then receives a

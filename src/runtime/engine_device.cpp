@@ -4,8 +4,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
+#include "core/check.h"
+#include "model/beam/beam_model.h"
+#include "model/beam/local_kv_cache.h"
 #include "model/device_weights.h"
 #include "model/memory_plan.h"
 #include "runtime/kv_cache/device_kv_allocator.h"
@@ -14,6 +20,8 @@ namespace beam {
 namespace {
 
 constexpr int64_t kDefaultCpuKvBudgetBytes = int64_t{1} << 30;
+constexpr int64_t kLargeDeviceBytes = int64_t{70} << 30;
+constexpr int64_t kLargeDeviceStepTokens = 8192, kDefaultStepTokens = 2048;
 
 std::string gib(int64_t bytes) {
   char buf[32];
@@ -40,8 +48,50 @@ Expected<EngineDevice> open_engine_device(Device device, std::shared_ptr<const B
   return d;
 }
 
+int64_t default_max_tokens_per_step(Device device, int64_t device_memory_bytes) {
+  const bool large = device == Device::kCuda && device_memory_bytes >= kLargeDeviceBytes;
+  return large ? kLargeDeviceStepTokens : kDefaultStepTokens;
+}
+
+Expected<StepMemory> warm_up_largest_step(const EngineDevice& device, int64_t tokens,
+                                          int64_t max_seqs, int64_t block_size) {
+  const KernelContext ctx = device.context(nullptr);  // CUDA ops need no host pool
+  const BeamConfig& c = device.weights->config;
+  const int64_t seqs = std::min(max_seqs, tokens), per_seq = (tokens + seqs - 1) / seqs;
+  const int64_t free_before = device_memory_info(ctx).free_bytes;
+  auto fail = [tokens](const std::string& why) {
+    return make_error("a step of " + std::to_string(tokens) + " tokens does not fit the device (" +
+                      why + "); lower --max-tokens-per-step");
+  };
+  BeamModel model(device.weights, ctx);
+  std::optional<LocalKvCache> cache;
+  {
+    Expected<LocalKvCache> created = LocalKvCache::create(ctx, c, seqs, per_seq, block_size);
+    if (!created.ok()) return fail(created.error().message);
+    cache.emplace(std::move(*created));
+  }
+  std::vector<int32_t> ids(static_cast<size_t>(tokens));
+  for (size_t i = 0; i < ids.size(); ++i)  // spread over the vocabulary, so over the experts
+    ids[i] = static_cast<int32_t>((static_cast<int64_t>(i) * 7919 + 1) % c.vocab_size);
+  ForwardBatch batch;
+  for (int64_t s = 0, begin = 0; s < seqs; ++s) {
+    const int64_t n = tokens / seqs + (s < tokens % seqs ? 1 : 0);
+    const auto table = cache->block_table(s);
+    batch.seqs.push_back(
+        SeqChunk{std::span<const int32_t>(ids).subspan(begin, n), 0, 0, table, table, false});
+    begin += n;
+  }
+  ForwardOutput out;  // logits copied back: the step is finished when forward returns
+  const Status st = model.forward(batch, cache->layers(), out);
+  if (!st.ok()) return fail(st.error().message);
+  cache.reset();  // the scratch KV goes; the model keeps its activations for the measure
+  const DeviceMemoryInfo during = device_memory_info(ctx);
+  return StepMemory{during.free_bytes, during.total_bytes, free_before - during.free_bytes};
+}
+
 Expected<int64_t> kv_budget_bytes(const EngineDevice& device, const BeamConfig& config,
-                                  std::optional<int64_t> requested, int64_t max_running) {
+                                  std::optional<int64_t> requested, int64_t max_running,
+                                  const std::optional<StepMemory>& step) {
   if (requested) {
     if (*requested <= 0) return make_error("KV budget must be positive, got " + std::to_string(*requested) + " bytes");
     return *requested;
@@ -52,16 +102,19 @@ Expected<int64_t> kv_budget_bytes(const EngineDevice& device, const BeamConfig& 
     case Device::kCuda:
       break;
   }
-  const DeviceMemoryInfo mem = device_memory_info(device.context(nullptr));
+  BEAM_CHECK(step.has_value()) << "kv_budget_bytes: CUDA needs the largest step's memory";
+  const DeviceMemoryInfo mem{step->free_bytes, step->total_bytes};
   MemoryPlanOptions po;
   po.gpu_memory_bytes = mem.total_bytes;
   po.max_num_seqs = std::max<int64_t>(1, max_running);
   const int64_t reserve = plan_memory(config, po).activation_reserve_bytes;
   const int64_t budget = mem.free_bytes - reserve;
   if (budget <= 0)
-    return make_error("no device memory left for the KV cache: " + gib(mem.free_bytes) + " free of " +
-                      gib(mem.total_bytes) + " after the weights (" + gib(device.weight_device_bytes) +
-                      "), activation reserve " + gib(reserve) + "; set an explicit KV budget (--kv-budget-mb)");
+    return make_error(
+        "no device memory left for the KV cache: " + gib(mem.free_bytes) + " free of " +
+        gib(mem.total_bytes) + " after the weights (" + gib(device.weight_device_bytes) +
+        ") and the largest step (" + gib(step->step_bytes) + "), headroom " + gib(reserve) +
+        "; lower --max-tokens-per-step or set an explicit KV budget (--kv-budget-mb)");
   return budget;
 }
 

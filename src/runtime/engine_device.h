@@ -36,10 +36,33 @@ struct EngineDevice {
 // uploads the weights to it; on the CPU it keeps the host weights.
 Expected<EngineDevice> open_engine_device(Device device, std::shared_ptr<const BeamWeights> host_weights);
 
+// The chunked-prefill token budget of a step when EngineOptions leaves it unset: 8192 tokens on a
+// CUDA device of at least 70 GiB (vLLM's rule for H100 / H200-class GPUs; on the H200 long prompts
+// then prefill ~1.2x faster, docs/benchmarks.md run 249), else 2048.
+int64_t default_max_tokens_per_step(Device device, int64_t device_memory_bytes);
+
+// The device's memory while the largest step an engine may run holds its activations.
+struct StepMemory {
+  int64_t free_bytes = 0;
+  int64_t total_bytes = 0;
+  int64_t step_bytes = 0;  // what the step took: activations, kernel scratch, GEMM plans
+};
+
+// CUDA: one forward of `tokens` tokens spread over min(max_seqs, tokens) sequences (as many logit
+// rows as a step can have) on a scratch model and KV cache, so the kernels' scratch reaches a
+// full step's size before the KV pools take the rest: no later step runs out of memory for it, no
+// first large prefill grows it and so recaptures the decode graphs. An error names the step size
+// when it does not fit. Returns the free memory measured while the scratch model still holds its
+// activations (the engine's own model needs them again).
+Expected<StepMemory> warm_up_largest_step(const EngineDevice& device, int64_t tokens,
+                                          int64_t max_seqs, int64_t block_size);
+
 // KV budget in bytes (both pools): `requested` when given; else 1 GiB on the CPU, and on CUDA the
-// device's free memory (weights already uploaded) minus memory_plan's activation reserve.
+// free memory measured during the largest step (warm_up_largest_step) minus memory_plan's
+// activation reserve, kept as headroom (decode graphs, long decode batches' attention scratch).
 Expected<int64_t> kv_budget_bytes(const EngineDevice& device, const BeamConfig& config,
-                                  std::optional<int64_t> requested, int64_t max_running);
+                                  std::optional<int64_t> requested, int64_t max_running,
+                                  const std::optional<StepMemory>& step);
 
 // Host memory on the CPU; device memory through allocate_buffer on CUDA. The returned allocator
 // holds a context pointing at device.cuda, which must outlive it.

@@ -1,14 +1,17 @@
 // beam-nano on the GPU: greedy continuations of models/beam-nano/golden/greedy.json (which the CPU
 // engine reproduces) through BeamModel directly and through a runtime Engine on Device::kCuda,
-// alone and batched; and the error an engine gives when CUDA is not available.
+// alone and batched; the engine's step budget on the GPU; and the error an engine gives when CUDA
+// is not available.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 
 #include "../model_beam/beam_goldens.h"
 #include "../runtime_engine/engine_test_util.h"
 #include "cuda_model_fixture.h"
 #include "runtime/engine.h"
+#include "runtime/engine_device.h"
 
 namespace beam::testing {
 namespace {
@@ -98,6 +101,46 @@ TEST_F(CudaModelTest, EngineOnCudaGeneratesTheCpuEnginesGreedyTokens) {
                 static_cast<long long>(k), want.size(), gpu_alone.tokens == want ? "equal" : "differs",
                 gpu_batched[i][0].tokens == want ? "equal" : "differs");
   }
+  expect_pools_full(**gpu);
+}
+
+// With no step budget given the engine takes the device's default (8192 tokens on an H200), runs
+// one step of that size before it sizes the KV pools (warm_up_largest_step), and then serves a
+// prompt longer than the CPU engine's 2,048-token chunks in one chunk with the CPU engine's
+// confident greedy tokens.
+TEST_F(CudaModelTest, EngineOnCudaTakesTheDevicesStepBudgetAfterWarmingItUp) {
+  auto weights = engine_test_model("beam-nano");
+  ASSERT_NE(weights, nullptr);
+  EngineOptions o = engine_options(Device::kCuda);
+  o.max_tokens_per_step.reset();
+  o.kv_budget_bytes.reset();  // the budget measured after the warm-up step
+  auto gpu = Engine::create(weights, o);
+  ASSERT_TRUE(gpu.ok()) << gpu.error().message;
+  const int64_t want_step =
+      default_max_tokens_per_step(Device::kCuda, device_memory_info(gpu_).total_bytes);
+  EXPECT_EQ((*gpu)->max_tokens_per_step(), want_step);
+  EngineOptions co = engine_options(Device::kCpu);
+  co.max_tokens_per_step.reset();
+  auto cpu = Engine::create(weights, co);
+  ASSERT_TRUE(cpu.ok()) << cpu.error().message;
+  EXPECT_EQ((*cpu)->max_tokens_per_step(), 2048);
+  std::mt19937_64 rng(11);
+  RunRequest r;
+  r.prompt.resize(3000);
+  for (int32_t& t : r.prompt) t = static_cast<int32_t>(rng() % weights->config.vocab_size);
+  r.params.temperature = 0;
+  r.params.max_tokens = 12;
+  r.params.ignore_eos = true;
+  const std::vector<int32_t> want = run_all(**cpu, {r})[0][0].tokens;
+  const std::vector<int32_t> got = run_all(**gpu, {r})[0][0].tokens;
+  ASSERT_EQ(want.size(), 12u);
+  auto reference = cpu_model("beam-nano");
+  ASSERT_NE(reference, nullptr);
+  const int64_t k = confident_prefix(*reference, r.prompt, want);
+  EXPECT_EQ(first(got, k), first(want, k));
+  std::printf("step budget %lld; %lld of 12 tokens chosen with margin >= 0.5; the GPU's %s\n",
+              static_cast<long long>(want_step), static_cast<long long>(k),
+              got == want ? "all equal" : "differ beyond");
   expect_pools_full(**gpu);
 }
 

@@ -57,7 +57,7 @@ TEST(AgenticReplay, HalfSizedPoolDegradesGraduallyWithoutFailures) {
   KvGeometry g = *kv_geometry_from_config(weights->config, o.block_size_tokens);
   // Each session ends near 1024 + 5 * 116 = 1604 tokens (~101 blocks); hold half of 4 sessions.
   int64_t full_blocks = 2 * 101;
-  int64_t sliding_blocks = o.max_running * 3 + o.max_tokens_per_step / 16 + full_blocks / 10;
+  int64_t sliding_blocks = o.max_running * 3 + *o.max_tokens_per_step / 16 + full_blocks / 10;
   o.kv_budget_bytes = full_blocks * g.bytes_per_block(AttentionKind::kFull) +
                       sliding_blocks * g.bytes_per_block(AttentionKind::kSliding);
   auto engine = Engine::create(weights, o);

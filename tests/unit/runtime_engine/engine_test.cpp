@@ -1,11 +1,13 @@
 // Engine behaviour on models/tiny-beam: batched = unbatched (greedy tokens identical alone, among
 // 15 others, with prefix hits, with chunk budgets 1/7/64, after preemption), prefix-cache reuse,
-// sliding-window release, n > 1, seeds, cancel, and full pools after every test.
+// sliding-window release, n > 1, seeds, cancel, the step budget's default and checks, and full
+// pools after every test.
 #include <gtest/gtest.h>
 
 #include <random>
 
 #include "engine_test_util.h"
+#include "runtime/engine_device.h"
 #include "runtime/kv_cache/kv_geometry.h"
 
 namespace beam::testing {
@@ -211,6 +213,38 @@ TEST_F(EngineTest, RejectsInvalidRequests) {
   auto c = e->submit(std::move(temp));
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.error().message.find("temperature"), std::string::npos);
+}
+
+// vLLM's rule: 8192 tokens a step on CUDA devices of >= 70 GiB (H100, H200), 2048 elsewhere.
+TEST(EngineDefaults, MaxTokensPerStepFollowsTheDevice) {
+  const int64_t gib = int64_t{1} << 30;
+  EXPECT_EQ(default_max_tokens_per_step(Device::kCpu, 0), 2048);
+  EXPECT_EQ(default_max_tokens_per_step(Device::kCpu, 512 * gib), 2048);
+  EXPECT_EQ(default_max_tokens_per_step(Device::kCuda, int64_t{150'110'011'392}), 8192);  // H200
+  EXPECT_EQ(default_max_tokens_per_step(Device::kCuda, int64_t{85'031'714'816}), 8192);   // H100
+  EXPECT_EQ(default_max_tokens_per_step(Device::kCuda, 70 * gib), 8192);
+  EXPECT_EQ(default_max_tokens_per_step(Device::kCuda, 70 * gib - 1), 2048);
+  EXPECT_EQ(default_max_tokens_per_step(Device::kCuda, 48 * gib), 2048);
+}
+
+TEST_F(EngineTest, StepBudgetDefaultsForTheDeviceAndIsChecked) {
+  EngineOptions o = small_options();
+  o.max_tokens_per_step.reset();
+  auto unset = make(o);
+  ASSERT_NE(unset, nullptr);
+  EXPECT_EQ(unset->max_tokens_per_step(), 2048);
+  auto given = make(small_options(7));
+  ASSERT_NE(given, nullptr);
+  EXPECT_EQ(given->max_tokens_per_step(), 7);
+  for (auto [step, running] : {std::pair<int64_t, int64_t>{0, 32}, {-5, 32}, {64, 0}}) {
+    EngineOptions bad = small_options(step);
+    bad.max_running = running;
+    auto e = Engine::create(weights_, bad);
+    ASSERT_FALSE(e.ok()) << step << " " << running;
+    EXPECT_NE(e.error().message.find("max_tokens_per_step and max_running must be >= 1"),
+              std::string::npos)
+        << e.error().message;
+  }
 }
 
 }  // namespace
