@@ -54,8 +54,8 @@ void log_step_budget(int64_t tokens, bool explicit_tokens, const std::optional<S
                         explicit_tokens ? "--max-tokens-per-step" : "the device's default");
   if (step && n > 0 && n < static_cast<int>(sizeof(line)))
     std::snprintf(line + n, sizeof(line) - static_cast<size_t>(n),
-                  "; such a step held %.3f GiB of activations and kernel scratch",
-                  to_gib(step->step_bytes));
+                  "; such a step held %.3f GiB of activations and kernel scratch (warm-up %.2f s)",
+                  to_gib(step->step_bytes), step->seconds);
   log_info(line);
 }
 

@@ -3,6 +3,7 @@
 #include "runtime/engine_device.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <span>
@@ -58,6 +59,7 @@ Expected<StepMemory> warm_up_largest_step(const EngineDevice& device, int64_t to
   const KernelContext ctx = device.context(nullptr);  // CUDA ops need no host pool
   const BeamConfig& c = device.weights->config;
   const int64_t seqs = std::min(max_seqs, tokens), per_seq = (tokens + seqs - 1) / seqs;
+  const auto start = std::chrono::steady_clock::now();
   const int64_t free_before = device_memory_info(ctx).free_bytes;
   auto fail = [tokens](const std::string& why) {
     return make_error("a step of " + std::to_string(tokens) + " tokens does not fit the device (" +
@@ -86,7 +88,9 @@ Expected<StepMemory> warm_up_largest_step(const EngineDevice& device, int64_t to
   if (!st.ok()) return fail(st.error().message);
   cache.reset();  // the scratch KV goes; the model keeps its activations for the measure
   const DeviceMemoryInfo during = device_memory_info(ctx);
-  return StepMemory{during.free_bytes, during.total_bytes, free_before - during.free_bytes};
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  return StepMemory{during.free_bytes, during.total_bytes, free_before - during.free_bytes,
+                    took.count()};
 }
 
 Expected<int64_t> kv_budget_bytes(const EngineDevice& device, const BeamConfig& config,

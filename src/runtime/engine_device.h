@@ -46,6 +46,7 @@ struct StepMemory {
   int64_t free_bytes = 0;
   int64_t total_bytes = 0;
   int64_t step_bytes = 0;  // what the step took: activations, kernel scratch, GEMM plans
+  double seconds = 0;      // the warm-up's wall time, its allocations included
 };
 
 // CUDA: one forward of `tokens` tokens spread over min(max_seqs, tokens) sequences (as many logit
