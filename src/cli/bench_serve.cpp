@@ -30,7 +30,8 @@ int bench_serve(int argc, char** argv) {
   auto output = args->get_int("output-len", 128);
   auto kv_mb = args->get_int("kv-budget-mb", 0);
   auto step = args->get_int("max-step-tokens", 0);  // absent: the engine's default for the device
-  for (const auto* e : {&prompt, &output, &kv_mb, &step})
+  auto seed = args->get_int("seed", 1);             // the prompts' token ids
+  for (const auto* e : {&prompt, &output, &kv_mb, &step, &seed})
     if (!e->ok()) return bench_fail(e->error().message);
   if (!levels.ok()) return bench_fail(levels.error().message);
   auto device = args->get_device();
@@ -57,25 +58,33 @@ int bench_serve(int argc, char** argv) {
   auto engine = Engine::create(std::move(*weights), eo);
   if (!engine.ok()) return bench_fail(engine.error().message);
   nlohmann::json runs = nlohmann::json::array();
-  WorkloadOptions warm;  // first-use costs (GEMM plans, allocations) stay out of the figures
+  // Every level and the warm-up draw prompts of their own (seed + level index; the warm-up after
+  // the levels), so no level prefills a prompt another one left in the prefix cache.
+  const auto base_seed = static_cast<uint64_t>(*seed);
+  WorkloadOptions warm;  // first-use costs (decode graphs, allocations) stay out of the figures
   warm.requests = 1;
-  warm.prompt_len = *prompt;
+  warm.prompt_len = std::min<int64_t>(*prompt, 8192);  // the engine warmed up its largest step
   warm.output_len = 4;
+  warm.seed = base_seed + levels->size();
   int64_t failed = run_offline_bench(**engine, warm).failed;
-  for (int64_t c : *levels) {
+  for (size_t i = 0; i < levels->size(); ++i) {
+    const int64_t c = (*levels)[i];
     if (c < 1) return bench_fail("--concurrency values must be >= 1");
     WorkloadOptions w;
     w.workload = Workload::kUniform;
     w.requests = c;  // all submitted at once: c sequences decode together
     w.prompt_len = *prompt;
     w.output_len = *output;
+    w.seed = base_seed + i;
     BenchResult r = run_offline_bench(**engine, w);
     failed += r.failed;
     runs.push_back(offline_json(r, c));
   }
   nlohmann::json report =
       report_header("serve", *args, (*dev)->ctx, *config, command_line("serve", argc, argv));
-  report["workload"] = "uniform token ids (no tokenizer), greedy, ignore_eos";
+  report["workload"] =
+      "uniform token ids (no tokenizer; each level's own prompts, seed + level index), greedy, "
+      "ignore_eos";
   report["max_tokens_per_step"] = (*engine)->max_tokens_per_step();
   report["runs"] = runs;
   const int rc = emit_report(report, *args);
