@@ -22,7 +22,7 @@ namespace {
 constexpr int kMaxHalfDim = 256;  // head_dim <= 512
 constexpr int kRopeThreads = 128;
 constexpr int kSsmaxThreads = 256;
-constexpr int kQkWarps = 8;             // warps (heads at a time) per block of qk_norm_position
+constexpr int kQkWarps = 8;             // warps per block of qk_norm_position
 constexpr int64_t kQkMaxHeadDim = 256;  // one 8-wide pack per lane
 constexpr int64_t kQkWideTokens = 64;   // from here on, one qk_norm_position block per token
 
@@ -119,6 +119,7 @@ struct QkArgs {
   const bf16_t* k_norm;
   const int64_t* positions;
   int num_q_heads, num_kv_heads, head_dim, blocks_per_token, heads_per_block;
+  int head_lanes;  // lanes a head (qk_head_lanes): 32 / head_lanes heads a warp
   float eps;
   const bf16_t* v;
   const int64_t* slots;
@@ -138,11 +139,27 @@ __device__ __forceinline__ HeadRef head_ref(const QkArgs& a, int64_t t, int h) {
   return {a.k + (t * a.num_kv_heads + (h - a.num_q_heads)) * a.head_dim, a.k_norm, false};
 }
 
-// One warp per head at a time (D <= kQkMaxHeadDim, D % 16 == 0, 16-byte aligned rows): lane l
-// holds the head's 8-wide pack l, so the norm sums exactly as rms_norm's 8-wide warp-per-row
-// kernel (lane packs, then warp_sum); y = bf16(x * inv_rms * w) is the norm's bf16 output. RoPE
-// pairs pack l with pack l +- D/16 through a shuffle; SSMax scales the q heads by s(p). A warp
-// loads its next head (the first one before the cos/sin table) while it finishes the current.
+// Lanes per head in qk_norm_position: the power of two >= the head's 8-wide packs.
+int qk_head_lanes(int64_t head_dim) {
+  int lanes = 1;
+  while (lanes * 8 < head_dim) lanes *= 2;
+  return lanes;
+}
+
+// Sum over each aligned group of `lanes` lanes (a power of two): the last steps of warp_sum's
+// butterfly, so a group whose other lanes hold zeros sums exactly as warp_sum would.
+__device__ __forceinline__ float group_sum(float v, int lanes) {
+  for (int o = lanes / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Each warp takes 32 / head_lanes heads at a time (D <= kQkMaxHeadDim, D % 16 == 0, 16-byte
+// aligned rows), head_lanes lanes a head: lane l of its group holds the head's 8-wide pack l, so
+// the norm sums exactly as rms_norm's 8-wide warp-per-row kernel (lane packs, then warp_sum over
+// a warp whose other lanes hold zeros); y = bf16(x * inv_rms * w) is the norm's bf16 output. RoPE
+// pairs pack l with pack l +- D/16 through a shuffle within the group; SSMax scales the q heads by
+// s(p). A warp loads its next heads (the first ones before the cos/sin table) while it finishes
+// the current ones.
 template <QkPosition kPos>
 __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_position(QkArgs a, InvFreq inv_freq) {
   pdl_launch_dependents();  // the decode attention after it reads its plan meanwhile (launch.h)
@@ -152,20 +169,23 @@ __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_position(QkArgs a, InvF
   const int head_end = min(head_begin + a.heads_per_block, a.num_q_heads + a.num_kv_heads);
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
   const int packs = a.head_dim / 8, half_packs = packs / 2;
-  const bool active = lane < packs;  // lanes past the head hold zeros
-  int h = head_begin + warp;
+  const int heads_per_warp = 32 / a.head_lanes, stride = kQkWarps * heads_per_warp;
+  const int pack = lane % a.head_lanes, group_base = lane - pack;
+  const bool active = pack < packs;  // lanes past the head hold zeros
+  // This lane's head in the turn starting at `base` (uniform across the warp).
+  const int slot = lane / a.head_lanes, first_base = head_begin + warp * heads_per_warp;
   Pack<8> x{}, wp{};
-  if (h < head_end && active) {
-    const HeadRef first = head_ref(a, t, h);
-    x = load_bf16<8>(first.row + lane * 8);
-    wp = load_bf16<8>(first.w + lane * 8);
+  if (first_base + slot < head_end && active) {
+    const HeadRef first = head_ref(a, t, first_base + slot);
+    x = load_bf16<8>(first.row + pack * 8);
+    wp = load_bf16<8>(first.w + pack * 8);
   }
   // The pool row (slot * Nkv) of this token's k/v heads (store_kv fused), or -1: no store, or the
   // slot is -1 / outside the pool.
   int64_t cache_row = -1;
   if (a.k_cache != nullptr) {
-    const int64_t slot = a.slots[t];
-    if (slot >= 0 && slot < a.num_slots) cache_row = slot * a.num_kv_heads;
+    const int64_t kv_slot = a.slots[t];
+    if (kv_slot >= 0 && kv_slot < a.num_slots) cache_row = kv_slot * a.num_kv_heads;
   }
   float scale = 1.0f;
   if constexpr (kPos == QkPosition::kRope) {
@@ -174,62 +194,64 @@ __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_position(QkArgs a, InvF
   } else {
     scale = ssmax_factor(a.positions[t]);
   }
-  for (; h < head_end; h += kQkWarps) {  // uniform across the warp
-    const HeadRef ref = head_ref(a, t, h);
+  for (int base = first_base; base < head_end; base += stride) {  // uniform across the warp
+    const int h = base + slot;
+    const bool mine = h < head_end && active;  // this lane holds a pack of a head of the turn
+    const HeadRef ref = head_ref(a, t, min(h, head_end - 1));
     // store_kv of a k head: its v row goes to the pool as is (loaded now, stored below).
-    const bool to_cache = !ref.is_q && cache_row >= 0 && active;
+    const bool to_cache = mine && !ref.is_q && cache_row >= 0;
     const int64_t kvh = h - a.num_q_heads;
     uint4 v_pack{};
     if (to_cache)
-      v_pack = *reinterpret_cast<const uint4*>(a.v + (t * a.num_kv_heads + kvh) * a.head_dim +
-                                               lane * 8);
+      v_pack =
+          *reinterpret_cast<const uint4*>(a.v + (t * a.num_kv_heads + kvh) * a.head_dim + pack * 8);
     float sum = 0.0f;
-    if (active) {
+    if (mine) {
 #pragma unroll
       for (int j = 0; j < 8; ++j) sum = fmaf(x.v[j], x.v[j], sum);
     }
-    const float inv_rms = inv_rms_of(warp_sum(sum), a.head_dim, a.eps);
+    const float inv_rms = inv_rms_of(group_sum(sum, a.head_lanes), a.head_dim, a.eps);
     Pack<8> y;
 #pragma unroll
     for (int j = 0; j < 8; ++j) y.v[j] = round_bf16(x.v[j] * inv_rms * wp.v[j]);
-    if (h + kQkWarps < head_end && active) {  // the next head's loads
-      const HeadRef next = head_ref(a, t, h + kQkWarps);
-      x = load_bf16<8>(next.row + lane * 8);
-      wp = load_bf16<8>(next.w + lane * 8);
+    if (h + stride < head_end && active) {  // the next turn's loads
+      const HeadRef next = head_ref(a, t, h + stride);
+      x = load_bf16<8>(next.row + pack * 8);
+      wp = load_bf16<8>(next.w + pack * 8);
     }
     if constexpr (kPos == QkPosition::kRope) {
-      const bool low = lane < half_packs;
-      const int partner = low ? lane + half_packs : lane - half_packs;  // in [0, 32)
+      const bool low = pack < half_packs;
+      const int partner = group_base + (low ? pack + half_packs : pack - half_packs);
       Pack<8> other;
 #pragma unroll
       for (int j = 0; j < 8; ++j) other.v[j] = __shfl_sync(0xffffffffu, y.v[j], partner);
-      if (active) {
-        const int d0 = (low ? lane : lane - half_packs) * 8;
+      if (mine) {
+        const int d0 = (low ? pack : pack - half_packs) * 8;
         Pack<8> out;
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
           const float c = cos_s[d0 + j], s = sin_s[d0 + j];
           out.v[j] = low ? rotate_lo(y.v[j], other.v[j], c, s) : rotate_hi(other.v[j], y.v[j], c, s);
         }
-        store_bf16<8>(ref.row + lane * 8, out);
-        if (to_cache) store_bf16<8>(a.k_cache + (cache_row + kvh) * a.head_dim + lane * 8, out);
+        store_bf16<8>(ref.row + pack * 8, out);
+        if (to_cache) store_bf16<8>(a.k_cache + (cache_row + kvh) * a.head_dim + pack * 8, out);
       }
-    } else if (active) {
+    } else if (mine) {
       if (ref.is_q) {
 #pragma unroll
         for (int j = 0; j < 8; ++j) y.v[j] = y.v[j] * scale;
       }
-      store_bf16<8>(ref.row + lane * 8, y);
-      if (to_cache) store_bf16<8>(a.k_cache + (cache_row + kvh) * a.head_dim + lane * 8, y);
+      store_bf16<8>(ref.row + pack * 8, y);
+      if (to_cache) store_bf16<8>(a.k_cache + (cache_row + kvh) * a.head_dim + pack * 8, y);
     }
     if (to_cache)
-      *reinterpret_cast<uint4*>(a.v_cache + (cache_row + kvh) * a.head_dim + lane * 8) = v_pack;
+      *reinterpret_cast<uint4*>(a.v_cache + (cache_row + kvh) * a.head_dim + pack * 8) = v_pack;
   }
 }
 
 // One launch of qk_norm_position when the heads fit it (else false): small T spreads a token's
-// heads over blocks of kQkWarps heads; from kQkWideTokens tokens on, one block per token. With
-// `store`, the launch also does store_kv (v and the pool must be 16-byte aligned as well).
+// heads over blocks of kQkWarps warps' heads; from kQkWideTokens tokens on, one block per token.
+// With `store`, the launch also does store_kv (v and the pool must be 16-byte aligned as well).
 bool launch_qk_norm(CudaContext& ctx, const QkTensors& qk, float eps, QkPosition pos,
                     float theta, const KvStore* store) {
   const int64_t T = qk.q.dim(0), D = qk.q.dim(2);
@@ -239,6 +261,7 @@ bool launch_qk_norm(CudaContext& ctx, const QkTensors& qk, float eps, QkPosition
                      all_aligned16(store->v.data, store->cache.k.data, store->cache.v.data));
   if (!fits) return false;
   const int heads = static_cast<int>(qk.q.dim(1) + qk.k.dim(1));
+  const int head_lanes = qk_head_lanes(D), heads_per_block = kQkWarps * (32 / head_lanes);
   QkArgs a{static_cast<bf16_t*>(qk.q.data),
            static_cast<bf16_t*>(qk.k.data),
            static_cast<const bf16_t*>(qk.q_norm.data),
@@ -247,8 +270,9 @@ bool launch_qk_norm(CudaContext& ctx, const QkTensors& qk, float eps, QkPosition
            static_cast<int>(qk.q.dim(1)),
            static_cast<int>(qk.k.dim(1)),
            static_cast<int>(D),
-           T >= kQkWideTokens ? 1 : (heads + kQkWarps - 1) / kQkWarps,
+           T >= kQkWideTokens ? 1 : (heads + heads_per_block - 1) / heads_per_block,
            0,
+           head_lanes,
            eps,
            nullptr,
            nullptr,
