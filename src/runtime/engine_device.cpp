@@ -56,7 +56,8 @@ int64_t default_max_tokens_per_step(Device device, int64_t device_memory_bytes) 
 
 Expected<StepMemory> warm_up_largest_step(const EngineDevice& device, int64_t tokens,
                                           int64_t max_seqs, int64_t block_size) {
-  const KernelContext ctx = device.context(nullptr);  // CUDA ops need no host pool
+  KernelContext ctx = device.context(nullptr);  // CUDA ops need no host pool
+  ctx.cuda_graphs = false;  // a step of one-token sequences would capture a decode graph
   const BeamConfig& c = device.weights->config;
   const int64_t seqs = std::min(max_seqs, tokens), per_seq = (tokens + seqs - 1) / seqs;
   const auto start = std::chrono::steady_clock::now();

@@ -142,6 +142,16 @@ TEST_F(CudaModelTest, EngineOnCudaTakesTheDevicesStepBudgetAfterWarmingItUp) {
               static_cast<long long>(want_step), static_cast<long long>(k),
               got == want ? "all equal" : "differ beyond");
   expect_pools_full(**gpu);
+  // A budget below max_running: the warm-up step is one token a sequence (run eagerly), and the
+  // prompt prefills in 8-token chunks.
+  EngineOptions small = engine_options(Device::kCuda);
+  small.max_tokens_per_step = 8;
+  auto chunked = Engine::create(weights, small);
+  ASSERT_TRUE(chunked.ok()) << chunked.error().message;
+  EXPECT_EQ((*chunked)->max_tokens_per_step(), 8);
+  const std::vector<int32_t> got8 = run_all(**chunked, {r})[0][0].tokens;
+  EXPECT_EQ(first(got8, k), first(want, k));
+  expect_pools_full(**chunked);
 }
 
 // Without a usable GPU, an engine on Device::kCuda fails with the reason create_cuda_context gives
