@@ -16,7 +16,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: beamserve serve [--model DIR] [--tokenizer DIR] [--served-model-name NAME]\n"
     "         [--host 127.0.0.1] [--port 8000] [--api-key KEY | $BEAMSERVE_API_KEY] [--max-body-mb 32]\n"
-    "         [--device cpu|cuda] [--kv-budget-mb N (cpu: 1024; cuda: free memory)] [--max-model-len N] [--max-running 256] [--max-tokens-per-step 2048]\n"
+    "         [--device cpu|cuda] [--kv-budget-mb N (cpu: 1024; cuda: free memory)] [--max-model-len N] [--max-running 256]\n"
+    "         [--max-tokens-per-step N (a CUDA device of >= 70 GiB: 8192; else 2048)]\n"
     "         [--block-size 64] [--threads N] [--io-threads 1] [--workers 2] [--no-prefix-cache] [--no-cuda-graphs]\n"
     "         [--health-stall-s 30] [--attention-probs fp32|bf16 (bf16: FlashAttention's rounding of P)]\n";
 
