@@ -4,10 +4,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/args.h"
-#include "cli/bench_common.h"
 #include "cli/bench_commands.h"
+#include "cli/bench_common.h"
 #include "cli/commands.h"
 #include "cli/model_path.h"
+#include "cli/usage.h"
 #include "runtime/bench/offline_bench.h"
 
 namespace beam::cli {
@@ -93,7 +94,10 @@ int bench_offline(int argc, char** argv) {
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
-  if (argc < 1) return fail("usage: beamserve bench offline|step|kernels|serve [flags]");
+  if (argc < 1) {
+    std::fputs(kBenchUsage, stderr);
+    return 1;
+  }
   std::string what = argv[0];
   if (what == "offline") return bench_offline(argc - 1, argv + 1);
   if (what == "step") return bench_step(argc - 1, argv + 1);

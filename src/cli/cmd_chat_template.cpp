@@ -2,22 +2,18 @@
 // prompt exactly (no newline added). --enable-thinking, when absent, leaves the variable undefined.
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/model_path.h"
+#include "cli/usage.h"
 #include "text/chat_template.h"
 
 namespace beam::cli {
 namespace {
-
-constexpr const char* kUsage =
-    "usage: beamserve chat-template --model DIR --messages FILE.json [--tools FILE.json]\n"
-    "                               [--add-generation-prompt] [--enable-thinking=true|false]\n";
 
 int fail(const std::string& message) {
   std::fprintf(stderr, "chat-template: %s\n", message.c_str());
@@ -39,8 +35,9 @@ Expected<nlohmann::ordered_json> read_json(const std::string& path) {
 int cmd_chat_template(int argc, char** argv) {
   auto args = Args::parse(argc, argv, {"model", "messages", "tools", "enable-thinking"}, {"add-generation-prompt"});
   if (!args.ok() || !args->has("messages")) {
-    std::fprintf(stderr, "chat-template: %s\n%s", args.ok() ? "--messages is required" : args.error().message.c_str(),
-                 kUsage);
+    std::fprintf(stderr, "chat-template: %s\n%s",
+                 args.ok() ? "--messages is required" : args.error().message.c_str(),
+                 kChatTemplateUsage);
     return 2;
   }
   text::ChatTemplateInputs inputs;

@@ -6,6 +6,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/usage.h"
 #include "core/npy.h"
 #include "core/thread_pool.h"
 #include "model/beam/beam_model.h"
@@ -19,11 +20,7 @@ int cmd_forward(int argc, char** argv) {
       argc, argv,
       {"model", "tokens", "start-pos", "logits-out", "threads", "device", "attention-probs"});
   if (!args.ok()) {
-    std::fprintf(stderr,
-                 "forward: %s\nusage: beamserve forward --model DIR --tokens 1,2,3 "
-                 "[--start-pos N] [--device cpu|cuda] [--attention-probs fp32|bf16] "
-                 "--logits-out FILE.npy\n",
-                 args.error().message.c_str());
+    std::fprintf(stderr, "forward: %s\n%s", args.error().message.c_str(), kForwardUsage);
     return 2;
   }
   auto fail = [](const std::string& m) {

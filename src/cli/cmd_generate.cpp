@@ -1,14 +1,15 @@
 // `beamserve generate`: prefill a prompt and decode on the CPU or GPU 0 (sampling on the host),
 // printing the generated text (or ids) and prefill/decode throughput.
 #include <chrono>
-#include <optional>
 #include <cstdio>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/model_path.h"
+#include "cli/usage.h"
 #include "core/thread_pool.h"
 #include "model/beam/beam_model.h"
 #include "model/beam/local_kv_cache.h"
@@ -54,9 +55,7 @@ int cmd_generate(int argc, char** argv) {
                                        "no-cuda-graphs", "attention-probs"},
                                        {"no-cuda-graphs"});
   if (!args.ok()) {
-    std::fprintf(stderr, "generate: %s\nusage: beamserve generate [--model DIR] (--tokens 1,2,3 | "
-                         "--prompt TEXT) [--max-tokens N --temperature T --top-p P --top-k K --seed S] [--device cpu|cuda] [--no-cuda-graphs] [--attention-probs fp32|bf16]\n",
-                 args.error().message.c_str());
+    std::fprintf(stderr, "generate: %s\n%s", args.error().message.c_str(), kGenerateUsage);
     return 2;
   }
   auto dir = resolve_model_dir(args->get("model"));

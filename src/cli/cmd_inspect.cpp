@@ -2,12 +2,12 @@
 // bytes per token, a per-GPU memory plan) and, when weights exist, the checkpoint's bytes per
 // dtype. Human-readable by default, --json for machines.
 #include <cstdio>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/usage.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/memory_plan.h"
@@ -17,13 +17,6 @@ namespace beam::cli {
 namespace {
 
 using nlohmann::json;
-
-constexpr const char* kUsage =
-    "usage: beamserve inspect --model DIR [--gpu-memory-gb 141] [--num-gpus 1] [--max-seqs 256]\n"
-    "                         [--activation-reserve-gb GB] [--json]\n"
-    "  GB = 10^9 bytes. Memory plan per GPU: weights / num-gpus, an activation reserve (default\n"
-    "  max(2 GiB, 4% of GPU memory)), a sliding-window KV pool of max-seqs x sliding_window tokens,\n"
-    "  and the rest as the full-attention KV pool.\n";
 
 struct Report {
   std::string model_dir;
@@ -194,7 +187,8 @@ int cmd_inspect(int argc, char** argv) {
   auto args = Args::parse(argc, argv, {"model", "gpu-memory-gb", "num-gpus", "max-seqs", "activation-reserve-gb"},
                           {"json"});
   if (!args.ok() || !args->has("model")) {
-    std::fprintf(stderr, "inspect: %s\n%s", args.ok() ? "--model is required" : args.error().message.c_str(), kUsage);
+    std::fprintf(stderr, "inspect: %s\n%s",
+                 args.ok() ? "--model is required" : args.error().message.c_str(), kInspectUsage);
     return 2;
   }
   auto report = build_report(*args);

@@ -1,25 +1,19 @@
 // `beamserve serve`: the OpenAI- and Anthropic-compatible HTTP server (src/server) in front of the
 // engine. Listens on 127.0.0.1 unless --host says otherwise; SIGINT/SIGTERM shut it down cleanly.
+#include <pthread.h>
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <pthread.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/model_path.h"
+#include "cli/usage.h"
 #include "server/app/server_app.h"
 
 namespace beam::cli {
 namespace {
-
-constexpr const char* kUsage =
-    "usage: beamserve serve [--model DIR] [--tokenizer DIR] [--served-model-name NAME]\n"
-    "         [--host 127.0.0.1] [--port 8000] [--api-key KEY | $BEAMSERVE_API_KEY] [--max-body-mb 32]\n"
-    "         [--device cpu|cuda] [--kv-budget-mb N (cpu: 1024; cuda: free memory)] [--max-model-len N] [--max-running 256]\n"
-    "         [--max-tokens-per-step N (a CUDA device of >= 70 GiB: 8192; else 2048)]\n"
-    "         [--block-size 64] [--threads N] [--io-threads 1] [--workers 2] [--no-prefix-cache] [--no-cuda-graphs]\n"
-    "         [--health-stall-s 30] [--attention-probs fp32|bf16 (bf16: FlashAttention's rounding of P)]\n";
 
 Expected<server::ServeOptions> options_from_args(const Args& a) {
   server::ServeOptions o;
@@ -75,12 +69,12 @@ int cmd_serve(int argc, char** argv) {
                            "no-cuda-graphs", "attention-probs"},
                           {"no-prefix-cache", "no-cuda-graphs"});
   if (!args.ok()) {
-    std::fprintf(stderr, "serve: %s\n%s", args.error().message.c_str(), kUsage);
+    std::fprintf(stderr, "serve: %s\n%s", args.error().message.c_str(), kServeUsage);
     return 2;
   }
   auto options = options_from_args(*args);
   if (!options.ok()) {
-    std::fprintf(stderr, "serve: %s\n%s", options.error().message.c_str(), kUsage);
+    std::fprintf(stderr, "serve: %s\n%s", options.error().message.c_str(), kServeUsage);
     return 2;
   }
   // Threads started below inherit this mask, so only sigwait sees SIGINT/SIGTERM.

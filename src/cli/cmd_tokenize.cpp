@@ -9,6 +9,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/model_path.h"
+#include "cli/usage.h"
 #include "text/tokenizer.h"
 
 namespace beam::cli {
@@ -37,8 +38,9 @@ Expected<text::Tokenizer> load_tokenizer(const Args& args) {
 int cmd_tokenize(int argc, char** argv) {
   auto args = Args::parse(argc, argv, {"model", "text", "file"}, {"special"});
   if (!args.ok() || args->has("text") == args->has("file")) {
-    std::fprintf(stderr, "tokenize: %s\nusage: beamserve tokenize --model DIR (--text T | --file F) [--special]\n",
-                 args.ok() ? "give exactly one of --text and --file" : args.error().message.c_str());
+    std::fprintf(stderr, "tokenize: %s\n%s",
+                 args.ok() ? "give exactly one of --text and --file" : args.error().message.c_str(),
+                 kTokenizeUsage);
     return 2;
   }
   std::string input;
@@ -67,8 +69,8 @@ int cmd_tokenize(int argc, char** argv) {
 int cmd_detokenize(int argc, char** argv) {
   auto args = Args::parse(argc, argv, {"model", "ids"}, {"skip-special"});
   if (!args.ok() || !args->has("ids")) {
-    std::fprintf(stderr, "detokenize: %s\nusage: beamserve detokenize --model DIR --ids 1,2,3 [--skip-special]\n",
-                 args.ok() ? "--ids is required" : args.error().message.c_str());
+    std::fprintf(stderr, "detokenize: %s\n%s",
+                 args.ok() ? "--ids is required" : args.error().message.c_str(), kDetokenizeUsage);
     return 2;
   }
   auto list = Args::parse_int_list("ids", *args->get("ids"));

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "cli/commands.h"
+#include "cli/usage.h"
 
 namespace {
 
@@ -11,24 +12,43 @@ struct Command {
   const char* name;
   int (*run)(int, char**);
   const char* help;
+  const char* usage;  // cli/usage.h
 };
 
 constexpr Command kCommands[] = {
-    {"forward", beam::cli::cmd_forward, "run a forward pass and write fp32 logits (.npy)"},
-    {"generate", beam::cli::cmd_generate, "generate tokens from a prompt (default model: beam-nano)"},
-    {"inspect", beam::cli::cmd_inspect, "summarise a model: parameters, bytes, KV, memory plan"},
-    {"tokenize", beam::cli::cmd_tokenize, "print the token ids of a text as a JSON array"},
-    {"detokenize", beam::cli::cmd_detokenize, "print the text of comma-separated token ids"},
-    {"chat-template", beam::cli::cmd_chat_template, "render a model's chat template for a conversation"},
-    {"serve", beam::cli::cmd_serve, "OpenAI/Anthropic-compatible HTTP server (default 127.0.0.1:8000)"},
-    {"bench", beam::cli::cmd_bench, "benchmarks: offline (engine workloads)"},
-    {"help", nullptr, "print this list"},
+    {"forward", beam::cli::cmd_forward, "run a forward pass and write fp32 logits (.npy)",
+     beam::cli::kForwardUsage},
+    {"generate", beam::cli::cmd_generate,
+     "generate tokens from a prompt (default model: beam-nano)", beam::cli::kGenerateUsage},
+    {"inspect", beam::cli::cmd_inspect, "summarise a model: parameters, bytes, KV, memory plan",
+     beam::cli::kInspectUsage},
+    {"tokenize", beam::cli::cmd_tokenize, "print the token ids of a text as a JSON array",
+     beam::cli::kTokenizeUsage},
+    {"detokenize", beam::cli::cmd_detokenize, "print the text of comma-separated token ids",
+     beam::cli::kDetokenizeUsage},
+    {"chat-template", beam::cli::cmd_chat_template,
+     "render a model's chat template for a conversation", beam::cli::kChatTemplateUsage},
+    {"serve", beam::cli::cmd_serve,
+     "OpenAI/Anthropic-compatible HTTP server (default 127.0.0.1:8000)", beam::cli::kServeUsage},
+    {"bench", beam::cli::cmd_bench, "benchmarks: offline (engine workloads), step, kernels, serve",
+     beam::cli::kBenchUsage},
+    {"help", nullptr, "print this list (`beamserve <command> --help`: that command's flags)",
+     nullptr},
 };
 
 int usage(FILE* out) {
   std::fprintf(out, "usage: beamserve <command> [flags]\n\ncommands:\n");
   for (const auto& c : kCommands) std::fprintf(out, "  %-14s %s\n", c.name, c.help);
   return out == stderr ? 2 : 0;
+}
+
+// `--help` or `-h` anywhere among a command's arguments.
+bool wants_help(int argc, char** argv) {
+  for (int i = 0; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--help" || a == "-h") return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -38,7 +58,12 @@ int main(int argc, char** argv) {
   std::string_view name = argv[1];
   if (name == "--help" || name == "-h" || name == "help") return usage(stdout);
   for (const auto& c : kCommands) {
-    if (name == c.name && c.run) return c.run(argc - 2, argv + 2);
+    if (name != c.name || c.run == nullptr) continue;
+    if (wants_help(argc - 2, argv + 2)) {
+      std::fputs(c.usage, stdout);
+      return 0;
+    }
+    return c.run(argc - 2, argv + 2);
   }
   std::fprintf(stderr, "beamserve: unknown command '%s'\n", argv[1]);
   return usage(stderr);

@@ -1,0 +1,52 @@
+// Every subcommand's usage text: printed by `beamserve <command> --help` (cli/main.cpp, to stdout,
+// exit 0) and after a command's argument errors (to stderr).
+#pragma once
+
+namespace beam::cli {
+
+inline constexpr const char* kForwardUsage =
+    "usage: beamserve forward --model DIR --tokens 1,2,3 [--start-pos N] [--threads N]\n"
+    "         [--device cpu|cuda] [--attention-probs fp32|bf16] --logits-out FILE.npy\n";
+
+inline constexpr const char* kGenerateUsage =
+    "usage: beamserve generate [--model DIR] (--tokens 1,2,3 | --prompt TEXT) [--max-tokens N]\n"
+    "         [--temperature T] [--top-p P] [--top-k K] [--min-p M] [--seed S] [--threads N]\n"
+    "         [--device cpu|cuda] [--no-cuda-graphs] [--attention-probs fp32|bf16]\n";
+
+inline constexpr const char* kInspectUsage =
+    "usage: beamserve inspect --model DIR [--gpu-memory-gb 141] [--num-gpus 1] [--max-seqs 256]\n"
+    "                         [--activation-reserve-gb GB] [--json]\n"
+    "  GB = 10^9 bytes. Memory plan per GPU: weights / num-gpus, an activation reserve (default\n"
+    "  max(2 GiB, 4% of GPU memory)), a sliding-window KV pool of max-seqs x sliding_window "
+    "tokens,\n"
+    "  and the rest as the full-attention KV pool.\n";
+
+inline constexpr const char* kTokenizeUsage =
+    "usage: beamserve tokenize --model DIR (--text T | --file F) [--special]\n";
+
+inline constexpr const char* kDetokenizeUsage =
+    "usage: beamserve detokenize --model DIR --ids 1,2,3 [--skip-special]\n";
+
+inline constexpr const char* kChatTemplateUsage =
+    "usage: beamserve chat-template --model DIR --messages FILE.json [--tools FILE.json]\n"
+    "                               [--add-generation-prompt] [--enable-thinking=true|false]\n";
+
+inline constexpr const char* kServeUsage =
+    "usage: beamserve serve [--model DIR] [--tokenizer DIR] [--served-model-name NAME]\n"
+    "         [--host 127.0.0.1] [--port 8000] [--api-key KEY | $BEAMSERVE_API_KEY] [--max-body-mb "
+    "32]\n"
+    "         [--device cpu|cuda] [--kv-budget-mb N (cpu: 1024; cuda: free memory)] "
+    "[--max-model-len N] [--max-running 256]\n"
+    "         [--max-tokens-per-step N (a CUDA device of >= 70 GiB: 8192; else 2048)]\n"
+    "         [--block-size 64] [--threads N] [--io-threads 1] [--workers 2] [--no-prefix-cache] "
+    "[--no-cuda-graphs]\n"
+    "         [--health-stall-s 30] [--attention-probs fp32|bf16 (bf16: FlashAttention's rounding "
+    "of P)]\n";
+
+inline constexpr const char* kBenchUsage =
+    "usage: beamserve bench offline|step|kernels|serve [flags]\n"
+    "  offline: the engine on a model's synthetic workloads (--model DIR --workload\n"
+    "           uniform|shared-prefix|agentic)\n"
+    "  step, kernels, serve: beam-slice (BEAM.md widths, random weights) on --device cpu|cuda\n";
+
+}  // namespace beam::cli
