@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <sstream>
+#include <string_view>
 
 namespace beam::cli {
 
@@ -93,6 +94,14 @@ Expected<std::vector<int64_t>> Args::parse_int_list(const std::string& key,
   }
   if (out.empty()) return make_error("--" + key + ": empty list");
   return out;
+}
+
+bool Args::wants_help(int argc, char** argv) {
+  for (int i = 0; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--help" || a == "-h") return true;
+  }
+  return false;
 }
 
 }  // namespace beam::cli

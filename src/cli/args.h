@@ -33,6 +33,8 @@ class Args {
   // Parses "1,2,3" into integers.
   static Expected<std::vector<int64_t>> parse_int_list(const std::string& key,
                                                        const std::string& text);
+  // Whether `--help` or `-h` is among argv (a command then prints its usage, cli/usage.h).
+  static bool wants_help(int argc, char** argv);
 
  private:
   std::map<std::string, std::string> values_;

@@ -98,11 +98,30 @@ int cmd_bench(int argc, char** argv) {
     std::fputs(kBenchUsage, stderr);
     return 1;
   }
-  std::string what = argv[0];
-  if (what == "offline") return bench_offline(argc - 1, argv + 1);
-  if (what == "step") return bench_step(argc - 1, argv + 1);
-  if (what == "kernels") return bench_kernels(argc - 1, argv + 1);
-  if (what == "serve") return bench_serve(argc - 1, argv + 1);
+  const std::string what = argv[0];
+  struct Sub {
+    const char* name;
+    int (*run)(int, char**);
+    const char* usage;
+    bool slice;  // takes kBenchSliceFlags too
+  };
+  constexpr Sub kSubs[] = {{"offline", bench_offline, kBenchOfflineUsage, false},
+                           {"step", bench_step, kBenchStepUsage, true},
+                           {"kernels", bench_kernels, kBenchKernelsUsage, true},
+                           {"serve", bench_serve, kBenchServeUsage, true}};
+  if (what == "--help" || what == "-h") {
+    std::fputs(kBenchUsage, stdout);
+    return 0;
+  }
+  for (const Sub& sub : kSubs) {
+    if (what != sub.name) continue;
+    if (Args::wants_help(argc - 1, argv + 1)) {
+      std::fputs(sub.usage, stdout);
+      if (sub.slice) std::fputs(kBenchSliceFlags, stdout);
+      return 0;
+    }
+    return sub.run(argc - 1, argv + 1);
+  }
   return fail("unknown benchmark '" + what + "' (available: offline, step, kernels, serve)");
 }
 

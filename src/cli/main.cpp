@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/usage.h"
 
@@ -12,7 +13,7 @@ struct Command {
   const char* name;
   int (*run)(int, char**);
   const char* help;
-  const char* usage;  // cli/usage.h
+  const char* usage;  // cli/usage.h; nullptr: the command answers --help itself
 };
 
 constexpr Command kCommands[] = {
@@ -31,7 +32,7 @@ constexpr Command kCommands[] = {
     {"serve", beam::cli::cmd_serve,
      "OpenAI/Anthropic-compatible HTTP server (default 127.0.0.1:8000)", beam::cli::kServeUsage},
     {"bench", beam::cli::cmd_bench, "benchmarks: offline (engine workloads), step, kernels, serve",
-     beam::cli::kBenchUsage},
+     nullptr},  // answers --help itself (each benchmark's flags)
     {"help", nullptr, "print this list (`beamserve <command> --help`: that command's flags)",
      nullptr},
 };
@@ -42,15 +43,6 @@ int usage(FILE* out) {
   return out == stderr ? 2 : 0;
 }
 
-// `--help` or `-h` anywhere among a command's arguments.
-bool wants_help(int argc, char** argv) {
-  for (int i = 0; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (a == "--help" || a == "-h") return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -59,7 +51,7 @@ int main(int argc, char** argv) {
   if (name == "--help" || name == "-h" || name == "help") return usage(stdout);
   for (const auto& c : kCommands) {
     if (name != c.name || c.run == nullptr) continue;
-    if (wants_help(argc - 2, argv + 2)) {
+    if (c.usage != nullptr && beam::cli::Args::wants_help(argc - 2, argv + 2)) {
       std::fputs(c.usage, stdout);
       return 0;
     }

@@ -44,9 +44,40 @@ inline constexpr const char* kServeUsage =
     "of P)]\n";
 
 inline constexpr const char* kBenchUsage =
-    "usage: beamserve bench offline|step|kernels|serve [flags]\n"
-    "  offline: the engine on a model's synthetic workloads (--model DIR --workload\n"
-    "           uniform|shared-prefix|agentic)\n"
+    "usage: beamserve bench offline|step|kernels|serve [flags]   (bench <name> --help: its flags)\n"
+    "  offline: the engine on a model's synthetic workloads\n"
     "  step, kernels, serve: beam-slice (BEAM.md widths, random weights) on --device cpu|cuda\n";
+
+// The flags step, kernels and serve share (cli/bench_common.h), printed after their own.
+inline constexpr const char* kBenchSliceFlags =
+    "  beam-slice and device: [--device cpu|cuda] [--threads N] [--layers N] [--dense-layers 1]\n"
+    "         [--config DIR (models/beam-1.0-config)] [--weight-seed 1]\n"
+    "         [--attention-probs fp32|bf16] [--no-cuda-graphs] [--no-pdl] [--json FILE]\n"
+    "         [--commit REV]\n";
+
+inline constexpr const char* kBenchOfflineUsage =
+    "usage: beamserve bench offline [--model DIR] [--workload uniform|shared-prefix|agentic]\n"
+    "         [--requests 32] [--prompt-len 256] [--shared-prefix-len 512] [--output-len 64]\n"
+    "         [--conversations 8] [--turns 13] [--first-prompt-len 2048] [--turn-append-len 750]\n"
+    "         [--seed 1] [--kv-budget-mb N] [--block-size 64] [--max-running 64]\n"
+    "         [--max-step-tokens N (the engine's default for the device)] [--threads N]\n"
+    "         [--device cpu|cuda] [--no-cuda-graphs] [--no-prefix-cache]\n"
+    "         [--attention-probs fp32|bf16] [--json]\n";
+
+inline constexpr const char* kBenchStepUsage =
+    "usage: beamserve bench step [--batches 1,8,32,128] [--context 512] [--warmup 3] [--steps 20]\n"
+    "         [--prefill-tokens 8192 (0: none)] [--prefill-reps 3] [--prefill-chunk 8192]\n"
+    "         [--block-size 64] [--seed 1] [--breakdown] [--breakdown-steps 5]\n"
+    "  beam-slice: 6 layers unless --layers says otherwise\n";
+
+inline constexpr const char* kBenchKernelsUsage =
+    "usage: beamserve bench kernels [--batches 1,32,128] [--context 512] [--chunk-rows 0]\n"
+    "         [--prefill-tokens 8192 (0: none)] [--reps 20]\n";
+
+inline constexpr const char* kBenchServeUsage =
+    "usage: beamserve bench serve [--concurrency 1,8,32] [--prompt-len 512] [--output-len 128]\n"
+    "         [--kv-budget-mb N] [--max-step-tokens N (the engine's default for the device)]\n"
+    "         [--seed 1]\n"
+    "  beam-slice: 2 layers unless --layers says otherwise\n";
 
 }  // namespace beam::cli

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """`beamserve <command> --help` (and -h) prints that command's usage to stdout and exits 0 for
-every command `beamserve --help` lists; a bad flag still exits non-zero with the usage on stderr.
+every command `beamserve --help` lists, and `bench <benchmark> --help` each benchmark's; a bad
+flag still exits non-zero with the usage on stderr.
 
 usage: command_help.py BEAMSERVE
 """
@@ -23,6 +24,10 @@ def main() -> int:
             r = run(beamserve, command, flag)
             if r.returncode != 0 or not r.stdout.startswith(f"usage: beamserve {command}"):
                 errors.append(f"{command} {flag}: exit {r.returncode}, stdout {r.stdout[:60]!r}")
+    for bench in ("offline", "step", "kernels", "serve"):
+        r = run(beamserve, "bench", bench, "--help")
+        if r.returncode != 0 or not r.stdout.startswith(f"usage: beamserve bench {bench}"):
+            errors.append(f"bench {bench} --help: exit {r.returncode}, stdout {r.stdout[:60]!r}")
     bad = run(beamserve, "serve", "--no-such-flag")
     if bad.returncode == 0 or "unknown flag --no-such-flag" not in bad.stderr \
             or "usage: beamserve serve" not in bad.stderr:
