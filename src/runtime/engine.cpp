@@ -48,14 +48,15 @@ void log_memory_plan(const EngineDevice& device, const KvStorage& storage, const
 
 // One start-up line: a step's token budget, where it came from, and what its largest step held.
 void log_step_budget(int64_t tokens, bool explicit_tokens, const std::optional<StepMemory>& step) {
-  char line[256];
-  int n = std::snprintf(line, sizeof(line), "engine: up to %lld tokens a step (%s)",
-                        static_cast<long long>(tokens),
-                        explicit_tokens ? "--max-tokens-per-step" : "the device's default");
-  if (step && n > 0 && n < static_cast<int>(sizeof(line)))
-    std::snprintf(line + n, sizeof(line) - static_cast<size_t>(n),
+  std::string line = "engine: up to " + std::to_string(tokens) + " tokens a step (" +
+                     (explicit_tokens ? "--max-tokens-per-step" : "the device's default") + ")";
+  if (step) {
+    char held[128];
+    std::snprintf(held, sizeof(held),
                   "; such a step held %.3f GiB of activations and kernel scratch (warm-up %.2f s)",
                   to_gib(step->step_bytes), step->seconds);
+    line += held;
+  }
   log_info(line);
 }
 

@@ -108,16 +108,15 @@ Expected<int64_t> kv_budget_bytes(const EngineDevice& device, const BeamConfig& 
       break;
   }
   BEAM_CHECK(step.has_value()) << "kv_budget_bytes: CUDA needs the largest step's memory";
-  const DeviceMemoryInfo mem{step->free_bytes, step->total_bytes};
   MemoryPlanOptions po;
-  po.gpu_memory_bytes = mem.total_bytes;
+  po.gpu_memory_bytes = step->total_bytes;
   po.max_num_seqs = std::max<int64_t>(1, max_running);
   const int64_t reserve = plan_memory(config, po).activation_reserve_bytes;
-  const int64_t budget = mem.free_bytes - reserve;
+  const int64_t budget = step->free_bytes - reserve;
   if (budget <= 0)
     return make_error(
-        "no device memory left for the KV cache: " + gib(mem.free_bytes) + " free of " +
-        gib(mem.total_bytes) + " after the weights (" + gib(device.weight_device_bytes) +
+        "no device memory left for the KV cache: " + gib(step->free_bytes) + " free of " +
+        gib(step->total_bytes) + " after the weights (" + gib(device.weight_device_bytes) +
         ") and the largest step (" + gib(step->step_bytes) + "), headroom " + gib(reserve) +
         "; lower --max-tokens-per-step or set an explicit KV budget (--kv-budget-mb)");
   return budget;
