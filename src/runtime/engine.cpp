@@ -153,7 +153,14 @@ class Engine::Impl {
   void step();
   void order_waiting();
   void apply_preemptions(const StepPlan& plan);
+  // One row to sample and the sequence that takes its token.
+  struct SampleTarget {
+    SeqId seq;
+    bool fork_child = false;  // a sibling drawing its first token from the prompt owner's row
+  };
   void sample_and_emit(const StepPlan& plan, const ForwardOutput& out);
+  void attach_allowed_tokens(std::vector<DeviceSampleRow>& rows,
+                             std::vector<SampleTarget>& targets);
   Status sample_rows(const ForwardOutput& out, std::span<const DeviceSampleRow> rows,
                      std::span<SampledToken> sampled);
   void append_tokens(Sequence& seq, std::span<const int32_t> tokens, std::vector<TokenLogprobs> logprobs);
@@ -179,6 +186,8 @@ class Engine::Impl {
   Scheduler scheduler_;
   BatchSampler sampler_;                            // Device::kCpu
   std::optional<DeviceBatchSampler> device_sampler_;  // other devices: logits stay there
+  std::vector<uint32_t> allowed_;  // the step's allowed-token masks (attach_allowed_tokens)
+  MaskScratch mask_scratch_;
   std::vector<int32_t> eos_;
   int64_t max_context_ = 0;
 
@@ -394,12 +403,8 @@ void Engine::Impl::apply_preemptions(const StepPlan& plan) {
 }
 
 void Engine::Impl::sample_and_emit(const StepPlan& plan, const ForwardOutput& out) {
-  struct Target {
-    SeqId seq;
-    bool fork_child = false;  // a sibling drawing its first token from the prompt owner's row
-  };
   std::vector<DeviceSampleRow> rows;
-  std::vector<Target> targets;
+  std::vector<SampleTarget> targets;
   for (size_t i = 0; i < plan.work.size(); ++i) {
     const SeqWork& w = plan.work[i];
     if (!w.samples) continue;
@@ -417,6 +422,7 @@ void Engine::Impl::sample_and_emit(const StepPlan& plan, const ForwardOutput& ou
       }
     }
   }
+  attach_allowed_tokens(rows, targets);
   std::vector<SampledToken> sampled(rows.size());
   if (Status st = sample_rows(out, rows, sampled); !st.ok()) {
     log_error("sampling failed: " + st.error().message);
@@ -444,13 +450,47 @@ void Engine::Impl::sample_and_emit(const StepPlan& plan, const ForwardOutput& ou
   }
 }
 
+// Rows under a response format sample from the tokens it allows next (docs/structured_output.md).
+// A sequence whose format allows nothing more (an earlier token broke it) ends with an error
+// instead of being sampled.
+void Engine::Impl::attach_allowed_tokens(std::vector<DeviceSampleRow>& rows,
+                                         std::vector<SampleTarget>& targets) {
+  size_t num_masked = 0;
+  for (const DeviceSampleRow& r : rows) num_masked += r.seq->constrained() ? 1 : 0;
+  if (num_masked == 0) return;
+  const size_t words = mask_words(model_.config().vocab_size);
+  allowed_.resize(num_masked * words);
+  std::vector<SeqId> broken;
+  size_t slot = 0, kept = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    DeviceSampleRow r = rows[i];
+    if (r.seq->constrained()) {
+      std::span<uint32_t> bits(allowed_.data() + slot++ * words, words);
+      if (!r.seq->fill_allowed_tokens(bits, mask_scratch_)) {
+        broken.push_back(targets[i].seq);
+        continue;
+      }
+      r.allowed_tokens = bits;
+    }
+    rows[kept] = r;
+    targets[kept++] = targets[i];
+  }
+  rows.resize(kept);
+  targets.resize(kept);
+  for (SeqId id : broken)
+    finish_sequence(seqs_.at(id), FinishReason::kError, std::nullopt,
+                    "the output no longer fits its response format", true);
+}
+
 // The CPU BatchSampler on host logits, or the DeviceBatchSampler on the device's.
 Status Engine::Impl::sample_rows(const ForwardOutput& out, std::span<const DeviceSampleRow> rows,
                                  std::span<SampledToken> sampled) {
   if (device_sampler_) return device_sampler_->sample(out.device_logits, rows, sampled);
   std::vector<SampleRow> host_rows;
   host_rows.reserve(rows.size());
-  for (const DeviceSampleRow& r : rows) host_rows.push_back(SampleRow{out.row(r.logits_row), r.seq});
+  for (const DeviceSampleRow& r : rows)
+    host_rows.push_back(
+        SampleRow{out.row(r.logits_row), r.seq, r.pending_tokens, r.allowed_tokens});
   sampler_.sample(host_rows, sampled);
   return ok_status();
 }

@@ -11,8 +11,13 @@ namespace beam {
 namespace {
 
 void check_rows(std::span<const SamplingRowParams> rows, std::span<const LogitEdit> edits,
-                int64_t num_logit_rows, int64_t vocab) {
+                std::span<const uint32_t> allowed, int64_t num_logit_rows, int64_t vocab) {
   constexpr const char* op = "sample_tokens";
+  const int64_t words = allowed_mask_words(vocab);
+  const auto allowed_words = static_cast<int64_t>(allowed.size());
+  BEAM_CHECK(allowed_words % words == 0)
+      << op << ": " << allowed_words << " allowed words, not whole masks of " << words;
+  const int64_t num_allowed_rows = allowed_words / words;
   for (size_t r = 0; r < rows.size(); ++r) {
     const SamplingRowParams& p = rows[r];
     BEAM_CHECK(p.logits_row >= 0 && p.logits_row < num_logit_rows)
@@ -24,6 +29,8 @@ void check_rows(std::span<const SamplingRowParams> rows, std::span<const LogitEd
                int64_t{p.edit_begin} + p.edit_count <= static_cast<int64_t>(edits.size()))
         << op << ": row " << r << " edits [" << p.edit_begin << ", +" << p.edit_count << ") of "
         << edits.size();
+    BEAM_CHECK(p.allowed_row >= -1 && p.allowed_row < num_allowed_rows)
+        << op << ": row " << r << " allowed_row " << p.allowed_row << " of " << num_allowed_rows;
     BEAM_CHECK(p.uniform >= 0.0 && p.uniform < 1.0) << op << ": row " << r << " uniform " << p.uniform;
     BEAM_CHECK(p.top_p > 0.0 && p.top_p <= 1.0 && p.min_p >= 0.0 && p.min_p <= 1.0 &&
                p.top_k >= 0 && p.inv_temperature >= 0.0f && p.logprob_inv_temperature > 0.0f &&
@@ -38,7 +45,8 @@ void check_rows(std::span<const SamplingRowParams> rows, std::span<const LogitEd
 
 void sample_tokens(const KernelContext& ctx, const TensorView& logits,
                    std::span<const SamplingRowParams> rows, std::span<const LogitEdit> edits,
-                   const TensorView& scratch, const TensorView& out) {
+                   std::span<const uint32_t> allowed, const TensorView& scratch,
+                   const TensorView& out) {
   constexpr const char* op = "sample_tokens";
   kernel_checks::expect_tensor(ctx, logits, DType::kF32, 2, op, "logits");
   kernel_checks::expect_tensor(ctx, scratch, DType::kF32, 2, op, "scratch");
@@ -49,7 +57,7 @@ void sample_tokens(const KernelContext& ctx, const TensorView& logits,
              scratch.dim(1) == vocab && out.dim(0) == num_rows && out.dim(1) == kSampledRowWords)
       << op << ": logits " << logits.shape.str() << ", " << num_rows << " rows, scratch "
       << scratch.shape.str() << ", out " << out.shape.str();
-  check_rows(rows, edits, logits.dim(0), vocab);
+  check_rows(rows, edits, allowed, logits.dim(0), vocab);
   if (num_rows == 0) return;
   switch (ctx.device) {
     case Device::kCpu:
@@ -58,7 +66,7 @@ void sample_tokens(const KernelContext& ctx, const TensorView& logits,
       return;
     case Device::kCuda:
 #if BEAMSERVE_CUDA
-      cuda::sample_tokens(*ctx.cuda, logits, rows, edits, scratch, out);
+      cuda::sample_tokens(*ctx.cuda, logits, rows, edits, allowed, scratch, out);
       return;
 #else
       kernel_checks::cuda_backend_not_built(op);

@@ -1,6 +1,7 @@
-// Token sampling and logprobs over logits rows that stay on the device (issue 7): per row, sparse
-// logit edits (bias, min_tokens mask, penalties), greedy argmax or top-k → temperature → top-p →
-// min-p → inverse-CDF draw, and log_softmax logprobs with the top-n alternatives. The semantics
+// Token sampling and logprobs over logits rows that stay on the device (issue 7): per row, an
+// optional allowed-token bitmask (disallowed → -inf), sparse logit edits (bias, min_tokens mask,
+// penalties), greedy argmax or top-k → temperature → top-p → min-p → inverse-CDF draw, and
+// log_softmax logprobs (of the raw row) with the top-n alternatives. The semantics
 // are runtime/sampling's CPU Sampler's, step for step (docs/sampling.md, "GPU sampling"); the CPU
 // path IS that sampler, so this op has no CPU implementation (Device::kCpu aborts).
 #pragma once
@@ -49,6 +50,8 @@ struct SamplingRowParams {
   int32_t num_top_logprobs = -1;      // -1 = no logprobs; else [0, kMaxSampledTopLogprobs]
   int32_t edit_begin = 0;             // this row's edits: edits[edit_begin, edit_begin + edit_count)
   int32_t edit_count = 0;
+  int32_t allowed_row = -1;  // -1: every token; else a row of sample_tokens' `allowed`
+  int32_t pad = 0;
 };
 
 // Logit v of e.token after its edit, flags applied in the order above (the CPU's logit
@@ -79,13 +82,22 @@ struct SampledRow {
 inline constexpr int64_t kSampledRowWords = sizeof(SampledRow) / 4;
 static_assert(sizeof(SampledRow) % 4 == 0);
 
+// Words of one allowed-token mask: token t is allowed iff bit t % 32 of word t / 32 is set.
+BEAM_HOST_DEVICE constexpr int64_t allowed_mask_words(int64_t vocab) {
+  return (vocab + 31) / 32;
+}
+
 // logits: [num_logit_rows, vocab] f32 on ctx's device (soft-capped; only read).
 // rows, edits: host arrays (staged to the device by the op).
+// allowed: host array of [num_allowed_rows, allowed_mask_words(vocab)] words (staged by the op);
+// a row with allowed_row >= 0 sets the logits of the tokens its mask leaves out to -inf before
+// its edits (logprobs stay those of the raw row).
 // scratch: [rows.size(), vocab] f32 on the device (overwritten: processed logits, then weights).
 // out: [rows.size(), kSampledRowWords] i32 on the device, one SampledRow per row.
 // Queued on ctx's stream; nothing is synchronized. Device::kCuda only.
 void sample_tokens(const KernelContext& ctx, const TensorView& logits,
                    std::span<const SamplingRowParams> rows, std::span<const LogitEdit> edits,
-                   const TensorView& scratch, const TensorView& out);
+                   std::span<const uint32_t> allowed, const TensorView& scratch,
+                   const TensorView& out);
 
 }  // namespace beam

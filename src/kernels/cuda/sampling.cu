@@ -1,10 +1,10 @@
 // CUDA sample_tokens: one block per sampled row runs the CPU Sampler's pipeline (runtime/sampling,
-// docs/sampling.md) on a scratch copy of its logits row: sparse edits → argmax (greedy) or top-k →
-// weights exp((v - max) / T) → top-p → min-p → inverse-CDF draw with the row's uniform; then the
-// logprobs from the raw row. Selections are radix selects over rank keys (sampling_select.cuh);
-// probability masses are exact integer sums of 2^-44 fixed-point weights, so a row gives the same
-// token whatever the launch, and the CPU's token whenever its double sums put the draw on the same
-// side of every boundary.
+// docs/sampling.md) on a scratch copy of its logits row: allowed-token mask (-inf) → sparse edits
+// → argmax (greedy) or top-k → weights exp((v - max) / T) → top-p → min-p → inverse-CDF draw with
+// the row's uniform; then the logprobs from the raw row. Selections are radix selects over rank
+// keys (sampling_select.cuh); probability masses are exact integer sums of 2^-44 fixed-point
+// weights, so a row gives the same token whatever the launch, and the CPU's token whenever its
+// double sums put the draw on the same side of every boundary.
 #include <cfloat>
 #include <climits>
 #include <cmath>
@@ -23,6 +23,7 @@ struct SampleArgs {
   const float* logits;  // [num_logit_rows, vocab]
   const SamplingRowParams* rows;
   const LogitEdit* edits;
+  const uint32_t* allowed;  // [num_allowed_rows, allowed_mask_words(vocab)]
   float* scratch;       // [num_rows, vocab]
   SampledRow* out;      // [num_rows]
   int vocab;
@@ -57,6 +58,11 @@ struct WeightItem {
     return {in, key, in ? fixed_weight(x) : 0ull};
   }
 };
+
+// Whether `mask` (nullptr: every token) allows token i: bit i % 32 of word i / 32.
+__device__ __forceinline__ bool is_allowed(const uint32_t* mask, int i) {
+  return mask == nullptr || ((mask[i >> 5] >> (i & 31)) & 1u) != 0;
+}
 
 // One token's edits, in the CPU's order (kernels/api/sampling.h).
 __device__ void apply_edit(float* row, const LogitEdit& e, const SamplingRowParams& p) {
@@ -184,8 +190,10 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(SampleArgs a) {
   const float* raw = a.logits + static_cast<int64_t>(p.logits_row) * n;
   float* row = a.scratch + static_cast<int64_t>(blockIdx.x) * n;
   SampledRow* out = a.out + blockIdx.x;
+  const uint32_t* mask =
+      p.allowed_row < 0 ? nullptr : a.allowed + p.allowed_row * allowed_mask_words(n);
 
-  for (int i = threadIdx.x; i < n; i += kThreads) row[i] = raw[i];
+  for (int i = threadIdx.x; i < n; i += kThreads) row[i] = is_allowed(mask, i) ? raw[i] : -INFINITY;
   __syncthreads();
   for (int e = threadIdx.x; e < p.edit_count; e += kThreads) apply_edit(row, a.edits[p.edit_begin + e], p);
   __syncthreads();
@@ -205,13 +213,17 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(SampleArgs a) {
 
 void sample_tokens(CudaContext& ctx, const TensorView& logits,
                    std::span<const SamplingRowParams> rows, std::span<const LogitEdit> edits,
-                   const TensorView& scratch, const TensorView& out) {
+                   std::span<const uint32_t> allowed, const TensorView& scratch,
+                   const TensorView& out) {
   static_assert(sizeof(SampledRow) == kSampledRowWords * 4);
   SampleArgs a;
   a.logits = static_cast<const float*>(logits.data);
   a.rows = static_cast<const SamplingRowParams*>(ctx.staging.stage(rows.data(), rows.size_bytes(), ctx.stream));
   a.edits = edits.empty() ? nullptr
                           : static_cast<const LogitEdit*>(ctx.staging.stage(edits.data(), edits.size_bytes(), ctx.stream));
+  a.allowed = allowed.empty() ? nullptr
+                              : static_cast<const uint32_t*>(ctx.staging.stage(
+                                    allowed.data(), allowed.size_bytes(), ctx.stream));
   a.scratch = static_cast<float*>(scratch.data);
   a.out = static_cast<SampledRow*>(out.data);
   a.vocab = static_cast<int>(logits.dim(1));

@@ -9,10 +9,11 @@
 
 namespace beam::cuda {
 
-// Arguments validated by kernels/api/sampling.cpp; rows and edits are host arrays, staged through
-// ctx.staging. Queued on ctx.stream.
+// Arguments validated by kernels/api/sampling.cpp; rows, edits and allowed are host arrays,
+// staged through ctx.staging. Queued on ctx.stream.
 void sample_tokens(CudaContext& ctx, const TensorView& logits,
                    std::span<const SamplingRowParams> rows, std::span<const LogitEdit> edits,
-                   const TensorView& scratch, const TensorView& out);
+                   std::span<const uint32_t> allowed, const TensorView& scratch,
+                   const TensorView& out);
 
 }  // namespace beam::cuda

@@ -108,6 +108,8 @@ Status DeviceBatchSampler::sample(const TensorView& logits, std::span<const Devi
   BEAM_RETURN_IF_ERROR(reserve(num_rows));
   params_.clear();
   edits_.clear();
+  allowed_.clear();
+  const int64_t mask_words = allowed_mask_words(vocab_size_);
   for (const DeviceSampleRow& row : rows) {
     BEAM_CHECK(row.seq != nullptr);
     BEAM_CHECK_EQ(row.seq->vocab_size(), vocab_size_);
@@ -115,11 +117,17 @@ Status DeviceBatchSampler::sample(const TensorView& logits, std::span<const Devi
     p.edit_begin = static_cast<int32_t>(edits_.size());
     append_logit_edits(*row.seq, row.pending_tokens, edits_);
     p.edit_count = static_cast<int32_t>(edits_.size()) - p.edit_begin;
+    if (!row.allowed_tokens.empty()) {
+      BEAM_CHECK_EQ(static_cast<int64_t>(row.allowed_tokens.size()), mask_words)
+          << "allowed_tokens words, vocab " << vocab_size_;
+      p.allowed_row = static_cast<int32_t>(static_cast<int64_t>(allowed_.size()) / mask_words);
+      allowed_.insert(allowed_.end(), row.allowed_tokens.begin(), row.allowed_tokens.end());
+    }
     params_.push_back(p);
   }
   const TensorView scratch = scratch_.view(DType::kF32, {num_rows, vocab_size_});
   const TensorView results = results_.view(DType::kI32, {num_rows, kSampledRowWords});
-  sample_tokens(ctx_, logits, params_, edits_, scratch, results);
+  sample_tokens(ctx_, logits, params_, edits_, allowed_, scratch, results);
   host_results_.resize(static_cast<size_t>(num_rows));
   copy_tensor(ctx_, TensorView{host_results_.data(), DType::kI32, results.shape, Device::kCpu},
               results);  // waits for the kernel

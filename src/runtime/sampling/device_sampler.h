@@ -1,8 +1,9 @@
-// DeviceBatchSampler: BatchSampler's counterpart for logits that stay on the device (Device::kCuda).
-// It turns each row's SequenceSamplingState into the kernels' plain per-row parameters and sparse
-// logit edits, runs kernels/api/sampling.h's sample_tokens, and copies back only the tokens and
-// requested logprobs. Same semantics and the same Philox uniforms as the CPU Sampler
-// (docs/sampling.md, "GPU sampling").
+// DeviceBatchSampler: BatchSampler's counterpart for logits that stay on the device
+// (Device::kCuda). It turns each row's SequenceSamplingState into the kernels' plain per-row
+// parameters and sparse logit edits, packs the rows' allowed-token masks, runs
+// kernels/api/sampling.h's sample_tokens, and copies back only the tokens and requested logprobs.
+// Same semantics and the same Philox uniforms as the CPU Sampler (docs/sampling.md, "GPU
+// sampling").
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,7 @@ struct DeviceSampleRow {
   int64_t logits_row = 0;
   const SequenceSamplingState* seq = nullptr;    // read only
   std::span<const int32_t> pending_tokens = {};  // as SampleRow::pending_tokens
+  std::span<const uint32_t> allowed_tokens = {};  // as SampleRow::allowed_tokens
 };
 
 // The edits apply_logit_processors would make to this row, one LogitEdit per touched token in
@@ -54,6 +56,7 @@ class DeviceBatchSampler {
   DeviceBuffer results_;  // [capacity_rows_, kSampledRowWords] i32
   std::vector<SamplingRowParams> params_;
   std::vector<LogitEdit> edits_;
+  std::vector<uint32_t> allowed_;  // the rows' non-empty masks, one after another
   std::vector<SampledRow> host_results_;
 };
 

@@ -30,6 +30,19 @@ int64_t keep_min_p(std::span<TokenCandidate> c, double min_p) {
   return std::partition(c.begin(), c.end(), kept) - c.begin();
 }
 
+// Sets every token the mask leaves out to -inf; all-ones words (every token allowed) are skipped.
+void mask_disallowed(std::span<TokenCandidate> row, std::span<const uint32_t> allowed) {
+  BEAM_CHECK_EQ(allowed.size(), (row.size() + 31) / 32)
+      << "allowed_tokens words, vocab " << row.size();
+  for (size_t w = 0; w < allowed.size(); ++w) {
+    const uint32_t bits = allowed[w];
+    if (bits == ~0u) continue;
+    const size_t begin = w * 32, end = std::min(begin + 32, row.size());
+    for (size_t t = begin; t < end; ++t)
+      if (((bits >> (t - begin)) & 1u) == 0) row[t].value = -INFINITY;
+  }
+}
+
 double sum_weights(std::span<const TokenCandidate> c) {
   double sum = 0.0;
   for (const TokenCandidate& x : c) sum += x.value;
@@ -49,6 +62,7 @@ SampledToken Sampler::sample(const SampleRow& row) {
   BEAM_CHECK_EQ(row.logits.size(), scratch_.size()) << "logits row size";
   for (size_t i = 0; i < scratch_.size(); ++i)
     scratch_[i] = {row.logits[i], static_cast<int32_t>(i)};
+  if (!row.allowed_tokens.empty()) mask_disallowed(scratch_, row.allowed_tokens);
   apply_logit_processors(scratch_, seq, row.pending_tokens);
 
   int64_t output_index = seq.num_output_tokens() + static_cast<int64_t>(row.pending_tokens.size());

@@ -1,5 +1,6 @@
-// Sampler: turns one logits row into a token for one sequence (logit processors → temperature →
-// top-k → top-p → min-p → seeded draw, or argmax when greedy) plus logprobs when asked.
+// Sampler: turns one logits row into a token for one sequence (allowed-token mask → logit
+// processors → temperature → top-k → top-p → min-p → seeded draw, or argmax when greedy) plus
+// logprobs when asked.
 // One scratch row of vocab TokenCandidates per Sampler; no other full-vocab buffer.
 #pragma once
 
@@ -20,6 +21,8 @@ struct SampleRow {
   std::span<const float> logits;                // [vocab] f32, soft-capped model logits
   const SequenceSamplingState* seq = nullptr;   // read only
   std::span<const int32_t> pending_tokens = {}; // speculative: earlier tokens of this step
+  // empty: every token; else [ceil(vocab/32)] words, token t allowed iff bit t % 32 of word t / 32
+  std::span<const uint32_t> allowed_tokens = {};
 };
 
 struct SampledToken {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "runtime/structured/output_constraint.h"
 
 namespace beam {
 namespace {
@@ -70,6 +71,25 @@ Status validate_limits(const SamplingParams& p, int64_t vocab_size) {
   return ok_status();
 }
 
+Status validate_constraint(const SamplingParams& p, int64_t vocab_size) {
+  if (!p.constraint) return ok_status();
+  BEAM_CHECK(p.constraint->grammar && p.constraint->vocab) << "constraint without grammar or vocab";
+  if (p.constraint->vocab->vocab_size() != vocab_size) {
+    std::ostringstream os;
+    os << "the output constraint was built for a vocabulary of "
+       << p.constraint->vocab->vocab_size() << " tokens, the model has " << vocab_size;
+    return make_error(os.str());
+  }
+  if (p.ignore_eos)
+    return make_error(
+        "sampling parameter 'ignore_eos' cannot be combined with a structured output "
+        "format: the output ends when the JSON is complete");
+  if (p.min_tokens > 0)
+    return param_error("min_tokens", p.min_tokens,
+                       "must be 0 with a structured output format (the JSON decides the length)");
+  return ok_status();
+}
+
 }  // namespace
 
 Status SamplingParams::validate(int64_t vocab_size) const {
@@ -77,6 +97,7 @@ Status SamplingParams::validate(int64_t vocab_size) const {
   BEAM_RETURN_IF_ERROR(validate_filters(*this));
   BEAM_RETURN_IF_ERROR(validate_penalties(*this, vocab_size));
   BEAM_RETURN_IF_ERROR(validate_limits(*this, vocab_size));
+  BEAM_RETURN_IF_ERROR(validate_constraint(*this, vocab_size));
   return ok_status();
 }
 

@@ -5,12 +5,15 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "core/status.h"
 
 namespace beam {
+
+struct OutputConstraint;  // runtime/structured/output_constraint.h
 
 inline constexpr int64_t kMaxTopLogprobs = 20;   // OpenAI's limit on top_logprobs
 inline constexpr int64_t kMaxSiblings = 128;     // largest n (OpenAI's limit)
@@ -34,6 +37,9 @@ struct SamplingParams {
   int64_t n = 1;                         // [1, 128] sibling sequences sharing the prompt
   bool logprobs = false;                 // return the chosen token's logprob
   int64_t top_logprobs = 0;              // [0, 20] alternatives per token; needs logprobs
+  // Constrained decoding (JSON of a schema): the tokens allowed next, applied before every logit
+  // processor; null = free output. Excludes ignore_eos and min_tokens (docs/structured_output.md).
+  std::shared_ptr<const OutputConstraint> constraint;
 
   // An error naming the first invalid field, with its value and the allowed range.
   Status validate(int64_t vocab_size) const;

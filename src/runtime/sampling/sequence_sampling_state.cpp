@@ -62,6 +62,12 @@ SequenceSamplingState::SequenceSamplingState(const SequenceSamplingSetup& s)
   if (!p.ignore_eos) masked.insert(masked.end(), eos_ids_.begin(), eos_ids_.end());
   min_tokens_masked_ = sorted_distinct(masked);
   if (p.repetition_penalty != 1.0) prompt_set_ = sorted_distinct(s.prompt_tokens);
+  if (p.constraint) {
+    std::vector<int32_t> ends = eos_ids_;
+    ends.insert(ends.end(), stop_ids_.begin(), stop_ids_.end());
+    end_ids_ = sorted_distinct(ends);
+    constraint_.emplace(p.constraint);
+  }
 }
 
 Expected<SequenceSamplingState> SequenceSamplingState::create(const SequenceSamplingSetup& setup) {
@@ -76,7 +82,18 @@ void SequenceSamplingState::append_output(std::span<const int32_t> tokens) {
       ++output_counts_[token];
     }
   }
+  if (constraint_) {
+    // A token outside the mask leaves the state dead; fill_allowed_tokens then reports it.
+    for (int32_t token : tokens)
+      if (!constraint_->accept(token, is_eos(token) || is_stop_token(token))) break;
+  }
   num_output_tokens_ += static_cast<int64_t>(tokens.size());
+}
+
+bool SequenceSamplingState::fill_allowed_tokens(std::span<uint32_t> bits,
+                                                MaskScratch& scratch) const {
+  BEAM_CHECK(constrained()) << "fill_allowed_tokens without an active constraint";
+  return constraint_->fill_allowed(bits, end_ids_, scratch);
 }
 
 bool SequenceSamplingState::is_eos(int32_t token) const { return contains(eos_ids_, token); }

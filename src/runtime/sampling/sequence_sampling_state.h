@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "core/status.h"
 #include "runtime/sampling/sampling_params.h"
 #include "runtime/sampling/sampling_rng.h"
+#include "runtime/structured/output_constraint.h"
 
 namespace beam {
 
@@ -60,6 +62,14 @@ class SequenceSamplingState {
   // Output token → count; filled only when a penalty is active.
   const std::unordered_map<int32_t, int32_t>& output_counts() const { return output_counts_; }
 
+  // Whether params().constraint decides the next token (false without one, and before its start
+  // token has been written).
+  bool constrained() const { return constraint_ && constraint_->active(); }
+  // Needs constrained(): overwrites bits (mask_words(vocab_size()) words) with the tokens allowed
+  // next — JSON text that keeps a parse alive, and the eos and stop ids once the JSON is complete.
+  // False when nothing is allowed (an earlier token broke the constraint).
+  bool fill_allowed_tokens(std::span<uint32_t> bits, MaskScratch& scratch) const;
+
  private:
   SequenceSamplingState(const SequenceSamplingSetup& setup);
 
@@ -75,6 +85,8 @@ class SequenceSamplingState {
   std::vector<int32_t> min_tokens_masked_;  // sorted, distinct
   std::vector<int32_t> prompt_set_;         // sorted, distinct
   std::unordered_map<int32_t, int32_t> output_counts_;
+  std::vector<int32_t> end_ids_;  // eos and stop ids, sorted, distinct (with a constraint)
+  std::optional<ConstraintState> constraint_;
 };
 
 }  // namespace beam

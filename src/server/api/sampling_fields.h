@@ -8,6 +8,7 @@
 
 #include "runtime/sampling/sampling_params.h"
 #include "server/api/json_fields.h"
+#include "server/api/response_format.h"
 
 namespace beam::server {
 
@@ -20,6 +21,9 @@ struct SamplingFields {
   bool include_stop_str_in_output = false;
   bool skip_special_tokens = true;
   int32_t priority = 0;
+  // The endpoint's structured-output field (response_format, text.format); finish_spec turns it
+  // into params.constraint.
+  ResponseFormat format;
 };
 
 // Reads temperature, top_p, top_k, min_p, the penalties, seed, logit_bias, `stop_key` (a string

@@ -11,8 +11,9 @@
 #include <vector>
 
 #include "runtime/engine.h"
-#include "server/api/json_fields.h"
+#include "runtime/structured/vocab_index.h"
 #include "server/api/api_error.h"
+#include "server/api/json_fields.h"
 #include "server/parsers/response_template.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -28,6 +29,8 @@ struct ServedModel {
   std::optional<text::ChatTemplate> chat_template;
   std::shared_ptr<const ResponseTemplate> response_template;
   std::vector<int32_t> extra_stop_ids;  // tokenizer eos ids the model config does not list
+  // The tokenizer's text tokens arranged for constrained decoding (null without a tokenizer).
+  std::shared_ptr<const VocabIndex> structured_vocab;
   // Special tokens a response_template delimiter can spell (e.g. a special <think>): they stay in
   // the text the output parser reads even though special tokens are otherwise not shown.
   std::vector<int32_t> template_special_ids;

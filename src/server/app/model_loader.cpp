@@ -8,6 +8,7 @@
 
 #include "model/weights.h"
 #include "server/api/endpoint_env.h"
+#include "server/api/response_format.h"
 #include "server/parsers/builtin_templates.h"
 
 namespace beam::server {
@@ -122,6 +123,7 @@ Expected<std::unique_ptr<ServedModel>> load_served_model(const ModelLoadOptions&
     if (tok_eos && *tok_eos < config.vocab_size && std::find(eos.begin(), eos.end(), *tok_eos) == eos.end()) {
       model->extra_stop_ids.push_back(*tok_eos);
     }
+    model->structured_vocab = build_structured_vocab(*model->tokenizer, config.vocab_size);
   }
   return model;
 }

@@ -162,23 +162,6 @@ ApiExpected<ToolChoice> parse_openai_tool_choice(const Json* value, const std::s
   return invalid_request("'" + path + "': expected a string or an object, got " + json_type_name(*value), path);
 }
 
-ApiExpected<bool> check_response_format(const Json* format, const std::string& path) {
-  if (!format) return true;
-  FieldReader r(*format, path);
-  std::string type;
-  if (!format->is_object()) return invalid_request("'" + path + "': expected an object", path);
-  r.require("type", &type);
-  if (r.failed()) return r.take_error();
-  if (type == "text") return true;
-  if (type == "json_schema" || type == "json_object") {
-    return invalid_request("'" + path + ".type' \"" + type +
-                               "\" is not supported yet: beamserve has no constrained decoding, so it cannot "
-                               "guarantee JSON output. Remove response_format and ask for JSON in the prompt.",
-                           path + ".type", "unsupported_parameter");
-  }
-  return invalid_request("'" + path + ".type': unknown format \"" + type + "\"", path + ".type");
-}
-
 void read_template_variables(FieldReader& r, Json* variables) {
   if (const Json* kwargs = r.get("chat_template_kwargs")) {
     if (!kwargs->is_object()) return r.fail_type("chat_template_kwargs", "an object", *kwargs);
@@ -219,8 +202,8 @@ ApiExpected<ChatRequest> parse_chat_request(const Json& body) {
     if (!tools->empty()) req.prompt.tools = *tools;
   }
   API_ASSIGN_OR_RETURN(req.tool_choice, parse_openai_tool_choice(r.get("tool_choice"), "tool_choice"));
-  API_ASSIGN_OR_RETURN(bool format_ok, check_response_format(r.get("response_format"), "response_format"));
-  (void)format_ok;
+  API_ASSIGN_OR_RETURN(req.sampling.format,
+                       parse_response_format(r.get("response_format"), "response_format", false));
   return req;
 }
 

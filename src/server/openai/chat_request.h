@@ -31,8 +31,6 @@ ApiExpected<Json> convert_openai_messages(const Json& messages, const std::strin
 ApiExpected<ToolChoice> parse_openai_tool_choice(const Json* value, const std::string& path);
 // Text or an array of text parts → one string.
 ApiExpected<std::string> content_text(const Json& content, const std::string& path);
-// json_schema / json_object need constrained decoding, which beamserve does not have yet.
-ApiExpected<bool> check_response_format(const Json* format, const std::string& path);
 // chat_template_kwargs (object) and reasoning_effort (string) → template variables.
 void read_template_variables(FieldReader& r, Json* variables);
 

@@ -29,6 +29,7 @@ ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& e
   o.echo = {{"instructions", req.instructions},
             {"max_output_tokens", s.max_tokens ? Json(*s.max_tokens) : Json(nullptr)},
             {"reasoning", req.reasoning},
+            {"text", {{"format", req.text_format}}},
             {"temperature", s.temperature},
             {"tool_choice", req.tool_choice_json},
             {"tools", req.tools},

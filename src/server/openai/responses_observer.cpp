@@ -23,7 +23,6 @@ Json ResponsesObserver::response_object(const std::string& status) const {
   r["parallel_tool_calls"] = true;
   r["previous_response_id"] = nullptr;
   r["store"] = false;
-  r["text"] = {{"format", {{"type", "text"}}}};
   r["truncation"] = "disabled";
   r["usage"] = usage_;
   r["metadata"] = Json::object();

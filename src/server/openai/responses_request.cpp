@@ -175,8 +175,9 @@ ApiExpected<ResponsesRequest> parse_responses_request(const Json& body) {
   if (const Json* text = r.get("text")) {
     if (!text->is_object()) return invalid_request("'text': expected an object", "text");
     auto format = text->find("format");
-    API_ASSIGN_OR_RETURN(bool ok, check_response_format(format == text->end() || format->is_null() ? nullptr : &*format, "text.format"));
-    (void)ok;
+    const Json* f = format == text->end() || format->is_null() ? nullptr : &*format;
+    API_ASSIGN_OR_RETURN(req.sampling.format, parse_response_format(f, "text.format", true));
+    if (f) req.text_format = *f;
   }
   return req;
 }

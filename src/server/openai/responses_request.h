@@ -22,6 +22,7 @@ struct ResponsesRequest {
   Json tools = Json::array();       // as the client sent them (flat form)
   Json tool_choice_json = "auto";
   Json reasoning = nullptr;
+  Json text_format = {{"type", "text"}};  // text.format as sent
 };
 
 ApiExpected<ResponsesRequest> parse_responses_request(const Json& body);

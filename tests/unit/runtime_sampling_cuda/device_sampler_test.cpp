@@ -1,17 +1,21 @@
 // GPU sampling (kernels/api/sampling.h through runtime's DeviceBatchSampler) against the CPU
 // Sampler: greedy equals the CPU argmax (ties → lowest id), seeded draws give the CPU's token on
 // >= 99% of rows and never leave the allowed set, logprobs and top-n match a double log_softmax,
-// penalties hit the right tokens. B in {1, 7, 64}; vocab 151936 and small. Skips without a GPU.
+// penalties hit the right tokens, allowed-token masks (siblings of one logits row with different
+// masks) give the CPU's tokens. B in {1, 7, 64}; vocab 151936 and small. Skips without a GPU.
+#include "runtime/sampling/device_sampler.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <random>
 #include <set>
+#include <string>
 
 #include "../kernels_cuda/cuda_test_util.h"
 #include "../runtime_sampling/sampling_test_util.h"
-#include "runtime/sampling/device_sampler.h"
 #include "runtime/sampling/fast_exp.h"
 #include "runtime/sampling/logit_processors.h"
 
@@ -40,22 +44,27 @@ class SamplingCudaTest : public test::CudaTest {
     const int64_t rows = static_cast<int64_t>(host.size()) / vocab;
     return upload(TensorView{host.data(), DType::kF32, {rows, vocab}, Device::kCpu});
   }
-  // GPU tokens for states[i] on logits row rows[i].
+  // GPU tokens for states[i] on logits row rows[i], under masks[i] when masks is not empty.
   std::vector<SampledToken> gpu_sample(const TensorView& logits, int64_t vocab,
                                        const std::vector<SequenceSamplingState>& states,
-                                       const std::vector<int64_t>& rows) {
+                                       const std::vector<int64_t>& rows,
+                                       const std::vector<std::vector<uint32_t>>& masks = {}) {
     DeviceBatchSampler sampler(gpu, vocab);
     std::vector<DeviceSampleRow> in;
-    for (size_t i = 0; i < states.size(); ++i) in.push_back({rows[i], &states[i]});
+    for (size_t i = 0; i < states.size(); ++i)
+      in.push_back(
+          {rows[i], &states[i], {}, masks.empty() ? std::span<const uint32_t>{} : masks[i]});
     std::vector<SampledToken> out(in.size());
     Status st = sampler.sample(logits, in, out);
     EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message);
     return out;
   }
   static SampledToken cpu_sample(const std::vector<float>& host, int64_t vocab, int64_t row,
-                                 const SequenceSamplingState& seq) {
+                                 const SequenceSamplingState& seq,
+                                 std::span<const uint32_t> mask = {}) {
     Sampler sampler(vocab);
-    return sampler.sample(SampleRow{{host.data() + row * vocab, static_cast<size_t>(vocab)}, &seq});
+    return sampler.sample(
+        SampleRow{{host.data() + row * vocab, static_cast<size_t>(vocab)}, &seq, {}, mask});
   }
 };
 
@@ -233,6 +242,89 @@ TEST_F(SamplingCudaTest, PenaltiesHitTheRightTokens) {
     EXPECT_EQ(got[i].token, want[i]) << "case " << i;
     EXPECT_EQ(got[i].token, cpu_sample(host, vocab, 0, states[i]).token) << "case " << i;
   }
+}
+
+// A mask allowing about `density` of the tokens (at least one), never token 0 or the row's best
+// raw token.
+std::vector<uint32_t> random_mask(std::span<const float> raw, double density, uint32_t seed) {
+  const auto vocab = static_cast<int64_t>(raw.size());
+  std::vector<uint32_t> words(static_cast<size_t>(allowed_mask_words(vocab)), 0u);
+  std::mt19937 gen(seed);
+  std::bernoulli_distribution keep(density);
+  auto allow = [&](int64_t t) { words[static_cast<size_t>(t / 32)] |= 1u << (t % 32); };
+  auto deny = [&](int64_t t) { words[static_cast<size_t>(t / 32)] &= ~(1u << (t % 32)); };
+  allow(static_cast<int64_t>(gen() % static_cast<uint32_t>(vocab)));
+  for (int64_t t = 0; t < vocab; ++t)
+    if (keep(gen)) allow(t);
+  const int64_t best = std::max_element(raw.begin(), raw.end()) - raw.begin();
+  deny(best);
+  deny(0);
+  if (std::all_of(words.begin(), words.end(), [](uint32_t w) { return w == 0; }))
+    allow(best == 1 ? 2 : 1);
+  return words;
+}
+
+bool mask_allows(std::span<const uint32_t> mask, int32_t t) {
+  return t >= 0 && ((mask[static_cast<size_t>(t / 32)] >> (t % 32)) & 1u) != 0;
+}
+
+TEST_F(SamplingCudaTest, AllowedTokenMasksMatchTheCpu) {
+  const FilterCase cases[] = {{0, 1.0, 0.0}, {40, 0.95, 0.0}, {0, 0.9, 0.05}, {1, 1.0, 0.0}};
+  const double densities[] = {0.0, 0.01, 0.5, 0.97};  // 0: one allowed token
+  int64_t agree = 0, total = 0;
+  for (int64_t vocab : {int64_t{37}, kBeamVocab}) {
+    const int64_t logit_rows = 4, siblings = 3;  // each logits row sampled by 3 masked states
+    std::vector<float> host = make_logits(logit_rows, vocab, 31);
+    TensorView d = upload_logits(host, vocab);
+    std::vector<int64_t> rows;
+    std::vector<std::vector<uint32_t>> masks;
+    for (int64_t r = 0; r < logit_rows; ++r)
+      for (int64_t s = 0; s < siblings; ++s) {
+        std::span<const float> raw(host.data() + r * vocab, static_cast<size_t>(vocab));
+        const double density = densities[static_cast<size_t>(r + s) % std::size(densities)];
+        rows.push_back(r);
+        masks.push_back(random_mask(raw, density, static_cast<uint32_t>(10 * r + s)));
+      }
+    const int64_t b = logit_rows * siblings;
+    for (double temperature : {0.0, 0.7}) {
+      for (size_t ci = 0; ci < std::size(cases); ++ci) {
+        SamplingParams p;
+        p.temperature = temperature;
+        p.top_k = cases[ci].top_k;
+        p.top_p = cases[ci].top_p;
+        p.min_p = cases[ci].min_p;
+        p.logprobs = ci == 0;
+        p.top_logprobs = ci == 0 ? 5 : 0;
+        p.logit_bias = {{0, 100.0}};  // token 0 is masked: the bias must not revive it
+        for (uint64_t draw = 0; draw < (temperature > 0 ? 4 : 1); ++draw) {
+          auto states = states_for(p, vocab, b, 1000 * ci + 100 * draw);
+          auto got = gpu_sample(d, vocab, states, rows, masks);
+          for (int64_t i = 0; i < b; ++i) {
+            const auto& mask = masks[static_cast<size_t>(i)];
+            const int64_t r = rows[static_cast<size_t>(i)];
+            const SampledToken cpu = cpu_sample(host, vocab, r, states[i], mask);
+            const std::string where = "vocab " + std::to_string(vocab) + " T " +
+                                      std::to_string(temperature) + " case " + std::to_string(ci) +
+                                      " row " + std::to_string(i);
+            EXPECT_TRUE(mask_allows(mask, got[i].token)) << where << " token " << got[i].token;
+            if (temperature == 0.0) {
+              EXPECT_EQ(got[i].token, cpu.token) << where;
+            }
+            agree += got[i].token == cpu.token ? 1 : 0;
+            ++total;
+            if (!p.logprobs) continue;
+            std::span<const float> raw(host.data() + r * vocab, static_cast<size_t>(vocab));
+            const TokenLogprobs want = compute_logprobs(raw, got[i].token, temperature, 5);
+            ASSERT_TRUE(got[i].logprobs.has_value()) << where;
+            EXPECT_NEAR(got[i].logprobs->chosen.logprob, want.chosen.logprob, 1e-4) << where;
+            EXPECT_EQ(got[i].logprobs->chosen_rank, want.chosen_rank) << where;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GE(static_cast<double>(agree), 0.99 * static_cast<double>(total))
+      << agree << " of " << total;
 }
 
 }  // namespace

@@ -1,0 +1,49 @@
+#include "runtime/structured/output_constraint.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace beam {
+
+ConstraintState::ConstraintState(std::shared_ptr<const OutputConstraint> constraint)
+    : constraint_(std::move(constraint)),
+      matcher_(constraint_->grammar),
+      state_(matcher_.initial()) {
+  BEAM_CHECK(!constraint_->starts_in_reasoning || constraint_->reasoning_close)
+      << "a constraint that starts in reasoning needs its close token";
+  if (constraint_->starts_in_reasoning)
+    phase_ = Phase::kReasoning;
+  else if (constraint_->reasoning_open && constraint_->reasoning_close)
+    phase_ = Phase::kJsonOrReasoning;
+}
+
+bool ConstraintState::fill_allowed(std::span<uint32_t> bits, std::span<const int32_t> end_tokens,
+                                   MaskScratch& scratch) const {
+  BEAM_CHECK(active()) << "the output is reasoning, not constrained";
+  std::fill(bits.begin(), bits.end(), 0u);
+  constraint_->vocab->add_allowed(matcher_, state_, bits, scratch);
+  if (matcher_.can_end(state_))
+    for (int32_t t : end_tokens) set_mask_bit(bits, t);
+  if (phase_ == Phase::kJsonOrReasoning) set_mask_bit(bits, *constraint_->reasoning_open);
+  return std::any_of(bits.begin(), bits.end(), [](uint32_t w) { return w != 0; });
+}
+
+bool ConstraintState::accept(int32_t token, bool end_token) {
+  if (phase_ == Phase::kReasoning) {
+    if (token == *constraint_->reasoning_close) phase_ = Phase::kJson;
+    return true;
+  }
+  if (phase_ == Phase::kJsonOrReasoning) {
+    phase_ = token == *constraint_->reasoning_open ? Phase::kReasoning : Phase::kJson;
+    if (phase_ == Phase::kReasoning) return true;
+  }
+  const std::string_view bytes = constraint_->vocab->bytes(token);  // empty: not a text token
+  if (end_token ? matcher_.can_end(state_)
+                : !bytes.empty() && matcher_.advance_bytes(state_, bytes, scratch_))
+    return true;
+  state_.clear();
+  return false;
+}
+
+}  // namespace beam

@@ -1,0 +1,52 @@
+// OutputConstraint: what a request's output must be — JSON text of a grammar, written with the
+// model's tokens — and ConstraintState, one sequence's position in it (docs/structured_output.md).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+
+#include "runtime/structured/json_matcher.h"
+#include "runtime/structured/vocab_index.h"
+
+namespace beam {
+
+struct OutputConstraint {
+  std::shared_ptr<const JsonGrammar> grammar;
+  std::shared_ptr<const VocabIndex> vocab;
+  // Reasoning before the JSON, for models that think between two single tokens. With
+  // reasoning_open set, the first token may be it instead of JSON; the output is then free until
+  // reasoning_close, and JSON after it. starts_in_reasoning: the prompt left the reasoning open,
+  // so the output is free until reasoning_close from the first token.
+  std::optional<int32_t> reasoning_open;
+  std::optional<int32_t> reasoning_close;
+  bool starts_in_reasoning = false;
+};
+
+// Owner: the sequence's sampling state (engine thread).
+class ConstraintState {
+ public:
+  explicit ConstraintState(std::shared_ptr<const OutputConstraint> constraint);
+
+  // Whether the next token is constrained (false while the model reasons).
+  bool active() const { return phase_ != Phase::kReasoning; }
+  // Overwrites bits (mask_words(vocab) words) with the tokens allowed next: every text token
+  // that keeps a parse alive, end_tokens when the JSON is complete, and reasoning_open before
+  // the first token. Needs active(). False when no token is allowed (the state is dead).
+  bool fill_allowed(std::span<uint32_t> bits, std::span<const int32_t> end_tokens,
+                    MaskScratch& scratch) const;
+  // Records a committed output token; end_token: an eos or stop id (it ends the output). False
+  // when the token breaks the constraint (it was outside the mask): the state is then dead.
+  bool accept(int32_t token, bool end_token);
+
+ private:
+  std::shared_ptr<const OutputConstraint> constraint_;
+  JsonMatcher matcher_;
+  MatchState state_;
+  MatchState scratch_;
+  enum class Phase { kJsonOrReasoning, kReasoning, kJson };
+  Phase phase_ = Phase::kJson;
+};
+
+}  // namespace beam

@@ -1,0 +1,144 @@
+#include "runtime/structured/vocab_index.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "core/check.h"
+
+namespace beam {
+namespace {
+
+std::vector<std::pair<std::string, int32_t>> trie_entries(const std::vector<VocabToken>& tokens) {
+  std::vector<std::pair<std::string, int32_t>> entries;
+  entries.reserve(tokens.size());
+  for (const VocabToken& t : tokens) entries.emplace_back(t.bytes, t.id);
+  return entries;
+}
+
+}  // namespace
+
+VocabIndex::VocabIndex(int64_t vocab_size, std::vector<VocabToken> tokens)
+    : vocab_size_(vocab_size),
+      bytes_(static_cast<size_t>(vocab_size)),
+      trie_(trie_entries(tokens)) {
+  for (VocabToken& t : tokens) {
+    BEAM_CHECK(t.id >= 0 && t.id < vocab_size) << "token id " << t.id << " outside the vocabulary";
+    BEAM_CHECK(!t.bytes.empty()) << "token " << t.id << " writes nothing";
+    max_token_bytes_ = std::max(max_token_bytes_, t.bytes.size());
+    bytes_[static_cast<size_t>(t.id)] = std::move(t.bytes);
+  }
+  for (uint8_t phase = 0; phase < kJsonStringPhases; ++phase)
+    string_cache_.push_back(build_string_cache(phase));
+}
+
+std::string_view VocabIndex::bytes(int32_t id) const {
+  if (id < 0 || id >= vocab_size_) return {};
+  return bytes_[static_cast<size_t>(id)];
+}
+
+// Walks the trie with only the string lexer: a byte that closes the string sends the node's whole
+// subtree to the closing trie (keyed by what follows the quote); others stay inside or die. Code
+// points are counted as the matcher counts them (a plain-phase byte other than the quote).
+VocabIndex::StringPhaseCache VocabIndex::build_string_cache(uint8_t phase) const {
+  StringPhaseCache cache;
+  cache.inside.assign(mask_words(vocab_size_), 0);
+  std::vector<std::pair<std::string, int32_t>> closing;
+  auto visit = [&](auto& self, TokenTrie::NodeIndex node, size_t depth, uint8_t p,
+                   uint32_t code_points) -> void {
+    for (TokenTrie::NodeIndex child = node + 1; child < trie_.subtree_end(node);
+         child = trie_.subtree_end(child)) {
+      uint8_t q = p;
+      const uint8_t c = trie_.byte(child);
+      const uint32_t counted = code_points + (p == 0 && c != '"' ? 1 : 0);
+      switch (json_string_byte(q, c)) {
+        case StringByte::kReject:
+          break;
+        case StringByte::kClose:
+          for (int32_t id : trie_.tokens_under(child)) {
+            closing.emplace_back(bytes_[static_cast<size_t>(id)].substr(depth + 1), id);
+            cache.closing_by_id.push_back({id, code_points});
+          }
+          break;
+        case StringByte::kInside:
+          for (int32_t id : trie_.tokens_at(child)) {
+            set_mask_bit(cache.inside, id);
+            cache.inside_by_count.push_back({id, counted});
+          }
+          self(self, child, depth + 1, q, counted);
+          break;
+      }
+    }
+  };
+  visit(visit, TokenTrie::kRoot, 0, phase, 0);
+  std::sort(cache.inside_by_count.begin(), cache.inside_by_count.end(),
+            [](const CountedToken& x, const CountedToken& y) {
+              return std::tie(x.code_points, x.id) < std::tie(y.code_points, y.id);
+            });
+  std::sort(cache.closing_by_id.begin(), cache.closing_by_id.end());
+  cache.closing = TokenTrie(std::move(closing));
+  return cache;
+}
+
+// The top of the only stack is a string: its phase's cached inside tokens (those within
+// maxLength), then the closing tokens from the state after the quote (the same whatever came
+// before it in the token), kept when the code points before their quote fit the length range.
+void VocabIndex::add_string_tokens(const JsonMatcher& m, const MatchState& state,
+                                   const GrammarNode& node, std::span<uint32_t> bits,
+                                   MaskScratch& scratch) const {
+  const MatchFrame& top = state.stack(0).back();
+  const StringPhaseCache& cache = string_cache_[top.phase];
+  const int64_t have = top.a;
+  const bool bounded = node.min_length > 0 || node.max_length >= 0;
+  if (node.max_length < 0) {
+    for (size_t w = 0; w < bits.size(); ++w) bits[w] |= cache.inside[w];
+  } else {
+    for (const CountedToken& t : cache.inside_by_count) {
+      if (have + t.code_points > node.max_length) break;
+      set_mask_bit(bits, t.id);
+    }
+  }
+  MatchState closable = state;
+  closable.frames.back().phase = 0;
+  closable.frames.back().a = static_cast<int32_t>(std::max<int64_t>(have, node.min_length));
+  if (!m.advance(closable, '"', scratch.depth_states[0])) return;
+  if (!bounded) {
+    walk(cache.closing, TokenTrie::kRoot, 0, m, bits, scratch);
+    return;
+  }
+  scratch.closing_bits.assign(bits.size(), 0);
+  walk(cache.closing, TokenTrie::kRoot, 0, m, scratch.closing_bits, scratch);
+  for (const CountedToken& t : cache.closing_by_id) {
+    const int64_t length = have + t.code_points;
+    if (mask_bit(scratch.closing_bits, t.id) && length >= node.min_length &&
+        (node.max_length < 0 || length <= node.max_length))
+      set_mask_bit(bits, t.id);
+  }
+}
+
+void VocabIndex::add_allowed(const JsonMatcher& matcher, const MatchState& state,
+                             std::span<uint32_t> bits, MaskScratch& scratch) const {
+  BEAM_CHECK_EQ(bits.size(), mask_words(vocab_size_));
+  if (state.dead()) return;
+  if (scratch.depth_states.size() < max_token_bytes_ + 1)
+    scratch.depth_states.resize(max_token_bytes_ + 1);
+  if (state.num_stacks() == 1 && state.stack(0).back().kind == FrameKind::kString) {
+    add_string_tokens(matcher, state, matcher.grammar().node(state.stack(0).back().node), bits,
+                      scratch);
+    return;
+  }
+  scratch.depth_states[0] = state;
+  walk(trie_, TokenTrie::kRoot, 0, matcher, bits, scratch);
+}
+
+// scratch.depth_states[depth] holds the live state after node's bytes.
+void VocabIndex::walk(const TokenTrie& trie, TokenTrie::NodeIndex node, size_t depth,
+                      const JsonMatcher& m, std::span<uint32_t> bits, MaskScratch& scratch) const {
+  for (int32_t id : trie.tokens_at(node)) set_mask_bit(bits, id);
+  for (TokenTrie::NodeIndex child = node + 1; child < trie.subtree_end(node);
+       child = trie.subtree_end(child)) {
+    if (m.advance(scratch.depth_states[depth], trie.byte(child), scratch.depth_states[depth + 1]))
+      walk(trie, child, depth + 1, m, bits, scratch);
+  }
+}
+
+}  // namespace beam

@@ -1,0 +1,82 @@
+// VocabIndex: the model's text tokens arranged for token masks — a byte trie walked with a
+// JsonMatcher state, plus per string phase the tokens that stay inside a JSON string (one bitset
+// copy instead of a walk over the whole vocabulary) and the tokens that close it (a small trie of
+// what follows their quote). Built once per model; immutable and shared afterwards.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/structured/json_matcher.h"
+#include "runtime/structured/token_trie.h"
+
+namespace beam {
+
+struct VocabToken {
+  int32_t id = 0;
+  std::string bytes;  // what the token writes (BPE bytes)
+};
+
+// Words of a token bitmask: token t is bit t % 32 of word t / 32.
+inline size_t mask_words(int64_t vocab_size) {
+  return static_cast<size_t>((vocab_size + 31) / 32);
+}
+inline void set_mask_bit(std::span<uint32_t> bits, int32_t token) {
+  bits[static_cast<size_t>(token) / 32] |= 1u << (token % 32);
+}
+inline bool mask_bit(std::span<const uint32_t> bits, int32_t token) {
+  return (bits[static_cast<size_t>(token) / 32] >> (token % 32)) & 1u;
+}
+
+// Per-caller scratch for mask walks (one MatchState per trie depth).
+struct MaskScratch {
+  std::vector<MatchState> depth_states;
+  std::vector<uint32_t> closing_bits;  // a bounded string's closing tokens before their filter
+};
+
+class VocabIndex {
+ public:
+  // vocab_size: the logits' width. tokens: every id the model may write as text (not added or
+  // special tokens, which never appear inside constrained output); ids < vocab_size, non-empty.
+  VocabIndex(int64_t vocab_size, std::vector<VocabToken> tokens);
+
+  int64_t vocab_size() const { return vocab_size_; }
+  // The bytes of a text token; empty for other ids.
+  std::string_view bytes(int32_t id) const;
+  // Sets the bit of every text token after which `state` still has a live parse (other bits are
+  // left as they are).
+  void add_allowed(const JsonMatcher& matcher, const MatchState& state, std::span<uint32_t> bits,
+                   MaskScratch& scratch) const;
+
+ private:
+  // A token with the code points it adds to the string (before its closing quote, if any).
+  struct CountedToken {
+    int32_t id = 0;
+    uint32_t code_points = 0;
+    auto operator<=>(const CountedToken&) const = default;
+  };
+  struct StringPhaseCache {
+    std::vector<uint32_t> inside;               // tokens that leave the string open
+    std::vector<CountedToken> inside_by_count;  // the same, fewest code points first
+    TokenTrie closing;                        // tokens that close it, by the bytes after the quote
+    std::vector<CountedToken> closing_by_id;  // the closing tokens, by id
+  };
+
+  StringPhaseCache build_string_cache(uint8_t phase) const;
+  void walk(const TokenTrie& trie, TokenTrie::NodeIndex node, size_t depth, const JsonMatcher& m,
+            std::span<uint32_t> bits, MaskScratch& scratch) const;
+  void add_string_tokens(const JsonMatcher& m, const MatchState& state, const GrammarNode& node,
+                         std::span<uint32_t> bits, MaskScratch& scratch) const;
+
+  int64_t vocab_size_;
+  size_t max_token_bytes_ = 0;
+  std::vector<std::string> bytes_;  // [vocab_size]
+  TokenTrie trie_;
+  std::vector<StringPhaseCache> string_cache_;  // [kJsonStringPhases]
+};
+
+}  // namespace beam

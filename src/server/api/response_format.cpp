@@ -1,0 +1,127 @@
+// response_format parsing and the OutputConstraint it asks for (see response_format.h).
+#include "server/api/response_format.h"
+
+#include "runtime/structured/json_grammar.h"
+#include "server/api/served_model.h"
+#include "server/parsers/response_stream.h"
+
+namespace beam::server {
+namespace {
+
+constexpr std::string_view kThinkOpen = "<think>";
+constexpr std::string_view kThinkClose = "</think>";
+
+// The id of an added token spelled `text`, if the tokenizer has one.
+std::optional<int32_t> added_token(const text::Tokenizer& tokenizer, std::string_view text) {
+  std::optional<text::TokenId> id = tokenizer.token_to_id(text);
+  if (!id) return std::nullopt;
+  const text::TokenPiece* piece = tokenizer.piece(*id);
+  if (!piece || !piece->added) return std::nullopt;
+  return static_cast<int32_t>(*id);
+}
+
+// Whether the model's response template has a reasoning region (its output is split into
+// reasoning and content), i.e. it is a model that thinks first.
+bool template_has_reasoning(const ServedModel& model) {
+  if (!model.response_template) return false;
+  for (const std::string& name : FieldRoles{}.reasoning)
+    if (model.response_template->field_index(name)) return true;
+  return false;
+}
+
+// Where the rendered prompt leaves the reasoning: the text after the template's last start
+// anchor decides (an empty <think></think> block closes it; a lone <think> leaves it open).
+void set_reasoning_prelude(const ServedModel& model, std::string_view prompt_text,
+                           OutputConstraint& c) {
+  if (!model.tokenizer || !template_has_reasoning(model)) return;
+  const std::optional<int32_t> open = added_token(*model.tokenizer, kThinkOpen);
+  const std::optional<int32_t> close = added_token(*model.tokenizer, kThinkClose);
+  if (!open || !close) return;
+  std::string_view tail = prompt_text;
+  if (auto t = model.response_template->truncate_past_last_anchor(prompt_text); t.ok()) tail = *t;
+  const size_t open_at = tail.rfind(kThinkOpen), close_at = tail.rfind(kThinkClose);
+  if (close_at != std::string_view::npos &&
+      (open_at == std::string_view::npos || close_at > open_at))
+    return;  // the reasoning is over: JSON from the first token
+  c.reasoning_open = open;
+  c.reasoning_close = close;
+  c.starts_in_reasoning = open_at != std::string_view::npos;
+}
+
+}  // namespace
+
+ApiExpected<ResponseFormat> parse_response_format(const Json* format, const std::string& path,
+                                                  bool flat) {
+  ResponseFormat out;
+  out.path = path;
+  if (!format) return out;
+  if (!format->is_object()) return invalid_request("'" + path + "': expected an object", path);
+  FieldReader r(*format, path);
+  std::string type;
+  r.require("type", &type);
+  if (r.failed()) return r.take_error();
+  if (type == "text") return out;
+  if (type == "json_object") {
+    out.kind = ResponseFormat::Kind::kJsonObject;
+    return out;
+  }
+  if (type != "json_schema")
+    return invalid_request("'" + path + ".type': unknown format \"" + type +
+                               "\" (expected \"text\", \"json_object\" or \"json_schema\")",
+                           path + ".type");
+  out.kind = ResponseFormat::Kind::kJsonSchema;
+  const Json* holder = format;
+  std::string holder_path = path;
+  if (!flat) {
+    holder = r.get("json_schema");
+    holder_path = path + ".json_schema";
+    if (!holder) return invalid_request("'" + holder_path + "' is required", holder_path);
+    if (!holder->is_object())
+      return invalid_request("'" + holder_path + "': expected an object", holder_path);
+  }
+  FieldReader h(*holder, holder_path);
+  std::string name;
+  h.require("name", &name);
+  bool strict = false;
+  h.read("strict", &strict);  // every schema is enforced exactly; strict changes nothing
+  if (h.failed()) return h.take_error();
+  const Json* schema = h.get("schema");
+  out.path = holder_path + ".schema";
+  out.schema = schema ? *schema : Json::object();  // no schema: any JSON value
+  return out;
+}
+
+std::shared_ptr<const VocabIndex> build_structured_vocab(const text::Tokenizer& tokenizer,
+                                                         int64_t vocab_size) {
+  std::vector<VocabToken> tokens;
+  const int32_t end = static_cast<int32_t>(std::min<int64_t>(tokenizer.vocab_size(), vocab_size));
+  for (int32_t id = 0; id < end; ++id) {
+    const text::TokenPiece* piece = tokenizer.piece(id);
+    if (piece && piece->exists && !piece->added && !piece->bytes.empty())
+      tokens.push_back({id, piece->bytes});
+  }
+  return std::make_shared<const VocabIndex>(vocab_size, std::move(tokens));
+}
+
+ApiExpected<std::shared_ptr<const OutputConstraint>> make_output_constraint(
+    const ServedModel& model, const ResponseFormat& format, std::string_view prompt_text) {
+  if (format.kind == ResponseFormat::Kind::kText) return std::shared_ptr<const OutputConstraint>();
+  if (!model.structured_vocab)
+    return invalid_request("'" + format.path + "': structured output needs the model's tokenizer",
+                           format.path);
+  auto c = std::make_shared<OutputConstraint>();
+  c->vocab = model.structured_vocab;
+  if (format.kind == ResponseFormat::Kind::kJsonObject) {
+    c->grammar = JsonGrammar::any_object();
+  } else {
+    auto grammar = JsonGrammar::from_schema(format.schema);
+    if (!grammar.ok())
+      return invalid_request("'" + format.path + "' cannot be enforced: " + grammar.error().message,
+                             format.path, "unsupported_parameter");
+    c->grammar = *grammar;
+  }
+  set_reasoning_prelude(model, prompt_text, *c);
+  return std::shared_ptr<const OutputConstraint>(std::move(c));
+}
+
+}  // namespace beam::server

@@ -1,0 +1,45 @@
+// response_format (chat completions) / text.format (responses): text, json_object or json_schema,
+// turned into the engine's OutputConstraint (constrained decoding, docs/structured_output.md).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/structured/output_constraint.h"
+#include "server/api/api_error.h"
+#include "server/api/json_fields.h"
+#include "text/tokenizer.h"
+
+namespace beam::server {
+
+struct ServedModel;
+
+struct ResponseFormat {
+  enum class Kind { kText, kJsonObject, kJsonSchema };
+  Kind kind = Kind::kText;
+  Json schema;       // kJsonSchema
+  std::string path;  // where the format sat in the request, for errors
+};
+
+// Reads a format object. Chat completions nest the schema ({"type": "json_schema",
+// "json_schema": {"name", "schema", "strict"}}); the Responses API writes it flat ({"type":
+// "json_schema", "name", "schema", "strict"}). Null or absent: text.
+ApiExpected<ResponseFormat> parse_response_format(const Json* format, const std::string& path,
+                                                  bool flat);
+
+// The model's text tokens for constraint masks: every BPE token id of the tokenizer below
+// vocab_size (added and special tokens never appear inside constrained output).
+std::shared_ptr<const VocabIndex> build_structured_vocab(const text::Tokenizer& tokenizer,
+                                                         int64_t vocab_size);
+
+// The constraint for a format (null for text): the schema compiled (a 400 naming the schema
+// keyword it cannot honour), and, for models that think between single <think> / </think> tokens,
+// a reasoning prelude decided by the rendered prompt: JSON from the first token when the prompt
+// already closed the reasoning, free text until </think> when the prompt left it open, else the
+// model may open <think> or start the JSON.
+ApiExpected<std::shared_ptr<const OutputConstraint>> make_output_constraint(
+    const ServedModel& model, const ResponseFormat& format, std::string_view prompt_text);
+
+}  // namespace beam::server

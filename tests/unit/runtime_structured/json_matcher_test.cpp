@@ -1,0 +1,204 @@
+// JsonMatcher against nlohmann's parser (any JSON) and against hand-checked schema cases.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "structured_test_util.h"
+
+namespace beam {
+namespace {
+
+using testing::grammar_of;
+using testing::matches;
+using Json = nlohmann::ordered_json;
+
+JsonMatcher any_value_matcher() {
+  return JsonMatcher(testing::grammar_of("{}"));
+}
+
+TEST(JsonMatcher, AcceptsJsonTextsOfAnyValue) {
+  const JsonMatcher m = any_value_matcher();
+  for (const char* text :
+       {"0", "-0", "12", "-3.25e+10", "1E5", "true", "false", "null", "\"\"",
+        "\"a\\\"b\\\\c\\u00e9\\n\"", "[]", "[1,[2,[3]]]", "{}", "{\"a\":{\"b\":[true,null,\"x\"]}}",
+        " { \"k\" : [ 1 , 2 ] }", "\"caf\xc3\xa9\""}) {
+    EXPECT_TRUE(matches(m, text, true)) << text;
+  }
+}
+
+TEST(JsonMatcher, RejectsWhatJsonForbids) {
+  const JsonMatcher m = any_value_matcher();
+  for (const char* text :
+       {"01",          "-",        "1.",    ".5",      "1e",       "+1",         "tru e", "nul",
+        "[1,]",        "[,1]",     "{,}",   "{\"a\"}", "{\"a\":}", "{\"a\":1,}", "{a:1}", "\"\\x\"",
+        "\"\\u12g4\"", "\"a\nb\"", "[1 2]", "{}{}",    "1 ",       "'a'"}) {
+    EXPECT_FALSE(matches(m, text, true)) << text;
+  }
+  // Prefixes of valid text are alive but not complete.
+  EXPECT_TRUE(matches(m, "{\"a\":[1,", false));
+  EXPECT_FALSE(matches(m, "{\"a\":[1,", true));
+  EXPECT_TRUE(matches(m, "-", false));
+  EXPECT_TRUE(matches(m, "1", true));  // a number may end at the end of the output
+}
+
+// Random values printed compact and indented must be accepted; random one-byte edits of them are
+// accepted only when nlohmann accepts the result too (the matcher never lets invalid JSON out).
+TEST(JsonMatcher, AgreesWithNlohmannOnRandomDocumentsAndEdits) {
+  std::mt19937 rng(7);
+  auto random_value = [&](auto& self, int depth) -> Json {
+    switch (std::uniform_int_distribution<int>(0, depth > 3 ? 4 : 6)(rng)) {
+      case 0:
+        return Json(std::uniform_int_distribution<int>(-1000, 1000)(rng));
+      case 1:
+        return Json(std::uniform_real_distribution<double>(-1e3, 1e3)(rng));
+      case 2: {
+        const char* texts[] = {"", "s", "a\"b", "\\", "\t", "\xc3\xa9", "x y"};
+        return Json(texts[rng() % 7]);
+      }
+      case 3:
+        return Json(rng() % 2 == 0);
+      case 4:
+        return Json(nullptr);
+      case 5: {
+        Json a = Json::array();
+        for (int i = 0, n = static_cast<int>(rng() % 4); i < n; ++i)
+          a.push_back(self(self, depth + 1));
+        return a;
+      }
+      default: {
+        Json o = Json::object();
+        for (int i = 0, n = static_cast<int>(rng() % 4); i < n; ++i)
+          o["k" + std::to_string(i)] = self(self, depth + 1);
+        return o;
+      }
+    }
+  };
+  const JsonMatcher m = any_value_matcher();
+  const std::string alphabet = "{}[]\",:0123456789-.eE \ntfnulrsa\\";
+  for (int i = 0; i < 300; ++i) {
+    const Json v = random_value(random_value, 0);
+    for (const std::string& text : {v.dump(), v.dump(2)}) {
+      ASSERT_TRUE(matches(m, text, true)) << text;
+      std::string edited = text;
+      const size_t at = rng() % edited.size();
+      if (rng() % 2 == 0) {
+        edited.erase(at, 1);
+      } else {
+        edited.insert(at, 1, alphabet[rng() % alphabet.size()]);
+      }
+      if (matches(m, edited, true)) {
+        EXPECT_TRUE(Json::accept(edited)) << edited;
+      }
+    }
+  }
+}
+
+TEST(JsonMatcher, StringsHoldValidUtf8Only) {
+  const JsonMatcher m = any_value_matcher();
+  for (const char* ok :
+       {"\"\xc3\xa9\"", "\"\xe2\x82\xac\"", "\"\xf0\x9f\x98\x80\"", "\"\xed\x9f\xbf\""})
+    EXPECT_TRUE(matches(m, ok, true)) << ok;
+  for (const char* bad :
+       {"\"\xa9\"", "\"\xc3\"", "\"\xc0\x80\"", "\"\xe0\x80\x80\"", "\"\xed\xa0\x80\"",
+        "\"\xf4\x90\x80\x80\"", "\"\xf5\x80\x80\x80\"", "\"\xff\""})
+    EXPECT_FALSE(matches(m, bad, true)) << bad;
+}
+
+TEST(JsonMatcher, ObjectsFollowTheSchemasPropertiesInOrder) {
+  const JsonMatcher m(grammar_of(R"({"type":"object","properties":{
+      "name":{"type":"string"},"age":{"type":"integer"},
+      "tags":{"type":"array","items":{"type":"string"}}},
+      "required":["name","tags"]})"));
+  EXPECT_TRUE(matches(m, R"({"name":"a","age":3,"tags":[]})", true));
+  EXPECT_TRUE(matches(m, R"({"name":"a","tags":["x","y"]})", true));  // optional age skipped
+  EXPECT_TRUE(matches(m, R"({ "name" : "a" , "tags" : [ ] })", true));
+  EXPECT_FALSE(matches(m, R"({"age":3,"name":"a","tags":[]})", true));    // out of order
+  EXPECT_FALSE(matches(m, R"({"name":"a"})", true));                      // tags required
+  EXPECT_FALSE(matches(m, R"({"name":"a","tags":[],"x":1})", true));      // no extra keys
+  EXPECT_FALSE(matches(m, R"({"name":"a","age":3.5,"tags":[]})", true));  // integer
+  EXPECT_FALSE(matches(m, R"({"name":1,"tags":[]})", true));
+  EXPECT_FALSE(matches(m, R"({"tags":[]})", true));  // name is required and comes first
+}
+
+TEST(JsonMatcher, ExtraKeysOnlyWhereAdditionalPropertiesAllowsThem) {
+  const JsonMatcher m(grammar_of(R"({"type":"object","properties":{"a":{"type":"integer"}},
+      "additionalProperties":{"type":"boolean"}})"));
+  EXPECT_TRUE(matches(m, R"({"a":1,"b":true,"c":false})", true));
+  EXPECT_TRUE(matches(m, R"({"b":true})", true));
+  EXPECT_FALSE(matches(m, R"({"a":1,"b":1})", true));
+  const JsonMatcher any_object(JsonGrammar::any_object());
+  EXPECT_TRUE(matches(any_object, R"({"x":[1,{"y":null}],"z":"w"})", true));
+  EXPECT_FALSE(matches(any_object, R"([1])", true));
+  EXPECT_FALSE(matches(any_object, R"("s")", true));
+}
+
+TEST(JsonMatcher, EnumsConstsAndAlternatives) {
+  const JsonMatcher colors(grammar_of(R"({"enum":["red","green",1,12,null]})"));
+  for (const char* ok : {"\"red\"", "\"green\"", "1", "12", "null"})
+    EXPECT_TRUE(matches(colors, ok, true)) << ok;
+  for (const char* bad : {"\"blue\"", "\"re\"", "2", "123", "true"})
+    EXPECT_FALSE(matches(colors, bad, true)) << bad;
+  const JsonMatcher maybe(grammar_of(R"({"anyOf":[{"type":"string"},{"type":"null"}]})"));
+  EXPECT_TRUE(matches(maybe, "\"x\"", true));
+  EXPECT_TRUE(matches(maybe, "null", true));
+  EXPECT_FALSE(matches(maybe, "1", true));
+  const JsonMatcher types(grammar_of(R"({"type":["integer","boolean"]})"));
+  EXPECT_TRUE(matches(types, "7", true));
+  EXPECT_TRUE(matches(types, "false", true));
+  EXPECT_FALSE(matches(types, "7.5", true));
+  const JsonMatcher shapes(grammar_of(R"({"oneOf":[
+      {"type":"object","properties":{"kind":{"const":"circle"},"r":{"type":"number"}},
+       "required":["kind","r"]},
+      {"type":"object","properties":{"kind":{"const":"square"},"side":{"type":"number"}},
+       "required":["kind","side"]}]})"));
+  EXPECT_TRUE(matches(shapes, R"({"kind":"circle","r":2})", true));
+  EXPECT_TRUE(matches(shapes, R"({"kind":"square","side":2})", true));
+  EXPECT_FALSE(matches(shapes, R"({"kind":"circle","side":2})", true));
+}
+
+TEST(JsonMatcher, ArraysAndStringsKeepTheirBounds) {
+  const JsonMatcher arr(
+      grammar_of(R"({"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":2})"));
+  EXPECT_FALSE(matches(arr, "[]", true));
+  EXPECT_TRUE(matches(arr, "[1]", true));
+  EXPECT_TRUE(matches(arr, "[1,2]", true));
+  EXPECT_FALSE(matches(arr, "[1,2,", false));
+  const JsonMatcher tuple(grammar_of(
+      R"({"type":"array","prefixItems":[{"type":"string"},{"type":"integer"}],"items":false})"));
+  EXPECT_TRUE(matches(tuple, R"(["a",1])", true));
+  EXPECT_TRUE(matches(tuple, R"(["a"])", true));
+  EXPECT_FALSE(matches(tuple, R"(["a",1,2])", true));
+  EXPECT_FALSE(matches(tuple, R"([1])", true));
+  const JsonMatcher str(grammar_of(R"({"type":"string","minLength":2,"maxLength":3})"));
+  EXPECT_FALSE(matches(str, "\"a\"", true));
+  EXPECT_TRUE(matches(str, "\"ab\"", true));
+  EXPECT_TRUE(matches(str, "\"\xc3\xa9\xc3\xa9\xc3\xa9\"", true));  // three code points
+  EXPECT_TRUE(matches(str, "\"a\\nb\"", true));                     // an escape is one
+  EXPECT_FALSE(matches(str, "\"abcd", false));
+}
+
+TEST(JsonMatcher, RecursiveReferences) {
+  const JsonMatcher tree(grammar_of(R"({"$defs":{"node":{"type":"object","properties":{
+      "v":{"type":"integer"},"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},
+      "required":["v","kids"]}},
+      "$ref":"#/$defs/node"})"));
+  EXPECT_TRUE(matches(
+      tree, R"({"v":1,"kids":[{"v":2,"kids":[]},{"v":3,"kids":[{"v":4,"kids":[]}]}]})", true));
+  EXPECT_FALSE(matches(tree, R"({"v":1,"kids":[{"v":2}]})", true));
+}
+
+TEST(JsonMatcher, WhitespaceRunsNumbersAndNestingAreBounded) {
+  const JsonMatcher m = any_value_matcher();
+  EXPECT_TRUE(matches(m, "[\n" + std::string(kMaxJsonIndent, ' ') + "1,\n\t2 ]", true));
+  EXPECT_FALSE(matches(m, "[\n" + std::string(kMaxJsonIndent + 1, ' '), false));
+  EXPECT_FALSE(matches(m, "[  1]", false));   // one space at most
+  EXPECT_FALSE(matches(m, "[ \n1]", false));  // a newline starts a run or nothing
+  EXPECT_FALSE(matches(m, "[\n\n1]", false));
+  EXPECT_TRUE(matches(m, std::string(kMaxJsonNumberBytes, '1'), true));
+  EXPECT_FALSE(matches(m, std::string(kMaxJsonNumberBytes + 1, '1'), false));
+  EXPECT_TRUE(matches(m, std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']'), true));
+  EXPECT_FALSE(matches(m, std::string(kMaxJsonDepth + 1, '['), false));
+}
+
+}  // namespace
+}  // namespace beam

@@ -1,0 +1,165 @@
+// VocabIndex's masks (trie walks and the string caches) equal the token-by-token answer at every
+// position of documents written with a synthetic vocabulary.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+
+#include "runtime/structured/output_constraint.h"
+#include "structured_test_util.h"
+
+namespace beam {
+namespace {
+
+using testing::brute_force_mask;
+using testing::grammar_of;
+
+// Every byte 0x09-0x7e plus pieces of JSON text, ids in insertion order; a few ids stay unused
+// (as added tokens would) so masks must leave them off.
+std::shared_ptr<const VocabIndex> synthetic_vocab(const std::vector<std::string>& corpus) {
+  std::set<std::string> texts;
+  for (int c = 0x09; c <= 0x7e; ++c) texts.insert(std::string(1, static_cast<char>(c)));
+  for (const char* piece :
+       {"{\"",      "\":",      "\",",      "\"}",   "\"]",      "}]",          "},{\"", "\": \"",
+        "\n  ",     "\n    \"", "true",     "false", "null",     "12",          ".5",    "e-3",
+        "\\\"",     "\\\\",     "\\u00",    "\\n",   "\xc3\xa9", "\xc3",        "\xa9",  "name",
+        "\"name\"", " \"",      "\"\n",     "ag",    "age\":",   "\"tags\": [", "red",   "\"red\"",
+        "[\"",      "\"\"",     "\"x\",\"", "\": 1", ",\n"})
+    texts.insert(piece);
+  std::mt19937 rng(3);
+  for (const std::string& doc : corpus) {
+    for (int i = 0; i < 40 && !doc.empty(); ++i) {
+      const size_t at = rng() % doc.size();
+      texts.insert(doc.substr(at, 1 + rng() % 6));
+    }
+  }
+  std::vector<VocabToken> tokens;
+  int32_t id = 0;
+  for (const std::string& t : texts) {
+    if (id % 97 == 5) ++id;  // a gap, as an added token's id
+    tokens.push_back({id++, t});
+  }
+  return std::make_shared<VocabIndex>(id + 3, std::move(tokens));
+}
+
+// Greedy longest-match tokenization of text with the vocabulary (every byte is a token).
+std::vector<int32_t> tokenize(const VocabIndex& vocab, std::string_view text) {
+  std::vector<int32_t> ids;
+  for (size_t at = 0; at < text.size();) {
+    int32_t best = -1;
+    size_t best_len = 0;
+    for (int32_t id = 0; id < vocab.vocab_size(); ++id) {
+      std::string_view b = vocab.bytes(id);
+      if (!b.empty() && b.size() > best_len && text.substr(at, b.size()) == b) {
+        best = id;
+        best_len = b.size();
+      }
+    }
+    EXPECT_GE(best, 0);
+    ids.push_back(best);
+    at += best_len;
+  }
+  return ids;
+}
+
+void expect_masks_exact(const std::string& schema, const std::vector<std::string>& docs) {
+  const auto grammar = schema.empty() ? JsonGrammar::any_object() : grammar_of(schema);
+  const JsonMatcher m(grammar);
+  const auto vocab = synthetic_vocab(docs);
+  MaskScratch scratch;
+  for (const std::string& doc : docs) {
+    MatchState state = m.initial(), tmp;
+    for (int32_t id : tokenize(*vocab, doc)) {
+      std::vector<uint32_t> bits(mask_words(vocab->vocab_size()), 0);
+      vocab->add_allowed(m, state, bits, scratch);
+      ASSERT_EQ(bits, brute_force_mask(m, state, *vocab)) << schema << " in " << doc;
+      ASSERT_TRUE(mask_bit(bits, id)) << doc;
+      ASSERT_TRUE(m.advance_bytes(state, vocab->bytes(id), tmp)) << doc;
+    }
+    EXPECT_TRUE(m.can_end(state)) << doc;
+  }
+}
+
+TEST(VocabIndex, MasksOfAnyObjectEqualTokenByTokenChecks) {
+  expect_masks_exact("", {R"({"name": "caf\u00e9 \"x\" \\ é", "n": [1, 2.5e-3, true, null]})",
+                          "{\n  \"a\": {\"b\": []},\n  \"c\": \"\"\n}", R"({})"});
+}
+
+TEST(VocabIndex, MasksOfASchemaEqualTokenByTokenChecks) {
+  expect_masks_exact(
+      R"({"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"},
+          "color":{"enum":["red","green"]},
+          "tags":{"type":"array","items":{"type":"string","maxLength":4}},
+          "extra":{"anyOf":[{"type":"number"},{"type":"null"}]},
+          "code":{"type":"string","minLength":2,"maxLength":3}},"required":["name","tags"]})",
+      {R"({"name": "Ann \"A\"", "age": 12, "color": "red", "tags": ["x", "é"], "extra": null})",
+       R"({"name":"","tags":[],"extra":-0.5e-3,"code":"ab"})",
+       R"({"name":"n","tags":["ag","\n"],"code":"\u00e9é\""})"});
+}
+
+TEST(ConstraintState, EndTokensOnlyOnceTheJsonIsComplete) {
+  const auto vocab = synthetic_vocab({});
+  auto constraint = std::make_shared<OutputConstraint>(OutputConstraint{
+      grammar_of(R"({"type":"integer"})"), vocab, std::nullopt, std::nullopt, false});
+  ConstraintState state(constraint);
+  const int32_t eos = static_cast<int32_t>(vocab->vocab_size() - 1);
+  const std::vector<int32_t> ends = {eos};
+  std::vector<uint32_t> bits(mask_words(vocab->vocab_size()));
+  MaskScratch scratch;
+  ASSERT_TRUE(state.active());
+  ASSERT_TRUE(state.fill_allowed(bits, ends, scratch));
+  EXPECT_FALSE(mask_bit(bits, eos));
+  const std::vector<int32_t> one = tokenize(*vocab, "1");
+  ASSERT_TRUE(state.accept(one[0], false));
+  ASSERT_TRUE(state.fill_allowed(bits, ends, scratch));
+  EXPECT_TRUE(mask_bit(bits, eos));
+  EXPECT_TRUE(mask_bit(bits, one[0]));  // 11 is an integer too
+  EXPECT_FALSE(mask_bit(bits, tokenize(*vocab, "a")[0]));
+  EXPECT_FALSE(state.accept(tokenize(*vocab, "a")[0], false));
+  EXPECT_FALSE(state.fill_allowed(bits, ends, scratch));  // dead: nothing is allowed
+}
+
+TEST(ConstraintState, ReasoningBeforeTheJson) {
+  const auto vocab = synthetic_vocab({});
+  const int32_t open = static_cast<int32_t>(vocab->vocab_size() - 3);
+  const int32_t close = static_cast<int32_t>(vocab->vocab_size() - 2);
+  const int32_t a = tokenize(*vocab, "a")[0], brace = tokenize(*vocab, "{")[0];
+  std::vector<uint32_t> bits(mask_words(vocab->vocab_size()));
+  MaskScratch scratch;
+  auto constraint = [&](bool starts_in_reasoning) {
+    return std::make_shared<OutputConstraint>(
+        OutputConstraint{JsonGrammar::any_object(), vocab, open, close, starts_in_reasoning});
+  };
+  // The model may open its reasoning or start the JSON; inside the reasoning it is free.
+  ConstraintState thinks(constraint(false));
+  ASSERT_TRUE(thinks.active());
+  ASSERT_TRUE(thinks.fill_allowed(bits, {}, scratch));
+  EXPECT_TRUE(mask_bit(bits, open));
+  EXPECT_TRUE(mask_bit(bits, brace));
+  EXPECT_FALSE(mask_bit(bits, a));
+  EXPECT_FALSE(mask_bit(bits, close));
+  EXPECT_TRUE(thinks.accept(open, false));
+  EXPECT_FALSE(thinks.active());
+  EXPECT_TRUE(thinks.accept(a, false));
+  EXPECT_TRUE(thinks.accept(close, false));
+  ASSERT_TRUE(thinks.active());
+  ASSERT_TRUE(thinks.fill_allowed(bits, {}, scratch));
+  EXPECT_FALSE(mask_bit(bits, open));  // one reasoning block only
+  EXPECT_TRUE(mask_bit(bits, brace));
+  // Starting with JSON closes the choice.
+  ConstraintState direct(constraint(false));
+  EXPECT_TRUE(direct.accept(brace, false));
+  ASSERT_TRUE(direct.fill_allowed(bits, {}, scratch));
+  EXPECT_FALSE(mask_bit(bits, open));
+  EXPECT_FALSE(direct.accept(open, false));
+  // A prompt that left the reasoning open: free until the close token.
+  ConstraintState open_prompt(constraint(true));
+  EXPECT_FALSE(open_prompt.active());
+  EXPECT_TRUE(open_prompt.accept(a, false));
+  EXPECT_TRUE(open_prompt.accept(close, false));
+  EXPECT_TRUE(open_prompt.active());
+  EXPECT_FALSE(open_prompt.accept(a, false));
+}
+
+}  // namespace
+}  // namespace beam

@@ -1,0 +1,84 @@
+// Constrained decoding on the CPU (Google Benchmark): building the vocabulary index and one token
+// mask at typical JSON positions. The tokenizer comes from $BEAMSERVE_TOKENIZER_DIR (default
+// models/beam-nano; a Qwen3 tokenizer.json gives Beam's 151K-token vocabulary).
+// Run: build/<dir>/tools/bench/structured_bench
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "runtime/structured/output_constraint.h"
+#include "server/api/response_format.h"
+#include "text/tokenizer.h"
+
+namespace beam {
+namespace {
+
+const text::Tokenizer& tokenizer() {
+  static const text::Tokenizer t = [] {
+    const char* dir = std::getenv("BEAMSERVE_TOKENIZER_DIR");
+    auto loaded = text::Tokenizer::load(dir ? dir : "models/beam-nano");
+    if (!loaded.ok()) {
+      std::cerr << loaded.error().message << "\n";
+      std::exit(1);
+    }
+    return std::move(loaded).value();
+  }();
+  return t;
+}
+
+const std::shared_ptr<const VocabIndex>& vocab() {
+  static const auto v = server::build_structured_vocab(tokenizer(), tokenizer().vocab_size());
+  return v;
+}
+
+constexpr const char* kSchema = R"({"type":"object","properties":{
+    "name":{"type":"string"},"age":{"type":"integer"},"city":{"type":"string","maxLength":40},
+    "tags":{"type":"array","items":{"enum":["red","green","blue"]}}},"required":["name","age"]})";
+
+void BM_BuildVocabIndex(benchmark::State& state) {
+  for (auto _ : state) {
+    auto v = server::build_structured_vocab(tokenizer(), tokenizer().vocab_size());
+    benchmark::DoNotOptimize(v);
+  }
+  state.counters["vocab"] = static_cast<double>(tokenizer().vocab_size());
+}
+BENCHMARK(BM_BuildVocabIndex)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+// One mask after `prefix` of JSON text of the schema (empty: any object).
+void BM_Mask(benchmark::State& state, const char* schema, const char* prefix) {
+  auto grammar = schema[0]
+                     ? JsonGrammar::from_schema(nlohmann::ordered_json::parse(schema))
+                     : Expected<std::shared_ptr<const JsonGrammar>>(JsonGrammar::any_object());
+  const JsonMatcher m(*grammar);
+  MatchState s = m.initial(), scratch;
+  if (!m.advance_bytes(s, prefix, scratch)) state.SkipWithError("prefix does not match");
+  std::vector<uint32_t> bits(mask_words(vocab()->vocab_size()));
+  MaskScratch mask_scratch;
+  for (auto _ : state) {
+    std::fill(bits.begin(), bits.end(), 0u);
+    vocab()->add_allowed(m, s, bits, mask_scratch);
+    benchmark::DoNotOptimize(bits.data());
+  }
+  int64_t allowed = 0;
+  for (uint32_t w : bits) allowed += __builtin_popcount(w);
+  state.counters["allowed"] = static_cast<double>(allowed);
+}
+BENCHMARK_CAPTURE(BM_Mask, start, kSchema, "")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Mask, key, kSchema, "{\"name\": \"Ann\", ")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Mask, free_string, kSchema, "{\"name\": \"Ann")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Mask, bounded_string, kSchema, "{\"name\": \"A\", \"age\": 3, \"city\": \"Par")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Mask, number, kSchema, "{\"name\": \"A\", \"age\": 3")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Mask, enum_item, kSchema, "{\"name\": \"A\", \"age\": 3, \"tags\": [")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Mask, any_object_key, "", "{\"a\": 1, \"")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Mask, any_object_value, "", "{\"a\": ")->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace beam
+
+BENCHMARK_MAIN();
