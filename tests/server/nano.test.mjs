@@ -1,7 +1,7 @@
 // The official clients against a live beamserve serving the trained models/beam-nano with its own
 // tokenizer and chat template: greedy completions reproduce the reference's continuations
 // (models/beam-nano/golden/greedy.json) word for word, plain and streamed, and chat/messages
-// answer with well-formed text from the real model.
+// answer with well-formed text from the real model, also as JSON of a response_format schema.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -82,4 +82,36 @@ test('messages: Anthropic client gets a text block and token usage from the real
   assert.ok(r.usage.input_tokens > 0 && r.usage.output_tokens > 0 && r.usage.output_tokens <= 16);
   const count = await anthropic.messages.countTokens({ model: MODEL, messages: [{ role: 'user', content: 'def fibonacci(n):' }] });
   assert.equal(count.input_tokens, r.usage.input_tokens);
+});
+
+test('chat: the trained model answers in JSON of a schema, and json_object gives an object', async () => {
+  const schema = {
+    type: 'object',
+    properties: {
+      name: { type: 'string', maxLength: 20 },
+      language: { enum: ['c++', 'python', 'go', 'rust'] },
+      lines: { type: 'integer' },
+    },
+    required: ['name', 'language', 'lines'],
+  };
+  const r = await openai.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'Describe a function as JSON.' }], max_tokens: 200,
+    temperature: 0, response_format: { type: 'json_schema', json_schema: { name: 'fn', schema } },
+  });
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  const v = JSON.parse(r.choices[0].message.content);
+  assert.deepEqual(Object.keys(v), ['name', 'language', 'lines']);
+  assert.ok(['c++', 'python', 'go', 'rust'].includes(v.language));
+  assert.ok(Number.isInteger(v.lines));
+  const o = await openai.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'A JSON object, please.' }], max_tokens: 200,
+    temperature: 0, response_format: { type: 'json_object' },
+  });
+  if (o.choices[0].finish_reason === 'stop') {
+    const parsed = JSON.parse(o.choices[0].message.content);
+    assert.equal(typeof parsed, 'object');
+    assert.ok(parsed !== null && !Array.isArray(parsed));
+  } else {
+    assert.ok(o.choices[0].message.content.trimStart().startsWith('{'));
+  }
 });

@@ -1,6 +1,8 @@
 // The official `openai` npm client against a live beamserve (tiny-beam + the tiny-chat fixture
 // tokenizer): chat (plain, streaming, n > 1, logprobs, tool-call round trip), completions and
-// responses (plain and streaming events). Checks structure and content, not only that calls work.
+// responses (plain and streaming events), structured output (response_format / text.format: every
+// output of the random model is JSON of the schema). Checks structure and content, not only that
+// calls work.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startServer, importNodePackage, Tok, forceOneToken } from './lib/harness.mjs';
@@ -264,11 +266,96 @@ test('chat: reasoning goes to reasoning_content', async () => {
   assert.equal(content, m.content);
 });
 
-test('chat: response_format json_schema is a clear 400', async () => {
+// A schema every output of which ends within a few hundred tokens, so the random tiny model's
+// outputs must complete: the masks alone make them JSON of the schema.
+const boundedSchema = {
+  type: 'object',
+  properties: {
+    ok: { type: 'boolean' },
+    size: { enum: ['s', 'm', 'l'] },
+    count: { type: 'integer' },
+    tags: { type: 'array', items: { enum: ['a', 'b'] }, maxItems: 2 },
+    note: { type: ['string', 'null'], maxLength: 4 },
+  },
+  required: ['ok', 'size', 'count', 'tags', 'note'],
+};
+const schemaFormat = { type: 'json_schema', json_schema: { name: 'item', strict: true, schema: boundedSchema } };
+
+function checkBounded(text) {
+  const v = JSON.parse(text);
+  assert.deepEqual(Object.keys(v), ['ok', 'size', 'count', 'tags', 'note'], text);
+  assert.equal(typeof v.ok, 'boolean');
+  assert.ok(['s', 'm', 'l'].includes(v.size));
+  assert.ok(Number.isInteger(v.count));
+  assert.ok(Array.isArray(v.tags) && v.tags.length <= 2 && v.tags.every((t) => t === 'a' || t === 'b'));
+  assert.ok(v.note === null || (typeof v.note === 'string' && [...v.note].length <= 4));
+}
+
+test('chat: response_format json_schema makes every choice JSON of the schema', async () => {
+  const r = await client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'An item, please' }], max_tokens: 400, temperature: 1,
+    seed: 5, n: 3, response_format: schemaFormat, chat_template_kwargs: { enable_thinking: false },
+  });
+  assert.equal(r.choices.length, 3);
+  for (const c of r.choices) {
+    assert.equal(c.finish_reason, 'stop');
+    checkBounded(c.message.content);
+  }
+  // Streamed, the same seed gives the same text.
+  const stream = await client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'An item, please' }], max_tokens: 400, temperature: 1,
+    seed: 5, n: 3, response_format: schemaFormat, chat_template_kwargs: { enable_thinking: false }, stream: true,
+  });
+  const texts = ['', '', ''];
+  for await (const chunk of stream) {
+    for (const c of chunk.choices) texts[c.index] += c.delta?.content ?? '';
+  }
+  assert.deepEqual(texts, r.choices.map((c) => c.message.content));
+});
+
+test('chat: a model that thinks may reason before the JSON', async () => {
+  // No enable_thinking=false: the prompt ends at the assistant header, so the first token may be
+  // <think> (pushed by logit_bias), the reasoning is free until </think>, and the JSON follows.
+  const r = await client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'An item, please' }], max_tokens: 400, temperature: 0,
+    logit_bias: { 505: 50, 506: 100 }, response_format: schemaFormat,
+  });
+  const c = r.choices[0];
+  assert.equal(c.finish_reason, 'stop');
+  checkBounded(c.message.content);
+  assert.ok(!c.message.content.includes('think'));
+});
+
+test('responses and completions: structured output formats', async () => {
+  const r = await client.responses.create({
+    model: MODEL, input: 'An item, please', max_output_tokens: 400, temperature: 0.7, seed: 1,
+    text: { format: { type: 'json_schema', name: 'item', schema: boundedSchema } },
+    chat_template_kwargs: { enable_thinking: false },
+  });
+  assert.equal(r.status, 'completed');
+  checkBounded(r.output_text);
+  assert.deepEqual(r.text.format, { type: 'json_schema', name: 'item', schema: boundedSchema });
+  const c = await client.completions.create({
+    model: MODEL, prompt: 'Answer:', max_tokens: 20, temperature: 1, seed: 2,
+    response_format: { type: 'json_schema', json_schema: { name: 'yn', schema: { enum: ['yes', 'no'] } } },
+  });
+  assert.equal(c.choices[0].finish_reason, 'stop');
+  assert.ok(['yes', 'no'].includes(JSON.parse(c.choices[0].text)), c.choices[0].text);
+});
+
+test('chat: response formats that cannot be enforced are clear 400s', async () => {
   await assert.rejects(client.chat.completions.create({
     model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 2,
-    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object' } } },
-  }), (e) => e.status === 400 && /constrained decoding/.test(e.message));
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'integer', minimum: 3 } } },
+  }), (e) => e.status === 400 && /minimum/.test(e.message) && e.param === 'response_format.json_schema.schema');
+  await assert.rejects(client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 2, ignore_eos: true,
+    response_format: { type: 'json_object' },
+  }), (e) => e.status === 400 && /ignore_eos/.test(e.message));
+  await assert.rejects(client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 2,
+    response_format: { type: 'yaml' },
+  }), (e) => e.status === 400 && e.param === 'response_format.type');
 });
 
 test('completions: text, logprobs, streaming', async () => {

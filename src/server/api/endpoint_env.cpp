@@ -34,8 +34,9 @@ ApiExpected<bool> finish_spec(const ServedModel& model, const SamplingFields& fi
       if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
     }
   }
-  API_ASSIGN_OR_RETURN(spec->sampling.constraint,
-                       make_output_constraint(model, fields.format, spec->prompt_text));
+  API_ASSIGN_OR_RETURN(
+      spec->sampling.constraint,
+      make_output_constraint(model, fields.format, spec->prompt_text, spec->parse_output));
   if (spec->sampling.max_tokens && *spec->sampling.max_tokens < 1) {
     return invalid_request(std::string("'") + max_tokens_field + "' must be >= 1", max_tokens_field);
   }

@@ -104,7 +104,8 @@ std::shared_ptr<const VocabIndex> build_structured_vocab(const text::Tokenizer& 
 }
 
 ApiExpected<std::shared_ptr<const OutputConstraint>> make_output_constraint(
-    const ServedModel& model, const ResponseFormat& format, std::string_view prompt_text) {
+    const ServedModel& model, const ResponseFormat& format, std::string_view prompt_text,
+    bool chat) {
   if (format.kind == ResponseFormat::Kind::kText) return std::shared_ptr<const OutputConstraint>();
   if (!model.structured_vocab)
     return invalid_request("'" + format.path + "': structured output needs the model's tokenizer",
@@ -120,7 +121,7 @@ ApiExpected<std::shared_ptr<const OutputConstraint>> make_output_constraint(
                              format.path, "unsupported_parameter");
     c->grammar = *grammar;
   }
-  set_reasoning_prelude(model, prompt_text, *c);
+  if (chat) set_reasoning_prelude(model, prompt_text, *c);
   return std::shared_ptr<const OutputConstraint>(std::move(c));
 }
 

@@ -35,11 +35,13 @@ std::shared_ptr<const VocabIndex> build_structured_vocab(const text::Tokenizer& 
                                                          int64_t vocab_size);
 
 // The constraint for a format (null for text): the schema compiled (a 400 naming the schema
-// keyword it cannot honour), and, for models that think between single <think> / </think> tokens,
-// a reasoning prelude decided by the rendered prompt: JSON from the first token when the prompt
-// already closed the reasoning, free text until </think> when the prompt left it open, else the
-// model may open <think> or start the JSON.
+// keyword it cannot honour), and, for chat output (`chat`: parsed with the response template) of
+// models that think between single <think> / </think> tokens, a reasoning prelude decided by the
+// rendered prompt: JSON from the first token when the prompt already closed the reasoning, free
+// text until </think> when the prompt left it open, else the model may open <think> or start the
+// JSON. Raw completions are JSON from the first token.
 ApiExpected<std::shared_ptr<const OutputConstraint>> make_output_constraint(
-    const ServedModel& model, const ResponseFormat& format, std::string_view prompt_text);
+    const ServedModel& model, const ResponseFormat& format, std::string_view prompt_text,
+    bool chat);
 
 }  // namespace beam::server

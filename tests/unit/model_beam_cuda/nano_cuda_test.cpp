@@ -1,7 +1,7 @@
 // beam-nano on the GPU: greedy continuations of models/beam-nano/golden/greedy.json (which the CPU
 // engine reproduces) through BeamModel directly and through a runtime Engine on Device::kCuda,
-// alone and batched; the engine's step budget on the GPU; and the error an engine gives when CUDA
-// is not available.
+// alone and batched; the engine's step budget on the GPU; response formats (constrained decoding)
+// through the device sampler; and the error an engine gives when CUDA is not available.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 
 #include "../model_beam/beam_goldens.h"
 #include "../runtime_engine/engine_test_util.h"
+#include "../runtime_engine/structured_person.h"
 #include "cuda_model_fixture.h"
 #include "runtime/engine.h"
 #include "runtime/engine_device.h"
@@ -100,6 +101,39 @@ TEST_F(CudaModelTest, EngineOnCudaGeneratesTheCpuEnginesGreedyTokens) {
     std::printf("case %zu: %lld of %zu tokens chosen with margin >= 0.5; GPU alone %s, batched %s beyond\n", i,
                 static_cast<long long>(k), want.size(), gpu_alone.tokens == want ? "equal" : "differs",
                 gpu_batched[i][0].tokens == want ? "equal" : "differs");
+  }
+  expect_pools_full(**gpu);
+}
+
+// Response formats on the GPU engine: the token masks reach the device sampler, so greedy and
+// sampled (n > 1, several sharing the prompt owner's logits row) outputs of beam-nano, alone and
+// batched, are JSON of the schema ending with an end token.
+TEST_F(CudaModelTest, EngineOnCudaKeepsResponseFormats) {
+  auto tok = text::Tokenizer::load(std::string(BEAMSERVE_SOURCE_DIR) + "/models/beam-nano");
+  ASSERT_TRUE(tok.ok()) << tok.error().message;
+  auto weights = engine_test_model("beam-nano");
+  ASSERT_NE(weights, nullptr);
+  auto gpu = Engine::create(weights, engine_options(Device::kCuda));
+  ASSERT_TRUE(gpu.ok()) << gpu.error().message;
+  const auto constraint = person_constraint(*tok, weights->config.vocab_size);
+  std::vector<RunRequest> reqs;
+  for (int i = 0; i < 4; ++i) {
+    auto ids = tok->encode("person_" + std::to_string(i) + " = ", /*allow_special=*/false);
+    ASSERT_TRUE(ids.ok());
+    RunRequest r;
+    r.prompt.assign(ids->begin(), ids->end());
+    r.params.temperature = i % 2 ? 0.9 : 0;
+    r.params.seed = 11;
+    r.params.n = i % 2 ? 3 : 1;
+    r.params.max_tokens = 400;
+    r.params.constraint = constraint;
+    reqs.push_back(r);
+  }
+  auto batched = run_all(**gpu, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    for (const SiblingResult& s : batched[i]) expect_person(*tok, s.tokens, s.finish);
+    for (const SiblingResult& s : run_all(**gpu, {reqs[i]})[0])
+      expect_person(*tok, s.tokens, s.finish);
   }
   expect_pools_full(**gpu);
 }

@@ -13,6 +13,7 @@
 
 #include "server/anthropic/messages_request.h"
 #include "server/api/chat_prompt.h"
+#include "server/api/response_format.h"
 #include "server/openai/chat_request.h"
 #include "server/openai/completions.h"
 #include "server/openai/responses_request.h"
@@ -36,13 +37,16 @@ const ServedModel& nano() {
     if (tok.ok()) m.tokenizer.emplace(std::move(*tok));
     if (tmpl.ok()) m.chat_template.emplace(std::move(*tmpl));
     if (rt.ok()) m.response_template = *rt;
+    if (tok.ok())
+      m.structured_vocab = build_structured_vocab(*m.tokenizer, m.tokenizer->vocab_size());
     EXPECT_TRUE(tok.ok() && tmpl.ok() && rt.ok()) << "beam-nano's text side did not load";
     return m;
   }();
   return model;
 }
 
-// Parses with `parse_request`, then renders the prompt as the chat endpoints do.
+// Parses with `parse_request`, then renders the prompt and builds the output constraint as the
+// chat endpoints do.
 template <typename Request, typename ParseRequest>
 ApiExpected<bool> parse_and_render(const Json& body, ParseRequest parse_request) {
   API_ASSIGN_OR_RETURN(Request req, parse_request(body));
@@ -50,6 +54,9 @@ ApiExpected<bool> parse_and_render(const Json& body, ParseRequest parse_request)
   API_ASSIGN_OR_RETURN(RenderedPrompt rendered,
                        prepare_chat_prompt(nano(), req.model, req.tool_choice, &req.prompt, &spec));
   if (rendered.ids.empty()) return invalid_request("rendered to no tokens");
+  API_ASSIGN_OR_RETURN(std::shared_ptr<const OutputConstraint> constraint,
+                       make_output_constraint(nano(), req.sampling.format, rendered.text, true));
+  (void)constraint;
   return true;
 }
 
@@ -161,14 +168,19 @@ TEST(RequestTypeConfusion, Chat) {
     "presence_penalty": 0.1, "frequency_penalty": 0.1, "logit_bias": {"5": 1.5},
     "stop": ["END"], "stop_token_ids": [4], "n": 2, "logprobs": true, "top_logprobs": 2,
     "stream": true, "stream_options": {"include_usage": true},
-    "chat_template_kwargs": {"enable_thinking": false}, "reasoning_effort": "low"})");
+    "chat_template_kwargs": {"enable_thinking": false}, "reasoning_effort": "low",
+    "response_format": {"type": "json_schema", "json_schema": {"name": "p", "strict": true, "schema": {
+      "type": "object", "required": ["a"], "$defs": {"n": {"type": "null"}},
+      "properties": {"a": {"type": "array", "items": {"enum": [1, "x"]}, "maxItems": 2},
+                     "b": {"anyOf": [{"type": "string", "maxLength": 3}, {"$ref": "#/$defs/n"}]}}}}}})");
   sweep([](const Json& b) { return parse_and_render<ChatRequest>(b, parse_chat_request); }, valid);
 }
 
 TEST(RequestTypeConfusion, Completions) {
   const Json valid =
       Json::parse(R"({"model": "m", "prompt": [1, 2, 3], "max_tokens": 5, "temperature": 0.5,
-    "stop": ["x"], "n": 2, "logprobs": 2, "seed": 1, "stream": true, "stream_options": {"include_usage": true}})");
+    "stop": ["x"], "n": 2, "logprobs": 2, "seed": 1, "stream": true, "stream_options": {"include_usage": true},
+    "response_format": {"type": "json_object"}})");
   sweep([](const Json& b) { return as_bool(parse_completion_request(b)); }, valid);
 }
 
@@ -181,7 +193,8 @@ TEST(RequestTypeConfusion, Responses) {
               {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
               {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}],
     "tools": [{"type": "function", "name": "w", "parameters": {"type": "object"}}],
-    "tool_choice": "auto", "stream": true, "reasoning": {"effort": "high"}})");
+    "tool_choice": "auto", "stream": true, "reasoning": {"effort": "high"},
+    "text": {"format": {"type": "json_schema", "name": "p", "schema": {"type": ["integer", "null"]}}}})");
   sweep(
       [](const Json& b) { return parse_and_render<ResponsesRequest>(b, parse_responses_request); },
       valid);

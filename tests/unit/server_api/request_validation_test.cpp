@@ -71,16 +71,48 @@ TEST(RequestValidation, SamplingRangesAreCheckedAgainstTheVocabulary) {
   EXPECT_TRUE(validate_sampling(SamplingParams{}, 512).ok());
 }
 
-TEST(RequestValidation, ResponseFormatNeedsConstrainedDecoding) {
-  ApiError e = chat_error(R"({"messages": [{"role": "user", "content": "x"}],
-                              "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": {}}}})");
-  EXPECT_EQ(e.param, "response_format.type");
-  EXPECT_EQ(e.code, "unsupported_parameter");
-  EXPECT_NE(e.message.find("constrained decoding"), std::string::npos);
-  EXPECT_EQ(chat_error(R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})").param,
-            "response_format.type");
-  EXPECT_TRUE(parse_chat_request(parse(R"({"messages": [{"role": "user", "content": "x"}],
-                                          "response_format": {"type": "text"}})")).ok());
+TEST(RequestValidation, ResponseFormatsOfEachApi) {
+  ApiExpected<ChatRequest> chat =
+      parse_chat_request(parse(R"({"messages": [{"role": "user", "content": "x"}],
+      "response_format": {"type": "json_schema",
+                          "json_schema": {"name": "a", "strict": true, "schema": {"type": "integer"}}}})"));
+  ASSERT_TRUE(chat.ok()) << chat.error().message;
+  EXPECT_EQ(chat->sampling.format.kind, ResponseFormat::Kind::kJsonSchema);
+  EXPECT_EQ(chat->sampling.format.schema, parse(R"({"type": "integer"})"));
+  EXPECT_EQ(chat->sampling.format.path, "response_format.json_schema.schema");
+  chat = parse_chat_request(parse(R"({"messages": [{"role": "user", "content": "x"}],
+                                      "response_format": {"type": "json_object"}})"));
+  ASSERT_TRUE(chat.ok());
+  EXPECT_EQ(chat->sampling.format.kind, ResponseFormat::Kind::kJsonObject);
+  chat = parse_chat_request(parse(R"({"messages": [{"role": "user", "content": "x"}],
+                                      "response_format": {"type": "text"}})"));
+  ASSERT_TRUE(chat.ok());
+  EXPECT_EQ(chat->sampling.format.kind, ResponseFormat::Kind::kText);
+  // The Responses API writes the schema flat under text.format.
+  ApiExpected<ResponsesRequest> resp = parse_responses_request(parse(R"({"input": "x",
+      "text": {"format": {"type": "json_schema", "name": "a", "schema": {"enum": [1, 2]}}}})"));
+  ASSERT_TRUE(resp.ok()) << resp.error().message;
+  EXPECT_EQ(resp->sampling.format.kind, ResponseFormat::Kind::kJsonSchema);
+  EXPECT_EQ(resp->sampling.format.path, "text.format.schema");
+  EXPECT_EQ(resp->text_format["name"], "a");
+  ApiExpected<CompletionRequest> completion = parse_completion_request(
+      parse(R"({"prompt": "x", "response_format": {"type": "json_object"}})"));
+  ASSERT_TRUE(completion.ok());
+  EXPECT_EQ(completion->sampling.format.kind, ResponseFormat::Kind::kJsonObject);
+}
+
+TEST(RequestValidation, MalformedResponseFormatsNameTheField) {
+  const std::string head =
+      R"({"messages": [{"role": "user", "content": "x"}], "response_format": )";
+  EXPECT_EQ(chat_error(head + R"({"type": "yaml"}})").param, "response_format.type");
+  EXPECT_EQ(chat_error(head + R"("json"})").param, "response_format");
+  EXPECT_EQ(chat_error(head + R"({"type": "json_schema"}})").param, "response_format.json_schema");
+  EXPECT_EQ(chat_error(head + R"({"type": "json_schema", "json_schema": {"schema": {}}}})").param,
+            "response_format.json_schema.name");
+  ApiExpected<ResponsesRequest> resp = parse_responses_request(
+      parse(R"({"input": "x", "text": {"format": {"type": "json_schema", "schema": {}}}})"));
+  ASSERT_FALSE(resp.ok());
+  EXPECT_EQ(resp.error().param, "text.format.name");
 }
 
 TEST(RequestValidation, ChatRequestMapsEveryField) {
