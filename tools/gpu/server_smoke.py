@@ -5,8 +5,8 @@ cuda` on models/beam-nano must reproduce the reference's greedy continuations th
 /v1/completions (up to a near tie on the GPU: its other summation orders move this model's logits
 by up to ~0.5, so where the reference's token is the GPU's runner-up within 0.5 the continuations
 may part there, issue 7's criterion), stream the same text, answer chat, responses and messages,
-count tokens, and end with no request left in the engine (/metrics). Exit 0 when every check
-passes.
+count tokens, keep a response_format's JSON schema, and end with no request left in the engine
+(/metrics). Exit 0 when every check passes.
 
     python3 tools/gpu/server_smoke.py BIN_DIR [DEVICE]     # from the repo root; DEVICE: cuda (default) or cpu
 """
@@ -142,6 +142,18 @@ def main():
         check(msg["type"] == "message" and msg["content"][0]["type"] == "text", "messages answers")
         count = post(base, "/v1/messages/count_tokens", {"messages": [{"role": "user", "content": "class Stack:"}]})
         check(count["input_tokens"] == msg["usage"]["input_tokens"], "count_tokens = messages input tokens")
+        schema = {"type": "object", "required": ["name", "language"],
+                  "properties": {"name": {"type": "string", "maxLength": 16},
+                                 "language": {"enum": ["c++", "python", "go"]}}}
+        fmt = {"type": "json_schema", "json_schema": {"name": "fn", "schema": schema}}
+        structured = post(base, "/v1/chat/completions", {
+            "messages": [{"role": "user", "content": "A function as JSON"}], "max_tokens": 120,
+            "temperature": 0.8, "seed": 3, "n": 4, "response_format": fmt})
+        values = [json.loads(c["message"]["content"]) for c in structured["choices"]
+                  if c["finish_reason"] == "stop"]
+        check(len(values) == 4 and all(list(v) == ["name", "language"] and v["language"] in
+                                       ("c++", "python", "go") for v in values),
+              "response_format json_schema: 4 sampled choices are JSON of the schema")
         check(requests_running(base) == 0, "no request left running")
     finally:
         proc.terminate()
