@@ -77,7 +77,8 @@ class Engine::Impl {
         kv_(std::move(kv)),
         scheduler_(SchedulerConfig{*options.max_tokens_per_step, options.max_running,
                                    *options.max_tokens_per_step, 0, 1}),
-        sampler_(model_.config().vocab_size, &pool_) {
+        sampler_(model_.config().vocab_size, &pool_),
+        mask_scratch_(static_cast<size_t>(pool_.num_threads())) {
     if (model_.context().device != Device::kCpu)
       device_sampler_.emplace(model_.context(), model_.config().vocab_size);
     if (options.enable_prefix_cache) prefix_.emplace(kv_);
@@ -187,7 +188,7 @@ class Engine::Impl {
   BatchSampler sampler_;                            // Device::kCpu
   std::optional<DeviceBatchSampler> device_sampler_;  // other devices: logits stay there
   std::vector<uint32_t> allowed_;  // the step's allowed-token masks (attach_allowed_tokens)
-  MaskScratch mask_scratch_;
+  std::vector<MaskScratch> mask_scratch_;  // one per pool thread
   std::vector<int32_t> eos_;
   int64_t max_context_ = 0;
 
@@ -450,29 +451,47 @@ void Engine::Impl::sample_and_emit(const StepPlan& plan, const ForwardOutput& ou
   }
 }
 
-// Rows under a response format sample from the tokens it allows next (docs/structured_output.md).
-// A sequence whose format allows nothing more (an earlier token broke it) ends with an error
-// instead of being sampled.
+// Rows under a response format sample from the tokens it allows next (docs/structured_output.md),
+// their masks filled in parallel (one MaskScratch per pool thread). A sequence whose format allows
+// nothing more (an earlier token broke it) ends with an error instead of being sampled.
 void Engine::Impl::attach_allowed_tokens(std::vector<DeviceSampleRow>& rows,
                                          std::vector<SampleTarget>& targets) {
-  size_t num_masked = 0;
-  for (const DeviceSampleRow& r : rows) num_masked += r.seq->constrained() ? 1 : 0;
-  if (num_masked == 0) return;
+  std::vector<size_t> masked;  // rows with a constraint, in order
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i].seq->constrained()) masked.push_back(i);
+  if (masked.empty()) return;
   const size_t words = mask_words(model_.config().vocab_size);
-  allowed_.resize(num_masked * words);
-  std::vector<SeqId> broken;
-  size_t slot = 0, kept = 0;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    DeviceSampleRow r = rows[i];
-    if (r.seq->constrained()) {
-      std::span<uint32_t> bits(allowed_.data() + slot++ * words, words);
-      if (!r.seq->fill_allowed_tokens(bits, mask_scratch_)) {
-        broken.push_back(targets[i].seq);
-        continue;
+  allowed_.resize(masked.size() * words);
+  std::vector<char> alive(masked.size());
+  const auto num_masked = static_cast<int64_t>(masked.size());
+  const int64_t num_chunks =
+      std::min<int64_t>(num_masked, static_cast<int64_t>(mask_scratch_.size()));
+  auto fill_chunks = [&](int64_t chunk_begin, int64_t chunk_end) {
+    for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
+      MaskScratch& scratch = mask_scratch_[static_cast<size_t>(chunk)];
+      for (int64_t k = num_masked * chunk / num_chunks; k < num_masked * (chunk + 1) / num_chunks;
+           ++k) {
+        std::span<uint32_t> bits(allowed_.data() + static_cast<size_t>(k) * words, words);
+        alive[static_cast<size_t>(k)] =
+            rows[masked[static_cast<size_t>(k)]].seq->fill_allowed_tokens(bits, scratch);
+        rows[masked[static_cast<size_t>(k)]].allowed_tokens = bits;
       }
-      r.allowed_tokens = bits;
     }
-    rows[kept] = r;
+  };
+  if (num_chunks > 1) {
+    pool_.parallel_for(num_chunks, 1, fill_chunks);
+  } else {
+    fill_chunks(0, 1);
+  }
+  std::vector<SeqId> broken;
+  size_t kept = 0;
+  for (size_t i = 0, k = 0; i < rows.size(); ++i) {
+    const bool is_masked = k < masked.size() && masked[k] == i;
+    if (is_masked && !alive[k++]) {
+      broken.push_back(targets[i].seq);
+      continue;
+    }
+    rows[kept] = rows[i];
     targets[kept++] = targets[i];
   }
   rows.resize(kept);
