@@ -1,12 +1,17 @@
 // `beamserve bench serve`: the offline engine benchmark (runtime/bench/offline_bench.h) on
 // beam-slice, a uniform token-id workload at several concurrencies. The engine uploads host
 // weights, so the random weights are generated in host memory (default 2 layers: ~24 GB).
+// --json-schema FILE --tokenizer DIR constrains every output to JSON of the schema (structured
+// output, with DIR's tokenizer as the vocabulary's text).
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 
 #include "cli/bench_commands.h"
 #include "cli/bench_common.h"
 #include "runtime/bench/offline_bench.h"
+#include "runtime/structured/output_constraint.h"
+#include "server/api/response_format.h"
 
 namespace beam::cli {
 namespace {
@@ -17,12 +22,29 @@ nlohmann::json offline_json(const BenchResult& r, int64_t concurrency) {
   return j;
 }
 
+// The constraint of --json-schema FILE over --tokenizer DIR's text tokens.
+Expected<std::shared_ptr<const OutputConstraint>> schema_constraint(const Args& args,
+                                                                    int64_t vocab_size) {
+  const std::string schema_path = args.get_or("json-schema", "");
+  if (!args.has("tokenizer")) return make_error("--json-schema needs --tokenizer DIR");
+  std::ifstream in(schema_path);
+  if (!in) return make_error("--json-schema: cannot read " + schema_path);
+  auto schema = nlohmann::ordered_json::parse(in, nullptr, false);
+  if (schema.is_discarded()) return make_error("--json-schema: " + schema_path + " is not JSON");
+  BEAM_ASSIGN_OR_RETURN(auto grammar, JsonGrammar::from_schema(schema));
+  BEAM_ASSIGN_OR_RETURN(text::Tokenizer tok, text::Tokenizer::load(args.get_or("tokenizer", "")));
+  auto c = std::make_shared<OutputConstraint>();
+  c->grammar = std::move(grammar);
+  c->vocab = server::build_structured_vocab(tok, vocab_size);
+  return std::shared_ptr<const OutputConstraint>(std::move(c));
+}
+
 }  // namespace
 
 int bench_serve(int argc, char** argv) {
   auto flags = bench_common_flags();
-  flags.insert(
-      {"concurrency", "prompt-len", "output-len", "kv-budget-mb", "max-step-tokens", "seed"});
+  flags.insert({"concurrency", "prompt-len", "output-len", "kv-budget-mb", "max-step-tokens",
+                "seed", "json-schema", "tokenizer"});
   auto args = Args::parse(argc, argv, flags, bench_common_bool_flags());
   if (!args.ok()) return bench_fail(args.error().message);
   auto levels = Args::parse_int_list("concurrency", args->get_or("concurrency", "1,8,32"));
@@ -55,6 +77,12 @@ int bench_serve(int argc, char** argv) {
   eo.attention_probs = (*dev)->ctx.attention_probs;
   eo.num_threads = threads.ok() ? static_cast<int>(*threads) : 0;
   if (*kv_mb > 0) eo.kv_budget_bytes = *kv_mb << 20;
+  std::shared_ptr<const OutputConstraint> constraint;
+  if (args->has("json-schema")) {
+    auto c = schema_constraint(*args, config->vocab_size);
+    if (!c.ok()) return bench_fail(c.error().message);
+    constraint = *c;
+  }
   auto engine = Engine::create(std::move(*weights), eo);
   if (!engine.ok()) return bench_fail(engine.error().message);
   nlohmann::json runs = nlohmann::json::array();
@@ -76,6 +104,7 @@ int bench_serve(int argc, char** argv) {
     w.prompt_len = *prompt;
     w.output_len = *output;
     w.seed = base_seed + i;
+    w.constraint = constraint;
     BenchResult r = run_offline_bench(**engine, w);
     failed += r.failed;
     runs.push_back(offline_json(r, c));
@@ -83,8 +112,12 @@ int bench_serve(int argc, char** argv) {
   nlohmann::json report =
       report_header("serve", *args, (*dev)->ctx, *config, command_line("serve", argc, argv));
   report["workload"] =
-      "uniform token ids (no tokenizer; each level's own prompts, seed + level index), greedy, "
-      "ignore_eos";
+      constraint
+          ? "uniform token ids (each level's own prompts, seed + level index), greedy, every "
+            "output constrained to JSON of --json-schema (it may end before --output-len)"
+          : "uniform token ids (no tokenizer; each level's own prompts, seed + level index), "
+            "greedy, ignore_eos";
+  if (constraint) report["json_schema"] = args->get_or("json-schema", "");
   report["max_tokens_per_step"] = (*engine)->max_tokens_per_step();
   report["runs"] = runs;
   const int rc = emit_report(report, *args);

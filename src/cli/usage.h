@@ -77,7 +77,9 @@ inline constexpr const char* kBenchKernelsUsage =
 inline constexpr const char* kBenchServeUsage =
     "usage: beamserve bench serve [--concurrency 1,8,32] [--prompt-len 512] [--output-len 128]\n"
     "         [--kv-budget-mb N] [--max-step-tokens N (the engine's default for the device)]\n"
-    "         [--seed 1]\n"
-    "  beam-slice: 2 layers unless --layers says otherwise\n";
+    "         [--seed 1] [--json-schema FILE --tokenizer DIR]\n"
+    "  beam-slice: 2 layers unless --layers says otherwise; --json-schema: every output is JSON "
+    "of\n"
+    "  the schema (structured output over DIR's tokenizer; outputs may end before --output-len)\n";
 
 }  // namespace beam::cli

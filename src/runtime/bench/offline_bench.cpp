@@ -85,7 +85,8 @@ class Driver {
     g.prompt = tr->prompt;
     g.sampling.temperature = 0;
     g.sampling.max_tokens = o_.output_len;
-    g.sampling.ignore_eos = true;
+    g.sampling.ignore_eos = o_.constraint == nullptr;
+    g.sampling.constraint = o_.constraint;
     g.sink = [this, tr](TokenEvent&& ev) { on_event(*tr, std::move(ev), tr); };
     {
       std::lock_guard<std::mutex> lock(mu_);

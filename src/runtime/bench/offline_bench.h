@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,9 @@ struct WorkloadOptions {
   int64_t first_prompt_len = 2048;
   int64_t turn_append_len = 750;
   uint64_t seed = 1;
+  // Every request's output constraint (structured output); null: free output with ignore_eos.
+  // A constrained output may end before output_len (the JSON decides, not ignore_eos).
+  std::shared_ptr<const OutputConstraint> constraint;
 };
 
 struct BenchResult {
@@ -45,7 +49,8 @@ struct BenchResult {
   int64_t preemptions = 0;
 };
 
-// Runs the workload to completion on `engine` (greedy decoding, ignore_eos, exact output_len).
+// Runs the workload to completion on `engine` (greedy decoding; ignore_eos and exact output_len
+// unless the options carry a constraint).
 BenchResult run_offline_bench(Engine& engine, const WorkloadOptions& options);
 
 }  // namespace beam
