@@ -132,8 +132,8 @@ TEST_F(CudaModelTest, EngineOnCudaKeepsResponseFormats) {
   auto batched = run_all(**gpu, reqs);
   for (size_t i = 0; i < reqs.size(); ++i) {
     for (const SiblingResult& s : batched[i]) expect_person(*tok, s.tokens, s.finish);
-    for (const SiblingResult& s : run_all(**gpu, {reqs[i]})[0])
-      expect_person(*tok, s.tokens, s.finish);
+    const auto alone = run_all(**gpu, {reqs[i]});  // (a range-for over [0] of it would dangle)
+    for (const SiblingResult& s : alone[0]) expect_person(*tok, s.tokens, s.finish);
   }
   expect_pools_full(**gpu);
 }
