@@ -1,5 +1,6 @@
 // The official `@anthropic-ai/sdk` client against a live beamserve: messages (plain, streaming,
-// thinking, tool_use round trip, stop sequences), count_tokens, and Anthropic-shaped errors.
+// thinking, tool_use round trip, stop sequences, output_format), count_tokens, and Anthropic-shaped
+// errors.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startServer, importNodePackage, Tok, forceOneToken } from './lib/harness.mjs';
@@ -131,4 +132,24 @@ test('errors are Anthropic-shaped', async () => {
     (e) => e.status === 400 && e.error?.type === 'error' && e.error.error.type === 'invalid_request_error');
   await assert.rejects(client.messages.create({ model: 'claude-nope', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }),
     (e) => e.status === 404 && e.error.error.type === 'not_found_error');
+});
+
+test('messages: output_format json_schema (Anthropic structured outputs)', async () => {
+  const schema = {
+    type: 'object', properties: { ok: { type: 'boolean' }, size: { enum: ['s', 'm', 'l'] } },
+    required: ['ok', 'size'], additionalProperties: false,
+  };
+  const m = await client.messages.create({
+    model: MODEL, max_tokens: 200, temperature: 1, messages: [{ role: 'user', content: 'An item' }],
+    thinking: { type: 'disabled' }, output_format: { type: 'json_schema', schema },
+  });
+  assert.equal(m.stop_reason, 'end_turn');
+  const v = JSON.parse(m.content.map((b) => b.text ?? '').join(''));
+  assert.deepEqual(Object.keys(v), ['ok', 'size']);
+  assert.equal(typeof v.ok, 'boolean');
+  assert.ok(['s', 'm', 'l'].includes(v.size));
+  await assert.rejects(client.messages.create({
+    model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: 'x' }],
+    output_format: { type: 'json_schema', schema: { type: 'string', pattern: '^a' } },
+  }), (e) => e.status === 400 && /pattern/.test(e.error.error.message));
 });

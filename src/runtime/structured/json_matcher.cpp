@@ -357,15 +357,18 @@ void JsonMatcher::step(const MatchFrame* in, int n, uint8_t c, MatchState& out) 
   const JsonGrammar& g = *grammar_;
   for (;;) {
     MatchFrame& top = f[n - 1];
+    // Whitespace before a value or between a container's tokens.
+    const bool takes_ws = top.kind == FrameKind::kValue || top.kind == FrameKind::kObject ||
+                          top.kind == FrameKind::kArray;
+    if (takes_ws && is_ws(c)) {
+      if (take_ws(top, c)) emit(f, n, out);
+      return;
+    }
     switch (top.kind) {
       case FrameKind::kRoot:
         return;  // the root value is complete: nothing may follow
       case FrameKind::kValue:
-        if (is_ws(c)) {
-          if (take_ws(top, c)) emit(f, n, out);
-        } else {
-          start_value(f, n, c, out);
-        }
+        start_value(f, n, c, out);
         return;
       case FrameKind::kString: {
         const GrammarNode& node = g.node(top.node);
@@ -402,10 +405,6 @@ void JsonMatcher::step(const MatchFrame* in, int n, uint8_t c, MatchState& out) 
       }
       case FrameKind::kObject: {
         const GrammarNode& obj = g.node(top.node);
-        if (is_ws(c)) {
-          if (take_ws(top, c)) emit(f, n, out);
-          return;
-        }
         switch (top.phase) {
           case kObjOpen:
           case kObjKeyNext:
@@ -443,10 +442,6 @@ void JsonMatcher::step(const MatchFrame* in, int n, uint8_t c, MatchState& out) 
       }
       case FrameKind::kArray: {
         const GrammarNode& arr = g.node(top.node);
-        if (is_ws(c)) {
-          if (take_ws(top, c)) emit(f, n, out);
-          return;
-        }
         if (c == ']' && top.a >= arr.min_items) {
           value_done(g, f, --n);
           emit(f, n, out);

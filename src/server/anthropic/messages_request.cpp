@@ -184,6 +184,10 @@ ApiExpected<MessagesRequest> parse_messages_request(const Json& body, bool count
     if (!converted.empty()) req.prompt.tools = std::move(converted);
   }
   API_ASSIGN_OR_RETURN(req.tool_choice, parse_tool_choice(r.get("tool_choice")));
+  // Anthropic's structured outputs.
+  API_ASSIGN_OR_RETURN(
+      req.sampling.format,
+      parse_response_format(r.get("output_format"), "output_format", FormatShape::kAnthropic));
   return req;
 }
 

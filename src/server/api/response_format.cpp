@@ -51,7 +51,7 @@ void set_reasoning_prelude(const ServedModel& model, std::string_view prompt_tex
 }  // namespace
 
 ApiExpected<ResponseFormat> parse_response_format(const Json* format, const std::string& path,
-                                                  bool flat) {
+                                                  FormatShape shape) {
   ResponseFormat out;
   out.path = path;
   if (!format) return out;
@@ -60,6 +60,9 @@ ApiExpected<ResponseFormat> parse_response_format(const Json* format, const std:
   std::string type;
   r.require("type", &type);
   if (r.failed()) return r.take_error();
+  if (shape == FormatShape::kAnthropic && type != "json_schema")
+    return invalid_request("'" + path + ".type': expected \"json_schema\", got \"" + type + "\"",
+                           path + ".type");
   if (type == "text") return out;
   if (type == "json_object") {
     out.kind = ResponseFormat::Kind::kJsonObject;
@@ -72,7 +75,7 @@ ApiExpected<ResponseFormat> parse_response_format(const Json* format, const std:
   out.kind = ResponseFormat::Kind::kJsonSchema;
   const Json* holder = format;
   std::string holder_path = path;
-  if (!flat) {
+  if (shape == FormatShape::kChat) {
     holder = r.get("json_schema");
     holder_path = path + ".json_schema";
     if (!holder) return invalid_request("'" + holder_path + "' is required", holder_path);
@@ -80,12 +83,16 @@ ApiExpected<ResponseFormat> parse_response_format(const Json* format, const std:
       return invalid_request("'" + holder_path + "': expected an object", holder_path);
   }
   FieldReader h(*holder, holder_path);
-  std::string name;
-  h.require("name", &name);
-  bool strict = false;
-  h.read("strict", &strict);  // every schema is enforced exactly; strict changes nothing
+  if (shape != FormatShape::kAnthropic) {
+    std::string name;
+    h.require("name", &name);
+    bool strict = false;
+    h.read("strict", &strict);  // every schema is enforced exactly; strict changes nothing
+  }
   if (h.failed()) return h.take_error();
   const Json* schema = h.get("schema");
+  if (!schema && shape == FormatShape::kAnthropic)
+    return invalid_request("'" + holder_path + ".schema' is required", holder_path + ".schema");
   out.path = holder_path + ".schema";
   out.schema = schema ? *schema : Json::object();  // no schema: any JSON value
   return out;

@@ -23,11 +23,17 @@ struct ResponseFormat {
   std::string path;  // where the format sat in the request, for errors
 };
 
-// Reads a format object. Chat completions nest the schema ({"type": "json_schema",
-// "json_schema": {"name", "schema", "strict"}}); the Responses API writes it flat ({"type":
-// "json_schema", "name", "schema", "strict"}). Null or absent: text.
+// Where a format object comes from, which decides its shape.
+enum class FormatShape {
+  kChat,  // response_format: {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}
+  kResponses,  // text.format: {"type": "json_schema", "name", "schema", "strict"}
+  kAnthropic,  // output_format: {"type": "json_schema", "schema"} (json_schema only)
+};
+
+// Reads a format object of the given shape ("text" and "json_object" too, except Anthropic's).
+// Null or absent: text.
 ApiExpected<ResponseFormat> parse_response_format(const Json* format, const std::string& path,
-                                                  bool flat);
+                                                  FormatShape shape);
 
 // The model's text tokens for constraint masks: every BPE token id of the tokenizer below
 // vocab_size (added and special tokens never appear inside constrained output).

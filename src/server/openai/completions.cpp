@@ -185,8 +185,9 @@ ApiExpected<CompletionRequest> parse_completion_request(const Json& body) {
   API_ASSIGN_OR_RETURN(bool ok, read_prompt(r.get("prompt"), &req));
   (void)ok;
   // vLLM's extension: the chat format's response_format on completions too.
-  API_ASSIGN_OR_RETURN(req.sampling.format,
-                       parse_response_format(r.get("response_format"), "response_format", false));
+  API_ASSIGN_OR_RETURN(
+      req.sampling.format,
+      parse_response_format(r.get("response_format"), "response_format", FormatShape::kChat));
   return req;
 }
 

@@ -176,7 +176,8 @@ ApiExpected<ResponsesRequest> parse_responses_request(const Json& body) {
     if (!text->is_object()) return invalid_request("'text': expected an object", "text");
     auto format = text->find("format");
     const Json* f = format == text->end() || format->is_null() ? nullptr : &*format;
-    API_ASSIGN_OR_RETURN(req.sampling.format, parse_response_format(f, "text.format", true));
+    API_ASSIGN_OR_RETURN(req.sampling.format,
+                         parse_response_format(f, "text.format", FormatShape::kResponses));
     if (f) req.text_format = *f;
   }
   return req;

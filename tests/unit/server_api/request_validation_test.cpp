@@ -95,6 +95,14 @@ TEST(RequestValidation, ResponseFormatsOfEachApi) {
   EXPECT_EQ(resp->sampling.format.kind, ResponseFormat::Kind::kJsonSchema);
   EXPECT_EQ(resp->sampling.format.path, "text.format.schema");
   EXPECT_EQ(resp->text_format["name"], "a");
+  // Anthropic's structured outputs: output_format, json_schema only, no name.
+  ApiExpected<MessagesRequest> msg = parse_messages_request(parse(R"({"max_tokens": 5,
+      "messages": [{"role": "user", "content": "x"}],
+      "output_format": {"type": "json_schema", "schema": {"type": "boolean"}}})"),
+                                                            false);
+  ASSERT_TRUE(msg.ok()) << msg.error().message;
+  EXPECT_EQ(msg->sampling.format.kind, ResponseFormat::Kind::kJsonSchema);
+  EXPECT_EQ(msg->sampling.format.path, "output_format.schema");
   ApiExpected<CompletionRequest> completion = parse_completion_request(
       parse(R"({"prompt": "x", "response_format": {"type": "json_object"}})"));
   ASSERT_TRUE(completion.ok());
@@ -113,6 +121,16 @@ TEST(RequestValidation, MalformedResponseFormatsNameTheField) {
       parse(R"({"input": "x", "text": {"format": {"type": "json_schema", "schema": {}}}})"));
   ASSERT_FALSE(resp.ok());
   EXPECT_EQ(resp.error().param, "text.format.name");
+  const std::string msg_head =
+      R"({"max_tokens": 5, "messages": [{"role": "user", "content": "x"}], )";
+  for (const auto& [format, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"type": "json_object"})", "output_format.type"},
+           {R"({"type": "json_schema"})", "output_format.schema"}}) {
+    ApiExpected<MessagesRequest> m =
+        parse_messages_request(parse(msg_head + R"("output_format": )" + format + "}"), false);
+    ASSERT_FALSE(m.ok()) << format;
+    EXPECT_EQ(m.error().param, param);
+  }
 }
 
 TEST(RequestValidation, ChatRequestMapsEveryField) {
