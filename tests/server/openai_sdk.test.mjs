@@ -482,3 +482,47 @@ test('errors surface as OpenAI APIErrors with status and param', async () => {
   await assert.rejects(client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'x' }], n: 500 }),
     (e) => e.status === 400 && e.param === 'n');
 });
+
+test('chat: a required or named tool call is JSON of the tool\'s parameters', async () => {
+  const forecast = {
+    type: 'function',
+    function: {
+      name: 'forecast', description: 'Forecast',
+      parameters: {
+        type: 'object', properties: { unit: { enum: ['c', 'f'] }, days: { type: 'integer' } },
+        required: ['unit', 'days'],
+      },
+    },
+  };
+  const alarm = {
+    type: 'function',
+    function: {
+      name: 'alarm', parameters: { type: 'object', properties: { on: { type: 'boolean' } }, required: ['on'] },
+    },
+  };
+  const named = await client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'Weather?' }], max_tokens: 200, temperature: 1, seed: 4,
+    tools: [forecast, alarm], tool_choice: { type: 'function', function: { name: 'forecast' } },
+  });
+  const call = named.choices[0].message.tool_calls[0];
+  assert.equal(named.choices[0].finish_reason, 'tool_calls');
+  assert.equal(call.function.name, 'forecast');
+  const args = JSON.parse(call.function.arguments);
+  assert.ok(['c', 'f'].includes(args.unit) && Number.isInteger(args.days), call.function.arguments);
+  const required = await client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'Weather?' }], max_tokens: 200, temperature: 1, seed: 9,
+    n: 3, tools: [forecast, alarm], tool_choice: 'required',
+  });
+  for (const c of required.choices) {
+    const f = c.message.tool_calls[0].function;
+    assert.ok(['forecast', 'alarm'].includes(f.name));
+    const a = JSON.parse(f.arguments);
+    if (f.name === 'alarm') assert.equal(typeof a.on, 'boolean');
+    else assert.ok(['c', 'f'].includes(a.unit) && Number.isInteger(a.days));
+  }
+  // A response_format beside a required call is refused (the call follows its tool's schema).
+  await assert.rejects(client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 5, tools: [alarm],
+    tool_choice: 'required', response_format: { type: 'json_object' },
+  }), (e) => e.status === 400 && e.param === 'response_format');
+});

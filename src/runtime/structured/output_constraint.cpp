@@ -23,13 +23,21 @@ bool ConstraintState::fill_allowed(std::span<uint32_t> bits, std::span<const int
   BEAM_CHECK(active()) << "the output is reasoning, not constrained";
   std::fill(bits.begin(), bits.end(), 0u);
   constraint_->vocab->add_allowed(matcher_, state_, bits, scratch);
-  if (matcher_.can_end(state_))
+  if (matcher_.can_end(state_)) {
     for (int32_t t : end_tokens) set_mask_bit(bits, t);
+    if (constraint_->release_token) set_mask_bit(bits, *constraint_->release_token);
+  }
   if (phase_ == Phase::kJsonOrReasoning) set_mask_bit(bits, *constraint_->reasoning_open);
   return std::any_of(bits.begin(), bits.end(), [](uint32_t w) { return w != 0; });
 }
 
 bool ConstraintState::accept(int32_t token, bool end_token) {
+  if (phase_ == Phase::kReleased) return true;
+  if (phase_ == Phase::kJson && constraint_->release_token &&
+      token == *constraint_->release_token && matcher_.can_end(state_)) {
+    phase_ = Phase::kReleased;
+    return true;
+  }
   if (phase_ == Phase::kReasoning) {
     if (token == *constraint_->reasoning_close) phase_ = Phase::kJson;
     return true;

@@ -22,6 +22,9 @@ struct OutputConstraint {
   std::optional<int32_t> reasoning_open;
   std::optional<int32_t> reasoning_close;
   bool starts_in_reasoning = false;
+  // Allowed, besides the end tokens, once the JSON is complete; the output is free after it (a
+  // tool call's close delimiter: more calls or text may follow). Unset: none.
+  std::optional<int32_t> release_token;
 };
 
 // Owner: the sequence's sampling state (engine thread).
@@ -29,11 +32,13 @@ class ConstraintState {
  public:
   explicit ConstraintState(std::shared_ptr<const OutputConstraint> constraint);
 
-  // Whether the next token is constrained (false while the model reasons).
-  bool active() const { return phase_ != Phase::kReasoning; }
+  // Whether the next token is constrained (false while the model reasons, and after the release
+  // token).
+  bool active() const { return phase_ != Phase::kReasoning && phase_ != Phase::kReleased; }
   // Overwrites bits (mask_words(vocab) words) with the tokens allowed next: every text token
-  // that keeps a parse alive, end_tokens when the JSON is complete, and reasoning_open before
-  // the first token. Needs active(). False when no token is allowed (the state is dead).
+  // that keeps a parse alive, end_tokens and the release token when the JSON is complete, and
+  // reasoning_open before the first token. Needs active(). False when no token is allowed (the
+  // state is dead).
   bool fill_allowed(std::span<uint32_t> bits, std::span<const int32_t> end_tokens,
                     MaskScratch& scratch) const;
   // Records a committed output token; end_token: an eos or stop id (it ends the output). False
@@ -45,7 +50,7 @@ class ConstraintState {
   JsonMatcher matcher_;
   MatchState state_;
   MatchState scratch_;
-  enum class Phase { kJsonOrReasoning, kReasoning, kJson };
+  enum class Phase { kJsonOrReasoning, kReasoning, kJson, kReleased };
   Phase phase_ = Phase::kJson;
 };
 

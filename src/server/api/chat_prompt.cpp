@@ -1,6 +1,8 @@
 // Chat prompt rendering and tool_choice (see chat_prompt.h).
 #include "server/api/chat_prompt.h"
 
+#include "server/api/tool_call_format.h"
+
 namespace beam::server {
 namespace {
 
@@ -70,6 +72,18 @@ ApiExpected<bool> apply_tool_choice(const ToolChoice& choice, const ResponseTemp
   return true;
 }
 
+namespace {
+
+// After apply_tool_choice: a required call is also constrained where the model allows it.
+void constrain_required_call(const ServedModel& model, const ToolChoice& choice,
+                             const ChatPrompt& prompt, GenerationSpec* spec) {
+  if (choice.mode != ToolChoice::Mode::kRequired && choice.mode != ToolChoice::Mode::kNamed) return;
+  if (std::optional<ResponseFormat> f = tool_call_format(model, *prompt.tools))
+    spec->tool_format = std::move(*f);
+}
+
+}  // namespace
+
 ApiExpected<RenderedPrompt> prepare_chat_prompt(const ServedModel& model,
                                                 const std::string& requested_model,
                                                 const ToolChoice& tool_choice, ChatPrompt* prompt,
@@ -81,6 +95,7 @@ ApiExpected<RenderedPrompt> prepare_chat_prompt(const ServedModel& model,
   API_ASSIGN_OR_RETURN(ok,
                        apply_tool_choice(tool_choice, model.response_template.get(), prompt, spec));
   (void)ok;
+  constrain_required_call(model, tool_choice, *prompt, spec);
   return render_chat_prompt(model, *prompt);
 }
 

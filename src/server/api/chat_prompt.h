@@ -37,7 +37,8 @@ ApiExpected<RenderedPrompt> render_chat_prompt(const ServedModel& model, const C
 
 // none: tools are not offered and tool-call text comes back as content; required: the assistant
 // turn is opened with the template's tool-call delimiter; named: only that function is offered and
-// the turn is opened the same way. This steers the model; it does not constrain decoding.
+// the turn is opened the same way. This steers the model; prepare_chat_prompt also constrains the
+// call where the model allows it (tool_call_format.h).
 ApiExpected<bool> apply_tool_choice(const ToolChoice& choice, const ResponseTemplate* response_template,
                                     ChatPrompt* prompt, GenerationSpec* spec);
 

@@ -34,9 +34,19 @@ ApiExpected<bool> finish_spec(const ServedModel& model, const SamplingFields& fi
       if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
     }
   }
-  API_ASSIGN_OR_RETURN(
-      spec->sampling.constraint,
-      make_output_constraint(model, fields.format, spec->prompt_text, spec->parse_output));
+  // A required tool call is constrained unless ignore_eos / min_tokens ask for a length the call's
+  // JSON cannot decide; then it stays steered by the prefilled delimiter only.
+  const bool tool_call = spec->tool_format.kind != ResponseFormat::Kind::kText &&
+                         !fields.params.ignore_eos && fields.params.min_tokens == 0;
+  if (tool_call && fields.format.kind != ResponseFormat::Kind::kText)
+    return invalid_request(
+        "'" + fields.format.path +
+            "' cannot be combined with a tool_choice that "
+            "requires a tool call: the call's arguments follow the tool's schema",
+        fields.format.path);
+  API_ASSIGN_OR_RETURN(spec->sampling.constraint,
+                       make_output_constraint(model, tool_call ? spec->tool_format : fields.format,
+                                              spec->prompt_text, spec->parse_output));
   if (spec->sampling.max_tokens && *spec->sampling.max_tokens < 1) {
     return invalid_request(std::string("'") + max_tokens_field + "' must be >= 1", max_tokens_field);
   }

@@ -128,7 +128,14 @@ ApiExpected<std::shared_ptr<const OutputConstraint>> make_output_constraint(
                              format.path, "unsupported_parameter");
     c->grammar = *grammar;
   }
-  if (chat) set_reasoning_prelude(model, prompt_text, *c);
+  if (chat && format.reasoning_prelude) set_reasoning_prelude(model, prompt_text, *c);
+  if (!format.release_token.empty()) {
+    c->release_token =
+        model.tokenizer ? added_token(*model.tokenizer, format.release_token) : std::nullopt;
+    if (!c->release_token)
+      return invalid_request(
+          "'" + format.path + "': the tokenizer has no token " + format.release_token, format.path);
+  }
   return std::shared_ptr<const OutputConstraint>(std::move(c));
 }
 

@@ -21,6 +21,10 @@ struct ResponseFormat {
   Kind kind = Kind::kText;
   Json schema;       // kJsonSchema
   std::string path;  // where the format sat in the request, for errors
+  // An added token that may follow the complete JSON and frees the output after it (a tool call's
+  // close delimiter, tool_call_format.h); empty: none.
+  std::string release_token;
+  bool reasoning_prelude = true;  // chat output may reason first (make_output_constraint)
 };
 
 // Where a format object comes from, which decides its shape.

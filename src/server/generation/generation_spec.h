@@ -3,12 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "runtime/sampling/sampling_params.h"
+#include "server/api/response_format.h"
 
 namespace beam::server {
 
@@ -26,6 +26,8 @@ struct GenerationSpec {
   bool skip_special_tokens = true;
   std::vector<int32_t> shown_special_ids;  // special tokens kept despite skip_special_tokens
   int32_t priority = 0;
+  // tool_choice required / named under constrained decoding (tool_call_format.h); text: none.
+  ResponseFormat tool_format;
 };
 
 }  // namespace beam::server

@@ -100,7 +100,7 @@ TEST(VocabIndex, MasksOfASchemaEqualTokenByTokenChecks) {
 TEST(ConstraintState, EndTokensOnlyOnceTheJsonIsComplete) {
   const auto vocab = synthetic_vocab({});
   auto constraint = std::make_shared<OutputConstraint>(OutputConstraint{
-      grammar_of(R"({"type":"integer"})"), vocab, std::nullopt, std::nullopt, false});
+      grammar_of(R"({"type":"integer"})"), vocab, std::nullopt, std::nullopt, false, std::nullopt});
   ConstraintState state(constraint);
   const int32_t eos = static_cast<int32_t>(vocab->vocab_size() - 1);
   const std::vector<int32_t> ends = {eos};
@@ -127,8 +127,8 @@ TEST(ConstraintState, ReasoningBeforeTheJson) {
   std::vector<uint32_t> bits(mask_words(vocab->vocab_size()));
   MaskScratch scratch;
   auto constraint = [&](bool starts_in_reasoning) {
-    return std::make_shared<OutputConstraint>(
-        OutputConstraint{JsonGrammar::any_object(), vocab, open, close, starts_in_reasoning});
+    return std::make_shared<OutputConstraint>(OutputConstraint{
+        JsonGrammar::any_object(), vocab, open, close, starts_in_reasoning, std::nullopt});
   };
   // The model may open its reasoning or start the JSON; inside the reasoning it is free.
   ConstraintState thinks(constraint(false));
@@ -159,6 +159,26 @@ TEST(ConstraintState, ReasoningBeforeTheJson) {
   EXPECT_TRUE(open_prompt.accept(close, false));
   EXPECT_TRUE(open_prompt.active());
   EXPECT_FALSE(open_prompt.accept(a, false));
+}
+
+TEST(ConstraintState, TheReleaseTokenFreesTheOutputAfterCompleteJson) {
+  const auto vocab = synthetic_vocab({});
+  const int32_t release = static_cast<int32_t>(vocab->vocab_size() - 1);
+  ConstraintState state(std::make_shared<OutputConstraint>(OutputConstraint{
+      grammar_of(R"({"enum":[1]})"), vocab, std::nullopt, std::nullopt, false, release}));
+  std::vector<uint32_t> bits(mask_words(vocab->vocab_size()));
+  MaskScratch scratch;
+  ASSERT_TRUE(state.fill_allowed(bits, {}, scratch));
+  EXPECT_FALSE(mask_bit(bits, release));  // not before the JSON is complete
+  EXPECT_FALSE(state.accept(release, false));
+  ConstraintState done(std::make_shared<OutputConstraint>(OutputConstraint{
+      grammar_of(R"({"enum":[1]})"), vocab, std::nullopt, std::nullopt, false, release}));
+  ASSERT_TRUE(done.accept(tokenize(*vocab, "1")[0], false));
+  ASSERT_TRUE(done.fill_allowed(bits, {}, scratch));
+  EXPECT_TRUE(mask_bit(bits, release));
+  EXPECT_TRUE(done.accept(release, false));
+  EXPECT_FALSE(done.active());
+  EXPECT_TRUE(done.accept(tokenize(*vocab, "a")[0], false));  // free text after it
 }
 
 }  // namespace

@@ -1,0 +1,67 @@
+// Required tool calls under constrained decoding: the call schema (one tool, several, local $refs
+// rebased), and when beam-nano's template and tokenizer allow the constraint.
+#include "server/api/tool_call_format.h"
+
+#include <gtest/gtest.h>
+
+#include "runtime/structured/json_matcher.h"
+#include "server/api/served_model.h"
+#include "server/parsers/builtin_templates.h"
+
+namespace beam::server {
+namespace {
+
+bool matches(const Json& schema, std::string_view text) {
+  auto grammar = JsonGrammar::from_schema(schema);
+  EXPECT_TRUE(grammar.ok()) << (grammar.ok() ? "" : grammar.error().message);
+  if (!grammar.ok()) return false;
+  const JsonMatcher m(*grammar);
+  MatchState s = m.initial(), scratch;
+  return m.advance_bytes(s, text, scratch) && m.can_end(s);
+}
+
+const Json kTools = Json::parse(R"([
+  {"type": "function", "function": {"name": "move", "parameters": {
+     "type": "object", "$defs": {"dir": {"enum": ["up", "down"]}},
+     "properties": {"to": {"$ref": "#/$defs/dir"},
+                    "then": {"type": "array", "items": {"$ref": "#/$defs/dir"}}},
+     "required": ["to"]}}},
+  {"type": "function", "function": {"name": "stop"}}])");
+
+TEST(ToolCallFormat, SchemasOfOneCallRebaseEachToolsReferences) {
+  const Json one = tool_call_schema(Json::array({kTools[0]}));
+  EXPECT_TRUE(matches(one, R"({"name": "move", "arguments": {"to": "up", "then": ["down"]}})"));
+  EXPECT_FALSE(matches(one, R"({"name": "move", "arguments": {"to": "left"}})"));
+  EXPECT_FALSE(matches(one, R"({"name": "stop", "arguments": {}})"));
+  const Json both = tool_call_schema(kTools);
+  EXPECT_TRUE(matches(both, R"({"name": "move", "arguments": {"to": "down"}})"));
+  EXPECT_TRUE(matches(
+      both, R"({"name": "stop", "arguments": {"any": [1]}})"));  // no parameters: any object
+  EXPECT_FALSE(matches(both, R"({"name": "stop", "arguments": 3})"));
+  EXPECT_FALSE(matches(both, R"({"arguments": {}, "name": "stop"})"));  // the template's key order
+}
+
+TEST(ToolCallFormat, ConstrainedWhereTheModelAllowsItElseSteered) {
+  ServedModel m;
+  auto tok = text::Tokenizer::load("models/beam-nano");
+  ASSERT_TRUE(tok.ok()) << tok.error().message;
+  m.tokenizer.emplace(std::move(*tok));
+  m.structured_vocab = build_structured_vocab(*m.tokenizer, m.tokenizer->vocab_size());
+  auto rt = load_hermes_response_template();
+  ASSERT_TRUE(rt.ok());
+  m.response_template = *rt;
+  std::optional<ResponseFormat> f = tool_call_format(m, kTools);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->release_token, "</tool_call>");
+  EXPECT_FALSE(f->reasoning_prelude);
+  // A parameter keyword constrained decoding cannot enforce: the call stays steered only.
+  Json patterned = kTools;
+  patterned[0]["function"]["parameters"]["properties"]["to"] =
+      Json{{"type", "string"}, {"pattern", "^u"}};
+  EXPECT_FALSE(tool_call_format(m, patterned).has_value());
+  m.response_template = nullptr;
+  EXPECT_FALSE(tool_call_format(m, kTools).has_value());
+}
+
+}  // namespace
+}  // namespace beam::server
