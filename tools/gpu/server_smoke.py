@@ -5,8 +5,8 @@ cuda` on models/beam-nano must reproduce the reference's greedy continuations th
 /v1/completions (up to a near tie on the GPU: its other summation orders move this model's logits
 by up to ~0.5, so where the reference's token is the GPU's runner-up within 0.5 the continuations
 may part there, issue 7's criterion), stream the same text, answer chat, responses and messages,
-count tokens, keep a response_format's JSON schema, and end with no request left in the engine
-(/metrics). Exit 0 when every check passes.
+count tokens, keep a response_format's JSON schema and a named tool call's parameters, and end
+with no request left in the engine (/metrics). Exit 0 when every check passes.
 
     python3 tools/gpu/server_smoke.py BIN_DIR [DEVICE]     # from the repo root; DEVICE: cuda (default) or cpu
 """
@@ -154,6 +154,16 @@ def main():
         check(len(values) == 4 and all(list(v) == ["name", "language"] and v["language"] in
                                        ("c++", "python", "go") for v in values),
               "response_format json_schema: 4 sampled choices are JSON of the schema")
+        tool = {"type": "function", "function": {"name": "run", "parameters": {
+            "type": "object", "required": ["lang", "lines"],
+            "properties": {"lang": {"enum": ["py", "go"]}, "lines": {"type": "integer"}}}}}
+        call = post(base, "/v1/chat/completions", {
+            "messages": [{"role": "user", "content": "Run it"}], "max_tokens": 120, "temperature": 0.8,
+            "seed": 5, "tools": [tool], "tool_choice": {"type": "function", "function": {"name": "run"}}})
+        calls = call["choices"][0]["message"].get("tool_calls") or []
+        args = json.loads(calls[0]["function"]["arguments"]) if calls else {}
+        check(call["choices"][0]["finish_reason"] == "tool_calls" and args.get("lang") in ("py", "go")
+              and isinstance(args.get("lines"), int), "named tool_choice: the call is JSON of its parameters")
         check(requests_running(base) == 0, "no request left running")
     finally:
         proc.terminate()
