@@ -273,7 +273,7 @@ const boundedSchema = {
   properties: {
     ok: { type: 'boolean' },
     size: { enum: ['s', 'm', 'l'] },
-    count: { type: 'integer' },
+    count: { type: 'integer', minimum: -3, maximum: 250 },
     tags: { type: 'array', items: { enum: ['a', 'b'] }, maxItems: 2 },
     note: { type: ['string', 'null'], maxLength: 4 },
   },
@@ -286,7 +286,7 @@ function checkBounded(text) {
   assert.deepEqual(Object.keys(v), ['ok', 'size', 'count', 'tags', 'note'], text);
   assert.equal(typeof v.ok, 'boolean');
   assert.ok(['s', 'm', 'l'].includes(v.size));
-  assert.ok(Number.isInteger(v.count));
+  assert.ok(Number.isInteger(v.count) && v.count >= -3 && v.count <= 250, text);
   assert.ok(Array.isArray(v.tags) && v.tags.length <= 2 && v.tags.every((t) => t === 'a' || t === 'b'));
   assert.ok(v.note === null || (typeof v.note === 'string' && [...v.note].length <= 4));
 }
@@ -346,7 +346,7 @@ test('responses and completions: structured output formats', async () => {
 test('chat: response formats that cannot be enforced are clear 400s', async () => {
   await assert.rejects(client.chat.completions.create({
     model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 2,
-    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'integer', minimum: 3 } } },
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'number', minimum: 3 } } },
   }), (e) => e.status === 400 && /minimum/.test(e.message) && e.param === 'response_format.json_schema.schema');
   await assert.rejects(client.chat.completions.create({
     model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 2, ignore_eos: true,

@@ -2,7 +2,9 @@
 // docs/structured_output.md ("Schemas").
 #include "runtime/structured/json_grammar.h"
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <map>
 #include <set>
 #include <string_view>
@@ -13,11 +15,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 // Assertions this compiler cannot enforce: a schema using one is refused, never half-honoured.
-constexpr std::array<std::string_view, 24> kUnsupported = {"pattern",
-                                                           "minimum",
-                                                           "maximum",
-                                                           "exclusiveMinimum",
-                                                           "exclusiveMaximum",
+constexpr std::array<std::string_view, 20> kUnsupported = {"pattern",
                                                            "multipleOf",
                                                            "patternProperties",
                                                            "propertyNames",
@@ -37,6 +35,27 @@ constexpr std::array<std::string_view, 24> kUnsupported = {"pattern",
                                                            "unevaluatedProperties",
                                                            "unevaluatedItems",
                                                            "additionalItems"};
+
+// Numeric bounds: enforced on integers (compile_integer), refused on numbers (and on schemas
+// without a type, below).
+constexpr std::array<const char*, 4> kBoundKeywords = {"minimum", "maximum", "exclusiveMinimum",
+                                                       "exclusiveMaximum"};
+
+// Keywords that shape a value of one type; beside anyOf / oneOf they are refused (not merged).
+constexpr std::array<std::string_view, 14> kTypeKeywords = {"type",
+                                                            "properties",
+                                                            "required",
+                                                            "additionalProperties",
+                                                            "items",
+                                                            "prefixItems",
+                                                            "minItems",
+                                                            "maxItems",
+                                                            "minLength",
+                                                            "maxLength",
+                                                            "minimum",
+                                                            "maximum",
+                                                            "exclusiveMinimum",
+                                                            "exclusiveMaximum"};
 
 // Keywords that only describe (JSON Schema annotations); they may stand beside $ref / allOf.
 constexpr std::array<std::string_view, 14> kAnnotations = {
@@ -82,6 +101,7 @@ class SchemaCompiler {
   Expected<GrammarNodeId> compile_object(const Json& schema, const std::string& pointer, int depth);
   Expected<GrammarNodeId> compile_array(const Json& schema, const std::string& pointer, int depth);
   Expected<GrammarNodeId> compile_string(const Json& schema, const std::string& pointer);
+  Expected<GrammarNodeId> compile_integer(const Json& schema, const std::string& pointer);
   Expected<GrammarNodeId> compile_literals(const Json& values, const std::string& pointer);
   Expected<GrammarNodeId> compile_alternatives(const Json& list, const std::string& pointer,
                                                int depth);
@@ -157,10 +177,11 @@ Expected<GrammarNodeId> SchemaCompiler::compile(const Json& schema, const std::s
     return compile_literals(*it, pointer_child(pointer, "enum"));
   for (const char* key : {"anyOf", "oneOf"}) {
     if (const auto it = schema.find(key); it != schema.end()) {
-      if (schema.contains("type") || schema.contains("properties") || schema.contains("items"))
-        return make_error(pointer_child(pointer, key) + ": " + key +
-                          " beside type, properties or items is not supported; move them into "
-                          "each alternative");
+      for (std::string_view other : kTypeKeywords)
+        if (schema.contains(other))
+          return make_error(pointer_child(pointer, key) + ": " + key + " beside \"" +
+                            std::string(other) +
+                            "\" is not supported; move it into each alternative");
       return compile_alternatives(*it, pointer_child(pointer, key), depth);
     }
   }
@@ -174,6 +195,10 @@ Expected<GrammarNodeId> SchemaCompiler::compile(const Json& schema, const std::s
       return compile_array(schema, pointer, depth);
     if (schema.contains("minLength") || schema.contains("maxLength"))
       return compile_string(schema, pointer);
+    for (const char* key : kBoundKeywords)
+      if (schema.contains(key))
+        return make_error(pointer_child(pointer, key) + ": \"" + key +
+                          "\" needs \"type\": \"integer\" beside it");
     return g_.any_value();
   }
   if (type->is_string()) return compile_type(schema, type->get<std::string>(), pointer, depth);
@@ -222,8 +247,14 @@ Expected<GrammarNodeId> SchemaCompiler::compile_type(const Json& schema, std::st
   if (type == "object") return compile_object(schema, pointer, depth);
   if (type == "array") return compile_array(schema, pointer, depth);
   if (type == "string") return compile_string(schema, pointer);
-  if (type == "number") return g_.any_number_node();
-  if (type == "integer") return g_.add_node({.kind = GrammarKind::kInteger});
+  if (type == "number") {
+    for (const char* key : kBoundKeywords)
+      if (schema.contains(key))
+        return make_error(pointer_child(pointer, key) + ": \"" + key +
+                          "\" is supported on integers only, not on numbers");
+    return g_.any_number_node();
+  }
+  if (type == "integer") return compile_integer(schema, pointer);
   if (type == "boolean")
     return g_.add_node(
         {.kind = GrammarKind::kLiteral,
@@ -301,6 +332,33 @@ Expected<GrammarNodeId> SchemaCompiler::compile_array(const Json& schema,
   if (node.max_items >= 0 && node.min_items > node.max_items)
     return make_error(where(pointer) + ": no array has at least " + std::to_string(node.min_items) +
                       " and at most " + std::to_string(node.max_items) + " items");
+  return g_.add_node(std::move(node));
+}
+
+// minimum / maximum / exclusiveMinimum / exclusiveMaximum as one inclusive integer range.
+Expected<GrammarNodeId> SchemaCompiler::compile_integer(const Json& schema,
+                                                        const std::string& pointer) {
+  GrammarNode node{.kind = GrammarKind::kInteger};
+  for (const char* key : kBoundKeywords) {
+    const auto it = schema.find(key);
+    if (it == schema.end()) continue;
+    if (!it->is_number()) return make_error(pointer_child(pointer, key) + ": expected a number");
+    const double v = it->get<double>();
+    if (!(std::fabs(v) <= static_cast<double>(kMaxIntegerBound)))
+      return make_error(pointer_child(pointer, key) +
+                        ": bounds beyond +-(2^31 - 1) are not supported");
+    const std::string_view k(key);
+    if (k == "minimum")
+      node.min_value = std::max(node.min_value, static_cast<int64_t>(std::ceil(v)));
+    if (k == "exclusiveMinimum")
+      node.min_value = std::max(node.min_value, static_cast<int64_t>(std::floor(v)) + 1);
+    if (k == "maximum")
+      node.max_value = std::min(node.max_value, static_cast<int64_t>(std::floor(v)));
+    if (k == "exclusiveMaximum")
+      node.max_value = std::min(node.max_value, static_cast<int64_t>(std::ceil(v)) - 1);
+  }
+  if (node.min_value > node.max_value)
+    return make_error(where(pointer) + ": no integer lies between its minimum and maximum");
   return g_.add_node(std::move(node));
 }
 

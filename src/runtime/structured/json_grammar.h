@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -27,6 +28,10 @@ enum class GrammarKind : uint8_t {
   kAnyOf,    // any of the alternatives (anyOf, oneOf, type lists)
 };
 
+// The largest |bound| an integer's minimum / maximum may have: the matcher keeps the magnitude
+// read so far saturated at 2^31, which decides every comparison with such bounds.
+inline constexpr int64_t kMaxIntegerBound = (int64_t{1} << 31) - 1;
+
 struct GrammarProperty {
   LiteralId key = -1;  // the key's JSON text after its opening quote (closing quote included)
   GrammarNodeId value = -1;
@@ -41,6 +46,14 @@ struct GrammarNode {
   GrammarNodeId items = -1;                      // kArray: items after the prefix; -1: none
   int64_t min_items = 0, max_items = -1;         // kArray; -1: unbounded
   int64_t min_length = 0, max_length = -1;       // kString, in code points; -1: unbounded
+  // kInteger: inclusive bounds (minimum / maximum / exclusive*); finite ones within
+  // +-kMaxIntegerBound, the int64 limits when unbounded.
+  int64_t min_value = std::numeric_limits<int64_t>::min();
+  int64_t max_value = std::numeric_limits<int64_t>::max();
+  bool bounded() const {
+    return min_value != std::numeric_limits<int64_t>::min() ||
+           max_value != std::numeric_limits<int64_t>::max();
+  }
   std::vector<LiteralId> literals = {};          // kLiteral
   std::vector<GrammarNodeId> alternatives = {};  // kAnyOf
 };

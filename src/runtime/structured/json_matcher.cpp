@@ -3,6 +3,7 @@
 #include "runtime/structured/json_matcher.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/check.h"
 
@@ -57,13 +58,40 @@ bool take_ws(MatchFrame& f, uint8_t c) {
   return true;
 }
 
-bool number_complete(const MatchFrame& f) {
-  return f.phase == kNumZero || f.phase == kNumInt || f.phase == kNumFrac ||
-         f.phase == kNumExpDigits;
+// Whether a bounded integer whose digits so far read `magnitude` (saturated at 2^31; `digits` of
+// them) after an optional minus can still end inside [node.min_value, node.max_value].
+bool integer_feasible(const GrammarNode& node, bool negative, int64_t magnitude, bool digits) {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min(),
+                    kMax = std::numeric_limits<int64_t>::max();
+  // The magnitudes m whose signed value lies in the bounds: [m_lo, m_hi].
+  const int64_t m_lo = negative
+                           ? (node.max_value == kMax ? 0 : std::max<int64_t>(-node.max_value, 0))
+                           : std::max<int64_t>(node.min_value, 0);
+  const int64_t m_hi =
+      negative ? (node.min_value == kMin ? kMax : -node.min_value) : node.max_value;
+  if (m_lo > m_hi) return false;
+  if (!digits) return true;                  // the next digits can still make any magnitude
+  if (magnitude == 0) return m_lo == 0;      // "0" and "-0" take no more digits
+  for (int64_t span = 1;; span *= 10) {      // magnitude followed by log10(span) more digits
+    const int64_t first = magnitude * span;  // <= 2^62: the loop ends by span ~ 2^31
+    if (first > m_hi) return false;
+    if (first + span - 1 >= m_lo) return true;
+  }
 }
 
-// Advances a number frame by c; false when c cannot continue it.
-bool number_byte(MatchFrame& f, bool integer, uint8_t c) {
+bool number_complete(const MatchFrame& f, const GrammarNode& node) {
+  const bool complete =
+      f.phase == kNumZero || f.phase == kNumInt || f.phase == kNumFrac || f.phase == kNumExpDigits;
+  if (!complete || node.kind != GrammarKind::kInteger || !node.bounded()) return complete;
+  const int64_t m = static_cast<uint32_t>(f.b);
+  const int64_t v = f.ws ? -m : m;
+  return v >= node.min_value && v <= node.max_value;
+}
+
+// Advances a number frame by c; false when c cannot continue it (a bounded integer: also when no
+// continuation stays inside its bounds).
+bool number_byte(MatchFrame& f, const GrammarNode& node, uint8_t c) {
+  const bool integer = node.kind == GrammarKind::kInteger;
   if (f.a >= kMaxJsonNumberBytes) return false;
   const bool exp = !integer && (c == 'e' || c == 'E');
   const bool dot = !integer && c == '.';
@@ -100,6 +128,14 @@ bool number_byte(MatchFrame& f, bool integer, uint8_t c) {
       break;
   }
   if (next < 0) return false;
+  if (integer && node.bounded()) {
+    const bool negative = f.ws != 0 || c == '-';
+    int64_t m = static_cast<uint32_t>(f.b);
+    if (is_digit(c)) m = std::min<int64_t>(m * 10 + (c - '0'), int64_t{1} << 31);
+    if (!integer_feasible(node, negative, m, next != kNumMinus)) return false;
+    f.ws = negative ? 1 : 0;
+    f.b = static_cast<int32_t>(static_cast<uint32_t>(m));
+  }
   f.phase = static_cast<uint8_t>(next);
   f.a++;
   return true;
@@ -333,7 +369,7 @@ void JsonMatcher::start_value(MatchFrame* f, int n, uint8_t c, MatchState& out) 
     case GrammarKind::kNumber:
     case GrammarKind::kInteger:
       top = MatchFrame{.node = top.node, .kind = FrameKind::kNumber};
-      if (number_byte(top, node.kind == GrammarKind::kInteger, c)) emit(f, n, out);
+      if (number_byte(top, node, c)) emit(f, n, out);
       return;
     case GrammarKind::kLiteral: {
       MatchFrame g[kMaxFrames];
@@ -388,11 +424,11 @@ void JsonMatcher::step(const MatchFrame* in, int n, uint8_t c, MatchState& out) 
         return;
       }
       case FrameKind::kNumber: {
-        if (number_byte(top, g.node(top.node).kind == GrammarKind::kInteger, c)) {
+        if (number_byte(top, g.node(top.node), c)) {
           emit(f, n, out);
           return;
         }
-        if (!number_complete(top)) return;
+        if (!number_complete(top, g.node(top.node))) return;
         value_done(g, f, --n);
         continue;  // c belongs to the parent
       }
@@ -472,7 +508,8 @@ bool JsonMatcher::can_end(const MatchState& state) const {
     std::span<const MatchFrame> s = state.stack(i);
     int n = static_cast<int>(s.size());
     std::copy(s.begin(), s.end(), f);
-    while (f[n - 1].kind == FrameKind::kNumber && number_complete(f[n - 1]))
+    while (f[n - 1].kind == FrameKind::kNumber &&
+           number_complete(f[n - 1], grammar_->node(f[n - 1].node)))
       value_done(*grammar_, f, --n);
     if (f[n - 1].kind == FrameKind::kRoot && f[n - 1].phase == 1) return true;
   }

@@ -39,7 +39,9 @@ struct MatchFrame {
   uint16_t ws = 0;    // whitespace at this position: 0 none, 1 a space, 2 + indent after a newline
   int32_t a = 0;      // kObject: next declared property; kArray: items; kString: code points;
                       // kNumber: bytes; kLiteral: bytes matched
-  int32_t b = 0;      // kObject: the current key's property (-1: an extra key)
+  int32_t b = 0;      // kObject: the current key's property (-1: an extra key); kNumber of a
+                      // bounded integer: the magnitude read (uint32, saturated at 2^31), and ws
+                      // is 1 after a minus sign
   bool operator==(const MatchFrame&) const = default;
 };
 

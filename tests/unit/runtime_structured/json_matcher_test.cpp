@@ -177,6 +177,32 @@ TEST(JsonMatcher, ArraysAndStringsKeepTheirBounds) {
   EXPECT_FALSE(matches(str, "\"abcd", false));
 }
 
+TEST(JsonMatcher, IntegersKeepTheirBounds) {
+  const JsonMatcher range(grammar_of(R"({"type":"integer","minimum":-5,"maximum":120})"));
+  for (const char* ok : {"-5", "0", "-0", "7", "120", "99"})
+    EXPECT_TRUE(matches(range, ok, true)) << ok;
+  for (const char* bad : {"-6", "121", "1000", "-10", "130"})
+    EXPECT_FALSE(matches(range, bad, true)) << bad;
+  EXPECT_TRUE(matches(range, "12", false));  // 12, or 120 next
+  EXPECT_FALSE(matches(range, "13", false) && !matches(range, "13", true));
+  EXPECT_FALSE(matches(range, "-6", false));  // no continuation of -6 is in range
+  const JsonMatcher positive(grammar_of(R"({"type":"integer","exclusiveMinimum":0})"));
+  EXPECT_FALSE(matches(positive, "0", true));
+  EXPECT_FALSE(matches(positive, "-", false));
+  EXPECT_TRUE(matches(positive, "12345678901234", true));  // past 2^31: saturated, still above 0
+  const JsonMatcher at_most(grammar_of(R"({"type":"integer","exclusiveMaximum":10.5})"));
+  EXPECT_TRUE(matches(at_most, "10", true));
+  EXPECT_FALSE(matches(at_most, "11", true));
+  EXPECT_TRUE(matches(at_most, "-99999999999", true));
+  EXPECT_NE(testing::schema_error(R"({"type":"number","minimum":0})").find("integers only"),
+            std::string::npos);
+  EXPECT_NE(
+      testing::schema_error(R"({"type":"integer","minimum":3,"maximum":2})").find("no integer"),
+      std::string::npos);
+  EXPECT_NE(testing::schema_error(R"({"type":"integer","maximum":1e10})").find("2^31"),
+            std::string::npos);
+}
+
 TEST(JsonMatcher, RecursiveReferences) {
   const JsonMatcher tree(grammar_of(R"({"$defs":{"node":{"type":"object","properties":{
       "v":{"type":"integer"},"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},

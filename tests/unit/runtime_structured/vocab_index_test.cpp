@@ -87,7 +87,8 @@ TEST(VocabIndex, MasksOfAnyObjectEqualTokenByTokenChecks) {
 
 TEST(VocabIndex, MasksOfASchemaEqualTokenByTokenChecks) {
   expect_masks_exact(
-      R"({"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"},
+      R"({"type":"object","properties":{"name":{"type":"string"},
+          "age":{"type":"integer","minimum":1,"maximum":120},
           "color":{"enum":["red","green"]},
           "tags":{"type":"array","items":{"type":"string","maxLength":4}},
           "extra":{"anyOf":[{"type":"number"},{"type":"null"}]},
