@@ -346,7 +346,7 @@ test('responses and completions: structured output formats', async () => {
 test('chat: response formats that cannot be enforced are clear 400s', async () => {
   await assert.rejects(client.chat.completions.create({
     model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 2,
-    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'number', minimum: 3 } } },
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'number', minimum: 0.5 } } },
   }), (e) => e.status === 400 && /minimum/.test(e.message) && e.param === 'response_format.json_schema.schema');
   await assert.rejects(client.chat.completions.create({
     model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 2, ignore_eos: true,

@@ -36,8 +36,7 @@ constexpr std::array<std::string_view, 20> kUnsupported = {"pattern",
                                                            "unevaluatedItems",
                                                            "additionalItems"};
 
-// Numeric bounds: enforced on integers (compile_integer), refused on numbers (and on schemas
-// without a type, below).
+// Numeric bounds (compile_bounded); refused on schemas without a numeric type.
 constexpr std::array<const char*, 4> kBoundKeywords = {"minimum", "maximum", "exclusiveMinimum",
                                                        "exclusiveMaximum"};
 
@@ -101,7 +100,8 @@ class SchemaCompiler {
   Expected<GrammarNodeId> compile_object(const Json& schema, const std::string& pointer, int depth);
   Expected<GrammarNodeId> compile_array(const Json& schema, const std::string& pointer, int depth);
   Expected<GrammarNodeId> compile_string(const Json& schema, const std::string& pointer);
-  Expected<GrammarNodeId> compile_integer(const Json& schema, const std::string& pointer);
+  Expected<GrammarNodeId> compile_bounded(const Json& schema, const std::string& pointer,
+                                          GrammarKind kind);
   Expected<GrammarNodeId> compile_literals(const Json& values, const std::string& pointer);
   Expected<GrammarNodeId> compile_alternatives(const Json& list, const std::string& pointer,
                                                int depth);
@@ -198,7 +198,7 @@ Expected<GrammarNodeId> SchemaCompiler::compile(const Json& schema, const std::s
     for (const char* key : kBoundKeywords)
       if (schema.contains(key))
         return make_error(pointer_child(pointer, key) + ": \"" + key +
-                          "\" needs \"type\": \"integer\" beside it");
+                          "\" needs \"type\": \"integer\" or \"number\" beside it");
     return g_.any_value();
   }
   if (type->is_string()) return compile_type(schema, type->get<std::string>(), pointer, depth);
@@ -247,14 +247,12 @@ Expected<GrammarNodeId> SchemaCompiler::compile_type(const Json& schema, std::st
   if (type == "object") return compile_object(schema, pointer, depth);
   if (type == "array") return compile_array(schema, pointer, depth);
   if (type == "string") return compile_string(schema, pointer);
-  if (type == "number") {
+  if (type == "number" || type == "integer") {
+    const GrammarKind kind = type == "number" ? GrammarKind::kNumber : GrammarKind::kInteger;
     for (const char* key : kBoundKeywords)
-      if (schema.contains(key))
-        return make_error(pointer_child(pointer, key) + ": \"" + key +
-                          "\" is supported on integers only, not on numbers");
-    return g_.any_number_node();
+      if (schema.contains(key)) return compile_bounded(schema, pointer, kind);
+    return kind == GrammarKind::kNumber ? g_.any_number_node() : g_.add_node({.kind = kind});
   }
-  if (type == "integer") return compile_integer(schema, pointer);
   if (type == "boolean")
     return g_.add_node(
         {.kind = GrammarKind::kLiteral,
@@ -336,9 +334,13 @@ Expected<GrammarNodeId> SchemaCompiler::compile_array(const Json& schema,
 }
 
 // minimum / maximum / exclusiveMinimum / exclusiveMaximum as one inclusive integer range.
-Expected<GrammarNodeId> SchemaCompiler::compile_integer(const Json& schema,
-                                                        const std::string& pointer) {
-  GrammarNode node{.kind = GrammarKind::kInteger};
+// minimum / maximum / exclusiveMinimum / exclusiveMaximum of an integer (as one inclusive range)
+// or a number (integral bounds, exclusive ones kept as flags).
+Expected<GrammarNodeId> SchemaCompiler::compile_bounded(const Json& schema,
+                                                        const std::string& pointer,
+                                                        GrammarKind kind) {
+  GrammarNode node{.kind = kind};
+  const bool integer = kind == GrammarKind::kInteger;
   for (const char* key : kBoundKeywords) {
     const auto it = schema.find(key);
     if (it == schema.end()) continue;
@@ -347,18 +349,30 @@ Expected<GrammarNodeId> SchemaCompiler::compile_integer(const Json& schema,
     if (!(std::fabs(v) <= static_cast<double>(kMaxIntegerBound)))
       return make_error(pointer_child(pointer, key) +
                         ": bounds beyond +-(2^31 - 1) are not supported");
+    if (!integer && v != std::floor(v))
+      return make_error(pointer_child(pointer, key) + ": a number's bounds must be whole numbers");
     const std::string_view k(key);
-    if (k == "minimum")
-      node.min_value = std::max(node.min_value, static_cast<int64_t>(std::ceil(v)));
-    if (k == "exclusiveMinimum")
-      node.min_value = std::max(node.min_value, static_cast<int64_t>(std::floor(v)) + 1);
-    if (k == "maximum")
-      node.max_value = std::min(node.max_value, static_cast<int64_t>(std::floor(v)));
-    if (k == "exclusiveMaximum")
-      node.max_value = std::min(node.max_value, static_cast<int64_t>(std::ceil(v)) - 1);
+    const bool exclusive = k.starts_with("exclusive");
+    if (k == "minimum" || k == "exclusiveMinimum") {
+      const auto b =
+          static_cast<int64_t>(std::ceil(v)) + (integer && exclusive && v == std::floor(v));
+      if (b > node.min_value || (b == node.min_value && exclusive)) {
+        node.min_value = b;
+        node.min_exclusive = !integer && exclusive;
+      }
+    } else {
+      const auto b =
+          static_cast<int64_t>(std::floor(v)) - (integer && exclusive && v == std::floor(v));
+      if (b < node.max_value || (b == node.max_value && exclusive)) {
+        node.max_value = b;
+        node.max_exclusive = !integer && exclusive;
+      }
+    }
   }
-  if (node.min_value > node.max_value)
-    return make_error(where(pointer) + ": no integer lies between its minimum and maximum");
+  const bool empty =
+      node.min_value > node.max_value ||
+      (node.min_value == node.max_value && (node.min_exclusive || node.max_exclusive));
+  if (empty) return make_error(where(pointer) + ": no value lies between its minimum and maximum");
   return g_.add_node(std::move(node));
 }
 

@@ -46,10 +46,12 @@ struct GrammarNode {
   GrammarNodeId items = -1;                      // kArray: items after the prefix; -1: none
   int64_t min_items = 0, max_items = -1;         // kArray; -1: unbounded
   int64_t min_length = 0, max_length = -1;       // kString, in code points; -1: unbounded
-  // kInteger: inclusive bounds (minimum / maximum / exclusive*); finite ones within
-  // +-kMaxIntegerBound, the int64 limits when unbounded.
+  // kInteger / kNumber bounds (minimum / maximum / exclusive*): integral values within
+  // +-kMaxIntegerBound, the int64 limits when unbounded. Integers hold them inclusive; numbers
+  // keep exclusive ones as flags (and write no exponent when bounded).
   int64_t min_value = std::numeric_limits<int64_t>::min();
   int64_t max_value = std::numeric_limits<int64_t>::max();
+  bool min_exclusive = false, max_exclusive = false;
   bool bounded() const {
     return min_value != std::numeric_limits<int64_t>::min() ||
            max_value != std::numeric_limits<int64_t>::max();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "core/check.h"
 
@@ -58,42 +59,102 @@ bool take_ws(MatchFrame& f, uint8_t c) {
   return true;
 }
 
-// Whether a bounded integer whose digits so far read `magnitude` (saturated at 2^31; `digits` of
-// them) after an optional minus can still end inside [node.min_value, node.max_value].
-bool integer_feasible(const GrammarNode& node, bool negative, int64_t magnitude, bool digits) {
+// A bounded number's progress: sign, the integer part read so far (its magnitude saturated at
+// 2^31, whether it has digits yet), whether the fraction has begun and holds a nonzero digit.
+struct NumberProgress {
+  bool negative = false;
+  int64_t magnitude = 0;
+  bool int_digits = false;
+  bool in_fraction = false;
+  bool fraction_nonzero = false;
+};
+
+// The magnitudes m = I + f (I the integer part, f in [0, 1) the fraction) whose signed value lies
+// in the node's bounds: A <= m (A < m when open_a) and m <= B (m < B when open_b; no B: unbounded).
+struct MagnitudeRange {
+  int64_t a = 0;
+  bool open_a = false;
+  std::optional<int64_t> b;
+  bool open_b = false;
+};
+
+std::optional<MagnitudeRange> magnitude_range(const GrammarNode& node, bool negative) {
   constexpr int64_t kMin = std::numeric_limits<int64_t>::min(),
                     kMax = std::numeric_limits<int64_t>::max();
-  // The magnitudes m whose signed value lies in the bounds: [m_lo, m_hi].
-  const int64_t m_lo = negative
-                           ? (node.max_value == kMax ? 0 : std::max<int64_t>(-node.max_value, 0))
-                           : std::max<int64_t>(node.min_value, 0);
-  const int64_t m_hi =
-      negative ? (node.min_value == kMin ? kMax : -node.min_value) : node.max_value;
-  if (m_lo > m_hi) return false;
-  if (!digits) return true;                  // the next digits can still make any magnitude
-  if (magnitude == 0) return m_lo == 0;      // "0" and "-0" take no more digits
-  for (int64_t span = 1;; span *= 10) {      // magnitude followed by log10(span) more digits
-    const int64_t first = magnitude * span;  // <= 2^62: the loop ends by span ~ 2^31
-    if (first > m_hi) return false;
-    if (first + span - 1 >= m_lo) return true;
+  MagnitudeRange r;
+  // The bound that limits m from below / above for this sign, as a signed value and its openness.
+  const bool has_low = negative ? node.max_value != kMax : node.min_value != kMin;
+  const int64_t low = negative ? -node.max_value : node.min_value;
+  const bool low_open = negative ? node.max_exclusive : node.min_exclusive;
+  const bool has_high = negative ? node.min_value != kMin : node.max_value != kMax;
+  const int64_t high = negative ? -node.min_value : node.max_value;
+  if (has_low && low >= 0) {
+    r.a = low;
+    r.open_a = low_open;
   }
+  if (has_high) {
+    if (high < 0 || (high == 0 && (negative ? node.min_exclusive : node.max_exclusive)))
+      return std::nullopt;
+    r.b = high;
+    r.open_b = negative ? node.min_exclusive : node.max_exclusive;
+  }
+  return r;
+}
+
+// Whether the number can still end inside the node's bounds (fractions only for kNumber).
+bool number_feasible(const GrammarNode& node, const NumberProgress& p) {
+  const std::optional<MagnitudeRange> r = magnitude_range(node, p.negative);
+  if (!r) return false;
+  const bool fractions = node.kind == GrammarKind::kNumber;
+  const bool f_zero_ok = !p.fraction_nonzero;
+  const bool f_pos_ok = fractions;
+  // The integer parts I that some fraction completes inside the range.
+  const int64_t lo_i = r->a + (r->open_a && !f_pos_ok ? 1 : 0);
+  int64_t hi_i = std::numeric_limits<int64_t>::max();
+  if (r->b) hi_i = *r->b - (r->open_b || !f_zero_ok ? 1 : 0);
+  // I == a == b with an open a and a closed b needs f > 0 and f == 0 at once.
+  if (r->b && *r->b == r->a && r->open_a && !r->open_b) hi_i = std::min(hi_i, r->a - 1);
+  if (lo_i > hi_i) return false;
+  if (p.in_fraction) return p.magnitude >= lo_i && p.magnitude <= hi_i;
+  if (!p.int_digits) return true;              // any integer part is still reachable
+  if (p.magnitude == 0) return lo_i == 0;      // "0" and "-0" take no more digits
+  for (int64_t span = 1;; span *= 10) {        // the magnitude followed by log10(span) digits
+    const int64_t first = p.magnitude * span;  // <= 2^62: the loop ends by span ~ 2^31
+    if (first > hi_i) return false;
+    if (first + span - 1 >= lo_i) return true;
+  }
+}
+
+// A complete bounded number's value is inside the bounds.
+bool number_in_range(const GrammarNode& node, const NumberProgress& p) {
+  const std::optional<MagnitudeRange> r = magnitude_range(node, p.negative);
+  if (!r) return false;
+  const int64_t i = p.magnitude;
+  const bool f = p.fraction_nonzero;
+  const bool above_a = r->open_a ? (i > r->a || (i == r->a && f)) : i >= r->a;
+  const bool below_b = !r->b || (r->open_b ? i < *r->b : (i < *r->b || (i == *r->b && !f)));
+  return above_a && below_b;
+}
+
+NumberProgress progress_of(const MatchFrame& f) {
+  return {(f.ws & 1) != 0, static_cast<int64_t>(static_cast<uint32_t>(f.b)),
+          f.phase != kNumStart && f.phase != kNumMinus, f.phase == kNumDot || f.phase == kNumFrac,
+          (f.ws & 2) != 0};
 }
 
 bool number_complete(const MatchFrame& f, const GrammarNode& node) {
   const bool complete =
       f.phase == kNumZero || f.phase == kNumInt || f.phase == kNumFrac || f.phase == kNumExpDigits;
-  if (!complete || node.kind != GrammarKind::kInteger || !node.bounded()) return complete;
-  const int64_t m = static_cast<uint32_t>(f.b);
-  const int64_t v = f.ws ? -m : m;
-  return v >= node.min_value && v <= node.max_value;
+  if (!complete || !node.bounded()) return complete;
+  return number_in_range(node, progress_of(f));
 }
 
-// Advances a number frame by c; false when c cannot continue it (a bounded integer: also when no
-// continuation stays inside its bounds).
+// Advances a number frame by c; false when c cannot continue it (a bounded number: also when no
+// continuation stays inside its bounds; it writes no exponent).
 bool number_byte(MatchFrame& f, const GrammarNode& node, uint8_t c) {
   const bool integer = node.kind == GrammarKind::kInteger;
   if (f.a >= kMaxJsonNumberBytes) return false;
-  const bool exp = !integer && (c == 'e' || c == 'E');
+  const bool exp = !integer && !node.bounded() && (c == 'e' || c == 'E');
   const bool dot = !integer && c == '.';
   int next = -1;
   switch (f.phase) {
@@ -128,13 +189,17 @@ bool number_byte(MatchFrame& f, const GrammarNode& node, uint8_t c) {
       break;
   }
   if (next < 0) return false;
-  if (integer && node.bounded()) {
-    const bool negative = f.ws != 0 || c == '-';
-    int64_t m = static_cast<uint32_t>(f.b);
-    if (is_digit(c)) m = std::min<int64_t>(m * 10 + (c - '0'), int64_t{1} << 31);
-    if (!integer_feasible(node, negative, m, next != kNumMinus)) return false;
-    f.ws = negative ? 1 : 0;
-    f.b = static_cast<int32_t>(static_cast<uint32_t>(m));
+  if (node.bounded()) {
+    NumberProgress p = progress_of(f);
+    p.negative = p.negative || c == '-';
+    p.in_fraction = next == kNumDot || next == kNumFrac;
+    p.int_digits = next != kNumMinus;
+    if (is_digit(c) && !p.in_fraction)
+      p.magnitude = std::min<int64_t>(p.magnitude * 10 + (c - '0'), int64_t{1} << 31);
+    if (is_digit(c) && p.in_fraction && c != '0') p.fraction_nonzero = true;
+    if (!number_feasible(node, p)) return false;
+    f.ws = static_cast<uint16_t>((p.negative ? 1 : 0) | (p.fraction_nonzero ? 2 : 0));
+    f.b = static_cast<int32_t>(static_cast<uint32_t>(p.magnitude));
   }
   f.phase = static_cast<uint8_t>(next);
   f.a++;

@@ -40,8 +40,8 @@ struct MatchFrame {
   int32_t a = 0;      // kObject: next declared property; kArray: items; kString: code points;
                       // kNumber: bytes; kLiteral: bytes matched
   int32_t b = 0;      // kObject: the current key's property (-1: an extra key); kNumber of a
-                      // bounded integer: the magnitude read (uint32, saturated at 2^31), and ws
-                      // is 1 after a minus sign
+                      // bounded node: the integer part read (uint32, saturated at 2^31), and ws
+                      // bit 0 a minus sign, bit 1 a nonzero fraction digit
   bool operator==(const MatchFrame&) const = default;
 };
 

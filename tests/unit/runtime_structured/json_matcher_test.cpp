@@ -194,13 +194,36 @@ TEST(JsonMatcher, IntegersKeepTheirBounds) {
   EXPECT_TRUE(matches(at_most, "10", true));
   EXPECT_FALSE(matches(at_most, "11", true));
   EXPECT_TRUE(matches(at_most, "-99999999999", true));
-  EXPECT_NE(testing::schema_error(R"({"type":"number","minimum":0})").find("integers only"),
+  EXPECT_NE(testing::schema_error(R"({"type":"integer","minimum":3,"maximum":2})").find("no value"),
             std::string::npos);
-  EXPECT_NE(
-      testing::schema_error(R"({"type":"integer","minimum":3,"maximum":2})").find("no integer"),
-      std::string::npos);
   EXPECT_NE(testing::schema_error(R"({"type":"integer","maximum":1e10})").find("2^31"),
             std::string::npos);
+}
+
+TEST(JsonMatcher, NumbersKeepWholeBounds) {
+  const JsonMatcher unit(grammar_of(R"({"type":"number","minimum":0,"maximum":1})"));
+  for (const char* ok : {"0", "1", "0.5", "1.0", "1.000", "0.999", "-0"})
+    EXPECT_TRUE(matches(unit, ok, true)) << ok;
+  for (const char* bad : {"1.5", "-0.1", "2", "1.01", "1e0", "0.5e-1", "10"})
+    EXPECT_FALSE(matches(unit, bad, true)) << bad;
+  EXPECT_TRUE(matches(unit, "1.", false));
+  EXPECT_FALSE(matches(unit, "1.0001", false));  // dead at its 1
+  const JsonMatcher positive(grammar_of(R"({"type":"number","exclusiveMinimum":0})"));
+  for (const char* bad : {"0", "0.0", "-1", "-0.5"})
+    EXPECT_FALSE(matches(positive, bad, true)) << bad;
+  EXPECT_TRUE(matches(positive, "0.001", true));
+  EXPECT_TRUE(matches(positive, "0.00", false));  // alive: a nonzero digit may follow
+  EXPECT_TRUE(matches(positive, "123456789012.5", true));
+  const JsonMatcher below(grammar_of(R"({"type":"number","minimum":-2,"exclusiveMaximum":1})"));
+  for (const char* ok : {"-2", "-2.0", "-1.5", "0.999", "0"})
+    EXPECT_TRUE(matches(below, ok, true)) << ok;
+  for (const char* bad : {"-2.5", "1", "1.0", "-3"}) EXPECT_FALSE(matches(below, bad, true)) << bad;
+  EXPECT_NE(testing::schema_error(R"({"type":"number","maximum":0.5})").find("whole numbers"),
+            std::string::npos);
+  EXPECT_NE(testing::schema_error(R"({"type":"number","minimum":1,"exclusiveMaximum":1})")
+                .find("no value"),
+            std::string::npos);
+  EXPECT_NE(testing::schema_error(R"({"minimum":1})").find("needs"), std::string::npos);
 }
 
 TEST(JsonMatcher, RecursiveReferences) {
