@@ -460,7 +460,7 @@ void Engine::Impl::attach_allowed_tokens(std::vector<DeviceSampleRow>& rows,
   for (size_t i = 0; i < rows.size(); ++i)
     if (rows[i].seq->constrained()) masked.push_back(i);
   if (masked.empty()) return;
-  const size_t words = mask_words(model_.config().vocab_size);
+  const auto words = static_cast<size_t>(allowed_mask_words(model_.config().vocab_size));
   allowed_.resize(masked.size() * words);
   std::vector<char> alive(masked.size());
   const auto num_masked = static_cast<int64_t>(masked.size());

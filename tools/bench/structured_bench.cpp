@@ -55,7 +55,7 @@ void BM_Mask(benchmark::State& state, const char* schema, const char* prefix) {
   const JsonMatcher m(*grammar);
   MatchState s = m.initial(), scratch;
   if (!m.advance_bytes(s, prefix, scratch)) state.SkipWithError("prefix does not match");
-  std::vector<uint32_t> bits(mask_words(vocab()->vocab_size()));
+  std::vector<uint32_t> bits(allowed_mask_words(vocab()->vocab_size()));
   MaskScratch mask_scratch;
   for (auto _ : state) {
     std::fill(bits.begin(), bits.end(), 0u);

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "kernels/api/sampling.h"
 #include "runtime/sampling/logit_processors.h"
 
 namespace beam {
@@ -32,7 +33,8 @@ int64_t keep_min_p(std::span<TokenCandidate> c, double min_p) {
 
 // Sets every token the mask leaves out to -inf; all-ones words (every token allowed) are skipped.
 void mask_disallowed(std::span<TokenCandidate> row, std::span<const uint32_t> allowed) {
-  BEAM_CHECK_EQ(allowed.size(), (row.size() + 31) / 32)
+  BEAM_CHECK_EQ(static_cast<int64_t>(allowed.size()),
+                allowed_mask_words(static_cast<int64_t>(row.size())))
       << "allowed_tokens words, vocab " << row.size();
   for (size_t w = 0; w < allowed.size(); ++w) {
     const uint32_t bits = allowed[w];

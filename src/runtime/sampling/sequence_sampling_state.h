@@ -65,9 +65,9 @@ class SequenceSamplingState {
   // Whether params().constraint decides the next token (false without one, and before its start
   // token has been written).
   bool constrained() const { return constraint_ && constraint_->active(); }
-  // Needs constrained(): overwrites bits (mask_words(vocab_size()) words) with the tokens allowed
-  // next — JSON text that keeps a parse alive, and the eos and stop ids once the JSON is complete.
-  // False when nothing is allowed (an earlier token broke the constraint).
+  // Needs constrained(): overwrites bits (allowed_mask_words(vocab_size()) words) with the
+  // tokens allowed next — JSON text that keeps a parse alive, and the eos and stop ids once the
+  // JSON is complete. False when nothing is allowed (an earlier token broke the constraint).
   bool fill_allowed_tokens(std::span<uint32_t> bits, MaskScratch& scratch) const;
 
  private:

@@ -35,10 +35,10 @@ class ConstraintState {
   // Whether the next token is constrained (false while the model reasons, and after the release
   // token).
   bool active() const { return phase_ != Phase::kReasoning && phase_ != Phase::kReleased; }
-  // Overwrites bits (mask_words(vocab) words) with the tokens allowed next: every text token
-  // that keeps a parse alive, end_tokens and the release token when the JSON is complete, and
-  // reasoning_open before the first token. Needs active(). False when no token is allowed (the
-  // state is dead).
+  // Overwrites bits (allowed_mask_words(vocab) words) with the tokens allowed next: every text
+  // token that keeps a parse alive, end_tokens and the release token when the JSON is complete,
+  // and reasoning_open before the first token. Needs active(). False when no token is allowed
+  // (the state is dead).
   bool fill_allowed(std::span<uint32_t> bits, std::span<const int32_t> end_tokens,
                     MaskScratch& scratch) const;
   // Records a committed output token; end_token: an eos or stop id (it ends the output). False

@@ -41,7 +41,7 @@ std::string_view VocabIndex::bytes(int32_t id) const {
 // points are counted as the matcher counts them (a plain-phase byte other than the quote).
 VocabIndex::StringPhaseCache VocabIndex::build_string_cache(uint8_t phase) const {
   StringPhaseCache cache;
-  cache.inside.assign(mask_words(vocab_size_), 0);
+  cache.inside.assign(static_cast<size_t>(allowed_mask_words(vocab_size_)), 0);
   std::vector<std::pair<std::string, int32_t>> closing;
   auto visit = [&](auto& self, TokenTrie::NodeIndex node, size_t depth, uint8_t p,
                    uint32_t code_points) -> void {
@@ -117,7 +117,7 @@ void VocabIndex::add_string_tokens(const JsonMatcher& m, const MatchState& state
 
 void VocabIndex::add_allowed(const JsonMatcher& matcher, const MatchState& state,
                              std::span<uint32_t> bits, MaskScratch& scratch) const {
-  BEAM_CHECK_EQ(bits.size(), mask_words(vocab_size_));
+  BEAM_CHECK_EQ(static_cast<int64_t>(bits.size()), allowed_mask_words(vocab_size_));
   if (state.dead()) return;
   if (scratch.depth_states.size() < max_token_bytes_ + 1)
     scratch.depth_states.resize(max_token_bytes_ + 1);

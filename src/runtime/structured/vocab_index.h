@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/api/sampling.h"
 #include "runtime/structured/json_matcher.h"
 #include "runtime/structured/token_trie.h"
 
@@ -21,10 +22,8 @@ struct VocabToken {
   std::string bytes;  // what the token writes (BPE bytes)
 };
 
-// Words of a token bitmask: token t is bit t % 32 of word t / 32.
-inline size_t mask_words(int64_t vocab_size) {
-  return static_cast<size_t>((vocab_size + 31) / 32);
-}
+// Token bitmasks have the sampling op's layout (kernels/api/sampling.h, allowed_mask_words):
+// token t is bit t % 32 of word t / 32.
 inline void set_mask_bit(std::span<uint32_t> bits, int32_t token) {
   bits[static_cast<size_t>(token) / 32] |= 1u << (token % 32);
 }

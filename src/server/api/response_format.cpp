@@ -11,15 +11,6 @@ namespace {
 constexpr std::string_view kThinkOpen = "<think>";
 constexpr std::string_view kThinkClose = "</think>";
 
-// The id of an added token spelled `text`, if the tokenizer has one.
-std::optional<int32_t> added_token(const text::Tokenizer& tokenizer, std::string_view text) {
-  std::optional<text::TokenId> id = tokenizer.token_to_id(text);
-  if (!id) return std::nullopt;
-  const text::TokenPiece* piece = tokenizer.piece(*id);
-  if (!piece || !piece->added) return std::nullopt;
-  return static_cast<int32_t>(*id);
-}
-
 // Whether the model's response template has a reasoning region (its output is split into
 // reasoning and content), i.e. it is a model that thinks first.
 bool template_has_reasoning(const ServedModel& model) {
@@ -34,8 +25,8 @@ bool template_has_reasoning(const ServedModel& model) {
 void set_reasoning_prelude(const ServedModel& model, std::string_view prompt_text,
                            OutputConstraint& c) {
   if (!model.tokenizer || !template_has_reasoning(model)) return;
-  const std::optional<int32_t> open = added_token(*model.tokenizer, kThinkOpen);
-  const std::optional<int32_t> close = added_token(*model.tokenizer, kThinkClose);
+  const std::optional<int32_t> open = added_token_id(*model.tokenizer, kThinkOpen);
+  const std::optional<int32_t> close = added_token_id(*model.tokenizer, kThinkClose);
   if (!open || !close) return;
   std::string_view tail = prompt_text;
   if (auto t = model.response_template->truncate_past_last_anchor(prompt_text); t.ok()) tail = *t;
@@ -49,6 +40,14 @@ void set_reasoning_prelude(const ServedModel& model, std::string_view prompt_tex
 }
 
 }  // namespace
+
+std::optional<int32_t> added_token_id(const text::Tokenizer& tokenizer, std::string_view text) {
+  std::optional<text::TokenId> id = tokenizer.token_to_id(text);
+  if (!id) return std::nullopt;
+  const text::TokenPiece* piece = tokenizer.piece(*id);
+  if (!piece || !piece->added) return std::nullopt;
+  return static_cast<int32_t>(*id);
+}
 
 ApiExpected<ResponseFormat> parse_response_format(const Json* format, const std::string& path,
                                                   FormatShape shape) {
@@ -66,6 +65,7 @@ ApiExpected<ResponseFormat> parse_response_format(const Json* format, const std:
   if (type == "text") return out;
   if (type == "json_object") {
     out.kind = ResponseFormat::Kind::kJsonObject;
+    out.grammar = JsonGrammar::any_object();
     return out;
   }
   if (type != "json_schema")
@@ -94,7 +94,11 @@ ApiExpected<ResponseFormat> parse_response_format(const Json* format, const std:
   if (!schema && shape == FormatShape::kAnthropic)
     return invalid_request("'" + holder_path + ".schema' is required", holder_path + ".schema");
   out.path = holder_path + ".schema";
-  out.schema = schema ? *schema : Json::object();  // no schema: any JSON value
+  auto grammar = JsonGrammar::from_schema(schema ? *schema : Json::object());  // none: any value
+  if (!grammar.ok())
+    return invalid_request("'" + out.path + "' cannot be enforced: " + grammar.error().message,
+                           out.path, "unsupported_parameter");
+  out.grammar = std::move(grammar).value();
   return out;
 }
 
@@ -119,23 +123,9 @@ ApiExpected<std::shared_ptr<const OutputConstraint>> make_output_constraint(
                            format.path);
   auto c = std::make_shared<OutputConstraint>();
   c->vocab = model.structured_vocab;
-  if (format.kind == ResponseFormat::Kind::kJsonObject) {
-    c->grammar = JsonGrammar::any_object();
-  } else {
-    auto grammar = JsonGrammar::from_schema(format.schema);
-    if (!grammar.ok())
-      return invalid_request("'" + format.path + "' cannot be enforced: " + grammar.error().message,
-                             format.path, "unsupported_parameter");
-    c->grammar = *grammar;
-  }
+  c->grammar = format.grammar;
+  c->release_token = format.release_token;
   if (chat && format.reasoning_prelude) set_reasoning_prelude(model, prompt_text, *c);
-  if (!format.release_token.empty()) {
-    c->release_token =
-        model.tokenizer ? added_token(*model.tokenizer, format.release_token) : std::nullopt;
-    if (!c->release_token)
-      return invalid_request(
-          "'" + format.path + "': the tokenizer has no token " + format.release_token, format.path);
-  }
   return std::shared_ptr<const OutputConstraint>(std::move(c));
 }
 

@@ -5,8 +5,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "runtime/structured/json_grammar.h"
 #include "runtime/structured/output_constraint.h"
 #include "server/api/api_error.h"
 #include "server/api/json_fields.h"
@@ -19,13 +21,16 @@ struct ServedModel;
 struct ResponseFormat {
   enum class Kind { kText, kJsonObject, kJsonSchema };
   Kind kind = Kind::kText;
-  Json schema;       // kJsonSchema
+  std::shared_ptr<const JsonGrammar> grammar;  // compiled when read; null for kText
   std::string path;  // where the format sat in the request, for errors
   // An added token that may follow the complete JSON and frees the output after it (a tool call's
-  // close delimiter, tool_call_format.h); empty: none.
-  std::string release_token;
+  // close delimiter, tool_call_format.h).
+  std::optional<int32_t> release_token;
   bool reasoning_prelude = true;  // chat output may reason first (make_output_constraint)
 };
+
+// The id of the added token spelled `text`, if the tokenizer has one.
+std::optional<int32_t> added_token_id(const text::Tokenizer& tokenizer, std::string_view text);
 
 // Where a format object comes from, which decides its shape.
 enum class FormatShape {
@@ -34,8 +39,9 @@ enum class FormatShape {
   kAnthropic,  // output_format: {"type": "json_schema", "schema"} (json_schema only)
 };
 
-// Reads a format object of the given shape ("text" and "json_object" too, except Anthropic's).
-// Null or absent: text.
+// Reads a format object of the given shape ("text" and "json_object" too, except Anthropic's)
+// and compiles its schema (a 400 naming the schema keyword it cannot honour). Null or absent:
+// text.
 ApiExpected<ResponseFormat> parse_response_format(const Json* format, const std::string& path,
                                                   FormatShape shape);
 
@@ -44,12 +50,11 @@ ApiExpected<ResponseFormat> parse_response_format(const Json* format, const std:
 std::shared_ptr<const VocabIndex> build_structured_vocab(const text::Tokenizer& tokenizer,
                                                          int64_t vocab_size);
 
-// The constraint for a format (null for text): the schema compiled (a 400 naming the schema
-// keyword it cannot honour), and, for chat output (`chat`: parsed with the response template) of
-// models that think between single <think> / </think> tokens, a reasoning prelude decided by the
-// rendered prompt: JSON from the first token when the prompt already closed the reasoning, free
-// text until </think> when the prompt left it open, else the model may open <think> or start the
-// JSON. Raw completions are JSON from the first token.
+// The constraint for a format (null for text): its grammar, and, for chat output (`chat`: parsed
+// with the response template) of models that think between single <think> / </think> tokens, a
+// reasoning prelude decided by the rendered prompt: JSON from the first token when the prompt
+// already closed the reasoning, free text until </think> when the prompt left it open, else the
+// model may open <think> or start the JSON. Raw completions are JSON from the first token.
 ApiExpected<std::shared_ptr<const OutputConstraint>> make_output_constraint(
     const ServedModel& model, const ResponseFormat& format, std::string_view prompt_text,
     bool chat);

@@ -33,15 +33,6 @@ Json one_call(const Json& tool, const std::string& base) {
   return call;
 }
 
-// The added token spelled `text`, if any.
-std::optional<int32_t> added_token(const text::Tokenizer& tokenizer, const std::string& text) {
-  std::optional<text::TokenId> id = tokenizer.token_to_id(text);
-  if (!id) return std::nullopt;
-  const text::TokenPiece* piece = tokenizer.piece(*id);
-  if (!piece || !piece->added) return std::nullopt;
-  return static_cast<int32_t>(*id);
-}
-
 }  // namespace
 
 Json tool_call_schema(const Json& tools) {
@@ -59,17 +50,18 @@ std::optional<ResponseFormat> tool_call_format(const ServedModel& model, const J
   const TemplateField& f = model.response_template->fields[*field];
   if (!f.open || !f.open->is_literal || f.open->literals.empty()) return std::nullopt;
   const std::string& open = f.open->literals.front();
-  if (open.size() < 3 || open.front() != '<' || !added_token(*model.tokenizer, open))
+  if (open.size() < 3 || open.front() != '<' || !added_token_id(*model.tokenizer, open))
     return std::nullopt;
-  const std::string close = "</" + open.substr(1);
-  if (!added_token(*model.tokenizer, close)) return std::nullopt;
+  const std::optional<int32_t> close = added_token_id(*model.tokenizer, "</" + open.substr(1));
+  if (!close) return std::nullopt;
+  auto grammar = JsonGrammar::from_schema(tool_call_schema(tools));
+  if (!grammar.ok()) return std::nullopt;
   ResponseFormat format;
   format.kind = ResponseFormat::Kind::kJsonSchema;
-  format.schema = tool_call_schema(tools);
+  format.grammar = std::move(grammar).value();
   format.path = "tools";
   format.release_token = close;
   format.reasoning_prelude = false;  // the turn is already inside the tool call
-  if (!JsonGrammar::from_schema(format.schema).ok()) return std::nullopt;
   return format;
 }
 

@@ -36,7 +36,7 @@ inline bool matches(const JsonMatcher& m, std::string_view text, bool complete) 
 // The allowed text tokens after `state`, one by one (what VocabIndex::add_allowed must equal).
 inline std::vector<uint32_t> brute_force_mask(const JsonMatcher& m, const MatchState& state,
                                               const VocabIndex& vocab) {
-  std::vector<uint32_t> bits(mask_words(vocab.vocab_size()), 0);
+  std::vector<uint32_t> bits(allowed_mask_words(vocab.vocab_size()), 0);
   MatchState scratch;
   for (int32_t id = 0; id < vocab.vocab_size(); ++id) {
     std::string_view bytes = vocab.bytes(id);

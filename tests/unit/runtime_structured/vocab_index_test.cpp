@@ -70,7 +70,7 @@ void expect_masks_exact(const std::string& schema, const std::vector<std::string
   for (const std::string& doc : docs) {
     MatchState state = m.initial(), tmp;
     for (int32_t id : tokenize(*vocab, doc)) {
-      std::vector<uint32_t> bits(mask_words(vocab->vocab_size()), 0);
+      std::vector<uint32_t> bits(allowed_mask_words(vocab->vocab_size()), 0);
       vocab->add_allowed(m, state, bits, scratch);
       ASSERT_EQ(bits, brute_force_mask(m, state, *vocab)) << schema << " in " << doc;
       ASSERT_TRUE(mask_bit(bits, id)) << doc;
@@ -105,7 +105,7 @@ TEST(ConstraintState, EndTokensOnlyOnceTheJsonIsComplete) {
   ConstraintState state(constraint);
   const int32_t eos = static_cast<int32_t>(vocab->vocab_size() - 1);
   const std::vector<int32_t> ends = {eos};
-  std::vector<uint32_t> bits(mask_words(vocab->vocab_size()));
+  std::vector<uint32_t> bits(allowed_mask_words(vocab->vocab_size()));
   MaskScratch scratch;
   ASSERT_TRUE(state.active());
   ASSERT_TRUE(state.fill_allowed(bits, ends, scratch));
@@ -125,7 +125,7 @@ TEST(ConstraintState, ReasoningBeforeTheJson) {
   const int32_t open = static_cast<int32_t>(vocab->vocab_size() - 3);
   const int32_t close = static_cast<int32_t>(vocab->vocab_size() - 2);
   const int32_t a = tokenize(*vocab, "a")[0], brace = tokenize(*vocab, "{")[0];
-  std::vector<uint32_t> bits(mask_words(vocab->vocab_size()));
+  std::vector<uint32_t> bits(allowed_mask_words(vocab->vocab_size()));
   MaskScratch scratch;
   auto constraint = [&](bool starts_in_reasoning) {
     return std::make_shared<OutputConstraint>(OutputConstraint{
@@ -167,7 +167,7 @@ TEST(ConstraintState, TheReleaseTokenFreesTheOutputAfterCompleteJson) {
   const int32_t release = static_cast<int32_t>(vocab->vocab_size() - 1);
   ConstraintState state(std::make_shared<OutputConstraint>(OutputConstraint{
       grammar_of(R"({"enum":[1]})"), vocab, std::nullopt, std::nullopt, false, release}));
-  std::vector<uint32_t> bits(mask_words(vocab->vocab_size()));
+  std::vector<uint32_t> bits(allowed_mask_words(vocab->vocab_size()));
   MaskScratch scratch;
   ASSERT_TRUE(state.fill_allowed(bits, {}, scratch));
   EXPECT_FALSE(mask_bit(bits, release));  // not before the JSON is complete

@@ -52,7 +52,8 @@ TEST(ToolCallFormat, ConstrainedWhereTheModelAllowsItElseSteered) {
   m.response_template = *rt;
   std::optional<ResponseFormat> f = tool_call_format(m, kTools);
   ASSERT_TRUE(f.has_value());
-  EXPECT_EQ(f->release_token, "</tool_call>");
+  EXPECT_EQ(f->release_token, m.tokenizer->token_to_id("</tool_call>"));
+  ASSERT_TRUE(f->release_token.has_value());
   EXPECT_FALSE(f->reasoning_prelude);
   // A parameter keyword constrained decoding cannot enforce: the call stays steered only.
   Json patterned = kTools;
