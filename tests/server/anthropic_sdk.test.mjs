@@ -150,6 +150,6 @@ test('messages: output_format json_schema (Anthropic structured outputs)', async
   assert.ok(['s', 'm', 'l'].includes(v.size));
   await assert.rejects(client.messages.create({
     model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: 'x' }],
-    output_format: { type: 'json_schema', schema: { type: 'string', pattern: '^a' } },
-  }), (e) => e.status === 400 && /pattern/.test(e.error.error.message));
+    output_format: { type: 'json_schema', schema: { type: 'string', pattern: '^(?=a)' } },
+  }), (e) => e.status === 400 && /pattern: lookaround/.test(e.error.error.message));
 });

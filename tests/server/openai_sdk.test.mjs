@@ -276,19 +276,21 @@ const boundedSchema = {
     count: { type: 'integer', minimum: -3, maximum: 250 },
     tags: { type: 'array', items: { enum: ['a', 'b'] }, maxItems: 2 },
     note: { type: ['string', 'null'], maxLength: 4 },
+    code: { type: 'string', pattern: '^[A-Z]{2}-\\d{1,3}$' },
   },
-  required: ['ok', 'size', 'count', 'tags', 'note'],
+  required: ['ok', 'size', 'count', 'tags', 'note', 'code'],
 };
 const schemaFormat = { type: 'json_schema', json_schema: { name: 'item', strict: true, schema: boundedSchema } };
 
 function checkBounded(text) {
   const v = JSON.parse(text);
-  assert.deepEqual(Object.keys(v), ['ok', 'size', 'count', 'tags', 'note'], text);
+  assert.deepEqual(Object.keys(v), ['ok', 'size', 'count', 'tags', 'note', 'code'], text);
   assert.equal(typeof v.ok, 'boolean');
   assert.ok(['s', 'm', 'l'].includes(v.size));
   assert.ok(Number.isInteger(v.count) && v.count >= -3 && v.count <= 250, text);
   assert.ok(Array.isArray(v.tags) && v.tags.length <= 2 && v.tags.every((t) => t === 'a' || t === 'b'));
   assert.ok(v.note === null || (typeof v.note === 'string' && [...v.note].length <= 4));
+  assert.match(v.code, /^[A-Z]{2}-\d{1,3}$/);
 }
 
 test('chat: response_format json_schema makes every choice JSON of the schema', async () => {

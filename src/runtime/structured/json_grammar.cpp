@@ -15,8 +15,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 // Assertions this compiler cannot enforce: a schema using one is refused, never half-honoured.
-constexpr std::array<std::string_view, 20> kUnsupported = {"pattern",
-                                                           "multipleOf",
+constexpr std::array<std::string_view, 19> kUnsupported = {"multipleOf",
                                                            "patternProperties",
                                                            "propertyNames",
                                                            "minProperties",
@@ -41,20 +40,11 @@ constexpr std::array<const char*, 4> kBoundKeywords = {"minimum", "maximum", "ex
                                                        "exclusiveMaximum"};
 
 // Keywords that shape a value of one type; beside anyOf / oneOf they are refused (not merged).
-constexpr std::array<std::string_view, 14> kTypeKeywords = {"type",
-                                                            "properties",
-                                                            "required",
-                                                            "additionalProperties",
-                                                            "items",
-                                                            "prefixItems",
-                                                            "minItems",
-                                                            "maxItems",
-                                                            "minLength",
-                                                            "maxLength",
-                                                            "minimum",
-                                                            "maximum",
-                                                            "exclusiveMinimum",
-                                                            "exclusiveMaximum"};
+constexpr std::array<std::string_view, 15> kTypeKeywords = {
+    "type",      "properties",       "required",        "additionalProperties",
+    "items",     "prefixItems",      "minItems",        "maxItems",
+    "minLength", "maxLength",        "pattern",         "minimum",
+    "maximum",   "exclusiveMinimum", "exclusiveMaximum"};
 
 // Keywords that only describe (JSON Schema annotations); they may stand beside $ref / allOf.
 constexpr std::array<std::string_view, 14> kAnnotations = {
@@ -193,7 +183,7 @@ Expected<GrammarNodeId> SchemaCompiler::compile(const Json& schema, const std::s
     if (schema.contains("items") || schema.contains("prefixItems") || schema.contains("minItems") ||
         schema.contains("maxItems"))
       return compile_array(schema, pointer, depth);
-    if (schema.contains("minLength") || schema.contains("maxLength"))
+    if (schema.contains("minLength") || schema.contains("maxLength") || schema.contains("pattern"))
       return compile_string(schema, pointer);
     for (const char* key : kBoundKeywords)
       if (schema.contains(key))
@@ -383,7 +373,15 @@ Expected<GrammarNodeId> SchemaCompiler::compile_string(const Json& schema,
   BEAM_ASSIGN_OR_RETURN(node.max_length, read_count(schema, "maxLength", pointer));
   if (node.max_length >= 0 && node.min_length > node.max_length)
     return make_error(where(pointer) + ": minLength is larger than maxLength");
-  if (node.min_length == 0 && node.max_length < 0) return g_.any_string_node();
+  if (const auto it = schema.find("pattern"); it != schema.end()) {
+    const std::string at = pointer_child(pointer, "pattern");
+    if (!it->is_string()) return make_error(at + ": expected a regular expression string");
+    auto dfa = ByteDfa::from_pattern(it->get<std::string>());
+    if (!dfa.ok()) return make_error(at + ": " + dfa.error().message);
+    node.pattern = static_cast<int32_t>(g_.patterns_.size());
+    g_.patterns_.push_back(std::move(*dfa));
+  }
+  if (node.min_length == 0 && node.max_length < 0 && node.pattern < 0) return g_.any_string_node();
   return g_.add_node(std::move(node));
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "runtime/structured/byte_dfa.h"
 
 namespace beam {
 
@@ -46,6 +47,7 @@ struct GrammarNode {
   GrammarNodeId items = -1;                      // kArray: items after the prefix; -1: none
   int64_t min_items = 0, max_items = -1;         // kArray; -1: unbounded
   int64_t min_length = 0, max_length = -1;       // kString, in code points; -1: unbounded
+  int32_t pattern = -1;  // kString: its value matches JsonGrammar::pattern(pattern); -1: none
   // kInteger / kNumber bounds (minimum / maximum / exclusive*): integral values within
   // +-kMaxIntegerBound, the int64 limits when unbounded. Integers hold them inclusive; numbers
   // keep exclusive ones as flags (and write no exponent when bounded).
@@ -73,6 +75,7 @@ class JsonGrammar {
   GrammarNodeId root() const { return root_; }
   const GrammarNode& node(GrammarNodeId id) const { return nodes_[static_cast<size_t>(id)]; }
   const std::string& literal(LiteralId id) const { return literals_[static_cast<size_t>(id)]; }
+  const ByteDfa& pattern(int32_t id) const { return *patterns_[static_cast<size_t>(id)]; }
   size_t num_nodes() const { return nodes_.size(); }
 
   // The built-in nodes every grammar has (kAny's values dispatch to them by their first byte).
@@ -94,6 +97,7 @@ class JsonGrammar {
 
   std::vector<GrammarNode> nodes_;
   std::vector<std::string> literals_;
+  std::vector<std::shared_ptr<const ByteDfa>> patterns_;
   GrammarNodeId root_ = 0;
 };
 

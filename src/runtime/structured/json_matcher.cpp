@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <string_view>
 
 #include "core/check.h"
 
@@ -267,6 +268,29 @@ StringByte json_string_byte(uint8_t& phase, uint8_t c) {
   }
 }
 
+StringByte pattern_string_byte(const ByteDfa& dfa, uint8_t& phase, int32_t& dfa_state, uint8_t c) {
+  uint8_t p = phase;
+  const StringByte r = json_string_byte(p, c);
+  if (r == StringByte::kReject) return r;
+  if (r == StringByte::kClose) return dfa.accepting(dfa_state) ? r : StringByte::kReject;
+  int value = -1;  // the value's byte this one completes, if any
+  if (phase == 1) {
+    constexpr std::string_view kEscaped = "\"\\/bfnrt", kMeans = "\"\\/\b\f\n\r\t";
+    const size_t at = kEscaped.find(static_cast<char>(c));
+    if (at == std::string_view::npos) return StringByte::kReject;  // 'u'
+    value = static_cast<uint8_t>(kMeans[at]);
+  } else if (phase >= 6 || c != '\\') {
+    value = c;  // plain text, a UTF-8 lead or continuation byte
+  }
+  if (value >= 0) {
+    const int32_t next = dfa.next(dfa_state, static_cast<uint8_t>(value));
+    if (next == ByteDfa::kDead) return StringByte::kReject;
+    dfa_state = next;
+  }
+  phase = p;
+  return r;
+}
+
 JsonMatcher::JsonMatcher(std::shared_ptr<const JsonGrammar> grammar)
     : grammar_(std::move(grammar)) {
   BEAM_CHECK(grammar_ != nullptr);
@@ -475,7 +499,9 @@ void JsonMatcher::step(const MatchFrame* in, int n, uint8_t c, MatchState& out) 
         const GrammarNode& node = g.node(top.node);
         const bool counts = top.phase == 0 && c != '"';  // a character's first byte
         uint8_t phase = top.phase;
-        const StringByte r = json_string_byte(phase, c);
+        const StringByte r = node.pattern < 0
+                                 ? json_string_byte(phase, c)
+                                 : pattern_string_byte(g.pattern(node.pattern), phase, top.b, c);
         if (r == StringByte::kReject) return;
         if (r == StringByte::kClose) {
           if (top.a < node.min_length) return;

@@ -28,6 +28,10 @@ inline constexpr int kMaxJsonDepth = 64;
 inline constexpr int kJsonStringPhases = 13;
 enum class StringByte : uint8_t { kReject, kInside, kClose };
 StringByte json_string_byte(uint8_t& phase, uint8_t c);
+// json_string_byte for a string whose value must match `dfa` (GrammarNode::pattern): the value's
+// bytes (escapes decoded) move dfa_state, and the quote closes only a match. A \u escape is
+// refused there (the model writes the character itself); neither argument changes on kReject.
+StringByte pattern_string_byte(const ByteDfa& dfa, uint8_t& phase, int32_t& dfa_state, uint8_t c);
 
 enum class FrameKind : uint8_t { kRoot, kValue, kObject, kArray, kString, kNumber, kLiteral };
 
@@ -41,7 +45,8 @@ struct MatchFrame {
                       // kNumber: bytes; kLiteral: bytes matched
   int32_t b = 0;      // kObject: the current key's property (-1: an extra key); kNumber of a
                       // bounded node: the integer part read (uint32, saturated at 2^31), and ws
-                      // bit 0 a minus sign, bit 1 a nonzero fraction digit
+                      // bit 0 a minus sign, bit 1 a nonzero fraction digit; kString with a
+                      // pattern: the pattern automaton's state
   bool operator==(const MatchFrame&) const = default;
 };
 

@@ -115,6 +115,48 @@ void VocabIndex::add_string_tokens(const JsonMatcher& m, const MatchState& state
   }
 }
 
+// The top of the only stack is a string with a pattern: the trie walked with only the string
+// lexer and the pattern's automaton (what the matcher does there, without its state copies);
+// where a token's quote closes the string, the rest of its bytes go through the matcher.
+void VocabIndex::add_pattern_tokens(const JsonMatcher& m, const MatchState& state,
+                                    const GrammarNode& node, std::span<uint32_t> bits,
+                                    MaskScratch& scratch) const {
+  const ByteDfa& dfa = m.grammar().pattern(node.pattern);
+  const MatchFrame& top = state.stack(0).back();
+  auto visit = [&](auto& self, TokenTrie::NodeIndex at, size_t depth, uint8_t phase,
+                   int32_t dfa_state, int64_t code_points) -> void {
+    for (TokenTrie::NodeIndex child = at + 1; child < trie_.subtree_end(at);
+         child = trie_.subtree_end(child)) {
+      const uint8_t c = trie_.byte(child);
+      uint8_t p = phase;
+      int32_t d = dfa_state;
+      switch (pattern_string_byte(dfa, p, d, c)) {
+        case StringByte::kReject:
+          break;
+        case StringByte::kClose: {
+          if (code_points < node.min_length) break;
+          scratch.closable = state;
+          MatchFrame& f = scratch.closable.frames.back();
+          f.phase = phase;
+          f.b = dfa_state;
+          f.a = static_cast<int32_t>(code_points);
+          if (m.advance(scratch.closable, c, scratch.depth_states[depth + 1]))
+            walk(trie_, child, depth + 1, m, bits, scratch);
+          break;
+        }
+        case StringByte::kInside: {
+          const int64_t counted = code_points + (phase == 0 ? 1 : 0);
+          if (node.max_length >= 0 && counted > node.max_length) break;
+          for (int32_t id : trie_.tokens_at(child)) set_mask_bit(bits, id);
+          self(self, child, depth + 1, p, d, counted);
+          break;
+        }
+      }
+    }
+  };
+  visit(visit, TokenTrie::kRoot, 0, top.phase, top.b, top.a);
+}
+
 void VocabIndex::add_allowed(const JsonMatcher& matcher, const MatchState& state,
                              std::span<uint32_t> bits, MaskScratch& scratch) const {
   BEAM_CHECK_EQ(static_cast<int64_t>(bits.size()), allowed_mask_words(vocab_size_));
@@ -122,8 +164,11 @@ void VocabIndex::add_allowed(const JsonMatcher& matcher, const MatchState& state
   if (scratch.depth_states.size() < max_token_bytes_ + 1)
     scratch.depth_states.resize(max_token_bytes_ + 1);
   if (state.num_stacks() == 1 && state.stack(0).back().kind == FrameKind::kString) {
-    add_string_tokens(matcher, state, matcher.grammar().node(state.stack(0).back().node), bits,
-                      scratch);
+    const GrammarNode& node = matcher.grammar().node(state.stack(0).back().node);
+    if (node.pattern >= 0)
+      add_pattern_tokens(matcher, state, node, bits, scratch);
+    else
+      add_string_tokens(matcher, state, node, bits, scratch);
     return;
   }
   scratch.depth_states[0] = state;

@@ -1,7 +1,8 @@
 // VocabIndex: the model's text tokens arranged for token masks — a byte trie walked with a
 // JsonMatcher state, plus per string phase the tokens that stay inside a JSON string (one bitset
 // copy instead of a walk over the whole vocabulary) and the tokens that close it (a small trie of
-// what follows their quote). Built once per model; immutable and shared afterwards.
+// what follows their quote). A string with a pattern walks the trie with the string lexer and the
+// pattern's automaton instead. Built once per model; immutable and shared afterwards.
 #pragma once
 
 #include <array>
@@ -35,6 +36,7 @@ inline bool mask_bit(std::span<const uint32_t> bits, int32_t token) {
 struct MaskScratch {
   std::vector<MatchState> depth_states;
   std::vector<uint32_t> closing_bits;  // a bounded string's closing tokens before their filter
+  MatchState closable;                 // a pattern string's state where a token's quote closes it
 };
 
 class VocabIndex {
@@ -70,6 +72,8 @@ class VocabIndex {
             std::span<uint32_t> bits, MaskScratch& scratch) const;
   void add_string_tokens(const JsonMatcher& m, const MatchState& state, const GrammarNode& node,
                          std::span<uint32_t> bits, MaskScratch& scratch) const;
+  void add_pattern_tokens(const JsonMatcher& m, const MatchState& state, const GrammarNode& node,
+                          std::span<uint32_t> bits, MaskScratch& scratch) const;
 
   int64_t vocab_size_;
   size_t max_token_bytes_ = 0;

@@ -177,6 +177,43 @@ TEST(JsonMatcher, ArraysAndStringsKeepTheirBounds) {
   EXPECT_FALSE(matches(str, "\"abcd", false));
 }
 
+TEST(JsonMatcher, StringsMatchTheirPattern) {
+  const JsonMatcher code(grammar_of(R"({"type":"string","pattern":"^[a-z]+-\\d{2}$"})"));
+  EXPECT_TRUE(matches(code, R"("ab-12")", true));
+  EXPECT_FALSE(matches(code, R"("ab-1")", true));
+  EXPECT_TRUE(matches(code, R"("ab-1)", false));  // may still close after one more digit
+  EXPECT_FALSE(matches(code, R"("AB)", false));
+  EXPECT_FALSE(matches(code, R"("ab-123)", false));
+  // The value is matched, escapes decoded; a \u escape is refused in a patterned string.
+  const JsonMatcher escaped(grammar_of(R"({"type":"string","pattern":"^a\nb\"$"})"));
+  EXPECT_TRUE(matches(escaped, R"("a\nb\"")", true));
+  EXPECT_FALSE(matches(escaped, R"("a\u000ab\"")", false));
+  // Unanchored: the match may be anywhere in the value.
+  const JsonMatcher anywhere(grammar_of(R"({"type":"string","pattern":"x"})"));
+  EXPECT_TRUE(matches(anywhere, R"("axb")", true));
+  EXPECT_FALSE(matches(anywhere, R"("ab")", true));
+  EXPECT_TRUE(matches(anywhere, R"("ab)", false));
+  // With a length range both hold; object keys and other strings are not affected.
+  const JsonMatcher both(grammar_of(R"({"type":"object","properties":{
+      "k":{"type":["string","null"],"pattern":"^a*$","maxLength":3}}})"));
+  EXPECT_TRUE(matches(both, R"({"k":"aaa"})", true));
+  EXPECT_FALSE(matches(both, R"({"k":"aaaa)", false));
+  EXPECT_FALSE(matches(both, R"({"k":"ab)", false));
+  EXPECT_TRUE(matches(both, R"({"k":null})", true));
+  EXPECT_NE(testing::schema_error(R"j({"properties":{"p":{"type":"string","pattern":"(?=x)"}}})j")
+                .find("/properties/p/pattern: lookaround"),
+            std::string::npos);
+  EXPECT_NE(testing::schema_error(R"({"type":"string","pattern":7})").find("/pattern"),
+            std::string::npos);
+  EXPECT_NE(testing::schema_error(R"({"anyOf":[{"type":"string"}],"pattern":"a"})")
+                .find("beside \"pattern\""),
+            std::string::npos);
+  // Without "type", a pattern makes a string schema.
+  const JsonMatcher untyped(grammar_of(R"({"pattern":"^\\d$"})"));
+  EXPECT_TRUE(matches(untyped, R"("7")", true));
+  EXPECT_FALSE(matches(untyped, "7", false));
+}
+
 TEST(JsonMatcher, IntegersKeepTheirBounds) {
   const JsonMatcher range(grammar_of(R"({"type":"integer","minimum":-5,"maximum":120})"));
   for (const char* ok : {"-5", "0", "-0", "7", "120", "99"})

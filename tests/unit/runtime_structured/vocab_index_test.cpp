@@ -98,6 +98,15 @@ TEST(VocabIndex, MasksOfASchemaEqualTokenByTokenChecks) {
        R"({"name":"n","tags":["ag","\n"],"code":"\u00e9é\""})"});
 }
 
+TEST(VocabIndex, MasksOfPatternedStringsEqualTokenByTokenChecks) {
+  expect_masks_exact(
+      R"({"type":"object","properties":{"id":{"type":"string","pattern":"^[a-z]{2}-\\d+$"},
+          "note":{"type":"string","pattern":"é|\\n","minLength":2,"maxLength":6},
+          "q":{"type":"string","pattern":"^\"$"}},"required":["id"]})",
+      {R"({"id":"ab-12","note":"xé"})", R"({"id": "zz-0", "note": "a\nb", "q": "\""})",
+       R"({"id":"ag-120","note":"\nrede"})"});
+}
+
 TEST(ConstraintState, EndTokensOnlyOnceTheJsonIsComplete) {
   const auto vocab = synthetic_vocab({});
   auto constraint = std::make_shared<OutputConstraint>(OutputConstraint{

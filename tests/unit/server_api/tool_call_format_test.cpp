@@ -55,10 +55,11 @@ TEST(ToolCallFormat, ConstrainedWhereTheModelAllowsItElseSteered) {
   EXPECT_EQ(f->release_token, m.tokenizer->token_to_id("</tool_call>"));
   ASSERT_TRUE(f->release_token.has_value());
   EXPECT_FALSE(f->reasoning_prelude);
-  // A parameter keyword constrained decoding cannot enforce: the call stays steered only.
+  // A parameter schema constrained decoding cannot enforce (a lookahead): the call stays
+  // steered only.
   Json patterned = kTools;
   patterned[0]["function"]["parameters"]["properties"]["to"] =
-      Json{{"type", "string"}, {"pattern", "^u"}};
+      Json{{"type", "string"}, {"pattern", "^(?=u)"}};
   EXPECT_FALSE(tool_call_format(m, patterned).has_value());
   m.response_template = nullptr;
   EXPECT_FALSE(tool_call_format(m, kTools).has_value());

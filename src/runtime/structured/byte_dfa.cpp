@@ -1,0 +1,280 @@
+// ByteDfa::from_pattern: regex tree (regex_syntax.h) → Thompson NFA over bytes (code point sets
+// as their UTF-8 sequences, utf8_ranges.h) → DFA by subset construction over byte classes →
+// trimmed to the states that can still reach a match.
+#include "runtime/structured/byte_dfa.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "runtime/structured/regex_syntax.h"
+#include "runtime/structured/utf8_ranges.h"
+
+namespace beam {
+namespace {
+
+struct NfaState {
+  std::vector<int32_t> eps;
+  ByteRange on{};  // the one byte transition, when `to` >= 0
+  int32_t to = -1;
+};
+
+struct Fragment {
+  int32_t start = 0, end = 0;  // end has no transitions yet
+};
+
+class Nfa {
+ public:
+  std::vector<NfaState> states;
+  bool too_large = false;
+
+  int32_t add() {
+    if (states.size() >= static_cast<size_t>(kMaxPatternNfaStates)) {
+      too_large = true;
+      return 0;  // the caller stops on too_large; state 0 keeps indices valid meanwhile
+    }
+    states.emplace_back();
+    return static_cast<int32_t>(states.size() - 1);
+  }
+  void eps(int32_t from, int32_t to) {
+    if (!too_large) states[static_cast<size_t>(from)].eps.push_back(to);
+  }
+
+  Fragment build(const RegexNode& n) {
+    if (too_large) return {};
+    switch (n.kind) {
+      case RegexNode::Kind::kSet:
+        return set(n.set);
+      case RegexNode::Kind::kConcat: {
+        Fragment f = empty();
+        for (const RegexNode& c : n.children) {
+          const Fragment next = build(c);
+          eps(f.end, next.start);
+          f.end = next.end;
+        }
+        return f;
+      }
+      case RegexNode::Kind::kAlternate: {
+        const Fragment f{add(), add()};
+        for (const RegexNode& c : n.children) {
+          const Fragment alt = build(c);
+          eps(f.start, alt.start);
+          eps(alt.end, f.end);
+        }
+        return f;
+      }
+      case RegexNode::Kind::kRepeat:
+        return repeat(n.children[0], n.min, n.max);
+      case RegexNode::Kind::kEmpty:
+      case RegexNode::Kind::kStart:
+      case RegexNode::Kind::kEnd:
+        return empty();
+    }
+    return empty();
+  }
+
+ private:
+  Fragment empty() {
+    const int32_t s = add();
+    return {s, s};
+  }
+
+  Fragment set(const std::vector<CodePointRange>& ranges) {
+    const Fragment f{add(), add()};
+    for (const CodePointRange& r : ranges) {
+      for (const Utf8Sequence& seq : utf8_sequences(r.lo, r.hi)) {
+        int32_t at = add();
+        eps(f.start, at);
+        for (size_t i = 0; i < seq.size() && !too_large; ++i) {
+          const int32_t to = i + 1 == seq.size() ? f.end : add();
+          if (too_large) break;
+          states[static_cast<size_t>(at)].on = seq[i];
+          states[static_cast<size_t>(at)].to = to;
+          at = to;
+        }
+      }
+    }
+    return f;
+  }
+
+  // min copies, then either a loop (max -1) or max - min optional copies.
+  Fragment repeat(const RegexNode& child, int32_t min, int32_t max) {
+    Fragment f = empty();
+    for (int32_t i = 0; i < min && !too_large; ++i) {
+      const Fragment c = build(child);
+      eps(f.end, c.start);
+      f.end = c.end;
+    }
+    if (max < 0) {
+      const int32_t loop = add();
+      const Fragment c = build(child);
+      eps(f.end, loop);
+      eps(loop, c.start);
+      eps(c.end, loop);
+      f.end = add();
+      eps(loop, f.end);
+      return f;
+    }
+    const int32_t out = add();
+    for (int32_t i = min; i < max && !too_large; ++i) {
+      const Fragment c = build(child);
+      eps(f.end, out);  // stop here
+      eps(f.end, c.start);
+      f.end = c.end;
+    }
+    eps(f.end, out);
+    f.end = out;
+    return f;
+  }
+};
+
+// Each top-level alternative anchored as JSON Schema reads a pattern: an unanchored side may have
+// any text before / after the match.
+RegexNode anchored(RegexNode root) {
+  const RegexNode any_text{.kind = RegexNode::Kind::kRepeat,
+                           .children = {RegexNode{.kind = RegexNode::Kind::kSet,
+                                                  .set = {{0, 0xD7FF}, {0xE000, kMaxCodePoint}}}},
+                           .min = 0,
+                           .max = -1};
+  for (RegexNode& branch : root.children) {
+    std::vector<RegexNode>& items = branch.children;
+    const bool from_start = !items.empty() && items.front().kind == RegexNode::Kind::kStart;
+    const bool to_end = !items.empty() && items.back().kind == RegexNode::Kind::kEnd;
+    if (to_end) items.pop_back();
+    if (from_start)
+      items.erase(items.begin());
+    else
+      items.insert(items.begin(), any_text);
+    if (!to_end) items.push_back(any_text);
+  }
+  return root;
+}
+
+}  // namespace
+
+class DfaBuilder {
+ public:
+  static Expected<std::shared_ptr<const ByteDfa>> build(const Nfa& nfa, Fragment whole) {
+    DfaBuilder b(nfa, whole.end);
+    return b.run(whole.start);
+  }
+
+ private:
+  DfaBuilder(const Nfa& nfa, int32_t accept)
+      : nfa_(nfa), accept_(accept), mark_(nfa.states.size(), 0) {}
+
+  // The states reachable from `set` over epsilon moves, sorted.
+  std::vector<int32_t> closure(std::vector<int32_t> set) {
+    if (++stamp_ == 0) {  // wrapped: clear the marks once
+      std::fill(mark_.begin(), mark_.end(), 0);
+      stamp_ = 1;
+    }
+    std::vector<int32_t>& stack = stack_;
+    stack.assign(set.begin(), set.end());
+    for (int32_t s : set) mark_[static_cast<size_t>(s)] = stamp_;
+    while (!stack.empty()) {
+      const int32_t s = stack.back();
+      stack.pop_back();
+      for (int32_t t : nfa_.states[static_cast<size_t>(s)].eps) {
+        if (mark_[static_cast<size_t>(t)] == stamp_) continue;
+        mark_[static_cast<size_t>(t)] = stamp_;
+        set.push_back(t);
+        stack.push_back(t);
+      }
+    }
+    std::sort(set.begin(), set.end());
+    set.erase(std::unique(set.begin(), set.end()), set.end());
+    return set;
+  }
+
+  Expected<std::shared_ptr<const ByteDfa>> run(int32_t start) {
+    std::shared_ptr<ByteDfa> dfa(new ByteDfa());
+    // Byte classes: bytes no transition tells apart.
+    std::array<bool, 257> cut{};
+    for (const NfaState& s : nfa_.states) {
+      if (s.to < 0) continue;
+      cut[s.on.lo] = true;
+      cut[static_cast<size_t>(s.on.hi) + 1] = true;
+    }
+    std::vector<uint8_t> representative;
+    for (int b = 0; b < 256; ++b) {
+      if (b == 0 || cut[static_cast<size_t>(b)]) representative.push_back(static_cast<uint8_t>(b));
+      dfa->class_of_[static_cast<size_t>(b)] = static_cast<uint8_t>(representative.size() - 1);
+    }
+    const size_t classes = representative.size();
+    dfa->num_classes_ = classes;
+
+    std::map<std::vector<int32_t>, int32_t> ids;
+    std::vector<std::vector<int32_t>> sets;
+    auto intern = [&](std::vector<int32_t> set) -> int32_t {
+      auto [it, fresh] = ids.emplace(std::move(set), static_cast<int32_t>(sets.size()));
+      if (fresh) sets.push_back(it->first);
+      return it->second;
+    };
+    intern(closure({start}));
+    std::vector<int32_t> next;
+    for (size_t d = 0; d < sets.size(); ++d) {
+      if (sets.size() > static_cast<size_t>(kMaxPatternDfaStates))
+        return make_error("the regular expression is too complex (more than " +
+                          std::to_string(kMaxPatternDfaStates) + " automaton states)");
+      for (size_t c = 0; c < classes; ++c) {
+        const uint8_t byte = representative[c];
+        std::vector<int32_t> moved;
+        for (int32_t s : sets[d]) {
+          const NfaState& st = nfa_.states[static_cast<size_t>(s)];
+          if (st.to >= 0 && st.on.lo <= byte && byte <= st.on.hi) moved.push_back(st.to);
+        }
+        next.push_back(moved.empty() ? ByteDfa::kDead : intern(closure(std::move(moved))));
+      }
+    }
+    const size_t n = sets.size();
+    std::vector<uint8_t> accepting(n, 0);
+    for (size_t d = 0; d < n; ++d)
+      accepting[d] = std::binary_search(sets[d].begin(), sets[d].end(), accept_) ? 1 : 0;
+    // Keep the states from which a match is still reachable, renumbered in order.
+    std::vector<uint8_t> live = accepting;
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t d = 0; d < n; ++d) {
+        if (live[d]) continue;
+        for (size_t c = 0; c < classes && !live[d]; ++c) {
+          const int32_t t = next[d * classes + c];
+          if (t != ByteDfa::kDead && live[static_cast<size_t>(t)]) live[d] = changed = true;
+        }
+      }
+    }
+    if (!live[0]) return make_error("the regular expression matches no string");
+    std::vector<int32_t> renumber(n, ByteDfa::kDead);
+    int32_t kept = 0;
+    for (size_t d = 0; d < n; ++d)
+      if (live[d]) renumber[d] = kept++;
+    for (size_t d = 0; d < n; ++d) {
+      if (!live[d]) continue;
+      dfa->accepting_.push_back(accepting[d]);
+      for (size_t c = 0; c < classes; ++c) {
+        const int32_t t = next[d * classes + c];
+        dfa->next_.push_back(t == ByteDfa::kDead ? t : renumber[static_cast<size_t>(t)]);
+      }
+    }
+    return std::shared_ptr<const ByteDfa>(std::move(dfa));
+  }
+
+  const Nfa& nfa_;
+  int32_t accept_;
+  std::vector<uint32_t> mark_;  // closure(): == stamp_ when visited in the current call
+  uint32_t stamp_ = 0;
+  std::vector<int32_t> stack_;
+};
+
+Expected<std::shared_ptr<const ByteDfa>> ByteDfa::from_pattern(std::string_view pattern) {
+  BEAM_ASSIGN_OR_RETURN(RegexNode root, parse_regex(pattern));
+  Nfa nfa;
+  const Fragment whole = nfa.build(anchored(std::move(root)));
+  if (nfa.too_large)
+    return make_error("the regular expression is too complex (more than " +
+                      std::to_string(kMaxPatternNfaStates) +
+                      " automaton states before determinizing)");
+  return DfaBuilder::build(nfa, whole);
+}
+
+}  // namespace beam

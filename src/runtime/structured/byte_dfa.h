@@ -1,0 +1,49 @@
+// ByteDfa: a JSON Schema `pattern` as a deterministic automaton over the UTF-8 bytes of a string's
+// value, for constrained decoding (a string frame of json_matcher.h carries its state). Every state
+// it can reach can still reach an accepting one, so a byte it allows never leads into a dead end.
+// Immutable once built.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace beam {
+
+// Limits on one pattern's automata (a pattern past them is refused as too complex).
+inline constexpr int32_t kMaxPatternNfaStates = 200000;
+inline constexpr int32_t kMaxPatternDfaStates = 4096;
+
+class ByteDfa {
+ public:
+  static constexpr int32_t kDead = -1;
+
+  // JSON Schema semantics (ECMA-262 syntax, regex_syntax.h): the pattern may match anywhere in
+  // the string unless a top-level alternative is anchored by '^' and / or '$'. An error names the
+  // unsupported construct, or says the pattern matches no string or is too complex.
+  static Expected<std::shared_ptr<const ByteDfa>> from_pattern(std::string_view pattern);
+
+  int32_t start() const { return 0; }
+  // The state after `byte`, or kDead.
+  int32_t next(int32_t state, uint8_t byte) const {
+    return next_[static_cast<size_t>(state) * num_classes_ + class_of_[byte]];
+  }
+  // Whether the bytes so far are a match.
+  bool accepting(int32_t state) const { return accepting_[static_cast<size_t>(state)] != 0; }
+  size_t num_states() const { return accepting_.size(); }
+
+ private:
+  friend class DfaBuilder;
+  ByteDfa() = default;
+
+  std::array<uint8_t, 256> class_of_{};  // bytes that no transition tells apart share a class
+  size_t num_classes_ = 1;
+  std::vector<int32_t> next_;       // [num_states, num_classes]
+  std::vector<uint8_t> accepting_;  // [num_states]
+};
+
+}  // namespace beam

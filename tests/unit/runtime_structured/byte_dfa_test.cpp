@@ -1,0 +1,230 @@
+// ByteDfa::from_pattern: JSON Schema `pattern` semantics (unanchored unless '^' / '$'), the
+// ECMA-262 subset, UTF-8 sequences of code point ranges, and no dead ends.
+#include "runtime/structured/byte_dfa.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+#include "runtime/structured/regex_syntax.h"
+#include "runtime/structured/utf8_ranges.h"
+
+namespace beam {
+namespace {
+
+std::shared_ptr<const ByteDfa> dfa_of(std::string_view pattern) {
+  auto d = ByteDfa::from_pattern(pattern);
+  EXPECT_TRUE(d.ok()) << pattern << ": " << (d.ok() ? "" : d.error().message);
+  return d.ok() ? *d : nullptr;
+}
+
+bool full_match(const ByteDfa& d, std::string_view text) {
+  int32_t s = d.start();
+  for (char c : text) {
+    s = d.next(s, static_cast<uint8_t>(c));
+    if (s == ByteDfa::kDead) return false;
+  }
+  return d.accepting(s);
+}
+
+std::string pattern_error(std::string_view pattern) {
+  auto d = ByteDfa::from_pattern(pattern);
+  return d.ok() ? "" : d.error().message;
+}
+
+std::string utf8(char32_t cp) {
+  std::string s;
+  if (cp < 0x80) {
+    s += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    s += static_cast<char>(0xC0 | (cp >> 6));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    s += static_cast<char>(0xE0 | (cp >> 12));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    s += static_cast<char>(0xF0 | (cp >> 18));
+    s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return s;
+}
+
+bool in_sequences(const std::vector<Utf8Sequence>& seqs, const std::string& bytes) {
+  for (const Utf8Sequence& seq : seqs) {
+    if (seq.size() != bytes.size()) continue;
+    bool all = true;
+    for (size_t i = 0; i < seq.size() && all; ++i) {
+      const auto b = static_cast<uint8_t>(bytes[i]);
+      all = seq[i].lo <= b && b <= seq[i].hi;
+    }
+    if (all) return true;
+  }
+  return false;
+}
+
+// Every code point inside [lo, hi] is covered and none outside (checked around the edges and at
+// random), for ranges across every encoded length.
+TEST(Utf8Ranges, SequencesCoverExactlyTheRange) {
+  std::mt19937 rng(1);
+  const std::vector<std::pair<char32_t, char32_t>> ranges = {
+      {0, 0x7F},          {0x41, 0x5A},      {0x7F, 0x80},       {0x85, 0x100},
+      {0x80, 0x7FF},      {0x7FF, 0x800},    {0x3A9, 0x10A0},    {0xE000, 0xFFFF},
+      {0x800, 0xD7FF},    {0xFFFF, 0x10000}, {0x1F600, 0x1F64F}, {0x10000, 0x10FFFF},
+      {0x12345, 0x10ABCD}};
+  for (auto [lo, hi] : ranges) {
+    const auto seqs = utf8_sequences(lo, hi);
+    std::vector<char32_t> probes = {lo, hi};
+    if (lo > 0) probes.push_back(lo - 1);
+    if (hi < 0x10FFFF) probes.push_back(hi + 1);
+    for (int i = 0; i < 2000; ++i) probes.push_back(rng() % 0x110000);
+    for (char32_t cp : probes) {
+      if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+      EXPECT_EQ(in_sequences(seqs, utf8(cp)), cp >= lo && cp <= hi)
+          << std::hex << "U+" << static_cast<uint32_t>(cp) << " against "
+          << static_cast<uint32_t>(lo) << ".." << static_cast<uint32_t>(hi);
+    }
+  }
+}
+
+TEST(ByteDfa, UnanchoredPatternsMatchAnywhere) {
+  const auto d = dfa_of("ab+c");
+  ASSERT_NE(d, nullptr);
+  EXPECT_TRUE(full_match(*d, "abc"));
+  EXPECT_TRUE(full_match(*d, "xxabbbcyy"));
+  EXPECT_FALSE(full_match(*d, "ac"));
+  EXPECT_FALSE(full_match(*d, ""));
+  const auto start = dfa_of("^ab");
+  EXPECT_TRUE(full_match(*start, "abzz"));
+  EXPECT_FALSE(full_match(*start, "zab"));
+  const auto end = dfa_of("ab$");
+  EXPECT_TRUE(full_match(*end, "zzab"));
+  EXPECT_FALSE(full_match(*end, "abz"));
+  const auto both = dfa_of("^[0-9]{3}-[0-9]{4}$");
+  EXPECT_TRUE(full_match(*both, "555-1234"));
+  EXPECT_FALSE(full_match(*both, "555-12345"));
+  EXPECT_FALSE(full_match(*both, " 555-1234"));
+  // Anchors per top-level alternative.
+  const auto alt = dfa_of("^a$|b");
+  EXPECT_TRUE(full_match(*alt, "a"));
+  EXPECT_FALSE(full_match(*alt, "aa"));
+  EXPECT_TRUE(full_match(*alt, "xbx"));
+}
+
+TEST(ByteDfa, EcmaSyntaxSubset) {
+  struct Case {
+    const char* pattern;
+    std::vector<std::string> yes, no;
+  };
+  const std::vector<Case> cases = {
+      {"^\\d+$", {"0", "123"}, {"", "1a", "\xd9\xa3"}},  // \d is ASCII only
+      {"^\\w\\W\\s\\S$", {"a- x", "_\xc3\xa9\t\xe2\x82\xac"}, {"aa x", "a-xx"}},
+      {"^[^a-c]$", {"d", "\xc3\xa9", "\xf0\x9f\x98\x80"}, {"a", "b", ""}},
+      {"^.$", {"a", "\xe2\x82\xac"}, {"\n", "\r", "ab"}},
+      {"^[\\s\\S]$", {"\n", "x"}, {""}},
+      {"^(?:ab|cd){2,3}$", {"abcd", "cdcdab"}, {"ab", "abcdabcd"}},
+      {"^(?<year>\\d{4})-(\\d\\d)$", {"2026-12"}, {"26-12"}},
+      {"^a{2}b{1,}c{0,1}?$", {"aab", "aabbbc"}, {"ab", "aabcc"}},
+      {"^\\x41\\u00e9\\u{1F600}\\uD83D\\uDE00$",
+       {"A\xc3\xa9\xf0\x9f\x98\x80\xf0\x9f\x98\x80"},
+       {"A"}},
+      {"^[\\]\\-a]+$", {"]-a", "a"}, {"b"}},
+      {"^[-a]$", {"-", "a"}, {"b"}},
+      {"^\\.\\*\\+\\?\\(\\)\\[\\{\\}\\|\\^\\$\\/\\\\$", {".*+?()[{}|^$/\\"}, {"a"}},
+      {"^a{,2}$", {"a{,2}"}, {"aa"}},  // not a quantifier: literal text
+      {"^x{2}?$", {"xx"}, {"x", "xxx"}},
+      {"^[\\b]$", {"\b"}, {"b"}},
+      {"^\\t\\n\\r\\f\\v\\0$", {std::string("\t\n\r\f\v\0", 6)}, {"tnrfv0"}},
+      {"^\\cJ$", {"\n"}, {"J"}},
+      {"^caf\xc3\xa9$", {"caf\xc3\xa9"}, {"cafe"}},
+      {"^[\xc3\xa0-\xc3\xbf]$", {"\xc3\xa9"}, {"e", "\xc4\x80"}},
+      {"^()$", {""}, {"a"}},
+      {"^a|b|$", {"a", "xb", "", "anything"}, {}},
+      {"^[]$", {}, {}},  // an empty class: refused below (matches nothing)
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.pattern);
+    if (std::string_view(c.pattern) == "^[]$") {
+      EXPECT_NE(pattern_error(c.pattern).find("matches no string"), std::string::npos);
+      continue;
+    }
+    const auto d = dfa_of(c.pattern);
+    ASSERT_NE(d, nullptr);
+    for (const std::string& s : c.yes) EXPECT_TRUE(full_match(*d, s)) << "'" << s << "'";
+    for (const std::string& s : c.no) EXPECT_FALSE(full_match(*d, s)) << "'" << s << "'";
+  }
+}
+
+TEST(ByteDfa, RefusesWhatADfaCannotDecideNamingIt) {
+  const std::vector<std::pair<const char*, const char*>> cases = {
+      {"(a)\\1", "backreferences"},
+      {"\\k<x>", "backreferences"},
+      {"a(?=b)", "lookaround"},
+      {"a(?!b)", "lookaround"},
+      {"(?<=a)b", "lookaround"},
+      {"\\bword", "word boundaries"},
+      {"\\p{L}", "Unicode property"},
+      {"a^b", "'^' is only supported"},
+      {"(^a)", "'^' is only supported"},
+      {"a$b", "'$' is only supported"},
+      {"*a", "nothing to repeat"},
+      {"a**", "nothing to repeat"},
+      {"a{2}{3}", "nothing to repeat"},
+      {"a{3,2}", "out of order"},
+      {"a{1001}", "above 1000"},
+      {"[z-a]", "out of order"},
+      {"(ab", "unterminated group"},
+      {"ab)", "unmatched ')'"},
+      {"[ab", "unterminated character class"},
+      {"a\\", "ends in a backslash"},
+      {"\\q", "unknown escape"},
+      {"\\uD800", "surrogate"},
+      {"\\u{110000}", "beyond U+10FFFF"},
+      {"\\012", "octal"},
+      {"(?i)a", "unknown group syntax"},
+      {"[a-\\d]", "cannot end a range"},
+  };
+  for (const auto& [pattern, want] : cases) {
+    const std::string got = pattern_error(pattern);
+    EXPECT_NE(got.find(want), std::string::npos) << pattern << " -> '" << got << "'";
+    EXPECT_NE(got.find("of the regular expression"), std::string::npos) << got;
+  }
+  EXPECT_NE(pattern_error("^(a{1000}){1000}$").find("too complex"), std::string::npos);
+  EXPECT_NE(pattern_error("^[^\\s\\S]$").find("matches no string"), std::string::npos);
+}
+
+// From every reachable state some continuation matches: walking random allowed bytes never
+// reaches a state without a way out.
+TEST(ByteDfa, EveryReachableStateCanStillMatch) {
+  std::mt19937 rng(7);
+  for (const char* pattern : {"^(a|ab)(c|bcd)(d*)$", "^[a-z]{2,4}@[a-z]+\\.(com|org)$",
+                              "x[0-9]{3}y", "^(\\d+|\\w+-)+!$"}) {
+    const auto d = dfa_of(pattern);
+    ASSERT_NE(d, nullptr);
+    // Breadth-first distances to acceptance must be finite for every state.
+    const size_t n = d->num_states();
+    std::vector<int> dist(n, -1);
+    for (size_t s = 0; s < n; ++s)
+      if (d->accepting(static_cast<int32_t>(s))) dist[s] = 0;
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t s = 0; s < n; ++s) {
+        if (dist[s] >= 0) continue;
+        for (int b = 0; b < 256 && dist[s] < 0; ++b) {
+          const int32_t t = d->next(static_cast<int32_t>(s), static_cast<uint8_t>(b));
+          if (t != ByteDfa::kDead && dist[static_cast<size_t>(t)] >= 0) {
+            dist[s] = dist[static_cast<size_t>(t)] + 1;
+            changed = true;
+          }
+        }
+      }
+    }
+    for (size_t s = 0; s < n; ++s) EXPECT_GE(dist[s], 0) << pattern << " state " << s;
+  }
+}
+
+}  // namespace
+}  // namespace beam
