@@ -32,8 +32,6 @@
 // before the graph launch; the decode grid and warp layout depend only on the geometry, the SM
 // count and the graph batch, the kernel reads the real counts from device memory and zeroes the
 // rows no sequence covers. Results equal the eager path's bit for bit.
-#include "kernels/cuda/attention.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -42,12 +40,15 @@
 #include <vector>
 
 #include "core/logging.h"
+#include "kernels/api/device_out_of_memory.h"
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_decode.cuh"
 #include "kernels/cuda/attention_kernels.cuh"
 #include "kernels/cuda/attention_prefill.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/decode_clusters.h"
 #include "kernels/cuda/decode_item_sizes.h"
+#include "kernels/cuda/device_alloc.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/tensor_map.h"
 
@@ -405,8 +406,9 @@ float* reserve_partials(CudaContext& ctx, size_t floats) {
   if (sc.floats < floats) {
     if (sc.partials) CUDA_OK(cudaFreeAsync(sc.partials, ctx.stream));
     sc.partials = nullptr;
-    CUDA_OK(cudaMallocAsync(reinterpret_cast<void**>(&sc.partials), floats * sizeof(float),
-                            ctx.stream));
+    sc.floats = 0;
+    sc.partials = static_cast<float*>(device_malloc_async(
+        floats * sizeof(float), ctx.stream, "paged_attention (CUDA): split-KV partials"));
     sc.floats = floats;
   }
   return sc.partials;
@@ -419,8 +421,9 @@ uint32_t* reserve_counters(CudaContext& ctx, size_t count) {
   if (sc.num_counters < count) {
     if (sc.counters) CUDA_OK(cudaFreeAsync(sc.counters, ctx.stream));
     sc.counters = nullptr;
-    CUDA_OK(cudaMallocAsync(reinterpret_cast<void**>(&sc.counters), count * sizeof(uint32_t),
-                            ctx.stream));
+    sc.num_counters = 0;
+    sc.counters = static_cast<uint32_t*>(device_malloc_async(
+        count * sizeof(uint32_t), ctx.stream, "paged_attention (CUDA): decode tickets"));
     CUDA_OK(cudaMemsetAsync(sc.counters, 0, count * sizeof(uint32_t), ctx.stream));
     sc.num_counters = count;
   }
@@ -837,23 +840,37 @@ void reserve_fixed(CudaContext& ctx, FixedAttentionPlan& f, const Plan& plan, si
   // contexts growing by a token per step rarely move the plan (each move recaptures the graphs).
   const int64_t meta_cap =
       grow(static_cast<int64_t>(meta_bytes), static_cast<int64_t>(f.meta.capacity()), 512 << 10);
-  f.records_cap = grow(plan.records, f.records_cap, 65536);
-  f.groups_cap = grow(plan.decode_groups, f.groups_cap, 1024);
-  f.partials_head_dim = g.head_dim;
-  f.counters_kv_heads = g.num_kv_heads;
+  const int64_t records_cap = grow(plan.records, f.records_cap, 65536);
+  const int64_t groups_cap = grow(plan.decode_groups, f.groups_cap, 1024);
 
   CUDA_OK(cudaStreamSynchronize(ctx.stream));  // queued work may still read the old memory
-  f.meta = PinnedRegion(static_cast<size_t>(meta_cap));
+  // Everything old goes first (the new sizes may need its room); the plan is left empty, so the
+  // next call grows it again, when an allocation throws DeviceOutOfMemory.
+  ++ctx.attention.fixed_generation;
+  f.meta = PinnedRegion();
   if (f.partials) CUDA_OK(cudaFree(f.partials));
   if (f.counters) CUDA_OK(cudaFree(f.counters));
   f.partials = nullptr;
   f.counters = nullptr;
-  const size_t floats = static_cast<size_t>(f.records_cap * (g.head_dim + 2));
-  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&f.partials), floats * sizeof(float)));
-  const auto counter_bytes = static_cast<size_t>(f.groups_cap * g.num_kv_heads) * sizeof(uint32_t);
-  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&f.counters), counter_bytes));
-  CUDA_OK(cudaMemsetAsync(f.counters, 0, counter_bytes, ctx.stream));
-  ++ctx.attention.fixed_generation;
+  constexpr const char* kWhat = "paged_attention (CUDA): a graph step's fixed plan";
+  f.meta = PinnedRegion(static_cast<size_t>(meta_cap), kWhat);
+  const size_t floats = static_cast<size_t>(records_cap * (g.head_dim + 2));
+  auto* partials = static_cast<float*>(device_malloc(floats * sizeof(float), kWhat));
+  const auto counter_bytes = static_cast<size_t>(groups_cap * g.num_kv_heads) * sizeof(uint32_t);
+  uint32_t* counters = nullptr;
+  try {
+    counters = static_cast<uint32_t*>(device_malloc(counter_bytes, kWhat));
+  } catch (const DeviceOutOfMemory&) {
+    cudaFree(partials);
+    throw;
+  }
+  CUDA_OK(cudaMemsetAsync(counters, 0, counter_bytes, ctx.stream));
+  f.partials = partials;
+  f.counters = counters;
+  f.records_cap = records_cap;
+  f.groups_cap = groups_cap;
+  f.partials_head_dim = g.head_dim;
+  f.counters_kv_heads = g.num_kv_heads;
 }
 
 void check_not_capturing(CudaContext& ctx, const char* what) {

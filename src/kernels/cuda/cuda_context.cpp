@@ -5,7 +5,9 @@
 #include <string>
 
 #include "kernels/api/device_memory.h"
+#include "kernels/api/device_out_of_memory.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/device_alloc.h"
 
 namespace beam {
 namespace {
@@ -17,10 +19,17 @@ size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 }  // namespace
 
-PinnedRegion::PinnedRegion(size_t capacity) : capacity_(capacity) {
+PinnedRegion::PinnedRegion(size_t capacity, const char* what) {
   if (capacity == 0) return;
-  CUDA_OK(cudaMallocHost(&host_, capacity));
-  CUDA_OK(cudaMalloc(&device_, capacity));
+  auto* host = static_cast<char*>(pinned_malloc(capacity, what));
+  try {
+    device_ = static_cast<char*>(device_malloc(capacity, what));
+  } catch (const DeviceOutOfMemory&) {
+    cudaFreeHost(host);
+    throw;
+  }
+  host_ = host;
+  capacity_ = capacity;
 }
 
 PinnedRegion::PinnedRegion(PinnedRegion&& other) noexcept
@@ -60,7 +69,7 @@ void PinnedRegion::upload(size_t offset, size_t nbytes, cudaStream_t stream) con
 void StagingArena::grow(size_t min_bytes) {
   size_t capacity = blocks_.empty() ? size_t{1} << 20 : blocks_.back().capacity() * 2;
   while (capacity < min_bytes) capacity *= 2;
-  blocks_.emplace_back(capacity);
+  blocks_.emplace_back(capacity, "per-step staging");
   used_ = 0;
 }
 
@@ -97,7 +106,7 @@ char* OpScratch::reserve(size_t need, cudaStream_t stream, const char* op, size_
     if (base) CUDA_OK(cudaFreeAsync(base, stream));
     base = nullptr;
     bytes = 0;
-    CUDA_OK(cudaMallocAsync(&base, need, stream));
+    base = device_malloc_async(need, stream, op);  // throws DeviceOutOfMemory, leaving it empty
     bytes = need;
     if (zeroed_head > 0) CUDA_OK(cudaMemsetAsync(base, 0, zeroed_head, stream));
   }

@@ -30,7 +30,8 @@ namespace beam {
 class PinnedRegion {
  public:
   PinnedRegion() = default;
-  explicit PinnedRegion(size_t capacity);  // aborts when out of memory
+  // Throws DeviceOutOfMemory (naming `what`) when either side does not fit, holding nothing.
+  PinnedRegion(size_t capacity, const char* what);
   PinnedRegion(PinnedRegion&& other) noexcept;
   PinnedRegion& operator=(PinnedRegion&& other) noexcept;
   PinnedRegion(const PinnedRegion&) = delete;

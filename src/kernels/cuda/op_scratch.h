@@ -21,7 +21,8 @@ struct OpScratch {
   // At least `bytes` of scratch; growing is stream-ordered on `stream` and refused (checked, the
   // message names `op`) during graph capture. The first `zeroed_head` bytes (<= bytes) are zeroed
   // on the stream whenever the buffer is allocated: counters that the op's kernels keep at zero
-  // between launches. Defined in kernels/cuda/cuda_context.cpp.
+  // between launches. Out of memory throws DeviceOutOfMemory (kernels/api/device_out_of_memory.h)
+  // and leaves the scratch empty. Defined in kernels/cuda/cuda_context.cpp.
   char* reserve(size_t bytes, CUstream_st* stream, const char* op, size_t zeroed_head = 0);
 };
 

@@ -13,6 +13,7 @@
 #include "kernels/api/activation.h"
 #include "kernels/api/attention.h"
 #include "kernels/api/device_memory.h"
+#include "kernels/api/device_out_of_memory.h"
 #include "kernels/api/fixed_attention.h"
 #include "kernels/api/gemm.h"
 #include "kernels/api/moe.h"
@@ -96,6 +97,16 @@ Status BeamModel::validate(const ForwardBatch& batch, const KvLayers& kv) const 
 }
 
 Status BeamModel::forward(const ForwardBatch& batch, const KvLayers& kv, ForwardOutput& out) {
+  try {
+    return run_step(batch, kv, out);
+  } catch (const DeviceOutOfMemory& e) {
+    // The ops queued before the failing one still run; the next step synchronizes before it
+    // writes metadata, and the op that threw left its scratch empty, to grow again.
+    return make_error(e.what());
+  }
+}
+
+Status BeamModel::run_step(const ForwardBatch& batch, const KvLayers& kv, ForwardOutput& out) {
   const auto entered = std::chrono::steady_clock::now();
   auto host_ms = [&entered] {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - entered).count();

@@ -28,7 +28,8 @@ class BeamModel {
   // new tokens' K/V into kv and fills out with the soft-capped logits of the requested rows.
   // kv.layers must hold one PagedKv per layer.
   // On CUDA with ctx.cuda_graphs, decode-only batches replay CUDA graphs (decode_graphs.h);
-  // the logits equal the eager path's.
+  // the logits equal the eager path's. An op's scratch that does not fit the device's free
+  // memory (kernels/api/device_out_of_memory.h) is an error, not an abort; the next call retries.
   Status forward(const ForwardBatch& batch, const KvLayers& kv, ForwardOutput& out);
 
   const DecodeGraphs& decode_graphs() const { return graphs_; }
@@ -39,6 +40,8 @@ class BeamModel {
   enum class AttentionPath { kEager, kFixed };
 
   Status validate(const ForwardBatch& batch, const KvLayers& kv) const;
+  // forward() without its boundary: throws DeviceOutOfMemory.
+  Status run_step(const ForwardBatch& batch, const KvLayers& kv, ForwardOutput& out);
   // Queues every op of a step over ws (metadata uploaded): embedding, layers, logits of
   // ws.logit_rows into ws.logits. No host synchronization.
   void enqueue_step(Workspace& ws, const KvLayers& kv, AttentionPath path, bool capture_routing);

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "core/check.h"
+#include "kernels/api/device_out_of_memory.h"
 
 namespace beam {
 namespace {
@@ -127,7 +128,11 @@ Status DeviceBatchSampler::sample(const TensorView& logits, std::span<const Devi
   }
   const TensorView scratch = scratch_.view(DType::kF32, {num_rows, vocab_size_});
   const TensorView results = results_.view(DType::kI32, {num_rows, kSampledRowWords});
-  sample_tokens(ctx_, logits, params_, edits_, allowed_, scratch, results);
+  try {
+    sample_tokens(ctx_, logits, params_, edits_, allowed_, scratch, results);
+  } catch (const DeviceOutOfMemory& e) {  // the rows' staging did not fit
+    return make_error(e.what());
+  }
   host_results_.resize(static_cast<size_t>(num_rows));
   copy_tensor(ctx_, TensorView{host_results_.data(), DType::kI32, results.shape, Device::kCpu},
               results);  // waits for the kernel

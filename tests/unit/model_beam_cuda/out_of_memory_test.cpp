@@ -1,0 +1,161 @@
+// The GPU running short of memory: a step whose workspace or kernel scratch does not fit is an
+// error of that step (BeamModel::forward, kernels/api/device_out_of_memory.h), never an abort,
+// and the next step with memory back computes the same logits; an engine's start-up warm-up of a
+// step budget that does not fit says so.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../runtime_engine/engine_test_util.h"
+#include "cuda_model_fixture.h"
+#include "runtime/engine_device.h"
+
+namespace beam::testing {
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+// Holds device memory so that about `leave` bytes stay free (nothing when less is free already);
+// steps down 2 MiB at a time when an allocation that large does not fit.
+DeviceBuffer hold_all_but(const KernelContext& ctx, int64_t leave) {
+  for (int64_t take = device_memory_info(ctx).free_bytes - leave; take > 0; take -= 2 * kMiB) {
+    Expected<DeviceBuffer> b = allocate_buffer(ctx, static_cast<size_t>(take));
+    if (b.ok()) return std::move(*b);
+  }
+  return DeviceBuffer();
+}
+
+// One 8,192-token prefill of beam-nano over four sequences: large enough that its workspace and
+// its kernels' scratch (the MoE permutation and activations, the router's fp32 x) are tens of MiB.
+struct BigStep {
+  std::vector<std::vector<int32_t>> tokens;
+  std::optional<LocalKvCache> kv;
+
+  BigStep(const KernelContext& ctx, const BeamConfig& config) {
+    std::mt19937_64 rng(5);
+    for (int s = 0; s < 4; ++s) {
+      std::vector<int32_t> t(2048);
+      for (int32_t& id : t) id = static_cast<int32_t>(rng() % config.vocab_size);
+      tokens.push_back(std::move(t));
+    }
+    auto created = LocalKvCache::create(ctx, config, 4, 2048);
+    EXPECT_TRUE(created.ok()) << created.error().message;
+    if (created.ok()) kv.emplace(std::move(*created));
+  }
+  Status run(BeamModel& model, ForwardOutput& out) {
+    ForwardBatch batch;
+    for (size_t s = 0; s < tokens.size(); ++s)
+      batch.seqs.push_back(SeqChunk{tokens[s], 0, 0, kv->block_table(static_cast<int64_t>(s)),
+                                    kv->block_table(static_cast<int64_t>(s)), false});
+    return model.forward(batch, kv->layers(), out);
+  }
+};
+
+// With free memory swept from none to more than the step needs, every forward either succeeds or
+// returns an error naming what did not fit; some of them fail in a kernel's scratch after the
+// workspace fit (the path that aborted before). The first forward with memory back gives the
+// logits of a step that never ran short, bit for bit.
+TEST_F(CudaModelTest, ForwardShortOfMemoryFailsThatStepAndTheNextOneRecovers) {
+  auto host = load_model("beam-nano");
+  ASSERT_NE(host, nullptr);
+  // The reference on a context of its own (its own op scratch); it also loads every kernel the
+  // step runs, which lazy module loading would otherwise do under the squeeze below.
+  auto ref_cuda = create_cuda_context(0);
+  ASSERT_TRUE(ref_cuda.ok()) << ref_cuda.error().message;
+  const KernelContext ref_ctx{Device::kCuda, &pool_, ref_cuda->get()};
+  auto ref_weights = upload_weights(ref_ctx, host);
+  ASSERT_TRUE(ref_weights.ok()) << ref_weights.error().message;
+  std::vector<float> want;
+  int64_t step_bytes = 0;
+  {
+    BeamModel ref(ref_weights->weights, ref_ctx);
+    BigStep step(ref_ctx, ref.config());
+    ASSERT_TRUE(step.kv.has_value());
+    const int64_t before = device_memory_info(ref_ctx).free_bytes;
+    ForwardOutput out;
+    const Status st = step.run(ref, out);
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    step_bytes = before - device_memory_info(ref_ctx).free_bytes;
+    want = out.logits;
+  }
+  ASSERT_GT(step_bytes, 16 * kMiB) << "the step is too small to squeeze";
+
+  auto model = gpu_model("beam-nano");
+  ASSERT_NE(model, nullptr);
+  BigStep step(gpu_, model->config());
+  ASSERT_TRUE(step.kv.has_value());
+  int failed = 0, failed_in_scratch = 0, succeeded = 0;
+  const int64_t stride = std::max<int64_t>(2 * kMiB, step_bytes / 24);
+  for (int64_t leave = 0; leave <= step_bytes + 8 * stride; leave += stride) {
+    DeviceBuffer held = hold_all_but(gpu_, leave);
+    ForwardOutput out;
+    const Status st = step.run(*model, out);
+    held = DeviceBuffer();
+    if (st.ok()) {
+      ++succeeded;
+      EXPECT_TRUE(out.logits == want) << "a step with " << leave / kMiB << " MiB left";
+      continue;
+    }
+    ++failed;
+    const std::string& why = st.error().message;
+    EXPECT_NE(why.find("memory"), std::string::npos) << why;
+    if (why.find("scratch") != std::string::npos) ++failed_in_scratch;
+    std::printf("%4lld MiB left: %s\n", static_cast<long long>(leave / kMiB), why.c_str());
+  }
+  std::printf("step %lld MiB: %d failed (%d in a kernel's scratch), %d succeeded\n",
+              static_cast<long long>(step_bytes / kMiB), failed, failed_in_scratch, succeeded);
+  EXPECT_GT(failed, 0);
+  EXPECT_GT(failed_in_scratch, 0) << "no squeeze hit a kernel's scratch after the workspace fit";
+  EXPECT_GT(succeeded, 0);
+  ForwardOutput out;
+  const Status st = step.run(*model, out);
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  EXPECT_TRUE(out.logits == want) << "the step after the squeeze";
+}
+
+// The engine's start-up warm-up (warm_up_largest_step) under the same sweep: a step budget that
+// does not fit is an error naming the step and the flag that lowers it, whichever allocation
+// failed; with memory back the warm-up succeeds.
+TEST_F(CudaModelTest, StepBudgetThatDoesNotFitIsAnErrorNamingTheFlag) {
+  auto weights = engine_test_model("beam-nano");
+  ASSERT_NE(weights, nullptr);
+  auto device = open_engine_device(Device::kCuda, weights);
+  ASSERT_TRUE(device.ok()) << device.error().message;
+  constexpr int64_t kTokens = 8192, kSeqs = 16, kBlock = 16;
+  int64_t step_bytes = 0;
+  {  // measured on a context of its own: the sweep's must grow its scratch under the squeeze
+    auto probe = open_engine_device(Device::kCuda, weights);
+    ASSERT_TRUE(probe.ok()) << probe.error().message;
+    auto measured = warm_up_largest_step(*probe, kTokens, kSeqs, kBlock);
+    ASSERT_TRUE(measured.ok()) << measured.error().message;
+    step_bytes = measured->step_bytes;
+  }
+  int failed = 0, failed_in_scratch = 0;
+  const int64_t stride = std::max<int64_t>(2 * kMiB, step_bytes / 16);
+  bool fit = false;
+  for (int64_t leave = 0; !fit && leave <= 2 * step_bytes + 64 * kMiB; leave += stride) {
+    DeviceBuffer held = hold_all_but(gpu_, leave);
+    auto step = warm_up_largest_step(*device, kTokens, kSeqs, kBlock);
+    held = DeviceBuffer();
+    fit = step.ok();
+    if (fit) break;
+    ++failed;
+    const std::string& why = step.error().message;
+    if (why.find("scratch") != std::string::npos) ++failed_in_scratch;
+    EXPECT_NE(why.find("a step of 8192 tokens does not fit the device"), std::string::npos) << why;
+    EXPECT_NE(why.find("lower --max-tokens-per-step"), std::string::npos) << why;
+  }
+  std::printf("warm-up step %lld MiB: %d failed (%d in a kernel's scratch) before it fit\n",
+              static_cast<long long>(step_bytes / kMiB), failed, failed_in_scratch);
+  EXPECT_TRUE(fit);
+  EXPECT_GT(failed, 0);
+  EXPECT_GT(failed_in_scratch, 0);
+}
+
+}  // namespace
+}  // namespace beam::testing
