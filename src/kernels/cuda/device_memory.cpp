@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "kernels/api/device_out_of_memory.h"
 #include "kernels/cuda/check.h"
 
 namespace beam::cuda {
@@ -47,7 +48,12 @@ void synchronize(CudaContext& ctx) { CUDA_OK(cudaStreamSynchronize(ctx.stream));
 
 Expected<MetadataBuffer> allocate_metadata(CudaContext& ctx, size_t nbytes) {
   CUDA_OK(cudaSetDevice(ctx.device));
-  auto region = std::make_shared<PinnedRegion>(nbytes);
+  std::shared_ptr<PinnedRegion> region;
+  try {
+    region = std::make_shared<PinnedRegion>(nbytes, "step metadata");
+  } catch (const DeviceOutOfMemory& e) {
+    return make_error(e.what());
+  }
   void* host = region->host();
   void* device = region->device();
   return MetadataBuffer(std::move(region), host, device, nbytes, Device::kCuda);
