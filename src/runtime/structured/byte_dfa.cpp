@@ -231,7 +231,16 @@ class DfaBuilder {
     std::vector<uint8_t> accepting(n, 0);
     for (size_t d = 0; d < n; ++d)
       accepting[d] = std::binary_search(sets[d].begin(), sets[d].end(), accept_) ? 1 : 0;
-    // Keep the states from which a match is still reachable, renumbered in order.
+    return trimmed(std::move(dfa), next, accepting);
+  }
+
+ public:
+  // dfa (its byte classes set) with the table `next` [states, classes] and `accepting`, keeping
+  // the states from which a match is still reachable (renumbered in order; state 0 the start).
+  static Expected<std::shared_ptr<const ByteDfa>> trimmed(std::shared_ptr<ByteDfa> dfa,
+                                                          const std::vector<int32_t>& next,
+                                                          const std::vector<uint8_t>& accepting) {
+    const size_t n = accepting.size(), classes = dfa->num_classes_;
     std::vector<uint8_t> live = accepting;
     for (bool changed = true; changed;) {
       changed = false;
@@ -259,12 +268,51 @@ class DfaBuilder {
     return std::shared_ptr<const ByteDfa>(std::move(dfa));
   }
 
+ private:
   const Nfa& nfa_;
   int32_t accept_;
   std::vector<uint32_t> mark_;  // closure(): == stamp_ when visited in the current call
   uint32_t stamp_ = 0;
   std::vector<int32_t> stack_;
 };
+
+Expected<std::shared_ptr<const ByteDfa>> ByteDfa::intersect(const ByteDfa& a, const ByteDfa& b) {
+  std::shared_ptr<ByteDfa> dfa(new ByteDfa());
+  // A class per pair of classes some byte has.
+  std::map<std::pair<uint8_t, uint8_t>, uint8_t> pair_class;
+  std::vector<uint8_t> representative;
+  for (int byte = 0; byte < 256; ++byte) {
+    const std::pair<uint8_t, uint8_t> key{a.class_of_[static_cast<size_t>(byte)],
+                                          b.class_of_[static_cast<size_t>(byte)]};
+    auto [it, fresh] = pair_class.emplace(key, static_cast<uint8_t>(representative.size()));
+    if (fresh) representative.push_back(static_cast<uint8_t>(byte));
+    dfa->class_of_[static_cast<size_t>(byte)] = it->second;
+  }
+  const size_t classes = representative.size();
+  dfa->num_classes_ = classes;
+  std::map<std::pair<int32_t, int32_t>, int32_t> ids;
+  std::vector<std::pair<int32_t, int32_t>> states;
+  auto intern = [&](std::pair<int32_t, int32_t> st) {
+    auto [it, fresh] = ids.emplace(st, static_cast<int32_t>(states.size()));
+    if (fresh) states.push_back(st);
+    return it->second;
+  };
+  intern({a.start(), b.start()});
+  std::vector<int32_t> next;
+  std::vector<uint8_t> accepting;
+  for (size_t d = 0; d < states.size(); ++d) {
+    if (states.size() > static_cast<size_t>(kMaxPatternDfaStates))
+      return make_error("the regular expressions together are too complex (more than " +
+                        std::to_string(kMaxPatternDfaStates) + " automaton states)");
+    const auto [sa, sb] = states[d];
+    accepting.push_back(a.accepting(sa) && b.accepting(sb) ? 1 : 0);
+    for (size_t c = 0; c < classes; ++c) {
+      const int32_t ta = a.next(sa, representative[c]), tb = b.next(sb, representative[c]);
+      next.push_back(ta == kDead || tb == kDead ? kDead : intern({ta, tb}));
+    }
+  }
+  return DfaBuilder::trimmed(std::move(dfa), next, accepting);
+}
 
 Expected<std::shared_ptr<const ByteDfa>> ByteDfa::from_pattern(std::string_view pattern) {
   BEAM_ASSIGN_OR_RETURN(RegexNode root, parse_regex(pattern));

@@ -26,6 +26,8 @@ class ByteDfa {
   // the string unless a top-level alternative is anchored by '^' and / or '$'. An error names the
   // unsupported construct, or says the pattern matches no string or is too complex.
   static Expected<std::shared_ptr<const ByteDfa>> from_pattern(std::string_view pattern);
+  // The strings both match (an error when none does, or past the state limit).
+  static Expected<std::shared_ptr<const ByteDfa>> intersect(const ByteDfa& a, const ByteDfa& b);
 
   int32_t start() const { return 0; }
   // The state after `byte`, or kDead.

@@ -6,8 +6,12 @@
 #include <array>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <string_view>
+
+#include "core/check.h"
+#include "runtime/structured/string_formats.h"
 
 namespace beam {
 namespace {
@@ -373,13 +377,32 @@ Expected<GrammarNodeId> SchemaCompiler::compile_string(const Json& schema,
   BEAM_ASSIGN_OR_RETURN(node.max_length, read_count(schema, "maxLength", pointer));
   if (node.max_length >= 0 && node.min_length > node.max_length)
     return make_error(where(pointer) + ": minLength is larger than maxLength");
+  std::shared_ptr<const ByteDfa> dfa;
   if (const auto it = schema.find("pattern"); it != schema.end()) {
     const std::string at = pointer_child(pointer, "pattern");
     if (!it->is_string()) return make_error(at + ": expected a regular expression string");
-    auto dfa = ByteDfa::from_pattern(it->get<std::string>());
-    if (!dfa.ok()) return make_error(at + ": " + dfa.error().message);
+    auto compiled = ByteDfa::from_pattern(it->get<std::string>());
+    if (!compiled.ok()) return make_error(at + ": " + compiled.error().message);
+    dfa = std::move(*compiled);
+  }
+  if (const auto it = schema.find("format"); it != schema.end() && it->is_string()) {
+    if (const std::optional<std::string> regex = format_regex(it->get<std::string>())) {
+      auto format = ByteDfa::from_pattern(*regex);
+      BEAM_CHECK(format.ok()) << "format " << *it << ": " << format.error().message;
+      if (dfa) {
+        auto both = ByteDfa::intersect(*dfa, **format);
+        if (!both.ok())
+          return make_error(where(pointer) +
+                            ": \"pattern\" and \"format\" together: " + both.error().message);
+        dfa = std::move(*both);
+      } else {
+        dfa = std::move(*format);
+      }
+    }
+  }
+  if (dfa) {
     node.pattern = static_cast<int32_t>(g_.patterns_.size());
-    g_.patterns_.push_back(std::move(*dfa));
+    g_.patterns_.push_back(std::move(dfa));
   }
   if (node.min_length == 0 && node.max_length < 0 && node.pattern < 0) return g_.any_string_node();
   return g_.add_node(std::move(node));

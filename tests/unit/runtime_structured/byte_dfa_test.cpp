@@ -196,6 +196,19 @@ TEST(ByteDfa, RefusesWhatADfaCannotDecideNamingIt) {
   EXPECT_NE(pattern_error("^[^\\s\\S]$").find("matches no string"), std::string::npos);
 }
 
+TEST(ByteDfa, IntersectionMatchesWhatBothMatch) {
+  const auto a = dfa_of("^[a-z]+\\d*$"), b = dfa_of("x");
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  auto both = ByteDfa::intersect(*a, *b);
+  ASSERT_TRUE(both.ok()) << both.error().message;
+  for (const char* s : {"x", "axb12", "abx", "ab12", "x1y", "X"})
+    EXPECT_EQ(full_match(**both, s), full_match(*a, s) && full_match(*b, s)) << s;
+  auto none = ByteDfa::intersect(*a, *dfa_of("^\\d"));
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message.find("matches no string"), std::string::npos);
+}
+
 // From every reachable state some continuation matches: walking random allowed bytes never
 // reaches a state without a way out.
 TEST(ByteDfa, EveryReachableStateCanStillMatch) {
