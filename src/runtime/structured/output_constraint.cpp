@@ -10,11 +10,12 @@ ConstraintState::ConstraintState(std::shared_ptr<const OutputConstraint> constra
     : constraint_(std::move(constraint)),
       matcher_(constraint_->grammar),
       state_(matcher_.initial()) {
-  BEAM_CHECK(!constraint_->starts_in_reasoning || constraint_->reasoning_close)
-      << "a constraint that starts in reasoning needs its close token";
+  BEAM_CHECK(!(constraint_->starts_in_reasoning || constraint_->reasoning_open) ||
+             !constraint_->json_after.empty())
+      << "a constraint with reasoning needs the tokens that end it";
   if (constraint_->starts_in_reasoning)
     phase_ = Phase::kReasoning;
-  else if (constraint_->reasoning_open && constraint_->reasoning_close)
+  else if (constraint_->reasoning_open)
     phase_ = Phase::kJsonOrReasoning;
 }
 
@@ -39,7 +40,10 @@ bool ConstraintState::accept(int32_t token, bool end_token) {
     return true;
   }
   if (phase_ == Phase::kReasoning) {
-    if (token == *constraint_->reasoning_close) phase_ = Phase::kJson;
+    const std::vector<int32_t>& after = constraint_->json_after;
+    if (recent_.size() == after.size()) recent_.erase(recent_.begin());
+    recent_.push_back(token);
+    if (recent_ == after) phase_ = Phase::kJson;
     return true;
   }
   if (phase_ == Phase::kJsonOrReasoning) {

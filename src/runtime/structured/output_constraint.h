@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <vector>
 
 #include "runtime/structured/json_matcher.h"
 #include "runtime/structured/vocab_index.h"
@@ -15,12 +16,14 @@ namespace beam {
 struct OutputConstraint {
   std::shared_ptr<const JsonGrammar> grammar;
   std::shared_ptr<const VocabIndex> vocab;
-  // Reasoning before the JSON, for models that think between two single tokens. With
-  // reasoning_open set, the first token may be it instead of JSON; the output is then free until
-  // reasoning_close, and JSON after it. starts_in_reasoning: the prompt left the reasoning open,
-  // so the output is free until reasoning_close from the first token.
+  // Free text before the JSON (a model's reasoning), ended by the tokens json_after: a single
+  // </think>, or the header that opens a channel template's answer (`<|channel|>final<|message|>`
+  // as the tokenizer writes it). With reasoning_open set (a single <think>), the first token may
+  // be it instead of JSON, and the output is then free until json_after. starts_in_reasoning: the
+  // output is free from its first token until json_after (the prompt left the reasoning open, or
+  // the answer needs its header).
   std::optional<int32_t> reasoning_open;
-  std::optional<int32_t> reasoning_close;
+  std::vector<int32_t> json_after;
   bool starts_in_reasoning = false;
   // Allowed, besides the end tokens, once the JSON is complete; the output is free after it (a
   // tool call's close delimiter: more calls or text may follow). Unset: none.
@@ -52,6 +55,7 @@ class ConstraintState {
   MatchState scratch_;
   enum class Phase { kJsonOrReasoning, kReasoning, kJson, kReleased };
   Phase phase_ = Phase::kJson;
+  std::vector<int32_t> recent_;  // kReasoning: the last tokens, up to json_after's length
 };
 
 }  // namespace beam

@@ -1,9 +1,13 @@
 // response_format parsing and the OutputConstraint it asks for (see response_format.h).
 #include "server/api/response_format.h"
 
+#include <optional>
+#include <string>
+
 #include "runtime/structured/json_grammar.h"
 #include "server/api/served_model.h"
 #include "server/parsers/response_stream.h"
+#include "server/parsers/response_template.h"
 
 namespace beam::server {
 namespace {
@@ -20,22 +24,74 @@ bool template_has_reasoning(const ServedModel& model) {
   return false;
 }
 
-// Where the rendered prompt leaves the reasoning: the text after the template's last start
-// anchor decides (an empty <think></think> block closes it; a lone <think> leaves it open).
+// The text a regex matches when it matches exactly one text (only literal characters and
+// escaped punctuation, as `<\|channel\|>final<\|message\|>`); nullopt otherwise.
+std::optional<std::string> regex_literal(std::string_view pattern) {
+  constexpr std::string_view kMeta = ".^$*+?()[]{}|";
+  std::string out;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\') {
+      if (i + 1 == pattern.size()) return std::nullopt;
+      const char e = pattern[++i];
+      const bool punctuation = (e >= '!' && e <= '/') || (e >= ':' && e <= '@') ||
+                               (e >= '[' && e <= '`') || (e >= '{' && e <= '~');
+      if (!punctuation) return std::nullopt;  // \d, \n, \b, ...: not a plain character
+      out += e;
+    } else if (kMeta.find(c) != std::string_view::npos) {
+      return std::nullopt;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// The one text that opens the template's content field, when it has one (a single literal, or
+// a pattern that matches one text); nullopt for an implicit content field or several openings.
+std::optional<std::string> content_open_text(const ResponseTemplate& t) {
+  for (const std::string& name : FieldRoles{}.content) {
+    const std::optional<size_t> index = t.field_index(name);
+    if (!index) continue;
+    const std::optional<Delimiter>& open = t.fields[*index].open;
+    if (!open) return std::nullopt;
+    if (open->is_literal) {
+      if (open->literals.size() != 1) return std::nullopt;
+      return open->literals[0];
+    }
+    return regex_literal(open->pattern);
+  }
+  return std::nullopt;
+}
+
+// Where the rendered prompt leaves the reasoning; the text after the template's last start
+// anchor decides. Single <think> / </think> tokens: an empty <think></think> block closes it, a
+// lone <think> leaves it open, neither lets the first token choose. A content field opened by a
+// header (a channel template's `<|channel|>final<|message|>`): the output is free until it writes
+// that header, unless the prompt already did.
 void set_reasoning_prelude(const ServedModel& model, std::string_view prompt_text,
                            OutputConstraint& c) {
-  if (!model.tokenizer || !template_has_reasoning(model)) return;
+  if (!model.tokenizer || !model.response_template) return;
+  std::string_view tail = prompt_text;
+  if (auto t = model.response_template->truncate_past_last_anchor(prompt_text); t.ok()) tail = *t;
+  if (const std::optional<std::string> header = content_open_text(*model.response_template)) {
+    if (tail.find(*header) != std::string_view::npos) return;  // JSON from the first token
+    auto ids = model.tokenizer->encode(*header, /*allow_special=*/true);
+    if (!ids.ok() || ids->empty()) return;
+    c.json_after.assign(ids->begin(), ids->end());
+    c.starts_in_reasoning = true;
+    return;
+  }
+  if (!template_has_reasoning(model)) return;
   const std::optional<int32_t> open = added_token_id(*model.tokenizer, kThinkOpen);
   const std::optional<int32_t> close = added_token_id(*model.tokenizer, kThinkClose);
   if (!open || !close) return;
-  std::string_view tail = prompt_text;
-  if (auto t = model.response_template->truncate_past_last_anchor(prompt_text); t.ok()) tail = *t;
   const size_t open_at = tail.rfind(kThinkOpen), close_at = tail.rfind(kThinkClose);
   if (close_at != std::string_view::npos &&
       (open_at == std::string_view::npos || close_at > open_at))
     return;  // the reasoning is over: JSON from the first token
   c.reasoning_open = open;
-  c.reasoning_close = close;
+  c.json_after = {*close};
   c.starts_in_reasoning = open_at != std::string_view::npos;
 }
 

@@ -82,7 +82,8 @@ Expected<std::optional<Delimiter>> compile_anchor(const std::string& scope, cons
     Expected<Regex> regex = Regex::compile(pattern.get<std::string>());
     if (!regex.ok())
       return make_error(scope + ": invalid " + pattern_key + " regex: " + regex.error().message);
-    return std::optional<Delimiter>(Delimiter{std::move(regex).value(), false, false, {}});
+    return std::optional<Delimiter>(
+        Delimiter{std::move(regex).value(), false, false, {}, pattern.get<std::string>()});
   }
   return std::optional<Delimiter>();
 }

@@ -23,6 +23,7 @@ struct Delimiter {
   bool is_literal = false;
   bool literal_can_extend = false;
   std::vector<std::string> literals;  // deduplicated, as written (empty for a pattern)
+  std::string pattern;                // the regex as written (empty for literals)
 };
 
 struct TemplateField {

@@ -110,7 +110,7 @@ TEST(VocabIndex, MasksOfPatternedStringsEqualTokenByTokenChecks) {
 TEST(ConstraintState, EndTokensOnlyOnceTheJsonIsComplete) {
   const auto vocab = synthetic_vocab({});
   auto constraint = std::make_shared<OutputConstraint>(OutputConstraint{
-      grammar_of(R"({"type":"integer"})"), vocab, std::nullopt, std::nullopt, false, std::nullopt});
+      grammar_of(R"({"type":"integer"})"), vocab, std::nullopt, {}, false, std::nullopt});
   ConstraintState state(constraint);
   const int32_t eos = static_cast<int32_t>(vocab->vocab_size() - 1);
   const std::vector<int32_t> ends = {eos};
@@ -138,7 +138,7 @@ TEST(ConstraintState, ReasoningBeforeTheJson) {
   MaskScratch scratch;
   auto constraint = [&](bool starts_in_reasoning) {
     return std::make_shared<OutputConstraint>(OutputConstraint{
-        JsonGrammar::any_object(), vocab, open, close, starts_in_reasoning, std::nullopt});
+        JsonGrammar::any_object(), vocab, open, {close}, starts_in_reasoning, std::nullopt});
   };
   // The model may open its reasoning or start the JSON; inside the reasoning it is free.
   ConstraintState thinks(constraint(false));
@@ -171,18 +171,51 @@ TEST(ConstraintState, ReasoningBeforeTheJson) {
   EXPECT_FALSE(open_prompt.accept(a, false));
 }
 
+// A channel template's answer header (several tokens, as `<|channel|>final<|message|>`): free text
+// until the whole header has been written, the JSON after it; a partial header or one broken by
+// another token keeps the output free.
+TEST(ConstraintState, JsonAfterAMultiTokenHeader) {
+  const auto vocab = synthetic_vocab({});
+  const int32_t channel = static_cast<int32_t>(vocab->vocab_size() - 3);
+  const int32_t message = static_cast<int32_t>(vocab->vocab_size() - 2);
+  const int32_t final_word = tokenize(*vocab, "final")[0], a = tokenize(*vocab, "a")[0];
+  const int32_t brace = tokenize(*vocab, "{")[0];
+  auto c = std::make_shared<OutputConstraint>(OutputConstraint{JsonGrammar::any_object(),
+                                                               vocab,
+                                                               std::nullopt,
+                                                               {channel, final_word, message},
+                                                               true,
+                                                               std::nullopt});
+  ConstraintState s(c);
+  for (int32_t t : {channel, a, message, a, channel, final_word, a, final_word, message}) {
+    EXPECT_FALSE(s.active());
+    EXPECT_TRUE(s.accept(t, false));
+  }
+  EXPECT_FALSE(s.active());  // "final" then <|message|> without <|channel|> right before it
+  for (int32_t t : {channel, channel, final_word}) EXPECT_TRUE(s.accept(t, false));
+  EXPECT_FALSE(s.active());
+  EXPECT_TRUE(s.accept(message, false));
+  ASSERT_TRUE(s.active());
+  std::vector<uint32_t> bits(allowed_mask_words(vocab->vocab_size()));
+  MaskScratch scratch;
+  ASSERT_TRUE(s.fill_allowed(bits, {}, scratch));
+  EXPECT_TRUE(mask_bit(bits, brace));
+  EXPECT_FALSE(mask_bit(bits, a));
+  EXPECT_FALSE(s.accept(a, false));
+}
+
 TEST(ConstraintState, TheReleaseTokenFreesTheOutputAfterCompleteJson) {
   const auto vocab = synthetic_vocab({});
   const int32_t release = static_cast<int32_t>(vocab->vocab_size() - 1);
-  ConstraintState state(std::make_shared<OutputConstraint>(OutputConstraint{
-      grammar_of(R"({"enum":[1]})"), vocab, std::nullopt, std::nullopt, false, release}));
+  ConstraintState state(std::make_shared<OutputConstraint>(
+      OutputConstraint{grammar_of(R"({"enum":[1]})"), vocab, std::nullopt, {}, false, release}));
   std::vector<uint32_t> bits(allowed_mask_words(vocab->vocab_size()));
   MaskScratch scratch;
   ASSERT_TRUE(state.fill_allowed(bits, {}, scratch));
   EXPECT_FALSE(mask_bit(bits, release));  // not before the JSON is complete
   EXPECT_FALSE(state.accept(release, false));
-  ConstraintState done(std::make_shared<OutputConstraint>(OutputConstraint{
-      grammar_of(R"({"enum":[1]})"), vocab, std::nullopt, std::nullopt, false, release}));
+  ConstraintState done(std::make_shared<OutputConstraint>(
+      OutputConstraint{grammar_of(R"({"enum":[1]})"), vocab, std::nullopt, {}, false, release}));
   ASSERT_TRUE(done.accept(tokenize(*vocab, "1")[0], false));
   ASSERT_TRUE(done.fill_allowed(bits, {}, scratch));
   EXPECT_TRUE(mask_bit(bits, release));
