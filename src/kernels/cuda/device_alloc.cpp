@@ -35,17 +35,20 @@ void* checked(cudaError_t err, void* p, size_t bytes, const char* what, const ch
 
 void* device_malloc_async(size_t bytes, cudaStream_t stream, const char* what) {
   void* p = nullptr;
-  return checked(cudaMallocAsync(&p, bytes, stream), p, bytes, what, "device");
+  const cudaError_t err = cudaMallocAsync(&p, bytes, stream);  // before `p` is read
+  return checked(err, p, bytes, what, "device");
 }
 
 void* device_malloc(size_t bytes, const char* what) {
   void* p = nullptr;
-  return checked(cudaMalloc(&p, bytes), p, bytes, what, "device");
+  const cudaError_t err = cudaMalloc(&p, bytes);
+  return checked(err, p, bytes, what, "device");
 }
 
 void* pinned_malloc(size_t bytes, const char* what) {
   void* p = nullptr;
-  return checked(cudaMallocHost(&p, bytes), p, bytes, what, "pinned host");
+  const cudaError_t err = cudaMallocHost(&p, bytes);
+  return checked(err, p, bytes, what, "pinned host");
 }
 
 }  // namespace beam
