@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
@@ -28,6 +29,40 @@ DeviceBuffer hold_all_but(const KernelContext& ctx, int64_t leave) {
     if (b.ok()) return std::move(*b);
   }
   return DeviceBuffer();
+}
+
+// What a sweep of the memory left saw: attempts that failed (in a kernel's scratch: the message
+// names it), and whether one fit.
+struct SweepResult {
+  int failed = 0, failed_in_scratch = 0;
+  bool fit = false;
+};
+
+// Leaves 0, stride, 2 stride, ... bytes free (up to `limit`) until `attempt` fits, then MiB by
+// MiB over the last stride: the window where the workspace fits and a kernel's scratch does not
+// is a few MiB wide. attempt(leave) returns the error, or nullopt when it fit; every error must
+// name memory.
+SweepResult sweep(const KernelContext& ctx, int64_t stride, int64_t limit,
+                  const std::function<std::optional<std::string>(int64_t)>& attempt) {
+  SweepResult r;
+  auto try_at = [&](int64_t leave) {
+    DeviceBuffer held = hold_all_but(ctx, leave);
+    const std::optional<std::string> error = attempt(leave);
+    if (!error) return true;
+    ++r.failed;
+    if (error->find("scratch") != std::string::npos) ++r.failed_in_scratch;
+    EXPECT_NE(error->find("memory"), std::string::npos) << *error;
+    std::printf("%4lld MiB left: %s\n", static_cast<long long>(leave / kMiB), error->c_str());
+    return false;
+  };
+  int64_t fit_at = -1;
+  for (int64_t leave = 0; leave <= limit && fit_at < 0; leave += stride)
+    if (try_at(leave)) fit_at = leave;
+  if (fit_at < 0) return r;
+  r.fit = true;
+  for (int64_t leave = std::max<int64_t>(0, fit_at - stride + kMiB); leave < fit_at; leave += kMiB)
+    try_at(leave);
+  return r;
 }
 
 // One 8,192-token prefill of beam-nano over four sequences: large enough that its workspace and
@@ -56,7 +91,7 @@ struct BigStep {
   }
 };
 
-// With free memory swept from none to more than the step needs, every forward either succeeds or
+// With free memory swept from none until the step fits (sweep()), every forward either succeeds or
 // returns an error naming what did not fit; some of them fail in a kernel's scratch after the
 // workspace fit (the path that aborted before). The first forward with memory back gives the
 // logits of a step that never ran short, bit for bit.
@@ -89,29 +124,19 @@ TEST_F(CudaModelTest, ForwardShortOfMemoryFailsThatStepAndTheNextOneRecovers) {
   ASSERT_NE(model, nullptr);
   BigStep step(gpu_, model->config());
   ASSERT_TRUE(step.kv.has_value());
-  int failed = 0, failed_in_scratch = 0, succeeded = 0;
-  const int64_t stride = std::max<int64_t>(2 * kMiB, step_bytes / 24);
-  for (int64_t leave = 0; leave <= step_bytes + 8 * stride; leave += stride) {
-    DeviceBuffer held = hold_all_but(gpu_, leave);
-    ForwardOutput out;
-    const Status st = step.run(*model, out);
-    held = DeviceBuffer();
-    if (st.ok()) {
-      ++succeeded;
-      EXPECT_TRUE(out.logits == want) << "a step with " << leave / kMiB << " MiB left";
-      continue;
-    }
-    ++failed;
-    const std::string& why = st.error().message;
-    EXPECT_NE(why.find("memory"), std::string::npos) << why;
-    if (why.find("scratch") != std::string::npos) ++failed_in_scratch;
-    std::printf("%4lld MiB left: %s\n", static_cast<long long>(leave / kMiB), why.c_str());
-  }
-  std::printf("step %lld MiB: %d failed (%d in a kernel's scratch), %d succeeded\n",
-              static_cast<long long>(step_bytes / kMiB), failed, failed_in_scratch, succeeded);
-  EXPECT_GT(failed, 0);
-  EXPECT_GT(failed_in_scratch, 0) << "no squeeze hit a kernel's scratch after the workspace fit";
-  EXPECT_GT(succeeded, 0);
+  const SweepResult r = sweep(
+      gpu_, 8 * kMiB, step_bytes + 64 * kMiB, [&](int64_t leave) -> std::optional<std::string> {
+        ForwardOutput out;
+        const Status st = step.run(*model, out);
+        if (!st.ok()) return st.error().message;
+        EXPECT_TRUE(out.logits == want) << "a step with " << leave / kMiB << " MiB left";
+        return std::nullopt;
+      });
+  std::printf("step %lld MiB on the reference context: %d failed (%d in a kernel's scratch)\n",
+              static_cast<long long>(step_bytes / kMiB), r.failed, r.failed_in_scratch);
+  EXPECT_TRUE(r.fit);
+  EXPECT_GT(r.failed, 0);
+  EXPECT_GT(r.failed_in_scratch, 0) << "no squeeze hit a kernel's scratch after the workspace fit";
   ForwardOutput out;
   const Status st = step.run(*model, out);
   ASSERT_TRUE(st.ok()) << st.error().message;
@@ -135,26 +160,21 @@ TEST_F(CudaModelTest, StepBudgetThatDoesNotFitIsAnErrorNamingTheFlag) {
     ASSERT_TRUE(measured.ok()) << measured.error().message;
     step_bytes = measured->step_bytes;
   }
-  int failed = 0, failed_in_scratch = 0;
-  const int64_t stride = std::max<int64_t>(2 * kMiB, step_bytes / 16);
-  bool fit = false;
-  for (int64_t leave = 0; !fit && leave <= 2 * step_bytes + 64 * kMiB; leave += stride) {
-    DeviceBuffer held = hold_all_but(gpu_, leave);
-    auto step = warm_up_largest_step(*device, kTokens, kSeqs, kBlock);
-    held = DeviceBuffer();
-    fit = step.ok();
-    if (fit) break;
-    ++failed;
-    const std::string& why = step.error().message;
-    if (why.find("scratch") != std::string::npos) ++failed_in_scratch;
-    EXPECT_NE(why.find("a step of 8192 tokens does not fit the device"), std::string::npos) << why;
-    EXPECT_NE(why.find("lower --max-tokens-per-step"), std::string::npos) << why;
-  }
-  std::printf("warm-up step %lld MiB: %d failed (%d in a kernel's scratch) before it fit\n",
-              static_cast<long long>(step_bytes / kMiB), failed, failed_in_scratch);
-  EXPECT_TRUE(fit);
-  EXPECT_GT(failed, 0);
-  EXPECT_GT(failed_in_scratch, 0);
+  const SweepResult r =
+      sweep(gpu_, 8 * kMiB, 2 * step_bytes + 64 * kMiB, [&](int64_t) -> std::optional<std::string> {
+        auto step = warm_up_largest_step(*device, kTokens, kSeqs, kBlock);
+        if (step.ok()) return std::nullopt;
+        const std::string& why = step.error().message;
+        EXPECT_NE(why.find("a step of 8192 tokens does not fit the device"), std::string::npos)
+            << why;
+        EXPECT_NE(why.find("lower --max-tokens-per-step"), std::string::npos) << why;
+        return why;
+      });
+  std::printf("warm-up step %lld MiB: %d failed (%d in a kernel's scratch)\n",
+              static_cast<long long>(step_bytes / kMiB), r.failed, r.failed_in_scratch);
+  EXPECT_TRUE(r.fit);
+  EXPECT_GT(r.failed, 0);
+  EXPECT_GT(r.failed_in_scratch, 0);
 }
 
 }  // namespace
