@@ -38,6 +38,13 @@ constexpr const char* kSchema = R"({"type":"object","properties":{
     "name":{"type":"string"},"age":{"type":"integer"},"city":{"type":"string","maxLength":40},
     "tags":{"type":"array","items":{"enum":["red","green","blue"]}}},"required":["name","age"]})";
 
+// Patterned strings: masks walk the trie with the string lexer and the pattern's DFA.
+constexpr const char* kPatternSchema = R"({"type":"object","properties":{
+    "code":{"type":"string","pattern":"^[A-Z]{2}-\\d{1,3}$"},
+    "note":{"type":"string","pattern":"x"},
+    "when":{"type":"string","format":"date-time"},
+    "mail":{"type":"string","format":"email"}}})";
+
 void BM_BuildVocabIndex(benchmark::State& state) {
   for (auto _ : state) {
     auto v = server::build_structured_vocab(tokenizer(), tokenizer().vocab_size());
@@ -74,6 +81,14 @@ BENCHMARK_CAPTURE(BM_Mask, bounded_string, kSchema, "{\"name\": \"A\", \"age\": 
 BENCHMARK_CAPTURE(BM_Mask, number, kSchema, "{\"name\": \"A\", \"age\": 3")
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Mask, enum_item, kSchema, "{\"name\": \"A\", \"age\": 3, \"tags\": [")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Mask, pattern_code, kPatternSchema, "{\"code\": \"AB")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Mask, pattern_unanchored, kPatternSchema, "{\"note\": \"ab")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Mask, format_date_time, kPatternSchema, "{\"when\": \"2026-12-")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Mask, format_email, kPatternSchema, "{\"mail\": \"ann")
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Mask, any_object_key, "", "{\"a\": 1, \"")->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Mask, any_object_value, "", "{\"a\": ")->Unit(benchmark::kMicrosecond);
