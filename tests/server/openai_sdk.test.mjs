@@ -345,6 +345,34 @@ test('responses and completions: structured output formats', async () => {
   assert.ok(['yes', 'no'].includes(JSON.parse(c.choices[0].text)), c.choices[0].text);
 });
 
+test("vLLM's guided_choice / guided_regex / structured_outputs and SGLang's regex", async () => {
+  const colors = ['red', 'green', 'light blue'];
+  const c = await client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'A color' }], max_tokens: 20, temperature: 1,
+    seed: 3, n: 3, guided_choice: colors, chat_template_kwargs: { enable_thinking: false },
+  });
+  for (const ch of c.choices) {
+    assert.equal(ch.finish_reason, 'stop');
+    assert.ok(colors.includes(ch.message.content), ch.message.content);
+  }
+  for (const extra of [{ guided_regex: '[A-Z]{3}-\\d{2}' }, { regex: '[A-Z]{3}-\\d{2}' },
+    { structured_outputs: { regex: '[A-Z]{3}-\\d{2}' } }]) {
+    const r = await client.completions.create({
+      model: MODEL, prompt: 'Code:', max_tokens: 20, temperature: 1, seed: 4, ...extra,
+    });
+    assert.equal(r.choices[0].finish_reason, 'stop');
+    assert.match(r.choices[0].text, /^[A-Z]{3}-\d{2}$/);
+  }
+  await assert.rejects(client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 2,
+    guided_grammar: 'root ::= "a"',
+  }), (e) => e.status === 400 && e.param === 'guided_grammar');
+  await assert.rejects(client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 2,
+    response_format: { type: 'json_object' }, guided_regex: 'a',
+  }), (e) => e.status === 400 && e.param === 'guided_regex');
+});
+
 test('chat: response formats that cannot be enforced are clear 400s', async () => {
   await assert.rejects(client.chat.completions.create({
     model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 2,

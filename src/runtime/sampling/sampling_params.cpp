@@ -73,7 +73,8 @@ Status validate_limits(const SamplingParams& p, int64_t vocab_size) {
 
 Status validate_constraint(const SamplingParams& p, int64_t vocab_size) {
   if (!p.constraint) return ok_status();
-  BEAM_CHECK(p.constraint->grammar && p.constraint->vocab) << "constraint without grammar or vocab";
+  BEAM_CHECK((p.constraint->grammar || p.constraint->regex) && p.constraint->vocab)
+      << "constraint without grammar, regex or vocab";
   if (p.constraint->vocab->vocab_size() != vocab_size) {
     std::ostringstream os;
     os << "the output constraint was built for a vocabulary of "
@@ -83,10 +84,10 @@ Status validate_constraint(const SamplingParams& p, int64_t vocab_size) {
   if (p.ignore_eos)
     return make_error(
         "sampling parameter 'ignore_eos' cannot be combined with a structured output "
-        "format: the output ends when the JSON is complete");
+        "format: the output ends where the format's text is complete");
   if (p.min_tokens > 0)
     return param_error("min_tokens", p.min_tokens,
-                       "must be 0 with a structured output format (the JSON decides the length)");
+                       "must be 0 with a structured output format (the format decides the length)");
   return ok_status();
 }
 

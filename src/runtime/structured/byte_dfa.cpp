@@ -129,8 +129,8 @@ class Nfa {
 };
 
 // Each top-level alternative anchored as JSON Schema reads a pattern: an unanchored side may have
-// any text before / after the match.
-RegexNode anchored(RegexNode root) {
+// any text before / after the match (search); for a full match only the anchors go.
+RegexNode anchored(RegexNode root, bool search) {
   const RegexNode any_text{.kind = RegexNode::Kind::kRepeat,
                            .children = {RegexNode{.kind = RegexNode::Kind::kSet,
                                                   .set = {{0, 0xD7FF}, {0xE000, kMaxCodePoint}}}},
@@ -141,10 +141,9 @@ RegexNode anchored(RegexNode root) {
     const bool from_start = !items.empty() && items.front().kind == RegexNode::Kind::kStart;
     const bool to_end = !items.empty() && items.back().kind == RegexNode::Kind::kEnd;
     if (to_end) items.pop_back();
-    if (from_start)
-      items.erase(items.begin());
-    else
-      items.insert(items.begin(), any_text);
+    if (from_start) items.erase(items.begin());
+    if (!search) continue;
+    if (!from_start) items.insert(items.begin(), any_text);
     if (!to_end) items.push_back(any_text);
   }
   return root;
@@ -314,15 +313,27 @@ Expected<std::shared_ptr<const ByteDfa>> ByteDfa::intersect(const ByteDfa& a, co
   return DfaBuilder::trimmed(std::move(dfa), next, accepting);
 }
 
-Expected<std::shared_ptr<const ByteDfa>> ByteDfa::from_pattern(std::string_view pattern) {
+namespace {
+
+Expected<std::shared_ptr<const ByteDfa>> compile(std::string_view pattern, bool search) {
   BEAM_ASSIGN_OR_RETURN(RegexNode root, parse_regex(pattern));
   Nfa nfa;
-  const Fragment whole = nfa.build(anchored(std::move(root)));
+  const Fragment whole = nfa.build(anchored(std::move(root), search));
   if (nfa.too_large)
     return make_error("the regular expression is too complex (more than " +
                       std::to_string(kMaxPatternNfaStates) +
                       " automaton states before determinizing)");
   return DfaBuilder::build(nfa, whole);
+}
+
+}  // namespace
+
+Expected<std::shared_ptr<const ByteDfa>> ByteDfa::from_pattern(std::string_view pattern) {
+  return compile(pattern, /*search=*/true);
+}
+
+Expected<std::shared_ptr<const ByteDfa>> ByteDfa::from_full_match(std::string_view pattern) {
+  return compile(pattern, /*search=*/false);
 }
 
 }  // namespace beam

@@ -1,5 +1,6 @@
-// ByteDfa: a JSON Schema `pattern` as a deterministic automaton over the UTF-8 bytes of a string's
-// value, for constrained decoding (a string frame of json_matcher.h carries its state). Every state
+// ByteDfa: a regular expression (a JSON Schema `pattern`, or a whole output's regex) as a
+// deterministic automaton over UTF-8 bytes, for constrained decoding (a string frame of
+// json_matcher.h, or ConstraintState for a regex output, carries its state). Every state
 // it can reach can still reach an accepting one, so a byte it allows never leads into a dead end.
 // Immutable once built.
 #pragma once
@@ -26,6 +27,9 @@ class ByteDfa {
   // the string unless a top-level alternative is anchored by '^' and / or '$'. An error names the
   // unsupported construct, or says the pattern matches no string or is too complex.
   static Expected<std::shared_ptr<const ByteDfa>> from_pattern(std::string_view pattern);
+  // The same syntax matched against the whole text (vLLM's guided_regex, SGLang's regex): '^' and
+  // '$' at the ends of a top-level alternative change nothing.
+  static Expected<std::shared_ptr<const ByteDfa>> from_full_match(std::string_view pattern);
   // The strings both match (an error when none does, or past the state limit).
   static Expected<std::shared_ptr<const ByteDfa>> intersect(const ByteDfa& a, const ByteDfa& b);
 

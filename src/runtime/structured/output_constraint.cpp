@@ -7,9 +7,15 @@
 namespace beam {
 
 ConstraintState::ConstraintState(std::shared_ptr<const OutputConstraint> constraint)
-    : constraint_(std::move(constraint)),
-      matcher_(constraint_->grammar),
-      state_(matcher_.initial()) {
+    : constraint_(std::move(constraint)) {
+  BEAM_CHECK((constraint_->grammar == nullptr) != (constraint_->regex == nullptr))
+      << "a constraint has a grammar or a regex";
+  if (constraint_->grammar) {
+    matcher_.emplace(constraint_->grammar);
+    state_ = matcher_->initial();
+  } else {
+    dfa_state_ = constraint_->regex->start();
+  }
   BEAM_CHECK(!(constraint_->starts_in_reasoning || constraint_->reasoning_open) ||
              !constraint_->json_after.empty())
       << "a constraint with reasoning needs the tokens that end it";
@@ -19,12 +25,20 @@ ConstraintState::ConstraintState(std::shared_ptr<const OutputConstraint> constra
     phase_ = Phase::kJsonOrReasoning;
 }
 
+bool ConstraintState::can_end() const {
+  if (matcher_) return matcher_->can_end(state_);
+  return dfa_state_ != ByteDfa::kDead && constraint_->regex->accepting(dfa_state_);
+}
+
 bool ConstraintState::fill_allowed(std::span<uint32_t> bits, std::span<const int32_t> end_tokens,
                                    MaskScratch& scratch) const {
   BEAM_CHECK(active()) << "the output is reasoning, not constrained";
   std::fill(bits.begin(), bits.end(), 0u);
-  constraint_->vocab->add_allowed(matcher_, state_, bits, scratch);
-  if (matcher_.can_end(state_)) {
+  if (matcher_)
+    constraint_->vocab->add_allowed(*matcher_, state_, bits, scratch);
+  else if (dfa_state_ != ByteDfa::kDead)
+    constraint_->vocab->add_allowed(*constraint_->regex, dfa_state_, bits);
+  if (can_end()) {
     for (int32_t t : end_tokens) set_mask_bit(bits, t);
     if (constraint_->release_token) set_mask_bit(bits, *constraint_->release_token);
   }
@@ -35,7 +49,7 @@ bool ConstraintState::fill_allowed(std::span<uint32_t> bits, std::span<const int
 bool ConstraintState::accept(int32_t token, bool end_token) {
   if (phase_ == Phase::kReleased) return true;
   if (phase_ == Phase::kJson && constraint_->release_token &&
-      token == *constraint_->release_token && matcher_.can_end(state_)) {
+      token == *constraint_->release_token && can_end()) {
     phase_ = Phase::kReleased;
     return true;
   }
@@ -50,12 +64,27 @@ bool ConstraintState::accept(int32_t token, bool end_token) {
     phase_ = token == *constraint_->reasoning_open ? Phase::kReasoning : Phase::kJson;
     if (phase_ == Phase::kReasoning) return true;
   }
-  const std::string_view bytes = constraint_->vocab->bytes(token);  // empty: not a text token
-  if (end_token ? matcher_.can_end(state_)
-                : !bytes.empty() && matcher_.advance_bytes(state_, bytes, scratch_))
+  if (end_token) {
+    if (can_end()) return true;
+  } else if (advance(constraint_->vocab->bytes(token))) {  // empty: not a text token
     return true;
+  }
   state_.clear();
+  dfa_state_ = ByteDfa::kDead;
   return false;
+}
+
+bool ConstraintState::advance(std::string_view bytes) {
+  if (bytes.empty()) return false;
+  if (matcher_) return matcher_->advance_bytes(state_, bytes, scratch_);
+  int32_t s = dfa_state_;
+  for (char c : bytes) {
+    if (s == ByteDfa::kDead) return false;
+    s = constraint_->regex->next(s, static_cast<uint8_t>(c));
+  }
+  if (s == ByteDfa::kDead) return false;
+  dfa_state_ = s;
+  return true;
 }
 
 }  // namespace beam

@@ -1,27 +1,31 @@
-// OutputConstraint: what a request's output must be — JSON text of a grammar, written with the
-// model's tokens — and ConstraintState, one sequence's position in it (docs/structured_output.md).
+// OutputConstraint: what a request's output must be — JSON text of a grammar, or text a regular
+// expression matches whole, written with the model's tokens — and ConstraintState, one sequence's
+// position in it (docs/structured_output.md).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
+#include "runtime/structured/byte_dfa.h"
 #include "runtime/structured/json_matcher.h"
 #include "runtime/structured/vocab_index.h"
 
 namespace beam {
 
 struct OutputConstraint {
-  std::shared_ptr<const JsonGrammar> grammar;
+  std::shared_ptr<const JsonGrammar> grammar;  // JSON text of it; or
+  std::shared_ptr<const ByteDfa> regex;        // text it matches whole (exactly one of the two)
   std::shared_ptr<const VocabIndex> vocab;
-  // Free text before the JSON (a model's reasoning), ended by the tokens json_after: a single
-  // </think>, or the header that opens a channel template's answer (`<|channel|>final<|message|>`
-  // as the tokenizer writes it). With reasoning_open set (a single <think>), the first token may
-  // be it instead of JSON, and the output is then free until json_after. starts_in_reasoning: the
-  // output is free from its first token until json_after (the prompt left the reasoning open, or
-  // the answer needs its header).
+  // Free text before the constrained text (a model's reasoning), ended by the tokens json_after:
+  // a single </think>, or the header that opens a channel template's answer
+  // (`<|channel|>final<|message|>` as the tokenizer writes it). With reasoning_open set (a single
+  // <think>), the first token may be it instead of the constrained text, and the output is then
+  // free until json_after. starts_in_reasoning: the output is free from its first token until
+  // json_after (the prompt left the reasoning open, or the answer needs its header).
   std::optional<int32_t> reasoning_open;
   std::vector<int32_t> json_after;
   bool starts_in_reasoning = false;
@@ -49,10 +53,16 @@ class ConstraintState {
   bool accept(int32_t token, bool end_token);
 
  private:
+  // Whether the constrained text so far may end here.
+  bool can_end() const;
+  // Moves past a text token's bytes; false (nothing moved) when they break the constraint.
+  bool advance(std::string_view bytes);
+
   std::shared_ptr<const OutputConstraint> constraint_;
-  JsonMatcher matcher_;
+  std::optional<JsonMatcher> matcher_;  // with a grammar
   MatchState state_;
   MatchState scratch_;
+  int32_t dfa_state_ = 0;  // with a regex: ByteDfa::kDead once broken
   enum class Phase { kJsonOrReasoning, kReasoning, kJson, kReleased };
   Phase phase_ = Phase::kJson;
   std::vector<int32_t> recent_;  // kReasoning: the last tokens, up to json_after's length

@@ -175,6 +175,20 @@ void VocabIndex::add_allowed(const JsonMatcher& matcher, const MatchState& state
   walk(trie_, TokenTrie::kRoot, 0, matcher, bits, scratch);
 }
 
+void VocabIndex::add_allowed(const ByteDfa& dfa, int32_t state, std::span<uint32_t> bits) const {
+  BEAM_CHECK_EQ(static_cast<int64_t>(bits.size()), allowed_mask_words(vocab_size_));
+  auto visit = [&](auto& self, TokenTrie::NodeIndex at, int32_t s) -> void {
+    for (TokenTrie::NodeIndex child = at + 1; child < trie_.subtree_end(at);
+         child = trie_.subtree_end(child)) {
+      const int32_t next = dfa.next(s, trie_.byte(child));
+      if (next == ByteDfa::kDead) continue;
+      for (int32_t id : trie_.tokens_at(child)) set_mask_bit(bits, id);
+      self(self, child, next);
+    }
+  };
+  visit(visit, TokenTrie::kRoot, state);
+}
+
 // scratch.depth_states[depth] holds the live state after node's bytes.
 void VocabIndex::walk(const TokenTrie& trie, TokenTrie::NodeIndex node, size_t depth,
                       const JsonMatcher& m, std::span<uint32_t> bits, MaskScratch& scratch) const {

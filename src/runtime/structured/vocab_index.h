@@ -52,6 +52,9 @@ class VocabIndex {
   // left as they are).
   void add_allowed(const JsonMatcher& matcher, const MatchState& state, std::span<uint32_t> bits,
                    MaskScratch& scratch) const;
+  // The same for output that must match `dfa` (OutputConstraint::regex) from `state` on: every text
+  // token whose bytes keep the DFA alive.
+  void add_allowed(const ByteDfa& dfa, int32_t state, std::span<uint32_t> bits) const;
 
  private:
   // A token with the code points it adds to the string (before its closing quote, if any).

@@ -158,6 +158,138 @@ ApiExpected<ResponseFormat> parse_response_format(const Json* format, const std:
   return out;
 }
 
+namespace {
+
+ApiExpected<ResponseFormat> schema_format(const Json& schema, const std::string& path) {
+  ResponseFormat out;
+  out.kind = ResponseFormat::Kind::kJsonSchema;
+  out.path = path;
+  auto grammar = JsonGrammar::from_schema(schema);
+  if (!grammar.ok())
+    return invalid_request("'" + path + "' cannot be enforced: " + grammar.error().message, path,
+                           "unsupported_parameter");
+  out.grammar = std::move(grammar).value();
+  return out;
+}
+
+// A schema given as JSON text (SGLang's json_schema, vLLM's guided_json as a string) or a value.
+ApiExpected<ResponseFormat> schema_field(const Json& value, const std::string& path) {
+  if (!value.is_string()) {
+    if (!value.is_object() && !value.is_boolean())
+      return invalid_request("'" + path + "': expected a JSON schema (an object or its text)",
+                             path);
+    return schema_format(value, path);
+  }
+  Json parsed = Json::parse(value.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded())
+    return invalid_request("'" + path + "': the schema text is not valid JSON", path);
+  return schema_format(parsed, path);
+}
+
+ApiExpected<ResponseFormat> regex_format(const Json& value, const std::string& path) {
+  if (!value.is_string())
+    return invalid_request("'" + path + "': expected a regular expression string", path);
+  auto dfa = ByteDfa::from_full_match(value.get<std::string>());
+  if (!dfa.ok())
+    return invalid_request("'" + path + "' cannot be enforced: " + dfa.error().message, path,
+                           "unsupported_parameter");
+  ResponseFormat out;
+  out.kind = ResponseFormat::Kind::kRegex;
+  out.path = path;
+  out.regex = std::move(dfa).value();
+  return out;
+}
+
+// One of the strings, exactly: an alternation of their escaped texts.
+ApiExpected<ResponseFormat> choice_format(const Json& value, const std::string& path) {
+  if (!value.is_array() || value.empty())
+    return invalid_request("'" + path + "': expected a non-empty array of strings", path);
+  std::string regex;
+  for (size_t i = 0; i < value.size(); ++i) {
+    if (!value[i].is_string())
+      return invalid_request("'" + path + "[" + std::to_string(i) + "]': expected a string", path);
+    if (i > 0) regex += '|';
+    regex += '(';
+    for (char c : value[i].get<std::string>()) {
+      if (std::string_view("\\^$.|?*+()[]{}/-").find(c) != std::string_view::npos) regex += '\\';
+      regex += c;
+    }
+    regex += ')';
+  }
+  return regex_format(Json(regex), path);
+}
+
+// vLLM's structured_outputs object: exactly one of json / regex / choice / json_object.
+ApiExpected<ResponseFormat> structured_outputs_format(const Json& value, const std::string& path) {
+  if (!value.is_object()) return invalid_request("'" + path + "': expected an object", path);
+  for (const char* grammar : {"grammar", "structural_tag"})
+    if (value.contains(grammar) && !value[grammar].is_null())
+      return invalid_request("'" + path + "." + grammar +
+                                 "' is not supported: beamserve enforces JSON schemas, regular "
+                                 "expressions and choices",
+                             path + "." + grammar, "unsupported_parameter");
+  std::optional<ApiExpected<ResponseFormat>> found;
+  std::string found_key;
+  for (const char* key : {"json", "regex", "choice", "json_object"}) {
+    const auto it = value.find(key);
+    if (it == value.end() || it->is_null() || (it->is_boolean() && !it->get<bool>())) continue;
+    if (found)
+      return invalid_request("'" + path +
+                                 "': give one of json, regex, choice or json_object, not "
+                                 "both " +
+                                 found_key + " and " + key,
+                             path);
+    found_key = key;
+    const std::string at = path + "." + key;
+    if (found_key == "json")
+      found = schema_field(*it, at);
+    else if (found_key == "regex")
+      found = regex_format(*it, at);
+    else if (found_key == "choice")
+      found = choice_format(*it, at);
+    else
+      found = ResponseFormat{.kind = ResponseFormat::Kind::kJsonObject,
+                             .grammar = JsonGrammar::any_object(),
+                             .path = at};
+  }
+  if (!found) return ResponseFormat{};
+  return std::move(*found);
+}
+
+}  // namespace
+
+ApiExpected<ResponseFormat> parse_request_format(const Json& body) {
+  for (const char* grammar : {"guided_grammar", "ebnf"})
+    if (body.contains(grammar) && !body[grammar].is_null())
+      return invalid_request(std::string("'") + grammar +
+                                 "' is not supported: beamserve enforces JSON schemas, regular "
+                                 "expressions and choices",
+                             grammar, "unsupported_parameter");
+  std::optional<ApiExpected<ResponseFormat>> found;
+  std::string found_key;
+  for (const char* key : {"response_format", "structured_outputs", "guided_json", "guided_regex",
+                          "guided_choice", "regex", "json_schema"}) {
+    const auto it = body.find(key);
+    if (it == body.end() || it->is_null()) continue;
+    if (found)
+      return invalid_request(
+          "'" + found_key + "' and '" + key + "' both ask for an output format; give one", key);
+    found_key = key;
+    if (found_key == "response_format")
+      found = parse_response_format(&*it, key, FormatShape::kChat);
+    else if (found_key == "structured_outputs")
+      found = structured_outputs_format(*it, key);
+    else if (found_key == "guided_json" || found_key == "json_schema")
+      found = schema_field(*it, key);
+    else if (found_key == "guided_choice")
+      found = choice_format(*it, key);
+    else
+      found = regex_format(*it, key);
+  }
+  if (!found) return ResponseFormat{};
+  return std::move(*found);
+}
+
 std::shared_ptr<const VocabIndex> build_structured_vocab(const text::Tokenizer& tokenizer,
                                                          int64_t vocab_size) {
   std::vector<VocabToken> tokens;
@@ -180,6 +312,7 @@ ApiExpected<std::shared_ptr<const OutputConstraint>> make_output_constraint(
   auto c = std::make_shared<OutputConstraint>();
   c->vocab = model.structured_vocab;
   c->grammar = format.grammar;
+  c->regex = format.regex;
   c->release_token = format.release_token;
   if (chat && format.reasoning_prelude) set_reasoning_prelude(model, prompt_text, *c);
   return std::shared_ptr<const OutputConstraint>(std::move(c));

@@ -1,5 +1,6 @@
 // response_format (chat completions) / text.format (responses): text, json_object or json_schema,
-// turned into the engine's OutputConstraint (constrained decoding, docs/structured_output.md).
+// and vLLM's / SGLang's regex, choice and schema extensions, turned into the engine's
+// OutputConstraint (constrained decoding, docs/structured_output.md).
 #pragma once
 
 #include <memory>
@@ -19,9 +20,10 @@ namespace beam::server {
 struct ServedModel;
 
 struct ResponseFormat {
-  enum class Kind { kText, kJsonObject, kJsonSchema };
+  enum class Kind { kText, kJsonObject, kJsonSchema, kRegex };
   Kind kind = Kind::kText;
-  std::shared_ptr<const JsonGrammar> grammar;  // compiled when read; null for kText
+  std::shared_ptr<const JsonGrammar> grammar;  // kJsonObject / kJsonSchema: compiled when read
+  std::shared_ptr<const ByteDfa> regex;        // kRegex: the whole output matches it
   std::string path;  // where the format sat in the request, for errors
   // An added token that may follow the complete JSON and frees the output after it (a tool call's
   // close delimiter, tool_call_format.h).
@@ -44,6 +46,15 @@ enum class FormatShape {
 // text.
 ApiExpected<ResponseFormat> parse_response_format(const Json* format, const std::string& path,
                                                   FormatShape shape);
+
+// The output format of a chat or completions request: `response_format`, or one of the
+// structured-output extensions vLLM and SGLang clients send: `structured_outputs` ({"json":
+// schema} | {"regex": r} | {"choice": [strings]} | {"json_object": true}), `guided_json`,
+// `guided_regex`, `guided_choice`, SGLang's `regex` and `json_schema` (schema text). A regex or a
+// choice constrains the whole output (full match). More than one of them, or a grammar
+// (`guided_grammar`, `structured_outputs.grammar` / `structural_tag`, `ebnf`), is a 400 naming the
+// field.
+ApiExpected<ResponseFormat> parse_request_format(const Json& body);
 
 // The model's text tokens for constraint masks: every BPE token id of the tokenizer below
 // vocab_size (added and special tokens never appear inside constrained output).

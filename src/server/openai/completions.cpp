@@ -184,10 +184,9 @@ ApiExpected<CompletionRequest> parse_completion_request(const Json& body) {
   if (r.failed()) return r.take_error();
   API_ASSIGN_OR_RETURN(bool ok, read_prompt(r.get("prompt"), &req));
   (void)ok;
-  // vLLM's extension: the chat format's response_format on completions too.
-  API_ASSIGN_OR_RETURN(
-      req.sampling.format,
-      parse_response_format(r.get("response_format"), "response_format", FormatShape::kChat));
+  // vLLM's extension: the chat format's response_format on completions too, and vLLM's / SGLang's
+  // structured-output fields (parse_request_format).
+  API_ASSIGN_OR_RETURN(req.sampling.format, parse_request_format(body));
   return req;
 }
 

@@ -196,6 +196,17 @@ TEST(ByteDfa, RefusesWhatADfaCannotDecideNamingIt) {
   EXPECT_NE(pattern_error("^[^\\s\\S]$").find("matches no string"), std::string::npos);
 }
 
+TEST(ByteDfa, FullMatchesAnchorTheWholeText) {
+  auto d = ByteDfa::from_full_match("ab+c|^x$");
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  for (const char* s : {"abc", "abbbc", "x"}) EXPECT_TRUE(full_match(**d, s)) << s;
+  for (const char* s : {"zabc", "abcz", "xx", ""}) EXPECT_FALSE(full_match(**d, s)) << s;
+  auto lines = ByteDfa::from_full_match("(\\w+\n){2}");
+  ASSERT_TRUE(lines.ok());
+  EXPECT_TRUE(full_match(**lines, "ab\ncd\n"));
+  EXPECT_FALSE(full_match(**lines, "ab\n"));
+}
+
 TEST(ByteDfa, IntersectionMatchesWhatBothMatch) {
   const auto a = dfa_of("^[a-z]+\\d*$"), b = dfa_of("x");
   ASSERT_NE(a, nullptr);

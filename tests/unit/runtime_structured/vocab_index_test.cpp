@@ -107,10 +107,49 @@ TEST(VocabIndex, MasksOfPatternedStringsEqualTokenByTokenChecks) {
        R"({"id":"ag-120","note":"\nrede"})"});
 }
 
+// A whole-output regex (vLLM's guided_regex / guided_choice): masks equal the token-by-token
+// answer at every position of matching texts, end tokens only on a match, a token off the mask
+// breaks the state.
+TEST(ConstraintState, RegexOutputsMaskTokenByToken) {
+  const auto vocab = synthetic_vocab({"yes", "no", "maybe"});
+  auto dfa = ByteDfa::from_full_match("(yes|no|maybe)( [0-9]{1,3})?");
+  ASSERT_TRUE(dfa.ok()) << dfa.error().message;
+  const int32_t eos = static_cast<int32_t>(vocab->vocab_size() - 1);
+  auto c = std::make_shared<OutputConstraint>();
+  c->regex = *dfa;
+  c->vocab = vocab;
+  for (const char* text : {"yes", "maybe 12", "no 999"}) {
+    ConstraintState state(c);
+    std::vector<uint32_t> bits(allowed_mask_words(vocab->vocab_size()));
+    MaskScratch scratch;
+    std::string written;
+    for (int32_t id : tokenize(*vocab, text)) {
+      ASSERT_TRUE(state.fill_allowed(bits, std::vector<int32_t>{eos}, scratch));
+      for (int32_t t = 0; t < vocab->vocab_size(); ++t) {
+        const std::string_view b = vocab->bytes(t);
+        if (b.empty()) continue;
+        int32_t s = (*dfa)->start();
+        for (char ch : written + std::string(b))
+          if (s != ByteDfa::kDead) s = (*dfa)->next(s, static_cast<uint8_t>(ch));
+        ASSERT_EQ(mask_bit(bits, t), s != ByteDfa::kDead) << text << " after '" << written << "'";
+      }
+      EXPECT_FALSE(mask_bit(bits, eos) && written.empty());
+      ASSERT_TRUE(state.accept(id, false)) << text;
+      written += vocab->bytes(id);
+    }
+    ASSERT_TRUE(state.fill_allowed(bits, std::vector<int32_t>{eos}, scratch));
+    EXPECT_TRUE(mask_bit(bits, eos)) << text;
+    EXPECT_TRUE(state.accept(eos, true));
+  }
+  ConstraintState broken(c);
+  EXPECT_FALSE(broken.accept(tokenize(*vocab, "x")[0], false));
+  EXPECT_FALSE(broken.accept(eos, true));
+}
+
 TEST(ConstraintState, EndTokensOnlyOnceTheJsonIsComplete) {
   const auto vocab = synthetic_vocab({});
   auto constraint = std::make_shared<OutputConstraint>(OutputConstraint{
-      grammar_of(R"({"type":"integer"})"), vocab, std::nullopt, {}, false, std::nullopt});
+      grammar_of(R"({"type":"integer"})"), nullptr, vocab, std::nullopt, {}, false, std::nullopt});
   ConstraintState state(constraint);
   const int32_t eos = static_cast<int32_t>(vocab->vocab_size() - 1);
   const std::vector<int32_t> ends = {eos};
@@ -137,8 +176,13 @@ TEST(ConstraintState, ReasoningBeforeTheJson) {
   std::vector<uint32_t> bits(allowed_mask_words(vocab->vocab_size()));
   MaskScratch scratch;
   auto constraint = [&](bool starts_in_reasoning) {
-    return std::make_shared<OutputConstraint>(OutputConstraint{
-        JsonGrammar::any_object(), vocab, open, {close}, starts_in_reasoning, std::nullopt});
+    return std::make_shared<OutputConstraint>(OutputConstraint{JsonGrammar::any_object(),
+                                                               nullptr,
+                                                               vocab,
+                                                               open,
+                                                               {close},
+                                                               starts_in_reasoning,
+                                                               std::nullopt});
   };
   // The model may open its reasoning or start the JSON; inside the reasoning it is free.
   ConstraintState thinks(constraint(false));
@@ -181,6 +225,7 @@ TEST(ConstraintState, JsonAfterAMultiTokenHeader) {
   const int32_t final_word = tokenize(*vocab, "final")[0], a = tokenize(*vocab, "a")[0];
   const int32_t brace = tokenize(*vocab, "{")[0];
   auto c = std::make_shared<OutputConstraint>(OutputConstraint{JsonGrammar::any_object(),
+                                                               nullptr,
                                                                vocab,
                                                                std::nullopt,
                                                                {channel, final_word, message},
@@ -207,15 +252,15 @@ TEST(ConstraintState, JsonAfterAMultiTokenHeader) {
 TEST(ConstraintState, TheReleaseTokenFreesTheOutputAfterCompleteJson) {
   const auto vocab = synthetic_vocab({});
   const int32_t release = static_cast<int32_t>(vocab->vocab_size() - 1);
-  ConstraintState state(std::make_shared<OutputConstraint>(
-      OutputConstraint{grammar_of(R"({"enum":[1]})"), vocab, std::nullopt, {}, false, release}));
+  ConstraintState state(std::make_shared<OutputConstraint>(OutputConstraint{
+      grammar_of(R"({"enum":[1]})"), nullptr, vocab, std::nullopt, {}, false, release}));
   std::vector<uint32_t> bits(allowed_mask_words(vocab->vocab_size()));
   MaskScratch scratch;
   ASSERT_TRUE(state.fill_allowed(bits, {}, scratch));
   EXPECT_FALSE(mask_bit(bits, release));  // not before the JSON is complete
   EXPECT_FALSE(state.accept(release, false));
-  ConstraintState done(std::make_shared<OutputConstraint>(
-      OutputConstraint{grammar_of(R"({"enum":[1]})"), vocab, std::nullopt, {}, false, release}));
+  ConstraintState done(std::make_shared<OutputConstraint>(OutputConstraint{
+      grammar_of(R"({"enum":[1]})"), nullptr, vocab, std::nullopt, {}, false, release}));
   ASSERT_TRUE(done.accept(tokenize(*vocab, "1")[0], false));
   ASSERT_TRUE(done.fill_allowed(bits, {}, scratch));
   EXPECT_TRUE(mask_bit(bits, release));

@@ -6,6 +6,7 @@
 
 #include <fstream>
 
+#include "runtime/structured/json_matcher.h"
 #include "server/api/served_model.h"
 #include "server/parsers/builtin_templates.h"
 #include "server/parsers/response_template.h"
@@ -91,6 +92,100 @@ TEST(ResponseFormatPrelude, ChannelTemplatesStartTheJsonAfterTheAnswerHeader) {
         constraint(m, "<|start|>assistant<|channel|>final<|message|>x<|end|><|start|>assistant");
     EXPECT_TRUE(earlier->starts_in_reasoning);
   }
+}
+
+bool full_match(const ByteDfa& d, std::string_view text) {
+  int32_t s = d.start();
+  for (char c : text) {
+    s = d.next(s, static_cast<uint8_t>(c));
+    if (s == ByteDfa::kDead) return false;
+  }
+  return d.accepting(s);
+}
+
+ResponseFormat request_format(const char* body) {
+  auto f = parse_request_format(Json::parse(body));
+  EXPECT_TRUE(f.ok()) << body << ": " << (f.ok() ? "" : f.error().message);
+  return f.ok() ? *f : ResponseFormat{};
+}
+
+ApiError request_format_error(const char* body) {
+  auto f = parse_request_format(Json::parse(body));
+  EXPECT_FALSE(f.ok()) << body;
+  return f.ok() ? ApiError{} : f.error();
+}
+
+// vLLM's and SGLang's structured-output fields: regexes and choices match the whole output,
+// schemas as in response_format, each named in its errors.
+TEST(RequestFormat, VllmAndSglangFieldsConstrainTheOutput) {
+  for (const char* body : {R"j({"guided_regex": "[a-c]+x"})j", R"j({"regex": "[a-c]+x"})j",
+                           R"j({"structured_outputs": {"regex": "[a-c]+x"}})j"}) {
+    const ResponseFormat f = request_format(body);
+    ASSERT_EQ(f.kind, ResponseFormat::Kind::kRegex) << body;
+    EXPECT_TRUE(full_match(*f.regex, "abcx"));
+    EXPECT_FALSE(full_match(*f.regex, "zabx"));
+    EXPECT_FALSE(full_match(*f.regex, "abxz"));
+  }
+  for (const char* body : {R"j({"guided_choice": ["yes", "no", "a.b (c)"]})j",
+                           R"j({"structured_outputs": {"choice": ["yes", "no", "a.b (c)"]}})j"}) {
+    const ResponseFormat f = request_format(body);
+    ASSERT_EQ(f.kind, ResponseFormat::Kind::kRegex) << body;
+    EXPECT_EQ(f.path, Json::parse(body).begin().key() == "guided_choice"
+                          ? "guided_choice"
+                          : "structured_outputs.choice");
+    for (const char* s : {"yes", "no", "a.b (c)"}) EXPECT_TRUE(full_match(*f.regex, s)) << s;
+    for (const char* s : {"yes!", "a.bx(c)", "", "n"}) EXPECT_FALSE(full_match(*f.regex, s)) << s;
+  }
+  for (const char* body : {R"j({"guided_json": {"type": "integer"}})j",
+                           R"j({"guided_json": "{\"type\": \"integer\"}"})j",
+                           R"j({"json_schema": "{\"type\": \"integer\"}"})j",
+                           R"j({"structured_outputs": {"json": {"type": "integer"}}})j"}) {
+    const ResponseFormat f = request_format(body);
+    ASSERT_EQ(f.kind, ResponseFormat::Kind::kJsonSchema) << body;
+    const JsonMatcher m(f.grammar);
+    MatchState st = m.initial(), scratch;
+    EXPECT_TRUE(m.advance_bytes(st, "42", scratch) && m.can_end(st)) << body;
+    EXPECT_FALSE(m.advance_bytes(st, "\"", scratch)) << body;
+  }
+  EXPECT_EQ(request_format(R"j({"structured_outputs": {"json_object": true}})j").kind,
+            ResponseFormat::Kind::kJsonObject);
+  EXPECT_EQ(request_format(R"j({"guided_decoding_backend": "xgrammar"})j").kind,
+            ResponseFormat::Kind::kText);
+  EXPECT_EQ(request_format(R"j({"response_format": {"type": "json_object"}})j").kind,
+            ResponseFormat::Kind::kJsonObject);
+  // A regex format reaches the constraint.
+  const ServedModel m = nano_with(nullptr);
+  auto c = make_output_constraint(m, request_format(R"j({"guided_regex": "a+"})j"), "", false);
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE((*c)->regex, nullptr);
+  EXPECT_EQ((*c)->grammar, nullptr);
+}
+
+TEST(RequestFormat, ConflictsGrammarsAndBadPatternsAreClear400s) {
+  ApiError e = request_format_error(
+      R"j({"response_format": {"type": "json_object"}, "guided_regex": "a"})j");
+  EXPECT_EQ(e.param, "guided_regex");
+  EXPECT_NE(e.message.find("'response_format' and 'guided_regex'"), std::string::npos);
+  e = request_format_error(R"j({"structured_outputs": {"regex": "a", "choice": ["b"]}})j");
+  EXPECT_NE(e.message.find("not both regex and choice"), std::string::npos) << e.message;
+  e = request_format_error(R"j({"guided_grammar": "root ::= \"a\""})j");
+  EXPECT_EQ(e.code, "unsupported_parameter");
+  EXPECT_EQ(e.param, "guided_grammar");
+  e = request_format_error(R"j({"structured_outputs": {"grammar": "root ::= x"}})j");
+  EXPECT_EQ(e.param, "structured_outputs.grammar");
+  e = request_format_error(R"j({"ebnf": "root ::= x"})j");
+  EXPECT_EQ(e.param, "ebnf");
+  e = request_format_error(R"j({"guided_regex": "a(?=b)"})j");
+  EXPECT_EQ(e.param, "guided_regex");
+  EXPECT_NE(e.message.find("lookaround"), std::string::npos) << e.message;
+  e = request_format_error(R"j({"guided_choice": []})j");
+  EXPECT_EQ(e.param, "guided_choice");
+  e = request_format_error(R"j({"guided_choice": ["a", 3]})j");
+  EXPECT_NE(e.message.find("guided_choice[1]"), std::string::npos) << e.message;
+  e = request_format_error(R"j({"json_schema": "{not json"})j");
+  EXPECT_NE(e.message.find("not valid JSON"), std::string::npos) << e.message;
+  e = request_format_error(R"j({"guided_json": {"type": "string", "pattern": "\\1"}})j");
+  EXPECT_EQ(e.code, "unsupported_parameter");
 }
 
 }  // namespace
