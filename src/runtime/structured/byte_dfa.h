@@ -38,8 +38,21 @@ class ByteDfa {
   int32_t next(int32_t state, uint8_t byte) const {
     return next_[static_cast<size_t>(state) * num_classes_ + class_of_[byte]];
   }
+  // The state after `bytes` from `state`, or kDead.
+  int32_t walk(int32_t state, std::string_view bytes) const {
+    for (char c : bytes) {
+      if (state == kDead) return kDead;
+      state = next(state, static_cast<uint8_t>(c));
+    }
+    return state;
+  }
   // Whether the bytes so far are a match.
   bool accepting(int32_t state) const { return accepting_[static_cast<size_t>(state)] != 0; }
+  // Whether `text` as a whole is a match.
+  bool matches(std::string_view text) const {
+    const int32_t s = walk(start(), text);
+    return s != kDead && accepting(s);
+  }
   size_t num_states() const { return accepting_.size(); }
 
  private:

@@ -77,11 +77,7 @@ bool ConstraintState::accept(int32_t token, bool end_token) {
 bool ConstraintState::advance(std::string_view bytes) {
   if (bytes.empty()) return false;
   if (matcher_) return matcher_->advance_bytes(state_, bytes, scratch_);
-  int32_t s = dfa_state_;
-  for (char c : bytes) {
-    if (s == ByteDfa::kDead) return false;
-    s = constraint_->regex->next(s, static_cast<uint8_t>(c));
-  }
+  const int32_t s = constraint_->regex->walk(dfa_state_, bytes);
   if (s == ByteDfa::kDead) return false;
   dfa_state_ = s;
   return true;

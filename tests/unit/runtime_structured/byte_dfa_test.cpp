@@ -19,15 +19,6 @@ std::shared_ptr<const ByteDfa> dfa_of(std::string_view pattern) {
   return d.ok() ? *d : nullptr;
 }
 
-bool full_match(const ByteDfa& d, std::string_view text) {
-  int32_t s = d.start();
-  for (char c : text) {
-    s = d.next(s, static_cast<uint8_t>(c));
-    if (s == ByteDfa::kDead) return false;
-  }
-  return d.accepting(s);
-}
-
 std::string pattern_error(std::string_view pattern) {
   auto d = ByteDfa::from_pattern(pattern);
   return d.ok() ? "" : d.error().message;
@@ -93,25 +84,25 @@ TEST(Utf8Ranges, SequencesCoverExactlyTheRange) {
 TEST(ByteDfa, UnanchoredPatternsMatchAnywhere) {
   const auto d = dfa_of("ab+c");
   ASSERT_NE(d, nullptr);
-  EXPECT_TRUE(full_match(*d, "abc"));
-  EXPECT_TRUE(full_match(*d, "xxabbbcyy"));
-  EXPECT_FALSE(full_match(*d, "ac"));
-  EXPECT_FALSE(full_match(*d, ""));
+  EXPECT_TRUE(d->matches("abc"));
+  EXPECT_TRUE(d->matches("xxabbbcyy"));
+  EXPECT_FALSE(d->matches("ac"));
+  EXPECT_FALSE(d->matches(""));
   const auto start = dfa_of("^ab");
-  EXPECT_TRUE(full_match(*start, "abzz"));
-  EXPECT_FALSE(full_match(*start, "zab"));
+  EXPECT_TRUE(start->matches("abzz"));
+  EXPECT_FALSE(start->matches("zab"));
   const auto end = dfa_of("ab$");
-  EXPECT_TRUE(full_match(*end, "zzab"));
-  EXPECT_FALSE(full_match(*end, "abz"));
+  EXPECT_TRUE(end->matches("zzab"));
+  EXPECT_FALSE(end->matches("abz"));
   const auto both = dfa_of("^[0-9]{3}-[0-9]{4}$");
-  EXPECT_TRUE(full_match(*both, "555-1234"));
-  EXPECT_FALSE(full_match(*both, "555-12345"));
-  EXPECT_FALSE(full_match(*both, " 555-1234"));
+  EXPECT_TRUE(both->matches("555-1234"));
+  EXPECT_FALSE(both->matches("555-12345"));
+  EXPECT_FALSE(both->matches(" 555-1234"));
   // Anchors per top-level alternative.
   const auto alt = dfa_of("^a$|b");
-  EXPECT_TRUE(full_match(*alt, "a"));
-  EXPECT_FALSE(full_match(*alt, "aa"));
-  EXPECT_TRUE(full_match(*alt, "xbx"));
+  EXPECT_TRUE(alt->matches("a"));
+  EXPECT_FALSE(alt->matches("aa"));
+  EXPECT_TRUE(alt->matches("xbx"));
 }
 
 TEST(ByteDfa, EcmaSyntaxSubset) {
@@ -153,8 +144,8 @@ TEST(ByteDfa, EcmaSyntaxSubset) {
     }
     const auto d = dfa_of(c.pattern);
     ASSERT_NE(d, nullptr);
-    for (const std::string& s : c.yes) EXPECT_TRUE(full_match(*d, s)) << "'" << s << "'";
-    for (const std::string& s : c.no) EXPECT_FALSE(full_match(*d, s)) << "'" << s << "'";
+    for (const std::string& s : c.yes) EXPECT_TRUE(d->matches(s)) << "'" << s << "'";
+    for (const std::string& s : c.no) EXPECT_FALSE(d->matches(s)) << "'" << s << "'";
   }
 }
 
@@ -199,12 +190,12 @@ TEST(ByteDfa, RefusesWhatADfaCannotDecideNamingIt) {
 TEST(ByteDfa, FullMatchesAnchorTheWholeText) {
   auto d = ByteDfa::from_full_match("ab+c|^x$");
   ASSERT_TRUE(d.ok()) << d.error().message;
-  for (const char* s : {"abc", "abbbc", "x"}) EXPECT_TRUE(full_match(**d, s)) << s;
-  for (const char* s : {"zabc", "abcz", "xx", ""}) EXPECT_FALSE(full_match(**d, s)) << s;
+  for (const char* s : {"abc", "abbbc", "x"}) EXPECT_TRUE((*d)->matches(s)) << s;
+  for (const char* s : {"zabc", "abcz", "xx", ""}) EXPECT_FALSE((*d)->matches(s)) << s;
   auto lines = ByteDfa::from_full_match("(\\w+\n){2}");
   ASSERT_TRUE(lines.ok());
-  EXPECT_TRUE(full_match(**lines, "ab\ncd\n"));
-  EXPECT_FALSE(full_match(**lines, "ab\n"));
+  EXPECT_TRUE((*lines)->matches("ab\ncd\n"));
+  EXPECT_FALSE((*lines)->matches("ab\n"));
 }
 
 TEST(ByteDfa, IntersectionMatchesWhatBothMatch) {
@@ -214,7 +205,7 @@ TEST(ByteDfa, IntersectionMatchesWhatBothMatch) {
   auto both = ByteDfa::intersect(*a, *b);
   ASSERT_TRUE(both.ok()) << both.error().message;
   for (const char* s : {"x", "axb12", "abx", "ab12", "x1y", "X"})
-    EXPECT_EQ(full_match(**both, s), full_match(*a, s) && full_match(*b, s)) << s;
+    EXPECT_EQ((*both)->matches(s), a->matches(s) && b->matches(s)) << s;
   auto none = ByteDfa::intersect(*a, *dfa_of("^\\d"));
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.error().message.find("matches no string"), std::string::npos);

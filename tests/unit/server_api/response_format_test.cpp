@@ -94,15 +94,6 @@ TEST(ResponseFormatPrelude, ChannelTemplatesStartTheJsonAfterTheAnswerHeader) {
   }
 }
 
-bool full_match(const ByteDfa& d, std::string_view text) {
-  int32_t s = d.start();
-  for (char c : text) {
-    s = d.next(s, static_cast<uint8_t>(c));
-    if (s == ByteDfa::kDead) return false;
-  }
-  return d.accepting(s);
-}
-
 ResponseFormat request_format(const char* body) {
   auto f = parse_request_format(Json::parse(body));
   EXPECT_TRUE(f.ok()) << body << ": " << (f.ok() ? "" : f.error().message);
@@ -122,9 +113,9 @@ TEST(RequestFormat, VllmAndSglangFieldsConstrainTheOutput) {
                            R"j({"structured_outputs": {"regex": "[a-c]+x"}})j"}) {
     const ResponseFormat f = request_format(body);
     ASSERT_EQ(f.kind, ResponseFormat::Kind::kRegex) << body;
-    EXPECT_TRUE(full_match(*f.regex, "abcx"));
-    EXPECT_FALSE(full_match(*f.regex, "zabx"));
-    EXPECT_FALSE(full_match(*f.regex, "abxz"));
+    EXPECT_TRUE(f.regex->matches("abcx"));
+    EXPECT_FALSE(f.regex->matches("zabx"));
+    EXPECT_FALSE(f.regex->matches("abxz"));
   }
   for (const char* body : {R"j({"guided_choice": ["yes", "no", "a.b (c)"]})j",
                            R"j({"structured_outputs": {"choice": ["yes", "no", "a.b (c)"]}})j"}) {
@@ -133,8 +124,8 @@ TEST(RequestFormat, VllmAndSglangFieldsConstrainTheOutput) {
     EXPECT_EQ(f.path, Json::parse(body).begin().key() == "guided_choice"
                           ? "guided_choice"
                           : "structured_outputs.choice");
-    for (const char* s : {"yes", "no", "a.b (c)"}) EXPECT_TRUE(full_match(*f.regex, s)) << s;
-    for (const char* s : {"yes!", "a.bx(c)", "", "n"}) EXPECT_FALSE(full_match(*f.regex, s)) << s;
+    for (const char* s : {"yes", "no", "a.b (c)"}) EXPECT_TRUE(f.regex->matches(s)) << s;
+    for (const char* s : {"yes!", "a.bx(c)", "", "n"}) EXPECT_FALSE(f.regex->matches(s)) << s;
   }
   for (const char* body : {R"j({"guided_json": {"type": "integer"}})j",
                            R"j({"guided_json": "{\"type\": \"integer\"}"})j",
