@@ -264,7 +264,39 @@ class DfaBuilder {
         dfa->next_.push_back(t == ByteDfa::kDead ? t : renumber[static_cast<size_t>(t)]);
       }
     }
+    set_min_code_points(*dfa);
     return std::shared_ptr<const ByteDfa>(std::move(dfa));
+  }
+
+  // Bellman-Ford style relaxation to a fixed point: a lead byte (not 0x80-0xBF) costs one code
+  // point, a continuation byte none. Every state reaches a match (trimmed), so all end finite.
+  static void set_min_code_points(ByteDfa& dfa) {
+    const size_t n = dfa.accepting_.size(), classes = dfa.num_classes_;
+    std::vector<uint8_t> lead(classes, 0), continuation(classes, 0);
+    for (int b = 0; b < 256; ++b) {
+      const bool cont = b >= 0x80 && b <= 0xBF;
+      (cont ? continuation : lead)[dfa.class_of_[static_cast<size_t>(b)]] = 1;
+    }
+    constexpr int32_t kFar = 1 << 30;
+    std::vector<int32_t>& best = dfa.min_code_points_;
+    best.assign(n, kFar);
+    for (size_t d = 0; d < n; ++d)
+      if (dfa.accepting_[d]) best[d] = 0;
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t d = 0; d < n; ++d) {
+        for (size_t c = 0; c < classes; ++c) {
+          const int32_t t = dfa.next_[d * classes + c];
+          if (t == ByteDfa::kDead || best[static_cast<size_t>(t)] == kFar) continue;
+          // A class holding lead bytes costs one; one of only continuation bytes none.
+          const int32_t cost = best[static_cast<size_t>(t)] + (lead[c] && !continuation[c] ? 1 : 0);
+          if (cost < best[d]) {
+            best[d] = cost;
+            changed = true;
+          }
+        }
+      }
+    }
   }
 
  private:

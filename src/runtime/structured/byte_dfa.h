@@ -48,6 +48,11 @@ class ByteDfa {
   }
   // Whether the bytes so far are a match.
   bool accepting(int32_t state) const { return accepting_[static_cast<size_t>(state)] != 0; }
+  // The fewest code points (UTF-8 lead bytes) that take `state` to a match: with a length bound,
+  // a byte whose state needs more than the bound leaves is refused (no dead end).
+  int32_t min_code_points(int32_t state) const {
+    return min_code_points_[static_cast<size_t>(state)];
+  }
   // Whether `text` as a whole is a match.
   bool matches(std::string_view text) const {
     const int32_t s = walk(start(), text);
@@ -63,6 +68,7 @@ class ByteDfa {
   size_t num_classes_ = 1;
   std::vector<int32_t> next_;       // [num_states, num_classes]
   std::vector<uint8_t> accepting_;  // [num_states]
+  std::vector<int32_t> min_code_points_;  // [num_states]
 };
 
 }  // namespace beam

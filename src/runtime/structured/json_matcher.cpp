@@ -268,23 +268,34 @@ StringByte json_string_byte(uint8_t& phase, uint8_t c) {
   }
 }
 
-StringByte pattern_string_byte(const ByteDfa& dfa, uint8_t& phase, int32_t& dfa_state, uint8_t c) {
+StringByte pattern_string_byte(const ByteDfa& dfa, int64_t max_length, int64_t code_points,
+                               uint8_t& phase, int32_t& dfa_state, uint8_t c) {
   uint8_t p = phase;
   const StringByte r = json_string_byte(p, c);
   if (r == StringByte::kReject) return r;
   if (r == StringByte::kClose) return dfa.accepting(dfa_state) ? r : StringByte::kReject;
+  const int64_t counted = code_points + (phase == 0 ? 1 : 0);  // c is not the quote here
+  // Whether `state` can still reach a match within the length bound.
+  auto fits = [&](int32_t state) {
+    return state != ByteDfa::kDead &&
+           (max_length < 0 || counted + dfa.min_code_points(state) <= max_length);
+  };
+  constexpr std::string_view kEscaped = "\"\\/bfnrt", kMeans = "\"\\/\b\f\n\r\t";
   int value = -1;  // the value's byte this one completes, if any
   if (phase == 1) {
-    constexpr std::string_view kEscaped = "\"\\/bfnrt", kMeans = "\"\\/\b\f\n\r\t";
     const size_t at = kEscaped.find(static_cast<char>(c));
     if (at == std::string_view::npos) return StringByte::kReject;  // 'u'
     value = static_cast<uint8_t>(kMeans[at]);
   } else if (phase >= 6 || c != '\\') {
     value = c;  // plain text, a UTF-8 lead or continuation byte
+  } else if (std::none_of(kMeans.begin(), kMeans.end(), [&](char m) {
+               return fits(dfa.next(dfa_state, static_cast<uint8_t>(m)));
+             })) {
+    return StringByte::kReject;  // a backslash that no escape the pattern allows can follow
   }
   if (value >= 0) {
     const int32_t next = dfa.next(dfa_state, static_cast<uint8_t>(value));
-    if (next == ByteDfa::kDead) return StringByte::kReject;
+    if (!fits(next)) return StringByte::kReject;
     dfa_state = next;
   }
   phase = p;
@@ -501,7 +512,8 @@ void JsonMatcher::step(const MatchFrame* in, int n, uint8_t c, MatchState& out) 
         uint8_t phase = top.phase;
         const StringByte r = node.pattern < 0
                                  ? json_string_byte(phase, c)
-                                 : pattern_string_byte(g.pattern(node.pattern), phase, top.b, c);
+                                 : pattern_string_byte(g.pattern(node.pattern), node.max_length,
+                                                       top.a, phase, top.b, c);
         if (r == StringByte::kReject) return;
         if (r == StringByte::kClose) {
           if (top.a < node.min_length) return;

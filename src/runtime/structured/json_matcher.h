@@ -30,8 +30,11 @@ enum class StringByte : uint8_t { kReject, kInside, kClose };
 StringByte json_string_byte(uint8_t& phase, uint8_t c);
 // json_string_byte for a string whose value must match `dfa` (GrammarNode::pattern): the value's
 // bytes (escapes decoded) move dfa_state, and the quote closes only a match. A \u escape is
-// refused there (the model writes the character itself); neither argument changes on kReject.
-StringByte pattern_string_byte(const ByteDfa& dfa, uint8_t& phase, int32_t& dfa_state, uint8_t c);
+// refused there (the model writes the character itself), and so is a byte after which no match
+// fits max_length (-1: none) code points, given the code_points before it; neither in-out
+// argument changes on kReject.
+StringByte pattern_string_byte(const ByteDfa& dfa, int64_t max_length, int64_t code_points,
+                               uint8_t& phase, int32_t& dfa_state, uint8_t c);
 
 enum class FrameKind : uint8_t { kRoot, kValue, kObject, kArray, kString, kNumber, kLiteral };
 

@@ -130,7 +130,7 @@ void VocabIndex::add_pattern_tokens(const JsonMatcher& m, const MatchState& stat
       const uint8_t c = trie_.byte(child);
       uint8_t p = phase;
       int32_t d = dfa_state;
-      switch (pattern_string_byte(dfa, p, d, c)) {
+      switch (pattern_string_byte(dfa, node.max_length, code_points, p, d, c)) {
         case StringByte::kReject:
           break;
         case StringByte::kClose: {

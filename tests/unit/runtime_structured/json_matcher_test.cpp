@@ -208,6 +208,18 @@ TEST(JsonMatcher, StringsMatchTheirPattern) {
   EXPECT_NE(testing::schema_error(R"({"anyOf":[{"type":"string"}],"pattern":"a"})")
                 .find("beside \"pattern\""),
             std::string::npos);
+  // No dead ends: a backslash only where some escape can follow, and no byte after which the
+  // pattern needs more code points than maxLength leaves.
+  const JsonMatcher letters(grammar_of(R"({"type":"string","pattern":"^[A-Z]+$"})"));
+  EXPECT_FALSE(matches(letters, R"("A\)", false));
+  const JsonMatcher tight(grammar_of(R"({"type":"string","pattern":"^a+b$","maxLength":3})"));
+  EXPECT_TRUE(matches(tight, R"("aab")", true));
+  EXPECT_TRUE(matches(tight, R"("aa)", false));
+  EXPECT_FALSE(matches(tight, R"("aaa)", false));
+  const JsonMatcher wide(grammar_of(R"({"type":"string","pattern":"^é+x$","maxLength":2})"));
+  EXPECT_TRUE(matches(wide, "\"\xc3\xa9", false));  // two bytes, one code point
+  EXPECT_TRUE(matches(wide, "\"\xc3\xa9x\"", true));
+  EXPECT_FALSE(matches(wide, "\"\xc3\xa9\xc3\xa9", false));
   // Without "type", a pattern makes a string schema.
   const JsonMatcher untyped(grammar_of(R"({"pattern":"^\\d$"})"));
   EXPECT_TRUE(matches(untyped, R"("7")", true));

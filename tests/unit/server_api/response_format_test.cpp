@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <random>
 
 #include "runtime/structured/json_matcher.h"
 #include "server/api/served_model.h"
@@ -177,6 +178,49 @@ TEST(RequestFormat, ConflictsGrammarsAndBadPatternsAreClear400s) {
   EXPECT_NE(e.message.find("not valid JSON"), std::string::npos) << e.message;
   e = request_format_error(R"j({"guided_json": {"type": "string", "pattern": "\\1"}})j");
   EXPECT_EQ(e.code, "unsupported_parameter");
+}
+
+// Random walks over the masks with beam-nano's real vocabulary: every token a mask allows is
+// accepted, and each walk ends in a complete output within its budget (patterns, formats, a
+// whole-output regex and a choice).
+TEST(RequestFormat, RandomWalksOverRealMasksStayInsideTheConstraint) {
+  const ServedModel m = nano_with(nullptr);
+  const int32_t eos = 0;
+  for (const char* body : {
+           R"j({"guided_json": {"type": "object", "properties": {
+                "code": {"type": "string", "pattern": "^[A-Z]{2}-\\d{1,3}$"},
+                "when": {"type": "string", "format": "date-time"},
+                "mail": {"type": "string", "format": "email", "maxLength": 24},
+                "note": {"type": "string", "pattern": "x", "maxLength": 8}},
+                "required": ["code", "when", "mail", "note"]}})j",
+           R"j({"guided_regex": "[A-Z]{3}-\\d{2}( ok)?"})j",
+           R"j({"guided_choice": ["red", "green", "light blue"]})j"}) {
+    SCOPED_TRACE(body);
+    auto c = make_output_constraint(m, request_format(body), "", false);
+    ASSERT_TRUE(c.ok());
+    std::mt19937 rng(11);
+    for (int walk = 0; walk < 50; ++walk) {
+      ConstraintState state(*c);
+      std::vector<uint32_t> bits(allowed_mask_words(m.structured_vocab->vocab_size()));
+      MaskScratch scratch;
+      std::string text;
+      bool ended = false;
+      for (int step = 0; step < 400 && !ended; ++step) {
+        ASSERT_TRUE(state.fill_allowed(bits, std::vector<int32_t>{eos}, scratch)) << text;
+        std::vector<int32_t> allowed;
+        for (int32_t t = 0; t < m.structured_vocab->vocab_size(); ++t)
+          if (mask_bit(bits, t)) allowed.push_back(t);
+        // Prefer ending once allowed, half the time, so walks finish.
+        const bool end = mask_bit(bits, eos) && rng() % 2 == 0;
+        const int32_t t = end ? eos : allowed[rng() % allowed.size()];
+        ASSERT_TRUE(state.accept(t, t == eos))
+            << "token " << t << " ('" << m.structured_vocab->bytes(t) << "') after '" << text
+            << "'";
+        ended = t == eos;
+        text += m.structured_vocab->bytes(t);
+      }
+    }
+  }
 }
 
 }  // namespace
