@@ -5,8 +5,9 @@ cuda` on models/beam-nano must reproduce the reference's greedy continuations th
 /v1/completions (up to a near tie on the GPU: its other summation orders move this model's logits
 by up to ~0.5, so where the reference's token is the GPU's runner-up within 0.5 the continuations
 may part there, issue 7's criterion), stream the same text, answer chat, responses and messages,
-count tokens, keep a response_format's JSON schema and a named tool call's parameters, and end
-with no request left in the engine (/metrics). Exit 0 when every check passes.
+count tokens, keep a response_format's JSON schema (with a date format), a guided_choice, a
+guided_regex and a named tool call's parameters, and end with no request left in the engine
+(/metrics). Exit 0 when every check passes.
 
     python3 tools/gpu/server_smoke.py BIN_DIR [DEVICE]     # from the repo root; DEVICE: cuda (default) or cpu
 """
@@ -142,18 +143,32 @@ def main():
         check(msg["type"] == "message" and msg["content"][0]["type"] == "text", "messages answers")
         count = post(base, "/v1/messages/count_tokens", {"messages": [{"role": "user", "content": "class Stack:"}]})
         check(count["input_tokens"] == msg["usage"]["input_tokens"], "count_tokens = messages input tokens")
-        schema = {"type": "object", "required": ["name", "language"],
+        schema = {"type": "object", "required": ["name", "language", "since"],
                   "properties": {"name": {"type": "string", "maxLength": 16},
-                                 "language": {"enum": ["c++", "python", "go"]}}}
+                                 "language": {"enum": ["c++", "python", "go"]},
+                                 "since": {"type": "string", "format": "date"}}}
         fmt = {"type": "json_schema", "json_schema": {"name": "fn", "schema": schema}}
         structured = post(base, "/v1/chat/completions", {
-            "messages": [{"role": "user", "content": "A function as JSON"}], "max_tokens": 120,
+            "messages": [{"role": "user", "content": "A function as JSON"}], "max_tokens": 300,
             "temperature": 0.8, "seed": 3, "n": 4, "response_format": fmt})
         values = [json.loads(c["message"]["content"]) for c in structured["choices"]
                   if c["finish_reason"] == "stop"]
-        check(len(values) == 4 and all(list(v) == ["name", "language"] and v["language"] in
-                                       ("c++", "python", "go") for v in values),
-              "response_format json_schema: 4 sampled choices are JSON of the schema")
+        check(len(values) == 4 and all(list(v) == ["name", "language", "since"] and v["language"] in
+                                       ("c++", "python", "go") and re.fullmatch(
+                                           r"\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])", v["since"])
+                                       for v in values),
+              "response_format json_schema: 4 sampled choices are JSON of the schema (a date format)")
+        colors = ["red", "green", "light blue"]
+        guided = post(base, "/v1/chat/completions", {
+            "messages": [{"role": "user", "content": "A color"}], "max_tokens": 20,
+            "temperature": 0.8, "seed": 4, "n": 3, "guided_choice": colors,
+            "chat_template_kwargs": {"enable_thinking": False}})
+        check(all(c["finish_reason"] == "stop" and c["message"]["content"] in colors
+                  for c in guided["choices"]), "guided_choice: 3 sampled choices are one of the strings")
+        code = post(base, "/v1/completions", {"prompt": "Code:", "max_tokens": 20, "temperature": 0.8,
+                                              "seed": 6, "guided_regex": "[A-Z]{3}-\\d{2}"})
+        check(re.fullmatch(r"[A-Z]{3}-\d{2}", code["choices"][0]["text"]) is not None,
+              "guided_regex: the completion matches the regex")
         tool = {"type": "function", "function": {"name": "run", "parameters": {
             "type": "object", "required": ["lang", "lines"],
             "properties": {"lang": {"enum": ["py", "go"]}, "lines": {"type": "integer"}}}}}
