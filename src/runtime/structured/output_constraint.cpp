@@ -35,7 +35,8 @@ bool ConstraintState::fill_allowed(std::span<uint32_t> bits, std::span<const int
   BEAM_CHECK(active()) << "the output is reasoning, not constrained";
   std::fill(bits.begin(), bits.end(), 0u);
   if (matcher_)
-    constraint_->vocab->add_allowed(*matcher_, state_, bits, scratch);
+    constraint_->vocab->add_allowed(*matcher_, state_, bits, scratch,
+                                    constraint_->pattern_masks.get());
   else if (dfa_state_ != ByteDfa::kDead)
     constraint_->vocab->add_allowed(*constraint_->regex, dfa_state_, bits);
   if (can_end()) {

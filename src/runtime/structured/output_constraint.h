@@ -32,6 +32,8 @@ struct OutputConstraint {
   // Allowed, besides the end tokens, once the JSON is complete; the output is free after it (a
   // tool call's close delimiter: more calls or text may follow). Unset: none.
   std::optional<int32_t> release_token;
+  // Memoized masks inside patterned strings, shared by the request's sequences.
+  std::shared_ptr<PatternMaskCache> pattern_masks = std::make_shared<PatternMaskCache>();
 };
 
 // Owner: the sequence's sampling state (engine thread).

@@ -157,18 +157,77 @@ void VocabIndex::add_pattern_tokens(const JsonMatcher& m, const MatchState& stat
   visit(visit, TokenTrie::kRoot, 0, top.phase, top.b, top.a);
 }
 
+// add_pattern_tokens' walk without length bounds, recorded instead of applied: the tokens that
+// stay inside, and the closing ones keyed by what follows their quote.
+PatternStringTokens VocabIndex::build_pattern_tokens(const ByteDfa& dfa, int32_t state,
+                                                     uint8_t phase) const {
+  PatternStringTokens out;
+  out.inside.assign(static_cast<size_t>(allowed_mask_words(vocab_size_)), 0);
+  std::vector<std::pair<std::string, int32_t>> closing;
+  auto visit = [&](auto& self, TokenTrie::NodeIndex at, size_t depth, uint8_t lexer,
+                   int32_t dfa_state) -> void {
+    for (TokenTrie::NodeIndex child = at + 1; child < trie_.subtree_end(at);
+         child = trie_.subtree_end(child)) {
+      uint8_t p = lexer;
+      int32_t d = dfa_state;
+      switch (pattern_string_byte(dfa, -1, 0, p, d, trie_.byte(child))) {
+        case StringByte::kReject:
+          break;
+        case StringByte::kClose:
+          out.accepting_state = dfa_state;
+          for (int32_t id : trie_.tokens_under(child))
+            closing.emplace_back(bytes_[static_cast<size_t>(id)].substr(depth + 1), id);
+          break;
+        case StringByte::kInside:
+          for (int32_t id : trie_.tokens_at(child)) set_mask_bit(out.inside, id);
+          self(self, child, depth + 1, p, d);
+          break;
+      }
+    }
+  };
+  visit(visit, TokenTrie::kRoot, 0, phase, state);
+  out.closing = TokenTrie(std::move(closing));
+  return out;
+}
+
+// A memoized entry applied: its inside tokens, then its closing tokens walked from the state
+// after the quote (the same for each: the string's frame is gone by then).
+void VocabIndex::add_cached_pattern_tokens(const JsonMatcher& m, const MatchState& state,
+                                           const PatternStringTokens& tokens,
+                                           std::span<uint32_t> bits, MaskScratch& scratch) const {
+  for (size_t w = 0; w < bits.size(); ++w) bits[w] |= tokens.inside[w];
+  if (tokens.accepting_state < 0) return;
+  scratch.closable = state;
+  MatchFrame& f = scratch.closable.frames.back();
+  f.phase = 0;
+  f.b = tokens.accepting_state;
+  if (m.advance(scratch.closable, '"', scratch.depth_states[0]))
+    walk(tokens.closing, TokenTrie::kRoot, 0, m, bits, scratch);
+}
+
 void VocabIndex::add_allowed(const JsonMatcher& matcher, const MatchState& state,
-                             std::span<uint32_t> bits, MaskScratch& scratch) const {
+                             std::span<uint32_t> bits, MaskScratch& scratch,
+                             PatternMaskCache* patterns) const {
   BEAM_CHECK_EQ(static_cast<int64_t>(bits.size()), allowed_mask_words(vocab_size_));
   if (state.dead()) return;
   if (scratch.depth_states.size() < max_token_bytes_ + 1)
     scratch.depth_states.resize(max_token_bytes_ + 1);
   if (state.num_stacks() == 1 && state.stack(0).back().kind == FrameKind::kString) {
-    const GrammarNode& node = matcher.grammar().node(state.stack(0).back().node);
-    if (node.pattern >= 0)
-      add_pattern_tokens(matcher, state, node, bits, scratch);
-    else
+    const MatchFrame& top = state.stack(0).back();
+    const GrammarNode& node = matcher.grammar().node(top.node);
+    if (node.pattern < 0) {
       add_string_tokens(matcher, state, node, bits, scratch);
+      return;
+    }
+    const ByteDfa& dfa = matcher.grammar().pattern(node.pattern);
+    const PatternStringTokens* memo = nullptr;
+    if (patterns && node.min_length == 0 && node.max_length < 0)
+      memo = patterns->get(&dfa, top.b, top.phase,
+                           [&] { return build_pattern_tokens(dfa, top.b, top.phase); });
+    if (memo)
+      add_cached_pattern_tokens(matcher, state, *memo, bits, scratch);
+    else
+      add_pattern_tokens(matcher, state, node, bits, scratch);
     return;
   }
   scratch.depth_states[0] = state;

@@ -14,6 +14,7 @@
 
 #include "kernels/api/sampling.h"
 #include "runtime/structured/json_matcher.h"
+#include "runtime/structured/pattern_mask_cache.h"
 #include "runtime/structured/token_trie.h"
 
 namespace beam {
@@ -49,9 +50,10 @@ class VocabIndex {
   // The bytes of a text token; empty for other ids.
   std::string_view bytes(int32_t id) const;
   // Sets the bit of every text token after which `state` still has a live parse (other bits are
-  // left as they are).
+  // left as they are). `patterns` (optional) memoizes the walks inside patterned strings without
+  // length bounds; the bits are the same with or without it.
   void add_allowed(const JsonMatcher& matcher, const MatchState& state, std::span<uint32_t> bits,
-                   MaskScratch& scratch) const;
+                   MaskScratch& scratch, PatternMaskCache* patterns = nullptr) const;
   // The same for output that must match `dfa` (OutputConstraint::regex) from `state` on: every text
   // token whose bytes keep the DFA alive.
   void add_allowed(const ByteDfa& dfa, int32_t state, std::span<uint32_t> bits) const;
@@ -77,6 +79,10 @@ class VocabIndex {
                          std::span<uint32_t> bits, MaskScratch& scratch) const;
   void add_pattern_tokens(const JsonMatcher& m, const MatchState& state, const GrammarNode& node,
                           std::span<uint32_t> bits, MaskScratch& scratch) const;
+  PatternStringTokens build_pattern_tokens(const ByteDfa& dfa, int32_t state, uint8_t phase) const;
+  void add_cached_pattern_tokens(const JsonMatcher& m, const MatchState& state,
+                                 const PatternStringTokens& tokens, std::span<uint32_t> bits,
+                                 MaskScratch& scratch) const;
 
   int64_t vocab_size_;
   size_t max_token_bytes_ = 0;

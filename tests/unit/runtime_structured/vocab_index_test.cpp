@@ -67,12 +67,18 @@ void expect_masks_exact(const std::string& schema, const std::vector<std::string
   const JsonMatcher m(grammar);
   const auto vocab = synthetic_vocab(docs);
   MaskScratch scratch;
+  PatternMaskCache patterns;  // shared by the documents: later ones hit earlier entries
   for (const std::string& doc : docs) {
     MatchState state = m.initial(), tmp;
     for (int32_t id : tokenize(*vocab, doc)) {
       std::vector<uint32_t> bits(allowed_mask_words(vocab->vocab_size()), 0);
       vocab->add_allowed(m, state, bits, scratch);
       ASSERT_EQ(bits, brute_force_mask(m, state, *vocab)) << schema << " in " << doc;
+      for (int pass = 0; pass < 2; ++pass) {  // the memo's miss, then its hit
+        std::vector<uint32_t> memo(bits.size(), 0);
+        vocab->add_allowed(m, state, memo, scratch, &patterns);
+        ASSERT_EQ(memo, bits) << schema << " in " << doc << " (memoized, pass " << pass << ")";
+      }
       ASSERT_TRUE(mask_bit(bits, id)) << doc;
       ASSERT_TRUE(m.advance_bytes(state, vocab->bytes(id), tmp)) << doc;
     }
@@ -102,9 +108,10 @@ TEST(VocabIndex, MasksOfPatternedStringsEqualTokenByTokenChecks) {
   expect_masks_exact(
       R"({"type":"object","properties":{"id":{"type":"string","pattern":"^[a-z]{2}-\\d+$"},
           "note":{"type":"string","pattern":"é|\\n","minLength":2,"maxLength":6},
-          "q":{"type":"string","pattern":"^\"$"}},"required":["id"]})",
-      {R"({"id":"ab-12","note":"xé"})", R"({"id": "zz-0", "note": "a\nb", "q": "\""})",
-       R"({"id":"ag-120","note":"\nrede"})"});
+          "q":{"type":"string","pattern":"^\"$"},
+          "tag":{"type":"string","pattern":"[a-z]\\d|\\\\"}},"required":["id"]})",
+      {R"({"id":"ab-12","note":"xé","tag":"x1"})", R"({"id": "zz-0", "note": "a\nb", "q": "\""})",
+       R"({"id":"ag-120","note":"\nrede","tag":"é \"a2\" \\"})", R"({"id":"ab-1","tag":"\\"})"});
 }
 
 // A whole-output regex (vLLM's guided_regex / guided_choice): masks equal the token-by-token
