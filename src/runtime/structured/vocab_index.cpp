@@ -144,13 +144,10 @@ void VocabIndex::add_pattern_tokens(const JsonMatcher& m, const MatchState& stat
             walk(trie_, child, depth + 1, m, bits, scratch);
           break;
         }
-        case StringByte::kInside: {
-          const int64_t counted = code_points + (phase == 0 ? 1 : 0);
-          if (node.max_length >= 0 && counted > node.max_length) break;
+        case StringByte::kInside:  // maxLength held: pattern_string_byte checked it
           for (int32_t id : trie_.tokens_at(child)) set_mask_bit(bits, id);
-          self(self, child, depth + 1, p, d, counted);
+          self(self, child, depth + 1, p, d, code_points + (phase == 0 ? 1 : 0));
           break;
-        }
       }
     }
   };

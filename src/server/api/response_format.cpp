@@ -1,8 +1,10 @@
 // response_format parsing and the OutputConstraint it asks for (see response_format.h).
 #include "server/api/response_format.h"
 
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "runtime/structured/json_grammar.h"
 #include "server/api/served_model.h"
@@ -95,80 +97,23 @@ void set_reasoning_prelude(const ServedModel& model, std::string_view prompt_tex
   c.starts_in_reasoning = open_at != std::string_view::npos;
 }
 
-}  // namespace
-
-std::optional<int32_t> added_token_id(const text::Tokenizer& tokenizer, std::string_view text) {
-  std::optional<text::TokenId> id = tokenizer.token_to_id(text);
-  if (!id) return std::nullopt;
-  const text::TokenPiece* piece = tokenizer.piece(*id);
-  if (!piece || !piece->added) return std::nullopt;
-  return static_cast<int32_t>(*id);
-}
-
-ApiExpected<ResponseFormat> parse_response_format(const Json* format, const std::string& path,
-                                                  FormatShape shape) {
+ResponseFormat json_object_format(const std::string& path) {
   ResponseFormat out;
+  out.kind = ResponseFormat::Kind::kJsonObject;
+  out.grammar = JsonGrammar::any_object();
   out.path = path;
-  if (!format) return out;
-  if (!format->is_object()) return invalid_request("'" + path + "': expected an object", path);
-  FieldReader r(*format, path);
-  std::string type;
-  r.require("type", &type);
-  if (r.failed()) return r.take_error();
-  if (shape == FormatShape::kAnthropic && type != "json_schema")
-    return invalid_request("'" + path + ".type': expected \"json_schema\", got \"" + type + "\"",
-                           path + ".type");
-  if (type == "text") return out;
-  if (type == "json_object") {
-    out.kind = ResponseFormat::Kind::kJsonObject;
-    out.grammar = JsonGrammar::any_object();
-    return out;
-  }
-  if (type != "json_schema")
-    return invalid_request("'" + path + ".type': unknown format \"" + type +
-                               "\" (expected \"text\", \"json_object\" or \"json_schema\")",
-                           path + ".type");
-  out.kind = ResponseFormat::Kind::kJsonSchema;
-  const Json* holder = format;
-  std::string holder_path = path;
-  if (shape == FormatShape::kChat) {
-    holder = r.get("json_schema");
-    holder_path = path + ".json_schema";
-    if (!holder) return invalid_request("'" + holder_path + "' is required", holder_path);
-    if (!holder->is_object())
-      return invalid_request("'" + holder_path + "': expected an object", holder_path);
-  }
-  FieldReader h(*holder, holder_path);
-  if (shape != FormatShape::kAnthropic) {
-    std::string name;
-    h.require("name", &name);
-    bool strict = false;
-    h.read("strict", &strict);  // every schema is enforced exactly; strict changes nothing
-  }
-  if (h.failed()) return h.take_error();
-  const Json* schema = h.get("schema");
-  if (!schema && shape == FormatShape::kAnthropic)
-    return invalid_request("'" + holder_path + ".schema' is required", holder_path + ".schema");
-  out.path = holder_path + ".schema";
-  auto grammar = JsonGrammar::from_schema(schema ? *schema : Json::object());  // none: any value
-  if (!grammar.ok())
-    return invalid_request("'" + out.path + "' cannot be enforced: " + grammar.error().message,
-                           out.path, "unsupported_parameter");
-  out.grammar = std::move(grammar).value();
   return out;
 }
 
-namespace {
-
 ApiExpected<ResponseFormat> schema_format(const Json& schema, const std::string& path) {
-  ResponseFormat out;
-  out.kind = ResponseFormat::Kind::kJsonSchema;
-  out.path = path;
   auto grammar = JsonGrammar::from_schema(schema);
   if (!grammar.ok())
     return invalid_request("'" + path + "' cannot be enforced: " + grammar.error().message, path,
                            "unsupported_parameter");
+  ResponseFormat out;
+  out.kind = ResponseFormat::Kind::kJsonSchema;
   out.grammar = std::move(grammar).value();
+  out.path = path;
   return out;
 }
 
@@ -219,75 +164,121 @@ ApiExpected<ResponseFormat> choice_format(const Json& value, const std::string& 
   return regex_format(Json(regex), path);
 }
 
-// vLLM's structured_outputs object: exactly one of json / regex / choice / json_object.
-ApiExpected<ResponseFormat> structured_outputs_format(const Json& value, const std::string& path) {
-  if (!value.is_object()) return invalid_request("'" + path + "': expected an object", path);
-  for (const char* grammar : {"grammar", "structural_tag"})
-    if (value.contains(grammar) && !value[grammar].is_null())
-      return invalid_request("'" + path + "." + grammar +
+// Reads the value of format field `path` (its name is the part after the last '.').
+using FormatReader = ApiExpected<ResponseFormat> (*)(const Json& value, const std::string& path);
+
+// The one format among `fields` of `object` (null and false count as absent), read by its
+// reader; text when none. Two present, or a grammar field, is a 400 naming the field.
+ApiExpected<ResponseFormat> one_format(
+    const Json& object, const std::string& prefix,
+    std::initializer_list<std::pair<const char*, FormatReader>> fields,
+    std::initializer_list<const char*> grammars) {
+  auto present = [&](const char* key) {
+    const auto it = object.find(key);
+    return it != object.end() && !it->is_null() && *it != Json(false);
+  };
+  for (const char* grammar : grammars)
+    if (present(grammar))
+      return invalid_request("'" + prefix + grammar +
                                  "' is not supported: beamserve enforces JSON schemas, regular "
                                  "expressions and choices",
-                             path + "." + grammar, "unsupported_parameter");
-  std::optional<ApiExpected<ResponseFormat>> found;
-  std::string found_key;
-  for (const char* key : {"json", "regex", "choice", "json_object"}) {
-    const auto it = value.find(key);
-    if (it == value.end() || it->is_null() || (it->is_boolean() && !it->get<bool>())) continue;
+                             prefix + grammar, "unsupported_parameter");
+  const char* found = nullptr;
+  FormatReader read = nullptr;
+  for (const auto& [key, reader] : fields) {
+    if (!present(key)) continue;
     if (found)
-      return invalid_request("'" + path +
-                                 "': give one of json, regex, choice or json_object, not "
-                                 "both " +
-                                 found_key + " and " + key,
-                             path);
-    found_key = key;
-    const std::string at = path + "." + key;
-    if (found_key == "json")
-      found = schema_field(*it, at);
-    else if (found_key == "regex")
-      found = regex_format(*it, at);
-    else if (found_key == "choice")
-      found = choice_format(*it, at);
-    else
-      found = ResponseFormat{.kind = ResponseFormat::Kind::kJsonObject,
-                             .grammar = JsonGrammar::any_object(),
-                             .path = at};
+      return invalid_request("'" + prefix + found + "' and '" + prefix + key +
+                                 "' both ask for an output format; give one",
+                             prefix + key);
+    found = key;
+    read = reader;
   }
   if (!found) return ResponseFormat{};
-  return std::move(*found);
+  return read(object[found], prefix + found);
+}
+
+ApiExpected<ResponseFormat> chat_response_format(const Json& value, const std::string& path) {
+  return parse_response_format(&value, path, FormatShape::kChat);
+}
+
+ApiExpected<ResponseFormat> json_object_field(const Json&, const std::string& path) {
+  return json_object_format(path);
+}
+
+// vLLM's structured_outputs object: one of json / regex / choice / json_object.
+ApiExpected<ResponseFormat> structured_outputs_format(const Json& value, const std::string& path) {
+  if (!value.is_object()) return invalid_request("'" + path + "': expected an object", path);
+  return one_format(value, path + ".",
+                    {{"json", schema_field},
+                     {"regex", regex_format},
+                     {"choice", choice_format},
+                     {"json_object", json_object_field}},
+                    {"grammar", "structural_tag"});
 }
 
 }  // namespace
 
-ApiExpected<ResponseFormat> parse_request_format(const Json& body) {
-  for (const char* grammar : {"guided_grammar", "ebnf"})
-    if (body.contains(grammar) && !body[grammar].is_null())
-      return invalid_request(std::string("'") + grammar +
-                                 "' is not supported: beamserve enforces JSON schemas, regular "
-                                 "expressions and choices",
-                             grammar, "unsupported_parameter");
-  std::optional<ApiExpected<ResponseFormat>> found;
-  std::string found_key;
-  for (const char* key : {"response_format", "structured_outputs", "guided_json", "guided_regex",
-                          "guided_choice", "regex", "json_schema"}) {
-    const auto it = body.find(key);
-    if (it == body.end() || it->is_null()) continue;
-    if (found)
-      return invalid_request(
-          "'" + found_key + "' and '" + key + "' both ask for an output format; give one", key);
-    found_key = key;
-    if (found_key == "response_format")
-      found = parse_response_format(&*it, key, FormatShape::kChat);
-    else if (found_key == "structured_outputs")
-      found = structured_outputs_format(*it, key);
-    else if (found_key == "guided_json" || found_key == "json_schema")
-      found = schema_field(*it, key);
-    else if (found_key == "guided_choice")
-      found = choice_format(*it, key);
-    else
-      found = regex_format(*it, key);
+std::optional<int32_t> added_token_id(const text::Tokenizer& tokenizer, std::string_view text) {
+  std::optional<text::TokenId> id = tokenizer.token_to_id(text);
+  if (!id) return std::nullopt;
+  const text::TokenPiece* piece = tokenizer.piece(*id);
+  if (!piece || !piece->added) return std::nullopt;
+  return static_cast<int32_t>(*id);
+}
+
+ApiExpected<ResponseFormat> parse_response_format(const Json* format, const std::string& path,
+                                                  FormatShape shape) {
+  ResponseFormat out;
+  out.path = path;
+  if (!format) return out;
+  if (!format->is_object()) return invalid_request("'" + path + "': expected an object", path);
+  FieldReader r(*format, path);
+  std::string type;
+  r.require("type", &type);
+  if (r.failed()) return r.take_error();
+  if (shape == FormatShape::kAnthropic && type != "json_schema")
+    return invalid_request("'" + path + ".type': expected \"json_schema\", got \"" + type + "\"",
+                           path + ".type");
+  if (type == "text") return out;
+  if (type == "json_object") return json_object_format(path);
+  if (type != "json_schema")
+    return invalid_request("'" + path + ".type': unknown format \"" + type +
+                               "\" (expected \"text\", \"json_object\" or \"json_schema\")",
+                           path + ".type");
+  const Json* holder = format;
+  std::string holder_path = path;
+  if (shape == FormatShape::kChat) {
+    holder = r.get("json_schema");
+    holder_path = path + ".json_schema";
+    if (!holder) return invalid_request("'" + holder_path + "' is required", holder_path);
+    if (!holder->is_object())
+      return invalid_request("'" + holder_path + "': expected an object", holder_path);
   }
-  if (!found) return ResponseFormat{};
-  return std::move(*found);
+  FieldReader h(*holder, holder_path);
+  if (shape != FormatShape::kAnthropic) {
+    std::string name;
+    h.require("name", &name);
+    bool strict = false;
+    h.read("strict", &strict);  // every schema is enforced exactly; strict changes nothing
+  }
+  if (h.failed()) return h.take_error();
+  const Json* schema = h.get("schema");
+  if (!schema && shape == FormatShape::kAnthropic)
+    return invalid_request("'" + holder_path + ".schema' is required", holder_path + ".schema");
+  return schema_format(schema ? *schema : Json::object(), holder_path + ".schema");  // none: any
+}
+
+ApiExpected<ResponseFormat> parse_request_format(const Json& body) {
+  return one_format(body, "",
+                    {{"response_format", chat_response_format},
+                     {"structured_outputs", structured_outputs_format},
+                     {"guided_json", schema_field},
+                     {"guided_regex", regex_format},
+                     {"guided_choice", choice_format},
+                     {"regex", regex_format},
+                     {"json_schema", schema_field}},
+                    {"guided_grammar", "ebnf"});
 }
 
 std::shared_ptr<const VocabIndex> build_structured_vocab(const text::Tokenizer& tokenizer,

@@ -159,7 +159,10 @@ TEST(RequestFormat, ConflictsGrammarsAndBadPatternsAreClear400s) {
   EXPECT_EQ(e.param, "guided_regex");
   EXPECT_NE(e.message.find("'response_format' and 'guided_regex'"), std::string::npos);
   e = request_format_error(R"j({"structured_outputs": {"regex": "a", "choice": ["b"]}})j");
-  EXPECT_NE(e.message.find("not both regex and choice"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("'structured_outputs.regex' and 'structured_outputs.choice'"),
+            std::string::npos)
+      << e.message;
+  EXPECT_EQ(e.param, "structured_outputs.choice");
   e = request_format_error(R"j({"guided_grammar": "root ::= \"a\""})j");
   EXPECT_EQ(e.code, "unsupported_parameter");
   EXPECT_EQ(e.param, "guided_grammar");
