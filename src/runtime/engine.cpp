@@ -47,9 +47,14 @@ void log_memory_plan(const EngineDevice& device, const KvStorage& storage, const
 }
 
 // One start-up line: a step's token budget, where it came from, and what its largest step held.
-void log_step_budget(int64_t tokens, bool explicit_tokens, const std::optional<StepMemory>& step) {
-  std::string line = "engine: up to " + std::to_string(tokens) + " tokens a step (" +
-                     (explicit_tokens ? "--max-tokens-per-step" : "the device's default") + ")";
+void log_step_budget(int64_t tokens, bool explicit_tokens, int64_t device_default,
+                     const std::optional<StepMemory>& step) {
+  std::string source = "the device's default";
+  if (explicit_tokens)
+    source = "--max-tokens-per-step";
+  else if (tokens != device_default)
+    source += " " + std::to_string(device_default) + ", lowered to fit the KV budget";
+  std::string line = "engine: up to " + std::to_string(tokens) + " tokens a step (" + source + ")";
   if (step) {
     char held[128];
     std::snprintf(held, sizeof(held),
@@ -628,13 +633,17 @@ Expected<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const BeamWeigh
   BEAM_ASSIGN_OR_RETURN(EngineDevice device, open_engine_device(options.device, std::move(weights)));
   device.cuda_graphs = options.cuda_graphs;
   device.attention_probs = options.attention_probs;
-  EngineOptions resolved = options;
-  resolved.max_tokens_per_step = options.max_tokens_per_step.value_or(default_max_tokens_per_step(
-      device.device, device_memory_info(device.context(nullptr)).total_bytes));
-  const int64_t step_tokens = *resolved.max_tokens_per_step;
+  const int64_t device_default = default_max_tokens_per_step(
+      device.device, device_memory_info(device.context(nullptr)).total_bytes);
+  int64_t step_tokens = options.max_tokens_per_step.value_or(device_default);
   if (step_tokens < 1 || options.max_running < 1)
     return make_error("engine: max_tokens_per_step and max_running must be >= 1, got " +
                       std::to_string(step_tokens) + " and " + std::to_string(options.max_running));
+  if (!options.max_tokens_per_step && options.kv_budget_bytes && *options.kv_budget_bytes > 0)
+    step_tokens = fit_step_tokens_to_kv_budget(step_tokens, geometry, *options.kv_budget_bytes,
+                                               options.max_running);
+  EngineOptions resolved = options;
+  resolved.max_tokens_per_step = step_tokens;
   std::optional<StepMemory> step;
   if (device.device == Device::kCuda) {
     BEAM_ASSIGN_OR_RETURN(step, warm_up_largest_step(device, step_tokens, options.max_running,
@@ -649,7 +658,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const BeamWeigh
   std::unique_ptr<KvMemoryAllocator> allocator = make_kv_allocator(device);
   BEAM_ASSIGN_OR_RETURN(KvStorage storage, KvStorage::create(geometry, sizes, *allocator));
   log_memory_plan(device, storage, sizes, options.kv_budget_bytes.has_value());
-  log_step_budget(step_tokens, options.max_tokens_per_step.has_value(), step);
+  log_step_budget(step_tokens, options.max_tokens_per_step.has_value(), device_default, step);
   KvCacheConfig kc;
   kc.block_size_tokens = options.block_size_tokens;
   kc.sliding_window_tokens = config.sliding_window;

@@ -54,6 +54,17 @@ int64_t default_max_tokens_per_step(Device device, int64_t device_memory_bytes) 
   return large ? kLargeDeviceStepTokens : kDefaultStepTokens;
 }
 
+int64_t fit_step_tokens_to_kv_budget(int64_t tokens, const KvGeometry& geometry,
+                                     int64_t budget_bytes, int64_t max_running) {
+  KvPoolSplit split;
+  split.max_running_seqs = max_running;
+  for (split.max_step_tokens = tokens; split.max_step_tokens > kDefaultStepTokens;
+       split.max_step_tokens = std::max(split.max_step_tokens / 2, kDefaultStepTokens)) {
+    if (plan_kv_pools(geometry, budget_bytes, split).ok()) break;
+  }
+  return split.max_step_tokens;
+}
+
 Expected<StepMemory> warm_up_largest_step(const EngineDevice& device, int64_t tokens,
                                           int64_t max_seqs, int64_t block_size) {
   KernelContext ctx = device.context(nullptr);  // CUDA ops need no host pool

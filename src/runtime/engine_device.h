@@ -11,6 +11,7 @@
 #include "kernels/api/device_memory.h"
 #include "model/config.h"
 #include "model/weights.h"
+#include "runtime/kv_cache/kv_geometry.h"
 #include "runtime/kv_cache/kv_storage.h"
 
 namespace beam {
@@ -40,6 +41,14 @@ Expected<EngineDevice> open_engine_device(Device device, std::shared_ptr<const B
 // CUDA device of at least 70 GiB (vLLM's rule for H100 / H200-class GPUs; on the H200 long prompts
 // then prefill ~1.2x faster, docs/benchmarks.md run 249), else 2048.
 int64_t default_max_tokens_per_step(Device device, int64_t device_memory_bytes);
+
+// A default step budget fitted to an explicit KV budget: `tokens` halved while it is above 2048
+// (the CPU's default) and plan_kv_pools cannot hold the sliding blocks such a step needs beside
+// max_running sequences' windows, so a --kv-budget-mb that serves on the CPU serves on any device.
+// Returns `tokens` when they fit, else the largest halving that fits or 2048 (whose error the
+// pool plan then reports).
+int64_t fit_step_tokens_to_kv_budget(int64_t tokens, const KvGeometry& geometry,
+                                     int64_t budget_bytes, int64_t max_running);
 
 // The device's memory while the largest step an engine may run holds its activations.
 struct StepMemory {

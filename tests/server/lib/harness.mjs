@@ -1,6 +1,8 @@
 // Test harness for the live-server tests: starts `beamserve serve` on a free port with
 // models/tiny-beam and the tiny-chat fixture tokenizer, waits for /health, stops it afterwards,
-// and loads the SDKs from tests/node/node_modules.
+// and loads the SDKs from tests/node/node_modules. BEAMSERVE_BIN names the binary and
+// BEAMSERVE_DEVICE the device every server runs on (`--device`; default: the binary's, the CPU),
+// so the same suites run against a server on the GPU (tools/gpu/run_client_tests.sh).
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { existsSync } from 'node:fs';
@@ -40,7 +42,8 @@ export async function startServer(extraArgs = [], {
   const args = ['serve', '--model', path.join(repoRoot, model),
     ...(tokenizer ? ['--tokenizer', path.join(repoRoot, tokenizer)] : []),
     '--served-model-name', name, '--port', '0', '--threads', '1', '--max-model-len', '4096',
-    '--kv-budget-mb', '64', '--block-size', '16', ...extraArgs];
+    '--kv-budget-mb', '64', '--block-size', '16',
+    ...(process.env.BEAMSERVE_DEVICE ? ['--device', process.env.BEAMSERVE_DEVICE] : []), ...extraArgs];
   const child = spawn(findBinary(), args, { stdio: ['ignore', 'ignore', 'pipe'] });
   const log = [];
   let port = null;

@@ -227,6 +227,26 @@ TEST(EngineDefaults, MaxTokensPerStepFollowsTheDevice) {
   EXPECT_EQ(default_max_tokens_per_step(Device::kCuda, 48 * gib), 2048);
 }
 
+// tiny-beam at 16-token blocks: a sliding block is 64 KiB (4 layers), a full one 32 KiB, and 256
+// running sequences hold 3 sliding blocks each (768); a step of T tokens adds T / 16 more.
+TEST_F(EngineTest, DefaultStepBudgetHalvesToFitAnExplicitKvBudget) {
+  auto g = kv_geometry_from_config(weights_->config, 16);
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  const int64_t mib = int64_t{1} << 20;
+  EXPECT_EQ(fit_step_tokens_to_kv_budget(8192, *g, 1024 * mib, 256), 8192);
+  EXPECT_EQ(fit_step_tokens_to_kv_budget(8192, *g, 72 * mib, 256), 4096);  // 1,024 blocks, 64 MiB
+  EXPECT_EQ(fit_step_tokens_to_kv_budget(8192, *g, 64 * mib, 256),
+            2048);  // 4096 leaves no full block
+  EXPECT_EQ(fit_step_tokens_to_kv_budget(8192, *g, 64 * mib, 64), 8192);
+  // Never below the CPU's default: a budget too small for it keeps 2048 for the plan to refuse.
+  EXPECT_EQ(fit_step_tokens_to_kv_budget(8192, *g, 40 * mib, 256), 2048);
+  EXPECT_EQ(fit_step_tokens_to_kv_budget(2048, *g, 40 * mib, 256), 2048);
+  KvPoolSplit split;
+  split.max_running_seqs = 256;
+  split.max_step_tokens = 2048;
+  EXPECT_FALSE(plan_kv_pools(*g, 40 * mib, split).ok());
+}
+
 TEST_F(EngineTest, StepBudgetDefaultsForTheDeviceAndIsChecked) {
   EngineOptions o = small_options();
   o.max_tokens_per_step.reset();
