@@ -13,6 +13,9 @@ const weatherTool = {
   input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
 };
 const asciiOnly = Object.fromEntries(Array.from({ length: 128 }, (_, i) => [String(131 + i), -100]));
+// No think or tool-call markup (fixture ids 503-510): one text block whatever the greedy tokens
+// are on the device.
+const textOnly = Object.fromEntries(Array.from({ length: 8 }, (_, i) => [String(503 + i), -100]));
 
 before(async () => {
   server = await startServer();
@@ -27,7 +30,7 @@ after(async () => {
 test('messages: plain text with usage', async () => {
   const m = await client.messages.create({
     model: MODEL, max_tokens: 10, messages: [{ role: 'user', content: 'Hello there' }],
-    system: 'You are terse.', temperature: 0, ignore_eos: true,
+    system: 'You are terse.', temperature: 0, ignore_eos: true, logit_bias: textOnly,
   });
   assert.match(m.id, /^msg_/);
   assert.equal(m.type, 'message');
@@ -114,6 +117,29 @@ test('messages: tool_use round trip', async () => {
   assert.equal(second.stop_reason, 'max_tokens');
   assert.ok(second.usage.input_tokens + second.usage.cache_read_input_tokens >
     m.usage.input_tokens + m.usage.cache_read_input_tokens);
+});
+
+test('messages: tool_choice tool and any without parallel use are one tool_use, then the turn ends', async () => {
+  const alarm = {
+    name: 'alarm', input_schema: { type: 'object', properties: { on: { type: 'boolean' } }, required: ['on'] },
+  };
+  const unit = {
+    name: 'unit', input_schema: { type: 'object', properties: { u: { enum: ['c', 'f'] } }, required: ['u'] },
+  };
+  const base = { model: MODEL, max_tokens: 100, temperature: 1, messages: [{ role: 'user', content: 'Go' }],
+    tools: [alarm, unit] };
+  for (let i = 0; i < 3; ++i) {
+    for (const tool_choice of [{ type: 'tool', name: 'unit' }, { type: 'any', disable_parallel_tool_use: true }]) {
+      const m = await client.messages.create({ ...base, tool_choice });
+      assert.equal(m.stop_reason, 'tool_use', JSON.stringify(m.content));
+      assert.equal(m.content.length, 1, JSON.stringify(m.content));
+      const use = m.content[0];
+      assert.equal(use.type, 'tool_use');
+      if (tool_choice.type === 'tool') assert.equal(use.name, 'unit');
+      if (use.name === 'unit') assert.ok(['c', 'f'].includes(use.input.u));
+      else assert.equal(typeof use.input.on, 'boolean');
+    }
+  }
 });
 
 test('messages: stop_sequences report the sequence', async () => {

@@ -534,11 +534,24 @@ test('chat: a required or named tool call is JSON of the tool\'s parameters', as
     model: MODEL, messages: [{ role: 'user', content: 'Weather?' }], max_tokens: 200, temperature: 1, seed: 4,
     tools: [forecast, alarm], tool_choice: { type: 'function', function: { name: 'forecast' } },
   });
+  // A named function is called once and the turn ends there: no text after the call.
   const call = named.choices[0].message.tool_calls[0];
   assert.equal(named.choices[0].finish_reason, 'tool_calls');
+  assert.equal(named.choices[0].message.tool_calls.length, 1);
+  assert.equal(named.choices[0].message.content, null);
   assert.equal(call.function.name, 'forecast');
   const args = JSON.parse(call.function.arguments);
   assert.ok(['c', 'f'].includes(args.unit) && Number.isInteger(args.days), call.function.arguments);
+  // parallel_tool_calls: false makes a required turn exactly one call, whatever the seed.
+  const single = await client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'Weather?' }], max_tokens: 200, temperature: 1, seed: 5,
+    n: 4, tools: [forecast, alarm], tool_choice: 'required', parallel_tool_calls: false,
+  });
+  for (const c of single.choices) {
+    assert.equal(c.finish_reason, 'tool_calls');
+    assert.equal(c.message.tool_calls.length, 1);
+    assert.equal(c.message.content, null);
+  }
   const required = await client.chat.completions.create({
     model: MODEL, messages: [{ role: 'user', content: 'Weather?' }], max_tokens: 200, temperature: 1, seed: 9,
     n: 3, tools: [forecast, alarm], tool_choice: 'required',

@@ -34,6 +34,13 @@ bool ConstraintState::fill_allowed(std::span<uint32_t> bits, std::span<const int
                                    MaskScratch& scratch) const {
   BEAM_CHECK(active()) << "the output is reasoning, not constrained";
   std::fill(bits.begin(), bits.end(), 0u);
+  if (phase_ == Phase::kBetweenCalls) {
+    if (dead_) return false;
+    for (int32_t t : end_tokens) set_mask_bit(bits, t);
+    if (constraint_->call_open) set_mask_bit(bits, *constraint_->call_open);
+    if (!gap_written_) constraint_->vocab->add_whitespace(bits);
+    return true;
+  }
   if (matcher_)
     constraint_->vocab->add_allowed(*matcher_, state_, bits, scratch,
                                     constraint_->pattern_masks.get());
@@ -41,17 +48,18 @@ bool ConstraintState::fill_allowed(std::span<uint32_t> bits, std::span<const int
     constraint_->vocab->add_allowed(*constraint_->regex, dfa_state_, bits);
   if (can_end()) {
     for (int32_t t : end_tokens) set_mask_bit(bits, t);
-    if (constraint_->release_token) set_mask_bit(bits, *constraint_->release_token);
+    if (constraint_->call_close) set_mask_bit(bits, *constraint_->call_close);
   }
   if (phase_ == Phase::kJsonOrReasoning) set_mask_bit(bits, *constraint_->reasoning_open);
   return std::any_of(bits.begin(), bits.end(), [](uint32_t w) { return w != 0; });
 }
 
 bool ConstraintState::accept(int32_t token, bool end_token) {
-  if (phase_ == Phase::kReleased) return true;
-  if (phase_ == Phase::kJson && constraint_->release_token &&
-      token == *constraint_->release_token && can_end()) {
-    phase_ = Phase::kReleased;
+  if (phase_ == Phase::kBetweenCalls) return accept_between_calls(token, end_token);
+  if (phase_ == Phase::kJson && constraint_->call_close && token == *constraint_->call_close &&
+      can_end()) {
+    phase_ = Phase::kBetweenCalls;
+    gap_written_ = false;
     return true;
   }
   if (phase_ == Phase::kReasoning) {
@@ -72,6 +80,25 @@ bool ConstraintState::accept(int32_t token, bool end_token) {
   }
   state_.clear();
   dfa_state_ = ByteDfa::kDead;
+  return false;
+}
+
+bool ConstraintState::accept_between_calls(int32_t token, bool end_token) {
+  if (dead_) return false;
+  if (end_token) return true;
+  if (constraint_->call_open && token == *constraint_->call_open) {
+    phase_ = Phase::kJson;
+    if (matcher_)
+      state_ = matcher_->initial();
+    else
+      dfa_state_ = constraint_->regex->start();
+    return true;
+  }
+  if (!gap_written_ && constraint_->vocab->is_whitespace(token)) {
+    gap_written_ = true;
+    return true;
+  }
+  dead_ = true;
   return false;
 }
 

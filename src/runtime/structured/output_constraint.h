@@ -29,9 +29,12 @@ struct OutputConstraint {
   std::optional<int32_t> reasoning_open;
   std::vector<int32_t> json_after;
   bool starts_in_reasoning = false;
-  // Allowed, besides the end tokens, once the JSON is complete; the output is free after it (a
-  // tool call's close delimiter: more calls or text may follow). Unset: none.
-  std::optional<int32_t> release_token;
+  // A tool call's delimiters (Hermes / Qwen `<tool_call>` ... `</tool_call>`): once the JSON is
+  // complete call_close may follow besides the end tokens, and after it only more calls: the end
+  // tokens, one whitespace-only token, and call_open where set (parallel calls), which starts the
+  // next call's JSON from the grammar's start. Unset: the output ends with the JSON.
+  std::optional<int32_t> call_close;
+  std::optional<int32_t> call_open;
   // Memoized masks inside patterned strings, shared by the request's sequences.
   std::shared_ptr<PatternMaskCache> pattern_masks = std::make_shared<PatternMaskCache>();
 };
@@ -41,13 +44,12 @@ class ConstraintState {
  public:
   explicit ConstraintState(std::shared_ptr<const OutputConstraint> constraint);
 
-  // Whether the next token is constrained (false while the model reasons, and after the release
-  // token).
-  bool active() const { return phase_ != Phase::kReasoning && phase_ != Phase::kReleased; }
+  // Whether the next token is constrained (false while the model reasons).
+  bool active() const { return phase_ != Phase::kReasoning; }
   // Overwrites bits (allowed_mask_words(vocab) words) with the tokens allowed next: every text
-  // token that keeps a parse alive, end_tokens and the release token when the JSON is complete,
-  // and reasoning_open before the first token. Needs active(). False when no token is allowed
-  // (the state is dead).
+  // token that keeps a parse alive, end_tokens and call_close when the JSON is complete, and
+  // reasoning_open before the first token; between calls the end tokens, call_open and whitespace.
+  // Needs active(). False when no token is allowed (the state is dead).
   bool fill_allowed(std::span<uint32_t> bits, std::span<const int32_t> end_tokens,
                     MaskScratch& scratch) const;
   // Records a committed output token; end_token: an eos or stop id (it ends the output). False
@@ -57,6 +59,8 @@ class ConstraintState {
  private:
   // Whether the constrained text so far may end here.
   bool can_end() const;
+  // accept() after a call's close delimiter.
+  bool accept_between_calls(int32_t token, bool end_token);
   // Moves past a text token's bytes; false (nothing moved) when they break the constraint.
   bool advance(std::string_view bytes);
 
@@ -65,8 +69,10 @@ class ConstraintState {
   MatchState state_;
   MatchState scratch_;
   int32_t dfa_state_ = 0;  // with a regex: ByteDfa::kDead once broken
-  enum class Phase { kJsonOrReasoning, kReasoning, kJson, kReleased };
+  enum class Phase { kJsonOrReasoning, kReasoning, kJson, kBetweenCalls };
   Phase phase_ = Phase::kJson;
+  bool gap_written_ = false;     // kBetweenCalls: the whitespace token between calls came
+  bool dead_ = false;            // kBetweenCalls: a token outside the mask came
   std::vector<int32_t> recent_;  // kReasoning: the last tokens, up to json_after's length
 };
 

@@ -29,6 +29,19 @@ VocabIndex::VocabIndex(int64_t vocab_size, std::vector<VocabToken> tokens)
   }
   for (uint8_t phase = 0; phase < kJsonStringPhases; ++phase)
     string_cache_.push_back(build_string_cache(phase));
+  for (int32_t id = 0; id < vocab_size; ++id) {
+    const std::string& b = bytes_[static_cast<size_t>(id)];
+    if (!b.empty() && b.find_first_not_of(" \t\n\r") == std::string::npos)
+      whitespace_.push_back(id);
+  }
+}
+
+void VocabIndex::add_whitespace(std::span<uint32_t> bits) const {
+  for (int32_t id : whitespace_) set_mask_bit(bits, id);
+}
+
+bool VocabIndex::is_whitespace(int32_t id) const {
+  return std::binary_search(whitespace_.begin(), whitespace_.end(), id);
 }
 
 std::string_view VocabIndex::bytes(int32_t id) const {

@@ -57,6 +57,9 @@ class VocabIndex {
   // The same for output that must match `dfa` (OutputConstraint::regex) from `state` on: every text
   // token whose bytes keep the DFA alive.
   void add_allowed(const ByteDfa& dfa, int32_t state, std::span<uint32_t> bits) const;
+  // Sets the bit of every text token made only of JSON whitespace (space, tab, newline, return).
+  void add_whitespace(std::span<uint32_t> bits) const;
+  bool is_whitespace(int32_t id) const;
 
  private:
   // A token with the code points it adds to the string (before its closing quote, if any).
@@ -87,6 +90,7 @@ class VocabIndex {
   int64_t vocab_size_;
   size_t max_token_bytes_ = 0;
   std::vector<std::string> bytes_;  // [vocab_size]
+  std::vector<int32_t> whitespace_;  // the whitespace-only text tokens, ascending
   TokenTrie trie_;
   std::vector<StringPhaseCache> string_cache_;  // [kJsonStringPhases]
 };

@@ -120,7 +120,10 @@ ApiExpected<ToolChoice> parse_tool_choice(const Json* v) {
   if (!v->is_object()) return invalid_request("'tool_choice': expected an object", "tool_choice");
   std::string type;
   r.require("type", &type);
+  bool disable_parallel = false;
+  r.read("disable_parallel_tool_use", &disable_parallel);
   if (r.failed()) return r.take_error();
+  c.parallel = !disable_parallel;
   if (type == "auto") return c;
   if (type == "none") c.mode = ToolChoice::Mode::kNone;
   else if (type == "any") c.mode = ToolChoice::Mode::kRequired;

@@ -78,7 +78,8 @@ namespace {
 void constrain_required_call(const ServedModel& model, const ToolChoice& choice,
                              const ChatPrompt& prompt, GenerationSpec* spec) {
   if (choice.mode != ToolChoice::Mode::kRequired && choice.mode != ToolChoice::Mode::kNamed) return;
-  if (std::optional<ResponseFormat> f = tool_call_format(model, *prompt.tools))
+  const bool parallel = choice.mode == ToolChoice::Mode::kRequired && choice.parallel;
+  if (std::optional<ResponseFormat> f = tool_call_format(model, *prompt.tools, parallel))
     spec->tool_format = std::move(*f);
 }
 

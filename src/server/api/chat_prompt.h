@@ -29,6 +29,9 @@ struct ToolChoice {
   enum class Mode { kAuto, kNone, kRequired, kNamed };
   Mode mode = Mode::kAuto;
   std::string name;  // kNamed
+  // kRequired: more than one call may be made (OpenAI's parallel_tool_calls, Anthropic's
+  // !disable_parallel_tool_use). A named function is called once.
+  bool parallel = true;
 };
 
 // Renders with add_generation_prompt and tokenizes (special tokens in the rendered text are

@@ -304,7 +304,8 @@ ApiExpected<std::shared_ptr<const OutputConstraint>> make_output_constraint(
   c->vocab = model.structured_vocab;
   c->grammar = format.grammar;
   c->regex = format.regex;
-  c->release_token = format.release_token;
+  c->call_close = format.call_close;
+  c->call_open = format.call_open;
   if (chat && format.reasoning_prelude) set_reasoning_prelude(model, prompt_text, *c);
   return std::shared_ptr<const OutputConstraint>(std::move(c));
 }

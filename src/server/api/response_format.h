@@ -25,9 +25,9 @@ struct ResponseFormat {
   std::shared_ptr<const JsonGrammar> grammar;  // kJsonObject / kJsonSchema: compiled when read
   std::shared_ptr<const ByteDfa> regex;        // kRegex: the whole output matches it
   std::string path;  // where the format sat in the request, for errors
-  // An added token that may follow the complete JSON and frees the output after it (a tool call's
-  // close delimiter, tool_call_format.h).
-  std::optional<int32_t> release_token;
+  // A tool call's delimiter tokens (OutputConstraint::call_close / call_open, tool_call_format.h).
+  std::optional<int32_t> call_close;
+  std::optional<int32_t> call_open;
   bool reasoning_prelude = true;  // chat output may reason first (make_output_constraint)
 };
 

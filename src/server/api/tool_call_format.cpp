@@ -43,15 +43,16 @@ Json tool_call_schema(const Json& tools) {
   return Json{{"anyOf", std::move(any_of)}};
 }
 
-std::optional<ResponseFormat> tool_call_format(const ServedModel& model, const Json& tools) {
+std::optional<ResponseFormat> tool_call_format(const ServedModel& model, const Json& tools,
+                                               bool parallel) {
   if (!model.tokenizer || !model.structured_vocab || !model.response_template) return std::nullopt;
   const std::optional<size_t> field = model.response_template->field_index("tool_calls");
   if (!field) return std::nullopt;
   const TemplateField& f = model.response_template->fields[*field];
   if (!f.open || !f.open->is_literal || f.open->literals.empty()) return std::nullopt;
   const std::string& open = f.open->literals.front();
-  if (open.size() < 3 || open.front() != '<' || !added_token_id(*model.tokenizer, open))
-    return std::nullopt;
+  const std::optional<int32_t> open_id = added_token_id(*model.tokenizer, open);
+  if (open.size() < 3 || open.front() != '<' || !open_id) return std::nullopt;
   const std::optional<int32_t> close = added_token_id(*model.tokenizer, "</" + open.substr(1));
   if (!close) return std::nullopt;
   auto grammar = JsonGrammar::from_schema(tool_call_schema(tools));
@@ -60,7 +61,8 @@ std::optional<ResponseFormat> tool_call_format(const ServedModel& model, const J
   format.kind = ResponseFormat::Kind::kJsonSchema;
   format.grammar = std::move(grammar).value();
   format.path = "tools";
-  format.release_token = close;
+  format.call_close = close;
+  if (parallel) format.call_open = open_id;
   format.reasoning_prelude = false;  // the turn is already inside the tool call
   return format;
 }

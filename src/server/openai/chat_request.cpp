@@ -202,6 +202,8 @@ ApiExpected<ChatRequest> parse_chat_request(const Json& body) {
     if (!tools->empty()) req.prompt.tools = *tools;
   }
   API_ASSIGN_OR_RETURN(req.tool_choice, parse_openai_tool_choice(r.get("tool_choice"), "tool_choice"));
+  r.read("parallel_tool_calls", &req.tool_choice.parallel);
+  if (r.failed()) return r.take_error();
   // response_format, or vLLM's / SGLang's structured-output fields (parse_request_format).
   API_ASSIGN_OR_RETURN(req.sampling.format, parse_request_format(body));
   return req;

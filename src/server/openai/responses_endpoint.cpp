@@ -28,6 +28,7 @@ ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& e
   const SamplingParams& s = spec.sampling;
   o.echo = {{"instructions", req.instructions},
             {"max_output_tokens", s.max_tokens ? Json(*s.max_tokens) : Json(nullptr)},
+            {"parallel_tool_calls", req.tool_choice.parallel},
             {"reasoning", req.reasoning},
             {"text", {{"format", req.text_format}}},
             {"temperature", s.temperature},

@@ -20,7 +20,6 @@ Json ResponsesObserver::response_object(const std::string& status) const {
   for (const auto& [k, v] : options_.echo.items()) r[k] = v;
   r["model"] = options_.model;
   r["output"] = status == "in_progress" ? Json::array() : output_;
-  r["parallel_tool_calls"] = true;
   r["previous_response_id"] = nullptr;
   r["store"] = false;
   r["truncation"] = "disabled";

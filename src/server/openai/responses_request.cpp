@@ -172,6 +172,8 @@ ApiExpected<ResponsesRequest> parse_responses_request(const Json& body) {
   }
   if (const Json* tc = r.get("tool_choice")) req.tool_choice_json = *tc;
   API_ASSIGN_OR_RETURN(req.tool_choice, parse_openai_tool_choice(r.get("tool_choice"), "tool_choice"));
+  r.read("parallel_tool_calls", &req.tool_choice.parallel);
+  if (r.failed()) return r.take_error();
   if (const Json* text = r.get("text")) {
     if (!text->is_object()) return invalid_request("'text': expected an object", "text");
     auto format = text->find("format");

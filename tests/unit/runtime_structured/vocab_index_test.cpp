@@ -254,24 +254,75 @@ TEST(ConstraintState, JsonAfterAMultiTokenHeader) {
   EXPECT_FALSE(s.accept(a, false));
 }
 
-TEST(ConstraintState, TheReleaseTokenFreesTheOutputAfterCompleteJson) {
+// A tool call's close delimiter after complete JSON; then only the end, one whitespace token,
+// and (parallel calls) the open delimiter, which starts the next call's JSON afresh.
+std::shared_ptr<const OutputConstraint> call_constraint(std::shared_ptr<const VocabIndex> vocab,
+                                                        bool parallel) {
+  auto c = std::make_shared<OutputConstraint>();
+  c->grammar = grammar_of(R"({"enum":[1]})");
+  c->vocab = std::move(vocab);
+  c->call_close = static_cast<int32_t>(c->vocab->vocab_size() - 1);
+  if (parallel) c->call_open = static_cast<int32_t>(c->vocab->vocab_size() - 2);
+  return c;
+}
+
+TEST(ConstraintState, ACallsCloseDelimiterFollowsCompleteJsonAndOnlyCallsFollowIt) {
   const auto vocab = synthetic_vocab({});
-  const int32_t release = static_cast<int32_t>(vocab->vocab_size() - 1);
-  ConstraintState state(std::make_shared<OutputConstraint>(OutputConstraint{
-      grammar_of(R"({"enum":[1]})"), nullptr, vocab, std::nullopt, {}, false, release}));
+  const int32_t open = static_cast<int32_t>(vocab->vocab_size() - 2);
+  const int32_t close = static_cast<int32_t>(vocab->vocab_size() - 1);
+  const int32_t eos = static_cast<int32_t>(vocab->vocab_size() - 3);
+  const int32_t one = tokenize(*vocab, "1")[0], a = tokenize(*vocab, "a")[0];
+  const int32_t newline = tokenize(*vocab, "\n")[0], space = tokenize(*vocab, " ")[0];
+  const std::vector<int32_t> ends = {eos};
   std::vector<uint32_t> bits(allowed_mask_words(vocab->vocab_size()));
   MaskScratch scratch;
-  ASSERT_TRUE(state.fill_allowed(bits, {}, scratch));
-  EXPECT_FALSE(mask_bit(bits, release));  // not before the JSON is complete
-  EXPECT_FALSE(state.accept(release, false));
-  ConstraintState done(std::make_shared<OutputConstraint>(OutputConstraint{
-      grammar_of(R"({"enum":[1]})"), nullptr, vocab, std::nullopt, {}, false, release}));
-  ASSERT_TRUE(done.accept(tokenize(*vocab, "1")[0], false));
-  ASSERT_TRUE(done.fill_allowed(bits, {}, scratch));
-  EXPECT_TRUE(mask_bit(bits, release));
-  EXPECT_TRUE(done.accept(release, false));
-  EXPECT_FALSE(done.active());
-  EXPECT_TRUE(done.accept(tokenize(*vocab, "a")[0], false));  // free text after it
+
+  ConstraintState early(call_constraint(vocab, true));
+  ASSERT_TRUE(early.fill_allowed(bits, ends, scratch));
+  EXPECT_FALSE(mask_bit(bits, close));  // not before the JSON is complete
+  EXPECT_FALSE(early.accept(close, false));
+
+  for (bool parallel : {false, true}) {
+    SCOPED_TRACE(parallel ? "parallel" : "one call");
+    ConstraintState s(call_constraint(vocab, parallel));
+    ASSERT_TRUE(s.accept(one, false));
+    ASSERT_TRUE(s.fill_allowed(bits, ends, scratch));
+    EXPECT_TRUE(mask_bit(bits, close));
+    EXPECT_TRUE(mask_bit(bits, eos));
+    ASSERT_TRUE(s.accept(close, false));
+    ASSERT_TRUE(s.active());  // between calls: no free text
+    ASSERT_TRUE(s.fill_allowed(bits, ends, scratch));
+    EXPECT_TRUE(mask_bit(bits, eos));
+    EXPECT_EQ(mask_bit(bits, open), parallel);
+    EXPECT_TRUE(mask_bit(bits, newline));
+    EXPECT_TRUE(mask_bit(bits, space));
+    EXPECT_FALSE(mask_bit(bits, a));
+    EXPECT_FALSE(mask_bit(bits, one));
+    EXPECT_FALSE(mask_bit(bits, close));
+    ASSERT_TRUE(s.accept(newline, false));
+    ASSERT_TRUE(s.fill_allowed(bits, ends, scratch));
+    EXPECT_FALSE(mask_bit(bits, space));  // one whitespace token between calls
+    EXPECT_TRUE(mask_bit(bits, eos));
+    EXPECT_EQ(mask_bit(bits, open), parallel);
+    if (!parallel) {
+      EXPECT_TRUE(s.accept(eos, true));
+      continue;
+    }
+    ASSERT_TRUE(s.accept(open, false));  // the next call, from the JSON's start
+    ASSERT_TRUE(s.fill_allowed(bits, ends, scratch));
+    EXPECT_TRUE(mask_bit(bits, one));
+    EXPECT_FALSE(mask_bit(bits, close));
+    EXPECT_FALSE(mask_bit(bits, eos));
+    ASSERT_TRUE(s.accept(one, false));
+    ASSERT_TRUE(s.accept(close, false));
+    EXPECT_TRUE(s.accept(eos, true));
+  }
+
+  ConstraintState text_after(call_constraint(vocab, true));
+  ASSERT_TRUE(text_after.accept(one, false));
+  ASSERT_TRUE(text_after.accept(close, false));
+  EXPECT_FALSE(text_after.accept(a, false));  // text after a call breaks the constraint
+  EXPECT_FALSE(text_after.fill_allowed(bits, ends, scratch));
 }
 
 }  // namespace

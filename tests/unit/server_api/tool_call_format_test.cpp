@@ -50,19 +50,24 @@ TEST(ToolCallFormat, ConstrainedWhereTheModelAllowsItElseSteered) {
   auto rt = load_hermes_response_template();
   ASSERT_TRUE(rt.ok());
   m.response_template = *rt;
-  std::optional<ResponseFormat> f = tool_call_format(m, kTools);
+  std::optional<ResponseFormat> f = tool_call_format(m, kTools, /*parallel=*/true);
   ASSERT_TRUE(f.has_value());
-  EXPECT_EQ(f->release_token, m.tokenizer->token_to_id("</tool_call>"));
-  ASSERT_TRUE(f->release_token.has_value());
+  ASSERT_TRUE(f->call_close.has_value());
+  EXPECT_EQ(f->call_close, m.tokenizer->token_to_id("</tool_call>"));
+  EXPECT_EQ(f->call_open, m.tokenizer->token_to_id("<tool_call>"));
   EXPECT_FALSE(f->reasoning_prelude);
+  std::optional<ResponseFormat> once = tool_call_format(m, kTools, /*parallel=*/false);
+  ASSERT_TRUE(once.has_value());
+  EXPECT_EQ(once->call_close, f->call_close);
+  EXPECT_FALSE(once->call_open.has_value());
   // A parameter schema constrained decoding cannot enforce (a lookahead): the call stays
   // steered only.
   Json patterned = kTools;
   patterned[0]["function"]["parameters"]["properties"]["to"] =
       Json{{"type", "string"}, {"pattern", "^(?=u)"}};
-  EXPECT_FALSE(tool_call_format(m, patterned).has_value());
+  EXPECT_FALSE(tool_call_format(m, patterned, true).has_value());
   m.response_template = nullptr;
-  EXPECT_FALSE(tool_call_format(m, kTools).has_value());
+  EXPECT_FALSE(tool_call_format(m, kTools, true).has_value());
 }
 
 }  // namespace
