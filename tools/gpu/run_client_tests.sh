@@ -28,8 +28,9 @@ export BEAMSERVE_BIN="$PWD/$binary" BEAMSERVE_DEVICE="${BEAMSERVE_DEVICE:-cuda}"
 
 suites=("$@")
 if [[ ${#suites[@]} -eq 0 ]]; then
-  suites=(openai_sdk anthropic_sdk protocol load)
+  [[ -f models/tiny-beam/config.json ]] && suites+=(openai_sdk anthropic_sdk protocol load)
   [[ -f models/beam-nano/config.json ]] && suites+=(nano readme)
+  [[ ${#suites[@]} -gt 0 ]] || { echo "run_client_tests.sh: no tiny-beam or beam-nano" >&2; exit 2; }
 fi
 out_dir="${OUT:-}"
 [[ -n "$out_dir" ]] && mkdir -p "$out_dir"

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""The HTTP server on the GPU, driven over raw HTTP (the GPU machine has neither node nor the
-official SDKs, and the 64 MiB carry limit leaves no room to bring them): `beamserve serve --device
-cuda` on models/beam-nano must reproduce the reference's greedy continuations through /generate and
-/v1/completions (up to a near tie on the GPU: its other summation orders move this model's logits
+"""The HTTP server on the GPU, driven over raw HTTP with the GPU machine's own python (a quick
+check inside run_tests.sh; the official SDK suites need node carried in: run_client_tests.sh):
+`beamserve serve --device cuda` on models/beam-nano must reproduce the reference's greedy
+continuations through /generate and /v1/completions (up to a near tie on the GPU: its other summation orders move this model's logits
 by up to ~0.5, so where the reference's token is the GPU's runner-up within 0.5 the continuations
 may part there, issue 7's criterion), stream the same text, answer chat, responses and messages,
 count tokens, keep a response_format's JSON schema (with a date format), a guided_choice, a
