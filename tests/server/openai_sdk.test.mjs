@@ -277,20 +277,22 @@ const boundedSchema = {
     tags: { type: 'array', items: { enum: ['a', 'b'] }, maxItems: 2 },
     note: { type: ['string', 'null'], maxLength: 4 },
     code: { type: 'string', pattern: '^[A-Z]{2}-\\d{1,3}$' },
+    score: { type: 'number', exclusiveMinimum: 0.25, maximum: 2.5 },
   },
-  required: ['ok', 'size', 'count', 'tags', 'note', 'code'],
+  required: ['ok', 'size', 'count', 'tags', 'note', 'code', 'score'],
 };
 const schemaFormat = { type: 'json_schema', json_schema: { name: 'item', strict: true, schema: boundedSchema } };
 
 function checkBounded(text) {
   const v = JSON.parse(text);
-  assert.deepEqual(Object.keys(v), ['ok', 'size', 'count', 'tags', 'note', 'code'], text);
+  assert.deepEqual(Object.keys(v), ['ok', 'size', 'count', 'tags', 'note', 'code', 'score'], text);
   assert.equal(typeof v.ok, 'boolean');
   assert.ok(['s', 'm', 'l'].includes(v.size));
   assert.ok(Number.isInteger(v.count) && v.count >= -3 && v.count <= 250, text);
   assert.ok(Array.isArray(v.tags) && v.tags.length <= 2 && v.tags.every((t) => t === 'a' || t === 'b'));
   assert.ok(v.note === null || (typeof v.note === 'string' && [...v.note].length <= 4));
   assert.match(v.code, /^[A-Z]{2}-\d{1,3}$/);
+  assert.ok(typeof v.score === 'number' && v.score > 0.25 && v.score <= 2.5, text);
 }
 
 test('chat: response_format json_schema makes every choice JSON of the schema', async () => {
@@ -376,8 +378,9 @@ test("vLLM's guided_choice / guided_regex / structured_outputs and SGLang's rege
 test('chat: response formats that cannot be enforced are clear 400s', async () => {
   await assert.rejects(client.chat.completions.create({
     model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 2,
-    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'number', minimum: 0.5 } } },
-  }), (e) => e.status === 400 && /minimum/.test(e.message) && e.param === 'response_format.json_schema.schema');
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'number', minimum: 1e-7 } } },
+  }), (e) => e.status === 400 && /minimum.*6 decimals/.test(e.message) &&
+    e.param === 'response_format.json_schema.schema');
   await assert.rejects(client.chat.completions.create({
     model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 2, ignore_eos: true,
     response_format: { type: 'json_object' },

@@ -327,9 +327,22 @@ Expected<GrammarNodeId> SchemaCompiler::compile_array(const Json& schema,
   return g_.add_node(std::move(node));
 }
 
-// minimum / maximum / exclusiveMinimum / exclusiveMaximum as one inclusive integer range.
+namespace {
+
+// The decimals of a bound: the fewest d <= kMaxBoundDecimals with v * 10^d a whole number (as
+// the double the schema's text parsed to); nullopt past them.
+std::optional<int32_t> bound_decimals(double v) {
+  double unit = 1;
+  for (int32_t d = 0; d <= kMaxBoundDecimals; ++d, unit *= 10) {
+    if (std::nearbyint(v * unit) / unit == v) return d;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 // minimum / maximum / exclusiveMinimum / exclusiveMaximum of an integer (as one inclusive range)
-// or a number (integral bounds, exclusive ones kept as flags).
+// or a number (in units of 10^-decimals, exclusive ones kept as flags).
 Expected<GrammarNodeId> SchemaCompiler::compile_bounded(const Json& schema,
                                                         const std::string& pointer,
                                                         GrammarKind kind) {
@@ -339,24 +352,38 @@ Expected<GrammarNodeId> SchemaCompiler::compile_bounded(const Json& schema,
     const auto it = schema.find(key);
     if (it == schema.end()) continue;
     if (!it->is_number()) return make_error(pointer_child(pointer, key) + ": expected a number");
-    const double v = it->get<double>();
+    if (integer) continue;
+    const std::optional<int32_t> d = bound_decimals(it->get<double>());
+    if (!d)
+      return make_error(pointer_child(pointer, key) + ": a number's bounds may have at most " +
+                        std::to_string(kMaxBoundDecimals) + " decimals");
+    node.bound_decimals = std::max(node.bound_decimals, *d);
+  }
+  double unit = 1;
+  for (int32_t d = 0; d < node.bound_decimals; ++d) unit *= 10;
+  for (const char* key : kBoundKeywords) {
+    const auto it = schema.find(key);
+    if (it == schema.end()) continue;
+    const double v = it->get<double>() * unit;
     if (!(std::fabs(v) <= static_cast<double>(kMaxIntegerBound)))
-      return make_error(pointer_child(pointer, key) +
-                        ": bounds beyond +-(2^31 - 1) are not supported");
-    if (!integer && v != std::floor(v))
-      return make_error(pointer_child(pointer, key) + ": a number's bounds must be whole numbers");
+      return make_error(pointer_child(pointer, key) + ": bounds beyond +-(2^31 - 1)" +
+                        (node.bound_decimals > 0 ? " / 10^" + std::to_string(node.bound_decimals)
+                                                 : std::string()) +
+                        " are not supported");
     const std::string_view k(key);
     const bool exclusive = k.starts_with("exclusive");
+    // Numbers: v is whole (nearbyint only drops the product's rounding error).
+    const double whole = integer ? v : std::nearbyint(v);
     if (k == "minimum" || k == "exclusiveMinimum") {
-      const auto b =
-          static_cast<int64_t>(std::ceil(v)) + (integer && exclusive && v == std::floor(v));
+      const auto b = static_cast<int64_t>(std::ceil(whole)) +
+                     (integer && exclusive && whole == std::floor(whole));
       if (b > node.min_value || (b == node.min_value && exclusive)) {
         node.min_value = b;
         node.min_exclusive = !integer && exclusive;
       }
     } else {
-      const auto b =
-          static_cast<int64_t>(std::floor(v)) - (integer && exclusive && v == std::floor(v));
+      const auto b = static_cast<int64_t>(std::floor(whole)) -
+                     (integer && exclusive && whole == std::floor(whole));
       if (b < node.max_value || (b == node.max_value && exclusive)) {
         node.max_value = b;
         node.max_exclusive = !integer && exclusive;

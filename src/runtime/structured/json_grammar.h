@@ -32,6 +32,8 @@ enum class GrammarKind : uint8_t {
 // The largest |bound| an integer's minimum / maximum may have: the matcher keeps the magnitude
 // read so far saturated at 2^31, which decides every comparison with such bounds.
 inline constexpr int64_t kMaxIntegerBound = (int64_t{1} << 31) - 1;
+// The most decimals a number's bound may have (`"maximum": 0.000001`).
+inline constexpr int32_t kMaxBoundDecimals = 6;
 
 struct GrammarProperty {
   LiteralId key = -1;  // the key's JSON text after its opening quote (closing quote included)
@@ -48,12 +50,14 @@ struct GrammarNode {
   int64_t min_items = 0, max_items = -1;         // kArray; -1: unbounded
   int64_t min_length = 0, max_length = -1;       // kString, in code points; -1: unbounded
   int32_t pattern = -1;  // kString: its value matches JsonGrammar::pattern(pattern); -1: none
-  // kInteger / kNumber bounds (minimum / maximum / exclusive*): integral values within
+  // kInteger / kNumber bounds (minimum / maximum / exclusive*) in units of 10^-bound_decimals
+  // (integers: 0; numbers: the most decimals a bound has, <= kMaxBoundDecimals), within
   // +-kMaxIntegerBound, the int64 limits when unbounded. Integers hold them inclusive; numbers
   // keep exclusive ones as flags (and write no exponent when bounded).
   int64_t min_value = std::numeric_limits<int64_t>::min();
   int64_t max_value = std::numeric_limits<int64_t>::max();
   bool min_exclusive = false, max_exclusive = false;
+  int32_t bound_decimals = 0;
   bool bounded() const {
     return min_value != std::numeric_limits<int64_t>::min() ||
            max_value != std::numeric_limits<int64_t>::max();

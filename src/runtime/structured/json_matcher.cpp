@@ -60,18 +60,29 @@ bool take_ws(MatchFrame& f, uint8_t c) {
   return true;
 }
 
-// A bounded number's progress: sign, the integer part read so far (its magnitude saturated at
-// 2^31, whether it has digits yet), whether the fraction has begun and holds a nonzero digit.
+// A bounded number's progress in units u = 10^-F (F: the node's bound_decimals): the sign; before
+// the dot the integer part I read so far, after it the value's first F decimals as well (scaled =
+// I * 10^F + those digits); both saturated at 2^31. fraction_digits: decimals written, up to F + 1
+// (past F); rest_nonzero: a nonzero decimal past the F-th (the value is then above scaled * u).
 struct NumberProgress {
   bool negative = false;
-  int64_t magnitude = 0;
+  int64_t scaled = 0;
   bool int_digits = false;
   bool in_fraction = false;
-  bool fraction_nonzero = false;
+  int32_t fraction_digits = 0;
+  bool rest_nonzero = false;
 };
 
-// The magnitudes m = I + f (I the integer part, f in [0, 1) the fraction) whose signed value lies
-// in the node's bounds: A <= m (A < m when open_a) and m <= B (m < B when open_b; no B: unbounded).
+constexpr int64_t kScaledCap = int64_t{1} << 31;  // above every bound (<= kMaxIntegerBound)
+
+int64_t pow10(int32_t d) {
+  int64_t p = 1;
+  while (d-- > 0) p *= 10;
+  return p;
+}
+
+// The magnitudes m (in units u) whose signed value lies in the node's bounds: A <= m (A < m when
+// open_a) and m <= B (m < B when open_b; no B: unbounded).
 struct MagnitudeRange {
   int64_t a = 0;
   bool open_a = false;
@@ -102,27 +113,43 @@ std::optional<MagnitudeRange> magnitude_range(const GrammarNode& node, bool nega
   return r;
 }
 
+// Whether some magnitude between lo and hi (each end open or closed; the numbers between them
+// are dense enough: any decimal may follow) lies in r.
+bool meets(const MagnitudeRange& r, int64_t lo, bool lo_open, int64_t hi, bool hi_open) {
+  if (r.a > lo || (r.a == lo && r.open_a)) {
+    lo = r.a;
+    lo_open = r.open_a;
+  }
+  if (r.b && (*r.b < hi || (*r.b == hi && r.open_b))) {
+    hi = *r.b;
+    hi_open = r.open_b;
+  }
+  return lo < hi || (lo == hi && !lo_open && !hi_open);
+}
+
 // Whether the number can still end inside the node's bounds (fractions only for kNumber).
 bool number_feasible(const GrammarNode& node, const NumberProgress& p) {
   const std::optional<MagnitudeRange> r = magnitude_range(node, p.negative);
   if (!r) return false;
-  const bool fractions = node.kind == GrammarKind::kNumber;
-  const bool f_zero_ok = !p.fraction_nonzero;
-  const bool f_pos_ok = fractions;
-  // The integer parts I that some fraction completes inside the range.
-  const int64_t lo_i = r->a + (r->open_a && !f_pos_ok ? 1 : 0);
-  int64_t hi_i = std::numeric_limits<int64_t>::max();
-  if (r->b) hi_i = *r->b - (r->open_b || !f_zero_ok ? 1 : 0);
-  // I == a == b with an open a and a closed b needs f > 0 and f == 0 at once.
-  if (r->b && *r->b == r->a && r->open_a && !r->open_b) hi_i = std::min(hi_i, r->a - 1);
-  if (lo_i > hi_i) return false;
-  if (p.in_fraction) return p.magnitude >= lo_i && p.magnitude <= hi_i;
-  if (!p.int_digits) return true;              // any integer part is still reachable
-  if (p.magnitude == 0) return lo_i == 0;      // "0" and "-0" take no more digits
-  for (int64_t span = 1;; span *= 10) {        // the magnitude followed by log10(span) digits
-    const int64_t first = p.magnitude * span;  // <= 2^62: the loop ends by span ~ 2^31
-    if (first > hi_i) return false;
-    if (first + span - 1 >= lo_i) return true;
+  const int32_t decimals = node.bound_decimals;
+  if (p.in_fraction) {  // the values from scaled up to the next step of the digits written
+    if (p.fraction_digits > decimals)
+      return meets(*r, p.scaled, p.rest_nonzero, p.scaled + 1, true);
+    return meets(*r, p.scaled, false, p.scaled + pow10(decimals - p.fraction_digits), true);
+  }
+  if (!p.int_digits) return meets(*r, 0, false, kScaledCap * kScaledCap, false);
+  // Integer parts I in [first, last]: a number's values [I, I + 1), an integer's I.
+  const int64_t unit = pow10(decimals);
+  auto parts = [&](int64_t first, int64_t last) {
+    return node.kind == GrammarKind::kNumber
+               ? meets(*r, first * unit, false, (last + 1) * unit, true)
+               : meets(*r, first, false, last, false);
+  };
+  if (p.scaled == 0) return parts(0, 0);    // "0" and "-0" take no more digits
+  for (int64_t span = 1;; span *= 10) {     // the part read followed by log10(span) digits
+    const int64_t first = p.scaled * span;  // <= 2^62: the loop ends by span ~ 2^31
+    if (parts(first, first + span - 1)) return true;
+    if (first > kScaledCap) return false;  // longer parts lie above every bound
   }
 }
 
@@ -130,16 +157,17 @@ bool number_feasible(const GrammarNode& node, const NumberProgress& p) {
 bool number_in_range(const GrammarNode& node, const NumberProgress& p) {
   const std::optional<MagnitudeRange> r = magnitude_range(node, p.negative);
   if (!r) return false;
-  const int64_t i = p.magnitude;
-  const bool f = p.fraction_nonzero;
-  const bool above_a = r->open_a ? (i > r->a || (i == r->a && f)) : i >= r->a;
-  const bool below_b = !r->b || (r->open_b ? i < *r->b : (i < *r->b || (i == *r->b && !f)));
-  return above_a && below_b;
+  const int64_t m =
+      p.in_fraction ? p.scaled : std::min(p.scaled * pow10(node.bound_decimals), kScaledCap);
+  return p.rest_nonzero ? meets(*r, m, true, m + 1, true) : meets(*r, m, false, m, false);
 }
 
 NumberProgress progress_of(const MatchFrame& f) {
-  return {(f.ws & 1) != 0, static_cast<int64_t>(static_cast<uint32_t>(f.b)),
-          f.phase != kNumStart && f.phase != kNumMinus, f.phase == kNumDot || f.phase == kNumFrac,
+  return {(f.ws & 1) != 0,
+          static_cast<int64_t>(static_cast<uint32_t>(f.b)),
+          f.phase != kNumStart && f.phase != kNumMinus,
+          f.phase == kNumDot || f.phase == kNumFrac,
+          (f.ws >> 2) & 7,
           (f.ws & 2) != 0};
 }
 
@@ -192,15 +220,26 @@ bool number_byte(MatchFrame& f, const GrammarNode& node, uint8_t c) {
   if (next < 0) return false;
   if (node.bounded()) {
     NumberProgress p = progress_of(f);
+    const int32_t decimals = node.bound_decimals;
     p.negative = p.negative || c == '-';
-    p.in_fraction = next == kNumDot || next == kNumFrac;
     p.int_digits = next != kNumMinus;
-    if (is_digit(c) && !p.in_fraction)
-      p.magnitude = std::min<int64_t>(p.magnitude * 10 + (c - '0'), int64_t{1} << 31);
-    if (is_digit(c) && p.in_fraction && c != '0') p.fraction_nonzero = true;
+    if (next == kNumDot) {
+      p.in_fraction = true;
+      p.scaled = std::min(p.scaled * pow10(decimals), kScaledCap);
+    } else if (is_digit(c) && !p.in_fraction) {
+      p.scaled = std::min(p.scaled * 10 + (c - '0'), kScaledCap);
+    } else if (is_digit(c)) {
+      if (p.fraction_digits < decimals)
+        p.scaled =
+            std::min(p.scaled + (c - '0') * pow10(decimals - p.fraction_digits - 1), kScaledCap);
+      else if (c != '0')
+        p.rest_nonzero = true;
+      p.fraction_digits = std::min(p.fraction_digits + 1, decimals + 1);
+    }
     if (!number_feasible(node, p)) return false;
-    f.ws = static_cast<uint16_t>((p.negative ? 1 : 0) | (p.fraction_nonzero ? 2 : 0));
-    f.b = static_cast<int32_t>(static_cast<uint32_t>(p.magnitude));
+    f.ws = static_cast<uint16_t>((p.negative ? 1 : 0) | (p.rest_nonzero ? 2 : 0) |
+                                 (p.fraction_digits << 2));
+    f.b = static_cast<int32_t>(static_cast<uint32_t>(p.scaled));
   }
   f.phase = static_cast<uint8_t>(next);
   f.a++;

@@ -33,8 +33,8 @@ struct OutputConstraint {
   // complete call_close may follow besides the end tokens, and after it only more calls: the end
   // tokens, one whitespace-only token, and call_open where set (parallel calls), which starts the
   // next call's JSON from the grammar's start. Unset: the output ends with the JSON.
-  std::optional<int32_t> call_close;
-  std::optional<int32_t> call_open;
+  std::optional<int32_t> call_close = std::nullopt;
+  std::optional<int32_t> call_open = std::nullopt;
   // Memoized masks inside patterned strings, shared by the request's sequences.
   std::shared_ptr<PatternMaskCache> pattern_masks = std::make_shared<PatternMaskCache>();
 };

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <regex>
+#include <set>
 
 #include "structured_test_util.h"
 
@@ -267,12 +269,96 @@ TEST(JsonMatcher, NumbersKeepWholeBounds) {
   for (const char* ok : {"-2", "-2.0", "-1.5", "0.999", "0"})
     EXPECT_TRUE(matches(below, ok, true)) << ok;
   for (const char* bad : {"-2.5", "1", "1.0", "-3"}) EXPECT_FALSE(matches(below, bad, true)) << bad;
-  EXPECT_NE(testing::schema_error(R"({"type":"number","maximum":0.5})").find("whole numbers"),
-            std::string::npos);
   EXPECT_NE(testing::schema_error(R"({"type":"number","minimum":1,"exclusiveMaximum":1})")
                 .find("no value"),
             std::string::npos);
   EXPECT_NE(testing::schema_error(R"({"minimum":1})").find("needs"), std::string::npos);
+}
+
+// A number string's exact value in units of 10^-6 (at most 6 decimals), or nullopt when it is not
+// a JSON number of that shape.
+std::optional<int64_t> micro_units(const std::string& text) {
+  static const std::regex kNumber(R"(-?(0|[1-9][0-9]{0,5})(\.[0-9]{1,6})?)");
+  if (!std::regex_match(text, kNumber)) return std::nullopt;
+  const bool negative = text[0] == '-';
+  const size_t dot = text.find('.');
+  const std::string int_part =
+      text.substr(negative, dot == std::string::npos ? std::string::npos : dot - negative);
+  std::string frac = dot == std::string::npos ? "" : text.substr(dot + 1);
+  frac.resize(6, '0');
+  const int64_t v = std::stoll(int_part) * 1000000 + std::stoll(frac);
+  return negative ? -v : v;
+}
+
+// Every string of up to 5 bytes over digits, '-' and '.', against exact decimal arithmetic:
+// complete exactly when it is a number inside the bounds; alive exactly when some continuation
+// completes (checked as: complete texts' prefixes are alive, and every alive text of up to 4
+// bytes completes within 4 more).
+TEST(JsonMatcher, FractionalBoundsAgreeWithExactDecimals) {
+  struct Case {
+    const char* schema;
+    int64_t lo, hi;  // micro-units
+    bool lo_open, hi_open;
+  };
+  const Case cases[] = {
+      {R"({"type":"number","minimum":0.25,"maximum":1.5})", 250000, 1500000, false, false},
+      {R"({"type":"number","exclusiveMinimum":-0.5,"exclusiveMaximum":0.75})", -500000, 750000,
+       true, true},
+      {R"({"type":"number","minimum":-2.125,"exclusiveMaximum":-1.1})", -2125000, -1100000, false,
+       true},
+      {R"({"type":"number","exclusiveMinimum":0.001,"maximum":0.002})", 1000, 2000, true, false},
+  };
+  const std::string alphabet = "0123456789-.";
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.schema);
+    const JsonMatcher m(grammar_of(c.schema));
+    auto inside = [&](int64_t v) {
+      return (c.lo_open ? v > c.lo : v >= c.lo) && (c.hi_open ? v < c.hi : v <= c.hi);
+    };
+    std::vector<std::string> texts = {""};
+    for (size_t i = 0; i < texts.size(); ++i) {
+      if (texts[i].size() == 5) continue;
+      for (char ch : alphabet) texts.push_back(texts[i] + ch);
+    }
+    std::set<std::string> alive;
+    for (const std::string& t : texts) {
+      if (t.empty()) continue;
+      const std::optional<int64_t> v = micro_units(t);
+      const bool complete = v && inside(*v);
+      EXPECT_EQ(matches(m, t, true), complete) << t;
+      if (complete) {
+        for (size_t n = 1; n <= t.size(); ++n) EXPECT_TRUE(matches(m, t.substr(0, n), false)) << t;
+      }
+      if (t.size() <= 4 && matches(m, t, false)) alive.insert(t);
+    }
+    // A completion within 4 more bytes, searched along the matcher's live texts and checked
+    // exactly.
+    auto completes = [&](auto& self, const std::string& t, int more) -> bool {
+      const std::optional<int64_t> v = micro_units(t);
+      if (v && inside(*v)) return true;
+      if (more == 0) return false;
+      for (char ch : alphabet) {
+        if (matches(m, t + ch, false) && self(self, t + ch, more - 1)) return true;
+      }
+      return false;
+    };
+    for (const std::string& t : alive)
+      EXPECT_TRUE(completes(completes, t, 4)) << "alive but no completion: " << t;
+  }
+}
+
+TEST(JsonMatcher, NumberBoundsRefusedPastSixDecimalsOrTheRange) {
+  const JsonMatcher tiny(
+      grammar_of(R"({"type":"number","exclusiveMinimum":0,"maximum":0.000001})"));
+  EXPECT_TRUE(matches(tiny, "0.000001", true));
+  EXPECT_TRUE(matches(tiny, "0.0000005", true));
+  EXPECT_FALSE(matches(tiny, "0.0000011", true));
+  EXPECT_FALSE(matches(tiny, "0.000002", false));
+  EXPECT_NE(testing::schema_error(R"({"type":"number","maximum":0.0000001})").find("6 decimals"),
+            std::string::npos);
+  EXPECT_NE(testing::schema_error(R"({"type":"number","minimum":0.5,"maximum":300000000})")
+                .find("/ 10^1"),
+            std::string::npos);
 }
 
 TEST(JsonMatcher, RecursiveReferences) {
