@@ -39,7 +39,7 @@ bool ConstraintState::fill_allowed(std::span<uint32_t> bits, std::span<const int
     for (int32_t t : end_tokens) set_mask_bit(bits, t);
     if (constraint_->call_open) set_mask_bit(bits, *constraint_->call_open);
     if (!gap_written_) constraint_->vocab->add_whitespace(bits);
-    return true;
+    return std::any_of(bits.begin(), bits.end(), [](uint32_t w) { return w != 0; });
   }
   if (matcher_)
     constraint_->vocab->add_allowed(*matcher_, state_, bits, scratch,

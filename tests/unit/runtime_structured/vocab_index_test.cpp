@@ -305,6 +305,7 @@ TEST(ConstraintState, ACallsCloseDelimiterFollowsCompleteJsonAndOnlyCallsFollowI
     EXPECT_TRUE(mask_bit(bits, eos));
     EXPECT_EQ(mask_bit(bits, open), parallel);
     if (!parallel) {
+      EXPECT_FALSE(s.fill_allowed(bits, {}, scratch));  // without end tokens nothing is left
       EXPECT_TRUE(s.accept(eos, true));
       continue;
     }
