@@ -49,6 +49,7 @@ Expected<server::ServeOptions> options_from_args(const Args& a) {
   o.model.engine.num_threads = static_cast<int>(threads);
   o.model.engine.enable_prefix_cache = !a.has("no-prefix-cache");
   o.model.engine.cuda_graphs = !a.has("no-cuda-graphs");
+  o.model.enable_return_routed_experts = a.has("enable-return-routed-experts");
   BEAM_ASSIGN_OR_RETURN(o.model.engine.attention_probs, a.get_attention_probs());
   BEAM_ASSIGN_OR_RETURN(int64_t io_threads, a.get_int("io-threads", 1));
   BEAM_ASSIGN_OR_RETURN(int64_t workers, a.get_int("workers", 2));
@@ -63,11 +64,28 @@ Expected<server::ServeOptions> options_from_args(const Args& a) {
 
 int cmd_serve(int argc, char** argv) {
   auto args = Args::parse(argc, argv,
-                          {"model", "tokenizer", "served-model-name", "host", "port", "api-key", "max-body-mb",
-                           "kv-budget-mb", "max-model-len", "max-running", "max-tokens-per-step", "block-size",
-                           "threads", "io-threads", "workers", "no-prefix-cache", "health-stall-s", "device",
-                           "no-cuda-graphs", "attention-probs"},
-                          {"no-prefix-cache", "no-cuda-graphs"});
+                          {"model",
+                           "tokenizer",
+                           "served-model-name",
+                           "host",
+                           "port",
+                           "api-key",
+                           "max-body-mb",
+                           "kv-budget-mb",
+                           "max-model-len",
+                           "max-running",
+                           "max-tokens-per-step",
+                           "block-size",
+                           "threads",
+                           "io-threads",
+                           "workers",
+                           "no-prefix-cache",
+                           "health-stall-s",
+                           "device",
+                           "no-cuda-graphs",
+                           "attention-probs",
+                           "enable-return-routed-experts"},
+                          {"no-prefix-cache", "no-cuda-graphs", "enable-return-routed-experts"});
   if (!args.ok()) {
     std::fprintf(stderr, "serve: %s\n%s", args.error().message.c_str(), kServeUsage);
     return 2;

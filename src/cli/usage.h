@@ -41,7 +41,8 @@ inline constexpr const char* kServeUsage =
     "         [--block-size 64] [--threads N] [--io-threads 1] [--workers 2] [--no-prefix-cache] "
     "[--no-cuda-graphs]\n"
     "         [--health-stall-s 30] [--attention-probs fp32|bf16 (bf16: FlashAttention's rounding "
-    "of P)]\n";
+    "of P)]\n"
+    "         [--enable-return-routed-experts (requests may ask for their routed experts)]\n";
 
 inline constexpr const char* kBenchUsage =
     "usage: beamserve bench offline|step|kernels|serve [flags]   (bench <name> --help: its flags)\n"

@@ -177,6 +177,8 @@ class Engine::Impl {
                        std::string error, bool emit);
   void emit(Sequence& seq, TokenEvent&& ev);
   SeqState scheduler_view(const Sequence& seq) const;
+  bool wants_routing(const Sequence& seq) const;
+  void record_routing(const StepPlan& plan, const ForwardOutput& out);
   void publish_stats();
 
   EngineOptions options_;
@@ -295,6 +297,35 @@ void Engine::Impl::cancel_request(RequestId id) {
   }
 }
 
+bool Engine::Impl::wants_routing(const Sequence& seq) const {
+  return requests_.at(seq.request).request.return_routed_experts;
+}
+
+// Copies the step's routed experts ([sparse layers, step tokens, top_k], tokens in batch order)
+// into each routing sequence's record by position.
+void Engine::Impl::record_routing(const StepPlan& plan, const ForwardOutput& out) {
+  const BeamConfig& c = config();
+  const int64_t k = c.num_experts_per_tok;
+  int64_t tokens = 0;
+  for (const SeqWork& w : plan.work) tokens += w.num_tokens;
+  const int64_t layers =
+      tokens > 0 ? static_cast<int64_t>(out.routed_experts.size()) / (tokens * k) : 0;
+  int64_t t0 = 0;
+  for (const SeqWork& w : plan.work) {
+    Sequence& s = seqs_.at(w.seq);
+    if (wants_routing(s)) {
+      const auto per_pos = static_cast<size_t>(layers * k);
+      const auto end = static_cast<size_t>(w.num_computed + w.num_tokens);
+      if (s.routed_experts.size() < end * per_pos) s.routed_experts.resize(end * per_pos);
+      for (int64_t j = 0; j < w.num_tokens; ++j)
+        for (int64_t l = 0; l < layers; ++l)
+          std::copy_n(out.routed_experts.begin() + ((l * tokens + t0 + j) * k), k,
+                      s.routed_experts.begin() + ((w.num_computed + j) * layers + l) * k);
+    }
+    t0 += w.num_tokens;
+  }
+}
+
 SeqState Engine::Impl::scheduler_view(const Sequence& seq) const {
   SeqState v;
   v.id = seq.id;
@@ -302,6 +333,7 @@ SeqState Engine::Impl::scheduler_view(const Sequence& seq) const {
   v.arrival = seq.arrival;
   v.tokens = seq.tokens;
   v.fork_parent = seq.fork_parent;
+  v.reuse_prefix = !wants_routing(seq);
   return v;
 }
 
@@ -334,6 +366,7 @@ void Engine::Impl::step() {
     const Sequence& s = seqs_.at(w.seq);
     batch.seqs.push_back(SeqChunk{std::span<const int32_t>(s.tokens).subspan(w.num_computed, w.num_tokens),
                                   0, w.num_computed, kv_.full_table(w.seq), kv_.sliding_table(w.seq), false});
+    batch.capture_routing = batch.capture_routing || wants_routing(s);
   }
   ForwardOutput out;
   Status st = model_.forward(batch, storage_.layers(), out);
@@ -349,6 +382,7 @@ void Engine::Impl::step() {
   }
   complete_step(plan, kv_, prefix);
   counters_.steps++;
+  if (batch.capture_routing) record_routing(plan, out);
   sample_and_emit(plan, out);
   release_retired_parents();
 }
@@ -447,6 +481,7 @@ void Engine::Impl::sample_and_emit(const StepPlan& plan, const ForwardOutput& ou
       s.phase = SeqPhase::kRunning;
       s.admitted_once = true;
       s.cached_prompt_tokens = seqs_.at(s.fork_parent).cached_prompt_tokens;
+      s.routed_experts = seqs_.at(s.fork_parent).routed_experts;  // the shared prompt's
       running_.push_back(s.id);
     }
     std::vector<int32_t> step = {sampled[i].token};
@@ -574,6 +609,16 @@ void Engine::Impl::finish_sequence(Sequence& s, FinishReason reason, std::option
   ev.finish = reason;
   ev.stop_token = stop_token;
   ev.error = std::move(error);
+  if (wants_routing(s)) {  // a copy: forks may still copy the record
+    const BeamConfig& c = config();
+    const auto per_pos =
+        static_cast<size_t>(c.num_layers_of(MlpKind::kSparse) * c.num_experts_per_tok);
+    const size_t from = std::min(
+        s.routed_experts.size(),
+        static_cast<size_t>(requests_.at(s.request).request.routed_experts_start) * per_pos);
+    ev.routed_experts.assign(s.routed_experts.begin() + static_cast<std::ptrdiff_t>(from),
+                             s.routed_experts.end());
+  }
   if (emit_event) emit(s, std::move(ev));
   RequestState& rs = requests_.at(s.request);
   if (--rs.num_unfinished == 0) {

@@ -43,6 +43,11 @@ struct TokenEvent {
   std::optional<int32_t> stop_token;   // the stop/eos id that finished it (kept in tokens)
   std::string error;                   // with kError
   Usage usage;
+  // The final event of a GenerateRequest::return_routed_experts request: the routed experts of
+  // every position the model read (the prompt, then each output but the last) from
+  // routed_experts_start on, [positions, sparse layers, top_k] expert ids (routing replay for RL,
+  // docs/runtime.md).
+  std::vector<int32_t> routed_experts;
 };
 
 // Called on the engine thread; must be quick and must not call back into the engine.
@@ -53,6 +58,11 @@ struct GenerateRequest {
   SamplingParams sampling;
   int32_t priority = 0;         // higher runs first; FCFS within a priority
   EventSink sink;
+  // Report each position's routed experts (TokenEvent::routed_experts) from position
+  // routed_experts_start on (SGLang's routed_experts_start_len: what earlier turns already have).
+  // Its steps run eagerly (no decode graph) and its prompt is computed whole (no prefix reuse).
+  bool return_routed_experts = false;
+  int64_t routed_experts_start = 0;
 };
 
 struct EngineOptions {

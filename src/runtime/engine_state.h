@@ -43,6 +43,9 @@ struct Sequence {
   int64_t waited_steps = 0;    // steps spent waiting since the last admission (anti-starvation)
   bool retiring = false;       // finished prompt owner kept until its siblings are forked
   std::optional<SequenceSamplingState> sampling;
+  // GenerateRequest::return_routed_experts: [positions computed, sparse layers, top_k] expert
+  // ids, written by position (a recompute after preemption overwrites).
+  std::vector<int32_t> routed_experts;
 };
 
 struct RequestState {

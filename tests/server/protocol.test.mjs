@@ -302,3 +302,50 @@ test('API key on every endpoint but /health', async () => {
     assert.equal(await keyed.stop(), 0);
   }
 });
+
+// Routing replay (SGLang's fields): every position the model read, [positions, 5 sparse layers,
+// top-4] little-endian int32 ids in base64, on /generate, completions and chat (also streamed).
+test('return_routed_experts: each position the model read, from routed_experts_start_len', async () => {
+  const decode = (b64) => Array.from(new Int32Array(new Uint8Array(Buffer.from(b64, 'base64')).buffer));
+  const perPosition = 5 * 4;  // tiny-beam: 5 MoE layers, top-4 of 16 experts
+  const ask = { input_ids: [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14], max_tokens: 5, ignore_eos: true,
+    temperature: 0, return_routed_experts: true };
+  assertOpenAiError(await post('/generate', ask), 400, 'return_routed_experts');  // no server flag
+  const routed = await startServer(['--enable-return-routed-experts']);
+  try {
+    const at = async (path, body) => {
+      const r = await fetch(routed.baseUrl + path, { method: 'POST', headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body) });
+      return { status: r.status, text: await r.text() };
+    };
+    const whole = JSON.parse((await at('/generate', ask)).text).choices[0];
+    const ids = decode(whole.routed_experts);
+    assert.equal(ids.length, (12 + 5 - 1) * perPosition);
+    assert.ok(ids.every((e) => e >= 0 && e < 16));
+    for (let p = 0; p < ids.length; p += 4) assert.equal(new Set(ids.slice(p, p + 4)).size, 4);  // distinct top-4
+    const tail = JSON.parse((await at('/generate', { ...ask, routed_experts_start_len: 10 })).text).choices[0];
+    assert.deepEqual(decode(tail.routed_experts), ids.slice(10 * perPosition));
+    const plain = JSON.parse((await at('/generate', { ...ask, return_routed_experts: false })).text).choices[0];
+    assert.equal(plain.routed_experts, undefined);
+    assert.deepEqual(plain.token_ids, whole.token_ids);
+    const done = JSON.parse((await at('/v1/completions', { model: MODEL, prompt: 'hello world', max_tokens: 4,
+      ignore_eos: true, n: 2, temperature: 1, seed: 3, return_routed_experts: true })).text);
+    const promptTokens = done.usage.prompt_tokens;
+    for (const c of done.choices)
+      assert.equal(decode(c.sgl_ext.routed_experts).length, (promptTokens + 4 - 1) * perPosition);
+    const streamed = await at('/v1/chat/completions', { model: MODEL, messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 3, ignore_eos: true, stream: true, stream_options: { include_usage: true },
+      return_routed_experts: true });
+    const chunks = streamed.text.split('\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6)));
+    const last = chunks.find((c) => c.choices[0]?.finish_reason);
+    const usage = chunks.at(-1).usage;
+    assert.equal(decode(last.choices[0].sgl_ext.routed_experts).length,
+      (usage.prompt_tokens + usage.completion_tokens - 1) * perPosition);
+    const refused = await at('/v1/completions', { model: MODEL, prompt: 'x', max_tokens: 2, stop: ['a'],
+      return_routed_experts: true });
+    assert.equal(refused.status, 400);
+    assert.equal(JSON.parse(refused.text).error.param, 'return_routed_experts');
+  } finally {
+    assert.equal(await routed.stop(), 0);
+  }
+});

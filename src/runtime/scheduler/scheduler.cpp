@@ -204,7 +204,8 @@ class PlanBuilder {
   bool try_admit(const SeqState& w) {
     const int64_t len = static_cast<int64_t>(w.tokens.size());
     BEAM_CHECK(len >= 1) << "waiting sequence " << w.id.value << " has no tokens";
-    const PrefixMatch match = in_.prefix ? in_.prefix->match(w.tokens) : PrefixMatch{};
+    const PrefixMatch match =
+        in_.prefix && w.reuse_prefix ? in_.prefix->match(w.tokens) : PrefixMatch{};
     const BlockCounts relocked = in_.prefix ? in_.prefix->newly_locked(match, released_) : BlockCounts{};
     const int64_t P = match.num_tokens;
     const int64_t headroom = cfg_.admission_headroom_blocks_per_seq * (num_running() + 1);

@@ -37,6 +37,7 @@ struct SeqState {
   // Running only: a sample of a request with n > 1 that is not yet in the KV cache; it is
   // forked from this sequence (its prompt owner) at commit and then decodes its own tokens.
   SeqId fork_parent;
+  bool reuse_prefix = true;  // false: admitted without a prefix-cache match (computed whole)
 };
 
 struct SchedulerInput {

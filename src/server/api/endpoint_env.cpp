@@ -27,6 +27,20 @@ ApiExpected<bool> finish_spec(const ServedModel& model, const SamplingFields& fi
   spec->include_stop_str_in_output = fields.include_stop_str_in_output;
   spec->skip_special_tokens = fields.skip_special_tokens;
   spec->priority = fields.priority;
+  if (fields.return_routed_experts) {
+    if (!model.routed_experts_enabled)
+      return invalid_request(
+          "'return_routed_experts' needs the server started with "
+          "--enable-return-routed-experts",
+          "return_routed_experts");
+    if (!fields.stop_strings.empty())
+      return invalid_request(
+          "'return_routed_experts' cannot be combined with stop strings (the "
+          "output ends before the engine reports the routing); use stop_token_ids",
+          "return_routed_experts");
+    spec->return_routed_experts = true;
+    spec->routed_experts_start = fields.routed_experts_start;
+  }
   if (spec->parse_output) spec->shown_special_ids = model.template_special_ids;
   if (!spec->sampling.ignore_eos) {
     for (int32_t id : model.extra_stop_ids) {

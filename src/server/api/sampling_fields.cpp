@@ -91,6 +91,12 @@ void read_sampling_fields(FieldReader& r, const char* stop_key, SamplingFields* 
   out->priority = static_cast<int32_t>(priority);
 }
 
+void read_routed_experts_fields(FieldReader& r, SamplingFields* out) {
+  r.read("return_routed_experts", &out->return_routed_experts);
+  r.read("routed_experts_start_len", &out->routed_experts_start);
+  if (out->routed_experts_start < 0) r.fail("routed_experts_start_len", "must be >= 0");
+}
+
 ApiExpected<bool> validate_sampling(const SamplingParams& params, int64_t vocab_size) {
   Status st = params.validate(vocab_size);
   if (st.ok()) return true;

@@ -24,6 +24,10 @@ struct SamplingFields {
   // The endpoint's structured-output field (response_format, text.format); finish_spec turns it
   // into params.constraint.
   ResponseFormat format;
+  // SGLang's routing replay fields (read_routed_experts_fields): return_routed_experts and
+  // routed_experts_start_len.
+  bool return_routed_experts = false;
+  int64_t routed_experts_start = 0;
 };
 
 // Reads temperature, top_p, top_k, min_p, the penalties, seed, logit_bias, `stop_key` (a string
@@ -31,6 +35,10 @@ struct SamplingFields {
 // min_tokens, ignore_eos, n, include_stop_str_in_output, skip_special_tokens, priority.
 // Token-limit and logprob fields differ per endpoint and are read by the caller.
 void read_sampling_fields(FieldReader& r, const char* stop_key, SamplingFields* out);
+
+// return_routed_experts (bool) and routed_experts_start_len (>= 0), for the endpoints that report
+// routed experts (/generate, completions, chat completions).
+void read_routed_experts_fields(FieldReader& r, SamplingFields* out);
 
 // SamplingParams::validate against the vocabulary, as a 400 naming the field.
 ApiExpected<bool> validate_sampling(const SamplingParams& params, int64_t vocab_size);

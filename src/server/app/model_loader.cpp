@@ -104,6 +104,7 @@ Expected<std::unique_ptr<ServedModel>> load_served_model(const ModelLoadOptions&
   auto model = std::make_unique<ServedModel>();
   model->dir = options.model_dir;
   model->name = options.served_model_name;
+  model->routed_experts_enabled = options.enable_return_routed_experts;
   if (model->name.empty()) model->name = fs::path(options.model_dir).lexically_normal().filename().string();
   if (model->name.empty()) model->name = fs::path(options.model_dir).lexically_normal().parent_path().filename().string();
   model->created_unix_s = unix_time_s();

@@ -15,6 +15,7 @@ struct ModelLoadOptions {
   std::string tokenizer_dir;      // empty: model_dir
   std::string served_model_name;  // empty: the model directory's name
   EngineOptions engine;
+  bool enable_return_routed_experts = false;  // requests may ask for routed experts (serve flag)
 };
 
 Expected<std::unique_ptr<ServedModel>> load_served_model(const ModelLoadOptions& options);

@@ -37,6 +37,8 @@ void GenerationJob::submit() {
   request.prompt = spec_.prompt_ids;
   request.sampling = spec_.sampling;
   request.priority = spec_.priority;
+  request.return_routed_experts = spec_.return_routed_experts;
+  request.routed_experts_start = spec_.routed_experts_start;
   // The sink runs on the engine thread: hand the event to this job's strand and return.
   request.sink = [self = shared_from_this()](TokenEvent&& event) {
     boost::asio::post(self->strand_, [self, event = std::move(event)]() mutable { self->handle(std::move(event)); });

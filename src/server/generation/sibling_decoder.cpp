@@ -136,6 +136,7 @@ SiblingResult SiblingDecoder::finish(const TokenEvent* engine_final, SiblingDelt
     result.reason = *engine_final->finish;
     result.stop_token = engine_final->stop_token;
     result.error = engine_final->error;
+    if (spec_.return_routed_experts) result.routed_experts = engine_final->routed_experts;
   } else {
     result.reason = FinishReason::kCancelled;
   }

@@ -40,6 +40,9 @@ struct SiblingResult {
   std::vector<OutputToken> tokens;     // every kept token, in order
   int64_t completion_tokens = 0;       // == tokens.size()
   std::string error;                   // with kError
+  // With GenerationSpec::return_routed_experts: [positions, sparse layers, top_k] expert ids of
+  // positions [routed_experts_start, every token the model read) (TokenEvent::routed_experts).
+  std::optional<std::vector<int32_t>> routed_experts;
 };
 
 class SiblingDecoder {

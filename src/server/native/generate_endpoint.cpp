@@ -1,5 +1,6 @@
 // POST /generate: token ids in, token ids (+ text when the model has a tokenizer, + logprobs)
 // out (see native_endpoints.h). Stop strings work when the model has a tokenizer.
+#include "server/api/routed_experts.h"
 #include "server/http/sse.h"
 #include "server/native/native_endpoints.h"
 
@@ -53,6 +54,8 @@ class GenerateObserver : public GenerationObserver {
     if (stream_ && (exchange_->stream_started() || result.reason != FinishReason::kError)) {
       Json c = {{"index", sibling}, {"token_ids", Json::array()}, {"finish_reason", finish_reason_name(result.reason)},
                 {"stop_token", result.stop_token ? Json(*result.stop_token) : Json(nullptr)}};
+      if (result.routed_experts)
+        c["routed_experts"] = encode_routed_experts(*result.routed_experts);
       send(c);
     }
     results_[static_cast<size_t>(sibling)] = std::move(result);
@@ -78,6 +81,7 @@ class GenerateObserver : public GenerationObserver {
       c["logprobs"] = logprobs_ ? native_logprobs(r.tokens, top_logprobs_) : Json(nullptr);
       c["finish_reason"] = finish_reason_name(r.reason);
       c["stop_token"] = r.stop_token ? Json(*r.stop_token) : Json(nullptr);
+      if (r.routed_experts) c["routed_experts"] = encode_routed_experts(*r.routed_experts);
       choices.push_back(std::move(c));
     }
     exchange_->respond_json(200, dump_json(Json{{"id", id_}, {"choices", std::move(choices)}, {"usage", u}}));
@@ -107,6 +111,7 @@ ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& e
   r.read("model", &requested);
   SamplingFields fields;
   read_sampling_fields(r, "stop", &fields);
+  read_routed_experts_fields(r, &fields);
   r.read("max_tokens", &fields.params.max_tokens);
   r.read("logprobs", &fields.params.logprobs);
   r.read("top_logprobs", &fields.params.top_logprobs);

@@ -1,6 +1,7 @@
 // ChatObserver (see chat_observer.h).
 #include "server/openai/chat_observer.h"
 
+#include "server/api/routed_experts.h"
 #include "server/http/sse.h"
 #include "server/openai/logprobs_json.h"
 
@@ -58,10 +59,12 @@ void ChatObserver::ensure_stream() {
   if (!exchange_->stream_started()) exchange_->start_stream(std::string(http::kSseContentType));
 }
 
-void ChatObserver::send_chunk(int32_t sibling, Json delta, Json logprobs, Json finish_reason) {
+void ChatObserver::send_chunk(int32_t sibling, Json delta, Json logprobs, Json finish_reason,
+                              const std::optional<std::vector<int32_t>>* routed_experts) {
   ensure_stream();
   Json choice = {{"index", sibling}, {"delta", std::move(delta)}, {"logprobs", std::move(logprobs)},
                  {"finish_reason", std::move(finish_reason)}};
+  if (routed_experts) add_routed_experts(*routed_experts, choice);
   exchange_->send(http::sse_data(dump_json(chunk(Json::array({std::move(choice)})))));
 }
 
@@ -109,7 +112,8 @@ void ChatObserver::on_sibling_done(int32_t sibling, SiblingResult&& result) {
       role_sent_[s] = true;
       send_chunk(sibling, Json{{"role", "assistant"}, {"content", ""}}, nullptr, nullptr);
     }
-    send_chunk(sibling, Json::object(), nullptr, chat_finish_reason(result));
+    send_chunk(sibling, Json::object(), nullptr, chat_finish_reason(result),
+               &result.routed_experts);
   }
   results_[s] = std::move(result);
 }
@@ -151,6 +155,7 @@ void ChatObserver::on_complete(const GenerationUsage& usage) {
     }
     choices.push_back(Json{{"index", i}, {"message", message(r)}, {"logprobs", std::move(logprobs)},
                            {"finish_reason", chat_finish_reason(r)}});
+    add_routed_experts(r.routed_experts, choices.back());
   }
   Json body = {{"id", options_.id}, {"object", "chat.completion"}, {"created", options_.created},
                {"model", options_.model}, {"choices", std::move(choices)}, {"usage", openai_usage(usage)}};

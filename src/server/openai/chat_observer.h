@@ -36,7 +36,9 @@ class ChatObserver : public GenerationObserver {
 
  private:
   Json chunk(Json choices) const;
-  void send_chunk(int32_t sibling, Json delta, Json logprobs, Json finish_reason);
+  // routed_experts: the choice's, on its last chunk (add_routed_experts).
+  void send_chunk(int32_t sibling, Json delta, Json logprobs, Json finish_reason,
+                  const std::optional<std::vector<int32_t>>* routed_experts = nullptr);
   void ensure_stream();
   Json message(const SiblingResult& result) const;
 

@@ -183,6 +183,7 @@ ApiExpected<ChatRequest> parse_chat_request(const Json& body) {
   const Json* messages = r.get("messages");
   if (!messages) r.fail("messages", "is required");
   read_sampling_fields(r, "stop", &req.sampling);
+  read_routed_experts_fields(r, &req.sampling);
   read_max_tokens(r, &req.sampling.params, &req.max_tokens_field);
   r.read("logprobs", &req.sampling.params.logprobs);
   r.read("top_logprobs", &req.sampling.params.top_logprobs);

@@ -1,6 +1,7 @@
 // Legacy completions: request parsing, observer and endpoint (see completions.h).
 #include "server/openai/completions.h"
 
+#include "server/api/routed_experts.h"
 #include "server/http/sse.h"
 #include "server/openai/chat_observer.h"
 #include "server/openai/logprobs_json.h"
@@ -59,7 +60,7 @@ class CompletionObserver : public GenerationObserver {
     if (result.reason == FinishReason::kError) error_ = result.error;
     // An engine failure before any output becomes an error response instead of a stream.
     if (stream_ && (exchange_->stream_started() || result.reason != FinishReason::kError)) {
-      send(sibling, "", nullptr, finish_reason(result));
+      send(sibling, "", nullptr, finish_reason(result), &result.routed_experts);
     }
     results_[static_cast<size_t>(sibling)] = std::move(result);
   }
@@ -84,6 +85,7 @@ class CompletionObserver : public GenerationObserver {
       }
       choices.push_back(Json{{"index", i}, {"text", results_[i].parsed.content}, {"logprobs", std::move(logprobs)},
                              {"finish_reason", finish_reason(results_[i])}});
+      add_routed_experts(results_[i].routed_experts, choices.back());
     }
     Json body = chunk(std::move(choices));
     body["usage"] = openai_usage(usage);
@@ -101,9 +103,11 @@ class CompletionObserver : public GenerationObserver {
     if (stream_ && include_usage_) c["usage"] = nullptr;
     return c;
   }
-  void send(int32_t sibling, const std::string& text, Json logprobs, Json finish) {
+  void send(int32_t sibling, const std::string& text, Json logprobs, Json finish,
+            const std::optional<std::vector<int32_t>>* routed_experts = nullptr) {
     if (!exchange_->stream_started()) exchange_->start_stream(std::string(http::kSseContentType));
     Json choice = {{"index", sibling}, {"text", text}, {"logprobs", std::move(logprobs)}, {"finish_reason", std::move(finish)}};
+    if (routed_experts) add_routed_experts(*routed_experts, choice);
     exchange_->send(http::sse_data(dump_json(chunk(Json::array({std::move(choice)})))));
   }
 
@@ -158,6 +162,7 @@ ApiExpected<CompletionRequest> parse_completion_request(const Json& body) {
   FieldReader r(body, "");
   r.read("model", &req.model);
   read_sampling_fields(r, "stop", &req.sampling);
+  read_routed_experts_fields(r, &req.sampling);
   std::optional<int64_t> max_tokens = kDefaultCompletionMaxTokens;
   r.read("max_tokens", &max_tokens);
   req.sampling.params.max_tokens = max_tokens;

@@ -7,6 +7,8 @@
 #include <random>
 
 #include "engine_test_util.h"
+#include "model/beam/beam_model.h"
+#include "model/beam/local_kv_cache.h"
 #include "runtime/engine_device.h"
 #include "runtime/kv_cache/kv_geometry.h"
 
@@ -225,6 +227,67 @@ TEST(EngineDefaults, MaxTokensPerStepFollowsTheDevice) {
   EXPECT_EQ(default_max_tokens_per_step(Device::kCuda, 70 * gib), 8192);
   EXPECT_EQ(default_max_tokens_per_step(Device::kCuda, 70 * gib - 1), 2048);
   EXPECT_EQ(default_max_tokens_per_step(Device::kCuda, 48 * gib), 2048);
+}
+
+// The routed experts of every position a routing request's model read, for each sibling, equal a
+// direct forward of that sequence with capture_routing, even when the prompt is in the prefix cache
+// (it is computed again) and the steps are chunked (7 tokens) and batched with another request.
+TEST_F(EngineTest, RoutedExpertsOfEveryPositionEqualADirectForward) {
+  auto engine = make(small_options(7));
+  ASSERT_NE(engine, nullptr);
+  const std::vector<int32_t> prompt = tokens_of(30, 5, vocab_);
+  ASSERT_EQ(run_all(*engine, {{prompt, greedy(2)}}).size(), 1u);  // the prompt is now cached
+  SamplingParams sampled = greedy(5);
+  sampled.temperature = 1;
+  sampled.seed = 11;
+  sampled.n = 2;
+  Collector routed, plain;
+  GenerateRequest a;
+  a.prompt = prompt;
+  a.sampling = sampled;
+  a.return_routed_experts = true;
+  a.sink = routed.sink();
+  GenerateRequest b;
+  b.prompt = prompt;
+  b.sampling = greedy(4);
+  b.sink = plain.sink();
+  ASSERT_TRUE(engine->submit(std::move(a)).ok());
+  ASSERT_TRUE(engine->submit(std::move(b)).ok());
+  engine->wait_idle();
+  const std::vector<SiblingResult> siblings = routed.results();
+  ASSERT_EQ(siblings.size(), 2u);
+  EXPECT_NE(siblings[0].tokens, siblings[1].tokens);
+  const BeamConfig& c = weights_->config;
+  const int64_t layers = c.num_layers_of(MlpKind::kSparse);
+  const int64_t k = c.num_experts_per_tok;
+  ThreadPool pool(2);
+  KernelContext ctx;
+  ctx.pool = &pool;
+  BeamModel model(weights_, ctx);
+  for (const SiblingResult& r : siblings) {
+    EXPECT_EQ(r.usage.cached_prompt_tokens, 0);  // no prefix reuse for a routing request
+    std::vector<int32_t> read = prompt;          // every token but the last output
+    read.insert(read.end(), r.tokens.begin(), r.tokens.end() - 1);
+    const auto T = static_cast<int64_t>(read.size());
+    ASSERT_EQ(static_cast<int64_t>(r.routed_experts.size()), T * layers * k);
+    auto kv = LocalKvCache::create(ctx, c, 1, T);
+    ASSERT_TRUE(kv.ok());
+    ForwardBatch batch;
+    batch.capture_routing = true;
+    batch.seqs.push_back(SeqChunk{read, 0, 0, kv->block_table(0), kv->block_table(0), false});
+    ForwardOutput out;
+    ASSERT_TRUE(model.forward(batch, kv->layers(), out).ok());
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t l = 0; l < layers; ++l)
+        for (int64_t j = 0; j < k; ++j)
+          ASSERT_EQ(r.routed_experts[static_cast<size_t>((t * layers + l) * k + j)],
+                    out.routed_experts[static_cast<size_t>((l * T + t) * k + j)])
+              << "position " << t << " layer " << l;
+  }
+  EXPECT_TRUE(plain.results()[0].routed_experts.empty());
+  EXPECT_GT(plain.results()[0].usage.cached_prompt_tokens, 0);
+  engine->flush_prefix_cache();
+  expect_pools_full(*engine);
 }
 
 // tiny-beam at 16-token blocks: a sliding block is 64 KiB (4 layers), a full one 32 KiB, and 256

@@ -28,6 +28,7 @@ EventSink Collector::sink() {
     r.usage = ev.usage;
     r.num_events++;
     if (ev.finish) r.finish = ev.finish;
+    if (ev.finish) r.routed_experts = std::move(ev.routed_experts);
   };
 }
 

@@ -19,6 +19,7 @@ struct SiblingResult {
   std::optional<FinishReason> finish;
   Usage usage;
   int64_t num_events = 0;
+  std::vector<int32_t> routed_experts;  // the final event's
 };
 
 // Collects the events of one request (thread-safe; the engine thread writes).
