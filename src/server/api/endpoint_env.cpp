@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "server/api/routed_experts.h"
+
 namespace beam::server {
 
 IdSource::IdSource() : rng_(std::random_device{}()) {}
@@ -40,6 +42,14 @@ ApiExpected<bool> finish_spec(const ServedModel& model, const SamplingFields& fi
           "return_routed_experts");
     spec->return_routed_experts = true;
     spec->routed_experts_start = fields.routed_experts_start;
+    const BeamConfig& c = model.engine->config();
+    const auto prompt = static_cast<int64_t>(spec->prompt_ids.size());
+    const int64_t positions =
+        fields.params.max_tokens ? prompt + *fields.params.max_tokens : model.max_context_tokens;
+    API_ASSIGN_OR_RETURN(bool fits, check_routed_experts_size(fields.params.n, positions,
+                                                              c.num_layers_of(MlpKind::kSparse),
+                                                              c.num_experts_per_tok));
+    (void)fits;
   }
   if (spec->parse_output) spec->shown_special_ids = model.template_special_ids;
   if (!spec->sampling.ignore_eos) {
