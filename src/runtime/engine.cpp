@@ -178,6 +178,7 @@ class Engine::Impl {
   void emit(Sequence& seq, TokenEvent&& ev);
   SeqState scheduler_view(const Sequence& seq) const;
   bool wants_routing(const Sequence& seq) const;
+  int64_t routed_moe_layers() const { return config().num_layers_of(MlpKind::kSparse); }
   void record_routing(const StepPlan& plan, const ForwardOutput& out);
   void publish_stats();
 
@@ -304,17 +305,14 @@ bool Engine::Impl::wants_routing(const Sequence& seq) const {
 // Copies the step's routed experts ([sparse layers, step tokens, top_k], tokens in batch order)
 // into each routing sequence's record by position.
 void Engine::Impl::record_routing(const StepPlan& plan, const ForwardOutput& out) {
-  const BeamConfig& c = config();
-  const int64_t k = c.num_experts_per_tok;
+  const int64_t k = config().num_experts_per_tok, layers = routed_moe_layers();
+  const auto per_pos = static_cast<size_t>(layers * k);
   int64_t tokens = 0;
   for (const SeqWork& w : plan.work) tokens += w.num_tokens;
-  const int64_t layers =
-      tokens > 0 ? static_cast<int64_t>(out.routed_experts.size()) / (tokens * k) : 0;
   int64_t t0 = 0;
   for (const SeqWork& w : plan.work) {
     Sequence& s = seqs_.at(w.seq);
     if (wants_routing(s)) {
-      const auto per_pos = static_cast<size_t>(layers * k);
       const auto end = static_cast<size_t>(w.num_computed + w.num_tokens);
       if (s.routed_experts.size() < end * per_pos) s.routed_experts.resize(end * per_pos);
       for (int64_t j = 0; j < w.num_tokens; ++j)
@@ -609,13 +607,12 @@ void Engine::Impl::finish_sequence(Sequence& s, FinishReason reason, std::option
   ev.finish = reason;
   ev.stop_token = stop_token;
   ev.error = std::move(error);
-  if (wants_routing(s)) {  // a copy: forks may still copy the record
-    const BeamConfig& c = config();
-    const auto per_pos =
-        static_cast<size_t>(c.num_layers_of(MlpKind::kSparse) * c.num_experts_per_tok);
+  if (wants_routing(s)) {
+    const auto per_pos = static_cast<size_t>(routed_moe_layers() * config().num_experts_per_tok);
     const size_t from = std::min(
         s.routed_experts.size(),
         static_cast<size_t>(requests_.at(s.request).request.routed_experts_start) * per_pos);
+    // A copy: siblings forked from a prompt owner copy its record, even after it finished.
     ev.routed_experts.assign(s.routed_experts.begin() + static_cast<std::ptrdiff_t>(from),
                              s.routed_experts.end());
   }

@@ -75,12 +75,12 @@ if ((node)); then
   # The suites' SDKs and the closure of their (non-peer) dependencies.
   packages=$(cd "$modules" && "$node_bin" -e '
     const fs = require("fs");
-    const todo = ["openai", "@anthropic-ai/sdk"], seen = new Set();
-    while (todo.length) {
-      const name = todo.pop();
+    const queue = ["openai", "@anthropic-ai/sdk"], seen = new Set();
+    while (queue.length) {
+      const name = queue.pop();
       if (seen.has(name) || !fs.existsSync(name + "/package.json")) continue;
       seen.add(name);
-      todo.push(...Object.keys(JSON.parse(fs.readFileSync(name + "/package.json")).dependencies ?? {}));
+      queue.push(...Object.keys(JSON.parse(fs.readFileSync(name + "/package.json")).dependencies ?? {}));
     }
     console.log([...seen].join("\n"));')
   # shellcheck disable=SC2086  # package names have no spaces

@@ -10,12 +10,8 @@ ConstraintState::ConstraintState(std::shared_ptr<const OutputConstraint> constra
     : constraint_(std::move(constraint)) {
   BEAM_CHECK((constraint_->grammar == nullptr) != (constraint_->regex == nullptr))
       << "a constraint has a grammar or a regex";
-  if (constraint_->grammar) {
-    matcher_.emplace(constraint_->grammar);
-    state_ = matcher_->initial();
-  } else {
-    dfa_state_ = constraint_->regex->start();
-  }
+  if (constraint_->grammar) matcher_.emplace(constraint_->grammar);
+  restart();
   BEAM_CHECK(!(constraint_->starts_in_reasoning || constraint_->reasoning_open) ||
              !constraint_->json_after.empty())
       << "a constraint with reasoning needs the tokens that end it";
@@ -23,6 +19,22 @@ ConstraintState::ConstraintState(std::shared_ptr<const OutputConstraint> constra
     phase_ = Phase::kReasoning;
   else if (constraint_->reasoning_open)
     phase_ = Phase::kJsonOrReasoning;
+}
+
+void ConstraintState::restart() {
+  if (matcher_)
+    state_ = matcher_->initial();
+  else
+    dfa_state_ = constraint_->regex->start();
+}
+
+void ConstraintState::kill() {
+  state_.clear();
+  dfa_state_ = ByteDfa::kDead;
+}
+
+bool ConstraintState::dead() const {
+  return matcher_ ? state_.dead() : dfa_state_ == ByteDfa::kDead;
 }
 
 bool ConstraintState::can_end() const {
@@ -35,22 +47,23 @@ bool ConstraintState::fill_allowed(std::span<uint32_t> bits, std::span<const int
   BEAM_CHECK(active()) << "the output is reasoning, not constrained";
   std::fill(bits.begin(), bits.end(), 0u);
   if (phase_ == Phase::kBetweenCalls) {
-    if (dead_) return false;
-    for (int32_t t : end_tokens) set_mask_bit(bits, t);
-    if (constraint_->call_open) set_mask_bit(bits, *constraint_->call_open);
-    if (!gap_written_) constraint_->vocab->add_whitespace(bits);
-    return std::any_of(bits.begin(), bits.end(), [](uint32_t w) { return w != 0; });
+    if (!dead()) {
+      for (int32_t t : end_tokens) set_mask_bit(bits, t);
+      if (constraint_->call_open) set_mask_bit(bits, *constraint_->call_open);
+      if (!gap_written_) constraint_->vocab->add_whitespace(bits);
+    }
+  } else {
+    if (matcher_)
+      constraint_->vocab->add_allowed(*matcher_, state_, bits, scratch,
+                                      constraint_->pattern_masks.get());
+    else if (dfa_state_ != ByteDfa::kDead)
+      constraint_->vocab->add_allowed(*constraint_->regex, dfa_state_, bits);
+    if (can_end()) {
+      for (int32_t t : end_tokens) set_mask_bit(bits, t);
+      if (constraint_->call_close) set_mask_bit(bits, *constraint_->call_close);
+    }
+    if (phase_ == Phase::kJsonOrReasoning) set_mask_bit(bits, *constraint_->reasoning_open);
   }
-  if (matcher_)
-    constraint_->vocab->add_allowed(*matcher_, state_, bits, scratch,
-                                    constraint_->pattern_masks.get());
-  else if (dfa_state_ != ByteDfa::kDead)
-    constraint_->vocab->add_allowed(*constraint_->regex, dfa_state_, bits);
-  if (can_end()) {
-    for (int32_t t : end_tokens) set_mask_bit(bits, t);
-    if (constraint_->call_close) set_mask_bit(bits, *constraint_->call_close);
-  }
-  if (phase_ == Phase::kJsonOrReasoning) set_mask_bit(bits, *constraint_->reasoning_open);
   return std::any_of(bits.begin(), bits.end(), [](uint32_t w) { return w != 0; });
 }
 
@@ -78,27 +91,23 @@ bool ConstraintState::accept(int32_t token, bool end_token) {
   } else if (advance(constraint_->vocab->bytes(token))) {  // empty: not a text token
     return true;
   }
-  state_.clear();
-  dfa_state_ = ByteDfa::kDead;
+  kill();
   return false;
 }
 
 bool ConstraintState::accept_between_calls(int32_t token, bool end_token) {
-  if (dead_) return false;
+  if (dead()) return false;
   if (end_token) return true;
   if (constraint_->call_open && token == *constraint_->call_open) {
     phase_ = Phase::kJson;
-    if (matcher_)
-      state_ = matcher_->initial();
-    else
-      dfa_state_ = constraint_->regex->start();
+    restart();
     return true;
   }
   if (!gap_written_ && constraint_->vocab->is_whitespace(token)) {
     gap_written_ = true;
     return true;
   }
-  dead_ = true;
+  kill();
   return false;
 }
 

@@ -57,6 +57,11 @@ class ConstraintState {
   bool accept(int32_t token, bool end_token);
 
  private:
+  // The matcher or automaton at the constrained text's start (a new call's too).
+  void restart();
+  // Marks the state broken (a token outside the mask came); dead() says so.
+  void kill();
+  bool dead() const;
   // Whether the constrained text so far may end here.
   bool can_end() const;
   // accept() after a call's close delimiter.
@@ -72,7 +77,6 @@ class ConstraintState {
   enum class Phase { kJsonOrReasoning, kReasoning, kJson, kBetweenCalls };
   Phase phase_ = Phase::kJson;
   bool gap_written_ = false;     // kBetweenCalls: the whitespace token between calls came
-  bool dead_ = false;            // kBetweenCalls: a token outside the mask came
   std::vector<int32_t> recent_;  // kReasoning: the last tokens, up to json_after's length
 };
 

@@ -28,8 +28,8 @@ struct GenerationSpec {
   int32_t priority = 0;
   // tool_choice required / named under constrained decoding (tool_call_format.h); text: none.
   ResponseFormat tool_format;
-  // Routing replay (RoutedExpertsRequest, sampling_fields.h): each choice's routed experts from
-  // position routed_experts_start on.
+  // Routing replay (read_routed_experts_fields, sampling_fields.h): each choice's routed
+  // experts from position routed_experts_start on.
   bool return_routed_experts = false;
   int64_t routed_experts_start = 0;
 };

@@ -241,7 +241,7 @@ TEST_F(EngineTest, RoutedExpertsOfEveryPositionEqualADirectForward) {
   sampled.temperature = 1;
   sampled.seed = 11;
   sampled.n = 2;
-  Collector routed, plain;
+  Collector routed, plain, one_token;
   GenerateRequest a;
   a.prompt = prompt;
   a.sampling = sampled;
@@ -251,12 +251,25 @@ TEST_F(EngineTest, RoutedExpertsOfEveryPositionEqualADirectForward) {
   b.prompt = prompt;
   b.sampling = greedy(4);
   b.sink = plain.sink();
+  // n = 2 whose prompt owner finishes at its first sample, before its sibling forks.
+  GenerateRequest first_only;
+  first_only.prompt = prompt;
+  first_only.sampling = sampled;
+  first_only.sampling.max_tokens = 1;
+  first_only.return_routed_experts = true;
+  first_only.sink = one_token.sink();
   ASSERT_TRUE(engine->submit(std::move(a)).ok());
   ASSERT_TRUE(engine->submit(std::move(b)).ok());
+  ASSERT_TRUE(engine->submit(std::move(first_only)).ok());
   engine->wait_idle();
-  const std::vector<SiblingResult> siblings = routed.results();
+  std::vector<SiblingResult> siblings = routed.results();
   ASSERT_EQ(siblings.size(), 2u);
   EXPECT_NE(siblings[0].tokens, siblings[1].tokens);
+  for (SiblingResult& r : one_token.results()) {
+    ASSERT_EQ(r.tokens.size(), 1u);
+    siblings.push_back(std::move(r));
+  }
+  ASSERT_EQ(siblings.size(), 4u);
   const BeamConfig& c = weights_->config;
   const int64_t layers = c.num_layers_of(MlpKind::kSparse);
   const int64_t k = c.num_experts_per_tok;
