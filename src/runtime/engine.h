@@ -48,10 +48,22 @@ struct TokenEvent {
   // routed_experts_start on, [positions, sparse layers, top_k] expert ids (routing replay for RL,
   // docs/runtime.md).
   std::vector<int32_t> routed_experts;
+  // The first event of each sibling of a GenerateRequest::prompt_logprobs request: the logprobs of
+  // prompt positions [prompt_logprobs->start, prompt length), each the prompt token at that
+  // position under the model's distribution after the tokens before it (chosen = that token,
+  // chosen_rank its rank, top = the num_top most likely), log_softmax(softcapped logits / T) as
+  // for output logprobs (T = temperature, 0 → 1). Empty on later events.
+  std::vector<TokenLogprobs> prompt_logprobs;
 };
 
 // Called on the engine thread; must be quick and must not call back into the engine.
 using EventSink = std::function<void(TokenEvent&&)>;
+
+// Which prompt positions get logprobs (vLLM's prompt_logprobs, SGLang's input_token_logprobs).
+struct PromptLogprobsOptions {
+  int64_t start = 1;    // [1, prompt length]: the first position reported (position 0 has none)
+  int64_t num_top = 0;  // [0, kMaxTopLogprobs] most likely alternatives per position
+};
 
 struct GenerateRequest {
   std::vector<int32_t> prompt;  // token ids, non-empty
@@ -63,6 +75,11 @@ struct GenerateRequest {
   // Its steps run eagerly (no decode graph) and its prompt is computed whole (no prefix reuse).
   bool return_routed_experts = false;
   int64_t routed_experts_start = 0;
+  // Logprobs of the prompt's tokens (TokenEvent::prompt_logprobs). Positions before start - 1 may
+  // come from the prefix cache; from there on the prompt is computed with logits for every
+  // position. With these, SamplingParams::max_tokens may be 0: the prompt is scored and every
+  // sibling finishes with kLength and no tokens.
+  std::optional<PromptLogprobsOptions> prompt_logprobs;
 };
 
 struct EngineOptions {
