@@ -1,6 +1,7 @@
-// `beamserve bench kernels`: each forward-pass op once at beam-slice's decode and prefill shapes,
-// on random device tensors, timed with DeviceTimer (median of --reps after warm-up), next to the
-// op's floor (runtime/bench/roofline.h). Modest by design: bench step is the main measurement.
+// `beamserve bench kernels`: each forward-pass op (and, on the GPU, sampling and prompt scoring)
+// once at beam-slice's decode and prefill shapes, on random device tensors, timed with DeviceTimer
+// (median of --reps after warm-up), next to the op's floor (runtime/bench/roofline.h). Modest by
+// design: bench step is the main measurement.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -16,6 +17,7 @@
 #include "kernels/api/fixed_attention.h"
 #include "kernels/api/gemm.h"
 #include "kernels/api/moe.h"
+#include "kernels/api/sampling.h"
 #include "runtime/bench/device_timer.h"
 #include "runtime/bench/roofline.h"
 
@@ -331,6 +333,57 @@ Status bench_attention(KernelBench& kb, const BeamConfig& c, const std::vector<i
   return ok_status();
 }
 
+// Sampling and scoring over [rows, vocab] f32 logits (CUDA only: the CPU samples in runtime/):
+// a greedy and a top-p draw with 20 logprobs a row at each batch, and prompt-logprob scoring of
+// 512 rows (a step's cap) with 0 and 20 alternatives. Floor: one read of the rows' logits.
+Status bench_sampling(KernelBench& kb, const BeamConfig& c, const std::vector<int64_t>& batches) {
+  if (kb.ctx().device != Device::kCuda) return ok_status();
+  const int64_t V = c.vocab_size;
+  const auto logits_cost = [V](int64_t rows) { return Cost{static_cast<double>(rows * V) * 4, 0}; };
+  for (int64_t rows : batches) {
+    KernelBench::Scope scope(kb);
+    BEAM_ASSIGN_OR_RETURN(TensorView logits, kb.tensor(DType::kF32, {rows, V}, 3.0f));
+    BEAM_ASSIGN_OR_RETURN(TensorView scratch, kb.tensor(DType::kF32, {rows, V}));
+    BEAM_ASSIGN_OR_RETURN(TensorView out, kb.tensor(DType::kI32, {rows, kSampledRowWords}));
+    for (bool greedy : {true, false}) {
+      std::vector<SamplingRowParams> params(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) {
+        SamplingRowParams& p = params[static_cast<size_t>(r)];
+        p.logits_row = static_cast<int32_t>(r);
+        p.num_top_logprobs = kMaxSampledTopLogprobs;
+        p.uniform = 0.5;
+        p.top_p = greedy ? 1.0 : 0.9;
+        p.inv_temperature = greedy ? 0.0f : 1.0f;
+      }
+      kb.time(
+          std::string("sample_tokens ") + (greedy ? "greedy" : "top_p 0.9") +
+              " +20 logprobs rows=" + std::to_string(rows),
+          logits_cost(rows),
+          [&, logits, scratch, out, params] {
+            sample_tokens(kb.ctx(), logits, params, {}, {}, scratch, out);
+          },
+          false);
+    }
+  }
+  constexpr int64_t kScoreRows = 512;
+  KernelBench::Scope scope(kb);
+  BEAM_ASSIGN_OR_RETURN(TensorView logits, kb.tensor(DType::kF32, {kScoreRows, V}, 3.0f));
+  BEAM_ASSIGN_OR_RETURN(TensorView out, kb.tensor(DType::kI32, {kScoreRows, kSampledRowWords}));
+  for (int32_t num_top : {0, kMaxSampledTopLogprobs}) {
+    std::vector<ScoreRowParams> params(static_cast<size_t>(kScoreRows));
+    for (int64_t r = 0; r < kScoreRows; ++r) {
+      params[static_cast<size_t>(r)].logits_row = static_cast<int32_t>(r);
+      params[static_cast<size_t>(r)].token = static_cast<int32_t>((r * 7919) % V);
+      params[static_cast<size_t>(r)].num_top = num_top;
+    }
+    kb.time(
+        "score_tokens top " + std::to_string(num_top) + " rows=" + std::to_string(kScoreRows),
+        logits_cost(kScoreRows),
+        [&, logits, out, params] { score_tokens(kb.ctx(), logits, params, out); }, false);
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 int bench_kernels(int argc, char** argv) {
@@ -360,6 +413,7 @@ int bench_kernels(int argc, char** argv) {
   if (*prefill > 0) moe_sizes.push_back(*prefill);
   if (st.ok() && config->num_experts > 0) st = bench_moe(kb, *config, moe_sizes);
   if (st.ok()) st = bench_attention(kb, *config, *batches, *context, *chunk_rows, *prefill);
+  if (st.ok()) st = bench_sampling(kb, *config, *batches);
   if (!st.ok()) return bench_fail(st.error().message);
   nlohmann::json report =
       report_header("kernels", *args, (*dev)->ctx, *config, command_line("kernels", argc, argv));

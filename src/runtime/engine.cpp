@@ -120,12 +120,29 @@ class Engine::Impl {
                         " tokens leave no room to generate within the context of " +
                         std::to_string(max_context_) + " tokens");
     BEAM_RETURN_IF_ERROR(request.sampling.validate(config().vocab_size));
+    BEAM_RETURN_IF_ERROR(validate_prompt_logprobs(request));
     std::lock_guard<std::mutex> lock(inbox_.mu);
     RequestId id(next_request_id_++);
     inbox_.submitted.emplace_back(id, std::move(request));
     inbox_.pending++;
     inbox_.cv.notify_all();
     return id;
+  }
+
+  // The prompt_logprobs options against the prompt, and max_tokens 0 only with them.
+  static Status validate_prompt_logprobs(const GenerateRequest& request) {
+    const auto len = static_cast<int64_t>(request.prompt.size());
+    if (const auto& o = request.prompt_logprobs) {
+      if (o->start < 1 || o->start > len)
+        return make_error("prompt_logprobs: start " + std::to_string(o->start) +
+                          " is outside the prompt's positions [1, " + std::to_string(len) + "]");
+      if (o->num_top < 0 || o->num_top > kMaxTopLogprobs)
+        return make_error("prompt_logprobs: " + std::to_string(o->num_top) +
+                          " alternatives; must be in [0, " + std::to_string(kMaxTopLogprobs) + "]");
+    } else if (request.sampling.max_tokens == 0) {
+      return make_error("max_tokens: 0 generates nothing; it needs prompt logprobs");
+    }
+    return ok_status();
   }
 
   void cancel(RequestId id) {
@@ -165,6 +182,12 @@ class Engine::Impl {
     bool fork_child = false;  // a sibling drawing its first token from the prompt owner's row
   };
   void sample_and_emit(const StepPlan& plan, const ForwardOutput& out);
+  bool finish_unsampled(Sequence& owner);
+  void finish_request(RequestId id, FinishReason reason, const std::string& error);
+  bool needs_prompt_logits(const Sequence& seq) const;
+  void record_prompt_logprobs(const StepPlan& plan, const ForwardOutput& out);
+  Status score_rows(const ForwardOutput& out, std::span<const ScoreRow> rows,
+                    std::span<TokenLogprobs> scored);
   void attach_allowed_tokens(std::vector<DeviceSampleRow>& rows,
                              std::vector<SampleTarget>& targets);
   Status sample_rows(const ForwardOutput& out, std::span<const DeviceSampleRow> rows,
@@ -285,17 +308,15 @@ void Engine::Impl::admit_request(RequestId id, GenerateRequest&& request) {
     seqs_.emplace(s.id, std::move(s));
   }
   rs.num_unfinished = n;
+  if (rs.request.prompt_logprobs)
+    rs.prompt_logprobs.resize(static_cast<size_t>(rs.request.prompt.size()) -
+                              static_cast<size_t>(rs.request.prompt_logprobs->start));
   requests_.emplace(id, std::move(rs));
 }
 
 void Engine::Impl::cancel_request(RequestId id) {
-  auto it = requests_.find(id);
-  if (it == requests_.end()) return;  // finished already, or never existed: idempotent
-  std::vector<SeqId> ids = it->second.seqs;
-  for (SeqId sid : ids) {
-    Sequence& s = seqs_.at(sid);
-    if (s.phase != SeqPhase::kFinished) finish_sequence(s, FinishReason::kCancelled, std::nullopt, "", true);
-  }
+  // Finished already, or never existed: idempotent.
+  if (requests_.count(id)) finish_request(id, FinishReason::kCancelled, "");
 }
 
 bool Engine::Impl::wants_routing(const Sequence& seq) const {
@@ -331,8 +352,61 @@ SeqState Engine::Impl::scheduler_view(const Sequence& seq) const {
   v.arrival = seq.arrival;
   v.tokens = seq.tokens;
   v.fork_parent = seq.fork_parent;
-  v.reuse_prefix = !wants_routing(seq);
+  v.logits_every_token = needs_prompt_logits(seq);
+  if (wants_routing(seq)) {
+    v.max_reused_tokens = 0;
+  } else if (v.logits_every_token) {  // reuse up to the first row still to score
+    const RequestState& rs = requests_.at(seq.request);
+    v.max_reused_tokens = rs.request.prompt_logprobs->start - 1 + rs.prompt_logprobs_done;
+  }
   return v;
+}
+
+// Whether the request's prompt logprobs still need logits of this sequence's prompt rows.
+bool Engine::Impl::needs_prompt_logits(const Sequence& seq) const {
+  const RequestState& rs = requests_.at(seq.request);
+  return rs.request.prompt_logprobs.has_value() && !rs.prompt_scored();
+}
+
+// Scores the prompt rows of the step's prompt-logprobs sequences: row r (position p) gives the
+// logprob of the prompt token at p + 1.
+void Engine::Impl::record_prompt_logprobs(const StepPlan& plan, const ForwardOutput& out) {
+  std::vector<ScoreRow> rows;
+  std::vector<std::pair<RequestId, size_t>> dest;  // where each scored row goes
+  for (size_t r = 0; r < out.row_seq.size(); ++r) {
+    const Sequence& s = seqs_.at(plan.work[static_cast<size_t>(out.row_seq[r])].seq);
+    if (!needs_prompt_logits(s)) continue;
+    const RequestState& rs = requests_.at(s.request);
+    const int64_t q = out.row_position[r] + 1, start = rs.request.prompt_logprobs->start;
+    if (q < start || q >= s.num_prompt) continue;
+    rows.push_back(ScoreRow{static_cast<int64_t>(r), s.tokens[static_cast<size_t>(q)],
+                            rs.params->temperature, rs.request.prompt_logprobs->num_top});
+    dest.emplace_back(s.request, static_cast<size_t>(q - start));
+  }
+  if (rows.empty()) return;
+  std::vector<TokenLogprobs> scored(rows.size());
+  if (Status st = score_rows(out, rows, scored); !st.ok()) {
+    log_error("prompt logprobs failed: " + st.error().message);
+    for (const auto& d : dest)
+      if (requests_.count(d.first))
+        finish_request(d.first, FinishReason::kError, st.error().message);
+    return;
+  }
+  for (size_t k = 0; k < rows.size(); ++k) {
+    RequestState& rs = requests_.at(dest[k].first);
+    rs.prompt_logprobs[dest[k].second] = std::move(scored[k]);
+    while (!rs.prompt_scored() &&
+           rs.prompt_logprobs[static_cast<size_t>(rs.prompt_logprobs_done)].chosen.token >= 0)
+      ++rs.prompt_logprobs_done;
+  }
+}
+
+// The CPU BatchSampler on host logits, or the DeviceBatchSampler on the device's.
+Status Engine::Impl::score_rows(const ForwardOutput& out, std::span<const ScoreRow> rows,
+                                std::span<TokenLogprobs> scored) {
+  if (device_sampler_) return device_sampler_->score(out.device_logits, rows, scored);
+  sampler_.score(out.logits, rows, scored);
+  return ok_status();
 }
 
 }  // namespace beam
@@ -360,11 +434,15 @@ void Engine::Impl::step() {
 
   ForwardBatch batch;
   batch.logits_on_device = device_sampler_.has_value();
+  bool scores_prompt = false;
   for (const SeqWork& w : plan.work) {
     const Sequence& s = seqs_.at(w.seq);
-    batch.seqs.push_back(SeqChunk{std::span<const int32_t>(s.tokens).subspan(w.num_computed, w.num_tokens),
-                                  0, w.num_computed, kv_.full_table(w.seq), kv_.sliding_table(w.seq), false});
+    const bool all_logits = w.num_tokens > 1 && needs_prompt_logits(s);  // one token: its row
+    batch.seqs.push_back(
+        SeqChunk{std::span<const int32_t>(s.tokens).subspan(w.num_computed, w.num_tokens), 0,
+                 w.num_computed, kv_.full_table(w.seq), kv_.sliding_table(w.seq), all_logits});
     batch.capture_routing = batch.capture_routing || wants_routing(s);
+    scores_prompt = scores_prompt || needs_prompt_logits(s);
   }
   ForwardOutput out;
   Status st = model_.forward(batch, storage_.layers(), out);
@@ -381,6 +459,7 @@ void Engine::Impl::step() {
   complete_step(plan, kv_, prefix);
   counters_.steps++;
   if (batch.capture_routing) record_routing(plan, out);
+  if (scores_prompt) record_prompt_logprobs(plan, out);
   sample_and_emit(plan, out);
   release_retired_parents();
 }
@@ -403,7 +482,7 @@ void Engine::Impl::order_waiting() {
   std::unordered_map<SeqId, Key> keys;
   for (SeqId id : waiting_) {
     Sequence& s = seqs_.at(id);
-    int64_t cached = lpm ? prefix_->match(s.tokens).num_tokens : 0;
+    int64_t cached = lpm ? match_reusable(*prefix_, scheduler_view(s)).num_tokens : 0;
     keys[id] = Key{s.priority, s.waited_steps++ > kMaxSkippedSteps, cached, s.arrival};
   }
   std::stable_sort(waiting_.begin(), waiting_.end(), [&](SeqId a, SeqId b) {
@@ -441,21 +520,24 @@ void Engine::Impl::apply_preemptions(const StepPlan& plan) {
 }
 
 void Engine::Impl::sample_and_emit(const StepPlan& plan, const ForwardOutput& out) {
+  std::vector<int64_t> last_row(plan.work.size(), -1);  // each work item's sampling row
+  for (size_t r = 0; r < out.row_seq.size(); ++r)
+    last_row[static_cast<size_t>(out.row_seq[r])] = static_cast<int64_t>(r);
   std::vector<DeviceSampleRow> rows;
   std::vector<SampleTarget> targets;
   for (size_t i = 0; i < plan.work.size(); ++i) {
     const SeqWork& w = plan.work[i];
     if (!w.samples) continue;
     Sequence& s = seqs_.at(w.seq);
-    if (s.phase == SeqPhase::kFinished) continue;
-    rows.push_back(DeviceSampleRow{static_cast<int64_t>(i), &*s.sampling});
+    if (s.phase == SeqPhase::kFinished || finish_unsampled(s)) continue;
+    rows.push_back(DeviceSampleRow{last_row[i], &*s.sampling});
     targets.push_back({w.seq, false});
     const RequestState& rs = requests_.at(s.request);
     if (s.sibling == 0 && s.sampling->num_output_tokens() == 0) {
       for (size_t k = 1; k < rs.seqs.size(); ++k) {
         Sequence& sib = seqs_.at(rs.seqs[k]);
         if (sib.phase == SeqPhase::kFinished) continue;
-        rows.push_back(DeviceSampleRow{static_cast<int64_t>(i), &*sib.sampling});
+        rows.push_back(DeviceSampleRow{last_row[i], &*sib.sampling});
         targets.push_back({sib.id, true});
       }
     }
@@ -486,6 +568,23 @@ void Engine::Impl::sample_and_emit(const StepPlan& plan, const ForwardOutput& ou
     std::vector<TokenLogprobs> lps;
     if (sampled[i].logprobs) lps.push_back(std::move(*sampled[i].logprobs));
     append_tokens(s, step, std::move(lps));
+  }
+}
+
+// A scoring-only request (max_tokens 0) finishes when its prompt owner would first sample, each
+// sibling with kLength and no tokens. True if `owner` finished.
+bool Engine::Impl::finish_unsampled(Sequence& owner) {
+  if (owner.sampling->output_limit_tokens() > 0) return false;
+  finish_request(owner.request, FinishReason::kLength, "");
+  return true;
+}
+
+// Finishes every unfinished sequence of the request, siblings before their prompt owner.
+void Engine::Impl::finish_request(RequestId id, FinishReason reason, const std::string& error) {
+  const std::vector<SeqId> siblings = requests_.at(id).seqs;
+  for (auto sid = siblings.rbegin(); sid != siblings.rend(); ++sid) {
+    Sequence& s = seqs_.at(*sid);
+    if (s.phase != SeqPhase::kFinished) finish_sequence(s, reason, std::nullopt, error, true);
   }
 }
 
@@ -648,6 +747,11 @@ void Engine::Impl::emit(Sequence& s, TokenEvent&& ev) {
   ev.usage.cached_prompt_tokens = s.cached_prompt_tokens;
   ev.usage.completion_tokens = s.sampling->num_output_tokens();
   auto it = requests_.find(s.request);
+  if (it != requests_.end() && it->second.request.prompt_logprobs && !s.sent_prompt_logprobs &&
+      it->second.prompt_scored()) {
+    ev.prompt_logprobs = it->second.prompt_logprobs;
+    s.sent_prompt_logprobs = true;
+  }
   if (it != requests_.end() && it->second.request.sink) it->second.request.sink(std::move(ev));
 }
 

@@ -46,6 +46,7 @@ struct Sequence {
   // GenerateRequest::return_routed_experts: [positions computed, sparse layers, top_k] expert
   // ids, written by position (a recompute after preemption overwrites).
   std::vector<int32_t> routed_experts;
+  bool sent_prompt_logprobs = false;  // its first event carried the request's prompt logprobs
 };
 
 struct RequestState {
@@ -54,6 +55,13 @@ struct RequestState {
   uint64_t seed = 0;
   std::vector<SeqId> seqs;  // [n], sibling order
   int64_t num_unfinished = 0;
+  // GenerateRequest::prompt_logprobs: positions [start, prompt length), by position - start (an
+  // entry whose chosen token is -1 is not computed yet); the first `prompt_logprobs_done` are.
+  std::vector<TokenLogprobs> prompt_logprobs;
+  int64_t prompt_logprobs_done = 0;
+  bool prompt_scored() const {
+    return prompt_logprobs_done == static_cast<int64_t>(prompt_logprobs.size());
+  }
 };
 
 struct Inbox {

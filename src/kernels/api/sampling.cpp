@@ -1,4 +1,4 @@
-// sample_tokens: validates shapes, dtypes and per-row parameters, dispatches by device.
+// sample_tokens, score_tokens: validate shapes, dtypes and per-row parameters, dispatch by device.
 #include "kernels/api/sampling.h"
 
 #include "core/check.h"
@@ -67,6 +67,41 @@ void sample_tokens(const KernelContext& ctx, const TensorView& logits,
     case Device::kCuda:
 #if BEAMSERVE_CUDA
       cuda::sample_tokens(*ctx.cuda, logits, rows, edits, allowed, scratch, out);
+      return;
+#else
+      kernel_checks::cuda_backend_not_built(op);
+#endif
+  }
+}
+
+void score_tokens(const KernelContext& ctx, const TensorView& logits,
+                  std::span<const ScoreRowParams> rows, const TensorView& out) {
+  constexpr const char* op = "score_tokens";
+  kernel_checks::expect_tensor(ctx, logits, DType::kF32, 2, op, "logits");
+  kernel_checks::expect_tensor(ctx, out, DType::kI32, 2, op, "out");
+  const auto num_rows = static_cast<int64_t>(rows.size());
+  const int64_t vocab = logits.dim(1);
+  BEAM_CHECK(vocab > 0 && vocab < (int64_t{1} << 31) && out.dim(0) == num_rows &&
+             out.dim(1) == kSampledRowWords)
+      << op << ": logits " << logits.shape.str() << ", " << num_rows << " rows, out "
+      << out.shape.str();
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const ScoreRowParams& p = rows[r];
+    BEAM_CHECK(p.logits_row >= 0 && p.logits_row < logits.dim(0) && p.token >= 0 &&
+               p.token < vocab && p.num_top >= 0 && p.num_top <= kMaxSampledTopLogprobs &&
+               p.num_top <= vocab && p.temperature > 0.0 && p.inv_temperature > 0.0f)
+        << op << ": row " << r << " (logits_row " << p.logits_row << ", token " << p.token
+        << ", num_top " << p.num_top << ", temperature " << p.temperature << ") out of range";
+  }
+  if (num_rows == 0) return;
+  switch (ctx.device) {
+    case Device::kCpu:
+      BEAM_CHECK(false) << op << ": no CPU implementation; the CPU path is runtime/sampling's "
+                        << "compute_logprobs";
+      return;
+    case Device::kCuda:
+#if BEAMSERVE_CUDA
+      cuda::score_tokens(*ctx.cuda, logits, rows, out);
       return;
 #else
       kernel_checks::cuda_backend_not_built(op);

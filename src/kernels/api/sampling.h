@@ -1,7 +1,8 @@
 // Token sampling and logprobs over logits rows that stay on the device (issue 7): per row, an
 // optional allowed-token bitmask (disallowed → -inf), sparse logit edits (bias, min_tokens mask,
 // penalties), greedy argmax or top-k → temperature → top-p → min-p → inverse-CDF draw, and
-// log_softmax logprobs (of the raw row) with the top-n alternatives. The semantics
+// log_softmax logprobs (of the raw row) with the top-n alternatives; score_tokens gives the same
+// logprobs of given tokens (prompt logprobs) without sampling. The semantics
 // are runtime/sampling's CPU Sampler's, step for step (docs/sampling.md, "GPU sampling"); the CPU
 // path IS that sampler, so this op has no CPU implementation (Device::kCpu aborts).
 #pragma once
@@ -99,5 +100,22 @@ void sample_tokens(const KernelContext& ctx, const TensorView& logits,
                    std::span<const SamplingRowParams> rows, std::span<const LogitEdit> edits,
                    std::span<const uint32_t> allowed, const TensorView& scratch,
                    const TensorView& out);
+
+// One row to score (score_tokens): the logprob of a given token, its rank and the top-n, as
+// sample_tokens' logprobs would be had the row drawn that token.
+struct ScoreRowParams {
+  double temperature = 1.0;      // T of the logprobs (> 0; a request's 0 is scored as 1)
+  float inv_temperature = 1.0f;  // f32(min(1 / temperature, FLT_MAX))
+  int32_t logits_row = 0;        // row of `logits` to read
+  int32_t token = 0;             // [0, vocab)
+  int32_t num_top = 0;           // [0, kMaxSampledTopLogprobs]
+};
+
+// logits: [num_logit_rows, vocab] f32 on ctx's device (only read); rows: a host array (staged by
+// the op); out: [rows.size(), kSampledRowWords] i32 on the device, one SampledRow per row whose
+// token is the row's given token. Queued on ctx's stream. Device::kCuda only (the CPU scores
+// with runtime/sampling/logprobs.h's compute_logprobs).
+void score_tokens(const KernelContext& ctx, const TensorView& logits,
+                  std::span<const ScoreRowParams> rows, const TensorView& out);
 
 }  // namespace beam

@@ -4,7 +4,8 @@
 // the row's uniform; then the logprobs from the raw row. Selections are radix selects over rank
 // keys (sampling_select.cuh); probability masses are exact integer sums of 2^-44 fixed-point
 // weights, so a row gives the same token whatever the launch, and the CPU's token whenever its
-// double sums put the draw on the same side of every boundary.
+// double sums put the draw on the same side of every boundary. score_tokens: the same logprobs
+// of given tokens (prompt logprobs), one block per row, nothing drawn.
 #include <cfloat>
 #include <climits>
 #include <cmath>
@@ -131,8 +132,15 @@ __device__ int draw_token(float* row, int n, const SamplingRowParams& p, float m
   return drawn.found ? id_of_key(drawn.key) : -1;
 }
 
+// How a row's logprobs are computed: log_softmax(raw / t) with the top num_top alternatives.
+struct LogprobSpec {
+  double t;
+  float inv_t;  // f32(min(1 / t, FLT_MAX))
+  int num_top;  // [0, kMaxSampledTopLogprobs]
+};
+
 // The chosen token's logprob and rank and the top-n alternatives, from the raw row.
-__device__ void write_logprobs(const float* raw, int n, int token, const SamplingRowParams& p,
+__device__ void write_logprobs(const float* raw, int n, int token, const LogprobSpec& p,
                                RowShared& sh, SampledRow* out) {
   const float max = row_argmax(raw, n, sh.reduce).value;
   const float chosen = raw[token];
@@ -140,17 +148,17 @@ __device__ void write_logprobs(const float* raw, int n, int token, const Samplin
   unsigned long long rank = 0;
   for (int i = threadIdx.x; i < n; i += kThreads) {
     const float v = raw[i];
-    sum += weight_of(v, max, p.logprob_inv_temperature);
+    sum += weight_of(v, max, p.inv_t);
     rank += (v > chosen || (v == chosen && i < token)) ? 1 : 0;
   }
   sum = block_sum(sum, sh.reduce);
   rank = block_sum(rank, sh.reduce);
   const double log_sum = log(sum);
-  const double t = p.logprob_temperature;
+  const double t = p.t;
   auto logprob_of = [&](float v) {
     return static_cast<float>((static_cast<double>(v) - static_cast<double>(max)) / t - log_sum);
   };
-  const int num_top = p.num_top_logprobs;
+  const int num_top = p.num_top;
   if (threadIdx.x == 0) {
     out->chosen_rank = static_cast<int32_t>(rank + 1);
     out->chosen_logprob = logprob_of(chosen);
@@ -206,7 +214,28 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(SampleArgs a) {
     out->chosen_logprob = 0.0f;
     out->num_top = 0;
   }
-  if (p.num_top_logprobs >= 0 && token >= 0) write_logprobs(raw, n, token, p, sh, out);
+  if (p.num_top_logprobs >= 0 && token >= 0)
+    write_logprobs(
+        raw, n, token,
+        LogprobSpec{p.logprob_temperature, p.logprob_inv_temperature, p.num_top_logprobs}, sh, out);
+}
+
+struct ScoreArgs {
+  const float* logits;  // [num_logit_rows, vocab]
+  const ScoreRowParams* rows;
+  SampledRow* out;  // [num_rows]
+  int vocab;
+};
+
+// One block per row: the given token's logprobs, written as sample_rows_kernel writes a drawn one.
+__global__ void __launch_bounds__(kThreads) score_rows_kernel(ScoreArgs a) {
+  __shared__ RowShared sh;
+  const ScoreRowParams p = a.rows[blockIdx.x];
+  const float* raw = a.logits + static_cast<int64_t>(p.logits_row) * a.vocab;
+  SampledRow* out = a.out + blockIdx.x;
+  if (threadIdx.x == 0) out->token = p.token;
+  write_logprobs(raw, a.vocab, p.token, LogprobSpec{p.temperature, p.inv_temperature, p.num_top},
+                 sh, out);
 }
 
 }  // namespace
@@ -228,6 +257,18 @@ void sample_tokens(CudaContext& ctx, const TensorView& logits,
   a.out = static_cast<SampledRow*>(out.data);
   a.vocab = static_cast<int>(logits.dim(1));
   sample_rows_kernel<<<static_cast<unsigned>(rows.size()), kThreads, 0, ctx.stream>>>(a);
+  CUDA_LAUNCH_OK();
+}
+
+void score_tokens(CudaContext& ctx, const TensorView& logits, std::span<const ScoreRowParams> rows,
+                  const TensorView& out) {
+  ScoreArgs a;
+  a.logits = static_cast<const float*>(logits.data);
+  a.rows = static_cast<const ScoreRowParams*>(
+      ctx.staging.stage(rows.data(), rows.size_bytes(), ctx.stream));
+  a.out = static_cast<SampledRow*>(out.data);
+  a.vocab = static_cast<int>(logits.dim(1));
+  score_rows_kernel<<<static_cast<unsigned>(rows.size()), kThreads, 0, ctx.stream>>>(a);
   CUDA_LAUNCH_OK();
 }
 

@@ -16,4 +16,9 @@ void sample_tokens(CudaContext& ctx, const TensorView& logits,
                    std::span<const uint32_t> allowed, const TensorView& scratch,
                    const TensorView& out);
 
+// Arguments validated by kernels/api/sampling.cpp; rows is a host array staged through
+// ctx.staging. Queued on ctx.stream.
+void score_tokens(CudaContext& ctx, const TensorView& logits, std::span<const ScoreRowParams> rows,
+                  const TensorView& out);
+
 }  // namespace beam::cuda

@@ -42,4 +42,27 @@ void BatchSampler::sample(std::span<const SampleRow> rows, std::span<SampledToke
   }
 }
 
+void BatchSampler::score(std::span<const float> logits, std::span<const ScoreRow> rows,
+                         std::span<TokenLogprobs> out) {
+  BEAM_CHECK_EQ(rows.size(), out.size());
+  const auto v = static_cast<size_t>(vocab_size_);
+  auto run = [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const ScoreRow& row = rows[static_cast<size_t>(r)];
+      BEAM_CHECK(row.logits_row >= 0 &&
+                 (static_cast<size_t>(row.logits_row) + 1) * v <= logits.size())
+          << "score: logits row " << row.logits_row;
+      out[static_cast<size_t>(r)] =
+          compute_logprobs(logits.subspan(static_cast<size_t>(row.logits_row) * v, v), row.token,
+                           row.temperature, row.num_top);
+    }
+  };
+  const auto num_rows = static_cast<int64_t>(rows.size());
+  if (pool_ != nullptr && num_rows > 1 && num_rows * vocab_size_ >= kMinParallelLogits) {
+    pool_->parallel_for(num_rows, 1, run);
+  } else {
+    run(0, num_rows);
+  }
+}
+
 }  // namespace beam

@@ -20,6 +20,9 @@ class BatchSampler {
 
   // out[i] = the token (and logprobs) for rows[i]; out.size() == rows.size().
   void sample(std::span<const SampleRow> rows, std::span<SampledToken> out);
+  // out[i] = compute_logprobs of rows[i]'s token in its row of logits ([rows, vocab] f32).
+  void score(std::span<const float> logits, std::span<const ScoreRow> rows,
+             std::span<TokenLogprobs> out);
 
  private:
   int64_t vocab_size_;

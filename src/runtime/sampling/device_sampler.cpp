@@ -91,12 +91,51 @@ DeviceBatchSampler::DeviceBatchSampler(KernelContext ctx, int64_t vocab_size)
 }
 
 Status DeviceBatchSampler::reserve(int64_t num_rows) {
+  BEAM_RETURN_IF_ERROR(reserve_results(num_rows));
   if (num_rows <= capacity_rows_) return ok_status();
   const int64_t rows = std::max(num_rows, 2 * capacity_rows_);
   const auto v = static_cast<size_t>(vocab_size_), n = static_cast<size_t>(rows);
   BEAM_ASSIGN_OR_RETURN(scratch_, allocate_buffer(ctx_, n * v * sizeof(float)));
-  BEAM_ASSIGN_OR_RETURN(results_, allocate_buffer(ctx_, n * sizeof(SampledRow)));
   capacity_rows_ = rows;
+  return ok_status();
+}
+
+Status DeviceBatchSampler::reserve_results(int64_t num_rows) {
+  if (num_rows <= capacity_results_) return ok_status();
+  const int64_t rows = std::max(num_rows, 2 * capacity_results_);
+  BEAM_ASSIGN_OR_RETURN(results_,
+                        allocate_buffer(ctx_, static_cast<size_t>(rows) * sizeof(SampledRow)));
+  capacity_results_ = rows;
+  return ok_status();
+}
+
+Status DeviceBatchSampler::score(const TensorView& logits, std::span<const ScoreRow> rows,
+                                 std::span<TokenLogprobs> out) {
+  BEAM_CHECK_EQ(rows.size(), out.size());
+  BEAM_CHECK(logits.rank() == 2 && logits.dim(1) == vocab_size_) << "logits " << logits.shape.str();
+  const auto num_rows = static_cast<int64_t>(rows.size());
+  if (num_rows == 0) return ok_status();
+  BEAM_RETURN_IF_ERROR(reserve_results(num_rows));
+  score_params_.clear();
+  for (const ScoreRow& row : rows) {
+    ScoreRowParams p;
+    p.temperature = row.temperature > 0.0 ? row.temperature : 1.0;
+    p.inv_temperature = inverse_temperature(p.temperature);
+    p.logits_row = static_cast<int32_t>(row.logits_row);
+    p.token = row.token;
+    p.num_top = static_cast<int32_t>(row.num_top);
+    score_params_.push_back(p);
+  }
+  const TensorView results = results_.view(DType::kI32, {num_rows, kSampledRowWords});
+  try {
+    score_tokens(ctx_, logits, score_params_, results);
+  } catch (const DeviceOutOfMemory& e) {  // the rows' staging did not fit
+    return make_error(e.what());
+  }
+  host_results_.resize(static_cast<size_t>(num_rows));
+  copy_tensor(ctx_, TensorView{host_results_.data(), DType::kI32, results.shape, Device::kCpu},
+              results);  // waits for the kernel
+  for (size_t i = 0; i < rows.size(); ++i) out[i] = to_logprobs(host_results_[i]);
   return ok_status();
 }
 

@@ -45,16 +45,23 @@ class DeviceBatchSampler {
   // An error only when device memory for the scratch rows cannot be allocated.
   Status sample(const TensorView& logits, std::span<const DeviceSampleRow> rows,
                 std::span<SampledToken> out);
+  // out[i] = the logprobs of rows[i]'s token, as BatchSampler::score would give (score_tokens).
+  // Synchronizes. An error only when device memory for the results cannot be allocated.
+  Status score(const TensorView& logits, std::span<const ScoreRow> rows,
+               std::span<TokenLogprobs> out);
 
  private:
   Status reserve(int64_t num_rows);
+  Status reserve_results(int64_t num_rows);
 
   KernelContext ctx_;
   int64_t vocab_size_;
   int64_t capacity_rows_ = 0;
   DeviceBuffer scratch_;  // [capacity_rows_, vocab] f32
-  DeviceBuffer results_;  // [capacity_rows_, kSampledRowWords] i32
+  DeviceBuffer results_;  // [capacity_results_, kSampledRowWords] i32
+  int64_t capacity_results_ = 0;
   std::vector<SamplingRowParams> params_;
+  std::vector<ScoreRowParams> score_params_;
   std::vector<LogitEdit> edits_;
   std::vector<uint32_t> allowed_;  // the rows' non-empty masks, one after another
   std::vector<SampledRow> host_results_;

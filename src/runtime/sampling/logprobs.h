@@ -20,6 +20,14 @@ struct TokenLogprobs {
   std::vector<TokenLogprob> top;  // the num_top most likely, best first (ties → lower id)
 };
 
+// One logits row to score (prompt logprobs): the logprobs of a given token, not a drawn one.
+struct ScoreRow {
+  int64_t logits_row = 0;    // row of the step's [rows, vocab] logits
+  int32_t token = 0;         // [0, vocab)
+  double temperature = 0.0;  // the request's temperature (0 → 1), as for output logprobs
+  int64_t num_top = 0;       // [0, kMaxTopLogprobs]
+};
+
 // logits: [vocab] f32 soft-capped logits; token in [0, vocab); num_top in [0, vocab].
 TokenLogprobs compute_logprobs(std::span<const float> logits, int32_t token, double temperature,
                                int64_t num_top);

@@ -4,6 +4,7 @@
 #include "runtime/scheduler/scheduler.h"
 
 #include <algorithm>
+#include <limits>
 #include <tuple>
 #include <unordered_map>
 
@@ -20,8 +21,17 @@ int64_t StepPlan::num_tokens() const {
 Scheduler::Scheduler(const SchedulerConfig& config) : config_(config) {
   BEAM_CHECK(config.max_step_tokens > 0 && config.max_running_seqs > 0 &&
              config.max_prefill_chunk_tokens > 0 && config.num_speculative_tokens >= 0 &&
-             config.admission_headroom_blocks_per_seq >= 0 && config.prefix_lookahead_seqs >= 0)
+             config.admission_headroom_blocks_per_seq >= 0 && config.prefix_lookahead_seqs >= 0 &&
+             config.max_logit_tokens_per_step > 0)
       << "invalid scheduler config";
+}
+
+PrefixMatch match_reusable(const PrefixCache& prefix, const SeqState& s) {
+  if (s.max_reused_tokens <= 0) return PrefixMatch{};
+  // match() keeps the last token it is given for recompute: one past the reusable ones.
+  const auto n = static_cast<size_t>(
+      std::min<int64_t>(static_cast<int64_t>(s.tokens.size()), s.max_reused_tokens + 1));
+  return prefix.match(s.tokens.first(n));
 }
 
 namespace {
@@ -39,6 +49,7 @@ class PlanBuilder {
     avail_ = kv_.free_blocks();
     if (in.prefix) avail_ += in.prefix->evictable();
     tokens_left_ = cfg_.max_step_tokens;
+    logit_tokens_left_ = cfg_.max_logit_tokens_per_step;
     for (const SeqState& s : in.running) run_.push_back(Entry{&s});
     std::sort(run_.begin(), run_.end(),
               [](const Entry& a, const Entry& b) { return served_before(*a.s, *b.s); });
@@ -105,6 +116,7 @@ class PlanBuilder {
     e.scheduled = true;
     avail_ -= need;
     tokens_left_ -= num_tokens;
+    if (e.s->logits_every_token && kind == WorkKind::kPrefill) logit_tokens_left_ -= num_tokens;
     plan_.new_blocks += need;
     const bool samples = kind == WorkKind::kDecode || num_tokens == e.remaining;
     plan_.work.push_back(SeqWork{e.s->id, e.s->tokens, kind, e.num_computed, num_tokens, samples});
@@ -173,7 +185,8 @@ class PlanBuilder {
       Entry& e = run_[i];
       if (e.preempted || e.scheduled || e.fork || e.remaining <= 1) continue;
       const int64_t total_blocks = blocks_for_tokens(e.num_computed + e.remaining, B_);
-      const int64_t want = std::min({e.remaining, tokens_left_, cfg_.max_prefill_chunk_tokens});
+      const int64_t want =
+          std::min({e.remaining, tokens_left_, cfg_.max_prefill_chunk_tokens, chunk_limit(*e.s)});
       int64_t chunk = 0;
       while (want > 0 && (chunk = fitting_chunk(e, want)) == 0 && !e.preempted)
         if (!preempt_lowest_after(i)) preempt(i);
@@ -184,6 +197,11 @@ class PlanBuilder {
       outstanding_full_ +=
           total_blocks - std::max(held, blocks_for_tokens(e.num_computed + chunk, B_));
     }
+  }
+
+  // The most prefill tokens `s` may take this step beyond the token budget: its logits rows.
+  int64_t chunk_limit(const SeqState& s) const {
+    return s.logits_every_token ? logit_tokens_left_ : std::numeric_limits<int64_t>::max();
   }
 
   int64_t num_running() const {
@@ -204,8 +222,7 @@ class PlanBuilder {
   bool try_admit(const SeqState& w) {
     const int64_t len = static_cast<int64_t>(w.tokens.size());
     BEAM_CHECK(len >= 1) << "waiting sequence " << w.id.value << " has no tokens";
-    const PrefixMatch match =
-        in_.prefix && w.reuse_prefix ? in_.prefix->match(w.tokens) : PrefixMatch{};
+    const PrefixMatch match = in_.prefix ? match_reusable(*in_.prefix, w) : PrefixMatch{};
     const BlockCounts relocked = in_.prefix ? in_.prefix->newly_locked(match, released_) : BlockCounts{};
     const int64_t P = match.num_tokens;
     const int64_t headroom = cfg_.admission_headroom_blocks_per_seq * (num_running() + 1);
@@ -213,7 +230,7 @@ class PlanBuilder {
     // slide out behind it. The full pool must hold the whole prompt.
     const int64_t sliding_room = avail_.sliding - relocked.sliding - headroom;
     const int64_t chunk = std::min({len - P, tokens_left_, cfg_.max_prefill_chunk_tokens,
-                                    (P / B_ + sliding_room) * B_ - P});
+                                    chunk_limit(w), (P / B_ + sliding_room) * B_ - P});
     if (chunk <= 0) return false;
     const int64_t more = blocks_for_tokens(P + chunk, B_) - P / B_;
     const BlockCounts need{more, more};
@@ -223,6 +240,7 @@ class PlanBuilder {
     avail_ = after;
     outstanding_full_ += rest_full;
     tokens_left_ -= chunk;
+    if (w.logits_every_token) logit_tokens_left_ -= chunk;
     plan_.new_blocks += need;
     plan_.admitted.push_back(Admission{w.id, match});
     plan_.work.push_back(SeqWork{w.id, w.tokens, WorkKind::kPrefill, P, chunk, P + chunk == len});
@@ -245,7 +263,7 @@ class PlanBuilder {
     // keep (they are about to be used), as far as the step allows.
     if (in_.prefix == nullptr) return;
     for (int64_t n = 0; next < order.size() && n < cfg_.prefix_lookahead_seqs; ++next, ++n) {
-      const PrefixMatch m = in_.prefix->match(order[next].tokens);
+      const PrefixMatch m = match_reusable(*in_.prefix, order[next]);
       if (m.num_tokens > 0) plan_.protect.push_back(m.endpoint);
     }
   }
@@ -259,6 +277,7 @@ class PlanBuilder {
   std::vector<SeqId> released_;  // preempted sequences that held KV
   BlockCounts avail_;
   int64_t tokens_left_ = 0;
+  int64_t logit_tokens_left_ = 0;  // of SchedulerConfig::max_logit_tokens_per_step
   int64_t outstanding_full_ = 0;  // blocks running prefills still need for their prompts
   StepPlan plan_;
 };

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -24,6 +25,9 @@ struct SchedulerConfig {
   // Waiting sequences (after the admitted ones) whose cached prefixes eviction should spare;
   // each costs a prefix-cache match (hashing its prompt) per step.
   int64_t prefix_lookahead_seqs = 8;
+  // Prefill tokens of SeqState::logits_every_token sequences a step (each a [vocab] f32 logits
+  // row).
+  int64_t max_logit_tokens_per_step = 512;
 };
 
 // What the scheduler reads about one sequence. The engine owns the storage behind `tokens`.
@@ -37,8 +41,15 @@ struct SeqState {
   // Running only: a sample of a request with n > 1 that is not yet in the KV cache; it is
   // forked from this sequence (its prompt owner) at commit and then decodes its own tokens.
   SeqId fork_parent;
-  bool reuse_prefix = true;  // false: admitted without a prefix-cache match (computed whole)
+  // Prefix-cache matches reuse at most this many tokens (0: the prompt is computed whole).
+  int64_t max_reused_tokens = std::numeric_limits<int64_t>::max();
+  // Its prefill chunks compute logits for every token (prompt logprobs): together at most
+  // SchedulerConfig::max_logit_tokens_per_step tokens a step.
+  bool logits_every_token = false;
 };
+
+// The longest cached prefix `s` may reuse (PrefixCache::match within s.max_reused_tokens).
+PrefixMatch match_reusable(const PrefixCache& prefix, const SeqState& s);
 
 struct SchedulerInput {
   // Sequences holding KV (and pending fork children). A running sequence with nothing left to

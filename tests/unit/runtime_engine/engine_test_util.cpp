@@ -26,6 +26,11 @@ EventSink Collector::sink() {
     r.tokens.insert(r.tokens.end(), ev.tokens.begin(), ev.tokens.end());
     for (auto& lp : ev.logprobs) r.logprobs.push_back(std::move(lp));
     r.usage = ev.usage;
+    if (!ev.prompt_logprobs.empty()) {
+      EXPECT_EQ(r.num_events, 0) << "prompt logprobs after the first event";
+      r.prompt_logprobs = std::move(ev.prompt_logprobs);
+      r.events_with_prompt_logprobs++;
+    }
     r.num_events++;
     if (ev.finish) r.finish = ev.finish;
     if (ev.finish) r.routed_experts = std::move(ev.routed_experts);

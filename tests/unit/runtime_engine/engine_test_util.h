@@ -20,6 +20,8 @@ struct SiblingResult {
   Usage usage;
   int64_t num_events = 0;
   std::vector<int32_t> routed_experts;  // the final event's
+  std::vector<TokenLogprobs> prompt_logprobs;  // the first event's
+  int64_t events_with_prompt_logprobs = 0;
 };
 
 // Collects the events of one request (thread-safe; the engine thread writes).

@@ -244,6 +244,56 @@ TEST(SchedulerTest, PlanIsPureAndSpeculativeDecodesReserveTheirWidth) {
   EXPECT_EQ(p1.new_blocks, (BlockCounts{1, 1}));  // slots 10..13 need a fourth block
 }
 
+// Prompt-logprobs prefills share SchedulerConfig::max_logit_tokens_per_step; a request behind
+// one that found the cap spent waits (head of line); decodes and plain prefills are not capped.
+TEST(SchedulerTest, LogitsEveryTokenPrefillsShareTheirStepCap) {
+  SchedulerConfig c = sched_config(64);
+  c.max_logit_tokens_per_step = 10;
+  SimEngine e(kv_config(256, 128), c, true);
+  const SeqId plain = e.submit(prompt(500, 20), 3);
+  e.step();
+  const SeqId a = e.submit(prompt(1, 30), 2);
+  const SeqId b = e.submit(prompt(100, 30), 2);
+  const SeqId late = e.submit(prompt(200, 30), 2);
+  e.set_scoring(a, 0, true);
+  e.set_scoring(b, 0, true);
+  StepPlan p = e.step();
+  ASSERT_EQ(p.work.size(), 2u);
+  EXPECT_EQ(p.work[0].seq, plain);
+  EXPECT_EQ(p.work[1].seq, a);
+  EXPECT_EQ(p.work[1].num_tokens, 10);
+  p = e.step();  // a's next chunk spends the cap first: b and the plain request behind it wait
+  ASSERT_EQ(p.work.size(), 2u);
+  EXPECT_EQ(p.work[1].seq, a);
+  EXPECT_EQ(p.work[1].num_tokens, 10);
+  e.step();
+  p = e.step();  // a decodes; b takes the cap, late the rest of the budget
+  ASSERT_EQ(p.work.size(), 3u);
+  EXPECT_EQ(p.work[0].seq, a);
+  EXPECT_EQ(p.work[1].seq, b);
+  EXPECT_EQ(p.work[1].num_tokens, 10);
+  EXPECT_EQ(p.work[2].seq, late);
+  EXPECT_EQ(p.work[2].num_tokens, 30);
+  e.run_until_idle(100);
+  expect_drained(e);
+}
+
+TEST(SchedulerTest, PrefixReuseStopsAtMaxReusedTokens) {
+  SimEngine e(kv_config(256, 128), sched_config(64), true);
+  e.submit(prompt(1, 30), 1);
+  e.run_until_idle(10);
+  for (auto [limit, cached] :
+       std::vector<std::pair<int64_t, int64_t>>{{0, 0}, {7, 4}, {8, 8}, {100, 28}}) {
+    const SeqId s = e.submit(prompt(1, 30), 1);
+    e.set_scoring(s, limit, false);
+    const StepPlan p = e.step();
+    ASSERT_EQ(p.admitted.size(), 1u);
+    EXPECT_EQ(p.admitted[0].match.num_tokens, cached) << "limit " << limit;
+    e.run_until_idle(10);
+  }
+  expect_drained(e);
+}
+
 TEST(SchedulerTest, WorksWithoutPrefixCache) {
   SimEngine e(kv_config(32, 32), sched_config(16), false);
   for (int i = 0; i < 6; ++i) e.submit(prompt(10 * i, 9 + i), 12);

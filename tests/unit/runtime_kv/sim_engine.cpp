@@ -42,6 +42,12 @@ SeqId SimEngine::submit(std::vector<int32_t> prompt, int64_t max_new, int32_t pr
   return id;
 }
 
+void SimEngine::set_scoring(SeqId id, int64_t max_reused_tokens, bool logits_every_token) {
+  SimRequest& r = requests_.at(id);
+  r.max_reused_tokens = max_reused_tokens;
+  r.logits_every_token = logits_every_token;
+}
+
 void SimEngine::cancel(SeqId id) {
   SimRequest& r = requests_.at(id);
   release_sequence(id, r.tokens, CacheOnRelease::kDrop, *kv_, prefix_.get());
@@ -156,11 +162,13 @@ StepPlan SimEngine::step() {
   std::vector<SeqState> running, waiting;
   for (SeqId id : running_) {
     const SimRequest& r = requests_.at(id);
-    running.push_back(SeqState{id, r.priority, r.arrival, r.tokens, r.fork_parent});
+    running.push_back(SeqState{id, r.priority, r.arrival, r.tokens, r.fork_parent,
+                               r.max_reused_tokens, r.logits_every_token});
   }
   for (SeqId id : waiting_) {
     const SimRequest& r = requests_.at(id);
-    waiting.push_back(SeqState{id, r.priority, r.arrival, r.tokens, SeqId()});
+    waiting.push_back(SeqState{id, r.priority, r.arrival, r.tokens, SeqId(), r.max_reused_tokens,
+                               r.logits_every_token});
   }
   SchedulerInput in{running, waiting, kv_.get(), prefix_.get()};
   StepPlan plan = scheduler_.plan(in);

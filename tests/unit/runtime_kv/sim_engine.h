@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <vector>
@@ -30,6 +31,9 @@ struct SimRequest {
   bool running = false;
   bool done = false;
   bool rejected = false;
+  // As SeqState's: prefix reuse limit and logits for every prefill token (prompt logprobs).
+  int64_t max_reused_tokens = std::numeric_limits<int64_t>::max();
+  bool logits_every_token = false;
   int64_t generated() const { return static_cast<int64_t>(tokens.size()) - prompt_len; }
 };
 
@@ -41,6 +45,8 @@ class SimEngine {
   // Queues a request; num_forks > 0 adds that many samples forked after the prompt.
   SeqId submit(std::vector<int32_t> prompt, int64_t max_new, int32_t priority = 0,
                int32_t num_forks = 0);
+  // Sets a queued request's SeqState scoring fields (SimRequest).
+  void set_scoring(SeqId id, int64_t max_reused_tokens, bool logits_every_token);
   // Releases everything the request holds, wherever it is.
   void cancel(SeqId id);
   // One step; returns its plan. Checks every invariant after each phase.

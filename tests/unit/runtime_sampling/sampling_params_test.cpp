@@ -64,13 +64,24 @@ TEST(SamplingParams, EachInvalidFieldIsNamed) {
       {"logit_bias", [](SamplingParams& p) { p.logit_bias[kVocab] = 1.0; }},
       {"logit_bias", [](SamplingParams& p) { p.logit_bias[-1] = 1.0; }},
       {"logit_bias[5]", [](SamplingParams& p) { p.logit_bias[5] = 101.0; }},
-      {"stop_token_ids", [](SamplingParams& p) { p.stop_token_ids = {3, kVocab}; }},
-      {"max_tokens", [](SamplingParams& p) { p.max_tokens = 0; }},
+      {"stop_token_ids",
+       [](SamplingParams& p) {
+         p.stop_token_ids = {3, kVocab};
+       }},
+      {"max_tokens", [](SamplingParams& p) { p.max_tokens = -1; }},
       {"min_tokens", [](SamplingParams& p) { p.min_tokens = -1; }},
-      {"min_tokens", [](SamplingParams& p) { p.max_tokens = 4; p.min_tokens = 5; }},
+      {"min_tokens",
+       [](SamplingParams& p) {
+         p.max_tokens = 4;
+         p.min_tokens = 5;
+       }},
       {"n", [](SamplingParams& p) { p.n = 0; }},
       {"n", [](SamplingParams& p) { p.n = 129; }},
-      {"top_logprobs", [](SamplingParams& p) { p.logprobs = true; p.top_logprobs = 21; }},
+      {"top_logprobs",
+       [](SamplingParams& p) {
+         p.logprobs = true;
+         p.top_logprobs = 21;
+       }},
       {"top_logprobs", [](SamplingParams& p) { p.top_logprobs = 2; }},  // logprobs false
   };
   for (const Case& c : cases) {

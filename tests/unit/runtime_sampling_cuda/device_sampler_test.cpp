@@ -2,7 +2,8 @@
 // Sampler: greedy equals the CPU argmax (ties → lowest id), seeded draws give the CPU's token on
 // >= 99% of rows and never leave the allowed set, logprobs and top-n match a double log_softmax,
 // penalties hit the right tokens, allowed-token masks (siblings of one logits row with different
-// masks) give the CPU's tokens. B in {1, 7, 64}; vocab 151936 and small. Skips without a GPU.
+// masks) give the CPU's tokens; scored tokens (prompt logprobs) give compute_logprobs' ranks and
+// top-n. B in {1, 7, 64}; vocab 151936 and small. Skips without a GPU.
 #include "runtime/sampling/device_sampler.h"
 
 #include <gtest/gtest.h>
@@ -209,6 +210,43 @@ TEST_F(SamplingCudaTest, LogprobsAndTopAlternativesMatchLogSoftmax) {
           EXPECT_NEAR(lp.top[j].logprob, want[static_cast<size_t>(lp.top[j].token)], 1e-4);
         }
       }
+    }
+  }
+}
+
+// score: given tokens (every rank from the best to the worst), rows read in any order and more
+// than once, against the CPU's compute_logprobs.
+TEST_F(SamplingCudaTest, ScoredTokensMatchComputeLogprobs) {
+  for (int64_t vocab : {int64_t{30}, kBeamVocab}) {
+    const int64_t b = 64;
+    std::vector<float> host = make_logits(b, vocab, 77);
+    host[5] = host[6] = 11.0f;  // a tie at the top of row 0
+    TensorView d = upload_logits(host, vocab);
+    for (double temperature : {0.0, 0.6}) {
+      std::vector<ScoreRow> rows;
+      for (int64_t i = 0; i < 3 * b; ++i)
+        rows.push_back(
+            ScoreRow{(i * 37) % b, static_cast<int32_t>((i * 7919) % vocab), temperature, i % 21});
+      rows.push_back(ScoreRow{0, 6, temperature, 2});  // the tie's higher id
+      DeviceBatchSampler sampler(gpu, vocab);
+      std::vector<TokenLogprobs> got(rows.size());
+      Status st = sampler.score(d, rows, got);
+      ASSERT_TRUE(st.ok()) << st.error().message;
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const ScoreRow& r = rows[i];
+        std::span<const float> raw(host.data() + r.logits_row * vocab, static_cast<size_t>(vocab));
+        const TokenLogprobs cpu = compute_logprobs(raw, r.token, temperature, r.num_top);
+        const std::string at = "vocab " + std::to_string(vocab) + " row " + std::to_string(i);
+        EXPECT_EQ(got[i].chosen.token, r.token) << at;
+        EXPECT_NEAR(got[i].chosen.logprob, cpu.chosen.logprob, 1e-4) << at;
+        EXPECT_EQ(got[i].chosen_rank, cpu.chosen_rank) << at;
+        ASSERT_EQ(got[i].top.size(), cpu.top.size()) << at;
+        for (size_t j = 0; j < cpu.top.size(); ++j) {
+          EXPECT_EQ(got[i].top[j].token, cpu.top[j].token) << at << " rank " << j;
+          EXPECT_NEAR(got[i].top[j].logprob, cpu.top[j].logprob, 1e-4) << at << " rank " << j;
+        }
+      }
+      EXPECT_EQ(got.back().chosen_rank, 2);
     }
   }
 }
