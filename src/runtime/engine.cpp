@@ -353,12 +353,12 @@ SeqState Engine::Impl::scheduler_view(const Sequence& seq) const {
   v.tokens = seq.tokens;
   v.fork_parent = seq.fork_parent;
   v.logits_every_token = needs_prompt_logits(seq);
-  if (wants_routing(seq)) {
-    v.max_reused_tokens = 0;
-  } else if (v.logits_every_token) {  // reuse up to the first row still to score
-    const RequestState& rs = requests_.at(seq.request);
-    v.max_reused_tokens = rs.request.prompt_logprobs->start - 1 + rs.prompt_logprobs_done;
-  }
+  const RequestState& rs = requests_.at(seq.request);
+  if (wants_routing(seq))  // reuse up to the first position whose routing is reported
+    v.max_reused_tokens = rs.request.routed_experts_start;
+  if (v.logits_every_token)  // reuse up to the first row still to score
+    v.max_reused_tokens = std::min(v.max_reused_tokens,
+                                   rs.request.prompt_logprobs->start - 1 + rs.prompt_logprobs_done);
   return v;
 }
 

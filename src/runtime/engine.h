@@ -72,7 +72,7 @@ struct GenerateRequest {
   EventSink sink;
   // Report each position's routed experts (TokenEvent::routed_experts) from position
   // routed_experts_start on (SGLang's routed_experts_start_len: what earlier turns already have).
-  // Its steps run eagerly (no decode graph) and its prompt is computed whole (no prefix reuse).
+  // Its steps run eagerly (no decode graph); prefix reuse stops at routed_experts_start.
   bool return_routed_experts = false;
   int64_t routed_experts_start = 0;
   // Logprobs of the prompt's tokens (TokenEvent::prompt_logprobs). Positions before start - 1 may

@@ -303,6 +303,51 @@ TEST_F(EngineTest, RoutedExpertsOfEveryPositionEqualADirectForward) {
   expect_pools_full(*engine);
 }
 
+// routed_experts_start: what an earlier turn already has may come from the prefix cache; the
+// positions reported from the start on equal a direct forward's.
+TEST_F(EngineTest, RoutedExpertsFromAStartReuseTheCachedPrefixBeforeIt) {
+  auto engine = make(small_options(64));
+  ASSERT_NE(engine, nullptr);
+  const std::vector<int32_t> prompt = tokens_of(40, 6, vocab_);
+  ASSERT_EQ(run_all(*engine, {{prompt, greedy(2)}}).size(), 1u);  // the prompt is now cached
+  Collector routed;
+  GenerateRequest g;
+  g.prompt = prompt;
+  g.sampling = greedy(3);
+  g.return_routed_experts = true;
+  g.routed_experts_start = 35;
+  g.sink = routed.sink();
+  ASSERT_TRUE(engine->submit(std::move(g)).ok());
+  engine->wait_idle();
+  const SiblingResult r = routed.results().at(0);
+  EXPECT_EQ(r.usage.cached_prompt_tokens, 32);  // whole 16-token blocks up to position 35
+  const BeamConfig& c = weights_->config;
+  const int64_t layers = c.num_layers_of(MlpKind::kSparse), k = c.num_experts_per_tok;
+  std::vector<int32_t> read = prompt;  // every token but the last output
+  read.insert(read.end(), r.tokens.begin(), r.tokens.end() - 1);
+  const auto T = static_cast<int64_t>(read.size());
+  ASSERT_EQ(static_cast<int64_t>(r.routed_experts.size()), (T - 35) * layers * k);
+  ThreadPool pool(2);
+  KernelContext ctx;
+  ctx.pool = &pool;
+  BeamModel model(weights_, ctx);
+  auto kv = LocalKvCache::create(ctx, c, 1, T);
+  ASSERT_TRUE(kv.ok());
+  ForwardBatch batch;
+  batch.capture_routing = true;
+  batch.seqs.push_back(SeqChunk{read, 0, 0, kv->block_table(0), kv->block_table(0), false});
+  ForwardOutput out;
+  ASSERT_TRUE(model.forward(batch, kv->layers(), out).ok());
+  for (int64_t t = 35; t < T; ++t)
+    for (int64_t l = 0; l < layers; ++l)
+      for (int64_t j = 0; j < k; ++j)
+        ASSERT_EQ(r.routed_experts[static_cast<size_t>(((t - 35) * layers + l) * k + j)],
+                  out.routed_experts[static_cast<size_t>((l * T + t) * k + j)])
+            << "position " << t << " layer " << l;
+  engine->flush_prefix_cache();
+  expect_pools_full(*engine);
+}
+
 // tiny-beam at 16-token blocks: a sliding block is 64 KiB (4 layers), a full one 32 KiB, and 256
 // running sequences hold 3 sliding blocks each (768); a step of T tokens adds T / 16 more.
 TEST_F(EngineTest, DefaultStepBudgetHalvesToFitAnExplicitKvBudget) {
