@@ -28,10 +28,10 @@ Scheduler::Scheduler(const SchedulerConfig& config) : config_(config) {
 
 PrefixMatch match_reusable(const PrefixCache& prefix, const SeqState& s) {
   if (s.max_reused_tokens <= 0) return PrefixMatch{};
+  const auto len = static_cast<int64_t>(s.tokens.size());
+  if (s.max_reused_tokens >= len) return prefix.match(s.tokens);
   // match() keeps the last token it is given for recompute: one past the reusable ones.
-  const auto n = static_cast<size_t>(
-      std::min<int64_t>(static_cast<int64_t>(s.tokens.size()), s.max_reused_tokens + 1));
-  return prefix.match(s.tokens.first(n));
+  return prefix.match(s.tokens.first(static_cast<size_t>(s.max_reused_tokens + 1)));
 }
 
 namespace {
