@@ -3,6 +3,7 @@
 // model-free SimEngine so every plan is also committed and checked.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -282,8 +283,8 @@ TEST(SchedulerTest, PrefixReuseStopsAtMaxReusedTokens) {
   SimEngine e(kv_config(256, 128), sched_config(64), true);
   e.submit(prompt(1, 30), 1);
   e.run_until_idle(10);
-  for (auto [limit, cached] :
-       std::vector<std::pair<int64_t, int64_t>>{{0, 0}, {7, 4}, {8, 8}, {100, 28}}) {
+  for (auto [limit, cached] : std::vector<std::pair<int64_t, int64_t>>{
+           {0, 0}, {7, 4}, {8, 8}, {100, 28}, {std::numeric_limits<int64_t>::max(), 28}}) {
     const SeqId s = e.submit(prompt(1, 30), 1);
     e.set_scoring(s, limit, false);
     const StepPlan p = e.step();
