@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "server/api/routed_experts.h"
+#include "server/generation/generation_group.h"
 
 namespace beam::server {
 
@@ -71,8 +72,13 @@ ApiExpected<bool> finish_spec(const ServedModel& model, const SamplingFields& fi
   API_ASSIGN_OR_RETURN(spec->sampling.constraint,
                        make_output_constraint(model, tool_call ? spec->tool_format : fields.format,
                                               spec->prompt_text, spec->parse_output));
-  if (spec->sampling.max_tokens && *spec->sampling.max_tokens < 1) {
-    return invalid_request(std::string("'") + max_tokens_field + "' must be >= 1", max_tokens_field);
+  // max_tokens 0 scores the prompt without generating: only with prompt logprobs.
+  const int64_t min_tokens = spec->prompt_logprobs ? 0 : 1;
+  if (spec->sampling.max_tokens && *spec->sampling.max_tokens < min_tokens) {
+    return invalid_request(
+        std::string("'") + max_tokens_field + "' must be >= " + std::to_string(min_tokens) +
+            (min_tokens == 1 ? " (0 only when prompt logprobs are requested)" : ""),
+        max_tokens_field);
   }
   API_ASSIGN_OR_RETURN(bool valid, validate_sampling(spec->sampling, model.vocab_size));
   (void)valid;
@@ -80,14 +86,42 @@ ApiExpected<bool> finish_spec(const ServedModel& model, const SamplingFields& fi
                            max_tokens_field);
 }
 
-void launch_generation(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange, GenerationSpec spec,
-                       std::shared_ptr<GenerationObserver> observer) {
+namespace {
+
+GenerationContext generation_context(const EndpointEnv& env) {
   GenerationContext context;
   context.engine = env.model->engine.get();
   context.tokenizer = env.model->tokenizer ? &*env.model->tokenizer : nullptr;
   context.response_template = env.model->response_template;
   context.metrics = env.metrics;
   context.counters = env.counters;
+  return context;
+}
+
+}  // namespace
+
+void launch_generations(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange,
+                        std::vector<GenerationSpec> specs,
+                        std::shared_ptr<GenerationObserver> observer) {
+  if (specs.size() == 1) {
+    return launch_generation(env, exchange, std::move(specs.front()), std::move(observer));
+  }
+  size_t prompt_tokens = 0;
+  for (const GenerationSpec& s : specs) prompt_tokens += s.prompt_ids.size();
+  exchange->note("prompt_tokens", std::to_string(prompt_tokens));
+  std::vector<std::weak_ptr<GenerationJob>> jobs = start_generation_group(
+      generation_context(env), boost::asio::make_strand(env.workers->get_executor()),
+      std::move(specs), std::move(observer), exchange->received());
+  exchange->on_disconnect([jobs = std::move(jobs)] {
+    for (const std::weak_ptr<GenerationJob>& j : jobs) {
+      if (auto job = j.lock()) job->cancel();
+    }
+  });
+}
+
+void launch_generation(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange,
+                       GenerationSpec spec, std::shared_ptr<GenerationObserver> observer) {
+  const GenerationContext context = generation_context(env);
   exchange->note("prompt_tokens", std::to_string(spec.prompt_ids.size()));
   auto job = std::make_shared<GenerationJob>(context, boost::asio::make_strand(env.workers->get_executor()),
                                              std::move(spec), std::move(observer), exchange->received());

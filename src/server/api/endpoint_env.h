@@ -40,13 +40,19 @@ struct EndpointEnv {
 
 // Fills the spec's sampling and stop fields, adds the tokenizer's eos ids as stop ids (unless
 // ignore_eos), and checks sampling values and prompt length (400s). `max_tokens_field` names the
-// endpoint's limit field in errors.
+// endpoint's limit field in errors; it may be 0 only when spec->prompt_logprobs is set.
 ApiExpected<bool> finish_spec(const ServedModel& model, const SamplingFields& fields,
                               const char* max_tokens_field, GenerationSpec* spec);
 
 // Starts the job; `observer` answers the exchange. The client leaving cancels the engine request.
 void launch_generation(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange, GenerationSpec spec,
                        std::shared_ptr<GenerationObserver> observer);
+
+// launch_generation for several prompts answered together (generation_group.h: the observer sees
+// prompt i's sibling s as sibling i * n + s). Every spec asks for the same n.
+void launch_generations(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange,
+                        std::vector<GenerationSpec> specs,
+                        std::shared_ptr<GenerationObserver> observer);
 
 int64_t unix_time_s();
 

@@ -39,6 +39,7 @@ void GenerationJob::submit() {
   request.priority = spec_.priority;
   request.return_routed_experts = spec_.return_routed_experts;
   request.routed_experts_start = spec_.routed_experts_start;
+  request.prompt_logprobs = spec_.prompt_logprobs;
   // The sink runs on the engine thread: hand the event to this job's strand and return.
   request.sink = [self = shared_from_this()](TokenEvent&& event) {
     boost::asio::post(self->strand_, [self, event = std::move(event)]() mutable { self->handle(std::move(event)); });

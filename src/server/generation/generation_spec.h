@@ -4,9 +4,11 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "runtime/engine.h"
 #include "runtime/sampling/sampling_params.h"
 #include "server/api/response_format.h"
 
@@ -32,6 +34,9 @@ struct GenerationSpec {
   // experts from position routed_experts_start on.
   bool return_routed_experts = false;
   int64_t routed_experts_start = 0;
+  // Logprobs of prompt positions [start, prompt length) (GenerateRequest::prompt_logprobs), on each
+  // sibling's first delta and in its result; with them sampling.max_tokens may be 0 (score only).
+  std::optional<PromptLogprobsOptions> prompt_logprobs;
 };
 
 }  // namespace beam::server

@@ -35,6 +35,10 @@ SiblingDecoder::SiblingDecoder(const text::Tokenizer* tokenizer, const Generatio
 
 void SiblingDecoder::on_tokens(const TokenEvent& event, SiblingDelta* out) {
   if (done_ || stop_string_) return;
+  if (!event.prompt_logprobs.empty() && prompt_logprobs_.empty()) {
+    prompt_logprobs_ = event.prompt_logprobs;
+    out->prompt_logprobs = event.prompt_logprobs;
+  }
   for (size_t k = 0; k < event.tokens.size(); ++k) {
     PendingToken p;
     p.token.id = event.tokens[k];
@@ -141,6 +145,7 @@ SiblingResult SiblingDecoder::finish(const TokenEvent* engine_final, SiblingDelt
     result.reason = FinishReason::kCancelled;
   }
   result.tokens = kept_;
+  result.prompt_logprobs = std::move(prompt_logprobs_);
   result.completion_tokens = static_cast<int64_t>(kept_.size());
   return result;
 }

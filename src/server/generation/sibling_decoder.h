@@ -25,11 +25,13 @@ struct OutputToken {
 };
 
 // What one batch of tokens released. `parts` holds reasoning / content / tool-call deltas (with
-// parse_output off: content only).
+// parse_output off: content only). The sibling's first delta of a GenerationSpec::prompt_logprobs
+// request carries the prompt's logprobs (TokenEvent::prompt_logprobs).
 struct SiblingDelta {
   std::vector<ResponseDelta> parts;
   std::vector<OutputToken> tokens;
-  bool empty() const { return parts.empty() && tokens.empty(); }
+  std::vector<TokenLogprobs> prompt_logprobs;
+  bool empty() const { return parts.empty() && tokens.empty() && prompt_logprobs.empty(); }
 };
 
 struct SiblingResult {
@@ -43,6 +45,8 @@ struct SiblingResult {
   // With GenerationSpec::return_routed_experts: [positions, sparse layers, top_k] expert ids of
   // positions [routed_experts_start, every token the model read) (TokenEvent::routed_experts).
   std::optional<std::vector<int32_t>> routed_experts;
+  // With GenerationSpec::prompt_logprobs: prompt positions [start, prompt length).
+  std::vector<TokenLogprobs> prompt_logprobs;
 };
 
 class SiblingDecoder {
@@ -81,6 +85,7 @@ class SiblingDecoder {
   std::optional<ResponseStream> stream_;
   std::vector<PendingToken> pending_;
   std::vector<OutputToken> kept_;
+  std::vector<TokenLogprobs> prompt_logprobs_;
   std::string content_;          // released text when not parsing
   size_t text_bytes_ = 0;        // detokenized so far
   size_t released_bytes_ = 0;    // released past the stop matcher

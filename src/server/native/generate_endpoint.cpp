@@ -1,8 +1,11 @@
-// POST /generate: token ids in, token ids (+ text when the model has a tokenizer, + logprobs)
-// out (see native_endpoints.h). Stop strings work when the model has a tokenizer.
+// POST /generate: token ids in, token ids (+ text when the model has a tokenizer, + logprobs, +
+// prompt logprobs) out (see native_endpoints.h). Stop strings work when the model has a tokenizer.
+#include <algorithm>
+
 #include "server/api/routed_experts.h"
 #include "server/http/sse.h"
 #include "server/native/native_endpoints.h"
+#include "server/openai/logprobs_json.h"
 
 namespace beam::server {
 namespace {
@@ -10,16 +13,17 @@ namespace {
 Json native_logprobs(const std::vector<OutputToken>& tokens, int64_t num_top) {
   Json out = Json::array();
   for (const OutputToken& t : tokens) {
-    if (!t.logprobs) continue;
-    auto lp = [](float v) { return std::isfinite(v) ? static_cast<double>(v) : -9999.0; };
-    Json top = Json::array();
-    for (size_t i = 0; i < t.logprobs->top.size() && static_cast<int64_t>(i) < num_top; ++i)
-      top.push_back(Json{{"token_id", t.logprobs->top[i].token}, {"logprob", lp(t.logprobs->top[i].logprob)}});
-    out.push_back(Json{{"token_id", t.logprobs->chosen.token}, {"logprob", lp(t.logprobs->chosen.logprob)},
-                       {"rank", t.logprobs->chosen_rank}, {"top_logprobs", std::move(top)}});
+    if (t.logprobs) out.push_back(native_logprob_entry(*t.logprobs, num_top));
   }
   return out;
 }
+
+// SGLang-style prompt logprobs: positions [first, prompt length) with `num_top` alternatives;
+// the engine scores from max(first, 1) (position 0 has no logprob).
+struct NativePromptLogprobs {
+  int64_t first = 0;
+  int64_t num_top = 0;
+};
 
 Json token_ids(const std::vector<OutputToken>& tokens) {
   Json ids = Json::array();
@@ -29,10 +33,19 @@ Json token_ids(const std::vector<OutputToken>& tokens) {
 
 class GenerateObserver : public GenerationObserver {
  public:
-  GenerateObserver(std::shared_ptr<Exchange> exchange, std::string id, bool stream, bool with_text, bool logprobs,
-                   int64_t top_logprobs, int64_t n)
-      : exchange_(std::move(exchange)), id_(std::move(id)), stream_(stream), with_text_(with_text),
-        logprobs_(logprobs), top_logprobs_(top_logprobs), results_(static_cast<size_t>(n)) {}
+  GenerateObserver(std::shared_ptr<Exchange> exchange, std::string id, bool stream, bool with_text,
+                   bool logprobs, int64_t top_logprobs, int64_t n, int64_t prompt_tokens,
+                   std::optional<NativePromptLogprobs> prompt_logprobs)
+      : exchange_(std::move(exchange)),
+        id_(std::move(id)),
+        stream_(stream),
+        with_text_(with_text),
+        logprobs_(logprobs),
+        top_logprobs_(top_logprobs),
+        results_(static_cast<size_t>(n)),
+        started_(static_cast<size_t>(n), false),
+        prompt_tokens_(prompt_tokens),
+        prompt_logprobs_(prompt_logprobs) {}
 
   void on_rejected(const ApiError& error) override { exchange_->respond_error(error); }
 
@@ -45,6 +58,7 @@ class GenerateObserver : public GenerationObserver {
       c["text"] = text;
     }
     if (logprobs_) c["logprobs"] = native_logprobs(delta.tokens, top_logprobs_);
+    add_prompt_logprobs(sibling, delta.prompt_logprobs, c);
     c["finish_reason"] = nullptr;
     send(c);
   }
@@ -52,8 +66,10 @@ class GenerateObserver : public GenerationObserver {
   void on_sibling_done(int32_t sibling, SiblingResult&& result) override {
     if (result.reason == FinishReason::kError) error_ = result.error;
     if (stream_ && (exchange_->stream_started() || result.reason != FinishReason::kError)) {
-      Json c = {{"index", sibling}, {"token_ids", Json::array()}, {"finish_reason", finish_reason_name(result.reason)},
-                {"stop_token", result.stop_token ? Json(*result.stop_token) : Json(nullptr)}};
+      Json c = {{"index", sibling}, {"token_ids", Json::array()}};
+      add_prompt_logprobs(sibling, result.prompt_logprobs, c);
+      c["finish_reason"] = finish_reason_name(result.reason);
+      c["stop_token"] = result.stop_token ? Json(*result.stop_token) : Json(nullptr);
       if (result.routed_experts)
         c["routed_experts"] = encode_routed_experts(*result.routed_experts);
       send(c);
@@ -79,6 +95,7 @@ class GenerateObserver : public GenerationObserver {
       Json c = {{"index", i}, {"token_ids", token_ids(r.tokens)}};
       if (with_text_) c["text"] = r.parsed.content;
       c["logprobs"] = logprobs_ ? native_logprobs(r.tokens, top_logprobs_) : Json(nullptr);
+      if (prompt_logprobs_) c["prompt_logprobs"] = prompt_logprobs_json(r.prompt_logprobs);
       c["finish_reason"] = finish_reason_name(r.reason);
       c["stop_token"] = r.stop_token ? Json(*r.stop_token) : Json(nullptr);
       if (r.routed_experts) c["routed_experts"] = encode_routed_experts(*r.routed_experts);
@@ -88,6 +105,19 @@ class GenerateObserver : public GenerationObserver {
   }
 
  private:
+  Json prompt_logprobs_json(const std::vector<TokenLogprobs>& entries) const {
+    const NativePromptLogprobs& p = *prompt_logprobs_;
+    return native_prompt_logprobs(prompt_tokens_, p.first, std::max<int64_t>(p.first, 1), entries,
+                                  p.num_top);
+  }
+  // A streamed choice's first chunk carries its prompt logprobs.
+  void add_prompt_logprobs(int32_t sibling, const std::vector<TokenLogprobs>& entries,
+                           Json& chunk) {
+    const auto s = static_cast<size_t>(sibling);
+    if (started_[s]) return;
+    started_[s] = true;
+    if (prompt_logprobs_) chunk["prompt_logprobs"] = prompt_logprobs_json(entries);
+  }
   void send(const Json& chunk) {
     if (!exchange_->stream_started()) exchange_->start_stream(std::string(http::kSseContentType));
     exchange_->send(http::sse_data(dump_json(chunk)));
@@ -98,8 +128,43 @@ class GenerateObserver : public GenerationObserver {
   bool stream_, with_text_, logprobs_;
   int64_t top_logprobs_;
   std::vector<SiblingResult> results_;
+  std::vector<bool> started_;  // streaming: the choice's first chunk went out
+  int64_t prompt_tokens_;
+  std::optional<NativePromptLogprobs> prompt_logprobs_;
   std::optional<std::string> error_;
 };
+
+// prompt_logprobs: true (no alternatives), false, or the number of alternatives in [0, 20];
+// logprob_start_len: the first prompt position reported (SGLang's; -1, its default, means none).
+std::optional<NativePromptLogprobs> read_prompt_logprobs(FieldReader& r) {
+  std::optional<NativePromptLogprobs> out;
+  if (const Json* v = r.get("prompt_logprobs")) {
+    if (v->is_boolean()) {
+      if (v->get<bool>()) out = NativePromptLogprobs{};
+    } else if (v->is_number_integer()) {
+      const auto k = v->get<int64_t>();
+      if (k < 0 || k > kMaxTopLogprobs) {
+        r.fail("prompt_logprobs",
+               "must be true, false or the number of alternatives in [0, 20], got " +
+                   std::to_string(k));
+      }
+      out = NativePromptLogprobs{0, k};
+    } else {
+      r.fail_type("prompt_logprobs", "a boolean or an integer in [0, 20]", *v);
+    }
+  }
+  std::optional<int64_t> start;
+  r.read("logprob_start_len", &start);
+  if (!start || *start == -1) return out;
+  if (*start < 0) {
+    r.fail("logprob_start_len", "must be >= 0, got " + std::to_string(*start));
+  } else if (!out) {
+    r.fail("logprob_start_len", "needs prompt_logprobs (true or a number of alternatives)");
+  } else {
+    out->first = *start;
+  }
+  return out;
+}
 
 ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
   const ServedModel& model = *env.model;
@@ -115,6 +180,7 @@ ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& e
   r.read("max_tokens", &fields.params.max_tokens);
   r.read("logprobs", &fields.params.logprobs);
   r.read("top_logprobs", &fields.params.top_logprobs);
+  const std::optional<NativePromptLogprobs> prompt_logprobs = read_prompt_logprobs(r);
   bool stream = false;
   r.read("stream", &stream);
   const char* key = r.has("input_ids") ? "input_ids" : "prompt_token_ids";
@@ -135,10 +201,21 @@ ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& e
   spec.detokenize = model.tokenizer.has_value();
   if (!spec.detokenize && !fields.stop_strings.empty())
     return invalid_request("'stop': stop strings need a tokenizer; this model has none (use stop_token_ids)", "stop");
+  const auto prompt_tokens = static_cast<int64_t>(spec.prompt_ids.size());
+  if (prompt_logprobs) {
+    if (prompt_logprobs->first >= prompt_tokens)
+      return invalid_request("'logprob_start_len' (" + std::to_string(prompt_logprobs->first) +
+                                 ") must be less than the prompt's length (" +
+                                 std::to_string(prompt_tokens) + ")",
+                             "logprob_start_len");
+    spec.prompt_logprobs = PromptLogprobsOptions{std::max<int64_t>(prompt_logprobs->first, 1),
+                                                 prompt_logprobs->num_top};
+  }
   API_ASSIGN_OR_RETURN(ok, finish_spec(model, fields, "max_tokens", &spec));
   exchange->note("stream", stream ? "1" : "0");
-  auto observer = std::make_shared<GenerateObserver>(exchange, env.ids->next("gen-"), stream, spec.detokenize,
-                                                     spec.sampling.logprobs, spec.sampling.top_logprobs, spec.sampling.n);
+  auto observer = std::make_shared<GenerateObserver>(
+      exchange, env.ids->next("gen-"), stream, spec.detokenize, spec.sampling.logprobs,
+      spec.sampling.top_logprobs, spec.sampling.n, prompt_tokens, prompt_logprobs);
   launch_generation(env, exchange, std::move(spec), std::move(observer));
   return true;
 }

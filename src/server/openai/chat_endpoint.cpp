@@ -19,6 +19,7 @@ ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& e
   spec.tool_call_id_prefix = "call_" + id.substr(9, 12) + "_";
   spec.prompt_text = std::move(rendered.text);
   spec.prompt_ids = std::move(rendered.ids);
+  if (req.prompt_logprobs) spec.prompt_logprobs = PromptLogprobsOptions{1, *req.prompt_logprobs};
   API_ASSIGN_OR_RETURN(bool ok, finish_spec(model, req.sampling, req.max_tokens_field, &spec));
   (void)ok;
   ChatResponseOptions o;
@@ -30,6 +31,8 @@ ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& e
   o.logprobs = spec.sampling.logprobs;
   o.top_logprobs = spec.sampling.top_logprobs;
   o.n = spec.sampling.n;
+  o.prompt_logprobs = req.prompt_logprobs;
+  if (req.prompt_logprobs) o.prompt_ids = spec.prompt_ids;
   exchange->note("stream", req.stream ? "1" : "0");
   auto observer = std::make_shared<ChatObserver>(exchange, &*model.tokenizer, std::move(o));
   launch_generation(env, exchange, std::move(spec), std::move(observer));

@@ -159,6 +159,18 @@ void ChatObserver::on_complete(const GenerationUsage& usage) {
   }
   Json body = {{"id", options_.id}, {"object", "chat.completion"}, {"created", options_.created},
                {"model", options_.model}, {"choices", std::move(choices)}, {"usage", openai_usage(usage)}};
+  if (options_.prompt_logprobs) {
+    // Every choice scored the same prompt; take the first that reports it.
+    const std::vector<TokenLogprobs>* entries = &results_[0].prompt_logprobs;
+    for (const SiblingResult& r : results_) {
+      if (!r.prompt_logprobs.empty()) {
+        entries = &r.prompt_logprobs;
+        break;
+      }
+    }
+    body["prompt_logprobs"] = vllm_prompt_logprobs(tokenizer_, options_.prompt_ids, 1, *entries,
+                                                   *options_.prompt_logprobs);
+  }
   exchange_->respond_json(200, dump_json(body));
 }
 

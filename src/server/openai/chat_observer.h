@@ -23,6 +23,9 @@ struct ChatResponseOptions {
   bool logprobs = false;
   int64_t top_logprobs = 0;
   int64_t n = 1;
+  // vLLM's prompt_logprobs (non-streaming): alternatives per position of `prompt_ids`.
+  std::optional<int64_t> prompt_logprobs;
+  std::vector<int32_t> prompt_ids;
 };
 
 class ChatObserver : public GenerationObserver {

@@ -77,7 +77,8 @@ ApiExpected<Json> convert_message(const Json& m, const std::string& p) {
   return out;
 }
 
-void read_max_tokens(FieldReader& r, SamplingParams* p, const char** field) {
+// The output limit may be 0 (the prompt scored alone) only with prompt_logprobs.
+void read_max_tokens(FieldReader& r, bool prompt_logprobs, SamplingParams* p, const char** field) {
   std::optional<int64_t> max_tokens, max_completion_tokens;
   r.read("max_tokens", &max_tokens);
   r.read("max_completion_tokens", &max_completion_tokens);
@@ -85,10 +86,25 @@ void read_max_tokens(FieldReader& r, SamplingParams* p, const char** field) {
     max_tokens = max_completion_tokens;
     *field = "max_completion_tokens";
   }
-  if (max_tokens && *max_tokens < 1) {
-    r.fail(*field, "must be >= 1, got " + std::to_string(*max_tokens));
+  if (max_tokens && *max_tokens < (prompt_logprobs ? 0 : 1)) {
+    r.fail(*field, std::string("must be >= ") +
+                       (prompt_logprobs ? "0" : "1 (0 needs prompt_logprobs)") + ", got " +
+                       std::to_string(*max_tokens));
   }
   p->max_tokens = max_tokens;
+}
+
+// vLLM's prompt_logprobs; like vLLM, not with stream.
+void read_prompt_logprobs(FieldReader& r, ChatRequest* req) {
+  r.read("prompt_logprobs", &req->prompt_logprobs);
+  if (!req->prompt_logprobs) return;
+  if (*req->prompt_logprobs < 0 || *req->prompt_logprobs > kMaxTopLogprobs) {
+    r.fail("prompt_logprobs", "must be in [0, 20] (alternatives per prompt token), got " +
+                                  std::to_string(*req->prompt_logprobs));
+  } else if (req->stream) {
+    r.fail("prompt_logprobs",
+           "is not available with stream: true (as in vLLM); send it without stream");
+  }
 }
 
 }  // namespace
@@ -184,10 +200,11 @@ ApiExpected<ChatRequest> parse_chat_request(const Json& body) {
   if (!messages) r.fail("messages", "is required");
   read_sampling_fields(r, "stop", &req.sampling);
   read_routed_experts_fields(r, &req.sampling);
-  read_max_tokens(r, &req.sampling.params, &req.max_tokens_field);
+  r.read("stream", &req.stream);
+  read_prompt_logprobs(r, &req);
+  read_max_tokens(r, req.prompt_logprobs.has_value(), &req.sampling.params, &req.max_tokens_field);
   r.read("logprobs", &req.sampling.params.logprobs);
   r.read("top_logprobs", &req.sampling.params.top_logprobs);
-  r.read("stream", &req.stream);
   if (const Json* so = r.get("stream_options")) {
     FieldReader s(*so, "stream_options");
     if (!so->is_object()) r.fail_type("stream_options", "an object", *so);

@@ -3,6 +3,8 @@
 // the field. The message/tool/tool_choice converters are shared with /v1/responses.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "server/api/chat_prompt.h"
@@ -18,6 +20,9 @@ struct ChatRequest {
   SamplingFields sampling;   // max_tokens from max_completion_tokens or max_tokens
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // vLLM's prompt_logprobs: [0, 20] alternatives per position of the rendered prompt (not with
+  // stream); with it the output limit may be 0.
+  std::optional<int64_t> prompt_logprobs;
   const char* max_tokens_field = "max_tokens";  // or "max_completion_tokens", for errors
 };
 

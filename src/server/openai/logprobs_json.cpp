@@ -2,6 +2,7 @@
 #include "server/openai/logprobs_json.h"
 
 #include <cmath>
+#include <utility>
 
 namespace beam::server {
 namespace {
@@ -15,6 +16,13 @@ Json bytes_array(const std::string& bytes) {
 Json alternative(const text::Tokenizer* tokenizer, const TokenLogprob& lp) {
   const std::string b = token_bytes(tokenizer, lp.token);
   return Json{{"token", b}, {"logprob", json_logprob(lp.logprob)}, {"bytes", bytes_array(b)}};
+}
+
+Json empty_completion_logprobs() {
+  return Json{{"tokens", Json::array()},
+              {"token_logprobs", Json::array()},
+              {"top_logprobs", Json::array()},
+              {"text_offset", Json::array()}};
 }
 
 }  // namespace
@@ -45,36 +53,102 @@ Json logprob_entries(const text::Tokenizer* tokenizer, const std::vector<OutputT
   return out;
 }
 
-CompletionLogprobs::CompletionLogprobs(const text::Tokenizer* tokenizer, int64_t num_top, size_t text_offset_start)
-    : tokenizer_(tokenizer), num_top_(num_top), offset_(text_offset_start) {
-  total_ = Json{{"tokens", Json::array()}, {"token_logprobs", Json::array()},
-                {"top_logprobs", Json::array()}, {"text_offset", Json::array()}};
+CompletionLogprobs::CompletionLogprobs(const text::Tokenizer* tokenizer, int64_t num_top)
+    : tokenizer_(tokenizer), num_top_(num_top), part_(empty_completion_logprobs()) {}
+
+void CompletionLogprobs::append(int32_t id, const TokenLogprobs* logprobs) {
+  const std::string b = token_bytes(tokenizer_, id);
+  part_["tokens"].push_back(b);
+  part_["text_offset"].push_back(offset_);
+  offset_ += b.size();
+  if (!logprobs) {
+    part_["token_logprobs"].push_back(nullptr);
+    part_["top_logprobs"].push_back(nullptr);
+    return;
+  }
+  part_["token_logprobs"].push_back(json_logprob(logprobs->chosen.logprob));
+  if (num_top_ == 0) {
+    part_["top_logprobs"].push_back(nullptr);
+    return;
+  }
+  Json top = Json::object();
+  for (size_t i = 0; i < logprobs->top.size() && static_cast<int64_t>(i) < num_top_; ++i) {
+    top[token_bytes(tokenizer_, logprobs->top[i].token)] = json_logprob(logprobs->top[i].logprob);
+  }
+  part_["top_logprobs"].push_back(std::move(top));
 }
 
-Json CompletionLogprobs::add(const std::vector<OutputToken>& tokens) {
-  Json part{{"tokens", Json::array()}, {"token_logprobs", Json::array()},
-            {"top_logprobs", Json::array()}, {"text_offset", Json::array()}};
+void CompletionLogprobs::add_prompt(const std::vector<int32_t>& prompt, int64_t start,
+                                    const std::vector<TokenLogprobs>& entries) {
+  for (size_t p = 0; p < prompt.size(); ++p) {
+    const auto i = static_cast<int64_t>(p) - start;
+    const bool has = p > 0 && i >= 0 && i < static_cast<int64_t>(entries.size());
+    append(prompt[p], has ? &entries[static_cast<size_t>(i)] : nullptr);
+  }
+}
+
+void CompletionLogprobs::add(const std::vector<OutputToken>& tokens) {
   for (const OutputToken& t : tokens) {
-    if (!t.logprobs) continue;
-    const std::string b = token_bytes(tokenizer_, t.id);
-    part["tokens"].push_back(b);
-    part["token_logprobs"].push_back(json_logprob(t.logprobs->chosen.logprob));
-    if (num_top_ > 0) {
-      Json top = Json::object();
-      for (size_t i = 0; i < t.logprobs->top.size() && static_cast<int64_t>(i) < num_top_; ++i) {
-        top[token_bytes(tokenizer_, t.logprobs->top[i].token)] = json_logprob(t.logprobs->top[i].logprob);
-      }
-      part["top_logprobs"].push_back(std::move(top));
-    } else {
-      part["top_logprobs"].push_back(nullptr);
+    if (t.logprobs) append(t.id, &*t.logprobs);
+  }
+}
+
+Json CompletionLogprobs::take() {
+  return std::exchange(part_, empty_completion_logprobs());
+}
+
+Json vllm_prompt_logprobs(const text::Tokenizer* tokenizer, const std::vector<int32_t>& prompt,
+                          int64_t start, const std::vector<TokenLogprobs>& entries,
+                          int64_t num_top) {
+  Json out = Json::array();
+  for (size_t p = 0; p < prompt.size(); ++p) {
+    const auto i = static_cast<int64_t>(p) - start;
+    if (p == 0 || i < 0 || i >= static_cast<int64_t>(entries.size())) {
+      out.push_back(nullptr);
+      continue;
     }
-    part["text_offset"].push_back(offset_);
-    offset_ += b.size();
+    const TokenLogprobs& e = entries[static_cast<size_t>(i)];
+    Json position = Json::object();
+    auto put = [&](const TokenLogprob& lp, int64_t rank) {
+      const std::string key = std::to_string(lp.token);
+      if (position.contains(key)) return;
+      position[key] = Json{{"logprob", json_logprob(lp.logprob)},
+                           {"rank", rank},
+                           {"decoded_token", token_bytes(tokenizer, lp.token)}};
+    };
+    put(e.chosen, e.chosen_rank);
+    for (size_t k = 0; k < e.top.size() && static_cast<int64_t>(k) < num_top; ++k) {
+      put(e.top[k], static_cast<int64_t>(k) + 1);
+    }
+    out.push_back(std::move(position));
   }
-  for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"}) {
-    for (const Json& v : part[key]) total_[key].push_back(v);
+  return out;
+}
+
+Json native_logprob_entry(const TokenLogprobs& logprobs, int64_t num_top) {
+  Json top = Json::array();
+  for (size_t i = 0; i < logprobs.top.size() && static_cast<int64_t>(i) < num_top; ++i) {
+    top.push_back(Json{{"token_id", logprobs.top[i].token},
+                       {"logprob", json_logprob(logprobs.top[i].logprob)}});
   }
-  return part;
+  return Json{{"token_id", logprobs.chosen.token},
+              {"logprob", json_logprob(logprobs.chosen.logprob)},
+              {"rank", logprobs.chosen_rank},
+              {"top_logprobs", std::move(top)}};
+}
+
+Json native_prompt_logprobs(int64_t prompt_tokens, int64_t first, int64_t start,
+                            const std::vector<TokenLogprobs>& entries, int64_t num_top) {
+  Json out = Json::array();
+  for (int64_t p = first; p < prompt_tokens; ++p) {
+    const int64_t i = p - start;
+    if (p == 0 || i < 0 || i >= static_cast<int64_t>(entries.size())) {
+      out.push_back(nullptr);
+    } else {
+      out.push_back(native_logprob_entry(entries[static_cast<size_t>(i)], num_top));
+    }
+  }
+  return out;
 }
 
 }  // namespace beam::server

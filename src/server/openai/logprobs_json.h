@@ -1,6 +1,7 @@
 // Logprobs in the three OpenAI shapes: chat ({"content": [{token, logprob, bytes, top_logprobs}]}),
 // Responses (the same entries on output_text) and legacy completions ({tokens, token_logprobs,
-// top_logprobs, text_offset}). A -inf logprob is written as -9999.0, as OpenAI does.
+// top_logprobs, text_offset}, the prompt's first when echoed); vLLM's prompt_logprobs; and the
+// native /generate entries. A -inf logprob is written as -9999.0, as OpenAI does.
 #pragma once
 
 #include <string>
@@ -19,19 +20,44 @@ double json_logprob(float logprob);
 // [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}], top lists cut to `num_top`.
 Json logprob_entries(const text::Tokenizer* tokenizer, const std::vector<OutputToken>& tokens, int64_t num_top);
 
-// Legacy completions logprobs, built incrementally (text_offset counts bytes of token text).
+// Legacy completions logprobs, built incrementally (text_offset counts bytes of token text from
+// the start of the choice's text, the echoed prompt included).
 class CompletionLogprobs {
  public:
-  CompletionLogprobs(const text::Tokenizer* tokenizer, int64_t num_top, size_t text_offset_start = 0);
-  // The logprobs object for these tokens (appended to the running total too).
-  Json add(const std::vector<OutputToken>& tokens);
-  const Json& total() const { return total_; }
+  // `num_top`: alternatives per token (top_logprobs entries are null when 0).
+  CompletionLogprobs(const text::Tokenizer* tokenizer, int64_t num_top);
+  // Appends the prompt's tokens (echo): positions before `start` (position 0 always) have null
+  // token_logprobs and top_logprobs; position p >= start has entries[p - start].
+  void add_prompt(const std::vector<int32_t>& prompt, int64_t start,
+                  const std::vector<TokenLogprobs>& entries);
+  // Appends the output tokens that carry logprobs.
+  void add(const std::vector<OutputToken>& tokens);
+  // The logprobs object of what was appended since the last take (a chunk's, or a whole choice's).
+  Json take();
 
  private:
+  void append(int32_t id, const TokenLogprobs* logprobs);
+
   const text::Tokenizer* tokenizer_;
   int64_t num_top_;
-  size_t offset_;
-  Json total_;
+  size_t offset_ = 0;
+  Json part_;
 };
+
+// vLLM's prompt_logprobs: one entry per prompt position, null before `start` (position 0
+// always), else {"<token id>": {"logprob", "rank", "decoded_token"}} holding the prompt token,
+// then its `num_top` top alternatives best first (a token that is both appears once).
+// entries[p - start] belongs to position p.
+Json vllm_prompt_logprobs(const text::Tokenizer* tokenizer, const std::vector<int32_t>& prompt,
+                          int64_t start, const std::vector<TokenLogprobs>& entries,
+                          int64_t num_top);
+
+// /generate's logprobs entry: {token_id, logprob, rank, top_logprobs: [{token_id, logprob}]}, the
+// top list cut to `num_top`.
+Json native_logprob_entry(const TokenLogprobs& logprobs, int64_t num_top);
+// /generate's prompt_logprobs: positions [first, prompt_tokens), null before `start` (position 0
+// always), else native_logprob_entry(entries[p - start]).
+Json native_prompt_logprobs(int64_t prompt_tokens, int64_t first, int64_t start,
+                            const std::vector<TokenLogprobs>& entries, int64_t num_top);
 
 }  // namespace beam::server

@@ -192,14 +192,89 @@ TEST(RequestValidation, ToolChoiceForms) {
 TEST(RequestValidation, CompletionPrompts) {
   ApiExpected<CompletionRequest> r = parse_completion_request(parse(R"({"prompt": [1, 2, 3], "logprobs": 2})"));
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->prompt_ids, (std::vector<int32_t>{1, 2, 3}));
+  ASSERT_EQ(r->prompts.size(), 1u);
+  EXPECT_EQ(r->prompts[0].ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_FALSE(r->prompts[0].text);
   EXPECT_EQ(*r->sampling.params.max_tokens, 16);  // OpenAI's default
   EXPECT_TRUE(r->sampling.params.logprobs);
   EXPECT_EQ(r->sampling.params.top_logprobs, 2);
-  EXPECT_EQ(parse_completion_request(parse(R"({"prompt": ["a", "b"]})")).error().param, "prompt");
-  EXPECT_EQ(parse_completion_request(parse(R"({"prompt": "a", "echo": true})")).error().param, "echo");
+  EXPECT_FALSE(r->echo);
   EXPECT_EQ(parse_completion_request(parse(R"({"prompt": "a", "logprobs": 21})")).error().param, "logprobs");
   EXPECT_EQ(parse_completion_request(parse(R"({})")).error().param, "prompt");
+}
+
+// A list of prompts is a batch (text or token ids, mixed); each element is checked by its path.
+TEST(RequestValidation, CompletionPromptLists) {
+  ApiExpected<CompletionRequest> r =
+      parse_completion_request(parse(R"({"prompt": ["a", [5, 6], "b c"], "n": 2})"));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->prompts.size(), 3u);
+  EXPECT_EQ(*r->prompts[0].text, "a");
+  EXPECT_EQ(r->prompts[1].ids, (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(*r->prompts[2].text, "b c");
+  ApiExpected<CompletionRequest> one = parse_completion_request(parse(R"({"prompt": [[7]]})"));
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->prompts.size(), 1u);
+  for (const char* body : {R"({"prompt": []})", R"({"prompt": [[]]})", R"({"prompt": ["a", ""]})",
+                           R"({"prompt": ["a", 1]})", R"({"prompt": [[1, "x"]]})",
+                           R"({"prompt": [1, -2]})", R"({"prompt": {"a": 1}})"}) {
+    ApiExpected<CompletionRequest> bad = parse_completion_request(parse(body));
+    ASSERT_FALSE(bad.ok()) << body;
+    EXPECT_EQ(bad.error().param, "prompt") << body;
+  }
+  EXPECT_NE(
+      parse_completion_request(parse(R"({"prompt": ["a", 1]})")).error().message.find("prompt[1]"),
+      std::string::npos);
+  Json many = {{"prompt", Json::array()}};
+  for (size_t i = 0; i <= kMaxCompletionPrompts; ++i) many["prompt"].push_back("x");
+  EXPECT_EQ(parse_completion_request(many).error().param, "prompt");
+}
+
+// echo, vLLM's prompt_logprobs, and max_tokens 0 (only with one of them).
+TEST(RequestValidation, CompletionEchoAndPromptLogprobs) {
+  ApiExpected<CompletionRequest> r = parse_completion_request(parse(
+      R"({"prompt": "a", "echo": true, "max_tokens": 0, "logprobs": 1, "prompt_logprobs": 3})"));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->echo);
+  EXPECT_EQ(*r->sampling.params.max_tokens, 0);
+  EXPECT_EQ(*r->prompt_logprobs, 3);
+  EXPECT_TRUE(
+      parse_completion_request(parse(R"({"prompt": "a", "prompt_logprobs": 0, "max_tokens": 0})"))
+          .ok());
+  EXPECT_TRUE(parse_completion_request(parse(R"({"prompt": "a", "echo": true, "n": 3})")).ok());
+  auto param = [](const char* body) {
+    ApiExpected<CompletionRequest> bad = parse_completion_request(parse(body));
+    EXPECT_FALSE(bad.ok()) << body;
+    return bad.ok() ? std::string() : bad.error().param;
+  };
+  EXPECT_EQ(param(R"({"prompt": "a", "max_tokens": 0})"), "max_tokens");
+  EXPECT_EQ(param(R"({"prompt": "a", "echo": true, "max_tokens": -1})"), "max_tokens");
+  EXPECT_EQ(param(R"({"prompt": "a", "prompt_logprobs": 21})"), "prompt_logprobs");
+  EXPECT_EQ(param(R"({"prompt": "a", "prompt_logprobs": -1})"), "prompt_logprobs");
+  EXPECT_EQ(param(R"({"prompt": "a", "prompt_logprobs": true})"), "prompt_logprobs");
+  EXPECT_EQ(param(R"({"prompt": "a", "echo": "yes"})"), "echo");
+  EXPECT_EQ(param(R"({"prompt": "a", "echo": true, "suffix": "z"})"), "suffix");
+}
+
+// vLLM's prompt_logprobs on chat: non-streaming only; the output limit may then be 0.
+TEST(RequestValidation, ChatPromptLogprobs) {
+  ApiExpected<ChatRequest> r =
+      parse_chat_request(parse(R"({"messages": [{"role": "user", "content": "hi"}], )"
+                               R"("prompt_logprobs": 2, "max_tokens": 0})"));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(*r->prompt_logprobs, 2);
+  EXPECT_EQ(*r->sampling.params.max_tokens, 0);
+  EXPECT_EQ(
+      chat_error(R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 0})").param,
+      "max_tokens");
+  EXPECT_EQ(
+      chat_error(R"({"messages": [{"role": "user", "content": "hi"}], "prompt_logprobs": 21})")
+          .param,
+      "prompt_logprobs");
+  ApiError stream = chat_error(
+      R"({"messages": [{"role": "user", "content": "hi"}], "prompt_logprobs": 1, "stream": true})");
+  EXPECT_EQ(stream.param, "prompt_logprobs");
+  EXPECT_NE(stream.message.find("stream"), std::string::npos);
 }
 
 TEST(RequestValidation, ResponsesInputItems) {

@@ -1,0 +1,36 @@
+// POST /v1/completions request: JSON → CompletionRequest (one prompt or a list of them, each text
+// or token ids; sampling; legacy logprobs, echo and vLLM's prompt_logprobs). Every error is a 400
+// naming the field.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/api/json_fields.h"
+#include "server/api/sampling_fields.h"
+
+namespace beam::server {
+
+// The most prompts one request may list (each is its own engine request).
+inline constexpr size_t kMaxCompletionPrompts = 1024;
+
+struct CompletionPrompt {
+  std::optional<std::string> text;
+  std::vector<int32_t> ids;  // when the prompt was given as token ids
+};
+
+struct CompletionRequest {
+  std::string model;
+  std::vector<CompletionPrompt> prompts;  // non-empty; a list answers choices prompt-major
+  SamplingFields sampling;  // max_tokens may be 0 with echo or prompt_logprobs (the prompt alone)
+  bool echo = false;        // each choice's text (and logprobs) starts with its prompt's
+  std::optional<int64_t> prompt_logprobs;  // vLLM's: [0, 20] alternatives per prompt position
+  bool stream = false;
+  bool include_usage = false;
+};
+
+ApiExpected<CompletionRequest> parse_completion_request(const Json& body);
+
+}  // namespace beam::server
