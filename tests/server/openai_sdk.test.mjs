@@ -1,8 +1,8 @@
 // The official `openai` npm client against a live beamserve (tiny-beam + the tiny-chat fixture
 // tokenizer): chat (plain, streaming, n > 1, logprobs, tool-call round trip), completions and
-// responses (plain and streaming events), structured output (response_format / text.format: every
-// output of the random model is JSON of the schema). Checks structure and content, not only that
-// calls work.
+// responses (plain and streaming events), echo and prompt logprobs (scoring), structured output
+// (response_format / text.format: every output of the random model is JSON of the schema). Checks
+// structure and content, not only that calls work.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startServer, importNodePackage, Tok, forceOneToken } from './lib/harness.mjs';
@@ -571,4 +571,75 @@ test('chat: a required or named tool call is JSON of the tool\'s parameters', as
     model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 5, tools: [alarm],
     tool_choice: 'required', response_format: { type: 'json_object' },
   }), (e) => e.status === 400 && e.param === 'response_format');
+});
+
+// Scoring through the SDK: legacy echo + logprobs (lm-evaluation-harness's local-completions
+// payload), vLLM's prompt_logprobs as an extra body field, prompt lists, streaming echo.
+test('completions: echo scores a continuation; prompt lists; streamed echo', async () => {
+  const ctx = [Tok.HELLO, 40, 41, 42, 43, 44];
+  const genRes = await fetch(`${server.baseUrl}/generate`, { method: 'POST', body: JSON.stringify({
+    input_ids: ctx, max_tokens: 4, temperature: 0, ignore_eos: true, logprobs: true }) });
+  const gen = (await genRes.json()).choices[0];
+  const r = await client.completions.create({
+    model: MODEL, prompt: [[...ctx, ...gen.token_ids], ctx], max_tokens: 1, logprobs: 1, temperature: 0, seed: 1234,
+    echo: true,
+  });
+  assert.equal(r.choices.length, 2);
+  const [scored, bare] = [...r.choices].sort((a, b) => a.index - b.index);
+  assert.equal(scored.logprobs.token_logprobs[0], null);
+  assert.equal(scored.logprobs.top_logprobs[0], null);
+  const lp = scored.logprobs.token_logprobs.slice(ctx.length, -1);
+  assert.equal(lp.length, 4);
+  lp.forEach((v, i) => assert.ok(Math.abs(v - gen.logprobs[i].logprob) <= 1e-4, `${v} vs ${gen.logprobs[i].logprob}`));
+  // Greedy tokens: each is the top-1 alternative, as the harness's is_greedy checks.
+  scored.logprobs.top_logprobs.slice(ctx.length, -1).forEach((top, i) => assert.equal(Math.max(...Object.values(top)), lp[i]));
+  // The context's own scores agree between the two prompts (same positions, same model).
+  assert.deepEqual(bare.logprobs.token_logprobs.slice(0, ctx.length),
+    scored.logprobs.token_logprobs.slice(0, ctx.length));
+  assert.equal(r.usage.prompt_tokens, 2 * ctx.length + 4);
+  assert.equal(r.usage.completion_tokens, 2);
+
+  const text = 'The weather in Paris';
+  const stream = await client.completions.create({ model: MODEL, prompt: text, max_tokens: 3, temperature: 0,
+    ignore_eos: true, echo: true, stream: true });
+  let streamed = '';
+  let first = null;
+  for await (const chunk of stream) {
+    first ??= chunk.choices[0]?.text;
+    streamed += chunk.choices[0]?.text ?? '';
+  }
+  assert.ok(first.startsWith(text));
+  const whole = await client.completions.create({ model: MODEL, prompt: text, max_tokens: 3, temperature: 0,
+    ignore_eos: true, echo: true });
+  assert.equal(streamed, whole.choices[0].text);
+  const only = await client.completions.create({ model: MODEL, prompt: text, max_tokens: 0, echo: true });
+  assert.equal(only.choices[0].text, text);
+  assert.equal(only.choices[0].finish_reason, 'length');
+  assert.equal(only.usage.completion_tokens, 0);
+});
+
+test("vLLM's prompt_logprobs through the SDK (completions and chat), and its 400s", async () => {
+  const c = await client.completions.create({ model: MODEL, prompt: 'Hello world', max_tokens: 2, temperature: 0,
+    prompt_logprobs: 2 });
+  const plp = c.choices[0].prompt_logprobs;
+  assert.equal(plp.length, c.usage.prompt_tokens);
+  assert.equal(plp[0], null);
+  for (const entry of plp.slice(1)) {
+    const values = Object.values(entry);
+    assert.ok(values.length === 2 || values.length === 3);
+    assert.deepEqual(values.map((v) => v.rank).filter((k) => k <= 2).sort(), [1, 2]);
+    for (const v of values) assert.ok(typeof v.logprob === 'number' && typeof v.decoded_token === 'string');
+  }
+  const chat = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }],
+    max_tokens: 1, prompt_logprobs: 0 });
+  assert.equal(chat.prompt_logprobs.length, chat.usage.prompt_tokens);
+  assert.ok(chat.prompt_logprobs.slice(1).every((e) => Object.keys(e).length === 1));
+  await assert.rejects(client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'x' }],
+    prompt_logprobs: 1, stream: true }), (e) => e.status === 400 && e.param === 'prompt_logprobs');
+  await assert.rejects(client.completions.create({ model: MODEL, prompt: 'x', prompt_logprobs: 99 }),
+    (e) => e.status === 400 && e.param === 'prompt_logprobs');
+  await assert.rejects(client.completions.create({ model: MODEL, prompt: 'x', echo: true, suffix: 'y' }),
+    (e) => e.status === 400 && e.param === 'suffix');
+  await assert.rejects(client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 0 }),
+    (e) => e.status === 400 && e.param === 'max_tokens');
 });

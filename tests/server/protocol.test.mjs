@@ -1,7 +1,8 @@
 // Raw HTTP against a live beamserve: every error case (malformed JSON, wrong types, prompt too
 // long, bad sampling values, n too large, unknown model/route/method) with the right status and
 // body shape, the API key, the body size limit, /health, /metrics, the native endpoints, client
-// disconnects cancelling work, and garbage input that must not crash the server.
+// disconnects cancelling work, garbage input that must not crash the server, and prompt logprobs
+// (echo as lm-evaluation-harness scores, vLLM's prompt_logprobs, /generate's, prompt lists).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
@@ -348,4 +349,312 @@ test('return_routed_experts: each position the model read, from routed_experts_s
   } finally {
     assert.equal(await routed.stop(), 0);
   }
+});
+
+// Prompt logprobs (scoring). tiny-beam has random weights, so the values are arbitrary; what is
+// checked is that every path gives the same numbers the engine gave for generated tokens.
+const near = (a, b, tol = 1e-4) => Math.abs(a - b) <= tol;
+const sseEvents = async (path, body) => {
+  const r = await fetch(server.baseUrl + path, { method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body) });
+  assert.equal(r.status, 200);
+  const text = await r.text();
+  assert.ok(text.endsWith('data: [DONE]\n\n'), text);
+  return text.split('\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6)));
+};
+const CTX = [Tok.HELLO, 40, 41, 42, 43];
+// Keeps sampled tokens ASCII (bytes >= 0x80 are ids 131..258) so token strings are whole text;
+// logprobs are computed before logit_bias, so it does not change them.
+const asciiOnly = Object.fromEntries(Array.from({ length: 128 }, (_, i) => [String(131 + i), -100]));
+
+test('echo scores a continuation as lm-evaluation-harness does: the greedy output logprobs come back', async () => {
+  // The continuation: 5 greedy tokens with their output logprobs (temperature 0 → T = 1).
+  const gen = await post('/generate', { input_ids: CTX, max_tokens: 5, temperature: 0, ignore_eos: true,
+    logprobs: true, top_logprobs: 1 });
+  assert.equal(gen.status, 200, gen.text);
+  const cont = gen.json.choices[0].token_ids;
+  const contLogprobs = gen.json.choices[0].logprobs.map((e) => e.logprob);
+  assert.equal(cont.length, 5);
+  // A second continuation, whose first token is not the greedy one.
+  const other = [gen.json.choices[0].logprobs[0].token_id === 50 ? 51 : 50, 52];
+  // lm-evaluation-harness's local-completions loglikelihood payload: token-id prompts in a batch.
+  const r = await post('/v1/completions', { model: MODEL, prompt: [[...CTX, ...cont], [...CTX, ...other]],
+    max_tokens: 1, logprobs: 1, temperature: 0, seed: 1234, echo: true });
+  assert.equal(r.status, 200, r.text);
+  const choices = [...r.json.choices].sort((a, b) => a.index - b.index);
+  assert.deepEqual(choices.map((c) => c.index), [0, 1]);
+  const ctxlen = CTX.length;
+  const score = (c) => {
+    const lp = c.logprobs.token_logprobs.slice(ctxlen, -1);
+    const top = c.logprobs.top_logprobs.slice(ctxlen, -1);
+    const isGreedy = lp.every((t, i) => t === Math.max(...Object.values(top[i])));
+    return { lp, top, isGreedy, sum: lp.reduce((a, b) => a + b, 0) };
+  };
+  const [g, o] = choices.map(score);
+  for (const c of choices) {
+    assert.equal(c.logprobs.token_logprobs[0], null);  // the first prompt token has no logprob
+    assert.equal(c.logprobs.top_logprobs[0], null);
+    assert.equal(c.finish_reason, 'length');
+    const n = c.index === 0 ? ctxlen + cont.length + 1 : ctxlen + other.length + 1;
+    assert.equal(c.logprobs.tokens.length, n);
+    assert.equal(c.logprobs.token_logprobs.length, n);
+    assert.equal(c.logprobs.text_offset.length, n);
+    assert.ok(c.logprobs.token_logprobs.slice(1).every((v) => typeof v === 'number' && v <= 0));
+    // The choice's text is the detokenized prompt, then the output; offsets walk the token text
+    // (checked over the ASCII context: a token that is part of a character has no whole text).
+    let offset = 0;
+    for (let i = 0; i <= ctxlen; i++) {
+      assert.equal(c.logprobs.text_offset[i], offset);
+      offset += Buffer.byteLength(c.logprobs.tokens[i]);
+    }
+    for (let i = 1; i < n; i++) assert.ok(c.logprobs.text_offset[i] > c.logprobs.text_offset[i - 1]);
+    assert.ok(c.text.startsWith(c.logprobs.tokens.slice(0, ctxlen).join('')));
+  }
+  assert.equal(g.lp.length, 5);
+  g.lp.forEach((v, i) => assert.ok(near(v, contLogprobs[i]), `position ${i}: echo ${v} vs generated ${contLogprobs[i]}`));
+  assert.ok(near(g.sum, contLogprobs.reduce((a, b) => a + b, 0), 5e-4));
+  assert.equal(g.isGreedy, true);
+  // The prompt token is the most likely at each greedy position, so the top-1 dict holds it.
+  g.top.forEach((t, i) => assert.equal(t[choices[0].logprobs.tokens[ctxlen + i]], g.lp[i]));
+  assert.equal(o.isGreedy, false);
+  // The same positions scored by /generate's prompt_logprobs give the same numbers.
+  const native = await post('/generate', { input_ids: [...CTX, ...other], max_tokens: 0, prompt_logprobs: 1,
+    logprob_start_len: ctxlen, temperature: 0 });
+  assert.equal(native.status, 200, native.text);
+  const entries = native.json.choices[0].prompt_logprobs;
+  assert.deepEqual(entries.map((e) => e.token_id), other);
+  entries.forEach((e, i) => assert.ok(near(e.logprob, o.lp[i])));
+  assert.ok(entries[0].rank > 1);  // not the greedy token
+  assert.notEqual(entries[0].top_logprobs[0].token_id, other[0]);
+});
+
+test('prompt logprobs use the request temperature, as output logprobs do', async () => {
+  const gen = await post('/generate', { input_ids: CTX, max_tokens: 4, temperature: 0.7, seed: 11, ignore_eos: true,
+    logprobs: true, logit_bias: asciiOnly });
+  const cont = gen.json.choices[0].token_ids;
+  const want = gen.json.choices[0].logprobs.map((e) => e.logprob);
+  const at = async (temperature) => {
+    const r = await post('/v1/completions', { model: MODEL, prompt: [...CTX, ...cont], max_tokens: 0, logprobs: 0,
+      temperature, echo: true });
+    assert.equal(r.status, 200, r.text);
+    return r.json.choices[0].logprobs.token_logprobs.slice(CTX.length);
+  };
+  const same = await at(0.7);
+  same.forEach((v, i) => assert.ok(near(v, want[i]), `${v} vs ${want[i]}`));
+  const t1 = await at(0);  // temperature 0 scores at T = 1
+  assert.ok(t1.some((v, i) => !near(v, want[i], 1e-3)));
+});
+
+test('echo with max_tokens 0 returns the prompt alone; echo with n > 1 and streamed', async () => {
+  const prompt = 'The weather in Paris';
+  const r = await post('/v1/completions', { model: MODEL, prompt, max_tokens: 0, echo: true, logprobs: 2 });
+  assert.equal(r.status, 200, r.text);
+  const c = r.json.choices[0];
+  assert.equal(c.text, prompt);
+  assert.equal(c.finish_reason, 'length');
+  assert.equal(r.json.usage.completion_tokens, 0);
+  const tok = await post('/tokenize', { model: MODEL, prompt });
+  assert.equal(c.logprobs.tokens.length, tok.json.count);
+  assert.equal(c.logprobs.tokens.join(''), prompt);
+  assert.ok(c.logprobs.top_logprobs.slice(1).every((t) => Object.keys(t).length === 2));
+  // Without logprobs too; the prompt may be token ids (echoed detokenized).
+  const plain = await post('/v1/completions', { model: MODEL, prompt: tok.json.tokens, max_tokens: 0, echo: true });
+  assert.equal(plain.status, 200, plain.text);
+  assert.equal(plain.json.choices[0].text, prompt);
+  assert.equal(plain.json.choices[0].logprobs, null);
+  // Streamed: the prompt comes first in each choice's first chunk, even with no output at all.
+  const ev = await sseEvents('/v1/completions', { model: MODEL, prompt, max_tokens: 0, echo: true, n: 2, stream: true });
+  for (const i of [0, 1]) {
+    const mine = ev.filter((e) => e.choices[0]?.index === i);
+    assert.equal(mine[0].choices[0].text, prompt);
+    assert.equal(mine.map((e) => e.choices[0].text).join(''), prompt);
+    assert.equal(mine.at(-1).choices[0].finish_reason, 'length');
+  }
+  // Echo with output, n = 2, streamed or not: text = prompt + output, the same both ways.
+  const ask = { model: MODEL, prompt, max_tokens: 4, echo: true, n: 2, temperature: 0, ignore_eos: true, logprobs: 1,
+    logit_bias: asciiOnly };
+  const whole = await post('/v1/completions', ask);
+  const streamed = await sseEvents('/v1/completions', { ...ask, stream: true });
+  for (const i of [0, 1]) {
+    const w = whole.json.choices[i];
+    assert.ok(w.text.startsWith(prompt) && w.text.length > prompt.length);
+    const mine = streamed.filter((e) => e.choices[0]?.index === i).map((e) => e.choices[0]);
+    assert.equal(mine.map((x) => x.text).join(''), w.text);
+    const lp = mine.flatMap((x) => x.logprobs?.token_logprobs ?? []);
+    assert.deepEqual(lp, w.logprobs.token_logprobs);
+    assert.deepEqual(mine.flatMap((x) => x.logprobs?.text_offset ?? []), w.logprobs.text_offset);
+  }
+});
+
+test('completions: a list of prompts answers prompt-major choices, streamed or not', async () => {
+  const prompts = ['Hello world', [Tok.HELLO, 40, 41], 'abc'];
+  const ask = { model: MODEL, prompt: prompts, max_tokens: 3, n: 2, temperature: 0, ignore_eos: true, echo: true,
+    logit_bias: asciiOnly };
+  const r = await post('/v1/completions', ask);
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual(r.json.choices.map((c) => c.index), [0, 1, 2, 3, 4, 5]);
+  const counts = [];
+  for (const p of prompts) {
+    counts.push(typeof p === 'string' ? (await post('/tokenize', { model: MODEL, prompt: p })).json.count : p.length);
+  }
+  assert.equal(r.json.usage.prompt_tokens, counts.reduce((a, b) => a + b, 0));
+  assert.equal(r.json.usage.completion_tokens, 6 * 3);
+  const echoed = ['Hello world', 'Hello%&', 'abc'];
+  r.json.choices.forEach((c, i) => assert.ok(c.text.startsWith(echoed[Math.floor(i / 2)]), c.text));
+  // Greedy: both choices of a prompt agree, and each matches the prompt sent alone.
+  for (let p = 0; p < 3; p++) {
+    assert.equal(r.json.choices[2 * p].text, r.json.choices[2 * p + 1].text);
+    const alone = await post('/v1/completions', { ...ask, prompt: prompts[p], n: 1 });
+    assert.equal(alone.json.choices[0].text, r.json.choices[2 * p].text);
+  }
+  const ev = await sseEvents('/v1/completions', { ...ask, stream: true, stream_options: { include_usage: true } });
+  for (let i = 0; i < 6; i++) {
+    const mine = ev.filter((e) => e.choices[0]?.index === i).map((e) => e.choices[0]);
+    assert.equal(mine.map((x) => x.text).join(''), r.json.choices[i].text);
+    assert.equal(mine.at(-1).finish_reason, 'length');
+  }
+  assert.deepEqual(ev.at(-1).usage, r.json.usage);
+  // A bad element names its index; a prompt past the context in a list is refused whole.
+  const bad = await post('/v1/completions', { model: MODEL, prompt: ['ok', 7] });
+  assertOpenAiError(bad, 400, 'prompt');
+  assert.match(bad.json.error.message, /prompt\[1\]/);
+  const long = await post('/v1/completions', { model: MODEL, prompt: ['ok', 'z9'.repeat(5000)], max_tokens: 1 });
+  assertOpenAiError(long, 400);
+  assert.equal(long.json.error.code, 'context_length_exceeded');
+});
+
+test("vLLM's prompt_logprobs on completions and chat: one entry per prompt token", async () => {
+  const ids = [Tok.HELLO, 40, 41, 42];
+  const r = await post('/v1/completions', { model: MODEL, prompt: ids, max_tokens: 1, prompt_logprobs: 3,
+    temperature: 0, echo: true, logprobs: 1 });
+  assert.equal(r.status, 200, r.text);
+  const c = r.json.choices[0];
+  const plp = c.prompt_logprobs;
+  assert.equal(plp.length, ids.length);
+  assert.equal(plp[0], null);
+  for (let p = 1; p < ids.length; p++) {
+    const entry = plp[p];
+    const mine = entry[String(ids[p])];
+    assert.ok(mine, `position ${p} holds its prompt token`);
+    assert.equal(Object.keys(entry)[0], String(ids[p]));
+    assert.equal(typeof mine.decoded_token, 'string');
+    assert.ok(Number.isInteger(mine.rank) && mine.rank >= 1);
+    assert.ok(near(mine.logprob, c.logprobs.token_logprobs[p], 1e-6));  // the echo's number
+    const others = Object.entries(entry).filter(([k]) => k !== String(ids[p]));
+    assert.equal(Object.keys(entry).length, mine.rank <= 3 ? 3 : 4);
+    const ranks = Object.values(entry).map((v) => v.rank).sort((a, b) => a - b);
+    if (mine.rank > 3) assert.deepEqual(ranks, [1, 2, 3, mine.rank]);
+    else assert.deepEqual(ranks, [1, 2, 3]);
+    for (const [, v] of others) assert.ok(v.logprob >= mine.logprob || v.rank < mine.rank);
+  }
+  // Without echo the text is only the output; prompt_logprobs 0: the prompt token alone.
+  const zero = await post('/v1/completions', { model: MODEL, prompt: ids, max_tokens: 0, prompt_logprobs: 0,
+    temperature: 0 });
+  assert.equal(zero.status, 200, zero.text);
+  assert.equal(zero.json.choices[0].text, '');
+  zero.json.choices[0].prompt_logprobs.slice(1).forEach((e, i) => {
+    assert.deepEqual(Object.keys(e), [String(ids[i + 1])]);
+    assert.ok(near(e[String(ids[i + 1])].logprob, plp[i + 1][String(ids[i + 1])].logprob, 1e-6));
+  });
+  // Chat: top-level prompt_logprobs over the rendered prompt's tokens.
+  const messages = [{ role: 'user', content: 'hi there' }];
+  const chatTok = await post('/tokenize', { model: MODEL, messages });
+  const ch = await post('/v1/chat/completions', { model: MODEL, messages, max_tokens: 2, prompt_logprobs: 1, n: 2,
+    temperature: 1, seed: 5 });
+  assert.equal(ch.status, 200, ch.text);
+  assert.equal(ch.json.prompt_logprobs.length, ch.json.usage.prompt_tokens);
+  assert.equal(ch.json.prompt_logprobs[0], null);
+  ch.json.prompt_logprobs.slice(1).forEach((e, i) => assert.ok(e[String(chatTok.json.tokens[i + 1])]));
+  assert.equal(ch.json.choices[0].prompt_logprobs, undefined);
+  // The rendered chat prompt scored as a completion prompt gives the same numbers.
+  const asText = await post('/v1/completions', { model: MODEL, prompt: chatTok.json.tokens, max_tokens: 0,
+    prompt_logprobs: 1, temperature: 1 });
+  assert.deepEqual(Object.keys(asText.json.choices[0].prompt_logprobs[3]), Object.keys(ch.json.prompt_logprobs[3]));
+  const key = String(chatTok.json.tokens[3]);
+  assert.ok(near(asText.json.choices[0].prompt_logprobs[3][key].logprob, ch.json.prompt_logprobs[3][key].logprob));
+  const scoreOnly = await post('/v1/chat/completions', { model: MODEL, messages, max_tokens: 0, prompt_logprobs: 0 });
+  assert.equal(scoreOnly.status, 200, scoreOnly.text);
+  assert.equal(scoreOnly.json.choices[0].finish_reason, 'length');
+  assert.equal(scoreOnly.json.choices[0].message.content, '');
+});
+
+test('/generate: prompt_logprobs from logprob_start_len, streamed on the first chunk', async () => {
+  const ids = [Tok.HELLO, 40, 41, 42, 43, 44];
+  const base = { input_ids: ids, max_tokens: 2, temperature: 0, ignore_eos: true };
+  const all = await post('/generate', { ...base, prompt_logprobs: 2 });
+  assert.equal(all.status, 200, all.text);
+  const plp = all.json.choices[0].prompt_logprobs;
+  assert.equal(plp.length, ids.length);
+  assert.equal(plp[0], null);
+  plp.slice(1).forEach((e, i) => {
+    assert.equal(e.token_id, ids[i + 1]);
+    assert.equal(e.top_logprobs.length, 2);
+    assert.ok(e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob);
+    assert.ok(e.rank >= 1 && e.logprob <= e.top_logprobs[0].logprob);
+    if (e.rank === 1) assert.equal(e.top_logprobs[0].token_id, e.token_id);
+    else assert.ok(e.rank > 2 || e.top_logprobs[1].token_id === e.token_id);
+  });
+  // true = no alternatives; logprob_start_len cuts the list from that position.
+  const tail = await post('/generate', { ...base, prompt_logprobs: true, logprob_start_len: 3 });
+  const t = tail.json.choices[0].prompt_logprobs;
+  assert.equal(t.length, ids.length - 3);
+  t.forEach((e, i) => {
+    assert.equal(e.token_id, ids[i + 3]);
+    assert.deepEqual(e.top_logprobs, []);
+    assert.ok(near(e.logprob, plp[i + 3].logprob, 1e-6));
+    assert.equal(e.rank, plp[i + 3].rank);
+  });
+  assert.deepEqual(tail.json.choices[0].token_ids, all.json.choices[0].token_ids);
+  // The output logprobs of the greedy tokens equal their logprobs scored as prompt tokens.
+  const out = await post('/generate', { ...base, logprobs: true });
+  const scored = await post('/generate', { input_ids: [...ids, ...out.json.choices[0].token_ids], max_tokens: 0,
+    prompt_logprobs: true, logprob_start_len: ids.length, temperature: 0 });
+  assert.equal(scored.status, 200, scored.text);
+  assert.equal(scored.json.choices[0].finish_reason, 'length');
+  assert.deepEqual(scored.json.choices[0].token_ids, []);
+  scored.json.choices[0].prompt_logprobs.forEach((e, i) =>
+    assert.ok(near(e.logprob, out.json.choices[0].logprobs[i].logprob)));
+  // Streaming: each choice's first chunk carries the list.
+  const ev = await sseEvents('/generate', { ...base, prompt_logprobs: 2, n: 2, stream: true });
+  for (const i of [0, 1]) {
+    const mine = ev.filter((e) => e.index === i);
+    assert.deepEqual(mine[0].prompt_logprobs, plp);
+    assert.ok(mine.slice(1).every((e) => e.prompt_logprobs === undefined));
+  }
+  const scoreStream = await sseEvents('/generate', { input_ids: ids, max_tokens: 0, prompt_logprobs: 2, stream: true,
+    temperature: 0 });
+  assert.deepEqual(scoreStream[0].prompt_logprobs, plp);
+  assert.equal(scoreStream.find((e) => e.finish_reason).finish_reason, 'length');
+});
+
+test('prompt logprobs: bad values are 400s naming the field', async () => {
+  const cmpl = (extra) => post('/v1/completions', { model: MODEL, prompt: 'hello', ...extra });
+  assertOpenAiError(await cmpl({ prompt_logprobs: 21 }), 400, 'prompt_logprobs');
+  assertOpenAiError(await cmpl({ prompt_logprobs: -1 }), 400, 'prompt_logprobs');
+  assertOpenAiError(await cmpl({ prompt_logprobs: 'two' }), 400, 'prompt_logprobs');
+  assertOpenAiError(await cmpl({ max_tokens: 0 }), 400, 'max_tokens');
+  assertOpenAiError(await cmpl({ max_tokens: -1, echo: true }), 400, 'max_tokens');
+  assertOpenAiError(await cmpl({ echo: true, suffix: '!' }), 400, 'suffix');
+  assertOpenAiError(await cmpl({ echo: 1 }), 400, 'echo');
+  assertOpenAiError(await cmpl({ echo: true, logprobs: 21 }), 400, 'logprobs');
+  assertOpenAiError(await cmpl({ prompt: [99999], echo: true }), 400, 'prompt');
+  const ok = await cmpl({ echo: true, n: 3, max_tokens: 1 });
+  assert.equal(ok.status, 200, ok.text);
+  assert.equal(ok.json.choices.length, 3);
+  const chatPl = (extra) => post('/v1/chat/completions', chat(extra));
+  assertOpenAiError(await chatPl({ prompt_logprobs: 1, stream: true }), 400, 'prompt_logprobs');
+  assertOpenAiError(await chatPl({ prompt_logprobs: 0, stream: true }), 400, 'prompt_logprobs');
+  assertOpenAiError(await chatPl({ prompt_logprobs: 30 }), 400, 'prompt_logprobs');
+  assertOpenAiError(await chatPl({ max_tokens: 0 }), 400, 'max_tokens');
+  const gen = (extra) => post('/generate', { input_ids: [Tok.HELLO, 40, 41, 42], max_tokens: 1, ...extra });
+  assertOpenAiError(await gen({ prompt_logprobs: 25 }), 400, 'prompt_logprobs');
+  assertOpenAiError(await gen({ prompt_logprobs: 'yes' }), 400, 'prompt_logprobs');
+  assertOpenAiError(await gen({ prompt_logprobs: true, logprob_start_len: 4 }), 400, 'logprob_start_len');
+  assertOpenAiError(await gen({ prompt_logprobs: true, logprob_start_len: -2 }), 400, 'logprob_start_len');
+  assertOpenAiError(await gen({ logprob_start_len: 1 }), 400, 'logprob_start_len');
+  assertOpenAiError(await gen({ max_tokens: 0 }), 400, 'max_tokens');
+  const none = await gen({ logprob_start_len: -1 });  // SGLang's default: no prompt logprobs
+  assert.equal(none.status, 200, none.text);
+  assert.equal(none.json.choices[0].prompt_logprobs, undefined);
+  assert.equal((await fetch(server.baseUrl + '/health')).status, 200);
 });
