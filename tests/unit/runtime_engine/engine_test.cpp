@@ -15,21 +15,6 @@
 namespace beam::testing {
 namespace {
 
-std::vector<int32_t> tokens_of(int64_t n, uint64_t seed, int64_t vocab) {
-  std::mt19937_64 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
-  return t;
-}
-
-SamplingParams greedy(int64_t max_tokens) {
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
-}
-
 class EngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -63,6 +48,31 @@ class EngineTest : public ::testing::Test {
       reqs.push_back(r);
     }
     return reqs;
+  }
+  // A routing record's positions [from, T) equal a direct forward's over `read` (T tokens).
+  void expect_routing_of_direct_forward(const std::vector<int32_t>& read,
+                                        const std::vector<int32_t>& record, int64_t from) {
+    const BeamConfig& c = weights_->config;
+    const int64_t layers = c.num_layers_of(MlpKind::kSparse), k = c.num_experts_per_tok;
+    const auto T = static_cast<int64_t>(read.size());
+    ASSERT_EQ(static_cast<int64_t>(record.size()), (T - from) * layers * k);
+    ThreadPool pool(2);
+    KernelContext ctx;
+    ctx.pool = &pool;
+    BeamModel model(weights_, ctx);
+    auto kv = LocalKvCache::create(ctx, c, 1, T);
+    ASSERT_TRUE(kv.ok());
+    ForwardBatch batch;
+    batch.capture_routing = true;
+    batch.seqs.push_back(SeqChunk{read, 0, 0, kv->block_table(0), kv->block_table(0), false});
+    ForwardOutput out;
+    ASSERT_TRUE(model.forward(batch, kv->layers(), out).ok());
+    for (int64_t t = from; t < T; ++t)
+      for (int64_t l = 0; l < layers; ++l)
+        for (int64_t j = 0; j < k; ++j)
+          ASSERT_EQ(record[static_cast<size_t>(((t - from) * layers + l) * k + j)],
+                    out.routed_experts[static_cast<size_t>((l * T + t) * k + j)])
+              << "position " << t << " layer " << l;
   }
   std::shared_ptr<const BeamWeights> weights_;
   int64_t vocab_ = 0;
@@ -270,32 +280,11 @@ TEST_F(EngineTest, RoutedExpertsOfEveryPositionEqualADirectForward) {
     siblings.push_back(std::move(r));
   }
   ASSERT_EQ(siblings.size(), 4u);
-  const BeamConfig& c = weights_->config;
-  const int64_t layers = c.num_layers_of(MlpKind::kSparse);
-  const int64_t k = c.num_experts_per_tok;
-  ThreadPool pool(2);
-  KernelContext ctx;
-  ctx.pool = &pool;
-  BeamModel model(weights_, ctx);
   for (const SiblingResult& r : siblings) {
     EXPECT_EQ(r.usage.cached_prompt_tokens, 0);  // no prefix reuse for a routing request
     std::vector<int32_t> read = prompt;          // every token but the last output
     read.insert(read.end(), r.tokens.begin(), r.tokens.end() - 1);
-    const auto T = static_cast<int64_t>(read.size());
-    ASSERT_EQ(static_cast<int64_t>(r.routed_experts.size()), T * layers * k);
-    auto kv = LocalKvCache::create(ctx, c, 1, T);
-    ASSERT_TRUE(kv.ok());
-    ForwardBatch batch;
-    batch.capture_routing = true;
-    batch.seqs.push_back(SeqChunk{read, 0, 0, kv->block_table(0), kv->block_table(0), false});
-    ForwardOutput out;
-    ASSERT_TRUE(model.forward(batch, kv->layers(), out).ok());
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t l = 0; l < layers; ++l)
-        for (int64_t j = 0; j < k; ++j)
-          ASSERT_EQ(r.routed_experts[static_cast<size_t>((t * layers + l) * k + j)],
-                    out.routed_experts[static_cast<size_t>((l * T + t) * k + j)])
-              << "position " << t << " layer " << l;
+    expect_routing_of_direct_forward(read, r.routed_experts, 0);
   }
   EXPECT_TRUE(plain.results()[0].routed_experts.empty());
   EXPECT_GT(plain.results()[0].usage.cached_prompt_tokens, 0);
@@ -321,29 +310,9 @@ TEST_F(EngineTest, RoutedExpertsFromAStartReuseTheCachedPrefixBeforeIt) {
   engine->wait_idle();
   const SiblingResult r = routed.results().at(0);
   EXPECT_EQ(r.usage.cached_prompt_tokens, 32);  // whole 16-token blocks up to position 35
-  const BeamConfig& c = weights_->config;
-  const int64_t layers = c.num_layers_of(MlpKind::kSparse), k = c.num_experts_per_tok;
   std::vector<int32_t> read = prompt;  // every token but the last output
   read.insert(read.end(), r.tokens.begin(), r.tokens.end() - 1);
-  const auto T = static_cast<int64_t>(read.size());
-  ASSERT_EQ(static_cast<int64_t>(r.routed_experts.size()), (T - 35) * layers * k);
-  ThreadPool pool(2);
-  KernelContext ctx;
-  ctx.pool = &pool;
-  BeamModel model(weights_, ctx);
-  auto kv = LocalKvCache::create(ctx, c, 1, T);
-  ASSERT_TRUE(kv.ok());
-  ForwardBatch batch;
-  batch.capture_routing = true;
-  batch.seqs.push_back(SeqChunk{read, 0, 0, kv->block_table(0), kv->block_table(0), false});
-  ForwardOutput out;
-  ASSERT_TRUE(model.forward(batch, kv->layers(), out).ok());
-  for (int64_t t = 35; t < T; ++t)
-    for (int64_t l = 0; l < layers; ++l)
-      for (int64_t j = 0; j < k; ++j)
-        ASSERT_EQ(r.routed_experts[static_cast<size_t>(((t - 35) * layers + l) * k + j)],
-                  out.routed_experts[static_cast<size_t>((l * T + t) * k + j)])
-            << "position " << t << " layer " << l;
+  expect_routing_of_direct_forward(read, r.routed_experts, 35);
   engine->flush_prefix_cache();
   expect_pools_full(*engine);
 }

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 namespace beam::testing {
 
 std::shared_ptr<const BeamWeights> engine_test_model(const std::string& name) {
@@ -16,6 +18,21 @@ std::shared_ptr<const BeamWeights> engine_test_model(const std::string& name) {
     return nullptr;
   }
   return cache[name] = *w;
+}
+
+std::vector<int32_t> tokens_of(int64_t n, uint64_t seed, int64_t vocab) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
+  return t;
+}
+
+SamplingParams greedy(int64_t max_tokens) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
 }
 
 EventSink Collector::sink() {

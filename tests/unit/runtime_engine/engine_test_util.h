@@ -40,6 +40,11 @@ struct RunRequest {
   SamplingParams params;
 };
 
+// n tokens drawn uniformly from [0, vocab) by a generator seeded with `seed`.
+std::vector<int32_t> tokens_of(int64_t n, uint64_t seed, int64_t vocab);
+// Greedy decoding of max_tokens tokens, eos ignored.
+SamplingParams greedy(int64_t max_tokens);
+
 // Submits every request at once, waits until idle, returns each request's siblings.
 std::vector<std::vector<SiblingResult>> run_all(Engine& engine, const std::vector<RunRequest>& reqs);
 

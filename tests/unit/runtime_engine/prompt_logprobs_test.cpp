@@ -14,21 +14,6 @@
 namespace beam::testing {
 namespace {
 
-std::vector<int32_t> tokens_of(int64_t n, uint64_t seed, int64_t vocab) {
-  std::mt19937_64 rng(seed);
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto& x : t) x = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
-  return t;
-}
-
-SamplingParams greedy(int64_t max_tokens) {
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
-}
-
 class PromptLogprobsTest : public ::testing::Test {
  protected:
   void SetUp() override {
