@@ -159,7 +159,7 @@ std::optional<NativePromptLogprobs> read_prompt_logprobs(FieldReader& r) {
   if (*start < 0) {
     r.fail("logprob_start_len", "must be >= 0, got " + std::to_string(*start));
   } else if (!out) {
-    r.fail("logprob_start_len", "needs prompt_logprobs (true or a number of alternatives)");
+    r.fail("logprob_start_len", "needs 'prompt_logprobs' (true or a number of alternatives)");
   } else {
     out->first = *start;
   }

@@ -88,7 +88,7 @@ void read_max_tokens(FieldReader& r, bool prompt_logprobs, SamplingParams* p, co
   }
   if (max_tokens && *max_tokens < (prompt_logprobs ? 0 : 1)) {
     r.fail(*field, std::string("must be >= ") +
-                       (prompt_logprobs ? "0" : "1 (0 needs prompt_logprobs)") + ", got " +
+                       (prompt_logprobs ? "0" : "1 (0 needs 'prompt_logprobs')") + ", got " +
                        std::to_string(*max_tokens));
   }
   p->max_tokens = max_tokens;

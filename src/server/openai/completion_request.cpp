@@ -88,7 +88,7 @@ void read_max_tokens(FieldReader& r, CompletionRequest* req) {
     r.fail("max_tokens", "must be >= 0, got " + std::to_string(*max_tokens));
   } else if (*max_tokens == 0 && !req->echo && !req->prompt_logprobs) {
     r.fail("max_tokens",
-           "must be >= 1; 0 (no output: the prompt alone) needs echo or prompt_logprobs");
+           "must be >= 1; 0 (no output: the prompt alone) needs 'echo' or 'prompt_logprobs'");
   }
 }
 

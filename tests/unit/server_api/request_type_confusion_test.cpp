@@ -184,6 +184,19 @@ TEST(RequestTypeConfusion, Completions) {
   sweep([](const Json& b) { return as_bool(parse_completion_request(b)); }, valid);
 }
 
+// Scoring: a prompt list, echo, vLLM's prompt_logprobs and max_tokens 0.
+TEST(RequestTypeConfusion, CompletionsScoring) {
+  const Json valid = Json::parse(R"({"model": "m", "prompt": [[1, 2, 3], "two words"],
+    "max_tokens": 0, "temperature": 0, "logprobs": 1, "echo": true, "prompt_logprobs": 2})");
+  sweep([](const Json& b) { return as_bool(parse_completion_request(b)); }, valid);
+}
+
+TEST(RequestTypeConfusion, ChatPromptLogprobs) {
+  const Json valid = Json::parse(R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "max_tokens": 0, "prompt_logprobs": 3, "logprobs": true, "top_logprobs": 1})");
+  sweep([](const Json& b) { return parse_and_render<ChatRequest>(b, parse_chat_request); }, valid);
+}
+
 TEST(RequestTypeConfusion, Responses) {
   const Json valid = Json::parse(R"({
     "model": "m", "instructions": "be brief", "max_output_tokens": 9, "temperature": 0.5, "top_p": 0.9,
