@@ -326,6 +326,11 @@ test('return_routed_experts: each position the model read, from routed_experts_s
     for (let p = 0; p < ids.length; p += 4) assert.equal(new Set(ids.slice(p, p + 4)).size, 4);  // distinct top-4
     const tail = JSON.parse((await at('/generate', { ...ask, routed_experts_start_len: 10 })).text).choices[0];
     assert.deepEqual(decode(tail.routed_experts), ids.slice(10 * perPosition));
+    // SGLang's format (slime reads meta_info.routed_experts): the same ids.
+    const sgl = JSON.parse((await at('/generate', { input_ids: ask.input_ids, return_routed_experts: true,
+      routed_experts_start_len: 10, sampling_params: { max_new_tokens: 5, ignore_eos: true, temperature: 0 } })).text);
+    assert.deepEqual(decode(sgl.meta_info.routed_experts), ids.slice(10 * perPosition));
+    assert.deepEqual(sgl.output_ids, whole.token_ids);
     const plain = JSON.parse((await at('/generate', { ...ask, return_routed_experts: false })).text).choices[0];
     assert.equal(plain.routed_experts, undefined);
     assert.deepEqual(plain.token_ids, whole.token_ids);

@@ -54,7 +54,8 @@ TEST(SglangGenerate, DetectsTheFormat) {
       is_sglang_generate_body(Json::parse(R"({"input_ids": [1], "return_text_in_logprobs": 1})")));
   // The native body, with its SGLang-named fields, stays native.
   EXPECT_FALSE(is_sglang_generate_body(Json::parse(
-      R"({"input_ids": [1], "max_tokens": 2, "logprob_start_len": 0, "return_routed_experts": true})")));
+      R"({"input_ids": [1], "max_tokens": 2, "logprob_start_len": 0,
+          "return_routed_experts": true})")));
   EXPECT_FALSE(is_sglang_generate_body(Json::parse("[1]")));
 }
 
@@ -113,8 +114,8 @@ TEST(SglangGenerate, ReadsEverySamplingParam) {
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.return_text_in_logprobs);
   // `seed` is accepted as beamserve's alias; a stop list and a regex constraint.
-  SglangGenerateRequest s = parse_ok(
-      R"({"input_ids": [5], "sampling_params": {"seed": 7, "stop": ["a", "b"], "regex": "[ab]+"}})");
+  SglangGenerateRequest s = parse_ok(R"({"input_ids": [5],
+      "sampling_params": {"seed": 7, "stop": ["a", "b"], "regex": "[ab]+"}})");
   EXPECT_EQ(s.items[0].sampling.params.seed, 7u);
   EXPECT_EQ(s.items[0].sampling.stop_strings.size(), 2u);
   EXPECT_EQ(s.items[0].sampling.format.kind, ResponseFormat::Kind::kRegex);
