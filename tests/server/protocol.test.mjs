@@ -326,6 +326,11 @@ test('return_routed_experts: each position the model read, from routed_experts_s
     for (let p = 0; p < ids.length; p += 4) assert.equal(new Set(ids.slice(p, p + 4)).size, 4);  // distinct top-4
     const tail = JSON.parse((await at('/generate', { ...ask, routed_experts_start_len: 10 })).text).choices[0];
     assert.deepEqual(decode(tail.routed_experts), ids.slice(10 * perPosition));
+    // SGLang's format (slime reads meta_info.routed_experts): the same ids.
+    const sgl = JSON.parse((await at('/generate', { input_ids: ask.input_ids, return_routed_experts: true,
+      routed_experts_start_len: 10, sampling_params: { max_new_tokens: 5, ignore_eos: true, temperature: 0 } })).text);
+    assert.deepEqual(decode(sgl.meta_info.routed_experts), ids.slice(10 * perPosition));
+    assert.deepEqual(sgl.output_ids, whole.token_ids);
     const plain = JSON.parse((await at('/generate', { ...ask, return_routed_experts: false })).text).choices[0];
     assert.equal(plain.routed_experts, undefined);
     assert.deepEqual(plain.token_ids, whole.token_ids);
@@ -656,5 +661,188 @@ test('prompt logprobs: bad values are 400s naming the field', async () => {
   const none = await gen({ logprob_start_len: -1 });  // SGLang's default: no prompt logprobs
   assert.equal(none.status, 200, none.text);
   assert.equal(none.json.choices[0].prompt_logprobs, undefined);
+  assert.equal((await fetch(server.baseUrl + '/health')).status, 200);
+});
+
+// SGLang's /generate format (what verl, slime, AReaL and OpenRLHF send): the same engine output
+// as the native format, in SGLang's shapes.
+const SGL_IDS = [Tok.HELLO, 40, 41, 42, 43, 44];
+const sgl = (extra) => post('/generate', { input_ids: SGL_IDS, ...extra });
+
+test('/generate, SGLang format: a verl-style request equals the native greedy output', async () => {
+  const native = await post('/generate', { input_ids: SGL_IDS, max_tokens: 8, temperature: 0, ignore_eos: true,
+    logprobs: true });
+  const c = native.json.choices[0];
+  const r = await sgl({ sampling_params: { max_new_tokens: 8, temperature: 0, ignore_eos: true },
+    return_logprob: true, rid: 'verl-1' });
+  assert.equal(r.status, 200, r.text);
+  assert.ok(!Array.isArray(r.json));
+  assert.deepEqual(Object.keys(r.json), ['text', 'output_ids', 'meta_info']);
+  assert.deepEqual(r.json.output_ids, c.token_ids);
+  assert.equal(r.json.text, c.text);
+  const m = r.json.meta_info;
+  assert.equal(m.id, 'verl-1');
+  assert.deepEqual(m.finish_reason, { type: 'length', length: 8 });
+  assert.equal(m.prompt_tokens, SGL_IDS.length);
+  assert.equal(m.completion_tokens, 8);
+  assert.equal(typeof m.cached_tokens, 'number');
+  assert.ok(m.e2e_latency > 0);
+  assert.equal(m.output_token_logprobs.length, 8);
+  m.output_token_logprobs.forEach(([lp, id, text], i) => {
+    assert.equal(id, c.token_ids[i]);
+    assert.equal(lp, c.logprobs[i].logprob);
+    assert.equal(text, null);  // return_text_in_logprobs is off
+  });
+  // logprob_start_len -1 (the default): the last prompt position alone, its logprob null.
+  assert.deepEqual(m.input_token_logprobs, [[null, SGL_IDS.at(-1), null]]);
+  assert.equal(m.input_top_logprobs, undefined);
+  // Without return_logprob no logprob keys; max_new_tokens defaults to 128 (ignore_eos keeps going).
+  const plain = await sgl({ sampling_params: { temperature: 0, ignore_eos: true } });
+  assert.equal(plain.json.meta_info.completion_tokens, 128);
+  assert.deepEqual(plain.json.output_ids.slice(0, 8), c.token_ids);
+  assert.equal(plain.json.meta_info.output_token_logprobs, undefined);
+});
+
+test('/generate, SGLang format: input logprobs from logprob_start_len equal the native prompt_logprobs', async () => {
+  const native = await post('/generate', { input_ids: SGL_IDS, max_tokens: 2, temperature: 0, ignore_eos: true,
+    prompt_logprobs: 2, logprobs: true, top_logprobs: 2 });
+  const plp = native.json.choices[0].prompt_logprobs;
+  const r = await sgl({ sampling_params: { max_new_tokens: 2, temperature: 0, ignore_eos: true },
+    return_logprob: true, logprob_start_len: 0, top_logprobs_num: 2, return_text_in_logprobs: true });
+  assert.equal(r.status, 200, r.text);
+  const m = r.json.meta_info;
+  assert.equal(m.input_token_logprobs.length, SGL_IDS.length);
+  assert.deepEqual(m.input_token_logprobs[0], [null, Tok.HELLO, 'Hello']);
+  assert.equal(m.input_top_logprobs[0], null);
+  for (let p = 1; p < SGL_IDS.length; p++) {
+    const [lp, id, text] = m.input_token_logprobs[p];
+    assert.equal(id, SGL_IDS[p]);
+    assert.equal(lp, plp[p].logprob);
+    assert.equal(typeof text, 'string');
+    assert.deepEqual(m.input_top_logprobs[p].map((t) => [t[0], t[1]]),
+      plp[p].top_logprobs.map((t) => [t.logprob, t.token_id]));
+  }
+  assert.deepEqual(m.output_top_logprobs.map((top) => top.map((t) => t[1])),
+    native.json.choices[0].logprobs.map((e) => e.top_logprobs.map((t) => t.token_id)));
+  // From position 3: that position is null too (SGLang pads the first entry), the rest as above.
+  const tail = await sgl({ sampling_params: { max_new_tokens: 1, temperature: 0 }, return_logprob: true,
+    logprob_start_len: 3 });
+  assert.deepEqual(tail.json.meta_info.input_token_logprobs,
+    [[null, SGL_IDS[3], null], ...SGL_IDS.slice(4).map((id, i) => [plp[i + 4].logprob, id, null])]);
+  // max_new_tokens 0 scores the prompt only.
+  const score = await sgl({ sampling_params: { max_new_tokens: 0, temperature: 0 }, return_logprob: true, logprob_start_len: 0 });
+  assert.equal(score.status, 200, score.text);
+  assert.deepEqual(score.json.output_ids, []);
+  assert.deepEqual(score.json.meta_info.finish_reason, { type: 'length', length: 0 });
+  assert.equal(score.json.meta_info.input_token_logprobs[2][0], plp[2].logprob);
+});
+
+test('/generate, SGLang format: batches, text input and n > 1 answer lists', async () => {
+  const second = [Tok.HELLO, 50, 51];
+  const one = async (ids) => (await post('/generate', { input_ids: ids, max_tokens: 3, temperature: 0,
+    ignore_eos: true })).json.choices[0].token_ids;
+  const b = await post('/generate', { input_ids: [SGL_IDS, second], rid: ['a', 'b'],
+    sampling_params: { max_new_tokens: 3, temperature: 0, ignore_eos: true } });
+  assert.equal(b.status, 200, b.text);
+  assert.ok(Array.isArray(b.json));
+  assert.equal(b.json.length, 2);
+  assert.deepEqual(b.json.map((o) => o.meta_info.id), ['a', 'b']);
+  assert.deepEqual(b.json[0].output_ids, await one(SGL_IDS));
+  assert.deepEqual(b.json[1].output_ids, await one(second));
+  assert.deepEqual(b.json.map((o) => o.meta_info.prompt_tokens), [SGL_IDS.length, 3]);
+  // Text: tokenized as /tokenize does, the same output as its ids.
+  const tok = (await post('/tokenize', { prompt: 'Hello world' })).json.tokens;
+  const t = await post('/generate', { text: 'Hello world', sampling_params: { max_new_tokens: 3, temperature: 0,
+    ignore_eos: true } });
+  assert.equal(t.status, 200, t.text);
+  assert.equal(t.json.meta_info.prompt_tokens, tok.length);
+  assert.deepEqual(t.json.output_ids, await one(tok));
+  const tb = await post('/generate', { text: ['Hello world', 'Hello'], sampling_params: { max_new_tokens: 2 } });
+  assert.equal(tb.json.length, 2);
+  // n = 2 for two prompts: prompt-major, each sample its own id; seeded samples are reproducible.
+  const n2 = { input_ids: [SGL_IDS, second], sampling_params: { max_new_tokens: 4, temperature: 1, n: 2,
+    sampling_seed: 5, ignore_eos: true }, return_logprob: true };
+  const n = await post('/generate', n2);
+  assert.equal(n.status, 200, n.text);
+  assert.equal(n.json.length, 4);
+  assert.deepEqual(n.json.map((o) => o.meta_info.prompt_tokens), [SGL_IDS.length, SGL_IDS.length, 3, 3]);
+  assert.equal(new Set(n.json.map((o) => o.meta_info.id)).size, 4);
+  n.json.forEach((o) => assert.deepEqual(o.meta_info.output_token_logprobs.map((e) => e[1]), o.output_ids));
+  const again = await post('/generate', n2);
+  assert.deepEqual(again.json.map((o) => o.output_ids), n.json.map((o) => o.output_ids));
+  const single = await sgl({ sampling_params: { max_new_tokens: 2, n: 2 } });
+  assert.ok(Array.isArray(single.json));
+  assert.equal(single.json.length, 2);
+});
+
+test('/generate, SGLang format: stop strings and stop ids in finish_reason.matched', async () => {
+  const base = { input_ids: SGL_IDS, sampling_params: { max_new_tokens: 12, temperature: 0, ignore_eos: true,
+    logit_bias: asciiOnly } };
+  const full = (await post('/generate', base)).json;
+  // A stop string: the text of an output token after the first.
+  const texts = await Promise.all(full.output_ids.map(async (id) =>
+    (await post('/detokenize', { tokens: [id] })).json.prompt));
+  const k = texts.findIndex((s, i) => i > 0 && /^[\x21-\x7e]+$/.test(s));
+  assert.ok(k > 0, JSON.stringify(texts));
+  const stop = texts[k];
+  const r = await post('/generate', { ...base, sampling_params: { ...base.sampling_params, stop } });
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual(r.json.meta_info.finish_reason, { type: 'stop', matched: stop });
+  assert.equal(r.json.text, full.text.slice(0, full.text.indexOf(stop)));
+  // no_stop_trim keeps the stop string in the text.
+  const kept = await post('/generate', { ...base, sampling_params: { ...base.sampling_params, stop: [stop],
+    no_stop_trim: true } });
+  assert.equal(kept.json.text, full.text.slice(0, full.text.indexOf(stop) + stop.length));
+  // A stop id: matched is the id, which ends output_ids.
+  const id = full.output_ids[2];
+  const s = await post('/generate', { ...base, sampling_params: { ...base.sampling_params, stop_token_ids: [id] } });
+  assert.deepEqual(s.json.meta_info.finish_reason, { type: 'stop', matched: id });
+  assert.deepEqual(s.json.output_ids, full.output_ids.slice(0, full.output_ids.indexOf(id) + 1));
+});
+
+test('/generate, SGLang format: streams carry the cumulative output and end with [DONE]', async () => {
+  const body = { input_ids: SGL_IDS, sampling_params: { max_new_tokens: 6, temperature: 0, ignore_eos: true },
+    return_logprob: true };
+  const whole = (await post('/generate', body)).json;
+  const ev = await sseEvents('/generate', { ...body, stream: true });
+  assert.ok(ev.length >= 2);
+  for (let i = 1; i < ev.length; i++) {
+    assert.ok(ev[i].output_ids.length >= ev[i - 1].output_ids.length);
+    assert.deepEqual(ev[i].output_ids.slice(0, ev[i - 1].output_ids.length), ev[i - 1].output_ids);
+    assert.ok(ev[i].text.startsWith(ev[i - 1].text));
+  }
+  ev.slice(0, -1).forEach((e) => assert.equal(e.meta_info.finish_reason, null));
+  const last = ev.at(-1);
+  assert.deepEqual(last.output_ids, whole.output_ids);
+  assert.equal(last.text, whole.text);
+  assert.deepEqual(last.meta_info.finish_reason, { type: 'length', length: 6 });
+  assert.deepEqual(last.meta_info.output_token_logprobs, whole.meta_info.output_token_logprobs);
+  assert.equal(last.index, undefined);
+  // A batch's events carry each sample's index.
+  const bev = await sseEvents('/generate', { input_ids: [SGL_IDS, [Tok.HELLO, 7]], stream: true,
+    sampling_params: { max_new_tokens: 3, temperature: 0, ignore_eos: true } });
+  for (const i of [0, 1]) {
+    const mine = bev.filter((e) => e.index === i);
+    assert.deepEqual(mine.at(-1).meta_info.finish_reason, { type: 'length', length: 3 });
+    assert.equal(mine.at(-1).output_ids.length, 3);
+  }
+});
+
+test('/generate, SGLang format: what it cannot honour is a 400 naming the field', async () => {
+  assertOpenAiError(await sgl({ sampling_params: {}, lora_path: 'my-adapter' }), 400, 'lora_path');
+  assertOpenAiError(await sgl({ sampling_params: {}, image_data: 'cat.png' }), 400, 'image_data');
+  assertOpenAiError(await sgl({ sampling_params: {}, custom_logit_processor: 'x' }), 400, 'custom_logit_processor');
+  assertOpenAiError(await sgl({ sampling_params: { ebnf: 'root ::= "a"' } }), 400, 'sampling_params.ebnf');
+  assertOpenAiError(await sgl({ sampling_params: { max_tokens: 3 } }), 400, 'sampling_params.max_tokens');
+  assertOpenAiError(await sgl({ sampling_params: { temperature: -1 } }), 400, 'sampling_params.temperature');
+  assertOpenAiError(await sgl({ sampling_params: { top_p: 7 } }), 400, 'sampling_params.top_p');
+  assertOpenAiError(await sgl({ return_logprob: true, logprob_start_len: SGL_IDS.length }), 400, 'logprob_start_len');
+  assertOpenAiError(await sgl({ return_logprob: true, top_logprobs_num: 50 }), 400, 'top_logprobs_num');
+  assertOpenAiError(await sgl({ text: 'hi' }), 400);  // both text and input_ids
+  assertOpenAiError(await post('/generate', { text: 'hi', sampling_params: {}, model: 'other' }), 404, 'model');
+  assertOpenAiError(await post('/generate', { sampling_params: {} }), 400, 'text');
+  // Unset fields and result-neutral ones are fine.
+  const ok = await sgl({ sampling_params: { max_new_tokens: 1 }, lora_path: null, log_metrics: false });
+  assert.equal(ok.status, 200, ok.text);
   assert.equal((await fetch(server.baseUrl + '/health')).status, 200);
 });

@@ -39,6 +39,7 @@ class JobObserver : public GenerationObserver {
       merge_->target->on_sibling_done(first_sibling_ + sibling, std::move(result));
   }
   void on_complete(const GenerationUsage& usage) override {
+    if (!merge_->rejected) merge_->target->on_job_usage(first_sibling_, usage);
     merge_->usage.prompt_tokens += usage.prompt_tokens;
     merge_->usage.cached_prompt_tokens += usage.cached_prompt_tokens;
     merge_->usage.completion_tokens += usage.completion_tokens;

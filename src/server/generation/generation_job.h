@@ -39,6 +39,12 @@ class GenerationObserver {
   virtual void on_delta(int32_t sibling, SiblingDelta&& delta) = 0;
   virtual void on_sibling_done(int32_t sibling, SiblingResult&& result) = 0;
   virtual void on_complete(const GenerationUsage& usage) = 0;
+  // Generation groups only: one job's own usage (its siblings start at `first_sibling`), before
+  // the group's summed on_complete.
+  virtual void on_job_usage(int32_t first_sibling, const GenerationUsage& usage) {
+    (void)first_sibling;
+    (void)usage;
+  }
 };
 
 // Server-wide counts of running jobs (/metrics, /health). Thread-safe.

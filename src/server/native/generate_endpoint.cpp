@@ -1,10 +1,13 @@
 // POST /generate: token ids in, token ids (+ text when the model has a tokenizer, + logprobs, +
 // prompt logprobs) out (see native_endpoints.h). Stop strings work when the model has a tokenizer.
+// A body in SGLang's format goes to sglang_generate_request.h / sglang_generate_observer.h.
 #include <algorithm>
 
 #include "server/api/routed_experts.h"
 #include "server/http/sse.h"
 #include "server/native/native_endpoints.h"
+#include "server/native/sglang_generate_observer.h"
+#include "server/native/sglang_generate_request.h"
 #include "server/openai/logprobs_json.h"
 
 namespace beam::server {
@@ -166,9 +169,9 @@ std::optional<NativePromptLogprobs> read_prompt_logprobs(FieldReader& r) {
   return out;
 }
 
-ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
+ApiExpected<bool> run_native(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange,
+                             Json body) {
   const ServedModel& model = *env.model;
-  API_ASSIGN_OR_RETURN(Json body, parse_json_body(exchange->request().body));
   apply_sampling_defaults(model, &body);
   if (!body.is_object()) return invalid_request("the request body must be a JSON object");
   FieldReader r(body, "");
@@ -218,6 +221,40 @@ ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& e
       spec.sampling.top_logprobs, spec.sampling.n, prompt_tokens, prompt_logprobs);
   launch_generation(env, exchange, std::move(spec), std::move(observer));
   return true;
+}
+
+ApiExpected<bool> run_sglang(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange,
+                             const Json& body) {
+  const ServedModel& model = *env.model;
+  SglangModelInfo info;
+  info.tokenizer = model.tokenizer ? &*model.tokenizer : nullptr;
+  info.vocab_size = model.vocab_size;
+  info.max_context_tokens = model.max_context_tokens;
+  info.sampling_defaults = model.sampling_defaults;
+  API_ASSIGN_OR_RETURN(SglangGenerateRequest req, parse_sglang_generate_request(body, info));
+  API_ASSIGN_OR_RETURN(bool ok, check_model_name(model, req.model));
+  (void)ok;
+  std::vector<GenerationSpec> specs;
+  for (const SglangItem& item : req.items) {
+    API_ASSIGN_OR_RETURN(GenerationSpec spec, sglang_generation_spec(model, item));
+    specs.push_back(std::move(spec));
+  }
+  // meta_info.id: the rid (n == 1), else a new id per sample (SGLang regenerates them for n > 1).
+  std::vector<std::string> ids;
+  for (const SglangItem& item : req.items) {
+    for (int64_t j = 0; j < req.n; ++j) ids.push_back(item.rid ? *item.rid : env.ids->next(""));
+  }
+  exchange->note("stream", req.stream ? "1" : "0");
+  auto observer = std::make_shared<SglangGenerateObserver>(exchange, std::move(req), std::move(ids),
+                                                           info.tokenizer);
+  launch_generations(env, exchange, std::move(specs), std::move(observer));
+  return true;
+}
+
+ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
+  API_ASSIGN_OR_RETURN(Json body, parse_json_body(exchange->request().body));
+  if (is_sglang_generate_body(body)) return run_sglang(env, exchange, body);
+  return run_native(env, exchange, std::move(body));
 }
 
 }  // namespace

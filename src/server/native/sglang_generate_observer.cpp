@@ -1,0 +1,214 @@
+// SGLang /generate responses (see sglang_generate_observer.h).
+#include "server/native/sglang_generate_observer.h"
+
+#include <chrono>
+
+#include "server/api/routed_experts.h"
+#include "server/http/sse.h"
+#include "server/openai/logprobs_json.h"
+
+namespace beam::server {
+namespace {
+
+Json top_triples(const TokenLogprobs& lp, int64_t num_top, const text::Tokenizer* text) {
+  Json out = Json::array();
+  for (size_t i = 0; i < lp.top.size() && static_cast<int64_t>(i) < num_top; ++i)
+    out.push_back(sglang_logprob_triple(lp.top[i].logprob, lp.top[i].token, text));
+  return out;
+}
+
+}  // namespace
+
+Json sglang_logprob_triple(std::optional<float> logprob, int32_t id, const text::Tokenizer* text) {
+  return Json::array({logprob ? Json(json_logprob(*logprob)) : Json(nullptr), id,
+                      text ? Json(token_bytes(text, id)) : Json(nullptr)});
+}
+
+Json sglang_output_token_logprobs(const std::vector<OutputToken>& tokens,
+                                  const text::Tokenizer* text) {
+  Json out = Json::array();
+  for (const OutputToken& t : tokens) {
+    if (t.logprobs) out.push_back(sglang_logprob_triple(t.logprobs->chosen.logprob, t.id, text));
+  }
+  return out;
+}
+
+Json sglang_output_top_logprobs(const std::vector<OutputToken>& tokens, int64_t num_top,
+                                const text::Tokenizer* text) {
+  Json out = Json::array();
+  for (const OutputToken& t : tokens) {
+    if (t.logprobs) out.push_back(top_triples(*t.logprobs, num_top, text));
+  }
+  return out;
+}
+
+Json sglang_input_token_logprobs(const std::vector<int32_t>& prompt, int64_t start,
+                                 const std::vector<TokenLogprobs>& entries,
+                                 const text::Tokenizer* text) {
+  Json out = Json::array();
+  for (auto p = static_cast<size_t>(start); p < prompt.size(); ++p) {
+    const size_t e = p - static_cast<size_t>(start) - 1;
+    const bool has = p > static_cast<size_t>(start) && e < entries.size();
+    out.push_back(sglang_logprob_triple(
+        has ? std::optional<float>(entries[e].chosen.logprob) : std::nullopt, prompt[p], text));
+  }
+  return out;
+}
+
+Json sglang_input_top_logprobs(const std::vector<int32_t>& prompt, int64_t start,
+                               const std::vector<TokenLogprobs>& entries, int64_t num_top,
+                               const text::Tokenizer* text) {
+  Json out = Json::array();
+  for (auto p = static_cast<size_t>(start); p < prompt.size(); ++p) {
+    const size_t e = p - static_cast<size_t>(start) - 1;
+    if (p > static_cast<size_t>(start) && e < entries.size())
+      out.push_back(top_triples(entries[e], num_top, text));
+    else
+      out.push_back(nullptr);
+  }
+  return out;
+}
+
+Json sglang_finish_reason(const SiblingResult& r, const std::vector<std::string>& stops) {
+  switch (r.reason) {
+    case FinishReason::kLength:
+      return Json{{"type", "length"}, {"length", r.completion_tokens}};
+    case FinishReason::kStop: {
+      Json matched = nullptr;
+      if (r.stop_string && *r.stop_string < stops.size())
+        matched = stops[*r.stop_string];
+      else if (r.stop_token)
+        matched = *r.stop_token;
+      return Json{{"type", "stop"}, {"matched", matched}};
+    }
+    case FinishReason::kCancelled:
+      return Json{{"type", "abort"}, {"message", "the request was cancelled"}};
+    case FinishReason::kError:
+      return Json{{"type", "abort"}, {"message", r.error}};
+  }
+  return nullptr;
+}
+
+Json sglang_output_json(const SglangSample& s, const SglangItem& item,
+                        const SglangOutputOptions& o) {
+  const std::vector<OutputToken>& tokens = s.result ? s.result->tokens : s.tokens;
+  Json out = Json::object();
+  if (o.index) out["index"] = *o.index;
+  if (o.with_text) out["text"] = s.result ? s.result->parsed.content : s.text;
+  Json ids = Json::array();
+  for (const OutputToken& t : tokens) ids.push_back(t.id);
+  out["output_ids"] = std::move(ids);
+  Json m = Json::object();
+  m["id"] = s.id;
+  m["finish_reason"] =
+      s.result ? sglang_finish_reason(*s.result, item.sampling.stop_strings) : Json(nullptr);
+  m["prompt_tokens"] = item.prompt_ids.size();
+  if (item.return_logprob) {
+    const std::vector<TokenLogprobs>& prompt_lp = s.result && !s.result->prompt_logprobs.empty()
+                                                      ? s.result->prompt_logprobs
+                                                      : s.prompt_logprobs;
+    m["input_token_logprobs"] =
+        sglang_input_token_logprobs(item.prompt_ids, item.logprob_start, prompt_lp, o.logprob_text);
+    m["output_token_logprobs"] = sglang_output_token_logprobs(tokens, o.logprob_text);
+    if (item.top_logprobs_num > 0) {
+      m["input_top_logprobs"] = sglang_input_top_logprobs(
+          item.prompt_ids, item.logprob_start, prompt_lp, item.top_logprobs_num, o.logprob_text);
+      m["output_top_logprobs"] =
+          sglang_output_top_logprobs(tokens, item.top_logprobs_num, o.logprob_text);
+    }
+  }
+  m["completion_tokens"] = tokens.size();
+  m["cached_tokens"] = s.cached_tokens;
+  if (s.result && s.result->routed_experts)
+    m["routed_experts"] = encode_routed_experts(*s.result->routed_experts);
+  if (s.e2e_latency_s) m["e2e_latency"] = *s.e2e_latency_s;
+  out["meta_info"] = std::move(m);
+  return out;
+}
+
+SglangGenerateObserver::SglangGenerateObserver(std::shared_ptr<Exchange> exchange,
+                                               SglangGenerateRequest request,
+                                               std::vector<std::string> ids,
+                                               const text::Tokenizer* tokenizer)
+    : exchange_(std::move(exchange)),
+      request_(std::move(request)),
+      tokenizer_(tokenizer),
+      samples_(ids.size()),
+      job_done_(request_.items.size(), false) {
+  for (size_t i = 0; i < ids.size(); ++i) samples_[i].id = std::move(ids[i]);
+}
+
+void SglangGenerateObserver::on_rejected(const ApiError& error) {
+  exchange_->respond_error(error);
+}
+
+Json SglangGenerateObserver::output(size_t sample) const {
+  SglangOutputOptions o;
+  o.with_text = tokenizer_ != nullptr;
+  o.logprob_text = request_.return_text_in_logprobs ? tokenizer_ : nullptr;
+  if (request_.batch && request_.stream) o.index = static_cast<int64_t>(sample);
+  const auto item = sample / static_cast<size_t>(request_.n);
+  return sglang_output_json(samples_[sample], request_.items[item], o);
+}
+
+void SglangGenerateObserver::on_delta(int32_t sibling, SiblingDelta&& delta) {
+  SglangSample& s = samples_[static_cast<size_t>(sibling)];
+  for (const ResponseDelta& p : delta.parts) s.text += p.text;
+  for (OutputToken& t : delta.tokens) s.tokens.push_back(std::move(t));
+  if (!delta.prompt_logprobs.empty()) s.prompt_logprobs = std::move(delta.prompt_logprobs);
+  // Each event carries the whole output so far (SGLang's default, not incremental).
+  if (request_.stream && (!delta.tokens.empty() || !delta.parts.empty()))
+    send(output(static_cast<size_t>(sibling)));
+}
+
+void SglangGenerateObserver::on_sibling_done(int32_t sibling, SiblingResult&& result) {
+  if (result.reason == FinishReason::kError) error_ = result.error;
+  SglangSample& s = samples_[static_cast<size_t>(sibling)];
+  s.e2e_latency_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange_->received())
+          .count();
+  s.result = std::move(result);
+}
+
+// A job's usage gives its samples' cached tokens; a stream sends their final events then.
+void SglangGenerateObserver::on_job_usage(int32_t first_sibling, const GenerationUsage& usage) {
+  const auto n = static_cast<size_t>(request_.n);
+  const size_t item = static_cast<size_t>(first_sibling) / n;
+  if (item >= job_done_.size() || job_done_[item]) return;
+  job_done_[item] = true;
+  for (size_t k = item * n; k < (item + 1) * n; ++k) {
+    samples_[k].cached_tokens = usage.cached_prompt_tokens;
+    if (request_.stream && samples_[k].result &&
+        (exchange_->stream_started() || samples_[k].result->reason != FinishReason::kError))
+      send(output(k));
+  }
+}
+
+void SglangGenerateObserver::on_complete(const GenerationUsage& usage) {
+  if (request_.items.size() == 1) on_job_usage(0, usage);
+  exchange_->note("completion_tokens", std::to_string(usage.completion_tokens));
+  if (error_ && !exchange_->stream_started()) {
+    return exchange_->respond_error(
+        api_error(ErrorKind::kServer, "the engine failed the request: " + *error_));
+  }
+  if (request_.stream) {
+    if (error_) send(Json{{"error", {{"message", "the engine failed the request: " + *error_}}}});
+    exchange_->send(http::sse_done());
+    return exchange_->end_stream();
+  }
+  Json body;
+  if (request_.batch) {
+    body = Json::array();
+    for (size_t k = 0; k < samples_.size(); ++k) body.push_back(output(k));
+  } else {
+    body = output(0);
+  }
+  exchange_->respond_json(200, dump_json(body));
+}
+
+void SglangGenerateObserver::send(const Json& event) {
+  if (!exchange_->stream_started()) exchange_->start_stream(std::string(http::kSseContentType));
+  exchange_->send(http::sse_data(dump_json(event)));
+}
+
+}  // namespace beam::server
