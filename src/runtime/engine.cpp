@@ -129,19 +129,17 @@ class Engine::Impl {
     return id;
   }
 
-  // The prompt_logprobs options against the prompt, and max_tokens 0 only with them.
+  // The prompt_logprobs options against the prompt.
   static Status validate_prompt_logprobs(const GenerateRequest& request) {
     const auto len = static_cast<int64_t>(request.prompt.size());
-    if (const auto& o = request.prompt_logprobs) {
-      if (o->start < 1 || o->start > len)
-        return make_error("prompt_logprobs: start " + std::to_string(o->start) +
-                          " is outside the prompt's positions [1, " + std::to_string(len) + "]");
-      if (o->num_top < 0 || o->num_top > kMaxTopLogprobs)
-        return make_error("prompt_logprobs: " + std::to_string(o->num_top) +
-                          " alternatives; must be in [0, " + std::to_string(kMaxTopLogprobs) + "]");
-    } else if (request.sampling.max_tokens == 0) {
-      return make_error("max_tokens: 0 generates nothing; it needs prompt logprobs");
-    }
+    const auto& o = request.prompt_logprobs;
+    if (!o) return ok_status();
+    if (o->start < 1 || o->start > len)
+      return make_error("prompt_logprobs: start " + std::to_string(o->start) +
+                        " is outside the prompt's positions [1, " + std::to_string(len) + "]");
+    if (o->num_top < 0 || o->num_top > kMaxTopLogprobs)
+      return make_error("prompt_logprobs: " + std::to_string(o->num_top) +
+                        " alternatives; must be in [0, " + std::to_string(kMaxTopLogprobs) + "]");
     return ok_status();
   }
 
@@ -571,8 +569,8 @@ void Engine::Impl::sample_and_emit(const StepPlan& plan, const ForwardOutput& ou
   }
 }
 
-// A scoring-only request (max_tokens 0) finishes when its prompt owner would first sample, each
-// sibling with kLength and no tokens. True if `owner` finished.
+// A prefill-only request (max_tokens 0: scoring, cache warming) finishes when its prompt owner
+// would first sample, each sibling with kLength and no tokens. True if `owner` finished.
 bool Engine::Impl::finish_unsampled(Sequence& owner) {
   if (owner.sampling->output_limit_tokens() > 0) return false;
   finish_request(owner.request, FinishReason::kLength, "");

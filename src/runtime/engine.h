@@ -77,8 +77,8 @@ struct GenerateRequest {
   int64_t routed_experts_start = 0;
   // Logprobs of the prompt's tokens (TokenEvent::prompt_logprobs). Positions before start - 1 may
   // come from the prefix cache; from there on the prompt is computed with logits for every
-  // position. With these, SamplingParams::max_tokens may be 0: the prompt is scored and every
-  // sibling finishes with kLength and no tokens.
+  // position. SamplingParams::max_tokens 0 computes the prompt only (scoring it, or warming the
+  // prefix cache): every sibling finishes with kLength and no tokens.
   std::optional<PromptLogprobsOptions> prompt_logprobs;
 };
 

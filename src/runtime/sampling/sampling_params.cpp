@@ -58,7 +58,7 @@ Status validate_penalties(const SamplingParams& p, int64_t vocab_size) {
 Status validate_limits(const SamplingParams& p, int64_t vocab_size) {
   for (int32_t token : p.stop_token_ids)
     BEAM_RETURN_IF_ERROR(check_token_id("stop_token_ids", token, vocab_size));
-  if (p.max_tokens && *p.max_tokens < 0)  // 0: prompt logprobs only (the engine checks)
+  if (p.max_tokens && *p.max_tokens < 0)  // 0: the prompt only (prefill, prompt logprobs)
     return param_error("max_tokens", *p.max_tokens, "must be >= 0");
   if (p.min_tokens < 0) return param_error("min_tokens", p.min_tokens, "must be >= 0");
   if (p.max_tokens && p.min_tokens > *p.max_tokens)

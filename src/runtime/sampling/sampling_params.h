@@ -31,8 +31,8 @@ struct SamplingParams {
   std::map<int32_t, double> logit_bias;  // token id → bias in [-100, 100], added first
   std::optional<uint64_t> seed;          // absent: a random seed is drawn at request creation
   std::vector<int32_t> stop_token_ids;   // finish with "stop" after any of these (kept in ids)
-  std::optional<int64_t> max_tokens;  // ≥ 1 (0: scoring only, GenerateRequest::prompt_logprobs);
-                                      // absent = until the context limit
+  std::optional<int64_t> max_tokens;     // ≥ 0 (0: the prompt is computed, nothing generated);
+                                         // absent = until the context limit
   int64_t min_tokens = 0;                // ≥ 0, ≤ max_tokens: eos/stop ids masked before that
   bool ignore_eos = false;               // eos neither stops nor is masked
   int64_t n = 1;                         // [1, 128] sibling sequences sharing the prompt

@@ -72,14 +72,6 @@ ApiExpected<bool> finish_spec(const ServedModel& model, const SamplingFields& fi
   API_ASSIGN_OR_RETURN(spec->sampling.constraint,
                        make_output_constraint(model, tool_call ? spec->tool_format : fields.format,
                                               spec->prompt_text, spec->parse_output));
-  // max_tokens 0 scores the prompt without generating: only with prompt logprobs.
-  const int64_t min_tokens = spec->prompt_logprobs ? 0 : 1;
-  if (spec->sampling.max_tokens && *spec->sampling.max_tokens < min_tokens) {
-    return invalid_request(
-        std::string("'") + max_tokens_field + "' must be >= " + std::to_string(min_tokens) +
-            (min_tokens == 1 ? " (0 only when prompt logprobs are requested)" : ""),
-        max_tokens_field);
-  }
   API_ASSIGN_OR_RETURN(bool valid, validate_sampling(spec->sampling, model.vocab_size));
   (void)valid;
   return check_prompt_fits(model, static_cast<int64_t>(spec->prompt_ids.size()), spec->sampling.max_tokens,

@@ -184,6 +184,11 @@ ApiExpected<bool> run_native(const EndpointEnv& env, const std::shared_ptr<Excha
   r.read("logprobs", &fields.params.logprobs);
   r.read("top_logprobs", &fields.params.top_logprobs);
   const std::optional<NativePromptLogprobs> prompt_logprobs = read_prompt_logprobs(r);
+  if (const std::optional<int64_t>& m = fields.params.max_tokens;
+      m && *m < (prompt_logprobs ? 0 : 1)) {
+    r.fail("max_tokens",
+           "must be >= 1 (0, scoring only, needs 'prompt_logprobs'), got " + std::to_string(*m));
+  }
   bool stream = false;
   r.read("stream", &stream);
   const char* key = r.has("input_ids") ? "input_ids" : "prompt_token_ids";

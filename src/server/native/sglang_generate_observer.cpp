@@ -46,11 +46,10 @@ Json sglang_input_token_logprobs(const std::vector<int32_t>& prompt, int64_t sta
                                  const std::vector<TokenLogprobs>& entries,
                                  const text::Tokenizer* text) {
   Json out = Json::array();
-  for (auto p = static_cast<size_t>(start); p < prompt.size(); ++p) {
-    const size_t e = p - static_cast<size_t>(start) - 1;
-    const bool has = p > static_cast<size_t>(start) && e < entries.size();
-    out.push_back(sglang_logprob_triple(
-        has ? std::optional<float>(entries[e].chosen.logprob) : std::nullopt, prompt[p], text));
+  for (auto p = start; p < static_cast<int64_t>(prompt.size()); ++p) {
+    const TokenLogprobs* e = prompt_entry(entries, start + 1, p);  // position `start`: null
+    out.push_back(sglang_logprob_triple(e ? std::optional<float>(e->chosen.logprob) : std::nullopt,
+                                        prompt[static_cast<size_t>(p)], text));
   }
   return out;
 }
@@ -59,12 +58,9 @@ Json sglang_input_top_logprobs(const std::vector<int32_t>& prompt, int64_t start
                                const std::vector<TokenLogprobs>& entries, int64_t num_top,
                                const text::Tokenizer* text) {
   Json out = Json::array();
-  for (auto p = static_cast<size_t>(start); p < prompt.size(); ++p) {
-    const size_t e = p - static_cast<size_t>(start) - 1;
-    if (p > static_cast<size_t>(start) && e < entries.size())
-      out.push_back(top_triples(entries[e], num_top, text));
-    else
-      out.push_back(nullptr);
+  for (auto p = start; p < static_cast<int64_t>(prompt.size()); ++p) {
+    const TokenLogprobs* e = prompt_entry(entries, start + 1, p);  // position `start`: null
+    out.push_back(e ? top_triples(*e, num_top, text) : Json(nullptr));
   }
   return out;
 }

@@ -373,9 +373,6 @@ ApiExpected<GenerationSpec> sglang_generation_spec(const ServedModel& model,
     if (item.logprob_start + 1 < prompt)
       spec.prompt_logprobs = PromptLogprobsOptions{item.logprob_start + 1, item.top_logprobs_num};
   }
-  // max_new_tokens 0 scores the prompt without generating (nothing to score unless asked).
-  if (fields.params.max_tokens == 0 && !spec.prompt_logprobs)
-    spec.prompt_logprobs = PromptLogprobsOptions{prompt, 0};
   ApiExpected<bool> ok = finish_spec(model, fields, "sampling_params.max_new_tokens", &spec);
   if (!ok.ok()) {
     // Sampling checks name beamserve's fields; name SGLang's.

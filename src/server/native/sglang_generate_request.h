@@ -55,7 +55,7 @@ ApiExpected<SglangGenerateRequest> parse_sglang_generate_request(const Json& bod
                                                                  const SglangModelInfo& model);
 
 // The engine request of item `item` (finish_spec's checks included): prompt logprobs from
-// logprob_start + 1 when logprobs are asked for, and scoring-only when max_new_tokens is 0.
+// logprob_start + 1 when logprobs are asked for (max_new_tokens 0: the prompt only, as SGLang).
 ApiExpected<GenerationSpec> sglang_generation_spec(const ServedModel& model,
                                                    const SglangItem& item);
 

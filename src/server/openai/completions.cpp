@@ -39,19 +39,13 @@ ApiExpected<EchoedPrompt> tokenize_prompt(const ServedModel& model, const Comple
 }
 
 // Which prompt positions the engine scores: from position 1 for echo with logprobs and for vLLM's
-// prompt_logprobs; echo with max_tokens 0 and no logprobs scores nothing (start = the prompt's
-// length) but needs the option to run without output.
-std::optional<PromptLogprobsOptions> prompt_logprobs_options(const CompletionRequest& req,
-                                                             size_t prompt_tokens) {
+// prompt_logprobs.
+std::optional<PromptLogprobsOptions> prompt_logprobs_options(const CompletionRequest& req) {
   const SamplingParams& p = req.sampling.params;
   const bool echo_logprobs = req.echo && p.logprobs;
-  if (echo_logprobs || req.prompt_logprobs) {
-    const int64_t echo_top = echo_logprobs ? p.top_logprobs : 0;
-    return PromptLogprobsOptions{1, std::max(echo_top, req.prompt_logprobs.value_or(0))};
-  }
-  if (req.echo && p.max_tokens == 0)
-    return PromptLogprobsOptions{static_cast<int64_t>(prompt_tokens), 0};
-  return std::nullopt;
+  if (!echo_logprobs && !req.prompt_logprobs) return std::nullopt;
+  const int64_t echo_top = echo_logprobs ? p.top_logprobs : 0;
+  return PromptLogprobsOptions{1, std::max(echo_top, req.prompt_logprobs.value_or(0))};
 }
 
 ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
@@ -69,7 +63,7 @@ ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& e
     GenerationSpec spec;
     spec.prompt_ids = echoed.ids;
     if (prompt.text) spec.prompt_text = *prompt.text;
-    spec.prompt_logprobs = prompt_logprobs_options(req, spec.prompt_ids.size());
+    spec.prompt_logprobs = prompt_logprobs_options(req);
     API_ASSIGN_OR_RETURN(ok, finish_spec(model, req.sampling, "max_tokens", &spec));
     specs.push_back(std::move(spec));
     o.prompts.push_back(std::move(echoed));

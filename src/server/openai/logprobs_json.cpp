@@ -27,6 +27,13 @@ Json empty_completion_logprobs() {
 
 }  // namespace
 
+const TokenLogprobs* prompt_entry(const std::vector<TokenLogprobs>& entries, int64_t start,
+                                  int64_t p) {
+  const int64_t i = p - start;
+  if (p == 0 || i < 0 || i >= static_cast<int64_t>(entries.size())) return nullptr;
+  return &entries[static_cast<size_t>(i)];
+}
+
 std::string token_bytes(const text::Tokenizer* tokenizer, int32_t id) {
   if (!tokenizer) return "";
   const text::TokenPiece* piece = tokenizer->piece(id);
@@ -80,11 +87,8 @@ void CompletionLogprobs::append(int32_t id, const TokenLogprobs* logprobs) {
 
 void CompletionLogprobs::add_prompt(const std::vector<int32_t>& prompt, int64_t start,
                                     const std::vector<TokenLogprobs>& entries) {
-  for (size_t p = 0; p < prompt.size(); ++p) {
-    const auto i = static_cast<int64_t>(p) - start;
-    const bool has = p > 0 && i >= 0 && i < static_cast<int64_t>(entries.size());
-    append(prompt[p], has ? &entries[static_cast<size_t>(i)] : nullptr);
-  }
+  for (size_t p = 0; p < prompt.size(); ++p)
+    append(prompt[p], prompt_entry(entries, start, static_cast<int64_t>(p)));
 }
 
 void CompletionLogprobs::add(const std::vector<OutputToken>& tokens) {
@@ -102,12 +106,12 @@ Json vllm_prompt_logprobs(const text::Tokenizer* tokenizer, const std::vector<in
                           int64_t num_top) {
   Json out = Json::array();
   for (size_t p = 0; p < prompt.size(); ++p) {
-    const auto i = static_cast<int64_t>(p) - start;
-    if (p == 0 || i < 0 || i >= static_cast<int64_t>(entries.size())) {
+    const TokenLogprobs* entry = prompt_entry(entries, start, static_cast<int64_t>(p));
+    if (!entry) {
       out.push_back(nullptr);
       continue;
     }
-    const TokenLogprobs& e = entries[static_cast<size_t>(i)];
+    const TokenLogprobs& e = *entry;
     Json position = Json::object();
     auto put = [&](const TokenLogprob& lp, int64_t rank) {
       const std::string key = std::to_string(lp.token);
@@ -141,12 +145,8 @@ Json native_prompt_logprobs(int64_t prompt_tokens, int64_t first, int64_t start,
                             const std::vector<TokenLogprobs>& entries, int64_t num_top) {
   Json out = Json::array();
   for (int64_t p = first; p < prompt_tokens; ++p) {
-    const int64_t i = p - start;
-    if (p == 0 || i < 0 || i >= static_cast<int64_t>(entries.size())) {
-      out.push_back(nullptr);
-    } else {
-      out.push_back(native_logprob_entry(entries[static_cast<size_t>(i)], num_top));
-    }
+    const TokenLogprobs* entry = prompt_entry(entries, start, p);
+    out.push_back(entry ? native_logprob_entry(*entry, num_top) : Json(nullptr));
   }
   return out;
 }

@@ -44,6 +44,11 @@ class CompletionLogprobs {
   Json part_;
 };
 
+// The engine's prompt logprobs entry of prompt position p (entries[p - start]), or null where it
+// has none: before `start`, past the entries, and at position 0 always.
+const TokenLogprobs* prompt_entry(const std::vector<TokenLogprobs>& entries, int64_t start,
+                                  int64_t p);
+
 // vLLM's prompt_logprobs: one entry per prompt position, null before `start` (position 0
 // always), else {"<token id>": {"logprob", "rank", "decoded_token"}} holding the prompt token,
 // then its `num_top` top alternatives best first (a token that is both appears once).

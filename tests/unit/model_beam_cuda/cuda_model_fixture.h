@@ -14,6 +14,7 @@
 #include "../runtime_engine/engine_test_util.h"
 #include "kernels/api/device_memory.h"
 #include "model/device_weights.h"
+#include "runtime/engine.h"
 
 namespace beam::testing {
 
@@ -28,6 +29,17 @@ inline std::vector<RunRequest> greedy_requests(const GreedyGoldens& golden) {
     reqs.push_back(RunRequest{c.prompt_ids, p});
   }
   return reqs;
+}
+
+// The engine options of the GPU engine tests: 16-token blocks, a 64 MiB KV budget, 16 sequences.
+inline EngineOptions engine_options(Device device) {
+  EngineOptions o;
+  o.device = device;
+  o.num_threads = 2;
+  o.block_size_tokens = 16;
+  o.kv_budget_bytes = 64 << 20;
+  o.max_running = 16;
+  return o;
 }
 
 class CudaModelTest : public ::testing::Test {

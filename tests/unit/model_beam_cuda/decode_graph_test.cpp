@@ -206,12 +206,7 @@ TEST_F(DecodeGraphTest, FixedAttentionMatchesPagedAttentionAtBeamShapes) {
 }
 
 EngineOptions nano_engine_options(Device device, bool cuda_graphs) {
-  EngineOptions o;
-  o.device = device;
-  o.num_threads = 2;
-  o.block_size_tokens = 16;
-  o.kv_budget_bytes = 64 << 20;
-  o.max_running = 16;
+  EngineOptions o = engine_options(device);
   o.cuda_graphs = cuda_graphs;
   return o;
 }

@@ -65,16 +65,6 @@ TEST_F(CudaModelTest, NanoGreedyMatchesReferenceOnTheGpu) {
   }
 }
 
-EngineOptions engine_options(Device device) {
-  EngineOptions o;
-  o.device = device;
-  o.num_threads = 2;
-  o.block_size_tokens = 16;
-  o.kv_budget_bytes = 64 << 20;
-  o.max_running = 16;
-  return o;
-}
-
 TEST_F(CudaModelTest, EngineOnCudaGeneratesTheCpuEnginesGreedyTokens) {
   GreedyGoldens golden = load_greedy_goldens("beam-nano");
   ASSERT_EQ(golden.cases.size(), 5u);

@@ -14,16 +14,6 @@
 namespace beam::testing {
 namespace {
 
-EngineOptions gpu_engine_options() {
-  EngineOptions o;
-  o.device = Device::kCuda;
-  o.num_threads = 2;
-  o.block_size_tokens = 16;
-  o.kv_budget_bytes = 64 << 20;
-  o.max_running = 16;
-  return o;
-}
-
 // One scoring-only request (max_tokens 0) on the engine; its prompt logprobs from `start`.
 std::vector<TokenLogprobs> score(Engine& engine, const std::vector<int32_t>& prompt, int64_t start,
                                  double temperature, int64_t num_top) {
@@ -59,7 +49,7 @@ TEST_F(CudaModelTest, EngineOnCudaScoresPromptsAsADirectForward) {
   ASSERT_TRUE(model->forward(batch, kv->layers(), out).ok());
   auto weights = engine_test_model("beam-nano");
   ASSERT_NE(weights, nullptr);
-  auto engine = Engine::create(weights, gpu_engine_options());
+  auto engine = Engine::create(weights, engine_options(Device::kCuda));
   ASSERT_TRUE(engine.ok()) << engine.error().message;
   for (double temperature : {0.0, 0.8}) {
     const auto got = score(**engine, prompt, 1, temperature, 5);
@@ -90,7 +80,7 @@ TEST_F(CudaModelTest, EngineOnCudaScoringARolloutGivesItsOutputLogprobs) {
   ASSERT_FALSE(golden.cases.empty());
   auto weights = engine_test_model("beam-nano");
   ASSERT_NE(weights, nullptr);
-  auto engine = Engine::create(weights, gpu_engine_options());
+  auto engine = Engine::create(weights, engine_options(Device::kCuda));
   ASSERT_TRUE(engine.ok()) << engine.error().message;
   for (const GreedyCase& c : golden.cases) {
     SamplingParams p;

@@ -1,7 +1,8 @@
 // Prompt logprobs on models/tiny-beam: every scored position equals compute_logprobs of a direct
 // forward over the whole prompt, whatever the chunking, the prefix cache, n or the start; a
 // rollout's output logprobs come back when its prompt + output are scored; max_tokens 0 scores
-// without generating; the logits rows a step may take bound the chunks; bad options are errors.
+// (or, without prompt logprobs, only computes the prompt) without generating; the logits rows a
+// step may take bound the chunks; bad options are errors.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -140,7 +141,7 @@ TEST_F(PromptLogprobsTest, ScoringARolloutGivesItsOutputLogprobs) {
   expect_pools_full(*engine);
 }
 
-TEST_F(PromptLogprobsTest, MaxTokensZeroScoresEverySiblingWithoutTokens) {
+TEST_F(PromptLogprobsTest, MaxTokensZeroComputesThePromptOnlyForEverySibling) {
   auto engine = make(64);
   ASSERT_NE(engine, nullptr);
   const std::vector<int32_t> prompt = tokens_of(33, 4, vocab_);
@@ -159,6 +160,16 @@ TEST_F(PromptLogprobsTest, MaxTokensZeroScoresEverySiblingWithoutTokens) {
     EXPECT_EQ(r.usage.completion_tokens, 0);
     expect_equal(r.prompt_logprobs, want, "n = 3");
   }
+  // Without prompt logprobs, max_tokens 0 computes the prompt only (warming the prefix cache).
+  const std::vector<int32_t> warm = tokens_of(40, 5, vocab_);
+  Collector w;
+  ASSERT_TRUE(submit(*engine, warm, greedy(0), std::nullopt, w).ok());
+  engine->wait_idle();
+  const SiblingResult warmed = w.results().at(0);
+  EXPECT_TRUE(warmed.tokens.empty());
+  EXPECT_EQ(warmed.finish, FinishReason::kLength);
+  EXPECT_TRUE(warmed.prompt_logprobs.empty());
+  EXPECT_EQ(run_all(*engine, {{warm, greedy(1)}})[0][0].usage.cached_prompt_tokens, 32);
   expect_pools_full(*engine);
 }
 
@@ -190,7 +201,6 @@ TEST_F(PromptLogprobsTest, BadOptionsAreErrors) {
     ASSERT_FALSE(id.ok()) << text;
     EXPECT_NE(id.error().message.find(text), std::string::npos) << id.error().message;
   };
-  expect_error(greedy(0), std::nullopt, "max_tokens: 0");
   expect_error(greedy(1), PromptLogprobsOptions{0, 0}, "start 0");
   expect_error(greedy(1), PromptLogprobsOptions{11, 0}, "start 11");
   expect_error(greedy(1), PromptLogprobsOptions{1, 21}, "21 alternatives");

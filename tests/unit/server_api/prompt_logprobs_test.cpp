@@ -15,21 +15,13 @@
 #include "server/metrics/server_metrics.h"
 #include "server/openai/completion_observer.h"
 #include "server/openai/logprobs_json.h"
+#include "tiny_chat_tokenizer.h"
 
 namespace beam::server {
 namespace {
 
 const text::Tokenizer& tokenizer() {
-  static const text::Tokenizer tok = [] {
-    auto t = text::Tokenizer::load(std::string(BEAMSERVE_SOURCE_DIR) +
-                                   "/tests/server/fixtures/tiny-chat");
-    if (!t.ok()) {
-      ADD_FAILURE() << t.error().message;
-      std::abort();
-    }
-    return std::move(t).value();
-  }();
-  return tok;
+  return tiny_chat_tokenizer();
 }
 
 std::string piece(int32_t id) {

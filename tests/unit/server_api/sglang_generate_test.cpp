@@ -8,18 +8,13 @@
 
 #include "server/native/sglang_generate_observer.h"
 #include "server/native/sglang_generate_request.h"
+#include "tiny_chat_tokenizer.h"
 
 namespace beam::server {
 namespace {
 
 const text::Tokenizer& tokenizer() {
-  static const text::Tokenizer tok = [] {
-    auto t = text::Tokenizer::load(std::string(BEAMSERVE_SOURCE_DIR) +
-                                   "/tests/server/fixtures/tiny-chat");
-    if (!t.ok()) std::abort();
-    return std::move(t).value();
-  }();
-  return tok;
+  return tiny_chat_tokenizer();
 }
 
 SglangModelInfo model(bool with_tokenizer = true) {

@@ -1,28 +1,22 @@
 // SiblingDecoder with the tiny-chat fixture tokenizer: the output does not depend on how tokens
 // are grouped into events; stop strings cut text, ids and logprobs at the same place; stop ids
 // are not shown as text; reasoning and tool calls come out of the response_template.
+#include "server/generation/sibling_decoder.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <random>
 #include <sstream>
 
-#include "server/generation/sibling_decoder.h"
 #include "server/parsers/builtin_templates.h"
+#include "tiny_chat_tokenizer.h"
 
 namespace beam::server {
 namespace {
 
 const text::Tokenizer& tokenizer() {
-  static const text::Tokenizer tok = [] {
-    auto t = text::Tokenizer::load(std::string(BEAMSERVE_SOURCE_DIR) + "/tests/server/fixtures/tiny-chat");
-    if (!t.ok()) {
-      ADD_FAILURE() << t.error().message;
-      std::abort();
-    }
-    return std::move(t).value();
-  }();
-  return tok;
+  return tiny_chat_tokenizer();
 }
 
 std::vector<int32_t> encode(const std::string& s) { return tokenizer().encode(s, true).value(); }
