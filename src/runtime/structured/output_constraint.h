@@ -1,6 +1,6 @@
-// OutputConstraint: what a request's output must be — JSON text of a grammar, or text a regular
-// expression matches whole, written with the model's tokens — and ConstraintState, one sequence's
-// position in it (docs/structured_output.md).
+// OutputConstraint: what a request's output must be — JSON text of a schema's grammar, text a
+// regular expression or a GBNF grammar matches whole, written with the model's tokens — and
+// ConstraintState, one sequence's position in it (docs/structured_output.md).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/structured/byte_dfa.h"
+#include "runtime/structured/ebnf_matcher.h"
 #include "runtime/structured/json_matcher.h"
 #include "runtime/structured/vocab_index.h"
 
@@ -18,7 +19,8 @@ namespace beam {
 
 struct OutputConstraint {
   std::shared_ptr<const JsonGrammar> grammar;  // JSON text of it; or
-  std::shared_ptr<const ByteDfa> regex;        // text it matches whole (exactly one of the two)
+  std::shared_ptr<const ByteDfa> regex;        // text it matches whole; or
+  std::shared_ptr<const EbnfGrammar> ebnf;     // text it matches whole (exactly one of the three)
   std::shared_ptr<const VocabIndex> vocab;
   // Free text before the constrained text (a model's reasoning), ended by the tokens json_after:
   // a single </think>, or the header that opens a channel template's answer
@@ -37,6 +39,8 @@ struct OutputConstraint {
   std::optional<int32_t> call_open = std::nullopt;
   // Memoized masks inside patterned strings, shared by the request's sequences.
   std::shared_ptr<PatternMaskCache> pattern_masks = std::make_shared<PatternMaskCache>();
+  // Memoized masks of `ebnf` by matcher state, shared by the request's sequences.
+  std::shared_ptr<GrammarMaskCache> grammar_masks = std::make_shared<GrammarMaskCache>();
 };
 
 // Owner: the sequence's sampling state (engine thread).

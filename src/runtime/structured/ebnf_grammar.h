@@ -1,0 +1,71 @@
+// EbnfGrammar: a context-free grammar the whole output must match, written in GBNF (the EBNF of
+// llama.cpp and xgrammar that vLLM's `guided_grammar` and SGLang's `ebnf` take), compiled for
+// EbnfMatcher (ebnf_matcher.h). Every rule that cannot reach itself is regular: it and each run
+// of regular items inside a recursive rule become one ByteDfa terminal (a lexer's token), so only
+// the recursive skeleton is matched with stacks. Immutable once compiled.
+// docs/structured_output.md ("Grammars") gives the syntax and the limits.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "runtime/structured/byte_dfa.h"
+
+namespace beam {
+
+// Most elements (terminals, rule references, ends) of a compiled grammar.
+inline constexpr int32_t kMaxGrammarElements = 1 << 20;
+// Most repetitions a quantifier may ask for ({m,n}: m, n <= this).
+inline constexpr int32_t kMaxGrammarRepeat = 10000;
+
+// One item of a lowered alternative.
+struct GrammarElement {
+  enum class Kind : uint8_t {
+    kTerminal,  // text dfas[arg] matches whole (its state rides in the stack's top frame)
+    kRule,      // a reference to rules[arg]
+    kEnd,       // the end of an alternative: return to the caller
+  };
+  Kind kind = Kind::kEnd;
+  int32_t arg = 0;
+};
+
+struct GrammarRule {
+  std::string name;                 // the GBNF name, or "<name>/<n>" for a group or repetition
+  std::vector<int32_t> alternatives;  // the element index each alternative starts at
+};
+
+class EbnfGrammar {
+ public:
+  // Compiles GBNF text whose start rule is `root`. An error names the problem and where it is
+  // (line:column, or the rule): a syntax error, an undefined or duplicate rule, no root rule, a
+  // left-recursive rule (one that can reach itself before consuming text), a rule that can never
+  // finish, a character class that matches nothing, or a grammar past the size limits.
+  static Expected<std::shared_ptr<const EbnfGrammar>> compile(std::string_view text,
+                                                              std::string_view root = "root");
+
+  const std::vector<GrammarElement>& elements() const { return elements_; }
+  const std::vector<GrammarRule>& rules() const { return rules_; }
+  const ByteDfa& terminal(int32_t index) const { return *terminals_[static_cast<size_t>(index)]; }
+  // Whether the terminal's `state` has a byte to go on with (an accepting state may not).
+  bool terminal_continues(int32_t index, int32_t state) const {
+    return continues_[static_cast<size_t>(index)][static_cast<size_t>(state)] != 0;
+  }
+  int32_t root() const { return root_; }
+  size_t num_terminals() const { return terminals_.size(); }
+
+ private:
+  friend class GrammarLowering;
+  EbnfGrammar() = default;
+
+  std::vector<GrammarElement> elements_;
+  std::vector<GrammarRule> rules_;
+  std::vector<std::shared_ptr<const ByteDfa>> terminals_;
+  std::vector<std::vector<uint8_t>> continues_;  // [terminal][state]
+  int32_t root_ = 0;
+};
+
+}  // namespace beam

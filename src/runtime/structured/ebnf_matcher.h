@@ -1,0 +1,87 @@
+// EbnfMatcher: which byte strings can still become a whole match of an EbnfGrammar — a set of
+// parse stacks over the grammar's lowered rules (llama.cpp's GBNF matcher, with the regular parts
+// as ByteDfa terminals). A stack's frames are return positions with the current one on top; a
+// top always sits on a terminal, whose DFA state it carries. Tail calls replace their frame, so a
+// repetition does not grow its stack. States are plain values: copying one is a memcpy, so a
+// vocabulary walk can branch cheaply (VocabIndex::add_allowed). GrammarMaskCache memoizes a
+// request's masks by state.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "runtime/structured/ebnf_grammar.h"
+
+namespace beam {
+
+// Deepest stack (nesting of recursive rules); a parse that would go deeper is dropped.
+inline constexpr int32_t kMaxGrammarDepth = 1024;
+// Most stacks one state keeps (ambiguous grammars fork); past it the later ones are dropped,
+// which only narrows what the model may write.
+inline constexpr int32_t kMaxGrammarStacks = 4096;
+
+struct GrammarFrame {
+  int32_t element = 0;  // index into EbnfGrammar::elements()
+  int32_t state = 0;    // a kTerminal top: its DFA state; 0 elsewhere
+  bool operator==(const GrammarFrame&) const = default;
+};
+
+// A set of parse stacks, stored flat, and whether the text so far is a whole match.
+struct GrammarState {
+  std::vector<GrammarFrame> frames;  // the stacks one after another, each bottom first
+  std::vector<uint32_t> ends;        // end offset of each stack in frames
+  bool complete = false;             // the root rule can end here
+
+  bool dead() const { return ends.empty() && !complete; }
+  void clear() {
+    frames.clear();
+    ends.clear();
+    complete = false;
+  }
+};
+
+class EbnfMatcher {
+ public:
+  explicit EbnfMatcher(std::shared_ptr<const EbnfGrammar> grammar);
+
+  // Before any byte: the root's alternatives expanded.
+  GrammarState initial() const;
+  // out = in after one more byte (out is overwritten and keeps its capacity); false when the
+  // byte is no continuation (out is then dead).
+  bool advance(const GrammarState& in, uint8_t byte, GrammarState& out) const;
+  // Advances `state` in place over bytes; false (state unchanged) when they do not match.
+  bool advance_bytes(GrammarState& state, std::string_view bytes, GrammarState& scratch) const;
+  // Whether the text so far is a whole match (the output may end here).
+  bool can_end(const GrammarState& state) const { return state.complete; }
+
+  const EbnfGrammar& grammar() const { return *grammar_; }
+
+ private:
+  std::shared_ptr<const EbnfGrammar> grammar_;
+};
+
+// One request's memo of the text tokens each grammar state met so far allows (the mask words
+// before end tokens). Shared by the request's sequences (OutputConstraint) and filled from the
+// engine's mask threads, hence the lock.
+class GrammarMaskCache {
+ public:
+  // At most this many states are kept (each ~19 KB at Beam's vocabulary); past it, find() misses
+  // for new states and the caller walks.
+  static constexpr size_t kMaxEntries = 256;
+
+  // The memoized words of `state`, or nullptr.
+  const std::vector<uint32_t>* find(const GrammarState& state);
+  // Keeps `words` as the mask of `state` (ignored once full).
+  void insert(const GrammarState& state, std::vector<uint32_t> words);
+
+ private:
+  std::mutex mu_;
+  std::map<std::vector<int32_t>, std::unique_ptr<const std::vector<uint32_t>>> entries_;
+};
+
+}  // namespace beam
