@@ -258,6 +258,38 @@ void VocabIndex::add_allowed(const ByteDfa& dfa, int32_t state, std::span<uint32
   visit(visit, TokenTrie::kRoot, state);
 }
 
+void VocabIndex::add_allowed(const EbnfMatcher& matcher, const GrammarState& state,
+                             std::span<uint32_t> bits, MaskScratch& scratch,
+                             GrammarMaskCache* masks) const {
+  BEAM_CHECK_EQ(static_cast<int64_t>(bits.size()), allowed_mask_words(vocab_size_));
+  const std::vector<uint32_t>* words = masks ? masks->find(state) : nullptr;
+  if (!words) {
+    scratch.grammar_words.assign(bits.size(), 0);
+    if (scratch.grammar_states.size() < max_token_bytes_ + 1)
+      scratch.grammar_states.resize(max_token_bytes_ + 1);
+    scratch.grammar_states[0] = state;
+    walk(TokenTrie::kRoot, 0, matcher, scratch.grammar_words, scratch);
+    if (masks) masks->insert(state, scratch.grammar_words);
+    words = &scratch.grammar_words;
+  }
+  for (size_t w = 0; w < bits.size(); ++w) bits[w] |= (*words)[w];
+}
+
+// scratch.grammar_states[depth] holds the live state after node's bytes.
+void VocabIndex::walk(TokenTrie::NodeIndex node, size_t depth, const EbnfMatcher& m,
+                      std::span<uint32_t> bits, MaskScratch& scratch) const {
+  for (int32_t id : trie_.tokens_at(node)) set_mask_bit(bits, id);
+  for (TokenTrie::NodeIndex child = node + 1; child < trie_.subtree_end(node);
+       child = trie_.subtree_end(child)) {
+    if (m.advance(scratch.grammar_states[depth], trie_.byte(child),
+                  scratch.grammar_states[depth + 1]) &&
+        !scratch.grammar_states[depth + 1].ends.empty())
+      walk(child, depth + 1, m, bits, scratch);
+    else if (!scratch.grammar_states[depth + 1].dead())
+      for (int32_t id : trie_.tokens_at(child)) set_mask_bit(bits, id);
+  }
+}
+
 // scratch.depth_states[depth] holds the live state after node's bytes.
 void VocabIndex::walk(const TokenTrie& trie, TokenTrie::NodeIndex node, size_t depth,
                       const JsonMatcher& m, std::span<uint32_t> bits, MaskScratch& scratch) const {

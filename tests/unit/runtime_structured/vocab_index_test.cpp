@@ -153,8 +153,8 @@ TEST(ConstraintState, RegexOutputsMaskTokenByToken) {
 
 TEST(ConstraintState, EndTokensOnlyOnceTheJsonIsComplete) {
   const auto vocab = synthetic_vocab({});
-  auto constraint = std::make_shared<OutputConstraint>(OutputConstraint{
-      grammar_of(R"({"type":"integer"})"), nullptr, vocab, std::nullopt, {}, false, std::nullopt});
+  auto constraint = std::make_shared<OutputConstraint>(
+      OutputConstraint{.grammar = grammar_of(R"({"type":"integer"})"), .vocab = vocab});
   ConstraintState state(constraint);
   const int32_t eos = static_cast<int32_t>(vocab->vocab_size() - 1);
   const std::vector<int32_t> ends = {eos};
@@ -181,13 +181,12 @@ TEST(ConstraintState, ReasoningBeforeTheJson) {
   std::vector<uint32_t> bits(allowed_mask_words(vocab->vocab_size()));
   MaskScratch scratch;
   auto constraint = [&](bool starts_in_reasoning) {
-    return std::make_shared<OutputConstraint>(OutputConstraint{JsonGrammar::any_object(),
-                                                               nullptr,
-                                                               vocab,
-                                                               open,
-                                                               {close},
-                                                               starts_in_reasoning,
-                                                               std::nullopt});
+    return std::make_shared<OutputConstraint>(
+        OutputConstraint{.grammar = JsonGrammar::any_object(),
+                         .vocab = vocab,
+                         .reasoning_open = open,
+                         .json_after = {close},
+                         .starts_in_reasoning = starts_in_reasoning});
   };
   // The model may open its reasoning or start the JSON; inside the reasoning it is free.
   ConstraintState thinks(constraint(false));
@@ -229,13 +228,11 @@ TEST(ConstraintState, JsonAfterAMultiTokenHeader) {
   const int32_t message = static_cast<int32_t>(vocab->vocab_size() - 2);
   const int32_t final_word = tokenize(*vocab, "final")[0], a = tokenize(*vocab, "a")[0];
   const int32_t brace = tokenize(*vocab, "{")[0];
-  auto c = std::make_shared<OutputConstraint>(OutputConstraint{JsonGrammar::any_object(),
-                                                               nullptr,
-                                                               vocab,
-                                                               std::nullopt,
-                                                               {channel, final_word, message},
-                                                               true,
-                                                               std::nullopt});
+  auto c = std::make_shared<OutputConstraint>(
+      OutputConstraint{.grammar = JsonGrammar::any_object(),
+                       .vocab = vocab,
+                       .json_after = {channel, final_word, message},
+                       .starts_in_reasoning = true});
   ConstraintState s(c);
   for (int32_t t : {channel, a, message, a, channel, final_word, a, final_word, message}) {
     EXPECT_FALSE(s.active());
