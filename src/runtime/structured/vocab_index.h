@@ -34,10 +34,19 @@ inline bool mask_bit(std::span<const uint32_t> bits, int32_t token) {
   return (bits[static_cast<size_t>(token) / 32] >> (token % 32)) & 1u;
 }
 
-// Per-caller scratch for mask walks (one MatchState or GrammarState per trie depth).
+// A GBNF mask walk's levels (one per trie depth; VocabIndex::walk says how they are used).
+struct GrammarWalk {
+  std::vector<GrammarState> states;             // built in full where a walk needs it
+  std::vector<std::vector<int32_t>> tops;       // each stack top's DFA state (-1: dead)
+  std::vector<std::vector<int32_t>> terminals;  // each stack top's terminal
+  std::vector<uint8_t> path;                    // the bytes from the trie's root
+  GrammarState scratch;
+};
+
+// Per-caller scratch for mask walks (one MatchState per trie depth; a GrammarWalk).
 struct MaskScratch {
   std::vector<MatchState> depth_states;
-  std::vector<GrammarState> grammar_states;
+  GrammarWalk grammar;
   std::vector<uint32_t> grammar_words;  // a grammar mask before it is memoized
   std::vector<uint32_t> closing_bits;  // a bounded string's closing tokens before their filter
   MatchState closable;                 // a pattern string's state where a token's quote closes it
@@ -85,8 +94,9 @@ class VocabIndex {
   StringPhaseCache build_string_cache(uint8_t phase) const;
   void walk(const TokenTrie& trie, TokenTrie::NodeIndex node, size_t depth, const JsonMatcher& m,
             std::span<uint32_t> bits, MaskScratch& scratch) const;
-  void walk(TokenTrie::NodeIndex node, size_t depth, const EbnfMatcher& m, std::span<uint32_t> bits,
-            MaskScratch& scratch) const;
+  static void set_walk_base(const EbnfMatcher& m, GrammarWalk& w, size_t level);
+  void walk(TokenTrie::NodeIndex node, size_t depth, size_t base, const EbnfMatcher& m,
+            std::span<uint32_t> bits, GrammarWalk& w) const;
   void add_string_tokens(const JsonMatcher& m, const MatchState& state, const GrammarNode& node,
                          std::span<uint32_t> bits, MaskScratch& scratch) const;
   void add_pattern_tokens(const JsonMatcher& m, const MatchState& state, const GrammarNode& node,
