@@ -110,24 +110,37 @@ number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1
 ws ::= | " " | "\n" [ \t]{0,20}
 )g";
 
-// One GBNF mask after `prefix`; with `memo`, through a request's GrammarMaskCache (the first
-// iteration fills it, the rest hit it).
+// How a GBNF mask bench uses a request's GrammarMaskCache: none (every mask walks from scratch);
+// a state met before (the first iteration fills the memo, the rest hit it); a new state whose
+// terminal states were met before (each iteration a fresh memo that has seen `warm_prefix`, a
+// text whose stack tops are the same terminal states under other frames).
+enum class GrammarMemo { kNone, kState, kTerminals };
+
+// One GBNF mask after `prefix`.
 void BM_GrammarMask(benchmark::State& state, const char* gbnf, const char* prefix,
-                    bool memo = false) {
+                    GrammarMemo memo = GrammarMemo::kNone, const char* warm_prefix = "") {
   auto grammar = EbnfGrammar::compile(gbnf);
   if (!grammar.ok()) {
     state.SkipWithError(grammar.error().message.c_str());
     return;
   }
   const EbnfMatcher m(*grammar);
-  GrammarState s = m.initial(), scratch;
-  if (!m.advance_bytes(s, prefix, scratch)) state.SkipWithError("prefix does not match");
+  GrammarState s = m.initial(), warm = m.initial(), scratch;
+  if (!m.advance_bytes(s, prefix, scratch) || !m.advance_bytes(warm, warm_prefix, scratch))
+    state.SkipWithError("prefix does not match");
   std::vector<uint32_t> bits(allowed_mask_words(vocab()->vocab_size()));
   MaskScratch mask_scratch;
-  GrammarMaskCache masks;
+  auto masks = std::make_unique<GrammarMaskCache>();
   for (auto _ : state) {
+    if (memo == GrammarMemo::kTerminals) {
+      state.PauseTiming();
+      masks = std::make_unique<GrammarMaskCache>();
+      vocab()->add_allowed(m, warm, bits, mask_scratch, masks.get());
+      state.ResumeTiming();
+    }
     std::fill(bits.begin(), bits.end(), 0u);
-    vocab()->add_allowed(m, s, bits, mask_scratch, memo ? &masks : nullptr);
+    vocab()->add_allowed(m, s, bits, mask_scratch,
+                         memo == GrammarMemo::kNone ? nullptr : masks.get());
     benchmark::DoNotOptimize(bits.data());
   }
   int64_t allowed = 0;
@@ -143,7 +156,11 @@ BENCHMARK_CAPTURE(BM_GrammarMask, json_free_string, kJsonGbnf, "{\"name\": \"Ann
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_GrammarMask, json_number, kJsonGbnf, "{\"a\": [1, 23")
     ->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_GrammarMask, json_free_string_memo, kJsonGbnf, "{\"name\": \"Ann", true)
+BENCHMARK_CAPTURE(BM_GrammarMask, json_free_string_memo, kJsonGbnf, "{\"name\": \"Ann",
+                  GrammarMemo::kState)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_GrammarMask, json_free_string_new_context, kJsonGbnf, "{\"name\": \"Ann",
+                  GrammarMemo::kTerminals, "{\"a\": [{\"b\": \"xyz")
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

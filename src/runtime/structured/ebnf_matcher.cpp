@@ -127,6 +127,17 @@ bool EbnfMatcher::advance(const GrammarState& in, uint8_t byte, GrammarState& ou
   return !out.dead();
 }
 
+void EbnfMatcher::resume(const GrammarState& in, size_t stack, int32_t dfa_state,
+                         GrammarState& out) const {
+  out.clear();
+  Expander expander(*grammar_, out, out.hashes);
+  const size_t begin = stack == 0 ? 0 : in.ends[stack - 1];
+  out.work.assign(in.frames.begin() + static_cast<std::ptrdiff_t>(begin),
+                  in.frames.begin() + in.ends[stack]);
+  out.work.back().state = dfa_state;
+  expander.expand(out.work);
+}
+
 bool EbnfMatcher::advance_bytes(GrammarState& state, std::string_view bytes,
                                 GrammarState& scratch) const {
   if (bytes.empty()) return !state.dead();
@@ -152,6 +163,16 @@ void GrammarMaskCache::insert(const GrammarState& state, std::vector<uint32_t> w
   if (entries_.size() >= kMaxEntries) return;
   entries_.try_emplace(std::move(key),
                        std::make_unique<const std::vector<uint32_t>>(std::move(words)));
+}
+
+const TerminalTokens* GrammarMaskCache::terminal_tokens(
+    int32_t terminal, int32_t state, const std::function<TerminalTokens()>& build) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto key = std::make_pair(terminal, state);
+  if (const auto it = terminals_.find(key); it != terminals_.end()) return it->second.get();
+  if (terminals_.size() >= kMaxEntries) return nullptr;
+  return terminals_.emplace(key, std::make_unique<const TerminalTokens>(build()))
+      .first->second.get();
 }
 
 std::vector<int32_t> GrammarMaskCache::mask_key(const GrammarState& state) {

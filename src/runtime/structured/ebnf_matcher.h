@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -59,6 +60,9 @@ class EbnfMatcher {
   bool advance(const GrammarState& in, uint8_t byte, GrammarState& out) const;
   // Advances `state` in place over bytes; false (state unchanged) when they do not match.
   bool advance_bytes(GrammarState& state, std::string_view bytes, GrammarState& scratch) const;
+  // out = stack `stack` of `in` alone with its top's DFA state set to `dfa_state` (an accepting
+  // one: the parse may leave the terminal there), expanded as after a byte.
+  void resume(const GrammarState& in, size_t stack, int32_t dfa_state, GrammarState& out) const;
   // Whether the text so far is a whole match (the output may end here).
   bool can_end(const GrammarState& state) const { return state.complete; }
 
@@ -68,25 +72,43 @@ class EbnfMatcher {
   std::shared_ptr<const EbnfGrammar> grammar_;
 };
 
-// One request's memo of the text tokens each grammar state met so far allows (the mask words
-// before end tokens). Shared by the request's sequences (OutputConstraint) and filled from the
-// engine's mask threads, hence the lock.
+// What a terminal's DFA state lets through by itself, for mask walks (VocabIndex): `inside`, the
+// tokens whose bytes keep the DFA alive without reaching an accepting state on the way (allowed
+// whatever follows the terminal), and `exits`, the trie nodes where a token's bytes first reach
+// an accepting state (the parse may leave the terminal there; what follows decides the subtree).
+struct TerminalTokens {
+  struct Exit {
+    uint32_t node = 0;   // TokenTrie::NodeIndex
+    uint32_t depth = 0;  // its bytes
+    int32_t state = 0;   // the DFA state there (accepting)
+  };
+  std::vector<uint32_t> inside;  // mask words
+  std::vector<Exit> exits;
+};
+
+// One request's memo for grammar masks, shared by its sequences (OutputConstraint) and filled
+// from the engine's mask threads, hence the lock: the text tokens each grammar state met so far
+// allows (the mask words before end tokens), and each terminal state's TerminalTokens.
 class GrammarMaskCache {
  public:
-  // At most this many states are kept (each ~19 KB at Beam's vocabulary); past it, find() misses
-  // for new states and the caller walks.
+  // At most this many of each are kept (each ~19 KB at Beam's vocabulary); past it, lookups miss
+  // for new keys and the caller walks.
   static constexpr size_t kMaxEntries = 256;
 
   // The memoized words of `state`, or nullptr.
   const std::vector<uint32_t>* find(const GrammarState& state);
   // Keeps `words` as the mask of `state` (ignored once full).
   void insert(const GrammarState& state, std::vector<uint32_t> words);
+  // The entry of (terminal, DFA state), made by `build` on first use; nullptr once full.
+  const TerminalTokens* terminal_tokens(int32_t terminal, int32_t state,
+                                        const std::function<TerminalTokens()>& build);
 
  private:
   static std::vector<int32_t> mask_key(const GrammarState& state);
 
   std::mutex mu_;
   std::map<std::vector<int32_t>, std::unique_ptr<const std::vector<uint32_t>>> entries_;
+  std::map<std::pair<int32_t, int32_t>, std::unique_ptr<const TerminalTokens>> terminals_;
 };
 
 }  // namespace beam

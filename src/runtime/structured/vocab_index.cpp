@@ -258,6 +258,9 @@ void VocabIndex::add_allowed(const ByteDfa& dfa, int32_t state, std::span<uint32
   visit(visit, TokenTrie::kRoot, state);
 }
 
+// Each stack alone (a token is allowed when some stack's parse survives it): its top terminal
+// state's inside tokens (memoized per terminal state), then below each of its exits a walk from
+// the parse resumed there.
 void VocabIndex::add_allowed(const EbnfMatcher& matcher, const GrammarState& state,
                              std::span<uint32_t> bits, MaskScratch& scratch,
                              GrammarMaskCache* masks) const {
@@ -265,7 +268,8 @@ void VocabIndex::add_allowed(const EbnfMatcher& matcher, const GrammarState& sta
   const std::vector<uint32_t>* words = masks ? masks->find(state) : nullptr;
   if (!words) {
     GrammarWalk& w = scratch.grammar;
-    scratch.grammar_words.assign(bits.size(), 0);
+    std::vector<uint32_t>& out = scratch.grammar_words;
+    out.assign(bits.size(), 0);
     const size_t levels = max_token_bytes_ + 1;
     if (w.states.size() < levels) {
       w.states.resize(levels);
@@ -273,13 +277,64 @@ void VocabIndex::add_allowed(const EbnfMatcher& matcher, const GrammarState& sta
       w.terminals.resize(levels);
       w.path.resize(levels);
     }
-    w.states[0] = state;
-    set_walk_base(matcher, w, 0);
-    walk(TokenTrie::kRoot, 0, 0, matcher, scratch.grammar_words, w);
-    if (masks) masks->insert(state, scratch.grammar_words);
-    words = &scratch.grammar_words;
+    const EbnfGrammar& g = matcher.grammar();
+    TerminalTokens local;
+    for (size_t i = 0; i < state.ends.size(); ++i) {
+      const GrammarFrame& top = state.frames[state.ends[i] - 1];
+      const int32_t terminal = g.elements()[static_cast<size_t>(top.element)].arg;
+      const ByteDfa& dfa = g.terminal(terminal);
+      auto build = [&] { return terminal_tokens(dfa, top.state); };
+      const TerminalTokens* tt =
+          masks ? masks->terminal_tokens(terminal, top.state, build) : nullptr;
+      if (!tt) {
+        local = build();
+        tt = &local;
+      }
+      for (size_t k = 0; k < out.size(); ++k) out[k] |= tt->inside[k];
+      int32_t resumed_state = ByteDfa::kDead;
+      for (const TerminalTokens::Exit& exit : tt->exits) {
+        if (exit.state != resumed_state) {
+          matcher.resume(state, i, exit.state, w.resumed);
+          resumed_state = exit.state;
+        }
+        if (w.resumed.dead()) continue;
+        for (int32_t id : trie_.tokens_at(exit.node)) set_mask_bit(out, id);
+        if (w.resumed.ends.empty()) continue;  // a whole match that nothing may follow
+        w.states[exit.depth] = w.resumed;
+        set_walk_base(matcher, w, exit.depth);
+        walk(exit.node, exit.depth, exit.depth, matcher, out, w);
+      }
+    }
+    if (masks) masks->insert(state, out);
+    words = &out;
   }
   for (size_t i = 0; i < bits.size(); ++i) bits[i] |= (*words)[i];
+}
+
+// A DFA-only walk of the trie from `state`, stopping at the first accepting state of each path.
+// Exits come sorted by their DFA state, so a mask resumes each state's parse once.
+TerminalTokens VocabIndex::terminal_tokens(const ByteDfa& dfa, int32_t state) const {
+  TerminalTokens t;
+  t.inside.assign(static_cast<size_t>(allowed_mask_words(vocab_size_)), 0);
+  auto visit = [&](auto& self, TokenTrie::NodeIndex node, uint32_t depth, int32_t s) -> void {
+    for (TokenTrie::NodeIndex child = node + 1; child < trie_.subtree_end(node);
+         child = trie_.subtree_end(child)) {
+      const int32_t next = dfa.next(s, trie_.byte(child));
+      if (next == ByteDfa::kDead) continue;
+      if (dfa.accepting(next)) {
+        t.exits.push_back({child, depth + 1, next});
+        continue;
+      }
+      for (int32_t id : trie_.tokens_at(child)) set_mask_bit(t.inside, id);
+      self(self, child, depth + 1, next);
+    }
+  };
+  visit(visit, TokenTrie::kRoot, 0, state);
+  std::stable_sort(t.exits.begin(), t.exits.end(),
+                   [](const TerminalTokens::Exit& a, const TerminalTokens::Exit& b) {
+                     return a.state < b.state;
+                   });
+  return t;
 }
 
 // w.tops[level] / w.terminals[level]: the DFA state and terminal of each stack top of

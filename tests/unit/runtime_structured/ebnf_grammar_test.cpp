@@ -70,6 +70,13 @@ TEST(EbnfGrammar, LiteralsClassesEscapesAndRepetitions) {
       {R"g(root ::= . "!")g", {"a!", "é!", "\n!"}, {"!", "ab!"}},
       {R"g(root ::= [\]\-\\] [-a] [a-])g", {"]-a", "\\a-", "-aa"}, {"a-a"}},
       {R"g(root ::= "")g", {""}, {"a"}},
+      // docs/structured_output.md's example
+      {R"g(root   ::= call (";" " "? call)*        # the rule named root is where the output starts
+call   ::= name "(" (arg ("," arg)*)? ")"
+arg    ::= call | [0-9]+ | "\"" [^"\n]* "\""
+name   ::= [a-z] [a-z_]*)g",
+       {"f()", "add(1,mul(2,3)); log(\"x y\");g()"},
+       {"f(", "F()", "f(\"\n\")", "f();"}},
   };
   for (const Case& c : cases) {
     auto g = compile_ok(c.grammar);
