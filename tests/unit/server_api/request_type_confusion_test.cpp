@@ -184,6 +184,18 @@ TEST(RequestTypeConfusion, Completions) {
   sweep([](const Json& b) { return as_bool(parse_completion_request(b)); }, valid);
 }
 
+// GBNF grammars: vLLM's guided_grammar on completions, structured_outputs.grammar on chat.
+TEST(RequestTypeConfusion, Grammars) {
+  const Json completions = Json::parse(R"({"model": "m", "prompt": "Answer:", "max_tokens": 5,
+    "temperature": 0.5, "n": 2, "seed": 1, "stop": ["x"],
+    "guided_grammar": "root ::= (\"yes\" | \"no\") \" \" [0-9]{1,3}"})");
+  sweep([](const Json& b) { return as_bool(parse_completion_request(b)); }, completions);
+  const Json chat = Json::parse(R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "max_tokens": 5, "chat_template_kwargs": {"enable_thinking": false},
+    "structured_outputs": {"grammar": "root ::= \"(\" root \")\" | \"x\""}})");
+  sweep([](const Json& b) { return parse_and_render<ChatRequest>(b, parse_chat_request); }, chat);
+}
+
 // Scoring: a prompt list, echo, vLLM's prompt_logprobs and max_tokens 0.
 TEST(RequestTypeConfusion, CompletionsScoring) {
   const Json valid = Json::parse(R"({"model": "m", "prompt": [[1, 2, 3], "two words"],
