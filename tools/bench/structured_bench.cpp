@@ -99,6 +99,53 @@ BENCHMARK_CAPTURE(BM_Mask, format_email_memo, kPatternSchema, "{\"mail\": \"ann"
 BENCHMARK_CAPTURE(BM_Mask, any_object_key, "", "{\"a\": 1, \"")->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Mask, any_object_value, "", "{\"a\": ")->Unit(benchmark::kMicrosecond);
 
+// llama.cpp's json.gbnf: a recursive grammar whose strings and numbers are terminals.
+constexpr const char* kJsonGbnf = R"g(
+root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null") ws
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
+array  ::= "[" ws ( value ("," ws value)* )? "]" ws
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
+ws ::= | " " | "\n" [ \t]{0,20}
+)g";
+
+// One GBNF mask after `prefix`; with `memo`, through a request's GrammarMaskCache (the first
+// iteration fills it, the rest hit it).
+void BM_GrammarMask(benchmark::State& state, const char* gbnf, const char* prefix,
+                    bool memo = false) {
+  auto grammar = EbnfGrammar::compile(gbnf);
+  if (!grammar.ok()) {
+    state.SkipWithError(grammar.error().message.c_str());
+    return;
+  }
+  const EbnfMatcher m(*grammar);
+  GrammarState s = m.initial(), scratch;
+  if (!m.advance_bytes(s, prefix, scratch)) state.SkipWithError("prefix does not match");
+  std::vector<uint32_t> bits(allowed_mask_words(vocab()->vocab_size()));
+  MaskScratch mask_scratch;
+  GrammarMaskCache masks;
+  for (auto _ : state) {
+    std::fill(bits.begin(), bits.end(), 0u);
+    vocab()->add_allowed(m, s, bits, mask_scratch, memo ? &masks : nullptr);
+    benchmark::DoNotOptimize(bits.data());
+  }
+  int64_t allowed = 0;
+  for (uint32_t w : bits) allowed += __builtin_popcount(w);
+  state.counters["allowed"] = static_cast<double>(allowed);
+  state.counters["stacks"] = static_cast<double>(s.ends.size());
+}
+BENCHMARK_CAPTURE(BM_GrammarMask, json_start, kJsonGbnf, "")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_GrammarMask, json_key, kJsonGbnf, "{\"name\": \"Ann\", ")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_GrammarMask, json_value, kJsonGbnf, "{\"a\": ")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_GrammarMask, json_free_string, kJsonGbnf, "{\"name\": \"Ann")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_GrammarMask, json_number, kJsonGbnf, "{\"a\": [1, 23")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_GrammarMask, json_free_string_memo, kJsonGbnf, "{\"name\": \"Ann", true)
+    ->Unit(benchmark::kMicrosecond);
+
 }  // namespace
 }  // namespace beam
 

@@ -73,8 +73,9 @@ Status validate_limits(const SamplingParams& p, int64_t vocab_size) {
 
 Status validate_constraint(const SamplingParams& p, int64_t vocab_size) {
   if (!p.constraint) return ok_status();
-  BEAM_CHECK((p.constraint->grammar || p.constraint->regex) && p.constraint->vocab)
-      << "constraint without grammar, regex or vocab";
+  BEAM_CHECK((p.constraint->grammar || p.constraint->regex || p.constraint->ebnf) &&
+             p.constraint->vocab)
+      << "constraint without grammar, regex, ebnf or vocab";
   if (p.constraint->vocab->vocab_size() != vocab_size) {
     std::ostringstream os;
     os << "the output constraint was built for a vocabulary of "

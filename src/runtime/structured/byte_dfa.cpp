@@ -347,10 +347,9 @@ Expected<std::shared_ptr<const ByteDfa>> ByteDfa::intersect(const ByteDfa& a, co
 
 namespace {
 
-Expected<std::shared_ptr<const ByteDfa>> compile(std::string_view pattern, bool search) {
-  BEAM_ASSIGN_OR_RETURN(RegexNode root, parse_regex(pattern));
+Expected<std::shared_ptr<const ByteDfa>> build_dfa(const RegexNode& root) {
   Nfa nfa;
-  const Fragment whole = nfa.build(anchored(std::move(root), search));
+  const Fragment whole = nfa.build(root);
   if (nfa.too_large)
     return make_error("the regular expression is too complex (more than " +
                       std::to_string(kMaxPatternNfaStates) +
@@ -358,7 +357,16 @@ Expected<std::shared_ptr<const ByteDfa>> compile(std::string_view pattern, bool 
   return DfaBuilder::build(nfa, whole);
 }
 
+Expected<std::shared_ptr<const ByteDfa>> compile(std::string_view pattern, bool search) {
+  BEAM_ASSIGN_OR_RETURN(RegexNode root, parse_regex(pattern));
+  return build_dfa(anchored(std::move(root), search));
+}
+
 }  // namespace
+
+Expected<std::shared_ptr<const ByteDfa>> ByteDfa::from_regex(const RegexNode& root) {
+  return build_dfa(root);
+}
 
 Expected<std::shared_ptr<const ByteDfa>> ByteDfa::from_pattern(std::string_view pattern) {
   return compile(pattern, /*search=*/true);

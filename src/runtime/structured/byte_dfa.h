@@ -15,6 +15,8 @@
 
 namespace beam {
 
+struct RegexNode;
+
 // Limits on one pattern's automata (a pattern past them is refused as too complex).
 inline constexpr int32_t kMaxPatternNfaStates = 200000;
 inline constexpr int32_t kMaxPatternDfaStates = 4096;
@@ -30,6 +32,9 @@ class ByteDfa {
   // The same syntax matched against the whole text (vLLM's guided_regex, SGLang's regex): '^' and
   // '$' at the ends of a top-level alternative change nothing.
   static Expected<std::shared_ptr<const ByteDfa>> from_full_match(std::string_view pattern);
+  // A parsed expression (regex_syntax.h) matched against the whole text; its kStart / kEnd nodes
+  // match the empty string. EbnfGrammar's terminals are built this way.
+  static Expected<std::shared_ptr<const ByteDfa>> from_regex(const RegexNode& root);
   // The strings both match (an error when none does, or past the state limit).
   static Expected<std::shared_ptr<const ByteDfa>> intersect(const ByteDfa& a, const ByteDfa& b);
 

@@ -35,12 +35,15 @@ struct GrammarFrame {
 struct GrammarState {
   std::vector<GrammarFrame> frames;  // the stacks one after another, each bottom first
   std::vector<uint32_t> ends;        // end offset of each stack in frames
+  std::vector<uint64_t> hashes;      // a hash of each stack (duplicates are dropped)
   bool complete = false;             // the root rule can end here
+  std::vector<GrammarFrame> work;    // EbnfMatcher::advance's working stack (not state)
 
   bool dead() const { return ends.empty() && !complete; }
   void clear() {
     frames.clear();
     ends.clear();
+    hashes.clear();
     complete = false;
   }
 };
@@ -80,6 +83,8 @@ class GrammarMaskCache {
   void insert(const GrammarState& state, std::vector<uint32_t> words);
 
  private:
+  static std::vector<int32_t> mask_key(const GrammarState& state);
+
   std::mutex mu_;
   std::map<std::vector<int32_t>, std::unique_ptr<const std::vector<uint32_t>>> entries_;
 };

@@ -8,9 +8,12 @@ namespace beam {
 
 ConstraintState::ConstraintState(std::shared_ptr<const OutputConstraint> constraint)
     : constraint_(std::move(constraint)) {
-  BEAM_CHECK((constraint_->grammar == nullptr) != (constraint_->regex == nullptr))
-      << "a constraint has a grammar or a regex";
+  BEAM_CHECK((constraint_->grammar != nullptr) + (constraint_->regex != nullptr) +
+                 (constraint_->ebnf != nullptr) ==
+             1)
+      << "a constraint has one of a JSON grammar, a regex and an ebnf grammar";
   if (constraint_->grammar) matcher_.emplace(constraint_->grammar);
+  if (constraint_->ebnf) ebnf_matcher_.emplace(constraint_->ebnf);
   restart();
   BEAM_CHECK(!(constraint_->starts_in_reasoning || constraint_->reasoning_open) ||
              !constraint_->json_after.empty())
@@ -24,21 +27,27 @@ ConstraintState::ConstraintState(std::shared_ptr<const OutputConstraint> constra
 void ConstraintState::restart() {
   if (matcher_)
     state_ = matcher_->initial();
+  else if (ebnf_matcher_)
+    ebnf_state_ = ebnf_matcher_->initial();
   else
     dfa_state_ = constraint_->regex->start();
 }
 
 void ConstraintState::kill() {
   state_.clear();
+  ebnf_state_.clear();
   dfa_state_ = ByteDfa::kDead;
 }
 
 bool ConstraintState::dead() const {
-  return matcher_ ? state_.dead() : dfa_state_ == ByteDfa::kDead;
+  if (matcher_) return state_.dead();
+  if (ebnf_matcher_) return ebnf_state_.dead();
+  return dfa_state_ == ByteDfa::kDead;
 }
 
 bool ConstraintState::can_end() const {
   if (matcher_) return matcher_->can_end(state_);
+  if (ebnf_matcher_) return ebnf_matcher_->can_end(ebnf_state_);
   return dfa_state_ != ByteDfa::kDead && constraint_->regex->accepting(dfa_state_);
 }
 
@@ -56,6 +65,9 @@ bool ConstraintState::fill_allowed(std::span<uint32_t> bits, std::span<const int
     if (matcher_)
       constraint_->vocab->add_allowed(*matcher_, state_, bits, scratch,
                                       constraint_->pattern_masks.get());
+    else if (ebnf_matcher_)
+      constraint_->vocab->add_allowed(*ebnf_matcher_, ebnf_state_, bits, scratch,
+                                      constraint_->grammar_masks.get());
     else if (dfa_state_ != ByteDfa::kDead)
       constraint_->vocab->add_allowed(*constraint_->regex, dfa_state_, bits);
     if (can_end()) {
@@ -114,6 +126,7 @@ bool ConstraintState::accept_between_calls(int32_t token, bool end_token) {
 bool ConstraintState::advance(std::string_view bytes) {
   if (bytes.empty()) return false;
   if (matcher_) return matcher_->advance_bytes(state_, bytes, scratch_);
+  if (ebnf_matcher_) return ebnf_matcher_->advance_bytes(ebnf_state_, bytes, ebnf_scratch_);
   const int32_t s = constraint_->regex->walk(dfa_state_, bytes);
   if (s == ByteDfa::kDead) return false;
   dfa_state_ = s;

@@ -18,18 +18,18 @@
 namespace beam {
 
 struct OutputConstraint {
-  std::shared_ptr<const JsonGrammar> grammar;  // JSON text of it; or
-  std::shared_ptr<const ByteDfa> regex;        // text it matches whole; or
-  std::shared_ptr<const EbnfGrammar> ebnf;     // text it matches whole (exactly one of the three)
-  std::shared_ptr<const VocabIndex> vocab;
+  std::shared_ptr<const JsonGrammar> grammar = nullptr;  // JSON text of it; or
+  std::shared_ptr<const ByteDfa> regex = nullptr;        // text it matches whole; or
+  std::shared_ptr<const EbnfGrammar> ebnf = nullptr;     // text it matches whole (one of the three)
+  std::shared_ptr<const VocabIndex> vocab = nullptr;
   // Free text before the constrained text (a model's reasoning), ended by the tokens json_after:
   // a single </think>, or the header that opens a channel template's answer
   // (`<|channel|>final<|message|>` as the tokenizer writes it). With reasoning_open set (a single
   // <think>), the first token may be it instead of the constrained text, and the output is then
   // free until json_after. starts_in_reasoning: the output is free from its first token until
   // json_after (the prompt left the reasoning open, or the answer needs its header).
-  std::optional<int32_t> reasoning_open;
-  std::vector<int32_t> json_after;
+  std::optional<int32_t> reasoning_open = std::nullopt;
+  std::vector<int32_t> json_after = {};
   bool starts_in_reasoning = false;
   // A tool call's delimiters (Hermes / Qwen `<tool_call>` ... `</tool_call>`): once the JSON is
   // complete call_close may follow besides the end tokens, and after it only more calls: the end
@@ -77,6 +77,9 @@ class ConstraintState {
   std::optional<JsonMatcher> matcher_;  // with a grammar
   MatchState state_;
   MatchState scratch_;
+  std::optional<EbnfMatcher> ebnf_matcher_;  // with an ebnf grammar
+  GrammarState ebnf_state_;
+  GrammarState ebnf_scratch_;
   int32_t dfa_state_ = 0;  // with a regex: ByteDfa::kDead once broken
   enum class Phase { kJsonOrReasoning, kReasoning, kJson, kBetweenCalls };
   Phase phase_ = Phase::kJson;

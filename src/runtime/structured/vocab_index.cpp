@@ -258,6 +258,86 @@ void VocabIndex::add_allowed(const ByteDfa& dfa, int32_t state, std::span<uint32
   visit(visit, TokenTrie::kRoot, state);
 }
 
+void VocabIndex::add_allowed(const EbnfMatcher& matcher, const GrammarState& state,
+                             std::span<uint32_t> bits, MaskScratch& scratch,
+                             GrammarMaskCache* masks) const {
+  BEAM_CHECK_EQ(static_cast<int64_t>(bits.size()), allowed_mask_words(vocab_size_));
+  const std::vector<uint32_t>* words = masks ? masks->find(state) : nullptr;
+  if (!words) {
+    GrammarWalk& w = scratch.grammar;
+    scratch.grammar_words.assign(bits.size(), 0);
+    const size_t levels = max_token_bytes_ + 1;
+    if (w.states.size() < levels) {
+      w.states.resize(levels);
+      w.tops.resize(levels);
+      w.terminals.resize(levels);
+      w.path.resize(levels);
+    }
+    w.states[0] = state;
+    set_walk_base(matcher, w, 0);
+    walk(TokenTrie::kRoot, 0, 0, matcher, scratch.grammar_words, w);
+    if (masks) masks->insert(state, scratch.grammar_words);
+    words = &scratch.grammar_words;
+  }
+  for (size_t i = 0; i < bits.size(); ++i) bits[i] |= (*words)[i];
+}
+
+// w.tops[level] / w.terminals[level]: the DFA state and terminal of each stack top of
+// w.states[level].
+void VocabIndex::set_walk_base(const EbnfMatcher& m, GrammarWalk& w, size_t level) {
+  const GrammarState& s = w.states[level];
+  w.tops[level].clear();
+  w.terminals[level].clear();
+  for (uint32_t end : s.ends) {
+    const GrammarFrame& top = s.frames[end - 1];
+    w.tops[level].push_back(top.state);
+    w.terminals[level].push_back(m.grammar().elements()[static_cast<size_t>(top.element)].arg);
+  }
+}
+
+// Below `node` (its bytes end at `depth`): w.states[base] is the last state built in full, and
+// w.tops[depth] its tops' DFA states after the bytes since (-1: that stack died). While every
+// live top stays inside its terminal (no accepting state reached) a byte is one DFA step per
+// stack; a top that reaches an accepting state may leave its terminal, so the state is then built
+// in full from the base over the path's bytes and becomes the subtree's base.
+void VocabIndex::walk(TokenTrie::NodeIndex node, size_t depth, size_t base, const EbnfMatcher& m,
+                      std::span<uint32_t> bits, GrammarWalk& w) const {
+  const EbnfGrammar& g = m.grammar();
+  for (TokenTrie::NodeIndex child = node + 1; child < trie_.subtree_end(node);
+       child = trie_.subtree_end(child)) {
+    const uint8_t c = trie_.byte(child);
+    w.path[depth] = c;
+    const std::vector<int32_t>& terminals = w.terminals[base];
+    std::vector<int32_t>& next = w.tops[depth + 1];
+    next.resize(terminals.size());
+    bool alive = false, leaves = false;
+    for (size_t i = 0; i < terminals.size(); ++i) {
+      const int32_t from = w.tops[depth][i];
+      const int32_t to = from < 0 ? -1 : g.terminal(terminals[i]).next(from, c);
+      next[i] = to;
+      alive = alive || to >= 0;
+      leaves = leaves || (to >= 0 && g.terminal(terminals[i]).accepting(to));
+    }
+    if (!alive) continue;
+    if (!leaves) {
+      for (int32_t id : trie_.tokens_at(child)) set_mask_bit(bits, id);
+      walk(child, depth + 1, base, m, bits, w);
+      continue;
+    }
+    GrammarState& full = w.states[depth + 1];
+    full = w.states[base];
+    if (!m.advance_bytes(
+            full,
+            std::string_view(reinterpret_cast<const char*>(w.path.data()) + base, depth + 1 - base),
+            w.scratch))
+      continue;
+    for (int32_t id : trie_.tokens_at(child)) set_mask_bit(bits, id);
+    if (full.ends.empty()) continue;  // a whole match that nothing may follow
+    set_walk_base(m, w, depth + 1);
+    walk(child, depth + 1, depth + 1, m, bits, w);
+  }
+}
+
 // scratch.depth_states[depth] holds the live state after node's bytes.
 void VocabIndex::walk(const TokenTrie& trie, TokenTrie::NodeIndex node, size_t depth,
                       const JsonMatcher& m, std::span<uint32_t> bits, MaskScratch& scratch) const {

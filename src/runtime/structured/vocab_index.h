@@ -1,8 +1,8 @@
 // VocabIndex: the model's text tokens arranged for token masks — a byte trie walked with a
-// JsonMatcher state, plus per string phase the tokens that stay inside a JSON string (one bitset
-// copy instead of a walk over the whole vocabulary) and the tokens that close it (a small trie of
-// what follows their quote). A string with a pattern walks the trie with the string lexer and the
-// pattern's automaton instead. Built once per model; immutable and shared afterwards.
+// JsonMatcher or EbnfMatcher state, plus per string phase the tokens that stay inside a JSON string
+// (one bitset copy instead of a walk over the whole vocabulary) and the tokens that close it (a
+// small trie of what follows their quote). A string with a pattern walks the trie with the string
+// lexer and the pattern's automaton instead. Built once per model; immutable and shared afterwards.
 #pragma once
 
 #include <array>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/api/sampling.h"
+#include "runtime/structured/ebnf_matcher.h"
 #include "runtime/structured/json_matcher.h"
 #include "runtime/structured/pattern_mask_cache.h"
 #include "runtime/structured/token_trie.h"
@@ -33,9 +34,20 @@ inline bool mask_bit(std::span<const uint32_t> bits, int32_t token) {
   return (bits[static_cast<size_t>(token) / 32] >> (token % 32)) & 1u;
 }
 
-// Per-caller scratch for mask walks (one MatchState per trie depth).
+// A GBNF mask walk's levels (one per trie depth; VocabIndex::walk says how they are used).
+struct GrammarWalk {
+  std::vector<GrammarState> states;             // built in full where a walk needs it
+  std::vector<std::vector<int32_t>> tops;       // each stack top's DFA state (-1: dead)
+  std::vector<std::vector<int32_t>> terminals;  // each stack top's terminal
+  std::vector<uint8_t> path;                    // the bytes from the trie's root
+  GrammarState scratch;
+};
+
+// Per-caller scratch for mask walks (one MatchState per trie depth; a GrammarWalk).
 struct MaskScratch {
   std::vector<MatchState> depth_states;
+  GrammarWalk grammar;
+  std::vector<uint32_t> grammar_words;  // a grammar mask before it is memoized
   std::vector<uint32_t> closing_bits;  // a bounded string's closing tokens before their filter
   MatchState closable;                 // a pattern string's state where a token's quote closes it
 };
@@ -57,6 +69,10 @@ class VocabIndex {
   // The same for output that must match `dfa` (OutputConstraint::regex) from `state` on: every text
   // token whose bytes keep the DFA alive.
   void add_allowed(const ByteDfa& dfa, int32_t state, std::span<uint32_t> bits) const;
+  // The same for output that must match a GBNF grammar from `state` on: every text token whose
+  // bytes keep a parse alive. `masks` (optional) memoizes the result by state.
+  void add_allowed(const EbnfMatcher& matcher, const GrammarState& state, std::span<uint32_t> bits,
+                   MaskScratch& scratch, GrammarMaskCache* masks = nullptr) const;
   // Sets the bit of every text token made only of JSON whitespace (space, tab, newline, return).
   void add_whitespace(std::span<uint32_t> bits) const;
   bool is_whitespace(int32_t id) const;
@@ -78,6 +94,9 @@ class VocabIndex {
   StringPhaseCache build_string_cache(uint8_t phase) const;
   void walk(const TokenTrie& trie, TokenTrie::NodeIndex node, size_t depth, const JsonMatcher& m,
             std::span<uint32_t> bits, MaskScratch& scratch) const;
+  static void set_walk_base(const EbnfMatcher& m, GrammarWalk& w, size_t level);
+  void walk(TokenTrie::NodeIndex node, size_t depth, size_t base, const EbnfMatcher& m,
+            std::span<uint32_t> bits, GrammarWalk& w) const;
   void add_string_tokens(const JsonMatcher& m, const MatchState& state, const GrammarNode& node,
                          std::span<uint32_t> bits, MaskScratch& scratch) const;
   void add_pattern_tokens(const JsonMatcher& m, const MatchState& state, const GrammarNode& node,

@@ -153,8 +153,8 @@ TEST(ConstraintState, RegexOutputsMaskTokenByToken) {
 
 TEST(ConstraintState, EndTokensOnlyOnceTheJsonIsComplete) {
   const auto vocab = synthetic_vocab({});
-  auto constraint = std::make_shared<OutputConstraint>(OutputConstraint{
-      grammar_of(R"({"type":"integer"})"), nullptr, vocab, std::nullopt, {}, false, std::nullopt});
+  auto constraint = std::make_shared<OutputConstraint>(
+      OutputConstraint{.grammar = grammar_of(R"({"type":"integer"})"), .vocab = vocab});
   ConstraintState state(constraint);
   const int32_t eos = static_cast<int32_t>(vocab->vocab_size() - 1);
   const std::vector<int32_t> ends = {eos};
@@ -181,13 +181,12 @@ TEST(ConstraintState, ReasoningBeforeTheJson) {
   std::vector<uint32_t> bits(allowed_mask_words(vocab->vocab_size()));
   MaskScratch scratch;
   auto constraint = [&](bool starts_in_reasoning) {
-    return std::make_shared<OutputConstraint>(OutputConstraint{JsonGrammar::any_object(),
-                                                               nullptr,
-                                                               vocab,
-                                                               open,
-                                                               {close},
-                                                               starts_in_reasoning,
-                                                               std::nullopt});
+    return std::make_shared<OutputConstraint>(
+        OutputConstraint{.grammar = JsonGrammar::any_object(),
+                         .vocab = vocab,
+                         .reasoning_open = open,
+                         .json_after = {close},
+                         .starts_in_reasoning = starts_in_reasoning});
   };
   // The model may open its reasoning or start the JSON; inside the reasoning it is free.
   ConstraintState thinks(constraint(false));
@@ -229,13 +228,11 @@ TEST(ConstraintState, JsonAfterAMultiTokenHeader) {
   const int32_t message = static_cast<int32_t>(vocab->vocab_size() - 2);
   const int32_t final_word = tokenize(*vocab, "final")[0], a = tokenize(*vocab, "a")[0];
   const int32_t brace = tokenize(*vocab, "{")[0];
-  auto c = std::make_shared<OutputConstraint>(OutputConstraint{JsonGrammar::any_object(),
-                                                               nullptr,
-                                                               vocab,
-                                                               std::nullopt,
-                                                               {channel, final_word, message},
-                                                               true,
-                                                               std::nullopt});
+  auto c = std::make_shared<OutputConstraint>(
+      OutputConstraint{.grammar = JsonGrammar::any_object(),
+                       .vocab = vocab,
+                       .json_after = {channel, final_word, message},
+                       .starts_in_reasoning = true});
   ConstraintState s(c);
   for (int32_t t : {channel, a, message, a, channel, final_word, a, final_word, message}) {
     EXPECT_FALSE(s.active());
@@ -324,6 +321,78 @@ TEST(ConstraintState, ACallsCloseDelimiterFollowsCompleteJsonAndOnlyCallsFollowI
   ASSERT_TRUE(text_after.accept(close, false));
   EXPECT_FALSE(text_after.accept(a, false));  // text after a call breaks the constraint
   EXPECT_FALSE(text_after.fill_allowed(bits, ends, scratch));
+}
+
+// A GBNF grammar's constraint: masks equal the token-by-token answer at every position of the
+// texts, memoized or not; end tokens only on a whole match.
+void expect_grammar_masks_exact(std::string_view gbnf, const std::vector<std::string>& texts) {
+  auto grammar = EbnfGrammar::compile(gbnf);
+  ASSERT_TRUE(grammar.ok()) << grammar.error().message;
+  const auto vocab = synthetic_vocab(texts);
+  const EbnfMatcher m(*grammar);
+  const int32_t eos = static_cast<int32_t>(vocab->vocab_size() - 1);
+  auto c = std::make_shared<OutputConstraint>();
+  c->ebnf = *grammar;
+  c->vocab = vocab;
+  for (const std::string& text : texts) {
+    ConstraintState state(c);
+    GrammarState reference = m.initial(), scratch;
+    std::vector<uint32_t> bits(allowed_mask_words(vocab->vocab_size()));
+    MaskScratch mask_scratch;
+    for (int32_t id : tokenize(*vocab, text)) {
+      for (int pass = 0; pass < 2; ++pass) {  // the memo's miss, then (mostly) its hit
+        ASSERT_TRUE(state.fill_allowed(bits, std::vector<int32_t>{eos}, mask_scratch));
+        for (int32_t t = 0; t < vocab->vocab_size(); ++t) {
+          const std::string_view b = vocab->bytes(t);
+          if (b.empty()) continue;
+          GrammarState s = reference;
+          ASSERT_EQ(mask_bit(bits, t), m.advance_bytes(s, b, scratch))
+              << text << ": token '" << b << "' after " << id;
+        }
+        EXPECT_EQ(mask_bit(bits, eos), m.can_end(reference));
+      }
+      ASSERT_TRUE(mask_bit(bits, id)) << text;
+      ASSERT_TRUE(state.accept(id, false)) << text;
+      ASSERT_TRUE(m.advance_bytes(reference, vocab->bytes(id), scratch));
+    }
+    ASSERT_TRUE(state.fill_allowed(bits, std::vector<int32_t>{eos}, mask_scratch));
+    EXPECT_TRUE(mask_bit(bits, eos)) << text;
+    EXPECT_TRUE(state.accept(eos, true));
+  }
+  ConstraintState broken(c);
+  EXPECT_FALSE(broken.accept(eos, true)) << gbnf;  // nothing written yet: not a whole match
+}
+
+// Recursive rules with terminals that span tokens, and a grammar whose last byte ends it (a
+// token may end the match and nothing may follow).
+TEST(ConstraintState, GrammarOutputsMaskTokenByToken) {
+  expect_grammar_masks_exact(
+      R"g(
+    root  ::= call (";" ws call)*
+    call  ::= name "(" (arg ("," ws arg)*)? ")"
+    arg   ::= call | [0-9]+ | "\"" [^"\n]* "\""
+    name  ::= [a-z] [a-z_]*
+    ws    ::= " "?
+  )g",
+      {"f()", "add(1, mul(2,3)); log(\"red \\é\")", "name(\"\",age(12),tags(x(), y_(\"\\n\")))"});
+  expect_grammar_masks_exact(R"g(root ::= "(" root ")" | "x" | "yes" | "\"}]")g",
+                             {"((x))", "(yes)", "\"}]", "(((\"}])))"});
+}
+
+TEST(ConstraintState, ABrokenGrammarStateAllowsNothing) {
+  auto grammar = EbnfGrammar::compile(R"g(root ::= "a" root | "b")g");
+  ASSERT_TRUE(grammar.ok()) << grammar.error().message;
+  const auto vocab = synthetic_vocab({"aab"});
+  auto c = std::make_shared<OutputConstraint>();
+  c->ebnf = *grammar;
+  c->vocab = vocab;
+  const int32_t eos = static_cast<int32_t>(vocab->vocab_size() - 1);
+  ConstraintState wrong(c);
+  EXPECT_FALSE(wrong.accept(tokenize(*vocab, "(")[0], false));
+  std::vector<uint32_t> bits(allowed_mask_words(vocab->vocab_size()));
+  MaskScratch scratch;
+  EXPECT_FALSE(wrong.fill_allowed(bits, std::vector<int32_t>{eos}, scratch));
+  EXPECT_FALSE(wrong.accept(eos, true));
 }
 
 }  // namespace

@@ -1,0 +1,430 @@
+// EbnfGrammar::compile: GBNF rules (ebnf_syntax.h) → which rules are regular (they reach no cycle
+// of references) → each regular rule inlined into a regex tree, and every rule the matcher needs
+// lowered into alternatives of elements, with maximal runs of regular items as ByteDfa
+// terminals; groups and repetitions around recursive rules become auxiliary rules → checks that
+// the matcher's expansion terminates (no left recursion) and that every rule can finish.
+#include "runtime/structured/ebnf_grammar.h"
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "runtime/structured/ebnf_syntax.h"
+#include "runtime/structured/regex_syntax.h"
+
+namespace beam {
+namespace {
+
+// Largest regex tree (nodes) a regular rule is inlined into; larger ones stay rules.
+constexpr size_t kMaxInlineNodes = 50000;
+
+size_t tree_size(const RegexNode& n) {
+  size_t s = 1;
+  for (const RegexNode& c : n.children) s += tree_size(c);
+  return s;
+}
+
+// A key naming a regex tree's language exactly (equal trees share one terminal).
+void append_key(const RegexNode& n, std::string& key) {
+  key += static_cast<char>('a' + static_cast<int>(n.kind));
+  for (const CodePointRange& r : n.set)
+    key += std::to_string(r.lo) + "-" + std::to_string(r.hi) + ",";
+  if (n.kind == RegexNode::Kind::kRepeat)
+    key += "{" + std::to_string(n.min) + "," + std::to_string(n.max) + "}";
+  key += '(';
+  for (const RegexNode& c : n.children) append_key(c, key);
+  key += ')';
+}
+
+void collect_refs(const EbnfExpr& e, std::vector<const EbnfExpr*>& out) {
+  if (e.kind == EbnfExpr::Kind::kRef) out.push_back(&e);
+  for (const EbnfExpr& c : e.children) collect_refs(c, out);
+}
+
+}  // namespace
+
+class GrammarLowering {
+ public:
+  explicit GrammarLowering(std::vector<EbnfRule> rules) : src_(std::move(rules)) {}
+
+  Expected<std::shared_ptr<const EbnfGrammar>> run(std::string_view root) {
+    BEAM_RETURN_IF_ERROR(resolve_names());
+    const auto it = index_.find(std::string(root));
+    if (it == index_.end())
+      return make_error("the grammar has no rule '" + std::string(root) + "' to start from");
+    find_regular_rules();
+    lowered_.assign(src_.size(), -1);
+    g_->root_ = lower_rule(it->second);
+    if (error_) return *error_;
+    BEAM_RETURN_IF_ERROR(check_termination());
+    return std::shared_ptr<const EbnfGrammar>(std::move(g_));
+  }
+
+ private:
+  Status resolve_names() {
+    for (size_t r = 0; r < src_.size(); ++r) {
+      const auto [it, inserted] = index_.emplace(src_[r].name, static_cast<int32_t>(r));
+      if (!inserted)
+        return make_error("grammar line " + std::to_string(src_[r].line) + ": rule '" +
+                          src_[r].name + "' is defined twice (first on line " +
+                          std::to_string(src_[static_cast<size_t>(it->second)].line) + ")");
+    }
+    refs_.resize(src_.size());
+    for (size_t r = 0; r < src_.size(); ++r) {
+      std::vector<const EbnfExpr*> refs;
+      collect_refs(src_[r].body, refs);
+      for (const EbnfExpr* ref : refs) {
+        const auto it = index_.find(ref->name);
+        if (it == index_.end())
+          return make_error("grammar line " + std::to_string(ref->line) + ":" +
+                            std::to_string(ref->column) + ": rule '" + src_[r].name +
+                            "' refers to undefined rule '" + ref->name + "'");
+        refs_[r].push_back(it->second);
+      }
+    }
+    return ok_status();
+  }
+
+  // regular_[r]: no cycle of references is reachable from r (Tarjan's components, sinks first).
+  void find_regular_rules() {
+    const size_t n = src_.size();
+    std::vector<int32_t> order(n, -1), low(n, 0), stack;
+    std::vector<uint8_t> on_stack(n, 0);
+    regular_.assign(n, 0);
+    int32_t counter = 0;
+    std::function<void(int32_t)> visit = [&](int32_t v) {
+      order[v] = low[v] = counter++;
+      stack.push_back(v);
+      on_stack[v] = 1;
+      for (int32_t w : refs_[v]) {
+        if (order[w] < 0) {
+          visit(w);
+          low[v] = std::min(low[v], low[w]);
+        } else if (on_stack[w]) {
+          low[v] = std::min(low[v], order[w]);
+        }
+      }
+      if (low[v] != order[v]) return;
+      std::vector<int32_t> component;
+      int32_t w;
+      do {
+        w = stack.back();
+        stack.pop_back();
+        on_stack[w] = 0;
+        component.push_back(w);
+      } while (w != v);
+      bool regular = component.size() == 1;
+      for (int32_t c : component)
+        for (int32_t x : refs_[c])
+          if (x == c || !regular_[x]) regular = false;
+      if (regular) regular_[v] = 1;
+    };
+    for (size_t r = 0; r < n; ++r)
+      if (order[r] < 0) visit(static_cast<int32_t>(r));
+  }
+
+  // The regex tree of a regular rule, inlined, or nullptr when the rule is not regular or its
+  // tree would pass kMaxInlineNodes.
+  const RegexNode* rule_regex(int32_t r) {
+    if (!regular_[r]) return nullptr;
+    auto [it, inserted] = regex_memo_.try_emplace(r);
+    if (inserted) {
+      std::optional<RegexNode> tree = regex_of(src_[r].body);
+      if (tree && tree_size(*tree) <= kMaxInlineNodes) it->second = std::move(tree);
+    }
+    return it->second ? &*it->second : nullptr;
+  }
+
+  // The regex tree of an expression that refers only to inlinable rules; nullopt otherwise.
+  std::optional<RegexNode> regex_of(const EbnfExpr& e) {
+    switch (e.kind) {
+      case EbnfExpr::Kind::kEmpty:
+        return RegexNode{};
+      case EbnfExpr::Kind::kSet:
+        return RegexNode{.kind = RegexNode::Kind::kSet, .set = e.set};
+      case EbnfExpr::Kind::kRef: {
+        const RegexNode* tree = rule_regex(index_.at(e.name));
+        if (!tree) return std::nullopt;
+        return *tree;
+      }
+      case EbnfExpr::Kind::kSequence:
+      case EbnfExpr::Kind::kAlternate:
+      case EbnfExpr::Kind::kRepeat:
+        break;
+    }
+    RegexNode out{.kind = e.kind == EbnfExpr::Kind::kSequence    ? RegexNode::Kind::kConcat
+                          : e.kind == EbnfExpr::Kind::kAlternate ? RegexNode::Kind::kAlternate
+                                                                 : RegexNode::Kind::kRepeat,
+                  .min = e.min,
+                  .max = e.max};
+    size_t size = 1;
+    for (const EbnfExpr& c : e.children) {
+      std::optional<RegexNode> child = regex_of(c);
+      if (!child) return std::nullopt;
+      size += tree_size(*child);
+      if (size > kMaxInlineNodes) return std::nullopt;
+      out.children.push_back(std::move(*child));
+    }
+    return out;
+  }
+
+  // The terminal of a regex tree (equal trees share one), or nullopt when its automaton is past
+  // ByteDfa's limits.
+  std::optional<int32_t> terminal(const RegexNode& tree) {
+    std::string key;
+    append_key(tree, key);
+    if (const auto it = terminal_memo_.find(key); it != terminal_memo_.end()) return it->second;
+    auto dfa = ByteDfa::from_regex(tree);
+    std::optional<int32_t> out;
+    if (dfa.ok()) {
+      out = static_cast<int32_t>(g_->terminals_.size());
+      std::vector<uint8_t> continues((*dfa)->num_states(), 0);
+      for (size_t s = 0; s < continues.size(); ++s)
+        for (int b = 0; b < 256 && !continues[s]; ++b)
+          continues[s] =
+              (*dfa)->next(static_cast<int32_t>(s), static_cast<uint8_t>(b)) != ByteDfa::kDead;
+      g_->terminals_.push_back(std::move(dfa).value());
+      g_->continues_.push_back(std::move(continues));
+    }
+    terminal_memo_.emplace(std::move(key), out);
+    return out;
+  }
+
+  int32_t new_rule(std::string name) {
+    g_->rules_.push_back(GrammarRule{.name = std::move(name), .alternatives = {}});
+    return static_cast<int32_t>(g_->rules_.size() - 1);
+  }
+
+  std::string aux_name() {
+    return src_[static_cast<size_t>(current_)].name + "/" + std::to_string(++aux_count_);
+  }
+
+  void add_alternative(int32_t rule, std::vector<GrammarElement> items) {
+    if (g_->elements_.size() + items.size() + 1 > static_cast<size_t>(kMaxGrammarElements)) {
+      if (!error_)
+        error_ = make_error("the grammar is too large (more than " +
+                            std::to_string(kMaxGrammarElements) + " elements once lowered)");
+      return;
+    }
+    g_->rules_[static_cast<size_t>(rule)].alternatives.push_back(
+        static_cast<int32_t>(g_->elements_.size()));
+    g_->elements_.insert(g_->elements_.end(), items.begin(), items.end());
+    g_->elements_.push_back(GrammarElement{});
+  }
+
+  int32_t lower_rule(int32_t r) {
+    if (lowered_[r] >= 0) return lowered_[r];
+    const int32_t saved = current_;
+    current_ = r;
+    const int32_t rule = new_rule(src_[static_cast<size_t>(r)].name);
+    lowered_[r] = rule;
+    lower_body(rule, src_[static_cast<size_t>(r)].body);
+    current_ = saved;
+    return rule;
+  }
+
+  // The alternatives of `body` into `rule`: the whole body as one terminal when it is regular.
+  void lower_body(int32_t rule, const EbnfExpr& body) {
+    if (std::optional<RegexNode> tree = regex_of(body)) {
+      if (std::optional<int32_t> t = terminal(*tree)) {
+        add_alternative(rule, {GrammarElement{GrammarElement::Kind::kTerminal, *t}});
+        return;
+      }
+    }
+    if (body.kind != EbnfExpr::Kind::kAlternate) {
+      add_alternative(rule, lower_sequence(body));
+      return;
+    }
+    for (const EbnfExpr& alt : body.children) add_alternative(rule, lower_sequence(alt));
+  }
+
+  // One alternative's elements: maximal runs of regular items as one terminal each.
+  std::vector<GrammarElement> lower_sequence(const EbnfExpr& seq) {
+    std::vector<const EbnfExpr*> items;
+    if (seq.kind == EbnfExpr::Kind::kSequence) {
+      for (const EbnfExpr& c : seq.children) items.push_back(&c);
+    } else if (seq.kind != EbnfExpr::Kind::kEmpty) {
+      items.push_back(&seq);
+    }
+    std::vector<GrammarElement> out;
+    std::vector<std::pair<const EbnfExpr*, RegexNode>> run;
+    auto flush = [&] {
+      if (run.empty()) return;
+      RegexNode whole{.kind = RegexNode::Kind::kConcat};
+      for (auto& [expr, tree] : run) whole.children.push_back(tree);
+      if (std::optional<int32_t> t = run.size() == 1 ? terminal(run[0].second) : terminal(whole)) {
+        out.push_back({GrammarElement::Kind::kTerminal, *t});
+      } else {
+        for (auto& [expr, tree] : run) {
+          if (std::optional<int32_t> single = run.size() == 1 ? std::nullopt : terminal(tree))
+            out.push_back({GrammarElement::Kind::kTerminal, *single});
+          else
+            out.push_back(lower_item(*expr));
+        }
+      }
+      run.clear();
+    };
+    for (const EbnfExpr* item : items) {
+      if (std::optional<RegexNode> tree = regex_of(*item)) {
+        run.emplace_back(item, std::move(*tree));
+        continue;
+      }
+      flush();
+      out.push_back(lower_item(*item));
+    }
+    flush();
+    return out;
+  }
+
+  // One element for an item that is not one terminal: a rule reference, or an auxiliary rule.
+  GrammarElement lower_item(const EbnfExpr& e) {
+    switch (e.kind) {
+      case EbnfExpr::Kind::kRef:
+        return {GrammarElement::Kind::kRule, lower_rule(index_.at(e.name))};
+      case EbnfExpr::Kind::kRepeat:
+        return {GrammarElement::Kind::kRule, lower_repeat(e)};
+      case EbnfExpr::Kind::kEmpty:
+      case EbnfExpr::Kind::kSet:
+      case EbnfExpr::Kind::kSequence:
+      case EbnfExpr::Kind::kAlternate:
+        break;
+    }
+    const int32_t rule = new_rule(aux_name());
+    if (e.kind == EbnfExpr::Kind::kAlternate) {
+      for (const EbnfExpr& alt : e.children) add_alternative(rule, lower_sequence(alt));
+    } else {
+      add_alternative(rule, lower_sequence(e));
+    }
+    return {GrammarElement::Kind::kRule, rule};
+  }
+
+  // x{min,max}: min copies of x's element, then a loop rule (S ::= x S | ε) or a chain of
+  // optional rules (O_k ::= x O_(k-1) | ε).
+  int32_t lower_repeat(const EbnfExpr& e) {
+    const EbnfExpr& child = e.children[0];
+    std::optional<int32_t> t;
+    if (std::optional<RegexNode> tree = regex_of(child)) t = terminal(*tree);
+    const GrammarElement x =
+        t ? GrammarElement{GrammarElement::Kind::kTerminal, *t} : lower_item_or_sequence(child);
+    std::vector<GrammarElement> items(static_cast<size_t>(e.min), x);
+    if (e.max < 0) {
+      const int32_t loop = new_rule(aux_name());
+      add_alternative(loop, {x, {GrammarElement::Kind::kRule, loop}});
+      add_alternative(loop, {});
+      items.push_back({GrammarElement::Kind::kRule, loop});
+    } else if (e.max > e.min) {
+      int32_t tail = -1;
+      for (int32_t k = 0; k < e.max - e.min && !error_; ++k) {
+        const int32_t opt = new_rule(aux_name());
+        std::vector<GrammarElement> more = {x};
+        if (tail >= 0) more.push_back({GrammarElement::Kind::kRule, tail});
+        add_alternative(opt, std::move(more));
+        add_alternative(opt, {});
+        tail = opt;
+      }
+      items.push_back({GrammarElement::Kind::kRule, tail});
+    }
+    const int32_t rule = new_rule(aux_name());
+    add_alternative(rule, std::move(items));
+    return rule;
+  }
+
+  // An item as one element: a sequence of several items becomes an auxiliary rule.
+  GrammarElement lower_item_or_sequence(const EbnfExpr& e) {
+    if (e.kind == EbnfExpr::Kind::kAlternate) return lower_item(e);
+    std::vector<GrammarElement> items = lower_sequence(e);
+    if (items.size() == 1) return items[0];
+    const int32_t rule = new_rule(aux_name());
+    add_alternative(rule, std::move(items));
+    return {GrammarElement::Kind::kRule, rule};
+  }
+
+  // The user rule an (auxiliary) rule belongs to, for errors.
+  static std::string source_name(const std::string& name) { return name.substr(0, name.find('/')); }
+
+  // Expansion must consume text before a rule can meet itself again (no left recursion), and
+  // every rule must be able to finish.
+  Status check_termination() {
+    const std::vector<GrammarRule>& rules = g_->rules_;
+    const std::vector<GrammarElement>& el = g_->elements_;
+    const size_t n = rules.size();
+    auto nullable_element = [&](const GrammarElement& e, const std::vector<uint8_t>& nullable) {
+      if (e.kind == GrammarElement::Kind::kTerminal)
+        return g_->terminals_[static_cast<size_t>(e.arg)]->accepting(0);
+      return e.kind == GrammarElement::Kind::kRule && nullable[static_cast<size_t>(e.arg)] != 0;
+    };
+    // Fixpoints: nullable (derives the empty text) and productive (derives some text).
+    std::vector<uint8_t> nullable(n, 0), productive(n, 0);
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t r = 0; r < n; ++r) {
+        for (int32_t start : rules[r].alternatives) {
+          bool all_nullable = true, all_productive = true;
+          for (size_t k = static_cast<size_t>(start); el[k].kind != GrammarElement::Kind::kEnd;
+               ++k) {
+            all_nullable = all_nullable && nullable_element(el[k], nullable);
+            all_productive = all_productive && (el[k].kind == GrammarElement::Kind::kTerminal ||
+                                                productive[static_cast<size_t>(el[k].arg)]);
+          }
+          if (all_nullable && !nullable[r]) nullable[r] = changed = true;
+          if (all_productive && !productive[r]) productive[r] = changed = true;
+        }
+      }
+    }
+    for (size_t r = 0; r < n; ++r)
+      if (!productive[r])
+        return make_error("rule '" + source_name(rules[r].name) +
+                          "' can never finish: each of its alternatives needs it again");
+    // Left edges: the rules an alternative can expand before consuming a byte.
+    std::vector<uint8_t> color(n, 0);  // 0 new, 1 on the path, 2 done
+    std::function<std::optional<std::string>(size_t)> visit =
+        [&](size_t r) -> std::optional<std::string> {
+      color[r] = 1;
+      for (int32_t start : rules[r].alternatives) {
+        for (size_t k = static_cast<size_t>(start); el[k].kind != GrammarElement::Kind::kEnd; ++k) {
+          if (el[k].kind == GrammarElement::Kind::kRule) {
+            const size_t t = static_cast<size_t>(el[k].arg);
+            if (color[t] == 1) return source_name(rules[t].name);
+            if (color[t] == 0)
+              if (std::optional<std::string> cycle = visit(t)) return cycle;
+          }
+          if (!nullable_element(el[k], nullable)) break;
+        }
+      }
+      color[r] = 2;
+      return std::nullopt;
+    };
+    for (size_t r = 0; r < n; ++r) {
+      if (color[r] != 0) continue;
+      if (std::optional<std::string> name = visit(r))
+        return make_error("rule '" + *name +
+                          "' is left-recursive: it can reach itself before consuming any text "
+                          "(directly, through rules that can match nothing, or by repeating "
+                          "something that can match nothing); write the repetition with `*` "
+                          "or `+` instead");
+    }
+    return ok_status();
+  }
+
+  std::vector<EbnfRule> src_;
+  std::map<std::string, int32_t> index_;
+  std::vector<std::vector<int32_t>> refs_;  // [rule] referenced rules
+  std::vector<uint8_t> regular_;
+  std::map<int32_t, std::optional<RegexNode>> regex_memo_;
+  std::map<std::string, std::optional<int32_t>> terminal_memo_;
+  std::vector<int32_t> lowered_;  // [source rule] its grammar rule, -1 before lowering
+  int32_t current_ = 0;           // the source rule being lowered (auxiliary rules' names)
+  int32_t aux_count_ = 0;
+  std::optional<Error> error_;
+  std::shared_ptr<EbnfGrammar> g_{new EbnfGrammar()};
+};
+
+Expected<std::shared_ptr<const EbnfGrammar>> EbnfGrammar::compile(std::string_view text,
+                                                                  std::string_view root) {
+  BEAM_ASSIGN_OR_RETURN(std::vector<EbnfRule> rules, parse_ebnf(text, kMaxGrammarRepeat));
+  return GrammarLowering(std::move(rules)).run(root);
+}
+
+}  // namespace beam

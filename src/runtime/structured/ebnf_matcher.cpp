@@ -1,0 +1,169 @@
+#include "runtime/structured/ebnf_matcher.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/check.h"
+
+namespace beam {
+namespace {
+
+using Kind = GrammarElement::Kind;
+
+uint64_t stack_hash(const std::vector<GrammarFrame>& stack) {
+  uint64_t h = 1469598103934665603ull;
+  for (const GrammarFrame& f : stack) {
+    h = (h ^ static_cast<uint32_t>(f.element)) * 1099511628211ull;
+    h = (h ^ static_cast<uint32_t>(f.state)) * 1099511628211ull;
+  }
+  return h;
+}
+
+// Expands a working stack until every top sits on a terminal, adding the results to `out`
+// (without duplicates); a stack whose root rule ends marks `out` complete.
+class Expander {
+ public:
+  Expander(const EbnfGrammar& g, GrammarState& out, std::vector<uint64_t>& hashes)
+      : g_(g), out_(out), hashes_(hashes) {}
+
+  void expand(std::vector<GrammarFrame>& cur) {
+    const GrammarFrame top = cur.back();
+    const GrammarElement& e = g_.elements()[static_cast<size_t>(top.element)];
+    switch (e.kind) {
+      case Kind::kTerminal:
+        if (g_.terminal_continues(e.arg, top.state)) emit(cur);
+        if (g_.terminal(e.arg).accepting(top.state)) {
+          cur.back() = {top.element + 1, 0};
+          expand(cur);
+          cur.back() = top;
+        }
+        return;
+      case Kind::kRule: {
+        // The caller's frame waits at the next element, unless that ends its alternative (a
+        // tail call: the callee returns straight to the caller's caller).
+        const bool tail = g_.elements()[static_cast<size_t>(top.element) + 1].kind == Kind::kEnd;
+        if (tail)
+          cur.pop_back();
+        else
+          cur.back() = {top.element + 1, 0};
+        if (cur.size() < static_cast<size_t>(kMaxGrammarDepth)) {
+          for (int32_t alt : g_.rules()[static_cast<size_t>(e.arg)].alternatives) {
+            cur.push_back({alt, 0});
+            expand(cur);
+            cur.pop_back();
+          }
+        }
+        if (tail)
+          cur.push_back(top);
+        else
+          cur.back() = top;
+        return;
+      }
+      case Kind::kEnd:
+        cur.pop_back();
+        if (cur.empty())
+          out_.complete = true;
+        else
+          expand(cur);
+        cur.push_back(top);
+        return;
+    }
+  }
+
+ private:
+  void emit(const std::vector<GrammarFrame>& cur) {
+    if (out_.ends.size() >= static_cast<size_t>(kMaxGrammarStacks)) return;
+    const uint64_t h = stack_hash(cur);
+    for (size_t i = 0; i < hashes_.size(); ++i) {
+      if (hashes_[i] != h) continue;
+      const size_t begin = i == 0 ? 0 : out_.ends[i - 1];
+      if (out_.ends[i] - begin == cur.size() && std::memcmp(out_.frames.data() + begin, cur.data(),
+                                                            cur.size() * sizeof(GrammarFrame)) == 0)
+        return;
+    }
+    hashes_.push_back(h);
+    out_.frames.insert(out_.frames.end(), cur.begin(), cur.end());
+    out_.ends.push_back(static_cast<uint32_t>(out_.frames.size()));
+  }
+
+  const EbnfGrammar& g_;
+  GrammarState& out_;
+  std::vector<uint64_t>& hashes_;
+};
+
+}  // namespace
+
+EbnfMatcher::EbnfMatcher(std::shared_ptr<const EbnfGrammar> grammar)
+    : grammar_(std::move(grammar)) {
+  BEAM_CHECK(grammar_ != nullptr) << "a matcher needs a grammar";
+}
+
+GrammarState EbnfMatcher::initial() const {
+  GrammarState out;
+  Expander expander(*grammar_, out, out.hashes);
+  std::vector<GrammarFrame> cur;
+  for (int32_t alt : grammar_->rules()[static_cast<size_t>(grammar_->root())].alternatives) {
+    cur.assign(1, GrammarFrame{alt, 0});
+    expander.expand(cur);
+  }
+  return out;
+}
+
+bool EbnfMatcher::advance(const GrammarState& in, uint8_t byte, GrammarState& out) const {
+  out.clear();
+  Expander expander(*grammar_, out, out.hashes);
+  std::vector<GrammarFrame>& cur = out.work;
+  for (size_t i = 0; i < in.ends.size(); ++i) {
+    const size_t begin = i == 0 ? 0 : in.ends[i - 1];
+    const GrammarFrame& top = in.frames[in.ends[i] - 1];
+    const GrammarElement& e = grammar_->elements()[static_cast<size_t>(top.element)];
+    const int32_t next = grammar_->terminal(e.arg).next(top.state, byte);
+    if (next == ByteDfa::kDead) continue;
+    cur.assign(in.frames.begin() + static_cast<std::ptrdiff_t>(begin),
+               in.frames.begin() + in.ends[i]);
+    cur.back().state = next;
+    expander.expand(cur);
+  }
+  return !out.dead();
+}
+
+bool EbnfMatcher::advance_bytes(GrammarState& state, std::string_view bytes,
+                                GrammarState& scratch) const {
+  if (bytes.empty()) return !state.dead();
+  GrammarState cur = state;
+  for (char c : bytes) {
+    if (!advance(cur, static_cast<uint8_t>(c), scratch)) return false;
+    std::swap(cur, scratch);
+  }
+  state = std::move(cur);
+  return true;
+}
+
+const std::vector<uint32_t>* GrammarMaskCache::find(const GrammarState& state) {
+  std::vector<int32_t> key = mask_key(state);
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = entries_.find(key);
+  return it == entries_.end() ? nullptr : it->second.get();
+}
+
+void GrammarMaskCache::insert(const GrammarState& state, std::vector<uint32_t> words) {
+  std::vector<int32_t> key = mask_key(state);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (entries_.size() >= kMaxEntries) return;
+  entries_.try_emplace(std::move(key),
+                       std::make_unique<const std::vector<uint32_t>>(std::move(words)));
+}
+
+std::vector<int32_t> GrammarMaskCache::mask_key(const GrammarState& state) {
+  std::vector<int32_t> key;
+  key.reserve(1 + state.ends.size() + 2 * state.frames.size());
+  key.push_back(static_cast<int32_t>(state.ends.size()));
+  for (uint32_t end : state.ends) key.push_back(static_cast<int32_t>(end));
+  for (const GrammarFrame& f : state.frames) {
+    key.push_back(f.element);
+    key.push_back(f.state);
+  }
+  return key;
+}
+
+}  // namespace beam

@@ -1,0 +1,423 @@
+// parse_ebnf: a recursive-descent reader of GBNF. A rule runs until the next `name ::=` or the
+// end of the text, so rules may span lines; `#` starts a comment outside strings and classes.
+#include "runtime/structured/ebnf_syntax.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+
+namespace beam {
+namespace {
+
+constexpr char32_t kSurrogateLo = 0xD800, kSurrogateHi = 0xDFFF;
+
+bool word_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-';
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Sorted, merged ranges without the surrogates.
+std::vector<CodePointRange> normalized(std::vector<CodePointRange> ranges) {
+  std::sort(ranges.begin(), ranges.end(),
+            [](const CodePointRange& a, const CodePointRange& b) { return a.lo < b.lo; });
+  std::vector<CodePointRange> merged;
+  for (const CodePointRange& r : ranges) {
+    if (!merged.empty() && r.lo <= merged.back().hi + 1)
+      merged.back().hi = std::max(merged.back().hi, r.hi);
+    else
+      merged.push_back(r);
+  }
+  std::vector<CodePointRange> out;
+  for (const CodePointRange& r : merged) {
+    if (r.hi < kSurrogateLo || r.lo > kSurrogateHi) {
+      out.push_back(r);
+      continue;
+    }
+    if (r.lo < kSurrogateLo) out.push_back({r.lo, kSurrogateLo - 1});
+    if (r.hi > kSurrogateHi) out.push_back({kSurrogateHi + 1, r.hi});
+  }
+  return out;
+}
+
+std::vector<CodePointRange> complement(const std::vector<CodePointRange>& set) {
+  std::vector<CodePointRange> out;
+  char32_t next = 0;
+  for (const CodePointRange& r : set) {
+    if (r.lo > next) out.push_back({next, r.lo - 1});
+    next = r.hi + 1;
+  }
+  if (next <= kMaxCodePoint) out.push_back({next, kMaxCodePoint});
+  return normalized(std::move(out));
+}
+
+EbnfExpr code_point(char32_t c) {
+  return EbnfExpr{.kind = EbnfExpr::Kind::kSet, .set = {{c, c}}};
+}
+
+class Parser {
+ public:
+  Parser(std::string_view text, int32_t max_repeat) : t_(text), max_repeat_(max_repeat) {}
+
+  Expected<std::vector<EbnfRule>> rules() {
+    std::vector<EbnfRule> out;
+    skip_space();
+    while (!error_ && i_ < t_.size()) {
+      if (!at_rule_start()) {
+        fail(looks_like_lark() ? "expected a rule `name ::= ...`; this looks like a Lark grammar "
+                                 "(`name: ...`), and beamserve reads GBNF"
+                               : "expected a rule `name ::= ...`");
+        break;
+      }
+      EbnfRule rule;
+      rule.line = line_column(i_).first;
+      rule.name = read_name();
+      skip_space();
+      i_ += 3;  // "::="
+      rule.body = alternates();
+      if (error_) break;
+      if (i_ < t_.size() && !at_rule_start()) {
+        fail(t_[i_] == ')' ? "unbalanced ')'" : "unexpected '" + std::string(1, t_[i_]) + "'");
+        break;
+      }
+      out.push_back(std::move(rule));
+    }
+    if (error_) return *error_;
+    if (out.empty()) return make_error("the grammar defines no rule (expected `root ::= ...`)");
+    return out;
+  }
+
+ private:
+  void fail(const std::string& message) {
+    if (error_) return;
+    const auto [line, column] = line_column(std::min(i_, t_.size()));
+    error_ = make_error("grammar line " + std::to_string(line) + ":" + std::to_string(column) +
+                        ": " + message);
+  }
+
+  std::pair<int32_t, int32_t> line_column(size_t at) const {
+    int32_t line = 1, column = 1;
+    for (size_t k = 0; k < at; ++k) {
+      if (t_[k] == '\n') {
+        ++line;
+        column = 1;
+      } else if ((static_cast<uint8_t>(t_[k]) & 0xC0) != 0x80) {
+        ++column;
+      }
+    }
+    return {line, column};
+  }
+
+  bool looks_like_lark() const {
+    if (t_.find("::=") != std::string_view::npos) return false;
+    size_t k = i_;
+    while (k < t_.size() && (word_char(t_[k]) || t_[k] == '?')) ++k;
+    while (k < t_.size() && (t_[k] == ' ' || t_[k] == '\t')) ++k;
+    return k > i_ && k < t_.size() && t_[k] == ':';
+  }
+
+  void skip_space() {
+    while (i_ < t_.size()) {
+      const char c = t_[i_];
+      if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+        ++i_;
+      } else if (c == '#') {
+        while (i_ < t_.size() && t_[i_] != '\n') ++i_;
+      } else {
+        break;
+      }
+    }
+  }
+
+  // Whether the text at i_ is `name ::=` (the next rule starts).
+  bool at_rule_start() const {
+    size_t k = i_;
+    while (k < t_.size() && word_char(t_[k])) ++k;
+    if (k == i_) return false;
+    while (k < t_.size() && (t_[k] == ' ' || t_[k] == '\t')) ++k;
+    return t_.substr(k, 3) == "::=";
+  }
+
+  std::string read_name() {
+    const size_t start = i_;
+    while (i_ < t_.size() && word_char(t_[i_])) ++i_;
+    return std::string(t_.substr(start, i_ - start));
+  }
+
+  EbnfExpr alternates() {
+    EbnfExpr alt{.kind = EbnfExpr::Kind::kAlternate};
+    alt.children.push_back(sequence());
+    while (!error_ && i_ < t_.size() && t_[i_] == '|') {
+      ++i_;
+      alt.children.push_back(sequence());
+    }
+    if (alt.children.size() == 1) return std::move(alt.children[0]);
+    return alt;
+  }
+
+  EbnfExpr sequence() {
+    EbnfExpr seq{.kind = EbnfExpr::Kind::kSequence};
+    skip_space();
+    while (!error_ && i_ < t_.size() && t_[i_] != '|' && t_[i_] != ')' && !at_rule_start()) {
+      EbnfExpr item = postfix(primary());
+      if (error_) break;
+      if (item.kind != EbnfExpr::Kind::kEmpty) seq.children.push_back(std::move(item));
+      skip_space();
+    }
+    if (seq.children.empty()) return EbnfExpr{};
+    if (seq.children.size() == 1) return std::move(seq.children[0]);
+    return seq;
+  }
+
+  EbnfExpr primary() {
+    const char c = t_[i_];
+    if (c == '"' || c == '\'') return literal(c);
+    if (c == '[') return char_class();
+    if (c == '.') {
+      ++i_;
+      return EbnfExpr{.kind = EbnfExpr::Kind::kSet, .set = normalized({{0, kMaxCodePoint}})};
+    }
+    if (c == '(') {
+      ++i_;
+      if (t_.substr(i_, 1) == "=" || t_.substr(i_, 1) == "!") {
+        fail("lookahead assertions `(= ...)` are not supported");
+        return {};
+      }
+      EbnfExpr inner = alternates();
+      if (error_) return {};
+      if (i_ >= t_.size() || t_[i_] != ')') {
+        fail("expected ')'");
+        return {};
+      }
+      ++i_;
+      return inner;
+    }
+    if (word_char(c)) {
+      const auto [line, column] = line_column(i_);
+      EbnfExpr ref{.kind = EbnfExpr::Kind::kRef, .line = line, .column = column};
+      ref.name = read_name();
+      return ref;
+    }
+    fail("unexpected '" + std::string(1, c) + "'");
+    return {};
+  }
+
+  EbnfExpr postfix(EbnfExpr item) {
+    while (!error_ && i_ < t_.size()) {
+      const char c = t_[i_];
+      int32_t min = 0, max = -1;
+      if (c == '*') {
+        ++i_;
+      } else if (c == '+') {
+        ++i_;
+        min = 1;
+      } else if (c == '?') {
+        ++i_;
+        max = 1;
+      } else if (c == '{') {
+        if (!repeat_bounds(min, max)) return {};
+      } else {
+        break;
+      }
+      item = EbnfExpr{
+          .kind = EbnfExpr::Kind::kRepeat, .children = {std::move(item)}, .min = min, .max = max};
+    }
+    return item;
+  }
+
+  // `{m}`, `{m,}`, `{m,n}` or `{,n}` at i_.
+  bool repeat_bounds(int32_t& min, int32_t& max) {
+    ++i_;
+    auto number = [&]() -> std::optional<int64_t> {
+      skip_space();
+      if (i_ >= t_.size() || t_[i_] < '0' || t_[i_] > '9') return std::nullopt;
+      int64_t v = 0;
+      while (i_ < t_.size() && t_[i_] >= '0' && t_[i_] <= '9') {
+        v = std::min<int64_t>(v * 10 + (t_[i_] - '0'), int64_t{1} << 40);
+        ++i_;
+      }
+      skip_space();
+      return v;
+    };
+    const std::optional<int64_t> lo = number();
+    std::optional<int64_t> hi = lo;
+    if (i_ < t_.size() && t_[i_] == ',') {
+      ++i_;
+      hi = number();
+      if (!hi) hi = -1;
+    }
+    if (i_ >= t_.size() || t_[i_] != '}' || (!lo && *hi < 0)) {
+      fail("expected a repetition `{m}`, `{m,}`, `{m,n}` or `{,n}`");
+      return false;
+    }
+    ++i_;
+    min = static_cast<int32_t>(std::min<int64_t>(lo.value_or(0), max_repeat_ + 1));
+    const int64_t top = *hi < 0 ? min : *hi;
+    if (std::max<int64_t>(min, top) > max_repeat_) {
+      fail("a repetition of more than " + std::to_string(max_repeat_) + " times");
+      return false;
+    }
+    if (*hi >= 0 && *hi < min) {
+      fail("a repetition `{m,n}` with m > n");
+      return false;
+    }
+    max = *hi < 0 ? -1 : static_cast<int32_t>(*hi);
+    return true;
+  }
+
+  EbnfExpr literal(char quote) {
+    ++i_;
+    EbnfExpr seq{.kind = EbnfExpr::Kind::kSequence};
+    while (!error_) {
+      if (i_ >= t_.size() || t_[i_] == '\n') {
+        fail("unterminated string");
+        return {};
+      }
+      if (t_[i_] == quote) {
+        ++i_;
+        break;
+      }
+      if (const std::optional<char32_t> c = character()) seq.children.push_back(code_point(*c));
+    }
+    if (error_ || seq.children.empty()) return {};
+    if (seq.children.size() == 1) return std::move(seq.children[0]);
+    return seq;
+  }
+
+  EbnfExpr char_class() {
+    const size_t start = i_;
+    ++i_;
+    const bool negated = i_ < t_.size() && t_[i_] == '^';
+    if (negated) ++i_;
+    std::vector<CodePointRange> ranges;
+    while (!error_) {
+      if (i_ >= t_.size() || t_[i_] == '\n') {
+        fail("unterminated character class");
+        return {};
+      }
+      if (t_[i_] == ']') {
+        ++i_;
+        break;
+      }
+      const std::optional<char32_t> lo = character();
+      if (!lo) return {};
+      char32_t hi = *lo;
+      if (i_ + 1 < t_.size() && t_[i_] == '-' && t_[i_ + 1] != ']') {
+        ++i_;
+        const std::optional<char32_t> end = character();
+        if (!end) return {};
+        if (*end < *lo) {
+          fail("a character range whose end comes before its start");
+          return {};
+        }
+        hi = *end;
+      }
+      ranges.push_back({*lo, hi});
+    }
+    if (error_) return {};
+    std::vector<CodePointRange> set = normalized(std::move(ranges));
+    if (negated) set = complement(set);
+    if (set.empty()) {
+      i_ = start;
+      fail("the character class matches no character");
+      return {};
+    }
+    return EbnfExpr{.kind = EbnfExpr::Kind::kSet, .set = std::move(set)};
+  }
+
+  // One character of a string or class at i_ (UTF-8, or an escape); nullopt after fail().
+  std::optional<char32_t> character() {
+    const uint8_t b = static_cast<uint8_t>(t_[i_]);
+    if (b == '\\') return escape();
+    if (b < 0x80) {
+      ++i_;
+      return b;
+    }
+    const int n = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 0;
+    if (n == 0 || i_ + n > t_.size()) {
+      fail("invalid UTF-8");
+      return std::nullopt;
+    }
+    char32_t c = b & (0xFF >> (n + 1));
+    for (int k = 1; k < n; ++k) {
+      const uint8_t cont = static_cast<uint8_t>(t_[i_ + k]);
+      if ((cont & 0xC0) != 0x80) {
+        fail("invalid UTF-8");
+        return std::nullopt;
+      }
+      c = (c << 6) | (cont & 0x3F);
+    }
+    i_ += n;
+    return c;
+  }
+
+  std::optional<char32_t> escape() {
+    if (i_ + 1 >= t_.size()) {
+      fail("a backslash at the end of the text");
+      return std::nullopt;
+    }
+    const char e = t_[i_ + 1];
+    i_ += 2;
+    switch (e) {
+      case 'n':
+        return U'\n';
+      case 'r':
+        return U'\r';
+      case 't':
+        return U'\t';
+      case '0':
+        return U'\0';
+      case 'x':
+        return hex_escape(2);
+      case 'u':
+        return hex_escape(4);
+      case 'U':
+        return hex_escape(8);
+      default:
+        break;
+    }
+    const bool punctuation = (e >= '!' && e <= '/') || (e >= ':' && e <= '@') ||
+                             (e >= '[' && e <= '`') || (e >= '{' && e <= '~');
+    if (punctuation) return static_cast<char32_t>(e);
+    i_ -= 2;
+    fail("unknown escape '\\" + std::string(1, e) + "'");
+    return std::nullopt;
+  }
+
+  std::optional<char32_t> hex_escape(int digits) {
+    char32_t c = 0;
+    for (int k = 0; k < digits; ++k) {
+      const int v = i_ < t_.size() ? hex_value(t_[i_]) : -1;
+      if (v < 0) {
+        fail("expected " + std::to_string(digits) + " hex digits in an escape");
+        return std::nullopt;
+      }
+      c = c * 16 + static_cast<char32_t>(v);
+      ++i_;
+    }
+    if (c > kMaxCodePoint || (c >= kSurrogateLo && c <= kSurrogateHi)) {
+      fail("an escape of a surrogate or past U+10FFFF");
+      return std::nullopt;
+    }
+    return c;
+  }
+
+  std::string_view t_;
+  size_t i_ = 0;
+  int32_t max_repeat_;
+  std::optional<Error> error_;
+};
+
+}  // namespace
+
+Expected<std::vector<EbnfRule>> parse_ebnf(std::string_view text, int32_t max_repeat) {
+  return Parser(text, max_repeat).rules();
+}
+
+}  // namespace beam

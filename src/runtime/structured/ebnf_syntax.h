@@ -1,0 +1,45 @@
+// GBNF text (llama.cpp's grammar format, which xgrammar, vLLM and SGLang read as EBNF) parsed into
+// rules of expression trees over code point sets, for EbnfGrammar::compile (ebnf_grammar.h).
+// docs/structured_output.md ("Grammars") gives the syntax.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "runtime/structured/regex_syntax.h"
+
+namespace beam {
+
+struct EbnfExpr {
+  enum class Kind : uint8_t {
+    kEmpty,      // the empty text ("" or an empty alternative)
+    kSet,        // one code point of `set` (non-empty)
+    kSequence,   // children in order
+    kAlternate,  // any one child
+    kRepeat,     // children[0] min..max times (max -1: unbounded)
+    kRef,        // the rule `name`
+  };
+  Kind kind = Kind::kEmpty;
+  std::vector<CodePointRange> set = {};  // kSet: sorted, disjoint, no surrogates
+  std::vector<EbnfExpr> children = {};
+  int32_t min = 0, max = -1;     // kRepeat
+  std::string name = {};         // kRef
+  int32_t line = 0, column = 0;  // kRef: where it is written (1-based), for errors
+};
+
+struct EbnfRule {
+  std::string name;
+  EbnfExpr body;
+  int32_t line = 0;  // where the rule is defined (1-based)
+};
+
+// Rules in the text's order. An error names the problem and its line:column: an unexpected
+// character, an unterminated string or class, an unknown escape, a class that matches no code
+// point, a repetition past kMaxGrammarRepeat (ebnf_grammar.h) or with min > max, and text that
+// defines no rule (with a hint when it looks like a Lark grammar).
+Expected<std::vector<EbnfRule>> parse_ebnf(std::string_view text, int32_t max_repeat);
+
+}  // namespace beam

@@ -1,0 +1,307 @@
+// GBNF grammars (EbnfGrammar, EbnfMatcher): the syntax, errors that name their cause and place,
+// and the matcher against independent answers — the regex engine for regular grammars, hand
+// checkers for recursive ones (every string up to a length), nlohmann for JSON.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/structured/ebnf_matcher.h"
+
+namespace beam {
+namespace {
+
+std::shared_ptr<const EbnfGrammar> compile_ok(std::string_view text) {
+  auto g = EbnfGrammar::compile(text);
+  EXPECT_TRUE(g.ok()) << text << ": " << (g.ok() ? "" : g.error().message);
+  return g.ok() ? *g : nullptr;
+}
+
+std::string compile_error(std::string_view text) {
+  auto g = EbnfGrammar::compile(text);
+  EXPECT_FALSE(g.ok()) << text;
+  return g.ok() ? "" : g.error().message;
+}
+
+// 0: the text breaks the grammar; 1: a prefix of a match; 2: a whole match.
+int verdict(const EbnfMatcher& m, std::string_view text) {
+  GrammarState state = m.initial(), scratch;
+  if (!m.advance_bytes(state, text, scratch)) return 0;
+  return m.can_end(state) ? 2 : 1;
+}
+
+// Every string over `alphabet` of up to `max_len` bytes.
+void for_each_string(std::string_view alphabet, size_t max_len,
+                     const std::function<void(const std::string&)>& f) {
+  std::string s;
+  std::function<void()> rec = [&] {
+    f(s);
+    if (s.size() == max_len) return;
+    for (char c : alphabet) {
+      s.push_back(c);
+      rec();
+      s.pop_back();
+    }
+  };
+  rec();
+}
+
+TEST(EbnfGrammar, LiteralsClassesEscapesAndRepetitions) {
+  struct Case {
+    const char* grammar;
+    std::vector<std::string> yes, no;
+  };
+  const std::vector<Case> cases = {
+      {R"g(root ::= "yes" | "no")g", {"yes", "no"}, {"", "ye", "yess", "No"}},
+      {R"g(root ::= [a-c]+ "-" [^a-z\n]?)g", {"a-", "cab-7", "b-Z", "a-é"}, {"-", "a-b", "a-\n"}},
+      {"root ::= 'it''s' \"\\\"\\t\\x41\\u00e9\\U0001F600\"",
+       {"its\"\tAé\xF0\x9F\x98\x80"},
+       {"its"}},
+      {R"g(root ::= "a"{2} "b"{1,3} "c"{2,} "d"{,1})g",
+       {"aabcc", "aabbbccccd"},
+       {"abcc", "aabbbbcc", "aabc", "aabccdd"}},
+      {"# a comment\nroot ::= x y # trailing\nx ::= \"x\"\n  | \"X\"\ny ::=\n  \"y\"*\n",
+       {"x", "Xyy"},
+       {"xX", "y"}},
+      {R"g(root ::= ( "a" | ) "b")g", {"b", "ab"}, {"a", "aab"}},
+      {R"g(root ::= . "!")g", {"a!", "é!", "\n!"}, {"!", "ab!"}},
+      {R"g(root ::= [\]\-\\] [-a] [a-])g", {"]-a", "\\a-", "-aa"}, {"a-a"}},
+      {R"g(root ::= "")g", {""}, {"a"}},
+  };
+  for (const Case& c : cases) {
+    auto g = compile_ok(c.grammar);
+    ASSERT_NE(g, nullptr);
+    const EbnfMatcher m(g);
+    for (const std::string& s : c.yes) EXPECT_EQ(verdict(m, s), 2) << c.grammar << " on " << s;
+    for (const std::string& s : c.no) EXPECT_NE(verdict(m, s), 2) << c.grammar << " on " << s;
+  }
+}
+
+// Regular grammars become one terminal; the language and every prefix's liveness equal the
+// regex engine's on every string of up to 6 bytes.
+TEST(EbnfGrammar, RegularGrammarsAgreeWithTheRegexEngine) {
+  const std::vector<std::pair<const char*, const char*>> pairs = {
+      {R"g(root ::= ("ab" | "a")* "c"?)g", "(ab|a)*c?"},
+      {R"g(root ::= num ("-" num)*  num ::= "1"+ | "0")g", "(1+|0)(-(1+|0))*"},
+      {R"g(root ::= [a-b]{2,3} | "c"{1,2} "a")g", "[a-b]{2,3}|c{1,2}a"},
+      {R"g(root ::= x x  x ::= "a"? "b")g", "a?ba?b"},
+  };
+  for (const auto& [gbnf, regex] : pairs) {
+    auto g = compile_ok(gbnf);
+    ASSERT_NE(g, nullptr);
+    EXPECT_EQ(g->rules().size(), 1u) << gbnf;  // the whole root is one terminal
+    auto dfa = ByteDfa::from_full_match(regex);
+    ASSERT_TRUE(dfa.ok()) << dfa.error().message;
+    const EbnfMatcher m(g);
+    for_each_string("abc01-", 6, [&](const std::string& s) {
+      const int32_t d = (*dfa)->walk(0, s);
+      const int expected = d == ByteDfa::kDead ? 0 : (*dfa)->accepting(d) ? 2 : 1;
+      ASSERT_EQ(verdict(m, s), expected) << gbnf << " on '" << s << "'";
+    });
+  }
+}
+
+// Nested parentheses around x's: whole matches are the balanced strings, and a prefix is alive
+// exactly when it never closes more than it opened.
+TEST(EbnfGrammar, RecursiveRulesMatchBalancedText) {
+  for (const char* gbnf :
+       {R"g(root ::= item*  item ::= "(" root ")" | "x")g",
+        "root ::= (\"(\" root \")\" | \"x\") root | \"\"",
+        R"g(root ::= seq?  seq ::= item seq?  item ::= "(" (seq | "") ")" | [x])g"}) {
+    auto g = compile_ok(gbnf);
+    ASSERT_NE(g, nullptr);
+    const EbnfMatcher m(g);
+    for_each_string("()x", 10, [&](const std::string& s) {
+      int depth = 0;
+      bool alive = true;
+      for (char c : s) {
+        depth += c == '(' ? 1 : c == ')' ? -1 : 0;
+        alive = alive && depth >= 0;
+      }
+      const int expected = !alive ? 0 : depth == 0 ? 2 : 1;
+      ASSERT_EQ(verdict(m, s), expected) << gbnf << " on '" << s << "'";
+    });
+  }
+}
+
+// Arithmetic with precedence (recursion through three rules) against a recursive-descent check.
+TEST(EbnfGrammar, ArithmeticExpressionsMatchARecursiveDescentCheck) {
+  auto g = compile_ok(R"g(
+    root   ::= expr
+    expr   ::= term (("+" | "-") term)*
+    term   ::= factor ("*" factor)*
+    factor ::= [0-9]+ | "(" expr ")"
+  )g");
+  ASSERT_NE(g, nullptr);
+  const EbnfMatcher m(g);
+  auto parses = [](const std::string& s) {
+    size_t i = 0;
+    std::function<bool()> expr, term, factor;
+    factor = [&]() -> bool {
+      if (i < s.size() && s[i] >= '0' && s[i] <= '9') {
+        while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+        return true;
+      }
+      if (i < s.size() && s[i] == '(') {
+        ++i;
+        if (!expr() || i >= s.size() || s[i] != ')') return false;
+        ++i;
+        return true;
+      }
+      return false;
+    };
+    term = [&]() -> bool {
+      if (!factor()) return false;
+      while (i < s.size() && s[i] == '*') {
+        ++i;
+        if (!factor()) return false;
+      }
+      return true;
+    };
+    expr = [&]() -> bool {
+      if (!term()) return false;
+      while (i < s.size() && (s[i] == '+' || s[i] == '-')) {
+        ++i;
+        if (!term()) return false;
+      }
+      return true;
+    };
+    return expr() && i == s.size();
+  };
+  int matched = 0;
+  for_each_string("1+*()", 7, [&](const std::string& s) {
+    const bool whole = verdict(m, s) == 2;
+    matched += whole;
+    ASSERT_EQ(whole, parses(s)) << "'" << s << "'";
+  });
+  EXPECT_GT(matched, 100);
+}
+
+// llama.cpp's json.gbnf: compact dumps of random documents match whole; any text it accepts
+// whole is JSON.
+TEST(EbnfGrammar, LlamaCppJsonGrammarAcceptsJson) {
+  auto g = compile_ok(R"g(
+root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null") ws
+
+object ::=
+  "{" ws (
+            string ":" ws value
+    ("," ws string ":" ws value)*
+  )? "}" ws
+
+array  ::=
+  "[" ws (
+            value
+    ("," ws value)*
+  )? "]" ws
+
+string ::=
+  "\"" (
+    [^"\\\x7F\x00-\x1F] |
+    "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) # escapes
+  )* "\"" ws
+
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
+
+# Optional space: by convention, applied in this grammar after literal chars when allowed
+ws ::= | " " | "\n" [ \t]{0,20}
+)g");
+  ASSERT_NE(g, nullptr);
+  const EbnfMatcher m(g);
+  std::mt19937 rng(11);
+  std::function<nlohmann::json(int)> random_value = [&](int depth) -> nlohmann::json {
+    switch (rng() % (depth > 3 ? 4 : 6)) {
+      case 0:
+        return static_cast<int>(rng() % 2000) - 1000;
+      case 1:
+        return std::string("s\"\\é\n") + std::to_string(rng() % 10);
+      case 2:
+        return rng() % 2 == 0;
+      case 3:
+        return nullptr;
+      case 4: {
+        nlohmann::json a = nlohmann::json::array();
+        for (uint32_t k = rng() % 4; k > 0; --k) a.push_back(random_value(depth + 1));
+        return a;
+      }
+      default: {
+        nlohmann::json o = nlohmann::json::object();
+        for (uint32_t k = rng() % 4; k > 0; --k)
+          o["k" + std::to_string(rng() % 5)] = random_value(depth + 1);
+        return o;
+      }
+    }
+  };
+  for (int doc = 0; doc < 200; ++doc) {
+    nlohmann::json o = nlohmann::json::object();
+    o["v"] = random_value(0);
+    const std::string text = o.dump();
+    ASSERT_EQ(verdict(m, text), 2) << text;
+    for (int edit = 0; edit < 5; ++edit) {
+      std::string broken = text;
+      broken[rng() % broken.size()] = "{}[],:\"\\ 1ax"[rng() % 13];
+      if (verdict(m, broken) == 2) {
+        EXPECT_FALSE(nlohmann::json::parse(broken, nullptr, false).is_discarded()) << broken;
+      }
+    }
+  }
+}
+
+// Repetition by tail calls does not grow a stack; nesting grows it up to kMaxGrammarDepth;
+// ambiguous grammars keep a few deduplicated stacks.
+TEST(EbnfGrammar, StacksStayBoundedUnderRepetitionAndAmbiguity) {
+  const EbnfMatcher m(compile_ok(R"g(root ::= item*  item ::= "(" root ")" | "x")g"));
+  GrammarState state = m.initial(), scratch;
+  ASSERT_TRUE(m.advance_bytes(state, std::string(5000, 'x'), scratch));
+  EXPECT_TRUE(m.can_end(state));
+  EXPECT_LE(state.frames.size(), 8u);
+  ASSERT_TRUE(m.advance_bytes(state, std::string(300, '(') + std::string(300, ')'), scratch));
+  EXPECT_TRUE(m.can_end(state));
+  EXPECT_FALSE(m.advance_bytes(state, std::string(kMaxGrammarDepth + 8, '('), scratch));
+
+  const EbnfMatcher ambiguous(compile_ok(R"g(root ::= s s  s ::= "a" s | "")g"));
+  state = ambiguous.initial();
+  ASSERT_TRUE(ambiguous.advance_bytes(state, std::string(1000, 'a'), scratch));
+  EXPECT_TRUE(ambiguous.can_end(state));
+  EXPECT_LE(state.ends.size(), 4u);
+}
+
+TEST(EbnfGrammar, ErrorsNameTheProblemAndWhere) {
+  struct Case {
+    const char* grammar;
+    const char* message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"root ::= \"a\" b", "line 1:14: rule 'root' refers to undefined rule 'b'"},
+           {"root ::= \"a\"\nroot ::= \"b\"", "line 2: rule 'root' is defined twice"},
+           {"start ::= \"a\"", "no rule 'root'"},
+           {"root ::= \"abc", "line 1:14: unterminated string"},
+           {"root ::= [a-", "unterminated character class"},
+           {"root ::= [^\\x00-\\U0010FFFF]", "line 1:10: the character class matches no"},
+           {"root ::= [z-a]", "end comes before its start"},
+           {"root ::= \"\\q\"", "unknown escape '\\q'"},
+           {"root ::= \"\\uD800\"", "surrogate"},
+           {"root ::= \"a\"{3,2}", "m > n"},
+           {"root ::= \"a\"{20000}", "more than 10000 times"},
+           {"root ::= (\"a\"", "expected ')'"},
+           {"root ::= \"a\" )", "unbalanced ')'"},
+           {"root ::= x\nx ::= x \"a\" | \"b\"", "rule 'x' is left-recursive"},
+           {"root ::= (e \"a\")*  e ::= e? \"b\"", "rule 'e' is left-recursive"},
+           {"root ::= \"a\" root", "rule 'root' can never finish"},
+           {"root ::= (= \"a\")", "lookahead"},
+           {"start: \"a\" | rule\nrule: /b+/", "looks like a Lark grammar"},
+           {"", "defines no rule"},
+           {"root ::= \"a\" @", "unexpected '@'"},
+       }) {
+    const std::string e = compile_error(c.grammar);
+    EXPECT_NE(e.find(c.message), std::string::npos) << c.grammar << " -> " << e;
+  }
+  EXPECT_TRUE(EbnfGrammar::compile("main ::= \"a\"", "main").ok());
+}
+
+}  // namespace
+}  // namespace beam
