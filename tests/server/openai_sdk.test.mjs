@@ -389,6 +389,23 @@ test("vLLM's guided_choice / guided_regex / guided_grammar / structured_outputs,
     const depth = ch.text.indexOf('x');
     assert.equal(ch.text.length, 2 * depth + 1, ch.text);  // as many ')' as '(' before the x
   }
+  // The random model all but always writes the x at once; a bias towards '(' (id 43) nests it
+  // deeper. Every output is then balanced when it stops, and a prefix of a balanced one when
+  // max_tokens cuts it.
+  const deep = await client.completions.create({
+    model: MODEL, prompt: 'Nest:', max_tokens: 60, temperature: 1, seed: 1, n: 8,
+    guided_grammar: 'root ::= "(" root ")" | "x"', logit_bias: { 43: 19 },
+  });
+  let deepest = 0;
+  for (const ch of deep.choices) {
+    const m = /^(\(*)(x?)(\)*)$/.exec(ch.text);
+    assert.ok(m && m[3].length <= m[1].length && (m[2] || !m[3]), ch.text);
+    if (ch.finish_reason === 'length') continue;
+    assert.equal(ch.finish_reason, 'stop');
+    assert.ok(m[2] && m[3].length === m[1].length, ch.text);
+    deepest = Math.max(deepest, m[1].length);
+  }
+  assert.ok(deepest >= 2, JSON.stringify(deep.choices.map((ch) => ch.text)));
   const g = await client.chat.completions.create({
     model: MODEL, messages: [{ role: 'user', content: 'Yes or no?' }], max_tokens: 20,
     temperature: 1, seed: 7, n: 2, guided_grammar: yesNo,

@@ -1,6 +1,6 @@
 // Request parsing and prompt rendering never throw, whatever the types: every value of a rich,
 // valid request of each API (the body, each member and each array element, recursively) is
-// replaced in turn by values of every JSON type, and each member is removed in turn (~3,600
+// replaced in turn by values of every JSON type, and each member is removed in turn (~3,900
 // variants). Each variant must parse, and for the chat APIs render with beam-nano's chat template
 // (prepare_chat_prompt), or fail with a 400 (404 for an unknown model name) whose message is
 // non-empty; a failure on a replaced value that names a field (param) names one under the same
