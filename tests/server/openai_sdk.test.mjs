@@ -1,8 +1,9 @@
 // The official `openai` npm client against a live beamserve (tiny-beam + the tiny-chat fixture
 // tokenizer): chat (plain, streaming, n > 1, logprobs, tool-call round trip), completions and
 // responses (plain and streaming events), echo and prompt logprobs (scoring), structured output
-// (response_format / text.format: every output of the random model is JSON of the schema). Checks
-// structure and content, not only that calls work.
+// (response_format / text.format: every output of the random model is JSON of the schema; the
+// regex, choice and GBNF grammar fields: every output matches whole). Checks structure and
+// content, not only that calls work.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startServer, importNodePackage, Tok, forceOneToken } from './lib/harness.mjs';
@@ -347,7 +348,8 @@ test('responses and completions: structured output formats', async () => {
   assert.ok(['yes', 'no'].includes(JSON.parse(c.choices[0].text)), c.choices[0].text);
 });
 
-test("vLLM's guided_choice / guided_regex / structured_outputs and SGLang's regex", async () => {
+test("vLLM's guided_choice / guided_regex / guided_grammar / structured_outputs, SGLang's regex / "
+  + "ebnf and llama.cpp's grammar", async () => {
   const colors = ['red', 'green', 'light blue'];
   const c = await client.chat.completions.create({
     model: MODEL, messages: [{ role: 'user', content: 'A color' }], max_tokens: 20, temperature: 1,
@@ -365,9 +367,62 @@ test("vLLM's guided_choice / guided_regex / structured_outputs and SGLang's rege
     assert.equal(r.choices[0].finish_reason, 'stop');
     assert.match(r.choices[0].text, /^[A-Z]{3}-\d{2}$/);
   }
+  // GBNF grammars: every field constrains the whole output, which ends only once it is complete.
+  const yesNo = 'root ::= ("yes" | "no") " " [0-9]{1,3}';
+  for (const extra of [{ guided_grammar: yesNo }, { ebnf: yesNo },
+    { structured_outputs: { grammar: yesNo } }, { grammar: yesNo }]) {
+    const r = await client.completions.create({
+      model: MODEL, prompt: 'Answer:', max_tokens: 20, temperature: 1, seed: 5, ...extra,
+    });
+    assert.equal(r.choices[0].finish_reason, 'stop', JSON.stringify(extra));
+    assert.match(r.choices[0].text, /^(yes|no) [0-9]{1,3}$/);
+  }
+  // A recursive grammar (balanced parentheses around x), three samples.
+  const nested = await client.completions.create({
+    model: MODEL, prompt: 'Nest:', max_tokens: 60, temperature: 1, seed: 6, n: 3,
+    guided_grammar: 'root ::= "(" root ")" | "x"',
+  });
+  assert.equal(nested.choices.length, 3);
+  for (const ch of nested.choices) {
+    assert.equal(ch.finish_reason, 'stop', ch.text);
+    assert.match(ch.text, /^\(*x\)*$/);
+    const depth = ch.text.indexOf('x');
+    assert.equal(ch.text.length, 2 * depth + 1, ch.text);  // as many ')' as '(' before the x
+  }
+  // The random model all but always writes the x at once; a bias towards '(' (id 43) nests it
+  // deeper. Every output is then balanced when it stops, and a prefix of a balanced one when
+  // max_tokens cuts it.
+  const deep = await client.completions.create({
+    model: MODEL, prompt: 'Nest:', max_tokens: 60, temperature: 1, seed: 1, n: 8,
+    guided_grammar: 'root ::= "(" root ")" | "x"', logit_bias: { 43: 19 },
+  });
+  let deepest = 0;
+  for (const ch of deep.choices) {
+    const m = /^(\(*)(x?)(\)*)$/.exec(ch.text);
+    assert.ok(m && m[3].length <= m[1].length && (m[2] || !m[3]), ch.text);
+    if (ch.finish_reason === 'length') continue;
+    assert.equal(ch.finish_reason, 'stop');
+    assert.ok(m[2] && m[3].length === m[1].length, ch.text);
+    deepest = Math.max(deepest, m[1].length);
+  }
+  assert.ok(deepest >= 2, JSON.stringify(deep.choices.map((ch) => ch.text)));
+  const g = await client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'Yes or no?' }], max_tokens: 20,
+    temperature: 1, seed: 7, n: 2, guided_grammar: yesNo,
+    chat_template_kwargs: { enable_thinking: false },
+  });
+  for (const ch of g.choices) {
+    assert.equal(ch.finish_reason, 'stop');
+    assert.match(ch.message.content, /^(yes|no) [0-9]{1,3}$/);
+  }
   await assert.rejects(client.chat.completions.create({
     model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 2,
-    guided_grammar: 'root ::= "a"',
+    guided_grammar: 'root ::= ("a"',
+  }), (e) => e.status === 400 && e.param === 'guided_grammar' &&
+    /cannot be enforced/.test(e.message));
+  await assert.rejects(client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 2,
+    guided_regex: 'a', guided_grammar: yesNo,
   }), (e) => e.status === 400 && e.param === 'guided_grammar');
   await assert.rejects(client.chat.completions.create({
     model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 2,

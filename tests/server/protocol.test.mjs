@@ -80,6 +80,15 @@ test('wrong types name the field', async () => {
   assertAnthropicError(await post('/v1/messages', { model: MODEL, max_tokens: 'x', messages: [] }), 400,
     'invalid_request_error');
   assertOpenAiError(await post('/generate', { input_ids: ['a'] }), 400);
+  assertOpenAiError(await post('/v1/chat/completions', chat({ guided_grammar: 3 })), 400,
+    'guided_grammar');
+  assertOpenAiError(await post('/v1/completions', { model: MODEL, prompt: 'x',
+    ebnf: ['root ::= "a"'] }), 400, 'ebnf');
+  // A grammar that does not compile names its field (and says why).
+  const bad = await post('/v1/completions', { model: MODEL, prompt: 'x',
+    grammar: 'root ::= "a" missing' });
+  assertOpenAiError(bad, 400, 'grammar');
+  assert.match(bad.json.error.message, /^'grammar' cannot be enforced: .*missing/);
 });
 
 test('bad sampling values and n too large', async () => {
@@ -828,11 +837,38 @@ test('/generate, SGLang format: streams carry the cumulative output and end with
   }
 });
 
+test('/generate, SGLang format: sampling_params.ebnf constrains each sample', async () => {
+  const r = await sgl({ sampling_params: { ebnf: 'root ::= ("yes" | "no") " " [0-9]{1,3}',
+    max_new_tokens: 20, temperature: 1, sampling_seed: 8, n: 3 } });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.json.length, 3);
+  for (const o of r.json) {
+    assert.equal(o.meta_info.finish_reason.type, 'stop', JSON.stringify(o));
+    assert.match(o.text, /^(yes|no) [0-9]{1,3}$/);
+  }
+  // A recursive grammar: balanced parentheses around x.
+  const nested = await sgl({ sampling_params: { ebnf: 'root ::= "(" root ")" | "x"',
+    max_new_tokens: 60, temperature: 1, sampling_seed: 9 } });
+  assert.equal(nested.status, 200, nested.text);
+  assert.equal(nested.json.meta_info.finish_reason.type, 'stop', nested.text);
+  assert.match(nested.json.text, /^\(*x\)*$/);
+  assert.equal(nested.json.text.length, 2 * nested.json.text.indexOf('x') + 1, nested.json.text);
+  // One format per request: regex and ebnf together name the second.
+  assertOpenAiError(await sgl({ sampling_params: { regex: 'a', ebnf: 'root ::= "a"' } }), 400,
+    'sampling_params.ebnf');
+});
+
 test('/generate, SGLang format: what it cannot honour is a 400 naming the field', async () => {
   assertOpenAiError(await sgl({ sampling_params: {}, lora_path: 'my-adapter' }), 400, 'lora_path');
   assertOpenAiError(await sgl({ sampling_params: {}, image_data: 'cat.png' }), 400, 'image_data');
   assertOpenAiError(await sgl({ sampling_params: {}, custom_logit_processor: 'x' }), 400, 'custom_logit_processor');
-  assertOpenAiError(await sgl({ sampling_params: { ebnf: 'root ::= "a"' } }), 400, 'sampling_params.ebnf');
+  assertOpenAiError(await sgl({ sampling_params: { structural_tag: '{}' } }), 400,
+    'sampling_params.structural_tag');
+  assertOpenAiError(await sgl({ sampling_params: { stop_regex: 'a+' } }), 400,
+    'sampling_params.stop_regex');
+  const badGrammar = await sgl({ sampling_params: { ebnf: 'root ::= ("a"' } });
+  assertOpenAiError(badGrammar, 400, 'sampling_params.ebnf');
+  assert.match(badGrammar.json.error.message, /cannot be enforced/);
   assertOpenAiError(await sgl({ sampling_params: { max_tokens: 3 } }), 400, 'sampling_params.max_tokens');
   assertOpenAiError(await sgl({ sampling_params: { temperature: -1 } }), 400, 'sampling_params.temperature');
   assertOpenAiError(await sgl({ sampling_params: { top_p: 7 } }), 400, 'sampling_params.top_p');

@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "runtime/structured/ebnf_grammar.h"
 #include "runtime/structured/json_grammar.h"
 #include "server/api/served_model.h"
 #include "server/parsers/response_stream.h"
@@ -145,6 +146,21 @@ ApiExpected<ResponseFormat> regex_format(const Json& value, const std::string& p
   return out;
 }
 
+// A GBNF grammar (start rule `root`) the whole output must match.
+ApiExpected<ResponseFormat> grammar_format(const Json& value, const std::string& path) {
+  if (!value.is_string())
+    return invalid_request("'" + path + "': expected a GBNF grammar string", path);
+  auto grammar = EbnfGrammar::compile(value.get<std::string>());
+  if (!grammar.ok())
+    return invalid_request("'" + path + "' cannot be enforced: " + grammar.error().message, path,
+                           "unsupported_parameter");
+  ResponseFormat out;
+  out.kind = ResponseFormat::Kind::kGrammar;
+  out.path = path;
+  out.ebnf = std::move(grammar).value();
+  return out;
+}
+
 // One of the strings, exactly: an alternation of their escaped texts.
 ApiExpected<ResponseFormat> choice_format(const Json& value, const std::string& path) {
   if (!value.is_array() || value.empty())
@@ -168,21 +184,21 @@ ApiExpected<ResponseFormat> choice_format(const Json& value, const std::string& 
 using FormatReader = ApiExpected<ResponseFormat> (*)(const Json& value, const std::string& path);
 
 // The one format among `fields` of `object` (null and false count as absent), read by its
-// reader; text when none. Two present, or a grammar field, is a 400 naming the field.
+// reader; text when none. Two present, or an `unsupported` field, is a 400 naming the field.
 ApiExpected<ResponseFormat> one_format(
     const Json& object, const std::string& prefix,
     std::initializer_list<std::pair<const char*, FormatReader>> fields,
-    std::initializer_list<const char*> grammars) {
+    std::initializer_list<const char*> unsupported = {}) {
   auto present = [&](const char* key) {
     const auto it = object.find(key);
     return it != object.end() && !it->is_null() && *it != Json(false);
   };
-  for (const char* grammar : grammars)
-    if (present(grammar))
-      return invalid_request("'" + prefix + grammar +
+  for (const char* key : unsupported)
+    if (present(key))
+      return invalid_request("'" + prefix + key +
                                  "' is not supported: beamserve enforces JSON schemas, regular "
-                                 "expressions and choices",
-                             prefix + grammar, "unsupported_parameter");
+                                 "expressions, choices and GBNF grammars",
+                             prefix + key, "unsupported_parameter");
   const char* found = nullptr;
   FormatReader read = nullptr;
   for (const auto& [key, reader] : fields) {
@@ -206,15 +222,16 @@ ApiExpected<ResponseFormat> json_object_field(const Json&, const std::string& pa
   return json_object_format(path);
 }
 
-// vLLM's structured_outputs object: one of json / regex / choice / json_object.
+// vLLM's structured_outputs object: one of json / regex / choice / grammar / json_object.
 ApiExpected<ResponseFormat> structured_outputs_format(const Json& value, const std::string& path) {
   if (!value.is_object()) return invalid_request("'" + path + "': expected an object", path);
   return one_format(value, path + ".",
                     {{"json", schema_field},
                      {"regex", regex_format},
                      {"choice", choice_format},
+                     {"grammar", grammar_format},
                      {"json_object", json_object_field}},
-                    {"grammar", "structural_tag"});
+                    {"structural_tag"});
 }
 
 }  // namespace
@@ -276,9 +293,11 @@ ApiExpected<ResponseFormat> parse_request_format(const Json& body) {
                      {"guided_json", schema_field},
                      {"guided_regex", regex_format},
                      {"guided_choice", choice_format},
+                     {"guided_grammar", grammar_format},
                      {"regex", regex_format},
-                     {"json_schema", schema_field}},
-                    {"guided_grammar", "ebnf"});
+                     {"json_schema", schema_field},
+                     {"ebnf", grammar_format},
+                     {"grammar", grammar_format}});
 }
 
 std::shared_ptr<const VocabIndex> build_structured_vocab(const text::Tokenizer& tokenizer,
@@ -304,6 +323,7 @@ ApiExpected<std::shared_ptr<const OutputConstraint>> make_output_constraint(
   c->vocab = model.structured_vocab;
   c->grammar = format.grammar;
   c->regex = format.regex;
+  c->ebnf = format.ebnf;
   c->call_close = format.call_close;
   c->call_open = format.call_open;
   if (chat && format.reasoning_prelude) set_reasoning_prelude(model, prompt_text, *c);

@@ -1,5 +1,5 @@
 // response_format (chat completions) / text.format (responses): text, json_object or json_schema,
-// and vLLM's / SGLang's regex, choice and schema extensions, turned into the engine's
+// and vLLM's / SGLang's regex, choice, grammar and schema extensions, turned into the engine's
 // OutputConstraint (constrained decoding, docs/structured_output.md).
 #pragma once
 
@@ -49,12 +49,13 @@ ApiExpected<ResponseFormat> parse_response_format(const Json* format, const std:
                                                   FormatShape shape);
 
 // The output format of a chat or completions request: `response_format`, or one of the
-// structured-output extensions vLLM and SGLang clients send: `structured_outputs` ({"json":
-// schema} | {"regex": r} | {"choice": [strings]} | {"json_object": true}), `guided_json`,
-// `guided_regex`, `guided_choice`, SGLang's `regex` and `json_schema` (schema text). A regex or a
-// choice constrains the whole output (full match). More than one of them, or a grammar
-// (`guided_grammar`, `structured_outputs.grammar` / `structural_tag`, `ebnf`), is a 400 naming the
-// field.
+// structured-output extensions vLLM, SGLang and llama.cpp clients send: `structured_outputs`
+// ({"json": schema} | {"regex": r} | {"choice": [strings]} | {"grammar": gbnf} |
+// {"json_object": true}), `guided_json`, `guided_regex`, `guided_choice`, `guided_grammar`,
+// SGLang's `regex`, `json_schema` (schema text) and `ebnf`, llama.cpp's `grammar`. A regex, a
+// choice or a GBNF grammar (EbnfGrammar, root rule `root`) constrains the whole output (full
+// match). More than one of them, a pattern or grammar that does not compile, or
+// `structured_outputs.structural_tag` is a 400 naming the field.
 ApiExpected<ResponseFormat> parse_request_format(const Json& body);
 
 // The model's text tokens for constraint masks: every BPE token id of the tokenizer below

@@ -1,6 +1,6 @@
 // Request parsing and prompt rendering never throw, whatever the types: every value of a rich,
 // valid request of each API (the body, each member and each array element, recursively) is
-// replaced in turn by values of every JSON type, and each member is removed in turn (~3,600
+// replaced in turn by values of every JSON type, and each member is removed in turn (~3,900
 // variants). Each variant must parse, and for the chat APIs render with beam-nano's chat template
 // (prepare_chat_prompt), or fail with a 400 (404 for an unknown model name) whose message is
 // non-empty; a failure on a replaced value that names a field (param) names one under the same
@@ -182,6 +182,18 @@ TEST(RequestTypeConfusion, Completions) {
     "stop": ["x"], "n": 2, "logprobs": 2, "seed": 1, "stream": true, "stream_options": {"include_usage": true},
     "response_format": {"type": "json_object"}})");
   sweep([](const Json& b) { return as_bool(parse_completion_request(b)); }, valid);
+}
+
+// GBNF grammars: vLLM's guided_grammar on completions, structured_outputs.grammar on chat.
+TEST(RequestTypeConfusion, Grammars) {
+  const Json completions = Json::parse(R"({"model": "m", "prompt": "Answer:", "max_tokens": 5,
+    "temperature": 0.5, "n": 2, "seed": 1, "stop": ["x"],
+    "guided_grammar": "root ::= (\"yes\" | \"no\") \" \" [0-9]{1,3}"})");
+  sweep([](const Json& b) { return as_bool(parse_completion_request(b)); }, completions);
+  const Json chat = Json::parse(R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+    "max_tokens": 5, "chat_template_kwargs": {"enable_thinking": false},
+    "structured_outputs": {"grammar": "root ::= \"(\" root \")\" | \"x\""}})");
+  sweep([](const Json& b) { return parse_and_render<ChatRequest>(b, parse_chat_request); }, chat);
 }
 
 // Scoring: a prompt list, echo, vLLM's prompt_logprobs and max_tokens 0.

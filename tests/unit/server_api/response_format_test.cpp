@@ -7,6 +7,7 @@
 #include <fstream>
 #include <random>
 
+#include "runtime/structured/ebnf_matcher.h"
 #include "runtime/structured/json_matcher.h"
 #include "server/api/served_model.h"
 #include "server/parsers/builtin_templates.h"
@@ -151,9 +152,56 @@ TEST(RequestFormat, VllmAndSglangFieldsConstrainTheOutput) {
   ASSERT_TRUE(c.ok());
   EXPECT_NE((*c)->regex, nullptr);
   EXPECT_EQ((*c)->grammar, nullptr);
+  EXPECT_EQ((*c)->ebnf, nullptr);
 }
 
-TEST(RequestFormat, ConflictsGrammarsAndBadPatternsAreClear400s) {
+// Whether the grammar matches `text` whole.
+bool grammar_matches(const std::shared_ptr<const EbnfGrammar>& grammar, std::string_view text) {
+  const EbnfMatcher m(grammar);
+  GrammarState state = m.initial(), scratch;
+  return m.advance_bytes(state, text, scratch) && m.can_end(state);
+}
+
+// GBNF grammars: vLLM's guided_grammar / structured_outputs.grammar, SGLang's ebnf and
+// llama.cpp's grammar each give a grammar the whole output matches, and it reaches the constraint.
+TEST(RequestFormat, GrammarFieldsConstrainTheWholeOutput) {
+  for (const char* body :
+       {R"j({"guided_grammar": "root ::= (\"yes\" | \"no\") \" \" [0-9]{1,3}"})j",
+        R"j({"structured_outputs": {"grammar": "root ::= (\"yes\" | \"no\") \" \" [0-9]{1,3}"}})j",
+        R"j({"ebnf": "root ::= (\"yes\" | \"no\") \" \" [0-9]{1,3}"})j",
+        R"j({"grammar": "root ::= (\"yes\" | \"no\") \" \" [0-9]{1,3}"})j"}) {
+    SCOPED_TRACE(body);
+    const ResponseFormat f = request_format(body);
+    ASSERT_EQ(f.kind, ResponseFormat::Kind::kGrammar);
+    ASSERT_NE(f.ebnf, nullptr);
+    EXPECT_EQ(f.grammar, nullptr);
+    EXPECT_EQ(f.regex, nullptr);
+    const Json parsed = Json::parse(body);
+    EXPECT_EQ(f.path, parsed.contains("structured_outputs") ? "structured_outputs.grammar"
+                                                            : parsed.begin().key());
+    for (const char* s : {"yes 7", "no 123", "yes 00"})
+      EXPECT_TRUE(grammar_matches(f.ebnf, s)) << s;
+    for (const char* s : {"yes", "no 1234", "maybe 1", "yes 7 ", " no 1"})
+      EXPECT_FALSE(grammar_matches(f.ebnf, s)) << s;
+  }
+  // A recursive grammar: balanced parentheses around x.
+  const ResponseFormat nested = request_format(R"j({"guided_grammar":
+      "root ::= \"(\" root \")\" | \"x\""})j");
+  ASSERT_EQ(nested.kind, ResponseFormat::Kind::kGrammar);
+  for (const char* s : {"x", "(x)", "(((x)))"}) EXPECT_TRUE(grammar_matches(nested.ebnf, s)) << s;
+  for (const char* s : {"", "(x", "((x)", "x)", "()"})
+    EXPECT_FALSE(grammar_matches(nested.ebnf, s)) << s;
+  // The constraint carries the grammar, and only it.
+  const ServedModel m = nano_with(nullptr);
+  auto c = make_output_constraint(m, nested, "", false);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ((*c)->ebnf, nested.ebnf);
+  EXPECT_EQ((*c)->regex, nullptr);
+  EXPECT_EQ((*c)->grammar, nullptr);
+  EXPECT_EQ((*c)->vocab, m.structured_vocab);
+}
+
+TEST(RequestFormat, ConflictsBadGrammarsAndBadPatternsAreClear400s) {
   ApiError e = request_format_error(
       R"j({"response_format": {"type": "json_object"}, "guided_regex": "a"})j");
   EXPECT_EQ(e.param, "guided_regex");
@@ -163,13 +211,41 @@ TEST(RequestFormat, ConflictsGrammarsAndBadPatternsAreClear400s) {
             std::string::npos)
       << e.message;
   EXPECT_EQ(e.param, "structured_outputs.choice");
-  e = request_format_error(R"j({"guided_grammar": "root ::= \"a\""})j");
-  EXPECT_EQ(e.code, "unsupported_parameter");
+  // A grammar joins the one-format rule: the second field read is named.
+  e = request_format_error(R"j({"guided_regex": "a", "guided_grammar": "root ::= \"a\""})j");
   EXPECT_EQ(e.param, "guided_grammar");
-  e = request_format_error(R"j({"structured_outputs": {"grammar": "root ::= x"}})j");
-  EXPECT_EQ(e.param, "structured_outputs.grammar");
-  e = request_format_error(R"j({"ebnf": "root ::= x"})j");
+  EXPECT_NE(e.message.find("'guided_regex' and 'guided_grammar'"), std::string::npos) << e.message;
+  e = request_format_error(R"j({"ebnf": "root ::= \"a\"", "regex": "a"})j");
   EXPECT_EQ(e.param, "ebnf");
+  e = request_format_error(
+      R"j({"structured_outputs": {"grammar": "root ::= \"a\"", "regex": "a"}})j");
+  EXPECT_EQ(e.param, "structured_outputs.grammar");
+  // A grammar that does not compile is a 400 naming the field and quoting the problem.
+  for (const char* field : {"guided_grammar", "ebnf", "grammar"}) {
+    SCOPED_TRACE(field);
+    e = request_format_error(Json{{field, "root ::= \"a\" undefined-rule"}}.dump().c_str());
+    EXPECT_EQ(e.code, "unsupported_parameter");
+    EXPECT_EQ(e.param, field);
+    EXPECT_EQ(e.message.rfind("'" + std::string(field) + "' cannot be enforced: ", 0), 0u)
+        << e.message;
+    EXPECT_NE(e.message.find("undefined-rule"), std::string::npos) << e.message;
+  }
+  e = request_format_error(R"j({"guided_grammar": "root ::= (\"a\""})j");
+  EXPECT_EQ(e.param, "guided_grammar");
+  EXPECT_NE(e.message.find("1:"), std::string::npos) << e.message;  // line:column
+  e = request_format_error(R"j({"structured_outputs": {"grammar": "start ::= \"a\""}})j");
+  EXPECT_EQ(e.param, "structured_outputs.grammar");
+  EXPECT_NE(e.message.find("root"), std::string::npos) << e.message;
+  // A grammar must be text.
+  for (const char* body : {R"j({"guided_grammar": 3})j", R"j({"ebnf": ["root ::= x"]})j",
+                           R"j({"structured_outputs": {"grammar": {"root": "x"}}})j"}) {
+    e = request_format_error(body);
+    EXPECT_NE(e.message.find("expected a GBNF grammar string"), std::string::npos) << e.message;
+  }
+  // Structural tags stay unsupported.
+  e = request_format_error(R"j({"structured_outputs": {"structural_tag": "{}"}})j");
+  EXPECT_EQ(e.code, "unsupported_parameter");
+  EXPECT_EQ(e.param, "structured_outputs.structural_tag");
   e = request_format_error(R"j({"guided_regex": "a(?=b)"})j");
   EXPECT_EQ(e.param, "guided_regex");
   EXPECT_NE(e.message.find("lookaround"), std::string::npos) << e.message;
@@ -185,7 +261,7 @@ TEST(RequestFormat, ConflictsGrammarsAndBadPatternsAreClear400s) {
 
 // Random walks over the masks with beam-nano's real vocabulary: every token a mask allows is
 // accepted, and each walk ends in a complete output within its budget (patterns, formats, a
-// whole-output regex and a choice).
+// whole-output regex, a choice and GBNF grammars).
 TEST(RequestFormat, RandomWalksOverRealMasksStayInsideTheConstraint) {
   const ServedModel m = nano_with(nullptr);
   const int32_t eos = 0;
@@ -197,7 +273,9 @@ TEST(RequestFormat, RandomWalksOverRealMasksStayInsideTheConstraint) {
                 "note": {"type": "string", "pattern": "x", "maxLength": 8}},
                 "required": ["code", "when", "mail", "note"]}})j",
            R"j({"guided_regex": "[A-Z]{3}-\\d{2}( ok)?"})j",
-           R"j({"guided_choice": ["red", "green", "light blue"]})j"}) {
+           R"j({"guided_choice": ["red", "green", "light blue"]})j",
+           R"j({"guided_grammar": "root ::= (\"yes\" | \"no\") \" \" [0-9]{1,3}"})j",
+           R"j({"ebnf": "root ::= \"(\" root \")\" | \"x\""})j"}) {
     SCOPED_TRACE(body);
     auto c = make_output_constraint(m, request_format(body), "", false);
     ASSERT_TRUE(c.ok());

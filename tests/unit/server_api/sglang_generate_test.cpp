@@ -117,6 +117,12 @@ TEST(SglangGenerate, ReadsEverySamplingParam) {
   SglangGenerateRequest j = parse_ok(
       R"({"input_ids": [5], "sampling_params": {"json_schema": "{\"type\": \"object\"}"}})");
   EXPECT_EQ(j.items[0].sampling.format.kind, ResponseFormat::Kind::kJsonSchema);
+  // SGLang's ebnf: a GBNF grammar the whole output matches, named by its SGLang path.
+  SglangGenerateRequest g = parse_ok(R"({"input_ids": [5],
+      "sampling_params": {"ebnf": "root ::= (\"yes\" | \"no\") \" \" [0-9]{1,3}"}})");
+  EXPECT_EQ(g.items[0].sampling.format.kind, ResponseFormat::Kind::kGrammar);
+  EXPECT_NE(g.items[0].sampling.format.ebnf, nullptr);
+  EXPECT_EQ(g.items[0].sampling.format.path, "sampling_params.ebnf");
 }
 
 TEST(SglangGenerate, MaxNewTokensNullMeansTheContextAndLargeValuesAreCapped) {
@@ -186,9 +192,8 @@ TEST(SglangGenerate, RefusesWhatItCannotHonour) {
   // Unset (null / false) and result-neutral fields pass.
   parse_ok(R"({"input_ids": [1], "lora_path": null, "return_hidden_states": false,
                "log_metrics": true, "custom_labels": {"a": "b"}, "session_id": "s"})");
-  EXPECT_EQ(
-      parse_error(R"({"input_ids": [1], "sampling_params": {"ebnf": "root ::= \"a\""}})").param,
-      "sampling_params.ebnf");
+  EXPECT_EQ(parse_error(R"({"input_ids": [1], "sampling_params": {"structural_tag": "{}"}})").param,
+            "sampling_params.structural_tag");
   EXPECT_EQ(parse_error(R"({"input_ids": [1], "sampling_params": {"stop_regex": "a+"}})").param,
             "sampling_params.stop_regex");
   EXPECT_EQ(
@@ -219,6 +224,14 @@ TEST(SglangGenerate, BadValuesAre400sNamingTheField) {
       "sampling_params.stop");
   EXPECT_EQ(parse_error(R"j({"input_ids": [1], "sampling_params": {"regex": "(?=a)"}})j").param,
             "sampling_params.regex");
+  EXPECT_EQ(parse_error(R"({"input_ids": [1], "sampling_params": {"ebnf": "root ::= ("}})").param,
+            "sampling_params.ebnf");
+  EXPECT_EQ(parse_error(R"({"input_ids": [1], "sampling_params": {"ebnf": 3}})").param,
+            "sampling_params.ebnf");
+  EXPECT_EQ(parse_error(R"({"input_ids": [1], "sampling_params": {"regex": "a",
+                            "ebnf": "root ::= \"a\""}})")
+                .param,
+            "sampling_params.ebnf");
   EXPECT_EQ(
       parse_error(R"({"input_ids": [1, 2], "return_logprob": true, "logprob_start_len": 2})").param,
       "logprob_start_len");
