@@ -183,15 +183,18 @@ ApiExpected<ResponseFormat> choice_format(const Json& value, const std::string& 
 // Reads the value of format field `path` (its name is the part after the last '.').
 using FormatReader = ApiExpected<ResponseFormat> (*)(const Json& value, const std::string& path);
 
-// The one format among `fields` of `object` (null and false count as absent), read by its
-// reader; text when none. Two present, or an `unsupported` field, is a 400 naming the field.
+// The one format among `fields` of `object` (null, false and a top-level "grammar" of "" count as
+// absent), read by its reader; text when none. Two present, or an `unsupported` field, is a 400
+// naming the field.
 ApiExpected<ResponseFormat> one_format(
     const Json& object, const std::string& prefix,
     std::initializer_list<std::pair<const char*, FormatReader>> fields,
     std::initializer_list<const char*> unsupported = {}) {
+  // llama.cpp's top-level `grammar` defaults to "" (its clients send it): no grammar.
   auto present = [&](const char* key) {
     const auto it = object.find(key);
-    return it != object.end() && !it->is_null() && *it != Json(false);
+    return it != object.end() && !it->is_null() && *it != Json(false) &&
+           !(prefix.empty() && std::string_view(key) == "grammar" && *it == Json(""));
   };
   for (const char* key : unsupported)
     if (present(key))

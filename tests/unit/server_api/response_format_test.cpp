@@ -236,6 +236,11 @@ TEST(RequestFormat, ConflictsBadGrammarsAndBadPatternsAreClear400s) {
   e = request_format_error(R"j({"structured_outputs": {"grammar": "start ::= \"a\""}})j");
   EXPECT_EQ(e.param, "structured_outputs.grammar");
   EXPECT_NE(e.message.find("root"), std::string::npos) << e.message;
+  // llama.cpp's clients send its default `grammar: ""`: no grammar (the other fields refuse it).
+  EXPECT_EQ(request_format(R"j({"grammar": ""})j").kind, ResponseFormat::Kind::kText);
+  EXPECT_EQ(request_format(R"j({"grammar": "", "guided_regex": "a"})j").kind,
+            ResponseFormat::Kind::kRegex);
+  EXPECT_EQ(request_format_error(R"j({"ebnf": ""})j").param, "ebnf");
   // A grammar must be text.
   for (const char* body : {R"j({"guided_grammar": 3})j", R"j({"ebnf": ["root ::= x"]})j",
                            R"j({"structured_outputs": {"grammar": {"root": "x"}}})j"}) {
