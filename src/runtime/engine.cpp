@@ -149,6 +149,12 @@ class Engine::Impl {
     inbox_.cv.notify_all();
   }
 
+  void stop_sibling(RequestId id, int32_t sibling) {
+    std::lock_guard<std::mutex> lock(inbox_.mu);
+    inbox_.stopped.emplace_back(id, sibling);
+    inbox_.cv.notify_all();
+  }
+
   EngineStats stats() const {
     std::lock_guard<std::mutex> lock(stats_mu_);
     return stats_;
@@ -171,6 +177,7 @@ class Engine::Impl {
   bool drain_inbox();
   void admit_request(RequestId id, GenerateRequest&& request);
   void cancel_request(RequestId id);
+  void stop_request_sibling(RequestId id, int32_t sibling);
   void step();
   void order_waiting();
   void apply_preemptions(const StepPlan& plan);
@@ -246,26 +253,31 @@ void Engine::Impl::run() {
   }
 }
 
-// Applies submits and cancels; blocks while there is nothing to do. False when stopping.
+// Applies submits, cancels and sibling stops; blocks while there is nothing to do. False when
+// stopping.
 bool Engine::Impl::drain_inbox() {
   std::vector<std::pair<RequestId, GenerateRequest>> submitted;
   std::vector<RequestId> cancelled;
+  std::vector<std::pair<RequestId, int32_t>> stopped;
   bool flush = false;
   {
     std::unique_lock<std::mutex> lock(inbox_.mu);
     auto has_work = [&] {
-      return inbox_.stop || inbox_.flush || !inbox_.submitted.empty() || !inbox_.cancelled.empty() ||
-             !running_.empty() || !waiting_.empty();
+      return inbox_.stop || inbox_.flush || !inbox_.submitted.empty() ||
+             !inbox_.cancelled.empty() || !inbox_.stopped.empty() || !running_.empty() ||
+             !waiting_.empty();
     };
     inbox_.cv.wait(lock, has_work);
     if (inbox_.stop) return false;
     submitted.swap(inbox_.submitted);
     cancelled.swap(inbox_.cancelled);
+    stopped.swap(inbox_.stopped);
     flush = inbox_.flush;
   }
   for (auto& [id, req] : submitted) admit_request(id, std::move(req));
   for (RequestId id : cancelled) cancel_request(id);
-  if (!cancelled.empty()) {
+  for (const auto& [id, sibling] : stopped) stop_request_sibling(id, sibling);
+  if (!cancelled.empty() || !stopped.empty()) {
     release_retired_parents();
     publish_stats();
   }
@@ -315,6 +327,16 @@ void Engine::Impl::admit_request(RequestId id, GenerateRequest&& request) {
 void Engine::Impl::cancel_request(RequestId id) {
   // Finished already, or never existed: idempotent.
   if (requests_.count(id)) finish_request(id, FinishReason::kCancelled, "");
+}
+
+void Engine::Impl::stop_request_sibling(RequestId id, int32_t sibling) {
+  const auto it = requests_.find(id);
+  if (it == requests_.end() || sibling < 0 ||
+      static_cast<size_t>(sibling) >= it->second.seqs.size())
+    return;
+  Sequence& s = seqs_.at(it->second.seqs[static_cast<size_t>(sibling)]);
+  if (s.phase != SeqPhase::kFinished)
+    finish_sequence(s, FinishReason::kStop, std::nullopt, "", true);
 }
 
 bool Engine::Impl::wants_routing(const Sequence& seq) const {
@@ -820,6 +842,9 @@ int64_t Engine::max_tokens_per_step() const {
 }
 Expected<RequestId> Engine::submit(GenerateRequest request) { return impl_->submit(std::move(request)); }
 void Engine::cancel(RequestId id) { impl_->cancel(id); }
+void Engine::stop_sibling(RequestId id, int32_t sibling) {
+  impl_->stop_sibling(id, sibling);
+}
 EngineStats Engine::stats() const { return impl_->stats(); }
 void Engine::flush_prefix_cache() { impl_->flush_prefix_cache(); }
 void Engine::wait_idle() { impl_->wait_idle(); }

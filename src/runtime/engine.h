@@ -137,6 +137,10 @@ class Engine {
   // Idempotent; releases everything the request holds within one step. The sink then receives a
   // final event with FinishReason::kCancelled for each unfinished sibling.
   void cancel(RequestId id);
+  // Ends one sibling now as if it had stopped (the server's stop strings): within one step its
+  // sink gets a final event with FinishReason::kStop (and its routed experts when asked for), and
+  // its KV is released. Idempotent; ignored once the sibling or the request has finished.
+  void stop_sibling(RequestId id, int32_t sibling);
   EngineStats stats() const;
   // Drops every cached prefix no request is using (tests check pools are full afterwards).
   void flush_prefix_cache();

@@ -69,6 +69,7 @@ struct Inbox {
   std::condition_variable cv;
   std::vector<std::pair<RequestId, GenerateRequest>> submitted;
   std::vector<RequestId> cancelled;
+  std::vector<std::pair<RequestId, int32_t>> stopped;  // (request, sibling)
   bool stop = false;
   bool flush = false;
   int64_t pending = 0;  // submitted but not yet finished (wait_idle)

@@ -356,10 +356,20 @@ test('return_routed_experts: each position the model read, from routed_experts_s
     const usage = chunks.at(-1).usage;
     assert.equal(decode(last.choices[0].sgl_ext.routed_experts).length,
       (usage.prompt_tokens + usage.completion_tokens - 1) * perPosition);
-    const refused = await at('/v1/completions', { model: MODEL, prompt: 'x', max_tokens: 2, stop: ['a'],
-      return_routed_experts: true });
-    assert.equal(refused.status, 400);
-    assert.equal(JSON.parse(refused.text).error.param, 'return_routed_experts');
+    // A stop string: the output ends at it and its routing is that of the kept tokens (the
+    // greedy run's prefix), though the engine was asked to stop only after reading further.
+    const greedy = { model: MODEL, prompt: 'hello world', max_tokens: 12, ignore_eos: true,
+      temperature: 0, return_routed_experts: true };
+    const full = JSON.parse((await at('/v1/completions', greedy)).text);
+    const chars = Array.from(full.choices[0].text);
+    const stop = chars.slice(chars.length >> 1, (chars.length >> 1) + 2).join('');
+    assert.ok(stop.length > 0, full.choices[0].text);
+    const cut = JSON.parse((await at('/v1/completions', { ...greedy, stop: [stop] })).text);
+    assert.equal(cut.choices[0].finish_reason, 'stop');
+    assert.ok(cut.usage.completion_tokens < 12, JSON.stringify(cut.usage));
+    assert.deepEqual(decode(cut.choices[0].sgl_ext.routed_experts),
+      decode(full.choices[0].sgl_ext.routed_experts)
+        .slice(0, (cut.usage.prompt_tokens + cut.usage.completion_tokens - 1) * perPosition));
   } finally {
     assert.equal(await routed.stop(), 0);
   }

@@ -36,14 +36,10 @@ ApiExpected<bool> finish_spec(const ServedModel& model, const SamplingFields& fi
           "'return_routed_experts' needs the server started with "
           "--enable-return-routed-experts",
           "return_routed_experts");
-    if (!fields.stop_strings.empty())
-      return invalid_request(
-          "'return_routed_experts' cannot be combined with stop strings (the "
-          "output ends before the engine reports the routing); use stop_token_ids",
-          "return_routed_experts");
     spec->return_routed_experts = true;
     spec->routed_experts_start = fields.routed_experts_start;
     const BeamConfig& c = model.engine->config();
+    spec->routed_experts_per_position = c.num_layers_of(MlpKind::kSparse) * c.num_experts_per_tok;
     const auto prompt = static_cast<int64_t>(spec->prompt_ids.size());
     const int64_t positions =
         fields.params.max_tokens ? prompt + *fields.params.max_tokens : model.max_context_tokens;

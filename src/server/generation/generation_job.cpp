@@ -32,6 +32,7 @@ void GenerationJob::submit() {
     decoders_.emplace_back(context_.tokenizer, spec_, context_.response_template);
   }
   last_event_.assign(static_cast<size_t>(n), std::nullopt);
+  stop_sent_.assign(static_cast<size_t>(n), 0);
   siblings_left_ = n;
   GenerateRequest request;
   request.prompt = spec_.prompt_ids;
@@ -83,7 +84,16 @@ void GenerationJob::handle(TokenEvent&& event) {
   SiblingDelta delta;
   decoder.on_tokens(event, &delta);
   if (decoder.stopped_by_string()) {
-    finish_sibling(event.sibling, nullptr, std::move(delta));
+    // The engine stops the sibling too (its KV is freed at once); routing replay waits for the
+    // engine's final event, which carries the routing.
+    if (!stop_sent_[s] && !event.finish)
+      context_.engine->stop_sibling(event.request, event.sibling);
+    stop_sent_[s] = 1;
+    if (spec_.return_routed_experts && !event.finish) {
+      if (!delta.empty()) observer_->on_delta(event.sibling, std::move(delta));
+      return;
+    }
+    finish_sibling(event.sibling, spec_.return_routed_experts ? &event : nullptr, std::move(delta));
   } else if (event.finish) {
     finish_sibling(event.sibling, &event, std::move(delta));
   } else if (!delta.empty()) {

@@ -31,9 +31,11 @@ struct GenerationSpec {
   // tool_choice required / named under constrained decoding (tool_call_format.h); text: none.
   ResponseFormat tool_format;
   // Routing replay (read_routed_experts_fields, sampling_fields.h): each choice's routed
-  // experts from position routed_experts_start on.
+  // experts from position routed_experts_start on, routed_experts_per_position ids a position
+  // (sparse layers x top_k; a stop string's output keeps those of its kept tokens).
   bool return_routed_experts = false;
   int64_t routed_experts_start = 0;
+  int64_t routed_experts_per_position = 0;
   // Logprobs of prompt positions [start, prompt length) (GenerateRequest::prompt_logprobs), on each
   // sibling's first delta and in its result; with them sampling.max_tokens may be 0 (score only).
   std::optional<PromptLogprobsOptions> prompt_logprobs;

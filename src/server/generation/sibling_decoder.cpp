@@ -114,6 +114,18 @@ void SiblingDecoder::release_tokens(bool all, SiblingDelta* out) {
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(n));
 }
 
+// The engine read past a stop string's last kept token: keep the routing of the prompt and the
+// kept tokens but the last (the positions a finish at that token would report).
+std::vector<int32_t> SiblingDecoder::kept_routing(const TokenEvent& engine_final) const {
+  const int64_t positions =
+      std::max<int64_t>(0, engine_final.usage.prompt_tokens + static_cast<int64_t>(kept_.size()) -
+                               1 - spec_.routed_experts_start);
+  const std::vector<int32_t>& all = engine_final.routed_experts;
+  const auto keep = static_cast<size_t>(std::min<int64_t>(
+      positions * spec_.routed_experts_per_position, static_cast<int64_t>(all.size())));
+  return std::vector<int32_t>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep));
+}
+
 SiblingResult SiblingDecoder::finish(const TokenEvent* engine_final, SiblingDelta* out) {
   SiblingResult result;
   if (done_) return result;
@@ -136,6 +148,8 @@ SiblingResult SiblingDecoder::finish(const TokenEvent* engine_final, SiblingDelt
   if (stop_string_) {
     result.reason = FinishReason::kStop;
     result.stop_string = stop_string_;
+    if (spec_.return_routed_experts && engine_final)
+      result.routed_experts = kept_routing(*engine_final);
   } else if (engine_final && engine_final->finish) {
     result.reason = *engine_final->finish;
     result.stop_token = engine_final->stop_token;

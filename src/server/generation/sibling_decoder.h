@@ -63,7 +63,7 @@ class SiblingDecoder {
   bool done() const { return done_; }
 
   // Ends the sibling: flushes held-back text. `engine_final` is the engine's finishing event, or
-  // null when a stop string ended it.
+  // null when a stop string ended it (routing replay waits for the engine's final event then).
   SiblingResult finish(const TokenEvent* engine_final, SiblingDelta* out);
 
  private:
@@ -74,6 +74,7 @@ class SiblingDecoder {
   };
 
   bool shows(int32_t id) const;  // false: a special token that is not shown as text
+  std::vector<int32_t> kept_routing(const TokenEvent& engine_final) const;
   void add_text(const std::string& text, SiblingDelta* out);
   void release_text(const std::string& text, SiblingDelta* out);
   void release_tokens(bool all, SiblingDelta* out);

@@ -317,6 +317,47 @@ TEST_F(EngineTest, RoutedExpertsFromAStartReuseTheCachedPrefixBeforeIt) {
   expect_pools_full(*engine);
 }
 
+// stop_sibling (what the server's stop strings call): the sibling finishes kStop before the next
+// step with the routing of every token it read, its siblings run on to max_tokens, the pools come
+// back, and stopping a finished request is ignored.
+TEST_F(EngineTest, AStoppedSiblingFinishesAtOnceWithItsRouting) {
+  auto engine = make(small_options(64));
+  ASSERT_NE(engine, nullptr);
+  Collector collected;
+  GenerateRequest g;
+  g.prompt = tokens_of(20, 9, vocab_);
+  g.sampling = greedy(30);
+  g.sampling.n = 3;
+  g.return_routed_experts = true;
+  Engine* e = engine.get();
+  bool stopped = false;  // engine thread only
+  g.sink = [e, &stopped, inner = collected.sink()](TokenEvent&& ev) {
+    if (ev.sibling == 1 && !ev.finish && !ev.tokens.empty() && !stopped) {
+      stopped = true;
+      e->stop_sibling(ev.request, 1);
+    }
+    inner(std::move(ev));
+  };
+  auto id = engine->submit(std::move(g));
+  ASSERT_TRUE(id.ok()) << id.error().message;
+  engine->wait_idle();
+  const std::vector<SiblingResult> r = collected.results();
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[1].finish, FinishReason::kStop);
+  ASSERT_EQ(r[1].tokens.size(), 1u);  // stopped after its first token, before another step
+  std::vector<int32_t> read = tokens_of(20, 9, vocab_);  // every token but the last output
+  read.insert(read.end(), r[1].tokens.begin(), r[1].tokens.end() - 1);
+  expect_routing_of_direct_forward(read, r[1].routed_experts, 0);
+  for (int s : {0, 2}) {
+    EXPECT_EQ(r[s].finish, FinishReason::kLength) << s;
+    EXPECT_EQ(r[s].tokens.size(), 30u) << s;
+  }
+  engine->stop_sibling(*id, 0);  // finished: ignored
+  engine->stop_sibling(RequestId(12345), 0);
+  engine->flush_prefix_cache();
+  expect_pools_full(*engine);
+}
+
 // tiny-beam at 16-token blocks: a sliding block is 64 KiB (4 layers), a full one 32 KiB, and 256
 // running sequences hold 3 sliding blocks each (768); a step of T tokens adds T / 16 more.
 TEST_F(EngineTest, DefaultStepBudgetHalvesToFitAnExplicitKvBudget) {
