@@ -23,40 +23,6 @@ int hex_value(char c) {
   return -1;
 }
 
-// Sorted, merged ranges without the surrogates.
-std::vector<CodePointRange> normalized(std::vector<CodePointRange> ranges) {
-  std::sort(ranges.begin(), ranges.end(),
-            [](const CodePointRange& a, const CodePointRange& b) { return a.lo < b.lo; });
-  std::vector<CodePointRange> merged;
-  for (const CodePointRange& r : ranges) {
-    if (!merged.empty() && r.lo <= merged.back().hi + 1)
-      merged.back().hi = std::max(merged.back().hi, r.hi);
-    else
-      merged.push_back(r);
-  }
-  std::vector<CodePointRange> out;
-  for (const CodePointRange& r : merged) {
-    if (r.hi < kSurrogateLo || r.lo > kSurrogateHi) {
-      out.push_back(r);
-      continue;
-    }
-    if (r.lo < kSurrogateLo) out.push_back({r.lo, kSurrogateLo - 1});
-    if (r.hi > kSurrogateHi) out.push_back({kSurrogateHi + 1, r.hi});
-  }
-  return out;
-}
-
-std::vector<CodePointRange> complement(const std::vector<CodePointRange>& set) {
-  std::vector<CodePointRange> out;
-  char32_t next = 0;
-  for (const CodePointRange& r : set) {
-    if (r.lo > next) out.push_back({next, r.lo - 1});
-    next = r.hi + 1;
-  }
-  if (next <= kMaxCodePoint) out.push_back({next, kMaxCodePoint});
-  return normalized(std::move(out));
-}
-
 EbnfExpr code_point(char32_t c) {
   return EbnfExpr{.kind = EbnfExpr::Kind::kSet, .set = {{c, c}}};
 }
@@ -181,7 +147,7 @@ class Parser {
     if (c == '[') return char_class();
     if (c == '.') {
       ++i_;
-      return EbnfExpr{.kind = EbnfExpr::Kind::kSet, .set = normalized({{0, kMaxCodePoint}})};
+      return EbnfExpr{.kind = EbnfExpr::Kind::kSet, .set = normalized_ranges({{0, kMaxCodePoint}})};
     }
     if (c == '(') {
       ++i_;
@@ -321,8 +287,8 @@ class Parser {
       ranges.push_back({*lo, hi});
     }
     if (error_) return {};
-    std::vector<CodePointRange> set = normalized(std::move(ranges));
-    if (negated) set = complement(set);
+    std::vector<CodePointRange> set = normalized_ranges(std::move(ranges));
+    if (negated) set = complement_ranges(set);
     if (set.empty()) {
       i_ = start;
       fail("the character class matches no character");

@@ -13,39 +13,6 @@ using Ranges = std::vector<CodePointRange>;
 constexpr char32_t kSurrogateLo = 0xD800, kSurrogateHi = 0xDFFF;
 constexpr int kMaxGroupDepth = 64;
 
-// Sorted, merged and without surrogates (which no UTF-8 text holds).
-Ranges normalized(Ranges r) {
-  Ranges cut;
-  for (const CodePointRange& x : r) {
-    if (x.hi < kSurrogateLo || x.lo > kSurrogateHi) {
-      cut.push_back(x);
-      continue;
-    }
-    if (x.lo < kSurrogateLo) cut.push_back({x.lo, kSurrogateLo - 1});
-    if (x.hi > kSurrogateHi) cut.push_back({kSurrogateHi + 1, x.hi});
-  }
-  std::sort(cut.begin(), cut.end(), [](const auto& a, const auto& b) { return a.lo < b.lo; });
-  Ranges out;
-  for (const CodePointRange& x : cut) {
-    if (!out.empty() && x.lo <= out.back().hi + 1)
-      out.back().hi = std::max(out.back().hi, x.hi);
-    else
-      out.push_back(x);
-  }
-  return out;
-}
-
-Ranges complement(const Ranges& r) {
-  Ranges out;
-  char32_t next = 0;
-  for (const CodePointRange& x : normalized(r)) {
-    if (x.lo > next) out.push_back({next, x.lo - 1});
-    next = x.hi + 1;
-  }
-  if (next <= kMaxCodePoint) out.push_back({next, kMaxCodePoint});
-  return normalized(std::move(out));
-}
-
 Ranges digits() {
   return {{'0', '9'}};
 }
@@ -54,24 +21,24 @@ Ranges word() {
 }
 // ECMA-262 WhiteSpace and LineTerminator.
 Ranges space() {
-  return normalized({{'\t', '\r'},
-                     {' ', ' '},
-                     {0xA0, 0xA0},
-                     {0x1680, 0x1680},
-                     {0x2000, 0x200A},
-                     {0x2028, 0x2029},
-                     {0x202F, 0x202F},
-                     {0x205F, 0x205F},
-                     {0x3000, 0x3000},
-                     {0xFEFF, 0xFEFF}});
+  return normalized_ranges({{'\t', '\r'},
+                            {' ', ' '},
+                            {0xA0, 0xA0},
+                            {0x1680, 0x1680},
+                            {0x2000, 0x200A},
+                            {0x2028, 0x2029},
+                            {0x202F, 0x202F},
+                            {0x205F, 0x205F},
+                            {0x3000, 0x3000},
+                            {0xFEFF, 0xFEFF}});
 }
 // '.': anything but a line terminator.
 Ranges dot() {
-  return complement({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}});
+  return complement_ranges({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}});
 }
 
 RegexNode set_node(Ranges r) {
-  return RegexNode{.kind = RegexNode::Kind::kSet, .set = normalized(std::move(r))};
+  return RegexNode{.kind = RegexNode::Kind::kSet, .set = normalized_ranges(std::move(r))};
 }
 
 int hex_value(char c) {
@@ -148,15 +115,15 @@ class Parser {
       case 'd':
         return Piece{std::nullopt, digits()};
       case 'D':
-        return Piece{std::nullopt, complement(digits())};
+        return Piece{std::nullopt, complement_ranges(digits())};
       case 'w':
         return Piece{std::nullopt, word()};
       case 'W':
-        return Piece{std::nullopt, complement(word())};
+        return Piece{std::nullopt, complement_ranges(word())};
       case 's':
         return Piece{std::nullopt, space()};
       case 'S':
-        return Piece{std::nullopt, complement(space())};
+        return Piece{std::nullopt, complement_ranges(space())};
       case 't':
         return Piece{U'\t', {}};
       case 'n':
@@ -237,7 +204,7 @@ class Parser {
         set.insert(set.end(), lo.set.begin(), lo.set.end());
       }
     }
-    return set_node(negate ? complement(set) : set);
+    return set_node(negate ? complement_ranges(set) : set);
   }
 
   Expected<Piece> class_atom() {
@@ -415,6 +382,38 @@ class Parser {
 };
 
 }  // namespace
+
+std::vector<CodePointRange> normalized_ranges(std::vector<CodePointRange> r) {
+  std::vector<CodePointRange> cut;
+  for (const CodePointRange& x : r) {
+    if (x.hi < kSurrogateLo || x.lo > kSurrogateHi) {
+      cut.push_back(x);
+      continue;
+    }
+    if (x.lo < kSurrogateLo) cut.push_back({x.lo, kSurrogateLo - 1});
+    if (x.hi > kSurrogateHi) cut.push_back({kSurrogateHi + 1, x.hi});
+  }
+  std::sort(cut.begin(), cut.end(), [](const auto& a, const auto& b) { return a.lo < b.lo; });
+  std::vector<CodePointRange> out;
+  for (const CodePointRange& x : cut) {
+    if (!out.empty() && x.lo <= out.back().hi + 1)
+      out.back().hi = std::max(out.back().hi, x.hi);
+    else
+      out.push_back(x);
+  }
+  return out;
+}
+
+std::vector<CodePointRange> complement_ranges(const std::vector<CodePointRange>& r) {
+  std::vector<CodePointRange> out;
+  char32_t next = 0;
+  for (const CodePointRange& x : normalized_ranges(r)) {
+    if (x.lo > next) out.push_back({next, x.lo - 1});
+    next = x.hi + 1;
+  }
+  if (next <= kMaxCodePoint) out.push_back({next, kMaxCodePoint});
+  return normalized_ranges(std::move(out));
+}
 
 Expected<RegexNode> parse_regex(std::string_view pattern) {
   return Parser(pattern).parse();

@@ -37,6 +37,11 @@ struct RegexNode {
   int32_t min = 0, max = -1;  // kRepeat
 };
 
+// Code point sets: sorted, merged and without surrogates (which no UTF-8 text holds); the
+// complement is within [0, kMaxCodePoint].
+std::vector<CodePointRange> normalized_ranges(std::vector<CodePointRange> ranges);
+std::vector<CodePointRange> complement_ranges(const std::vector<CodePointRange>& ranges);
+
 // Parses a pattern (UTF-8). The root is a kAlternate of the top-level alternatives, each a
 // kConcat; an error names the offending construct and its byte offset.
 Expected<RegexNode> parse_regex(std::string_view pattern);
