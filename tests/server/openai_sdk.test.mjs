@@ -2,7 +2,7 @@
 // tokenizer): chat (plain, streaming, n > 1, logprobs, tool-call round trip), completions and
 // responses (plain and streaming events), echo and prompt logprobs (scoring), structured output
 // (response_format / text.format: every output of the random model is JSON of the schema; the
-// regex, choice and GBNF grammar fields: every output matches whole). Checks structure and
+// regex, choice and GBNF / Lark grammar fields: every output matches whole). Checks structure and
 // content, not only that calls work.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -369,8 +369,11 @@ test("vLLM's guided_choice / guided_regex / guided_grammar / structured_outputs,
   }
   // GBNF grammars: every field constrains the whole output, which ends only once it is complete.
   const yesNo = 'root ::= ("yes" | "no") " " [0-9]{1,3}';
+  // The same in Lark (vLLM reads a grammar without `::=` as Lark).
+  const yesNoLark = 'start: answer " " /[0-9]{1,3}/\nanswer: "yes" | "no"';
   for (const extra of [{ guided_grammar: yesNo }, { ebnf: yesNo },
-    { structured_outputs: { grammar: yesNo } }, { grammar: yesNo }]) {
+    { structured_outputs: { grammar: yesNo } }, { grammar: yesNo },
+    { guided_grammar: yesNoLark }, { structured_outputs: { grammar: yesNoLark } }]) {
     const r = await client.completions.create({
       model: MODEL, prompt: 'Answer:', max_tokens: 20, temperature: 1, seed: 5, ...extra,
     });

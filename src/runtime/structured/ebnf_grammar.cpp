@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "runtime/structured/ebnf_syntax.h"
+#include "runtime/structured/lark_grammar.h"
 #include "runtime/structured/regex_syntax.h"
 
 namespace beam {
@@ -38,6 +39,47 @@ void append_key(const RegexNode& n, std::string& key) {
   key += ')';
 }
 
+// rule ::= rule a1 | ... | b1 | ...  becomes  rule ::= (b1 | ...) (a1 | ...)*: direct left
+// recursion (as Lark and xgrammar grammars write lists and operators) as a repetition.
+void eliminate_direct_left_recursion(EbnfRule& rule) {
+  std::vector<EbnfExpr> alts;
+  if (rule.body.kind == EbnfExpr::Kind::kAlternate)
+    alts = std::move(rule.body.children);
+  else
+    alts.push_back(std::move(rule.body));
+  EbnfExpr base{.kind = EbnfExpr::Kind::kAlternate}, rest{.kind = EbnfExpr::Kind::kAlternate};
+  for (EbnfExpr& alt : alts) {
+    const EbnfExpr& first = alt.kind == EbnfExpr::Kind::kSequence ? alt.children[0] : alt;
+    if (first.kind != EbnfExpr::Kind::kRef || first.name != rule.name) {
+      base.children.push_back(std::move(alt));
+    } else if (alt.kind == EbnfExpr::Kind::kSequence) {
+      alt.children.erase(alt.children.begin());
+      rest.children.push_back(std::move(alt));
+    } else {
+      rest.children.push_back(EbnfExpr{});
+    }
+  }
+  if (rest.children.empty() || base.children.empty()) {  // nothing to do, or nothing to start
+    std::vector<EbnfExpr>& all = base.children.empty() ? rest.children : base.children;
+    if (base.children.empty()) {  // put the self references back for the error
+      for (EbnfExpr& r : all) {
+        EbnfExpr self{.kind = EbnfExpr::Kind::kRef, .name = rule.name, .line = rule.line};
+        if (r.kind == EbnfExpr::Kind::kSequence)
+          r.children.insert(r.children.begin(), self);
+        else
+          r = EbnfExpr{.kind = EbnfExpr::Kind::kSequence, .children = {self, r}};
+      }
+    }
+    rule.body = all.size() == 1
+                    ? std::move(all[0])
+                    : EbnfExpr{.kind = EbnfExpr::Kind::kAlternate, .children = std::move(all)};
+    return;
+  }
+  EbnfExpr loop{.kind = EbnfExpr::Kind::kRepeat, .children = {std::move(rest)}, .min = 0};
+  rule.body =
+      EbnfExpr{.kind = EbnfExpr::Kind::kSequence, .children = {std::move(base), std::move(loop)}};
+}
+
 void collect_refs(const EbnfExpr& e, std::vector<const EbnfExpr*>& out) {
   if (e.kind == EbnfExpr::Kind::kRef) out.push_back(&e);
   for (const EbnfExpr& c : e.children) collect_refs(c, out);
@@ -50,6 +92,7 @@ class GrammarLowering {
   explicit GrammarLowering(std::vector<EbnfRule> rules) : src_(std::move(rules)) {}
 
   Expected<std::shared_ptr<const EbnfGrammar>> run(std::string_view root) {
+    for (EbnfRule& rule : src_) eliminate_direct_left_recursion(rule);
     BEAM_RETURN_IF_ERROR(resolve_names());
     const auto it = index_.find(std::string(root));
     if (it == index_.end())
@@ -373,7 +416,7 @@ class GrammarLowering {
         }
       }
     }
-    for (size_t r = 0; r < n; ++r)
+    for (size_t r = n; r-- > 0;)  // callees come after their callers: name the innermost
       if (!productive[r])
         return make_error("rule '" + source_name(rules[r].name) +
                           "' can never finish: each of its alternatives needs it again");
@@ -425,6 +468,17 @@ Expected<std::shared_ptr<const EbnfGrammar>> EbnfGrammar::compile(std::string_vi
                                                                   std::string_view root) {
   BEAM_ASSIGN_OR_RETURN(std::vector<EbnfRule> rules, parse_ebnf(text, kMaxGrammarRepeat));
   return GrammarLowering(std::move(rules)).run(root);
+}
+
+Expected<std::shared_ptr<const EbnfGrammar>> EbnfGrammar::compile_gbnf_or_lark(
+    std::string_view text) {
+  if (!looks_like_lark(text)) return compile(text);
+  BEAM_ASSIGN_OR_RETURN(std::string gbnf, lark_to_gbnf(text));
+  auto grammar = compile(gbnf, kLarkRoot);
+  if (!grammar.ok())
+    return make_error(grammar.error().message +
+                      " (a Lark grammar: lines are its own, columns its GBNF translation's)");
+  return grammar;
 }
 
 }  // namespace beam

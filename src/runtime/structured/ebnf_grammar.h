@@ -46,6 +46,9 @@ class EbnfGrammar {
   // finish, a character class that matches nothing, or a grammar past the size limits.
   static Expected<std::shared_ptr<const EbnfGrammar>> compile(std::string_view text,
                                                               std::string_view root = "root");
+  // GBNF from `root`, or a Lark grammar from `start` when the text defines no `name ::=` rule
+  // (vLLM's test; lark_grammar.h).
+  static Expected<std::shared_ptr<const EbnfGrammar>> compile_gbnf_or_lark(std::string_view text);
 
   const std::vector<GrammarElement>& elements() const { return elements_; }
   const std::vector<GrammarRule>& rules() const { return rules_; }

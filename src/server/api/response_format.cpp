@@ -146,11 +146,12 @@ ApiExpected<ResponseFormat> regex_format(const Json& value, const std::string& p
   return out;
 }
 
-// A GBNF grammar (start rule `root`) the whole output must match.
+// A grammar the whole output must match: GBNF (start rule `root`), or Lark (start rule `start`)
+// when it defines no `name ::=` rule, as vLLM tells them apart.
 ApiExpected<ResponseFormat> grammar_format(const Json& value, const std::string& path) {
   if (!value.is_string())
-    return invalid_request("'" + path + "': expected a GBNF grammar string", path);
-  auto grammar = EbnfGrammar::compile(value.get<std::string>());
+    return invalid_request("'" + path + "': expected a grammar string (GBNF or Lark)", path);
+  auto grammar = EbnfGrammar::compile_gbnf_or_lark(value.get<std::string>());
   if (!grammar.ok())
     return invalid_request("'" + path + "' cannot be enforced: " + grammar.error().message, path,
                            "unsupported_parameter");

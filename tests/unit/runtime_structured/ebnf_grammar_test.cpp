@@ -178,11 +178,21 @@ TEST(EbnfGrammar, ArithmeticExpressionsMatchARecursiveDescentCheck) {
     };
     return expr() && i == s.size();
   };
+  // The same language with direct left recursion (rewritten as repetition when compiled).
+  auto left = compile_ok(R"g(
+    root   ::= expr
+    expr   ::= expr "+" term | expr "-" term | term
+    term   ::= term "*" factor | factor
+    factor ::= [0-9]+ | "(" expr ")"
+  )g");
+  ASSERT_NE(left, nullptr);
+  const EbnfMatcher ml(left);
   int matched = 0;
   for_each_string("1+*()", 7, [&](const std::string& s) {
     const bool whole = verdict(m, s) == 2;
     matched += whole;
     ASSERT_EQ(whole, parses(s)) << "'" << s << "'";
+    ASSERT_EQ(verdict(ml, s), verdict(m, s)) << "'" << s << "'";
   });
   EXPECT_GT(matched, 100);
 }
@@ -296,7 +306,8 @@ TEST(EbnfGrammar, ErrorsNameTheProblemAndWhere) {
            {"root ::= \"a\"{20000}", "more than 10000 times"},
            {"root ::= (\"a\"", "expected ')'"},
            {"root ::= \"a\" )", "unbalanced ')'"},
-           {"root ::= x\nx ::= x \"a\" | \"b\"", "rule 'x' is left-recursive"},
+           {"root ::= x\nx ::= y \"a\" | \"b\"\ny ::= x \"c\"", "is left-recursive"},
+           {"root ::= x\nx ::= x \"a\" | x", "rule 'x' can never finish"},
            {"root ::= (e \"a\")*  e ::= e? \"b\"", "rule 'e' is left-recursive"},
            {"root ::= \"a\" root", "rule 'root' can never finish"},
            {"root ::= (= \"a\")", "lookahead"},

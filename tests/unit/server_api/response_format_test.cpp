@@ -191,6 +191,12 @@ TEST(RequestFormat, GrammarFieldsConstrainTheWholeOutput) {
   for (const char* s : {"x", "(x)", "(((x)))"}) EXPECT_TRUE(grammar_matches(nested.ebnf, s)) << s;
   for (const char* s : {"", "(x", "((x)", "x)", "()"})
     EXPECT_FALSE(grammar_matches(nested.ebnf, s)) << s;
+  // Lark (vLLM's other syntax: no `::=`), with left recursion and ignored whitespace.
+  const ResponseFormat lark = request_format(R"j({"structured_outputs": {"grammar":
+      "start: list\nlist: list \",\" NUMBER | NUMBER\n%import common (NUMBER, WS)\n%ignore WS"}})j");
+  ASSERT_EQ(lark.kind, ResponseFormat::Kind::kGrammar);
+  for (const char* s : {"1", "1, 2.5 ,3"}) EXPECT_TRUE(grammar_matches(lark.ebnf, s)) << s;
+  for (const char* s : {"", "1,", "1 2"}) EXPECT_FALSE(grammar_matches(lark.ebnf, s)) << s;
   // The constraint carries the grammar, and only it.
   const ServedModel m = nano_with(nullptr);
   auto c = make_output_constraint(m, nested, "", false);
@@ -245,7 +251,8 @@ TEST(RequestFormat, ConflictsBadGrammarsAndBadPatternsAreClear400s) {
   for (const char* body : {R"j({"guided_grammar": 3})j", R"j({"ebnf": ["root ::= x"]})j",
                            R"j({"structured_outputs": {"grammar": {"root": "x"}}})j"}) {
     e = request_format_error(body);
-    EXPECT_NE(e.message.find("expected a GBNF grammar string"), std::string::npos) << e.message;
+    EXPECT_NE(e.message.find("expected a grammar string (GBNF or Lark)"), std::string::npos)
+        << e.message;
   }
   // Structural tags stay unsupported.
   e = request_format_error(R"j({"structured_outputs": {"structural_tag": "{}"}})j");
