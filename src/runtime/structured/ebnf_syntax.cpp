@@ -6,21 +6,14 @@
 #include <optional>
 #include <string>
 
+#include "runtime/structured/grammar_literal.h"
+
 namespace beam {
 namespace {
-
-constexpr char32_t kSurrogateLo = 0xD800, kSurrogateHi = 0xDFFF;
 
 bool word_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
          c == '-';
-}
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
 }
 
 EbnfExpr code_point(char32_t c) {
@@ -297,81 +290,16 @@ class Parser {
     return EbnfExpr{.kind = EbnfExpr::Kind::kSet, .set = std::move(set)};
   }
 
-  // One character of a string or class at i_ (UTF-8, or an escape); nullopt after fail().
+  // One character of a string or class at i_ (grammar_literal.h); nullopt after fail().
   std::optional<char32_t> character() {
-    const uint8_t b = static_cast<uint8_t>(t_[i_]);
-    if (b == '\\') return escape();
-    if (b < 0x80) {
-      ++i_;
-      return b;
-    }
-    const int n = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 0;
-    if (n == 0 || i_ + n > t_.size()) {
-      fail("invalid UTF-8");
+    size_t at = i_;
+    Expected<char32_t> c = read_literal_char(t_, at);
+    i_ = at;
+    if (!c.ok()) {
+      fail(c.error().message);
       return std::nullopt;
     }
-    char32_t c = b & (0xFF >> (n + 1));
-    for (int k = 1; k < n; ++k) {
-      const uint8_t cont = static_cast<uint8_t>(t_[i_ + k]);
-      if ((cont & 0xC0) != 0x80) {
-        fail("invalid UTF-8");
-        return std::nullopt;
-      }
-      c = (c << 6) | (cont & 0x3F);
-    }
-    i_ += n;
-    return c;
-  }
-
-  std::optional<char32_t> escape() {
-    if (i_ + 1 >= t_.size()) {
-      fail("a backslash at the end of the text");
-      return std::nullopt;
-    }
-    const char e = t_[i_ + 1];
-    i_ += 2;
-    switch (e) {
-      case 'n':
-        return U'\n';
-      case 'r':
-        return U'\r';
-      case 't':
-        return U'\t';
-      case '0':
-        return U'\0';
-      case 'x':
-        return hex_escape(2);
-      case 'u':
-        return hex_escape(4);
-      case 'U':
-        return hex_escape(8);
-      default:
-        break;
-    }
-    const bool punctuation = (e >= '!' && e <= '/') || (e >= ':' && e <= '@') ||
-                             (e >= '[' && e <= '`') || (e >= '{' && e <= '~');
-    if (punctuation) return static_cast<char32_t>(e);
-    i_ -= 2;
-    fail("unknown escape '\\" + std::string(1, e) + "'");
-    return std::nullopt;
-  }
-
-  std::optional<char32_t> hex_escape(int digits) {
-    char32_t c = 0;
-    for (int k = 0; k < digits; ++k) {
-      const int v = i_ < t_.size() ? hex_value(t_[i_]) : -1;
-      if (v < 0) {
-        fail("expected " + std::to_string(digits) + " hex digits in an escape");
-        return std::nullopt;
-      }
-      c = c * 16 + static_cast<char32_t>(v);
-      ++i_;
-    }
-    if (c > kMaxCodePoint || (c >= kSurrogateLo && c <= kSurrogateHi)) {
-      fail("an escape of a surrogate or past U+10FFFF");
-      return std::nullopt;
-    }
-    return c;
+    return *c;
   }
 
   std::string_view t_;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/structured/grammar_literal.h"
 #include "runtime/structured/regex_syntax.h"
 
 namespace beam {
@@ -505,90 +506,22 @@ class Translator {
         ++i_;
         return out;
       }
-      if (c == '\\') {
-        std::optional<char32_t> e = escape();
-        if (!e) return std::nullopt;
-        out += *e;
-        continue;
-      }
-      std::optional<char32_t> cp = utf8_char();
+      std::optional<char32_t> cp = character();
       if (!cp) return std::nullopt;
       out += *cp;
     }
   }
 
-  std::optional<char32_t> utf8_char() {
-    const auto b = static_cast<uint8_t>(t_[i_]);
-    const int n = b < 0x80 ? 1 : b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 0;
-    if (n == 0 || i_ + static_cast<size_t>(n) > t_.size()) {
-      fail("invalid UTF-8");
+  // One character of a string at i_ (grammar_literal.h); nullopt after fail().
+  std::optional<char32_t> character() {
+    size_t at = i_;
+    Expected<char32_t> c = read_literal_char(t_, at);
+    i_ = at;
+    if (!c.ok()) {
+      fail(c.error().message);
       return std::nullopt;
     }
-    char32_t c = n == 1 ? b : b & (0xFF >> (n + 1));
-    for (int k = 1; k < n; ++k) c = (c << 6) | (static_cast<uint8_t>(t_[i_ + k]) & 0x3F);
-    i_ += static_cast<size_t>(n);
-    return c;
-  }
-
-  std::optional<char32_t> escape() {
-    if (i_ + 1 >= t_.size()) {
-      fail("a backslash at the end of the text");
-      return std::nullopt;
-    }
-    const char e = t_[i_ + 1];
-    i_ += 2;
-    auto hex = [&](int digits) -> std::optional<char32_t> {
-      char32_t c = 0;
-      for (int k = 0; k < digits; ++k, ++i_) {
-        const char h = i_ < t_.size() ? t_[i_] : '\0';
-        const int v = h >= '0' && h <= '9'   ? h - '0'
-                      : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                      : h >= 'A' && h <= 'F' ? h - 'A' + 10
-                                             : -1;
-        if (v < 0) {
-          fail("expected " + std::to_string(digits) + " hex digits in an escape");
-          return std::nullopt;
-        }
-        c = c * 16 + static_cast<char32_t>(v);
-      }
-      if (c > kMaxCodePoint || (c >= 0xD800 && c <= 0xDFFF)) {
-        fail("an escape of a surrogate or past U+10FFFF");
-        return std::nullopt;
-      }
-      return c;
-    };
-    switch (e) {
-      case 'n':
-        return U'\n';
-      case 'r':
-        return U'\r';
-      case 't':
-        return U'\t';
-      case 'f':
-        return U'\f';
-      case 'v':
-        return U'\v';
-      case 'a':
-        return U'\a';
-      case 'b':
-        return U'\b';
-      case '0':
-        return U'\0';
-      case 'x':
-        return hex(2);
-      case 'u':
-        return hex(4);
-      case 'U':
-        return hex(8);
-      default:
-        break;
-    }
-    if ((e >= '!' && e <= '/') || (e >= ':' && e <= '@') || (e >= '[' && e <= '`') ||
-        (e >= '{' && e <= '~'))
-      return static_cast<char32_t>(e);
-    i_ -= 2;
-    fail("unknown escape '\\" + std::string(1, e) + "'");
-    return std::nullopt;
+    return *c;
   }
 
   // /pattern/flags: the pattern syntax of JSON Schema's `pattern` (Python's `(?P<name>` read as
