@@ -292,14 +292,10 @@ class Parser {
 
   // One character of a string or class at i_ (grammar_literal.h); nullopt after fail().
   std::optional<char32_t> character() {
-    size_t at = i_;
-    Expected<char32_t> c = read_literal_char(t_, at);
-    i_ = at;
-    if (!c.ok()) {
-      fail(c.error().message);
-      return std::nullopt;
-    }
-    return *c;
+    Expected<char32_t> c = read_literal_char(t_, i_);
+    if (c.ok()) return *c;
+    fail(c.error().message);
+    return std::nullopt;
   }
 
   std::string_view t_;

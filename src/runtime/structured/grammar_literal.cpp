@@ -1,6 +1,7 @@
 #include "runtime/structured/grammar_literal.h"
 
 #include <string>
+#include <utility>
 
 #include "runtime/structured/regex_syntax.h"
 
@@ -28,43 +29,19 @@ Expected<char32_t> hex_escape(std::string_view text, size_t& at, int digits) {
 
 Expected<char32_t> escape(std::string_view text, size_t& at) {
   if (at + 1 >= text.size()) return make_error("a backslash at the end of the text");
+  constexpr std::pair<char, char32_t> kNamed[] = {{'n', U'\n'}, {'r', U'\r'}, {'t', U'\t'},
+                                                  {'f', U'\f'}, {'v', U'\v'}, {'a', U'\a'},
+                                                  {'b', U'\b'}, {'0', U'\0'}};
   const char e = text[at + 1];
-  switch (e) {
-    case 'n':
-      at += 2;
-      return U'\n';
-    case 'r':
-      at += 2;
-      return U'\r';
-    case 't':
-      at += 2;
-      return U'\t';
-    case 'f':
-      at += 2;
-      return U'\f';
-    case 'v':
-      at += 2;
-      return U'\v';
-    case 'a':
-      at += 2;
-      return U'\a';
-    case 'b':
-      at += 2;
-      return U'\b';
-    case '0':
-      at += 2;
-      return U'\0';
-    case 'x':
-      at += 2;
-      return hex_escape(text, at, 2);
-    case 'u':
-      at += 2;
-      return hex_escape(text, at, 4);
-    case 'U':
-      at += 2;
-      return hex_escape(text, at, 8);
-    default:
-      break;
+  for (const auto& [name, c] : kNamed) {
+    if (e != name) continue;
+    at += 2;
+    return c;
+  }
+  const int digits = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
+  if (digits > 0) {
+    at += 2;
+    return hex_escape(text, at, digits);
   }
   const bool punctuation = (e >= '!' && e <= '/') || (e >= ':' && e <= '@') ||
                            (e >= '[' && e <= '`') || (e >= '{' && e <= '~');

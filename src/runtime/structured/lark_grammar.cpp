@@ -514,14 +514,10 @@ class Translator {
 
   // One character of a string at i_ (grammar_literal.h); nullopt after fail().
   std::optional<char32_t> character() {
-    size_t at = i_;
-    Expected<char32_t> c = read_literal_char(t_, at);
-    i_ = at;
-    if (!c.ok()) {
-      fail(c.error().message);
-      return std::nullopt;
-    }
-    return *c;
+    Expected<char32_t> c = read_literal_char(t_, i_);
+    if (c.ok()) return *c;
+    fail(c.error().message);
+    return std::nullopt;
   }
 
   // /pattern/flags: the pattern syntax of JSON Schema's `pattern` (Python's `(?P<name>` read as
