@@ -158,6 +158,7 @@ ApiExpected<ResponseFormat> grammar_format(const Json& value, const std::string&
   ResponseFormat out;
   out.kind = ResponseFormat::Kind::kGrammar;
   out.path = path;
+  out.grammar_text = value.get<std::string>();
   out.ebnf = std::move(grammar).value();
   return out;
 }
@@ -328,6 +329,11 @@ ApiExpected<std::shared_ptr<const OutputConstraint>> make_output_constraint(
   c->grammar = format.grammar;
   c->regex = format.regex;
   c->ebnf = format.ebnf;
+  if (format.ebnf && model.grammars) {  // a grammar sent before shares its masks
+    GrammarCache::Entry shared = model.grammars->share(format.grammar_text, format.ebnf);
+    c->ebnf = shared.grammar;
+    c->grammar_masks = shared.masks;
+  }
   c->call_close = format.call_close;
   c->call_open = format.call_open;
   if (chat && format.reasoning_prelude) set_reasoning_prelude(model, prompt_text, *c);

@@ -125,6 +125,7 @@ Expected<std::unique_ptr<ServedModel>> load_served_model(const ModelLoadOptions&
       model->extra_stop_ids.push_back(*tok_eos);
     }
     model->structured_vocab = build_structured_vocab(*model->tokenizer, config.vocab_size);
+    model->grammars = std::make_shared<GrammarCache>();
   }
   return model;
 }

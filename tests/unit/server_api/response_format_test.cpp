@@ -197,6 +197,21 @@ TEST(RequestFormat, GrammarFieldsConstrainTheWholeOutput) {
   ASSERT_EQ(lark.kind, ResponseFormat::Kind::kGrammar);
   for (const char* s : {"1", "1, 2.5 ,3"}) EXPECT_TRUE(grammar_matches(lark.ebnf, s)) << s;
   for (const char* s : {"", "1,", "1 2"}) EXPECT_FALSE(grammar_matches(lark.ebnf, s)) << s;
+  // A model's requests with the same grammar text share its compiled grammar and mask memo.
+  {
+    ServedModel cached = nano_with(nullptr);
+    cached.grammars = std::make_shared<GrammarCache>();
+    const ResponseFormat again = request_format(R"j({"guided_grammar":
+        "root ::= \"(\" root \")\" | \"x\""})j");
+    auto first = make_output_constraint(cached, nested, "", false);
+    auto second = make_output_constraint(cached, again, "", false);
+    auto other = make_output_constraint(cached, lark, "", false);
+    ASSERT_TRUE(first.ok() && second.ok() && other.ok());
+    EXPECT_EQ((*first)->ebnf, (*second)->ebnf);
+    EXPECT_EQ((*first)->grammar_masks, (*second)->grammar_masks);
+    EXPECT_NE((*first)->grammar_masks, (*other)->grammar_masks);
+    EXPECT_EQ(cached.grammars->size(), 2u);
+  }
   // The constraint carries the grammar, and only it.
   const ServedModel m = nano_with(nullptr);
   auto c = make_output_constraint(m, nested, "", false);

@@ -1,0 +1,36 @@
+// GrammarCache: one compiled grammar and mask memo per text, least recently used out first.
+#include "runtime/structured/grammar_cache.h"
+
+#include <gtest/gtest.h>
+
+namespace beam {
+namespace {
+
+std::shared_ptr<const EbnfGrammar> compiled(const std::string& text) {
+  auto g = EbnfGrammar::compile(text);
+  EXPECT_TRUE(g.ok()) << text;
+  return g.ok() ? *g : nullptr;
+}
+
+TEST(GrammarCache, SharesByTextAndDropsTheLeastRecentlyUsed) {
+  GrammarCache cache(2);
+  const std::string a = "root ::= \"a\"", b = "root ::= \"b\"", c = "root ::= \"c\"";
+  const GrammarCache::Entry a1 = cache.share(a, compiled(a));
+  const GrammarCache::Entry a2 = cache.share(a, compiled(a));  // a second compile: not kept
+  EXPECT_EQ(a1.grammar, a2.grammar);
+  EXPECT_EQ(a1.masks, a2.masks);
+  const GrammarCache::Entry b1 = cache.share(b, compiled(b));
+  EXPECT_NE(b1.masks, a1.masks);
+  cache.share(a, compiled(a));  // a is now the most recent: c evicts b
+  cache.share(c, compiled(c));
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(cache.share(a, compiled(a)).masks, a1.masks);
+  EXPECT_NE(cache.share(b, compiled(b)).masks, b1.masks);  // b was dropped: a new memo
+
+  GrammarCache none(0);  // capacity 0: nothing kept
+  EXPECT_NE(none.share(a, compiled(a)).masks, none.share(a, compiled(a)).masks);
+  EXPECT_EQ(none.size(), 0u);
+}
+
+}  // namespace
+}  // namespace beam
