@@ -79,7 +79,7 @@ struct GenerateRequest {
   // come from the prefix cache; from there on the prompt is computed with logits for every
   // position. SamplingParams::max_tokens 0 computes the prompt only (scoring it, or warming the
   // prefix cache): every sibling finishes with kLength and no tokens.
-  std::optional<PromptLogprobsOptions> prompt_logprobs;
+  std::optional<PromptLogprobsOptions> prompt_logprobs = std::nullopt;
 };
 
 struct EngineOptions {

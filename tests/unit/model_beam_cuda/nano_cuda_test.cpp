@@ -128,6 +128,35 @@ TEST_F(CudaModelTest, EngineOnCudaKeepsResponseFormats) {
   expect_pools_full(**gpu);
 }
 
+// A GBNF grammar's masks through the GPU sampler: greedy and sampled (n = 3) outputs, batched,
+// are whole matches of the recursive grammar.
+TEST_F(CudaModelTest, EngineOnCudaKeepsGrammars) {
+  auto tok = text::Tokenizer::load(std::string(BEAMSERVE_SOURCE_DIR) + "/models/beam-nano");
+  ASSERT_TRUE(tok.ok()) << tok.error().message;
+  auto weights = engine_test_model("beam-nano");
+  ASSERT_NE(weights, nullptr);
+  auto gpu = Engine::create(weights, engine_options(Device::kCuda));
+  ASSERT_TRUE(gpu.ok()) << gpu.error().message;
+  const auto constraint = nested_lists_constraint(*tok, weights->config.vocab_size);
+  std::vector<RunRequest> reqs;
+  for (int i = 0; i < 4; ++i) {
+    auto ids = tok->encode("lists_" + std::to_string(i) + " = ", /*allow_special=*/false);
+    ASSERT_TRUE(ids.ok());
+    RunRequest r;
+    r.prompt.assign(ids->begin(), ids->end());
+    r.params.temperature = i % 2 ? 0.9 : 0;
+    r.params.seed = 13;
+    r.params.n = i % 2 ? 3 : 1;
+    r.params.max_tokens = 400;
+    r.params.constraint = constraint;
+    reqs.push_back(r);
+  }
+  const auto batched = run_all(**gpu, reqs);
+  for (const auto& siblings : batched)
+    for (const SiblingResult& s : siblings) expect_nested_lists(*tok, s.tokens, s.finish);
+  expect_pools_full(**gpu);
+}
+
 // With no step budget given the engine takes the device's default (8192 tokens on an H200), runs
 // one step of that size before it sizes the KV pools (warm_up_largest_step), and then serves a
 // prompt longer than the CPU engine's 2,048-token chunks in one chunk with the CPU engine's

@@ -91,33 +91,15 @@ TEST_F(StructuredOutputTest, BatchedAndPreemptedRequestsGiveTheirTokensAlone) {
 // A GBNF grammar with recursion (nested lists) constrains greedy and sampled outputs the same way:
 // each ends with an end token on a whole match of the grammar.
 TEST_F(StructuredOutputTest, GreedyAndSampledOutputsMatchAGrammar) {
-  auto grammar = EbnfGrammar::compile(R"g(
-    root ::= "result: " item (", " item){0,3}
-    item ::= "[" (item ("," item){0,2})? "]" | [0-9]{1,2} | ("yes" | "no")
-  )g");
-  ASSERT_TRUE(grammar.ok()) << grammar.error().message;
-  auto c = std::make_shared<OutputConstraint>();
-  c->ebnf = *grammar;
-  c->vocab = constraint_->vocab;
-  const EbnfMatcher m(*grammar);
+  const auto c = nested_lists_constraint(*tok_, weights_->config.vocab_size);
   auto e = make();
   RunRequest greedy = request("The answer, as a list: ", 0);
   RunRequest sampled = request("Nested lists of numbers: ", 1.0, 3);
   greedy.params.constraint = sampled.params.constraint = c;
   auto results = run_all(*e, {greedy, sampled});
   ASSERT_EQ(results[1].size(), 3u);
-  for (const auto& siblings : results) {
-    for (const SiblingResult& s : siblings) {
-      ASSERT_EQ(s.finish, FinishReason::kStop);
-      ASSERT_FALSE(s.tokens.empty());
-      auto text = tok_->decode(std::vector<text::TokenId>(s.tokens.begin(), s.tokens.end() - 1),
-                               /*skip_special=*/false);
-      ASSERT_TRUE(text.ok());
-      GrammarState state = m.initial(), scratch;
-      EXPECT_TRUE(m.advance_bytes(state, *text, scratch)) << *text;
-      EXPECT_TRUE(m.can_end(state)) << *text;
-    }
-  }
+  for (const auto& siblings : results)
+    for (const SiblingResult& s : siblings) expect_nested_lists(*tok_, s.tokens, s.finish);
   expect_pools_full(*e);
 }
 

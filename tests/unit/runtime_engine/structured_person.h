@@ -1,5 +1,6 @@
-// A bounded JSON schema (every output of it ends within a few hundred tokens) for engine tests of
-// constrained decoding, beam-nano's vocabulary for its masks, and the check of a finished output.
+// A bounded JSON schema and a bounded GBNF grammar (every output of them ends within a few hundred
+// tokens) for engine tests of constrained decoding, beam-nano's vocabulary for their masks, and
+// the checks of a finished output.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -52,6 +53,40 @@ inline void expect_person(const text::Tokenizer& tok, const std::vector<int32_t>
               v["active"].is_boolean())
       << *text;
   EXPECT_LE(v["langs"].size(), 3u) << *text;
+}
+
+// Nested lists (a recursive grammar) of at most 4 items at the top and 3 below.
+inline constexpr const char* kNestedListsGbnf = R"g(
+    root ::= "result: " item (", " item){0,3}
+    item ::= "[" (item ("," item){0,2})? "]" | [0-9]{1,2} | ("yes" | "no")
+  )g";
+
+// A kNestedListsGbnf constraint over beam-nano's tokenizer.
+inline std::shared_ptr<const OutputConstraint> nested_lists_constraint(const text::Tokenizer& tok,
+                                                                       int64_t vocab_size) {
+  auto grammar = EbnfGrammar::compile(kNestedListsGbnf);
+  EXPECT_TRUE(grammar.ok()) << grammar.error().message;
+  auto c = std::make_shared<OutputConstraint>();
+  c->ebnf = *grammar;
+  c->vocab = server::build_structured_vocab(tok, vocab_size);
+  return c;
+}
+
+// The output ended by an eos or stop id (kept as its last token), and the text before it is a
+// whole match of kNestedListsGbnf.
+inline void expect_nested_lists(const text::Tokenizer& tok, const std::vector<int32_t>& tokens,
+                                std::optional<FinishReason> finish) {
+  ASSERT_EQ(finish, FinishReason::kStop);
+  ASSERT_FALSE(tokens.empty());
+  auto text = tok.decode(std::vector<text::TokenId>(tokens.begin(), tokens.end() - 1),
+                         /*skip_special=*/false);
+  ASSERT_TRUE(text.ok());
+  auto grammar = EbnfGrammar::compile(kNestedListsGbnf);
+  ASSERT_TRUE(grammar.ok());
+  const EbnfMatcher m(*grammar);
+  GrammarState state = m.initial(), scratch;
+  EXPECT_TRUE(m.advance_bytes(state, *text, scratch)) << *text;
+  EXPECT_TRUE(m.can_end(state)) << *text;
 }
 
 }  // namespace beam::testing
