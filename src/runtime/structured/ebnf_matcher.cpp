@@ -167,12 +167,17 @@ void GrammarMaskCache::insert(const GrammarState& state, std::vector<uint32_t> w
 
 const TerminalTokens* GrammarMaskCache::terminal_tokens(
     int32_t terminal, int32_t state, const std::function<TerminalTokens()>& build) {
-  std::lock_guard<std::mutex> lock(mu_);
   const auto key = std::make_pair(terminal, state);
-  if (const auto it = terminals_.find(key); it != terminals_.end()) return it->second.get();
-  if (terminals_.size() >= kMaxEntries) return nullptr;
-  return terminals_.emplace(key, std::make_unique<const TerminalTokens>(build()))
-      .first->second.get();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (const auto it = terminals_.find(key); it != terminals_.end()) return it->second.get();
+    if (terminals_.size() >= kMaxEntries) return nullptr;
+  }
+  // Built outside the lock (milliseconds): other sequences' lookups go on meanwhile; a build that
+  // loses a race to the same key is dropped.
+  auto built = std::make_unique<const TerminalTokens>(build());
+  std::lock_guard<std::mutex> lock(mu_);
+  return terminals_.try_emplace(key, std::move(built)).first->second.get();
 }
 
 std::vector<int32_t> GrammarMaskCache::mask_key(const GrammarState& state) {

@@ -99,7 +99,8 @@ class GrammarMaskCache {
   const std::vector<uint32_t>* find(const GrammarState& state);
   // Keeps `words` as the mask of `state` (ignored once full).
   void insert(const GrammarState& state, std::vector<uint32_t> words);
-  // The entry of (terminal, DFA state), made by `build` on first use; nullptr once full.
+  // The entry of (terminal, DFA state), made by `build` (without the lock held) on first use;
+  // nullptr once full.
   const TerminalTokens* terminal_tokens(int32_t terminal, int32_t state,
                                         const std::function<TerminalTokens()>& build);
 
