@@ -8,6 +8,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/generate_constraint.h"
 #include "cli/model_path.h"
 #include "cli/usage.h"
 #include "core/thread_pool.h"
@@ -50,10 +51,12 @@ Expected<SamplingParams> sampling_from_args(const Args& a) {
 }  // namespace
 
 int cmd_generate(int argc, char** argv) {
-  auto args = Args::parse(argc, argv, {"model", "tokens", "prompt", "max-tokens", "temperature",
-                                       "top-p", "top-k", "min-p", "seed", "threads", "device",
-                                       "no-cuda-graphs", "attention-probs"},
-                                       {"no-cuda-graphs"});
+  auto args =
+      Args::parse(argc, argv,
+                  {"model", "tokens", "prompt", "max-tokens", "temperature", "top-p", "top-k",
+                   "min-p", "seed", "threads", "device", "no-cuda-graphs", "attention-probs",
+                   "grammar", "grammar-file", "json-schema", "json-schema-file", "regex"},
+                  {"no-cuda-graphs"});
   if (!args.ok()) {
     std::fprintf(stderr, "generate: %s\n%s", args.error().message.c_str(), kGenerateUsage);
     return 2;
@@ -64,19 +67,21 @@ int cmd_generate(int argc, char** argv) {
   if (!params.ok()) return fail(params.error().message);
   auto device = args->get_device();
   if (!device.ok()) return fail(device.error().message);
-  // A text prompt needs the model's tokenizer; without --tokens or --prompt a default prompt is
-  // used so that `beamserve generate` runs with no arguments.
+  // A text prompt or a constraint needs the model's tokenizer; without --tokens or --prompt a
+  // default prompt is used so that `beamserve generate` runs with no arguments.
   std::optional<text::Tokenizer> tokenizer;
+  if (!args->has("tokens") || has_constraint_flag(*args)) {
+    auto tok = text::Tokenizer::load(*dir);
+    if (!tok.ok()) return fail(tok.error().message);
+    tokenizer.emplace(std::move(*tok));
+  }
   std::vector<int32_t> prompt;
   if (args->has("tokens")) {
     auto ids = Args::parse_int_list("tokens", *args->get("tokens"));
     if (!ids.ok()) return fail(ids.error().message);
     prompt.assign(ids->begin(), ids->end());
   } else {
-    auto tok = text::Tokenizer::load(*dir);
-    if (!tok.ok()) return fail(tok.error().message);
-    tokenizer.emplace(std::move(*tok));
-    std::string text = args->get_or("prompt", kDefaultPrompt);
+    const std::string text = args->get_or("prompt", kDefaultPrompt);
     auto ids = tokenizer->encode(text, /*allow_special=*/false);
     if (!ids.ok()) return fail(ids.error().message);
     if (ids->empty()) return fail("--prompt: the prompt encodes to no tokens");
@@ -85,6 +90,13 @@ int cmd_generate(int argc, char** argv) {
   }
   auto threads = args->get_int("threads", 0);
   if (!threads.ok()) return fail(threads.error().message);
+  if (tokenizer) {  // checked before the weights load
+    auto config = load_beam_config(*dir);
+    if (!config.ok()) return fail(config.error().message);
+    auto constraint = generate_constraint(*args, *tokenizer, config->vocab_size);
+    if (!constraint.ok()) return fail(constraint.error().message);
+    params->constraint = *constraint;
+  }
 
   auto weights = load_beam_weights(*dir);
   if (!weights.ok()) return fail(weights.error().message);
@@ -108,6 +120,8 @@ int cmd_generate(int argc, char** argv) {
   auto kv = LocalKvCache::create(model.context(), cfg, 1, capacity);
   if (!kv.ok()) return fail(kv.error().message);
   Sampler sampler(cfg.vocab_size);
+  std::vector<uint32_t> allowed(static_cast<size_t>(allowed_mask_words(cfg.vocab_size)));
+  MaskScratch mask_scratch;
   std::vector<int32_t> output;
   ForwardOutput out;
   std::vector<int32_t> step_tokens = prompt;
@@ -119,7 +133,13 @@ int cmd_generate(int argc, char** argv) {
     batch.seqs.push_back(SeqChunk{step_tokens, 0, cached, kv->block_table(0), kv->block_table(0), false});
     if (auto st = model.forward(batch, kv->layers(), out); !st.ok()) return fail(st.error().message);
     if (output.empty()) prefill_s = std::chrono::duration<double>(Clock::now() - t0).count();
-    SampledToken tok = sampler.sample(SampleRow{out.row(0), &*state});
+    std::span<const uint32_t> mask;  // empty: every token
+    if (state->constrained()) {
+      if (!state->fill_allowed_tokens(allowed, mask_scratch))
+        return fail("the output no longer fits its constraint");
+      mask = allowed;
+    }
+    SampledToken tok = sampler.sample(SampleRow{out.row(0), &*state, {}, mask});
     std::vector<int32_t> step = {tok.token};
     StepFinish fin = check_finish(*state, step);
     state->append_output(step);

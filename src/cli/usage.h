@@ -11,7 +11,9 @@ inline constexpr const char* kForwardUsage =
 inline constexpr const char* kGenerateUsage =
     "usage: beamserve generate [--model DIR] (--tokens 1,2,3 | --prompt TEXT) [--max-tokens N]\n"
     "         [--temperature T] [--top-p P] [--top-k K] [--min-p M] [--seed S] [--threads N]\n"
-    "         [--device cpu|cuda] [--no-cuda-graphs] [--attention-probs fp32|bf16]\n";
+    "         [--device cpu|cuda] [--no-cuda-graphs] [--attention-probs fp32|bf16]\n"
+    "         [--grammar GBNF_OR_LARK | --grammar-file F | --json-schema JSON |\n"
+    "          --json-schema-file F | --regex RE]  (the whole output matches it)\n";
 
 inline constexpr const char* kInspectUsage =
     "usage: beamserve inspect --model DIR [--gpu-memory-gb 141] [--num-gpus 1] [--max-seqs 256]\n"
