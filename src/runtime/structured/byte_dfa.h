@@ -64,6 +64,8 @@ class ByteDfa {
     return s != kDead && accepting(s);
   }
   size_t num_states() const { return accepting_.size(); }
+  // The transition table's size (what the automaton costs in memory, and about in building).
+  size_t table_bytes() const { return next_.size() * sizeof(int32_t); }
 
  private:
   friend class DfaBuilder;

@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "core/large_stack.h"
 #include "runtime/structured/ebnf_syntax.h"
 #include "runtime/structured/lark_grammar.h"
 #include "runtime/structured/regex_syntax.h"
@@ -219,7 +220,14 @@ class GrammarLowering {
     std::string key;
     append_key(tree, key);
     if (const auto it = terminal_memo_.find(key); it != terminal_memo_.end()) return it->second;
+    if (terminal_bytes_ > kMaxGrammarTerminalBytes) {
+      if (!error_)
+        error_ = make_error("the grammar is too complex: its terminals' automata pass " +
+                            std::to_string(kMaxGrammarTerminalBytes >> 20) + " MiB");
+      return std::nullopt;
+    }
     auto dfa = ByteDfa::from_regex(tree);
+    terminal_bytes_ += dfa.ok() ? (*dfa)->table_bytes() : size_t{1} << 20;
     std::optional<int32_t> out;
     if (dfa.ok()) {
       out = static_cast<int32_t>(g_->terminals_.size());
@@ -285,6 +293,7 @@ class GrammarLowering {
 
   // One alternative's elements: maximal runs of regular items as one terminal each.
   std::vector<GrammarElement> lower_sequence(const EbnfExpr& seq) {
+    if (error_) return {};  // once failed, lower nothing more (a terminal may no longer build)
     std::vector<const EbnfExpr*> items;
     if (seq.kind == EbnfExpr::Kind::kSequence) {
       for (const EbnfExpr& c : seq.children) items.push_back(&c);
@@ -323,6 +332,7 @@ class GrammarLowering {
 
   // One element for an item that is not one terminal: a rule reference, or an auxiliary rule.
   GrammarElement lower_item(const EbnfExpr& e) {
+    if (error_) return {};
     switch (e.kind) {
       case EbnfExpr::Kind::kRef:
         return {GrammarElement::Kind::kRule, lower_rule(index_.at(e.name))};
@@ -457,6 +467,7 @@ class GrammarLowering {
   std::vector<uint8_t> regular_;
   std::map<int32_t, std::optional<RegexNode>> regex_memo_;
   std::map<std::string, std::optional<int32_t>> terminal_memo_;
+  size_t terminal_bytes_ = 0;     // built or attempted (kMaxGrammarTerminalBytes)
   std::vector<int32_t> lowered_;  // [source rule] its grammar rule, -1 before lowering
   int32_t current_ = 0;           // the source rule being lowered (auxiliary rules' names)
   int32_t aux_count_ = 0;
@@ -464,10 +475,20 @@ class GrammarLowering {
   std::shared_ptr<EbnfGrammar> g_{new EbnfGrammar()};
 };
 
+// Parsing and lowering recurse along rule references and groups, so they run on a large stack
+// (core/large_stack.h); parse_ebnf's limits bound the depth.
 Expected<std::shared_ptr<const EbnfGrammar>> EbnfGrammar::compile(std::string_view text,
                                                                   std::string_view root) {
-  BEAM_ASSIGN_OR_RETURN(std::vector<EbnfRule> rules, parse_ebnf(text, kMaxGrammarRepeat));
-  return GrammarLowering(std::move(rules)).run(root);
+  std::optional<Expected<std::shared_ptr<const EbnfGrammar>>> out;
+  run_on_large_stack([&] {
+    Expected<std::vector<EbnfRule>> rules = parse_ebnf(text, kMaxGrammarRepeat);
+    if (!rules.ok()) {
+      out.emplace(rules.error());
+      return;
+    }
+    out.emplace(GrammarLowering(std::move(rules).value()).run(root));
+  });
+  return std::move(*out);
 }
 
 Expected<std::shared_ptr<const EbnfGrammar>> EbnfGrammar::compile_gbnf_or_lark(

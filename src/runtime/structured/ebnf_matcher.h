@@ -23,8 +23,9 @@ namespace beam {
 // Deepest stack (nesting of recursive rules); a parse that would go deeper is dropped.
 inline constexpr int32_t kMaxGrammarDepth = 1024;
 // Most stacks one state keeps (ambiguous grammars fork); past it the later ones are dropped,
-// which only narrows what the model may write.
-inline constexpr int32_t kMaxGrammarStacks = 4096;
+// which only narrows what the model may write. A mask costs about linearly in stacks, so this
+// also bounds one sequence's share of a step.
+inline constexpr int32_t kMaxGrammarStacks = 1024;
 
 struct GrammarFrame {
   int32_t element = 0;  // index into EbnfGrammar::elements()

@@ -16,6 +16,12 @@ bool word_char(char c) {
          c == '-';
 }
 
+int64_t tree_depth(const EbnfExpr& e) {
+  int64_t deepest = 0;
+  for (const EbnfExpr& c : e.children) deepest = std::max(deepest, tree_depth(c));
+  return deepest + 1;
+}
+
 EbnfExpr code_point(char32_t c) {
   return EbnfExpr{.kind = EbnfExpr::Kind::kSet, .set = {{c, c}}};
 }
@@ -49,6 +55,16 @@ class Parser {
     }
     if (error_) return *error_;
     if (out.empty()) return make_error("the grammar defines no rule (expected `root ::= ...`)");
+    if (out.size() > static_cast<size_t>(kMaxGrammarRules))
+      return make_error("the grammar has " + std::to_string(out.size()) + " rules (at most " +
+                        std::to_string(kMaxGrammarRules) + ")");
+    int64_t depth_sum = 0;
+    for (const EbnfRule& rule : out) depth_sum += tree_depth(rule.body);
+    if (depth_sum > kMaxGrammarDepthSum)
+      return make_error(
+          "the grammar nests too deeply overall: its rules' expression depths add "
+          "up to " +
+          std::to_string(depth_sum) + " (at most " + std::to_string(kMaxGrammarDepthSum) + ")");
     return out;
   }
 
@@ -148,7 +164,12 @@ class Parser {
         fail("lookahead assertions `(= ...)` are not supported");
         return {};
       }
+      if (++depth_ > kMaxGrammarNesting) {
+        fail("groups nested more than " + std::to_string(kMaxGrammarNesting) + " deep");
+        return {};
+      }
       EbnfExpr inner = alternates();
+      --depth_;
       if (error_) return {};
       if (i_ >= t_.size() || t_[i_] != ')') {
         fail("expected ')'");
@@ -301,6 +322,7 @@ class Parser {
   std::string_view t_;
   size_t i_ = 0;
   int32_t max_repeat_;
+  int32_t depth_ = 0;  // groups open at i_
   std::optional<Error> error_;
 };
 

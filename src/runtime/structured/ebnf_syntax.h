@@ -36,10 +36,19 @@ struct EbnfRule {
   int32_t line = 0;  // where the rule is defined (1-based)
 };
 
+// Most rules one grammar may define, and most groups nested in one rule (what recursive compiling
+// meets as depth: a chain of rules or groups deeper than these could overflow a thread's stack).
+inline constexpr int32_t kMaxGrammarRules = 2000;
+inline constexpr int32_t kMaxGrammarNesting = 100;
+// Most expression-tree depth summed over a grammar's rules (the deepest a path through rule
+// references and their groups can go while compiling).
+inline constexpr int64_t kMaxGrammarDepthSum = 50000;
+
 // Rules in the text's order. An error names the problem and its line:column: an unexpected
 // character, an unterminated string or class, an unknown escape, a class that matches no code
-// point, a repetition past kMaxGrammarRepeat (ebnf_grammar.h) or with min > max, and text that
-// defines no rule (with a hint when it looks like a Lark grammar).
+// point, a repetition past kMaxGrammarRepeat (ebnf_grammar.h) or with min > max, more than
+// kMaxGrammarRules rules, groups nested past kMaxGrammarNesting or kMaxGrammarDepthSum, and text
+// that defines no rule (with a hint when it looks like a Lark grammar).
 Expected<std::vector<EbnfRule>> parse_ebnf(std::string_view text, int32_t max_repeat);
 
 }  // namespace beam

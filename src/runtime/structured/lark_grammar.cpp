@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/structured/ebnf_syntax.h"
 #include "runtime/structured/grammar_literal.h"
 #include "runtime/structured/regex_syntax.h"
 
@@ -437,6 +438,10 @@ class Translator {
   std::string primary(int depth, bool in_rule) {
     const char c = t_[i_];
     if (c == '(' || c == '[') {
+      if (depth + 1 > kMaxGrammarNesting) {
+        fail("groups nested more than " + std::to_string(kMaxGrammarNesting) + " deep");
+        return {};
+      }
       ++i_;
       skip_inline(depth + 1);
       std::string inner = alternatives(depth + 1, in_rule);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/structured/ebnf_matcher.h"
+#include "runtime/structured/ebnf_syntax.h"
 
 namespace beam {
 namespace {
@@ -319,6 +320,43 @@ TEST(EbnfGrammar, ErrorsNameTheProblemAndWhere) {
     EXPECT_NE(e.find(c.message), std::string::npos) << c.grammar << " -> " << e;
   }
   EXPECT_TRUE(EbnfGrammar::compile("main ::= \"a\"", "main").ok());
+}
+
+// Compiling recurses along rule references and groups: chains up to the limits compile (on the
+// large stack), past them they are refused by name, never a crashed thread.
+TEST(EbnfGrammar, DeepGrammarsCompileOrAreRefused) {
+  auto chain = [](int rules) {
+    std::string text = "root ::= r0";
+    for (int i = 0; i + 1 < rules; ++i)
+      text += "\nr" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + " \"a\"";
+    return text + "\nr" + std::to_string(rules - 1) + " ::= \"b\"";  // root + `rules` rules
+  };
+  auto grammar = EbnfGrammar::compile(chain(kMaxGrammarRules - 1));
+  EXPECT_TRUE(grammar.ok()) << grammar.error().message;
+  EXPECT_NE(compile_error(chain(kMaxGrammarRules)).find("rules (at most 2000)"), std::string::npos);
+  const std::string nested = "root ::= " + std::string(kMaxGrammarNesting + 1, '(') + "\"a\"" +
+                             std::string(kMaxGrammarNesting + 1, ')');
+  EXPECT_NE(compile_error(nested).find("groups nested more than 100 deep"), std::string::npos);
+  std::string deep_item;
+  for (int k = 0; k < 90; ++k) deep_item += "(\"x\" ";
+  std::string text = "root ::= r0";
+  for (int i = 0; i < 600; ++i)
+    text += "\nr" + std::to_string(i) + " ::= " + deep_item + "r" + std::to_string(i + 1) +
+            std::string(90, ')');
+  text += "\nr600 ::= \"b\"";
+  EXPECT_NE(compile_error(text).find("nests too deeply overall"), std::string::npos);
+}
+
+// A grammar whose terminals would need ever more automata is refused instead of compiling for
+// minutes: each rule here needs 2^(n+1) DFA states (past ByteDfa's limit, so it falls back to
+// smaller terminals), and the attempts pass kMaxGrammarTerminalBytes.
+TEST(EbnfGrammar, CompileWorkIsBounded) {
+  std::string text = "root ::= r12";
+  for (int n = 13; n < 12 + 80; ++n) text += " | r" + std::to_string(n);
+  for (int n = 12; n < 12 + 80; ++n)
+    text += "\nr" + std::to_string(n) + " ::= [ab]* \"a\" [ab]{" + std::to_string(n) + "}";
+  const std::string e = compile_error(text);
+  EXPECT_NE(e.find("the grammar is too complex"), std::string::npos) << e;
 }
 
 }  // namespace

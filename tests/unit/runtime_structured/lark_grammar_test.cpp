@@ -127,7 +127,7 @@ string : ESCAPED_STRING
 
 TEST(LarkGrammar, ErrorsNameTheConstructAndItsLine) {
   struct Case {
-    const char* grammar;
+    std::string grammar;
     const char* message;
   };
   for (const Case& c : std::vector<Case>{
@@ -143,6 +143,8 @@ TEST(LarkGrammar, ErrorsNameTheConstructAndItsLine) {
            {"start: \"a\"\nstart: \"b\"", "line 2:7: 'start' is defined twice"},
            {"start:\n", "'start' has no body"},
            {"start: a\na: b \"x\" | \"y\"\nb: a \"z\"", "left-recursive"},
+           {"start: " + std::string(101, '(') + "\"a\"" + std::string(101, ')'),
+            "groups nested more than 100 deep"},
        }) {
     auto g = EbnfGrammar::compile_gbnf_or_lark(c.grammar);
     ASSERT_FALSE(g.ok()) << c.grammar;
