@@ -95,20 +95,24 @@ TEST_F(CudaModelTest, EngineOnCudaGeneratesTheCpuEnginesGreedyTokens) {
   expect_pools_full(**gpu);
 }
 
-// Response formats on the GPU engine: the token masks reach the device sampler, so greedy and
+// Constrained decoding on the GPU engine: the token masks reach the device sampler, so greedy and
 // sampled (n > 1, several sharing the prompt owner's logits row) outputs of beam-nano, alone and
-// batched, are JSON of the schema ending with an end token.
-TEST_F(CudaModelTest, EngineOnCudaKeepsResponseFormats) {
+// batched, satisfy the constraint `make` builds (`check` each finished sibling).
+using MakeConstraint = std::shared_ptr<const OutputConstraint> (*)(const text::Tokenizer&,
+                                                                   int64_t vocab_size);
+using CheckOutput = void (*)(const text::Tokenizer&, const std::vector<int32_t>&,
+                             std::optional<FinishReason>);
+void expect_constrained_on_cuda(const std::string& prompt, MakeConstraint make, CheckOutput check) {
   auto tok = text::Tokenizer::load(std::string(BEAMSERVE_SOURCE_DIR) + "/models/beam-nano");
   ASSERT_TRUE(tok.ok()) << tok.error().message;
   auto weights = engine_test_model("beam-nano");
   ASSERT_NE(weights, nullptr);
   auto gpu = Engine::create(weights, engine_options(Device::kCuda));
   ASSERT_TRUE(gpu.ok()) << gpu.error().message;
-  const auto constraint = person_constraint(*tok, weights->config.vocab_size);
+  const auto constraint = make(*tok, weights->config.vocab_size);
   std::vector<RunRequest> reqs;
   for (int i = 0; i < 4; ++i) {
-    auto ids = tok->encode("person_" + std::to_string(i) + " = ", /*allow_special=*/false);
+    auto ids = tok->encode(prompt + std::to_string(i) + " = ", /*allow_special=*/false);
     ASSERT_TRUE(ids.ok());
     RunRequest r;
     r.prompt.assign(ids->begin(), ids->end());
@@ -121,40 +125,21 @@ TEST_F(CudaModelTest, EngineOnCudaKeepsResponseFormats) {
   }
   auto batched = run_all(**gpu, reqs);
   for (size_t i = 0; i < reqs.size(); ++i) {
-    for (const SiblingResult& s : batched[i]) expect_person(*tok, s.tokens, s.finish);
+    for (const SiblingResult& s : batched[i]) check(*tok, s.tokens, s.finish);
     const auto alone = run_all(**gpu, {reqs[i]});  // (a range-for over [0] of it would dangle)
-    for (const SiblingResult& s : alone[0]) expect_person(*tok, s.tokens, s.finish);
+    for (const SiblingResult& s : alone[0]) check(*tok, s.tokens, s.finish);
   }
   expect_pools_full(**gpu);
 }
 
-// A GBNF grammar's masks through the GPU sampler: greedy and sampled (n = 3) outputs, batched,
-// are whole matches of the recursive grammar.
+// A JSON schema: outputs are JSON of it ending with an end token.
+TEST_F(CudaModelTest, EngineOnCudaKeepsResponseFormats) {
+  expect_constrained_on_cuda("person_", person_constraint, expect_person);
+}
+
+// A GBNF grammar (recursive): outputs are whole matches of it.
 TEST_F(CudaModelTest, EngineOnCudaKeepsGrammars) {
-  auto tok = text::Tokenizer::load(std::string(BEAMSERVE_SOURCE_DIR) + "/models/beam-nano");
-  ASSERT_TRUE(tok.ok()) << tok.error().message;
-  auto weights = engine_test_model("beam-nano");
-  ASSERT_NE(weights, nullptr);
-  auto gpu = Engine::create(weights, engine_options(Device::kCuda));
-  ASSERT_TRUE(gpu.ok()) << gpu.error().message;
-  const auto constraint = nested_lists_constraint(*tok, weights->config.vocab_size);
-  std::vector<RunRequest> reqs;
-  for (int i = 0; i < 4; ++i) {
-    auto ids = tok->encode("lists_" + std::to_string(i) + " = ", /*allow_special=*/false);
-    ASSERT_TRUE(ids.ok());
-    RunRequest r;
-    r.prompt.assign(ids->begin(), ids->end());
-    r.params.temperature = i % 2 ? 0.9 : 0;
-    r.params.seed = 13;
-    r.params.n = i % 2 ? 3 : 1;
-    r.params.max_tokens = 400;
-    r.params.constraint = constraint;
-    reqs.push_back(r);
-  }
-  const auto batched = run_all(**gpu, reqs);
-  for (const auto& siblings : batched)
-    for (const SiblingResult& s : siblings) expect_nested_lists(*tok, s.tokens, s.finish);
-  expect_pools_full(**gpu);
+  expect_constrained_on_cuda("lists_", nested_lists_constraint, expect_nested_lists);
 }
 
 // With no step budget given the engine takes the device's default (8192 tokens on an H200), runs
