@@ -114,6 +114,7 @@ ApiExpected<ResponseFormat> schema_format(const Json& schema, const std::string&
   ResponseFormat out;
   out.kind = ResponseFormat::Kind::kJsonSchema;
   out.grammar = std::move(grammar).value();
+  out.schema_text = schema.dump();
   out.path = path;
   return out;
 }
@@ -331,8 +332,13 @@ ApiExpected<std::shared_ptr<const OutputConstraint>> make_output_constraint(
   c->ebnf = format.ebnf;
   if (format.ebnf && model.grammars) {  // a grammar sent before shares its masks
     GrammarCache::Entry shared = model.grammars->share(format.grammar_text, format.ebnf);
-    c->ebnf = shared.grammar;
-    c->grammar_masks = shared.masks;
+    c->ebnf = shared.compiled;
+    c->grammar_masks = shared.memo;
+  }
+  if (format.grammar && !format.schema_text.empty() && model.schemas) {  // likewise a schema
+    SchemaCache::Entry shared = model.schemas->share(format.schema_text, format.grammar);
+    c->grammar = shared.compiled;
+    c->pattern_masks = shared.memo;
   }
   c->call_close = format.call_close;
   c->call_open = format.call_open;

@@ -26,6 +26,7 @@ struct ResponseFormat {
   std::shared_ptr<const ByteDfa> regex;        // kRegex: the whole output matches it
   std::shared_ptr<const EbnfGrammar> ebnf;     // kGrammar: the whole output matches it (GBNF)
   std::string grammar_text;                    // kGrammar: its text (ServedModel::grammars' key)
+  std::string schema_text;  // kJsonSchema: the schema as JSON text (ServedModel::schemas' key)
   std::string path;  // where the format sat in the request, for errors
   // A tool call's delimiter tokens (OutputConstraint::call_close / call_open, tool_call_format.h).
   std::optional<int32_t> call_close;

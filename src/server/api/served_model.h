@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "runtime/engine.h"
-#include "runtime/structured/grammar_cache.h"
+#include "runtime/structured/compiled_cache.h"
 #include "runtime/structured/vocab_index.h"
 #include "server/api/api_error.h"
 #include "server/api/json_fields.h"
@@ -32,8 +32,10 @@ struct ServedModel {
   std::vector<int32_t> extra_stop_ids;  // tokenizer eos ids the model config does not list
   // The tokenizer's text tokens arranged for constrained decoding (null without a tokenizer).
   std::shared_ptr<const VocabIndex> structured_vocab;
-  // Compiled grammars and their shared mask memos by text (null without a tokenizer).
+  // Compiled grammars and JSON schemas with their shared mask memos, by text (null without a
+  // tokenizer).
   std::shared_ptr<GrammarCache> grammars;
+  std::shared_ptr<SchemaCache> schemas;
   // Special tokens a response_template delimiter can spell (e.g. a special <think>): they stay in
   // the text the output parser reads even though special tokens are otherwise not shown.
   std::vector<int32_t> template_special_ids;

@@ -211,6 +211,17 @@ TEST(RequestFormat, GrammarFieldsConstrainTheWholeOutput) {
     EXPECT_EQ((*first)->grammar_masks, (*second)->grammar_masks);
     EXPECT_NE((*first)->grammar_masks, (*other)->grammar_masks);
     EXPECT_EQ(cached.grammars->size(), 2u);
+    // So do requests with the same JSON schema (its grammar and patterned strings' masks).
+    cached.schemas = std::make_shared<SchemaCache>();
+    const char* schema = R"j({"guided_json": {"type": "object", "properties":
+        {"id": {"type": "string", "pattern": "^[a-z]+$"}}}})j";
+    auto s1 = make_output_constraint(cached, request_format(schema), "", false);
+    auto s2 = make_output_constraint(cached, request_format(schema), "", false);
+    auto s3 = make_output_constraint(cached, request_format(R"j({"guided_json": {}})j"), "", false);
+    ASSERT_TRUE(s1.ok() && s2.ok() && s3.ok());
+    EXPECT_EQ((*s1)->grammar, (*s2)->grammar);
+    EXPECT_EQ((*s1)->pattern_masks, (*s2)->pattern_masks);
+    EXPECT_NE((*s1)->pattern_masks, (*s3)->pattern_masks);
   }
   // The constraint carries the grammar, and only it.
   const ServedModel m = nano_with(nullptr);

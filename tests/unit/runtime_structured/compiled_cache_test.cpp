@@ -1,5 +1,6 @@
-// GrammarCache: one compiled grammar and mask memo per text, least recently used out first.
-#include "runtime/structured/grammar_cache.h"
+// CompiledCache (GrammarCache): one compiled grammar and mask memo per text, least recently used
+// out first.
+#include "runtime/structured/compiled_cache.h"
 
 #include <gtest/gtest.h>
 
@@ -17,18 +18,18 @@ TEST(GrammarCache, SharesByTextAndDropsTheLeastRecentlyUsed) {
   const std::string a = "root ::= \"a\"", b = "root ::= \"b\"", c = "root ::= \"c\"";
   const GrammarCache::Entry a1 = cache.share(a, compiled(a));
   const GrammarCache::Entry a2 = cache.share(a, compiled(a));  // a second compile: not kept
-  EXPECT_EQ(a1.grammar, a2.grammar);
-  EXPECT_EQ(a1.masks, a2.masks);
+  EXPECT_EQ(a1.compiled, a2.compiled);
+  EXPECT_EQ(a1.memo, a2.memo);
   const GrammarCache::Entry b1 = cache.share(b, compiled(b));
-  EXPECT_NE(b1.masks, a1.masks);
+  EXPECT_NE(b1.memo, a1.memo);
   cache.share(a, compiled(a));  // a is now the most recent: c evicts b
   cache.share(c, compiled(c));
   EXPECT_EQ(cache.size(), 2u);
-  EXPECT_EQ(cache.share(a, compiled(a)).masks, a1.masks);
-  EXPECT_NE(cache.share(b, compiled(b)).masks, b1.masks);  // b was dropped: a new memo
+  EXPECT_EQ(cache.share(a, compiled(a)).memo, a1.memo);
+  EXPECT_NE(cache.share(b, compiled(b)).memo, b1.memo);  // b was dropped: a new memo
 
   GrammarCache none(0);  // capacity 0: nothing kept
-  EXPECT_NE(none.share(a, compiled(a)).masks, none.share(a, compiled(a)).masks);
+  EXPECT_NE(none.share(a, compiled(a)).memo, none.share(a, compiled(a)).memo);
   EXPECT_EQ(none.size(), 0u);
 }
 

@@ -1,0 +1,72 @@
+// CompiledCache: a served model's compiled constraints by their text (GBNF / Lark grammars, JSON
+// schemas), each with the mask memo its requests share, so a constraint sent again — RL rollouts
+// and agents send the same one with every request — reuses its masks instead of walking the
+// vocabulary anew. The least recently used goes first once the capacity is reached. Thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "runtime/structured/ebnf_matcher.h"
+#include "runtime/structured/json_grammar.h"
+#include "runtime/structured/pattern_mask_cache.h"
+
+namespace beam {
+
+template <typename Compiled, typename Memo>
+class CompiledCache {
+ public:
+  // A memo holds up to ~10 MB of masks at Beam's vocabulary, so the default keeps up to ~160 MB.
+  static constexpr size_t kDefaultCapacity = 16;
+
+  struct Entry {
+    std::shared_ptr<const Compiled> compiled;
+    std::shared_ptr<Memo> memo;
+  };
+
+  explicit CompiledCache(size_t capacity = kDefaultCapacity) : capacity_(capacity) {}
+
+  // The entry of `text`: the cached one, else `compiled` (the text's compiled form) with a new
+  // memo, which is kept.
+  Entry share(const std::string& text, std::shared_ptr<const Compiled> compiled) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (const auto it = index_.find(text); it != index_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second);
+      return it->second->second;
+    }
+    Entry entry{std::move(compiled), std::make_shared<Memo>()};
+    if (capacity_ == 0) return entry;
+    if (lru_.size() >= capacity_) {
+      index_.erase(lru_.back().first);
+      lru_.pop_back();
+    }
+    lru_.emplace_front(text, entry);
+    index_.emplace(text, lru_.begin());
+    return entry;
+  }
+
+  size_t size() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lru_.size();
+  }
+
+ private:
+  using List = std::list<std::pair<std::string, Entry>>;  // most recently used first
+  mutable std::mutex mu_;
+  size_t capacity_;
+  List lru_;
+  std::unordered_map<std::string, typename List::iterator> index_;
+};
+
+// Grammars (EbnfGrammar::compile_gbnf_or_lark) with their GrammarMaskCache.
+using GrammarCache = CompiledCache<EbnfGrammar, GrammarMaskCache>;
+// JSON schemas (JsonGrammar::from_schema, keyed by the schema's JSON text) with the
+// PatternMaskCache of their patterned strings.
+using SchemaCache = CompiledCache<JsonGrammar, PatternMaskCache>;
+
+}  // namespace beam
