@@ -13,6 +13,7 @@
 
 #include "core/large_stack.h"
 #include "runtime/structured/ebnf_syntax.h"
+#include "runtime/structured/grammar_literal.h"
 #include "runtime/structured/lark_grammar.h"
 #include "runtime/structured/regex_syntax.h"
 
@@ -64,7 +65,7 @@ void eliminate_direct_left_recursion(EbnfRule& rule) {
     std::vector<EbnfExpr>& all = base.children.empty() ? rest.children : base.children;
     if (base.children.empty()) {  // put the self references back for the error
       for (EbnfExpr& r : all) {
-        EbnfExpr self{.kind = EbnfExpr::Kind::kRef, .name = rule.name, .line = rule.line};
+        EbnfExpr self{.kind = EbnfExpr::Kind::kRef, .name = rule.name, .offset = rule.offset};
         if (r.kind == EbnfExpr::Kind::kSequence)
           r.children.insert(r.children.begin(), self);
         else
@@ -90,7 +91,9 @@ void collect_refs(const EbnfExpr& e, std::vector<const EbnfExpr*>& out) {
 
 class GrammarLowering {
  public:
-  explicit GrammarLowering(std::vector<EbnfRule> rules) : src_(std::move(rules)) {}
+  // `text`: what the rules were parsed from (their offsets' positions in errors).
+  GrammarLowering(std::string_view text, std::vector<EbnfRule> rules)
+      : text_(text), src_(std::move(rules)) {}
 
   Expected<std::shared_ptr<const EbnfGrammar>> run(std::string_view root) {
     for (EbnfRule& rule : src_) eliminate_direct_left_recursion(rule);
@@ -111,9 +114,12 @@ class GrammarLowering {
     for (size_t r = 0; r < src_.size(); ++r) {
       const auto [it, inserted] = index_.emplace(src_[r].name, static_cast<int32_t>(r));
       if (!inserted)
-        return make_error("grammar line " + std::to_string(src_[r].line) + ": rule '" +
-                          src_[r].name + "' is defined twice (first on line " +
-                          std::to_string(src_[static_cast<size_t>(it->second)].line) + ")");
+        return make_error(
+            "grammar line " + std::to_string(text_position(text_, src_[r].offset).line) +
+            ": rule '" + src_[r].name + "' is defined twice (first on line " +
+            std::to_string(
+                text_position(text_, src_[static_cast<size_t>(it->second)].offset).line) +
+            ")");
     }
     refs_.resize(src_.size());
     for (size_t r = 0; r < src_.size(); ++r) {
@@ -122,9 +128,10 @@ class GrammarLowering {
       for (const EbnfExpr* ref : refs) {
         const auto it = index_.find(ref->name);
         if (it == index_.end())
-          return make_error("grammar line " + std::to_string(ref->line) + ":" +
-                            std::to_string(ref->column) + ": rule '" + src_[r].name +
-                            "' refers to undefined rule '" + ref->name + "'");
+          return make_error("grammar line " +
+                            std::to_string(text_position(text_, ref->offset).line) + ":" +
+                            std::to_string(text_position(text_, ref->offset).column) + ": rule '" +
+                            src_[r].name + "' refers to undefined rule '" + ref->name + "'");
         refs_[r].push_back(it->second);
       }
     }
@@ -461,6 +468,7 @@ class GrammarLowering {
     return ok_status();
   }
 
+  std::string_view text_;
   std::vector<EbnfRule> src_;
   std::map<std::string, int32_t> index_;
   std::vector<std::vector<int32_t>> refs_;  // [rule] referenced rules
@@ -486,7 +494,7 @@ Expected<std::shared_ptr<const EbnfGrammar>> EbnfGrammar::compile(std::string_vi
       out.emplace(rules.error());
       return;
     }
-    out.emplace(GrammarLowering(std::move(rules).value()).run(root));
+    out.emplace(GrammarLowering(text, std::move(rules).value()).run(root));
   });
   return std::move(*out);
 }

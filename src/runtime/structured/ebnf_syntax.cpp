@@ -41,7 +41,7 @@ class Parser {
         break;
       }
       EbnfRule rule;
-      rule.line = line_column(i_).first;
+      rule.offset = i_;
       rule.name = read_name();
       skip_space();
       i_ += 3;  // "::="
@@ -71,22 +71,9 @@ class Parser {
  private:
   void fail(const std::string& message) {
     if (error_) return;
-    const auto [line, column] = line_column(std::min(i_, t_.size()));
-    error_ = make_error("grammar line " + std::to_string(line) + ":" + std::to_string(column) +
+    const TextPosition p = text_position(t_, i_);
+    error_ = make_error("grammar line " + std::to_string(p.line) + ":" + std::to_string(p.column) +
                         ": " + message);
-  }
-
-  std::pair<int32_t, int32_t> line_column(size_t at) const {
-    int32_t line = 1, column = 1;
-    for (size_t k = 0; k < at; ++k) {
-      if (t_[k] == '\n') {
-        ++line;
-        column = 1;
-      } else if ((static_cast<uint8_t>(t_[k]) & 0xC0) != 0x80) {
-        ++column;
-      }
-    }
-    return {line, column};
   }
 
   bool looks_like_lark() const {
@@ -179,8 +166,7 @@ class Parser {
       return inner;
     }
     if (word_char(c)) {
-      const auto [line, column] = line_column(i_);
-      EbnfExpr ref{.kind = EbnfExpr::Kind::kRef, .line = line, .column = column};
+      EbnfExpr ref{.kind = EbnfExpr::Kind::kRef, .offset = i_};
       ref.name = read_name();
       return ref;
     }

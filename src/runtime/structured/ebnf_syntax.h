@@ -3,6 +3,7 @@
 // docs/structured_output.md ("Grammars") gives the syntax.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -27,13 +28,13 @@ struct EbnfExpr {
   std::vector<EbnfExpr> children = {};
   int32_t min = 0, max = -1;     // kRepeat
   std::string name = {};         // kRef
-  int32_t line = 0, column = 0;  // kRef: where it is written (1-based), for errors
+  size_t offset = 0;             // kRef: where it is written in the text (byte), for errors
 };
 
 struct EbnfRule {
   std::string name;
   EbnfExpr body;
-  int32_t line = 0;  // where the rule is defined (1-based)
+  size_t offset = 0;  // where the rule is defined in the text (byte)
 };
 
 // Most rules one grammar may define, and most groups nested in one rule (what recursive compiling

@@ -52,6 +52,19 @@ Expected<char32_t> escape(std::string_view text, size_t& at) {
 
 }  // namespace
 
+TextPosition text_position(std::string_view text, size_t at) {
+  TextPosition p;
+  for (size_t k = 0; k < at && k < text.size(); ++k) {
+    if (text[k] == '\n') {
+      ++p.line;
+      p.column = 1;
+    } else if ((static_cast<uint8_t>(text[k]) & 0xC0) != 0x80) {
+      ++p.column;
+    }
+  }
+  return p;
+}
+
 Expected<char32_t> read_literal_char(std::string_view text, size_t& at) {
   const auto b = static_cast<uint8_t>(text[at]);
   if (b == '\\') return escape(text, at);

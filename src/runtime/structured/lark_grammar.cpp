@@ -162,29 +162,15 @@ class Translator {
  private:
   void fail(const std::string& message) {
     if (error_) return;
-    int line = 1, column = 1;
-    for (size_t k = 0; k < i_ && k < t_.size(); ++k) {
-      if (t_[k] == '\n') {
-        ++line;
-        column = 1;
-      } else if ((static_cast<uint8_t>(t_[k]) & 0xC0) != 0x80) {
-        ++column;
-      }
-    }
-    error_ = make_error("Lark grammar line " + std::to_string(line) + ":" + std::to_string(column) +
-                        ": " + message);
-  }
-
-  int32_t line_at(size_t at) const {
-    int32_t line = 1;
-    for (size_t k = 0; k < at; ++k) line += t_[k] == '\n';
-    return line;
+    const TextPosition p = text_position(t_, i_);
+    error_ = make_error("Lark grammar line " + std::to_string(p.line) + ":" +
+                        std::to_string(p.column) + ": " + message);
   }
 
   // Starts a GBNF line for the definition at i_ on its own line number.
   void start_output_line() {
-    const int32_t line = line_at(i_);
-    while (out_line_ < line) {
+    for (; counted_ < i_; ++counted_) line_ += t_[counted_] == '\n';  // i_ only moves on
+    while (out_line_ < line_) {
       out_ += '\n';
       ++out_line_;
     }
@@ -575,7 +561,9 @@ class Translator {
   std::string_view t_;
   size_t i_ = 0;
   std::string out_;
-  int32_t out_line_ = 1;
+  int32_t out_line_ = 1;  // the line out_ is on
+  size_t counted_ = 0;    // t_'s newlines are counted up to here
+  int32_t line_ = 1;      // the line of t_[counted_]
   std::set<std::string> defined_, used_;
   std::vector<std::string> ignored_;
   bool uses_common_ = false;

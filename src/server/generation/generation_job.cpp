@@ -32,7 +32,6 @@ void GenerationJob::submit() {
     decoders_.emplace_back(context_.tokenizer, spec_, context_.response_template);
   }
   last_event_.assign(static_cast<size_t>(n), std::nullopt);
-  stop_sent_.assign(static_cast<size_t>(n), 0);
   siblings_left_ = n;
   GenerateRequest request;
   request.prompt = spec_.prompt_ids;
@@ -84,11 +83,9 @@ void GenerationJob::handle(TokenEvent&& event) {
   SiblingDelta delta;
   decoder.on_tokens(event, &delta);
   if (decoder.stopped_by_string()) {
-    // The engine stops the sibling too (its KV is freed at once); routing replay waits for the
-    // engine's final event, which carries the routing.
-    if (!stop_sent_[s] && !event.finish)
-      context_.engine->stop_sibling(event.request, event.sibling);
-    stop_sent_[s] = 1;
+    // The engine stops the sibling too (its KV is freed at once; a repeat is ignored); routing
+    // replay waits for the engine's final event, which carries the routing.
+    if (!event.finish) context_.engine->stop_sibling(event.request, event.sibling);
     if (spec_.return_routed_experts && !event.finish) {
       if (!delta.empty()) observer_->on_delta(event.sibling, std::move(delta));
       return;

@@ -84,7 +84,6 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   std::shared_ptr<GenerationObserver> observer_;
   Clock::time_point received_;
   std::vector<SiblingDecoder> decoders_;
-  std::vector<char> stop_sent_;  // [sibling] a stop string ended it and the engine was told
   std::vector<std::optional<Clock::time_point>> last_event_;  // per sibling, for ITL
   bool first_token_seen_ = false;
   int64_t siblings_left_ = 0;
