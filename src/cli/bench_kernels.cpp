@@ -45,13 +45,18 @@ class KernelBench {
     size_t mark_;
   };
 
+  // A bf16 / f32 tensor of normal(mean, std) values.
   Expected<TensorView> tensor(DType dt, Shape shape, float std = 0.02f, float mean = 0.0f) {
+    BEAM_ASSIGN_OR_RETURN(TensorView t, empty(dt, shape));
+    fill_random(ctx_, t, ++seed_, std, mean);
+    return t;
+  }
+  // A tensor of any dtype, unfilled (outputs and scratch).
+  Expected<TensorView> empty(DType dt, Shape shape) {
     BEAM_ASSIGN_OR_RETURN(
         DeviceBuffer b, allocate_buffer(ctx_, static_cast<size_t>(shape.numel()) * dtype_size(dt)));
     buffers_.push_back(b);
-    TensorView t = b.view(dt, shape);
-    fill_random(ctx_, t, ++seed_, std, mean);
-    return t;
+    return b.view(dt, shape);
   }
   template <typename T>
   Expected<TensorView> upload(DType dt, const std::vector<T>& v) {
@@ -343,8 +348,8 @@ Status bench_sampling(KernelBench& kb, const BeamConfig& c, const std::vector<in
   for (int64_t rows : batches) {
     KernelBench::Scope scope(kb);
     BEAM_ASSIGN_OR_RETURN(TensorView logits, kb.tensor(DType::kF32, {rows, V}, 3.0f));
-    BEAM_ASSIGN_OR_RETURN(TensorView scratch, kb.tensor(DType::kF32, {rows, V}));
-    BEAM_ASSIGN_OR_RETURN(TensorView out, kb.tensor(DType::kI32, {rows, kSampledRowWords}));
+    BEAM_ASSIGN_OR_RETURN(TensorView scratch, kb.empty(DType::kF32, {rows, V}));
+    BEAM_ASSIGN_OR_RETURN(TensorView out, kb.empty(DType::kI32, {rows, kSampledRowWords}));
     for (bool greedy : {true, false}) {
       std::vector<SamplingRowParams> params(static_cast<size_t>(rows));
       for (int64_t r = 0; r < rows; ++r) {
@@ -368,7 +373,7 @@ Status bench_sampling(KernelBench& kb, const BeamConfig& c, const std::vector<in
   constexpr int64_t kScoreRows = 512;
   KernelBench::Scope scope(kb);
   BEAM_ASSIGN_OR_RETURN(TensorView logits, kb.tensor(DType::kF32, {kScoreRows, V}, 3.0f));
-  BEAM_ASSIGN_OR_RETURN(TensorView out, kb.tensor(DType::kI32, {kScoreRows, kSampledRowWords}));
+  BEAM_ASSIGN_OR_RETURN(TensorView out, kb.empty(DType::kI32, {kScoreRows, kSampledRowWords}));
   for (int32_t num_top : {0, kMaxSampledTopLogprobs}) {
     std::vector<ScoreRowParams> params(static_cast<size_t>(kScoreRows));
     for (int64_t r = 0; r < kScoreRows; ++r) {

@@ -4,7 +4,8 @@
 #
 #   tools/gpu/build.sh     # -> build/gpu-bundle.tar.xz (carry it; about 15 MB of the 64 MiB limit)
 #
-# bin/: beamserve, the CUDA gtest binaries and cuda_kernels_bench (stripped).
+# bin/: beamserve, the CUDA gtest binaries and cuda_kernels_bench (stripped). The tests read models/
+# and tests/ data relative to the directory they run in (the repo root; tools/gpu/run_tests.sh).
 # lib/: the non-system shared libraries they need. On the GPU machine tools/gpu/run_tests.sh
 # unpacks the archive and sets LD_LIBRARY_PATH to its lib/.
 set -euo pipefail
@@ -14,7 +15,7 @@ bundle=build/gpu-bundle
 targets=(beamserve kernels_cuda_tests model_beam_cuda_tests runtime_sampling_cuda_tests cuda_kernels_bench)
 
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBEAMSERVE_CUDA=ON \
-  -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc >/dev/null
+  -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DBEAMSERVE_TEST_DATA_ROOT=. >/dev/null
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 
 rm -rf "$bundle"
