@@ -50,6 +50,11 @@ Expected<server::ServeOptions> options_from_args(const Args& a) {
   o.model.engine.enable_prefix_cache = !a.has("no-prefix-cache");
   o.model.engine.cuda_graphs = !a.has("no-cuda-graphs");
   o.model.enable_return_routed_experts = a.has("enable-return-routed-experts");
+  const std::string logprobs_mode = a.get_or("logprobs-mode", "scaled");
+  std::optional<LogprobsMode> mode = parse_logprobs_mode(logprobs_mode);
+  if (!mode)
+    return make_error("--logprobs-mode must be scaled or raw, got '" + logprobs_mode + "'");
+  o.model.logprobs_mode = *mode;
   BEAM_ASSIGN_OR_RETURN(o.model.engine.attention_probs, a.get_attention_probs());
   BEAM_ASSIGN_OR_RETURN(int64_t io_threads, a.get_int("io-threads", 1));
   BEAM_ASSIGN_OR_RETURN(int64_t workers, a.get_int("workers", 2));
@@ -84,7 +89,8 @@ int cmd_serve(int argc, char** argv) {
                            "device",
                            "no-cuda-graphs",
                            "attention-probs",
-                           "enable-return-routed-experts"},
+                           "enable-return-routed-experts",
+                           "logprobs-mode"},
                           {"no-prefix-cache", "no-cuda-graphs", "enable-return-routed-experts"});
   if (!args.ok()) {
     std::fprintf(stderr, "serve: %s\n%s", args.error().message.c_str(), kServeUsage);

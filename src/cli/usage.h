@@ -44,7 +44,9 @@ inline constexpr const char* kServeUsage =
     "[--no-cuda-graphs]\n"
     "         [--health-stall-s 30] [--attention-probs fp32|bf16 (bf16: FlashAttention's rounding "
     "of P)]\n"
-    "         [--enable-return-routed-experts (requests may ask for their routed experts)]\n";
+    "         [--enable-return-routed-experts (requests may ask for their routed experts)]\n"
+    "         [--logprobs-mode scaled|raw (logprobs of the logits / temperature, or of the raw\n"
+    "          logits as vLLM's raw_logprobs; a request's logprobs_mode overrides it)]\n";
 
 inline constexpr const char* kBenchUsage =
     "usage: beamserve bench offline|step|kernels|serve [flags]   (bench <name> --help: its flags)\n"

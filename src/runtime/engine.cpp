@@ -400,7 +400,7 @@ void Engine::Impl::record_prompt_logprobs(const StepPlan& plan, const ForwardOut
     const int64_t q = out.row_position[r] + 1, start = rs.request.prompt_logprobs->start;
     if (q < start || q >= s.num_prompt) continue;
     rows.push_back(ScoreRow{static_cast<int64_t>(r), s.tokens[static_cast<size_t>(q)],
-                            rs.params->temperature, rs.request.prompt_logprobs->num_top});
+                            rs.params->logprob_temperature(), rs.request.prompt_logprobs->num_top});
     dest.emplace_back(s.request, static_cast<size_t>(q - start));
   }
   if (rows.empty()) return;

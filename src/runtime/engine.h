@@ -52,7 +52,7 @@ struct TokenEvent {
   // prompt positions [prompt_logprobs->start, prompt length), each the prompt token at that
   // position under the model's distribution after the tokens before it (chosen = that token,
   // chosen_rank its rank, top = the num_top most likely), log_softmax(softcapped logits / T) as
-  // for output logprobs (T = temperature, 0 → 1). Empty on later events.
+  // for output logprobs (T = SamplingParams::logprob_temperature()). Empty on later events.
   std::vector<TokenLogprobs> prompt_logprobs;
 };
 

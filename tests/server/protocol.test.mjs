@@ -469,6 +469,52 @@ test('prompt logprobs use the request temperature, as output logprobs do', async
   assert.ok(t1.some((v, i) => !near(v, want[i], 1e-3)));
 });
 
+// logprobs_mode "raw" (vLLM's raw_logprobs): output and prompt logprobs of the logits as they are,
+// whatever the temperature the tokens are drawn at; `serve --logprobs-mode raw` makes it the default.
+test('logprobs_mode raw: logprobs at T = 1 whatever the temperature; the serve flag sets the default', async () => {
+  const ask = { input_ids: CTX, max_tokens: 4, temperature: 0.7, seed: 11, ignore_eos: true, logprobs: true,
+    logit_bias: asciiOnly };
+  const scaled = (await post('/generate', ask)).json.choices[0];
+  const raw = await post('/generate', { ...ask, logprobs_mode: 'raw' });
+  assert.equal(raw.status, 200, raw.text);
+  const c = raw.json.choices[0];
+  assert.deepEqual(c.token_ids, scaled.token_ids);  // the draw does not change
+  // Raw logprobs are those a temperature-0 echo scores (T = 1); the scaled ones differ.
+  const echo = await post('/v1/completions', { model: MODEL, prompt: [...CTX, ...c.token_ids], max_tokens: 0,
+    logprobs: 0, temperature: 0, echo: true });
+  const t1 = echo.json.choices[0].logprobs.token_logprobs.slice(CTX.length);
+  c.logprobs.forEach((e, i) => assert.ok(near(e.logprob, t1[i]), `${e.logprob} vs ${t1[i]}`));
+  assert.ok(scaled.logprobs.some((e, i) => !near(e.logprob, t1[i], 1e-3)));
+  // Prompt logprobs too, and SGLang's sampling_params take the field.
+  const echoRaw = await post('/v1/completions', { model: MODEL, prompt: [...CTX, ...c.token_ids], max_tokens: 0,
+    logprobs: 0, temperature: 0.7, echo: true, logprobs_mode: 'raw_logprobs' });
+  assert.equal(echoRaw.status, 200, echoRaw.text);
+  echoRaw.json.choices[0].logprobs.token_logprobs.slice(CTX.length).forEach((v, i) => assert.ok(near(v, t1[i])));
+  const sglang = await post('/generate', { input_ids: CTX, return_logprob: true, sampling_params: {
+    max_new_tokens: 4, temperature: 0.7, sampling_seed: 11, ignore_eos: true, logprobs_mode: 'raw' } });
+  assert.equal(sglang.status, 200, sglang.text);
+  const sglangIds = sglang.json.meta_info.output_token_logprobs.map((e) => e[1]);
+  const sglangEcho = await post('/v1/completions', { model: MODEL, prompt: [...CTX, ...sglangIds], max_tokens: 0,
+    logprobs: 0, temperature: 0, echo: true });
+  const sglangT1 = sglangEcho.json.choices[0].logprobs.token_logprobs.slice(CTX.length);
+  sglang.json.meta_info.output_token_logprobs.forEach(([lp], i) => assert.ok(near(lp, sglangT1[i])));
+  assertOpenAiError(await post('/generate', { ...ask, logprobs_mode: 'processed' }), 400, 'logprobs_mode');
+  // The serve flag: requests that leave the field out get raw logprobs; "scaled" still overrides it.
+  const rawServer = await startServer(['--logprobs-mode', 'raw']);
+  try {
+    const at = async (body) => {
+      const r = await fetch(rawServer.baseUrl + '/generate', { method: 'POST',
+        headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      assert.equal(r.status, 200);
+      return (await r.json()).choices[0].logprobs.map((e) => e.logprob);
+    };
+    (await at(ask)).forEach((v, i) => assert.ok(near(v, t1[i])));
+    (await at({ ...ask, logprobs_mode: 'scaled' })).forEach((v, i) => assert.ok(near(v, scaled.logprobs[i].logprob)));
+  } finally {
+    assert.equal(await rawServer.stop(), 0);
+  }
+});
+
 test('echo with max_tokens 0 returns the prompt alone; echo with n > 1 and streamed', async () => {
   const prompt = 'The weather in Paris';
   const r = await post('/v1/completions', { model: MODEL, prompt, max_tokens: 0, echo: true, logprobs: 2 });

@@ -75,7 +75,7 @@ SamplingRowParams sampling_row_params(const SequenceSamplingState& seq,
   r.repetition_penalty = p.repetition_penalty;
   r.frequency_penalty = p.frequency_penalty;
   r.presence_penalty = p.presence_penalty;
-  r.logprob_temperature = greedy ? 1.0 : p.temperature;
+  r.logprob_temperature = p.logprob_temperature();
   r.inv_temperature = greedy ? 0.0f : inverse_temperature(p.temperature);
   r.logprob_inv_temperature = inverse_temperature(r.logprob_temperature);
   r.top_k = p.top_k_active(seq.vocab_size()) ? p.top_k : 0;

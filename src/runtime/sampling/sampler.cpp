@@ -71,7 +71,7 @@ SampledToken Sampler::sample(const SampleRow& row) {
   SampledToken out;
   out.token = p.is_greedy() ? argmax_token(scratch_) : draw(seq, output_index);
   if (p.logprobs)
-    out.logprobs = compute_logprobs(row.logits, out.token, p.temperature, p.top_logprobs);
+    out.logprobs = compute_logprobs(row.logits, out.token, p.logprob_temperature(), p.top_logprobs);
   return out;
 }
 

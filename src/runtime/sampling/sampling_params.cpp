@@ -94,6 +94,12 @@ Status validate_constraint(const SamplingParams& p, int64_t vocab_size) {
 
 }  // namespace
 
+std::optional<LogprobsMode> parse_logprobs_mode(std::string_view name) {
+  if (name == "scaled") return LogprobsMode::kScaled;
+  if (name == "raw" || name == "raw_logprobs") return LogprobsMode::kRaw;
+  return std::nullopt;
+}
+
 Status SamplingParams::validate(int64_t vocab_size) const {
   BEAM_CHECK(vocab_size > 0) << "vocab_size " << vocab_size;
   BEAM_RETURN_IF_ERROR(validate_filters(*this));

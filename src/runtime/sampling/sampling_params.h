@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -19,6 +20,14 @@ inline constexpr int64_t kMaxTopLogprobs = 20;   // OpenAI's limit on top_logpro
 inline constexpr int64_t kMaxSiblings = 128;     // largest n (OpenAI's limit)
 inline constexpr double kMaxAbsLogitBias = 100;  // OpenAI's logit_bias range [-100, 100]
 inline constexpr double kMaxAbsOpenAiPenalty = 2;  // frequency/presence penalty range [-2, 2]
+
+// What logprobs are of (docs/sampling.md): log_softmax of the soft-capped logits divided by the
+// temperature (kScaled), or of the logits as they are, T = 1 whatever the temperature (kRaw,
+// vLLM's raw_logprobs). Both before logit_bias, penalties, masks and top-k / top-p / min-p.
+enum class LogprobsMode : uint8_t { kScaled, kRaw };
+
+// "scaled", or "raw" / "raw_logprobs" (vLLM's name); nullopt for anything else.
+std::optional<LogprobsMode> parse_logprobs_mode(std::string_view name);
 
 struct SamplingParams {
   double temperature = 1.0;         // ≥ 0; 0 = greedy (argmax, ties → lowest id)
@@ -38,6 +47,7 @@ struct SamplingParams {
   int64_t n = 1;                         // [1, 128] sibling sequences sharing the prompt
   bool logprobs = false;                 // return the chosen token's logprob
   int64_t top_logprobs = 0;              // [0, 20] alternatives per token; needs logprobs
+  LogprobsMode logprobs_mode = LogprobsMode::kScaled;  // output and prompt logprobs
   // Constrained decoding (JSON of a schema): the tokens allowed next, applied before every logit
   // processor; null = free output. Excludes ignore_eos and min_tokens (docs/structured_output.md).
   std::shared_ptr<const OutputConstraint> constraint;
@@ -46,6 +56,10 @@ struct SamplingParams {
   Status validate(int64_t vocab_size) const;
 
   bool is_greedy() const { return temperature == 0.0; }
+  // The temperature logprobs are computed at: 1 when greedy or raw, else the temperature.
+  double logprob_temperature() const {
+    return is_greedy() || logprobs_mode == LogprobsMode::kRaw ? 1.0 : temperature;
+  }
   bool top_k_active(int64_t vocab_size) const { return top_k > 0 && top_k < vocab_size; }
   bool has_output_penalties() const {
     return frequency_penalty != 0.0 || presence_penalty != 0.0 || repetition_penalty != 1.0;

@@ -81,6 +81,17 @@ void read_sampling_fields(FieldReader& r, const char* stop_key, SamplingFields* 
   read_token_ids(r, "stop_token_ids", &p.stop_token_ids);
   r.read("min_tokens", &p.min_tokens);
   r.read("ignore_eos", &p.ignore_eos);
+  std::optional<std::string> logprobs_mode;
+  r.read("logprobs_mode", &logprobs_mode);
+  if (logprobs_mode) {
+    if (std::optional<LogprobsMode> mode = parse_logprobs_mode(*logprobs_mode))
+      p.logprobs_mode = *mode;
+    else
+      r.fail("logprobs_mode",
+             "expected \"scaled\" (logprobs of the logits divided by the "
+             "temperature) or \"raw\" (of the logits as they are), got \"" +
+                 *logprobs_mode + "\"");
+  }
   r.read("n", &p.n);
   r.read("include_stop_str_in_output", &out->include_stop_str_in_output);
   r.read("skip_special_tokens", &out->skip_special_tokens);

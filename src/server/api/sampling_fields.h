@@ -32,7 +32,8 @@ struct SamplingFields {
 
 // Reads temperature, top_p, top_k, min_p, the penalties, seed, logit_bias, `stop_key` (a string
 // or an array of strings; "stop" for OpenAI, "stop_sequences" for Anthropic), stop_token_ids,
-// min_tokens, ignore_eos, n, include_stop_str_in_output, skip_special_tokens, priority.
+// min_tokens, ignore_eos, logprobs_mode ("scaled" | "raw"), n, include_stop_str_in_output,
+// skip_special_tokens, priority.
 // Token-limit and logprob fields differ per endpoint and are read by the caller.
 void read_sampling_fields(FieldReader& r, const char* stop_key, SamplingFields* out);
 

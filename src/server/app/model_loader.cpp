@@ -114,6 +114,8 @@ Expected<std::unique_ptr<ServedModel>> load_served_model(const ModelLoadOptions&
   BEAM_ASSIGN_OR_RETURN(model->engine, Engine::create(std::move(weights), options.engine));
   model->vocab_size = config.vocab_size;
   BEAM_ASSIGN_OR_RETURN(model->sampling_defaults, load_sampling_defaults(options.model_dir, config.vocab_size));
+  if (options.logprobs_mode == LogprobsMode::kRaw)
+    model->sampling_defaults["logprobs_mode"] = "raw";
   model->max_context_tokens = options.engine.max_context_tokens > 0 ? options.engine.max_context_tokens
                                                                     : config.max_position_embeddings;
   model->kv_capacity_tokens = model->engine->stats().full_pool.total_blocks * options.engine.block_size_tokens;

@@ -16,6 +16,8 @@ struct ModelLoadOptions {
   std::string served_model_name;  // empty: the model directory's name
   EngineOptions engine;
   bool enable_return_routed_experts = false;  // requests may ask for routed experts (serve flag)
+  // The logprobs_mode of requests that do not set one (serve --logprobs-mode).
+  LogprobsMode logprobs_mode = LogprobsMode::kScaled;
 };
 
 Expected<std::unique_ptr<ServedModel>> load_served_model(const ModelLoadOptions& options);

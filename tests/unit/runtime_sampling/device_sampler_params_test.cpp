@@ -140,6 +140,14 @@ TEST(SamplingDeviceParams, RowParamsCarryTheCpuSamplersInputs) {
   p.temperature = 1e-40;  // 1/T overflows f32: capped like the CPU's to_weights
   SequenceSamplingState tiny = make_state(p, o);
   EXPECT_EQ(sampling_row_params(tiny, {}, 0).inv_temperature, FLT_MAX);
+
+  p.temperature = 0.7;  // raw logprobs: the draw keeps T, the logprobs take T = 1
+  p.logprobs_mode = LogprobsMode::kRaw;
+  SequenceSamplingState raw = make_state(p, o);
+  r = sampling_row_params(raw, {}, 0);
+  EXPECT_EQ(r.inv_temperature, static_cast<float>(1.0 / 0.7));
+  EXPECT_EQ(r.logprob_temperature, 1.0);
+  EXPECT_EQ(r.logprob_inv_temperature, 1.0f);
 }
 
 }  // namespace

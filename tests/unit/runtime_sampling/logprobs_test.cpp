@@ -91,6 +91,17 @@ TEST(SamplingLogprobs, SamplerReportsRawLogprobsBeforeBiasAndPenalties) {
     EXPECT_EQ(s.logprobs->top[i].token, direct.top[i].token);
     EXPECT_EQ(s.logprobs->top[i].logprob, direct.top[i].logprob);
   }
+  // Raw logprobs: the same draw, logprobs at T = 1.
+  p.logprobs_mode = LogprobsMode::kRaw;
+  SequenceSamplingState raw = make_state(p, o);
+  raw.append_output(std::span<const int32_t>(&earlier, 1));
+  SampledToken r = sampler.sample({logits, &raw});
+  EXPECT_EQ(r.token, 10);
+  ASSERT_TRUE(r.logprobs.has_value());
+  EXPECT_NEAR(r.logprobs->chosen.logprob, log_softmax(logits, 1.0)[10], 1e-5);
+  EXPECT_EQ(r.logprobs->chosen.logprob, compute_logprobs(logits, 10, 1.0, 5).chosen.logprob);
+
+  p.logprobs_mode = LogprobsMode::kScaled;
   p.logprobs = false;
   p.top_logprobs = 0;
   SequenceSamplingState quiet = make_state(p, o);

@@ -107,5 +107,21 @@ TEST(SamplingParams, ErrorCarriesValueAndRange) {
             "[0, 100)");
 }
 
+TEST(SamplingParams, LogprobsModeNamesAndTemperature) {
+  EXPECT_EQ(parse_logprobs_mode("scaled"), LogprobsMode::kScaled);
+  EXPECT_EQ(parse_logprobs_mode("raw"), LogprobsMode::kRaw);
+  EXPECT_EQ(parse_logprobs_mode("raw_logprobs"), LogprobsMode::kRaw);
+  EXPECT_EQ(parse_logprobs_mode("processed_logprobs"), std::nullopt);
+  EXPECT_EQ(parse_logprobs_mode(""), std::nullopt);
+  SamplingParams p;
+  p.temperature = 0.6;
+  EXPECT_EQ(p.logprob_temperature(), 0.6);
+  p.logprobs_mode = LogprobsMode::kRaw;
+  EXPECT_EQ(p.logprob_temperature(), 1.0);
+  p = SamplingParams();
+  p.temperature = 0.0;  // greedy: T = 1 in either mode
+  EXPECT_EQ(p.logprob_temperature(), 1.0);
+}
+
 }  // namespace
 }  // namespace beam
