@@ -296,6 +296,7 @@ void Engine::Impl::admit_request(RequestId id, GenerateRequest&& request) {
   rs.params = std::make_shared<const SamplingParams>(request.sampling);
   rs.seed = rs.params->seed.value_or(draw_random_seed());
   rs.request = std::move(request);
+  rs.cache_salt = PrefixCache::salt_of_text(rs.request.cache_salt);
   const int64_t n = rs.params->n;
   int64_t arrival = next_arrival_++;
   for (int64_t i = 0; i < n; ++i) {
@@ -374,6 +375,7 @@ SeqState Engine::Impl::scheduler_view(const Sequence& seq) const {
   v.fork_parent = seq.fork_parent;
   v.logits_every_token = needs_prompt_logits(seq);
   const RequestState& rs = requests_.at(seq.request);
+  v.cache_salt = rs.cache_salt;
   if (wants_routing(seq))  // reuse up to the first position whose routing is reported
     v.max_reused_tokens = rs.request.routed_experts_start;
   if (v.logits_every_token)  // reuse up to the first row still to score

@@ -80,6 +80,9 @@ struct GenerateRequest {
   // position. SamplingParams::max_tokens 0 computes the prompt only (scoring it, or warming the
   // prefix cache): every sibling finishes with kLength and no tokens.
   std::optional<PromptLogprobsOptions> prompt_logprobs = std::nullopt;
+  // Prefix-cache namespace (vLLM's cache_salt): cached prefixes are shared only among requests
+  // with the same salt; "" (none) shares with other unsalted requests only.
+  std::string cache_salt = {};
 };
 
 struct EngineOptions {

@@ -53,6 +53,7 @@ struct RequestState {
   GenerateRequest request;
   std::shared_ptr<const SamplingParams> params;
   uint64_t seed = 0;
+  uint64_t cache_salt = 0;  // PrefixCache::salt_of_text(request.cache_salt)
   std::vector<SeqId> seqs;  // [n], sibling order
   int64_t num_unfinished = 0;
   // GenerateRequest::prompt_logprobs: positions [start, prompt length), by position - start (an

@@ -515,6 +515,46 @@ test('logprobs_mode raw: logprobs at T = 1 whatever the temperature; the serve f
   }
 });
 
+// cache_salt (vLLM; SGLang's cache_salt / extra_key on /generate): prefixes cached under a salt
+// are reused only by requests with the same salt, and never by unsalted ones (nor the reverse).
+test('cache_salt: cached prefixes are shared only among requests with the same salt', async () => {
+  const ids = Array.from({ length: 100 }, (_, i) => 40 + ((i * 37) % 90));
+  const cached = async (extra) => {
+    const r = await post('/generate', { input_ids: ids, max_tokens: 1, temperature: 0, ...extra });
+    assert.equal(r.status, 200, r.text);
+    return r.json.usage.cached_tokens;
+  };
+  assert.equal(await cached({ cache_salt: 'alice' }), 0);
+  assert.equal(await cached({ cache_salt: 'alice' }), 96);  // 16-token blocks, the last recomputed
+  assert.equal(await cached({ cache_salt: 'bob' }), 0);
+  assert.equal(await cached({}), 0);
+  assert.equal(await cached({}), 96);
+  assert.equal(await cached({ cache_salt: 'bob' }), 96);
+  // SGLang's fields: cache_salt alone is the same namespace; with extra_key another one.
+  const sgl = async (extra) => {
+    const r = await post('/generate', { input_ids: ids, sampling_params: { max_new_tokens: 1 }, ...extra });
+    assert.equal(r.status, 200, r.text);
+    return r.json.meta_info.cached_tokens;
+  };
+  assert.equal(await sgl({ cache_salt: 'alice' }), 96);
+  assert.equal(await sgl({ extra_key: 'k', cache_salt: 'alice' }), 0);
+  assert.equal(await sgl({ extra_key: 'k', cache_salt: 'alice' }), 96);
+  // Chat completions (vLLM's field), reported as prompt_tokens_details.cached_tokens.
+  const long = chat({ messages: [{ role: 'user', content: 'tell me '.repeat(40) }], max_tokens: 1 });
+  const chatCached = async (salt) => {
+    const r = await post('/v1/chat/completions', { ...long, cache_salt: salt });
+    assert.equal(r.status, 200, r.text);
+    return r.json.usage.prompt_tokens_details.cached_tokens;
+  };
+  assert.equal(await chatCached('carol'), 0);
+  assert.ok((await chatCached('carol')) > 0);
+  assert.equal(await chatCached('dave'), 0);
+  assertOpenAiError(await post('/v1/chat/completions', { ...long, cache_salt: '' }), 400, 'cache_salt');
+  assertOpenAiError(await post('/v1/completions', { model: MODEL, prompt: 'x', cache_salt: 7 }), 400, 'cache_salt');
+  assertOpenAiError(await post('/generate', { input_ids: ids, sampling_params: {}, extra_key: '' }), 400,
+    'extra_key');
+});
+
 test('echo with max_tokens 0 returns the prompt alone; echo with n > 1 and streamed', async () => {
   const prompt = 'The weather in Paris';
   const r = await post('/v1/completions', { model: MODEL, prompt, max_tokens: 0, echo: true, logprobs: 2 });

@@ -30,6 +30,32 @@ uint64_t PrefixCache::hash_block(std::span<const int32_t> tokens) {
   return h;
 }
 
+uint64_t PrefixCache::child_hash(PrefixNodeId parent, std::span<const int32_t> block,
+                                 uint64_t salt) {
+  const uint64_t h = hash_block(block);
+  return parent == kRoot && salt != 0 ? mix64(h ^ salt) + 0x9e3779b97f4a7c15ull : h;
+}
+
+uint64_t PrefixCache::salt_of_text(std::string_view text) {
+  if (text.empty()) return 0;
+  uint64_t h = 0x13198a2e03707344ull ^ text.size();
+  for (unsigned char c : text) h = mix64(h ^ c) + 0x9e3779b97f4a7c15ull;
+  return h == 0 ? 1 : h;
+}
+
+uint64_t PrefixCache::salt_of(SeqId seq) const {
+  auto it = salts_.find(seq);
+  return it == salts_.end() ? 0 : it->second;
+}
+
+void PrefixCache::set_salt(SeqId seq, uint64_t salt) {
+  if (salt == 0) {
+    salts_.erase(seq);
+  } else {
+    salts_[seq] = salt;
+  }
+}
+
 Expected<PrefixCache> PrefixCache::create(KvCacheManager& kv, const PrefixCacheConfig& config) {
   const int64_t n = config.checkpoint_interval_tokens;
   if (n < 0 || n % kv.block_size() != 0)
@@ -63,19 +89,21 @@ int64_t PrefixCache::window_first(int64_t depth) const {
 }
 
 PrefixNodeId PrefixCache::find_child(PrefixNodeId parent, std::span<const int32_t> block,
-                                     bool* collision) const {
+                                     uint64_t salt, bool* collision) const {
   *collision = false;
-  auto it = children_.find(ChildKey{parent.value, hash_block(block)});
+  auto it = children_.find(ChildKey{parent.value, child_hash(parent, block, salt)});
   if (it == children_.end()) return PrefixNodeId();
   const PrefixNodeId child(it->second);
-  if (!std::equal(block.begin(), block.end(), node_tokens(child).begin())) {
-    *collision = true;  // same hash, other tokens: treated as absent and never inserted
+  if (!std::equal(block.begin(), block.end(), node_tokens(child).begin()) ||
+      node(child).salt != (parent == kRoot ? salt : 0)) {
+    *collision = true;  // same hash, other tokens or salt: treated as absent, never inserted
     return PrefixNodeId();
   }
   return child;
 }
 
-PrefixNodeId PrefixCache::new_node(PrefixNodeId parent, std::span<const int32_t> block, int32_t full) {
+PrefixNodeId PrefixCache::new_node(PrefixNodeId parent, std::span<const int32_t> block,
+                                   uint64_t salt, int32_t full) {
   int32_t slot;
   if (!free_nodes_.empty()) {
     slot = free_nodes_.back();
@@ -90,7 +118,8 @@ PrefixNodeId PrefixCache::new_node(PrefixNodeId parent, std::span<const int32_t>
   n = Node{};
   n.parent = parent;
   n.depth = node(parent).depth + 1;
-  n.hash = hash_block(block);
+  n.salt = parent == kRoot ? salt : 0;
+  n.hash = child_hash(parent, block, n.salt);
   n.full = full;
   n.in_use = true;
   std::copy(block.begin(), block.end(), tokens_.begin() + static_cast<size_t>(slot) * block_size_);
@@ -103,7 +132,7 @@ PrefixNodeId PrefixCache::new_node(PrefixNodeId parent, std::span<const int32_t>
   return id;
 }
 
-PrefixMatch PrefixCache::match(std::span<const int32_t> tokens) const {
+PrefixMatch PrefixCache::match(std::span<const int32_t> tokens, uint64_t salt) const {
   PrefixMatch best;
   best.epoch = epoch_;
   if (tokens.empty()) return best;
@@ -114,7 +143,7 @@ PrefixMatch PrefixCache::match(std::span<const int32_t> tokens) const {
   for (int64_t k = 1; k <= limit; ++k) {
     bool collision = false;
     const PrefixNodeId child =
-        find_child(id, tokens.subspan((k - 1) * block_size_, block_size_), &collision);
+        find_child(id, tokens.subspan((k - 1) * block_size_, block_size_), salt, &collision);
     if (!child.valid()) break;
     id = child;
     const Node& n = node(id);
@@ -139,15 +168,16 @@ PrefixMatch PrefixCache::match(std::span<const int32_t> tokens) const {
 int64_t PrefixCache::build_path(SeqId seq, std::span<const int32_t> tokens, int64_t num_blocks,
                                 bool create) {
   const int64_t B = block_size_;
+  const uint64_t salt = salt_of(seq);
   path_.clear();
   PrefixNodeId id = kRoot;
   for (int64_t i = 0; i < num_blocks; ++i) {
     bool collision = false;
-    PrefixNodeId child = find_child(id, tokens.subspan(i * B, B), &collision);
+    PrefixNodeId child = find_child(id, tokens.subspan(i * B, B), salt, &collision);
     if (collision) return i;
     if (!child.valid()) {
       if (!create) return num_blocks;
-      child = new_node(id, tokens.subspan(i * B, B), kv_.full_table(seq)[i]);
+      child = new_node(id, tokens.subspan(i * B, B), salt, kv_.full_table(seq)[i]);
     }
     path_.push_back(child);
     id = child;

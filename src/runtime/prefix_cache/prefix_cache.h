@@ -3,13 +3,15 @@
 // is a tombstone). Running sequences are cached as they go: the tree adopts the sliding blocks
 // they release ("loose" windows, first to go), and pins the windows before "endpoints" (points
 // where a cached prefix resumes: session tails, matched points, checkpoints). Lock counts protect
-// prefixes in use; eviction is window-aware. One owner: the engine thread (with the
-// KvCacheManager it shares blocks with).
+// prefixes in use; eviction is window-aware. A salt (vLLM's cache_salt) keys a prefix's first
+// block, so prefixes cached under one salt are matched only under the same salt. One owner: the
+// engine thread (with the KvCacheManager it shares blocks with).
 #pragma once
 
 #include <cstdint>
 #include <set>
 #include <span>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -61,7 +63,13 @@ class PrefixCache {
   // blocks [0, P) and the sliding blocks of the window before P (keys P-W+1 .. P-1) cached.
   // Where the path continues but a window was evicted, the match is cut back to the last point
   // whose window is intact. Pure.
-  PrefixMatch match(std::span<const int32_t> tokens) const;
+  // Only prefixes cached under `salt` (0: none) match.
+  PrefixMatch match(std::span<const int32_t> tokens, uint64_t salt = 0) const;
+  // The salt of a salt text: 0 for "" (none), else a non-zero 64-bit hash of it.
+  static uint64_t salt_of_text(std::string_view text);
+  // The salt (0: none) seq's blocks are cached under from now on: set when it is admitted,
+  // inherited by fork children, forgotten by release().
+  void set_salt(SeqId seq, uint64_t salt);
 
   // Locks the matched prefix for `seq` (full blocks to the root, sliding blocks of the window
   // only) and attaches its blocks to the fresh KV sequence `seq`. Requires match.num_tokens > 0
@@ -73,7 +81,7 @@ class PrefixCache {
   // (parent_tokens: the parent's known tokens) locked for both, so that no block the two share
   // can later sit unlocked in the tree.
   void fork(SeqId parent, SeqId child, std::span<const int32_t> parent_tokens);
-  // Drops all of seq's locks. No-op without lock.
+  // Drops all of seq's locks and its salt. No-op without either.
   void release(SeqId seq);
   bool holds_lock(SeqId seq) const { return locks_.count(seq) != 0; }
   // Blocks that become evictable when seq's locks go (nodes no other lock holds).
@@ -118,7 +126,8 @@ class PrefixCache {
   struct Node {
     PrefixNodeId parent;
     int32_t depth = 0;        // blocks from the root: the node holds block depth-1
-    uint64_t hash = 0;        // of its tokens
+    uint64_t hash = 0;        // of its tokens (and salt)
+    uint64_t salt = 0;        // depth 1: the salt it was cached under (0: none); deeper: 0
     int32_t full = -1;        // full-pool block
     int32_t sliding = -1;     // sliding-pool block, -1 = tombstone
     int32_t num_children = 0;
@@ -152,12 +161,18 @@ class PrefixCache {
   static constexpr PrefixNodeId kRoot{0};
 
   static uint64_t hash_block(std::span<const int32_t> tokens);
+  // A child's key under parent: its block's hash, mixed with the salt below the root only.
+  static uint64_t child_hash(PrefixNodeId parent, std::span<const int32_t> block, uint64_t salt);
+  uint64_t salt_of(SeqId seq) const;
   std::span<const int32_t> node_tokens(PrefixNodeId id) const;
   Node& node(PrefixNodeId id) { return nodes_[id.value]; }
   const Node& node(PrefixNodeId id) const { return nodes_[id.value]; }
   int64_t window_first(int64_t depth) const;  // first block of the window before depth*B
-  PrefixNodeId find_child(PrefixNodeId parent, std::span<const int32_t> block, bool* collision) const;
-  PrefixNodeId new_node(PrefixNodeId parent, std::span<const int32_t> block, int32_t full);
+  // `salt` counts below the root only (deeper nodes inherit their path's).
+  PrefixNodeId find_child(PrefixNodeId parent, std::span<const int32_t> block, uint64_t salt,
+                          bool* collision) const;
+  PrefixNodeId new_node(PrefixNodeId parent, std::span<const int32_t> block, uint64_t salt,
+                        int32_t full);
   // Follows the path of `tokens` into path_ and, with `create`, extends it with seq's full
   // blocks up to num_blocks. Returns the number of blocks the path may cover: num_blocks, or
   // the block where an existing child has the same hash but other tokens (nothing is created
@@ -212,6 +227,7 @@ class PrefixCache {
   // Loose sliding blocks by (loose_tick, node): first victims of sliding-pool pressure.
   std::set<std::pair<uint64_t, int32_t>> loose_index_;
   std::unordered_map<SeqId, LockRecord> locks_;
+  std::unordered_map<SeqId, uint64_t> salts_;  // sequences with a salt (set_salt)
   int64_t num_nodes_ = 0;
   int64_t num_endpoints_ = 0;
   int64_t num_sliding_held_ = 0;

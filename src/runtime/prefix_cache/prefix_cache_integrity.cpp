@@ -22,7 +22,8 @@ void PrefixCache::check_nodes() const {
     const PrefixNodeId id(static_cast<int32_t>(i));
     BEAM_CHECK(n.parent.valid() && node(n.parent).in_use) << "node " << i << " parent";
     BEAM_CHECK_EQ(n.depth, node(n.parent).depth + 1) << "node " << i << " depth";
-    BEAM_CHECK_EQ(n.hash, hash_block(node_tokens(id))) << "node " << i << " hash";
+    BEAM_CHECK(n.depth == 1 || n.salt == 0) << "node " << i << " salt below depth 1";
+    BEAM_CHECK_EQ(n.hash, child_hash(n.parent, node_tokens(id), n.salt)) << "node " << i << " hash";
     auto it = children_.find(ChildKey{n.parent.value, n.hash});
     BEAM_CHECK(it != children_.end() && it->second == id.value) << "node " << i << " child key";
     BEAM_CHECK(n.full >= 0) << "node " << i << " without full block";
@@ -36,6 +37,8 @@ void PrefixCache::check_nodes() const {
 
 void PrefixCache::recount(std::vector<int32_t>* full_lock, std::vector<int32_t>* sliding_lock,
                           std::vector<int32_t>* pins) const {
+  for (const auto& [seq, salt] : salts_)
+    BEAM_CHECK(kv_.has_sequence(seq) && salt != 0) << "salt of sequence " << seq.value;
   for (const auto& [seq, rec] : locks_) {
     BEAM_CHECK(kv_.has_sequence(seq)) << "lock of sequence " << seq.value << " without KV sequence";
     BEAM_CHECK(node(rec.endpoint).in_use && node(rec.endpoint).depth == rec.depth &&

@@ -20,13 +20,14 @@ void PrefixCache::cache_running(SeqId seq, std::span<const int32_t> tokens, int6
   // Extend the path with blocks [d, k).
   path_.clear();
   PrefixNodeId id = it == locks_.end() ? kRoot : it->second.endpoint;
+  const uint64_t salt = salt_of(seq);
   int64_t k = d;
   for (; k < K; ++k) {
     bool collision = false;
-    PrefixNodeId child = find_child(id, tokens.subspan(k * B, B), &collision);
+    PrefixNodeId child = find_child(id, tokens.subspan(k * B, B), salt, &collision);
     if (collision) break;  // same hash, other tokens: the path stops here for this sequence
     if (!child.valid()) {
-      child = new_node(id, tokens.subspan(k * B, B), full[k]);
+      child = new_node(id, tokens.subspan(k * B, B), salt, full[k]);
     } else if (node(child).full != full[k] && node(child).full_lock == 0) {
       // The tree's copy is unused: keep the sequence's, or the copy stays locked beside it.
       swap_full(child, full[k]);

@@ -29,9 +29,9 @@ Scheduler::Scheduler(const SchedulerConfig& config) : config_(config) {
 PrefixMatch match_reusable(const PrefixCache& prefix, const SeqState& s) {
   if (s.max_reused_tokens <= 0) return PrefixMatch{};
   const auto len = static_cast<int64_t>(s.tokens.size());
-  if (s.max_reused_tokens >= len) return prefix.match(s.tokens);
+  if (s.max_reused_tokens >= len) return prefix.match(s.tokens, s.cache_salt);
   // match() keeps the last token it is given for recompute: one past the reusable ones.
-  return prefix.match(s.tokens.first(static_cast<size_t>(s.max_reused_tokens + 1)));
+  return prefix.match(s.tokens.first(static_cast<size_t>(s.max_reused_tokens + 1)), s.cache_salt);
 }
 
 namespace {
@@ -242,7 +242,7 @@ class PlanBuilder {
     tokens_left_ -= chunk;
     if (w.logits_every_token) logit_tokens_left_ -= chunk;
     plan_.new_blocks += need;
-    plan_.admitted.push_back(Admission{w.id, match});
+    plan_.admitted.push_back(Admission{w.id, match, w.cache_salt});
     plan_.work.push_back(SeqWork{w.id, w.tokens, WorkKind::kPrefill, P, chunk, P + chunk == len});
     return true;
   }

@@ -46,6 +46,8 @@ struct SeqState {
   // Its prefill chunks compute logits for every token (prompt logprobs): together at most
   // SchedulerConfig::max_logit_tokens_per_step tokens a step.
   bool logits_every_token = false;
+  // The prefix-cache salt its blocks are matched and cached under (0: none; PrefixCache).
+  uint64_t cache_salt = 0;
 };
 
 // The longest cached prefix `s` may reuse (PrefixCache::match within s.max_reused_tokens).
@@ -78,6 +80,7 @@ struct SeqWork {
 struct Admission {
   SeqId seq;
   PrefixMatch match;  // match.num_tokens prompt tokens come from the prefix cache (usage: cached)
+  uint64_t cache_salt = 0;  // SeqState::cache_salt
 };
 
 struct Preemption {

@@ -30,6 +30,7 @@ ApiExpected<bool> finish_spec(const ServedModel& model, const SamplingFields& fi
   spec->include_stop_str_in_output = fields.include_stop_str_in_output;
   spec->skip_special_tokens = fields.skip_special_tokens;
   spec->priority = fields.priority;
+  spec->cache_salt = fields.cache_salt;
   if (fields.return_routed_experts) {
     if (!model.routed_experts_enabled)
       return invalid_request(

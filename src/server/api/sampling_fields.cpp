@@ -100,6 +100,17 @@ void read_sampling_fields(FieldReader& r, const char* stop_key, SamplingFields* 
   if (priority < std::numeric_limits<int32_t>::min() || priority > std::numeric_limits<int32_t>::max())
     r.fail("priority", "out of range");
   out->priority = static_cast<int32_t>(priority);
+  read_cache_salt(r, "cache_salt", &out->cache_salt);
+}
+
+void read_cache_salt(FieldReader& r, const char* key, std::string* out) {
+  std::optional<std::string> salt;
+  r.read(key, &salt);
+  if (!salt) return;
+  if (salt->empty()) return r.fail(key, "must be a non-empty string");
+  if (salt->size() > kMaxCacheSaltBytes)
+    return r.fail(key, "is longer than " + std::to_string(kMaxCacheSaltBytes) + " bytes");
+  *out = std::move(*salt);
 }
 
 void read_routed_experts_fields(FieldReader& r, SamplingFields* out) {

@@ -14,6 +14,7 @@ namespace beam::server {
 
 inline constexpr size_t kMaxStopStrings = 64;
 inline constexpr size_t kMaxStopStringBytes = 1024;
+inline constexpr size_t kMaxCacheSaltBytes = 1024;
 
 struct SamplingFields {
   SamplingParams params;
@@ -21,6 +22,7 @@ struct SamplingFields {
   bool include_stop_str_in_output = false;
   bool skip_special_tokens = true;
   int32_t priority = 0;
+  std::string cache_salt;  // prefix-cache namespace (GenerateRequest::cache_salt); "": none
   // The endpoint's structured-output field (response_format, text.format); finish_spec turns it
   // into params.constraint.
   ResponseFormat format;
@@ -33,9 +35,12 @@ struct SamplingFields {
 // Reads temperature, top_p, top_k, min_p, the penalties, seed, logit_bias, `stop_key` (a string
 // or an array of strings; "stop" for OpenAI, "stop_sequences" for Anthropic), stop_token_ids,
 // min_tokens, ignore_eos, logprobs_mode ("scaled" | "raw"), n, include_stop_str_in_output,
-// skip_special_tokens, priority.
+// skip_special_tokens, priority, cache_salt (vLLM's: a non-empty string).
 // Token-limit and logprob fields differ per endpoint and are read by the caller.
 void read_sampling_fields(FieldReader& r, const char* stop_key, SamplingFields* out);
+
+// A cache salt at `key` (a non-empty string of at most kMaxCacheSaltBytes) into *out.
+void read_cache_salt(FieldReader& r, const char* key, std::string* out);
 
 // return_routed_experts (bool) and routed_experts_start_len (>= 0), for the endpoints that report
 // routed experts (/generate, completions, chat completions).

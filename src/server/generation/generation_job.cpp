@@ -37,6 +37,7 @@ void GenerationJob::submit() {
   request.prompt = spec_.prompt_ids;
   request.sampling = spec_.sampling;
   request.priority = spec_.priority;
+  request.cache_salt = spec_.cache_salt;
   request.return_routed_experts = spec_.return_routed_experts;
   request.routed_experts_start = spec_.routed_experts_start;
   request.prompt_logprobs = spec_.prompt_logprobs;

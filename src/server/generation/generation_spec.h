@@ -28,6 +28,7 @@ struct GenerationSpec {
   bool skip_special_tokens = true;
   std::vector<int32_t> shown_special_ids;  // special tokens kept despite skip_special_tokens
   int32_t priority = 0;
+  std::string cache_salt;  // GenerateRequest::cache_salt
   // tool_choice required / named under constrained decoding (tool_call_format.h); text: none.
   ResponseFormat tool_format;
   // Routing replay (read_routed_experts_fields, sampling_fields.h): each choice's routed

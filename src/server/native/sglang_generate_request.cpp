@@ -23,24 +23,17 @@ const std::set<std::string_view> kHandled = {"text",
                                              "return_routed_experts",
                                              "routed_experts_start_len",
                                              "priority",
-                                             "model"};
-// Fields that change nothing in the output (metrics labels, routing hints for several data-parallel
-// ranks or sessions, cache isolation keys): accepted with any value and ignored.
-const std::set<std::string_view> kIgnored = {"log_metrics",
-                                             "custom_labels",
-                                             "no_logs",
-                                             "session_id",
-                                             "routing_key",
-                                             "conversation_id",
-                                             "routed_dp_rank",
-                                             "data_parallel_rank",
-                                             "disagg_prefill_dp_rank",
+                                             "model",
                                              "extra_key",
-                                             "cache_salt",
-                                             "received_time",
-                                             "external_trace_header",
-                                             "http_worker_ipc",
-                                             "kv_router_hint"};
+                                             "cache_salt"};
+// Fields that change nothing in the output (metrics labels, routing hints for several data-parallel
+// ranks or sessions): accepted with any value and ignored.
+const std::set<std::string_view> kIgnored = {
+    "log_metrics",    "custom_labels",         "no_logs",
+    "session_id",     "routing_key",           "conversation_id",
+    "routed_dp_rank", "data_parallel_rank",    "disagg_prefill_dp_rank",
+    "received_time",  "external_trace_header", "http_worker_ipc",
+    "kv_router_hint"};
 // SamplingParams fields read below; `seed` is beamserve's alias of sampling_seed.
 const std::set<std::string_view> kSamplingHandled = {"max_new_tokens",
                                                      "stop",
@@ -229,6 +222,27 @@ ApiExpected<std::vector<std::vector<int32_t>>> read_prompts(const Json& body,
   return prompts;
 }
 
+// Item i's prefix-cache salt from SGLang's isolation keys `extra_key` and `cache_salt` (strings,
+// or per-item lists): cache_salt alone when only it is set (the OpenAI endpoints' namespace).
+ApiExpected<std::string> read_cache_salt(const Json& body, size_t i, size_t batch_size,
+                                         bool batch) {
+  std::string keys[2];
+  const char* names[2] = {"extra_key", "cache_salt"};
+  for (int k = 0; k < 2; ++k) {
+    API_ASSIGN_OR_RETURN(const Json* v, item_value(body, names[k], i, batch_size, batch));
+    if (!v) continue;
+    if (!v->is_string() || v->get<std::string>().empty() ||
+        v->get<std::string>().size() > kMaxCacheSaltBytes)
+      return invalid_request("'" + std::string(names[k]) +
+                                 "': expected a non-empty string of at most " +
+                                 std::to_string(kMaxCacheSaltBytes) + " bytes",
+                             names[k]);
+    keys[k] = v->get<std::string>();
+  }
+  if (keys[0].empty()) return keys[1];
+  return "extra_key " + std::to_string(keys[0].size()) + ":" + keys[0] + keys[1];
+}
+
 // return_logprob, logprob_start_len and top_logprobs_num of item i.
 ApiExpected<bool> read_logprob_fields(const Json& body, size_t i, size_t batch_size, bool batch,
                                       SglangItem* item) {
@@ -336,6 +350,7 @@ ApiExpected<SglangGenerateRequest> parse_sglang_generate_request(const Json& bod
     (void)ok;
     item.sampling.priority =
         static_cast<int32_t>(std::clamp<int64_t>(priority, INT32_MIN, INT32_MAX));
+    API_ASSIGN_OR_RETURN(item.sampling.cache_salt, read_cache_salt(body, i, batch_size, batch));
     item.sampling.return_routed_experts = routing.return_routed_experts;
     item.sampling.routed_experts_start = routing.routed_experts_start;
     if (!model.tokenizer && !item.sampling.stop_strings.empty())

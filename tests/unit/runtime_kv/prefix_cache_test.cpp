@@ -35,11 +35,13 @@ class PrefixCacheTest : public ::testing::Test {
   }
   void SetUp() override { make(256, 128); }
 
-  // Acquires the match of `tokens` for a new sequence and computes the rest in chunks,
-  // evicting as needed; returns the matched length. The sequence stays alive.
-  int64_t start(SeqId id, const std::vector<int32_t>& tokens, int64_t chunk = 5) {
-    const PrefixMatch m = pc_->match(tokens);
+  // Acquires the match of `tokens` under `salt` for a new sequence and computes the rest in
+  // chunks, evicting as needed; returns the matched length. The sequence stays alive.
+  int64_t start(SeqId id, const std::vector<int32_t>& tokens, int64_t chunk = 5,
+                uint64_t salt = 0) {
+    const PrefixMatch m = pc_->match(tokens, salt);
     kv_->add_sequence(id);
+    pc_->set_salt(id, salt);
     if (m.num_tokens > 0) pc_->acquire(id, m);
     pc_->check_integrity();
     for (int64_t c = m.num_tokens; c < static_cast<int64_t>(tokens.size());) {
@@ -58,8 +60,8 @@ class PrefixCacheTest : public ::testing::Test {
     kv_->free_sequence(id);
     pc_->check_integrity();
   }
-  int64_t run(SeqId id, const std::vector<int32_t>& tokens, int64_t chunk = 5) {
-    const int64_t hit = start(id, tokens, chunk);
+  int64_t run(SeqId id, const std::vector<int32_t>& tokens, int64_t chunk = 5, uint64_t salt = 0) {
+    const int64_t hit = start(id, tokens, chunk, salt);
     finish(id, tokens);
     return hit;
   }
@@ -314,6 +316,40 @@ TEST_F(PrefixCacheTest, ForkedSequencesShareTheLock) {
   pc_->check_integrity();
   EXPECT_EQ(pc_->stats().num_nodes, 10);  // still locked by the child
   finish(SeqId(3), prompt);
+  expect_all_free();
+}
+
+TEST_F(PrefixCacheTest, SaltsKeepPrefixesApart) {
+  const uint64_t a = PrefixCache::salt_of_text("tenant-a"), b = PrefixCache::salt_of_text("b");
+  EXPECT_EQ(PrefixCache::salt_of_text(""), 0u);
+  EXPECT_NE(a, 0u);
+  EXPECT_NE(a, b);
+  const auto t = seq_tokens(1, 40);
+  const auto probe = concat(t, {-7});
+  EXPECT_EQ(run(SeqId(1), t, 5, a), 0);
+  EXPECT_EQ(pc_->match(probe, a).num_tokens, 40);
+  EXPECT_EQ(pc_->match(probe).num_tokens, 0);  // unsalted requests do not see it
+  EXPECT_EQ(pc_->match(probe, b).num_tokens, 0);
+  // The same tokens unsalted: a second tree beside the first; each salt still sees its own.
+  EXPECT_EQ(run(SeqId(2), t, 5), 0);
+  EXPECT_EQ(pc_->stats().num_nodes, 20);
+  EXPECT_EQ(pc_->match(probe).num_tokens, 40);
+  EXPECT_EQ(run(SeqId(3), t, 5, a), 36);  // the last token is always recomputed
+  // A running sequence caches under its salt as it goes; its fork children inherit the salt.
+  const auto prompt = concat(t, seq_tokens(70, 3));
+  EXPECT_EQ(start(SeqId(4), prompt, 5, b), 0);
+  EXPECT_EQ(pc_->match(probe, b).num_tokens, 40);
+  std::vector<BlockCopy> copies;
+  kv_->fork(SeqId(4), SeqId(5), &copies);
+  pc_->fork(SeqId(4), SeqId(5), prompt);
+  pc_->check_integrity();
+  finish(SeqId(4), prompt);
+  const auto longer = concat(prompt, seq_tokens(90, 9));
+  kv_->reserve(SeqId(5), static_cast<int64_t>(longer.size()));
+  complete_work(SeqWork{SeqId(5), longer, WorkKind::kPrefill, 43, 9, false}, 9, *kv_, pc_.get());
+  finish(SeqId(5), longer);
+  EXPECT_EQ(pc_->match(concat(longer, {-7}), b).num_tokens, 52);
+  EXPECT_EQ(pc_->match(concat(longer, {-7})).num_tokens, 40);
   expect_all_free();
 }
 
