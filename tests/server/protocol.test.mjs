@@ -903,6 +903,15 @@ test('/generate, SGLang format: stop strings and stop ids in finish_reason.match
   const s = await post('/generate', { ...base, sampling_params: { ...base.sampling_params, stop_token_ids: [id] } });
   assert.deepEqual(s.json.meta_info.finish_reason, { type: 'stop', matched: id });
   assert.deepEqual(s.json.output_ids, full.output_ids.slice(0, full.output_ids.indexOf(id) + 1));
+  // stop_regex: the first match ends the output, trimmed from its start; matched is the pattern.
+  const pattern = `(${stop.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&')})+`;
+  const rx = await post('/generate', { ...base, sampling_params: { ...base.sampling_params, stop_regex: [pattern] } });
+  assert.equal(rx.status, 200, rx.text);
+  assert.deepEqual(rx.json.meta_info.finish_reason, { type: 'stop', matched: pattern });
+  assert.equal(rx.json.text, r.json.text);
+  const rxKept = await post('/generate', { ...base, sampling_params: { ...base.sampling_params, stop_regex: pattern,
+    no_stop_trim: true } });
+  assert.equal(rxKept.json.text, kept.json.text);
 });
 
 test('/generate, SGLang format: streams carry the cumulative output and end with [DONE]', async () => {
@@ -960,7 +969,9 @@ test('/generate, SGLang format: what it cannot honour is a 400 naming the field'
   assertOpenAiError(await sgl({ sampling_params: {}, custom_logit_processor: 'x' }), 400, 'custom_logit_processor');
   assertOpenAiError(await sgl({ sampling_params: { structural_tag: '{}' } }), 400,
     'sampling_params.structural_tag');
-  assertOpenAiError(await sgl({ sampling_params: { stop_regex: 'a+' } }), 400,
+  assertOpenAiError(await sgl({ sampling_params: { stop_regex: 'a*' } }), 400,
+    'sampling_params.stop_regex');  // matches the empty text
+  assertOpenAiError(await sgl({ sampling_params: { stop_regex: ['x', '(a'] } }), 400,
     'sampling_params.stop_regex');
   const badGrammar = await sgl({ sampling_params: { ebnf: 'root ::= ("a"' } });
   assertOpenAiError(badGrammar, 400, 'sampling_params.ebnf');

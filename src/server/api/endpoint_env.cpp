@@ -27,6 +27,7 @@ ApiExpected<bool> finish_spec(const ServedModel& model, const SamplingFields& fi
                               GenerationSpec* spec) {
   spec->sampling = fields.params;
   spec->stop_strings = fields.stop_strings;
+  spec->stop_regexes = fields.stop_regexes;
   spec->include_stop_str_in_output = fields.include_stop_str_in_output;
   spec->skip_special_tokens = fields.skip_special_tokens;
   spec->priority = fields.priority;

@@ -103,6 +103,18 @@ void read_sampling_fields(FieldReader& r, const char* stop_key, SamplingFields* 
   read_cache_salt(r, "cache_salt", &out->cache_salt);
 }
 
+void read_stop_regexes(FieldReader& r, const char* key, std::vector<StopRegex>* out) {
+  std::vector<std::string> patterns;
+  read_stop(r, key, &patterns);
+  for (std::string& pattern : patterns) {
+    auto dfa = ByteDfa::from_full_match(pattern);
+    if (!dfa.ok()) return r.fail(key, "'" + pattern + "': " + dfa.error().message);
+    if ((*dfa)->accepting((*dfa)->start()))
+      return r.fail(key, "'" + pattern + "' matches the empty text (it would stop at once)");
+    out->push_back(StopRegex{std::move(pattern), std::move(*dfa)});
+  }
+}
+
 void read_cache_salt(FieldReader& r, const char* key, std::string* out) {
   std::optional<std::string> salt;
   r.read(key, &salt);

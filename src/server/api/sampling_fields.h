@@ -9,6 +9,7 @@
 #include "runtime/sampling/sampling_params.h"
 #include "server/api/json_fields.h"
 #include "server/api/response_format.h"
+#include "server/api/stop_regex.h"
 
 namespace beam::server {
 
@@ -19,6 +20,7 @@ inline constexpr size_t kMaxCacheSaltBytes = 1024;
 struct SamplingFields {
   SamplingParams params;
   std::vector<std::string> stop_strings;
+  std::vector<StopRegex> stop_regexes;  // SGLang's stop_regex (read_stop_regexes)
   bool include_stop_str_in_output = false;
   bool skip_special_tokens = true;
   int32_t priority = 0;
@@ -38,6 +40,11 @@ struct SamplingFields {
 // skip_special_tokens, priority, cache_salt (vLLM's: a non-empty string).
 // Token-limit and logprob fields differ per endpoint and are read by the caller.
 void read_sampling_fields(FieldReader& r, const char* stop_key, SamplingFields* out);
+
+// `key`: a regex or a list of them (at most kMaxStopStrings, each at most kMaxStopStringBytes),
+// compiled to automata into *out; a pattern that does not compile or matches the empty text
+// fails the field.
+void read_stop_regexes(FieldReader& r, const char* key, std::vector<StopRegex>* out);
 
 // A cache salt at `key` (a non-empty string of at most kMaxCacheSaltBytes) into *out.
 void read_cache_salt(FieldReader& r, const char* key, std::string* out);

@@ -11,6 +11,7 @@
 #include "runtime/engine.h"
 #include "runtime/sampling/sampling_params.h"
 #include "server/api/response_format.h"
+#include "server/api/stop_regex.h"
 
 namespace beam::server {
 
@@ -19,6 +20,7 @@ struct GenerationSpec {
   std::string prompt_text;               // the rendered prompt; output parsing starts from its end
   SamplingParams sampling;
   std::vector<std::string> stop_strings;  // non-empty strings, matched on the output text
+  std::vector<StopRegex> stop_regexes;    // SGLang's stop_regex: searched in the output text too
   bool include_stop_str_in_output = false;  // also keeps the text of a stop id that ended the output
   bool parse_output = false;             // chat-style: response_template → reasoning/content/tools
   nlohmann::ordered_json tools;          // OpenAI tools array for argument casting (null: none)

@@ -25,7 +25,7 @@ SiblingDecoder::SiblingDecoder(const text::Tokenizer* tokenizer, const Generatio
                                std::shared_ptr<const ResponseTemplate> response_template)
     : tokenizer_(tokenizer),
       spec_(spec),
-      stop_matcher_(spec.stop_strings, spec.include_stop_str_in_output) {
+      stop_matcher_(spec.stop_strings, spec.include_stop_str_in_output, spec.stop_regexes) {
   // Special tokens are filtered here (not by the detokenizer) so delimiter tokens can stay.
   if (spec_.detokenize && tokenizer_) detokenizer_.emplace(*tokenizer_, /*skip_special=*/false);
   if (spec_.detokenize && spec_.parse_output && response_template) {
@@ -73,6 +73,7 @@ void SiblingDecoder::add_text(const std::string& text, SiblingDelta* out) {
   if (r.stop) {
     stop_string_ = r.stop;
     stop_offset_ = r.stop_offset_bytes;
+    stop_end_ = r.stop_end_bytes;
   }
   release_text(r.released, out);
 }
@@ -99,7 +100,7 @@ void SiblingDecoder::release_tokens(bool all, SiblingDelta* out) {
   size_t n = 0;
   if (stop_string_) {
     // Text up to the stop is released in full; tokens whose text starts past it are dropped.
-    const size_t cut = stop_offset_ + (spec_.include_stop_str_in_output ? spec_.stop_strings[*stop_string_].size() : 0);
+    const size_t cut = spec_.include_stop_str_in_output ? stop_end_ : stop_offset_;
     while (n < pending_.size() && pending_[n].text_start < cut) ++n;
     pending_.resize(n);
   } else if (all || !detokenizer_) {

@@ -36,7 +36,8 @@ struct SiblingDelta {
 
 struct SiblingResult {
   FinishReason reason = FinishReason::kStop;
-  std::optional<size_t> stop_string;   // index into GenerationSpec::stop_strings
+  // index into GenerationSpec::stop_strings, then stop_regexes (stop_strings.size() + i)
+  std::optional<size_t> stop_string;
   std::optional<int32_t> stop_token;   // the stop/eos id that ended it
   ParsedResponse parsed;               // reasoning, content, tool calls (content only if unparsed)
   std::vector<OutputToken> tokens;     // every kept token, in order
@@ -91,7 +92,8 @@ class SiblingDecoder {
   size_t text_bytes_ = 0;        // detokenized so far
   size_t released_bytes_ = 0;    // released past the stop matcher
   std::optional<size_t> stop_string_;
-  size_t stop_offset_ = 0;
+  size_t stop_offset_ = 0;  // where the stopping text starts and ends in the output text
+  size_t stop_end_ = 0;
   bool done_ = false;
 };
 

@@ -46,30 +46,76 @@ size_t held_suffix(std::string_view text, const std::vector<std::string>& stops)
 
 }  // namespace
 
-StopMatcher::StopMatcher(std::vector<std::string> stops, bool include_stop)
-    : stops_(std::move(stops)), include_stop_(include_stop) {
+StopMatcher::StopMatcher(std::vector<std::string> stops, bool include_stop,
+                         std::vector<StopRegex> regexes)
+    : stops_(std::move(stops)),
+      include_stop_(include_stop),
+      regexes_(std::move(regexes)),
+      live_(regexes_.size()) {
   for (const std::string& s : stops_) BEAM_CHECK(!s.empty()) << "stop strings are validated non-empty";
+  for (const StopRegex& x : regexes_)
+    BEAM_CHECK(x.dfa && !x.dfa->accepting(x.dfa->start())) << "stop regex '" << x.pattern << "'";
+}
+
+std::optional<size_t> StopMatcher::step_regex(size_t r, uint8_t byte, size_t at) {
+  const ByteDfa& dfa = *regexes_[r].dfa;
+  std::vector<Live>& live = live_[r];
+  live.push_back({dfa.start(), at});  // a match starting at this byte
+  scratch_.clear();
+  std::optional<size_t> match;
+  for (const Live& l : live) {  // in order of start: the first to reach a state keeps it
+    const int32_t s = dfa.next(l.state, byte);
+    if (s == ByteDfa::kDead) continue;
+    bool seen = false;
+    for (const Live& k : scratch_) seen = seen || k.state == s;
+    if (seen) continue;
+    scratch_.push_back({s, l.start});
+    if (dfa.accepting(s) && !match) match = l.start;
+  }
+  live.swap(scratch_);
+  return match;
 }
 
 StopMatcher::Result StopMatcher::feed(std::string_view text) {
   Result r;
   if (stopped_) return r;
+  const size_t base = released_bytes_ + buffer_.size();  // stream offset of text[0]
   buffer_.append(text);
-  if (stops_.empty()) {
+  if (stops_.empty() && regexes_.empty()) {
     r.released.swap(buffer_);
     released_bytes_ += r.released.size();
     return r;
   }
-  if (std::optional<Found> f = first_ending(buffer_, stops_)) {
+  std::optional<Found> f = stops_.empty() ? std::nullopt : first_ending(buffer_, stops_);
+  if (f) {  // as stream offsets
+    f->start += released_bytes_;
+    f->end += released_bytes_;
+  }
+  // The regexes read the new bytes up to the first match (none can end before a string's end).
+  for (size_t i = 0; i < text.size() && !(f && f->end <= base + i); ++i) {
+    std::optional<Found> m;
+    for (size_t x = 0; x < regexes_.size(); ++x) {
+      const std::optional<size_t> start = step_regex(x, static_cast<uint8_t>(text[i]), base + i);
+      if (start && (!m || *start < m->start)) m = Found{stops_.size() + x, *start, base + i + 1};
+    }
+    if (m) {
+      if (!f || m->end < f->end || (m->end == f->end && m->start < f->start)) f = m;
+      break;
+    }
+  }
+  if (f) {
     stopped_ = true;
     r.stop = f->index;
-    r.stop_offset_bytes = released_bytes_ + f->start;
-    r.released = buffer_.substr(0, include_stop_ ? f->end : f->start);
+    r.stop_offset_bytes = f->start;
+    r.stop_end_bytes = f->end;
+    r.released = buffer_.substr(0, (include_stop_ ? f->end : f->start) - released_bytes_);
     released_bytes_ += r.released.size();
     buffer_.clear();
     return r;
   }
-  const size_t keep = held_suffix(buffer_, stops_);
+  size_t keep = stops_.empty() ? 0 : held_suffix(buffer_, stops_);
+  for (const std::vector<Live>& live : live_)  // from the earliest start a regex may still match
+    for (const Live& l : live) keep = std::max(keep, released_bytes_ + buffer_.size() - l.start);
   r.released = buffer_.substr(0, buffer_.size() - keep);
   buffer_.erase(0, buffer_.size() - keep);
   released_bytes_ += r.released.size();
@@ -94,6 +140,7 @@ StopMatcher::Result match_stop_strings(std::string_view text, const std::vector<
   }
   r.stop = f->index;
   r.stop_offset_bytes = f->start;
+  r.stop_end_bytes = f->end;
   r.released = std::string(text.substr(0, include_stop ? f->end : f->start));
   return r;
 }

@@ -65,7 +65,8 @@ Json sglang_input_top_logprobs(const std::vector<int32_t>& prompt, int64_t start
   return out;
 }
 
-Json sglang_finish_reason(const SiblingResult& r, const std::vector<std::string>& stops) {
+Json sglang_finish_reason(const SiblingResult& r, const std::vector<std::string>& stops,
+                          const std::vector<StopRegex>& regexes) {
   switch (r.reason) {
     case FinishReason::kLength:
       return Json{{"type", "length"}, {"length", r.completion_tokens}};
@@ -73,6 +74,8 @@ Json sglang_finish_reason(const SiblingResult& r, const std::vector<std::string>
       Json matched = nullptr;
       if (r.stop_string && *r.stop_string < stops.size())
         matched = stops[*r.stop_string];
+      else if (r.stop_string && *r.stop_string - stops.size() < regexes.size())
+        matched = regexes[*r.stop_string - stops.size()].pattern;
       else if (r.stop_token)
         matched = *r.stop_token;
       return Json{{"type", "stop"}, {"matched", matched}};
@@ -96,8 +99,9 @@ Json sglang_output_json(const SglangSample& s, const SglangItem& item,
   out["output_ids"] = std::move(ids);
   Json m = Json::object();
   m["id"] = s.id;
-  m["finish_reason"] =
-      s.result ? sglang_finish_reason(*s.result, item.sampling.stop_strings) : Json(nullptr);
+  m["finish_reason"] = s.result ? sglang_finish_reason(*s.result, item.sampling.stop_strings,
+                                                       item.sampling.stop_regexes)
+                                : Json(nullptr);
   m["prompt_tokens"] = item.prompt_ids.size();
   if (item.return_logprob) {
     const std::vector<TokenLogprobs>& prompt_lp = s.result && !s.result->prompt_logprobs.empty()

@@ -33,9 +33,11 @@ Json sglang_input_top_logprobs(const std::vector<int32_t>& prompt, int64_t start
                                const std::vector<TokenLogprobs>& entries, int64_t num_top,
                                const text::Tokenizer* text);
 
-// {"type": "length", "length": tokens} | {"type": "stop", "matched": id | stop string | null} |
+// {"type": "length", "length": tokens} | {"type": "stop", "matched": id | stop string | stop
+// regex pattern | null} |
 // {"type": "abort", "message": ...}.
-Json sglang_finish_reason(const SiblingResult& result, const std::vector<std::string>& stops);
+Json sglang_finish_reason(const SiblingResult& result, const std::vector<std::string>& stops,
+                          const std::vector<StopRegex>& regexes);
 
 // One sample's output so far.
 struct SglangSample {

@@ -37,6 +37,7 @@ const std::set<std::string_view> kIgnored = {
 // SamplingParams fields read below; `seed` is beamserve's alias of sampling_seed.
 const std::set<std::string_view> kSamplingHandled = {"max_new_tokens",
                                                      "stop",
+                                                     "stop_regex",
                                                      "stop_token_ids",
                                                      "temperature",
                                                      "top_p",
@@ -98,8 +99,8 @@ ApiExpected<bool> read_sampling_params(const Json& sp, const std::string& path,
   for (const auto& [key, value] : sp.items()) {
     const std::string field = path + "." + key;
     if (!kSamplingHandled.contains(key)) {
-      // structural_tag, stop_regex, custom_params and unknown names (SGLang rejects those).
-      if (key == "structural_tag" || key == "stop_regex" || key == "custom_params") {
+      // structural_tag, custom_params and unknown names (SGLang rejects those).
+      if (key == "structural_tag" || key == "custom_params") {
         if (is_set(value)) return unsupported(field);
         continue;
       }
@@ -113,6 +114,7 @@ ApiExpected<bool> read_sampling_params(const Json& sp, const std::string& path,
   FieldReader r(with_defaults, path);
   SamplingFields& f = item->sampling;
   read_sampling_fields(r, "stop", &f);
+  read_stop_regexes(r, "stop_regex", &f.stop_regexes);
   r.read("min_new_tokens", &f.params.min_tokens);
   std::optional<int64_t> seed;
   r.read("sampling_seed", &seed);
@@ -358,6 +360,11 @@ ApiExpected<SglangGenerateRequest> parse_sglang_generate_request(const Json& bod
                                  ".stop': stop strings need a tokenizer; this model has "
                                  "none (use stop_token_ids)",
                              path + ".stop");
+    if (!model.tokenizer && !item.sampling.stop_regexes.empty())
+      return invalid_request("'" + path +
+                                 ".stop_regex': stop regexes need a tokenizer; this "
+                                 "model has none (use stop_token_ids)",
+                             path + ".stop_regex");
     // SGLang caps max_new_tokens at what the context leaves (a prompt too long is still a 400).
     const auto left = model.max_context_tokens - static_cast<int64_t>(item.prompt_ids.size());
     auto& max_tokens = item.sampling.params.max_tokens;

@@ -194,8 +194,21 @@ TEST(SglangGenerate, RefusesWhatItCannotHonour) {
                "log_metrics": true, "custom_labels": {"a": "b"}, "session_id": "s"})");
   EXPECT_EQ(parse_error(R"({"input_ids": [1], "sampling_params": {"structural_tag": "{}"}})").param,
             "sampling_params.structural_tag");
-  EXPECT_EQ(parse_error(R"({"input_ids": [1], "sampling_params": {"stop_regex": "a+"}})").param,
+  EXPECT_EQ(parse_error(R"({"input_ids": [1], "sampling_params": {"stop_regex": "(a"}})").param,
             "sampling_params.stop_regex");
+  EXPECT_EQ(
+      parse_error(R"({"input_ids": [1], "sampling_params": {"stop_regex": ["b", "a?"]}})").param,
+      "sampling_params.stop_regex");  // matches the empty text
+  EXPECT_EQ(parse_error(R"({"input_ids": [1], "cache_salt": ""})").param, "cache_salt");
+  // stop_regex and the cache isolation keys are honoured (per prompt for the keys).
+  SglangGenerateRequest r = parse_ok(R"({"input_ids": [[1], [2]], "cache_salt": ["s", "t"],
+      "extra_key": "k", "sampling_params": {"stop_regex": ["a+b", "[0-9]"]}})");
+  ASSERT_EQ(r.items.size(), 2u);
+  ASSERT_EQ(r.items[0].sampling.stop_regexes.size(), 2u);
+  EXPECT_EQ(r.items[0].sampling.stop_regexes[1].pattern, "[0-9]");
+  EXPECT_TRUE(r.items[0].sampling.stop_regexes[0].dfa->matches("aab"));
+  EXPECT_NE(r.items[0].sampling.cache_salt, r.items[1].sampling.cache_salt);
+  EXPECT_EQ(parse_ok(R"({"input_ids": [1], "cache_salt": "s"})").items[0].sampling.cache_salt, "s");
   EXPECT_EQ(
       parse_error(R"({"input_ids": [1], "sampling_params": {"custom_params": {"a": 1}}})").param,
       "sampling_params.custom_params");
@@ -283,16 +296,21 @@ TEST(SglangGenerateJson, FinishReasonObjects) {
   SiblingResult r;
   r.reason = FinishReason::kLength;
   r.completion_tokens = 8;
-  EXPECT_EQ(sglang_finish_reason(r, {}), Json::parse(R"({"type": "length", "length": 8})"));
+  EXPECT_EQ(sglang_finish_reason(r, {}, {}), Json::parse(R"({"type": "length", "length": 8})"));
   r.reason = FinishReason::kStop;
   r.stop_token = 2;
-  EXPECT_EQ(sglang_finish_reason(r, {}), Json::parse(R"({"type": "stop", "matched": 2})"));
+  EXPECT_EQ(sglang_finish_reason(r, {}, {}), Json::parse(R"({"type": "stop", "matched": 2})"));
   r.stop_string = 1;
-  EXPECT_EQ(sglang_finish_reason(r, {"a", "END"}),
+  EXPECT_EQ(sglang_finish_reason(r, {"a", "END"}, {}),
             Json::parse(R"({"type": "stop", "matched": "END"})"));
+  r.stop_string = 2;  // past the strings: a regex, named by its pattern
+  const std::vector<StopRegex> regexes = {{"[0-9]+!", ByteDfa::from_full_match("[0-9]+!").value()}};
+  EXPECT_EQ(sglang_finish_reason(r, {"a", "END"}, regexes),
+            Json::parse(R"({"type": "stop", "matched": "[0-9]+!"})"));
   r.reason = FinishReason::kError;
   r.error = "boom";
-  EXPECT_EQ(sglang_finish_reason(r, {}), Json::parse(R"({"type": "abort", "message": "boom"})"));
+  EXPECT_EQ(sglang_finish_reason(r, {}, {}),
+            Json::parse(R"({"type": "abort", "message": "boom"})"));
 }
 
 TEST(SglangGenerateJson, SampleObjectHasSglangsKeysInOrder) {

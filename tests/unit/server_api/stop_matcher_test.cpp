@@ -1,10 +1,11 @@
 // StopMatcher: every chunking of a text gives the one-shot answer, nothing past a stop is
 // released, and text that could start a stop string is held back until it is decided.
+#include "server/generation/stop_matcher.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
-
-#include "server/generation/stop_matcher.h"
+#include <tuple>
 
 namespace beam::server {
 namespace {
@@ -15,9 +16,10 @@ struct Streamed {
   size_t stop_offset = 0;
 };
 
-Streamed stream(const std::string& text, const std::vector<size_t>& cuts, const std::vector<std::string>& stops,
-                bool include) {
-  StopMatcher m(stops, include);
+Streamed stream(const std::string& text, const std::vector<size_t>& cuts,
+                const std::vector<std::string>& stops, bool include,
+                const std::vector<StopRegex>& regexes = {}) {
+  StopMatcher m(stops, include, regexes);
   Streamed out;
   size_t prev = 0;
   auto feed = [&](std::string_view piece) {
@@ -138,6 +140,83 @@ TEST(StopMatcher, AnyChunkingMatchesOneShot) {
       }
     }
   }
+}
+
+// The stop a brute-force search finds: the first end, then the earliest start, then the lowest
+// index (strings before regexes), as (index, start, end).
+std::optional<std::tuple<size_t, size_t, size_t>> brute_force_stop(
+    const std::string& text, const std::vector<std::string>& stops,
+    const std::vector<StopRegex>& regexes) {
+  for (size_t end = 1; end <= text.size(); ++end) {
+    for (size_t start = 0; start < end; ++start) {
+      const std::string_view piece = std::string_view(text).substr(start, end - start);
+      for (size_t i = 0; i < stops.size(); ++i)
+        if (piece == stops[i]) return std::make_tuple(i, start, end);
+      for (size_t i = 0; i < regexes.size(); ++i)
+        if (regexes[i].dfa->matches(piece)) return std::make_tuple(stops.size() + i, start, end);
+    }
+  }
+  return std::nullopt;
+}
+
+// Property: with stop regexes beside stop strings, every chunking gives the brute-force answer,
+// and text a regex may still match from is held back until it is decided.
+TEST(StopMatcher, RegexesStopAtTheFirstMatchEndFromItsEarliestStart) {
+  std::mt19937 rng(99);
+  const std::string alphabet = "ab1 ";
+  const std::vector<std::string> patterns = {"a+b",    "[0-9]{2}", "b(a|1)*b", "1",
+                                             "ab|ba1", "a[ab ]*1", "(ab)+ ",   "^b a$"};
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::string text;
+    const size_t len = rng() % 30;
+    for (size_t i = 0; i < len; ++i) text += alphabet[rng() % alphabet.size()];
+    std::vector<std::string> stops;
+    for (size_t s = rng() % 2; s > 0; --s) stops.push_back(std::string(1 + rng() % 2, 'a') + "b");
+    std::vector<StopRegex> regexes;
+    for (size_t s = 1 + rng() % 2; s > 0; --s) {
+      const std::string& p = patterns[rng() % patterns.size()];
+      regexes.push_back({p, ByteDfa::from_full_match(p).value()});
+    }
+    const bool include = rng() % 2;
+    const auto want = brute_force_stop(text, stops, regexes);
+    for (int chunking = 0; chunking < 6; ++chunking) {
+      std::vector<size_t> cuts;
+      for (size_t i = 1; i < text.size(); ++i)
+        if (chunking == 0 || rng() % 3 == 0) cuts.push_back(i);
+      Streamed got = stream(text, cuts, stops, include, regexes);
+      ASSERT_EQ(got.stop.has_value(), want.has_value()) << "text='" << text << "'";
+      if (!want) {
+        ASSERT_EQ(got.text, text);
+        continue;
+      }
+      const auto [index, start, end] = *want;
+      ASSERT_EQ(*got.stop, index) << "text='" << text << "'";
+      ASSERT_EQ(got.stop_offset, start) << "text='" << text << "'";
+      ASSERT_EQ(got.text, text.substr(0, include ? end : start)) << "text='" << text << "'";
+    }
+  }
+}
+
+TEST(StopMatcher, RegexHoldsBackOnlyWhatMayStillMatch) {
+  StopMatcher m({}, false, {{"<[a-z]+>", ByteDfa::from_full_match("<[a-z]+>").value()}});
+  StopMatcher::Result r = m.feed("see <ab");
+  EXPECT_EQ(r.released, "see ");  // "<ab" may still become a match
+  EXPECT_FALSE(r.stop);
+  r = m.feed("1> ok <b");
+  EXPECT_EQ(r.released, "<ab1> ok ");  // the digit ended that chance
+  r = m.feed("r> tail");
+  ASSERT_TRUE(r.stop);
+  EXPECT_EQ(r.released, "");
+  EXPECT_EQ(r.stop_offset_bytes, 13u);
+  EXPECT_EQ(r.stop_end_bytes, 17u);
+  EXPECT_EQ(m.flush(), "");
+  // Two matches end at once in different states: the earlier start (the longer match) wins.
+  StopMatcher both({}, false, {{"a|bac?", ByteDfa::from_full_match("a|bac?").value()}});
+  r = both.feed("xbay");
+  ASSERT_TRUE(r.stop);
+  EXPECT_EQ(r.released, "x");
+  EXPECT_EQ(r.stop_offset_bytes, 1u);
+  EXPECT_EQ(r.stop_end_bytes, 3u);
 }
 
 }  // namespace
