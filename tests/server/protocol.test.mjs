@@ -555,6 +555,51 @@ test('cache_salt: cached prefixes are shared only among requests with the same s
     'extra_key');
 });
 
+// Reasoning budgets (vLLM's thinking_token_budget, SGLang's thinking_budget, Anthropic's
+// thinking.budget_tokens): once the reasoning holds that many tokens, </think> is forced. Here
+// logit_bias makes <think> (505) the model's every choice, so only the budget can close it.
+test('thinking budgets force </think> once the reasoning holds that many tokens', async () => {
+  const ask = { model: MODEL, messages: [{ role: 'user', content: 'think' }], max_tokens: 10, temperature: 0,
+    logit_bias: { 505: 100 }, logprobs: true };
+  const tokens = (r) => r.json.choices[0].logprobs.content.map((c) => c.token);
+  const free = await post('/v1/chat/completions', ask);
+  assert.equal(free.status, 200, free.text);
+  assert.deepEqual(tokens(free), Array(10).fill('<think>'));
+  assert.equal(free.json.choices[0].message.reasoning_content, '<think>'.repeat(9));  // never closed
+  for (const [field, budget] of [['thinking_token_budget', 3], ['thinking_budget', 0]]) {
+    const r = await post('/v1/chat/completions', { ...ask, [field]: budget });
+    assert.equal(r.status, 200, r.text);
+    const want = Array(10).fill('<think>');
+    want[1 + budget] = '</think>';  // after <think> and `budget` reasoning tokens
+    assert.deepEqual(tokens(r), want, field);
+    assert.ok(r.json.choices[0].message.reasoning_content.startsWith('<think>'.repeat(budget)), field);
+  }
+  // Streamed the same; -1 is no limit; a prompt that closed the reasoning needs no budget.
+  const ev = await sseEvents('/v1/chat/completions', { ...ask, thinking_token_budget: 3, stream: true });
+  const streamed = ev.flatMap((e) => e.choices?.[0]?.logprobs?.content ?? []).map((c) => c.token);
+  assert.equal(streamed.indexOf('</think>'), 4);
+  const unlimited = await post('/v1/chat/completions', { ...ask, thinking_token_budget: -1 });
+  assert.deepEqual(tokens(unlimited), tokens(free));
+  const closed = await post('/v1/chat/completions', { ...ask, thinking_token_budget: 1,
+    chat_template_kwargs: { enable_thinking: false } });
+  assert.equal(closed.status, 200, closed.text);
+  assert.ok(!tokens(closed).includes('</think>'));
+  // Anthropic's thinking.budget_tokens: <think>, 2 reasoning tokens, the forced </think>, and a
+  // last <think> that opens nothing more (5 tokens); unbudgeted, all 4 after the first reason.
+  const thought = async (thinking) => {
+    const r = await post('/v1/messages', { model: MODEL, max_tokens: 5, temperature: 0,
+      messages: [{ role: 'user', content: 'think' }], thinking, logit_bias: { 505: 100 } });
+    assert.equal(r.status, 200, r.text);
+    return r.json.content.filter((b) => b.type === 'thinking').map((b) => b.thinking).join('|');
+  };
+  assert.equal(await thought({ type: 'enabled', budget_tokens: 2 }), '<think>'.repeat(2));
+  assert.equal(await thought({ type: 'enabled' }), '<think>'.repeat(4));
+  assertOpenAiError(await post('/v1/chat/completions', { ...ask, thinking_token_budget: -5 }), 400,
+    'thinking_token_budget');
+  assertOpenAiError(await post('/v1/chat/completions', { ...ask, thinking_token_budget: 3, thinking_budget: 3 }),
+    400, 'thinking_budget');
+});
+
 test('echo with max_tokens 0 returns the prompt alone; echo with n > 1 and streamed', async () => {
   const prompt = 'The weather in Paris';
   const r = await post('/v1/completions', { model: MODEL, prompt, max_tokens: 0, echo: true, logprobs: 2 });

@@ -92,6 +92,19 @@ Status validate_constraint(const SamplingParams& p, int64_t vocab_size) {
   return ok_status();
 }
 
+Status validate_reasoning_budget(const SamplingParams& p, int64_t vocab_size) {
+  if (!p.reasoning_budget) return ok_status();
+  const ReasoningBudget& b = *p.reasoning_budget;
+  if (b.max_tokens < 0) return param_error("reasoning_budget", b.max_tokens, "must be >= 0 tokens");
+  if (b.end_tokens.empty())
+    return make_error("sampling parameter 'reasoning_budget' needs the tokens that end reasoning");
+  for (int32_t token : b.end_tokens)
+    BEAM_RETURN_IF_ERROR(check_token_id("reasoning_budget", token, vocab_size));
+  if (b.start_token)
+    BEAM_RETURN_IF_ERROR(check_token_id("reasoning_budget", *b.start_token, vocab_size));
+  return ok_status();
+}
+
 }  // namespace
 
 std::optional<LogprobsMode> parse_logprobs_mode(std::string_view name) {
@@ -106,6 +119,7 @@ Status SamplingParams::validate(int64_t vocab_size) const {
   BEAM_RETURN_IF_ERROR(validate_penalties(*this, vocab_size));
   BEAM_RETURN_IF_ERROR(validate_limits(*this, vocab_size));
   BEAM_RETURN_IF_ERROR(validate_constraint(*this, vocab_size));
+  BEAM_RETURN_IF_ERROR(validate_reasoning_budget(*this, vocab_size));
   return ok_status();
 }
 

@@ -29,6 +29,17 @@ enum class LogprobsMode : uint8_t { kScaled, kRaw };
 // "scaled", or "raw" / "raw_logprobs" (vLLM's name); nullopt for anything else.
 std::optional<LogprobsMode> parse_logprobs_mode(std::string_view name);
 
+// A cap on a reasoning model's thinking (vLLM's thinking_token_budget, SGLang's thinking_budget,
+// Anthropic's thinking.budget_tokens; docs/sampling.md): once the reasoning holds max_tokens
+// tokens, end_tokens are forced one by one, which closes it. The reasoning starts when
+// start_token is written (unset: at the output's first token) and ends early when the model
+// writes end_tokens.back() itself.
+struct ReasoningBudget {
+  int64_t max_tokens = 0;              // >= 0
+  std::vector<int32_t> end_tokens;     // non-empty, e.g. {</think>}
+  std::optional<int32_t> start_token;  // e.g. <think>; unset: the output starts in the reasoning
+};
+
 struct SamplingParams {
   double temperature = 1.0;         // ≥ 0; 0 = greedy (argmax, ties → lowest id)
   int64_t top_k = 0;                // 0 or -1 = off; else ≥ 1 (k ≥ vocab keeps everything)
@@ -51,6 +62,7 @@ struct SamplingParams {
   // Constrained decoding (JSON of a schema): the tokens allowed next, applied before every logit
   // processor; null = free output. Excludes ignore_eos and min_tokens (docs/structured_output.md).
   std::shared_ptr<const OutputConstraint> constraint;
+  std::optional<ReasoningBudget> reasoning_budget;  // unset: the reasoning is not capped
 
   // An error naming the first invalid field, with its value and the allowed range.
   Status validate(int64_t vocab_size) const;

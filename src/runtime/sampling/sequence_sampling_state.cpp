@@ -68,6 +68,34 @@ SequenceSamplingState::SequenceSamplingState(const SequenceSamplingSetup& s)
     end_ids_ = sorted_distinct(ends);
     constraint_.emplace(p.constraint);
   }
+  if (p.reasoning_budget) {
+    budget_phase_ =
+        p.reasoning_budget->start_token ? BudgetPhase::kBefore : BudgetPhase::kReasoning;
+    if (budget_phase_ == BudgetPhase::kReasoning && p.reasoning_budget->max_tokens == 0)
+      budget_phase_ = BudgetPhase::kForcing;
+  }
+}
+
+void SequenceSamplingState::advance_budget(int32_t token) {
+  const ReasoningBudget& b = *params_->reasoning_budget;
+  switch (budget_phase_) {
+    case BudgetPhase::kNone:
+      return;
+    case BudgetPhase::kBefore:
+      if (token == *b.start_token)
+        budget_phase_ = b.max_tokens == 0 ? BudgetPhase::kForcing : BudgetPhase::kReasoning;
+      return;
+    case BudgetPhase::kReasoning:
+      if (token == b.end_tokens.back()) {  // the model closed it within the budget
+        budget_phase_ = BudgetPhase::kNone;
+        return;
+      }
+      if (++reasoning_tokens_ >= b.max_tokens) budget_phase_ = BudgetPhase::kForcing;
+      return;
+    case BudgetPhase::kForcing:
+      if (++forced_ == b.end_tokens.size()) budget_phase_ = BudgetPhase::kNone;
+      return;
+  }
 }
 
 Expected<SequenceSamplingState> SequenceSamplingState::create(const SequenceSamplingSetup& setup) {
@@ -82,6 +110,7 @@ void SequenceSamplingState::append_output(std::span<const int32_t> tokens) {
       ++output_counts_[token];
     }
   }
+  for (int32_t token : tokens) advance_budget(token);
   if (constraint_) {
     // A token outside the mask leaves the state dead; fill_allowed_tokens then reports it.
     for (int32_t token : tokens)
@@ -93,6 +122,11 @@ void SequenceSamplingState::append_output(std::span<const int32_t> tokens) {
 bool SequenceSamplingState::fill_allowed_tokens(std::span<uint32_t> bits,
                                                 MaskScratch& scratch) const {
   BEAM_CHECK(constrained()) << "fill_allowed_tokens without an active constraint";
+  if (forcing_reasoning_end()) {
+    std::fill(bits.begin(), bits.end(), 0u);
+    set_mask_bit(bits, params_->reasoning_budget->end_tokens[forced_]);
+    return true;
+  }
   return constraint_->fill_allowed(bits, end_ids_, scratch);
 }
 

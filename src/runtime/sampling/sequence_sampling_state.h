@@ -62,16 +62,32 @@ class SequenceSamplingState {
   // Output token → count; filled only when a penalty is active.
   const std::unordered_map<int32_t, int32_t>& output_counts() const { return output_counts_; }
 
-  // Whether params().constraint decides the next token (false without one, and before its start
-  // token has been written).
-  bool constrained() const { return constraint_ && constraint_->active(); }
+  // Whether a mask decides the next token: params().constraint's (once its start token has been
+  // written), or the reasoning budget's while it forces the end of the reasoning.
+  bool constrained() const {
+    return forcing_reasoning_end() || (constraint_ && constraint_->active());
+  }
   // Needs constrained(): overwrites bits (allowed_mask_words(vocab_size()) words) with the
-  // tokens allowed next — JSON text that keeps a parse alive, and the eos and stop ids once the
-  // JSON is complete. False when nothing is allowed (an earlier token broke the constraint).
+  // tokens allowed next — the next forced token that ends the reasoning, else JSON text that
+  // keeps a parse alive, and the eos and stop ids once the JSON is complete. False when nothing
+  // is allowed (an earlier token broke the constraint).
   bool fill_allowed_tokens(std::span<uint32_t> bits, MaskScratch& scratch) const;
+  // Tokens written inside the reasoning so far (with a reasoning budget).
+  int64_t reasoning_tokens() const { return reasoning_tokens_; }
+  bool forcing_reasoning_end() const { return budget_phase_ == BudgetPhase::kForcing; }
 
  private:
+  // Where the output stands against params().reasoning_budget.
+  enum class BudgetPhase : uint8_t {
+    kNone,       // no budget, or the reasoning is over
+    kBefore,     // waiting for the start token
+    kReasoning,  // counting
+    kForcing,    // writing end_tokens[forced_]
+  };
+
   SequenceSamplingState(const SequenceSamplingSetup& setup);
+  // Moves the budget's phase past one committed token.
+  void advance_budget(int32_t token);
 
   std::shared_ptr<const SamplingParams> params_;
   SamplingRng rng_;
@@ -87,6 +103,9 @@ class SequenceSamplingState {
   std::unordered_map<int32_t, int32_t> output_counts_;
   std::vector<int32_t> end_ids_;  // eos and stop ids, sorted, distinct (with a constraint)
   std::optional<ConstraintState> constraint_;
+  BudgetPhase budget_phase_ = BudgetPhase::kNone;
+  int64_t reasoning_tokens_ = 0;
+  size_t forced_ = 0;  // end tokens forced so far
 };
 
 }  // namespace beam

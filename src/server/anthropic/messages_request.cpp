@@ -137,16 +137,24 @@ ApiExpected<ToolChoice> parse_tool_choice(const Json* v) {
   return c;
 }
 
-void read_thinking(FieldReader& r, Json* variables) {
+// thinking: {"type": "enabled" | "adaptive" | "disabled", "budget_tokens"?}: the template's
+// enable_thinking, and budget_tokens as the reasoning budget.
+void read_thinking(FieldReader& r, Json* variables, SamplingFields* sampling) {
   const Json* t = r.get("thinking");
   if (!t) return;
   FieldReader tr(*t, "thinking");
   std::string type;
   tr.require("type", &type);
+  std::optional<int64_t> budget;
+  tr.read("budget_tokens", &budget);
   if (tr.failed()) return r.fail("thinking", tr.error().message);
   if (type == "enabled" || type == "adaptive") (*variables)["enable_thinking"] = true;
   else if (type == "disabled") (*variables)["enable_thinking"] = false;
   else r.fail("thinking", "type must be \"enabled\" or \"disabled\", got \"" + type + "\"");
+  if (!budget || type == "disabled") return;
+  if (*budget < 1) return r.fail("thinking.budget_tokens", "must be >= 1");
+  sampling->thinking_budget = budget;
+  sampling->thinking_budget_field = "thinking.budget_tokens";
 }
 
 }  // namespace
@@ -163,7 +171,7 @@ ApiExpected<MessagesRequest> parse_messages_request(const Json& body, bool count
   if (max_tokens && *max_tokens < 1) r.fail("max_tokens", "must be >= 1, got " + std::to_string(*max_tokens));
   req.sampling.params.max_tokens = max_tokens;
   r.read("stream", &req.stream);
-  read_thinking(r, &req.prompt.variables);
+  read_thinking(r, &req.prompt.variables, &req.sampling);
   if (const Json* kwargs = r.get("chat_template_kwargs")) {
     if (!kwargs->is_object()) r.fail_type("chat_template_kwargs", "an object", *kwargs);
     else

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "server/api/routed_experts.h"
+#include "server/api/think_tags.h"
 #include "server/generation/generation_group.h"
 
 namespace beam::server {
@@ -67,6 +68,11 @@ ApiExpected<bool> finish_spec(const ServedModel& model, const SamplingFields& fi
             "' cannot be combined with a tool_choice that "
             "requires a tool call: the call's arguments follow the tool's schema",
         fields.format.path);
+  if (fields.thinking_budget) {
+    API_ASSIGN_OR_RETURN(spec->sampling.reasoning_budget,
+                         reasoning_budget(model, spec->prompt_text, *fields.thinking_budget,
+                                          fields.thinking_budget_field));
+  }
   API_ASSIGN_OR_RETURN(spec->sampling.constraint,
                        make_output_constraint(model, tool_call ? spec->tool_format : fields.format,
                                               spec->prompt_text, spec->parse_output));

@@ -9,23 +9,12 @@
 #include "runtime/structured/ebnf_grammar.h"
 #include "runtime/structured/json_grammar.h"
 #include "server/api/served_model.h"
+#include "server/api/think_tags.h"
 #include "server/parsers/response_stream.h"
 #include "server/parsers/response_template.h"
 
 namespace beam::server {
 namespace {
-
-constexpr std::string_view kThinkOpen = "<think>";
-constexpr std::string_view kThinkClose = "</think>";
-
-// Whether the model's response template has a reasoning region (its output is split into
-// reasoning and content), i.e. it is a model that thinks first.
-bool template_has_reasoning(const ServedModel& model) {
-  if (!model.response_template) return false;
-  for (const std::string& name : FieldRoles{}.reasoning)
-    if (model.response_template->field_index(name)) return true;
-  return false;
-}
 
 // The text a regex matches when it matches exactly one text (only literal characters and
 // escaped punctuation, as `<\|channel\|>final<\|message\|>`); nullopt otherwise.
@@ -85,17 +74,11 @@ void set_reasoning_prelude(const ServedModel& model, std::string_view prompt_tex
     c.starts_in_reasoning = true;
     return;
   }
-  if (!template_has_reasoning(model)) return;
-  const std::optional<int32_t> open = added_token_id(*model.tokenizer, kThinkOpen);
-  const std::optional<int32_t> close = added_token_id(*model.tokenizer, kThinkClose);
-  if (!open || !close) return;
-  const size_t open_at = tail.rfind(kThinkOpen), close_at = tail.rfind(kThinkClose);
-  if (close_at != std::string_view::npos &&
-      (open_at == std::string_view::npos || close_at > open_at))
-    return;  // the reasoning is over: JSON from the first token
-  c.reasoning_open = open;
-  c.json_after = {*close};
-  c.starts_in_reasoning = open_at != std::string_view::npos;
+  const std::optional<ThinkTags> tags = think_tags(model, prompt_text);
+  if (!tags || tags->after == ThinkTags::After::kClosed) return;  // JSON from the first token
+  c.reasoning_open = tags->open;
+  c.json_after = {tags->close};
+  c.starts_in_reasoning = tags->after == ThinkTags::After::kOpen;
 }
 
 ResponseFormat json_object_format(const std::string& path) {

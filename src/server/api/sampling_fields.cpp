@@ -115,6 +115,19 @@ void read_stop_regexes(FieldReader& r, const char* key, std::vector<StopRegex>* 
   }
 }
 
+void read_thinking_budget(FieldReader& r, SamplingFields* out) {
+  for (const char* key : {"thinking_token_budget", "thinking_budget"}) {
+    std::optional<int64_t> budget;
+    r.read(key, &budget);
+    if (!budget || *budget == -1) continue;
+    if (*budget < 0) return r.fail(key, "must be >= 0 tokens, or -1 for no limit");
+    if (out->thinking_budget)
+      return r.fail(key, "set either thinking_token_budget or thinking_budget, not both");
+    out->thinking_budget = budget;
+    out->thinking_budget_field = key;
+  }
+}
+
 void read_cache_salt(FieldReader& r, const char* key, std::string* out) {
   std::optional<std::string> salt;
   r.read(key, &salt);

@@ -25,6 +25,11 @@ struct SamplingFields {
   bool skip_special_tokens = true;
   int32_t priority = 0;
   std::string cache_salt;  // prefix-cache namespace (GenerateRequest::cache_salt); "": none
+  // Chat endpoints: most reasoning tokens (read_thinking_budget; Anthropic's
+  // thinking.budget_tokens), and the field that set it; finish_spec turns it into
+  // params.reasoning_budget.
+  std::optional<int64_t> thinking_budget;
+  std::string thinking_budget_field;
   // The endpoint's structured-output field (response_format, text.format); finish_spec turns it
   // into params.constraint.
   ResponseFormat format;
@@ -45,6 +50,10 @@ void read_sampling_fields(FieldReader& r, const char* stop_key, SamplingFields* 
 // compiled to automata into *out; a pattern that does not compile or matches the empty text
 // fails the field.
 void read_stop_regexes(FieldReader& r, const char* key, std::vector<StopRegex>* out);
+
+// vLLM's thinking_token_budget or SGLang's thinking_budget (one of them): the most tokens the
+// model may reason before </think> is forced; -1: no limit.
+void read_thinking_budget(FieldReader& r, SamplingFields* out);
 
 // A cache salt at `key` (a non-empty string of at most kMaxCacheSaltBytes) into *out.
 void read_cache_salt(FieldReader& r, const char* key, std::string* out);

@@ -200,6 +200,7 @@ ApiExpected<ChatRequest> parse_chat_request(const Json& body) {
   if (!messages) r.fail("messages", "is required");
   read_sampling_fields(r, "stop", &req.sampling);
   read_routed_experts_fields(r, &req.sampling);
+  read_thinking_budget(r, &req.sampling);
   r.read("stream", &req.stream);
   read_prompt_logprobs(r, &req);
   read_max_tokens(r, req.prompt_logprobs.has_value(), &req.sampling.params, &req.max_tokens_field);

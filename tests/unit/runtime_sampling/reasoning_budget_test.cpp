@@ -1,0 +1,110 @@
+// Reasoning budgets (SamplingParams::reasoning_budget): counting starts at the start token (or at
+// once), the end tokens are forced one by one once the budget is spent (the only allowed tokens,
+// whatever the logits), an early close ends the count, and bad budgets are named errors.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "runtime/sampling/sampler.h"
+#include "runtime/structured/vocab_index.h"
+#include "sampling_test_util.h"
+
+namespace beam {
+namespace {
+
+using testing::make_state;
+using testing::StateOptions;
+
+constexpr int64_t kVocab = 40;
+constexpr int32_t kOpen = 5, kNewline = 7, kClose = 8;
+
+SamplingParams with_budget(int64_t max_tokens, std::optional<int32_t> start = kOpen) {
+  SamplingParams p;
+  p.temperature = 0.0;
+  p.reasoning_budget = ReasoningBudget{max_tokens, {kNewline, kClose}, start};
+  return p;
+}
+
+SequenceSamplingState state_for(const SamplingParams& p) {
+  StateOptions o;
+  o.vocab_size = kVocab;
+  return make_state(p, o);
+}
+
+void append(SequenceSamplingState& s, std::vector<int32_t> tokens) {
+  s.append_output(tokens);
+}
+
+// The one token the state's mask allows, or -1 when the mask is not a single token.
+int32_t forced_token(const SequenceSamplingState& s) {
+  std::vector<uint32_t> bits(static_cast<size_t>((kVocab + 31) / 32), 0xffffffffu);
+  MaskScratch scratch;
+  EXPECT_TRUE(s.fill_allowed_tokens(bits, scratch));
+  int32_t only = -1;
+  for (int32_t t = 0; t < kVocab; ++t) {
+    if (!mask_bit(bits, t)) continue;
+    if (only >= 0) return -1;
+    only = t;
+  }
+  return only;
+}
+
+TEST(ReasoningBudget, ForcesTheEndTokensOnceTheBudgetIsSpent) {
+  SequenceSamplingState s = state_for(with_budget(3));
+  append(s, {1, 2});  // before <think>: free, not counted
+  EXPECT_FALSE(s.constrained());
+  append(s, {kOpen, 10, 11});
+  EXPECT_FALSE(s.constrained());
+  EXPECT_EQ(s.reasoning_tokens(), 2);
+  append(s, {12});
+  ASSERT_TRUE(s.constrained());
+  EXPECT_EQ(forced_token(s), kNewline);
+  // The sampler draws the forced token against the logits' choice.
+  std::vector<float> logits(kVocab, 0.0f);
+  logits[30] = 50.0f;
+  std::vector<uint32_t> bits(2, 0u);
+  MaskScratch scratch;
+  ASSERT_TRUE(s.fill_allowed_tokens(bits, scratch));
+  Sampler sampler(kVocab);
+  EXPECT_EQ(sampler.sample({logits, &s, {}, bits}).token, kNewline);
+  append(s, {kNewline});
+  EXPECT_EQ(forced_token(s), kClose);
+  append(s, {kClose});
+  EXPECT_FALSE(s.constrained());  // the answer is free
+  append(s, {30, 31, 32, 33});
+  EXPECT_FALSE(s.constrained());
+}
+
+TEST(ReasoningBudget, AnEarlyCloseEndsTheCount) {
+  SequenceSamplingState s = state_for(with_budget(3));
+  append(s, {kOpen, 10, kClose, 11, 12, 13, 14});
+  EXPECT_FALSE(s.constrained());
+  EXPECT_EQ(s.reasoning_tokens(), 1);
+}
+
+TEST(ReasoningBudget, WithoutAStartTokenTheOutputStartsInTheReasoning) {
+  SequenceSamplingState zero = state_for(with_budget(0, std::nullopt));
+  EXPECT_EQ(forced_token(zero), kNewline);  // the first token already ends it
+  SequenceSamplingState two = state_for(with_budget(2, std::nullopt));
+  append(two, {20});
+  EXPECT_FALSE(two.constrained());
+  append(two, {21});
+  EXPECT_EQ(forced_token(two), kNewline);
+  SequenceSamplingState opened = state_for(with_budget(0));
+  append(opened, {kOpen});
+  EXPECT_EQ(forced_token(opened), kNewline);
+}
+
+TEST(ReasoningBudget, BadBudgetsAreNamed) {
+  SamplingParams p = with_budget(-1);
+  EXPECT_NE(p.validate(kVocab).error().message.find("reasoning_budget"), std::string::npos);
+  p = with_budget(4);
+  p.reasoning_budget->end_tokens.clear();
+  EXPECT_NE(p.validate(kVocab).error().message.find("reasoning_budget"), std::string::npos);
+  p = with_budget(4, kVocab);
+  EXPECT_NE(p.validate(kVocab).error().message.find("outside the vocabulary"), std::string::npos);
+  EXPECT_TRUE(with_budget(4).validate(kVocab).ok());
+}
+
+}  // namespace
+}  // namespace beam
