@@ -142,6 +142,20 @@ TEST_F(CudaModelTest, EngineOnCudaKeepsGrammars) {
   expect_constrained_on_cuda("lists_", nested_lists_constraint, expect_nested_lists);
 }
 
+// A reasoning budget: its end tokens reach the device sampler as the only allowed tokens.
+TEST_F(CudaModelTest, EngineOnCudaForcesTheEndOfAReasoningBudget) {
+  auto weights = engine_test_model("beam-nano");
+  ASSERT_NE(weights, nullptr);
+  auto gpu = Engine::create(weights, engine_options(Device::kCuda));
+  ASSERT_TRUE(gpu.ok()) << gpu.error().message;
+  const ReasoningBudget budget = test_reasoning_budget(8);
+  const auto results =
+      run_all(**gpu, reasoning_budget_requests(budget, weights->config.vocab_size));
+  for (const auto& request : results)
+    for (const SiblingResult& s : request) expect_reasoning_budget_kept(s.tokens, budget);
+  expect_pools_full(**gpu);
+}
+
 // With no step budget given the engine takes the device's default (8192 tokens on an H200), runs
 // one step of that size before it sizes the KV pools (warm_up_largest_step), and then serves a
 // prompt longer than the CPU engine's 2,048-token chunks in one chunk with the CPU engine's

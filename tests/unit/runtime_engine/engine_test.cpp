@@ -160,6 +160,22 @@ TEST_F(EngineTest, SlidingPoolUsageStaysBoundedOverLongGenerations) {
   expect_pools_full(*e);
 }
 
+// A reasoning budget's end tokens come right after its budget (greedy and sampled siblings,
+// batched); without the budget the same greedy output differs there.
+TEST_F(EngineTest, ReasoningBudgetsForceTheirEndTokens) {
+  auto engine = make(small_options());
+  ASSERT_NE(engine, nullptr);
+  const ReasoningBudget budget = test_reasoning_budget(6);
+  const auto reqs = reasoning_budget_requests(budget, vocab_);
+  const auto results = run_all(*engine, reqs);
+  for (const auto& request : results)
+    for (const SiblingResult& s : request) expect_reasoning_budget_kept(s.tokens, budget);
+  RunRequest free = reqs[0];
+  free.params.reasoning_budget.reset();
+  EXPECT_NE(run_all(*engine, {free})[0][0].tokens, results[0][0].tokens);
+  expect_pools_full(*engine);
+}
+
 TEST_F(EngineTest, SeededSamplingIsReproducibleAndSiblingsDiffer) {
   auto e = make(small_options());
   SamplingParams p;

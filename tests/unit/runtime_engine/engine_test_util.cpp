@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 namespace beam::testing {
@@ -76,6 +77,40 @@ std::vector<std::vector<SiblingResult>> run_all(Engine& engine, const std::vecto
   std::vector<std::vector<SiblingResult>> out;
   for (const auto& c : collectors) out.push_back(c->results());
   return out;
+}
+
+ReasoningBudget test_reasoning_budget(int64_t max_tokens) {
+  return ReasoningBudget{max_tokens, {140, 141}, std::nullopt};
+}
+
+std::vector<RunRequest> reasoning_budget_requests(const ReasoningBudget& budget, int64_t vocab) {
+  std::vector<RunRequest> reqs;
+  for (int i = 0; i < 4; ++i) {
+    RunRequest r;
+    r.prompt = tokens_of(20 + i, 70 + static_cast<uint64_t>(i), vocab);
+    r.params = greedy(3 * budget.max_tokens);
+    if (i % 2) {
+      r.params.temperature = 0.9;
+      r.params.seed = 5;
+      r.params.n = 3;
+    }
+    r.params.reasoning_budget = budget;
+    reqs.push_back(r);
+  }
+  return reqs;
+}
+
+void expect_reasoning_budget_kept(const std::vector<int32_t>& tokens,
+                                  const ReasoningBudget& budget) {
+  const auto closed = std::find(tokens.begin(), tokens.end(), budget.end_tokens.back());
+  ASSERT_NE(closed, tokens.end()) << "the reasoning was never closed";
+  const int64_t at = closed - tokens.begin();
+  const auto n_end = static_cast<int64_t>(budget.end_tokens.size());
+  if (at < budget.max_tokens) return;  // the model closed it itself within the budget
+  ASSERT_EQ(at, budget.max_tokens + n_end - 1) << "the close came late";
+  for (int64_t i = 0; i < n_end; ++i)
+    EXPECT_EQ(tokens[static_cast<size_t>(budget.max_tokens + i)],
+              budget.end_tokens[static_cast<size_t>(i)]);
 }
 
 void expect_pools_full(Engine& engine) {

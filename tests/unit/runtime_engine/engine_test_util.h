@@ -51,4 +51,13 @@ std::vector<std::vector<SiblingResult>> run_all(Engine& engine, const std::vecto
 // Both pools completely free (after flush_prefix_cache()).
 void expect_pools_full(Engine& engine);
 
+// A reasoning budget on `model` with no start token (the output starts in the reasoning) of
+// `max_tokens`, ending with two byte tokens the model rarely writes; greedy and sampled (n = 3)
+// requests of 3 * max_tokens tokens on prompts of its vocabulary; and the check that each output
+// holds the end tokens right after max_tokens reasoning tokens (or after the model's own close).
+ReasoningBudget test_reasoning_budget(int64_t max_tokens);
+std::vector<RunRequest> reasoning_budget_requests(const ReasoningBudget& budget, int64_t vocab);
+void expect_reasoning_budget_kept(const std::vector<int32_t>& tokens,
+                                  const ReasoningBudget& budget);
+
 }  // namespace beam::testing
