@@ -103,8 +103,8 @@ TEST_F(CudaModelTest, EngineOnCudaScoringARolloutGivesItsOutputLogprobs) {
     // Decode steps and one prefill sum in other orders on the GPU (cuBLASLt from two rows, the
     // skinny GEMV at one) and round their bf16 activations at other points, so the logits differ
     // by rounding, not by position or token: as much as the GPU's logits differ from the CPU
-    // reference's (golden_cli: max |logit diff| 0.3-0.67 on beam-nano). Run 278 measured 0.048
-    // and 0.103 on the first two cases; a wrong position or token gives whole nats.
+    // reference's (golden_cli: max |logit diff| 0.3-0.67 on beam-nano). Run 278 measured
+    // 0.025-0.122 over the five cases; a wrong position or token gives whole nats.
     std::printf("%s: max |scored - rollout| logprob %.3g\n", c.prompt.c_str(), max_diff);
     EXPECT_LE(max_diff, 0.3) << c.prompt;
   }
