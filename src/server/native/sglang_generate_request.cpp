@@ -57,6 +57,7 @@ const std::set<std::string_view> kSamplingHandled = {"max_new_tokens",
                                                      "json_schema",
                                                      "regex",
                                                      "ebnf",
+                                                     "structural_tag",
                                                      "ignore_eos",
                                                      "skip_special_tokens",
                                                      "no_stop_trim",
@@ -104,8 +105,8 @@ ApiExpected<bool> read_sampling_params(const Json& sp, const std::string& path,
   for (const auto& [key, value] : sp.items()) {
     const std::string field = path + "." + key;
     if (!kSamplingHandled.contains(key)) {
-      // structural_tag, stop_regex, custom_params and unknown names (SGLang rejects those).
-      if (key == "structural_tag" || key == "stop_regex" || key == "custom_params") {
+      // stop_regex, custom_params and unknown names (SGLang rejects those).
+      if (key == "stop_regex" || key == "custom_params") {
         if (is_set(value)) return unsupported(field);
         continue;
       }
