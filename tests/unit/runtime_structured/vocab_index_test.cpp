@@ -383,6 +383,10 @@ TEST(ConstraintState, GrammarOutputsMaskTokenByToken) {
       {"f()", "add(1, mul(2,3)); log(\"red \\é\")", "name(\"\",age(12),tags(x(), y_(\"\\n\")))"});
   expect_grammar_masks_exact(R"g(root ::= "(" root ")" | "x" | "yes" | "\"}]")g",
                              {"((x))", "(yes)", "\"}]", "(((\"}])))"});
+  // Free text that may end anywhere: at the top only the end follows it (one DFA walk), nested
+  // a ')' does.
+  expect_grammar_masks_exact(R"g(root ::= "(" root ")" | "x" [^()]*)g",
+                             {"xab c", "((x a))", "(x)", "x"});
 }
 
 // A structural tag (reasoning, then free text with tool calls whose arguments follow a schema):
