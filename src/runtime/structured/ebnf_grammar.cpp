@@ -87,7 +87,19 @@ void collect_refs(const EbnfExpr& e, std::vector<const EbnfExpr*>& out) {
   for (const EbnfExpr& c : e.children) collect_refs(c, out);
 }
 
+Error too_many_automaton_bytes() {
+  return make_error("the grammar is too complex: its terminals' automata pass " +
+                    std::to_string(kMaxGrammarTerminalBytes >> 20) + " MiB");
+}
+
 }  // namespace
+
+Status check_automata_bytes(const std::vector<std::shared_ptr<const ByteDfa>>& automata) {
+  size_t bytes = 0;
+  for (const auto& dfa : automata) bytes += dfa->table_bytes();
+  if (bytes > kMaxGrammarTerminalBytes) return too_many_automaton_bytes();
+  return ok_status();
+}
 
 class GrammarLowering {
  public:
@@ -265,10 +277,7 @@ class GrammarLowering {
     return t;
   }
 
-  static Error too_complex() {
-    return make_error("the grammar is too complex: its terminals' automata pass " +
-                      std::to_string(kMaxGrammarTerminalBytes >> 20) + " MiB");
-  }
+  static Error too_complex() { return too_many_automaton_bytes(); }
 
   int32_t new_rule(std::string name) {
     g_->rules_.push_back(GrammarRule{.name = std::move(name), .alternatives = {}});

@@ -43,6 +43,10 @@ struct GrammarRule {
   std::vector<int32_t> alternatives;  // the element index each alternative starts at
 };
 
+// An error once `automata` (compile_rules' prebuilt terminals) pass kMaxGrammarTerminalBytes:
+// code that builds them checks as it goes, so a hostile input stops before it holds more.
+Status check_automata_bytes(const std::vector<std::shared_ptr<const ByteDfa>>& automata);
+
 class EbnfGrammar {
  public:
   // Compiles GBNF text whose start rule is `root`. An error names the problem and where it is

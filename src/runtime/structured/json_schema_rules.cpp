@@ -61,6 +61,7 @@ Expected<EbnfExpr> JsonSchemaRules::automaton(const std::string& key, Build buil
   if (it == automaton_index_.end()) {
     BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const ByteDfa> dfa, build());
     automata_.push_back(std::move(dfa));
+    BEAM_RETURN_IF_ERROR(check_automata_bytes(automata_));
     it = automaton_index_.emplace(key, static_cast<int32_t>(automata_.size() - 1)).first;
   }
   return EbnfExpr{.kind = EbnfExpr::Kind::kDfa, .dfa = it->second};

@@ -75,7 +75,7 @@ class TagLowering {
       case Kind::kGrammar:
         return grammar(f);
       case Kind::kRegex:
-        return automaton(f.regex);
+        return automaton(f.regex, f);
       case Kind::kSequence: {
         std::vector<EbnfExpr> items;
         for (size_t i = 0; i < f.items.size(); ++i) {
@@ -108,8 +108,11 @@ class TagLowering {
     return EbnfExpr{};
   }
 
-  EbnfExpr automaton(std::shared_ptr<const ByteDfa> dfa) {
+  // A kDfa item for `dfa`; an error once the automata pass the grammar's bytes.
+  Expected<EbnfExpr> automaton(std::shared_ptr<const ByteDfa> dfa, const StructuralFormat& f) {
     automata_.push_back(std::move(dfa));
+    if (Status s = check_automata_bytes(automata_); !s.ok())
+      return make_error("'" + f.path + "': " + s.error().message);
     return EbnfExpr{.kind = EbnfExpr::Kind::kDfa,
                     .dfa = static_cast<int32_t>(automata_.size() - 1)};
   }
@@ -117,7 +120,7 @@ class TagLowering {
   Expected<EbnfExpr> free_text(const StructuralFormat& f, const FreeTextStrings& strings) {
     auto dfa = free_text_dfa(strings);
     if (!dfa.ok()) return make_error("'" + f.path + "': " + dfa.error().message);
-    return automaton(std::move(dfa).value());
+    return automaton(std::move(dfa).value(), f);
   }
 
   std::string new_rule(EbnfExpr body) {

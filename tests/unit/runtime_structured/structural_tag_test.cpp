@@ -241,6 +241,25 @@ TEST(StructuralTag, ErrorsNameThePath) {
             "'format.elements[0].elements[0].elements[0].elements[0].elem");
 }
 
+// Many long triggers make one free-text automaton per trigger, each over all of them: refused by
+// the grammar's automaton bytes before they are all built.
+TEST(StructuralTag, TooManyTriggersAreRefused) {
+  nlohmann::ordered_json triggers = nlohmann::ordered_json::array(),
+                         tags = nlohmann::ordered_json::array();
+  for (int i = 0; i < 100; ++i) {
+    std::string t = "<" + std::to_string(i) + "_";
+    for (int k = 0; k < 120; ++k) t += static_cast<char>('!' + (i * 7 + k * 13) % 90);
+    triggers.push_back(t);
+    tags.push_back({{"begin", t + ">"}, {"content", {{"type", "any_text"}}}, {"end", "</c>"}});
+  }
+  const nlohmann::ordered_json tag = {
+      {"format", {{"type", "triggered_tags"}, {"triggers", triggers}, {"tags", tags}}}};
+  auto g = compile_structural_tag(tag);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.error().message,
+            "'format': the grammar is too complex: its terminals' automata pass 64 MiB");
+}
+
 // Free text's automaton: stops, barriers and excluded strings on every short text.
 TEST(FreeTextDfa, FirstCompletedStringDecides) {
   auto dfa = free_text_dfa({.stops = {"ab"}, .barriers = {"b"}, .excluded = {"x"}});
