@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -137,10 +138,40 @@ std::shared_ptr<const JsonGrammar> JsonGrammar::any_object() {
   return g;
 }
 
+namespace {
+
+// A node on a cycle of anyOf alternatives (`{"$ref": "#"}`, definitions that only refer to each
+// other): such a schema names no value, and the matcher would expand it forever. The walk follows
+// alternatives only, whose nesting compile() bounds.
+std::optional<GrammarNodeId> alternative_cycle(const JsonGrammar& g) {
+  std::vector<uint8_t> color(g.num_nodes(), 0);  // 0 new, 1 on the path, 2 done
+  std::function<std::optional<GrammarNodeId>(GrammarNodeId)> visit =
+      [&](GrammarNodeId n) -> std::optional<GrammarNodeId> {
+    color[static_cast<size_t>(n)] = 1;
+    for (GrammarNodeId a : g.node(n).alternatives) {
+      if (color[static_cast<size_t>(a)] == 1) return a;
+      if (color[static_cast<size_t>(a)] == 0)
+        if (std::optional<GrammarNodeId> c = visit(a)) return c;
+    }
+    color[static_cast<size_t>(n)] = 2;
+    return std::nullopt;
+  };
+  for (size_t n = 0; n < g.num_nodes(); ++n)
+    if (color[n] == 0)
+      if (std::optional<GrammarNodeId> c = visit(static_cast<GrammarNodeId>(n))) return c;
+  return std::nullopt;
+}
+
+}  // namespace
+
 Expected<std::shared_ptr<const JsonGrammar>> JsonGrammar::from_schema(const Json& schema) {
   std::shared_ptr<JsonGrammar> g(new JsonGrammar());
   SchemaCompiler compiler(*g, schema);
   BEAM_ASSIGN_OR_RETURN(g->root_, compiler.compile(schema, "", 0));
+  if (const std::optional<GrammarNodeId> n = alternative_cycle(*g))
+    return make_error(where(g->pointer(*n)) +
+                      ": the schema refers to itself with no object or array in between (an "
+                      "endless expansion)");
   return std::shared_ptr<const JsonGrammar>(std::move(g));
 }
 
