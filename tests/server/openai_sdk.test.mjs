@@ -433,6 +433,45 @@ test("vLLM's guided_choice / guided_regex / guided_grammar / structured_outputs,
   }), (e) => e.status === 400 && e.param === 'guided_regex');
 });
 
+test('chat: a structural tag lets free text hold calls whose arguments match the schema', async () => {
+  // Every '<' (id 63, pushed by logit_bias) starts a call: `<get>`, JSON of the schema, `</get>`.
+  const format = {
+    type: 'structural_tag', format: {
+      type: 'triggered_tags', triggers: ['<'], tags: [{
+        begin: '<get>', end: '</get>', content: { type: 'json_schema', json_schema: {
+          type: 'object', properties: { id: { type: 'integer', minimum: 0, maximum: 99 } },
+          required: ['id'], additionalProperties: false } },
+      }],
+    },
+  };
+  const r = await client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'Call it' }], max_tokens: 80, temperature: 1,
+    seed: 2, n: 4, response_format: format, logit_bias: { ...asciiOnly, 63: 25 },
+    chat_template_kwargs: { enable_thinking: false },
+  });
+  let calls = 0;
+  for (const ch of r.choices) {
+    const text = ch.message.content;
+    const rest = text.replace(/<get>(.*?)<\/get>/gs, (_, args) => {
+      const parsed = JSON.parse(args);
+      assert.deepEqual(Object.keys(parsed), ['id'], args);
+      assert.ok(Number.isInteger(parsed.id) && parsed.id >= 0 && parsed.id <= 99, args);
+      ++calls;
+      return '';
+    });
+    // Outside the calls no '<', except where a call max_tokens cut short begins.
+    const open = rest.indexOf('<');
+    if (ch.finish_reason === 'stop') assert.equal(open, -1, text);
+    else if (open >= 0) assert.match(rest.slice(open), /^<(g(e(t(>.*)?)?)?)?$/s, text);
+  }
+  assert.ok(calls >= 2, JSON.stringify(r.choices.map((ch) => ch.message.content)));
+  await assert.rejects(client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 2,
+    response_format: { type: 'structural_tag', format: { type: 'tag', begin: '<a>', end: '</a>' } },
+  }), (e) => e.status === 400 && e.param === 'response_format' &&
+    /'format.content': is required/.test(e.message));
+});
+
 test('chat: response formats that cannot be enforced are clear 400s', async () => {
   await assert.rejects(client.chat.completions.create({
     model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 2,

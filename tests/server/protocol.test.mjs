@@ -1008,6 +1008,26 @@ test('/generate, SGLang format: sampling_params.ebnf constrains each sample', as
     'sampling_params.ebnf');
 });
 
+test('/generate, SGLang format: sampling_params.structural_tag constrains each sample', async () => {
+  // The legacy shape SGLang sends as text: free text, and after each trigger a call whose
+  // arguments are JSON of the schema; '<' (id 63) is pushed so calls happen.
+  const tag = JSON.stringify({
+    structures: [{ begin: '<n>', schema: { type: 'integer', minimum: 1, maximum: 9 }, end: '</n>' }],
+    triggers: ['<'],
+  });
+  const r = await sgl({ sampling_params: { structural_tag: tag, max_new_tokens: 40, temperature: 1,
+    sampling_seed: 3, n: 3, logit_bias: { 63: 25 } } });
+  assert.equal(r.status, 200, r.text);
+  let calls = 0;
+  for (const o of r.json) {
+    const rest = o.text.replace(/<n>([1-9])<\/n>/g, () => { ++calls; return ''; });
+    if (o.meta_info.finish_reason.type === 'stop') assert.ok(!rest.includes('<'), o.text);
+  }
+  assert.ok(calls >= 1, r.text);
+  assertOpenAiError(await sgl({ sampling_params: { structural_tag: '{"triggers": ["<"]}' } }), 400,
+    'sampling_params.structural_tag');
+});
+
 test('/generate, SGLang format: what it cannot honour is a 400 naming the field', async () => {
   assertOpenAiError(await sgl({ sampling_params: {}, lora_path: 'my-adapter' }), 400, 'lora_path');
   assertOpenAiError(await sgl({ sampling_params: {}, image_data: 'cat.png' }), 400, 'image_data');

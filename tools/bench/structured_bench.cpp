@@ -1,7 +1,7 @@
-// Constrained decoding on the CPU (Google Benchmark): building the vocabulary index and one token
-// mask at typical JSON positions. The tokenizer comes from $BEAMSERVE_TOKENIZER_DIR (default
-// models/beam-nano; a Qwen3 tokenizer.json gives Beam's 151K-token vocabulary).
-// Run: build/<dir>/tools/bench/structured_bench
+// Constrained decoding on the CPU (Google Benchmark): building the vocabulary index, one token
+// mask at typical JSON, grammar and structural-tag positions, and compiling a structural tag. The
+// tokenizer comes from $BEAMSERVE_TOKENIZER_DIR (default models/beam-nano; a Qwen3 tokenizer.json
+// gives Beam's 151K-token vocabulary). Run: build/<dir>/tools/bench/structured_bench
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -10,6 +10,7 @@
 #include <string>
 
 #include "runtime/structured/output_constraint.h"
+#include "runtime/structured/structural_tag.h"
 #include "server/api/response_format.h"
 #include "text/tokenizer.h"
 
@@ -116,10 +117,10 @@ ws ::= | " " | "\n" [ \t]{0,20}
 // text whose stack tops are the same terminal states under other frames).
 enum class GrammarMemo { kNone, kState, kTerminals };
 
-// One GBNF mask after `prefix`.
-void BM_GrammarMask(benchmark::State& state, const char* gbnf, const char* prefix,
-                    GrammarMemo memo = GrammarMemo::kNone, const char* warm_prefix = "") {
-  auto grammar = EbnfGrammar::compile(gbnf);
+// One mask of a compiled grammar after `prefix`.
+void grammar_mask(benchmark::State& state,
+                  const Expected<std::shared_ptr<const EbnfGrammar>>& grammar, const char* prefix,
+                  GrammarMemo memo, const char* warm_prefix) {
   if (!grammar.ok()) {
     state.SkipWithError(grammar.error().message.c_str());
     return;
@@ -148,6 +149,12 @@ void BM_GrammarMask(benchmark::State& state, const char* gbnf, const char* prefi
   state.counters["allowed"] = static_cast<double>(allowed);
   state.counters["stacks"] = static_cast<double>(s.ends.size());
 }
+
+// One GBNF mask after `prefix`.
+void BM_GrammarMask(benchmark::State& state, const char* gbnf, const char* prefix,
+                    GrammarMemo memo = GrammarMemo::kNone, const char* warm_prefix = "") {
+  grammar_mask(state, EbnfGrammar::compile(gbnf), prefix, memo, warm_prefix);
+}
 BENCHMARK_CAPTURE(BM_GrammarMask, json_start, kJsonGbnf, "")->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_GrammarMask, json_key, kJsonGbnf, "{\"name\": \"Ann\", ")
     ->Unit(benchmark::kMicrosecond);
@@ -161,6 +168,74 @@ BENCHMARK_CAPTURE(BM_GrammarMask, json_free_string_memo, kJsonGbnf, "{\"name\": 
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_GrammarMask, json_free_string_new_context, kJsonGbnf, "{\"name\": \"Ann",
                   GrammarMemo::kTerminals, "{\"a\": [{\"b\": \"xyz")
+    ->Unit(benchmark::kMicrosecond);
+
+// A structural tag of `tools` tool calls in free text (Llama's `<function=NAME>` layout), each
+// tool's arguments a schema of six properties: strings, an enum, bounded integers and numbers,
+// an array and a nested object.
+nlohmann::ordered_json tool_tag(int tools) {
+  nlohmann::ordered_json tags = nlohmann::ordered_json::array();
+  for (int i = 0; i < tools; ++i) {
+    const std::string n = std::to_string(i);
+    tags.push_back(nlohmann::ordered_json::parse(R"({"begin": "<function=tool_)" + n +
+                                                 R"(>", "end": "</function>", "content": {
+        "type": "json_schema", "json_schema": {"type": "object", "properties": {
+        "query_)" + n + R"(": {"type": "string", "maxLength": 64},
+        "unit": {"enum": ["celsius", "fahrenheit", "kelvin"]},
+        "count": {"type": "integer", "minimum": 1, "maximum": )" +
+                                                 std::to_string(10 + 7 * i) + R"(},
+        "ratio": {"type": "number", "minimum": 0, "maximum": 1},
+        "ids": {"type": "array", "items": {"type": "string"}, "maxItems": 5},
+        "where": {"type": "object", "properties": {"lat": {"type": "number"},
+                  "lon": {"type": "number"}}, "required": ["lat", "lon"]}},
+        "required": ["query_)" + n + R"(", "count"]}}})"));
+  }
+  return {{"type", "structural_tag"},
+          {"format",
+           {{"type", "triggered_tags"}, {"triggers", {"<function="}}, {"tags", std::move(tags)}}}};
+}
+
+void BM_StructuralTagCompile(benchmark::State& state) {
+  const nlohmann::ordered_json tag = tool_tag(static_cast<int>(state.range(0)));
+  size_t terminals = 0, rules = 0;
+  for (auto _ : state) {
+    auto grammar = compile_structural_tag(tag);
+    if (!grammar.ok()) {
+      state.SkipWithError(grammar.error().message.c_str());
+      return;
+    }
+    terminals = (*grammar)->num_terminals();
+    rules = (*grammar)->rules().size();
+  }
+  state.counters["terminals"] = static_cast<double>(terminals);
+  state.counters["rules"] = static_cast<double>(rules);
+}
+BENCHMARK(BM_StructuralTagCompile)->Arg(1)->Arg(20)->Unit(benchmark::kMillisecond);
+
+// One mask of the 20-tool structural tag after `prefix`.
+void BM_TagMask(benchmark::State& state, const char* prefix, GrammarMemo memo = GrammarMemo::kNone,
+                const char* warm_prefix = "") {
+  static const auto grammar = compile_structural_tag(tool_tag(20));
+  grammar_mask(state, grammar, prefix, memo, warm_prefix);
+}
+BENCHMARK_CAPTURE(BM_TagMask, free_text, "Let me check")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_TagMask, free_text_memo, "Let me check", GrammarMemo::kState)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_TagMask, trigger_prefix, "Let me check <func")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_TagMask, tool_name, "Let me check <function=tool_1")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_TagMask, arguments_key, "<function=tool_3>{\"query_3\": \"rain\", ")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_TagMask, arguments_string, "<function=tool_3>{\"query_3\": \"rai")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_TagMask, arguments_string_new_context, "<function=tool_3>{\"query_3\": \"rai",
+                  GrammarMemo::kTerminals, "<function=tool_5>{\"query_5\": \"abc")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_TagMask, arguments_number,
+                  "<function=tool_3>{\"query_3\": \"r\", \"count\": 2")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_TagMask, after_call,
+                  "<function=tool_3>{\"query_3\": \"r\", \"count\": 2}</function> ")
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

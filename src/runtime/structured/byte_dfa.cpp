@@ -4,6 +4,7 @@
 #include "runtime/structured/byte_dfa.h"
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <string>
 
@@ -240,16 +241,24 @@ class DfaBuilder {
                                                           const std::vector<int32_t>& next,
                                                           const std::vector<uint8_t>& accepting) {
     const size_t n = accepting.size(), classes = dfa->num_classes_;
+    // A backward search from the accepting states over the reversed transitions.
+    std::vector<std::vector<int32_t>> into(n);
+    for (size_t d = 0; d < n; ++d)
+      for (size_t c = 0; c < classes; ++c)
+        if (const int32_t t = next[d * classes + c]; t != ByteDfa::kDead)
+          into[static_cast<size_t>(t)].push_back(static_cast<int32_t>(d));
     std::vector<uint8_t> live = accepting;
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (size_t d = 0; d < n; ++d) {
-        if (live[d]) continue;
-        for (size_t c = 0; c < classes && !live[d]; ++c) {
-          const int32_t t = next[d * classes + c];
-          if (t != ByteDfa::kDead && live[static_cast<size_t>(t)]) live[d] = changed = true;
+    std::vector<int32_t> work;
+    for (size_t d = 0; d < n; ++d)
+      if (live[d]) work.push_back(static_cast<int32_t>(d));
+    while (!work.empty()) {
+      const int32_t t = work.back();
+      work.pop_back();
+      for (int32_t d : into[static_cast<size_t>(t)])
+        if (!live[static_cast<size_t>(d)]) {
+          live[static_cast<size_t>(d)] = 1;
+          work.push_back(d);
         }
-      }
     }
     if (!live[0]) return make_error("the regular expression matches no string");
     std::vector<int32_t> renumber(n, ByteDfa::kDead);
@@ -268,8 +277,9 @@ class DfaBuilder {
     return std::shared_ptr<const ByteDfa>(std::move(dfa));
   }
 
-  // Bellman-Ford style relaxation to a fixed point: a lead byte (not 0x80-0xBF) costs one code
-  // point, a continuation byte none. Every state reaches a match (trimmed), so all end finite.
+  // A 0-1 breadth-first search backward from the accepting states: a lead byte (not 0x80-0xBF)
+  // costs one code point, a continuation byte none. Every state reaches a match (trimmed), so all
+  // end finite.
   static void set_min_code_points(ByteDfa& dfa) {
     const size_t n = dfa.accepting_.size(), classes = dfa.num_classes_;
     std::vector<uint8_t> lead(classes, 0), continuation(classes, 0);
@@ -277,24 +287,34 @@ class DfaBuilder {
       const bool cont = b >= 0x80 && b <= 0xBF;
       (cont ? continuation : lead)[dfa.class_of_[static_cast<size_t>(b)]] = 1;
     }
+    // (from, cost) of each transition into a state; a class holding lead bytes costs one, one of
+    // only continuation bytes none.
+    std::vector<std::vector<std::pair<int32_t, int32_t>>> into(n);
+    for (size_t d = 0; d < n; ++d)
+      for (size_t c = 0; c < classes; ++c)
+        if (const int32_t t = dfa.next_[d * classes + c]; t != ByteDfa::kDead)
+          into[static_cast<size_t>(t)].emplace_back(static_cast<int32_t>(d),
+                                                    lead[c] && !continuation[c] ? 1 : 0);
     constexpr int32_t kFar = 1 << 30;
     std::vector<int32_t>& best = dfa.min_code_points_;
     best.assign(n, kFar);
+    std::deque<int32_t> queue;
     for (size_t d = 0; d < n; ++d)
-      if (dfa.accepting_[d]) best[d] = 0;
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (size_t d = 0; d < n; ++d) {
-        for (size_t c = 0; c < classes; ++c) {
-          const int32_t t = dfa.next_[d * classes + c];
-          if (t == ByteDfa::kDead || best[static_cast<size_t>(t)] == kFar) continue;
-          // A class holding lead bytes costs one; one of only continuation bytes none.
-          const int32_t cost = best[static_cast<size_t>(t)] + (lead[c] && !continuation[c] ? 1 : 0);
-          if (cost < best[d]) {
-            best[d] = cost;
-            changed = true;
-          }
-        }
+      if (dfa.accepting_[d]) {
+        best[d] = 0;
+        queue.push_back(static_cast<int32_t>(d));
+      }
+    while (!queue.empty()) {
+      const int32_t t = queue.front();
+      queue.pop_front();
+      for (const auto& [d, cost] : into[static_cast<size_t>(t)]) {
+        const int32_t via = best[static_cast<size_t>(t)] + cost;
+        if (via >= best[static_cast<size_t>(d)]) continue;
+        best[static_cast<size_t>(d)] = via;
+        if (cost == 0)
+          queue.push_front(d);
+        else
+          queue.push_back(d);
       }
     }
   }
@@ -343,6 +363,42 @@ Expected<std::shared_ptr<const ByteDfa>> ByteDfa::intersect(const ByteDfa& a, co
     }
   }
   return DfaBuilder::trimmed(std::move(dfa), next, accepting);
+}
+
+Expected<std::shared_ptr<const ByteDfa>> ByteDfa::from_table(
+    const std::vector<int32_t>& next, const std::vector<uint8_t>& accepting) {
+  const size_t n = accepting.size();
+  std::shared_ptr<ByteDfa> dfa(new ByteDfa());
+  // Bytes grouped by their column (the state each state goes to on them): hashed, then compared
+  // with the class representative of the same hash.
+  std::map<uint64_t, std::vector<uint8_t>> by_hash;  // column hash → representatives
+  std::vector<uint8_t> representative;
+  auto same_column = [&](uint8_t a, uint8_t b) {
+    for (size_t d = 0; d < n; ++d)
+      if (next[d * 256 + a] != next[d * 256 + b]) return false;
+    return true;
+  };
+  for (int b = 0; b < 256; ++b) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t d = 0; d < n; ++d)
+      h = (h ^ static_cast<uint32_t>(next[d * 256 + static_cast<size_t>(b)])) * 1099511628211ull;
+    std::vector<uint8_t>& reps = by_hash[h];
+    size_t cls = representative.size();
+    for (uint8_t r : reps)
+      if (same_column(r, static_cast<uint8_t>(b))) cls = dfa->class_of_[r];
+    if (cls == representative.size()) {
+      representative.push_back(static_cast<uint8_t>(b));
+      reps.push_back(static_cast<uint8_t>(b));
+    }
+    dfa->class_of_[static_cast<size_t>(b)] = static_cast<uint8_t>(cls);
+  }
+  const size_t classes = representative.size();
+  dfa->num_classes_ = classes;
+  std::vector<int32_t> compact(n * classes);
+  for (size_t d = 0; d < n; ++d)
+    for (size_t c = 0; c < classes; ++c)
+      compact[d * classes + c] = next[d * 256 + representative[c]];
+  return DfaBuilder::trimmed(std::move(dfa), compact, accepting);
 }
 
 namespace {

@@ -37,6 +37,11 @@ class ByteDfa {
   static Expected<std::shared_ptr<const ByteDfa>> from_regex(const RegexNode& root);
   // The strings both match (an error when none does, or past the state limit).
   static Expected<std::shared_ptr<const ByteDfa>> intersect(const ByteDfa& a, const ByteDfa& b);
+  // An automaton given whole: next[state * 256 + byte] (kDead: no transition), state 0 the start.
+  // Bytes whose columns are equal share a class; states that cannot reach a match are dropped
+  // (an error when the start cannot). Structural tags' free text and JSON strings are built so.
+  static Expected<std::shared_ptr<const ByteDfa>> from_table(const std::vector<int32_t>& next,
+                                                             const std::vector<uint8_t>& accepting);
 
   int32_t start() const { return 0; }
   // The state after `byte`, or kDead.

@@ -87,15 +87,33 @@ void collect_refs(const EbnfExpr& e, std::vector<const EbnfExpr*>& out) {
   for (const EbnfExpr& c : e.children) collect_refs(c, out);
 }
 
+Error too_many_automaton_bytes() {
+  return make_error("the grammar is too complex: its terminals' automata pass " +
+                    std::to_string(kMaxGrammarTerminalBytes >> 20) + " MiB");
+}
+
 }  // namespace
+
+Status check_automata_bytes(const std::vector<std::shared_ptr<const ByteDfa>>& automata) {
+  size_t bytes = 0;
+  for (const auto& dfa : automata) bytes += dfa->table_bytes();
+  if (bytes > kMaxGrammarTerminalBytes) return too_many_automaton_bytes();
+  return ok_status();
+}
 
 class GrammarLowering {
  public:
-  // `text`: what the rules were parsed from (their offsets' positions in errors).
-  GrammarLowering(std::string_view text, std::vector<EbnfRule> rules)
-      : text_(text), src_(std::move(rules)) {}
+  // `text`: what the rules were parsed from (their offsets' positions in errors); `automata`:
+  // the kDfa items' terminals.
+  GrammarLowering(std::string_view text, std::vector<EbnfRule> rules,
+                  std::vector<std::shared_ptr<const ByteDfa>> automata = {})
+      : text_(text), src_(std::move(rules)), automata_(std::move(automata)) {
+    for (const auto& dfa : automata_) terminal_bytes_ += dfa->table_bytes();
+    prebuilt_.assign(automata_.size(), -1);
+  }
 
   Expected<std::shared_ptr<const EbnfGrammar>> run(std::string_view root) {
+    if (terminal_bytes_ > kMaxGrammarTerminalBytes) return too_complex();
     for (EbnfRule& rule : src_) eliminate_direct_left_recursion(rule);
     BEAM_RETURN_IF_ERROR(resolve_names());
     const auto it = index_.find(std::string(root));
@@ -200,6 +218,8 @@ class GrammarLowering {
         if (!tree) return std::nullopt;
         return *tree;
       }
+      case EbnfExpr::Kind::kDfa:  // a terminal of its own
+        return std::nullopt;
       case EbnfExpr::Kind::kSequence:
       case EbnfExpr::Kind::kAlternate:
       case EbnfExpr::Kind::kRepeat:
@@ -228,27 +248,36 @@ class GrammarLowering {
     append_key(tree, key);
     if (const auto it = terminal_memo_.find(key); it != terminal_memo_.end()) return it->second;
     if (terminal_bytes_ > kMaxGrammarTerminalBytes) {
-      if (!error_)
-        error_ = make_error("the grammar is too complex: its terminals' automata pass " +
-                            std::to_string(kMaxGrammarTerminalBytes >> 20) + " MiB");
+      if (!error_) error_ = too_complex();
       return std::nullopt;
     }
     auto dfa = ByteDfa::from_regex(tree);
     terminal_bytes_ += dfa.ok() ? (*dfa)->table_bytes() : size_t{1} << 20;
     std::optional<int32_t> out;
-    if (dfa.ok()) {
-      out = static_cast<int32_t>(g_->terminals_.size());
-      std::vector<uint8_t> continues((*dfa)->num_states(), 0);
-      for (size_t s = 0; s < continues.size(); ++s)
-        for (int b = 0; b < 256 && !continues[s]; ++b)
-          continues[s] =
-              (*dfa)->next(static_cast<int32_t>(s), static_cast<uint8_t>(b)) != ByteDfa::kDead;
-      g_->terminals_.push_back(std::move(dfa).value());
-      g_->continues_.push_back(std::move(continues));
-    }
+    if (dfa.ok()) out = add_terminal(std::move(dfa).value());
     terminal_memo_.emplace(std::move(key), out);
     return out;
   }
+
+  int32_t add_terminal(std::shared_ptr<const ByteDfa> dfa) {
+    std::vector<uint8_t> continues(dfa->num_states(), 0);
+    for (size_t s = 0; s < continues.size(); ++s)
+      for (int b = 0; b < 256 && !continues[s]; ++b)
+        continues[s] =
+            dfa->next(static_cast<int32_t>(s), static_cast<uint8_t>(b)) != ByteDfa::kDead;
+    g_->terminals_.push_back(std::move(dfa));
+    g_->continues_.push_back(std::move(continues));
+    return static_cast<int32_t>(g_->terminals_.size() - 1);
+  }
+
+  // The terminal of prebuilt automaton `index` (a kDfa item), added on first use.
+  int32_t prebuilt_terminal(int32_t index) {
+    int32_t& t = prebuilt_[static_cast<size_t>(index)];
+    if (t < 0) t = add_terminal(automata_[static_cast<size_t>(index)]);
+    return t;
+  }
+
+  static Error too_complex() { return too_many_automaton_bytes(); }
 
   int32_t new_rule(std::string name) {
     g_->rules_.push_back(GrammarRule{.name = std::move(name), .alternatives = {}});
@@ -345,6 +374,8 @@ class GrammarLowering {
         return {GrammarElement::Kind::kRule, lower_rule(index_.at(e.name))};
       case EbnfExpr::Kind::kRepeat:
         return {GrammarElement::Kind::kRule, lower_repeat(e)};
+      case EbnfExpr::Kind::kDfa:
+        return {GrammarElement::Kind::kTerminal, prebuilt_terminal(e.dfa)};
       case EbnfExpr::Kind::kEmpty:
       case EbnfExpr::Kind::kSet:
       case EbnfExpr::Kind::kSequence:
@@ -470,6 +501,8 @@ class GrammarLowering {
 
   std::string_view text_;
   std::vector<EbnfRule> src_;
+  std::vector<std::shared_ptr<const ByteDfa>> automata_;  // kDfa items' automata
+  std::vector<int32_t> prebuilt_;                         // [automaton] its terminal, -1: none yet
   std::map<std::string, int32_t> index_;
   std::vector<std::vector<int32_t>> refs_;  // [rule] referenced rules
   std::vector<uint8_t> regular_;
@@ -495,6 +528,17 @@ Expected<std::shared_ptr<const EbnfGrammar>> EbnfGrammar::compile(std::string_vi
       return;
     }
     out.emplace(GrammarLowering(text, std::move(rules).value()).run(root));
+  });
+  return std::move(*out);
+}
+
+Expected<std::shared_ptr<const EbnfGrammar>> EbnfGrammar::compile_rules(
+    std::vector<EbnfRule> rules, std::string_view root,
+    std::vector<std::shared_ptr<const ByteDfa>> automata) {
+  std::optional<Expected<std::shared_ptr<const EbnfGrammar>>> out;
+  run_on_large_stack([&] {
+    GrammarLowering lowering("", std::move(rules), std::move(automata));
+    out.emplace(lowering.run(root));
   });
   return std::move(*out);
 }

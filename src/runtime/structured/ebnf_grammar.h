@@ -17,6 +17,8 @@
 
 namespace beam {
 
+struct EbnfRule;  // ebnf_syntax.h
+
 // Most elements (terminals, rule references, ends) of a compiled grammar.
 inline constexpr int32_t kMaxGrammarElements = 1 << 20;
 // Most repetitions a quantifier may ask for ({m,n}: m, n <= this).
@@ -41,6 +43,10 @@ struct GrammarRule {
   std::vector<int32_t> alternatives;  // the element index each alternative starts at
 };
 
+// An error once `automata` (compile_rules' prebuilt terminals) pass kMaxGrammarTerminalBytes:
+// code that builds them checks as it goes, so a hostile input stops before it holds more.
+Status check_automata_bytes(const std::vector<std::shared_ptr<const ByteDfa>>& automata);
+
 class EbnfGrammar {
  public:
   // Compiles GBNF text whose start rule is `root`. An error names the problem and where it is
@@ -52,6 +58,12 @@ class EbnfGrammar {
   // GBNF from `root`, or a Lark grammar from `start` when the text defines no `name ::=` rule
   // (vLLM's test; lark_grammar.h).
   static Expected<std::shared_ptr<const EbnfGrammar>> compile_gbnf_or_lark(std::string_view text);
+  // Rules built in code (structural tags, structural_tag.h) lowered as compile() lowers parsed
+  // ones; a kDfa item is the terminal automata[dfa] (never merged with neighbouring items), and
+  // the automata count against kMaxGrammarTerminalBytes. Errors name rules, not text positions.
+  static Expected<std::shared_ptr<const EbnfGrammar>> compile_rules(
+      std::vector<EbnfRule> rules, std::string_view root,
+      std::vector<std::shared_ptr<const ByteDfa>> automata);
 
   const std::vector<GrammarElement>& elements() const { return elements_; }
   const std::vector<GrammarRule>& rules() const { return rules_; }

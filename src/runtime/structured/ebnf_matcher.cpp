@@ -138,6 +138,18 @@ void EbnfMatcher::resume(const GrammarState& in, size_t stack, int32_t dfa_state
   expander.expand(out.work);
 }
 
+bool EbnfMatcher::only_end_follows(const GrammarState& in, size_t stack,
+                                   GrammarState& scratch) const {
+  scratch.clear();
+  Expander expander(*grammar_, scratch, scratch.hashes);
+  const size_t begin = stack == 0 ? 0 : in.ends[stack - 1];
+  scratch.work.assign(in.frames.begin() + static_cast<std::ptrdiff_t>(begin),
+                      in.frames.begin() + in.ends[stack]);
+  scratch.work.back() = {scratch.work.back().element + 1, 0};  // past the terminal
+  expander.expand(scratch.work);
+  return scratch.ends.empty();
+}
+
 bool EbnfMatcher::advance_bytes(GrammarState& state, std::string_view bytes,
                                 GrammarState& scratch) const {
   if (bytes.empty()) return !state.dead();
@@ -166,8 +178,8 @@ void GrammarMaskCache::insert(const GrammarState& state, std::vector<uint32_t> w
 }
 
 const TerminalTokens* GrammarMaskCache::terminal_tokens(
-    int32_t terminal, int32_t state, const std::function<TerminalTokens()>& build) {
-  const auto key = std::make_pair(terminal, state);
+    int32_t terminal, int32_t state, bool ends, const std::function<TerminalTokens()>& build) {
+  const auto key = std::make_tuple(terminal, state, ends);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (const auto it = terminals_.find(key); it != terminals_.end()) return it->second.get();

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <span>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "runtime/structured/ebnf_grammar.h"
@@ -66,6 +67,9 @@ class EbnfMatcher {
   void resume(const GrammarState& in, size_t stack, int32_t dfa_state, GrammarState& out) const;
   // Whether the text so far is a whole match (the output may end here).
   bool can_end(const GrammarState& state) const { return state.complete; }
+  // Whether leaving stack `stack`'s top terminal can only end the output (nothing after it takes
+  // text, as after free text that runs to the end): its accepting states then decide no byte.
+  bool only_end_follows(const GrammarState& in, size_t stack, GrammarState& scratch) const;
 
   const EbnfGrammar& grammar() const { return *grammar_; }
 
@@ -77,6 +81,8 @@ class EbnfMatcher {
 // tokens whose bytes keep the DFA alive without reaching an accepting state on the way (allowed
 // whatever follows the terminal), and `exits`, the trie nodes where a token's bytes first reach
 // an accepting state (the parse may leave the terminal there; what follows decides the subtree).
+// For a terminal whose stack ends there (EbnfMatcher::only_end_follows) accepting states are
+// passed through: `inside` holds every token the DFA keeps alive, and there are no exits.
 struct TerminalTokens {
   struct Exit {
     uint32_t node = 0;   // TokenTrie::NodeIndex
@@ -100,9 +106,9 @@ class GrammarMaskCache {
   const std::vector<uint32_t>* find(const GrammarState& state);
   // Keeps `words` as the mask of `state` (ignored once full).
   void insert(const GrammarState& state, std::vector<uint32_t> words);
-  // The entry of (terminal, DFA state), made by `build` (without the lock held) on first use;
-  // nullptr once full.
-  const TerminalTokens* terminal_tokens(int32_t terminal, int32_t state,
+  // The entry of (terminal, DFA state, whether the stack ends there), made by `build` (without
+  // the lock held) on first use; nullptr once full.
+  const TerminalTokens* terminal_tokens(int32_t terminal, int32_t state, bool ends,
                                         const std::function<TerminalTokens()>& build);
 
  private:
@@ -110,7 +116,7 @@ class GrammarMaskCache {
 
   std::mutex mu_;
   std::map<std::vector<int32_t>, std::unique_ptr<const std::vector<uint32_t>>> entries_;
-  std::map<std::pair<int32_t, int32_t>, std::unique_ptr<const TerminalTokens>> terminals_;
+  std::map<std::tuple<int32_t, int32_t, bool>, std::unique_ptr<const TerminalTokens>> terminals_;
 };
 
 }  // namespace beam

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "core/check.h"
 #include "runtime/structured/grammar_literal.h"
 
 namespace beam {
@@ -313,6 +314,21 @@ class Parser {
 };
 
 }  // namespace
+
+EbnfExpr ebnf_text(std::string_view text) {
+  EbnfExpr seq{.kind = EbnfExpr::Kind::kSequence};
+  for (size_t at = 0; at < text.size();) {
+    if (text[at] == '\\') {  // read_literal_char would read an escape
+      seq.children.push_back(code_point('\\'));
+      ++at;
+      continue;
+    }
+    const Expected<char32_t> c = read_literal_char(text, at);
+    BEAM_CHECK(c.ok()) << "literal text is not valid UTF-8: " << c.error().message;
+    seq.children.push_back(code_point(*c));
+  }
+  return seq;
+}
 
 Expected<std::vector<EbnfRule>> parse_ebnf(std::string_view text, int32_t max_repeat) {
   return Parser(text, max_repeat).rules();

@@ -22,6 +22,7 @@ struct EbnfExpr {
     kAlternate,  // any one child
     kRepeat,     // children[0] min..max times (max -1: unbounded)
     kRef,        // the rule `name`
+    kDfa,        // text a prebuilt automaton matches whole (EbnfGrammar::compile_rules only)
   };
   Kind kind = Kind::kEmpty;
   std::vector<CodePointRange> set = {};  // kSet: sorted, disjoint, no surrogates
@@ -29,6 +30,7 @@ struct EbnfExpr {
   int32_t min = 0, max = -1;     // kRepeat
   std::string name = {};         // kRef
   size_t offset = 0;             // kRef: where it is written in the text (byte), for errors
+  int32_t dfa = -1;              // kDfa: the index of its automaton
 };
 
 struct EbnfRule {
@@ -44,6 +46,10 @@ inline constexpr int32_t kMaxGrammarNesting = 100;
 // Most expression-tree depth summed over a grammar's rules (the deepest a path through rule
 // references and their groups can go while compiling).
 inline constexpr int64_t kMaxGrammarDepthSum = 50000;
+
+// The expression that matches exactly `text` (valid UTF-8, as every JSON string is): rules built
+// in code (EbnfGrammar::compile_rules) write their literals with it.
+EbnfExpr ebnf_text(std::string_view text);
 
 // Rules in the text's order. An error names the problem and its line:column: an unexpected
 // character, an unterminated string or class, an unknown escape, a class that matches no code

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -120,8 +121,9 @@ JsonGrammar::JsonGrammar() {
   add_node({.kind = GrammarKind::kLiteral, .literals = {n}});
 }
 
-GrammarNodeId JsonGrammar::add_node(GrammarNode node) {
+GrammarNodeId JsonGrammar::add_node(GrammarNode node, std::string pointer) {
   nodes_.push_back(std::move(node));
+  pointers_.push_back(std::move(pointer));
   return static_cast<GrammarNodeId>(nodes_.size() - 1);
 }
 
@@ -136,10 +138,40 @@ std::shared_ptr<const JsonGrammar> JsonGrammar::any_object() {
   return g;
 }
 
+namespace {
+
+// A node on a cycle of anyOf alternatives (`{"$ref": "#"}`, definitions that only refer to each
+// other): such a schema names no value, and the matcher would expand it forever. The walk follows
+// alternatives only, whose nesting compile() bounds.
+std::optional<GrammarNodeId> alternative_cycle(const JsonGrammar& g) {
+  std::vector<uint8_t> color(g.num_nodes(), 0);  // 0 new, 1 on the path, 2 done
+  std::function<std::optional<GrammarNodeId>(GrammarNodeId)> visit =
+      [&](GrammarNodeId n) -> std::optional<GrammarNodeId> {
+    color[static_cast<size_t>(n)] = 1;
+    for (GrammarNodeId a : g.node(n).alternatives) {
+      if (color[static_cast<size_t>(a)] == 1) return a;
+      if (color[static_cast<size_t>(a)] == 0)
+        if (std::optional<GrammarNodeId> c = visit(a)) return c;
+    }
+    color[static_cast<size_t>(n)] = 2;
+    return std::nullopt;
+  };
+  for (size_t n = 0; n < g.num_nodes(); ++n)
+    if (color[n] == 0)
+      if (std::optional<GrammarNodeId> c = visit(static_cast<GrammarNodeId>(n))) return c;
+  return std::nullopt;
+}
+
+}  // namespace
+
 Expected<std::shared_ptr<const JsonGrammar>> JsonGrammar::from_schema(const Json& schema) {
   std::shared_ptr<JsonGrammar> g(new JsonGrammar());
   SchemaCompiler compiler(*g, schema);
   BEAM_ASSIGN_OR_RETURN(g->root_, compiler.compile(schema, "", 0));
+  if (const std::optional<GrammarNodeId> n = alternative_cycle(*g))
+    return make_error(where(g->pointer(*n)) +
+                      ": the schema refers to itself with no object or array in between (an "
+                      "endless expansion)");
   return std::shared_ptr<const JsonGrammar>(std::move(g));
 }
 
@@ -209,7 +241,7 @@ Expected<GrammarNodeId> SchemaCompiler::compile(const Json& schema, const std::s
                           compile_type(schema, t.get<std::string>(), pointer, depth));
     any_of.alternatives.push_back(alt);
   }
-  return g_.add_node(std::move(any_of));
+  return g_.add_node(std::move(any_of), pointer);
 }
 
 Expected<GrammarNodeId> SchemaCompiler::compile_ref(const Json& schema, const std::string& pointer,
@@ -229,7 +261,7 @@ Expected<GrammarNodeId> SchemaCompiler::compile_ref(const Json& schema, const st
                       "\" names nothing in the schema");
   }
   // Reserve the node first so a reference back to this target (recursion) finds it.
-  const GrammarNodeId slot = g_.add_node({.kind = GrammarKind::kAnyOf});
+  const GrammarNodeId slot = g_.add_node({.kind = GrammarKind::kAnyOf}, target);
   refs_[target] = slot;
   BEAM_ASSIGN_OR_RETURN(GrammarNodeId body, compile(*resolved, target, depth + 1));
   g_.nodes_[static_cast<size_t>(slot)].alternatives = {body};
@@ -245,7 +277,8 @@ Expected<GrammarNodeId> SchemaCompiler::compile_type(const Json& schema, std::st
     const GrammarKind kind = type == "number" ? GrammarKind::kNumber : GrammarKind::kInteger;
     for (const char* key : kBoundKeywords)
       if (schema.contains(key)) return compile_bounded(schema, pointer, kind);
-    return kind == GrammarKind::kNumber ? g_.any_number_node() : g_.add_node({.kind = kind});
+    return kind == GrammarKind::kNumber ? g_.any_number_node()
+                                        : g_.add_node({.kind = kind}, pointer);
   }
   if (type == "boolean")
     return g_.add_node(
@@ -293,7 +326,7 @@ Expected<GrammarNodeId> SchemaCompiler::compile_object(const Json& schema,
         node.additional,
         compile(*extra, pointer_child(pointer, "additionalProperties"), depth + 1));
   }
-  return g_.add_node(std::move(node));
+  return g_.add_node(std::move(node), pointer);
 }
 
 Expected<GrammarNodeId> SchemaCompiler::compile_array(const Json& schema,
@@ -324,7 +357,7 @@ Expected<GrammarNodeId> SchemaCompiler::compile_array(const Json& schema,
   if (node.max_items >= 0 && node.min_items > node.max_items)
     return make_error(where(pointer) + ": no array has at least " + std::to_string(node.min_items) +
                       " and at most " + std::to_string(node.max_items) + " items");
-  return g_.add_node(std::move(node));
+  return g_.add_node(std::move(node), pointer);
 }
 
 namespace {
@@ -394,7 +427,7 @@ Expected<GrammarNodeId> SchemaCompiler::compile_bounded(const Json& schema,
       node.min_value > node.max_value ||
       (node.min_value == node.max_value && (node.min_exclusive || node.max_exclusive));
   if (empty) return make_error(where(pointer) + ": no value lies between its minimum and maximum");
-  return g_.add_node(std::move(node));
+  return g_.add_node(std::move(node), pointer);
 }
 
 Expected<GrammarNodeId> SchemaCompiler::compile_string(const Json& schema,
@@ -432,7 +465,7 @@ Expected<GrammarNodeId> SchemaCompiler::compile_string(const Json& schema,
     g_.patterns_.push_back(std::move(dfa));
   }
   if (node.min_length == 0 && node.max_length < 0 && node.pattern < 0) return g_.any_string_node();
-  return g_.add_node(std::move(node));
+  return g_.add_node(std::move(node), pointer);
 }
 
 Expected<GrammarNodeId> SchemaCompiler::compile_literals(const Json& values,
@@ -445,7 +478,7 @@ Expected<GrammarNodeId> SchemaCompiler::compile_literals(const Json& values,
     std::string text = v.dump();  // compact, as the model must write it
     if (seen.insert(text).second) node.literals.push_back(g_.add_literal(std::move(text)));
   }
-  return g_.add_node(std::move(node));
+  return g_.add_node(std::move(node), pointer);
 }
 
 Expected<GrammarNodeId> SchemaCompiler::compile_alternatives(const Json& list,
@@ -460,7 +493,7 @@ Expected<GrammarNodeId> SchemaCompiler::compile_alternatives(const Json& list,
                           compile(list[i], pointer_child(pointer, std::to_string(i)), depth + 1));
     node.alternatives.push_back(alt);
   }
-  return g_.add_node(std::move(node));
+  return g_.add_node(std::move(node), pointer);
 }
 
 Expected<int64_t> SchemaCompiler::read_count(const Json& schema, const char* key,

@@ -80,6 +80,9 @@ class JsonGrammar {
   const GrammarNode& node(GrammarNodeId id) const { return nodes_[static_cast<size_t>(id)]; }
   const std::string& literal(LiteralId id) const { return literals_[static_cast<size_t>(id)]; }
   const ByteDfa& pattern(int32_t id) const { return *patterns_[static_cast<size_t>(id)]; }
+  // Where a node's schema sits: its JSON pointer inside the schema ("" for the root and the
+  // built-in nodes), for errors about the node.
+  const std::string& pointer(GrammarNodeId id) const { return pointers_[static_cast<size_t>(id)]; }
   size_t num_nodes() const { return nodes_.size(); }
 
   // The built-in nodes every grammar has (kAny's values dispatch to them by their first byte).
@@ -96,10 +99,11 @@ class JsonGrammar {
   friend class SchemaCompiler;
   JsonGrammar();
 
-  GrammarNodeId add_node(GrammarNode node);
+  GrammarNodeId add_node(GrammarNode node, std::string pointer = {});
   LiteralId add_literal(std::string text);
 
   std::vector<GrammarNode> nodes_;
+  std::vector<std::string> pointers_;  // [node]
   std::vector<std::string> literals_;
   std::vector<std::shared_ptr<const ByteDfa>> patterns_;
   GrammarNodeId root_ = 0;

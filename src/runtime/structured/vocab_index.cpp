@@ -8,6 +8,9 @@
 namespace beam {
 namespace {
 
+// GrammarWalk::ends of a stack not looked at yet (0: text may follow, 1: only the end).
+constexpr uint8_t kEndsUnknown = 2;
+
 std::vector<std::pair<std::string, int32_t>> trie_entries(const std::vector<VocabToken>& tokens) {
   std::vector<std::pair<std::string, int32_t>> entries;
   entries.reserve(tokens.size());
@@ -260,7 +263,8 @@ void VocabIndex::add_allowed(const ByteDfa& dfa, int32_t state, std::span<uint32
 
 // Each stack alone (a token is allowed when some stack's parse survives it): its top terminal
 // state's inside tokens (memoized per terminal state), then below each of its exits a walk from
-// the parse resumed there.
+// the parse resumed there. A stack that only the end can follow has no exits: free text that
+// runs to the output's end, accepting everywhere, costs one DFA walk, not a parse per trie node.
 void VocabIndex::add_allowed(const EbnfMatcher& matcher, const GrammarState& state,
                              std::span<uint32_t> bits, MaskScratch& scratch,
                              GrammarMaskCache* masks) const {
@@ -275,6 +279,7 @@ void VocabIndex::add_allowed(const EbnfMatcher& matcher, const GrammarState& sta
       w.states.resize(levels);
       w.tops.resize(levels);
       w.terminals.resize(levels);
+      w.ends.resize(levels);
       w.path.resize(levels);
     }
     const EbnfGrammar& g = matcher.grammar();
@@ -283,13 +288,16 @@ void VocabIndex::add_allowed(const EbnfMatcher& matcher, const GrammarState& sta
       const GrammarFrame& top = state.frames[state.ends[i] - 1];
       const int32_t terminal = g.elements()[static_cast<size_t>(top.element)].arg;
       const ByteDfa& dfa = g.terminal(terminal);
-      auto build = [&] { return terminal_tokens(dfa, top.state); };
-      const TerminalTokens* tt =
-          masks ? masks->terminal_tokens(terminal, top.state, build) : nullptr;
-      if (!tt) {
+      auto tokens = [&](bool ends) {
+        auto build = [&] { return terminal_tokens(dfa, top.state, ends); };
+        const TerminalTokens* t =
+            masks ? masks->terminal_tokens(terminal, top.state, ends, build) : nullptr;
+        if (t) return t;
         local = build();
-        tt = &local;
-      }
+        return static_cast<const TerminalTokens*>(&local);
+      };
+      const TerminalTokens* tt = tokens(false);
+      if (!tt->exits.empty() && matcher.only_end_follows(state, i, w.resumed)) tt = tokens(true);
       for (size_t k = 0; k < out.size(); ++k) out[k] |= tt->inside[k];
       int32_t resumed_state = ByteDfa::kDead;
       for (const TerminalTokens::Exit& exit : tt->exits) {
@@ -311,9 +319,10 @@ void VocabIndex::add_allowed(const EbnfMatcher& matcher, const GrammarState& sta
   for (size_t i = 0; i < bits.size(); ++i) bits[i] |= (*words)[i];
 }
 
-// A DFA-only walk of the trie from `state`, stopping at the first accepting state of each path.
-// Exits come sorted by their DFA state, so a mask resumes each state's parse once.
-TerminalTokens VocabIndex::terminal_tokens(const ByteDfa& dfa, int32_t state) const {
+// A DFA-only walk of the trie from `state`, stopping at the first accepting state of each path
+// (unless only the end follows: `ends`). Exits come sorted by their DFA state, so a mask resumes
+// each state's parse once.
+TerminalTokens VocabIndex::terminal_tokens(const ByteDfa& dfa, int32_t state, bool ends) const {
   TerminalTokens t;
   t.inside.assign(static_cast<size_t>(allowed_mask_words(vocab_size_)), 0);
   auto visit = [&](auto& self, TokenTrie::NodeIndex node, uint32_t depth, int32_t s) -> void {
@@ -321,7 +330,7 @@ TerminalTokens VocabIndex::terminal_tokens(const ByteDfa& dfa, int32_t state) co
          child = trie_.subtree_end(child)) {
       const int32_t next = dfa.next(s, trie_.byte(child));
       if (next == ByteDfa::kDead) continue;
-      if (dfa.accepting(next)) {
+      if (!ends && dfa.accepting(next)) {
         t.exits.push_back({child, depth + 1, next});
         continue;
       }
@@ -337,24 +346,28 @@ TerminalTokens VocabIndex::terminal_tokens(const ByteDfa& dfa, int32_t state) co
   return t;
 }
 
-// w.tops[level] / w.terminals[level]: the DFA state and terminal of each stack top of
-// w.states[level].
+// w.tops[level] / w.terminals[level] / w.ends[level]: the DFA state and terminal of each stack
+// top of w.states[level], and whether only the end follows that terminal (kEndsUnknown until a
+// walk needs it).
 void VocabIndex::set_walk_base(const EbnfMatcher& m, GrammarWalk& w, size_t level) {
   const GrammarState& s = w.states[level];
   w.tops[level].clear();
   w.terminals[level].clear();
-  for (uint32_t end : s.ends) {
-    const GrammarFrame& top = s.frames[end - 1];
+  w.ends[level].clear();
+  for (size_t i = 0; i < s.ends.size(); ++i) {
+    const GrammarFrame& top = s.frames[s.ends[i] - 1];
     w.tops[level].push_back(top.state);
     w.terminals[level].push_back(m.grammar().elements()[static_cast<size_t>(top.element)].arg);
+    w.ends[level].push_back(kEndsUnknown);
   }
 }
 
 // Below `node` (its bytes end at `depth`): w.states[base] is the last state built in full, and
 // w.tops[depth] its tops' DFA states after the bytes since (-1: that stack died). While every
-// live top stays inside its terminal (no accepting state reached) a byte is one DFA step per
-// stack; a top that reaches an accepting state may leave its terminal, so the state is then built
-// in full from the base over the path's bytes and becomes the subtree's base.
+// live top stays inside its terminal (no accepting state reached, or only the end follows it) a
+// byte is one DFA step per stack; a top that reaches an accepting state may leave its terminal,
+// so the state is then built in full from the base over the path's bytes and becomes the
+// subtree's base.
 void VocabIndex::walk(TokenTrie::NodeIndex node, size_t depth, size_t base, const EbnfMatcher& m,
                       std::span<uint32_t> bits, GrammarWalk& w) const {
   const EbnfGrammar& g = m.grammar();
@@ -363,6 +376,7 @@ void VocabIndex::walk(TokenTrie::NodeIndex node, size_t depth, size_t base, cons
     const uint8_t c = trie_.byte(child);
     w.path[depth] = c;
     const std::vector<int32_t>& terminals = w.terminals[base];
+    std::vector<uint8_t>& ends = w.ends[base];
     std::vector<int32_t>& next = w.tops[depth + 1];
     next.resize(terminals.size());
     bool alive = false, leaves = false;
@@ -371,7 +385,9 @@ void VocabIndex::walk(TokenTrie::NodeIndex node, size_t depth, size_t base, cons
       const int32_t to = from < 0 ? -1 : g.terminal(terminals[i]).next(from, c);
       next[i] = to;
       alive = alive || to >= 0;
-      leaves = leaves || (to >= 0 && g.terminal(terminals[i]).accepting(to));
+      if (to < 0 || leaves || !g.terminal(terminals[i]).accepting(to)) continue;
+      if (ends[i] == kEndsUnknown) ends[i] = m.only_end_follows(w.states[base], i, w.scratch);
+      leaves = !ends[i];
     }
     if (!alive) continue;
     if (!leaves) {

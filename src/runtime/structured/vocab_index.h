@@ -39,6 +39,7 @@ struct GrammarWalk {
   std::vector<GrammarState> states;             // built in full where a walk needs it
   std::vector<std::vector<int32_t>> tops;       // each stack top's DFA state (-1: dead)
   std::vector<std::vector<int32_t>> terminals;  // each stack top's terminal
+  std::vector<std::vector<uint8_t>> ends;       // each stack: only the end follows its terminal?
   std::vector<uint8_t> path;                    // the bytes from the trie's root
   GrammarState scratch;
   GrammarState resumed;  // a stack resumed past its terminal (EbnfMatcher::resume)
@@ -95,7 +96,7 @@ class VocabIndex {
   StringPhaseCache build_string_cache(uint8_t phase) const;
   void walk(const TokenTrie& trie, TokenTrie::NodeIndex node, size_t depth, const JsonMatcher& m,
             std::span<uint32_t> bits, MaskScratch& scratch) const;
-  TerminalTokens terminal_tokens(const ByteDfa& dfa, int32_t state) const;
+  TerminalTokens terminal_tokens(const ByteDfa& dfa, int32_t state, bool ends) const;
   static void set_walk_base(const EbnfMatcher& m, GrammarWalk& w, size_t level);
   void walk(TokenTrie::NodeIndex node, size_t depth, size_t base, const EbnfMatcher& m,
             std::span<uint32_t> bits, GrammarWalk& w) const;

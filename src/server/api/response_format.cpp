@@ -8,6 +8,7 @@
 
 #include "runtime/structured/ebnf_grammar.h"
 #include "runtime/structured/json_grammar.h"
+#include "runtime/structured/structural_tag.h"
 #include "server/api/served_model.h"
 #include "server/api/think_tags.h"
 #include "server/parsers/response_stream.h"
@@ -147,6 +148,36 @@ ApiExpected<ResponseFormat> grammar_format(const Json& value, const std::string&
   return out;
 }
 
+// A structural tag (structural_tag.h): the grammar it compiles to, shared through the model's
+// GrammarCache under its JSON text with a prefix no grammar text can compile with.
+ApiExpected<ResponseFormat> structural_tag_format(const Json& tag, const std::string& path) {
+  auto grammar = compile_structural_tag(tag);
+  if (!grammar.ok())
+    return invalid_request("'" + path + "' cannot be enforced: " + grammar.error().message, path,
+                           "unsupported_parameter");
+  ResponseFormat out;
+  out.kind = ResponseFormat::Kind::kStructuralTag;
+  out.path = path;
+  out.grammar_text = std::string("\0structural_tag\0", 16) + tag.dump();
+  out.ebnf = std::move(grammar).value();
+  return out;
+}
+
+// A structural tag given as an object or as its JSON text (vLLM's structured_outputs and SGLang
+// send the text).
+ApiExpected<ResponseFormat> structural_tag_field(const Json& value, const std::string& path) {
+  if (!value.is_string()) {
+    if (!value.is_object())
+      return invalid_request("'" + path + "': expected a structural tag (an object or its text)",
+                             path);
+    return structural_tag_format(value, path);
+  }
+  Json parsed = Json::parse(value.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded() || !parsed.is_object())
+    return invalid_request("'" + path + "': the structural tag text is not a JSON object", path);
+  return structural_tag_format(parsed, path);
+}
+
 // One of the strings, exactly: an alternation of their escaped texts.
 ApiExpected<ResponseFormat> choice_format(const Json& value, const std::string& path) {
   if (!value.is_array() || value.empty())
@@ -170,24 +201,16 @@ ApiExpected<ResponseFormat> choice_format(const Json& value, const std::string& 
 using FormatReader = ApiExpected<ResponseFormat> (*)(const Json& value, const std::string& path);
 
 // The one format among `fields` of `object` (null, false and a top-level "grammar" of "" count as
-// absent), read by its reader; text when none. Two present, or an `unsupported` field, is a 400
-// naming the field.
+// absent), read by its reader; text when none. Two present is a 400 naming the second.
 ApiExpected<ResponseFormat> one_format(
     const Json& object, const std::string& prefix,
-    std::initializer_list<std::pair<const char*, FormatReader>> fields,
-    std::initializer_list<const char*> unsupported = {}) {
+    std::initializer_list<std::pair<const char*, FormatReader>> fields) {
   // llama.cpp's top-level `grammar` defaults to "" (its clients send it): no grammar.
   auto present = [&](const char* key) {
     const auto it = object.find(key);
     return it != object.end() && !it->is_null() && *it != Json(false) &&
            !(prefix.empty() && std::string_view(key) == "grammar" && *it == Json(""));
   };
-  for (const char* key : unsupported)
-    if (present(key))
-      return invalid_request("'" + prefix + key +
-                                 "' is not supported: beamserve enforces JSON schemas, regular "
-                                 "expressions, choices and GBNF grammars",
-                             prefix + key, "unsupported_parameter");
   const char* found = nullptr;
   FormatReader read = nullptr;
   for (const auto& [key, reader] : fields) {
@@ -211,7 +234,8 @@ ApiExpected<ResponseFormat> json_object_field(const Json&, const std::string& pa
   return json_object_format(path);
 }
 
-// vLLM's structured_outputs object: one of json / regex / choice / grammar / json_object.
+// vLLM's structured_outputs object: one of json / regex / choice / grammar / json_object /
+// structural_tag.
 ApiExpected<ResponseFormat> structured_outputs_format(const Json& value, const std::string& path) {
   if (!value.is_object()) return invalid_request("'" + path + "': expected an object", path);
   return one_format(value, path + ".",
@@ -219,8 +243,8 @@ ApiExpected<ResponseFormat> structured_outputs_format(const Json& value, const s
                      {"regex", regex_format},
                      {"choice", choice_format},
                      {"grammar", grammar_format},
-                     {"json_object", json_object_field}},
-                    {"structural_tag"});
+                     {"json_object", json_object_field},
+                     {"structural_tag", structural_tag_field}});
 }
 
 }  // namespace
@@ -248,9 +272,14 @@ ApiExpected<ResponseFormat> parse_response_format(const Json* format, const std:
                            path + ".type");
   if (type == "text") return out;
   if (type == "json_object") return json_object_format(path);
+  if (type == "structural_tag" && shape == FormatShape::kChat)
+    return structural_tag_format(*format, path);
   if (type != "json_schema")
     return invalid_request("'" + path + ".type': unknown format \"" + type +
-                               "\" (expected \"text\", \"json_object\" or \"json_schema\")",
+                               "\" (expected \"text\", \"json_object\"" +
+                               (shape == FormatShape::kChat ? ", \"json_schema\" or "
+                                                              "\"structural_tag\")"
+                                                            : " or \"json_schema\")"),
                            path + ".type");
   const Json* holder = format;
   std::string holder_path = path;
@@ -286,6 +315,7 @@ ApiExpected<ResponseFormat> parse_request_format(const Json& body) {
                      {"regex", regex_format},
                      {"json_schema", schema_field},
                      {"ebnf", grammar_format},
+                     {"structural_tag", structural_tag_field},
                      {"grammar", grammar_format}});
 }
 

@@ -1,6 +1,7 @@
-// response_format (chat completions) / text.format (responses): text, json_object or json_schema,
-// and vLLM's / SGLang's regex, choice, grammar and schema extensions, turned into the engine's
-// OutputConstraint (constrained decoding, docs/structured_output.md).
+// response_format (chat completions) / text.format (responses): text, json_object, json_schema or
+// (chat) structural_tag, and vLLM's / SGLang's regex, choice, grammar, schema and structural tag
+// extensions, turned into the engine's OutputConstraint (constrained decoding,
+// docs/structured_output.md).
 #pragma once
 
 #include <memory>
@@ -20,12 +21,12 @@ namespace beam::server {
 struct ServedModel;
 
 struct ResponseFormat {
-  enum class Kind { kText, kJsonObject, kJsonSchema, kRegex, kGrammar };
+  enum class Kind { kText, kJsonObject, kJsonSchema, kRegex, kGrammar, kStructuralTag };
   Kind kind = Kind::kText;
   std::shared_ptr<const JsonGrammar> grammar;  // kJsonObject / kJsonSchema: compiled when read
   std::shared_ptr<const ByteDfa> regex;        // kRegex: the whole output matches it
-  std::shared_ptr<const EbnfGrammar> ebnf;     // kGrammar: the whole output matches it (GBNF)
-  std::string grammar_text;                    // kGrammar: its text (ServedModel::grammars' key)
+  std::shared_ptr<const EbnfGrammar> ebnf;  // kGrammar, kStructuralTag: the whole output matches it
+  std::string grammar_text;  // kGrammar, kStructuralTag: ServedModel::grammars' key (its text)
   std::string schema_text;  // kJsonSchema: the schema as JSON text (ServedModel::schemas' key)
   std::string path;  // where the format sat in the request, for errors
   // A tool call's delimiter tokens (OutputConstraint::call_close / call_open, tool_call_format.h).
@@ -40,6 +41,7 @@ std::optional<int32_t> added_token_id(const text::Tokenizer& tokenizer, std::str
 // Where a format object comes from, which decides its shape.
 enum class FormatShape {
   kChat,  // response_format: {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}
+          // or a structural tag {"type": "structural_tag", "format"} (or "structures", "triggers")
   kResponses,  // text.format: {"type": "json_schema", "name", "schema", "strict"}
   kAnthropic,  // output_format: {"type": "json_schema", "schema"} (json_schema only)
 };
@@ -53,11 +55,12 @@ ApiExpected<ResponseFormat> parse_response_format(const Json* format, const std:
 // The output format of a chat or completions request: `response_format`, or one of the
 // structured-output extensions vLLM, SGLang and llama.cpp clients send: `structured_outputs`
 // ({"json": schema} | {"regex": r} | {"choice": [strings]} | {"grammar": gbnf} |
-// {"json_object": true}), `guided_json`, `guided_regex`, `guided_choice`, `guided_grammar`,
-// SGLang's `regex`, `json_schema` (schema text) and `ebnf`, llama.cpp's `grammar`. A regex, a
-// choice or a GBNF grammar (EbnfGrammar, root rule `root`) constrains the whole output (full
-// match). More than one of them, a pattern or grammar that does not compile, or
-// `structured_outputs.structural_tag` is a 400 naming the field.
+// {"json_object": true} | {"structural_tag": tag text}), `guided_json`, `guided_regex`,
+// `guided_choice`, `guided_grammar`, SGLang's `regex`, `json_schema` (schema text), `ebnf` and
+// `structural_tag` (tag text), llama.cpp's `grammar`. A regex, a choice, a GBNF grammar
+// (EbnfGrammar, root rule `root`) or a structural tag (structural_tag.h) constrains the whole
+// output (full match). More than one of them, or one that does not compile, is a 400 naming the
+// field.
 ApiExpected<ResponseFormat> parse_request_format(const Json& body);
 
 // The model's text tokens for constraint masks: every BPE token id of the tokenizer below

@@ -51,6 +51,7 @@ const std::set<std::string_view> kSamplingHandled = {"max_new_tokens",
                                                      "json_schema",
                                                      "regex",
                                                      "ebnf",
+                                                     "structural_tag",
                                                      "ignore_eos",
                                                      "logprobs_mode",
                                                      "skip_special_tokens",
@@ -99,8 +100,8 @@ ApiExpected<bool> read_sampling_params(const Json& sp, const std::string& path,
   for (const auto& [key, value] : sp.items()) {
     const std::string field = path + "." + key;
     if (!kSamplingHandled.contains(key)) {
-      // structural_tag, custom_params and unknown names (SGLang rejects those).
-      if (key == "structural_tag" || key == "custom_params") {
+      // custom_params and unknown names (SGLang rejects those).
+      if (key == "custom_params") {
         if (is_set(value)) return unsupported(field);
         continue;
       }

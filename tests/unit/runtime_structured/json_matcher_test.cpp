@@ -369,6 +369,14 @@ TEST(JsonMatcher, RecursiveReferences) {
   EXPECT_TRUE(matches(
       tree, R"({"v":1,"kids":[{"v":2,"kids":[]},{"v":3,"kids":[{"v":4,"kids":[]}]}]})", true));
   EXPECT_FALSE(matches(tree, R"({"v":1,"kids":[{"v":2}]})", true));
+  // A schema that reaches itself through alternatives only would expand forever: refused.
+  EXPECT_EQ(testing::schema_error(R"({"$ref": "#"})"),
+            "the schema's root: the schema refers to itself with no object or array in between "
+            "(an endless expansion)");
+  EXPECT_EQ(testing::schema_error(R"({"$defs": {"a": {"anyOf": [{"type": "null"}, {"$ref":
+      "#/$defs/b"}]}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})"),
+            "'/$defs/a': the schema refers to itself with no object or array in between (an "
+            "endless expansion)");
 }
 
 TEST(JsonMatcher, WhitespaceRunsNumbersAndNestingAreBounded) {

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "runtime/structured/output_constraint.h"
+#include "runtime/structured/structural_tag.h"
 #include "structured_test_util.h"
 
 namespace beam {
@@ -323,16 +324,15 @@ TEST(ConstraintState, ACallsCloseDelimiterFollowsCompleteJsonAndOnlyCallsFollowI
   EXPECT_FALSE(text_after.fill_allowed(bits, ends, scratch));
 }
 
-// A GBNF grammar's constraint: masks equal the token-by-token answer at every position of the
-// texts, memoized or not; end tokens only on a whole match.
-void expect_grammar_masks_exact(std::string_view gbnf, const std::vector<std::string>& texts) {
-  auto grammar = EbnfGrammar::compile(gbnf);
-  ASSERT_TRUE(grammar.ok()) << grammar.error().message;
+// A grammar's constraint: masks equal the token-by-token answer at every position of the texts,
+// memoized or not; end tokens only on a whole match.
+void expect_grammar_masks_exact(const std::shared_ptr<const EbnfGrammar>& grammar,
+                                const std::vector<std::string>& texts) {
   const auto vocab = synthetic_vocab(texts);
-  const EbnfMatcher m(*grammar);
+  const EbnfMatcher m(grammar);
   const int32_t eos = static_cast<int32_t>(vocab->vocab_size() - 1);
   auto c = std::make_shared<OutputConstraint>();
-  c->ebnf = *grammar;
+  c->ebnf = grammar;
   c->vocab = vocab;
   for (const std::string& text : texts) {
     ConstraintState state(c);
@@ -360,7 +360,13 @@ void expect_grammar_masks_exact(std::string_view gbnf, const std::vector<std::st
     EXPECT_TRUE(state.accept(eos, true));
   }
   ConstraintState broken(c);
-  EXPECT_FALSE(broken.accept(eos, true)) << gbnf;  // nothing written yet: not a whole match
+  EXPECT_FALSE(broken.accept(eos, true));  // nothing written yet: not a whole match
+}
+
+void expect_grammar_masks_exact(std::string_view gbnf, const std::vector<std::string>& texts) {
+  auto grammar = EbnfGrammar::compile(gbnf);
+  ASSERT_TRUE(grammar.ok()) << grammar.error().message;
+  expect_grammar_masks_exact(*grammar, texts);
 }
 
 // Recursive rules with terminals that span tokens, and a grammar whose last byte ends it (a
@@ -377,6 +383,32 @@ TEST(ConstraintState, GrammarOutputsMaskTokenByToken) {
       {"f()", "add(1, mul(2,3)); log(\"red \\é\")", "name(\"\",age(12),tags(x(), y_(\"\\n\")))"});
   expect_grammar_masks_exact(R"g(root ::= "(" root ")" | "x" | "yes" | "\"}]")g",
                              {"((x))", "(yes)", "\"}]", "(((\"}])))"});
+  // Free text that may end anywhere: at the top only the end follows it (one DFA walk), nested
+  // a ')' does.
+  expect_grammar_masks_exact(R"g(root ::= "(" root ")" | "x" [^()]*)g",
+                             {"xab c", "((x a))", "(x)", "x"});
+}
+
+// A structural tag (reasoning, then free text with tool calls whose arguments follow a schema):
+// its grammar's masks, through free text, triggers, JSON and ends, equal token-by-token checks.
+TEST(ConstraintState, StructuralTagOutputsMaskTokenByToken) {
+  auto grammar = compile_structural_tag(nlohmann::ordered_json::parse(R"({"type":
+      "structural_tag", "format": {"type": "sequence", "elements": [
+      {"type": "tag", "begin": "<think>", "content": {"type": "any_text"}, "end": "</think>"},
+      {"type": "triggered_tags", "triggers": ["<function="], "tags": [
+        {"begin": "<function=get_weather>", "end": "</function>", "content": {"type":
+          "json_schema", "json_schema": {"type": "object", "properties": {"city": {"type":
+          "string"}, "days": {"type": "integer", "minimum": 1, "maximum": 14}}, "required":
+          ["city"]}}},
+        {"begin": "<function=stop>", "end": "</function>", "content": {"type": "const_string",
+          "value": "{}"}}]}]}})"));
+  ASSERT_TRUE(grammar.ok()) << grammar.error().message;
+  expect_grammar_masks_exact(
+      *grammar,
+      {"<think>plan: call <f</think>Sure. <function=get_weather>{\"city\": \"Paris\", \"days\": "
+       "3}</function> done <function=stop>{}</function>",
+       "<think></think><function=stop>{}</function>",
+       "<think>\xc3\xa9</think>no call, just <function text"});
 }
 
 TEST(ConstraintState, ABrokenGrammarStateAllowsNothing) {

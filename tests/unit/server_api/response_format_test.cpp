@@ -280,10 +280,6 @@ TEST(RequestFormat, ConflictsBadGrammarsAndBadPatternsAreClear400s) {
     EXPECT_NE(e.message.find("expected a grammar string (GBNF or Lark)"), std::string::npos)
         << e.message;
   }
-  // Structural tags stay unsupported.
-  e = request_format_error(R"j({"structured_outputs": {"structural_tag": "{}"}})j");
-  EXPECT_EQ(e.code, "unsupported_parameter");
-  EXPECT_EQ(e.param, "structured_outputs.structural_tag");
   e = request_format_error(R"j({"guided_regex": "a(?=b)"})j");
   EXPECT_EQ(e.param, "guided_regex");
   EXPECT_NE(e.message.find("lookaround"), std::string::npos) << e.message;
@@ -297,9 +293,93 @@ TEST(RequestFormat, ConflictsBadGrammarsAndBadPatternsAreClear400s) {
   EXPECT_EQ(e.code, "unsupported_parameter");
 }
 
+// A tool call in free text: `<f=get>` then JSON of the schema, then `</f>`.
+constexpr const char* kToolTag = R"j({"type": "structural_tag", "format": {"type":
+    "triggered_tags", "triggers": ["<f="], "tags": [{"begin": "<f=get>", "content": {"type":
+    "json_schema", "json_schema": {"type": "object", "properties": {"id": {"type": "integer"}},
+    "required": ["id"]}}, "end": "</f>"}]}})j";
+
+// Structural tags: OpenAI-style response_format (xgrammar's shape and the legacy one), vLLM's
+// structured_outputs.structural_tag (its text, or an object) and SGLang's structural_tag text
+// each give a grammar the whole output matches, shared by requests with the same tag.
+TEST(RequestFormat, StructuralTagFieldsConstrainTheWholeOutput) {
+  const Json tag = Json::parse(kToolTag);
+  const Json legacy = Json::parse(R"j({"type": "structural_tag", "structures": [{"begin":
+      "<f=get>", "schema": {"type": "object", "properties": {"id": {"type": "integer"}},
+      "required": ["id"]}, "end": "</f>"}], "triggers": ["<f="]})j");
+  const std::vector<std::pair<Json, std::string>> bodies = {
+      {Json{{"response_format", tag}}, "response_format"},
+      {Json{{"response_format", legacy}}, "response_format"},
+      {Json{{"structured_outputs", {{"structural_tag", tag.dump()}}}},
+       "structured_outputs.structural_tag"},
+      {Json{{"structured_outputs", {{"structural_tag", legacy}}}},
+       "structured_outputs.structural_tag"},
+      {Json{{"structural_tag", legacy.dump()}}, "structural_tag"},
+  };
+  for (const auto& [body, path] : bodies) {
+    SCOPED_TRACE(body.dump());
+    const ResponseFormat f = request_format(body.dump().c_str());
+    ASSERT_EQ(f.kind, ResponseFormat::Kind::kStructuralTag);
+    EXPECT_EQ(f.path, path);
+    ASSERT_NE(f.ebnf, nullptr);
+    for (const char* s : {"", "no call", R"(a <f=get>{"id": 7}</f> b <f=get>{"id":1}</f>)"})
+      EXPECT_TRUE(grammar_matches(f.ebnf, s)) << s;
+    for (const char* s : {"<f=put>{}</f>", R"(<f=get>{"id": "7"}</f>)", R"(<f=get>{"id": 7})"})
+      EXPECT_FALSE(grammar_matches(f.ebnf, s)) << s;
+  }
+  // Requests with the same tag share the compiled grammar and its masks (in the model's grammar
+  // cache, beside grammars).
+  ServedModel cached = nano_with(nullptr);
+  cached.grammars = std::make_shared<GrammarCache>();
+  const std::string body = Json{{"structural_tag", tag.dump()}}.dump();
+  auto first = make_output_constraint(cached, request_format(body.c_str()), "", false);
+  auto second = make_output_constraint(cached, request_format(body.c_str()), "", false);
+  auto grammar =
+      make_output_constraint(cached, request_format(R"j({"ebnf": "root ::= \"x\""})j"), "", false);
+  ASSERT_TRUE(first.ok() && second.ok() && grammar.ok());
+  EXPECT_EQ((*first)->ebnf, (*second)->ebnf);
+  EXPECT_EQ((*first)->grammar_masks, (*second)->grammar_masks);
+  EXPECT_NE((*first)->grammar_masks, (*grammar)->grammar_masks);
+  EXPECT_EQ(cached.grammars->size(), 2u);
+}
+
+TEST(RequestFormat, BadStructuralTagsAre400sNamingTheField) {
+  ApiError e = request_format_error(R"j({"structured_outputs": {"structural_tag": "{}"}})j");
+  EXPECT_EQ(e.code, "unsupported_parameter");
+  EXPECT_EQ(e.param, "structured_outputs.structural_tag");
+  EXPECT_EQ(e.message,
+            "'structured_outputs.structural_tag' cannot be enforced: 'format': is required (or "
+            "the legacy 'structures' and 'triggers')");
+  e = request_format_error(R"j({"response_format": {"type": "structural_tag", "format": {"type":
+      "triggered_tags", "triggers": ["<f="], "tags": [{"begin": "<g>", "content": {"type":
+      "any_text"}, "end": "</g>"}]}}})j");
+  EXPECT_EQ(e.param, "response_format");
+  EXPECT_EQ(e.message,
+            "'response_format' cannot be enforced: 'format.tags[0].begin': \"<g>\" starts with "
+            "none of the triggers");
+  e = request_format_error(R"j({"structural_tag": "{not json"})j");
+  EXPECT_EQ(e.param, "structural_tag");
+  EXPECT_EQ(e.message, "'structural_tag': the structural tag text is not a JSON object");
+  e = request_format_error(R"j({"structured_outputs": {"structural_tag": 3}})j");
+  EXPECT_EQ(e.param, "structured_outputs.structural_tag");
+  e = request_format_error(R"j({"structural_tag": "{}", "regex": "a"})j");
+  EXPECT_EQ(e.param, "structural_tag");
+  EXPECT_NE(e.message.find("both ask for an output format"), std::string::npos) << e.message;
+  e = request_format_error(R"j({"response_format": {"type": "structural_tag", "format": {"type":
+      "qwen_xml_parameter", "json_schema": {}}}})j");
+  EXPECT_NE(e.message.find("'format.type': \"qwen_xml_parameter\" is not supported"),
+            std::string::npos)
+      << e.message;
+  // Responses' text.format takes no structural tag.
+  const Json tag = Json::parse(kToolTag);
+  auto f = parse_response_format(&tag, "text.format", FormatShape::kResponses);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.error().param, "text.format.type");
+}
+
 // Random walks over the masks with beam-nano's real vocabulary: every token a mask allows is
 // accepted, and each walk ends in a complete output within its budget (patterns, formats, a
-// whole-output regex, a choice and GBNF grammars).
+// whole-output regex, a choice, GBNF grammars and a structural tag).
 TEST(RequestFormat, RandomWalksOverRealMasksStayInsideTheConstraint) {
   const ServedModel m = nano_with(nullptr);
   const int32_t eos = 0;
@@ -313,7 +393,12 @@ TEST(RequestFormat, RandomWalksOverRealMasksStayInsideTheConstraint) {
            R"j({"guided_regex": "[A-Z]{3}-\\d{2}( ok)?"})j",
            R"j({"guided_choice": ["red", "green", "light blue"]})j",
            R"j({"guided_grammar": "root ::= (\"yes\" | \"no\") \" \" [0-9]{1,3}"})j",
-           R"j({"ebnf": "root ::= \"(\" root \")\" | \"x\""})j"}) {
+           R"j({"ebnf": "root ::= \"(\" root \")\" | \"x\""})j",
+           R"j({"structural_tag": {"type": "structural_tag", "format": {"type": "triggered_tags",
+                "triggers": ["<f="], "at_least_one": true, "tags": [{"begin": "<f=a>", "content":
+                {"type": "json_schema", "json_schema": {"type": "object", "properties": {"x":
+                {"type": "integer", "minimum": -5, "maximum": 5}}, "required": ["x"]}},
+                "end": "</f>"}]}}})j"}) {
     SCOPED_TRACE(body);
     auto c = make_output_constraint(m, request_format(body), "", false);
     ASSERT_TRUE(c.ok());

@@ -123,6 +123,14 @@ TEST(SglangGenerate, ReadsEverySamplingParam) {
   EXPECT_EQ(g.items[0].sampling.format.kind, ResponseFormat::Kind::kGrammar);
   EXPECT_NE(g.items[0].sampling.format.ebnf, nullptr);
   EXPECT_EQ(g.items[0].sampling.format.path, "sampling_params.ebnf");
+  // SGLang's structural_tag: the tag's JSON text (the legacy structures and triggers here).
+  const std::string tag =
+      R"({"structures": [{"begin": "<f>", "schema": {}, "end": "</f>"}], "triggers": ["<f>"]})";
+  SglangGenerateRequest t =
+      parse_ok(Json{{"input_ids", {5}}, {"sampling_params", {{"structural_tag", tag}}}}.dump());
+  EXPECT_EQ(t.items[0].sampling.format.kind, ResponseFormat::Kind::kStructuralTag);
+  EXPECT_NE(t.items[0].sampling.format.ebnf, nullptr);
+  EXPECT_EQ(t.items[0].sampling.format.path, "sampling_params.structural_tag");
 }
 
 TEST(SglangGenerate, MaxNewTokensNullMeansTheContextAndLargeValuesAreCapped) {
@@ -193,7 +201,7 @@ TEST(SglangGenerate, RefusesWhatItCannotHonour) {
   parse_ok(R"({"input_ids": [1], "lora_path": null, "return_hidden_states": false,
                "log_metrics": true, "custom_labels": {"a": "b"}, "session_id": "s"})");
   EXPECT_EQ(parse_error(R"({"input_ids": [1], "sampling_params": {"structural_tag": "{}"}})").param,
-            "sampling_params.structural_tag");
+            "sampling_params.structural_tag");  // a tag without a format
   EXPECT_EQ(parse_error(R"({"input_ids": [1], "sampling_params": {"stop_regex": "(a"}})").param,
             "sampling_params.stop_regex");
   EXPECT_EQ(
