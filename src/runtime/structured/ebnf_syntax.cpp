@@ -315,6 +315,24 @@ class Parser {
 
 }  // namespace
 
+EbnfExpr ebnf_seq(std::vector<EbnfExpr> items) {
+  return EbnfExpr{.kind = EbnfExpr::Kind::kSequence, .children = std::move(items)};
+}
+
+EbnfExpr ebnf_alt(std::vector<EbnfExpr> alts) {
+  if (alts.size() == 1) return std::move(alts[0]);
+  return EbnfExpr{.kind = EbnfExpr::Kind::kAlternate, .children = std::move(alts)};
+}
+
+EbnfExpr ebnf_repeat(EbnfExpr x, int32_t min, int32_t max) {
+  return EbnfExpr{
+      .kind = EbnfExpr::Kind::kRepeat, .children = {std::move(x)}, .min = min, .max = max};
+}
+
+EbnfExpr ebnf_ref(std::string name) {
+  return EbnfExpr{.kind = EbnfExpr::Kind::kRef, .name = std::move(name)};
+}
+
 EbnfExpr ebnf_text(std::string_view text) {
   EbnfExpr seq{.kind = EbnfExpr::Kind::kSequence};
   for (size_t at = 0; at < text.size();) {

@@ -50,6 +50,13 @@ inline constexpr int64_t kMaxGrammarDepthSum = 50000;
 // The expression that matches exactly `text` (valid UTF-8, as every JSON string is): rules built
 // in code (EbnfGrammar::compile_rules) write their literals with it.
 EbnfExpr ebnf_text(std::string_view text);
+// Expression builders for grammars made in code (structural tags, JSON schema rules): items in
+// order, any one of `alts` (a single one as itself), x min..max times (max -1: unbounded), and a
+// reference to the rule `name`.
+EbnfExpr ebnf_seq(std::vector<EbnfExpr> items);
+EbnfExpr ebnf_alt(std::vector<EbnfExpr> alts);
+EbnfExpr ebnf_repeat(EbnfExpr x, int32_t min, int32_t max);
+EbnfExpr ebnf_ref(std::string name);
 
 // Rules in the text's order. An error names the problem and its line:column: an unexpected
 // character, an unterminated string or class, an unknown escape, a class that matches no code

@@ -14,27 +14,13 @@
 namespace beam {
 namespace {
 
-EbnfExpr seq(std::vector<EbnfExpr> items) {
-  return EbnfExpr{.kind = EbnfExpr::Kind::kSequence, .children = std::move(items)};
-}
-EbnfExpr alt(std::vector<EbnfExpr> alts) {
-  if (alts.size() == 1) return std::move(alts[0]);
-  return EbnfExpr{.kind = EbnfExpr::Kind::kAlternate, .children = std::move(alts)};
-}
-EbnfExpr repeat(EbnfExpr x, int32_t min, int32_t max) {
-  return EbnfExpr{
-      .kind = EbnfExpr::Kind::kRepeat, .children = {std::move(x)}, .min = min, .max = max};
-}
-EbnfExpr ref(std::string name) {
-  return EbnfExpr{.kind = EbnfExpr::Kind::kRef, .name = std::move(name)};
-}
-
 // Whitespace where the matcher allows it: none, one space, or a newline and up to
 // kMaxJsonIndent spaces or tabs.
 EbnfExpr ws() {
   const EbnfExpr indent{.kind = EbnfExpr::Kind::kSet, .set = {{'\t', '\t'}, {' ', ' '}}};
-  return repeat(alt({ebnf_text(" "), seq({ebnf_text("\n"), repeat(indent, 0, kMaxJsonIndent)})}), 0,
-                1);
+  return ebnf_repeat(ebnf_alt({ebnf_text(" "), ebnf_seq({ebnf_text("\n"),
+                                                         ebnf_repeat(indent, 0, kMaxJsonIndent)})}),
+                     0, 1);
 }
 
 std::string at(const JsonGrammar& g, GrammarNodeId id, const char* keyword) {
@@ -52,7 +38,7 @@ EbnfExpr JsonSchemaRules::value(GrammarNodeId id) {
     seen_[static_cast<size_t>(id)] = 1;
     pending_.push_back(id);
   }
-  return ref(name(id));
+  return ebnf_ref(name(id));
 }
 
 template <typename Build>
@@ -74,7 +60,7 @@ Expected<std::string> JsonSchemaRules::add(std::shared_ptr<const JsonGrammar> gr
   seen_.assign(grammar_->num_nodes(), 0);
   pending_.clear();
   const std::string root = prefix + ".root";
-  add_rule(root, seq({ws(), value(grammar_->root())}));
+  add_rule(root, ebnf_seq({ws(), value(grammar_->root())}));
   while (!pending_.empty()) {
     const GrammarNodeId id = pending_.back();
     pending_.pop_back();
@@ -89,9 +75,9 @@ Expected<EbnfExpr> JsonSchemaRules::node_body(GrammarNodeId id) {
   const GrammarNode& node = g.node(id);
   switch (node.kind) {
     case GrammarKind::kAny:
-      return alt({value(g.any_object_node()), value(g.any_array_node()), value(g.any_string_node()),
-                  value(g.any_number_node()), value(g.true_node()), value(g.false_node()),
-                  value(g.null_node())});
+      return ebnf_alt({value(g.any_object_node()), value(g.any_array_node()),
+                       value(g.any_string_node()), value(g.any_number_node()), value(g.true_node()),
+                       value(g.false_node()), value(g.null_node())});
     case GrammarKind::kObject:
       return object_body(id);
     case GrammarKind::kArray:
@@ -113,7 +99,7 @@ Expected<EbnfExpr> JsonSchemaRules::node_body(GrammarNodeId id) {
     case GrammarKind::kLiteral: {
       std::vector<EbnfExpr> alts;
       for (LiteralId lit : node.literals) alts.push_back(ebnf_text(g.literal(lit)));
-      return alt(std::move(alts));
+      return ebnf_alt(std::move(alts));
     }
     case GrammarKind::kAnyOf: {
       if (node.alternatives.size() > kMaxJsonRuleBranches)
@@ -122,7 +108,7 @@ Expected<EbnfExpr> JsonSchemaRules::node_body(GrammarNodeId id) {
                           " alternatives are too many for a structural tag");
       std::vector<EbnfExpr> alts;
       for (GrammarNodeId a : node.alternatives) alts.push_back(value(a));
-      return alt(std::move(alts));
+      return ebnf_alt(std::move(alts));
     }
   }
   return EbnfExpr{};
@@ -157,26 +143,27 @@ Expected<EbnfExpr> JsonSchemaRules::object_body(GrammarNodeId id) {
     if (j == n) {
       std::vector<EbnfExpr> more = {ebnf_text(","), ws()};
       more.insert(more.end(), extra.begin(), extra.end());
-      add_rule(part('r', n), extras ? repeat(seq(std::move(more)), 0, -1) : EbnfExpr{});
-      if (extras) add_rule(part('f', n), seq({seq(extra), ref(part('r', n))}));
+      add_rule(part('r', n), extras ? ebnf_repeat(ebnf_seq(std::move(more)), 0, -1) : EbnfExpr{});
+      if (extras) add_rule(part('f', n), ebnf_seq({ebnf_seq(extra), ebnf_ref(part('r', n))}));
       continue;
     }
     const GrammarProperty& p = obj.properties[j];
     std::vector<EbnfExpr> member = {ebnf_text("\"" + g.literal(p.key))};
     for (EbnfExpr& e : member_tail(p.value)) member.push_back(std::move(e));
-    std::vector<EbnfExpr> first = {seq({seq(member), ref(part('r', j + 1))})};
-    std::vector<EbnfExpr> rest = {seq({ebnf_text(","), ws(), seq(member), ref(part('r', j + 1))})};
+    std::vector<EbnfExpr> first = {ebnf_seq({ebnf_seq(member), ebnf_ref(part('r', j + 1))})};
+    std::vector<EbnfExpr> rest = {
+        ebnf_seq({ebnf_text(","), ws(), ebnf_seq(member), ebnf_ref(part('r', j + 1))})};
     if (!p.required) {
-      if (j + 1 < n || extras) first.push_back(ref(part('f', j + 1)));
-      rest.push_back(ref(part('r', j + 1)));
+      if (j + 1 < n || extras) first.push_back(ebnf_ref(part('f', j + 1)));
+      rest.push_back(ebnf_ref(part('r', j + 1)));
     }
-    add_rule(part('f', j), alt(std::move(first)));
-    add_rule(part('r', j), alt(std::move(rest)));
+    add_rule(part('f', j), ebnf_alt(std::move(first)));
+    add_rule(part('r', j), ebnf_alt(std::move(rest)));
   }
   std::vector<EbnfExpr> inside;
   if (!required_from[0]) inside.push_back(ebnf_text("}"));
-  if (n > 0 || extras) inside.push_back(seq({ref(part('f', 0)), ebnf_text("}")}));
-  return seq({ebnf_text("{"), ws(), alt(std::move(inside))});
+  if (n > 0 || extras) inside.push_back(ebnf_seq({ebnf_ref(part('f', 0)), ebnf_text("}")}));
+  return ebnf_seq({ebnf_text("{"), ws(), ebnf_alt(std::move(inside))});
 }
 
 // '[' then ']' (when no item is required) or item 0 and N_1; N_k (k items written): ']' when
@@ -204,25 +191,28 @@ Expected<EbnfExpr> JsonSchemaRules::array_body(GrammarNodeId id) {
     const auto lo = static_cast<int32_t>(std::max<int64_t>(arr.min_items - 1, 0));
     const auto hi = static_cast<int32_t>(arr.max_items < 0 ? -1 : arr.max_items - 1);
     inside.push_back(
-        seq({item(0), ws(), repeat(seq({ebnf_text(","), ws(), item(1), ws()}), lo, hi), close}));
+        ebnf_seq({item(0), ws(),
+                  ebnf_repeat(ebnf_seq({ebnf_text(","), ws(), item(1), ws()}), lo, hi), close}));
   } else if (more(0)) {
-    inside.push_back(seq({item(0), ws(), ref(next(1))}));
+    inside.push_back(ebnf_seq({item(0), ws(), ebnf_ref(next(1))}));
     for (int64_t k = 1; k <= p; ++k) {
       std::vector<EbnfExpr> alts;
       if (k < p) {
         if (k >= arr.min_items) alts.push_back(close);
-        if (more(k)) alts.push_back(seq({ebnf_text(","), ws(), item(k), ws(), ref(next(k + 1))}));
+        if (more(k))
+          alts.push_back(ebnf_seq({ebnf_text(","), ws(), item(k), ws(), ebnf_ref(next(k + 1))}));
       } else if (more(p)) {
         const auto lo = static_cast<int32_t>(std::max<int64_t>(arr.min_items - p, 0));
         const auto hi = static_cast<int32_t>(arr.max_items < 0 ? -1 : arr.max_items - p);
-        alts.push_back(seq({repeat(seq({ebnf_text(","), ws(), item(p), ws()}), lo, hi), close}));
+        alts.push_back(ebnf_seq(
+            {ebnf_repeat(ebnf_seq({ebnf_text(","), ws(), item(p), ws()}), lo, hi), close}));
       } else {
         alts.push_back(close);
       }
-      add_rule(next(k), alt(std::move(alts)));
+      add_rule(next(k), ebnf_alt(std::move(alts)));
     }
   }
-  return seq({ebnf_text("["), ws(), alt(std::move(inside))});
+  return ebnf_seq({ebnf_text("["), ws(), ebnf_alt(std::move(inside))});
 }
 
 }  // namespace beam

@@ -21,26 +21,11 @@ namespace {
 
 using Kind = StructuralFormat::Kind;
 
-EbnfExpr seq(std::vector<EbnfExpr> items) {
-  return EbnfExpr{.kind = EbnfExpr::Kind::kSequence, .children = std::move(items)};
-}
-EbnfExpr alt(std::vector<EbnfExpr> alts) {
-  if (alts.size() == 1) return std::move(alts[0]);
-  return EbnfExpr{.kind = EbnfExpr::Kind::kAlternate, .children = std::move(alts)};
-}
-EbnfExpr repeat(EbnfExpr x, int32_t min, int32_t max) {
-  return EbnfExpr{
-      .kind = EbnfExpr::Kind::kRepeat, .children = {std::move(x)}, .min = min, .max = max};
-}
-EbnfExpr ref(std::string name) {
-  return EbnfExpr{.kind = EbnfExpr::Kind::kRef, .name = std::move(name)};
-}
-
 // One of the strings; none: the empty text (the output's end follows).
 EbnfExpr one_of(const std::vector<std::string>& strings) {
   std::vector<EbnfExpr> alts;
   for (const std::string& s : strings) alts.push_back(ebnf_text(s));
-  return alts.empty() ? EbnfExpr{} : alt(std::move(alts));
+  return alts.empty() ? EbnfExpr{} : ebnf_alt(std::move(alts));
 }
 
 void prefix_refs(EbnfExpr& e, const std::string& prefix) {
@@ -70,7 +55,7 @@ class TagLowering {
       case Kind::kJsonSchema: {
         Expected<std::string> root = json_.add(f.schema, "json" + std::to_string(++count_));
         if (!root.ok()) return make_error("'" + f.path + "': " + root.error().message);
-        return ref(*root);
+        return ebnf_ref(*root);
       }
       case Kind::kGrammar:
         return grammar(f);
@@ -83,20 +68,20 @@ class TagLowering {
           BEAM_ASSIGN_OR_RETURN(EbnfExpr item, lower(f.items[i], last ? ends : nullptr));
           items.push_back(std::move(item));
         }
-        return seq(std::move(items));
+        return ebnf_seq(std::move(items));
       }
       case Kind::kOr: {  // with ends, a bounded alternative is followed by them
         std::vector<EbnfExpr> alts;
         for (const StructuralFormat& item : f.items) {
           BEAM_ASSIGN_OR_RETURN(EbnfExpr a, lower(item, item.unbounded ? ends : nullptr));
-          alts.push_back(f.unbounded && !item.unbounded ? seq({std::move(a), one_of(*ends)})
+          alts.push_back(f.unbounded && !item.unbounded ? ebnf_seq({std::move(a), one_of(*ends)})
                                                         : std::move(a));
         }
-        return alt(std::move(alts));
+        return ebnf_alt(std::move(alts));
       }
       case Kind::kTag: {
         BEAM_ASSIGN_OR_RETURN(const std::string after_begin, tag_body(f));
-        return seq({ebnf_text(f.text), ref(after_begin)});
+        return ebnf_seq({ebnf_text(f.text), ebnf_ref(after_begin)});
       }
       case Kind::kAnyText:
         return free_text(f, {.stops = *ends, .barriers = {}, .excluded = f.excluded});
@@ -145,7 +130,7 @@ class TagLowering {
       prefix_refs(rule.body, prefix);
       rules_.push_back(std::move(rule));
     }
-    return ref(prefix + root);
+    return ebnf_ref(prefix + root);
   }
 
   // A rule for what follows a tag's begin: its content, then an end string (within the content
@@ -154,15 +139,15 @@ class TagLowering {
     const StructuralFormat& content = tag.items[0];
     BEAM_ASSIGN_OR_RETURN(EbnfExpr inside, lower(content, content.unbounded ? &tag.ends : nullptr));
     return new_rule(content.unbounded ? std::move(inside)
-                                      : seq({std::move(inside), one_of(tag.ends)}));
+                                      : ebnf_seq({std::move(inside), one_of(tag.ends)}));
   }
 
   // Any one of the tags, whole; `after`: each tag's rule past its begin.
   static EbnfExpr any_tag(const StructuralFormat& f, const std::vector<std::string>& after) {
     std::vector<EbnfExpr> alts;
     for (size_t j = 0; j < f.items.size(); ++j)
-      alts.push_back(seq({ebnf_text(f.items[j].text), ref(after[j])}));
-    return alt(std::move(alts));
+      alts.push_back(ebnf_seq({ebnf_text(f.items[j].text), ebnf_ref(after[j])}));
+    return ebnf_alt(std::move(alts));
   }
 
   // Free text, and where it writes trigger k the rest of one of trigger k's tags, again and again,
@@ -185,29 +170,29 @@ class TagLowering {
       std::vector<EbnfExpr> rests;
       for (size_t j = 0; j < f.items.size(); ++j)
         if (std::string_view(f.items[j].text).starts_with(f.triggers[k]))
-          rests.push_back(
-              seq({ebnf_text(f.items[j].text.substr(f.triggers[k].size())), ref(after[j])}));
-      dispatch.push_back(seq({std::move(text), alt(std::move(rests))}));
+          rests.push_back(ebnf_seq(
+              {ebnf_text(f.items[j].text.substr(f.triggers[k].size())), ebnf_ref(after[j])}));
+      dispatch.push_back(ebnf_seq({std::move(text), ebnf_alt(std::move(rests))}));
     }
     // The last free text: up to an end string, or to the output's end.
     BEAM_ASSIGN_OR_RETURN(
         EbnfExpr last,
         free_text(f, {.stops = ends, .barriers = f.triggers, .excluded = f.excluded}));
     if (f.stop_after_first) {
-      if (f.at_least_one) return seq({any_tag(f, after), one_of(ends)});
+      if (f.at_least_one) return ebnf_seq({any_tag(f, after), one_of(ends)});
       std::vector<EbnfExpr> alts;
-      for (EbnfExpr& d : dispatch) alts.push_back(seq({std::move(d), one_of(ends)}));
+      for (EbnfExpr& d : dispatch) alts.push_back(ebnf_seq({std::move(d), one_of(ends)}));
       alts.push_back(std::move(last));
-      return alt(std::move(alts));
+      return ebnf_alt(std::move(alts));
     }
     // loop ::= dispatch_k loop | last
     const std::string loop = "structural_tag." + std::to_string(++count_);
     std::vector<EbnfExpr> alts;
-    for (EbnfExpr& d : dispatch) alts.push_back(seq({std::move(d), ref(loop)}));
+    for (EbnfExpr& d : dispatch) alts.push_back(ebnf_seq({std::move(d), ebnf_ref(loop)}));
     alts.push_back(std::move(last));
-    rules_.push_back(EbnfRule{.name = loop, .body = alt(std::move(alts))});
-    if (f.at_least_one) return seq({any_tag(f, after), ref(loop)});
-    return ref(loop);
+    rules_.push_back(EbnfRule{.name = loop, .body = ebnf_alt(std::move(alts))});
+    if (f.at_least_one) return ebnf_seq({any_tag(f, after), ebnf_ref(loop)});
+    return ebnf_ref(loop);
   }
 
   // Tags separated by the separator and nothing else: at least one with at_least_one, at most
@@ -218,10 +203,12 @@ class TagLowering {
       BEAM_ASSIGN_OR_RETURN(std::string body, tag_body(tag));
       after.push_back(std::move(body));
     }
-    const EbnfExpr one = ref(new_rule(any_tag(f, after)));
+    const EbnfExpr one = ebnf_ref(new_rule(any_tag(f, after)));
     const EbnfExpr some =
-        f.stop_after_first ? one : seq({one, repeat(seq({ebnf_text(f.text), one}), 0, -1)});
-    return f.at_least_one ? some : repeat(some, 0, 1);
+        f.stop_after_first
+            ? one
+            : ebnf_seq({one, ebnf_repeat(ebnf_seq({ebnf_text(f.text), one}), 0, -1)});
+    return f.at_least_one ? some : ebnf_repeat(some, 0, 1);
   }
 
   std::vector<EbnfRule> rules_;
