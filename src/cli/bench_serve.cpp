@@ -36,6 +36,7 @@ Expected<std::shared_ptr<const OutputConstraint>> schema_constraint(const Args& 
   auto c = std::make_shared<OutputConstraint>();
   c->grammar = std::move(grammar);
   c->vocab = server::build_structured_vocab(tok, vocab_size);
+  c->hidden_tokens = server::hidden_special_tokens(tok, /*skip_special=*/true, {});
   return std::shared_ptr<const OutputConstraint>(std::move(c));
 }
 

@@ -61,6 +61,8 @@ Expected<std::shared_ptr<const OutputConstraint>> generate_constraint(
     c->regex = *dfa;
   }
   c->vocab = server::build_structured_vocab(tokenizer, vocab_size);
+  c->hidden_tokens =
+      server::hidden_special_tokens(tokenizer, /*skip_special=*/true, {});  // as printed
   return std::shared_ptr<const OutputConstraint>(std::move(c));
 }
 

@@ -70,6 +70,8 @@ bool ConstraintState::fill_allowed(std::span<uint32_t> bits, std::span<const int
                                       constraint_->grammar_masks.get());
     else if (dfa_state_ != ByteDfa::kDead)
       constraint_->vocab->add_allowed(*constraint_->regex, dfa_state_, bits);
+    for (const auto& ids : {std::span<const int32_t>(constraint_->hidden_tokens), end_tokens})
+      for (int32_t t : ids) clear_mask_bit(bits, t);
     if (can_end()) {
       for (int32_t t : end_tokens) set_mask_bit(bits, t);
       if (constraint_->call_close) set_mask_bit(bits, *constraint_->call_close);
@@ -98,9 +100,11 @@ bool ConstraintState::accept(int32_t token, bool end_token) {
     phase_ = token == *constraint_->reasoning_open ? Phase::kReasoning : Phase::kJson;
     if (phase_ == Phase::kReasoning) return true;
   }
+  const std::vector<int32_t>& hidden = constraint_->hidden_tokens;
   if (end_token) {
     if (can_end()) return true;
-  } else if (advance(constraint_->vocab->bytes(token))) {  // empty: not a text token
+  } else if (std::find(hidden.begin(), hidden.end(), token) == hidden.end() &&
+             advance(constraint_->vocab->bytes(token))) {  // empty: not a text token
     return true;
   }
   kill();

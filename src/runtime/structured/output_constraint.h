@@ -22,6 +22,9 @@ struct OutputConstraint {
   std::shared_ptr<const ByteDfa> regex = nullptr;        // text it matches whole; or
   std::shared_ptr<const EbnfGrammar> ebnf = nullptr;     // text it matches whole (one of the three)
   std::shared_ptr<const VocabIndex> vocab = nullptr;
+  // Text tokens of `vocab` this output does not show (special tokens its detokenizer skips): no
+  // mask allows them as text. Nor does any allow the end tokens as text: only where it may end.
+  std::vector<int32_t> hidden_tokens = {};
   // Free text before the constrained text (a model's reasoning), ended by the tokens json_after:
   // a single </think>, or the header that opens a channel template's answer
   // (`<|channel|>final<|message|>` as the tokenizer writes it). With reasoning_open set (a single

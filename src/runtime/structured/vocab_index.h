@@ -30,6 +30,9 @@ struct VocabToken {
 inline void set_mask_bit(std::span<uint32_t> bits, int32_t token) {
   bits[static_cast<size_t>(token) / 32] |= 1u << (token % 32);
 }
+inline void clear_mask_bit(std::span<uint32_t> bits, int32_t token) {
+  bits[static_cast<size_t>(token) / 32] &= ~(1u << (token % 32));
+}
 inline bool mask_bit(std::span<const uint32_t> bits, int32_t token) {
   return (bits[static_cast<size_t>(token) / 32] >> (token % 32)) & 1u;
 }
@@ -56,8 +59,9 @@ struct MaskScratch {
 
 class VocabIndex {
  public:
-  // vocab_size: the logits' width. tokens: every id the model may write as text (not added or
-  // special tokens, which never appear inside constrained output); ids < vocab_size, non-empty.
+  // vocab_size: the logits' width. tokens: every id the model may write as text (added tokens
+  // included; a constraint leaves out those its output hides, OutputConstraint::hidden_tokens);
+  // ids < vocab_size, non-empty.
   VocabIndex(int64_t vocab_size, std::vector<VocabToken> tokens);
 
   int64_t vocab_size() const { return vocab_size_; }

@@ -73,9 +73,14 @@ ApiExpected<bool> finish_spec(const ServedModel& model, const SamplingFields& fi
                          reasoning_budget(model, spec->prompt_text, *fields.thinking_budget,
                                           fields.thinking_budget_field));
   }
-  API_ASSIGN_OR_RETURN(spec->sampling.constraint,
-                       make_output_constraint(model, tool_call ? spec->tool_format : fields.format,
-                                              spec->prompt_text, spec->parse_output));
+  std::vector<int32_t> hidden;  // special tokens the output skips: never constrained text
+  if (model.tokenizer)
+    hidden =
+        hidden_special_tokens(*model.tokenizer, spec->skip_special_tokens, spec->shown_special_ids);
+  API_ASSIGN_OR_RETURN(
+      spec->sampling.constraint,
+      make_output_constraint(model, tool_call ? spec->tool_format : fields.format,
+                             spec->prompt_text, spec->parse_output, std::move(hidden)));
   API_ASSIGN_OR_RETURN(bool valid, validate_sampling(spec->sampling, model.vocab_size));
   (void)valid;
   return check_prompt_fits(model, static_cast<int64_t>(spec->prompt_ids.size()), spec->sampling.max_tokens,

@@ -325,21 +325,31 @@ std::shared_ptr<const VocabIndex> build_structured_vocab(const text::Tokenizer& 
   const int32_t end = static_cast<int32_t>(std::min<int64_t>(tokenizer.vocab_size(), vocab_size));
   for (int32_t id = 0; id < end; ++id) {
     const text::TokenPiece* piece = tokenizer.piece(id);
-    if (piece && piece->exists && !piece->added && !piece->bytes.empty())
-      tokens.push_back({id, piece->bytes});
+    if (piece && piece->exists && !piece->bytes.empty()) tokens.push_back({id, piece->bytes});
   }
   return std::make_shared<const VocabIndex>(vocab_size, std::move(tokens));
 }
 
+std::vector<int32_t> hidden_special_tokens(const text::Tokenizer& tokenizer, bool skip_special,
+                                           std::span<const int32_t> shown) {
+  std::vector<int32_t> hidden;
+  if (!skip_special) return hidden;
+  for (const text::AddedToken& t : tokenizer.added_tokens())
+    if (t.special && std::find(shown.begin(), shown.end(), t.id) == shown.end())
+      hidden.push_back(t.id);
+  return hidden;
+}
+
 ApiExpected<std::shared_ptr<const OutputConstraint>> make_output_constraint(
-    const ServedModel& model, const ResponseFormat& format, std::string_view prompt_text,
-    bool chat) {
+    const ServedModel& model, const ResponseFormat& format, std::string_view prompt_text, bool chat,
+    std::vector<int32_t> hidden) {
   if (format.kind == ResponseFormat::Kind::kText) return std::shared_ptr<const OutputConstraint>();
   if (!model.structured_vocab)
     return invalid_request("'" + format.path + "': structured output needs the model's tokenizer",
                            format.path);
   auto c = std::make_shared<OutputConstraint>();
   c->vocab = model.structured_vocab;
+  c->hidden_tokens = std::move(hidden);
   c->grammar = format.grammar;
   c->regex = format.regex;
   c->ebnf = format.ebnf;

@@ -63,18 +63,27 @@ ApiExpected<ResponseFormat> parse_response_format(const Json* format, const std:
 // field.
 ApiExpected<ResponseFormat> parse_request_format(const Json& body);
 
-// The model's text tokens for constraint masks: every BPE token id of the tokenizer below
-// vocab_size (added and special tokens never appear inside constrained output).
+// The model's text tokens for constraint masks: every token id of the tokenizer below vocab_size
+// that writes text, its added tokens included (a `<tool_call>` token may open a structural tag's
+// call, as the model writes it); a request leaves out those its output does not show
+// (hidden_special_tokens).
 std::shared_ptr<const VocabIndex> build_structured_vocab(const text::Tokenizer& tokenizer,
                                                          int64_t vocab_size);
+
+// The special tokens a request's output text leaves out, which its constrained text therefore
+// never uses: with skip_special, every special added token but `shown` (the response template's
+// delimiters, kept for parsing); none without.
+std::vector<int32_t> hidden_special_tokens(const text::Tokenizer& tokenizer, bool skip_special,
+                                           std::span<const int32_t> shown);
 
 // The constraint for a format (null for text): its grammar, and, for chat output (`chat`: parsed
 // with the response template) of models that think between single <think> / </think> tokens, a
 // reasoning prelude decided by the rendered prompt: JSON from the first token when the prompt
 // already closed the reasoning, free text until </think> when the prompt left it open, else the
 // model may open <think> or start the JSON. Raw completions are JSON from the first token.
+// hidden: tokens the output does not show (hidden_special_tokens; OutputConstraint::hidden_tokens).
 ApiExpected<std::shared_ptr<const OutputConstraint>> make_output_constraint(
-    const ServedModel& model, const ResponseFormat& format, std::string_view prompt_text,
-    bool chat);
+    const ServedModel& model, const ResponseFormat& format, std::string_view prompt_text, bool chat,
+    std::vector<int32_t> hidden);
 
 }  // namespace beam::server

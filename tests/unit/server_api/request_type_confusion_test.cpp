@@ -54,8 +54,9 @@ ApiExpected<bool> parse_and_render(const Json& body, ParseRequest parse_request)
   API_ASSIGN_OR_RETURN(RenderedPrompt rendered,
                        prepare_chat_prompt(nano(), req.model, req.tool_choice, &req.prompt, &spec));
   if (rendered.ids.empty()) return invalid_request("rendered to no tokens");
-  API_ASSIGN_OR_RETURN(std::shared_ptr<const OutputConstraint> constraint,
-                       make_output_constraint(nano(), req.sampling.format, rendered.text, true));
+  API_ASSIGN_OR_RETURN(
+      std::shared_ptr<const OutputConstraint> constraint,
+      make_output_constraint(nano(), req.sampling.format, rendered.text, true, {}));
   (void)constraint;
   return true;
 }

@@ -43,7 +43,7 @@ ResponseFormat json_object() {
 
 std::shared_ptr<const OutputConstraint> constraint(const ServedModel& m, std::string_view prompt,
                                                    bool chat = true) {
-  auto c = make_output_constraint(m, json_object(), prompt, chat);
+  auto c = make_output_constraint(m, json_object(), prompt, chat, {});
   EXPECT_TRUE(c.ok());
   return c.ok() ? *c : nullptr;
 }
@@ -148,7 +148,7 @@ TEST(RequestFormat, VllmAndSglangFieldsConstrainTheOutput) {
             ResponseFormat::Kind::kJsonObject);
   // A regex format reaches the constraint.
   const ServedModel m = nano_with(nullptr);
-  auto c = make_output_constraint(m, request_format(R"j({"guided_regex": "a+"})j"), "", false);
+  auto c = make_output_constraint(m, request_format(R"j({"guided_regex": "a+"})j"), "", false, {});
   ASSERT_TRUE(c.ok());
   EXPECT_NE((*c)->regex, nullptr);
   EXPECT_EQ((*c)->grammar, nullptr);
@@ -203,9 +203,9 @@ TEST(RequestFormat, GrammarFieldsConstrainTheWholeOutput) {
     cached.grammars = std::make_shared<GrammarCache>();
     const ResponseFormat again = request_format(R"j({"guided_grammar":
         "root ::= \"(\" root \")\" | \"x\""})j");
-    auto first = make_output_constraint(cached, nested, "", false);
-    auto second = make_output_constraint(cached, again, "", false);
-    auto other = make_output_constraint(cached, lark, "", false);
+    auto first = make_output_constraint(cached, nested, "", false, {});
+    auto second = make_output_constraint(cached, again, "", false, {});
+    auto other = make_output_constraint(cached, lark, "", false, {});
     ASSERT_TRUE(first.ok() && second.ok() && other.ok());
     EXPECT_EQ((*first)->ebnf, (*second)->ebnf);
     EXPECT_EQ((*first)->grammar_masks, (*second)->grammar_masks);
@@ -215,9 +215,10 @@ TEST(RequestFormat, GrammarFieldsConstrainTheWholeOutput) {
     cached.schemas = std::make_shared<SchemaCache>();
     const char* schema = R"j({"guided_json": {"type": "object", "properties":
         {"id": {"type": "string", "pattern": "^[a-z]+$"}}}})j";
-    auto s1 = make_output_constraint(cached, request_format(schema), "", false);
-    auto s2 = make_output_constraint(cached, request_format(schema), "", false);
-    auto s3 = make_output_constraint(cached, request_format(R"j({"guided_json": {}})j"), "", false);
+    auto s1 = make_output_constraint(cached, request_format(schema), "", false, {});
+    auto s2 = make_output_constraint(cached, request_format(schema), "", false, {});
+    auto s3 =
+        make_output_constraint(cached, request_format(R"j({"guided_json": {}})j"), "", false, {});
     ASSERT_TRUE(s1.ok() && s2.ok() && s3.ok());
     EXPECT_EQ((*s1)->grammar, (*s2)->grammar);
     EXPECT_EQ((*s1)->pattern_masks, (*s2)->pattern_masks);
@@ -225,7 +226,7 @@ TEST(RequestFormat, GrammarFieldsConstrainTheWholeOutput) {
   }
   // The constraint carries the grammar, and only it.
   const ServedModel m = nano_with(nullptr);
-  auto c = make_output_constraint(m, nested, "", false);
+  auto c = make_output_constraint(m, nested, "", false, {});
   ASSERT_TRUE(c.ok());
   EXPECT_EQ((*c)->ebnf, nested.ebnf);
   EXPECT_EQ((*c)->regex, nullptr);
@@ -332,15 +333,89 @@ TEST(RequestFormat, StructuralTagFieldsConstrainTheWholeOutput) {
   ServedModel cached = nano_with(nullptr);
   cached.grammars = std::make_shared<GrammarCache>();
   const std::string body = Json{{"structural_tag", tag.dump()}}.dump();
-  auto first = make_output_constraint(cached, request_format(body.c_str()), "", false);
-  auto second = make_output_constraint(cached, request_format(body.c_str()), "", false);
-  auto grammar =
-      make_output_constraint(cached, request_format(R"j({"ebnf": "root ::= \"x\""})j"), "", false);
+  auto first = make_output_constraint(cached, request_format(body.c_str()), "", false, {});
+  auto second = make_output_constraint(cached, request_format(body.c_str()), "", false, {});
+  auto grammar = make_output_constraint(cached, request_format(R"j({"ebnf": "root ::= \"x\""})j"),
+                                        "", false, {});
   ASSERT_TRUE(first.ok() && second.ok() && grammar.ok());
   EXPECT_EQ((*first)->ebnf, (*second)->ebnf);
   EXPECT_EQ((*first)->grammar_masks, (*second)->grammar_masks);
   EXPECT_NE((*first)->grammar_masks, (*grammar)->grammar_masks);
   EXPECT_EQ(cached.grammars->size(), 2u);
+}
+
+// Added tokens write their text into constrained output where the output shows them: a structural
+// tag's `<tool_call>` begin may be the model's one <tool_call> token (beam-nano marks it special; a
+// chat request keeps the template's delimiters), never where the output skips it; an end token
+// never stands for its text, only for the end.
+TEST(RequestFormat, AddedTokensWriteTheirTextWhereTheOutputShowsThem) {
+  const ServedModel m = nano_with(nullptr);
+  const text::Tokenizer& tok = *m.tokenizer;
+  const auto call = added_token_id(tok, "<tool_call>");
+  const auto close = added_token_id(tok, "</tool_call>");
+  const auto eos = added_token_id(tok, "<|endoftext|>");
+  ASSERT_TRUE(call && close && eos);
+  const std::vector<int32_t> delimiters = {*call, *close};
+  const std::vector<int32_t> hidden = hidden_special_tokens(tok, /*skip_special=*/true, delimiters);
+  EXPECT_EQ(hidden.size(), tok.added_tokens().size() - 2);  // beam-nano's are all special
+  EXPECT_EQ(std::count(hidden.begin(), hidden.end(), *call), 0);
+  EXPECT_EQ(std::count(hidden.begin(), hidden.end(), *eos), 1);
+  EXPECT_TRUE(hidden_special_tokens(tok, /*skip_special=*/false, {}).empty());
+
+  const auto token_of = [&](std::string_view text) {
+    auto ids = tok.encode(text, /*allow_special=*/false);
+    EXPECT_TRUE(ids.ok() && ids->size() == 1u) << text;
+    return ids.ok() && !ids->empty() ? ids->front() : -1;
+  };
+  const int32_t lt = token_of("<");
+  const ResponseFormat tag = request_format(R"j({"structural_tag": {"type": "structural_tag",
+      "format": {"type": "tag", "begin": "<tool_call>", "content": {"type": "json_schema",
+      "json_schema": {"type": "object"}}, "end": "</tool_call>"}}})j");
+  std::vector<uint32_t> bits(allowed_mask_words(m.structured_vocab->vocab_size()));
+  MaskScratch scratch;
+  const std::vector<int32_t> ends = {*eos};
+  auto shown = make_output_constraint(m, tag, "", false, hidden);
+  ASSERT_TRUE(shown.ok());
+  ConstraintState s(*shown);
+  ASSERT_TRUE(s.fill_allowed(bits, ends, scratch));
+  EXPECT_TRUE(mask_bit(bits, *call));
+  EXPECT_TRUE(mask_bit(bits, lt));  // or spelled out
+  EXPECT_FALSE(mask_bit(bits, *eos));
+  ASSERT_TRUE(s.accept(*call, false));
+  for (const char* text : {"{", "}"}) {
+    ASSERT_TRUE(s.fill_allowed(bits, ends, scratch));
+    EXPECT_FALSE(mask_bit(bits, *close)) << text;
+    ASSERT_TRUE(s.accept(token_of(text), false)) << text;
+  }
+  ASSERT_TRUE(s.fill_allowed(bits, ends, scratch));
+  EXPECT_TRUE(mask_bit(bits, *close));
+  EXPECT_FALSE(mask_bit(bits, *eos));
+  ASSERT_TRUE(s.accept(*close, false));
+  ASSERT_TRUE(s.fill_allowed(bits, ends, scratch));
+  EXPECT_TRUE(mask_bit(bits, *eos));
+  EXPECT_TRUE(s.accept(*eos, true));
+
+  // Output that skips every special token spells the tag out.
+  auto skipped = make_output_constraint(m, tag, "", false, hidden_special_tokens(tok, true, {}));
+  ASSERT_TRUE(skipped.ok());
+  ConstraintState spelled(*skipped);
+  ASSERT_TRUE(spelled.fill_allowed(bits, ends, scratch));
+  EXPECT_FALSE(mask_bit(bits, *call));
+  EXPECT_TRUE(mask_bit(bits, lt));
+  EXPECT_FALSE(spelled.accept(*call, false));
+
+  // "<|endoftext|>" as text is spelled out while the end token ends the output; a request whose
+  // ends leave it out (ignore_eos) may write it as text.
+  auto regex = make_output_constraint(
+      m, request_format(R"j({"guided_regex": "<\\|endoftext\\|>a"})j"), "", false, {});
+  ASSERT_TRUE(regex.ok());
+  ConstraintState r(*regex);
+  ASSERT_TRUE(r.fill_allowed(bits, ends, scratch));
+  EXPECT_FALSE(mask_bit(bits, *eos));
+  EXPECT_TRUE(mask_bit(bits, lt));
+  ASSERT_TRUE(r.fill_allowed(bits, {}, scratch));
+  EXPECT_TRUE(mask_bit(bits, *eos));
+  EXPECT_TRUE(r.accept(*eos, false));
 }
 
 TEST(RequestFormat, BadStructuralTagsAre400sNamingTheField) {
@@ -400,7 +475,7 @@ TEST(RequestFormat, RandomWalksOverRealMasksStayInsideTheConstraint) {
                 {"type": "integer", "minimum": -5, "maximum": 5}}, "required": ["x"]}},
                 "end": "</f>"}]}}})j"}) {
     SCOPED_TRACE(body);
-    auto c = make_output_constraint(m, request_format(body), "", false);
+    auto c = make_output_constraint(m, request_format(body), "", false, {});
     ASSERT_TRUE(c.ok());
     std::mt19937 rng(11);
     for (int walk = 0; walk < 50; ++walk) {
