@@ -135,8 +135,8 @@ int cmd_generate(int argc, char** argv) {
     if (output.empty()) prefill_s = std::chrono::duration<double>(Clock::now() - t0).count();
     std::span<const uint32_t> mask;  // empty: every token
     if (state->constrained()) {
-      if (!state->fill_allowed_tokens(allowed, mask_scratch))
-        return fail("the output no longer fits its constraint");
+      if (Status st = state->fill_allowed_tokens(allowed, mask_scratch); !st.ok())
+        return fail(st.error().message);
       mask = allowed;
     }
     SampledToken tok = sampler.sample(SampleRow{out.row(0), &*state, {}, mask});

@@ -610,9 +610,10 @@ void Engine::Impl::finish_request(RequestId id, FinishReason reason, const std::
   }
 }
 
-// Rows under a response format sample from the tokens it allows next (docs/structured_output.md),
-// their masks filled in parallel (one MaskScratch per pool thread). A sequence whose format allows
-// nothing more (an earlier token broke it) ends with an error instead of being sampled.
+// Rows under a response format or token filters sample from the tokens they allow next
+// (docs/structured_output.md), their masks filled in parallel (one MaskScratch per pool thread). A
+// sequence that allows nothing more (an earlier token broke its format, or its filters leave no
+// token) ends with that error instead of being sampled.
 void Engine::Impl::attach_allowed_tokens(std::vector<DeviceSampleRow>& rows,
                                          std::vector<SampleTarget>& targets) {
   std::vector<size_t> masked;  // rows with a constraint, in order
@@ -621,7 +622,7 @@ void Engine::Impl::attach_allowed_tokens(std::vector<DeviceSampleRow>& rows,
   if (masked.empty()) return;
   const auto words = static_cast<size_t>(allowed_mask_words(model_.config().vocab_size));
   allowed_.resize(masked.size() * words);
-  std::vector<char> alive(masked.size());
+  std::vector<Status> filled(masked.size());
   const auto num_masked = static_cast<int64_t>(masked.size());
   const int64_t num_chunks =
       std::min<int64_t>(num_masked, static_cast<int64_t>(mask_scratch_.size()));
@@ -631,7 +632,7 @@ void Engine::Impl::attach_allowed_tokens(std::vector<DeviceSampleRow>& rows,
       for (int64_t k = num_masked * chunk / num_chunks; k < num_masked * (chunk + 1) / num_chunks;
            ++k) {
         std::span<uint32_t> bits(allowed_.data() + static_cast<size_t>(k) * words, words);
-        alive[static_cast<size_t>(k)] =
+        filled[static_cast<size_t>(k)] =
             rows[masked[static_cast<size_t>(k)]].seq->fill_allowed_tokens(bits, scratch);
         rows[masked[static_cast<size_t>(k)]].allowed_tokens = bits;
       }
@@ -642,12 +643,12 @@ void Engine::Impl::attach_allowed_tokens(std::vector<DeviceSampleRow>& rows,
   } else {
     fill_chunks(0, 1);
   }
-  std::vector<SeqId> broken;
+  std::vector<std::pair<SeqId, std::string>> broken;
   size_t kept = 0;
   for (size_t i = 0, k = 0; i < rows.size(); ++i) {
     const bool is_masked = k < masked.size() && masked[k] == i;
-    if (is_masked && !alive[k++]) {
-      broken.push_back(targets[i].seq);
+    if (is_masked && !filled[k++].ok()) {
+      broken.emplace_back(targets[i].seq, filled[k - 1].error().message);
       continue;
     }
     rows[kept] = rows[i];
@@ -655,9 +656,8 @@ void Engine::Impl::attach_allowed_tokens(std::vector<DeviceSampleRow>& rows,
   }
   rows.resize(kept);
   targets.resize(kept);
-  for (SeqId id : broken)
-    finish_sequence(seqs_.at(id), FinishReason::kError, std::nullopt,
-                    "the output no longer fits its response format", true);
+  for (const auto& [id, error] : broken)
+    finish_sequence(seqs_.at(id), FinishReason::kError, std::nullopt, error, true);
 }
 
 // The CPU BatchSampler on host logits, or the DeviceBatchSampler on the device's.

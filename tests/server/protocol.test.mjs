@@ -600,6 +600,33 @@ test('thinking budgets force </think> once the reasoning holds that many tokens'
     400, 'thinking_budget');
 });
 
+// vLLM's token filters: allowed_token_ids leaves only those tokens to sample, bad_words takes a
+// word's last token out wherever the output ends with the ones before it (the added token "Hello"
+// is one word of one token here); both on completions and chat, bad values 400s naming the field.
+test("vLLM's token filters: allowed_token_ids and bad_words", async () => {
+  const ask = { model: MODEL, prompt: 'hi', max_tokens: 4, temperature: 0, ignore_eos: true };
+  const text = (r) => { assert.equal(r.status, 200, r.text); return r.json.choices[0].text; };
+  assert.equal(text(await post('/v1/completions', { ...ask, allowed_token_ids: [511] })), 'Hello'.repeat(4));
+  const chatOnly = await post('/v1/chat/completions', chat({ max_tokens: 3, temperature: 0, ignore_eos: true,
+    allowed_token_ids: [511, 511] }));
+  assert.equal(chatOnly.status, 200, chatOnly.text);
+  assert.equal(chatOnly.json.choices[0].message.content, 'Hello'.repeat(3));
+  const favoured = { ...ask, logit_bias: { 511: 100 } };
+  assert.equal(text(await post('/v1/completions', favoured)), 'Hello'.repeat(4));
+  const banned = text(await post('/v1/completions', { ...favoured, bad_words: ['Hello'] }));
+  assert.equal(banned.length > 0 && !banned.includes('Hello'), true, banned);
+  // (tiny-chat also has a BPE "Hello", 471, which the word's tokens do not name: as in vLLM.)
+  const bannedChat = await post('/v1/chat/completions', chat({ max_tokens: 3, temperature: 0,
+    logit_bias: { 511: 100, 471: -100 }, bad_words: [' Hello'] }));
+  assert.equal(bannedChat.status, 200, bannedChat.text);
+  assert.ok(!bannedChat.json.choices[0].message.content.includes('Hello'), bannedChat.text);
+  for (const [extra, param] of [[{ allowed_token_ids: [] }, 'allowed_token_ids'],
+    [{ allowed_token_ids: [-1] }, 'allowed_token_ids'], [{ allowed_token_ids: [999999] }, 'allowed_token_ids'],
+    [{ bad_words: 'Hello' }, 'bad_words'], [{ bad_words: ['  '] }, 'bad_words'], [{ bad_words: [7] }, 'bad_words'],
+    [{ allowed_token_ids: [511], bad_words: ['Hello'] }, 'bad_words']])
+    assertOpenAiError(await post('/v1/completions', { ...ask, ...extra }), 400, param);
+});
+
 test('echo with max_tokens 0 returns the prompt alone; echo with n > 1 and streamed', async () => {
   const prompt = 'The weather in Paris';
   const r = await post('/v1/completions', { model: MODEL, prompt, max_tokens: 0, echo: true, logprobs: 2 });

@@ -2,6 +2,7 @@
 // accepted range so an API layer can pass the message to the user unchanged.
 #include "runtime/sampling/sampling_params.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <string>
@@ -105,6 +106,24 @@ Status validate_reasoning_budget(const SamplingParams& p, int64_t vocab_size) {
   return ok_status();
 }
 
+Status validate_token_filters(const SamplingParams& p, int64_t vocab_size) {
+  for (int32_t token : p.allowed_token_ids)
+    BEAM_RETURN_IF_ERROR(check_token_id("allowed_token_ids", token, vocab_size));
+  for (const std::vector<int32_t>& word : p.bad_words_token_ids) {
+    if (word.empty()) return make_error("sampling parameter 'bad_words' holds an empty word");
+    for (int32_t token : word) BEAM_RETURN_IF_ERROR(check_token_id("bad_words", token, vocab_size));
+  }
+  const auto banned = [&](int32_t token) {  // by a one-token word: always
+    for (const std::vector<int32_t>& word : p.bad_words_token_ids)
+      if (word.size() == 1 && word[0] == token) return true;
+    return false;
+  };
+  if (!p.allowed_token_ids.empty() &&
+      std::all_of(p.allowed_token_ids.begin(), p.allowed_token_ids.end(), banned))
+    return make_error("sampling parameter 'bad_words' bans every token of allowed_token_ids");
+  return ok_status();
+}
+
 }  // namespace
 
 std::optional<LogprobsMode> parse_logprobs_mode(std::string_view name) {
@@ -120,6 +139,7 @@ Status SamplingParams::validate(int64_t vocab_size) const {
   BEAM_RETURN_IF_ERROR(validate_limits(*this, vocab_size));
   BEAM_RETURN_IF_ERROR(validate_constraint(*this, vocab_size));
   BEAM_RETURN_IF_ERROR(validate_reasoning_budget(*this, vocab_size));
+  BEAM_RETURN_IF_ERROR(validate_token_filters(*this, vocab_size));
   return ok_status();
 }
 

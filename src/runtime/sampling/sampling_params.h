@@ -63,6 +63,11 @@ struct SamplingParams {
   // processor; null = free output. Excludes ignore_eos and min_tokens (docs/structured_output.md).
   std::shared_ptr<const OutputConstraint> constraint;
   std::optional<ReasoningBudget> reasoning_budget;  // unset: the reasoning is not capped
+  // Token filters (vLLM's), applied as the allowed-token mask with the constraint's: only these
+  // ids may be sampled (empty: every id); and bad words as token sequences, the last token of
+  // each masked wherever the output ends with the ones before it (a one-token word: always).
+  std::vector<int32_t> allowed_token_ids;
+  std::vector<std::vector<int32_t>> bad_words_token_ids;
 
   // An error naming the first invalid field, with its value and the allowed range.
   Status validate(int64_t vocab_size) const;
@@ -73,6 +78,9 @@ struct SamplingParams {
     return is_greedy() || logprobs_mode == LogprobsMode::kRaw ? 1.0 : temperature;
   }
   bool top_k_active(int64_t vocab_size) const { return top_k > 0 && top_k < vocab_size; }
+  bool has_token_filters() const {
+    return !allowed_token_ids.empty() || !bad_words_token_ids.empty();
+  }
   bool has_output_penalties() const {
     return frequency_penalty != 0.0 || presence_penalty != 0.0 || repetition_penalty != 1.0;
   }

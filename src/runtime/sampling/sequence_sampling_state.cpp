@@ -68,6 +68,10 @@ SequenceSamplingState::SequenceSamplingState(const SequenceSamplingSetup& s)
     end_ids_ = sorted_distinct(ends);
     constraint_.emplace(p.constraint);
   }
+  if (!p.allowed_token_ids.empty()) {
+    allowed_bits_.assign(static_cast<size_t>(allowed_mask_words(vocab_size_)), 0u);
+    for (int32_t token : p.allowed_token_ids) set_mask_bit(allowed_bits_, token);
+  }
   if (p.reasoning_budget) {
     budget_phase_ =
         p.reasoning_budget->start_token ? BudgetPhase::kBefore : BudgetPhase::kReasoning;
@@ -111,6 +115,14 @@ void SequenceSamplingState::append_output(std::span<const int32_t> tokens) {
     }
   }
   for (int32_t token : tokens) advance_budget(token);
+  size_t context = 0;  // output tokens a bad word may need before its last one
+  for (const std::vector<int32_t>& word : params_->bad_words_token_ids)
+    context = std::max(context, word.size() - 1);
+  if (context > 0) {
+    recent_.insert(recent_.end(), tokens.begin(), tokens.end());
+    if (recent_.size() > context)
+      recent_.erase(recent_.begin(), recent_.end() - static_cast<std::ptrdiff_t>(context));
+  }
   if (constraint_) {
     // A token outside the mask leaves the state dead; fill_allowed_tokens then reports it.
     for (int32_t token : tokens)
@@ -119,15 +131,38 @@ void SequenceSamplingState::append_output(std::span<const int32_t> tokens) {
   num_output_tokens_ += static_cast<int64_t>(tokens.size());
 }
 
-bool SequenceSamplingState::fill_allowed_tokens(std::span<uint32_t> bits,
-                                                MaskScratch& scratch) const {
+Status SequenceSamplingState::fill_allowed_tokens(std::span<uint32_t> bits,
+                                                  MaskScratch& scratch) const {
   BEAM_CHECK(constrained()) << "fill_allowed_tokens without an active constraint";
   if (forcing_reasoning_end()) {
     std::fill(bits.begin(), bits.end(), 0u);
     set_mask_bit(bits, params_->reasoning_budget->end_tokens[forced_]);
-    return true;
+    return ok_status();
   }
-  return constraint_->fill_allowed(bits, end_ids_, scratch);
+  if (constraint_ && constraint_->active()) {
+    if (!constraint_->fill_allowed(bits, end_ids_, scratch))
+      return make_error("the output no longer fits its response format");
+  } else {  // every token: whole words, then the last word's bits below vocab_size
+    std::fill(bits.begin(), bits.end(), ~0u);
+    if (const int64_t tail = vocab_size_ % 32; tail != 0) bits.back() = (1u << tail) - 1u;
+  }
+  const SamplingParams& p = *params_;
+  if (!p.has_token_filters()) return ok_status();
+  if (!allowed_bits_.empty())
+    for (size_t w = 0; w < bits.size(); ++w) bits[w] &= allowed_bits_[w];
+  for (const std::vector<int32_t>& word : p.bad_words_token_ids) {
+    const size_t before = word.size() - 1;
+    if (before > recent_.size()) continue;
+    if (std::equal(word.begin(), word.end() - 1,
+                   recent_.end() - static_cast<std::ptrdiff_t>(before)))
+      clear_mask_bit(bits, word.back());
+  }
+  if (num_output_tokens_ < p.min_tokens)  // these would be -inf: none may be all that is left
+    for (int32_t token : min_tokens_masked_) clear_mask_bit(bits, token);
+  if (std::none_of(bits.begin(), bits.end(), [](uint32_t w) { return w != 0; }))
+    return make_error(
+        "no token may come next: allowed_token_ids, bad_words and min_tokens leave none");
+  return ok_status();
 }
 
 bool SequenceSamplingState::is_eos(int32_t token) const { return contains(eos_ids_, token); }

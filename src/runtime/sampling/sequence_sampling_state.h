@@ -63,15 +63,18 @@ class SequenceSamplingState {
   const std::unordered_map<int32_t, int32_t>& output_counts() const { return output_counts_; }
 
   // Whether a mask decides the next token: params().constraint's (once its start token has been
-  // written), or the reasoning budget's while it forces the end of the reasoning.
+  // written), the token filters' (allowed_token_ids, bad_words), or the reasoning budget's while
+  // it forces the end of the reasoning.
   bool constrained() const {
-    return forcing_reasoning_end() || (constraint_ && constraint_->active());
+    return forcing_reasoning_end() || (constraint_ && constraint_->active()) ||
+           params_->has_token_filters();
   }
   // Needs constrained(): overwrites bits (allowed_mask_words(vocab_size()) words) with the
-  // tokens allowed next — the next forced token that ends the reasoning, else JSON text that
-  // keeps a parse alive, and the eos and stop ids once the JSON is complete. False when nothing
-  // is allowed (an earlier token broke the constraint).
-  bool fill_allowed_tokens(std::span<uint32_t> bits, MaskScratch& scratch) const;
+  // tokens allowed next — the next forced token that ends the reasoning, else the constraint's
+  // (text that keeps a parse alive, and the eos and stop ids once it is complete) or every token,
+  // less what the token filters and min_tokens take out. An error naming why when nothing is
+  // allowed (an earlier token broke the constraint, or the filters leave no token).
+  Status fill_allowed_tokens(std::span<uint32_t> bits, MaskScratch& scratch) const;
   // Tokens written inside the reasoning so far (with a reasoning budget).
   int64_t reasoning_tokens() const { return reasoning_tokens_; }
   bool forcing_reasoning_end() const { return budget_phase_ == BudgetPhase::kForcing; }
@@ -102,6 +105,8 @@ class SequenceSamplingState {
   std::vector<int32_t> prompt_set_;         // sorted, distinct
   std::unordered_map<int32_t, int32_t> output_counts_;
   std::vector<int32_t> end_ids_;  // eos and stop ids, sorted, distinct (with a constraint)
+  std::vector<uint32_t> allowed_bits_;  // params' allowed_token_ids as a mask; empty: none
+  std::vector<int32_t> recent_;  // with bad words: the last output tokens, up to the longest - 1
   std::optional<ConstraintState> constraint_;
   BudgetPhase budget_phase_ = BudgetPhase::kNone;
   int64_t reasoning_tokens_ = 0;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "server/api/bad_words.h"
 #include "server/api/routed_experts.h"
 #include "server/api/think_tags.h"
 #include "server/generation/generation_group.h"
@@ -81,6 +82,12 @@ ApiExpected<bool> finish_spec(const ServedModel& model, const SamplingFields& fi
       spec->sampling.constraint,
       make_output_constraint(model, tool_call ? spec->tool_format : fields.format,
                              spec->prompt_text, spec->parse_output, std::move(hidden)));
+  if (!fields.bad_words.empty()) {
+    if (!model.tokenizer)
+      return invalid_request("'bad_words' needs the model's tokenizer", "bad_words");
+    API_ASSIGN_OR_RETURN(spec->sampling.bad_words_token_ids,
+                         bad_words_token_ids(*model.tokenizer, fields.bad_words));
+  }
   API_ASSIGN_OR_RETURN(bool valid, validate_sampling(spec->sampling, model.vocab_size));
   (void)valid;
   return check_prompt_fits(model, static_cast<int64_t>(spec->prompt_ids.size()), spec->sampling.max_tokens,

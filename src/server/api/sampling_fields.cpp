@@ -1,6 +1,7 @@
 // Sampling field parsing (see sampling_fields.h).
 #include "server/api/sampling_fields.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace beam::server {
@@ -59,6 +60,29 @@ void read_logit_bias(FieldReader& r, std::map<int32_t, double>* out) {
   }
 }
 
+// A list of at most `max` non-empty strings of at most max_bytes each; `what` names one.
+void read_strings(FieldReader& r, const char* key, size_t max, size_t max_bytes, const char* what,
+                  std::vector<std::string>* out) {
+  const Json* v = r.get(key);
+  if (!v) return;
+  if (!v->is_array()) return r.fail_type(key, "an array of strings", *v);
+  if (v->size() > max)
+    return r.fail(key, "at most " + std::to_string(max) + " " + what + "s are allowed");
+  std::vector<std::string> strings;
+  for (size_t i = 0; i < v->size(); ++i) {
+    const Json& e = (*v)[i];
+    if (!e.is_string())
+      return r.fail(key, "element " + std::to_string(i) + " is a " + json_type_name(e) +
+                             ", expected a string");
+    strings.push_back(e.get<std::string>());
+    if (strings.back().empty()) return r.fail(key, std::string(what) + "s must not be empty");
+    if (strings.back().size() > max_bytes)
+      return r.fail(key, std::string("a ") + what + " is longer than " + std::to_string(max_bytes) +
+                             " bytes");
+  }
+  *out = std::move(strings);
+}
+
 }  // namespace
 
 void read_sampling_fields(FieldReader& r, const char* stop_key, SamplingFields* out) {
@@ -101,6 +125,14 @@ void read_sampling_fields(FieldReader& r, const char* stop_key, SamplingFields* 
     r.fail("priority", "out of range");
   out->priority = static_cast<int32_t>(priority);
   read_cache_salt(r, "cache_salt", &out->cache_salt);
+  if (r.get("allowed_token_ids")) {
+    read_token_ids(r, "allowed_token_ids", &p.allowed_token_ids);
+    if (p.allowed_token_ids.empty()) r.fail("allowed_token_ids", "must not be empty");
+    std::sort(p.allowed_token_ids.begin(), p.allowed_token_ids.end());
+    p.allowed_token_ids.erase(std::unique(p.allowed_token_ids.begin(), p.allowed_token_ids.end()),
+                              p.allowed_token_ids.end());
+  }
+  read_strings(r, "bad_words", kMaxBadWords, kMaxBadWordBytes, "bad word", &out->bad_words);
 }
 
 void read_stop_regexes(FieldReader& r, const char* key, std::vector<StopRegex>* out) {

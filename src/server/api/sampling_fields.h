@@ -16,11 +16,15 @@ namespace beam::server {
 inline constexpr size_t kMaxStopStrings = 64;
 inline constexpr size_t kMaxStopStringBytes = 1024;
 inline constexpr size_t kMaxCacheSaltBytes = 1024;
+inline constexpr size_t kMaxBadWords = 1024;
+inline constexpr size_t kMaxBadWordBytes = 1024;
 
 struct SamplingFields {
   SamplingParams params;
   std::vector<std::string> stop_strings;
   std::vector<StopRegex> stop_regexes;  // SGLang's stop_regex (read_stop_regexes)
+  // vLLM's bad_words; finish_spec tokenizes them into params.bad_words_token_ids.
+  std::vector<std::string> bad_words;
   bool include_stop_str_in_output = false;
   bool skip_special_tokens = true;
   int32_t priority = 0;
@@ -42,7 +46,8 @@ struct SamplingFields {
 // Reads temperature, top_p, top_k, min_p, the penalties, seed, logit_bias, `stop_key` (a string
 // or an array of strings; "stop" for OpenAI, "stop_sequences" for Anthropic), stop_token_ids,
 // min_tokens, ignore_eos, logprobs_mode ("scaled" | "raw"), n, include_stop_str_in_output,
-// skip_special_tokens, priority, cache_salt (vLLM's: a non-empty string).
+// skip_special_tokens, priority, cache_salt (vLLM's: a non-empty string), and vLLM's token
+// filters allowed_token_ids (a non-empty array of ids) and bad_words (an array of strings).
 // Token-limit and logprob fields differ per endpoint and are read by the caller.
 void read_sampling_fields(FieldReader& r, const char* stop_key, SamplingFields* out);
 

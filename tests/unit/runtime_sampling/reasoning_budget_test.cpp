@@ -39,7 +39,7 @@ void append(SequenceSamplingState& s, std::vector<int32_t> tokens) {
 int32_t forced_token(const SequenceSamplingState& s) {
   std::vector<uint32_t> bits(static_cast<size_t>((kVocab + 31) / 32), 0xffffffffu);
   MaskScratch scratch;
-  EXPECT_TRUE(s.fill_allowed_tokens(bits, scratch));
+  EXPECT_TRUE(s.fill_allowed_tokens(bits, scratch).ok());
   int32_t only = -1;
   for (int32_t t = 0; t < kVocab; ++t) {
     if (!mask_bit(bits, t)) continue;
@@ -64,7 +64,7 @@ TEST(ReasoningBudget, ForcesTheEndTokensOnceTheBudgetIsSpent) {
   logits[30] = 50.0f;
   std::vector<uint32_t> bits(2, 0u);
   MaskScratch scratch;
-  ASSERT_TRUE(s.fill_allowed_tokens(bits, scratch));
+  ASSERT_TRUE(s.fill_allowed_tokens(bits, scratch).ok());
   Sampler sampler(kVocab);
   EXPECT_EQ(sampler.sample({logits, &s, {}, bits}).token, kNewline);
   append(s, {kNewline});
