@@ -627,6 +627,38 @@ test("vLLM's token filters: allowed_token_ids and bad_words", async () => {
     assertOpenAiError(await post('/v1/completions', { ...ask, ...extra }), 400, param);
 });
 
+// A conversation whose last message stays open (vLLM's continue_final_message; an Anthropic
+// conversation ending with an assistant message, a prefill): the prompt ends with that message's
+// text, and the output continues it as a completion of that prompt would.
+test('continue_final_message and Anthropic prefills continue the final message', async () => {
+  const convo = [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'Hel' }];
+  const open = await post('/tokenize', { model: MODEL, messages: convo, continue_final_message: true,
+    add_generation_prompt: false });
+  assert.equal(open.status, 200, open.text);
+  const closed = await post('/tokenize', { model: MODEL, messages: convo });
+  const text = async (tokens) => (await post('/detokenize', { model: MODEL, tokens })).json.prompt;
+  assert.ok((await text(open.json.tokens)).endsWith('</think>\n\nHel'), await text(open.json.tokens));
+  assert.ok(!(await text(closed.json.tokens)).endsWith('Hel'));
+  const ask = { model: MODEL, max_tokens: 4, temperature: 0, ignore_eos: true, logprobs: true };
+  const cont = await post('/v1/chat/completions', { ...ask, messages: convo, continue_final_message: true });
+  assert.equal(cont.status, 200, cont.text);
+  const comp = await post('/v1/completions', { ...ask, prompt: open.json.tokens, logprobs: 0 });
+  assert.equal(cont.json.usage.prompt_tokens, open.json.count);
+  assert.deepEqual(cont.json.choices[0].logprobs.content.map((c) => c.token), comp.json.choices[0].logprobs.tokens);
+  assert.equal(cont.json.choices[0].message.content, comp.json.choices[0].text);  // without the prefill
+  const prefill = await post('/v1/messages', { model: MODEL, max_tokens: 4, temperature: 0, messages: convo });
+  assert.equal(prefill.status, 200, prefill.text);
+  const u = prefill.json.usage;  // input_tokens counts the uncached part, as Anthropic's
+  assert.equal(u.input_tokens + (u.cache_read_input_tokens ?? 0), open.json.count, prefill.text);
+  assertOpenAiError(await post('/v1/chat/completions', { ...ask, messages: convo, continue_final_message: true,
+    add_generation_prompt: true }), 400, 'continue_final_message');
+  assertAnthropicError(await post('/v1/messages', { model: MODEL, max_tokens: 4,
+    messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'Hel ' }] }), 400, 'invalid_request_error');
+  // tiny-chat's template (Qwen3's) moves text before </think> into the reasoning: not as given.
+  assertOpenAiError(await post('/v1/chat/completions', { ...ask, continue_final_message: true,
+    messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'a</think>b' }] }), 400, 'messages');
+});
+
 test('echo with max_tokens 0 returns the prompt alone; echo with n > 1 and streamed', async () => {
   const prompt = 'The weather in Paris';
   const r = await post('/v1/completions', { model: MODEL, prompt, max_tokens: 0, echo: true, logprobs: 2 });

@@ -89,6 +89,24 @@ ApiExpected<bool> convert_message(const Json& m, const std::string& p, Json& out
   return true;
 }
 
+// Whether the conversation ends with an assistant message, which the response continues (a
+// prefill; `last`: its chat-template form). As Anthropic's API: its text may not end with
+// whitespace, and it may not hold tool_use blocks.
+ApiExpected<bool> continues_final_message(const Json& message, const Json& last) {
+  if (message.value("role", "") != "assistant") return false;
+  const std::string path = "messages";
+  if (last.contains("tool_calls"))
+    return invalid_request(
+        "'messages': a final assistant message with tool_use blocks cannot be continued (send the "
+        "tool_result in a user message)",
+        path);
+  const std::string& text = last["content"].get_ref<const std::string&>();
+  if (!text.empty() && std::string_view(" \t\n\r\f\v").find(text.back()) != std::string::npos)
+    return invalid_request(
+        "'messages': final assistant content cannot end with trailing whitespace", path);
+  return true;
+}
+
 ApiExpected<Json> convert_tools(const Json& tools) {
   if (!tools.is_array()) return invalid_request("'tools': expected an array", "tools");
   Json out = Json::array();
@@ -190,6 +208,8 @@ ApiExpected<MessagesRequest> parse_messages_request(const Json& body, bool count
     API_ASSIGN_OR_RETURN(bool ok, convert_message((*messages)[i], indexed_path("messages", i), req.prompt.messages));
     (void)ok;
   }
+  API_ASSIGN_OR_RETURN(req.prompt.continue_final_message,
+                       continues_final_message(messages->back(), req.prompt.messages.back()));
   if (const Json* tools = r.get("tools")) {
     API_ASSIGN_OR_RETURN(Json converted, convert_tools(*tools));
     if (!converted.empty()) req.prompt.tools = std::move(converted);

@@ -14,22 +14,69 @@ const Json* find_function(const Json& tools, const std::string& name) {
   return nullptr;
 }
 
+// s without leading and trailing ASCII whitespace (Python's str.strip on ASCII text).
+std::string_view stripped(std::string_view s) {
+  constexpr std::string_view kSpace = " \t\n\r\f\v";
+  const size_t begin = s.find_first_not_of(kSpace);
+  if (begin == std::string_view::npos) return {};
+  return s.substr(begin, s.find_last_not_of(kSpace) - begin + 1);
+}
+
+// The conversation rendered with the chat template.
+ApiExpected<std::string> render(const ServedModel& model, const Json& messages,
+                                const ChatPrompt& prompt, bool add_generation_prompt) {
+  text::ChatTemplateInputs inputs;
+  inputs.messages = messages;
+  inputs.tools = prompt.tools;
+  inputs.add_generation_prompt = add_generation_prompt;
+  inputs.variables = prompt.variables;
+  Expected<std::string> rendered = model.chat_template->render(inputs);
+  if (!rendered.ok())
+    return invalid_request(
+        "the chat template rejected the conversation: " + rendered.error().message, "messages");
+  return std::move(rendered).value();
+}
+
+// The conversation with its last message left open (transformers' continue_final_message): the
+// rendering without a generation prompt, cut after the last occurrence of that message's text
+// (else of its text without surrounding whitespace, which some templates trim). An empty last
+// message is a new one: the earlier messages with the generation prompt.
+ApiExpected<std::string> render_open_final_message(const ServedModel& model,
+                                                   const ChatPrompt& prompt) {
+  const Json& messages = prompt.messages;
+  const Json* content = messages.empty() ? nullptr : &messages.back()["content"];
+  if (!content || !content->is_string())
+    return invalid_request("continuing the final message needs a final message with text content",
+                           "messages");
+  const std::string& text = content->get_ref<const std::string&>();
+  if (text.empty()) {
+    Json earlier = messages;
+    earlier.erase(earlier.end() - 1);
+    return render(model, earlier, prompt, /*add_generation_prompt=*/true);
+  }
+  API_ASSIGN_OR_RETURN(std::string rendered,
+                       render(model, messages, prompt, /*add_generation_prompt=*/false));
+  for (const std::string_view written : {std::string_view(text), stripped(text)}) {
+    const size_t at = written.empty() ? std::string::npos : rendered.rfind(written);
+    if (at != std::string::npos) return rendered.substr(0, at + written.size());
+  }
+  return invalid_request(
+      "the chat template does not write the final message's text as given, so the output cannot "
+      "continue it",
+      "messages");
+}
+
 }  // namespace
 
 ApiExpected<RenderedPrompt> render_chat_prompt(const ServedModel& model, const ChatPrompt& prompt) {
   API_ASSIGN_OR_RETURN(bool ok, require_chat_template(model));
   (void)ok;
-  text::ChatTemplateInputs inputs;
-  inputs.messages = prompt.messages;
-  inputs.tools = prompt.tools;
-  inputs.add_generation_prompt = true;
-  inputs.variables = prompt.variables;
-  Expected<std::string> rendered = model.chat_template->render(inputs);
-  if (!rendered.ok()) {
-    return invalid_request("the chat template rejected the conversation: " + rendered.error().message, "messages");
-  }
+  API_ASSIGN_OR_RETURN(std::string rendered,
+                       prompt.continue_final_message
+                           ? render_open_final_message(model, prompt)
+                           : render(model, prompt.messages, prompt, prompt.add_generation_prompt));
   RenderedPrompt out;
-  out.text = std::move(rendered).value() + prompt.assistant_prefill;
+  out.text = std::move(rendered) + prompt.assistant_prefill;
   Expected<std::vector<text::TokenId>> ids = model.tokenizer->encode(out.text, /*allow_special=*/true);
   if (!ids.ok()) return invalid_request("the prompt could not be tokenized: " + ids.error().message, "messages");
   out.ids = std::move(ids).value();

@@ -18,6 +18,12 @@ struct ChatPrompt {
   std::optional<Json> tools;         // OpenAI format: [{"type": "function", "function": {...}}]
   Json variables = Json::object();   // extra template variables (enable_thinking, reasoning_effort)
   std::string assistant_prefill;     // appended after the generation prompt
+  // HF's add_generation_prompt (vLLM's field) and continue_final_message (vLLM's field, and an
+  // Anthropic conversation that ends with an assistant message): the last message stays open,
+  // rendered without a generation prompt and cut right after its text as transformers does, so
+  // the output continues it.
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;
 };
 
 struct RenderedPrompt {
@@ -34,8 +40,9 @@ struct ToolChoice {
   bool parallel = true;
 };
 
-// Renders with add_generation_prompt and tokenizes (special tokens in the rendered text are
-// control tokens). Template errors (e.g. "roles must alternate") are 400s.
+// Renders with add_generation_prompt (or the final message left open) and tokenizes (special
+// tokens in the rendered text are control tokens). Template errors (e.g. "roles must alternate")
+// are 400s, and so is a final message to continue whose text the template does not write as given.
 ApiExpected<RenderedPrompt> render_chat_prompt(const ServedModel& model, const ChatPrompt& prompt);
 
 // none: tools are not offered and tool-call text comes back as content; required: the assistant

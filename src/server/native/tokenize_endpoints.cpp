@@ -19,6 +19,7 @@ ApiExpected<Json> tokenize(const ServedModel& model, const Json& body) {
   if (prompt && messages) r.fail("messages", "give either 'prompt' or 'messages', not both");
   ChatPrompt chat;
   read_template_variables(r, &chat.variables);
+  read_generation_prompt_fields(r, &chat);
   if (r.failed()) return r.take_error();
   API_ASSIGN_OR_RETURN(bool ok, check_model_name(model, requested));
   API_ASSIGN_OR_RETURN(ok, require_tokenizer(model));

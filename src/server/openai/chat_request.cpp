@@ -188,6 +188,16 @@ void read_template_variables(FieldReader& r, Json* variables) {
   if (effort) (*variables)["reasoning_effort"] = *effort;
 }
 
+void read_generation_prompt_fields(FieldReader& r, ChatPrompt* prompt) {
+  r.read("add_generation_prompt", &prompt->add_generation_prompt);
+  r.read("continue_final_message", &prompt->continue_final_message);
+  if (prompt->continue_final_message && r.has("add_generation_prompt") &&
+      prompt->add_generation_prompt)
+    r.fail("continue_final_message",
+           "cannot be combined with add_generation_prompt: true (the final message is continued, "
+           "no new one is opened)");
+}
+
 ApiExpected<ChatRequest> parse_chat_request(const Json& body) {
   if (!body.is_object()) return invalid_request("the request body must be a JSON object");
   ChatRequest req;
@@ -213,6 +223,7 @@ ApiExpected<ChatRequest> parse_chat_request(const Json& body) {
     if (s.failed()) return s.take_error();
   }
   read_template_variables(r, &req.prompt.variables);
+  read_generation_prompt_fields(r, &req.prompt);
   if (r.failed()) return r.take_error();
   API_ASSIGN_OR_RETURN(req.prompt.messages, convert_openai_messages(*messages, "messages"));
   if (const Json* tools = r.get("tools")) {
