@@ -555,6 +555,69 @@ test('cache_salt: cached prefixes are shared only among requests with the same s
     'extra_key');
 });
 
+// vLLM's return_tokens_as_token_ids: every token of the chat and legacy logprobs (chosen, top
+// alternatives, the echoed prompt) is written "token_id:<id>" (chat bytes: that string's), streamed
+// or not; the text, the numbers, text_offset and prompt_logprobs stay as without it.
+test('return_tokens_as_token_ids writes logprobs tokens as token_id:<id>', async () => {
+  const asId = /^token_id:(\d+)$/;
+  const idOf = (t) => Number(asId.exec(t)?.[1] ?? NaN);
+  const text = async (id) => (await post('/detokenize', { tokens: [id] })).json.prompt;
+  const ask = chat({ max_tokens: 4, temperature: 0, ignore_eos: true, logprobs: true, top_logprobs: 2,
+    logit_bias: asciiOnly });
+  const plain = await post('/v1/chat/completions', ask);
+  const ids = await post('/v1/chat/completions', { ...ask, return_tokens_as_token_ids: true });
+  assert.equal(ids.status, 200, ids.text);
+  assert.equal(ids.json.choices[0].message.content, plain.json.choices[0].message.content);
+  const entries = ids.json.choices[0].logprobs.content;
+  const plainEntries = plain.json.choices[0].logprobs.content;
+  assert.equal(entries.length, 4);
+  for (const [i, e] of entries.entries()) {
+    assert.match(e.token, asId);
+    assert.deepEqual(e.bytes, [...Buffer.from(e.token)]);
+    assert.equal(await text(idOf(e.token)), plainEntries[i].token);
+    assert.equal(e.logprob, plainEntries[i].logprob);
+    assert.equal(e.top_logprobs.length, 2);
+    for (const [k, t] of e.top_logprobs.entries()) {
+      const want = plainEntries[i].top_logprobs[k];
+      assert.match(t.token, asId);
+      assert.deepEqual(t.bytes, [...Buffer.from(t.token)]);
+      assert.equal(t.logprob, want.logprob);
+      // (an alternative may be part of a character: no whole text to compare)
+      if (!want.token.includes('\ufffd')) assert.equal(await text(idOf(t.token)), want.token);
+    }
+  }
+  const streamed = await sseEvents('/v1/chat/completions', { ...ask, return_tokens_as_token_ids: true,
+    stream: true });
+  assert.deepEqual(streamed.flatMap((e) => e.choices[0]?.logprobs?.content ?? []), entries);
+  // Completions: the echoed prompt's tokens too, and the top_logprobs keys.
+  const prompt = [Tok.HELLO, 40, 41];
+  const cmpl = { model: MODEL, prompt, max_tokens: 3, temperature: 0, ignore_eos: true, echo: true,
+    logprobs: 2, prompt_logprobs: 1, logit_bias: asciiOnly };
+  const before = (await post('/v1/completions', cmpl)).json.choices[0];
+  const r = await post('/v1/completions', { ...cmpl, return_tokens_as_token_ids: true });
+  assert.equal(r.status, 200, r.text);
+  const c = r.json.choices[0];
+  assert.equal(c.text, before.text);
+  const lp = c.logprobs;
+  assert.deepEqual(lp.tokens.slice(0, 3), prompt.map((id) => `token_id:${id}`));
+  assert.equal(lp.tokens.length, 6);
+  for (const [i, t] of lp.tokens.entries()) assert.equal(await text(idOf(t)), before.logprobs.tokens[i]);
+  assert.equal(lp.top_logprobs[0], null);
+  for (const top of lp.top_logprobs.slice(1)) {
+    assert.ok(Object.keys(top).length >= 2);
+    for (const k of Object.keys(top)) assert.match(k, asId);
+  }
+  assert.deepEqual(lp.token_logprobs, before.logprobs.token_logprobs);
+  assert.deepEqual(lp.text_offset, before.logprobs.text_offset);  // offsets into `text`
+  assert.deepEqual(c.prompt_logprobs, before.prompt_logprobs);  // as vLLM: keyed by id already
+  const ev = await sseEvents('/v1/completions', { ...cmpl, return_tokens_as_token_ids: true, stream: true });
+  assert.deepEqual(ev.flatMap((e) => e.choices[0]?.logprobs?.tokens ?? []), lp.tokens);
+  assertOpenAiError(await post('/v1/chat/completions', chat({ return_tokens_as_token_ids: 'yes' })), 400,
+    'return_tokens_as_token_ids');
+  assertOpenAiError(await post('/v1/completions', { model: MODEL, prompt: 'x', return_tokens_as_token_ids: 1 }),
+    400, 'return_tokens_as_token_ids');
+});
+
 // Reasoning budgets (vLLM's thinking_token_budget, SGLang's thinking_budget, Anthropic's
 // thinking.budget_tokens): once the reasoning holds that many tokens, </think> is forced. Here
 // logit_bias makes <think> (505) the model's every choice, so only the budget can close it.

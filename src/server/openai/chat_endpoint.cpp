@@ -30,6 +30,7 @@ ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& e
   o.include_usage = req.include_usage;
   o.logprobs = spec.sampling.logprobs;
   o.top_logprobs = spec.sampling.top_logprobs;
+  o.tokens_as_ids = req.tokens_as_ids;
   o.n = spec.sampling.n;
   o.prompt_logprobs = req.prompt_logprobs;
   if (req.prompt_logprobs) o.prompt_ids = spec.prompt_ids;

@@ -206,6 +206,7 @@ ApiExpected<ChatRequest> parse_chat_request(const Json& body) {
   read_max_tokens(r, req.prompt_logprobs.has_value(), &req.sampling.params, &req.max_tokens_field);
   r.read("logprobs", &req.sampling.params.logprobs);
   r.read("top_logprobs", &req.sampling.params.top_logprobs);
+  r.read("return_tokens_as_token_ids", &req.tokens_as_ids);
   if (const Json* so = r.get("stream_options")) {
     FieldReader s(*so, "stream_options");
     if (!so->is_object()) r.fail_type("stream_options", "an object", *so);

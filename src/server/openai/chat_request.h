@@ -23,6 +23,7 @@ struct ChatRequest {
   // vLLM's prompt_logprobs: [0, 20] alternatives per position of the rendered prompt (not with
   // stream); with it the output limit may be 0.
   std::optional<int64_t> prompt_logprobs;
+  bool tokens_as_ids = false;  // vLLM's return_tokens_as_token_ids: logprobs say "token_id:<id>"
   const char* max_tokens_field = "max_tokens";  // or "max_completion_tokens", for errors
 };
 

@@ -73,6 +73,7 @@ void read_logprob_fields(FieldReader& r, CompletionRequest* req) {
     req->sampling.params.top_logprobs = *logprobs;
   }
   r.read("echo", &req->echo);
+  r.read("return_tokens_as_token_ids", &req->tokens_as_ids);
   r.read("prompt_logprobs", &req->prompt_logprobs);
   if (req->prompt_logprobs &&
       (*req->prompt_logprobs < 0 || *req->prompt_logprobs > kMaxTopLogprobs))

@@ -77,6 +77,7 @@ ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& e
   // Legacy logprobs=k: the chosen token plus the k most likely alternatives.
   if (req.sampling.params.logprobs) o.logprobs = req.sampling.params.top_logprobs;
   o.echo = req.echo;
+  o.tokens_as_ids = req.tokens_as_ids;
   o.prompt_logprobs = req.prompt_logprobs;
   o.n = specs.front().sampling.n;
   auto observer = std::make_shared<CompletionObserver>(exchange, &*model.tokenizer, std::move(o));
