@@ -618,6 +618,51 @@ test('return_tokens_as_token_ids writes logprobs tokens as token_id:<id>', async
     400, 'return_tokens_as_token_ids');
 });
 
+// vLLM's truncate_prompt_tokens: the tokenized prompt's last k tokens (-1: the context) are all
+// the model sees, before the context check, the prefix cache and prompt logprobs; usage counts
+// them and echo returns their text.
+test('truncate_prompt_tokens keeps the prompt\'s last k tokens', async () => {
+  // Past the context (4,096 tokens) unless truncated; cached as the kept tokens.
+  const long = 'z9'.repeat(5000);
+  const kept = (await post('/tokenize', { model: MODEL, prompt: long })).json.tokens.slice(-40);
+  const ask = { model: MODEL, max_tokens: 3, temperature: 0, ignore_eos: true, logit_bias: asciiOnly };
+  const cut = await post('/v1/completions', { ...ask, prompt: long, truncate_prompt_tokens: 40, echo: true,
+    logprobs: 0 });
+  assert.equal(cut.status, 200, cut.text);
+  assert.equal(cut.json.usage.prompt_tokens, 40);
+  const keptText = (await post('/detokenize', { tokens: kept })).json.prompt;
+  const same = await post('/v1/completions', { ...ask, prompt: kept });
+  assert.equal(same.json.usage.prompt_tokens_details.cached_tokens, 32);  // 16-token blocks
+  const c = cut.json.choices[0];
+  assert.equal(c.text, keptText + same.json.choices[0].text);
+  assert.equal(c.logprobs.tokens.length, 43);
+  // A list: each prompt on its own; a prompt shorter than k is whole; prompt_logprobs cover k.
+  const list = await post('/v1/completions', { ...ask, prompt: [long, [Tok.HELLO, 40]], prompt_logprobs: 0,
+    truncate_prompt_tokens: 8 });
+  assert.equal(list.status, 200, list.text);
+  assert.equal(list.json.usage.prompt_tokens, 8 + 2);
+  assert.equal(list.json.choices[0].prompt_logprobs.length, 8);
+  assert.equal(list.json.choices[1].prompt_logprobs.length, 2);
+  assert.equal(list.json.choices[0].text,
+    (await post('/v1/completions', { ...ask, prompt: kept.slice(-8) })).json.choices[0].text);
+  // Chat: the rendered prompt's last k tokens.
+  const messages = [{ role: 'user', content: 'tell me '.repeat(20) }];
+  const rendered = (await post('/tokenize', { model: MODEL, messages })).json.tokens;
+  const ch = await post('/v1/chat/completions', { ...ask, messages, truncate_prompt_tokens: 12, prompt_logprobs: 0 });
+  assert.equal(ch.status, 200, ch.text);
+  assert.equal(ch.json.usage.prompt_tokens, 12);
+  ch.json.prompt_logprobs.slice(1).forEach((e, i) => assert.ok(e[String(rendered.at(-12 + i + 1))]));
+  const whole = await post('/v1/chat/completions', { ...ask, messages, truncate_prompt_tokens: -1 });
+  assert.equal(whole.json.usage.prompt_tokens, rendered.length);
+  assertOpenAiError(await post('/v1/completions', { ...ask, prompt: long, truncate_prompt_tokens: -1 }), 400);
+  for (const bad of [0, -2, 2.5, '8', 4097]) {
+    assertOpenAiError(await post('/v1/completions', { ...ask, prompt: 'x', truncate_prompt_tokens: bad }), 400,
+      'truncate_prompt_tokens');
+    assertOpenAiError(await post('/v1/chat/completions', chat({ truncate_prompt_tokens: bad })), 400,
+      'truncate_prompt_tokens');
+  }
+});
+
 // Reasoning budgets (vLLM's thinking_token_budget, SGLang's thinking_budget, Anthropic's
 // thinking.budget_tokens): once the reasoning holds that many tokens, </think> is forced. Here
 // logit_bias makes <think> (505) the model's every choice, so only the budget can close it.
