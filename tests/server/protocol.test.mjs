@@ -555,6 +555,114 @@ test('cache_salt: cached prefixes are shared only among requests with the same s
     'extra_key');
 });
 
+// vLLM's return_tokens_as_token_ids: every token of the chat and legacy logprobs (chosen, top
+// alternatives, the echoed prompt) is written "token_id:<id>" (chat bytes: that string's), streamed
+// or not; the text, the numbers, text_offset and prompt_logprobs stay as without it.
+test('return_tokens_as_token_ids writes logprobs tokens as token_id:<id>', async () => {
+  const asId = /^token_id:(\d+)$/;
+  const idOf = (t) => Number(asId.exec(t)?.[1] ?? NaN);
+  const text = async (id) => (await post('/detokenize', { tokens: [id] })).json.prompt;
+  const ask = chat({ max_tokens: 4, temperature: 0, ignore_eos: true, logprobs: true, top_logprobs: 2,
+    logit_bias: asciiOnly });
+  const plain = await post('/v1/chat/completions', ask);
+  const ids = await post('/v1/chat/completions', { ...ask, return_tokens_as_token_ids: true });
+  assert.equal(ids.status, 200, ids.text);
+  assert.equal(ids.json.choices[0].message.content, plain.json.choices[0].message.content);
+  const entries = ids.json.choices[0].logprobs.content;
+  const plainEntries = plain.json.choices[0].logprobs.content;
+  assert.equal(entries.length, 4);
+  for (const [i, e] of entries.entries()) {
+    assert.match(e.token, asId);
+    assert.deepEqual(e.bytes, [...Buffer.from(e.token)]);
+    assert.equal(await text(idOf(e.token)), plainEntries[i].token);
+    assert.equal(e.logprob, plainEntries[i].logprob);
+    assert.equal(e.top_logprobs.length, 2);
+    for (const [k, t] of e.top_logprobs.entries()) {
+      const want = plainEntries[i].top_logprobs[k];
+      assert.match(t.token, asId);
+      assert.deepEqual(t.bytes, [...Buffer.from(t.token)]);
+      assert.equal(t.logprob, want.logprob);
+      // (an alternative may be part of a character: no whole text to compare)
+      if (!want.token.includes('\ufffd')) assert.equal(await text(idOf(t.token)), want.token);
+    }
+  }
+  const streamed = await sseEvents('/v1/chat/completions', { ...ask, return_tokens_as_token_ids: true,
+    stream: true });
+  assert.deepEqual(streamed.flatMap((e) => e.choices[0]?.logprobs?.content ?? []), entries);
+  // Completions: the echoed prompt's tokens too, and the top_logprobs keys.
+  const prompt = [Tok.HELLO, 40, 41];
+  const cmpl = { model: MODEL, prompt, max_tokens: 3, temperature: 0, ignore_eos: true, echo: true,
+    logprobs: 2, prompt_logprobs: 1, logit_bias: asciiOnly };
+  const before = (await post('/v1/completions', cmpl)).json.choices[0];
+  const r = await post('/v1/completions', { ...cmpl, return_tokens_as_token_ids: true });
+  assert.equal(r.status, 200, r.text);
+  const c = r.json.choices[0];
+  assert.equal(c.text, before.text);
+  const lp = c.logprobs;
+  assert.deepEqual(lp.tokens.slice(0, 3), prompt.map((id) => `token_id:${id}`));
+  assert.equal(lp.tokens.length, 6);
+  for (const [i, t] of lp.tokens.entries()) assert.equal(await text(idOf(t)), before.logprobs.tokens[i]);
+  assert.equal(lp.top_logprobs[0], null);
+  for (const top of lp.top_logprobs.slice(1)) {
+    assert.ok(Object.keys(top).length >= 2);
+    for (const k of Object.keys(top)) assert.match(k, asId);
+  }
+  assert.deepEqual(lp.token_logprobs, before.logprobs.token_logprobs);
+  assert.deepEqual(lp.text_offset, before.logprobs.text_offset);  // offsets into `text`
+  assert.deepEqual(c.prompt_logprobs, before.prompt_logprobs);  // as vLLM: keyed by id already
+  const ev = await sseEvents('/v1/completions', { ...cmpl, return_tokens_as_token_ids: true, stream: true });
+  assert.deepEqual(ev.flatMap((e) => e.choices[0]?.logprobs?.tokens ?? []), lp.tokens);
+  assertOpenAiError(await post('/v1/chat/completions', chat({ return_tokens_as_token_ids: 'yes' })), 400,
+    'return_tokens_as_token_ids');
+  assertOpenAiError(await post('/v1/completions', { model: MODEL, prompt: 'x', return_tokens_as_token_ids: 1 }),
+    400, 'return_tokens_as_token_ids');
+});
+
+// vLLM's truncate_prompt_tokens: the tokenized prompt's last k tokens (-1: the context) are all
+// the model sees, before the context check, the prefix cache and prompt logprobs; usage counts
+// them and echo returns their text.
+test('truncate_prompt_tokens keeps the prompt\'s last k tokens', async () => {
+  // Past the context (4,096 tokens) unless truncated; cached as the kept tokens.
+  const long = 'z9'.repeat(5000);
+  const kept = (await post('/tokenize', { model: MODEL, prompt: long })).json.tokens.slice(-40);
+  const ask = { model: MODEL, max_tokens: 3, temperature: 0, ignore_eos: true, logit_bias: asciiOnly };
+  const cut = await post('/v1/completions', { ...ask, prompt: long, truncate_prompt_tokens: 40, echo: true,
+    logprobs: 0 });
+  assert.equal(cut.status, 200, cut.text);
+  assert.equal(cut.json.usage.prompt_tokens, 40);
+  const keptText = (await post('/detokenize', { tokens: kept })).json.prompt;
+  const same = await post('/v1/completions', { ...ask, prompt: kept });
+  assert.equal(same.json.usage.prompt_tokens_details.cached_tokens, 32);  // 16-token blocks
+  const c = cut.json.choices[0];
+  assert.equal(c.text, keptText + same.json.choices[0].text);
+  assert.equal(c.logprobs.tokens.length, 43);
+  // A list: each prompt on its own; a prompt shorter than k is whole; prompt_logprobs cover k.
+  const list = await post('/v1/completions', { ...ask, prompt: [long, [Tok.HELLO, 40]], prompt_logprobs: 0,
+    truncate_prompt_tokens: 8 });
+  assert.equal(list.status, 200, list.text);
+  assert.equal(list.json.usage.prompt_tokens, 8 + 2);
+  assert.equal(list.json.choices[0].prompt_logprobs.length, 8);
+  assert.equal(list.json.choices[1].prompt_logprobs.length, 2);
+  assert.equal(list.json.choices[0].text,
+    (await post('/v1/completions', { ...ask, prompt: kept.slice(-8) })).json.choices[0].text);
+  // Chat: the rendered prompt's last k tokens.
+  const messages = [{ role: 'user', content: 'tell me '.repeat(20) }];
+  const rendered = (await post('/tokenize', { model: MODEL, messages })).json.tokens;
+  const ch = await post('/v1/chat/completions', { ...ask, messages, truncate_prompt_tokens: 12, prompt_logprobs: 0 });
+  assert.equal(ch.status, 200, ch.text);
+  assert.equal(ch.json.usage.prompt_tokens, 12);
+  ch.json.prompt_logprobs.slice(1).forEach((e, i) => assert.ok(e[String(rendered.at(-12 + i + 1))]));
+  const whole = await post('/v1/chat/completions', { ...ask, messages, truncate_prompt_tokens: -1 });
+  assert.equal(whole.json.usage.prompt_tokens, rendered.length);
+  assertOpenAiError(await post('/v1/completions', { ...ask, prompt: long, truncate_prompt_tokens: -1 }), 400);
+  for (const bad of [0, -2, 2.5, '8', 4097]) {
+    assertOpenAiError(await post('/v1/completions', { ...ask, prompt: 'x', truncate_prompt_tokens: bad }), 400,
+      'truncate_prompt_tokens');
+    assertOpenAiError(await post('/v1/chat/completions', chat({ truncate_prompt_tokens: bad })), 400,
+      'truncate_prompt_tokens');
+  }
+});
+
 // Reasoning budgets (vLLM's thinking_token_budget, SGLang's thinking_budget, Anthropic's
 // thinking.budget_tokens): once the reasoning holds that many tokens, </think> is forced. Here
 // logit_bias makes <think> (505) the model's every choice, so only the budget can close it.

@@ -1,6 +1,7 @@
 // Chat completions endpoint (see chat_endpoint.h).
 #include "server/openai/chat_endpoint.h"
 
+#include "server/api/prompt_truncation.h"
 #include "server/openai/chat_observer.h"
 #include "server/openai/chat_request.h"
 
@@ -15,6 +16,9 @@ ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& e
   GenerationSpec spec;
   API_ASSIGN_OR_RETURN(RenderedPrompt rendered,
                        prepare_chat_prompt(model, req.model, req.tool_choice, &req.prompt, &spec));
+  API_ASSIGN_OR_RETURN(
+      bool cut, truncate_prompt(model, req.truncate_prompt_tokens, &rendered.ids, &rendered.text));
+  (void)cut;
   const std::string id = env.ids->next("chatcmpl-");
   spec.tool_call_id_prefix = "call_" + id.substr(9, 12) + "_";
   spec.prompt_text = std::move(rendered.text);
@@ -30,6 +34,7 @@ ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& e
   o.include_usage = req.include_usage;
   o.logprobs = spec.sampling.logprobs;
   o.top_logprobs = spec.sampling.top_logprobs;
+  o.tokens_as_ids = req.tokens_as_ids;
   o.n = spec.sampling.n;
   o.prompt_logprobs = req.prompt_logprobs;
   if (req.prompt_logprobs) o.prompt_ids = spec.prompt_ids;

@@ -77,7 +77,9 @@ void ChatObserver::on_delta(int32_t sibling, SiblingDelta&& delta) {
   }
   Json logprobs = nullptr;
   if (options_.logprobs && !delta.tokens.empty()) {
-    logprobs = Json{{"content", logprob_entries(tokenizer_, delta.tokens, options_.top_logprobs)}, {"refusal", nullptr}};
+    logprobs = Json{{"content", logprob_entries({tokenizer_, options_.tokens_as_ids}, delta.tokens,
+                                                options_.top_logprobs)},
+                    {"refusal", nullptr}};
   }
   for (size_t i = 0; i < delta.parts.size(); ++i) {
     const ResponseDelta& p = delta.parts[i];
@@ -151,7 +153,9 @@ void ChatObserver::on_complete(const GenerationUsage& usage) {
     const SiblingResult& r = results_[i];
     Json logprobs = nullptr;
     if (options_.logprobs) {
-      logprobs = Json{{"content", logprob_entries(tokenizer_, r.tokens, options_.top_logprobs)}, {"refusal", nullptr}};
+      logprobs = Json{{"content", logprob_entries({tokenizer_, options_.tokens_as_ids}, r.tokens,
+                                                  options_.top_logprobs)},
+                      {"refusal", nullptr}};
     }
     choices.push_back(Json{{"index", i}, {"message", message(r)}, {"logprobs", std::move(logprobs)},
                            {"finish_reason", chat_finish_reason(r)}});

@@ -22,6 +22,7 @@ struct ChatResponseOptions {
   bool include_usage = false;
   bool logprobs = false;
   int64_t top_logprobs = 0;
+  bool tokens_as_ids = false;  // vLLM's return_tokens_as_token_ids: logprobs say "token_id:<id>"
   int64_t n = 1;
   // vLLM's prompt_logprobs (non-streaming): alternatives per position of `prompt_ids`.
   std::optional<int64_t> prompt_logprobs;

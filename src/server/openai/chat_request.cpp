@@ -1,6 +1,8 @@
 // Chat completions request parsing (see chat_request.h).
 #include "server/openai/chat_request.h"
 
+#include "server/api/prompt_truncation.h"
+
 namespace beam::server {
 namespace {
 
@@ -216,6 +218,8 @@ ApiExpected<ChatRequest> parse_chat_request(const Json& body) {
   read_max_tokens(r, req.prompt_logprobs.has_value(), &req.sampling.params, &req.max_tokens_field);
   r.read("logprobs", &req.sampling.params.logprobs);
   r.read("top_logprobs", &req.sampling.params.top_logprobs);
+  r.read("return_tokens_as_token_ids", &req.tokens_as_ids);
+  read_truncate_prompt_tokens(r, &req.truncate_prompt_tokens);
   if (const Json* so = r.get("stream_options")) {
     FieldReader s(*so, "stream_options");
     if (!so->is_object()) r.fail_type("stream_options", "an object", *so);

@@ -23,6 +23,9 @@ struct ChatRequest {
   // vLLM's prompt_logprobs: [0, 20] alternatives per position of the rendered prompt (not with
   // stream); with it the output limit may be 0.
   std::optional<int64_t> prompt_logprobs;
+  bool tokens_as_ids = false;  // vLLM's return_tokens_as_token_ids: logprobs say "token_id:<id>"
+  // vLLM's: only the rendered prompt's last k tokens are kept (prompt_truncation.h).
+  std::optional<int64_t> truncate_prompt_tokens;
   const char* max_tokens_field = "max_tokens";  // or "max_completion_tokens", for errors
 };
 

@@ -20,7 +20,8 @@ CompletionObserver::CompletionObserver(std::shared_ptr<Exchange> exchange,
   results_.resize(choices);
   started_.assign(choices, false);
   for (size_t i = 0; i < choices; ++i)
-    builders_.emplace_back(tokenizer_, options_.logprobs.value_or(0));
+    builders_.emplace_back(LogprobTokenNames{tokenizer_, options_.tokens_as_ids},
+                           options_.logprobs.value_or(0));
 }
 
 const EchoedPrompt& CompletionObserver::prompt_of(size_t choice) const {
@@ -115,7 +116,7 @@ void CompletionObserver::on_complete(const GenerationUsage& usage) {
   for (size_t i = 0; i < results_.size(); ++i) {
     const SiblingResult& r = results_[i];
     Json choice = {{"index", i}};
-    CompletionLogprobs builder(tokenizer_, options_.logprobs.value_or(0));
+    CompletionLogprobs builder({tokenizer_, options_.tokens_as_ids}, options_.logprobs.value_or(0));
     fill_choice(choice, i, /*first=*/true, r.parsed.content, r.prompt_logprobs, r.tokens, builder);
     choice["finish_reason"] = completion_finish_reason(r);
     add_routed_experts(r.routed_experts, choice);

@@ -30,6 +30,7 @@ struct CompletionResponseOptions {
   bool stream = false;
   bool include_usage = false;
   std::optional<int64_t> logprobs;  // legacy logprobs=k: k alternatives per token
+  bool tokens_as_ids = false;  // vLLM's return_tokens_as_token_ids: logprobs say "token_id:<id>"
   bool echo = false;
   std::optional<int64_t> prompt_logprobs;  // vLLM's: alternatives per prompt position
   int64_t n = 1;                           // choices per prompt

@@ -3,6 +3,8 @@
 
 #include <limits>
 
+#include "server/api/prompt_truncation.h"
+
 namespace beam::server {
 namespace {
 
@@ -73,6 +75,7 @@ void read_logprob_fields(FieldReader& r, CompletionRequest* req) {
     req->sampling.params.top_logprobs = *logprobs;
   }
   r.read("echo", &req->echo);
+  r.read("return_tokens_as_token_ids", &req->tokens_as_ids);
   r.read("prompt_logprobs", &req->prompt_logprobs);
   if (req->prompt_logprobs &&
       (*req->prompt_logprobs < 0 || *req->prompt_logprobs > kMaxTopLogprobs))
@@ -103,6 +106,7 @@ ApiExpected<CompletionRequest> parse_completion_request(const Json& body) {
   read_routed_experts_fields(r, &req.sampling);
   read_logprob_fields(r, &req);
   read_max_tokens(r, &req);
+  read_truncate_prompt_tokens(r, &req.truncate_prompt_tokens);
   if (r.has("suffix")) r.fail("suffix", "is not supported by beamserve");
   std::optional<int64_t> best_of;
   r.read("best_of", &best_of);

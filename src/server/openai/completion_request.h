@@ -1,6 +1,6 @@
 // POST /v1/completions request: JSON → CompletionRequest (one prompt or a list of them, each text
-// or token ids; sampling; legacy logprobs, echo and vLLM's prompt_logprobs). Every error is a 400
-// naming the field.
+// or token ids; sampling; legacy logprobs, echo and vLLM's prompt_logprobs,
+// return_tokens_as_token_ids and truncate_prompt_tokens). Every error is a 400 naming the field.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +27,9 @@ struct CompletionRequest {
   SamplingFields sampling;  // max_tokens may be 0 with echo or prompt_logprobs (the prompt alone)
   bool echo = false;        // each choice's text (and logprobs) starts with its prompt's
   std::optional<int64_t> prompt_logprobs;  // vLLM's: [0, 20] alternatives per prompt position
+  bool tokens_as_ids = false;  // vLLM's return_tokens_as_token_ids: logprobs say "token_id:<id>"
+  // vLLM's: only each prompt's last k tokens are kept (prompt_truncation.h).
+  std::optional<int64_t> truncate_prompt_tokens;
   bool stream = false;
   bool include_usage = false;
 };

@@ -4,14 +4,16 @@
 
 #include <algorithm>
 
+#include "server/api/prompt_truncation.h"
 #include "server/openai/completion_observer.h"
 
 namespace beam::server {
 namespace {
 
-// Token ids and the echoed text of one prompt.
+// Token ids (the last truncate_prompt_tokens of them) and the echoed text of one prompt: the text
+// as sent, or the kept ids detokenized when the prompt was token ids or was truncated.
 ApiExpected<EchoedPrompt> tokenize_prompt(const ServedModel& model, const CompletionPrompt& p,
-                                          bool echo) {
+                                          const CompletionRequest& req) {
   EchoedPrompt out;
   if (p.text) {
     Expected<std::vector<text::TokenId>> ids = model.tokenizer->encode(*p.text, true, true);
@@ -19,17 +21,19 @@ ApiExpected<EchoedPrompt> tokenize_prompt(const ServedModel& model, const Comple
       return invalid_request("the prompt could not be tokenized: " + ids.error().message, "prompt");
     out.ids = std::move(ids).value();
     out.text = *p.text;
-    return out;
+  } else {
+    for (int32_t id : p.ids) {
+      if (id >= model.vocab_size)
+        return invalid_request("'prompt': token id " + std::to_string(id) +
+                                   " is outside the vocabulary (" +
+                                   std::to_string(model.vocab_size) + ")",
+                               "prompt");
+    }
+    out.ids = p.ids;
   }
-  for (int32_t id : p.ids) {
-    if (id >= model.vocab_size)
-      return invalid_request("'prompt': token id " + std::to_string(id) +
-                                 " is outside the vocabulary (" + std::to_string(model.vocab_size) +
-                                 ")",
-                             "prompt");
-  }
-  out.ids = p.ids;
-  if (echo) {
+  API_ASSIGN_OR_RETURN(bool cut,
+                       truncate_prompt(model, req.truncate_prompt_tokens, &out.ids, &out.text));
+  if (req.echo && !p.text && !cut) {
     Expected<std::string> text = model.tokenizer->decode(out.ids, /*skip_special=*/false);
     if (!text.ok())
       return invalid_request("'prompt' cannot be echoed: " + text.error().message, "prompt");
@@ -59,10 +63,10 @@ ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& e
   CompletionResponseOptions o;
   std::vector<GenerationSpec> specs;
   for (const CompletionPrompt& prompt : req.prompts) {
-    API_ASSIGN_OR_RETURN(EchoedPrompt echoed, tokenize_prompt(model, prompt, req.echo));
+    API_ASSIGN_OR_RETURN(EchoedPrompt echoed, tokenize_prompt(model, prompt, req));
     GenerationSpec spec;
     spec.prompt_ids = echoed.ids;
-    if (prompt.text) spec.prompt_text = *prompt.text;
+    if (prompt.text) spec.prompt_text = echoed.text;
     spec.prompt_logprobs = prompt_logprobs_options(req);
     API_ASSIGN_OR_RETURN(ok, finish_spec(model, req.sampling, "max_tokens", &spec));
     specs.push_back(std::move(spec));
@@ -77,6 +81,7 @@ ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& e
   // Legacy logprobs=k: the chosen token plus the k most likely alternatives.
   if (req.sampling.params.logprobs) o.logprobs = req.sampling.params.top_logprobs;
   o.echo = req.echo;
+  o.tokens_as_ids = req.tokens_as_ids;
   o.prompt_logprobs = req.prompt_logprobs;
   o.n = specs.front().sampling.n;
   auto observer = std::make_shared<CompletionObserver>(exchange, &*model.tokenizer, std::move(o));

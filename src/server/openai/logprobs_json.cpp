@@ -13,8 +13,8 @@ Json bytes_array(const std::string& bytes) {
   return a;
 }
 
-Json alternative(const text::Tokenizer* tokenizer, const TokenLogprob& lp) {
-  const std::string b = token_bytes(tokenizer, lp.token);
+Json alternative(const LogprobTokenNames& names, const TokenLogprob& lp) {
+  const std::string b = names(lp.token);
   return Json{{"token", b}, {"logprob", json_logprob(lp.logprob)}, {"bytes", bytes_array(b)}};
 }
 
@@ -45,14 +45,19 @@ double json_logprob(float logprob) {
   return static_cast<double>(logprob);
 }
 
-Json logprob_entries(const text::Tokenizer* tokenizer, const std::vector<OutputToken>& tokens, int64_t num_top) {
+std::string LogprobTokenNames::operator()(int32_t id) const {
+  return as_ids ? "token_id:" + std::to_string(id) : token_bytes(tokenizer, id);
+}
+
+Json logprob_entries(const LogprobTokenNames& names, const std::vector<OutputToken>& tokens,
+                     int64_t num_top) {
   Json out = Json::array();
   for (const OutputToken& t : tokens) {
     if (!t.logprobs) continue;
-    Json entry = alternative(tokenizer, t.logprobs->chosen);
+    Json entry = alternative(names, t.logprobs->chosen);
     Json top = Json::array();
     for (size_t i = 0; i < t.logprobs->top.size() && static_cast<int64_t>(i) < num_top; ++i) {
-      top.push_back(alternative(tokenizer, t.logprobs->top[i]));
+      top.push_back(alternative(names, t.logprobs->top[i]));
     }
     entry["top_logprobs"] = std::move(top);
     out.push_back(std::move(entry));
@@ -60,14 +65,13 @@ Json logprob_entries(const text::Tokenizer* tokenizer, const std::vector<OutputT
   return out;
 }
 
-CompletionLogprobs::CompletionLogprobs(const text::Tokenizer* tokenizer, int64_t num_top)
-    : tokenizer_(tokenizer), num_top_(num_top), part_(empty_completion_logprobs()) {}
+CompletionLogprobs::CompletionLogprobs(LogprobTokenNames names, int64_t num_top)
+    : names_(names), num_top_(num_top), part_(empty_completion_logprobs()) {}
 
 void CompletionLogprobs::append(int32_t id, const TokenLogprobs* logprobs) {
-  const std::string b = token_bytes(tokenizer_, id);
-  part_["tokens"].push_back(b);
+  part_["tokens"].push_back(names_(id));
   part_["text_offset"].push_back(offset_);
-  offset_ += b.size();
+  offset_ += token_bytes(names_.tokenizer, id).size();
   if (!logprobs) {
     part_["token_logprobs"].push_back(nullptr);
     part_["top_logprobs"].push_back(nullptr);
@@ -80,7 +84,7 @@ void CompletionLogprobs::append(int32_t id, const TokenLogprobs* logprobs) {
   }
   Json top = Json::object();
   for (size_t i = 0; i < logprobs->top.size() && static_cast<int64_t>(i) < num_top_; ++i) {
-    top[token_bytes(tokenizer_, logprobs->top[i].token)] = json_logprob(logprobs->top[i].logprob);
+    top[names_(logprobs->top[i].token)] = json_logprob(logprobs->top[i].logprob);
   }
   part_["top_logprobs"].push_back(std::move(top));
 }

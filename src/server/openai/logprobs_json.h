@@ -1,7 +1,8 @@
 // Logprobs in the three OpenAI shapes: chat ({"content": [{token, logprob, bytes, top_logprobs}]}),
 // Responses (the same entries on output_text) and legacy completions ({tokens, token_logprobs,
 // top_logprobs, text_offset}, the prompt's first when echoed); vLLM's prompt_logprobs; and the
-// native /generate entries. A -inf logprob is written as -9999.0, as OpenAI does.
+// native /generate entries. A -inf logprob is written as -9999.0, as OpenAI does. Chat and legacy
+// entries name tokens by their bytes, or as "token_id:<id>" (vLLM's return_tokens_as_token_ids).
 #pragma once
 
 #include <string>
@@ -17,15 +18,25 @@ namespace beam::server {
 std::string token_bytes(const text::Tokenizer* tokenizer, int32_t id);
 double json_logprob(float logprob);
 
-// [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}], top lists cut to `num_top`.
-Json logprob_entries(const text::Tokenizer* tokenizer, const std::vector<OutputToken>& tokens, int64_t num_top);
+// How chat and legacy logprobs name a token: the bytes it decodes to, or with `as_ids` vLLM's
+// "token_id:<id>" (return_tokens_as_token_ids).
+struct LogprobTokenNames {
+  const text::Tokenizer* tokenizer = nullptr;
+  bool as_ids = false;
+  std::string operator()(int32_t id) const;
+};
+
+// [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}], top lists cut to `num_top`;
+// `bytes` are those of `token`.
+Json logprob_entries(const LogprobTokenNames& names, const std::vector<OutputToken>& tokens,
+                     int64_t num_top);
 
 // Legacy completions logprobs, built incrementally (text_offset counts bytes of token text from
-// the start of the choice's text, the echoed prompt included).
+// the start of the choice's text, the echoed prompt included, whatever `names` writes).
 class CompletionLogprobs {
  public:
   // `num_top`: alternatives per token (top_logprobs entries are null when 0).
-  CompletionLogprobs(const text::Tokenizer* tokenizer, int64_t num_top);
+  CompletionLogprobs(LogprobTokenNames names, int64_t num_top);
   // Appends the prompt's tokens (echo): positions before `start` (position 0 always) have null
   // token_logprobs and top_logprobs; position p >= start has entries[p - start].
   void add_prompt(const std::vector<int32_t>& prompt, int64_t start,
@@ -38,7 +49,7 @@ class CompletionLogprobs {
  private:
   void append(int32_t id, const TokenLogprobs* logprobs);
 
-  const text::Tokenizer* tokenizer_;
+  LogprobTokenNames names_;
   int64_t num_top_;
   size_t offset_ = 0;
   Json part_;

@@ -138,7 +138,9 @@ void ResponsesObserver::add_arguments(const ResponseDelta& part) {
 }
 
 void ResponsesObserver::on_delta(int32_t /*sibling*/, SiblingDelta&& delta) {
-  Json logprobs = options_.logprobs ? logprob_entries(tokenizer_, delta.tokens, options_.top_logprobs) : Json(nullptr);
+  Json logprobs = options_.logprobs
+                      ? logprob_entries({tokenizer_}, delta.tokens, options_.top_logprobs)
+                      : Json(nullptr);
   for (const ResponseDelta& p : delta.parts) {
     switch (p.kind) {
       case ResponseDelta::Kind::kReasoning:

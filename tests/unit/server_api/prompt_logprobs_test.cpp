@@ -94,7 +94,7 @@ TEST(PromptLogprobsJson, MinusInfinityIsWrittenAsOpenAiDoes) {
 
 TEST(PromptLogprobsJson, LegacyEchoLogprobsCoverThePromptThenTheOutput) {
   Scored s;
-  CompletionLogprobs b(&tokenizer(), 1);
+  CompletionLogprobs b({&tokenizer()}, 1);
   b.add_prompt(s.prompt, 1, s.entries);
   OutputToken out{kHello, entry(kHello, -0.75f, 2, {{s.prompt[1], -0.5f}})};
   b.add({out, OutputToken{kHello, std::nullopt}});  // a token without logprobs is left out
@@ -113,7 +113,7 @@ TEST(PromptLogprobsJson, LegacyEchoLogprobsCoverThePromptThenTheOutput) {
   EXPECT_EQ(next["tokens"], Json::array({"Hello"}));
   EXPECT_EQ(next["text_offset"], Json::array({10 + a_len + b_len}));
   // logprobs=0: no alternatives, so top_logprobs entries are null.
-  CompletionLogprobs none(&tokenizer(), 0);
+  CompletionLogprobs none({&tokenizer()}, 0);
   none.add_prompt(s.prompt, 1, s.entries);
   EXPECT_EQ(none.take()["top_logprobs"], (Json::array({nullptr, nullptr, nullptr})));
 }

@@ -169,6 +169,7 @@ TEST(RequestTypeConfusion, Chat) {
     "presence_penalty": 0.1, "frequency_penalty": 0.1, "logit_bias": {"5": 1.5},
     "stop": ["END"], "stop_token_ids": [4], "n": 2, "logprobs": true, "top_logprobs": 2,
     "stream": true, "stream_options": {"include_usage": true},
+    "return_tokens_as_token_ids": true, "truncate_prompt_tokens": 64,
     "chat_template_kwargs": {"enable_thinking": false}, "reasoning_effort": "low",
     "response_format": {"type": "json_schema", "json_schema": {"name": "p", "strict": true, "schema": {
       "type": "object", "required": ["a"], "$defs": {"n": {"type": "null"}},
@@ -181,6 +182,7 @@ TEST(RequestTypeConfusion, Completions) {
   const Json valid =
       Json::parse(R"({"model": "m", "prompt": [1, 2, 3], "max_tokens": 5, "temperature": 0.5,
     "stop": ["x"], "n": 2, "logprobs": 2, "seed": 1, "stream": true, "stream_options": {"include_usage": true},
+    "return_tokens_as_token_ids": true, "truncate_prompt_tokens": 2,
     "response_format": {"type": "json_object"}})");
   sweep([](const Json& b) { return as_bool(parse_completion_request(b)); }, valid);
 }
