@@ -50,6 +50,7 @@ Expected<server::ServeOptions> options_from_args(const Args& a) {
   o.model.engine.enable_prefix_cache = !a.has("no-prefix-cache");
   o.model.engine.cuda_graphs = !a.has("no-cuda-graphs");
   o.model.enable_return_routed_experts = a.has("enable-return-routed-experts");
+  o.model.enable_weight_updates = a.has("enable-weight-updates");
   const std::string logprobs_mode = a.get_or("logprobs-mode", "scaled");
   std::optional<LogprobsMode> mode = parse_logprobs_mode(logprobs_mode);
   if (!mode)
@@ -90,8 +91,10 @@ int cmd_serve(int argc, char** argv) {
                            "no-cuda-graphs",
                            "attention-probs",
                            "enable-return-routed-experts",
+                           "enable-weight-updates",
                            "logprobs-mode"},
-                          {"no-prefix-cache", "no-cuda-graphs", "enable-return-routed-experts"});
+                          {"no-prefix-cache", "no-cuda-graphs", "enable-return-routed-experts",
+                           "enable-weight-updates"});
   if (!args.ok()) {
     std::fprintf(stderr, "serve: %s\n%s", args.error().message.c_str(), kServeUsage);
     return 2;

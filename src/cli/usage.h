@@ -45,6 +45,7 @@ inline constexpr const char* kServeUsage =
     "         [--health-stall-s 30] [--attention-probs fp32|bf16 (bf16: FlashAttention's rounding "
     "of P)]\n"
     "         [--enable-return-routed-experts (requests may ask for their routed experts)]\n"
+    "         [--enable-weight-updates (POST /update_weights_from_disk loads new weights)]\n"
     "         [--logprobs-mode scaled|raw (logprobs of the logits / temperature, or of the raw\n"
     "          logits as vLLM's raw_logprobs; a request's logprobs_mode overrides it)]\n";
 

@@ -358,6 +358,37 @@ Expected<BeamConfig> parse_beam_config(const std::string& json_text, const std::
   return c;
 }
 
+std::optional<std::string_view> config_difference(const BeamConfig& a, const BeamConfig& b) {
+  const std::pair<std::string_view, bool> same[] = {
+      {"vocab_size", a.vocab_size == b.vocab_size},
+      {"hidden_size", a.hidden_size == b.hidden_size},
+      {"num_hidden_layers", a.num_layers == b.num_layers},
+      {"num_attention_heads", a.num_heads == b.num_heads},
+      {"num_key_value_heads", a.num_kv_heads == b.num_kv_heads},
+      {"head_dim", a.head_dim == b.head_dim},
+      {"intermediate_size", a.intermediate_size == b.intermediate_size},
+      {"moe_intermediate_size", a.moe_intermediate_size == b.moe_intermediate_size},
+      {"n_routed_experts", a.num_experts == b.num_experts},
+      {"num_experts_per_tok", a.num_experts_per_tok == b.num_experts_per_tok},
+      {"n_group", a.num_groups == b.num_groups},
+      {"topk_group", a.topk_groups == b.topk_groups},
+      {"routed_scaling_factor", a.routed_scaling_factor == b.routed_scaling_factor},
+      {"norm_topk_prob", a.norm_topk_prob == b.norm_topk_prob},
+      {"rms_norm_eps", a.rms_norm_eps == b.rms_norm_eps},
+      {"sliding_window", a.sliding_window == b.sliding_window},
+      {"rope_theta", a.rope_theta == b.rope_theta},
+      {"final_logit_softcapping", a.final_logit_softcapping == b.final_logit_softcapping},
+      {"max_position_embeddings", a.max_position_embeddings == b.max_position_embeddings},
+      {"tie_word_embeddings", a.tie_word_embeddings == b.tie_word_embeddings},
+      {"layer_types", a.layer_types == b.layer_types},
+      {"mlp_layer_types", a.mlp_layer_types == b.mlp_layer_types},
+      {"eos_token_id", a.eos_token_ids == b.eos_token_ids},
+  };
+  for (const auto& [key, equal] : same)
+    if (!equal) return key;
+  return std::nullopt;
+}
+
 Expected<BeamConfig> load_beam_config(const std::string& model_dir) {
   std::filesystem::path dir(model_dir);
   std::string path = (dir / "config.json").string();

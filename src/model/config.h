@@ -60,6 +60,10 @@ struct BeamConfig {
 std::string_view attention_kind_name(AttentionKind k);
 std::string_view mlp_kind_name(MlpKind k);
 
+// The config.json key of the first field in which a and b differ (the architecture a set of
+// weights was made for); nullopt when they are the same.
+std::optional<std::string_view> config_difference(const BeamConfig& a, const BeamConfig& b);
+
 // Parses and validates config.json text; `source` names the file in error messages.
 Expected<BeamConfig> parse_beam_config(const std::string& json_text, const std::string& source);
 // Reads DIR/config.json (and DIR/generation_config.json for eos ids when present).

@@ -5,7 +5,9 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "kernels/api/device_memory.h"
 #include "kernels/api/moe.h"
@@ -15,19 +17,24 @@ namespace {
 
 constexpr size_t kAlignBytes = 256;
 
-// Calls fn on every tensor view of w (empty ones included: a dense layer's MoE views).
-void for_each_view(BeamWeights& w, const std::function<void(TensorView&)>& fn) {
-  fn(w.embed);
-  fn(w.final_norm);
-  fn(w.lm_head);
-  for (LayerWeights& l : w.layers) {
-    for (TensorView* v : {&l.input_norm, &l.post_attn_norm, &l.pre_mlp_norm, &l.post_mlp_norm,
-                          &l.attn.qkvg, &l.attn.gate_bias, &l.attn.q_norm, &l.attn.k_norm,
-                          &l.attn.o_proj, &l.dense.gate_up, &l.dense.down, &l.moe.router,
-                          &l.moe.router_bias, &l.moe.experts_gate_up, &l.moe.experts_down}) {
-      fn(*v);
-    }
+// Every tensor view of w in a fixed order (empty ones included: a dense layer's MoE views);
+// W is BeamWeights or const BeamWeights.
+template <typename W>
+auto views_of(W& w) {
+  using View = std::conditional_t<std::is_const_v<W>, const TensorView, TensorView>;
+  std::vector<View*> views = {&w.embed, &w.final_norm, &w.lm_head};
+  for (auto& l : w.layers) {
+    views.insert(views.end(), {&l.input_norm, &l.post_attn_norm, &l.pre_mlp_norm, &l.post_mlp_norm,
+                               &l.attn.qkvg, &l.attn.gate_bias, &l.attn.q_norm, &l.attn.k_norm,
+                               &l.attn.o_proj, &l.dense.gate_up, &l.dense.down, &l.moe.router,
+                               &l.moe.router_bias, &l.moe.experts_gate_up, &l.moe.experts_down});
   }
+  return views;
+}
+
+// Calls fn on every tensor view of w.
+void for_each_view(BeamWeights& w, const std::function<void(TensorView&)>& fn) {
+  for (TensorView* v : views_of(w)) fn(*v);
 }
 
 }  // namespace
@@ -77,6 +84,24 @@ Expected<DeviceWeights> upload_weights(const KernelContext& ctx, std::shared_ptr
   dev->storage.push_back(arena->owner());
   BEAM_RETURN_IF_ERROR(pack_moe_weights(ctx, *dev));
   return DeviceWeights{std::move(dev), static_cast<int64_t>(arena_bytes)};
+}
+
+Status copy_weights_into(const KernelContext& ctx, const BeamWeights& device,
+                         const BeamWeights& host) {
+  const std::vector<const TensorView*> dst = views_of(device), src = views_of(host);
+  if (dst.size() != src.size()) return make_error("the new weights have another layer count");
+  for (size_t i = 0; i < dst.size(); ++i) {
+    if (dst[i]->shape != src[i]->shape || dst[i]->dtype != src[i]->dtype)
+      return make_error("tensor " + std::to_string(i) + " of the new weights is " +
+                        src[i]->shape.str() + ", the served model's " + dst[i]->shape.str());
+  }
+  for (size_t i = 0; i < dst.size(); ++i) {
+    if (dst[i]->data == nullptr || dst[i]->nbytes() == 0) continue;
+    const int64_t bytes = static_cast<int64_t>(src[i]->nbytes());
+    copy_tensor(ctx, TensorView{dst[i]->data, DType::kU8, {bytes}, ctx.device},
+                TensorView{src[i]->data, DType::kU8, {bytes}, Device::kCpu});
+  }
+  return pack_moe_weights(ctx, device);
 }
 
 Status pack_moe_weights(const KernelContext& ctx, const BeamWeights& w) {

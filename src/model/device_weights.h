@@ -22,6 +22,13 @@ struct DeviceWeights {
 // that did not fit.
 Expected<DeviceWeights> upload_weights(const KernelContext& ctx, std::shared_ptr<const BeamWeights> host);
 
+// Overwrites the device weights `device` (upload_weights' result, views on ctx.device) with the
+// host weights `host` of the same architecture, in place (the views keep their addresses, so
+// captured CUDA graphs stay valid), and packs the experts again. Errors: a tensor whose shape or
+// dtype differs (nothing is copied then). ctx.device must be kCuda.
+Status copy_weights_into(const KernelContext& ctx, const BeamWeights& device,
+                         const BeamWeights& host);
+
 // Puts every MoE layer's expert tensors (views on ctx.device) into the layout moe_experts reads
 // there (kernels/api/moe.h's pack_expert_weights), in place; upload_weights and the synthetic
 // weights call it once. Errors: a temporary the device cannot hold.

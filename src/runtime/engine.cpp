@@ -167,6 +167,21 @@ class Engine::Impl {
     inbox_.idle_cv.wait(lock, [&] { return !inbox_.flush; });
   }
 
+  Status update_weights(std::shared_ptr<const BeamWeights> weights, bool abort_in_flight) {
+    BEAM_CHECK(weights != nullptr) << "update_weights: no weights";
+    std::unique_lock<std::mutex> lock(inbox_.mu);
+    if (inbox_.updating) return make_error("another weight update is in progress");
+    inbox_.updating = true;
+    inbox_.new_weights = std::move(weights);
+    inbox_.abort_for_weights = abort_in_flight;
+    inbox_.cv.notify_all();
+    inbox_.idle_cv.wait(lock, [&] { return inbox_.weights_result.has_value(); });
+    Status result = std::move(*inbox_.weights_result);
+    inbox_.weights_result.reset();
+    inbox_.updating = false;
+    return result;
+  }
+
   void wait_idle() {
     std::unique_lock<std::mutex> lock(inbox_.mu);
     inbox_.idle_cv.wait(lock, [&] { return inbox_.pending == 0; });
@@ -179,6 +194,10 @@ class Engine::Impl {
   void cancel_request(RequestId id);
   void stop_request_sibling(RequestId id, int32_t sibling);
   void step();
+  // Whether a sequence has written output (it finishes on the weights it started with).
+  bool in_flight(const Sequence& s) const;
+  // With new weights waiting: replaces the model's once nothing is in flight.
+  void apply_pending_weights();
   void order_waiting();
   void apply_preemptions(const StepPlan& plan);
   // One row to sample and the sequence that takes its token.
@@ -241,12 +260,14 @@ class Engine::Impl {
   EngineStats stats_;
   EngineStats counters_;  // engine-thread copy, published after each step
   std::optional<TokenEvent> pending_final_;  // tokens of the step that finished a sequence
+  std::shared_ptr<const BeamWeights> pending_weights_;  // update_weights': applied when idle
   std::thread thread_;
 };
 
 void Engine::Impl::run() {
   for (;;) {
     if (!drain_inbox()) return;
+    if (pending_weights_) apply_pending_weights();
     if (running_.empty() && waiting_.empty()) continue;
     step();
     publish_stats();
@@ -260,21 +281,42 @@ bool Engine::Impl::drain_inbox() {
   std::vector<RequestId> cancelled;
   std::vector<std::pair<RequestId, int32_t>> stopped;
   bool flush = false;
+  bool abort_for_weights = false;
   {
     std::unique_lock<std::mutex> lock(inbox_.mu);
     auto has_work = [&] {
-      return inbox_.stop || inbox_.flush || !inbox_.submitted.empty() ||
+      return inbox_.stop || inbox_.flush || inbox_.new_weights || !inbox_.submitted.empty() ||
              !inbox_.cancelled.empty() || !inbox_.stopped.empty() || !running_.empty() ||
              !waiting_.empty();
     };
     inbox_.cv.wait(lock, has_work);
-    if (inbox_.stop) return false;
+    if (inbox_.stop) {
+      if (inbox_.updating && !inbox_.weights_result) {
+        inbox_.weights_result = make_error("the engine stopped before the weights were updated");
+        inbox_.idle_cv.notify_all();
+      }
+      return false;
+    }
+    if (inbox_.new_weights) {
+      pending_weights_ = std::move(inbox_.new_weights);
+      abort_for_weights = inbox_.abort_for_weights;
+    }
     submitted.swap(inbox_.submitted);
     cancelled.swap(inbox_.cancelled);
     stopped.swap(inbox_.stopped);
     flush = inbox_.flush;
   }
   for (auto& [id, req] : submitted) admit_request(id, std::move(req));
+  if (abort_for_weights) {  // every request in flight ends now
+    std::vector<RequestId> ids;
+    for (const auto& [id, rs] : requests_)
+      for (SeqId sid : rs.seqs)
+        if (in_flight(seqs_.at(sid))) {
+          ids.push_back(id);
+          break;
+        }
+    cancelled.insert(cancelled.end(), ids.begin(), ids.end());
+  }
   for (RequestId id : cancelled) cancel_request(id);
   for (const auto& [id, sibling] : stopped) stop_request_sibling(id, sibling);
   if (!cancelled.empty() || !stopped.empty()) {
@@ -289,6 +331,25 @@ bool Engine::Impl::drain_inbox() {
     inbox_.idle_cv.notify_all();
   }
   return true;
+}
+
+bool Engine::Impl::in_flight(const Sequence& s) const {
+  return s.phase == SeqPhase::kRunning || static_cast<int64_t>(s.tokens.size()) > s.num_prompt;
+}
+
+void Engine::Impl::apply_pending_weights() {
+  for (SeqId id : running_)
+    if (in_flight(seqs_.at(id))) return;
+  for (SeqId id : waiting_)
+    if (in_flight(seqs_.at(id))) return;
+  Status st = model_.replace_weights(std::move(pending_weights_));
+  pending_weights_.reset();
+  if (st.ok() && prefix_) prefix_->flush();
+  if (st.ok()) log_info("engine: new weights are served; the prefix cache was emptied");
+  publish_stats();
+  std::lock_guard<std::mutex> lock(inbox_.mu);
+  inbox_.weights_result = std::move(st);
+  inbox_.idle_cv.notify_all();
 }
 
 void Engine::Impl::admit_request(RequestId id, GenerateRequest&& request) {
@@ -439,7 +500,9 @@ void Engine::Impl::step() {
   order_waiting();
   std::vector<SeqState> running, waiting;
   for (SeqId id : running_) running.push_back(scheduler_view(seqs_.at(id)));
-  for (SeqId id : waiting_) waiting.push_back(scheduler_view(seqs_.at(id)));
+  for (SeqId id : waiting_)  // with new weights waiting, only what is in flight goes on
+    if (!pending_weights_ || in_flight(seqs_.at(id)))
+      waiting.push_back(scheduler_view(seqs_.at(id)));
   PrefixCache* prefix = prefix_ ? &*prefix_ : nullptr;
   StepPlan plan = scheduler_.plan(SchedulerInput{running, waiting, &kv_, prefix});
 
@@ -849,6 +912,9 @@ void Engine::stop_sibling(RequestId id, int32_t sibling) {
 }
 EngineStats Engine::stats() const { return impl_->stats(); }
 void Engine::flush_prefix_cache() { impl_->flush_prefix_cache(); }
+Status Engine::update_weights(std::shared_ptr<const BeamWeights> weights, bool abort_in_flight) {
+  return impl_->update_weights(std::move(weights), abort_in_flight);
+}
 void Engine::wait_idle() { impl_->wait_idle(); }
 
 }  // namespace beam

@@ -147,6 +147,12 @@ class Engine {
   EngineStats stats() const;
   // Drops every cached prefix no request is using (tests check pools are full afterwards).
   void flush_prefix_cache();
+  // Serves new weights of the same architecture (load_beam_weights' result; SGLang's
+  // update_weights_from_disk): no new request starts meanwhile; the requests in flight finish on
+  // the old weights (abort_in_flight: they end at once, FinishReason::kCancelled); then the
+  // weights are replaced and the prefix cache emptied (its KV came from the old weights). Blocks
+  // until done. Errors (another architecture, an update already waiting) leave the old weights.
+  Status update_weights(std::shared_ptr<const BeamWeights> weights, bool abort_in_flight);
   // Blocks until nothing is waiting or running (tests, offline benchmarks).
   void wait_idle();
 

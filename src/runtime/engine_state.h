@@ -73,6 +73,12 @@ struct Inbox {
   std::vector<std::pair<RequestId, int32_t>> stopped;  // (request, sibling)
   bool stop = false;
   bool flush = false;
+  // Engine::update_weights: the new weights until the engine thread takes them, whether requests
+  // in flight end at once, and the outcome for the waiting caller.
+  std::shared_ptr<const BeamWeights> new_weights;
+  bool abort_for_weights = false;
+  bool updating = false;  // a caller waits for weights_result
+  std::optional<Status> weights_result;
   int64_t pending = 0;  // submitted but not yet finished (wait_idle)
   std::condition_variable idle_cv;
 };

@@ -5,13 +5,16 @@
 // (echo as lm-evaluation-harness scores, vLLM's prompt_logprobs, /generate's, prompt lists).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import net from 'node:net';
-import { startServer, metrics, requestCount, Tok } from './lib/harness.mjs';
+import os from 'node:os';
+import path from 'node:path';
+import { startServer, metrics, requestCount, Tok, repoRoot } from './lib/harness.mjs';
 
 let server;
 const MODEL = 'tiny-chat';
 
-before(async () => { server = await startServer(['--max-body-mb', '1']); });
+before(async () => { server = await startServer(['--max-body-mb', '1', '--enable-weight-updates']); });
 after(async () => { assert.equal(await server.stop(), 0); });
 
 async function post(path, body, headers = {}) {
@@ -765,6 +768,82 @@ test('continue_final_message and Anthropic prefills continue the final message',
   // tiny-chat's template (Qwen3's) moves text before </think> into the reasoning: not as given.
   assertOpenAiError(await post('/v1/chat/completions', { ...ask, continue_final_message: true,
     messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'a</think>b' }] }), 400, 'messages');
+});
+
+// A copy of models/tiny-beam whose embedding rows come in reverse order: the same architecture,
+// other weights (every value still a finite bf16).
+function tinyBeamWithReversedEmbedding() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'beam-weights-'));
+  const src = path.join(repoRoot, 'models/tiny-beam');
+  for (const f of fs.readdirSync(src)) if (f !== 'golden') fs.copyFileSync(path.join(src, f), path.join(dir, f));
+  const index = JSON.parse(fs.readFileSync(path.join(dir, 'model.safetensors.index.json'), 'utf8'));
+  const shard = path.join(dir, index.weight_map['model.embed_tokens.weight']);
+  const bytes = fs.readFileSync(shard);
+  const headerLen = Number(bytes.readBigUInt64LE(0));
+  const header = JSON.parse(bytes.subarray(8, 8 + headerLen).toString('utf8'));
+  const [rows, width] = header['model.embed_tokens.weight'].shape;
+  const [begin] = header['model.embed_tokens.weight'].data_offsets;
+  const data = bytes.subarray(8 + headerLen + begin);
+  const rowBytes = width * 2;
+  const copy = Buffer.from(data.subarray(0, rows * rowBytes));
+  for (let r = 0; r < rows; ++r) copy.copy(data, r * rowBytes, (rows - 1 - r) * rowBytes, (rows - r) * rowBytes);
+  fs.writeFileSync(shard, bytes);
+  return dir;
+}
+
+// SGLang's update_weights_from_disk for RL loops: the next requests run on the new weights and
+// reuse no prefix cached under the old ones; another architecture or a bad path is a 400 with
+// success false that leaves the old weights serving; /flush_cache and vLLM's /reset_prefix_cache
+// drop cached prefixes; a server without --enable-weight-updates refuses.
+test('update_weights_from_disk swaps the weights; flush_cache empties the prefix cache', async () => {
+  const ask = { model: MODEL, prompt: Array.from({ length: 40 }, (_, i) => 20 + i), max_tokens: 8,
+    temperature: 0, ignore_eos: true };
+  const run = async () => {
+    const r = await post('/v1/completions', ask);
+    assert.equal(r.status, 200, r.text);
+    return { text: r.json.choices[0].text, cached: r.json.usage.prompt_tokens_details.cached_tokens };
+  };
+  const old = await run();
+  assert.equal((await run()).cached, 32);  // its prompt's full blocks are cached
+  const update = (body) => post('/update_weights_from_disk', body);
+  const dir = tinyBeamWithReversedEmbedding();
+  try {
+    const ok = await update({ model_path: dir, abort_all_requests: false });
+    assert.equal(ok.status, 200, ok.text);
+    assert.deepEqual(ok.json, { success: true, message: 'Succeeded to update model weights.', num_paused_requests: 0 });
+    const swapped = await run();
+    assert.notEqual(swapped.text, old.text);
+    assert.equal(swapped.cached, 0);
+    for (const [body, words] of [[{ model_path: path.join(repoRoot, 'models/beam-nano') }, "differs from the served model's in 'vocab_size'"],
+      [{ model_path: path.join(dir, 'missing') }, 'missing']]) {
+      const bad = await update(body);
+      assert.equal(bad.status, 400, bad.text);
+      assert.equal(bad.json.success, false);
+      assert.ok(bad.json.message.includes(words), bad.text);
+    }
+    assert.equal((await run()).text, swapped.text);
+    assertOpenAiError(await update({}), 400, 'model_path');
+    assertOpenAiError(await update({ model_path: dir, flush_cache: false }), 400, 'flush_cache');
+    assert.equal((await update({ model_path: path.join(repoRoot, 'models/tiny-beam') })).status, 200);
+    assert.equal((await run()).text, old.text);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  for (const route of ['/flush_cache', '/reset_prefix_cache']) {
+    assert.equal((await run()).cached, 32);
+    const r = await post(route, {});
+    assert.equal(r.status, 200, r.text);
+    assert.equal((await run()).cached, 0, route);
+  }
+  const plain = await startServer();
+  try {
+    const r = await fetch(plain.baseUrl + '/update_weights_from_disk', { method: 'POST',
+      headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model_path: 'x' }) });
+    assert.equal(r.status, 400);
+    assert.match((await r.json()).message, /--enable-weight-updates/);
+  } finally {
+    assert.equal(await plain.stop(), 0);
+  }
 });
 
 test('echo with max_tokens 0 returns the prompt alone; echo with n > 1 and streamed', async () => {

@@ -20,6 +20,7 @@
 #include "kernels/api/norm.h"
 #include "kernels/api/rope.h"
 #include "kernels/api/step_profiler.h"
+#include "model/device_weights.h"
 
 namespace beam {
 namespace {
@@ -59,6 +60,18 @@ BeamModel::BeamModel(std::shared_ptr<const BeamWeights> weights, KernelContext c
     : weights_(std::move(weights)), ctx_(ctx) {
   BEAM_CHECK(weights_ != nullptr && weights_->embed.device == ctx_.device)
       << "BeamModel: weights must live on the context's device (model/device_weights.h)";
+}
+
+Status BeamModel::replace_weights(std::shared_ptr<const BeamWeights> host) {
+  BEAM_CHECK(host != nullptr) << "replace_weights: no weights";
+  if (std::optional<std::string_view> key = config_difference(host->config, config()))
+    return make_error("the new weights' config differs from the served model's in '" +
+                      std::string(*key) + "'");
+  if (ctx_.device == Device::kCpu) {
+    weights_ = std::move(host);
+    return ok_status();
+  }
+  return copy_weights_into(ctx_, *weights_, *host);
 }
 
 Status BeamModel::validate(const ForwardBatch& batch, const KvLayers& kv) const {

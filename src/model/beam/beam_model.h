@@ -34,6 +34,12 @@ class BeamModel {
 
   const DecodeGraphs& decode_graphs() const { return graphs_; }
 
+  // Serves `host` (load_beam_weights' result) from now on: weights of the same architecture
+  // (config_difference names the first key that differs: an error, nothing changed). On the CPU
+  // the model reads them as they are; on CUDA they are copied over the device weights in place
+  // (copy_weights_into), so decode graphs stay valid. Between forward() calls only.
+  Status replace_weights(std::shared_ptr<const BeamWeights> host);
+
  private:
   // Which paged attention the layers call: the eager op over ws's host sequences, or the fixed
   // plans of decode graphs (slot 0 full, slot 1 sliding).

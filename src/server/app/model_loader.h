@@ -16,6 +16,7 @@ struct ModelLoadOptions {
   std::string served_model_name;  // empty: the model directory's name
   EngineOptions engine;
   bool enable_return_routed_experts = false;  // requests may ask for routed experts (serve flag)
+  bool enable_weight_updates = false;  // POST /update_weights_from_disk is served (serve flag)
   // The logprobs_mode of requests that do not set one (serve --logprobs-mode).
   LogprobsMode logprobs_mode = LogprobsMode::kScaled;
 };

@@ -1,6 +1,7 @@
 // beamserve's native endpoints: POST /tokenize (text or a chat conversation → ids), POST
 // /detokenize (ids → text), and POST /generate (token ids in, token ids + logprobs out, optionally
-// streamed) for RL trainers and tools that manage their own prompts.
+// streamed) for RL trainers and tools that manage their own prompts; weight updates and prefix
+// cache flushes for RL loops.
 #pragma once
 
 #include <memory>
@@ -12,5 +13,13 @@ namespace beam::server {
 void handle_tokenize(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);
 void handle_detokenize(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);
 void handle_generate(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);
+// Serves the weights of a checkpoint folder of the same architecture (SGLang's
+// update_weights_from_disk: model_path, abort_all_requests; Engine::update_weights), with
+// --enable-weight-updates only.
+void handle_update_weights_from_disk(const EndpointEnv& env,
+                                     const std::shared_ptr<Exchange>& exchange);
+// Drops every cached prefix no request is using (SGLang's /flush_cache, vLLM's
+// /reset_prefix_cache).
+void handle_flush_cache(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);
 
 }  // namespace beam::server

@@ -11,6 +11,7 @@
 #include "../runtime_engine/engine_test_util.h"
 #include "../runtime_engine/structured_person.h"
 #include "cuda_model_fixture.h"
+#include "model/synthetic_weights.h"
 #include "runtime/engine.h"
 #include "runtime/engine_device.h"
 
@@ -154,6 +155,41 @@ TEST_F(CudaModelTest, EngineOnCudaForcesTheEndOfAReasoningBudget) {
   for (const auto& request : results)
     for (const SiblingResult& s : request) expect_reasoning_budget_kept(s.tokens, budget);
   expect_pools_full(**gpu);
+}
+
+// Engine::update_weights on CUDA: the new weights are copied over the device arena in place and
+// the experts packed again, so an engine that started on beam-nano and took other weights of its
+// architecture (decode graphs captured before the update) gives exactly the tokens of an engine
+// created on those weights; a request in flight finishes on the weights it started with.
+TEST_F(CudaModelTest, EngineOnCudaServesUpdatedWeightsInPlace) {
+  auto nano = engine_test_model("beam-nano");
+  ASSERT_NE(nano, nullptr);
+  auto other = make_synthetic_weights(cpu_, nano->config, SyntheticWeightOptions{.seed = 5});
+  ASSERT_TRUE(other.ok()) << other.error().message;
+  std::shared_ptr<const BeamWeights> updated = *other;
+  auto engine = Engine::create(nano, engine_options(Device::kCuda));
+  ASSERT_TRUE(engine.ok()) << engine.error().message;
+  auto fresh = Engine::create(updated, engine_options(Device::kCuda));
+  ASSERT_TRUE(fresh.ok()) << fresh.error().message;
+  auto fresh_nano = Engine::create(nano, engine_options(Device::kCuda));
+  ASSERT_TRUE(fresh_nano.ok()) << fresh_nano.error().message;
+  const std::vector<RunRequest> reqs = {
+      {tokens_of(37, 1, nano->config.vocab_size), testing::greedy(24)},
+      {tokens_of(70, 2, nano->config.vocab_size), testing::greedy(24)}};
+  const auto old_tokens = run_all(**engine, reqs);  // captures decode graphs on nano's weights
+  ASSERT_TRUE((*engine)->update_weights(updated, /*abort_in_flight=*/false).ok());
+  const auto got = run_all(**engine, reqs);
+  const auto want = run_all(**fresh, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(got[i][0].tokens, want[i][0].tokens) << "request " << i;
+    EXPECT_NE(got[i][0].tokens, old_tokens[i][0].tokens) << "request " << i;
+  }
+  ASSERT_TRUE((*engine)->update_weights(nano, false).ok());
+  const auto back = run_all(**engine, reqs);
+  const auto nano_tokens = run_all(**fresh_nano, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i)
+    EXPECT_EQ(back[i][0].tokens, nano_tokens[i][0].tokens) << "request " << i;
+  expect_pools_full(**engine);
 }
 
 // With no step budget given the engine takes the device's default (8192 tokens on an H200), runs

@@ -1,0 +1,55 @@
+// POST /update_weights_from_disk (SGLang's, for RL trainers that save a checkpoint each step),
+// POST /flush_cache (SGLang's) and POST /reset_prefix_cache (vLLM's). See native_endpoints.h.
+#include "core/logging.h"
+#include "model/weights.h"
+#include "server/native/native_endpoints.h"
+
+namespace beam::server {
+namespace {
+
+// SGLang's answer: {"success", "message", "num_paused_requests"}, 200 or 400.
+void answer_update(const std::shared_ptr<Exchange>& exchange, bool success,
+                   const std::string& message) {
+  exchange->respond_json(
+      success ? 200 : 400,
+      dump_json(Json{{"success", success}, {"message", message}, {"num_paused_requests", 0}}));
+}
+
+}  // namespace
+
+void handle_update_weights_from_disk(const EndpointEnv& env,
+                                     const std::shared_ptr<Exchange>& exchange) {
+  if (!env.model->weight_updates_enabled)
+    return answer_update(exchange, false,
+                         "weight updates are off: start the server with --enable-weight-updates");
+  ApiExpected<Json> body = parse_json_body(exchange->request().body);
+  if (!body.ok()) return exchange->respond_error(body.error());
+  FieldReader r(*body, "");
+  std::string model_path;
+  r.require("model_path", &model_path);
+  std::optional<std::string> load_format;
+  r.read("load_format", &load_format);
+  if (load_format && *load_format != "auto" && *load_format != "safetensors")
+    r.fail("load_format", "expected \"auto\" or \"safetensors\", got \"" + *load_format + "\"");
+  bool abort_all = false, flush_cache = true;
+  r.read("abort_all_requests", &abort_all);
+  r.read("flush_cache", &flush_cache);
+  if (!flush_cache)
+    r.fail("flush_cache", "must be true: cached prefixes hold KV of the old weights");
+  if (r.failed()) return exchange->respond_error(r.take_error());
+  Expected<std::shared_ptr<BeamWeights>> weights = load_beam_weights(model_path);
+  if (!weights.ok())
+    return answer_update(exchange, false,
+                         "loading '" + model_path + "': " + weights.error().message);
+  const Status st = env.model->engine->update_weights(*weights, abort_all);
+  if (!st.ok()) return answer_update(exchange, false, st.error().message);
+  log_info("serving the weights of " + model_path);
+  answer_update(exchange, true, "Succeeded to update model weights.");
+}
+
+void handle_flush_cache(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
+  env.model->engine->flush_prefix_cache();
+  exchange->respond_text(200, "text/plain; charset=utf-8", "Cache flushed.\n");
+}
+
+}  // namespace beam::server

@@ -1,0 +1,119 @@
+// Engine::update_weights (SGLang's update_weights_from_disk) on the CPU: afterwards the engine
+// gives a fresh engine's tokens on the new weights and reuses no prefix cached under the old ones;
+// a request in flight finishes on the old weights (or ends when the update aborts it) and a
+// request sent meanwhile runs on the new ones; weights of another architecture are an error that
+// leaves the old weights serving.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "core/thread_pool.h"
+#include "engine_test_util.h"
+#include "model/synthetic_weights.h"
+
+namespace beam::testing {
+namespace {
+
+class WeightUpdateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    old_ = engine_test_model("tiny-beam");
+    ASSERT_NE(old_, nullptr);
+    new_ = synthetic(old_->config);
+    ASSERT_NE(new_, nullptr);
+  }
+  std::shared_ptr<const BeamWeights> synthetic(const BeamConfig& config) {
+    KernelContext ctx;
+    ctx.pool = &pool_;
+    auto w = make_synthetic_weights(ctx, config, SyntheticWeightOptions{.seed = 7});
+    EXPECT_TRUE(w.ok()) << (w.ok() ? "" : w.error().message);
+    return w.ok() ? *w : nullptr;
+  }
+  std::unique_ptr<Engine> make(std::shared_ptr<const BeamWeights> weights) {
+    EngineOptions o;
+    o.num_threads = 2;
+    o.block_size_tokens = 16;
+    o.max_tokens_per_step = 64;
+    o.kv_budget_bytes = 64 << 20;
+    auto e = Engine::create(std::move(weights), o);
+    EXPECT_TRUE(e.ok()) << (e.ok() ? "" : e.error().message);
+    return e.ok() ? std::move(*e) : nullptr;
+  }
+  std::vector<int32_t> tokens(Engine& engine, const RunRequest& r) {
+    return run_all(engine, {r})[0][0].tokens;
+  }
+
+  ThreadPool pool_{2};
+  std::shared_ptr<const BeamWeights> old_, new_;
+};
+
+TEST_F(WeightUpdateTest, ServesTheNewWeightsAsAFreshEngineWould) {
+  const RunRequest r{tokens_of(40, 3, old_->config.vocab_size), greedy(12)};
+  auto engine = make(old_);
+  const std::vector<int32_t> before = tokens(*engine, r);  // its prompt is now cached
+  EXPECT_EQ(before, tokens(*make(old_), r));
+  ASSERT_TRUE(engine->update_weights(new_, /*abort_in_flight=*/false).ok());
+  const auto after = run_all(*engine, {r})[0][0];
+  EXPECT_EQ(after.tokens, tokens(*make(new_), r));
+  EXPECT_NE(after.tokens, before);
+  EXPECT_EQ(after.usage.cached_prompt_tokens, 0);  // KV of the old weights is never reused
+
+  BeamConfig other = old_->config;
+  other.rms_norm_eps *= 2;
+  const Status st = engine->update_weights(synthetic(other), false);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().message,
+            "the new weights' config differs from the served model's in 'rms_norm_eps'");
+  EXPECT_EQ(tokens(*engine, r), after.tokens);
+}
+
+// Submits r to engine; its events go to *out.
+void submit(Engine& engine, const RunRequest& r, Collector* out) {
+  GenerateRequest g;
+  g.prompt = r.prompt;
+  g.sampling = r.params;
+  g.sink = out->sink();
+  ASSERT_TRUE(engine.submit(std::move(g)).ok());
+}
+
+// Waits until the request of `c` has written output.
+void wait_for_output(const Collector& c) {
+  for (int i = 0; i < 20000; ++i) {
+    const auto r = c.results();
+    if (!r.empty() && !r[0].tokens.empty()) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  FAIL() << "no output";
+}
+
+TEST_F(WeightUpdateTest, RequestsInFlightFinishOnTheOldWeightsUnlessAborted) {
+  const int64_t vocab = old_->config.vocab_size;
+  const RunRequest long_request{tokens_of(24, 5, vocab), greedy(300)};
+  const RunRequest later{tokens_of(30, 6, vocab), greedy(8)};
+  auto engine = make(old_);
+  Collector running, waiting;
+  submit(*engine, long_request, &running);
+  wait_for_output(running);
+  auto update = std::async(std::launch::async, [&] { return engine->update_weights(new_, false); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  submit(*engine, later, &waiting);  // waits for the update
+  ASSERT_TRUE(update.get().ok());
+  engine->wait_idle();
+  EXPECT_EQ(running.results()[0].tokens, tokens(*make(old_), long_request));
+  EXPECT_EQ(running.results()[0].finish, FinishReason::kLength);
+  EXPECT_EQ(waiting.results()[0].tokens, tokens(*make(new_), later));
+
+  Collector aborted;
+  submit(*engine, long_request, &aborted);
+  wait_for_output(aborted);
+  ASSERT_TRUE(engine->update_weights(old_, /*abort_in_flight=*/true).ok());
+  engine->wait_idle();
+  EXPECT_EQ(aborted.results()[0].finish, FinishReason::kCancelled);
+  EXPECT_LT(aborted.results()[0].tokens.size(), 300u);
+  EXPECT_EQ(tokens(*engine, later), tokens(*make(old_), later));
+}
+
+}  // namespace
+}  // namespace beam::testing
