@@ -1274,6 +1274,37 @@ test('/generate, SGLang format: sampling_params.structural_tag constrains each s
     'sampling_params.structural_tag');
 });
 
+// SGLang's /abort_request: a request named by its rid (or every request, abort_all) ends at once
+// and answers what it generated so far, finish reason abort; its KV is freed.
+test('/abort_request ends a request by its rid, or all of them', async () => {
+  const long = (rid) => sgl({ sampling_params: { max_new_tokens: 3000, temperature: 0, ignore_eos: true }, rid });
+  const abort = (body) => post('/abort_request', body);
+  // Aborts until every answer came (a request may not have reached the engine yet); the counts.
+  const abortUntilAnswered = async (answers, body) => {
+    let pending = answers.length;
+    answers.forEach((p) => p.then(() => { --pending; }));
+    const counts = [];
+    while (pending > 0) {
+      const r = await abort(body);
+      assert.equal(r.status, 200, r.text);
+      counts.push(r.json.aborted);
+      await new Promise((done) => setTimeout(done, 10));
+    }
+    return { answers: await Promise.all(answers), counts };
+  };
+  const one = await abortUntilAnswered([long('to-abort')], { rid: 'to-abort' });
+  assert.equal(one.counts.filter((c) => c > 0)[0], 1);
+  const r = one.answers[0];
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.json.meta_info.finish_reason.type, 'abort', r.text);
+  assert.ok(r.json.output_ids.length < 3000);
+  const both = await abortUntilAnswered([long('a'), long('b')], { abort_all: true });
+  for (const x of both.answers) assert.equal(x.json.meta_info.finish_reason.type, 'abort', x.text);
+  assert.equal((await abort({ rid: 'nobody' })).json.aborted, 0);
+  assertOpenAiError(await abort({}), 400, 'rid');
+  assertOpenAiError(await abort({ rid: 7 }), 400, 'rid');
+});
+
 test('/generate, SGLang format: what it cannot honour is a 400 naming the field', async () => {
   assertOpenAiError(await sgl({ sampling_params: {}, lora_path: 'my-adapter' }), 400, 'lora_path');
   assertOpenAiError(await sgl({ sampling_params: {}, image_data: 'cat.png' }), 400, 'image_data');

@@ -103,6 +103,7 @@ GenerationContext generation_context(const EndpointEnv& env) {
   context.response_template = env.model->response_template;
   context.metrics = env.metrics;
   context.counters = env.counters;
+  context.jobs = env.jobs;
   return context;
 }
 

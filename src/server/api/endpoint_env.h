@@ -36,6 +36,7 @@ struct EndpointEnv {
   GenerationCounters* counters = nullptr;
   boost::asio::thread_pool* workers = nullptr;
   IdSource* ids = nullptr;
+  JobRegistry* jobs = nullptr;  // jobs in progress by rid (POST /abort_request)
 };
 
 // Fills the spec's sampling and stop fields, adds the tokenizer's eos ids as stop ids (unless

@@ -49,6 +49,8 @@ constexpr Route kRoutes[] = {
     {"/generate", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_generate, nullptr},
     {"/update_weights_from_disk", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true,
      handle_update_weights_from_disk, nullptr},
+    {"/abort_request", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_abort_request,
+     nullptr},
     {"/flush_cache", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_flush_cache,
      nullptr},
     {"/reset_prefix_cache", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_flush_cache,

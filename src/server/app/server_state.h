@@ -22,13 +22,16 @@ struct ServerState {
 
   // The model, or null while loading / after a failed load.
   const ServedModel* model() const { return model_ptr.load(); }
-  EndpointEnv env() const { return EndpointEnv{model(), &metrics, &counters, &workers, &ids}; }
+  EndpointEnv env() const {
+    return EndpointEnv{model(), &metrics, &counters, &workers, &ids, &jobs};
+  }
 
   ServeOptions options;
   mutable ServerMetrics metrics;
   mutable GenerationCounters counters;
   mutable boost::asio::thread_pool workers;
   mutable IdSource ids;
+  mutable JobRegistry jobs;
   std::unique_ptr<ServedModel> owned_model;
   std::atomic<const ServedModel*> model_ptr{nullptr};
   mutable std::mutex load_mu;

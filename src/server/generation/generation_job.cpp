@@ -56,6 +56,7 @@ void GenerationJob::submit() {
     context_.counters->busy_since_unix_s.store(now);
   }
   request_id_.store(id->value);
+  if (context_.jobs) context_.jobs->add(spec_.rid, shared_from_this());
   if (cancelled_.load()) context_.engine->cancel(*id);
 }
 
@@ -109,6 +110,7 @@ void GenerationJob::finish_sibling(int32_t sibling, const TokenEvent* engine_fin
   if (engine_finals_ < static_cast<int64_t>(decoders_.size())) cancel();
   context_.metrics->observe_end_to_end(std::chrono::duration<double>(Clock::now() - received_).count());
   context_.counters->active.fetch_sub(1);
+  if (context_.jobs) context_.jobs->remove(spec_.rid, this);
   observer_->on_complete(usage_);
   observer_.reset();
 }

@@ -5,17 +5,17 @@
 #pragma once
 
 #include <atomic>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <vector>
 
-#include <boost/asio/strand.hpp>
-#include <boost/asio/thread_pool.hpp>
-
 #include "runtime/engine.h"
 #include "server/api/api_error.h"
 #include "server/generation/generation_spec.h"
+#include "server/generation/job_registry.h"
 #include "server/generation/sibling_decoder.h"
 #include "server/metrics/server_metrics.h"
 
@@ -60,6 +60,7 @@ struct GenerationContext {
   std::shared_ptr<const ResponseTemplate> response_template;
   ServerMetrics* metrics = nullptr;
   GenerationCounters* counters = nullptr;
+  JobRegistry* jobs = nullptr;  // null: jobs cannot be aborted by id
 };
 
 class GenerationJob : public std::enable_shared_from_this<GenerationJob> {

@@ -16,6 +16,7 @@
 namespace beam::server {
 
 struct GenerationSpec {
+  std::string rid;  // SGLang's request id (POST /abort_request names it); "": none
   std::vector<int32_t> prompt_ids;
   std::string prompt_text;               // the rendered prompt; output parsing starts from its end
   SamplingParams sampling;

@@ -18,6 +18,10 @@ void handle_generate(const EndpointEnv& env, const std::shared_ptr<Exchange>& ex
 // --enable-weight-updates only.
 void handle_update_weights_from_disk(const EndpointEnv& env,
                                      const std::shared_ptr<Exchange>& exchange);
+// Ends the requests sent with `rid` (SGLang's /generate rid), or every request in progress with
+// abort_all (SGLang's /abort_request): each answers what it generated so far, finish reason
+// abort. 200 {"aborted": count}.
+void handle_abort_request(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);
 // Drops every cached prefix no request is using (SGLang's /flush_cache, vLLM's
 // /reset_prefix_cache).
 void handle_flush_cache(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);

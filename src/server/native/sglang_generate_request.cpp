@@ -386,6 +386,7 @@ ApiExpected<SglangGenerateRequest> parse_sglang_generate_request(const Json& bod
 ApiExpected<GenerationSpec> sglang_generation_spec(const ServedModel& model,
                                                    const SglangItem& item) {
   GenerationSpec spec;
+  spec.rid = item.rid.value_or("");
   spec.prompt_ids = item.prompt_ids;
   spec.detokenize = model.tokenizer.has_value();
   const auto prompt = static_cast<int64_t>(item.prompt_ids.size());

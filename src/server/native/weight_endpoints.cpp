@@ -1,5 +1,6 @@
-// POST /update_weights_from_disk (SGLang's, for RL trainers that save a checkpoint each step),
-// POST /flush_cache (SGLang's) and POST /reset_prefix_cache (vLLM's). See native_endpoints.h.
+// The RL loop's control endpoints: POST /update_weights_from_disk (SGLang's, for trainers that
+// save a checkpoint each step), POST /flush_cache (SGLang's), POST /reset_prefix_cache (vLLM's)
+// and POST /abort_request (SGLang's). See native_endpoints.h.
 #include "core/logging.h"
 #include "model/weights.h"
 #include "server/native/native_endpoints.h"
@@ -45,6 +46,20 @@ void handle_update_weights_from_disk(const EndpointEnv& env,
   if (!st.ok()) return answer_update(exchange, false, st.error().message);
   log_info("serving the weights of " + model_path);
   answer_update(exchange, true, "Succeeded to update model weights.");
+}
+
+void handle_abort_request(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
+  ApiExpected<Json> body = parse_json_body(exchange->request().body);
+  if (!body.ok()) return exchange->respond_error(body.error());
+  FieldReader r(*body, "");
+  std::optional<std::string> rid;
+  bool abort_all = false;
+  r.read("rid", &rid);
+  r.read("abort_all", &abort_all);
+  if (!rid && !abort_all) r.fail("rid", "give the request's 'rid', or 'abort_all': true");
+  if (r.failed()) return exchange->respond_error(r.take_error());
+  const int64_t aborted = abort_all ? env.jobs->abort_all() : env.jobs->abort(*rid);
+  exchange->respond_json(200, dump_json(Json{{"aborted", aborted}}));
 }
 
 void handle_flush_cache(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
