@@ -806,11 +806,20 @@ test('update_weights_from_disk swaps the weights; flush_cache empties the prefix
   const old = await run();
   assert.equal((await run()).cached, 32);  // its prompt's full blocks are cached
   const update = (body) => post('/update_weights_from_disk', body);
+  const info = async () => (await fetch(server.baseUrl + '/get_model_info')).json();
+  const version = async () => (await (await fetch(server.baseUrl + '/get_weight_version')).json()).weight_version;
+  const first = await info();
+  assert.equal(first.model_path, path.join(repoRoot, 'models/tiny-beam'));
+  assert.equal(first.tokenizer_path, path.join(repoRoot, 'tests/server/fixtures/tiny-chat'));
+  assert.equal(first.is_generation, true);
+  assert.equal(first.weight_version, 'default');
   const dir = tinyBeamWithReversedEmbedding();
   try {
-    const ok = await update({ model_path: dir, abort_all_requests: false });
+    const ok = await update({ model_path: dir, abort_all_requests: false, weight_version: 'step-1' });
     assert.equal(ok.status, 200, ok.text);
     assert.deepEqual(ok.json, { success: true, message: 'Succeeded to update model weights.', num_paused_requests: 0 });
+    assert.equal((await info()).model_path, dir);
+    assert.equal(await version(), 'step-1');
     const swapped = await run();
     assert.notEqual(swapped.text, old.text);
     assert.equal(swapped.cached, 0);
@@ -824,8 +833,11 @@ test('update_weights_from_disk swaps the weights; flush_cache empties the prefix
     assert.equal((await run()).text, swapped.text);
     assertOpenAiError(await update({}), 400, 'model_path');
     assertOpenAiError(await update({ model_path: dir, flush_cache: false }), 400, 'flush_cache');
+    assert.equal(await version(), 'step-1');  // failed updates change nothing
     assert.equal((await update({ model_path: path.join(repoRoot, 'models/tiny-beam') })).status, 200);
     assert.equal((await run()).text, old.text);
+    assert.equal((await info()).model_path, path.join(repoRoot, 'models/tiny-beam'));
+    assert.equal(await version(), 'step-1');  // kept unless an update names another
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

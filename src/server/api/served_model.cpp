@@ -10,6 +10,16 @@ void apply_sampling_defaults(const ServedModel& model, Json* body) {
   }
 }
 
+ServedWeights::Info ServedWeights::get() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return info_;
+}
+
+void ServedWeights::set(Info info) {
+  std::lock_guard<std::mutex> lock(mu_);
+  info_ = std::move(info);
+}
+
 ApiExpected<bool> check_model_name(const ServedModel& model, const std::string& requested) {
   if (requested.empty() || requested == model.name) return true;
   return api_error(ErrorKind::kNotFound,

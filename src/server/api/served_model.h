@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,9 +22,28 @@
 
 namespace beam::server {
 
+// The checkpoint the engine serves now: its folder and SGLang's weight_version tag. Set at load,
+// replaced by POST /update_weights_from_disk. Thread-safe.
+class ServedWeights {
+ public:
+  struct Info {
+    std::string path;
+    std::string version = "default";
+  };
+  explicit ServedWeights(Info info) : info_(std::move(info)) {}
+  Info get() const;
+  void set(Info info);
+
+ private:
+  mutable std::mutex mu_;
+  Info info_;
+};
+
 struct ServedModel {
   std::string name;                 // the id clients send as "model"
   std::string dir;
+  std::string tokenizer_dir;  // where the tokenizer came from (dir unless --tokenizer)
+  std::shared_ptr<ServedWeights> weights = std::make_shared<ServedWeights>(ServedWeights::Info{});
   int64_t created_unix_s = 0;
   std::unique_ptr<Engine> engine;
   std::optional<text::Tokenizer> tokenizer;

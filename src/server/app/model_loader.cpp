@@ -103,6 +103,8 @@ std::vector<int32_t> delimiter_special_ids(const text::Tokenizer& tokenizer, con
 Expected<std::unique_ptr<ServedModel>> load_served_model(const ModelLoadOptions& options) {
   auto model = std::make_unique<ServedModel>();
   model->dir = options.model_dir;
+  model->tokenizer_dir = options.tokenizer_dir.empty() ? options.model_dir : options.tokenizer_dir;
+  model->weights = std::make_shared<ServedWeights>(ServedWeights::Info{options.model_dir});
   model->name = options.served_model_name;
   model->routed_experts_enabled = options.enable_return_routed_experts;
   model->weight_updates_enabled = options.enable_weight_updates;

@@ -1,6 +1,7 @@
 // The RL loop's control endpoints: POST /update_weights_from_disk (SGLang's, for trainers that
 // save a checkpoint each step), POST /flush_cache (SGLang's), POST /reset_prefix_cache (vLLM's)
-// and POST /abort_request (SGLang's). See native_endpoints.h.
+// POST /abort_request, GET /get_model_info and GET /get_weight_version (SGLang's). See
+// native_endpoints.h.
 #include "core/logging.h"
 #include "model/weights.h"
 #include "server/native/native_endpoints.h"
@@ -32,6 +33,8 @@ void handle_update_weights_from_disk(const EndpointEnv& env,
   r.read("load_format", &load_format);
   if (load_format && *load_format != "auto" && *load_format != "safetensors")
     r.fail("load_format", "expected \"auto\" or \"safetensors\", got \"" + *load_format + "\"");
+  std::optional<std::string> weight_version;
+  r.read("weight_version", &weight_version);
   bool abort_all = false, flush_cache = true;
   r.read("abort_all_requests", &abort_all);
   r.read("flush_cache", &flush_cache);
@@ -45,6 +48,8 @@ void handle_update_weights_from_disk(const EndpointEnv& env,
   const Status st = env.model->engine->update_weights(*weights, abort_all);
   if (!st.ok()) return answer_update(exchange, false, st.error().message);
   log_info("serving the weights of " + model_path);
+  ServedWeights::Info served = env.model->weights->get();
+  env.model->weights->set({model_path, weight_version.value_or(served.version)});
   answer_update(exchange, true, "Succeeded to update model weights.");
 }
 
@@ -60,6 +65,20 @@ void handle_abort_request(const EndpointEnv& env, const std::shared_ptr<Exchange
   if (r.failed()) return exchange->respond_error(r.take_error());
   const int64_t aborted = abort_all ? env.jobs->abort_all() : env.jobs->abort(*rid);
   exchange->respond_json(200, dump_json(Json{{"aborted", aborted}}));
+}
+
+void handle_get_model_info(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
+  const ServedWeights::Info w = env.model->weights->get();
+  exchange->respond_json(200, dump_json(Json{{"model_path", w.path},
+                                             {"tokenizer_path", env.model->tokenizer_dir},
+                                             {"is_generation", true},
+                                             {"preferred_sampling_params", nullptr},
+                                             {"weight_version", w.version}}));
+}
+
+void handle_get_weight_version(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
+  exchange->respond_json(200,
+                         dump_json(Json{{"weight_version", env.model->weights->get().version}}));
 }
 
 void handle_flush_cache(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {

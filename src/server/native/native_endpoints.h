@@ -22,6 +22,11 @@ void handle_update_weights_from_disk(const EndpointEnv& env,
 // abort_all (SGLang's /abort_request): each answers what it generated so far, finish reason
 // abort. 200 {"aborted": count}.
 void handle_abort_request(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);
+// SGLang's model info: {"model_path" (the checkpoint served now), "tokenizer_path",
+// "is_generation": true, "preferred_sampling_params": null, "weight_version"}.
+void handle_get_model_info(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);
+// SGLang's {"weight_version"}: "default", or the tag of the last /update_weights_from_disk.
+void handle_get_weight_version(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);
 // Drops every cached prefix no request is using (SGLang's /flush_cache, vLLM's
 // /reset_prefix_cache).
 void handle_flush_cache(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);
