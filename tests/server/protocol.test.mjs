@@ -294,6 +294,14 @@ test('/health and /metrics', async () => {
   assert.equal(m.beamserve_ready, 1);
 });
 
+// SGLang's /health_generate: one token generated ahead of the queue proves the engine works.
+test('/health_generate generates a token', async () => {
+  const r = await fetch(server.baseUrl + '/health_generate');
+  assert.equal(r.status, 200);
+  assert.deepEqual(await r.json(), { status: 'ok' });
+  assert.equal((await fetch(server.baseUrl + '/v1/models/tiny-chat')).status, 200);  // still routed
+});
+
 test('API key on every endpoint but /health', async () => {
   const keyed = await startServer(['--api-key', 'sekret']);
   try {

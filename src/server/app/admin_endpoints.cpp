@@ -2,6 +2,10 @@
 #include "server/app/admin_endpoints.h"
 
 #include <chrono>
+#include <condition_variable>
+#include <limits>
+#include <mutex>
+#include <optional>
 
 namespace beam::server {
 namespace {
@@ -50,6 +54,45 @@ void handle_health(const ServerState& state, const std::shared_ptr<Exchange>& ex
                               {"running", stats.running},
                               {"waiting", stats.waiting}}));
   }
+}
+
+void handle_health_generate(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
+  struct Outcome {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<TokenEvent> final;
+  };
+  auto outcome = std::make_shared<Outcome>();
+  GenerateRequest probe;
+  probe.prompt = {0};
+  probe.sampling.temperature = 0.0;
+  probe.sampling.max_tokens = 1;
+  probe.sampling.ignore_eos = true;
+  probe.priority = std::numeric_limits<int32_t>::max();  // ahead of the queue: it checks the loop
+  probe.sink = [outcome](TokenEvent&& event) {
+    if (!event.finish) return;
+    std::lock_guard<std::mutex> lock(outcome->mu);
+    outcome->final = std::move(event);
+    outcome->cv.notify_all();
+  };
+  Expected<RequestId> id = env.model->engine->submit(std::move(probe));
+  if (!id.ok())
+    return exchange->respond_json(
+        503, dump_json(Json{{"status", "failed"}, {"error", id.error().message}}));
+  std::unique_lock<std::mutex> lock(outcome->mu);
+  if (!outcome->cv.wait_for(lock, std::chrono::seconds(kHealthGenerateTimeoutS),
+                            [&] { return outcome->final.has_value(); })) {
+    lock.unlock();
+    env.model->engine->cancel(*id);
+    return exchange->respond_json(
+        503, dump_json(Json{
+                 {"status", "stalled"},
+                 {"error", "no token within " + std::to_string(kHealthGenerateTimeoutS) + " s"}}));
+  }
+  if (outcome->final->finish != FinishReason::kLength)
+    return exchange->respond_json(
+        503, dump_json(Json{{"status", "failed"}, {"error", outcome->final->error}}));
+  exchange->respond_json(200, dump_json(Json{{"status", "ok"}}));
 }
 
 void handle_metrics(const ServerState& state, const std::shared_ptr<Exchange>& exchange) {

@@ -1,4 +1,4 @@
-// GET /health, GET /metrics and GET /v1/models.
+// GET /health, GET /health_generate, GET /metrics and GET /v1/models.
 #pragma once
 
 #include <memory>
@@ -25,6 +25,11 @@ HealthVerdict evaluate_health(const HealthInputs& in);
 // 200 {"status": "ok"} when the model is loaded and the engine loop advances; 503 with "loading",
 // "failed" or "stalled" (work has waited health_stall_s without an engine step) otherwise.
 void handle_health(const ServerState& state, const std::shared_ptr<Exchange>& exchange);
+// SGLang's /health_generate: a one-token greedy generation ahead of the queue; 200 {"status":
+// "ok"} once it finishes, 503 "failed" (the engine refused or failed it) or "stalled" (no token
+// within kHealthGenerateTimeoutS seconds).
+inline constexpr int kHealthGenerateTimeoutS = 20;
+void handle_health_generate(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);
 void handle_metrics(const ServerState& state, const std::shared_ptr<Exchange>& exchange);
 void handle_models(const ServerState& state, const std::shared_ptr<Exchange>& exchange);
 

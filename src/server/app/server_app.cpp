@@ -49,6 +49,8 @@ constexpr Route kRoutes[] = {
     {"/generate", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_generate, nullptr},
     {"/update_weights_from_disk", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true,
      handle_update_weights_from_disk, nullptr},
+    {"/health_generate", "GET", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_health_generate,
+     nullptr},
     {"/get_model_info", "GET", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_get_model_info,
      nullptr},
     {"/get_weight_version", "GET", ErrorFlavor::kOpenAi, RunOn::kWorker, true,
@@ -63,10 +65,10 @@ constexpr Route kRoutes[] = {
 
 // The route of a path: exact match, or /v1/models/<id>.
 const Route* find_route(const std::string& path) {
+  const std::string exact = path.rfind("/v1/models/", 0) == 0 ? "/v1/models" : path;
   for (const Route& r : kRoutes) {
-    if (path == r.path) return &r;
+    if (exact == r.path) return &r;
   }
-  if (path.rfind("/v1/models/", 0) == 0) return &kRoutes[2];
   return nullptr;
 }
 
