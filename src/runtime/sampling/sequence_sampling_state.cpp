@@ -140,8 +140,7 @@ Status SequenceSamplingState::fill_allowed_tokens(std::span<uint32_t> bits,
     return ok_status();
   }
   if (constraint_ && constraint_->active()) {
-    if (!constraint_->fill_allowed(bits, end_ids_, scratch))
-      return make_error("the output no longer fits its response format");
+    BEAM_RETURN_IF_ERROR(constraint_->fill_allowed(bits, end_ids_, scratch));
   } else {  // every token: whole words, then the last word's bits below vocab_size
     std::fill(bits.begin(), bits.end(), ~0u);
     if (const int64_t tail = vocab_size_ % 32; tail != 0) bits.back() = (1u << tail) - 1u;

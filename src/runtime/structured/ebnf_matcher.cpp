@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <unordered_set>
 
 #include "core/check.h"
 
@@ -16,17 +17,27 @@ uint64_t stack_hash(const std::vector<GrammarFrame>& stack) {
     h = (h ^ static_cast<uint32_t>(f.element)) * 1099511628211ull;
     h = (h ^ static_cast<uint32_t>(f.state)) * 1099511628211ull;
   }
+  h ^= h >> 33;  // splitmix64's finalizer: FNV's low bits mix poorly
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
   return h;
 }
 
 // Expands a working stack until every top sits on a terminal, adding the results to `out`
-// (without duplicates); a stack whose root rule ends marks `out` complete.
+// (without duplicates); a stack whose root rule ends marks `out` complete. Past kMemoAfter steps
+// a stack met before in this expansion is not expanded again (its results are in `out` already:
+// nullable rules reach one configuration along many paths, exponentially many in their nesting);
+// typical expansions end sooner and pay nothing for it. Each step spends one unit of `budget`
+// (when given); none is taken once it is spent.
 class Expander {
  public:
-  Expander(const EbnfGrammar& g, GrammarState& out, std::vector<uint64_t>& hashes)
-      : g_(g), out_(out), hashes_(hashes) {}
+  Expander(const EbnfGrammar& g, GrammarState& out, std::vector<uint64_t>& hashes,
+           ParseBudget* budget)
+      : g_(g), out_(out), hashes_(hashes), budget_(budget) {}
 
   void expand(std::vector<GrammarFrame>& cur) {
+    if (budget_ && --budget_->left < 0) return;
+    if (++steps_ > kMemoAfter && !seen_.insert(stack_hash(cur)).second) return;
     const GrammarFrame top = cur.back();
     const GrammarElement& e = g_.elements()[static_cast<size_t>(top.element)];
     switch (e.kind) {
@@ -89,6 +100,10 @@ class Expander {
   const EbnfGrammar& g_;
   GrammarState& out_;
   std::vector<uint64_t>& hashes_;
+  static constexpr int64_t kMemoAfter = 256;
+  ParseBudget* budget_;
+  int64_t steps_ = 0;
+  std::unordered_set<uint64_t> seen_;  // stacks expanded past kMemoAfter steps (by hash)
 };
 
 }  // namespace
@@ -100,7 +115,7 @@ EbnfMatcher::EbnfMatcher(std::shared_ptr<const EbnfGrammar> grammar)
 
 GrammarState EbnfMatcher::initial() const {
   GrammarState out;
-  Expander expander(*grammar_, out, out.hashes);
+  Expander expander(*grammar_, out, out.hashes, nullptr);
   std::vector<GrammarFrame> cur;
   for (int32_t alt : grammar_->rules()[static_cast<size_t>(grammar_->root())].alternatives) {
     cur.assign(1, GrammarFrame{alt, 0});
@@ -109,9 +124,10 @@ GrammarState EbnfMatcher::initial() const {
   return out;
 }
 
-bool EbnfMatcher::advance(const GrammarState& in, uint8_t byte, GrammarState& out) const {
+bool EbnfMatcher::advance(const GrammarState& in, uint8_t byte, GrammarState& out,
+                          ParseBudget* budget) const {
   out.clear();
-  Expander expander(*grammar_, out, out.hashes);
+  Expander expander(*grammar_, out, out.hashes, budget);
   std::vector<GrammarFrame>& cur = out.work;
   for (size_t i = 0; i < in.ends.size(); ++i) {
     const size_t begin = i == 0 ? 0 : in.ends[i - 1];
@@ -127,10 +143,10 @@ bool EbnfMatcher::advance(const GrammarState& in, uint8_t byte, GrammarState& ou
   return !out.dead();
 }
 
-void EbnfMatcher::resume(const GrammarState& in, size_t stack, int32_t dfa_state,
-                         GrammarState& out) const {
+void EbnfMatcher::resume(const GrammarState& in, size_t stack, int32_t dfa_state, GrammarState& out,
+                         ParseBudget* budget) const {
   out.clear();
-  Expander expander(*grammar_, out, out.hashes);
+  Expander expander(*grammar_, out, out.hashes, budget);
   const size_t begin = stack == 0 ? 0 : in.ends[stack - 1];
   out.work.assign(in.frames.begin() + static_cast<std::ptrdiff_t>(begin),
                   in.frames.begin() + in.ends[stack]);
@@ -138,10 +154,10 @@ void EbnfMatcher::resume(const GrammarState& in, size_t stack, int32_t dfa_state
   expander.expand(out.work);
 }
 
-bool EbnfMatcher::only_end_follows(const GrammarState& in, size_t stack,
-                                   GrammarState& scratch) const {
+bool EbnfMatcher::only_end_follows(const GrammarState& in, size_t stack, GrammarState& scratch,
+                                   ParseBudget* budget) const {
   scratch.clear();
-  Expander expander(*grammar_, scratch, scratch.hashes);
+  Expander expander(*grammar_, scratch, scratch.hashes, budget);
   const size_t begin = stack == 0 ? 0 : in.ends[stack - 1];
   scratch.work.assign(in.frames.begin() + static_cast<std::ptrdiff_t>(begin),
                       in.frames.begin() + in.ends[stack]);
@@ -150,12 +166,12 @@ bool EbnfMatcher::only_end_follows(const GrammarState& in, size_t stack,
   return scratch.ends.empty();
 }
 
-bool EbnfMatcher::advance_bytes(GrammarState& state, std::string_view bytes,
-                                GrammarState& scratch) const {
+bool EbnfMatcher::advance_bytes(GrammarState& state, std::string_view bytes, GrammarState& scratch,
+                                ParseBudget* budget) const {
   if (bytes.empty()) return !state.dead();
   GrammarState cur = state;
   for (char c : bytes) {
-    if (!advance(cur, static_cast<uint8_t>(c), scratch)) return false;
+    if (!advance(cur, static_cast<uint8_t>(c), scratch, budget)) return false;
     std::swap(cur, scratch);
   }
   state = std::move(cur);

@@ -28,6 +28,18 @@ inline constexpr int32_t kMaxGrammarDepth = 1024;
 // also bounds one sequence's share of a step.
 inline constexpr int32_t kMaxGrammarStacks = 1024;
 
+// Rule expansions one token mask may take (VocabIndex::add_allowed): an ambiguous grammar whose
+// parse stacks multiply (nullable rules nested in recursion) would otherwise make one mask cost
+// seconds to minutes and stall every request of the step; about 0.5 s of work on one core.
+inline constexpr int64_t kMaxMaskParseSteps = 5'000'000;
+
+// The expansions a caller may still spend; the matcher's calls that take one stop expanding once
+// it is spent (their states then hold only the stacks reached so far).
+struct ParseBudget {
+  int64_t left = kMaxMaskParseSteps;
+  bool spent() const { return left < 0; }
+};
+
 struct GrammarFrame {
   int32_t element = 0;  // index into EbnfGrammar::elements()
   int32_t state = 0;    // a kTerminal top: its DFA state; 0 elsewhere
@@ -58,18 +70,22 @@ class EbnfMatcher {
   // Before any byte: the root's alternatives expanded.
   GrammarState initial() const;
   // out = in after one more byte (out is overwritten and keeps its capacity); false when the
-  // byte is no continuation (out is then dead).
-  bool advance(const GrammarState& in, uint8_t byte, GrammarState& out) const;
+  // byte is no continuation (out is then dead). `budget` (optional) pays for the expansions.
+  bool advance(const GrammarState& in, uint8_t byte, GrammarState& out,
+               ParseBudget* budget = nullptr) const;
   // Advances `state` in place over bytes; false (state unchanged) when they do not match.
-  bool advance_bytes(GrammarState& state, std::string_view bytes, GrammarState& scratch) const;
+  bool advance_bytes(GrammarState& state, std::string_view bytes, GrammarState& scratch,
+                     ParseBudget* budget = nullptr) const;
   // out = stack `stack` of `in` alone with its top's DFA state set to `dfa_state` (an accepting
   // one: the parse may leave the terminal there), expanded as after a byte.
-  void resume(const GrammarState& in, size_t stack, int32_t dfa_state, GrammarState& out) const;
+  void resume(const GrammarState& in, size_t stack, int32_t dfa_state, GrammarState& out,
+              ParseBudget* budget = nullptr) const;
   // Whether the text so far is a whole match (the output may end here).
   bool can_end(const GrammarState& state) const { return state.complete; }
   // Whether leaving stack `stack`'s top terminal can only end the output (nothing after it takes
   // text, as after free text that runs to the end): its accepting states then decide no byte.
-  bool only_end_follows(const GrammarState& in, size_t stack, GrammarState& scratch) const;
+  bool only_end_follows(const GrammarState& in, size_t stack, GrammarState& scratch,
+                        ParseBudget* budget = nullptr) const;
 
   const EbnfGrammar& grammar() const { return *grammar_; }
 

@@ -1,6 +1,7 @@
 #include "runtime/structured/output_constraint.h"
 
 #include <algorithm>
+#include <string>
 
 #include "core/check.h"
 
@@ -51,8 +52,8 @@ bool ConstraintState::can_end() const {
   return dfa_state_ != ByteDfa::kDead && constraint_->regex->accepting(dfa_state_);
 }
 
-bool ConstraintState::fill_allowed(std::span<uint32_t> bits, std::span<const int32_t> end_tokens,
-                                   MaskScratch& scratch) const {
+Status ConstraintState::fill_allowed(std::span<uint32_t> bits, std::span<const int32_t> end_tokens,
+                                     MaskScratch& scratch) const {
   BEAM_CHECK(active()) << "the output is reasoning, not constrained";
   std::fill(bits.begin(), bits.end(), 0u);
   if (phase_ == Phase::kBetweenCalls) {
@@ -62,14 +63,19 @@ bool ConstraintState::fill_allowed(std::span<uint32_t> bits, std::span<const int
       if (!gap_written_) constraint_->vocab->add_whitespace(bits);
     }
   } else {
-    if (matcher_)
+    if (matcher_) {
       constraint_->vocab->add_allowed(*matcher_, state_, bits, scratch,
                                       constraint_->pattern_masks.get());
-    else if (ebnf_matcher_)
-      constraint_->vocab->add_allowed(*ebnf_matcher_, ebnf_state_, bits, scratch,
-                                      constraint_->grammar_masks.get());
-    else if (dfa_state_ != ByteDfa::kDead)
+    } else if (ebnf_matcher_) {
+      if (!constraint_->vocab->add_allowed(*ebnf_matcher_, ebnf_state_, bits, scratch,
+                                           constraint_->grammar_masks.get()))
+        return make_error(
+            "the grammar is too ambiguous to enforce: one token's mask needs more "
+            "than " +
+            std::to_string(kMaxMaskParseSteps) + " parse steps");
+    } else if (dfa_state_ != ByteDfa::kDead) {
       constraint_->vocab->add_allowed(*constraint_->regex, dfa_state_, bits);
+    }
     for (const auto& ids : {std::span<const int32_t>(constraint_->hidden_tokens), end_tokens})
       for (int32_t t : ids) clear_mask_bit(bits, t);
     if (can_end()) {
@@ -78,7 +84,9 @@ bool ConstraintState::fill_allowed(std::span<uint32_t> bits, std::span<const int
     }
     if (phase_ == Phase::kJsonOrReasoning) set_mask_bit(bits, *constraint_->reasoning_open);
   }
-  return std::any_of(bits.begin(), bits.end(), [](uint32_t w) { return w != 0; });
+  if (std::none_of(bits.begin(), bits.end(), [](uint32_t w) { return w != 0; }))
+    return make_error("the output no longer fits its response format");
+  return ok_status();
 }
 
 bool ConstraintState::accept(int32_t token, bool end_token) {

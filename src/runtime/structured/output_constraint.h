@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/status.h"
 #include "runtime/structured/byte_dfa.h"
 #include "runtime/structured/ebnf_matcher.h"
 #include "runtime/structured/json_matcher.h"
@@ -56,9 +57,10 @@ class ConstraintState {
   // Overwrites bits (allowed_mask_words(vocab) words) with the tokens allowed next: every text
   // token that keeps a parse alive, end_tokens and call_close when the JSON is complete, and
   // reasoning_open before the first token; between calls the end tokens, call_open and whitespace.
-  // Needs active(). False when no token is allowed (the state is dead).
-  bool fill_allowed(std::span<uint32_t> bits, std::span<const int32_t> end_tokens,
-                    MaskScratch& scratch) const;
+  // Needs active(). An error naming why when no mask comes: no token is allowed (the state is
+  // dead), or a grammar needs more than kMaxMaskParseSteps expansions for this mask.
+  Status fill_allowed(std::span<uint32_t> bits, std::span<const int32_t> end_tokens,
+                      MaskScratch& scratch) const;
   // Records a committed output token; end_token: an eos or stop id (it ends the output). False
   // when the token breaks the constraint (it was outside the mask): the state is then dead.
   bool accept(int32_t token, bool end_token);

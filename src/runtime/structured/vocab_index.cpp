@@ -265,13 +265,14 @@ void VocabIndex::add_allowed(const ByteDfa& dfa, int32_t state, std::span<uint32
 // state's inside tokens (memoized per terminal state), then below each of its exits a walk from
 // the parse resumed there. A stack that only the end can follow has no exits: free text that
 // runs to the output's end, accepting everywhere, costs one DFA walk, not a parse per trie node.
-void VocabIndex::add_allowed(const EbnfMatcher& matcher, const GrammarState& state,
+bool VocabIndex::add_allowed(const EbnfMatcher& matcher, const GrammarState& state,
                              std::span<uint32_t> bits, MaskScratch& scratch,
                              GrammarMaskCache* masks) const {
   BEAM_CHECK_EQ(static_cast<int64_t>(bits.size()), allowed_mask_words(vocab_size_));
   const std::vector<uint32_t>* words = masks ? masks->find(state) : nullptr;
   if (!words) {
     GrammarWalk& w = scratch.grammar;
+    w.budget = ParseBudget{};
     std::vector<uint32_t>& out = scratch.grammar_words;
     out.assign(bits.size(), 0);
     const size_t levels = max_token_bytes_ + 1;
@@ -297,12 +298,13 @@ void VocabIndex::add_allowed(const EbnfMatcher& matcher, const GrammarState& sta
         return static_cast<const TerminalTokens*>(&local);
       };
       const TerminalTokens* tt = tokens(false);
-      if (!tt->exits.empty() && matcher.only_end_follows(state, i, w.resumed)) tt = tokens(true);
+      if (!tt->exits.empty() && matcher.only_end_follows(state, i, w.resumed, &w.budget))
+        tt = tokens(true);
       for (size_t k = 0; k < out.size(); ++k) out[k] |= tt->inside[k];
       int32_t resumed_state = ByteDfa::kDead;
       for (const TerminalTokens::Exit& exit : tt->exits) {
         if (exit.state != resumed_state) {
-          matcher.resume(state, i, exit.state, w.resumed);
+          matcher.resume(state, i, exit.state, w.resumed, &w.budget);
           resumed_state = exit.state;
         }
         if (w.resumed.dead()) continue;
@@ -311,12 +313,15 @@ void VocabIndex::add_allowed(const EbnfMatcher& matcher, const GrammarState& sta
         w.states[exit.depth] = w.resumed;
         set_walk_base(matcher, w, exit.depth);
         walk(exit.node, exit.depth, exit.depth, matcher, out, w);
+        if (w.budget.spent()) return false;
       }
     }
+    if (w.budget.spent()) return false;
     if (masks) masks->insert(state, out);
     words = &out;
   }
   for (size_t i = 0; i < bits.size(); ++i) bits[i] |= (*words)[i];
+  return true;
 }
 
 // A DFA-only walk of the trie from `state`, stopping at the first accepting state of each path
@@ -386,7 +391,8 @@ void VocabIndex::walk(TokenTrie::NodeIndex node, size_t depth, size_t base, cons
       next[i] = to;
       alive = alive || to >= 0;
       if (to < 0 || leaves || !g.terminal(terminals[i]).accepting(to)) continue;
-      if (ends[i] == kEndsUnknown) ends[i] = m.only_end_follows(w.states[base], i, w.scratch);
+      if (ends[i] == kEndsUnknown)
+        ends[i] = m.only_end_follows(w.states[base], i, w.scratch, &w.budget);
       leaves = !ends[i];
     }
     if (!alive) continue;
@@ -397,10 +403,11 @@ void VocabIndex::walk(TokenTrie::NodeIndex node, size_t depth, size_t base, cons
     }
     GrammarState& full = w.states[depth + 1];
     full = w.states[base];
+    if (w.budget.spent()) return;
     if (!m.advance_bytes(
             full,
             std::string_view(reinterpret_cast<const char*>(w.path.data()) + base, depth + 1 - base),
-            w.scratch))
+            w.scratch, &w.budget))
       continue;
     for (int32_t id : trie_.tokens_at(child)) set_mask_bit(bits, id);
     if (full.ends.empty()) continue;  // a whole match that nothing may follow

@@ -46,6 +46,7 @@ struct GrammarWalk {
   std::vector<uint8_t> path;                    // the bytes from the trie's root
   GrammarState scratch;
   GrammarState resumed;  // a stack resumed past its terminal (EbnfMatcher::resume)
+  ParseBudget budget;    // the mask's expansions (kMaxMaskParseSteps)
 };
 
 // Per-caller scratch for mask walks (one MatchState per trie depth; a GrammarWalk).
@@ -76,8 +77,10 @@ class VocabIndex {
   // token whose bytes keep the DFA alive.
   void add_allowed(const ByteDfa& dfa, int32_t state, std::span<uint32_t> bits) const;
   // The same for output that must match a GBNF grammar from `state` on: every text token whose
-  // bytes keep a parse alive. `masks` (optional) memoizes the result by state.
-  void add_allowed(const EbnfMatcher& matcher, const GrammarState& state, std::span<uint32_t> bits,
+  // bytes keep a parse alive. `masks` (optional) memoizes the result by state. False (bits
+  // unspecified) when the walk needs more than kMaxMaskParseSteps expansions: a grammar too
+  // ambiguous to enforce.
+  bool add_allowed(const EbnfMatcher& matcher, const GrammarState& state, std::span<uint32_t> bits,
                    MaskScratch& scratch, GrammarMaskCache* masks = nullptr) const;
   // Sets the bit of every text token made only of JSON whitespace (space, tab, newline, return).
   void add_whitespace(std::span<uint32_t> bits) const;

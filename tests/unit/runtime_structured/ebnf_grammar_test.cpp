@@ -288,6 +288,50 @@ TEST(EbnfGrammar, StacksStayBoundedUnderRepetitionAndAmbiguity) {
   EXPECT_LE(state.ends.size(), 4u);
 }
 
+// Nullable rules reach one configuration along exponentially many paths (16 d's, each with four
+// empty alternatives: 4^16 per level): the expansion expands each configuration once, so the
+// matcher answers at once and exactly. The language: z's and !'s where every proper prefix holds
+// at least as many z's as !'s, whole when the !'s outnumber the z's by one (checked up to two
+// nested calls: deeper ones hold more than kMaxGrammarStacks stacks, 16 per level).
+TEST(EbnfGrammar, NullableNestingExpandsEachConfigurationOnce) {
+  const EbnfMatcher m(compile_ok(R"g(root ::= a "!"
+      a ::= b b b b
+      b ::= d d d d
+      d ::= "" | "" | "" | "" | "z" root)g"));
+  for_each_string("z!", 6, [&](const std::string& s) {
+    int64_t open = 1, depth = 1, verdict_want = 1;
+    for (char c : s) {
+      if (open == 0) {
+        verdict_want = 0;
+        break;
+      }
+      open += c == 'z' ? 1 : -1;
+      depth = std::max(depth, open);
+    }
+    if (verdict_want != 0 && open == 0) verdict_want = 2;
+    if (depth > 3) return;
+    EXPECT_EQ(verdict(m, s), verdict_want) << s;
+  });
+}
+
+// A parse budget stops an expansion once spent: the state holds only what was reached.
+TEST(EbnfGrammar, ParseBudgetsBoundTheExpansion) {
+  const EbnfMatcher m(compile_ok(R"g(root ::= x
+      x ::= y y y y
+      y ::= "a" x? | [a-z] x? | "")g"));
+  GrammarState state = m.initial(), next;
+  for (int i = 0; i < 6; ++i) {
+    ParseBudget unlimited;
+    ASSERT_TRUE(m.advance(state, 'a', next, &unlimited));
+    std::swap(state, next);
+  }
+  EXPECT_EQ(state.ends.size(), static_cast<size_t>(kMaxGrammarStacks));  // 4^6 stacks, capped
+  ParseBudget small{100};
+  m.advance(state, 'a', next, &small);
+  EXPECT_TRUE(small.spent());
+  EXPECT_LT(next.ends.size(), state.ends.size());
+}
+
 TEST(EbnfGrammar, ErrorsNameTheProblemAndWhere) {
   struct Case {
     const char* grammar;

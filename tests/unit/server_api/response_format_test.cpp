@@ -418,6 +418,25 @@ TEST(RequestFormat, AddedTokensWriteTheirTextWhereTheOutputShowsThem) {
   EXPECT_TRUE(r.accept(*eos, false));
 }
 
+// A grammar whose parse stacks multiply with every token (nullable rules inside recursion) costs
+// a named error within the mask's parse budget, not seconds to minutes of a stalled engine (its
+// first mask over beam-nano's vocabulary took 11 s before the budget).
+TEST(RequestFormat, GrammarsTooAmbiguousToEnforceAreNamedErrors) {
+  const ServedModel m = nano_with(nullptr);
+  auto c = make_output_constraint(m, request_format(R"j({"guided_grammar":
+      "root ::= x\nx ::= y y y y\ny ::= \"a\" x? | [a-z] x? | \"\""})j"),
+                                  "", false, {});
+  ASSERT_TRUE(c.ok());
+  ConstraintState state(*c);
+  std::vector<uint32_t> bits(allowed_mask_words(m.structured_vocab->vocab_size()));
+  MaskScratch scratch;
+  const Status st = state.fill_allowed(bits, std::vector<int32_t>{0}, scratch);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().message,
+            "the grammar is too ambiguous to enforce: one token's mask needs more than " +
+                std::to_string(kMaxMaskParseSteps) + " parse steps");
+}
+
 TEST(RequestFormat, BadStructuralTagsAre400sNamingTheField) {
   ApiError e = request_format_error(R"j({"structured_outputs": {"structural_tag": "{}"}})j");
   EXPECT_EQ(e.code, "unsupported_parameter");
