@@ -710,9 +710,12 @@ void Engine::Impl::attach_allowed_tokens(std::vector<DeviceSampleRow>& rows,
   size_t kept = 0;
   for (size_t i = 0, k = 0; i < rows.size(); ++i) {
     const bool is_masked = k < masked.size() && masked[k] == i;
-    if (is_masked && !filled[k++].ok()) {
-      broken.emplace_back(targets[i].seq, filled[k - 1].error().message);
-      continue;
+    if (is_masked) {
+      const Status& st = filled[k++];
+      if (!st.ok()) {
+        broken.emplace_back(targets[i].seq, st.error().message);
+        continue;
+      }
     }
     rows[kept] = rows[i];
     targets[kept++] = targets[i];

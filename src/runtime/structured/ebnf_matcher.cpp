@@ -106,6 +106,13 @@ class Expander {
   std::unordered_set<uint64_t> seen_;  // stacks expanded past kMemoAfter steps (by hash)
 };
 
+// cur = stack i of `in`, bottom first.
+void copy_stack(const GrammarState& in, size_t i, std::vector<GrammarFrame>& cur) {
+  const size_t begin = i == 0 ? 0 : in.ends[i - 1];
+  cur.assign(in.frames.begin() + static_cast<std::ptrdiff_t>(begin),
+             in.frames.begin() + in.ends[i]);
+}
+
 }  // namespace
 
 EbnfMatcher::EbnfMatcher(std::shared_ptr<const EbnfGrammar> grammar)
@@ -130,13 +137,11 @@ bool EbnfMatcher::advance(const GrammarState& in, uint8_t byte, GrammarState& ou
   Expander expander(*grammar_, out, out.hashes, budget);
   std::vector<GrammarFrame>& cur = out.work;
   for (size_t i = 0; i < in.ends.size(); ++i) {
-    const size_t begin = i == 0 ? 0 : in.ends[i - 1];
     const GrammarFrame& top = in.frames[in.ends[i] - 1];
     const GrammarElement& e = grammar_->elements()[static_cast<size_t>(top.element)];
     const int32_t next = grammar_->terminal(e.arg).next(top.state, byte);
     if (next == ByteDfa::kDead) continue;
-    cur.assign(in.frames.begin() + static_cast<std::ptrdiff_t>(begin),
-               in.frames.begin() + in.ends[i]);
+    copy_stack(in, i, cur);
     cur.back().state = next;
     expander.expand(cur);
   }
@@ -147,9 +152,7 @@ void EbnfMatcher::resume(const GrammarState& in, size_t stack, int32_t dfa_state
                          ParseBudget* budget) const {
   out.clear();
   Expander expander(*grammar_, out, out.hashes, budget);
-  const size_t begin = stack == 0 ? 0 : in.ends[stack - 1];
-  out.work.assign(in.frames.begin() + static_cast<std::ptrdiff_t>(begin),
-                  in.frames.begin() + in.ends[stack]);
+  copy_stack(in, stack, out.work);
   out.work.back().state = dfa_state;
   expander.expand(out.work);
 }
@@ -158,9 +161,7 @@ bool EbnfMatcher::only_end_follows(const GrammarState& in, size_t stack, Grammar
                                    ParseBudget* budget) const {
   scratch.clear();
   Expander expander(*grammar_, scratch, scratch.hashes, budget);
-  const size_t begin = stack == 0 ? 0 : in.ends[stack - 1];
-  scratch.work.assign(in.frames.begin() + static_cast<std::ptrdiff_t>(begin),
-                      in.frames.begin() + in.ends[stack]);
+  copy_stack(in, stack, scratch.work);
   scratch.work.back() = {scratch.work.back().element + 1, 0};  // past the terminal
   expander.expand(scratch.work);
   return scratch.ends.empty();

@@ -74,14 +74,14 @@ ApiExpected<bool> finish_spec(const ServedModel& model, const SamplingFields& fi
                          reasoning_budget(model, spec->prompt_text, *fields.thinking_budget,
                                           fields.thinking_budget_field));
   }
+  const ResponseFormat& format = tool_call ? spec->tool_format : fields.format;
   std::vector<int32_t> hidden;  // special tokens the output skips: never constrained text
-  if (model.tokenizer)
+  if (model.tokenizer && format.kind != ResponseFormat::Kind::kText)
     hidden =
         hidden_special_tokens(*model.tokenizer, spec->skip_special_tokens, spec->shown_special_ids);
-  API_ASSIGN_OR_RETURN(
-      spec->sampling.constraint,
-      make_output_constraint(model, tool_call ? spec->tool_format : fields.format,
-                             spec->prompt_text, spec->parse_output, std::move(hidden)));
+  API_ASSIGN_OR_RETURN(spec->sampling.constraint,
+                       make_output_constraint(model, format, spec->prompt_text, spec->parse_output,
+                                              std::move(hidden)));
   if (!fields.bad_words.empty()) {
     if (!model.tokenizer)
       return invalid_request("'bad_words' needs the model's tokenizer", "bad_words");
