@@ -14,11 +14,6 @@
 namespace beam::cli {
 namespace {
 
-int fail(const std::string& m) {
-  std::fprintf(stderr, "bench: %s\n", m.c_str());
-  return 1;
-}
-
 Expected<WorkloadOptions> workload_from_args(const Args& a) {
   WorkloadOptions o;
   BEAM_ASSIGN_OR_RETURN(o.workload, parse_workload(a.get_or("workload", "uniform")));
@@ -45,11 +40,11 @@ int bench_offline(int argc, char** argv) {
                            "kv-budget-mb", "block-size", "max-step-tokens", "max-running", "threads", "device",
                            "no-cuda-graphs", "attention-probs"},
                           {"json", "no-prefix-cache", "no-cuda-graphs"});
-  if (!args.ok()) return fail(args.error().message);
+  if (!args.ok()) return bench_fail(args.error().message);
   auto dir = resolve_model_dir(args->get("model"));
-  if (!dir.ok()) return fail(dir.error().message);
+  if (!dir.ok()) return bench_fail(dir.error().message);
   auto wl = workload_from_args(*args);
-  if (!wl.ok()) return fail(wl.error().message);
+  if (!wl.ok()) return bench_fail(wl.error().message);
   EngineOptions eo;
   auto kv_mb = args->get_int("kv-budget-mb", 0);  // absent: the engine's default for the device
   auto bs = args->get_int("block-size", 64);
@@ -57,11 +52,11 @@ int bench_offline(int argc, char** argv) {
   auto running = args->get_int("max-running", 64);
   auto threads = args->get_int("threads", 0);
   for (const auto* e : {&kv_mb, &bs, &step, &running, &threads})
-    if (!e->ok()) return fail(e->error().message);
+    if (!e->ok()) return bench_fail(e->error().message);
   auto device = args->get_device();
-  if (!device.ok()) return fail(device.error().message);
+  if (!device.ok()) return bench_fail(device.error().message);
   if (args->has("kv-budget-mb")) {
-    if (*kv_mb < 1) return fail("--kv-budget-mb must be >= 1");
+    if (*kv_mb < 1) return bench_fail("--kv-budget-mb must be >= 1");
     eo.kv_budget_bytes = *kv_mb << 20;
   }
   eo.device = *device;
@@ -72,12 +67,12 @@ int bench_offline(int argc, char** argv) {
   eo.enable_prefix_cache = !args->has("no-prefix-cache");
   eo.cuda_graphs = !args->has("no-cuda-graphs");
   auto probs = args->get_attention_probs();
-  if (!probs.ok()) return fail(probs.error().message);
+  if (!probs.ok()) return bench_fail(probs.error().message);
   eo.attention_probs = *probs;
   auto weights = load_beam_weights(*dir);
-  if (!weights.ok()) return fail(weights.error().message);
+  if (!weights.ok()) return bench_fail(weights.error().message);
   auto engine = Engine::create(*weights, eo);
-  if (!engine.ok()) return fail(engine.error().message);
+  if (!engine.ok()) return bench_fail(engine.error().message);
   BenchResult r = run_offline_bench(**engine, *wl);
   nlohmann::json j = bench_result_json(r);
   j["model"] = *dir;
@@ -122,7 +117,7 @@ int cmd_bench(int argc, char** argv) {
     }
     return sub.run(argc - 1, argv + 1);
   }
-  return fail("unknown benchmark '" + what + "' (available: offline, step, kernels, serve)");
+  return bench_fail("unknown benchmark '" + what + "' (available: offline, step, kernels, serve)");
 }
 
 }  // namespace beam::cli

@@ -15,7 +15,7 @@
 namespace beam::cli {
 namespace {
 
-int fail(const std::string& message) {
+int chat_template_fail(const std::string& message) {
   std::fprintf(stderr, "chat-template: %s\n", message.c_str());
   return 1;
 }
@@ -42,25 +42,27 @@ int cmd_chat_template(int argc, char** argv) {
   }
   text::ChatTemplateInputs inputs;
   auto messages = read_json(*args->get("messages"));
-  if (!messages.ok()) return fail(messages.error().message);
-  if (!messages->is_array()) return fail(*args->get("messages") + ": expected a JSON array of messages");
+  if (!messages.ok()) return chat_template_fail(messages.error().message);
+  if (!messages->is_array())
+    return chat_template_fail(*args->get("messages") + ": expected a JSON array of messages");
   inputs.messages = std::move(messages).value();
   if (auto tools_path = args->get("tools")) {
     auto tools = read_json(*tools_path);
-    if (!tools.ok()) return fail(tools.error().message);
+    if (!tools.ok()) return chat_template_fail(tools.error().message);
     inputs.tools = std::move(tools).value();
   }
   inputs.add_generation_prompt = args->get_or("add-generation-prompt", "false") == "true";
   if (auto thinking = args->get("enable-thinking")) {
-    if (*thinking != "true" && *thinking != "false") return fail("--enable-thinking must be true or false");
+    if (*thinking != "true" && *thinking != "false")
+      return chat_template_fail("--enable-thinking must be true or false");
     inputs.variables["enable_thinking"] = *thinking == "true";
   }
   auto dir = resolve_model_dir(args->get("model"));
-  if (!dir.ok()) return fail(dir.error().message);
+  if (!dir.ok()) return chat_template_fail(dir.error().message);
   auto tmpl = text::ChatTemplate::load(*dir);
-  if (!tmpl.ok()) return fail(tmpl.error().message);
+  if (!tmpl.ok()) return chat_template_fail(tmpl.error().message);
   auto prompt = tmpl->render(inputs);
-  if (!prompt.ok()) return fail(prompt.error().message);
+  if (!prompt.ok()) return chat_template_fail(prompt.error().message);
   std::fwrite(prompt->data(), 1, prompt->size(), stdout);
   return 0;
 }

@@ -28,7 +28,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kDefaultPrompt = "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n";
 
-int fail(const std::string& m) {
+int generate_fail(const std::string& m) {
   std::fprintf(stderr, "generate: %s\n", m.c_str());
   return 1;
 }
@@ -62,49 +62,49 @@ int cmd_generate(int argc, char** argv) {
     return 2;
   }
   auto dir = resolve_model_dir(args->get("model"));
-  if (!dir.ok()) return fail(dir.error().message);
+  if (!dir.ok()) return generate_fail(dir.error().message);
   auto params = sampling_from_args(*args);
-  if (!params.ok()) return fail(params.error().message);
+  if (!params.ok()) return generate_fail(params.error().message);
   auto device = args->get_device();
-  if (!device.ok()) return fail(device.error().message);
+  if (!device.ok()) return generate_fail(device.error().message);
   // A text prompt or a constraint needs the model's tokenizer; without --tokens or --prompt a
   // default prompt is used so that `beamserve generate` runs with no arguments.
   std::optional<text::Tokenizer> tokenizer;
   if (!args->has("tokens") || has_constraint_flag(*args)) {
     auto tok = text::Tokenizer::load(*dir);
-    if (!tok.ok()) return fail(tok.error().message);
+    if (!tok.ok()) return generate_fail(tok.error().message);
     tokenizer.emplace(std::move(*tok));
   }
   std::vector<int32_t> prompt;
   if (args->has("tokens")) {
     auto ids = Args::parse_int_list("tokens", *args->get("tokens"));
-    if (!ids.ok()) return fail(ids.error().message);
+    if (!ids.ok()) return generate_fail(ids.error().message);
     prompt.assign(ids->begin(), ids->end());
   } else {
     const std::string text = args->get_or("prompt", kDefaultPrompt);
     auto ids = tokenizer->encode(text, /*allow_special=*/false);
-    if (!ids.ok()) return fail(ids.error().message);
-    if (ids->empty()) return fail("--prompt: the prompt encodes to no tokens");
+    if (!ids.ok()) return generate_fail(ids.error().message);
+    if (ids->empty()) return generate_fail("--prompt: the prompt encodes to no tokens");
     prompt.assign(ids->begin(), ids->end());
     if (!args->has("prompt")) std::fprintf(stderr, "prompt (default): %s", text.c_str());
   }
   auto threads = args->get_int("threads", 0);
-  if (!threads.ok()) return fail(threads.error().message);
+  if (!threads.ok()) return generate_fail(threads.error().message);
   if (tokenizer) {  // checked before the weights load
     auto config = load_beam_config(*dir);
-    if (!config.ok()) return fail(config.error().message);
+    if (!config.ok()) return generate_fail(config.error().message);
     auto constraint = generate_constraint(*args, *tokenizer, config->vocab_size);
-    if (!constraint.ok()) return fail(constraint.error().message);
+    if (!constraint.ok()) return generate_fail(constraint.error().message);
     params->constraint = *constraint;
   }
 
   auto weights = load_beam_weights(*dir);
-  if (!weights.ok()) return fail(weights.error().message);
+  if (!weights.ok()) return generate_fail(weights.error().message);
   auto dev = open_engine_device(*device, std::move(*weights));  // host copy dropped on CUDA
-  if (!dev.ok()) return fail(dev.error().message);
+  if (!dev.ok()) return generate_fail(dev.error().message);
   dev->cuda_graphs = !args->has("no-cuda-graphs");
   auto probs = args->get_attention_probs();
-  if (!probs.ok()) return fail(probs.error().message);
+  if (!probs.ok()) return generate_fail(probs.error().message);
   dev->attention_probs = *probs;
   const BeamConfig& cfg = dev->weights->config;
   auto sp = std::make_shared<const SamplingParams>(*params);
@@ -112,13 +112,13 @@ int cmd_generate(int argc, char** argv) {
   SequenceSamplingSetup setup{sp, sp->seed.value_or(draw_random_seed()), 0, prompt, eos,
                               cfg.vocab_size, cfg.max_position_embeddings};
   auto state = SequenceSamplingState::create(setup);
-  if (!state.ok()) return fail(state.error().message);
+  if (!state.ok()) return generate_fail(state.error().message);
 
   ThreadPool pool(static_cast<int>(*threads));
   BeamModel model(dev->weights, dev->context(&pool));
   const int64_t capacity = static_cast<int64_t>(prompt.size()) + state->output_limit_tokens();
   auto kv = LocalKvCache::create(model.context(), cfg, 1, capacity);
-  if (!kv.ok()) return fail(kv.error().message);
+  if (!kv.ok()) return generate_fail(kv.error().message);
   Sampler sampler(cfg.vocab_size);
   std::vector<uint32_t> allowed(static_cast<size_t>(allowed_mask_words(cfg.vocab_size)));
   MaskScratch mask_scratch;
@@ -131,12 +131,13 @@ int cmd_generate(int argc, char** argv) {
     ForwardBatch batch;
     int64_t cached = static_cast<int64_t>(prompt.size() + output.size() - step_tokens.size());
     batch.seqs.push_back(SeqChunk{step_tokens, 0, cached, kv->block_table(0), kv->block_table(0), false});
-    if (auto st = model.forward(batch, kv->layers(), out); !st.ok()) return fail(st.error().message);
+    if (auto st = model.forward(batch, kv->layers(), out); !st.ok())
+      return generate_fail(st.error().message);
     if (output.empty()) prefill_s = std::chrono::duration<double>(Clock::now() - t0).count();
     std::span<const uint32_t> mask;  // empty: every token
     if (state->constrained()) {
       if (Status st = state->fill_allowed_tokens(allowed, mask_scratch); !st.ok())
-        return fail(st.error().message);
+        return generate_fail(st.error().message);
       mask = allowed;
     }
     SampledToken tok = sampler.sample(SampleRow{out.row(0), &*state, {}, mask});
@@ -150,7 +151,7 @@ int cmd_generate(int argc, char** argv) {
   double total_s = std::chrono::duration<double>(Clock::now() - t0).count();
   if (tokenizer) {
     auto text = tokenizer->decode(output, /*skip_special=*/true);
-    if (!text.ok()) return fail(text.error().message);
+    if (!text.ok()) return generate_fail(text.error().message);
     std::printf("%s\n", text->c_str());
   } else {
     for (size_t i = 0; i < output.size(); ++i) std::printf("%s%d", i ? "," : "", output[i]);

@@ -4,6 +4,7 @@
 #include "runtime/bench/step_bench.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "kernels/api/activation.h"

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 

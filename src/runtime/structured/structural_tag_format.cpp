@@ -3,6 +3,7 @@
 // where they may stand, and which trigger each triggered tag belongs to.
 #include "runtime/structured/structural_tag_format.h"
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string_view>
 

@@ -8,7 +8,7 @@
 namespace beam::server {
 namespace {
 
-ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
+ApiExpected<bool> run_chat(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
   const ServedModel& model = *env.model;
   API_ASSIGN_OR_RETURN(Json body, parse_json_body(exchange->request().body));
   apply_sampling_defaults(model, &body);
@@ -47,7 +47,7 @@ ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& e
 }  // namespace
 
 void handle_chat_completions(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
-  ApiExpected<bool> r = run(env, exchange);
+  ApiExpected<bool> r = run_chat(env, exchange);
   if (!r.ok()) exchange->respond_error(r.error());
 }
 

@@ -52,7 +52,8 @@ std::optional<PromptLogprobsOptions> prompt_logprobs_options(const CompletionReq
   return PromptLogprobsOptions{1, std::max(echo_top, req.prompt_logprobs.value_or(0))};
 }
 
-ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
+ApiExpected<bool> run_completions(const EndpointEnv& env,
+                                  const std::shared_ptr<Exchange>& exchange) {
   const ServedModel& model = *env.model;
   API_ASSIGN_OR_RETURN(Json body, parse_json_body(exchange->request().body));
   apply_sampling_defaults(model, &body);
@@ -92,7 +93,7 @@ ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& e
 }  // namespace
 
 void handle_completions(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
-  ApiExpected<bool> r = run(env, exchange);
+  ApiExpected<bool> r = run_completions(env, exchange);
   if (!r.ok()) exchange->respond_error(r.error());
 }
 

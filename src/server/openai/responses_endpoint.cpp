@@ -4,7 +4,7 @@
 namespace beam::server {
 namespace {
 
-ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
+ApiExpected<bool> run_responses(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
   const ServedModel& model = *env.model;
   API_ASSIGN_OR_RETURN(Json body, parse_json_body(exchange->request().body));
   apply_sampling_defaults(model, &body);
@@ -45,7 +45,7 @@ ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& e
 }  // namespace
 
 void handle_responses(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
-  ApiExpected<bool> r = run(env, exchange);
+  ApiExpected<bool> r = run_responses(env, exchange);
   if (!r.ok()) exchange->respond_error(r.error());
 }
 

@@ -12,11 +12,13 @@
 namespace beam::text::jinja {
 namespace {
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_decimal_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 size_t digits_at(std::string_view s, size_t pos) {
   size_t n = 0;
-  while (pos + n < s.size() && is_digit(s[pos + n])) ++n;
+  while (pos + n < s.size() && is_decimal_digit(s[pos + n])) ++n;
   return n;
 }
 
@@ -123,7 +125,10 @@ double js_string_to_number(std::string_view s) {
     if (radix != 0) {
       double v = 0;
       for (char c : s.substr(2)) {
-        int d = is_digit(c) ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : 99;
+        int d = is_decimal_digit(c)      ? c - '0'
+                : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                                         : 99;
         if (d >= radix) return std::numeric_limits<double>::quiet_NaN();
         v = v * radix + d;
       }

@@ -4,6 +4,7 @@
 // and the cache flushed, both pools are full again.
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -24,6 +25,13 @@ struct FuzzCase {
   int64_t speculative;
   bool prefix_cache;
 };
+
+// The case in ctest's test names (without it, gtest prints the struct's bytes, padding included).
+void PrintTo(const FuzzCase& c, std::ostream* os) {
+  *os << "block" << c.block_size << "_window" << c.window << "_full" << c.full_blocks << "_sliding"
+      << c.sliding_blocks << "_checkpoint" << c.checkpoint_blocks << "_spec" << c.speculative
+      << (c.prefix_cache ? "_prefix" : "_noprefix");
+}
 
 class RuntimeFuzzTest : public ::testing::TestWithParam<std::tuple<FuzzCase, uint32_t>> {};
 

@@ -14,21 +14,15 @@ namespace {
 
 using testing::make_state;
 using testing::random_softcapped_logits;
+using testing::state_with_vocab;
 using testing::StateOptions;
 
-constexpr int64_t kVocab = 37;
+constexpr int64_t kAllowedVocab = 37;
 
-std::vector<uint32_t> mask_of(const std::set<int32_t>& allowed, int64_t vocab = kVocab) {
+std::vector<uint32_t> mask_of(const std::set<int32_t>& allowed, int64_t vocab = kAllowedVocab) {
   std::vector<uint32_t> words(static_cast<size_t>((vocab + 31) / 32), 0u);
   for (int32_t t : allowed) words[static_cast<size_t>(t / 32)] |= 1u << (t % 32);
   return words;
-}
-
-SequenceSamplingState state_for(const SamplingParams& p, uint64_t seed = 7) {
-  StateOptions o;
-  o.vocab_size = kVocab;
-  o.seed = seed;
-  return make_state(p, o);
 }
 
 SamplingParams greedy() {
@@ -40,8 +34,8 @@ SamplingParams greedy() {
 // Tokens drawn for `num_draws` consecutive output positions of one sequence under one mask.
 std::vector<int32_t> draw_many(const std::vector<float>& logits, const SamplingParams& p,
                                std::span<const uint32_t> mask, uint64_t seed, int num_draws) {
-  SequenceSamplingState seq = state_for(p, seed);
-  Sampler sampler(kVocab);
+  SequenceSamplingState seq = state_with_vocab(p, kAllowedVocab, seed);
+  Sampler sampler(kAllowedVocab);
   std::vector<int32_t> drawn;
   for (int i = 0; i < num_draws; ++i) {
     const int32_t token = sampler.sample({logits, &seq, {}, mask}).token;
@@ -52,13 +46,13 @@ std::vector<int32_t> draw_many(const std::vector<float>& logits, const SamplingP
 }
 
 TEST(SamplingAllowedTokens, GreedyPicksTheBestAllowedToken) {
-  std::vector<float> logits(kVocab, 0.0f);
+  std::vector<float> logits(kAllowedVocab, 0.0f);
   logits[5] = 10.0f;  // the best token, disallowed
   logits[20] = 5.0f;
   logits[36] = 7.0f;  // in the last, partial word
   logits[3] = 6.0f;
-  SequenceSamplingState seq = state_for(greedy());
-  Sampler sampler(kVocab);
+  SequenceSamplingState seq = state_with_vocab(greedy(), kAllowedVocab, 7);
+  Sampler sampler(kAllowedVocab);
   std::vector<uint32_t> mask = mask_of({3, 20, 36});
   EXPECT_EQ(sampler.sample({logits, &seq, {}, mask}).token, 36);
   mask = mask_of({3, 20});
@@ -71,7 +65,8 @@ TEST(SamplingAllowedTokens, DrawsReturnOnlyAllowedTokens) {
   const std::vector<uint32_t> mask = mask_of(allowed);
   SamplingParams p;  // temperature 1
   for (uint64_t seed = 1; seed <= 5; ++seed) {
-    std::vector<float> logits = random_softcapped_logits(kVocab, static_cast<uint32_t>(seed), 2.0);
+    std::vector<float> logits =
+        random_softcapped_logits(kAllowedVocab, static_cast<uint32_t>(seed), 2.0);
     logits[17] = 20.0f;  // a disallowed token that would take nearly all the mass
     std::set<int32_t> seen;
     for (int32_t t : draw_many(logits, p, mask, seed, 300)) {
@@ -83,7 +78,7 @@ TEST(SamplingAllowedTokens, DrawsReturnOnlyAllowedTokens) {
 }
 
 TEST(SamplingAllowedTokens, ASingleAllowedTokenIsAlwaysDrawn) {
-  const std::vector<float> logits = random_softcapped_logits(kVocab, 3, 4.0);
+  const std::vector<float> logits = random_softcapped_logits(kAllowedVocab, 3, 4.0);
   std::vector<SamplingParams> params(3);
   params[1].top_k = 5;
   params[2].top_p = 0.5;
@@ -97,7 +92,7 @@ TEST(SamplingAllowedTokens, ASingleAllowedTokenIsAlwaysDrawn) {
 }
 
 TEST(SamplingAllowedTokens, AnAllOnesMaskChangesNothing) {
-  const std::vector<float> logits = random_softcapped_logits(kVocab, 11, 2.0);
+  const std::vector<float> logits = random_softcapped_logits(kAllowedVocab, 11, 2.0);
   const std::vector<uint32_t> all = {~0u, ~0u};  // padding bits set too
   SamplingParams p;
   p.top_p = 0.9;
@@ -106,16 +101,16 @@ TEST(SamplingAllowedTokens, AnAllOnesMaskChangesNothing) {
 }
 
 TEST(SamplingAllowedTokens, LogitBiasAndPenaltiesDoNotReviveAMaskedToken) {
-  std::vector<float> logits(kVocab, 0.0f);
+  std::vector<float> logits(kAllowedVocab, 0.0f);
   logits[2] = 1.0f;
   SamplingParams p = greedy();
   p.logit_bias = {{30, 100.0}};
   p.repetition_penalty = 0.5;  // multiplies the logits of prompt tokens 1..3 (−inf stays −inf)
   p.frequency_penalty = -2.0;
-  SequenceSamplingState seq = state_for(p);
+  SequenceSamplingState seq = state_with_vocab(p, kAllowedVocab, 7);
   const int32_t out = 1;
   seq.append_output(std::span<const int32_t>(&out, 1));
-  Sampler sampler(kVocab);
+  Sampler sampler(kAllowedVocab);
   EXPECT_EQ(sampler.sample({logits, &seq}).token, 30);
   const std::vector<uint32_t> mask = mask_of({2, 5});
   EXPECT_EQ(sampler.sample({logits, &seq, {}, mask}).token, 2);
@@ -124,15 +119,15 @@ TEST(SamplingAllowedTokens, LogitBiasAndPenaltiesDoNotReviveAMaskedToken) {
 }
 
 TEST(SamplingAllowedTokens, LogprobsStayTheRawModelLogSoftmax) {
-  const std::vector<float> logits = random_softcapped_logits(kVocab, 21, 3.0);
+  const std::vector<float> logits = random_softcapped_logits(kAllowedVocab, 21, 3.0);
   const std::vector<uint32_t> mask = mask_of({1, 8, 33});
   for (double temperature : {0.0, 0.8}) {
     SamplingParams p;
     p.temperature = temperature;
     p.logprobs = true;
     p.top_logprobs = 5;
-    SequenceSamplingState seq = state_for(p);
-    Sampler sampler(kVocab);
+    SequenceSamplingState seq = state_with_vocab(p, kAllowedVocab, 7);
+    Sampler sampler(kAllowedVocab);
     const SampledToken got = sampler.sample({logits, &seq, {}, mask});
     ASSERT_TRUE(got.logprobs.has_value());
     const TokenLogprobs want = compute_logprobs(logits, got.token, temperature, 5);
@@ -175,9 +170,9 @@ TEST(SamplingAllowedTokens, FullVocabularyGreedyAndDraws) {
 }
 
 TEST(SamplingAllowedTokensDeathTest, AMaskOfTheWrongSizeAborts) {
-  const std::vector<float> logits(kVocab, 0.0f);
-  SequenceSamplingState seq = state_for(greedy());
-  Sampler sampler(kVocab);
+  const std::vector<float> logits(kAllowedVocab, 0.0f);
+  SequenceSamplingState seq = state_with_vocab(greedy(), kAllowedVocab, 7);
+  Sampler sampler(kAllowedVocab);
   const std::vector<uint32_t> one_word = {~0u};  // vocab 37 needs 2
   EXPECT_DEATH(sampler.sample({logits, &seq, {}, one_word}), "allowed_tokens words");
 }

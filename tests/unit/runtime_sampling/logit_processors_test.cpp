@@ -16,13 +16,13 @@ namespace {
 using testing::make_state;
 using testing::StateOptions;
 
-constexpr int64_t kVocab = 8;
+constexpr int64_t kProcessorVocab = 8;
 const std::vector<float> kLogits = {2.0f, -1.0f, 0.5f, 0.0f, -2.0f, 3.0f, 1.0f, -0.5f};
 
 std::vector<float> processed(const SequenceSamplingState& seq,
                              std::span<const int32_t> pending = {}) {
   std::vector<TokenCandidate> row;
-  for (int32_t i = 0; i < kVocab; ++i) row.push_back({kLogits[i], i});
+  for (int32_t i = 0; i < kProcessorVocab; ++i) row.push_back({kLogits[i], i});
   apply_logit_processors(row, seq, pending);
   std::vector<float> out;
   for (const TokenCandidate& c : row) out.push_back(c.value);
@@ -31,7 +31,7 @@ std::vector<float> processed(const SequenceSamplingState& seq,
 
 StateOptions options(std::vector<int32_t> prompt) {
   StateOptions o;
-  o.vocab_size = kVocab;
+  o.vocab_size = kProcessorVocab;
   o.prompt = std::move(prompt);
   o.eos = {7};
   return o;
@@ -92,7 +92,7 @@ TEST(SamplingPenalties, OrderIsBiasThenRepetitionThenFrequencyPresence) {
   want[3] = static_cast<float>(1.0 / 1.5 - 2.0 + 0.5);
   want[4] = -2.5f;  // bias only
   std::vector<float> got = processed(seq);
-  for (int i = 0; i < kVocab; ++i) EXPECT_FLOAT_EQ(got[i], want[i]) << "token " << i;
+  for (int i = 0; i < kProcessorVocab; ++i) EXPECT_FLOAT_EQ(got[i], want[i]) << "token " << i;
 }
 
 TEST(SamplingPenalties, MinTokensMasksEosAndStopIdsUntilReached) {

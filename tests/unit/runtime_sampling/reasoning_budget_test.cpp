@@ -12,10 +12,9 @@
 namespace beam {
 namespace {
 
-using testing::make_state;
-using testing::StateOptions;
+using testing::state_with_vocab;
 
-constexpr int64_t kVocab = 40;
+constexpr int64_t kBudgetVocab = 40;
 constexpr int32_t kOpen = 5, kNewline = 7, kClose = 8;
 
 SamplingParams with_budget(int64_t max_tokens, std::optional<int32_t> start = kOpen) {
@@ -25,23 +24,17 @@ SamplingParams with_budget(int64_t max_tokens, std::optional<int32_t> start = kO
   return p;
 }
 
-SequenceSamplingState state_for(const SamplingParams& p) {
-  StateOptions o;
-  o.vocab_size = kVocab;
-  return make_state(p, o);
-}
-
 void append(SequenceSamplingState& s, std::vector<int32_t> tokens) {
   s.append_output(tokens);
 }
 
 // The one token the state's mask allows, or -1 when the mask is not a single token.
 int32_t forced_token(const SequenceSamplingState& s) {
-  std::vector<uint32_t> bits(static_cast<size_t>((kVocab + 31) / 32), 0xffffffffu);
+  std::vector<uint32_t> bits(static_cast<size_t>((kBudgetVocab + 31) / 32), 0xffffffffu);
   MaskScratch scratch;
   EXPECT_TRUE(s.fill_allowed_tokens(bits, scratch).ok());
   int32_t only = -1;
-  for (int32_t t = 0; t < kVocab; ++t) {
+  for (int32_t t = 0; t < kBudgetVocab; ++t) {
     if (!mask_bit(bits, t)) continue;
     if (only >= 0) return -1;
     only = t;
@@ -50,7 +43,7 @@ int32_t forced_token(const SequenceSamplingState& s) {
 }
 
 TEST(ReasoningBudget, ForcesTheEndTokensOnceTheBudgetIsSpent) {
-  SequenceSamplingState s = state_for(with_budget(3));
+  SequenceSamplingState s = state_with_vocab(with_budget(3), kBudgetVocab);
   append(s, {1, 2});  // before <think>: free, not counted
   EXPECT_FALSE(s.constrained());
   append(s, {kOpen, 10, 11});
@@ -60,12 +53,12 @@ TEST(ReasoningBudget, ForcesTheEndTokensOnceTheBudgetIsSpent) {
   ASSERT_TRUE(s.constrained());
   EXPECT_EQ(forced_token(s), kNewline);
   // The sampler draws the forced token against the logits' choice.
-  std::vector<float> logits(kVocab, 0.0f);
+  std::vector<float> logits(kBudgetVocab, 0.0f);
   logits[30] = 50.0f;
   std::vector<uint32_t> bits(2, 0u);
   MaskScratch scratch;
   ASSERT_TRUE(s.fill_allowed_tokens(bits, scratch).ok());
-  Sampler sampler(kVocab);
+  Sampler sampler(kBudgetVocab);
   EXPECT_EQ(sampler.sample({logits, &s, {}, bits}).token, kNewline);
   append(s, {kNewline});
   EXPECT_EQ(forced_token(s), kClose);
@@ -76,34 +69,35 @@ TEST(ReasoningBudget, ForcesTheEndTokensOnceTheBudgetIsSpent) {
 }
 
 TEST(ReasoningBudget, AnEarlyCloseEndsTheCount) {
-  SequenceSamplingState s = state_for(with_budget(3));
+  SequenceSamplingState s = state_with_vocab(with_budget(3), kBudgetVocab);
   append(s, {kOpen, 10, kClose, 11, 12, 13, 14});
   EXPECT_FALSE(s.constrained());
   EXPECT_EQ(s.reasoning_tokens(), 1);
 }
 
 TEST(ReasoningBudget, WithoutAStartTokenTheOutputStartsInTheReasoning) {
-  SequenceSamplingState zero = state_for(with_budget(0, std::nullopt));
+  SequenceSamplingState zero = state_with_vocab(with_budget(0, std::nullopt), kBudgetVocab);
   EXPECT_EQ(forced_token(zero), kNewline);  // the first token already ends it
-  SequenceSamplingState two = state_for(with_budget(2, std::nullopt));
+  SequenceSamplingState two = state_with_vocab(with_budget(2, std::nullopt), kBudgetVocab);
   append(two, {20});
   EXPECT_FALSE(two.constrained());
   append(two, {21});
   EXPECT_EQ(forced_token(two), kNewline);
-  SequenceSamplingState opened = state_for(with_budget(0));
+  SequenceSamplingState opened = state_with_vocab(with_budget(0), kBudgetVocab);
   append(opened, {kOpen});
   EXPECT_EQ(forced_token(opened), kNewline);
 }
 
 TEST(ReasoningBudget, BadBudgetsAreNamed) {
   SamplingParams p = with_budget(-1);
-  EXPECT_NE(p.validate(kVocab).error().message.find("reasoning_budget"), std::string::npos);
+  EXPECT_NE(p.validate(kBudgetVocab).error().message.find("reasoning_budget"), std::string::npos);
   p = with_budget(4);
   p.reasoning_budget->end_tokens.clear();
-  EXPECT_NE(p.validate(kVocab).error().message.find("reasoning_budget"), std::string::npos);
-  p = with_budget(4, kVocab);
-  EXPECT_NE(p.validate(kVocab).error().message.find("outside the vocabulary"), std::string::npos);
-  EXPECT_TRUE(with_budget(4).validate(kVocab).ok());
+  EXPECT_NE(p.validate(kBudgetVocab).error().message.find("reasoning_budget"), std::string::npos);
+  p = with_budget(4, kBudgetVocab);
+  EXPECT_NE(p.validate(kBudgetVocab).error().message.find("outside the vocabulary"),
+            std::string::npos);
+  EXPECT_TRUE(with_budget(4).validate(kBudgetVocab).ok());
 }
 
 }  // namespace

@@ -17,7 +17,7 @@ using testing::make_state;
 using testing::random_softcapped_logits;
 using testing::StateOptions;
 
-constexpr int64_t kVocab = 64;
+constexpr int64_t kDeterminismVocab = 64;
 
 SamplingParams flat_params() {
   SamplingParams p;
@@ -31,14 +31,15 @@ SamplingParams flat_params() {
 std::vector<int32_t> generate(const SamplingParams& params, uint64_t seed, int64_t sibling,
                               int num_tokens) {
   StateOptions o;
-  o.vocab_size = kVocab;
+  o.vocab_size = kDeterminismVocab;
   o.seed = seed;
   o.sibling_index = sibling;
   SequenceSamplingState seq = make_state(params, o);
-  Sampler sampler(kVocab);
+  Sampler sampler(kDeterminismVocab);
   std::vector<int32_t> out;
   for (int i = 0; i < num_tokens; ++i) {
-    std::vector<float> logits = random_softcapped_logits(kVocab, static_cast<uint32_t>(i), 1.0);
+    std::vector<float> logits =
+        random_softcapped_logits(kDeterminismVocab, static_cast<uint32_t>(i), 1.0);
     int32_t token = sampler.sample({logits, &seq}).token;
     out.push_back(token);
     seq.append_output(std::span<const int32_t>(&token, 1));
@@ -67,14 +68,14 @@ TEST(SamplingDeterminism, StepGroupingDoesNotMatter) {
   const int n = 12;
   std::vector<int32_t> stepwise = generate(p, 11, 0, n);
   StateOptions o;
-  o.vocab_size = kVocab;
+  o.vocab_size = kDeterminismVocab;
   o.seed = 11;
   SequenceSamplingState seq = make_state(p, o);
-  Sampler sampler(kVocab);
+  Sampler sampler(kDeterminismVocab);
   int committed = 0;
   for (int block : {1, 4, 3, 4}) {  // steps of several tokens
     for (int j = 0; j < block; ++j) {
-      std::vector<float> logits = random_softcapped_logits(kVocab, committed + j, 1.0);
+      std::vector<float> logits = random_softcapped_logits(kDeterminismVocab, committed + j, 1.0);
       std::span<const int32_t> pending(stepwise.data() + committed, static_cast<size_t>(j));
       EXPECT_EQ(sampler.sample({logits, &seq, pending}).token, stepwise[committed + j]);
     }

@@ -10,17 +10,17 @@
 namespace beam {
 namespace {
 
-constexpr int64_t kVocab = 100;
+constexpr int64_t kParamsVocab = 100;
 
 void expect_error_names(const SamplingParams& p, const std::string& field) {
-  Status s = p.validate(kVocab);
+  Status s = p.validate(kParamsVocab);
   ASSERT_FALSE(s.ok()) << "expected an error naming " << field;
   EXPECT_NE(s.error().message.find("'" + field + "'"), std::string::npos) << s.error().message;
 }
 
 TEST(SamplingParams, DefaultsAndEdgeValuesAreValid) {
   SamplingParams p;
-  EXPECT_TRUE(p.validate(kVocab).ok());
+  EXPECT_TRUE(p.validate(kParamsVocab).ok());
   p.temperature = 0.0;
   p.top_k = -1;
   p.top_p = 1.0;
@@ -35,10 +35,10 @@ TEST(SamplingParams, DefaultsAndEdgeValuesAreValid) {
   p.n = 128;
   p.logprobs = true;
   p.top_logprobs = 20;
-  EXPECT_TRUE(p.validate(kVocab).ok());
+  EXPECT_TRUE(p.validate(kParamsVocab).ok());
   p.top_k = 1000;  // larger than the vocabulary: keeps everything
-  EXPECT_TRUE(p.validate(kVocab).ok());
-  EXPECT_FALSE(p.top_k_active(kVocab));
+  EXPECT_TRUE(p.validate(kParamsVocab).ok());
+  EXPECT_FALSE(p.top_k_active(kParamsVocab));
 }
 
 TEST(SamplingParams, EachInvalidFieldIsNamed) {
@@ -61,12 +61,12 @@ TEST(SamplingParams, EachInvalidFieldIsNamed) {
       {"frequency_penalty", [](SamplingParams& p) { p.frequency_penalty = 2.5; }},
       {"presence_penalty", [](SamplingParams& p) { p.presence_penalty = -2.5; }},
       {"presence_penalty", [](SamplingParams& p) { p.presence_penalty = NAN; }},
-      {"logit_bias", [](SamplingParams& p) { p.logit_bias[kVocab] = 1.0; }},
+      {"logit_bias", [](SamplingParams& p) { p.logit_bias[kParamsVocab] = 1.0; }},
       {"logit_bias", [](SamplingParams& p) { p.logit_bias[-1] = 1.0; }},
       {"logit_bias[5]", [](SamplingParams& p) { p.logit_bias[5] = 101.0; }},
       {"stop_token_ids",
        [](SamplingParams& p) {
-         p.stop_token_ids = {3, kVocab};
+         p.stop_token_ids = {3, kParamsVocab};
        }},
       {"max_tokens", [](SamplingParams& p) { p.max_tokens = -1; }},
       {"min_tokens", [](SamplingParams& p) { p.min_tokens = -1; }},
@@ -95,12 +95,12 @@ TEST(SamplingParams, EachInvalidFieldIsNamed) {
 TEST(SamplingParams, ErrorCarriesValueAndRange) {
   SamplingParams p;
   p.top_p = 1.5;
-  Status s = p.validate(kVocab);
+  Status s = p.validate(kParamsVocab);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().message, "sampling parameter 'top_p' must be in (0, 1], got 1.5");
   p = SamplingParams();
-  p.stop_token_ids = {kVocab};
-  s = p.validate(kVocab);
+  p.stop_token_ids = {kParamsVocab};
+  s = p.validate(kParamsVocab);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().message,
             "sampling parameter 'stop_token_ids' holds token id 100, outside the vocabulary "

@@ -36,6 +36,15 @@ inline SequenceSamplingState make_state(const SamplingParams& params, const Stat
   return std::move(state).value();
 }
 
+// make_state with the default options but the vocabulary size (and seed).
+inline SequenceSamplingState state_with_vocab(const SamplingParams& params, int64_t vocab_size,
+                                              uint64_t seed = StateOptions{}.seed) {
+  StateOptions o;
+  o.vocab_size = vocab_size;
+  o.seed = seed;
+  return make_state(params, o);
+}
+
 // Logits whose softmax (at temperature 1) is exactly `probs` up to float rounding.
 inline std::vector<float> logits_from_probs(const std::vector<double>& probs) {
   std::vector<float> logits;

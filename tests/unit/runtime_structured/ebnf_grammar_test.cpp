@@ -11,9 +11,12 @@
 
 #include "runtime/structured/ebnf_matcher.h"
 #include "runtime/structured/ebnf_syntax.h"
+#include "structured_test_util.h"
 
 namespace beam {
 namespace {
+
+using testing::verdict;
 
 std::shared_ptr<const EbnfGrammar> compile_ok(std::string_view text) {
   auto g = EbnfGrammar::compile(text);
@@ -25,13 +28,6 @@ std::string compile_error(std::string_view text) {
   auto g = EbnfGrammar::compile(text);
   EXPECT_FALSE(g.ok()) << text;
   return g.ok() ? "" : g.error().message;
-}
-
-// 0: the text breaks the grammar; 1: a prefix of a match; 2: a whole match.
-int verdict(const EbnfMatcher& m, std::string_view text) {
-  GrammarState state = m.initial(), scratch;
-  if (!m.advance_bytes(state, text, scratch)) return 0;
-  return m.can_end(state) ? 2 : 1;
 }
 
 // Every string over `alphabet` of up to `max_len` bytes.

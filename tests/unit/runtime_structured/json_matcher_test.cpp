@@ -1,6 +1,7 @@
 // JsonMatcher against nlohmann's parser (any JSON) and against hand-checked schema cases.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
 #include <set>

@@ -5,39 +5,36 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "runtime/structured/ebnf_matcher.h"
 #include "runtime/structured/free_text_dfa.h"
+#include "structured_test_util.h"
 
 namespace beam {
 namespace {
 
-std::shared_ptr<const EbnfGrammar> compile_ok(std::string_view tag) {
+using testing::verdict;
+
+std::shared_ptr<const EbnfGrammar> compile_tag_ok(std::string_view tag) {
   auto g = compile_structural_tag(nlohmann::ordered_json::parse(tag));
   EXPECT_TRUE(g.ok()) << tag << ": " << (g.ok() ? "" : g.error().message);
   return g.ok() ? *g : nullptr;
 }
 
-std::string compile_error(std::string_view tag) {
+std::string compile_tag_error(std::string_view tag) {
   auto g = compile_structural_tag(nlohmann::ordered_json::parse(tag));
   EXPECT_FALSE(g.ok()) << tag;
   return g.ok() ? "" : g.error().message;
-}
-
-// 0: the text breaks the tag; 1: a prefix of a match; 2: a whole match.
-int verdict(const EbnfMatcher& m, std::string_view text) {
-  GrammarState state = m.initial(), scratch;
-  if (!m.advance_bytes(state, text, scratch)) return 0;
-  return m.can_end(state) ? 2 : 1;
 }
 
 // `format`'s whole matches include every `yes` and no `no`.
 void expect_texts(std::string_view format, const std::vector<std::string>& yes,
                   const std::vector<std::string>& no) {
   const std::string tag = R"({"type": "structural_tag", "format": )" + std::string(format) + "}";
-  auto g = compile_ok(tag);
+  auto g = compile_tag_ok(tag);
   ASSERT_NE(g, nullptr);
   const EbnfMatcher m(g);
   for (const std::string& s : yes) EXPECT_EQ(verdict(m, s), 2) << format << " on '" << s << "'";
@@ -171,7 +168,7 @@ TEST(StructuralTag, TagsWithSeparator) {
 }
 
 TEST(StructuralTag, LegacyStructuresAndTriggers) {
-  auto g = compile_ok(R"({"type": "structural_tag", "structures": [{"begin": "<function=f>",
+  auto g = compile_tag_ok(R"({"type": "structural_tag", "structures": [{"begin": "<function=f>",
       "schema": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
       "end": "</function>"}, {"begin": "<function=g>", "schema": {"type": "string"}, "end":
       "</function>"}], "triggers": ["<function="]})");
@@ -185,59 +182,61 @@ TEST(StructuralTag, LegacyStructuresAndTriggers) {
 }
 
 TEST(StructuralTag, ErrorsNameThePath) {
-  EXPECT_EQ(compile_error(R"({"format": {"type": "bogus"}})"),
+  EXPECT_EQ(compile_tag_error(R"({"format": {"type": "bogus"}})"),
             "'format.type': unknown format \"bogus\" (expected const_string, json_schema, "
             "grammar, regex, sequence, or, tag, any_text, triggered_tags or tags_with_separator)");
-  EXPECT_EQ(compile_error(R"({"format": {"type": "tag", "begin": "<a>", "end": "</a>"}})"),
+  EXPECT_EQ(compile_tag_error(R"({"format": {"type": "tag", "begin": "<a>", "end": "</a>"}})"),
             "'format.content': is required");
-  EXPECT_EQ(compile_error(R"({"format": {"type": "sequence", "elements": [{"type":
+  EXPECT_EQ(compile_tag_error(R"({"format": {"type": "sequence", "elements": [{"type":
                 "const_string"}]}})"),
             "'format.elements[0].value': is required");
-  EXPECT_EQ(compile_error(R"({"format": {"type": "triggered_tags", "triggers": ["<f="], "tags":
+  EXPECT_EQ(compile_tag_error(R"({"format": {"type": "triggered_tags", "triggers": ["<f="], "tags":
                 [{"begin": "<g>", "content": {"type": "any_text"}, "end": "</g>"}]}})"),
             "'format.tags[0].begin': \"<g>\" starts with none of the triggers");
-  EXPECT_EQ(compile_error(R"({"format": {"type": "triggered_tags", "triggers": ["<f", "<f="],
+  EXPECT_EQ(compile_tag_error(R"({"format": {"type": "triggered_tags", "triggers": ["<f", "<f="],
                 "tags": [{"begin": "<f=a>", "content": {"type": "any_text"}, "end": "</f>"}]}})"),
             "'format.tags[0].begin': \"<f=a>\" starts with two triggers, \"<f\" and \"<f=\"");
-  EXPECT_EQ(compile_error(R"({"format": {"type": "triggered_tags", "triggers": ["<f=", "<g="],
+  EXPECT_EQ(compile_tag_error(R"({"format": {"type": "triggered_tags", "triggers": ["<f=", "<g="],
                 "tags": [{"begin": "<f=a>", "content": {"type": "any_text"}, "end": "</f>"}]}})"),
             "'format.triggers[1]': no tag's begin starts with \"<g=\"");
-  EXPECT_EQ(compile_error(R"({"format": {"type": "sequence", "elements": [{"type": "any_text"},
+  EXPECT_EQ(compile_tag_error(R"({"format": {"type": "sequence", "elements": [{"type": "any_text"},
                 {"type": "const_string", "value": "x"}]}})"),
             "'format.elements[0]': free text (any_text, triggered_tags) runs to the end of what "
             "holds it, so only the last element of a sequence may be one");
-  EXPECT_EQ(compile_error(R"({"format": {"type": "tag", "begin": "<a>", "content": {"type":
+  EXPECT_EQ(compile_tag_error(R"({"format": {"type": "tag", "begin": "<a>", "content": {"type":
                 "any_text"}, "end": ""}})"),
             "'format.end': a tag whose content is free text needs non-empty end strings (they "
             "end the text)");
-  EXPECT_EQ(compile_error(R"({"format": {"type": "tag", "begin": "<t>", "content": {"type":
+  EXPECT_EQ(compile_tag_error(R"({"format": {"type": "tag", "begin": "<t>", "content": {"type":
                 "any_text", "excluded_str": ["<"]}, "end": "</t>"}})"),
             "'format.content': no text can end with the end string without an excluded one");
-  EXPECT_EQ(compile_error(R"({"format": {"type": "json_schema", "json_schema": {"type": "integer",
+  EXPECT_EQ(
+      compile_tag_error(R"({"format": {"type": "json_schema", "json_schema": {"type": "integer",
                 "multipleOf": 2}}})"),
-            "'format.json_schema': /multipleOf: the keyword \"multipleOf\" is not supported by "
-            "constrained decoding");
-  EXPECT_EQ(compile_error(R"({"format": {"type": "json_schema", "json_schema": {"type": "string",
+      "'format.json_schema': /multipleOf: the keyword \"multipleOf\" is not supported by "
+      "constrained decoding");
+  EXPECT_EQ(
+      compile_tag_error(R"({"format": {"type": "json_schema", "json_schema": {"type": "string",
                 "maxLength": 100000}}})"),
-            "'format.json_schema': '/maxLength': \"maxLength\" 100000 is too long for a "
-            "structural tag (more than 16384 automaton states)");
-  EXPECT_EQ(compile_error(R"({"format": {"type": "grammar", "grammar": "root ::= x"}})"),
+      "'format.json_schema': '/maxLength': \"maxLength\" 100000 is too long for a "
+      "structural tag (more than 16384 automaton states)");
+  EXPECT_EQ(compile_tag_error(R"({"format": {"type": "grammar", "grammar": "root ::= x"}})"),
             "'format.grammar': grammar line 1:10: rule 'root' refers to undefined rule 'x'");
-  EXPECT_EQ(compile_error(R"({"format": {"type": "qwen_xml_parameter", "json_schema": {}}})"),
+  EXPECT_EQ(compile_tag_error(R"({"format": {"type": "qwen_xml_parameter", "json_schema": {}}})"),
             "'format.type': \"qwen_xml_parameter\" is not supported (write the parameters as a "
             "json_schema, or a grammar)");
-  EXPECT_EQ(compile_error(R"({"structures": [{"begin": "<f>", "schema": {}, "end": "</f>"}]})"),
+  EXPECT_EQ(compile_tag_error(R"({"structures": [{"begin": "<f>", "schema": {}, "end": "</f>"}]})"),
             "'triggers': is required");
-  EXPECT_EQ(compile_error(R"({"structures": [{"begin": "<f>", "end": "</f>"}], "triggers":
+  EXPECT_EQ(compile_tag_error(R"({"structures": [{"begin": "<f>", "end": "</f>"}], "triggers":
                 ["<f>"]})"),
             "'structures[0].schema': is required");
-  EXPECT_EQ(compile_error(R"({"type": "json_schema", "format": {}})"),
+  EXPECT_EQ(compile_tag_error(R"({"type": "json_schema", "format": {}})"),
             "'type': expected \"structural_tag\"");
-  EXPECT_EQ(compile_error(R"({"type": "structural_tag"})"),
+  EXPECT_EQ(compile_tag_error(R"({"type": "structural_tag"})"),
             "'format': is required (or the legacy 'structures' and 'triggers')");
   std::string deep = R"({"type": "const_string", "value": "x"})";
   for (int i = 0; i < 70; ++i) deep = R"({"type": "or", "elements": [)" + deep + "]}";
-  EXPECT_EQ(compile_error(R"({"format": )" + deep + "}").substr(0, 60),
+  EXPECT_EQ(compile_tag_error(R"({"format": )" + deep + "}").substr(0, 60),
             "'format.elements[0].elements[0].elements[0].elements[0].elem");
 }
 

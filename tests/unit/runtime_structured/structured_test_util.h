@@ -26,6 +26,13 @@ inline std::string schema_error(std::string_view schema_json) {
   return g.ok() ? "" : g.error().message;
 }
 
+// 0: the text breaks the grammar; 1: a prefix of a match; 2: a whole match.
+inline int verdict(const EbnfMatcher& m, std::string_view text) {
+  GrammarState state = m.initial(), scratch;
+  if (!m.advance_bytes(state, text, scratch)) return 0;
+  return m.can_end(state) ? 2 : 1;
+}
+
 // Whether `text` is a prefix of some JSON text of the grammar (and, with complete, a whole one).
 inline bool matches(const JsonMatcher& m, std::string_view text, bool complete) {
   MatchState state = m.initial(), scratch;

@@ -2,6 +2,7 @@
 // position of documents written with a synthetic vocabulary.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 

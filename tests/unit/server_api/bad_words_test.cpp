@@ -10,7 +10,7 @@
 namespace beam::server {
 namespace {
 
-const text::Tokenizer& nano() {
+const text::Tokenizer& nano_tokenizer() {
   static const text::Tokenizer tok = [] {
     auto t = text::Tokenizer::load("models/beam-nano");
     EXPECT_TRUE(t.ok()) << t.error().message;
@@ -23,11 +23,11 @@ TEST(BadWords, TokenizedAloneAndAfterASpaceAsVllmDoes) {
   // beam-nano: "hello" = [286, 82, 317], " hello" = [1356, 82, 317] (as many tokens: both);
   // "rain" = [800], " rain" = [227, 800] (one more token: the word alone).
   const std::vector<std::string> words = {"hello", "  rain"};
-  auto ids = bad_words_token_ids(nano(), words);
+  auto ids = bad_words_token_ids(nano_tokenizer(), words);
   ASSERT_TRUE(ids.ok()) << ids.error().message;
   EXPECT_EQ(*ids, (std::vector<std::vector<int32_t>>{{286, 82, 317}, {1356, 82, 317}, {800}}));
   const std::vector<std::string> blank = {"rain", " \t "};
-  auto bad = bad_words_token_ids(nano(), blank);
+  auto bad = bad_words_token_ids(nano_tokenizer(), blank);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().param, "bad_words");
   EXPECT_EQ(bad.error().message, "'bad_words': \" \t \" is only whitespace");

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "recording_responder.h"
 #include "server/api/exchange.h"
 #include "server/http/sse.h"
 #include "server/metrics/server_metrics.h"
@@ -15,26 +16,6 @@ namespace beam::server {
 namespace {
 
 // Records what the exchange writes.
-class RecordingResponder : public http::Responder {
- public:
-  void respond(int status, const std::string&, std::string body,
-               const std::map<std::string, std::string>&) override {
-    status_ = status;
-    chunks.push_back(std::move(body));
-  }
-  void start_stream(int status, const std::string&) override { status_ = status; }
-  void send(std::string chunk) override { chunks.push_back(std::move(chunk)); }
-  void end() override { ended = true; }
-  void on_disconnect(std::function<void()>) override {}
-  bool disconnected() const override { return false; }
-
-  std::vector<std::string> chunks;
-  bool ended = false;
-
- private:
-  int status_ = 0;
-};
-
 struct StreamFixture {
   ServerMetrics metrics;
   std::shared_ptr<RecordingResponder> responder = std::make_shared<RecordingResponder>();

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "recording_responder.h"
 #include "server/api/exchange.h"
 #include "server/generation/sibling_decoder.h"
 #include "server/metrics/server_metrics.h"
@@ -20,12 +21,8 @@
 namespace beam::server {
 namespace {
 
-const text::Tokenizer& tokenizer() {
-  return tiny_chat_tokenizer();
-}
-
 std::string piece(int32_t id) {
-  return tokenizer().piece(id)->bytes;
+  return tiny_chat_tokenizer().piece(id)->bytes;
 }
 
 constexpr int32_t kHello = 511;  // "Hello" in the fixture
@@ -39,7 +36,7 @@ struct Scored {
   std::vector<int32_t> prompt;
   std::vector<TokenLogprobs> entries;
   Scored() {
-    const std::vector<int32_t> ab = tokenizer().encode(" ab", false).value();
+    const std::vector<int32_t> ab = tiny_chat_tokenizer().encode(" ab", false).value();
     prompt = {kHello};
     prompt.insert(prompt.end(), ab.begin(), ab.end());
     const int32_t a = prompt[1], b = prompt.back();
@@ -55,7 +52,7 @@ TEST(PromptLogprobsJson, VllmShapeHoldsThePromptTokenThenItsTopAlternatives) {
   Scored s;
   ASSERT_EQ(s.prompt.size(), 3u) << "the fixture spells \" ab\" in two tokens";
   const int32_t a = s.prompt[1], b = s.prompt[2];
-  const Json j = vllm_prompt_logprobs(&tokenizer(), s.prompt, 1, s.entries, 2);
+  const Json j = vllm_prompt_logprobs(&tiny_chat_tokenizer(), s.prompt, 1, s.entries, 2);
   ASSERT_EQ(j.size(), 3u);
   EXPECT_TRUE(j[0].is_null());
   // Position 1: the prompt token first (rank 3), then the top 2.
@@ -77,7 +74,7 @@ TEST(PromptLogprobsJson, VllmShapeHoldsThePromptTokenThenItsTopAlternatives) {
   EXPECT_EQ(p2[std::to_string(b)]["rank"], 1);
   EXPECT_EQ(p2[std::to_string(a)]["rank"], 2);
   // No alternatives: the prompt token alone; positions before `start` are null.
-  const Json zero = vllm_prompt_logprobs(&tokenizer(), s.prompt, 2, {s.entries[1]}, 0);
+  const Json zero = vllm_prompt_logprobs(&tiny_chat_tokenizer(), s.prompt, 2, {s.entries[1]}, 0);
   EXPECT_EQ(zero,
             (Json::array({nullptr,
                           nullptr,
@@ -88,13 +85,14 @@ TEST(PromptLogprobsJson, VllmShapeHoldsThePromptTokenThenItsTopAlternatives) {
 TEST(PromptLogprobsJson, MinusInfinityIsWrittenAsOpenAiDoes) {
   const std::vector<int32_t> prompt = {kHello, kHello};
   const float inf = std::numeric_limits<float>::infinity();
-  const Json j = vllm_prompt_logprobs(&tokenizer(), prompt, 1, {entry(kHello, -inf, 512, {})}, 0);
+  const Json j =
+      vllm_prompt_logprobs(&tiny_chat_tokenizer(), prompt, 1, {entry(kHello, -inf, 512, {})}, 0);
   EXPECT_EQ(j[1][std::to_string(kHello)]["logprob"], -9999.0);
 }
 
 TEST(PromptLogprobsJson, LegacyEchoLogprobsCoverThePromptThenTheOutput) {
   Scored s;
-  CompletionLogprobs b({&tokenizer()}, 1);
+  CompletionLogprobs b({&tiny_chat_tokenizer()}, 1);
   b.add_prompt(s.prompt, 1, s.entries);
   OutputToken out{kHello, entry(kHello, -0.75f, 2, {{s.prompt[1], -0.5f}})};
   b.add({out, OutputToken{kHello, std::nullopt}});  // a token without logprobs is left out
@@ -113,7 +111,7 @@ TEST(PromptLogprobsJson, LegacyEchoLogprobsCoverThePromptThenTheOutput) {
   EXPECT_EQ(next["tokens"], Json::array({"Hello"}));
   EXPECT_EQ(next["text_offset"], Json::array({10 + a_len + b_len}));
   // logprobs=0: no alternatives, so top_logprobs entries are null.
-  CompletionLogprobs none({&tokenizer()}, 0);
+  CompletionLogprobs none({&tiny_chat_tokenizer()}, 0);
   none.add_prompt(s.prompt, 1, s.entries);
   EXPECT_EQ(none.take()["top_logprobs"], (Json::array({nullptr, nullptr, nullptr})));
 }
@@ -144,7 +142,7 @@ TEST(PromptLogprobsDecoder, TheFirstEventsPromptLogprobsReachTheDeltaAndTheResul
   Scored s;
   GenerationSpec spec;
   spec.prompt_logprobs = PromptLogprobsOptions{1, 2};
-  SiblingDecoder d(&tokenizer(), spec, nullptr);
+  SiblingDecoder d(&tiny_chat_tokenizer(), spec, nullptr);
   TokenEvent first;
   first.tokens = {kHello};
   first.prompt_logprobs = s.entries;
@@ -170,7 +168,7 @@ TEST(PromptLogprobsDecoder, ScoreOnlyEventMakesANonEmptyDelta) {
   Scored s;
   GenerationSpec spec;
   spec.prompt_logprobs = PromptLogprobsOptions{1, 0};
-  SiblingDecoder d(&tokenizer(), spec, nullptr);
+  SiblingDecoder d(&tiny_chat_tokenizer(), spec, nullptr);
   TokenEvent only;
   only.prompt_logprobs = s.entries;
   only.finish = FinishReason::kLength;
@@ -182,23 +180,6 @@ TEST(PromptLogprobsDecoder, ScoreOnlyEventMakesANonEmptyDelta) {
   EXPECT_EQ(r.completion_tokens, 0);
   EXPECT_EQ(r.prompt_logprobs.size(), 2u);
 }
-
-class RecordingResponder : public http::Responder {
- public:
-  void respond(int status, const std::string&, std::string body,
-               const std::map<std::string, std::string>&) override {
-    this->status = status;
-    chunks.push_back(std::move(body));
-  }
-  void start_stream(int status, const std::string&) override { this->status = status; }
-  void send(std::string chunk) override { chunks.push_back(std::move(chunk)); }
-  void end() override {}
-  void on_disconnect(std::function<void()>) override {}
-  bool disconnected() const override { return false; }
-
-  int status = 0;
-  std::vector<std::string> chunks;
-};
 
 struct ObserverFixture {
   ServerMetrics metrics;
@@ -218,7 +199,7 @@ struct ObserverFixture {
     o.echo = true;
     o.prompt_logprobs = prompt_logprobs;
     o.prompts = {EchoedPrompt{s.prompt, "Hello ab"}, EchoedPrompt{{kHello}, "Hello"}};
-    return std::make_shared<CompletionObserver>(exchange, &tokenizer(), std::move(o));
+    return std::make_shared<CompletionObserver>(exchange, &tiny_chat_tokenizer(), std::move(o));
   }
   SiblingResult result(int32_t token, bool with_prompt) const {
     SiblingResult r;

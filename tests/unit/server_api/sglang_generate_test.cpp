@@ -13,13 +13,9 @@
 namespace beam::server {
 namespace {
 
-const text::Tokenizer& tokenizer() {
-  return tiny_chat_tokenizer();
-}
-
 SglangModelInfo model(bool with_tokenizer = true) {
   SglangModelInfo m;
-  m.tokenizer = with_tokenizer ? &tokenizer() : nullptr;
+  m.tokenizer = with_tokenizer ? &tiny_chat_tokenizer() : nullptr;
   m.vocab_size = 512;
   m.max_context_tokens = 100;
   return m;
@@ -178,7 +174,7 @@ TEST(SglangGenerate, BatchesTextAndPerItemLists) {
   // Text is tokenized; a list is a batch; n > 1 makes a single prompt's answer a list too.
   SglangGenerateRequest t = parse_ok(R"({"text": ["Hello", "Hello"], "rid": ["x", "y"]})");
   ASSERT_EQ(t.items.size(), 2u);
-  EXPECT_EQ(t.items[0].prompt_ids, tokenizer().encode("Hello", true, true).value());
+  EXPECT_EQ(t.items[0].prompt_ids, tiny_chat_tokenizer().encode("Hello", true, true).value());
   EXPECT_EQ(t.items[1].rid, "y");
   SglangGenerateRequest n =
       parse_ok(R"({"text": "Hello", "rid": "z", "sampling_params": {"n": 2}})");
@@ -291,7 +287,7 @@ TEST(SglangGenerateJson, LogprobTriplesAndTheirNulls) {
   EXPECT_EQ(sglang_input_token_logprobs(prompt, 1, {entries[1]}, nullptr),
             Json::parse("[[null, 40, null], [-0.25, 41, null]]"));
   // With text: the token's text.
-  EXPECT_EQ(sglang_logprob_triple(-1.0f, 511, &tokenizer()),
+  EXPECT_EQ(sglang_logprob_triple(-1.0f, 511, &tiny_chat_tokenizer()),
             Json::parse(R"([-1.0, 511, "Hello"])"));
   std::vector<OutputToken> out = {{41, lp(41, -0.5f, {{41, -0.5f}, {3, -1.0f}})},
                                   {42, std::nullopt}};

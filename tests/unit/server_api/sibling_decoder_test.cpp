@@ -15,11 +15,9 @@
 namespace beam::server {
 namespace {
 
-const text::Tokenizer& tokenizer() {
-  return tiny_chat_tokenizer();
+std::vector<int32_t> encode(const std::string& s) {
+  return tiny_chat_tokenizer().encode(s, true).value();
 }
-
-std::vector<int32_t> encode(const std::string& s) { return tokenizer().encode(s, true).value(); }
 
 struct Output {
   std::string reasoning, content;
@@ -32,7 +30,7 @@ struct Output {
 Output run(const GenerationSpec& spec, const std::vector<int32_t>& ids, const std::vector<size_t>& sizes,
            std::optional<int32_t> stop_token = std::nullopt, FinishReason reason = FinishReason::kLength) {
   std::shared_ptr<const ResponseTemplate> tmpl = load_hermes_response_template().value();
-  SiblingDecoder d(&tokenizer(), spec, tmpl);
+  SiblingDecoder d(&tiny_chat_tokenizer(), spec, tmpl);
   Output out;
   size_t pos = 0, e = 0;
   auto collect = [&](SiblingDelta& delta) {
@@ -93,7 +91,7 @@ TEST(SiblingDecoder, TokensAreReleasedWithTheirText) {
   // Byte tokens of "é" (0xC3 0xA9 → ids 3 + byte): the first alone releases no text, so its token
   // is held back until the character is complete.
   GenerationSpec spec = plain_spec();
-  SiblingDecoder d(&tokenizer(), spec, nullptr);
+  SiblingDecoder d(&tiny_chat_tokenizer(), spec, nullptr);
   TokenEvent first;
   first.tokens = {3 + 0xC3};
   SiblingDelta delta;
@@ -125,11 +123,12 @@ TEST(SiblingDecoder, StopStringCutsTextIdsAndLogprobsTogether) {
     for (const OutputToken& t : o.result.tokens) kept.push_back(t.id);
     EXPECT_EQ(o.result.completion_tokens, static_cast<int64_t>(kept.size()));
     ASSERT_EQ(o.streamed_tokens.size(), kept.size());
-    const std::string kept_text = tokenizer().decode(kept, false).value();
+    const std::string kept_text = tiny_chat_tokenizer().decode(kept, false).value();
     EXPECT_EQ(kept_text.rfind("The weather", 0), 0u);
     EXPECT_LT(kept_text.size(), std::string("The weather in P").size());
     std::vector<int32_t> without_last(kept.begin(), kept.end() - 1);
-    EXPECT_LT(tokenizer().decode(without_last, false).value().size(), std::string("The weather").size());
+    EXPECT_LT(tiny_chat_tokenizer().decode(without_last, false).value().size(),
+              std::string("The weather").size());
   }
 }
 
