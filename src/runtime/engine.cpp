@@ -10,6 +10,7 @@
 #include "core/logging.h"
 #include "runtime/engine_device.h"
 #include "runtime/engine_state.h"
+#include "runtime/rate_window.h"
 #include "runtime/sampling/device_sampler.h"
 #include "runtime/sampling/finish_check.h"
 #include "runtime/sampling/sampling_rng.h"
@@ -28,6 +29,10 @@ const char* finish_reason_name(FinishReason r) {
 }
 
 namespace {
+
+double now_unix_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 double to_gib(int64_t bytes) { return static_cast<double>(bytes) / (int64_t{1} << 30); }
 
@@ -156,8 +161,13 @@ class Engine::Impl {
   }
 
   EngineStats stats() const {
-    std::lock_guard<std::mutex> lock(stats_mu_);
-    return stats_;
+    EngineStats s;
+    {
+      std::lock_guard<std::mutex> lock(stats_mu_);
+      s = stats_;
+    }
+    if (now_unix_s() - s.last_step_unix_s > kGenerationRateSpanS) s.generation_tokens_per_s = 0;
+    return s;
   }
 
   void flush_prefix_cache() {
@@ -259,6 +269,7 @@ class Engine::Impl {
   mutable std::mutex stats_mu_;
   EngineStats stats_;
   EngineStats counters_;  // engine-thread copy, published after each step
+  RateWindow generation_rate_{kGenerationRateSpanS};  // generated tokens, engine thread
   std::optional<TokenEvent> pending_final_;  // tokens of the step that finished a sequence
   std::shared_ptr<const BeamWeights> pending_weights_;  // update_weights': applied when idle
   std::thread thread_;
@@ -847,7 +858,9 @@ void Engine::Impl::publish_stats() {
   EngineStats s = counters_;
   s.running = static_cast<int64_t>(running_.size());
   s.waiting = static_cast<int64_t>(waiting_.size());
-  s.last_step_unix_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  s.last_step_unix_s = now_unix_s();
+  generation_rate_.add(s.last_step_unix_s, s.generated_tokens);
+  s.generation_tokens_per_s = generation_rate_.rate(s.last_step_unix_s);
   BlockCounts total = kv_.total_blocks(), free = kv_.free_blocks();
   BlockCounts cached = prefix_ ? prefix_->evictable() : BlockCounts{};
   s.full_pool = PoolStats{total.full, free.full, cached.full};

@@ -110,6 +110,8 @@ struct PoolStats {
   int64_t cached_blocks = 0;  // held only by the prefix cache (evictable)
 };
 
+inline constexpr double kGenerationRateSpanS = 5;
+
 struct EngineStats {
   int64_t running = 0;
   int64_t waiting = 0;
@@ -119,6 +121,9 @@ struct EngineStats {
   int64_t generated_tokens = 0;
   int64_t preemptions = 0;
   double last_step_unix_s = 0;       // wall time the loop last advanced (health)
+  // Generated tokens per second over the last kGenerationRateSpanS seconds of steps; 0 when no
+  // step ran in that span.
+  double generation_tokens_per_s = 0;
   PoolStats full_pool;
   PoolStats sliding_pool;
 };

@@ -302,6 +302,39 @@ test('/health_generate generates a token', async () => {
   assert.equal((await fetch(server.baseUrl + '/v1/models/tiny-chat')).status, 200);  // still routed
 });
 
+// SGLang's /get_server_info: the serving settings under SGLang's names, and the engine's state.
+test('/get_server_info reports the settings and the engine state', async () => {
+  const ask = { model: MODEL, prompt: 'The weather', max_tokens: 16, temperature: 0, ignore_eos: true };
+  assert.equal((await post('/v1/completions', ask)).status, 200);
+  const r = await fetch(server.baseUrl + '/get_server_info');
+  assert.equal(r.status, 200);
+  const info = await r.json();
+  assert.equal(info.model_path, path.join(repoRoot, 'models/tiny-beam'));
+  assert.equal(info.tokenizer_path, path.join(repoRoot, 'tests/server/fixtures/tiny-chat'));
+  assert.equal(info.served_model_name, MODEL);
+  assert.equal(info.port, Number(new URL(server.baseUrl).port));
+  assert.equal(info.device, process.env.BEAMSERVE_DEVICE ?? 'cpu');
+  assert.equal(info.context_length, 4096);
+  assert.equal(info.page_size, 16);
+  assert.equal(info.max_running_requests, 256);
+  assert.ok([2048, 8192].includes(info.chunked_prefill_size), String(info.chunked_prefill_size));
+  assert.ok(info.max_total_num_tokens > 0 && info.max_total_num_tokens % 16 === 0);
+  assert.equal(info.disable_radix_cache, false);
+  assert.equal(info.enable_weight_updates, true);
+  assert.equal(info.api_key_required, false);
+  assert.ok(!('api_key' in info));
+  assert.match(info.version, /^\d+\.\d+\.\d+$/);
+  const [state] = info.internal_states;
+  assert.ok(state.last_gen_throughput > 0, JSON.stringify(state));  // 16 tokens just now
+  assert.equal(state.num_running_reqs, 0);
+  assert.equal(state.num_waiting_reqs, 0);
+  assert.ok(state.token_usage >= 0 && state.token_usage < 1);
+  // get_model_info's preferred_sampling_params: generation_config.json's defaults.
+  const model = await (await fetch(server.baseUrl + '/get_model_info')).json();
+  assert.equal(model.preferred_sampling_params.temperature, 0.7);
+  assert.equal(model.preferred_sampling_params.top_p, 0.99);
+});
+
 test('API key on every endpoint but /health', async () => {
   const keyed = await startServer(['--api-key', 'sekret']);
   try {

@@ -106,6 +106,47 @@ void handle_metrics(const ServerState& state, const std::shared_ptr<Exchange>& e
   exchange->respond_text(200, "text/plain; version=0.0.4; charset=utf-8", state.metrics.render(stats, gauges));
 }
 
+void handle_server_info(const ServerState& state, const std::shared_ptr<Exchange>& exchange) {
+  const ServedModel& model = *state.model();
+  const ServeOptions& o = state.options;
+  const EngineOptions& engine = o.model.engine;
+  const EngineStats stats = model.engine->stats();
+  const PoolStats& full = stats.full_pool;
+  const double token_usage =
+      full.total_blocks > 0
+          ? static_cast<double>(full.total_blocks - full.free_blocks - full.cached_blocks) /
+                static_cast<double>(full.total_blocks)
+          : 0.0;
+  Json info = {
+      {"model_path", model.weights->get().path},
+      {"tokenizer_path", model.tokenizer_dir},
+      {"served_model_name", model.name},
+      {"host", o.host},
+      {"port", state.http ? state.http->port() : o.port},
+      {"device", engine.device == Device::kCuda ? "cuda" : "cpu"},
+      {"dtype", "bfloat16"},
+      {"context_length", model.max_context_tokens},
+      {"max_running_requests", engine.max_running},
+      {"chunked_prefill_size", model.engine->max_tokens_per_step()},
+      {"page_size", engine.block_size_tokens},
+      {"max_total_num_tokens", model.kv_capacity_tokens},
+      {"disable_radix_cache", !engine.enable_prefix_cache},
+      {"disable_cuda_graph", !engine.cuda_graphs},
+      {"attention_probs", engine.attention_probs == AttentionProbs::kBf16 ? "bf16" : "fp32"},
+      {"enable_return_routed_experts", model.routed_experts_enabled},
+      {"enable_weight_updates", model.weight_updates_enabled},
+      {"api_key_required", o.api_key.has_value()},
+      {"max_body_bytes", o.max_body_bytes},
+      {"worker_threads", o.worker_threads},
+      {"internal_states", Json::array({Json{{"last_gen_throughput", stats.generation_tokens_per_s},
+                                            {"num_running_reqs", stats.running},
+                                            {"num_waiting_reqs", stats.waiting},
+                                            {"token_usage", token_usage}}})},
+      {"version", BEAMSERVE_VERSION},
+  };
+  exchange->respond_json(200, dump_json(info));
+}
+
 void handle_models(const ServerState& state, const std::shared_ptr<Exchange>& exchange) {
   const ServedModel* model = state.model();
   Json card = {{"id", model->name}, {"object", "model"}, {"created", model->created_unix_s}, {"owned_by", "beamserve"},

@@ -1,4 +1,4 @@
-// GET /health, GET /health_generate, GET /metrics and GET /v1/models.
+// GET /health, GET /health_generate, GET /metrics, GET /v1/models and GET /get_server_info.
 #pragma once
 
 #include <memory>
@@ -32,5 +32,10 @@ inline constexpr int kHealthGenerateTimeoutS = 20;
 void handle_health_generate(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);
 void handle_metrics(const ServerState& state, const std::shared_ptr<Exchange>& exchange);
 void handle_models(const ServerState& state, const std::shared_ptr<Exchange>& exchange);
+// SGLang's GET /get_server_info: the serving settings under SGLang's argument names where one
+// means the same (model_path, context_length, chunked_prefill_size, page_size, ...; never the API
+// key itself), "internal_states" [{last_gen_throughput (tokens/s over the last few seconds),
+// num_running_reqs, num_waiting_reqs, token_usage (full-attention KV in use)}] and "version".
+void handle_server_info(const ServerState& state, const std::shared_ptr<Exchange>& exchange);
 
 }  // namespace beam::server

@@ -53,6 +53,8 @@ constexpr Route kRoutes[] = {
      nullptr},
     {"/get_model_info", "GET", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_get_model_info,
      nullptr},
+    {"/get_server_info", "GET", ErrorFlavor::kOpenAi, RunOn::kIoThread, true, nullptr,
+     handle_server_info},
     {"/get_weight_version", "GET", ErrorFlavor::kOpenAi, RunOn::kWorker, true,
      handle_get_weight_version, nullptr},
     {"/abort_request", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_abort_request,

@@ -69,10 +69,13 @@ void handle_abort_request(const EndpointEnv& env, const std::shared_ptr<Exchange
 
 void handle_get_model_info(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
   const ServedWeights::Info w = env.model->weights->get();
+  // SGLang's --preferred-sampling-params: here the generation_config.json defaults.
+  const Json& defaults = env.model->sampling_defaults;
+  const Json preferred = defaults.empty() ? Json(nullptr) : defaults;
   exchange->respond_json(200, dump_json(Json{{"model_path", w.path},
                                              {"tokenizer_path", env.model->tokenizer_dir},
                                              {"is_generation", true},
-                                             {"preferred_sampling_params", nullptr},
+                                             {"preferred_sampling_params", preferred},
                                              {"weight_version", w.version}}));
 }
 
