@@ -69,6 +69,18 @@ TEST_F(WeightUpdateTest, ServesTheNewWeightsAsAFreshEngineWould) {
   EXPECT_EQ(tokens(*engine, r), after.tokens);
 }
 
+// The engine keeps no reference to weights it no longer serves (an RL loop updates every step).
+TEST_F(WeightUpdateTest, ReleasesTheWeightsItNoLongerServes) {
+  std::shared_ptr<const BeamWeights> first = synthetic(old_->config);
+  const std::weak_ptr<const BeamWeights> watch = first;
+  auto engine = make(std::move(first));
+  const RunRequest r{tokens_of(20, 3, old_->config.vocab_size), greedy(4)};
+  tokens(*engine, r);
+  EXPECT_FALSE(watch.expired());
+  ASSERT_TRUE(engine->update_weights(new_, /*abort_in_flight=*/false).ok());
+  EXPECT_TRUE(watch.expired());
+}
+
 // Submits r to engine; its events go to *out.
 void submit(Engine& engine, const RunRequest& r, Collector* out) {
   GenerateRequest g;
