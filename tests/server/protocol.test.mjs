@@ -326,6 +326,7 @@ test('/get_server_info reports the settings and the engine state', async () => {
   assert.match(info.version, /^\d+\.\d+\.\d+$/);
   const [state] = info.internal_states;
   assert.ok(state.last_gen_throughput > 0, JSON.stringify(state));  // 16 tokens just now
+  assert.ok((await metrics(server.baseUrl)).beamserve_generation_tokens_per_second > 0);
   assert.equal(state.num_running_reqs, 0);
   assert.equal(state.num_waiting_reqs, 0);
   assert.ok(state.token_usage >= 0 && state.token_usage < 1);
