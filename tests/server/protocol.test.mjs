@@ -306,6 +306,7 @@ test('/health_generate generates a token', async () => {
 test('/get_server_info reports the settings and the engine state', async () => {
   const ask = { model: MODEL, prompt: 'The weather', max_tokens: 16, temperature: 0, ignore_eos: true };
   assert.equal((await post('/v1/completions', ask)).status, 200);
+  await waitForIdle();  // the engine publishes its numbers after the step that answered
   const r = await fetch(server.baseUrl + '/get_server_info');
   assert.equal(r.status, 200);
   const info = await r.json();

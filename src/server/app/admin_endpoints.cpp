@@ -7,6 +7,8 @@
 #include <mutex>
 #include <optional>
 
+#include "core/version.h"
+
 namespace beam::server {
 namespace {
 
@@ -142,7 +144,7 @@ void handle_server_info(const ServerState& state, const std::shared_ptr<Exchange
                                             {"num_running_reqs", stats.running},
                                             {"num_waiting_reqs", stats.waiting},
                                             {"token_usage", token_usage}}})},
-      {"version", BEAMSERVE_VERSION},
+      {"version", kVersion},
   };
   exchange->respond_json(200, dump_json(info));
 }
