@@ -20,8 +20,7 @@ void render_pool(std::string& out, const char* pool, const PoolStats& s) {
   sample(out, "beamserve_kv_blocks", p + ",state=\"total\"", static_cast<double>(s.total_blocks));
   sample(out, "beamserve_kv_blocks", p + ",state=\"free\"", static_cast<double>(s.free_blocks));
   sample(out, "beamserve_kv_blocks", p + ",state=\"cached\"", static_cast<double>(s.cached_blocks));
-  sample(out, "beamserve_kv_blocks", p + ",state=\"used\"",
-         static_cast<double>(s.total_blocks - s.free_blocks - s.cached_blocks));
+  sample(out, "beamserve_kv_blocks", p + ",state=\"used\"", static_cast<double>(s.used_blocks()));
 }
 
 void render_engine(std::string& out, const EngineStats& e) {
