@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 #include <string>
+#include <unordered_map>
 
 #include "runtime/structured/regex_syntax.h"
 #include "runtime/structured/utf8_ranges.h"
@@ -163,28 +164,50 @@ class DfaBuilder {
   DfaBuilder(const Nfa& nfa, int32_t accept)
       : nfa_(nfa), accept_(accept), mark_(nfa.states.size(), 0) {}
 
-  // The states reachable from `set` over epsilon moves, sorted.
-  std::vector<int32_t> closure(std::vector<int32_t> set) {
+  // A DFA state's key: the states of its epsilon closure that matter to what follows — those
+  // with a byte transition, and the accepting one — sorted. Closures that differ only in
+  // epsilon-only states behave alike, so they share a DFA state.
+  struct KernelHash {
+    size_t operator()(const std::vector<int32_t>& set) const {
+      uint64_t h = 1469598103934665603ull;
+      for (int32_t s : set) h = (h ^ static_cast<uint32_t>(s)) * 1099511628211ull;
+      return static_cast<size_t>(h);
+    }
+  };
+
+  // The kernel of the states reachable from `set` over epsilon moves; false once the build has
+  // spent kMaxPatternBuildSteps.
+  bool closure(const std::vector<int32_t>& set, std::vector<int32_t>& kernel) {
     if (++stamp_ == 0) {  // wrapped: clear the marks once
       std::fill(mark_.begin(), mark_.end(), 0);
       stamp_ = 1;
     }
+    kernel.clear();
     std::vector<int32_t>& stack = stack_;
-    stack.assign(set.begin(), set.end());
-    for (int32_t s : set) mark_[static_cast<size_t>(s)] = stamp_;
+    stack.clear();
+    for (int32_t s : set) {
+      if (mark_[static_cast<size_t>(s)] == stamp_) continue;
+      mark_[static_cast<size_t>(s)] = stamp_;
+      stack.push_back(s);
+    }
     while (!stack.empty()) {
       const int32_t s = stack.back();
       stack.pop_back();
-      for (int32_t t : nfa_.states[static_cast<size_t>(s)].eps) {
+      const NfaState& st = nfa_.states[static_cast<size_t>(s)];
+      steps_ += 1 + static_cast<int64_t>(st.eps.size());
+      if (st.to >= 0 || s == accept_) kernel.push_back(s);
+      for (int32_t t : st.eps) {
         if (mark_[static_cast<size_t>(t)] == stamp_) continue;
         mark_[static_cast<size_t>(t)] = stamp_;
-        set.push_back(t);
         stack.push_back(t);
       }
     }
-    std::sort(set.begin(), set.end());
-    set.erase(std::unique(set.begin(), set.end()), set.end());
-    return set;
+    std::sort(kernel.begin(), kernel.end());
+    return steps_ <= kMaxPatternBuildSteps;
+  }
+
+  static Error too_complex(const std::string& what) {
+    return make_error("the regular expression is too complex (" + what + ")");
   }
 
   Expected<std::shared_ptr<const ByteDfa>> run(int32_t start) {
@@ -196,35 +219,47 @@ class DfaBuilder {
       cut[s.on.lo] = true;
       cut[static_cast<size_t>(s.on.hi) + 1] = true;
     }
-    std::vector<uint8_t> representative;
+    size_t classes = 0;
     for (int b = 0; b < 256; ++b) {
-      if (b == 0 || cut[static_cast<size_t>(b)]) representative.push_back(static_cast<uint8_t>(b));
-      dfa->class_of_[static_cast<size_t>(b)] = static_cast<uint8_t>(representative.size() - 1);
+      if (b == 0 || cut[static_cast<size_t>(b)]) ++classes;
+      dfa->class_of_[static_cast<size_t>(b)] = static_cast<uint8_t>(classes - 1);
     }
-    const size_t classes = representative.size();
     dfa->num_classes_ = classes;
 
-    std::map<std::vector<int32_t>, int32_t> ids;
-    std::vector<std::vector<int32_t>> sets;
-    auto intern = [&](std::vector<int32_t> set) -> int32_t {
-      auto [it, fresh] = ids.emplace(std::move(set), static_cast<int32_t>(sets.size()));
-      if (fresh) sets.push_back(it->first);
+    // Interned kernels: `ids` points into `sets` (a deque: its elements never move).
+    std::unordered_map<std::vector<int32_t>, int32_t, KernelHash> ids;
+    std::deque<std::vector<int32_t>> sets;
+    std::vector<int32_t> kernel;
+    auto intern = [&](const std::vector<int32_t>& k) -> int32_t {
+      const auto [it, fresh] = ids.try_emplace(k, static_cast<int32_t>(sets.size()));
+      if (fresh) sets.push_back(k);
       return it->second;
     };
-    intern(closure({start}));
+    const std::string too_long = "its automaton takes more than " +
+                                 std::to_string(kMaxPatternBuildSteps) + " steps to build";
+    if (!closure({start}, kernel)) return too_complex(too_long);
+    intern(kernel);
     std::vector<int32_t> next;
+    std::vector<std::vector<int32_t>> moved(classes);  // the states each class leads to
     for (size_t d = 0; d < sets.size(); ++d) {
       if (sets.size() > static_cast<size_t>(kMaxPatternDfaStates))
-        return make_error("the regular expression is too complex (more than " +
-                          std::to_string(kMaxPatternDfaStates) + " automaton states)");
+        return too_complex("more than " + std::to_string(kMaxPatternDfaStates) +
+                           " automaton states");
+      for (std::vector<int32_t>& m : moved) m.clear();
+      for (int32_t s : sets[d]) {
+        const NfaState& st = nfa_.states[static_cast<size_t>(s)];
+        if (st.to < 0) continue;
+        const size_t last = dfa->class_of_[st.on.hi];
+        for (size_t c = dfa->class_of_[st.on.lo]; c <= last; ++c) moved[c].push_back(st.to);
+        steps_ += static_cast<int64_t>(last - dfa->class_of_[st.on.lo] + 1);
+      }
       for (size_t c = 0; c < classes; ++c) {
-        const uint8_t byte = representative[c];
-        std::vector<int32_t> moved;
-        for (int32_t s : sets[d]) {
-          const NfaState& st = nfa_.states[static_cast<size_t>(s)];
-          if (st.to >= 0 && st.on.lo <= byte && byte <= st.on.hi) moved.push_back(st.to);
+        if (moved[c].empty()) {
+          next.push_back(ByteDfa::kDead);
+          continue;
         }
-        next.push_back(moved.empty() ? ByteDfa::kDead : intern(closure(std::move(moved))));
+        if (!closure(moved[c], kernel)) return too_complex(too_long);
+        next.push_back(intern(kernel));
       }
     }
     const size_t n = sets.size();
@@ -325,6 +360,7 @@ class DfaBuilder {
   std::vector<uint32_t> mark_;  // closure(): == stamp_ when visited in the current call
   uint32_t stamp_ = 0;
   std::vector<int32_t> stack_;
+  int64_t steps_ = 0;  // NFA states and edges visited so far (kMaxPatternBuildSteps)
 };
 
 Expected<std::shared_ptr<const ByteDfa>> ByteDfa::intersect(const ByteDfa& a, const ByteDfa& b) {

@@ -20,6 +20,10 @@ struct RegexNode;
 // Limits on one pattern's automata (a pattern past them is refused as too complex).
 inline constexpr int32_t kMaxPatternNfaStates = 200000;
 inline constexpr int32_t kMaxPatternDfaStates = 4096;
+// Most NFA states, edges and transitions one determinization may visit (about 0.1 s of one
+// core): a short pattern of nested optional repeats, `(([a-z]?){100}){100}`, otherwise spent
+// 27 s and 2 GB before the state limit stopped it (PRIOR-ART pain point 7).
+inline constexpr int64_t kMaxPatternBuildSteps = 20'000'000;
 
 class ByteDfa {
  public:

@@ -252,7 +252,9 @@ class GrammarLowering {
       return std::nullopt;
     }
     auto dfa = ByteDfa::from_regex(tree);
-    terminal_bytes_ += dfa.ok() ? (*dfa)->table_bytes() : size_t{1} << 20;
+    // A failed attempt may have spent a whole determinization budget (~0.05-0.1 s): sixteen of
+    // them end the grammar.
+    terminal_bytes_ += dfa.ok() ? (*dfa)->table_bytes() : kMaxGrammarTerminalBytes / 16;
     std::optional<int32_t> out;
     if (dfa.ok()) out = add_terminal(std::move(dfa).value());
     terminal_memo_.emplace(std::move(key), out);

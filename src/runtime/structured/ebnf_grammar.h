@@ -24,7 +24,8 @@ inline constexpr int32_t kMaxGrammarElements = 1 << 20;
 // Most repetitions a quantifier may ask for ({m,n}: m, n <= this).
 inline constexpr int32_t kMaxGrammarRepeat = 10000;
 // Most bytes of terminal automata one grammar may build (a terminal past ByteDfa's limits counts
-// 1 MiB for the attempt): bounds a grammar's compile time and memory (PRIOR-ART pain point 7).
+// a sixteenth for the attempt): bounds a grammar's compile time and memory (PRIOR-ART pain
+// point 7).
 inline constexpr size_t kMaxGrammarTerminalBytes = size_t{64} << 20;
 
 // One item of a lowered alternative.

@@ -211,6 +211,35 @@ TEST(ByteDfa, IntersectionMatchesWhatBothMatch) {
   EXPECT_NE(none.error().message.find("matches no string"), std::string::npos);
 }
 
+// Nested optional repeats make every DFA state a set of thousands of NFA states: a 20-byte
+// pattern spent 27 s and 2 GB of subset construction before the state limit stopped it. The
+// build's step bound refuses it, naming why; the same shape one level smaller still builds.
+TEST(ByteDfa, DeterminizingWorkIsBounded) {
+  auto nested = ByteDfa::from_full_match("(([a-z]?){100}){100}");
+  ASSERT_FALSE(nested.ok());
+  EXPECT_EQ(nested.error().message,
+            "the regular expression is too complex (its automaton takes more than " +
+                std::to_string(kMaxPatternBuildSteps) + " steps to build)");
+  auto smaller = ByteDfa::from_full_match("(([a-z]?){30}){30}");
+  ASSERT_TRUE(smaller.ok()) << smaller.error().message;
+  EXPECT_EQ((*smaller)->num_states(), 901u);  // 0-900 letters: each count one state
+  EXPECT_TRUE((*smaller)->matches(std::string(900, 'q')));
+  EXPECT_FALSE((*smaller)->matches(std::string(901, 'q')));
+  EXPECT_TRUE((*smaller)->matches(""));
+}
+
+// States whose closures differ only in states without byte transitions are one DFA state:
+// `(a|b)*` repeated through alternations and empty groups still has one state.
+TEST(ByteDfa, ClosuresThatActAlikeShareAState) {
+  for (const char* pattern : {"(a|b)*", "((a|())|(b|()))*", "(()a|b())*()"}) {
+    auto d = ByteDfa::from_full_match(pattern);
+    ASSERT_TRUE(d.ok()) << pattern << ": " << d.error().message;
+    EXPECT_EQ((*d)->num_states(), 1u) << pattern;
+    EXPECT_TRUE((*d)->matches("abba")) << pattern;
+    EXPECT_FALSE((*d)->matches("abc")) << pattern;
+  }
+}
+
 // From every reachable state some continuation matches: walking random allowed bytes never
 // reaches a state without a way out.
 TEST(ByteDfa, EveryReachableStateCanStillMatch) {
