@@ -1,7 +1,8 @@
 // Constrained decoding on the CPU (Google Benchmark): building the vocabulary index, one token
-// mask at typical JSON, grammar and structural-tag positions, and compiling a structural tag. The
-// tokenizer comes from $BEAMSERVE_TOKENIZER_DIR (default models/beam-nano; a Qwen3 tokenizer.json
-// gives Beam's 151K-token vocabulary). Run: build/<dir>/tools/bench/structured_bench
+// mask at typical JSON, grammar and structural-tag positions, compiling a structural tag, and
+// determinizing a regex. The tokenizer comes from $BEAMSERVE_TOKENIZER_DIR (default
+// models/beam-nano; a Qwen3 tokenizer.json gives Beam's 151K-token vocabulary).
+// Run: build/<dir>/tools/bench/structured_bench
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -9,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "runtime/structured/byte_dfa.h"
 #include "runtime/structured/output_constraint.h"
 #include "runtime/structured/structural_tag.h"
 #include "server/api/response_format.h"
@@ -211,6 +213,29 @@ void BM_StructuralTagCompile(benchmark::State& state) {
   state.counters["rules"] = static_cast<double>(rules);
 }
 BENCHMARK(BM_StructuralTagCompile)->Arg(1)->Arg(20)->Unit(benchmark::kMillisecond);
+
+// Determinizing one regex (ByteDfa): what a request's pattern or guided_regex costs before its
+// first mask, and what refusing one past the build's step bound costs.
+void BM_RegexCompile(benchmark::State& state, const char* pattern, bool refused) {
+  size_t states = 0;
+  for (auto _ : state) {
+    auto dfa = ByteDfa::from_full_match(pattern);
+    if (dfa.ok() == refused) {
+      state.SkipWithError(dfa.ok() ? "built a pattern meant to be refused"
+                                   : dfa.error().message.c_str());
+      return;
+    }
+    states = dfa.ok() ? (*dfa)->num_states() : 0;
+  }
+  state.counters["states"] = static_cast<double>(states);
+}
+BENCHMARK_CAPTURE(BM_RegexCompile, email, "[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\\.[A-Za-z0-9-]+)+",
+                  false)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_RegexCompile, optional_1000, "([a-z]?){1000}", false)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_RegexCompile, nested_refused, "(([a-z]?){100}){100}", true)
+    ->Unit(benchmark::kMillisecond);
 
 // One mask of the 20-tool structural tag after `prefix`.
 void BM_TagMask(benchmark::State& state, const char* prefix, GrammarMemo memo = GrammarMemo::kNone,
