@@ -2,7 +2,8 @@
 // of references) → each regular rule inlined into a regex tree, and every rule the matcher needs
 // lowered into alternatives of elements, with maximal runs of regular items as ByteDfa
 // terminals; groups and repetitions around recursive rules become auxiliary rules → checks that
-// the matcher's expansion terminates (no left recursion) and that every rule can finish.
+// the matcher's expansion terminates (no left recursion), that every rule can finish, and that
+// the start state expands within one mask's parse budget.
 #include "runtime/structured/ebnf_grammar.h"
 
 #include <functional>
@@ -12,6 +13,7 @@
 #include <utility>
 
 #include "core/large_stack.h"
+#include "runtime/structured/ebnf_matcher.h"
 #include "runtime/structured/ebnf_syntax.h"
 #include "runtime/structured/grammar_literal.h"
 #include "runtime/structured/lark_grammar.h"
@@ -124,7 +126,20 @@ class GrammarLowering {
     g_->root_ = lower_rule(it->second);
     if (error_) return *error_;
     BEAM_RETURN_IF_ERROR(check_termination());
-    return std::shared_ptr<const EbnfGrammar>(std::move(g_));
+    std::shared_ptr<const EbnfGrammar> grammar(std::move(g_));
+    BEAM_RETURN_IF_ERROR(check_start(grammar));
+    return grammar;
+  }
+
+  // The start state's expansion within kMaxStartParseSteps: every output's first mask, and
+  // each restart after a tool call, expands it again on the engine's threads unbudgeted. Nested
+  // nullable rules can need exponentially many steps there (4^8 stacks in eight lines).
+  static Status check_start(const std::shared_ptr<const EbnfGrammar>& grammar) {
+    ParseBudget budget{.left = kMaxStartParseSteps};
+    EbnfMatcher(grammar).initial(&budget);
+    if (!budget.spent()) return ok_status();
+    return make_error("the grammar is too ambiguous to enforce: its start needs more than " +
+                      std::to_string(kMaxStartParseSteps) + " parse steps");
   }
 
  private:

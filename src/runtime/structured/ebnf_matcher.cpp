@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <unordered_set>
 
 #include "core/check.h"
+#include "core/hash_set64.h"
 
 namespace beam {
 namespace {
@@ -28,82 +28,115 @@ uint64_t stack_hash(const std::vector<GrammarFrame>& stack) {
 // a stack met before in this expansion is not expanded again (its results are in `out` already:
 // nullable rules reach one configuration along many paths, exponentially many in their nesting);
 // typical expansions end sooner and pay nothing for it. Each step spends one unit of `budget`
-// (when given); none is taken once it is spent.
+// (when given); none is taken once it is spent. The steps run from an explicit task stack in the
+// order a recursive descent would take them: nested nullable rules chain millions of steps, which
+// overflowed the thread's stack as recursion.
 class Expander {
  public:
-  Expander(const EbnfGrammar& g, GrammarState& out, std::vector<uint64_t>& hashes,
-           ParseBudget* budget)
-      : g_(g), out_(out), hashes_(hashes), budget_(budget) {}
+  Expander(const EbnfGrammar& g, GrammarState& out, ParseBudget* budget)
+      : g_(g), out_(out), tasks_(out.tasks), budget_(budget) {}
 
+  // `cur` ends as it began.
   void expand(std::vector<GrammarFrame>& cur) {
+    using Task = GrammarExpandTask::Kind;
+    tasks_.clear();
+    visit(cur);
+    while (!tasks_.empty()) {
+      const GrammarExpandTask t = tasks_.back();
+      tasks_.pop_back();
+      switch (t.kind) {
+        case Task::kVisit:
+          visit(cur);
+          break;
+        case Task::kSetVisit:
+          cur.back() = t.frame;
+          visit(cur);
+          break;
+        case Task::kPushVisit:
+          cur.push_back(t.frame);
+          visit(cur);
+          break;
+        case Task::kSet:
+          cur.back() = t.frame;
+          break;
+        case Task::kPush:
+          cur.push_back(t.frame);
+          break;
+        case Task::kPop:
+          cur.pop_back();
+          break;
+      }
+    }
+  }
+
+ private:
+  // One step on `cur`'s top: emits it, or changes `cur` and queues the steps that follow (the
+  // last queued runs first) and those that undo the change after them.
+  void visit(std::vector<GrammarFrame>& cur) {
+    using Task = GrammarExpandTask::Kind;
     if (budget_ && --budget_->left < 0) return;
-    if (++steps_ > kMemoAfter && !seen_.insert(stack_hash(cur)).second) return;
+    if (++steps_ > kMemoAfter && !seen_.insert(stack_hash(cur))) return;
     const GrammarFrame top = cur.back();
     const GrammarElement& e = g_.elements()[static_cast<size_t>(top.element)];
     switch (e.kind) {
       case Kind::kTerminal:
         if (g_.terminal_continues(e.arg, top.state)) emit(cur);
-        if (g_.terminal(e.arg).accepting(top.state)) {
-          cur.back() = {top.element + 1, 0};
-          expand(cur);
-          cur.back() = top;
+        if (g_.terminal(e.arg).accepting(top.state)) {  // the parse may also leave it
+          tasks_.push_back({Task::kSet, top});
+          tasks_.push_back({Task::kSetVisit, {top.element + 1, 0}});
         }
         return;
       case Kind::kRule: {
         // The caller's frame waits at the next element, unless that ends its alternative (a
         // tail call: the callee returns straight to the caller's caller).
         const bool tail = g_.elements()[static_cast<size_t>(top.element) + 1].kind == Kind::kEnd;
+        tasks_.push_back({tail ? Task::kPush : Task::kSet, top});
         if (tail)
           cur.pop_back();
         else
           cur.back() = {top.element + 1, 0};
         if (cur.size() < static_cast<size_t>(kMaxGrammarDepth)) {
-          for (int32_t alt : g_.rules()[static_cast<size_t>(e.arg)].alternatives) {
-            cur.push_back({alt, 0});
-            expand(cur);
-            cur.pop_back();
+          const std::vector<int32_t>& alts = g_.rules()[static_cast<size_t>(e.arg)].alternatives;
+          for (auto alt = alts.rbegin(); alt != alts.rend(); ++alt) {
+            tasks_.push_back({Task::kPop, {}});
+            tasks_.push_back({Task::kPushVisit, {*alt, 0}});
           }
         }
-        if (tail)
-          cur.push_back(top);
-        else
-          cur.back() = top;
         return;
       }
       case Kind::kEnd:
+        tasks_.push_back({Task::kPush, top});
         cur.pop_back();
         if (cur.empty())
           out_.complete = true;
         else
-          expand(cur);
-        cur.push_back(top);
+          tasks_.push_back({Task::kVisit, {}});
         return;
     }
   }
 
- private:
   void emit(const std::vector<GrammarFrame>& cur) {
     if (out_.ends.size() >= static_cast<size_t>(kMaxGrammarStacks)) return;
     const uint64_t h = stack_hash(cur);
-    for (size_t i = 0; i < hashes_.size(); ++i) {
-      if (hashes_[i] != h) continue;
+    for (size_t i = 0; i < out_.hashes.size(); ++i) {
+      if (out_.hashes[i] != h) continue;
       const size_t begin = i == 0 ? 0 : out_.ends[i - 1];
       if (out_.ends[i] - begin == cur.size() && std::memcmp(out_.frames.data() + begin, cur.data(),
                                                             cur.size() * sizeof(GrammarFrame)) == 0)
         return;
     }
-    hashes_.push_back(h);
+    out_.hashes.push_back(h);
     out_.frames.insert(out_.frames.end(), cur.begin(), cur.end());
     out_.ends.push_back(static_cast<uint32_t>(out_.frames.size()));
   }
 
   const EbnfGrammar& g_;
   GrammarState& out_;
-  std::vector<uint64_t>& hashes_;
+  std::vector<GrammarExpandTask>& tasks_;
   static constexpr int64_t kMemoAfter = 256;
   ParseBudget* budget_;
   int64_t steps_ = 0;
-  std::unordered_set<uint64_t> seen_;  // stacks expanded past kMemoAfter steps (by hash)
+  HashSet64 seen_;  // stacks expanded past kMemoAfter steps (by hash)
 };
 
 // cur = stack i of `in`, bottom first.
@@ -120,9 +153,9 @@ EbnfMatcher::EbnfMatcher(std::shared_ptr<const EbnfGrammar> grammar)
   BEAM_CHECK(grammar_ != nullptr) << "a matcher needs a grammar";
 }
 
-GrammarState EbnfMatcher::initial() const {
+GrammarState EbnfMatcher::initial(ParseBudget* budget) const {
   GrammarState out;
-  Expander expander(*grammar_, out, out.hashes, nullptr);
+  Expander expander(*grammar_, out, budget);
   std::vector<GrammarFrame> cur;
   for (int32_t alt : grammar_->rules()[static_cast<size_t>(grammar_->root())].alternatives) {
     cur.assign(1, GrammarFrame{alt, 0});
@@ -134,7 +167,7 @@ GrammarState EbnfMatcher::initial() const {
 bool EbnfMatcher::advance(const GrammarState& in, uint8_t byte, GrammarState& out,
                           ParseBudget* budget) const {
   out.clear();
-  Expander expander(*grammar_, out, out.hashes, budget);
+  Expander expander(*grammar_, out, budget);
   std::vector<GrammarFrame>& cur = out.work;
   for (size_t i = 0; i < in.ends.size(); ++i) {
     const GrammarFrame& top = in.frames[in.ends[i] - 1];
@@ -151,7 +184,7 @@ bool EbnfMatcher::advance(const GrammarState& in, uint8_t byte, GrammarState& ou
 void EbnfMatcher::resume(const GrammarState& in, size_t stack, int32_t dfa_state, GrammarState& out,
                          ParseBudget* budget) const {
   out.clear();
-  Expander expander(*grammar_, out, out.hashes, budget);
+  Expander expander(*grammar_, out, budget);
   copy_stack(in, stack, out.work);
   out.work.back().state = dfa_state;
   expander.expand(out.work);
@@ -160,7 +193,7 @@ void EbnfMatcher::resume(const GrammarState& in, size_t stack, int32_t dfa_state
 bool EbnfMatcher::only_end_follows(const GrammarState& in, size_t stack, GrammarState& scratch,
                                    ParseBudget* budget) const {
   scratch.clear();
-  Expander expander(*grammar_, scratch, scratch.hashes, budget);
+  Expander expander(*grammar_, scratch, budget);
   copy_stack(in, stack, scratch.work);
   scratch.work.back() = {scratch.work.back().element + 1, 0};  // past the terminal
   expander.expand(scratch.work);

@@ -33,6 +33,10 @@ inline constexpr int32_t kMaxGrammarStacks = 1024;
 // seconds to minutes and stall every request of the step; about 0.5 s of work on one core.
 inline constexpr int64_t kMaxMaskParseSteps = 5'000'000;
 
+// Rule expansions a grammar's start state may take (EbnfGrammar's compile checks it, so the
+// engine's unbudgeted EbnfMatcher::initial() stays cheap): ~0.1-0.6 s on one core at most.
+inline constexpr int64_t kMaxStartParseSteps = 1'000'000;
+
 // The expansions a caller may still spend; the matcher's calls that take one stop expanding once
 // it is spent (their states then hold only the stacks reached so far).
 struct ParseBudget {
@@ -46,6 +50,21 @@ struct GrammarFrame {
   bool operator==(const GrammarFrame&) const = default;
 };
 
+// A step EbnfMatcher's expansion still has to take (it runs them last-in first-out instead of
+// recursing, so an expansion's length is bounded by its budget, not by the thread's stack).
+struct GrammarExpandTask {
+  enum class Kind : uint8_t {
+    kVisit,      // expand the working stack as it is
+    kSetVisit,   // set its top to `frame`, then expand
+    kPushVisit,  // push `frame`, then expand
+    kSet,        // set its top to `frame`
+    kPush,       // push `frame`
+    kPop,        // pop its top
+  };
+  Kind kind = Kind::kVisit;
+  GrammarFrame frame;
+};
+
 // A set of parse stacks, stored flat, and whether the text so far is a whole match.
 struct GrammarState {
   std::vector<GrammarFrame> frames;  // the stacks one after another, each bottom first
@@ -53,6 +72,7 @@ struct GrammarState {
   std::vector<uint64_t> hashes;      // a hash of each stack (duplicates are dropped)
   bool complete = false;             // the root rule can end here
   std::vector<GrammarFrame> work;    // EbnfMatcher::advance's working stack (not state)
+  std::vector<GrammarExpandTask> tasks;  // its pending expansion steps (not state)
 
   bool dead() const { return ends.empty() && !complete; }
   void clear() {
@@ -67,8 +87,9 @@ class EbnfMatcher {
  public:
   explicit EbnfMatcher(std::shared_ptr<const EbnfGrammar> grammar);
 
-  // Before any byte: the root's alternatives expanded.
-  GrammarState initial() const;
+  // Before any byte: the root's alternatives expanded. A compiled grammar's takes at most
+  // kMaxStartParseSteps (EbnfGrammar's compile checks), so callers need no budget.
+  GrammarState initial(ParseBudget* budget = nullptr) const;
   // out = in after one more byte (out is overwritten and keeps its capacity); false when the
   // byte is no continuation (out is then dead). `budget` (optional) pays for the expansions.
   bool advance(const GrammarState& in, uint8_t byte, GrammarState& out,

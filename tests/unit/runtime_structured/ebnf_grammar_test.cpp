@@ -11,6 +11,7 @@
 
 #include "runtime/structured/ebnf_matcher.h"
 #include "runtime/structured/ebnf_syntax.h"
+#include "runtime/structured/vocab_index.h"
 #include "structured_test_util.h"
 
 namespace beam {
@@ -385,6 +386,54 @@ TEST(EbnfGrammar, DeepGrammarsCompileOrAreRefused) {
             std::string(90, ')');
   text += "\nr600 ::= \"b\"";
   EXPECT_NE(compile_error(text).find("nests too deeply overall"), std::string::npos);
+}
+
+// Eight lines of nested nullable rules, each item of one able to be empty: before any text the
+// parse can skip 4^levels leaves in one chain of expansion steps. Twelve levels need more steps
+// than a start may take and are refused at compile; at eight the start fits (its stacks capped),
+// and a mask runs out of its parse budget as a named error. Expanding recursively, such a chain
+// overflowed the engine thread's stack (the server died on the request).
+std::string nested_nullable_rules(int levels) {
+  std::string text = "root ::= r0";
+  for (int k = 0; k < levels; ++k) {
+    const std::string next = k + 1 < levels ? "r" + std::to_string(k + 1) : "leaf";
+    text += "\nr" + std::to_string(k) + " ::= " + next + " " + next + " " + next + " " + next +
+            " | \"x\" r" + std::to_string(k);
+  }
+  return text + "\nleaf ::= \"a\" | \"\" | \"(\" root \")\"";
+}
+
+TEST(EbnfGrammar, StartStatesAreBoundedAndExpansionsNeedNoStack) {
+  EXPECT_EQ(compile_error(nested_nullable_rules(12)),
+            "the grammar is too ambiguous to enforce: its start needs more than " +
+                std::to_string(kMaxStartParseSteps) + " parse steps");
+
+  const auto g = compile_ok(nested_nullable_rules(8));
+  ASSERT_NE(g, nullptr);
+  const EbnfMatcher m(g);
+  const GrammarState start = m.initial();
+  EXPECT_EQ(start.ends.size(), static_cast<size_t>(kMaxGrammarStacks));
+  EXPECT_TRUE(m.can_end(start));
+  std::vector<VocabToken> tokens;
+  for (const char* t : {"a", "x", "(", ")", "aa", "xa", "()"})
+    tokens.push_back({static_cast<int32_t>(tokens.size()), t});
+  const VocabIndex vocab(static_cast<int64_t>(tokens.size()), tokens);
+  std::vector<uint32_t> bits(allowed_mask_words(vocab.vocab_size()));
+  MaskScratch scratch;
+  EXPECT_FALSE(vocab.add_allowed(m, start, bits, scratch));  // the mask's budget ran out
+
+  // A small nest still expands whole: up to 4^2 leaves of "a" in a row, each prefix complete.
+  const auto small = compile_ok(nested_nullable_rules(2));
+  ASSERT_NE(small, nullptr);
+  const EbnfMatcher ms(small);
+  GrammarState s = ms.initial(), tmp;
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_TRUE(ms.can_end(s)) << i;
+    EXPECT_TRUE(ms.advance_bytes(s, "a", tmp)) << i;
+  }
+  EXPECT_TRUE(ms.can_end(s));
+  EXPECT_FALSE(ms.advance_bytes(s, "a", tmp));
+  EXPECT_FALSE(ms.advance_bytes(s, "x", tmp));
 }
 
 // A grammar whose terminals would need ever more automata is refused instead of compiling for
