@@ -2,6 +2,7 @@
 #include "server/anthropic/messages_observer.h"
 
 #include "server/http/sse.h"
+#include "server/parsers/bounded_json.h"
 
 namespace beam::server {
 
@@ -62,8 +63,8 @@ void MessagesObserver::close_block() {
   if (!open_kind_) return;
   Json& block = blocks_.back();
   if (*open_kind_ == BlockKind::kToolUse) {
-    Json input = Json::parse(tool_input_.empty() ? std::string("{}") : tool_input_, nullptr, false);
-    block["input"] = input.is_object() ? input : Json::object();
+    Expected<Json> input = parse_bounded_json(tool_input_.empty() ? "{}" : tool_input_);
+    block["input"] = input.ok() && input->is_object() ? std::move(input).value() : Json::object();
   }
   emit("content_block_stop", Json{{"index", blocks_.size() - 1}});
   open_kind_.reset();

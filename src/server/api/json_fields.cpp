@@ -4,16 +4,16 @@
 #include <cmath>
 #include <limits>
 
+#include "server/parsers/bounded_json.h"
+
 namespace beam::server {
 
 ApiExpected<Json> parse_json_body(std::string_view body) {
   if (body.empty()) return invalid_request("the request body is empty; expected a JSON object");
-  try {
-    return Json::parse(body.begin(), body.end());
-  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e999999
-    return invalid_request(std::string("the request body is not valid JSON: ") + e.what(), "",
-                           "invalid_json");
-  }
+  Expected<Json> parsed = parse_bounded_json(body);
+  if (!parsed.ok())
+    return invalid_request("the request body is " + parsed.error().message, "", "invalid_json");
+  return std::move(parsed).value();
 }
 
 const char* json_type_name(const Json& value) {

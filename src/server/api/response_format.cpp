@@ -11,6 +11,7 @@
 #include "runtime/structured/structural_tag.h"
 #include "server/api/served_model.h"
 #include "server/api/think_tags.h"
+#include "server/parsers/bounded_json.h"
 #include "server/parsers/response_stream.h"
 #include "server/parsers/response_template.h"
 
@@ -111,10 +112,10 @@ ApiExpected<ResponseFormat> schema_field(const Json& value, const std::string& p
                              path);
     return schema_format(value, path);
   }
-  Json parsed = Json::parse(value.get<std::string>(), nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded())
-    return invalid_request("'" + path + "': the schema text is not valid JSON", path);
-  return schema_format(parsed, path);
+  Expected<Json> parsed = parse_bounded_json(value.get<std::string>());
+  if (!parsed.ok())
+    return invalid_request("'" + path + "': the schema text is " + parsed.error().message, path);
+  return schema_format(*parsed, path);
 }
 
 ApiExpected<ResponseFormat> regex_format(const Json& value, const std::string& path) {
@@ -172,10 +173,13 @@ ApiExpected<ResponseFormat> structural_tag_field(const Json& value, const std::s
                              path);
     return structural_tag_format(value, path);
   }
-  Json parsed = Json::parse(value.get<std::string>(), nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded() || !parsed.is_object())
+  Expected<Json> parsed = parse_bounded_json(value.get<std::string>());
+  if (!parsed.ok())
+    return invalid_request("'" + path + "': the structural tag text is " + parsed.error().message,
+                           path);
+  if (!parsed->is_object())
     return invalid_request("'" + path + "': the structural tag text is not a JSON object", path);
-  return structural_tag_format(parsed, path);
+  return structural_tag_format(*parsed, path);
 }
 
 // One of the strings, exactly: an alternation of their escaped texts.

@@ -2,6 +2,7 @@
 #include "server/openai/chat_request.h"
 
 #include "server/api/prompt_truncation.h"
+#include "server/parsers/bounded_json.h"
 
 namespace beam::server {
 namespace {
@@ -28,7 +29,8 @@ ApiExpected<Json> convert_tool_calls(const Json& calls, const std::string& path)
     f.read("arguments", &arguments);
     if (f.failed()) return f.take_error();
     // Templates expect arguments as a mapping (transformers' convention); keep text that is not JSON.
-    Json args = Json::parse(arguments, nullptr, /*allow_exceptions=*/false);
+    Expected<Json> parsed = parse_bounded_json(arguments);
+    const Json args = parsed.ok() ? std::move(parsed).value() : Json();
     Json call = {{"id", id}, {"type", type},
                  {"function", {{"name", name}, {"arguments", args.is_object() ? args : Json(arguments)}}}};
     out.push_back(std::move(call));

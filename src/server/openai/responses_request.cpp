@@ -2,6 +2,7 @@
 #include "server/openai/responses_request.h"
 
 #include "server/openai/chat_request.h"
+#include "server/parsers/bounded_json.h"
 
 namespace beam::server {
 namespace {
@@ -71,7 +72,8 @@ ApiExpected<bool> convert_item(const Json& item, const std::string& p, Json& mes
       a["reasoning_content"] = reasoning;
       reasoning.clear();
     }
-    Json args = Json::parse(arguments, nullptr, false);
+    Expected<Json> parsed = parse_bounded_json(arguments);
+    const Json args = parsed.ok() ? std::move(parsed).value() : Json();
     if (!a.contains("tool_calls")) a["tool_calls"] = Json::array();
     a["tool_calls"].push_back(Json{{"id", call_id}, {"type", "function"},
                                    {"function", {{"name", name}, {"arguments", args.is_object() ? args : Json(arguments)}}}});

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include "server/parsers/bounded_json.h"
+
 namespace beam::server {
 namespace {
 
@@ -195,9 +197,9 @@ std::optional<double> py_float(std::string_view text) {
 }
 
 std::optional<Json> py_json_loads(std::string_view text) {
-  Json value = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (value.is_discarded()) return std::nullopt;
-  return value;
+  Expected<Json> value = parse_bounded_json(text);
+  if (!value.ok()) return std::nullopt;
+  return std::move(value).value();
 }
 
 bool py_truthy(const Json& value) {

@@ -38,7 +38,8 @@ std::optional<Json> py_int(std::string_view text);
 std::optional<double> py_float(std::string_view text);
 
 // Python json.loads(text): a value, or nullopt on a decode error. NaN/Infinity literals and
-// integers beyond 64 bits are not accepted (documented deviation).
+// integers beyond 64 bits are not accepted (documented deviation), nor text past
+// parse_bounded_json's nesting and key limits.
 std::optional<Json> py_json_loads(std::string_view text);
 
 // Python bool(value) for a JSON value (None, False, 0, "", [], {} are false).

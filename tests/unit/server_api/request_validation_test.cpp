@@ -28,6 +28,27 @@ TEST(RequestValidation, MalformedJson) {
   EXPECT_FALSE(parse_json_body("").ok());
 }
 
+// A body whose JSON nests past the parse limit is a 400 naming it (its schema's 60,000-deep
+// `default`, copied while reading the response format, killed the server); so is schema text.
+TEST(RequestValidation, JsonNestedTooDeeplyIsA400) {
+  const std::string deep = std::string(60'000, '[') + std::string(60'000, ']');
+  ApiExpected<Json> r = parse_json_body(R"({"messages": [], "response_format": {"type": )"
+                                        R"("json_schema", "json_schema": {"schema": {"type": )"
+                                        R"("string", "default": )" +
+                                        deep + "}}}}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(http_status(r.error().kind), 400);
+  EXPECT_EQ(r.error().message,
+            "the request body is refused: it nests arrays and objects more than 512 deep");
+  ApiError e = chat_error(R"({"messages": [{"role": "user", "content": "hi"}], )"
+                          R"("guided_json": "{\"default\": )" +
+                          deep + "}\"}");
+  EXPECT_EQ(e.param, "guided_json");
+  EXPECT_EQ(e.message,
+            "'guided_json': the schema text is refused: it nests arrays and objects "
+            "more than 512 deep");
+}
+
 TEST(RequestValidation, WrongTypesNameTheField) {
   ApiError e = chat_error(R"({"messages": [{"role": "user", "content": "hi"}], "temperature": "hot"})");
   EXPECT_EQ(e.param, "temperature");

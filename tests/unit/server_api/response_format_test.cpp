@@ -453,6 +453,9 @@ TEST(RequestFormat, BadStructuralTagsAre400sNamingTheField) {
             "none of the triggers");
   e = request_format_error(R"j({"structural_tag": "{not json"})j");
   EXPECT_EQ(e.param, "structural_tag");
+  EXPECT_EQ(e.message.rfind("'structural_tag': the structural tag text is not valid JSON: ", 0), 0u)
+      << e.message;
+  e = request_format_error(R"j({"structural_tag": "[1]"})j");
   EXPECT_EQ(e.message, "'structural_tag': the structural tag text is not a JSON object");
   e = request_format_error(R"j({"structured_outputs": {"structural_tag": 3}})j");
   EXPECT_EQ(e.param, "structured_outputs.structural_tag");
