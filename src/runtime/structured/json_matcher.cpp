@@ -6,6 +6,8 @@
 #include <limits>
 #include <optional>
 #include <string_view>
+#include <unordered_map>
+#include <vector>
 
 #include "core/check.h"
 
@@ -13,6 +15,19 @@ namespace beam {
 namespace {
 
 constexpr int kMaxFrames = kMaxJsonDepth + 2;  // the root, containers, one scalar or key
+
+// FNV-1a over a stack's frames, field by field (MatchFrame has padding).
+uint64_t json_stack_hash(std::span<const MatchFrame> stack) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  for (const MatchFrame& f : stack) {
+    mix(static_cast<uint32_t>(f.node));
+    mix(static_cast<uint64_t>(f.kind) | uint64_t{f.phase} << 8 | uint64_t{f.ws} << 16);
+    mix(static_cast<uint32_t>(f.a));
+    mix(static_cast<uint32_t>(f.b));
+  }
+  return h;
+}
 
 // kObject phases.
 enum : uint8_t {
@@ -359,16 +374,27 @@ void JsonMatcher::emit(const MatchFrame* f, int n, MatchState& out) {
   out.ends.push_back(static_cast<uint32_t>(out.frames.size()));
 }
 
-// Removes stacks equal to an earlier one (ambiguous parses that converged), comparing top first.
+// Removes stacks equal to an earlier one (ambiguous parses that converged), comparing top first:
+// each against every kept one while there are few, else only against kept ones of the same hash
+// (an enum of 30,000 values forks as many stacks; comparing all pairs took 2.3 s a mask).
 void JsonMatcher::dedupe(MatchState& out, size_t first_stack) {
   if (out.ends.size() - first_stack < 2) return;
+  constexpr size_t kPairwiseStacks = 16;
+  const bool pairwise = out.num_stacks() <= kPairwiseStacks;
   MatchState kept;
+  std::unordered_map<uint64_t, std::vector<uint32_t>> kept_by_hash;  // hash -> kept stacks
+  auto same = [](std::span<const MatchFrame> a, std::span<const MatchFrame> b) {
+    return a.size() == b.size() && std::equal(a.rbegin(), a.rend(), b.rbegin());
+  };
   for (size_t i = 0; i < out.num_stacks(); ++i) {
     std::span<const MatchFrame> s = out.stack(i);
     bool dup = false;
-    for (size_t j = 0; j < kept.num_stacks() && !dup; ++j) {
-      std::span<const MatchFrame> k = kept.stack(j);
-      dup = k.size() == s.size() && std::equal(s.rbegin(), s.rend(), k.rbegin());
+    if (pairwise) {
+      for (size_t j = 0; j < kept.num_stacks() && !dup; ++j) dup = same(s, kept.stack(j));
+    } else {
+      std::vector<uint32_t>& bucket = kept_by_hash[json_stack_hash(s)];
+      for (size_t j = 0; j < bucket.size() && !dup; ++j) dup = same(s, kept.stack(bucket[j]));
+      if (!dup) bucket.push_back(static_cast<uint32_t>(kept.num_stacks()));
     }
     if (!dup) emit(s.data(), static_cast<int>(s.size()), kept);
   }
@@ -482,10 +508,26 @@ void JsonMatcher::start_value(MatchFrame* f, int n, uint8_t c, MatchState& out) 
       return;
     }
     case GrammarKind::kAnyOf: {
+      // Each distinct alternative that is not itself an anyOf starts once, in the order a
+      // depth-first walk meets them: alternatives shared through $refs would otherwise start
+      // once per path (a chain of 20 anyOfs of one $ref twice took 24 s per mask).
+      std::vector<GrammarNodeId> leaves,
+          pending(node.alternatives.rbegin(), node.alternatives.rend());
+      std::vector<GrammarNodeId> seen_anyofs = {top.node};
+      while (!pending.empty()) {
+        const GrammarNodeId alt = pending.back();
+        pending.pop_back();
+        const GrammarNode& a = grammar_->node(alt);
+        std::vector<GrammarNodeId>& seen = a.kind == GrammarKind::kAnyOf ? seen_anyofs : leaves;
+        if (std::find(seen.begin(), seen.end(), alt) != seen.end()) continue;
+        seen.push_back(alt);
+        if (a.kind == GrammarKind::kAnyOf)
+          pending.insert(pending.end(), a.alternatives.rbegin(), a.alternatives.rend());
+      }
       MatchFrame g[kMaxFrames];
-      for (GrammarNodeId alt : node.alternatives) {
+      for (GrammarNodeId leaf : leaves) {
         std::copy(f, f + n, g);
-        g[n - 1].node = alt;
+        g[n - 1].node = leaf;
         start_value(g, n, c, out);
       }
       return;

@@ -159,6 +159,41 @@ TEST(JsonMatcher, EnumsConstsAndAlternatives) {
   EXPECT_FALSE(matches(shapes, R"({"kind":"circle","side":2})", true));
 }
 
+// anyOf alternatives shared through $refs start once each, not once per path: a chain of 40
+// anyOfs, each of one $ref twice, has 2^40 paths to its string (depth 20 took 24 s a mask).
+TEST(JsonMatcher, SharedAlternativesStartOnce) {
+  std::string defs;
+  for (int i = 0; i < 40; ++i) {
+    const std::string next = "{\"$ref\":\"#/$defs/a" + std::to_string(i + 1) + "\"}";
+    defs += "\"a" + std::to_string(i) + "\":{\"anyOf\":[" + next + "," + next + "," +
+            (i == 20 ? std::string("{\"type\":\"null\"}") : next) + "]},";
+  }
+  const JsonMatcher m(grammar_of("{\"$defs\":{" + defs +
+                                 "\"a40\":{\"type\":\"string\"}},\"$ref\":\"#/$defs/a0\"}"));
+  MatchState state = m.initial(), scratch;
+  ASSERT_TRUE(m.advance_bytes(state, "\"", scratch));
+  EXPECT_EQ(state.num_stacks(), 1u);
+  EXPECT_TRUE(matches(m, "\"deep\"", true));
+  EXPECT_TRUE(matches(m, "null", true));
+  EXPECT_FALSE(matches(m, "1", true));
+}
+
+// Stacks that converge are merged exactly, whether few (compared pairwise) or many (by hash): an
+// enum of 30,000 strings keeps one stack per value its prefix still fits.
+TEST(JsonMatcher, ManyForkedStacksDedupeExactly) {
+  std::string values;
+  for (int i = 0; i < 30000; ++i) values += (i ? ",\"a" : "\"a") + std::to_string(i) + "\"";
+  const JsonMatcher m(grammar_of("{\"enum\":[" + values + ",\"a1\"]}"));
+  MatchState state = m.initial(), scratch;
+  ASSERT_TRUE(m.advance_bytes(state, "\"a", scratch));
+  EXPECT_EQ(state.num_stacks(), 30000u);
+  ASSERT_TRUE(m.advance_bytes(state, "1", scratch));  // a1, a10-a19, a100-a199, ... a10000-a19999
+  EXPECT_EQ(state.num_stacks(), 1u + 10 + 100 + 1000 + 10000);
+  ASSERT_TRUE(m.advance_bytes(state, "2345\"", scratch));
+  EXPECT_TRUE(m.can_end(state));
+  EXPECT_FALSE(matches(m, "\"a30000\"", true));
+}
+
 TEST(JsonMatcher, ArraysAndStringsKeepTheirBounds) {
   const JsonMatcher arr(
       grammar_of(R"({"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":2})"));
