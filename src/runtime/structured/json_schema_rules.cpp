@@ -66,6 +66,9 @@ Expected<std::string> JsonSchemaRules::add(std::shared_ptr<const JsonGrammar> gr
     pending_.pop_back();
     BEAM_ASSIGN_OR_RETURN(EbnfExpr body, node_body(id));
     add_rule(name(id), std::move(body));
+    if (rules_.size() > kMaxJsonSchemaRules)
+      return make_error("the schemas are too large for one grammar (more than " +
+                        std::to_string(kMaxJsonSchemaRules) + " rules)");
   }
   return root;
 }

@@ -19,6 +19,9 @@ namespace beam {
 // Most properties of one object, and alternatives of one anyOf, held as rules (each is a parse
 // the grammar's matcher keeps at once; kMaxGrammarStacks bounds those).
 inline constexpr size_t kMaxJsonRuleBranches = 1000;
+// Most rules all of one tag's schemas may become (an optional property takes two): past it a
+// tag of 999 objects of 999 properties held 13 GB before the grammar's element limit refused it.
+inline constexpr size_t kMaxJsonSchemaRules = 20000;
 
 class JsonSchemaRules {
  public:
@@ -30,7 +33,7 @@ class JsonSchemaRules {
   // Appends the rules of `grammar`'s JSON text, named "<prefix>.<node>[.<part>]", and returns the
   // name of the rule that matches the whole text. An error names the schema keyword and its JSON
   // pointer when a grammar cannot hold it (a too long string, a count past kMaxGrammarRepeat, a
-  // branching past kMaxJsonRuleBranches).
+  // branching past kMaxJsonRuleBranches), or says the rules pass kMaxJsonSchemaRules.
   Expected<std::string> add(std::shared_ptr<const JsonGrammar> grammar, const std::string& prefix);
 
  private:

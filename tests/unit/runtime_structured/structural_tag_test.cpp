@@ -259,6 +259,25 @@ TEST(StructuralTag, TooManyTriggersAreRefused) {
             "'format': the grammar is too complex: its terminals' automata pass 64 MiB");
 }
 
+// A tag's schemas become grammar rules (two per optional property): 30 objects of 999
+// properties pass kMaxJsonSchemaRules and are refused before they are lowered (999 of them held
+// 13 GB on the way to the grammar's element limit).
+TEST(StructuralTag, SchemasPastTheRuleLimitAreRefused) {
+  nlohmann::ordered_json inner = nlohmann::ordered_json::object();
+  for (int j = 0; j < 999; ++j) inner["q" + std::to_string(j)] = {{"type", "string"}};
+  nlohmann::ordered_json outer = nlohmann::ordered_json::object();
+  for (int i = 0; i < 30; ++i)
+    outer["p" + std::to_string(i)] = {{"type", "object"}, {"properties", inner}};
+  const nlohmann::ordered_json tag = {
+      {"format",
+       {{"type", "json_schema"}, {"json_schema", {{"type", "object"}, {"properties", outer}}}}}};
+  auto g = compile_structural_tag(tag);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.error().message,
+            "'format.json_schema': the schemas are too large for one grammar (more than 20000 "
+            "rules)");
+}
+
 // Free text's automaton: stops, barriers and excluded strings on every short text.
 TEST(FreeTextDfa, FirstCompletedStringDecides) {
   auto dfa = free_text_dfa({.stops = {"ab"}, .barriers = {"b"}, .excluded = {"x"}});
