@@ -155,14 +155,27 @@ RegexNode anchored(RegexNode root, bool search) {
 
 class DfaBuilder {
  public:
-  static Expected<std::shared_ptr<const ByteDfa>> build(const Nfa& nfa, Fragment whole) {
-    DfaBuilder b(nfa, whole.end);
-    return b.run(whole.start);
+  static Expected<std::shared_ptr<const ByteDfa>> build(const Nfa& nfa, Fragment whole,
+                                                        DfaBuildBudget* budget) {
+    const bool shared_binds = budget && budget->steps_left < kMaxPatternBuildSteps;
+    DfaBuilder b(nfa, whole.end,
+                 shared_binds ? std::max<int64_t>(budget->steps_left, 0) : kMaxPatternBuildSteps,
+                 shared_binds ? "the regular expressions together take more than " +
+                                    std::to_string(kMaxSharedBuildSteps) + " steps to build"
+                              : "its automaton takes more than " +
+                                    std::to_string(kMaxPatternBuildSteps) + " steps to build");
+    auto dfa = b.run(whole.start);
+    if (budget) budget->steps_left -= b.steps_;
+    return dfa;
   }
 
  private:
-  DfaBuilder(const Nfa& nfa, int32_t accept)
-      : nfa_(nfa), accept_(accept), mark_(nfa.states.size(), 0) {}
+  DfaBuilder(const Nfa& nfa, int32_t accept, int64_t max_steps, std::string too_long)
+      : nfa_(nfa),
+        accept_(accept),
+        mark_(nfa.states.size(), 0),
+        max_steps_(max_steps),
+        too_long_(std::move(too_long)) {}
 
   // A DFA state's key: the states of its epsilon closure that matter to what follows — those
   // with a byte transition, and the accepting one — sorted. Closures that differ only in
@@ -176,7 +189,7 @@ class DfaBuilder {
   };
 
   // The kernel of the states reachable from `set` over epsilon moves; false once the build has
-  // spent kMaxPatternBuildSteps.
+  // spent its steps.
   bool closure(const std::vector<int32_t>& set, std::vector<int32_t>& kernel) {
     if (++stamp_ == 0) {  // wrapped: clear the marks once
       std::fill(mark_.begin(), mark_.end(), 0);
@@ -203,7 +216,7 @@ class DfaBuilder {
       }
     }
     std::sort(kernel.begin(), kernel.end());
-    return steps_ <= kMaxPatternBuildSteps;
+    return steps_ <= max_steps_;
   }
 
   static Error too_complex(const std::string& what) {
@@ -235,9 +248,7 @@ class DfaBuilder {
       if (fresh) sets.push_back(k);
       return it->second;
     };
-    const std::string too_long = "its automaton takes more than " +
-                                 std::to_string(kMaxPatternBuildSteps) + " steps to build";
-    if (!closure({start}, kernel)) return too_complex(too_long);
+    if (!closure({start}, kernel)) return too_complex(too_long_);
     intern(kernel);
     std::vector<int32_t> next;
     std::vector<std::vector<int32_t>> moved(classes);  // the states each class leads to
@@ -258,7 +269,7 @@ class DfaBuilder {
           next.push_back(ByteDfa::kDead);
           continue;
         }
-        if (!closure(moved[c], kernel)) return too_complex(too_long);
+        if (!closure(moved[c], kernel)) return too_complex(too_long_);
         next.push_back(intern(kernel));
       }
     }
@@ -360,7 +371,9 @@ class DfaBuilder {
   std::vector<uint32_t> mark_;  // closure(): == stamp_ when visited in the current call
   uint32_t stamp_ = 0;
   std::vector<int32_t> stack_;
-  int64_t steps_ = 0;  // NFA states and edges visited so far (kMaxPatternBuildSteps)
+  int64_t steps_ = 0;  // NFA states and edges visited so far
+  int64_t max_steps_;  // past it the build fails with too_long_
+  std::string too_long_;
 };
 
 Expected<std::shared_ptr<const ByteDfa>> ByteDfa::intersect(const ByteDfa& a, const ByteDfa& b) {
@@ -439,33 +452,45 @@ Expected<std::shared_ptr<const ByteDfa>> ByteDfa::from_table(
 
 namespace {
 
-Expected<std::shared_ptr<const ByteDfa>> build_dfa(const RegexNode& root) {
+// The NFA's states count against `budget` too (building one costs about a step a state).
+Expected<std::shared_ptr<const ByteDfa>> build_dfa(const RegexNode& root, DfaBuildBudget* budget) {
+  const std::string spent =
+      "the regular expression is too complex (the regular expressions "
+      "together take more than " +
+      std::to_string(kMaxSharedBuildSteps) + " steps to build)";
+  if (budget && budget->steps_left <= 0) return make_error(spent);
   Nfa nfa;
   const Fragment whole = nfa.build(root);
+  if (budget) budget->steps_left -= static_cast<int64_t>(nfa.states.size());
   if (nfa.too_large)
     return make_error("the regular expression is too complex (more than " +
                       std::to_string(kMaxPatternNfaStates) +
                       " automaton states before determinizing)");
-  return DfaBuilder::build(nfa, whole);
+  if (budget && budget->steps_left <= 0) return make_error(spent);
+  return DfaBuilder::build(nfa, whole, budget);
 }
 
-Expected<std::shared_ptr<const ByteDfa>> compile(std::string_view pattern, bool search) {
+Expected<std::shared_ptr<const ByteDfa>> compile(std::string_view pattern, bool search,
+                                                 DfaBuildBudget* budget) {
   BEAM_ASSIGN_OR_RETURN(RegexNode root, parse_regex(pattern));
-  return build_dfa(anchored(std::move(root), search));
+  return build_dfa(anchored(std::move(root), search), budget);
 }
 
 }  // namespace
 
-Expected<std::shared_ptr<const ByteDfa>> ByteDfa::from_regex(const RegexNode& root) {
-  return build_dfa(root);
+Expected<std::shared_ptr<const ByteDfa>> ByteDfa::from_regex(const RegexNode& root,
+                                                             DfaBuildBudget* budget) {
+  return build_dfa(root, budget);
 }
 
-Expected<std::shared_ptr<const ByteDfa>> ByteDfa::from_pattern(std::string_view pattern) {
-  return compile(pattern, /*search=*/true);
+Expected<std::shared_ptr<const ByteDfa>> ByteDfa::from_pattern(std::string_view pattern,
+                                                               DfaBuildBudget* budget) {
+  return compile(pattern, /*search=*/true, budget);
 }
 
-Expected<std::shared_ptr<const ByteDfa>> ByteDfa::from_full_match(std::string_view pattern) {
-  return compile(pattern, /*search=*/false);
+Expected<std::shared_ptr<const ByteDfa>> ByteDfa::from_full_match(std::string_view pattern,
+                                                                  DfaBuildBudget* budget) {
+  return compile(pattern, /*search=*/false, budget);
 }
 
 }  // namespace beam

@@ -24,6 +24,15 @@ inline constexpr int32_t kMaxPatternDfaStates = 4096;
 // core): a short pattern of nested optional repeats, `(([a-z]?){100}){100}`, otherwise spent
 // 27 s and 2 GB before the state limit stopped it (PRIOR-ART pain point 7).
 inline constexpr int64_t kMaxPatternBuildSteps = 20'000'000;
+// Most steps the automata of one schema, grammar, structural tag or stop list may take together
+// (~0.5 s): 200 patterns of 30 ms each took 6.8 s to compile.
+inline constexpr int64_t kMaxSharedBuildSteps = 100'000'000;
+
+// Determinizing steps several automata of one request draw from (each is also bounded by
+// kMaxPatternBuildSteps alone). Not thread-safe.
+struct DfaBuildBudget {
+  int64_t steps_left = kMaxSharedBuildSteps;
+};
 
 class ByteDfa {
  public:
@@ -32,13 +41,17 @@ class ByteDfa {
   // JSON Schema semantics (ECMA-262 syntax, regex_syntax.h): the pattern may match anywhere in
   // the string unless a top-level alternative is anchored by '^' and / or '$'. An error names the
   // unsupported construct, or says the pattern matches no string or is too complex.
-  static Expected<std::shared_ptr<const ByteDfa>> from_pattern(std::string_view pattern);
+  // `budget` (optional) pays for the build; once it is spent the build fails, naming it.
+  static Expected<std::shared_ptr<const ByteDfa>> from_pattern(std::string_view pattern,
+                                                               DfaBuildBudget* budget = nullptr);
   // The same syntax matched against the whole text (vLLM's guided_regex, SGLang's regex): '^' and
   // '$' at the ends of a top-level alternative change nothing.
-  static Expected<std::shared_ptr<const ByteDfa>> from_full_match(std::string_view pattern);
+  static Expected<std::shared_ptr<const ByteDfa>> from_full_match(std::string_view pattern,
+                                                                  DfaBuildBudget* budget = nullptr);
   // A parsed expression (regex_syntax.h) matched against the whole text; its kStart / kEnd nodes
   // match the empty string. EbnfGrammar's terminals are built this way.
-  static Expected<std::shared_ptr<const ByteDfa>> from_regex(const RegexNode& root);
+  static Expected<std::shared_ptr<const ByteDfa>> from_regex(const RegexNode& root,
+                                                             DfaBuildBudget* budget = nullptr);
   // The strings both match (an error when none does, or past the state limit).
   static Expected<std::shared_ptr<const ByteDfa>> intersect(const ByteDfa& a, const ByteDfa& b);
   // An automaton given whole: next[state * 256 + byte] (kDead: no transition), state 0 the start.

@@ -266,7 +266,13 @@ class GrammarLowering {
       if (!error_) error_ = too_complex();
       return std::nullopt;
     }
-    auto dfa = ByteDfa::from_regex(tree);
+    auto dfa = ByteDfa::from_regex(tree, &dfa_budget_);
+    if (!dfa.ok() && dfa_budget_.steps_left <= 0) {  // not this terminal's size: the grammar's
+      if (!error_)
+        error_ = make_error("the grammar is too complex: its terminals take more than " +
+                            std::to_string(kMaxSharedBuildSteps) + " steps to build");
+      return std::nullopt;
+    }
     // A failed attempt may have spent a whole determinization budget (~0.05-0.1 s): sixteen of
     // them end the grammar.
     terminal_bytes_ += dfa.ok() ? (*dfa)->table_bytes() : kMaxGrammarTerminalBytes / 16;
@@ -526,6 +532,7 @@ class GrammarLowering {
   std::map<int32_t, std::optional<RegexNode>> regex_memo_;
   std::map<std::string, std::optional<int32_t>> terminal_memo_;
   size_t terminal_bytes_ = 0;     // built or attempted (kMaxGrammarTerminalBytes)
+  DfaBuildBudget dfa_budget_;     // what the terminals may take to build together
   std::vector<int32_t> lowered_;  // [source rule] its grammar rule, -1 before lowering
   int32_t current_ = 0;           // the source rule being lowered (auxiliary rules' names)
   int32_t aux_count_ = 0;

@@ -108,6 +108,8 @@ class SchemaCompiler {
   JsonGrammar& g_;
   const Json& root_;
   std::map<std::string, GrammarNodeId> refs_;  // $ref target pointer → its node
+  DfaBuildBudget dfa_budget_;  // what the schema's patterns may take to build together
+  size_t pattern_bytes_ = 0;   // their automata's tables (kMaxSchemaPatternBytes)
 };
 
 JsonGrammar::JsonGrammar() {
@@ -442,14 +444,15 @@ Expected<GrammarNodeId> SchemaCompiler::compile_string(const Json& schema,
   if (const auto it = schema.find("pattern"); it != schema.end()) {
     const std::string at = pointer_child(pointer, "pattern");
     if (!it->is_string()) return make_error(at + ": expected a regular expression string");
-    auto compiled = ByteDfa::from_pattern(it->get<std::string>());
+    auto compiled = ByteDfa::from_pattern(it->get<std::string>(), &dfa_budget_);
     if (!compiled.ok()) return make_error(at + ": " + compiled.error().message);
     dfa = std::move(*compiled);
   }
   if (const auto it = schema.find("format"); it != schema.end() && it->is_string()) {
     if (const std::optional<std::string> regex = format_regex(it->get<std::string>())) {
-      auto format = ByteDfa::from_pattern(*regex);
-      BEAM_CHECK(format.ok()) << "format " << *it << ": " << format.error().message;
+      auto format = ByteDfa::from_pattern(*regex, &dfa_budget_);
+      if (!format.ok())  // a format's own regex builds alone; here only the budget can be spent
+        return make_error(pointer_child(pointer, "format") + ": " + format.error().message);
       if (dfa) {
         auto both = ByteDfa::intersect(*dfa, **format);
         if (!both.ok())
@@ -462,6 +465,10 @@ Expected<GrammarNodeId> SchemaCompiler::compile_string(const Json& schema,
     }
   }
   if (dfa) {
+    pattern_bytes_ += dfa->table_bytes();
+    if (pattern_bytes_ > kMaxSchemaPatternBytes)
+      return make_error(where(pointer) + ": the schema's patterns together pass " +
+                        std::to_string(kMaxSchemaPatternBytes >> 20) + " MiB of automata");
     node.pattern = static_cast<int32_t>(g_.patterns_.size());
     g_.patterns_.push_back(std::move(dfa));
   }

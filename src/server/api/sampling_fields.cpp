@@ -138,8 +138,9 @@ void read_sampling_fields(FieldReader& r, const char* stop_key, SamplingFields* 
 void read_stop_regexes(FieldReader& r, const char* key, std::vector<StopRegex>* out) {
   std::vector<std::string> patterns;
   read_stop(r, key, &patterns);
+  DfaBuildBudget budget;  // the list's automata together
   for (std::string& pattern : patterns) {
-    auto dfa = ByteDfa::from_full_match(pattern);
+    auto dfa = ByteDfa::from_full_match(pattern, &budget);
     if (!dfa.ok()) return r.fail(key, "'" + pattern + "': " + dfa.error().message);
     if ((*dfa)->accepting((*dfa)->start()))
       return r.fail(key, "'" + pattern + "' matches the empty text (it would stop at once)");

@@ -228,6 +228,29 @@ TEST(ByteDfa, DeterminizingWorkIsBounded) {
   EXPECT_TRUE((*smaller)->matches(""));
 }
 
+// Automata built for one request draw from one DfaBuildBudget: each build takes its steps from
+// it, and once it runs low a build fails naming the shared limit, not its own.
+TEST(ByteDfa, BuildsShareABudget) {
+  DfaBuildBudget budget;
+  ASSERT_TRUE(ByteDfa::from_full_match("([a-z]?){1000}", &budget).ok());
+  const int64_t one = kMaxSharedBuildSteps - budget.steps_left;
+  EXPECT_GT(one, 1000);
+  ASSERT_TRUE(ByteDfa::from_full_match("([a-z]?){1000}", &budget).ok());
+  EXPECT_EQ(kMaxSharedBuildSteps - budget.steps_left, 2 * one);  // deterministic work
+  const std::string spent =
+      "the regular expression is too complex (the regular expressions together take more than " +
+      std::to_string(kMaxSharedBuildSteps) + " steps to build)";
+  budget.steps_left = one / 2;
+  auto low = ByteDfa::from_full_match("([a-z]?){1000}", &budget);
+  ASSERT_FALSE(low.ok());
+  EXPECT_EQ(low.error().message, spent);
+  EXPECT_LE(budget.steps_left, 0);
+  auto none = ByteDfa::from_full_match("a", &budget);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().message, spent);
+  EXPECT_TRUE(ByteDfa::from_full_match("a").ok());  // without a budget only its own bound
+}
+
 // States whose closures differ only in states without byte transitions are one DFA state:
 // `(a|b)*` repeated through alternations and empty groups still has one state.
 TEST(ByteDfa, ClosuresThatActAlikeShareAState) {

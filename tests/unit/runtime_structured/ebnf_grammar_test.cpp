@@ -447,15 +447,26 @@ TEST(EbnfGrammar, CompileWorkIsBounded) {
   const std::string e = compile_error(text);
   EXPECT_NE(e.find("the grammar is too complex"), std::string::npos) << e;
 
-  // Terminals whose determinizing runs out of steps (ByteDfa::kMaxPatternBuildSteps) count a
-  // sixteenth of the automata budget each: 64 of them took 2.9 s to refuse at 1 MiB each.
+  // Terminals whose determinizing runs out of steps (ByteDfa::kMaxPatternBuildSteps) spend the
+  // grammar's shared build budget (64 of them took 2.9 s to refuse before it).
   std::string nested = "root ::= n0";
   for (int n = 1; n < 64; ++n) nested += " | n" + std::to_string(n);
   for (int n = 0; n < 64; ++n)
     nested +=
         "\nn" + std::to_string(n) + " ::= ((\"a\"? ){100}){100} \"k" + std::to_string(n) + "\"";
-  const std::string en = compile_error(nested);
-  EXPECT_EQ(en, "the grammar is too complex: its terminals' automata pass 64 MiB");
+  const std::string spent = "the grammar is too complex: its terminals take more than " +
+                            std::to_string(kMaxSharedBuildSteps) + " steps to build";
+  EXPECT_EQ(compile_error(nested), spent);
+
+  // Once the budget is spent the grammar is refused rather than its terminals lowered as rules:
+  // 1,000 rules of 20,000 nested optional letters so lowered recursed past a 256 MiB stack.
+  std::string slow = "root ::= s0 root";
+  for (int n = 1; n < 1000; ++n) slow += " | s" + std::to_string(n) + " root";
+  slow += " | \"\"";
+  for (int n = 0; n < 1000; ++n)
+    slow +=
+        "\ns" + std::to_string(n) + " ::= ((([a-z]?){200}){100})* \"t" + std::to_string(n) + "\"";
+  EXPECT_EQ(compile_error(slow), spent);
 }
 
 }  // namespace
