@@ -28,9 +28,10 @@ inline constexpr int32_t kMaxGrammarDepth = 1024;
 // also bounds one sequence's share of a step.
 inline constexpr int32_t kMaxGrammarStacks = 1024;
 
-// Rule expansions one token mask may take (VocabIndex::add_allowed): an ambiguous grammar whose
-// parse stacks multiply (nullable rules nested in recursion) would otherwise make one mask cost
-// seconds to minutes and stall every request of the step; about 0.5 s of work on one core.
+// Work one token mask may take (VocabIndex::add_allowed): rule expansions, and a step for each
+// trie node its walks visit per stack. An ambiguous grammar whose parse stacks multiply (nullable
+// rules nested in recursion), or 1,000 stacks each walking the vocabulary, would otherwise make
+// one mask cost seconds to minutes and stall every request of the step; about 0.5 s at most.
 inline constexpr int64_t kMaxMaskParseSteps = 5'000'000;
 
 // Rule expansions a grammar's start state may take (EbnfGrammar's compile checks it, so the

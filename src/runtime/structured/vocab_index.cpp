@@ -290,7 +290,7 @@ bool VocabIndex::add_allowed(const EbnfMatcher& matcher, const GrammarState& sta
       const int32_t terminal = g.elements()[static_cast<size_t>(top.element)].arg;
       const ByteDfa& dfa = g.terminal(terminal);
       auto tokens = [&](bool ends) {
-        auto build = [&] { return terminal_tokens(dfa, top.state, ends); };
+        auto build = [&] { return terminal_tokens(dfa, top.state, ends, w.budget); };
         const TerminalTokens* t =
             masks ? masks->terminal_tokens(terminal, top.state, ends, build) : nullptr;
         if (t) return t;
@@ -300,6 +300,7 @@ bool VocabIndex::add_allowed(const EbnfMatcher& matcher, const GrammarState& sta
       const TerminalTokens* tt = tokens(false);
       if (!tt->exits.empty() && matcher.only_end_follows(state, i, w.resumed, &w.budget))
         tt = tokens(true);
+      if (w.budget.spent()) return false;
       for (size_t k = 0; k < out.size(); ++k) out[k] |= tt->inside[k];
       int32_t resumed_state = ByteDfa::kDead;
       for (const TerminalTokens::Exit& exit : tt->exits) {
@@ -327,12 +328,14 @@ bool VocabIndex::add_allowed(const EbnfMatcher& matcher, const GrammarState& sta
 // A DFA-only walk of the trie from `state`, stopping at the first accepting state of each path
 // (unless only the end follows: `ends`). Exits come sorted by their DFA state, so a mask resumes
 // each state's parse once.
-TerminalTokens VocabIndex::terminal_tokens(const ByteDfa& dfa, int32_t state, bool ends) const {
+TerminalTokens VocabIndex::terminal_tokens(const ByteDfa& dfa, int32_t state, bool ends,
+                                           ParseBudget& budget) const {
   TerminalTokens t;
   t.inside.assign(static_cast<size_t>(allowed_mask_words(vocab_size_)), 0);
   auto visit = [&](auto& self, TokenTrie::NodeIndex node, uint32_t depth, int32_t s) -> void {
     for (TokenTrie::NodeIndex child = node + 1; child < trie_.subtree_end(node);
          child = trie_.subtree_end(child)) {
+      --budget.left;
       const int32_t next = dfa.next(s, trie_.byte(child));
       if (next == ByteDfa::kDead) continue;
       if (!ends && dfa.accepting(next)) {
@@ -381,6 +384,8 @@ void VocabIndex::walk(TokenTrie::NodeIndex node, size_t depth, size_t base, cons
     const uint8_t c = trie_.byte(child);
     w.path[depth] = c;
     const std::vector<int32_t>& terminals = w.terminals[base];
+    w.budget.left -= static_cast<int64_t>(terminals.size());  // a DFA step per stack
+    if (w.budget.spent()) return;
     std::vector<uint8_t>& ends = w.ends[base];
     std::vector<int32_t>& next = w.tops[depth + 1];
     next.resize(terminals.size());

@@ -103,7 +103,9 @@ class VocabIndex {
   StringPhaseCache build_string_cache(uint8_t phase) const;
   void walk(const TokenTrie& trie, TokenTrie::NodeIndex node, size_t depth, const JsonMatcher& m,
             std::span<uint32_t> bits, MaskScratch& scratch) const;
-  TerminalTokens terminal_tokens(const ByteDfa& dfa, int32_t state, bool ends) const;
+  // Each trie node the walk visits spends one unit of `budget`.
+  TerminalTokens terminal_tokens(const ByteDfa& dfa, int32_t state, bool ends,
+                                 ParseBudget& budget) const;
   static void set_walk_base(const EbnfMatcher& m, GrammarWalk& w, size_t level);
   void walk(TokenTrie::NodeIndex node, size_t depth, size_t base, const EbnfMatcher& m,
             std::span<uint32_t> bits, GrammarWalk& w) const;

@@ -436,6 +436,38 @@ TEST(EbnfGrammar, StartStatesAreBoundedAndExpansionsNeedNoStack) {
   EXPECT_FALSE(ms.advance_bytes(s, "x", tmp));
 }
 
+// Stacks whose terminals each walk the vocabulary (free text up to a terminator of their own)
+// spend the mask's budget by the trie nodes they visit: 300 of them over 20,000 tokens are a
+// named error, not seconds of walks every mask (1,000 took 1.2 s a mask over Qwen3's vocabulary);
+// ten of them fit.
+TEST(EbnfGrammar, MaskWalksSpendTheParseBudget) {
+  std::mt19937 rng(3);
+  std::vector<VocabToken> tokens;
+  for (int32_t id = 0; id < 20000; ++id) {
+    std::string t(1 + rng() % 6, 'a');
+    for (char& c : t) c = static_cast<char>('a' + rng() % 26);
+    tokens.push_back({id, t});
+  }
+  tokens.push_back({20000, "\x01"});
+  const VocabIndex vocab(20001, tokens);
+  auto mask_of = [&](int alternatives) {
+    std::string text = "root ::= \"\"";  // recursive, so each alternative keeps its terminal
+    for (int i = 0; i < alternatives; ++i) text += " | t" + std::to_string(i) + " root";
+    for (int i = 0; i < alternatives; ++i)
+      text += "\nt" + std::to_string(i) + " ::= [^\\x01]* \"\\x01" + std::to_string(i) + "\"";
+    const auto g = compile_ok(text);
+    const EbnfMatcher m(g);
+    std::vector<uint32_t> bits(allowed_mask_words(vocab.vocab_size()));
+    MaskScratch scratch;
+    return std::make_pair(vocab.add_allowed(m, m.initial(), bits, scratch), bits);
+  };
+  const auto [ten_ok, ten_bits] = mask_of(10);
+  ASSERT_TRUE(ten_ok);
+  EXPECT_TRUE(mask_bit(ten_bits, 0));
+  EXPECT_TRUE(mask_bit(ten_bits, 20000));
+  EXPECT_FALSE(mask_of(300).first);
+}
+
 // A grammar whose terminals would need ever more automata is refused instead of compiling for
 // minutes: each rule here needs 2^(n+1) DFA states (past ByteDfa's limit, so it falls back to
 // smaller terminals), and the attempts pass kMaxGrammarTerminalBytes.
