@@ -126,7 +126,7 @@ nlohmann::json report_header(const std::string& benchmark, const Args& args,
           {"device_memory", describe_device(ctx)},
           {"command", command},
           {"cuda_graphs", ctx.cuda_graphs},
-          {"attention_probs", ctx.attention_probs == AttentionProbs::kBf16 ? "bf16" : "fp32"},
+          {"attention_probs", attention_probs_name(ctx.attention_probs)},
           {"programmatic_launch", ctx.cuda != nullptr && programmatic_launch(*ctx.cuda)},
           {"model", model_json(config)}};
 }

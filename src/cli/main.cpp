@@ -6,6 +6,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/usage.h"
+#include "core/version.h"
 
 namespace {
 
@@ -35,6 +36,7 @@ constexpr Command kCommands[] = {
      nullptr},  // answers --help itself (each benchmark's flags)
     {"help", nullptr, "print this list (`beamserve <command> --help`: that command's flags)",
      nullptr},
+    {"version", nullptr, "print the version (also --version)", nullptr},
 };
 
 int usage(FILE* out) {
@@ -49,6 +51,10 @@ int main(int argc, char** argv) {
   if (argc < 2) return usage(stderr);
   std::string_view name = argv[1];
   if (name == "--help" || name == "-h" || name == "help") return usage(stdout);
+  if (name == "--version" || name == "version") {
+    std::printf("beamserve %s\n", beam::kVersion);
+    return 0;
+  }
   for (const auto& c : kCommands) {
     if (name != c.name || c.run == nullptr) continue;
     if (c.usage != nullptr && beam::cli::Args::wants_help(argc - 2, argv + 2)) {

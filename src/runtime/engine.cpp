@@ -161,12 +161,9 @@ class Engine::Impl {
   }
 
   EngineStats stats() const {
-    EngineStats s;
-    {
-      std::lock_guard<std::mutex> lock(stats_mu_);
-      s = stats_;
-    }
-    if (now_unix_s() - s.last_step_unix_s > kGenerationRateSpanS) s.generation_tokens_per_s = 0;
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    EngineStats s = stats_;
+    s.generation_tokens_per_s = generation_rate_.rate(now_unix_s());
     return s;
   }
 
@@ -268,8 +265,8 @@ class Engine::Impl {
 
   mutable std::mutex stats_mu_;
   EngineStats stats_;
-  EngineStats counters_;  // engine-thread copy, published after each step
-  RateWindow generation_rate_{kGenerationRateSpanS};  // generated tokens, engine thread
+  RateWindow generation_rate_{kGenerationRateSpanS};  // generated tokens (under stats_mu_)
+  EngineStats counters_;                     // engine-thread copy, published after each step
   std::optional<TokenEvent> pending_final_;  // tokens of the step that finished a sequence
   std::shared_ptr<const BeamWeights> pending_weights_;  // update_weights': applied when idle
   std::thread thread_;
@@ -859,13 +856,12 @@ void Engine::Impl::publish_stats() {
   s.running = static_cast<int64_t>(running_.size());
   s.waiting = static_cast<int64_t>(waiting_.size());
   s.last_step_unix_s = now_unix_s();
-  generation_rate_.add(s.last_step_unix_s, s.generated_tokens);
-  s.generation_tokens_per_s = generation_rate_.rate(s.last_step_unix_s);
   BlockCounts total = kv_.total_blocks(), free = kv_.free_blocks();
   BlockCounts cached = prefix_ ? prefix_->evictable() : BlockCounts{};
   s.full_pool = PoolStats{total.full, free.full, cached.full};
   s.sliding_pool = PoolStats{total.sliding, free.sliding, cached.sliding};
   std::lock_guard<std::mutex> lock(stats_mu_);
+  generation_rate_.add(s.last_step_unix_s, s.generated_tokens);
   stats_ = s;
 }
 

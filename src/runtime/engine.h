@@ -108,6 +108,7 @@ struct PoolStats {
   int64_t total_blocks = 0;
   int64_t free_blocks = 0;  // free or evictable-now blocks are reported separately:
   int64_t cached_blocks = 0;  // held only by the prefix cache (evictable)
+  int64_t used_blocks() const { return total_blocks - free_blocks - cached_blocks; }
 };
 
 inline constexpr double kGenerationRateSpanS = 5;
@@ -121,8 +122,8 @@ struct EngineStats {
   int64_t generated_tokens = 0;
   int64_t preemptions = 0;
   double last_step_unix_s = 0;       // wall time the loop last advanced (health)
-  // Generated tokens per second over the last kGenerationRateSpanS seconds of steps; 0 when no
-  // step ran in that span.
+  // Generated tokens per second over the last kGenerationRateSpanS seconds of steps, as of the
+  // stats() call; 0 when no step ran in that span.
   double generation_tokens_per_s = 0;
   PoolStats full_pool;
   PoolStats sliding_pool;

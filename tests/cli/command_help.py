@@ -17,7 +17,7 @@ def main() -> int:
     beamserve = sys.argv[1]
     listing = run(beamserve, "--help")
     commands = [line.split()[0] for line in listing.stdout.splitlines()
-                if line.startswith("  ") and line.split()[0] != "help"]
+                if line.startswith("  ") and line.split()[0] not in ("help", "version")]
     errors = [] if len(commands) >= 8 else [f"only {len(commands)} commands listed"]
     for command in commands:
         for flag in ("--help", "-h"):

@@ -306,6 +306,7 @@ test('/health_generate generates a token', async () => {
 test('/get_server_info reports the settings and the engine state', async () => {
   const ask = { model: MODEL, prompt: 'The weather', max_tokens: 16, temperature: 0, ignore_eos: true };
   assert.equal((await post('/v1/completions', ask)).status, 200);
+  await waitForIdle();  // the engine publishes its numbers after the step that answered
   const r = await fetch(server.baseUrl + '/get_server_info');
   assert.equal(r.status, 200);
   const info = await r.json();
@@ -326,6 +327,7 @@ test('/get_server_info reports the settings and the engine state', async () => {
   assert.match(info.version, /^\d+\.\d+\.\d+$/);
   const [state] = info.internal_states;
   assert.ok(state.last_gen_throughput > 0, JSON.stringify(state));  // 16 tokens just now
+  assert.ok((await metrics(server.baseUrl)).beamserve_generation_tokens_per_second > 0);
   assert.equal(state.num_running_reqs, 0);
   assert.equal(state.num_waiting_reqs, 0);
   assert.ok(state.token_usage >= 0 && state.token_usage < 1);

@@ -16,6 +16,10 @@ class StepProfiler;  // kernels/api/step_profiler.h
 // then does a third less tensor work; each output moves by at most 2^-8 · max|v| plus one bf16
 // rounding. The CPU and the CUDA decode kernels keep fp32 P either way.
 enum class AttentionProbs { kFp32, kBf16 };
+// "fp32" / "bf16": the --attention-probs spelling, also in reports.
+inline const char* attention_probs_name(AttentionProbs p) {
+  return p == AttentionProbs::kBf16 ? "bf16" : "fp32";
+}
 
 struct KernelContext {
   Device device = Device::kCpu;

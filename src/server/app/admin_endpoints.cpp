@@ -7,6 +7,8 @@
 #include <mutex>
 #include <optional>
 
+#include "core/version.h"
+
 namespace beam::server {
 namespace {
 
@@ -112,11 +114,9 @@ void handle_server_info(const ServerState& state, const std::shared_ptr<Exchange
   const EngineOptions& engine = o.model.engine;
   const EngineStats stats = model.engine->stats();
   const PoolStats& full = stats.full_pool;
-  const double token_usage =
-      full.total_blocks > 0
-          ? static_cast<double>(full.total_blocks - full.free_blocks - full.cached_blocks) /
-                static_cast<double>(full.total_blocks)
-          : 0.0;
+  const double token_usage = full.total_blocks > 0 ? static_cast<double>(full.used_blocks()) /
+                                                         static_cast<double>(full.total_blocks)
+                                                   : 0.0;
   Json info = {
       {"model_path", model.weights->get().path},
       {"tokenizer_path", model.tokenizer_dir},
@@ -132,7 +132,7 @@ void handle_server_info(const ServerState& state, const std::shared_ptr<Exchange
       {"max_total_num_tokens", model.kv_capacity_tokens},
       {"disable_radix_cache", !engine.enable_prefix_cache},
       {"disable_cuda_graph", !engine.cuda_graphs},
-      {"attention_probs", engine.attention_probs == AttentionProbs::kBf16 ? "bf16" : "fp32"},
+      {"attention_probs", attention_probs_name(engine.attention_probs)},
       {"enable_return_routed_experts", model.routed_experts_enabled},
       {"enable_weight_updates", model.weight_updates_enabled},
       {"api_key_required", o.api_key.has_value()},
@@ -142,7 +142,7 @@ void handle_server_info(const ServerState& state, const std::shared_ptr<Exchange
                                             {"num_running_reqs", stats.running},
                                             {"num_waiting_reqs", stats.waiting},
                                             {"token_usage", token_usage}}})},
-      {"version", BEAMSERVE_VERSION},
+      {"version", kVersion},
   };
   exchange->respond_json(200, dump_json(info));
 }

@@ -51,6 +51,7 @@ TEST(ServerMetrics, EngineNumbers) {
   e.prompt_tokens = 200;
   e.cached_prompt_tokens = 50;
   e.generated_tokens = 99;
+  e.generation_tokens_per_s = 12.5;
   e.full_pool = PoolStats{100, 60, 30};
   e.sliding_pool = PoolStats{40, 40, 0};
   const std::string text = m.render(e, ServerGauges{true, 5, 2});
@@ -59,6 +60,7 @@ TEST(ServerMetrics, EngineNumbers) {
   EXPECT_TRUE(has_line(text, "beamserve_prompt_tokens_total 200"));
   EXPECT_TRUE(has_line(text, "beamserve_cached_prompt_tokens_total 50"));
   EXPECT_TRUE(has_line(text, "beamserve_generated_tokens_total 99"));
+  EXPECT_TRUE(has_line(text, "beamserve_generation_tokens_per_second 12.5"));
   EXPECT_TRUE(has_line(text, "beamserve_prefix_cache_hit_rate 0.25"));
   EXPECT_TRUE(has_line(text, "beamserve_kv_blocks{pool=\"full\",state=\"total\"} 100"));
   EXPECT_TRUE(has_line(text, "beamserve_kv_blocks{pool=\"full\",state=\"free\"} 60"));
