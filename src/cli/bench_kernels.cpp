@@ -339,8 +339,9 @@ Status bench_attention(KernelBench& kb, const BeamConfig& c, const std::vector<i
 }
 
 // Sampling and scoring over [rows, vocab] f32 logits (CUDA only: the CPU samples in runtime/):
-// a greedy and a top-p draw with 20 logprobs a row at each batch, and prompt-logprob scoring of
-// 512 rows (a step's cap) with 0 and 20 alternatives. Floor: one read of the rows' logits.
+// greedy alone, and a greedy and a top-p draw with 20 logprobs a row, at each batch; and
+// prompt-logprob scoring of 512 rows (a step's cap) with 0 and 20 alternatives. Floor: one read
+// of the rows' logits.
 Status bench_sampling(KernelBench& kb, const BeamConfig& c, const std::vector<int64_t>& batches) {
   if (kb.ctx().device != Device::kCuda) return ok_status();
   const int64_t V = c.vocab_size;
@@ -350,19 +351,25 @@ Status bench_sampling(KernelBench& kb, const BeamConfig& c, const std::vector<in
     BEAM_ASSIGN_OR_RETURN(TensorView logits, kb.tensor(DType::kF32, {rows, V}, 3.0f));
     BEAM_ASSIGN_OR_RETURN(TensorView scratch, kb.empty(DType::kF32, {rows, V}));
     BEAM_ASSIGN_OR_RETURN(TensorView out, kb.empty(DType::kI32, {rows, kSampledRowWords}));
-    for (bool greedy : {true, false}) {
+    struct Mode {
+      const char* name;
+      bool greedy;
+      int32_t num_top_logprobs;  // -1: none
+    };
+    for (const Mode& m :
+         {Mode{"greedy", true, -1}, Mode{"greedy +20 logprobs", true, kMaxSampledTopLogprobs},
+          Mode{"top_p 0.9 +20 logprobs", false, kMaxSampledTopLogprobs}}) {
       std::vector<SamplingRowParams> params(static_cast<size_t>(rows));
       for (int64_t r = 0; r < rows; ++r) {
         SamplingRowParams& p = params[static_cast<size_t>(r)];
         p.logits_row = static_cast<int32_t>(r);
-        p.num_top_logprobs = kMaxSampledTopLogprobs;
+        p.num_top_logprobs = m.num_top_logprobs;
         p.uniform = 0.5;
-        p.top_p = greedy ? 1.0 : 0.9;
-        p.inv_temperature = greedy ? 0.0f : 1.0f;
+        p.top_p = m.greedy ? 1.0 : 0.9;
+        p.inv_temperature = m.greedy ? 0.0f : 1.0f;
       }
       kb.time(
-          std::string("sample_tokens ") + (greedy ? "greedy" : "top_p 0.9") +
-              " +20 logprobs rows=" + std::to_string(rows),
+          std::string("sample_tokens ") + m.name + " rows=" + std::to_string(rows),
           logits_cost(rows),
           [&, logits, scratch, out, params] {
             sample_tokens(kb.ctx(), logits, params, {}, {}, scratch, out);

@@ -60,6 +60,23 @@ __device__ __forceinline__ void store(uint32_t cluster_addr, float4 v) {
                : "memory");
 }
 
+// Loads 4 or 8 bytes from a shared::cluster address (map's result).
+__device__ __forceinline__ uint32_t load_u32(uint32_t cluster_addr) {
+  uint32_t v;
+  asm volatile("ld.shared::cluster.u32 %0, [%1];\n" : "=r"(v) : "r"(cluster_addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint64_t load_u64(uint32_t cluster_addr) {
+  uint64_t v;
+  asm volatile("ld.shared::cluster.u64 %0, [%1];\n" : "=l"(v) : "r"(cluster_addr) : "memory");
+  return v;
+}
+
+// The shared::cluster address of block `cta`'s copy of the shared object at `p` (in this block).
+__device__ __forceinline__ uint32_t map(const void* p, uint32_t cta) {
+  return map(static_cast<uint32_t>(__cvta_generic_to_shared(p)), cta);
+}
+
 // One arrival on the mbarrier at a shared::cluster address, releasing this thread's earlier
 // writes (shared::cluster stores included) at cluster scope.
 __device__ __forceinline__ void mbar_arrive(uint32_t cluster_bar) {

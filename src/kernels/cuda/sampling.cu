@@ -1,11 +1,13 @@
-// CUDA sample_tokens: one block per sampled row runs the CPU Sampler's pipeline (runtime/sampling,
+// CUDA sample_tokens: a cluster of kClusterBlocks blocks per sampled row (sampling_cluster.cuh,
+// each block owning a slice of the row) runs the CPU Sampler's pipeline (runtime/sampling,
 // docs/sampling.md) on a scratch copy of its logits row: allowed-token mask (-inf) → sparse edits
 // → argmax (greedy) or top-k → weights exp((v - max) / T) → top-p → min-p → inverse-CDF draw with
 // the row's uniform; then the logprobs from the raw row. Selections are radix selects over rank
 // keys (sampling_select.cuh); probability masses are exact integer sums of 2^-44 fixed-point
 // weights, so a row gives the same token whatever the launch, and the CPU's token whenever its
 // double sums put the draw on the same side of every boundary. score_tokens: the same logprobs
-// of given tokens (prompt logprobs), one block per row, nothing drawn.
+// of given tokens (prompt logprobs), a cluster per row, nothing drawn. Rank 0 of a row's
+// cluster writes its SampledRow.
 #include <cfloat>
 #include <climits>
 #include <cmath>
@@ -33,15 +35,14 @@ struct SampleArgs {
 struct RowShared {
   SelectShared select;
   ReduceShared reduce;
-  unsigned long long top_keys[kMaxSampledTopLogprobs];
-  int top_count;
+  unsigned long long top_keys[kMaxSampledTopLogprobs];  // this block's top-n keys, then (rank 0)
+  int top_count;                                        // the row's, merged
 };
 
 // Processed logit rank order over a row (NaN never takes part), weight 1: top-k and top-n.
 struct LogitRankItem {
-  const float* row;
-  __device__ SelectItem operator()(int i) const {
-    const float v = row[i];
+  static constexpr bool kUnitWeights = true;
+  __device__ SelectItem operator()(int i, float v) const {
     return {!isnan(v), rank_key(order_bits(v), i), 1ull};
   }
 };
@@ -49,11 +50,10 @@ struct LogitRankItem {
 // Weight rank order over the scratch weights (-1 = outside top-k), restricted to keys >= min_key
 // (the top-p nucleus) and weights >= min_p; weight = fixed-point probability weight.
 struct WeightItem {
-  const float* w;
+  static constexpr bool kUnitWeights = false;
   unsigned long long min_key;
   double min_p;
-  __device__ SelectItem operator()(int i) const {
-    const float x = w[i];
+  __device__ SelectItem operator()(int i, float x) const {
     const unsigned long long key = rank_key(__float_as_uint(x), i);
     const bool in = x >= 0.0f && key >= min_key && static_cast<double>(x) >= min_p;
     return {in, key, in ? fixed_weight(x) : 0ull};
@@ -65,33 +65,29 @@ __device__ __forceinline__ bool is_allowed(const uint32_t* mask, int i) {
   return mask == nullptr || ((mask[i >> 5] >> (i & 31)) & 1u) != 0;
 }
 
-// One token's edits, in the CPU's order (kernels/api/sampling.h).
-__device__ void apply_edit(float* row, const LogitEdit& e, const SamplingRowParams& p) {
-  row[e.token] = apply_logit_edit(row[e.token], e, p);
-}
-
-// argmax over values > -inf (NaN and -inf never win), ties → lowest id; id INT_MAX when none.
-__device__ ValueId row_argmax(const float* row, int n, ReduceShared& s) {
+// argmax over the row's values > -inf (NaN and -inf never win), ties → lowest id; id INT_MAX
+// when none.
+__device__ ValueId row_argmax(const float* row, Slice slice, ReduceShared& s) {
   ValueId best{-INFINITY, INT_MAX};
-  for (int i = threadIdx.x; i < n; i += kThreads) {
-    const float v = row[i];
-    if (v > -INFINITY) best = better(best, ValueId{v, i});
-  }
-  return block_best(best, s);
+  sweep(row, slice, [&](int i, float v, bool valid) {
+    if (valid && v > -INFINITY) best = better(best, ValueId{v, i});
+  });
+  return row_best(best, s);
 }
 
-// Replaces the processed logits by weights (-1 outside the top-k set); returns their fixed sum.
-__device__ unsigned long long to_weights(float* row, int n, unsigned long long topk_min_key,
+// Replaces the processed logits of the slice by weights (-1 outside the top-k set); returns the
+// row's fixed-point sum of them.
+__device__ unsigned long long to_weights(float* row, Slice slice, unsigned long long topk_min_key,
                                          float max, float inv_t, ReduceShared& s) {
   unsigned long long sum = 0;
-  for (int i = threadIdx.x; i < n; i += kThreads) {
-    const float v = row[i];
+  sweep(row, slice, [&](int i, float v, bool valid) {
+    if (!valid) return;
     const bool in = topk_min_key == 0 || (!isnan(v) && rank_key(order_bits(v), i) >= topk_min_key);
     const float w = in ? weight_of(v, max, inv_t) : -1.0f;
     row[i] = w;
     if (in) sum += fixed_weight(w);
-  }
-  return block_sum(sum, s);  // its barriers also publish the weights to the block
+  });
+  return row_sum(sum, s);  // its barriers also publish the weights to the block
 }
 
 // Smallest integer weight N with "prefix >= N" ⟺ "prefix >= target" (at_least) or
@@ -103,32 +99,36 @@ __device__ unsigned long long need_for(double target, bool at_least, unsigned lo
   return static_cast<unsigned long long>(n);
 }
 
-// top-k → weights → top-p → min-p → draw on the processed row (which becomes weights).
-__device__ int draw_token(float* row, int n, const SamplingRowParams& p, float max, RowShared& sh) {
+// top-k → weights → top-p → min-p → draw on the processed row of n tokens (which becomes weights).
+__device__ int draw_token(float* row, int n, Slice slice, const SamplingRowParams& p, float max,
+                          RowShared& sh) {
   unsigned long long topk_min_key = 0;  // 0: every token is in the top-k set
   if (p.top_k > 0 && p.top_k < n) {
-    const SelectResult k = radix_select(n, LogitRankItem{row}, static_cast<unsigned long long>(p.top_k), sh.select);
+    const SelectResult k = radix_select(row, slice, LogitRankItem{},
+                                        static_cast<unsigned long long>(p.top_k), sh.select);
     if (!k.found) return -1;
     topk_min_key = k.key;
   }
-  unsigned long long kept = to_weights(row, n, topk_min_key, max, p.inv_temperature, sh.reduce);
+  unsigned long long kept = to_weights(row, slice, topk_min_key, max, p.inv_temperature, sh.reduce);
   unsigned long long nucleus_min_key = 0;
   if (p.top_p < 1.0) {
     const unsigned long long need = need_for(p.top_p * static_cast<double>(kept), true, kept);
-    const SelectResult nucleus = radix_select(n, WeightItem{row, 0ull, 0.0}, need, sh.select);
+    const SelectResult nucleus = radix_select(row, slice, WeightItem{0ull, 0.0}, need, sh.select);
     if (!nucleus.found) return -1;
     nucleus_min_key = nucleus.key;
     kept = nucleus.through;
   }
-  const WeightItem allowed{row, nucleus_min_key, p.min_p};
+  const WeightItem allowed{nucleus_min_key, p.min_p};
   if (p.min_p > 0.0) {
     unsigned long long sum = 0;
-    for (int i = threadIdx.x; i < n; i += kThreads) sum += allowed(i).weight;
-    kept = block_sum(sum, sh.reduce);
+    sweep(row, slice, [&](int i, float v, bool valid) {
+      if (valid) sum += allowed(i, v).weight;
+    });
+    kept = row_sum(sum, sh.reduce);
   }
   if (kept == 0) return -1;
   const unsigned long long need = need_for(p.uniform * static_cast<double>(kept), false, kept);
-  const SelectResult drawn = radix_select(n, allowed, need, sh.select);
+  const SelectResult drawn = radix_select(row, slice, allowed, need, sh.select);
   return drawn.found ? id_of_key(drawn.key) : -1;
 }
 
@@ -139,76 +139,112 @@ struct LogprobSpec {
   int num_top;  // [0, kMaxSampledTopLogprobs]
 };
 
-// The chosen token's logprob and rank and the top-n alternatives, from the raw row.
-__device__ void write_logprobs(const float* raw, int n, int token, const LogprobSpec& p,
+// This block's keys of the row's top `last` (a select's result) into sh.top_keys / top_count.
+__device__ void collect_top_keys(const float* raw, Slice slice, const SelectResult& last,
+                                 RowShared& sh) {
+  if (threadIdx.x == 0) sh.top_count = 0;
+  __syncthreads();
+  sweep(raw, slice, [&](int i, float v, bool valid) {
+    if (!valid || !last.found) return;
+    const SelectItem c = LogitRankItem{}(i, v);
+    if (!c.candidate || c.key < last.key) return;
+    const int slot = atomicAdd(&sh.top_count, 1);
+    if (slot < kMaxSampledTopLogprobs) sh.top_keys[slot] = c.key;
+  });
+}
+
+// Thread 0 of rank 0: the cluster's collected keys (at most num_top in all: keys are unique),
+// in rank order, into its own sh.top_keys; returns their count.
+__device__ int merge_top_keys(RowShared& sh, int num_top) {
+  unsigned long long keys[kMaxSampledTopLogprobs];
+  int count = 0;
+  for (uint32_t r = 0; r < kClusterBlocks; ++r) {
+    const int n = static_cast<int>(cluster::load_u32(cluster::map(&sh.top_count, r)));
+    for (int j = 0; j < min(n, kMaxSampledTopLogprobs) && count < num_top; ++j)
+      keys[count++] = cluster::load_u64(cluster::map(&sh.top_keys[j], r));
+  }
+  for (int a = 1; a < count; ++a)  // insertion sort, descending key = rank order
+    for (int b = a; b > 0 && keys[b] > keys[b - 1]; --b) {
+      const unsigned long long tmp = keys[b];
+      keys[b] = keys[b - 1];
+      keys[b - 1] = tmp;
+    }
+  for (int j = 0; j < count; ++j) sh.top_keys[j] = keys[j];
+  return count;
+}
+
+// The chosen token's logprob and rank and the top-n alternatives, from the raw row; rank 0 of the
+// cluster writes them to out.
+__device__ void write_logprobs(const float* raw, Slice slice, int token, const LogprobSpec& p,
                                RowShared& sh, SampledRow* out) {
-  const float max = row_argmax(raw, n, sh.reduce).value;
+  const float max = row_argmax(raw, slice, sh.reduce).value;
   const float chosen = raw[token];
   double sum = 0.0;
   unsigned long long rank = 0;
-  for (int i = threadIdx.x; i < n; i += kThreads) {
-    const float v = raw[i];
+  sweep(raw, slice, [&](int i, float v, bool valid) {
+    if (!valid) return;
     sum += weight_of(v, max, p.inv_t);
     rank += (v > chosen || (v == chosen && i < token)) ? 1 : 0;
-  }
-  sum = block_sum(sum, sh.reduce);
-  rank = block_sum(rank, sh.reduce);
+  });
+  sum = row_sum(sum, sh.reduce);
+  rank = row_sum(rank, sh.reduce);
   const double log_sum = log(sum);
   const double t = p.t;
   auto logprob_of = [&](float v) {
     return static_cast<float>((static_cast<double>(v) - static_cast<double>(max)) / t - log_sum);
   };
-  const int num_top = p.num_top;
-  if (threadIdx.x == 0) {
+  const bool writer = threadIdx.x == 0 && cluster::rank() == 0;
+  if (writer) {
     out->chosen_rank = static_cast<int32_t>(rank + 1);
     out->chosen_logprob = logprob_of(chosen);
-    out->num_top = num_top;
-    sh.top_count = 0;
+    out->num_top = p.num_top;
   }
-  if (num_top <= 0) return;
-  const LogitRankItem item{raw};
-  const SelectResult last = radix_select(n, item, static_cast<unsigned long long>(num_top), sh.select);
-  for (int i = threadIdx.x; i < n; i += kThreads) {
-    const SelectItem c = item(i);
-    if (!last.found || !c.candidate || c.key < last.key) continue;
-    const int slot = atomicAdd(&sh.top_count, 1);
-    if (slot < kMaxSampledTopLogprobs) sh.top_keys[slot] = c.key;
-  }
-  __syncthreads();
-  if (threadIdx.x != 0) return;
-  const int count = min(sh.top_count, num_top);
-  for (int a = 1; a < count; ++a)  // insertion sort, descending key = rank order
-    for (int b = a; b > 0 && sh.top_keys[b] > sh.top_keys[b - 1]; --b) {
-      const unsigned long long tmp = sh.top_keys[b];
-      sh.top_keys[b] = sh.top_keys[b - 1];
-      sh.top_keys[b - 1] = tmp;
+  if (p.num_top <= 0) return;
+  const SelectResult last = radix_select(raw, slice, LogitRankItem{},
+                                         static_cast<unsigned long long>(p.num_top), sh.select);
+  collect_top_keys(raw, slice, last, sh);
+  cluster::sync();  // every block's keys are collected
+  if (writer) {
+    const int count = merge_top_keys(sh, p.num_top);
+    out->num_top = count;
+    for (int j = 0; j < count; ++j) {
+      const int id = id_of_key(sh.top_keys[j]);
+      out->top_ids[j] = id;
+      out->top_logprobs[j] = logprob_of(raw[id]);
     }
-  out->num_top = count;
-  for (int j = 0; j < count; ++j) {
-    const int id = id_of_key(sh.top_keys[j]);
-    out->top_ids[j] = id;
-    out->top_logprobs[j] = logprob_of(raw[id]);
   }
+  cluster::sync();  // no block leaves while rank 0 still reads its keys
 }
 
-__global__ void __launch_bounds__(kThreads) sample_rows_kernel(SampleArgs a) {
+// Grid: kClusterBlocks blocks per row, in clusters of that size.
+__global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThreads)
+    sample_rows_kernel(SampleArgs a) {
   __shared__ RowShared sh;
   const int n = a.vocab;
-  const SamplingRowParams p = a.rows[blockIdx.x];
+  const int64_t r = blockIdx.x / kClusterBlocks;
+  const Slice slice = row_slice(n);
+  const SamplingRowParams p = a.rows[r];
   const float* raw = a.logits + static_cast<int64_t>(p.logits_row) * n;
-  float* row = a.scratch + static_cast<int64_t>(blockIdx.x) * n;
-  SampledRow* out = a.out + blockIdx.x;
+  float* row = a.scratch + r * n;
+  SampledRow* out = a.out + r;
   const uint32_t* mask =
       p.allowed_row < 0 ? nullptr : a.allowed + p.allowed_row * allowed_mask_words(n);
 
-  for (int i = threadIdx.x; i < n; i += kThreads) row[i] = is_allowed(mask, i) ? raw[i] : -INFINITY;
+  sweep(raw, slice, [&](int i, float v, bool valid) {
+    if (valid) row[i] = is_allowed(mask, i) ? v : -INFINITY;
+  });
   __syncthreads();
-  for (int e = threadIdx.x; e < p.edit_count; e += kThreads) apply_edit(row, a.edits[p.edit_begin + e], p);
+  for (int e = threadIdx.x; e < p.edit_count; e += kThreads) {  // the edits of this block's slice
+    const LogitEdit& edit = a.edits[p.edit_begin + e];
+    if (edit.token >= slice.begin && edit.token < slice.end)
+      row[edit.token] = apply_logit_edit(row[edit.token], edit, p);
+  }
   __syncthreads();
-  const ValueId best = row_argmax(row, n, sh.reduce);
+  const ValueId best = row_argmax(row, slice, sh.reduce);
   int token = -1;
-  if (best.id != INT_MAX) token = p.inv_temperature == 0.0f ? best.id : draw_token(row, n, p, best.value, sh);
-  if (threadIdx.x == 0) {
+  if (best.id != INT_MAX)
+    token = p.inv_temperature == 0.0f ? best.id : draw_token(row, n, slice, p, best.value, sh);
+  if (threadIdx.x == 0 && cluster::rank() == 0) {
     out->token = token;
     out->chosen_rank = 0;
     out->chosen_logprob = 0.0f;
@@ -216,7 +252,7 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(SampleArgs a) {
   }
   if (p.num_top_logprobs >= 0 && token >= 0)
     write_logprobs(
-        raw, n, token,
+        raw, slice, token,
         LogprobSpec{p.logprob_temperature, p.logprob_inv_temperature, p.num_top_logprobs}, sh, out);
 }
 
@@ -227,15 +263,22 @@ struct ScoreArgs {
   int vocab;
 };
 
-// One block per row: the given token's logprobs, written as sample_rows_kernel writes a drawn one.
-__global__ void __launch_bounds__(kThreads) score_rows_kernel(ScoreArgs a) {
+// A cluster per row: the given token's logprobs, written as sample_rows_kernel writes a drawn one.
+__global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThreads)
+    score_rows_kernel(ScoreArgs a) {
   __shared__ RowShared sh;
-  const ScoreRowParams p = a.rows[blockIdx.x];
+  const int64_t r = blockIdx.x / kClusterBlocks;
+  const ScoreRowParams p = a.rows[r];
   const float* raw = a.logits + static_cast<int64_t>(p.logits_row) * a.vocab;
-  SampledRow* out = a.out + blockIdx.x;
-  if (threadIdx.x == 0) out->token = p.token;
-  write_logprobs(raw, a.vocab, p.token, LogprobSpec{p.temperature, p.inv_temperature, p.num_top},
-                 sh, out);
+  SampledRow* out = a.out + r;
+  if (threadIdx.x == 0 && cluster::rank() == 0) out->token = p.token;
+  write_logprobs(raw, row_slice(a.vocab), p.token,
+                 LogprobSpec{p.temperature, p.inv_temperature, p.num_top}, sh, out);
+}
+
+// Blocks of the grid for `rows` rows.
+unsigned grid_of(size_t rows) {
+  return static_cast<unsigned>(rows * kClusterBlocks);
 }
 
 }  // namespace
@@ -247,16 +290,16 @@ void sample_tokens(CudaContext& ctx, const TensorView& logits,
   static_assert(sizeof(SampledRow) == kSampledRowWords * 4);
   SampleArgs a;
   a.logits = static_cast<const float*>(logits.data);
-  a.rows = static_cast<const SamplingRowParams*>(ctx.staging.stage(rows.data(), rows.size_bytes(), ctx.stream));
-  a.edits = edits.empty() ? nullptr
-                          : static_cast<const LogitEdit*>(ctx.staging.stage(edits.data(), edits.size_bytes(), ctx.stream));
-  a.allowed = allowed.empty() ? nullptr
-                              : static_cast<const uint32_t*>(ctx.staging.stage(
-                                    allowed.data(), allowed.size_bytes(), ctx.stream));
+  const auto stage = [&](const auto& v) {
+    return v.empty() ? nullptr : ctx.staging.stage(v.data(), v.size_bytes(), ctx.stream);
+  };
+  a.rows = static_cast<const SamplingRowParams*>(stage(rows));
+  a.edits = static_cast<const LogitEdit*>(stage(edits));
+  a.allowed = static_cast<const uint32_t*>(stage(allowed));
   a.scratch = static_cast<float*>(scratch.data);
   a.out = static_cast<SampledRow*>(out.data);
   a.vocab = static_cast<int>(logits.dim(1));
-  sample_rows_kernel<<<static_cast<unsigned>(rows.size()), kThreads, 0, ctx.stream>>>(a);
+  sample_rows_kernel<<<grid_of(rows.size()), kThreads, 0, ctx.stream>>>(a);
   CUDA_LAUNCH_OK();
 }
 
@@ -268,7 +311,7 @@ void score_tokens(CudaContext& ctx, const TensorView& logits, std::span<const Sc
       ctx.staging.stage(rows.data(), rows.size_bytes(), ctx.stream));
   a.out = static_cast<SampledRow*>(out.data);
   a.vocab = static_cast<int>(logits.dim(1));
-  score_rows_kernel<<<static_cast<unsigned>(rows.size()), kThreads, 0, ctx.stream>>>(a);
+  score_rows_kernel<<<grid_of(rows.size()), kThreads, 0, ctx.stream>>>(a);
   CUDA_LAUNCH_OK();
 }
 

@@ -9,7 +9,7 @@
 
 namespace beam::cuda::sampling_detail {
 
-constexpr int kThreads = 512;  // one block per sampled row
+constexpr int kThreads = 512;  // per block (sampling_cluster.cuh: a cluster of blocks per row)
 constexpr int kWarps = kThreads / 32;
 
 // e^x for x <= 0, 0 below ln(2^-126) and for NaN: bit-identical to exp_nonpositive (fast_exp.h).
@@ -71,11 +71,13 @@ __device__ __forceinline__ ValueId better(ValueId a, ValueId b) {
   return (b.value > a.value || (b.value == a.value && b.id < a.id)) ? b : a;
 }
 
-// Per-warp partials of the block reductions.
+// Per-warp partials of the block reductions; `slot`: the block's total in row-wide ones
+// (sampling_cluster.cuh).
 struct ReduceShared {
   double d[kWarps];
   unsigned long long u[kWarps];
   ValueId v[kWarps];
+  unsigned long long slot;
 };
 
 // Block-wide sums and argmax: a fixed shuffle tree per warp, then the warps in order, so the
