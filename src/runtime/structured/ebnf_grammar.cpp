@@ -274,8 +274,10 @@ class GrammarLowering {
       return std::nullopt;
     }
     // A failed attempt may have spent a whole determinization budget (~0.05-0.1 s): sixteen of
-    // them end the grammar.
-    terminal_bytes_ += dfa.ok() ? (*dfa)->table_bytes() : kMaxGrammarTerminalBytes / 16;
+    // them end the grammar. A built one also counts its fixed cost, so a grammar of 200,000
+    // literal alternatives (463 MB, 3.2 s) stops at ~32,000 terminals.
+    terminal_bytes_ +=
+        dfa.ok() ? (*dfa)->table_bytes() + kTerminalFixedBytes : kMaxGrammarTerminalBytes / 16;
     std::optional<int32_t> out;
     if (dfa.ok()) out = add_terminal(std::move(dfa).value());
     terminal_memo_.emplace(std::move(key), out);

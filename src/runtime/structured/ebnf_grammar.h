@@ -27,6 +27,9 @@ inline constexpr int32_t kMaxGrammarRepeat = 10000;
 // a sixteenth for the attempt): bounds a grammar's compile time and memory (PRIOR-ART pain
 // point 7).
 inline constexpr size_t kMaxGrammarTerminalBytes = size_t{64} << 20;
+// What a terminal costs besides its table (the automaton's object, byte classes, its state
+// lists: ~2.3 KB measured), counted against kMaxGrammarTerminalBytes.
+inline constexpr size_t kTerminalFixedBytes = 2048;
 
 // One item of a lowered alternative.
 struct GrammarElement {

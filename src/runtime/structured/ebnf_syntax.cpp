@@ -116,7 +116,7 @@ class Parser {
   EbnfExpr alternates() {
     EbnfExpr alt{.kind = EbnfExpr::Kind::kAlternate};
     alt.children.push_back(sequence());
-    while (!error_ && i_ < t_.size() && t_[i_] == '|') {
+    while (!error_ && i_ < t_.size() && t_[i_] == '|' && count_node()) {
       ++i_;
       alt.children.push_back(sequence());
     }
@@ -130,7 +130,8 @@ class Parser {
     while (!error_ && i_ < t_.size() && t_[i_] != '|' && t_[i_] != ')' && !at_rule_start()) {
       EbnfExpr item = postfix(primary());
       if (error_) break;
-      if (item.kind != EbnfExpr::Kind::kEmpty) seq.children.push_back(std::move(item));
+      if (item.kind != EbnfExpr::Kind::kEmpty && count_node())
+        seq.children.push_back(std::move(item));
       skip_space();
     }
     if (seq.children.empty()) return EbnfExpr{};
@@ -250,7 +251,8 @@ class Parser {
         ++i_;
         break;
       }
-      if (const std::optional<char32_t> c = character()) seq.children.push_back(code_point(*c));
+      if (const std::optional<char32_t> c = character(); c && count_node())
+        seq.children.push_back(code_point(*c));
     }
     if (error_ || seq.children.empty()) return {};
     if (seq.children.size() == 1) return std::move(seq.children[0]);
@@ -306,10 +308,19 @@ class Parser {
     return std::nullopt;
   }
 
+  // One more expression; false (and the parse failed) past kMaxGrammarExpressions.
+  bool count_node() {
+    if (++nodes_ <= kMaxGrammarExpressions) return true;
+    fail("the grammar is too large (more than " + std::to_string(kMaxGrammarExpressions) +
+         " expressions)");
+    return false;
+  }
+
   std::string_view t_;
   size_t i_ = 0;
   int32_t max_repeat_;
   int32_t depth_ = 0;  // groups open at i_
+  int64_t nodes_ = 0;  // expressions parsed so far (kMaxGrammarExpressions)
   std::optional<Error> error_;
 };
 

@@ -46,6 +46,9 @@ inline constexpr int32_t kMaxGrammarNesting = 100;
 // Most expression-tree depth summed over a grammar's rules (the deepest a path through rule
 // references and their groups can go while compiling).
 inline constexpr int64_t kMaxGrammarDepthSum = 50000;
+// Most expressions (items, alternatives, a string's characters) one grammar text may hold: parsed
+// trees cost ~200 bytes an expression, so a 32 MB body of literal alternatives would hold GBs.
+inline constexpr int64_t kMaxGrammarExpressions = 1'000'000;
 
 // The expression that matches exactly `text` (valid UTF-8, as every JSON string is): rules built
 // in code (EbnfGrammar::compile_rules) write their literals with it.

@@ -468,6 +468,23 @@ TEST(EbnfGrammar, MaskWalksSpendTheParseBudget) {
   EXPECT_FALSE(mask_of(300).first);
 }
 
+// Literal alternatives: each is a terminal of its own once the rule is too big to inline, and
+// each terminal's fixed cost counts against the automata budget (200,000 of them held 463 MB);
+// the parse itself stops at kMaxGrammarExpressions (a string's characters are expressions).
+TEST(EbnfGrammar, ManyLiteralsAreBounded) {
+  auto literals = [](int n) {
+    std::string text = "root ::= \"l0\"";
+    for (int i = 1; i < n; ++i) text += " | \"l" + std::to_string(100000 + i) + "\"";
+    return text;
+  };
+  ASSERT_NE(compile_ok(literals(5000)), nullptr);
+  EXPECT_EQ(compile_error(literals(40000)),
+            "the grammar is too complex: its terminals' automata pass 64 MiB");
+  const std::string e = compile_error(literals(130000));
+  EXPECT_NE(e.find("the grammar is too large (more than 1000000 expressions)"), std::string::npos)
+      << e;
+}
+
 // A grammar whose terminals would need ever more automata is refused instead of compiling for
 // minutes: each rule here needs 2^(n+1) DFA states (past ByteDfa's limit, so it falls back to
 // smaller terminals), and the attempts pass kMaxGrammarTerminalBytes.
