@@ -130,6 +130,27 @@ class Nfa {
   }
 };
 
+// The error of a build past a limit: "the regular expression is too complex (<what>)".
+Error too_complex(const std::string& what) {
+  return make_error("the regular expression is too complex (" + what + ")");
+}
+
+// What a build past its own step bound, or past a shared budget's steps, says.
+std::string own_steps_spent() {
+  return "its automaton takes more than " + std::to_string(kMaxPatternBuildSteps) +
+         " steps to build";
+}
+std::string shared_steps_spent() {
+  return "the regular expressions together take more than " + std::to_string(kMaxSharedBuildSteps) +
+         " steps to build";
+}
+// What a build says once a shared budget is spent, by which of its limits.
+std::string shared_budget_spent(const DfaBuildBudget& budget) {
+  if (budget.steps_left <= 0) return shared_steps_spent();
+  return "the regular expressions together pass " + std::to_string(kMaxSharedTableBytes >> 20) +
+         " MiB of automata";
+}
+
 // Each top-level alternative anchored as JSON Schema reads a pattern: an unanchored side may have
 // any text before / after the match (search); for a full match only the anchors go.
 RegexNode anchored(RegexNode root, bool search) {
@@ -160,10 +181,7 @@ class DfaBuilder {
     const bool shared_binds = budget && budget->steps_left < kMaxPatternBuildSteps;
     DfaBuilder b(nfa, whole.end,
                  shared_binds ? std::max<int64_t>(budget->steps_left, 0) : kMaxPatternBuildSteps,
-                 shared_binds ? "the regular expressions together take more than " +
-                                    std::to_string(kMaxSharedBuildSteps) + " steps to build"
-                              : "its automaton takes more than " +
-                                    std::to_string(kMaxPatternBuildSteps) + " steps to build");
+                 shared_binds ? shared_steps_spent() : own_steps_spent());
     auto dfa = b.run(whole.start);
     if (budget) budget->steps_left -= b.steps_;
     return dfa;
@@ -217,10 +235,6 @@ class DfaBuilder {
     }
     std::sort(kernel.begin(), kernel.end());
     return steps_ <= max_steps_;
-  }
-
-  static Error too_complex(const std::string& what) {
-    return make_error("the regular expression is too complex (" + what + ")");
   }
 
   Expected<std::shared_ptr<const ByteDfa>> run(int32_t start) {
@@ -452,22 +466,22 @@ Expected<std::shared_ptr<const ByteDfa>> ByteDfa::from_table(
 
 namespace {
 
-// The NFA's states count against `budget` too (building one costs about a step a state).
+// The NFA's states count against `budget` too (building one costs about a step a state), and
+// the built table against its bytes.
 Expected<std::shared_ptr<const ByteDfa>> build_dfa(const RegexNode& root, DfaBuildBudget* budget) {
-  const std::string spent =
-      "the regular expression is too complex (the regular expressions "
-      "together take more than " +
-      std::to_string(kMaxSharedBuildSteps) + " steps to build)";
-  if (budget && budget->steps_left <= 0) return make_error(spent);
+  if (budget && budget->spent()) return too_complex(shared_budget_spent(*budget));
   Nfa nfa;
   const Fragment whole = nfa.build(root);
   if (budget) budget->steps_left -= static_cast<int64_t>(nfa.states.size());
   if (nfa.too_large)
-    return make_error("the regular expression is too complex (more than " +
-                      std::to_string(kMaxPatternNfaStates) +
-                      " automaton states before determinizing)");
-  if (budget && budget->steps_left <= 0) return make_error(spent);
-  return DfaBuilder::build(nfa, whole, budget);
+    return too_complex("more than " + std::to_string(kMaxPatternNfaStates) +
+                       " automaton states before determinizing");
+  if (budget && budget->steps_left <= 0) return too_complex(shared_steps_spent());
+  BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const ByteDfa> dfa, DfaBuilder::build(nfa, whole, budget));
+  if (!budget) return dfa;
+  budget->bytes_left -= static_cast<int64_t>(dfa->table_bytes());
+  if (budget->bytes_left < 0) return too_complex(shared_budget_spent(*budget));
+  return dfa;
 }
 
 Expected<std::shared_ptr<const ByteDfa>> compile(std::string_view pattern, bool search,

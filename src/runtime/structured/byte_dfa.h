@@ -27,11 +27,16 @@ inline constexpr int64_t kMaxPatternBuildSteps = 20'000'000;
 // Most steps the automata of one schema, grammar, structural tag or stop list may take together
 // (~0.5 s): 200 patterns of 30 ms each took 6.8 s to compile.
 inline constexpr int64_t kMaxSharedBuildSteps = 100'000'000;
+// Most bytes of transition tables they may hold together (one pattern alone may take ~4 MB: 300
+// of them in one schema held 1.1 GB).
+inline constexpr int64_t kMaxSharedTableBytes = int64_t{64} << 20;
 
-// Determinizing steps several automata of one request draw from (each is also bounded by
-// kMaxPatternBuildSteps alone). Not thread-safe.
+// The build steps and table bytes several automata of one request draw from (each is also
+// bounded by kMaxPatternBuildSteps alone). Not thread-safe.
 struct DfaBuildBudget {
   int64_t steps_left = kMaxSharedBuildSteps;
+  int64_t bytes_left = kMaxSharedTableBytes;
+  bool spent() const { return steps_left <= 0 || bytes_left < 0; }
 };
 
 class ByteDfa {
@@ -41,7 +46,8 @@ class ByteDfa {
   // JSON Schema semantics (ECMA-262 syntax, regex_syntax.h): the pattern may match anywhere in
   // the string unless a top-level alternative is anchored by '^' and / or '$'. An error names the
   // unsupported construct, or says the pattern matches no string or is too complex.
-  // `budget` (optional) pays for the build; once it is spent the build fails, naming it.
+  // `budget` (optional) pays for the build and holds its table; once it is spent the build fails,
+  // naming it.
   static Expected<std::shared_ptr<const ByteDfa>> from_pattern(std::string_view pattern,
                                                                DfaBuildBudget* budget = nullptr);
   // The same syntax matched against the whole text (vLLM's guided_regex, SGLang's regex): '^' and

@@ -267,7 +267,7 @@ class GrammarLowering {
       return std::nullopt;
     }
     auto dfa = ByteDfa::from_regex(tree, &dfa_budget_);
-    if (!dfa.ok() && dfa_budget_.steps_left <= 0) {  // not this terminal's size: the grammar's
+    if (!dfa.ok() && dfa_budget_.spent()) {  // not this terminal's size: the grammar's
       if (!error_)
         error_ = make_error("the grammar is too complex: its terminals take more than " +
                             std::to_string(kMaxSharedBuildSteps) + " steps to build");

@@ -108,8 +108,7 @@ class SchemaCompiler {
   JsonGrammar& g_;
   const Json& root_;
   std::map<std::string, GrammarNodeId> refs_;  // $ref target pointer → its node
-  DfaBuildBudget dfa_budget_;  // what the schema's patterns may take to build together
-  size_t pattern_bytes_ = 0;   // their automata's tables (kMaxSchemaPatternBytes)
+  DfaBuildBudget dfa_budget_;  // what the schema's patterns may take and hold together
 };
 
 JsonGrammar::JsonGrammar() {
@@ -465,10 +464,6 @@ Expected<GrammarNodeId> SchemaCompiler::compile_string(const Json& schema,
     }
   }
   if (dfa) {
-    pattern_bytes_ += dfa->table_bytes();
-    if (pattern_bytes_ > kMaxSchemaPatternBytes)
-      return make_error(where(pointer) + ": the schema's patterns together pass " +
-                        std::to_string(kMaxSchemaPatternBytes >> 20) + " MiB of automata");
     node.pattern = static_cast<int32_t>(g_.patterns_.size());
     g_.patterns_.push_back(std::move(dfa));
   }

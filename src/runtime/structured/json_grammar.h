@@ -34,9 +34,6 @@ enum class GrammarKind : uint8_t {
 inline constexpr int64_t kMaxIntegerBound = (int64_t{1} << 31) - 1;
 // The most decimals a number's bound may have (`"maximum": 0.000001`).
 inline constexpr int32_t kMaxBoundDecimals = 6;
-// Most bytes of pattern automata one schema may hold (each pattern alone may take ~4 MB: 300 of
-// them held 1.1 GB); their build time is bounded by one DfaBuildBudget.
-inline constexpr size_t kMaxSchemaPatternBytes = size_t{64} << 20;
 
 struct GrammarProperty {
   LiteralId key = -1;  // the key's JSON text after its opening quote (closing quote included)

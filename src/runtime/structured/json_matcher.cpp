@@ -7,6 +7,7 @@
 #include <optional>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/check.h"
@@ -508,24 +509,30 @@ void JsonMatcher::start_value(MatchFrame* f, int n, uint8_t c, MatchState& out) 
       return;
     }
     case GrammarKind::kAnyOf: {
-      // Each distinct alternative that is not itself an anyOf starts once, in the order a
-      // depth-first walk meets them: alternatives shared through $refs would otherwise start
-      // once per path (a chain of 20 anyOfs of one $ref twice took 24 s per mask).
-      std::vector<GrammarNodeId> leaves,
-          pending(node.alternatives.rbegin(), node.alternatives.rend());
-      std::vector<GrammarNodeId> seen_anyofs = {top.node};
-      while (!pending.empty()) {
-        const GrammarNodeId alt = pending.back();
-        pending.pop_back();
-        const GrammarNode& a = grammar_->node(alt);
-        std::vector<GrammarNodeId>& seen = a.kind == GrammarKind::kAnyOf ? seen_anyofs : leaves;
-        if (std::find(seen.begin(), seen.end(), alt) != seen.end()) continue;
-        seen.push_back(alt);
-        if (a.kind == GrammarKind::kAnyOf)
-          pending.insert(pending.end(), a.alternatives.rbegin(), a.alternatives.rend());
+      // Nested anyOfs: each distinct alternative that is not itself an anyOf starts once, in
+      // the order a depth-first walk meets them; alternatives shared through $refs would
+      // otherwise start once per path (a chain of 20 anyOfs of one $ref twice took 24 s per
+      // mask). A flat anyOf starts its alternatives as they are.
+      const bool nested = std::any_of(
+          node.alternatives.begin(), node.alternatives.end(),
+          [&](GrammarNodeId a) { return grammar_->node(a).kind == GrammarKind::kAnyOf; });
+      std::vector<GrammarNodeId> leaves;
+      if (nested) {
+        std::vector<GrammarNodeId> pending(node.alternatives.rbegin(), node.alternatives.rend());
+        std::unordered_set<GrammarNodeId> seen = {top.node};
+        while (!pending.empty()) {
+          const GrammarNodeId alt = pending.back();
+          pending.pop_back();
+          if (!seen.insert(alt).second) continue;
+          const GrammarNode& a = grammar_->node(alt);
+          if (a.kind == GrammarKind::kAnyOf)
+            pending.insert(pending.end(), a.alternatives.rbegin(), a.alternatives.rend());
+          else
+            leaves.push_back(alt);
+        }
       }
       MatchFrame g[kMaxFrames];
-      for (GrammarNodeId leaf : leaves) {
+      for (GrammarNodeId leaf : nested ? leaves : node.alternatives) {
         std::copy(f, f + n, g);
         g[n - 1].node = leaf;
         start_value(g, n, c, out);

@@ -101,8 +101,7 @@ class TagReader {
   static Status check_triggers(const StructuralFormat& f);
   static Status set_unbounded(StructuralFormat& f);
 
-  DfaBuildBudget dfa_budget_;  // what the tag's regex elements may take to build together
-  size_t regex_bytes_ = 0;     // their automata's tables (kMaxGrammarTerminalBytes)
+  DfaBuildBudget dfa_budget_;  // what the tag's regex elements may take and hold together
 };
 
 Expected<std::vector<StructuralFormat>> TagReader::list(const Json& object, const std::string& path,
@@ -175,11 +174,6 @@ Expected<StructuralFormat> TagReader::format(const Json& j, const std::string& p
     BEAM_ASSIGN_OR_RETURN(const std::string pattern, string_field(j, path, "pattern"));
     auto dfa = ByteDfa::from_full_match(pattern, &dfa_budget_);
     if (!dfa.ok()) return field_error(path + ".pattern", dfa.error().message);
-    regex_bytes_ += (*dfa)->table_bytes();  // checked as they come: the grammar checks only after
-    if (regex_bytes_ > kMaxGrammarTerminalBytes)
-      return field_error(path + ".pattern", "the tag's regular expressions together pass " +
-                                                std::to_string(kMaxGrammarTerminalBytes >> 20) +
-                                                " MiB of automata");
     f.regex = std::move(dfa).value();
   } else if (type == "sequence" || type == "or") {
     f.kind = type == "or" ? Kind::kOr : Kind::kSequence;

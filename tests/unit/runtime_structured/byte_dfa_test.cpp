@@ -249,6 +249,19 @@ TEST(ByteDfa, BuildsShareABudget) {
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.error().message, spent);
   EXPECT_TRUE(ByteDfa::from_full_match("a").ok());  // without a budget only its own bound
+
+  // The tables built count against its bytes.
+  DfaBuildBudget bytes;
+  auto first = ByteDfa::from_full_match("([a-z]?){1000}", &bytes);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(bytes.bytes_left, kMaxSharedTableBytes - static_cast<int64_t>((*first)->table_bytes()));
+  bytes.bytes_left = 10;
+  auto full = ByteDfa::from_full_match("([a-z]?){1000}", &bytes);
+  ASSERT_FALSE(full.ok());
+  EXPECT_EQ(full.error().message,
+            "the regular expression is too complex (the regular expressions together pass 64 MiB "
+            "of automata)");
+  EXPECT_TRUE(bytes.spent());
 }
 
 // States whose closures differ only in states without byte transitions are one DFA state:

@@ -192,6 +192,15 @@ TEST(JsonMatcher, ManyForkedStacksDedupeExactly) {
   ASSERT_TRUE(m.advance_bytes(state, "2345\"", scratch));
   EXPECT_TRUE(m.can_end(state));
   EXPECT_FALSE(matches(m, "\"a30000\"", true));
+
+  // A flat anyOf of as many consts starts each once (no search among them: quadratic in them).
+  std::string consts;
+  for (int i = 0; i < 30000; ++i)
+    consts += (i ? ",{\"const\":\"a" : "{\"const\":\"a") + std::to_string(i) + "\"}";
+  const JsonMatcher any(grammar_of("{\"anyOf\":[" + consts + "]}"));
+  MatchState s = any.initial();
+  ASSERT_TRUE(any.advance_bytes(s, "\"a1", scratch));
+  EXPECT_EQ(s.num_stacks(), 1u + 10 + 100 + 1000 + 10000);
 }
 
 TEST(JsonMatcher, ArraysAndStringsKeepTheirBounds) {
@@ -247,7 +256,7 @@ TEST(JsonMatcher, StringsMatchTheirPattern) {
                 .find("beside \"pattern\""),
             std::string::npos);
   // A schema's patterns share one build budget (200 patterns of 30 ms each took 6.8 s), and
-  // their automata at most kMaxSchemaPatternBytes (300 of ~4 MB each held 1.1 GB).
+  // their automata at most kMaxSharedTableBytes (300 of ~4 MB each held 1.1 GB).
   std::string slow = R"({"type":"object","properties":{)";
   for (int i = 0; i < 200; ++i)
     slow += (i ? "," : "") + std::string("\"p") + std::to_string(i) +
