@@ -22,9 +22,11 @@
 #include "kernels/api/moe.h"
 #include "kernels/api/norm.h"
 #include "kernels/api/rope.h"
+#include "kernels/api/sampling.h"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/moe.h"
+#include "kernels/cuda/sampling.h"
 
 namespace beam {
 namespace {
@@ -604,6 +606,32 @@ BENCHMARK(BM_attention_prefill)
     ->Iterations(5)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
+
+// score_tokens (prompt logprobs) of `rows` rows of Beam's vocabulary without alternatives; bytes
+// count one read of the f32 logits. range(1) = split: 0 score_tokens' choice, 1 a block per row,
+// 2 a cluster per row (cuda::ScoreSplit). Fixed iterations: each launch stages its rows anew.
+void BM_score_tokens(benchmark::State& state) {
+  Gpu gpu;
+  if (!gpu.start(state)) return;
+  const int64_t rows = state.range(0);
+  const auto split = static_cast<cuda::ScoreSplit>(state.range(1));
+  const TensorView logits = gpu.uniform(DType::kF32, {rows, kVocab}, 41, 8.0f);
+  const TensorView out = gpu.allocate(DType::kI32, {rows, kSampledRowWords});
+  std::vector<ScoreRowParams> params(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    params[static_cast<size_t>(r)].logits_row = static_cast<int32_t>(r);
+    params[static_cast<size_t>(r)].token = static_cast<int32_t>((r * 7919) % kVocab);
+  }
+  time_op(state, gpu, 4.0 * static_cast<double>(rows * kVocab),
+          [&] { cuda::score_tokens(*gpu.ctx.cuda, logits, params, out, split); });
+}
+
+BENCHMARK(BM_score_tokens)
+    ->ArgNames({"rows", "split"})
+    ->ArgsProduct({{1, 32, 132, 264, 512, 2048}, {0, 1, 2}})
+    ->Iterations(10)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace beam

@@ -6,11 +6,14 @@
 // keys (sampling_select.cuh); probability masses are exact integer sums of 2^-44 fixed-point
 // weights, so a row gives the same token whatever the launch, and the CPU's token whenever its
 // double sums put the draw on the same side of every boundary. score_tokens: the same logprobs
-// of given tokens (prompt logprobs), a cluster per row, nothing drawn. Rank 0 of a row's
-// cluster writes its SampledRow.
+// of given tokens (prompt logprobs), nothing drawn: a cluster per row, or one block per row for
+// rows without alternatives once they fill the GPU (the same sums in the same order, so the same
+// bits). Rank 0 of a row's cluster writes its SampledRow.
+#include <algorithm>
 #include <cfloat>
 #include <climits>
 #include <cmath>
+#include <vector>
 
 #include "core/check.h"
 #include "kernels/cuda/check.h"
@@ -65,14 +68,19 @@ __device__ __forceinline__ bool is_allowed(const uint32_t* mask, int i) {
   return mask == nullptr || ((mask[i >> 5] >> (i & 31)) & 1u) != 0;
 }
 
-// argmax over the row's values > -inf (NaN and -inf never win), ties → lowest id; id INT_MAX
-// when none.
-__device__ ValueId row_argmax(const float* row, Slice slice, ReduceShared& s) {
+// This thread's argmax over values > -inf (NaN and -inf never win), ties → lowest id; id
+// INT_MAX when none.
+__device__ ValueId thread_argmax(const float* row, Slice slice) {
   ValueId best{-INFINITY, INT_MAX};
   sweep(row, slice, [&](int i, float v, bool valid) {
     if (valid && v > -INFINITY) best = better(best, ValueId{v, i});
   });
-  return row_best(best, s);
+  return best;
+}
+
+// The row's argmax (thread_argmax's rule).
+__device__ ValueId row_argmax(const float* row, Slice slice, ReduceShared& s) {
+  return row_best(thread_argmax(row, slice), s);
 }
 
 // Replaces the processed logits of the slice by weights (-1 outside the top-k set); returns the
@@ -139,6 +147,55 @@ struct LogprobSpec {
   int num_top;  // [0, kMaxSampledTopLogprobs]
 };
 
+// What this thread's tokens of a slice add to the chosen token's figures: their weights
+// exp((v - max) / t) in sweep order, and how many of them rank before it.
+struct ChosenTally {
+  double sum = 0.0;
+  unsigned long long rank = 0;
+};
+__device__ ChosenTally tally_slice(const float* raw, Slice slice, float max, float inv_t,
+                                   float chosen, int token) {
+  ChosenTally t;
+  sweep(raw, slice, [&](int i, float v, bool valid) {
+    if (!valid) return;
+    t.sum += weight_of(v, max, inv_t);
+    t.rank += (v > chosen || (v == chosen && i < token)) ? 1 : 0;
+  });
+  return t;
+}
+
+// log_softmax(raw / t) of a value, from the row's max and the log of its weight sum.
+struct LogSoftmax {
+  float max;
+  double log_sum;
+  double t;
+  __device__ float operator()(float v) const {
+    return static_cast<float>((static_cast<double>(v) - static_cast<double>(max)) / t - log_sum);
+  }
+};
+
+// The chosen token's fields of out; `rank` tokens rank before it.
+__device__ void write_chosen(SampledRow* out, unsigned long long rank, float logprob, int num_top) {
+  out->chosen_rank = static_cast<int32_t>(rank + 1);
+  out->chosen_logprob = logprob;
+  out->num_top = num_top;
+}
+
+// The row's log_softmax and how many tokens rank before the chosen one (every thread of the
+// cluster gets them).
+struct ChosenFigures {
+  LogSoftmax logprob_of;
+  unsigned long long rank;
+};
+__device__ ChosenFigures chosen_figures(const float* raw, Slice slice, int token,
+                                        const LogprobSpec& p, ReduceShared& s) {
+  const float max = row_argmax(raw, slice, s).value;
+  const ChosenTally tally = tally_slice(raw, slice, max, p.inv_t, raw[token], token);
+  const double sum = row_sum(tally.sum, s);
+  const unsigned long long rank = row_sum(tally.rank, s);
+  return {LogSoftmax{max, log(sum), p.t}, rank};
+}
+
 // This block's keys of the row's top `last` (a select's result) into sh.top_keys / top_count.
 __device__ void collect_top_keys(const float* raw, Slice slice, const SelectResult& last,
                                  RowShared& sh) {
@@ -177,28 +234,10 @@ __device__ int merge_top_keys(RowShared& sh, int num_top) {
 // cluster writes them to out.
 __device__ void write_logprobs(const float* raw, Slice slice, int token, const LogprobSpec& p,
                                RowShared& sh, SampledRow* out) {
-  const float max = row_argmax(raw, slice, sh.reduce).value;
-  const float chosen = raw[token];
-  double sum = 0.0;
-  unsigned long long rank = 0;
-  sweep(raw, slice, [&](int i, float v, bool valid) {
-    if (!valid) return;
-    sum += weight_of(v, max, p.inv_t);
-    rank += (v > chosen || (v == chosen && i < token)) ? 1 : 0;
-  });
-  sum = row_sum(sum, sh.reduce);
-  rank = row_sum(rank, sh.reduce);
-  const double log_sum = log(sum);
-  const double t = p.t;
-  auto logprob_of = [&](float v) {
-    return static_cast<float>((static_cast<double>(v) - static_cast<double>(max)) / t - log_sum);
-  };
+  const ChosenFigures f = chosen_figures(raw, slice, token, p, sh.reduce);
+  const LogSoftmax& logprob_of = f.logprob_of;
   const bool writer = threadIdx.x == 0 && cluster::rank() == 0;
-  if (writer) {
-    out->chosen_rank = static_cast<int32_t>(rank + 1);
-    out->chosen_logprob = logprob_of(chosen);
-    out->num_top = p.num_top;
-  }
+  if (writer) write_chosen(out, f.rank, logprob_of(raw[token]), p.num_top);
   if (p.num_top <= 0) return;
   const SelectResult last = radix_select(raw, slice, LogitRankItem{},
                                          static_cast<unsigned long long>(p.num_top), sh.select);
@@ -259,7 +298,8 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThread
 struct ScoreArgs {
   const float* logits;  // [num_logit_rows, vocab]
   const ScoreRowParams* rows;
-  SampledRow* out;  // [num_rows]
+  const int32_t* row_ids;  // the launch's rows (indices into rows and out), one per row it runs
+  SampledRow* out;         // [num_rows]
   int vocab;
 };
 
@@ -267,13 +307,59 @@ struct ScoreArgs {
 __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThreads)
     score_rows_kernel(ScoreArgs a) {
   __shared__ RowShared sh;
-  const int64_t r = blockIdx.x / kClusterBlocks;
+  const int32_t r = a.row_ids[blockIdx.x / kClusterBlocks];
   const ScoreRowParams p = a.rows[r];
   const float* raw = a.logits + static_cast<int64_t>(p.logits_row) * a.vocab;
   SampledRow* out = a.out + r;
   if (threadIdx.x == 0 && cluster::rank() == 0) out->token = p.token;
   write_logprobs(raw, row_slice(a.vocab), p.token,
                  LogprobSpec{p.temperature, p.inv_temperature, p.num_top}, sh, out);
+}
+
+// A row's fields without alternatives.
+__device__ void write_plain_row(SampledRow* out, const ScoreRowParams& p, unsigned long long rank,
+                                float logprob) {
+  out->token = p.token;
+  write_chosen(out, rank, logprob, 0);
+}
+
+// A cluster per row without alternatives (num_top 0): score_rows_kernel's figures without its
+// selection state (a fifth of the registers and shared memory, so more blocks stay resident).
+__global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThreads)
+    score_plain_rows_kernel(ScoreArgs a) {
+  __shared__ ReduceShared reduce;
+  const int32_t r = a.row_ids[blockIdx.x / kClusterBlocks];
+  const ScoreRowParams p = a.rows[r];
+  const float* raw = a.logits + static_cast<int64_t>(p.logits_row) * a.vocab;
+  const ChosenFigures f = chosen_figures(raw, row_slice(a.vocab), p.token,
+                                         LogprobSpec{p.temperature, p.inv_temperature, 0}, reduce);
+  if (threadIdx.x == 0 && cluster::rank() == 0)
+    write_plain_row(a.out + r, p, f.rank, f.logprob_of(raw[p.token]));
+}
+
+// A block per row without alternatives: score_plain_rows_kernel's figures with its sums in its
+// order (each rank's slice summed as that rank's block sums it, then the slices in rank order),
+// so a row gets the same bits from either kernel.
+__global__ void __launch_bounds__(kThreads) score_plain_rows_block_kernel(ScoreArgs a) {
+  __shared__ ReduceShared reduce;
+  const int32_t r = a.row_ids[blockIdx.x];
+  const ScoreRowParams p = a.rows[r];
+  const int n = a.vocab;
+  const float* raw = a.logits + static_cast<int64_t>(p.logits_row) * n;
+  const float max = block_best(thread_argmax(raw, Slice{0, n}), reduce).value;
+  const float chosen = raw[p.token];
+  double sum = 0.0;
+  unsigned long long rank = 0;
+  for (int k = 0; k < kClusterBlocks; ++k) {
+    const ChosenTally part =
+        tally_slice(raw, slice_of(n, k), max, p.inv_temperature, chosen, p.token);
+    const double slice_sum = block_sum(part.sum, reduce);
+    sum = k == 0 ? slice_sum : sum + slice_sum;
+    rank += part.rank;
+  }
+  rank = block_sum(rank, reduce);
+  if (threadIdx.x == 0)
+    write_plain_row(a.out + r, p, rank, LogSoftmax{max, log(sum), p.temperature}(chosen));
 }
 
 // Blocks of the grid for `rows` rows.
@@ -304,14 +390,38 @@ void sample_tokens(CudaContext& ctx, const TensorView& logits,
 }
 
 void score_tokens(CudaContext& ctx, const TensorView& logits, std::span<const ScoreRowParams> rows,
-                  const TensorView& out) {
+                  const TensorView& out, ScoreSplit split) {
+  // The rows with alternatives, then the plain ones (num_top 0).
+  std::vector<int32_t> ids;
+  ids.reserve(rows.size());
+  for (int pass = 0; pass < 2; ++pass)
+    for (size_t r = 0; r < rows.size(); ++r)
+      if ((rows[r].num_top == 0) == (pass == 1)) ids.push_back(static_cast<int32_t>(r));
+  const size_t with_top = static_cast<size_t>(std::count_if(
+      rows.begin(), rows.end(), [](const ScoreRowParams& p) { return p.num_top > 0; }));
+  const size_t plain = rows.size() - with_top;
+  const bool block_per_plain_row =
+      split == ScoreSplit::kBlockPerPlainRow ||
+      (split == ScoreSplit::kAuto &&
+       plain >= static_cast<size_t>(ctx.props.multiProcessorCount) * kBlockRowsPerSm);
+
   ScoreArgs a;
   a.logits = static_cast<const float*>(logits.data);
   a.rows = static_cast<const ScoreRowParams*>(
       ctx.staging.stage(rows.data(), rows.size_bytes(), ctx.stream));
+  a.row_ids = ctx.staging.stage(ids, ctx.stream);
   a.out = static_cast<SampledRow*>(out.data);
   a.vocab = static_cast<int>(logits.dim(1));
-  score_rows_kernel<<<grid_of(rows.size()), kThreads, 0, ctx.stream>>>(a);
+  if (with_top > 0) {
+    score_rows_kernel<<<grid_of(with_top), kThreads, 0, ctx.stream>>>(a);
+    CUDA_LAUNCH_OK();
+  }
+  if (plain == 0) return;
+  a.row_ids += with_top;
+  if (block_per_plain_row)
+    score_plain_rows_block_kernel<<<static_cast<unsigned>(plain), kThreads, 0, ctx.stream>>>(a);
+  else
+    score_plain_rows_kernel<<<grid_of(plain), kThreads, 0, ctx.stream>>>(a);
   CUDA_LAUNCH_OK();
 }
 

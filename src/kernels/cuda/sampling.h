@@ -1,4 +1,4 @@
-// CUDA sampling and logprobs (kernels/api/sampling.h): one thread block per sampled row.
+// CUDA sampling and logprobs (kernels/api/sampling.h): a cluster of thread blocks per sampled row.
 #pragma once
 
 #include <span>
@@ -16,9 +16,16 @@ void sample_tokens(CudaContext& ctx, const TensorView& logits,
                    std::span<const uint32_t> allowed, const TensorView& scratch,
                    const TensorView& out);
 
+// How score_tokens spreads its plain rows (num_top 0; rows with alternatives always take a
+// cluster of blocks each): a cluster each, or one block each when there are at least
+// kBlockRowsPerSm per SM (kAuto); the other two force one way (tests, benchmarks). Either way a
+// row gets the same bits: the block kernel sums in the cluster's order.
+enum class ScoreSplit { kAuto, kBlockPerPlainRow, kClusterPerRow };
+constexpr int kBlockRowsPerSm = 2;
+
 // Arguments validated by kernels/api/sampling.cpp; rows is a host array staged through
 // ctx.staging. Queued on ctx.stream.
 void score_tokens(CudaContext& ctx, const TensorView& logits, std::span<const ScoreRowParams> rows,
-                  const TensorView& out);
+                  const TensorView& out, ScoreSplit split = ScoreSplit::kAuto);
 
 }  // namespace beam::cuda

@@ -3,13 +3,16 @@
 // >= 99% of rows and never leave the allowed set, logprobs and top-n match a double log_softmax,
 // penalties hit the right tokens, allowed-token masks (siblings of one logits row with different
 // masks) give the CPU's tokens; scored tokens (prompt logprobs) give compute_logprobs' ranks and
-// top-n. B in {1, 7, 64}; vocab 151936 and small. Skips without a GPU.
+// top-n, and the same bits whether score_tokens gives a row a block or a cluster. B in {1, 7, 64};
+// vocab 151936 and small. Skips without a GPU.
 #include "runtime/sampling/device_sampler.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <set>
@@ -17,6 +20,9 @@
 
 #include "../kernels_cuda/cuda_test_util.h"
 #include "../runtime_sampling/sampling_test_util.h"
+#if BEAMSERVE_CUDA
+#include "kernels/cuda/sampling.h"
+#endif
 #include "runtime/sampling/fast_exp.h"
 #include "runtime/sampling/logit_processors.h"
 
@@ -250,6 +256,68 @@ TEST_F(SamplingCudaTest, ScoredTokensMatchComputeLogprobs) {
     }
   }
 }
+
+#if BEAMSERVE_CUDA
+// score_tokens' rows without alternatives give the same bits from the block kernel as from the
+// cluster kernel (its sums in the cluster's order), beside rows with alternatives in one launch,
+// and the chosen token's figures do not depend on the alternatives asked for; on rows with -inf
+// and NaN logits, at vocabularies that do and do not split evenly over a cluster.
+TEST_F(SamplingCudaTest, ScoreSplitsGiveTheSameBits) {
+  for (int64_t vocab : {int64_t{30}, int64_t{1001}, kBeamVocab}) {
+    const int64_t b = 40;
+    std::vector<float> host = make_logits(b, vocab, 91);
+    host[3] = -INFINITY;
+    host[static_cast<size_t>(vocab + 5)] = NAN;
+    TensorView d = upload_logits(host, vocab);
+    std::vector<ScoreRowParams> rows;
+    for (int64_t i = 0; i < 300; ++i) {
+      ScoreRowParams p;
+      p.temperature = i % 2 == 0 ? 1.0 : 0.7;
+      p.inv_temperature = static_cast<float>(1.0 / p.temperature);
+      p.logits_row = static_cast<int32_t>(i % b);
+      p.token = static_cast<int32_t>((i * 7919) % vocab);
+      p.num_top = i % 3 == 0 ? 5 : 0;
+      rows.push_back(p);
+    }
+    const auto run = [&](const std::vector<ScoreRowParams>& in, cuda::ScoreSplit split) {
+      const auto n = static_cast<int64_t>(in.size());
+      TensorView out = device_tensor(DType::kI32, {n, kSampledRowWords});
+      cuda::score_tokens(*gpu.cuda, d, in, out, split);
+      HostTensor h = download(out);
+      std::vector<SampledRow> got(in.size());
+      std::memcpy(got.data(), h.view.data, h.view.nbytes());
+      return got;
+    };
+    const auto same_chosen = [](const SampledRow& a, const SampledRow& b, const std::string& at) {
+      EXPECT_EQ(a.token, b.token) << at;
+      EXPECT_EQ(a.chosen_rank, b.chosen_rank) << at;
+      EXPECT_EQ(std::bit_cast<uint32_t>(a.chosen_logprob),
+                std::bit_cast<uint32_t>(b.chosen_logprob))
+          << at << ": " << a.chosen_logprob << " vs " << b.chosen_logprob;
+    };
+    const std::vector<SampledRow> cluster = run(rows, cuda::ScoreSplit::kClusterPerRow);
+    for (cuda::ScoreSplit split : {cuda::ScoreSplit::kBlockPerPlainRow, cuda::ScoreSplit::kAuto}) {
+      const std::vector<SampledRow> got = run(rows, split);
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const std::string at = "vocab " + std::to_string(vocab) + " row " + std::to_string(i);
+        same_chosen(got[i], cluster[i], at);
+        EXPECT_EQ(std::memcmp(&got[i], &cluster[i], sizeof(SampledRow)), 0) << at;
+      }
+    }
+    std::vector<ScoreRowParams> plain = rows;
+    for (ScoreRowParams& p : plain) p.num_top = 0;
+    for (cuda::ScoreSplit split :
+         {cuda::ScoreSplit::kBlockPerPlainRow, cuda::ScoreSplit::kClusterPerRow}) {
+      const std::vector<SampledRow> got = run(plain, split);
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const std::string at = "vocab " + std::to_string(vocab) + " plain row " + std::to_string(i);
+        same_chosen(got[i], cluster[i], at);
+        EXPECT_EQ(got[i].num_top, 0) << at;
+      }
+    }
+  }
+}
+#endif
 
 TEST_F(SamplingCudaTest, PenaltiesHitTheRightTokens) {
   const int64_t vocab = 1000;
