@@ -616,7 +616,9 @@ void BM_score_tokens(benchmark::State& state) {
   const int64_t rows = state.range(0);
   const auto split = static_cast<cuda::ScoreSplit>(state.range(1));
   const TensorView logits = gpu.uniform(DType::kF32, {rows, kVocab}, 41, 8.0f);
-  const TensorView out = gpu.allocate(DType::kI32, {rows, kSampledRowWords});
+  const TensorView out =
+      gpu.from_host(DType::kI32, std::vector<int32_t>(static_cast<size_t>(rows * kSampledRowWords)))
+          .reshape({rows, kSampledRowWords});
   std::vector<ScoreRowParams> params(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
     params[static_cast<size_t>(r)].logits_row = static_cast<int32_t>(r);
