@@ -26,7 +26,6 @@
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/moe.h"
-#include "kernels/cuda/sampling.h"
 
 namespace beam {
 namespace {
@@ -607,30 +606,31 @@ BENCHMARK(BM_attention_prefill)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
-// score_tokens (prompt logprobs) of `rows` rows of Beam's vocabulary without alternatives; bytes
-// count one read of the f32 logits. range(1) = split: 0 score_tokens' choice, 1 a block per row,
-// 2 a cluster per row (cuda::ScoreSplit). Fixed iterations: each launch stages its rows anew.
+// score_tokens (prompt logprobs) of `rows` rows of Beam's vocabulary, with `top` alternatives
+// each (0: the plain rows' kernel); bytes count one read of the f32 logits. Fixed iterations: each
+// launch stages its rows anew.
 void BM_score_tokens(benchmark::State& state) {
   Gpu gpu;
   if (!gpu.start(state)) return;
   const int64_t rows = state.range(0);
-  const auto split = static_cast<cuda::ScoreSplit>(state.range(1));
   const TensorView logits = gpu.uniform(DType::kF32, {rows, kVocab}, 41, 8.0f);
   const TensorView out =
       gpu.from_host(DType::kI32, std::vector<int32_t>(static_cast<size_t>(rows * kSampledRowWords)))
           .reshape({rows, kSampledRowWords});
   std::vector<ScoreRowParams> params(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
-    params[static_cast<size_t>(r)].logits_row = static_cast<int32_t>(r);
-    params[static_cast<size_t>(r)].token = static_cast<int32_t>((r * 7919) % kVocab);
+    ScoreRowParams& p = params[static_cast<size_t>(r)];
+    p.logits_row = static_cast<int32_t>(r);
+    p.token = static_cast<int32_t>((r * 7919) % kVocab);
+    p.num_top = static_cast<int32_t>(state.range(1));
   }
   time_op(state, gpu, 4.0 * static_cast<double>(rows * kVocab),
-          [&] { cuda::score_tokens(*gpu.ctx.cuda, logits, params, out, split); });
+          [&] { score_tokens(gpu.ctx, logits, params, out); });
 }
 
 BENCHMARK(BM_score_tokens)
-    ->ArgNames({"rows", "split"})
-    ->ArgsProduct({{1, 32, 132, 264, 512, 2048}, {0, 1, 2}})
+    ->ArgNames({"rows", "top"})
+    ->ArgsProduct({{1, 32, 132, 512, 2048}, {0, 20}})
     ->Iterations(10)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);

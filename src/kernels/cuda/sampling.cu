@@ -6,9 +6,8 @@
 // keys (sampling_select.cuh); probability masses are exact integer sums of 2^-44 fixed-point
 // weights, so a row gives the same token whatever the launch, and the CPU's token whenever its
 // double sums put the draw on the same side of every boundary. score_tokens: the same logprobs
-// of given tokens (prompt logprobs), nothing drawn: a cluster per row, or one block per row for
-// rows without alternatives once they fill the GPU (the same sums in the same order, so the same
-// bits). Rank 0 of a row's cluster writes its SampledRow.
+// of given tokens (prompt logprobs), a cluster per row, nothing drawn (rows without alternatives
+// in a lighter kernel with the same sums). Rank 0 of a row's cluster writes its SampledRow.
 #include <algorithm>
 #include <cfloat>
 #include <climits>
@@ -68,19 +67,14 @@ __device__ __forceinline__ bool is_allowed(const uint32_t* mask, int i) {
   return mask == nullptr || ((mask[i >> 5] >> (i & 31)) & 1u) != 0;
 }
 
-// This thread's argmax over values > -inf (NaN and -inf never win), ties → lowest id; id
-// INT_MAX when none.
-__device__ ValueId thread_argmax(const float* row, Slice slice) {
+// argmax over the row's values > -inf (NaN and -inf never win), ties → lowest id; id INT_MAX
+// when none.
+__device__ ValueId row_argmax(const float* row, Slice slice, ReduceShared& s) {
   ValueId best{-INFINITY, INT_MAX};
   sweep(row, slice, [&](int i, float v, bool valid) {
     if (valid && v > -INFINITY) best = better(best, ValueId{v, i});
   });
-  return best;
-}
-
-// The row's argmax (thread_argmax's rule).
-__device__ ValueId row_argmax(const float* row, Slice slice, ReduceShared& s) {
-  return row_best(thread_argmax(row, slice), s);
+  return row_best(best, s);
 }
 
 // Replaces the processed logits of the slice by weights (-1 outside the top-k set); returns the
@@ -147,23 +141,6 @@ struct LogprobSpec {
   int num_top;  // [0, kMaxSampledTopLogprobs]
 };
 
-// What this thread's tokens of a slice add to the chosen token's figures: their weights
-// exp((v - max) / t) in sweep order, and how many of them rank before it.
-struct ChosenTally {
-  double sum = 0.0;
-  unsigned long long rank = 0;
-};
-__device__ ChosenTally tally_slice(const float* raw, Slice slice, float max, float inv_t,
-                                   float chosen, int token) {
-  ChosenTally t;
-  sweep(raw, slice, [&](int i, float v, bool valid) {
-    if (!valid) return;
-    t.sum += weight_of(v, max, inv_t);
-    t.rank += (v > chosen || (v == chosen && i < token)) ? 1 : 0;
-  });
-  return t;
-}
-
 // log_softmax(raw / t) of a value, from the row's max and the log of its weight sum.
 struct LogSoftmax {
   float max;
@@ -190,10 +167,15 @@ struct ChosenFigures {
 __device__ ChosenFigures chosen_figures(const float* raw, Slice slice, int token,
                                         const LogprobSpec& p, ReduceShared& s) {
   const float max = row_argmax(raw, slice, s).value;
-  const ChosenTally tally = tally_slice(raw, slice, max, p.inv_t, raw[token], token);
-  const double sum = row_sum(tally.sum, s);
-  const unsigned long long rank = row_sum(tally.rank, s);
-  return {LogSoftmax{max, log(sum), p.t}, rank};
+  const float chosen = raw[token];
+  double sum = 0.0;
+  unsigned long long rank = 0;
+  sweep(raw, slice, [&](int i, float v, bool valid) {
+    if (!valid) return;
+    sum += weight_of(v, max, p.inv_t);
+    rank += (v > chosen || (v == chosen && i < token)) ? 1 : 0;
+  });
+  return {LogSoftmax{max, log(row_sum(sum, s)), p.t}, row_sum(rank, s)};
 }
 
 // This block's keys of the row's top `last` (a select's result) into sh.top_keys / top_count.
@@ -316,15 +298,9 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThread
                  LogprobSpec{p.temperature, p.inv_temperature, p.num_top}, sh, out);
 }
 
-// A row's fields without alternatives.
-__device__ void write_plain_row(SampledRow* out, const ScoreRowParams& p, unsigned long long rank,
-                                float logprob) {
-  out->token = p.token;
-  write_chosen(out, rank, logprob, 0);
-}
-
-// A cluster per row without alternatives (num_top 0): score_rows_kernel's figures without its
-// selection state (a fifth of the registers and shared memory, so more blocks stay resident).
+// A cluster per row without alternatives (num_top 0): score_rows_kernel's figures (the same code,
+// so the same bits) without its selection state: half the registers and a twenty-fifth of the
+// shared memory, so twice the blocks stay resident (docs/benchmarks.md, runs 280-281).
 __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThreads)
     score_plain_rows_kernel(ScoreArgs a) {
   __shared__ ReduceShared reduce;
@@ -333,33 +309,10 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThread
   const float* raw = a.logits + static_cast<int64_t>(p.logits_row) * a.vocab;
   const ChosenFigures f = chosen_figures(raw, row_slice(a.vocab), p.token,
                                          LogprobSpec{p.temperature, p.inv_temperature, 0}, reduce);
-  if (threadIdx.x == 0 && cluster::rank() == 0)
-    write_plain_row(a.out + r, p, f.rank, f.logprob_of(raw[p.token]));
-}
-
-// A block per row without alternatives: score_plain_rows_kernel's figures with its sums in its
-// order (each rank's slice summed as that rank's block sums it, then the slices in rank order),
-// so a row gets the same bits from either kernel.
-__global__ void __launch_bounds__(kThreads) score_plain_rows_block_kernel(ScoreArgs a) {
-  __shared__ ReduceShared reduce;
-  const int32_t r = a.row_ids[blockIdx.x];
-  const ScoreRowParams p = a.rows[r];
-  const int n = a.vocab;
-  const float* raw = a.logits + static_cast<int64_t>(p.logits_row) * n;
-  const float max = block_best(thread_argmax(raw, Slice{0, n}), reduce).value;
-  const float chosen = raw[p.token];
-  double sum = 0.0;
-  unsigned long long rank = 0;
-  for (int k = 0; k < kClusterBlocks; ++k) {
-    const ChosenTally part =
-        tally_slice(raw, slice_of(n, k), max, p.inv_temperature, chosen, p.token);
-    const double slice_sum = block_sum(part.sum, reduce);
-    sum = k == 0 ? slice_sum : sum + slice_sum;
-    rank += part.rank;
+  if (threadIdx.x == 0 && cluster::rank() == 0) {
+    a.out[r].token = p.token;
+    write_chosen(a.out + r, f.rank, f.logprob_of(raw[p.token]), 0);
   }
-  rank = block_sum(rank, reduce);
-  if (threadIdx.x == 0)
-    write_plain_row(a.out + r, p, rank, LogSoftmax{max, log(sum), p.temperature}(chosen));
 }
 
 // Blocks of the grid for `rows` rows.
@@ -390,7 +343,7 @@ void sample_tokens(CudaContext& ctx, const TensorView& logits,
 }
 
 void score_tokens(CudaContext& ctx, const TensorView& logits, std::span<const ScoreRowParams> rows,
-                  const TensorView& out, ScoreSplit split) {
+                  const TensorView& out) {
   // The rows with alternatives, then the plain ones (num_top 0).
   std::vector<int32_t> ids;
   ids.reserve(rows.size());
@@ -400,10 +353,6 @@ void score_tokens(CudaContext& ctx, const TensorView& logits, std::span<const Sc
   const size_t with_top = static_cast<size_t>(std::count_if(
       rows.begin(), rows.end(), [](const ScoreRowParams& p) { return p.num_top > 0; }));
   const size_t plain = rows.size() - with_top;
-  const bool block_per_plain_row =
-      split == ScoreSplit::kBlockPerPlainRow ||
-      (split == ScoreSplit::kAuto &&
-       plain >= static_cast<size_t>(ctx.props.multiProcessorCount) * kBlockRowsPerSm);
 
   ScoreArgs a;
   a.logits = static_cast<const float*>(logits.data);
@@ -416,13 +365,11 @@ void score_tokens(CudaContext& ctx, const TensorView& logits, std::span<const Sc
     score_rows_kernel<<<grid_of(with_top), kThreads, 0, ctx.stream>>>(a);
     CUDA_LAUNCH_OK();
   }
-  if (plain == 0) return;
-  a.row_ids += with_top;
-  if (block_per_plain_row)
-    score_plain_rows_block_kernel<<<static_cast<unsigned>(plain), kThreads, 0, ctx.stream>>>(a);
-  else
+  if (plain > 0) {
+    a.row_ids += with_top;
     score_plain_rows_kernel<<<grid_of(plain), kThreads, 0, ctx.stream>>>(a);
-  CUDA_LAUNCH_OK();
+    CUDA_LAUNCH_OK();
+  }
 }
 
 }  // namespace beam::cuda

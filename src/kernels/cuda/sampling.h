@@ -16,16 +16,9 @@ void sample_tokens(CudaContext& ctx, const TensorView& logits,
                    std::span<const uint32_t> allowed, const TensorView& scratch,
                    const TensorView& out);
 
-// How score_tokens spreads its plain rows (num_top 0; rows with alternatives always take a
-// cluster of blocks each): a cluster each, or one block each when there are at least
-// kBlockRowsPerSm per SM (kAuto); the other two force one way (tests, benchmarks). Either way a
-// row gets the same bits: the block kernel sums in the cluster's order.
-enum class ScoreSplit { kAuto, kBlockPerPlainRow, kClusterPerRow };
-constexpr int kBlockRowsPerSm = 2;
-
 // Arguments validated by kernels/api/sampling.cpp; rows is a host array staged through
 // ctx.staging. Queued on ctx.stream.
 void score_tokens(CudaContext& ctx, const TensorView& logits, std::span<const ScoreRowParams> rows,
-                  const TensorView& out, ScoreSplit split = ScoreSplit::kAuto);
+                  const TensorView& out);
 
 }  // namespace beam::cuda

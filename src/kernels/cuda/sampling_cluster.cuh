@@ -20,16 +20,11 @@ struct Slice {
   int end;
 };
 
-// Rank r's slice of an n-token row: [r·c, (r + 1)·c) ∩ [0, n), c = ceil(n / kClusterBlocks).
-__device__ __forceinline__ Slice slice_of(int n, int r) {
-  const int chunk = (n + kClusterBlocks - 1) / kClusterBlocks;
-  const int begin = min(n, r * chunk);
-  return {begin, min(n, begin + chunk)};
-}
-
-// This block's slice of an n-token row.
+// This block's slice of an n-token row: [r·c, (r + 1)·c) ∩ [0, n), c = ceil(n / kClusterBlocks).
 __device__ __forceinline__ Slice row_slice(int n) {
-  return slice_of(n, static_cast<int>(cluster::rank()));
+  const int chunk = (n + kClusterBlocks - 1) / kClusterBlocks;
+  const int begin = min(n, static_cast<int>(cluster::rank()) * chunk);
+  return {begin, min(n, begin + chunk)};
 }
 
 // Calls f(i, src[i], true) for each i of slice s, and f(i, 0, false) for lanes past its end, so

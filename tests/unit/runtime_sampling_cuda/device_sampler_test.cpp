@@ -3,8 +3,8 @@
 // >= 99% of rows and never leave the allowed set, logprobs and top-n match a double log_softmax,
 // penalties hit the right tokens, allowed-token masks (siblings of one logits row with different
 // masks) give the CPU's tokens; scored tokens (prompt logprobs) give compute_logprobs' ranks and
-// top-n, and the same bits whether score_tokens gives a row a block or a cluster. B in {1, 7, 64};
-// vocab 151936 and small. Skips without a GPU.
+// top-n, and the same chosen-token bits with alternatives or without (two kernels). B in
+// {1, 7, 64}; vocab 151936 and small. Skips without a GPU.
 #include "runtime/sampling/device_sampler.h"
 
 #include <gtest/gtest.h>
@@ -20,9 +20,6 @@
 
 #include "../kernels_cuda/cuda_test_util.h"
 #include "../runtime_sampling/sampling_test_util.h"
-#if BEAMSERVE_CUDA
-#include "kernels/cuda/sampling.h"
-#endif
 #include "runtime/sampling/fast_exp.h"
 #include "runtime/sampling/logit_processors.h"
 
@@ -257,12 +254,10 @@ TEST_F(SamplingCudaTest, ScoredTokensMatchComputeLogprobs) {
   }
 }
 
-#if BEAMSERVE_CUDA
-// score_tokens' rows without alternatives give the same bits from the block kernel as from the
-// cluster kernel (its sums in the cluster's order), beside rows with alternatives in one launch,
-// and the chosen token's figures do not depend on the alternatives asked for; on rows with -inf
-// and NaN logits, at vocabularies that do and do not split evenly over a cluster.
-TEST_F(SamplingCudaTest, ScoreSplitsGiveTheSameBits) {
+// score_tokens' rows without alternatives (their own kernel) give the chosen token's rank and
+// logprob bit for bit as the same rows asking for alternatives, both kinds in one launch; on rows
+// with -inf and NaN logits, at vocabularies that do and do not split evenly over a cluster.
+TEST_F(SamplingCudaTest, ScoredRowsGiveTheSameBitsWithOrWithoutAlternatives) {
   for (int64_t vocab : {int64_t{30}, int64_t{1001}, kBeamVocab}) {
     const int64_t b = 40;
     std::vector<float> host = make_logits(b, vocab, 91);
@@ -279,45 +274,31 @@ TEST_F(SamplingCudaTest, ScoreSplitsGiveTheSameBits) {
       p.num_top = i % 3 == 0 ? 5 : 0;
       rows.push_back(p);
     }
-    const auto run = [&](const std::vector<ScoreRowParams>& in, cuda::ScoreSplit split) {
+    std::vector<ScoreRowParams> flipped = rows;  // alternatives where rows has none, and back
+    for (ScoreRowParams& p : flipped) p.num_top = p.num_top == 0 ? 5 : 0;
+    const auto run = [&](const std::vector<ScoreRowParams>& in) {
       const auto n = static_cast<int64_t>(in.size());
       TensorView out = device_tensor(DType::kI32, {n, kSampledRowWords});
-      cuda::score_tokens(*gpu.cuda, d, in, out, split);
+      score_tokens(gpu, d, in, out);
       HostTensor h = download(out);
       std::vector<SampledRow> got(in.size());
       std::memcpy(got.data(), h.view.data, h.view.nbytes());
       return got;
     };
-    const auto same_chosen = [](const SampledRow& a, const SampledRow& b, const std::string& at) {
-      EXPECT_EQ(a.token, b.token) << at;
-      EXPECT_EQ(a.chosen_rank, b.chosen_rank) << at;
-      EXPECT_EQ(std::bit_cast<uint32_t>(a.chosen_logprob),
-                std::bit_cast<uint32_t>(b.chosen_logprob))
-          << at << ": " << a.chosen_logprob << " vs " << b.chosen_logprob;
-    };
-    const std::vector<SampledRow> cluster = run(rows, cuda::ScoreSplit::kClusterPerRow);
-    for (cuda::ScoreSplit split : {cuda::ScoreSplit::kBlockPerPlainRow, cuda::ScoreSplit::kAuto}) {
-      const std::vector<SampledRow> got = run(rows, split);
-      for (size_t i = 0; i < rows.size(); ++i) {
-        const std::string at = "vocab " + std::to_string(vocab) + " row " + std::to_string(i);
-        same_chosen(got[i], cluster[i], at);
-        EXPECT_EQ(std::memcmp(&got[i], &cluster[i], sizeof(SampledRow)), 0) << at;
-      }
-    }
-    std::vector<ScoreRowParams> plain = rows;
-    for (ScoreRowParams& p : plain) p.num_top = 0;
-    for (cuda::ScoreSplit split :
-         {cuda::ScoreSplit::kBlockPerPlainRow, cuda::ScoreSplit::kClusterPerRow}) {
-      const std::vector<SampledRow> got = run(plain, split);
-      for (size_t i = 0; i < rows.size(); ++i) {
-        const std::string at = "vocab " + std::to_string(vocab) + " plain row " + std::to_string(i);
-        same_chosen(got[i], cluster[i], at);
-        EXPECT_EQ(got[i].num_top, 0) << at;
-      }
+    const std::vector<SampledRow> a = run(rows), c = run(flipped);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const std::string at = "vocab " + std::to_string(vocab) + " row " + std::to_string(i);
+      EXPECT_EQ(a[i].token, rows[i].token) << at;
+      EXPECT_EQ(c[i].token, rows[i].token) << at;
+      EXPECT_EQ(a[i].num_top, rows[i].num_top) << at;
+      EXPECT_EQ(c[i].num_top, flipped[i].num_top) << at;
+      EXPECT_EQ(a[i].chosen_rank, c[i].chosen_rank) << at;
+      EXPECT_EQ(std::bit_cast<uint32_t>(a[i].chosen_logprob),
+                std::bit_cast<uint32_t>(c[i].chosen_logprob))
+          << at << ": " << a[i].chosen_logprob << " vs " << c[i].chosen_logprob;
     }
   }
 }
-#endif
 
 TEST_F(SamplingCudaTest, PenaltiesHitTheRightTokens) {
   const int64_t vocab = 1000;
