@@ -94,6 +94,46 @@ Error too_many_automaton_bytes() {
                     std::to_string(kMaxGrammarTerminalBytes >> 20) + " MiB");
 }
 
+// The rules' index by name and, per rule, the rules it refers to; an error names a rule defined
+// twice or a reference to an undefined one, with its line in `text` (where the rules were parsed).
+Status index_rules(std::string_view text, const std::vector<EbnfRule>& rules,
+                   std::map<std::string, int32_t>& index, std::vector<std::vector<int32_t>>& refs) {
+  for (size_t r = 0; r < rules.size(); ++r) {
+    const auto [it, inserted] = index.emplace(rules[r].name, static_cast<int32_t>(r));
+    if (!inserted)
+      return make_error(
+          "grammar line " + std::to_string(text_position(text, rules[r].offset).line) + ": rule '" +
+          rules[r].name + "' is defined twice (first on line " +
+          std::to_string(text_position(text, rules[static_cast<size_t>(it->second)].offset).line) +
+          ")");
+  }
+  refs.resize(rules.size());
+  for (size_t r = 0; r < rules.size(); ++r) {
+    std::vector<const EbnfExpr*> found;
+    collect_refs(rules[r].body, found);
+    for (const EbnfExpr* ref : found) {
+      const auto it = index.find(ref->name);
+      if (it == index.end())
+        return make_error("grammar line " + std::to_string(text_position(text, ref->offset).line) +
+                          ":" + std::to_string(text_position(text, ref->offset).column) +
+                          ": rule '" + rules[r].name + "' refers to undefined rule '" + ref->name +
+                          "'");
+      refs[r].push_back(it->second);
+    }
+  }
+  return ok_status();
+}
+
+Error no_root(std::string_view root) {
+  return make_error("the grammar has no rule '" + std::string(root) + "' to start from");
+}
+
+// An error of a Lark grammar's GBNF translation, saying where its positions point.
+Error in_lark_grammar(const Error& e) {
+  return make_error(e.message +
+                    " (a Lark grammar: lines are its own, columns its GBNF translation's)");
+}
+
 }  // namespace
 
 Status check_automata_bytes(const std::vector<std::shared_ptr<const ByteDfa>>& automata) {
@@ -119,8 +159,7 @@ class GrammarLowering {
     for (EbnfRule& rule : src_) eliminate_direct_left_recursion(rule);
     BEAM_RETURN_IF_ERROR(resolve_names());
     const auto it = index_.find(std::string(root));
-    if (it == index_.end())
-      return make_error("the grammar has no rule '" + std::string(root) + "' to start from");
+    if (it == index_.end()) return no_root(root);
     find_regular_rules();
     lowered_.assign(src_.size(), -1);
     g_->root_ = lower_rule(it->second);
@@ -143,33 +182,7 @@ class GrammarLowering {
   }
 
  private:
-  Status resolve_names() {
-    for (size_t r = 0; r < src_.size(); ++r) {
-      const auto [it, inserted] = index_.emplace(src_[r].name, static_cast<int32_t>(r));
-      if (!inserted)
-        return make_error(
-            "grammar line " + std::to_string(text_position(text_, src_[r].offset).line) +
-            ": rule '" + src_[r].name + "' is defined twice (first on line " +
-            std::to_string(
-                text_position(text_, src_[static_cast<size_t>(it->second)].offset).line) +
-            ")");
-    }
-    refs_.resize(src_.size());
-    for (size_t r = 0; r < src_.size(); ++r) {
-      std::vector<const EbnfExpr*> refs;
-      collect_refs(src_[r].body, refs);
-      for (const EbnfExpr* ref : refs) {
-        const auto it = index_.find(ref->name);
-        if (it == index_.end())
-          return make_error("grammar line " +
-                            std::to_string(text_position(text_, ref->offset).line) + ":" +
-                            std::to_string(text_position(text_, ref->offset).column) + ": rule '" +
-                            src_[r].name + "' refers to undefined rule '" + ref->name + "'");
-        refs_[r].push_back(it->second);
-      }
-    }
-    return ok_status();
-  }
+  Status resolve_names() { return index_rules(text_, src_, index_, refs_); }
 
   // regular_[r]: no cycle of references is reachable from r (Tarjan's components, sinks first).
   void find_regular_rules() {
@@ -257,15 +270,13 @@ class GrammarLowering {
   }
 
   // The terminal of a regex tree (equal trees share one), or nullopt when its automaton is past
-  // ByteDfa's limits.
+  // ByteDfa's limits or the grammar has failed (then nothing more is keyed or built).
   std::optional<int32_t> terminal(const RegexNode& tree) {
+    if (terminal_bytes_ > kMaxGrammarTerminalBytes && !error_) error_ = too_complex();
+    if (error_) return std::nullopt;
     std::string key;
     append_key(tree, key);
     if (const auto it = terminal_memo_.find(key); it != terminal_memo_.end()) return it->second;
-    if (terminal_bytes_ > kMaxGrammarTerminalBytes) {
-      if (!error_) error_ = too_complex();
-      return std::nullopt;
-    }
     auto dfa = ByteDfa::from_regex(tree, &dfa_budget_);
     if (!dfa.ok() && dfa_budget_.spent()) {  // not this terminal's size: the grammar's
       if (!error_)
@@ -380,6 +391,7 @@ class GrammarLowering {
       run.clear();
     };
     for (const EbnfExpr* item : items) {
+      if (error_) return {};
       if (std::optional<RegexNode> tree = regex_of(*item)) {
         run.emplace_back(item, std::move(*tree));
         continue;
@@ -574,10 +586,33 @@ Expected<std::shared_ptr<const EbnfGrammar>> EbnfGrammar::compile_gbnf_or_lark(
   if (!looks_like_lark(text)) return compile(text);
   BEAM_ASSIGN_OR_RETURN(std::string gbnf, lark_to_gbnf(text));
   auto grammar = compile(gbnf, kLarkRoot);
-  if (!grammar.ok())
-    return make_error(grammar.error().message +
-                      " (a Lark grammar: lines are its own, columns its GBNF translation's)");
+  if (!grammar.ok()) return in_lark_grammar(grammar.error());
   return grammar;
+}
+
+Expected<ParsedGrammar> EbnfGrammar::parse_gbnf_or_lark(std::string_view text) {
+  const bool lark = looks_like_lark(text);
+  std::string gbnf;
+  if (lark) {
+    BEAM_ASSIGN_OR_RETURN(gbnf, lark_to_gbnf(text));
+  }
+  const std::string_view source = lark ? std::string_view(gbnf) : text;
+  ParsedGrammar out{.rules = {}, .root = lark ? std::string(kLarkRoot) : "root"};
+  std::optional<Status> read;
+  run_on_large_stack([&] {
+    Expected<std::vector<EbnfRule>> rules = parse_ebnf(source, kMaxGrammarRepeat);
+    if (!rules.ok()) {
+      read.emplace(rules.error());
+      return;
+    }
+    out.rules = std::move(rules).value();
+    std::map<std::string, int32_t> index;
+    std::vector<std::vector<int32_t>> refs;
+    read.emplace(index_rules(source, out.rules, index, refs));
+    if (read->ok() && !index.contains(out.root)) read.emplace(no_root(out.root));
+  });
+  if (!read->ok()) return lark ? in_lark_grammar(read->error()) : read->error();
+  return out;
 }
 
 }  // namespace beam

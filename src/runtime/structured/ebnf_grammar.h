@@ -14,10 +14,9 @@
 
 #include "core/status.h"
 #include "runtime/structured/byte_dfa.h"
+#include "runtime/structured/ebnf_syntax.h"
 
 namespace beam {
-
-struct EbnfRule;  // ebnf_syntax.h
 
 // Most elements (terminals, rule references, ends) of a compiled grammar.
 inline constexpr int32_t kMaxGrammarElements = 1 << 20;
@@ -51,6 +50,13 @@ struct GrammarRule {
 // code that builds them checks as it goes, so a hostile input stops before it holds more.
 Status check_automata_bytes(const std::vector<std::shared_ptr<const ByteDfa>>& automata);
 
+// Rules read from GBNF (or Lark) text, their names checked as compile() checks them, not
+// lowered: a structural tag embeds them in its own grammar, which compiles once.
+struct ParsedGrammar {
+  std::vector<EbnfRule> rules;
+  std::string root;  // the start rule's name
+};
+
 class EbnfGrammar {
  public:
   // Compiles GBNF text whose start rule is `root`. An error names the problem and where it is
@@ -62,6 +68,10 @@ class EbnfGrammar {
   // GBNF from `root`, or a Lark grammar from `start` when the text defines no `name ::=` rule
   // (vLLM's test; lark_grammar.h).
   static Expected<std::shared_ptr<const EbnfGrammar>> compile_gbnf_or_lark(std::string_view text);
+  // compile_gbnf_or_lark's reading and name checks (syntax, undefined or duplicate rules, no start
+  // rule: the same errors), without lowering or the checks that need it (left recursion, rules
+  // that never finish, the size and complexity limits), so it builds no automata.
+  static Expected<ParsedGrammar> parse_gbnf_or_lark(std::string_view text);
   // Rules built in code (structural tags, structural_tag.h) lowered as compile() lowers parsed
   // ones; a kDfa item is the terminal automata[dfa] (never merged with neighbouring items), and
   // the automata count against kMaxGrammarTerminalBytes. Errors name rules, not text positions.

@@ -5,6 +5,7 @@
 // grammars keep their rules under a prefix.
 #include "runtime/structured/structural_tag.h"
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,7 +14,6 @@
 #include "runtime/structured/ebnf_syntax.h"
 #include "runtime/structured/free_text_dfa.h"
 #include "runtime/structured/json_schema_rules.h"
-#include "runtime/structured/lark_grammar.h"
 #include "runtime/structured/structural_tag_format.h"
 
 namespace beam {
@@ -114,23 +114,20 @@ class TagLowering {
     return name;
   }
 
-  // The rules of an embedded grammar under a prefix of their own; a reference to its start rule.
-  Expected<EbnfExpr> grammar(const StructuralFormat& f) {
-    std::string text = f.text;
-    std::string root = "root";
-    if (looks_like_lark(text)) {
-      BEAM_ASSIGN_OR_RETURN(text, lark_to_gbnf(text));
-      root = std::string(kLarkRoot);
-    }
-    BEAM_ASSIGN_OR_RETURN(std::vector<EbnfRule> rules, parse_ebnf(text, kMaxGrammarRepeat));
-    const std::string prefix = "grammar" + std::to_string(++count_) + ".";
-    for (EbnfRule& rule : rules) {
-      rule.name = prefix + rule.name;
-      rule.offset = 0;
-      prefix_refs(rule.body, prefix);
-      rules_.push_back(std::move(rule));
-    }
-    return ebnf_ref(prefix + root);
+  // A reference to an embedded grammar's start rule. Its rules join the tag's once, under a prefix
+  // naming where it first appears ("format.elements[2].grammar."), which errors of the tag's
+  // grammar (left recursion, a rule that never finishes, the limits) then name.
+  EbnfExpr grammar(const StructuralFormat& f) {
+    auto [it, first] = grammar_prefixes_.try_emplace(f.grammar.get(), f.path + ".");
+    const std::string& prefix = it->second;
+    if (first)
+      for (EbnfRule rule : f.grammar->rules) {
+        rule.name = prefix + rule.name;
+        rule.offset = 0;
+        prefix_refs(rule.body, prefix);
+        rules_.push_back(std::move(rule));
+      }
+    return ebnf_ref(prefix + f.grammar->root);
   }
 
   // A rule for what follows a tag's begin: its content, then an end string (within the content
@@ -214,7 +211,9 @@ class TagLowering {
   std::vector<EbnfRule> rules_;
   std::vector<std::shared_ptr<const ByteDfa>> automata_;
   JsonSchemaRules json_{rules_, automata_};
-  int32_t count_ = 0;  // names rules, schemas and grammars
+  std::map<const ParsedGrammar*, std::string>
+      grammar_prefixes_;  // embedded grammars' rule prefixes
+  int32_t count_ = 0;     // names rules and schemas
 };
 
 }  // namespace

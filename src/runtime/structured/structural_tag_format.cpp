@@ -3,6 +3,7 @@
 // where they may stand, and which trigger each triggered tag belongs to.
 #include "runtime/structured/structural_tag_format.h"
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string_view>
@@ -102,6 +103,8 @@ class TagReader {
   static Status set_unbounded(StructuralFormat& f);
 
   DfaBuildBudget dfa_budget_;  // what the tag's regex elements may take and hold together
+  // The tag's grammar texts, each read once (lowered with the whole tag's grammar).
+  std::map<std::string, std::shared_ptr<const ParsedGrammar>> grammars_;
 };
 
 Expected<std::vector<StructuralFormat>> TagReader::list(const Json& object, const std::string& path,
@@ -166,9 +169,15 @@ Expected<StructuralFormat> TagReader::format(const Json& j, const std::string& p
     f.path = child(path, "json_schema");
   } else if (type == "grammar") {
     f.kind = Kind::kGrammar;
-    BEAM_ASSIGN_OR_RETURN(f.text, string_field(j, path, "grammar"));
-    auto grammar = EbnfGrammar::compile_gbnf_or_lark(f.text);
-    if (!grammar.ok()) return field_error(path + ".grammar", grammar.error().message);
+    f.path = child(path, "grammar");
+    BEAM_ASSIGN_OR_RETURN(const std::string text, string_field(j, path, "grammar"));
+    std::shared_ptr<const ParsedGrammar>& parsed = grammars_[text];
+    if (!parsed) {
+      auto read = EbnfGrammar::parse_gbnf_or_lark(text);
+      if (!read.ok()) return field_error(f.path, read.error().message);
+      parsed = std::make_shared<const ParsedGrammar>(std::move(read).value());
+    }
+    f.grammar = parsed;
   } else if (type == "regex") {
     f.kind = Kind::kRegex;
     BEAM_ASSIGN_OR_RETURN(const std::string pattern, string_field(j, path, "pattern"));

@@ -10,6 +10,7 @@
 
 #include "core/status.h"
 #include "runtime/structured/byte_dfa.h"
+#include "runtime/structured/ebnf_grammar.h"
 #include "runtime/structured/json_grammar.h"
 
 namespace beam {
@@ -21,7 +22,7 @@ struct StructuralFormat {
   enum class Kind : uint8_t {
     kConstString,        // `text` exactly
     kJsonSchema,         // JSON text of `schema`
-    kGrammar,            // text the GBNF (or Lark) grammar `text` matches whole
+    kGrammar,            // text the GBNF (or Lark) grammar `grammar` matches whole
     kRegex,              // text `regex` matches whole
     kSequence,           // `items` one after another
     kOr,                 // one of `items`
@@ -35,6 +36,8 @@ struct StructuralFormat {
   std::string path = {};
   std::string text = {};
   std::shared_ptr<const JsonGrammar> schema = {};  // kJsonSchema
+  // kGrammar: its rules (equal grammar texts of one tag share them).
+  std::shared_ptr<const ParsedGrammar> grammar = {};
   std::shared_ptr<const ByteDfa> regex = {};       // kRegex
   std::vector<StructuralFormat> items = {};
   std::vector<std::string> ends = {};      // kTag
@@ -48,8 +51,9 @@ struct StructuralFormat {
 
 // Reads a structural tag: {"type": "structural_tag", "format": {...}} (xgrammar's shape; "type"
 // may be left out) or the legacy {"structures": [{"begin", "schema", "end"}], "triggers": [...]}
-// (triggered tags of JSON schemas). JSON schemas, regexes and grammars are compiled here. An
-// error names the field by its path inside the tag ("'format.tags[1].begin': ...").
+// (triggered tags of JSON schemas). JSON schemas and regexes are compiled here; grammars are read
+// and their rule names checked (compile_structural_tag lowers them with the rest of the tag, once).
+// An error names the field by its path inside the tag ("'format.tags[1].begin': ...").
 Expected<StructuralFormat> parse_structural_tag(const nlohmann::ordered_json& tag);
 
 }  // namespace beam
