@@ -39,11 +39,12 @@ void for_each_view(BeamWeights& w, const std::function<void(TensorView&)>& fn) {
 
 }  // namespace
 
-Expected<DeviceWeights> upload_weights(const KernelContext& ctx, std::shared_ptr<const BeamWeights> host) {
+Expected<DeviceWeights> upload_weights(const KernelContext& ctx,
+                                       std::shared_ptr<const BeamWeights> host, bool releasable) {
   BEAM_CHECK(host != nullptr) << "upload_weights: no weights";
   switch (ctx.device) {
     case Device::kCpu:
-      return DeviceWeights{std::move(host), 0};
+      return DeviceWeights{std::move(host), 0, nullptr};
     case Device::kCuda:
       break;
   }
@@ -62,12 +63,25 @@ Expected<DeviceWeights> upload_weights(const KernelContext& ctx, std::shared_ptr
     auto [it, inserted] = offsets.try_emplace({v.data, v.nbytes()}, arena_bytes);
     if (inserted) arena_bytes += (v.nbytes() + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
   });
-  Expected<DeviceBuffer> arena = allocate_buffer(ctx, arena_bytes);
-  if (!arena.ok())
-    return make_error("uploading " + std::to_string(arena_bytes) + " bytes of weights: " + arena.error().message);
+  const auto no_room = [&](const Error& e) {
+    return make_error("uploading " + std::to_string(arena_bytes) +
+                      " bytes of weights: " + e.message);
+  };
+  std::shared_ptr<ReleasableMemory> memory;
+  DeviceBuffer arena;
+  if (releasable) {
+    Expected<std::shared_ptr<ReleasableMemory>> m = allocate_releasable(ctx, arena_bytes);
+    if (!m.ok()) return no_room(m.error());
+    memory = *m;
+    arena = releasable_buffer(memory);
+  } else {
+    Expected<DeviceBuffer> b = allocate_buffer(ctx, arena_bytes);
+    if (!b.ok()) return no_room(b.error());
+    arena = std::move(*b);
+  }
 
   // Copy each distinct tensor once, then retarget every view.
-  char* base = static_cast<char*>(arena->data());
+  char* base = static_cast<char*>(arena.data());
   for (const auto& [key, offset] : offsets) {
     TensorView src{const_cast<void*>(key.first), DType::kU8, {static_cast<int64_t>(key.second)}, Device::kCpu};
     TensorView dst{base + offset, DType::kU8, {static_cast<int64_t>(key.second)}, ctx.device};
@@ -81,9 +95,9 @@ Expected<DeviceWeights> upload_weights(const KernelContext& ctx, std::shared_ptr
     v.data = base + offsets.at({v.data, v.nbytes()});
     v.device = ctx.device;
   });
-  dev->storage.push_back(arena->owner());
+  dev->storage.push_back(arena.owner());
   BEAM_RETURN_IF_ERROR(pack_moe_weights(ctx, *dev));
-  return DeviceWeights{std::move(dev), static_cast<int64_t>(arena_bytes)};
+  return DeviceWeights{std::move(dev), static_cast<int64_t>(arena_bytes), std::move(memory)};
 }
 
 Status copy_weights_into(const KernelContext& ctx, const BeamWeights& device,

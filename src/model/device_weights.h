@@ -7,6 +7,7 @@
 
 #include "core/status.h"
 #include "kernels/api/context.h"
+#include "kernels/api/releasable_memory.h"
 #include "model/weights.h"
 
 namespace beam {
@@ -14,13 +15,17 @@ namespace beam {
 struct DeviceWeights {
   std::shared_ptr<const BeamWeights> weights;  // views on ctx.device
   int64_t device_bytes = 0;                    // bytes allocated on the device (0 on the CPU)
+  std::shared_ptr<ReleasableMemory> memory;    // the arena, when uploaded releasable
 };
 
 // Device::kCpu: the host weights unchanged. Device::kCuda: every tensor copied into one device
 // arena (tensors 256-byte aligned; views that alias, e.g. a tied lm_head, stay aliased); the
-// returned BeamWeights keeps the arena alive and no longer needs `host`. Errors name the bytes
-// that did not fit.
-Expected<DeviceWeights> upload_weights(const KernelContext& ctx, std::shared_ptr<const BeamWeights> host);
+// returned BeamWeights keeps the arena alive and no longer needs `host`; `releasable`: the arena
+// is ReleasableMemory (sleep mode), returned as DeviceWeights::memory. Errors name the bytes that
+// did not fit.
+Expected<DeviceWeights> upload_weights(const KernelContext& ctx,
+                                       std::shared_ptr<const BeamWeights> host,
+                                       bool releasable = false);
 
 // Overwrites the device weights `device` (upload_weights' result, views on ctx.device) with the
 // host weights `host` of the same architecture, in place (the views keep their addresses, so

@@ -9,6 +9,7 @@
 
 #include "core/logging.h"
 #include "runtime/engine_device.h"
+#include "runtime/engine_sleep.h"
 #include "runtime/engine_state.h"
 #include "runtime/rate_window.h"
 #include "runtime/sampling/device_sampler.h"
@@ -91,6 +92,9 @@ class Engine::Impl {
         mask_scratch_(static_cast<size_t>(pool_.num_threads())) {
     if (model_.context().device != Device::kCpu)
       device_sampler_.emplace(model_.context(), model_.config().vocab_size);
+    if (options.enable_sleep_mode)
+      sleep_ = SleepController(model_.context(), device.weight_memory,
+                               &dynamic_cast<ReleasableKvAllocator&>(*allocator_));
     if (options.enable_prefix_cache) prefix_.emplace(kv_);
     const auto& eos = model_.config().eos_token_ids;
     eos_.assign(eos.begin(), eos.end());
@@ -194,6 +198,24 @@ class Engine::Impl {
     inbox_.idle_cv.wait(lock, [&] { return inbox_.pending == 0; });
   }
 
+  Status memory_command(MemoryCommand command) {
+    std::unique_lock<std::mutex> lock(inbox_.mu);
+    if (inbox_.memory_busy) return make_error("another sleep or wake-up is in progress");
+    inbox_.memory_busy = true;
+    inbox_.memory_command = command;
+    inbox_.cv.notify_all();
+    inbox_.idle_cv.wait(lock, [&] { return inbox_.memory_result.has_value(); });
+    Status result = std::move(*inbox_.memory_result);
+    inbox_.memory_result.reset();
+    inbox_.memory_busy = false;
+    return result;
+  }
+
+  SleepState sleep_state() const {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    return sleep_published_;
+  }
+
  private:
   void run();
   bool drain_inbox();
@@ -205,6 +227,12 @@ class Engine::Impl {
   bool in_flight(const Sequence& s) const;
   // With new weights waiting: replaces the model's once nothing is in flight.
   void apply_pending_weights();
+  // With a sleep or wake-up waiting: runs it (a sleep once nothing is in flight).
+  void apply_memory_command();
+  // Whether no new request may start: new weights or a sleep are waiting for those in flight.
+  bool holding_new_requests() const {
+    return pending_weights_ || (pending_memory_ && pending_memory_->sleep);
+  }
   void order_waiting();
   void apply_preemptions(const StepPlan& plan);
   // One row to sample and the sequence that takes its token.
@@ -269,6 +297,9 @@ class Engine::Impl {
   EngineStats counters_;                     // engine-thread copy, published after each step
   std::optional<TokenEvent> pending_final_;  // tokens of the step that finished a sequence
   std::shared_ptr<const BeamWeights> pending_weights_;  // update_weights': applied when idle
+  std::optional<MemoryCommand> pending_memory_;         // sleep / wake_up: applied when idle
+  SleepController sleep_;                               // sleep mode (off: default)
+  SleepState sleep_published_;  // sleep_.state() for other threads (stats_mu_)
   std::thread thread_;
 };
 
@@ -276,7 +307,8 @@ void Engine::Impl::run() {
   for (;;) {
     if (!drain_inbox()) return;
     if (pending_weights_) apply_pending_weights();
-    if (running_.empty() && waiting_.empty()) continue;
+    if (pending_memory_) apply_memory_command();
+    if (sleep_.state().asleep() || (running_.empty() && waiting_.empty())) continue;
     step();
     publish_stats();
   }
@@ -293,9 +325,9 @@ bool Engine::Impl::drain_inbox() {
   {
     std::unique_lock<std::mutex> lock(inbox_.mu);
     auto has_work = [&] {
-      return inbox_.stop || inbox_.flush || inbox_.new_weights || !inbox_.submitted.empty() ||
-             !inbox_.cancelled.empty() || !inbox_.stopped.empty() || !running_.empty() ||
-             !waiting_.empty();
+      return inbox_.stop || inbox_.flush || inbox_.new_weights || inbox_.memory_command ||
+             !inbox_.submitted.empty() || !inbox_.cancelled.empty() || !inbox_.stopped.empty() ||
+             (!sleep_.state().asleep() && (!running_.empty() || !waiting_.empty()));
     };
     inbox_.cv.wait(lock, has_work);
     if (inbox_.stop) {
@@ -303,11 +335,19 @@ bool Engine::Impl::drain_inbox() {
         inbox_.weights_result = make_error("the engine stopped before the weights were updated");
         inbox_.idle_cv.notify_all();
       }
+      if (inbox_.memory_busy && !inbox_.memory_result) {
+        inbox_.memory_result = make_error("the engine stopped before it slept or woke");
+        inbox_.idle_cv.notify_all();
+      }
       return false;
     }
     if (inbox_.new_weights) {
       pending_weights_ = std::move(inbox_.new_weights);
       abort_for_weights = inbox_.abort_for_weights;
+    }
+    if (inbox_.memory_command) {
+      pending_memory_ = inbox_.memory_command;
+      inbox_.memory_command.reset();
     }
     submitted.swap(inbox_.submitted);
     cancelled.swap(inbox_.cancelled);
@@ -350,13 +390,48 @@ void Engine::Impl::apply_pending_weights() {
     if (in_flight(seqs_.at(id))) return;
   for (SeqId id : waiting_)
     if (in_flight(seqs_.at(id))) return;
-  Status st = model_.replace_weights(std::move(pending_weights_));
+  Status st = sleep_.check_weights_writable();
+  if (st.ok()) st = model_.replace_weights(std::move(pending_weights_));
   pending_weights_.reset();
   if (st.ok() && prefix_) prefix_->flush();
+  if (st.ok()) sleep_.weights_replaced();
   if (st.ok()) log_info("engine: new weights are served; the prefix cache was emptied");
   publish_stats();
   std::lock_guard<std::mutex> lock(inbox_.mu);
   inbox_.weights_result = std::move(st);
+  inbox_.idle_cv.notify_all();
+}
+
+void Engine::Impl::apply_memory_command() {
+  const MemoryCommand command = *pending_memory_;
+  if (command.sleep) {
+    for (SeqId id : running_)
+      if (in_flight(seqs_.at(id))) return;
+    for (SeqId id : waiting_)
+      if (in_flight(seqs_.at(id))) return;
+  }
+  pending_memory_.reset();
+  Status st = ok_status();
+  if (command.sleep) {
+    if (prefix_ && !sleep_.state().asleep()) prefix_->flush();  // its KV goes with the pools
+    st = sleep_.sleep(command.level);
+    if (st.ok())
+      log_info(std::string("engine: asleep (level ") +
+               (command.level == SleepLevel::kOffloadWeights ? "1" : "2") +
+               "): gave back the KV pools' memory" +
+               (sleep_.state().weights_released ? " and the weights'" : ""));
+  } else {
+    st = sleep_.wake_up(command.weights, command.kv_cache);
+    if (st.ok())
+      log_info(std::string("engine: ") + (sleep_.state().asleep() ? "partly awake" : "awake"));
+  }
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    sleep_published_ = sleep_.state();
+  }
+  publish_stats();
+  std::lock_guard<std::mutex> lock(inbox_.mu);
+  inbox_.memory_result = std::move(st);
   inbox_.idle_cv.notify_all();
 }
 
@@ -508,8 +583,8 @@ void Engine::Impl::step() {
   order_waiting();
   std::vector<SeqState> running, waiting;
   for (SeqId id : running_) running.push_back(scheduler_view(seqs_.at(id)));
-  for (SeqId id : waiting_)  // with new weights waiting, only what is in flight goes on
-    if (!pending_weights_ || in_flight(seqs_.at(id)))
+  for (SeqId id : waiting_)  // with new weights or a sleep waiting, only what is in flight goes on
+    if (!holding_new_requests() || in_flight(seqs_.at(id)))
       waiting.push_back(scheduler_view(seqs_.at(id)));
   PrefixCache* prefix = prefix_ ? &*prefix_ : nullptr;
   StepPlan plan = scheduler_.plan(SchedulerInput{running, waiting, &kv_, prefix});
@@ -873,7 +948,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const BeamWeigh
   if (!weights) return make_error("engine: no weights");
   const BeamConfig config = weights->config;
   BEAM_ASSIGN_OR_RETURN(KvGeometry geometry, kv_geometry_from_config(config, options.block_size_tokens));
-  BEAM_ASSIGN_OR_RETURN(EngineDevice device, open_engine_device(options.device, std::move(weights)));
+  BEAM_ASSIGN_OR_RETURN(EngineDevice device, open_engine_device(options.device, std::move(weights),
+                                                                options.enable_sleep_mode));
   device.cuda_graphs = options.cuda_graphs;
   device.attention_probs = options.attention_probs;
   const int64_t device_default = default_max_tokens_per_step(
@@ -898,7 +974,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const BeamWeigh
   split.max_running_seqs = options.max_running;
   split.max_step_tokens = step_tokens;
   BEAM_ASSIGN_OR_RETURN(KvPoolSizes sizes, plan_kv_pools(geometry, budget, split));
-  std::unique_ptr<KvMemoryAllocator> allocator = make_kv_allocator(device);
+  std::unique_ptr<KvMemoryAllocator> allocator =
+      make_kv_allocator(device, options.enable_sleep_mode);
   BEAM_ASSIGN_OR_RETURN(KvStorage storage, KvStorage::create(geometry, sizes, *allocator));
   log_memory_plan(device, storage, sizes, options.kv_budget_bytes.has_value());
   log_step_budget(step_tokens, options.max_tokens_per_step.has_value(), device_default, step);
@@ -928,5 +1005,15 @@ Status Engine::update_weights(std::shared_ptr<const BeamWeights> weights, bool a
   return impl_->update_weights(std::move(weights), abort_in_flight);
 }
 void Engine::wait_idle() { impl_->wait_idle(); }
+Status Engine::sleep(SleepLevel level) {
+  return impl_->memory_command(MemoryCommand{.sleep = true, .level = level});
+}
+Status Engine::wake_up(bool weights, bool kv_cache) {
+  return impl_->memory_command(
+      MemoryCommand{.sleep = false, .weights = weights, .kv_cache = kv_cache});
+}
+SleepState Engine::sleep_state() const {
+  return impl_->sleep_state();
+}
 
 }  // namespace beam

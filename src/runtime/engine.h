@@ -102,6 +102,25 @@ struct EngineOptions {
   // How attention's P enters P·V (KernelContext::attention_probs): kBf16 = FlashAttention's
   // rounding.
   AttentionProbs attention_probs = AttentionProbs::kFp32;
+  // Engine::sleep / wake_up may give the KV pools' and (CUDA) the weights' memory back (vLLM's
+  // enable_sleep_mode): that memory is then ReleasableMemory (kernels/api/releasable_memory.h).
+  bool enable_sleep_mode = false;
+};
+
+// How far Engine::sleep lets go of the weights (vLLM's sleep levels). On the CPU the weights stay
+// in host memory at either level; only the KV pools' pages go.
+enum class SleepLevel {
+  kOffloadWeights = 1,  // the device weights wait in host memory (a copy) until wake_up
+  kDiscardWeights = 2,  // the device weights are dropped: after waking them, give new ones
+                        // (update_weights) before anything is served
+};
+
+// What a sleeping engine holds back; serving resumes when none of it is.
+struct SleepState {
+  bool weights_released = false;   // the weights' device memory is given back
+  bool kv_released = false;        // the KV pools' memory is given back
+  bool weights_discarded = false;  // level 2: no weights until update_weights gives some
+  bool asleep() const { return weights_released || kv_released || weights_discarded; }
 };
 
 struct PoolStats {
@@ -159,6 +178,18 @@ class Engine {
   // weights are replaced and the prefix cache emptied (its KV came from the old weights). Blocks
   // until done. Errors (another architecture, an update already waiting) leave the old weights.
   Status update_weights(std::shared_ptr<const BeamWeights> weights, bool abort_in_flight);
+  // Sleep mode (EngineOptions::enable_sleep_mode; vLLM's /sleep, SGLang's
+  // release_memory_occupation, for RL loops that train on the same GPU): no new request starts,
+  // the ones in flight finish, the prefix cache is emptied, then the KV pools' memory and (CUDA)
+  // the weights' go back to the device (`level`). Requests submitted while asleep wait for
+  // wake_up. Blocks until done. Errors: sleep mode off, already asleep.
+  Status sleep(SleepLevel level);
+  // Takes memory back (vLLM's /wake_up with tags, SGLang's resume_memory_occupation): the weights'
+  // (with their host copy at level 1) and / or the KV pools'. Serving resumes once both are back
+  // and, after level 2, update_weights has given new weights. Errors: the device has no room (what
+  // was not restored stays released).
+  Status wake_up(bool weights, bool kv_cache);
+  SleepState sleep_state() const;
   // Blocks until nothing is waiting or running (tests, offline benchmarks).
   void wait_idle();
 

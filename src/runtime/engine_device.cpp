@@ -16,6 +16,7 @@
 #include "model/device_weights.h"
 #include "model/memory_plan.h"
 #include "runtime/kv_cache/device_kv_allocator.h"
+#include "runtime/kv_cache/releasable_kv_allocator.h"
 
 namespace beam {
 namespace {
@@ -32,7 +33,9 @@ std::string gib(int64_t bytes) {
 
 }  // namespace
 
-Expected<EngineDevice> open_engine_device(Device device, std::shared_ptr<const BeamWeights> host_weights) {
+Expected<EngineDevice> open_engine_device(Device device,
+                                          std::shared_ptr<const BeamWeights> host_weights,
+                                          bool sleep_mode) {
   EngineDevice d;
   d.device = device;
   switch (device) {
@@ -43,9 +46,11 @@ Expected<EngineDevice> open_engine_device(Device device, std::shared_ptr<const B
       break;
     }
   }
-  BEAM_ASSIGN_OR_RETURN(DeviceWeights uploaded, upload_weights(d.context(nullptr), std::move(host_weights)));
+  BEAM_ASSIGN_OR_RETURN(DeviceWeights uploaded,
+                        upload_weights(d.context(nullptr), std::move(host_weights), sleep_mode));
   d.weights = std::move(uploaded.weights);
   d.weight_device_bytes = uploaded.device_bytes;
+  d.weight_memory = std::move(uploaded.memory);
   return d;
 }
 
@@ -133,7 +138,8 @@ Expected<int64_t> kv_budget_bytes(const EngineDevice& device, const BeamConfig& 
   return budget;
 }
 
-std::unique_ptr<KvMemoryAllocator> make_kv_allocator(const EngineDevice& device) {
+std::unique_ptr<KvMemoryAllocator> make_kv_allocator(const EngineDevice& device, bool sleep_mode) {
+  if (sleep_mode) return std::make_unique<ReleasableKvAllocator>(device.context(nullptr));
   switch (device.device) {
     case Device::kCpu:
       return std::make_unique<HostKvAllocator>();

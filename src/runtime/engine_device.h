@@ -9,6 +9,7 @@
 #include "core/status.h"
 #include "kernels/api/context.h"
 #include "kernels/api/device_memory.h"
+#include "kernels/api/releasable_memory.h"
 #include "model/config.h"
 #include "model/weights.h"
 #include "runtime/kv_cache/kv_geometry.h"
@@ -21,6 +22,9 @@ struct EngineDevice {
   std::shared_ptr<CudaContext> cuda;            // set for Device::kCuda
   std::shared_ptr<const BeamWeights> weights;   // on `device`
   int64_t weight_device_bytes = 0;              // 0 on the CPU (the weights stay where they were loaded)
+  // Sleep mode on CUDA: the weights' arena, which Engine::sleep gives back (null on the CPU, where
+  // the weights stay in host memory, and without sleep mode).
+  std::shared_ptr<ReleasableMemory> weight_memory;
   bool cuda_graphs = true;                      // KernelContext::cuda_graphs (EngineOptions::cuda_graphs)
   AttentionProbs attention_probs = AttentionProbs::kFp32;  // KernelContext::attention_probs
 
@@ -34,8 +38,11 @@ struct EngineDevice {
 };
 
 // Creates the CUDA context of GPU 0 (Device::kCuda; its error says why CUDA is unavailable) and
-// uploads the weights to it; on the CPU it keeps the host weights.
-Expected<EngineDevice> open_engine_device(Device device, std::shared_ptr<const BeamWeights> host_weights);
+// uploads the weights to it (into releasable memory with `sleep_mode`); on the CPU it keeps the
+// host weights.
+Expected<EngineDevice> open_engine_device(Device device,
+                                          std::shared_ptr<const BeamWeights> host_weights,
+                                          bool sleep_mode = false);
 
 // The chunked-prefill token budget of a step when EngineOptions leaves it unset: 8192 tokens on a
 // CUDA device of at least 70 GiB (vLLM's rule for H100 / H200-class GPUs; on the H200 long prompts
@@ -74,8 +81,9 @@ Expected<int64_t> kv_budget_bytes(const EngineDevice& device, const BeamConfig& 
                                   std::optional<int64_t> requested, int64_t max_running,
                                   const std::optional<StepMemory>& step);
 
-// Host memory on the CPU; device memory through allocate_buffer on CUDA. The returned allocator
-// holds a context pointing at device.cuda, which must outlive it.
-std::unique_ptr<KvMemoryAllocator> make_kv_allocator(const EngineDevice& device);
+// Host memory on the CPU; device memory through allocate_buffer on CUDA; with `sleep_mode` a
+// ReleasableKvAllocator on either. The returned allocator holds a context pointing at
+// device.cuda, which must outlive it.
+std::unique_ptr<KvMemoryAllocator> make_kv_allocator(const EngineDevice& device, bool sleep_mode);
 
 }  // namespace beam

@@ -65,6 +65,13 @@ struct RequestState {
   }
 };
 
+// A sleep (level) or a wake-up (which memory).
+struct MemoryCommand {
+  bool sleep = false;
+  SleepLevel level = SleepLevel::kOffloadWeights;
+  bool weights = true, kv_cache = true;
+};
+
 struct Inbox {
   std::mutex mu;
   std::condition_variable cv;
@@ -79,6 +86,11 @@ struct Inbox {
   bool abort_for_weights = false;
   bool updating = false;  // a caller waits for weights_result
   std::optional<Status> weights_result;
+  // Engine::sleep / wake_up: the command until the engine thread takes it (a sleep once nothing
+  // is in flight), and its outcome for the waiting caller.
+  std::optional<MemoryCommand> memory_command;
+  bool memory_busy = false;  // a caller waits for memory_result
+  std::optional<Status> memory_result;
   int64_t pending = 0;  // submitted but not yet finished (wait_idle)
   std::condition_variable idle_cv;
 };

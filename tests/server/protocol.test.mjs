@@ -917,6 +917,63 @@ test('update_weights_from_disk swaps the weights; flush_cache empties the prefix
   }
 });
 
+// Sleep mode (--enable-sleep-mode) for RL loops that train on the same GPU: vLLM's /sleep,
+// /wake_up and /is_sleeping, SGLang's release / resume_memory_occupation. A request sent while
+// asleep waits and then answers as before the sleep; level 2 serves again once new weights come
+// through /update_weights_from_disk; bad levels, tags and a server without the flag are 400s.
+test('sleep mode: /sleep and /wake_up give memory back; requests wait for the wake-up', async () => {
+  const sleepy = await startServer(['--enable-sleep-mode', '--enable-weight-updates']);
+  try {
+    const call = async (method, route, body) => {
+      const r = await fetch(sleepy.baseUrl + route, { method, headers: { 'content-type': 'application/json' },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+      return { status: r.status, json: await r.json() };
+    };
+    const ask = { model: MODEL, prompt: 'The weather in Paris', max_tokens: 6, temperature: 0 };
+    const complete = async () => (await call('POST', '/v1/completions', ask)).json.choices[0].text;
+    const awake = await complete();
+    assert.deepEqual((await call('GET', '/is_sleeping')).json, { is_sleeping: false });
+    assert.equal((await call('POST', '/sleep?level=1')).status, 200);
+    assert.deepEqual((await call('GET', '/is_sleeping')).json, { is_sleeping: true });
+    assert.match((await call('POST', '/sleep')).json.error.message, /already asleep/);
+    let answered = false;
+    const waiting = complete().then((text) => { answered = true; return text; });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    assert.equal(answered, false);
+    assert.equal((await call('POST', '/wake_up?tags=weights')).status, 200);
+    assert.deepEqual((await call('GET', '/is_sleeping')).json, { is_sleeping: true });  // KV still out
+    assert.equal((await call('POST', '/wake_up?tags=kv_cache')).status, 200);
+    assert.equal(await waiting, awake);
+    // Level 2 drops the GPU's weights: requests wait until new ones come (the CPU's weights are
+    // host memory and stay).
+    assert.equal((await call('POST', '/sleep?level=2')).status, 200);
+    assert.equal((await call('POST', '/wake_up')).status, 200);
+    const onGpu = process.env.BEAMSERVE_DEVICE === 'cuda';
+    assert.deepEqual((await call('GET', '/is_sleeping')).json, { is_sleeping: onGpu });
+    const update = await call('POST', '/update_weights_from_disk', { model_path: path.join(repoRoot, 'models/tiny-beam') });
+    assert.equal(update.json.success, true, JSON.stringify(update.json));
+    assert.deepEqual((await call('GET', '/is_sleeping')).json, { is_sleeping: false });
+    assert.equal(await complete(), awake);
+    // SGLang's names.
+    const released = await call('POST', '/release_memory_occupation', {});
+    assert.deepEqual(released.json, { success: true, message: 'Succeeded to release memory occupation.' });
+    assert.equal((await call('POST', '/release_memory_occupation', { tags: ['kv_cache'] })).status, 400);
+    const resumed = await call('POST', '/resume_memory_occupation', { tags: ['weights', 'kv_cache'] });
+    assert.equal(resumed.json.success, true);
+    assert.equal(await complete(), awake);
+    for (const [route, param] of [['/sleep?level=3', 'level'], ['/wake_up?tags=everything', 'tags']]) {
+      const bad = await call('POST', route);
+      assert.equal(bad.status, 400);
+      assert.equal(bad.json.error.param, param);
+    }
+  } finally {
+    assert.equal(await sleepy.stop(), 0);
+  }
+  const off = await post('/sleep', {});
+  assert.equal(off.status, 400);
+  assert.match(off.json.error.message, /--enable-sleep-mode/);
+});
+
 test('echo with max_tokens 0 returns the prompt alone; echo with n > 1 and streamed', async () => {
   const prompt = 'The weather in Paris';
   const r = await post('/v1/completions', { model: MODEL, prompt, max_tokens: 0, echo: true, logprobs: 2 });

@@ -67,6 +67,7 @@ struct ServedModel {
   int64_t kv_capacity_tokens = 0;   // tokens the full-attention pool holds
   bool routed_experts_enabled = false;  // --enable-return-routed-experts
   bool weight_updates_enabled = false;  // --enable-weight-updates
+  bool sleep_mode_enabled = false;      // --enable-sleep-mode (EngineOptions::enable_sleep_mode)
 };
 
 // Adds the model's sampling defaults to a request body for the fields it does not set.

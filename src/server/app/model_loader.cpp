@@ -108,6 +108,7 @@ Expected<std::unique_ptr<ServedModel>> load_served_model(const ModelLoadOptions&
   model->name = options.served_model_name;
   model->routed_experts_enabled = options.enable_return_routed_experts;
   model->weight_updates_enabled = options.enable_weight_updates;
+  model->sleep_mode_enabled = options.engine.enable_sleep_mode;
   if (model->name.empty()) model->name = fs::path(options.model_dir).lexically_normal().filename().string();
   if (model->name.empty()) model->name = fs::path(options.model_dir).lexically_normal().parent_path().filename().string();
   model->created_unix_s = unix_time_s();

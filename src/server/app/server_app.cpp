@@ -63,6 +63,14 @@ constexpr Route kRoutes[] = {
      nullptr},
     {"/reset_prefix_cache", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_flush_cache,
      nullptr},
+    {"/sleep", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_sleep, nullptr},
+    {"/wake_up", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_wake_up, nullptr},
+    {"/is_sleeping", "GET", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_is_sleeping,
+     nullptr},
+    {"/release_memory_occupation", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true,
+     handle_release_memory_occupation, nullptr},
+    {"/resume_memory_occupation", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true,
+     handle_resume_memory_occupation, nullptr},
 };
 
 // The route of a path: exact match, or /v1/models/<id>.

@@ -1,0 +1,65 @@
+// SleepController: release and restore in the order that keeps the state true on every error.
+#include "runtime/engine_sleep.h"
+
+#include <string>
+
+namespace beam {
+namespace {
+
+// nbytes at data on `device` as a byte tensor.
+TensorView arena_bytes_view(void* data, size_t nbytes, Device device) {
+  return TensorView{data, DType::kU8, Shape{static_cast<int64_t>(nbytes)}, device};
+}
+
+}  // namespace
+
+Status SleepController::sleep(SleepLevel level) {
+  if (kv_ == nullptr)
+    return make_error(
+        "sleep mode is off: start the engine with enable_sleep_mode (serve --enable-sleep-mode)");
+  if (state_.asleep()) return make_error("the engine is already asleep");
+  if (weights_) {
+    if (level == SleepLevel::kOffloadWeights) {
+      host_copy_.resize(weights_->nbytes());
+      copy_tensor(ctx_, arena_bytes_view(host_copy_.data(), host_copy_.size(), Device::kCpu),
+                  arena_bytes_view(weights_->data(), weights_->nbytes(), weights_->device()));
+    }
+    weights_->release();
+    state_.weights_released = true;
+    state_.weights_discarded = level == SleepLevel::kDiscardWeights;
+  }
+  kv_->release_all();
+  state_.kv_released = true;
+  return ok_status();
+}
+
+Status SleepController::wake_up(bool weights, bool kv_cache) {
+  if (kv_ == nullptr)
+    return make_error(
+        "sleep mode is off: start the engine with enable_sleep_mode (serve --enable-sleep-mode)");
+  if (weights && state_.weights_released) {
+    BEAM_RETURN_IF_ERROR(weights_->restore());
+    if (!state_.weights_discarded) {
+      copy_tensor(ctx_, arena_bytes_view(weights_->data(), weights_->nbytes(), weights_->device()),
+                  arena_bytes_view(host_copy_.data(), host_copy_.size(), Device::kCpu));
+      synchronize(ctx_);
+      std::vector<char>().swap(host_copy_);
+    }
+    state_.weights_released = false;
+  }
+  if (kv_cache && state_.kv_released) {
+    BEAM_RETURN_IF_ERROR(kv_->restore_all());
+    state_.kv_released = false;
+  }
+  return ok_status();
+}
+
+Status SleepController::check_weights_writable() const {
+  if (state_.weights_released)
+    return make_error(
+        "the weights are asleep: wake them first (wake_up with the weights, "
+        "/wake_up?tags=weights)");
+  return ok_status();
+}
+
+}  // namespace beam

@@ -1,0 +1,44 @@
+// SleepController: the memory Engine::sleep gives back and wake_up takes again — the weights'
+// arena (CUDA; a host copy at SleepLevel::kOffloadWeights) and the KV pools — and the SleepState
+// that says what is missing. Used on the engine thread with nothing in flight.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/status.h"
+#include "kernels/api/context.h"
+#include "kernels/api/releasable_memory.h"
+#include "runtime/engine.h"
+#include "runtime/kv_cache/releasable_kv_allocator.h"
+
+namespace beam {
+
+class SleepController {
+ public:
+  SleepController() = default;  // sleep mode off
+  // weights: the device weights' arena (null on the CPU); kv: the engine's KV allocator.
+  SleepController(KernelContext ctx, std::shared_ptr<ReleasableMemory> weights,
+                  ReleasableKvAllocator* kv)
+      : ctx_(ctx), weights_(std::move(weights)), kv_(kv) {}
+
+  const SleepState& state() const { return state_; }
+  // Releases the KV pools and the weights (copied to host memory first at kOffloadWeights). The
+  // pools must hold nothing that is still needed. Errors: sleep mode off, already asleep.
+  Status sleep(SleepLevel level);
+  // Restores the weights (their host copy unless discarded) and / or the KV pools.
+  Status wake_up(bool weights, bool kv_cache);
+  // Whether the device weights can take new ones (update_weights): an error while released.
+  Status check_weights_writable() const;
+  // New weights were copied in: discarded ones are whole again.
+  void weights_replaced() { state_.weights_discarded = false; }
+
+ private:
+  KernelContext ctx_;
+  std::shared_ptr<ReleasableMemory> weights_;
+  ReleasableKvAllocator* kv_ = nullptr;
+  std::vector<char> host_copy_;  // the weights' bytes while offloaded
+  SleepState state_;
+};
+
+}  // namespace beam
