@@ -936,6 +936,10 @@ test('sleep mode: /sleep and /wake_up give memory back; requests wait for the wa
     assert.equal((await call('POST', '/sleep?level=1')).status, 200);
     assert.deepEqual((await call('GET', '/is_sleeping')).json, { is_sleeping: true });
     assert.match((await call('POST', '/sleep')).json.error.message, /already asleep/);
+    assert.deepEqual((await call('GET', '/health')).json, { status: 'sleeping' });
+    const probe = await call('GET', '/health_generate');
+    assert.equal(probe.status, 503);
+    assert.equal(probe.json.status, 'sleeping');
     let answered = false;
     const waiting = complete().then((text) => { answered = true; return text; });
     await new Promise((resolve) => setTimeout(resolve, 200));

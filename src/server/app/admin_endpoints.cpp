@@ -20,6 +20,7 @@ double now_unix_s() {
 
 HealthVerdict evaluate_health(const HealthInputs& in) {
   if (!in.loaded) return in.load_failed ? HealthVerdict::kFailed : HealthVerdict::kLoading;
+  if (in.asleep) return HealthVerdict::kAsleep;
   const double last_progress = std::max(in.last_step_unix_s, in.busy_since_unix_s);
   if (in.busy && in.now_unix_s - last_progress > in.stall_s) return HealthVerdict::kStalled;
   return HealthVerdict::kOk;
@@ -39,12 +40,15 @@ void handle_health(const ServerState& state, const std::shared_ptr<Exchange>& ex
     in.busy = state.counters.active.load() > 0 || stats.running + stats.waiting > 0;
     in.last_step_unix_s = stats.last_step_unix_s;
     in.busy_since_unix_s = state.counters.busy_since_unix_s.load();
+    in.asleep = model->engine->sleep_state().asleep();
   }
   in.now_unix_s = now_unix_s();
   in.stall_s = state.options.health_stall_s;
   switch (evaluate_health(in)) {
     case HealthVerdict::kOk:
       return exchange->respond_json(200, dump_json(Json{{"status", "ok"}}));
+    case HealthVerdict::kAsleep:
+      return exchange->respond_json(200, dump_json(Json{{"status", "sleeping"}}));
     case HealthVerdict::kLoading:
       return exchange->respond_json(503, dump_json(Json{{"status", "loading"}}));
     case HealthVerdict::kFailed:
@@ -59,6 +63,10 @@ void handle_health(const ServerState& state, const std::shared_ptr<Exchange>& ex
 }
 
 void handle_health_generate(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
+  if (env.model->engine->sleep_state().asleep())
+    return exchange->respond_json(
+        503, dump_json(Json{{"status", "sleeping"},
+                            {"error", "the engine is asleep: nothing runs until /wake_up"}}));
   struct Outcome {
     std::mutex mu;
     std::condition_variable cv;

@@ -7,27 +7,30 @@
 
 namespace beam::server {
 
-enum class HealthVerdict { kOk, kLoading, kFailed, kStalled };
+enum class HealthVerdict { kOk, kLoading, kFailed, kStalled, kAsleep };
 
 struct HealthInputs {
   bool loaded = false;
   bool load_failed = false;
   bool busy = false;               // requests submitted or in the engine
+  bool asleep = false;             // sleep mode: the engine sleeps on purpose (Engine::sleep)
   double last_step_unix_s = 0;     // the engine loop's last step
   double busy_since_unix_s = 0;    // when the server last went from idle to busy
   double now_unix_s = 0;
   double stall_s = 30;
 };
 
-// Stalled: busy, and neither a step nor the start of the current busy period within stall_s.
+// Stalled: busy, and neither a step nor the start of the current busy period within stall_s;
+// asleep is never stalled (requests wait for the wake-up on purpose).
 HealthVerdict evaluate_health(const HealthInputs& in);
 
-// 200 {"status": "ok"} when the model is loaded and the engine loop advances; 503 with "loading",
+// 200 {"status": "ok"} when the model is loaded and the engine loop advances, 200 {"status":
+// "sleeping"} while sleep mode holds its memory back; 503 with "loading",
 // "failed" or "stalled" (work has waited health_stall_s without an engine step) otherwise.
 void handle_health(const ServerState& state, const std::shared_ptr<Exchange>& exchange);
 // SGLang's /health_generate: a one-token greedy generation ahead of the queue; 200 {"status":
-// "ok"} once it finishes, 503 "failed" (the engine refused or failed it) or "stalled" (no token
-// within kHealthGenerateTimeoutS seconds).
+// "ok"} once it finishes, 503 "failed" (the engine refused or failed it), "stalled" (no token
+// within kHealthGenerateTimeoutS seconds) or, at once, "sleeping" (sleep mode).
 inline constexpr int kHealthGenerateTimeoutS = 20;
 void handle_health_generate(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);
 void handle_metrics(const ServerState& state, const std::shared_ptr<Exchange>& exchange);

@@ -105,6 +105,9 @@ TEST(Health, Verdicts) {
   EXPECT_EQ(evaluate_health(in), HealthVerdict::kStalled);
   in.last_step_unix_s = 995;   // busy for long, but steps keep coming
   EXPECT_EQ(evaluate_health(in), HealthVerdict::kOk);
+  in.last_step_unix_s = 10;
+  in.asleep = true;  // requests wait for the wake-up on purpose
+  EXPECT_EQ(evaluate_health(in), HealthVerdict::kAsleep);
 }
 
 }  // namespace
