@@ -229,6 +229,11 @@ class Engine::Impl {
   void apply_pending_weights();
   // With a sleep or wake-up waiting: runs it (a sleep once nothing is in flight).
   void apply_memory_command();
+  // sleep_.state() for sleep_state() callers.
+  void publish_sleep_state() {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    sleep_published_ = sleep_.state();
+  }
   // Whether no new request may start: new weights or a sleep are waiting for those in flight.
   bool holding_new_requests() const {
     return pending_weights_ || (pending_memory_ && pending_memory_->sleep);
@@ -394,7 +399,10 @@ void Engine::Impl::apply_pending_weights() {
   if (st.ok()) st = model_.replace_weights(std::move(pending_weights_));
   pending_weights_.reset();
   if (st.ok() && prefix_) prefix_->flush();
-  if (st.ok()) sleep_.weights_replaced();
+  if (st.ok()) {
+    sleep_.weights_replaced();
+    publish_sleep_state();
+  }
   if (st.ok()) log_info("engine: new weights are served; the prefix cache was emptied");
   publish_stats();
   std::lock_guard<std::mutex> lock(inbox_.mu);
@@ -425,10 +433,7 @@ void Engine::Impl::apply_memory_command() {
     if (st.ok())
       log_info(std::string("engine: ") + (sleep_.state().asleep() ? "partly awake" : "awake"));
   }
-  {
-    std::lock_guard<std::mutex> lock(stats_mu_);
-    sleep_published_ = sleep_.state();
-  }
+  publish_sleep_state();
   publish_stats();
   std::lock_guard<std::mutex> lock(inbox_.mu);
   inbox_.memory_result = std::move(st);

@@ -106,7 +106,9 @@ TEST_F(SleepModeTest, ARequestInFlightFinishesBeforeTheEngineSleeps) {
   auto other = make_synthetic_weights(ctx, weights_->config, SyntheticWeightOptions{.seed = 7});
   ASSERT_TRUE(other.ok());
   ASSERT_TRUE(engine->update_weights(*other, false).ok());
+  EXPECT_TRUE(engine->sleep_state().kv_released);
   ASSERT_TRUE(engine->wake_up(true, true).ok());
+  EXPECT_FALSE(engine->sleep_state().asleep());
   engine->wait_idle();
   EXPECT_EQ(waiting.results()[0].tokens, tokens(*make(*other, false), later));
 }
