@@ -21,10 +21,14 @@ void DeviceKvAllocator::deallocate(void* data, size_t nbytes) {
   live_.erase(it);
 }
 
-void DeviceKvAllocator::copy(void* dst, const void* src, size_t nbytes) {
+void copy_device_bytes(const KernelContext& ctx, void* dst, const void* src, size_t nbytes) {
   const Shape shape{static_cast<int64_t>(nbytes)};
-  copy_tensor(ctx_, TensorView{dst, DType::kU8, shape, ctx_.device},
-              TensorView{const_cast<void*>(src), DType::kU8, shape, ctx_.device});
+  copy_tensor(ctx, TensorView{dst, DType::kU8, shape, ctx.device},
+              TensorView{const_cast<void*>(src), DType::kU8, shape, ctx.device});
+}
+
+void DeviceKvAllocator::copy(void* dst, const void* src, size_t nbytes) {
+  copy_device_bytes(ctx_, dst, src, nbytes);
 }
 
 }  // namespace beam

@@ -9,6 +9,10 @@
 
 namespace beam {
 
+// nbytes from src to dst, both on ctx's device, queued on ctx's stream (the device KV allocators'
+// copy).
+void copy_device_bytes(const KernelContext& ctx, void* dst, const void* src, size_t nbytes);
+
 // Owned by the engine thread, like the KvStorage it serves. ctx (and its CudaContext) must outlive
 // the allocator.
 class DeviceKvAllocator final : public KvMemoryAllocator {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "runtime/kv_cache/device_kv_allocator.h"
 
 namespace beam {
 
@@ -25,9 +26,7 @@ void ReleasableKvAllocator::deallocate(void* data, size_t nbytes) {
 }
 
 void ReleasableKvAllocator::copy(void* dst, const void* src, size_t nbytes) {
-  const Shape shape{static_cast<int64_t>(nbytes)};
-  copy_tensor(ctx_, TensorView{dst, DType::kU8, shape, ctx_.device},
-              TensorView{const_cast<void*>(src), DType::kU8, shape, ctx_.device});
+  copy_device_bytes(ctx_, dst, src, nbytes);
 }
 
 void ReleasableKvAllocator::release_all() {

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <random>
+#include <thread>
 
 namespace beam::testing {
 
@@ -60,6 +62,23 @@ std::vector<SiblingResult> Collector::results() const {
   std::vector<SiblingResult> out;
   for (const auto& [k, v] : by_sibling_) out.push_back(v);
   return out;
+}
+
+void submit(Engine& engine, const RunRequest& r, Collector* out) {
+  GenerateRequest g;
+  g.prompt = r.prompt;
+  g.sampling = r.params;
+  g.sink = out->sink();
+  ASSERT_TRUE(engine.submit(std::move(g)).ok());
+}
+
+void wait_for_output(const Collector& c) {
+  for (int i = 0; i < 20000; ++i) {
+    const auto r = c.results();
+    if (!r.empty() && !r[0].tokens.empty()) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  FAIL() << "no output";
 }
 
 std::vector<std::vector<SiblingResult>> run_all(Engine& engine, const std::vector<RunRequest>& reqs) {

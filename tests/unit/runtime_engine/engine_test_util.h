@@ -45,6 +45,11 @@ std::vector<int32_t> tokens_of(int64_t n, uint64_t seed, int64_t vocab);
 // Greedy decoding of max_tokens tokens, eos ignored.
 SamplingParams greedy(int64_t max_tokens);
 
+// Submits r to engine without waiting; its events go to *out.
+void submit(Engine& engine, const RunRequest& r, Collector* out);
+// Waits (up to 20 s) until the request of `c` has written output; a test failure otherwise.
+void wait_for_output(const Collector& c);
+
 // Submits every request at once, waits until idle, returns each request's siblings.
 std::vector<std::vector<SiblingResult>> run_all(Engine& engine, const std::vector<RunRequest>& reqs);
 

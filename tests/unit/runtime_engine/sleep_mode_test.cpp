@@ -43,14 +43,6 @@ class SleepModeTest : public ::testing::Test {
   std::shared_ptr<const BeamWeights> weights_;
 };
 
-void submit(Engine& engine, const RunRequest& r, Collector* out) {
-  GenerateRequest g;
-  g.prompt = r.prompt;
-  g.sampling = r.params;
-  g.sink = out->sink();
-  ASSERT_TRUE(engine.submit(std::move(g)).ok());
-}
-
 TEST_F(SleepModeTest, RequestsSentWhileAsleepRunAfterTheWakeUp) {
   const RunRequest r = request(40, 3, 12), later = request(30, 4, 8);
   auto engine = make(weights_, true);
@@ -88,9 +80,7 @@ TEST_F(SleepModeTest, ARequestInFlightFinishesBeforeTheEngineSleeps) {
   auto engine = make(weights_, true);
   Collector running, waiting;
   submit(*engine, long_request, &running);
-  for (int i = 0; i < 20000 && (running.results().empty() || running.results()[0].tokens.empty());
-       ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  wait_for_output(running);
   auto slept =
       std::async(std::launch::async, [&] { return engine->sleep(SleepLevel::kDiscardWeights); });
   std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -81,25 +81,6 @@ TEST_F(WeightUpdateTest, ReleasesTheWeightsItNoLongerServes) {
   EXPECT_TRUE(watch.expired());
 }
 
-// Submits r to engine; its events go to *out.
-void submit(Engine& engine, const RunRequest& r, Collector* out) {
-  GenerateRequest g;
-  g.prompt = r.prompt;
-  g.sampling = r.params;
-  g.sink = out->sink();
-  ASSERT_TRUE(engine.submit(std::move(g)).ok());
-}
-
-// Waits until the request of `c` has written output.
-void wait_for_output(const Collector& c) {
-  for (int i = 0; i < 20000; ++i) {
-    const auto r = c.results();
-    if (!r.empty() && !r[0].tokens.empty()) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  FAIL() << "no output";
-}
-
 TEST_F(WeightUpdateTest, RequestsInFlightFinishOnTheOldWeightsUnlessAborted) {
   const int64_t vocab = old_->config.vocab_size;
   const RunRequest long_request{tokens_of(24, 5, vocab), greedy(300)};
