@@ -8,6 +8,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -48,6 +49,16 @@ class CompiledCache {
     lru_.emplace_front(text, entry);
     index_.emplace(text, lru_.begin());
     return entry;
+  }
+
+  // The cached entry of `text` (now the most recently used), if any: a caller that can look its
+  // text up before compiling skips the compile.
+  std::optional<Entry> find(const std::string& text) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = index_.find(text);
+    if (it == index_.end()) return std::nullopt;
+    lru_.splice(lru_.begin(), lru_, it->second);
+    return it->second->second;
   }
 
   size_t size() const {

@@ -55,11 +55,23 @@ std::optional<ResponseFormat> tool_call_format(const ServedModel& model, const J
   if (open.size() < 3 || open.front() != '<' || !open_id) return std::nullopt;
   const std::optional<int32_t> close = added_token_id(*model.tokenizer, "</" + open.substr(1));
   if (!close) return std::nullopt;
-  auto grammar = JsonGrammar::from_schema(tool_call_schema(tools));
-  if (!grammar.ok()) return std::nullopt;
+  // Agents send the same tools every turn: their schema compiles once and shares its masks
+  // (ServedModel::schemas, keyed by the schema's text).
+  const Json schema = tool_call_schema(tools);
+  std::string schema_text = schema.dump();
+  std::shared_ptr<const JsonGrammar> grammar;
+  if (model.schemas)
+    if (std::optional<SchemaCache::Entry> hit = model.schemas->find(schema_text))
+      grammar = hit->compiled;
+  if (!grammar) {
+    auto compiled = JsonGrammar::from_schema(schema);
+    if (!compiled.ok()) return std::nullopt;
+    grammar = std::move(compiled).value();
+  }
   ResponseFormat format;
   format.kind = ResponseFormat::Kind::kJsonSchema;
-  format.grammar = std::move(grammar).value();
+  format.grammar = std::move(grammar);
+  format.schema_text = std::move(schema_text);
   format.path = "tools";
   format.call_close = close;
   if (parallel) format.call_open = open_id;

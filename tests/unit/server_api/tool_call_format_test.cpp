@@ -70,5 +70,31 @@ TEST(ToolCallFormat, ConstrainedWhereTheModelAllowsItElseSteered) {
   EXPECT_FALSE(tool_call_format(m, kTools, true).has_value());
 }
 
+// The same tools again (an agent's next turn) take the schema compiled for the first request,
+// once make_output_constraint has shared it through the model's SchemaCache.
+TEST(ToolCallFormat, TheSameToolsCompileOnce) {
+  ServedModel m;
+  auto tok = text::Tokenizer::load("models/beam-nano");
+  ASSERT_TRUE(tok.ok()) << tok.error().message;
+  m.tokenizer.emplace(std::move(*tok));
+  m.structured_vocab = build_structured_vocab(*m.tokenizer, m.tokenizer->vocab_size());
+  auto rt = load_hermes_response_template();
+  ASSERT_TRUE(rt.ok());
+  m.response_template = *rt;
+  m.schemas = std::make_shared<SchemaCache>();
+  std::optional<ResponseFormat> first = tool_call_format(m, kTools, true);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->schema_text, tool_call_schema(kTools).dump());
+  auto constraint = make_output_constraint(m, *first, "", /*chat=*/true, {});
+  ASSERT_TRUE(constraint.ok());
+  std::optional<ResponseFormat> again = tool_call_format(m, kTools, true);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->grammar, first->grammar);
+  EXPECT_EQ(m.schemas->size(), 1u);
+  std::optional<ResponseFormat> other = tool_call_format(m, Json::array({kTools[1]}), true);
+  ASSERT_TRUE(other.has_value());
+  EXPECT_NE(other->grammar, first->grammar);
+}
+
 }  // namespace
 }  // namespace beam::server
