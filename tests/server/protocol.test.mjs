@@ -322,6 +322,7 @@ test('/get_server_info reports the settings and the engine state', async () => {
   assert.ok(info.max_total_num_tokens > 0 && info.max_total_num_tokens % 16 === 0);
   assert.equal(info.disable_radix_cache, false);
   assert.equal(info.enable_weight_updates, true);
+  assert.equal(info.enable_memory_saver, false);
   assert.equal(info.api_key_required, false);
   assert.ok(!('api_key' in info));
   assert.match(info.version, /^\d+\.\d+\.\d+$/);

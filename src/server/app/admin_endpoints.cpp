@@ -143,6 +143,7 @@ void handle_server_info(const ServerState& state, const std::shared_ptr<Exchange
       {"attention_probs", attention_probs_name(engine.attention_probs)},
       {"enable_return_routed_experts", model.routed_experts_enabled},
       {"enable_weight_updates", model.weight_updates_enabled},
+      {"enable_memory_saver", model.sleep_mode_enabled},  // SGLang's name for sleep mode
       {"api_key_required", o.api_key.has_value()},
       {"max_body_bytes", o.max_body_bytes},
       {"worker_threads", o.worker_threads},
