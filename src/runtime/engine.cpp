@@ -225,6 +225,7 @@ class Engine::Impl {
   void step();
   // Whether a sequence has written output (it finishes on the weights it started with).
   bool in_flight(const Sequence& s) const;
+  bool any_in_flight() const;
   // With new weights waiting: replaces the model's once nothing is in flight.
   void apply_pending_weights();
   // With a sleep or wake-up waiting: runs it (a sleep once nothing is in flight).
@@ -390,11 +391,16 @@ bool Engine::Impl::in_flight(const Sequence& s) const {
   return s.phase == SeqPhase::kRunning || static_cast<int64_t>(s.tokens.size()) > s.num_prompt;
 }
 
-void Engine::Impl::apply_pending_weights() {
+bool Engine::Impl::any_in_flight() const {
   for (SeqId id : running_)
-    if (in_flight(seqs_.at(id))) return;
+    if (in_flight(seqs_.at(id))) return true;
   for (SeqId id : waiting_)
-    if (in_flight(seqs_.at(id))) return;
+    if (in_flight(seqs_.at(id))) return true;
+  return false;
+}
+
+void Engine::Impl::apply_pending_weights() {
+  if (any_in_flight()) return;
   Status st = sleep_.check_weights_writable();
   if (st.ok()) st = model_.replace_weights(std::move(pending_weights_));
   pending_weights_.reset();
@@ -412,12 +418,7 @@ void Engine::Impl::apply_pending_weights() {
 
 void Engine::Impl::apply_memory_command() {
   const MemoryCommand command = *pending_memory_;
-  if (command.sleep) {
-    for (SeqId id : running_)
-      if (in_flight(seqs_.at(id))) return;
-    for (SeqId id : waiting_)
-      if (in_flight(seqs_.at(id))) return;
-  }
+  if (command.sleep && any_in_flight()) return;
   pending_memory_.reset();
   Status st = ok_status();
   if (command.sleep) {
