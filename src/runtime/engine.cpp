@@ -422,13 +422,14 @@ void Engine::Impl::apply_memory_command() {
   pending_memory_.reset();
   Status st = ok_status();
   if (command.sleep) {
-    if (prefix_ && !sleep_.state().asleep()) prefix_->flush();  // its KV goes with the pools
-    st = sleep_.sleep(command.level);
+    if (prefix_ && command.kv_cache && !sleep_.state().kv_released)
+      prefix_->flush();  // its KV goes with the pools
+    st = sleep_.sleep(command.level, command.weights, command.kv_cache);
     if (st.ok())
       log_info(std::string("engine: asleep (level ") +
-               (command.level == SleepLevel::kOffloadWeights ? "1" : "2") +
-               "): gave back the KV pools' memory" +
-               (sleep_.state().weights_released ? " and the weights'" : ""));
+               (command.level == SleepLevel::kOffloadWeights ? "1" : "2") + "): gave back" +
+               (command.kv_cache ? " the KV pools' memory" : "") +
+               (command.weights && sleep_.state().weights_released ? " the weights' memory" : ""));
   } else {
     st = sleep_.wake_up(command.weights, command.kv_cache);
     if (st.ok())
@@ -1011,8 +1012,9 @@ Status Engine::update_weights(std::shared_ptr<const BeamWeights> weights, bool a
   return impl_->update_weights(std::move(weights), abort_in_flight);
 }
 void Engine::wait_idle() { impl_->wait_idle(); }
-Status Engine::sleep(SleepLevel level) {
-  return impl_->memory_command(MemoryCommand{.sleep = true, .level = level});
+Status Engine::sleep(SleepLevel level, bool weights, bool kv_cache) {
+  return impl_->memory_command(
+      MemoryCommand{.sleep = true, .level = level, .weights = weights, .kv_cache = kv_cache});
 }
 Status Engine::wake_up(bool weights, bool kv_cache) {
   return impl_->memory_command(

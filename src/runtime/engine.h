@@ -180,10 +180,11 @@ class Engine {
   Status update_weights(std::shared_ptr<const BeamWeights> weights, bool abort_in_flight);
   // Sleep mode (EngineOptions::enable_sleep_mode; vLLM's /sleep, SGLang's
   // release_memory_occupation, for RL loops that train on the same GPU): no new request starts,
-  // the ones in flight finish, the prefix cache is emptied, then the KV pools' memory and (CUDA)
-  // the weights' go back to the device (`level`). Requests submitted while asleep wait for
-  // wake_up. Blocks until done. Errors: sleep mode off, already asleep.
-  Status sleep(SleepLevel level);
+  // the ones in flight finish, then the KV pools' memory (the prefix cache emptied first) and / or
+  // (CUDA) the weights' go back to the device (`level`). Requests submitted while anything is
+  // released wait for wake_up. Blocks until done. Errors: sleep mode off, nothing named, or a named
+  // part already released.
+  Status sleep(SleepLevel level, bool weights = true, bool kv_cache = true);
   // Takes memory back (vLLM's /wake_up with tags, SGLang's resume_memory_occupation): the weights'
   // (with their host copy at level 1) and / or the KV pools'. Serving resumes once both are back
   // and, after level 2, update_weights has given new weights. Errors: the device has no room (what

@@ -13,12 +13,20 @@ TensorView arena_bytes_view(void* data, size_t nbytes, Device device) {
 
 }  // namespace
 
-Status SleepController::sleep(SleepLevel level) {
+Status SleepController::sleep(SleepLevel level, bool weights, bool kv_cache) {
   if (kv_ == nullptr)
     return make_error(
         "sleep mode is off: start the engine with enable_sleep_mode (serve --enable-sleep-mode)");
-  if (state_.asleep()) return make_error("the engine is already asleep");
-  if (weights_) {
+  const bool device_weights = weights && weights_;  // on the CPU the weights stay in host memory
+  if (!device_weights && !kv_cache)
+    return make_error(weights ? "nothing to release: the CPU's weights are host memory"
+                              : "nothing to release: name the weights or the KV cache");
+  const bool weights_out = state_.weights_released || state_.weights_discarded;
+  if ((!device_weights || weights_out) && (!kv_cache || state_.kv_released))
+    return make_error("the engine is already asleep");
+  if (device_weights && weights_out) return make_error("the weights are already released");
+  if (kv_cache && state_.kv_released) return make_error("the KV cache is already released");
+  if (device_weights) {
     if (level == SleepLevel::kOffloadWeights) {
       host_copy_.resize(weights_->nbytes());
       copy_tensor(ctx_, arena_bytes_view(host_copy_.data(), host_copy_.size(), Device::kCpu),
@@ -28,8 +36,10 @@ Status SleepController::sleep(SleepLevel level) {
     state_.weights_released = true;
     state_.weights_discarded = level == SleepLevel::kDiscardWeights;
   }
-  kv_->release_all();
-  state_.kv_released = true;
+  if (kv_cache) {
+    kv_->release_all();
+    state_.kv_released = true;
+  }
   return ok_status();
 }
 

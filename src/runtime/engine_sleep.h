@@ -23,9 +23,10 @@ class SleepController {
       : ctx_(ctx), weights_(std::move(weights)), kv_(kv) {}
 
   const SleepState& state() const { return state_; }
-  // Releases the KV pools and the weights (copied to host memory first at kOffloadWeights). The
-  // pools must hold nothing that is still needed. Errors: sleep mode off, already asleep.
-  Status sleep(SleepLevel level);
+  // Releases the KV pools and / or the weights (copied to host memory first at kOffloadWeights;
+  // on the CPU the weights stay). The pools must hold nothing that is still needed. Errors: sleep
+  // mode off, nothing named, a named part already released (then nothing changes).
+  Status sleep(SleepLevel level, bool weights, bool kv_cache);
   // Restores the weights (their host copy unless discarded) and / or the KV pools.
   Status wake_up(bool weights, bool kv_cache);
   // Whether the device weights can take new ones (update_weights): an error while released.

@@ -962,9 +962,18 @@ test('sleep mode: /sleep and /wake_up give memory back; requests wait for the wa
     // SGLang's names.
     const released = await call('POST', '/release_memory_occupation', {});
     assert.deepEqual(released.json, { success: true, message: 'Succeeded to release memory occupation.' });
-    assert.equal((await call('POST', '/release_memory_occupation', { tags: ['kv_cache'] })).status, 400);
     const resumed = await call('POST', '/resume_memory_occupation', { tags: ['weights', 'kv_cache'] });
     assert.equal(resumed.json.success, true);
+    assert.equal(await complete(), awake);
+    // One part at a time: the KV cache alone, then (GPU) the weights alone.
+    assert.equal((await call('POST', '/release_memory_occupation', { tags: ['kv_cache'] })).json.success, true);
+    assert.deepEqual((await call('GET', '/is_sleeping')).json, { is_sleeping: true });
+    const weightsOnly = await call('POST', '/release_memory_occupation', { tags: ['weights'] });
+    assert.equal(weightsOnly.json.success, onGpu, JSON.stringify(weightsOnly.json));
+    if (!onGpu) assert.match(weightsOnly.json.message, /host memory/);
+    assert.equal((await call('POST', '/resume_memory_occupation', { tags: ['kv_cache'] })).json.success, true);
+    assert.deepEqual((await call('GET', '/is_sleeping')).json, { is_sleeping: onGpu });
+    assert.equal((await call('POST', '/resume_memory_occupation', { tags: ['weights'] })).json.success, true);
     assert.equal(await complete(), awake);
     for (const [route, param] of [['/sleep?level=3', 'level'], ['/wake_up?tags=everything', 'tags']]) {
       const bad = await call('POST', route);

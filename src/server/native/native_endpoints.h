@@ -33,8 +33,8 @@ void handle_flush_cache(const EndpointEnv& env, const std::shared_ptr<Exchange>&
 // Sleep mode (serve --enable-sleep-mode; Engine::sleep / wake_up), for RL loops that train on the
 // same GPU. vLLM's POST /sleep?level=1|2 (default 1) and POST /wake_up[?tags=weights][&tags=
 // kv_cache] (no tags: both) answer 200 {}; GET /is_sleeping {"is_sleeping"}. SGLang's POST
-// /release_memory_occupation and /resume_memory_occupation with {"tags": [...]} (absent: both;
-// a release takes both) answer {"success", "message"}. Errors are 400s naming the problem.
+// /release_memory_occupation (level 1) and /resume_memory_occupation with {"tags": [...]}
+// (absent: both) answer {"success", "message"}. Errors are 400s naming the problem.
 void handle_sleep(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);
 void handle_wake_up(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);
 void handle_is_sleeping(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);

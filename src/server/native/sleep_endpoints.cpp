@@ -51,8 +51,9 @@ std::optional<ApiError> sleep_mode_off(const EndpointEnv& env) {
   return invalid_request("sleep mode is off: start the server with --enable-sleep-mode");
 }
 
-// Sleeps at `level`: level 2 drops the weights, which only /update_weights_from_disk brings back.
-std::optional<ApiError> sleep_at(const EndpointEnv& env, SleepLevel level,
+// Sleeps at `level`, releasing what `tags` names: level 2 drops the weights, which only
+// /update_weights_from_disk brings back.
+std::optional<ApiError> sleep_at(const EndpointEnv& env, SleepLevel level, const Tags& tags,
                                  const std::string& param) {
   if (auto off = sleep_mode_off(env)) return off;
   if (level == SleepLevel::kDiscardWeights && !env.model->weight_updates_enabled)
@@ -61,7 +62,7 @@ std::optional<ApiError> sleep_at(const EndpointEnv& env, SleepLevel level,
             "': level 2 drops the weights, and only /update_weights_from_disk brings "
             "new ones: start the server with --enable-weight-updates too",
         param);
-  const Status st = env.model->engine->sleep(level);
+  const Status st = env.model->engine->sleep(level, tags.weights, tags.kv_cache);
   if (!st.ok()) return invalid_request(st.error().message);
   return std::nullopt;
 }
@@ -106,8 +107,9 @@ void handle_sleep(const EndpointEnv& env, const std::shared_ptr<Exchange>& excha
   if (level != "1" && level != "2")
     return exchange->respond_error(
         invalid_request("'level': expected 1 or 2, got \"" + level + "\"", "level"));
-  const auto error = sleep_at(
-      env, level == "1" ? SleepLevel::kOffloadWeights : SleepLevel::kDiscardWeights, "level");
+  const auto error =
+      sleep_at(env, level == "1" ? SleepLevel::kOffloadWeights : SleepLevel::kDiscardWeights,
+               Tags{}, "level");
   if (error) return exchange->respond_error(*error);
   exchange->respond_json(200, "{}");
 }
@@ -128,13 +130,7 @@ void handle_release_memory_occupation(const EndpointEnv& env,
                                       const std::shared_ptr<Exchange>& exchange) {
   ApiExpected<Tags> tags = sglang_tags(exchange);
   if (!tags.ok()) return answer_sglang(exchange, tags.error(), "");
-  if (!tags->weights || !tags->kv_cache)
-    return answer_sglang(exchange,
-                         invalid_request("'tags': the weights and the KV cache are released "
-                                         "together (leave 'tags' out or name both)",
-                                         "tags"),
-                         "");
-  answer_sglang(exchange, sleep_at(env, SleepLevel::kOffloadWeights, "tags"),
+  answer_sglang(exchange, sleep_at(env, SleepLevel::kOffloadWeights, *tags, "tags"),
                 "Succeeded to release memory occupation.");
 }
 

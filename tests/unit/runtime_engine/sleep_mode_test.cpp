@@ -103,6 +103,26 @@ TEST_F(SleepModeTest, ARequestInFlightFinishesBeforeTheEngineSleeps) {
   EXPECT_EQ(waiting.results()[0].tokens, tokens(*make(*other, false), later));
 }
 
+// SGLang's tags: the KV cache alone sleeps and wakes; on the CPU the weights alone are nothing to
+// release; a part released twice is an error that changes nothing.
+TEST_F(SleepModeTest, TheKvCacheSleepsAlone) {
+  const RunRequest r = request(20, 8, 6);
+  auto engine = make(weights_, true);
+  const std::vector<int32_t> before = tokens(*engine, r);
+  ASSERT_TRUE(
+      engine->sleep(SleepLevel::kOffloadWeights, /*weights=*/false, /*kv_cache=*/true).ok());
+  EXPECT_TRUE(engine->sleep_state().kv_released);
+  EXPECT_EQ(engine->sleep(SleepLevel::kOffloadWeights, false, true).error().message,
+            "the engine is already asleep");
+  EXPECT_EQ(engine->sleep(SleepLevel::kOffloadWeights, true, false).error().message,
+            "nothing to release: the CPU's weights are host memory");
+  EXPECT_EQ(engine->sleep(SleepLevel::kOffloadWeights, false, false).error().message,
+            "nothing to release: name the weights or the KV cache");
+  ASSERT_TRUE(engine->wake_up(false, true).ok());
+  EXPECT_FALSE(engine->sleep_state().asleep());
+  EXPECT_EQ(tokens(*engine, r), before);
+}
+
 TEST_F(SleepModeTest, WithoutSleepModeTheEngineStaysAwake) {
   const RunRequest r = request(20, 7, 6);
   auto engine = make(weights_, false);
