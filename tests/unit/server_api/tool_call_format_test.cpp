@@ -41,15 +41,22 @@ TEST(ToolCallFormat, SchemasOfOneCallRebaseEachToolsReferences) {
   EXPECT_FALSE(matches(both, R"({"arguments": {}, "name": "stop"})"));  // the template's key order
 }
 
-TEST(ToolCallFormat, ConstrainedWhereTheModelAllowsItElseSteered) {
+// A served model with beam-nano's tokenizer and the Hermes response template (no engine).
+class ToolCallModel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto tok = text::Tokenizer::load("models/beam-nano");
+    ASSERT_TRUE(tok.ok()) << tok.error().message;
+    m.tokenizer.emplace(std::move(*tok));
+    m.structured_vocab = build_structured_vocab(*m.tokenizer, m.tokenizer->vocab_size());
+    auto rt = load_hermes_response_template();
+    ASSERT_TRUE(rt.ok());
+    m.response_template = *rt;
+  }
   ServedModel m;
-  auto tok = text::Tokenizer::load("models/beam-nano");
-  ASSERT_TRUE(tok.ok()) << tok.error().message;
-  m.tokenizer.emplace(std::move(*tok));
-  m.structured_vocab = build_structured_vocab(*m.tokenizer, m.tokenizer->vocab_size());
-  auto rt = load_hermes_response_template();
-  ASSERT_TRUE(rt.ok());
-  m.response_template = *rt;
+};
+
+TEST_F(ToolCallModel, ConstrainedWhereTheModelAllowsItElseSteered) {
   std::optional<ResponseFormat> f = tool_call_format(m, kTools, /*parallel=*/true);
   ASSERT_TRUE(f.has_value());
   ASSERT_TRUE(f->call_close.has_value());
@@ -72,15 +79,7 @@ TEST(ToolCallFormat, ConstrainedWhereTheModelAllowsItElseSteered) {
 
 // The same tools again (an agent's next turn) take the schema compiled for the first request,
 // once make_output_constraint has shared it through the model's SchemaCache.
-TEST(ToolCallFormat, TheSameToolsCompileOnce) {
-  ServedModel m;
-  auto tok = text::Tokenizer::load("models/beam-nano");
-  ASSERT_TRUE(tok.ok()) << tok.error().message;
-  m.tokenizer.emplace(std::move(*tok));
-  m.structured_vocab = build_structured_vocab(*m.tokenizer, m.tokenizer->vocab_size());
-  auto rt = load_hermes_response_template();
-  ASSERT_TRUE(rt.ok());
-  m.response_template = *rt;
+TEST_F(ToolCallModel, TheSameToolsCompileOnce) {
   m.schemas = std::make_shared<SchemaCache>();
   std::optional<ResponseFormat> first = tool_call_format(m, kTools, true);
   ASSERT_TRUE(first.has_value());
