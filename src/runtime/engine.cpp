@@ -180,17 +180,10 @@ class Engine::Impl {
 
   Status update_weights(std::shared_ptr<const BeamWeights> weights, bool abort_in_flight) {
     BEAM_CHECK(weights != nullptr) << "update_weights: no weights";
-    std::unique_lock<std::mutex> lock(inbox_.mu);
-    if (inbox_.updating) return make_error("another weight update is in progress");
-    inbox_.updating = true;
-    inbox_.new_weights = std::move(weights);
-    inbox_.abort_for_weights = abort_in_flight;
-    inbox_.cv.notify_all();
-    inbox_.idle_cv.wait(lock, [&] { return inbox_.weights_result.has_value(); });
-    Status result = std::move(*inbox_.weights_result);
-    inbox_.weights_result.reset();
-    inbox_.updating = false;
-    return result;
+    return ask_engine_thread(inbox_.weights_answer, "another weight update is in progress", [&] {
+      inbox_.new_weights = std::move(weights);
+      inbox_.abort_for_weights = abort_in_flight;
+    });
   }
 
   void wait_idle() {
@@ -199,16 +192,8 @@ class Engine::Impl {
   }
 
   Status memory_command(MemoryCommand command) {
-    std::unique_lock<std::mutex> lock(inbox_.mu);
-    if (inbox_.memory_busy) return make_error("another sleep or wake-up is in progress");
-    inbox_.memory_busy = true;
-    inbox_.memory_command = command;
-    inbox_.cv.notify_all();
-    inbox_.idle_cv.wait(lock, [&] { return inbox_.memory_result.has_value(); });
-    Status result = std::move(*inbox_.memory_result);
-    inbox_.memory_result.reset();
-    inbox_.memory_busy = false;
-    return result;
+    return ask_engine_thread(inbox_.memory_answer, "another sleep or wake-up is in progress",
+                             [&] { inbox_.memory_command = command; });
   }
 
   SleepState sleep_state() const {
@@ -217,6 +202,27 @@ class Engine::Impl {
   }
 
  private:
+  // Posts a call the engine thread answers in `slot` (post() fills the inbox under its lock) and
+  // waits for the answer; `busy` is the error while another such call waits.
+  template <typename Post>
+  Status ask_engine_thread(EngineAnswer& slot, const char* busy, Post post) {
+    std::unique_lock<std::mutex> lock(inbox_.mu);
+    if (slot.busy) return make_error(busy);
+    slot.busy = true;
+    post();
+    inbox_.cv.notify_all();
+    inbox_.idle_cv.wait(lock, [&] { return slot.result.has_value(); });
+    Status result = std::move(*slot.result);
+    slot.result.reset();
+    slot.busy = false;
+    return result;
+  }
+  // The engine thread's answer to the call waiting in `slot`.
+  void answer(EngineAnswer& slot, Status st) {
+    std::lock_guard<std::mutex> lock(inbox_.mu);
+    slot.result = std::move(st);
+    inbox_.idle_cv.notify_all();
+  }
   void run();
   bool drain_inbox();
   void admit_request(RequestId id, GenerateRequest&& request);
@@ -337,14 +343,11 @@ bool Engine::Impl::drain_inbox() {
     };
     inbox_.cv.wait(lock, has_work);
     if (inbox_.stop) {
-      if (inbox_.updating && !inbox_.weights_result) {
-        inbox_.weights_result = make_error("the engine stopped before the weights were updated");
-        inbox_.idle_cv.notify_all();
-      }
-      if (inbox_.memory_busy && !inbox_.memory_result) {
-        inbox_.memory_result = make_error("the engine stopped before it slept or woke");
-        inbox_.idle_cv.notify_all();
-      }
+      for (auto [slot, what] : {std::pair{&inbox_.weights_answer, "the weights were updated"},
+                                std::pair{&inbox_.memory_answer, "it slept or woke"}})
+        if (slot->busy && !slot->result)
+          slot->result = make_error(std::string("the engine stopped before ") + what);
+      inbox_.idle_cv.notify_all();
       return false;
     }
     if (inbox_.new_weights) {
@@ -411,9 +414,7 @@ void Engine::Impl::apply_pending_weights() {
   }
   if (st.ok()) log_info("engine: new weights are served; the prefix cache was emptied");
   publish_stats();
-  std::lock_guard<std::mutex> lock(inbox_.mu);
-  inbox_.weights_result = std::move(st);
-  inbox_.idle_cv.notify_all();
+  answer(inbox_.weights_answer, std::move(st));
 }
 
 void Engine::Impl::apply_memory_command() {
@@ -422,14 +423,16 @@ void Engine::Impl::apply_memory_command() {
   pending_memory_.reset();
   Status st = ok_status();
   if (command.sleep) {
-    if (prefix_ && command.kv_cache && !sleep_.state().kv_released)
-      prefix_->flush();  // its KV goes with the pools
-    st = sleep_.sleep(command.level, command.weights, command.kv_cache);
+    st = sleep_.check_sleep(command.weights, command.kv_cache);
+    if (st.ok() && prefix_ && command.kv_cache) prefix_->flush();  // its KV goes with the pools
+    if (st.ok()) st = sleep_.sleep(command.level, command.weights, command.kv_cache);
     if (st.ok())
-      log_info(std::string("engine: asleep (level ") +
-               (command.level == SleepLevel::kOffloadWeights ? "1" : "2") + "): gave back" +
-               (command.kv_cache ? " the KV pools' memory" : "") +
-               (command.weights && sleep_.state().weights_released ? " the weights' memory" : ""));
+      log_info(
+          std::string("engine: asleep (level ") +
+          (command.level == SleepLevel::kOffloadWeights ? "1" : "2") + "): released" +
+          (command.kv_cache ? " the KV pools" : "") +
+          (command.kv_cache && command.weights && sleep_.state().weights_released ? " and" : "") +
+          (command.weights && sleep_.state().weights_released ? " the weights" : ""));
   } else {
     st = sleep_.wake_up(command.weights, command.kv_cache);
     if (st.ok())
@@ -437,9 +440,7 @@ void Engine::Impl::apply_memory_command() {
   }
   publish_sleep_state();
   publish_stats();
-  std::lock_guard<std::mutex> lock(inbox_.mu);
-  inbox_.memory_result = std::move(st);
-  inbox_.idle_cv.notify_all();
+  answer(inbox_.memory_answer, std::move(st));
 }
 
 void Engine::Impl::admit_request(RequestId id, GenerateRequest&& request) {

@@ -11,12 +11,15 @@ TensorView arena_bytes_view(void* data, size_t nbytes, Device device) {
   return TensorView{data, DType::kU8, Shape{static_cast<int64_t>(nbytes)}, device};
 }
 
+Error sleep_mode_off() {
+  return make_error(
+      "sleep mode is off: start the engine with enable_sleep_mode (serve --enable-sleep-mode)");
+}
+
 }  // namespace
 
-Status SleepController::sleep(SleepLevel level, bool weights, bool kv_cache) {
-  if (kv_ == nullptr)
-    return make_error(
-        "sleep mode is off: start the engine with enable_sleep_mode (serve --enable-sleep-mode)");
+Status SleepController::check_sleep(bool weights, bool kv_cache) const {
+  if (kv_ == nullptr) return sleep_mode_off();
   const bool device_weights = weights && weights_;  // on the CPU the weights stay in host memory
   if (!device_weights && !kv_cache)
     return make_error(weights ? "nothing to release: the CPU's weights are host memory"
@@ -26,10 +29,15 @@ Status SleepController::sleep(SleepLevel level, bool weights, bool kv_cache) {
     return make_error("the engine is already asleep");
   if (device_weights && weights_out) return make_error("the weights are already released");
   if (kv_cache && state_.kv_released) return make_error("the KV cache is already released");
-  if (device_weights) {
+  return ok_status();
+}
+
+Status SleepController::sleep(SleepLevel level, bool weights, bool kv_cache) {
+  BEAM_RETURN_IF_ERROR(check_sleep(weights, kv_cache));
+  if (weights && weights_) {
     if (level == SleepLevel::kOffloadWeights) {
-      host_copy_.resize(weights_->nbytes());
-      copy_tensor(ctx_, arena_bytes_view(host_copy_.data(), host_copy_.size(), Device::kCpu),
+      host_copy_ = std::make_unique_for_overwrite<char[]>(weights_->nbytes());
+      copy_tensor(ctx_, arena_bytes_view(host_copy_.get(), weights_->nbytes(), Device::kCpu),
                   arena_bytes_view(weights_->data(), weights_->nbytes(), weights_->device()));
     }
     weights_->release();
@@ -44,16 +52,14 @@ Status SleepController::sleep(SleepLevel level, bool weights, bool kv_cache) {
 }
 
 Status SleepController::wake_up(bool weights, bool kv_cache) {
-  if (kv_ == nullptr)
-    return make_error(
-        "sleep mode is off: start the engine with enable_sleep_mode (serve --enable-sleep-mode)");
+  if (kv_ == nullptr) return sleep_mode_off();
   if (weights && state_.weights_released) {
     BEAM_RETURN_IF_ERROR(weights_->restore());
     if (!state_.weights_discarded) {
       copy_tensor(ctx_, arena_bytes_view(weights_->data(), weights_->nbytes(), weights_->device()),
-                  arena_bytes_view(host_copy_.data(), host_copy_.size(), Device::kCpu));
+                  arena_bytes_view(host_copy_.get(), weights_->nbytes(), Device::kCpu));
       synchronize(ctx_);
-      std::vector<char>().swap(host_copy_);
+      host_copy_.reset();
     }
     state_.weights_released = false;
   }

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <memory>
-#include <vector>
 
 #include "core/status.h"
 #include "kernels/api/context.h"
@@ -23,9 +22,12 @@ class SleepController {
       : ctx_(ctx), weights_(std::move(weights)), kv_(kv) {}
 
   const SleepState& state() const { return state_; }
+  // Whether sleep(_, weights, kv_cache) would release something: errors for sleep mode off,
+  // nothing named, a named part already released (the caller checks before emptying the cache).
+  Status check_sleep(bool weights, bool kv_cache) const;
   // Releases the KV pools and / or the weights (copied to host memory first at kOffloadWeights;
-  // on the CPU the weights stay). The pools must hold nothing that is still needed. Errors: sleep
-  // mode off, nothing named, a named part already released (then nothing changes).
+  // on the CPU the weights stay). The pools must hold nothing that is still needed. Errors:
+  // check_sleep's (then nothing changes).
   Status sleep(SleepLevel level, bool weights, bool kv_cache);
   // Restores the weights (their host copy unless discarded) and / or the KV pools.
   Status wake_up(bool weights, bool kv_cache);
@@ -38,7 +40,7 @@ class SleepController {
   KernelContext ctx_;
   std::shared_ptr<ReleasableMemory> weights_;
   ReleasableKvAllocator* kv_ = nullptr;
-  std::vector<char> host_copy_;  // the weights' bytes while offloaded
+  std::unique_ptr<char[]> host_copy_;  // the weights' bytes while offloaded (weights_->nbytes())
   SleepState state_;
 };
 

@@ -72,6 +72,13 @@ struct MemoryCommand {
   bool weights = true, kv_cache = true;
 };
 
+// A call the engine thread answers (Engine::update_weights, sleep / wake_up): one at a time, its
+// caller waiting for `result`.
+struct EngineAnswer {
+  bool busy = false;
+  std::optional<Status> result;
+};
+
 struct Inbox {
   std::mutex mu;
   std::condition_variable cv;
@@ -84,13 +91,11 @@ struct Inbox {
   // in flight end at once, and the outcome for the waiting caller.
   std::shared_ptr<const BeamWeights> new_weights;
   bool abort_for_weights = false;
-  bool updating = false;  // a caller waits for weights_result
-  std::optional<Status> weights_result;
+  EngineAnswer weights_answer;
   // Engine::sleep / wake_up: the command until the engine thread takes it (a sleep once nothing
   // is in flight), and its outcome for the waiting caller.
   std::optional<MemoryCommand> memory_command;
-  bool memory_busy = false;  // a caller waits for memory_result
-  std::optional<Status> memory_result;
+  EngineAnswer memory_answer;
   int64_t pending = 0;  // submitted but not yet finished (wait_idle)
   std::condition_variable idle_cv;
 };

@@ -12,6 +12,7 @@
 #include <cfloat>
 #include <climits>
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 #include "core/check.h"
@@ -285,17 +286,27 @@ struct ScoreArgs {
   int vocab;
 };
 
+// The row this block's cluster scores: its parameters, raw logits and output (its token written
+// by rank 0).
+struct ScoredRow {
+  ScoreRowParams p;
+  const float* raw;
+  SampledRow* out;
+};
+__device__ ScoredRow scored_row(const ScoreArgs& a) {
+  const int32_t r = a.row_ids[blockIdx.x / kClusterBlocks];
+  const ScoreRowParams p = a.rows[r];
+  if (threadIdx.x == 0 && cluster::rank() == 0) a.out[r].token = p.token;
+  return {p, a.logits + static_cast<int64_t>(p.logits_row) * a.vocab, a.out + r};
+}
+
 // A cluster per row: the given token's logprobs, written as sample_rows_kernel writes a drawn one.
 __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThreads)
     score_rows_kernel(ScoreArgs a) {
   __shared__ RowShared sh;
-  const int32_t r = a.row_ids[blockIdx.x / kClusterBlocks];
-  const ScoreRowParams p = a.rows[r];
-  const float* raw = a.logits + static_cast<int64_t>(p.logits_row) * a.vocab;
-  SampledRow* out = a.out + r;
-  if (threadIdx.x == 0 && cluster::rank() == 0) out->token = p.token;
-  write_logprobs(raw, row_slice(a.vocab), p.token,
-                 LogprobSpec{p.temperature, p.inv_temperature, p.num_top}, sh, out);
+  const ScoredRow s = scored_row(a);
+  write_logprobs(s.raw, row_slice(a.vocab), s.p.token,
+                 LogprobSpec{s.p.temperature, s.p.inv_temperature, s.p.num_top}, sh, s.out);
 }
 
 // A cluster per row without alternatives (num_top 0): score_rows_kernel's figures (the same code,
@@ -304,15 +315,12 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThread
 __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThreads)
     score_plain_rows_kernel(ScoreArgs a) {
   __shared__ ReduceShared reduce;
-  const int32_t r = a.row_ids[blockIdx.x / kClusterBlocks];
-  const ScoreRowParams p = a.rows[r];
-  const float* raw = a.logits + static_cast<int64_t>(p.logits_row) * a.vocab;
-  const ChosenFigures f = chosen_figures(raw, row_slice(a.vocab), p.token,
-                                         LogprobSpec{p.temperature, p.inv_temperature, 0}, reduce);
-  if (threadIdx.x == 0 && cluster::rank() == 0) {
-    a.out[r].token = p.token;
-    write_chosen(a.out + r, f.rank, f.logprob_of(raw[p.token]), 0);
-  }
+  const ScoredRow s = scored_row(a);
+  const ChosenFigures f =
+      chosen_figures(s.raw, row_slice(a.vocab), s.p.token,
+                     LogprobSpec{s.p.temperature, s.p.inv_temperature, 0}, reduce);
+  if (threadIdx.x == 0 && cluster::rank() == 0)
+    write_chosen(s.out, f.rank, f.logprob_of(s.raw[s.p.token]), 0);
 }
 
 // Blocks of the grid for `rows` rows.
@@ -345,13 +353,11 @@ void sample_tokens(CudaContext& ctx, const TensorView& logits,
 void score_tokens(CudaContext& ctx, const TensorView& logits, std::span<const ScoreRowParams> rows,
                   const TensorView& out) {
   // The rows with alternatives, then the plain ones (num_top 0).
-  std::vector<int32_t> ids;
-  ids.reserve(rows.size());
-  for (int pass = 0; pass < 2; ++pass)
-    for (size_t r = 0; r < rows.size(); ++r)
-      if ((rows[r].num_top == 0) == (pass == 1)) ids.push_back(static_cast<int32_t>(r));
-  const size_t with_top = static_cast<size_t>(std::count_if(
-      rows.begin(), rows.end(), [](const ScoreRowParams& p) { return p.num_top > 0; }));
+  std::vector<int32_t> ids(rows.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  const auto plain_begin = std::stable_partition(
+      ids.begin(), ids.end(), [&](int32_t r) { return rows[static_cast<size_t>(r)].num_top > 0; });
+  const auto with_top = static_cast<size_t>(plain_begin - ids.begin());
   const size_t plain = rows.size() - with_top;
 
   ScoreArgs a;

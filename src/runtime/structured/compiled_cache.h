@@ -36,10 +36,7 @@ class CompiledCache {
   // memo, which is kept.
   Entry share(const std::string& text, std::shared_ptr<const Compiled> compiled) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (const auto it = index_.find(text); it != index_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second);
-      return it->second->second;
-    }
+    if (std::optional<Entry> hit = find_locked(text)) return *hit;
     Entry entry{std::move(compiled), std::make_shared<Memo>()};
     if (capacity_ == 0) return entry;
     if (lru_.size() >= capacity_) {
@@ -55,10 +52,7 @@ class CompiledCache {
   // text up before compiling skips the compile.
   std::optional<Entry> find(const std::string& text) {
     std::lock_guard<std::mutex> lock(mu_);
-    const auto it = index_.find(text);
-    if (it == index_.end()) return std::nullopt;
-    lru_.splice(lru_.begin(), lru_, it->second);
-    return it->second->second;
+    return find_locked(text);
   }
 
   size_t size() const {
@@ -67,6 +61,14 @@ class CompiledCache {
   }
 
  private:
+  // find() under mu_.
+  std::optional<Entry> find_locked(const std::string& text) {
+    const auto it = index_.find(text);
+    if (it == index_.end()) return std::nullopt;
+    lru_.splice(lru_.begin(), lru_, it->second);
+    return it->second->second;
+  }
+
   using List = std::list<std::pair<std::string, Entry>>;  // most recently used first
   mutable std::mutex mu_;
   size_t capacity_;

@@ -4,7 +4,6 @@
 #include <string_view>
 #include <vector>
 
-#include "core/logging.h"
 #include "server/native/native_endpoints.h"
 
 namespace beam::server {
