@@ -10,7 +10,7 @@ ApiExpected<RenderedPrompt> prepare(const EndpointEnv& env, const std::shared_pt
   const ServedModel& model = *env.model;
   API_ASSIGN_OR_RETURN(Json body, parse_json_body(exchange->request().body));
   apply_sampling_defaults(model, &body);
-  API_ASSIGN_OR_RETURN(*req, parse_messages_request(body, count_only));
+  API_ASSIGN_OR_RETURN(*req, parse_messages_request(body, count_only, format_caches(model)));
   return prepare_chat_prompt(model, req->model, req->tool_choice, &req->prompt, spec);
 }
 

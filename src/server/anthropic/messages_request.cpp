@@ -177,7 +177,8 @@ void read_thinking(FieldReader& r, Json* variables, SamplingFields* sampling) {
 
 }  // namespace
 
-ApiExpected<MessagesRequest> parse_messages_request(const Json& body, bool count_only) {
+ApiExpected<MessagesRequest> parse_messages_request(const Json& body, bool count_only,
+                                                    const FormatCaches& caches) {
   if (!body.is_object()) return invalid_request("the request body must be a JSON object");
   MessagesRequest req;
   FieldReader r(body, "");
@@ -216,9 +217,9 @@ ApiExpected<MessagesRequest> parse_messages_request(const Json& body, bool count
   }
   API_ASSIGN_OR_RETURN(req.tool_choice, parse_tool_choice(r.get("tool_choice")));
   // Anthropic's structured outputs.
-  API_ASSIGN_OR_RETURN(
-      req.sampling.format,
-      parse_response_format(r.get("output_format"), "output_format", FormatShape::kAnthropic));
+  API_ASSIGN_OR_RETURN(req.sampling.format,
+                       parse_response_format(r.get("output_format"), "output_format",
+                                             FormatShape::kAnthropic, caches));
   return req;
 }
 

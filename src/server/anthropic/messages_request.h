@@ -19,7 +19,9 @@ struct MessagesRequest {
   bool stream = false;
 };
 
-// `count_only`: /v1/messages/count_tokens (max_tokens is not required).
-ApiExpected<MessagesRequest> parse_messages_request(const Json& body, bool count_only);
+// `count_only`: /v1/messages/count_tokens (max_tokens is not required). Compiled output formats
+// come from `caches` when they hold the text (format_caches).
+ApiExpected<MessagesRequest> parse_messages_request(const Json& body, bool count_only,
+                                                    const FormatCaches& caches);
 
 }  // namespace beam::server

@@ -91,34 +91,38 @@ ResponseFormat json_object_format(const std::string& path) {
   return out;
 }
 
-ApiExpected<ResponseFormat> schema_format(const Json& schema, const std::string& path) {
-  auto grammar = JsonGrammar::from_schema(schema);
+ApiExpected<ResponseFormat> schema_format(const Json& schema, const std::string& path,
+                                          const FormatCaches& caches) {
+  std::string text = schema.dump();
+  auto grammar = schema_grammar(schema, text, caches);
   if (!grammar.ok())
     return invalid_request("'" + path + "' cannot be enforced: " + grammar.error().message, path,
                            "unsupported_parameter");
   ResponseFormat out;
   out.kind = ResponseFormat::Kind::kJsonSchema;
   out.grammar = std::move(grammar).value();
-  out.schema_text = schema.dump();
+  out.schema_text = std::move(text);
   out.path = path;
   return out;
 }
 
 // A schema given as JSON text (SGLang's json_schema, vLLM's guided_json as a string) or a value.
-ApiExpected<ResponseFormat> schema_field(const Json& value, const std::string& path) {
+ApiExpected<ResponseFormat> schema_field(const Json& value, const std::string& path,
+                                         const FormatCaches& caches) {
   if (!value.is_string()) {
     if (!value.is_object() && !value.is_boolean())
       return invalid_request("'" + path + "': expected a JSON schema (an object or its text)",
                              path);
-    return schema_format(value, path);
+    return schema_format(value, path, caches);
   }
   Expected<Json> parsed = parse_bounded_json(value.get<std::string>());
   if (!parsed.ok())
     return invalid_request("'" + path + "': the schema text is " + parsed.error().message, path);
-  return schema_format(*parsed, path);
+  return schema_format(*parsed, path, caches);
 }
 
-ApiExpected<ResponseFormat> regex_format(const Json& value, const std::string& path) {
+ApiExpected<ResponseFormat> regex_format(const Json& value, const std::string& path,
+                                         const FormatCaches&) {
   if (!value.is_string())
     return invalid_request("'" + path + "': expected a regular expression string", path);
   auto dfa = ByteDfa::from_full_match(value.get<std::string>());
@@ -132,46 +136,62 @@ ApiExpected<ResponseFormat> regex_format(const Json& value, const std::string& p
   return out;
 }
 
+// The compiled grammar `caches` holds under `key`, else compile().
+template <typename Compile>
+Expected<std::shared_ptr<const EbnfGrammar>> cached_grammar(const std::string& key,
+                                                            const FormatCaches& caches,
+                                                            Compile&& compile) {
+  if (caches.grammars)
+    if (std::optional<GrammarCache::Entry> hit = caches.grammars->find(key)) return hit->compiled;
+  return compile();
+}
+
 // A grammar the whole output must match: GBNF (start rule `root`), or Lark (start rule `start`)
 // when it defines no `name ::=` rule, as vLLM tells them apart.
-ApiExpected<ResponseFormat> grammar_format(const Json& value, const std::string& path) {
+ApiExpected<ResponseFormat> grammar_format(const Json& value, const std::string& path,
+                                           const FormatCaches& caches) {
   if (!value.is_string())
     return invalid_request("'" + path + "': expected a grammar string (GBNF or Lark)", path);
-  auto grammar = EbnfGrammar::compile_gbnf_or_lark(value.get<std::string>());
+  std::string text = value.get<std::string>();
+  auto grammar =
+      cached_grammar(text, caches, [&] { return EbnfGrammar::compile_gbnf_or_lark(text); });
   if (!grammar.ok())
     return invalid_request("'" + path + "' cannot be enforced: " + grammar.error().message, path,
                            "unsupported_parameter");
   ResponseFormat out;
   out.kind = ResponseFormat::Kind::kGrammar;
   out.path = path;
-  out.grammar_text = value.get<std::string>();
+  out.grammar_text = std::move(text);
   out.ebnf = std::move(grammar).value();
   return out;
 }
 
 // A structural tag (structural_tag.h): the grammar it compiles to, shared through the model's
 // GrammarCache under its JSON text with a prefix no grammar text can compile with.
-ApiExpected<ResponseFormat> structural_tag_format(const Json& tag, const std::string& path) {
-  auto grammar = compile_structural_tag(tag);
+ApiExpected<ResponseFormat> structural_tag_format(const Json& tag, const std::string& path,
+                                                  const FormatCaches& caches) {
+  std::string key = std::string("\0structural_tag\0", 16) + tag.dump();
+  auto grammar = cached_grammar(key, caches, [&] { return compile_structural_tag(tag); });
   if (!grammar.ok())
     return invalid_request("'" + path + "' cannot be enforced: " + grammar.error().message, path,
                            "unsupported_parameter");
   ResponseFormat out;
   out.kind = ResponseFormat::Kind::kStructuralTag;
   out.path = path;
-  out.grammar_text = std::string("\0structural_tag\0", 16) + tag.dump();
+  out.grammar_text = std::move(key);
   out.ebnf = std::move(grammar).value();
   return out;
 }
 
 // A structural tag given as an object or as its JSON text (vLLM's structured_outputs and SGLang
 // send the text).
-ApiExpected<ResponseFormat> structural_tag_field(const Json& value, const std::string& path) {
+ApiExpected<ResponseFormat> structural_tag_field(const Json& value, const std::string& path,
+                                                 const FormatCaches& caches) {
   if (!value.is_string()) {
     if (!value.is_object())
       return invalid_request("'" + path + "': expected a structural tag (an object or its text)",
                              path);
-    return structural_tag_format(value, path);
+    return structural_tag_format(value, path, caches);
   }
   Expected<Json> parsed = parse_bounded_json(value.get<std::string>());
   if (!parsed.ok())
@@ -179,11 +199,12 @@ ApiExpected<ResponseFormat> structural_tag_field(const Json& value, const std::s
                            path);
   if (!parsed->is_object())
     return invalid_request("'" + path + "': the structural tag text is not a JSON object", path);
-  return structural_tag_format(*parsed, path);
+  return structural_tag_format(*parsed, path, caches);
 }
 
 // One of the strings, exactly: an alternation of their escaped texts.
-ApiExpected<ResponseFormat> choice_format(const Json& value, const std::string& path) {
+ApiExpected<ResponseFormat> choice_format(const Json& value, const std::string& path,
+                                          const FormatCaches& caches) {
   if (!value.is_array() || value.empty())
     return invalid_request("'" + path + "': expected a non-empty array of strings", path);
   std::string regex;
@@ -198,16 +219,17 @@ ApiExpected<ResponseFormat> choice_format(const Json& value, const std::string& 
     }
     regex += ')';
   }
-  return regex_format(Json(regex), path);
+  return regex_format(Json(regex), path, caches);
 }
 
 // Reads the value of format field `path` (its name is the part after the last '.').
-using FormatReader = ApiExpected<ResponseFormat> (*)(const Json& value, const std::string& path);
+using FormatReader = ApiExpected<ResponseFormat> (*)(const Json& value, const std::string& path,
+                                                     const FormatCaches& caches);
 
 // The one format among `fields` of `object` (null, false and a top-level "grammar" of "" count as
 // absent), read by its reader; text when none. Two present is a 400 naming the second.
 ApiExpected<ResponseFormat> one_format(
-    const Json& object, const std::string& prefix,
+    const Json& object, const std::string& prefix, const FormatCaches& caches,
     std::initializer_list<std::pair<const char*, FormatReader>> fields) {
   // llama.cpp's top-level `grammar` defaults to "" (its clients send it): no grammar.
   auto present = [&](const char* key) {
@@ -227,22 +249,25 @@ ApiExpected<ResponseFormat> one_format(
     read = reader;
   }
   if (!found) return ResponseFormat{};
-  return read(object[found], prefix + found);
+  return read(object[found], prefix + found, caches);
 }
 
-ApiExpected<ResponseFormat> chat_response_format(const Json& value, const std::string& path) {
-  return parse_response_format(&value, path, FormatShape::kChat);
+ApiExpected<ResponseFormat> chat_response_format(const Json& value, const std::string& path,
+                                                 const FormatCaches& caches) {
+  return parse_response_format(&value, path, FormatShape::kChat, caches);
 }
 
-ApiExpected<ResponseFormat> json_object_field(const Json&, const std::string& path) {
+ApiExpected<ResponseFormat> json_object_field(const Json&, const std::string& path,
+                                              const FormatCaches&) {
   return json_object_format(path);
 }
 
 // vLLM's structured_outputs object: one of json / regex / choice / grammar / json_object /
 // structural_tag.
-ApiExpected<ResponseFormat> structured_outputs_format(const Json& value, const std::string& path) {
+ApiExpected<ResponseFormat> structured_outputs_format(const Json& value, const std::string& path,
+                                                      const FormatCaches& caches) {
   if (!value.is_object()) return invalid_request("'" + path + "': expected an object", path);
-  return one_format(value, path + ".",
+  return one_format(value, path + ".", caches,
                     {{"json", schema_field},
                      {"regex", regex_format},
                      {"choice", choice_format},
@@ -253,6 +278,18 @@ ApiExpected<ResponseFormat> structured_outputs_format(const Json& value, const s
 
 }  // namespace
 
+FormatCaches format_caches(const ServedModel& model) {
+  return {model.grammars.get(), model.schemas.get()};
+}
+
+Expected<std::shared_ptr<const JsonGrammar>> schema_grammar(const Json& schema,
+                                                            const std::string& text,
+                                                            const FormatCaches& caches) {
+  if (caches.schemas)
+    if (std::optional<SchemaCache::Entry> hit = caches.schemas->find(text)) return hit->compiled;
+  return JsonGrammar::from_schema(schema);
+}
+
 std::optional<int32_t> added_token_id(const text::Tokenizer& tokenizer, std::string_view text) {
   std::optional<text::TokenId> id = tokenizer.token_to_id(text);
   if (!id) return std::nullopt;
@@ -262,7 +299,7 @@ std::optional<int32_t> added_token_id(const text::Tokenizer& tokenizer, std::str
 }
 
 ApiExpected<ResponseFormat> parse_response_format(const Json* format, const std::string& path,
-                                                  FormatShape shape) {
+                                                  FormatShape shape, const FormatCaches& caches) {
   ResponseFormat out;
   out.path = path;
   if (!format) return out;
@@ -277,7 +314,7 @@ ApiExpected<ResponseFormat> parse_response_format(const Json* format, const std:
   if (type == "text") return out;
   if (type == "json_object") return json_object_format(path);
   if (type == "structural_tag" && shape == FormatShape::kChat)
-    return structural_tag_format(*format, path);
+    return structural_tag_format(*format, path, caches);
   if (type != "json_schema")
     return invalid_request("'" + path + ".type': unknown format \"" + type +
                                "\" (expected \"text\", \"json_object\"" +
@@ -305,11 +342,12 @@ ApiExpected<ResponseFormat> parse_response_format(const Json* format, const std:
   const Json* schema = h.get("schema");
   if (!schema && shape == FormatShape::kAnthropic)
     return invalid_request("'" + holder_path + ".schema' is required", holder_path + ".schema");
-  return schema_format(schema ? *schema : Json::object(), holder_path + ".schema");  // none: any
+  return schema_format(schema ? *schema : Json::object(), holder_path + ".schema",  // none: any
+                       caches);
 }
 
-ApiExpected<ResponseFormat> parse_request_format(const Json& body) {
-  return one_format(body, "",
+ApiExpected<ResponseFormat> parse_request_format(const Json& body, const FormatCaches& caches) {
+  return one_format(body, "", caches,
                     {{"response_format", chat_response_format},
                      {"structured_outputs", structured_outputs_format},
                      {"guided_json", schema_field},

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/structured/compiled_cache.h"
 #include "runtime/structured/json_grammar.h"
 #include "runtime/structured/output_constraint.h"
 #include "server/api/api_error.h"
@@ -46,11 +47,26 @@ enum class FormatShape {
   kAnthropic,  // output_format: {"type": "json_schema", "schema"} (json_schema only)
 };
 
+// The served model's compiled constraints by text (ServedModel::grammars / schemas): a grammar,
+// schema or structural tag sent before is taken from them instead of compiled again (RL rollouts
+// and agents send the same one with every request). Null members: every format compiles.
+struct FormatCaches {
+  GrammarCache* grammars = nullptr;
+  SchemaCache* schemas = nullptr;
+};
+FormatCaches format_caches(const ServedModel& model);
+
+// A JSON schema's compiled grammar: the one `caches` holds under `text` (the schema's dump), else
+// compiled now. An error names the schema keyword it cannot honour.
+Expected<std::shared_ptr<const JsonGrammar>> schema_grammar(const Json& schema,
+                                                            const std::string& text,
+                                                            const FormatCaches& caches);
+
 // Reads a format object of the given shape ("text" and "json_object" too, except Anthropic's)
-// and compiles its schema (a 400 naming the schema keyword it cannot honour). Null or absent:
-// text.
+// and compiles its schema (a 400 naming the schema keyword it cannot honour; `caches` first).
+// Null or absent: text.
 ApiExpected<ResponseFormat> parse_response_format(const Json* format, const std::string& path,
-                                                  FormatShape shape);
+                                                  FormatShape shape, const FormatCaches& caches);
 
 // The output format of a chat or completions request: `response_format`, or one of the
 // structured-output extensions vLLM, SGLang and llama.cpp clients send: `structured_outputs`
@@ -60,8 +76,8 @@ ApiExpected<ResponseFormat> parse_response_format(const Json* format, const std:
 // `structural_tag` (tag text), llama.cpp's `grammar`. A regex, a choice, a GBNF grammar
 // (EbnfGrammar, root rule `root`) or a structural tag (structural_tag.h) constrains the whole
 // output (full match). More than one of them, or one that does not compile, is a 400 naming the
-// field.
-ApiExpected<ResponseFormat> parse_request_format(const Json& body);
+// field. Compiled forms come from `caches` when they hold the text.
+ApiExpected<ResponseFormat> parse_request_format(const Json& body, const FormatCaches& caches);
 
 // The model's text tokens for constraint masks: every token id of the tokenizer below vocab_size
 // that writes text, its added tokens included (a `<tool_call>` token may open a structural tag's

@@ -59,18 +59,11 @@ std::optional<ResponseFormat> tool_call_format(const ServedModel& model, const J
   // (ServedModel::schemas, keyed by the schema's text).
   const Json schema = tool_call_schema(tools);
   std::string schema_text = schema.dump();
-  std::shared_ptr<const JsonGrammar> grammar;
-  if (model.schemas)
-    if (std::optional<SchemaCache::Entry> hit = model.schemas->find(schema_text))
-      grammar = hit->compiled;
-  if (!grammar) {
-    auto compiled = JsonGrammar::from_schema(schema);
-    if (!compiled.ok()) return std::nullopt;
-    grammar = std::move(compiled).value();
-  }
+  auto grammar = schema_grammar(schema, schema_text, format_caches(model));
+  if (!grammar.ok()) return std::nullopt;
   ResponseFormat format;
   format.kind = ResponseFormat::Kind::kJsonSchema;
-  format.grammar = std::move(grammar);
+  format.grammar = std::move(grammar).value();
   format.schema_text = std::move(schema_text);
   format.path = "tools";
   format.call_close = close;

@@ -236,6 +236,7 @@ ApiExpected<bool> run_sglang(const EndpointEnv& env, const std::shared_ptr<Excha
   info.vocab_size = model.vocab_size;
   info.max_context_tokens = model.max_context_tokens;
   info.sampling_defaults = model.sampling_defaults;
+  info.format_caches = format_caches(model);
   API_ASSIGN_OR_RETURN(SglangGenerateRequest req, parse_sglang_generate_request(body, info));
   API_ASSIGN_OR_RETURN(bool ok, check_model_name(model, req.model));
   (void)ok;

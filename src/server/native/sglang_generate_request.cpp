@@ -140,7 +140,7 @@ ApiExpected<bool> read_sampling_params(const Json& sp, const std::string& path,
     f.params.max_tokens = m;
   }
   if (r.failed()) return r.take_error();
-  ApiExpected<ResponseFormat> format = parse_request_format(with_defaults);
+  ApiExpected<ResponseFormat> format = parse_request_format(with_defaults, model.format_caches);
   if (!format.ok()) {
     ApiError e = format.error();
     if (!e.param.empty()) e.param = path + "." + e.param;

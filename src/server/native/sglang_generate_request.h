@@ -49,6 +49,7 @@ struct SglangModelInfo {
   int64_t vocab_size = 0;
   int64_t max_context_tokens = 0;           // prompt + output; 0: no clamping
   Json sampling_defaults = Json::object();  // generation_config.json's (apply_sampling_defaults)
+  FormatCaches format_caches;               // compiled output formats by text (none: each compiles)
 };
 
 ApiExpected<SglangGenerateRequest> parse_sglang_generate_request(const Json& body,

@@ -12,7 +12,7 @@ ApiExpected<bool> run_chat(const EndpointEnv& env, const std::shared_ptr<Exchang
   const ServedModel& model = *env.model;
   API_ASSIGN_OR_RETURN(Json body, parse_json_body(exchange->request().body));
   apply_sampling_defaults(model, &body);
-  API_ASSIGN_OR_RETURN(ChatRequest req, parse_chat_request(body));
+  API_ASSIGN_OR_RETURN(ChatRequest req, parse_chat_request(body, format_caches(model)));
   GenerationSpec spec;
   API_ASSIGN_OR_RETURN(RenderedPrompt rendered,
                        prepare_chat_prompt(model, req.model, req.tool_choice, &req.prompt, &spec));

@@ -202,7 +202,7 @@ void read_generation_prompt_fields(FieldReader& r, ChatPrompt* prompt) {
            "no new one is opened)");
 }
 
-ApiExpected<ChatRequest> parse_chat_request(const Json& body) {
+ApiExpected<ChatRequest> parse_chat_request(const Json& body, const FormatCaches& caches) {
   if (!body.is_object()) return invalid_request("the request body must be a JSON object");
   ChatRequest req;
   FieldReader r(body, "");
@@ -241,7 +241,7 @@ ApiExpected<ChatRequest> parse_chat_request(const Json& body) {
   r.read("parallel_tool_calls", &req.tool_choice.parallel);
   if (r.failed()) return r.take_error();
   // response_format, or vLLM's / SGLang's structured-output fields (parse_request_format).
-  API_ASSIGN_OR_RETURN(req.sampling.format, parse_request_format(body));
+  API_ASSIGN_OR_RETURN(req.sampling.format, parse_request_format(body, caches));
   return req;
 }
 

@@ -29,7 +29,8 @@ struct ChatRequest {
   const char* max_tokens_field = "max_tokens";  // or "max_completion_tokens", for errors
 };
 
-ApiExpected<ChatRequest> parse_chat_request(const Json& body);
+// Compiled output formats come from `caches` when they hold the text (format_caches).
+ApiExpected<ChatRequest> parse_chat_request(const Json& body, const FormatCaches& caches);
 
 // OpenAI chat messages → chat-template messages (text parts joined, tool-call arguments parsed
 // to objects, developer → system, reasoning → reasoning_content).

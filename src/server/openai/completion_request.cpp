@@ -97,7 +97,8 @@ void read_max_tokens(FieldReader& r, CompletionRequest* req) {
 
 }  // namespace
 
-ApiExpected<CompletionRequest> parse_completion_request(const Json& body) {
+ApiExpected<CompletionRequest> parse_completion_request(const Json& body,
+                                                        const FormatCaches& caches) {
   if (!body.is_object()) return invalid_request("the request body must be a JSON object");
   CompletionRequest req;
   FieldReader r(body, "");
@@ -122,7 +123,7 @@ ApiExpected<CompletionRequest> parse_completion_request(const Json& body) {
   API_ASSIGN_OR_RETURN(req.prompts, read_prompts(r.get("prompt")));
   // vLLM's extension: the chat format's response_format on completions too, and vLLM's / SGLang's
   // structured-output fields (parse_request_format).
-  API_ASSIGN_OR_RETURN(req.sampling.format, parse_request_format(body));
+  API_ASSIGN_OR_RETURN(req.sampling.format, parse_request_format(body, caches));
   return req;
 }
 

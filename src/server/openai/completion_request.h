@@ -34,6 +34,8 @@ struct CompletionRequest {
   bool include_usage = false;
 };
 
-ApiExpected<CompletionRequest> parse_completion_request(const Json& body);
+// Compiled output formats come from `caches` when they hold the text (format_caches).
+ApiExpected<CompletionRequest> parse_completion_request(const Json& body,
+                                                        const FormatCaches& caches);
 
 }  // namespace beam::server

@@ -57,7 +57,7 @@ ApiExpected<bool> run_completions(const EndpointEnv& env,
   const ServedModel& model = *env.model;
   API_ASSIGN_OR_RETURN(Json body, parse_json_body(exchange->request().body));
   apply_sampling_defaults(model, &body);
-  API_ASSIGN_OR_RETURN(CompletionRequest req, parse_completion_request(body));
+  API_ASSIGN_OR_RETURN(CompletionRequest req, parse_completion_request(body, format_caches(model)));
   API_ASSIGN_OR_RETURN(bool ok, check_model_name(model, req.model));
   API_ASSIGN_OR_RETURN(ok, require_tokenizer(model));
   (void)ok;

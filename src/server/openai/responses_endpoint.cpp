@@ -8,7 +8,7 @@ ApiExpected<bool> run_responses(const EndpointEnv& env, const std::shared_ptr<Ex
   const ServedModel& model = *env.model;
   API_ASSIGN_OR_RETURN(Json body, parse_json_body(exchange->request().body));
   apply_sampling_defaults(model, &body);
-  API_ASSIGN_OR_RETURN(ResponsesRequest req, parse_responses_request(body));
+  API_ASSIGN_OR_RETURN(ResponsesRequest req, parse_responses_request(body, format_caches(model)));
   GenerationSpec spec;
   API_ASSIGN_OR_RETURN(RenderedPrompt rendered,
                        prepare_chat_prompt(model, req.model, req.tool_choice, &req.prompt, &spec));

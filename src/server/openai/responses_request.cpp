@@ -154,7 +154,8 @@ void read_limits_and_options(FieldReader& r, ResponsesRequest* req) {
 
 }  // namespace
 
-ApiExpected<ResponsesRequest> parse_responses_request(const Json& body) {
+ApiExpected<ResponsesRequest> parse_responses_request(const Json& body,
+                                                      const FormatCaches& caches) {
   if (!body.is_object()) return invalid_request("the request body must be a JSON object");
   ResponsesRequest req;
   FieldReader r(body, "");
@@ -181,7 +182,7 @@ ApiExpected<ResponsesRequest> parse_responses_request(const Json& body) {
     auto format = text->find("format");
     const Json* f = format == text->end() || format->is_null() ? nullptr : &*format;
     API_ASSIGN_OR_RETURN(req.sampling.format,
-                         parse_response_format(f, "text.format", FormatShape::kResponses));
+                         parse_response_format(f, "text.format", FormatShape::kResponses, caches));
     if (f) req.text_format = *f;
   }
   return req;

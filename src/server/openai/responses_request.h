@@ -25,6 +25,7 @@ struct ResponsesRequest {
   Json text_format = {{"type", "text"}};  // text.format as sent
 };
 
-ApiExpected<ResponsesRequest> parse_responses_request(const Json& body);
+// Compiled output formats come from `caches` when they hold the text (format_caches).
+ApiExpected<ResponsesRequest> parse_responses_request(const Json& body, const FormatCaches& caches);
 
 }  // namespace beam::server

@@ -56,26 +56,29 @@ TEST(PromptTruncation, ReadsPositiveCountsAndMinusOne) {
 }
 
 TEST(PromptTruncation, ChatAndCompletionsReadTheField) {
-  ApiExpected<ChatRequest> chat = parse_chat_request(Json::parse(
-      R"({"messages": [{"role": "user", "content": "hi"}], "truncate_prompt_tokens": 5})"));
+  ApiExpected<ChatRequest> chat = parse_chat_request(
+      Json::parse(
+          R"({"messages": [{"role": "user", "content": "hi"}], "truncate_prompt_tokens": 5})"),
+      {});
   ASSERT_TRUE(chat.ok()) << chat.error().message;
   EXPECT_EQ(chat->truncate_prompt_tokens, 5);
   ApiExpected<CompletionRequest> completion = parse_completion_request(
-      Json::parse(R"({"prompt": ["a", "b"], "truncate_prompt_tokens": -1})"));
+      Json::parse(R"({"prompt": ["a", "b"], "truncate_prompt_tokens": -1})"), {});
   ASSERT_TRUE(completion.ok()) << completion.error().message;
   EXPECT_EQ(completion->truncate_prompt_tokens, -1);
-  EXPECT_EQ(parse_completion_request(Json::parse(R"({"prompt": "a"})"))->truncate_prompt_tokens,
+  EXPECT_EQ(parse_completion_request(Json::parse(R"({"prompt": "a"})"), {})->truncate_prompt_tokens,
             std::nullopt);
   EXPECT_EQ(parse_chat_request(Json::parse(R"({"messages": [{"role": "user", "content": "hi"}],
-                                              "truncate_prompt_tokens": 0})"))
+                                              "truncate_prompt_tokens": 0})"),
+                               {})
                 .error()
                 .param,
             "truncate_prompt_tokens");
-  EXPECT_EQ(
-      parse_completion_request(Json::parse(R"({"prompt": "a", "truncate_prompt_tokens": "all"})"))
-          .error()
-          .param,
-      "truncate_prompt_tokens");
+  EXPECT_EQ(parse_completion_request(
+                Json::parse(R"({"prompt": "a", "truncate_prompt_tokens": "all"})"), {})
+                .error()
+                .param,
+            "truncate_prompt_tokens");
 }
 
 TEST(PromptTruncation, KeepsTheLastTokensAndTheirText) {

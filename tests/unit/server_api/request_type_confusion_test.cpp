@@ -49,7 +49,7 @@ const ServedModel& nano() {
 // chat endpoints do.
 template <typename Request, typename ParseRequest>
 ApiExpected<bool> parse_and_render(const Json& body, ParseRequest parse_request) {
-  API_ASSIGN_OR_RETURN(Request req, parse_request(body));
+  API_ASSIGN_OR_RETURN(Request req, parse_request(body, format_caches(nano())));
   GenerationSpec spec;
   API_ASSIGN_OR_RETURN(RenderedPrompt rendered,
                        prepare_chat_prompt(nano(), req.model, req.tool_choice, &req.prompt, &spec));
@@ -184,7 +184,7 @@ TEST(RequestTypeConfusion, Completions) {
     "stop": ["x"], "n": 2, "logprobs": 2, "seed": 1, "stream": true, "stream_options": {"include_usage": true},
     "return_tokens_as_token_ids": true, "truncate_prompt_tokens": 2,
     "response_format": {"type": "json_object"}})");
-  sweep([](const Json& b) { return as_bool(parse_completion_request(b)); }, valid);
+  sweep([](const Json& b) { return as_bool(parse_completion_request(b, {})); }, valid);
 }
 
 // GBNF grammars: vLLM's guided_grammar on completions, structured_outputs.grammar on chat.
@@ -192,7 +192,7 @@ TEST(RequestTypeConfusion, Grammars) {
   const Json completions = Json::parse(R"({"model": "m", "prompt": "Answer:", "max_tokens": 5,
     "temperature": 0.5, "n": 2, "seed": 1, "stop": ["x"],
     "guided_grammar": "root ::= (\"yes\" | \"no\") \" \" [0-9]{1,3}"})");
-  sweep([](const Json& b) { return as_bool(parse_completion_request(b)); }, completions);
+  sweep([](const Json& b) { return as_bool(parse_completion_request(b, {})); }, completions);
   const Json chat = Json::parse(R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
     "max_tokens": 5, "chat_template_kwargs": {"enable_thinking": false},
     "structured_outputs": {"grammar": "root ::= \"(\" root \")\" | \"x\""}})");
@@ -203,7 +203,7 @@ TEST(RequestTypeConfusion, Grammars) {
 TEST(RequestTypeConfusion, CompletionsScoring) {
   const Json valid = Json::parse(R"({"model": "m", "prompt": [[1, 2, 3], "two words"],
     "max_tokens": 0, "temperature": 0, "logprobs": 1, "echo": true, "prompt_logprobs": 2})");
-  sweep([](const Json& b) { return as_bool(parse_completion_request(b)); }, valid);
+  sweep([](const Json& b) { return as_bool(parse_completion_request(b, {})); }, valid);
 }
 
 TEST(RequestTypeConfusion, ChatPromptLogprobs) {
@@ -245,7 +245,9 @@ TEST(RequestTypeConfusion, AnthropicMessages) {
     sweep(
         [count_only](const Json& b) {
           return parse_and_render<MessagesRequest>(
-              b, [count_only](const Json& j) { return parse_messages_request(j, count_only); });
+              b, [count_only](const Json& j, const FormatCaches& c) {
+                return parse_messages_request(j, count_only, c);
+              });
         },
         valid);
   }

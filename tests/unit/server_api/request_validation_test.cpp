@@ -15,7 +15,7 @@ namespace {
 Json parse(const std::string& text) { return Json::parse(text); }
 
 ApiError chat_error(const std::string& body) {
-  ApiExpected<ChatRequest> r = parse_chat_request(parse(body));
+  ApiExpected<ChatRequest> r = parse_chat_request(parse(body), {});
   EXPECT_FALSE(r.ok()) << body;
   return r.ok() ? ApiError{} : r.error();
 }
@@ -97,7 +97,8 @@ TEST(RequestValidation, ResponseFormatsOfEachApi) {
   ApiExpected<ChatRequest> chat =
       parse_chat_request(parse(R"({"messages": [{"role": "user", "content": "x"}],
       "response_format": {"type": "json_schema",
-                          "json_schema": {"name": "a", "strict": true, "schema": {"type": "integer"}}}})"));
+                          "json_schema": {"name": "a", "strict": true, "schema": {"type": "integer"}}}})"),
+                         {});
   ASSERT_TRUE(chat.ok()) << chat.error().message;
   EXPECT_EQ(chat->sampling.format.kind, ResponseFormat::Kind::kJsonSchema);
   ASSERT_NE(chat->sampling.format.grammar, nullptr);  // the schema's: an integer, nothing else
@@ -108,16 +109,19 @@ TEST(RequestValidation, ResponseFormatsOfEachApi) {
   EXPECT_FALSE(integer.advance_bytes(state, "\"x\"", scratch));
   EXPECT_EQ(chat->sampling.format.path, "response_format.json_schema.schema");
   chat = parse_chat_request(parse(R"({"messages": [{"role": "user", "content": "x"}],
-                                      "response_format": {"type": "json_object"}})"));
+                                      "response_format": {"type": "json_object"}})"),
+                            {});
   ASSERT_TRUE(chat.ok());
   EXPECT_EQ(chat->sampling.format.kind, ResponseFormat::Kind::kJsonObject);
   chat = parse_chat_request(parse(R"({"messages": [{"role": "user", "content": "x"}],
-                                      "response_format": {"type": "text"}})"));
+                                      "response_format": {"type": "text"}})"),
+                            {});
   ASSERT_TRUE(chat.ok());
   EXPECT_EQ(chat->sampling.format.kind, ResponseFormat::Kind::kText);
   // The Responses API writes the schema flat under text.format.
   ApiExpected<ResponsesRequest> resp = parse_responses_request(parse(R"({"input": "x",
-      "text": {"format": {"type": "json_schema", "name": "a", "schema": {"enum": [1, 2]}}}})"));
+      "text": {"format": {"type": "json_schema", "name": "a", "schema": {"enum": [1, 2]}}}})"),
+                                                               {});
   ASSERT_TRUE(resp.ok()) << resp.error().message;
   EXPECT_EQ(resp->sampling.format.kind, ResponseFormat::Kind::kJsonSchema);
   EXPECT_EQ(resp->sampling.format.path, "text.format.schema");
@@ -126,12 +130,12 @@ TEST(RequestValidation, ResponseFormatsOfEachApi) {
   ApiExpected<MessagesRequest> msg = parse_messages_request(parse(R"({"max_tokens": 5,
       "messages": [{"role": "user", "content": "x"}],
       "output_format": {"type": "json_schema", "schema": {"type": "boolean"}}})"),
-                                                            false);
+                                                            false, {});
   ASSERT_TRUE(msg.ok()) << msg.error().message;
   EXPECT_EQ(msg->sampling.format.kind, ResponseFormat::Kind::kJsonSchema);
   EXPECT_EQ(msg->sampling.format.path, "output_format.schema");
   ApiExpected<CompletionRequest> completion = parse_completion_request(
-      parse(R"({"prompt": "x", "response_format": {"type": "json_object"}})"));
+      parse(R"({"prompt": "x", "response_format": {"type": "json_object"}})"), {});
   ASSERT_TRUE(completion.ok());
   EXPECT_EQ(completion->sampling.format.kind, ResponseFormat::Kind::kJsonObject);
 }
@@ -145,7 +149,7 @@ TEST(RequestValidation, MalformedResponseFormatsNameTheField) {
   EXPECT_EQ(chat_error(head + R"({"type": "json_schema", "json_schema": {"schema": {}}}})").param,
             "response_format.json_schema.name");
   ApiExpected<ResponsesRequest> resp = parse_responses_request(
-      parse(R"({"input": "x", "text": {"format": {"type": "json_schema", "schema": {}}}})"));
+      parse(R"({"input": "x", "text": {"format": {"type": "json_schema", "schema": {}}}})"), {});
   ASSERT_FALSE(resp.ok());
   EXPECT_EQ(resp.error().param, "text.format.name");
   const std::string msg_head =
@@ -154,7 +158,7 @@ TEST(RequestValidation, MalformedResponseFormatsNameTheField) {
            {R"({"type": "json_object"})", "output_format.type"},
            {R"({"type": "json_schema"})", "output_format.schema"}}) {
     ApiExpected<MessagesRequest> m =
-        parse_messages_request(parse(msg_head + R"("output_format": )" + format + "}"), false);
+        parse_messages_request(parse(msg_head + R"("output_format": )" + format + "}"), false, {});
     ASSERT_FALSE(m.ok()) << format;
     EXPECT_EQ(m.error().param, param);
   }
@@ -173,7 +177,8 @@ TEST(RequestValidation, ChatRequestMapsEveryField) {
     "max_completion_tokens": 7, "max_tokens": 99, "temperature": 0, "top_k": 5, "min_p": 0.1, "seed": 3,
     "stop": "END", "stop_token_ids": [4], "n": 2, "logprobs": true, "top_logprobs": 2,
     "stream": true, "stream_options": {"include_usage": true},
-    "chat_template_kwargs": {"enable_thinking": false}, "reasoning_effort": "low"})"));
+    "chat_template_kwargs": {"enable_thinking": false}, "reasoning_effort": "low"})"),
+                                                  {});
   ASSERT_TRUE(r.ok()) << r.error().message;
   const ChatRequest& c = *r;
   EXPECT_EQ(c.prompt.messages[0]["role"], "system");
@@ -211,7 +216,8 @@ TEST(RequestValidation, ToolChoiceForms) {
 }
 
 TEST(RequestValidation, CompletionPrompts) {
-  ApiExpected<CompletionRequest> r = parse_completion_request(parse(R"({"prompt": [1, 2, 3], "logprobs": 2})"));
+  ApiExpected<CompletionRequest> r =
+      parse_completion_request(parse(R"({"prompt": [1, 2, 3], "logprobs": 2})"), {});
   ASSERT_TRUE(r.ok());
   ASSERT_EQ(r->prompts.size(), 1u);
   EXPECT_EQ(r->prompts[0].ids, (std::vector<int32_t>{1, 2, 3}));
@@ -220,51 +226,55 @@ TEST(RequestValidation, CompletionPrompts) {
   EXPECT_TRUE(r->sampling.params.logprobs);
   EXPECT_EQ(r->sampling.params.top_logprobs, 2);
   EXPECT_FALSE(r->echo);
-  EXPECT_EQ(parse_completion_request(parse(R"({"prompt": "a", "logprobs": 21})")).error().param, "logprobs");
-  EXPECT_EQ(parse_completion_request(parse(R"({})")).error().param, "prompt");
+  EXPECT_EQ(parse_completion_request(parse(R"({"prompt": "a", "logprobs": 21})"), {}).error().param,
+            "logprobs");
+  EXPECT_EQ(parse_completion_request(parse(R"({})"), {}).error().param, "prompt");
 }
 
 // A list of prompts is a batch (text or token ids, mixed); each element is checked by its path.
 TEST(RequestValidation, CompletionPromptLists) {
   ApiExpected<CompletionRequest> r =
-      parse_completion_request(parse(R"({"prompt": ["a", [5, 6], "b c"], "n": 2})"));
+      parse_completion_request(parse(R"({"prompt": ["a", [5, 6], "b c"], "n": 2})"), {});
   ASSERT_TRUE(r.ok()) << r.error().message;
   ASSERT_EQ(r->prompts.size(), 3u);
   EXPECT_EQ(*r->prompts[0].text, "a");
   EXPECT_EQ(r->prompts[1].ids, (std::vector<int32_t>{5, 6}));
   EXPECT_EQ(*r->prompts[2].text, "b c");
-  ApiExpected<CompletionRequest> one = parse_completion_request(parse(R"({"prompt": [[7]]})"));
+  ApiExpected<CompletionRequest> one = parse_completion_request(parse(R"({"prompt": [[7]]})"), {});
   ASSERT_TRUE(one.ok());
   EXPECT_EQ(one->prompts.size(), 1u);
   for (const char* body : {R"({"prompt": []})", R"({"prompt": [[]]})", R"({"prompt": ["a", ""]})",
                            R"({"prompt": ["a", 1]})", R"({"prompt": [[1, "x"]]})",
                            R"({"prompt": [1, -2]})", R"({"prompt": {"a": 1}})"}) {
-    ApiExpected<CompletionRequest> bad = parse_completion_request(parse(body));
+    ApiExpected<CompletionRequest> bad = parse_completion_request(parse(body), {});
     ASSERT_FALSE(bad.ok()) << body;
     EXPECT_EQ(bad.error().param, "prompt") << body;
   }
-  EXPECT_NE(
-      parse_completion_request(parse(R"({"prompt": ["a", 1]})")).error().message.find("prompt[1]"),
-      std::string::npos);
+  EXPECT_NE(parse_completion_request(parse(R"({"prompt": ["a", 1]})"), {})
+                .error()
+                .message.find("prompt[1]"),
+            std::string::npos);
   Json many = {{"prompt", Json::array()}};
   for (size_t i = 0; i <= kMaxCompletionPrompts; ++i) many["prompt"].push_back("x");
-  EXPECT_EQ(parse_completion_request(many).error().param, "prompt");
+  EXPECT_EQ(parse_completion_request(many, {}).error().param, "prompt");
 }
 
 // echo, vLLM's prompt_logprobs, and max_tokens 0 (only with one of them).
 TEST(RequestValidation, CompletionEchoAndPromptLogprobs) {
-  ApiExpected<CompletionRequest> r = parse_completion_request(parse(
-      R"({"prompt": "a", "echo": true, "max_tokens": 0, "logprobs": 1, "prompt_logprobs": 3})"));
+  ApiExpected<CompletionRequest> r = parse_completion_request(
+      parse(
+          R"({"prompt": "a", "echo": true, "max_tokens": 0, "logprobs": 1, "prompt_logprobs": 3})"),
+      {});
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_TRUE(r->echo);
   EXPECT_EQ(*r->sampling.params.max_tokens, 0);
   EXPECT_EQ(*r->prompt_logprobs, 3);
-  EXPECT_TRUE(
-      parse_completion_request(parse(R"({"prompt": "a", "prompt_logprobs": 0, "max_tokens": 0})"))
-          .ok());
-  EXPECT_TRUE(parse_completion_request(parse(R"({"prompt": "a", "echo": true, "n": 3})")).ok());
+  EXPECT_TRUE(parse_completion_request(
+                  parse(R"({"prompt": "a", "prompt_logprobs": 0, "max_tokens": 0})"), {})
+                  .ok());
+  EXPECT_TRUE(parse_completion_request(parse(R"({"prompt": "a", "echo": true, "n": 3})"), {}).ok());
   auto param = [](const char* body) {
-    ApiExpected<CompletionRequest> bad = parse_completion_request(parse(body));
+    ApiExpected<CompletionRequest> bad = parse_completion_request(parse(body), {});
     EXPECT_FALSE(bad.ok()) << body;
     return bad.ok() ? std::string() : bad.error().param;
   };
@@ -281,7 +291,8 @@ TEST(RequestValidation, CompletionEchoAndPromptLogprobs) {
 TEST(RequestValidation, ChatPromptLogprobs) {
   ApiExpected<ChatRequest> r =
       parse_chat_request(parse(R"({"messages": [{"role": "user", "content": "hi"}], )"
-                               R"("prompt_logprobs": 2, "max_tokens": 0})"));
+                               R"("prompt_logprobs": 2, "max_tokens": 0})"),
+                         {});
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(*r->prompt_logprobs, 2);
   EXPECT_EQ(*r->sampling.params.max_tokens, 0);
@@ -306,7 +317,8 @@ TEST(RequestValidation, ResponsesInputItems) {
               {"type": "function_call", "call_id": "c1", "name": "w", "arguments": "{\"city\": \"Paris\"}"},
               {"type": "function_call_output", "call_id": "c1", "output": "sunny"}],
     "tools": [{"type": "function", "name": "w", "parameters": {"type": "object"}}],
-    "reasoning": {"effort": "high"}})"));
+    "reasoning": {"effort": "high"}})"),
+                                                            {});
   ASSERT_TRUE(r.ok()) << r.error().message;
   const Json& m = r->prompt.messages;
   ASSERT_EQ(m.size(), 4u);
@@ -319,9 +331,13 @@ TEST(RequestValidation, ResponsesInputItems) {
   EXPECT_EQ((*r->prompt.tools)[0]["function"]["name"], "w");
   EXPECT_EQ(r->prompt.variables["reasoning_effort"], "high");
   EXPECT_EQ(*r->sampling.params.max_tokens, 9);
-  EXPECT_EQ(parse_responses_request(parse(R"({"input": "x", "previous_response_id": "r"})")).error().param,
+  EXPECT_EQ(parse_responses_request(parse(R"({"input": "x", "previous_response_id": "r"})"), {})
+                .error()
+                .param,
             "previous_response_id");
-  EXPECT_EQ(parse_responses_request(parse(R"({"input": [{"type": "web_search_call"}]})")).error().param,
+  EXPECT_EQ(parse_responses_request(parse(R"({"input": [{"type": "web_search_call"}]})"), {})
+                .error()
+                .param,
             "input[0].type");
 }
 
@@ -334,7 +350,8 @@ TEST(RequestValidation, AnthropicMessages) {
                  {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu1", "content": "sunny"}]}],
     "tools": [{"name": "w", "description": "d", "input_schema": {"type": "object"}}],
     "tool_choice": {"type": "any"}, "stop_sequences": ["X"], "top_k": 3,
-    "thinking": {"type": "enabled", "budget_tokens": 100}})"), false);
+    "thinking": {"type": "enabled", "budget_tokens": 100}})"),
+                                                          false, {});
   ASSERT_TRUE(r.ok()) << r.error().message;
   const Json& m = r->prompt.messages;
   ASSERT_EQ(m.size(), 4u);
@@ -349,10 +366,14 @@ TEST(RequestValidation, AnthropicMessages) {
   EXPECT_EQ((*r->prompt.tools)[0]["function"]["parameters"]["type"], "object");
   // max_tokens is required for /v1/messages but not for count_tokens.
   const Json no_max = parse(R"({"messages": [{"role": "user", "content": "x"}]})");
-  EXPECT_EQ(parse_messages_request(no_max, false).error().param, "max_tokens");
-  EXPECT_TRUE(parse_messages_request(no_max, true).ok());
-  EXPECT_EQ(parse_messages_request(parse(R"({"max_tokens": 5, "messages": [{"role": "system", "content": "x"}]})"), false)
-                .error().param, "messages[0].role");
+  EXPECT_EQ(parse_messages_request(no_max, false, {}).error().param, "max_tokens");
+  EXPECT_TRUE(parse_messages_request(no_max, true, {}).ok());
+  EXPECT_EQ(parse_messages_request(
+                parse(R"({"max_tokens": 5, "messages": [{"role": "system", "content": "x"}]})"),
+                false, {})
+                .error()
+                .param,
+            "messages[0].role");
 }
 
 TEST(RequestValidation, ErrorBodies) {

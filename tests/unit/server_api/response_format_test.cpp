@@ -7,6 +7,7 @@
 #include <fstream>
 #include <random>
 
+#include "runtime/structured/ebnf_grammar.h"
 #include "runtime/structured/ebnf_matcher.h"
 #include "runtime/structured/json_matcher.h"
 #include "server/api/served_model.h"
@@ -97,13 +98,13 @@ TEST(ResponseFormatPrelude, ChannelTemplatesStartTheJsonAfterTheAnswerHeader) {
 }
 
 ResponseFormat request_format(const char* body) {
-  auto f = parse_request_format(Json::parse(body));
+  auto f = parse_request_format(Json::parse(body), {});
   EXPECT_TRUE(f.ok()) << body << ": " << (f.ok() ? "" : f.error().message);
   return f.ok() ? *f : ResponseFormat{};
 }
 
 ApiError request_format_error(const char* body) {
-  auto f = parse_request_format(Json::parse(body));
+  auto f = parse_request_format(Json::parse(body), {});
   EXPECT_FALSE(f.ok()) << body;
   return f.ok() ? ApiError{} : f.error();
 }
@@ -469,7 +470,7 @@ TEST(RequestFormat, BadStructuralTagsAre400sNamingTheField) {
       << e.message;
   // Responses' text.format takes no structural tag.
   const Json tag = Json::parse(kToolTag);
-  auto f = parse_response_format(&tag, "text.format", FormatShape::kResponses);
+  auto f = parse_response_format(&tag, "text.format", FormatShape::kResponses, {});
   ASSERT_FALSE(f.ok());
   EXPECT_EQ(f.error().param, "text.format.type");
 }
@@ -522,6 +523,74 @@ TEST(RequestFormat, RandomWalksOverRealMasksStayInsideTheConstraint) {
       }
     }
   }
+}
+
+// A format whose text the model's caches already hold takes the cached compiled form (the same
+// object, no compile): JSON schemas as a value or as text in every field and shape that carries
+// one, grammars, structural tags; the model's own caches through format_caches. Without caches,
+// or for another text, the format compiles its own.
+TEST(RequestFormat, FormatsSentBeforeComeFromTheCaches) {
+  GrammarCache grammars;
+  SchemaCache schemas;
+  const FormatCaches caches{&grammars, &schemas};
+  const Json schema =
+      Json::parse(R"({"type": "object", "properties": {"a": {"type": "integer"}}})");
+  const auto cached_schema =
+      schemas.share(schema.dump(), *JsonGrammar::from_schema(schema)).compiled;
+  const std::string gbnf = R"(root ::= "yes" | "no")";
+  const auto cached_grammar =
+      grammars.share(gbnf, *EbnfGrammar::compile_gbnf_or_lark(gbnf)).compiled;
+  const Json tag = Json::parse(kToolTag);
+  const ResponseFormat compiled_tag = request_format(Json{{"structural_tag", tag}}.dump().c_str());
+  const auto cached_tag = grammars.share(compiled_tag.grammar_text, compiled_tag.ebnf).compiled;
+
+  const Json json_schema = {{"type", "json_schema"},
+                            {"json_schema", {{"name", "a"}, {"schema", schema}}}};
+  for (const Json& body :
+       {Json{{"response_format", json_schema}}, Json{{"guided_json", schema}},
+        Json{{"guided_json", schema.dump()}}, Json{{"json_schema", schema.dump()}},
+        Json{{"structured_outputs", {{"json", schema}}}}}) {
+    SCOPED_TRACE(body.dump());
+    auto f = parse_request_format(body, caches);
+    ASSERT_TRUE(f.ok()) << f.error().message;
+    EXPECT_EQ(f->grammar, cached_schema);
+    EXPECT_EQ(f->schema_text, schema.dump());
+    auto own = parse_request_format(body, {});
+    ASSERT_TRUE(own.ok());
+    EXPECT_NE(own->grammar, cached_schema);
+  }
+  const Json responses = {{"type", "json_schema"}, {"name", "a"}, {"schema", schema}};
+  EXPECT_EQ(
+      parse_response_format(&responses, "text.format", FormatShape::kResponses, caches)->grammar,
+      cached_schema);
+  const Json anthropic = {{"type", "json_schema"}, {"schema", schema}};
+  EXPECT_EQ(
+      parse_response_format(&anthropic, "output_format", FormatShape::kAnthropic, caches)->grammar,
+      cached_schema);
+  const Json other = {{"guided_json", {{"type", "integer"}}}};
+  EXPECT_NE(parse_request_format(other, caches)->grammar, cached_schema);
+
+  for (const Json& body : {Json{{"guided_grammar", gbnf}}, Json{{"ebnf", gbnf}},
+                           Json{{"structured_outputs", {{"grammar", gbnf}}}}}) {
+    SCOPED_TRACE(body.dump());
+    EXPECT_EQ(parse_request_format(body, caches)->ebnf, cached_grammar);
+    EXPECT_NE(parse_request_format(body, {})->ebnf, cached_grammar);
+  }
+  for (const Json& body : {Json{{"structural_tag", tag.dump()}}, Json{{"response_format", tag}},
+                           Json{{"structured_outputs", {{"structural_tag", tag}}}}}) {
+    SCOPED_TRACE(body.dump());
+    EXPECT_EQ(parse_request_format(body, caches)->ebnf, cached_tag);
+    EXPECT_NE(parse_request_format(body, {})->ebnf, cached_tag);
+  }
+
+  ServedModel m = nano_with(nullptr);
+  m.schemas = std::make_shared<SchemaCache>();
+  m.grammars = std::make_shared<GrammarCache>();
+  const Json body = {{"guided_json", schema}};
+  auto first = parse_request_format(body, format_caches(m));
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(make_output_constraint(m, *first, "", false, {}).ok());  // kept in m.schemas
+  EXPECT_EQ(parse_request_format(body, format_caches(m))->grammar, first->grammar);
 }
 
 }  // namespace

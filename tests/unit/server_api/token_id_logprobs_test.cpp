@@ -67,24 +67,25 @@ TEST(TokenIdLogprobs, LegacyTokensAndTopKeysAreIdsButOffsetsCountTheText) {
 
 TEST(TokenIdLogprobs, RequestsReadTheFieldAsABoolean) {
   const std::string messages = R"("messages": [{"role": "user", "content": "hi"}])";
-  ApiExpected<ChatRequest> chat =
-      parse_chat_request(Json::parse("{" + messages + R"(, "return_tokens_as_token_ids": true})"));
+  ApiExpected<ChatRequest> chat = parse_chat_request(
+      Json::parse("{" + messages + R"(, "return_tokens_as_token_ids": true})"), {});
   ASSERT_TRUE(chat.ok()) << chat.error().message;
   EXPECT_TRUE(chat->tokens_as_ids);
-  EXPECT_FALSE(parse_chat_request(Json::parse("{" + messages + "}"))->tokens_as_ids);
+  EXPECT_FALSE(parse_chat_request(Json::parse("{" + messages + "}"), {})->tokens_as_ids);
   ApiExpected<CompletionRequest> completion =
       parse_completion_request(Json::parse(R"({"prompt": "a", "return_tokens_as_token_ids": true,
-                                                "logprobs": 1})"));
+                                                "logprobs": 1})"),
+                               {});
   ASSERT_TRUE(completion.ok()) << completion.error().message;
   EXPECT_TRUE(completion->tokens_as_ids);
   for (const char* bad : {"1", "\"true\"", "[]"}) {
     const std::string field = std::string(R"("return_tokens_as_token_ids": )") + bad;
     ApiExpected<ChatRequest> c =
-        parse_chat_request(Json::parse("{" + messages + ", " + field + "}"));
+        parse_chat_request(Json::parse("{" + messages + ", " + field + "}"), {});
     ASSERT_FALSE(c.ok()) << bad;
     EXPECT_EQ(c.error().param, "return_tokens_as_token_ids");
     ApiExpected<CompletionRequest> p =
-        parse_completion_request(Json::parse(R"({"prompt": "a", )" + field + "}"));
+        parse_completion_request(Json::parse(R"({"prompt": "a", )" + field + "}"), {});
     ASSERT_FALSE(p.ok()) << bad;
     EXPECT_EQ(p.error().param, "return_tokens_as_token_ids");
   }
