@@ -7,7 +7,9 @@
 // weights, so a row gives the same token whatever the launch, and the CPU's token whenever its
 // double sums put the draw on the same side of every boundary. score_tokens: the same logprobs
 // of given tokens (prompt logprobs), a cluster per row, nothing drawn (rows without alternatives
-// in a lighter kernel with the same sums). Rank 0 of a row's cluster writes its SampledRow.
+// in a lighter kernel with the same sums). The top-n alternatives are the keys above a threshold
+// from the warps' maxima (sampling_top.cuh), a radix select when those overflow. Rank 0 of a
+// row's cluster writes its SampledRow.
 #include <algorithm>
 #include <cfloat>
 #include <climits>
@@ -19,6 +21,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/sampling.h"
 #include "kernels/cuda/sampling_select.cuh"
+#include "kernels/cuda/sampling_top.cuh"
 
 namespace beam::cuda {
 namespace {
@@ -36,7 +39,10 @@ struct SampleArgs {
 };
 
 struct RowShared {
-  SelectShared select;
+  union {  // a row's selections, then its alternatives' threshold (sampling_top.cuh)
+    SelectShared select;
+    ThresholdShared threshold;
+  };
   ReduceShared reduce;
   unsigned long long top_keys[kMaxSampledTopLogprobs];  // this block's top-n keys, then (rank 0)
   int top_count;                                        // the row's, merged
@@ -160,13 +166,14 @@ __device__ void write_chosen(SampledRow* out, unsigned long long rank, float log
 }
 
 // The row's log_softmax and how many tokens rank before the chosen one (every thread of the
-// cluster gets them).
+// cluster gets them). also(i, v) sees each value of the slice in the sums' sweep.
 struct ChosenFigures {
   LogSoftmax logprob_of;
   unsigned long long rank;
 };
+template <typename Also>
 __device__ ChosenFigures chosen_figures(const float* raw, Slice slice, int token,
-                                        const LogprobSpec& p, ReduceShared& s) {
+                                        const LogprobSpec& p, ReduceShared& s, Also&& also) {
   const float max = row_argmax(raw, slice, s).value;
   const float chosen = raw[token];
   double sum = 0.0;
@@ -175,6 +182,7 @@ __device__ ChosenFigures chosen_figures(const float* raw, Slice slice, int token
     if (!valid) return;
     sum += weight_of(v, max, p.inv_t);
     rank += (v > chosen || (v == chosen && i < token)) ? 1 : 0;
+    also(i, v);
   });
   return {LogSoftmax{max, log(row_sum(sum, s)), p.t}, row_sum(rank, s)};
 }
@@ -214,20 +222,30 @@ __device__ int merge_top_keys(RowShared& sh, int num_top) {
 }
 
 // The chosen token's logprob and rank and the top-n alternatives, from the raw row; rank 0 of the
-// cluster writes them to out.
+// cluster writes them to out. The alternatives come from the threshold of sampling_top.cuh, or
+// from a radix select when its candidates overflow.
 __device__ void write_logprobs(const float* raw, Slice slice, int token, const LogprobSpec& p,
                                RowShared& sh, SampledRow* out) {
-  const ChosenFigures f = chosen_figures(raw, slice, token, p, sh.reduce);
+  unsigned long long thread_max = 0;  // this thread's largest alternative_key
+  const ChosenFigures f = chosen_figures(raw, slice, token, p, sh.reduce, [&](int i, float v) {
+    if (p.num_top > 0) thread_max = max(thread_max, alternative_key(i, v));
+  });
   const LogSoftmax& logprob_of = f.logprob_of;
   const bool writer = threadIdx.x == 0 && cluster::rank() == 0;
   if (writer) write_chosen(out, f.rank, logprob_of(raw[token]), p.num_top);
   if (p.num_top <= 0) return;
-  const SelectResult last = radix_select(raw, slice, LogitRankItem{},
-                                         static_cast<unsigned long long>(p.num_top), sh.select);
-  collect_top_keys(raw, slice, last, sh);
-  cluster::sync();  // every block's keys are collected
+  int count = 0;
+  if (top_keys_by_threshold(raw, slice, p.num_top, thread_max, sh.threshold, sh.top_keys,
+                            &sh.top_count)) {
+    const SelectResult last = radix_select(raw, slice, LogitRankItem{},
+                                           static_cast<unsigned long long>(p.num_top), sh.select);
+    collect_top_keys(raw, slice, last, sh);
+    cluster::sync();  // every block's keys are collected
+    if (writer) count = merge_top_keys(sh, p.num_top);
+  } else if (writer) {
+    count = sh.top_count;
+  }
   if (writer) {
-    const int count = merge_top_keys(sh, p.num_top);
     out->num_top = count;
     for (int j = 0; j < count; ++j) {
       const int id = id_of_key(sh.top_keys[j]);
@@ -301,7 +319,10 @@ __device__ ScoredRow scored_row(const ScoreArgs& a) {
 }
 
 // A cluster per row: the given token's logprobs, written as sample_rows_kernel writes a drawn one.
-__global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThreads)
+// Four blocks an SM (32 registers; the few spills sit on the rare radix-select path): 0.48 ms for
+// 512 rows with 20 alternatives on an H100 where the compiler's 64 registers took 0.69 ms
+// (docs/benchmarks.md, run 290).
+__global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThreads, 4)
     score_rows_kernel(ScoreArgs a) {
   __shared__ RowShared sh;
   const ScoredRow s = scored_row(a);
@@ -316,9 +337,9 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThread
     score_plain_rows_kernel(ScoreArgs a) {
   __shared__ ReduceShared reduce;
   const ScoredRow s = scored_row(a);
-  const ChosenFigures f =
-      chosen_figures(s.raw, row_slice(a.vocab), s.p.token,
-                     LogprobSpec{s.p.temperature, s.p.inv_temperature, 0}, reduce);
+  const ChosenFigures f = chosen_figures(s.raw, row_slice(a.vocab), s.p.token,
+                                         LogprobSpec{s.p.temperature, s.p.inv_temperature, 0},
+                                         reduce, [](int, float) {});
   if (threadIdx.x == 0 && cluster::rank() == 0)
     write_chosen(s.out, f.rank, f.logprob_of(s.raw[s.p.token]), 0);
 }

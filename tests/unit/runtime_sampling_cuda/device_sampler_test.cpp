@@ -3,7 +3,8 @@
 // >= 99% of rows and never leave the allowed set, logprobs and top-n match a double log_softmax,
 // penalties hit the right tokens, allowed-token masks (siblings of one logits row with different
 // masks) give the CPU's tokens; scored tokens (prompt logprobs) give compute_logprobs' ranks and
-// top-n, and the same chosen-token bits with alternatives or without (two kernels). B in
+// top-n (also on flat, tied and mostly -inf rows), and the same chosen-token bits with
+// alternatives or without (two kernels). B in
 // {1, 7, 64}; vocab 151936 and small. Skips without a GPU.
 #include "runtime/sampling/device_sampler.h"
 
@@ -296,6 +297,49 @@ TEST_F(SamplingCudaTest, ScoredRowsGiveTheSameBitsWithOrWithoutAlternatives) {
       EXPECT_EQ(std::bit_cast<uint32_t>(a[i].chosen_logprob),
                 std::bit_cast<uint32_t>(c[i].chosen_logprob))
           << at << ": " << a[i].chosen_logprob << " vs " << c[i].chosen_logprob;
+    }
+  }
+}
+
+// Alternatives (score_tokens' top-n) on rows where the warps' maxima give a loose threshold or
+// too many candidates (sampling_top.cuh falls back to a radix select): a flat row, a top value
+// shared by thousands of tokens, a row of -inf but for a few tokens, a top-25 tie, NaNs among a
+// random row; n in {1, 7, 20}, against compute_logprobs.
+TEST_F(SamplingCudaTest, AlternativesOnFlatTiedAndSparseRows) {
+  for (int64_t vocab : {int64_t{1001}, kBeamVocab}) {
+    const int64_t b = 5;
+    std::vector<float> host = make_logits(b, vocab, 123);
+    const auto row = [&](int64_t r) { return host.data() + r * vocab; };
+    std::fill(row(0), row(1), 1.0f);
+    for (int64_t i = 0; i < vocab; i += 37) row(1)[i] = 8.0f;
+    std::fill(row(2), row(3), -INFINITY);
+    for (int64_t i : {int64_t{3}, vocab / 2, vocab - 1}) row(2)[i] = static_cast<float>(i % 7);
+    for (int64_t i = 0; i < 25; ++i) row(3)[(i * 4099) % vocab] = 40.0f;
+    for (int64_t i = vocab / 2; i < vocab; i += 97) row(4)[i] = NAN;  // past the CPU top's fill
+    TensorView d = upload_logits(host, vocab);
+    std::vector<ScoreRow> rows;
+    for (int64_t r = 0; r < b; ++r)
+      for (int32_t n : {1, 7, 20})
+        rows.push_back(ScoreRow{r, static_cast<int32_t>((r * 7919 + n) % vocab), 1.0, n});
+    DeviceBatchSampler sampler(gpu, vocab);
+    std::vector<TokenLogprobs> got(rows.size());
+    Status st = sampler.score(d, rows, got);
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const ScoreRow& r = rows[i];
+      std::span<const float> raw(row(r.logits_row), static_cast<size_t>(vocab));
+      const TokenLogprobs cpu = compute_logprobs(raw, r.token, 1.0, r.num_top);
+      const std::string at = "vocab " + std::to_string(vocab) + " row " +
+                             std::to_string(r.logits_row) + " n " + std::to_string(r.num_top);
+      EXPECT_EQ(got[i].chosen_rank, cpu.chosen_rank) << at;
+      ASSERT_EQ(got[i].top.size(), cpu.top.size()) << at;
+      for (size_t j = 0; j < cpu.top.size(); ++j) {
+        EXPECT_EQ(got[i].top[j].token, cpu.top[j].token) << at << " rank " << j;
+        if (std::isfinite(cpu.top[j].logprob))
+          EXPECT_NEAR(got[i].top[j].logprob, cpu.top[j].logprob, 1e-4) << at << " rank " << j;
+        else
+          EXPECT_EQ(got[i].top[j].logprob, cpu.top[j].logprob) << at << " rank " << j;
+      }
     }
   }
 }
