@@ -1,6 +1,6 @@
 // Constrained decoding on the CPU (Google Benchmark): building the vocabulary index, one token
-// mask at typical JSON, grammar and structural-tag positions, compiling a structural tag, and
-// determinizing a regex. The tokenizer comes from $BEAMSERVE_TOKENIZER_DIR (default
+// mask at typical JSON, grammar, regex and structural-tag positions, compiling a structural tag,
+// and determinizing a regex. The tokenizer comes from $BEAMSERVE_TOKENIZER_DIR (default
 // models/beam-nano; a Qwen3 tokenizer.json gives Beam's 151K-token vocabulary).
 // Run: build/<dir>/tools/bench/structured_bench
 #include <benchmark/benchmark.h>
@@ -12,6 +12,7 @@
 
 #include "runtime/structured/byte_dfa.h"
 #include "runtime/structured/output_constraint.h"
+#include "runtime/structured/regex_mask_cache.h"
 #include "runtime/structured/structural_tag.h"
 #include "server/api/response_format.h"
 #include "text/tokenizer.h"
@@ -236,6 +237,40 @@ BENCHMARK_CAPTURE(BM_RegexCompile, optional_1000, "([a-z]?){1000}", false)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_RegexCompile, nested_refused, "(([a-z]?){100}){100}", true)
     ->Unit(benchmark::kMillisecond);
+
+// One mask of a whole-output regex (guided_regex) after `prefix`: a walk of the vocabulary's
+// trie with the DFA, or with `memo` through a RegexMaskCache (the first iteration fills it, the
+// rest copy its words).
+void BM_RegexMask(benchmark::State& state, const char* pattern, const char* prefix, bool memo) {
+  auto dfa = ByteDfa::from_full_match(pattern);
+  if (!dfa.ok()) {
+    state.SkipWithError(dfa.error().message.c_str());
+    return;
+  }
+  const int32_t at = (*dfa)->walk((*dfa)->start(), prefix);
+  if (at == ByteDfa::kDead) state.SkipWithError("prefix does not match");
+  std::vector<uint32_t> bits(allowed_mask_words(vocab()->vocab_size()));
+  RegexMaskCache masks;
+  for (auto _ : state) {
+    std::fill(bits.begin(), bits.end(), 0u);
+    if (memo)
+      masks.add_allowed(*vocab(), **dfa, at, bits);
+    else
+      vocab()->add_allowed(**dfa, at, bits);
+    benchmark::DoNotOptimize(bits.data());
+  }
+  int64_t allowed = 0;
+  for (uint32_t w : bits) allowed += __builtin_popcount(w);
+  state.counters["allowed"] = static_cast<double>(allowed);
+}
+BENCHMARK_CAPTURE(BM_RegexMask, free_words, "[a-z ,.]+", "hello", false)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_RegexMask, free_words_memo, "[a-z ,.]+", "hello", true)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_RegexMask, choice, "(positive)|(negative)|(neutral)", "ne", false)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_RegexMask, choice_memo, "(positive)|(negative)|(neutral)", "ne", true)
+    ->Unit(benchmark::kMicrosecond);
 
 // One mask of the 20-tool structural tag after `prefix`.
 void BM_TagMask(benchmark::State& state, const char* prefix, GrammarMemo memo = GrammarMemo::kNone,

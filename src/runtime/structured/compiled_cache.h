@@ -1,7 +1,8 @@
 // CompiledCache: a served model's compiled constraints by their text (GBNF / Lark grammars, JSON
-// schemas), each with the mask memo its requests share, so a constraint sent again — RL rollouts
-// and agents send the same one with every request — reuses its masks instead of walking the
-// vocabulary anew. The least recently used goes first once the capacity is reached. Thread-safe.
+// schemas, regexes), each with the mask memo its requests share, so a constraint sent again — RL
+// rollouts and agents send the same one with every request — reuses its masks instead of walking
+// the vocabulary anew. The least recently used goes first once the capacity is reached.
+// Thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -13,9 +14,11 @@
 #include <unordered_map>
 #include <utility>
 
+#include "runtime/structured/byte_dfa.h"
 #include "runtime/structured/ebnf_matcher.h"
 #include "runtime/structured/json_grammar.h"
 #include "runtime/structured/pattern_mask_cache.h"
+#include "runtime/structured/regex_mask_cache.h"
 
 namespace beam {
 
@@ -81,5 +84,8 @@ using GrammarCache = CompiledCache<EbnfGrammar, GrammarMaskCache>;
 // JSON schemas (JsonGrammar::from_schema, keyed by the schema's JSON text) with the
 // PatternMaskCache of their patterned strings.
 using SchemaCache = CompiledCache<JsonGrammar, PatternMaskCache>;
+// Whole-output regexes (ByteDfa::from_full_match, keyed by the pattern; a guided_choice by the
+// alternation it becomes) with their RegexMaskCache.
+using RegexCache = CompiledCache<ByteDfa, RegexMaskCache>;
 
 }  // namespace beam

@@ -74,7 +74,8 @@ Status ConstraintState::fill_allowed(std::span<uint32_t> bits, std::span<const i
             "than " +
             std::to_string(kMaxMaskParseSteps) + " parse steps");
     } else if (dfa_state_ != ByteDfa::kDead) {
-      constraint_->vocab->add_allowed(*constraint_->regex, dfa_state_, bits);
+      constraint_->regex_masks->add_allowed(*constraint_->vocab, *constraint_->regex, dfa_state_,
+                                            bits);
     }
     for (const auto& ids : {std::span<const int32_t>(constraint_->hidden_tokens), end_tokens})
       for (int32_t t : ids) clear_mask_bit(bits, t);

@@ -14,6 +14,7 @@
 #include "runtime/structured/byte_dfa.h"
 #include "runtime/structured/ebnf_matcher.h"
 #include "runtime/structured/json_matcher.h"
+#include "runtime/structured/regex_mask_cache.h"
 #include "runtime/structured/vocab_index.h"
 
 namespace beam {
@@ -45,6 +46,8 @@ struct OutputConstraint {
   std::shared_ptr<PatternMaskCache> pattern_masks = std::make_shared<PatternMaskCache>();
   // Memoized masks of `ebnf` by matcher state, shared by the request's sequences.
   std::shared_ptr<GrammarMaskCache> grammar_masks = std::make_shared<GrammarMaskCache>();
+  // Memoized masks of `regex` by DFA state, shared by the request's sequences.
+  std::shared_ptr<RegexMaskCache> regex_masks = std::make_shared<RegexMaskCache>();
 };
 
 // Owner: the sequence's sampling state (engine thread).

@@ -122,10 +122,14 @@ ApiExpected<ResponseFormat> schema_field(const Json& value, const std::string& p
 }
 
 ApiExpected<ResponseFormat> regex_format(const Json& value, const std::string& path,
-                                         const FormatCaches&) {
+                                         const FormatCaches& caches) {
   if (!value.is_string())
     return invalid_request("'" + path + "': expected a regular expression string", path);
-  auto dfa = ByteDfa::from_full_match(value.get<std::string>());
+  std::string text = value.get<std::string>();
+  std::optional<RegexCache::Entry> hit;
+  if (caches.regexes) hit = caches.regexes->find(text);
+  auto dfa = hit ? Expected<std::shared_ptr<const ByteDfa>>(hit->compiled)
+                 : ByteDfa::from_full_match(text);
   if (!dfa.ok())
     return invalid_request("'" + path + "' cannot be enforced: " + dfa.error().message, path,
                            "unsupported_parameter");
@@ -133,6 +137,7 @@ ApiExpected<ResponseFormat> regex_format(const Json& value, const std::string& p
   out.kind = ResponseFormat::Kind::kRegex;
   out.path = path;
   out.regex = std::move(dfa).value();
+  out.regex_text = std::move(text);
   return out;
 }
 
@@ -279,7 +284,7 @@ ApiExpected<ResponseFormat> structured_outputs_format(const Json& value, const s
 }  // namespace
 
 FormatCaches format_caches(const ServedModel& model) {
-  return {model.grammars.get(), model.schemas.get()};
+  return {model.grammars.get(), model.schemas.get(), model.regexes.get()};
 }
 
 Expected<std::shared_ptr<const JsonGrammar>> schema_grammar(const Json& schema,
@@ -404,6 +409,11 @@ ApiExpected<std::shared_ptr<const OutputConstraint>> make_output_constraint(
     SchemaCache::Entry shared = model.schemas->share(format.schema_text, format.grammar);
     c->grammar = shared.compiled;
     c->pattern_masks = shared.memo;
+  }
+  if (format.regex && !format.regex_text.empty() && model.regexes) {  // likewise a regex
+    RegexCache::Entry shared = model.regexes->share(format.regex_text, format.regex);
+    c->regex = shared.compiled;
+    c->regex_masks = shared.memo;
   }
   c->call_close = format.call_close;
   c->call_open = format.call_open;

@@ -29,6 +29,7 @@ struct ResponseFormat {
   std::shared_ptr<const EbnfGrammar> ebnf;  // kGrammar, kStructuralTag: the whole output matches it
   std::string grammar_text;  // kGrammar, kStructuralTag: ServedModel::grammars' key (its text)
   std::string schema_text;  // kJsonSchema: the schema as JSON text (ServedModel::schemas' key)
+  std::string regex_text;   // kRegex: the pattern (ServedModel::regexes' key)
   std::string path;  // where the format sat in the request, for errors
   // A tool call's delimiter tokens (OutputConstraint::call_close / call_open, tool_call_format.h).
   std::optional<int32_t> call_close;
@@ -47,12 +48,14 @@ enum class FormatShape {
   kAnthropic,  // output_format: {"type": "json_schema", "schema"} (json_schema only)
 };
 
-// The served model's compiled constraints by text (ServedModel::grammars / schemas): a grammar,
-// schema or structural tag sent before is taken from them instead of compiled again (RL rollouts
-// and agents send the same one with every request). Null members: every format compiles.
+// The served model's compiled constraints by text (ServedModel::grammars / schemas / regexes): a
+// grammar, schema, structural tag, regex or choice sent before is taken from them instead of
+// compiled again (RL rollouts and agents send the same one with every request). Null members:
+// every format compiles.
 struct FormatCaches {
   GrammarCache* grammars = nullptr;
   SchemaCache* schemas = nullptr;
+  RegexCache* regexes = nullptr;
 };
 FormatCaches format_caches(const ServedModel& model);
 

@@ -52,10 +52,11 @@ struct ServedModel {
   std::vector<int32_t> extra_stop_ids;  // tokenizer eos ids the model config does not list
   // The tokenizer's text tokens arranged for constrained decoding (null without a tokenizer).
   std::shared_ptr<const VocabIndex> structured_vocab;
-  // Compiled grammars and JSON schemas with their shared mask memos, by text (null without a
-  // tokenizer).
+  // Compiled grammars, JSON schemas and regexes with their shared mask memos, by text (null
+  // without a tokenizer).
   std::shared_ptr<GrammarCache> grammars;
   std::shared_ptr<SchemaCache> schemas;
+  std::shared_ptr<RegexCache> regexes;
   // Special tokens a response_template delimiter can spell (e.g. a special <think>): they stay in
   // the text the output parser reads even though special tokens are otherwise not shown.
   std::vector<int32_t> template_special_ids;

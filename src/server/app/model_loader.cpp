@@ -133,6 +133,7 @@ Expected<std::unique_ptr<ServedModel>> load_served_model(const ModelLoadOptions&
     model->structured_vocab = build_structured_vocab(*model->tokenizer, config.vocab_size);
     model->grammars = std::make_shared<GrammarCache>();
     model->schemas = std::make_shared<SchemaCache>();
+    model->regexes = std::make_shared<RegexCache>();
   }
   return model;
 }

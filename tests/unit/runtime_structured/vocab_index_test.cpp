@@ -1,7 +1,9 @@
 // VocabIndex's masks (trie walks and the string caches) equal the token-by-token answer at every
-// position of documents written with a synthetic vocabulary.
+// position of documents written with a synthetic vocabulary; a regex's memoized masks
+// (RegexMaskCache) equal its walks.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
@@ -151,6 +153,74 @@ TEST(ConstraintState, RegexOutputsMaskTokenByToken) {
   ConstraintState broken(c);
   EXPECT_FALSE(broken.accept(tokenize(*vocab, "x")[0], false));
   EXPECT_FALSE(broken.accept(eos, true));
+}
+
+// A regex's masks are memoized by DFA state (RegexMaskCache, shared by the constraint's
+// sequences): each state met walks once, later sequences add nothing, and past the memo's
+// kMaxEntries states the masks still equal a direct walk.
+TEST(ConstraintState, RegexMasksAreMemoizedByStateAndExactPastTheMemo) {
+  const auto vocab = synthetic_vocab({});
+  auto dfa = ByteDfa::from_full_match("a{300}b?");
+  ASSERT_TRUE(dfa.ok()) << dfa.error().message;
+  const int32_t eos = static_cast<int32_t>(vocab->vocab_size() - 1);
+  auto c = std::make_shared<OutputConstraint>();
+  c->regex = *dfa;
+  c->vocab = vocab;
+  const int32_t a = tokenize(*vocab, "a")[0];
+  for (int sequence = 0; sequence < 2; ++sequence) {
+    ConstraintState state(c);
+    std::vector<uint32_t> bits(allowed_mask_words(vocab->vocab_size()));
+    MaskScratch scratch;
+    int32_t dfa_state = (*dfa)->start();
+    for (int i = 0; i < 300; ++i) {
+      ASSERT_TRUE(state.fill_allowed(bits, std::vector<int32_t>{eos}, scratch));
+      std::vector<uint32_t> walked(bits.size(), 0u);
+      vocab->add_allowed(**dfa, dfa_state, walked);
+      ASSERT_EQ(bits, walked) << "sequence " << sequence << " after " << i << " a";
+      EXPECT_EQ(c->regex_masks->size(),
+                std::min<size_t>(RegexMaskCache::kMaxEntries, sequence == 0 ? i + 1 : 300));
+      ASSERT_TRUE(state.accept(a, false));
+      dfa_state = (*dfa)->next(dfa_state, 'a');
+    }
+    ASSERT_TRUE(state.fill_allowed(bits, std::vector<int32_t>{eos}, scratch));
+    EXPECT_TRUE(mask_bit(bits, eos));
+    EXPECT_TRUE(mask_bit(bits, tokenize(*vocab, "b")[0]));
+    EXPECT_FALSE(mask_bit(bits, a));
+  }
+}
+
+// RegexMaskCache's entries, as mask words (a state allowing many tokens) or as token ids (few),
+// OR the walk's mask into the caller's bits, on a miss and on a hit alike.
+TEST(RegexMaskCache, ManyOrFewTokensGiveTheWalksMask) {
+  std::vector<std::string> corpus;
+  for (int i = 0; i < 30; ++i)
+    corpus.push_back("the quick brown fox " + std::to_string(i * 7919) +
+                     " jumps over the lazy dog");
+  const auto vocab = synthetic_vocab(corpus);
+  const size_t words = static_cast<size_t>(allowed_mask_words(vocab->vocab_size()));
+  for (const char* pattern : {"[ -~]*", "(quick)|(brown)|(fox [0-9]+)"}) {
+    auto dfa = ByteDfa::from_full_match(pattern);
+    ASSERT_TRUE(dfa.ok()) << dfa.error().message;
+    RegexMaskCache memo;
+    for (const char* prefix : {"", "qu", "fox 1", "the quick"}) {
+      const int32_t state = (*dfa)->walk((*dfa)->start(), prefix);
+      if (state == ByteDfa::kDead) continue;
+      std::vector<uint32_t> want(words, 0u);
+      vocab->add_allowed(**dfa, state, want);
+      size_t allowed = 0;
+      for (uint32_t w : want) allowed += static_cast<size_t>(std::popcount(w));
+      if (std::string_view(pattern) == "[ -~]*")
+        EXPECT_GT(allowed, RegexMaskCache::kMaxListedTokens);  // the words form
+      const int32_t eos = static_cast<int32_t>(vocab->vocab_size() - 1);
+      set_mask_bit(want, eos);  // a bit the caller set stays set
+      for (int call = 0; call < 2; ++call) {
+        std::vector<uint32_t> bits(words, 0u);
+        set_mask_bit(bits, eos);
+        memo.add_allowed(*vocab, **dfa, state, bits);
+        EXPECT_EQ(bits, want) << pattern << " after '" << prefix << "', call " << call;
+      }
+    }
+  }
 }
 
 TEST(ConstraintState, EndTokensOnlyOnceTheJsonIsComplete) {

@@ -527,12 +527,14 @@ TEST(RequestFormat, RandomWalksOverRealMasksStayInsideTheConstraint) {
 
 // A format whose text the model's caches already hold takes the cached compiled form (the same
 // object, no compile): JSON schemas as a value or as text in every field and shape that carries
-// one, grammars, structural tags; the model's own caches through format_caches. Without caches,
-// or for another text, the format compiles its own.
+// one, grammars, structural tags, regexes and choices; the model's own caches through
+// format_caches, whose regex entries also share their masks. Without caches, or for another
+// text, the format compiles its own.
 TEST(RequestFormat, FormatsSentBeforeComeFromTheCaches) {
   GrammarCache grammars;
   SchemaCache schemas;
-  const FormatCaches caches{&grammars, &schemas};
+  RegexCache regexes;
+  const FormatCaches caches{&grammars, &schemas, &regexes};
   const Json schema =
       Json::parse(R"({"type": "object", "properties": {"a": {"type": "integer"}}})");
   const auto cached_schema =
@@ -583,14 +585,44 @@ TEST(RequestFormat, FormatsSentBeforeComeFromTheCaches) {
     EXPECT_NE(parse_request_format(body, {})->ebnf, cached_tag);
   }
 
+  const auto cached_regex = regexes.share("[a-c]+x", *ByteDfa::from_full_match("[a-c]+x")).compiled;
+  const auto cached_choice =
+      regexes.share("(yes)|(no)", *ByteDfa::from_full_match("(yes)|(no)")).compiled;
+  for (const Json& body : {Json{{"guided_regex", "[a-c]+x"}}, Json{{"regex", "[a-c]+x"}},
+                           Json{{"structured_outputs", {{"regex", "[a-c]+x"}}}}}) {
+    SCOPED_TRACE(body.dump());
+    EXPECT_EQ(parse_request_format(body, caches)->regex, cached_regex);
+    EXPECT_NE(parse_request_format(body, {})->regex, cached_regex);
+  }
+  for (const Json& body : {Json{{"guided_choice", {"yes", "no"}}},
+                           Json{{"structured_outputs", {{"choice", {"yes", "no"}}}}}}) {
+    SCOPED_TRACE(body.dump());
+    EXPECT_EQ(parse_request_format(body, caches)->regex, cached_choice);
+  }
+  EXPECT_NE(parse_request_format(Json{{"guided_choice", {"no", "yes"}}}, caches)->regex,
+            cached_choice);
+
   ServedModel m = nano_with(nullptr);
   m.schemas = std::make_shared<SchemaCache>();
   m.grammars = std::make_shared<GrammarCache>();
+  m.regexes = std::make_shared<RegexCache>();
   const Json body = {{"guided_json", schema}};
   auto first = parse_request_format(body, format_caches(m));
   ASSERT_TRUE(first.ok());
   ASSERT_TRUE(make_output_constraint(m, *first, "", false, {}).ok());  // kept in m.schemas
   EXPECT_EQ(parse_request_format(body, format_caches(m))->grammar, first->grammar);
+  const Json regex_body = {{"guided_regex", "[0-9]+"}};
+  std::shared_ptr<const OutputConstraint> constraints[2];
+  for (auto& c : constraints) {
+    auto f = parse_request_format(regex_body, format_caches(m));
+    ASSERT_TRUE(f.ok());
+    auto made = make_output_constraint(m, *f, "", false, {});
+    ASSERT_TRUE(made.ok());
+    c = *made;
+  }
+  EXPECT_EQ(constraints[0]->regex, constraints[1]->regex);
+  EXPECT_EQ(constraints[0]->regex_masks, constraints[1]->regex_masks);
+  EXPECT_EQ(m.regexes->size(), 1u);
 }
 
 }  // namespace
