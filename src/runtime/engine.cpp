@@ -201,6 +201,16 @@ class Engine::Impl {
     return sleep_published_;
   }
 
+  Status pause_command(PauseCommand command) {
+    return ask_engine_thread(inbox_.pause_answer, "another pause or resume is in progress",
+                             [&] { inbox_.pause_command = command; });
+  }
+
+  bool paused() const {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    return paused_published_;
+  }
+
  private:
   // Posts a call the engine thread answers in `slot` (post() fills the inbox under its lock) and
   // waits for the answer; `busy` is the error while another such call waits.
@@ -234,16 +244,25 @@ class Engine::Impl {
   bool any_in_flight() const;
   // With new weights waiting: replaces the model's once nothing is in flight.
   void apply_pending_weights();
-  // With a sleep or wake-up waiting: runs it (a sleep once nothing is in flight).
+  // With a sleep or wake-up waiting: runs it (a sleep once nothing is in flight, or while paused
+  // once nothing holds the KV it releases).
   void apply_memory_command();
+  // With a pause or resume waiting: runs it (a kWait pause once nothing is in flight).
+  void apply_pause_command();
+  // PauseMode::kRetract: every running sequence gives its KV back (cached) and waits.
+  void retract_running();
+  // Whether steps stop: paused, or memory given back.
+  bool halted() const { return paused_ || sleep_.state().asleep(); }
   // sleep_.state() for sleep_state() callers.
   void publish_sleep_state() {
     std::lock_guard<std::mutex> lock(stats_mu_);
     sleep_published_ = sleep_.state();
   }
-  // Whether no new request may start: new weights or a sleep are waiting for those in flight.
+  // Whether no new request may start: new weights, a sleep or a kWait pause are waiting for
+  // those in flight.
   bool holding_new_requests() const {
-    return pending_weights_ || (pending_memory_ && pending_memory_->sleep);
+    return pending_weights_ || (pending_memory_ && pending_memory_->sleep) ||
+           (pending_pause_ && pending_pause_->pause && pending_pause_->mode == PauseMode::kWait);
   }
   void order_waiting();
   void apply_preemptions(const StepPlan& plan);
@@ -312,15 +331,22 @@ class Engine::Impl {
   std::optional<MemoryCommand> pending_memory_;         // sleep / wake_up: applied when idle
   SleepController sleep_;                               // sleep mode (off: default)
   SleepState sleep_published_;  // sleep_.state() for other threads (stats_mu_)
+  std::optional<PauseCommand> pending_pause_;  // pause / resume: applied when its mode allows
+  std::optional<PauseMode> paused_;            // how the engine paused (none: running)
+  bool paused_published_ = false;              // paused_ for other threads (stats_mu_)
+  // Counts weight updates: the prefix cache's salts include it, so KV cached under older weights
+  // (by requests kept through a pause) is never matched again.
+  uint64_t weights_epoch_ = 0;
   std::thread thread_;
 };
 
 void Engine::Impl::run() {
   for (;;) {
     if (!drain_inbox()) return;
+    if (pending_pause_) apply_pause_command();
     if (pending_weights_) apply_pending_weights();
     if (pending_memory_) apply_memory_command();
-    if (sleep_.state().asleep() || (running_.empty() && waiting_.empty())) continue;
+    if (halted() || (running_.empty() && waiting_.empty())) continue;
     step();
     publish_stats();
   }
@@ -338,13 +364,14 @@ bool Engine::Impl::drain_inbox() {
     std::unique_lock<std::mutex> lock(inbox_.mu);
     auto has_work = [&] {
       return inbox_.stop || inbox_.flush || inbox_.new_weights || inbox_.memory_command ||
-             !inbox_.submitted.empty() || !inbox_.cancelled.empty() || !inbox_.stopped.empty() ||
-             (!sleep_.state().asleep() && (!running_.empty() || !waiting_.empty()));
+             inbox_.pause_command || !inbox_.submitted.empty() || !inbox_.cancelled.empty() ||
+             !inbox_.stopped.empty() || (!halted() && (!running_.empty() || !waiting_.empty()));
     };
     inbox_.cv.wait(lock, has_work);
     if (inbox_.stop) {
       for (auto [slot, what] : {std::pair{&inbox_.weights_answer, "the weights were updated"},
-                                std::pair{&inbox_.memory_answer, "it slept or woke"}})
+                                std::pair{&inbox_.memory_answer, "it slept or woke"},
+                                std::pair{&inbox_.pause_answer, "it paused or resumed"}})
         if (slot->busy && !slot->result)
           slot->result = make_error(std::string("the engine stopped before ") + what);
       inbox_.idle_cv.notify_all();
@@ -357,6 +384,10 @@ bool Engine::Impl::drain_inbox() {
     if (inbox_.memory_command) {
       pending_memory_ = inbox_.memory_command;
       inbox_.memory_command.reset();
+    }
+    if (inbox_.pause_command) {
+      pending_pause_ = inbox_.pause_command;
+      inbox_.pause_command.reset();
     }
     submitted.swap(inbox_.submitted);
     cancelled.swap(inbox_.cancelled);
@@ -403,12 +434,13 @@ bool Engine::Impl::any_in_flight() const {
 }
 
 void Engine::Impl::apply_pending_weights() {
-  if (any_in_flight()) return;
+  if (!paused_ && any_in_flight()) return;
   Status st = sleep_.check_weights_writable();
   if (st.ok()) st = model_.replace_weights(std::move(pending_weights_));
   pending_weights_.reset();
   if (st.ok() && prefix_) prefix_->flush();
   if (st.ok()) {
+    ++weights_epoch_;
     sleep_.weights_replaced();
     publish_sleep_state();
   }
@@ -419,10 +451,14 @@ void Engine::Impl::apply_pending_weights() {
 
 void Engine::Impl::apply_memory_command() {
   const MemoryCommand command = *pending_memory_;
-  if (command.sleep && any_in_flight()) return;
+  if (command.sleep && any_in_flight() && !paused_) return;
   pending_memory_.reset();
   Status st = ok_status();
-  if (command.sleep) {
+  if (command.sleep && command.kv_cache && !running_.empty()) {  // paused, kept requests
+    st = make_error(
+        "requests kept through the pause hold the KV cache; release the weights alone, or pause "
+        "with mode abort or retract to release it");
+  } else if (command.sleep) {
     st = sleep_.check_sleep(command.weights, command.kv_cache);
     if (st.ok() && prefix_ && command.kv_cache) prefix_->flush();  // its KV goes with the pools
     if (st.ok()) st = sleep_.sleep(command.level, command.weights, command.kv_cache);
@@ -441,6 +477,52 @@ void Engine::Impl::apply_memory_command() {
   publish_sleep_state();
   publish_stats();
   answer(inbox_.memory_answer, std::move(st));
+}
+
+void Engine::Impl::apply_pause_command() {
+  const PauseCommand command = *pending_pause_;
+  if (command.pause && !paused_ && command.mode == PauseMode::kWait && any_in_flight()) return;
+  pending_pause_.reset();
+  if (!command.pause) {
+    if (paused_) log_info("engine: generation resumed");
+    paused_.reset();
+  } else if (!paused_) {
+    if (command.mode == PauseMode::kAbort) {
+      std::vector<RequestId> ids;
+      for (const auto& [id, rs] : requests_) ids.push_back(id);
+      for (RequestId id : ids) cancel_request(id);
+      release_retired_parents();
+    } else if (command.mode == PauseMode::kRetract) {
+      retract_running();
+    }
+    if (command.clear_cache && command.mode != PauseMode::kKeep && prefix_) prefix_->flush();
+    paused_ = command.mode;
+    log_info("engine: generation paused");
+  }
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    paused_published_ = paused_.has_value();
+  }
+  publish_stats();
+  answer(inbox_.pause_answer, ok_status());
+}
+
+void Engine::Impl::retract_running() {
+  PrefixCache* prefix = prefix_ ? &*prefix_ : nullptr;
+  const std::vector<SeqId> running = running_;
+  for (SeqId id : running) {
+    Sequence& s = seqs_.at(id);
+    if (s.retiring) continue;  // released below, once no sibling waits to fork from it
+    // A sibling not forked yet holds no KV: it resumes from its own prompt and first token.
+    if (!s.fork_parent.valid())
+      release_sequence(s.id, s.tokens, CacheOnRelease::kInsert, kv_, prefix);
+    s.fork_parent = SeqId();
+    s.phase = SeqPhase::kWaiting;
+    running_.erase(std::find(running_.begin(), running_.end(), id));
+    waiting_.push_back(id);
+    counters_.preemptions++;
+  }
+  release_retired_parents();
 }
 
 void Engine::Impl::admit_request(RequestId id, GenerateRequest&& request) {
@@ -527,7 +609,7 @@ SeqState Engine::Impl::scheduler_view(const Sequence& seq) const {
   v.fork_parent = seq.fork_parent;
   v.logits_every_token = needs_prompt_logits(seq);
   const RequestState& rs = requests_.at(seq.request);
-  v.cache_salt = rs.cache_salt;
+  v.cache_salt = PrefixCache::salt_for_weights(rs.cache_salt, weights_epoch_);
   if (wants_routing(seq))  // reuse up to the first position whose routing is reported
     v.max_reused_tokens = rs.request.routed_experts_start;
   if (v.logits_every_token)  // reuse up to the first row still to score
@@ -1023,6 +1105,16 @@ Status Engine::wake_up(bool weights, bool kv_cache) {
 }
 SleepState Engine::sleep_state() const {
   return impl_->sleep_state();
+}
+Status Engine::pause(PauseMode mode, bool clear_cache) {
+  return impl_->pause_command(
+      PauseCommand{.pause = true, .mode = mode, .clear_cache = clear_cache});
+}
+Status Engine::resume() {
+  return impl_->pause_command(PauseCommand{.pause = false});
+}
+bool Engine::paused() const {
+  return impl_->paused();
 }
 
 }  // namespace beam

@@ -123,6 +123,16 @@ struct SleepState {
   bool asleep() const { return weights_released || kv_released || weights_discarded; }
 };
 
+// How Engine::pause treats the requests it finds (vLLM's /pause modes; SGLang's pause_generation
+// modes abort, in_place = kKeep and retract).
+enum class PauseMode {
+  kAbort,    // every request submitted so far ends now (FinishReason::kCancelled)
+  kWait,     // no new request starts; those in flight finish, then the engine pauses
+  kKeep,     // requests stay as they are, their KV included, and go on at resume
+  kRetract,  // running requests give their KV back (cached by the prefix cache) and wait; at
+             // resume they recompute what is not cached
+};
+
 struct PoolStats {
   int64_t total_blocks = 0;
   int64_t free_blocks = 0;  // free or evictable-now blocks are reported separately:
@@ -191,6 +201,16 @@ class Engine {
   // was not restored stays released).
   Status wake_up(bool weights, bool kv_cache);
   SleepState sleep_state() const;
+  // Stops running steps (RL weight syncs: vLLM's /pause, SGLang's pause_generation) after treating
+  // the requests as `mode` says; with clear_cache (not kKeep) the prefix cache is emptied. New
+  // requests are queued until resume. While paused, update_weights applies at once: kept requests
+  // go on with their KV on the new weights, retracted ones recompute on them (the prefix cache
+  // never serves KV of older weights), and sleep may release the KV pools unless kept requests
+  // hold them. Pausing a paused engine changes nothing. Blocks until paused.
+  Status pause(PauseMode mode, bool clear_cache);
+  // Runs steps again (vLLM's /resume, SGLang's continue_generation); a no-op when not paused.
+  Status resume();
+  bool paused() const;
   // Blocks until nothing is waiting or running (tests, offline benchmarks).
   void wait_idle();
 

@@ -72,8 +72,15 @@ struct MemoryCommand {
   bool weights = true, kv_cache = true;
 };
 
-// A call the engine thread answers (Engine::update_weights, sleep / wake_up): one at a time, its
-// caller waiting for `result`.
+// A pause (its mode and whether the prefix cache is emptied) or a resume.
+struct PauseCommand {
+  bool pause = true;
+  PauseMode mode = PauseMode::kAbort;
+  bool clear_cache = true;
+};
+
+// A call the engine thread answers (Engine::update_weights, sleep / wake_up, pause / resume): one
+// at a time, its caller waiting for `result`.
 struct EngineAnswer {
   bool busy = false;
   std::optional<Status> result;
@@ -96,6 +103,9 @@ struct Inbox {
   // is in flight), and its outcome for the waiting caller.
   std::optional<MemoryCommand> memory_command;
   EngineAnswer memory_answer;
+  // Engine::pause / resume: likewise (a kWait pause once nothing is in flight).
+  std::optional<PauseCommand> pause_command;
+  EngineAnswer pause_answer;
   int64_t pending = 0;  // submitted but not yet finished (wait_idle)
   std::condition_variable idle_cv;
 };

@@ -43,6 +43,12 @@ uint64_t PrefixCache::salt_of_text(std::string_view text) {
   return h == 0 ? 1 : h;
 }
 
+uint64_t PrefixCache::salt_for_weights(uint64_t salt, uint64_t weights_epoch) {
+  if (weights_epoch == 0) return salt;
+  const uint64_t h = mix64(salt ^ mix64(weights_epoch + 0x243f6a8885a308d3ull));
+  return h == 0 ? 1 : h;
+}
+
 uint64_t PrefixCache::salt_of(SeqId seq) const {
   auto it = salts_.find(seq);
   return it == salts_.end() ? 0 : it->second;

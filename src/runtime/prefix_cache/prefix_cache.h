@@ -67,6 +67,9 @@ class PrefixCache {
   PrefixMatch match(std::span<const int32_t> tokens, uint64_t salt = 0) const;
   // The salt of a salt text: 0 for "" (none), else a non-zero 64-bit hash of it.
   static uint64_t salt_of_text(std::string_view text);
+  // The salt of `salt` under the engine's weights_epoch-th weights (the salt itself for the first):
+  // prefixes cached under other weights never match.
+  static uint64_t salt_for_weights(uint64_t salt, uint64_t weights_epoch);
   // The salt (0: none) seq's blocks are cached under from now on: set when it is admitted,
   // inherited by fork children, forgotten by release().
   void set_salt(SeqId seq, uint64_t salt);
