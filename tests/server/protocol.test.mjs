@@ -1473,3 +1473,96 @@ test('/generate, SGLang format: what it cannot honour is a 400 naming the field'
   assert.equal(ok.status, 200, ok.text);
   assert.equal((await fetch(server.baseUrl + '/health')).status, 200);
 });
+
+// Pausing generation for RL weight syncs: SGLang's /pause_generation (in_place keeps a request
+// and its KV, retract gives the KV back and recomputes at the resume) and /continue_generation,
+// vLLM's /pause (abort by default; wait; keep), /resume and /is_paused. A paused request writes
+// nothing until the resume and then ends as it would have; a request sent while paused waits;
+// /health says "paused" and /health_generate answers 503; bad modes are 400s naming the field.
+test('pause: requests stop where they are and go on at the resume', async () => {
+  const call = async (method, route, body) => {
+    const r = await fetch(server.baseUrl + route, { method, headers: { 'content-type': 'application/json' },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    return { status: r.status, json: await r.json() };
+  };
+  const ask = { model: MODEL, prompt: 'Once upon a time', max_tokens: 1500, temperature: 0, ignore_eos: true };
+  const want = (await post('/v1/completions', ask)).json.choices[0].text;
+  // A streamed completion: its text so far, and a promise of its end (text, finish_reason).
+  const stream = async () => {
+    const r = await fetch(server.baseUrl + '/v1/completions', { method: 'POST',
+      headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...ask, stream: true }) });
+    const reader = r.body.getReader();
+    const decoder = new TextDecoder();
+    const s = { raw: '', text: '', finish: null };
+    const read = (raw) => {
+      for (const line of raw.split('\n')) {
+        if (!line.startsWith('data: {')) continue;
+        const choice = JSON.parse(line.slice(6)).choices[0];
+        s.text += choice.text;
+        if (choice.finish_reason) s.finish = choice.finish_reason;
+      }
+    };
+    s.done = (async () => {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        s.raw += decoder.decode(value, { stream: true });
+        const cut = s.raw.lastIndexOf('\n\n');
+        if (cut >= 0) { read(s.raw.slice(0, cut)); s.raw = s.raw.slice(cut + 2); }
+      }
+      return s;
+    })();
+    while (s.text.length === 0 && s.finish === null) await new Promise((resolve) => setTimeout(resolve, 2));
+    return s;
+  };
+  const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+  const onGpu = process.env.BEAMSERVE_DEVICE === 'cuda';
+  for (const mode of ['in_place', 'retract']) {
+    const s = await stream();
+    const paused = await call('POST', '/pause_generation', { mode });
+    assert.deepEqual(paused.json, { message: 'Generation paused successfully.', status: 'ok' });
+    assert.deepEqual((await call('GET', '/is_paused')).json, { is_paused: true });
+    assert.deepEqual((await call('GET', '/health')).json, { status: 'paused' });
+    const probe = await call('GET', '/health_generate');
+    assert.equal(probe.status, 503);
+    assert.equal(probe.json.status, 'paused');
+    const before = s.text;
+    await pause(150);
+    assert.equal(s.text, before, mode);
+    assert.ok(before.length < want.length, mode);
+    let answered = false;
+    const waiting = post('/v1/completions', { ...ask, max_tokens: 4 }).then((r) => { answered = true; return r; });
+    await pause(100);
+    assert.equal(answered, false);
+    const resumed = await call('POST', '/continue_generation', {});
+    assert.deepEqual(resumed.json, { message: 'Generation continued successfully.', status: 'ok' });
+    const done = await s.done;
+    assert.equal(done.finish, 'length', mode);
+    assert.ok(done.text.startsWith(before), mode);
+    // A retracted request recomputes its KV by prefill, which the GPU rounds differently.
+    if (mode === 'in_place' || !onGpu) assert.equal(done.text, want, mode);
+    assert.equal((await waiting).status, 200);
+  }
+  // vLLM's /pause aborts by default: the request in flight ends at once.
+  const s = await stream();
+  assert.deepEqual((await call('POST', '/pause')).json, { status: 'paused' });
+  const aborted = await s.done;
+  assert.equal(aborted.finish, 'abort');
+  assert.ok(aborted.text.length < want.length);
+  assert.deepEqual((await call('POST', '/resume')).json, { status: 'resumed' });
+  assert.deepEqual((await call('GET', '/is_paused')).json, { is_paused: false });
+  assert.deepEqual((await call('GET', '/health')).json, { status: 'ok' });
+  const kept = await stream();
+  assert.deepEqual((await call('POST', '/pause?mode=keep&clear_cache=false')).json, { status: 'paused' });
+  assert.deepEqual((await call('POST', '/resume')).json, { status: 'resumed' });
+  assert.equal((await kept.done).text, want);
+  for (const [method, route, body, param] of [['POST', '/pause?mode=later', undefined, 'mode'],
+    ['POST', '/pause?clear_cache=maybe', undefined, 'clear_cache'],
+    ['POST', '/pause_generation', { mode: 'keep' }, 'mode'],
+    ['POST', '/pause_generation', { mode: 3 }, 'mode']]) {
+    const bad = await call(method, route, body);
+    assert.equal(bad.status, 400, route);
+    assert.equal(bad.json.error.param, param, route);
+  }
+  assert.deepEqual((await call('GET', '/is_paused')).json, { is_paused: false });
+});

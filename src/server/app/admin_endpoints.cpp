@@ -21,6 +21,7 @@ double now_unix_s() {
 HealthVerdict evaluate_health(const HealthInputs& in) {
   if (!in.loaded) return in.load_failed ? HealthVerdict::kFailed : HealthVerdict::kLoading;
   if (in.asleep) return HealthVerdict::kAsleep;
+  if (in.paused) return HealthVerdict::kPaused;
   const double last_progress = std::max(in.last_step_unix_s, in.busy_since_unix_s);
   if (in.busy && in.now_unix_s - last_progress > in.stall_s) return HealthVerdict::kStalled;
   return HealthVerdict::kOk;
@@ -41,6 +42,7 @@ void handle_health(const ServerState& state, const std::shared_ptr<Exchange>& ex
     in.last_step_unix_s = stats.last_step_unix_s;
     in.busy_since_unix_s = state.counters.busy_since_unix_s.load();
     in.asleep = model->engine->sleep_state().asleep();
+    in.paused = model->engine->paused();
   }
   in.now_unix_s = now_unix_s();
   in.stall_s = state.options.health_stall_s;
@@ -49,6 +51,8 @@ void handle_health(const ServerState& state, const std::shared_ptr<Exchange>& ex
       return exchange->respond_json(200, dump_json(Json{{"status", "ok"}}));
     case HealthVerdict::kAsleep:
       return exchange->respond_json(200, dump_json(Json{{"status", "sleeping"}}));
+    case HealthVerdict::kPaused:
+      return exchange->respond_json(200, dump_json(Json{{"status", "paused"}}));
     case HealthVerdict::kLoading:
       return exchange->respond_json(503, dump_json(Json{{"status", "loading"}}));
     case HealthVerdict::kFailed:
@@ -67,6 +71,12 @@ void handle_health_generate(const EndpointEnv& env, const std::shared_ptr<Exchan
     return exchange->respond_json(
         503, dump_json(Json{{"status", "sleeping"},
                             {"error", "the engine is asleep: nothing runs until /wake_up"}}));
+  if (env.model->engine->paused())
+    return exchange->respond_json(
+        503, dump_json(Json{{"status", "paused"},
+                            {"error",
+                             "generation is paused: nothing runs until /resume or "
+                             "/continue_generation"}}));
   struct Outcome {
     std::mutex mu;
     std::condition_variable cv;

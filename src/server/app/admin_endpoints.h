@@ -7,13 +7,14 @@
 
 namespace beam::server {
 
-enum class HealthVerdict { kOk, kLoading, kFailed, kStalled, kAsleep };
+enum class HealthVerdict { kOk, kLoading, kFailed, kStalled, kAsleep, kPaused };
 
 struct HealthInputs {
   bool loaded = false;
   bool load_failed = false;
   bool busy = false;               // requests submitted or in the engine
   bool asleep = false;             // sleep mode: the engine sleeps on purpose (Engine::sleep)
+  bool paused = false;             // generation is paused on purpose (Engine::pause)
   double last_step_unix_s = 0;     // the engine loop's last step
   double busy_since_unix_s = 0;    // when the server last went from idle to busy
   double now_unix_s = 0;
@@ -21,11 +22,12 @@ struct HealthInputs {
 };
 
 // Stalled: busy, and neither a step nor the start of the current busy period within stall_s;
-// asleep is never stalled (requests wait for the wake-up on purpose).
+// asleep or paused is never stalled (requests wait for the wake-up or the resume on purpose).
 HealthVerdict evaluate_health(const HealthInputs& in);
 
 // 200 {"status": "ok"} when the model is loaded and the engine loop advances, 200 {"status":
-// "sleeping"} while sleep mode holds its memory back; 503 with "loading",
+// "sleeping"} while sleep mode holds its memory back, 200 {"status": "paused"} while generation is
+// paused; 503 with "loading",
 // "failed" or "stalled" (work has waited health_stall_s without an engine step) otherwise.
 void handle_health(const ServerState& state, const std::shared_ptr<Exchange>& exchange);
 // SGLang's /health_generate: a one-token greedy generation ahead of the queue; 200 {"status":

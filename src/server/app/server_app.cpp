@@ -71,6 +71,13 @@ constexpr Route kRoutes[] = {
      handle_release_memory_occupation, nullptr},
     {"/resume_memory_occupation", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true,
      handle_resume_memory_occupation, nullptr},
+    {"/pause", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_pause, nullptr},
+    {"/resume", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_resume, nullptr},
+    {"/is_paused", "GET", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_is_paused, nullptr},
+    {"/pause_generation", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true,
+     handle_pause_generation, nullptr},
+    {"/continue_generation", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true,
+     handle_continue_generation, nullptr},
 };
 
 // The route of a path: exact match, or /v1/models/<id>.

@@ -42,5 +42,16 @@ void handle_release_memory_occupation(const EndpointEnv& env,
                                       const std::shared_ptr<Exchange>& exchange);
 void handle_resume_memory_occupation(const EndpointEnv& env,
                                      const std::shared_ptr<Exchange>& exchange);
+// Pausing generation for RL weight syncs (Engine::pause / resume). vLLM's POST
+// /pause?mode=abort|wait|keep (default abort; wait_for_inflight_requests=true means wait) &
+// clear_cache=true|false (default true; keep never clears) answers {"status": "paused"}, POST
+// /resume {"status": "resumed"}, GET /is_paused {"is_paused"}. SGLang's POST /pause_generation
+// with {"mode": "abort" | "in_place" | "retract"} (default abort; the prefix cache stays) and POST
+// /continue_generation answer {"message", "status": "ok"}. Errors are 400s naming the field.
+void handle_pause(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);
+void handle_resume(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);
+void handle_is_paused(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);
+void handle_pause_generation(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);
+void handle_continue_generation(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);
 
 }  // namespace beam::server

@@ -4,24 +4,11 @@
 #include <string_view>
 #include <vector>
 
+#include "server/api/query_string.h"
 #include "server/native/native_endpoints.h"
 
 namespace beam::server {
 namespace {
-
-// The values of `key` in an undecoded query string ("level=2", "tags=weights&tags=kv_cache").
-std::vector<std::string> query_values(std::string_view query, std::string_view key) {
-  std::vector<std::string> out;
-  while (!query.empty()) {
-    const size_t amp = query.find('&');
-    const std::string_view pair = query.substr(0, amp);
-    const size_t eq = pair.find('=');
-    if (pair.substr(0, eq) == key)
-      out.emplace_back(eq == std::string_view::npos ? "" : pair.substr(eq + 1));
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-  }
-  return out;
-}
 
 // Which memory a tag list names (weights, kv_cache; SGLang's cuda_graph stays, so it is accepted
 // and changes nothing); none: both. An error names an unknown tag.

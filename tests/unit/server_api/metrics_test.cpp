@@ -108,6 +108,9 @@ TEST(Health, Verdicts) {
   in.last_step_unix_s = 10;
   in.asleep = true;  // requests wait for the wake-up on purpose
   EXPECT_EQ(evaluate_health(in), HealthVerdict::kAsleep);
+  in.asleep = false;
+  in.paused = true;  // requests wait for the resume on purpose
+  EXPECT_EQ(evaluate_health(in), HealthVerdict::kPaused);
 }
 
 }  // namespace
