@@ -8,6 +8,9 @@
 #include <random>
 #include <thread>
 
+#include "core/thread_pool.h"
+#include "model/synthetic_weights.h"
+
 namespace beam::testing {
 
 std::shared_ptr<const BeamWeights> engine_test_model(const std::string& name) {
@@ -21,6 +24,28 @@ std::shared_ptr<const BeamWeights> engine_test_model(const std::string& name) {
     return nullptr;
   }
   return cache[name] = *w;
+}
+
+std::shared_ptr<const BeamWeights> other_synthetic_weights(const BeamConfig& config) {
+  ThreadPool pool(2);
+  KernelContext ctx;
+  ctx.pool = &pool;
+  auto w = make_synthetic_weights(ctx, config, SyntheticWeightOptions{.seed = 7});
+  EXPECT_TRUE(w.ok()) << (w.ok() ? "" : w.error().message);
+  return w.ok() ? *w : nullptr;
+}
+
+std::unique_ptr<Engine> control_test_engine(std::shared_ptr<const BeamWeights> weights,
+                                            bool sleep_mode) {
+  EngineOptions o;
+  o.num_threads = 2;
+  o.block_size_tokens = 16;
+  o.max_tokens_per_step = 64;
+  o.kv_budget_bytes = 64 << 20;
+  o.enable_sleep_mode = sleep_mode;
+  auto e = Engine::create(std::move(weights), o);
+  EXPECT_TRUE(e.ok()) << (e.ok() ? "" : e.error().message);
+  return e.ok() ? std::move(*e) : nullptr;
 }
 
 std::vector<int32_t> tokens_of(int64_t n, uint64_t seed, int64_t vocab) {

@@ -12,6 +12,12 @@
 namespace beam::testing {
 
 std::shared_ptr<const BeamWeights> engine_test_model(const std::string& name);
+// Synthetic weights of `config` (seed 7): another model of the same architecture.
+std::shared_ptr<const BeamWeights> other_synthetic_weights(const BeamConfig& config);
+// An engine for the control tests (weight updates, sleep, pause): 2 threads, 16-token blocks, 64
+// tokens a step, a 64 MiB KV budget, sleep mode as asked.
+std::unique_ptr<Engine> control_test_engine(std::shared_ptr<const BeamWeights> weights,
+                                            bool sleep_mode);
 
 struct SiblingResult {
   std::vector<int32_t> tokens;

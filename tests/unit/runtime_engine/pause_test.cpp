@@ -10,9 +10,7 @@
 #include <future>
 #include <thread>
 
-#include "core/thread_pool.h"
 #include "engine_test_util.h"
-#include "model/synthetic_weights.h"
 
 namespace beam::testing {
 namespace {
@@ -24,22 +22,7 @@ class PauseTest : public ::testing::Test {
     ASSERT_NE(weights_, nullptr);
   }
   std::unique_ptr<Engine> make(std::shared_ptr<const BeamWeights> weights) {
-    EngineOptions o;
-    o.num_threads = 2;
-    o.block_size_tokens = 16;
-    o.max_tokens_per_step = 64;
-    o.kv_budget_bytes = 64 << 20;
-    o.enable_sleep_mode = true;
-    auto e = Engine::create(std::move(weights), o);
-    EXPECT_TRUE(e.ok()) << (e.ok() ? "" : e.error().message);
-    return e.ok() ? std::move(*e) : nullptr;
-  }
-  std::shared_ptr<const BeamWeights> other_weights() {
-    KernelContext ctx;
-    ctx.pool = &pool_;
-    auto w = make_synthetic_weights(ctx, weights_->config, SyntheticWeightOptions{.seed = 7});
-    EXPECT_TRUE(w.ok()) << (w.ok() ? "" : w.error().message);
-    return w.ok() ? *w : nullptr;
+    return control_test_engine(std::move(weights), /*sleep_mode=*/true);
   }
   std::vector<int32_t> tokens(Engine& engine, const RunRequest& r) {
     return run_all(engine, {r})[0][0].tokens;
@@ -59,7 +42,6 @@ class PauseTest : public ::testing::Test {
     EXPECT_EQ(written(c), before);
   }
 
-  ThreadPool pool_{2};
   std::shared_ptr<const BeamWeights> weights_;
 };
 
@@ -138,7 +120,7 @@ TEST_F(PauseTest, AbortEndsTheRequestsAndWaitLetsThemFinish) {
 // nor gives other tokens than a fresh engine on the new weights; a retracted one recomputes on
 // the new weights (which a new request may then reuse).
 TEST_F(PauseTest, WeightsGivenWhilePausedServeNoOldKv) {
-  const std::shared_ptr<const BeamWeights> other = other_weights();
+  const std::shared_ptr<const BeamWeights> other = other_synthetic_weights(weights_->config);
   ASSERT_NE(other, nullptr);
   const RunRequest long_request = request(40, 9, 400);
   const RunRequest same_prompt{long_request.prompt, greedy(8)};

@@ -9,9 +9,7 @@
 #include <future>
 #include <thread>
 
-#include "core/thread_pool.h"
 #include "engine_test_util.h"
-#include "model/synthetic_weights.h"
 
 namespace beam::testing {
 namespace {
@@ -23,15 +21,7 @@ class SleepModeTest : public ::testing::Test {
     ASSERT_NE(weights_, nullptr);
   }
   std::unique_ptr<Engine> make(std::shared_ptr<const BeamWeights> weights, bool sleep_mode) {
-    EngineOptions o;
-    o.num_threads = 2;
-    o.block_size_tokens = 16;
-    o.max_tokens_per_step = 64;
-    o.kv_budget_bytes = 64 << 20;
-    o.enable_sleep_mode = sleep_mode;
-    auto e = Engine::create(std::move(weights), o);
-    EXPECT_TRUE(e.ok()) << (e.ok() ? "" : e.error().message);
-    return e.ok() ? std::move(*e) : nullptr;
+    return control_test_engine(std::move(weights), sleep_mode);
   }
   std::vector<int32_t> tokens(Engine& engine, const RunRequest& r) {
     return run_all(engine, {r})[0][0].tokens;
@@ -90,17 +80,14 @@ TEST_F(SleepModeTest, ARequestInFlightFinishesBeforeTheEngineSleeps) {
   EXPECT_EQ(running.results()[0].tokens, tokens(*make(weights_, false), long_request));
   EXPECT_TRUE(waiting.results().empty() || waiting.results()[0].tokens.empty());
   // New weights while asleep (the CPU's weights are never released), served after the wake-up.
-  KernelContext ctx;
-  ThreadPool pool(2);
-  ctx.pool = &pool;
-  auto other = make_synthetic_weights(ctx, weights_->config, SyntheticWeightOptions{.seed = 7});
-  ASSERT_TRUE(other.ok());
-  ASSERT_TRUE(engine->update_weights(*other, false).ok());
+  const std::shared_ptr<const BeamWeights> other = other_synthetic_weights(weights_->config);
+  ASSERT_NE(other, nullptr);
+  ASSERT_TRUE(engine->update_weights(other, false).ok());
   EXPECT_TRUE(engine->sleep_state().kv_released);
   ASSERT_TRUE(engine->wake_up(true, true).ok());
   EXPECT_FALSE(engine->sleep_state().asleep());
   engine->wait_idle();
-  EXPECT_EQ(waiting.results()[0].tokens, tokens(*make(*other, false), later));
+  EXPECT_EQ(waiting.results()[0].tokens, tokens(*make(other, false), later));
 }
 
 // SGLang's tags: the KV cache alone sleeps and wakes; on the CPU the weights alone are nothing to

@@ -9,9 +9,7 @@
 #include <future>
 #include <thread>
 
-#include "core/thread_pool.h"
 #include "engine_test_util.h"
-#include "model/synthetic_weights.h"
 
 namespace beam::testing {
 namespace {
@@ -21,31 +19,16 @@ class WeightUpdateTest : public ::testing::Test {
   void SetUp() override {
     old_ = engine_test_model("tiny-beam");
     ASSERT_NE(old_, nullptr);
-    new_ = synthetic(old_->config);
+    new_ = other_synthetic_weights(old_->config);
     ASSERT_NE(new_, nullptr);
   }
-  std::shared_ptr<const BeamWeights> synthetic(const BeamConfig& config) {
-    KernelContext ctx;
-    ctx.pool = &pool_;
-    auto w = make_synthetic_weights(ctx, config, SyntheticWeightOptions{.seed = 7});
-    EXPECT_TRUE(w.ok()) << (w.ok() ? "" : w.error().message);
-    return w.ok() ? *w : nullptr;
-  }
   std::unique_ptr<Engine> make(std::shared_ptr<const BeamWeights> weights) {
-    EngineOptions o;
-    o.num_threads = 2;
-    o.block_size_tokens = 16;
-    o.max_tokens_per_step = 64;
-    o.kv_budget_bytes = 64 << 20;
-    auto e = Engine::create(std::move(weights), o);
-    EXPECT_TRUE(e.ok()) << (e.ok() ? "" : e.error().message);
-    return e.ok() ? std::move(*e) : nullptr;
+    return control_test_engine(std::move(weights), /*sleep_mode=*/false);
   }
   std::vector<int32_t> tokens(Engine& engine, const RunRequest& r) {
     return run_all(engine, {r})[0][0].tokens;
   }
 
-  ThreadPool pool_{2};
   std::shared_ptr<const BeamWeights> old_, new_;
 };
 
@@ -62,7 +45,7 @@ TEST_F(WeightUpdateTest, ServesTheNewWeightsAsAFreshEngineWould) {
 
   BeamConfig other = old_->config;
   other.rms_norm_eps *= 2;
-  const Status st = engine->update_weights(synthetic(other), false);
+  const Status st = engine->update_weights(other_synthetic_weights(other), false);
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.error().message,
             "the new weights' config differs from the served model's in 'rms_norm_eps'");
@@ -71,7 +54,7 @@ TEST_F(WeightUpdateTest, ServesTheNewWeightsAsAFreshEngineWould) {
 
 // The engine keeps no reference to weights it no longer serves (an RL loop updates every step).
 TEST_F(WeightUpdateTest, ReleasesTheWeightsItNoLongerServes) {
-  std::shared_ptr<const BeamWeights> first = synthetic(old_->config);
+  std::shared_ptr<const BeamWeights> first = other_synthetic_weights(old_->config);
   const std::weak_ptr<const BeamWeights> watch = first;
   auto engine = make(std::move(first));
   const RunRequest r{tokens_of(20, 3, old_->config.vocab_size), greedy(4)};

@@ -64,6 +64,36 @@ class SamplingCudaTest : public test::CudaTest {
     EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message);
     return out;
   }
+  // DeviceBatchSampler::score of `rows` over the uploaded `d` (the [rows, vocab] logits `host`),
+  // each checked against compute_logprobs: the token, its rank, the alternatives' ids, logprobs
+  // within 1e-4 (-inf ones exactly). Returns the GPU's answers.
+  std::vector<TokenLogprobs> score_like_cpu(const TensorView& d, const std::vector<float>& host,
+                                            int64_t vocab, const std::vector<ScoreRow>& rows) {
+    DeviceBatchSampler sampler(gpu, vocab);
+    std::vector<TokenLogprobs> got(rows.size());
+    Status st = sampler.score(d, rows, got);
+    EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message);
+    if (!st.ok()) return got;
+    const auto near = [](float a, float b) {
+      return std::isfinite(b) ? std::abs(a - b) <= 1e-4 : a == b;
+    };
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const ScoreRow& r = rows[i];
+      std::span<const float> raw(host.data() + r.logits_row * vocab, static_cast<size_t>(vocab));
+      const TokenLogprobs cpu = compute_logprobs(raw, r.token, r.temperature, r.num_top);
+      const std::string at = "vocab " + std::to_string(vocab) + " row " +
+                             std::to_string(r.logits_row) + " n " + std::to_string(r.num_top);
+      EXPECT_EQ(got[i].chosen.token, r.token) << at;
+      EXPECT_PRED2(near, got[i].chosen.logprob, cpu.chosen.logprob) << at;
+      EXPECT_EQ(got[i].chosen_rank, cpu.chosen_rank) << at;
+      EXPECT_EQ(got[i].top.size(), cpu.top.size()) << at;
+      for (size_t j = 0; j < std::min(cpu.top.size(), got[i].top.size()); ++j) {
+        EXPECT_EQ(got[i].top[j].token, cpu.top[j].token) << at << " rank " << j;
+        EXPECT_PRED2(near, got[i].top[j].logprob, cpu.top[j].logprob) << at << " rank " << j;
+      }
+    }
+    return got;
+  }
   static SampledToken cpu_sample(const std::vector<float>& host, int64_t vocab, int64_t row,
                                  const SequenceSamplingState& seq,
                                  std::span<const uint32_t> mask = {}) {
@@ -232,24 +262,8 @@ TEST_F(SamplingCudaTest, ScoredTokensMatchComputeLogprobs) {
         rows.push_back(
             ScoreRow{(i * 37) % b, static_cast<int32_t>((i * 7919) % vocab), temperature, i % 21});
       rows.push_back(ScoreRow{0, 6, temperature, 2});  // the tie's higher id
-      DeviceBatchSampler sampler(gpu, vocab);
-      std::vector<TokenLogprobs> got(rows.size());
-      Status st = sampler.score(d, rows, got);
-      ASSERT_TRUE(st.ok()) << st.error().message;
-      for (size_t i = 0; i < rows.size(); ++i) {
-        const ScoreRow& r = rows[i];
-        std::span<const float> raw(host.data() + r.logits_row * vocab, static_cast<size_t>(vocab));
-        const TokenLogprobs cpu = compute_logprobs(raw, r.token, temperature, r.num_top);
-        const std::string at = "vocab " + std::to_string(vocab) + " row " + std::to_string(i);
-        EXPECT_EQ(got[i].chosen.token, r.token) << at;
-        EXPECT_NEAR(got[i].chosen.logprob, cpu.chosen.logprob, 1e-4) << at;
-        EXPECT_EQ(got[i].chosen_rank, cpu.chosen_rank) << at;
-        ASSERT_EQ(got[i].top.size(), cpu.top.size()) << at;
-        for (size_t j = 0; j < cpu.top.size(); ++j) {
-          EXPECT_EQ(got[i].top[j].token, cpu.top[j].token) << at << " rank " << j;
-          EXPECT_NEAR(got[i].top[j].logprob, cpu.top[j].logprob, 1e-4) << at << " rank " << j;
-        }
-      }
+      const std::vector<TokenLogprobs> got = score_like_cpu(d, host, vocab, rows);
+      ASSERT_EQ(got.size(), rows.size());
       EXPECT_EQ(got.back().chosen_rank, 2);
     }
   }
@@ -321,26 +335,7 @@ TEST_F(SamplingCudaTest, AlternativesOnFlatTiedAndSparseRows) {
     for (int64_t r = 0; r < b; ++r)
       for (int32_t n : {1, 7, 20})
         rows.push_back(ScoreRow{r, static_cast<int32_t>((r * 7919 + n) % vocab), 1.0, n});
-    DeviceBatchSampler sampler(gpu, vocab);
-    std::vector<TokenLogprobs> got(rows.size());
-    Status st = sampler.score(d, rows, got);
-    ASSERT_TRUE(st.ok()) << st.error().message;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const ScoreRow& r = rows[i];
-      std::span<const float> raw(row(r.logits_row), static_cast<size_t>(vocab));
-      const TokenLogprobs cpu = compute_logprobs(raw, r.token, 1.0, r.num_top);
-      const std::string at = "vocab " + std::to_string(vocab) + " row " +
-                             std::to_string(r.logits_row) + " n " + std::to_string(r.num_top);
-      EXPECT_EQ(got[i].chosen_rank, cpu.chosen_rank) << at;
-      ASSERT_EQ(got[i].top.size(), cpu.top.size()) << at;
-      for (size_t j = 0; j < cpu.top.size(); ++j) {
-        EXPECT_EQ(got[i].top[j].token, cpu.top[j].token) << at << " rank " << j;
-        if (std::isfinite(cpu.top[j].logprob))
-          EXPECT_NEAR(got[i].top[j].logprob, cpu.top[j].logprob, 1e-4) << at << " rank " << j;
-        else
-          EXPECT_EQ(got[i].top[j].logprob, cpu.top[j].logprob) << at << " rank " << j;
-      }
-    }
+    score_like_cpu(d, host, vocab, rows);
   }
 }
 
