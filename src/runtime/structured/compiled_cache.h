@@ -1,11 +1,15 @@
 // CompiledCache: a served model's compiled constraints by their text (GBNF / Lark grammars, JSON
 // schemas, regexes), each with the mask memo its requests share, so a constraint sent again — RL
 // rollouts and agents send the same one with every request — reuses its masks instead of walking
-// the vocabulary anew. The least recently used goes first once the capacity is reached.
-// Thread-safe.
+// the vocabulary anew. The least recently used goes first once the capacity is reached. It also
+// remembers texts that failed to compile, with their error, so a text refused once (an
+// adversarial one may take seconds of the compile budget) is refused at once after. Thread-safe.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -63,7 +67,42 @@ class CompiledCache {
     return lru_.size();
   }
 
+  // At most this many refusals are kept (by two 64-bit hashes and the length of the text, not the
+  // text), the oldest going first.
+  static constexpr size_t kMaxRefusals = 64;
+  // Remembers that `text` does not compile, and why.
+  void refuse(const std::string& text, std::string message) {
+    const RefusalKey key = refusal_key(text);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (refusal_locked(key)) return;
+    if (refusals_.size() >= kMaxRefusals) refusals_.pop_front();
+    refusals_.emplace_back(key, std::move(message));
+  }
+  // Why `text` did not compile, if refused before.
+  std::optional<std::string> refusal(const std::string& text) const {
+    const RefusalKey key = refusal_key(text);
+    std::lock_guard<std::mutex> lock(mu_);
+    return refusal_locked(key);
+  }
+
  private:
+  struct RefusalKey {
+    uint64_t std_hash;
+    uint64_t fnv_hash;
+    size_t size;
+    bool operator==(const RefusalKey&) const = default;
+  };
+  static RefusalKey refusal_key(const std::string& text) {
+    uint64_t fnv = 0xcbf29ce484222325ull;  // FNV-1a
+    for (unsigned char c : text) fnv = (fnv ^ c) * 0x100000001b3ull;
+    return {std::hash<std::string>{}(text), fnv, text.size()};
+  }
+  std::optional<std::string> refusal_locked(const RefusalKey& key) const {
+    for (const auto& [k, message] : refusals_)
+      if (k == key) return message;
+    return std::nullopt;
+  }
+
   // find() under mu_.
   std::optional<Entry> find_locked(const std::string& text) {
     const auto it = index_.find(text);
@@ -77,6 +116,7 @@ class CompiledCache {
   size_t capacity_;
   List lru_;
   std::unordered_map<std::string, typename List::iterator> index_;
+  std::deque<std::pair<RefusalKey, std::string>> refusals_;  // oldest first
 };
 
 // Grammars (EbnfGrammar::compile_gbnf_or_lark) with their GrammarMaskCache.

@@ -18,6 +18,20 @@
 namespace beam::server {
 namespace {
 
+// The compiled form `cache` (may be null) holds under `key`; else the error it remembers for that
+// key; else compile(), whose error the cache then remembers.
+template <typename Cache, typename Compile>
+auto cached_or_compiled(Cache* cache, const std::string& key, Compile&& compile)
+    -> decltype(compile()) {
+  if (cache) {
+    if (auto hit = cache->find(key)) return hit->compiled;
+    if (std::optional<std::string> refused = cache->refusal(key)) return make_error(*refused);
+  }
+  auto compiled = compile();
+  if (cache && !compiled.ok()) cache->refuse(key, compiled.error().message);
+  return compiled;
+}
+
 // The text a regex matches when it matches exactly one text (only literal characters and
 // escaped punctuation, as `<\|channel\|>final<\|message\|>`); nullopt otherwise.
 std::optional<std::string> regex_literal(std::string_view pattern) {
@@ -126,10 +140,8 @@ ApiExpected<ResponseFormat> regex_format(const Json& value, const std::string& p
   if (!value.is_string())
     return invalid_request("'" + path + "': expected a regular expression string", path);
   std::string text = value.get<std::string>();
-  std::optional<RegexCache::Entry> hit;
-  if (caches.regexes) hit = caches.regexes->find(text);
-  auto dfa = hit ? Expected<std::shared_ptr<const ByteDfa>>(hit->compiled)
-                 : ByteDfa::from_full_match(text);
+  auto dfa =
+      cached_or_compiled(caches.regexes, text, [&] { return ByteDfa::from_full_match(text); });
   if (!dfa.ok())
     return invalid_request("'" + path + "' cannot be enforced: " + dfa.error().message, path,
                            "unsupported_parameter");
@@ -141,16 +153,6 @@ ApiExpected<ResponseFormat> regex_format(const Json& value, const std::string& p
   return out;
 }
 
-// The compiled grammar `caches` holds under `key`, else compile().
-template <typename Compile>
-Expected<std::shared_ptr<const EbnfGrammar>> cached_grammar(const std::string& key,
-                                                            const FormatCaches& caches,
-                                                            Compile&& compile) {
-  if (caches.grammars)
-    if (std::optional<GrammarCache::Entry> hit = caches.grammars->find(key)) return hit->compiled;
-  return compile();
-}
-
 // A grammar the whole output must match: GBNF (start rule `root`), or Lark (start rule `start`)
 // when it defines no `name ::=` rule, as vLLM tells them apart.
 ApiExpected<ResponseFormat> grammar_format(const Json& value, const std::string& path,
@@ -158,8 +160,8 @@ ApiExpected<ResponseFormat> grammar_format(const Json& value, const std::string&
   if (!value.is_string())
     return invalid_request("'" + path + "': expected a grammar string (GBNF or Lark)", path);
   std::string text = value.get<std::string>();
-  auto grammar =
-      cached_grammar(text, caches, [&] { return EbnfGrammar::compile_gbnf_or_lark(text); });
+  auto grammar = cached_or_compiled(caches.grammars, text,
+                                    [&] { return EbnfGrammar::compile_gbnf_or_lark(text); });
   if (!grammar.ok())
     return invalid_request("'" + path + "' cannot be enforced: " + grammar.error().message, path,
                            "unsupported_parameter");
@@ -176,7 +178,8 @@ ApiExpected<ResponseFormat> grammar_format(const Json& value, const std::string&
 ApiExpected<ResponseFormat> structural_tag_format(const Json& tag, const std::string& path,
                                                   const FormatCaches& caches) {
   std::string key = std::string("\0structural_tag\0", 16) + tag.dump();
-  auto grammar = cached_grammar(key, caches, [&] { return compile_structural_tag(tag); });
+  auto grammar =
+      cached_or_compiled(caches.grammars, key, [&] { return compile_structural_tag(tag); });
   if (!grammar.ok())
     return invalid_request("'" + path + "' cannot be enforced: " + grammar.error().message, path,
                            "unsupported_parameter");
@@ -290,9 +293,7 @@ FormatCaches format_caches(const ServedModel& model) {
 Expected<std::shared_ptr<const JsonGrammar>> schema_grammar(const Json& schema,
                                                             const std::string& text,
                                                             const FormatCaches& caches) {
-  if (caches.schemas)
-    if (std::optional<SchemaCache::Entry> hit = caches.schemas->find(text)) return hit->compiled;
-  return JsonGrammar::from_schema(schema);
+  return cached_or_compiled(caches.schemas, text, [&] { return JsonGrammar::from_schema(schema); });
 }
 
 std::optional<int32_t> added_token_id(const text::Tokenizer& tokenizer, std::string_view text) {

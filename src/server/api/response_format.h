@@ -50,8 +50,8 @@ enum class FormatShape {
 
 // The served model's compiled constraints by text (ServedModel::grammars / schemas / regexes): a
 // grammar, schema, structural tag, regex or choice sent before is taken from them instead of
-// compiled again (RL rollouts and agents send the same one with every request). Null members:
-// every format compiles.
+// compiled again (RL rollouts and agents send the same one with every request), and one refused
+// before is refused again at once with the same error. Null members: every format compiles.
 struct FormatCaches {
   GrammarCache* grammars = nullptr;
   SchemaCache* schemas = nullptr;
@@ -60,7 +60,8 @@ struct FormatCaches {
 FormatCaches format_caches(const ServedModel& model);
 
 // A JSON schema's compiled grammar: the one `caches` holds under `text` (the schema's dump), else
-// compiled now. An error names the schema keyword it cannot honour.
+// compiled now. An error names the schema keyword it cannot honour (a text refused before: the
+// error remembered).
 Expected<std::shared_ptr<const JsonGrammar>> schema_grammar(const Json& schema,
                                                             const std::string& text,
                                                             const FormatCaches& caches);

@@ -1,5 +1,5 @@
 // CompiledCache (GrammarCache): one compiled grammar and mask memo per text, least recently used
-// out first.
+// out first; refused texts remembered with their error.
 #include "runtime/structured/compiled_cache.h"
 
 #include <gtest/gtest.h>
@@ -31,6 +31,23 @@ TEST(GrammarCache, SharesByTextAndDropsTheLeastRecentlyUsed) {
   GrammarCache none(0);  // capacity 0: nothing kept
   EXPECT_NE(none.share(a, compiled(a)).memo, none.share(a, compiled(a)).memo);
   EXPECT_EQ(none.size(), 0u);
+}
+
+// Texts that failed to compile are remembered with their error (the newest kMaxRefusals), apart
+// from the compiled entries.
+TEST(GrammarCache, RemembersRefusedTexts) {
+  GrammarCache cache(2);
+  EXPECT_FALSE(cache.refusal("root ::= x").has_value());
+  cache.refuse("root ::= x", "rule 'x' is not defined");
+  cache.refuse("root ::= x", "another message");  // refused already: the first stays
+  EXPECT_EQ(cache.refusal("root ::= x"), "rule 'x' is not defined");
+  EXPECT_FALSE(cache.refusal("root ::= y").has_value());
+  EXPECT_EQ(cache.size(), 0u);
+  for (size_t i = 0; i < GrammarCache::kMaxRefusals; ++i)
+    cache.refuse("root ::= r" + std::to_string(i), "refused " + std::to_string(i));
+  EXPECT_FALSE(cache.refusal("root ::= x").has_value());  // the oldest went
+  EXPECT_EQ(cache.refusal("root ::= r0"), "refused 0");
+  EXPECT_EQ(cache.refusal("root ::= r63"), "refused 63");
 }
 
 }  // namespace

@@ -625,5 +625,35 @@ TEST(RequestFormat, FormatsSentBeforeComeFromTheCaches) {
   EXPECT_EQ(m.regexes->size(), 1u);
 }
 
+// A format whose text failed to compile is refused at once the next time, with the same error
+// (the caches remember it: a text they say was refused is refused even if it would compile), for
+// schemas, grammars, structural tags and regexes; without caches each compiles again.
+TEST(RequestFormat, FormatsRefusedBeforeAreRefusedFromTheCaches) {
+  GrammarCache grammars;
+  SchemaCache schemas;
+  RegexCache regexes;
+  const FormatCaches caches{&grammars, &schemas, &regexes};
+  const Json bad_schema = {{"guided_json", {{"type", "string"}, {"pattern", "(a"}}}};
+  const ApiError first = parse_request_format(bad_schema, caches).error();
+  EXPECT_EQ(parse_request_format(bad_schema, caches).error().message, first.message);
+  EXPECT_EQ(parse_request_format(bad_schema, caches).error().param, "guided_json");
+  EXPECT_TRUE(schemas.refusal(bad_schema["guided_json"].dump()).has_value());
+
+  const Json schema = {{"type", "integer"}};
+  schemas.refuse(schema.dump(), "remembered");
+  const ApiError remembered = parse_request_format(Json{{"guided_json", schema}}, caches).error();
+  EXPECT_EQ(remembered.message, "'guided_json' cannot be enforced: remembered");
+  EXPECT_TRUE(parse_request_format(Json{{"guided_json", schema}}, {}).ok());
+  grammars.refuse(R"(root ::= "a")", "remembered");
+  EXPECT_FALSE(parse_request_format(Json{{"ebnf", R"(root ::= "a")"}}, caches).ok());
+  regexes.refuse("a+", "remembered");
+  EXPECT_EQ(parse_request_format(Json{{"regex", "a+"}}, caches).error().message,
+            "'regex' cannot be enforced: remembered");
+  const Json tag = Json::parse(kToolTag);
+  grammars.refuse(request_format(Json{{"structural_tag", tag}}.dump().c_str()).grammar_text,
+                  "remembered");
+  EXPECT_FALSE(parse_request_format(Json{{"structural_tag", tag}}, caches).ok());
+}
+
 }  // namespace
 }  // namespace beam::server
