@@ -878,6 +878,8 @@ test('update_weights_from_disk swaps the weights; flush_cache empties the prefix
     assert.deepEqual(ok.json, { success: true, message: 'Succeeded to update model weights.', num_paused_requests: 0 });
     assert.equal((await info()).model_path, dir);
     assert.equal(await version(), 'step-1');
+    const generated = await post('/generate', { input_ids: [1, 2, 3], sampling_params: { max_new_tokens: 1 } });
+    assert.equal(generated.json.meta_info.weight_version, 'step-1');  // SGLang's meta_info
     const swapped = await run();
     assert.notEqual(swapped.text, old.text);
     assert.equal(swapped.cached, 0);

@@ -252,7 +252,7 @@ ApiExpected<bool> run_sglang(const EndpointEnv& env, const std::shared_ptr<Excha
   }
   exchange->note("stream", req.stream ? "1" : "0");
   auto observer = std::make_shared<SglangGenerateObserver>(exchange, std::move(req), std::move(ids),
-                                                           info.tokenizer);
+                                                           info.tokenizer, model.weights);
   launch_generations(env, exchange, std::move(specs), std::move(observer));
   return true;
 }

@@ -103,6 +103,7 @@ Json sglang_output_json(const SglangSample& s, const SglangItem& item,
                                                        item.sampling.stop_regexes)
                                 : Json(nullptr);
   m["prompt_tokens"] = item.prompt_ids.size();
+  m["weight_version"] = o.weight_version;
   if (item.return_logprob) {
     const std::vector<TokenLogprobs>& prompt_lp = s.result && !s.result->prompt_logprobs.empty()
                                                       ? s.result->prompt_logprobs
@@ -129,10 +130,12 @@ Json sglang_output_json(const SglangSample& s, const SglangItem& item,
 SglangGenerateObserver::SglangGenerateObserver(std::shared_ptr<Exchange> exchange,
                                                SglangGenerateRequest request,
                                                std::vector<std::string> ids,
-                                               const text::Tokenizer* tokenizer)
+                                               const text::Tokenizer* tokenizer,
+                                               std::shared_ptr<const ServedWeights> weights)
     : exchange_(std::move(exchange)),
       request_(std::move(request)),
       tokenizer_(tokenizer),
+      weights_(std::move(weights)),
       samples_(ids.size()),
       job_done_(request_.items.size(), false) {
   for (size_t i = 0; i < ids.size(); ++i) samples_[i].id = std::move(ids[i]);
@@ -147,6 +150,7 @@ Json SglangGenerateObserver::output(size_t sample) const {
   o.with_text = tokenizer_ != nullptr;
   o.logprob_text = request_.return_text_in_logprobs ? tokenizer_ : nullptr;
   if (request_.batch && request_.stream) o.index = static_cast<int64_t>(sample);
+  if (weights_) o.weight_version = weights_->get().version;
   const auto item = sample / static_cast<size_t>(request_.n);
   return sglang_output_json(samples_[sample], request_.items[item], o);
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "server/api/exchange.h"
+#include "server/api/served_model.h"
 #include "server/generation/generation_job.h"
 #include "server/native/sglang_generate_request.h"
 
@@ -54,9 +55,11 @@ struct SglangOutputOptions {
   bool with_text = true;                          // the model has a tokenizer
   const text::Tokenizer* logprob_text = nullptr;  // return_text_in_logprobs: texts in triples
   std::optional<int64_t> index;  // a batch's streamed events carry the sample's index
+  std::string weight_version = "default";  // the weights served as it is written (ServedWeights)
 };
 
-// {"text"?, "output_ids", "meta_info": {"id", "finish_reason", "prompt_tokens", logprobs...,
+// {"text"?, "output_ids", "meta_info": {"id", "finish_reason", "prompt_tokens", "weight_version",
+// logprobs...,
 // "completion_tokens", "cached_tokens", "routed_experts"?, "e2e_latency"?}} ("index" first when
 // set).
 Json sglang_output_json(const SglangSample& sample, const SglangItem& item,
@@ -64,9 +67,12 @@ Json sglang_output_json(const SglangSample& sample, const SglangItem& item,
 
 class SglangGenerateObserver : public GenerationObserver {
  public:
-  // `ids`: meta_info.id of each sample (item i's sample j at i * n + j). `tokenizer` may be null.
+  // `ids`: meta_info.id of each sample (item i's sample j at i * n + j). `tokenizer` may be null;
+  // `weights` (may be null: "default") gives meta_info.weight_version as each output is written
+  // (a request paused through a weight update reports the new version, as SGLang does).
   SglangGenerateObserver(std::shared_ptr<Exchange> exchange, SglangGenerateRequest request,
-                         std::vector<std::string> ids, const text::Tokenizer* tokenizer);
+                         std::vector<std::string> ids, const text::Tokenizer* tokenizer,
+                         std::shared_ptr<const ServedWeights> weights);
 
   void on_rejected(const ApiError& error) override;
   void on_delta(int32_t sibling, SiblingDelta&& delta) override;
@@ -81,6 +87,7 @@ class SglangGenerateObserver : public GenerationObserver {
   std::shared_ptr<Exchange> exchange_;
   SglangGenerateRequest request_;
   const text::Tokenizer* tokenizer_;
+  std::shared_ptr<const ServedWeights> weights_;
   std::vector<SglangSample> samples_;
   std::vector<bool> job_done_;  // per item: its usage arrived (streams then send its finals)
   std::optional<std::string> error_;

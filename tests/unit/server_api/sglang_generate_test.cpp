@@ -332,7 +332,7 @@ TEST(SglangGenerateJson, SampleObjectHasSglangsKeysInOrder) {
   // Streamed, unfinished: finish_reason null, no e2e_latency.
   EXPECT_EQ(sglang_output_json(s, item, o), Json::parse(R"({"text": "partial", "output_ids": [41],
       "meta_info": {"id": "r1", "finish_reason": null, "prompt_tokens": 2,
-        "input_token_logprobs": [[null, 40, null]], "output_token_logprobs": [[-0.5, 41, null]],
+        "weight_version": "default", "input_token_logprobs": [[null, 40, null]], "output_token_logprobs": [[-0.5, 41, null]],
         "input_top_logprobs": [null], "output_top_logprobs": [[[-0.5, 41, null]]],
         "completion_tokens": 1, "cached_tokens": 0}})"));
   // Finished: the result's tokens and text, the finish reason, the latency; "index" in batches;
@@ -350,10 +350,11 @@ TEST(SglangGenerateJson, SampleObjectHasSglangsKeysInOrder) {
   item.return_logprob = false;
   o.index = 3;
   o.with_text = false;
+  o.weight_version = "step-7";
   const Json j = sglang_output_json(s, item, o);
   EXPECT_EQ(j, Json::parse(R"({"index": 3, "output_ids": [41, 0],
       "meta_info": {"id": "r1", "finish_reason": {"type": "stop", "matched": 0},
-        "prompt_tokens": 2, "completion_tokens": 2, "cached_tokens": 16,
+        "prompt_tokens": 2, "weight_version": "step-7", "completion_tokens": 2, "cached_tokens": 16,
         "routed_experts": "AQAAAA==", "e2e_latency": 0.5}})"));
 }
 
