@@ -462,13 +462,14 @@ void Engine::Impl::apply_memory_command() {
     st = sleep_.check_sleep(command.weights, command.kv_cache);
     if (st.ok() && prefix_ && command.kv_cache) prefix_->flush();  // its KV goes with the pools
     if (st.ok()) st = sleep_.sleep(command.level, command.weights, command.kv_cache);
-    if (st.ok())
-      log_info(
-          std::string("engine: asleep (level ") +
-          (command.level == SleepLevel::kOffloadWeights ? "1" : "2") + "): released" +
-          (command.kv_cache ? " the KV pools" : "") +
-          (command.kv_cache && command.weights && sleep_.state().weights_released ? " and" : "") +
-          (command.weights && sleep_.state().weights_released ? " the weights" : ""));
+    if (st.ok()) {
+      const size_t activations = model_.release_eager_workspace();
+      log_info(std::string("engine: asleep (level ") +
+               (command.level == SleepLevel::kOffloadWeights ? "1" : "2") + "): released" +
+               (command.kv_cache ? " the KV pools," : "") +
+               (command.weights && sleep_.state().weights_released ? " the weights," : "") + " " +
+               gib_text(static_cast<int64_t>(activations)) + " of eager activations");
+    }
   } else {
     st = sleep_.wake_up(command.weights, command.kv_cache);
     if (st.ok())

@@ -25,13 +25,13 @@ constexpr int64_t kDefaultCpuKvBudgetBytes = int64_t{1} << 30;
 constexpr int64_t kLargeDeviceBytes = int64_t{70} << 30;
 constexpr int64_t kLargeDeviceStepTokens = 8192, kDefaultStepTokens = 2048;
 
-std::string gib(int64_t bytes) {
+}  // namespace
+
+std::string gib_text(int64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.2f GiB", static_cast<double>(bytes) / (1 << 30));
   return buf;
 }
-
-}  // namespace
 
 Expected<EngineDevice> open_engine_device(Device device,
                                           std::shared_ptr<const BeamWeights> host_weights,
@@ -131,9 +131,10 @@ Expected<int64_t> kv_budget_bytes(const EngineDevice& device, const BeamConfig& 
   const int64_t budget = step->free_bytes - reserve;
   if (budget <= 0)
     return make_error(
-        "no device memory left for the KV cache: " + gib(step->free_bytes) + " free of " +
-        gib(step->total_bytes) + " after the weights (" + gib(device.weight_device_bytes) +
-        ") and the largest step (" + gib(step->step_bytes) + "), headroom " + gib(reserve) +
+        "no device memory left for the KV cache: " + gib_text(step->free_bytes) + " free of " +
+        gib_text(step->total_bytes) + " after the weights (" +
+        gib_text(device.weight_device_bytes) + ") and the largest step (" +
+        gib_text(step->step_bytes) + "), headroom " + gib_text(reserve) +
         "; lower --max-tokens-per-step or set an explicit KV budget (--kv-budget-mb)");
   return budget;
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "core/status.h"
 #include "kernels/api/context.h"
@@ -16,6 +17,9 @@
 #include "runtime/kv_cache/kv_storage.h"
 
 namespace beam {
+
+// "1.23 GiB".
+std::string gib_text(int64_t bytes);
 
 struct EngineDevice {
   Device device = Device::kCpu;

@@ -62,6 +62,12 @@ BeamModel::BeamModel(std::shared_ptr<const BeamWeights> weights, KernelContext c
       << "BeamModel: weights must live on the context's device (model/device_weights.h)";
 }
 
+size_t BeamModel::release_eager_workspace() {
+  const size_t bytes = ws_.device_bytes();
+  ws_ = Workspace();
+  return bytes;
+}
+
 Status BeamModel::replace_weights(std::shared_ptr<const BeamWeights> host) {
   BEAM_CHECK(host != nullptr) << "replace_weights: no weights";
   if (std::optional<std::string_view> key = config_difference(host->config, config()))

@@ -39,6 +39,11 @@ class BeamModel {
   // the model reads them as they are; on CUDA they are copied over the device weights in place
   // (copy_weights_into), so decode graphs stay valid. Between forward() calls only.
   Status replace_weights(std::shared_ptr<const BeamWeights> host);
+  // Frees the eager steps' activations and metadata (the next eager step allocates them again;
+  // the decode graphs keep theirs, whose addresses they captured) and returns the bytes freed:
+  // sleep mode gives them back too (up to GiBs after a long step with every row's logits).
+  // Between forward() calls only.
+  size_t release_eager_workspace();
 
  private:
   // Which paged attention the layers call: the eager op over ws's host sequences, or the fixed

@@ -74,6 +74,15 @@ void Workspace::pad_decode(int64_t rows) {
   }
 }
 
+size_t Workspace::device_bytes() const {
+  size_t n = meta.nbytes();
+  for (const ScratchBuffer* b :
+       {&residual, &x, &q, &k, &v, &gate, &attn_out, &branch, &mlp_hidden, &mlp_act, &expert_ids,
+        &expert_weights, &routed_experts, &final_hidden, &lm_out, &logits})
+    n += b->capacity();
+  return n;
+}
+
 Status Workspace::reserve(const KernelContext& ctx, const BeamConfig& cfg, int64_t tokens,
                           int64_t rows, bool capture_routing) {
   if (tokens > meta_tokens || rows > meta_rows || meta.nbytes() == 0) {

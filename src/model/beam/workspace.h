@@ -22,6 +22,7 @@ class ScratchBuffer {
   Status reserve(const KernelContext& ctx, size_t nbytes);
   // A view within the reserved capacity (a caller bug otherwise).
   TensorView view(DType dtype, Shape shape) const;
+  size_t capacity() const { return buffer_.nbytes(); }
 
  private:
   DeviceBuffer buffer_;
@@ -58,6 +59,8 @@ struct Workspace {
   // capture). An error when the device is out of memory.
   Status reserve(const KernelContext& ctx, const BeamConfig& cfg, int64_t tokens, int64_t rows,
                  bool capture_routing);
+  // Bytes the activations and the metadata mirror hold on the device.
+  size_t device_bytes() const;
   // Copies the host metadata into meta's pinned bytes and queues one upload (after reserve for
   // at least num_tokens() / num_logit_rows()).
   void upload(const KernelContext& ctx);

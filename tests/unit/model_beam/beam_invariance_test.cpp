@@ -1,5 +1,6 @@
 // Invariance of the forward pass on models/tiny-beam: prefill-then-decode, chunked prefill and a
-// batch of sequences of different lengths all match one full prefill within the golden tolerance.
+// batch of sequences of different lengths all match one full prefill within the golden tolerance;
+// a released eager workspace comes back with the same logits.
 #include <gtest/gtest.h>
 
 #include "beam_test_util.h"
@@ -57,6 +58,18 @@ TEST_F(BeamInvariance, PrefillThenDecodeMatchesFullPrefill) {
     got.insert(got.end(), out.logits.begin(), out.logits.end());
   }
   expect_close(got, full, "prefill 10 then decode to 60");
+}
+
+// Sleep mode frees the eager steps' activations between steps; the next step allocates them
+// again and gives the same logits, bit for bit.
+TEST_F(BeamInvariance, ReleasedEagerWorkspaceComesBackWithTheSameLogits) {
+  auto tokens = random_tokens(30, vocab(), 13);
+  const std::vector<float> before = run_chunked(*model_, tokens, 0, 0);
+  const size_t freed = model_->release_eager_workspace();
+  EXPECT_GE(freed,
+            tokens.size() * static_cast<size_t>(vocab()) * sizeof(float));  // every row's logits
+  EXPECT_EQ(model_->release_eager_workspace(), 0u);                         // nothing left to free
+  EXPECT_EQ(run_chunked(*model_, tokens, 0, 0), before);
 }
 
 TEST_F(BeamInvariance, BatchOfDifferentLengthsMatchesEachAlone) {
