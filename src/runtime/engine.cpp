@@ -521,6 +521,7 @@ void Engine::Impl::retract_running() {
     s.phase = SeqPhase::kWaiting;
     running_.erase(std::find(running_.begin(), running_.end(), id));
     waiting_.push_back(id);
+    s.retractions++;
     counters_.preemptions++;
   }
   release_retired_parents();
@@ -760,6 +761,7 @@ void Engine::Impl::apply_preemptions(const StepPlan& plan) {
     s.phase = SeqPhase::kWaiting;
     s.fork_parent = SeqId();  // a preempted, never-forked sibling resumes from its own prompt
     waiting_.push_back(p.seq);
+    s.retractions++;
     counters_.preemptions++;
   }
   for (const Admission& a : plan.admitted) {
@@ -1008,6 +1010,7 @@ void Engine::Impl::emit(Sequence& s, TokenEvent&& ev) {
   ev.usage.prompt_tokens = s.num_prompt;
   ev.usage.cached_prompt_tokens = s.cached_prompt_tokens;
   ev.usage.completion_tokens = s.sampling->num_output_tokens();
+  ev.usage.retractions = s.retractions;
   auto it = requests_.find(s.request);
   if (it != requests_.end() && it->second.request.prompt_logprobs && !s.sent_prompt_logprobs &&
       it->second.prompt_scored()) {

@@ -29,6 +29,9 @@ struct Usage {
   int64_t prompt_tokens = 0;
   int64_t cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
   int64_t completion_tokens = 0;
+  // Times the sequence gave its KV back and waited to recompute it (preempted for KV room, or
+  // retracted by a pause); SGLang's total_retractions.
+  int64_t retractions = 0;
 };
 
 // New tokens of one sibling sequence (index < n) of a request; several tokens per step are

@@ -47,6 +47,7 @@ struct Sequence {
   // ids, written by position (a recompute after preemption overwrites).
   std::vector<int32_t> routed_experts;
   bool sent_prompt_logprobs = false;  // its first event carried the request's prompt logprobs
+  int64_t retractions = 0;            // Usage::retractions
 };
 
 struct RequestState {

@@ -35,6 +35,8 @@ SiblingDecoder::SiblingDecoder(const text::Tokenizer* tokenizer, const Generatio
 
 void SiblingDecoder::on_tokens(const TokenEvent& event, SiblingDelta* out) {
   if (done_ || stop_string_) return;
+  retractions_ = event.usage.retractions;
+  out->retractions = retractions_;
   if (!event.prompt_logprobs.empty() && prompt_logprobs_.empty()) {
     prompt_logprobs_ = event.prompt_logprobs;
     out->prompt_logprobs = event.prompt_logprobs;
@@ -162,6 +164,8 @@ SiblingResult SiblingDecoder::finish(const TokenEvent* engine_final, SiblingDelt
   result.tokens = kept_;
   result.prompt_logprobs = std::move(prompt_logprobs_);
   result.completion_tokens = static_cast<int64_t>(kept_.size());
+  result.retractions = engine_final ? engine_final->usage.retractions : retractions_;
+  out->retractions = result.retractions;
   return result;
 }
 

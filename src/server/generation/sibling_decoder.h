@@ -31,6 +31,8 @@ struct SiblingDelta {
   std::vector<ResponseDelta> parts;
   std::vector<OutputToken> tokens;
   std::vector<TokenLogprobs> prompt_logprobs;
+  int64_t retractions =
+      0;  // the sibling's Usage::retractions so far (not content: empty() ignores it)
   bool empty() const { return parts.empty() && tokens.empty() && prompt_logprobs.empty(); }
 };
 
@@ -48,6 +50,7 @@ struct SiblingResult {
   std::optional<std::vector<int32_t>> routed_experts;
   // With GenerationSpec::prompt_logprobs: prompt positions [start, prompt length).
   std::vector<TokenLogprobs> prompt_logprobs;
+  int64_t retractions = 0;  // Usage::retractions at its last engine event
 };
 
 class SiblingDecoder {
@@ -95,6 +98,7 @@ class SiblingDecoder {
   size_t stop_offset_ = 0;  // where the stopping text starts and ends in the output text
   size_t stop_end_ = 0;
   bool done_ = false;
+  int64_t retractions_ = 0;  // the last engine event's Usage::retractions
 };
 
 }  // namespace beam::server

@@ -1,6 +1,7 @@
 // SGLang /generate responses (see sglang_generate_observer.h).
 #include "server/native/sglang_generate_observer.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "server/api/routed_experts.h"
@@ -104,6 +105,7 @@ Json sglang_output_json(const SglangSample& s, const SglangItem& item,
                                 : Json(nullptr);
   m["prompt_tokens"] = item.prompt_ids.size();
   m["weight_version"] = o.weight_version;
+  m["total_retractions"] = s.result ? s.result->retractions : s.retractions;
   if (item.return_logprob) {
     const std::vector<TokenLogprobs>& prompt_lp = s.result && !s.result->prompt_logprobs.empty()
                                                       ? s.result->prompt_logprobs
@@ -160,6 +162,7 @@ void SglangGenerateObserver::on_delta(int32_t sibling, SiblingDelta&& delta) {
   for (const ResponseDelta& p : delta.parts) s.text += p.text;
   for (OutputToken& t : delta.tokens) s.tokens.push_back(std::move(t));
   if (!delta.prompt_logprobs.empty()) s.prompt_logprobs = std::move(delta.prompt_logprobs);
+  s.retractions = std::max(s.retractions, delta.retractions);
   // Each event carries the whole output so far (SGLang's default, not incremental).
   if (request_.stream && (!delta.tokens.empty() || !delta.parts.empty()))
     send(output(static_cast<size_t>(sibling)));

@@ -48,6 +48,7 @@ struct SglangSample {
   std::vector<TokenLogprobs> prompt_logprobs;  // positions logprob_start + 1 ...
   std::optional<SiblingResult> result;         // set when the sample is done
   int64_t cached_tokens = 0;
+  int64_t retractions = 0;  // the sibling's so far (the result's once done)
   std::optional<double> e2e_latency_s;
 };
 
@@ -59,7 +60,7 @@ struct SglangOutputOptions {
 };
 
 // {"text"?, "output_ids", "meta_info": {"id", "finish_reason", "prompt_tokens", "weight_version",
-// logprobs...,
+// "total_retractions", logprobs...,
 // "completion_tokens", "cached_tokens", "routed_experts"?, "e2e_latency"?}} ("index" first when
 // set).
 Json sglang_output_json(const SglangSample& sample, const SglangItem& item,

@@ -75,6 +75,7 @@ TEST_F(PauseTest, KeptAndRetractedRequestsGoOnToAFreshEnginesTokens) {
     engine->wait_idle();
     EXPECT_EQ(running.results()[0].finish, FinishReason::kLength);
     EXPECT_EQ(running.results()[0].tokens, want);
+    EXPECT_EQ(running.results()[0].usage.retractions, mode == PauseMode::kRetract ? 1 : 0);
     EXPECT_EQ(waiting.results()[0].tokens, tokens(*make(weights_), later));
     ASSERT_TRUE(engine->resume().ok());  // not paused: nothing changes
     engine->flush_prefix_cache();

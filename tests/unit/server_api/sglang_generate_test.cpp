@@ -332,7 +332,7 @@ TEST(SglangGenerateJson, SampleObjectHasSglangsKeysInOrder) {
   // Streamed, unfinished: finish_reason null, no e2e_latency.
   EXPECT_EQ(sglang_output_json(s, item, o), Json::parse(R"({"text": "partial", "output_ids": [41],
       "meta_info": {"id": "r1", "finish_reason": null, "prompt_tokens": 2,
-        "weight_version": "default", "input_token_logprobs": [[null, 40, null]], "output_token_logprobs": [[-0.5, 41, null]],
+        "weight_version": "default", "total_retractions": 0, "input_token_logprobs": [[null, 40, null]], "output_token_logprobs": [[-0.5, 41, null]],
         "input_top_logprobs": [null], "output_top_logprobs": [[[-0.5, 41, null]]],
         "completion_tokens": 1, "cached_tokens": 0}})"));
   // Finished: the result's tokens and text, the finish reason, the latency; "index" in batches;
@@ -342,6 +342,7 @@ TEST(SglangGenerateJson, SampleObjectHasSglangsKeysInOrder) {
   r.stop_token = 0;
   r.tokens = {{41, lp(41, -0.5f, {{41, -0.5f}})}, {0, lp(0, -0.1f, {{0, -0.1f}})}};
   r.completion_tokens = 2;
+  r.retractions = 1;
   r.parsed.content = "done";
   r.routed_experts = std::vector<int32_t>{1};
   s.result = r;
@@ -354,7 +355,8 @@ TEST(SglangGenerateJson, SampleObjectHasSglangsKeysInOrder) {
   const Json j = sglang_output_json(s, item, o);
   EXPECT_EQ(j, Json::parse(R"({"index": 3, "output_ids": [41, 0],
       "meta_info": {"id": "r1", "finish_reason": {"type": "stop", "matched": 0},
-        "prompt_tokens": 2, "weight_version": "step-7", "completion_tokens": 2, "cached_tokens": 16,
+        "prompt_tokens": 2, "weight_version": "step-7", "total_retractions": 1,
+        "completion_tokens": 2, "cached_tokens": 16,
         "routed_experts": "AQAAAA==", "e2e_latency": 0.5}})"));
 }
 
