@@ -428,6 +428,43 @@ Expected<std::shared_ptr<const ByteDfa>> ByteDfa::intersect(const ByteDfa& a, co
   return DfaBuilder::trimmed(std::move(dfa), next, accepting);
 }
 
+Expected<std::shared_ptr<const ByteDfa>> ByteDfa::from_literals(
+    std::span<const std::string> texts) {
+  if (texts.empty()) return make_error("no strings to match");
+  std::shared_ptr<ByteDfa> dfa(new ByteDfa());
+  // A class per byte some text uses; the others share class 0, dead everywhere (when a byte is
+  // left over: 256 used bytes need all 256 classes).
+  std::array<bool, 256> used{};
+  for (const std::string& t : texts)
+    for (unsigned char c : t) used[c] = true;
+  const bool all_used = std::all_of(used.begin(), used.end(), [](bool u) { return u; });
+  size_t classes = all_used ? 0 : 1;
+  for (size_t b = 0; b < 256; ++b)
+    if (used[b]) dfa->class_of_[b] = static_cast<uint8_t>(classes++);
+  dfa->num_classes_ = classes;
+  std::vector<int32_t> next(classes, kDead);  // [states, classes]; state 0 the empty prefix
+  std::vector<uint8_t> accepting(1, 0);
+  const size_t max_states = kMaxLiteralDfaTableBytes / (classes * sizeof(int32_t));
+  for (const std::string& t : texts) {
+    size_t state = 0;
+    for (unsigned char c : t) {
+      const size_t slot = state * classes + dfa->class_of_[c];
+      if (next[slot] == kDead) {
+        if (accepting.size() >= max_states)
+          return make_error("the strings need more than " +
+                            std::to_string(kMaxLiteralDfaTableBytes >> 20) +
+                            " MiB of automaton table");
+        next[slot] = static_cast<int32_t>(accepting.size());
+        accepting.push_back(0);
+        next.resize(next.size() + classes, kDead);
+      }
+      state = static_cast<size_t>(next[slot]);
+    }
+    accepting[state] = 1;
+  }
+  return DfaBuilder::trimmed(std::move(dfa), next, accepting);
+}
+
 Expected<std::shared_ptr<const ByteDfa>> ByteDfa::from_table(
     const std::vector<int32_t>& next, const std::vector<uint8_t>& accepting) {
   const size_t n = accepting.size();

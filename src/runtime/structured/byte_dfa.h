@@ -8,6 +8,8 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -20,6 +22,8 @@ struct RegexNode;
 // Limits on one pattern's automata (a pattern past them is refused as too complex).
 inline constexpr int32_t kMaxPatternNfaStates = 200000;
 inline constexpr int32_t kMaxPatternDfaStates = 4096;
+// Bytes of the transition table a literal list's automaton (ByteDfa::from_literals) may hold.
+inline constexpr size_t kMaxLiteralDfaTableBytes = size_t{64} << 20;
 // Most NFA states, edges and transitions one determinization may visit (about 0.1 s of one
 // core): a short pattern of nested optional repeats, `(([a-z]?){100}){100}`, otherwise spent
 // 27 s and 2 GB before the state limit stopped it (PRIOR-ART pain point 7).
@@ -60,6 +64,10 @@ class ByteDfa {
                                                              DfaBuildBudget* budget = nullptr);
   // The strings both match (an error when none does, or past the state limit).
   static Expected<std::shared_ptr<const ByteDfa>> intersect(const ByteDfa& a, const ByteDfa& b);
+  // The automaton matching exactly one of `texts` (vLLM's guided_choice): their trie, one state a
+  // distinct prefix, built directly (no determinizing, so no kMaxPatternDfaStates: thousands of
+  // long choices fit). An error when there are none, or past kMaxLiteralDfaTableBytes of table.
+  static Expected<std::shared_ptr<const ByteDfa>> from_literals(std::span<const std::string> texts);
   // An automaton given whole: next[state * 256 + byte] (kDead: no transition), state 0 the start.
   // Bytes whose columns are equal share a class; states that cannot reach a match are dropped
   // (an error when the start cannot). Structural tags' free text and JSON strings are built so.

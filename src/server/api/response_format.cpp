@@ -210,24 +210,30 @@ ApiExpected<ResponseFormat> structural_tag_field(const Json& value, const std::s
   return structural_tag_format(*parsed, path, caches);
 }
 
-// One of the strings, exactly: an alternation of their escaped texts.
+// One of the strings, exactly: their trie (ByteDfa::from_literals; thousands of long choices fit),
+// shared through the model's RegexCache under the list's JSON with a prefix no pattern has.
 ApiExpected<ResponseFormat> choice_format(const Json& value, const std::string& path,
                                           const FormatCaches& caches) {
   if (!value.is_array() || value.empty())
     return invalid_request("'" + path + "': expected a non-empty array of strings", path);
-  std::string regex;
+  std::vector<std::string> choices;
   for (size_t i = 0; i < value.size(); ++i) {
     if (!value[i].is_string())
       return invalid_request("'" + path + "[" + std::to_string(i) + "]': expected a string", path);
-    if (i > 0) regex += '|';
-    regex += '(';
-    for (char c : value[i].get<std::string>()) {
-      if (std::string_view("\\^$.|?*+()[]{}/-").find(c) != std::string_view::npos) regex += '\\';
-      regex += c;
-    }
-    regex += ')';
+    choices.push_back(value[i].get<std::string>());
   }
-  return regex_format(Json(regex), path, caches);
+  std::string key = std::string("\0choice\0", 8) + value.dump();
+  auto dfa =
+      cached_or_compiled(caches.regexes, key, [&] { return ByteDfa::from_literals(choices); });
+  if (!dfa.ok())
+    return invalid_request("'" + path + "' cannot be enforced: " + dfa.error().message, path,
+                           "unsupported_parameter");
+  ResponseFormat out;
+  out.kind = ResponseFormat::Kind::kRegex;
+  out.path = path;
+  out.regex = std::move(dfa).value();
+  out.regex_text = std::move(key);
+  return out;
 }
 
 // Reads the value of format field `path` (its name is the part after the last '.').

@@ -198,6 +198,30 @@ TEST(ByteDfa, FullMatchesAnchorTheWholeText) {
   EXPECT_FALSE((*lines)->matches("ab\n"));
 }
 
+// A literal list's automaton (guided_choice) is its trie: each text matches whole (the empty one
+// too), a prefix only when it is a text, nothing else; multi-byte UTF-8 and every byte value
+// work; its minimum code points count to the nearest text; none is an error.
+TEST(ByteDfa, LiteralsMatchExactlyTheirTexts) {
+  const std::vector<std::string> texts = {"yes", "no", "maybe", "may", "", "\xc3\xa9t\xc3\xa9"};
+  auto dfa = ByteDfa::from_literals(texts);
+  ASSERT_TRUE(dfa.ok()) << dfa.error().message;
+  for (const std::string& t : texts) EXPECT_TRUE((*dfa)->matches(t)) << t;
+  for (const char* t : {"ye", "maybes", "mayb", "yesno", "\xc3\xa9t", "x"})
+    EXPECT_FALSE((*dfa)->matches(t)) << t;
+  EXPECT_EQ((*dfa)->min_code_points((*dfa)->walk(0, "ma")), 1);    // "may"
+  EXPECT_EQ((*dfa)->min_code_points((*dfa)->walk(0, "\xc3")), 2);  // the rest of "été"
+  EXPECT_EQ((*dfa)->walk(0, "q"), ByteDfa::kDead);
+
+  std::vector<std::string> every_byte;  // 256 one-byte texts: no byte is left for a dead class
+  for (int b = 0; b < 256; ++b) every_byte.push_back(std::string(1, static_cast<char>(b)));
+  auto bytes = ByteDfa::from_literals(every_byte);
+  ASSERT_TRUE(bytes.ok()) << bytes.error().message;
+  for (const std::string& t : every_byte) EXPECT_TRUE((*bytes)->matches(t));
+  EXPECT_FALSE((*bytes)->matches("ab"));
+
+  EXPECT_FALSE(ByteDfa::from_literals({}).ok());
+}
+
 TEST(ByteDfa, IntersectionMatchesWhatBothMatch) {
   const auto a = dfa_of("^[a-z]+\\d*$"), b = dfa_of("x");
   ASSERT_NE(a, nullptr);

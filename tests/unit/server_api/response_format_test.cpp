@@ -586,8 +586,11 @@ TEST(RequestFormat, FormatsSentBeforeComeFromTheCaches) {
   }
 
   const auto cached_regex = regexes.share("[a-c]+x", *ByteDfa::from_full_match("[a-c]+x")).compiled;
-  const auto cached_choice =
-      regexes.share("(yes)|(no)", *ByteDfa::from_full_match("(yes)|(no)")).compiled;
+  const std::vector<std::string> yes_no = {"yes", "no"};
+  const auto cached_choice = regexes
+                                 .share(std::string("\0choice\0", 8) + Json(yes_no).dump(),
+                                        *ByteDfa::from_literals(yes_no))
+                                 .compiled;
   for (const Json& body : {Json{{"guided_regex", "[a-c]+x"}}, Json{{"regex", "[a-c]+x"}},
                            Json{{"structured_outputs", {{"regex", "[a-c]+x"}}}}}) {
     SCOPED_TRACE(body.dump());
@@ -623,6 +626,21 @@ TEST(RequestFormat, FormatsSentBeforeComeFromTheCaches) {
   EXPECT_EQ(constraints[0]->regex, constraints[1]->regex);
   EXPECT_EQ(constraints[0]->regex_masks, constraints[1]->regex_masks);
   EXPECT_EQ(m.regexes->size(), 1u);
+}
+
+// A guided_choice is the trie of its strings, not a determinized alternation: 3,000 labels of ~20
+// bytes (~40,000 states, ten times the regex state limit) compile, match each label whole and
+// nothing else.
+TEST(RequestFormat, AChoiceOfThousandsOfLabelsCompiles) {
+  Json labels = Json::array();
+  for (int i = 0; i < 3000; ++i)
+    labels.push_back("label-" + std::to_string(i * 7919) + "-category");
+  const ResponseFormat f = request_format(Json{{"guided_choice", labels}}.dump().c_str());
+  ASSERT_EQ(f.kind, ResponseFormat::Kind::kRegex);
+  EXPECT_GT(f.regex->num_states(), static_cast<size_t>(kMaxPatternDfaStates));
+  for (const Json& l : labels) EXPECT_TRUE(f.regex->matches(l.get<std::string>())) << l;
+  for (const char* s : {"label-", "label-0-category!", "label-1-category", "", "x"})
+    EXPECT_FALSE(f.regex->matches(s)) << s;
 }
 
 // A format whose text failed to compile is refused at once the next time, with the same error
