@@ -135,13 +135,10 @@ ApiExpected<ResponseFormat> schema_field(const Json& value, const std::string& p
   return schema_format(*parsed, path, caches);
 }
 
-ApiExpected<ResponseFormat> regex_format(const Json& value, const std::string& path,
-                                         const FormatCaches& caches) {
-  if (!value.is_string())
-    return invalid_request("'" + path + "': expected a regular expression string", path);
-  std::string text = value.get<std::string>();
-  auto dfa =
-      cached_or_compiled(caches.regexes, text, [&] { return ByteDfa::from_full_match(text); });
+// The whole-output automaton format of `dfa` (a 400 when it did not compile), kept in the model's
+// RegexCache under `key`.
+ApiExpected<ResponseFormat> dfa_format(Expected<std::shared_ptr<const ByteDfa>> dfa,
+                                       const std::string& path, std::string key) {
   if (!dfa.ok())
     return invalid_request("'" + path + "' cannot be enforced: " + dfa.error().message, path,
                            "unsupported_parameter");
@@ -149,8 +146,18 @@ ApiExpected<ResponseFormat> regex_format(const Json& value, const std::string& p
   out.kind = ResponseFormat::Kind::kRegex;
   out.path = path;
   out.regex = std::move(dfa).value();
-  out.regex_text = std::move(text);
+  out.regex_text = std::move(key);
   return out;
+}
+
+ApiExpected<ResponseFormat> regex_format(const Json& value, const std::string& path,
+                                         const FormatCaches& caches) {
+  if (!value.is_string())
+    return invalid_request("'" + path + "': expected a regular expression string", path);
+  std::string text = value.get<std::string>();
+  auto dfa =
+      cached_or_compiled(caches.regexes, text, [&] { return ByteDfa::from_full_match(text); });
+  return dfa_format(std::move(dfa), path, std::move(text));
 }
 
 // A grammar the whole output must match: GBNF (start rule `root`), or Lark (start rule `start`)
@@ -225,15 +232,7 @@ ApiExpected<ResponseFormat> choice_format(const Json& value, const std::string& 
   std::string key = std::string("\0choice\0", 8) + value.dump();
   auto dfa =
       cached_or_compiled(caches.regexes, key, [&] { return ByteDfa::from_literals(choices); });
-  if (!dfa.ok())
-    return invalid_request("'" + path + "' cannot be enforced: " + dfa.error().message, path,
-                           "unsupported_parameter");
-  ResponseFormat out;
-  out.kind = ResponseFormat::Kind::kRegex;
-  out.path = path;
-  out.regex = std::move(dfa).value();
-  out.regex_text = std::move(key);
-  return out;
+  return dfa_format(std::move(dfa), path, std::move(key));
 }
 
 // Reads the value of format field `path` (its name is the part after the last '.').
