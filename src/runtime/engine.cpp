@@ -253,11 +253,15 @@ class Engine::Impl {
   void retract_running();
   // Whether steps stop: paused, or memory given back.
   bool halted() const { return paused_ || sleep_.state().asleep(); }
-  // sleep_.state() for sleep_state() callers.
-  void publish_sleep_state() {
+  // sleep_.state() and paused_ for sleep_state() / paused() callers.
+  void publish_halt_state() {
     std::lock_guard<std::mutex> lock(stats_mu_);
     sleep_published_ = sleep_.state();
+    paused_published_ = paused_;
   }
+  // A running sequence whose KV was released (preempted, or retracted by a pause) waits to
+  // recompute it.
+  void requeue_released(Sequence& s);
   // Whether no new request may start: new weights, a sleep or a kWait pause are waiting for
   // those in flight.
   bool holding_new_requests() const {
@@ -332,7 +336,7 @@ class Engine::Impl {
   SleepController sleep_;                               // sleep mode (off: default)
   SleepState sleep_published_;  // sleep_.state() for other threads (stats_mu_)
   std::optional<PauseCommand> pending_pause_;  // pause / resume: applied when its mode allows
-  std::optional<PauseMode> paused_;            // how the engine paused (none: running)
+  bool paused_ = false;                        // Engine::pause: no step runs
   bool paused_published_ = false;              // paused_ for other threads (stats_mu_)
   // Counts weight updates: the prefix cache's salts include it, so KV cached under older weights
   // (by requests kept through a pause) is never matched again.
@@ -438,13 +442,13 @@ void Engine::Impl::apply_pending_weights() {
   Status st = sleep_.check_weights_writable();
   if (st.ok()) st = model_.replace_weights(std::move(pending_weights_));
   pending_weights_.reset();
-  if (st.ok() && prefix_) prefix_->flush();
   if (st.ok()) {
+    if (prefix_) prefix_->flush();
     ++weights_epoch_;
     sleep_.weights_replaced();
-    publish_sleep_state();
+    publish_halt_state();
+    log_info("engine: new weights are served; the prefix cache was emptied");
   }
-  if (st.ok()) log_info("engine: new weights are served; the prefix cache was emptied");
   publish_stats();
   answer(inbox_.weights_answer, std::move(st));
 }
@@ -475,7 +479,7 @@ void Engine::Impl::apply_memory_command() {
     if (st.ok())
       log_info(std::string("engine: ") + (sleep_.state().asleep() ? "partly awake" : "awake"));
   }
-  publish_sleep_state();
+  publish_halt_state();
   publish_stats();
   answer(inbox_.memory_answer, std::move(st));
 }
@@ -486,7 +490,7 @@ void Engine::Impl::apply_pause_command() {
   pending_pause_.reset();
   if (!command.pause) {
     if (paused_) log_info("engine: generation resumed");
-    paused_.reset();
+    paused_ = false;
   } else if (!paused_) {
     if (command.mode == PauseMode::kAbort) {
       std::vector<RequestId> ids;
@@ -497,13 +501,10 @@ void Engine::Impl::apply_pause_command() {
       retract_running();
     }
     if (command.clear_cache && command.mode != PauseMode::kKeep && prefix_) prefix_->flush();
-    paused_ = command.mode;
+    paused_ = true;
     log_info("engine: generation paused");
   }
-  {
-    std::lock_guard<std::mutex> lock(stats_mu_);
-    paused_published_ = paused_.has_value();
-  }
+  publish_halt_state();
   publish_stats();
   answer(inbox_.pause_answer, ok_status());
 }
@@ -517,14 +518,18 @@ void Engine::Impl::retract_running() {
     // A sibling not forked yet holds no KV: it resumes from its own prompt and first token.
     if (!s.fork_parent.valid())
       release_sequence(s.id, s.tokens, CacheOnRelease::kInsert, kv_, prefix);
-    s.fork_parent = SeqId();
-    s.phase = SeqPhase::kWaiting;
-    running_.erase(std::find(running_.begin(), running_.end(), id));
-    waiting_.push_back(id);
-    s.retractions++;
-    counters_.preemptions++;
+    requeue_released(s);
   }
   release_retired_parents();
+}
+
+void Engine::Impl::requeue_released(Sequence& s) {
+  running_.erase(std::find(running_.begin(), running_.end(), s.id));
+  s.phase = SeqPhase::kWaiting;
+  s.fork_parent = SeqId();  // a never-forked sibling resumes from its own prompt
+  waiting_.push_back(s.id);
+  s.retractions++;
+  counters_.preemptions++;
 }
 
 void Engine::Impl::admit_request(RequestId id, GenerateRequest&& request) {
@@ -755,15 +760,7 @@ void Engine::Impl::order_waiting() {
 }
 
 void Engine::Impl::apply_preemptions(const StepPlan& plan) {
-  for (const Preemption& p : plan.preempted) {
-    Sequence& s = seqs_.at(p.seq);
-    running_.erase(std::find(running_.begin(), running_.end(), p.seq));
-    s.phase = SeqPhase::kWaiting;
-    s.fork_parent = SeqId();  // a preempted, never-forked sibling resumes from its own prompt
-    waiting_.push_back(p.seq);
-    s.retractions++;
-    counters_.preemptions++;
-  }
+  for (const Preemption& p : plan.preempted) requeue_released(seqs_.at(p.seq));
   for (const Admission& a : plan.admitted) {
     Sequence& s = seqs_.at(a.seq);
     waiting_.erase(std::find(waiting_.begin(), waiting_.end(), a.seq));

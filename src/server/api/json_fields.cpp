@@ -16,6 +16,15 @@ ApiExpected<Json> parse_json_body(std::string_view body) {
   return std::move(parsed).value();
 }
 
+ApiExpected<Json> parse_optional_json_object(std::string_view body) {
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return Json::object();
+  ApiExpected<Json> parsed = parse_json_body(body);
+  if (parsed.ok() && !parsed->is_object())
+    return invalid_request(std::string("the request body is a JSON ") + json_type_name(*parsed) +
+                           "; expected an object");
+  return parsed;
+}
+
 const char* json_type_name(const Json& value) {
   switch (value.type()) {
     case Json::value_t::null: return "null";

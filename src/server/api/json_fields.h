@@ -18,6 +18,9 @@ using Json = nlohmann::ordered_json;
 
 // The body parsed as one JSON value (objects keep key order); errors say where parsing failed.
 ApiExpected<Json> parse_json_body(std::string_view body);
+// The body of a request whose fields are all optional: an empty object when it is blank, else
+// parse_json_body's value, which must be an object.
+ApiExpected<Json> parse_optional_json_object(std::string_view body);
 
 // "string", "number", "object", ... as error messages name JSON types.
 const char* json_type_name(const Json& value);

@@ -165,7 +165,6 @@ SiblingResult SiblingDecoder::finish(const TokenEvent* engine_final, SiblingDelt
   result.prompt_logprobs = std::move(prompt_logprobs_);
   result.completion_tokens = static_cast<int64_t>(kept_.size());
   result.retractions = engine_final ? engine_final->usage.retractions : retractions_;
-  out->retractions = result.retractions;
   return result;
 }
 

@@ -59,17 +59,12 @@ void handle_is_paused(const EndpointEnv& env, const std::shared_ptr<Exchange>& e
 }
 
 void handle_pause_generation(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
+  ApiExpected<Json> body = parse_optional_json_object(exchange->request().body);
+  if (!body.ok()) return exchange->respond_error(body.error());
   std::string name = "abort";
-  const std::string& text = exchange->request().body;
-  if (text.find_first_not_of(" \t\r\n") != std::string::npos) {
-    ApiExpected<Json> body = parse_json_body(text);
-    if (!body.ok()) return exchange->respond_error(body.error());
-    if (!body->is_object())
-      return exchange->respond_error(invalid_request("expected a JSON object body"));
-    FieldReader r(*body, "");
-    r.read("mode", &name);
-    if (r.failed()) return exchange->respond_error(r.take_error());
-  }
+  FieldReader r(*body, "");
+  r.read("mode", &name);
+  if (r.failed()) return exchange->respond_error(r.take_error());
   ApiExpected<PauseMode> mode = pause_mode(name, true, "mode");
   if (!mode.ok()) return exchange->respond_error(mode.error());
   if (const auto error = pause(env, *mode, /*clear_cache=*/false))

@@ -70,11 +70,9 @@ void answer_sglang(const std::shared_ptr<Exchange>& exchange, const std::optiona
 
 // SGLang's body: {"tags": [...]} (optional; the body may be empty).
 ApiExpected<Tags> sglang_tags(const std::shared_ptr<Exchange>& exchange) {
-  const std::string& text = exchange->request().body;
-  if (text.find_first_not_of(" \t\r\n") == std::string::npos) return Tags{};
-  ApiExpected<Json> body = parse_json_body(text);
+  ApiExpected<Json> body = parse_optional_json_object(exchange->request().body);
   if (!body.ok()) return body.error();
-  const Json* tags = body->is_object() && body->contains("tags") ? &(*body)["tags"] : nullptr;
+  const Json* tags = body->contains("tags") ? &(*body)["tags"] : nullptr;
   if (!tags || tags->is_null()) return Tags{};
   if (!tags->is_array()) return invalid_request("'tags': expected a list of strings", "tags");
   std::vector<std::string> names;

@@ -28,6 +28,17 @@ TEST(RequestValidation, MalformedJson) {
   EXPECT_FALSE(parse_json_body("").ok());
 }
 
+// Control endpoints whose fields are all optional take a blank body as {}; anything else must be
+// a JSON object.
+TEST(RequestValidation, OptionalJsonObjectBodies) {
+  for (const char* blank : {"", " \r\n\t"})
+    EXPECT_EQ(*parse_optional_json_object(blank), Json::object());
+  EXPECT_EQ(*parse_optional_json_object(R"({"mode": "retract"})"), Json({{"mode", "retract"}}));
+  EXPECT_EQ(parse_optional_json_object("[1]").error().message,
+            "the request body is a JSON array; expected an object");
+  EXPECT_FALSE(parse_optional_json_object("{").ok());
+}
+
 // A body whose JSON nests past the parse limit is a 400 naming it (its schema's 60,000-deep
 // `default`, copied while reading the response format, killed the server); so is schema text.
 TEST(RequestValidation, JsonNestedTooDeeplyIsA400) {
