@@ -339,9 +339,10 @@ Status bench_attention(KernelBench& kb, const BeamConfig& c, const std::vector<i
 }
 
 // Sampling and scoring over [rows, vocab] f32 logits (CUDA only: the CPU samples in runtime/):
-// greedy alone, and a greedy and a top-p draw with 20 logprobs a row, at each batch; and
-// prompt-logprob scoring of 512 rows (a step's cap) with 0 and 20 alternatives. Floor: one read
-// of the rows' logits.
+// greedy alone, and a greedy and a top-p draw with 20 logprobs a row, at each batch; the draw on
+// flat rows (N(0, 3) logits at T = 1: a nucleus of ~6,000 tokens, the radix selects) and on
+// peaked ones (T = 0.5: a few tokens, the draw's candidates); and prompt-logprob scoring of 512
+// rows (a step's cap) with 0 and 20 alternatives. Floor: one read of the rows' logits.
 Status bench_sampling(KernelBench& kb, const BeamConfig& c, const std::vector<int64_t>& batches) {
   if (kb.ctx().device != Device::kCuda) return ok_status();
   const int64_t V = c.vocab_size;
@@ -353,20 +354,22 @@ Status bench_sampling(KernelBench& kb, const BeamConfig& c, const std::vector<in
     BEAM_ASSIGN_OR_RETURN(TensorView out, kb.empty(DType::kI32, {rows, kSampledRowWords}));
     struct Mode {
       const char* name;
-      bool greedy;
+      float inv_temperature;     // 0: greedy (top_p 1), else top_p 0.9
       int32_t num_top_logprobs;  // -1: none
     };
+    constexpr int32_t kTop = kMaxSampledTopLogprobs;
     for (const Mode& m :
-         {Mode{"greedy", true, -1}, Mode{"greedy +20 logprobs", true, kMaxSampledTopLogprobs},
-          Mode{"top_p 0.9 +20 logprobs", false, kMaxSampledTopLogprobs}}) {
+         {Mode{"greedy", 0.0f, -1}, Mode{"greedy +20 logprobs", 0.0f, kTop},
+          Mode{"top_p 0.9 +20 logprobs", 1.0f, kTop}, Mode{"top_p 0.9 T=0.5", 2.0f, -1},
+          Mode{"top_p 0.9 T=0.5 +20 logprobs", 2.0f, kTop}}) {
       std::vector<SamplingRowParams> params(static_cast<size_t>(rows));
       for (int64_t r = 0; r < rows; ++r) {
         SamplingRowParams& p = params[static_cast<size_t>(r)];
         p.logits_row = static_cast<int32_t>(r);
         p.num_top_logprobs = m.num_top_logprobs;
         p.uniform = 0.5;
-        p.top_p = m.greedy ? 1.0 : 0.9;
-        p.inv_temperature = m.greedy ? 0.0f : 1.0f;
+        p.top_p = m.inv_temperature == 0.0f ? 1.0 : 0.9;
+        p.inv_temperature = m.inv_temperature;
       }
       kb.time(
           std::string("sample_tokens ") + m.name + " rows=" + std::to_string(rows),
