@@ -341,8 +341,9 @@ Status bench_attention(KernelBench& kb, const BeamConfig& c, const std::vector<i
 // Sampling and scoring over [rows, vocab] f32 logits (CUDA only: the CPU samples in runtime/):
 // greedy alone, and a greedy and a top-p draw with 20 logprobs a row, at each batch; the draw on
 // flat rows (N(0, 3) logits at T = 1: a nucleus of ~6,000 tokens, the radix selects) and on
-// peaked ones (T = 0.5: a few tokens, the draw's candidates); and prompt-logprob scoring of 512
-// rows (a step's cap) with 0 and 20 alternatives. Floor: one read of the rows' logits.
+// peaked ones (T = 0.5: a few tokens, the draw's candidates), and with top-k 20 (Qwen's
+// recommended 20 / 0.95 / T 0.6); and prompt-logprob scoring of 512 rows (a step's cap) with 0
+// and 20 alternatives. Floor: one read of the rows' logits.
 Status bench_sampling(KernelBench& kb, const BeamConfig& c, const std::vector<int64_t>& batches) {
   if (kb.ctx().device != Device::kCuda) return ok_status();
   const int64_t V = c.vocab_size;
@@ -354,21 +355,26 @@ Status bench_sampling(KernelBench& kb, const BeamConfig& c, const std::vector<in
     BEAM_ASSIGN_OR_RETURN(TensorView out, kb.empty(DType::kI32, {rows, kSampledRowWords}));
     struct Mode {
       const char* name;
-      float inv_temperature;     // 0: greedy (top_p 1), else top_p 0.9
+      float inv_temperature;  // 0: greedy
+      double top_p;
+      int64_t top_k;
       int32_t num_top_logprobs;  // -1: none
     };
     constexpr int32_t kTop = kMaxSampledTopLogprobs;
     for (const Mode& m :
-         {Mode{"greedy", 0.0f, -1}, Mode{"greedy +20 logprobs", 0.0f, kTop},
-          Mode{"top_p 0.9 +20 logprobs", 1.0f, kTop}, Mode{"top_p 0.9 T=0.5", 2.0f, -1},
-          Mode{"top_p 0.9 T=0.5 +20 logprobs", 2.0f, kTop}}) {
+         {Mode{"greedy", 0.0f, 1.0, 0, -1}, Mode{"greedy +20 logprobs", 0.0f, 1.0, 0, kTop},
+          Mode{"top_p 0.9 +20 logprobs", 1.0f, 0.9, 0, kTop},
+          Mode{"top_p 0.9 T=0.5", 2.0f, 0.9, 0, -1},
+          Mode{"top_p 0.9 T=0.5 +20 logprobs", 2.0f, 0.9, 0, kTop},
+          Mode{"top_k 20 top_p 0.95 T=0.6", 1.0f / 0.6f, 0.95, 20, -1}}) {
       std::vector<SamplingRowParams> params(static_cast<size_t>(rows));
       for (int64_t r = 0; r < rows; ++r) {
         SamplingRowParams& p = params[static_cast<size_t>(r)];
         p.logits_row = static_cast<int32_t>(r);
         p.num_top_logprobs = m.num_top_logprobs;
         p.uniform = 0.5;
-        p.top_p = m.inv_temperature == 0.0f ? 1.0 : 0.9;
+        p.top_p = m.top_p;
+        p.top_k = m.top_k;
         p.inv_temperature = m.inv_temperature;
       }
       kb.time(
