@@ -1,4 +1,5 @@
-// EbnfGrammar::compile: GBNF rules (ebnf_syntax.h) → which rules are regular (they reach no cycle
+// EbnfGrammar::compile: GBNF rules (ebnf_syntax.h) → left recursion rewritten as repetition
+// (left_recursion.h) → which rules are regular (they reach no cycle
 // of references) → each regular rule inlined into a regex tree, and every rule the matcher needs
 // lowered into alternatives of elements, with maximal runs of regular items as ByteDfa
 // terminals; groups and repetitions around recursive rules become auxiliary rules → checks that
@@ -17,6 +18,7 @@
 #include "runtime/structured/ebnf_syntax.h"
 #include "runtime/structured/grammar_literal.h"
 #include "runtime/structured/lark_grammar.h"
+#include "runtime/structured/left_recursion.h"
 #include "runtime/structured/regex_syntax.h"
 
 namespace beam {
@@ -41,47 +43,6 @@ void append_key(const RegexNode& n, std::string& key) {
   key += '(';
   for (const RegexNode& c : n.children) append_key(c, key);
   key += ')';
-}
-
-// rule ::= rule a1 | ... | b1 | ...  becomes  rule ::= (b1 | ...) (a1 | ...)*: direct left
-// recursion (as Lark and xgrammar grammars write lists and operators) as a repetition.
-void eliminate_direct_left_recursion(EbnfRule& rule) {
-  std::vector<EbnfExpr> alts;
-  if (rule.body.kind == EbnfExpr::Kind::kAlternate)
-    alts = std::move(rule.body.children);
-  else
-    alts.push_back(std::move(rule.body));
-  EbnfExpr base{.kind = EbnfExpr::Kind::kAlternate}, rest{.kind = EbnfExpr::Kind::kAlternate};
-  for (EbnfExpr& alt : alts) {
-    const EbnfExpr& first = alt.kind == EbnfExpr::Kind::kSequence ? alt.children[0] : alt;
-    if (first.kind != EbnfExpr::Kind::kRef || first.name != rule.name) {
-      base.children.push_back(std::move(alt));
-    } else if (alt.kind == EbnfExpr::Kind::kSequence) {
-      alt.children.erase(alt.children.begin());
-      rest.children.push_back(std::move(alt));
-    } else {
-      rest.children.push_back(EbnfExpr{});
-    }
-  }
-  if (rest.children.empty() || base.children.empty()) {  // nothing to do, or nothing to start
-    std::vector<EbnfExpr>& all = base.children.empty() ? rest.children : base.children;
-    if (base.children.empty()) {  // put the self references back for the error
-      for (EbnfExpr& r : all) {
-        EbnfExpr self{.kind = EbnfExpr::Kind::kRef, .name = rule.name, .offset = rule.offset};
-        if (r.kind == EbnfExpr::Kind::kSequence)
-          r.children.insert(r.children.begin(), self);
-        else
-          r = EbnfExpr{.kind = EbnfExpr::Kind::kSequence, .children = {self, r}};
-      }
-    }
-    rule.body = all.size() == 1
-                    ? std::move(all[0])
-                    : EbnfExpr{.kind = EbnfExpr::Kind::kAlternate, .children = std::move(all)};
-    return;
-  }
-  EbnfExpr loop{.kind = EbnfExpr::Kind::kRepeat, .children = {std::move(rest)}, .min = 0};
-  rule.body =
-      EbnfExpr{.kind = EbnfExpr::Kind::kSequence, .children = {std::move(base), std::move(loop)}};
 }
 
 void collect_refs(const EbnfExpr& e, std::vector<const EbnfExpr*>& out) {
@@ -156,7 +117,7 @@ class GrammarLowering {
 
   Expected<std::shared_ptr<const EbnfGrammar>> run(std::string_view root) {
     if (terminal_bytes_ > kMaxGrammarTerminalBytes) return too_complex();
-    for (EbnfRule& rule : src_) eliminate_direct_left_recursion(rule);
+    BEAM_RETURN_IF_ERROR(eliminate_left_recursion(src_));
     BEAM_RETURN_IF_ERROR(resolve_names());
     const auto it = index_.find(std::string(root));
     if (it == index_.end()) return no_root(root);

@@ -3,10 +3,14 @@
 // checkers for recursive ones (every string up to a length), nlohmann for JSON.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/structured/ebnf_matcher.h"
@@ -195,6 +199,127 @@ TEST(EbnfGrammar, ArithmeticExpressionsMatchARecursiveDescentCheck) {
   EXPECT_GT(matched, 100);
 }
 
+// A context-free grammar for the tests' own recognizer: rules named by one upper-case letter,
+// each alternative a string of symbols (upper case: a rule, anything else: that byte; "" is
+// the empty text). rules[0] is the start.
+struct TinyCfg {
+  std::vector<std::pair<char, std::vector<std::string>>> rules;
+
+  // The grammar in GBNF: rule X as `r-X`, bytes as one-byte strings.
+  std::string gbnf() const {
+    std::string out = std::string("root ::= r-") + rules[0].first + "\n";
+    for (const auto& [name, alts] : rules) {
+      out += std::string("r-") + name + " ::=";
+      for (size_t a = 0; a < alts.size(); ++a) {
+        out += a == 0 ? " " : " | ";
+        if (alts[a].empty()) out += "\"\"";
+        for (char c : alts[a])
+          out += std::isupper(static_cast<unsigned char>(c)) ? std::string(" r-") + c + " "
+                                                             : std::string(" \"") + c + "\" ";
+      }
+      out += "\n";
+    }
+    return out;
+  }
+
+  // Whether the start rule derives s: the least fixpoint of "rule X derives s[i, j)" over all
+  // (X, i, j), which left recursion cannot send into a loop.
+  bool derives(const std::string& s) const {
+    const size_t n = s.size();
+    std::map<char, std::vector<std::vector<uint8_t>>> d;
+    for (const auto& [name, alts] : rules) d[name].assign(n + 1, std::vector<uint8_t>(n + 1, 0));
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (const auto& [name, alts] : rules)
+        for (const std::string& alt : alts)
+          for (size_t i = 0; i <= n; ++i) {
+            std::vector<uint8_t> at(n + 1, 0);  // positions the symbols so far can end at
+            at[i] = 1;
+            for (char c : alt) {
+              std::vector<uint8_t> next(n + 1, 0);
+              for (size_t p = 0; p <= n; ++p) {
+                if (!at[p]) continue;
+                if (!std::isupper(static_cast<unsigned char>(c))) {
+                  if (p < n && s[p] == c) next[p + 1] = 1;
+                  continue;
+                }
+                for (size_t q = p; q <= n; ++q)
+                  if (d[c][p][q]) next[q] = 1;
+              }
+              at = std::move(next);
+            }
+            for (size_t j = i; j <= n; ++j)
+              if (at[j] && !d[name][i][j]) d[name][i][j] = changed = true;
+          }
+    }
+    return d[rules[0].first][0][n] != 0;
+  }
+};
+
+// Left recursion through other rules (two- and three-rule cycles, with direct recursion, through
+// a leading group or `+`) is rewritten as repetition: the grammar compiles and accepts exactly the
+// recognizer's strings, and a text the matcher rejects starts no accepted string.
+TEST(EbnfGrammar, IndirectLeftRecursionKeepsTheLanguage) {
+  struct Case {
+    TinyCfg cfg;
+    std::string gbnf;  // "" = cfg.gbnf(); else the same language written with groups
+    std::string alphabet;
+    size_t max_len;
+  };
+  const std::vector<Case> cases = {
+      {{{{'S', {"Aa", "b"}}, {'A', {"Sc", "d"}}}}, "", "abcd", 7},
+      {{{{'S', {"Ax", "1"}}, {'A', {"By", "2"}}, {'B', {"Sz", "Aw", "3"}}}}, "", "xyzw123", 5},
+      {{{{'E', {"T", "E+T"}}, {'T', {"F", "T*F"}}, {'F', {"(E)", "n", "E!"}}}}, "", "n+*()!", 6},
+      {{{{'S', {"Ax", "qx", "y"}}, {'A', {"Sz"}}}},
+       "root ::= s\ns ::= (a | \"q\") \"x\" | \"y\"\na ::= s \"z\"",
+       "xyzq",
+       7},
+      {{{{'S', {"Aa", "b"}}, {'A', {"SC"}}, {'C', {"c", "cC"}}}},
+       "root ::= s\ns ::= a \"a\" | \"b\"\na ::= s \"c\"+",
+       "abc",
+       8},
+      {{{{'S', {"Aa", "", "b"}}, {'A', {"Sc"}}}}, "", "abc", 7},
+  };
+  for (const Case& c : cases) {
+    const std::string text = c.gbnf.empty() ? c.cfg.gbnf() : c.gbnf;
+    auto g = compile_ok(text);
+    ASSERT_NE(g, nullptr) << text;
+    const EbnfMatcher m(g);
+    std::set<std::string> live;  // prefixes of accepted strings
+    std::vector<std::string> dead;
+    int accepted = 0;
+    for_each_string(c.alphabet, c.max_len, [&](const std::string& s) {
+      const int v = verdict(m, s);
+      const bool want = c.cfg.derives(s);
+      ASSERT_EQ(v == 2, want) << text << " on '" << s << "'";
+      if (want) {
+        ++accepted;
+        for (size_t k = 0; k <= s.size(); ++k) live.insert(s.substr(0, k));
+      }
+      if (v == 0) dead.push_back(s);
+    });
+    EXPECT_GT(accepted, 3) << text;
+    for (const std::string& s : dead) EXPECT_FALSE(live.contains(s)) << text << " on '" << s << "'";
+  }
+}
+
+// Substituting rules into one another multiplies their alternatives: a cycle of ten rules of ten
+// alternatives each would need 10^10; it is refused by name, promptly.
+TEST(EbnfGrammar, LeftRecursionRewritesAreBounded) {
+  std::string text = "root ::= r0\n";
+  for (int r = 0; r < 10; ++r) {
+    text += "r" + std::to_string(r) + " ::=";
+    for (int a = 0; a < 10; ++a)
+      text += std::string(a == 0 ? " " : " | ") + "r" + std::to_string((r + 1) % 10) + " \"" +
+              std::to_string(a) + "\"";
+    text += " | \"x\"\n";
+  }
+  const std::string e = compile_error(text);
+  EXPECT_NE(e.find("removing its left recursion would take more than 1000000 expressions"),
+            std::string::npos)
+      << e;
+}
+
 // llama.cpp's json.gbnf: compact dumps of random documents match whole; any text it accepts
 // whole is JSON.
 TEST(EbnfGrammar, LlamaCppJsonGrammarAcceptsJson) {
@@ -348,8 +473,9 @@ TEST(EbnfGrammar, ErrorsNameTheProblemAndWhere) {
            {"root ::= \"a\"{20000}", "more than 10000 times"},
            {"root ::= (\"a\"", "expected ')'"},
            {"root ::= \"a\" )", "unbalanced ')'"},
-           {"root ::= x\nx ::= y \"a\" | \"b\"\ny ::= x \"c\"", "is left-recursive"},
-           {"root ::= x\nx ::= x \"a\" | x", "rule 'x' can never finish"},
+           {"root ::= x\nx ::= y \"a\" | \"b\"\ny ::= \"c\"? x", "is left-recursive"},
+           {"root ::= x\nx ::= x \"a\" | \"b\" x", "rule 'x' can never finish"},
+           {"root ::= x\nx ::= x \"a\" | x", "rule 'x' is left-recursive"},
            {"root ::= (e \"a\")*  e ::= e? \"b\"", "rule 'e' is left-recursive"},
            {"root ::= \"a\" root", "rule 'root' can never finish"},
            {"root ::= (= \"a\")", "lookahead"},

@@ -48,6 +48,13 @@ TEST(LarkGrammar, ConstructsMatchTheirText) {
        {"1,,2", "1 2"}},
       {"start: \"\\\"\" /[^\"]*/ \"\\\"\" \"\\n\"", {"\"x y\"\n"}, {"\"x\"y\"\n"}},
       {"start: A B\nA: \"a\"\nB: \"\\u00e9\" | \"\\x41\"", {"a\xc3\xa9", "aA"}, {"ab"}},
+      // indirect left recursion (an operator grammar split over rules) is rewritten too
+      {"start: sum\nsum: product | addition\naddition: sum \"+\" product\n"
+       "product: atom | product \"*\" atom\natom: DIGIT | \"(\" sum \")\"\n"
+       "%import common.DIGIT",
+       {"1", "1+2*3", "(1+2)*3+4", "1+2+3"},
+       {"1+", "+1", "1**2", "(1+2"}},
+      {"start: a\na: b \"x\" | \"y\"\nb: a \"z\"", {"y", "yzx", "yzxzx"}, {"yz", "x", "yzxz"}},
       // docs/structured_output.md's example
       {R"l(start: list
 list: list "," item | item           // direct left recursion: fine
@@ -142,7 +149,7 @@ TEST(LarkGrammar, ErrorsNameTheConstructAndItsLine) {
            {"start: \"abc", "line 1:12: unterminated string"},
            {"start: \"a\"\nstart: \"b\"", "line 2:7: 'start' is defined twice"},
            {"start:\n", "'start' has no body"},
-           {"start: a\na: b \"x\" | \"y\"\nb: a \"z\"", "left-recursive"},
+           {"start: a\na: b \"x\" | \"y\"\nb: \"w\"? a \"z\"", "left-recursive"},
            {"start: " + std::string(101, '(') + "\"a\"" + std::string(101, ')'),
             "groups nested more than 100 deep"},
        }) {

@@ -252,7 +252,7 @@ TEST(StructuralTag, GrammarElementsLowerOnceWithTheTag) {
             "its alternatives needs it again");
   EXPECT_EQ(compile_tag_error(R"({"format": {"type": "sequence", "elements": [
                 {"type": "grammar", "grammar": "root ::= \"a\""},
-                {"type": "grammar", "grammar": "root ::= x\nx ::= root \"b\" | \"c\""}]}})")
+                {"type": "grammar", "grammar": "root ::= x\nx ::= \"a\"? root \"b\" | \"c\""}]}})")
                 .substr(0, 96),
             "the tag's grammar: rule 'format.elements[1].grammar.root' is left-recursive: it can "
             "reach itself");
