@@ -847,15 +847,25 @@ void Engine::Impl::finish_request(RequestId id, FinishReason reason, const std::
 }
 
 // Rows under a response format or token filters sample from the tokens they allow next
-// (docs/structured_output.md), their masks filled in parallel (one MaskScratch per pool thread). A
-// sequence that allows nothing more (an earlier token broke its format, or its filters leave no
-// token) ends with that error instead of being sampled.
+// (docs/structured_output.md), their masks filled in parallel (one MaskScratch per pool thread);
+// on the GPU, bad_words alone are sparse edits, not a mask (DeviceBatchSampler). A sequence that
+// allows nothing more (an earlier token broke its format, or its filters leave no token) ends
+// with that error instead of being sampled.
 void Engine::Impl::attach_allowed_tokens(std::vector<DeviceSampleRow>& rows,
                                          std::vector<SampleTarget>& targets) {
+  const bool bans_as_edits = device_sampler_.has_value();
   std::vector<size_t> masked;  // rows with a constraint, in order
-  for (size_t i = 0; i < rows.size(); ++i)
-    if (rows[i].seq->constrained()) masked.push_back(i);
-  if (masked.empty()) return;
+  std::vector<std::pair<size_t, Status>> banned_out;  // rows whose edits would ban every token
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const SequenceSamplingState& seq = *rows[i].seq;
+    if (seq.needs_mask(bans_as_edits)) {
+      masked.push_back(i);
+    } else if (!seq.params().bad_words_token_ids.empty()) {
+      if (Status st = seq.check_bans_leave_a_token(rows[i].pending_tokens); !st.ok())
+        banned_out.emplace_back(i, std::move(st));
+    }
+  }
+  if (masked.empty() && banned_out.empty()) return;
   const auto words = static_cast<size_t>(allowed_mask_words(model_.config().vocab_size));
   allowed_.resize(masked.size() * words);
   std::vector<Status> filled(masked.size());
@@ -876,19 +886,19 @@ void Engine::Impl::attach_allowed_tokens(std::vector<DeviceSampleRow>& rows,
   };
   if (num_chunks > 1) {
     pool_.parallel_for(num_chunks, 1, fill_chunks);
-  } else {
+  } else if (num_chunks == 1) {
     fill_chunks(0, 1);
   }
   std::vector<std::pair<SeqId, std::string>> broken;
   size_t kept = 0;
-  for (size_t i = 0, k = 0; i < rows.size(); ++i) {
+  const Status fine = ok_status();
+  for (size_t i = 0, k = 0, b = 0; i < rows.size(); ++i) {
     const bool is_masked = k < masked.size() && masked[k] == i;
-    if (is_masked) {
-      const Status& st = filled[k++];
-      if (!st.ok()) {
-        broken.emplace_back(targets[i].seq, st.error().message);
-        continue;
-      }
+    const bool is_banned_out = b < banned_out.size() && banned_out[b].first == i;
+    const Status& st = is_masked ? filled[k++] : is_banned_out ? banned_out[b++].second : fine;
+    if (!st.ok()) {
+      broken.emplace_back(targets[i].seq, st.error().message);
+      continue;
     }
     rows[kept] = rows[i];
     targets[kept++] = targets[i];

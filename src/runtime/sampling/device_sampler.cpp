@@ -28,7 +28,7 @@ TokenLogprobs to_logprobs(const SampledRow& r) {
 }  // namespace
 
 void append_logit_edits(const SequenceSamplingState& seq, std::span<const int32_t> pending,
-                        std::vector<LogitEdit>& out) {
+                        std::vector<LogitEdit>& out, bool bans) {
   const SamplingParams& p = seq.params();
   std::map<int32_t, LogitEdit> edits;  // ordered: the edit list is a function of the state only
   auto edit = [&](int32_t token) -> LogitEdit& {
@@ -43,6 +43,8 @@ void append_logit_edits(const SequenceSamplingState& seq, std::span<const int32_
   }
   if (seq.num_output_tokens() + static_cast<int64_t>(pending.size()) < p.min_tokens)
     for (int32_t token : seq.min_tokens_masked_ids()) edit(token).flags |= kEditMask;
+  if (bans)
+    for (int32_t token : seq.banned_next(pending)) edit(token).flags |= kEditMask;
   if (p.repetition_penalty != 1.0) {
     for (int32_t token : seq.prompt_token_set()) edit(token).flags |= kEditRepetition;
     for (const auto& entry : seq.output_counts()) edit(entry.first).flags |= kEditRepetition;
@@ -155,7 +157,7 @@ Status DeviceBatchSampler::sample(const TensorView& logits, std::span<const Devi
     BEAM_CHECK_EQ(row.seq->vocab_size(), vocab_size_);
     SamplingRowParams p = sampling_row_params(*row.seq, row.pending_tokens, row.logits_row);
     p.edit_begin = static_cast<int32_t>(edits_.size());
-    append_logit_edits(*row.seq, row.pending_tokens, edits_);
+    append_logit_edits(*row.seq, row.pending_tokens, edits_, row.allowed_tokens.empty());
     p.edit_count = static_cast<int32_t>(edits_.size()) - p.edit_begin;
     if (!row.allowed_tokens.empty()) {
       BEAM_CHECK_EQ(static_cast<int64_t>(row.allowed_tokens.size()), mask_words)

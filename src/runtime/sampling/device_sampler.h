@@ -22,13 +22,15 @@ struct DeviceSampleRow {
   int64_t logits_row = 0;
   const SequenceSamplingState* seq = nullptr;    // read only
   std::span<const int32_t> pending_tokens = {};  // as SampleRow::pending_tokens
-  std::span<const uint32_t> allowed_tokens = {};  // as SampleRow::allowed_tokens
+  std::span<const uint32_t> allowed_tokens = {};  // as SampleRow::allowed_tokens; without one,
+                                                  // bad_words' bans are edits (needs_mask(true))
 };
 
 // The edits apply_logit_processors would make to this row, one LogitEdit per touched token in
-// increasing token order, appended to `out`.
+// increasing token order, appended to `out`; with bans, also bad_words' bans (kEditMask on
+// seq.banned_next(pending_tokens)), for a row without a mask (seq.needs_mask(true) false).
 void append_logit_edits(const SequenceSamplingState& seq, std::span<const int32_t> pending_tokens,
-                        std::vector<LogitEdit>& out);
+                        std::vector<LogitEdit>& out, bool bans = false);
 
 // The row's kernel parameters (edit_begin / edit_count left 0 for the caller to set).
 SamplingRowParams sampling_row_params(const SequenceSamplingState& seq,

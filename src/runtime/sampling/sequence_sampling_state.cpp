@@ -16,6 +16,11 @@ std::vector<int32_t> sorted_distinct(std::span<const int32_t> ids) {
   return out;
 }
 
+Error no_token_left() {
+  return make_error(
+      "no token may come next: allowed_token_ids, bad_words and min_tokens leave none");
+}
+
 bool contains(const std::vector<int32_t>& sorted, int32_t token) {
   return std::binary_search(sorted.begin(), sorted.end(), token);
 }
@@ -149,19 +154,33 @@ Status SequenceSamplingState::fill_allowed_tokens(std::span<uint32_t> bits,
   if (!p.has_token_filters()) return ok_status();
   if (!allowed_bits_.empty())
     for (size_t w = 0; w < bits.size(); ++w) bits[w] &= allowed_bits_[w];
-  for (const std::vector<int32_t>& word : p.bad_words_token_ids) {
-    const size_t before = word.size() - 1;
-    if (before > recent_.size()) continue;
-    if (std::equal(word.begin(), word.end() - 1,
-                   recent_.end() - static_cast<std::ptrdiff_t>(before)))
-      clear_mask_bit(bits, word.back());
-  }
+  for (int32_t token : banned_next()) clear_mask_bit(bits, token);
   if (num_output_tokens_ < p.min_tokens)  // these would be -inf: none may be all that is left
     for (int32_t token : min_tokens_masked_) clear_mask_bit(bits, token);
   if (std::none_of(bits.begin(), bits.end(), [](uint32_t w) { return w != 0; }))
-    return make_error(
-        "no token may come next: allowed_token_ids, bad_words and min_tokens leave none");
+    return no_token_left();
   return ok_status();
+}
+
+std::vector<int32_t> SequenceSamplingState::banned_next(std::span<const int32_t> pending) const {
+  std::vector<int32_t> tail = recent_;  // the output's last tokens, then the pending ones
+  tail.insert(tail.end(), pending.begin(), pending.end());
+  std::vector<int32_t> banned;
+  for (const std::vector<int32_t>& word : params_->bad_words_token_ids) {
+    const size_t before = word.size() - 1;
+    if (before > tail.size()) continue;
+    if (std::equal(word.begin(), word.end() - 1, tail.end() - static_cast<std::ptrdiff_t>(before)))
+      banned.push_back(word.back());
+  }
+  return sorted_distinct(banned);
+}
+
+Status SequenceSamplingState::check_bans_leave_a_token(std::span<const int32_t> pending) const {
+  std::vector<int32_t> gone = banned_next(pending);
+  if (num_output_tokens_ + static_cast<int64_t>(pending.size()) < params_->min_tokens)
+    gone.insert(gone.end(), min_tokens_masked_.begin(), min_tokens_masked_.end());
+  if (static_cast<int64_t>(sorted_distinct(gone).size()) < vocab_size_) return ok_status();
+  return no_token_left();
 }
 
 bool SequenceSamplingState::is_eos(int32_t token) const { return contains(eos_ids_, token); }

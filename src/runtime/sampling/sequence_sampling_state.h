@@ -65,10 +65,20 @@ class SequenceSamplingState {
   // Whether a mask decides the next token: params().constraint's (once its start token has been
   // written), the token filters' (allowed_token_ids, bad_words), or the reasoning budget's while
   // it forces the end of the reasoning.
-  bool constrained() const {
+  bool constrained() const { return needs_mask(false); }
+  // constrained(), except that with bans_as_edits (the GPU sampler's sparse edits ban
+  // banned_next()) bad_words alone need no mask.
+  bool needs_mask(bool bans_as_edits) const {
+    const SamplingParams& p = *params_;
     return forcing_reasoning_end() || (constraint_ && constraint_->active()) ||
-           params_->has_token_filters();
+           !p.allowed_token_ids.empty() || (!p.bad_words_token_ids.empty() && !bans_as_edits);
   }
+  // The tokens bad_words ban next, after the output and then `pending` (earlier tokens of this
+  // step): each word's last token where the text ends with the ones before it. Sorted, distinct.
+  std::vector<int32_t> banned_next(std::span<const int32_t> pending = {}) const;
+  // For a row whose bans are edits (needs_mask(true) false): the error fill_allowed_tokens would
+  // give when the bans and min_tokens leave no token, else ok.
+  Status check_bans_leave_a_token(std::span<const int32_t> pending = {}) const;
   // Needs constrained(): overwrites bits (allowed_mask_words(vocab_size()) words) with the
   // tokens allowed next — the next forced token that ends the reasoning, else the constraint's
   // (text that keeps a parse alive, and the eos and stop ids once it is complete) or every token,

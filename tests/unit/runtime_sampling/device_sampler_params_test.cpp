@@ -8,6 +8,7 @@
 
 #include "runtime/sampling/device_sampler.h"
 #include "runtime/sampling/logit_processors.h"
+#include "runtime/structured/output_constraint.h"
 #include "sampling_test_util.h"
 
 namespace beam {
@@ -90,6 +91,83 @@ TEST(SamplingDeviceParams, EachPenaltyAlone) {
     const size_t want = which == 0 ? 4u : which == 3 ? 1u : 2u;  // {4,5,6,7}, {6,7}, {31}
     EXPECT_EQ(edits.size(), want) << "case " << which;
   }
+}
+
+// On the GPU, bad_words alone need no mask: their bans are kEditMask edits (merged with the
+// token's other edits), and the edited row is bit for bit the CPU's masked, processed row.
+TEST(SamplingDeviceParams, BadWordsAsEditsMatchTheirMask) {
+  SamplingParams p;
+  p.temperature = 0.7;
+  p.bad_words_token_ids = {{5}, {7, 9}, {1, 2, 3}, {2, 3, 9}};
+  p.logit_bias = {{5, 2.0}, {3, -1.0}};
+  p.frequency_penalty = 0.5;
+  StateOptions o;
+  o.vocab_size = 64;
+  SequenceSamplingState seq = make_state(p, o);
+  EXPECT_TRUE(seq.constrained());
+  EXPECT_FALSE(seq.needs_mask(true));
+  const std::vector<float> logits = random_softcapped_logits(o.vocab_size, 11, 4.0);
+  const std::vector<std::vector<int32_t>> outputs = {{}, {7}, {1, 2}, {3, 1}, {2, 3}};
+  for (const std::vector<int32_t>& out : outputs) {
+    seq.append_output(out);
+    // The CPU: the mask (-inf outside it), then the processors.
+    std::vector<uint32_t> bits(static_cast<size_t>(allowed_mask_words(o.vocab_size)));
+    MaskScratch scratch;
+    ASSERT_TRUE(seq.fill_allowed_tokens(bits, scratch).ok());
+    std::vector<TokenCandidate> cpu(logits.size());
+    for (size_t i = 0; i < logits.size(); ++i)
+      cpu[i] = {mask_bit(bits, static_cast<int32_t>(i)) ? logits[i] : -INFINITY,
+                static_cast<int32_t>(i)};
+    apply_logit_processors(cpu, seq, {});
+    // The GPU: the raw row and the edits with the bans.
+    std::vector<LogitEdit> edits;
+    append_logit_edits(seq, {}, edits, true);
+    for (size_t i = 1; i < edits.size(); ++i) EXPECT_LT(edits[i - 1].token, edits[i].token);
+    std::vector<float> gpu = logits;
+    apply_edits(gpu, edits, sampling_row_params(seq, {}, 0));
+    for (size_t i = 0; i < logits.size(); ++i)
+      EXPECT_EQ(std::memcmp(&cpu[i].value, &gpu[i], sizeof(float)), 0)
+          << "token " << i << " after " << out.size() << " more tokens";
+  }
+  // The output ends 7, 1, 2, 3, 1, 2, 3 (recent: 2, 3): bans 5 and 9; a pending 1, 2 after it
+  // bans 3 (1 2 3) instead of 9 (2 3 9 needs the output's 2 3 last).
+  EXPECT_EQ(seq.banned_next(), (std::vector<int32_t>{5, 9}));
+  const std::vector<int32_t> pending = {1, 2};
+  EXPECT_EQ(seq.banned_next(pending), (std::vector<int32_t>{3, 5}));
+  std::vector<LogitEdit> edits;
+  append_logit_edits(seq, pending, edits, true);
+  std::vector<int32_t> masked;
+  for (const LogitEdit& e : edits) {
+    if (e.flags & kEditMask) masked.push_back(e.token);
+    if (e.token == 3 || e.token == 5) EXPECT_NE(e.flags & kEditBias, 0u) << "token " << e.token;
+  }
+  EXPECT_EQ(masked, (std::vector<int32_t>{3, 5}));
+  edits.clear();  // rows with a mask carry the bans there
+  append_logit_edits(seq, pending, edits, false);
+  for (const LogitEdit& e : edits) EXPECT_EQ(e.flags & kEditMask, 0u) << "token " << e.token;
+  // Other filters still need the mask.
+  p.allowed_token_ids = {1, 2, 3};
+  EXPECT_TRUE(make_state(p, o).needs_mask(true));
+}
+
+// Bans that, with min_tokens, would leave no token are the mask's error, before any sampling.
+TEST(SamplingDeviceParams, BansThatLeaveNoTokenAreAnError) {
+  SamplingParams p;
+  p.bad_words_token_ids = {{1}, {2}, {4}};
+  p.stop_token_ids = {3};
+  p.min_tokens = 2;
+  StateOptions o;
+  o.vocab_size = 5;
+  o.eos = {0};
+  SequenceSamplingState seq = make_state(p, o);
+  const Status early = seq.check_bans_leave_a_token();  // 1, 2, 4 banned; 0, 3 until min_tokens
+  ASSERT_FALSE(early.ok());
+  EXPECT_NE(early.error().message.find("no token may come next"), std::string::npos);
+  const std::vector<int32_t> pending = {3, 3};  // past min_tokens: 0 and 3 come back
+  EXPECT_TRUE(seq.check_bans_leave_a_token(pending).ok());
+  const std::vector<int32_t> out = {3, 3};
+  seq.append_output(out);
+  EXPECT_TRUE(seq.check_bans_leave_a_token().ok());
 }
 
 TEST(SamplingDeviceParams, NoEditsWithoutProcessors) {

@@ -23,6 +23,7 @@
 #include "../runtime_sampling/sampling_test_util.h"
 #include "runtime/sampling/fast_exp.h"
 #include "runtime/sampling/logit_processors.h"
+#include "runtime/structured/output_constraint.h"
 
 namespace beam {
 namespace {
@@ -451,6 +452,38 @@ TEST_F(SamplingCudaTest, AllowedTokenMasksMatchTheCpu) {
   }
   EXPECT_GE(static_cast<double>(agree), 0.99 * static_cast<double>(total))
       << agree << " of " << total;
+}
+
+// bad_words without a mask (the engine's GPU path): the bans are sparse edits, and greedy rows
+// give the CPU's masked argmax, even when the ban falls on the row's favourite.
+TEST_F(SamplingCudaTest, BadWordsAsEditsMatchTheCpusMask) {
+  const int64_t vocab = kBeamVocab, b = 8;
+  std::vector<float> host = make_logits(b, vocab, 77);
+  std::vector<int32_t> favourites;
+  for (int64_t r = 0; r < b; ++r) {
+    const float* row = host.data() + r * vocab;
+    favourites.push_back(static_cast<int32_t>(std::max_element(row, row + vocab) - row));
+  }
+  TensorView d = upload_logits(host, vocab);
+  SamplingParams p;
+  p.temperature = 0.0;
+  for (int64_t r = 0; r < b; ++r)  // rows' favourites banned after a 3, or always (odd rows)
+    p.bad_words_token_ids.push_back(r % 2 ? std::vector<int32_t>{favourites[r]}
+                                          : std::vector<int32_t>{3, favourites[r]});
+  auto states = states_for(p, vocab, b, 5);
+  for (auto& s : states) {
+    const std::vector<int32_t> out = {3};
+    s.append_output(out);
+    ASSERT_FALSE(s.needs_mask(true));
+  }
+  const auto got = gpu_sample(d, vocab, states, iota_rows(b));
+  for (int64_t r = 0; r < b; ++r) {
+    std::vector<uint32_t> mask(static_cast<size_t>(allowed_mask_words(vocab)));
+    MaskScratch scratch;
+    ASSERT_TRUE(states[r].fill_allowed_tokens(mask, scratch).ok());
+    EXPECT_EQ(got[r].token, cpu_sample(host, vocab, r, states[r], mask).token) << "row " << r;
+    EXPECT_NE(got[r].token, favourites[r]) << "row " << r;
+  }
 }
 
 }  // namespace
