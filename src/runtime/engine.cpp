@@ -540,8 +540,10 @@ void Engine::Impl::admit_request(RequestId id, GenerateRequest&& request) {
   rs.cache_salt = PrefixCache::salt_of_text(rs.request.cache_salt);
   const int64_t n = rs.params->n;
   int64_t arrival = next_arrival_++;
+  const auto queued = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < n; ++i) {
     Sequence s;
+    s.times.queued = queued;
     s.id = SeqId(next_seq_id_++);
     s.request = id;
     s.sibling = static_cast<int32_t>(i);
@@ -700,8 +702,11 @@ void Engine::Impl::step() {
   ForwardBatch batch;
   batch.logits_on_device = device_sampler_.has_value();
   bool scores_prompt = false;
+  const auto step_start = std::chrono::steady_clock::now();
   for (const SeqWork& w : plan.work) {
-    const Sequence& s = seqs_.at(w.seq);
+    Sequence& s = seqs_.at(w.seq);
+    if (s.times.scheduled == std::chrono::steady_clock::time_point{})
+      s.times.scheduled = step_start;
     const bool all_logits = w.num_tokens > 1 && needs_prompt_logits(s);  // one token: its row
     batch.seqs.push_back(
         SeqChunk{std::span<const int32_t>(s.tokens).subspan(w.num_computed, w.num_tokens), 0,
@@ -811,8 +816,11 @@ void Engine::Impl::sample_and_emit(const StepPlan& plan, const ForwardOutput& ou
     }
     return;
   }
+  const auto sampled_at = std::chrono::steady_clock::now();
   for (size_t i = 0; i < targets.size(); ++i) {
     Sequence& s = seqs_.at(targets[i].seq);
+    if (s.times.prefilled == std::chrono::steady_clock::time_point{})
+      s.times.prefilled = sampled_at;
     if (targets[i].fork_child) {
       // Enters the running set as a pending fork of the prompt owner (scheduler: ForkOp).
       s.fork_parent = rs_owner(s);
@@ -820,6 +828,7 @@ void Engine::Impl::sample_and_emit(const StepPlan& plan, const ForwardOutput& ou
       s.admitted_once = true;
       s.cached_prompt_tokens = seqs_.at(s.fork_parent).cached_prompt_tokens;
       s.routed_experts = seqs_.at(s.fork_parent).routed_experts;  // the shared prompt's
+      s.times.scheduled = seqs_.at(s.fork_parent).times.scheduled;
       running_.push_back(s.id);
     }
     std::vector<int32_t> step = {sampled[i].token};
@@ -1018,6 +1027,7 @@ void Engine::Impl::emit(Sequence& s, TokenEvent&& ev) {
   ev.usage.cached_prompt_tokens = s.cached_prompt_tokens;
   ev.usage.completion_tokens = s.sampling->num_output_tokens();
   ev.usage.retractions = s.retractions;
+  ev.usage.times = s.times;
   auto it = requests_.find(s.request);
   if (it != requests_.end() && it->second.request.prompt_logprobs && !s.sent_prompt_logprobs &&
       it->second.prompt_scored()) {

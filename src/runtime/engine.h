@@ -2,6 +2,7 @@
 // → forward → sample → emit TokenEvents. Public API: submit / cancel / stats; thread-safe.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -25,6 +26,15 @@ enum class FinishReason { kStop, kLength, kCancelled, kError };
 
 const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "error"
 
+// When the engine took a sequence in, first ran it in a step, and sampled its first token
+// (SGLang's wait_queue_entry, forward_entry and prefill_finished times); a default time_point:
+// not yet. The first of each stays through preemptions and retractions, as in SGLang.
+struct SequenceTimes {
+  std::chrono::steady_clock::time_point queued;
+  std::chrono::steady_clock::time_point scheduled;
+  std::chrono::steady_clock::time_point prefilled;
+};
+
 struct Usage {
   int64_t prompt_tokens = 0;
   int64_t cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
@@ -32,6 +42,7 @@ struct Usage {
   // Times the sequence gave its KV back and waited to recompute it (preempted for KV room, or
   // retracted by a pause); SGLang's total_retractions.
   int64_t retractions = 0;
+  SequenceTimes times;
 };
 
 // New tokens of one sibling sequence (index < n) of a request; several tokens per step are

@@ -48,6 +48,7 @@ struct Sequence {
   std::vector<int32_t> routed_experts;
   bool sent_prompt_logprobs = false;  // its first event carried the request's prompt logprobs
   int64_t retractions = 0;            // Usage::retractions
+  SequenceTimes times;                // Usage::times
 };
 
 struct RequestState {

@@ -1227,6 +1227,13 @@ test('/generate, SGLang format: a verl-style request equals the native greedy ou
   assert.equal(m.completion_tokens, 8);
   assert.equal(typeof m.cached_tokens, 'number');
   assert.ok(m.e2e_latency > 0);
+  // SGLang's timing fields (verl logs them): the instants in order, the spans between them.
+  const now = Date.now() / 1000;
+  assert.ok(m.request_received_ts > now - 60 && m.request_received_ts <= m.forward_entry_time);
+  assert.ok(m.forward_entry_time <= m.prefill_finished_time);
+  assert.ok(m.prefill_finished_time <= m.request_finished_ts && m.request_finished_ts <= now + 1);
+  assert.ok(m.queue_time >= 0 && m.prefill_launch_latency >= 0 && m.inference_time > 0);
+  assert.ok(m.inference_time <= m.e2e_latency && m.decode_throughput > 0);
   assert.equal(m.output_token_logprobs.length, 8);
   m.output_token_logprobs.forEach(([lp, id, text], i) => {
     assert.equal(id, c.token_ids[i]);

@@ -37,6 +37,8 @@ void SiblingDecoder::on_tokens(const TokenEvent& event, SiblingDelta* out) {
   if (done_ || stop_string_) return;
   retractions_ = event.usage.retractions;
   out->retractions = retractions_;
+  times_ = event.usage.times;
+  out->times = times_;
   if (!event.prompt_logprobs.empty() && prompt_logprobs_.empty()) {
     prompt_logprobs_ = event.prompt_logprobs;
     out->prompt_logprobs = event.prompt_logprobs;
@@ -165,6 +167,7 @@ SiblingResult SiblingDecoder::finish(const TokenEvent* engine_final, SiblingDelt
   result.prompt_logprobs = std::move(prompt_logprobs_);
   result.completion_tokens = static_cast<int64_t>(kept_.size());
   result.retractions = engine_final ? engine_final->usage.retractions : retractions_;
+  result.times = engine_final ? engine_final->usage.times : times_;
   return result;
 }
 

@@ -33,6 +33,7 @@ struct SiblingDelta {
   std::vector<TokenLogprobs> prompt_logprobs;
   int64_t retractions =
       0;  // the sibling's Usage::retractions so far (not content: empty() ignores it)
+  SequenceTimes times;  // the sibling's Usage::times so far (not content either)
   bool empty() const { return parts.empty() && tokens.empty() && prompt_logprobs.empty(); }
 };
 
@@ -51,6 +52,7 @@ struct SiblingResult {
   // With GenerationSpec::prompt_logprobs: prompt positions [start, prompt length).
   std::vector<TokenLogprobs> prompt_logprobs;
   int64_t retractions = 0;  // Usage::retractions at its last engine event
+  SequenceTimes times;      // Usage::times at its last engine event
 };
 
 class SiblingDecoder {
@@ -99,6 +101,7 @@ class SiblingDecoder {
   size_t stop_end_ = 0;
   bool done_ = false;
   int64_t retractions_ = 0;  // the last engine event's Usage::retractions
+  SequenceTimes times_;      // the last engine event's Usage::times
 };
 
 }  // namespace beam::server

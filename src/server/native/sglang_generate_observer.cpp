@@ -89,6 +89,36 @@ Json sglang_finish_reason(const SiblingResult& r, const std::vector<std::string>
   return nullptr;
 }
 
+SglangTimings sglang_timings(std::chrono::steady_clock::time_point received,
+                             std::chrono::steady_clock::time_point finished,
+                             const SequenceTimes& engine, int64_t completion_tokens,
+                             std::chrono::system_clock::time_point now_unix,
+                             std::chrono::steady_clock::time_point now) {
+  using std::chrono::duration;
+  using Steady = std::chrono::steady_clock::time_point;
+  const auto seconds = [](auto d) { return duration<double>(d).count(); };
+  const auto unix_of = [&](Steady t) { return seconds((now_unix - (now - t)).time_since_epoch()); };
+  const auto known = [](Steady t) { return t != Steady{}; };
+  SglangTimings out;
+  out.e2e_latency = seconds(finished - received);
+  out.request_received_ts = unix_of(received);
+  out.request_finished_ts = unix_of(finished);
+  if (known(engine.scheduled)) {
+    if (known(engine.queued)) out.queue_time = seconds(engine.scheduled - engine.queued);
+    out.forward_entry_time = unix_of(engine.scheduled);
+    out.inference_time = seconds(finished - engine.scheduled);
+    if (known(engine.prefilled))
+      out.prefill_launch_latency = seconds(engine.prefilled - engine.scheduled);
+  }
+  if (known(engine.prefilled)) {
+    out.prefill_finished_time = unix_of(engine.prefilled);
+    const double decoding = seconds(finished - engine.prefilled);
+    if (decoding > 0 && completion_tokens > 0)
+      out.decode_throughput = static_cast<double>(completion_tokens) / decoding;
+  }
+  return out;
+}
+
 Json sglang_output_json(const SglangSample& s, const SglangItem& item,
                         const SglangOutputOptions& o) {
   const std::vector<OutputToken>& tokens = s.result ? s.result->tokens : s.tokens;
@@ -124,7 +154,20 @@ Json sglang_output_json(const SglangSample& s, const SglangItem& item,
   m["cached_tokens"] = s.cached_tokens;
   if (s.result && s.result->routed_experts)
     m["routed_experts"] = encode_routed_experts(*s.result->routed_experts);
-  if (s.e2e_latency_s) m["e2e_latency"] = *s.e2e_latency_s;
+  if (const std::optional<SglangTimings>& t = s.timings) {
+    m["e2e_latency"] = t->e2e_latency;
+    m["request_received_ts"] = t->request_received_ts;
+    m["request_finished_ts"] = t->request_finished_ts;
+    const auto put = [&m](const char* key, const std::optional<double>& v) {
+      if (v) m[key] = *v;
+    };
+    put("queue_time", t->queue_time);
+    put("forward_entry_time", t->forward_entry_time);
+    put("prefill_launch_latency", t->prefill_launch_latency);
+    put("prefill_finished_time", t->prefill_finished_time);
+    put("inference_time", t->inference_time);
+    put("decode_throughput", t->decode_throughput);
+  }
   out["meta_info"] = std::move(m);
   return out;
 }
@@ -171,9 +214,9 @@ void SglangGenerateObserver::on_delta(int32_t sibling, SiblingDelta&& delta) {
 void SglangGenerateObserver::on_sibling_done(int32_t sibling, SiblingResult&& result) {
   if (result.reason == FinishReason::kError) error_ = result.error;
   SglangSample& s = samples_[static_cast<size_t>(sibling)];
-  s.e2e_latency_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange_->received())
-          .count();
+  const auto now = std::chrono::steady_clock::now();
+  s.timings = sglang_timings(exchange_->received(), now, result.times, result.completion_tokens,
+                             std::chrono::system_clock::now(), now);
   s.result = std::move(result);
 }
 

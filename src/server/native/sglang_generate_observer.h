@@ -3,6 +3,7 @@
 // objects; streamed as cumulative `data:` events ending with `data: [DONE]`.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,6 +41,30 @@ Json sglang_input_top_logprobs(const std::vector<int32_t>& prompt, int64_t start
 Json sglang_finish_reason(const SiblingResult& result, const std::vector<std::string>& stops,
                           const std::vector<StopRegex>& regexes);
 
+// SGLang's request timing fields (its meta_info with --enable-metrics, which verl logs), in
+// seconds; the *_ts / *_time instants as Unix times. Engine times that never came (a request
+// ended before its first step) are absent.
+struct SglangTimings {
+  double e2e_latency = 0;                        // received → finished
+  double request_received_ts = 0;                // the server received it
+  double request_finished_ts = 0;                // it finished
+  std::optional<double> queue_time;              // the engine took it in → its first step
+  std::optional<double> forward_entry_time;      // its first step began
+  std::optional<double> prefill_launch_latency;  // its first step → its first token sampled
+  std::optional<double> prefill_finished_time;   // its first token was sampled
+  std::optional<double> inference_time;          // its first step → finished
+  std::optional<double> decode_throughput;       // tokens / (first token sampled → finished)
+};
+
+// The timings of a sample received at `received` and finished at `finished` (steady clock),
+// with the engine's times and `completion_tokens` tokens; `now_unix` / `now`: one instant on
+// both clocks, to date the steady ones.
+SglangTimings sglang_timings(std::chrono::steady_clock::time_point received,
+                             std::chrono::steady_clock::time_point finished,
+                             const SequenceTimes& engine, int64_t completion_tokens,
+                             std::chrono::system_clock::time_point now_unix,
+                             std::chrono::steady_clock::time_point now);
+
 // One sample's output so far.
 struct SglangSample {
   std::string id;
@@ -49,7 +74,7 @@ struct SglangSample {
   std::optional<SiblingResult> result;         // set when the sample is done
   int64_t cached_tokens = 0;
   int64_t retractions = 0;  // the sibling's so far (the result's once done)
-  std::optional<double> e2e_latency_s;
+  std::optional<SglangTimings> timings;  // set when the sample is done
 };
 
 struct SglangOutputOptions {
@@ -61,8 +86,8 @@ struct SglangOutputOptions {
 
 // {"text"?, "output_ids", "meta_info": {"id", "finish_reason", "prompt_tokens", "weight_version",
 // "total_retractions", logprobs...,
-// "completion_tokens", "cached_tokens", "routed_experts"?, "e2e_latency"?}} ("index" first when
-// set).
+// "completion_tokens", "cached_tokens", "routed_experts"?, "e2e_latency"? and the other
+// SglangTimings once done}} ("index" first when set).
 Json sglang_output_json(const SglangSample& sample, const SglangItem& item,
                         const SglangOutputOptions& options);
 

@@ -55,6 +55,7 @@ TEST_F(PauseTest, KeptAndRetractedRequestsGoOnToAFreshEnginesTokens) {
     submit(*engine, long_request, &running);
     wait_for_output(running);
     ASSERT_TRUE(engine->pause(mode, /*clear_cache=*/false).ok());
+    const auto paused_at = std::chrono::steady_clock::now();
     EXPECT_TRUE(engine->paused());
     EXPECT_LT(written(running), want.size());
     const EngineStats paused = engine->stats();
@@ -76,6 +77,11 @@ TEST_F(PauseTest, KeptAndRetractedRequestsGoOnToAFreshEnginesTokens) {
     EXPECT_EQ(running.results()[0].finish, FinishReason::kLength);
     EXPECT_EQ(running.results()[0].tokens, want);
     EXPECT_EQ(running.results()[0].usage.retractions, mode == PauseMode::kRetract ? 1 : 0);
+    // Its first step and first token stay the ones before the pause (SGLang's timings).
+    const SequenceTimes& times = running.results()[0].usage.times;
+    EXPECT_LE(times.queued, times.scheduled);
+    EXPECT_LE(times.scheduled, times.prefilled);
+    EXPECT_LT(times.prefilled, paused_at);
     EXPECT_EQ(waiting.results()[0].tokens, tokens(*make(weights_), later));
     ASSERT_TRUE(engine->resume().ok());  // not paused: nothing changes
     engine->flush_prefix_cache();

@@ -347,7 +347,14 @@ TEST(SglangGenerateJson, SampleObjectHasSglangsKeysInOrder) {
   r.routed_experts = std::vector<int32_t>{1};
   s.result = r;
   s.cached_tokens = 16;
-  s.e2e_latency_s = 0.5;
+  SglangTimings t;
+  t.e2e_latency = 0.5;
+  t.request_received_ts = 1000.0;
+  t.request_finished_ts = 1000.5;
+  t.queue_time = 0.125;
+  t.forward_entry_time = 1000.25;
+  t.inference_time = 0.25;
+  s.timings = t;  // the request ended before its first token: no prefill or decode fields
   item.return_logprob = false;
   o.index = 3;
   o.with_text = false;
@@ -357,7 +364,39 @@ TEST(SglangGenerateJson, SampleObjectHasSglangsKeysInOrder) {
       "meta_info": {"id": "r1", "finish_reason": {"type": "stop", "matched": 0},
         "prompt_tokens": 2, "weight_version": "step-7", "total_retractions": 1,
         "completion_tokens": 2, "cached_tokens": 16,
-        "routed_experts": "AQAAAA==", "e2e_latency": 0.5}})"));
+        "routed_experts": "AQAAAA==", "e2e_latency": 0.5, "request_received_ts": 1000.0,
+        "request_finished_ts": 1000.5, "queue_time": 0.125, "forward_entry_time": 1000.25,
+        "inference_time": 0.25}})"));
+}
+
+// The timing fields from the server's and the engine's instants: durations between them, the
+// instants as Unix times, the decode rate past the first token; engine times that never came
+// are absent.
+TEST(SglangGenerateJson, TimingsFromTheEnginesInstants) {
+  using std::chrono::milliseconds;
+  const auto t0 = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+  const auto unix0 = std::chrono::system_clock::time_point{} + std::chrono::seconds(1'700'000'000);
+  SequenceTimes e;
+  e.queued = t0 + milliseconds(10);
+  e.scheduled = t0 + milliseconds(30);
+  e.prefilled = t0 + milliseconds(80);
+  const auto finished = t0 + milliseconds(580);
+  const SglangTimings t = sglang_timings(t0, finished, e, 11, unix0, t0);
+  EXPECT_DOUBLE_EQ(t.e2e_latency, 0.58);
+  EXPECT_DOUBLE_EQ(t.request_received_ts, 1'700'000'000.0);
+  EXPECT_DOUBLE_EQ(t.request_finished_ts, 1'700'000'000.58);
+  EXPECT_DOUBLE_EQ(t.queue_time.value(), 0.02);
+  EXPECT_DOUBLE_EQ(t.forward_entry_time.value(), 1'700'000'000.03);
+  EXPECT_DOUBLE_EQ(t.prefill_launch_latency.value(), 0.05);
+  EXPECT_DOUBLE_EQ(t.prefill_finished_time.value(), 1'700'000'000.08);
+  EXPECT_DOUBLE_EQ(t.inference_time.value(), 0.55);
+  EXPECT_DOUBLE_EQ(t.decode_throughput.value(), 22.0);  // 11 tokens in 0.5 s
+  // Cancelled while waiting: the engine never ran it.
+  SequenceTimes waiting;
+  waiting.queued = e.queued;
+  const SglangTimings w = sglang_timings(t0, finished, waiting, 0, unix0, t0);
+  EXPECT_FALSE(w.queue_time || w.forward_entry_time || w.prefill_launch_latency ||
+               w.prefill_finished_time || w.inference_time || w.decode_throughput);
 }
 
 }  // namespace
