@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "core/large_stack.h"
+#include "core/strongly_connected.h"
 #include "runtime/structured/ebnf_matcher.h"
 #include "runtime/structured/ebnf_syntax.h"
 #include "runtime/structured/grammar_literal.h"
@@ -147,40 +148,14 @@ class GrammarLowering {
 
   // regular_[r]: no cycle of references is reachable from r (Tarjan's components, sinks first).
   void find_regular_rules() {
-    const size_t n = src_.size();
-    std::vector<int32_t> order(n, -1), low(n, 0), stack;
-    std::vector<uint8_t> on_stack(n, 0);
-    regular_.assign(n, 0);
-    int32_t counter = 0;
-    std::function<void(int32_t)> visit = [&](int32_t v) {
-      order[v] = low[v] = counter++;
-      stack.push_back(v);
-      on_stack[v] = 1;
-      for (int32_t w : refs_[v]) {
-        if (order[w] < 0) {
-          visit(w);
-          low[v] = std::min(low[v], low[w]);
-        } else if (on_stack[w]) {
-          low[v] = std::min(low[v], order[w]);
-        }
-      }
-      if (low[v] != order[v]) return;
-      std::vector<int32_t> component;
-      int32_t w;
-      do {
-        w = stack.back();
-        stack.pop_back();
-        on_stack[w] = 0;
-        component.push_back(w);
-      } while (w != v);
-      bool regular = component.size() == 1;
+    regular_.assign(src_.size(), 0);
+    for (const std::vector<int32_t>& component : strongly_connected_components(refs_)) {
+      bool regular = component.size() == 1;  // callees' components come first
       for (int32_t c : component)
         for (int32_t x : refs_[c])
           if (x == c || !regular_[x]) regular = false;
-      if (regular) regular_[v] = 1;
-    };
-    for (size_t r = 0; r < n; ++r)
-      if (order[r] < 0) visit(static_cast<int32_t>(r));
+      if (regular) regular_[component[0]] = 1;
+    }
   }
 
   // The regex tree of a regular rule, inlined, or nullptr when the rule is not regular or its

@@ -4,11 +4,12 @@
 #include "runtime/structured/left_recursion.h"
 
 #include <algorithm>
-#include <functional>
 #include <iterator>
 #include <map>
 #include <string>
 #include <utility>
+
+#include "core/strongly_connected.h"
 
 namespace beam {
 namespace {
@@ -171,40 +172,15 @@ Error rewrite_too_complex(const EbnfRule& rule) {
 // rules, or one with an edge to itself), each in definition order.
 std::vector<std::vector<int32_t>> recursive_components(
     const std::vector<std::vector<int32_t>>& left) {
-  const size_t n = left.size();
-  std::vector<int32_t> order(n, -1), low(n, 0), stack;
-  std::vector<uint8_t> on_stack(n, 0);
   std::vector<std::vector<int32_t>> out;
-  int32_t counter = 0;
-  std::function<void(int32_t)> visit = [&](int32_t v) {
-    order[v] = low[v] = counter++;
-    stack.push_back(v);
-    on_stack[v] = 1;
-    for (int32_t w : left[v]) {
-      if (order[w] < 0) {
-        visit(w);
-        low[v] = std::min(low[v], low[w]);
-      } else if (on_stack[w]) {
-        low[v] = std::min(low[v], order[w]);
-      }
-    }
-    if (low[v] != order[v]) return;
-    std::vector<int32_t> component;
-    int32_t w;
-    do {
-      w = stack.back();
-      stack.pop_back();
-      on_stack[w] = 0;
-      component.push_back(w);
-    } while (w != v);
-    bool recursive = component.size() > 1;
-    for (int32_t x : left[v]) recursive = recursive || x == v;
-    if (!recursive) return;
+  for (std::vector<int32_t>& component : strongly_connected_components(left)) {
+    const int32_t v = component[0];
+    const bool recursive =
+        component.size() > 1 || std::find(left[v].begin(), left[v].end(), v) != left[v].end();
+    if (!recursive) continue;
     std::sort(component.begin(), component.end());
     out.push_back(std::move(component));
-  };
-  for (size_t r = 0; r < n; ++r)
-    if (order[r] < 0) visit(static_cast<int32_t>(r));
+  }
   return out;
 }
 
