@@ -211,6 +211,12 @@ Status rewrite_component(std::vector<EbnfRule>& rules, const std::vector<int32_t
       }
       alts = std::move(next);
     }
+    if (std::all_of(alts.begin(), alts.end(),
+                    [&](const Alternative& a) { return begins_with_rule(a, rule.name); })) {
+      rule.body = alternation_of(alts);  // nothing to start from: for the termination check
+      rewritten[i] = std::move(alts);
+      continue;
+    }
     std::vector<Alternative> base, rest;
     for (Alternative& a : alts) {
       if (!begins_with_rule(a, rule.name)) {
@@ -219,11 +225,6 @@ Status rewrite_component(std::vector<EbnfRule>& rules, const std::vector<int32_t
         a.erase(a.begin());
         rest.push_back(std::move(a));
       }
-    }
-    if (base.empty()) {  // nothing to start from: left as it was, for the termination check
-      rule.body = alternation_of(alts);
-      rewritten[i] = std::move(alts);
-      continue;
     }
     if (rest.empty()) {
       rule.body = alternation_of(base);
