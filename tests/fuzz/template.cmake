@@ -6,36 +6,15 @@ if(NOT BEAMSERVE_FUZZ_CLANGXX)
   message(STATUS "clang++ not found: template_fuzz (libFuzzer) is not built; install clang to enable it")
   return()
 endif()
+include(${CMAKE_CURRENT_LIST_DIR}/libfuzzer.cmake)
 
 file(GLOB template_fuzz_sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/text/jinja/*.cpp)
 file(GLOB template_fuzz_headers CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/text/jinja/*.h)
 # text/utf8.cpp: the UTF-8 encoder the engine shares with the tokenizer (header-only deps).
 list(APPEND template_fuzz_sources ${CMAKE_SOURCE_DIR}/src/text/utf8.cpp ${CMAKE_CURRENT_LIST_DIR}/template_fuzz.cpp)
 list(APPEND template_fuzz_headers ${CMAKE_SOURCE_DIR}/src/text/utf8.h)
-set(template_fuzz_flags -std=c++20 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
-    -fno-sanitize-recover=undefined)
-set(template_fuzz_objects)
-# One command per object so the build tool compiles them in parallel.
-foreach(source ${template_fuzz_sources})
-  get_filename_component(stem ${source} NAME_WE)
-  set(object ${CMAKE_CURRENT_BINARY_DIR}/fuzz/template_fuzz_objects/${stem}.o)
-  add_custom_command(
-    OUTPUT ${object}
-    COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_CURRENT_BINARY_DIR}/fuzz/template_fuzz_objects
-    COMMAND ${BEAMSERVE_FUZZ_CLANGXX} ${template_fuzz_flags} -I${CMAKE_SOURCE_DIR}/src -c ${source} -o ${object}
-    DEPENDS ${source} ${template_fuzz_headers}
-    COMMENT "Compiling ${stem}.cpp for template_fuzz (clang, libFuzzer, ASan, UBSan)"
-    VERBATIM)
-  list(APPEND template_fuzz_objects ${object})
-endforeach()
-set(template_fuzz_binary ${CMAKE_CURRENT_BINARY_DIR}/fuzz/template_fuzz)
-add_custom_command(
-  OUTPUT ${template_fuzz_binary}
-  COMMAND ${BEAMSERVE_FUZZ_CLANGXX} ${template_fuzz_flags} ${template_fuzz_objects} -lutf8proc -o ${template_fuzz_binary}
-  DEPENDS ${template_fuzz_objects}
-  COMMENT "Linking template_fuzz"
-  VERBATIM)
-add_custom_target(template_fuzz ALL DEPENDS ${template_fuzz_binary})
+beamserve_libfuzzer(template_fuzz SOURCES ${template_fuzz_sources}
+                    HEADERS ${template_fuzz_headers} LIBS -lutf8proc)
 
 add_test(NAME template_fuzz
          COMMAND ${CMAKE_COMMAND} -DFUZZER=${template_fuzz_binary} -DSOURCE_DIR=${CMAKE_SOURCE_DIR}
