@@ -51,6 +51,7 @@ Expected<server::ServeOptions> options_from_args(const Args& a) {
   o.model.engine.cuda_graphs = !a.has("no-cuda-graphs");
   o.model.enable_return_routed_experts = a.has("enable-return-routed-experts");
   o.model.enable_weight_updates = a.has("enable-weight-updates");
+  o.model.merge_lora_dir = a.get_or("merge-lora", "");
   o.model.engine.enable_sleep_mode = a.has("enable-sleep-mode");
   const std::string logprobs_mode = a.get_or("logprobs-mode", "scaled");
   std::optional<LogprobsMode> mode = parse_logprobs_mode(logprobs_mode);
@@ -94,6 +95,7 @@ int cmd_serve(int argc, char** argv) {
                            "enable-return-routed-experts",
                            "enable-weight-updates",
                            "enable-sleep-mode",
+                           "merge-lora",
                            "logprobs-mode"},
                           {"no-prefix-cache", "no-cuda-graphs", "enable-return-routed-experts",
                            "enable-weight-updates", "enable-sleep-mode"});

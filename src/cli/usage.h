@@ -46,6 +46,7 @@ inline constexpr const char* kServeUsage =
     "of P)]\n"
     "         [--enable-return-routed-experts (requests may ask for their routed experts)]\n"
     "         [--enable-weight-updates (POST /update_weights_from_disk loads new weights)]\n"
+    "         [--merge-lora DIR (a PEFT LoRA adapter merged into the weights as they load)]\n"
     "         [--enable-sleep-mode (POST /sleep and /wake_up give the KV and weight memory back)]\n"
     "         [--logprobs-mode scaled|raw (logprobs of the logits / temperature, or of the raw\n"
     "          logits as vLLM's raw_logprobs; a request's logprobs_mode overrides it)]\n";

@@ -1,10 +1,12 @@
 // load_beam_weights: resolves every tensor the config needs (names: tensor_names.h), checks
-// shapes, packs q/k/v/gate and dense gate/up, fuses per-expert tensors, converts dtypes.
+// shapes, packs q/k/v/gate and dense gate/up, fuses per-expert tensors, converts dtypes, and
+// merges a LoRA adapter's deltas (lora_adapter.h) into the copies of the weights it names.
 // Plan first (resolve + allocate + list copies), then copy in parallel once nothing can fail.
 #include "model/weights.h"
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 #include <thread>
 
 #include "core/thread_pool.h"
@@ -23,23 +25,34 @@ struct CopyJob {
   DType dst_dtype;
 };
 
+// A LoRA delta merged into a converted bf16 weight [out, in] once it is copied.
+struct MergeJob {
+  const LoraDelta* delta;
+  void* dst;
+  int64_t out, in;
+};
+
 // Builds the views of one BeamWeights; owns the copy plan until run().
 class WeightsBuilder {
  public:
-  WeightsBuilder(const Checkpoint& checkpoint, BeamWeights& weights)
-      : resolver_(checkpoint), weights_(weights) {}
+  // lora (may be null): an adapter whose deltas are merged into the weights they name.
+  WeightsBuilder(const Checkpoint& checkpoint, BeamWeights& weights, const LoraAdapter* lora)
+      : resolver_(checkpoint), weights_(weights), lora_(lora) {}
 
   // A view of tensor `name`: into the mapping when it already has the target dtype and element
-  // alignment, else a converted copy. Missing tensors give an empty view (reported by run()).
+  // alignment (and no LoRA delta), else a converted copy. Missing tensors give an empty view
+  // (reported by run()).
   Expected<TensorView> bind(const std::string& name, const TensorSpec& spec) {
     BEAM_ASSIGN_OR_RETURN(const RawTensor* t, resolver_.take(name, spec));
     if (t == nullptr) return TensorView{};
     bool aligned = reinterpret_cast<uintptr_t>(t->data) % dtype_size(spec.target) == 0;
-    if (t->dtype == spec.target && aligned) {
+    const LoraDelta* delta = lora_ ? lora_->find(name) : nullptr;
+    if (t->dtype == spec.target && aligned && delta == nullptr) {
       return TensorView{const_cast<void*>(t->data), spec.target, spec.shape, Device::kCpu};
     }
     TensorView v = allocate(spec.target, spec.shape);
     jobs_.push_back({t, v.data, spec.target});
+    BEAM_RETURN_IF_ERROR(plan_merge(name, spec, v.data));
     return v;
   }
 
@@ -54,15 +67,22 @@ class WeightsBuilder {
   // Schedules tensor `name` to be converted into `dst` (spec.target elements).
   Status fill(const std::string& name, const TensorSpec& spec, void* dst) {
     BEAM_ASSIGN_OR_RETURN(const RawTensor* t, resolver_.take(name, spec));
-    if (t != nullptr) jobs_.push_back({t, dst, spec.target});
-    return ok_status();
+    if (t == nullptr) return ok_status();
+    jobs_.push_back({t, dst, spec.target});
+    return plan_merge(name, spec, dst);
   }
 
   TensorResolver& resolver() { return resolver_; }
 
-  // Reports missing/unexpected tensors, then runs every copy (in parallel).
+  // Reports missing/unexpected tensors and adapter deltas that met no weight, then runs every
+  // copy (in parallel), then the merges.
   Status run() {
     BEAM_RETURN_IF_ERROR(resolver_.finish());
+    if (lora_)
+      for (const auto& [name, delta] : lora_->deltas())
+        if (!merged_names_.contains(name))
+          return make_error(lora_->dir() + ": the adapter's '" + name +
+                            "' is no linear weight of this model");
     int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
     ThreadPool pool(threads);
     pool.parallel_for(static_cast<int64_t>(jobs_.size()), 1, [&](int64_t begin, int64_t end) {
@@ -71,13 +91,34 @@ class WeightsBuilder {
         convert_elements(j.src->data, j.src->dtype, j.src->shape.numel(), j.dst, j.dst_dtype);
       }
     });
+    for (const MergeJob& m : merges_)
+      merge_lora_delta(static_cast<uint16_t*>(m.dst), m.out, m.in, *m.delta);
     return ok_status();
   }
 
  private:
+  // Schedules the adapter's delta of `name` (if any) into its bf16 copy at `dst`.
+  Status plan_merge(const std::string& name, const TensorSpec& spec, void* dst) {
+    const LoraDelta* delta = lora_ ? lora_->find(name) : nullptr;
+    if (delta == nullptr) return ok_status();
+    const std::string where = lora_->dir() + ": '" + name + "'";
+    if (spec.shape.rank != 2 || spec.target != DType::kBF16)
+      return make_error(where + " is not a bf16 linear weight (LoRA merges into those only)");
+    const int64_t out = spec.shape[0], in = spec.shape[1];
+    if (delta->b->shape[0] != out || delta->a->shape[1] != in)
+      return make_error(where + ": lora_B " + delta->b->shape.str() + " · lora_A " +
+                        delta->a->shape.str() + " does not make the weight's " + spec.shape.str());
+    merges_.push_back({delta, dst, out, in});
+    merged_names_.insert(name);
+    return ok_status();
+  }
+
   TensorResolver resolver_;
   BeamWeights& weights_;
+  const LoraAdapter* lora_;
   std::vector<CopyJob> jobs_;
+  std::vector<MergeJob> merges_;
+  std::set<std::string> merged_names_;
 };
 
 // Address of row `row` of a 2-D-or-more owned view (rows of the leading dimension).
@@ -165,14 +206,15 @@ Status build_lm_head(WeightsBuilder& b, const BeamConfig& c, BeamWeights& w) {
 
 }  // namespace
 
-Expected<std::shared_ptr<BeamWeights>> load_beam_weights(const std::string& model_dir) {
+Expected<std::shared_ptr<BeamWeights>> load_beam_weights(const std::string& model_dir,
+                                                         const LoraAdapter* merge_lora) {
   BEAM_ASSIGN_OR_RETURN(BeamConfig config, load_beam_config(model_dir));
   BEAM_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::open(model_dir));
   auto w = std::make_shared<BeamWeights>();
   w->config = std::move(config);
   const BeamConfig& c = w->config;
   for (const auto& file : checkpoint.files()) w->storage.push_back(file);
-  WeightsBuilder b(checkpoint, *w);
+  WeightsBuilder b(checkpoint, *w, merge_lora);
   BEAM_ASSIGN_OR_RETURN(w->embed, b.bind("model.embed_tokens.weight", {Shape{c.vocab_size, c.hidden_size}, "[V, H]"}));
   BEAM_ASSIGN_OR_RETURN(w->final_norm, b.bind("model.norm.weight", {Shape{c.hidden_size}, "[H]"}));
   w->layers.resize(c.num_layers);
@@ -182,6 +224,13 @@ Expected<std::shared_ptr<BeamWeights>> load_beam_weights(const std::string& mode
   BEAM_RETURN_IF_ERROR(build_lm_head(b, c, *w));
   BEAM_RETURN_IF_ERROR(b.run());
   return w;
+}
+
+Expected<std::shared_ptr<BeamWeights>> load_beam_weights_merging(const std::string& model_dir,
+                                                                 const std::string& lora_dir) {
+  if (lora_dir.empty()) return load_beam_weights(model_dir);
+  BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const LoraAdapter> adapter, LoraAdapter::open(lora_dir));
+  return load_beam_weights(model_dir, adapter.get());
 }
 
 }  // namespace beam

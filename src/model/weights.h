@@ -9,6 +9,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "model/config.h"
+#include "model/lora_adapter.h"
 
 namespace beam {
 
@@ -55,6 +56,14 @@ struct BeamWeights {
 // Loads DIR/config.json and the safetensors checkpoint of DIR (one file or sharded through
 // model.safetensors.index.json), maps names (one alias table), checks every dtype and shape
 // against the config, rejects missing and unexpected tensors, fuses experts and packs q/k/v/gate.
-Expected<std::shared_ptr<BeamWeights>> load_beam_weights(const std::string& model_dir);
+// merge_lora (optional): a LoRA adapter merged into the weights it names (W + scale · B · A,
+// rounded to bf16 once); an error names a delta that meets no bf16 linear weight of the model
+// or whose shape does not fit it.
+Expected<std::shared_ptr<BeamWeights>> load_beam_weights(const std::string& model_dir,
+                                                         const LoraAdapter* merge_lora = nullptr);
+// load_beam_weights with the PEFT adapter of lora_dir merged (empty: none; LoraAdapter::open's
+// errors as they are).
+Expected<std::shared_ptr<BeamWeights>> load_beam_weights_merging(const std::string& model_dir,
+                                                                 const std::string& lora_dir);
 
 }  // namespace beam

@@ -920,6 +920,79 @@ test('update_weights_from_disk swaps the weights; flush_cache empties the prefix
   }
 });
 
+// A PEFT LoRA adapter of tiny-beam (F32 factors of rank 4 on layer 0's q_proj and on lm_head) in
+// a new temporary folder.
+function tinyBeamLora() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'beam-lora-'));
+  fs.writeFileSync(path.join(dir, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', r: 4,
+    lora_alpha: 16, target_modules: ['q_proj', 'lm_head'], bias: 'none' }));
+  const tensors = [];
+  let seed = 7;
+  const random = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648 - 0.5; };
+  for (const [module, out, inp] of [['model.layers.0.self_attn.q_proj', 512, 64], ['lm_head', 512, 64]]) {
+    tensors.push([`base_model.model.${module}.lora_A.weight`, [4, inp]]);
+    tensors.push([`base_model.model.${module}.lora_B.weight`, [out, 4]]);
+  }
+  const header = {};
+  const chunks = [];
+  let offset = 0;
+  for (const [name, shape] of tensors) {
+    const data = Buffer.alloc(shape[0] * shape[1] * 4);
+    for (let i = 0; i < shape[0] * shape[1]; ++i) data.writeFloatLE(random(), 4 * i);
+    header[name] = { dtype: 'F32', shape, data_offsets: [offset, offset + data.length] };
+    chunks.push(data);
+    offset += data.length;
+  }
+  let text = JSON.stringify(header);
+  text += ' '.repeat((8 - (text.length % 8)) % 8);
+  const length = Buffer.alloc(8);
+  length.writeBigUInt64LE(BigInt(text.length));
+  fs.writeFileSync(path.join(dir, 'adapter_model.safetensors'),
+    Buffer.concat([length, Buffer.from(text), ...chunks]));
+  return dir;
+}
+
+// LoRA merged as the weights load: serve --merge-lora and update_weights_from_disk's
+// merge_lora_path give the same outputs, other than the base's; an update without it goes back to
+// the base; an adapter that does not fit is a 400 naming it, the old weights serving on.
+test('a LoRA adapter merges at start-up and on weight updates', async () => {
+  const ask = { model: MODEL, prompt: Array.from({ length: 12 }, (_, i) => 30 + i), max_tokens: 8,
+    temperature: 0, ignore_eos: true };
+  const textOf = async (s) => {
+    const r = await fetch(s.baseUrl + '/v1/completions', { method: 'POST',
+      headers: { 'content-type': 'application/json' }, body: JSON.stringify(ask) });
+    const j = await r.json();
+    assert.equal(r.status, 200, JSON.stringify(j));
+    return j.choices[0].text;
+  };
+  const update = (body) => post('/update_weights_from_disk', body);
+  const tinyBeam = path.join(repoRoot, 'models/tiny-beam');
+  const lora = tinyBeamLora();
+  const merged = await startServer(['--merge-lora', lora]);
+  let serverMerged = false;
+  try {
+    const base = await textOf(server);
+    const adapted = await textOf(merged);
+    assert.notEqual(adapted, base);
+    const ok = await update({ model_path: tinyBeam, merge_lora_path: lora, weight_version: 'lora-1' });
+    assert.equal(ok.status, 200, ok.text);
+    serverMerged = true;
+    assert.equal(await textOf(server), adapted);
+    fs.rmSync(path.join(lora, 'adapter_config.json'));
+    const bad = await update({ model_path: tinyBeam, merge_lora_path: lora });
+    assert.equal(bad.status, 400, bad.text);
+    assert.ok(bad.json.message.includes(lora), bad.text);
+    assert.equal(await textOf(server), adapted);  // the merged weights serve on
+    assert.equal((await update({ model_path: tinyBeam })).status, 200);
+    serverMerged = false;
+    assert.equal(await textOf(server), base);
+  } finally {  // the later tests expect tiny-beam's own weights, whatever failed here
+    assert.equal(await merged.stop(), 0);
+    if (serverMerged) await update({ model_path: tinyBeam });
+    fs.rmSync(lora, { recursive: true, force: true });
+  }
+});
+
 // Sleep mode (--enable-sleep-mode) for RL loops that train on the same GPU: vLLM's /sleep,
 // /wake_up and /is_sleeping, SGLang's release / resume_memory_occupation. A request sent while
 // asleep waits and then answers as before the sleep; level 2 serves again once new weights come

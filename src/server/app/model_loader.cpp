@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/logging.h"
 #include "model/weights.h"
 #include "server/api/endpoint_env.h"
 #include "server/api/response_format.h"
@@ -112,7 +113,10 @@ Expected<std::unique_ptr<ServedModel>> load_served_model(const ModelLoadOptions&
   if (model->name.empty()) model->name = fs::path(options.model_dir).lexically_normal().filename().string();
   if (model->name.empty()) model->name = fs::path(options.model_dir).lexically_normal().parent_path().filename().string();
   model->created_unix_s = unix_time_s();
-  BEAM_ASSIGN_OR_RETURN(std::shared_ptr<BeamWeights> weights, load_beam_weights(options.model_dir));
+  BEAM_ASSIGN_OR_RETURN(std::shared_ptr<BeamWeights> weights,
+                        load_beam_weights_merging(options.model_dir, options.merge_lora_dir));
+  if (!options.merge_lora_dir.empty())
+    log_info("merged the LoRA adapter " + options.merge_lora_dir);
   const BeamConfig config = weights->config;
   BEAM_RETURN_IF_ERROR(load_text_side(options.tokenizer_dir.empty() ? options.model_dir : options.tokenizer_dir, model.get()));
   BEAM_ASSIGN_OR_RETURN(model->engine, Engine::create(std::move(weights), options.engine));

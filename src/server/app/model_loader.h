@@ -17,6 +17,7 @@ struct ModelLoadOptions {
   EngineOptions engine;
   bool enable_return_routed_experts = false;  // requests may ask for routed experts (serve flag)
   bool enable_weight_updates = false;  // POST /update_weights_from_disk is served (serve flag)
+  std::string merge_lora_dir;          // a PEFT LoRA adapter merged into the weights (empty: none)
   // The logprobs_mode of requests that do not set one (serve --logprobs-mode).
   LogprobsMode logprobs_mode = LogprobsMode::kScaled;
 };

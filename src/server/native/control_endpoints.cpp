@@ -35,19 +35,23 @@ void handle_update_weights_from_disk(const EndpointEnv& env,
     r.fail("load_format", "expected \"auto\" or \"safetensors\", got \"" + *load_format + "\"");
   std::optional<std::string> weight_version;
   r.read("weight_version", &weight_version);
+  std::string merge_lora_path;  // beamserve's: a PEFT LoRA adapter merged into model_path's weights
+  r.read("merge_lora_path", &merge_lora_path);
   bool abort_all = false, flush_cache = true;
   r.read("abort_all_requests", &abort_all);
   r.read("flush_cache", &flush_cache);
   if (!flush_cache)
     r.fail("flush_cache", "must be true: cached prefixes hold KV of the old weights");
   if (r.failed()) return exchange->respond_error(r.take_error());
-  Expected<std::shared_ptr<BeamWeights>> weights = load_beam_weights(model_path);
+  Expected<std::shared_ptr<BeamWeights>> weights =
+      load_beam_weights_merging(model_path, merge_lora_path);
   if (!weights.ok())
     return answer_update(exchange, false,
                          "loading '" + model_path + "': " + weights.error().message);
   const Status st = env.model->engine->update_weights(*weights, abort_all);
   if (!st.ok()) return answer_update(exchange, false, st.error().message);
-  log_info("serving the weights of " + model_path);
+  log_info("serving the weights of " + model_path +
+           (merge_lora_path.empty() ? "" : " with the LoRA adapter " + merge_lora_path));
   ServedWeights::Info served = env.model->weights->get();
   env.model->weights->set({model_path, weight_version.value_or(served.version)});
   answer_update(exchange, true, "Succeeded to update model weights.");

@@ -1,0 +1,129 @@
+// LoraAdapter::open: adapter_config.json's scale and the options it cannot merge, then the
+// safetensors file's lora_A / lora_B pairs by module; merge_lora_delta: the f32 merge.
+#include "model/lora_adapter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "core/bf16.h"
+#include "core/thread_pool.h"
+#include "model/mapped_file.h"
+#include "model/tensor_convert.h"
+
+namespace beam {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kPrefix = "base_model.model.";
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// adapter_config.json's rank and alpha, after refusing what a merge cannot reproduce.
+struct LoraConfig {
+  double alpha = 0;
+  bool rslora = false;
+};
+
+Expected<LoraConfig> read_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return make_error(path + ": cannot be read (a PEFT LoRA adapter has one)");
+  std::stringstream text;
+  text << in.rdbuf();
+  const json c = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (c.is_discarded() || !c.is_object()) return make_error(path + ": not a JSON object");
+  const auto fail = [&](const std::string& what) { return make_error(path + ": " + what); };
+  if (c.contains("peft_type") && c["peft_type"] != "LORA")
+    return fail("peft_type " + c["peft_type"].dump() + " is not LORA");
+  const auto flag = [&](const char* key) {
+    return c.contains(key) && c[key].is_boolean() && c[key].get<bool>();
+  };
+  if (flag("use_dora")) return fail("use_dora: DoRA adapters cannot be merged as W + s·B·A");
+  if (flag("fan_in_fan_out")) return fail("fan_in_fan_out (Conv1D weights) is not supported");
+  if (c.contains("bias") && c["bias"] != "none")
+    return fail("bias " + c["bias"].dump() + ": LoRA biases are not supported");
+  if (c.contains("modules_to_save") && !c["modules_to_save"].is_null() &&
+      !c["modules_to_save"].empty())
+    return fail("modules_to_save (whole trained modules) are not supported");
+  if (c.contains("alpha_pattern") && !c["alpha_pattern"].is_null() && !c["alpha_pattern"].empty())
+    return fail("alpha_pattern is not supported");
+  if (!c.contains("lora_alpha") || !c["lora_alpha"].is_number() ||
+      !(c["lora_alpha"].get<double>() > 0))
+    return fail("lora_alpha must be a positive number");
+  return LoraConfig{c["lora_alpha"].get<double>(), flag("use_rslora")};
+}
+
+}  // namespace
+
+Expected<std::shared_ptr<const LoraAdapter>> LoraAdapter::open(const std::string& dir) {
+  BEAM_ASSIGN_OR_RETURN(LoraConfig config, read_config(dir + "/adapter_config.json"));
+  const std::string path = dir + "/adapter_model.safetensors";
+  auto adapter = std::make_shared<LoraAdapter>();
+  adapter->dir_ = dir;
+  BEAM_ASSIGN_OR_RETURN(adapter->file_, MappedFile::open(path));
+  BEAM_ASSIGN_OR_RETURN(adapter->tensors_, read_safetensors(*adapter->file_));
+  const auto fail = [&](const std::string& what) { return make_error(path + ": " + what); };
+  for (const RawTensor& t : adapter->tensors_) {
+    std::string_view name = t.name;
+    if (name.substr(0, kPrefix.size()) == kPrefix) name.remove_prefix(kPrefix.size());
+    if (name.find("lora_embedding_") != std::string_view::npos)
+      return fail("tensor '" + t.name + "': LoRA on embeddings is not supported");
+    const bool is_a = ends_with(name, ".lora_A.weight"), is_b = ends_with(name, ".lora_B.weight");
+    if (!is_a && !is_b) return fail("tensor '" + t.name + "' is not a lora_A or lora_B weight");
+    if (t.shape.rank != 2) return fail("tensor '" + t.name + "' is not 2-D");
+    const std::string module(
+        name.substr(0, name.size() - std::string_view(".lora_A.weight").size()));
+    LoraDelta& d = adapter->deltas_[module + ".weight"];
+    (is_a ? d.a : d.b) = &t;
+  }
+  if (adapter->deltas_.empty()) return fail("holds no lora_A / lora_B weights");
+  for (auto& [weight, d] : adapter->deltas_) {
+    if (d.a == nullptr || d.b == nullptr)
+      return fail("'" + weight + "' has lora_" + (d.a ? "A" : "B") + " but no lora_" +
+                  (d.a ? "B" : "A"));
+    if (d.b->shape[1] != d.a->shape[0])
+      return fail("'" + weight + "': lora_B " + d.b->shape.str() + " and lora_A " +
+                  d.a->shape.str() + " disagree on the rank");
+    const auto r = static_cast<double>(d.rank());
+    d.scale = config.alpha / (config.rslora ? std::sqrt(r) : r);
+  }
+  return std::shared_ptr<const LoraAdapter>(std::move(adapter));
+}
+
+const LoraDelta* LoraAdapter::find(const std::string& weight_name) const {
+  const auto it = deltas_.find(weight_name);
+  return it == deltas_.end() ? nullptr : &it->second;
+}
+
+void merge_lora_delta(uint16_t* weight, int64_t out, int64_t in, const LoraDelta& delta) {
+  const int64_t r = delta.rank();
+  std::vector<float> a(static_cast<size_t>(r * in)), b(static_cast<size_t>(out * r));
+  convert_elements(delta.a->data, delta.a->dtype, r * in, a.data(), DType::kF32);
+  convert_elements(delta.b->data, delta.b->dtype, out * r, b.data(), DType::kF32);
+  const auto scale = static_cast<float>(delta.scale);
+  const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
+  ThreadPool pool(threads);
+  pool.parallel_for(out, 16, [&](int64_t begin, int64_t end) {
+    std::vector<float> row(static_cast<size_t>(in));
+    for (int64_t o = begin; o < end; ++o) {
+      std::fill(row.begin(), row.end(), 0.0f);
+      for (int64_t k = 0; k < r; ++k) {
+        const float bk = b[static_cast<size_t>(o * r + k)];
+        const float* ak = a.data() + k * in;
+        for (int64_t c = 0; c < in; ++c) row[static_cast<size_t>(c)] += bk * ak[c];
+      }
+      uint16_t* w = weight + o * in;
+      for (int64_t c = 0; c < in; ++c)
+        w[c] = to_bf16(to_float(bf16::from_bits(w[c])) + scale * row[static_cast<size_t>(c)]).bits;
+    }
+  });
+}
+
+}  // namespace beam
