@@ -1,5 +1,5 @@
 // LoraAdapter::open: adapter_config.json's scale and the options it cannot merge, then the
-// safetensors file's lora_A / lora_B pairs by module; merge_lora_delta: the f32 merge.
+// safetensors file's lora_A / lora_B pairs by module; merge_lora_rows: the f32 merge.
 #include "model/lora_adapter.h"
 
 #include <algorithm>
@@ -7,11 +7,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <thread>
 #include <vector>
 
 #include "core/bf16.h"
-#include "core/thread_pool.h"
 #include "model/mapped_file.h"
 #include "model/tensor_convert.h"
 
@@ -102,28 +100,29 @@ const LoraDelta* LoraAdapter::find(const std::string& weight_name) const {
   return it == deltas_.end() ? nullptr : &it->second;
 }
 
-void merge_lora_delta(uint16_t* weight, int64_t out, int64_t in, const LoraDelta& delta) {
-  const int64_t r = delta.rank();
-  std::vector<float> a(static_cast<size_t>(r * in)), b(static_cast<size_t>(out * r));
-  convert_elements(delta.a->data, delta.a->dtype, r * in, a.data(), DType::kF32);
-  convert_elements(delta.b->data, delta.b->dtype, out * r, b.data(), DType::kF32);
-  const auto scale = static_cast<float>(delta.scale);
-  const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
-  ThreadPool pool(threads);
-  pool.parallel_for(out, 16, [&](int64_t begin, int64_t end) {
-    std::vector<float> row(static_cast<size_t>(in));
-    for (int64_t o = begin; o < end; ++o) {
-      std::fill(row.begin(), row.end(), 0.0f);
-      for (int64_t k = 0; k < r; ++k) {
-        const float bk = b[static_cast<size_t>(o * r + k)];
-        const float* ak = a.data() + k * in;
-        for (int64_t c = 0; c < in; ++c) row[static_cast<size_t>(c)] += bk * ak[c];
-      }
-      uint16_t* w = weight + o * in;
-      for (int64_t c = 0; c < in; ++c)
-        w[c] = to_bf16(to_float(bf16::from_bits(w[c])) + scale * row[static_cast<size_t>(c)]).bits;
+LoraFactors::LoraFactors(const LoraDelta& delta)
+    : a(static_cast<size_t>(delta.a->shape.numel())),
+      b(static_cast<size_t>(delta.b->shape.numel())),
+      rank(delta.rank()),
+      scale(static_cast<float>(delta.scale)) {
+  convert_elements(delta.a->data, delta.a->dtype, delta.a->shape.numel(), a.data(), DType::kF32);
+  convert_elements(delta.b->data, delta.b->dtype, delta.b->shape.numel(), b.data(), DType::kF32);
+}
+
+void merge_lora_rows(uint16_t* weight, int64_t in, const LoraFactors& f, int64_t begin,
+                     int64_t end) {
+  std::vector<float> row(static_cast<size_t>(in));
+  for (int64_t o = begin; o < end; ++o) {
+    std::fill(row.begin(), row.end(), 0.0f);
+    for (int64_t k = 0; k < f.rank; ++k) {
+      const float bk = f.b[static_cast<size_t>(o * f.rank + k)];
+      const float* ak = f.a.data() + k * in;
+      for (int64_t c = 0; c < in; ++c) row[static_cast<size_t>(c)] += bk * ak[c];
     }
-  });
+    uint16_t* w = weight + o * in;
+    for (int64_t c = 0; c < in; ++c)
+      w[c] = to_bf16(to_float(bf16::from_bits(w[c])) + f.scale * row[static_cast<size_t>(c)]).bits;
+  }
 }
 
 }  // namespace beam

@@ -10,6 +10,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "model/safetensors.h"
@@ -46,8 +47,18 @@ class LoraAdapter {
   std::map<std::string, LoraDelta> deltas_;  // by the weight's checkpoint name
 };
 
-// W (bf16 [out, in] at `weight`, row-major) += delta.scale · B · A, in f32 and rounded to bf16
-// once per element. Threads split the rows. The caller has checked the shapes ([out, r], [r, in]).
-void merge_lora_delta(uint16_t* weight, int64_t out, int64_t in, const LoraDelta& delta);
+// A delta's factors in f32 and its scale, for merging row ranges from several threads.
+struct LoraFactors {
+  explicit LoraFactors(const LoraDelta& delta);
+  std::vector<float> a;  // [r, in]
+  std::vector<float> b;  // [out, r]
+  int64_t rank;
+  float scale;
+};
+
+// Rows [begin, end) of W (bf16 [out, in] at `weight`, row-major) += scale · B · A, in f32 and
+// rounded to bf16 once per element. The caller has checked the shapes ([out, r], [r, in]).
+void merge_lora_rows(uint16_t* weight, int64_t in, const LoraFactors& f, int64_t begin,
+                     int64_t end);
 
 }  // namespace beam

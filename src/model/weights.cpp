@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -91,8 +92,23 @@ class WeightsBuilder {
         convert_elements(j.src->data, j.src->dtype, j.src->shape.numel(), j.dst, j.dst_dtype);
       }
     });
-    for (const MergeJob& m : merges_)
-      merge_lora_delta(static_cast<uint16_t*>(m.dst), m.out, m.in, *m.delta);
+    // The merges: their factors in f32, then chunks of rows of every merged weight at once.
+    std::vector<std::optional<LoraFactors>> factors(merges_.size());
+    pool.parallel_for(static_cast<int64_t>(merges_.size()), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) factors[i].emplace(*merges_[i].delta);
+    });
+    constexpr int64_t kMergeRows = 64;
+    std::vector<std::pair<size_t, int64_t>> chunks;  // (merge, first row)
+    for (size_t i = 0; i < merges_.size(); ++i)
+      for (int64_t row = 0; row < merges_[i].out; row += kMergeRows) chunks.emplace_back(i, row);
+    pool.parallel_for(static_cast<int64_t>(chunks.size()), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        const auto [i, row] = chunks[static_cast<size_t>(c)];
+        const MergeJob& m = merges_[i];
+        merge_lora_rows(static_cast<uint16_t*>(m.dst), m.in, *factors[i], row,
+                        std::min(row + kMergeRows, m.out));
+      }
+    });
     return ok_status();
   }
 
