@@ -23,5 +23,5 @@ add_test(NAME grammar_fuzz
          COMMAND ${CMAKE_COMMAND} -DFUZZER=${grammar_fuzz_binary}
                  -DSEEDS=${CMAKE_CURRENT_LIST_DIR}/grammar_seeds
                  -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/fuzz/grammar_fuzz_work -DSECONDS=20
-                 -P ${CMAKE_CURRENT_LIST_DIR}/grammar_fuzz_run.cmake)
+                 -DNAME=grammar_fuzz -P ${CMAKE_CURRENT_LIST_DIR}/seeded_fuzz_run.cmake)
 set_tests_properties(grammar_fuzz PROPERTIES TIMEOUT 180)
