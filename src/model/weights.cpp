@@ -74,6 +74,7 @@ class WeightsBuilder {
   }
 
   TensorResolver& resolver() { return resolver_; }
+  const LoraAdapter* lora() const { return lora_; }
 
   // Reports missing/unexpected tensors and adapter deltas that met no weight, then runs every
   // copy (in parallel), then the merges.
@@ -210,6 +211,10 @@ Status build_lm_head(WeightsBuilder& b, const BeamConfig& c, BeamWeights& w) {
     return ok_status();
   }
   w.lm_head = w.embed;
+  if (b.lora() && b.lora()->find("lm_head.weight"))
+    return make_error(b.lora()->dir() +
+                      ": 'lm_head.weight' is tied to the embedding (tie_word_embeddings = true), "
+                      "so a LoRA delta on it would change the embedding too");
   BEAM_ASSIGN_OR_RETURN(const RawTensor* head, b.resolver().take("lm_head.weight", spec, /*required=*/false));
   BEAM_ASSIGN_OR_RETURN(const RawTensor* embed, b.resolver().take("model.embed_tokens.weight", spec, false));
   if (head != nullptr && embed != nullptr &&

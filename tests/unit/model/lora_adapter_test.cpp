@@ -208,6 +208,23 @@ TEST(LoraMerge, AdaptersTheMergeCannotReproduceAreRefusedByName) {
     EXPECT_NE(message.find(k.message), std::string::npos) << message;
     EXPECT_NE(message.find(dir), std::string::npos) << message;  // names the adapter
   }
+  // A tied lm_head is the embedding: a delta on it is refused.
+  {
+    const std::string tied = test::make_temp_dir("lora_tied_model");
+    test::write_text_file(tied + "/config.json",
+                          test::tiny_config_json(/*tie_word_embeddings=*/true));
+    auto tied_config = parse_beam_config(test::tiny_config_json(true), "config.json");
+    ASSERT_TRUE(tied_config.ok());
+    test::write_safetensors(tied + "/model.safetensors", test::tiny_model_tensors(*tied_config));
+    const std::string dir = write_adapter(
+        "lora_tied", factors({"lm_head.weight", c.vocab_size, H, "F32"}, 13), kConfig);
+    auto adapter = LoraAdapter::open(dir);
+    ASSERT_TRUE(adapter.ok()) << adapter.error().message;
+    auto w = load_beam_weights(tied, adapter->get());
+    ASSERT_FALSE(w.ok());
+    EXPECT_NE(w.error().message.find("tied to the embedding"), std::string::npos)
+        << w.error().message;
+  }
   // The router is f32 (its selection is exact): not a weight LoRA merges into.
   const std::string dir = write_adapter("lora_router", router, kConfig);
   auto adapter = LoraAdapter::open(dir);
