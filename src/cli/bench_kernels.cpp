@@ -338,35 +338,54 @@ Status bench_attention(KernelBench& kb, const BeamConfig& c, const std::vector<i
   return ok_status();
 }
 
+// Peaked logits like a model's: token i of row r has logit -2 ln(rank), its rank a permutation
+// of the vocabulary that differs by row (probabilities ∝ rank^-2: the top token ~61%, top-p 0.9
+// a handful of tokens).
+std::vector<float> peaked_logits(int64_t rows, int64_t vocab) {
+  std::vector<float> out(static_cast<size_t>(rows * vocab));
+  constexpr int64_t kStride = 1000003;  // prime, so i -> i * kStride mod vocab permutes the row
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < vocab; ++i) {
+      const int64_t rank = 1 + (i * kStride + r * 7919) % vocab;
+      out[static_cast<size_t>(r * vocab + i)] =
+          static_cast<float>(-2.0 * std::log(static_cast<double>(rank)));
+    }
+  return out;
+}
+
 // Sampling and scoring over [rows, vocab] f32 logits (CUDA only: the CPU samples in runtime/):
 // greedy alone, and a greedy and a top-p draw with 20 logprobs a row, at each batch; the draw on
-// flat rows (N(0, 3) logits at T = 1: a nucleus of ~6,000 tokens, the radix selects) and on
-// peaked ones (T = 0.5: a few tokens, the draw's candidates), and with top-k 20 (Qwen's
-// recommended 20 / 0.95 / T 0.6); and prompt-logprob scoring of 512 rows (a step's cap) with 0
-// and 20 alternatives. Floor: one read of the rows' logits.
+// flat rows (fill_random's bounded N(0, 3) logits: a nucleus of thousands of tokens, the radix
+// selects) and on peaked ones (peaked_logits: a few tokens, the draw's candidates), and with
+// top-k 20 (Qwen's recommended 20 / 0.95 / T 0.6, flat rows); and prompt-logprob scoring of 512
+// rows (a step's cap) with 0 and 20 alternatives. Floor: one read of the rows' logits.
 Status bench_sampling(KernelBench& kb, const BeamConfig& c, const std::vector<int64_t>& batches) {
   if (kb.ctx().device != Device::kCuda) return ok_status();
   const int64_t V = c.vocab_size;
   const auto logits_cost = [V](int64_t rows) { return Cost{static_cast<double>(rows * V) * 4, 0}; };
   for (int64_t rows : batches) {
     KernelBench::Scope scope(kb);
-    BEAM_ASSIGN_OR_RETURN(TensorView logits, kb.tensor(DType::kF32, {rows, V}, 3.0f));
+    BEAM_ASSIGN_OR_RETURN(TensorView flat, kb.tensor(DType::kF32, {rows, V}, 3.0f));
+    BEAM_ASSIGN_OR_RETURN(TensorView peaked, kb.upload(DType::kF32, peaked_logits(rows, V)));
+    peaked = peaked.reshape({rows, V});
     BEAM_ASSIGN_OR_RETURN(TensorView scratch, kb.empty(DType::kF32, {rows, V}));
     BEAM_ASSIGN_OR_RETURN(TensorView out, kb.empty(DType::kI32, {rows, kSampledRowWords}));
     struct Mode {
       const char* name;
+      bool peaked;            // the peaked logits, else the flat ones
       float inv_temperature;  // 0: greedy
       double top_p;
       int64_t top_k;
       int32_t num_top_logprobs;  // -1: none
     };
     constexpr int32_t kTop = kMaxSampledTopLogprobs;
-    for (const Mode& m :
-         {Mode{"greedy", 0.0f, 1.0, 0, -1}, Mode{"greedy +20 logprobs", 0.0f, 1.0, 0, kTop},
-          Mode{"top_p 0.9 +20 logprobs", 1.0f, 0.9, 0, kTop},
-          Mode{"top_p 0.9 T=0.5", 2.0f, 0.9, 0, -1},
-          Mode{"top_p 0.9 T=0.5 +20 logprobs", 2.0f, 0.9, 0, kTop},
-          Mode{"top_k 20 top_p 0.95 T=0.6", 1.0f / 0.6f, 0.95, 20, -1}}) {
+    for (const Mode& m : {Mode{"greedy", false, 0.0f, 1.0, 0, -1},
+                          Mode{"greedy +20 logprobs", false, 0.0f, 1.0, 0, kTop},
+                          Mode{"top_p 0.9 +20 logprobs", false, 1.0f, 0.9, 0, kTop},
+                          Mode{"top_p 0.9 peaked", true, 1.0f, 0.9, 0, -1},
+                          Mode{"top_p 0.9 peaked +20 logprobs", true, 1.0f, 0.9, 0, kTop},
+                          Mode{"top_k 20 top_p 0.95 T=0.6", false, 1.0f / 0.6f, 0.95, 20, -1}}) {
+      const TensorView logits = m.peaked ? peaked : flat;
       std::vector<SamplingRowParams> params(static_cast<size_t>(rows));
       for (int64_t r = 0; r < rows; ++r) {
         SamplingRowParams& p = params[static_cast<size_t>(r)];
