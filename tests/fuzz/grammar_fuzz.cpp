@@ -25,14 +25,13 @@ namespace {
 using beam::ByteDfa;
 using beam::EbnfGrammar;
 using beam::EbnfMatcher;
-using beam::GrammarState;
 using beam::JsonGrammar;
 using beam::JsonMatcher;
-using beam::MatchState;
 
-void match_grammar(const std::shared_ptr<const EbnfGrammar>& g, std::string_view text) {
-  const EbnfMatcher m(g);
-  GrammarState state = m.initial(), scratch;
+// Feeds text to a grammar or JSON matcher byte by byte while it stays alive.
+template <typename Matcher>
+void match(const Matcher& m, std::string_view text) {
+  auto state = m.initial(), scratch = state;
   for (char c : text) {
     if (!m.advance_bytes(state, std::string_view(&c, 1), scratch)) return;
     (void)m.can_end(state);
@@ -48,15 +47,6 @@ void match_dfa(const ByteDfa& dfa, std::string_view text) {
   }
 }
 
-void match_json(const std::shared_ptr<const JsonGrammar>& g, std::string_view text) {
-  const JsonMatcher m(g);
-  MatchState state = m.initial(), scratch;
-  for (char c : text) {
-    if (!m.advance_bytes(state, std::string_view(&c, 1), scratch)) return;
-    (void)m.can_end(state);
-  }
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -64,12 +54,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
   switch (data[0] % 4) {
     case 0:
-      if (auto g = EbnfGrammar::compile_gbnf_or_lark(text); g.ok()) match_grammar(*g, text);
+      if (auto g = EbnfGrammar::compile_gbnf_or_lark(text); g.ok()) match(EbnfMatcher(*g), text);
       break;
     case 1: {
       const auto schema = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
       if (schema.is_discarded()) break;
-      if (auto g = JsonGrammar::from_schema(schema); g.ok()) match_json(*g, text);
+      if (auto g = JsonGrammar::from_schema(schema); g.ok()) match(JsonMatcher(*g), text);
       break;
     }
     case 2:
@@ -79,7 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 3: {
       const auto tag = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
       if (tag.is_discarded()) break;
-      if (auto g = beam::compile_structural_tag(tag); g.ok()) match_grammar(*g, text);
+      if (auto g = beam::compile_structural_tag(tag); g.ok()) match(EbnfMatcher(*g), text);
       break;
     }
   }

@@ -101,11 +101,11 @@ class RewriteBudget {
 // leading_refs sees. False when the budget runs out.
 bool expose_first_items(std::vector<Alternative>& alts, RewriteBudget& budget) {
   std::vector<Alternative> out;
-  std::vector<Alternative> todo(std::make_move_iterator(alts.rbegin()),
+  std::vector<Alternative> work(std::make_move_iterator(alts.rbegin()),
                                 std::make_move_iterator(alts.rend()));  // a stack, first on top
-  while (!todo.empty()) {
-    Alternative a = std::move(todo.back());
-    todo.pop_back();
+  while (!work.empty()) {
+    Alternative a = std::move(work.back());
+    work.pop_back();
     if (a.empty()) {
       out.push_back(std::move(a));
       continue;
@@ -120,16 +120,16 @@ bool expose_first_items(std::vector<Alternative>& alts, RewriteBudget& budget) {
     };
     switch (first.kind) {
       case ExprKind::kEmpty:
-        todo.push_back(std::move(a));
+        work.push_back(std::move(a));
         break;
       case ExprKind::kSequence:
-        todo.push_back(then(std::move(first.children)));
+        work.push_back(then(std::move(first.children)));
         break;
       case ExprKind::kAlternate:
         for (auto c = first.children.rbegin(); c != first.children.rend(); ++c) {
           Alternative head;
           head.push_back(std::move(*c));
-          todo.push_back(then(std::move(head)));
+          work.push_back(then(std::move(head)));
         }
         break;
       case ExprKind::kRepeat:
@@ -141,7 +141,7 @@ bool expose_first_items(std::vector<Alternative>& alts, RewriteBudget& budget) {
             if (first.max > 0) --first.max;
             head.push_back(std::move(first));
           }
-          todo.push_back(then(std::move(head)));
+          work.push_back(then(std::move(head)));
           break;
         }
         [[fallthrough]];
