@@ -5,6 +5,9 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -14,6 +17,24 @@
 
 namespace beam::cli {
 namespace {
+
+// --lora-modules NAME=DIR[,NAME=DIR...] (vLLM's name=path pairs).
+Expected<std::vector<std::pair<std::string, std::string>>> parse_lora_modules(
+    const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = text.find(',', begin);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(begin, end - begin);
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
+      return make_error("--lora-modules: expected NAME=DIR, got '" + item + "'");
+    out.emplace_back(item.substr(0, eq), item.substr(eq + 1));
+    begin = end + 1;
+  }
+  return out;
+}
 
 Expected<server::ServeOptions> options_from_args(const Args& a) {
   server::ServeOptions o;
@@ -52,6 +73,17 @@ Expected<server::ServeOptions> options_from_args(const Args& a) {
   o.model.enable_return_routed_experts = a.has("enable-return-routed-experts");
   o.model.enable_weight_updates = a.has("enable-weight-updates");
   o.model.merge_lora_dir = a.get_or("merge-lora", "");
+  BEAM_ASSIGN_OR_RETURN(o.model.lora_modules, parse_lora_modules(a.get_or("lora-modules", "")));
+  const bool lora = a.has("enable-lora") || !o.model.lora_modules.empty();
+  BEAM_ASSIGN_OR_RETURN(int64_t max_loras, a.get_int("max-loras", lora ? 4 : 0));
+  BEAM_ASSIGN_OR_RETURN(int64_t max_lora_rank, a.get_int("max-lora-rank", 16));
+  if (max_loras < 0 || max_loras > 64 || max_lora_rank < 1 || max_lora_rank > 512)
+    return make_error("--max-loras must be in [0, 64] and --max-lora-rank in [1, 512], got " +
+                      std::to_string(max_loras) + " and " + std::to_string(max_lora_rank));
+  if (max_loras == 0 && lora)
+    return make_error("--lora-modules and --enable-lora need --max-loras >= 1");
+  o.model.engine.max_loras = static_cast<int>(max_loras);
+  o.model.engine.max_lora_rank = static_cast<int>(max_lora_rank);
   o.model.engine.enable_sleep_mode = a.has("enable-sleep-mode");
   const std::string logprobs_mode = a.get_or("logprobs-mode", "scaled");
   std::optional<LogprobsMode> mode = parse_logprobs_mode(logprobs_mode);
@@ -96,9 +128,13 @@ int cmd_serve(int argc, char** argv) {
                            "enable-weight-updates",
                            "enable-sleep-mode",
                            "merge-lora",
+                           "enable-lora",
+                           "lora-modules",
+                           "max-loras",
+                           "max-lora-rank",
                            "logprobs-mode"},
                           {"no-prefix-cache", "no-cuda-graphs", "enable-return-routed-experts",
-                           "enable-weight-updates", "enable-sleep-mode"});
+                           "enable-weight-updates", "enable-sleep-mode", "enable-lora"});
   if (!args.ok()) {
     std::fprintf(stderr, "serve: %s\n%s", args.error().message.c_str(), kServeUsage);
     return 2;

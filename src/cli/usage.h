@@ -47,6 +47,10 @@ inline constexpr const char* kServeUsage =
     "         [--enable-return-routed-experts (requests may ask for their routed experts)]\n"
     "         [--enable-weight-updates (POST /update_weights_from_disk loads new weights)]\n"
     "         [--merge-lora DIR (a PEFT LoRA adapter merged into the weights as they load)]\n"
+    "         [--lora-modules NAME=DIR[,NAME=DIR...] (PEFT LoRA adapters served per request as\n"
+    "          models of those names; more with POST /v1/load_lora_adapter)]\n"
+    "         [--enable-lora] [--max-loras N (adapters one step serves; default 4 with LoRA, else\n"
+    "          0)] [--max-lora-rank R (highest adapter rank; default 16)]\n"
     "         [--enable-sleep-mode (POST /sleep and /wake_up give the KV and weight memory back)]\n"
     "         [--logprobs-mode scaled|raw (logprobs of the logits / temperature, or of the raw\n"
     "          logits as vLLM's raw_logprobs; a request's logprobs_mode overrides it)]\n";

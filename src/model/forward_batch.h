@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/api/attention.h"
+#include "kernels/api/lora.h"
 
 namespace beam {
 
@@ -22,6 +23,7 @@ struct SeqChunk {
   std::span<const int32_t> full_blocks;
   std::span<const int32_t> sliding_blocks;
   bool all_logits = false;  // logits for every new token, else only for the last one
+  int32_t lora_slot = kNoLoraSlot;  // the LoRA slot its tokens use (model/lora_slots.h)
 };
 
 struct ForwardBatch {

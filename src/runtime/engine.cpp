@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <set>
 
 #include "core/logging.h"
 #include "runtime/engine_device.h"
@@ -76,12 +77,14 @@ void log_step_budget(int64_t tokens, bool explicit_tokens, int64_t device_defaul
 class Engine::Impl {
  public:
   Impl(EngineDevice device, const EngineOptions& options, KvGeometry geometry, KvPoolSizes sizes,
-       std::unique_ptr<KvMemoryAllocator> allocator, KvStorage storage, KvCacheManager kv)
+       std::unique_ptr<KvMemoryAllocator> allocator, KvStorage storage, KvCacheManager kv,
+       std::unique_ptr<LoraSlots> lora)
       : options_(options),
         cuda_(device.cuda),
         allocator_(std::move(allocator)),
         pool_(options.num_threads),
-        model_(device.weights, device.context(&pool_)),
+        model_(device.weights, device.context(&pool_), std::move(lora)),
+        lora_table_(options.max_loras),
         geometry_(std::move(geometry)),
         sizes_(sizes),
         storage_(std::move(storage)),
@@ -130,9 +133,16 @@ class Engine::Impl {
                         std::to_string(max_context_) + " tokens");
     BEAM_RETURN_IF_ERROR(request.sampling.validate(config().vocab_size));
     BEAM_RETURN_IF_ERROR(validate_prompt_logprobs(request));
+    std::shared_ptr<const LoraEntry> lora;
+    if (!request.lora_name.empty()) {
+      if (options_.max_loras == 0)
+        return make_error("lora: the engine serves no LoRA adapters (its max_loras is 0), so '" +
+                          request.lora_name + "' cannot be used");
+      BEAM_ASSIGN_OR_RETURN(lora, loras_.find(request.lora_name));
+    }
     std::lock_guard<std::mutex> lock(inbox_.mu);
     RequestId id(next_request_id_++);
-    inbox_.submitted.emplace_back(id, std::move(request));
+    inbox_.submitted.push_back(Submission{id, std::move(request), std::move(lora)});
     inbox_.pending++;
     inbox_.cv.notify_all();
     return id;
@@ -191,6 +201,23 @@ class Engine::Impl {
     inbox_.idle_cv.wait(lock, [&] { return inbox_.pending == 0; });
   }
 
+  Status load_lora_adapter(const std::string& name, const std::string& dir) {
+    if (options_.max_loras == 0)
+      return make_error("the engine serves no LoRA adapters (start it with max_loras >= 1)");
+    BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const LoraAdapter> adapter, LoraAdapter::open(dir));
+    // The slots' module shapes never change, so any thread may check against them.
+    BEAM_RETURN_IF_ERROR(model_.lora_slots()->check(*adapter));
+    return loras_.add(name, std::move(adapter));
+  }
+
+  Status unload_lora_adapter(const std::string& name) { return loras_.remove(name); }
+
+  std::vector<LoraAdapterInfo> lora_adapters() const {
+    std::vector<LoraAdapterInfo> out;
+    for (const auto& e : loras_.list()) out.push_back({e->name, e->adapter->dir()});
+    return out;
+  }
+
   Status memory_command(MemoryCommand command) {
     return ask_engine_thread(inbox_.memory_answer, "another sleep or wake-up is in progress",
                              [&] { inbox_.memory_command = command; });
@@ -235,7 +262,15 @@ class Engine::Impl {
   }
   void run();
   bool drain_inbox();
-  void admit_request(RequestId id, GenerateRequest&& request);
+  void admit_request(Submission&& submission);
+  // Whether seq's adapter (if any) holds a model slot this step: running sequences' adapters keep
+  // theirs (in `pinned`); another gets a free slot or the least recently used one no pinned
+  // adapter holds (its factors copied in now) and is pinned; false: none is free, seq waits.
+  // An adapter that fails to load ends its request (`failed`).
+  bool take_lora_slot(const Sequence& seq, std::set<uint64_t>& pinned,
+                      std::vector<std::pair<RequestId, std::string>>& failed);
+  // The model slot of seq's adapter (kNoLoraSlot without one); it holds one while seq runs.
+  int32_t lora_slot_of(const Sequence& seq);
   void cancel_request(RequestId id);
   void stop_request_sibling(RequestId id, int32_t sibling);
   void step();
@@ -312,6 +347,8 @@ class Engine::Impl {
   Scheduler scheduler_;
   BatchSampler sampler_;                            // Device::kCpu
   std::optional<DeviceBatchSampler> device_sampler_;  // other devices: logits stay there
+  LoraRegistry loras_;                                // adapters by name (any thread)
+  LoraSlotTable lora_table_;       // which adapter each of the model's LoRA slots holds
   std::vector<uint32_t> allowed_;  // the step's allowed-token masks (attach_allowed_tokens)
   std::vector<MaskScratch> mask_scratch_;  // one per pool thread
   std::vector<int32_t> eos_;
@@ -359,7 +396,7 @@ void Engine::Impl::run() {
 // Applies submits, cancels and sibling stops; blocks while there is nothing to do. False when
 // stopping.
 bool Engine::Impl::drain_inbox() {
-  std::vector<std::pair<RequestId, GenerateRequest>> submitted;
+  std::vector<Submission> submitted;
   std::vector<RequestId> cancelled;
   std::vector<std::pair<RequestId, int32_t>> stopped;
   bool flush = false;
@@ -398,7 +435,7 @@ bool Engine::Impl::drain_inbox() {
     stopped.swap(inbox_.stopped);
     flush = inbox_.flush;
   }
-  for (auto& [id, req] : submitted) admit_request(id, std::move(req));
+  for (Submission& s : submitted) admit_request(std::move(s));
   if (abort_for_weights) {  // every request in flight ends now
     std::vector<RequestId> ids;
     for (const auto& [id, rs] : requests_)
@@ -532,12 +569,15 @@ void Engine::Impl::requeue_released(Sequence& s) {
   counters_.preemptions++;
 }
 
-void Engine::Impl::admit_request(RequestId id, GenerateRequest&& request) {
+void Engine::Impl::admit_request(Submission&& submission) {
+  const RequestId id = submission.id;
   RequestState rs;
-  rs.params = std::make_shared<const SamplingParams>(request.sampling);
+  rs.params = std::make_shared<const SamplingParams>(submission.request.sampling);
   rs.seed = rs.params->seed.value_or(draw_random_seed());
-  rs.request = std::move(request);
-  rs.cache_salt = PrefixCache::salt_of_text(rs.request.cache_salt);
+  rs.request = std::move(submission.request);
+  rs.lora = std::move(submission.lora);
+  rs.cache_salt = PrefixCache::salt_for_adapter(PrefixCache::salt_of_text(rs.request.cache_salt),
+                                                rs.lora ? rs.lora->id : 0);
   const int64_t n = rs.params->n;
   int64_t arrival = next_arrival_++;
   const auto queued = std::chrono::steady_clock::now();
@@ -681,10 +721,21 @@ namespace beam {
 void Engine::Impl::step() {
   order_waiting();
   std::vector<SeqState> running, waiting;
-  for (SeqId id : running_) running.push_back(scheduler_view(seqs_.at(id)));
-  for (SeqId id : waiting_)  // with new weights or a sleep waiting, only what is in flight goes on
-    if (!holding_new_requests() || in_flight(seqs_.at(id)))
-      waiting.push_back(scheduler_view(seqs_.at(id)));
+  std::set<uint64_t> pinned;  // adapters holding LoRA slots this step
+  std::vector<std::pair<RequestId, std::string>> lora_failed;
+  for (SeqId id : running_) {
+    const Sequence& s = seqs_.at(id);
+    running.push_back(scheduler_view(s));
+    if (const auto& lora = requests_.at(s.request).lora) pinned.insert(lora->id);
+  }
+  for (SeqId id :
+       waiting_) {  // with new weights or a sleep waiting, only what is in flight goes on
+    const Sequence& s = seqs_.at(id);
+    if ((!holding_new_requests() || in_flight(s)) && take_lora_slot(s, pinned, lora_failed))
+      waiting.push_back(scheduler_view(s));
+  }
+  for (const auto& [id, error] : lora_failed)
+    if (requests_.contains(id)) finish_request(id, FinishReason::kError, "lora: " + error);
   PrefixCache* prefix = prefix_ ? &*prefix_ : nullptr;
   StepPlan plan = scheduler_.plan(SchedulerInput{running, waiting, &kv_, prefix});
 
@@ -708,9 +759,9 @@ void Engine::Impl::step() {
     if (s.times.scheduled == std::chrono::steady_clock::time_point{})
       s.times.scheduled = step_start;
     const bool all_logits = w.num_tokens > 1 && needs_prompt_logits(s);  // one token: its row
-    batch.seqs.push_back(
-        SeqChunk{std::span<const int32_t>(s.tokens).subspan(w.num_computed, w.num_tokens), 0,
-                 w.num_computed, kv_.full_table(w.seq), kv_.sliding_table(w.seq), all_logits});
+    batch.seqs.push_back(SeqChunk{
+        std::span<const int32_t>(s.tokens).subspan(w.num_computed, w.num_tokens), 0, w.num_computed,
+        kv_.full_table(w.seq), kv_.sliding_table(w.seq), all_logits, lora_slot_of(s)});
     batch.capture_routing = batch.capture_routing || wants_routing(s);
     scores_prompt = scores_prompt || needs_prompt_logits(s);
   }
@@ -732,6 +783,36 @@ void Engine::Impl::step() {
   if (scores_prompt) record_prompt_logprobs(plan, out);
   sample_and_emit(plan, out);
   release_retired_parents();
+}
+
+bool Engine::Impl::take_lora_slot(const Sequence& seq, std::set<uint64_t>& pinned,
+                                  std::vector<std::pair<RequestId, std::string>>& failed) {
+  const auto& lora = requests_.at(seq.request).lora;
+  if (!lora) return true;
+  const int64_t step = counters_.steps;
+  if (lora_table_.find(lora->id, step)) {
+    pinned.insert(lora->id);
+    return true;
+  }
+  const std::optional<int32_t> slot = lora_table_.victim(pinned);
+  if (!slot) return false;
+  const Status st = model_.lora_slots()->load(model_.context(), *slot, *lora->adapter);
+  if (!st.ok()) {
+    lora_table_.clear(*slot);
+    failed.emplace_back(seq.request, st.error().message);
+    return false;
+  }
+  lora_table_.assign(*slot, lora->id, step);
+  pinned.insert(lora->id);
+  return true;
+}
+
+int32_t Engine::Impl::lora_slot_of(const Sequence& seq) {
+  const auto& lora = requests_.at(seq.request).lora;
+  if (!lora) return kNoLoraSlot;
+  const std::optional<int32_t> slot = lora_table_.find(lora->id, counters_.steps);
+  BEAM_CHECK(slot.has_value()) << "sequence " << seq.id.value << " runs without its LoRA slot";
+  return *slot;
 }
 
 // Admission order: priority first; then, while the queue is short, longest cached prefix first
@@ -1063,6 +1144,12 @@ Expected<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const BeamWeigh
                                                                 options.enable_sleep_mode));
   device.cuda_graphs = options.cuda_graphs;
   device.attention_probs = options.attention_probs;
+  // The LoRA slots before the warm-up step and the KV budget, which see the memory they take.
+  std::unique_ptr<LoraSlots> lora;
+  if (options.max_loras != 0) {
+    BEAM_ASSIGN_OR_RETURN(lora, LoraSlots::create(device.context(nullptr), config,
+                                                  options.max_loras, options.max_lora_rank));
+  }
   const int64_t device_default = default_max_tokens_per_step(
       device.device, device_memory_info(device.context(nullptr)).total_bytes);
   int64_t step_tokens = options.max_tokens_per_step.value_or(device_default);
@@ -1097,7 +1184,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const BeamWeigh
   kc.num_sliding_blocks = sizes.num_sliding_blocks;
   BEAM_ASSIGN_OR_RETURN(KvCacheManager kv, KvCacheManager::create(kc));
   auto impl = std::make_unique<Impl>(std::move(device), resolved, std::move(geometry), sizes,
-                                     std::move(allocator), std::move(storage), std::move(kv));
+                                     std::move(allocator), std::move(storage), std::move(kv),
+                                     std::move(lora));
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
@@ -1114,6 +1202,15 @@ EngineStats Engine::stats() const { return impl_->stats(); }
 void Engine::flush_prefix_cache() { impl_->flush_prefix_cache(); }
 Status Engine::update_weights(std::shared_ptr<const BeamWeights> weights, bool abort_in_flight) {
   return impl_->update_weights(std::move(weights), abort_in_flight);
+}
+Status Engine::load_lora_adapter(const std::string& name, const std::string& dir) {
+  return impl_->load_lora_adapter(name, dir);
+}
+Status Engine::unload_lora_adapter(const std::string& name) {
+  return impl_->unload_lora_adapter(name);
+}
+std::vector<LoraAdapterInfo> Engine::lora_adapters() const {
+  return impl_->lora_adapters();
 }
 void Engine::wait_idle() { impl_->wait_idle(); }
 Status Engine::sleep(SleepLevel level, bool weights, bool kv_cache) {

@@ -97,6 +97,14 @@ struct GenerateRequest {
   // Prefix-cache namespace (vLLM's cache_salt): cached prefixes are shared only among requests
   // with the same salt; "" (none) shares with other unsalted requests only.
   std::string cache_salt = {};
+  // A LoRA adapter loaded with Engine::load_lora_adapter, by name ("": the base model).
+  std::string lora_name = {};
+};
+
+// A loaded LoRA adapter (Engine::lora_adapters).
+struct LoraAdapterInfo {
+  std::string name;
+  std::string path;  // its directory
 };
 
 struct EngineOptions {
@@ -119,6 +127,10 @@ struct EngineOptions {
   // Engine::sleep / wake_up may give the KV pools' and (CUDA) the weights' memory back (vLLM's
   // enable_sleep_mode): that memory is then ReleasableMemory (kernels/api/releasable_memory.h).
   bool enable_sleep_mode = false;
+  // Per-request LoRA adapters (vLLM's --max-loras / --max-lora-rank): the adapters one step may
+  // use (device slots; 0 = none served) and the highest rank a slot holds.
+  int max_loras = 0;
+  int max_lora_rank = 16;
 };
 
 // How far Engine::sleep lets go of the weights (vLLM's sleep levels). On the CPU the weights stay
@@ -215,6 +227,15 @@ class Engine {
   // was not restored stays released).
   Status wake_up(bool weights, bool kv_cache);
   SleepState sleep_state() const;
+  // Loads the PEFT LoRA adapter of `dir` as `name`, for requests naming it
+  // (GenerateRequest::lora_name; vLLM's /v1/load_lora_adapter). Any number may be loaded; a step
+  // serves up to EngineOptions::max_loras of them (the others' requests wait for a slot). Errors:
+  // LoRA off (max_loras 0), the name taken, the adapter unreadable or not servable (a rank above
+  // max_lora_rank, routed-expert or unknown modules: LoraSlots::check's message).
+  Status load_lora_adapter(const std::string& name, const std::string& dir);
+  // New requests can no longer name it; those holding it finish with it. Errors: no such name.
+  Status unload_lora_adapter(const std::string& name);
+  std::vector<LoraAdapterInfo> lora_adapters() const;
   // Stops running steps (RL weight syncs: vLLM's /pause, SGLang's pause_generation) after treating
   // the requests as `mode` says; with clear_cache (not kKeep) the prefix cache is emptied. New
   // requests are queued until resume. While paused, update_weights applies at once: kept requests

@@ -18,6 +18,7 @@
 #include "runtime/kv_cache/kv_cache_manager.h"
 #include "runtime/kv_cache/kv_geometry.h"
 #include "runtime/kv_cache/kv_storage.h"
+#include "runtime/lora_registry.h"
 #include "runtime/prefix_cache/prefix_cache.h"
 #include "runtime/sampling/batch_sampler.h"
 #include "runtime/sampling/sequence_sampling_state.h"
@@ -55,7 +56,8 @@ struct RequestState {
   GenerateRequest request;
   std::shared_ptr<const SamplingParams> params;
   uint64_t seed = 0;
-  uint64_t cache_salt = 0;  // PrefixCache::salt_of_text(request.cache_salt)
+  uint64_t cache_salt = 0;                // of request.cache_salt and its adapter (PrefixCache)
+  std::shared_ptr<const LoraEntry> lora;  // request.lora_name's adapter (null: none)
   std::vector<SeqId> seqs;  // [n], sibling order
   int64_t num_unfinished = 0;
   // GenerateRequest::prompt_logprobs: positions [start, prompt length), by position - start (an
@@ -88,10 +90,17 @@ struct EngineAnswer {
   std::optional<Status> result;
 };
 
+// A submitted request with its adapter (resolved by name on the submitting thread).
+struct Submission {
+  RequestId id;
+  GenerateRequest request;
+  std::shared_ptr<const LoraEntry> lora;
+};
+
 struct Inbox {
   std::mutex mu;
   std::condition_variable cv;
-  std::vector<std::pair<RequestId, GenerateRequest>> submitted;
+  std::vector<Submission> submitted;
   std::vector<RequestId> cancelled;
   std::vector<std::pair<RequestId, int32_t>> stopped;  // (request, sibling)
   bool stop = false;

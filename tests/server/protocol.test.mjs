@@ -993,6 +993,89 @@ test('a LoRA adapter merges at start-up and on weight updates', async () => {
   }
 });
 
+// LoRA adapters served per request (--lora-modules, --max-loras): each is a model of its name in
+// /v1/models and in "model" (the response names it), SGLang's lora_path takes its name or folder,
+// and both give the same tokens, other than the base's; vLLM's /v1/load_lora_adapter /
+// unload_lora_adapter and SGLang's /load_lora_adapter / unload_lora_adapter add and remove them;
+// unknown names are 404s, a server without LoRA refuses loads naming the flag.
+test('LoRA adapters are served per request and loaded at run time', async () => {
+  const lora = tinyBeamLora();
+  const s = await startServer(['--lora-modules', `a=${lora}`, '--max-loras', '2', '--max-lora-rank', '8']);
+  const at = async (route, body) => {
+    const r = await fetch(s.baseUrl + route, { method: 'POST',
+      headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const text = await r.text();
+    let json = null;
+    try { json = JSON.parse(text); } catch { /* a text answer */ }
+    return { status: r.status, json, text };
+  };
+  const prompt = Array.from({ length: 12 }, (_, i) => 30 + i);
+  const complete = async (model) => {
+    const r = await at('/v1/completions', { model, prompt, max_tokens: 8, temperature: 0, ignore_eos: true });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.model, model);
+    return r.json.choices[0].text;
+  };
+  const sglang = async (lora_path) => {
+    const r = await at('/generate', { input_ids: prompt, lora_path,
+      sampling_params: { max_new_tokens: 8, temperature: 0, ignore_eos: true } });
+    assert.equal(r.status, 200, r.text);
+    return r.json.text;
+  };
+  try {
+    const models = await (await fetch(s.baseUrl + '/v1/models')).json();
+    assert.deepEqual(models.data.map((m) => m.id), [MODEL, 'a']);
+    assert.equal(models.data[1].parent, MODEL);
+    assert.equal(models.data[1].root, lora);
+    const base = await complete(MODEL);
+    const adapted = await complete('a');
+    assert.notEqual(adapted, base);
+    assert.equal(await sglang('a'), adapted);
+    assert.equal(await sglang(lora), adapted);  // by its folder
+    assert.equal(await sglang(null), base);
+    const chatted = await at('/v1/chat/completions', chat({ model: 'a' }));
+    assert.equal(chatted.status, 200, chatted.text);
+    assert.equal(chatted.json.model, 'a');
+
+    // vLLM's run-time loading: the same folder as "b" serves the same tokens.
+    const loaded = await at('/v1/load_lora_adapter', { lora_name: 'b', lora_path: lora });
+    assert.equal(loaded.status, 200, loaded.text);
+    assert.match(loaded.text, /Success: LoRA adapter 'b' added/);
+    assert.equal(await complete('b'), adapted);
+    assertOpenAiError(await at('/v1/load_lora_adapter', { lora_name: 'b', lora_path: lora }), 400, 'lora_name');
+    assertOpenAiError(await at('/v1/load_lora_adapter', { lora_name: 'c' }), 400, 'lora_path');
+    const missing = await at('/v1/load_lora_adapter', { lora_name: 'c', lora_path: '/nonexistent' });
+    assertOpenAiError(missing, 400, 'lora_name');
+    assert.match(missing.json.error.message, /\/nonexistent\/adapter_config\.json/);
+    // SGLang's: {"success", "loaded_adapters"}.
+    const c = await at('/load_lora_adapter', { lora_name: 'c', lora_path: lora });
+    assert.equal(c.status, 200, c.text);
+    assert.equal(c.json.success, true);
+    assert.deepEqual(c.json.loaded_adapters, { a: lora, b: lora, c: lora });
+    const gone = await at('/unload_lora_adapter', { lora_name: 'c' });
+    assert.equal(gone.json.success, true, gone.text);
+    assert.deepEqual(gone.json.loaded_adapters, { a: lora, b: lora });
+    const again = await at('/unload_lora_adapter', { lora_name: 'c' });
+    assert.equal(again.status, 400);
+    assert.equal(again.json.success, false);
+    assert.match(again.json.error_message, /no LoRA adapter named 'c'/);
+    assert.equal((await at('/v1/unload_lora_adapter', { lora_name: 'b' })).status, 200);
+    assertOpenAiError(await at('/v1/unload_lora_adapter', { lora_name: 'b' }), 404, 'lora_name');
+    assertOpenAiError(await at('/v1/completions', { model: 'b', prompt, max_tokens: 1 }), 404, 'model');
+    assertOpenAiError(await at('/generate', { input_ids: prompt, lora_path: 'b', sampling_params: {} }),
+      404, 'lora_path');
+    assert.equal((await fetch(s.baseUrl + '/v1/models/a')).status, 200);
+    assert.equal((await fetch(s.baseUrl + '/v1/models/b')).status, 404);
+  } finally {
+    assert.equal(await s.stop(), 0);
+    fs.rmSync(lora, { recursive: true, force: true });
+  }
+  // The shared server serves no adapters.
+  const off = await post('/v1/load_lora_adapter', { lora_name: 'a', lora_path: '/tmp' });
+  assertOpenAiError(off, 400);
+  assert.match(off.json.error.message, /--max-loras/);
+});
+
 // Sleep mode (--enable-sleep-mode) for RL loops that train on the same GPU: vLLM's /sleep,
 // /wake_up and /is_sleeping, SGLang's release / resume_memory_occupation. A request sent while
 // asleep waits and then answers as before the sleep; level 2 serves again once new weights come
@@ -1530,7 +1613,8 @@ test('/abort_request ends a request by its rid, or all of them', async () => {
 });
 
 test('/generate, SGLang format: what it cannot honour is a 400 naming the field', async () => {
-  assertOpenAiError(await sgl({ sampling_params: {}, lora_path: 'my-adapter' }), 400, 'lora_path');
+  assertOpenAiError(await sgl({ sampling_params: {}, lora_path: 'my-adapter' }), 404, 'lora_path');
+  assertOpenAiError(await sgl({ sampling_params: {}, lora_path: 7 }), 400, 'lora_path');
   assertOpenAiError(await sgl({ sampling_params: {}, image_data: 'cat.png' }), 400, 'image_data');
   assertOpenAiError(await sgl({ sampling_params: {}, custom_logit_processor: 'x' }), 400, 'custom_logit_processor');
   assertOpenAiError(await sgl({ sampling_params: { structural_tag: '{}' } }), 400,

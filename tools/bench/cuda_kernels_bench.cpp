@@ -19,6 +19,7 @@
 #include "kernels/api/attention.h"
 #include "kernels/api/device_memory.h"
 #include "kernels/api/gemm.h"
+#include "kernels/api/lora.h"
 #include "kernels/api/moe.h"
 #include "kernels/api/norm.h"
 #include "kernels/api/rope.h"
@@ -352,6 +353,37 @@ BENCHMARK(BM_swiglu)
 // Logits are computed for the last token of each sequence: decode batches, not prefill chunks.
 BENCHMARK(BM_softcap)->Arg(1)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_embedding)->Apply(decode_and_prefill);
+
+// LoRA deltas on q_proj's output (in 5120, n 6144) from a stack of 4 adapter slots of rank
+// range(1): all T tokens on slot 0 (range(2) = 0) or on slots t % 4 (1). bytes/s counts x, each
+// used slot's A and B once, out read and written; flop/s 2·T·r·(in + n).
+void BM_lora_add(benchmark::State& state) {
+  Gpu gpu;
+  if (!gpu.start(state)) return;
+  constexpr int64_t kSlots = 4, kOut = kQHeads * kHeadDim;
+  const int64_t T = state.range(0), r = state.range(1);
+  const bool mixed = state.range(2) != 0;
+  const TensorView x = gpu.uniform(DType::kBF16, {T, kHidden}, 51, 2.0f);
+  const LoraStack stack{gpu.uniform(DType::kBF16, {kSlots, r, kHidden}, 52, 0.02f),
+                        gpu.uniform(DType::kBF16, {kSlots, kOut, r}, 53, 0.02f),
+                        gpu.uniform(DType::kF32, {kSlots}, 54, 1.0f)};
+  std::vector<int32_t> slot_of(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) slot_of[t] = mixed ? static_cast<int32_t>(t % kSlots) : 0;
+  const TensorView slots = gpu.from_host(DType::kI32, slot_of);
+  const TensorView out = gpu.uniform(DType::kBF16, {T, kOut}, 55, 1.0f);
+  const int64_t used = mixed ? std::min(T, kSlots) : 1;
+  const double flops = 2.0 * T * r * (kHidden + kOut);
+  time_op(state, gpu, 2.0 * (used * r * (kHidden + kOut) + T * kHidden + 2 * T * kOut) + 4.0 * T,
+          [&] { lora_add(gpu.ctx, x, stack, slots, out, 0); });
+  state.counters["flop/s"] = benchmark::Counter(
+      flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+
+BENCHMARK(BM_lora_add)
+    ->ArgNames({"T", "r", "mixed"})
+    ->ArgsProduct({{1, 32, 128, 2048}, {16, 64}, {0, 1}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 
 // ---- MoE (kernels/cuda/moe_route.cu, moe_experts.cu): 256 experts, top-8 of 4/8 groups --------
 constexpr int64_t kExperts = 256, kTopK = 8;

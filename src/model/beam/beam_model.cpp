@@ -6,6 +6,7 @@
 // go through DecodeGraphs, which replays the same op sequence as a CUDA graph.
 #include "model/beam/beam_model.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <string>
@@ -16,6 +17,7 @@
 #include "kernels/api/device_out_of_memory.h"
 #include "kernels/api/fixed_attention.h"
 #include "kernels/api/gemm.h"
+#include "kernels/api/lora.h"
 #include "kernels/api/moe.h"
 #include "kernels/api/norm.h"
 #include "kernels/api/rope.h"
@@ -56,8 +58,9 @@ Status check_table(const std::string& pool, size_t seq_index, std::span<const in
 
 }  // namespace
 
-BeamModel::BeamModel(std::shared_ptr<const BeamWeights> weights, KernelContext ctx)
-    : weights_(std::move(weights)), ctx_(ctx) {
+BeamModel::BeamModel(std::shared_ptr<const BeamWeights> weights, KernelContext ctx,
+                     std::unique_ptr<LoraSlots> lora)
+    : weights_(std::move(weights)), ctx_(ctx), lora_(std::move(lora)) {
   BEAM_CHECK(weights_ != nullptr && weights_->embed.device == ctx_.device)
       << "BeamModel: weights must live on the context's device (model/device_weights.h)";
 }
@@ -99,6 +102,10 @@ Status BeamModel::validate(const ForwardBatch& batch, const KvLayers& kv) const 
     const SeqChunk& s = batch.seqs[i];
     std::string who = "sequence " + std::to_string(i);
     if (s.tokens.empty()) return make_error(who + ": no tokens");
+    const int32_t slots = lora_ ? lora_->num_slots() : 0;
+    if (s.lora_slot < kNoLoraSlot || s.lora_slot >= slots)
+      return make_error(who + ": LoRA slot " + std::to_string(s.lora_slot) +
+                        " outside the model's " + std::to_string(slots) + " slots");
     if (s.kv_pos0 < 0 || s.num_cached < 0) return make_error(who + ": negative position");
     for (int32_t t : s.tokens)
       if (t < 0 || t >= cfg.vocab_size)
@@ -198,6 +205,10 @@ void BeamModel::attention_block(Workspace& ws, int64_t l, const KvLayers& kv, At
   TensorView g = ws.gate.view(DType::kBF16, {T, Nq * D});
   const TensorView qkvg_outs[] = {q, k, v, g};
   linear_split(ctx_, x, lw.attn.qkvg, qkvg_outs);
+  add_lora(ws, l, LoraTarget::kQ, x, q);
+  add_lora(ws, l, LoraTarget::kK, x, k);
+  add_lora(ws, l, LoraTarget::kV, x, v);
+  add_lora(ws, l, LoraTarget::kGate, x, g);
   profile_mark(ctx_, StepOp::kQkvg);
 
   // Per-head q/k norms, then RoPE (sliding) or SSMax (full), then the KV-cache write: one op.
@@ -234,6 +245,7 @@ void BeamModel::attention_block(Workspace& ws, int64_t l, const KvLayers& kv, At
 
   TensorView a = ws.branch.view(DType::kBF16, {T, H});
   linear(ctx_, o.reshape({T, Nq * D}), lw.attn.o_proj, a);
+  add_lora(ws, l, LoraTarget::kO, o.reshape({T, Nq * D}), a);
   profile_mark(ctx_, StepOp::kOProj);
   DepthScale s = depth_scale(2 * l + 2);
   // The residual update and the MLP's pre-norm of the new residual into x, in one op.
@@ -258,8 +270,11 @@ void BeamModel::mlp_block(Workspace& ws, int64_t l, int64_t sparse_index, bool c
       TensorView gu = ws.mlp_hidden.view(DType::kBF16, {T, 2 * I});
       TensorView act = ws.mlp_act.view(DType::kBF16, {T, I});
       linear(ctx_, x, lw.dense.gate_up, gu);
+      add_lora(ws, l, LoraTarget::kDenseGate, x, gu, 0);
+      add_lora(ws, l, LoraTarget::kDenseUp, x, gu, I);
       swiglu(ctx_, gu, act);
       linear(ctx_, act, lw.dense.down, m);
+      add_lora(ws, l, LoraTarget::kDenseDown, act, m);
       profile_mark(ctx_, StepOp::kDense);
       break;
     }
@@ -301,9 +316,25 @@ void BeamModel::compute_logits(Workspace& ws) {
   rms_norm(ctx_, hidden, weights_->final_norm, cfg.rms_norm_eps, hidden);
   TensorView z = ws.lm_out.view(DType::kBF16, {R, V});
   linear(ctx_, hidden, weights_->lm_head, z);
+  add_lora(ws, 0, LoraTarget::kLmHead, hidden, z);
   TensorView logits = ws.logits.view(DType::kF32, {R, V});
   softcap(ctx_, z, cfg.final_logit_softcapping.value_or(0.0f), logits);
   profile_mark(ctx_, StepOp::kHead);
+}
+
+void BeamModel::add_lora(const Workspace& ws, int64_t l, LoraTarget target, const TensorView& x,
+                         const TensorView& out, int64_t col0) {
+  if (!lora_) return;
+  const LoraStack* stack = lora_->stack(l, target);
+  if (stack == nullptr) return;
+  const bool rows = target == LoraTarget::kLmHead;
+  // An eager step's host metadata tells whether any token has an adapter; a decode graph's
+  // metadata changes on every replay, so its steps always run the op.
+  if (&ws == &ws_) {
+    const std::vector<int32_t>& slots = rows ? ws.lora_row_slots : ws.lora_slots;
+    if (std::all_of(slots.begin(), slots.end(), [](int32_t s) { return s == kNoLoraSlot; })) return;
+  }
+  lora_add(ctx_, x, *stack, rows ? ws.lora_row_slots_view() : ws.lora_slots_view(), out, col0);
 }
 
 void BeamModel::copy_logits(const Workspace& ws, const ForwardBatch& batch, ForwardOutput& out) {

@@ -9,6 +9,7 @@
 #include "model/beam/decode_graphs.h"
 #include "model/beam/workspace.h"
 #include "model/forward_batch.h"
+#include "model/lora_slots.h"
 #include "model/weights.h"
 
 namespace beam {
@@ -17,8 +18,11 @@ namespace beam {
 // memory and activations live on ctx's device; forward() returns when the logits are on the host.
 class BeamModel {
  public:
-  // weights must be on ctx.device (upload_weights in model/device_weights.h).
-  BeamModel(std::shared_ptr<const BeamWeights> weights, KernelContext ctx);
+  // weights must be on ctx.device (upload_weights in model/device_weights.h). lora (optional,
+  // on ctx.device): slots of adapters served per request; every step then adds each token's
+  // slot's deltas (SeqChunk::lora_slot) to the linear outputs LoraSlots serves.
+  BeamModel(std::shared_ptr<const BeamWeights> weights, KernelContext ctx,
+            std::unique_ptr<LoraSlots> lora = nullptr);
 
   const BeamConfig& config() const { return weights_->config; }
   const BeamWeights& weights() const { return *weights_; }
@@ -33,6 +37,9 @@ class BeamModel {
   Status forward(const ForwardBatch& batch, const KvLayers& kv, ForwardOutput& out);
 
   const DecodeGraphs& decode_graphs() const { return graphs_; }
+  // The adapter slots (null without); load and clear them between forward() calls only.
+  LoraSlots* lora_slots() { return lora_.get(); }
+  const LoraSlots* lora_slots() const { return lora_.get(); }
 
   // Serves `host` (load_beam_weights' result) from now on: weights of the same architecture
   // (config_difference names the first key that differs: an error, nothing changed). On the CPU
@@ -59,11 +66,16 @@ class BeamModel {
   void attention_block(Workspace& ws, int64_t layer, const KvLayers& kv, AttentionPath path);
   void mlp_block(Workspace& ws, int64_t layer, int64_t sparse_index, bool capture);
   void compute_logits(Workspace& ws);
+  // out[:, col0 :] += the LoRA deltas of layer l's `target` for ws's tokens (logit rows for
+  // kLmHead) when the model serves adapters; eager steps without an adapter token skip it.
+  void add_lora(const Workspace& ws, int64_t l, LoraTarget target, const TensorView& x,
+                const TensorView& out, int64_t col0 = 0);
   // Copies the logits of batch's rows (the first rows of ws.logits) to out.
   void copy_logits(const Workspace& ws, const ForwardBatch& batch, ForwardOutput& out);
 
   std::shared_ptr<const BeamWeights> weights_;
   KernelContext ctx_;
+  std::unique_ptr<LoraSlots> lora_;
   Workspace ws_;  // eager steps
   DecodeGraphs graphs_;
 };

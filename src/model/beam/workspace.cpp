@@ -38,6 +38,8 @@ void Workspace::build(const ForwardBatch& batch, int64_t block_size) {
   full_seqs.clear();
   sliding_seqs.clear();
   logit_rows.clear();
+  lora_slots.clear();
+  lora_row_slots.clear();
   auto slot = [block_size](std::span<const int32_t> table, int64_t j) -> int64_t {
     if (table.empty()) return -1;
     return static_cast<int64_t>(table[j / block_size]) * block_size + j % block_size;
@@ -51,7 +53,11 @@ void Workspace::build(const ForwardBatch& batch, int64_t block_size) {
       positions.push_back(s.kv_pos0 + j);
       full_slots.push_back(slot(s.full_blocks, j));
       sliding_slots.push_back(slot(s.sliding_blocks, j));
-      if (s.all_logits || i == n - 1) logit_rows.push_back(static_cast<int32_t>(begin + i));
+      lora_slots.push_back(s.lora_slot);
+      if (s.all_logits || i == n - 1) {
+        logit_rows.push_back(static_cast<int32_t>(begin + i));
+        lora_row_slots.push_back(s.lora_slot);
+      }
     }
     AttentionSeq a{begin, n, s.kv_pos0 + s.num_cached, s.kv_pos0, s.num_cached + n, s.full_blocks};
     full_seqs.push_back(a);
@@ -70,7 +76,9 @@ void Workspace::pad_decode(int64_t rows) {
     positions.push_back(0);
     full_slots.push_back(-1);
     sliding_slots.push_back(-1);
+    lora_slots.push_back(kNoLoraSlot);
     logit_rows.push_back(static_cast<int32_t>(r));
+    lora_row_slots.push_back(kNoLoraSlot);
   }
 }
 
@@ -90,7 +98,7 @@ Status Workspace::reserve(const KernelContext& ctx, const BeamConfig& cfg, int64
     const int64_t r = std::max(rows + rows / 2, meta_rows);
     meta = MetadataBuffer();  // free the old one first
     Expected<MetadataBuffer> m =
-        allocate_metadata(ctx, static_cast<size_t>(28 * t + 4 * r) + sizeof(int32_t));
+        allocate_metadata(ctx, static_cast<size_t>(32 * t + 8 * r) + sizeof(int32_t));
     if (!m.ok()) return make_error("forward workspace metadata: " + m.error().message);
     meta = std::move(*m);
     meta_tokens = t;
@@ -121,7 +129,9 @@ void Workspace::upload(const KernelContext& ctx) {
   put<int64_t>(meta, slots_offset(0), full_slots);
   put<int64_t>(meta, slots_offset(1), sliding_slots);
   put<int32_t>(meta, ids_offset(), token_ids);
+  put<int32_t>(meta, lora_offset(), lora_slots);
   put<int32_t>(meta, rows_offset(), logit_rows);
+  put<int32_t>(meta, lora_rows_offset(), lora_row_slots);
   put<int32_t>(meta, active_offset(), {&active_tokens, 1});
   upload_metadata(ctx, meta, 0, active_offset() + sizeof(int32_t));
 }

@@ -37,11 +37,14 @@ struct Workspace {
   std::vector<AttentionSeq> full_seqs;     // per sequence, block tables of the full pool (host)
   std::vector<AttentionSeq> sliding_seqs;  // per sequence, block tables of the sliding pool (host)
   std::vector<int32_t> logit_rows;       // [R] token rows whose logits are computed
+  std::vector<int32_t> lora_slots;       // [T] each token's LoRA slot (kNoLoraSlot: none)
+  std::vector<int32_t> lora_row_slots;   // [R] each logit row's LoRA slot
   int32_t active_tokens = 0;             // tokens before the padding (all: num_tokens())
 
   // Pinned metadata with its device mirror (kernels/api/device_memory.h), laid out for
   // meta_tokens tokens and meta_rows logit rows: positions, full slots, sliding slots (i64 each),
-  // token ids, logit rows, active_tokens (i32). Addresses change only when reserve() grows it.
+  // token ids, LoRA slots, logit rows, the rows' LoRA slots, active_tokens (i32). Addresses change
+  // only when reserve() grows it.
   MetadataBuffer meta;
   int64_t meta_tokens = 0, meta_rows = 0;
   // Activations.
@@ -53,7 +56,7 @@ struct Workspace {
   void build(const ForwardBatch& batch, int64_t block_size);
   // Pads a decode batch (one token per sequence, built above) to `rows` rows: token 0 at position
   // 0, no KV slot (-1), no routed experts (active_tokens stays the batch), logits computed (and
-  // dropped by the caller). Attention seqs stay real.
+  // dropped by the caller), no LoRA. Attention seqs stay real.
   void pad_decode(int64_t rows);
   // Reserves every buffer for `tokens` tokens and `rows` logit rows (routed_experts only with
   // capture). An error when the device is out of memory.
@@ -74,12 +77,20 @@ struct Workspace {
   TensorView ids_view() const { return meta.device_view(ids_offset(), DType::kI32, {num_tokens()}); }
   TensorView logit_rows_view() const { return meta.device_view(rows_offset(), DType::kI32, {num_logit_rows()}); }
   TensorView active_view() const { return meta.device_view(active_offset(), DType::kI32, {1}); }
+  TensorView lora_slots_view() const {
+    return meta.device_view(lora_offset(), DType::kI32, {num_tokens()});
+  }
+  TensorView lora_row_slots_view() const {
+    return meta.device_view(lora_rows_offset(), DType::kI32, {num_logit_rows()});
+  }
 
  private:
   size_t slots_offset(int pool) const { return static_cast<size_t>(meta_tokens) * 8 * (pool + 1); }
   size_t ids_offset() const { return static_cast<size_t>(meta_tokens) * 24; }
-  size_t rows_offset() const { return static_cast<size_t>(meta_tokens) * 28; }
-  size_t active_offset() const { return rows_offset() + static_cast<size_t>(meta_rows) * 4; }
+  size_t lora_offset() const { return static_cast<size_t>(meta_tokens) * 28; }
+  size_t rows_offset() const { return static_cast<size_t>(meta_tokens) * 32; }
+  size_t lora_rows_offset() const { return rows_offset() + static_cast<size_t>(meta_rows) * 4; }
+  size_t active_offset() const { return rows_offset() + static_cast<size_t>(meta_rows) * 8; }
 };
 
 }  // namespace beam

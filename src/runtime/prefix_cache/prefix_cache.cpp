@@ -49,6 +49,12 @@ uint64_t PrefixCache::salt_for_weights(uint64_t salt, uint64_t weights_epoch) {
   return h == 0 ? 1 : h;
 }
 
+uint64_t PrefixCache::salt_for_adapter(uint64_t salt, uint64_t lora_id) {
+  if (lora_id == 0) return salt;
+  const uint64_t h = mix64(salt ^ mix64(lora_id + 0x452821e638d01377ull));
+  return h == 0 ? 1 : h;
+}
+
 uint64_t PrefixCache::salt_of(SeqId seq) const {
   auto it = salts_.find(seq);
   return it == salts_.end() ? 0 : it->second;

@@ -70,6 +70,9 @@ class PrefixCache {
   // The salt of `salt` under the engine's weights_epoch-th weights (the salt itself for the first):
   // prefixes cached under other weights never match.
   static uint64_t salt_for_weights(uint64_t salt, uint64_t weights_epoch);
+  // The salt of `salt` for requests of LoRA adapter lora_id (LoraEntry::id; the salt itself for 0,
+  // the base model): prefixes cached under another adapter never match.
+  static uint64_t salt_for_adapter(uint64_t salt, uint64_t lora_id);
   // The salt (0: none) seq's blocks are cached under from now on: set when it is admitted,
   // inherited by fork children, forgotten by release().
   void set_salt(SeqId seq, uint64_t salt);

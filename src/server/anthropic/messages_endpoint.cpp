@@ -27,7 +27,7 @@ ApiExpected<bool> run(const EndpointEnv& env, const std::shared_ptr<Exchange>& e
   if (spec.sampling.n != 1) return invalid_request("'n' is not part of the Messages API", "n");
   MessagesOptions o;
   o.id = id;
-  o.model = env.model->name;
+  o.model = shown_model_name(*env.model, spec.lora_name);
   o.stream = req.stream;
   o.stop_sequences = spec.stop_strings;
   exchange->note("stream", req.stream ? "1" : "0");

@@ -136,8 +136,8 @@ ApiExpected<RenderedPrompt> prepare_chat_prompt(const ServedModel& model,
                                                 const std::string& requested_model,
                                                 const ToolChoice& tool_choice, ChatPrompt* prompt,
                                                 GenerationSpec* spec) {
-  API_ASSIGN_OR_RETURN(bool ok, check_model_name(model, requested_model));
-  API_ASSIGN_OR_RETURN(ok, require_chat_template(model));
+  API_ASSIGN_OR_RETURN(spec->lora_name, model_adapter(model, requested_model));
+  API_ASSIGN_OR_RETURN(bool ok, require_chat_template(model));
   spec->parse_output = true;
   spec->tools = prompt->tools ? *prompt->tools : Json(nullptr);
   API_ASSIGN_OR_RETURN(ok,

@@ -20,11 +20,24 @@ void ServedWeights::set(Info info) {
   info_ = std::move(info);
 }
 
-ApiExpected<bool> check_model_name(const ServedModel& model, const std::string& requested) {
-  if (requested.empty() || requested == model.name) return true;
+ApiExpected<std::string> model_adapter(const ServedModel& model, const std::string& requested) {
+  if (requested.empty() || requested == model.name) return std::string();
+  std::string adapters;
+  const std::vector<LoraAdapterInfo> loaded =
+      model.lora_enabled ? model.engine->lora_adapters() : std::vector<LoraAdapterInfo>{};
+  for (const LoraAdapterInfo& a : loaded) {
+    if (a.name == requested) return a.name;
+    adapters += ", '" + a.name + "'";
+  }
   return api_error(ErrorKind::kNotFound,
-                  "The model '" + requested + "' does not exist; this server serves '" + model.name + "'",
-                  "model", "model_not_found");
+                   "The model '" + requested + "' does not exist; this server serves '" +
+                       model.name + "'" + (adapters.empty() ? "" : " and the LoRA adapters") +
+                       adapters.substr(adapters.empty() ? 0 : 1),
+                   "model", "model_not_found");
+}
+
+std::string shown_model_name(const ServedModel& model, const std::string& lora_name) {
+  return lora_name.empty() ? model.name : lora_name;
 }
 
 ApiExpected<bool> require_tokenizer(const ServedModel& model) {

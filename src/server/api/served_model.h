@@ -69,13 +69,18 @@ struct ServedModel {
   bool routed_experts_enabled = false;  // --enable-return-routed-experts
   bool weight_updates_enabled = false;  // --enable-weight-updates
   bool sleep_mode_enabled = false;      // --enable-sleep-mode (EngineOptions::enable_sleep_mode)
+  bool lora_enabled = false;            // --max-loras >= 1 (EngineOptions::max_loras)
 };
 
 // Adds the model's sampling defaults to a request body for the fields it does not set.
 void apply_sampling_defaults(const ServedModel& model, Json* body);
 
-// 404 unless `requested` is empty or the served name.
-ApiExpected<bool> check_model_name(const ServedModel& model, const std::string& requested);
+// The LoRA adapter a request's "model" names (vLLM serves each loaded adapter as a model): ""
+// for the base model (empty or the served name), the adapter's name for a loaded adapter
+// (Engine::load_lora_adapter), else 404.
+ApiExpected<std::string> model_adapter(const ServedModel& model, const std::string& requested);
+// The "model" a response shows: the adapter's name, or the served name without one.
+std::string shown_model_name(const ServedModel& model, const std::string& lora_name);
 // 400 unless the model has a tokenizer (text endpoints) / a chat template (chat endpoints).
 ApiExpected<bool> require_tokenizer(const ServedModel& model);
 ApiExpected<bool> require_chat_template(const ServedModel& model);

@@ -170,16 +170,27 @@ void handle_models(const ServerState& state, const std::shared_ptr<Exchange>& ex
   const ServedModel* model = state.model();
   Json card = {{"id", model->name}, {"object", "model"}, {"created", model->created_unix_s}, {"owned_by", "beamserve"},
                {"max_model_len", model->max_context_tokens}};
+  // Each loaded LoRA adapter is a model of its own, its parent the base (vLLM's listing).
+  Json cards = Json::array({card});
+  const std::vector<LoraAdapterInfo> loras =
+      model->lora_enabled ? model->engine->lora_adapters() : std::vector<LoraAdapterInfo>{};
+  for (const LoraAdapterInfo& a : loras) {
+    Json lora = card;
+    lora["id"] = a.name;
+    lora["root"] = a.path;
+    lora["parent"] = model->name;
+    cards.push_back(std::move(lora));
+  }
   const std::string& path = exchange->request().path;
   const std::string prefix = "/v1/models/";
   if (path.rfind(prefix, 0) == 0) {
-    if (path.substr(prefix.size()) != model->name) {
-      return exchange->respond_error(api_error(ErrorKind::kNotFound, "The model '" + path.substr(prefix.size()) +
-                                                                        "' does not exist", "model", "model_not_found"));
-    }
-    return exchange->respond_json(200, dump_json(card));
+    const std::string id = path.substr(prefix.size());
+    for (const Json& c : cards)
+      if (c["id"] == id) return exchange->respond_json(200, dump_json(c));
+    return exchange->respond_error(api_error(
+        ErrorKind::kNotFound, "The model '" + id + "' does not exist", "model", "model_not_found"));
   }
-  exchange->respond_json(200, dump_json(Json{{"object", "list"}, {"data", Json::array({card})}}));
+  exchange->respond_json(200, dump_json(Json{{"object", "list"}, {"data", cards}}));
 }
 
 }  // namespace beam::server

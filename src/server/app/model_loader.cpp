@@ -110,6 +110,7 @@ Expected<std::unique_ptr<ServedModel>> load_served_model(const ModelLoadOptions&
   model->routed_experts_enabled = options.enable_return_routed_experts;
   model->weight_updates_enabled = options.enable_weight_updates;
   model->sleep_mode_enabled = options.engine.enable_sleep_mode;
+  model->lora_enabled = options.engine.max_loras > 0;
   if (model->name.empty()) model->name = fs::path(options.model_dir).lexically_normal().filename().string();
   if (model->name.empty()) model->name = fs::path(options.model_dir).lexically_normal().parent_path().filename().string();
   model->created_unix_s = unix_time_s();
@@ -120,6 +121,12 @@ Expected<std::unique_ptr<ServedModel>> load_served_model(const ModelLoadOptions&
   const BeamConfig config = weights->config;
   BEAM_RETURN_IF_ERROR(load_text_side(options.tokenizer_dir.empty() ? options.model_dir : options.tokenizer_dir, model.get()));
   BEAM_ASSIGN_OR_RETURN(model->engine, Engine::create(std::move(weights), options.engine));
+  for (const auto& [name, dir] : options.lora_modules) {
+    const Status st = model->engine->load_lora_adapter(name, dir);
+    if (!st.ok())
+      return make_error("--lora-modules " + name + "=" + dir + ": " + st.error().message);
+    log_info("serving the LoRA adapter '" + name + "' from " + dir);
+  }
   model->vocab_size = config.vocab_size;
   BEAM_ASSIGN_OR_RETURN(model->sampling_defaults, load_sampling_defaults(options.model_dir, config.vocab_size));
   if (options.logprobs_mode == LogprobsMode::kRaw)

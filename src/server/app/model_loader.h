@@ -4,6 +4,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/status.h"
 #include "server/api/served_model.h"
@@ -18,6 +20,8 @@ struct ModelLoadOptions {
   bool enable_return_routed_experts = false;  // requests may ask for routed experts (serve flag)
   bool enable_weight_updates = false;  // POST /update_weights_from_disk is served (serve flag)
   std::string merge_lora_dir;          // a PEFT LoRA adapter merged into the weights (empty: none)
+  // Per-request LoRA adapters loaded at start (name, directory); needs engine.max_loras >= 1.
+  std::vector<std::pair<std::string, std::string>> lora_modules;
   // The logprobs_mode of requests that do not set one (serve --logprobs-mode).
   LogprobsMode logprobs_mode = LogprobsMode::kScaled;
 };

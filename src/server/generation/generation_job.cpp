@@ -38,6 +38,7 @@ void GenerationJob::submit() {
   request.sampling = spec_.sampling;
   request.priority = spec_.priority;
   request.cache_salt = spec_.cache_salt;
+  request.lora_name = spec_.lora_name;
   request.return_routed_experts = spec_.return_routed_experts;
   request.routed_experts_start = spec_.routed_experts_start;
   request.prompt_logprobs = spec_.prompt_logprobs;

@@ -196,9 +196,8 @@ ApiExpected<bool> run_native(const EndpointEnv& env, const std::shared_ptr<Excha
   if (!ids) r.fail("input_ids", "is required (an array of token ids)");
   else if (!ids->is_array() || ids->empty()) r.fail(key, "expected a non-empty array of token ids");
   if (r.failed()) return r.take_error();
-  API_ASSIGN_OR_RETURN(bool ok, check_model_name(model, requested));
-  (void)ok;
   GenerationSpec spec;
+  API_ASSIGN_OR_RETURN(spec.lora_name, model_adapter(model, requested));
   for (size_t i = 0; i < ids->size(); ++i) {
     const Json& t = (*ids)[i];
     if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= model.vocab_size)
@@ -219,13 +218,25 @@ ApiExpected<bool> run_native(const EndpointEnv& env, const std::shared_ptr<Excha
     spec.prompt_logprobs = PromptLogprobsOptions{std::max<int64_t>(prompt_logprobs->first, 1),
                                                  prompt_logprobs->num_top};
   }
-  API_ASSIGN_OR_RETURN(ok, finish_spec(model, fields, "max_tokens", &spec));
+  API_ASSIGN_OR_RETURN(bool ok, finish_spec(model, fields, "max_tokens", &spec));
+  (void)ok;
   exchange->note("stream", stream ? "1" : "0");
   auto observer = std::make_shared<GenerateObserver>(
       exchange, env.ids->next("gen-"), stream, spec.detokenize, spec.sampling.logprobs,
       spec.sampling.top_logprobs, spec.sampling.n, prompt_tokens, prompt_logprobs);
   launch_generation(env, exchange, std::move(spec), std::move(observer));
   return true;
+}
+
+// SGLang's lora_path: a loaded adapter by its name or by the directory it was loaded from.
+ApiExpected<std::string> sglang_lora(const ServedModel& model, const std::string& lora_path) {
+  if (model.lora_enabled)
+    for (const LoraAdapterInfo& a : model.engine->lora_adapters())
+      if (a.name == lora_path || a.path == lora_path) return a.name;
+  return api_error(ErrorKind::kNotFound,
+                   "'lora_path': no LoRA adapter named or loaded from '" + lora_path +
+                       "' (load it with POST /load_lora_adapter or --lora-modules)",
+                   "lora_path", "model_not_found");
 }
 
 ApiExpected<bool> run_sglang(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange,
@@ -238,11 +249,14 @@ ApiExpected<bool> run_sglang(const EndpointEnv& env, const std::shared_ptr<Excha
   info.sampling_defaults = model.sampling_defaults;
   info.format_caches = format_caches(model);
   API_ASSIGN_OR_RETURN(SglangGenerateRequest req, parse_sglang_generate_request(body, info));
-  API_ASSIGN_OR_RETURN(bool ok, check_model_name(model, req.model));
-  (void)ok;
+  API_ASSIGN_OR_RETURN(const std::string model_lora, model_adapter(model, req.model));
   std::vector<GenerationSpec> specs;
   for (const SglangItem& item : req.items) {
     API_ASSIGN_OR_RETURN(GenerationSpec spec, sglang_generation_spec(model, item));
+    spec.lora_name = model_lora;
+    if (!item.lora_path.empty()) {
+      API_ASSIGN_OR_RETURN(spec.lora_name, sglang_lora(model, item.lora_path));
+    }
     specs.push_back(std::move(spec));
   }
   // meta_info.id: the rid (n == 1), else a new id per sample (SGLang regenerates them for n > 1).

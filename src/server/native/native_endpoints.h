@@ -30,6 +30,18 @@ void handle_get_weight_version(const EndpointEnv& env, const std::shared_ptr<Exc
 // Drops every cached prefix no request is using (SGLang's /flush_cache, vLLM's
 // /reset_prefix_cache).
 void handle_flush_cache(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);
+// Per-request LoRA adapters (serve --max-loras / --lora-modules; Engine::load_lora_adapter):
+// vLLM's POST /v1/load_lora_adapter {"lora_name", "lora_path"} and /v1/unload_lora_adapter
+// {"lora_name"} answer 200 "Success: ..." (errors: 400, or 404 for an unknown name); SGLang's
+// POST /load_lora_adapter and /unload_lora_adapter answer {"success", "error_message",
+// "loaded_adapters": {name: path}} (400 on failure). A loaded adapter is served as a model of its
+// name ("model" of the OpenAI / Anthropic endpoints, SGLang's lora_path).
+void handle_load_lora_adapter(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);
+void handle_unload_lora_adapter(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);
+void handle_sglang_load_lora_adapter(const EndpointEnv& env,
+                                     const std::shared_ptr<Exchange>& exchange);
+void handle_sglang_unload_lora_adapter(const EndpointEnv& env,
+                                       const std::shared_ptr<Exchange>& exchange);
 // Sleep mode (serve --enable-sleep-mode; Engine::sleep / wake_up), for RL loops that train on the
 // same GPU. vLLM's POST /sleep?level=1|2 (default 1) and POST /wake_up[?tags=weights][&tags=
 // kv_cache] (no tags: both) answer 200 {}; GET /is_sleeping {"is_sleeping"}. SGLang's POST

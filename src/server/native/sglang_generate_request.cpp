@@ -25,7 +25,8 @@ const std::set<std::string_view> kHandled = {"text",
                                              "priority",
                                              "model",
                                              "extra_key",
-                                             "cache_salt"};
+                                             "cache_salt",
+                                             "lora_path"};
 // Fields that change nothing in the output (metrics labels, routing hints for several data-parallel
 // ranks or sessions): accepted with any value and ignored.
 const std::set<std::string_view> kIgnored = {
@@ -354,6 +355,13 @@ ApiExpected<SglangGenerateRequest> parse_sglang_generate_request(const Json& bod
     item.sampling.priority =
         static_cast<int32_t>(std::clamp<int64_t>(priority, INT32_MIN, INT32_MAX));
     API_ASSIGN_OR_RETURN(item.sampling.cache_salt, read_cache_salt(body, i, batch_size, batch));
+    API_ASSIGN_OR_RETURN(const Json* lora, item_value(body, "lora_path", i, batch_size, batch));
+    if (lora && !lora->is_string())
+      return invalid_request(std::string("'lora_path': expected a loaded LoRA adapter's name (or "
+                                         "a list of them for a batch), got ") +
+                                 json_type_name(*lora),
+                             "lora_path");
+    if (lora) item.lora_path = lora->get<std::string>();
     item.sampling.return_routed_experts = routing.return_routed_experts;
     item.sampling.routed_experts_start = routing.routed_experts_start;
     if (!model.tokenizer && !item.sampling.stop_strings.empty())

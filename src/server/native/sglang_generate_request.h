@@ -32,6 +32,7 @@ struct SglangItem {
   int64_t logprob_start = 0;       // resolved: -1 → prompt length - 1; < prompt length
   int64_t top_logprobs_num = 0;    // [0, 20]
   std::optional<std::string> rid;  // meta_info.id (n == 1 only); absent: a generated id
+  std::string lora_path;           // SGLang's lora_path: a loaded adapter's name or path ("": none)
 };
 
 struct SglangGenerateRequest {

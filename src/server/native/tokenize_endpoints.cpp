@@ -21,8 +21,10 @@ ApiExpected<Json> tokenize(const ServedModel& model, const Json& body) {
   read_template_variables(r, &chat.variables);
   read_generation_prompt_fields(r, &chat);
   if (r.failed()) return r.take_error();
-  API_ASSIGN_OR_RETURN(bool ok, check_model_name(model, requested));
-  API_ASSIGN_OR_RETURN(ok, require_tokenizer(model));
+  // Any served model (the base or an adapter) tokenizes alike.
+  API_ASSIGN_OR_RETURN(const std::string lora_name, model_adapter(model, requested));
+  (void)lora_name;
+  API_ASSIGN_OR_RETURN(bool ok, require_tokenizer(model));
   (void)ok;
   std::vector<int32_t> ids;
   if (prompt) {
@@ -52,8 +54,10 @@ ApiExpected<Json> detokenize(const ServedModel& model, const Json& body) {
   if (!tokens) r.fail("tokens", "is required");
   else if (!tokens->is_array()) r.fail_type("tokens", "an array of token ids", *tokens);
   if (r.failed()) return r.take_error();
-  API_ASSIGN_OR_RETURN(bool ok, check_model_name(model, requested));
-  API_ASSIGN_OR_RETURN(ok, require_tokenizer(model));
+  // Any served model (the base or an adapter) tokenizes alike.
+  API_ASSIGN_OR_RETURN(const std::string lora_name, model_adapter(model, requested));
+  (void)lora_name;
+  API_ASSIGN_OR_RETURN(bool ok, require_tokenizer(model));
   (void)ok;
   std::vector<text::TokenId> ids;
   for (size_t i = 0; i < tokens->size(); ++i) {

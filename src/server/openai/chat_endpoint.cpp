@@ -28,7 +28,7 @@ ApiExpected<bool> run_chat(const EndpointEnv& env, const std::shared_ptr<Exchang
   (void)ok;
   ChatResponseOptions o;
   o.id = id;
-  o.model = model.name;
+  o.model = shown_model_name(model, spec.lora_name);
   o.created = unix_time_s();
   o.stream = req.stream;
   o.include_usage = req.include_usage;

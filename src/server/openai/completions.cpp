@@ -58,8 +58,8 @@ ApiExpected<bool> run_completions(const EndpointEnv& env,
   API_ASSIGN_OR_RETURN(Json body, parse_json_body(exchange->request().body));
   apply_sampling_defaults(model, &body);
   API_ASSIGN_OR_RETURN(CompletionRequest req, parse_completion_request(body, format_caches(model)));
-  API_ASSIGN_OR_RETURN(bool ok, check_model_name(model, req.model));
-  API_ASSIGN_OR_RETURN(ok, require_tokenizer(model));
+  API_ASSIGN_OR_RETURN(const std::string lora_name, model_adapter(model, req.model));
+  API_ASSIGN_OR_RETURN(bool ok, require_tokenizer(model));
   (void)ok;
   CompletionResponseOptions o;
   std::vector<GenerationSpec> specs;
@@ -69,13 +69,14 @@ ApiExpected<bool> run_completions(const EndpointEnv& env,
     spec.prompt_ids = echoed.ids;
     if (prompt.text) spec.prompt_text = echoed.text;
     spec.prompt_logprobs = prompt_logprobs_options(req);
+    spec.lora_name = lora_name;
     API_ASSIGN_OR_RETURN(ok, finish_spec(model, req.sampling, "max_tokens", &spec));
     specs.push_back(std::move(spec));
     o.prompts.push_back(std::move(echoed));
   }
   exchange->note("stream", req.stream ? "1" : "0");
   o.id = env.ids->next("cmpl-");
-  o.model = model.name;
+  o.model = shown_model_name(model, lora_name);
   o.created = unix_time_s();
   o.stream = req.stream;
   o.include_usage = req.include_usage;

@@ -20,7 +20,7 @@ ApiExpected<bool> run_responses(const EndpointEnv& env, const std::shared_ptr<Ex
   (void)ok;
   ResponsesOptions o;
   o.id = id;
-  o.model = model.name;
+  o.model = shown_model_name(model, spec.lora_name);
   o.created = unix_time_s();
   o.stream = req.stream;
   o.logprobs = spec.sampling.logprobs;

@@ -2,16 +2,17 @@
 #include "test_checkpoint_writer.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
-
-#include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/bf16.h"
 #include "model/tensor_names.h"
@@ -93,7 +94,10 @@ void write_sharded(const std::string& dir, const std::vector<TestTensor>& tensor
 }
 
 std::string make_temp_dir(const std::string& name) {
-  std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / ("beam_model_" + name);
+  // Per process: ctest runs each test of a binary as its own process, several at once, and one
+  // must not rewrite a file another has mapped.
+  std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) /
+                              ("beam_model_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();
@@ -177,6 +181,34 @@ std::vector<TestTensor> tiny_model_tensors(const BeamConfig& c, uint32_t seed) {
   add("model.norm.weight", {H});
   if (!c.tie_word_embeddings) add("lm_head.weight", {c.vocab_size, H});
   return t;
+}
+
+std::string write_lora_adapter(const std::string& name, const std::vector<AdapterModule>& modules,
+                               int64_t rank, uint32_t seed, double alpha) {
+  std::vector<TestTensor> tensors;
+  for (const AdapterModule& m : modules) {
+    const std::string base = "base_model.model." + m.weight.substr(0, m.weight.size() - 7);
+    tensors.push_back(random_tensor(base + ".lora_A.weight", "BF16", {rank, m.in}, seed++));
+    tensors.push_back(random_tensor(base + ".lora_B.weight", "F32", {m.out, rank}, seed++));
+  }
+  const std::string dir = make_temp_dir(name);
+  const nlohmann::json config = {
+      {"peft_type", "LORA"}, {"r", rank}, {"lora_alpha", alpha}, {"bias", "none"}};
+  write_text_file(dir + "/adapter_config.json", config.dump());
+  write_safetensors(dir + "/adapter_model.safetensors", tensors);
+  return dir;
+}
+
+std::vector<AdapterModule> servable_lora_modules(const BeamConfig& c) {
+  const int64_t H = c.hidden_size, QD = c.q_width(), KVD = c.kv_width(), I = c.intermediate_size;
+  const auto first = [](const char* suffix) { return layer_tensor_name(0, suffix); };
+  const auto last = [&](const char* suffix) { return layer_tensor_name(c.num_layers - 1, suffix); };
+  return {{first("self_attn.q_proj.weight"), QD, H},  {first("self_attn.k_proj.weight"), KVD, H},
+          {first("self_attn.v_proj.weight"), KVD, H}, {first("self_attn.gate_proj.weight"), QD, H},
+          {first("self_attn.o_proj.weight"), H, QD},  {first("mlp.gate_proj.weight"), I, H},
+          {first("mlp.up_proj.weight"), I, H},        {first("mlp.down_proj.weight"), H, I},
+          {last("self_attn.q_proj.weight"), QD, H},   {last("self_attn.o_proj.weight"), H, QD},
+          {"lm_head.weight", c.vocab_size, H}};
 }
 
 }  // namespace beam::test

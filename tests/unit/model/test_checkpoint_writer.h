@@ -36,7 +36,7 @@ void write_sharded(const std::string& dir, const std::vector<TestTensor>& tensor
 void write_raw_safetensors(const std::string& path, const std::string& header,
                            const std::vector<uint8_t>& data);
 void write_text_file(const std::string& path, const std::string& text);
-// A fresh empty directory under the gtest temp dir.
+// A fresh empty directory under the gtest temp dir, of this process alone.
 std::string make_temp_dir(const std::string& name);
 
 // Random values as bytes of the given safetensors dtype ("BF16", "F16", "F32").
@@ -49,5 +49,18 @@ TestTensor random_tensor(const std::string& name, const std::string& dtype,
 std::string tiny_config_json(bool tie_word_embeddings = false);
 // Every tensor of a model with config `c` in canonical names: bf16 weights, f32 router tensors.
 std::vector<TestTensor> tiny_model_tensors(const BeamConfig& c, uint32_t seed = 1);
+
+// A linear module a LoRA adapter targets: its weight's checkpoint name and [out, in].
+struct AdapterModule {
+  std::string weight;
+  int64_t out, in;
+};
+// Writes a PEFT LoRA adapter into a fresh directory `name` (returned): random lora_A (bf16) and
+// lora_B (f32) of rank `rank` for each module, lora_alpha `alpha`.
+std::string write_lora_adapter(const std::string& name, const std::vector<AdapterModule>& modules,
+                               int64_t rank, uint32_t seed, double alpha = 4);
+// Every module per-request LoRA serves (model/lora_slots.h) on the first layer (dense in the
+// tiny configs), q and o on the last layer, and lm_head.
+std::vector<AdapterModule> servable_lora_modules(const BeamConfig& c);
 
 }  // namespace beam::test

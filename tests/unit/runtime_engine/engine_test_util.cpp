@@ -93,6 +93,7 @@ void submit(Engine& engine, const RunRequest& r, Collector* out) {
   GenerateRequest g;
   g.prompt = r.prompt;
   g.sampling = r.params;
+  g.lora_name = r.lora_name;
   g.sink = out->sink();
   ASSERT_TRUE(engine.submit(std::move(g)).ok());
 }
@@ -113,6 +114,7 @@ std::vector<std::vector<SiblingResult>> run_all(Engine& engine, const std::vecto
     GenerateRequest g;
     g.prompt = r.prompt;
     g.sampling = r.params;
+    g.lora_name = r.lora_name;
     g.sink = collectors.back()->sink();
     auto id = engine.submit(std::move(g));
     EXPECT_TRUE(id.ok()) << (id.ok() ? "" : id.error().message);

@@ -44,6 +44,7 @@ class Collector {
 struct RunRequest {
   std::vector<int32_t> prompt;
   SamplingParams params;
+  std::string lora_name = {};  // GenerateRequest::lora_name
 };
 
 // n tokens drawn uniformly from [0, vocab) by a generator seeded with `seed`.

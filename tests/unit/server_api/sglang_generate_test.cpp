@@ -183,8 +183,19 @@ TEST(SglangGenerate, BatchesTextAndPerItemLists) {
   EXPECT_FALSE(n.items[0].rid.has_value());  // SGLang gives each sample a new id
 }
 
+TEST(SglangGenerate, ReadsEachItemsLoraPath) {
+  // An adapter by name per item (the served model resolves it); a batch may list one each.
+  EXPECT_EQ(parse_ok(R"({"input_ids": [1], "lora_path": "adapter"})").items[0].lora_path,
+            "adapter");
+  const SglangGenerateRequest batch =
+      parse_ok(R"({"input_ids": [[1], [2]], "lora_path": ["a", null]})");
+  EXPECT_EQ(batch.items[0].lora_path, "a");
+  EXPECT_EQ(batch.items[1].lora_path, "");
+  EXPECT_EQ(parse_error(R"({"input_ids": [1], "lora_path": 3})").param, "lora_path");
+  EXPECT_EQ(parse_error(R"({"input_ids": [[1], [2]], "lora_path": ["a"]})").param, "lora_path");
+}
+
 TEST(SglangGenerate, RefusesWhatItCannotHonour) {
-  EXPECT_EQ(parse_error(R"({"input_ids": [1], "lora_path": "adapter"})").param, "lora_path");
   EXPECT_EQ(parse_error(R"({"input_ids": [1], "image_data": "x.png"})").param, "image_data");
   EXPECT_EQ(parse_error(R"({"input_ids": [1], "custom_logit_processor": "p"})").param,
             "custom_logit_processor");

@@ -1,0 +1,18 @@
+// CUDA LoRA deltas (kernels/api/lora.h): one fused shrink + expand launch queued on ctx.stream.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "kernels/api/lora.h"
+#include "kernels/cuda/cuda_context.h"
+
+namespace beam::cuda {
+
+// Views validated by kernels/api/lora.cpp (shapes and dtypes as in that header, r >= 1, T >= 1),
+// all on the device. Needs r <= 128 (checked). No host synchronization, allocation or host read
+// of slots: safe inside a CUDA graph capture. A slot outside [kNoLoraSlot, S) traps the kernel.
+void lora_add(CudaContext& ctx, const TensorView& x, const LoraStack& stack,
+              const TensorView& slots, const TensorView& out, int64_t col0);
+
+}  // namespace beam::cuda

@@ -1,0 +1,233 @@
+// LoraSlots: one device allocation holding every module's stacks (a, b, scale per module, each
+// aligned to 256 bytes), adapter tensors matched to modules by their checkpoint names (canonical or
+// an alias), converted to bf16 and zero-padded to the slots' rank on the host, then copied in.
+#include "model/lora_slots.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "core/bf16.h"
+#include "model/tensor_convert.h"
+#include "model/tensor_names.h"
+
+namespace beam {
+namespace {
+
+constexpr int kMaxLoras = 64;
+constexpr int kMaxLoraRank = 512;
+constexpr int kLayerTargets = kNumLoraTargets - 1;  // every target but lm_head
+
+size_t aligned(size_t bytes) {
+  return (bytes + 255) / 256 * 256;
+}
+
+// A target's checkpoint-name suffix under model.layers.{L}.
+const char* layer_suffix(LoraTarget t) {
+  switch (t) {
+    case LoraTarget::kQ:
+      return "self_attn.q_proj.weight";
+    case LoraTarget::kK:
+      return "self_attn.k_proj.weight";
+    case LoraTarget::kV:
+      return "self_attn.v_proj.weight";
+    case LoraTarget::kGate:
+      return "self_attn.gate_proj.weight";
+    case LoraTarget::kO:
+      return "self_attn.o_proj.weight";
+    case LoraTarget::kDenseGate:
+      return "mlp.gate_proj.weight";
+    case LoraTarget::kDenseUp:
+      return "mlp.up_proj.weight";
+    case LoraTarget::kDenseDown:
+      return "mlp.down_proj.weight";
+    case LoraTarget::kLmHead:
+      break;
+  }
+  return "lm_head.weight";
+}
+
+// A target's [out, in] in layer `layer` of cfg; {0, 0} when the layer has no such module.
+std::pair<int64_t, int64_t> target_shape(const BeamConfig& cfg, int64_t layer, LoraTarget t) {
+  const int64_t H = cfg.hidden_size, q = cfg.num_heads * cfg.head_dim,
+                kv = cfg.num_kv_heads * cfg.head_dim, I = cfg.intermediate_size;
+  const bool dense = cfg.mlp_layer_types[layer] == MlpKind::kDense;
+  switch (t) {
+    case LoraTarget::kQ:
+    case LoraTarget::kGate:
+      return {q, H};
+    case LoraTarget::kK:
+    case LoraTarget::kV:
+      return {kv, H};
+    case LoraTarget::kO:
+      return {H, q};
+    case LoraTarget::kDenseGate:
+    case LoraTarget::kDenseUp:
+      return dense ? std::pair{I, H} : std::pair<int64_t, int64_t>{0, 0};
+    case LoraTarget::kDenseDown:
+      return dense ? std::pair{H, I} : std::pair<int64_t, int64_t>{0, 0};
+    case LoraTarget::kLmHead:
+      break;
+  }
+  return {cfg.vocab_size, H};
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<LoraSlots>> LoraSlots::create(const KernelContext& ctx,
+                                                       const BeamConfig& cfg, int max_loras,
+                                                       int max_rank) {
+  if (max_loras < 1 || max_loras > kMaxLoras)
+    return make_error("max_loras " + std::to_string(max_loras) + " is outside [1, " +
+                      std::to_string(kMaxLoras) + "]");
+  if (max_rank < 1 || max_rank > kMaxLoraRank)
+    return make_error("max_lora_rank " + std::to_string(max_rank) + " is outside [1, " +
+                      std::to_string(kMaxLoraRank) + "]");
+  std::unique_ptr<LoraSlots> s(new LoraSlots());
+  s->num_slots_ = max_loras;
+  s->max_rank_ = max_rank;
+  s->num_layers_ = cfg.num_layers;
+  s->modules_.resize(static_cast<size_t>(cfg.num_layers * kLayerTargets + 1));
+  const auto S = static_cast<size_t>(max_loras), R = static_cast<size_t>(max_rank);
+  // Offsets first, then one allocation.
+  struct Offsets {
+    size_t a, b, scale;
+  };
+  std::vector<Offsets> offsets(s->modules_.size());
+  size_t total = 0;
+  for (int64_t l = 0; l <= cfg.num_layers; ++l)
+    for (int t = 0; t < kNumLoraTargets; ++t) {
+      const bool head = t == static_cast<int>(LoraTarget::kLmHead);
+      if (head != (l == cfg.num_layers)) continue;
+      const auto target = static_cast<LoraTarget>(t);
+      const auto [out, in] = target_shape(cfg, head ? 0 : l, target);
+      if (out == 0) continue;
+      const size_t i = head ? s->modules_.size() - 1 : static_cast<size_t>(l * kLayerTargets + t);
+      Module& m = s->modules_[i];
+      m.in = in;
+      m.out = out;
+      m.present = true;
+      offsets[i] = {total, 0, 0};
+      total += aligned(S * R * static_cast<size_t>(in) * 2);
+      offsets[i].b = total;
+      total += aligned(S * static_cast<size_t>(out) * R * 2);
+      offsets[i].scale = total;
+      total += aligned(S * 4);
+    }
+  Expected<DeviceBuffer> memory = allocate_buffer(ctx, total);
+  if (!memory.ok())
+    return make_error("LoRA slots (" + std::to_string(max_loras) + " of rank " +
+                      std::to_string(max_rank) + "): " + memory.error().message);
+  s->memory_ = std::move(*memory);
+  zero_tensor(ctx, s->memory_.view(DType::kU8, {static_cast<int64_t>(total)}));
+  auto* base = static_cast<char*>(s->memory_.data());
+  for (size_t i = 0; i < s->modules_.size(); ++i) {
+    Module& m = s->modules_[i];
+    if (!m.present) continue;
+    const auto Si = static_cast<int64_t>(S), Ri = static_cast<int64_t>(R);
+    m.stack.a = TensorView{base + offsets[i].a, DType::kBF16, {Si, Ri, m.in}, ctx.device};
+    m.stack.b = TensorView{base + offsets[i].b, DType::kBF16, {Si, m.out, Ri}, ctx.device};
+    m.stack.scale = TensorView{base + offsets[i].scale, DType::kF32, {Si}, ctx.device};
+  }
+  return s;
+}
+
+LoraSlots::Module& LoraSlots::module(int64_t layer, LoraTarget target) {
+  if (target == LoraTarget::kLmHead) return modules_.back();
+  return modules_[static_cast<size_t>(layer * kLayerTargets + static_cast<int>(target))];
+}
+
+const LoraSlots::Module& LoraSlots::module(int64_t layer, LoraTarget target) const {
+  return const_cast<LoraSlots*>(this)->module(layer, target);
+}
+
+const LoraStack* LoraSlots::stack(int64_t layer, LoraTarget target) const {
+  const Module& m = module(layer, target);
+  return m.present ? &m.stack : nullptr;
+}
+
+void LoraSlots::clear(const KernelContext& ctx, int32_t slot) {
+  BEAM_CHECK(slot >= 0 && slot < num_slots_) << "LoraSlots::clear: slot " << slot;
+  for (const Module& m : modules_) {
+    if (!m.present) continue;
+    zero_tensor(ctx, m.stack.a.rows(slot, 1));
+    zero_tensor(ctx, m.stack.b.rows(slot, 1));
+    zero_tensor(ctx, m.stack.scale.rows(slot, 1));
+  }
+}
+
+Expected<LoraSlots::Placement> LoraSlots::place(const LoraAdapter& adapter) const {
+  // Each module under its canonical name or an alias; every delta must find one.
+  std::map<std::string, const Module*> names;
+  for (int64_t l = 0; l <= num_layers_; ++l)
+    for (int t = 0; t < kNumLoraTargets; ++t) {
+      const auto target = static_cast<LoraTarget>(t);
+      const bool head = target == LoraTarget::kLmHead;
+      if (head != (l == num_layers_) || !module(l, target).present) continue;
+      const std::string canonical =
+          head ? "lm_head.weight" : layer_tensor_name(l, layer_suffix(target));
+      for (const std::string& name : tensor_name_candidates(canonical))
+        if (adapter.find(name)) names.emplace(name, &module(l, target));
+    }
+  const std::string& dir = adapter.dir();
+  Placement placement;
+  for (const auto& [name, delta] : adapter.deltas()) {
+    const auto it = names.find(name);
+    if (it == names.end())
+      return make_error(dir + ": '" + name + "' " +
+                        (name.find(".experts.") != std::string::npos
+                             ? "is a routed expert's weight: per-request LoRA serves attention, "
+                               "dense MLP and lm_head modules (merge expert adapters at load "
+                               "with --merge-lora)"
+                             : "is no module per-request LoRA serves in this model"));
+    const Module& m = *it->second;
+    if (delta.a->shape[1] != m.in || delta.b->shape[0] != m.out)
+      return make_error(dir + ": '" + name + "': lora_B " + delta.b->shape.str() + " · lora_A " +
+                        delta.a->shape.str() + " does not fit the module's [" +
+                        std::to_string(m.out) + ", " + std::to_string(m.in) + "]");
+    if (delta.rank() > max_rank_)
+      return make_error(dir + ": '" + name + "' has rank " + std::to_string(delta.rank()) +
+                        ", above the server's max LoRA rank " + std::to_string(max_rank_));
+    placement.emplace_back(&delta, &m);
+  }
+  return placement;
+}
+
+Status LoraSlots::check(const LoraAdapter& adapter) const {
+  BEAM_ASSIGN_OR_RETURN(Placement placement, place(adapter));
+  return ok_status();
+}
+
+Status LoraSlots::load(const KernelContext& ctx, int32_t slot, const LoraAdapter& adapter) {
+  BEAM_CHECK(slot >= 0 && slot < num_slots_) << "LoraSlots::load: slot " << slot;
+  clear(ctx, slot);
+  BEAM_ASSIGN_OR_RETURN(Placement placement, place(adapter));
+  // Host copies the device copies read, kept until the synchronization below (reserved: no
+  // reallocation, so references stay valid).
+  std::vector<std::vector<bf16>> staged;
+  std::vector<float> scales;
+  staged.reserve(2 * placement.size());
+  scales.reserve(placement.size());
+  for (const auto& [delta, m] : placement) {
+    const int64_t r = delta->rank();
+    // [r, in] -> rows [0, r) of the slot's [R, in]; [out, r] -> columns [0, r) of its [out, R].
+    std::vector<bf16>& a = staged.emplace_back(static_cast<size_t>(r * m->in));
+    convert_elements(delta->a->data, delta->a->dtype, r * m->in, a.data(), DType::kBF16);
+    std::vector<bf16> b_packed(static_cast<size_t>(m->out * r));
+    convert_elements(delta->b->data, delta->b->dtype, m->out * r, b_packed.data(), DType::kBF16);
+    std::vector<bf16>& b = staged.emplace_back(static_cast<size_t>(m->out * max_rank_), bf16{});
+    for (int64_t o = 0; o < m->out; ++o)
+      std::copy_n(b_packed.data() + o * r, r, b.data() + o * max_rank_);
+    float& scale = scales.emplace_back(static_cast<float>(delta->scale));
+    const TensorView a_slot = m->stack.a.rows(slot, 1).reshape({max_rank_, m->in}).rows(0, r);
+    copy_tensor(ctx, a_slot, TensorView{a.data(), DType::kBF16, {r, m->in}, Device::kCpu});
+    copy_tensor(ctx, m->stack.b.rows(slot, 1).reshape({m->out, max_rank_}),
+                TensorView{b.data(), DType::kBF16, {m->out, max_rank_}, Device::kCpu});
+    copy_tensor(ctx, m->stack.scale.rows(slot, 1),
+                TensorView{&scale, DType::kF32, {1}, Device::kCpu});
+  }
+  synchronize(ctx);
+  return ok_status();
+}
+
+}  // namespace beam

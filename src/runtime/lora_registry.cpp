@@ -1,0 +1,63 @@
+// LoraRegistry: a name map under a mutex; LoraSlotTable: empty slots first, then LRU eviction of
+// adapters no running sequence uses.
+#include "runtime/lora_registry.h"
+
+namespace beam {
+
+Status LoraRegistry::add(const std::string& name, std::shared_ptr<const LoraAdapter> adapter) {
+  if (name.empty()) return make_error("lora_name: must not be empty");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (by_name_.contains(name))
+    return make_error("a LoRA adapter named '" + name + "' is already loaded");
+  auto entry = std::make_shared<LoraEntry>(LoraEntry{name, std::move(adapter), next_id_++});
+  by_name_.emplace(name, std::move(entry));
+  return ok_status();
+}
+
+Status LoraRegistry::remove(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (by_name_.erase(name) == 0)
+    return make_error("no LoRA adapter named '" + name + "' is loaded");
+  return ok_status();
+}
+
+Expected<std::shared_ptr<const LoraEntry>> LoraRegistry::find(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = by_name_.find(name);
+  if (it == by_name_.end()) return make_error("no LoRA adapter named '" + name + "' is loaded");
+  return it->second;
+}
+
+std::vector<std::shared_ptr<const LoraEntry>> LoraRegistry::list() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::shared_ptr<const LoraEntry>> out;
+  for (const auto& [name, entry] : by_name_) out.push_back(entry);
+  return out;
+}
+
+std::optional<int32_t> LoraSlotTable::find(uint64_t id, int64_t step) {
+  for (size_t s = 0; s < slots_.size(); ++s)
+    if (slots_[s].id == id) {
+      slots_[s].last_used = step;
+      return static_cast<int32_t>(s);
+    }
+  return std::nullopt;
+}
+
+std::optional<int32_t> LoraSlotTable::victim(const std::set<uint64_t>& pinned) const {
+  std::optional<int32_t> best;
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    const Held& h = slots_[s];
+    if (h.id == 0) return static_cast<int32_t>(s);
+    if (pinned.contains(h.id)) continue;
+    if (!best || h.last_used < slots_[static_cast<size_t>(*best)].last_used)
+      best = static_cast<int32_t>(s);
+  }
+  return best;
+}
+
+void LoraSlotTable::assign(int32_t slot, uint64_t id, int64_t step) {
+  slots_[static_cast<size_t>(slot)] = Held{id, step};
+}
+
+}  // namespace beam

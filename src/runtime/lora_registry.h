@@ -1,0 +1,71 @@
+// LoRA adapters served per request (multi-LoRA): the adapters loaded by name (LoraRegistry, any
+// thread) and which of the model's slots holds which adapter (LoraSlotTable, the engine thread).
+// More adapters may be loaded than there are slots: a slot is given to a waiting request's
+// adapter when it is free or its adapter is not used by a running sequence (least recently used
+// first), as vLLM's --max-loras / SGLang's --max-loras-per-batch.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "model/lora_adapter.h"
+
+namespace beam {
+
+// One loaded adapter. id is unique over the engine's life (a name loaded again gets a new one),
+// so prefixes cached under one adapter never serve another.
+struct LoraEntry {
+  std::string name;
+  std::shared_ptr<const LoraAdapter> adapter;
+  uint64_t id = 0;
+};
+
+// Adapters by name; every method may be called from any thread.
+class LoraRegistry {
+ public:
+  // Errors: an empty name or one already loaded.
+  Status add(const std::string& name, std::shared_ptr<const LoraAdapter> adapter);
+  // Requests already holding the adapter finish with it; new ones cannot name it. Errors: no such
+  // name.
+  Status remove(const std::string& name);
+  // The adapter loaded as `name`, or an error that says no such adapter is loaded.
+  Expected<std::shared_ptr<const LoraEntry>> find(const std::string& name) const;
+  // Every loaded adapter, by name.
+  std::vector<std::shared_ptr<const LoraEntry>> list() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const LoraEntry>> by_name_;
+  uint64_t next_id_ = 1;
+};
+
+// Which adapter (LoraEntry::id) each model slot holds; the engine thread only.
+class LoraSlotTable {
+ public:
+  explicit LoraSlotTable(int num_slots) : slots_(static_cast<size_t>(num_slots)) {}
+  // The slot holding adapter id (and marks it used at `step`), if any.
+  std::optional<int32_t> find(uint64_t id, int64_t step);
+  // A slot adapter id may take: an empty one, else the least recently used one whose adapter is
+  // not in `pinned`; none when every slot's adapter is pinned. The caller loads the adapter into
+  // it, then calls assign().
+  std::optional<int32_t> victim(const std::set<uint64_t>& pinned) const;
+  void assign(int32_t slot, uint64_t id, int64_t step);
+  // Forgets slot's adapter (its load failed: the slot is empty).
+  void clear(int32_t slot) { slots_[static_cast<size_t>(slot)] = Held{}; }
+
+ private:
+  struct Held {
+    uint64_t id = 0;  // 0: empty
+    int64_t last_used = -1;
+  };
+  std::vector<Held> slots_;
+};
+
+}  // namespace beam

@@ -1,0 +1,182 @@
+// Per-request LoRA adapters in the engine (Engine::load_lora_adapter, GenerateRequest::lora_name)
+// on the CPU: a request's tokens depend only on its own adapter (alone, beside base requests and
+// beside other adapters' requests, bit for bit), base requests get the tokens of an engine without
+// LoRA, more adapters than slots are all served (requests wait for a slot), the prefix cache never
+// crosses adapters, and unloading stops new requests while one in flight finishes.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "../model/test_checkpoint_writer.h"
+#include "engine_test_util.h"
+
+namespace beam::testing {
+namespace {
+
+class LoraEngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    weights_ = engine_test_model("tiny-beam");
+    ASSERT_NE(weights_, nullptr);
+    const std::vector<test::AdapterModule> modules = test::servable_lora_modules(weights_->config);
+    for (int i = 0; i < 3; ++i)
+      adapters_.push_back(test::write_lora_adapter("engine_lora_" + std::to_string(i), modules,
+                                                   4 + 2 * i, 50 + 100 * i, 8));
+  }
+
+  std::unique_ptr<Engine> make(int max_loras) {
+    EngineOptions o;
+    o.num_threads = 2;
+    o.block_size_tokens = 16;
+    o.max_tokens_per_step = 64;
+    o.kv_budget_bytes = 64 << 20;
+    o.max_loras = max_loras;
+    o.max_lora_rank = 8;
+    auto e = Engine::create(weights_, o);
+    EXPECT_TRUE(e.ok()) << (e.ok() ? "" : e.error().message);
+    return e.ok() ? std::move(*e) : nullptr;
+  }
+
+  // Loads adapters_[i] as "a<i>" for each i < count.
+  void load(Engine& engine, int count) {
+    for (int i = 0; i < count; ++i) {
+      const Status st = engine.load_lora_adapter("a" + std::to_string(i), adapters_[i]);
+      ASSERT_TRUE(st.ok()) << st.error().message;
+    }
+  }
+
+  // A fresh engine of max_loras slots with the first `count` adapters loaded.
+  std::unique_ptr<Engine> loaded(int max_loras, int count) {
+    auto engine = make(max_loras);
+    if (engine) load(*engine, count);
+    return engine;
+  }
+
+  RunRequest request(uint64_t prompt_seed, const std::string& lora, int64_t max_tokens = 10) {
+    return RunRequest{tokens_of(30, prompt_seed, weights_->config.vocab_size), greedy(max_tokens),
+                      lora};
+  }
+
+  std::vector<int32_t> alone(Engine& engine, const RunRequest& r) {
+    const auto out = run_all(engine, {r})[0];
+    EXPECT_EQ(out[0].finish, FinishReason::kLength);
+    return out[0].tokens;
+  }
+
+  std::shared_ptr<const BeamWeights> weights_;
+  std::vector<std::string> adapters_;
+};
+
+TEST_F(LoraEngineTest, EachRequestGetsItsOwnAdaptersTokensWhateverTheBatch) {
+  auto engine = loaded(2, 2);
+  const RunRequest base = request(1, ""), a0 = request(1, "a0"), a1 = request(1, "a1"),
+                   other = request(2, "a0");
+  const std::vector<int32_t> want_base = alone(*make(0), base);
+  EXPECT_EQ(alone(*engine, base), want_base) << "base requests: an engine without LoRA's tokens";
+  const std::vector<int32_t> want_a0 = alone(*loaded(2, 2), a0);
+  const std::vector<int32_t> want_a1 = alone(*loaded(2, 2), a1);
+  EXPECT_NE(want_a0, want_base);
+  EXPECT_NE(want_a1, want_a0);
+
+  // All at once (one batch; shared prompt prefixes only within an adapter).
+  const auto mixed = run_all(*engine, {a1, base, a0, other, a0});
+  EXPECT_EQ(mixed[0][0].tokens, want_a1);
+  EXPECT_EQ(mixed[1][0].tokens, want_base);
+  EXPECT_EQ(mixed[2][0].tokens, want_a0);
+  EXPECT_EQ(mixed[4][0].tokens, want_a0);
+  EXPECT_EQ(mixed[3][0].tokens, alone(*engine, other));
+}
+
+TEST_F(LoraEngineTest, MoreAdaptersThanSlotsAreAllServed) {
+  auto engine = loaded(1, 3);
+  std::vector<RunRequest> reqs;
+  for (int round = 0; round < 2; ++round)
+    for (int i = 0; i < 3; ++i) reqs.push_back(request(10 + i, "a" + std::to_string(i), 6));
+  const auto out = run_all(*engine, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_EQ(out[i][0].finish, FinishReason::kLength);
+    EXPECT_EQ(out[i][0].tokens, alone(*loaded(1, 3), reqs[i]));
+  }
+}
+
+TEST_F(LoraEngineTest, PrefixCacheNeverCrossesAdapters) {
+  auto engine = loaded(2, 2);
+  const auto cached = [&](const std::string& lora) {
+    return run_all(*engine, {request(5, lora, 2)})[0][0].usage.cached_prompt_tokens;
+  };
+  EXPECT_EQ(cached("a0"), 0);
+  EXPECT_GT(cached("a0"), 0);  // the same adapter reuses its prompt
+  EXPECT_EQ(cached(""), 0);
+  EXPECT_EQ(cached("a1"), 0);
+  // A name loaded again is another adapter: nothing cached under the old one is reused.
+  ASSERT_TRUE(engine->unload_lora_adapter("a0").ok());
+  ASSERT_TRUE(engine->load_lora_adapter("a0", adapters_[2]).ok());
+  EXPECT_EQ(cached("a0"), 0);
+  EXPECT_EQ(run_all(*engine, {request(5, "a0")})[0][0].tokens, [&] {
+    auto fresh = make(1);
+    EXPECT_TRUE(fresh->load_lora_adapter("a0", adapters_[2]).ok());
+    return alone(*fresh, request(5, "a0"));
+  }());
+}
+
+TEST_F(LoraEngineTest, UnloadStopsNewRequestsAndLetsOnesInFlightFinish) {
+  auto engine = loaded(1, 1);
+  const RunRequest long_one = request(7, "a0", 40);
+  Collector in_flight;
+  submit(*engine, long_one, &in_flight);
+  wait_for_output(in_flight);
+  ASSERT_TRUE(engine->unload_lora_adapter("a0").ok());
+  GenerateRequest g;
+  g.prompt = {1, 2, 3};
+  g.sampling = greedy(2);
+  g.lora_name = "a0";
+  const auto refused = engine->submit(std::move(g));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message, "no LoRA adapter named 'a0' is loaded");
+  engine->wait_idle();
+  const auto done = in_flight.results();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].finish, FinishReason::kLength);
+  EXPECT_EQ(done[0].tokens, alone(*loaded(1, 1), long_one));
+  EXPECT_TRUE(engine->lora_adapters().empty());
+  EXPECT_FALSE(engine->unload_lora_adapter("a0").ok());
+}
+
+TEST_F(LoraEngineTest, LoadErrorsNameTheProblem) {
+  auto engine = loaded(1, 1);
+  const auto message = [&](const std::string& name, const std::string& dir) {
+    const Status st = engine->load_lora_adapter(name, dir);
+    return st.ok() ? std::string("ok") : st.error().message;
+  };
+  EXPECT_EQ(message("a0", adapters_[1]), "a LoRA adapter named 'a0' is already loaded");
+  EXPECT_EQ(message("", adapters_[1]), "lora_name: must not be empty");
+  EXPECT_NE(message("x", "/nonexistent").find("/nonexistent/adapter_config.json"),
+            std::string::npos);
+  const BeamConfig& c = weights_->config;
+  const std::string big =
+      test::write_lora_adapter("engine_lora_big", {test::servable_lora_modules(c)[0]}, 16, 9);
+  EXPECT_NE(message("big", big).find("has rank 16, above the server's max LoRA rank 8"),
+            std::string::npos);
+  ASSERT_EQ(engine->lora_adapters().size(), 1u);
+  EXPECT_EQ(engine->lora_adapters()[0].name, "a0");
+  EXPECT_EQ(engine->lora_adapters()[0].path, adapters_[0]);
+
+  // Without slots, adapters are refused at load and by name in requests.
+  auto plain = make(0);
+  EXPECT_EQ(plain->load_lora_adapter("a0", adapters_[0]).error().message,
+            "the engine serves no LoRA adapters (start it with max_loras >= 1)");
+  GenerateRequest g;
+  g.prompt = {1, 2, 3};
+  g.sampling = greedy(2);
+  g.lora_name = "a0";
+  const auto refused = plain->submit(std::move(g));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(
+      refused.error().message,
+      "lora: the engine serves no LoRA adapters (its max_loras is 0), so 'a0' cannot be used");
+}
+
+}  // namespace
+}  // namespace beam::testing
