@@ -26,15 +26,15 @@ using test::AdapterModule;
 constexpr int64_t kSlotRank = 8;
 
 // The tiny model (one dense layer, then routed-expert layers) with its weights.
-struct TinyModel {
+struct LoraTinyModel {
   BeamConfig config;
   std::string dir;
   std::shared_ptr<BeamWeights> weights;
 };
 
-const TinyModel& tiny_model() {
-  static const TinyModel m = [] {
-    TinyModel t;
+const LoraTinyModel& lora_tiny_model() {
+  static const LoraTinyModel m = [] {
+    LoraTinyModel t;
     auto c = parse_beam_config(test::tiny_config_json(), "config.json");
     EXPECT_TRUE(c.ok()) << c.error().message;
     t.config = *c;
@@ -60,7 +60,7 @@ class LoraSlotsTest : public ::testing::Test {
   LoraSlotsTest() : pool_(2) { ctx_.pool = &pool_; }
 
   std::unique_ptr<LoraSlots> make_slots(int slots) {
-    auto s = LoraSlots::create(ctx_, tiny_model().config, slots, kSlotRank);
+    auto s = LoraSlots::create(ctx_, lora_tiny_model().config, slots, kSlotRank);
     EXPECT_TRUE(s.ok()) << s.error().message;
     return s.ok() ? std::move(*s) : nullptr;
   }
@@ -110,7 +110,7 @@ class LoraSlotsTest : public ::testing::Test {
 };
 
 TEST_F(LoraSlotsTest, SlotTokensGetTheAdapterOthersTheBaseModelBitForBit) {
-  const TinyModel& m = tiny_model();
+  const LoraTinyModel& m = lora_tiny_model();
   const std::string dir =
       test::write_lora_adapter("lora_all", test::servable_lora_modules(m.config), 4, 100);
   auto adapter = open_adapter(dir);
@@ -144,7 +144,7 @@ TEST_F(LoraSlotsTest, SlotTokensGetTheAdapterOthersTheBaseModelBitForBit) {
 }
 
 TEST_F(LoraSlotsTest, TwoAdaptersInOneBatchKeepTheirOwnLogits) {
-  const TinyModel& m = tiny_model();
+  const LoraTinyModel& m = lora_tiny_model();
   const std::vector<AdapterModule> targets = test::servable_lora_modules(m.config);
   auto first = open_adapter(test::write_lora_adapter("lora_first", targets, 2, 200));
   auto second = open_adapter(test::write_lora_adapter("lora_second", targets, kSlotRank, 300));
@@ -162,7 +162,7 @@ TEST_F(LoraSlotsTest, TwoAdaptersInOneBatchKeepTheirOwnLogits) {
 }
 
 TEST_F(LoraSlotsTest, AdaptersTheSlotsCannotServeAreRefusedByName) {
-  const TinyModel& m = tiny_model();
+  const LoraTinyModel& m = lora_tiny_model();
   const BeamConfig& c = m.config;
   BeamModel base(m.weights, ctx_);
   const std::vector<float> want_base = run(base, tokens_, {kNoLoraSlot})[0];
@@ -190,13 +190,13 @@ TEST_F(LoraSlotsTest, AdaptersTheSlotsCannotServeAreRefusedByName) {
 }
 
 TEST_F(LoraSlotsTest, SlotCountsAndRanksAreBounded) {
-  const BeamConfig& c = tiny_model().config;
+  const BeamConfig& c = lora_tiny_model().config;
   for (auto [slots, rank] : {std::pair{0, 8}, {65, 8}, {1, 0}, {1, 513}}) {
     auto s = LoraSlots::create(ctx_, c, slots, rank);
     EXPECT_FALSE(s.ok()) << slots << " slots of rank " << rank;
   }
   // A sequence naming a slot the model lacks is an error of that step, not an abort.
-  BeamModel served(tiny_model().weights, ctx_, make_slots(1));
+  BeamModel served(lora_tiny_model().weights, ctx_, make_slots(1));
   LocalKvCache kv(c, 1, 4);
   ForwardBatch batch;
   const std::vector<int32_t> tokens{1, 2};
