@@ -1127,6 +1127,15 @@ void Engine::Impl::publish_stats() {
   BlockCounts cached = prefix_ ? prefix_->evictable() : BlockCounts{};
   s.full_pool = PoolStats{total.full, free.full, cached.full};
   s.sliding_pool = PoolStats{total.sliding, free.sliding, cached.sliding};
+  s.max_loras = options_.max_loras;
+  const auto adapters_of = [&](const std::vector<SeqId>& seqs) {
+    std::set<std::string> names;
+    for (SeqId id : seqs)
+      if (const auto& lora = requests_.at(seqs_.at(id).request).lora) names.insert(lora->name);
+    return std::vector<std::string>(names.begin(), names.end());
+  };
+  s.running_loras = adapters_of(running_);
+  s.waiting_loras = adapters_of(waiting_);
   std::lock_guard<std::mutex> lock(stats_mu_);
   generation_rate_.add(s.last_step_unix_s, s.generated_tokens);
   stats_ = s;

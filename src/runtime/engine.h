@@ -182,6 +182,11 @@ struct EngineStats {
   double generation_tokens_per_s = 0;
   PoolStats full_pool;
   PoolStats sliding_pool;
+  // Per-request LoRA (vLLM's lora_requests_info): the adapters of running and of waiting
+  // sequences (each name once, sorted) and EngineOptions::max_loras.
+  std::vector<std::string> running_loras;
+  std::vector<std::string> waiting_loras;
+  int max_loras = 0;
 };
 
 // Owns its thread; every public method may be called from any thread.

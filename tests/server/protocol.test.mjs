@@ -1065,6 +1065,8 @@ test('LoRA adapters are served per request and loaded at run time', async () => 
     assertOpenAiError(await at('/generate', { input_ids: prompt, lora_path: 'b', sampling_params: {} }),
       404, 'lora_path');
     assert.equal((await fetch(s.baseUrl + '/v1/models/a')).status, 200);
+    const scraped = await (await fetch(s.baseUrl + '/metrics')).text();
+    assert.match(scraped, /beamserve_lora_requests_info\{running_lora_adapters="",waiting_lora_adapters="",max_lora="2"\} \d/);
     assert.equal((await fetch(s.baseUrl + '/v1/models/b')).status, 404);
   } finally {
     assert.equal(await s.stop(), 0);

@@ -40,6 +40,19 @@ void render_engine(std::string& out, const EngineStats& e) {
   sample(out, "beamserve_requests_running", "", static_cast<double>(e.running));
   header(out, "beamserve_requests_waiting", "gauge", "Sequences queued in the engine (queue depth).");
   sample(out, "beamserve_requests_waiting", "", static_cast<double>(e.waiting));
+  if (e.max_loras > 0) {  // vLLM's lora_requests_info: the adapters in labels, the time as value
+    const auto joined = [](const std::vector<std::string>& names) {
+      std::string s;
+      for (const std::string& n : names) s += (s.empty() ? "" : ",") + n;
+      return prometheus_label(s);
+    };
+    header(out, "beamserve_lora_requests_info", "gauge",
+           "LoRA adapters of running and waiting requests (value: the scrape's unix time).");
+    sample(out, "beamserve_lora_requests_info",
+           "running_lora_adapters=\"" + joined(e.running_loras) + "\",waiting_lora_adapters=\"" +
+               joined(e.waiting_loras) + "\",max_lora=\"" + std::to_string(e.max_loras) + "\"",
+           e.last_step_unix_s);
+  }
   header(out, "beamserve_preemptions_total", "counter", "Sequences preempted to free KV blocks.");
   sample(out, "beamserve_preemptions_total", "", static_cast<double>(e.preemptions));
   header(out, "beamserve_engine_steps_total", "counter", "Engine steps run.");

@@ -74,6 +74,19 @@ TEST(ServerMetrics, EngineNumbers) {
   EXPECT_NE(text.find("# TYPE beamserve_kv_blocks gauge"), std::string::npos);
 }
 
+TEST(ServerMetrics, LoraRequestsInfo) {
+  ServerMetrics m;
+  EngineStats e;
+  e.last_step_unix_s = 1700000000;
+  EXPECT_EQ(m.render(e, ServerGauges{}).find("lora_requests_info"), std::string::npos);  // LoRA off
+  e.max_loras = 4;
+  e.running_loras = {"a", "b\"x"};
+  e.waiting_loras = {"c"};
+  EXPECT_TRUE(has_line(m.render(e, ServerGauges{}),
+                       "beamserve_lora_requests_info{running_lora_adapters=\"a,b\\\"x\","
+                       "waiting_lora_adapters=\"c\",max_lora=\"4\"} 1700000000"));
+}
+
 TEST(ServerMetrics, LabelEscaping) {
   EXPECT_EQ(prometheus_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
   EXPECT_EQ(prometheus_number(0.5), "0.5");
