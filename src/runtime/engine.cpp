@@ -304,6 +304,9 @@ class Engine::Impl {
            (pending_pause_ && pending_pause_->pause && pending_pause_->mode == PauseMode::kWait);
   }
   void order_waiting();
+  // Steps a waiting sequence may be passed over before it is served in arrival order again.
+  static constexpr int64_t kMaxSkippedSteps = 64;
+  static bool starved(const Sequence& s) { return s.waited_steps > kMaxSkippedSteps; }
   void apply_preemptions(const StepPlan& plan);
   // One row to sample and the sequence that takes its token.
   struct SampleTarget {
@@ -728,11 +731,20 @@ void Engine::Impl::step() {
     running.push_back(scheduler_view(s));
     if (const auto& lora = requests_.at(s.request).lora) pinned.insert(lora->id);
   }
-  for (SeqId id :
-       waiting_) {  // with new weights or a sleep waiting, only what is in flight goes on
+  // A starved sequence that finds every LoRA slot held waits with the adapters' newer sequences
+  // held back, so the slots free as their running sequences finish (base-model ones still start).
+  bool slots_reserved = false;
+  for (SeqId id : waiting_) {
     const Sequence& s = seqs_.at(id);
-    if ((!holding_new_requests() || in_flight(s)) && take_lora_slot(s, pinned, lora_failed))
+    // With new weights or a sleep waiting, only what is in flight goes on.
+    if (holding_new_requests() && !in_flight(s)) continue;
+    const bool uses_lora = requests_.at(s.request).lora != nullptr;
+    if (uses_lora && slots_reserved) continue;
+    if (take_lora_slot(s, pinned, lora_failed)) {
       waiting.push_back(scheduler_view(s));
+    } else if (uses_lora && starved(s)) {
+      slots_reserved = true;
+    }
   }
   for (const auto& [id, error] : lora_failed)
     if (requests_.contains(id)) finish_request(id, FinishReason::kError, "lora: " + error);
@@ -822,7 +834,6 @@ int32_t Engine::Impl::lora_slot_of(const Sequence& seq) {
 // arrival order again, so none starves.
 void Engine::Impl::order_waiting() {
   constexpr size_t kMaxLpmQueue = 128;
-  constexpr int64_t kMaxSkippedSteps = 64;
   const bool lpm = prefix_ && waiting_.size() <= kMaxLpmQueue;
   struct Key {
     int32_t priority;

@@ -5,6 +5,9 @@
 // crosses adapters, and unloading stops new requests while one in flight finishes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -25,8 +28,9 @@ class LoraEngineTest : public ::testing::Test {
                                                    4 + 2 * i, 50 + 100 * i, 8));
   }
 
-  std::unique_ptr<Engine> make(int max_loras) {
+  std::unique_ptr<Engine> make(int max_loras, int64_t max_running = 256) {
     EngineOptions o;
+    o.max_running = max_running;
     o.num_threads = 2;
     o.block_size_tokens = 16;
     o.max_tokens_per_step = 64;
@@ -109,6 +113,46 @@ TEST_F(LoraEngineTest, MoreAdaptersThanSlotsAreAllServed) {
     ASSERT_EQ(out[i][0].finish, FinishReason::kLength);
     EXPECT_EQ(out[i][0].tokens, alone(*loaded(1, 3), reqs[i]));
   }
+}
+
+// One slot, six sequences running at a time, a stream of adapter a0's requests and one of a1's
+// behind the first two: once a1's request has waited its anti-starvation steps, a0's newer
+// requests are held back until a0's slot frees, so it finishes long before the stream ends.
+TEST_F(LoraEngineTest, AnAdapterWaitingForASlotIsNotStarvedByABusyOne) {
+  auto engine = make(1, /*max_running=*/6);
+  load(*engine, 2);
+  // Every request queued before the first step (paused), so the order does not depend on timing.
+  ASSERT_TRUE(engine->pause(PauseMode::kKeep, /*clear_cache=*/false).ok());
+  std::mutex mu;
+  std::vector<int> finish_order;  // request indices, in the order they finished
+  std::vector<std::unique_ptr<Collector>> collectors;
+  constexpr int kRequests = 80, kStarved = 6;
+  for (int i = 0; i < kRequests; ++i) {
+    // Lengths staggered so that a0's running sequences do not all finish in one step.
+    const RunRequest r =
+        request(100 + i, i == kStarved ? "a1" : "a0", i == kStarved ? 3 : 5 + (7 * i) % 16);
+    collectors.push_back(std::make_unique<Collector>());
+    GenerateRequest g;
+    g.prompt = r.prompt;
+    g.sampling = r.params;
+    g.lora_name = r.lora_name;
+    g.sink = [inner = collectors.back()->sink(), &mu, &finish_order, i](TokenEvent&& ev) {
+      if (ev.finish) {
+        std::lock_guard<std::mutex> lock(mu);
+        finish_order.push_back(i);
+      }
+      inner(std::move(ev));
+    };
+    ASSERT_TRUE(engine->submit(std::move(g)).ok());
+  }
+  ASSERT_TRUE(engine->resume().ok());
+  engine->wait_idle();
+  ASSERT_EQ(finish_order.size(), static_cast<size_t>(kRequests));
+  for (const auto& c : collectors) EXPECT_EQ(c->results()[0].finish, FinishReason::kLength);
+  const auto at =
+      std::find(finish_order.begin(), finish_order.end(), kStarved) - finish_order.begin();
+  EXPECT_LT(at, kRequests / 2) << "a1's request finished " << at + 1 << "th of " << kRequests;
+  std::printf("a1's request finished %lldth of %d\n", static_cast<long long>(at + 1), kRequests);
 }
 
 TEST_F(LoraEngineTest, PrefixCacheNeverCrossesAdapters) {
