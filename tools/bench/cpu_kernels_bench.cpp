@@ -14,6 +14,7 @@
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "kernels/api/attention.h"
+#include "kernels/api/lora.h"
 #include "kernels/api/moe.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cuda/decode_item_sizes.h"
@@ -80,6 +81,37 @@ void BM_CopyBandwidth(benchmark::State& state) {
   state.counters["GB"] = rate(2.0 * n / 1e9);
 }
 BENCHMARK(BM_CopyBandwidth)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- LoRA -------------------------------------------------------------------------------------
+
+// Args: T, r, threads. Beam's q_proj (in 5120, out 6144), 4 slots, every token on slot 0 (each
+// token reads its slot's A and B: the bytes counted are one slot's factors and x / out).
+void BM_LoraAdd(benchmark::State& state) {
+  const int64_t T = state.range(0), r = state.range(1), in = 5120, n = 6144, S = 4;
+  ThreadPool pool(static_cast<int>(state.range(2)));
+  HostTensor x(DType::kBF16, {T, in}), a(DType::kBF16, {S, r, in}), b(DType::kBF16, {S, n, r}),
+      scale(DType::kF32, {S}), slots(DType::kI32, {T}), out(DType::kBF16, {T, n});
+  fill(x.view, 1, 1.0f);
+  fill(a.view, 2, 0.05f);
+  fill(b.view, 3, 0.05f);
+  fill(out.view, 4, 1.0f);
+  for (int64_t s = 0; s < S; ++s) scale.view.as<float>()[s] = 2.0f;
+  std::fill_n(slots.view.as<int32_t>(), T, 0);
+  KernelContext ctx;
+  ctx.pool = &pool;
+  for (auto _ : state)
+    lora_add(ctx, x.view, LoraStack{a.view, b.view, scale.view}, slots.view, out.view, 0);
+  state.counters["GB"] = rate(2.0 * (r * in + n * r + T * in + 2 * T * n) / 1e9);
+  state.counters["GFLOP"] = rate(2.0 * T * r * (in + n) / 1e9);
+}
+BENCHMARK(BM_LoraAdd)
+    ->Args({1, 16, 2})
+    ->Args({1, 64, 2})
+    ->Args({32, 16, 2})
+    ->Args({256, 16, 2})
+    ->Args({256, 64, 2})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // ---- GEMM -------------------------------------------------------------------------------------
 
