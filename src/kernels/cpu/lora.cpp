@@ -1,14 +1,36 @@
-// CPU LoRA deltas: the shrink (h = scale · A·x, fp32) per token, then the expand added to out's
-// columns, parallel over tokens and column blocks.
+// CPU LoRA deltas: each run of consecutive tokens on one slot (a sequence's tokens) is two GEMMs of
+// kernels/cpu/gemm.h on its register-tile path — the shrink h = scale · x·Aᵀ and the expand
+// B·h — whose every element is vec.h's fixed-order dot product (so the bits do not depend on the
+// run's length or the threads), then the deltas are added to out's columns with one rounding.
 #include "kernels/cpu/lora.h"
 
 #include <algorithm>
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/vec.h"
 
 namespace beam::cpu {
+namespace {
+
+// Rows of one GEMM chunk: up to 64, fewer for wide outputs (the deltas stay within ~16 MB).
+int64_t chunk_rows(int64_t n) {
+  return std::clamp<int64_t>((int64_t{4} << 20) / n, 1, 64);
+}
+
+// out[M, N] = x[M, K] · w[N, K]ᵀ in fp32 on the register tiles; small products on this thread (a
+// decode token's: waking the pool costs more than the work).
+void tile_gemm(ThreadPool& pool, const float* x, int64_t M, int64_t K, const bf16* w, int64_t N,
+               float* out) {
+  if (M * N * K < (int64_t{1} << 21)) {
+    gemm_serial(x, M, K, w, N, out, N);
+  } else {
+    gemm(pool, x, M, K, w, N, out, N, GemmPath::kTiles);
+  }
+}
+
+}  // namespace
 
 void lora_add(ThreadPool& pool, const TensorView& x, const LoraStack& stack,
               const TensorView& slots, const TensorView& out, int64_t col0) {
@@ -23,40 +45,34 @@ void lora_add(ThreadPool& pool, const TensorView& x, const LoraStack& stack,
   for (int64_t t = 0; t < T; ++t)
     BEAM_CHECK(slot[t] >= kNoLoraSlot && slot[t] < S)
         << "lora_add: token " << t << " has slot " << slot[t] << " of " << S;
-
-  // The shrink: h[t] = scale · A_s · x[t] (tokens without a slot skip it).
-  std::vector<float> h(static_cast<size_t>(T * r));
-  pool.parallel_for(T, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> xf(static_cast<size_t>(in));
-    for (int64_t t = begin; t < end; ++t) {
-      if (slot[t] == kNoLoraSlot) continue;
-      widen_bf16(xs + t * in, xf.data(), in);
-      const bf16* as = a + slot[t] * r * in;
-      for (int64_t j = 0; j < r; ++j) {
-        float dot = 0;
-        dot_tile<1, 1>(xf.data(), in, as + j * in, in, in, &dot);
-        h[static_cast<size_t>(t * r + j)] = scale[slot[t]] * dot;
+  const int64_t rows = chunk_rows(n);
+  std::vector<float> xf(static_cast<size_t>(rows * in)), h(static_cast<size_t>(rows * r)),
+      delta(static_cast<size_t>(rows * n));
+  for (int64_t t0 = 0; t0 < T;) {
+    const int32_t s = slot[t0];
+    int64_t t1 = t0 + 1;
+    while (t1 < T && t1 - t0 < rows && slot[t1] == s) ++t1;
+    const int64_t M = t1 - t0;
+    if (s != kNoLoraSlot) {
+      for (int64_t m = 0; m < M; ++m) widen_bf16(xs + (t0 + m) * in, xf.data() + m * in, in);
+      tile_gemm(pool, xf.data(), M, in, a + s * r * in, r, h.data());
+      for (int64_t i = 0; i < M * r; ++i) h[static_cast<size_t>(i)] *= scale[s];
+      tile_gemm(pool, h.data(), M, r, b + s * n * r, n, delta.data());
+      const auto add_rows = [&](int64_t m0, int64_t m1) {
+        for (int64_t m = m0; m < m1; ++m) {
+          bf16* row = o + (t0 + m) * N + col0;
+          const float* d = delta.data() + m * n;
+          for (int64_t c = 0; c < n; ++c) row[c] = to_bf16(to_float(row[c]) + d[c]);
+        }
+      };
+      if (M * n < (int64_t{1} << 16)) {
+        add_rows(0, M);  // a decode token's row: cheaper than waking the pool
+      } else {
+        pool.parallel_for(M, 1, add_rows);
       }
     }
-  });
-
-  // The expand: out[t, col0 + c] = bf16(f32(out) + B_s[c] · h[t]), blocks of 256 columns.
-  constexpr int64_t kCols = 256;
-  const int64_t blocks = (n + kCols - 1) / kCols;
-  pool.parallel_for(T * blocks, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t item = begin; item < end; ++item) {
-      const int64_t t = item / blocks, c_begin = item % blocks * kCols;
-      if (slot[t] == kNoLoraSlot) continue;
-      const bf16* bs = b + slot[t] * n * r;
-      const float* ht = h.data() + t * r;
-      bf16* ot = o + t * N + col0;
-      for (int64_t c = c_begin; c < std::min(n, c_begin + kCols); ++c) {
-        float delta = 0;
-        dot_tile<1, 1>(ht, r, bs + c * r, r, r, &delta);
-        ot[c] = to_bf16(to_float(ot[c]) + delta);
-      }
-    }
-  });
+    t0 = t1;
+  }
 }
 
 }  // namespace beam::cpu

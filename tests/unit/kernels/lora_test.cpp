@@ -1,0 +1,107 @@
+// CPU lora_add (kernels/api/lora.h) bit for bit against its documented formula: h[t, j] = scale ·
+// dot(x[t], A_s[j]) and out = bf16(f32(out) + dot(h[t], B_s[o])), each dot in vec.h's fixed order;
+// tokens without a slot and the columns outside [col0, col0 + n) keep their bits; one and two
+// threads agree; a token's result does not depend on the batch; bad slots abort.
+#include "kernels/api/lora.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "kernel_test_util.h"
+
+namespace beam {
+namespace {
+
+struct LoraShape {
+  int64_t T, in, r, n, width, col0, S;
+};
+
+struct LoraInputs {
+  HostTensor x, a, b, scale, slots, out;
+};
+
+LoraInputs make_inputs(const LoraShape& s, std::mt19937& rng) {
+  LoraInputs in{test::random_bf16({s.T, s.in}, rng),
+                test::random_bf16({s.S, s.r, s.in}, rng, 0.1f),
+                test::random_bf16({s.S, s.n, s.r}, rng, 0.1f),
+                HostTensor(DType::kF32, {s.S}),
+                HostTensor(DType::kI32, {s.T}),
+                test::random_bf16({s.T, s.width}, rng)};
+  for (int64_t i = 0; i < s.S; ++i) in.scale.view.as<float>()[i] = 0.5f + static_cast<float>(i);
+  for (int64_t t = 0; t < s.T; ++t)  // runs of one slot (sequences) and tokens without one
+    in.slots.view.as<int32_t>()[t] = static_cast<int32_t>((t / 3) % (s.S + 1)) - 1;
+  return in;
+}
+
+// The documented result of lora_add on `in` (its out not modified).
+HostTensor documented(const LoraShape& s, const LoraInputs& in) {
+  HostTensor want = test::copy_of(in.out);
+  std::vector<float> x(static_cast<size_t>(s.in)), h(static_cast<size_t>(s.r));
+  for (int64_t t = 0; t < s.T; ++t) {
+    const int32_t slot = in.slots.view.as<int32_t>()[t];
+    if (slot == kNoLoraSlot) continue;
+    for (int64_t i = 0; i < s.in; ++i)
+      x[static_cast<size_t>(i)] = to_float(in.x.view.as<bf16>()[t * s.in + i]);
+    const bf16* a = in.a.view.as<bf16>() + slot * s.r * s.in;
+    const bf16* b = in.b.view.as<bf16>() + slot * s.n * s.r;
+    for (int64_t j = 0; j < s.r; ++j)
+      h[static_cast<size_t>(j)] =
+          in.scale.view.as<float>()[slot] * test::documented_dot(x.data(), a + j * s.in, s.in);
+    bf16* o = want.view.as<bf16>() + t * s.width + s.col0;
+    for (int64_t c = 0; c < s.n; ++c)
+      o[c] = to_bf16(to_float(o[c]) + test::documented_dot(h.data(), b + c * s.r, s.r));
+  }
+  return want;
+}
+
+TEST(LoraAdd, MatchesItsDocumentedFormulaBitForBit) {
+  std::mt19937 rng(11);
+  test::Contexts cpu;
+  for (const LoraShape& s :
+       {LoraShape{1, 64, 8, 96, 96, 0, 2}, LoraShape{7, 100, 3, 50, 80, 30, 3},
+        LoraShape{40, 256, 16, 300, 1000, 512, 4}, LoraShape{300, 128, 64, 64, 64, 0, 2}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "T " << s.T << " in " << s.in << " r " << s.r << " n " << s.n);
+    const LoraInputs in = make_inputs(s, rng);
+    const HostTensor want = documented(s, in);
+    for (const KernelContext* ctx : {&cpu.one, &cpu.two}) {
+      HostTensor got = test::copy_of(in.out);
+      lora_add(*ctx, in.x.view, LoraStack{in.a.view, in.b.view, in.scale.view}, in.slots.view,
+               got.view, s.col0);
+      EXPECT_TRUE(test::bits_equal(got.view, want.view));
+    }
+  }
+}
+
+TEST(LoraAdd, ATokensBitsDoNotDependOnTheBatch) {
+  std::mt19937 rng(12);
+  test::Contexts cpu;
+  const LoraShape s{64, 192, 16, 120, 120, 0, 3};
+  const LoraInputs in = make_inputs(s, rng);
+  HostTensor batched = test::copy_of(in.out);
+  lora_add(cpu.two, in.x.view, LoraStack{in.a.view, in.b.view, in.scale.view}, in.slots.view,
+           batched.view, 0);
+  for (int64_t t : {int64_t{0}, int64_t{5}, int64_t{33}, s.T - 1}) {
+    HostTensor one = test::copy_of(in.out);
+    const TensorView out_row = one.view.rows(t, 1);
+    lora_add(cpu.two, in.x.view.rows(t, 1), LoraStack{in.a.view, in.b.view, in.scale.view},
+             in.slots.view.rows(t, 1), out_row, 0);
+    EXPECT_TRUE(test::bits_equal(out_row, batched.view.rows(t, 1))) << "token " << t;
+  }
+}
+
+TEST(LoraAddDeathTest, ASlotOutsideTheStackAborts) {
+  std::mt19937 rng(13);
+  test::Contexts cpu;
+  const LoraShape s{2, 16, 2, 8, 8, 0, 2};
+  LoraInputs in = make_inputs(s, rng);
+  in.slots.view.as<int32_t>()[1] = 2;
+  EXPECT_DEATH(lora_add(cpu.one, in.x.view, LoraStack{in.a.view, in.b.view, in.scale.view},
+                        in.slots.view, in.out.view, 0),
+               "token 1 has slot 2 of 2");
+}
+
+}  // namespace
+}  // namespace beam
