@@ -201,13 +201,13 @@ class Engine::Impl {
     inbox_.idle_cv.wait(lock, [&] { return inbox_.pending == 0; });
   }
 
-  Status load_lora_adapter(const std::string& name, const std::string& dir) {
+  Status load_lora_adapter(const std::string& name, const std::string& dir, bool replace) {
     if (options_.max_loras == 0)
       return make_error("the engine serves no LoRA adapters (start it with max_loras >= 1)");
     BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const LoraAdapter> adapter, LoraAdapter::open(dir));
     // The slots' module shapes never change, so any thread may check against them.
     BEAM_RETURN_IF_ERROR(model_.lora_slots()->check(*adapter));
-    return loras_.add(name, std::move(adapter));
+    return loras_.add(name, std::move(adapter), replace);
   }
 
   Status unload_lora_adapter(const std::string& name) { return loras_.remove(name); }
@@ -1223,8 +1223,8 @@ void Engine::flush_prefix_cache() { impl_->flush_prefix_cache(); }
 Status Engine::update_weights(std::shared_ptr<const BeamWeights> weights, bool abort_in_flight) {
   return impl_->update_weights(std::move(weights), abort_in_flight);
 }
-Status Engine::load_lora_adapter(const std::string& name, const std::string& dir) {
-  return impl_->load_lora_adapter(name, dir);
+Status Engine::load_lora_adapter(const std::string& name, const std::string& dir, bool replace) {
+  return impl_->load_lora_adapter(name, dir, replace);
 }
 Status Engine::unload_lora_adapter(const std::string& name) {
   return impl_->unload_lora_adapter(name);

@@ -236,8 +236,11 @@ class Engine {
   // (GenerateRequest::lora_name; vLLM's /v1/load_lora_adapter). Any number may be loaded; a step
   // serves up to EngineOptions::max_loras of them (the others' requests wait for a slot). Errors:
   // LoRA off (max_loras 0), the name taken, the adapter unreadable or not servable (a rank above
-  // max_lora_rank, routed-expert or unknown modules: LoraSlots::check's message).
-  Status load_lora_adapter(const std::string& name, const std::string& dir);
+  // max_lora_rank, routed-expert or unknown modules: LoraSlots::check's message). `replace`
+  // (vLLM's load_inplace, for RL loops that save the adapter each step): a loaded name then means
+  // the new adapter; requests holding the old one finish with it; no prefix cached under it is
+  // reused.
+  Status load_lora_adapter(const std::string& name, const std::string& dir, bool replace = false);
   // New requests can no longer name it; those holding it finish with it. Errors: no such name.
   Status unload_lora_adapter(const std::string& name);
   std::vector<LoraAdapterInfo> lora_adapters() const;

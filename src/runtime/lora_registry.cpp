@@ -4,13 +4,14 @@
 
 namespace beam {
 
-Status LoraRegistry::add(const std::string& name, std::shared_ptr<const LoraAdapter> adapter) {
+Status LoraRegistry::add(const std::string& name, std::shared_ptr<const LoraAdapter> adapter,
+                         bool replace) {
   if (name.empty()) return make_error("lora_name: must not be empty");
   std::lock_guard<std::mutex> lock(mu_);
-  if (by_name_.contains(name))
-    return make_error("a LoRA adapter named '" + name + "' is already loaded");
-  auto entry = std::make_shared<LoraEntry>(LoraEntry{name, std::move(adapter), next_id_++});
-  by_name_.emplace(name, std::move(entry));
+  if (!replace && by_name_.contains(name))
+    return make_error("a LoRA adapter named '" + name +
+                      "' is already loaded (load_inplace replaces it)");
+  by_name_[name] = std::make_shared<LoraEntry>(LoraEntry{name, std::move(adapter), next_id_++});
   return ok_status();
 }
 

@@ -30,8 +30,10 @@ struct LoraEntry {
 // Adapters by name; every method may be called from any thread.
 class LoraRegistry {
  public:
-  // Errors: an empty name or one already loaded.
-  Status add(const std::string& name, std::shared_ptr<const LoraAdapter> adapter);
+  // Errors: an empty name, or one already loaded unless `replace` (vLLM's load_inplace: the name
+  // then means the new adapter, with a new id; requests holding the old one finish with it).
+  Status add(const std::string& name, std::shared_ptr<const LoraAdapter> adapter,
+             bool replace = false);
   // Requests already holding the adapter finish with it; new ones cannot name it. Errors: no such
   // name.
   Status remove(const std::string& name);

@@ -920,14 +920,13 @@ test('update_weights_from_disk swaps the weights; flush_cache empties the prefix
   }
 });
 
-// A PEFT LoRA adapter of tiny-beam (F32 factors of rank 4 on layer 0's q_proj and on lm_head) in
-// a new temporary folder.
-function tinyBeamLora() {
+// A PEFT LoRA adapter of tiny-beam (F32 factors of rank 4 on layer 0's q_proj and on lm_head,
+// drawn from `seed`) in a new temporary folder.
+function tinyBeamLora(seed = 7) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'beam-lora-'));
   fs.writeFileSync(path.join(dir, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', r: 4,
     lora_alpha: 16, target_modules: ['q_proj', 'lm_head'], bias: 'none' }));
   const tensors = [];
-  let seed = 7;
   const random = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648 - 0.5; };
   for (const [module, out, inp] of [['model.layers.0.self_attn.q_proj', 512, 64], ['lm_head', 512, 64]]) {
     tensors.push([`base_model.model.${module}.lora_A.weight`, [4, inp]]);
@@ -1064,6 +1063,21 @@ test('LoRA adapters are served per request and loaded at run time', async () => 
     assertOpenAiError(await at('/v1/completions', { model: 'b', prompt, max_tokens: 1 }), 404, 'model');
     assertOpenAiError(await at('/generate', { input_ids: prompt, lora_path: 'b', sampling_params: {} }),
       404, 'lora_path');
+    // vLLM's load_inplace (RL loops saving the adapter each step): "a" now serves another adapter.
+    const other = tinyBeamLora(99);
+    try {
+      const swapped = await at('/v1/load_lora_adapter', { lora_name: 'a', lora_path: other, load_inplace: true });
+      assert.equal(swapped.status, 200, swapped.text);
+      const next = await complete('a');
+      assert.notEqual(next, adapted);
+      // Under the served name, an adapter shadows the base model; unloaded, the base is back.
+      assert.equal((await at('/v1/load_lora_adapter', { lora_name: MODEL, lora_path: other })).status, 200);
+      assert.equal(await complete(MODEL), next);
+      assert.equal((await at('/v1/unload_lora_adapter', { lora_name: MODEL })).status, 200);
+      assert.equal(await complete(MODEL), base);
+    } finally {
+      fs.rmSync(other, { recursive: true, force: true });
+    }
     assert.equal((await fetch(s.baseUrl + '/v1/models/a')).status, 200);
     const scraped = await (await fetch(s.baseUrl + '/metrics')).text();
     assert.match(scraped, /beamserve_lora_requests_info\{running_lora_adapters="",waiting_lora_adapters="",max_lora="2"\} \d/);

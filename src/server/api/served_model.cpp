@@ -21,7 +21,9 @@ void ServedWeights::set(Info info) {
 }
 
 ApiExpected<std::string> model_adapter(const ServedModel& model, const std::string& requested) {
-  if (requested.empty() || requested == model.name) return std::string();
+  if (requested.empty()) return std::string();
+  // An adapter loaded under the served name shadows the base model (vLLM resolves adapters
+  // first): an RL loop then serves its trained adapter under one stable name.
   std::string adapters;
   const std::vector<LoraAdapterInfo> loaded =
       model.lora_enabled ? model.engine->lora_adapters() : std::vector<LoraAdapterInfo>{};
@@ -29,6 +31,7 @@ ApiExpected<std::string> model_adapter(const ServedModel& model, const std::stri
     if (a.name == requested) return a.name;
     adapters += ", '" + a.name + "'";
   }
+  if (requested == model.name) return std::string();
   return api_error(ErrorKind::kNotFound,
                    "The model '" + requested + "' does not exist; this server serves '" +
                        model.name + "'" + (adapters.empty() ? "" : " and the LoRA adapters") +

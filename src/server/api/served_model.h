@@ -75,9 +75,9 @@ struct ServedModel {
 // Adds the model's sampling defaults to a request body for the fields it does not set.
 void apply_sampling_defaults(const ServedModel& model, Json* body);
 
-// The LoRA adapter a request's "model" names (vLLM serves each loaded adapter as a model): ""
-// for the base model (empty or the served name), the adapter's name for a loaded adapter
-// (Engine::load_lora_adapter), else 404.
+// The LoRA adapter a request's "model" names (vLLM serves each loaded adapter as a model): the
+// adapter's name for a loaded adapter (Engine::load_lora_adapter; one loaded under the served
+// name shadows the base model), "" for the base model (empty or the served name), else 404.
 ApiExpected<std::string> model_adapter(const ServedModel& model, const std::string& requested);
 // The "model" a response shows: the adapter's name, or the served name without one.
 std::string shown_model_name(const ServedModel& model, const std::string& lora_name);

@@ -175,6 +175,7 @@ void handle_models(const ServerState& state, const std::shared_ptr<Exchange>& ex
   const std::vector<LoraAdapterInfo> loras =
       model->lora_enabled ? model->engine->lora_adapters() : std::vector<LoraAdapterInfo>{};
   for (const LoraAdapterInfo& a : loras) {
+    if (a.name == model->name) continue;  // it shadows the base model under the base's card
     Json lora = card;
     lora["id"] = a.name;
     lora["root"] = a.path;

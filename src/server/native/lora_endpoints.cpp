@@ -12,6 +12,7 @@ namespace {
 // The request's lora_name (and lora_path when loading), or the error to answer.
 struct LoraFields {
   std::string name, path;
+  bool inplace = false;  // vLLM's load_inplace: replace an adapter loaded under the name
 };
 
 ApiExpected<LoraFields> read_lora_fields(const EndpointEnv& env,
@@ -23,7 +24,10 @@ ApiExpected<LoraFields> read_lora_fields(const EndpointEnv& env,
   FieldReader r(body, "");
   LoraFields f;
   r.require("lora_name", &f.name);
-  if (load) r.require("lora_path", &f.path);
+  if (load) {
+    r.require("lora_path", &f.path);
+    r.read("load_inplace", &f.inplace);
+  }
   if (r.failed()) return r.take_error();
   return f;
 }
@@ -37,8 +41,8 @@ Json loaded_adapters(const ServedModel& model) {
 // Loads (load) or unloads the named adapter; the engine's error as a Status.
 Status apply(const EndpointEnv& env, const LoraFields& f, bool load) {
   Engine& engine = *env.model->engine;
-  const Status st =
-      load ? engine.load_lora_adapter(f.name, f.path) : engine.unload_lora_adapter(f.name);
+  const Status st = load ? engine.load_lora_adapter(f.name, f.path, f.inplace)
+                         : engine.unload_lora_adapter(f.name);
   if (st.ok())
     log_info(load ? "loaded the LoRA adapter '" + f.name + "' from " + f.path
                   : "unloaded the LoRA adapter '" + f.name + "'");

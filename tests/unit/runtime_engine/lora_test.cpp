@@ -192,13 +192,36 @@ TEST_F(LoraEngineTest, UnloadStopsNewRequestsAndLetsOnesInFlightFinish) {
   EXPECT_FALSE(engine->unload_lora_adapter("a0").ok());
 }
 
+// vLLM's load_inplace for RL loops: the name then serves the new adapter (as a fresh engine
+// would, reusing nothing cached under the old one) while a request holding the old one finishes
+// with it.
+TEST_F(LoraEngineTest, ReplacingAnAdapterInPlaceServesTheNewOne) {
+  auto engine = loaded(1, 1);
+  const RunRequest long_one = request(7, "a0", 40), r = request(8, "a0");
+  EXPECT_EQ(alone(*engine, r), alone(*loaded(1, 1), r));  // r's prompt is now cached under a0
+  Collector in_flight;
+  submit(*engine, long_one, &in_flight);
+  wait_for_output(in_flight);
+  ASSERT_TRUE(engine->load_lora_adapter("a0", adapters_[1], /*replace=*/true).ok());
+  const auto replaced = run_all(*engine, {r})[0][0];
+  auto fresh = make(1);
+  ASSERT_TRUE(fresh->load_lora_adapter("a0", adapters_[1]).ok());
+  EXPECT_EQ(replaced.tokens, alone(*fresh, r));
+  EXPECT_EQ(replaced.usage.cached_prompt_tokens, 0);
+  engine->wait_idle();
+  EXPECT_EQ(in_flight.results()[0].tokens, alone(*loaded(1, 1), long_one));
+  ASSERT_EQ(engine->lora_adapters().size(), 1u);
+  EXPECT_EQ(engine->lora_adapters()[0].path, adapters_[1]);
+}
+
 TEST_F(LoraEngineTest, LoadErrorsNameTheProblem) {
   auto engine = loaded(1, 1);
   const auto message = [&](const std::string& name, const std::string& dir) {
     const Status st = engine->load_lora_adapter(name, dir);
     return st.ok() ? std::string("ok") : st.error().message;
   };
-  EXPECT_EQ(message("a0", adapters_[1]), "a LoRA adapter named 'a0' is already loaded");
+  EXPECT_EQ(message("a0", adapters_[1]),
+            "a LoRA adapter named 'a0' is already loaded (load_inplace replaces it)");
   EXPECT_EQ(message("", adapters_[1]), "lora_name: must not be empty");
   EXPECT_NE(message("x", "/nonexistent").find("/nonexistent/adapter_config.json"),
             std::string::npos);
