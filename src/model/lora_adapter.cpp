@@ -65,7 +65,8 @@ Expected<std::shared_ptr<const LoraAdapter>> LoraAdapter::open(const std::string
   const std::string path = dir + "/adapter_model.safetensors";
   auto adapter = std::make_shared<LoraAdapter>();
   adapter->dir_ = dir;
-  BEAM_ASSIGN_OR_RETURN(adapter->file_, MappedFile::open(path));
+  // A copy, not a mapping: RL loops rewrite the adapter's file in place while it is served.
+  BEAM_ASSIGN_OR_RETURN(adapter->file_, MappedFile::copy_of(path));
   BEAM_ASSIGN_OR_RETURN(adapter->tensors_, read_safetensors(*adapter->file_));
   const auto fail = [&](const std::string& what) { return make_error(path + ": " + what); };
   for (const RawTensor& t : adapter->tensors_) {

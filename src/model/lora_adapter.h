@@ -17,7 +17,7 @@
 
 namespace beam {
 
-// One target module's low-rank factors (borrowed from the adapter's mapped file).
+// One target module's low-rank factors (borrowed from the adapter's copy of its file).
 struct LoraDelta {
   const RawTensor* a = nullptr;  // lora_A: [r, in]
   const RawTensor* b = nullptr;  // lora_B: [out, r]

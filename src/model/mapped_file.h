@@ -1,4 +1,5 @@
-// MappedFile: a whole file mapped read-only into memory (POSIX mmap), unmapped on destruction.
+// MappedFile: a whole file mapped read-only into memory (POSIX mmap), unmapped on destruction, or
+// (copy_of) read into memory of its own for files that may be rewritten while in use.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +15,10 @@ class MappedFile {
  public:
   // Maps `path` read-only. An empty file maps to size() == 0 and data() == nullptr.
   static Expected<std::shared_ptr<MappedFile>> open(const std::string& path);
+  // Reads `path` into memory the object owns: a later rewrite or truncation of the file (an RL
+  // loop saving a LoRA adapter to the same folder each step) cannot reach it, as it could a
+  // mapping (SIGBUS past a truncated end).
+  static Expected<std::shared_ptr<MappedFile>> copy_of(const std::string& path);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -29,6 +34,7 @@ class MappedFile {
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  std::unique_ptr<uint8_t[]> owned_;  // copy_of's bytes (data_ points into them); else a mapping
 };
 
 }  // namespace beam

@@ -189,6 +189,22 @@ TEST_F(LoraSlotsTest, AdaptersTheSlotsCannotServeAreRefusedByName) {
                  2, "model.layers.1.mlp.down_proj.weight' is no module per-request LoRA serves");
 }
 
+// RL loops save the adapter to the same folder every step: the adapter read before keeps its
+// factors (a copy, not a mapping that a truncated file would turn into SIGBUS).
+TEST_F(LoraSlotsTest, AnAdapterKeepsItsFactorsWhenItsFileIsRewritten) {
+  const LoraTinyModel& m = lora_tiny_model();
+  const auto modules = test::servable_lora_modules(m.config);
+  const std::string dir = test::write_lora_adapter("lora_rewritten", modules, 4, 500);
+  auto adapter = open_adapter(dir);
+  ASSERT_NE(adapter, nullptr);
+  BeamModel served(m.weights, ctx_, make_slots(1));
+  ASSERT_TRUE(served.lora_slots()->load(ctx_, 0, *adapter).ok());
+  const std::vector<float> before = run(served, tokens_, {0})[0];
+  test::write_text_file(dir + "/adapter_model.safetensors", "truncated");
+  ASSERT_TRUE(served.lora_slots()->load(ctx_, 0, *adapter).ok());  // read again from the copy
+  EXPECT_EQ(run(served, tokens_, {0})[0], before);
+}
+
 TEST_F(LoraSlotsTest, SlotCountsAndRanksAreBounded) {
   const BeamConfig& c = lora_tiny_model().config;
   for (auto [slots, rank] : {std::pair{0, 8}, {65, 8}, {1, 0}, {1, 513}}) {
