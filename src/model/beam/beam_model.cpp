@@ -328,12 +328,11 @@ void BeamModel::add_lora(const Workspace& ws, int64_t l, LoraTarget target, cons
   const LoraStack* stack = lora_->stack(l, target);
   if (stack == nullptr) return;
   const bool rows = target == LoraTarget::kLmHead;
-  // An eager step's host metadata tells whether any token has an adapter; a decode graph's
-  // metadata changes on every replay, so its steps always run the op.
-  if (&ws == &ws_) {
-    const std::vector<int32_t>& slots = rows ? ws.lora_row_slots : ws.lora_slots;
-    if (std::all_of(slots.begin(), slots.end(), [](int32_t s) { return s == kNoLoraSlot; })) return;
-  }
+  // Steps without an adapter token skip the op; decode graphs keep one graph per bucket for
+  // batches with adapters and one for batches without (decode_graphs.h), so a graph captured
+  // with the op replays only for batches that have adapter tokens.
+  const std::vector<int32_t>& slots = rows ? ws.lora_row_slots : ws.lora_slots;
+  if (std::all_of(slots.begin(), slots.end(), [](int32_t s) { return s == kNoLoraSlot; })) return;
   lora_add(ctx_, x, *stack, rows ? ws.lora_row_slots_view() : ws.lora_slots_view(), out, col0);
 }
 

@@ -67,7 +67,7 @@ class BeamModel {
   void mlp_block(Workspace& ws, int64_t layer, int64_t sparse_index, bool capture);
   void compute_logits(Workspace& ws);
   // out[:, col0 :] += the LoRA deltas of layer l's `target` for ws's tokens (logit rows for
-  // kLmHead) when the model serves adapters; eager steps without an adapter token skip it.
+  // kLmHead) when the model serves adapters and some token of ws has one.
   void add_lora(const Workspace& ws, int64_t l, LoraTarget target, const TensorView& x,
                 const TensorView& out, int64_t col0 = 0);
   // Copies the logits of batch's rows (the first rows of ws.logits) to out.

@@ -88,10 +88,13 @@ Status DecodeGraphs::run(const KernelContext& ctx, const BeamConfig& cfg, const 
 
   const uint64_t fingerprint = mix_kv(graph_fingerprint(ctx), kv);
   if (fingerprint != fingerprint_) {
-    for (Bucket& b : buckets_) b.graph = StepGraph();
+    for (auto& variant : buckets_)
+      for (Bucket& b : variant) b.graph = StepGraph();
     fingerprint_ = fingerprint;
   }
-  Bucket& bucket = buckets_[index];
+  const bool lora = std::any_of(batch.seqs.begin(), batch.seqs.end(),
+                                [](const SeqChunk& s) { return s.lora_slot != kNoLoraSlot; });
+  Bucket& bucket = buckets_[lora ? 1 : 0][index];
   if (!bucket.warmed) {
     enqueue(ws_, kv);
     bucket.warmed = true;

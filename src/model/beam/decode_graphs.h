@@ -1,6 +1,8 @@
 // DecodeGraphs: CUDA graphs of decode-only steps, one per batch-size bucket (1, 2, 4 ... 128,
-// 160, 192, 256), captured lazily and replayed with the step's metadata uploaded to fixed
-// addresses first (docs/runtime.md, Device). Prefill and mixed steps never come here.
+// 160, 192, 256) and per LoRA use (batches where some sequence has an adapter capture the LoRA
+// ops; others do not, so a LoRA-enabled model pays nothing for base-model batches), captured
+// lazily and replayed with the step's metadata uploaded to fixed addresses first
+// (docs/runtime.md, Device). Prefill and mixed steps never come here.
 #pragma once
 
 #include <array>
@@ -53,7 +55,8 @@ class DecodeGraphs {
 
   Workspace ws_;
   bool reserved_ = false;
-  std::array<Bucket, kBuckets.size()> buckets_;
+  // [0]: no sequence has a LoRA slot; [1]: some do.
+  std::array<std::array<Bucket, kBuckets.size()>, 2> buckets_;
   uint64_t fingerprint_ = 0;  // scratch + KV memory the captured graphs point into
   int64_t captures_ = 0, replays_ = 0;
 };
