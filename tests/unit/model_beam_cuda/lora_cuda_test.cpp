@@ -1,7 +1,8 @@
 // Per-request LoRA on the GPU (model/lora_slots.h, lora_add's CUDA kernel): a mixed batch (no
 // adapter, two adapters) gives the CPU model's logits within summation-order error, the
 // adapter-free rows of a LoRA model the base model's bits; an engine replaying decode graphs gives
-// the eager engine's tokens bit for bit with adapters swapped through fewer slots than adapters.
+// the eager engine's tokens bit for bit with adapters swapped through fewer slots than adapters,
+// and for batches without adapters (graphs captured without the LoRA ops).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -137,6 +138,17 @@ TEST_F(LoraCudaTest, EngineWithGraphsGivesTheEagerEnginesTokens) {
   }
   EXPECT_NE(want[0][0].tokens,
             run_all(*eager, {RunRequest{reqs[0].prompt, greedy(12)}})[0][0].tokens);
+  // Batches of base-model requests alone replay the graphs captured without the LoRA ops, then
+  // adapter batches again the ones with them: each as the eager engine gives.
+  for (const std::string lora : {"", "a1", ""}) {
+    std::vector<RunRequest> batch;
+    for (int i = 0; i < 3; ++i)
+      batch.push_back(
+          RunRequest{tokens_of(16 + i, 90 + i, host_->config.vocab_size), greedy(10), lora});
+    const auto e = run_all(*eager, batch), g = run_all(*graphs, batch);
+    for (size_t i = 0; i < batch.size(); ++i)
+      EXPECT_EQ(g[i][0].tokens, e[i][0].tokens) << "adapter '" << lora << "', request " << i;
+  }
 }
 
 }  // namespace
