@@ -1026,6 +1026,9 @@ test('LoRA adapters are served per request and loaded at run time', async () => 
     assert.deepEqual(models.data.map((m) => m.id), [MODEL, 'a']);
     assert.equal(models.data[1].parent, MODEL);
     assert.equal(models.data[1].root, lora);
+    const info = await (await fetch(s.baseUrl + '/get_server_info')).json();
+    assert.deepEqual([info.enable_lora, info.max_loras_per_batch, info.max_lora_rank, info.lora_paths],
+      [true, 2, 8, { a: lora }]);
     const base = await complete(MODEL);
     const adapted = await complete('a');
     assert.notEqual(adapted, base);

@@ -16,6 +16,14 @@ double now_unix_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// The loaded LoRA adapters as {name: folder} (empty with LoRA off).
+Json lora_paths(const ServedModel& model) {
+  Json paths = Json::object();
+  if (model.lora_enabled)
+    for (const LoraAdapterInfo& a : model.engine->lora_adapters()) paths[a.name] = a.path;
+  return paths;
+}
+
 }  // namespace
 
 HealthVerdict evaluate_health(const HealthInputs& in) {
@@ -154,6 +162,11 @@ void handle_server_info(const ServerState& state, const std::shared_ptr<Exchange
       {"enable_return_routed_experts", model.routed_experts_enabled},
       {"enable_weight_updates", model.weight_updates_enabled},
       {"enable_memory_saver", model.sleep_mode_enabled},  // SGLang's name for sleep mode
+      // SGLang's LoRA settings: adapters one step serves, the highest rank, the loaded adapters.
+      {"enable_lora", model.lora_enabled},
+      {"max_loras_per_batch", engine.max_loras},
+      {"max_lora_rank", engine.max_lora_rank},
+      {"lora_paths", lora_paths(model)},
       {"api_key_required", o.api_key.has_value()},
       {"max_body_bytes", o.max_body_bytes},
       {"worker_threads", o.worker_threads},
