@@ -86,7 +86,6 @@ Expected<std::unique_ptr<LoraSlots>> LoraSlots::create(const KernelContext& ctx,
   std::unique_ptr<LoraSlots> s(new LoraSlots());
   s->num_slots_ = max_loras;
   s->max_rank_ = max_rank;
-  s->num_layers_ = cfg.num_layers;
   s->modules_.resize(static_cast<size_t>(cfg.num_layers * kLayerTargets + 1));
   const auto S = static_cast<size_t>(max_loras), R = static_cast<size_t>(max_rank);
   // Offsets first, then one allocation.
@@ -95,25 +94,25 @@ Expected<std::unique_ptr<LoraSlots>> LoraSlots::create(const KernelContext& ctx,
   };
   std::vector<Offsets> offsets(s->modules_.size());
   size_t total = 0;
-  for (int64_t l = 0; l <= cfg.num_layers; ++l)
-    for (int t = 0; t < kNumLoraTargets; ++t) {
-      const bool head = t == static_cast<int>(LoraTarget::kLmHead);
-      if (head != (l == cfg.num_layers)) continue;
-      const auto target = static_cast<LoraTarget>(t);
-      const auto [out, in] = target_shape(cfg, head ? 0 : l, target);
-      if (out == 0) continue;
-      const size_t i = head ? s->modules_.size() - 1 : static_cast<size_t>(l * kLayerTargets + t);
-      Module& m = s->modules_[i];
-      m.in = in;
-      m.out = out;
-      m.present = true;
-      offsets[i] = {total, 0, 0};
-      total += aligned(S * R * static_cast<size_t>(in) * 2);
-      offsets[i].b = total;
-      total += aligned(S * static_cast<size_t>(out) * R * 2);
-      offsets[i].scale = total;
-      total += aligned(S * 4);
-    }
+  const auto lay_out = [&](int64_t layer, LoraTarget target) {
+    const auto [out, in] = target_shape(cfg, layer, target);
+    if (out == 0) return;
+    Module& m = s->module(layer, target);
+    m.in = in;
+    m.out = out;
+    m.weight = target == LoraTarget::kLmHead ? "lm_head.weight"
+                                             : layer_tensor_name(layer, layer_suffix(target));
+    Offsets& o = offsets[static_cast<size_t>(&m - s->modules_.data())];
+    o.a = total;
+    total += aligned(S * R * static_cast<size_t>(in) * 2);
+    o.b = total;
+    total += aligned(S * static_cast<size_t>(out) * R * 2);
+    o.scale = total;
+    total += aligned(S * 4);
+  };
+  for (int64_t l = 0; l < cfg.num_layers; ++l)
+    for (int t = 0; t < kLayerTargets; ++t) lay_out(l, static_cast<LoraTarget>(t));
+  lay_out(0, LoraTarget::kLmHead);
   Expected<DeviceBuffer> memory = allocate_buffer(ctx, total);
   if (!memory.ok())
     return make_error("LoRA slots (" + std::to_string(max_loras) + " of rank " +
@@ -123,7 +122,7 @@ Expected<std::unique_ptr<LoraSlots>> LoraSlots::create(const KernelContext& ctx,
   auto* base = static_cast<char*>(s->memory_.data());
   for (size_t i = 0; i < s->modules_.size(); ++i) {
     Module& m = s->modules_[i];
-    if (!m.present) continue;
+    if (!m.present()) continue;
     const auto Si = static_cast<int64_t>(S), Ri = static_cast<int64_t>(R);
     m.stack.a = TensorView{base + offsets[i].a, DType::kBF16, {Si, Ri, m.in}, ctx.device};
     m.stack.b = TensorView{base + offsets[i].b, DType::kBF16, {Si, m.out, Ri}, ctx.device};
@@ -143,13 +142,13 @@ const LoraSlots::Module& LoraSlots::module(int64_t layer, LoraTarget target) con
 
 const LoraStack* LoraSlots::stack(int64_t layer, LoraTarget target) const {
   const Module& m = module(layer, target);
-  return m.present ? &m.stack : nullptr;
+  return m.present() ? &m.stack : nullptr;
 }
 
 void LoraSlots::clear(const KernelContext& ctx, int32_t slot) {
   BEAM_CHECK(slot >= 0 && slot < num_slots_) << "LoraSlots::clear: slot " << slot;
   for (const Module& m : modules_) {
-    if (!m.present) continue;
+    if (!m.present()) continue;
     zero_tensor(ctx, m.stack.a.rows(slot, 1));
     zero_tensor(ctx, m.stack.b.rows(slot, 1));
     zero_tensor(ctx, m.stack.scale.rows(slot, 1));
@@ -159,16 +158,10 @@ void LoraSlots::clear(const KernelContext& ctx, int32_t slot) {
 Expected<LoraSlots::Placement> LoraSlots::place(const LoraAdapter& adapter) const {
   // Each module under its canonical name or an alias; every delta must find one.
   std::map<std::string, const Module*> names;
-  for (int64_t l = 0; l <= num_layers_; ++l)
-    for (int t = 0; t < kNumLoraTargets; ++t) {
-      const auto target = static_cast<LoraTarget>(t);
-      const bool head = target == LoraTarget::kLmHead;
-      if (head != (l == num_layers_) || !module(l, target).present) continue;
-      const std::string canonical =
-          head ? "lm_head.weight" : layer_tensor_name(l, layer_suffix(target));
-      for (const std::string& name : tensor_name_candidates(canonical))
-        if (adapter.find(name)) names.emplace(name, &module(l, target));
-    }
+  for (const Module& m : modules_)
+    if (m.present())
+      for (const std::string& name : tensor_name_candidates(m.weight))
+        if (adapter.find(name)) names.emplace(name, &m);
   const std::string& dir = adapter.dir();
   Placement placement;
   for (const auto& [name, delta] : adapter.deltas()) {

@@ -54,7 +54,8 @@ class LoraSlots {
   struct Module {
     LoraStack stack;
     int64_t in = 0, out = 0;
-    bool present = false;
+    std::string weight;  // the checkpoint name of the weight it adapts ("": the layer has none)
+    bool present() const { return !weight.empty(); }
   };
   LoraSlots() = default;
   // The module each of adapter's deltas goes to (by delta name), or check()'s error.
@@ -65,7 +66,6 @@ class LoraSlots {
 
   int num_slots_ = 0;
   int max_rank_ = 0;
-  int64_t num_layers_ = 0;
   DeviceBuffer memory_;
   std::vector<Module> modules_;  // [num_layers * (kNumLoraTargets - 1) + 1]: lm_head last
 };

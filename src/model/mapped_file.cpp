@@ -10,67 +10,61 @@
 #include <cstring>
 
 namespace beam {
+namespace {
+
+// An open regular file and its size; closes the descriptor when it goes.
+struct OpenFile {
+  int fd = -1;
+  size_t size = 0;
+  ~OpenFile() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Opens `path` read-only, checking that it is a regular file; errors name the path and why.
+Status open_regular(const std::string& path, OpenFile& file) {
+  file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (file.fd < 0) return make_error(path + ": cannot open (" + std::strerror(errno) + ")");
+  struct stat st {};
+  if (::fstat(file.fd, &st) != 0)
+    return make_error(path + ": cannot stat (" + std::strerror(errno) + ")");
+  if (!S_ISREG(st.st_mode)) return make_error(path + ": not a regular file");
+  file.size = static_cast<size_t>(st.st_size);
+  return ok_status();
+}
+
+}  // namespace
 
 Expected<std::shared_ptr<MappedFile>> MappedFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return make_error(path + ": cannot open (" + std::strerror(errno) + ")");
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return make_error(path + ": cannot stat (" + std::strerror(err) + ")");
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return make_error(path + ": not a regular file");
-  }
-  size_t size = static_cast<size_t>(st.st_size);
+  OpenFile file;
+  BEAM_RETURN_IF_ERROR(open_regular(path, file));
   const uint8_t* data = nullptr;
-  if (size > 0) {
-    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      int err = errno;
-      ::close(fd);
-      return make_error(path + ": cannot mmap " + std::to_string(size) + " bytes (" +
-                        std::strerror(err) + ")");
-    }
+  if (file.size > 0) {  // the mapping stays valid after the descriptor closes
+    void* p = ::mmap(nullptr, file.size, PROT_READ, MAP_PRIVATE, file.fd, 0);
+    if (p == MAP_FAILED)
+      return make_error(path + ": cannot mmap " + std::to_string(file.size) + " bytes (" +
+                        std::strerror(errno) + ")");
     data = static_cast<const uint8_t*>(p);
   }
-  ::close(fd);  // the mapping stays valid after close
-  return std::shared_ptr<MappedFile>(new MappedFile(path, data, size));
+  return std::shared_ptr<MappedFile>(new MappedFile(path, data, file.size));
 }
 
 Expected<std::shared_ptr<MappedFile>> MappedFile::copy_of(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return make_error(path + ": cannot open (" + std::strerror(errno) + ")");
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return make_error(path + ": cannot stat (" + std::strerror(err) + ")");
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return make_error(path + ": not a regular file");
-  }
-  const auto size = static_cast<size_t>(st.st_size);
-  auto bytes = std::make_unique_for_overwrite<uint8_t[]>(size);
-  size_t got = 0;
-  while (got < size) {
-    const ssize_t n = ::read(fd, bytes.get() + got, size - got);
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      return make_error(path + ": read " + std::to_string(got) + " of " + std::to_string(size) +
-                        " bytes (" +
-                        (n == 0 ? std::string("the file shrank") : std::strerror(err)) + ")");
-    }
+  OpenFile file;
+  BEAM_RETURN_IF_ERROR(open_regular(path, file));
+  auto bytes = std::make_unique_for_overwrite<uint8_t[]>(file.size);
+  for (size_t got = 0; got < file.size;) {
+    const ssize_t n = ::read(file.fd, bytes.get() + got, file.size - got);
+    if (n <= 0)
+      return make_error(path + ": read " + std::to_string(got) + " of " +
+                        std::to_string(file.size) + " bytes (" +
+                        (n == 0 ? std::string("the file shrank") : std::strerror(errno)) + ")");
     got += static_cast<size_t>(n);
   }
-  ::close(fd);
-  std::shared_ptr<MappedFile> file(new MappedFile(path, size > 0 ? bytes.get() : nullptr, size));
-  file->owned_ = std::move(bytes);
-  return file;
+  std::shared_ptr<MappedFile> copy(
+      new MappedFile(path, file.size > 0 ? bytes.get() : nullptr, file.size));
+  copy->owned_ = std::move(bytes);
+  return copy;
 }
 
 MappedFile::~MappedFile() {

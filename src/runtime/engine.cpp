@@ -84,7 +84,6 @@ class Engine::Impl {
         allocator_(std::move(allocator)),
         pool_(options.num_threads),
         model_(device.weights, device.context(&pool_), std::move(lora)),
-        lora_table_(options.max_loras),
         geometry_(std::move(geometry)),
         sizes_(sizes),
         storage_(std::move(storage)),
@@ -92,6 +91,7 @@ class Engine::Impl {
         scheduler_(SchedulerConfig{*options.max_tokens_per_step, options.max_running,
                                    *options.max_tokens_per_step, 0, 1}),
         sampler_(model_.config().vocab_size, &pool_),
+        lora_table_(options.max_loras),
         mask_scratch_(static_cast<size_t>(pool_.num_threads())) {
     if (model_.context().device != Device::kCpu)
       device_sampler_.emplace(model_.context(), model_.config().vocab_size);
@@ -1139,14 +1139,16 @@ void Engine::Impl::publish_stats() {
   s.full_pool = PoolStats{total.full, free.full, cached.full};
   s.sliding_pool = PoolStats{total.sliding, free.sliding, cached.sliding};
   s.max_loras = options_.max_loras;
-  const auto adapters_of = [&](const std::vector<SeqId>& seqs) {
-    std::set<std::string> names;
-    for (SeqId id : seqs)
-      if (const auto& lora = requests_.at(seqs_.at(id).request).lora) names.insert(lora->name);
-    return std::vector<std::string>(names.begin(), names.end());
-  };
-  s.running_loras = adapters_of(running_);
-  s.waiting_loras = adapters_of(waiting_);
+  if (s.max_loras > 0) {
+    const auto adapters_of = [&](const std::vector<SeqId>& seqs) {
+      std::set<std::string> names;
+      for (SeqId id : seqs)
+        if (const auto& lora = requests_.at(seqs_.at(id).request).lora) names.insert(lora->name);
+      return std::vector<std::string>(names.begin(), names.end());
+    };
+    s.running_loras = adapters_of(running_);
+    s.waiting_loras = adapters_of(waiting_);
+  }
   std::lock_guard<std::mutex> lock(stats_mu_);
   generation_rate_.add(s.last_step_unix_s, s.generated_tokens);
   stats_ = s;

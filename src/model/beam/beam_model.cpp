@@ -6,7 +6,6 @@
 // go through DecodeGraphs, which replays the same op sequence as a CUDA graph.
 #include "model/beam/beam_model.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <string>
@@ -324,15 +323,13 @@ void BeamModel::compute_logits(Workspace& ws) {
 
 void BeamModel::add_lora(const Workspace& ws, int64_t l, LoraTarget target, const TensorView& x,
                          const TensorView& out, int64_t col0) {
-  if (!lora_) return;
-  const LoraStack* stack = lora_->stack(l, target);
-  if (stack == nullptr) return;
-  const bool rows = target == LoraTarget::kLmHead;
   // Steps without an adapter token skip the op; decode graphs keep one graph per bucket for
   // batches with adapters and one for batches without (decode_graphs.h), so a graph captured
   // with the op replays only for batches that have adapter tokens.
-  const std::vector<int32_t>& slots = rows ? ws.lora_row_slots : ws.lora_slots;
-  if (std::all_of(slots.begin(), slots.end(), [](int32_t s) { return s == kNoLoraSlot; })) return;
+  if (!lora_ || !ws.any_lora) return;
+  const LoraStack* stack = lora_->stack(l, target);
+  if (stack == nullptr) return;
+  const bool rows = target == LoraTarget::kLmHead;
   lora_add(ctx_, x, *stack, rows ? ws.lora_row_slots_view() : ws.lora_slots_view(), out, col0);
 }
 

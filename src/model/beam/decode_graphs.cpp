@@ -92,9 +92,7 @@ Status DecodeGraphs::run(const KernelContext& ctx, const BeamConfig& cfg, const 
       for (Bucket& b : variant) b.graph = StepGraph();
     fingerprint_ = fingerprint;
   }
-  const bool lora = std::any_of(batch.seqs.begin(), batch.seqs.end(),
-                                [](const SeqChunk& s) { return s.lora_slot != kNoLoraSlot; });
-  Bucket& bucket = buckets_[lora ? 1 : 0][index];
+  Bucket& bucket = buckets_[ws_.any_lora ? 1 : 0][index];
   if (!bucket.warmed) {
     enqueue(ws_, kv);
     bucket.warmed = true;

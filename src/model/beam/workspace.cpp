@@ -40,11 +40,13 @@ void Workspace::build(const ForwardBatch& batch, int64_t block_size) {
   logit_rows.clear();
   lora_slots.clear();
   lora_row_slots.clear();
+  any_lora = false;
   auto slot = [block_size](std::span<const int32_t> table, int64_t j) -> int64_t {
     if (table.empty()) return -1;
     return static_cast<int64_t>(table[j / block_size]) * block_size + j % block_size;
   };
   for (const SeqChunk& s : batch.seqs) {
+    any_lora = any_lora || s.lora_slot != kNoLoraSlot;
     int64_t begin = static_cast<int64_t>(token_ids.size());
     int64_t n = static_cast<int64_t>(s.tokens.size());
     for (int64_t i = 0; i < n; ++i) {

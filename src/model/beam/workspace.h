@@ -39,6 +39,8 @@ struct Workspace {
   std::vector<int32_t> logit_rows;       // [R] token rows whose logits are computed
   std::vector<int32_t> lora_slots;       // [T] each token's LoRA slot (kNoLoraSlot: none)
   std::vector<int32_t> lora_row_slots;   // [R] each logit row's LoRA slot
+  // Some token has a LoRA slot (then so does its sequence's logit row: every chunk has one).
+  bool any_lora = false;
   int32_t active_tokens = 0;             // tokens before the padding (all: num_tokens())
 
   // Pinned metadata with its device mirror (kernels/api/device_memory.h), laid out for

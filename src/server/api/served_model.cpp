@@ -25,9 +25,7 @@ ApiExpected<std::string> model_adapter(const ServedModel& model, const std::stri
   // An adapter loaded under the served name shadows the base model (vLLM resolves adapters
   // first): an RL loop then serves its trained adapter under one stable name.
   std::string adapters;
-  const std::vector<LoraAdapterInfo> loaded =
-      model.lora_enabled ? model.engine->lora_adapters() : std::vector<LoraAdapterInfo>{};
-  for (const LoraAdapterInfo& a : loaded) {
+  for (const LoraAdapterInfo& a : served_adapters(model)) {
     if (a.name == requested) return a.name;
     adapters += ", '" + a.name + "'";
   }
@@ -41,6 +39,16 @@ ApiExpected<std::string> model_adapter(const ServedModel& model, const std::stri
 
 std::string shown_model_name(const ServedModel& model, const std::string& lora_name) {
   return lora_name.empty() ? model.name : lora_name;
+}
+
+std::vector<LoraAdapterInfo> served_adapters(const ServedModel& model) {
+  return model.lora_enabled ? model.engine->lora_adapters() : std::vector<LoraAdapterInfo>{};
+}
+
+Json adapter_paths(const ServedModel& model) {
+  Json paths = Json::object();
+  for (const LoraAdapterInfo& a : served_adapters(model)) paths[a.name] = a.path;
+  return paths;
 }
 
 ApiExpected<bool> require_tokenizer(const ServedModel& model) {

@@ -81,6 +81,9 @@ void apply_sampling_defaults(const ServedModel& model, Json* body);
 ApiExpected<std::string> model_adapter(const ServedModel& model, const std::string& requested);
 // The "model" a response shows: the adapter's name, or the served name without one.
 std::string shown_model_name(const ServedModel& model, const std::string& lora_name);
+// The loaded LoRA adapters (none with LoRA off), and the same as {name: folder}.
+std::vector<LoraAdapterInfo> served_adapters(const ServedModel& model);
+Json adapter_paths(const ServedModel& model);
 // 400 unless the model has a tokenizer (text endpoints) / a chat template (chat endpoints).
 ApiExpected<bool> require_tokenizer(const ServedModel& model);
 ApiExpected<bool> require_chat_template(const ServedModel& model);

@@ -16,14 +16,6 @@ double now_unix_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// The loaded LoRA adapters as {name: folder} (empty with LoRA off).
-Json lora_paths(const ServedModel& model) {
-  Json paths = Json::object();
-  if (model.lora_enabled)
-    for (const LoraAdapterInfo& a : model.engine->lora_adapters()) paths[a.name] = a.path;
-  return paths;
-}
-
 }  // namespace
 
 HealthVerdict evaluate_health(const HealthInputs& in) {
@@ -166,7 +158,7 @@ void handle_server_info(const ServerState& state, const std::shared_ptr<Exchange
       {"enable_lora", model.lora_enabled},
       {"max_loras_per_batch", engine.max_loras},
       {"max_lora_rank", engine.max_lora_rank},
-      {"lora_paths", lora_paths(model)},
+      {"lora_paths", adapter_paths(model)},
       {"api_key_required", o.api_key.has_value()},
       {"max_body_bytes", o.max_body_bytes},
       {"worker_threads", o.worker_threads},
@@ -185,9 +177,7 @@ void handle_models(const ServerState& state, const std::shared_ptr<Exchange>& ex
                {"max_model_len", model->max_context_tokens}};
   // Each loaded LoRA adapter is a model of its own, its parent the base (vLLM's listing).
   Json cards = Json::array({card});
-  const std::vector<LoraAdapterInfo> loras =
-      model->lora_enabled ? model->engine->lora_adapters() : std::vector<LoraAdapterInfo>{};
-  for (const LoraAdapterInfo& a : loras) {
+  for (const LoraAdapterInfo& a : served_adapters(*model)) {
     if (a.name == model->name) continue;  // it shadows the base model under the base's card
     Json lora = card;
     lora["id"] = a.name;

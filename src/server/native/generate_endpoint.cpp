@@ -230,9 +230,8 @@ ApiExpected<bool> run_native(const EndpointEnv& env, const std::shared_ptr<Excha
 
 // SGLang's lora_path: a loaded adapter by its name or by the directory it was loaded from.
 ApiExpected<std::string> sglang_lora(const ServedModel& model, const std::string& lora_path) {
-  if (model.lora_enabled)
-    for (const LoraAdapterInfo& a : model.engine->lora_adapters())
-      if (a.name == lora_path || a.path == lora_path) return a.name;
+  for (const LoraAdapterInfo& a : served_adapters(model))
+    if (a.name == lora_path || a.path == lora_path) return a.name;
   return api_error(ErrorKind::kNotFound,
                    "'lora_path': no LoRA adapter named or loaded from '" + lora_path +
                        "' (load it with POST /load_lora_adapter or --lora-modules)",

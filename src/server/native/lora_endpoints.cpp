@@ -32,12 +32,6 @@ ApiExpected<LoraFields> read_lora_fields(const EndpointEnv& env,
   return f;
 }
 
-Json loaded_adapters(const ServedModel& model) {
-  Json out = Json::object();
-  for (const LoraAdapterInfo& a : model.engine->lora_adapters()) out[a.name] = a.path;
-  return out;
-}
-
 // Loads (load) or unloads the named adapter; the engine's error as a Status.
 Status apply(const EndpointEnv& env, const LoraFields& f, bool load) {
   Engine& engine = *env.model->engine;
@@ -72,7 +66,7 @@ void handle_sglang(const EndpointEnv& env, const std::shared_ptr<Exchange>& exch
       st.ok() ? 200 : 400,
       dump_json(Json{{"success", st.ok()},
                      {"error_message", st.ok() ? Json(nullptr) : Json(st.error().message)},
-                     {"loaded_adapters", loaded_adapters(*env.model)}}));
+                     {"loaded_adapters", adapter_paths(*env.model)}}));
 }
 
 }  // namespace
