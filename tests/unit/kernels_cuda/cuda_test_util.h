@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -101,6 +102,14 @@ inline double exact_fraction(const TensorView& got, const TensorView& want) {
   for (int64_t i = 0; i < want.numel(); ++i)
     same += std::memcmp(got.as<char>() + i * es, want.as<char>() + i * es, es) == 0;
   return want.numel() == 0 ? 1.0 : double(same) / double(want.numel());
+}
+
+// The spacing of bf16 values at v's magnitude (that of the smallest subnormal below 2^-126).
+inline double bf16_ulp(float v) {
+  if (v == 0.0f) return std::ldexp(1.0, -133);
+  int exponent = 0;
+  std::frexp(std::fabs(v), &exponent);  // |v| in [2^(exponent-1), 2^exponent)
+  return std::ldexp(1.0, std::max(exponent - 1, -126) - 7);
 }
 
 // The bf16 values one ulp either side of v (v itself first).
