@@ -1,6 +1,6 @@
 // Thread-block cluster primitives (Hopper): the block's rank, cluster-wide barriers, another
-// block's shared memory (mapa), mbarrier arrivals and waits across the cluster, and TMA loads
-// multicast to several blocks' shared memory.
+// block's shared memory (mapa; loads, stores, atomic adds), mbarrier arrivals and waits across
+// the cluster, and TMA loads multicast to several blocks' shared memory.
 #pragma once
 
 #include <cstdint>
@@ -58,6 +58,21 @@ __device__ __forceinline__ void store(uint32_t cluster_addr, float4 v) {
   asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(cluster_addr), "f"(v.x),
                "f"(v.y), "f"(v.z), "f"(v.w)
                : "memory");
+}
+
+// Stores 8 bytes at an 8-byte aligned shared::cluster address (map's result).
+__device__ __forceinline__ void store_u64(uint32_t cluster_addr, uint64_t v) {
+  asm volatile("st.shared::cluster.u64 [%0], %1;\n" ::"r"(cluster_addr), "l"(v) : "memory");
+}
+
+// Adds v to the 32-bit word at a shared::cluster address (map's result); returns its old value.
+__device__ __forceinline__ uint32_t atomic_add(uint32_t cluster_addr, uint32_t v) {
+  uint32_t old;
+  asm volatile("atom.shared::cluster.add.u32 %0, [%1], %2;\n"
+               : "=r"(old)
+               : "r"(cluster_addr), "r"(v)
+               : "memory");
+  return old;
 }
 
 // Loads 4 or 8 bytes from a shared::cluster address (map's result).

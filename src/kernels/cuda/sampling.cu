@@ -1,15 +1,17 @@
 // CUDA sample_tokens: a cluster of kClusterBlocks blocks per sampled row (sampling_cluster.cuh,
 // each block owning a slice of the row) runs the CPU Sampler's pipeline (runtime/sampling,
-// docs/sampling.md) on a scratch copy of its logits row: allowed-token mask (-inf) → sparse edits
-// → argmax (greedy) or top-k → weights exp((v - max) / T) → top-p → min-p → inverse-CDF draw with
-// the row's uniform; then the logprobs from the raw row. Selections are radix selects over rank
-// keys (sampling_select.cuh); probability masses are exact integer sums of 2^-44 fixed-point
-// weights, so a row gives the same token whatever the launch, and the CPU's token whenever its
-// double sums put the draw on the same side of every boundary. score_tokens: the same logprobs
-// of given tokens (prompt logprobs), a cluster per row, nothing drawn (rows without alternatives
-// in a lighter kernel with the same sums). The top-n alternatives are the keys above a threshold
-// from the warps' maxima (sampling_top.cuh), a radix select when those overflow. Rank 0 of a
-// row's cluster writes its SampledRow.
+// docs/sampling.md) on its processed row (the raw row, or a scratch copy when a mask or edits
+// apply): allowed-token mask (-inf) → sparse edits → argmax (greedy) or the draw of
+// sampling_draw.cuh (top-k → weights exp((v - max) / T) → top-p → min-p → inverse-CDF draw with
+// the row's uniform); then the logprobs from the raw row. Selections are radix selects over rank
+// keys (sampling_select.cuh) or, on peaked rows, rank 0's sort of the few tokens they can end at;
+// probability masses are exact integer sums of 2^-44 fixed-point weights, so a row gives the
+// same token whatever the launch, and the CPU's token whenever its double sums put the draw on
+// the same side of every boundary. score_tokens: the same logprobs of given tokens (prompt
+// logprobs), a cluster per row, nothing drawn (rows without alternatives in a lighter kernel with
+// the same sums). The top-n alternatives are the keys above a threshold from the warps' maxima
+// (sampling_top.cuh), a radix select when those overflow. Rank 0 of a row's cluster writes its
+// SampledRow.
 #include <algorithm>
 #include <cfloat>
 #include <climits>
@@ -20,7 +22,7 @@
 #include "core/check.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/sampling.h"
-#include "kernels/cuda/sampling_select.cuh"
+#include "kernels/cuda/sampling_draw.cuh"
 #include "kernels/cuda/sampling_top.cuh"
 
 namespace beam::cuda {
@@ -48,97 +50,25 @@ struct RowShared {
   int top_count;                                        // the row's, merged
 };
 
-// Processed logit rank order over a row (NaN never takes part), weight 1: top-k and top-n.
-struct LogitRankItem {
-  static constexpr bool kUnitWeights = true;
-  __device__ SelectItem operator()(int i, float v) const {
-    return {!isnan(v), rank_key(order_bits(v), i), 1ull};
-  }
-};
-
-// Weight rank order over the scratch weights (-1 = outside top-k), restricted to keys >= min_key
-// (the top-p nucleus) and weights >= min_p; weight = fixed-point probability weight.
-struct WeightItem {
-  static constexpr bool kUnitWeights = false;
-  unsigned long long min_key;
-  double min_p;
-  __device__ SelectItem operator()(int i, float x) const {
-    const unsigned long long key = rank_key(__float_as_uint(x), i);
-    const bool in = x >= 0.0f && key >= min_key && static_cast<double>(x) >= min_p;
-    return {in, key, in ? fixed_weight(x) : 0ull};
-  }
-};
-
 // Whether `mask` (nullptr: every token) allows token i: bit i % 32 of word i / 32.
 __device__ __forceinline__ bool is_allowed(const uint32_t* mask, int i) {
   return mask == nullptr || ((mask[i >> 5] >> (i & 31)) & 1u) != 0;
 }
 
 // argmax over the row's values > -inf (NaN and -inf never win), ties → lowest id; id INT_MAX
-// when none.
-__device__ ValueId row_argmax(const float* row, Slice slice, ReduceShared& s) {
+// when none. also(i, v) sees each value of the slice in the sweep.
+template <typename Also>
+__device__ ValueId row_argmax(const float* row, Slice slice, ReduceShared& s, Also&& also) {
   ValueId best{-INFINITY, INT_MAX};
   sweep(row, slice, [&](int i, float v, bool valid) {
-    if (valid && v > -INFINITY) best = better(best, ValueId{v, i});
+    if (!valid) return;
+    if (v > -INFINITY) best = better(best, ValueId{v, i});
+    also(i, v);
   });
   return row_best(best, s);
 }
-
-// Replaces the processed logits of the slice by weights (-1 outside the top-k set); returns the
-// row's fixed-point sum of them.
-__device__ unsigned long long to_weights(float* row, Slice slice, unsigned long long topk_min_key,
-                                         float max, float inv_t, ReduceShared& s) {
-  unsigned long long sum = 0;
-  sweep(row, slice, [&](int i, float v, bool valid) {
-    if (!valid) return;
-    const bool in = topk_min_key == 0 || (!isnan(v) && rank_key(order_bits(v), i) >= topk_min_key);
-    const float w = in ? weight_of(v, max, inv_t) : -1.0f;
-    row[i] = w;
-    if (in) sum += fixed_weight(w);
-  });
-  return row_sum(sum, s);  // its barriers also publish the weights to the block
-}
-
-// Smallest integer weight N with "prefix >= N" ⟺ "prefix >= target" (at_least) or
-// "prefix > target", clamped to [1, total].
-__device__ unsigned long long need_for(double target, bool at_least, unsigned long long total) {
-  const double n = at_least ? ceil(target) : floor(target) + 1.0;
-  if (!(n >= 1.0)) return 1;
-  if (n >= static_cast<double>(total)) return total;
-  return static_cast<unsigned long long>(n);
-}
-
-// top-k → weights → top-p → min-p → draw on the processed row of n tokens (which becomes weights).
-__device__ int draw_token(float* row, int n, Slice slice, const SamplingRowParams& p, float max,
-                          RowShared& sh) {
-  unsigned long long topk_min_key = 0;  // 0: every token is in the top-k set
-  if (p.top_k > 0 && p.top_k < n) {
-    const SelectResult k = radix_select(row, slice, LogitRankItem{},
-                                        static_cast<unsigned long long>(p.top_k), sh.select);
-    if (!k.found) return -1;
-    topk_min_key = k.key;
-  }
-  unsigned long long kept = to_weights(row, slice, topk_min_key, max, p.inv_temperature, sh.reduce);
-  unsigned long long nucleus_min_key = 0;
-  if (p.top_p < 1.0) {
-    const unsigned long long need = need_for(p.top_p * static_cast<double>(kept), true, kept);
-    const SelectResult nucleus = radix_select(row, slice, WeightItem{0ull, 0.0}, need, sh.select);
-    if (!nucleus.found) return -1;
-    nucleus_min_key = nucleus.key;
-    kept = nucleus.through;
-  }
-  const WeightItem allowed{nucleus_min_key, p.min_p};
-  if (p.min_p > 0.0) {
-    unsigned long long sum = 0;
-    sweep(row, slice, [&](int i, float v, bool valid) {
-      if (valid) sum += allowed(i, v).weight;
-    });
-    kept = row_sum(sum, sh.reduce);
-  }
-  if (kept == 0) return -1;
-  const unsigned long long need = need_for(p.uniform * static_cast<double>(kept), false, kept);
-  const SelectResult drawn = radix_select(row, slice, allowed, need, sh.select);
-  return drawn.found ? id_of_key(drawn.key) : -1;
+__device__ ValueId row_argmax(const float* row, Slice slice, ReduceShared& s) {
+  return row_argmax(row, slice, s, [](int, float) {});
 }
 
 // How a row's logprobs are computed: log_softmax(raw / t) with the top num_top alternatives.
@@ -166,15 +96,15 @@ __device__ void write_chosen(SampledRow* out, unsigned long long rank, float log
 }
 
 // The row's log_softmax and how many tokens rank before the chosen one (every thread of the
-// cluster gets them). also(i, v) sees each value of the slice in the sums' sweep.
+// cluster gets them), given the row's largest value (row_argmax's). also(i, v) sees each value
+// of the slice in the sums' sweep.
 struct ChosenFigures {
   LogSoftmax logprob_of;
   unsigned long long rank;
 };
 template <typename Also>
-__device__ ChosenFigures chosen_figures(const float* raw, Slice slice, int token,
+__device__ ChosenFigures chosen_figures(const float* raw, Slice slice, int token, float max,
                                         const LogprobSpec& p, ReduceShared& s, Also&& also) {
-  const float max = row_argmax(raw, slice, s).value;
   const float chosen = raw[token];
   double sum = 0.0;
   unsigned long long rank = 0;
@@ -221,15 +151,16 @@ __device__ int merge_top_keys(RowShared& sh, int num_top) {
   return count;
 }
 
-// The chosen token's logprob and rank and the top-n alternatives, from the raw row; rank 0 of the
-// cluster writes them to out. The alternatives come from the threshold of sampling_top.cuh, or
-// from a radix select when its candidates overflow.
-__device__ void write_logprobs(const float* raw, Slice slice, int token, const LogprobSpec& p,
-                               RowShared& sh, SampledRow* out) {
+// The chosen token's logprob and rank and the top-n alternatives, from the raw row (raw_max: its
+// largest value); rank 0 of the cluster writes them to out. The alternatives come from the
+// threshold of sampling_top.cuh, or from a radix select when its candidates overflow.
+__device__ void write_logprobs(const float* raw, Slice slice, int token, float raw_max,
+                               const LogprobSpec& p, RowShared& sh, SampledRow* out) {
   unsigned long long thread_max = 0;  // this thread's largest alternative_key
-  const ChosenFigures f = chosen_figures(raw, slice, token, p, sh.reduce, [&](int i, float v) {
-    if (p.num_top > 0) thread_max = max(thread_max, alternative_key(i, v));
-  });
+  const ChosenFigures f =
+      chosen_figures(raw, slice, token, raw_max, p, sh.reduce, [&](int i, float v) {
+        if (p.num_top > 0) thread_max = max(thread_max, alternative_key(i, v));
+      });
   const LogSoftmax& logprob_of = f.logprob_of;
   const bool writer = threadIdx.x == 0 && cluster::rank() == 0;
   if (writer) write_chosen(out, f.rank, logprob_of(raw[token]), p.num_top);
@@ -260,6 +191,9 @@ __device__ void write_logprobs(const float* raw, Slice slice, int token, const L
 __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThreads)
     sample_rows_kernel(SampleArgs a) {
   __shared__ RowShared sh;
+  __shared__ CandidateShared candidates;
+  __shared__ DrawTally tally;
+  if (threadIdx.x == 0) tally.count = 0;  // published by the argmax's cluster barriers
   const int n = a.vocab;
   const int64_t r = blockIdx.x / kClusterBlocks;
   const Slice slice = row_slice(n);
@@ -270,30 +204,44 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThread
   const uint32_t* mask =
       p.allowed_row < 0 ? nullptr : a.allowed + p.allowed_row * allowed_mask_words(n);
 
-  sweep(raw, slice, [&](int i, float v, bool valid) {
-    if (valid) row[i] = is_allowed(mask, i) ? v : -INFINITY;
-  });
-  __syncthreads();
-  for (int e = threadIdx.x; e < p.edit_count; e += kThreads) {  // the edits of this block's slice
-    const LogitEdit& edit = a.edits[p.edit_begin + e];
-    if (edit.token >= slice.begin && edit.token < slice.end)
-      row[edit.token] = apply_logit_edit(row[edit.token], edit, p);
+  // The processed row: the raw one itself without a mask or edits, else a masked, edited copy.
+  const bool edited = mask != nullptr || p.edit_count > 0;
+  const float* processed = edited ? row : raw;
+  if (edited) {
+    sweep(raw, slice, [&](int i, float v, bool valid) {
+      if (valid) row[i] = is_allowed(mask, i) ? v : -INFINITY;
+    });
+    __syncthreads();
+    for (int e = threadIdx.x; e < p.edit_count; e += kThreads) {  // this block's slice's edits
+      const LogitEdit& edit = a.edits[p.edit_begin + e];
+      if (edit.token >= slice.begin && edit.token < slice.end)
+        row[edit.token] = apply_logit_edit(row[edit.token], edit, p);
+    }
+    __syncthreads();
   }
-  __syncthreads();
-  const ValueId best = row_argmax(row, slice, sh.reduce);
+  const bool greedy = p.inv_temperature == 0.0f;
+  const bool top_k = !greedy && p.top_k > 0 && p.top_k < n;
+  unsigned long long thread_max = 0;  // this thread's largest rank key (for top-k)
+  const ValueId best = row_argmax(processed, slice, sh.reduce, [&](int i, float v) {
+    if (top_k) thread_max = max(thread_max, alternative_key(i, v));
+  });
   int token = -1;
   if (best.id != INT_MAX)
-    token = p.inv_temperature == 0.0f ? best.id : draw_token(row, n, slice, p, best.value, sh);
+    token = greedy ? best.id
+                   : draw_token(processed, row, n, slice, p, best.value, thread_max,
+                                DrawShared{sh.select, sh.threshold, candidates, tally, sh.reduce});
   if (threadIdx.x == 0 && cluster::rank() == 0) {
     out->token = token;
     out->chosen_rank = 0;
     out->chosen_logprob = 0.0f;
     out->num_top = 0;
   }
-  if (p.num_top_logprobs >= 0 && token >= 0)
+  if (p.num_top_logprobs >= 0 && token >= 0) {
+    const float raw_max = edited ? row_argmax(raw, slice, sh.reduce).value : best.value;
     write_logprobs(
-        raw, slice, token,
+        raw, slice, token, raw_max,
         LogprobSpec{p.logprob_temperature, p.logprob_inv_temperature, p.num_top_logprobs}, sh, out);
+  }
 }
 
 struct ScoreArgs {
@@ -326,7 +274,8 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThread
     score_rows_kernel(ScoreArgs a) {
   __shared__ RowShared sh;
   const ScoredRow s = scored_row(a);
-  write_logprobs(s.raw, row_slice(a.vocab), s.p.token,
+  const Slice slice = row_slice(a.vocab);
+  write_logprobs(s.raw, slice, s.p.token, row_argmax(s.raw, slice, sh.reduce).value,
                  LogprobSpec{s.p.temperature, s.p.inv_temperature, s.p.num_top}, sh, s.out);
 }
 
@@ -337,9 +286,10 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThread
     score_plain_rows_kernel(ScoreArgs a) {
   __shared__ ReduceShared reduce;
   const ScoredRow s = scored_row(a);
-  const ChosenFigures f = chosen_figures(s.raw, row_slice(a.vocab), s.p.token,
-                                         LogprobSpec{s.p.temperature, s.p.inv_temperature, 0},
-                                         reduce, [](int, float) {});
+  const Slice slice = row_slice(a.vocab);
+  const ChosenFigures f = chosen_figures(
+      s.raw, slice, s.p.token, row_argmax(s.raw, slice, reduce).value,
+      LogprobSpec{s.p.temperature, s.p.inv_temperature, 0}, reduce, [](int, float) {});
   if (threadIdx.x == 0 && cluster::rank() == 0)
     write_chosen(s.out, f.rank, f.logprob_of(s.raw[s.p.token]), 0);
 }

@@ -45,6 +45,14 @@ struct SelectResult {
   unsigned long long through;  // cumulative weight up to and including it
 };
 
+// Processed logit rank order over a row (NaN never takes part), weight 1: top-k and top-n.
+struct LogitRankItem {
+  static constexpr bool kUnitWeights = true;
+  __device__ SelectItem operator()(int i, float v) const {
+    return {!isnan(v), rank_key(order_bits(v), i), 1ull};
+  }
+};
+
 // Thread 0: picks the digit of the total's bucket holding the crossing (scanning in rank order).
 // When `need` is out of reach (it never is for callers that clamp it to the total), takes the
 // last-ranked bucket with weight, i.e. the last-ranked token with weight, as the CPU does.
@@ -106,11 +114,39 @@ __device__ __forceinline__ void warp_add(Histogram& h, bool take, int d, unsigne
   atomicAdd(&h.count[d], count);
 }
 
+// Zeroes this block's histogram h (the caller syncs before counting into it).
+__device__ __forceinline__ void clear(Histogram& h) {
+  for (int b = static_cast<int>(threadIdx.x); b < kBuckets; b += kThreads) {
+    h.mass[b] = 0;
+    h.count[b] = 0;
+  }
+}
+
+// total = the sum of every block's `local` (each block's copy of it), once all are complete.
+// Called by every thread of the cluster; every thread may read total after it.
+__device__ __forceinline__ void sum_histograms(const Histogram& local, Histogram& total) {
+  cluster::sync();  // every block's histogram is complete
+  for (int b = static_cast<int>(threadIdx.x); b < kBuckets; b += kThreads) {
+    unsigned long long mass = 0;
+    unsigned int count = 0;
+    for (uint32_t r = 0; r < kClusterBlocks; ++r) {
+      mass += cluster::load_u64(cluster::map(&local.mass[b], r));
+      count += cluster::load_u32(cluster::map(&local.count[b], r));
+    }
+    total.mass[b] = mass;
+    total.count[b] = count;
+  }
+  __syncthreads();
+}
+
 // Called by every thread of the row's cluster with the same arguments; src[i] is token i's value
-// and item(i, src[i]) its SelectItem, for the tokens of this block's slice.
+// and item(i, src[i]) its SelectItem, for the tokens of this block's slice. top_digit_counted:
+// s.local[0] and s.total already hold the first pass's histograms (the caller counted every
+// candidate's top digit in an earlier sweep), so the selection starts at the second digit.
 template <typename Item>
 __device__ SelectResult radix_select(const float* src, Slice slice, const Item& item,
-                                     unsigned long long need, SelectShared& s) {
+                                     unsigned long long need, SelectShared& s,
+                                     bool top_digit_counted = false) {
   const int tid = threadIdx.x;
   if (tid == 0) {
     s.prefix = s.mask = s.before = s.through = s.key = s.found = 0;
@@ -118,31 +154,19 @@ __device__ SelectResult radix_select(const float* src, Slice slice, const Item& 
   }
   int parity = 0;
   for (int shift = 64 - kDigitBits; shift >= 0; shift -= kDigitBits, parity ^= 1) {
-    Histogram& h = s.local[parity];
-    for (int b = tid; b < kBuckets; b += kThreads) {
-      h.mass[b] = 0;
-      h.count[b] = 0;
+    if (!top_digit_counted || shift != 64 - kDigitBits) {
+      Histogram& h = s.local[parity];
+      clear(h);
+      __syncthreads();
+      const unsigned long long prefix = s.prefix, mask = s.mask;
+      sweep(src, slice, [&](int i, float v, bool valid) {
+        const SelectItem c = valid ? item(i, v) : SelectItem{false, 0ull, 0ull};
+        const bool take = c.candidate && (c.key & mask) == prefix;
+        warp_add<Item::kUnitWeights>(h, take, static_cast<int>((c.key >> shift) & (kBuckets - 1)),
+                                     c.weight);
+      });
+      sum_histograms(h, s.total);
     }
-    __syncthreads();
-    const unsigned long long prefix = s.prefix, mask = s.mask;
-    sweep(src, slice, [&](int i, float v, bool valid) {
-      const SelectItem c = valid ? item(i, v) : SelectItem{false, 0ull, 0ull};
-      const bool take = c.candidate && (c.key & mask) == prefix;
-      warp_add<Item::kUnitWeights>(h, take, static_cast<int>((c.key >> shift) & (kBuckets - 1)),
-                                   c.weight);
-    });
-    cluster::sync();  // every block's histogram is complete
-    for (int b = tid; b < kBuckets; b += kThreads) {
-      unsigned long long mass = 0;
-      unsigned int count = 0;
-      for (uint32_t r = 0; r < kClusterBlocks; ++r) {
-        mass += cluster::load_u64(cluster::map(&h.mass[b], r));
-        count += cluster::load_u32(cluster::map(&h.count[b], r));
-      }
-      s.total.mass[b] = mass;
-      s.total.count[b] = count;
-    }
-    __syncthreads();
     if (tid == 0) choose_digit(s, shift, need);
     __syncthreads();
     if (s.state != kSearching) break;
