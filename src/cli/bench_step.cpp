@@ -25,6 +25,12 @@ Expected<StepBenchOptions> step_options(const Args& a) {
   o.seed = static_cast<uint64_t>(seed);
   o.breakdown = a.has("breakdown");
   BEAM_ASSIGN_OR_RETURN(o.breakdown_steps, a.get_int("breakdown-steps", o.breakdown_steps));
+  BEAM_ASSIGN_OR_RETURN(int64_t lora_slots, a.get_int("lora-slots", o.lora_slots));
+  BEAM_ASSIGN_OR_RETURN(int64_t lora_rank, a.get_int("lora-rank", o.lora_rank));
+  if (lora_slots < 0 || lora_slots > 64 || lora_rank < 1 || lora_rank > 512)
+    return make_error("bench step: --lora-slots must be in [0, 64] and --lora-rank in [1, 512]");
+  o.lora_slots = static_cast<int>(lora_slots);
+  o.lora_rank = static_cast<int>(lora_rank);
   return o;
 }
 
@@ -61,7 +67,8 @@ void print_host_overhead(const nlohmann::json& result) {
 int bench_step(int argc, char** argv) {
   auto flags = bench_common_flags();
   flags.insert({"batches", "context", "warmup", "steps", "prefill-tokens", "prefill-reps",
-                "prefill-chunk", "block-size", "seed", "breakdown-steps"});
+                "prefill-chunk", "block-size", "seed", "breakdown-steps", "lora-slots",
+                "lora-rank"});
   auto bool_flags = bench_common_bool_flags();
   bool_flags.insert("breakdown");
   auto args = Args::parse(argc, argv, flags, bool_flags);

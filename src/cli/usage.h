@@ -80,6 +80,7 @@ inline constexpr const char* kBenchStepUsage =
     "usage: beamserve bench step [--batches 1,8,32,128] [--context 512] [--warmup 3] [--steps 20]\n"
     "         [--prefill-tokens 8192 (0: none)] [--prefill-reps 3] [--prefill-chunk 8192]\n"
     "         [--block-size 64] [--seed 1] [--breakdown] [--breakdown-steps 5]\n"
+    "         [--lora-slots 0 (S: sequence s uses adapter slot s % S)] [--lora-rank 16]\n"
     "  beam-slice: 6 layers unless --layers says otherwise\n";
 
 inline constexpr const char* kBenchKernelsUsage =

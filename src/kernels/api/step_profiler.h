@@ -23,8 +23,9 @@ enum class StepOp {
   kExperts,     // routed experts (gate_up, activation, down, weighted combine)
   kDense,       // dense MLP (gate_up, swiglu, down)
   kHead,        // final row gather, norm, LM head and softcap
+  kLora,        // per-request LoRA deltas on any projection (steps with adapter tokens only)
 };
-inline constexpr int kNumStepOps = static_cast<int>(StepOp::kHead) + 1;
+inline constexpr int kNumStepOps = static_cast<int>(StepOp::kLora) + 1;
 
 // Short stable name ("qkvg", "o_proj", ...) used as the JSON key.
 inline const char* step_op_name(StepOp op) {
@@ -43,6 +44,8 @@ inline const char* step_op_name(StepOp op) {
     case StepOp::kExperts: return "experts";
     case StepOp::kDense: return "dense";
     case StepOp::kHead: return "head";
+    case StepOp::kLora:
+      return "lora";
   }
   return "?";
 }

@@ -39,6 +39,26 @@ DepthScale depth_scale(int64_t idx) {
 
 int64_t pool_blocks(const PagedKv& kv) { return kv.k.dim(0); }
 
+// The profiled op whose projection a LoRA target adapts (its deltas are marked kLora apart).
+StepOp lora_base_op(LoraTarget target) {
+  switch (target) {
+    case LoraTarget::kQ:
+    case LoraTarget::kK:
+    case LoraTarget::kV:
+    case LoraTarget::kGate:
+      return StepOp::kQkvg;
+    case LoraTarget::kO:
+      return StepOp::kOProj;
+    case LoraTarget::kDenseGate:
+    case LoraTarget::kDenseUp:
+    case LoraTarget::kDenseDown:
+      return StepOp::kDense;
+    case LoraTarget::kLmHead:
+      return StepOp::kHead;
+  }
+  return StepOp::kSetup;
+}
+
 // Checks that every block a query of this chunk can read or write is mapped and in range.
 Status check_table(const std::string& pool, size_t seq_index, std::span<const int32_t> table,
                    int64_t first_slot, int64_t end_slot, int64_t block_size, int64_t num_blocks) {
@@ -330,7 +350,9 @@ void BeamModel::add_lora(const Workspace& ws, int64_t l, LoraTarget target, cons
   const LoraStack* stack = lora_->stack(l, target);
   if (stack == nullptr) return;
   const bool rows = target == LoraTarget::kLmHead;
+  profile_mark(ctx_, lora_base_op(target));  // the base projection queued before the deltas
   lora_add(ctx_, x, *stack, rows ? ws.lora_row_slots_view() : ws.lora_slots_view(), out, col0);
+  profile_mark(ctx_, StepOp::kLora);
 }
 
 void BeamModel::copy_logits(const Workspace& ws, const ForwardBatch& batch, ForwardOutput& out) {

@@ -27,6 +27,16 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// The adapter slots `o` asks for (nullptr without --lora-slots), and sequence s's slot.
+Expected<std::unique_ptr<LoraSlots>> bench_lora(const KernelContext& ctx, const BeamConfig& c,
+                                                const StepBenchOptions& o) {
+  if (o.lora_slots == 0) return std::unique_ptr<LoraSlots>();
+  return LoraSlots::create(ctx, c, o.lora_slots, o.lora_rank);
+}
+int32_t bench_lora_slot(const StepBenchOptions& o, int64_t s) {
+  return o.lora_slots > 0 ? static_cast<int32_t>(s % o.lora_slots) : kNoLoraSlot;
+}
+
 std::vector<int32_t> random_tokens(std::mt19937_64& rng, int64_t n, int64_t vocab) {
   std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(vocab - 1));
   std::vector<int32_t> t(static_cast<size_t>(n));
@@ -43,8 +53,9 @@ class DecodeRig {
     const int64_t max_tokens = o.context + o.warmup_steps + o.timed_steps + 2;
     BEAM_ASSIGN_OR_RETURN(LocalKvCache cache, LocalKvCache::create(ctx, weights->config, batch,
                                                                    max_tokens, o.block_size));
+    BEAM_ASSIGN_OR_RETURN(std::unique_ptr<LoraSlots> lora, bench_lora(ctx, weights->config, o));
     auto rig = std::unique_ptr<DecodeRig>(
-        new DecodeRig(ctx, std::move(weights), std::move(cache), batch, o.seed));
+        new DecodeRig(ctx, std::move(weights), std::move(lora), std::move(cache), batch, o));
     BEAM_RETURN_IF_ERROR(rig->prefill(o.context, std::max<int64_t>(1, o.prefill_chunk)));
     return rig;
   }
@@ -69,9 +80,14 @@ class DecodeRig {
   const ForwardOutput& output() const { return out_; }
 
  private:
-  DecodeRig(const KernelContext& ctx, std::shared_ptr<const BeamWeights> w, LocalKvCache cache,
-            int64_t batch, uint64_t seed)
-      : model_(std::move(w), ctx), cache_(std::move(cache)), batch_(batch), rng_(seed) {
+  DecodeRig(const KernelContext& ctx, std::shared_ptr<const BeamWeights> w,
+            std::unique_ptr<LoraSlots> lora, LocalKvCache cache, int64_t batch,
+            const StepBenchOptions& o)
+      : model_(std::move(w), ctx, std::move(lora)),
+        cache_(std::move(cache)),
+        batch_(batch),
+        options_(o),
+        rng_(o.seed) {
     next_ = random_tokens(rng_, batch_, model_.config().vocab_size);
   }
 
@@ -81,6 +97,7 @@ class DecodeRig {
     c.num_cached = num_cached;
     c.full_blocks = cache_.block_table(s);
     c.sliding_blocks = cache_.block_table(s);
+    c.lora_slot = bench_lora_slot(options_, s);
     return c;
   }
 
@@ -117,6 +134,7 @@ class DecodeRig {
   BeamModel model_;
   LocalKvCache cache_;
   int64_t batch_;
+  StepBenchOptions options_;
   std::mt19937_64 rng_;
   int64_t cached_ = 0;
   std::vector<int32_t> next_;
@@ -285,6 +303,7 @@ int64_t layers_running(const BeamConfig& c, StepOp op) {
     case StepOp::kDense:
       return c.num_layers_of(MlpKind::kDense);
     case StepOp::kNorm:
+    case StepOp::kLora:  // every layer's projections (and the LM head's, counted in)
     case StepOp::kQkvg:
     case StepOp::kQkNormRope:
     case StepOp::kStoreKv:
@@ -435,11 +454,13 @@ Expected<nlohmann::json> prefill_report(const KernelContext& ctx,
   const BeamConfig& c = w->config;
   const int64_t T = o.prefill_tokens;
   BEAM_ASSIGN_OR_RETURN(LocalKvCache cache, LocalKvCache::create(ctx, c, 1, T, o.block_size));
-  BeamModel model(w, ctx);
+  BEAM_ASSIGN_OR_RETURN(std::unique_ptr<LoraSlots> lora, bench_lora(ctx, c, o));
+  BeamModel model(w, ctx, std::move(lora));
   std::mt19937_64 rng(o.seed + 7);
   std::vector<int32_t> tokens = random_tokens(rng, T, c.vocab_size);
   ForwardBatch b;
   b.seqs.push_back(SeqChunk{tokens, 0, 0, cache.block_table(0), cache.block_table(0), false});
+  b.seqs.back().lora_slot = bench_lora_slot(o, 0);
   b.capture_routing = true;
   ForwardOutput out;
   BEAM_RETURN_IF_ERROR(model.forward(b, cache.layers(), out));  // warm-up, counts experts
@@ -525,6 +546,11 @@ Expected<nlohmann::json> run_step_bench(const KernelContext& ctx,
   if (o.prefill_tokens > 0) {
     BEAM_ASSIGN_OR_RETURN(nlohmann::json p, prefill_report(ctx, weights, o));
     result["prefill"] = std::move(p);
+  }
+  if (o.lora_slots > 0) {
+    result["lora"] = {{"slots", o.lora_slots},
+                      {"rank", o.lora_rank},
+                      {"note", "floors and the LM head alone exclude the LoRA deltas"}};
   }
   result["ceilings"] = {{"hbm_bytes_per_s", kHbmBytesPerSecond},
                         {"bf16_flops_per_s", kBf16FlopsPerSecond}};

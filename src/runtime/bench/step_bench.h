@@ -30,6 +30,10 @@ struct StepBenchOptions {
   // report the median ms per op kind over breakdown_steps steps, summed over layers.
   bool breakdown = false;
   int64_t breakdown_steps = 5;
+  // --lora-slots S > 0: every sequence uses adapter slot s % S of rank lora_rank (zero factors:
+  // the same kernels and work as trained ones; model/lora_slots.h); 0 serves the base model alone.
+  int lora_slots = 0;
+  int lora_rank = 16;
 };
 
 // Runs every measurement on weights (on ctx.device) and returns one JSON object:

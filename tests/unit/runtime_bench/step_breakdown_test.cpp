@@ -1,6 +1,7 @@
 // bench step --breakdown on the CPU with tiny-beam weights: every op kind of a step is reported
 // with one boundary per layer it runs in, the dense and MoE layer times come from each kind's own
-// model, and the profiler hook leaves the model's logits unchanged.
+// model, LoRA deltas are their own op kind, and the profiler hook leaves the model's logits
+// unchanged.
 #include "runtime/bench/step_breakdown.h"
 
 #include <gtest/gtest.h>
@@ -80,6 +81,41 @@ TEST(StepBreakdown, ReportsEveryOpKindOncePerLayerItRunsIn) {
               (d["dense_only_model_step_ms"].get<double>() - head) / dense, 1e-9);
   EXPECT_NEAR(d["moe_layer_ms"].get<double>(),
               (d["moe_only_model_step_ms"].get<double>() - head) / moe, 1e-9);
+}
+
+// With --lora-slots every sequence has an adapter: the deltas are an op kind of their own, one
+// boundary per adapted projection (q, k, v, gate and o of each layer, the dense MLP's three, the
+// LM head's), and the report says which slots and rank ran.
+TEST(StepBreakdown, LoraDeltasAreAnOpKind) {
+  ThreadPool pool(2);
+  const KernelContext ctx = cpu(pool);
+  auto w = tiny_weights(ctx);
+  StepBenchOptions o;
+  o.batches = {3};
+  o.context = 8;
+  o.warmup_steps = 1;
+  o.timed_steps = 1;
+  o.prefill_tokens = 4;
+  o.prefill_reps = 1;
+  o.breakdown = true;
+  o.breakdown_steps = 1;
+  o.lora_slots = 2;
+  o.lora_rank = 4;
+  auto result = run_step_bench(ctx, w, o);
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  const int64_t L = 3, dense = 1;
+  const nlohmann::json& ops = (*result)["decode"][0]["breakdown"]["ops"];
+  ASSERT_TRUE(ops.contains("lora"));
+  EXPECT_EQ(ops["lora"]["calls"].get<int64_t>(), 5 * L + 3 * dense + 1);
+  EXPECT_GE(ops["lora"]["ms"].get<double>(), 0.0);
+  EXPECT_EQ((*result)["lora"]["slots"].get<int>(), 2);
+  EXPECT_EQ((*result)["lora"]["rank"].get<int>(), 4);
+  EXPECT_GT((*result)["prefill"]["prefill_ms"].get<double>(), 0.0);
+
+  o.lora_slots = 65;
+  auto refused = run_step_bench(ctx, w, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("64"), std::string::npos) << refused.error().message;
 }
 
 TEST(StepBreakdown, ProfilerDoesNotChangeLogits) {
