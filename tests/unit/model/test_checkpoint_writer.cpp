@@ -93,11 +93,28 @@ void write_sharded(const std::string& dir, const std::vector<TestTensor>& tensor
   write_text_file(dir + "/model.safetensors.index.json", index.dump(2));
 }
 
+namespace {
+
+// This process's folder under the gtest temp dir, removed with everything in it at exit.
+const std::filesystem::path& process_scratch() {
+  struct Scratch {
+    std::filesystem::path path;
+    ~Scratch() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  };
+  static const Scratch scratch{std::filesystem::path(::testing::TempDir()) /
+                               ("beam_model_tests_" + std::to_string(::getpid()))};
+  return scratch.path;
+}
+
+}  // namespace
+
 std::string make_temp_dir(const std::string& name) {
   // Per process: ctest runs each test of a binary as its own process, several at once, and one
   // must not rewrite a file another has mapped.
-  std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) /
-                              ("beam_model_" + name + "_" + std::to_string(::getpid()));
+  const std::filesystem::path dir = process_scratch() / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();

@@ -36,7 +36,8 @@ void write_sharded(const std::string& dir, const std::vector<TestTensor>& tensor
 void write_raw_safetensors(const std::string& path, const std::string& header,
                            const std::vector<uint8_t>& data);
 void write_text_file(const std::string& path, const std::string& text);
-// A fresh empty directory under the gtest temp dir, of this process alone.
+// A fresh empty directory under the gtest temp dir, of this process alone (removed when the
+// process exits).
 std::string make_temp_dir(const std::string& name);
 
 // Random values as bytes of the given safetensors dtype ("BF16", "F16", "F32").
