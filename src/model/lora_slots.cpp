@@ -76,7 +76,7 @@ std::pair<int64_t, int64_t> target_shape(const BeamConfig& cfg, int64_t layer, L
 
 Expected<std::unique_ptr<LoraSlots>> LoraSlots::create(const KernelContext& ctx,
                                                        const BeamConfig& cfg, int max_loras,
-                                                       int max_rank) {
+                                                       int max_rank, bool releasable) {
   if (max_loras < 1 || max_loras > kMaxLoras)
     return make_error("max_loras " + std::to_string(max_loras) + " is outside [1, " +
                       std::to_string(kMaxLoras) + "]");
@@ -113,12 +113,21 @@ Expected<std::unique_ptr<LoraSlots>> LoraSlots::create(const KernelContext& ctx,
   for (int64_t l = 0; l < cfg.num_layers; ++l)
     for (int t = 0; t < kLayerTargets; ++t) lay_out(l, static_cast<LoraTarget>(t));
   lay_out(0, LoraTarget::kLmHead);
-  Expected<DeviceBuffer> memory = allocate_buffer(ctx, total);
-  if (!memory.ok())
+  const auto no_room = [&](const Error& e) {
     return make_error("LoRA slots (" + std::to_string(max_loras) + " of rank " +
-                      std::to_string(max_rank) + "): " + memory.error().message);
-  s->memory_ = std::move(*memory);
-  zero_tensor(ctx, s->memory_.view(DType::kU8, {static_cast<int64_t>(total)}));
+                      std::to_string(max_rank) + "): " + e.message);
+  };
+  if (releasable) {
+    Expected<std::shared_ptr<ReleasableMemory>> memory = allocate_releasable(ctx, total);
+    if (!memory.ok()) return no_room(memory.error());
+    s->releasable_ = std::move(*memory);
+    s->memory_ = releasable_buffer(s->releasable_);
+  } else {
+    Expected<DeviceBuffer> memory = allocate_buffer(ctx, total);
+    if (!memory.ok()) return no_room(memory.error());
+    s->memory_ = std::move(*memory);
+  }
+  s->clear_all(ctx);
   auto* base = static_cast<char*>(s->memory_.data());
   for (size_t i = 0; i < s->modules_.size(); ++i) {
     Module& m = s->modules_[i];
@@ -153,6 +162,10 @@ void LoraSlots::clear(const KernelContext& ctx, int32_t slot) {
     zero_tensor(ctx, m.stack.b.rows(slot, 1));
     zero_tensor(ctx, m.stack.scale.rows(slot, 1));
   }
+}
+
+void LoraSlots::clear_all(const KernelContext& ctx) {
+  zero_tensor(ctx, memory_.view(DType::kU8, {static_cast<int64_t>(memory_.nbytes())}));
 }
 
 Expected<LoraSlots::Placement> LoraSlots::place(const LoraAdapter& adapter) const {

@@ -14,6 +14,7 @@
 #include "kernels/api/context.h"
 #include "kernels/api/device_memory.h"
 #include "kernels/api/lora.h"
+#include "kernels/api/releasable_memory.h"
 #include "model/config.h"
 #include "model/lora_adapter.h"
 
@@ -26,15 +27,19 @@ inline constexpr int kNumLoraTargets = 9;
 class LoraSlots {
  public:
   // Zeroed stacks for max_loras slots of rank up to max_rank on ctx's device, for every module of
-  // cfg (dense MLP modules on dense layers only). Errors: a count or rank outside [1, 64] / [1,
-  // 512], or the device out of memory.
+  // cfg (dense MLP modules on dense layers only); with `releasable`, in ReleasableMemory that sleep
+  // mode may give back (releasable_memory()). Errors: a count or rank outside [1, 64] / [1, 512],
+  // or the device out of memory.
   static Expected<std::unique_ptr<LoraSlots>> create(const KernelContext& ctx,
                                                      const BeamConfig& cfg, int max_loras,
-                                                     int max_rank);
+                                                     int max_rank, bool releasable = false);
 
   int num_slots() const { return num_slots_; }
   int max_rank() const { return max_rank_; }
   size_t device_bytes() const { return memory_.nbytes(); }
+  // The stacks' memory when create() made it releasable, else null. Once it is restored after a
+  // release, clear_all() must run before the slots are loaded or read.
+  ReleasableMemory* releasable_memory() const { return releasable_.get(); }
 
   // Whether load() would take adapter: errors name the adapter's tensor: a module this model
   // lacks or the slots do not serve (routed experts: merge them at load instead), a shape that
@@ -45,6 +50,8 @@ class LoraSlots {
   Status load(const KernelContext& ctx, int32_t slot, const LoraAdapter& adapter);
   // Zeroes slot (its tokens would then get the base model's outputs).
   void clear(const KernelContext& ctx, int32_t slot);
+  // Zeroes every slot.
+  void clear_all(const KernelContext& ctx);
 
   // Layer `layer`'s stack for `target` (kLmHead: any layer), or nullptr when the layer has no such
   // module (dense MLP modules on routed-expert layers).
@@ -66,6 +73,7 @@ class LoraSlots {
 
   int num_slots_ = 0;
   int max_rank_ = 0;
+  std::shared_ptr<ReleasableMemory> releasable_;  // memory_'s pages when releasable, else null
   DeviceBuffer memory_;
   std::vector<Module> modules_;  // [num_layers * (kNumLoraTargets - 1) + 1]: lm_head last
 };

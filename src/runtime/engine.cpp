@@ -96,7 +96,7 @@ class Engine::Impl {
     if (model_.context().device != Device::kCpu)
       device_sampler_.emplace(model_.context(), model_.config().vocab_size);
     if (options.enable_sleep_mode)
-      sleep_ = SleepController(model_.context(), device.weight_memory,
+      sleep_ = SleepController(model_.context(), device.weight_memory, model_.lora_slots(),
                                &dynamic_cast<ReleasableKvAllocator&>(*allocator_));
     if (options.enable_prefix_cache) prefix_.emplace(kv_);
     const auto& eos = model_.config().eos_token_ids;
@@ -271,6 +271,8 @@ class Engine::Impl {
                       std::vector<std::pair<RequestId, std::string>>& failed);
   // The model slot of seq's adapter (kNoLoraSlot without one); it holds one while seq runs.
   int32_t lora_slot_of(const Sequence& seq);
+  // After the weights (and with them the LoRA slots) woke up: each slot's adapter copied in again.
+  void reload_lora_slots();
   void cancel_request(RequestId id);
   void stop_request_sibling(RequestId id, int32_t sibling);
   void step();
@@ -515,7 +517,9 @@ void Engine::Impl::apply_memory_command() {
                gib_text(static_cast<int64_t>(activations)) + " of eager activations");
     }
   } else {
+    const bool weights_back = command.weights && sleep_.state().weights_released;
     st = sleep_.wake_up(command.weights, command.kv_cache);
+    if (st.ok() && weights_back) reload_lora_slots();
     if (st.ok())
       log_info(std::string("engine: ") + (sleep_.state().asleep() ? "partly awake" : "awake"));
   }
@@ -814,9 +818,21 @@ bool Engine::Impl::take_lora_slot(const Sequence& seq, std::set<uint64_t>& pinne
     failed.emplace_back(seq.request, st.error().message);
     return false;
   }
-  lora_table_.assign(*slot, lora->id, step);
+  lora_table_.assign(*slot, lora, step);
   pinned.insert(lora->id);
   return true;
+}
+
+void Engine::Impl::reload_lora_slots() {
+  LoraSlots* slots = model_.lora_slots();
+  if (slots == nullptr || slots->releasable_memory() == nullptr) return;
+  const std::vector<std::shared_ptr<const LoraEntry>> held = lora_table_.held();
+  for (size_t s = 0; s < held.size(); ++s) {
+    if (!held[s]) continue;
+    const Status st = slots->load(model_.context(), static_cast<int32_t>(s), *held[s]->adapter);
+    BEAM_CHECK(st.ok()) << "adapter " << held[s]->name << " no longer loads into slot " << s << ": "
+                        << st.error().message;
+  }
 }
 
 int32_t Engine::Impl::lora_slot_of(const Sequence& seq) {
@@ -1169,8 +1185,11 @@ Expected<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const BeamWeigh
   // The LoRA slots before the warm-up step and the KV budget, which see the memory they take.
   std::unique_ptr<LoraSlots> lora;
   if (options.max_loras != 0) {
-    BEAM_ASSIGN_OR_RETURN(lora, LoraSlots::create(device.context(nullptr), config,
-                                                  options.max_loras, options.max_lora_rank));
+    // In sleep mode the slots go with the weights' device memory (engine_sleep.h).
+    const bool releasable = options.enable_sleep_mode && device.weight_memory != nullptr;
+    BEAM_ASSIGN_OR_RETURN(lora,
+                          LoraSlots::create(device.context(nullptr), config, options.max_loras,
+                                            options.max_lora_rank, releasable));
   }
   const int64_t device_default = default_max_tokens_per_step(
       device.device, device_memory_info(device.context(nullptr)).total_bytes);

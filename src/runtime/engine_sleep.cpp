@@ -41,6 +41,7 @@ Status SleepController::sleep(SleepLevel level, bool weights, bool kv_cache) {
                   arena_bytes_view(weights_->data(), weights_->nbytes(), weights_->device()));
     }
     weights_->release();
+    if (ReleasableMemory* lora = lora_memory()) lora->release();
     state_.weights_released = true;
     state_.weights_discarded = level == SleepLevel::kDiscardWeights;
   }
@@ -54,6 +55,10 @@ Status SleepController::sleep(SleepLevel level, bool weights, bool kv_cache) {
 Status SleepController::wake_up(bool weights, bool kv_cache) {
   if (kv_ == nullptr) return sleep_mode_off();
   if (weights && state_.weights_released) {
+    if (ReleasableMemory* lora = lora_memory(); lora != nullptr && lora->released()) {
+      BEAM_RETURN_IF_ERROR(lora->restore());
+      lora_->clear_all(ctx_);
+    }
     BEAM_RETURN_IF_ERROR(weights_->restore());
     if (!state_.weights_discarded) {
       copy_tensor(ctx_, arena_bytes_view(weights_->data(), weights_->nbytes(), weights_->device()),

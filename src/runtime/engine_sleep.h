@@ -1,6 +1,8 @@
 // SleepController: the memory Engine::sleep gives back and wake_up takes again — the weights'
-// arena (CUDA; a host copy at SleepLevel::kOffloadWeights) and the KV pools — and the SleepState
-// that says what is missing. Used on the engine thread with nothing in flight.
+// arena (CUDA; a host copy at SleepLevel::kOffloadWeights), with it the LoRA slots' stacks (no
+// copy: wake_up zeroes them and the engine loads its adapters again from their host copies), and
+// the KV pools — and the SleepState that says what is missing. Used on the engine thread with
+// nothing in flight.
 #pragma once
 
 #include <memory>
@@ -8,6 +10,7 @@
 #include "core/status.h"
 #include "kernels/api/context.h"
 #include "kernels/api/releasable_memory.h"
+#include "model/lora_slots.h"
 #include "runtime/engine.h"
 #include "runtime/kv_cache/releasable_kv_allocator.h"
 
@@ -16,10 +19,12 @@ namespace beam {
 class SleepController {
  public:
   SleepController() = default;  // sleep mode off
-  // weights: the device weights' arena (null on the CPU); kv: the engine's KV allocator.
-  SleepController(KernelContext ctx, std::shared_ptr<ReleasableMemory> weights,
+  // weights: the device weights' arena (null on the CPU); lora: the model's LoRA slots (null
+  // without; released with the weights when their memory is releasable); kv: the engine's KV
+  // allocator.
+  SleepController(KernelContext ctx, std::shared_ptr<ReleasableMemory> weights, LoraSlots* lora,
                   ReleasableKvAllocator* kv)
-      : ctx_(ctx), weights_(std::move(weights)), kv_(kv) {}
+      : ctx_(ctx), weights_(std::move(weights)), lora_(lora), kv_(kv) {}
 
   const SleepState& state() const { return state_; }
   // Whether sleep(_, weights, kv_cache) would release something: errors for sleep mode off,
@@ -29,7 +34,8 @@ class SleepController {
   // on the CPU the weights stay). The pools must hold nothing that is still needed. Errors:
   // check_sleep's (then nothing changes).
   Status sleep(SleepLevel level, bool weights, bool kv_cache);
-  // Restores the weights (their host copy unless discarded) and / or the KV pools.
+  // Restores the weights (their host copy unless discarded) and / or the KV pools. The LoRA
+  // slots come back empty (zeroed) before the weights: while the weights are out, so are they.
   Status wake_up(bool weights, bool kv_cache);
   // Whether the device weights can take new ones (update_weights): an error while released.
   Status check_weights_writable() const;
@@ -37,8 +43,11 @@ class SleepController {
   void weights_replaced() { state_.weights_discarded = false; }
 
  private:
+  ReleasableMemory* lora_memory() const { return lora_ ? lora_->releasable_memory() : nullptr; }
+
   KernelContext ctx_;
   std::shared_ptr<ReleasableMemory> weights_;
+  LoraSlots* lora_ = nullptr;
   ReleasableKvAllocator* kv_ = nullptr;
   std::unique_ptr<char[]> host_copy_;  // the weights' bytes while offloaded (weights_->nbytes())
   SleepState state_;

@@ -38,7 +38,7 @@ std::vector<std::shared_ptr<const LoraEntry>> LoraRegistry::list() const {
 
 std::optional<int32_t> LoraSlotTable::find(uint64_t id, int64_t step) {
   for (size_t s = 0; s < slots_.size(); ++s)
-    if (slots_[s].id == id) {
+    if (slots_[s].id() == id) {
       slots_[s].last_used = step;
       return static_cast<int32_t>(s);
     }
@@ -49,16 +49,22 @@ std::optional<int32_t> LoraSlotTable::victim(const std::set<uint64_t>& pinned) c
   std::optional<int32_t> best;
   for (size_t s = 0; s < slots_.size(); ++s) {
     const Held& h = slots_[s];
-    if (h.id == 0) return static_cast<int32_t>(s);
-    if (pinned.contains(h.id)) continue;
+    if (!h.entry) return static_cast<int32_t>(s);
+    if (pinned.contains(h.id())) continue;
     if (!best || h.last_used < slots_[static_cast<size_t>(*best)].last_used)
       best = static_cast<int32_t>(s);
   }
   return best;
 }
 
-void LoraSlotTable::assign(int32_t slot, uint64_t id, int64_t step) {
-  slots_[static_cast<size_t>(slot)] = Held{id, step};
+void LoraSlotTable::assign(int32_t slot, std::shared_ptr<const LoraEntry> entry, int64_t step) {
+  slots_[static_cast<size_t>(slot)] = Held{std::move(entry), step};
+}
+
+std::vector<std::shared_ptr<const LoraEntry>> LoraSlotTable::held() const {
+  std::vector<std::shared_ptr<const LoraEntry>> out;
+  for (const Held& h : slots_) out.push_back(h.entry);
+  return out;
 }
 
 }  // namespace beam

@@ -58,14 +58,18 @@ class LoraSlotTable {
   // not in `pinned`; none when every slot's adapter is pinned. The caller loads the adapter into
   // it, then calls assign().
   std::optional<int32_t> victim(const std::set<uint64_t>& pinned) const;
-  void assign(int32_t slot, uint64_t id, int64_t step);
+  // slot now holds `entry`'s adapter (kept alive while it does: sleep mode loads it again).
+  void assign(int32_t slot, std::shared_ptr<const LoraEntry> entry, int64_t step);
   // Forgets slot's adapter (its load failed: the slot is empty).
   void clear(int32_t slot) { slots_[static_cast<size_t>(slot)] = Held{}; }
+  // Each slot's adapter (null: empty), by slot.
+  std::vector<std::shared_ptr<const LoraEntry>> held() const;
 
  private:
   struct Held {
-    uint64_t id = 0;  // 0: empty
+    std::shared_ptr<const LoraEntry> entry;  // null: empty
     int64_t last_used = -1;
+    uint64_t id() const { return entry ? entry->id : 0; }
   };
   std::vector<Held> slots_;
 };

@@ -1,7 +1,8 @@
 // Sleep mode on the GPU engine (beam-nano): sleeping gives the weights' and the KV pools' device
 // memory back (the free memory grows by about their bytes), and after the wake-up the engine —
 // its decode graphs captured before the sleep, replayed at the same addresses — gives the same
-// greedy tokens as before; level 2 serves again once new weights are given. Also the CUDA
+// greedy tokens as before; level 2 serves again once new weights are given; the LoRA slots sleep
+// with the weights and serve their adapters again after the wake-up. Also the CUDA
 // ReleasableMemory alone: release frees its bytes, restore keeps its address.
 #include <gtest/gtest.h>
 
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "../model/test_checkpoint_writer.h"
 #include "../runtime_engine/engine_test_util.h"
 #include "cuda_model_fixture.h"
 #include "kernels/api/device_memory.h"
@@ -70,6 +72,37 @@ TEST_F(CudaModelTest, EngineOnCudaSleepsAndWakesWithItsGraphs) {
     for (size_t i = 0; i < reqs.size(); ++i)
       EXPECT_EQ(after[i][0].tokens, before[i][0].tokens) << "request " << i;
   }
+  expect_pools_full(**engine);
+}
+
+// With LoRA slots the adapters' stacks are released with the weights (and come back zeroed): after
+// the wake-up the engine loads each slot's adapter again, so a request on the adapter gets the
+// tokens it got before the sleep, and so does a base request.
+TEST_F(CudaModelTest, EngineOnCudaSleepsWithItsLoraSlots) {
+  auto nano = engine_test_model("beam-nano");
+  ASSERT_NE(nano, nullptr);
+  const std::string adapter =
+      test::write_lora_adapter("sleep_lora", test::servable_lora_modules(nano->config), 8, 7, 16);
+  EngineOptions o = engine_options(Device::kCuda);
+  o.kv_budget_bytes = int64_t{1} << 30;
+  o.enable_sleep_mode = true;
+  o.max_loras = 2;
+  o.max_lora_rank = 8;
+  auto engine = Engine::create(nano, o);
+  ASSERT_TRUE(engine.ok()) << engine.error().message;
+  const Status loaded = (*engine)->load_lora_adapter("a", adapter);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+  const int64_t V = nano->config.vocab_size;
+  const std::vector<RunRequest> reqs = {{tokens_of(37, 1, V), testing::greedy(24), "a"},
+                                        {tokens_of(37, 1, V), testing::greedy(24)},
+                                        {tokens_of(70, 2, V), testing::greedy(24), "a"}};
+  const auto before = run_all(**engine, reqs);
+  EXPECT_NE(before[0][0].tokens, before[1][0].tokens) << "the adapter changes the tokens";
+  ASSERT_TRUE((*engine)->sleep(SleepLevel::kOffloadWeights).ok());
+  ASSERT_TRUE((*engine)->wake_up(true, true).ok());
+  const auto after = run_all(**engine, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i)
+    EXPECT_EQ(after[i][0].tokens, before[i][0].tokens) << "request " << i;
   expect_pools_full(**engine);
 }
 
