@@ -144,6 +144,7 @@ TEST_F(CudaLora, OddWidthsAndRanks) {
   check({9, 1001, 16, 64, 64, 0, 2});      // scalar x and A, 8-wide B
   check({9, 1024, 5, 64, 64, 0, 2});       // 8-wide x and A, scalar B
   check({17, 256, 128, 200, 256, 50, 3});  // the largest rank the kernel takes
+  check({6, 24, 8, 40, 40, 0, 2});         // 3 packs of x: most of the cluster's slices empty
 }
 
 TEST_F(CudaLora, BeamWidths) {
