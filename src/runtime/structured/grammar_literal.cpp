@@ -1,9 +1,11 @@
 #include "runtime/structured/grammar_literal.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 
 #include "runtime/structured/regex_syntax.h"
+#include "runtime/structured/utf8_ranges.h"
 
 namespace beam {
 namespace {
@@ -66,22 +68,9 @@ TextPosition text_position(std::string_view text, size_t at) {
 }
 
 Expected<char32_t> read_literal_char(std::string_view text, size_t& at) {
-  const auto b = static_cast<uint8_t>(text[at]);
-  if (b == '\\') return escape(text, at);
-  if (b < 0x80) {
-    ++at;
-    return static_cast<char32_t>(b);
-  }
-  const int n = b >= 0xF8 ? 0 : b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 0;
-  if (n == 0 || at + static_cast<size_t>(n) > text.size()) return make_error("invalid UTF-8");
-  char32_t c = b & (0xFF >> (n + 1));
-  for (int k = 1; k < n; ++k) {
-    const auto cont = static_cast<uint8_t>(text[at + static_cast<size_t>(k)]);
-    if ((cont & 0xC0) != 0x80) return make_error("invalid UTF-8");
-    c = (c << 6) | (cont & 0x3F);
-  }
-  at += static_cast<size_t>(n);
-  return c;
+  if (text[at] == '\\') return escape(text, at);
+  if (const std::optional<char32_t> c = decode_utf8(text, at)) return *c;
+  return make_error("invalid UTF-8");
 }
 
 }  // namespace beam

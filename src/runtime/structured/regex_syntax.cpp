@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 
+#include "runtime/structured/utf8_ranges.h"
+
 namespace beam {
 namespace {
 
@@ -73,17 +75,8 @@ class Parser {
   }
 
   Expected<char32_t> code_point() {
-    const auto lead = static_cast<uint8_t>(p_[pos_]);
-    const int n = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 0;
-    if (n == 0 || pos_ + static_cast<size_t>(n) > p_.size()) return fail("invalid UTF-8");
-    char32_t cp = n == 1 ? lead : lead & (0x3F >> (n - 1));
-    for (int i = 1; i < n; ++i) {
-      const auto c = static_cast<uint8_t>(p_[pos_ + static_cast<size_t>(i)]);
-      if ((c & 0xC0) != 0x80) return fail("invalid UTF-8");
-      cp = (cp << 6) | (c & 0x3F);
-    }
-    pos_ += static_cast<size_t>(n);
-    return cp;
+    if (const std::optional<char32_t> cp = decode_utf8(p_, pos_)) return *cp;
+    return fail("invalid UTF-8");
   }
 
   // 'count' hex digits (0: a braced \u{...}) as one code point.

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <random>
 #include <string>
 
@@ -79,6 +80,35 @@ TEST(Utf8Ranges, SequencesCoverExactlyTheRange) {
           << static_cast<uint32_t>(lo) << ".." << static_cast<uint32_t>(hi);
     }
   }
+}
+
+// The strict decoder takes every well-formed sequence (round trip over all code points at the
+// edges of each length) and refuses overlongs, surrogates, values past U+10FFFF, stray
+// continuation bytes and truncated sequences, leaving the position alone.
+TEST(Utf8Ranges, DecodesOnlyWellFormedUtf8) {
+  for (char32_t cp : {0x0, 0x7F, 0x80, 0x7FF, 0x800, 0xD7FF, 0xE000, 0xFFFF, 0x10000, 0x10FFFF}) {
+    const std::string text = utf8(cp) + "x";
+    size_t at = 0;
+    EXPECT_EQ(decode_utf8(text, at), std::optional<char32_t>(cp)) << static_cast<uint32_t>(cp);
+    EXPECT_EQ(at, text.size() - 1);
+  }
+  for (std::string_view bad :
+       {"\xC0\x80", "\xC1\xBF", "\xE0\x9F\xBF", "\xED\xA0\x80", "\xF0\x8F\xBF\xBF",
+        "\xF4\x90\x80\x80", "\xF5\x9D\x83\x9E", "\xFF", "\x80", "\xE2\x82", "\xF0\x9F\x98"}) {
+    size_t at = 0;
+    EXPECT_EQ(decode_utf8(bad, at), std::nullopt) << testing::PrintToString(bad);
+    EXPECT_EQ(at, 0u);
+  }
+}
+
+// Ill-formed UTF-8 in a pattern is an error that says so (a lead byte past U+10FFFF once reached
+// utf8_sequences' check and aborted: the grammar fuzzer's crash of 2026-12-06).
+TEST(ByteDfa, RefusesIllFormedUtf8InThePattern) {
+  for (std::string_view pattern : {"\xFE\xD7\x9E\xF5\x9D\x83\x9E_u00e9", "a\xF5\x9D\x83\x9E",
+                                   "[\xF4\x90\x80\x80]", "\xED\xA0\x80", "x\xC0\x80"})
+    EXPECT_NE(pattern_error(pattern).find("invalid UTF-8"), std::string::npos)
+        << testing::PrintToString(pattern);
+  EXPECT_EQ(pattern_error("\xF4\x8F\xBF\xBF|\xF0\x9F\x98\x80"), "");
 }
 
 TEST(ByteDfa, UnanchoredPatternsMatchAnywhere) {
