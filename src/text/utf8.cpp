@@ -2,6 +2,7 @@
 #include "text/utf8.h"
 
 #include "core/check.h"
+#include "core/utf8.h"
 
 namespace beam::text {
 
@@ -97,32 +98,11 @@ bool is_valid_utf8(std::string_view bytes) {
       i += 8;
     }
     if (i >= n) break;
-    const uint8_t b = p[i];
-    if (b < 0x80) {
+    if (p[i] < 0x80) {
       ++i;
       continue;
     }
-    uint8_t lo = 0x80, hi = 0xBF;
-    int need;
-    if (b >= 0xC2 && b <= 0xDF) {
-      need = 1;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-      need = 2;
-      if (b == 0xE0) lo = 0xA0;
-      if (b == 0xED) hi = 0x9F;
-    } else if (b >= 0xF0 && b <= 0xF4) {
-      need = 3;
-      if (b == 0xF0) lo = 0x90;
-      if (b == 0xF4) hi = 0x8F;
-    } else {
-      return false;
-    }
-    if (i + need >= n) return false;  // truncated sequence
-    if (p[i + 1] < lo || p[i + 1] > hi) return false;
-    for (int k = 2; k <= need; ++k) {
-      if (p[i + k] < 0x80 || p[i + k] > 0xBF) return false;
-    }
-    i += need + 1;
+    if (!decode_utf8(bytes, i)) return false;
   }
   return true;
 }

@@ -4,8 +4,8 @@
 #include <string>
 #include <utility>
 
+#include "core/utf8.h"
 #include "runtime/structured/regex_syntax.h"
-#include "runtime/structured/utf8_ranges.h"
 
 namespace beam {
 namespace {

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "runtime/structured/utf8_ranges.h"
+#include "core/utf8.h"
 
 namespace beam {
 namespace {

@@ -1,12 +1,9 @@
 // A range of code points as the UTF-8 byte sequences that encode it: each sequence is a list of
 // byte ranges, one per byte, and a string encodes a code point of the range exactly when its
-// bytes match one sequence (the construction of RE2 and Rust's regex-syntax). Also the strict
-// decoder the grammar and regex parsers read their source text with.
+// bytes match one sequence (the construction of RE2 and Rust's regex-syntax).
 #pragma once
 
 #include <cstdint>
-#include <optional>
-#include <string_view>
 #include <vector>
 
 namespace beam {
@@ -20,10 +17,5 @@ using Utf8Sequence = std::vector<ByteRange>;  // 1-4 ranges
 // The sequences of code points [lo, hi] (lo <= hi <= U+10FFFF, no surrogates inside), at most a
 // few per encoded length, in code point order.
 std::vector<Utf8Sequence> utf8_sequences(char32_t lo, char32_t hi);
-
-// The code point of the well-formed UTF-8 sequence at text[at] (Unicode's Table 3-7: no
-// overlongs, surrogates or values past U+10FFFF), advancing `at` past it; nullopt, `at`
-// unchanged, for an ill-formed or truncated one.
-std::optional<char32_t> decode_utf8(std::string_view text, size_t& at);
 
 }  // namespace beam
