@@ -2,7 +2,7 @@
 #include "text/utf8.h"
 
 #include "core/check.h"
-#include "core/utf8.h"
+#include "core/utf8_decode.h"
 
 namespace beam::text {
 

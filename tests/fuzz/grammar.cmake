@@ -11,7 +11,7 @@ file(GLOB grammar_fuzz_sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/runtime
 list(FILTER grammar_fuzz_sources EXCLUDE REGEX
      "/(regex_mask_cache|token_trie|vocab_index|output_constraint|pattern_mask_cache)\\.cpp$")
 file(GLOB grammar_fuzz_headers CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/runtime/structured/*.h)
-foreach(name large_stack strongly_connected logging)
+foreach(name large_stack strongly_connected logging utf8_decode)
   list(APPEND grammar_fuzz_sources ${CMAKE_SOURCE_DIR}/src/core/${name}.cpp)
   list(APPEND grammar_fuzz_headers ${CMAKE_SOURCE_DIR}/src/core/${name}.h)
 endforeach()

@@ -10,9 +10,10 @@ include(${CMAKE_CURRENT_LIST_DIR}/libfuzzer.cmake)
 
 file(GLOB template_fuzz_sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/text/jinja/*.cpp)
 file(GLOB template_fuzz_headers CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/text/jinja/*.h)
-# text/utf8.cpp: the UTF-8 encoder the engine shares with the tokenizer (header-only deps).
-list(APPEND template_fuzz_sources ${CMAKE_SOURCE_DIR}/src/text/utf8.cpp ${CMAKE_CURRENT_LIST_DIR}/template_fuzz.cpp)
-list(APPEND template_fuzz_headers ${CMAKE_SOURCE_DIR}/src/text/utf8.h)
+# text/utf8.cpp: the UTF-8 encoder the engine shares with the tokenizer (and core's decoder).
+list(APPEND template_fuzz_sources ${CMAKE_SOURCE_DIR}/src/text/utf8.cpp ${CMAKE_SOURCE_DIR}/src/core/utf8_decode.cpp
+     ${CMAKE_CURRENT_LIST_DIR}/template_fuzz.cpp)
+list(APPEND template_fuzz_headers ${CMAKE_SOURCE_DIR}/src/text/utf8.h ${CMAKE_SOURCE_DIR}/src/core/utf8_decode.h)
 beamserve_libfuzzer(template_fuzz SOURCES ${template_fuzz_sources}
                     HEADERS ${template_fuzz_headers} LIBS -lutf8proc)
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "core/utf8.h"
+#include "core/utf8_decode.h"
 #include "runtime/structured/regex_syntax.h"
 
 namespace beam {

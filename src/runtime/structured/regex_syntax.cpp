@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "core/utf8.h"
+#include "core/utf8_decode.h"
 
 namespace beam {
 namespace {

@@ -1,4 +1,4 @@
-#include "core/utf8.h"
+#include "core/utf8_decode.h"
 
 #include <cstdint>
 

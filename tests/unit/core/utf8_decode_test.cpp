@@ -1,5 +1,5 @@
-// core/utf8.h's strict decoder: Unicode's Table 3-7 exactly.
-#include "core/utf8.h"
+// core/utf8_decode.h's strict decoder: Unicode's Table 3-7 exactly.
+#include "core/utf8_decode.h"
 
 #include <gtest/gtest.h>
 
