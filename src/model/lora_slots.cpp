@@ -80,9 +80,11 @@ Expected<std::unique_ptr<LoraSlots>> LoraSlots::create(const KernelContext& ctx,
   if (max_loras < 1 || max_loras > kMaxLoras)
     return make_error("max_loras " + std::to_string(max_loras) + " is outside [1, " +
                       std::to_string(kMaxLoras) + "]");
-  if (max_rank < 1 || max_rank > kMaxLoraRank)
+  const int64_t rank_limit = std::min<int64_t>(kMaxLoraRank, lora_max_rank(ctx.device));
+  if (max_rank < 1 || max_rank > rank_limit)
     return make_error("max_lora_rank " + std::to_string(max_rank) + " is outside [1, " +
-                      std::to_string(kMaxLoraRank) + "]");
+                      std::to_string(rank_limit) + "]" +
+                      (rank_limit < kMaxLoraRank ? " (the CUDA kernel's limit)" : ""));
   std::unique_ptr<LoraSlots> s(new LoraSlots());
   s->num_slots_ = max_loras;
   s->max_rank_ = max_rank;

@@ -28,8 +28,8 @@ class LoraSlots {
  public:
   // Zeroed stacks for max_loras slots of rank up to max_rank on ctx's device, for every module of
   // cfg (dense MLP modules on dense layers only); with `releasable`, in ReleasableMemory that sleep
-  // mode may give back (releasable_memory()). Errors: a count or rank outside [1, 64] / [1, 512],
-  // or the device out of memory.
+  // mode may give back (releasable_memory()). Errors: a count or rank outside [1, 64] / [1, 512]
+  // (CUDA: [1, 128], kernels/api/lora.h's lora_max_rank), or the device out of memory.
   static Expected<std::unique_ptr<LoraSlots>> create(const KernelContext& ctx,
                                                      const BeamConfig& cfg, int max_loras,
                                                      int max_rank, bool releasable = false);

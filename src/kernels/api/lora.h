@@ -14,6 +14,12 @@ namespace beam {
 // The slot of a token that uses no adapter.
 constexpr int32_t kNoLoraSlot = -1;
 
+// The largest rank lora_add takes on `device` (the CUDA kernel keeps a token group's h in shared
+// memory).
+constexpr int64_t lora_max_rank(Device device) {
+  return device == Device::kCuda ? 128 : 512;
+}
+
 // One target module's factors for every adapter slot, zero-padded to the stack's rank r (a slot
 // of lower rank, or one whose adapter leaves the module alone, has zero rows / columns there, which
 // add exact zeros).

@@ -21,7 +21,8 @@ constexpr int kCluster = 8;  // blocks that split one token group's shrink (a po
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 constexpr int kGroup = 8;      // tokens a cluster serves together (they share A and B loads)
-constexpr int kMaxRank = 128;  // h of a group lives in shared memory: [kGroup, kMaxRank] fp32
+// h of a group lives in shared memory: [kGroup, kMaxRank] fp32.
+constexpr int kMaxRank = static_cast<int>(lora_max_rank(Device::kCuda));
 constexpr int kInFlight = 4;   // packs of a row each lane loads before it uses them
 
 __host__ __device__ int64_t ceil_div(int64_t a, int64_t b) {

@@ -108,6 +108,16 @@ TEST_F(LoraCudaTest, MixedAdapterBatchMatchesTheCpu) {
   EXPECT_EQ(run(*base, {kNoLoraSlot})[0], got[0]);
 }
 
+// Ranks past the CUDA kernel's limit are refused when the slots are made (the server's start),
+// not when a step first reaches the kernel; the limit itself is taken.
+TEST_F(LoraCudaTest, RanksPastTheKernelsLimitAreRefusedUpFront) {
+  const int64_t limit = lora_max_rank(Device::kCuda);
+  auto over = LoraSlots::create(gpu_, host_->config, 1, static_cast<int>(limit + 1));
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.error().message.find("CUDA kernel"), std::string::npos) << over.error().message;
+  EXPECT_TRUE(LoraSlots::create(gpu_, host_->config, 1, static_cast<int>(limit)).ok());
+}
+
 TEST_F(LoraCudaTest, EngineWithGraphsGivesTheEagerEnginesTokens) {
   const auto make = [&](bool graphs) {
     EngineOptions o = engine_options(Device::kCuda);
