@@ -67,7 +67,13 @@ Expected<std::shared_ptr<BeamWeights>> synthetic_weights_from_args(const Args& a
   BEAM_ASSIGN_OR_RETURN(int64_t seed, args.get_int("weight-seed", 1));
   o.seed = static_cast<uint64_t>(seed);
   const auto start = std::chrono::steady_clock::now();
-  BEAM_ASSIGN_OR_RETURN(auto w, make_synthetic_weights(ctx, config, o));
+  auto made = make_synthetic_weights(ctx, config, o);
+  if (!made.ok())
+    return make_error(made.error().message + " (the random weights of " +
+                      std::to_string(config.num_layers) + " layers take " +
+                      std::to_string(synthetic_weight_bytes(config) >> 30) +
+                      " GiB; --layers N takes fewer)");
+  std::shared_ptr<BeamWeights> w = std::move(*made);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(stderr, "bench: %.2f GB of random weights (%lld layers) on %s in %.1f s\n",
                static_cast<double>(synthetic_weight_bytes(config)) / 1e9,
