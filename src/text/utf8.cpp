@@ -97,12 +97,7 @@ bool is_valid_utf8(std::string_view bytes) {
       if (w & 0x8080808080808080ull) break;
       i += 8;
     }
-    if (i >= n) break;
-    if (p[i] < 0x80) {
-      ++i;
-      continue;
-    }
-    if (!decode_utf8(bytes, i)) return false;
+    if (i < n && !decode_utf8(bytes, i)) return false;
   }
   return true;
 }

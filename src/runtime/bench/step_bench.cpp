@@ -33,8 +33,8 @@ Expected<std::unique_ptr<LoraSlots>> bench_lora(const KernelContext& ctx, const 
   if (o.lora_slots == 0) return std::unique_ptr<LoraSlots>();
   return LoraSlots::create(ctx, c, o.lora_slots, o.lora_rank);
 }
-int32_t bench_lora_slot(const StepBenchOptions& o, int64_t s) {
-  return o.lora_slots > 0 ? static_cast<int32_t>(s % o.lora_slots) : kNoLoraSlot;
+int32_t bench_lora_slot(int lora_slots, int64_t s) {
+  return lora_slots > 0 ? static_cast<int32_t>(s % lora_slots) : kNoLoraSlot;
 }
 
 std::vector<int32_t> random_tokens(std::mt19937_64& rng, int64_t n, int64_t vocab) {
@@ -86,7 +86,7 @@ class DecodeRig {
       : model_(std::move(w), ctx, std::move(lora)),
         cache_(std::move(cache)),
         batch_(batch),
-        options_(o),
+        lora_slots_(o.lora_slots),
         rng_(o.seed) {
     next_ = random_tokens(rng_, batch_, model_.config().vocab_size);
   }
@@ -97,7 +97,7 @@ class DecodeRig {
     c.num_cached = num_cached;
     c.full_blocks = cache_.block_table(s);
     c.sliding_blocks = cache_.block_table(s);
-    c.lora_slot = bench_lora_slot(options_, s);
+    c.lora_slot = bench_lora_slot(lora_slots_, s);
     return c;
   }
 
@@ -134,7 +134,7 @@ class DecodeRig {
   BeamModel model_;
   LocalKvCache cache_;
   int64_t batch_;
-  StepBenchOptions options_;
+  int lora_slots_;  // StepBenchOptions::lora_slots
   std::mt19937_64 rng_;
   int64_t cached_ = 0;
   std::vector<int32_t> next_;
@@ -460,7 +460,7 @@ Expected<nlohmann::json> prefill_report(const KernelContext& ctx,
   std::vector<int32_t> tokens = random_tokens(rng, T, c.vocab_size);
   ForwardBatch b;
   b.seqs.push_back(SeqChunk{tokens, 0, 0, cache.block_table(0), cache.block_table(0), false});
-  b.seqs.back().lora_slot = bench_lora_slot(o, 0);
+  b.seqs.back().lora_slot = bench_lora_slot(o.lora_slots, 0);
   b.capture_routing = true;
   ForwardOutput out;
   BEAM_RETURN_IF_ERROR(model.forward(b, cache.layers(), out));  // warm-up, counts experts

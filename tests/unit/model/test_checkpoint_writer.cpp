@@ -35,6 +35,20 @@ std::vector<size_t> order(size_t n, uint32_t seed) {
   return idx;
 }
 
+// This process's folder under the gtest temp dir, removed with everything in it at exit.
+const std::filesystem::path& process_scratch() {
+  struct Scratch {
+    std::filesystem::path path;
+    ~Scratch() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  };
+  static const Scratch scratch{std::filesystem::path(::testing::TempDir()) /
+                               ("beam_model_tests_" + std::to_string(::getpid()))};
+  return scratch.path;
+}
+
 }  // namespace
 
 void write_text_file(const std::string& path, const std::string& text) {
@@ -92,24 +106,6 @@ void write_sharded(const std::string& dir, const std::vector<TestTensor>& tensor
   nlohmann::json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", weight_map}};
   write_text_file(dir + "/model.safetensors.index.json", index.dump(2));
 }
-
-namespace {
-
-// This process's folder under the gtest temp dir, removed with everything in it at exit.
-const std::filesystem::path& process_scratch() {
-  struct Scratch {
-    std::filesystem::path path;
-    ~Scratch() {
-      std::error_code ignored;
-      std::filesystem::remove_all(path, ignored);
-    }
-  };
-  static const Scratch scratch{std::filesystem::path(::testing::TempDir()) /
-                               ("beam_model_tests_" + std::to_string(::getpid()))};
-  return scratch.path;
-}
-
-}  // namespace
 
 std::string make_temp_dir(const std::string& name) {
   // Per process: ctest runs each test of a binary as its own process, several at once, and one
