@@ -31,6 +31,7 @@ Expected<StepBenchOptions> step_options(const Args& a) {
     return make_error("bench step: --lora-slots must be in [0, 64] and --lora-rank in [1, 512]");
   o.lora_slots = static_cast<int>(lora_slots);
   o.lora_rank = static_cast<int>(lora_rank);
+  o.lora_experts = a.has("lora-experts");
   return o;
 }
 
@@ -70,7 +71,7 @@ int bench_step(int argc, char** argv) {
                 "prefill-chunk", "block-size", "seed", "breakdown-steps", "lora-slots",
                 "lora-rank"});
   auto bool_flags = bench_common_bool_flags();
-  bool_flags.insert("breakdown");
+  bool_flags.insert({"breakdown", "lora-experts"});
   auto args = Args::parse(argc, argv, flags, bool_flags);
   if (!args.ok()) return bench_fail(args.error().message);
   auto opts = step_options(*args);

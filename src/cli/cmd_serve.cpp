@@ -84,6 +84,11 @@ Expected<server::ServeOptions> options_from_args(const Args& a) {
     return make_error("--lora-modules and --enable-lora need --max-loras >= 1");
   o.model.engine.max_loras = static_cast<int>(max_loras);
   o.model.engine.max_lora_rank = static_cast<int>(max_lora_rank);
+  o.model.engine.lora_experts = a.has("lora-experts");
+  if (o.model.engine.lora_experts && max_loras == 0)
+    return make_error(
+        "--lora-experts needs LoRA served per request (--enable-lora, "
+        "--lora-modules or --max-loras >= 1)");
   o.model.engine.enable_sleep_mode = a.has("enable-sleep-mode");
   const std::string logprobs_mode = a.get_or("logprobs-mode", "scaled");
   std::optional<LogprobsMode> mode = parse_logprobs_mode(logprobs_mode);
@@ -103,38 +108,39 @@ Expected<server::ServeOptions> options_from_args(const Args& a) {
 }  // namespace
 
 int cmd_serve(int argc, char** argv) {
-  auto args = Args::parse(argc, argv,
-                          {"model",
-                           "tokenizer",
-                           "served-model-name",
-                           "host",
-                           "port",
-                           "api-key",
-                           "max-body-mb",
-                           "kv-budget-mb",
-                           "max-model-len",
-                           "max-running",
-                           "max-tokens-per-step",
-                           "block-size",
-                           "threads",
-                           "io-threads",
-                           "workers",
-                           "no-prefix-cache",
-                           "health-stall-s",
-                           "device",
-                           "no-cuda-graphs",
-                           "attention-probs",
-                           "enable-return-routed-experts",
-                           "enable-weight-updates",
-                           "enable-sleep-mode",
-                           "merge-lora",
-                           "enable-lora",
-                           "lora-modules",
-                           "max-loras",
-                           "max-lora-rank",
-                           "logprobs-mode"},
-                          {"no-prefix-cache", "no-cuda-graphs", "enable-return-routed-experts",
-                           "enable-weight-updates", "enable-sleep-mode", "enable-lora"});
+  auto args =
+      Args::parse(argc, argv,
+                  {"model",
+                   "tokenizer",
+                   "served-model-name",
+                   "host",
+                   "port",
+                   "api-key",
+                   "max-body-mb",
+                   "kv-budget-mb",
+                   "max-model-len",
+                   "max-running",
+                   "max-tokens-per-step",
+                   "block-size",
+                   "threads",
+                   "io-threads",
+                   "workers",
+                   "no-prefix-cache",
+                   "health-stall-s",
+                   "device",
+                   "no-cuda-graphs",
+                   "attention-probs",
+                   "enable-return-routed-experts",
+                   "enable-weight-updates",
+                   "enable-sleep-mode",
+                   "merge-lora",
+                   "enable-lora",
+                   "lora-modules",
+                   "max-loras",
+                   "max-lora-rank",
+                   "logprobs-mode"},
+                  {"no-prefix-cache", "no-cuda-graphs", "enable-return-routed-experts",
+                   "lora-experts", "enable-weight-updates", "enable-sleep-mode", "enable-lora"});
   if (!args.ok()) {
     std::fprintf(stderr, "serve: %s\n%s", args.error().message.c_str(), kServeUsage);
     return 2;

@@ -51,6 +51,8 @@ inline constexpr const char* kServeUsage =
     "          models of those names; more with POST /v1/load_lora_adapter)]\n"
     "         [--enable-lora] [--max-loras N (adapters one step serves; default 4 with LoRA, else\n"
     "          0)] [--max-lora-rank R (highest adapter rank; default 16)]\n"
+    "         [--lora-experts (per-request LoRA on the routed experts too: E times a dense MLP's\n"
+    "          slot memory a layer; CPU only for now)]\n"
     "         [--enable-sleep-mode (POST /sleep and /wake_up give the KV and weight memory back)]\n"
     "         [--logprobs-mode scaled|raw (logprobs of the logits / temperature, or of the raw\n"
     "          logits as vLLM's raw_logprobs; a request's logprobs_mode overrides it)]\n";
@@ -81,6 +83,7 @@ inline constexpr const char* kBenchStepUsage =
     "         [--prefill-tokens 8192 (0: none)] [--prefill-reps 3] [--prefill-chunk 8192]\n"
     "         [--block-size 64] [--seed 1] [--breakdown] [--breakdown-steps 5]\n"
     "         [--lora-slots 0 (S: sequence s uses adapter slot s % S)] [--lora-rank 16]\n"
+    "         [--lora-experts (the slots serve the routed experts too)]\n"
     "  beam-slice: 6 layers unless --layers says otherwise\n";
 
 inline constexpr const char* kBenchKernelsUsage =

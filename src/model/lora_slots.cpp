@@ -22,7 +22,8 @@ size_t aligned(size_t bytes) {
   return (bytes + 255) / 256 * 256;
 }
 
-// A target's checkpoint-name suffix under model.layers.{L}.
+// A target's checkpoint-name suffix under model.layers.{L}. (experts: under
+// model.layers.{L}.mlp.experts.{E}.).
 const char* layer_suffix(LoraTarget t) {
   switch (t) {
     case LoraTarget::kQ:
@@ -41,17 +42,29 @@ const char* layer_suffix(LoraTarget t) {
       return "mlp.up_proj.weight";
     case LoraTarget::kDenseDown:
       return "mlp.down_proj.weight";
+    case LoraTarget::kExpertGate:
+      return "gate_proj.weight";
+    case LoraTarget::kExpertUp:
+      return "up_proj.weight";
+    case LoraTarget::kExpertDown:
+      return "down_proj.weight";
     case LoraTarget::kLmHead:
       break;
   }
   return "lm_head.weight";
 }
 
+bool is_expert_target(LoraTarget t) {
+  return t == LoraTarget::kExpertGate || t == LoraTarget::kExpertUp || t == LoraTarget::kExpertDown;
+}
+
 // A target's [out, in] in layer `layer` of cfg; {0, 0} when the layer has no such module.
 std::pair<int64_t, int64_t> target_shape(const BeamConfig& cfg, int64_t layer, LoraTarget t) {
   const int64_t H = cfg.hidden_size, q = cfg.num_heads * cfg.head_dim,
-                kv = cfg.num_kv_heads * cfg.head_dim, I = cfg.intermediate_size;
+                kv = cfg.num_kv_heads * cfg.head_dim, I = cfg.intermediate_size,
+                Im = cfg.moe_intermediate_size;
   const bool dense = cfg.mlp_layer_types[layer] == MlpKind::kDense;
+  constexpr std::pair<int64_t, int64_t> none{0, 0};
   switch (t) {
     case LoraTarget::kQ:
     case LoraTarget::kGate:
@@ -63,9 +76,14 @@ std::pair<int64_t, int64_t> target_shape(const BeamConfig& cfg, int64_t layer, L
       return {H, q};
     case LoraTarget::kDenseGate:
     case LoraTarget::kDenseUp:
-      return dense ? std::pair{I, H} : std::pair<int64_t, int64_t>{0, 0};
+      return dense ? std::pair{I, H} : none;
     case LoraTarget::kDenseDown:
-      return dense ? std::pair{H, I} : std::pair<int64_t, int64_t>{0, 0};
+      return dense ? std::pair{H, I} : none;
+    case LoraTarget::kExpertGate:
+    case LoraTarget::kExpertUp:
+      return dense ? none : std::pair{Im, H};
+    case LoraTarget::kExpertDown:
+      return dense ? none : std::pair{H, Im};
     case LoraTarget::kLmHead:
       break;
   }
@@ -74,9 +92,16 @@ std::pair<int64_t, int64_t> target_shape(const BeamConfig& cfg, int64_t layer, L
 
 }  // namespace
 
+std::string LoraSlots::Module::weight(int64_t e) const {
+  if (target == LoraTarget::kLmHead) return "lm_head.weight";
+  return num_experts ? expert_tensor_name(layer, e, layer_suffix(target))
+                     : layer_tensor_name(layer, layer_suffix(target));
+}
+
 Expected<std::unique_ptr<LoraSlots>> LoraSlots::create(const KernelContext& ctx,
-                                                       const BeamConfig& cfg, int max_loras,
-                                                       int max_rank, bool releasable) {
+                                                       const BeamConfig& cfg,
+                                                       const LoraSlotsOptions& options) {
+  const int max_loras = options.max_loras, max_rank = options.max_rank;
   if (max_loras < 1 || max_loras > kMaxLoras)
     return make_error("max_loras " + std::to_string(max_loras) + " is outside [1, " +
                       std::to_string(kMaxLoras) + "]");
@@ -85,6 +110,11 @@ Expected<std::unique_ptr<LoraSlots>> LoraSlots::create(const KernelContext& ctx,
     return make_error("max_lora_rank " + std::to_string(max_rank) + " is outside [1, " +
                       std::to_string(rank_limit) + "]" +
                       (rank_limit < kMaxLoraRank ? " (the CUDA kernel's limit)" : ""));
+  if (options.experts && ctx.device != Device::kCpu)
+    return make_error(
+        "LoRA on the routed experts is served per request on the CPU only (the "
+        "CUDA experts kernels have no LoRA path yet); merge expert adapters at load "
+        "with --merge-lora");
   std::unique_ptr<LoraSlots> s(new LoraSlots());
   s->num_slots_ = max_loras;
   s->max_rank_ = max_rank;
@@ -99,16 +129,22 @@ Expected<std::unique_ptr<LoraSlots>> LoraSlots::create(const KernelContext& ctx,
   const auto lay_out = [&](int64_t layer, LoraTarget target) {
     const auto [out, in] = target_shape(cfg, layer, target);
     if (out == 0) return;
+    const bool experts = is_expert_target(target);
+    if (experts && !options.experts) return;
     Module& m = s->module(layer, target);
     m.in = in;
     m.out = out;
-    m.weight = target == LoraTarget::kLmHead ? "lm_head.weight"
-                                             : layer_tensor_name(layer, layer_suffix(target));
+    m.num_experts = experts ? cfg.num_experts : 0;
+    m.layer = layer;
+    m.target = target;
+    m.present = true;
+    s->serves_experts_ = s->serves_experts_ || experts;
+    const auto copies = static_cast<size_t>(std::max<int64_t>(m.num_experts, 1));
     Offsets& o = offsets[static_cast<size_t>(&m - s->modules_.data())];
     o.a = total;
-    total += aligned(S * R * static_cast<size_t>(in) * 2);
+    total += aligned(copies * S * R * static_cast<size_t>(in) * 2);
     o.b = total;
-    total += aligned(S * static_cast<size_t>(out) * R * 2);
+    total += aligned(copies * S * static_cast<size_t>(out) * R * 2);
     o.scale = total;
     total += aligned(S * 4);
   };
@@ -117,9 +153,10 @@ Expected<std::unique_ptr<LoraSlots>> LoraSlots::create(const KernelContext& ctx,
   lay_out(0, LoraTarget::kLmHead);
   const auto no_room = [&](const Error& e) {
     return make_error("LoRA slots (" + std::to_string(max_loras) + " of rank " +
-                      std::to_string(max_rank) + "): " + e.message);
+                      std::to_string(max_rank) + (s->serves_experts_ ? ", with the experts" : "") +
+                      ", " + std::to_string(total >> 20) + " MiB): " + e.message);
   };
-  if (releasable) {
+  if (options.releasable) {
     Expected<std::shared_ptr<ReleasableMemory>> memory = allocate_releasable(ctx, total);
     if (!memory.ok()) return no_room(memory.error());
     s->releasable_ = std::move(*memory);
@@ -133,11 +170,19 @@ Expected<std::unique_ptr<LoraSlots>> LoraSlots::create(const KernelContext& ctx,
   auto* base = static_cast<char*>(s->memory_.data());
   for (size_t i = 0; i < s->modules_.size(); ++i) {
     Module& m = s->modules_[i];
-    if (!m.present()) continue;
+    if (!m.present) continue;
     const auto Si = static_cast<int64_t>(S), Ri = static_cast<int64_t>(R);
-    m.stack.a = TensorView{base + offsets[i].a, DType::kBF16, {Si, Ri, m.in}, ctx.device};
-    m.stack.b = TensorView{base + offsets[i].b, DType::kBF16, {Si, m.out, Ri}, ctx.device};
-    m.stack.scale = TensorView{base + offsets[i].scale, DType::kF32, {Si}, ctx.device};
+    const TensorView scale{base + offsets[i].scale, DType::kF32, {Si}, ctx.device};
+    if (m.num_experts) {
+      const int64_t E = m.num_experts;
+      m.experts.a = TensorView{base + offsets[i].a, DType::kBF16, {E, Si, Ri, m.in}, ctx.device};
+      m.experts.b = TensorView{base + offsets[i].b, DType::kBF16, {E, Si, m.out, Ri}, ctx.device};
+      m.experts.scale = scale;
+    } else {
+      m.stack.a = TensorView{base + offsets[i].a, DType::kBF16, {Si, Ri, m.in}, ctx.device};
+      m.stack.b = TensorView{base + offsets[i].b, DType::kBF16, {Si, m.out, Ri}, ctx.device};
+      m.stack.scale = scale;
+    }
   }
   return s;
 }
@@ -152,17 +197,27 @@ const LoraSlots::Module& LoraSlots::module(int64_t layer, LoraTarget target) con
 }
 
 const LoraStack* LoraSlots::stack(int64_t layer, LoraTarget target) const {
+  BEAM_CHECK(!is_expert_target(target)) << "LoraSlots::stack: an expert target";
   const Module& m = module(layer, target);
-  return m.present() ? &m.stack : nullptr;
+  return m.present ? &m.stack : nullptr;
+}
+
+const ExpertLoraStack* LoraSlots::expert_stack(int64_t layer, LoraTarget target) const {
+  BEAM_CHECK(is_expert_target(target)) << "LoraSlots::expert_stack: not an expert target";
+  const Module& m = module(layer, target);
+  return m.present ? &m.experts : nullptr;
 }
 
 void LoraSlots::clear(const KernelContext& ctx, int32_t slot) {
   BEAM_CHECK(slot >= 0 && slot < num_slots_) << "LoraSlots::clear: slot " << slot;
   for (const Module& m : modules_) {
-    if (!m.present()) continue;
-    zero_tensor(ctx, m.stack.a.rows(slot, 1));
-    zero_tensor(ctx, m.stack.b.rows(slot, 1));
-    zero_tensor(ctx, m.stack.scale.rows(slot, 1));
+    if (!m.present) continue;
+    for (int64_t e = 0; e < std::max<int64_t>(m.num_experts, 1); ++e) {
+      const LoraStack st = m.stack_of(e);
+      zero_tensor(ctx, st.a.rows(slot, 1));
+      zero_tensor(ctx, st.b.rows(slot, 1));
+    }
+    zero_tensor(ctx, m.stack_of(0).scale.rows(slot, 1));
   }
 }
 
@@ -171,24 +226,30 @@ void LoraSlots::clear_all(const KernelContext& ctx) {
 }
 
 Expected<LoraSlots::Placement> LoraSlots::place(const LoraAdapter& adapter) const {
-  // Each module under its canonical name or an alias; every delta must find one.
-  std::map<std::string, const Module*> names;
-  for (const Module& m : modules_)
-    if (m.present())
-      for (const std::string& name : tensor_name_candidates(m.weight))
-        if (adapter.find(name)) names.emplace(name, &m);
+  // Each module (each expert of an expert module) under its canonical name or an alias; every
+  // delta must find one.
+  struct Target {
+    const Module* module;
+    int64_t expert;
+  };
+  std::map<std::string, Target> names;
+  for (const Module& m : modules_) {
+    if (!m.present) continue;
+    for (int64_t e = 0; e < std::max<int64_t>(m.num_experts, 1); ++e)
+      for (const std::string& name : tensor_name_candidates(m.weight(e)))
+        if (adapter.find(name)) names.emplace(name, Target{&m, e});
+  }
   const std::string& dir = adapter.dir();
   Placement placement;
   for (const auto& [name, delta] : adapter.deltas()) {
     const auto it = names.find(name);
     if (it == names.end())
       return make_error(dir + ": '" + name + "' " +
-                        (name.find(".experts.") != std::string::npos
-                             ? "is a routed expert's weight: per-request LoRA serves attention, "
-                               "dense MLP and lm_head modules (merge expert adapters at load "
-                               "with --merge-lora)"
+                        (name.find(".experts.") != std::string::npos && !serves_experts_
+                             ? "is a routed expert's weight: serve expert LoRA per request with "
+                               "--lora-experts, or merge the adapter at load with --merge-lora"
                              : "is no module per-request LoRA serves in this model"));
-    const Module& m = *it->second;
+    const Module& m = *it->second.module;
     if (delta.a->shape[1] != m.in || delta.b->shape[0] != m.out)
       return make_error(dir + ": '" + name + "': lora_B " + delta.b->shape.str() + " · lora_A " +
                         delta.a->shape.str() + " does not fit the module's [" +
@@ -196,7 +257,7 @@ Expected<LoraSlots::Placement> LoraSlots::place(const LoraAdapter& adapter) cons
     if (delta.rank() > max_rank_)
       return make_error(dir + ": '" + name + "' has rank " + std::to_string(delta.rank()) +
                         ", above the server's max LoRA rank " + std::to_string(max_rank_));
-    placement.emplace_back(&delta, &m);
+    placement.push_back(Place{&delta, &m, it->second.expert});
   }
   return placement;
 }
@@ -216,8 +277,9 @@ Status LoraSlots::load(const KernelContext& ctx, int32_t slot, const LoraAdapter
   std::vector<float> scales;
   staged.reserve(2 * placement.size());
   scales.reserve(placement.size());
-  for (const auto& [delta, m] : placement) {
+  for (const auto& [delta, m, expert] : placement) {
     const int64_t r = delta->rank();
+    const LoraStack stack = m->stack_of(expert);
     // [r, in] -> rows [0, r) of the slot's [R, in]; [out, r] -> columns [0, r) of its [out, R].
     std::vector<bf16>& a = staged.emplace_back(static_cast<size_t>(r * m->in));
     convert_elements(delta->a->data, delta->a->dtype, r * m->in, a.data(), DType::kBF16);
@@ -227,12 +289,11 @@ Status LoraSlots::load(const KernelContext& ctx, int32_t slot, const LoraAdapter
     for (int64_t o = 0; o < m->out; ++o)
       std::copy_n(b_packed.data() + o * r, r, b.data() + o * max_rank_);
     float& scale = scales.emplace_back(static_cast<float>(delta->scale));
-    const TensorView a_slot = m->stack.a.rows(slot, 1).reshape({max_rank_, m->in}).rows(0, r);
+    const TensorView a_slot = stack.a.rows(slot, 1).reshape({max_rank_, m->in}).rows(0, r);
     copy_tensor(ctx, a_slot, TensorView{a.data(), DType::kBF16, {r, m->in}, Device::kCpu});
-    copy_tensor(ctx, m->stack.b.rows(slot, 1).reshape({m->out, max_rank_}),
+    copy_tensor(ctx, stack.b.rows(slot, 1).reshape({m->out, max_rank_}),
                 TensorView{b.data(), DType::kBF16, {m->out, max_rank_}, Device::kCpu});
-    copy_tensor(ctx, m->stack.scale.rows(slot, 1),
-                TensorView{&scale, DType::kF32, {1}, Device::kCpu});
+    copy_tensor(ctx, stack.scale.rows(slot, 1), TensorView{&scale, DType::kF32, {1}, Device::kCpu});
   }
   synchronize(ctx);
   return ok_status();

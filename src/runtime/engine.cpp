@@ -1188,8 +1188,11 @@ Expected<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const BeamWeigh
     // In sleep mode the slots go with the weights' device memory (engine_sleep.h).
     const bool releasable = options.enable_sleep_mode && device.weight_memory != nullptr;
     BEAM_ASSIGN_OR_RETURN(lora,
-                          LoraSlots::create(device.context(nullptr), config, options.max_loras,
-                                            options.max_lora_rank, releasable));
+                          LoraSlots::create(device.context(nullptr), config,
+                                            LoraSlotsOptions{.max_loras = options.max_loras,
+                                                             .max_rank = options.max_lora_rank,
+                                                             .experts = options.lora_experts,
+                                                             .releasable = releasable}));
   }
   const int64_t device_default = default_max_tokens_per_step(
       device.device, device_memory_info(device.context(nullptr)).total_bytes);

@@ -131,6 +131,9 @@ struct EngineOptions {
   // use (device slots; 0 = none served) and the highest rank a slot holds.
   int max_loras = 0;
   int max_lora_rank = 16;
+  // The slots serve the routed experts too (--lora-experts; E times a dense MLP's slot memory a
+  // layer). Without it an adapter with expert modules is refused unless merged at load.
+  bool lora_experts = false;
 };
 
 // How far Engine::sleep lets go of the weights (vLLM's sleep levels). On the CPU the weights stay

@@ -35,7 +35,26 @@ void check_routing(const KernelContext& ctx, const char* op, int64_t T, int64_t 
       << params.topk_groups << ", top_k " << params.top_k;
 }
 
+// One expert matrix's LoRA stack for E experts of width in -> out.
+void check_expert_lora(const KernelContext& ctx, const char* op, const char* name,
+                       const ExpertLoraStack& s, int64_t E, int64_t in, int64_t out) {
+  expect_tensor(ctx, s.a, DType::kBF16, 4, op, name);
+  expect_tensor(ctx, s.b, DType::kBF16, 4, op, name);
+  expect_tensor(ctx, s.scale, DType::kF32, 1, op, name);
+  const int64_t S = s.a.dim(1), r = s.a.dim(2);
+  BEAM_CHECK(s.a.dim(0) == E && s.a.dim(3) == in && s.b.dim(0) == E && s.b.dim(1) == S &&
+             s.b.dim(2) == out && s.b.dim(3) == r && s.scale.dim(0) == S)
+      << op << ": LoRA " << name << " a " << s.a.shape.str() << ", b " << s.b.shape.str()
+      << ", scale " << s.scale.shape.str() << " for " << E << " experts of " << in << " -> " << out;
+}
+
 }  // namespace
+
+LoraStack ExpertLoraStack::of_expert(int64_t e) const {
+  const int64_t S = a.dim(1), r = a.dim(2);
+  return LoraStack{a.rows(e, 1).reshape({S, r, a.dim(3)}), b.rows(e, 1).reshape({S, b.dim(2), r}),
+                   scale};
+}
 
 void moe_route(const KernelContext& ctx, const TensorView& router_logits, const TensorView& bias,
                const RouterParams& params, const TensorView& ids, const TensorView& weights) {
@@ -107,7 +126,7 @@ Status pack_expert_weights(const KernelContext& ctx, ExpertMatrix which, const T
 
 void moe_experts(const KernelContext& ctx, const TensorView& x, const TensorView& gate_up,
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
-                 const TensorView& out) {
+                 const TensorView& out, const MoeLora* lora) {
   constexpr const char* op = "moe_experts";
   expect_tensor(ctx, x, DType::kBF16, 2, op, "x");
   expect_tensor(ctx, gate_up, DType::kBF16, 3, op, "gate_up");
@@ -122,13 +141,27 @@ void moe_experts(const KernelContext& ctx, const TensorView& x, const TensorView
       << op << ": x " << x.shape.str() << ", gate_up " << gate_up.shape.str() << ", down "
       << down.shape.str() << ", ids " << ids.shape.str() << ", weights " << weights.shape.str()
       << ", out " << out.shape.str();
+  if (lora) {
+    const int64_t I = I2 / 2;
+    check_expert_lora(ctx, op, "gate", lora->gate, E, H, I);
+    check_expert_lora(ctx, op, "up", lora->up, E, H, I);
+    check_expert_lora(ctx, op, "down", lora->down, E, I, H);
+    expect_tensor(ctx, lora->slots, DType::kI32, 1, op, "lora slots");
+    BEAM_CHECK(lora->slots.dim(0) == T && lora->up.a.shape == lora->gate.a.shape &&
+               lora->down.a.dim(1) == lora->gate.a.dim(1) &&
+               lora->down.a.dim(2) == lora->gate.a.dim(2))
+        << op << ": LoRA slots " << lora->slots.shape.str() << " for " << T << " tokens, gate a "
+        << lora->gate.a.shape.str() << ", up a " << lora->up.a.shape.str() << ", down a "
+        << lora->down.a.shape.str();
+  }
   switch (ctx.device) {
     case Device::kCpu:
       cpu::moe_experts(cpu_pool(ctx, op), x, gate_up, down, ids, weights, out,
-                       ctx.batch_invariant ? cpu::GemmPath::kTiles : cpu::GemmPath::kAuto);
+                       ctx.batch_invariant ? cpu::GemmPath::kTiles : cpu::GemmPath::kAuto, lora);
       return;
     case Device::kCuda:
 #if BEAMSERVE_CUDA
+      BEAM_CHECK(lora == nullptr) << op << ": per-request expert LoRA has no CUDA kernel yet";
       cuda::moe_experts(*ctx.cuda, x, gate_up, down, ids, weights, out);
       return;
 #else

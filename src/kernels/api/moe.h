@@ -3,6 +3,7 @@
 
 #include "core/status.h"
 #include "kernels/api/context.h"
+#include "kernels/api/lora.h"
 
 namespace beam {
 
@@ -51,15 +52,38 @@ enum class ExpertMatrix {
 // [E, 2 * Im, H] for kGateUp, [E, H, Im] for kDown. Errors: a temporary the device cannot hold.
 Status pack_expert_weights(const KernelContext& ctx, ExpertMatrix which, const TensorView& w);
 
+// One routed-expert matrix's per-request LoRA factors: expert e's LoraStack (kernels/api/lora.h)
+// for every slot is of_expert(e).
+struct ExpertLoraStack {
+  TensorView a;      // [E, S, r, in] bf16
+  TensorView b;      // [E, S, out, r] bf16
+  TensorView scale;  // [S] f32 (one scale per slot for all experts: lora_alpha / r or / √r)
+  LoraStack of_expert(int64_t e) const;
+};
+
+// Per-request LoRA on the routed experts (vLLM's fused-MoE LoRA): a routed row (t, k) of expert e
+// whose token has slot s != kNoLoraSlot gets lora_add's delta of slot s of expert e on each expert
+// matrix: gate and up (inputs x[t]) on the rounded gate / up outputs before SwiGLU, down (input the
+// rounded activation) on the rounded expert output before the combine. A row with kNoLoraSlot
+// keeps the bits it has without LoRA.
+struct MoeLora {
+  ExpertLoraStack gate;  // in H, out Im
+  ExpertLoraStack up;    // in H, out Im
+  ExpertLoraStack down;  // in Im, out H
+  TensorView slots;      // [T] i32 in [kNoLoraSlot, S), read when the op runs
+};
+
 // Routed experts with an fp32 combine: for each token t,
 //   out[t] = bf16( Σ_k weights[t,k] * f32( down_e( swiglu( gate_up_e(x[t]) ) ) ) ), e = ids[t,k]
 // where every GEMM output is rounded to bf16 as in the dense MLP.
 // x: [T, H] bf16; gate_up: [E, 2*Im, H] bf16 (gate rows then up rows); down: [E, H, Im] bf16;
 // ids, weights: [T, k] i32 / f32; out: [T, H] bf16. The expert weights in pack_expert_weights'
 // layout for ctx's device. A slot with id kNoExpert adds nothing (a token with no expert gets 0);
-// any other id outside [0, E) aborts (CPU) or traps the kernel (CUDA).
+// any other id outside [0, E) aborts (CPU) or traps the kernel (CUDA). lora (optional): the
+// experts' per-request LoRA above (CPU only for now: CUDA aborts; LoraSlots refuses expert slots
+// there).
 void moe_experts(const KernelContext& ctx, const TensorView& x, const TensorView& gate_up,
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
-                 const TensorView& out);
+                 const TensorView& out, const MoeLora* lora = nullptr);
 
 }  // namespace beam

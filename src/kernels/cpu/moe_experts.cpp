@@ -1,11 +1,14 @@
 // CPU routed experts. Token slots are grouped by expert (counting sort, so each expert's weights
 // are streamed once per call); each expert runs gate_up GEMM -> SwiGLU -> down GEMM with bf16
-// outputs; the combine then sums w_k * f32(y_k) in fp32 in slot order k (kNoExpert slots skipped)
-// and rounds once.
+// outputs (with per-request LoRA, lora.h's deltas added to the rounded gate / up outputs and to the
+// rounded expert output, each expert's rows as a batch of their tokens' slots); the combine then
+// sums w_k * f32(y_k) in fp32 in slot order k (kNoExpert slots skipped) and rounds once.
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/lora.h"
 #include "kernels/cpu/moe.h"
 #include "kernels/cpu/torch_math.h"
 #include "kernels/cpu/vec.h"
@@ -56,11 +59,66 @@ void swiglu_rows(const bf16* gate_up, int64_t n, int64_t I, float* act) {
   }
 }
 
+// One expert's rows under per-request LoRA: their tokens' slots and, when any has an adapter,
+// lora_add of each expert matrix on them.
+class ExpertRowsLora {
+ public:
+  // Rows [offset[e], offset[e + 1]) of b; x: [T, H] bf16.
+  ExpertRowsLora(const MoeLora& lora, const ExpertBuckets& b, int64_t e, const TensorView& x)
+      : lora_(lora), e_(e), n_(b.offset[e + 1] - b.offset[e]), slots_(static_cast<size_t>(n_)) {
+    const auto* token_slot = lora.slots.as<int32_t>();
+    bool any = false;
+    for (int64_t r = 0; r < n_; ++r) {
+      slots_[r] = token_slot[b.token[b.offset[e] + r]];
+      any = any || slots_[r] != kNoLoraSlot;
+    }
+    if (!any) return;
+    const int64_t H = x.dim(1);
+    x_.resize(static_cast<size_t>(n_ * H));
+    for (int64_t r = 0; r < n_; ++r)
+      std::copy_n(x.as<bf16>() + b.token[b.offset[e] + r] * H, H, &x_[r * H]);
+    active_ = true;
+  }
+
+  // gu: [n, 2 * I] bf16, the rows' rounded gate then up outputs.
+  void add_gate_up(ThreadPool& pool, bf16* gu, int64_t I) const {
+    if (!active_) return;
+    const int64_t H = lora_.gate.a.dim(3);
+    const TensorView x = cpu_view(x_.data(), {n_, H});
+    const TensorView out = cpu_view(gu, {n_, 2 * I});
+    lora_add(pool, x, lora_.gate.of_expert(e_), slots_view(), out, 0);
+    lora_add(pool, x, lora_.up.of_expert(e_), slots_view(), out, I);
+  }
+
+  // act: [n, I] (bf16 values in f32); y: [n, H] bf16, the rows' rounded expert outputs.
+  void add_down(ThreadPool& pool, const float* act, int64_t I, bf16* y, int64_t H) const {
+    if (!active_) return;
+    std::vector<bf16> a(static_cast<size_t>(n_ * I));
+    narrow_to_bf16(act, a.data(), n_ * I);  // exact: each value is already a bf16
+    lora_add(pool, cpu_view(a.data(), {n_, I}), lora_.down.of_expert(e_), slots_view(),
+             cpu_view(y, {n_, H}), 0);
+  }
+
+ private:
+  static TensorView cpu_view(const bf16* p, Shape shape) {
+    return TensorView{const_cast<bf16*>(p), DType::kBF16, std::move(shape), Device::kCpu};
+  }
+  TensorView slots_view() const {
+    return TensorView{const_cast<int32_t*>(slots_.data()), DType::kI32, {n_}, Device::kCpu};
+  }
+
+  const MoeLora& lora_;
+  int64_t e_, n_;
+  std::vector<int32_t> slots_;
+  std::vector<bf16> x_;
+  bool active_ = false;
+};
+
 }  // namespace
 
 void moe_experts(ThreadPool& pool, const TensorView& x, const TensorView& gate_up,
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
-                 const TensorView& out, GemmPath path) {
+                 const TensorView& out, GemmPath path, const MoeLora* lora) {
   const int64_t T = x.dim(0), H = x.dim(1), E = gate_up.dim(0), I = gate_up.dim(1) / 2;
   const int64_t top_k = ids.dim(1);
   const ExpertBuckets b = bucket_by_expert(ids.as<int32_t>(), T, top_k, E);
@@ -77,9 +135,13 @@ void moe_experts(ThreadPool& pool, const TensorView& x, const TensorView& gate_u
     for (int64_t r = 0; r < n; ++r) std::copy_n(&xf[b.token[b.offset[e] + r] * H], H, &xe[r * H]);
     gu.resize(static_cast<size_t>(n * 2 * I));
     gemm(pool, xe.data(), n, H, gate_up.as<bf16>() + e * 2 * I * H, 2 * I, gu.data(), 2 * I, path);
+    const std::optional<ExpertRowsLora> rows_lora =
+        lora ? std::optional<ExpertRowsLora>(std::in_place, *lora, b, e, x) : std::nullopt;
+    if (rows_lora) rows_lora->add_gate_up(pool, gu.data(), I);
     act.resize(static_cast<size_t>(n * I));
     swiglu_rows(gu.data(), n, I, act.data());
     gemm(pool, act.data(), n, I, down.as<bf16>() + e * H * I, H, &y[b.offset[e] * H], H, path);
+    if (rows_lora) rows_lora->add_down(pool, act.data(), I, &y[b.offset[e] * H], H);
   }
 
   pool.parallel_for(T, 1, [&](int64_t t0, int64_t t1) {

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "kernels/api/activation.h"
@@ -53,6 +54,10 @@ StepOp lora_base_op(LoraTarget target) {
     case LoraTarget::kDenseUp:
     case LoraTarget::kDenseDown:
       return StepOp::kDense;
+    case LoraTarget::kExpertGate:
+    case LoraTarget::kExpertUp:
+    case LoraTarget::kExpertDown:
+      return StepOp::kExperts;
     case LoraTarget::kLmHead:
       return StepOp::kHead;
   }
@@ -309,7 +314,10 @@ void BeamModel::mlp_block(Workspace& ws, int64_t l, int64_t sparse_index, bool c
       moe_router_route(ctx_, x, lw.moe.router, lw.moe.router_bias, rp, ids, weights,
                        ws.active_view());  // a padded decode graph's padding gets no experts
       profile_mark(ctx_, StepOp::kRouter);
-      moe_experts(ctx_, x, lw.moe.experts_gate_up, lw.moe.experts_down, ids, weights, m);
+      // Expert LoRA rides inside the experts op (its deltas are counted as kExperts).
+      const std::optional<MoeLora> lora = moe_lora(ws, l);
+      moe_experts(ctx_, x, lw.moe.experts_gate_up, lw.moe.experts_down, ids, weights, m,
+                  lora ? &*lora : nullptr);
       profile_mark(ctx_, StepOp::kExperts);
       break;
     }
@@ -353,6 +361,14 @@ void BeamModel::add_lora(const Workspace& ws, int64_t l, LoraTarget target, cons
   profile_mark(ctx_, lora_base_op(target));  // the base projection queued before the deltas
   lora_add(ctx_, x, *stack, rows ? ws.lora_row_slots_view() : ws.lora_slots_view(), out, col0);
   profile_mark(ctx_, StepOp::kLora);
+}
+
+std::optional<MoeLora> BeamModel::moe_lora(const Workspace& ws, int64_t l) const {
+  if (!lora_ || !ws.any_lora || !lora_->serves_experts()) return std::nullopt;
+  const ExpertLoraStack* gate = lora_->expert_stack(l, LoraTarget::kExpertGate);
+  if (gate == nullptr) return std::nullopt;
+  return MoeLora{*gate, *lora_->expert_stack(l, LoraTarget::kExpertUp),
+                 *lora_->expert_stack(l, LoraTarget::kExpertDown), ws.lora_slots_view()};
 }
 
 void BeamModel::copy_logits(const Workspace& ws, const ForwardBatch& batch, ForwardOutput& out) {

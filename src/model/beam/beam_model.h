@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "core/status.h"
 #include "kernels/api/context.h"
@@ -70,6 +71,9 @@ class BeamModel {
   // kLmHead) when the model serves adapters and some token of ws has one.
   void add_lora(const Workspace& ws, int64_t l, LoraTarget target, const TensorView& x,
                 const TensorView& out, int64_t col0 = 0);
+  // Layer l's expert LoRA for moe_experts when the model serves expert adapters and some token of
+  // ws has one, else nullopt.
+  std::optional<MoeLora> moe_lora(const Workspace& ws, int64_t l) const;
   // Copies the logits of batch's rows (the first rows of ws.logits) to out.
   void copy_logits(const Workspace& ws, const ForwardBatch& batch, ForwardOutput& out);
 

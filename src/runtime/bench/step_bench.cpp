@@ -31,7 +31,10 @@ double median(std::vector<double> v) {
 Expected<std::unique_ptr<LoraSlots>> bench_lora(const KernelContext& ctx, const BeamConfig& c,
                                                 const StepBenchOptions& o) {
   if (o.lora_slots == 0) return std::unique_ptr<LoraSlots>();
-  return LoraSlots::create(ctx, c, o.lora_slots, o.lora_rank);
+  return LoraSlots::create(
+      ctx, c,
+      LoraSlotsOptions{
+          .max_loras = o.lora_slots, .max_rank = o.lora_rank, .experts = o.lora_experts});
 }
 int32_t bench_lora_slot(int lora_slots, int64_t s) {
   return lora_slots > 0 ? static_cast<int32_t>(s % lora_slots) : kNoLoraSlot;

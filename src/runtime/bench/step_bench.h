@@ -34,6 +34,7 @@ struct StepBenchOptions {
   // the same kernels and work as trained ones; model/lora_slots.h); 0 serves the base model alone.
   int lora_slots = 0;
   int lora_rank = 16;
+  bool lora_experts = false;  // the slots serve the routed experts too (--lora-experts)
 };
 
 // Runs every measurement on weights (on ctx.device) and returns one JSON object:

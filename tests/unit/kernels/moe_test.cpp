@@ -1,10 +1,12 @@
 // moe_route (grouped sigmoid selection, ties, exclusion, weights) and moe_experts (per-expert bf16
-// GEMM outputs, SwiGLU, fp32 combine in slot order) against references written out in the test.
+// GEMM outputs, SwiGLU, fp32 combine in slot order, per-request LoRA deltas) against references
+// written out in the test.
 #include "kernels/api/moe.h"
 
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <optional>
 
 #include "kernel_test_util.h"
 #include "kernels/cpu/torch_math.h"
@@ -204,29 +206,92 @@ ExpertData make_experts(const ExpertCase& c, uint64_t seed) {
   return d;
 }
 
-HostTensor run_experts(const KernelContext& ctx, const ExpertData& d, int64_t t0, int64_t n) {
+// Per-request LoRA factors for every expert matrix of a case: S slots of rank r; token t's slot
+// cycles through kNoLoraSlot, 0, ..., S - 1.
+struct ExpertLoraData {
+  HostTensor gate_a, gate_b, up_a, up_b, down_a, down_b, scale, slots;
+  int64_t S, r;
+
+  MoeLora lora(int64_t t0, int64_t n) const {
+    return MoeLora{{gate_a.view, gate_b.view, scale.view},
+                   {up_a.view, up_b.view, scale.view},
+                   {down_a.view, down_b.view, scale.view},
+                   slots.view.rows(t0, n)};
+  }
+  int32_t slot(int64_t t) const { return slots.as<int32_t>()[t]; }
+  // h = scale · A_{e,s} · in (documented dots), then the delta of output row o: dot(h, B_{e,s}[o]).
+  std::vector<float> shrink(const HostTensor& a, int64_t e, int32_t s, const float* in,
+                            int64_t width) const {
+    std::vector<float> h(static_cast<size_t>(r));
+    for (int64_t j = 0; j < r; ++j)
+      h[static_cast<size_t>(j)] =
+          scale.as<float>()[s] *
+          test::documented_dot(in, a.as<bf16>() + ((e * S + s) * r + j) * width, width);
+    return h;
+  }
+  float expand(const HostTensor& b, int64_t e, int32_t s, int64_t out_rows, int64_t o,
+               const std::vector<float>& h) const {
+    return test::documented_dot(h.data(), b.as<bf16>() + ((e * S + s) * out_rows + o) * r, r);
+  }
+};
+
+ExpertLoraData make_expert_lora(const ExpertCase& c, int64_t S, int64_t r, uint64_t seed) {
+  ExpertLoraData l{HostTensor(DType::kBF16, {c.E, S, r, c.H}),
+                   HostTensor(DType::kBF16, {c.E, S, c.I, r}),
+                   HostTensor(DType::kBF16, {c.E, S, r, c.H}),
+                   HostTensor(DType::kBF16, {c.E, S, c.I, r}),
+                   HostTensor(DType::kBF16, {c.E, S, r, c.I}),
+                   HostTensor(DType::kBF16, {c.E, S, c.H, r}),
+                   HostTensor(DType::kF32, {S}),
+                   HostTensor(DType::kI32, {c.T}),
+                   S,
+                   r};
+  uint64_t k = seed;
+  for (HostTensor* f : {&l.gate_a, &l.gate_b, &l.up_a, &l.up_b, &l.down_a, &l.down_b})
+    test::fill_uniform(f->view, k++, 0.3f);
+  for (int64_t s = 0; s < S; ++s) l.scale.as<float>()[s] = 0.5f + static_cast<float>(s);
+  for (int64_t t = 0; t < c.T; ++t)
+    l.slots.as<int32_t>()[t] = static_cast<int32_t>(t % (S + 1)) - 1;
+  return l;
+}
+
+HostTensor run_experts(const KernelContext& ctx, const ExpertData& d, int64_t t0, int64_t n,
+                       const ExpertLoraData* lora = nullptr) {
   HostTensor out(DType::kBF16, {n, d.x.view.dim(1)});
+  const std::optional<MoeLora> l = lora ? std::optional<MoeLora>(lora->lora(t0, n)) : std::nullopt;
   moe_experts(ctx, d.x.view.rows(t0, n), d.gate_up.view, d.down.view, d.ids.view.rows(t0, n),
-              d.weights.view.rows(t0, n), out.view);
+              d.weights.view.rows(t0, n), out.view, l ? &*l : nullptr);
   return out;
 }
 
 // out[t, cols] per the contract with the documented dot order: every GEMM output rounded to bf16,
 // SwiGLU rounded once, then Σ_k w_k * f32(y_k) in fp32 in slot order (kNoExpert slots skipped)
-// and one rounding.
+// and one rounding. With lora, a token on a slot gets each matrix's delta added to its rounded
+// output and rounded again (kernels/api/lora.h).
 void check_experts_reference(const ExpertCase& c, const ExpertData& d, const HostTensor& out,
-                             int64_t num_tokens, int64_t col_step) {
+                             int64_t num_tokens, int64_t col_step,
+                             const ExpertLoraData* lora = nullptr) {
   int combine_matters = 0;
   for (int64_t t = 0; t < num_tokens; ++t) {
     std::vector<float> x = test::row_f32(d.x.view, t);
+    const int32_t slot = lora ? lora->slot(t) : kNoLoraSlot;
     std::vector<std::vector<float>> act(c.top_k, std::vector<float>(c.I));
     for (int64_t k = 0; k < c.top_k; ++k) {
       const int64_t e = d.ids.as<int32_t>()[t * c.top_k + k];
       if (e == kNoExpert) continue;
       const bf16* gu = d.gate_up.as<bf16>() + e * 2 * c.I * c.H;
+      std::vector<float> hg, hu;
+      if (slot != kNoLoraSlot) {
+        hg = lora->shrink(lora->gate_a, e, slot, x.data(), c.H);
+        hu = lora->shrink(lora->up_a, e, slot, x.data(), c.H);
+      }
       for (int64_t i = 0; i < c.I; ++i) {
-        const float g = round_bf16(test::documented_dot(x.data(), gu + i * c.H, c.H));
-        const float u = round_bf16(test::documented_dot(x.data(), gu + (c.I + i) * c.H, c.H));
+        float g = round_bf16(test::documented_dot(x.data(), gu + i * c.H, c.H));
+        float u = round_bf16(test::documented_dot(x.data(), gu + (c.I + i) * c.H, c.H));
+        if (slot != kNoLoraSlot) {
+          g = round_bf16(g + lora->expand(lora->gate_b, e, slot, c.I, i, hg));
+          u = round_bf16(u + lora->expand(lora->up_b, e, slot, c.I, i, hu));
+        }
         act[k][i] = round_bf16(cpu::torch_siluf(g) * u);
       }
     }
@@ -236,7 +301,10 @@ void check_experts_reference(const ExpertCase& c, const ExpertData& d, const Hos
         const int64_t e = d.ids.as<int32_t>()[t * c.top_k + k];
         if (e == kNoExpert) continue;
         const bf16* dn = d.down.as<bf16>() + (e * c.H + h) * c.I;
-        const float y = round_bf16(test::documented_dot(act[k].data(), dn, c.I));
+        float y = round_bf16(test::documented_dot(act[k].data(), dn, c.I));
+        if (slot != kNoLoraSlot)
+          y = round_bf16(y + lora->expand(lora->down_b, e, slot, c.H, h,
+                                          lora->shrink(lora->down_a, e, slot, act[k].data(), c.I)));
         const float w = d.weights.as<float>()[t * c.top_k + k];
         acc = acc + w * y;
         bf16_acc = round_bf16(bf16_acc + round_bf16(w * y));
@@ -331,6 +399,53 @@ TEST(MoeExperts, MatchesReferenceBeamWidths) {
   HostTensor out = run_experts(ctx.two, d, 0, c.T);
   check_experts_reference(c, d, out, 1, 97);  // token 0 (token 1 checked by invariance below)
   EXPECT_TRUE(test::bits_equal(run_experts(ctx.one, d, 1, 1).view, out.view.rows(1, 1)));
+}
+
+// Per-request expert LoRA: tokens on a slot get each expert matrix's deltas (documented formula,
+// bit for bit), tokens without one keep the bits they have without LoRA, one and two threads
+// agree, and a token alone gets the bits it gets in the batch.
+TEST(MoeExpertsLora, MatchesItsDocumentedFormulaBitForBit) {
+  const ExpertCase c{9, 256, 16, 128, 4};
+  ExpertData d = make_experts(c, 501);
+  ExpertLoraData lora = make_expert_lora(c, 2, 8, 601);
+  Contexts ctx;
+  const HostTensor base = run_experts(ctx.two, d, 0, c.T);
+  const HostTensor out1 = run_experts(ctx.one, d, 0, c.T, &lora);
+  const HostTensor out2 = run_experts(ctx.two, d, 0, c.T, &lora);
+  ASSERT_TRUE(test::bits_equal(out1.view, out2.view)) << "1 vs 2 threads differ";
+  check_experts_reference(c, d, out2, c.T, 1, &lora);
+  for (int64_t t = 0; t < c.T; ++t) {
+    SCOPED_TRACE(::testing::Message() << "token " << t << " slot " << lora.slot(t));
+    EXPECT_TRUE(test::bits_equal(run_experts(ctx.one, d, t, 1, &lora).view, out2.view.rows(t, 1)));
+    EXPECT_EQ(test::bits_equal(out2.view.rows(t, 1), base.view.rows(t, 1)),
+              lora.slot(t) == kNoLoraSlot);
+  }
+}
+
+// Many tokens per expert on mixed slots (runs of one slot, as sequences come): every token still
+// matches itself alone.
+TEST(MoeExpertsLora, TokensIndependentOfTheBatchWithManyTokensPerExpert) {
+  const ExpertCase c{70, 128, 4, 64, 2};
+  ExpertData d = make_experts(c, 511);
+  ExpertLoraData lora = make_expert_lora(c, 3, 16, 611);
+  for (int64_t t = 0; t < c.T; ++t)
+    lora.slots.as<int32_t>()[t] = static_cast<int32_t>((t / 9) % 4) - 1;
+  Contexts ctx;
+  const HostTensor all = run_experts(ctx.two, d, 0, c.T, &lora);
+  check_experts_reference(c, d, all, c.T, 7, &lora);
+  for (int64_t t : {0, 10, 35, 69})
+    EXPECT_TRUE(test::bits_equal(run_experts(ctx.one, d, t, 1, &lora).view, all.view.rows(t, 1)))
+        << t;
+}
+
+TEST(MoeExpertsLoraDeathTest, RejectsSlotsPastTheStacks) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const ExpertCase c{2, 64, 4, 32, 2};
+  ExpertData d = make_experts(c, 521);
+  ExpertLoraData lora = make_expert_lora(c, 2, 4, 621);
+  lora.slots.as<int32_t>()[1] = 2;
+  Contexts ctx;
+  EXPECT_DEATH(run_experts(ctx.one, d, 0, c.T, &lora), "has slot 2 of 2");
 }
 
 }  // namespace

@@ -59,8 +59,9 @@ class LoraSlotsTest : public ::testing::Test {
  protected:
   LoraSlotsTest() : pool_(2) { ctx_.pool = &pool_; }
 
-  std::unique_ptr<LoraSlots> make_slots(int slots) {
-    auto s = LoraSlots::create(ctx_, lora_tiny_model().config, slots, kSlotRank);
+  std::unique_ptr<LoraSlots> make_slots(int slots, bool experts = false) {
+    auto s = LoraSlots::create(ctx_, lora_tiny_model().config,
+                               {.max_loras = slots, .max_rank = kSlotRank, .experts = experts});
     EXPECT_TRUE(s.ok()) << s.error().message;
     return s.ok() ? std::move(*s) : nullptr;
   }
@@ -143,6 +144,45 @@ TEST_F(LoraSlotsTest, SlotTokensGetTheAdapterOthersTheBaseModelBitForBit) {
   EXPECT_EQ(run(served, tokens_, {1})[0], want_base);
 }
 
+// With the experts served (--lora-experts), an adapter on the routed experts too is served per
+// request: its tokens' logits are close to the merged weights' and away from those of the same
+// adapter without its expert modules; other tokens keep the base model's bits.
+TEST_F(LoraSlotsTest, ExpertAdaptersAreServedPerRequestWhenTheSlotsServeExperts) {
+  const LoraTinyModel& m = lora_tiny_model();
+  std::vector<AdapterModule> modules = test::servable_lora_modules(m.config);
+  const std::vector<AdapterModule> experts = test::expert_lora_modules(m.config);
+  const std::string dense_only = test::write_lora_adapter("lora_no_experts", modules, 4, 700);
+  modules.insert(modules.end(), experts.begin(), experts.end());
+  const std::string dir = test::write_lora_adapter("lora_experts", modules, 4, 700);
+  auto adapter = open_adapter(dir);
+  auto without_experts = open_adapter(dense_only);
+  ASSERT_TRUE(adapter && without_experts);
+  BeamModel base(m.weights, ctx_);
+  const std::vector<float> want_base = run(base, tokens_, {kNoLoraSlot})[0];
+  auto merged_weights = load_beam_weights(m.dir, adapter.get());
+  ASSERT_TRUE(merged_weights.ok()) << merged_weights.error().message;
+  BeamModel merged(*merged_weights, ctx_);
+  const std::vector<float> want_merged = run(merged, tokens_, {kNoLoraSlot})[0];
+
+  BeamModel served(m.weights, ctx_, make_slots(2, true));
+  ASSERT_TRUE(served.lora_slots()->serves_experts());
+  ASSERT_TRUE(served.lora_slots()->load(ctx_, 1, *adapter).ok());
+  ASSERT_TRUE(served.lora_slots()->load(ctx_, 0, *without_experts).ok());
+  const auto got = run(served, tokens_, {kNoLoraSlot, 1, 0});
+  EXPECT_EQ(got[0], want_base);
+  const double to_merged = distance(got[1], want_merged), to_base = distance(got[1], want_base),
+               to_dense_only = distance(got[1], got[2]);
+  EXPECT_LT(to_merged, 0.1 * to_base) << "to merged " << to_merged << ", to base " << to_base;
+  EXPECT_GT(to_dense_only, 5 * to_merged) << "the expert deltas matter";
+  std::printf(
+      "expert adapter logits: %.4f from the merged weights, %.4f from the base model, "
+      "%.4f from the adapter without its expert modules\n",
+      to_merged, to_base, to_dense_only);
+  EXPECT_EQ(run(served, tokens_, {1})[0], got[1]) << "alone in its batch, the same bits";
+  served.lora_slots()->clear(ctx_, 1);
+  EXPECT_EQ(run(served, tokens_, {1})[0], want_base);
+}
+
 TEST_F(LoraSlotsTest, TwoAdaptersInOneBatchKeepTheirOwnLogits) {
   const LoraTinyModel& m = lora_tiny_model();
   const std::vector<AdapterModule> targets = test::servable_lora_modules(m.config);
@@ -181,7 +221,9 @@ TEST_F(LoraSlotsTest, AdaptersTheSlotsCannotServeAreRefusedByName) {
   expect_refused(
       "lora_expert",
       {q, {"model.layers.1.mlp.experts.3.up_proj.weight", c.moe_intermediate_size, c.hidden_size}},
-      2, "model.layers.1.mlp.experts.3.up_proj.weight' is a routed expert's weight");
+      2,
+      "model.layers.1.mlp.experts.3.up_proj.weight' is a routed expert's weight: serve expert "
+      "LoRA per request with --lora-experts");
   expect_refused("lora_rank", {q}, kSlotRank + 1, "has rank 9, above the server's max LoRA rank 8");
   expect_refused("lora_shape", {{q.weight, q.out, q.in + 1}}, 2, "does not fit the module's");
   expect_refused("lora_dense_on_sparse",
@@ -208,7 +250,7 @@ TEST_F(LoraSlotsTest, AnAdapterKeepsItsFactorsWhenItsFileIsRewritten) {
 TEST_F(LoraSlotsTest, SlotCountsAndRanksAreBounded) {
   const BeamConfig& c = lora_tiny_model().config;
   for (auto [slots, rank] : {std::pair{0, 8}, {65, 8}, {1, 0}, {1, 513}}) {
-    auto s = LoraSlots::create(ctx_, c, slots, rank);
+    auto s = LoraSlots::create(ctx_, c, {.max_loras = slots, .max_rank = rank});
     EXPECT_FALSE(s.ok()) << slots << " slots of rank " << rank;
   }
   // A sequence naming a slot the model lacks is an error of that step, not an abort.

@@ -224,4 +224,20 @@ std::vector<AdapterModule> servable_lora_modules(const BeamConfig& c) {
           {"lm_head.weight", c.vocab_size, H}};
 }
 
+std::vector<AdapterModule> expert_lora_modules(const BeamConfig& c) {
+  const int64_t H = c.hidden_size, Im = c.moe_intermediate_size, last = c.num_layers - 1;
+  std::vector<AdapterModule> m;
+  for (int64_t e = 0; e < c.num_experts; ++e) {
+    m.push_back({expert_tensor_name(last, e, "gate_proj.weight"), Im, H});
+    m.push_back({expert_tensor_name(last, e, "up_proj.weight"), Im, H});
+    m.push_back({expert_tensor_name(last, e, "down_proj.weight"), H, Im});
+  }
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (c.mlp_layer_types[l] != MlpKind::kSparse) continue;
+    m.push_back({expert_tensor_name(l, 1, "gate_proj.weight"), Im, H});
+    break;
+  }
+  return m;
+}
+
 }  // namespace beam::test

@@ -63,5 +63,8 @@ std::string write_lora_adapter(const std::string& name, const std::vector<Adapte
 // Every module per-request LoRA serves (model/lora_slots.h) on the first layer (dense in the
 // tiny configs), q and o on the last layer, and lm_head.
 std::vector<AdapterModule> servable_lora_modules(const BeamConfig& c);
+// Routed-expert modules (served per request with LoraSlotsOptions::experts): every expert's gate,
+// up and down of the last layer and expert 1's gate of the first routed-expert layer.
+std::vector<AdapterModule> expert_lora_modules(const BeamConfig& c);
 
 }  // namespace beam::test

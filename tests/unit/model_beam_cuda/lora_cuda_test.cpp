@@ -41,7 +41,7 @@ class LoraCudaTest : public CudaModelTest {
       if (!uploaded.ok()) return nullptr;
       weights = uploaded->weights;
     }
-    auto slots = LoraSlots::create(ctx, host_->config, 2, kLoraRank);
+    auto slots = LoraSlots::create(ctx, host_->config, {.max_loras = 2, .max_rank = kLoraRank});
     EXPECT_TRUE(slots.ok()) << slots.error().message;
     if (!slots.ok()) return nullptr;
     auto model = std::make_unique<BeamModel>(weights, ctx, std::move(*slots));
@@ -112,10 +112,21 @@ TEST_F(LoraCudaTest, MixedAdapterBatchMatchesTheCpu) {
 // not when a step first reaches the kernel; the limit itself is taken.
 TEST_F(LoraCudaTest, RanksPastTheKernelsLimitAreRefusedUpFront) {
   const int64_t limit = lora_max_rank(Device::kCuda);
-  auto over = LoraSlots::create(gpu_, host_->config, 1, static_cast<int>(limit + 1));
+  auto over = LoraSlots::create(gpu_, host_->config,
+                                {.max_loras = 1, .max_rank = static_cast<int>(limit + 1)});
   ASSERT_FALSE(over.ok());
   EXPECT_NE(over.error().message.find("CUDA kernel"), std::string::npos) << over.error().message;
-  EXPECT_TRUE(LoraSlots::create(gpu_, host_->config, 1, static_cast<int>(limit)).ok());
+  EXPECT_TRUE(
+      LoraSlots::create(gpu_, host_->config, {.max_loras = 1, .max_rank = static_cast<int>(limit)})
+          .ok());
+}
+
+// The CUDA experts kernels have no LoRA path: expert slots are refused when made, naming the way
+// out (merging at load).
+TEST_F(LoraCudaTest, ExpertSlotsAreRefusedOnCuda) {
+  auto s = LoraSlots::create(gpu_, host_->config, {.max_loras = 1, .max_rank = 8, .experts = true});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("--merge-lora"), std::string::npos) << s.error().message;
 }
 
 TEST_F(LoraCudaTest, EngineWithGraphsGivesTheEagerEnginesTokens) {

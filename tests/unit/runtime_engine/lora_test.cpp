@@ -28,8 +28,9 @@ class LoraEngineTest : public ::testing::Test {
                                                    4 + 2 * i, 50 + 100 * i, 8));
   }
 
-  std::unique_ptr<Engine> make(int max_loras, int64_t max_running = 256) {
+  std::unique_ptr<Engine> make(int max_loras, int64_t max_running = 256, bool experts = false) {
     EngineOptions o;
+    o.lora_experts = experts;
     o.max_running = max_running;
     o.num_threads = 2;
     o.block_size_tokens = 16;
@@ -100,6 +101,32 @@ TEST_F(LoraEngineTest, EachRequestGetsItsOwnAdaptersTokensWhateverTheBatch) {
   EXPECT_EQ(mixed[2][0].tokens, want_a0);
   EXPECT_EQ(mixed[4][0].tokens, want_a0);
   EXPECT_EQ(mixed[3][0].tokens, alone(*engine, other));
+}
+
+// An adapter with routed-expert modules needs slots that serve the experts (--lora-experts); there,
+// its requests get the expert deltas (other tokens than the same adapter without them) whatever
+// the batch.
+TEST_F(LoraEngineTest, ExpertAdaptersAreServedBySlotsThatServeExperts) {
+  std::vector<test::AdapterModule> modules = test::servable_lora_modules(weights_->config);
+  const std::vector<test::AdapterModule> experts = test::expert_lora_modules(weights_->config);
+  modules.insert(modules.end(), experts.begin(), experts.end());
+  const std::string dir = test::write_lora_adapter("engine_lora_experts", modules, 4, 50, 8);
+  const std::string refused = make(1)->load_lora_adapter("x", dir).error().message;
+  EXPECT_NE(refused.find("is a routed expert's weight: serve expert LoRA per request with "
+                         "--lora-experts"),
+            std::string::npos)
+      << refused;
+
+  auto engine = make(2, 256, true);
+  ASSERT_TRUE(engine->load_lora_adapter("x", dir).ok());
+  ASSERT_TRUE(engine->load_lora_adapter("a0", adapters_[0]).ok());  // adapters_[0] without experts
+  const RunRequest x = request(1, "x"), a0 = request(1, "a0"), base = request(1, "");
+  const std::vector<int32_t> want_x = alone(*engine, x);
+  EXPECT_NE(want_x, alone(*engine, a0));
+  const auto mixed = run_all(*engine, {a0, x, base, x});
+  EXPECT_EQ(mixed[1][0].tokens, want_x);
+  EXPECT_EQ(mixed[3][0].tokens, want_x);
+  EXPECT_EQ(mixed[2][0].tokens, alone(*make(0), base));
 }
 
 TEST_F(LoraEngineTest, MoreAdaptersThanSlotsAreAllServed) {
