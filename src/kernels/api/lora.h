@@ -5,7 +5,9 @@
 // with s = slots[t]; a token whose slot is kNoLoraSlot is left alone (its bits do not change).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "kernels/api/context.h"
 
@@ -16,8 +18,8 @@ constexpr int32_t kNoLoraSlot = -1;
 
 // The largest rank lora_add takes on `device` (the CUDA kernel keeps a token group's h in shared
 // memory).
-constexpr int64_t lora_max_rank(Device device) {
-  return device == Device::kCuda ? 128 : 512;
+constexpr int64_t lora_max_rank(Device /*device*/) {
+  return 512;
 }
 
 // One target module's factors for every adapter slot, zero-padded to the stack's rank r (a slot
@@ -36,5 +38,21 @@ struct LoraStack {
 // so a token's result does not depend on the other tokens. CUDA: the same sums in another order.
 void lora_add(const KernelContext& ctx, const TensorView& x, const LoraStack& stack,
               const TensorView& slots, const TensorView& out, int64_t col0);
+
+// One module of a lora_add over several modules that share x: its stack and where its deltas go
+// (out[:, col0 : col0 + n]).
+struct LoraOutput {
+  LoraStack stack;
+  TensorView out;
+  int64_t col0 = 0;
+};
+// Most outputs one call takes.
+inline constexpr size_t kMaxLoraOutputs = 4;
+
+// The lora_add above for each output (1..kMaxLoraOutputs; stacks of one S and r on x's width),
+// e.g. the q, k, v and gate projections or the dense MLP's gate and up: the same bits as one call
+// per output; CUDA runs them in one launch (per 512 rank rows).
+void lora_add(const KernelContext& ctx, const TensorView& x, std::span<const LoraOutput> outputs,
+              const TensorView& slots);
 
 }  // namespace beam

@@ -1,10 +1,13 @@
-// CUDA LoRA deltas: one launch, no scratch. A cluster of kCluster blocks serves kGroup tokens and
-// a range of output columns: each block takes a kCluster-th of the input width for the shrink
-// (partial h = A_s · x[t] over its slice, every rank r row), the cluster sums the partials through
-// distributed shared memory (rank order), and each block then adds B_s · h to its share of the
-// range's columns. Clusters of other column ranges redo the (small) shrink.
+// CUDA LoRA deltas: one launch for up to kMaxLoraOutputs modules that share x (q, k, v and gate;
+// the dense MLP's gate and up), no scratch. A cluster of kCluster blocks serves kGroup tokens and
+// a range of the modules' output columns (all modules' columns in a row): each block takes a
+// kCluster-th of the input width for the shrink (partial h = A_s · x[t] over its slice, every
+// module's r rows), the cluster sums the partials through distributed shared memory (rank order),
+// and each block then adds B_s · h to its share of the range's columns. Clusters of other column
+// ranges redo the (small) shrink.
 // Every sum has an order fixed by in, r and the kernel's constants alone, never by T, the other
-// tokens' slots or the column range: a token's result does not depend on the batch around it.
+// tokens' slots, the column range or the other modules of the launch: a token's result does not
+// depend on the batch around it, and a module's bits are those of a launch of its own.
 #include <algorithm>
 #include <cstdio>
 
@@ -21,24 +24,34 @@ constexpr int kCluster = 8;  // blocks that split one token group's shrink (a po
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 constexpr int kGroup = 8;      // tokens a cluster serves together (they share A and B loads)
-// h of a group lives in shared memory: [kGroup, kMaxRank] fp32.
-constexpr int kMaxRank = static_cast<int>(lora_max_rank(Device::kCuda));
+// h of a group lives in shared memory: [kGroup, kMaxRows] fp32, the rows of every module of a
+// launch (one module of the largest rank, four of a quarter of it).
+constexpr int kMaxRows = static_cast<int>(lora_max_rank(Device::kCuda));
 constexpr int kInFlight = 4;   // packs of a row each lane loads before it uses them
+constexpr int kOutputs = static_cast<int>(kMaxLoraOutputs);
 
 __host__ __device__ int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
+// One module of a launch: its factors and where its deltas go.
+struct LoraModuleArgs {
+  const bf16_t* a;     // [S, r, in]
+  const bf16_t* b;     // [S, n, r]
+  const float* scale;  // [S]
+  bf16_t* out;         // [T, out_width], columns col0 .. col0 + n - 1 updated
+  int64_t n, out_width, col0;
+  int64_t first_col;  // its first column among the launch's columns (the modules' n in a row)
+};
+
 struct LoraArgs {
   const bf16_t* x;       // [T, in]
-  const bf16_t* a;       // [S, r, in]
-  const bf16_t* b;       // [S, n, r]
-  const float* scale;    // [S]
   const int32_t* slots;  // [T]
-  bf16_t* out;           // [T, out_width], columns col0 .. col0 + n - 1 updated
-  int64_t T, in, r, n, out_width, col0;
+  LoraModuleArgs m[kOutputs];
+  int32_t modules;
+  int64_t T, in, r, columns;  // columns: Σ n over the modules
   int32_t S;
-  int64_t cluster_cols;  // output columns per cluster (the last cluster's range may be shorter)
+  int64_t cluster_cols;  // columns per cluster (the last cluster's range may be shorter)
 };
 
 // The slots of a token group: each distinct slot once, with the mask of its tokens (bit g: token
@@ -75,20 +88,22 @@ __device__ void load_group_slots(const LoraArgs& p, int64_t t0, GroupSlots& out)
   out.adds = adds;
 }
 
-// partial[g][j] = Σ over this rank's slice of the input of x[t0 + g, i] · A_s[j, i] (s the
-// token's slot; 0 for tokens without one). Warps take rows j; each lane sums the packs lane,
-// lane + 32, … of the slice in that order (each pack's N products in order), then the warp sums
-// its lanes (xor tree).
+// partial[g][row] = Σ over this rank's slice of the input of x[t0 + g, i] · A_s[j, i] for each
+// module's rows j (row = module · r + j; s the token's slot; 0 for tokens without one). Warps
+// take rows; each lane sums the packs lane, lane + 32, … of the slice in that order (each pack's
+// N products in order), then the warp sums its lanes (xor tree).
 template <int N>
 __device__ void shrink_slice(const LoraArgs& p, const GroupSlots& gs, int64_t t0, uint32_t rank,
-                             float (*partial)[kMaxRank]) {
+                             float (*partial)[kMaxRows]) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t packs = p.in / N, per_rank = ceil_div(packs, kCluster);
   const int64_t begin = rank * per_rank, end = min(packs, begin + per_rank);
-  for (int64_t j = warp; j < p.r; j += kWarps) {
+  for (int64_t row = warp; row < p.modules * p.r; row += kWarps) {
+    const LoraModuleArgs& m = p.m[row / p.r];
+    const int64_t j = row % p.r;
     float acc[kGroup] = {};
     for (int q = 0; q < gs.count; ++q) {
-      const bf16_t* a_row = p.a + (gs.slot[q] * p.r + j) * p.in;
+      const bf16_t* a_row = m.a + (gs.slot[q] * p.r + j) * p.in;
       for (int64_t u0 = begin + lane; u0 < end; u0 += 32 * kInFlight) {
         Pack<N> av[kInFlight];
 #pragma unroll
@@ -115,21 +130,26 @@ __device__ void shrink_slice(const LoraArgs& p, const GroupSlots& gs, int64_t t0
     for (int g = 0; g < kGroup; ++g) acc[g] = warp_sum(acc[g]);
     if (lane == 0) {
 #pragma unroll
-      for (int g = 0; g < kGroup; ++g) partial[g][j] = acc[g];
+      for (int g = 0; g < kGroup; ++g) partial[g][row] = acc[g];
     }
   }
 }
 
-// out[t0 + g, col0 + c] = bf16(f32(out) + Σ_j B_s[c, j] · h[g][j]) (j ascending, fused
-// multiply-adds) for this block's columns c of the cluster's range: one column a thread, its B
-// row loaded kInFlight packs at a time.
+// For this block's columns of the cluster's range (one a thread; column c of module m is its
+// output column m.col0 + c - m.first_col): out[t0 + g, ·] = bf16(f32(out) + Σ_j B_s[c, j] ·
+// h[g][m's rows][j]) (j ascending, fused multiply-adds), B's row loaded kInFlight packs at a time.
 template <int N>
 __device__ void expand_columns(const LoraArgs& p, const GroupSlots& gs, int64_t t0, uint32_t rank,
-                               int64_t c_begin, int64_t c_end, const float (*h)[kMaxRank]) {
-  for (int64_t c = c_begin + rank * kThreads + threadIdx.x; c < c_end; c += kCluster * kThreads) {
+                               int64_t c_begin, int64_t c_end, const float (*h)[kMaxRows]) {
+  for (int64_t col = c_begin + rank * kThreads + threadIdx.x; col < c_end;
+       col += kCluster * kThreads) {
+    int mi = 0;
+    while (mi + 1 < p.modules && col >= p.m[mi + 1].first_col) ++mi;
+    const LoraModuleArgs& m = p.m[mi];
+    const int64_t c = col - m.first_col, h0 = mi * p.r;
     float acc[kGroup] = {};
     for (int q = 0; q < gs.count; ++q) {
-      const bf16_t* b_row = p.b + (gs.slot[q] * p.n + c) * p.r;
+      const bf16_t* b_row = m.b + (gs.slot[q] * m.n + c) * p.r;
       for (int64_t k0 = 0; k0 < p.r; k0 += N * kInFlight) {
         Pack<N> bv[kInFlight];
 #pragma unroll
@@ -142,7 +162,8 @@ __device__ void expand_columns(const LoraArgs& p, const GroupSlots& gs, int64_t 
           for (int k = 0; k < kInFlight; ++k) {
             if (k0 + N * k >= p.r) continue;
 #pragma unroll
-            for (int e = 0; e < N; ++e) acc[g] = fmaf(bv[k].v[e], h[g][k0 + N * k + e], acc[g]);
+            for (int e = 0; e < N; ++e)
+              acc[g] = fmaf(bv[k].v[e], h[g][h0 + k0 + N * k + e], acc[g]);
           }
         }
       }
@@ -150,21 +171,21 @@ __device__ void expand_columns(const LoraArgs& p, const GroupSlots& gs, int64_t 
 #pragma unroll
     for (int g = 0; g < kGroup; ++g) {
       if ((gs.adds >> g & 1u) == 0) continue;
-      bf16_t* o = p.out + (t0 + g) * p.out_width + p.col0 + c;
+      bf16_t* o = m.out + (t0 + g) * m.out_width + m.col0 + c;
       *o = to_bf16_rn(to_f32(*o) + acc[g]);
     }
   }
 }
 
 // Grid (kCluster · column ranges, token groups), clusters of kCluster blocks along x. NX: the
-// pack width of x and A rows (8 when in is a multiple of 8 and both are 16-byte aligned, else 1);
+// pack width of x and A rows (8 when in is a multiple of 8 and all are 16-byte aligned, else 1);
 // NB: that of B rows (8 when r is).
 template <int NX, int NB>
 __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
     lora_kernel(LoraArgs p) {
   __shared__ GroupSlots group;
-  __shared__ __align__(16) float partial[kGroup][kMaxRank];
-  __shared__ __align__(16) float h[kGroup][kMaxRank];
+  __shared__ __align__(16) float partial[kGroup][kMaxRows];
+  __shared__ __align__(16) float h[kGroup][kMaxRows];
   const uint32_t rank = cluster::rank();
   const int64_t t0 = int64_t{blockIdx.y} * kGroup;
   load_group_slots(p, t0, group);
@@ -173,66 +194,83 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
 
   shrink_slice<NX>(p, group, t0, rank, partial);
   cluster::sync();  // every rank's partials are written
+  const int rows = static_cast<int>(p.modules * p.r);
   for (int q = 0; q < group.count; ++q) {
-    for (int i = threadIdx.x; i < kGroup * p.r; i += kThreads) {
-      const int g = i / static_cast<int>(p.r), j = i % static_cast<int>(p.r);
+    for (int i = threadIdx.x; i < kGroup * rows; i += kThreads) {
+      const int g = i / rows, row = i % rows;
       if ((group.mask[q] >> g & 1u) == 0) continue;
       float sum = 0.0f;
       for (uint32_t k = 0; k < kCluster; ++k)
-        sum += __uint_as_float(cluster::load_u32(cluster::map(&partial[g][j], k)));
-      h[g][j] = p.scale[group.slot[q]] * sum;
+        sum += __uint_as_float(cluster::load_u32(cluster::map(&partial[g][row], k)));
+      h[g][row] = p.m[row / p.r].scale[group.slot[q]] * sum;
     }
   }
   cluster::sync();  // h is complete in this block; no rank leaves while others read its partials
 
   const int64_t c_begin = int64_t{blockIdx.x / kCluster} * p.cluster_cols;
-  const int64_t c_end = min(p.n, c_begin + p.cluster_cols);
+  const int64_t c_end = min(p.columns, c_begin + p.cluster_cols);
   expand_columns<NB>(p, group, t0, rank, c_begin, c_end, h);
 }
 
 // Column ranges per token group: about one block per SM over all groups (decode batches spread
 // B's rows over the GPU), while each block keeps at least a column per thread.
-int64_t column_ranges(const CudaContext& ctx, int64_t token_groups, int64_t n) {
+int64_t column_ranges(const CudaContext& ctx, int64_t token_groups, int64_t columns) {
   const int64_t want = ceil_div(ctx.props.multiProcessorCount, kCluster * token_groups);
-  return std::clamp<int64_t>(want, 1, ceil_div(n, int64_t{kCluster} * kThreads));
+  return std::clamp<int64_t>(want, 1, ceil_div(columns, int64_t{kCluster} * kThreads));
 }
 
-}  // namespace
-
-void lora_add(CudaContext& ctx, const TensorView& x, const LoraStack& stack,
-              const TensorView& slots, const TensorView& out, int64_t col0) {
-  const int64_t T = x.dim(0), in = x.dim(1), S = stack.a.dim(0), r = stack.a.dim(1);
-  const int64_t n = stack.b.dim(1);
-  if (T == 0 || r == 0 || n == 0) return;
-  BEAM_CHECK(r <= kMaxRank) << "lora_add: rank " << r << " over the CUDA kernel's " << kMaxRank;
-  const int64_t token_groups = ceil_div(T, kGroup);
-  BEAM_CHECK(token_groups <= 65535) << "lora_add: " << T << " tokens in one call";
-  const int64_t ranges = column_ranges(ctx, token_groups, n);
-  BEAM_CHECK(ranges * kCluster <= 0x7fffffff) << "lora_add: " << n << " columns";
-
+// One launch for outputs (1..kOutputs of them, modules · r <= kMaxRows).
+void launch(CudaContext& ctx, const TensorView& x, std::span<const LoraOutput> outputs,
+            const TensorView& slots) {
+  const LoraStack& first = outputs[0].stack;
   LoraArgs p{};
   p.x = static_cast<const bf16_t*>(x.data);
-  p.a = static_cast<const bf16_t*>(stack.a.data);
-  p.b = static_cast<const bf16_t*>(stack.b.data);
-  p.scale = static_cast<const float*>(stack.scale.data);
   p.slots = static_cast<const int32_t*>(slots.data);
-  p.out = static_cast<bf16_t*>(out.data);
-  p.T = T;
-  p.in = in;
-  p.r = r;
-  p.n = n;
-  p.out_width = out.dim(1);
-  p.col0 = col0;
-  p.S = static_cast<int32_t>(S);
-  p.cluster_cols = ceil_div(n, ranges);
+  p.modules = static_cast<int32_t>(outputs.size());
+  p.T = x.dim(0);
+  p.in = x.dim(1);
+  p.r = first.a.dim(1);
+  p.S = static_cast<int32_t>(first.a.dim(0));
+  bool wide_x = p.in % 8 == 0 && all_aligned16(p.x), wide_b = p.r % 8 == 0;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const LoraOutput& o = outputs[i];
+    LoraModuleArgs& m = p.m[i];
+    m.a = static_cast<const bf16_t*>(o.stack.a.data);
+    m.b = static_cast<const bf16_t*>(o.stack.b.data);
+    m.scale = static_cast<const float*>(o.stack.scale.data);
+    m.out = static_cast<bf16_t*>(o.out.data);
+    m.n = o.stack.b.dim(1);
+    m.out_width = o.out.dim(1);
+    m.col0 = o.col0;
+    m.first_col = p.columns;
+    p.columns += m.n;
+    wide_x = wide_x && all_aligned16(m.a);
+    wide_b = wide_b && all_aligned16(m.b);
+  }
+  if (p.columns == 0) return;
+  const int64_t token_groups = ceil_div(p.T, kGroup);
+  BEAM_CHECK(token_groups <= 65535) << "lora_add: " << p.T << " tokens in one call";
+  const int64_t ranges = column_ranges(ctx, token_groups, p.columns);
+  BEAM_CHECK(ranges * kCluster <= 0x7fffffff) << "lora_add: " << p.columns << " columns";
+  p.cluster_cols = ceil_div(p.columns, ranges);
 
   const dim3 grid(static_cast<unsigned>(ranges * kCluster), static_cast<unsigned>(token_groups));
-  const bool wide_x = in % 8 == 0 && all_aligned16(p.x, p.a);
-  const bool wide_b = r % 8 == 0 && all_aligned16(p.b);
   auto* kernel = wide_x ? (wide_b ? lora_kernel<8, 8> : lora_kernel<8, 1>)
                         : (wide_b ? lora_kernel<1, 8> : lora_kernel<1, 1>);
   kernel<<<grid, kThreads, 0, ctx.stream>>>(p);
   CUDA_LAUNCH_OK();
+}
+
+}  // namespace
+
+void lora_add(CudaContext& ctx, const TensorView& x, std::span<const LoraOutput> outputs,
+              const TensorView& slots) {
+  const int64_t r = outputs[0].stack.a.dim(1);
+  BEAM_CHECK(r <= kMaxRows) << "lora_add: rank " << r << " over the CUDA kernel's " << kMaxRows;
+  // As many modules a launch as their rows fit in shared memory.
+  const auto per_launch = static_cast<size_t>(std::min<int64_t>(kOutputs, kMaxRows / r));
+  for (size_t i = 0; i < outputs.size(); i += per_launch)
+    launch(ctx, x, outputs.subspan(i, std::min(per_launch, outputs.size() - i)), slots);
 }
 
 }  // namespace beam::cuda

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "core/tensor.h"
 #include "kernels/api/lora.h"
@@ -9,10 +10,12 @@
 
 namespace beam::cuda {
 
-// Views validated by kernels/api/lora.cpp (shapes and dtypes as in that header, r >= 1, T >= 1),
-// all on the device. Needs r <= 128 (checked). No host synchronization, allocation or host read
-// of slots: safe inside a CUDA graph capture. A slot outside [kNoLoraSlot, S) traps the kernel.
-void lora_add(CudaContext& ctx, const TensorView& x, const LoraStack& stack,
-              const TensorView& slots, const TensorView& out, int64_t col0);
+// Views validated by kernels/api/lora.cpp (shapes and dtypes as in that header, r >= 1, T >= 1,
+// 1..kMaxLoraOutputs outputs of one S and r), all on the device. Needs r <= 512 (checked); one
+// launch for as many outputs as fit 512 rank rows. No host synchronization, allocation or host
+// read of slots: safe inside a CUDA graph capture. A slot outside [kNoLoraSlot, S) traps the
+// kernel.
+void lora_add(CudaContext& ctx, const TensorView& x, std::span<const LoraOutput> outputs,
+              const TensorView& slots);
 
 }  // namespace beam::cuda

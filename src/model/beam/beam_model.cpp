@@ -6,9 +6,11 @@
 // go through DecodeGraphs, which replays the same op sequence as a CUDA graph.
 #include "model/beam/beam_model.h"
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "kernels/api/activation.h"
@@ -229,10 +231,8 @@ void BeamModel::attention_block(Workspace& ws, int64_t l, const KvLayers& kv, At
   TensorView g = ws.gate.view(DType::kBF16, {T, Nq * D});
   const TensorView qkvg_outs[] = {q, k, v, g};
   linear_split(ctx_, x, lw.attn.qkvg, qkvg_outs);
-  add_lora(ws, l, LoraTarget::kQ, x, q);
-  add_lora(ws, l, LoraTarget::kK, x, k);
-  add_lora(ws, l, LoraTarget::kV, x, v);
-  add_lora(ws, l, LoraTarget::kGate, x, g);
+  add_lora(ws, l, x,
+           {{LoraTarget::kQ, q}, {LoraTarget::kK, k}, {LoraTarget::kV, v}, {LoraTarget::kGate, g}});
   profile_mark(ctx_, StepOp::kQkvg);
 
   // Per-head q/k norms, then RoPE (sliding) or SSMax (full), then the KV-cache write: one op.
@@ -269,7 +269,7 @@ void BeamModel::attention_block(Workspace& ws, int64_t l, const KvLayers& kv, At
 
   TensorView a = ws.branch.view(DType::kBF16, {T, H});
   linear(ctx_, o.reshape({T, Nq * D}), lw.attn.o_proj, a);
-  add_lora(ws, l, LoraTarget::kO, o.reshape({T, Nq * D}), a);
+  add_lora(ws, l, o.reshape({T, Nq * D}), {{LoraTarget::kO, a}});
   profile_mark(ctx_, StepOp::kOProj);
   DepthScale s = depth_scale(2 * l + 2);
   // The residual update and the MLP's pre-norm of the new residual into x, in one op.
@@ -294,11 +294,10 @@ void BeamModel::mlp_block(Workspace& ws, int64_t l, int64_t sparse_index, bool c
       TensorView gu = ws.mlp_hidden.view(DType::kBF16, {T, 2 * I});
       TensorView act = ws.mlp_act.view(DType::kBF16, {T, I});
       linear(ctx_, x, lw.dense.gate_up, gu);
-      add_lora(ws, l, LoraTarget::kDenseGate, x, gu, 0);
-      add_lora(ws, l, LoraTarget::kDenseUp, x, gu, I);
+      add_lora(ws, l, x, {{LoraTarget::kDenseGate, gu, 0}, {LoraTarget::kDenseUp, gu, I}});
       swiglu(ctx_, gu, act);
       linear(ctx_, act, lw.dense.down, m);
-      add_lora(ws, l, LoraTarget::kDenseDown, act, m);
+      add_lora(ws, l, act, {{LoraTarget::kDenseDown, m}});
       profile_mark(ctx_, StepOp::kDense);
       break;
     }
@@ -343,23 +342,30 @@ void BeamModel::compute_logits(Workspace& ws) {
   rms_norm(ctx_, hidden, weights_->final_norm, cfg.rms_norm_eps, hidden);
   TensorView z = ws.lm_out.view(DType::kBF16, {R, V});
   linear(ctx_, hidden, weights_->lm_head, z);
-  add_lora(ws, 0, LoraTarget::kLmHead, hidden, z);
+  add_lora(ws, 0, hidden, {{LoraTarget::kLmHead, z}});
   TensorView logits = ws.logits.view(DType::kF32, {R, V});
   softcap(ctx_, z, cfg.final_logit_softcapping.value_or(0.0f), logits);
   profile_mark(ctx_, StepOp::kHead);
 }
 
-void BeamModel::add_lora(const Workspace& ws, int64_t l, LoraTarget target, const TensorView& x,
-                         const TensorView& out, int64_t col0) {
+void BeamModel::add_lora(const Workspace& ws, int64_t l, const TensorView& x,
+                         std::initializer_list<LoraPart> parts) {
   // Steps without an adapter token skip the op; decode graphs keep one graph per bucket for
   // batches with adapters and one for batches without (decode_graphs.h), so a graph captured
   // with the op replays only for batches that have adapter tokens.
   if (!lora_ || !ws.any_lora) return;
-  const LoraStack* stack = lora_->stack(l, target);
-  if (stack == nullptr) return;
-  const bool rows = target == LoraTarget::kLmHead;
-  profile_mark(ctx_, lora_base_op(target));  // the base projection queued before the deltas
-  lora_add(ctx_, x, *stack, rows ? ws.lora_row_slots_view() : ws.lora_slots_view(), out, col0);
+  BEAM_CHECK(parts.size() <= kMaxLoraOutputs) << "add_lora: " << parts.size() << " modules";
+  std::array<LoraOutput, kMaxLoraOutputs> outputs;
+  size_t n = 0;
+  for (const LoraPart& part : parts)
+    if (const LoraStack* stack = lora_->stack(l, part.target))
+      outputs[n++] = LoraOutput{*stack, part.out, part.col0};
+  if (n == 0) return;
+  const LoraTarget first = parts.begin()->target;
+  const bool rows = first == LoraTarget::kLmHead;
+  profile_mark(ctx_, lora_base_op(first));  // the base projections queued before the deltas
+  lora_add(ctx_, x, std::span<const LoraOutput>(outputs.data(), n),
+           rows ? ws.lora_row_slots_view() : ws.lora_slots_view());
   profile_mark(ctx_, StepOp::kLora);
 }
 

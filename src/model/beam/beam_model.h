@@ -2,6 +2,7 @@
 // layer, over a batch of sequences that read and write a paged KV cache.
 #pragma once
 
+#include <initializer_list>
 #include <memory>
 #include <optional>
 
@@ -67,10 +68,17 @@ class BeamModel {
   void attention_block(Workspace& ws, int64_t layer, const KvLayers& kv, AttentionPath path);
   void mlp_block(Workspace& ws, int64_t layer, int64_t sparse_index, bool capture);
   void compute_logits(Workspace& ws);
-  // out[:, col0 :] += the LoRA deltas of layer l's `target` for ws's tokens (logit rows for
-  // kLmHead) when the model serves adapters and some token of ws has one.
-  void add_lora(const Workspace& ws, int64_t l, LoraTarget target, const TensorView& x,
-                const TensorView& out, int64_t col0 = 0);
+  // A module whose LoRA deltas go to out[:, col0 :].
+  struct LoraPart {
+    LoraTarget target;
+    TensorView out;
+    int64_t col0 = 0;
+  };
+  // The LoRA deltas of layer l's modules `parts` (at most kMaxLoraOutputs), which share the input
+  // x, for ws's tokens (logit rows for kLmHead) in one lora_add, when the model serves adapters and
+  // some token of ws has one.
+  void add_lora(const Workspace& ws, int64_t l, const TensorView& x,
+                std::initializer_list<LoraPart> parts);
   // Layer l's expert LoRA for moe_experts when the model serves expert adapters and some token of
   // ws has one, else nullopt.
   std::optional<MoeLora> moe_lora(const Workspace& ws, int64_t l) const;

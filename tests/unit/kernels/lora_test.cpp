@@ -1,7 +1,8 @@
 // CPU lora_add (kernels/api/lora.h) bit for bit against its documented formula: h[t, j] = scale ·
 // dot(x[t], A_s[j]) and out = bf16(f32(out) + dot(h[t], B_s[o])), each dot in vec.h's fixed order;
 // tokens without a slot and the columns outside [col0, col0 + n) keep their bits; one and two
-// threads agree; a token's result does not depend on the batch; bad slots abort.
+// threads agree; a token's result does not depend on the batch; several outputs in one call are
+// each output's own call; bad slots and outputs of another rank abort.
 #include "kernels/api/lora.h"
 
 #include <gtest/gtest.h>
@@ -92,6 +93,38 @@ TEST(LoraAdd, ATokensBitsDoNotDependOnTheBatch) {
   }
 }
 
+// q/k/v/gate-like modules on one x, modules 1 and 2 into one output at different columns: one
+// call gives each output the bits of one call per module.
+TEST(LoraAdd, SeveralOutputsAreEachOutputsOwnCall) {
+  std::mt19937 rng(14);
+  test::Contexts cpu;
+  const int64_t T = 9, in = 96, r = 8, S = 3;
+  const LoraShape shapes[] = {{T, in, r, 64, 64, 0, S},
+                              {T, in, r, 16, 40, 0, S},
+                              {T, in, r, 24, 40, 16, S},
+                              {T, in, r, 64, 80, 8, S}};
+  std::vector<LoraInputs> modules;  // each module's factors; x, slots and outputs from module 0
+  for (const LoraShape& s : shapes) modules.push_back(make_inputs(s, rng));
+  const LoraInputs& shared = modules[0];
+  const HostTensor* initial[] = {&modules[0].out, &modules[1].out, &modules[3].out};
+  const size_t out_of[] = {0, 1, 1, 2};  // module -> output
+  std::vector<HostTensor> together, alone;
+  for (const HostTensor* o : initial) {
+    together.push_back(test::copy_of(*o));
+    alone.push_back(test::copy_of(*o));
+  }
+  std::vector<LoraOutput> outputs;
+  for (size_t i = 0; i < modules.size(); ++i) {
+    const LoraStack stack{modules[i].a.view, modules[i].b.view, modules[i].scale.view};
+    outputs.push_back({stack, together[out_of[i]].view, shapes[i].col0});
+    lora_add(cpu.two, shared.x.view, stack, shared.slots.view, alone[out_of[i]].view,
+             shapes[i].col0);
+  }
+  lora_add(cpu.two, shared.x.view, outputs, shared.slots.view);
+  for (size_t o = 0; o < together.size(); ++o)
+    EXPECT_TRUE(test::bits_equal(together[o].view, alone[o].view)) << "output " << o;
+}
+
 TEST(LoraAddDeathTest, ASlotOutsideTheStackAborts) {
   std::mt19937 rng(13);
   test::Contexts cpu;
@@ -101,6 +134,16 @@ TEST(LoraAddDeathTest, ASlotOutsideTheStackAborts) {
   EXPECT_DEATH(lora_add(cpu.one, in.x.view, LoraStack{in.a.view, in.b.view, in.scale.view},
                         in.slots.view, in.out.view, 0),
                "token 1 has slot 2 of 2");
+}
+
+TEST(LoraAddDeathTest, OutputsOfAnotherRankAbort) {
+  std::mt19937 rng(15);
+  test::Contexts cpu;
+  const LoraInputs r2 = make_inputs({2, 16, 2, 8, 8, 0, 2}, rng);
+  const LoraInputs r4 = make_inputs({2, 16, 4, 8, 8, 0, 2}, rng);
+  const LoraOutput outputs[] = {{LoraStack{r2.a.view, r2.b.view, r2.scale.view}, r2.out.view},
+                                {LoraStack{r4.a.view, r4.b.view, r4.scale.view}, r4.out.view}};
+  EXPECT_DEATH(lora_add(cpu.one, r2.x.view, outputs, r2.slots.view), "S and r those of the first");
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 // the exact result plus the a-priori bound of its fp32 sums' rounding error (which only matters
 // where out + delta cancels), and at least 90% are bit-equal to the CPU's (printed); tokens without
 // a slot, and columns outside [col0, col0 + n), keep their input bits. A CUDA graph replays with
-// the slots written after its capture, and a token's bits do not depend on the batch.
+// the slots written after its capture, and a token's bits do not depend on the batch. Several
+// modules in one call give each module the bits of its own call (ranks up to 512, where the
+// modules no longer fit one launch).
 #include "kernels/api/lora.h"
 
 #include <cmath>
@@ -143,7 +145,7 @@ TEST_F(CudaLora, OddWidthsAndRanks) {
   check({5, 1001, 12, 333, 400, 7, 3});    // scalar loads of x, A and B
   check({9, 1001, 16, 64, 64, 0, 2});      // scalar x and A, 8-wide B
   check({9, 1024, 5, 64, 64, 0, 2});       // 8-wide x and A, scalar B
-  check({17, 256, 128, 200, 256, 50, 3});  // the largest rank the kernel takes
+  check({17, 256, 512, 200, 256, 50, 3});  // the largest rank the kernel takes
   check({6, 24, 8, 40, 40, 0, 2});         // 3 packs of x: most of the cluster's slices empty
 }
 
@@ -182,6 +184,40 @@ TEST_F(CudaLora, TokenBitsDoNotDependOnTheBatch) {
     lora_add(gpu, upload(d.x.view.rows(t, 1)), stack, upload(d.slots.view.rows(t, 1)), one, c.col0);
     EXPECT_TRUE(test::bits_equal(download(one).view, batch.view.rows(t, 1)));
   }
+}
+
+// q/k/v/gate-like modules (two of them into one output) in one lora_add: each output has the bits
+// of one call per module, at ranks that fit all four in a launch (8, 64), two (256) or one (512).
+TEST_F(CudaLora, SeveralOutputsAreEachOutputsOwnCall) {
+  for (int64_t r : {8, 64, 256, 512})
+    for (int64_t T : {1, 13}) {
+      SCOPED_TRACE(::testing::Message() << "r=" << r << " T=" << T);
+      const int64_t in = 1024, S = 3;
+      const LoraCase cases[] = {{T, in, r, 600, 600, 0, S},
+                                {T, in, r, 128, 300, 0, S},
+                                {T, in, r, 128, 300, 150, S},
+                                {T, in, r, 600, 640, 40, S}};
+      std::vector<LoraData> modules;
+      for (const LoraCase& c : cases) modules.push_back(make_lora(c, rng_));
+      const TensorView x = upload(modules[0].x), slots = upload(modules[0].slots);
+      const size_t out_of[] = {0, 1, 1, 2};  // module -> output
+      const HostTensor* initial[] = {&modules[0].out, &modules[1].out, &modules[3].out};
+      std::vector<TensorView> together, alone;
+      for (const HostTensor* o : initial) {
+        together.push_back(upload(*o));
+        alone.push_back(upload(*o));
+      }
+      std::vector<LoraOutput> outputs;
+      for (size_t i = 0; i < modules.size(); ++i) {
+        const LoraStack stack = upload_stack(modules[i]);
+        outputs.push_back({stack, together[out_of[i]], cases[i].col0});
+        lora_add(gpu, x, stack, slots, alone[out_of[i]], cases[i].col0);
+      }
+      lora_add(gpu, x, outputs, slots);
+      for (size_t o = 0; o < together.size(); ++o)
+        EXPECT_TRUE(test::bits_equal(download(together[o]).view, download(alone[o]).view))
+            << "output " << o;
+    }
 }
 
 // lora_add captured in a CUDA graph reads the slots when it replays: new slots written into the

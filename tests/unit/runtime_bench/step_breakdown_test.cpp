@@ -84,8 +84,8 @@ TEST(StepBreakdown, ReportsEveryOpKindOncePerLayerItRunsIn) {
 }
 
 // With --lora-slots every sequence has an adapter: the deltas are an op kind of their own, one
-// boundary per adapted projection (q, k, v, gate and o of each layer, the dense MLP's three, the
-// LM head's), and the report says which slots and rank ran.
+// boundary per lora_add (q, k, v and gate together and o in each layer; the dense MLP's gate and
+// up together, then down; the LM head), and the report says which slots and rank ran.
 TEST(StepBreakdown, LoraDeltasAreAnOpKind) {
   ThreadPool pool(2);
   const KernelContext ctx = cpu(pool);
@@ -106,7 +106,7 @@ TEST(StepBreakdown, LoraDeltasAreAnOpKind) {
   const int64_t L = 3, dense = 1;
   const nlohmann::json& ops = (*result)["decode"][0]["breakdown"]["ops"];
   ASSERT_TRUE(ops.contains("lora"));
-  EXPECT_EQ(ops["lora"]["calls"].get<int64_t>(), 5 * L + 3 * dense + 1);
+  EXPECT_EQ(ops["lora"]["calls"].get<int64_t>(), 2 * L + 2 * dense + 1);
   EXPECT_GE(ops["lora"]["ms"].get<double>(), 0.0);
   EXPECT_EQ((*result)["lora"]["slots"].get<int>(), 2);
   EXPECT_EQ((*result)["lora"]["rank"].get<int>(), 4);
