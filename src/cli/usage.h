@@ -52,7 +52,7 @@ inline constexpr const char* kServeUsage =
     "         [--enable-lora] [--max-loras N (adapters one step serves; default 4 with LoRA, else\n"
     "          0)] [--max-lora-rank R (highest adapter rank; default 16)]\n"
     "         [--lora-experts (per-request LoRA on the routed experts too: E times a dense MLP's\n"
-    "          slot memory a layer; CPU only for now)]\n"
+    "          slot memory a layer)]\n"
     "         [--enable-sleep-mode (POST /sleep and /wake_up give the KV and weight memory back)]\n"
     "         [--logprobs-mode scaled|raw (logprobs of the logits / temperature, or of the raw\n"
     "          logits as vLLM's raw_logprobs; a request's logprobs_mode overrides it)]\n";

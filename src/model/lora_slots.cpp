@@ -110,11 +110,6 @@ Expected<std::unique_ptr<LoraSlots>> LoraSlots::create(const KernelContext& ctx,
     return make_error("max_lora_rank " + std::to_string(max_rank) + " is outside [1, " +
                       std::to_string(rank_limit) + "]" +
                       (rank_limit < kMaxLoraRank ? " (the CUDA kernel's limit)" : ""));
-  if (options.experts && ctx.device != Device::kCpu)
-    return make_error(
-        "LoRA on the routed experts is served per request on the CPU only (the "
-        "CUDA experts kernels have no LoRA path yet); merge expert adapters at load "
-        "with --merge-lora");
   std::unique_ptr<LoraSlots> s(new LoraSlots());
   s->num_slots_ = max_loras;
   s->max_rank_ = max_rank;

@@ -53,8 +53,7 @@ class LoraSlots {
   // Zeroed stacks for the options' slots and rank on ctx's device, for every module of cfg (dense
   // MLP modules on dense layers only, expert modules on routed-expert layers when asked for); with
   // releasable, in ReleasableMemory (releasable_memory()). Errors: a count or rank outside [1, 64]
-  // / [1, 512] (kernels/api/lora.h's lora_max_rank of the device), expert stacks on CUDA (no
-  // kernel yet), or the device out of memory.
+  // / [1, 512] (kernels/api/lora.h's lora_max_rank of the device), or the device out of memory.
   static Expected<std::unique_ptr<LoraSlots>> create(const KernelContext& ctx,
                                                      const BeamConfig& cfg,
                                                      const LoraSlotsOptions& options);

@@ -161,8 +161,8 @@ void moe_experts(const KernelContext& ctx, const TensorView& x, const TensorView
       return;
     case Device::kCuda:
 #if BEAMSERVE_CUDA
-      BEAM_CHECK(lora == nullptr) << op << ": per-request expert LoRA has no CUDA kernel yet";
-      cuda::moe_experts(*ctx.cuda, x, gate_up, down, ids, weights, out);
+      cuda::moe_experts(*ctx.cuda, x, gate_up, down, ids, weights, out, cuda::MoeExpertsPath::kAuto,
+                        lora);
       return;
 #else
       cuda_backend_not_built(op);

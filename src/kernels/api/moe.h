@@ -80,8 +80,7 @@ struct MoeLora {
 // ids, weights: [T, k] i32 / f32; out: [T, H] bf16. The expert weights in pack_expert_weights'
 // layout for ctx's device. A slot with id kNoExpert adds nothing (a token with no expert gets 0);
 // any other id outside [0, E) aborts (CPU) or traps the kernel (CUDA). lora (optional): the
-// experts' per-request LoRA above (CPU only for now: CUDA aborts; LoraSlots refuses expert slots
-// there).
+// experts' per-request LoRA above (CUDA: the same roundings, fp32 sums in another order).
 void moe_experts(const KernelContext& ctx, const TensorView& x, const TensorView& gate_up,
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
                  const TensorView& out, const MoeLora* lora = nullptr);

@@ -22,6 +22,7 @@
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/moe.h"
 #include "kernels/cuda/moe_grouped_gemm.cuh"
+#include "kernels/cuda/moe_lora.cuh"
 #include "kernels/cuda/moe_packed.cuh"
 #include "kernels/cuda/moe_small_batch.cuh"
 #include "kernels/cuda/tensor_map.h"
@@ -53,15 +54,21 @@ size_t align_up(size_t n) {
   return (n + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
 }
 
+struct Problem {
+  int64_t T, H, E, I, top_k, rows;
+};
+
 // ctx.moe begins with the small-batch kernels' pool counters (gate_up, down: 0 between launches,
 // zeroed whenever the scratch is reallocated; no other call touches them), then one call's arrays.
 constexpr size_t kPoolCounterBytes = kScratchAlign;
 
 // Carves ctx.moe into the arrays of one call (byte offsets from the base).
 struct ScratchLayout {
-  size_t counts, offsets, tile_offsets, tile_counters, row_token, entry_of, act, y, total;
+  size_t counts, offsets, tile_offsets, tile_counters, row_token, entry_of, act, y, h_gate_up,
+      h_down, total;
 
-  ScratchLayout(int64_t E, int64_t rows, int64_t H, int64_t I) {
+  // rank: the LoRA stacks' (0: no LoRA).
+  ScratchLayout(int64_t E, int64_t rows, int64_t H, int64_t I, int64_t rank) {
     size_t at = kPoolCounterBytes;
     auto take = [&at](size_t bytes) {
       const size_t here = at;
@@ -76,15 +83,17 @@ struct ScratchLayout {
     entry_of = take(rows * sizeof(int32_t));         // [T * top_k] grouped row of a slot
     act = take(static_cast<size_t>(rows * I) * sizeof(bf16_t));  // [rows, I] SwiGLU output
     y = take(static_cast<size_t>(rows * H) * sizeof(bf16_t));    // [rows, H] expert output
+    h_gate_up = take(static_cast<size_t>(rows * 2 * rank) * sizeof(float));  // [T * top_k, 2 r]
+    h_down = take(static_cast<size_t>(rows * rank) * sizeof(float));         // [T * top_k, r]
     total = at;
   }
 };
 
 // The small-batch path's arrays (the kernels group the slots themselves).
 struct SmallLayout {
-  size_t entry_of, act, y, total;
+  size_t entry_of, act, y, h_gate_up, h_down, total;
 
-  SmallLayout(int64_t rows, int64_t H, int64_t I) {
+  SmallLayout(int64_t rows, int64_t H, int64_t I, int64_t rank) {
     size_t at = kPoolCounterBytes;
     auto take = [&at](size_t bytes) {
       const size_t here = at;
@@ -94,9 +103,50 @@ struct SmallLayout {
     entry_of = take(rows * sizeof(int32_t));  // [T * top_k] grouped row of each slot
     act = take(static_cast<size_t>(rows * I) * sizeof(bf16_t));  // [rows, I] SwiGLU output
     y = take(static_cast<size_t>(rows * H) * sizeof(bf16_t));    // [rows, H] expert output
+    h_gate_up = take(static_cast<size_t>(rows * 2 * rank) * sizeof(float));  // [T * top_k, 2 r]
+    h_down = take(static_cast<size_t>(rows * rank) * sizeof(float));         // [T * top_k, r]
     total = at;
   }
 };
+
+// The rank of lora's stacks (0 without LoRA).
+int64_t lora_rank(const MoeLora* lora) {
+  return lora ? lora->gate.a.dim(2) : 0;
+}
+
+// The epilogue terms of one expert GEMM's LoRA over h (nullptr lora: none).
+moe_lora::Terms lora_terms(const MoeLora* lora, const Problem& pb, const TensorView& ids,
+                           const float* h, const ExpertLoraStack& part0,
+                           const ExpertLoraStack* part1) {
+  if (lora == nullptr) return {};
+  return moe_lora::Terms{
+      .h = h,
+      .b0 = static_cast<const bf16_t*>(part0.b.data),
+      .b1 = part1 ? static_cast<const bf16_t*>(part1->b.data) : nullptr,
+      .slots = lora->slots.as<int32_t>(),
+      .ids = ids.as<int32_t>(),
+      .top_k = static_cast<int>(pb.top_k),
+      .num_slots = static_cast<int>(part0.a.dim(1)),
+      .rank = static_cast<int>(part0.a.dim(2)),
+  };
+}
+
+// h of the gate and up stacks on x's rows (before the gate_up GEMM).
+void shrink_gate_up(CudaContext& ctx, const MoeLora& lora, const Problem& pb, const TensorView& x,
+                    const TensorView& ids, float* h) {
+  const ExpertLoraStack* parts[] = {&lora.gate, &lora.up};
+  moe_lora::launch_shrink(ctx, static_cast<const bf16_t*>(x.data), nullptr, pb.H, parts, 2,
+                          lora.slots.as<int32_t>(), ids.as<int32_t>(), pb.rows,
+                          static_cast<int>(pb.top_k), h);
+}
+
+// h of the down stack on act's grouped rows (before the down GEMM).
+void shrink_down(CudaContext& ctx, const MoeLora& lora, const Problem& pb, const bf16_t* act,
+                 const int32_t* entry_of, const TensorView& ids, float* h) {
+  const ExpertLoraStack* parts[] = {&lora.down};
+  moe_lora::launch_shrink(ctx, act, entry_of, pb.I, parts, 1, lora.slots.as<int32_t>(),
+                          ids.as<int32_t>(), pb.rows, static_cast<int>(pb.top_k), h);
+}
 
 // ctx.moe with at least `bytes` (OpScratch::reserve), its pool counters zeroed when new.
 char* scratch(CudaContext& ctx, size_t bytes) {
@@ -256,10 +306,6 @@ bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
-struct Problem {
-  int64_t T, H, E, I, top_k, rows;
-};
-
 // Grouped row order, row offsets and M-tile offsets (tiles of up to tile_rows rows) per expert
 // (into the scratch arrays).
 void permute(CudaContext& ctx, const Problem& pb, int tile_rows, const int32_t* ids,
@@ -294,7 +340,9 @@ void launch_grouped_gemm(CudaContext& ctx, const Problem& pb, int tile_rows,
   const int64_t blocks = m_tiles * n_tiles;
   BEAM_CHECK(blocks <= INT32_MAX) << "moe_experts (CUDA): grid " << m_tiles << " x " << n_tiles
                                   << " too large";
-  const auto kernel = moe_gemm::grouped_gemm_kernel<kEp>;
+  // The LoRA epilogue's instantiation only when the step has LoRA.
+  const auto kernel = args.lora.h != nullptr ? moe_gemm::grouped_gemm_kernel<kEp, true>
+                                             : moe_gemm::grouped_gemm_kernel<kEp, false>;
   CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                moe_gemm::kSmemBytes));
   kernel<<<static_cast<unsigned>(blocks), moe_gemm::kThreads, moe_gemm::kSmemBytes, ctx.stream>>>(
@@ -447,8 +495,11 @@ bool launch_tma(CudaContext& ctx, const Problem& pb, const GroupedPlan& plan,
 // moe_packed::packed_widths(H, I).
 void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
                  const TensorView& gate_up, const TensorView& down, const TensorView& ids,
-                 const TensorView& weights, const TensorView& out, const GroupedPlan& plan) {
-  const ScratchLayout layout(pb.E, pb.rows, pb.H, pb.I);
+                 const TensorView& weights, const TensorView& out, const GroupedPlan& planned,
+                 const MoeLora* lora) {
+  // LoRA steps run the cp.async kernel (the TMA kernel has no LoRA epilogue).
+  const GroupedPlan plan = lora ? GroupedPlan{.use_tma = false, .tiles = planned.tiles} : planned;
+  const ScratchLayout layout(pb.E, pb.rows, pb.H, pb.I, lora_rank(lora));
   char* base = scratch(ctx, layout.total);
   auto* counts = reinterpret_cast<int32_t*>(base + layout.counts);
   auto* offsets = reinterpret_cast<int32_t*>(base + layout.offsets);
@@ -458,9 +509,12 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
   auto* entry_of = reinterpret_cast<int32_t*>(base + layout.entry_of);
   auto* act = reinterpret_cast<bf16_t*>(base + layout.act);
   auto* y = reinterpret_cast<bf16_t*>(base + layout.y);
+  auto* h_gate_up = reinterpret_cast<float*>(base + layout.h_gate_up);
+  auto* h_down = reinterpret_cast<float*>(base + layout.h_down);
   const int tile_rows = with_ring(plan.tiles, [](auto ring) { return decltype(ring)::kRows; });
   permute(ctx, pb, tile_rows, ids.as<int32_t>(), counts, offsets, tile_offsets, row_token,
           entry_of);
+  if (lora) shrink_gate_up(ctx, *lora, pb, x, ids, h_gate_up);
   CUDA_OK(cudaMemsetAsync(tile_counters, 0, 2 * sizeof(int32_t), ctx.stream));
 
   const auto* xp = static_cast<const bf16_t*>(x.data);
@@ -484,8 +538,12 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
                           .out = out_rows};
   };
   if (pb.I > 0) {  // act [rows, I] = SwiGLU(x[token] · gate_up[e]ᵀ)
-    const moe_gemm::Args args = gemm_args(xp, row_token, gu, pb.I, pb.H,
-                                          pb.H % 8 == 0 && aligned16(xp) && aligned16(gu), act);
+    moe_gemm::Args args = gemm_args(xp, row_token, gu, pb.I, pb.H,
+                                    pb.H % 8 == 0 && aligned16(xp) && aligned16(gu), act);
+    if (lora) {
+      args.lora = lora_terms(lora, pb, ids, h_gate_up, lora->gate, &lora->up);
+      args.row_token = row_token;
+    }
     bool done = false;
     if (plan.use_tma && tma_fits<Epilogue::kSwiGLU>(xp, gu, pb.I, pb.H)) {
       gather_rows_kernel<<<static_cast<unsigned>(pb.rows), kGatherThreads, 0, ctx.stream>>>(
@@ -496,8 +554,13 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
     if (!done) launch_grouped_gemm<Epilogue::kSwiGLU>(ctx, pb, tile_rows, args);
   }
   {  // y [rows, H] = act · down[e]ᵀ (zeros when I == 0)
-    const moe_gemm::Args args =
+    moe_gemm::Args args =
         gemm_args(act, nullptr, dn, pb.H, pb.I, pb.I % 8 == 0 && aligned16(dn), y);
+    if (lora) {
+      shrink_down(ctx, *lora, pb, act, entry_of, ids, h_down);
+      args.lora = lora_terms(lora, pb, ids, h_down, lora->down, nullptr);
+      args.row_token = row_token;
+    }
     if (!plan.use_tma || !tma_fits<Epilogue::kStore>(act, dn, pb.H, pb.I) ||
         !launch_tma<Epilogue::kStore>(ctx, pb, plan, args, act, tile_counters + 1))
       launch_grouped_gemm<Epilogue::kStore>(ctx, pb, tile_rows, args);
@@ -515,26 +578,27 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
 
 // The kernel with kSteps fragment steps a warp and 16-row passes when `wide`, else 8-row ones
 // (instantiated for the compact tables only).
-template <moe_small::Phase kPhase, int kSteps, int kRows>
+template <moe_small::Phase kPhase, int kSteps, int kRows, bool kLora>
 auto expert_kernel_for(bool wide) {
   if constexpr (kRows == moe_small::kCompactRows) {
-    if (!wide) return moe_small::expert_kernel<kPhase, 1, kSteps, kRows>;
+    if (!wide) return moe_small::expert_kernel<kPhase, 1, kSteps, kRows, kLora>;
   }
-  return moe_small::expert_kernel<kPhase, 2, kSteps, kRows>;
+  return moe_small::expert_kernel<kPhase, 2, kSteps, kRows, kLora>;
 }
 
 // One persistent block per SM (moe_small_batch.cuh) with kRows-slot tables; passes of 16 rows
-// from kWidePassMinRows routed rows, else of 8; the down kernels hold kShortSteps fragments per
-// warp when K allows.
-template <moe_small::Phase kPhase, int kRows>
-void launch_expert_kernel_rows(CudaContext& ctx, const moe_small::Args& args, After after) {
+// from kWidePassMinRows routed rows, else of 8; the down kernels without LoRA hold kShortSteps
+// fragments per warp when K allows (the LoRA ones, a rarer instantiation, kMaxSteps always).
+template <moe_small::Phase kPhase, int kRows, bool kLora>
+void launch_expert_kernel_rows(CudaContext& ctx, const moe_small::KernelArgs<kLora>& args,
+                               After after) {
   namespace small = moe_small;
   const bool wide = args.rows >= small::kWidePassMinRows;
   const int64_t warp_steps = ceil_div(ceil_div(args.k, small::kStepCols), int64_t{small::kWarps});
-  auto kernel = expert_kernel_for<kPhase, small::kMaxSteps, kRows>(wide);
-  if constexpr (kPhase == small::Phase::kDown) {
+  auto kernel = expert_kernel_for<kPhase, small::kMaxSteps, kRows, kLora>(wide);
+  if constexpr (kPhase == small::Phase::kDown && !kLora) {
     if (warp_steps <= small::kShortSteps)
-      kernel = expert_kernel_for<kPhase, small::kShortSteps, kRows>(wide);
+      kernel = expert_kernel_for<kPhase, small::kShortSteps, kRows, kLora>(wide);
   }
   constexpr size_t kSmemBytes = small::smem_bytes<kRows>();
   CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -545,14 +609,26 @@ void launch_expert_kernel_rows(CudaContext& ctx, const moe_small::Args& args, Af
 
 // launch_expert_kernel_rows with the smallest tables that hold args.rows: kCompactRows up to that
 // many routed rows, else kMaxRows (wide passes only).
-template <moe_small::Phase kPhase>
-void launch_expert_kernel(CudaContext& ctx, const moe_small::Args& args, After after) {
+template <moe_small::Phase kPhase, bool kLora>
+void launch_expert_kernel_as(CudaContext& ctx, const moe_small::KernelArgs<kLora>& args,
+                             After after) {
   static_assert(moe_small::kCompactRows >= moe_small::kWidePassMinRows,
                 "past the compact tables the passes are wide");
   if (args.rows <= moe_small::kCompactRows) {
-    launch_expert_kernel_rows<kPhase, moe_small::kCompactRows>(ctx, args, after);
+    launch_expert_kernel_rows<kPhase, moe_small::kCompactRows, kLora>(ctx, args, after);
   } else {
-    launch_expert_kernel_rows<kPhase, moe_small::kMaxRows>(ctx, args, after);
+    launch_expert_kernel_rows<kPhase, moe_small::kMaxRows, kLora>(ctx, args, after);
+  }
+}
+
+// The kernels with the LoRA epilogue when lora has terms (h set), else those without.
+template <moe_small::Phase kPhase>
+void launch_expert_kernel(CudaContext& ctx, const moe_small::Args& args,
+                          const moe_lora::Terms& lora, After after) {
+  if (lora.h != nullptr) {
+    launch_expert_kernel_as<kPhase, true>(ctx, moe_small::LoraArgs{args, lora}, after);
+  } else {
+    launch_expert_kernel_as<kPhase, false>(ctx, args, after);
   }
 }
 
@@ -560,13 +636,15 @@ void launch_expert_kernel(CudaContext& ctx, const moe_small::Args& args, After a
 // and y = act . down on the weight-streaming kernels, then the combine of the grouped path.
 void run_small_batch(CudaContext& ctx, const Problem& pb, const TensorView& x,
                      const TensorView& gate_up, const TensorView& down, const TensorView& ids,
-                     const TensorView& weights, const TensorView& out) {
+                     const TensorView& weights, const TensorView& out, const MoeLora* lora) {
   namespace small = moe_small;
-  const SmallLayout layout(pb.rows, pb.H, pb.I);
+  const SmallLayout layout(pb.rows, pb.H, pb.I, lora_rank(lora));
   char* base = scratch(ctx, layout.total);
   auto* entry_of = reinterpret_cast<int32_t*>(base + layout.entry_of);
   auto* act = reinterpret_cast<bf16_t*>(base + layout.act);
   auto* y = reinterpret_cast<bf16_t*>(base + layout.y);
+  auto* h_gate_up = reinterpret_cast<float*>(base + layout.h_gate_up);
+  auto* h_down = reinterpret_cast<float*>(base + layout.h_down);
   const auto rows = static_cast<int>(pb.rows), top_k = static_cast<int>(pb.top_k),
              experts = static_cast<int>(pb.E);
   const small::Args up{.ids = ids.as<int32_t>(),
@@ -580,7 +658,12 @@ void run_small_batch(CudaContext& ctx, const Problem& pb, const TensorView& x,
                        .out = act,
                        .entry_of = entry_of,
                        .pool = reinterpret_cast<int32_t*>(base)};
-  launch_expert_kernel<small::Phase::kGateUp>(ctx, up, kSmallBatchAfter);
+  // With LoRA, each shrink is a plain launch between the chained kernels (the next one waits for
+  // it).
+  if (lora) shrink_gate_up(ctx, *lora, pb, x, ids, h_gate_up);
+  const moe_lora::Terms up_lora =
+      lora ? lora_terms(lora, pb, ids, h_gate_up, lora->gate, &lora->up) : moe_lora::Terms{};
+  launch_expert_kernel<small::Phase::kGateUp>(ctx, up, up_lora, kSmallBatchAfter);
   small::Args dn = up;
   dn.a = act;
   dn.w = static_cast<const bf16_t*>(down.data);
@@ -589,7 +672,12 @@ void run_small_batch(CudaContext& ctx, const Problem& pb, const TensorView& x,
   dn.out = y;
   dn.entry_of = nullptr;
   dn.pool = reinterpret_cast<int32_t*>(base) + 1;
-  launch_expert_kernel<small::Phase::kDown>(ctx, dn, kSmallBatchAfter);
+  moe_lora::Terms dn_lora{};
+  if (lora) {
+    shrink_down(ctx, *lora, pb, act, entry_of, ids, h_down);
+    dn_lora = lora_terms(lora, pb, ids, h_down, lora->down, nullptr);
+  }
+  launch_expert_kernel<small::Phase::kDown>(ctx, dn, dn_lora, kSmallBatchAfter);
 
   auto* o = static_cast<bf16_t*>(out.data);
   const bf16_t* y_in = y;
@@ -619,7 +707,7 @@ bool moe_small_batch_supports(const TensorView& x, const TensorView& gate_up,
 
 void moe_experts(CudaContext& ctx, const TensorView& x, const TensorView& gate_up,
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
-                 const TensorView& out, MoeExpertsPath path) {
+                 const TensorView& out, MoeExpertsPath path, const MoeLora* lora) {
   const Problem pb{x.dim(0),           x.dim(1),   gate_up.dim(0),
                    gate_up.dim(1) / 2, ids.dim(1), x.dim(0) * ids.dim(1)};
   if (pb.T == 0 || pb.H == 0) return;
@@ -633,32 +721,35 @@ void moe_experts(CudaContext& ctx, const TensorView& x, const TensorView& gate_u
   switch (path) {
     case MoeExpertsPath::kAuto:
       if (pb.rows <= kMoeSmallBatchMaxRows && small_fits) {
-        run_small_batch(ctx, pb, x, gate_up, down, ids, weights, out);
+        run_small_batch(ctx, pb, x, gate_up, down, ids, weights, out, lora);
         return;
       }
       [[fallthrough]];
     case MoeExpertsPath::kGrouped:
-      run_grouped(ctx, pb, x, gate_up, down, ids, weights, out, auto_plan(pb));
+      run_grouped(ctx, pb, x, gate_up, down, ids, weights, out, auto_plan(pb), lora);
       return;
     case MoeExpertsPath::kGroupedCpAsync:
       run_grouped(ctx, pb, x, gate_up, down, ids, weights, out,
-                  GroupedPlan{.use_tma = false, .tiles = auto_plan(pb).tiles});
+                  GroupedPlan{.use_tma = false, .tiles = auto_plan(pb).tiles}, lora);
       return;
     case MoeExpertsPath::kGroupedShortTiles:
-      run_grouped(ctx, pb, x, gate_up, down, ids, weights, out, {.tiles = GroupedTiles::kShort});
+      run_grouped(ctx, pb, x, gate_up, down, ids, weights, out, {.tiles = GroupedTiles::kShort},
+                  lora);
       return;
     case MoeExpertsPath::kGroupedWideTiles:
-      run_grouped(ctx, pb, x, gate_up, down, ids, weights, out, {.tiles = GroupedTiles::kWide});
+      run_grouped(ctx, pb, x, gate_up, down, ids, weights, out, {.tiles = GroupedTiles::kWide},
+                  lora);
       return;
     case MoeExpertsPath::kGroupedLongTiles:
-      run_grouped(ctx, pb, x, gate_up, down, ids, weights, out, {.tiles = GroupedTiles::kLong});
+      run_grouped(ctx, pb, x, gate_up, down, ids, weights, out, {.tiles = GroupedTiles::kLong},
+                  lora);
       return;
     case MoeExpertsPath::kSmallBatch:
       BEAM_CHECK(pb.rows <= kMoeSmallBatchRowLimit && small_fits)
           << "moe_experts (CUDA): small-batch path forced for " << pb.rows << " routed rows (limit "
           << kMoeSmallBatchRowLimit << "), hidden " << pb.H << ", expert width " << pb.I
           << " (multiples of 64 up to " << kMoeSmallBatchMaxWidth << ", 16-byte aligned)";
-      run_small_batch(ctx, pb, x, gate_up, down, ids, weights, out);
+      run_small_batch(ctx, pb, x, gate_up, down, ids, weights, out, lora);
       return;
   }
 }

@@ -19,6 +19,7 @@
 
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/cluster.cuh"
+#include "kernels/cuda/moe_lora.cuh"
 #include "kernels/cuda/moe_packed.cuh"
 #include "kernels/cuda/moe_wgmma.cuh"
 #include "kernels/cuda/torch_exp.cuh"
@@ -64,6 +65,10 @@ struct Args {
   int64_t k;
   bool async_loads;  // k % 8 == 0 and a, w 16-byte aligned: 16-byte cp.async chunks
   bf16_t* out;       // [grouped rows, n]
+  // Per-request LoRA (kSwiGLU parts gate, up) and the token of each grouped row, which the
+  // cp.async kernel's kLora epilogue reads (the TMA kernel has no LoRA epilogue).
+  moe_lora::Terms lora = {};
+  const int32_t* row_token = nullptr;
 };
 
 // Output columns per tile of w_rows weight rows.
@@ -227,7 +232,7 @@ __device__ __forceinline__ void store_pair(bf16_t* row, int64_t col, int64_t n, 
 
 // Rounds and stores the thread's accumulators: d[4j + q] (weight row i = lane / 4) and
 // d[4j + 2 + q] (row i + 8) of grouped row 8j + 2 (lane % 4) + q (weight_row's pairing).
-template <Epilogue kEp, int kN>
+template <Epilogue kEp, bool kLora, int kN>
 __device__ __forceinline__ void store_tile(const Args& p, const TileJob& job, int tid,
                                            const float (&d)[kN / 2]) {
   const int g = tid / 32, lane = tid % 32;
@@ -240,11 +245,26 @@ __device__ __forceinline__ void store_tile(const Args& p, const TileJob& job, in
       bf16_t* out_row = p.out + (job.row0 + r) * p.n;
       if constexpr (kEp == Epilogue::kSwiGLU) {
         const int64_t col = job.n0 + 8 * g + lane / 4;
-        const float gate = __bfloat162float(__float2bfloat16_rn(d[4 * j + q]));
-        const float up = __bfloat162float(__float2bfloat16_rn(d[4 * j + 2 + q]));
-        if (col < p.n) out_row[col] = __float2bfloat16_rn(__fmul_rn(torch_exp::siluf(gate), up));
+        float gate = __bfloat162float(__float2bfloat16_rn(d[4 * j + q]));
+        float up = __bfloat162float(__float2bfloat16_rn(d[4 * j + 2 + q]));
+        if (col >= p.n) continue;
+        if constexpr (kLora) {
+          const float2 v = moe_lora::gate_up_with_lora(p.lora, p.row_token[job.row0 + r],
+                                                       job.expert, p.n, col, gate, up);
+          gate = v.x;
+          up = v.y;
+        }
+        out_row[col] = __float2bfloat16_rn(__fmul_rn(torch_exp::siluf(gate), up));
       } else {
-        store_pair(out_row, job.n0 + 16 * g + 2 * (lane / 4), p.n, d[4 * j + q], d[4 * j + 2 + q]);
+        const int64_t col = job.n0 + 16 * g + 2 * (lane / 4);
+        float y0 = d[4 * j + q], y1 = d[4 * j + 2 + q];
+        if (kLora && col < p.n) {
+          const float2 v = moe_lora::pair_with_lora(p.lora, p.row_token[job.row0 + r], job.expert,
+                                                    p.n, col, y0, y1);
+          y0 = v.x;
+          y1 = v.y;
+        }
+        store_pair(out_row, col, p.n, y0, y1);
       }
     }
 }
@@ -252,7 +272,7 @@ __device__ __forceinline__ void store_tile(const Args& p, const TileJob& job, in
 // The tile with kN (>= job.rows) grouped rows: pipeline over K, then the epilogue. Stage s holds
 // K slice kt (s = kt % kStages); slice kt + kStages - 2 is loaded while slice kt is multiplied,
 // into the stage slice kt - 2 used (its wgmma group has completed in every warpgroup by then).
-template <Epilogue kEp, int kN>
+template <Epilogue kEp, bool kLora, int kN>
 __device__ __forceinline__ void run_tile(const Args& p, const TileJob& job, uint8_t* smem,
                                          const int32_t* rows) {
   const int tid = static_cast<int>(threadIdx.x), wg = tid / 128;
@@ -281,25 +301,27 @@ __device__ __forceinline__ void run_tile(const Args& p, const TileJob& job, uint
   }
   wgmma::wait<0>();
   wgmma::fence_operands(d);
-  store_tile<kEp, kN>(p, job, tid, d);
+  store_tile<kEp, kLora, kN>(p, job, tid, d);
 }
 
 // run_tile with the smallest kN = 16 s >= rows.
-template <Epilogue kEp, int kSteps = 1>
+template <Epilogue kEp, bool kLora, int kSteps = 1>
 __device__ __forceinline__ void run_fitted_tile(const Args& p, const TileJob& job, uint8_t* smem,
                                                 const int32_t* rows) {
   if constexpr (kSteps * kRowStep < kBM) {
     if (job.rows > kSteps * kRowStep) {
-      run_fitted_tile<kEp, kSteps + 1>(p, job, smem, rows);
+      run_fitted_tile<kEp, kLora, kSteps + 1>(p, job, smem, rows);
       return;
     }
   }
-  run_tile<kEp, kSteps * kRowStep>(p, job, smem, rows);
+  run_tile<kEp, kLora, kSteps * kRowStep>(p, job, smem, rows);
 }
 
 // Grid: one block per (M tile, column band) pair that may exist (tile_job's order; blocks past
-// the real tiles exit). Dynamic shared memory: kSmemBytes.
-template <Epilogue kEp>
+// the real tiles exit). Dynamic shared memory: kSmemBytes. kLora: the epilogue adds p.lora's
+// deltas (an instantiation of its own, so the kernels without LoRA keep their registers; the TMA
+// kernel has none: LoRA steps take this one).
+template <Epilogue kEp, bool kLora>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(Args p) {
   extern __shared__ uint8_t smem_raw[];
   const TileJob job = tile_job<kEp>(p, blockIdx.x);
@@ -316,7 +338,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(Args p) {
                                          : static_cast<int32_t>(g);
   }
   __syncthreads();
-  run_fitted_tile<kEp>(p, job, smem, rows);
+  run_fitted_tile<kEp, kLora>(p, job, smem, rows);
 }
 
 // ---- Warp-specialized TMA kernel (k % 8 == 0, k > 0; n % 8 == 0 for kSwiGLU, n % 16 for kStore;

@@ -45,10 +45,12 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/api/moe.h"
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/mma_sync.cuh"
+#include "kernels/cuda/moe_lora.cuh"
 #include "kernels/cuda/moe_packed.cuh"
 #include "kernels/cuda/torch_exp.cuh"
 
@@ -99,6 +101,14 @@ struct Args {
   int32_t* entry_of;  // [rows] grouped row of each slot, written by block 0 (nullptr: not)
   int32_t* pool;      // the wide kernels' pool counter, 0 between launches (nullptr: no pool)
 };
+
+// The kLora kernels' parameter: Args with per-request LoRA terms (gate_up parts gate, up). The
+// kernels without LoRA keep plain Args, so their code is what it was before LoRA.
+struct LoraArgs : Args {
+  moe_lora::Terms lora;
+};
+template <bool kLora>
+using KernelArgs = std::conditional_t<kLora, LoraArgs, Args>;
 
 // The routed slots (up to kRows) grouped by expert, built by every block (build_groups from
 // their sort keys, expert << kSlotBits | slot, in a scratch that the ring reuses).
@@ -452,10 +462,11 @@ __device__ __forceinline__ int tile_step0(const Args& p, const Tab& t, const Cur
 
 // Rounds and stores the block's sums s of one n8 half of a unit (reducing warp; lane = 4 r + q):
 // rows r and r + 8 of the packed tile, routed rows 2 q and 2 q + 1 of the half (mma accumulator
-// layout).
-template <Phase kPhase, int kPassRows, class Tab>
-__device__ __forceinline__ void store_unit(const Args& p, const Tab& t, const Cursor& c, int half,
-                                           int r, int q, const float4& s) {
+// layout). kLora: with p.lora's deltas.
+template <Phase kPhase, int kPassRows, bool kLora, class Tab>
+__device__ __forceinline__ void store_unit(const KernelArgs<kLora>& p, const Tab& t,
+                                           const Cursor& c, int half, int r, int q,
+                                           const float4& s) {
   const int begin = t.begin[c.g], count = t.begin[c.g + 1] - begin;
   const float lo[2] = {s.x, s.y}, hi[2] = {s.z, s.w};
 #pragma unroll
@@ -467,11 +478,24 @@ __device__ __forceinline__ void store_unit(const Args& p, const Tab& t, const Cu
     const int64_t col =
         static_cast<int64_t>(c.m) * tile_cols<kPhase>() + (kPhase == Phase::kGateUp ? r : 2 * r);
     if constexpr (kPhase == Phase::kGateUp) {  // lo = gate, hi = up of act column col
-      const float g = __bfloat162float(__float2bfloat16_rn(lo[i]));
-      const float u = __bfloat162float(__float2bfloat16_rn(hi[i]));
+      float g = __bfloat162float(__float2bfloat16_rn(lo[i]));
+      float u = __bfloat162float(__float2bfloat16_rn(hi[i]));
+      if constexpr (kLora) {
+        const float2 v = moe_lora::gate_up_with_lora(p.lora, t.row_token[begin + within],
+                                                     t.expert[c.g], p.n, col, g, u);
+        g = v.x;
+        u = v.y;
+      }
       row[col] = __float2bfloat16_rn(__fmul_rn(torch_exp::siluf(g), u));
     } else {  // lo, hi = output columns 16 m + 2 r and the next (moe_packed.cuh's row order)
-      *reinterpret_cast<__nv_bfloat162*>(row + col) = __floats2bfloat162_rn(lo[i], hi[i]);
+      float y0 = lo[i], y1 = hi[i];
+      if constexpr (kLora) {
+        const float2 v = moe_lora::pair_with_lora(p.lora, t.row_token[begin + within],
+                                                  t.expert[c.g], p.n, col, y0, y1);
+        y0 = v.x;
+        y1 = v.y;
+      }
+      *reinterpret_cast<__nv_bfloat162*>(row + col) = __floats2bfloat162_rn(y0, y1);
     }
   }
 }
@@ -633,9 +657,11 @@ __device__ __forceinline__ bool second_half(const Tab& t, const Cursor& c) {
 // to kWidePassMinRows - 1 routed rows; 2: 16-row passes, separate code as both together do not fit
 // the 128 registers a thread has). kSteps: the k32 steps a warp can hold per unit (kMaxSteps, or
 // kShortSteps when K allows). kRows: the tables' slots (kCompactRows or kMaxRows; p.rows at most
-// that), with smem_bytes<kRows>() of dynamic shared memory. See the top of this file.
-template <Phase kPhase, int kHalves, int kSteps, int kRows>
-__global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
+// that), with smem_bytes<kRows>() of dynamic shared memory. kLora: the epilogue adds p.lora's
+// deltas (an instantiation of its own, so the kernels without LoRA keep their registers). See the
+// top of this file.
+template <Phase kPhase, int kHalves, int kSteps, int kRows, bool kLora>
+__global__ void __launch_bounds__(kThreads, 1) expert_kernel(KernelArgs<kLora> p) {
   static_assert(kHalves == 1 || kHalves == 2);
   static_assert(kSteps <= kMaxSteps);
   constexpr int kPassRows = kHalves * kHalfRows;
@@ -834,7 +860,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_kernel(Args p) {
         s.z += v.z;
         s.w += v.w;
       }
-      store_unit<kPhase, kPassRows>(p, t, cc, mine, r, q, s);
+      store_unit<kPhase, kPassRows, kLora>(p, t, cc, mine, r, q, s);
     }
     wide = next_wide;
     if (--left > 0) {

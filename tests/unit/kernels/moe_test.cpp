@@ -8,6 +8,7 @@
 #include <numeric>
 #include <optional>
 
+#include "expert_lora_factors.h"
 #include "kernel_test_util.h"
 #include "kernels/cpu/torch_math.h"
 
@@ -206,59 +207,37 @@ ExpertData make_experts(const ExpertCase& c, uint64_t seed) {
   return d;
 }
 
-// Per-request LoRA factors for every expert matrix of a case: S slots of rank r; token t's slot
-// cycles through kNoLoraSlot, 0, ..., S - 1.
-struct ExpertLoraData {
-  HostTensor gate_a, gate_b, up_a, up_b, down_a, down_b, scale, slots;
-  int64_t S, r;
+using test::ExpertLoraFactors;
 
-  MoeLora lora(int64_t t0, int64_t n) const {
-    return MoeLora{{gate_a.view, gate_b.view, scale.view},
-                   {up_a.view, up_b.view, scale.view},
-                   {down_a.view, down_b.view, scale.view},
-                   slots.view.rows(t0, n)};
-  }
-  int32_t slot(int64_t t) const { return slots.as<int32_t>()[t]; }
-  // h = scale · A_{e,s} · in (documented dots), then the delta of output row o: dot(h, B_{e,s}[o]).
-  std::vector<float> shrink(const HostTensor& a, int64_t e, int32_t s, const float* in,
-                            int64_t width) const {
-    std::vector<float> h(static_cast<size_t>(r));
-    for (int64_t j = 0; j < r; ++j)
-      h[static_cast<size_t>(j)] =
-          scale.as<float>()[s] *
-          test::documented_dot(in, a.as<bf16>() + ((e * S + s) * r + j) * width, width);
-    return h;
-  }
-  float expand(const HostTensor& b, int64_t e, int32_t s, int64_t out_rows, int64_t o,
-               const std::vector<float>& h) const {
-    return test::documented_dot(h.data(), b.as<bf16>() + ((e * S + s) * out_rows + o) * r, r);
-  }
-};
+// The host MoeLora of tokens [t0, t0 + n).
+MoeLora host_lora(const ExpertLoraFactors& l, int64_t t0, int64_t n) {
+  return l.lora([](const HostTensor& h) { return h.view; }, t0, n);
+}
 
-ExpertLoraData make_expert_lora(const ExpertCase& c, int64_t S, int64_t r, uint64_t seed) {
-  ExpertLoraData l{HostTensor(DType::kBF16, {c.E, S, r, c.H}),
-                   HostTensor(DType::kBF16, {c.E, S, c.I, r}),
-                   HostTensor(DType::kBF16, {c.E, S, r, c.H}),
-                   HostTensor(DType::kBF16, {c.E, S, c.I, r}),
-                   HostTensor(DType::kBF16, {c.E, S, r, c.I}),
-                   HostTensor(DType::kBF16, {c.E, S, c.H, r}),
-                   HostTensor(DType::kF32, {S}),
-                   HostTensor(DType::kI32, {c.T}),
-                   S,
-                   r};
-  uint64_t k = seed;
-  for (HostTensor* f : {&l.gate_a, &l.gate_b, &l.up_a, &l.up_b, &l.down_a, &l.down_b})
-    test::fill_uniform(f->view, k++, 0.3f);
-  for (int64_t s = 0; s < S; ++s) l.scale.as<float>()[s] = 0.5f + static_cast<float>(s);
-  for (int64_t t = 0; t < c.T; ++t)
-    l.slots.as<int32_t>()[t] = static_cast<int32_t>(t % (S + 1)) - 1;
-  return l;
+// h = scale · A_{e,s} · in (documented dots) of one part's A.
+std::vector<float> shrink(const ExpertLoraFactors& l, const HostTensor& a, int64_t e, int32_t s,
+                          const float* in, int64_t width) {
+  std::vector<float> h(static_cast<size_t>(l.rank));
+  for (int64_t j = 0; j < l.rank; ++j)
+    h[static_cast<size_t>(j)] =
+        l.scale.as<float>()[s] *
+        test::documented_dot(in, a.as<bf16>() + ((e * l.num_slots + s) * l.rank + j) * width,
+                             width);
+  return h;
+}
+
+// The delta of output row o (of out_rows) of one part's B: dot(h, B_{e,s}[o]).
+float expand(const ExpertLoraFactors& l, const HostTensor& b, int64_t e, int32_t s,
+             int64_t out_rows, int64_t o, const std::vector<float>& h) {
+  return test::documented_dot(
+      h.data(), b.as<bf16>() + ((e * l.num_slots + s) * out_rows + o) * l.rank, l.rank);
 }
 
 HostTensor run_experts(const KernelContext& ctx, const ExpertData& d, int64_t t0, int64_t n,
-                       const ExpertLoraData* lora = nullptr) {
+                       const ExpertLoraFactors* lora = nullptr) {
   HostTensor out(DType::kBF16, {n, d.x.view.dim(1)});
-  const std::optional<MoeLora> l = lora ? std::optional<MoeLora>(lora->lora(t0, n)) : std::nullopt;
+  const std::optional<MoeLora> l =
+      lora ? std::optional<MoeLora>(host_lora(*lora, t0, n)) : std::nullopt;
   moe_experts(ctx, d.x.view.rows(t0, n), d.gate_up.view, d.down.view, d.ids.view.rows(t0, n),
               d.weights.view.rows(t0, n), out.view, l ? &*l : nullptr);
   return out;
@@ -270,7 +249,7 @@ HostTensor run_experts(const KernelContext& ctx, const ExpertData& d, int64_t t0
 // output and rounded again (kernels/api/lora.h).
 void check_experts_reference(const ExpertCase& c, const ExpertData& d, const HostTensor& out,
                              int64_t num_tokens, int64_t col_step,
-                             const ExpertLoraData* lora = nullptr) {
+                             const ExpertLoraFactors* lora = nullptr) {
   int combine_matters = 0;
   for (int64_t t = 0; t < num_tokens; ++t) {
     std::vector<float> x = test::row_f32(d.x.view, t);
@@ -282,15 +261,15 @@ void check_experts_reference(const ExpertCase& c, const ExpertData& d, const Hos
       const bf16* gu = d.gate_up.as<bf16>() + e * 2 * c.I * c.H;
       std::vector<float> hg, hu;
       if (slot != kNoLoraSlot) {
-        hg = lora->shrink(lora->gate_a, e, slot, x.data(), c.H);
-        hu = lora->shrink(lora->up_a, e, slot, x.data(), c.H);
+        hg = shrink(*lora, lora->gate_a, e, slot, x.data(), c.H);
+        hu = shrink(*lora, lora->up_a, e, slot, x.data(), c.H);
       }
       for (int64_t i = 0; i < c.I; ++i) {
         float g = round_bf16(test::documented_dot(x.data(), gu + i * c.H, c.H));
         float u = round_bf16(test::documented_dot(x.data(), gu + (c.I + i) * c.H, c.H));
         if (slot != kNoLoraSlot) {
-          g = round_bf16(g + lora->expand(lora->gate_b, e, slot, c.I, i, hg));
-          u = round_bf16(u + lora->expand(lora->up_b, e, slot, c.I, i, hu));
+          g = round_bf16(g + expand(*lora, lora->gate_b, e, slot, c.I, i, hg));
+          u = round_bf16(u + expand(*lora, lora->up_b, e, slot, c.I, i, hu));
         }
         act[k][i] = round_bf16(cpu::torch_siluf(g) * u);
       }
@@ -303,8 +282,8 @@ void check_experts_reference(const ExpertCase& c, const ExpertData& d, const Hos
         const bf16* dn = d.down.as<bf16>() + (e * c.H + h) * c.I;
         float y = round_bf16(test::documented_dot(act[k].data(), dn, c.I));
         if (slot != kNoLoraSlot)
-          y = round_bf16(y + lora->expand(lora->down_b, e, slot, c.H, h,
-                                          lora->shrink(lora->down_a, e, slot, act[k].data(), c.I)));
+          y = round_bf16(y + expand(*lora, lora->down_b, e, slot, c.H, h,
+                                    shrink(*lora, lora->down_a, e, slot, act[k].data(), c.I)));
         const float w = d.weights.as<float>()[t * c.top_k + k];
         acc = acc + w * y;
         bf16_acc = round_bf16(bf16_acc + round_bf16(w * y));
@@ -407,7 +386,7 @@ TEST(MoeExperts, MatchesReferenceBeamWidths) {
 TEST(MoeExpertsLora, MatchesItsDocumentedFormulaBitForBit) {
   const ExpertCase c{9, 256, 16, 128, 4};
   ExpertData d = make_experts(c, 501);
-  ExpertLoraData lora = make_expert_lora(c, 2, 8, 601);
+  ExpertLoraFactors lora = test::make_expert_lora(c.T, c.H, c.E, c.I, 2, 8, 601);
   Contexts ctx;
   const HostTensor base = run_experts(ctx.two, d, 0, c.T);
   const HostTensor out1 = run_experts(ctx.one, d, 0, c.T, &lora);
@@ -427,7 +406,7 @@ TEST(MoeExpertsLora, MatchesItsDocumentedFormulaBitForBit) {
 TEST(MoeExpertsLora, TokensIndependentOfTheBatchWithManyTokensPerExpert) {
   const ExpertCase c{70, 128, 4, 64, 2};
   ExpertData d = make_experts(c, 511);
-  ExpertLoraData lora = make_expert_lora(c, 3, 16, 611);
+  ExpertLoraFactors lora = test::make_expert_lora(c.T, c.H, c.E, c.I, 3, 16, 611);
   for (int64_t t = 0; t < c.T; ++t)
     lora.slots.as<int32_t>()[t] = static_cast<int32_t>((t / 9) % 4) - 1;
   Contexts ctx;
@@ -442,7 +421,7 @@ TEST(MoeExpertsLoraDeathTest, RejectsSlotsPastTheStacks) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const ExpertCase c{2, 64, 4, 32, 2};
   ExpertData d = make_experts(c, 521);
-  ExpertLoraData lora = make_expert_lora(c, 2, 4, 621);
+  ExpertLoraFactors lora = test::make_expert_lora(c.T, c.H, c.E, c.I, 2, 4, 621);
   lora.slots.as<int32_t>()[1] = 2;
   Contexts ctx;
   EXPECT_DEATH(run_experts(ctx.one, d, 0, c.T, &lora), "has slot 2 of 2");

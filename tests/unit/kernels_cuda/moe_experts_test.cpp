@@ -10,7 +10,8 @@
 // choice, the small-batch path (programmatic dependent launches) inside a CUDA graph, and its
 // 16-row passes (from 257 routed rows: experts of 1..8, 9..16, 17+ rows; a token's bits do not
 // depend on the pass width, on the other tokens or on how the units are dealt to blocks), and
-// kNoExpert slots (a padded decode graph's padding tokens) taking no rows.
+// kNoExpert slots (a padded decode graph's padding tokens) taking no rows; per-request expert
+// LoRA on every path.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include <random>
 #include <vector>
 
+#include "../kernels/expert_lora_factors.h"
 #include "cuda_test_util.h"
 #include "kernels/api/moe.h"
 #if BEAMSERVE_CUDA
@@ -162,14 +164,14 @@ class CudaMoeExperts : public test::CudaTest {
   // The GPU op on device tensors: the api op for kAuto, else cuda::moe_experts on that path.
   void run_gpu([[maybe_unused]] Path path, const TensorView& x, const TensorView& gate_up,
                const TensorView& down, const TensorView& ids, const TensorView& weights,
-               const TensorView& out) {
+               const TensorView& out, const MoeLora* lora = nullptr) {
 #if BEAMSERVE_CUDA
     if (path != Path::kAuto) {
-      cuda::moe_experts(*gpu.cuda, x, gate_up, down, ids, weights, out, path);
+      cuda::moe_experts(*gpu.cuda, x, gate_up, down, ids, weights, out, path, lora);
       return;
     }
 #endif
-    moe_experts(gpu, x, gate_up, down, ids, weights, out);
+    moe_experts(gpu, x, gate_up, down, ids, weights, out, lora);
   }
 
   // GPU experts on device weights, on each path, vs the CPU op on host ones (ctx: the CPU
@@ -691,6 +693,51 @@ TEST_F(CudaMoeExperts, MatchCpuBeamShapes) {
     route.assign(hot.ids.as<int32_t>(), hot.ids.as<int32_t>() + 128 * 8);
   }
   run(128, &route);
+}
+
+// Expert LoRA on every path against the CPU op with the same adapters (the same closeness as
+// without LoRA; each path repeats its bits); tokens without a slot keep the path's bits without
+// LoRA; ranks of 8 and 16 (16-byte B rows) and 3 (scalar), packed and row-major widths, decode
+// batches (small-batch, its wide passes) and several row tiles an expert.
+TEST_F(CudaMoeExperts, LoraMatchesCpuOnEveryPath) {
+  struct LoraCase {
+    ExpertCase c;
+    int64_t S, r;
+  };
+  for (const LoraCase& lc : {LoraCase{{7, 64, 8, 64, 2}, 2, 8}, LoraCase{{5, 40, 6, 24, 3}, 3, 3},
+                             LoraCase{{130, 128, 4, 64, 2}, 2, 16},
+                             LoraCase{{40, 128, 16, 64, 8}, 3, 16},  // 320 rows: wide passes
+                             LoraCase{{3, 5120, 4, 128, 2}, 1, 8}}) {
+    const ExpertCase& c = lc.c;
+    const ExpertData d = make_experts(c, static_cast<uint32_t>(c.T * 17 + c.H));
+    const test::ExpertLoraFactors l =
+        test::make_expert_lora(c.T, c.H, c.E, c.I, lc.S, lc.r, static_cast<uint64_t>(c.T + lc.r));
+    const MoeLora host_lora = l.lora([](const HostTensor& h) { return h.view; }, 0, c.T);
+    HostTensor want(DType::kBF16, {c.T, c.H});
+    moe_experts(cpu.two, d.x.view, d.gate_up.view, d.down.view, d.ids.view, d.weights.view,
+                want.view, &host_lora);
+    const MoeLora lora = l.lora([&](const HostTensor& h) { return upload(h); }, 0, c.T);
+    const TensorView x = upload(d.x), ids = upload(d.ids), weights = upload(d.weights),
+                     gate_up = upload_experts(d.gate_up, ExpertMatrix::kGateUp),
+                     down = upload_experts(d.down, ExpertMatrix::kDown);
+    for (Path path : paths_for(c)) {
+      SCOPED_TRACE(::testing::Message()
+                   << "LoRA S=" << lc.S << " r=" << lc.r << " T=" << c.T << " H=" << c.H
+                   << " I=" << c.I << " path " << path_name(path));
+      const TensorView out = device_tensor(DType::kBF16, {c.T, c.H});
+      run_gpu(path, x, gate_up, down, ids, weights, out, &lora);
+      const HostTensor got = download(out);
+      run_gpu(path, x, gate_up, down, ids, weights, out, &lora);
+      EXPECT_TRUE(test::bits_equal(download(out).view, got.view)) << "second run differs";
+      expect_close(c, path, got, want);
+      run_gpu(path, x, gate_up, down, ids, weights, out);
+      const HostTensor base = download(out);
+      for (int64_t t = 0; t < c.T; ++t) {
+        const bool same = test::bits_equal(got.view.rows(t, 1), base.view.rows(t, 1));
+        EXPECT_EQ(same, l.slot(t) == kNoLoraSlot) << "token " << t;
+      }
+    }
+  }
 }
 
 }  // namespace

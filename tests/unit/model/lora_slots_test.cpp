@@ -96,6 +96,17 @@ class LoraSlotsTest : public ::testing::Test {
     return per_seq;
   }
 
+  // The logits of tokens_ on the base model and on its weights with `adapter` merged at load.
+  std::pair<std::vector<float>, std::vector<float>> base_and_merged(const LoraAdapter& adapter) {
+    const LoraTinyModel& m = lora_tiny_model();
+    BeamModel base(m.weights, ctx_);
+    auto merged_weights = load_beam_weights(m.dir, &adapter);
+    EXPECT_TRUE(merged_weights.ok()) << merged_weights.error().message;
+    if (!merged_weights.ok()) return {};
+    BeamModel merged(*merged_weights, ctx_);
+    return {run(base, tokens_, {kNoLoraSlot})[0], run(merged, tokens_, {kNoLoraSlot})[0]};
+  }
+
   static double distance(const std::vector<float>& a, const std::vector<float>& b) {
     double num = 0, den = 0;
     for (size_t i = 0; i < a.size(); ++i) {
@@ -116,12 +127,7 @@ TEST_F(LoraSlotsTest, SlotTokensGetTheAdapterOthersTheBaseModelBitForBit) {
       test::write_lora_adapter("lora_all", test::servable_lora_modules(m.config), 4, 100);
   auto adapter = open_adapter(dir);
   ASSERT_NE(adapter, nullptr);
-  BeamModel base(m.weights, ctx_);
-  const std::vector<float> want_base = run(base, tokens_, {kNoLoraSlot})[0];
-  auto merged_weights = load_beam_weights(m.dir, adapter.get());
-  ASSERT_TRUE(merged_weights.ok()) << merged_weights.error().message;
-  BeamModel merged(*merged_weights, ctx_);
-  const std::vector<float> want_merged = run(merged, tokens_, {kNoLoraSlot})[0];
+  const auto [want_base, want_merged] = base_and_merged(*adapter);
 
   BeamModel served(m.weights, ctx_, make_slots(3));
   ASSERT_TRUE(served.lora_slots()->load(ctx_, 1, *adapter).ok());
@@ -157,12 +163,7 @@ TEST_F(LoraSlotsTest, ExpertAdaptersAreServedPerRequestWhenTheSlotsServeExperts)
   auto adapter = open_adapter(dir);
   auto without_experts = open_adapter(dense_only);
   ASSERT_TRUE(adapter && without_experts);
-  BeamModel base(m.weights, ctx_);
-  const std::vector<float> want_base = run(base, tokens_, {kNoLoraSlot})[0];
-  auto merged_weights = load_beam_weights(m.dir, adapter.get());
-  ASSERT_TRUE(merged_weights.ok()) << merged_weights.error().message;
-  BeamModel merged(*merged_weights, ctx_);
-  const std::vector<float> want_merged = run(merged, tokens_, {kNoLoraSlot})[0];
+  const auto [want_base, want_merged] = base_and_merged(*adapter);
 
   BeamModel served(m.weights, ctx_, make_slots(2, true));
   ASSERT_TRUE(served.lora_slots()->serves_experts());

@@ -1,8 +1,9 @@
 // Per-request LoRA on the GPU (model/lora_slots.h, lora_add's CUDA kernel): a mixed batch (no
-// adapter, two adapters) gives the CPU model's logits within summation-order error, the
-// adapter-free rows of a LoRA model the base model's bits; an engine replaying decode graphs gives
-// the eager engine's tokens bit for bit with adapters swapped through fewer slots than adapters,
-// and for batches without adapters (graphs captured without the LoRA ops).
+// adapter, two adapters, with or without routed-expert modules) gives the CPU model's logits within
+// summation-order error, the adapter-free rows of a LoRA model the base model's bits; an engine
+// replaying decode graphs gives the eager engine's tokens bit for bit with adapters swapped through
+// fewer slots than adapters, and for batches without adapters (graphs captured without the LoRA
+// ops).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -26,14 +27,20 @@ class LoraCudaTest : public CudaModelTest {
     if (IsSkipped()) return;
     host_ = load_model("tiny-beam");
     ASSERT_NE(host_, nullptr);
-    const auto modules = test::servable_lora_modules(host_->config);
+    auto modules = test::servable_lora_modules(host_->config);
     for (int i = 0; i < 3; ++i)
       adapters_.push_back(test::write_lora_adapter("cuda_lora_" + std::to_string(i), modules,
                                                    4 + 2 * i, 70 + 100 * i, 8));
+    const auto experts = test::expert_lora_modules(host_->config);
+    modules.insert(modules.end(), experts.begin(), experts.end());
+    for (int i = 0; i < 2; ++i)
+      expert_adapters_.push_back(test::write_lora_adapter("cuda_lora_experts_" + std::to_string(i),
+                                                          modules, 4 + 4 * i, 80 + 100 * i, 8));
   }
 
-  // A model of tiny-beam on ctx's device with two slots holding adapters 0 and 1.
-  std::unique_ptr<BeamModel> lora_model(const KernelContext& ctx) {
+  // A model of tiny-beam on ctx's device with two slots holding adapters 0 and 1 (with experts:
+  // slots that serve the routed experts, holding the expert adapters).
+  std::unique_ptr<BeamModel> lora_model(const KernelContext& ctx, bool experts = false) {
     std::shared_ptr<const BeamWeights> weights = host_;
     if (ctx.device == Device::kCuda) {
       auto uploaded = upload_weights(ctx, host_);
@@ -41,12 +48,14 @@ class LoraCudaTest : public CudaModelTest {
       if (!uploaded.ok()) return nullptr;
       weights = uploaded->weights;
     }
-    auto slots = LoraSlots::create(ctx, host_->config, {.max_loras = 2, .max_rank = kLoraRank});
+    auto slots = LoraSlots::create(ctx, host_->config,
+                                   {.max_loras = 2, .max_rank = kLoraRank, .experts = experts});
     EXPECT_TRUE(slots.ok()) << slots.error().message;
     if (!slots.ok()) return nullptr;
     auto model = std::make_unique<BeamModel>(weights, ctx, std::move(*slots));
     for (int i = 0; i < 2; ++i) {
-      auto adapter = LoraAdapter::open(adapters_[static_cast<size_t>(i)]);
+      auto adapter =
+          LoraAdapter::open((experts ? expert_adapters_ : adapters_)[static_cast<size_t>(i)]);
       EXPECT_TRUE(adapter.ok()) << adapter.error().message;
       EXPECT_TRUE(model->lora_slots()->load(ctx, i, **adapter).ok());
     }
@@ -84,11 +93,15 @@ class LoraCudaTest : public CudaModelTest {
 
   std::shared_ptr<const BeamWeights> host_;
   std::vector<std::string> adapters_;
+  std::vector<std::string> expert_adapters_;  // on the routed experts too
 };
 
-TEST_F(LoraCudaTest, MixedAdapterBatchMatchesTheCpu) {
-  auto cpu = lora_model(cpu_);
-  auto gpu = lora_model(gpu_);
+class LoraCudaMixedTest : public LoraCudaTest, public ::testing::WithParamInterface<bool> {};
+
+// With and without the routed experts among the adapters' modules.
+TEST_P(LoraCudaMixedTest, MixedAdapterBatchMatchesTheCpu) {
+  auto cpu = lora_model(cpu_, GetParam());
+  auto gpu = lora_model(gpu_, GetParam());
   ASSERT_TRUE(cpu && gpu);
   const std::vector<int32_t> slots{kNoLoraSlot, 0, 1};
   const auto want = run(*cpu, slots), got = run(*gpu, slots);
@@ -108,6 +121,8 @@ TEST_F(LoraCudaTest, MixedAdapterBatchMatchesTheCpu) {
   EXPECT_EQ(run(*base, {kNoLoraSlot})[0], got[0]);
 }
 
+INSTANTIATE_TEST_SUITE_P(Experts, LoraCudaMixedTest, ::testing::Bool());
+
 // Ranks past the CUDA kernel's limit are refused when the slots are made (the server's start),
 // not when a step first reaches the kernel; the limit itself is taken.
 TEST_F(LoraCudaTest, RanksPastTheKernelsLimitAreRefusedUpFront) {
@@ -121,33 +136,29 @@ TEST_F(LoraCudaTest, RanksPastTheKernelsLimitAreRefusedUpFront) {
           .ok());
 }
 
-// The CUDA experts kernels have no LoRA path: expert slots are refused when made, naming the way
-// out (merging at load).
-TEST_F(LoraCudaTest, ExpertSlotsAreRefusedOnCuda) {
-  auto s = LoraSlots::create(gpu_, host_->config, {.max_loras = 1, .max_rank = 8, .experts = true});
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.error().message.find("--merge-lora"), std::string::npos) << s.error().message;
-}
-
+// Decode graphs replay the LoRA ops with the slots of the time, expert LoRA (its shrink launches
+// inside the small-batch chain) included.
 TEST_F(LoraCudaTest, EngineWithGraphsGivesTheEagerEnginesTokens) {
   const auto make = [&](bool graphs) {
     EngineOptions o = engine_options(Device::kCuda);
     o.cuda_graphs = graphs;
-    o.max_loras = 2;  // three adapters: requests wait for slots, slots are reloaded
+    o.max_loras = 2;  // four adapters: requests wait for slots, slots are reloaded
     o.max_lora_rank = kLoraRank;
+    o.lora_experts = true;
     auto e = Engine::create(host_, o);
     EXPECT_TRUE(e.ok()) << (e.ok() ? "" : e.error().message);
     if (!e.ok()) return std::unique_ptr<Engine>();
     for (int i = 0; i < 3; ++i)
       EXPECT_TRUE(
           (*e)->load_lora_adapter("a" + std::to_string(i), adapters_[static_cast<size_t>(i)]).ok());
+    EXPECT_TRUE((*e)->load_lora_adapter("x", expert_adapters_[0]).ok());
     return std::move(*e);
   };
   auto graphs = make(true), eager = make(false);
   ASSERT_TRUE(graphs && eager);
   std::vector<RunRequest> reqs;
   for (int i = 0; i < 8; ++i) {
-    const std::string lora = i % 4 == 3 ? "" : "a" + std::to_string(i % 4);
+    const std::string lora = i % 4 == 3 ? "" : i == 6 ? "x" : "a" + std::to_string(i % 4);
     reqs.push_back(
         RunRequest{tokens_of(20 + i, 40 + i, host_->config.vocab_size), greedy(12), lora});
   }
@@ -161,7 +172,7 @@ TEST_F(LoraCudaTest, EngineWithGraphsGivesTheEagerEnginesTokens) {
             run_all(*eager, {RunRequest{reqs[0].prompt, greedy(12)}})[0][0].tokens);
   // Batches of base-model requests alone replay the graphs captured without the LoRA ops, then
   // adapter batches again the ones with them: each as the eager engine gives.
-  for (const std::string lora : {"", "a1", ""}) {
+  for (const std::string lora : {"", "a1", "", "x"}) {
     std::vector<RunRequest> batch;
     for (int i = 0; i < 3; ++i)
       batch.push_back(
