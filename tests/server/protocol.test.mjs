@@ -922,13 +922,23 @@ test('update_weights_from_disk swaps the weights; flush_cache empties the prefix
 
 // A PEFT LoRA adapter of tiny-beam (F32 factors of rank 4 on layer 0's q_proj and on lm_head,
 // drawn from `seed`) in a new temporary folder.
-function tinyBeamLora(seed = 7) {
+// tiny-beam's routed-expert modules of layer 5 (experts 0-15: gate, up [32, 64], down [64, 32]).
+const TINY_BEAM_EXPERT_MODULES = Array.from({ length: 16 }, (_, e) => [
+  [`model.layers.5.mlp.experts.${e}.gate_proj`, 32, 64],
+  [`model.layers.5.mlp.experts.${e}.up_proj`, 32, 64],
+  [`model.layers.5.mlp.experts.${e}.down_proj`, 64, 32]]).flat();
+
+// A PEFT adapter for tiny-beam: q_proj of layer 0 and lm_head, plus `extra` modules ([name, out,
+// in]), random f32 factors of rank 4.
+function tinyBeamLora(seed = 7, extra = []) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'beam-lora-'));
   fs.writeFileSync(path.join(dir, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', r: 4,
-    lora_alpha: 16, target_modules: ['q_proj', 'lm_head'], bias: 'none' }));
+    lora_alpha: 16, target_modules: ['q_proj', 'lm_head', 'gate_proj', 'up_proj', 'down_proj'],
+    bias: 'none' }));
   const tensors = [];
   const random = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648 - 0.5; };
-  for (const [module, out, inp] of [['model.layers.0.self_attn.q_proj', 512, 64], ['lm_head', 512, 64]]) {
+  for (const [module, out, inp] of [['model.layers.0.self_attn.q_proj', 512, 64], ['lm_head', 512, 64],
+    ...extra]) {
     tensors.push([`base_model.model.${module}.lora_A.weight`, [4, inp]]);
     tensors.push([`base_model.model.${module}.lora_B.weight`, [out, 4]]);
   }
@@ -1027,8 +1037,8 @@ test('LoRA adapters are served per request and loaded at run time', async () => 
     assert.equal(models.data[1].parent, MODEL);
     assert.equal(models.data[1].root, lora);
     const info = await (await fetch(s.baseUrl + '/get_server_info')).json();
-    assert.deepEqual([info.enable_lora, info.max_loras_per_batch, info.max_lora_rank, info.lora_paths],
-      [true, 2, 8, { a: lora }]);
+    assert.deepEqual([info.enable_lora, info.max_loras_per_batch, info.max_lora_rank, info.lora_paths,
+      info.lora_experts], [true, 2, 8, { a: lora }, false]);
     const base = await complete(MODEL);
     const adapted = await complete('a');
     assert.notEqual(adapted, base);
@@ -1093,6 +1103,42 @@ test('LoRA adapters are served per request and loaded at run time', async () => 
   const off = await post('/v1/load_lora_adapter', { lora_name: 'a', lora_path: '/tmp' });
   assertOpenAiError(off, 400);
   assert.match(off.json.error.message, /--max-loras/);
+});
+
+// --lora-experts: an adapter on the routed experts is served per request (its tokens differ from
+// the same adapter without its expert modules); without the flag loading it is a 400 naming it.
+test('LoRA adapters on the routed experts need --lora-experts', async () => {
+  const experts = tinyBeamLora(11, TINY_BEAM_EXPERT_MODULES);
+  const plain = tinyBeamLora(11);
+  const load = async (server, name, dir) => fetch(server.baseUrl + '/v1/load_lora_adapter', {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ lora_name: name, lora_path: dir }) });
+  const without = await startServer(['--enable-lora', '--max-lora-rank', '8']);
+  try {
+    const r = await load(without, 'x', experts);
+    assert.equal(r.status, 400);
+    assert.match(await r.text(), /mlp\.experts\.\d+\.\w+_proj\.weight' is a routed expert's weight: serve expert LoRA per request with --lora-experts/);
+  } finally {
+    await without.stop();
+  }
+  const s = await startServer(['--enable-lora', '--max-lora-rank', '8', '--lora-experts']);
+  try {
+    assert.equal((await load(s, 'x', experts)).status, 200);
+    assert.equal((await load(s, 'p', plain)).status, 200);
+    const info = await (await fetch(s.baseUrl + '/get_server_info')).json();
+    assert.equal(info.lora_experts, true);
+    const complete = async (model) => {
+      const r = await fetch(s.baseUrl + '/v1/completions', { method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model, prompt: Array.from({ length: 12 }, (_, i) => 30 + i),
+          max_tokens: 12, temperature: 0, ignore_eos: true, logprobs: 1 }) });
+      assert.equal(r.status, 200);
+      return (await r.json()).choices[0].logprobs.token_logprobs;
+    };
+    assert.notDeepEqual(await complete('x'), await complete('p'));
+  } finally {
+    await s.stop();
+  }
 });
 
 // Sleep mode (--enable-sleep-mode) for RL loops that train on the same GPU: vLLM's /sleep,

@@ -159,6 +159,7 @@ void handle_server_info(const ServerState& state, const std::shared_ptr<Exchange
       {"max_loras_per_batch", engine.max_loras},
       {"max_lora_rank", engine.max_lora_rank},
       {"lora_paths", adapter_paths(model)},
+      {"lora_experts", engine.lora_experts},  // beamserve's: the slots serve the routed experts
       {"api_key_required", o.api_key.has_value()},
       {"max_body_bytes", o.max_body_bytes},
       {"worker_threads", o.worker_threads},
