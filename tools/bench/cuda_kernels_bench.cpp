@@ -426,17 +426,14 @@ void BM_moe_router_route(benchmark::State& state) {
           });
 }
 
-// Routed experts for T tokens, each on 8 distinct uniformly drawn experts (about 163 of 256
-// touched at T = 32). bytes/s counts the distinct experts' weights plus x and out: the HBM floor
-// of decode (batch 1: 8 x 78.6 MB = 629 MB, 146 us). Prefill is FLOP-bound: flop/s and
-// floor_flop_us use the 798 TFLOP/s ceiling. range(1) = cuda::MoeExpertsPath: 0 kAuto (the
-// small-batch path up to T = 256), 1 grouped, 2 small-batch (forced, to compare at one T), 5 the
-// grouped path's 256-row tiles, 6 its two-band 128-row tiles (kAuto's at 33-192 rows an expert).
-void BM_moe_experts(benchmark::State& state) {
-  Gpu gpu;
-  if (!gpu.start(state)) return;
-  const int64_t T = state.range(0);
-  const auto path = static_cast<cuda::MoeExpertsPath>(state.range(1));
+// T tokens of x, each routed to 8 distinct uniformly drawn experts (about 163 of 256 touched at
+// T = 32), with random routing weights, and Beam's expert weights.
+struct RoutedBatch {
+  TensorView x, ids, weights, gate_up, down;
+  double distinct = 0;  // experts touched
+};
+
+RoutedBatch routed_batch(Gpu& gpu, int64_t T) {
   std::mt19937 rng(24);
   std::vector<int32_t> ids(static_cast<size_t>(T * kTopK)), experts(kExperts);
   std::vector<float> weights(ids.size());
@@ -450,23 +447,66 @@ void BM_moe_experts(benchmark::State& state) {
       touched[experts[k]] = true;
     }
   }
-  const auto distinct = static_cast<double>(std::count(touched.begin(), touched.end(), true));
-  const TensorView x = gpu.uniform(DType::kBF16, {T, kHidden}, 25, 2.0f);
-  const TensorView gate_up =
-      gpu.uniform(DType::kBF16, {kExperts, 2 * kExpertInter, kHidden}, 26, 0.035f);
-  const TensorView down = gpu.uniform(DType::kBF16, {kExperts, kHidden, kExpertInter}, 27, 0.035f);
-  const TensorView dids = gpu.from_host(DType::kI32, ids).reshape({T, kTopK});
-  const TensorView dweights = gpu.from_host(DType::kF32, weights).reshape({T, kTopK});
+  RoutedBatch b;
+  b.distinct = static_cast<double>(std::count(touched.begin(), touched.end(), true));
+  b.x = gpu.uniform(DType::kBF16, {T, kHidden}, 25, 2.0f);
+  b.gate_up = gpu.uniform(DType::kBF16, {kExperts, 2 * kExpertInter, kHidden}, 26, 0.035f);
+  b.down = gpu.uniform(DType::kBF16, {kExperts, kHidden, kExpertInter}, 27, 0.035f);
+  b.ids = gpu.from_host(DType::kI32, ids).reshape({T, kTopK});
+  b.weights = gpu.from_host(DType::kF32, weights).reshape({T, kTopK});
+  return b;
+}
+
+// Routed experts for T tokens (routed_batch). bytes/s counts the distinct experts' weights plus x
+// and out: the HBM floor of decode (batch 1: 8 x 78.6 MB = 629 MB, 146 us). Prefill is FLOP-bound:
+// flop/s and floor_flop_us use the 798 TFLOP/s ceiling. range(1) = cuda::MoeExpertsPath: 0 kAuto
+// (the small-batch path up to T = 256), 1 grouped, 2 small-batch (forced, to compare at one T), 5
+// the grouped path's 256-row tiles, 6 its two-band 128-row tiles (kAuto's at 33-192 rows an
+// expert).
+void BM_moe_experts(benchmark::State& state) {
+  Gpu gpu;
+  if (!gpu.start(state)) return;
+  const int64_t T = state.range(0);
+  const auto path = static_cast<cuda::MoeExpertsPath>(state.range(1));
+  const RoutedBatch b = routed_batch(gpu, T);
   const TensorView out = gpu.uniform(DType::kBF16, {T, kHidden}, 28, 1.0f);
-  const double weight_bytes = distinct * 3.0 * kHidden * kExpertInter * 2.0;
+  const double weight_bytes = b.distinct * 3.0 * kHidden * kExpertInter * 2.0;
   const double flops = 2.0 * T * kTopK * 3.0 * kHidden * kExpertInter;
   time_op(state, gpu, weight_bytes + 2.0 * 2 * T * kHidden, [&] {
-    cuda::moe_experts(*gpu.ctx.cuda, x, gate_up, down, dids, dweights, out, path);
+    cuda::moe_experts(*gpu.ctx.cuda, b.x, b.gate_up, b.down, b.ids, b.weights, out, path);
   });
-  state.counters["experts"] = distinct;
+  state.counters["experts"] = b.distinct;
   state.counters["flop/s"] = benchmark::Counter(
       flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
   state.counters["floor_flop_us"] = flops / kBf16FlopsPerSecond * 1e6;
+}
+
+// The same on kAuto with per-request expert LoRA: 4 slots of rank range(1), token t on slot
+// t % 4 (kernels/cuda/moe_lora.cuh: the shrinks and the LoRA epilogues). bytes/s counts what
+// BM_moe_experts does plus the touched experts' factors of the slots in use.
+void BM_moe_experts_lora(benchmark::State& state) {
+  Gpu gpu;
+  if (!gpu.start(state)) return;
+  const int64_t T = state.range(0), r = state.range(1), S = 4;
+  const RoutedBatch b = routed_batch(gpu, T);
+  const TensorView out = gpu.uniform(DType::kBF16, {T, kHidden}, 28, 1.0f);
+  const auto stack = [&](int64_t in, int64_t n, uint64_t seed) {
+    return ExpertLoraStack{gpu.uniform(DType::kBF16, {kExperts, S, r, in}, seed, 0.05f),
+                           gpu.uniform(DType::kBF16, {kExperts, S, n, r}, seed + 1, 0.05f),
+                           gpu.uniform(DType::kF32, {S}, seed + 2, 1.0f)};
+  };
+  std::vector<int32_t> slots(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) slots[static_cast<size_t>(t)] = static_cast<int32_t>(t % S);
+  const MoeLora lora{stack(kHidden, kExpertInter, 41), stack(kHidden, kExpertInter, 44),
+                     stack(kExpertInter, kHidden, 47), gpu.from_host(DType::kI32, slots)};
+  const double slots_used = static_cast<double>(std::min(T, S));
+  const double bytes = b.distinct * 3.0 * kHidden * kExpertInter * 2.0 + 2.0 * 2 * T * kHidden +
+                       b.distinct * slots_used * 3.0 * r * (kHidden + kExpertInter) * 2.0;
+  time_op(state, gpu, bytes, [&] {
+    cuda::moe_experts(*gpu.ctx.cuda, b.x, b.gate_up, b.down, b.ids, b.weights, out,
+                      cuda::MoeExpertsPath::kAuto, &lora);
+  });
+  state.counters["experts"] = b.distinct;
 }
 
 BENCHMARK(BM_moe_route)
@@ -521,6 +561,19 @@ BENCHMARK(BM_moe_experts)
     ->Iterations(3)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
+
+// Expert LoRA at decode sizes and on a 2,048-token prefill chunk, ranks 16 and 64 (compare with
+// BM_moe_experts at the same T).
+BENCHMARK(BM_moe_experts_lora)
+    ->ArgNames({"T", "r"})
+    ->Args({1, 16})
+    ->Args({32, 16})
+    ->Args({128, 16})
+    ->Args({2048, 16})
+    ->Args({32, 64})
+    ->Iterations(20)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 
 // ---- linear (kernels/cuda/gemm.cu) and paged attention (kernels/cuda/attention.cu) -------------
 
