@@ -15,7 +15,6 @@ namespace beam {
 namespace {
 
 constexpr int kMaxLoras = 64;
-constexpr int kMaxLoraRank = 512;
 constexpr int kLayerTargets = kNumLoraTargets - 1;  // every target but lm_head
 
 size_t aligned(size_t bytes) {
@@ -105,11 +104,10 @@ Expected<std::unique_ptr<LoraSlots>> LoraSlots::create(const KernelContext& ctx,
   if (max_loras < 1 || max_loras > kMaxLoras)
     return make_error("max_loras " + std::to_string(max_loras) + " is outside [1, " +
                       std::to_string(kMaxLoras) + "]");
-  const int64_t rank_limit = std::min<int64_t>(kMaxLoraRank, lora_max_rank(ctx.device));
+  const int64_t rank_limit = lora_max_rank(ctx.device);
   if (max_rank < 1 || max_rank > rank_limit)
     return make_error("max_lora_rank " + std::to_string(max_rank) + " is outside [1, " +
-                      std::to_string(rank_limit) + "]" +
-                      (rank_limit < kMaxLoraRank ? " (the CUDA kernel's limit)" : ""));
+                      std::to_string(rank_limit) + "]");
   std::unique_ptr<LoraSlots> s(new LoraSlots());
   s->num_slots_ = max_loras;
   s->max_rank_ = max_rank;
@@ -134,7 +132,7 @@ Expected<std::unique_ptr<LoraSlots>> LoraSlots::create(const KernelContext& ctx,
     m.target = target;
     m.present = true;
     s->serves_experts_ = s->serves_experts_ || experts;
-    const auto copies = static_cast<size_t>(std::max<int64_t>(m.num_experts, 1));
+    const auto copies = static_cast<size_t>(m.num_stacks());
     Offsets& o = offsets[static_cast<size_t>(&m - s->modules_.data())];
     o.a = total;
     total += aligned(copies * S * R * static_cast<size_t>(in) * 2);
@@ -207,7 +205,7 @@ void LoraSlots::clear(const KernelContext& ctx, int32_t slot) {
   BEAM_CHECK(slot >= 0 && slot < num_slots_) << "LoraSlots::clear: slot " << slot;
   for (const Module& m : modules_) {
     if (!m.present) continue;
-    for (int64_t e = 0; e < std::max<int64_t>(m.num_experts, 1); ++e) {
+    for (int64_t e = 0; e < m.num_stacks(); ++e) {
       const LoraStack st = m.stack_of(e);
       zero_tensor(ctx, st.a.rows(slot, 1));
       zero_tensor(ctx, st.b.rows(slot, 1));
@@ -230,7 +228,7 @@ Expected<LoraSlots::Placement> LoraSlots::place(const LoraAdapter& adapter) cons
   std::map<std::string, Target> names;
   for (const Module& m : modules_) {
     if (!m.present) continue;
-    for (int64_t e = 0; e < std::max<int64_t>(m.num_experts, 1); ++e)
+    for (int64_t e = 0; e < m.num_stacks(); ++e)
       for (const std::string& name : tensor_name_candidates(m.weight(e)))
         if (adapter.find(name)) names.emplace(name, Target{&m, e});
   }

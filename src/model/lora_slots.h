@@ -98,6 +98,8 @@ class LoraSlots {
     std::string weight(int64_t e = 0) const;
     // The stack of expert e (expert modules) or of the module.
     LoraStack stack_of(int64_t e) const { return num_experts ? experts.of_expert(e) : stack; }
+    // The stacks the module holds: one per expert, or one.
+    int64_t num_stacks() const { return num_experts ? num_experts : 1; }
   };
   // Where one of an adapter's deltas goes: a module and, for an expert module, the expert.
   struct Place {

@@ -114,16 +114,15 @@ int64_t lora_rank(const MoeLora* lora) {
   return lora ? lora->gate.a.dim(2) : 0;
 }
 
-// The epilogue terms of one expert GEMM's LoRA over h (nullptr lora: none).
-moe_lora::Terms lora_terms(const MoeLora* lora, const Problem& pb, const TensorView& ids,
+// The epilogue terms of one expert GEMM's LoRA over h.
+moe_lora::Terms lora_terms(const MoeLora& lora, const Problem& pb, const TensorView& ids,
                            const float* h, const ExpertLoraStack& part0,
                            const ExpertLoraStack* part1) {
-  if (lora == nullptr) return {};
   return moe_lora::Terms{
       .h = h,
       .b0 = static_cast<const bf16_t*>(part0.b.data),
       .b1 = part1 ? static_cast<const bf16_t*>(part1->b.data) : nullptr,
-      .slots = lora->slots.as<int32_t>(),
+      .slots = lora.slots.as<int32_t>(),
       .ids = ids.as<int32_t>(),
       .top_k = static_cast<int>(pb.top_k),
       .num_slots = static_cast<int>(part0.a.dim(1)),
@@ -541,7 +540,7 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
     moe_gemm::Args args = gemm_args(xp, row_token, gu, pb.I, pb.H,
                                     pb.H % 8 == 0 && aligned16(xp) && aligned16(gu), act);
     if (lora) {
-      args.lora = lora_terms(lora, pb, ids, h_gate_up, lora->gate, &lora->up);
+      args.lora = lora_terms(*lora, pb, ids, h_gate_up, lora->gate, &lora->up);
       args.row_token = row_token;
     }
     bool done = false;
@@ -558,7 +557,7 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
         gemm_args(act, nullptr, dn, pb.H, pb.I, pb.I % 8 == 0 && aligned16(dn), y);
     if (lora) {
       shrink_down(ctx, *lora, pb, act, entry_of, ids, h_down);
-      args.lora = lora_terms(lora, pb, ids, h_down, lora->down, nullptr);
+      args.lora = lora_terms(*lora, pb, ids, h_down, lora->down, nullptr);
       args.row_token = row_token;
     }
     if (!plan.use_tma || !tma_fits<Epilogue::kStore>(act, dn, pb.H, pb.I) ||
@@ -660,9 +659,11 @@ void run_small_batch(CudaContext& ctx, const Problem& pb, const TensorView& x,
                        .pool = reinterpret_cast<int32_t*>(base)};
   // With LoRA, each shrink is a plain launch between the chained kernels (the next one waits for
   // it).
-  if (lora) shrink_gate_up(ctx, *lora, pb, x, ids, h_gate_up);
-  const moe_lora::Terms up_lora =
-      lora ? lora_terms(lora, pb, ids, h_gate_up, lora->gate, &lora->up) : moe_lora::Terms{};
+  moe_lora::Terms up_lora{};
+  if (lora) {
+    shrink_gate_up(ctx, *lora, pb, x, ids, h_gate_up);
+    up_lora = lora_terms(*lora, pb, ids, h_gate_up, lora->gate, &lora->up);
+  }
   launch_expert_kernel<small::Phase::kGateUp>(ctx, up, up_lora, kSmallBatchAfter);
   small::Args dn = up;
   dn.a = act;
@@ -675,7 +676,7 @@ void run_small_batch(CudaContext& ctx, const Problem& pb, const TensorView& x,
   moe_lora::Terms dn_lora{};
   if (lora) {
     shrink_down(ctx, *lora, pb, act, entry_of, ids, h_down);
-    dn_lora = lora_terms(lora, pb, ids, h_down, lora->down, nullptr);
+    dn_lora = lora_terms(*lora, pb, ids, h_down, lora->down, nullptr);
   }
   launch_expert_kernel<small::Phase::kDown>(ctx, dn, dn_lora, kSmallBatchAfter);
 

@@ -41,26 +41,30 @@ __device__ __forceinline__ float fma8(const float* x, const bf16_t* w, float acc
   return acc;
 }
 
-// The h row of token t's routed row on expert e when its token has an adapter, else nullptr.
-__device__ __forceinline__ const float* h_row(const Terms& l, int t, int e, int parts) {
+// Where token t's routed row on expert e finds its LoRA: its h row and the index of row 0 of
+// B_{e,s} among a part's [E, S, n] rows; h == nullptr when the token has no adapter.
+struct RowLora {
+  const float* h = nullptr;
+  int64_t b_row0 = 0;
+};
+__device__ __forceinline__ RowLora row_lora(const Terms& l, int t, int e, int parts, int64_t n) {
   const int s = l.slots[t];
-  if (s < 0) return nullptr;
+  if (s < 0) return {};
   const int32_t* ids = l.ids + static_cast<int64_t>(t) * l.top_k;
   for (int k = 0; k < l.top_k; ++k)
-    if (ids[k] == e) return l.h + (static_cast<int64_t>(t) * l.top_k + k) * parts * l.rank;
-  return nullptr;
+    if (ids[k] == e)
+      return {l.h + (static_cast<int64_t>(t) * l.top_k + k) * parts * l.rank,
+              (static_cast<int64_t>(e) * l.num_slots + s) * n};
+  return {};
 }
 
-// Σ_j h[j] · f32(B_{e,s}[col, j]) in j order (b: part's B; n: its output columns).
-__device__ __forceinline__ float expand(const Terms& l, const bf16_t* b, const float* h, int t,
-                                        int e, int64_t n, int64_t col) {
-  const int s = l.slots[t];
-  const bf16_t* row = b + ((static_cast<int64_t>(e) * l.num_slots + s) * n + col) * l.rank;
+// Σ_j h[j] · f32(b_row[j]) in j order over the rank (b_row: one output column's row of B).
+__device__ __forceinline__ float expand(const float* h, const bf16_t* b_row, int rank) {
   float acc = 0.0f;
-  if (l.rank % 8 == 0) {  // 16-byte rows (the stacks are 256-byte aligned)
-    for (int j = 0; j < l.rank; j += 8) acc = fma8(h + j, row + j, acc);
+  if (rank % 8 == 0) {  // 16-byte rows (the stacks are 256-byte aligned)
+    for (int j = 0; j < rank; j += 8) acc = fma8(h + j, b_row + j, acc);
   } else {
-    for (int j = 0; j < l.rank; ++j) acc = __fmaf_rn(h[j], __bfloat162float(row[j]), acc);
+    for (int j = 0; j < rank; ++j) acc = __fmaf_rn(h[j], __bfloat162float(b_row[j]), acc);
   }
   return acc;
 }
@@ -78,10 +82,11 @@ __device__ __forceinline__ float add_rounded(float v, float delta) {
 // LoRA deltas when the token has an adapter (parts gate, up), else as given.
 static __device__ __noinline__ float2 gate_up_with_lora(const Terms l, int t, int e, int64_t n,
                                                         int64_t col, float g, float u) {
-  const float* h = h_row(l, t, e, 2);
-  if (h == nullptr) return make_float2(g, u);
-  return make_float2(add_rounded(g, expand(l, l.b0, h, t, e, n, col)),
-                     add_rounded(u, expand(l, l.b1, h + l.rank, t, e, n, col)));
+  const RowLora row = row_lora(l, t, e, 2, n);
+  if (row.h == nullptr) return make_float2(g, u);
+  const int64_t at = (row.b_row0 + col) * l.rank;
+  return make_float2(add_rounded(g, expand(row.h, l.b0 + at, l.rank)),
+                     add_rounded(u, expand(row.h + l.rank, l.b1 + at, l.rank)));
 }
 
 // Output columns col and col + 1 (sums y0, y1; col + 1 may be n, then y1 stays) of token t's row
@@ -89,12 +94,13 @@ static __device__ __noinline__ float2 gate_up_with_lora(const Terms l, int t, in
 // store rounds them again, exactly), else as given.
 static __device__ __noinline__ float2 pair_with_lora(const Terms l, int t, int e, int64_t n,
                                                      int64_t col, float y0, float y1) {
-  const float* h = h_row(l, t, e, 1);
-  if (h == nullptr) return make_float2(y0, y1);
+  const RowLora row = row_lora(l, t, e, 1, n);
+  if (row.h == nullptr) return make_float2(y0, y1);
+  const bf16_t* b = l.b0 + (row.b_row0 + col) * l.rank;
   const auto rounded = [](float v) { return __bfloat162float(__float2bfloat16_rn(v)); };
   return make_float2(
-      add_rounded(rounded(y0), expand(l, l.b0, h, t, e, n, col)),
-      col + 1 < n ? add_rounded(rounded(y1), expand(l, l.b0, h, t, e, n, col + 1)) : y1);
+      add_rounded(rounded(y0), expand(row.h, b, l.rank)),
+      col + 1 < n ? add_rounded(rounded(y1), expand(row.h, b + l.rank, l.rank)) : y1);
 }
 
 // The shrink of one expert GEMM, queued on ctx.stream as a plain launch (after everything before
