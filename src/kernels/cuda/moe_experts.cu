@@ -64,8 +64,8 @@ constexpr size_t kPoolCounterBytes = kScratchAlign;
 
 // Carves ctx.moe into the arrays of one call (byte offsets from the base).
 struct ScratchLayout {
-  size_t counts, offsets, tile_offsets, tile_counters, row_token, entry_of, act, y, h_gate_up,
-      h_down, total;
+  size_t counts, offsets, tile_offsets, tile_counters, row_token, entry_of, slot_of, act, y,
+      h_gate_up, h_down, delta, total;
 
   // rank: the LoRA stacks' (0: no LoRA).
   ScratchLayout(int64_t E, int64_t rows, int64_t H, int64_t I, int64_t rank) {
@@ -81,17 +81,20 @@ struct ScratchLayout {
     tile_counters = take(2 * sizeof(int32_t));       // [2] TMA GEMMs' next tile (gate_up, down)
     row_token = take(rows * sizeof(int32_t));        // [rows] token of each grouped row
     entry_of = take(rows * sizeof(int32_t));         // [T * top_k] grouped row of a slot
+    slot_of = take(rank > 0 ? rows * sizeof(int32_t) : 0);  // [rows] slot of a grouped row (LoRA)
     act = take(static_cast<size_t>(rows * I) * sizeof(bf16_t));  // [rows, I] SwiGLU output
     y = take(static_cast<size_t>(rows * H) * sizeof(bf16_t));    // [rows, H] expert output
     h_gate_up = take(static_cast<size_t>(rows * 2 * rank) * sizeof(float));  // [T * top_k, 2 r]
     h_down = take(static_cast<size_t>(rows * rank) * sizeof(float));         // [T * top_k, r]
+    delta =
+        take(rank > 0 ? static_cast<size_t>(rows * 2 * I) * sizeof(float) : 0);  // [T*top_k,2,I]
     total = at;
   }
 };
 
 // The small-batch path's arrays (the kernels group the slots themselves).
 struct SmallLayout {
-  size_t entry_of, act, y, h_gate_up, h_down, total;
+  size_t entry_of, act, y, h_gate_up, h_down, delta, total;
 
   SmallLayout(int64_t rows, int64_t H, int64_t I, int64_t rank) {
     size_t at = kPoolCounterBytes;
@@ -105,6 +108,8 @@ struct SmallLayout {
     y = take(static_cast<size_t>(rows * H) * sizeof(bf16_t));    // [rows, H] expert output
     h_gate_up = take(static_cast<size_t>(rows * 2 * rank) * sizeof(float));  // [T * top_k, 2 r]
     h_down = take(static_cast<size_t>(rows * rank) * sizeof(float));         // [T * top_k, r]
+    delta =
+        take(rank > 0 ? static_cast<size_t>(rows * 2 * I) * sizeof(float) : 0);  // [T*top_k,2,I]
     total = at;
   }
 };
@@ -114,37 +119,33 @@ int64_t lora_rank(const MoeLora* lora) {
   return lora ? lora->gate.a.dim(2) : 0;
 }
 
-// The epilogue terms of one expert GEMM's LoRA over h.
-moe_lora::Terms lora_terms(const MoeLora& lora, const Problem& pb, const TensorView& ids,
-                           const float* h, const ExpertLoraStack& part0,
-                           const ExpertLoraStack* part1) {
-  return moe_lora::Terms{
-      .h = h,
-      .b0 = static_cast<const bf16_t*>(part0.b.data),
-      .b1 = part1 ? static_cast<const bf16_t*>(part1->b.data) : nullptr,
-      .slots = lora.slots.as<int32_t>(),
-      .ids = ids.as<int32_t>(),
-      .top_k = static_cast<int>(pb.top_k),
-      .num_slots = static_cast<int>(part0.a.dim(1)),
-      .rank = static_cast<int>(part0.a.dim(2)),
-  };
+// The routed slots of lora's launches, in `order` (moe_lora::Rows; nullptr: slot order).
+moe_lora::Rows lora_rows(const MoeLora& lora, const Problem& pb, const TensorView& ids,
+                         const int32_t* order) {
+  return moe_lora::Rows{.slots = lora.slots.as<int32_t>(),
+                        .ids = ids.as<int32_t>(),
+                        .order = order,
+                        .count = pb.rows,
+                        .top_k = static_cast<int>(pb.top_k)};
 }
 
-// h of the gate and up stacks on x's rows (before the gate_up GEMM).
-void shrink_gate_up(CudaContext& ctx, const MoeLora& lora, const Problem& pb, const TensorView& x,
-                    const TensorView& ids, float* h) {
+// Before the gate_up GEMM: h of the gate and up stacks on x's rows, then their deltas; returns the
+// GEMM epilogue's terms.
+moe_lora::Terms gate_up_lora(CudaContext& ctx, const MoeLora& lora, const Problem& pb,
+                             const TensorView& x, const moe_lora::Rows& rows, float* h,
+                             float* delta) {
   const ExpertLoraStack* parts[] = {&lora.gate, &lora.up};
-  moe_lora::launch_shrink(ctx, static_cast<const bf16_t*>(x.data), nullptr, pb.H, parts, 2,
-                          lora.slots.as<int32_t>(), ids.as<int32_t>(), pb.rows,
-                          static_cast<int>(pb.top_k), h);
+  moe_lora::launch_shrink(ctx, static_cast<const bf16_t*>(x.data), nullptr, pb.H, parts, 2, rows,
+                          h);
+  moe_lora::launch_expand(ctx, h, lora.gate, lora.up, rows, delta);
+  return moe_lora::Terms{.delta = delta, .slots = rows.slots, .ids = rows.ids, .top_k = rows.top_k};
 }
 
 // h of the down stack on act's grouped rows (before the down GEMM).
 void shrink_down(CudaContext& ctx, const MoeLora& lora, const Problem& pb, const bf16_t* act,
-                 const int32_t* entry_of, const TensorView& ids, float* h) {
+                 const int32_t* entry_of, const moe_lora::Rows& rows, float* h) {
   const ExpertLoraStack* parts[] = {&lora.down};
-  moe_lora::launch_shrink(ctx, act, entry_of, pb.I, parts, 1, lora.slots.as<int32_t>(),
-                          ids.as<int32_t>(), pb.rows, static_cast<int>(pb.top_k), h);
+  moe_lora::launch_shrink(ctx, act, entry_of, pb.I, parts, 1, rows, h);
 }
 
 // ctx.moe with at least `bytes` (OpScratch::reserve), its pool counters zeroed when new.
@@ -202,10 +203,12 @@ __global__ void offsets_kernel(const int32_t* counts, int num_experts, int tile_
 }
 
 // Block e lists the slots routed to e in increasing slot order (the CPU's bucket order):
-// row_token[offsets[e] + j] = token of its j-th slot, entry_of[slot] = that grouped row.
+// row_token[offsets[e] + j] = token of its j-th slot, entry_of[slot] = that grouped row and, when
+// slot_of is set, slot_of[that row] = slot.
 __global__ void __launch_bounds__(kScatterThreads)
     scatter_kernel(const int32_t* ids, int64_t num_slots, int top_k, const int32_t* counts,
-                   const int32_t* offsets, int32_t* row_token, int32_t* entry_of) {
+                   const int32_t* offsets, int32_t* row_token, int32_t* entry_of,
+                   int32_t* slot_of) {
   constexpr int kWarps = kScatterThreads / 32;
   __shared__ int warp_hits[kWarps];
   const int e = static_cast<int>(blockIdx.x);
@@ -228,6 +231,7 @@ __global__ void __launch_bounds__(kScatterThreads)
       const int row = next + before + __popc(ballot & ((1u << lane) - 1u));
       row_token[row] = static_cast<int32_t>(slot / top_k);
       entry_of[slot] = row;
+      if (slot_of != nullptr) slot_of[row] = static_cast<int32_t>(slot);
     }
     next += chunk;
     __syncthreads();  // warp_hits is rewritten next round
@@ -309,7 +313,7 @@ bool aligned16(const void* p) {
 // (into the scratch arrays).
 void permute(CudaContext& ctx, const Problem& pb, int tile_rows, const int32_t* ids,
              int32_t* counts, int32_t* offsets, int32_t* tile_offsets, int32_t* row_token,
-             int32_t* entry_of) {
+             int32_t* entry_of, int32_t* slot_of) {
   CUDA_OK(cudaMemsetAsync(counts, 0, pb.E * sizeof(int32_t), ctx.stream));
   const int64_t count_blocks = std::min<int64_t>(ceil_div(pb.rows, 256), 1024);
   count_kernel<<<static_cast<unsigned>(count_blocks), 256, 0, ctx.stream>>>(
@@ -319,7 +323,7 @@ void permute(CudaContext& ctx, const Problem& pb, int tile_rows, const int32_t* 
                                            tile_offsets);
   CUDA_LAUNCH_OK();
   scatter_kernel<<<static_cast<unsigned>(pb.E), kScatterThreads, 0, ctx.stream>>>(
-      ids, pb.rows, static_cast<int>(pb.top_k), counts, offsets, row_token, entry_of);
+      ids, pb.rows, static_cast<int>(pb.top_k), counts, offsets, row_token, entry_of, slot_of);
   CUDA_LAUNCH_OK();
 }
 
@@ -339,9 +343,11 @@ void launch_grouped_gemm(CudaContext& ctx, const Problem& pb, int tile_rows,
   const int64_t blocks = m_tiles * n_tiles;
   BEAM_CHECK(blocks <= INT32_MAX) << "moe_experts (CUDA): grid " << m_tiles << " x " << n_tiles
                                   << " too large";
-  // The LoRA epilogue's instantiation only when the step has LoRA.
-  const auto kernel = args.lora.h != nullptr ? moe_gemm::grouped_gemm_kernel<kEp, true>
-                                             : moe_gemm::grouped_gemm_kernel<kEp, false>;
+  // The LoRA epilogue's instantiation (gate_up only) when the step has LoRA.
+  auto kernel = moe_gemm::grouped_gemm_kernel<kEp, false>;
+  if constexpr (kEp == Epilogue::kSwiGLU) {
+    if (args.lora.delta != nullptr) kernel = moe_gemm::grouped_gemm_kernel<kEp, true>;
+  }
   CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                moe_gemm::kSmemBytes));
   kernel<<<static_cast<unsigned>(blocks), moe_gemm::kThreads, moe_gemm::kSmemBytes, ctx.stream>>>(
@@ -489,15 +495,14 @@ bool launch_tma(CudaContext& ctx, const Problem& pb, const GroupedPlan& plan,
 }
 
 // Grouped path: permutation, grouped gate_up GEMM + SwiGLU, grouped down GEMM, combine. A GEMM
-// whose shapes allow it runs on the TMA kernel; gate_up then reads x's rows gathered in grouped
-// order into y (free until the down GEMM writes it). Weights packed when
-// moe_packed::packed_widths(H, I).
+// whose shapes allow it runs on the TMA kernel (gate_up only without LoRA); gate_up then reads x's
+// rows gathered in grouped order into y (free until the down GEMM writes it). Weights packed when
+// moe_packed::packed_widths(H, I). LoRA (moe_lora.cuh): shrink and expand before gate_up, shrink
+// before down, the down expand after it.
 void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
                  const TensorView& gate_up, const TensorView& down, const TensorView& ids,
-                 const TensorView& weights, const TensorView& out, const GroupedPlan& planned,
+                 const TensorView& weights, const TensorView& out, const GroupedPlan& plan,
                  const MoeLora* lora) {
-  // LoRA steps run the cp.async kernel (the TMA kernel has no LoRA epilogue).
-  const GroupedPlan plan = lora ? GroupedPlan{.use_tma = false, .tiles = planned.tiles} : planned;
   const ScratchLayout layout(pb.E, pb.rows, pb.H, pb.I, lora_rank(lora));
   char* base = scratch(ctx, layout.total);
   auto* counts = reinterpret_cast<int32_t*>(base + layout.counts);
@@ -510,10 +515,20 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
   auto* y = reinterpret_cast<bf16_t*>(base + layout.y);
   auto* h_gate_up = reinterpret_cast<float*>(base + layout.h_gate_up);
   auto* h_down = reinterpret_cast<float*>(base + layout.h_down);
+  auto* delta = reinterpret_cast<float*>(base + layout.delta);
+  // LoRA's launches visit the slots in grouped-row order (an expert's A and B stay in L2);
+  // slot_of is -1 past the rows with an expert.
+  auto* slot_of = lora ? reinterpret_cast<int32_t*>(base + layout.slot_of) : nullptr;
+  if (lora) CUDA_OK(cudaMemsetAsync(slot_of, 0xff, pb.rows * sizeof(int32_t), ctx.stream));
   const int tile_rows = with_ring(plan.tiles, [](auto ring) { return decltype(ring)::kRows; });
-  permute(ctx, pb, tile_rows, ids.as<int32_t>(), counts, offsets, tile_offsets, row_token,
-          entry_of);
-  if (lora) shrink_gate_up(ctx, *lora, pb, x, ids, h_gate_up);
+  permute(ctx, pb, tile_rows, ids.as<int32_t>(), counts, offsets, tile_offsets, row_token, entry_of,
+          slot_of);
+  moe_lora::Rows lora_in_groups{};
+  moe_lora::Terms up_lora{};
+  if (lora) {
+    lora_in_groups = lora_rows(*lora, pb, ids, slot_of);
+    up_lora = gate_up_lora(ctx, *lora, pb, x, lora_in_groups, h_gate_up, delta);
+  }
   CUDA_OK(cudaMemsetAsync(tile_counters, 0, 2 * sizeof(int32_t), ctx.stream));
 
   const auto* xp = static_cast<const bf16_t*>(x.data);
@@ -539,12 +554,12 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
   if (pb.I > 0) {  // act [rows, I] = SwiGLU(x[token] · gate_up[e]ᵀ)
     moe_gemm::Args args = gemm_args(xp, row_token, gu, pb.I, pb.H,
                                     pb.H % 8 == 0 && aligned16(xp) && aligned16(gu), act);
-    if (lora) {
-      args.lora = lora_terms(*lora, pb, ids, h_gate_up, lora->gate, &lora->up);
+    if (lora) {  // the cp.async kernel: the TMA kernel has no LoRA epilogue
+      args.lora = up_lora;
       args.row_token = row_token;
     }
     bool done = false;
-    if (plan.use_tma && tma_fits<Epilogue::kSwiGLU>(xp, gu, pb.I, pb.H)) {
+    if (plan.use_tma && !lora && tma_fits<Epilogue::kSwiGLU>(xp, gu, pb.I, pb.H)) {
       gather_rows_kernel<<<static_cast<unsigned>(pb.rows), kGatherThreads, 0, ctx.stream>>>(
           xp, row_token, offsets + pb.E, pb.H, y);
       CUDA_LAUNCH_OK();
@@ -555,14 +570,11 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
   {  // y [rows, H] = act · down[e]ᵀ (zeros when I == 0)
     moe_gemm::Args args =
         gemm_args(act, nullptr, dn, pb.H, pb.I, pb.I % 8 == 0 && aligned16(dn), y);
-    if (lora) {
-      shrink_down(ctx, *lora, pb, act, entry_of, ids, h_down);
-      args.lora = lora_terms(*lora, pb, ids, h_down, lora->down, nullptr);
-      args.row_token = row_token;
-    }
+    if (lora) shrink_down(ctx, *lora, pb, act, entry_of, lora_in_groups, h_down);
     if (!plan.use_tma || !tma_fits<Epilogue::kStore>(act, dn, pb.H, pb.I) ||
         !launch_tma<Epilogue::kStore>(ctx, pb, plan, args, act, tile_counters + 1))
       launch_grouped_gemm<Epilogue::kStore>(ctx, pb, tile_rows, args);
+    if (lora) moe_lora::launch_expand_add(ctx, h_down, lora->down, lora_in_groups, entry_of, y);
   }
   auto* o = static_cast<bf16_t*>(out.data);
   if (pb.H % 8 == 0 && aligned16(o)) {
@@ -586,8 +598,8 @@ auto expert_kernel_for(bool wide) {
 }
 
 // One persistent block per SM (moe_small_batch.cuh) with kRows-slot tables; passes of 16 rows
-// from kWidePassMinRows routed rows, else of 8; the down kernels without LoRA hold kShortSteps
-// fragments per warp when K allows (the LoRA ones, a rarer instantiation, kMaxSteps always).
+// from kWidePassMinRows routed rows, else of 8; the down kernels (never with LoRA) hold
+// kShortSteps fragments per warp when K allows.
 template <moe_small::Phase kPhase, int kRows, bool kLora>
 void launch_expert_kernel_rows(CudaContext& ctx, const moe_small::KernelArgs<kLora>& args,
                                After after) {
@@ -595,7 +607,7 @@ void launch_expert_kernel_rows(CudaContext& ctx, const moe_small::KernelArgs<kLo
   const bool wide = args.rows >= small::kWidePassMinRows;
   const int64_t warp_steps = ceil_div(ceil_div(args.k, small::kStepCols), int64_t{small::kWarps});
   auto kernel = expert_kernel_for<kPhase, small::kMaxSteps, kRows, kLora>(wide);
-  if constexpr (kPhase == small::Phase::kDown && !kLora) {
+  if constexpr (kPhase == small::Phase::kDown) {
     if (warp_steps <= small::kShortSteps)
       kernel = expert_kernel_for<kPhase, small::kShortSteps, kRows, kLora>(wide);
   }
@@ -620,14 +632,14 @@ void launch_expert_kernel_as(CudaContext& ctx, const moe_small::KernelArgs<kLora
   }
 }
 
-// The kernels with the LoRA epilogue when lora has terms (h set), else those without.
-template <moe_small::Phase kPhase>
-void launch_expert_kernel(CudaContext& ctx, const moe_small::Args& args,
-                          const moe_lora::Terms& lora, After after) {
-  if (lora.h != nullptr) {
-    launch_expert_kernel_as<kPhase, true>(ctx, moe_small::LoraArgs{args, lora}, after);
+// The gate_up kernels with the LoRA epilogue when lora has terms (delta set), else those without.
+void launch_gate_up_kernel(CudaContext& ctx, const moe_small::Args& args,
+                           const moe_lora::Terms& lora, After after) {
+  constexpr auto kGateUp = moe_small::Phase::kGateUp;
+  if (lora.delta != nullptr) {
+    launch_expert_kernel_as<kGateUp, true>(ctx, moe_small::LoraArgs{args, lora}, after);
   } else {
-    launch_expert_kernel_as<kPhase, false>(ctx, args, after);
+    launch_expert_kernel_as<kGateUp, false>(ctx, args, after);
   }
 }
 
@@ -644,6 +656,7 @@ void run_small_batch(CudaContext& ctx, const Problem& pb, const TensorView& x,
   auto* y = reinterpret_cast<bf16_t*>(base + layout.y);
   auto* h_gate_up = reinterpret_cast<float*>(base + layout.h_gate_up);
   auto* h_down = reinterpret_cast<float*>(base + layout.h_down);
+  auto* delta = reinterpret_cast<float*>(base + layout.delta);
   const auto rows = static_cast<int>(pb.rows), top_k = static_cast<int>(pb.top_k),
              experts = static_cast<int>(pb.E);
   const small::Args up{.ids = ids.as<int32_t>(),
@@ -657,14 +670,12 @@ void run_small_batch(CudaContext& ctx, const Problem& pb, const TensorView& x,
                        .out = act,
                        .entry_of = entry_of,
                        .pool = reinterpret_cast<int32_t*>(base)};
-  // With LoRA, each shrink is a plain launch between the chained kernels (the next one waits for
-  // it).
-  moe_lora::Terms up_lora{};
-  if (lora) {
-    shrink_gate_up(ctx, *lora, pb, x, ids, h_gate_up);
-    up_lora = lora_terms(*lora, pb, ids, h_gate_up, lora->gate, &lora->up);
-  }
-  launch_expert_kernel<small::Phase::kGateUp>(ctx, up, up_lora, kSmallBatchAfter);
+  // With LoRA, its kernels are plain launches between the chained kernels (the next one waits
+  // for them), visiting the slots in slot order (the grouping is the kernels' own).
+  const moe_lora::Rows lora_slots = lora ? lora_rows(*lora, pb, ids, nullptr) : moe_lora::Rows{};
+  const moe_lora::Terms up_lora =
+      lora ? gate_up_lora(ctx, *lora, pb, x, lora_slots, h_gate_up, delta) : moe_lora::Terms{};
+  launch_gate_up_kernel(ctx, up, up_lora, kSmallBatchAfter);
   small::Args dn = up;
   dn.a = act;
   dn.w = static_cast<const bf16_t*>(down.data);
@@ -673,12 +684,9 @@ void run_small_batch(CudaContext& ctx, const Problem& pb, const TensorView& x,
   dn.out = y;
   dn.entry_of = nullptr;
   dn.pool = reinterpret_cast<int32_t*>(base) + 1;
-  moe_lora::Terms dn_lora{};
-  if (lora) {
-    shrink_down(ctx, *lora, pb, act, entry_of, ids, h_down);
-    dn_lora = lora_terms(*lora, pb, ids, h_down, lora->down, nullptr);
-  }
-  launch_expert_kernel<small::Phase::kDown>(ctx, dn, dn_lora, kSmallBatchAfter);
+  if (lora) shrink_down(ctx, *lora, pb, act, entry_of, lora_slots, h_down);
+  launch_expert_kernel_as<small::Phase::kDown, false>(ctx, dn, kSmallBatchAfter);
+  if (lora) moe_lora::launch_expand_add(ctx, h_down, lora->down, lora_slots, entry_of, y);
 
   auto* o = static_cast<bf16_t*>(out.data);
   const bf16_t* y_in = y;

@@ -257,14 +257,8 @@ __device__ __forceinline__ void store_tile(const Args& p, const TileJob& job, in
         out_row[col] = __float2bfloat16_rn(__fmul_rn(torch_exp::siluf(gate), up));
       } else {
         const int64_t col = job.n0 + 16 * g + 2 * (lane / 4);
-        float y0 = d[4 * j + q], y1 = d[4 * j + 2 + q];
-        if (kLora && col < p.n) {
-          const float2 v = moe_lora::pair_with_lora(p.lora, p.row_token[job.row0 + r], job.expert,
-                                                    p.n, col, y0, y1);
-          y0 = v.x;
-          y1 = v.y;
-        }
-        store_pair(out_row, col, p.n, y0, y1);
+        static_assert(!kLora, "down's LoRA is moe_lora::launch_expand_add, after the GEMM");
+        store_pair(out_row, col, p.n, d[4 * j + q], d[4 * j + 2 + q]);
       }
     }
 }

@@ -488,14 +488,8 @@ __device__ __forceinline__ void store_unit(const KernelArgs<kLora>& p, const Tab
       }
       row[col] = __float2bfloat16_rn(__fmul_rn(torch_exp::siluf(g), u));
     } else {  // lo, hi = output columns 16 m + 2 r and the next (moe_packed.cuh's row order)
-      float y0 = lo[i], y1 = hi[i];
-      if constexpr (kLora) {
-        const float2 v = moe_lora::pair_with_lora(p.lora, t.row_token[begin + within],
-                                                  t.expert[c.g], p.n, col, y0, y1);
-        y0 = v.x;
-        y1 = v.y;
-      }
-      *reinterpret_cast<__nv_bfloat162*>(row + col) = __floats2bfloat162_rn(y0, y1);
+      static_assert(!kLora, "down's LoRA is moe_lora::launch_expand_add, after the GEMM");
+      *reinterpret_cast<__nv_bfloat162*>(row + col) = __floats2bfloat162_rn(lo[i], hi[i]);
     }
   }
 }
