@@ -65,7 +65,7 @@ constexpr size_t kPoolCounterBytes = kScratchAlign;
 // Carves ctx.moe into the arrays of one call (byte offsets from the base).
 struct ScratchLayout {
   size_t counts, offsets, tile_offsets, tile_counters, row_token, entry_of, slot_of, act, y,
-      h_gate_up, h_down, delta, total;
+      h_gate_up, h_down, delta, has_lora, total;
 
   // rank: the LoRA stacks' (0: no LoRA).
   ScratchLayout(int64_t E, int64_t rows, int64_t H, int64_t I, int64_t rank) {
@@ -86,8 +86,8 @@ struct ScratchLayout {
     y = take(static_cast<size_t>(rows * H) * sizeof(bf16_t));    // [rows, H] expert output
     h_gate_up = take(static_cast<size_t>(rows * 2 * rank) * sizeof(float));  // [T * top_k, 2 r]
     h_down = take(static_cast<size_t>(rows * rank) * sizeof(float));         // [T * top_k, r]
-    delta =
-        take(rank > 0 ? static_cast<size_t>(rows * 2 * I) * sizeof(float) : 0);  // [T*top_k,2,I]
+    delta = take(rank > 0 ? static_cast<size_t>(rows * 2 * I) * sizeof(float) : 0);  // [rows, 2, I]
+    has_lora = take(rank > 0 ? rows * sizeof(int32_t) : 0);  // [rows] whether a row has deltas
     total = at;
   }
 };
@@ -129,16 +129,12 @@ moe_lora::Rows lora_rows(const MoeLora& lora, const Problem& pb, const TensorVie
                         .top_k = static_cast<int>(pb.top_k)};
 }
 
-// Before the gate_up GEMM: h of the gate and up stacks on x's rows, then their deltas; returns the
-// GEMM epilogue's terms.
-moe_lora::Terms gate_up_lora(CudaContext& ctx, const MoeLora& lora, const Problem& pb,
-                             const TensorView& x, const moe_lora::Rows& rows, float* h,
-                             float* delta) {
+// h of the gate and up stacks on x's rows (before their expand).
+void shrink_gate_up(CudaContext& ctx, const MoeLora& lora, const Problem& pb, const TensorView& x,
+                    const moe_lora::Rows& rows, float* h) {
   const ExpertLoraStack* parts[] = {&lora.gate, &lora.up};
   moe_lora::launch_shrink(ctx, static_cast<const bf16_t*>(x.data), nullptr, pb.H, parts, 2, rows,
                           h);
-  moe_lora::launch_expand(ctx, h, lora.gate, lora.up, rows, delta);
-  return moe_lora::Terms{.delta = delta, .slots = rows.slots, .ids = rows.ids, .top_k = rows.top_k};
 }
 
 // h of the down stack on act's grouped rows (before the down GEMM).
@@ -434,7 +430,11 @@ bool launch_grouped_gemm_tma(CudaContext& ctx, const Problem& pb, const moe_gemm
   const int64_t m_tiles = most_m_tiles(pb, R::kRows);
   BEAM_CHECK(m_tiles * ceil_div(p.n, moe_gemm::tile_cols(kEp, tma::kWRows)) < INT32_MAX)
       << "moe_experts (CUDA): " << m_tiles << " M tiles too many";
-  const auto kernel = tma::grouped_gemm_kernel<R, kEp>;
+  // The LoRA epilogue's instantiation (gate_up only) when the step has LoRA.
+  auto kernel = tma::grouped_gemm_kernel<R, kEp, false>;
+  if constexpr (kEp == Epilogue::kSwiGLU) {
+    if (p.lora.delta != nullptr) kernel = tma::grouped_gemm_kernel<R, kEp, true>;
+  }
   constexpr int kSmemBytes = R::smem_bytes(kEp);
   CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   const dim3 cluster(tma::kCluster, 1, 1), block(tma::kThreads);
@@ -495,10 +495,10 @@ bool launch_tma(CudaContext& ctx, const Problem& pb, const GroupedPlan& plan,
 }
 
 // Grouped path: permutation, grouped gate_up GEMM + SwiGLU, grouped down GEMM, combine. A GEMM
-// whose shapes allow it runs on the TMA kernel (gate_up only without LoRA); gate_up then reads x's
-// rows gathered in grouped order into y (free until the down GEMM writes it). Weights packed when
-// moe_packed::packed_widths(H, I). LoRA (moe_lora.cuh): shrink and expand before gate_up, shrink
-// before down, the down expand after it.
+// whose shapes allow it runs on the TMA kernel; gate_up then reads x's rows gathered in grouped
+// order into y (free until the down GEMM writes it). Weights packed when
+// moe_packed::packed_widths(H, I). LoRA (moe_lora.cuh): shrink and expand before gate_up (whose
+// epilogue adds the deltas), shrink before down, the down expand after it.
 void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
                  const TensorView& gate_up, const TensorView& down, const TensorView& ids,
                  const TensorView& weights, const TensorView& out, const GroupedPlan& plan,
@@ -516,18 +516,21 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
   auto* h_gate_up = reinterpret_cast<float*>(base + layout.h_gate_up);
   auto* h_down = reinterpret_cast<float*>(base + layout.h_down);
   auto* delta = reinterpret_cast<float*>(base + layout.delta);
-  // LoRA's launches visit the slots in grouped-row order (an expert's A and B stay in L2);
-  // slot_of is -1 past the rows with an expert.
+  // LoRA's launches visit the slots in grouped-row order (an expert's A and B stay in L2), the
+  // gate_up deltas by grouped row; slot_of is -1 past the rows with an expert.
   auto* slot_of = lora ? reinterpret_cast<int32_t*>(base + layout.slot_of) : nullptr;
   if (lora) CUDA_OK(cudaMemsetAsync(slot_of, 0xff, pb.rows * sizeof(int32_t), ctx.stream));
   const int tile_rows = with_ring(plan.tiles, [](auto ring) { return decltype(ring)::kRows; });
   permute(ctx, pb, tile_rows, ids.as<int32_t>(), counts, offsets, tile_offsets, row_token, entry_of,
           slot_of);
   moe_lora::Rows lora_in_groups{};
-  moe_lora::Terms up_lora{};
+  moe_lora::RowTerms up_lora{};
   if (lora) {
+    auto* has = reinterpret_cast<int32_t*>(base + layout.has_lora);
     lora_in_groups = lora_rows(*lora, pb, ids, slot_of);
-    up_lora = gate_up_lora(ctx, *lora, pb, x, lora_in_groups, h_gate_up, delta);
+    shrink_gate_up(ctx, *lora, pb, x, lora_in_groups, h_gate_up);
+    moe_lora::launch_expand(ctx, h_gate_up, lora->gate, lora->up, lora_in_groups, delta, has);
+    up_lora = moe_lora::RowTerms{.delta = delta, .has = has};
   }
   CUDA_OK(cudaMemsetAsync(tile_counters, 0, 2 * sizeof(int32_t), ctx.stream));
 
@@ -554,12 +557,9 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
   if (pb.I > 0) {  // act [rows, I] = SwiGLU(x[token] · gate_up[e]ᵀ)
     moe_gemm::Args args = gemm_args(xp, row_token, gu, pb.I, pb.H,
                                     pb.H % 8 == 0 && aligned16(xp) && aligned16(gu), act);
-    if (lora) {  // the cp.async kernel: the TMA kernel has no LoRA epilogue
-      args.lora = up_lora;
-      args.row_token = row_token;
-    }
+    args.lora = up_lora;
     bool done = false;
-    if (plan.use_tma && !lora && tma_fits<Epilogue::kSwiGLU>(xp, gu, pb.I, pb.H)) {
+    if (plan.use_tma && tma_fits<Epilogue::kSwiGLU>(xp, gu, pb.I, pb.H)) {
       gather_rows_kernel<<<static_cast<unsigned>(pb.rows), kGatherThreads, 0, ctx.stream>>>(
           xp, row_token, offsets + pb.E, pb.H, y);
       CUDA_LAUNCH_OK();
@@ -634,7 +634,7 @@ void launch_expert_kernel_as(CudaContext& ctx, const moe_small::KernelArgs<kLora
 
 // The gate_up kernels with the LoRA epilogue when lora has terms (delta set), else those without.
 void launch_gate_up_kernel(CudaContext& ctx, const moe_small::Args& args,
-                           const moe_lora::Terms& lora, After after) {
+                           const moe_lora::SlotTerms& lora, After after) {
   constexpr auto kGateUp = moe_small::Phase::kGateUp;
   if (lora.delta != nullptr) {
     launch_expert_kernel_as<kGateUp, true>(ctx, moe_small::LoraArgs{args, lora}, after);
@@ -673,8 +673,15 @@ void run_small_batch(CudaContext& ctx, const Problem& pb, const TensorView& x,
   // With LoRA, its kernels are plain launches between the chained kernels (the next one waits
   // for them), visiting the slots in slot order (the grouping is the kernels' own).
   const moe_lora::Rows lora_slots = lora ? lora_rows(*lora, pb, ids, nullptr) : moe_lora::Rows{};
-  const moe_lora::Terms up_lora =
-      lora ? gate_up_lora(ctx, *lora, pb, x, lora_slots, h_gate_up, delta) : moe_lora::Terms{};
+  moe_lora::SlotTerms up_lora{};
+  if (lora) {
+    shrink_gate_up(ctx, *lora, pb, x, lora_slots, h_gate_up);
+    moe_lora::launch_expand(ctx, h_gate_up, lora->gate, lora->up, lora_slots, delta);
+    up_lora = moe_lora::SlotTerms{.delta = delta,
+                                  .slots = lora_slots.slots,
+                                  .ids = lora_slots.ids,
+                                  .top_k = lora_slots.top_k};
+  }
   launch_gate_up_kernel(ctx, up, up_lora, kSmallBatchAfter);
   small::Args dn = up;
   dn.a = act;

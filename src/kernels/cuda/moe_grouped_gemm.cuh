@@ -65,10 +65,8 @@ struct Args {
   int64_t k;
   bool async_loads;  // k % 8 == 0 and a, w 16-byte aligned: 16-byte cp.async chunks
   bf16_t* out;       // [grouped rows, n]
-  // Per-request LoRA (kSwiGLU parts gate, up) and the token of each grouped row, which the
-  // cp.async kernel's kLora epilogue reads (the TMA kernel has no LoRA epilogue).
-  moe_lora::Terms lora = {};
-  const int32_t* row_token = nullptr;
+  // Per-request LoRA's gate / up deltas by grouped row, which the kSwiGLU kLora epilogues read.
+  moe_lora::RowTerms lora = {};
 };
 
 // Output columns per tile of w_rows weight rows.
@@ -249,8 +247,7 @@ __device__ __forceinline__ void store_tile(const Args& p, const TileJob& job, in
         float up = __bfloat162float(__float2bfloat16_rn(d[4 * j + 2 + q]));
         if (col >= p.n) continue;
         if constexpr (kLora) {
-          const float2 v = moe_lora::gate_up_with_lora(p.lora, p.row_token[job.row0 + r],
-                                                       job.expert, p.n, col, gate, up);
+          const float2 v = moe_lora::gate_up_with_lora(p.lora, job.row0 + r, p.n, col, gate, up);
           gate = v.x;
           up = v.y;
         }
@@ -313,8 +310,7 @@ __device__ __forceinline__ void run_fitted_tile(const Args& p, const TileJob& jo
 
 // Grid: one block per (M tile, column band) pair that may exist (tile_job's order; blocks past
 // the real tiles exit). Dynamic shared memory: kSmemBytes. kLora: the epilogue adds p.lora's
-// deltas (an instantiation of its own, so the kernels without LoRA keep their registers; the TMA
-// kernel has none: LoRA steps take this one).
+// deltas (an instantiation of its own, so the kernels without LoRA keep their registers).
 template <Epilogue kEp, bool kLora>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(Args p) {
   extern __shared__ uint8_t smem_raw[];
@@ -568,6 +564,8 @@ __device__ __forceinline__ void stage_pairs(const float (&d)[kN / 2], uint32_t s
 
 // act = bf16(silu(gate) * up) of the staged pairs [first, first + count) whose grouped rows are
 // below job.rows, in one rolled loop (a pair's row grows with w, so they are the first ones).
+// kLora: gate and up with p.lora's deltas.
+template <bool kLora>
 __device__ __forceinline__ void store_staged_swiglu(const moe_gemm::Args& p, const TileJob& job,
                                                     int ctid, uint32_t staging, int first,
                                                     int count) {
@@ -583,8 +581,15 @@ __device__ __forceinline__ void store_staged_swiglu(const moe_gemm::Args& p, con
     const int w = first + i;
     const uint32_t word = ld_shared_u32(staging + 4 * (i * kConsumerThreads + ctid));
     const __nv_bfloat162 pair = *reinterpret_cast<const __nv_bfloat162*>(&word);
-    const float gate = __low2float(pair), up = __high2float(pair);
-    out[(8 * (w / 2) + w % 2) * p.n] = __float2bfloat16_rn(__fmul_rn(torch_exp::siluf(gate), up));
+    float gate = __low2float(pair), up = __high2float(pair);
+    const int row = 8 * (w / 2) + w % 2;  // past the thread's first row
+    if constexpr (kLora) {
+      const float2 v =
+          moe_lora::row_with_lora(p.lora, job.row0 + 2 * (lane % 4) + row, p.n, col, gate, up);
+      gate = v.x;
+      up = v.y;
+    }
+    out[row * p.n] = __float2bfloat16_rn(__fmul_rn(torch_exp::siluf(gate), up));
   }
 }
 
@@ -592,7 +597,7 @@ __device__ __forceinline__ void store_staged_swiglu(const moe_gemm::Args& p, con
 // rolled loop over pairs staged in shared memory (run 141: the unrolled epilogue took a quarter
 // of the consumers' samples, mostly waiting for instructions), all the thread's kN / 4 pairs at
 // once where the staging area holds them, else half at a time.
-template <class R, int kN>
+template <class R, bool kLora, int kN>
 __device__ __forceinline__ void store_tile_swiglu(const moe_gemm::Args& p, const TileJob& job,
                                                   int ctid, const float (&d)[kN / 2],
                                                   uint32_t staging) {
@@ -601,10 +606,10 @@ __device__ __forceinline__ void store_tile_swiglu(const moe_gemm::Args& p, const
   static_assert(kRound <= R::kStagedPairs && kPairs % kRound == 0 && kPairs / kRound <= 2);
   if (job.n0 + 8 * (ctid / 32) + (ctid % 32) / 4 >= p.n) return;
   stage_pairs<kN, 0, kRound>(d, staging, ctid);
-  store_staged_swiglu(p, job, ctid, staging, 0, kRound);
+  store_staged_swiglu<kLora>(p, job, ctid, staging, 0, kRound);
   if constexpr (kRound < kPairs) {
     stage_pairs<kN, kRound, kRound>(d, staging, ctid);
-    store_staged_swiglu(p, job, ctid, staging, kRound, kRound);
+    store_staged_swiglu<kLora>(p, job, ctid, staging, kRound, kRound);
   }
 }
 
@@ -623,8 +628,9 @@ __device__ __forceinline__ void release_stage(uint32_t base, uint32_t s) {
 
 // Consumer warpgroup ctid / 128 (ctid: thread index over the consumers): the tile with kN (>=
 // rows) grouped rows against R::kBands bands from ring stage `it` on; it advances past the
-// tile's stages. Band m's outputs are those of the job shifted by m bands.
-template <class R, Epilogue kEp, int kN>
+// tile's stages. Band m's outputs are those of the job shifted by m bands. kLora (kSwiGLU): the
+// epilogue adds a.p.lora's deltas.
+template <class R, Epilogue kEp, bool kLora, int kN>
 __device__ __forceinline__ void consume_tile(const Args& a, const TileJob& job, uint32_t base,
                                              uint32_t& it, int ctid) {
   constexpr int kM = R::kBands;
@@ -657,7 +663,7 @@ __device__ __forceinline__ void consume_tile(const Args& a, const TileJob& job, 
     TileJob band = job;
     band.n0 += static_cast<int64_t>(m) * tile_cols(kEp, kWRows);
     if constexpr (kEp == Epilogue::kSwiGLU) {
-      store_tile_swiglu<R, kN>(a.p, band, ctid, d[m], base + R::kStagingOffset);
+      store_tile_swiglu<R, kLora, kN>(a.p, band, ctid, d[m], base + R::kStagingOffset);
     } else {
       store_tile_stepped<kN>(a.p, band, ctid, d[m]);
     }
@@ -665,20 +671,20 @@ __device__ __forceinline__ void consume_tile(const Args& a, const TileJob& job, 
 }
 
 // consume_tile with the smallest kN = 16 s >= rows.
-template <class R, Epilogue kEp, int kSteps = 1>
+template <class R, Epilogue kEp, bool kLora, int kSteps = 1>
 __device__ __forceinline__ void consume_fitted_tile(const Args& a, const TileJob& job,
                                                     uint32_t base, uint32_t& it, int ctid) {
   if constexpr (kSteps * kRowStep < R::kRows) {
     if (job.rows > kSteps * kRowStep) {
-      consume_fitted_tile<R, kEp, kSteps + 1>(a, job, base, it, ctid);
+      consume_fitted_tile<R, kEp, kLora, kSteps + 1>(a, job, base, it, ctid);
       return;
     }
   }
-  consume_tile<R, kEp, kSteps * kRowStep>(a, job, base, it, ctid);
+  consume_tile<R, kEp, kLora, kSteps * kRowStep>(a, job, base, it, ctid);
 }
 
 // Consumer warpgroups: tile after tile as the ring's job slots announce them, until the end.
-template <class R, Epilogue kEp>
+template <class R, Epilogue kEp, bool kLora>
 __device__ __forceinline__ void consume(const Args& a, uint32_t base, const StageJob* jobs,
                                         int ctid) {
   uint32_t it = 0;  // stages consumed so far
@@ -692,14 +698,15 @@ __device__ __forceinline__ void consume(const Args& a, uint32_t base, const Stag
     job.rows = sj.rows;
     job.n0 = sj.n0;
     job.expert = sj.expert;
-    consume_fitted_tile<R, kEp>(a, job, base, it, ctid);
+    consume_fitted_tile<R, kEp, kLora>(a, job, base, it, ctid);
   }
 }
 
 // Grid: clusters of kCluster blocks, one block per SM (or fewer); kThreads threads,
 // R::smem_bytes(kEp) of dynamic shared memory. Every block's shared layout is the same (multicast
-// and the mailboxes address a rank's copy by this block's offsets).
-template <class R, Epilogue kEp>
+// and the mailboxes address a rank's copy by this block's offsets). kLora (kSwiGLU only): the
+// epilogue adds a.p.lora's deltas, an instantiation of its own.
+template <class R, Epilogue kEp, bool kLora>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_constant__ Args a) {
   static_assert(kCluster >= 2 && kCluster <= 16, "a multicast mask of 16 bits");
   extern __shared__ uint8_t smem_raw[];
@@ -721,7 +728,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
   cluster::sync();  // the barriers exist in every block before any block arrives on them
   const uint32_t rank = cluster::rank();
   if (tid < kConsumerThreads) {
-    consume<R, kEp>(a, base, jobs, tid);
+    static_assert(!kLora || kEp == Epilogue::kSwiGLU, "LoRA deltas join gate_up's epilogue only");
+    consume<R, kEp, kLora>(a, base, jobs, tid);
   } else if (tid == kConsumerThreads) {
     produce<R, kEp>(a, base, jobs, mailbox, rank);
   }

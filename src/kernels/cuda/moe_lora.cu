@@ -114,7 +114,8 @@ struct ExpandArgs {
   int parts, num_slots, rank;
   int64_t n;
   Rows rows;
-  float* delta;               // kAdd false: [T * top_k, parts, n]
+  float* delta;               // kAdd false: [T * top_k, parts, n] (has: [rows, parts, n])
+  int32_t* has;               // kAdd false: nullptr, or [rows] whether block row b has deltas
   const int32_t* out_row_of;  // kAdd: y row of each slot
   bf16_t* y;                  // kAdd: [.., n]
 };
@@ -125,6 +126,8 @@ template <bool kAdd>
 __global__ void __launch_bounds__(kThreads) expand_kernel(const ExpandArgs p) {
   extern __shared__ float h[];
   const Slot v = slot_of(p.rows, blockIdx.x);
+  if (!kAdd && p.has != nullptr && blockIdx.y == 0 && threadIdx.x == 0)
+    p.has[blockIdx.x] = v.has_lora() ? 1 : 0;
   if (!v.has_lora()) return;
   const int width = p.parts * p.rank;
   for (int c = static_cast<int>(threadIdx.x); c < width; c += kThreads) h[c] = p.h[v.i * width + c];
@@ -140,7 +143,8 @@ __global__ void __launch_bounds__(kThreads) expand_kernel(const ExpandArgs p) {
     bf16_t* y = p.y + static_cast<int64_t>(p.out_row_of[v.i]) * p.n + col;
     *y = __float2bfloat16_rn(__fadd_rn(__bfloat162float(*y), d));
   } else {
-    p.delta[v.i * p.parts * p.n + flat] = d;
+    const int64_t row = p.has != nullptr ? static_cast<int64_t>(blockIdx.x) : v.i;
+    p.delta[row * p.parts * p.n + flat] = d;
   }
 }
 
@@ -203,10 +207,11 @@ void launch_shrink(CudaContext& ctx, const bf16_t* in, const int32_t* in_row_of,
 }
 
 void launch_expand(CudaContext& ctx, const float* h, const ExpertLoraStack& gate,
-                   const ExpertLoraStack& up, const Rows& rows, float* delta) {
+                   const ExpertLoraStack& up, const Rows& rows, float* delta, int32_t* has) {
   const ExpertLoraStack* parts[] = {&gate, &up};
   ExpandArgs p = expand_args(parts, 2, rows, h);
   p.delta = delta;
+  p.has = has;
   launch_expand_kernel<false>(ctx, p);
 }
 

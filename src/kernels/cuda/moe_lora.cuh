@@ -1,10 +1,10 @@
 // Per-request LoRA inside the CUDA routed experts (kernels/api/moe.h's MoeLora), as plain kernels
 // around the expert GEMMs (moe_lora.cu): a shrink computes each routed row's h = scale · A_{e,s} ·
 // in; for gate_up an expand writes the fp32 deltas Σ_j h_j · B_{e,s}[col, j] of gate and up, which
-// the GEMM epilogues (moe_small_batch.cuh, moe_grouped_gemm.cuh) add to their rounded outputs
-// before SwiGLU (one load each, gate_up_with_lora); for down an expand adds them to the GEMM's
+// the GEMM epilogues (moe_small_batch.cuh by routed slot, moe_grouped_gemm.cuh by grouped row) add
+// to their rounded outputs before SwiGLU, one load each; for down an expand adds them to the GEMM's
 // rounded output rows in place. kernels/cpu/moe_experts.cpp's rounding points, fp32 sums in another
-// order. A gate_up GEMM whose Terms have delta == nullptr runs as without LoRA.
+// order. A gate_up GEMM whose terms have delta == nullptr runs as without LoRA.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -19,13 +19,21 @@ namespace beam::cuda::moe_lora {
 
 using bf16_t = __nv_bfloat16;
 
-// What a gate_up GEMM's epilogue reads to add LoRA deltas (all on the device).
-struct Terms {
+// What the small-batch gate_up kernels' epilogue reads to add LoRA deltas (all on the device):
+// the deltas by routed slot (those kernels group the slots themselves).
+struct SlotTerms {
   const float* delta = nullptr;    // [T * top_k, 2, n]: routed slot i's gate and up deltas of each
                                    // act column (launch_expand); nullptr: no LoRA
   const int32_t* slots = nullptr;  // [T] each token's adapter slot (kNoLoraSlot: none)
   const int32_t* ids = nullptr;    // [T, top_k] the routing (a token's experts are distinct)
   int top_k = 0;
+};
+
+// What the grouped gate_up kernels' epilogues read: the deltas by grouped row.
+struct RowTerms {
+  const float* delta =
+      nullptr;  // [rows, 2, n]: grouped row g's gate and up deltas; nullptr: no LoRA
+  const int32_t* has = nullptr;  // [rows] 1 where grouped row g has deltas (its token an adapter)
 };
 
 // bf16(f32(v) + delta) as a float: a rounded output with its LoRA delta.
@@ -39,7 +47,7 @@ __device__ __forceinline__ float add_rounded(float v, float delta) {
 // The rounded gate g and up u of act column col (of n) of token t's row on expert e with their
 // deltas added when the token has an adapter, else as given. The slot and routing loads do not
 // depend on each other (the scan has no early exit), so the delta loads wait for one round trip.
-static __device__ __noinline__ float2 gate_up_with_lora(const Terms l, int t, int e, int64_t n,
+static __device__ __noinline__ float2 gate_up_with_lora(const SlotTerms l, int t, int e, int64_t n,
                                                         int64_t col, float g, float u) {
   const int32_t* ids = l.ids + static_cast<int64_t>(t) * l.top_k;
   int k_of_e = -1;
@@ -47,6 +55,23 @@ static __device__ __noinline__ float2 gate_up_with_lora(const Terms l, int t, in
   if (l.slots[t] < 0 || k_of_e < 0) return make_float2(g, u);
   const float* d = l.delta + (static_cast<int64_t>(t) * l.top_k + k_of_e) * 2 * n;
   return make_float2(add_rounded(g, d[col]), add_rounded(u, d[n + col]));
+}
+
+// The rounded gate g and up u of act column col (of n) of grouped row `row` with its deltas when
+// it has them, else as given (the three loads independent: the delta words are read whatever the
+// flag, from the scratch that holds them).
+__device__ __forceinline__ float2 row_with_lora(const RowTerms& l, int64_t row, int64_t n,
+                                                int64_t col, float g, float u) {
+  const float* d = l.delta + row * 2 * n;
+  const float dg = d[col], du = d[n + col];
+  if (l.has[row] == 0) return make_float2(g, u);
+  return make_float2(add_rounded(g, dg), add_rounded(u, du));
+}
+
+// row_with_lora as one function for the cp.async grouped kernel's unrolled stores.
+static __device__ __noinline__ float2 gate_up_with_lora(const RowTerms l, int64_t row, int64_t n,
+                                                        int64_t col, float g, float u) {
+  return row_with_lora(l, row, n, col, g, u);
 }
 
 // Which routed slots a LoRA launch visits, and in what order: block row b takes slot
@@ -68,9 +93,12 @@ void launch_shrink(CudaContext& ctx, const bf16_t* in, const int32_t* in_row_of,
                    const ExpertLoraStack* const* parts, int num_parts, const Rows& rows, float* h);
 
 // The gate_up expand: delta[i, p, col] = Σ_j h[i, p * r + j] · f32(B_p[e, s, col, j]) (j in order,
-// from 0) for parts gate, up (n act columns) of each visited slot i (Terms::delta's layout).
+// from 0) for parts gate, up (n act columns) of each visited slot i (SlotTerms::delta's layout),
+// or, with `has`, delta[b, p, col] for block row b's slot and has[b] = whether it has deltas
+// (RowTerms' layout, rows.order the grouped rows' slots).
 void launch_expand(CudaContext& ctx, const float* h, const ExpertLoraStack& gate,
-                   const ExpertLoraStack& up, const Rows& rows, float* delta);
+                   const ExpertLoraStack& up, const Rows& rows, float* delta,
+                   int32_t* has = nullptr);
 
 // The down expand, after the down GEMM: y[out_row_of[i], col] = bf16(f32(y[..]) + Σ_j h[i, j] ·
 // f32(B[e, s, col, j])) over y's n columns of each visited slot i: what the GEMM's rounded store

@@ -105,7 +105,7 @@ struct Args {
 // The kLora kernels' parameter: Args with per-request LoRA terms (gate_up parts gate, up). The
 // kernels without LoRA keep plain Args, so their code is what it was before LoRA.
 struct LoraArgs : Args {
-  moe_lora::Terms lora;
+  moe_lora::SlotTerms lora;
 };
 template <bool kLora>
 using KernelArgs = std::conditional_t<kLora, LoraArgs, Args>;
