@@ -1,11 +1,13 @@
 // LoraSlots: one device allocation holding every module's stacks (a, b, scale per module, each
 // aligned to 256 bytes), adapter tensors matched to modules by their checkpoint names (canonical or
-// an alias), converted to bf16 and zero-padded to the slots' rank on the host, then copied in.
+// an alias), converted to bf16 and zero-padded to the slots' rank on the host, then copied in: one
+// pitched copy per module and factor (an expert module's slot is a row of each expert's stack).
 #include "model/lora_slots.h"
 
 #include <algorithm>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/bf16.h"
 #include "model/tensor_convert.h"
@@ -19,6 +21,26 @@ constexpr int kLayerTargets = kNumLoraTargets - 1;  // every target but lm_head
 
 size_t aligned(size_t bytes) {
   return (bytes + 255) / 256 * 256;
+}
+
+// Slot `slot`'s part of each stack of `all` ([num_stacks, S, ...] on the device): a row each.
+PitchedRows slot_rows(const TensorView& all, int32_t slot) {
+  const auto row = static_cast<size_t>(all.nbytes() / (all.dim(0) * all.dim(1)));
+  return PitchedRows{.data = static_cast<char*>(all.data) + static_cast<size_t>(slot) * row,
+                     .device = all.device,
+                     .pitch = row * static_cast<size_t>(all.dim(1)),
+                     .row_bytes = row,
+                     .rows = static_cast<size_t>(all.dim(0))};
+}
+
+// rows contiguous rows of host memory holding `data`.
+PitchedRows host_rows(std::vector<bf16>& data, int64_t rows) {
+  const size_t bytes = data.size() * sizeof(bf16), n = static_cast<size_t>(rows);
+  return PitchedRows{.data = data.data(),
+                     .device = Device::kCpu,
+                     .pitch = bytes / n,
+                     .row_bytes = bytes / n,
+                     .rows = n};
 }
 
 // A target's checkpoint-name suffix under model.layers.{L}. (experts: under
@@ -180,6 +202,14 @@ Expected<std::unique_ptr<LoraSlots>> LoraSlots::create(const KernelContext& ctx,
   return s;
 }
 
+TensorView LoraSlots::Module::all_a() const {
+  return num_experts ? experts.a : stack.a.reshape({1, stack.a.dim(0), stack.a.dim(1), in});
+}
+
+TensorView LoraSlots::Module::all_b() const {
+  return num_experts ? experts.b : stack.b.reshape({1, stack.b.dim(0), out, stack.b.dim(2)});
+}
+
 LoraSlots::Module& LoraSlots::module(int64_t layer, LoraTarget target) {
   if (target == LoraTarget::kLmHead) return modules_.back();
   return modules_[static_cast<size_t>(layer * kLayerTargets + static_cast<int>(target))];
@@ -205,11 +235,8 @@ void LoraSlots::clear(const KernelContext& ctx, int32_t slot) {
   BEAM_CHECK(slot >= 0 && slot < num_slots_) << "LoraSlots::clear: slot " << slot;
   for (const Module& m : modules_) {
     if (!m.present) continue;
-    for (int64_t e = 0; e < m.num_stacks(); ++e) {
-      const LoraStack st = m.stack_of(e);
-      zero_tensor(ctx, st.a.rows(slot, 1));
-      zero_tensor(ctx, st.b.rows(slot, 1));
-    }
+    zero_rows(ctx, slot_rows(m.all_a(), slot));
+    zero_rows(ctx, slot_rows(m.all_b(), slot));
     zero_tensor(ctx, m.stack_of(0).scale.rows(slot, 1));
   }
 }
@@ -264,29 +291,33 @@ Status LoraSlots::load(const KernelContext& ctx, int32_t slot, const LoraAdapter
   BEAM_CHECK(slot >= 0 && slot < num_slots_) << "LoraSlots::load: slot " << slot;
   clear(ctx, slot);
   BEAM_ASSIGN_OR_RETURN(Placement placement, place(adapter));
-  // Host copies the device copies read, kept until the synchronization below (reserved: no
-  // reallocation, so references stay valid).
-  std::vector<std::vector<bf16>> staged;
-  std::vector<float> scales;
-  staged.reserve(2 * placement.size());
-  scales.reserve(placement.size());
-  for (const auto& [delta, m, expert] : placement) {
-    const int64_t r = delta->rank();
-    const LoraStack stack = m->stack_of(expert);
-    // [r, in] -> rows [0, r) of the slot's [R, in]; [out, r] -> columns [0, r) of its [out, R].
-    std::vector<bf16>& a = staged.emplace_back(static_cast<size_t>(r * m->in));
-    convert_elements(delta->a->data, delta->a->dtype, r * m->in, a.data(), DType::kBF16);
-    std::vector<bf16> b_packed(static_cast<size_t>(m->out * r));
-    convert_elements(delta->b->data, delta->b->dtype, m->out * r, b_packed.data(), DType::kBF16);
-    std::vector<bf16>& b = staged.emplace_back(static_cast<size_t>(m->out * max_rank_), bf16{});
-    for (int64_t o = 0; o < m->out; ++o)
-      std::copy_n(b_packed.data() + o * r, r, b.data() + o * max_rank_);
-    float& scale = scales.emplace_back(static_cast<float>(delta->scale));
-    const TensorView a_slot = stack.a.rows(slot, 1).reshape({max_rank_, m->in}).rows(0, r);
-    copy_tensor(ctx, a_slot, TensorView{a.data(), DType::kBF16, {r, m->in}, Device::kCpu});
-    copy_tensor(ctx, stack.b.rows(slot, 1).reshape({m->out, max_rank_}),
-                TensorView{b.data(), DType::kBF16, {m->out, max_rank_}, Device::kCpu});
-    copy_tensor(ctx, stack.scale.rows(slot, 1), TensorView{&scale, DType::kF32, {1}, Device::kCpu});
+  // Each module's slot parts are staged on the host for all its stacks (zeros where the adapter has
+  // no delta, the rank zero-padded to max_rank_) and go up in one copy per factor.
+  std::map<const Module*, std::vector<const Place*>> by_module;
+  for (const Place& p : placement) by_module[p.module].push_back(&p);
+  const int64_t R = max_rank_;
+  std::vector<bf16> a, b, b_packed;
+  for (const auto& [m, places] : by_module) {
+    const int64_t n = m->num_stacks();
+    a.assign(static_cast<size_t>(n * R * m->in), bf16{});
+    b.assign(static_cast<size_t>(n * m->out * R), bf16{});
+    for (const Place* p : places) {
+      const LoraDelta& delta = *p->delta;
+      const int64_t r = delta.rank();
+      // [r, in] -> rows [0, r) of the stack's [R, in]; [out, r] -> columns [0, r) of its [out, R].
+      convert_elements(delta.a->data, delta.a->dtype, r * m->in, a.data() + p->expert * R * m->in,
+                       DType::kBF16);
+      b_packed.resize(static_cast<size_t>(m->out * r));
+      convert_elements(delta.b->data, delta.b->dtype, m->out * r, b_packed.data(), DType::kBF16);
+      bf16* b_stack = b.data() + p->expert * m->out * R;
+      for (int64_t o = 0; o < m->out; ++o) std::copy_n(b_packed.data() + o * r, r, b_stack + o * R);
+    }
+    copy_rows(ctx, slot_rows(m->all_a(), slot), host_rows(a, n));
+    copy_rows(ctx, slot_rows(m->all_b(), slot), host_rows(b, n));
+    // (one scale per adapter: LoraAdapter takes one rank for all its modules)
+    auto scale = static_cast<float>(places.front()->delta->scale);
+    copy_tensor(ctx, m->stack_of(0).scale.rows(slot, 1),
+                TensorView{&scale, DType::kF32, {1}, Device::kCpu});
   }
   synchronize(ctx);
   return ok_status();

@@ -100,6 +100,9 @@ class LoraSlots {
     LoraStack stack_of(int64_t e) const { return num_experts ? experts.of_expert(e) : stack; }
     // The stacks the module holds: one per expert, or one.
     int64_t num_stacks() const { return num_experts ? num_experts : 1; }
+    // Every stack's A [num_stacks, S, R, in] and B [num_stacks, S, out, R].
+    TensorView all_a() const;
+    TensorView all_b() const;
   };
   // Where one of an adapter's deltas goes: a module and, for an expert module, the expert.
   struct Place {

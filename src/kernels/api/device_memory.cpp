@@ -94,6 +94,45 @@ void copy_tensor(const KernelContext& ctx, const TensorView& dst, const TensorVi
 #endif
 }
 
+void copy_rows(const KernelContext& ctx, const PitchedRows& dst, const PitchedRows& src) {
+  BEAM_CHECK(dst.row_bytes == src.row_bytes && dst.rows == src.rows && dst.pitch >= dst.row_bytes &&
+             src.pitch >= src.row_bytes)
+      << "copy_rows: " << src.rows << " rows of " << src.row_bytes << " bytes (pitch " << src.pitch
+      << ") into " << dst.rows << " of " << dst.row_bytes << " (pitch " << dst.pitch << ")";
+  if (dst.rows == 0 || dst.row_bytes == 0) return;
+  if (dst.device == Device::kCpu && src.device == Device::kCpu) {
+    for (size_t i = 0; i < dst.rows; ++i)
+      std::memmove(static_cast<char*>(dst.data) + i * dst.pitch,
+                   static_cast<const char*>(src.data) + i * src.pitch, dst.row_bytes);
+    return;
+  }
+#if BEAMSERVE_CUDA
+  cuda::copy_2d(cuda_of(ctx, "copy_rows"), dst.data, dst.device, dst.pitch, src.data, src.device,
+                src.pitch, dst.row_bytes, dst.rows);
+#else
+  BEAM_CHECK(false) << "copy_rows: CUDA memory but the CUDA backend is not built";
+#endif
+}
+
+void zero_rows(const KernelContext& ctx, const PitchedRows& t) {
+  BEAM_CHECK(t.pitch >= t.row_bytes)
+      << "zero_rows: pitch " << t.pitch << " below the row's " << t.row_bytes << " bytes";
+  if (t.rows == 0 || t.row_bytes == 0) return;
+  switch (t.device) {
+    case Device::kCpu:
+      for (size_t i = 0; i < t.rows; ++i)
+        std::memset(static_cast<char*>(t.data) + i * t.pitch, 0, t.row_bytes);
+      return;
+    case Device::kCuda:
+#if BEAMSERVE_CUDA
+      cuda::zero_2d(cuda_of(ctx, "zero_rows"), t.data, t.pitch, t.row_bytes, t.rows);
+#else
+      BEAM_CHECK(false) << "zero_rows: CUDA memory but the CUDA backend is not built";
+#endif
+      return;
+  }
+}
+
 void zero_tensor(const KernelContext& ctx, const TensorView& t) {
   if (t.nbytes() == 0) return;
   switch (t.device) {

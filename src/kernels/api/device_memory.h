@@ -72,6 +72,19 @@ void copy_tensor(const KernelContext& ctx, const TensorView& dst, const TensorVi
 // Sets every byte of t (on ctx's device) to zero, ordered on ctx's stream.
 void zero_tensor(const KernelContext& ctx, const TensorView& t);
 
+// `rows` rows of row_bytes bytes, row i at data + i * pitch (pitch >= row_bytes), on the host or
+// on a context's device: e.g. one slot's part of each of several [S, ...] stacks.
+struct PitchedRows {
+  void* data = nullptr;
+  Device device = Device::kCpu;
+  size_t pitch = 0, row_bytes = 0, rows = 0;
+};
+// dst's rows = src's (the same row_bytes and rows): one copy for all of them, ordered on ctx's
+// stream; a copy from or to host memory has completed when this returns.
+void copy_rows(const KernelContext& ctx, const PitchedRows& dst, const PitchedRows& src);
+// Sets every byte of t's rows to zero, ordered on ctx's stream.
+void zero_rows(const KernelContext& ctx, const PitchedRows& t);
+
 // Waits until all work queued on ctx has finished (no-op on the CPU).
 void synchronize(const KernelContext& ctx);
 

@@ -44,6 +44,18 @@ void zero(CudaContext& ctx, void* dst, size_t nbytes) {
   CUDA_OK(cudaMemsetAsync(dst, 0, nbytes, ctx.stream));
 }
 
+void copy_2d(CudaContext& ctx, void* dst, Device dst_device, size_t dst_pitch, const void* src,
+             Device src_device, size_t src_pitch, size_t row_bytes, size_t rows) {
+  CUDA_OK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows, cudaMemcpyDefault,
+                            ctx.stream));
+  if (dst_device == Device::kCpu || src_device == Device::kCpu)
+    CUDA_OK(cudaStreamSynchronize(ctx.stream));
+}
+
+void zero_2d(CudaContext& ctx, void* dst, size_t pitch, size_t row_bytes, size_t rows) {
+  CUDA_OK(cudaMemset2DAsync(dst, pitch, 0, row_bytes, rows, ctx.stream));
+}
+
 void synchronize(CudaContext& ctx) { CUDA_OK(cudaStreamSynchronize(ctx.stream)); }
 
 Expected<MetadataBuffer> allocate_metadata(CudaContext& ctx, size_t nbytes) {

@@ -16,6 +16,11 @@ void copy(CudaContext& ctx, void* dst, Device dst_device, const void* src, Devic
 // Queues an async copy of nbytes between device memory and/or pinned host memory (no wait).
 void copy_async(CudaContext& ctx, void* dst, const void* src, size_t nbytes);
 void zero(CudaContext& ctx, void* dst, size_t nbytes);
+// copy over `rows` rows of row_bytes at the pitches given (one cudaMemcpy2DAsync).
+void copy_2d(CudaContext& ctx, void* dst, Device dst_device, size_t dst_pitch, const void* src,
+             Device src_device, size_t src_pitch, size_t row_bytes, size_t rows);
+// zero over `rows` rows of row_bytes at dst + i * pitch (one cudaMemset2DAsync).
+void zero_2d(CudaContext& ctx, void* dst, size_t pitch, size_t row_bytes, size_t rows);
 void synchronize(CudaContext& ctx);
 // Metadata in a PinnedRegion (kernels/cuda/cuda_context.h).
 Expected<MetadataBuffer> allocate_metadata(CudaContext& ctx, size_t nbytes);
