@@ -495,8 +495,12 @@ void BM_moe_experts_lora(benchmark::State& state) {
                            gpu.uniform(DType::kBF16, {kExperts, S, n, r}, seed + 1, 0.05f),
                            gpu.uniform(DType::kF32, {S}, seed + 2, 1.0f)};
   };
+  // range(2) 0: token t on slot t % S (a decode batch's sequences, interleaved); 1: on slot
+  // t * S / T (a prefill chunk's sequences, in runs).
+  const bool runs = state.range(2) != 0;
   std::vector<int32_t> slots(static_cast<size_t>(T));
-  for (int64_t t = 0; t < T; ++t) slots[static_cast<size_t>(t)] = static_cast<int32_t>(t % S);
+  for (int64_t t = 0; t < T; ++t)
+    slots[static_cast<size_t>(t)] = static_cast<int32_t>(runs ? t * S / T : t % S);
   const MoeLora lora{stack(kHidden, kExpertInter, 41), stack(kHidden, kExpertInter, 44),
                      stack(kExpertInter, kHidden, 47), gpu.from_host(DType::kI32, slots)};
   const double slots_used = static_cast<double>(std::min(T, S));
@@ -562,15 +566,17 @@ BENCHMARK(BM_moe_experts)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
-// Expert LoRA at decode sizes and on a 2,048-token prefill chunk, ranks 16 and 64 (compare with
-// BM_moe_experts at the same T).
+// Expert LoRA at decode sizes and on a 2,048-token prefill chunk, ranks 16 and 64, slots
+// interleaved (runs 0) or in runs of tokens (runs 1) (compare with BM_moe_experts at the same T).
 BENCHMARK(BM_moe_experts_lora)
-    ->ArgNames({"T", "r"})
-    ->Args({1, 16})
-    ->Args({32, 16})
-    ->Args({128, 16})
-    ->Args({2048, 16})
-    ->Args({32, 64})
+    ->ArgNames({"T", "r", "runs"})
+    ->Args({1, 16, 0})
+    ->Args({32, 16, 0})
+    ->Args({128, 16, 0})
+    ->Args({2048, 16, 0})
+    ->Args({2048, 16, 1})
+    ->Args({32, 64, 0})
+    ->Args({2048, 64, 1})
     ->Iterations(20)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);

@@ -1,8 +1,11 @@
-// The routed experts' LoRA kernels (moe_lora.cuh). Shrink: one warp per (visited slot, part,
-// rank index j), its lanes striding the input row (8 elements a 16-byte load where the width
-// allows, four loads in flight) and summed by a fixed butterfly. Expand: one thread per (visited
-// slot, output column), the slot's h staged in shared memory and the column's row of B read in j
-// order. Neither sum depends on the batch, the order of the visit or the run.
+// The routed experts' LoRA kernels (moe_lora.cuh), over tiles of kTile consecutive block rows (1
+// in slot order; kTileRows in grouped order, where consecutive rows of one expert and adapter slot
+// share their factors). Shrink: one warp per (tile, part, rank index j), its lanes striding the
+// input rows (8 elements a 16-byte load where the width allows), each 16-byte piece of A loaded
+// once for a run of rows with the same factors, each row's sum closed by a fixed butterfly.
+// Expand: one thread per (tile, output column), the rows' h staged in shared memory, the column's
+// row of B read in j order (kept in registers across a run of rows when the rank allows). No sum
+// depends on the batch, the tiling, the order of the visit or the run.
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/moe_lora.cuh"
 
@@ -11,19 +14,27 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
+constexpr int kTileRows = 8;     // block rows a tile in grouped order
+constexpr int kCachedRank = 32;  // ranks up to this keep a column's B row in registers
 constexpr int kMaxParts = 2;
 constexpr unsigned kMaxGridY = 65535;
 
-// Routed slot i's place: its token t, expert e and the token's adapter slot s.
+// Routed slot i's place: its token t, expert e and the token's adapter slot s (trivial, so tiles
+// of them live in shared memory).
 struct Slot {
-  int64_t i = -1;
-  int t = 0, e = -1, s = -1;
+  int64_t i;
+  int t, e, s;
   __device__ bool has_lora() const { return i >= 0 && e >= 0 && s >= 0; }
 };
 
+// No slot (a block row past the rows, or order's -1).
+__device__ __forceinline__ Slot no_slot() {
+  return Slot{-1, 0, -1, -1};
+}
+
 // The slot that block row b visits (Rows::order).
 __device__ __forceinline__ Slot slot_of(const Rows& r, int64_t b) {
-  Slot v;
+  Slot v = no_slot();
   v.i = r.order ? r.order[b] : b;
   if (v.i < 0) return v;
   v.t = static_cast<int>(v.i / r.top_k);
@@ -32,10 +43,9 @@ __device__ __forceinline__ Slot slot_of(const Rows& r, int64_t b) {
   return v;
 }
 
-// acc + Σ_u x[u] · f32(w[u]) over 8 elements in order (w 16-byte aligned).
-__device__ __forceinline__ float fma8(const float* x, const bf16_t* w, float acc) {
-  const uint4 v = *reinterpret_cast<const uint4*>(w);
-  const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&v);
+// acc + Σ_u x[u] · f32(w[u]) over 8 elements in order (w: 8 bf16 in a 16-byte word).
+__device__ __forceinline__ float fma8(const float* x, const uint4& w, float acc) {
+  const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&w);
 #pragma unroll
   for (int u = 0; u < 4; ++u) {
     const float2 f = __bfloat1622float2(pairs[u]);
@@ -45,12 +55,16 @@ __device__ __forceinline__ float fma8(const float* x, const bf16_t* w, float acc
   return acc;
 }
 
-// acc + Σ_u f32(x[u]) · f32(w[u]) over 8 elements in order (both 16-byte aligned).
-__device__ __forceinline__ float fma8(const bf16_t* x, const bf16_t* w, float acc) {
+// The 16-byte word at p (16-byte aligned).
+__device__ __forceinline__ uint4 load16(const bf16_t* p) {
+  return *reinterpret_cast<const uint4*>(p);
+}
+
+// acc + Σ_u f32(x[u]) · f32(w[u]) over 8 elements in order (x 16-byte aligned).
+__device__ __forceinline__ float fma8(const bf16_t* x, const uint4& w, float acc) {
   const uint4 xv = __ldg(reinterpret_cast<const uint4*>(x));
-  const uint4 wv = *reinterpret_cast<const uint4*>(w);
   const auto* xp = reinterpret_cast<const __nv_bfloat162*>(&xv);
-  const auto* wp = reinterpret_cast<const __nv_bfloat162*>(&wv);
+  const auto* wp = reinterpret_cast<const __nv_bfloat162*>(&w);
 #pragma unroll
   for (int u = 0; u < 4; ++u) {
     const float2 a = __bfloat1622float2(xp[u]), b = __bfloat1622float2(wp[u]);
@@ -72,36 +86,67 @@ struct ShrinkArgs {
   bool vector_loads;  // k % 8 == 0, in and every A 16-byte aligned
 };
 
-// Grid: x = block row, y = chunk of kWarps (part, j) pairs, one a warp.
+// Grid: x = tile of kTile block rows, y = chunk of kWarps (part, j) pairs, one a warp.
+template <int kTile>
 __global__ void __launch_bounds__(kThreads) shrink_kernel(const ShrinkArgs p) {
-  const Slot v = slot_of(p.rows, blockIdx.x);
   const int q = static_cast<int>(blockIdx.y) * kWarps + static_cast<int>(threadIdx.x) / 32;
-  if (!v.has_lora() || q >= p.parts * p.rank) return;
+  if (q >= p.parts * p.rank) return;
   const int lane = static_cast<int>(threadIdx.x) % 32, part = q / p.rank, j = q % p.rank;
-  const int64_t src = p.in_row_of ? p.in_row_of[v.i] : v.t;
-  const bf16_t* in = p.in + src * p.k;
   // (selects, not p.a[part]: a dynamic index into the parameters copies them to the stack)
-  const bf16_t* a = (part == 0 ? p.a[0] : p.a[1]) +
-                    ((static_cast<int64_t>(v.e) * p.num_slots + v.s) * p.rank + j) * p.k;
-  float acc = 0.0f;
+  const bf16_t* a_part = part == 0 ? p.a[0] : p.a[1];
+  Slot v[kTile];
+  const bf16_t* in[kTile];
+  const bf16_t* a[kTile];  // row j of the tile row's A_{e,s}; nullptr: no LoRA
+  float acc[kTile];
+#pragma unroll
+  for (int r = 0; r < kTile; ++r) {
+    const int64_t b = static_cast<int64_t>(blockIdx.x) * kTile + r;
+    v[r] = b < p.rows.count ? slot_of(p.rows, b) : no_slot();
+    in[r] = p.in + (p.in_row_of && v[r].has_lora() ? p.in_row_of[v[r].i] : v[r].t) * p.k;
+    a[r] = v[r].has_lora()
+               ? a_part + ((static_cast<int64_t>(v[r].e) * p.num_slots + v[r].s) * p.rank + j) * p.k
+               : nullptr;
+    acc[r] = 0.0f;
+  }
   if (p.vector_loads) {
-#pragma unroll 4
-    for (int64_t c = 8 * lane; c < p.k; c += 8 * 32) acc = fma8(in + c, a + c, acc);
+#pragma unroll(kTile == 1 ? 4 : 2)
+    for (int64_t c = 8 * lane; c < p.k; c += 8 * 32) {
+      uint4 w = {};
+      const bf16_t* loaded = nullptr;
+#pragma unroll
+      for (int r = 0; r < kTile; ++r) {
+        if (a[r] == nullptr) continue;
+        if (a[r] != loaded) {  // a run of rows with the same factors loads them once
+          w = load16(a[r] + c);
+          loaded = a[r];
+        }
+        acc[r] = fma8(in[r] + c, w, acc[r]);
+      }
+    }
   } else {
-    for (int64_t c = lane; c < p.k; c += 32)
-      acc = __fmaf_rn(__bfloat162float(in[c]), __bfloat162float(a[c]), acc);
+#pragma unroll
+    for (int r = 0; r < kTile; ++r) {
+      if (a[r] == nullptr) continue;
+      for (int64_t c = lane; c < p.k; c += 32)
+        acc[r] = __fmaf_rn(__bfloat162float(in[r][c]), __bfloat162float(a[r][c]), acc[r]);
+    }
   }
 #pragma unroll
-  for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-  if (lane == 0)
-    p.h[v.i * p.parts * p.rank + q] = __fmul_rn((part == 0 ? p.scale[0] : p.scale[1])[v.s], acc);
+  for (int r = 0; r < kTile; ++r) {
+    if (a[r] == nullptr) continue;
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], off);
+    if (lane == 0)
+      p.h[v[r].i * p.parts * p.rank + q] =
+          __fmul_rn((part == 0 ? p.scale[0] : p.scale[1])[v[r].s], acc[r]);
+  }
 }
 
 // Σ_j h[j] · f32(b_row[j]) in j order over the rank (b_row: one output column's row of B).
 __device__ __forceinline__ float expand(const float* h, const bf16_t* b_row, int rank) {
   float acc = 0.0f;
   if (rank % 8 == 0) {  // 16-byte rows (the stacks are 256-byte aligned)
-    for (int j = 0; j < rank; j += 8) acc = fma8(h + j, b_row + j, acc);
+    for (int j = 0; j < rank; j += 8) acc = fma8(h + j, load16(b_row + j), acc);
   } else {
     for (int j = 0; j < rank; ++j) acc = __fmaf_rn(h[j], __bfloat162float(b_row[j]), acc);
   }
@@ -120,44 +165,94 @@ struct ExpandArgs {
   bf16_t* y;                  // kAdd: [.., n]
 };
 
-// Grid: x = block row, y = chunk of kThreads of the parts * n (part, column) pairs, one a thread.
-// Dynamic shared memory: the slot's h (parts * r floats).
-template <bool kAdd>
+// Grid: x = tile of kTile block rows, y = chunk of kThreads of the parts * n (part, column)
+// pairs, one a thread. Dynamic shared memory: the tile rows' h (kTile * parts * r floats).
+template <bool kAdd, int kTile>
 __global__ void __launch_bounds__(kThreads) expand_kernel(const ExpandArgs p) {
   extern __shared__ float h[];
-  const Slot v = slot_of(p.rows, blockIdx.x);
-  if (!kAdd && p.has != nullptr && blockIdx.y == 0 && threadIdx.x == 0)
-    p.has[blockIdx.x] = v.has_lora() ? 1 : 0;
-  if (!v.has_lora()) return;
-  const int width = p.parts * p.rank;
-  for (int c = static_cast<int>(threadIdx.x); c < width; c += kThreads) h[c] = p.h[v.i * width + c];
+  __shared__ Slot tile[kTile];
+  const int tid = static_cast<int>(threadIdx.x), width = p.parts * p.rank;
+  if (tid < kTile) {
+    const int64_t b = static_cast<int64_t>(blockIdx.x) * kTile + tid;
+    tile[tid] = b < p.rows.count ? slot_of(p.rows, b) : no_slot();
+    if (!kAdd && p.has != nullptr && blockIdx.y == 0 && b < p.rows.count)
+      p.has[b] = tile[tid].has_lora() ? 1 : 0;
+  }
   __syncthreads();
-  const int64_t flat = static_cast<int64_t>(blockIdx.y) * kThreads + threadIdx.x;
+#pragma unroll
+  for (int r = 0; r < kTile; ++r) {
+    if (!tile[r].has_lora()) continue;
+    for (int c = tid; c < width; c += kThreads) h[r * width + c] = p.h[tile[r].i * width + c];
+  }
+  __syncthreads();
+  const int64_t flat = static_cast<int64_t>(blockIdx.y) * kThreads + tid;
   if (flat >= p.parts * p.n) return;
   const int part = flat >= p.n ? 1 : 0;
   const int64_t col = flat - part * p.n;
-  const bf16_t* b = (part == 0 ? p.b[0] : p.b[1]) +
-                    ((static_cast<int64_t>(v.e) * p.num_slots + v.s) * p.n + col) * p.rank;
-  const float d = expand(h + part * p.rank, b, p.rank);
-  if constexpr (kAdd) {
-    bf16_t* y = p.y + static_cast<int64_t>(p.out_row_of[v.i]) * p.n + col;
-    *y = __float2bfloat16_rn(__fadd_rn(__bfloat162float(*y), d));
-  } else {
-    const int64_t row = p.has != nullptr ? static_cast<int64_t>(blockIdx.x) : v.i;
-    p.delta[row * p.parts * p.n + flat] = d;
+  const bf16_t* b_part = part == 0 ? p.b[0] : p.b[1];
+  const bool cached = p.rank % 8 == 0 && p.rank <= kCachedRank;
+  uint4 w[kCachedRank / 8] = {};
+  const bf16_t* loaded = nullptr;
+#pragma unroll
+  for (int r = 0; r < kTile; ++r) {
+    const Slot v = tile[r];
+    if (!v.has_lora()) continue;
+    const bf16_t* b =
+        b_part + ((static_cast<int64_t>(v.e) * p.num_slots + v.s) * p.n + col) * p.rank;
+    const float* hr = h + r * width + part * p.rank;
+    float d = 0.0f;
+    if (cached) {  // the same j order as expand
+      if (b != loaded) {
+#pragma unroll
+        for (int u = 0; u < kCachedRank / 8; ++u)
+          if (8 * u < p.rank) w[u] = load16(b + 8 * u);
+        loaded = b;
+      }
+#pragma unroll
+      for (int u = 0; u < kCachedRank / 8; ++u)
+        if (8 * u < p.rank) d = fma8(hr + 8 * u, w[u], d);
+    } else {
+      d = expand(hr, b, p.rank);
+    }
+    if constexpr (kAdd) {
+      bf16_t* y = p.y + static_cast<int64_t>(p.out_row_of[v.i]) * p.n + col;
+      *y = __float2bfloat16_rn(__fadd_rn(__bfloat162float(*y), d));
+    } else {
+      const int64_t row = p.has != nullptr ? static_cast<int64_t>(blockIdx.x) * kTile + r : v.i;
+      p.delta[row * p.parts * p.n + flat] = d;
+    }
   }
+}
+
+// Block rows a tile: kTileRows in grouped order, else 1.
+int tile_rows(const Rows& rows) {
+  return rows.order != nullptr ? kTileRows : 1;
+}
+
+template <bool kAdd, int kTile>
+void launch_expand_tiles(CudaContext& ctx, const ExpandArgs& p) {
+  const int64_t tiles = (p.rows.count + kTile - 1) / kTile;
+  const int64_t chunks = (p.parts * p.n + kThreads - 1) / kThreads;
+  BEAM_CHECK(chunks <= kMaxGridY && tiles <= INT32_MAX)
+      << "moe_lora: expand grid " << tiles << " x " << chunks << " too large";
+  const size_t smem = static_cast<size_t>(kTile * p.parts * p.rank) * sizeof(float);
+  if (smem > 48 * 1024)
+    CUDA_OK(cudaFuncSetAttribute(expand_kernel<kAdd, kTile>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(smem)));
+  expand_kernel<kAdd, kTile><<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(chunks)),
+                               kThreads, smem, ctx.stream>>>(p);
+  CUDA_LAUNCH_OK();
 }
 
 template <bool kAdd>
 void launch_expand_kernel(CudaContext& ctx, const ExpandArgs& p) {
   if (p.rows.count == 0 || p.rank == 0 || p.n == 0) return;
-  const int64_t chunks = (p.parts * p.n + kThreads - 1) / kThreads;
-  BEAM_CHECK(chunks <= kMaxGridY && p.rows.count <= INT32_MAX)
-      << "moe_lora: expand grid " << p.rows.count << " x " << chunks << " too large";
-  const size_t smem = static_cast<size_t>(p.parts * p.rank) * sizeof(float);
-  expand_kernel<kAdd><<<dim3(static_cast<unsigned>(p.rows.count), static_cast<unsigned>(chunks)),
-                        kThreads, smem, ctx.stream>>>(p);
-  CUDA_LAUNCH_OK();
+  if (tile_rows(p.rows) == kTileRows) {
+    launch_expand_tiles<kAdd, kTileRows>(ctx, p);
+  } else {
+    launch_expand_tiles<kAdd, 1>(ctx, p);
+  }
 }
 
 ExpandArgs expand_args(const ExpertLoraStack* const* parts, int num_parts, const Rows& rows,
@@ -198,11 +293,17 @@ void launch_shrink(CudaContext& ctx, const bf16_t* in, const int32_t* in_row_of,
     p.vector_loads = p.vector_loads && aligned16(p.a[i]);
   }
   if (rows.count == 0 || p.rank == 0) return;
+  const int tile = tile_rows(rows);
+  const int64_t tiles = (rows.count + tile - 1) / tile;
   const int64_t chunks = (num_parts * p.rank + kWarps - 1) / kWarps;
-  BEAM_CHECK(rows.count <= INT32_MAX && chunks <= kMaxGridY)
-      << "moe_lora: shrink grid " << rows.count << " x " << chunks << " too large";
-  shrink_kernel<<<dim3(static_cast<unsigned>(rows.count), static_cast<unsigned>(chunks)), kThreads,
-                  0, ctx.stream>>>(p);
+  BEAM_CHECK(tiles <= INT32_MAX && chunks <= kMaxGridY)
+      << "moe_lora: shrink grid " << tiles << " x " << chunks << " too large";
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(chunks));
+  if (tile == kTileRows) {
+    shrink_kernel<kTileRows><<<grid, kThreads, 0, ctx.stream>>>(p);
+  } else {
+    shrink_kernel<1><<<grid, kThreads, 0, ctx.stream>>>(p);
+  }
   CUDA_LAUNCH_OK();
 }
 

@@ -707,6 +707,7 @@ TEST_F(CudaMoeExperts, LoraMatchesCpuOnEveryPath) {
   for (const LoraCase& lc : {LoraCase{{7, 64, 8, 64, 2}, 2, 8}, LoraCase{{5, 40, 6, 24, 3}, 3, 3},
                              LoraCase{{130, 128, 4, 64, 2}, 2, 16},
                              LoraCase{{40, 128, 16, 64, 8}, 3, 16},  // 320 rows: wide passes
+                             LoraCase{{40, 64, 8, 32, 4}, 2, 40},    // B rows past the cached rank
                              LoraCase{{3, 5120, 4, 128, 2}, 1, 8}}) {
     const ExpertCase& c = lc.c;
     const ExpertData d = make_experts(c, static_cast<uint32_t>(c.T * 17 + c.H));
