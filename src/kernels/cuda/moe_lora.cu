@@ -1,11 +1,10 @@
-// The routed experts' LoRA kernels (moe_lora.cuh), over tiles of kTile consecutive block rows (1
-// in slot order; kTileRows in grouped order, where consecutive rows of one expert and adapter slot
-// share their factors). Shrink: one warp per (tile, part, rank index j), its lanes striding the
-// input rows (8 elements a 16-byte load where the width allows), each 16-byte piece of A loaded
-// once for a run of rows with the same factors, each row's sum closed by a fixed butterfly.
-// Expand: one thread per (tile, output column), the rows' h staged in shared memory, the column's
-// row of B read in j order (kept in registers across a run of rows when the rank allows). No sum
-// depends on the batch, the tiling, the order of the visit or the run.
+// The routed experts' LoRA kernels (moe_lora.cuh). Shrink: one warp per (visited slot, part, rank
+// index j), its lanes striding the input row (8 elements a 16-byte load where the width allows,
+// four loads in flight) and summed by a fixed butterfly. Expand: one thread per (tile of kTile
+// consecutive block rows, output column): 1 row in slot order, kTileRows in grouped order, where
+// consecutive rows of one expert and adapter slot share B; the rows' h staged in shared memory,
+// the column's row of B read in j order (kept in registers across a run of rows when the rank
+// allows). No sum depends on the batch, the tiling, the order of the visit or the run.
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/moe_lora.cuh"
 
@@ -86,60 +85,31 @@ struct ShrinkArgs {
   bool vector_loads;  // k % 8 == 0, in and every A 16-byte aligned
 };
 
-// Grid: x = tile of kTile block rows, y = chunk of kWarps (part, j) pairs, one a warp.
-template <int kTile>
+// Grid: x = block row, y = chunk of kWarps (part, j) pairs, one a warp. (Tiles of rows sharing A,
+// one warp summing several rows, ran 2.8x slower on a prefill chunk, run 310: the x rows are the
+// traffic, each read again by every (part, j) warp.)
 __global__ void __launch_bounds__(kThreads) shrink_kernel(const ShrinkArgs p) {
+  const Slot v = slot_of(p.rows, blockIdx.x);
   const int q = static_cast<int>(blockIdx.y) * kWarps + static_cast<int>(threadIdx.x) / 32;
-  if (q >= p.parts * p.rank) return;
+  if (!v.has_lora() || q >= p.parts * p.rank) return;
   const int lane = static_cast<int>(threadIdx.x) % 32, part = q / p.rank, j = q % p.rank;
+  const int64_t src = p.in_row_of ? p.in_row_of[v.i] : v.t;
+  const bf16_t* in = p.in + src * p.k;
   // (selects, not p.a[part]: a dynamic index into the parameters copies them to the stack)
-  const bf16_t* a_part = part == 0 ? p.a[0] : p.a[1];
-  Slot v[kTile];
-  const bf16_t* in[kTile];
-  const bf16_t* a[kTile];  // row j of the tile row's A_{e,s}; nullptr: no LoRA
-  float acc[kTile];
-#pragma unroll
-  for (int r = 0; r < kTile; ++r) {
-    const int64_t b = static_cast<int64_t>(blockIdx.x) * kTile + r;
-    v[r] = b < p.rows.count ? slot_of(p.rows, b) : no_slot();
-    in[r] = p.in + (p.in_row_of && v[r].has_lora() ? p.in_row_of[v[r].i] : v[r].t) * p.k;
-    a[r] = v[r].has_lora()
-               ? a_part + ((static_cast<int64_t>(v[r].e) * p.num_slots + v[r].s) * p.rank + j) * p.k
-               : nullptr;
-    acc[r] = 0.0f;
-  }
+  const bf16_t* a = (part == 0 ? p.a[0] : p.a[1]) +
+                    ((static_cast<int64_t>(v.e) * p.num_slots + v.s) * p.rank + j) * p.k;
+  float acc = 0.0f;
   if (p.vector_loads) {
-#pragma unroll(kTile == 1 ? 4 : 2)
-    for (int64_t c = 8 * lane; c < p.k; c += 8 * 32) {
-      uint4 w = {};
-      const bf16_t* loaded = nullptr;
-#pragma unroll
-      for (int r = 0; r < kTile; ++r) {
-        if (a[r] == nullptr) continue;
-        if (a[r] != loaded) {  // a run of rows with the same factors loads them once
-          w = load16(a[r] + c);
-          loaded = a[r];
-        }
-        acc[r] = fma8(in[r] + c, w, acc[r]);
-      }
-    }
+#pragma unroll 4
+    for (int64_t c = 8 * lane; c < p.k; c += 8 * 32) acc = fma8(in + c, load16(a + c), acc);
   } else {
-#pragma unroll
-    for (int r = 0; r < kTile; ++r) {
-      if (a[r] == nullptr) continue;
-      for (int64_t c = lane; c < p.k; c += 32)
-        acc[r] = __fmaf_rn(__bfloat162float(in[r][c]), __bfloat162float(a[r][c]), acc[r]);
-    }
+    for (int64_t c = lane; c < p.k; c += 32)
+      acc = __fmaf_rn(__bfloat162float(in[c]), __bfloat162float(a[c]), acc);
   }
 #pragma unroll
-  for (int r = 0; r < kTile; ++r) {
-    if (a[r] == nullptr) continue;
-#pragma unroll
-    for (int off = 16; off > 0; off /= 2) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], off);
-    if (lane == 0)
-      p.h[v[r].i * p.parts * p.rank + q] =
-          __fmul_rn((part == 0 ? p.scale[0] : p.scale[1])[v[r].s], acc[r]);
-  }
+  for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+  if (lane == 0)
+    p.h[v.i * p.parts * p.rank + q] = __fmul_rn((part == 0 ? p.scale[0] : p.scale[1])[v.s], acc);
 }
 
 // Σ_j h[j] · f32(b_row[j]) in j order over the rank (b_row: one output column's row of B).
@@ -293,17 +263,11 @@ void launch_shrink(CudaContext& ctx, const bf16_t* in, const int32_t* in_row_of,
     p.vector_loads = p.vector_loads && aligned16(p.a[i]);
   }
   if (rows.count == 0 || p.rank == 0) return;
-  const int tile = tile_rows(rows);
-  const int64_t tiles = (rows.count + tile - 1) / tile;
   const int64_t chunks = (num_parts * p.rank + kWarps - 1) / kWarps;
-  BEAM_CHECK(tiles <= INT32_MAX && chunks <= kMaxGridY)
-      << "moe_lora: shrink grid " << tiles << " x " << chunks << " too large";
-  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(chunks));
-  if (tile == kTileRows) {
-    shrink_kernel<kTileRows><<<grid, kThreads, 0, ctx.stream>>>(p);
-  } else {
-    shrink_kernel<1><<<grid, kThreads, 0, ctx.stream>>>(p);
-  }
+  BEAM_CHECK(rows.count <= INT32_MAX && chunks <= kMaxGridY)
+      << "moe_lora: shrink grid " << rows.count << " x " << chunks << " too large";
+  shrink_kernel<<<dim3(static_cast<unsigned>(rows.count), static_cast<unsigned>(chunks)), kThreads,
+                  0, ctx.stream>>>(p);
   CUDA_LAUNCH_OK();
 }
 
