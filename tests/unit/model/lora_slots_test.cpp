@@ -180,6 +180,11 @@ TEST_F(LoraSlotsTest, ExpertAdaptersAreServedPerRequestWhenTheSlotsServeExperts)
       "%.4f from the adapter without its expert modules\n",
       to_merged, to_base, to_dense_only);
   EXPECT_EQ(run(served, tokens_, {1})[0], got[1]) << "alone in its batch, the same bits";
+  // Reloaded with the adapter without expert modules, the slot keeps none of the experts' factors.
+  ASSERT_TRUE(served.lora_slots()->load(ctx_, 1, *without_experts).ok());
+  EXPECT_EQ(run(served, tokens_, {1})[0], got[2]);
+  ASSERT_TRUE(served.lora_slots()->load(ctx_, 1, *adapter).ok());
+  EXPECT_EQ(run(served, tokens_, {1})[0], got[1]);
   served.lora_slots()->clear(ctx_, 1);
   EXPECT_EQ(run(served, tokens_, {1})[0], want_base);
 }
