@@ -1208,7 +1208,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const BeamWeigh
   std::optional<StepMemory> step;
   if (device.device == Device::kCuda) {
     BEAM_ASSIGN_OR_RETURN(step, warm_up_largest_step(device, step_tokens, options.max_running,
-                                                     options.block_size_tokens));
+                                                     options.block_size_tokens, lora));
   }
   BEAM_ASSIGN_OR_RETURN(int64_t budget, kv_budget_bytes(device, config, options.kv_budget_bytes,
                                                         options.max_running, step));

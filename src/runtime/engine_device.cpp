@@ -71,7 +71,8 @@ int64_t fit_step_tokens_to_kv_budget(int64_t tokens, const KvGeometry& geometry,
 }
 
 Expected<StepMemory> warm_up_largest_step(const EngineDevice& device, int64_t tokens,
-                                          int64_t max_seqs, int64_t block_size) {
+                                          int64_t max_seqs, int64_t block_size,
+                                          std::unique_ptr<LoraSlots>& lora) {
   KernelContext ctx = device.context(nullptr);  // CUDA ops need no host pool
   ctx.cuda_graphs = false;  // a step of one-token sequences would capture a decode graph
   const BeamConfig& c = device.weights->config;
@@ -82,7 +83,13 @@ Expected<StepMemory> warm_up_largest_step(const EngineDevice& device, int64_t to
     return make_error("a step of " + std::to_string(tokens) + " tokens does not fit the device (" +
                       why + "); lower --max-tokens-per-step");
   };
-  BeamModel model(device.weights, ctx);
+  const int32_t lora_slot = lora ? 0 : kNoLoraSlot;
+  BeamModel model(device.weights, ctx, std::move(lora));
+  struct GiveBack {  // the slots go back to the caller on every return
+    BeamModel& model;
+    std::unique_ptr<LoraSlots>& lora;
+    ~GiveBack() { lora = model.release_lora_slots(); }
+  } give_back{model, lora};
   std::optional<LocalKvCache> cache;
   {
     Expected<LocalKvCache> created = LocalKvCache::create(ctx, c, seqs, per_seq, block_size);
@@ -98,6 +105,7 @@ Expected<StepMemory> warm_up_largest_step(const EngineDevice& device, int64_t to
     const auto table = cache->block_table(s);
     batch.seqs.push_back(
         SeqChunk{std::span<const int32_t>(ids).subspan(begin, n), 0, 0, table, table, false});
+    batch.seqs.back().lora_slot = lora_slot;
     begin += n;
   }
   ForwardOutput out;  // logits copied back: the step is finished when forward returns

@@ -12,6 +12,7 @@
 #include "kernels/api/device_memory.h"
 #include "kernels/api/releasable_memory.h"
 #include "model/config.h"
+#include "model/lora_slots.h"
 #include "model/weights.h"
 #include "runtime/kv_cache/kv_geometry.h"
 #include "runtime/kv_cache/kv_storage.h"
@@ -74,9 +75,12 @@ struct StepMemory {
 // full step's size before the KV pools take the rest: no later step runs out of memory for it, no
 // first large prefill grows it and so recaptures the decode graphs. An error names the step size
 // when it does not fit. Returns the free memory measured while the scratch model still holds its
-// activations (the engine's own model needs them again).
+// activations (the engine's own model needs them again). With LoRA slots (lent to the scratch
+// model and given back, whatever the outcome) the step's tokens use slot 0 (empty: the same
+// outputs), so the LoRA kernels' scratch (e.g. expert LoRA's fp32 deltas) is reserved too.
 Expected<StepMemory> warm_up_largest_step(const EngineDevice& device, int64_t tokens,
-                                          int64_t max_seqs, int64_t block_size);
+                                          int64_t max_seqs, int64_t block_size,
+                                          std::unique_ptr<LoraSlots>& lora);
 
 // KV budget in bytes (both pools): `requested` when given; else 1 GiB on the CPU, and on CUDA the
 // free memory measured during the largest step (warm_up_largest_step) minus memory_plan's

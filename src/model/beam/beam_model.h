@@ -42,6 +42,9 @@ class BeamModel {
   // The adapter slots (null without); load and clear them between forward() calls only.
   LoraSlots* lora_slots() { return lora_.get(); }
   const LoraSlots* lora_slots() const { return lora_.get(); }
+  // Gives the slots back (the engine's warm-up lends them to a scratch model); the model then
+  // serves no adapters.
+  std::unique_ptr<LoraSlots> release_lora_slots() { return std::move(lora_); }
 
   // Serves `host` (load_beam_weights' result) from now on: weights of the same architecture
   // (config_difference names the first key that differs: an error, nothing changed). On the CPU

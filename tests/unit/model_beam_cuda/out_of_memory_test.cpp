@@ -156,13 +156,15 @@ TEST_F(CudaModelTest, StepBudgetThatDoesNotFitIsAnErrorNamingTheFlag) {
   {  // measured on a context of its own: the sweep's must grow its scratch under the squeeze
     auto probe = open_engine_device(Device::kCuda, weights);
     ASSERT_TRUE(probe.ok()) << probe.error().message;
-    auto measured = warm_up_largest_step(*probe, kTokens, kSeqs, kBlock);
+    std::unique_ptr<LoraSlots> no_lora;
+    auto measured = warm_up_largest_step(*probe, kTokens, kSeqs, kBlock, no_lora);
     ASSERT_TRUE(measured.ok()) << measured.error().message;
     step_bytes = measured->step_bytes;
   }
   const SweepResult r =
       sweep(gpu_, 8 * kMiB, 2 * step_bytes + 64 * kMiB, [&](int64_t) -> std::optional<std::string> {
-        auto step = warm_up_largest_step(*device, kTokens, kSeqs, kBlock);
+        std::unique_ptr<LoraSlots> no_lora;
+        auto step = warm_up_largest_step(*device, kTokens, kSeqs, kBlock, no_lora);
         if (step.ok()) return std::nullopt;
         const std::string& why = step.error().message;
         EXPECT_NE(why.find("a step of 8192 tokens does not fit the device"), std::string::npos)
@@ -175,6 +177,40 @@ TEST_F(CudaModelTest, StepBudgetThatDoesNotFitIsAnErrorNamingTheFlag) {
   EXPECT_TRUE(r.fit);
   EXPECT_GT(r.failed, 0);
   EXPECT_GT(r.failed_in_scratch, 0);
+}
+
+// With LoRA slots on the routed experts the warm-up runs its tokens on an (empty) slot, so the
+// LoRA kernels' scratch, the experts' fp32 gate / up deltas among it, is part of the measured step
+// before the KV pools take the rest; the slots come back to the caller.
+TEST_F(CudaModelTest, WarmUpWithLoraSlotsReservesTheirScratchAndGivesThemBack) {
+  auto weights = engine_test_model("beam-nano");
+  ASSERT_NE(weights, nullptr);
+  constexpr int64_t kTokens = 1024, kSeqs = 4, kBlock = 16;
+  const auto warm_up = [&](bool with_lora) -> int64_t {
+    auto device = open_engine_device(Device::kCuda, weights);  // a context (and scratch) its own
+    EXPECT_TRUE(device.ok()) << device.error().message;
+    if (!device.ok()) return 0;
+    std::unique_ptr<LoraSlots> lora;
+    if (with_lora) {
+      auto slots = LoraSlots::create(device->context(nullptr), weights->config,
+                                     {.max_loras = 2, .max_rank = 16, .experts = true});
+      EXPECT_TRUE(slots.ok()) << slots.error().message;
+      if (slots.ok()) lora = std::move(*slots);
+    }
+    auto step = warm_up_largest_step(*device, kTokens, kSeqs, kBlock, lora);
+    EXPECT_TRUE(step.ok()) << step.error().message;
+    EXPECT_EQ(lora != nullptr, with_lora) << "the slots come back";
+    if (lora) EXPECT_TRUE(lora->serves_experts());
+    return step.ok() ? step->step_bytes : 0;
+  };
+  const int64_t plain = warm_up(false), with_lora = warm_up(true);
+  const BeamConfig& c = weights->config;
+  // The experts' deltas alone: every routed row's gate and up of every act column, in fp32.
+  const int64_t deltas = kTokens * c.num_experts_per_tok * 2 * c.moe_intermediate_size * 4;
+  std::printf("warm-up step: %.1f MiB, with expert LoRA slots %.1f MiB (deltas %.1f MiB)\n",
+              static_cast<double>(plain) / kMiB, static_cast<double>(with_lora) / kMiB,
+              static_cast<double>(deltas) / kMiB);
+  EXPECT_GE(with_lora, plain + deltas);
 }
 
 }  // namespace
