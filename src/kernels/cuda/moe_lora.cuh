@@ -31,8 +31,8 @@ struct SlotTerms {
 
 // What the grouped gate_up kernels' epilogues read: the deltas by grouped row.
 struct RowTerms {
-  const float* delta =
-      nullptr;  // [rows, 2, n]: grouped row g's gate and up deltas; nullptr: no LoRA
+  // [rows, 2, n]: grouped row g's gate and up deltas (launch_expand with `has`); nullptr: no LoRA
+  const float* delta = nullptr;
   const int32_t* has = nullptr;  // [rows] 1 where grouped row g has deltas (its token an adapter)
 };
 
