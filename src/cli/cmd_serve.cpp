@@ -84,6 +84,16 @@ Expected<server::ServeOptions> options_from_args(const Args& a) {
     return make_error("--lora-modules and --enable-lora need --max-loras >= 1");
   o.model.engine.max_loras = static_cast<int>(max_loras);
   o.model.engine.max_lora_rank = static_cast<int>(max_lora_rank);
+  BEAM_ASSIGN_OR_RETURN(int64_t max_loaded, a.get_int("max-loaded-loras", 0));
+  if (a.has("max-loaded-loras") &&
+      (max_loaded < max_loras || max_loaded < 1 || max_loaded > 1 << 20))
+    return make_error("--max-loaded-loras must be at least --max-loras (" +
+                      std::to_string(max_loras) + ") and at least 1, got " +
+                      std::to_string(max_loaded));
+  if (max_loaded > 0 && static_cast<int64_t>(o.model.lora_modules.size()) > max_loaded)
+    return make_error("--lora-modules names " + std::to_string(o.model.lora_modules.size()) +
+                      " adapters, more than --max-loaded-loras " + std::to_string(max_loaded));
+  o.model.engine.max_loaded_loras = static_cast<int>(max_loaded);
   o.model.engine.lora_experts = a.has("lora-experts");
   if (o.model.engine.lora_experts && max_loras == 0)
     return make_error(
@@ -138,6 +148,7 @@ int cmd_serve(int argc, char** argv) {
                    "lora-modules",
                    "max-loras",
                    "max-lora-rank",
+                   "max-loaded-loras",
                    "logprobs-mode"},
                   {"no-prefix-cache", "no-cuda-graphs", "enable-return-routed-experts",
                    "lora-experts", "enable-weight-updates", "enable-sleep-mode", "enable-lora"});

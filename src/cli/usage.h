@@ -51,6 +51,8 @@ inline constexpr const char* kServeUsage =
     "          models of those names; more with POST /v1/load_lora_adapter)]\n"
     "         [--enable-lora] [--max-loras N (adapters one step serves; default 4 with LoRA, else\n"
     "          0)] [--max-lora-rank R (highest adapter rank; default 16)]\n"
+    "         [--max-loaded-loras N (the most adapters loaded at once, >= --max-loras; default\n"
+    "          any number)]\n"
     "         [--lora-experts (per-request LoRA on the routed experts too: E times a dense MLP's\n"
     "          slot memory a layer)]\n"
     "         [--enable-sleep-mode (POST /sleep and /wake_up give the KV and weight memory back)]\n"

@@ -91,6 +91,7 @@ class Engine::Impl {
         scheduler_(SchedulerConfig{*options.max_tokens_per_step, options.max_running,
                                    *options.max_tokens_per_step, 0, 1}),
         sampler_(model_.config().vocab_size, &pool_),
+        loras_(options.max_loaded_loras),
         lora_table_(options.max_loras),
         mask_scratch_(static_cast<size_t>(pool_.num_threads())) {
     if (model_.context().device != Device::kCpu)
@@ -1182,6 +1183,11 @@ Expected<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const BeamWeigh
                                                                 options.enable_sleep_mode));
   device.cuda_graphs = options.cuda_graphs;
   device.attention_probs = options.attention_probs;
+  if (options.max_loaded_loras < 0 ||
+      (options.max_loaded_loras > 0 && options.max_loaded_loras < options.max_loras))
+    return make_error("engine: max_loaded_loras " + std::to_string(options.max_loaded_loras) +
+                      " must be 0 (any number) or at least max_loras " +
+                      std::to_string(options.max_loras));
   // The LoRA slots before the warm-up step and the KV budget, which see the memory they take.
   std::unique_ptr<LoraSlots> lora;
   if (options.max_loras != 0) {

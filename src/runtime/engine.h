@@ -131,6 +131,8 @@ struct EngineOptions {
   // use (device slots; 0 = none served) and the highest rank a slot holds.
   int max_loras = 0;
   int max_lora_rank = 16;
+  // The most adapters loaded at once (SGLang's --max-loaded-loras; >= max_loras); 0: any number.
+  int max_loaded_loras = 0;
   // The slots serve the routed experts too (--lora-experts; E times a dense MLP's slot memory a
   // layer). Without it an adapter with expert modules is refused unless merged at load.
   bool lora_experts = false;
@@ -236,9 +238,10 @@ class Engine {
   Status wake_up(bool weights, bool kv_cache);
   SleepState sleep_state() const;
   // Loads the PEFT LoRA adapter of `dir` as `name`, for requests naming it
-  // (GenerateRequest::lora_name; vLLM's /v1/load_lora_adapter). Any number may be loaded; a step
-  // serves up to EngineOptions::max_loras of them (the others' requests wait for a slot). Errors:
-  // LoRA off (max_loras 0), the name taken, the adapter unreadable or not servable (a rank above
+  // (GenerateRequest::lora_name; vLLM's /v1/load_lora_adapter). Up to
+  // EngineOptions::max_loaded_loras may be loaded (0: any number); a step serves up to max_loras
+  // of them (the others' requests wait for a slot). Errors: LoRA off (max_loras 0), the name
+  // taken, max_loaded_loras adapters loaded, the adapter unreadable or not servable (a rank above
   // max_lora_rank, routed-expert or unknown modules: LoraSlots::check's message). `replace`
   // (vLLM's load_inplace, for RL loops that save the adapter each step): a loaded name then means
   // the new adapter; requests holding the old one finish with it; no prefix cached under it is

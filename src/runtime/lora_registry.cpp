@@ -8,9 +8,14 @@ Status LoraRegistry::add(const std::string& name, std::shared_ptr<const LoraAdap
                          bool replace) {
   if (name.empty()) return make_error("lora_name: must not be empty");
   std::lock_guard<std::mutex> lock(mu_);
-  if (!replace && by_name_.contains(name))
+  const bool loaded = by_name_.contains(name);
+  if (!replace && loaded)
     return make_error("a LoRA adapter named '" + name +
                       "' is already loaded (load_inplace replaces it)");
+  if (!loaded && capacity_ > 0 && by_name_.size() >= static_cast<size_t>(capacity_))
+    return make_error("cannot load LoRA adapter '" + name + "': " + std::to_string(capacity_) +
+                      " adapters are loaded, the most max_loaded_loras (--max-loaded-loras) "
+                      "allows; unload one first");
   by_name_[name] = std::make_shared<LoraEntry>(LoraEntry{name, std::move(adapter), next_id_++});
   return ok_status();
 }

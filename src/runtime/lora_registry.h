@@ -30,8 +30,12 @@ struct LoraEntry {
 // Adapters by name; every method may be called from any thread.
 class LoraRegistry {
  public:
-  // Errors: an empty name, or one already loaded unless `replace` (vLLM's load_inplace: the name
-  // then means the new adapter, with a new id; requests holding the old one finish with it).
+  // capacity: the most adapters loaded at once (SGLang's --max-loaded-loras); 0: any number.
+  explicit LoraRegistry(int capacity = 0) : capacity_(capacity) {}
+
+  // Errors: an empty name, one already loaded unless `replace` (vLLM's load_inplace: the name
+  // then means the new adapter, with a new id; requests holding the old one finish with it), or a
+  // new name when `capacity` adapters are loaded.
   Status add(const std::string& name, std::shared_ptr<const LoraAdapter> adapter,
              bool replace = false);
   // Requests already holding the adapter finish with it; new ones cannot name it. Errors: no such
@@ -43,6 +47,7 @@ class LoraRegistry {
   std::vector<std::shared_ptr<const LoraEntry>> list() const;
 
  private:
+  const int capacity_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const LoraEntry>> by_name_;
   uint64_t next_id_ = 1;

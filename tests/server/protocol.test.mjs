@@ -1006,10 +1006,12 @@ test('a LoRA adapter merges at start-up and on weight updates', async () => {
 // /v1/models and in "model" (the response names it), SGLang's lora_path takes its name or folder,
 // and both give the same tokens, other than the base's; vLLM's /v1/load_lora_adapter /
 // unload_lora_adapter and SGLang's /load_lora_adapter / unload_lora_adapter add and remove them;
-// unknown names are 404s, a server without LoRA refuses loads naming the flag.
+// unknown names are 404s, loads past --max-loaded-loras are 400s naming it, a server without LoRA
+// refuses loads naming the flag.
 test('LoRA adapters are served per request and loaded at run time', async () => {
   const lora = tinyBeamLora();
-  const s = await startServer(['--lora-modules', `a=${lora}`, '--max-loras', '2', '--max-lora-rank', '8']);
+  const s = await startServer(['--lora-modules', `a=${lora}`, '--max-loras', '2', '--max-lora-rank', '8',
+    '--max-loaded-loras', '3']);
   const at = async (route, body) => {
     const r = await fetch(s.baseUrl + route, { method: 'POST',
       headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
@@ -1038,7 +1040,7 @@ test('LoRA adapters are served per request and loaded at run time', async () => 
     assert.equal(models.data[1].root, lora);
     const info = await (await fetch(s.baseUrl + '/get_server_info')).json();
     assert.deepEqual([info.enable_lora, info.max_loras_per_batch, info.max_lora_rank, info.lora_paths,
-      info.lora_experts], [true, 2, 8, { a: lora }, false]);
+      info.lora_experts, info.max_loaded_loras], [true, 2, 8, { a: lora }, false, 3]);
     const base = await complete(MODEL);
     const adapted = await complete('a');
     assert.notEqual(adapted, base);
@@ -1064,6 +1066,9 @@ test('LoRA adapters are served per request and loaded at run time', async () => 
     assert.equal(c.status, 200, c.text);
     assert.equal(c.json.success, true);
     assert.deepEqual(c.json.loaded_adapters, { a: lora, b: lora, c: lora });
+    const full = await at('/v1/load_lora_adapter', { lora_name: 'd', lora_path: lora });
+    assertOpenAiError(full, 400, 'lora_name');
+    assert.match(full.json.error.message, /3 adapters are loaded, the most max_loaded_loras \(--max-loaded-loras\) allows/);
     const gone = await at('/unload_lora_adapter', { lora_name: 'c' });
     assert.equal(gone.json.success, true, gone.text);
     assert.deepEqual(gone.json.loaded_adapters, { a: lora, b: lora });

@@ -158,6 +158,8 @@ void handle_server_info(const ServerState& state, const std::shared_ptr<Exchange
       {"enable_lora", model.lora_enabled},
       {"max_loras_per_batch", engine.max_loras},
       {"max_lora_rank", engine.max_lora_rank},
+      {"max_loaded_loras",
+       engine.max_loaded_loras > 0 ? Json(engine.max_loaded_loras) : Json(nullptr)},
       {"lora_paths", adapter_paths(model)},
       {"lora_experts", engine.lora_experts},  // beamserve's: the slots serve the routed experts
       {"api_key_required", o.api_key.has_value()},

@@ -28,8 +28,10 @@ class LoraEngineTest : public ::testing::Test {
                                                    4 + 2 * i, 50 + 100 * i, 8));
   }
 
-  std::unique_ptr<Engine> make(int max_loras, int64_t max_running = 256, bool experts = false) {
+  std::unique_ptr<Engine> make(int max_loras, int64_t max_running = 256, bool experts = false,
+                               int max_loaded = 0) {
     EngineOptions o;
+    o.max_loaded_loras = max_loaded;
     o.lora_experts = experts;
     o.max_running = max_running;
     o.num_threads = 2;
@@ -268,6 +270,36 @@ TEST_F(LoraEngineTest, LoadErrorsNameTheProblem) {
   EXPECT_EQ(
       submit_error(*plain, "a0"),
       "lora: the engine serves no LoRA adapters (its max_loras is 0), so 'a0' cannot be used");
+}
+
+// With max_loaded_loras (SGLang's --max-loaded-loras) a new name past the cap is refused, naming
+// it, while replacing a loaded adapter in place is not; an unload makes room. A cap below
+// max_loras is refused at start.
+TEST_F(LoraEngineTest, LoadsPastMaxLoadedLorasAreRefusedUntilOneIsUnloaded) {
+  auto engine = make(1, 256, false, 2);
+  ASSERT_NE(engine, nullptr);
+  load(*engine, 2);
+  const Status full = engine->load_lora_adapter("a2", adapters_[2]);
+  ASSERT_FALSE(full.ok());
+  EXPECT_EQ(full.error().message,
+            "cannot load LoRA adapter 'a2': 2 adapters are loaded, the most max_loaded_loras "
+            "(--max-loaded-loras) allows; unload one first");
+  EXPECT_EQ(submit_error(*engine, "a2"), "no LoRA adapter named 'a2' is loaded");
+  EXPECT_TRUE(engine->load_lora_adapter("a0", adapters_[2], /*replace=*/true).ok());
+  ASSERT_TRUE(engine->unload_lora_adapter("a1").ok());
+  ASSERT_TRUE(engine->load_lora_adapter("a2", adapters_[2]).ok());
+  EXPECT_EQ(engine->lora_adapters().size(), 2u);
+  // Both loaded adapters serve tokens: a0 (now adapters_[2]'s factors) as a2 does.
+  EXPECT_EQ(alone(*engine, request(7, "a0")), alone(*engine, request(7, "a2")));
+
+  EngineOptions o;
+  o.max_loras = 2;
+  o.max_loaded_loras = 1;
+  o.kv_budget_bytes = 64 << 20;
+  const auto below = Engine::create(weights_, o);
+  ASSERT_FALSE(below.ok());
+  EXPECT_EQ(below.error().message,
+            "engine: max_loaded_loras 1 must be 0 (any number) or at least max_loras 2");
 }
 
 }  // namespace
