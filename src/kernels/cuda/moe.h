@@ -116,9 +116,9 @@ bool moe_small_batch_supports(const TensorView& x, const TensorView& gate_up,
 // error), as the CPU op aborts. The small-batch path chains its launches (gate_up, down,
 // combine) by programmatic dependent launch, also inside CUDA graphs, the first one on the kernel
 // queued before it (it waits for that kernel's completion before reading anything). `path` is for
-// tests and benchmarks; the api op uses kAuto. lora (optional): per-request LoRA (moe_lora.cuh: a
-// shrink launch before each GEMM, the expand in the epilogue of the kernels' LoRA instantiations;
-// the grouped path then runs its cp.async kernel, the TMA one having no LoRA epilogue).
+// tests and benchmarks; the api op uses kAuto. lora (optional): per-request LoRA (moe_lora.cuh:
+// shrink and expand launches around the GEMMs, the gate / up deltas added in the epilogue of the
+// gate_up kernels' LoRA instantiations).
 void moe_experts(CudaContext& ctx, const TensorView& x, const TensorView& gate_up,
                  const TensorView& down, const TensorView& ids, const TensorView& weights,
                  const TensorView& out, MoeExpertsPath path = MoeExpertsPath::kAuto,

@@ -129,12 +129,14 @@ moe_lora::Rows lora_rows(const MoeLora& lora, const Problem& pb, const TensorVie
                         .top_k = static_cast<int>(pb.top_k)};
 }
 
-// h of the gate and up stacks on x's rows (before their expand).
-void shrink_gate_up(CudaContext& ctx, const MoeLora& lora, const Problem& pb, const TensorView& x,
-                    const moe_lora::Rows& rows, float* h) {
+// Before the gate_up GEMM: h of the gate and up stacks on x's rows, then their deltas (by routed
+// slot, or with `has` by grouped row: moe_lora::launch_expand).
+void gate_up_deltas(CudaContext& ctx, const MoeLora& lora, const Problem& pb, const TensorView& x,
+                    const moe_lora::Rows& rows, float* h, float* delta, int32_t* has = nullptr) {
   const ExpertLoraStack* parts[] = {&lora.gate, &lora.up};
   moe_lora::launch_shrink(ctx, static_cast<const bf16_t*>(x.data), nullptr, pb.H, parts, 2, rows,
                           h);
+  moe_lora::launch_expand(ctx, h, lora.gate, lora.up, rows, delta, has);
 }
 
 // h of the down stack on act's grouped rows (before the down GEMM).
@@ -528,8 +530,7 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
   if (lora) {
     auto* has = reinterpret_cast<int32_t*>(base + layout.has_lora);
     lora_in_groups = lora_rows(*lora, pb, ids, slot_of);
-    shrink_gate_up(ctx, *lora, pb, x, lora_in_groups, h_gate_up);
-    moe_lora::launch_expand(ctx, h_gate_up, lora->gate, lora->up, lora_in_groups, delta, has);
+    gate_up_deltas(ctx, *lora, pb, x, lora_in_groups, h_gate_up, delta, has);
     up_lora = moe_lora::RowTerms{.delta = delta, .has = has};
   }
   CUDA_OK(cudaMemsetAsync(tile_counters, 0, 2 * sizeof(int32_t), ctx.stream));
@@ -675,8 +676,7 @@ void run_small_batch(CudaContext& ctx, const Problem& pb, const TensorView& x,
   const moe_lora::Rows lora_slots = lora ? lora_rows(*lora, pb, ids, nullptr) : moe_lora::Rows{};
   moe_lora::SlotTerms up_lora{};
   if (lora) {
-    shrink_gate_up(ctx, *lora, pb, x, lora_slots, h_gate_up);
-    moe_lora::launch_expand(ctx, h_gate_up, lora->gate, lora->up, lora_slots, delta);
+    gate_up_deltas(ctx, *lora, pb, x, lora_slots, h_gate_up, delta);
     up_lora = moe_lora::SlotTerms{.delta = delta,
                                   .slots = lora_slots.slots,
                                   .ids = lora_slots.ids,

@@ -253,9 +253,7 @@ __device__ __forceinline__ void store_tile(const Args& p, const TileJob& job, in
         }
         out_row[col] = __float2bfloat16_rn(__fmul_rn(torch_exp::siluf(gate), up));
       } else {
-        const int64_t col = job.n0 + 16 * g + 2 * (lane / 4);
-        static_assert(!kLora, "down's LoRA is moe_lora::launch_expand_add, after the GEMM");
-        store_pair(out_row, col, p.n, d[4 * j + q], d[4 * j + 2 + q]);
+        store_pair(out_row, job.n0 + 16 * g + 2 * (lane / 4), p.n, d[4 * j + q], d[4 * j + 2 + q]);
       }
     }
 }
@@ -313,6 +311,8 @@ __device__ __forceinline__ void run_fitted_tile(const Args& p, const TileJob& jo
 // deltas (an instantiation of its own, so the kernels without LoRA keep their registers).
 template <Epilogue kEp, bool kLora>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(Args p) {
+  static_assert(!kLora || kEp == Epilogue::kSwiGLU,
+                "down's LoRA is moe_lora::launch_expand_add, after the GEMM");
   extern __shared__ uint8_t smem_raw[];
   const TileJob job = tile_job<kEp>(p, blockIdx.x);
   if (job.rows <= 0) return;

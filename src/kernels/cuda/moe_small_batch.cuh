@@ -488,7 +488,6 @@ __device__ __forceinline__ void store_unit(const KernelArgs<kLora>& p, const Tab
       }
       row[col] = __float2bfloat16_rn(__fmul_rn(torch_exp::siluf(g), u));
     } else {  // lo, hi = output columns 16 m + 2 r and the next (moe_packed.cuh's row order)
-      static_assert(!kLora, "down's LoRA is moe_lora::launch_expand_add, after the GEMM");
       *reinterpret_cast<__nv_bfloat162*>(row + col) = __floats2bfloat162_rn(lo[i], hi[i]);
     }
   }
@@ -658,6 +657,8 @@ template <Phase kPhase, int kHalves, int kSteps, int kRows, bool kLora>
 __global__ void __launch_bounds__(kThreads, 1) expert_kernel(KernelArgs<kLora> p) {
   static_assert(kHalves == 1 || kHalves == 2);
   static_assert(kSteps <= kMaxSteps);
+  static_assert(!kLora || kPhase == Phase::kGateUp,
+                "down's LoRA is moe_lora::launch_expand_add, after the GEMM");
   constexpr int kPassRows = kHalves * kHalfRows;
   constexpr bool kPooled = kHalves == 2;  // (see make_pool)
   extern __shared__ __align__(16) unsigned char moe_small_smem[];
