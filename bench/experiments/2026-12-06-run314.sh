@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run 314 (prepared, not run: the session's device time ran out): run 313's new test rewritten (a
+# Run 314 (ran 2026-12-06, passed; docs/benchmarks.md): run 313's new test rewritten (a
 # LoRA step after the warm-up grows no scratch; run 313's version compared free memory, which the
 # stream-ordered pool hides): CudaModelTest.WarmUp* only.
 set -u
