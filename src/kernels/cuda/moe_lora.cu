@@ -1,12 +1,15 @@
-// The routed experts' LoRA kernels (moe_lora.cuh). Shrink: one warp per (visited slot, part, rank
-// index j), its lanes striding the input row (8 elements a 16-byte load where the width allows,
-// four loads in flight) and summed by a fixed butterfly. Expand: one thread per (tile of kTile
-// consecutive block rows, output column): 1 row in slot order, kTileRows in grouped order, where
-// consecutive rows of one expert and adapter slot share B; the rows' h staged in shared memory,
-// the column's row of B read in j order (kept in registers across a run of rows when the rank
-// allows). No sum depends on the batch, the tiling, the order of the visit or the run.
+// The routed experts' LoRA kernels on CUDA cores (moe_lora.cuh), for slot order (the small-batch
+// path) and the shapes the tensor-core ones (moe_lora_mma.cu) do not take. Shrink: one warp per
+// (visited slot, part, rank index j), its lanes striding the input row (8 elements a 16-byte load
+// where the width allows, four loads in flight) and summed by a fixed butterfly. Expand: one
+// thread per (tile of kTile consecutive block rows, output column): 1 row in slot order, kTileRows
+// in grouped order, where consecutive rows of one expert and adapter slot share B; the rows' h
+// staged in shared memory, the column's row of B read in j order (kept in registers across a run
+// of rows when the rank allows). No sum depends on the batch, the tiling, the order of the visit
+// or the run.
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/moe_lora.cuh"
+#include "kernels/cuda/moe_lora_args.cuh"
 
 namespace beam::cuda::moe_lora {
 namespace {
@@ -15,32 +18,6 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kTileRows = 8;     // block rows a tile in grouped order
 constexpr int kCachedRank = 32;  // ranks up to this keep a column's B row in registers
-constexpr int kMaxParts = 2;
-constexpr unsigned kMaxGridY = 65535;
-
-// Routed slot i's place: its token t, expert e and the token's adapter slot s (trivial, so tiles
-// of them live in shared memory).
-struct Slot {
-  int64_t i;
-  int t, e, s;
-  __device__ bool has_lora() const { return i >= 0 && e >= 0 && s >= 0; }
-};
-
-// No slot (a block row past the rows, or order's -1).
-__device__ __forceinline__ Slot no_slot() {
-  return Slot{-1, 0, -1, -1};
-}
-
-// The slot that block row b visits (Rows::order).
-__device__ __forceinline__ Slot slot_of(const Rows& r, int64_t b) {
-  Slot v = no_slot();
-  v.i = r.order ? r.order[b] : b;
-  if (v.i < 0) return v;
-  v.t = static_cast<int>(v.i / r.top_k);
-  v.e = r.ids[v.i];
-  v.s = r.slots[v.t];
-  return v;
-}
 
 // acc + Σ_u x[u] · f32(w[u]) over 8 elements in order (w: 8 bf16 in a 16-byte word).
 __device__ __forceinline__ float fma8(const float* x, const uint4& w, float acc) {
@@ -72,18 +49,6 @@ __device__ __forceinline__ float fma8(const bf16_t* x, const uint4& w, float acc
   }
   return acc;
 }
-
-struct ShrinkArgs {
-  const bf16_t* in;
-  const int32_t* in_row_of;
-  int64_t k;
-  const bf16_t* a[kMaxParts];     // [E, S, r, k]
-  const float* scale[kMaxParts];  // [S]
-  int parts, num_slots, rank;
-  Rows rows;
-  float* h;
-  bool vector_loads;  // k % 8 == 0, in and every A 16-byte aligned
-};
 
 // Grid: x = block row, y = chunk of kWarps (part, j) pairs, one a warp. (Tiles of rows sharing A,
 // one warp summing several rows, were slower on a prefill chunk: 2.8x reading the x rows from
@@ -122,18 +87,6 @@ __device__ __forceinline__ float expand(const float* h, const bf16_t* b_row, int
   }
   return acc;
 }
-
-struct ExpandArgs {
-  const float* h;              // [T * top_k, parts * r]
-  const bf16_t* b[kMaxParts];  // [E, S, n, r]
-  int parts, num_slots, rank;
-  int64_t n;
-  Rows rows;
-  float* delta;               // kAdd false: [T * top_k, parts, n] (has: [rows, parts, n])
-  int32_t* has;               // kAdd false: nullptr, or [rows] whether block row b has deltas
-  const int32_t* out_row_of;  // kAdd: y row of each slot
-  bf16_t* y;                  // kAdd: [.., n]
-};
 
 // Grid: x = tile of kTile block rows, y = chunk of kThreads of the parts * n (part, column)
 // pairs, one a thread. Dynamic shared memory: the tile rows' h (kTile * parts * r floats).
@@ -218,7 +171,9 @@ void launch_expand_tiles(CudaContext& ctx, const ExpandArgs& p) {
 template <bool kAdd>
 void launch_expand_kernel(CudaContext& ctx, const ExpandArgs& p) {
   if (p.rows.count == 0 || p.rank == 0 || p.n == 0) return;
-  if (tile_rows(p.rows) == kTileRows) {
+  if (expand_mma_fits(p)) {
+    launch_expand_mma(ctx, p, kAdd);
+  } else if (tile_rows(p.rows) == kTileRows) {
     launch_expand_tiles<kAdd, kTileRows>(ctx, p);
   } else {
     launch_expand_tiles<kAdd, 1>(ctx, p);
@@ -263,6 +218,10 @@ void launch_shrink(CudaContext& ctx, const bf16_t* in, const int32_t* in_row_of,
     p.vector_loads = p.vector_loads && aligned16(p.a[i]);
   }
   if (rows.count == 0 || p.rank == 0) return;
+  if (shrink_mma_fits(p)) {
+    launch_shrink_mma(ctx, p);
+    return;
+  }
   const int64_t chunks = (num_parts * p.rank + kWarps - 1) / kWarps;
   BEAM_CHECK(rows.count <= INT32_MAX && chunks <= kMaxGridY)
       << "moe_lora: shrink grid " << rows.count << " x " << chunks << " too large";

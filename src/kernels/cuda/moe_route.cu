@@ -97,23 +97,6 @@ struct FusedArgs {
                        // [s kSplitCols, (s + 1) kSplitCols)
 };
 
-// An fp32 pair as three bf16x2 terms, hi + mid + lo == value exactly (truncations: each residual
-// has at most 16, then 8, significant bits; exact for |value| >= 2^-100, i.e. all but denormal
-// scales). Low half: the first value.
-struct Split3 {
-  uint32_t hi, mid, lo;
-};
-__device__ __forceinline__ Split3 split3(float f0, float f1) {
-  const uint32_t u0 = __float_as_uint(f0), u1 = __float_as_uint(f1);
-  const float r0 = __fsub_rn(f0, __uint_as_float(u0 & 0xffff0000u));
-  const float r1 = __fsub_rn(f1, __uint_as_float(u1 & 0xffff0000u));
-  const uint32_t v0 = __float_as_uint(r0), v1 = __float_as_uint(r1);
-  const float l0 = __fsub_rn(r0, __uint_as_float(v0 & 0xffff0000u));
-  const float l1 = __fsub_rn(r1, __uint_as_float(v1 & 0xffff0000u));
-  return {__byte_perm(u0, u1, 0x7632), __byte_perm(v0, v1, 0x7632),
-          __byte_perm(__float_as_uint(l0), __float_as_uint(l1), 0x7632)};
-}
-
 // w[row, k .. k + 3] (zeros past E or H). kVec: H % 4 == 0 and w 16-byte aligned.
 template <bool kVec>
 __device__ __forceinline__ float4 load_w4(const FusedArgs& a, int64_t row, int64_t k) {

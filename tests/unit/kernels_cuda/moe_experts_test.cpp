@@ -741,5 +741,59 @@ TEST_F(CudaMoeExperts, LoraMatchesCpuOnEveryPath) {
   }
 }
 
+// Rows of `t`'s first dimension in reverse order (host tensors of any dtype).
+HostTensor reversed_rows(const HostTensor& t) {
+  HostTensor out(t.view.dtype, t.view.shape);
+  const auto rows = static_cast<size_t>(t.view.dim(0));
+  const size_t bytes = rows > 0 ? t.view.nbytes() / rows : 0;
+  const auto* src = static_cast<const char*>(t.view.data);
+  auto* dst = static_cast<char*>(out.view.data);
+  for (size_t r = 0; r < rows; ++r)
+    std::memcpy(dst + (rows - 1 - r) * bytes, src + r * bytes, bytes);
+  return out;
+}
+
+// The grouped path's LoRA kernels take tiles of 16 grouped rows, one tensor-core pass per (expert,
+// adapter slot) among them (moe_lora_mma.cu): a token's output bits do not depend on which rows
+// share its tiles. The tokens in reverse order regroup every expert's rows; slots interleaved
+// (several passes a tile, rows without an adapter among them) and in runs (a prefill chunk's
+// sequences); ranks 16 and 40 (a k-step half past the rank), Beam's hidden width.
+TEST_F(CudaMoeExperts, LoraRowsKeepBitsWhicheverRowsShareTheirTile) {
+  struct LoraCase {
+    ExpertCase c;
+    int64_t S, r;
+    bool runs;
+  };
+  for (const LoraCase& lc :
+       {LoraCase{{96, 128, 8, 64, 4}, 3, 16, false}, LoraCase{{96, 128, 8, 64, 4}, 3, 16, true},
+        LoraCase{{64, 64, 4, 32, 2}, 2, 40, false},
+        LoraCase{{40, 5120, 16, 128, 4}, 2, 16, true}}) {
+    const ExpertCase& c = lc.c;
+    SCOPED_TRACE(::testing::Message() << "LoRA S=" << lc.S << " r=" << lc.r << " T=" << c.T
+                                      << " H=" << c.H << (lc.runs ? " runs" : " interleaved"));
+    const ExpertData d = make_experts(c, static_cast<uint32_t>(c.T * 31 + lc.r));
+    test::ExpertLoraFactors l = test::make_expert_lora(c.T, c.H, c.E, c.I, lc.S, lc.r, 77);
+    if (lc.runs) {  // slots -1, 0, .., S - 1 in runs of consecutive tokens
+      for (int64_t t = 0; t < c.T; ++t)
+        l.slots.as<int32_t>()[t] = static_cast<int32_t>(t * (lc.S + 1) / c.T) - 1;
+    }
+    const MoeLora lora = l.lora([&](const HostTensor& h) { return upload(h); }, 0, c.T);
+    const HostTensor back_slots = reversed_rows(l.slots);
+    MoeLora back_lora = lora;
+    back_lora.slots = upload(back_slots);
+    const TensorView gate_up = upload_experts(d.gate_up, ExpertMatrix::kGateUp),
+                     down = upload_experts(d.down, ExpertMatrix::kDown);
+    for (Path path : {Path::kGrouped, Path::kGroupedCpAsync}) {
+      const TensorView out = device_tensor(DType::kBF16, {c.T, c.H}),
+                       back = device_tensor(DType::kBF16, {c.T, c.H});
+      run_gpu(path, upload(d.x), gate_up, down, upload(d.ids), upload(d.weights), out, &lora);
+      run_gpu(path, upload(reversed_rows(d.x)), gate_up, down, upload(reversed_rows(d.ids)),
+              upload(reversed_rows(d.weights)), back, &back_lora);
+      EXPECT_TRUE(test::bits_equal(download(out).view, reversed_rows(download(back)).view))
+          << path_name(path);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace beam
