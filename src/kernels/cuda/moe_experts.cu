@@ -64,7 +64,7 @@ constexpr size_t kPoolCounterBytes = kScratchAlign;
 
 // Carves ctx.moe into the arrays of one call (byte offsets from the base).
 struct ScratchLayout {
-  size_t counts, offsets, tile_offsets, tile_counters, row_token, entry_of, slot_of, act, y,
+  size_t counts, offsets, tile_offsets, tile_counters, row_token, entry_of, slot_of, visit, act, y,
       h_gate_up, h_down, delta, has_lora, total;
 
   // rank: the LoRA stacks' (0: no LoRA).
@@ -82,6 +82,7 @@ struct ScratchLayout {
     row_token = take(rows * sizeof(int32_t));        // [rows] token of each grouped row
     entry_of = take(rows * sizeof(int32_t));         // [T * top_k] grouped row of a slot
     slot_of = take(rank > 0 ? rows * sizeof(int32_t) : 0);  // [rows] slot of a grouped row (LoRA)
+    visit = take(rank > 0 ? rows * sizeof(int32_t) : 0);    // [rows] LoRA's order of the slots
     act = take(static_cast<size_t>(rows * I) * sizeof(bf16_t));  // [rows, I] SwiGLU output
     y = take(static_cast<size_t>(rows * H) * sizeof(bf16_t));    // [rows, H] expert output
     h_gate_up = take(static_cast<size_t>(rows * 2 * rank) * sizeof(float));  // [T * top_k, 2 r]
@@ -132,11 +133,12 @@ moe_lora::Rows lora_rows(const MoeLora& lora, const Problem& pb, const TensorVie
 // Before the gate_up GEMM: h of the gate and up stacks on x's rows, then their deltas (by routed
 // slot, or with `has` by grouped row: moe_lora::launch_expand).
 void gate_up_deltas(CudaContext& ctx, const MoeLora& lora, const Problem& pb, const TensorView& x,
-                    const moe_lora::Rows& rows, float* h, float* delta, int32_t* has = nullptr) {
+                    const moe_lora::Rows& rows, float* h, float* delta, int32_t* has = nullptr,
+                    const int32_t* row_of = nullptr) {
   const ExpertLoraStack* parts[] = {&lora.gate, &lora.up};
   moe_lora::launch_shrink(ctx, static_cast<const bf16_t*>(x.data), nullptr, pb.H, parts, 2, rows,
                           h);
-  moe_lora::launch_expand(ctx, h, lora.gate, lora.up, rows, delta, has);
+  moe_lora::launch_expand(ctx, h, lora.gate, lora.up, rows, delta, has, row_of);
 }
 
 // h of the down stack on act's grouped rows (before the down GEMM).
@@ -518,19 +520,23 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
   auto* h_gate_up = reinterpret_cast<float*>(base + layout.h_gate_up);
   auto* h_down = reinterpret_cast<float*>(base + layout.h_down);
   auto* delta = reinterpret_cast<float*>(base + layout.delta);
-  // LoRA's launches visit the slots in grouped-row order (an expert's A and B stay in L2), the
-  // gate_up deltas by grouped row; slot_of is -1 past the rows with an expert.
+  // LoRA's launches visit the slots by expert (an expert's A and B stay in L2), then adapter (the
+  // visit order, -1 past the rows with an expert); the gate_up deltas are by grouped row.
   auto* slot_of = lora ? reinterpret_cast<int32_t*>(base + layout.slot_of) : nullptr;
-  if (lora) CUDA_OK(cudaMemsetAsync(slot_of, 0xff, pb.rows * sizeof(int32_t), ctx.stream));
   const int tile_rows = with_ring(plan.tiles, [](auto ring) { return decltype(ring)::kRows; });
   permute(ctx, pb, tile_rows, ids.as<int32_t>(), counts, offsets, tile_offsets, row_token, entry_of,
           slot_of);
   moe_lora::Rows lora_in_groups{};
   moe_lora::RowTerms up_lora{};
-  if (lora) {
+  if (lora) {  // visited by expert, then adapter: a LoRA tile's rows mostly share their factors
     auto* has = reinterpret_cast<int32_t*>(base + layout.has_lora);
-    lora_in_groups = lora_rows(*lora, pb, ids, slot_of);
-    gate_up_deltas(ctx, *lora, pb, x, lora_in_groups, h_gate_up, delta, has);
+    auto* visit = reinterpret_cast<int32_t*>(base + layout.visit);
+    CUDA_OK(cudaMemsetAsync(visit, 0xff, pb.rows * sizeof(int32_t), ctx.stream));
+    moe_lora::launch_sort_by_adapter(ctx, lora_rows(*lora, pb, ids, slot_of), offsets,
+                                     static_cast<int>(pb.E), static_cast<int>(lora->gate.a.dim(1)),
+                                     visit);
+    lora_in_groups = lora_rows(*lora, pb, ids, visit);
+    gate_up_deltas(ctx, *lora, pb, x, lora_in_groups, h_gate_up, delta, has, entry_of);
     up_lora = moe_lora::RowTerms{.delta = delta, .has = has};
   }
   CUDA_OK(cudaMemsetAsync(tile_counters, 0, 2 * sizeof(int32_t), ctx.stream));

@@ -97,9 +97,9 @@ __global__ void __launch_bounds__(kThreads) expand_kernel(const ExpandArgs p) {
   const int tid = static_cast<int>(threadIdx.x), width = p.parts * p.rank;
   if (tid < kTile) {
     const int64_t b = static_cast<int64_t>(blockIdx.x) * kTile + tid;
-    tile[tid] = b < p.rows.count ? slot_of(p.rows, b) : no_slot();
-    if (!kAdd && p.has != nullptr && blockIdx.y == 0 && b < p.rows.count)
-      p.has[b] = tile[tid].has_lora() ? 1 : 0;
+    tile[tid] = slot_or_none(p.rows, b);
+    if (!kAdd && p.has != nullptr && blockIdx.y == 0 && tile[tid].i >= 0)
+      p.has[p.out_row_of[tile[tid].i]] = tile[tid].has_lora() ? 1 : 0;
   }
   __syncthreads();
 #pragma unroll
@@ -141,9 +141,59 @@ __global__ void __launch_bounds__(kThreads) expand_kernel(const ExpandArgs p) {
       bf16_t* y = p.y + static_cast<int64_t>(p.out_row_of[v.i]) * p.n + col;
       *y = __float2bfloat16_rn(__fadd_rn(__bfloat162float(*y), d));
     } else {
-      const int64_t row = p.has != nullptr ? static_cast<int64_t>(blockIdx.x) * kTile + r : v.i;
+      const int64_t row = p.has != nullptr ? p.out_row_of[v.i] : v.i;
       p.delta[row * p.parts * p.n + flat] = d;
     }
+  }
+}
+
+constexpr int kSortWarps = 8;  // experts a sort block: one a warp
+
+// Warp w sorts expert blockIdx.x * kSortWarps + w's grouped rows by the key adapter slot + 1 in
+// two sweeps of 32 rows: count the keys, then place each row after the keys below it and the
+// earlier rows of its key (__match_any_sync groups a sweep's lanes by key: stable). Dynamic
+// shared memory: [kSortWarps, S + 1] counts, then the keys' next places.
+__global__ void __launch_bounds__(32 * kSortWarps)
+    sort_by_adapter_kernel(const Rows grouped, const int32_t* offsets, int num_experts,
+                           int num_slots, int32_t* order) {
+  extern __shared__ int32_t next[];
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int e = static_cast<int>(blockIdx.x) * kSortWarps + warp;
+  if (e >= num_experts) return;  // no block-wide syncs below
+  int32_t* at = next + warp * (num_slots + 1);
+  for (int k = lane; k <= num_slots; k += 32) at[k] = 0;
+  __syncwarp();
+  const int first = offsets[e], end = offsets[e + 1];
+  // the key of grouped row g (-1 past the expert's rows)
+  const auto key_of = [&](int g) {
+    if (g >= end) return -1;
+    const int32_t s = grouped.slots[grouped.order[g] / grouped.top_k];
+    if (s < kNoLoraSlot || s >= num_slots) __trap();
+    return s + 1;
+  };
+  const unsigned below = (1u << lane) - 1u;
+  for (int base = first; base < end; base += 32) {
+    const int key = key_of(base + lane);
+    const unsigned same = __match_any_sync(0xffffffffu, key);
+    if (key >= 0 && (same & below) == 0) at[key] += __popc(same);
+    __syncwarp();
+  }
+  if (lane == 0) {
+    int run = first;
+    for (int k = 0; k <= num_slots; ++k) {
+      const int n = at[k];
+      at[k] = run;
+      run += n;
+    }
+  }
+  __syncwarp();
+  for (int base = first; base < end; base += 32) {
+    const int key = key_of(base + lane);
+    const unsigned same = __match_any_sync(0xffffffffu, key);
+    if (key >= 0) order[at[key] + __popc(same & below)] = grouped.order[base + lane];
+    __syncwarp();
+    if (key >= 0 && (same & below) == 0) at[key] += __popc(same);
+    __syncwarp();
   }
 }
 
@@ -231,12 +281,26 @@ void launch_shrink(CudaContext& ctx, const bf16_t* in, const int32_t* in_row_of,
 }
 
 void launch_expand(CudaContext& ctx, const float* h, const ExpertLoraStack& gate,
-                   const ExpertLoraStack& up, const Rows& rows, float* delta, int32_t* has) {
+                   const ExpertLoraStack& up, const Rows& rows, float* delta, int32_t* has,
+                   const int32_t* row_of) {
+  BEAM_CHECK((has == nullptr) == (row_of == nullptr)) << "moe_lora: has needs row_of";
   const ExpertLoraStack* parts[] = {&gate, &up};
   ExpandArgs p = expand_args(parts, 2, rows, h);
   p.delta = delta;
   p.has = has;
+  p.out_row_of = row_of;
   launch_expand_kernel<false>(ctx, p);
+}
+
+void launch_sort_by_adapter(CudaContext& ctx, const Rows& grouped, const int32_t* offsets,
+                            int num_experts, int num_slots, int32_t* order) {
+  if (num_experts == 0) return;
+  const size_t smem = static_cast<size_t>(kSortWarps) * (num_slots + 1) * sizeof(int32_t);
+  BEAM_CHECK(smem <= 48 * 1024) << "moe_lora: " << num_slots << " adapter slots to sort by";
+  const auto blocks = static_cast<unsigned>((num_experts + kSortWarps - 1) / kSortWarps);
+  sort_by_adapter_kernel<<<blocks, 32 * kSortWarps, smem, ctx.stream>>>(
+      grouped, offsets, num_experts, num_slots, order);
+  CUDA_LAUNCH_OK();
 }
 
 void launch_expand_add(CudaContext& ctx, const float* h, const ExpertLoraStack& down,

@@ -94,11 +94,18 @@ void launch_shrink(CudaContext& ctx, const bf16_t* in, const int32_t* in_row_of,
 
 // The gate_up expand: delta[i, p, col] = Σ_j h[i, p * r + j] · f32(B_p[e, s, col, j]) (j in order,
 // from 0) for parts gate, up (n act columns) of each visited slot i (SlotTerms::delta's layout),
-// or, with `has`, delta[b, p, col] for block row b's slot and has[b] = whether it has deltas
-// (RowTerms' layout, rows.order the grouped rows' slots).
+// or, with `has`, delta[row_of[i], p, col] and has[row_of[i]] = whether slot i has deltas
+// (RowTerms' layout by grouped row; row_of: each slot's grouped row).
 void launch_expand(CudaContext& ctx, const float* h, const ExpertLoraStack& gate,
                    const ExpertLoraStack& up, const Rows& rows, float* delta,
-                   int32_t* has = nullptr);
+                   int32_t* has = nullptr, const int32_t* row_of = nullptr);
+
+// The grouped path's visit order: for each expert e, order[offsets[e] ..] = the routed slots of
+// its grouped rows (grouped.order: the slot of each grouped row) sorted stably by their tokens'
+// adapter slot, so that consecutive visits mostly share one expert and adapter; entries from
+// offsets[E] on are left as they are. A token's slot outside [kNoLoraSlot, num_slots) traps.
+void launch_sort_by_adapter(CudaContext& ctx, const Rows& grouped, const int32_t* offsets,
+                            int num_experts, int num_slots, int32_t* order);
 
 // The down expand, after the down GEMM: y[out_row_of[i], col] = bf16(f32(y[..]) + Σ_j h[i, j] ·
 // f32(B[e, s, col, j])) over y's n columns of each visited slot i: what the GEMM's rounded store

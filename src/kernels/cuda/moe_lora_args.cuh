@@ -62,8 +62,8 @@ struct ExpandArgs {
   int64_t n;
   Rows rows;
   float* delta;               // kAdd false: [T * top_k, parts, n] (has: [rows, parts, n])
-  int32_t* has;               // kAdd false: nullptr, or [rows] whether block row b has deltas
-  const int32_t* out_row_of;  // kAdd: y row of each slot
+  int32_t* has;               // kAdd false: nullptr, or [rows] whether grouped row g has deltas
+  const int32_t* out_row_of;  // kAdd: y row of each slot; with has: grouped row of each slot
   bf16_t* y;                  // kAdd: [.., n]
 };
 
@@ -72,8 +72,8 @@ bool shrink_mma_fits(const ShrinkArgs& p);
 // The tensor-core shrink: h of every visited slot, as the CUDA-core one (sums in another order).
 void launch_shrink_mma(CudaContext& ctx, const ShrinkArgs& p);
 
-// The tensor-core expand takes p: grouped order, r % 4 == 0, n % 8 == 0, h 16-byte, every B and
-// delta 8-byte, y 4-byte aligned.
+// The tensor-core expand takes p: grouped order, r % 4 == 0, n % 8 == 0, h, delta and y 16-byte,
+// every B 8-byte aligned.
 bool expand_mma_fits(const ExpandArgs& p);
 // The tensor-core expand: the CUDA-core expand's deltas (kAdd: added to y), sums in another order.
 void launch_expand_mma(CudaContext& ctx, const ExpandArgs& p, bool add);

@@ -11,7 +11,9 @@
 // added in warp order through shared memory.
 //   Expand: each warp takes 64 columns of one part; h (fp32) enters as its exact hi + mid + lo bf16
 // terms (split3), three products a k-step into the same fp32 accumulators; the deltas are stored
-// fp32 (gate_up) or added to y's rounded rows and rounded again (down).
+// fp32 (gate_up) or added to y's rounded rows and rounded again (down), 16 bytes a store.
+// The grouped path visits the rows by expert, then adapter (launch_sort_by_adapter), so most
+// tiles take one pass.
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/mma_sync.cuh"
 #include "kernels/cuda/moe_lora_args.cuh"
@@ -19,7 +21,9 @@
 namespace beam::cuda::moe_lora {
 namespace {
 
-constexpr int kTile = 16;  // grouped rows a block: the mma's M
+constexpr int kTile = 16;      // grouped rows an expand block: the mma's M
+constexpr int kShrinkSub = 2;  // 16-row sub-tiles a shrink block (each load of A feeds them all)
+constexpr int kShrinkRows = 16 * kShrinkSub;
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kShrinkCols = 32;  // (part, j) columns a shrink block: 4 n-tiles of 8
@@ -27,17 +31,20 @@ constexpr int kShrinkNTiles = kShrinkCols / 8;
 constexpr int kKChunk = 32;                              // k elements a shrink step: 2 mma k-steps
 constexpr int kExpandNTiles = 8;                         // n-tiles of 8 columns an expand warp
 constexpr int kExpandCols = kWarps * kExpandNTiles * 8;  // columns of one part an expand block
-static_assert(kTile * kShrinkCols == 4 * kThreads, "the shrink's sum: 4 outputs a thread");
+constexpr int kShrinkSums = kShrinkRows * kShrinkCols / kThreads;  // the shrink's sums a thread
+static_assert(kShrinkRows * kShrinkCols % kThreads == 0);
 
-// The tile's rows and the passes over their (expert, slot) pairs.
+// A tile's kRows (<= 32) rows and the passes over their (expert, slot) pairs.
+template <int kRows>
 struct TileRows {
-  Slot row[kTile];
+  static_assert(kRows <= 32, "rows as the bits of a 32-bit mask");
+  Slot row[kRows];
 
   // Bit r set where row r has LoRA.
   __device__ uint32_t with_lora() const {
     uint32_t m = 0;
 #pragma unroll
-    for (int r = 0; r < kTile; ++r) m |= row[r].has_lora() ? 1u << r : 0u;
+    for (int r = 0; r < kRows; ++r) m |= row[r].has_lora() ? 1u << r : 0u;
     return m;
   }
 
@@ -46,16 +53,17 @@ struct TileRows {
     const Slot& lead = row[__ffs(static_cast<int>(todo)) - 1];
     uint32_t m = 0;
 #pragma unroll
-    for (int r = 0; r < kTile; ++r)
+    for (int r = 0; r < kRows; ++r)
       m |= (todo >> r & 1u) && row[r].same_factors(lead) ? 1u << r : 0u;
     return m;
   }
 };
 
-// Block tile `tile`'s rows into shared memory (threads 0..15; the caller syncs).
-__device__ __forceinline__ void load_tile(TileRows& t, const Rows& rows, int64_t tile) {
+// Block tile `tile`'s rows into shared memory (threads 0 .. kRows - 1; the caller syncs).
+template <int kRows>
+__device__ __forceinline__ void load_tile(TileRows<kRows>& t, const Rows& rows, int64_t tile) {
   const int r = static_cast<int>(threadIdx.x);
-  if (r < kTile) t.row[r] = slot_or_none(rows, tile * kTile + r);
+  if (r < kRows) t.row[r] = slot_or_none(rows, tile * kRows + r);
 }
 
 __device__ __forceinline__ uint4 load16_or_zero(const bf16_t* p, bool ok) {
@@ -71,10 +79,10 @@ __device__ __forceinline__ const bf16_t* factor_row(const ShrinkArgs& p, int q, 
          ((static_cast<int64_t>(v.e) * p.num_slots + v.s) * p.rank + j) * p.k;
 }
 
-// Grid: x = tile of 16 grouped rows, y = chunk of 32 (part, j) columns.
+// Grid: x = tile of kShrinkRows grouped rows, y = chunk of 32 (part, j) columns.
 __global__ void __launch_bounds__(kThreads) shrink_mma_kernel(const ShrinkArgs p) {
-  __shared__ TileRows tile;
-  __shared__ float partial[kWarps][kTile][kShrinkCols];
+  __shared__ TileRows<kShrinkRows> tile;
+  __shared__ float partial[kWarps][kShrinkRows][kShrinkCols];
   load_tile(tile, p.rows, blockIdx.x);
   __syncthreads();
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
@@ -85,42 +93,58 @@ __global__ void __launch_bounds__(kThreads) shrink_mma_kernel(const ShrinkArgs p
     const uint32_t pass = tile.next_pass(todo);
     todo &= ~pass;
     const Slot& lead = tile.row[__ffs(static_cast<int>(pass)) - 1];
-    // the pass's input rows g and g + 8 (nullptr: not in the pass)
-    const bf16_t* x[2];
+    // the pass's input rows g and g + 8 of each sub-tile (nullptr: not in the pass)
+    const bf16_t* x[kShrinkSub][2];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const Slot& v = tile.row[g + 8 * h];
-      x[h] = nullptr;
-      if (pass >> (g + 8 * h) & 1u) x[h] = p.in + (p.in_row_of ? p.in_row_of[v.i] : v.t) * p.k;
+    for (int st = 0; st < kShrinkSub; ++st) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = 16 * st + g + 8 * h;
+        const Slot& v = tile.row[row];
+        x[st][h] = nullptr;
+        if (pass >> row & 1u) x[st][h] = p.in + (p.in_row_of ? p.in_row_of[v.i] : v.t) * p.k;
+      }
     }
     const bf16_t* a[kShrinkNTiles];
 #pragma unroll
     for (int nt = 0; nt < kShrinkNTiles; ++nt) a[nt] = factor_row(p, col0 + 8 * nt + g, lead);
-    float acc[kShrinkNTiles][4] = {};
-#pragma unroll 4
+    float acc[kShrinkSub][kShrinkNTiles][4] = {};
+#pragma unroll 2
     for (int64_t c = warp; c < chunks; c += kWarps) {
       const int64_t kk = c * kKChunk + 8 * q4;
       const bool in_k = kk < p.k;  // k % 8 == 0: a 16-byte piece is all in or all out
-      const uint4 x0 = load16_or_zero(x[0] + kk, in_k && x[0] != nullptr);
-      const uint4 x1 = load16_or_zero(x[1] + kk, in_k && x[1] != nullptr);
+      uint4 xv[kShrinkSub][2];
+#pragma unroll
+      for (int st = 0; st < kShrinkSub; ++st) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          xv[st][h] = load16_or_zero(x[st][h] + kk, in_k && x[st][h] != nullptr);
+      }
 #pragma unroll
       for (int nt = 0; nt < kShrinkNTiles; ++nt) {
         const uint4 w = load16_or_zero(a[nt] + kk, in_k && a[nt] != nullptr);
-        mma_bf16(acc[nt], x0.x, x1.x, x0.y, x1.y, w.x, w.y);
-        mma_bf16(acc[nt], x0.z, x1.z, x0.w, x1.w, w.z, w.w);
+#pragma unroll
+        for (int st = 0; st < kShrinkSub; ++st) {
+          const uint4 &x0 = xv[st][0], &x1 = xv[st][1];
+          mma_bf16(acc[st][nt], x0.x, x1.x, x0.y, x1.y, w.x, w.y);
+          mma_bf16(acc[st][nt], x0.z, x1.z, x0.w, x1.w, w.z, w.w);
+        }
       }
     }
 #pragma unroll
-    for (int nt = 0; nt < kShrinkNTiles; ++nt) {
-      const int col = 8 * nt + 2 * q4;
-      partial[warp][g][col] = acc[nt][0];
-      partial[warp][g][col + 1] = acc[nt][1];
-      partial[warp][g + 8][col] = acc[nt][2];
-      partial[warp][g + 8][col + 1] = acc[nt][3];
+    for (int st = 0; st < kShrinkSub; ++st) {
+#pragma unroll
+      for (int nt = 0; nt < kShrinkNTiles; ++nt) {
+        const int col = 8 * nt + 2 * q4, row = 16 * st + g;
+        partial[warp][row][col] = acc[st][nt][0];
+        partial[warp][row][col + 1] = acc[st][nt][1];
+        partial[warp][row + 8][col] = acc[st][nt][2];
+        partial[warp][row + 8][col + 1] = acc[st][nt][3];
+      }
     }
     __syncthreads();
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
+    for (int u = 0; u < kShrinkSums; ++u) {
       const int o = tid + u * kThreads, r = o / kShrinkCols, col = o % kShrinkCols;
       const int q = col0 + col;
       if (!(pass >> r & 1u) || q >= p.parts * p.rank) continue;
@@ -144,23 +168,38 @@ __device__ __forceinline__ uint2 load8_or_zero(const bf16_t* p, bool ok) {
   return ok ? __ldg(reinterpret_cast<const uint2*>(p)) : make_uint2(0, 0);
 }
 
+// The 8 bf16 of a 16-byte word as fp32 plus d[0..7], each sum rounded back to bf16.
+__device__ __forceinline__ uint4 add_rounded8(uint4 y, const float* d) {
+  auto* pairs = reinterpret_cast<__nv_bfloat162*>(&y);
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {
+    const float2 f = __bfloat1622float2(pairs[u]);
+    pairs[u] = __floats2bfloat162_rn(__fadd_rn(f.x, d[2 * u]), __fadd_rn(f.y, d[2 * u + 1]));
+  }
+  return y;
+}
+
 // Grid: x = tile of 16 grouped rows, y = (part, chunk of kExpandCols columns), the part slowest.
+// A warp's 64 columns are permuted across its n-tiles so that each lane's outputs are 16
+// consecutive columns of its two rows (16-byte stores): n-tile nt's column m is column 16 (m / 2)
+// + 2 nt + m % 2 of the warp's.
 template <bool kAdd>
 __global__ void __launch_bounds__(kThreads) expand_mma_kernel(const ExpandArgs p) {
-  __shared__ TileRows tile;
+  __shared__ TileRows<kTile> tile;
   load_tile(tile, p.rows, blockIdx.x);
   const int tid = static_cast<int>(threadIdx.x);
-  if (!kAdd && p.has != nullptr && blockIdx.y == 0 && tid < kTile) {
-    const int64_t b = static_cast<int64_t>(blockIdx.x) * kTile + tid;
-    if (b < p.rows.count) p.has[b] = tile.row[tid].has_lora() ? 1 : 0;
-  }
+  if (!kAdd && p.has != nullptr && blockIdx.y == 0 && tid < kTile && tile.row[tid].i >= 0)
+    p.has[p.out_row_of[tile.row[tid].i]] = tile.row[tid].has_lora() ? 1 : 0;
   __syncthreads();
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, q4 = lane % 4;
   const int64_t chunks_per_part = (p.n + kExpandCols - 1) / kExpandCols;
   const int part = static_cast<int>(blockIdx.y / chunks_per_part);
   const int64_t col0 =
       static_cast<int64_t>(blockIdx.y % chunks_per_part) * kExpandCols + warp * kExpandNTiles * 8;
-  if (col0 >= p.n) return;  // n % 8 == 0: an n-tile's columns are all in or all out
+  if (col0 >= p.n) return;  // no block-wide syncs below
+  const int64_t b_col =
+      col0 + 16 * (g / 2) + g % 2;         // + 2 nt: this lane's column of B in n-tile nt
+  const int64_t out_col = col0 + 16 * q4;  // this lane's 16 output columns
   const int width = p.parts * p.rank;
   const bf16_t* b_part = part == 0 ? p.b[0] : p.b[1];
   for (uint32_t todo = tile.with_lora(); todo != 0;) {
@@ -168,10 +207,18 @@ __global__ void __launch_bounds__(kThreads) expand_mma_kernel(const ExpandArgs p
     todo &= ~pass;
     const Slot& lead = tile.row[__ffs(static_cast<int>(pass)) - 1];
     const float* h[2];  // the pass's h rows g and g + 8 of this part (nullptr: not in the pass)
+    uint4 y_old[2][2] = {};  // kAdd: the rows' current output words, loaded before the products
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = g + 8 * r;
-      h[r] = (pass >> row & 1u) ? p.h + tile.row[row].i * width + part * p.rank : nullptr;
+      h[r] = nullptr;
+      if (!(pass >> row & 1u)) continue;
+      h[r] = p.h + tile.row[row].i * width + part * p.rank;
+      if constexpr (kAdd) {
+        const bf16_t* y = p.y + static_cast<int64_t>(p.out_row_of[tile.row[row].i]) * p.n + out_col;
+#pragma unroll
+        for (int u = 0; u < 2; ++u) y_old[r][u] = load16_or_zero(y + 8 * u, out_col + 8 * u < p.n);
+      }
     }
     const bf16_t* b = b_part + (static_cast<int64_t>(lead.e) * p.num_slots + lead.s) * p.n * p.rank;
     float acc[kExpandNTiles][4] = {};
@@ -186,7 +233,7 @@ __global__ void __launch_bounds__(kThreads) expand_mma_kernel(const ExpandArgs p
                            split3(h1.z, h1.w)};
 #pragma unroll
       for (int nt = 0; nt < kExpandNTiles; ++nt) {
-        const int64_t col = col0 + 8 * nt + g;
+        const int64_t col = b_col + 2 * nt;
         const uint2 w = load8_or_zero(b + col * p.rank + j, in_r && col < p.n);
         mma_bf16(acc[nt], s[0].lo, s[1].lo, s[2].lo, s[3].lo, w.x, w.y);
         mma_bf16(acc[nt], s[0].mid, s[1].mid, s[2].mid, s[3].mid, w.x, w.y);
@@ -197,23 +244,25 @@ __global__ void __launch_bounds__(kThreads) expand_mma_kernel(const ExpandArgs p
     for (int r = 0; r < 2; ++r) {
       const int row = g + 8 * r;
       if (!(pass >> row & 1u)) continue;
-      const Slot& v = tile.row[row];
+      float d[16];  // columns out_col .. out_col + 15 of the row
 #pragma unroll
       for (int nt = 0; nt < kExpandNTiles; ++nt) {
-        const int64_t col = col0 + 8 * nt + 2 * q4;
-        if (col >= p.n) continue;
-        const float d0 = acc[nt][2 * r], d1 = acc[nt][2 * r + 1];
-        if constexpr (kAdd) {
-          auto* y = reinterpret_cast<__nv_bfloat162*>(
-              p.y + static_cast<int64_t>(p.out_row_of[v.i]) * p.n + col);
-          const float2 old = __bfloat1622float2(*y);
-          *y = __floats2bfloat162_rn(__fadd_rn(old.x, d0), __fadd_rn(old.y, d1));
-        } else {
-          const int64_t out_row =
-              p.has != nullptr ? static_cast<int64_t>(blockIdx.x) * kTile + row : v.i;
-          *reinterpret_cast<float2*>(p.delta + (out_row * p.parts + part) * p.n + col) =
-              make_float2(d0, d1);
-        }
+        d[2 * nt] = acc[nt][2 * r];
+        d[2 * nt + 1] = acc[nt][2 * r + 1];
+      }
+      const int64_t out_row =
+          p.out_row_of != nullptr ? p.out_row_of[tile.row[row].i] : tile.row[row].i;
+      if constexpr (kAdd) {
+        auto* y = reinterpret_cast<uint4*>(p.y + out_row * p.n + out_col);
+#pragma unroll
+        for (int u = 0; u < 2; ++u)  // n % 8 == 0: a word's 8 columns are all in or all out
+          if (out_col + 8 * u < p.n) y[u] = add_rounded8(y_old[r][u], d + 8 * u);
+      } else {
+        auto* out = reinterpret_cast<float4*>(p.delta + (out_row * p.parts + part) * p.n + out_col);
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          if (out_col + 4 * u < p.n)
+            out[u] = make_float4(d[4 * u], d[4 * u + 1], d[4 * u + 2], d[4 * u + 3]);
       }
     }
   }
@@ -223,8 +272,9 @@ bool aligned(const void* ptr, uintptr_t bytes) {
   return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
 }
 
-int64_t tiles(const Rows& rows) {
-  return (rows.count + kTile - 1) / kTile;
+// Tiles of `rows` rows over the visited rows.
+int64_t tiles(const Rows& r, int rows) {
+  return (r.count + rows - 1) / rows;
 }
 
 }  // namespace
@@ -235,25 +285,27 @@ bool shrink_mma_fits(const ShrinkArgs& p) {
 
 void launch_shrink_mma(CudaContext& ctx, const ShrinkArgs& p) {
   const int64_t chunks = (p.parts * p.rank + kShrinkCols - 1) / kShrinkCols;
-  BEAM_CHECK(tiles(p.rows) <= INT32_MAX && chunks <= kMaxGridY)
-      << "moe_lora: shrink grid " << tiles(p.rows) << " x " << chunks << " too large";
-  shrink_mma_kernel<<<dim3(static_cast<unsigned>(tiles(p.rows)), static_cast<unsigned>(chunks)),
-                      kThreads, 0, ctx.stream>>>(p);
+  const int64_t blocks = tiles(p.rows, kShrinkRows);
+  BEAM_CHECK(blocks <= INT32_MAX && chunks <= kMaxGridY)
+      << "moe_lora: shrink grid " << blocks << " x " << chunks << " too large";
+  shrink_mma_kernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(chunks)), kThreads,
+                      0, ctx.stream>>>(p);
   CUDA_LAUNCH_OK();
 }
 
 bool expand_mma_fits(const ExpandArgs& p) {
   bool fits = p.rows.order != nullptr && p.rank % 4 == 0 && p.n % 8 == 0 && aligned(p.h, 16) &&
-              aligned(p.delta, 8) && aligned(p.y, 4);
+              aligned(p.delta, 16) && aligned(p.y, 16);
   for (int i = 0; i < p.parts; ++i) fits = fits && aligned(p.b[i], 8);
   return fits;
 }
 
 void launch_expand_mma(CudaContext& ctx, const ExpandArgs& p, bool add) {
   const int64_t chunks = p.parts * ((p.n + kExpandCols - 1) / kExpandCols);
-  BEAM_CHECK(tiles(p.rows) <= INT32_MAX && chunks <= kMaxGridY)
-      << "moe_lora: expand grid " << tiles(p.rows) << " x " << chunks << " too large";
-  const dim3 grid(static_cast<unsigned>(tiles(p.rows)), static_cast<unsigned>(chunks));
+  const int64_t blocks = tiles(p.rows, kTile);
+  BEAM_CHECK(blocks <= INT32_MAX && chunks <= kMaxGridY)
+      << "moe_lora: expand grid " << blocks << " x " << chunks << " too large";
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(chunks));
   if (add) {
     expand_mma_kernel<true><<<grid, kThreads, 0, ctx.stream>>>(p);
   } else {
