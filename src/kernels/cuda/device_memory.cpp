@@ -108,7 +108,7 @@ uint64_t fingerprint(const CudaContext& ctx) {
   mix(ctx.moe.bytes);
   mix(reinterpret_cast<uintptr_t>(ctx.moe_router.base));
   mix(ctx.moe_router.bytes);
-  for (const OpScratch* s : {&ctx.linear.x_f32, &ctx.linear.split_out}) {
+  for (const OpScratch* s : {&ctx.linear.x_f32, &ctx.linear.split_out, &ctx.lora}) {
     mix(reinterpret_cast<uintptr_t>(s->base));
     mix(s->bytes);
   }

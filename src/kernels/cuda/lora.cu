@@ -1,21 +1,27 @@
-// CUDA LoRA deltas: one launch for up to kMaxLoraOutputs modules that share x (q, k, v and gate;
-// the dense MLP's gate and up), no scratch. A cluster of kCluster blocks serves kGroup tokens and
-// a range of the modules' output columns (all modules' columns in a row): each block takes a
-// kCluster-th of the input width for the shrink (partial h = A_s · x[t] over its slice, every
-// module's r rows), the cluster sums the partials through distributed shared memory (rank order),
-// and each block then adds B_s · h to its share of the range's columns. Clusters of other column
-// ranges redo the (small) shrink.
-// Every sum has an order fixed by in, r and the kernel's constants alone, never by T, the other
-// tokens' slots, the column range or the other modules of the launch: a token's result does not
-// depend on the batch around it, and a module's bits are those of a launch of its own.
+// CUDA LoRA deltas. Up to 256 tokens (decode batches, the graphs' buckets): one launch for up to
+// kMaxLoraOutputs modules that share x (q, k, v and gate; the dense MLP's gate and up), no
+// scratch. A cluster of kCluster blocks serves kGroup tokens and a range of the modules' output
+// columns (all modules' columns in a row): each block takes a kCluster-th of the input width for
+// the shrink (partial h = A_s · x[t] over its slice, every module's r rows), the cluster sums the
+// partials through distributed shared memory (rank order), and each block then adds B_s · h to its
+// share of the range's columns. Clusters of other column ranges redo the (small) shrink.
+// Past 256 tokens (prefill chunks) the modules whose shapes allow it run on tensor cores instead:
+// the routed experts' tile kernels (moe_lora_mma.cu) with the tokens in order as one expert, a
+// shrink of all of them into ctx.lora's h, then an expand a module.
+// Every sum has an order fixed by in, r and the kernel's constants alone, never by the other
+// tokens' slots, the column range or the other modules of the launch: within each of the two
+// paths a token's result does not depend on the batch around it, and a module's bits are those of
+// a call of its own.
 #include <algorithm>
 #include <cstdio>
+#include <vector>
 
 #include "core/check.h"
 #include "kernels/cuda/bf16_math.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cluster.cuh"
 #include "kernels/cuda/lora.h"
+#include "kernels/cuda/moe_lora_args.cuh"
 
 namespace beam::cuda {
 namespace {
@@ -261,16 +267,86 @@ void launch(CudaContext& ctx, const TensorView& x, std::span<const LoraOutput> o
   CUDA_LAUNCH_OK();
 }
 
+// ---- the tensor-core path (more than 256 tokens) ----------------------------------------------
+
+// Past the decode graphs' largest bucket: prefill chunks, never captured (ctx.lora grows on the
+// stream; the engine's warm-up reserves it for its largest step).
+constexpr int64_t kTilesMinTokens = 257;
+
+// The tokens in order, as the routed slots of one expert (top-1).
+moe_lora::Rows token_rows(const TensorView& slots, int64_t T) {
+  return moe_lora::Rows{
+      .slots = slots.as<int32_t>(), .ids = nullptr, .order = nullptr, .count = T, .top_k = 1};
+}
+
+// The expand of output o's module, its h at column `h_col` of rows of h_stride floats.
+moe_lora::ExpandArgs module_expand(const LoraOutput& o, const moe_lora::Rows& rows, const float* h,
+                                   int64_t h_stride) {
+  moe_lora::ExpandArgs e{};
+  e.h = h;
+  e.b[0] = static_cast<const bf16_t*>(o.stack.b.data);
+  e.parts = 1;
+  e.num_slots = static_cast<int>(o.stack.b.dim(0));
+  e.rank = static_cast<int>(o.stack.b.dim(2));
+  e.n = o.stack.b.dim(1);
+  e.h_stride = h_stride;
+  e.y_stride = o.out.dim(1);
+  e.rows = rows;
+  e.y = static_cast<bf16_t*>(o.out.data) + o.col0;
+  return e;
+}
+
+// Whether output o's module takes the tensor-core path: more than 256 tokens, 16-byte words of x
+// and A (the shrink), and an expand the tile kernel takes (its h 16-byte aligned: r % 4 == 0).
+bool tiles_take(const TensorView& x, const LoraOutput& o) {
+  return x.dim(0) >= kTilesMinTokens && x.dim(1) % 8 == 0 &&
+         all_aligned16(x.data, o.stack.a.data) &&
+         moe_lora::expand_mma_fits(module_expand(o, {}, nullptr, 0));
+}
+
+// The modules of `outputs` (all taken by tiles_take) on tensor cores: one shrink into h [T,
+// modules · r], then an expand per module.
+void launch_tiles(CudaContext& ctx, const TensorView& x, std::span<const LoraOutput> outputs,
+                  const TensorView& slots) {
+  const int64_t T = x.dim(0), r = outputs[0].stack.a.dim(1);
+  const auto modules = static_cast<int64_t>(outputs.size());
+  const moe_lora::Rows rows = token_rows(slots, T);
+  auto* h = reinterpret_cast<float*>(ctx.lora.reserve(
+      static_cast<size_t>(T * modules * r) * sizeof(float), ctx.stream, "lora_add (CUDA)"));
+  moe_lora::ShrinkArgs s{};
+  s.in = static_cast<const bf16_t*>(x.data);
+  s.k = x.dim(1);
+  s.parts = static_cast<int>(modules);
+  s.num_slots = static_cast<int>(outputs[0].stack.a.dim(0));
+  s.rank = static_cast<int>(r);
+  s.rows = rows;
+  s.h = h;
+  s.vector_loads = true;  // tiles_take
+  for (int64_t m = 0; m < modules; ++m) {
+    s.a[m] = static_cast<const bf16_t*>(outputs[m].stack.a.data);
+    s.scale[m] = outputs[m].stack.scale.as<float>();
+  }
+  moe_lora::launch_shrink_mma(ctx, s);
+  for (int64_t m = 0; m < modules; ++m)
+    moe_lora::launch_expand_mma(ctx, module_expand(outputs[m], rows, h + m * r, modules * r),
+                                /*add=*/true);
+}
+
 }  // namespace
 
 void lora_add(CudaContext& ctx, const TensorView& x, std::span<const LoraOutput> outputs,
               const TensorView& slots) {
   const int64_t r = outputs[0].stack.a.dim(1);
   BEAM_CHECK(r <= kMaxRows) << "lora_add: rank " << r << " over the CUDA kernel's " << kMaxRows;
+  // Each output on the path its own shapes pick (so its bits are those of a call of its own).
+  std::vector<LoraOutput> tiled, clustered;
+  for (const LoraOutput& o : outputs) (tiles_take(x, o) ? tiled : clustered).push_back(o);
+  if (!tiled.empty()) launch_tiles(ctx, x, tiled, slots);
   // As many modules a launch as their rows fit in shared memory.
   const auto per_launch = static_cast<size_t>(std::min<int64_t>(kOutputs, kMaxRows / r));
-  for (size_t i = 0; i < outputs.size(); i += per_launch)
-    launch(ctx, x, outputs.subspan(i, std::min(per_launch, outputs.size() - i)), slots);
+  const std::span<const LoraOutput> rest(clustered);
+  for (size_t i = 0; i < rest.size(); i += per_launch)
+    launch(ctx, x, rest.subspan(i, std::min(per_launch, rest.size() - i)), slots);
 }
 
 }  // namespace beam::cuda

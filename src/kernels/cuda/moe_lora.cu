@@ -60,9 +60,8 @@ __global__ void __launch_bounds__(kThreads) shrink_kernel(const ShrinkArgs p) {
   const int lane = static_cast<int>(threadIdx.x) % 32, part = q / p.rank, j = q % p.rank;
   const int64_t src = p.in_row_of ? p.in_row_of[v.i] : v.t;
   const bf16_t* in = p.in + src * p.k;
-  // (selects, not p.a[part]: a dynamic index into the parameters copies them to the stack)
-  const bf16_t* a = (part == 0 ? p.a[0] : p.a[1]) +
-                    ((static_cast<int64_t>(v.e) * p.num_slots + v.s) * p.rank + j) * p.k;
+  const bf16_t* a =
+      pick(p.a, part) + ((static_cast<int64_t>(v.e) * p.num_slots + v.s) * p.rank + j) * p.k;
   float acc = 0.0f;
   if (p.vector_loads) {
 #pragma unroll 4
@@ -73,8 +72,7 @@ __global__ void __launch_bounds__(kThreads) shrink_kernel(const ShrinkArgs p) {
   }
 #pragma unroll
   for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-  if (lane == 0)
-    p.h[v.i * p.parts * p.rank + q] = __fmul_rn((part == 0 ? p.scale[0] : p.scale[1])[v.s], acc);
+  if (lane == 0) p.h[v.i * p.parts * p.rank + q] = __fmul_rn(pick(p.scale, part)[v.s], acc);
 }
 
 // Σ_j h[j] · f32(b_row[j]) in j order over the rank (b_row: one output column's row of B).
@@ -105,14 +103,14 @@ __global__ void __launch_bounds__(kThreads) expand_kernel(const ExpandArgs p) {
 #pragma unroll
   for (int r = 0; r < kTile; ++r) {
     if (!tile[r].has_lora()) continue;
-    for (int c = tid; c < width; c += kThreads) h[r * width + c] = p.h[tile[r].i * width + c];
+    for (int c = tid; c < width; c += kThreads) h[r * width + c] = p.h[tile[r].i * p.h_stride + c];
   }
   __syncthreads();
   const int64_t flat = static_cast<int64_t>(blockIdx.y) * kThreads + tid;
   if (flat >= p.parts * p.n) return;
   const int part = flat >= p.n ? 1 : 0;
   const int64_t col = flat - part * p.n;
-  const bf16_t* b_part = part == 0 ? p.b[0] : p.b[1];
+  const bf16_t* b_part = pick(p.b, part);
   const bool cached = p.rank % 8 == 0 && p.rank <= kCachedRank;
   uint4 w[kCachedRank / 8] = {};
   const bf16_t* loaded = nullptr;
@@ -138,7 +136,7 @@ __global__ void __launch_bounds__(kThreads) expand_kernel(const ExpandArgs p) {
       d = expand(hr, b, p.rank);
     }
     if constexpr (kAdd) {
-      bf16_t* y = p.y + static_cast<int64_t>(p.out_row_of[v.i]) * p.n + col;
+      bf16_t* y = p.y + static_cast<int64_t>(p.out_row_of[v.i]) * p.y_stride + col;
       *y = __float2bfloat16_rn(__fadd_rn(__bfloat162float(*y), d));
     } else {
       const int64_t row = p.has != nullptr ? p.out_row_of[v.i] : v.i;
@@ -238,6 +236,8 @@ ExpandArgs expand_args(const ExpertLoraStack* const* parts, int num_parts, const
   p.num_slots = static_cast<int>(parts[0]->b.dim(1));
   p.n = parts[0]->b.dim(2);
   p.rank = static_cast<int>(parts[0]->b.dim(3));
+  p.h_stride = static_cast<int64_t>(num_parts) * p.rank;
+  p.y_stride = p.n;
   p.rows = rows;
   for (int i = 0; i < num_parts; ++i) p.b[i] = static_cast<const bf16_t*>(parts[i]->b.data);
   return p;
@@ -251,7 +251,7 @@ bool aligned16(const void* ptr) {
 
 void launch_shrink(CudaContext& ctx, const bf16_t* in, const int32_t* in_row_of, int64_t k,
                    const ExpertLoraStack* const* parts, int num_parts, const Rows& rows, float* h) {
-  BEAM_CHECK(num_parts >= 1 && num_parts <= kMaxParts) << "moe_lora: " << num_parts << " parts";
+  BEAM_CHECK(num_parts >= 1 && num_parts <= 2) << "moe_lora: " << num_parts << " parts";
   ShrinkArgs p{};
   p.in = in;
   p.in_row_of = in_row_of;

@@ -1,6 +1,7 @@
-// The routed experts' LoRA launches' arguments and slot lookups, shared by their CUDA-core kernels
-// (moe_lora.cu: any shape, slot order) and their tensor-core ones over tiles of 16 grouped rows
-// (moe_lora_mma.cu: grouped order, the shapes `shrink_mma_fits` / `expand_mma_fits` take).
+// The LoRA launches' arguments and slot lookups, shared by the routed experts' CUDA-core kernels
+// (moe_lora.cu: any shape, slot order) and the tensor-core ones over tiles of rows
+// (moe_lora_mma.cu: grouped order, or the tokens in order as one expert for the dense lora_add of a
+// prefill chunk, lora.cu; the shapes `shrink_mma_fits` / `expand_mma_fits` take).
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,7 @@
 
 namespace beam::cuda::moe_lora {
 
-constexpr int kMaxParts = 2;
+constexpr int kMaxParts = 4;  // stacks on one input: gate and up, or a dense call's modules
 constexpr unsigned kMaxGridY = 65535;
 
 // Routed slot i's place: its token t, expert e and the token's adapter slot s (trivial, so tiles
@@ -33,7 +34,7 @@ __device__ __forceinline__ Slot slot_of(const Rows& r, int64_t b) {
   v.i = r.order ? r.order[b] : b;
   if (v.i < 0) return v;
   v.t = static_cast<int>(v.i / r.top_k);
-  v.e = r.ids[v.i];
+  v.e = r.ids != nullptr ? r.ids[v.i] : 0;
   v.s = r.slots[v.t];
   return v;
 }
@@ -41,6 +42,13 @@ __device__ __forceinline__ Slot slot_of(const Rows& r, int64_t b) {
 // Block row b's slot, or no_slot() past the rows.
 __device__ __forceinline__ Slot slot_or_none(const Rows& r, int64_t b) {
   return b < r.count ? slot_of(r, b) : no_slot();
+}
+
+// arr[i] (i < kMaxParts) by selects: a dynamic index into a kernel's parameters copies them to the
+// stack.
+template <class T>
+__device__ __forceinline__ T pick(const T (&arr)[kMaxParts], int i) {
+  return i == 0 ? arr[0] : i == 1 ? arr[1] : i == 2 ? arr[2] : arr[3];
 }
 
 struct ShrinkArgs {
@@ -56,24 +64,27 @@ struct ShrinkArgs {
 };
 
 struct ExpandArgs {
-  const float* h;              // [T * top_k, parts * r] by routed slot
+  const float* h;              // [T * top_k, h_stride] by routed slot, part p's from column p * r
   const bf16_t* b[kMaxParts];  // [E, S, n, r]
   int parts, num_slots, rank;
   int64_t n;
+  int64_t h_stride;  // floats a row of h (parts * r unless h holds other stacks' columns too)
+  int64_t y_stride;  // kAdd: elements a row of y (n unless y is a slice of wider rows)
   Rows rows;
   float* delta;               // kAdd false: [T * top_k, parts, n] (has: [rows, parts, n])
   int32_t* has;               // kAdd false: nullptr, or [rows] whether grouped row g has deltas
-  const int32_t* out_row_of;  // kAdd: y row of each slot; with has: grouped row of each slot
-  bf16_t* y;                  // kAdd: [.., n]
+  const int32_t* out_row_of;  // kAdd: y row of each slot (nullptr: the slot's index); with has:
+                              // grouped row of each slot
+  bf16_t* y;                  // kAdd: [.., y_stride], columns 0 .. n - 1 updated
 };
 
-// The tensor-core shrink (moe_lora_mma.cu) takes p: grouped order, 16-byte loads.
+// The tensor-core shrink (moe_lora_mma.cu) takes p: 16-byte loads.
 bool shrink_mma_fits(const ShrinkArgs& p);
 // The tensor-core shrink: h of every visited slot, as the CUDA-core one (sums in another order).
 void launch_shrink_mma(CudaContext& ctx, const ShrinkArgs& p);
 
-// The tensor-core expand takes p: grouped order, r % 4 == 0, n % 8 == 0, h, delta and y 16-byte,
-// every B 8-byte aligned.
+// The tensor-core expand takes p: r % 4 == 0, n % 8 == 0, y_stride % 8 == 0, h, delta and y
+// 16-byte, every B 8-byte aligned.
 bool expand_mma_fits(const ExpandArgs& p);
 // The tensor-core expand: the CUDA-core expand's deltas (kAdd: added to y), sums in another order.
 void launch_expand_mma(CudaContext& ctx, const ExpandArgs& p, bool add);

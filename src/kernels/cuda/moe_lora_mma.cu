@@ -74,9 +74,7 @@ __device__ __forceinline__ uint4 load16_or_zero(const bf16_t* p, bool ok) {
 __device__ __forceinline__ const bf16_t* factor_row(const ShrinkArgs& p, int q, const Slot& v) {
   if (q >= p.parts * p.rank) return nullptr;
   const int part = q / p.rank, j = q % p.rank;
-  // (selects, not p.a[part]: a dynamic index into the parameters copies them to the stack)
-  return (part == 0 ? p.a[0] : p.a[1]) +
-         ((static_cast<int64_t>(v.e) * p.num_slots + v.s) * p.rank + j) * p.k;
+  return pick(p.a, part) + ((static_cast<int64_t>(v.e) * p.num_slots + v.s) * p.rank + j) * p.k;
 }
 
 // Grid: x = tile of kShrinkRows grouped rows, y = chunk of 32 (part, j) columns.
@@ -84,6 +82,10 @@ __global__ void __launch_bounds__(kThreads) shrink_mma_kernel(const ShrinkArgs p
   __shared__ TileRows<kShrinkRows> tile;
   __shared__ float partial[kWarps][kShrinkRows][kShrinkCols];
   load_tile(tile, p.rows, blockIdx.x);
+  if (threadIdx.x < kShrinkRows) {  // a slot outside [kNoLoraSlot, S) is a caller's bug
+    const Slot& v = tile.row[threadIdx.x];
+    if (v.i >= 0 && (v.s < kNoLoraSlot || v.s >= p.num_slots)) __trap();
+  }
   __syncthreads();
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, q4 = lane % 4;  // fragment row / column group, lane in the quad
@@ -151,7 +153,7 @@ __global__ void __launch_bounds__(kThreads) shrink_mma_kernel(const ShrinkArgs p
       float sum = partial[0][r][col];
 #pragma unroll
       for (int w = 1; w < kWarps; ++w) sum += partial[w][r][col];
-      const float scale = (q >= p.rank ? p.scale[1] : p.scale[0])[lead.s];
+      const float scale = pick(p.scale, q / p.rank)[lead.s];
       p.h[tile.row[r].i * p.parts * p.rank + q] = __fmul_rn(scale, sum);
     }
     __syncthreads();  // partial is the next pass's
@@ -180,11 +182,15 @@ __device__ __forceinline__ uint4 add_rounded8(uint4 y, const float* d) {
 }
 
 // Grid: x = tile of 16 grouped rows, y = (part, chunk of kExpandCols columns), the part slowest.
-// A warp's 64 columns are permuted across its n-tiles so that each lane's outputs are 16
-// consecutive columns of its two rows (16-byte stores): n-tile nt's column m is column 16 (m / 2)
-// + 2 nt + m % 2 of the warp's.
+// A warp's 64 columns are permuted across its n-tiles so that each store instruction writes 64
+// contiguous bytes of each of 8 rows, a 16-byte word a lane: with W columns a word (4 fp32, 8
+// bf16) and G = W / 2, n-tile nt's column m is column 4 W (nt / G) + W (m / 2) + 2 (nt % G) +
+// m % 2 of the warp's, so lane q's word u holds columns 4 W u + W q .. + W - 1 (n-tiles G u ..).
 template <bool kAdd>
 __global__ void __launch_bounds__(kThreads) expand_mma_kernel(const ExpandArgs p) {
+  constexpr int kWordCols = kAdd ? 8 : 4;
+  constexpr int kGroup = kWordCols / 2;
+  constexpr int kWords = kExpandNTiles / kGroup;  // a lane's words a row
   __shared__ TileRows<kTile> tile;
   load_tile(tile, p.rows, blockIdx.x);
   const int tid = static_cast<int>(threadIdx.x);
@@ -197,27 +203,31 @@ __global__ void __launch_bounds__(kThreads) expand_mma_kernel(const ExpandArgs p
   const int64_t col0 =
       static_cast<int64_t>(blockIdx.y % chunks_per_part) * kExpandCols + warp * kExpandNTiles * 8;
   if (col0 >= p.n) return;  // no block-wide syncs below
-  const int64_t b_col =
-      col0 + 16 * (g / 2) + g % 2;         // + 2 nt: this lane's column of B in n-tile nt
-  const int64_t out_col = col0 + 16 * q4;  // this lane's 16 output columns
-  const int width = p.parts * p.rank;
-  const bf16_t* b_part = part == 0 ? p.b[0] : p.b[1];
+  // column m of n-tile nt (the map above)
+  const auto col_of = [col0](int nt, int m) -> int64_t {
+    return col0 + 4 * kWordCols * (nt / kGroup) + kWordCols * (m / 2) + 2 * (nt % kGroup) + m % 2;
+  };
+  const bf16_t* b_part = pick(p.b, part);
   for (uint32_t todo = tile.with_lora(); todo != 0;) {
     const uint32_t pass = tile.next_pass(todo);
     todo &= ~pass;
     const Slot& lead = tile.row[__ffs(static_cast<int>(pass)) - 1];
     const float* h[2];  // the pass's h rows g and g + 8 of this part (nullptr: not in the pass)
-    uint4 y_old[2][2] = {};  // kAdd: the rows' current output words, loaded before the products
+    uint4 y_old[2][kWords] = {};  // kAdd: the rows' current words, loaded before the products
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = g + 8 * r;
       h[r] = nullptr;
       if (!(pass >> row & 1u)) continue;
-      h[r] = p.h + tile.row[row].i * width + part * p.rank;
+      h[r] = p.h + tile.row[row].i * p.h_stride + part * p.rank;
       if constexpr (kAdd) {
-        const bf16_t* y = p.y + static_cast<int64_t>(p.out_row_of[tile.row[row].i]) * p.n + out_col;
+        const int64_t i = tile.row[row].i;
+        const bf16_t* y = p.y + (p.out_row_of != nullptr ? p.out_row_of[i] : i) * p.y_stride;
 #pragma unroll
-        for (int u = 0; u < 2; ++u) y_old[r][u] = load16_or_zero(y + 8 * u, out_col + 8 * u < p.n);
+        for (int u = 0; u < kWords; ++u) {
+          const int64_t col = col_of(kGroup * u, 2 * q4);
+          y_old[r][u] = load16_or_zero(y + col, col < p.n);
+        }
       }
     }
     const bf16_t* b = b_part + (static_cast<int64_t>(lead.e) * p.num_slots + lead.s) * p.n * p.rank;
@@ -227,13 +237,12 @@ __global__ void __launch_bounds__(kThreads) expand_mma_kernel(const ExpandArgs p
       const bool in_r = j < p.rank;  // r % 4 == 0
       const float4 h0 = load4_or_zero(h[0] + j, in_r && h[0] != nullptr);
       const float4 h1 = load4_or_zero(h[1] + j, in_r && h[1] != nullptr);
-      // A fragment regs: (row g, k pair 0), (row g + 8, pair 0), (row g, pair 1), (row g + 8, pair
-      // 1)
+      // the A fragment's registers: rows g, g + 8 of k pair 0, then of k pair 1
       const Split3 s[4] = {split3(h0.x, h0.y), split3(h1.x, h1.y), split3(h0.z, h0.w),
                            split3(h1.z, h1.w)};
 #pragma unroll
       for (int nt = 0; nt < kExpandNTiles; ++nt) {
-        const int64_t col = b_col + 2 * nt;
+        const int64_t col = col_of(nt, g);
         const uint2 w = load8_or_zero(b + col * p.rank + j, in_r && col < p.n);
         mma_bf16(acc[nt], s[0].lo, s[1].lo, s[2].lo, s[3].lo, w.x, w.y);
         mma_bf16(acc[nt], s[0].mid, s[1].mid, s[2].mid, s[3].mid, w.x, w.y);
@@ -244,25 +253,25 @@ __global__ void __launch_bounds__(kThreads) expand_mma_kernel(const ExpandArgs p
     for (int r = 0; r < 2; ++r) {
       const int row = g + 8 * r;
       if (!(pass >> row & 1u)) continue;
-      float d[16];  // columns out_col .. out_col + 15 of the row
-#pragma unroll
-      for (int nt = 0; nt < kExpandNTiles; ++nt) {
-        d[2 * nt] = acc[nt][2 * r];
-        d[2 * nt + 1] = acc[nt][2 * r + 1];
-      }
       const int64_t out_row =
           p.out_row_of != nullptr ? p.out_row_of[tile.row[row].i] : tile.row[row].i;
-      if constexpr (kAdd) {
-        auto* y = reinterpret_cast<uint4*>(p.y + out_row * p.n + out_col);
 #pragma unroll
-        for (int u = 0; u < 2; ++u)  // n % 8 == 0: a word's 8 columns are all in or all out
-          if (out_col + 8 * u < p.n) y[u] = add_rounded8(y_old[r][u], d + 8 * u);
-      } else {
-        auto* out = reinterpret_cast<float4*>(p.delta + (out_row * p.parts + part) * p.n + out_col);
+      for (int u = 0; u < kWords; ++u) {
+        const int64_t col = col_of(kGroup * u, 2 * q4);
+        if (col >= p.n) continue;  // n % 8 == 0: a word's columns are all in or all out
+        float d[kWordCols];
 #pragma unroll
-        for (int u = 0; u < 4; ++u)
-          if (out_col + 4 * u < p.n)
-            out[u] = make_float4(d[4 * u], d[4 * u + 1], d[4 * u + 2], d[4 * u + 3]);
+        for (int t = 0; t < kGroup; ++t) {
+          d[2 * t] = acc[kGroup * u + t][2 * r];
+          d[2 * t + 1] = acc[kGroup * u + t][2 * r + 1];
+        }
+        if constexpr (kAdd) {
+          *reinterpret_cast<uint4*>(p.y + out_row * p.y_stride + col) =
+              add_rounded8(y_old[r][u], d);
+        } else {
+          *reinterpret_cast<float4*>(p.delta + (out_row * p.parts + part) * p.n + col) =
+              make_float4(d[0], d[1], d[2], d[3]);
+        }
       }
     }
   }
@@ -280,7 +289,7 @@ int64_t tiles(const Rows& r, int rows) {
 }  // namespace
 
 bool shrink_mma_fits(const ShrinkArgs& p) {
-  return p.rows.order != nullptr && p.vector_loads;
+  return p.vector_loads;
 }
 
 void launch_shrink_mma(CudaContext& ctx, const ShrinkArgs& p) {
@@ -294,7 +303,7 @@ void launch_shrink_mma(CudaContext& ctx, const ShrinkArgs& p) {
 }
 
 bool expand_mma_fits(const ExpandArgs& p) {
-  bool fits = p.rows.order != nullptr && p.rank % 4 == 0 && p.n % 8 == 0 && aligned(p.h, 16) &&
+  bool fits = p.rank % 4 == 0 && p.n % 8 == 0 && p.y_stride % 8 == 0 && aligned(p.h, 16) &&
               aligned(p.delta, 16) && aligned(p.y, 16);
   for (int i = 0; i < p.parts; ++i) fits = fits && aligned(p.b[i], 8);
   return fits;

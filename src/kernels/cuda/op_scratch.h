@@ -1,6 +1,6 @@
 // A per-context scratch buffer of one CUDA op family (CudaContext: the MoE ops' permutation,
-// activations and router logits; linear()'s fp32 x and linear_split's packed output), grown on
-// the stream to the largest need and never during graph capture.
+// activations and router logits; linear()'s fp32 x and linear_split's packed output; lora_add's
+// h), grown on the stream to the largest need and never during graph capture.
 #pragma once
 
 #include <cstddef>

@@ -60,6 +60,18 @@ inline HostTensor copy_of(const HostTensor& src) {
   return t;
 }
 
+// A copy of src with the rows of its first dimension in reverse order.
+inline HostTensor reversed_rows(const HostTensor& src) {
+  HostTensor t(src.view.dtype, src.view.shape);
+  const auto rows = static_cast<size_t>(src.view.dim(0));
+  const size_t bytes = rows > 0 ? src.view.nbytes() / rows : 0;
+  const auto* from = static_cast<const char*>(src.view.data);
+  auto* to = static_cast<char*>(t.view.data);
+  for (size_t r = 0; r < rows; ++r)
+    std::memcpy(to + (rows - 1 - r) * bytes, from + r * bytes, bytes);
+  return t;
+}
+
 // Element i of a bf16 or f32 tensor as float.
 inline float value_at(const TensorView& t, int64_t i) {
   return t.dtype == DType::kBF16 ? to_float(t.as<bf16>()[i]) : t.as<float>()[i];

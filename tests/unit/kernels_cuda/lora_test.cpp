@@ -1,11 +1,13 @@
-// CUDA lora_add against the CPU reference and an fp64 one. The fp32 sums run in another order, so
-// an updated output may differ from the CPU's by a bf16 rounding: each is within half a bf16 ulp of
-// the exact result plus the a-priori bound of its fp32 sums' rounding error (which only matters
-// where out + delta cancels), and at least 90% are bit-equal to the CPU's (printed); tokens without
-// a slot, and columns outside [col0, col0 + n), keep their input bits. A CUDA graph replays with
-// the slots written after its capture, and a token's bits do not depend on the batch. Several
-// modules in one call give each module the bits of its own call (ranks up to 512, where the
-// modules no longer fit one launch).
+// CUDA lora_add against the CPU reference and an fp64 one, on both paths (up to 256 tokens the
+// cluster kernel; past that, outputs of 16-byte words and r % 4 == 0 on tensor cores, the others
+// still on the cluster kernel). The fp32 sums run in another order, so an updated output may differ
+// from the CPU's by a bf16 rounding: each is within half a bf16 ulp of the exact result plus the
+// a-priori bound of its fp32 sums' rounding error (which only matters where out + delta cancels),
+// and at least 90% are bit-equal to the CPU's (printed); tokens without a slot, and columns outside
+// [col0, col0 + n), keep their input bits. A CUDA graph replays with the slots written after its
+// capture, and within each path a token's bits do not depend on the batch. Several modules in one
+// call give each module the bits of its own call (ranks up to 512, where the modules no longer fit
+// one launch; past 256 tokens with modules on both paths).
 #include "kernels/api/lora.h"
 
 #include <cmath>
@@ -147,6 +149,8 @@ TEST_F(CudaLora, OddWidthsAndRanks) {
   check({9, 1024, 5, 64, 64, 0, 2});       // 8-wide x and A, scalar B
   check({17, 256, 512, 200, 256, 50, 3});  // the largest rank the kernel takes
   check({6, 24, 8, 40, 40, 0, 2});         // 3 packs of x: most of the cluster's slices empty
+  check({300, 1001, 12, 333, 400, 7, 3});  // past 256 tokens on the cluster kernel (odd widths)
+  check({300, 1024, 6, 64, 64, 0, 2});     // and r % 4 != 0
 }
 
 TEST_F(CudaLora, BeamWidths) {
@@ -154,6 +158,7 @@ TEST_F(CudaLora, BeamWidths) {
   check({33, 5120, 64, 6144, 6144, 0, 4});     // q_proj
   check({3, 17408, 16, 5120, 5120, 0, 2});     // dense down_proj
   check({2, 5120, 16, 151936, 151936, 0, 2});  // lm_head
+  check({300, 5120, 16, 6144, 6144, 0, 4});    // q_proj of a prefill chunk (tensor cores)
 }
 
 // Without any slot, or with every token on one slot, the same guarantees hold.
@@ -186,11 +191,24 @@ TEST_F(CudaLora, TokenBitsDoNotDependOnTheBatch) {
   }
 }
 
+// Past 256 tokens (tensor cores, tiles of 32 / 16 tokens with a pass per slot among them) a
+// token's bits do not depend on which tokens share its tiles: the batch reversed.
+TEST_F(CudaLora, TokenBitsDoNotDependOnTheBatchOnTensorCores) {
+  const LoraCase c{300, 1024, 16, 1000, 1000, 0, 3};
+  const LoraData d = make_lora(c, rng_);
+  const LoraStack stack = upload_stack(d);
+  const TensorView out = upload(d.out), back = upload(test::reversed_rows(d.out));
+  lora_add(gpu, upload(d.x), stack, upload(d.slots), out, c.col0);
+  lora_add(gpu, upload(test::reversed_rows(d.x)), stack, upload(test::reversed_rows(d.slots)), back,
+           c.col0);
+  EXPECT_TRUE(test::bits_equal(download(out).view, test::reversed_rows(download(back)).view));
+}
+
 // q/k/v/gate-like modules (two of them into one output) in one lora_add: each output has the bits
 // of one call per module, at ranks that fit all four in a launch (8, 64), two (256) or one (512).
 TEST_F(CudaLora, SeveralOutputsAreEachOutputsOwnCall) {
   for (int64_t r : {8, 64, 256, 512})
-    for (int64_t T : {1, 13}) {
+    for (int64_t T : {1, 13, 300}) {  // 300: outputs 0 and 2 on tensor cores, 1 (width 300) not
       SCOPED_TRACE(::testing::Message() << "r=" << r << " T=" << T);
       const int64_t in = 1024, S = 3;
       const LoraCase cases[] = {{T, in, r, 600, 600, 0, S},
@@ -229,6 +247,8 @@ TEST_F(CudaLora, GraphReplaysWithNewSlots) {
     const LoraData d = make_lora(c, rng_);
     const TensorView x = upload(d.x), slots = upload(d.slots), out = upload(d.out);
     const LoraStack stack = upload_stack(d);
+    // (an eager call first reserves the tensor-core path's h, as the engine's warm-up does)
+    lora_add(gpu, x, stack, slots, out, c.col0);
     begin_graph_capture(gpu);
     lora_add(gpu, x, stack, slots, out, c.col0);
     Expected<StepGraph> graph = end_graph_capture(gpu);

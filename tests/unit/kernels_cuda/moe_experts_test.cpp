@@ -741,18 +741,6 @@ TEST_F(CudaMoeExperts, LoraMatchesCpuOnEveryPath) {
   }
 }
 
-// Rows of `t`'s first dimension in reverse order (host tensors of any dtype).
-HostTensor reversed_rows(const HostTensor& t) {
-  HostTensor out(t.view.dtype, t.view.shape);
-  const auto rows = static_cast<size_t>(t.view.dim(0));
-  const size_t bytes = rows > 0 ? t.view.nbytes() / rows : 0;
-  const auto* src = static_cast<const char*>(t.view.data);
-  auto* dst = static_cast<char*>(out.view.data);
-  for (size_t r = 0; r < rows; ++r)
-    std::memcpy(dst + (rows - 1 - r) * bytes, src + r * bytes, bytes);
-  return out;
-}
-
 // The grouped path's LoRA kernels take tiles of 16 grouped rows, one tensor-core pass per (expert,
 // adapter slot) among them (moe_lora_mma.cu): a token's output bits do not depend on which rows
 // share its tiles. The tokens in reverse order regroup every expert's rows; slots interleaved
@@ -778,7 +766,7 @@ TEST_F(CudaMoeExperts, LoraRowsKeepBitsWhicheverRowsShareTheirTile) {
         l.slots.as<int32_t>()[t] = static_cast<int32_t>(t * (lc.S + 1) / c.T) - 1;
     }
     const MoeLora lora = l.lora([&](const HostTensor& h) { return upload(h); }, 0, c.T);
-    const HostTensor back_slots = reversed_rows(l.slots);
+    const HostTensor back_slots = test::reversed_rows(l.slots);
     MoeLora back_lora = lora;
     back_lora.slots = upload(back_slots);
     const TensorView gate_up = upload_experts(d.gate_up, ExpertMatrix::kGateUp),
@@ -787,9 +775,10 @@ TEST_F(CudaMoeExperts, LoraRowsKeepBitsWhicheverRowsShareTheirTile) {
       const TensorView out = device_tensor(DType::kBF16, {c.T, c.H}),
                        back = device_tensor(DType::kBF16, {c.T, c.H});
       run_gpu(path, upload(d.x), gate_up, down, upload(d.ids), upload(d.weights), out, &lora);
-      run_gpu(path, upload(reversed_rows(d.x)), gate_up, down, upload(reversed_rows(d.ids)),
-              upload(reversed_rows(d.weights)), back, &back_lora);
-      EXPECT_TRUE(test::bits_equal(download(out).view, reversed_rows(download(back)).view))
+      run_gpu(path, upload(test::reversed_rows(d.x)), gate_up, down,
+              upload(test::reversed_rows(d.ids)), upload(test::reversed_rows(d.weights)), back,
+              &back_lora);
+      EXPECT_TRUE(test::bits_equal(download(out).view, test::reversed_rows(download(back)).view))
           << path_name(path);
     }
   }
