@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Run 317: the dense lora_add past 256 tokens on tensor cores (the expert tile kernels with the
+# tokens in order as one expert, h in ctx.lora) and the expand's 64-byte store rows (B = branch
+# gpu-pending/lora-tiles; A = main 3e6bd46, run 316's B, as build/var/*-a). 1. CudaLora* and
+# CudaMoeExperts.*, the model's LoRA / graph / sleep / warm-up tests, memcheck and racecheck on
+# the LoRA tests; 2. cuda_kernels_bench's BM_lora_add (T 128, 2048) and T 2048 expert LoRA A B A B;
+# 3. ncu of B's LoRA kernels; 4. `bench step --layers 4` A B A B.
+set -u
+[[ -e /work/iso ]] || { mkdir -p /work && ln -s "$PWD" /work/iso; }
+start=$SECONDS
+res=$OUT/r; mkdir -p $res
+trap 'tar -C $OUT -cJf $OUT/results.tar.xz r && rm -rf $res' EXIT
+tar -C build -xJf build/all.tar.xz && cp -a --update=none build/held/. .
+export LD_LIBRARY_PATH="$PWD/build/gpu-bundle/lib"
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
+bin=build/gpu-bundle/bin var=build/var
+timeout 200 $bin/kernels_cuda_tests --gtest_filter='CudaMoeExperts.*:CudaLora*' \
+  --gtest_output=json:$res/kernels.json > $res/kernels.log 2>&1
+echo "kernel tests rc=$? $((SECONDS - start)) s"
+grep -E "^\[  (PASSED|FAILED) |FAILED  \]|Failure" $res/kernels.log | head -30
+timeout 150 $bin/model_beam_cuda_tests --gtest_filter='LoraCuda*:*LoraCudaMixed*:*EngineWithGraphs*:*Sleep*:*WarmUp*' \
+  --gtest_output=json:$res/model.json > $res/model.log 2>&1
+echo "model tests rc=$? $((SECONDS - start)) s"
+grep -E "^\[  (PASSED|FAILED) |FAILED  \]|Failure|rel error" $res/model.log | head -20
+timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $bin/kernels_cuda_tests \
+  --gtest_filter='CudaLora.MatchesCpu:CudaLora.SeveralOutputs*:CudaLora.TokenBits*:CudaMoeExperts.Lora*' \
+  > $res/memcheck.log 2>&1
+echo "memcheck rc=$? $((SECONDS - start)) s"; grep -E "ERROR SUMMARY|PASSED|FAILED" $res/memcheck.log | head -5
+timeout 100 compute-sanitizer --tool racecheck --error-exitcode 9 $bin/kernels_cuda_tests \
+  --gtest_filter='CudaMoeExperts.LoraRows*:CudaLora.TokenBitsDoNotDependOnTheBatchOnTensorCores' \
+  > $res/racecheck.log 2>&1
+echo "racecheck rc=$? $((SECONDS - start)) s"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" $res/racecheck.log | head -5
+f='BM_lora_add/T:(128|2048)/|BM_moe_experts_lora/T:2048|BM_moe_experts/T:2048/path:0'
+for side in a b a2 b2; do
+  exe=$bin/cuda_kernels_bench; [[ $side == a* ]] && exe=$var/cuda_kernels_bench-a
+  timeout 120 $exe --benchmark_filter="$f" --benchmark_out=$res/kb-$side.json \
+    --benchmark_out_format=json > $res/kb-$side.log 2>&1
+  echo "kernels bench $side rc=$? $((SECONDS - start)) s"
+  grep -E "^BM_" $res/kb-$side.log | awk '{print "  "$1, $2, $3}'
+done
+for c in _experts_lora/T:2048/r:16/runs:1 _lora_add/T:2048/r:16/mixed:0 _lora_add/T:2048/r:64/mixed:1; do
+  n=${c//[:\/]/_}
+  timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip 60 --kernel-name regex:'moe|expert|combine|gather|shrink|expand|scatter|count|offsets|gemm|tma|lora|sort' \
+    --launch-count 40 $bin/cuda_kernels_bench --benchmark_filter="BM$c/" \
+    > $res/ncu-$n.csv 2> $res/ncu-$n.err
+  echo "ncu $c rc=$? $((SECONDS - start)) s"
+  python3 - $res/ncu-$n.csv <<'PY'
+import csv, sys, collections, re
+rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
+if not rows: sys.exit(print("  no rows"))
+h = rows[0]; ki = h.index("Kernel Name"); vi = h.index("Metric Value")
+tot = collections.defaultdict(list)
+for r in rows[1:]:
+    name = re.sub(r"\(.*", "", r[ki]).split("::")[-1][:60]
+    tot[name].append(float(r[vi].replace(",", "")) / 1000)
+for k, v in sorted(tot.items(), key=lambda kv: -sum(kv[1])):
+    print(f"  {k:60s} n={len(v):3d} mean={sum(v)/len(v):9.2f} us")
+PY
+done
+for run in a-r16x:a:2:--lora-experts b-r16x:b:2:--lora-experts a2-r16x:a:2:--lora-experts b2-r16x:b:2:--lora-experts; do
+  IFS=: read -r name side slots extra <<< "$run"
+  exe=$bin/beamserve; [[ $side == a* ]] && exe=$var/beamserve-a
+  timeout 60 $exe bench step --device cuda --layers 4 --batches 1,32,128 --steps 10 \
+    --prefill-tokens 2048 --prefill-reps 2 --lora-slots $slots --lora-rank 16 $extra --breakdown \
+    --breakdown-steps 3 --json $res/step-$name.json > $res/step-$name.log 2>&1
+  echo "step $name rc=$? $((SECONDS - start)) s"
+  python3 -c "
+import json
+d=json.load(open('$res/step-$name.json'))
+print('  decode', [(x['batch'], round(x['decode_step_ms'],3), round(x['breakdown']['ops'].get('experts',{}).get('ms',0),3)) for x in d['decode']], 'prefill', round(d['prefill']['prefill_ms'],2))" 2>&1 | tail -1
+  tail -2 $res/step-$name.log | grep -i error
+done
+echo "total $((SECONDS - start)) s"
