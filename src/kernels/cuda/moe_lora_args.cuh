@@ -78,13 +78,14 @@ struct ExpandArgs {
   bf16_t* y;                  // kAdd: [.., y_stride], columns 0 .. n - 1 updated
 };
 
-// The tensor-core shrink (moe_lora_mma.cu) takes p: 16-byte loads.
+// The tensor-core shrink (moe_lora_mma.cu) takes p: rows in runs of shared factors (grouped
+// order, or one expert: ids == nullptr), 16-byte loads.
 bool shrink_mma_fits(const ShrinkArgs& p);
 // The tensor-core shrink: h of every visited slot, as the CUDA-core one (sums in another order).
 void launch_shrink_mma(CudaContext& ctx, const ShrinkArgs& p);
 
-// The tensor-core expand takes p: r % 4 == 0, n % 8 == 0, y_stride % 8 == 0, h, delta and y
-// 16-byte, every B 8-byte aligned.
+// The tensor-core expand takes p: rows as the shrink's, r % 4 == 0, n % 8 == 0, y_stride % 8 ==
+// 0, h, delta and y 16-byte, every B 8-byte aligned.
 bool expand_mma_fits(const ExpandArgs& p);
 // The tensor-core expand: the CUDA-core expand's deltas (kAdd: added to y), sums in another order.
 void launch_expand_mma(CudaContext& ctx, const ExpandArgs& p, bool add);

@@ -286,10 +286,17 @@ int64_t tiles(const Rows& r, int rows) {
   return (r.count + rows - 1) / rows;
 }
 
+// The rows come in runs of shared factors, so that a tile takes few passes: the grouped order (by
+// expert, then adapter), or one expert (the dense lora_add's tokens in order). Slot order, a
+// token's top_k experts in a row, would give each of them a pass of its own.
+bool rows_share_factors(const Rows& r) {
+  return r.order != nullptr || r.ids == nullptr;
+}
+
 }  // namespace
 
 bool shrink_mma_fits(const ShrinkArgs& p) {
-  return p.vector_loads;
+  return rows_share_factors(p.rows) && p.vector_loads;
 }
 
 void launch_shrink_mma(CudaContext& ctx, const ShrinkArgs& p) {
@@ -303,8 +310,8 @@ void launch_shrink_mma(CudaContext& ctx, const ShrinkArgs& p) {
 }
 
 bool expand_mma_fits(const ExpandArgs& p) {
-  bool fits = p.rank % 4 == 0 && p.n % 8 == 0 && p.y_stride % 8 == 0 && aligned(p.h, 16) &&
-              aligned(p.delta, 16) && aligned(p.y, 16);
+  bool fits = rows_share_factors(p.rows) && p.rank % 4 == 0 && p.n % 8 == 0 &&
+              p.y_stride % 8 == 0 && aligned(p.h, 16) && aligned(p.delta, 16) && aligned(p.y, 16);
   for (int i = 0; i < p.parts; ++i) fits = fits && aligned(p.b[i], 8);
   return fits;
 }
