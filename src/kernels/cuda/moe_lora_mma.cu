@@ -1,19 +1,21 @@
-// The routed experts' LoRA kernels on tensor cores, for the grouped path (moe_lora_args.cuh): a
-// block takes a tile of 16 consecutive grouped rows and, for each (expert, adapter slot) among
-// them, one pass of mma.sync m16n8k16 over all 16 rows whose results it keeps for that pair's rows
-// only (a row's sums do not depend on the other rows of its tile, so on the batch). k runs in a
-// fixed permutation of its order within each k-step, the same on both operands: lane q of a quad
-// loads 8 consecutive bf16 (shrink) or 4 consecutive values (expand) of its row and column and
-// feeds them as the fragment's k pairs {2q, 2q + 1} and {2q + 8, 2q + 9}, so every load is 16 or
-// 8 bytes (the router's fp32 GEMM does the same, moe_route.cu).
+// LoRA kernels on tensor cores over tiles of rows that come in runs of shared factors
+// (moe_lora_args.cuh): the routed experts' grouped path, its rows visited by expert, then adapter
+// (launch_sort_by_adapter), and the dense lora_add of a prefill chunk, its tokens in order as one
+// expert (lora.cu). A block takes a tile of consecutive rows (32 for the shrink, 16 for the
+// expand) and, for each (expert, adapter slot) among them, one pass of mma.sync m16n8k16 over
+// all its rows whose results it keeps for that pair's rows only (a row's sums do not depend on
+// the other rows of its tile, so on the batch). k runs in a fixed permutation of its order within
+// each k-step, the same on both operands: lane q of a quad loads 8 consecutive bf16 (shrink) or 4
+// consecutive values (expand) of its row and column and feeds them as the fragment's k pairs {2q,
+// 2q + 1} and {2q + 8, 2q + 9}, so every load is 16 or 8 bytes (the router's fp32 GEMM does the
+// same, moe_route.cu).
 //   Shrink: h[i, q] = scale · Σ_c in[row_i, c] · A[e, s, q, c] for the (part, j) columns q of a
 // 32-wide chunk (grid y); each of 4 warps sums every 4th 32-element k-chunk, the warps' partials
 // added in warp order through shared memory.
 //   Expand: each warp takes 64 columns of one part; h (fp32) enters as its exact hi + mid + lo bf16
 // terms (split3), three products a k-step into the same fp32 accumulators; the deltas are stored
-// fp32 (gate_up) or added to y's rounded rows and rounded again (down), 16 bytes a store.
-// The grouped path visits the rows by expert, then adapter (launch_sort_by_adapter), so most
-// tiles take one pass.
+// fp32 (gate_up) or added to y's rounded rows and rounded again (down, dense), 16 bytes a lane
+// and 64 contiguous bytes a row per store instruction.
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/mma_sync.cuh"
 #include "kernels/cuda/moe_lora_args.cuh"
