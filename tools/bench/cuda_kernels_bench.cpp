@@ -355,7 +355,8 @@ BENCHMARK(BM_softcap)->Arg(1)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmar
 BENCHMARK(BM_embedding)->Apply(decode_and_prefill);
 
 // LoRA deltas on q_proj's output (in 5120, n 6144) from a stack of 4 adapter slots of rank
-// range(1): all T tokens on slot 0 (range(2) = 0) or on slots t % 4 (1). bytes/s counts x, each
+// range(1): all T tokens on slot 0 (range(2) = 0) or on slots t % 4 (1); T 2,048 runs on tensor
+// cores (kernels/cuda/lora.cu). bytes/s counts x, each
 // used slot's A and B once, out read and written; flop/s 2·T·r·(in + n).
 void BM_lora_add(benchmark::State& state) {
   Gpu gpu;
@@ -379,9 +380,11 @@ void BM_lora_add(benchmark::State& state) {
       flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
+// (a fixed count: google benchmark's 0.5 s of per-launch time is 10 s of launches a case)
 BENCHMARK(BM_lora_add)
     ->ArgNames({"T", "r", "mixed"})
     ->ArgsProduct({{1, 32, 128, 2048}, {16, 64}, {0, 1}})
+    ->Iterations(50)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
