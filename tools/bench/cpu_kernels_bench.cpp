@@ -84,8 +84,9 @@ BENCHMARK(BM_CopyBandwidth)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseR
 
 // ---- LoRA -------------------------------------------------------------------------------------
 
-// Args: T, r, threads. Beam's q_proj (in 5120, out 6144), 4 slots, every token on slot 0 (each
-// token reads its slot's A and B: the bytes counted are one slot's factors and x / out).
+// Args: T, r, threads, mixed. Beam's q_proj (in 5120, out 6144), 4 slots, every token on slot 0
+// or (mixed) token t on slot t % 4, a decode batch of several adapters (each slot's tokens are
+// gathered: the bytes counted are one slot's factors and x / out).
 void BM_LoraAdd(benchmark::State& state) {
   const int64_t T = state.range(0), r = state.range(1), in = 5120, n = 6144, S = 4;
   ThreadPool pool(static_cast<int>(state.range(2)));
@@ -96,7 +97,8 @@ void BM_LoraAdd(benchmark::State& state) {
   fill(b.view, 3, 0.05f);
   fill(out.view, 4, 1.0f);
   for (int64_t s = 0; s < S; ++s) scale.view.as<float>()[s] = 2.0f;
-  std::fill_n(slots.view.as<int32_t>(), T, 0);
+  for (int64_t t = 0; t < T; ++t)  // range(3) 0: every token on slot 0; 1: slots t % S
+    slots.view.as<int32_t>()[t] = state.range(3) != 0 ? static_cast<int32_t>(t % S) : 0;
   KernelContext ctx;
   ctx.pool = &pool;
   for (auto _ : state)
@@ -105,11 +107,14 @@ void BM_LoraAdd(benchmark::State& state) {
   state.counters["GFLOP"] = rate(2.0 * T * r * (in + n) / 1e9);
 }
 BENCHMARK(BM_LoraAdd)
-    ->Args({1, 16, 2})
-    ->Args({1, 64, 2})
-    ->Args({32, 16, 2})
-    ->Args({256, 16, 2})
-    ->Args({256, 64, 2})
+    ->ArgNames({"T", "r", "threads", "mixed"})
+    ->Args({1, 16, 2, 0})
+    ->Args({1, 64, 2, 0})
+    ->Args({32, 16, 2, 0})
+    ->Args({32, 16, 2, 1})
+    ->Args({256, 16, 2, 0})
+    ->Args({256, 16, 2, 1})
+    ->Args({256, 64, 2, 0})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -1,7 +1,9 @@
-// CPU LoRA deltas: each run of consecutive tokens on one slot (a sequence's tokens) is two GEMMs of
-// kernels/cpu/gemm.h on its register-tile path — the shrink h = scale · x·Aᵀ and the expand
-// B·h — whose every element is vec.h's fixed-order dot product (so the bits do not depend on the
-// run's length or the threads), then the deltas are added to out's columns with one rounding.
+// CPU LoRA deltas: each slot's tokens, gathered in order up to 64 at a time (a sequence's run, or
+// a decode batch's tokens of one adapter wherever they sit), are two GEMMs of kernels/cpu/gemm.h
+// on its register-tile path — the shrink h = scale · x·Aᵀ and the expand B·h — whose every element
+// is vec.h's fixed-order dot product (so the bits do not depend on which tokens share a GEMM or on
+// the threads), then the deltas are added to their tokens' columns of out with one rounding. A
+// slot's factors are read once a gather, not once a token.
 #include "kernels/cpu/lora.h"
 
 #include <algorithm>
@@ -30,6 +32,29 @@ void tile_gemm(ThreadPool& pool, const float* x, int64_t M, int64_t K, const bf1
   }
 }
 
+// Each slot's tokens in order: order[first[s] .. first[s + 1]) are slot s's (a counting sort;
+// tokens without a slot are left out).
+struct SlotTokens {
+  std::vector<size_t> first;   // [S + 1]
+  std::vector<int64_t> order;  // token indices
+};
+
+// slot: [T]; a slot outside [kNoLoraSlot, S) aborts.
+SlotTokens tokens_by_slot(const int32_t* slot, int64_t T, int64_t S) {
+  SlotTokens g{std::vector<size_t>(static_cast<size_t>(S) + 1, 0), {}};
+  for (int64_t t = 0; t < T; ++t) {
+    BEAM_CHECK(slot[t] >= kNoLoraSlot && slot[t] < S)
+        << "lora_add: token " << t << " has slot " << slot[t] << " of " << S;
+    if (slot[t] != kNoLoraSlot) ++g.first[static_cast<size_t>(slot[t]) + 1];
+  }
+  for (size_t s = 1; s < g.first.size(); ++s) g.first[s] += g.first[s - 1];
+  g.order.resize(g.first.back());
+  std::vector<size_t> next(g.first.begin(), g.first.end() - 1);
+  for (int64_t t = 0; t < T; ++t)
+    if (slot[t] != kNoLoraSlot) g.order[next[static_cast<size_t>(slot[t])]++] = t;
+  return g;
+}
+
 }  // namespace
 
 void lora_add(ThreadPool& pool, const TensorView& x, const LoraStack& stack,
@@ -42,25 +67,22 @@ void lora_add(ThreadPool& pool, const TensorView& x, const LoraStack& stack,
   const auto* scale = static_cast<const float*>(stack.scale.data);
   const auto* slot = static_cast<const int32_t*>(slots.data);
   auto* o = static_cast<bf16*>(out.data);
-  for (int64_t t = 0; t < T; ++t)
-    BEAM_CHECK(slot[t] >= kNoLoraSlot && slot[t] < S)
-        << "lora_add: token " << t << " has slot " << slot[t] << " of " << S;
+  const SlotTokens groups = tokens_by_slot(slot, T, S);
   const int64_t rows = chunk_rows(n);
   std::vector<float> xf(static_cast<size_t>(rows * in)), h(static_cast<size_t>(rows * r)),
       delta(static_cast<size_t>(rows * n));
-  for (int64_t t0 = 0; t0 < T;) {
-    const int32_t s = slot[t0];
-    int64_t t1 = t0 + 1;
-    while (t1 < T && t1 - t0 < rows && slot[t1] == s) ++t1;
-    const int64_t M = t1 - t0;
-    if (s != kNoLoraSlot) {
-      for (int64_t m = 0; m < M; ++m) widen_bf16(xs + (t0 + m) * in, xf.data() + m * in, in);
+  for (int64_t s = 0; s < S; ++s) {
+    const size_t end = groups.first[static_cast<size_t>(s) + 1];
+    for (size_t g0 = groups.first[static_cast<size_t>(s)]; g0 < end;) {
+      const auto M = static_cast<int64_t>(std::min(static_cast<size_t>(rows), end - g0));
+      const int64_t* tokens = groups.order.data() + g0;
+      for (int64_t m = 0; m < M; ++m) widen_bf16(xs + tokens[m] * in, xf.data() + m * in, in);
       tile_gemm(pool, xf.data(), M, in, a + s * r * in, r, h.data());
       for (int64_t i = 0; i < M * r; ++i) h[static_cast<size_t>(i)] *= scale[s];
       tile_gemm(pool, h.data(), M, r, b + s * n * r, n, delta.data());
       const auto add_rows = [&](int64_t m0, int64_t m1) {
         for (int64_t m = m0; m < m1; ++m) {
-          bf16* row = o + (t0 + m) * N + col0;
+          bf16* row = o + tokens[m] * N + col0;
           const float* d = delta.data() + m * n;
           for (int64_t c = 0; c < n; ++c) row[c] = to_bf16(to_float(row[c]) + d[c]);
         }
@@ -70,8 +92,8 @@ void lora_add(ThreadPool& pool, const TensorView& x, const LoraStack& stack,
       } else {
         pool.parallel_for(M, 1, add_rows);
       }
+      g0 += static_cast<size_t>(M);
     }
-    t0 = t1;
   }
 }
 

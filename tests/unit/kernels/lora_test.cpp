@@ -1,8 +1,9 @@
 // CPU lora_add (kernels/api/lora.h) bit for bit against its documented formula: h[t, j] = scale ·
 // dot(x[t], A_s[j]) and out = bf16(f32(out) + dot(h[t], B_s[o])), each dot in vec.h's fixed order;
 // tokens without a slot and the columns outside [col0, col0 + n) keep their bits; one and two
-// threads agree; a token's result does not depend on the batch; several outputs in one call are
-// each output's own call; bad slots and outputs of another rank abort.
+// threads agree; slots in runs or interleaved (each slot's tokens gathered); a token's result does
+// not depend on the batch; several outputs in one call are each output's own call; bad slots and
+// outputs of another rank abort.
 #include "kernels/api/lora.h"
 
 #include <gtest/gtest.h>
@@ -17,6 +18,7 @@ namespace {
 
 struct LoraShape {
   int64_t T, in, r, n, width, col0, S;
+  int64_t run = 3;  // tokens a slot in a row: 3 (sequences' runs) or 1 (a decode batch's mix)
 };
 
 struct LoraInputs {
@@ -31,8 +33,8 @@ LoraInputs make_inputs(const LoraShape& s, std::mt19937& rng) {
                 HostTensor(DType::kI32, {s.T}),
                 test::random_bf16({s.T, s.width}, rng)};
   for (int64_t i = 0; i < s.S; ++i) in.scale.view.as<float>()[i] = 0.5f + static_cast<float>(i);
-  for (int64_t t = 0; t < s.T; ++t)  // runs of one slot (sequences) and tokens without one
-    in.slots.view.as<int32_t>()[t] = static_cast<int32_t>((t / 3) % (s.S + 1)) - 1;
+  for (int64_t t = 0; t < s.T; ++t)  // runs of one slot and tokens without one
+    in.slots.view.as<int32_t>()[t] = static_cast<int32_t>((t / s.run) % (s.S + 1)) - 1;
   return in;
 }
 
@@ -62,9 +64,11 @@ TEST(LoraAdd, MatchesItsDocumentedFormulaBitForBit) {
   test::Contexts cpu;
   for (const LoraShape& s :
        {LoraShape{1, 64, 8, 96, 96, 0, 2}, LoraShape{7, 100, 3, 50, 80, 30, 3},
-        LoraShape{40, 256, 16, 300, 1000, 512, 4}, LoraShape{300, 128, 64, 64, 64, 0, 2}}) {
-    SCOPED_TRACE(::testing::Message()
-                 << "T " << s.T << " in " << s.in << " r " << s.r << " n " << s.n);
+        LoraShape{40, 256, 16, 300, 1000, 512, 4}, LoraShape{300, 128, 64, 64, 64, 0, 2},
+        LoraShape{33, 256, 16, 300, 300, 0, 4, 1},  // slots interleaved: gathered a slot at a time
+        LoraShape{300, 128, 16, 64, 64, 0, 2, 1}}) {  // ~100 tokens a slot: gathers of 64
+    SCOPED_TRACE(::testing::Message() << "T " << s.T << " in " << s.in << " r " << s.r << " n "
+                                      << s.n << " run " << s.run);
     const LoraInputs in = make_inputs(s, rng);
     const HostTensor want = documented(s, in);
     for (const KernelContext* ctx : {&cpu.one, &cpu.two}) {
