@@ -15,17 +15,6 @@ for c in _lora/T:32/r:16 _lora/T:2048/r:16 _lora/T:1/r:16 /T:2048/path:0; do
     --launch-count 40 $bin/cuda_kernels_bench --benchmark_filter="BM_moe_experts$c/" \
     > $res/ncu-$n.csv 2> $res/ncu-$n.err
   echo "ncu $c rc=$? $((SECONDS - start)) s"
-  python3 - $res/ncu-$n.csv <<'PY'
-import csv, sys, collections, re
-rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
-if not rows: sys.exit(print("  no rows"))
-h = rows[0]; ki = h.index("Kernel Name"); vi = h.index("Metric Value")
-tot = collections.defaultdict(list)
-for r in rows[1:]:
-    name = re.sub(r"\(.*", "", r[ki]).split("::")[-1][:60]
-    tot[name].append(float(r[vi].replace(",", "")) / 1000)
-for k, v in sorted(tot.items(), key=lambda kv: -sum(kv[1])):
-    print(f"  {k:60s} n={len(v):3d} mean={sum(v)/len(v):9.2f} us")
-PY
+  python3 tools/gpu/ncu_summary.py $res/ncu-$n.csv
 done
 echo "total $((SECONDS - start)) s"
