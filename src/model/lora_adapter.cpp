@@ -1,12 +1,15 @@
-// LoraAdapter::open: adapter_config.json's scale and the options it cannot merge, then the
-// safetensors file's lora_A / lora_B pairs by module; merge_lora_rows: the f32 merge.
+// LoraAdapter::open: adapter_config.json's scales (lora_alpha, alpha_pattern) and the options it
+// cannot merge, then the safetensors file's lora_A / lora_B pairs by module; merge_lora_rows: the
+// f32 merge.
 #include "model/lora_adapter.h"
 
 #include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "core/bf16.h"
@@ -24,11 +27,54 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-// adapter_config.json's rank and alpha, after refusing what a merge cannot reproduce.
+// One alpha_pattern entry: PEFT's key (a module name, or a regular expression for the end of
+// one) and its alpha.
+struct AlphaPattern {
+  std::string key;
+  std::regex name_end;  // (.*\.)?(key): the whole module name, or a dotted suffix of it
+  double alpha;
+};
+
+// adapter_config.json's alphas, after refusing what a merge cannot reproduce.
 struct LoraConfig {
   double alpha = 0;
   bool rslora = false;
+  std::vector<AlphaPattern> alpha_pattern;  // in the file's order
+
+  // The alpha of `module` (its name without ".weight"), as PEFT's get_pattern_key picks it: an
+  // alpha_pattern key equal to the name, else the first key matching the name's end, else
+  // lora_alpha. (The rank is each module's own, read from its factors: rank_pattern needs no
+  // lookup.)
+  double alpha_of(const std::string& module) const {
+    for (const AlphaPattern& p : alpha_pattern)
+      if (p.key == module) return p.alpha;
+    for (const AlphaPattern& p : alpha_pattern)
+      if (std::regex_match(module, p.name_end)) return p.alpha;
+    return alpha;
+  }
 };
+
+// alpha_pattern's entries in the file's order (nlohmann::json sorts an object's keys; PEFT
+// matches in the order they were written).
+Expected<std::vector<AlphaPattern>> read_alpha_pattern(const std::string& text,
+                                                       const std::string& path) {
+  const auto c = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  std::vector<AlphaPattern> out;
+  if (!c.contains("alpha_pattern") || c["alpha_pattern"].is_null()) return out;
+  const auto& pattern = c["alpha_pattern"];
+  if (!pattern.is_object())
+    return make_error(path + ": alpha_pattern must be an object of module names to alphas");
+  for (const auto& [key, value] : pattern.items()) {
+    if (!value.is_number() || !(value.get<double>() > 0))
+      return make_error(path + ": alpha_pattern['" + key + "'] must be a positive number");
+    try {
+      out.push_back(AlphaPattern{key, std::regex("(.*\\.)?(" + key + ")"), value.get<double>()});
+    } catch (const std::regex_error&) {
+      return make_error(path + ": alpha_pattern key '" + key + "' is not a regular expression");
+    }
+  }
+  return out;
+}
 
 Expected<LoraConfig> read_config(const std::string& path) {
   std::ifstream in(path);
@@ -50,12 +96,12 @@ Expected<LoraConfig> read_config(const std::string& path) {
   if (c.contains("modules_to_save") && !c["modules_to_save"].is_null() &&
       !c["modules_to_save"].empty())
     return fail("modules_to_save (whole trained modules) are not supported");
-  if (c.contains("alpha_pattern") && !c["alpha_pattern"].is_null() && !c["alpha_pattern"].empty())
-    return fail("alpha_pattern is not supported");
   if (!c.contains("lora_alpha") || !c["lora_alpha"].is_number() ||
       !(c["lora_alpha"].get<double>() > 0))
     return fail("lora_alpha must be a positive number");
-  return LoraConfig{c["lora_alpha"].get<double>(), flag("use_rslora")};
+  BEAM_ASSIGN_OR_RETURN(std::vector<AlphaPattern> alpha_pattern,
+                        read_alpha_pattern(text.str(), path));
+  return LoraConfig{c["lora_alpha"].get<double>(), flag("use_rslora"), std::move(alpha_pattern)};
 }
 
 }  // namespace
@@ -91,7 +137,8 @@ Expected<std::shared_ptr<const LoraAdapter>> LoraAdapter::open(const std::string
       return fail("'" + weight + "': lora_B " + d.b->shape.str() + " and lora_A " +
                   d.a->shape.str() + " disagree on the rank");
     const auto r = static_cast<double>(d.rank());
-    d.scale = config.alpha / (config.rslora ? std::sqrt(r) : r);
+    const std::string module = weight.substr(0, weight.size() - std::string_view(".weight").size());
+    d.scale = config.alpha_of(module) / (config.rslora ? std::sqrt(r) : r);
   }
   return std::shared_ptr<const LoraAdapter>(std::move(adapter));
 }

@@ -1,8 +1,9 @@
 // A PEFT LoRA adapter (adapter_config.json + adapter_model.safetensors) as weight deltas to merge
 // into a checkpoint's linear weights at load time: W' = W + scale · B · A for each target module
 // (attention q / k / v / o / gate projections, dense and expert MLP projections, lm_head), with
-// scale = lora_alpha / r (lora_alpha / √r under use_rslora). One adapter at a time, merged into
-// the served weights (load_beam_weights), so it costs nothing per token and works on every device.
+// scale = alpha / r (alpha / √r under use_rslora), r the module's rank and alpha its alpha_pattern
+// entry's or lora_alpha. One adapter at a time, merged into the served weights
+// (load_beam_weights), so it costs nothing per token and works on every device.
 #pragma once
 
 #include <cstdint>

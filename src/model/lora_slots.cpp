@@ -279,6 +279,18 @@ Expected<LoraSlots::Placement> LoraSlots::place(const LoraAdapter& adapter) cons
                         ", above the server's max LoRA rank " + std::to_string(max_rank_));
     placement.push_back(Place{&delta, &m, it->second.expert});
   }
+  // An expert module keeps one scale a slot for all its experts (kernels/api/moe.h's stacks).
+  std::map<const Module*, const Place*> first_of;
+  for (const Place& p : placement) {
+    const Place* first = first_of.emplace(p.module, &p).first->second;
+    if (first->delta->scale != p.delta->scale)
+      return make_error(dir +
+                        ": the experts of one layer's module need one LoRA scale (alpha / r); " +
+                        "expert " + std::to_string(first->expert) + " has " +
+                        std::to_string(first->delta->scale) + ", expert " +
+                        std::to_string(p.expert) + " " + std::to_string(p.delta->scale) +
+                        " (rank_pattern / alpha_pattern): merge it with --merge-lora instead");
+  }
   return placement;
 }
 
@@ -314,7 +326,7 @@ Status LoraSlots::load(const KernelContext& ctx, int32_t slot, const LoraAdapter
     }
     copy_rows(ctx, slot_rows(m->all_a(), slot), host_rows(a, n));
     copy_rows(ctx, slot_rows(m->all_b(), slot), host_rows(b, n));
-    // (one scale per adapter: LoraAdapter takes one rank for all its modules)
+    // (one scale a module and slot: place() checked that its experts share it)
     auto scale = static_cast<float>(places.front()->delta->scale);
     copy_tensor(ctx, m->stack_of(0).scale.rows(slot, 1),
                 TensorView{&scale, DType::kF32, {1}, Device::kCpu});

@@ -1,7 +1,8 @@
 // PEFT LoRA adapters merged at load (model/lora_adapter.h, load_beam_weights): each named weight
 // becomes bf16(W + scale · B · A) exactly as the f32 merge computes it (q rows of the fused qkvg,
 // an expert's up rows of its fused gate_up, o_proj, lm_head), every other weight is untouched,
-// rsLoRA scales by alpha / √r, and adapters the merge cannot reproduce are refused by name.
+// rsLoRA scales by alpha / √r, alpha_pattern and per-module ranks give each module its own scale,
+// and adapters the merge cannot reproduce are refused by name.
 #include "model/lora_adapter.h"
 
 #include <gtest/gtest.h>
@@ -156,6 +157,59 @@ TEST(LoraMerge, NamedWeightsBecomeWPlusScaledBA) {
   }
 }
 
+// PEFT's per-module alphas and ranks (alpha_pattern, rank_pattern): each module's scale is its
+// alpha / its own rank (/ √rank with rsLoRA), the alpha from an alpha_pattern key equal to the
+// module's name, else the first key (in the file's order) matching the end of its name, else
+// lora_alpha; the merge applies each module's own scale.
+TEST(LoraMerge, AlphaPatternAndPerModuleRanksSetEachModulesScale) {
+  const BeamConfig c = tiny_config();
+  const std::string model = write_tiny_model("lora_pattern_model", c);
+  const int64_t H = c.hidden_size, QD = c.q_width(), Im = c.moe_intermediate_size;
+  int64_t sparse = 0;
+  while (c.mlp_layer_types[static_cast<size_t>(sparse)] != MlpKind::kSparse) ++sparse;
+  const Module q0{"model.layers.0.self_attn.q_proj.weight", QD, H, "F32"};
+  const Module q1{"model.layers.1.self_attn.q_proj.weight", QD, H, "F32"};
+  const std::string up = "model.layers." + std::to_string(sparse) + ".mlp.experts.2.up_proj.weight";
+  const Module head{"lm_head.weight", c.vocab_size, H, "F32"};
+  std::vector<TestTensor> tensors;
+  uint32_t seed = 40;
+  for (const Module& m : {q0, q1, Module{up, Im, H, "BF16"}, head}) {
+    const std::vector<TestTensor> f = factors(m, seed += 2);
+    tensors.insert(tensors.end(), f.begin(), f.end());
+  }
+  // o_proj of layer 1 at rank 2 (a rank_pattern entry's work)
+  tensors.push_back(test::random_tensor(
+      "base_model.model.model.layers.1.self_attn.o_proj.lora_A.weight", "F32", {2, QD}, 60));
+  tensors.push_back(test::random_tensor(
+      "base_model.model.model.layers.1.self_attn.o_proj.lora_B.weight", "F32", {H, 2}, 61));
+  const std::string pattern = R"("alpha_pattern": {"layers\\.\\d+\\.mlp\\.experts\\.2\\.up_proj": 5,
+      "self_attn.q_proj": 2, "q_proj": 12, "lm_head": 3, "model.layers.0.self_attn.q_proj": 20})";
+  for (bool rslora : {false, true}) {
+    SCOPED_TRACE(rslora ? "rsLoRA" : "LoRA");
+    const std::string config = R"({"peft_type": "LORA", "r": 4, "lora_alpha": 8, )" + pattern +
+                               (rslora ? R"(, "use_rslora": true})" : "}");
+    auto adapter = LoraAdapter::open(write_adapter("lora_pattern", tensors, config));
+    ASSERT_TRUE(adapter.ok()) << adapter.error().message;
+    const auto scale_of = [&](const std::string& weight) {
+      return (*adapter)->find(weight)->scale;
+    };
+    const double r4 = rslora ? 2.0 : 4.0, r2 = rslora ? std::sqrt(2.0) : 2.0;
+    EXPECT_EQ(scale_of(q0.weight), 20 / r4);  // its own name, though listed last
+    EXPECT_EQ(scale_of(q1.weight), 2 / r4);   // the first key ending its name
+    EXPECT_EQ(scale_of(up), 5 / r4);          // a regular expression
+    EXPECT_EQ(scale_of(head.weight), 3 / r4);
+    EXPECT_EQ(scale_of("model.layers.1.self_attn.o_proj.weight"), 8 / r2);  // lora_alpha, rank 2
+    if (rslora) continue;
+    auto base = load_beam_weights(model);
+    auto merged = load_beam_weights(model, adapter->get());
+    ASSERT_TRUE(base.ok() && merged.ok());
+    expect_merged(rows_of((*merged)->layers[0].attn.qkvg, 0),
+                  rows_of((*base)->layers[0].attn.qkvg, 0), {tensors[0], tensors[1]}, q0, 5.0f);
+    expect_merged(rows_of((*merged)->layers[1].attn.qkvg, 0),
+                  rows_of((*base)->layers[1].attn.qkvg, 0), {tensors[2], tensors[3]}, q1, 0.5f);
+  }
+}
+
 TEST(LoraMerge, AdaptersTheMergeCannotReproduceAreRefusedByName) {
   const BeamConfig c = tiny_config();
   const std::string model = write_tiny_model("lora_refused_model", c);
@@ -184,6 +238,9 @@ TEST(LoraMerge, AdaptersTheMergeCannotReproduceAreRefusedByName) {
   const std::string saved = R"({"r": 4, "lora_alpha": 8, "modules_to_save": ["lm_head"]})";
   const std::string biased = R"({"r": 4, "lora_alpha": 8, "bias": "lora_only"})";
   const std::string no_alpha = R"({"r": 4})";
+  const std::string pattern_list = R"({"r": 4, "lora_alpha": 8, "alpha_pattern": ["q_proj"]})";
+  const std::string pattern_value = R"({"r": 4, "lora_alpha": 8, "alpha_pattern": {"q_proj": -1}})";
+  const std::string pattern_regex = R"({"r": 4, "lora_alpha": 8, "alpha_pattern": {"(": 2}})";
   for (const Case& k : std::vector<Case>{
            {half, kConfig, "has lora_A but no lora_B"},
            {ranks, kConfig, "disagree on the rank"},
@@ -194,6 +251,9 @@ TEST(LoraMerge, AdaptersTheMergeCannotReproduceAreRefusedByName) {
            {good, saved, "modules_to_save"},
            {good, biased, "LoRA biases are not supported"},
            {good, no_alpha, "lora_alpha must be a positive number"},
+           {good, pattern_list, "alpha_pattern must be an object"},
+           {good, pattern_value, "alpha_pattern['q_proj'] must be a positive number"},
+           {good, pattern_regex, "alpha_pattern key '(' is not a regular expression"},
        }) {
     const std::string dir = write_adapter("lora_refused", k.tensors, k.config);
     auto adapter = LoraAdapter::open(dir);

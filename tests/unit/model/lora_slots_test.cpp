@@ -237,6 +237,35 @@ TEST_F(LoraSlotsTest, AdaptersTheSlotsCannotServeAreRefusedByName) {
                  2, "model.layers.1.mlp.down_proj.weight' is no module per-request LoRA serves");
 }
 
+// An expert module keeps one scale a slot for all its experts: an adapter whose alpha_pattern (or
+// per-expert ranks) gives two experts of one layer's module different scales is refused by name,
+// one that gives different modules different scales is served.
+TEST_F(LoraSlotsTest, ExpertsOfOneModuleWithDifferentScalesAreRefused) {
+  const LoraTinyModel& m = lora_tiny_model();
+  const BeamConfig& c = m.config;
+  BeamModel served(m.weights, ctx_, make_slots(1, /*experts=*/true));
+  const std::vector<AdapterModule> experts = {
+      {"model.layers.1.mlp.experts.3.up_proj.weight", c.moe_intermediate_size, c.hidden_size},
+      {"model.layers.1.mlp.experts.4.up_proj.weight", c.moe_intermediate_size, c.hidden_size},
+      {"model.layers.1.mlp.experts.4.gate_proj.weight", c.moe_intermediate_size, c.hidden_size}};
+  const auto adapter_with = [&](const std::string& name, const std::string& alpha_pattern) {
+    const std::string dir = test::write_lora_adapter(name, experts, 2, 800);
+    test::write_text_file(dir + "/adapter_config.json",
+                          R"({"peft_type": "LORA", "r": 2, "lora_alpha": 4, "alpha_pattern": )" +
+                              alpha_pattern + "}");
+    return open_adapter(dir);
+  };
+  auto split = adapter_with("lora_split_experts", R"({"experts.3.up_proj": 2})");
+  auto by_module = adapter_with("lora_by_module", R"({"gate_proj": 2})");
+  ASSERT_TRUE(split && by_module);
+  const Status st = served.lora_slots()->load(ctx_, 0, *split);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("need one LoRA scale"), std::string::npos)
+      << st.error().message;
+  EXPECT_NE(st.error().message.find("lora_split_experts"), std::string::npos) << st.error().message;
+  EXPECT_TRUE(served.lora_slots()->load(ctx_, 0, *by_module).ok());
+}
+
 // RL loops save the adapter to the same folder every step: the adapter read before keeps its
 // factors (a copy, not a mapping that a truncated file would turn into SIGBUS).
 TEST_F(LoraSlotsTest, AnAdapterKeepsItsFactorsWhenItsFileIsRewritten) {
