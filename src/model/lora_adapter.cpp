@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -109,6 +110,11 @@ Expected<LoraConfig> read_config(const std::string& path) {
 Expected<std::shared_ptr<const LoraAdapter>> LoraAdapter::open(const std::string& dir) {
   BEAM_ASSIGN_OR_RETURN(LoraConfig config, read_config(dir + "/adapter_config.json"));
   const std::string path = dir + "/adapter_model.safetensors";
+  if (!std::filesystem::exists(path) && std::filesystem::exists(dir + "/adapter_model.bin"))
+    return make_error(dir +
+                      ": holds adapter_model.bin (a pickle), which beamserve does not read: "
+                      "save the adapter with safe_serialization=True (PEFT's default) or "
+                      "convert it to adapter_model.safetensors");
   auto adapter = std::make_shared<LoraAdapter>();
   adapter->dir_ = dir;
   // A copy, not a mapping: RL loops rewrite the adapter's file in place while it is served.

@@ -285,6 +285,16 @@ TEST(LoraMerge, AdaptersTheMergeCannotReproduceAreRefusedByName) {
     EXPECT_NE(w.error().message.find("tied to the embedding"), std::string::npos)
         << w.error().message;
   }
+  // A pickled adapter (adapter_model.bin) is named, with how to get a safetensors file.
+  {
+    const std::string dir = test::make_temp_dir("lora_pickle");
+    test::write_text_file(dir + "/adapter_config.json", kConfig);
+    test::write_text_file(dir + "/adapter_model.bin", "not read");
+    auto adapter = LoraAdapter::open(dir);
+    ASSERT_FALSE(adapter.ok());
+    EXPECT_NE(adapter.error().message.find("adapter_model.bin (a pickle)"), std::string::npos)
+        << adapter.error().message;
+  }
   // The router is f32 (its selection is exact): not a weight LoRA merges into.
   const std::string dir = write_adapter("lora_router", router, kConfig);
   auto adapter = LoraAdapter::open(dir);
