@@ -68,7 +68,10 @@ void lora_add(ThreadPool& pool, const TensorView& x, const LoraStack& stack,
   const auto* slot = static_cast<const int32_t*>(slots.data);
   auto* o = static_cast<bf16*>(out.data);
   const SlotTokens groups = tokens_by_slot(slot, T, S);
-  const int64_t rows = chunk_rows(n);
+  size_t largest = 0;  // the most tokens of one slot: no gather needs more rows
+  for (size_t s = 0; s + 1 < groups.first.size(); ++s)
+    largest = std::max(largest, groups.first[s + 1] - groups.first[s]);
+  const int64_t rows = std::min(chunk_rows(n), static_cast<int64_t>(largest));
   std::vector<float> xf(static_cast<size_t>(rows * in)), h(static_cast<size_t>(rows * r)),
       delta(static_cast<size_t>(rows * n));
   for (int64_t s = 0; s < S; ++s) {
