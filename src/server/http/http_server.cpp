@@ -37,13 +37,15 @@ const char* status_reason(int status) {
   }
 }
 
-namespace {
-
-struct Shared {
+// What the server and its connections share (outside the anonymous namespace: HttpServer::Impl
+// holds one).
+struct ServerShared {
   HttpServerOptions options;
   Handler handler;
   std::atomic<int64_t> open_connections{0};
 };
+
+namespace {
 
 class Connection;
 
@@ -79,9 +81,11 @@ class ResponderImpl : public Responder {
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(tcp::socket socket, std::shared_ptr<Shared> shared)
-      : socket_(std::move(socket)), strand_(asio::make_strand(socket_.get_executor())),
-        timer_(strand_), shared_(std::move(shared)) {
+  Connection(tcp::socket socket, std::shared_ptr<ServerShared> shared)
+      : socket_(std::move(socket)),
+        strand_(asio::make_strand(socket_.get_executor())),
+        timer_(strand_),
+        shared_(std::move(shared)) {
     shared_->open_connections++;
   }
   ~Connection() { shared_->open_connections--; }
@@ -265,7 +269,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   tcp::socket socket_;
   asio::strand<asio::any_io_executor> strand_;
   asio::steady_timer timer_;
-  std::shared_ptr<Shared> shared_;
+  std::shared_ptr<ServerShared> shared_;
   beast::flat_buffer buffer_;
   std::optional<beast::http::request_parser<beast::http::string_body>> parser_;
   std::shared_ptr<ResponderImpl> responder_;
@@ -335,7 +339,7 @@ void ResponderImpl::on_disconnect(std::function<void()> fn) {
 class HttpServer::Impl {
  public:
   Impl(const HttpServerOptions& options, Handler handler)
-      : shared_(std::make_shared<Shared>()), acceptor_(io_) {
+      : shared_(std::make_shared<ServerShared>()), acceptor_(io_) {
     shared_->options = options;
     shared_->handler = std::move(handler);
   }
@@ -381,7 +385,7 @@ class HttpServer::Impl {
   }
 
   uint16_t port_ = 0;
-  std::shared_ptr<Shared> shared_;
+  std::shared_ptr<ServerShared> shared_;
   asio::io_context io_;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_{io_.get_executor()};
   tcp::acceptor acceptor_;

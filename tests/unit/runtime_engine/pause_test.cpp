@@ -145,8 +145,9 @@ TEST_F(PauseTest, WeightsGivenWhilePausedServeNoOldKv) {
     ASSERT_TRUE(updated.get().ok());
     ASSERT_TRUE(engine->resume().ok());
     const auto fresh = run_all(*engine, {same_prompt})[0][0];
-    if (mode == PauseMode::kKeep)  // (a retracted request may have cached it anew by now)
+    if (mode == PauseMode::kKeep) {  // (a retracted request may have cached it anew by now)
       EXPECT_EQ(fresh.usage.cached_prompt_tokens, 0);
+    }
     EXPECT_EQ(fresh.tokens, tokens(*make(other), same_prompt));
     engine->wait_idle();
     const auto done = running.results()[0];
