@@ -86,29 +86,39 @@ StopMatcher::Result StopMatcher::feed(std::string_view text) {
     released_bytes_ += r.released.size();
     return r;
   }
-  std::optional<Found> f = stops_.empty() ? std::nullopt : first_ending(buffer_, stops_);
-  if (f) {  // as stream offsets
-    f->start += released_bytes_;
-    f->end += released_bytes_;
+  // The first stop found (found: whether there is one), as stream offsets. (Plain values, not
+  // std::optional: gcc 12 reports its copies as maybe uninitialized.)
+  Found f;
+  bool found = false;
+  if (!stops_.empty()) {
+    if (const std::optional<Found> s = first_ending(buffer_, stops_)) {
+      f = Found{s->index, s->start + released_bytes_, s->end + released_bytes_};
+      found = true;
+    }
   }
   // The regexes read the new bytes up to the first match (none can end before a string's end).
-  for (size_t i = 0; i < text.size() && !(f && f->end <= base + i); ++i) {
-    std::optional<Found> m;
+  for (size_t i = 0; i < text.size() && !(found && f.end <= base + i); ++i) {
+    Found m;
+    bool matched = false;
     for (size_t x = 0; x < regexes_.size(); ++x) {
       const std::optional<size_t> start = step_regex(x, static_cast<uint8_t>(text[i]), base + i);
-      if (start && (!m || *start < m->start)) m = Found{stops_.size() + x, *start, base + i + 1};
+      if (start && (!matched || *start < m.start)) {
+        m = Found{stops_.size() + x, *start, base + i + 1};
+        matched = true;
+      }
     }
-    if (m) {
-      if (!f || m->end < f->end || (m->end == f->end && m->start < f->start)) f = m;
+    if (matched) {
+      if (!found || m.end < f.end || (m.end == f.end && m.start < f.start)) f = m;
+      found = true;
       break;
     }
   }
-  if (f) {
+  if (found) {
     stopped_ = true;
-    r.stop = f->index;
-    r.stop_offset_bytes = f->start;
-    r.stop_end_bytes = f->end;
-    r.released = buffer_.substr(0, (include_stop_ ? f->end : f->start) - released_bytes_);
+    r.stop = f.index;
+    r.stop_offset_bytes = f.start;
+    r.stop_end_bytes = f.end;
+    r.released = buffer_.substr(0, (include_stop_ ? f.end : f.start) - released_bytes_);
     released_bytes_ += r.released.size();
     buffer_.clear();
     return r;
