@@ -9,7 +9,8 @@
 namespace beam::cli {
 
 Expected<Args> Args::parse(int argc, char** argv, const std::set<std::string>& flags,
-                           const std::set<std::string>& bool_flags) {
+                           const std::set<std::string>& bool_flags,
+                           const std::set<std::string>& list_flags) {
   Args a;
   for (int i = 0; i < argc; ++i) {
     std::string s = argv[i];
@@ -31,8 +32,19 @@ Expected<Args> Args::parse(int argc, char** argv, const std::set<std::string>& f
       value = argv[++i];
     }
     a.values_[key] = value;
+    if (list_flags.count(key)) {
+      std::vector<std::string>& all = a.lists_[key];
+      all.push_back(value);
+      for (; i + 1 < argc && std::string_view(argv[i + 1]).rfind("--", 0) != 0; ++i)
+        all.emplace_back(argv[i + 1]);
+    }
   }
   return a;
+}
+
+std::vector<std::string> Args::get_all(const std::string& key) const {
+  auto it = lists_.find(key);
+  return it == lists_.end() ? std::vector<std::string>{} : it->second;
 }
 
 std::optional<std::string> Args::get(const std::string& key) const {

@@ -1,4 +1,5 @@
-// Command-line flags: "--key value", "--key=value" and bare "--flag"; unknown flags are errors.
+// Command-line flags: "--key value", "--key=value" and bare "--flag"; unknown flags are errors. A
+// list flag takes every value of each occurrence, argparse's nargs='+' ("--key a b --key c").
 #pragma once
 
 #include <cstdint>
@@ -17,12 +18,16 @@ namespace beam::cli {
 class Args {
  public:
   // Parses argv after the subcommand. `flags` lists every accepted key; `bool_flags` those that
-  // take no value.
+  // take no value; `list_flags` (among `flags`) those whose values accumulate.
   static Expected<Args> parse(int argc, char** argv, const std::set<std::string>& flags,
-                              const std::set<std::string>& bool_flags = {});
+                              const std::set<std::string>& bool_flags = {},
+                              const std::set<std::string>& list_flags = {});
 
   bool has(const std::string& key) const { return values_.count(key) > 0; }
+  // The value (a flag given twice: the last one).
   std::optional<std::string> get(const std::string& key) const;
+  // Every value of a list flag, in order (empty when absent).
+  std::vector<std::string> get_all(const std::string& key) const;
   std::string get_or(const std::string& key, const std::string& fallback) const;
   Expected<int64_t> get_int(const std::string& key, int64_t fallback) const;
   Expected<double> get_double(const std::string& key, double fallback) const;
@@ -38,6 +43,7 @@ class Args {
 
  private:
   std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> lists_;  // list flags' values
 };
 
 }  // namespace beam::cli

@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,21 +19,47 @@
 namespace beam::cli {
 namespace {
 
-// --lora-modules NAME=DIR[,NAME=DIR...] (vLLM's name=path pairs).
-Expected<std::vector<std::pair<std::string, std::string>>> parse_lora_modules(
-    const std::string& text) {
-  std::vector<std::pair<std::string, std::string>> out;
+// One --lora-modules value as vLLM takes it: NAME=DIR[,NAME=DIR...], or a JSON object {"name",
+// "path", "base_model_name"} (base_model_name is accepted and not used: /v1/models lists every
+// adapter with the served model as its parent).
+Status parse_lora_module(const std::string& item,
+                         std::vector<std::pair<std::string, std::string>>& out) {
+  if (!item.empty() && item.front() == '{') {
+    const auto j = nlohmann::json::parse(item, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object())
+      return make_error("--lora-modules: '" + item + "' is not a JSON object");
+    for (const auto& [key, value] : j.items()) {
+      if (key != "name" && key != "path" && key != "base_model_name")
+        return make_error("--lora-modules: unknown key '" + key +
+                          "' (vLLM's are name, path and base_model_name)");
+      if (!value.is_string())
+        return make_error("--lora-modules: '" + key + "' must be a string in '" + item + "'");
+    }
+    if (!j.contains("name") || !j.contains("path") || j["name"].get<std::string>().empty() ||
+        j["path"].get<std::string>().empty())
+      return make_error("--lora-modules: '" + item + "' needs a name and a path");
+    out.emplace_back(j["name"].get<std::string>(), j["path"].get<std::string>());
+    return ok_status();
+  }
   size_t begin = 0;
-  while (begin < text.size()) {
-    size_t end = text.find(',', begin);
-    if (end == std::string::npos) end = text.size();
-    const std::string item = text.substr(begin, end - begin);
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
-      return make_error("--lora-modules: expected NAME=DIR, got '" + item + "'");
-    out.emplace_back(item.substr(0, eq), item.substr(eq + 1));
+  while (begin < item.size()) {
+    size_t end = item.find(',', begin);
+    if (end == std::string::npos) end = item.size();
+    const std::string pair = item.substr(begin, end - begin);
+    const size_t eq = pair.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size())
+      return make_error("--lora-modules: expected NAME=DIR or a JSON object, got '" + pair + "'");
+    out.emplace_back(pair.substr(0, eq), pair.substr(eq + 1));
     begin = end + 1;
   }
+  return ok_status();
+}
+
+// Every --lora-modules value (the flag may repeat and take several values, as vLLM's nargs='+').
+Expected<std::vector<std::pair<std::string, std::string>>> parse_lora_modules(
+    const std::vector<std::string>& items) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& item : items) BEAM_RETURN_IF_ERROR(parse_lora_module(item, out));
   return out;
 }
 
@@ -73,7 +100,7 @@ Expected<server::ServeOptions> options_from_args(const Args& a) {
   o.model.enable_return_routed_experts = a.has("enable-return-routed-experts");
   o.model.enable_weight_updates = a.has("enable-weight-updates");
   o.model.merge_lora_dir = a.get_or("merge-lora", "");
-  BEAM_ASSIGN_OR_RETURN(o.model.lora_modules, parse_lora_modules(a.get_or("lora-modules", "")));
+  BEAM_ASSIGN_OR_RETURN(o.model.lora_modules, parse_lora_modules(a.get_all("lora-modules")));
   const bool lora = a.has("enable-lora") || !o.model.lora_modules.empty();
   BEAM_ASSIGN_OR_RETURN(int64_t max_loras, a.get_int("max-loras", lora ? 4 : 0));
   BEAM_ASSIGN_OR_RETURN(int64_t max_lora_rank, a.get_int("max-lora-rank", 16));
@@ -151,7 +178,8 @@ int cmd_serve(int argc, char** argv) {
                    "max-loaded-loras",
                    "logprobs-mode"},
                   {"no-prefix-cache", "no-cuda-graphs", "enable-return-routed-experts",
-                   "lora-experts", "enable-weight-updates", "enable-sleep-mode", "enable-lora"});
+                   "lora-experts", "enable-weight-updates", "enable-sleep-mode", "enable-lora"},
+                  {"lora-modules"});
   if (!args.ok()) {
     std::fprintf(stderr, "serve: %s\n%s", args.error().message.c_str(), kServeUsage);
     return 2;

@@ -1110,6 +1110,29 @@ test('LoRA adapters are served per request and loaded at run time', async () => 
   assert.match(off.json.error.message, /--max-loras/);
 });
 
+// --lora-modules as vLLM takes it: several values after one flag (nargs='+'), the flag repeated,
+// comma-separated pairs and vLLM's JSON form {"name", "path", "base_model_name"}; a JSON value
+// with an unknown key stops the start naming it.
+test('--lora-modules takes vLLM\'s forms', async () => {
+  const lora = tinyBeamLora();
+  const s = await startServer(['--lora-modules', `a=${lora},b=${lora}`,
+    JSON.stringify({ name: 'c', path: lora, base_model_name: 'some/hub-id' }),
+    '--max-loras', '2', '--max-lora-rank', '8', '--lora-modules', `d=${lora}`]);
+  try {
+    const models = await (await fetch(s.baseUrl + '/v1/models')).json();
+    assert.deepEqual(models.data.map((m) => m.id), [MODEL, 'a', 'b', 'c', 'd']);
+    assert.ok(models.data.slice(1).every((m) => m.parent === MODEL && m.root === lora));
+  } finally {
+    assert.equal(await s.stop(), 0);
+  }
+  try {
+    await assert.rejects(startServer(['--lora-modules', JSON.stringify({ name: 'c', path: lora, colour: 'red' })]),
+      /unknown key 'colour'/);
+  } finally {
+    fs.rmSync(lora, { recursive: true, force: true });
+  }
+});
+
 // --lora-experts: an adapter on the routed experts is served per request (its tokens differ from
 // the same adapter without its expert modules); without the flag loading it is a 400 naming it.
 test('LoRA adapters on the routed experts need --lora-experts', async () => {

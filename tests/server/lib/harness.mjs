@@ -75,7 +75,12 @@ export async function startServer(extraArgs = [], {
     child.on('exit', (code) => reject(new Error(`beamserve exited with ${code}:\n${log.join('\n')}`)));
   });
   const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-  await portReady;
+  try {
+    await portReady;
+  } catch (e) {
+    clearTimeout(timer);  // (a server that failed to start leaves no timer holding the test open)
+    throw e;
+  }
   const baseUrl = `http://127.0.0.1:${port}`;
   for (;;) {
     if (child.exitCode !== null || child.signalCode !== null) {
