@@ -5,63 +5,19 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/lora_flags.h"
 #include "cli/model_path.h"
 #include "cli/usage.h"
 #include "server/app/server_app.h"
 
 namespace beam::cli {
 namespace {
-
-// One --lora-modules value as vLLM takes it: NAME=DIR[,NAME=DIR...], or a JSON object {"name",
-// "path", "base_model_name"} (base_model_name is accepted and not used: /v1/models lists every
-// adapter with the served model as its parent).
-Status parse_lora_module(const std::string& item,
-                         std::vector<std::pair<std::string, std::string>>& out) {
-  if (!item.empty() && item.front() == '{') {
-    const auto j = nlohmann::json::parse(item, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object())
-      return make_error("--lora-modules: '" + item + "' is not a JSON object");
-    for (const auto& [key, value] : j.items()) {
-      if (key != "name" && key != "path" && key != "base_model_name")
-        return make_error("--lora-modules: unknown key '" + key +
-                          "' (vLLM's are name, path and base_model_name)");
-      if (!value.is_string())
-        return make_error("--lora-modules: '" + key + "' must be a string in '" + item + "'");
-    }
-    if (!j.contains("name") || !j.contains("path") || j["name"].get<std::string>().empty() ||
-        j["path"].get<std::string>().empty())
-      return make_error("--lora-modules: '" + item + "' needs a name and a path");
-    out.emplace_back(j["name"].get<std::string>(), j["path"].get<std::string>());
-    return ok_status();
-  }
-  size_t begin = 0;
-  while (begin < item.size()) {
-    size_t end = item.find(',', begin);
-    if (end == std::string::npos) end = item.size();
-    const std::string pair = item.substr(begin, end - begin);
-    const size_t eq = pair.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size())
-      return make_error("--lora-modules: expected NAME=DIR or a JSON object, got '" + pair + "'");
-    out.emplace_back(pair.substr(0, eq), pair.substr(eq + 1));
-    begin = end + 1;
-  }
-  return ok_status();
-}
-
-// Every --lora-modules value (the flag may repeat and take several values, as vLLM's nargs='+').
-Expected<std::vector<std::pair<std::string, std::string>>> parse_lora_modules(
-    const std::vector<std::string>& items) {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const std::string& item : items) BEAM_RETURN_IF_ERROR(parse_lora_module(item, out));
-  return out;
-}
 
 Expected<server::ServeOptions> options_from_args(const Args& a) {
   server::ServeOptions o;
@@ -101,8 +57,15 @@ Expected<server::ServeOptions> options_from_args(const Args& a) {
   o.model.enable_weight_updates = a.has("enable-weight-updates");
   o.model.merge_lora_dir = a.get_or("merge-lora", "");
   BEAM_ASSIGN_OR_RETURN(o.model.lora_modules, parse_lora_modules(a.get_all("lora-modules")));
+  BEAM_ASSIGN_OR_RETURN(auto lora_paths, parse_lora_paths(a.get_all("lora-paths")));
+  o.model.lora_modules.insert(o.model.lora_modules.end(), lora_paths.begin(), lora_paths.end());
   const bool lora = a.has("enable-lora") || !o.model.lora_modules.empty();
-  BEAM_ASSIGN_OR_RETURN(int64_t max_loras, a.get_int("max-loras", lora ? 4 : 0));
+  if (a.has("max-loras") && a.has("max-loras-per-batch"))
+    return make_error(
+        "--max-loras and --max-loras-per-batch (SGLang's name) are one setting: give one");
+  BEAM_ASSIGN_OR_RETURN(
+      int64_t max_loras,
+      a.get_int(a.has("max-loras-per-batch") ? "max-loras-per-batch" : "max-loras", lora ? 4 : 0));
   BEAM_ASSIGN_OR_RETURN(int64_t max_lora_rank, a.get_int("max-lora-rank", 16));
   if (max_loras < 0 || max_loras > 64 || max_lora_rank < 1 || max_lora_rank > 512)
     return make_error("--max-loras must be in [0, 64] and --max-lora-rank in [1, 512], got " +
@@ -174,12 +137,14 @@ int cmd_serve(int argc, char** argv) {
                    "enable-lora",
                    "lora-modules",
                    "max-loras",
+                   "max-loras-per-batch",
+                   "lora-paths",
                    "max-lora-rank",
                    "max-loaded-loras",
                    "logprobs-mode"},
                   {"no-prefix-cache", "no-cuda-graphs", "enable-return-routed-experts",
                    "lora-experts", "enable-weight-updates", "enable-sleep-mode", "enable-lora"},
-                  {"lora-modules"});
+                  {"lora-modules", "lora-paths"});
   if (!args.ok()) {
     std::fprintf(stderr, "serve: %s\n%s", args.error().message.c_str(), kServeUsage);
     return 2;

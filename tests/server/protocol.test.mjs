@@ -1111,16 +1111,21 @@ test('LoRA adapters are served per request and loaded at run time', async () => 
 });
 
 // --lora-modules as vLLM takes it: several values after one flag (nargs='+'), the flag repeated,
-// comma-separated pairs and vLLM's JSON form {"name", "path", "base_model_name"}; a JSON value
-// with an unknown key stops the start naming it.
-test('--lora-modules takes vLLM\'s forms', async () => {
+// comma-separated pairs and vLLM's JSON form {"name", "path", "base_model_name"}; SGLang's
+// --lora-paths (NAME=DIR, a bare DIR named by itself, {"lora_name", "lora_path"}) and
+// --max-loras-per-batch; a JSON value with an unknown key stops the start naming it.
+test('--lora-modules and --lora-paths take vLLM\'s and SGLang\'s forms', async () => {
   const lora = tinyBeamLora();
   const s = await startServer(['--lora-modules', `a=${lora},b=${lora}`,
     JSON.stringify({ name: 'c', path: lora, base_model_name: 'some/hub-id' }),
-    '--max-loras', '2', '--max-lora-rank', '8', '--lora-modules', `d=${lora}`]);
+    '--max-loras-per-batch', '2', '--max-lora-rank', '8', '--lora-modules', `d=${lora}`,
+    '--lora-paths', `e=${lora}`, lora, JSON.stringify({ lora_name: 'f', lora_path: lora, pinned: false })]);
   try {
     const models = await (await fetch(s.baseUrl + '/v1/models')).json();
-    assert.deepEqual(models.data.map((m) => m.id), [MODEL, 'a', 'b', 'c', 'd']);
+    assert.equal(models.data[0].id, MODEL);
+    assert.deepEqual(models.data.slice(1).map((m) => m.id).sort(), ['a', 'b', 'c', 'd', 'e', lora, 'f'].sort());
+    const info = await (await fetch(s.baseUrl + '/get_server_info')).json();
+    assert.equal(info.max_loras_per_batch, 2);
     assert.ok(models.data.slice(1).every((m) => m.parent === MODEL && m.root === lora));
   } finally {
     assert.equal(await s.stop(), 0);
@@ -1128,6 +1133,8 @@ test('--lora-modules takes vLLM\'s forms', async () => {
   try {
     await assert.rejects(startServer(['--lora-modules', JSON.stringify({ name: 'c', path: lora, colour: 'red' })]),
       /unknown key 'colour'/);
+    await assert.rejects(startServer(['--lora-paths', JSON.stringify({ lora_name: 'c', lora_path: lora, pinned: true })]),
+      /pinned adapters are not supported/);
   } finally {
     fs.rmSync(lora, { recursive: true, force: true });
   }
