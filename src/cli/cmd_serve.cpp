@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,7 +60,12 @@ Expected<server::ServeOptions> options_from_args(const Args& a) {
   BEAM_ASSIGN_OR_RETURN(o.model.lora_modules, parse_lora_modules(a.get_all("lora-modules")));
   BEAM_ASSIGN_OR_RETURN(auto lora_paths, parse_lora_paths(a.get_all("lora-paths")));
   o.model.lora_modules.insert(o.model.lora_modules.end(), lora_paths.begin(), lora_paths.end());
-  const bool lora = a.has("enable-lora") || !o.model.lora_modules.empty();
+  o.model.lora_resolver_dir = a.get_or("lora-resolver-dir", "");
+  if (!o.model.lora_resolver_dir.empty() &&
+      !std::filesystem::is_directory(o.model.lora_resolver_dir))
+    return make_error("--lora-resolver-dir " + o.model.lora_resolver_dir + " is not a directory");
+  const bool lora =
+      a.has("enable-lora") || !o.model.lora_modules.empty() || a.has("lora-resolver-dir");
   if (a.has("max-loras") && a.has("max-loras-per-batch"))
     return make_error(
         "--max-loras and --max-loras-per-batch (SGLang's name) are one setting: give one");
@@ -139,6 +145,7 @@ int cmd_serve(int argc, char** argv) {
                    "max-loras",
                    "max-loras-per-batch",
                    "lora-paths",
+                   "lora-resolver-dir",
                    "max-lora-rank",
                    "max-loaded-loras",
                    "logprobs-mode"},

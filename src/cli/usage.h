@@ -52,6 +52,7 @@ inline constexpr const char* kServeUsage =
     "          repeat; more with POST /v1/load_lora_adapter)]\n"
     "         [--lora-paths NAME=DIR|DIR ... (SGLang's spelling of the same; also its JSON\n"
     "          {\"lora_name\", \"lora_path\"})]\n"
+    "         [--lora-resolver-dir DIR (a request naming an adapter not loaded loads DIR/NAME)]\n"
     "         [--enable-lora] [--max-loras N (adapters one step serves; default 4 with LoRA, else\n"
     "          0; SGLang's --max-loras-per-batch)] [--max-lora-rank R (highest adapter rank;\n"
     "          default 16)]\n"

@@ -1110,6 +1110,46 @@ test('LoRA adapters are served per request and loaded at run time', async () => 
   assert.match(off.json.error.message, /--max-loras/);
 });
 
+// --lora-resolver-dir (vLLM's filesystem LoRA resolver): a request naming an adapter not loaded
+// loads <dir>/<name> when that folder holds an adapter_config.json, then lists and serves it like
+// one loaded at start; a name with no such folder (or one that is not a plain folder name) is a
+// 404, a folder whose adapter does not load a 400 naming it.
+test('--lora-resolver-dir loads the adapters requests name', async () => {
+  const lora = tinyBeamLora();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'beam-resolver-'));
+  fs.cpSync(lora, path.join(dir, 'tuned'), { recursive: true });
+  fs.mkdirSync(path.join(dir, 'broken'));
+  fs.writeFileSync(path.join(dir, 'broken', 'adapter_config.json'), '{"peft_type": "LORA", "lora_alpha": 8}');
+  const s = await startServer(['--lora-resolver-dir', dir, '--max-loras', '2', '--max-lora-rank', '8']);
+  const complete = async (model) => {
+    const r = await fetch(s.baseUrl + '/v1/completions', { method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model, prompt: [30, 31, 32, 33], max_tokens: 4, temperature: 0, ignore_eos: true }) });
+    return { status: r.status, json: await r.json() };
+  };
+  try {
+    let models = await (await fetch(s.baseUrl + '/v1/models')).json();
+    assert.deepEqual(models.data.map((m) => m.id), [MODEL]);
+    const tuned = await complete('tuned');
+    assert.equal(tuned.status, 200, JSON.stringify(tuned.json));
+    assert.equal(tuned.json.model, 'tuned');
+    const base = await complete(MODEL);
+    assert.notEqual(tuned.json.choices[0].text, base.json.choices[0].text);
+    models = await (await fetch(s.baseUrl + '/v1/models')).json();
+    assert.deepEqual(models.data.map((m) => m.id), [MODEL, 'tuned']);
+    assert.equal(models.data[1].root, path.join(dir, 'tuned'));
+    assert.equal((await complete('tuned')).json.choices[0].text, tuned.json.choices[0].text);
+    for (const name of ['nope', '..', `tuned/../tuned`]) assert.equal((await complete(name)).status, 404, name);
+    const broken = await complete('broken');
+    assert.equal(broken.status, 400);
+    assert.match(broken.json.error.message, /'broken'.*does not load/);
+  } finally {
+    assert.equal(await s.stop(), 0);
+    fs.rmSync(lora, { recursive: true, force: true });
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 // --lora-modules as vLLM takes it: several values after one flag (nargs='+'), the flag repeated,
 // comma-separated pairs and vLLM's JSON form {"name", "path", "base_model_name"}; SGLang's
 // --lora-paths (NAME=DIR, a bare DIR named by itself, {"lora_name", "lora_path"}) and

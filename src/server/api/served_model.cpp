@@ -1,6 +1,10 @@
 // ServedModel request checks (see served_model.h).
 #include "server/api/served_model.h"
 
+#include <filesystem>
+#include <optional>
+#include <system_error>
+
 namespace beam::server {
 
 void apply_sampling_defaults(const ServedModel& model, Json* body) {
@@ -20,6 +24,22 @@ void ServedWeights::set(Info info) {
   info_ = std::move(info);
 }
 
+namespace {
+
+// The folder the resolver would load `name` from: <dir>/<name> when `name` is one plain path
+// component (no separator, not . or ..) and that folder holds an adapter_config.json.
+std::optional<std::string> resolver_folder(const ServedModel& model, const std::string& name) {
+  if (model.lora_resolver_dir.empty() || !model.lora_enabled || name.empty() || name == "." ||
+      name == ".." || name.find('/') != std::string::npos || name.find('\0') != std::string::npos)
+    return std::nullopt;
+  const std::filesystem::path folder = std::filesystem::path(model.lora_resolver_dir) / name;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(folder / "adapter_config.json", ec)) return std::nullopt;
+  return folder.string();
+}
+
+}  // namespace
+
 ApiExpected<std::string> model_adapter(const ServedModel& model, const std::string& requested) {
   if (requested.empty()) return std::string();
   // An adapter loaded under the served name shadows the base model (vLLM resolves adapters
@@ -30,6 +50,15 @@ ApiExpected<std::string> model_adapter(const ServedModel& model, const std::stri
     adapters += ", '" + a.name + "'";
   }
   if (requested == model.name) return std::string();
+  if (const std::optional<std::string> folder = resolver_folder(model, requested)) {
+    const Status st = model.engine->load_lora_adapter(requested, *folder, /*replace=*/false);
+    if (st.ok()) return requested;
+    // (a request that raced this one may have loaded it first)
+    for (const LoraAdapterInfo& a : served_adapters(model))
+      if (a.name == requested) return a.name;
+    return invalid_request("the LoRA adapter '" + requested + "' in " + *folder +
+                           " does not load: " + st.error().message);
+  }
   return api_error(ErrorKind::kNotFound,
                    "The model '" + requested + "' does not exist; this server serves '" +
                        model.name + "'" + (adapters.empty() ? "" : " and the LoRA adapters") +

@@ -70,6 +70,9 @@ struct ServedModel {
   bool weight_updates_enabled = false;  // --enable-weight-updates
   bool sleep_mode_enabled = false;      // --enable-sleep-mode (EngineOptions::enable_sleep_mode)
   bool lora_enabled = false;            // --max-loras >= 1 (EngineOptions::max_loras)
+  // --lora-resolver-dir: a request naming an adapter not loaded loads <dir>/<name> when that
+  // folder holds an adapter_config.json (vLLM's filesystem LoRA resolver); empty: off.
+  std::string lora_resolver_dir;
 };
 
 // Adds the model's sampling defaults to a request body for the fields it does not set.
@@ -77,7 +80,9 @@ void apply_sampling_defaults(const ServedModel& model, Json* body);
 
 // The LoRA adapter a request's "model" names (vLLM serves each loaded adapter as a model): the
 // adapter's name for a loaded adapter (Engine::load_lora_adapter; one loaded under the served
-// name shadows the base model), "" for the base model (empty or the served name), else 404.
+// name shadows the base model), "" for the base model (empty or the served name), an adapter the
+// resolver folder holds under that name, loaded now (a 400 naming it when it does not load), else
+// 404.
 ApiExpected<std::string> model_adapter(const ServedModel& model, const std::string& requested);
 // The "model" a response shows: the adapter's name, or the served name without one.
 std::string shown_model_name(const ServedModel& model, const std::string& lora_name);

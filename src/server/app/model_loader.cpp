@@ -111,6 +111,7 @@ Expected<std::unique_ptr<ServedModel>> load_served_model(const ModelLoadOptions&
   model->weight_updates_enabled = options.enable_weight_updates;
   model->sleep_mode_enabled = options.engine.enable_sleep_mode;
   model->lora_enabled = options.engine.max_loras > 0;
+  model->lora_resolver_dir = options.lora_resolver_dir;
   if (model->name.empty()) model->name = fs::path(options.model_dir).lexically_normal().filename().string();
   if (model->name.empty()) model->name = fs::path(options.model_dir).lexically_normal().parent_path().filename().string();
   model->created_unix_s = unix_time_s();

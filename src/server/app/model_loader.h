@@ -22,6 +22,7 @@ struct ModelLoadOptions {
   std::string merge_lora_dir;          // a PEFT LoRA adapter merged into the weights (empty: none)
   // Per-request LoRA adapters loaded at start (name, directory); needs engine.max_loras >= 1.
   std::vector<std::pair<std::string, std::string>> lora_modules;
+  std::string lora_resolver_dir;  // ServedModel::lora_resolver_dir (empty: off)
   // The logprobs_mode of requests that do not set one (serve --logprobs-mode).
   LogprobsMode logprobs_mode = LogprobsMode::kScaled;
 };
