@@ -1113,11 +1113,12 @@ test('LoRA adapters are served per request and loaded at run time', async () => 
 // --lora-resolver-dir (vLLM's filesystem LoRA resolver): a request naming an adapter not loaded
 // loads <dir>/<name> when that folder holds an adapter_config.json, then lists and serves it like
 // one loaded at start; a name with no such folder (or one that is not a plain folder name) is a
-// 404, a folder whose adapter does not load a 400 naming it.
+// 404, a folder whose adapter does not load a 400 naming it; SGLang's lora_path resolves alike.
 test('--lora-resolver-dir loads the adapters requests name', async () => {
   const lora = tinyBeamLora();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'beam-resolver-'));
   fs.cpSync(lora, path.join(dir, 'tuned'), { recursive: true });
+  fs.cpSync(lora, path.join(dir, 'sg'), { recursive: true });
   fs.mkdirSync(path.join(dir, 'broken'));
   fs.writeFileSync(path.join(dir, 'broken', 'adapter_config.json'), '{"peft_type": "LORA", "lora_alpha": 8}');
   const s = await startServer(['--lora-resolver-dir', dir, '--max-loras', '2', '--max-lora-rank', '8']);
@@ -1140,6 +1141,12 @@ test('--lora-resolver-dir loads the adapters requests name', async () => {
     assert.equal(models.data[1].root, path.join(dir, 'tuned'));
     assert.equal((await complete('tuned')).json.choices[0].text, tuned.json.choices[0].text);
     for (const name of ['nope', '..', `tuned/../tuned`]) assert.equal((await complete(name)).status, 404, name);
+    // SGLang's lora_path resolves the same way
+    const sg = await fetch(s.baseUrl + '/generate', { method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ input_ids: [30, 31, 32, 33], lora_path: 'sg',
+        sampling_params: { max_new_tokens: 4, temperature: 0, ignore_eos: true } }) });
+    assert.equal(sg.status, 200, await sg.clone().text());
+    assert.equal((await sg.json()).text, tuned.json.choices[0].text);
     const broken = await complete('broken');
     assert.equal(broken.status, 400);
     assert.match(broken.json.error.message, /'broken'.*does not load/);

@@ -40,6 +40,19 @@ std::optional<std::string> resolver_folder(const ServedModel& model, const std::
 
 }  // namespace
 
+ApiExpected<std::optional<std::string>> resolve_adapter(const ServedModel& model,
+                                                        const std::string& name) {
+  const std::optional<std::string> folder = resolver_folder(model, name);
+  if (!folder) return std::optional<std::string>();
+  const Status st = model.engine->load_lora_adapter(name, *folder, /*replace=*/false);
+  if (st.ok()) return std::optional<std::string>(name);
+  // (a request that raced this one may have loaded it first)
+  for (const LoraAdapterInfo& a : served_adapters(model))
+    if (a.name == name) return std::optional<std::string>(name);
+  return invalid_request("the LoRA adapter '" + name + "' in " + *folder +
+                         " does not load: " + st.error().message);
+}
+
 ApiExpected<std::string> model_adapter(const ServedModel& model, const std::string& requested) {
   if (requested.empty()) return std::string();
   // An adapter loaded under the served name shadows the base model (vLLM resolves adapters
@@ -50,15 +63,9 @@ ApiExpected<std::string> model_adapter(const ServedModel& model, const std::stri
     adapters += ", '" + a.name + "'";
   }
   if (requested == model.name) return std::string();
-  if (const std::optional<std::string> folder = resolver_folder(model, requested)) {
-    const Status st = model.engine->load_lora_adapter(requested, *folder, /*replace=*/false);
-    if (st.ok()) return requested;
-    // (a request that raced this one may have loaded it first)
-    for (const LoraAdapterInfo& a : served_adapters(model))
-      if (a.name == requested) return a.name;
-    return invalid_request("the LoRA adapter '" + requested + "' in " + *folder +
-                           " does not load: " + st.error().message);
-  }
+  API_ASSIGN_OR_RETURN(const std::optional<std::string> resolved,
+                       resolve_adapter(model, requested));
+  if (resolved) return *resolved;
   return api_error(ErrorKind::kNotFound,
                    "The model '" + requested + "' does not exist; this server serves '" +
                        model.name + "'" + (adapters.empty() ? "" : " and the LoRA adapters") +

@@ -84,6 +84,11 @@ void apply_sampling_defaults(const ServedModel& model, Json* body);
 // resolver folder holds under that name, loaded now (a 400 naming it when it does not load), else
 // 404.
 ApiExpected<std::string> model_adapter(const ServedModel& model, const std::string& requested);
+// The resolver's adapter `name` (ServedModel::lora_resolver_dir), loaded now if it is not yet:
+// nullopt when the resolver is off or holds no such folder, a 400 naming the folder when its
+// adapter does not load.
+ApiExpected<std::optional<std::string>> resolve_adapter(const ServedModel& model,
+                                                        const std::string& name);
 // The "model" a response shows: the adapter's name, or the served name without one.
 std::string shown_model_name(const ServedModel& model, const std::string& lora_name);
 // The loaded LoRA adapters (none with LoRA off), and the same as {name: folder}.

@@ -228,10 +228,14 @@ ApiExpected<bool> run_native(const EndpointEnv& env, const std::shared_ptr<Excha
   return true;
 }
 
-// SGLang's lora_path: a loaded adapter by its name or by the directory it was loaded from.
+// SGLang's lora_path: a loaded adapter by its name or by the directory it was loaded from, or
+// the resolver's adapter of that name (--lora-resolver-dir).
 ApiExpected<std::string> sglang_lora(const ServedModel& model, const std::string& lora_path) {
   for (const LoraAdapterInfo& a : served_adapters(model))
     if (a.name == lora_path || a.path == lora_path) return a.name;
+  API_ASSIGN_OR_RETURN(const std::optional<std::string> resolved,
+                       resolve_adapter(model, lora_path));
+  if (resolved) return *resolved;
   return api_error(ErrorKind::kNotFound,
                    "'lora_path': no LoRA adapter named or loaded from '" + lora_path +
                        "' (load it with POST /load_lora_adapter or --lora-modules)",
