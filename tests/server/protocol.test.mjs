@@ -1061,8 +1061,11 @@ test('LoRA adapters are served per request and loaded at run time', async () => 
     const missing = await at('/v1/load_lora_adapter', { lora_name: 'c', lora_path: '/nonexistent' });
     assertOpenAiError(missing, 400, 'lora_name');
     assert.match(missing.json.error.message, /\/nonexistent\/adapter_config\.json/);
-    // SGLang's: {"success", "loaded_adapters"}.
-    const c = await at('/load_lora_adapter', { lora_name: 'c', lora_path: lora });
+    // SGLang's: {"success", "loaded_adapters"}; pinned true is refused (slots are shared).
+    const pinned = await at('/load_lora_adapter', { lora_name: 'p', lora_path: lora, pinned: true });
+    assert.equal(pinned.status, 400, pinned.text);
+    assert.match(pinned.text, /pinned adapters are not supported/);
+    const c = await at('/load_lora_adapter', { lora_name: 'c', lora_path: lora, pinned: false });
     assert.equal(c.status, 200, c.text);
     assert.equal(c.json.success, true);
     assert.deepEqual(c.json.loaded_adapters, { a: lora, b: lora, c: lora });

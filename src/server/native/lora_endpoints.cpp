@@ -24,11 +24,17 @@ ApiExpected<LoraFields> read_lora_fields(const EndpointEnv& env,
   FieldReader r(body, "");
   LoraFields f;
   r.require("lora_name", &f.name);
+  bool pinned = false;  // SGLang's: keep the adapter in its slot for good
   if (load) {
     r.require("lora_path", &f.path);
     r.read("load_inplace", &f.inplace);
+    r.read("pinned", &pinned);
   }
   if (r.failed()) return r.take_error();
+  if (pinned)
+    return invalid_request(
+        "pinned adapters are not supported (any adapter may leave the slots for another)",
+        "pinned");
   return f;
 }
 
