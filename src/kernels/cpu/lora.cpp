@@ -37,6 +37,7 @@ void tile_gemm(ThreadPool& pool, const float* x, int64_t M, int64_t K, const bf1
 struct SlotTokens {
   std::vector<size_t> first;   // [S + 1]
   std::vector<int64_t> order;  // token indices
+  size_t largest = 0;          // the most tokens of one slot
 };
 
 // slot: [T]; a slot outside [kNoLoraSlot, S) aborts.
@@ -47,7 +48,10 @@ SlotTokens tokens_by_slot(const int32_t* slot, int64_t T, int64_t S) {
         << "lora_add: token " << t << " has slot " << slot[t] << " of " << S;
     if (slot[t] != kNoLoraSlot) ++g.first[static_cast<size_t>(slot[t]) + 1];
   }
-  for (size_t s = 1; s < g.first.size(); ++s) g.first[s] += g.first[s - 1];
+  for (size_t s = 1; s < g.first.size(); ++s) {
+    g.largest = std::max(g.largest, g.first[s]);
+    g.first[s] += g.first[s - 1];
+  }
   g.order.resize(g.first.back());
   std::vector<size_t> next(g.first.begin(), g.first.end() - 1);
   for (int64_t t = 0; t < T; ++t)
@@ -68,10 +72,8 @@ void lora_add(ThreadPool& pool, const TensorView& x, const LoraStack& stack,
   const auto* slot = static_cast<const int32_t*>(slots.data);
   auto* o = static_cast<bf16*>(out.data);
   const SlotTokens groups = tokens_by_slot(slot, T, S);
-  size_t largest = 0;  // the most tokens of one slot: no gather needs more rows
-  for (size_t s = 0; s + 1 < groups.first.size(); ++s)
-    largest = std::max(largest, groups.first[s + 1] - groups.first[s]);
-  const int64_t rows = std::min(chunk_rows(n), static_cast<int64_t>(largest));
+  // (no gather needs more rows than the largest slot's tokens)
+  const int64_t rows = std::min(chunk_rows(n), static_cast<int64_t>(groups.largest));
   std::vector<float> xf(static_cast<size_t>(rows * in)), h(static_cast<size_t>(rows * r)),
       delta(static_cast<size_t>(rows * n));
   for (int64_t s = 0; s < S; ++s) {

@@ -13,8 +13,8 @@
 // paths a token's result does not depend on the batch around it, and a module's bits are those of
 // a call of its own.
 #include <algorithm>
+#include <array>
 #include <cstdio>
-#include <vector>
 
 #include "core/check.h"
 #include "kernels/cuda/bf16_math.cuh"
@@ -279,7 +279,7 @@ moe_lora::Rows token_rows(const TensorView& slots, int64_t T) {
       .slots = slots.as<int32_t>(), .ids = nullptr, .order = nullptr, .count = T, .top_k = 1};
 }
 
-// The expand of output o's module, its h at column `h_col` of rows of h_stride floats.
+// The expand of output o's module; h: its first column of h, whose rows are h_stride floats.
 moe_lora::ExpandArgs module_expand(const LoraOutput& o, const moe_lora::Rows& rows, const float* h,
                                    int64_t h_stride) {
   moe_lora::ExpandArgs e{};
@@ -339,12 +339,19 @@ void lora_add(CudaContext& ctx, const TensorView& x, std::span<const LoraOutput>
   const int64_t r = outputs[0].stack.a.dim(1);
   BEAM_CHECK(r <= kMaxRows) << "lora_add: rank " << r << " over the CUDA kernel's " << kMaxRows;
   // Each output on the path its own shapes pick (so its bits are those of a call of its own).
-  std::vector<LoraOutput> tiled, clustered;
-  for (const LoraOutput& o : outputs) (tiles_take(x, o) ? tiled : clustered).push_back(o);
-  if (!tiled.empty()) launch_tiles(ctx, x, tiled, slots);
+  std::array<LoraOutput, kMaxLoraOutputs> tiled, clustered;
+  size_t num_tiled = 0, num_clustered = 0;
+  for (const LoraOutput& o : outputs) {
+    if (tiles_take(x, o)) {
+      tiled[num_tiled++] = o;
+    } else {
+      clustered[num_clustered++] = o;
+    }
+  }
+  if (num_tiled > 0) launch_tiles(ctx, x, std::span(tiled.data(), num_tiled), slots);
   // As many modules a launch as their rows fit in shared memory.
   const auto per_launch = static_cast<size_t>(std::min<int64_t>(kOutputs, kMaxRows / r));
-  const std::span<const LoraOutput> rest(clustered);
+  const std::span<const LoraOutput> rest(clustered.data(), num_clustered);
   for (size_t i = 0; i < rest.size(); i += per_launch)
     launch(ctx, x, rest.subspan(i, std::min(per_launch, rest.size() - i)), slots);
 }

@@ -50,13 +50,18 @@ struct TileRows {
     return m;
   }
 
-  // The rows of `todo` that share the factors of its first row.
-  __device__ uint32_t next_pass(uint32_t todo) const {
-    const Slot& lead = row[__ffs(static_cast<int>(todo)) - 1];
+  // The first row of a nonempty mask of rows.
+  __device__ const Slot& first(uint32_t rows) const {
+    return row[__ffs(static_cast<int>(rows)) - 1];
+  }
+
+  // The rows of `left` (those without a pass yet) that share the factors of its first row.
+  __device__ uint32_t next_pass(uint32_t left) const {
+    const Slot& lead = first(left);
     uint32_t m = 0;
 #pragma unroll
     for (int r = 0; r < kRows; ++r)
-      m |= (todo >> r & 1u) && row[r].same_factors(lead) ? 1u << r : 0u;
+      m |= (left >> r & 1u) && row[r].same_factors(lead) ? 1u << r : 0u;
     return m;
   }
 };
@@ -93,10 +98,10 @@ __global__ void __launch_bounds__(kThreads) shrink_mma_kernel(const ShrinkArgs p
   const int g = lane / 4, q4 = lane % 4;  // fragment row / column group, lane in the quad
   const int col0 = static_cast<int>(blockIdx.y) * kShrinkCols;
   const int64_t chunks = (p.k + kKChunk - 1) / kKChunk;
-  for (uint32_t todo = tile.with_lora(); todo != 0;) {
-    const uint32_t pass = tile.next_pass(todo);
-    todo &= ~pass;
-    const Slot& lead = tile.row[__ffs(static_cast<int>(pass)) - 1];
+  for (uint32_t left = tile.with_lora(); left != 0;) {
+    const uint32_t pass = tile.next_pass(left);
+    left &= ~pass;
+    const Slot& lead = tile.first(pass);
     // the pass's input rows g and g + 8 of each sub-tile (nullptr: not in the pass)
     const bf16_t* x[kShrinkSub][2];
 #pragma unroll
@@ -210,10 +215,10 @@ __global__ void __launch_bounds__(kThreads) expand_mma_kernel(const ExpandArgs p
     return col0 + 4 * kWordCols * (nt / kGroup) + kWordCols * (m / 2) + 2 * (nt % kGroup) + m % 2;
   };
   const bf16_t* b_part = pick(p.b, part);
-  for (uint32_t todo = tile.with_lora(); todo != 0;) {
-    const uint32_t pass = tile.next_pass(todo);
-    todo &= ~pass;
-    const Slot& lead = tile.row[__ffs(static_cast<int>(pass)) - 1];
+  for (uint32_t left = tile.with_lora(); left != 0;) {
+    const uint32_t pass = tile.next_pass(left);
+    left &= ~pass;
+    const Slot& lead = tile.first(pass);
     const float* h[2];  // the pass's h rows g and g + 8 of this part (nullptr: not in the pass)
     uint4 y_old[2][kWords] = {};  // kAdd: the rows' current words, loaded before the products
 #pragma unroll
