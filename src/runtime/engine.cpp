@@ -4,6 +4,7 @@
 #include "runtime/engine.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <set>
@@ -89,7 +90,7 @@ class Engine::Impl {
         storage_(std::move(storage)),
         kv_(std::move(kv)),
         scheduler_(SchedulerConfig{*options.max_tokens_per_step, options.max_running,
-                                   *options.max_tokens_per_step, 0, 1}),
+                                   *options.max_tokens_per_step, 1}),
         sampler_(model_.config().vocab_size, &pool_),
         loras_(options.max_loaded_loras),
         lora_table_(options.max_loras),
@@ -276,7 +277,20 @@ class Engine::Impl {
   void reload_lora_slots();
   void cancel_request(RequestId id);
   void stop_request_sibling(RequestId id, int32_t sibling);
+  // One step: drafts proposed (speculation on), the step run, the drafts not accepted dropped.
   void step();
+  void run_step();
+  // Whether seq's next decode may carry drafts: it decodes with no mask (constraint, reasoning
+  // budget, token filters) that the drafts' positions would need.
+  bool can_speculate(const Sequence& seq) const;
+  // Appends n-gram drafts to the tokens of each running sequence that can speculate.
+  void propose_drafts();
+  // Takes seq's drafts off its tokens.
+  void drop_drafts(Sequence& seq);
+  // After a verified decode of `work` sampled `tokens` (one per fed position): the drafts up to
+  // the first mismatch and the token sampled there are the step's tokens; the KV of the rest is
+  // given up. Returns how many tokens seq takes.
+  int64_t accept_drafts(const SeqWork& work, Sequence& seq, std::span<const int32_t> tokens);
   // Whether a sequence has written output (it finishes on the weights it started with).
   bool in_flight(const Sequence& s) const;
   bool any_in_flight() const;
@@ -315,6 +329,8 @@ class Engine::Impl {
   struct SampleTarget {
     SeqId seq;
     bool fork_child = false;  // a sibling drawing its first token from the prompt owner's row
+    size_t work = 0;          // its StepPlan::work item
+    int64_t position = 0;     // verified decodes: the drafts before this row (pending tokens)
   };
   void sample_and_emit(const StepPlan& plan, const ForwardOutput& out);
   bool finish_unsampled(Sequence& owner);
@@ -359,6 +375,7 @@ class Engine::Impl {
   std::vector<MaskScratch> mask_scratch_;  // one per pool thread
   std::vector<int32_t> eos_;
   int64_t max_context_ = 0;
+  std::vector<SeqId> drafted_;  // sequences holding drafts this step (propose_drafts)
 
   Inbox inbox_;
   int64_t next_request_id_ = 1;  // guarded by inbox_.mu
@@ -727,6 +744,80 @@ Status Engine::Impl::score_rows(const ForwardOutput& out, std::span<const ScoreR
 namespace beam {
 
 void Engine::Impl::step() {
+  propose_drafts();
+  run_step();
+  for (SeqId id : drafted_)
+    if (auto it = seqs_.find(id); it != seqs_.end()) drop_drafts(it->second);
+  drafted_.clear();
+}
+
+bool Engine::Impl::can_speculate(const Sequence& s) const {
+  if (s.phase != SeqPhase::kRunning || s.retiring || s.fork_parent.valid() ||
+      kv_.num_computed(s.id) + 1 != static_cast<int64_t>(s.tokens.size()))
+    return false;
+  // Bans stay out too: an edit-free check of every draft position could end the request over
+  // a draft that would have been rejected.
+  const SamplingParams& p = s.sampling->params();
+  return !p.constraint && !p.reasoning_budget && p.allowed_token_ids.empty() &&
+         p.bad_words_token_ids.empty();
+}
+
+void Engine::Impl::propose_drafts() {
+  const NgramSpeculation& spec = options_.speculative;
+  if (!spec.enabled()) return;
+  // The step's drafts are logits rows beyond its decodes: capped as prompt-logprobs rows are.
+  int64_t rows_left = scheduler_.config().max_logit_tokens_per_step;
+  std::array<int32_t, kMaxDraftTokens> drafts{};
+  for (SeqId id : running_) {
+    Sequence& s = seqs_.at(id);
+    if (rows_left <= 0) break;
+    if (!can_speculate(s)) continue;
+    const int64_t room = s.sampling->output_limit_tokens() - s.sampling->num_output_tokens() - 1;
+    const int64_t most = std::min({spec.num_draft_tokens, room, rows_left});
+    if (most <= 0) continue;
+    const int64_t n = propose_ngram_drafts(
+        s.tokens, spec, std::span<int32_t>(drafts).first(static_cast<size_t>(most)));
+    if (n == 0) continue;
+    s.tokens.insert(s.tokens.end(), drafts.begin(), drafts.begin() + n);
+    s.num_drafts = n;
+    rows_left -= n;
+    drafted_.push_back(id);
+  }
+}
+
+void Engine::Impl::drop_drafts(Sequence& s) {
+  s.tokens.resize(s.tokens.size() - static_cast<size_t>(s.num_drafts));
+  s.num_drafts = 0;
+}
+
+int64_t Engine::Impl::accept_drafts(const SeqWork& w, Sequence& s,
+                                    std::span<const int32_t> tokens) {
+  const int64_t fed = w.num_tokens - 1;
+  BEAM_CHECK_EQ(static_cast<int64_t>(tokens.size()), fed + 1) << "sequence " << s.id.value;
+  const int64_t accepted =
+      count_accepted_drafts(std::span<const int32_t>(s.tokens).subspan(
+                                static_cast<size_t>(w.num_computed + 1), static_cast<size_t>(fed)),
+                            tokens);
+  PrefixCache* prefix = prefix_ ? &*prefix_ : nullptr;
+  complete_work(w, 1 + accepted, kv_, prefix);
+  if (wants_routing(s)) {  // positions past the accepted ones are recomputed later
+    const auto per_pos = static_cast<size_t>(routed_moe_layers() * config().num_experts_per_tok);
+    const auto computed = static_cast<size_t>(kv_.num_computed(s.id)) * per_pos;
+    if (s.routed_experts.size() > computed) s.routed_experts.resize(computed);
+  }
+  drop_drafts(s);
+  counters_.spec_verifications++;
+  counters_.spec_draft_tokens += fed;
+  counters_.spec_accepted_tokens += accepted;
+  return accepted + 1;
+}
+
+// A decode that feeds drafts: its tokens are accepted only after sampling (accept_drafts).
+static bool verifies_drafts(const SeqWork& w) {
+  return w.kind == WorkKind::kDecode && w.num_tokens > 1;
+}
+
+void Engine::Impl::run_step() {
   order_waiting();
   std::vector<SeqState> running, waiting;
   std::set<uint64_t> pinned;  // adapters holding LoRA slots this step
@@ -734,6 +825,7 @@ void Engine::Impl::step() {
   for (SeqId id : running_) {
     const Sequence& s = seqs_.at(id);
     running.push_back(scheduler_view(s));
+    running.back().num_draft_tokens = s.num_drafts;
     if (const auto& lora = requests_.at(s.request).lora) pinned.insert(lora->id);
   }
   // A starved sequence that finds every LoRA slot held waits with the adapters' newer sequences
@@ -775,7 +867,8 @@ void Engine::Impl::step() {
     Sequence& s = seqs_.at(w.seq);
     if (s.times.scheduled == std::chrono::steady_clock::time_point{})
       s.times.scheduled = step_start;
-    const bool all_logits = w.num_tokens > 1 && needs_prompt_logits(s);  // one token: its row
+    // Every row of a multi-token prompt-logprobs chunk or verified decode; one token: its row.
+    const bool all_logits = w.num_tokens > 1 && (needs_prompt_logits(s) || verifies_drafts(w));
     batch.seqs.push_back(SeqChunk{
         std::span<const int32_t>(s.tokens).subspan(w.num_computed, w.num_tokens), 0, w.num_computed,
         kv_.full_table(w.seq), kv_.sliding_table(w.seq), all_logits, lora_slot_of(s)});
@@ -794,7 +887,8 @@ void Engine::Impl::step() {
     release_retired_parents();
     return;
   }
-  complete_step(plan, kv_, prefix);
+  for (const SeqWork& w : plan.work)  // verified decodes complete once their drafts are checked
+    if (!verifies_drafts(w)) complete_work(w, w.num_tokens, kv_, prefix);
   counters_.steps++;
   if (batch.capture_routing) record_routing(plan, out);
   if (scores_prompt) record_prompt_logprobs(plan, out);
@@ -874,7 +968,11 @@ void Engine::Impl::order_waiting() {
 }
 
 void Engine::Impl::apply_preemptions(const StepPlan& plan) {
-  for (const Preemption& p : plan.preempted) requeue_released(seqs_.at(p.seq));
+  for (const Preemption& p : plan.preempted) {
+    Sequence& s = seqs_.at(p.seq);
+    drop_drafts(s);
+    requeue_released(s);
+  }
   for (const Admission& a : plan.admitted) {
     Sequence& s = seqs_.at(a.seq);
     waiting_.erase(std::find(waiting_.begin(), waiting_.end(), a.seq));
@@ -902,15 +1000,25 @@ void Engine::Impl::sample_and_emit(const StepPlan& plan, const ForwardOutput& ou
     if (!w.samples) continue;
     Sequence& s = seqs_.at(w.seq);
     if (s.phase == SeqPhase::kFinished || finish_unsampled(s)) continue;
+    if (verifies_drafts(w)) {  // a row per fed position, each after the drafts before it
+      const std::span<const int32_t> drafts = std::span<const int32_t>(s.tokens).subspan(
+          static_cast<size_t>(w.num_computed + 1), static_cast<size_t>(w.num_tokens - 1));
+      for (int64_t j = 0; j < w.num_tokens; ++j) {
+        rows.push_back(DeviceSampleRow{last_row[i] - (w.num_tokens - 1) + j, &*s.sampling,
+                                       drafts.first(static_cast<size_t>(j))});
+        targets.push_back({w.seq, false, i, j});
+      }
+      continue;
+    }
     rows.push_back(DeviceSampleRow{last_row[i], &*s.sampling});
-    targets.push_back({w.seq, false});
+    targets.push_back({w.seq, false, i});
     const RequestState& rs = requests_.at(s.request);
     if (s.sibling == 0 && s.sampling->num_output_tokens() == 0) {
       for (size_t k = 1; k < rs.seqs.size(); ++k) {
         Sequence& sib = seqs_.at(rs.seqs[k]);
         if (sib.phase == SeqPhase::kFinished) continue;
         rows.push_back(DeviceSampleRow{last_row[i], &*sib.sampling});
-        targets.push_back({sib.id, true});
+        targets.push_back({sib.id, true, i});
       }
     }
   }
@@ -926,8 +1034,22 @@ void Engine::Impl::sample_and_emit(const StepPlan& plan, const ForwardOutput& ou
     return;
   }
   const auto sampled_at = std::chrono::steady_clock::now();
+  std::vector<int32_t> block;  // a verified decode's sampled tokens
   for (size_t i = 0; i < targets.size(); ++i) {
     Sequence& s = seqs_.at(targets[i].seq);
+    const SeqWork& w = plan.work[targets[i].work];
+    if (verifies_drafts(w)) {  // its rows are targets [i, i + w.num_tokens)
+      block.clear();
+      for (int64_t j = 0; j < w.num_tokens; ++j) block.push_back(sampled[i + j].token);
+      const int64_t taken = accept_drafts(w, s, block);
+      std::vector<TokenLogprobs> lps;
+      for (int64_t j = 0; j < taken; ++j)
+        if (sampled[i + j].logprobs) lps.push_back(std::move(*sampled[i + j].logprobs));
+      i += static_cast<size_t>(w.num_tokens - 1);
+      append_tokens(s, std::span<const int32_t>(block).first(static_cast<size_t>(taken)),
+                    std::move(lps));
+      continue;
+    }
     if (s.times.prefilled == std::chrono::steady_clock::time_point{})
       s.times.prefilled = sampled_at;
     if (targets[i].fork_child) {
@@ -1177,6 +1299,8 @@ Engine::~Engine() = default;
 Expected<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const BeamWeights> weights,
                                                  const EngineOptions& options) {
   if (!weights) return make_error("engine: no weights");
+  if (Status st = options.speculative.validate(); !st.ok())
+    return make_error("engine: " + st.error().message);
   const BeamConfig config = weights->config;
   BEAM_ASSIGN_OR_RETURN(KvGeometry geometry, kv_geometry_from_config(config, options.block_size_tokens));
   BEAM_ASSIGN_OR_RETURN(EngineDevice device, open_engine_device(options.device, std::move(weights),

@@ -16,6 +16,7 @@
 #include "model/weights.h"
 #include "runtime/sampling/logprobs.h"
 #include "runtime/sampling/sampling_params.h"
+#include "runtime/speculative/ngram_proposer.h"
 
 namespace beam {
 
@@ -136,6 +137,11 @@ struct EngineOptions {
   // The slots serve the routed experts too (--lora-experts; E times a dense MLP's slot memory a
   // layer). Without it an adapter with expert modules is refused unless merged at load.
   bool lora_experts = false;
+  // Speculative decoding with n-gram drafts (vLLM's "ngram" method; docs/runtime.md,
+  // "Speculative decoding"): each decode verifies up to num_draft_tokens drafts in one forward.
+  // Sampling stays exact: every position draws with its own counter, so the tokens are those
+  // decoding one at a time would give on the same logits.
+  NgramSpeculation speculative;
 };
 
 // How far Engine::sleep lets go of the weights (vLLM's sleep levels). On the CPU the weights stay
@@ -181,6 +187,12 @@ struct EngineStats {
   int64_t cached_prompt_tokens = 0;
   int64_t generated_tokens = 0;
   int64_t preemptions = 0;
+  // Speculative decoding (EngineOptions::speculative; vLLM's spec_decode_num_drafts,
+  // _num_draft_tokens and _num_accepted_tokens): decodes that verified drafts, the drafts they
+  // verified, and those accepted.
+  int64_t spec_verifications = 0;
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
   double last_step_unix_s = 0;       // wall time the loop last advanced (health)
   // Generated tokens per second over the last kGenerationRateSpanS seconds of steps, as of the
   // stats() call; 0 when no step ran in that span.

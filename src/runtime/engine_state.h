@@ -43,6 +43,8 @@ struct Sequence {
   bool admitted_once = false;  // cached_prompt_tokens counts the first admission only
   int64_t waited_steps = 0;    // steps spent waiting since the last admission (anti-starvation)
   bool retiring = false;       // finished prompt owner kept until its siblings are forked
+  // Within a step only: the last num_drafts tokens are speculative drafts (Engine::propose_drafts).
+  int64_t num_drafts = 0;
   std::optional<SequenceSamplingState> sampling;
   // GenerateRequest::return_routed_experts: [positions computed, sparse layers, top_k] expert
   // ids, written by position (a recompute after preemption overwrites).

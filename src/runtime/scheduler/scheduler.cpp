@@ -20,9 +20,8 @@ int64_t StepPlan::num_tokens() const {
 
 Scheduler::Scheduler(const SchedulerConfig& config) : config_(config) {
   BEAM_CHECK(config.max_step_tokens > 0 && config.max_running_seqs > 0 &&
-             config.max_prefill_chunk_tokens > 0 && config.num_speculative_tokens >= 0 &&
-             config.admission_headroom_blocks_per_seq >= 0 && config.prefix_lookahead_seqs >= 0 &&
-             config.max_logit_tokens_per_step > 0)
+             config.max_prefill_chunk_tokens > 0 && config.admission_headroom_blocks_per_seq >= 0 &&
+             config.prefix_lookahead_seqs >= 0 && config.max_logit_tokens_per_step > 0)
       << "invalid scheduler config";
 }
 
@@ -62,6 +61,9 @@ class PlanBuilder {
       e.remaining = static_cast<int64_t>(e.s->tokens.size()) - e.num_computed;
       // remaining == 0: a finished parent kept only until its pending fork children are forked.
       BEAM_CHECK(e.remaining >= 0) << "running sequence " << e.s->id.value << " computed past its tokens";
+      BEAM_CHECK(e.s->num_draft_tokens == 0 ||
+                 (!e.fork && e.remaining == 1 + e.s->num_draft_tokens))
+          << "sequence " << e.s->id.value << " has drafts but is not decoding";
     }
   }
 
@@ -130,12 +132,14 @@ class PlanBuilder {
     return kv_.fork_cost(e.s->fork_parent) + BlockCounts{more, more};
   }
 
-  // Schedules the decode of entry i, preempting lower entries if a pool lacks room. Entries that
-  // must stay (fork children, pinned or held parents) wait for room instead of preempting
-  // themselves. Returns whether it was scheduled.
+  // Schedules the decode of entry i (width tokens: 1 + drafts), preempting lower entries if a
+  // pool lacks room; drafts are dropped before anything is preempted for them. Entries that must
+  // stay (fork children, pinned or held parents) wait for room instead of preempting themselves.
+  // Returns whether it was scheduled.
   bool try_decode(size_t i, int64_t width) {
     Entry& e = run_[i];
-    const BlockCounts need = decode_need(e, width);
+    BlockCounts need = decode_need(e, width);
+    if (width > 1 && !need.fits_in(avail_)) need = decode_need(e, width = 1);
     while (!need.fits_in(avail_) && !e.preempted) {
       if (preempt_lowest_after(i)) continue;
       if (e.fork || e.pinned || e.held) return false;
@@ -147,7 +151,6 @@ class PlanBuilder {
   }
 
   void decode_pass() {
-    const int64_t width = 1 + cfg_.num_speculative_tokens;
     // Pending fork children first: their parent may not advance past the shared prompt before
     // they are forked, so a parent with a child deferred for budget is held back this step. A
     // child that does not fit the pools goes back to the waiting queue as an ordinary sequence
@@ -157,9 +160,9 @@ class PlanBuilder {
       if (!e.fork || e.preempted) continue;
       BEAM_CHECK_EQ(e.remaining, 1) << "fork child " << e.s->id.value << " of an advanced parent";
       Entry& parent = run_[index_.at(e.s->fork_parent)];
-      if (tokens_left_ < width) {
+      if (tokens_left_ < 1) {
         parent.held = true;
-      } else if (try_decode(i, width)) {
+      } else if (try_decode(i, 1)) {
         plan_.forks.push_back(ForkOp{e.s->fork_parent, e.s->id, parent.s->tokens});
         parent.pinned = true;
       } else if (!e.preempted) {
@@ -168,8 +171,10 @@ class PlanBuilder {
     }
     for (size_t i = 0; i < run_.size(); ++i) {
       const Entry& e = run_[i];
-      if (e.preempted || e.fork || e.held || e.remaining != 1 || tokens_left_ < width) continue;
-      try_decode(i, width);
+      if (e.preempted || e.fork || e.held || e.remaining != 1 + e.s->num_draft_tokens ||
+          tokens_left_ < 1)
+        continue;
+      try_decode(i, std::min(e.remaining, tokens_left_));
     }
   }
 
@@ -183,7 +188,8 @@ class PlanBuilder {
   void prefill_pass() {
     for (size_t i = 0; i < run_.size(); ++i) {
       Entry& e = run_[i];
-      if (e.preempted || e.scheduled || e.fork || e.remaining <= 1) continue;
+      if (e.preempted || e.scheduled || e.fork || e.remaining <= 1 || e.s->num_draft_tokens > 0)
+        continue;
       const int64_t total_blocks = blocks_for_tokens(e.num_computed + e.remaining, B_);
       const int64_t want =
           std::min({e.remaining, tokens_left_, cfg_.max_prefill_chunk_tokens, chunk_limit(*e.s)});

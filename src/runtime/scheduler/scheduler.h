@@ -19,7 +19,6 @@ struct SchedulerConfig {
   int64_t max_step_tokens = 2048;           // tokens per forward, decode and prefill together
   int64_t max_running_seqs = 64;            // sequences holding KV at once
   int64_t max_prefill_chunk_tokens = 2048;  // tokens one sequence prefills per step
-  int64_t num_speculative_tokens = 0;       // a decode computes 1 + this many tokens
   // Admission leaves this many blocks per running sequence free in each pool (decode growth).
   int64_t admission_headroom_blocks_per_seq = 1;
   // Waiting sequences (after the admitted ones) whose cached prefixes eviction should spare;
@@ -48,6 +47,10 @@ struct SeqState {
   bool logits_every_token = false;
   // The prefix-cache salt its blocks are matched and cached under (0: none; PrefixCache).
   uint64_t cache_salt = 0;
+  // Running decodes only: the last this many of `tokens` are speculative drafts (no KV, not yet
+  // accepted); its decode feeds the last accepted token and as many drafts as the step's token
+  // budget and the pools allow (none rather than preempting anything).
+  int64_t num_draft_tokens = 0;
 };
 
 // The longest cached prefix `s` may reuse (PrefixCache::match within s.max_reused_tokens).
@@ -67,7 +70,7 @@ struct SchedulerInput {
 enum class WorkKind { kDecode, kPrefill };
 
 // One sequence's share of the forward: tokens[num_computed, num_computed + num_tokens).
-// A decode feeds the last known token (plus draft tokens when speculating).
+// A decode feeds the last accepted token, then num_tokens - 1 of its drafts (SeqState).
 struct SeqWork {
   SeqId seq;
   std::span<const int32_t> tokens;  // the sequence's known tokens (SeqState::tokens)

@@ -94,6 +94,7 @@ void submit(Engine& engine, const RunRequest& r, Collector* out) {
   g.prompt = r.prompt;
   g.sampling = r.params;
   g.lora_name = r.lora_name;
+  g.return_routed_experts = r.return_routed_experts;
   g.sink = out->sink();
   ASSERT_TRUE(engine.submit(std::move(g)).ok());
 }

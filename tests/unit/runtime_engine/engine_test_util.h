@@ -45,6 +45,7 @@ struct RunRequest {
   std::vector<int32_t> prompt;
   SamplingParams params;
   std::string lora_name = {};  // GenerateRequest::lora_name
+  bool return_routed_experts = false;  // from position 0
 };
 
 // n tokens drawn uniformly from [0, vocab) by a generator seeded with `seed`.

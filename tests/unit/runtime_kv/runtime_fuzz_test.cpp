@@ -41,9 +41,9 @@ TEST_P(RuntimeFuzzTest, InvariantsHoldAndPoolsRefill) {
   sc.max_step_tokens = 48;
   sc.max_prefill_chunk_tokens = 24;
   sc.max_running_seqs = 6;
-  sc.num_speculative_tokens = fc.speculative;
   SimEngine e(KvCacheConfig{fc.block_size, fc.window, fc.full_blocks, fc.sliding_blocks}, sc,
               fc.prefix_cache, fc.checkpoint_blocks * fc.block_size);
+  e.set_draft_tokens(fc.speculative);
   std::mt19937 rng(seed);
   auto uniform = [&](int64_t lo, int64_t hi) {
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng);

@@ -223,26 +223,79 @@ TEST(SchedulerTest, CancelReleasesEverythingWherever) {
   expect_drained(e);
 }
 
+// A decoding sequence's view with `drafts` draft tokens after its known ones.
+SeqState with_drafts(SeqId id, const SimRequest& r, int64_t drafts, std::vector<int32_t>& storage) {
+  storage = r.tokens;
+  for (int64_t i = 0; i < drafts; ++i) storage.push_back(7000 + static_cast<int32_t>(i));
+  SeqState v{id, 0, 0, storage, SeqId()};
+  v.num_draft_tokens = drafts;
+  return v;
+}
+
 TEST(SchedulerTest, PlanIsPureAndSpeculativeDecodesReserveTheirWidth) {
-  SchedulerConfig c = sched_config(64);
-  c.num_speculative_tokens = 3;
-  SimEngine e(kv_config(64, 64), c, true);
+  SimEngine e(kv_config(64, 64), sched_config(64), true);
   e.submit(prompt(1, 10), 5);
   e.step();
   // Plan twice on the same state: same plan, no state change.
   const SeqId id = e.running()[0];
-  const SimRequest& r = e.request(id);
-  std::vector<SeqState> running{SeqState{id, 0, 0, r.tokens, SeqId()}};
+  std::vector<int32_t> tokens;
+  std::vector<SeqState> running{with_drafts(id, e.request(id), 3, tokens)};
   const SchedulerInput in{running, {}, &e.kv(), e.prefix()};
   const BlockCounts free_before = e.kv().free_blocks();
   const StepPlan p1 = e.scheduler().plan(in);
   const StepPlan p2 = e.scheduler().plan(in);
   EXPECT_EQ(e.kv().free_blocks(), free_before);
   ASSERT_EQ(p1.work.size(), 1u);
-  EXPECT_EQ(p1.work[0].num_tokens, 4);  // 1 + 3 draft tokens
+  EXPECT_EQ(p1.work[0].kind, WorkKind::kDecode);
+  EXPECT_EQ(p1.work[0].num_computed, 10);
+  EXPECT_EQ(p1.work[0].num_tokens, 4);  // the last token + 3 drafts
+  EXPECT_TRUE(p1.work[0].samples);
   EXPECT_EQ(p1.work[0].num_tokens, p2.work[0].num_tokens);
   EXPECT_EQ(p1.new_blocks, p2.new_blocks);
   EXPECT_EQ(p1.new_blocks, (BlockCounts{1, 1}));  // slots 10..13 need a fourth block
+}
+
+// Drafts are optional: the token budget cuts them, and a pool without room for them drops them
+// rather than preempting anyone; a decode whose drafts were all cut still runs.
+TEST(SchedulerTest, DraftsGiveWayToTheBudgetAndThePools) {
+  SimEngine e(kv_config(64, 64), sched_config(64), true);
+  const SeqId a = e.submit(prompt(1, 12), 20);
+  const SeqId b = e.submit(prompt(100, 12), 20);
+  e.step();
+  std::vector<int32_t> ta, tb;
+  std::vector<SeqState> running{with_drafts(a, e.request(a), 5, ta),
+                                with_drafts(b, e.request(b), 5, tb)};
+  running[1].arrival = 1;
+  {
+    const Scheduler tight(sched_config(8));  // 6 for a, 2 for b
+    const StepPlan p = tight.plan(SchedulerInput{running, {}, &e.kv(), e.prefix()});
+    ASSERT_EQ(p.work.size(), 2u);
+    EXPECT_EQ(p.work[0].num_tokens, 6);
+    EXPECT_EQ(p.work[1].num_tokens, 2);
+    EXPECT_TRUE(p.preempted.empty());
+  }
+  {
+    const Scheduler one(sched_config(6));  // a takes it all; b waits (never prefilled)
+    const StepPlan p = one.plan(SchedulerInput{running, {}, &e.kv(), e.prefix()});
+    ASSERT_EQ(p.work.size(), 1u);
+    EXPECT_EQ(p.work[0].seq, a);
+    EXPECT_TRUE(p.preempted.empty());
+  }
+  // A full pool with one free block: slot 12 needs it, drafts past slot 15 would need a second.
+  SchedulerConfig no_headroom = sched_config(64);
+  no_headroom.admission_headroom_blocks_per_seq = 0;
+  SimEngine f(kv_config(4, 16), no_headroom, false);
+  const SeqId c = f.submit(prompt(1, 12), 20);
+  f.step();
+  ASSERT_EQ(f.kv().free_blocks().full, 1);
+  std::vector<int32_t> tc;
+  for (const auto& [drafts, width] : {std::pair<int64_t, int64_t>{3, 4}, {5, 1}}) {
+    const std::vector<SeqState> view{with_drafts(c, f.request(c), drafts, tc)};
+    const StepPlan p = f.scheduler().plan(SchedulerInput{view, {}, &f.kv(), nullptr});
+    ASSERT_EQ(p.work.size(), 1u);
+    EXPECT_EQ(p.work[0].num_tokens, width) << drafts << " drafts";
+    EXPECT_TRUE(p.preempted.empty());
+  }
 }
 
 // Prompt-logprobs prefills share SchedulerConfig::max_logit_tokens_per_step; a request behind

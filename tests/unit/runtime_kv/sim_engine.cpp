@@ -160,10 +160,27 @@ StepPlan SimEngine::step() {
     return x.priority != y.priority ? x.priority > y.priority : x.arrival < y.arrival;
   });
   std::vector<SeqState> running, waiting;
-  for (SeqId id : running_) {
+  drafted_.assign(running_.size(), {});
+  for (size_t i = 0; i < running_.size(); ++i) {
+    const SeqId id = running_[i];
     const SimRequest& r = requests_.at(id);
-    running.push_back(SeqState{id, r.priority, r.arrival, r.tokens, r.fork_parent,
-                               r.max_reused_tokens, r.logits_every_token});
+    SeqState v{id,
+               r.priority,
+               r.arrival,
+               r.tokens,
+               r.fork_parent,
+               r.max_reused_tokens,
+               r.logits_every_token};
+    const auto len = static_cast<int64_t>(r.tokens.size());
+    const int64_t drafts = std::min(draft_tokens_, r.max_new - r.generated() - 1);
+    if (drafts > 0 && !r.fork_parent.valid() && kv_->num_computed(id) == len - 1) {
+      std::vector<int32_t>& t = drafted_[i];
+      t = r.tokens;
+      for (int64_t p = len; p < len + drafts; ++p) t.push_back(generated_token(id, p));
+      v.tokens = t;
+      v.num_draft_tokens = drafts;
+    }
+    running.push_back(v);
   }
   for (SeqId id : waiting_) {
     const SimRequest& r = requests_.at(id);

@@ -55,6 +55,10 @@ class SimEngine {
   int64_t run_until_idle(int64_t max_steps);
   bool idle() const;
 
+  // Decoding sequences propose up to k drafts a step (the tokens they will generate; a
+  // pseudo-random number of them is accepted). 0: no speculation.
+  void set_draft_tokens(int64_t k) { draft_tokens_ = k; }
+
   static int32_t generated_token(SeqId id, int64_t position);
   void check() const;
 
@@ -73,6 +77,8 @@ class SimEngine {
   void finish(SeqId id);
   void orphan_fork_children(SeqId parent);
 
+  int64_t draft_tokens_ = 0;
+  std::vector<std::vector<int32_t>> drafted_;  // this step's running views with their drafts
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<PrefixCache> prefix_;
   Scheduler scheduler_;

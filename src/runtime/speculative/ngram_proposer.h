@@ -1,0 +1,37 @@
+// Draft tokens without a draft model (vLLM's "ngram" speculative method, SGLang's NGRAM, prompt
+// lookup decoding): the tokens that followed an earlier occurrence of the sequence's last n tokens.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/status.h"
+
+namespace beam {
+
+// EngineOptions::speculative: how many drafts a decode proposes and the n-gram lengths matched.
+struct NgramSpeculation {
+  int64_t num_draft_tokens = 0;  // most drafts a decode verifies (0: speculation off)
+  int64_t min_match = 1;         // shortest suffix matched (vLLM's prompt_lookup_min)
+  int64_t max_match = 4;         // longest suffix matched (vLLM's prompt_lookup_max)
+  bool enabled() const { return num_draft_tokens > 0; }
+  // An error naming the field out of range: drafts in [0, kMaxDraftTokens], 1 <= min <= max <= 64.
+  Status validate() const;
+};
+
+inline constexpr int64_t kMaxDraftTokens = 64;
+
+// Writes up to out.size() drafts for the tokens after `tokens` and returns how many: the longest
+// suffix of `tokens` with min_match..max_match tokens that also occurs earlier in `tokens` (the
+// most recent such occurrence when several do), then the tokens that follow that occurrence
+// (which may run into the suffix itself). 0 when no suffix of min_match tokens recurs. O(length)
+// with a fast reject on the suffix's last token.
+int64_t propose_ngram_drafts(std::span<const int32_t> tokens, const NgramSpeculation& config,
+                             std::span<int32_t> out);
+
+// How many leading drafts a verification accepts: drafts[j] is accepted while it equals
+// sampled[j], the token sampled at its position with drafts[0, j) as pending tokens.
+// sampled.size() must be drafts.size() + 1; sampled[result] is the step's bonus token.
+int64_t count_accepted_drafts(std::span<const int32_t> drafts, std::span<const int32_t> sampled);
+
+}  // namespace beam

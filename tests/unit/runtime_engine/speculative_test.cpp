@@ -1,0 +1,174 @@
+// Speculative decoding with n-gram drafts (EngineOptions::speculative) on beam-nano: the tokens,
+// logprobs, finishes and routed experts equal those of the same requests decoded one token at a
+// time, while drafts are proposed and accepted; the pools are whole afterwards.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "engine_test_util.h"
+#include "text/tokenizer.h"
+
+namespace beam::testing {
+namespace {
+
+// Prompts the model continues by repeating what it read (code written twice and started a third
+// time), so n-gram drafts are often right, and one it continues freely.
+std::vector<std::vector<int32_t>> repetitive_prompts() {
+  auto tok = text::Tokenizer::load(std::string(BEAMSERVE_SOURCE_DIR) + "/models/beam-nano");
+  EXPECT_TRUE(tok.ok()) << tok.error().message;
+  if (!tok.ok()) return {};
+  const std::string fn =
+      "def scale(values, factor):\n    out = []\n    for v in values:\n        out.append(v * "
+      "factor)\n    return out\n\n";
+  std::vector<std::vector<int32_t>> prompts;
+  for (const std::string& text :
+       {fn + fn + "def scale(", fn + "class Point:\n    def __init__(self",
+        std::string("import os\nimport sys\nimport os\nimport")}) {
+    auto ids = tok->encode(text, /*allow_special=*/false);
+    EXPECT_TRUE(ids.ok());
+    if (ids.ok()) prompts.push_back(*ids);
+  }
+  return prompts;
+}
+
+std::unique_ptr<Engine> nano_engine(int64_t draft_tokens, int64_t step_tokens = 256) {
+  auto weights = engine_test_model("beam-nano");
+  if (!weights) return nullptr;
+  EngineOptions o;
+  o.num_threads = 2;
+  o.block_size_tokens = 16;
+  o.kv_budget_bytes = 64 << 20;
+  o.max_tokens_per_step = step_tokens;
+  o.max_running = 16;
+  o.speculative =
+      NgramSpeculation{.num_draft_tokens = draft_tokens, .min_match = 1, .max_match = 4};
+  auto e = Engine::create(weights, o);
+  EXPECT_TRUE(e.ok()) << (e.ok() ? "" : e.error().message);
+  return e.ok() ? std::move(*e) : nullptr;
+}
+
+void expect_same_results(const std::vector<std::vector<SiblingResult>>& plain,
+                         const std::vector<std::vector<SiblingResult>>& spec) {
+  ASSERT_EQ(plain.size(), spec.size());
+  for (size_t r = 0; r < plain.size(); ++r) {
+    ASSERT_EQ(plain[r].size(), spec[r].size());
+    for (size_t k = 0; k < plain[r].size(); ++k) {
+      const SiblingResult &a = plain[r][k], &b = spec[r][k];
+      EXPECT_EQ(a.tokens, b.tokens) << "request " << r << " sibling " << k;
+      EXPECT_EQ(a.finish, b.finish) << "request " << r << " sibling " << k;
+      EXPECT_EQ(a.usage.completion_tokens, b.usage.completion_tokens);
+      EXPECT_EQ(a.routed_experts, b.routed_experts) << "request " << r << " sibling " << k;
+      ASSERT_EQ(a.logprobs.size(), b.logprobs.size());
+      for (size_t t = 0; t < a.logprobs.size(); ++t) {
+        EXPECT_EQ(a.logprobs[t].chosen.token, b.logprobs[t].chosen.token);
+        EXPECT_NEAR(a.logprobs[t].chosen.logprob, b.logprobs[t].chosen.logprob, 1e-4)
+            << "request " << r << " sibling " << k << " token " << t;
+        ASSERT_EQ(a.logprobs[t].top.size(), b.logprobs[t].top.size());
+        for (size_t i = 0; i < a.logprobs[t].top.size(); ++i)
+          EXPECT_EQ(a.logprobs[t].top[i].token, b.logprobs[t].top[i].token);
+      }
+    }
+  }
+}
+
+// Runs `reqs` with speculation off and with k drafts; returns the speculating engine's stats.
+EngineStats compare_with_plain(const std::vector<RunRequest>& reqs, int64_t k,
+                               int64_t step_tokens = 256) {
+  auto plain = nano_engine(0, step_tokens);
+  auto spec = nano_engine(k, step_tokens);
+  if (!plain || !spec) return {};
+  const auto a = run_all(*plain, reqs);
+  const auto b = run_all(*spec, reqs);
+  expect_same_results(a, b);
+  EXPECT_EQ(plain->stats().spec_verifications, 0);
+  spec->flush_prefix_cache();
+  expect_pools_full(*spec);
+  return spec->stats();
+}
+
+TEST(SpeculativeDecoding, GreedyTokensEqualPlainDecodingAndDraftsAreAccepted) {
+  std::vector<RunRequest> reqs;
+  for (const auto& p : repetitive_prompts()) reqs.push_back(RunRequest{p, greedy(48)});
+  ASSERT_EQ(reqs.size(), 3u);
+  const EngineStats s = compare_with_plain(reqs, 5);
+  EXPECT_GT(s.spec_verifications, 0);
+  EXPECT_GT(s.spec_accepted_tokens, 0);
+  EXPECT_LE(s.spec_accepted_tokens, s.spec_draft_tokens);
+  // Fewer steps than tokens: accepted drafts came several a step.
+  EXPECT_LT(s.steps, 48);
+}
+
+// Seeded sampling with penalties, logprobs, n = 2 siblings, stop ids and routed experts: every
+// position draws with its own counter and sees the drafts before it as output, so each token is
+// the one plain decoding draws.
+TEST(SpeculativeDecoding, SampledTokensLogprobsAndRoutingEqualPlainDecoding) {
+  std::vector<RunRequest> reqs;
+  uint64_t seed = 11;
+  for (const auto& p : repetitive_prompts()) {
+    SamplingParams sp;
+    sp.temperature = 0.7;
+    sp.top_p = 0.95;
+    sp.repetition_penalty = 1.05;
+    sp.frequency_penalty = 0.1;
+    sp.seed = seed++;
+    sp.max_tokens = 40;
+    sp.n = 2;
+    sp.logprobs = true;
+    sp.top_logprobs = 2;
+    reqs.push_back(RunRequest{p, sp, "", /*return_routed_experts=*/true});
+  }
+  const EngineStats s = compare_with_plain(reqs, 4);
+  EXPECT_GT(s.spec_accepted_tokens, 0);
+}
+
+// Finishes inside an accepted block: max_tokens smaller than the drafts, and a stop id the
+// repeated text reaches; a small step budget that cuts drafts.
+TEST(SpeculativeDecoding, FinishesInsideABlockAndBudgetCutsKeepTheTokens) {
+  const auto prompts = repetitive_prompts();
+  ASSERT_FALSE(prompts.empty());
+  std::vector<RunRequest> reqs;
+  for (int64_t max_tokens : {1, 2, 3, 7})
+    reqs.push_back(RunRequest{prompts[0], greedy(max_tokens)});
+  SamplingParams stop = greedy(40);
+  stop.stop_token_ids = {prompts[0][3], prompts[0][7]};
+  reqs.push_back(RunRequest{prompts[0], stop});
+  compare_with_plain(reqs, 8);
+  compare_with_plain(reqs, 8, /*step_tokens=*/9);
+}
+
+// Rows under a mask (token filters here) decode without drafts beside ones that speculate.
+TEST(SpeculativeDecoding, MaskedRowsDecodeWithoutDraftsInTheSameSteps) {
+  const auto prompts = repetitive_prompts();
+  ASSERT_FALSE(prompts.empty());
+  SamplingParams masked = greedy(24);
+  masked.allowed_token_ids.assign(prompts[0].begin(), prompts[0].begin() + 20);
+  SamplingParams banned = greedy(24);
+  banned.bad_words_token_ids = {{prompts[0][5]}};
+  const EngineStats s =
+      compare_with_plain({RunRequest{prompts[0], masked}, RunRequest{prompts[0], banned},
+                          RunRequest{prompts[0], greedy(24)}},
+                         4);
+  EXPECT_GT(s.spec_accepted_tokens, 0);
+  EXPECT_LE(s.spec_verifications, 23);  // the plain request's decodes only
+}
+
+TEST(SpeculativeDecoding, OutOfRangeSettingsAreRefused) {
+  auto weights = engine_test_model("beam-nano");
+  ASSERT_NE(weights, nullptr);
+  for (const NgramSpeculation& bad :
+       {NgramSpeculation{.num_draft_tokens = -1},
+        NgramSpeculation{.num_draft_tokens = kMaxDraftTokens + 1},
+        NgramSpeculation{.num_draft_tokens = 3, .min_match = 0},
+        NgramSpeculation{.num_draft_tokens = 3, .min_match = 5, .max_match = 4}}) {
+    EngineOptions o;
+    o.num_threads = 2;
+    o.kv_budget_bytes = 64 << 20;
+    o.speculative = bad;
+    auto e = Engine::create(weights, o);
+    ASSERT_FALSE(e.ok());
+    EXPECT_NE(e.error().message.find("speculative"), std::string::npos) << e.error().message;
+  }
+}
+
+}  // namespace
+}  // namespace beam::testing

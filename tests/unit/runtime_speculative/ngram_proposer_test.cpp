@@ -1,0 +1,72 @@
+// propose_ngram_drafts: which earlier occurrence is chosen (longest suffix, then most recent),
+// the lengths it matches, how many drafts it writes, and count_accepted_drafts.
+#include "runtime/speculative/ngram_proposer.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace beam {
+namespace {
+
+std::vector<int32_t> drafts(const std::vector<int32_t>& tokens, int64_t k, int64_t min_match = 1,
+                            int64_t max_match = 4) {
+  std::vector<int32_t> out(static_cast<size_t>(k));
+  const int64_t n = propose_ngram_drafts(
+      tokens,
+      NgramSpeculation{.num_draft_tokens = k, .min_match = min_match, .max_match = max_match}, out);
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+TEST(NgramProposer, ContinuesTheEarlierOccurrenceOfTheSuffix) {
+  EXPECT_EQ(drafts({1, 2, 3, 4, 5, 9, 2, 3}, 3), (std::vector<int32_t>{4, 5, 9}));
+  // The continuation may run into the suffix itself (a repeating pattern).
+  EXPECT_EQ(drafts({7, 8, 7, 8, 7}, 4), (std::vector<int32_t>{8, 7}));
+}
+
+TEST(NgramProposer, PrefersTheLongestMatchThenTheMostRecent) {
+  // Suffix (5, 6): 6 alone occurs at 1 and 4, but only the occurrence at 4 extends to (5, 6).
+  EXPECT_EQ(drafts({6, 1, 2, 5, 6, 3, 9, 5, 6}, 2), (std::vector<int32_t>{3, 9}));
+  // Two occurrences of the same length: the most recent one's continuation.
+  EXPECT_EQ(drafts({4, 1, 0, 4, 2, 0, 4}, 1), (std::vector<int32_t>{2}));
+  // max_match caps the comparison: both occurrences match 2 tokens, the later wins.
+  EXPECT_EQ(drafts({1, 2, 3, 8, 0, 2, 3, 9, 1, 2, 3}, 1, 1, 2), (std::vector<int32_t>{9}));
+  EXPECT_EQ(drafts({1, 2, 3, 8, 0, 2, 3, 9, 1, 2, 3}, 1, 1, 3), (std::vector<int32_t>{8}));
+}
+
+TEST(NgramProposer, NoDraftsWithoutARecurrenceOfMinMatchTokens) {
+  EXPECT_TRUE(drafts({1, 2, 3, 4}, 3).empty());
+  EXPECT_TRUE(drafts({5}, 3).empty());
+  EXPECT_TRUE(drafts({}, 3).empty());
+  // 3 recurs, (2, 3) does not: nothing with min_match 2, a draft with 1.
+  EXPECT_TRUE(drafts({3, 9, 2, 3}, 2, 2, 4).empty());
+  EXPECT_EQ(drafts({3, 9, 2, 3}, 2, 1, 4), (std::vector<int32_t>{9, 2}));
+  EXPECT_TRUE(drafts({1, 2, 1, 2}, 0).empty());  // no room
+}
+
+TEST(NgramProposer, AcceptsDraftsUpToTheFirstMismatch) {
+  EXPECT_EQ(count_accepted_drafts(std::vector<int32_t>{}, std::vector<int32_t>{5}), 0);
+  EXPECT_EQ(count_accepted_drafts(std::vector<int32_t>{1, 2, 3}, std::vector<int32_t>{1, 2, 3, 4}),
+            3);
+  EXPECT_EQ(count_accepted_drafts(std::vector<int32_t>{1, 2, 3}, std::vector<int32_t>{1, 7, 3, 4}),
+            1);
+  EXPECT_EQ(count_accepted_drafts(std::vector<int32_t>{1, 2, 3}, std::vector<int32_t>{0, 2, 3, 4}),
+            0);
+}
+
+TEST(NgramProposer, SettingsOutOfRangeAreNamed) {
+  EXPECT_TRUE((NgramSpeculation{}).validate().ok());
+  EXPECT_TRUE(
+      (NgramSpeculation{.num_draft_tokens = 8, .min_match = 2, .max_match = 2}).validate().ok());
+  const Status over = NgramSpeculation{.num_draft_tokens = kMaxDraftTokens + 1}.validate();
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.error().message.find("num_draft_tokens"), std::string::npos);
+  const Status lengths =
+      NgramSpeculation{.num_draft_tokens = 3, .min_match = 4, .max_match = 2}.validate();
+  ASSERT_FALSE(lengths.ok());
+  EXPECT_NE(lengths.error().message.find("n-gram lengths"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace beam
