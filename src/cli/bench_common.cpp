@@ -170,7 +170,10 @@ nlohmann::json bench_result_json(const BenchResult& r) {
           {"prefix_cache_hit_rate", r.prefix_cache_hit_rate},
           {"prefix_cache_hit_rate_turns_2plus", r.prefix_cache_hit_rate_later},
           {"hit_rate_by_turn", r.hit_rate_by_turn},
-          {"preemptions", r.preemptions}};
+          {"preemptions", r.preemptions},
+          {"steps", r.steps},
+          {"spec_draft_tokens", r.spec_draft_tokens},
+          {"spec_accepted_tokens", r.spec_accepted_tokens}};
 }
 
 }  // namespace beam::cli

@@ -9,6 +9,7 @@
 
 #include "cli/bench_commands.h"
 #include "cli/bench_common.h"
+#include "cli/speculative_flags.h"
 #include "runtime/bench/offline_bench.h"
 #include "runtime/structured/output_constraint.h"
 #include "server/api/response_format.h"
@@ -46,6 +47,7 @@ int bench_serve(int argc, char** argv) {
   auto flags = bench_common_flags();
   flags.insert({"concurrency", "prompt-len", "output-len", "kv-budget-mb", "max-step-tokens",
                 "seed", "json-schema", "tokenizer"});
+  flags.insert(std::begin(kSpeculativeFlags), std::end(kSpeculativeFlags));
   auto args = Args::parse(argc, argv, flags, bench_common_bool_flags());
   if (!args.ok()) return bench_fail(args.error().message);
   auto levels = Args::parse_int_list("concurrency", args->get_or("concurrency", "1,8,32"));
@@ -78,6 +80,9 @@ int bench_serve(int argc, char** argv) {
   eo.attention_probs = (*dev)->ctx.attention_probs;
   eo.num_threads = threads.ok() ? static_cast<int>(*threads) : 0;
   if (*kv_mb > 0) eo.kv_budget_bytes = *kv_mb << 20;
+  auto speculative = speculative_from_args(*args);
+  if (!speculative.ok()) return bench_fail(speculative.error().message);
+  eo.speculative = *speculative;
   std::shared_ptr<const OutputConstraint> constraint;
   if (args->has("json-schema")) {
     auto c = schema_constraint(*args, config->vocab_size);

@@ -1,13 +1,17 @@
 // `beamserve bench offline|step|kernels|serve` dispatch; offline (here) drives the engine with a synthetic workload and prints throughput,
 // latency percentiles and prefix-cache hit rates (text, or one JSON object with --json).
 #include <cstdio>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string>
 
 #include "cli/args.h"
 #include "cli/bench_commands.h"
 #include "cli/bench_common.h"
 #include "cli/commands.h"
 #include "cli/model_path.h"
+#include "cli/speculative_flags.h"
 #include "cli/usage.h"
 #include "runtime/bench/offline_bench.h"
 
@@ -34,12 +38,13 @@ Expected<WorkloadOptions> workload_from_args(const Args& a) {
 
 
 int bench_offline(int argc, char** argv) {
-  auto args = Args::parse(argc, argv,
-                          {"model", "workload", "requests", "prompt-len", "shared-prefix-len", "output-len",
-                           "conversations", "turns", "first-prompt-len", "turn-append-len", "seed",
-                           "kv-budget-mb", "block-size", "max-step-tokens", "max-running", "threads", "device",
-                           "no-cuda-graphs", "attention-probs"},
-                          {"json", "no-prefix-cache", "no-cuda-graphs"});
+  std::set<std::string> flags = {
+      "model",      "workload",      "requests",       "prompt-len",       "shared-prefix-len",
+      "output-len", "conversations", "turns",          "first-prompt-len", "turn-append-len",
+      "seed",       "kv-budget-mb",  "block-size",     "max-step-tokens",  "max-running",
+      "threads",    "device",        "no-cuda-graphs", "attention-probs"};
+  flags.insert(std::begin(kSpeculativeFlags), std::end(kSpeculativeFlags));
+  auto args = Args::parse(argc, argv, flags, {"json", "no-prefix-cache", "no-cuda-graphs"});
   if (!args.ok()) return bench_fail(args.error().message);
   auto dir = resolve_model_dir(args->get("model"));
   if (!dir.ok()) return bench_fail(dir.error().message);
@@ -69,6 +74,9 @@ int bench_offline(int argc, char** argv) {
   auto probs = args->get_attention_probs();
   if (!probs.ok()) return bench_fail(probs.error().message);
   eo.attention_probs = *probs;
+  auto speculative = speculative_from_args(*args);
+  if (!speculative.ok()) return bench_fail(speculative.error().message);
+  eo.speculative = *speculative;
   auto weights = load_beam_weights(*dir);
   if (!weights.ok()) return bench_fail(weights.error().message);
   auto engine = Engine::create(*weights, eo);

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/lora_flags.h"
 #include "cli/model_path.h"
+#include "cli/speculative_flags.h"
 #include "cli/usage.h"
 #include "server/app/server_app.h"
 
@@ -102,6 +105,7 @@ Expected<server::ServeOptions> options_from_args(const Args& a) {
     return make_error("--logprobs-mode must be scaled or raw, got '" + logprobs_mode + "'");
   o.model.logprobs_mode = *mode;
   BEAM_ASSIGN_OR_RETURN(o.model.engine.attention_probs, a.get_attention_probs());
+  BEAM_ASSIGN_OR_RETURN(o.model.engine.speculative, speculative_from_args(a));
   BEAM_ASSIGN_OR_RETURN(int64_t io_threads, a.get_int("io-threads", 1));
   BEAM_ASSIGN_OR_RETURN(int64_t workers, a.get_int("workers", 2));
   if (io_threads < 1 || workers < 1) return make_error("--io-threads and --workers must be >= 1");
@@ -114,41 +118,42 @@ Expected<server::ServeOptions> options_from_args(const Args& a) {
 }  // namespace
 
 int cmd_serve(int argc, char** argv) {
+  std::set<std::string> flags = {"model",
+                                 "tokenizer",
+                                 "served-model-name",
+                                 "host",
+                                 "port",
+                                 "api-key",
+                                 "max-body-mb",
+                                 "kv-budget-mb",
+                                 "max-model-len",
+                                 "max-running",
+                                 "max-tokens-per-step",
+                                 "block-size",
+                                 "threads",
+                                 "io-threads",
+                                 "workers",
+                                 "no-prefix-cache",
+                                 "health-stall-s",
+                                 "device",
+                                 "no-cuda-graphs",
+                                 "attention-probs",
+                                 "enable-return-routed-experts",
+                                 "enable-weight-updates",
+                                 "enable-sleep-mode",
+                                 "merge-lora",
+                                 "enable-lora",
+                                 "lora-modules",
+                                 "max-loras",
+                                 "max-loras-per-batch",
+                                 "lora-paths",
+                                 "lora-resolver-dir",
+                                 "max-lora-rank",
+                                 "max-loaded-loras",
+                                 "logprobs-mode"};
+  flags.insert(std::begin(kSpeculativeFlags), std::end(kSpeculativeFlags));
   auto args =
-      Args::parse(argc, argv,
-                  {"model",
-                   "tokenizer",
-                   "served-model-name",
-                   "host",
-                   "port",
-                   "api-key",
-                   "max-body-mb",
-                   "kv-budget-mb",
-                   "max-model-len",
-                   "max-running",
-                   "max-tokens-per-step",
-                   "block-size",
-                   "threads",
-                   "io-threads",
-                   "workers",
-                   "no-prefix-cache",
-                   "health-stall-s",
-                   "device",
-                   "no-cuda-graphs",
-                   "attention-probs",
-                   "enable-return-routed-experts",
-                   "enable-weight-updates",
-                   "enable-sleep-mode",
-                   "merge-lora",
-                   "enable-lora",
-                   "lora-modules",
-                   "max-loras",
-                   "max-loras-per-batch",
-                   "lora-paths",
-                   "lora-resolver-dir",
-                   "max-lora-rank",
-                   "max-loaded-loras",
-                   "logprobs-mode"},
+      Args::parse(argc, argv, flags,
                   {"no-prefix-cache", "no-cuda-graphs", "enable-return-routed-experts",
                    "lora-experts", "enable-weight-updates", "enable-sleep-mode", "enable-lora"},
                   {"lora-modules", "lora-paths"});

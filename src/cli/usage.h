@@ -62,7 +62,14 @@ inline constexpr const char* kServeUsage =
     "          slot memory a layer)]\n"
     "         [--enable-sleep-mode (POST /sleep and /wake_up give the KV and weight memory back)]\n"
     "         [--logprobs-mode scaled|raw (logprobs of the logits / temperature, or of the raw\n"
-    "          logits as vLLM's raw_logprobs; a request's logprobs_mode overrides it)]\n";
+    "          logits as vLLM's raw_logprobs; a request's logprobs_mode overrides it)]\n"
+    "         [--speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": K,\n"
+    "          \"prompt_lookup_min\": 1, \"prompt_lookup_max\": 4}' (vLLM's: each decode verifies "
+    "up to K\n"
+    "          n-gram drafts; sampling stays exact; \"disable_by_batch_size\": N: none at N "
+    "running)]\n"
+    "         [--speculative-algorithm NGRAM --speculative-num-draft-tokens K+1\n"
+    "          --speculative-ngram-{min,max}-match-window-size N (SGLang's spelling)]\n";
 
 inline constexpr const char* kBenchUsage =
     "usage: beamserve bench offline|step|kernels|serve [flags]   (bench <name> --help: its flags)\n"
@@ -83,7 +90,7 @@ inline constexpr const char* kBenchOfflineUsage =
     "         [--seed 1] [--kv-budget-mb N] [--block-size 64] [--max-running 64]\n"
     "         [--max-step-tokens N (the engine's default for the device)] [--threads N]\n"
     "         [--device cpu|cuda] [--no-cuda-graphs] [--no-prefix-cache]\n"
-    "         [--attention-probs fp32|bf16] [--json]\n";
+    "         [--attention-probs fp32|bf16] [--json] [--speculative-config JSON (as serve's)]\n";
 
 inline constexpr const char* kBenchStepUsage =
     "usage: beamserve bench step [--batches 1,8,32,128] [--context 512] [--warmup 3] [--steps 20]\n"
@@ -100,7 +107,8 @@ inline constexpr const char* kBenchKernelsUsage =
 inline constexpr const char* kBenchServeUsage =
     "usage: beamserve bench serve [--concurrency 1,8,32] [--prompt-len 512] [--output-len 128]\n"
     "         [--kv-budget-mb N] [--max-step-tokens N (the engine's default for the device)]\n"
-    "         [--seed 1] [--json-schema FILE --tokenizer DIR]\n"
+    "         [--seed 1] [--json-schema FILE --tokenizer DIR] [--speculative-config JSON (as "
+    "serve's)]\n"
     "  beam-slice: 2 layers unless --layers says otherwise; --json-schema: every output is JSON "
     "of\n"
     "  the schema (structured output over DIR's tokenizer; outputs may end before --output-len)\n";

@@ -764,7 +764,9 @@ bool Engine::Impl::can_speculate(const Sequence& s) const {
 
 void Engine::Impl::propose_drafts() {
   const NgramSpeculation& spec = options_.speculative;
-  if (!spec.enabled()) return;
+  if (!spec.enabled() ||
+      (spec.max_batch > 0 && static_cast<int64_t>(running_.size()) >= spec.max_batch))
+    return;
   // The step's drafts are logits rows beyond its decodes: capped as prompt-logprobs rows are.
   int64_t rows_left = scheduler_.config().max_logit_tokens_per_step;
   std::array<int32_t, kMaxDraftTokens> drafts{};

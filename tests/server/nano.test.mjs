@@ -115,3 +115,46 @@ test('chat: the trained model answers in JSON of a schema, and json_object gives
     assert.ok(o.choices[0].message.content.trimStart().startsWith('{'));
   }
 });
+
+// Speculative decoding with n-gram drafts (vLLM's --speculative-config): the golden greedy
+// continuations come out word for word, plain and streamed (several tokens a chunk), a seeded
+// sampled completion equals the plain server's, and /metrics and /get_server_info show drafts
+// verified and accepted.
+test('speculative decoding: the same text as plain decoding, with drafts accepted', async () => {
+  const spec = await startServer(['--threads', '2', '--kv-budget-mb', '512', '--speculative-config',
+    JSON.stringify({ method: 'ngram', num_speculative_tokens: 4, prompt_lookup_max: 3, prompt_lookup_min: 1 })],
+  { model: 'models/beam-nano', tokenizer: null, name: MODEL });
+  try {
+    const client = new (await importNodePackage('openai')).default(
+      { apiKey: 'unused', baseURL: `${spec.baseUrl}/v1`, maxRetries: 0 });
+    const { max_new_tokens: maxTokens } = golden.decoding;
+    const results = await Promise.all(golden.cases.map((c) => client.completions.create({
+      model: MODEL, prompt: c.prompt, max_tokens: maxTokens, temperature: 0,
+    })));
+    results.forEach((r, i) => assert.equal(r.choices[0].text, golden.cases[i].generated_text));
+    const c = golden.cases[0];
+    let text = '';
+    for await (const chunk of await client.completions.create({
+      model: MODEL, prompt: c.prompt, max_tokens: maxTokens, temperature: 0, stream: true })) {
+      text += chunk.choices[0]?.text ?? '';
+    }
+    assert.equal(text, c.generated_text);
+    const repeated = 'def scale(values, factor):\n    return [v * factor for v in values]\n\n';
+    const sampled = { model: MODEL, prompt: repeated + repeated + 'def', max_tokens: 40, temperature: 0.8, seed: 5 };
+    assert.equal((await client.completions.create(sampled)).choices[0].text,
+      (await openai.completions.create(sampled)).choices[0].text);
+    const metrics = await (await fetch(spec.baseUrl + '/metrics')).text();
+    const counter = (name) => Number(metrics.match(new RegExp(`^${name} (\\S+)$`, 'm'))[1]);
+    assert.ok(counter('beamserve_spec_decode_num_draft_tokens_total') > 0);
+    assert.ok(counter('beamserve_spec_decode_num_accepted_tokens_total') > 0);
+    const info = await (await fetch(spec.baseUrl + '/get_server_info')).json();
+    assert.equal(info.speculative_algorithm, 'NGRAM');
+    assert.equal(info.speculative_num_draft_tokens, 5);
+    assert.equal(info.speculative_ngram_max_match_window_size, 3);
+    assert.ok(info.internal_states[0].avg_spec_accept_length > 1);
+    const plainInfo = await (await fetch(server.baseUrl + '/get_server_info')).json();
+    assert.equal(plainInfo.speculative_algorithm, null);
+  } finally {
+    assert.equal(await spec.stop(), 0);
+  }
+});

@@ -1190,6 +1190,41 @@ test('--lora-modules and --lora-paths take vLLM\'s and SGLang\'s forms', async (
   }
 });
 
+// Speculative-decoding flags in vLLM's JSON and SGLang's form; a bad value stops the start naming
+// it (an unknown key, a method needing a draft model, both forms, a block without drafts).
+test('--speculative-config and --speculative-algorithm NGRAM', async () => {
+  const s = await startServer(['--speculative-algorithm', 'NGRAM', '--speculative-num-draft-tokens', '6',
+    '--speculative-ngram-max-match-window-size', '5']);
+  try {
+    const info = await (await fetch(s.baseUrl + '/get_server_info')).json();
+    assert.equal(info.speculative_algorithm, 'NGRAM');
+    assert.equal(info.speculative_num_draft_tokens, 6);
+    assert.equal(info.speculative_ngram_min_match_window_size, 1);
+    assert.equal(info.speculative_ngram_max_match_window_size, 5);
+    const r = await fetch(s.baseUrl + '/v1/completions', { method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, prompt: [5, 6, 7, 8, 5, 6, 7, 8, 5, 6], max_tokens: 12, temperature: 0 }) });
+    assert.equal(r.status, 200);
+    assert.equal((await r.json()).usage.completion_tokens, 12);
+    const metrics = await (await fetch(s.baseUrl + '/metrics')).text();
+    assert.match(metrics, /^beamserve_spec_decode_num_draft_tokens_total [1-9]/m);
+  } finally {
+    assert.equal(await s.stop(), 0);
+  }
+  const vllm = (config) => ['--speculative-config', JSON.stringify(config)];
+  await assert.rejects(startServer(vllm({ method: 'ngram', num_speculative_tokens: 3, colour: 'red' })),
+    /--speculative-config: unknown key 'colour'/);
+  await assert.rejects(startServer(vllm({ method: 'eagle', num_speculative_tokens: 3 })),
+    /method 'eagle' is not served: beamserve drafts with n-grams only/);
+  await assert.rejects(startServer(vllm({ method: 'ngram' })), /'num_speculative_tokens' \(>= 1\) is required/);
+  await assert.rejects(startServer(vllm({ method: 'ngram', num_speculative_tokens: 3, prompt_lookup_min: 4, prompt_lookup_max: 2 })),
+    /n-gram lengths: need 1 <= min \(4\) <= max \(2\)/);
+  await assert.rejects(startServer([...vllm({ method: 'ngram', num_speculative_tokens: 3 }), '--speculative-algorithm', 'NGRAM']),
+    /are one setting: give one form/);
+  await assert.rejects(startServer(['--speculative-num-draft-tokens', '4']), /need --speculative-algorithm NGRAM/);
+  await assert.rejects(startServer(['--speculative-algorithm', 'NGRAM', '--speculative-num-draft-tokens', '1']),
+    /at least 2, got 1/);
+});
+
 // --lora-experts: an adapter on the routed experts is served per request (its tokens differ from
 // the same adapter without its expert modules); without the flag loading it is a 400 naming it.
 test('LoRA adapters on the routed experts need --lora-experts', async () => {

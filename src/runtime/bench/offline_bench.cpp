@@ -64,7 +64,11 @@ class Driver {
     r.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
     r.output_tokens_per_s = r.output_tokens / r.wall_s;
     r.total_tokens_per_s = (r.output_tokens + r.prompt_tokens) / r.wall_s;
-    r.preemptions = engine_.stats().preemptions - before.preemptions;
+    const EngineStats after = engine_.stats();
+    r.preemptions = after.preemptions - before.preemptions;
+    r.steps = after.steps - before.steps;
+    r.spec_draft_tokens = after.spec_draft_tokens - before.spec_draft_tokens;
+    r.spec_accepted_tokens = after.spec_accepted_tokens - before.spec_accepted_tokens;
     return r;
   }
 

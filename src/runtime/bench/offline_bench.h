@@ -47,6 +47,10 @@ struct BenchResult {
   double prefix_cache_hit_rate_later = 0;  // agentic: turns 2+ only
   std::vector<double> hit_rate_by_turn;    // agentic: per turn
   int64_t preemptions = 0;
+  // Engine steps, and speculative decoding's verified and accepted drafts (EngineStats).
+  int64_t steps = 0;
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
 };
 
 // Runs the workload to completion on `engine` (greedy decoding; ignore_eos and exact output_len

@@ -15,6 +15,8 @@ Status NgramSpeculation::validate() const {
   if (min_match < 1 || max_match < min_match || max_match > 64)
     return make_error("speculative n-gram lengths: need 1 <= min (" + std::to_string(min_match) +
                       ") <= max (" + std::to_string(max_match) + ") <= 64");
+  if (max_batch < 0)
+    return make_error("speculative max_batch " + std::to_string(max_batch) + " is negative");
   return ok_status();
 }
 

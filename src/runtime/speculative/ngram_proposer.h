@@ -14,8 +14,12 @@ struct NgramSpeculation {
   int64_t num_draft_tokens = 0;  // most drafts a decode verifies (0: speculation off)
   int64_t min_match = 1;         // shortest suffix matched (vLLM's prompt_lookup_min)
   int64_t max_match = 4;         // longest suffix matched (vLLM's prompt_lookup_max)
+  // No drafts in a step that starts with this many sequences running or more (vLLM's
+  // disable_by_batch_size: big batches are compute-bound, drafts only add work); 0: no limit.
+  int64_t max_batch = 0;
   bool enabled() const { return num_draft_tokens > 0; }
-  // An error naming the field out of range: drafts in [0, kMaxDraftTokens], 1 <= min <= max <= 64.
+  // An error naming the field out of range: drafts in [0, kMaxDraftTokens], 1 <= min <= max <= 64,
+  // max_batch >= 0.
   Status validate() const;
 };
 

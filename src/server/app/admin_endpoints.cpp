@@ -126,6 +126,18 @@ void handle_metrics(const ServerState& state, const std::shared_ptr<Exchange>& e
   exchange->respond_text(200, "text/plain; version=0.0.4; charset=utf-8", state.metrics.render(stats, gauges));
 }
 
+namespace {
+
+// SGLang's avg_spec_accept_length: tokens a verified decode wrote (accepted drafts + 1), on average
+// since start; null before any.
+Json spec_accept_length(const EngineStats& s) {
+  if (s.spec_verifications == 0) return nullptr;
+  return static_cast<double>(s.spec_accepted_tokens + s.spec_verifications) /
+         static_cast<double>(s.spec_verifications);
+}
+
+}  // namespace
+
 void handle_server_info(const ServerState& state, const std::shared_ptr<Exchange>& exchange) {
   const ServedModel& model = *state.model();
   const ServeOptions& o = state.options;
@@ -162,13 +174,22 @@ void handle_server_info(const ServerState& state, const std::shared_ptr<Exchange
        engine.max_loaded_loras > 0 ? Json(engine.max_loaded_loras) : Json(nullptr)},
       {"lora_paths", adapter_paths(model)},
       {"lora_experts", engine.lora_experts},  // beamserve's: the slots serve the routed experts
+      // SGLang's speculative settings (NGRAM: n-gram drafts; the block counts the last token).
+      {"speculative_algorithm", engine.speculative.enabled() ? Json("NGRAM") : Json(nullptr)},
+      {"speculative_num_draft_tokens", engine.speculative.enabled()
+                                           ? Json(engine.speculative.num_draft_tokens + 1)
+                                           : Json(nullptr)},
+      {"speculative_ngram_min_match_window_size", engine.speculative.min_match},
+      {"speculative_ngram_max_match_window_size", engine.speculative.max_match},
       {"api_key_required", o.api_key.has_value()},
       {"max_body_bytes", o.max_body_bytes},
       {"worker_threads", o.worker_threads},
-      {"internal_states", Json::array({Json{{"last_gen_throughput", stats.generation_tokens_per_s},
-                                            {"num_running_reqs", stats.running},
-                                            {"num_waiting_reqs", stats.waiting},
-                                            {"token_usage", token_usage}}})},
+      {"internal_states",
+       Json::array({Json{{"last_gen_throughput", stats.generation_tokens_per_s},
+                         {"num_running_reqs", stats.running},
+                         {"num_waiting_reqs", stats.waiting},
+                         {"token_usage", token_usage},
+                         {"avg_spec_accept_length", spec_accept_length(stats)}}})},
       {"version", kVersion},
   };
   exchange->respond_json(200, dump_json(info));

@@ -55,6 +55,19 @@ void render_engine(std::string& out, const EngineStats& e) {
   }
   header(out, "beamserve_preemptions_total", "counter", "Sequences preempted to free KV blocks.");
   sample(out, "beamserve_preemptions_total", "", static_cast<double>(e.preemptions));
+  // Speculative decoding (vLLM's spec_decode_num_drafts / _num_draft_tokens /
+  // _num_accepted_tokens).
+  header(out, "beamserve_spec_decode_num_drafts_total", "counter",
+         "Decodes that verified speculative drafts.");
+  sample(out, "beamserve_spec_decode_num_drafts_total", "",
+         static_cast<double>(e.spec_verifications));
+  header(out, "beamserve_spec_decode_num_draft_tokens_total", "counter", "Draft tokens verified.");
+  sample(out, "beamserve_spec_decode_num_draft_tokens_total", "",
+         static_cast<double>(e.spec_draft_tokens));
+  header(out, "beamserve_spec_decode_num_accepted_tokens_total", "counter",
+         "Draft tokens accepted.");
+  sample(out, "beamserve_spec_decode_num_accepted_tokens_total", "",
+         static_cast<double>(e.spec_accepted_tokens));
   header(out, "beamserve_engine_steps_total", "counter", "Engine steps run.");
   sample(out, "beamserve_engine_steps_total", "", static_cast<double>(e.steps));
   header(out, "beamserve_engine_last_step_unix_seconds", "gauge", "Wall time the engine loop last advanced.");
