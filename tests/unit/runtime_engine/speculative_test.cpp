@@ -31,7 +31,8 @@ std::vector<std::vector<int32_t>> repetitive_prompts() {
   return prompts;
 }
 
-std::unique_ptr<Engine> nano_engine(int64_t draft_tokens, int64_t step_tokens = 256) {
+std::unique_ptr<Engine> nano_engine(int64_t draft_tokens, int64_t step_tokens = 256,
+                                    int64_t max_batch = 0) {
   auto weights = engine_test_model("beam-nano");
   if (!weights) return nullptr;
   EngineOptions o;
@@ -40,8 +41,8 @@ std::unique_ptr<Engine> nano_engine(int64_t draft_tokens, int64_t step_tokens = 
   o.kv_budget_bytes = 64 << 20;
   o.max_tokens_per_step = step_tokens;
   o.max_running = 16;
-  o.speculative =
-      NgramSpeculation{.num_draft_tokens = draft_tokens, .min_match = 1, .max_match = 4};
+  o.speculative = NgramSpeculation{
+      .num_draft_tokens = draft_tokens, .min_match = 1, .max_match = 4, .max_batch = max_batch};
   auto e = Engine::create(weights, o);
   EXPECT_TRUE(e.ok()) << (e.ok() ? "" : e.error().message);
   return e.ok() ? std::move(*e) : nullptr;
@@ -150,6 +151,19 @@ TEST(SpeculativeDecoding, MaskedRowsDecodeWithoutDraftsInTheSameSteps) {
                          4);
   EXPECT_GT(s.spec_accepted_tokens, 0);
   EXPECT_LE(s.spec_verifications, 23);  // the plain request's decodes only
+}
+
+// max_batch (vLLM's disable_by_batch_size): no drafts in a step that starts with that many
+// sequences running.
+TEST(SpeculativeDecoding, NoDraftsAtTheBatchLimit) {
+  const auto prompts = repetitive_prompts();
+  ASSERT_FALSE(prompts.empty());
+  for (const auto& [max_batch, speculates] : {std::pair<int64_t, bool>{1, false}, {2, true}}) {
+    auto e = nano_engine(4, 256, max_batch);
+    ASSERT_NE(e, nullptr);
+    run_all(*e, {RunRequest{prompts[0], greedy(24)}});
+    EXPECT_EQ(e->stats().spec_verifications > 0, speculates) << "max_batch " << max_batch;
+  }
 }
 
 TEST(SpeculativeDecoding, OutOfRangeSettingsAreRefused) {
