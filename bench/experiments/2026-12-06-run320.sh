@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Run 320: speculative decoding with n-gram drafts (main 9e36ed1) on the GPU. beam-nano served
+# plain and with drafts (2026-12-06-spec-check.py: same texts? counters, wall time); `bench
+# offline` on beam-nano plain / drafts; `bench serve` on beam-slice (2 layers) plain, drafts, and
+# plain without CUDA graphs (the verify steps run eagerly).
+set -u
+[[ -e /work/iso ]] || { mkdir -p /work && ln -s "$PWD" /work/iso; }
+start=$SECONDS
+res=$OUT/r; mkdir -p $res
+trap 'tar -C $OUT -cJf $OUT/results.tar.xz r && rm -rf $res' EXIT
+tar -C build -xJf build/all.tar.xz && cp -a --update=none build/held/. .
+export LD_LIBRARY_PATH="$PWD/build/gpu-bundle/lib"
+bin=build/gpu-bundle/bin
+spec='{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 1}'
+timeout 150 python3 bench/experiments/2026-12-06-spec-check.py $bin/beamserve $res/check.json \
+  > $res/check.log 2>&1
+echo "check rc=$? $((SECONDS - start)) s"; cat $res/check.log | tail -12
+for mode in plain spec; do
+  extra=(); [[ $mode == spec ]] && extra=(--speculative-config "$spec")
+  timeout 60 $bin/beamserve bench offline --model models/beam-nano --device cuda --requests 8 \
+    --prompt-len 256 --output-len 256 --json "${extra[@]}" > $res/offline-$mode.json 2> $res/offline-$mode.log
+  echo "offline $mode rc=$? $((SECONDS - start)) s"
+  python3 -c "
+import json; d=json.load(open('$res/offline-$mode.json'))
+print('  ', {k: d[k] for k in ('output_tokens_per_s','itl_ms_p50','steps','spec_draft_tokens','spec_accepted_tokens')})" 2>&1 | tail -1
+done
+for mode in plain spec eager; do
+  extra=(); [[ $mode == spec ]] && extra=(--speculative-config "$spec")
+  [[ $mode == eager ]] && extra=(--no-cuda-graphs)
+  timeout 150 $bin/beamserve bench serve --device cuda --concurrency 1,8,32 --output-len 256 \
+    --json $res/serve-$mode.json "${extra[@]}" > $res/serve-$mode.log 2>&1
+  echo "serve $mode rc=$? $((SECONDS - start)) s"
+  python3 -c "
+import json; d=json.load(open('$res/serve-$mode.json'))
+for r in d['runs']: print('  ', r['concurrency'], round(r['output_tokens_per_s']), round(r['itl_ms_p50'],3), r['steps'], r['spec_draft_tokens'], r['spec_accepted_tokens'])" 2>&1 | tail -3
+done
+echo "total $((SECONDS - start)) s"
