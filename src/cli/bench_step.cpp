@@ -1,10 +1,12 @@
 // `beamserve bench step`: decode and prefill steps of beam-slice through BeamModel, per-layer
 // times against their roofline floors (runtime/bench/step_bench.h); --breakdown adds ms per op kind.
 #include <cstdio>
+#include <string>
 
 #include "cli/bench_commands.h"
 #include "cli/bench_common.h"
 #include "runtime/bench/step_bench.h"
+#include "runtime/speculative/ngram_proposer.h"
 
 namespace beam::cli {
 namespace {
@@ -32,6 +34,10 @@ Expected<StepBenchOptions> step_options(const Args& a) {
   o.lora_slots = static_cast<int>(lora_slots);
   o.lora_rank = static_cast<int>(lora_rank);
   o.lora_experts = a.has("lora-experts");
+  BEAM_ASSIGN_OR_RETURN(o.draft_tokens, a.get_int("draft-tokens", 0));
+  if (o.draft_tokens < 0 || o.draft_tokens > kMaxDraftTokens)
+    return make_error("bench step: --draft-tokens must be in [0, " +
+                      std::to_string(kMaxDraftTokens) + "]");
   return o;
 }
 
@@ -69,7 +75,7 @@ int bench_step(int argc, char** argv) {
   auto flags = bench_common_flags();
   flags.insert({"batches", "context", "warmup", "steps", "prefill-tokens", "prefill-reps",
                 "prefill-chunk", "block-size", "seed", "breakdown-steps", "lora-slots",
-                "lora-rank"});
+                "draft-tokens", "lora-rank"});
   auto bool_flags = bench_common_bool_flags();
   bool_flags.insert({"breakdown", "lora-experts"});
   auto args = Args::parse(argc, argv, flags, bool_flags);

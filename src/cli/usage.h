@@ -98,6 +98,8 @@ inline constexpr const char* kBenchStepUsage =
     "         [--block-size 64] [--seed 1] [--breakdown] [--breakdown-steps 5]\n"
     "         [--lora-slots 0 (S: sequence s uses adapter slot s % S)] [--lora-rank 16]\n"
     "         [--lora-experts (the slots serve the routed experts too)]\n"
+    "         [--draft-tokens K (each decode a speculative verification of 1 + K tokens a\n"
+    "          sequence)]\n"
     "  beam-slice: 6 layers unless --layers says otherwise\n";
 
 inline constexpr const char* kBenchKernelsUsage =

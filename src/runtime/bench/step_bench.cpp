@@ -53,7 +53,8 @@ class DecodeRig {
   static Expected<std::unique_ptr<DecodeRig>> create(const KernelContext& ctx,
                                                      std::shared_ptr<const BeamWeights> weights,
                                                      int64_t batch, const StepBenchOptions& o) {
-    const int64_t max_tokens = o.context + o.warmup_steps + o.timed_steps + 2;
+    const int64_t max_tokens =
+        o.context + (o.warmup_steps + o.timed_steps + o.breakdown_steps + 2) * (1 + o.draft_tokens);
     BEAM_ASSIGN_OR_RETURN(LocalKvCache cache, LocalKvCache::create(ctx, weights->config, batch,
                                                                    max_tokens, o.block_size));
     BEAM_ASSIGN_OR_RETURN(std::unique_ptr<LoraSlots> lora, bench_lora(ctx, weights->config, o));
@@ -63,19 +64,23 @@ class DecodeRig {
     return rig;
   }
 
-  // One decode step (a token for every sequence); returns its device time in ms (from before
-  // forward() starts, so host work the device waits for counts).
+  // One decode step (1 + draft_tokens tokens for every sequence, logits for each when drafts are
+  // fed); returns its device time in ms (from before forward() starts, so host work the device
+  // waits for counts).
   Expected<double> step(DeviceTimer& timer, bool capture) {
     ForwardBatch b;
     b.capture_routing = capture;
     b.logits_on_device = true;  // as the engine, which samples on the device
-    for (int64_t s = 0; s < batch_; ++s)
-      b.seqs.push_back(chunk(s, {&next_[static_cast<size_t>(s)], 1}, cached_));
+    const auto width = static_cast<size_t>(1 + draft_tokens_);
+    for (int64_t s = 0; s < batch_; ++s) {
+      b.seqs.push_back(chunk(s, {&next_[static_cast<size_t>(s) * width], width}, cached_));
+      b.seqs.back().all_logits = draft_tokens_ > 0;
+    }
     timer.start();
     BEAM_RETURN_IF_ERROR(model_.forward(b, cache_.layers(), out_));
     const double ms = timer.stop();
-    ++cached_;
-    next_ = random_tokens(rng_, batch_, model_.config().vocab_size);
+    cached_ += static_cast<int64_t>(width);
+    next_ = random_tokens(rng_, batch_ * static_cast<int64_t>(width), model_.config().vocab_size);
     return ms;
   }
   // Host ms the last step() spent before its device work was all queued (ForwardOutput).
@@ -90,8 +95,9 @@ class DecodeRig {
         cache_(std::move(cache)),
         batch_(batch),
         lora_slots_(o.lora_slots),
+        draft_tokens_(o.draft_tokens),
         rng_(o.seed) {
-    next_ = random_tokens(rng_, batch_, model_.config().vocab_size);
+    next_ = random_tokens(rng_, batch_ * (1 + draft_tokens_), model_.config().vocab_size);
   }
 
   SeqChunk chunk(int64_t s, std::span<const int32_t> tokens, int64_t num_cached) const {
@@ -138,6 +144,7 @@ class DecodeRig {
   LocalKvCache cache_;
   int64_t batch_;
   int lora_slots_;  // StepBenchOptions::lora_slots
+  int64_t draft_tokens_;  // StepBenchOptions::draft_tokens
   std::mt19937_64 rng_;
   int64_t cached_ = 0;
   std::vector<int32_t> next_;
@@ -406,6 +413,7 @@ Expected<nlohmann::json> decode_report(const KernelContext& ctx,
       {"batch", batch},
       {"context", o.context},
       {"kv_len_mid", kv_len},
+      {"draft_tokens", o.draft_tokens},
       {"decode_step_ms", t.step_ms},
       {"decode_step_floor_ms", step.floor_ms()},
       {"decode_step_ratio", ratio(t.step_ms, step.floor_ms())},

@@ -35,6 +35,10 @@ struct StepBenchOptions {
   int lora_slots = 0;
   int lora_rank = 16;
   bool lora_experts = false;  // the slots serve the routed experts too (--lora-experts)
+  // --draft-tokens K > 0: each decode step is a speculative verification, every sequence feeding
+  // 1 + K tokens with logits for each (eager: no decode graph); the floors stay the one-token
+  // decode's, so the ratios compare the verification with plain decoding's floor.
+  int64_t draft_tokens = 0;
 };
 
 // Runs every measurement on weights (on ctx.device) and returns one JSON object:
