@@ -774,6 +774,10 @@ void Engine::Impl::propose_drafts() {
     Sequence& s = seqs_.at(id);
     if (rows_left <= 0) break;
     if (!can_speculate(s)) continue;
+    if (s.draft_cooldown > 0) {
+      --s.draft_cooldown;
+      continue;
+    }
     const int64_t room = s.sampling->output_limit_tokens() - s.sampling->num_output_tokens() - 1;
     const int64_t most = std::min({spec.num_draft_tokens, room, rows_left});
     if (most <= 0) continue;
@@ -808,6 +812,8 @@ int64_t Engine::Impl::accept_drafts(const SeqWork& w, Sequence& s,
     if (s.routed_experts.size() > computed) s.routed_experts.resize(computed);
   }
   drop_drafts(s);
+  s.draft_misses = accepted == 0 ? s.draft_misses + 1 : 0;
+  s.draft_cooldown = draft_cooldown_steps(s.draft_misses);
   counters_.spec_verifications++;
   counters_.spec_draft_tokens += fed;
   counters_.spec_accepted_tokens += accepted;

@@ -45,6 +45,10 @@ int64_t propose_ngram_drafts(std::span<const int32_t> tokens, const NgramSpecula
   return n;
 }
 
+int64_t draft_cooldown_steps(int64_t misses) {
+  return misses <= 0 ? 0 : int64_t{1} << std::min<int64_t>(misses, 5);
+}
+
 int64_t count_accepted_drafts(std::span<const int32_t> drafts, std::span<const int32_t> sampled) {
   BEAM_CHECK_EQ(sampled.size(), drafts.size() + 1) << "one sampled token per draft plus the bonus";
   int64_t a = 0;

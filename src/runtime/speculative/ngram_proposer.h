@@ -33,6 +33,11 @@ inline constexpr int64_t kMaxDraftTokens = 64;
 int64_t propose_ngram_drafts(std::span<const int32_t> tokens, const NgramSpeculation& config,
                              std::span<int32_t> out);
 
+// Steps a sequence proposes no drafts after `misses` verifications in a row accepted none of
+// theirs: 2, 4, 8, 16, then 32 (wrong drafts cost a verification's extra tokens in every step;
+// text that stopped repeating rarely starts again at once). 0 for no misses.
+int64_t draft_cooldown_steps(int64_t misses);
+
 // How many leading drafts a verification accepts: drafts[j] is accepted while it equals
 // sampled[j], the token sampled at its position with drafts[0, j) as pending tokens.
 // sampled.size() must be drafts.size() + 1; sampled[result] is the step's bonus token.

@@ -55,6 +55,14 @@ TEST(NgramProposer, AcceptsDraftsUpToTheFirstMismatch) {
             0);
 }
 
+TEST(NgramProposer, CooldownDoublesWithMissesInARowUpTo32Steps) {
+  EXPECT_EQ(draft_cooldown_steps(0), 0);
+  EXPECT_EQ(draft_cooldown_steps(1), 2);
+  EXPECT_EQ(draft_cooldown_steps(2), 4);
+  EXPECT_EQ(draft_cooldown_steps(5), 32);
+  EXPECT_EQ(draft_cooldown_steps(40), 32);
+}
+
 TEST(NgramProposer, SettingsOutOfRangeAreNamed) {
   EXPECT_TRUE((NgramSpeculation{}).validate().ok());
   EXPECT_TRUE(
