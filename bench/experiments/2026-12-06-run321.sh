@@ -5,13 +5,7 @@
 # check, `bench offline` on beam-nano and `bench serve` plain / drafts again with the cooldown
 # (a sequence whose drafts were all rejected waits 2..32 steps).
 set -u
-[[ -e /work/iso ]] || { mkdir -p /work && ln -s "$PWD" /work/iso; }
-start=$SECONDS
-res=$OUT/r; mkdir -p $res
-trap 'tar -C $OUT -cJf $OUT/results.tar.xz r && rm -rf $res' EXIT
-tar -C build -xJf build/all.tar.xz && cp -a --update=none build/held/. .
-export LD_LIBRARY_PATH="$PWD/build/gpu-bundle/lib"
-bin=build/gpu-bundle/bin
+source tools/gpu/run_prelude.sh
 for run in k0:0 k0-eager:0 k1:1 k2:2 k4:4; do
   IFS=: read -r name k <<< "$run"
   extra=(); [[ $name == *eager ]] && extra=(--no-cuda-graphs)
