@@ -779,7 +779,8 @@ void Engine::Impl::propose_drafts() {
       continue;
     }
     const int64_t room = s.sampling->output_limit_tokens() - s.sampling->num_output_tokens() - 1;
-    const int64_t most = std::min({spec.num_draft_tokens, room, rows_left});
+    const int64_t limit = s.draft_limit < 0 ? spec.num_draft_tokens : s.draft_limit;
+    const int64_t most = std::min({limit, room, rows_left});
     if (most <= 0) continue;
     const int64_t n = propose_ngram_drafts(
         s.tokens, spec, std::span<int32_t>(drafts).first(static_cast<size_t>(most)));
@@ -812,6 +813,9 @@ int64_t Engine::Impl::accept_drafts(const SeqWork& w, Sequence& s,
     if (s.routed_experts.size() > computed) s.routed_experts.resize(computed);
   }
   drop_drafts(s);
+  s.draft_limit =
+      next_draft_limit(s.draft_limit < 0 ? options_.speculative.num_draft_tokens : s.draft_limit,
+                       fed, accepted, options_.speculative.num_draft_tokens);
   s.draft_misses = accepted == 0 ? s.draft_misses + 1 : 0;
   s.draft_cooldown = draft_cooldown_steps(s.draft_misses);
   counters_.spec_verifications++;

@@ -49,6 +49,11 @@ int64_t draft_cooldown_steps(int64_t misses) {
   return misses <= 0 ? 0 : int64_t{1} << std::min<int64_t>(misses, 5);
 }
 
+int64_t next_draft_limit(int64_t current, int64_t fed, int64_t accepted, int64_t max_drafts) {
+  const int64_t next = accepted == fed ? current + 2 : current - 1;
+  return std::clamp<int64_t>(next, 1, max_drafts);
+}
+
 int64_t count_accepted_drafts(std::span<const int32_t> drafts, std::span<const int32_t> sampled) {
   BEAM_CHECK_EQ(sampled.size(), drafts.size() + 1) << "one sampled token per draft plus the bonus";
   int64_t a = 0;

@@ -38,6 +38,12 @@ int64_t propose_ngram_drafts(std::span<const int32_t> tokens, const NgramSpecula
 // text that stopped repeating rarely starts again at once). 0 for no misses.
 int64_t draft_cooldown_steps(int64_t misses);
 
+// The most drafts a sequence proposes next, after a verification that accepted `accepted` of the
+// `fed` drafts it fed while allowed `current` (Hugging Face's assisted-generation heuristic): 2
+// more when all were accepted, 1 fewer otherwise, within [1, max_drafts]. Partly right drafts
+// cost a verification's extra tokens (each brings its routed experts) for little gain.
+int64_t next_draft_limit(int64_t current, int64_t fed, int64_t accepted, int64_t max_drafts);
+
 // How many leading drafts a verification accepts: drafts[j] is accepted while it equals
 // sampled[j], the token sampled at its position with drafts[0, j) as pending tokens.
 // sampled.size() must be drafts.size() + 1; sampled[result] is the step's bonus token.

@@ -63,6 +63,13 @@ TEST(NgramProposer, CooldownDoublesWithMissesInARowUpTo32Steps) {
   EXPECT_EQ(draft_cooldown_steps(40), 32);
 }
 
+TEST(NgramProposer, DraftLimitGrowsByTwoWhenAllAreAcceptedAndShrinksByOneOtherwise) {
+  EXPECT_EQ(next_draft_limit(2, 2, 2, 8), 4);
+  EXPECT_EQ(next_draft_limit(7, 3, 3, 8), 8);  // capped; fewer fed than allowed, all accepted
+  EXPECT_EQ(next_draft_limit(4, 4, 3, 8), 3);
+  EXPECT_EQ(next_draft_limit(1, 1, 0, 8), 1);  // never below one
+}
+
 TEST(NgramProposer, SettingsOutOfRangeAreNamed) {
   EXPECT_TRUE((NgramSpeculation{}).validate().ok());
   EXPECT_TRUE(
