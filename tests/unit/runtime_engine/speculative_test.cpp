@@ -32,13 +32,13 @@ std::vector<std::vector<int32_t>> repetitive_prompts() {
 }
 
 std::unique_ptr<Engine> nano_engine(int64_t draft_tokens, int64_t step_tokens = 256,
-                                    int64_t max_batch = 0) {
+                                    int64_t max_batch = 0, int64_t kv_bytes = 64 << 20) {
   auto weights = engine_test_model("beam-nano");
   if (!weights) return nullptr;
   EngineOptions o;
   o.num_threads = 2;
   o.block_size_tokens = 16;
-  o.kv_budget_bytes = 64 << 20;
+  o.kv_budget_bytes = kv_bytes;
   o.max_tokens_per_step = step_tokens;
   o.max_running = 16;
   o.speculative = NgramSpeculation{
@@ -74,9 +74,9 @@ void expect_same_results(const std::vector<std::vector<SiblingResult>>& plain,
 
 // Runs `reqs` with speculation off and with k drafts; returns the speculating engine's stats.
 EngineStats compare_with_plain(const std::vector<RunRequest>& reqs, int64_t k,
-                               int64_t step_tokens = 256) {
-  auto plain = nano_engine(0, step_tokens);
-  auto spec = nano_engine(k, step_tokens);
+                               int64_t step_tokens = 256, int64_t kv_bytes = 64 << 20) {
+  auto plain = nano_engine(0, step_tokens, 0, kv_bytes);
+  auto spec = nano_engine(k, step_tokens, 0, kv_bytes);
   if (!plain || !spec) return {};
   const auto a = run_all(*plain, reqs);
   const auto b = run_all(*spec, reqs);
@@ -151,6 +151,18 @@ TEST(SpeculativeDecoding, MaskedRowsDecodeWithoutDraftsInTheSameSteps) {
                          4);
   EXPECT_GT(s.spec_accepted_tokens, 0);
   EXPECT_LE(s.spec_verifications, 23);  // the plain request's decodes only
+}
+
+// Pools too small for every sequence at once: sequences holding drafts are preempted (their
+// drafts dropped) and resumed from the prefix cache, with the same tokens as plain decoding.
+TEST(SpeculativeDecoding, PreemptedSequencesResumeWithTheSameTokens) {
+  const auto prompts = repetitive_prompts();
+  ASSERT_EQ(prompts.size(), 3u);
+  std::vector<RunRequest> reqs;
+  for (int i = 0; i < 6; ++i) reqs.push_back(RunRequest{prompts[i % 3], greedy(120)});
+  const EngineStats s = compare_with_plain(reqs, 4, 256, /*kv_bytes=*/9'400'000);
+  EXPECT_GT(s.preemptions, 0);
+  EXPECT_GT(s.spec_accepted_tokens, 0);
 }
 
 // max_batch (vLLM's disable_by_batch_size): no drafts in a step that starts with that many
