@@ -34,13 +34,12 @@ Expected<json> json_value(const std::string& flag, const std::string& value,
   return j;
 }
 
-// NAME=DIR: the pair, or an error naming the value.
-Expected<std::pair<std::string, std::string>> name_and_dir(const std::string& flag,
-                                                           const std::string& value) {
+// NAME=DIR: the adapter, or an error naming the value.
+Expected<server::StartupAdapter> name_and_dir(const std::string& flag, const std::string& value) {
   const size_t eq = value.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == value.size())
     return make_error(flag + ": expected NAME=DIR or a JSON object, got '" + value + "'");
-  return std::make_pair(value.substr(0, eq), value.substr(eq + 1));
+  return server::StartupAdapter{value.substr(0, eq), value.substr(eq + 1)};
 }
 
 }  // namespace
@@ -53,7 +52,7 @@ Expected<LoraModules> parse_lora_modules(const std::vector<std::string>& values)
       BEAM_ASSIGN_OR_RETURN(json j, json_value(flag, value, {"name", "path", "base_model_name"}));
       if (!j.contains("name") || !j.contains("path"))
         return make_error(flag + ": '" + value + "' needs a name and a path");
-      out.emplace_back(j["name"].get<std::string>(), j["path"].get<std::string>());
+      out.push_back({j["name"].get<std::string>(), j["path"].get<std::string>()});
       continue;
     }
     for (size_t begin = 0; begin < value.size();) {  // NAME=DIR[,NAME=DIR...]
@@ -76,16 +75,13 @@ Expected<LoraModules> parse_lora_paths(const std::vector<std::string>& values) {
                             json_value(flag, value, {"lora_name", "lora_path"}, {"pinned"}));
       if (!j.contains("lora_name") || !j.contains("lora_path"))
         return make_error(flag + ": '" + value + "' needs a lora_name and a lora_path");
-      if (j.value("pinned", false))
-        return make_error(flag + ": '" + value +
-                          "': pinned adapters are not supported (any adapter may leave the slots "
-                          "for another)");
-      out.emplace_back(j["lora_name"].get<std::string>(), j["lora_path"].get<std::string>());
+      out.push_back({j["lora_name"].get<std::string>(), j["lora_path"].get<std::string>(),
+                     j.value("pinned", false)});
     } else if (value.find('=') != std::string::npos) {
       BEAM_ASSIGN_OR_RETURN(auto pair, name_and_dir(flag, value));
       out.push_back(std::move(pair));
     } else if (!value.empty()) {
-      out.emplace_back(value, value);
+      out.push_back({value, value});
     } else {
       return make_error(flag + ": an empty value");
     }

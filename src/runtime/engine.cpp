@@ -92,7 +92,7 @@ class Engine::Impl {
         scheduler_(SchedulerConfig{*options.max_tokens_per_step, options.max_running,
                                    *options.max_tokens_per_step, 1}),
         sampler_(model_.config().vocab_size, &pool_),
-        loras_(options.max_loaded_loras),
+        loras_(options.max_loaded_loras, std::max(0, options.max_loras - 1)),
         lora_table_(options.max_loras),
         mask_scratch_(static_cast<size_t>(pool_.num_threads())) {
     if (model_.context().device != Device::kCpu)
@@ -203,13 +203,14 @@ class Engine::Impl {
     inbox_.idle_cv.wait(lock, [&] { return inbox_.pending == 0; });
   }
 
-  Status load_lora_adapter(const std::string& name, const std::string& dir, bool replace) {
+  Status load_lora_adapter(const std::string& name, const std::string& dir, bool replace,
+                           bool pinned) {
     if (options_.max_loras == 0)
       return make_error("the engine serves no LoRA adapters (start it with max_loras >= 1)");
     BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const LoraAdapter> adapter, LoraAdapter::open(dir));
     // The slots' module shapes never change, so any thread may check against them.
     BEAM_RETURN_IF_ERROR(model_.lora_slots()->check(*adapter));
-    return loras_.add(name, std::move(adapter), replace);
+    return loras_.add(name, std::move(adapter), replace, pinned);
   }
 
   Status unload_lora_adapter(const std::string& name) { return loras_.remove(name); }
@@ -832,7 +833,8 @@ static bool verifies_drafts(const SeqWork& w) {
 void Engine::Impl::run_step() {
   order_waiting();
   std::vector<SeqState> running, waiting;
-  std::set<uint64_t> pinned;  // adapters holding LoRA slots this step
+  // Adapters whose slots stay this step: the running sequences' and the pinned ones.
+  std::set<uint64_t> pinned = options_.max_loras > 0 ? loras_.pinned_ids() : std::set<uint64_t>{};
   std::vector<std::pair<RequestId, std::string>> lora_failed;
   for (SeqId id : running_) {
     const Sequence& s = seqs_.at(id);
@@ -1389,8 +1391,9 @@ void Engine::flush_prefix_cache() { impl_->flush_prefix_cache(); }
 Status Engine::update_weights(std::shared_ptr<const BeamWeights> weights, bool abort_in_flight) {
   return impl_->update_weights(std::move(weights), abort_in_flight);
 }
-Status Engine::load_lora_adapter(const std::string& name, const std::string& dir, bool replace) {
-  return impl_->load_lora_adapter(name, dir, replace);
+Status Engine::load_lora_adapter(const std::string& name, const std::string& dir, bool replace,
+                                 bool pinned) {
+  return impl_->load_lora_adapter(name, dir, replace, pinned);
 }
 Status Engine::unload_lora_adapter(const std::string& name) {
   return impl_->unload_lora_adapter(name);

@@ -257,8 +257,10 @@ class Engine {
   // max_lora_rank, routed-expert or unknown modules: LoraSlots::check's message). `replace`
   // (vLLM's load_inplace, for RL loops that save the adapter each step): a loaded name then means
   // the new adapter; requests holding the old one finish with it; no prefix cached under it is
-  // reused.
-  Status load_lora_adapter(const std::string& name, const std::string& dir, bool replace = false);
+  // reused. `pinned` (SGLang's): once in a slot the adapter never leaves it for another while
+  // loaded; at most max_loras - 1 adapters may be pinned (an error names those that are).
+  Status load_lora_adapter(const std::string& name, const std::string& dir, bool replace = false,
+                           bool pinned = false);
   // New requests can no longer name it; those holding it finish with it. Errors: no such name.
   Status unload_lora_adapter(const std::string& name);
   std::vector<LoraAdapterInfo> lora_adapters() const;

@@ -5,7 +5,7 @@
 namespace beam {
 
 Status LoraRegistry::add(const std::string& name, std::shared_ptr<const LoraAdapter> adapter,
-                         bool replace) {
+                         bool replace, bool pinned) {
   if (name.empty()) return make_error("lora_name: must not be empty");
   std::lock_guard<std::mutex> lock(mu_);
   const bool loaded = by_name_.contains(name);
@@ -16,7 +16,20 @@ Status LoraRegistry::add(const std::string& name, std::shared_ptr<const LoraAdap
     return make_error("cannot load LoRA adapter '" + name + "': " + std::to_string(capacity_) +
                       " adapters are loaded, the most max_loaded_loras (--max-loaded-loras) "
                       "allows; unload one first");
-  by_name_[name] = std::make_shared<LoraEntry>(LoraEntry{name, std::move(adapter), next_id_++});
+  if (pinned) {
+    std::string others;
+    int count = 0;
+    for (const auto& [n, e] : by_name_)
+      if (e->pinned && n != name) others += (count++ ? ", " : "") + n;
+    if (count >= max_pinned_)
+      return make_error("cannot pin LoRA adapter '" + name + "': at most " +
+                        std::to_string(max_pinned_) +
+                        " adapters may be pinned (max_loras less one, so a slot stays for the "
+                        "others)" +
+                        (count > 0 ? "; pinned now: " + others : std::string()));
+  }
+  by_name_[name] =
+      std::make_shared<LoraEntry>(LoraEntry{name, std::move(adapter), next_id_++, pinned});
   return ok_status();
 }
 
@@ -38,6 +51,14 @@ std::vector<std::shared_ptr<const LoraEntry>> LoraRegistry::list() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::shared_ptr<const LoraEntry>> out;
   for (const auto& [name, entry] : by_name_) out.push_back(entry);
+  return out;
+}
+
+std::set<uint64_t> LoraRegistry::pinned_ids() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::set<uint64_t> out;
+  for (const auto& [name, entry] : by_name_)
+    if (entry->pinned) out.insert(entry->id);
   return out;
 }
 

@@ -2,7 +2,8 @@
 // thread) and which of the model's slots holds which adapter (LoraSlotTable, the engine thread).
 // More adapters may be loaded than there are slots: a slot is given to a waiting request's
 // adapter when it is free or its adapter is not used by a running sequence (least recently used
-// first), as vLLM's --max-loras / SGLang's --max-loras-per-batch.
+// first), as vLLM's --max-loras / SGLang's --max-loras-per-batch. A pinned adapter (SGLang's
+// pinned) keeps its slot once it has one, until it is unloaded or replaced.
 #pragma once
 
 #include <cstdint>
@@ -25,19 +26,22 @@ struct LoraEntry {
   std::string name;
   std::shared_ptr<const LoraAdapter> adapter;
   uint64_t id = 0;
+  bool pinned = false;  // never leaves its slot for another adapter while loaded
 };
 
 // Adapters by name; every method may be called from any thread.
 class LoraRegistry {
  public:
   // capacity: the most adapters loaded at once (SGLang's --max-loaded-loras); 0: any number.
-  explicit LoraRegistry(int capacity = 0) : capacity_(capacity) {}
+  // max_pinned: the most pinned at once (the slots less one, so unpinned adapters still run).
+  explicit LoraRegistry(int capacity = 0, int max_pinned = 0)
+      : capacity_(capacity), max_pinned_(max_pinned) {}
 
   // Errors: an empty name, one already loaded unless `replace` (vLLM's load_inplace: the name
-  // then means the new adapter, with a new id; requests holding the old one finish with it), or a
-  // new name when `capacity` adapters are loaded.
+  // then means the new adapter, with a new id; requests holding the old one finish with it), a
+  // new name when `capacity` adapters are loaded, or `pinned` when max_pinned others are.
   Status add(const std::string& name, std::shared_ptr<const LoraAdapter> adapter,
-             bool replace = false);
+             bool replace = false, bool pinned = false);
   // Requests already holding the adapter finish with it; new ones cannot name it. Errors: no such
   // name.
   Status remove(const std::string& name);
@@ -45,9 +49,12 @@ class LoraRegistry {
   Expected<std::shared_ptr<const LoraEntry>> find(const std::string& name) const;
   // Every loaded adapter, by name.
   std::vector<std::shared_ptr<const LoraEntry>> list() const;
+  // The ids of the pinned adapters loaded now.
+  std::set<uint64_t> pinned_ids() const;
 
  private:
   const int capacity_;
+  const int max_pinned_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const LoraEntry>> by_name_;
   uint64_t next_id_ = 1;
@@ -60,7 +67,8 @@ class LoraSlotTable {
   // The slot holding adapter id (and marks it used at `step`), if any.
   std::optional<int32_t> find(uint64_t id, int64_t step);
   // A slot adapter id may take: an empty one, else the least recently used one whose adapter is
-  // not in `pinned`; none when every slot's adapter is pinned. The caller loads the adapter into
+  // not in `pinned` (the running sequences' adapters and the pinned ones); none when every slot's
+  // adapter is in it. The caller loads the adapter into
   // it, then calls assign().
   std::optional<int32_t> victim(const std::set<uint64_t>& pinned) const;
   // slot now holds `entry`'s adapter (kept alive while it does: sleep mode loads it again).

@@ -1061,10 +1061,18 @@ test('LoRA adapters are served per request and loaded at run time', async () => 
     const missing = await at('/v1/load_lora_adapter', { lora_name: 'c', lora_path: '/nonexistent' });
     assertOpenAiError(missing, 400, 'lora_name');
     assert.match(missing.json.error.message, /\/nonexistent\/adapter_config\.json/);
-    // SGLang's: {"success", "loaded_adapters"}; pinned true is refused (slots are shared).
+    // SGLang's: {"success", "loaded_adapters"}; pinned true keeps the adapter in its slot, at
+    // most --max-loras - 1 (here 1) of them.
     const pinned = await at('/load_lora_adapter', { lora_name: 'p', lora_path: lora, pinned: true });
-    assert.equal(pinned.status, 400, pinned.text);
-    assert.match(pinned.text, /pinned adapters are not supported/);
+    assert.equal(pinned.status, 200, pinned.text);
+    assert.equal(pinned.json.success, true);
+    assert.equal(await complete('p'), adapted);
+    assert.equal(await complete('a'), adapted);  // the other slot still serves the rest
+    assert.equal(await complete('b'), adapted);
+    const second = await at('/load_lora_adapter', { lora_name: 'b', lora_path: lora, load_inplace: true, pinned: true });
+    assert.equal(second.status, 400, second.text);
+    assert.match(second.json.error_message, /at most 1 adapters may be pinned .*; pinned now: p/);
+    assert.equal((await at('/unload_lora_adapter', { lora_name: 'p' })).json.success, true);
     const c = await at('/load_lora_adapter', { lora_name: 'c', lora_path: lora, pinned: false });
     assert.equal(c.status, 200, c.text);
     assert.equal(c.json.success, true);
@@ -1169,7 +1177,7 @@ test('--lora-modules and --lora-paths take vLLM\'s and SGLang\'s forms', async (
   const s = await startServer(['--lora-modules', `a=${lora},b=${lora}`,
     JSON.stringify({ name: 'c', path: lora, base_model_name: 'some/hub-id' }),
     '--max-loras-per-batch', '2', '--max-lora-rank', '8', '--lora-modules', `d=${lora}`,
-    '--lora-paths', `e=${lora}`, lora, JSON.stringify({ lora_name: 'f', lora_path: lora, pinned: false })]);
+    '--lora-paths', `e=${lora}`, lora, JSON.stringify({ lora_name: 'f', lora_path: lora, pinned: true })]);
   try {
     const models = await (await fetch(s.baseUrl + '/v1/models')).json();
     assert.equal(models.data[0].id, MODEL);
@@ -1183,8 +1191,8 @@ test('--lora-modules and --lora-paths take vLLM\'s and SGLang\'s forms', async (
   try {
     await assert.rejects(startServer(['--lora-modules', JSON.stringify({ name: 'c', path: lora, colour: 'red' })]),
       /unknown key 'colour'/);
-    await assert.rejects(startServer(['--lora-paths', JSON.stringify({ lora_name: 'c', lora_path: lora, pinned: true })]),
-      /pinned adapters are not supported/);
+    await assert.rejects(startServer(['--lora-paths', JSON.stringify({ lora_name: 'c', lora_path: lora, pinned: true }),
+      '--max-loras', '1']), /cannot pin LoRA adapter 'c': at most 0 adapters may be pinned/);
   } finally {
     fs.rmSync(lora, { recursive: true, force: true });
   }

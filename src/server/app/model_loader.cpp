@@ -122,11 +122,12 @@ Expected<std::unique_ptr<ServedModel>> load_served_model(const ModelLoadOptions&
   const BeamConfig config = weights->config;
   BEAM_RETURN_IF_ERROR(load_text_side(options.tokenizer_dir.empty() ? options.model_dir : options.tokenizer_dir, model.get()));
   BEAM_ASSIGN_OR_RETURN(model->engine, Engine::create(std::move(weights), options.engine));
-  for (const auto& [name, dir] : options.lora_modules) {
-    const Status st = model->engine->load_lora_adapter(name, dir);
+  for (const StartupAdapter& a : options.lora_modules) {
+    const Status st = model->engine->load_lora_adapter(a.name, a.dir, /*replace=*/false, a.pinned);
     if (!st.ok())
-      return make_error("--lora-modules " + name + "=" + dir + ": " + st.error().message);
-    log_info("serving the LoRA adapter '" + name + "' from " + dir);
+      return make_error("--lora-modules " + a.name + "=" + a.dir + ": " + st.error().message);
+    log_info("serving the LoRA adapter '" + a.name + "' from " + a.dir +
+             (a.pinned ? " (pinned)" : ""));
   }
   model->vocab_size = config.vocab_size;
   BEAM_ASSIGN_OR_RETURN(model->sampling_defaults, load_sampling_defaults(options.model_dir, config.vocab_size));

@@ -12,6 +12,13 @@
 
 namespace beam::server {
 
+// A per-request LoRA adapter loaded at start (serve's --lora-modules / --lora-paths).
+struct StartupAdapter {
+  std::string name;
+  std::string dir;
+  bool pinned = false;  // Engine::load_lora_adapter's pinned (SGLang's)
+};
+
 struct ModelLoadOptions {
   std::string model_dir;
   std::string tokenizer_dir;      // empty: model_dir
@@ -20,8 +27,8 @@ struct ModelLoadOptions {
   bool enable_return_routed_experts = false;  // requests may ask for routed experts (serve flag)
   bool enable_weight_updates = false;  // POST /update_weights_from_disk is served (serve flag)
   std::string merge_lora_dir;          // a PEFT LoRA adapter merged into the weights (empty: none)
-  // Per-request LoRA adapters loaded at start (name, directory); needs engine.max_loras >= 1.
-  std::vector<std::pair<std::string, std::string>> lora_modules;
+  // Per-request LoRA adapters loaded at start; needs engine.max_loras >= 1.
+  std::vector<StartupAdapter> lora_modules;
   std::string lora_resolver_dir;  // ServedModel::lora_resolver_dir (empty: off)
   // The logprobs_mode of requests that do not set one (serve --logprobs-mode).
   LogprobsMode logprobs_mode = LogprobsMode::kScaled;

@@ -13,6 +13,7 @@ namespace {
 struct LoraFields {
   std::string name, path;
   bool inplace = false;  // vLLM's load_inplace: replace an adapter loaded under the name
+  bool pinned = false;   // SGLang's: the adapter keeps its slot (Engine::load_lora_adapter)
 };
 
 ApiExpected<LoraFields> read_lora_fields(const EndpointEnv& env,
@@ -24,27 +25,23 @@ ApiExpected<LoraFields> read_lora_fields(const EndpointEnv& env,
   FieldReader r(body, "");
   LoraFields f;
   r.require("lora_name", &f.name);
-  bool pinned = false;  // SGLang's: keep the adapter in its slot for good
   if (load) {
     r.require("lora_path", &f.path);
     r.read("load_inplace", &f.inplace);
-    r.read("pinned", &pinned);
+    r.read("pinned", &f.pinned);
   }
   if (r.failed()) return r.take_error();
-  if (pinned)
-    return invalid_request(
-        "pinned adapters are not supported (any adapter may leave the slots for another)",
-        "pinned");
   return f;
 }
 
 // Loads (load) or unloads the named adapter; the engine's error as a Status.
 Status apply(const EndpointEnv& env, const LoraFields& f, bool load) {
   Engine& engine = *env.model->engine;
-  const Status st = load ? engine.load_lora_adapter(f.name, f.path, f.inplace)
+  const Status st = load ? engine.load_lora_adapter(f.name, f.path, f.inplace, f.pinned)
                          : engine.unload_lora_adapter(f.name);
   if (st.ok())
-    log_info(load ? "loaded the LoRA adapter '" + f.name + "' from " + f.path
+    log_info(load ? "loaded the LoRA adapter '" + f.name + "' from " + f.path +
+                        (f.pinned ? " (pinned)" : "")
                   : "unloaded the LoRA adapter '" + f.name + "'");
   return st;
 }
