@@ -820,6 +820,7 @@ int64_t Engine::Impl::accept_drafts(const SeqWork& w, Sequence& s,
   s.draft_misses = accepted == 0 ? s.draft_misses + 1 : 0;
   s.draft_cooldown = draft_cooldown_steps(s.draft_misses);
   counters_.spec_verifications++;
+  s.spec_verifications++;
   counters_.spec_draft_tokens += fed;
   counters_.spec_accepted_tokens += accepted;
   return accepted + 1;
@@ -1272,6 +1273,7 @@ void Engine::Impl::emit(Sequence& s, TokenEvent&& ev) {
   ev.usage.cached_prompt_tokens = s.cached_prompt_tokens;
   ev.usage.completion_tokens = s.sampling->num_output_tokens();
   ev.usage.retractions = s.retractions;
+  ev.usage.spec_verifications = s.spec_verifications;
   ev.usage.times = s.times;
   auto it = requests_.find(s.request);
   if (it != requests_.end() && it->second.request.prompt_logprobs && !s.sent_prompt_logprobs &&

@@ -43,6 +43,9 @@ struct Usage {
   // Times the sequence gave its KV back and waited to recompute it (preempted for KV room, or
   // retracted by a pause); SGLang's total_retractions.
   int64_t retractions = 0;
+  // Its decodes that verified speculative drafts (EngineOptions::speculative; SGLang's
+  // spec_verify_ct).
+  int64_t spec_verifications = 0;
   SequenceTimes times;
 };
 

@@ -48,6 +48,7 @@ struct Sequence {
   int64_t draft_limit = -1;    // most drafts it proposes next (next_draft_limit; -1: the maximum)
   int64_t draft_misses = 0;    // verifications in a row that accepted no draft
   int64_t draft_cooldown = 0;  // steps left before it proposes drafts again
+  int64_t spec_verifications = 0;  // Usage::spec_verifications
   std::optional<SequenceSamplingState> sampling;
   // GenerateRequest::return_routed_experts: [positions computed, sparse layers, top_k] expert
   // ids, written by position (a recompute after preemption overwrites).

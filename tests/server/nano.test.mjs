@@ -143,6 +143,13 @@ test('speculative decoding: the same text as plain decoding, with drafts accepte
     const sampled = { model: MODEL, prompt: repeated + repeated + 'def', max_tokens: 40, temperature: 0.8, seed: 5 };
     assert.equal((await client.completions.create(sampled)).choices[0].text,
       (await openai.completions.create(sampled)).choices[0].text);
+    // SGLang's /generate reports each request's verifications (spec_verify_ct).
+    const generate = async (base) => (await (await fetch(base + '/generate', { method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ text: repeated + repeated + 'def', sampling_params: { max_new_tokens: 24, temperature: 0 } }),
+    })).json()).meta_info.spec_verify_ct;
+    assert.ok(await generate(spec.baseUrl) > 0);
+    assert.equal(await generate(server.baseUrl), 0);
     const metrics = await (await fetch(spec.baseUrl + '/metrics')).text();
     const counter = (name) => Number(metrics.match(new RegExp(`^${name} (\\S+)$`, 'm'))[1]);
     assert.ok(counter('beamserve_spec_decode_num_draft_tokens_total') > 0);

@@ -168,6 +168,7 @@ SiblingResult SiblingDecoder::finish(const TokenEvent* engine_final, SiblingDelt
   result.completion_tokens = static_cast<int64_t>(kept_.size());
   result.retractions = engine_final ? engine_final->usage.retractions : retractions_;
   result.times = engine_final ? engine_final->usage.times : times_;
+  if (engine_final) result.spec_verifications = engine_final->usage.spec_verifications;
   return result;
 }
 

@@ -53,6 +53,7 @@ struct SiblingResult {
   std::vector<TokenLogprobs> prompt_logprobs;
   int64_t retractions = 0;  // Usage::retractions at its last engine event
   SequenceTimes times;      // Usage::times at its last engine event
+  int64_t spec_verifications = 0;  // Usage::spec_verifications at the end (0 when cancelled)
 };
 
 class SiblingDecoder {

@@ -152,6 +152,7 @@ Json sglang_output_json(const SglangSample& s, const SglangItem& item,
   }
   m["completion_tokens"] = tokens.size();
   m["cached_tokens"] = s.cached_tokens;
+  m["spec_verify_ct"] = s.result ? s.result->spec_verifications : 0;
   if (s.result && s.result->routed_experts)
     m["routed_experts"] = encode_routed_experts(*s.result->routed_experts);
   if (const std::optional<SglangTimings>& t = s.timings) {
