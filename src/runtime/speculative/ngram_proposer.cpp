@@ -27,8 +27,17 @@ int64_t propose_ngram_drafts(std::span<const int32_t> tokens, const NgramSpecula
   const int32_t* t = tokens.data();
   const int32_t last = t[len - 1];
   int64_t best_len = 0, best_end = 0;  // the match t[best_end - best_len, best_end)
-  // Candidate occurrences end at e (exclusive), e < len: the suffix itself is not one.
+  // Candidate occurrences end at e (exclusive), e < len: the suffix itself is not one. Blocks of
+  // kBlock candidates without the last token are skipped at once (the compare vectorizes).
+  constexpr int64_t kBlock = 32;
   for (int64_t e = len - 1; e >= config.min_match; --e) {
+    while (e - kBlock >= config.min_match) {
+      const int32_t* block = t + e - kBlock;  // candidates e - kBlock + 1 .. e end here
+      int hits = 0;
+      for (int64_t k = 0; k < kBlock; ++k) hits += block[k] == last;
+      if (hits > 0) break;
+      e -= kBlock;
+    }
     if (t[e - 1] != last) continue;
     const int64_t most = std::min(config.max_match, e);
     int64_t m = 1;

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
 #include <vector>
 
 namespace beam {
@@ -33,6 +35,33 @@ TEST(NgramProposer, PrefersTheLongestMatchThenTheMostRecent) {
   // max_match caps the comparison: both occurrences match 2 tokens, the later wins.
   EXPECT_EQ(drafts({1, 2, 3, 8, 0, 2, 3, 9, 1, 2, 3}, 1, 1, 2), (std::vector<int32_t>{9}));
   EXPECT_EQ(drafts({1, 2, 3, 8, 0, 2, 3, 9, 1, 2, 3}, 1, 1, 3), (std::vector<int32_t>{8}));
+}
+
+// The definition, one candidate at a time: the longest match (most recent among equals).
+std::vector<int32_t> reference_drafts(const std::vector<int32_t>& t, int64_t k, int64_t lo,
+                                      int64_t hi) {
+  const auto len = static_cast<int64_t>(t.size());
+  int64_t best = 0, best_end = 0;
+  for (int64_t e = len - 1; e >= 1; --e) {
+    int64_t m = 0;
+    while (m < hi && m < e && t[e - 1 - m] == t[len - 1 - m]) ++m;
+    if (m >= lo && m > best) best = m, best_end = e;
+  }
+  if (best == 0) return {};
+  return std::vector<int32_t>(t.begin() + best_end, t.begin() + std::min(len, best_end + k));
+}
+
+// Random sequences over small vocabularies (many matches) and large ones (few, far back: the
+// block skip), against the definition.
+TEST(NgramProposer, MatchesTheDefinitionOnRandomSequences) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 400; ++trial) {
+    const int vocab = trial % 2 ? 4 : 5000;
+    std::vector<int32_t> t(1 + rng() % 300);
+    for (int32_t& x : t) x = static_cast<int32_t>(rng() % vocab);
+    const int64_t lo = 1 + rng() % 3, hi = lo + rng() % 4, k = 1 + rng() % 6;
+    EXPECT_EQ(drafts(t, k, lo, hi), reference_drafts(t, k, lo, hi)) << "trial " << trial;
+  }
 }
 
 TEST(NgramProposer, NoDraftsWithoutARecurrenceOfMinMatchTokens) {
