@@ -281,8 +281,8 @@ class Engine::Impl {
   // One step: drafts proposed (speculation on), the step run, the drafts not accepted dropped.
   void step();
   void run_step();
-  // Whether seq's next decode may carry drafts: it decodes with no mask (constraint, reasoning
-  // budget, token filters) that the drafts' positions would need.
+  // Whether seq's next decode may carry drafts: it decodes, and its next positions need no mask
+  // (SequenceSamplingState::max_unmasked_drafts).
   bool can_speculate(const Sequence& seq) const;
   // Appends n-gram drafts to the tokens of each running sequence that can speculate.
   void propose_drafts();
@@ -753,14 +753,11 @@ void Engine::Impl::step() {
 }
 
 bool Engine::Impl::can_speculate(const Sequence& s) const {
-  if (s.phase != SeqPhase::kRunning || s.retiring || s.fork_parent.valid() ||
-      kv_.num_computed(s.id) + 1 != static_cast<int64_t>(s.tokens.size()))
-    return false;
-  // Bans stay out too: an edit-free check of every draft position could end the request over
-  // a draft that would have been rejected.
-  const SamplingParams& p = s.sampling->params();
-  return !p.constraint && !p.reasoning_budget && p.allowed_token_ids.empty() &&
-         p.bad_words_token_ids.empty();
+  // Bans stay out too (max_unmasked_drafts): a check of every draft position that bans leave a
+  // token could end the request over a draft that would have been rejected.
+  return s.phase == SeqPhase::kRunning && !s.retiring && !s.fork_parent.valid() &&
+         kv_.num_computed(s.id) + 1 == static_cast<int64_t>(s.tokens.size()) &&
+         s.sampling->max_unmasked_drafts() > 0;
 }
 
 void Engine::Impl::propose_drafts() {
@@ -781,7 +778,7 @@ void Engine::Impl::propose_drafts() {
     }
     const int64_t room = s.sampling->output_limit_tokens() - s.sampling->num_output_tokens() - 1;
     const int64_t limit = s.draft_limit < 0 ? spec.num_draft_tokens : s.draft_limit;
-    const int64_t most = std::min({limit, room, rows_left});
+    const int64_t most = std::min({limit, room, rows_left, s.sampling->max_unmasked_drafts()});
     if (most <= 0) continue;
     const int64_t n = propose_ngram_drafts(
         s.tokens, spec, std::span<int32_t>(drafts).first(static_cast<size_t>(most)));
@@ -1080,6 +1077,7 @@ void Engine::Impl::sample_and_emit(const StepPlan& plan, const ForwardOutput& ou
     std::vector<int32_t> step = {sampled[i].token};
     std::vector<TokenLogprobs> lps;
     if (sampled[i].logprobs) lps.push_back(std::move(*sampled[i].logprobs));
+    drop_drafts(s);  // a decode the budget or the pools cut to one token fed none of its drafts
     append_tokens(s, step, std::move(lps));
   }
 }

@@ -2,6 +2,7 @@
 #include "runtime/sampling/sequence_sampling_state.h"
 
 #include <algorithm>
+#include <limits>
 #include <sstream>
 
 #include "core/check.h"
@@ -105,6 +106,21 @@ void SequenceSamplingState::advance_budget(int32_t token) {
       if (++forced_ == b.end_tokens.size()) budget_phase_ = BudgetPhase::kNone;
       return;
   }
+}
+
+int64_t SequenceSamplingState::max_unmasked_drafts() const {
+  const SamplingParams& p = *params_;
+  if (constraint_ || !p.allowed_token_ids.empty() || !p.bad_words_token_ids.empty()) return 0;
+  switch (budget_phase_) {
+    case BudgetPhase::kNone:
+      return std::numeric_limits<int64_t>::max();
+    case BudgetPhase::kBefore:  // the start token may come first: count every draft
+    case BudgetPhase::kReasoning:
+      return std::max<int64_t>(0, p.reasoning_budget->max_tokens - reasoning_tokens_ - 1);
+    case BudgetPhase::kForcing:
+      return 0;
+  }
+  return 0;
 }
 
 Expected<SequenceSamplingState> SequenceSamplingState::create(const SequenceSamplingSetup& setup) {

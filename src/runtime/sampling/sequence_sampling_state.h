@@ -85,6 +85,11 @@ class SequenceSamplingState {
   // less what the token filters and min_tokens take out. An error naming why when nothing is
   // allowed (an earlier token broke the constraint, or the filters leave no token).
   Status fill_allowed_tokens(std::span<uint32_t> bits, MaskScratch& scratch) const;
+  // The most speculative drafts after the output whose positions all sample without a mask: 0
+  // with a constraint or token filters (allowed_token_ids, bad_words) or while a reasoning end is
+  // forced; under a reasoning budget, as many as keep the budget from running out within them
+  // (max_tokens - reasoning tokens - 1); otherwise no limit.
+  int64_t max_unmasked_drafts() const;
   // Tokens written inside the reasoning so far (with a reasoning budget).
   int64_t reasoning_tokens() const { return reasoning_tokens_; }
   bool forcing_reasoning_end() const { return budget_phase_ == BudgetPhase::kForcing; }

@@ -137,6 +137,21 @@ TEST(SpeculativeDecoding, FinishesInsideABlockAndBudgetCutsKeepTheTokens) {
   compare_with_plain(reqs, 8, /*step_tokens=*/9);
 }
 
+// Step budgets that leave the last decodes of a step one token: a decode cut to its last token
+// feeds none of its drafts, which must leave the tokens before its sampled one.
+TEST(SpeculativeDecoding, DecodesCutToOneTokenDropTheirDrafts) {
+  const auto prompts = repetitive_prompts();
+  ASSERT_EQ(prompts.size(), 3u);
+  std::vector<RunRequest> reqs;  // repetitive prompts and random ones (drafts often wrong)
+  for (int i = 0; i < 6; ++i)
+    reqs.push_back(RunRequest{
+        i % 2 ? prompts[i % 3] : tokens_of(24, 300 + static_cast<uint64_t>(i), 512), greedy(40)});
+  for (int64_t budget : {2, 3, 5, 7}) {
+    const EngineStats s = compare_with_plain(reqs, 4, budget);
+    EXPECT_GT(s.spec_accepted_tokens, 0) << "budget " << budget;
+  }
+}
+
 // Rows under a mask (token filters here) decode without drafts beside ones that speculate.
 TEST(SpeculativeDecoding, MaskedRowsDecodeWithoutDraftsInTheSameSteps) {
   const auto prompts = repetitive_prompts();
@@ -158,11 +173,34 @@ TEST(SpeculativeDecoding, MaskedRowsDecodeWithoutDraftsInTheSameSteps) {
 TEST(SpeculativeDecoding, PreemptedSequencesResumeWithTheSameTokens) {
   const auto prompts = repetitive_prompts();
   ASSERT_EQ(prompts.size(), 3u);
-  std::vector<RunRequest> reqs;
-  for (int i = 0; i < 6; ++i) reqs.push_back(RunRequest{prompts[i % 3], greedy(120)});
+  std::vector<RunRequest> reqs;  // distinct first tokens: no two share a cached block
+  for (int i = 0; i < 8; ++i) {
+    std::vector<int32_t> p = tokens_of(4, 100 + static_cast<uint64_t>(i), 512);
+    p.insert(p.end(), prompts[i % 3].begin(), prompts[i % 3].end());
+    reqs.push_back(RunRequest{p, greedy(160)});
+  }
   const EngineStats s = compare_with_plain(reqs, 4, 256, /*kv_bytes=*/9'400'000);
   EXPECT_GT(s.preemptions, 0);
   EXPECT_GT(s.spec_accepted_tokens, 0);
+}
+
+// A reasoning budget: drafts stop short of the budget's end (the forced close needs a mask), so
+// the close lands where plain decoding puts it.
+TEST(SpeculativeDecoding, ReasoningBudgetsKeepTheirCloseWhileSpeculating) {
+  const auto prompts = repetitive_prompts();
+  ASSERT_FALSE(prompts.empty());
+  const ReasoningBudget budget = test_reasoning_budget(12);
+  std::vector<RunRequest> reqs;
+  for (const auto& p : prompts) {
+    SamplingParams sp = greedy(36);
+    sp.reasoning_budget = budget;
+    reqs.push_back(RunRequest{p, sp});
+  }
+  auto spec = nano_engine(4);
+  ASSERT_NE(spec, nullptr);
+  for (const auto& r : run_all(*spec, reqs)) expect_reasoning_budget_kept(r[0].tokens, budget);
+  const EngineStats s = compare_with_plain(reqs, 4);
+  EXPECT_GT(s.spec_verifications, 0);
 }
 
 // max_batch (vLLM's disable_by_batch_size): no drafts in a step that starts with that many
