@@ -3,6 +3,7 @@
 // whatever the logits), an early close ends the count, and bad budgets are named errors.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <vector>
 
 #include "runtime/sampling/sampler.h"
@@ -98,6 +99,31 @@ TEST(ReasoningBudget, BadBudgetsAreNamed) {
   EXPECT_NE(p.validate(kBudgetVocab).error().message.find("outside the vocabulary"),
             std::string::npos);
   EXPECT_TRUE(with_budget(4).validate(kBudgetVocab).ok());
+}
+
+}  // namespace
+}  // namespace beam
+
+namespace beam {
+namespace {
+
+// Speculative drafts stop where a position would need the forced end's mask: with
+// reasoning_tokens r of max_tokens m, m - r - 1 (before the start token, m - 1); none while
+// forcing; no limit once the reasoning is over or without a budget; none with token filters.
+TEST(ReasoningBudget, DraftsStopShortOfTheForcedEnd) {
+  SequenceSamplingState s = state_with_vocab(with_budget(4), kBudgetVocab);
+  EXPECT_EQ(s.max_unmasked_drafts(), 3);  // before <think>: the start may be the first draft
+  append(s, {kOpen, 10});
+  EXPECT_EQ(s.max_unmasked_drafts(), 2);  // 1 of 4 counted
+  append(s, {11, 12, 13});
+  EXPECT_EQ(s.max_unmasked_drafts(), 0);  // forcing
+  append(s, {kNewline, kClose});
+  EXPECT_EQ(s.max_unmasked_drafts(), std::numeric_limits<int64_t>::max());
+  SamplingParams filtered;
+  filtered.allowed_token_ids = {1, 2, 3};
+  EXPECT_EQ(state_with_vocab(filtered, kBudgetVocab).max_unmasked_drafts(), 0);
+  EXPECT_EQ(state_with_vocab(SamplingParams{}, kBudgetVocab).max_unmasked_drafts(),
+            std::numeric_limits<int64_t>::max());
 }
 
 }  // namespace
