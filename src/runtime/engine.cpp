@@ -330,8 +330,7 @@ class Engine::Impl {
   struct SampleTarget {
     SeqId seq;
     bool fork_child = false;  // a sibling drawing its first token from the prompt owner's row
-    size_t work = 0;          // its StepPlan::work item
-    int64_t position = 0;     // verified decodes: the drafts before this row (pending tokens)
+    size_t work = 0;          // its StepPlan::work item (a verified decode: a row a position)
   };
   void sample_and_emit(const StepPlan& plan, const ForwardOutput& out);
   bool finish_unsampled(Sequence& owner);
@@ -1018,7 +1017,7 @@ void Engine::Impl::sample_and_emit(const StepPlan& plan, const ForwardOutput& ou
       for (int64_t j = 0; j < w.num_tokens; ++j) {
         rows.push_back(DeviceSampleRow{last_row[i] - (w.num_tokens - 1) + j, &*s.sampling,
                                        drafts.first(static_cast<size_t>(j))});
-        targets.push_back({w.seq, false, i, j});
+        targets.push_back({w.seq, false, i});
       }
       continue;
     }
