@@ -107,6 +107,8 @@ class Engine::Impl {
                                                   : model_.config().max_position_embeddings;
     stats_.full_pool.total_blocks = sizes.num_full_blocks;
     stats_.sliding_pool.total_blocks = sizes.num_sliding_blocks;
+    counters_.spec_accepted_per_position.assign(
+        static_cast<size_t>(options.speculative.num_draft_tokens), 0);
     publish_stats();
     thread_ = std::thread([this] { run(); });
   }
@@ -819,6 +821,8 @@ int64_t Engine::Impl::accept_drafts(const SeqWork& w, Sequence& s,
   s.spec_verifications++;
   counters_.spec_draft_tokens += fed;
   counters_.spec_accepted_tokens += accepted;
+  for (int64_t j = 0; j < accepted; ++j)
+    counters_.spec_accepted_per_position[static_cast<size_t>(j)]++;
   return accepted + 1;
 }
 

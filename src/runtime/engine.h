@@ -196,6 +196,9 @@ struct EngineStats {
   int64_t spec_verifications = 0;
   int64_t spec_draft_tokens = 0;
   int64_t spec_accepted_tokens = 0;
+  // [j]: verifications whose draft j (0-based) was accepted (vLLM's
+  // spec_decode_num_accepted_tokens_per_pos); num_draft_tokens entries with speculation on.
+  std::vector<int64_t> spec_accepted_per_position;
   double last_step_unix_s = 0;       // wall time the loop last advanced (health)
   // Generated tokens per second over the last kGenerationRateSpanS seconds of steps, as of the
   // stats() call; 0 when no step ran in that span.

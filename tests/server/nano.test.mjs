@@ -154,6 +154,7 @@ test('speculative decoding: the same text as plain decoding, with drafts accepte
     const counter = (name) => Number(metrics.match(new RegExp(`^${name} (\\S+)$`, 'm'))[1]);
     assert.ok(counter('beamserve_spec_decode_num_draft_tokens_total') > 0);
     assert.ok(counter('beamserve_spec_decode_num_accepted_tokens_total') > 0);
+    assert.match(metrics, /^beamserve_spec_decode_num_accepted_tokens_per_pos_total\{position="3"\} \d+$/m);
     const info = await (await fetch(spec.baseUrl + '/get_server_info')).json();
     assert.equal(info.speculative_algorithm, 'NGRAM');
     assert.equal(info.speculative_num_draft_tokens, 5);

@@ -68,6 +68,14 @@ void render_engine(std::string& out, const EngineStats& e) {
          "Draft tokens accepted.");
   sample(out, "beamserve_spec_decode_num_accepted_tokens_total", "",
          static_cast<double>(e.spec_accepted_tokens));
+  if (!e.spec_accepted_per_position.empty()) {
+    header(out, "beamserve_spec_decode_num_accepted_tokens_per_pos_total", "counter",
+           "Verifications that accepted the draft at each position (0-based).");
+    for (size_t j = 0; j < e.spec_accepted_per_position.size(); ++j)
+      sample(out, "beamserve_spec_decode_num_accepted_tokens_per_pos_total",
+             "position=\"" + std::to_string(j) + "\"",
+             static_cast<double>(e.spec_accepted_per_position[j]));
+  }
   header(out, "beamserve_engine_steps_total", "counter", "Engine steps run.");
   sample(out, "beamserve_engine_steps_total", "", static_cast<double>(e.steps));
   header(out, "beamserve_engine_last_step_unix_seconds", "gauge", "Wall time the engine loop last advanced.");

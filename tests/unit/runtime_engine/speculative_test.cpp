@@ -95,6 +95,15 @@ TEST(SpeculativeDecoding, GreedyTokensEqualPlainDecodingAndDraftsAreAccepted) {
   EXPECT_GT(s.spec_verifications, 0);
   EXPECT_GT(s.spec_accepted_tokens, 0);
   EXPECT_LE(s.spec_accepted_tokens, s.spec_draft_tokens);
+  // Per position: a draft is accepted only after every draft before it.
+  ASSERT_EQ(s.spec_accepted_per_position.size(), 5u);
+  int64_t sum = 0;
+  for (size_t j = 0; j < 5; ++j) {
+    sum += s.spec_accepted_per_position[j];
+    if (j > 0) EXPECT_LE(s.spec_accepted_per_position[j], s.spec_accepted_per_position[j - 1]);
+  }
+  EXPECT_EQ(sum, s.spec_accepted_tokens);
+  EXPECT_LE(s.spec_accepted_per_position[0], s.spec_verifications);
   // Fewer steps than tokens: accepted drafts came several a step.
   EXPECT_LT(s.steps, 48);
 }
