@@ -345,7 +345,7 @@ TEST(SglangGenerateJson, SampleObjectHasSglangsKeysInOrder) {
       "meta_info": {"id": "r1", "finish_reason": null, "prompt_tokens": 2,
         "weight_version": "default", "total_retractions": 0, "input_token_logprobs": [[null, 40, null]], "output_token_logprobs": [[-0.5, 41, null]],
         "input_top_logprobs": [null], "output_top_logprobs": [[[-0.5, 41, null]]],
-        "completion_tokens": 1, "cached_tokens": 0}})"));
+        "completion_tokens": 1, "cached_tokens": 0, "spec_verify_ct": 0}})"));
   // Finished: the result's tokens and text, the finish reason, the latency; "index" in batches;
   // no "text" without a tokenizer.
   SiblingResult r;
@@ -354,6 +354,7 @@ TEST(SglangGenerateJson, SampleObjectHasSglangsKeysInOrder) {
   r.tokens = {{41, lp(41, -0.5f, {{41, -0.5f}})}, {0, lp(0, -0.1f, {{0, -0.1f}})}};
   r.completion_tokens = 2;
   r.retractions = 1;
+  r.spec_verifications = 5;
   r.parsed.content = "done";
   r.routed_experts = std::vector<int32_t>{1};
   s.result = r;
@@ -374,7 +375,7 @@ TEST(SglangGenerateJson, SampleObjectHasSglangsKeysInOrder) {
   EXPECT_EQ(j, Json::parse(R"({"index": 3, "output_ids": [41, 0],
       "meta_info": {"id": "r1", "finish_reason": {"type": "stop", "matched": 0},
         "prompt_tokens": 2, "weight_version": "step-7", "total_retractions": 1,
-        "completion_tokens": 2, "cached_tokens": 16,
+        "completion_tokens": 2, "cached_tokens": 16, "spec_verify_ct": 5,
         "routed_experts": "AQAAAA==", "e2e_latency": 0.5, "request_received_ts": 1000.0,
         "request_finished_ts": 1000.5, "queue_time": 0.125, "forward_entry_time": 1000.25,
         "inference_time": 0.25}})"));
