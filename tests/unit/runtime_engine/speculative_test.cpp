@@ -100,7 +100,9 @@ TEST(SpeculativeDecoding, GreedyTokensEqualPlainDecodingAndDraftsAreAccepted) {
   int64_t sum = 0;
   for (size_t j = 0; j < 5; ++j) {
     sum += s.spec_accepted_per_position[j];
-    if (j > 0) EXPECT_LE(s.spec_accepted_per_position[j], s.spec_accepted_per_position[j - 1]);
+    if (j > 0) {
+      EXPECT_LE(s.spec_accepted_per_position[j], s.spec_accepted_per_position[j - 1]);
+    }
   }
   EXPECT_EQ(sum, s.spec_accepted_tokens);
   EXPECT_LE(s.spec_accepted_per_position[0], s.spec_verifications);
