@@ -29,8 +29,9 @@ class LoraEngineTest : public ::testing::Test {
   }
 
   std::unique_ptr<Engine> make(int max_loras, int64_t max_running = 256, bool experts = false,
-                               int max_loaded = 0) {
+                               int max_loaded = 0, int64_t draft_tokens = 0) {
     EngineOptions o;
+    o.speculative.num_draft_tokens = draft_tokens;
     o.max_loaded_loras = max_loaded;
     o.lora_experts = experts;
     o.max_running = max_running;
@@ -103,6 +104,27 @@ TEST_F(LoraEngineTest, EachRequestGetsItsOwnAdaptersTokensWhateverTheBatch) {
   EXPECT_EQ(mixed[2][0].tokens, want_a0);
   EXPECT_EQ(mixed[4][0].tokens, want_a0);
   EXPECT_EQ(mixed[3][0].tokens, alone(*engine, other));
+}
+
+// Speculative decodes feed each request's drafts through its own adapter: the tokens equal plain
+// decoding's for every adapter and the base model in one batch.
+TEST_F(LoraEngineTest, SpeculativeDecodesKeepEachAdaptersTokens) {
+  std::vector<RunRequest> reqs;
+  for (const std::string lora : {"a0", "", "a1", "a0"}) {
+    RunRequest r = request(reqs.size() + 7, lora, 40);
+    const std::vector<int32_t> once = r.prompt;  // said twice: drafts have something to copy
+    r.prompt.insert(r.prompt.end(), once.begin(), once.end());
+    reqs.push_back(r);
+  }
+  auto plain = loaded(2, 2);
+  auto spec = make(2, 256, false, 0, /*draft_tokens=*/4);
+  ASSERT_NE(spec, nullptr);
+  load(*spec, 2);
+  const auto want = run_all(*plain, reqs);
+  const auto got = run_all(*spec, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i)
+    EXPECT_EQ(got[i][0].tokens, want[i][0].tokens) << "request " << i;
+  EXPECT_GT(spec->stats().spec_accepted_tokens, 0);
 }
 
 // An adapter with routed-expert modules needs slots that serve the experts (--lora-experts); there,
