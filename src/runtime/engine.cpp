@@ -288,6 +288,10 @@ class Engine::Impl {
   bool can_speculate(const Sequence& seq) const;
   // Appends n-gram drafts to the tokens of each running sequence that can speculate.
   void propose_drafts();
+  // Writes seq's drafts into `out` (returns how many): the longest n-gram match of its suffix in
+  // its own tokens or, when longer, in a sibling sample's (n > 1: samples of one prompt often
+  // write the same text).
+  int64_t draft_from_request(const Sequence& seq, std::span<int32_t> out) const;
   // Takes seq's drafts off its tokens.
   void drop_drafts(Sequence& seq);
   // After a verified decode of `work` sampled `tokens` (one per fed position): the drafts up to
@@ -781,14 +785,33 @@ void Engine::Impl::propose_drafts() {
     const int64_t limit = s.draft_limit < 0 ? spec.num_draft_tokens : s.draft_limit;
     const int64_t most = std::min({limit, room, rows_left, s.sampling->max_unmasked_drafts()});
     if (most <= 0) continue;
-    const int64_t n = propose_ngram_drafts(
-        s.tokens, spec, std::span<int32_t>(drafts).first(static_cast<size_t>(most)));
+    const int64_t n =
+        draft_from_request(s, std::span<int32_t>(drafts).first(static_cast<size_t>(most)));
     if (n == 0) continue;
     s.tokens.insert(s.tokens.end(), drafts.begin(), drafts.begin() + n);
     s.num_drafts = n;
     rows_left -= n;
     drafted_.push_back(id);
   }
+}
+
+int64_t Engine::Impl::draft_from_request(const Sequence& s, std::span<int32_t> out) const {
+  const NgramSpeculation& spec = options_.speculative;
+  std::span<const int32_t> from = s.tokens;
+  NgramMatch best = find_ngram_match(s.tokens, s.tokens, spec);
+  for (SeqId id : requests_.at(s.request).seqs) {  // samples of one prompt often agree
+    if (id == s.id || best.length == spec.max_match) continue;
+    const Sequence& sib = seqs_.at(id);
+    const std::span<const int32_t> text =
+        std::span<const int32_t>(sib.tokens)
+            .first(sib.tokens.size() - static_cast<size_t>(sib.num_drafts));
+    const NgramMatch m = find_ngram_match(s.tokens, text, spec);
+    if (m.length > best.length) {
+      best = m;
+      from = text;
+    }
+  }
+  return copy_ngram_drafts(from, best, out);
 }
 
 void Engine::Impl::drop_drafts(Sequence& s) {

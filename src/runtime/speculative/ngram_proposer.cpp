@@ -20,38 +20,53 @@ Status NgramSpeculation::validate() const {
   return ok_status();
 }
 
-int64_t propose_ngram_drafts(std::span<const int32_t> tokens, const NgramSpeculation& config,
-                             std::span<int32_t> out) {
+NgramMatch find_ngram_match(std::span<const int32_t> tokens, std::span<const int32_t> source,
+                            const NgramSpeculation& config) {
   const auto len = static_cast<int64_t>(tokens.size());
-  if (out.empty() || len <= config.min_match) return 0;
+  const auto src_len = static_cast<int64_t>(source.size());
+  if (len < config.min_match || len == 0) return NgramMatch{};
   const int32_t* t = tokens.data();
+  const int32_t* src = source.data();
   const int32_t last = t[len - 1];
-  int64_t best_len = 0, best_end = 0;  // the match t[best_end - best_len, best_end)
-  // Candidate occurrences end at e (exclusive), e < len: the suffix itself is not one. Blocks of
-  // kBlock candidates without the last token are skipped at once (the compare vectorizes).
+  const int64_t longest = std::min(config.max_match, len);
+  NgramMatch best;
+  // Candidate occurrences end at e (exclusive) with a token after them, e < src_len (in the
+  // sequence itself, the suffix is not one). Blocks of kBlock candidates without the last token
+  // are skipped at once (the compare vectorizes).
   constexpr int64_t kBlock = 32;
-  for (int64_t e = len - 1; e >= config.min_match; --e) {
+  for (int64_t e = src_len - 1; e >= config.min_match; --e) {
     while (e - kBlock >= config.min_match) {
-      const int32_t* block = t + e - kBlock;  // candidates e - kBlock + 1 .. e end here
+      const int32_t* block = src + e - kBlock;  // candidates e - kBlock + 1 .. e end here
       int hits = 0;
       for (int64_t k = 0; k < kBlock; ++k) hits += block[k] == last;
       if (hits > 0) break;
       e -= kBlock;
     }
-    if (t[e - 1] != last) continue;
-    const int64_t most = std::min(config.max_match, e);
+    if (src[e - 1] != last) continue;
+    const int64_t most = std::min(longest, e);
     int64_t m = 1;
-    while (m < most && t[e - 1 - m] == t[len - 1 - m]) ++m;
-    if (m >= config.min_match && m > best_len) {
-      best_len = m;
-      best_end = e;
-      if (m == config.max_match) break;
+    while (m < most && src[e - 1 - m] == t[len - 1 - m]) ++m;
+    if (m >= config.min_match && m > best.length) {
+      best = NgramMatch{m, e};
+      if (m == longest) break;
     }
   }
-  if (best_len == 0) return 0;
-  const int64_t n = std::min<int64_t>(static_cast<int64_t>(out.size()), len - best_end);
-  std::copy_n(t + best_end, n, out.begin());
+  return best;
+}
+
+int64_t copy_ngram_drafts(std::span<const int32_t> source, const NgramMatch& match,
+                          std::span<int32_t> out) {
+  if (match.length == 0) return 0;
+  const int64_t n = std::min<int64_t>(static_cast<int64_t>(out.size()),
+                                      static_cast<int64_t>(source.size()) - match.end);
+  std::copy_n(source.begin() + match.end, n, out.begin());
   return n;
+}
+
+int64_t propose_ngram_drafts(std::span<const int32_t> tokens, const NgramSpeculation& config,
+                             std::span<int32_t> out) {
+  if (out.empty()) return 0;
+  return copy_ngram_drafts(tokens, find_ngram_match(tokens, tokens, config), out);
 }
 
 int64_t draft_cooldown_steps(int64_t misses) {

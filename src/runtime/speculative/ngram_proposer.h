@@ -25,6 +25,23 @@ struct NgramSpeculation {
 
 inline constexpr int64_t kMaxDraftTokens = 64;
 
+// An occurrence source[end - length, end) of the last `length` tokens of a sequence; length 0:
+// none.
+struct NgramMatch {
+  int64_t length = 0;
+  int64_t end = 0;
+};
+
+// The longest suffix of `tokens` with min_match..max_match tokens that occurs in `source` with a
+// token after it (the most recent such occurrence when several do). `source` may be `tokens`
+// itself (the suffix is then no occurrence of itself) or another text (a sibling sample's tokens).
+// O(source length) with a fast reject on the suffix's last token.
+NgramMatch find_ngram_match(std::span<const int32_t> tokens, std::span<const int32_t> source,
+                            const NgramSpeculation& config);
+// Writes up to out.size() tokens that follow `match` in `source`; returns how many.
+int64_t copy_ngram_drafts(std::span<const int32_t> source, const NgramMatch& match,
+                          std::span<int32_t> out);
+
 // Writes up to out.size() drafts for the tokens after `tokens` and returns how many: the longest
 // suffix of `tokens` with min_match..max_match tokens that also occurs earlier in `tokens` (the
 // most recent such occurrence when several do), then the tokens that follow that occurrence

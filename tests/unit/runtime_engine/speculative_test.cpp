@@ -214,6 +214,23 @@ TEST(SpeculativeDecoding, ReasoningBudgetsKeepTheirCloseWhileSpeculating) {
   EXPECT_GT(s.spec_verifications, 0);
 }
 
+// n > 1: samples of one prompt at a low temperature mostly write the same text, so each drafts
+// from its siblings too; the tokens stay plain decoding's.
+TEST(SpeculativeDecoding, SiblingSamplesDraftFromEachOther) {
+  auto tok = text::Tokenizer::load(std::string(BEAMSERVE_SOURCE_DIR) + "/models/beam-nano");
+  ASSERT_TRUE(tok.ok());
+  auto ids = tok->encode("import numpy as np\n\n\ndef normalize(x):\n", /*allow_special=*/false);
+  ASSERT_TRUE(ids.ok());
+  SamplingParams sp;
+  sp.temperature = 0.3;
+  sp.seed = 21;
+  sp.n = 4;
+  sp.max_tokens = 48;
+  sp.ignore_eos = true;
+  const EngineStats s = compare_with_plain({RunRequest{*ids, sp}}, 4);
+  EXPECT_GT(s.spec_accepted_tokens, 0);
+}
+
 // max_batch (vLLM's disable_by_batch_size): no drafts in a step that starts with that many
 // sequences running.
 TEST(SpeculativeDecoding, NoDraftsAtTheBatchLimit) {

@@ -64,6 +64,23 @@ TEST(NgramProposer, MatchesTheDefinitionOnRandomSequences) {
   }
 }
 
+// Another text as the source (a sibling sample): its occurrence of the suffix and what follows;
+// an occurrence at its very end has nothing to copy.
+TEST(NgramProposer, FindsTheSuffixInAnotherText) {
+  const NgramSpeculation c{.num_draft_tokens = 4, .min_match = 1, .max_match = 4};
+  const std::vector<int32_t> tokens = {9, 1, 2}, sibling = {5, 1, 2, 7, 8};
+  const NgramMatch m = find_ngram_match(tokens, sibling, c);
+  EXPECT_EQ(m.length, 2);
+  EXPECT_EQ(m.end, 3);
+  std::vector<int32_t> out(4);
+  out.resize(static_cast<size_t>(copy_ngram_drafts(sibling, m, out)));
+  EXPECT_EQ(out, (std::vector<int32_t>{7, 8}));
+  EXPECT_EQ(find_ngram_match(tokens, std::vector<int32_t>{3, 1, 2}, c).length, 0);
+  EXPECT_EQ(find_ngram_match(std::vector<int32_t>{}, sibling, c).length, 0);
+  // The whole sequence may match (no room is left for a suffix of itself).
+  EXPECT_EQ(find_ngram_match(std::vector<int32_t>{1, 2}, sibling, c).length, 2);
+}
+
 TEST(NgramProposer, NoDraftsWithoutARecurrenceOfMinMatchTokens) {
   EXPECT_TRUE(drafts({1, 2, 3, 4}, 3).empty());
   EXPECT_TRUE(drafts({5}, 3).empty());
