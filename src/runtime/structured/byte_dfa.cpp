@@ -13,7 +13,9 @@
 #include "runtime/structured/utf8_ranges.h"
 
 namespace beam {
-namespace {
+// Named, not anonymous: beam::DfaBuilder (ByteDfa's friend) holds an Nfa, and gcc warns
+// (-Wsubobject-linkage) when a class outside the main file of a unity batch does that.
+namespace regex_nfa {
 
 struct NfaState {
   std::vector<int32_t> eps;
@@ -130,6 +132,10 @@ class Nfa {
   }
 };
 
+}  // namespace regex_nfa
+
+namespace {
+
 // The error of a build past a limit: "the regular expression is too complex (<what>)".
 Error too_complex(const std::string& what) {
   return make_error("the regular expression is too complex (" + what + ")");
@@ -176,7 +182,8 @@ RegexNode anchored(RegexNode root, bool search) {
 
 class DfaBuilder {
  public:
-  static Expected<std::shared_ptr<const ByteDfa>> build(const Nfa& nfa, Fragment whole,
+  static Expected<std::shared_ptr<const ByteDfa>> build(const regex_nfa::Nfa& nfa,
+                                                        regex_nfa::Fragment whole,
                                                         DfaBuildBudget* budget) {
     const bool shared_binds = budget && budget->steps_left < kMaxPatternBuildSteps;
     DfaBuilder b(nfa, whole.end,
@@ -188,7 +195,7 @@ class DfaBuilder {
   }
 
  private:
-  DfaBuilder(const Nfa& nfa, int32_t accept, int64_t max_steps, std::string too_long)
+  DfaBuilder(const regex_nfa::Nfa& nfa, int32_t accept, int64_t max_steps, std::string too_long)
       : nfa_(nfa),
         accept_(accept),
         mark_(nfa.states.size(), 0),
@@ -224,7 +231,7 @@ class DfaBuilder {
     while (!stack.empty()) {
       const int32_t s = stack.back();
       stack.pop_back();
-      const NfaState& st = nfa_.states[static_cast<size_t>(s)];
+      const regex_nfa::NfaState& st = nfa_.states[static_cast<size_t>(s)];
       steps_ += 1 + static_cast<int64_t>(st.eps.size());
       if (st.to >= 0 || s == accept_) kernel.push_back(s);
       for (int32_t t : st.eps) {
@@ -241,7 +248,7 @@ class DfaBuilder {
     std::shared_ptr<ByteDfa> dfa(new ByteDfa());
     // Byte classes: bytes no transition tells apart.
     std::array<bool, 257> cut{};
-    for (const NfaState& s : nfa_.states) {
+    for (const regex_nfa::NfaState& s : nfa_.states) {
       if (s.to < 0) continue;
       cut[s.on.lo] = true;
       cut[static_cast<size_t>(s.on.hi) + 1] = true;
@@ -272,7 +279,7 @@ class DfaBuilder {
                            " automaton states");
       for (std::vector<int32_t>& m : moved) m.clear();
       for (int32_t s : sets[d]) {
-        const NfaState& st = nfa_.states[static_cast<size_t>(s)];
+        const regex_nfa::NfaState& st = nfa_.states[static_cast<size_t>(s)];
         if (st.to < 0) continue;
         const size_t last = dfa->class_of_[st.on.hi];
         for (size_t c = dfa->class_of_[st.on.lo]; c <= last; ++c) moved[c].push_back(st.to);
@@ -380,7 +387,7 @@ class DfaBuilder {
   }
 
  private:
-  const Nfa& nfa_;
+  const regex_nfa::Nfa& nfa_;
   int32_t accept_;
   std::vector<uint32_t> mark_;  // closure(): == stamp_ when visited in the current call
   uint32_t stamp_ = 0;
@@ -507,8 +514,8 @@ namespace {
 // the built table against its bytes.
 Expected<std::shared_ptr<const ByteDfa>> build_dfa(const RegexNode& root, DfaBuildBudget* budget) {
   if (budget && budget->spent()) return too_complex(shared_budget_spent(*budget));
-  Nfa nfa;
-  const Fragment whole = nfa.build(root);
+  regex_nfa::Nfa nfa;
+  const regex_nfa::Fragment whole = nfa.build(root);
   if (budget) budget->steps_left -= static_cast<int64_t>(nfa.states.size());
   if (nfa.too_large)
     return too_complex("more than " + std::to_string(kMaxPatternNfaStates) +
