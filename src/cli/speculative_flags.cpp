@@ -1,6 +1,8 @@
 // speculative_from_args: vLLM's --speculative-config and SGLang's --speculative-* flags.
 #include "cli/speculative_flags.h"
 
+#include <algorithm>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -72,9 +74,8 @@ Expected<NgramSpeculation> from_sglang_flags(const Args& a) {
 
 Expected<NgramSpeculation> speculative_from_args(const Args& a) {
   const bool vllm = a.has("speculative-config");
-  bool sglang = false;
-  for (const char* flag : kSpeculativeFlags)
-    sglang = sglang || (a.has(flag) && std::string(flag) != "speculative-config");
+  const bool sglang = std::any_of(std::begin(kSpeculativeFlags) + 1, std::end(kSpeculativeFlags),
+                                  [&](const char* flag) { return a.has(flag); });
   if (vllm && sglang)
     return make_error(
         "--speculative-config (vLLM's) and --speculative-algorithm / --speculative-* (SGLang's) "

@@ -8,7 +8,8 @@
 
 namespace beam::cli {
 
-// The flags speculative_from_args reads (for Args::parse's accepted set).
+// The flags speculative_from_args reads (for Args::parse's accepted set): vLLM's first, then
+// SGLang's.
 inline constexpr const char* kSpeculativeFlags[] = {
     "speculative-config", "speculative-algorithm", "speculative-num-draft-tokens",
     "speculative-ngram-min-match-window-size", "speculative-ngram-max-match-window-size"};

@@ -283,9 +283,8 @@ class Engine::Impl {
   // One step: drafts proposed (speculation on), the step run, the drafts not accepted dropped.
   void step();
   void run_step();
-  // Whether seq's next decode may carry drafts: it decodes, and its next positions need no mask
-  // (SequenceSamplingState::max_unmasked_drafts).
-  bool can_speculate(const Sequence& seq) const;
+  // Whether seq's next work is a decode of its own (it holds KV for all but its last token).
+  bool decodes_next(const Sequence& seq) const;
   // Appends n-gram drafts to the tokens of each running sequence that can speculate.
   void propose_drafts();
   // Writes seq's drafts into `out` (returns how many): the longest n-gram match of its suffix in
@@ -622,6 +621,7 @@ void Engine::Impl::admit_request(Submission&& submission) {
     s.arrival = arrival;
     s.tokens = rs.request.prompt;
     s.num_prompt = static_cast<int64_t>(s.tokens.size());
+    s.draft_limit = options_.speculative.num_draft_tokens;
     SequenceSamplingSetup setup{rs.params, rs.seed, i, rs.request.prompt, eos_, config().vocab_size,
                                 max_context_};
     auto st = SequenceSamplingState::create(setup);
@@ -757,12 +757,9 @@ void Engine::Impl::step() {
   drafted_.clear();
 }
 
-bool Engine::Impl::can_speculate(const Sequence& s) const {
-  // Bans stay out too (max_unmasked_drafts): a check of every draft position that bans leave a
-  // token could end the request over a draft that would have been rejected.
+bool Engine::Impl::decodes_next(const Sequence& s) const {
   return s.phase == SeqPhase::kRunning && !s.retiring && !s.fork_parent.valid() &&
-         kv_.num_computed(s.id) + 1 == static_cast<int64_t>(s.tokens.size()) &&
-         s.sampling->max_unmasked_drafts() > 0;
+         kv_.num_computed(s.id) + 1 == static_cast<int64_t>(s.tokens.size());
 }
 
 void Engine::Impl::propose_drafts() {
@@ -776,14 +773,16 @@ void Engine::Impl::propose_drafts() {
   for (SeqId id : running_) {
     Sequence& s = seqs_.at(id);
     if (rows_left <= 0) break;
-    if (!can_speculate(s)) continue;
+    if (!decodes_next(s)) continue;
     if (s.draft_cooldown > 0) {
       --s.draft_cooldown;
       continue;
     }
     const int64_t room = s.sampling->output_limit_tokens() - s.sampling->num_output_tokens() - 1;
-    const int64_t limit = s.draft_limit < 0 ? spec.num_draft_tokens : s.draft_limit;
-    const int64_t most = std::min({limit, room, rows_left, s.sampling->max_unmasked_drafts()});
+    // Positions that would need a mask get no drafts (max_unmasked_drafts; bans neither: a check
+    // that they leave a token at every draft position could end the request over a rejected one).
+    const int64_t most =
+        std::min({s.draft_limit, room, rows_left, s.sampling->max_unmasked_drafts()});
     if (most <= 0) continue;
     const int64_t n =
         draft_from_request(s, std::span<int32_t>(drafts).first(static_cast<size_t>(most)));
@@ -819,14 +818,22 @@ void Engine::Impl::drop_drafts(Sequence& s) {
   s.num_drafts = 0;
 }
 
+// A decode that feeds drafts: its tokens are accepted only after sampling (accept_drafts).
+static bool verifies_drafts(const SeqWork& w) {
+  return w.kind == WorkKind::kDecode && w.num_tokens > 1;
+}
+
+// The drafts a decode of `w` fed (after the last accepted token), in seq's tokens.
+static std::span<const int32_t> fed_drafts(const SeqWork& w, const Sequence& s) {
+  return std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(w.num_computed + 1),
+                                                    static_cast<size_t>(w.num_tokens - 1));
+}
+
 int64_t Engine::Impl::accept_drafts(const SeqWork& w, Sequence& s,
                                     std::span<const int32_t> tokens) {
   const int64_t fed = w.num_tokens - 1;
   BEAM_CHECK_EQ(static_cast<int64_t>(tokens.size()), fed + 1) << "sequence " << s.id.value;
-  const int64_t accepted =
-      count_accepted_drafts(std::span<const int32_t>(s.tokens).subspan(
-                                static_cast<size_t>(w.num_computed + 1), static_cast<size_t>(fed)),
-                            tokens);
+  const int64_t accepted = count_accepted_drafts(fed_drafts(w, s), tokens);
   PrefixCache* prefix = prefix_ ? &*prefix_ : nullptr;
   complete_work(w, 1 + accepted, kv_, prefix);
   if (wants_routing(s)) {  // positions past the accepted ones are recomputed later
@@ -836,8 +843,7 @@ int64_t Engine::Impl::accept_drafts(const SeqWork& w, Sequence& s,
   }
   drop_drafts(s);
   s.draft_limit =
-      next_draft_limit(s.draft_limit < 0 ? options_.speculative.num_draft_tokens : s.draft_limit,
-                       fed, accepted, options_.speculative.num_draft_tokens);
+      next_draft_limit(s.draft_limit, fed, accepted, options_.speculative.num_draft_tokens);
   s.draft_misses = accepted == 0 ? s.draft_misses + 1 : 0;
   s.draft_cooldown = draft_cooldown_steps(s.draft_misses);
   counters_.spec_verifications++;
@@ -847,11 +853,6 @@ int64_t Engine::Impl::accept_drafts(const SeqWork& w, Sequence& s,
   for (int64_t j = 0; j < accepted; ++j)
     counters_.spec_accepted_per_position[static_cast<size_t>(j)]++;
   return accepted + 1;
-}
-
-// A decode that feeds drafts: its tokens are accepted only after sampling (accept_drafts).
-static bool verifies_drafts(const SeqWork& w) {
-  return w.kind == WorkKind::kDecode && w.num_tokens > 1;
 }
 
 void Engine::Impl::run_step() {
@@ -1039,8 +1040,7 @@ void Engine::Impl::sample_and_emit(const StepPlan& plan, const ForwardOutput& ou
     Sequence& s = seqs_.at(w.seq);
     if (s.phase == SeqPhase::kFinished || finish_unsampled(s)) continue;
     if (verifies_drafts(w)) {  // a row per fed position, each after the drafts before it
-      const std::span<const int32_t> drafts = std::span<const int32_t>(s.tokens).subspan(
-          static_cast<size_t>(w.num_computed + 1), static_cast<size_t>(w.num_tokens - 1));
+      const std::span<const int32_t> drafts = fed_drafts(w, s);
       for (int64_t j = 0; j < w.num_tokens; ++j) {
         rows.push_back(DeviceSampleRow{last_row[i] - (w.num_tokens - 1) + j, &*s.sampling,
                                        drafts.first(static_cast<size_t>(j))});

@@ -45,7 +45,7 @@ struct Sequence {
   bool retiring = false;       // finished prompt owner kept until its siblings are forked
   // Within a step only: the last num_drafts tokens are speculative drafts (Engine::propose_drafts).
   int64_t num_drafts = 0;
-  int64_t draft_limit = -1;    // most drafts it proposes next (next_draft_limit; -1: the maximum)
+  int64_t draft_limit = 0;     // most drafts it proposes next (next_draft_limit)
   int64_t draft_misses = 0;    // verifications in a row that accepted no draft
   int64_t draft_cooldown = 0;  // steps left before it proposes drafts again
   int64_t spec_verifications = 0;  // Usage::spec_verifications

@@ -24,7 +24,7 @@ NgramMatch find_ngram_match(std::span<const int32_t> tokens, std::span<const int
                             const NgramSpeculation& config) {
   const auto len = static_cast<int64_t>(tokens.size());
   const auto src_len = static_cast<int64_t>(source.size());
-  if (len < config.min_match || len == 0) return NgramMatch{};
+  if (len < config.min_match) return NgramMatch{};  // min_match >= 1: also no tokens
   const int32_t* t = tokens.data();
   const int32_t* src = source.data();
   const int32_t last = t[len - 1];
