@@ -71,7 +71,7 @@ Expected<std::optional<Delimiter>> compile_anchor(const std::string& scope, cons
     }
     BEAM_ASSIGN_OR_RETURN(Regex regex, Regex::literal_alternation(ordered));
     return std::optional<Delimiter>(
-        Delimiter{std::move(regex), true, can_extend, std::move(literals)});
+        Delimiter{std::move(regex), true, can_extend, std::move(literals), {}});
   }
   if (has_pattern) {
     const Json& pattern = object[pattern_key];

@@ -139,7 +139,9 @@ TEST(SamplingDeviceParams, BadWordsAsEditsMatchTheirMask) {
   std::vector<int32_t> masked;
   for (const LogitEdit& e : edits) {
     if (e.flags & kEditMask) masked.push_back(e.token);
-    if (e.token == 3 || e.token == 5) EXPECT_NE(e.flags & kEditBias, 0u) << "token " << e.token;
+    if (e.token == 3 || e.token == 5) {
+      EXPECT_NE(e.flags & kEditBias, 0u) << "token " << e.token;
+    }
   }
   EXPECT_EQ(masked, (std::vector<int32_t>{3, 5}));
   edits.clear();  // rows with a mask carry the bans there

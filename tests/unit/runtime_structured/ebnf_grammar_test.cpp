@@ -349,7 +349,9 @@ TEST(EbnfGrammar, RandomGrammarsKeepTheirLanguageOrAreRefusedByName) {
       }
       const bool accepted = alive && m.can_end(state);
       if (capped) {
-        if (accepted) ASSERT_TRUE(cfg.derives(s)) << text << " on '" << s << "'";
+        if (accepted) {
+          ASSERT_TRUE(cfg.derives(s)) << text << " on '" << s << "'";
+        }
         ++capped_strings;
         return;
       }
