@@ -67,6 +67,10 @@ Expected<NgramSpeculation> from_sglang_flags(const Args& a) {
   s.num_draft_tokens = block - 1;
   BEAM_ASSIGN_OR_RETURN(s.min_match, a.get_int("speculative-ngram-min-match-window-size", 1));
   BEAM_ASSIGN_OR_RETURN(s.max_match, a.get_int("speculative-ngram-max-match-window-size", 12));
+  BEAM_ASSIGN_OR_RETURN(s.corpus_tokens, a.get_int("speculative-ngram-capacity", 10'000'000));
+  if (s.corpus_tokens < 0 || s.corpus_tokens > kMaxCorpusTokens)
+    return make_error("--speculative-ngram-capacity " + std::to_string(s.corpus_tokens) +
+                      " is outside [0, " + std::to_string(kMaxCorpusTokens) + "] tokens");
   return s;
 }
 

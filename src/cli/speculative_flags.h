@@ -10,15 +10,20 @@ namespace beam::cli {
 
 // The flags speculative_from_args reads (for Args::parse's accepted set): vLLM's first, then
 // SGLang's.
-inline constexpr const char* kSpeculativeFlags[] = {
-    "speculative-config", "speculative-algorithm", "speculative-num-draft-tokens",
-    "speculative-ngram-min-match-window-size", "speculative-ngram-max-match-window-size"};
+inline constexpr const char* kSpeculativeFlags[] = {"speculative-config",
+                                                    "speculative-algorithm",
+                                                    "speculative-num-draft-tokens",
+                                                    "speculative-ngram-min-match-window-size",
+                                                    "speculative-ngram-max-match-window-size",
+                                                    "speculative-ngram-capacity"};
 
 // vLLM's --speculative-config JSON {"method": "ngram", "num_speculative_tokens",
 // "prompt_lookup_min", "prompt_lookup_max", "disable_by_batch_size"} (one lookup length given:
 // both take it; neither: 5, as vLLM sets them), or SGLang's --speculative-algorithm NGRAM with
 // --speculative-num-draft-tokens (the verified block: the last token and N - 1 drafts; default
-// 8) and --speculative-ngram-{min,max}-match-window-size (defaults 1 and 12). None given:
+// 8), --speculative-ngram-{min,max}-match-window-size (defaults 1 and 12) and
+// --speculative-ngram-capacity (finished requests' tokens kept to draft from, SGLang's corpus;
+// default 10,000,000 as SGLang's; 0: none; vLLM's form keeps none). None given:
 // speculation off. Errors name the flag, the key and what is wrong (another method: it needs a
 // draft model, which beamserve does not run).
 Expected<NgramSpeculation> speculative_from_args(const Args& args);

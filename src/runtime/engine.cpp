@@ -18,6 +18,7 @@
 #include "runtime/sampling/finish_check.h"
 #include "runtime/sampling/sampling_rng.h"
 #include "runtime/scheduler/step_commit.h"
+#include "runtime/speculative/ngram_corpus.h"
 
 namespace beam {
 
@@ -109,6 +110,8 @@ class Engine::Impl {
     stats_.sliding_pool.total_blocks = sizes.num_sliding_blocks;
     counters_.spec_accepted_per_position.assign(
         static_cast<size_t>(options.speculative.num_draft_tokens), 0);
+    if (options.speculative.enabled() && options.speculative.corpus_tokens > 0)
+      corpus_.emplace(options.speculative.corpus_tokens, options.speculative);
     publish_stats();
     thread_ = std::thread([this] { run(); });
   }
@@ -381,6 +384,8 @@ class Engine::Impl {
   std::vector<int32_t> eos_;
   int64_t max_context_ = 0;
   std::vector<SeqId> drafted_;  // sequences holding drafts this step (propose_drafts)
+  // Finished requests' tokens to draft from (EngineOptions::speculative.corpus_tokens > 0).
+  std::optional<NgramCorpus> corpus_;
 
   Inbox inbox_;
   int64_t next_request_id_ = 1;  // guarded by inbox_.mu
@@ -809,6 +814,10 @@ int64_t Engine::Impl::draft_from_request(const Sequence& s, std::span<int32_t> o
       best = m;
       from = text;
     }
+  }
+  if (corpus_ && best.length < spec.max_match) {  // other requests' text, when it matches longer
+    const int64_t n = corpus_->propose(s.tokens, out, best.length);
+    if (n > 0) return n;
   }
   return copy_ngram_drafts(from, best, out);
 }
@@ -1239,6 +1248,9 @@ void Engine::Impl::finish_sequence(Sequence& s, FinishReason reason, std::option
     auto it = std::find(waiting_.begin(), waiting_.end(), s.id);
     if (it != waiting_.end()) waiting_.erase(it);
   } else if (s.phase == SeqPhase::kRunning) {
+    if (corpus_ && reason != FinishReason::kError && !s.fork_parent.valid())  // later drafts
+      corpus_->add(std::span<const int32_t>(s.tokens).first(s.tokens.size() -
+                                                            static_cast<size_t>(s.num_drafts)));
     if (s.fork_parent.valid()) {  // never forked: holds no KV
       running_.erase(std::find(running_.begin(), running_.end(), s.id));
     } else if (has_pending_children(s)) {

@@ -1202,13 +1202,14 @@ test('--lora-modules and --lora-paths take vLLM\'s and SGLang\'s forms', async (
 // it (an unknown key, a method needing a draft model, both forms, a block without drafts).
 test('--speculative-config and --speculative-algorithm NGRAM', async () => {
   const s = await startServer(['--speculative-algorithm', 'NGRAM', '--speculative-num-draft-tokens', '6',
-    '--speculative-ngram-max-match-window-size', '5']);
+    '--speculative-ngram-max-match-window-size', '5', '--speculative-ngram-capacity', '100000']);
   try {
     const info = await (await fetch(s.baseUrl + '/get_server_info')).json();
     assert.equal(info.speculative_algorithm, 'NGRAM');
     assert.equal(info.speculative_num_draft_tokens, 6);
     assert.equal(info.speculative_ngram_min_match_window_size, 1);
     assert.equal(info.speculative_ngram_max_match_window_size, 5);
+    assert.equal(info.speculative_ngram_capacity, 100000);
     const r = await fetch(s.baseUrl + '/v1/completions', { method: 'POST', headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model: MODEL, prompt: [5, 6, 7, 8, 5, 6, 7, 8, 5, 6], max_tokens: 12, temperature: 0 }) });
     assert.equal(r.status, 200);
@@ -1231,6 +1232,8 @@ test('--speculative-config and --speculative-algorithm NGRAM', async () => {
   await assert.rejects(startServer(['--speculative-num-draft-tokens', '4']), /need --speculative-algorithm NGRAM/);
   await assert.rejects(startServer(['--speculative-algorithm', 'NGRAM', '--speculative-num-draft-tokens', '1']),
     /at least 2, got 1/);
+  await assert.rejects(startServer(['--speculative-algorithm', 'NGRAM', '--speculative-ngram-capacity', '-5']),
+    /--speculative-ngram-capacity -5 is outside \[0, 1073741824\] tokens/);
 });
 
 // --lora-experts: an adapter on the routed experts is served per request (its tokens differ from

@@ -17,6 +17,9 @@ Status NgramSpeculation::validate() const {
                       ") <= max (" + std::to_string(max_match) + ") <= 64");
   if (max_batch < 0)
     return make_error("speculative max_batch " + std::to_string(max_batch) + " is negative");
+  if (corpus_tokens < 0 || corpus_tokens > kMaxCorpusTokens)
+    return make_error("speculative corpus_tokens " + std::to_string(corpus_tokens) +
+                      " is outside [0, " + std::to_string(kMaxCorpusTokens) + "]");
   return ok_status();
 }
 

@@ -17,13 +17,18 @@ struct NgramSpeculation {
   // No drafts in a step that starts with this many sequences running or more (vLLM's
   // disable_by_batch_size: big batches are compute-bound, drafts only add work); 0: no limit.
   int64_t max_batch = 0;
+  // Tokens of finished requests (prompt and output) kept to draft from where they match a decode's
+  // suffix longer than its own text and its siblings' do (SGLang's speculative_ngram_capacity;
+  // NgramCorpus); 0: none.
+  int64_t corpus_tokens = 0;
   bool enabled() const { return num_draft_tokens > 0; }
   // An error naming the field out of range: drafts in [0, kMaxDraftTokens], 1 <= min <= max <= 64,
-  // max_batch >= 0.
+  // max_batch >= 0, corpus_tokens in [0, kMaxCorpusTokens].
   Status validate() const;
 };
 
 inline constexpr int64_t kMaxDraftTokens = 64;
+inline constexpr int64_t kMaxCorpusTokens = int64_t{1} << 30;  // 4 GiB of ring
 
 // An occurrence source[end - length, end) of the last `length` tokens of a sequence; length 0:
 // none.

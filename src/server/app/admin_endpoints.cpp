@@ -181,6 +181,7 @@ void handle_server_info(const ServerState& state, const std::shared_ptr<Exchange
                                            : Json(nullptr)},
       {"speculative_ngram_min_match_window_size", engine.speculative.min_match},
       {"speculative_ngram_max_match_window_size", engine.speculative.max_match},
+      {"speculative_ngram_capacity", engine.speculative.corpus_tokens},
       {"api_key_required", o.api_key.has_value()},
       {"max_body_bytes", o.max_body_bytes},
       {"worker_threads", o.worker_threads},

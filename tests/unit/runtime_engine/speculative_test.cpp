@@ -3,6 +3,7 @@
 // time, while drafts are proposed and accepted; the pools are whole afterwards.
 #include <gtest/gtest.h>
 
+#include <iostream>
 #include <string>
 
 #include "engine_test_util.h"
@@ -32,7 +33,8 @@ std::vector<std::vector<int32_t>> repetitive_prompts() {
 }
 
 std::unique_ptr<Engine> nano_engine(int64_t draft_tokens, int64_t step_tokens = 256,
-                                    int64_t max_batch = 0, int64_t kv_bytes = 64 << 20) {
+                                    int64_t max_batch = 0, int64_t kv_bytes = 64 << 20,
+                                    NgramSpeculation lengths = {.min_match = 1, .max_match = 4}) {
   auto weights = engine_test_model("beam-nano");
   if (!weights) return nullptr;
   EngineOptions o;
@@ -41,8 +43,9 @@ std::unique_ptr<Engine> nano_engine(int64_t draft_tokens, int64_t step_tokens = 
   o.kv_budget_bytes = kv_bytes;
   o.max_tokens_per_step = step_tokens;
   o.max_running = 16;
-  o.speculative = NgramSpeculation{
-      .num_draft_tokens = draft_tokens, .min_match = 1, .max_match = 4, .max_batch = max_batch};
+  o.speculative = lengths;
+  o.speculative.num_draft_tokens = draft_tokens;
+  o.speculative.max_batch = max_batch;
   auto e = Engine::create(weights, o);
   EXPECT_TRUE(e.ok()) << (e.ok() ? "" : e.error().message);
   return e.ok() ? std::move(*e) : nullptr;
@@ -231,6 +234,43 @@ TEST(SpeculativeDecoding, SiblingSamplesDraftFromEachOther) {
   EXPECT_GT(s.spec_accepted_tokens, 0);
 }
 
+// The corpus (SGLang's NGRAM corpus): a decode drafts from a finished request's text where it
+// matches longer than the decode's own; asked again, a prompt's greedy answer comes back from the
+// corpus several tokens a step, the same tokens as plain decoding. Without the corpus the second
+// request drafts little (a docstring rarely repeats 3 tokens in 40).
+TEST(SpeculativeDecoding, LaterRequestsDraftFromFinishedOnes) {
+  auto tok = text::Tokenizer::load(std::string(BEAMSERVE_SOURCE_DIR) + "/models/beam-nano");
+  ASSERT_TRUE(tok.ok());
+  auto ids = tok->encode("def fibonacci(n):", /*allow_special=*/false);
+  ASSERT_TRUE(ids.ok());
+  SamplingParams sp = greedy(40);
+  sp.ignore_eos = true;
+  const std::vector<RunRequest> req = {RunRequest{*ids, sp}};
+  auto plain = nano_engine(0);
+  ASSERT_NE(plain, nullptr);
+  const auto want = run_all(*plain, req);
+  int64_t accepted[2] = {0, 0};
+  for (int64_t corpus : {0, 4096}) {
+    SCOPED_TRACE(::testing::Message() << "corpus " << corpus);
+    auto e = nano_engine(4, 256, 0, 64 << 20,
+                         NgramSpeculation{.min_match = 3, .max_match = 4, .corpus_tokens = corpus});
+    ASSERT_NE(e, nullptr);
+    expect_same_results(want, run_all(*e, req));
+    const EngineStats first = e->stats();
+    expect_same_results(want, run_all(*e, req));
+    const EngineStats second = e->stats();
+    accepted[corpus > 0] = second.spec_accepted_tokens - first.spec_accepted_tokens;
+    std::cout << "corpus " << corpus << ": second request accepted " << accepted[corpus > 0]
+              << " drafts of " << second.spec_draft_tokens - first.spec_draft_tokens << " in "
+              << second.steps - first.steps << " steps\n";
+    if (corpus > 0) {
+      EXPECT_GE(accepted[1], 24) << "the first answer drafted back";
+      EXPECT_LE(second.steps - first.steps, 16);
+    }
+  }
+  EXPECT_GT(accepted[1], accepted[0] + 20);
+}
+
 // max_batch (vLLM's disable_by_batch_size): no drafts in a step that starts with that many
 // sequences running.
 TEST(SpeculativeDecoding, NoDraftsAtTheBatchLimit) {
@@ -251,7 +291,9 @@ TEST(SpeculativeDecoding, OutOfRangeSettingsAreRefused) {
        {NgramSpeculation{.num_draft_tokens = -1},
         NgramSpeculation{.num_draft_tokens = kMaxDraftTokens + 1},
         NgramSpeculation{.num_draft_tokens = 3, .min_match = 0},
-        NgramSpeculation{.num_draft_tokens = 3, .min_match = 5, .max_match = 4}}) {
+        NgramSpeculation{.num_draft_tokens = 3, .min_match = 5, .max_match = 4},
+        NgramSpeculation{.num_draft_tokens = 3, .corpus_tokens = -1},
+        NgramSpeculation{.num_draft_tokens = 3, .corpus_tokens = kMaxCorpusTokens + 1}}) {
     EngineOptions o;
     o.num_threads = 2;
     o.kv_budget_bytes = 64 << 20;
