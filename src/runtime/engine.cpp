@@ -298,8 +298,10 @@ class Engine::Impl {
   void drop_drafts(Sequence& seq);
   // After a verified decode of `work` sampled `tokens` (one per fed position): the drafts up to
   // the first mismatch and the token sampled there are the step's tokens; the KV of the rest is
-  // given up. Returns how many tokens seq takes.
-  int64_t accept_drafts(const SeqWork& work, Sequence& seq, std::span<const int32_t> tokens);
+  // given up. Rows from usable_rows on failed their masks: drafts stop before that row, and a
+  // sequence that reaches it takes no token there. Returns how many tokens seq takes.
+  int64_t accept_drafts(const SeqWork& work, Sequence& seq, std::span<const int32_t> tokens,
+                        int64_t usable_rows);
   // Whether a sequence has written output (it finishes on the weights it started with).
   bool in_flight(const Sequence& s) const;
   bool any_in_flight() const;
@@ -339,6 +341,10 @@ class Engine::Impl {
     SeqId seq;
     bool fork_child = false;  // a sibling drawing its first token from the prompt owner's row
     size_t work = 0;          // its StepPlan::work item (a verified decode: a row a position)
+    int64_t draft_row = 0;    // a verified decode's row: 0 at the last token, j after draft j - 1
+    // A draft row's mask error (attach_allowed_tokens): plain decoding meets it only if every
+    // draft before the row is accepted; the row then ends the sequence instead of sampling.
+    std::string draft_row_error = {};
   };
   void sample_and_emit(const StepPlan& plan, const ForwardOutput& out);
   bool finish_unsampled(Sequence& owner);
@@ -384,6 +390,9 @@ class Engine::Impl {
   std::vector<int32_t> eos_;
   int64_t max_context_ = 0;
   std::vector<SeqId> drafted_;  // sequences holding drafts this step (propose_drafts)
+  // The step's draft positions of masked verified decodes (has_masks): sampling states advanced
+  // over the drafts before each (sample_and_emit; their rows point here).
+  std::vector<std::unique_ptr<SequenceSamplingState>> draft_states_;
   // Finished requests' tokens to draft from (EngineOptions::speculative.corpus_tokens > 0).
   std::optional<NgramCorpus> corpus_;
 
@@ -784,13 +793,13 @@ void Engine::Impl::propose_drafts() {
       continue;
     }
     const int64_t room = s.sampling->output_limit_tokens() - s.sampling->num_output_tokens() - 1;
-    // Positions that would need a mask get no drafts (max_unmasked_drafts; bans neither: a check
-    // that they leave a token at every draft position could end the request over a rejected one).
-    const int64_t most =
-        std::min({s.draft_limit, room, rows_left, s.sampling->max_unmasked_drafts()});
+    const int64_t most = std::min({s.draft_limit, room, rows_left, s.sampling->max_drafts()});
     if (most <= 0) continue;
-    const int64_t n =
-        draft_from_request(s, std::span<int32_t>(drafts).first(static_cast<size_t>(most)));
+    int64_t n = draft_from_request(s, std::span<int32_t>(drafts).first(static_cast<size_t>(most)));
+    // Under masks, drafts stop at the first one its position's mask refuses.
+    if (n > 0 && s.sampling->has_masks())
+      n = s.sampling->allowed_drafts(
+          std::span<const int32_t>(drafts).first(static_cast<size_t>(n)));
     if (n == 0) continue;
     s.tokens.insert(s.tokens.end(), drafts.begin(), drafts.begin() + n);
     s.num_drafts = n;
@@ -838,11 +847,11 @@ static std::span<const int32_t> fed_drafts(const SeqWork& w, const Sequence& s) 
                                                     static_cast<size_t>(w.num_tokens - 1));
 }
 
-int64_t Engine::Impl::accept_drafts(const SeqWork& w, Sequence& s,
-                                    std::span<const int32_t> tokens) {
+int64_t Engine::Impl::accept_drafts(const SeqWork& w, Sequence& s, std::span<const int32_t> tokens,
+                                    int64_t usable_rows) {
   const int64_t fed = w.num_tokens - 1;
   BEAM_CHECK_EQ(static_cast<int64_t>(tokens.size()), fed + 1) << "sequence " << s.id.value;
-  const int64_t accepted = count_accepted_drafts(fed_drafts(w, s), tokens);
+  const int64_t accepted = std::min(count_accepted_drafts(fed_drafts(w, s), tokens), usable_rows);
   PrefixCache* prefix = prefix_ ? &*prefix_ : nullptr;
   complete_work(w, 1 + accepted, kv_, prefix);
   if (wants_routing(s)) {  // positions past the accepted ones are recomputed later
@@ -861,7 +870,7 @@ int64_t Engine::Impl::accept_drafts(const SeqWork& w, Sequence& s,
   counters_.spec_accepted_tokens += accepted;
   for (int64_t j = 0; j < accepted; ++j)
     counters_.spec_accepted_per_position[static_cast<size_t>(j)]++;
-  return accepted + 1;
+  return accepted < usable_rows ? accepted + 1 : accepted;
 }
 
 void Engine::Impl::run_step() {
@@ -1043,6 +1052,7 @@ void Engine::Impl::sample_and_emit(const StepPlan& plan, const ForwardOutput& ou
     last_row[static_cast<size_t>(out.row_seq[r])] = static_cast<int64_t>(r);
   std::vector<DeviceSampleRow> rows;
   std::vector<SampleTarget> targets;
+  draft_states_.clear();
   for (size_t i = 0; i < plan.work.size(); ++i) {
     const SeqWork& w = plan.work[i];
     if (!w.samples) continue;
@@ -1050,10 +1060,18 @@ void Engine::Impl::sample_and_emit(const StepPlan& plan, const ForwardOutput& ou
     if (s.phase == SeqPhase::kFinished || finish_unsampled(s)) continue;
     if (verifies_drafts(w)) {  // a row per fed position, each after the drafts before it
       const std::span<const int32_t> drafts = fed_drafts(w, s);
+      const SequenceSamplingState* at = &*s.sampling;
       for (int64_t j = 0; j < w.num_tokens; ++j) {
-        rows.push_back(DeviceSampleRow{last_row[i] - (w.num_tokens - 1) + j, &*s.sampling,
-                                       drafts.first(static_cast<size_t>(j))});
-        targets.push_back({w.seq, false, i});
+        const int64_t row = last_row[i] - (w.num_tokens - 1) + j;
+        if (j > 0 && s.sampling->has_masks()) {  // the masks of a state past drafts [0, j)
+          draft_states_.push_back(std::make_unique<SequenceSamplingState>(*at));
+          draft_states_.back()->append_output(drafts.subspan(static_cast<size_t>(j - 1), 1));
+          at = draft_states_.back().get();
+          rows.push_back(DeviceSampleRow{row, at});
+        } else {
+          rows.push_back(DeviceSampleRow{row, at, drafts.first(static_cast<size_t>(j))});
+        }
+        targets.push_back({w.seq, false, i, j});
       }
       continue;
     }
@@ -1087,14 +1105,24 @@ void Engine::Impl::sample_and_emit(const StepPlan& plan, const ForwardOutput& ou
     const SeqWork& w = plan.work[targets[i].work];
     if (verifies_drafts(w)) {  // its rows are targets [i, i + w.num_tokens)
       block.clear();
-      for (int64_t j = 0; j < w.num_tokens; ++j) block.push_back(sampled[i + j].token);
-      const int64_t taken = accept_drafts(w, s, block);
+      int64_t usable = w.num_tokens;  // rows before the first one whose mask failed
+      for (int64_t j = 0; j < w.num_tokens; ++j) {
+        block.push_back(sampled[i + j].token);
+        if (usable == w.num_tokens && !targets[i + j].draft_row_error.empty()) usable = j;
+      }
+      const int64_t taken = accept_drafts(w, s, block, usable);
       std::vector<TokenLogprobs> lps;
       for (int64_t j = 0; j < taken; ++j)
         if (sampled[i + j].logprobs) lps.push_back(std::move(*sampled[i + j].logprobs));
+      const std::string error = usable < w.num_tokens && taken == usable
+                                    ? targets[i + static_cast<size_t>(usable)].draft_row_error
+                                    : std::string();
       i += static_cast<size_t>(w.num_tokens - 1);
       append_tokens(s, std::span<const int32_t>(block).first(static_cast<size_t>(taken)),
                     std::move(lps));
+      // Every draft before a row whose mask failed was taken: plain decoding would fail there.
+      if (!error.empty() && s.phase != SeqPhase::kFinished)
+        finish_sequence(s, FinishReason::kError, std::nullopt, error, true);
       continue;
     }
     if (s.times.prefilled == std::chrono::steady_clock::time_point{})
@@ -1184,7 +1212,11 @@ void Engine::Impl::attach_allowed_tokens(std::vector<DeviceSampleRow>& rows,
     const bool is_masked = k < masked.size() && masked[k] == i;
     const bool is_banned_out = b < banned_out.size() && banned_out[b].first == i;
     const Status& st = is_masked ? filled[k++] : is_banned_out ? banned_out[b++].second : fine;
-    if (!st.ok()) {
+    if (!broken.empty() && broken.back().first == targets[i].seq) continue;  // its later rows
+    if (!st.ok() && targets[i].draft_row > 0) {  // matters only if the drafts before it are taken
+      targets[i].draft_row_error = st.error().message;
+      rows[i].allowed_tokens = {};
+    } else if (!st.ok()) {
       broken.emplace_back(targets[i].seq, st.error().message);
       continue;
     }

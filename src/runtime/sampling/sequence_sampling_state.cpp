@@ -67,7 +67,8 @@ SequenceSamplingState::SequenceSamplingState(const SequenceSamplingSetup& s)
   std::vector<int32_t> masked = stop_ids_;
   if (!p.ignore_eos) masked.insert(masked.end(), eos_ids_.begin(), eos_ids_.end());
   min_tokens_masked_ = sorted_distinct(masked);
-  if (p.repetition_penalty != 1.0) prompt_set_ = sorted_distinct(s.prompt_tokens);
+  if (p.repetition_penalty != 1.0)
+    prompt_set_ = std::make_shared<const std::vector<int32_t>>(sorted_distinct(s.prompt_tokens));
   if (p.constraint) {
     std::vector<int32_t> ends = eos_ids_;
     ends.insert(ends.end(), stop_ids_.begin(), stop_ids_.end());
@@ -108,9 +109,8 @@ void SequenceSamplingState::advance_budget(int32_t token) {
   }
 }
 
-int64_t SequenceSamplingState::max_unmasked_drafts() const {
+int64_t SequenceSamplingState::max_drafts() const {
   const SamplingParams& p = *params_;
-  if (constraint_ || !p.allowed_token_ids.empty() || !p.bad_words_token_ids.empty()) return 0;
   switch (budget_phase_) {
     case BudgetPhase::kNone:
       return std::numeric_limits<int64_t>::max();
@@ -178,6 +178,28 @@ Status SequenceSamplingState::fill_allowed_tokens(std::span<uint32_t> bits,
   return ok_status();
 }
 
+int64_t SequenceSamplingState::allowed_drafts(std::span<const int32_t> drafts) const {
+  SequenceSamplingState at = *this;  // advanced over the drafts allowed so far
+  const SamplingParams& p = *params_;
+  for (size_t j = 0; j < drafts.size(); ++j) {
+    const int32_t token = drafts[j];
+    bool allowed = token >= 0 && token < vocab_size_;
+    if (allowed && at.forcing_reasoning_end())
+      allowed = token == p.reasoning_budget->end_tokens[at.forced_];
+    if (allowed && !at.allowed_bits_.empty()) allowed = mask_bit(at.allowed_bits_, token);
+    if (allowed && !p.bad_words_token_ids.empty()) allowed = !contains(at.banned_next(), token);
+    if (allowed && at.num_output_tokens_ < p.min_tokens)
+      allowed = !contains(at.min_tokens_masked_, token);
+    if (allowed && !at.forcing_reasoning_end() && at.constraint_ && at.constraint_->active()) {
+      ConstraintState next = *at.constraint_;
+      allowed = next.accept(token, at.is_eos(token) || at.is_stop_token(token));
+    }
+    if (!allowed) return static_cast<int64_t>(j);
+    at.append_output(drafts.subspan(j, 1));
+  }
+  return static_cast<int64_t>(drafts.size());
+}
+
 std::vector<int32_t> SequenceSamplingState::banned_next(std::span<const int32_t> pending) const {
   std::vector<int32_t> tail = recent_;  // the output's last tokens, then the pending ones
   tail.insert(tail.end(), pending.begin(), pending.end());
@@ -206,7 +228,7 @@ bool SequenceSamplingState::is_stop_token(int32_t token) const {
 }
 
 bool SequenceSamplingState::prompt_contains(int32_t token) const {
-  return contains(prompt_set_, token);
+  return prompt_set_ && contains(*prompt_set_, token);
 }
 
 }  // namespace beam

@@ -57,7 +57,9 @@ class SequenceSamplingState {
   // ignore_eos, the eos set. Sorted, distinct.
   std::span<const int32_t> min_tokens_masked_ids() const { return min_tokens_masked_; }
   // Distinct prompt tokens, sorted; filled only when repetition_penalty != 1.
-  std::span<const int32_t> prompt_token_set() const { return prompt_set_; }
+  std::span<const int32_t> prompt_token_set() const {
+    return prompt_set_ ? std::span<const int32_t>(*prompt_set_) : std::span<const int32_t>();
+  }
   bool prompt_contains(int32_t token) const;
   // Output token → count; filled only when a penalty is active.
   const std::unordered_map<int32_t, int32_t>& output_counts() const { return output_counts_; }
@@ -85,11 +87,21 @@ class SequenceSamplingState {
   // less what the token filters and min_tokens take out. An error naming why when nothing is
   // allowed (an earlier token broke the constraint, or the filters leave no token).
   Status fill_allowed_tokens(std::span<uint32_t> bits, MaskScratch& scratch) const;
-  // The most speculative drafts after the output whose positions all sample without a mask: 0
-  // with a constraint or token filters (allowed_token_ids, bad_words) or while a reasoning end is
-  // forced; under a reasoning budget, as many as keep the budget from running out within them
-  // (max_tokens - reasoning tokens - 1); otherwise no limit.
-  int64_t max_unmasked_drafts() const;
+  // The most speculative drafts after the output: none while a reasoning end is forced; under a
+  // reasoning budget, as many as keep the budget from running out within them (max_tokens -
+  // reasoning tokens - 1); otherwise no limit.
+  int64_t max_drafts() const;
+  // Whether positions after the output may need a mask or bans (a constraint, allowed_token_ids,
+  // bad_words): a verification samples such a sequence's draft positions from copies advanced
+  // over the drafts before them (their masks, bans and penalties), not with pending tokens.
+  bool has_masks() const {
+    const SamplingParams& p = *params_;
+    return constraint_ || !p.allowed_token_ids.empty() || !p.bad_words_token_ids.empty();
+  }
+  // How many leading drafts the constraint, the token filters, min_tokens and a forced reasoning
+  // end allow, each at its position after the drafts before it (a draft they refuse could never
+  // be sampled there).
+  int64_t allowed_drafts(std::span<const int32_t> drafts) const;
   // Tokens written inside the reasoning so far (with a reasoning budget).
   int64_t reasoning_tokens() const { return reasoning_tokens_; }
   bool forcing_reasoning_end() const { return budget_phase_ == BudgetPhase::kForcing; }
@@ -117,7 +129,8 @@ class SequenceSamplingState {
   std::vector<int32_t> eos_ids_;            // sorted, distinct
   std::vector<int32_t> stop_ids_;           // sorted, distinct
   std::vector<int32_t> min_tokens_masked_;  // sorted, distinct
-  std::vector<int32_t> prompt_set_;         // sorted, distinct
+  // Sorted, distinct; shared by copies (allowed_drafts, the engine's draft positions).
+  std::shared_ptr<const std::vector<int32_t>> prompt_set_;
   std::unordered_map<int32_t, int32_t> output_counts_;
   std::vector<int32_t> end_ids_;  // eos and stop ids, sorted, distinct (with a constraint)
   std::vector<uint32_t> allowed_bits_;  // params' allowed_token_ids as a mask; empty: none

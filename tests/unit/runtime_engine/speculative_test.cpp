@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine_test_util.h"
+#include "structured_person.h"
 #include "text/tokenizer.h"
 
 namespace beam::testing {
@@ -166,20 +167,29 @@ TEST(SpeculativeDecoding, DecodesCutToOneTokenDropTheirDrafts) {
   }
 }
 
-// Rows under a mask (token filters here) decode without drafts beside ones that speculate.
-TEST(SpeculativeDecoding, MaskedRowsDecodeWithoutDraftsInTheSameSteps) {
+// Token filters speculate too: allowed_token_ids (the prompt's first 20 tokens) and bad_words
+// (a token of the repeated text banned), each draft row sampled from a state advanced over the
+// drafts before it: the tokens, logprobs and finishes equal plain decoding's, and the filtered
+// requests alone verify and accept drafts.
+TEST(SpeculativeDecoding, FilteredRowsSpeculateUnderTheirMasks) {
   const auto prompts = repetitive_prompts();
   ASSERT_FALSE(prompts.empty());
   SamplingParams masked = greedy(24);
   masked.allowed_token_ids.assign(prompts[0].begin(), prompts[0].begin() + 20);
   SamplingParams banned = greedy(24);
-  banned.bad_words_token_ids = {{prompts[0][5]}};
+  banned.bad_words_token_ids = {{prompts[0][5]}, {prompts[0][8], prompts[0][9]}};
+  SamplingParams sampled = banned;
+  sampled.temperature = 0.8;
+  sampled.seed = 5;
+  sampled.logprobs = true;
+  sampled.top_logprobs = 2;
+  sampled.repetition_penalty = 1.1;
   const EngineStats s =
       compare_with_plain({RunRequest{prompts[0], masked}, RunRequest{prompts[0], banned},
-                          RunRequest{prompts[0], greedy(24)}},
+                          RunRequest{prompts[1], sampled}},
                          4);
+  EXPECT_GT(s.spec_verifications, 0);
   EXPECT_GT(s.spec_accepted_tokens, 0);
-  EXPECT_LE(s.spec_verifications, 23);  // the plain request's decodes only
 }
 
 // Pools too small for every sequence at once: sequences holding drafts are preempted (their
@@ -231,6 +241,51 @@ TEST(SpeculativeDecoding, SiblingSamplesDraftFromEachOther) {
   sp.max_tokens = 48;
   sp.ignore_eos = true;
   const EngineStats s = compare_with_plain({RunRequest{*ids, sp}}, 4);
+  EXPECT_GT(s.spec_accepted_tokens, 0);
+}
+
+// Constrained requests speculate: a JSON schema (the prompt shows two people, so the output's
+// keys and structure draft from it; greedy and sampled n = 2) and a recursive grammar, each draft
+// row sampled from a state advanced over the drafts before it: outputs equal plain decoding's,
+// are JSON of the schema, and drafts are verified and accepted.
+TEST(SpeculativeDecoding, ConstrainedRowsSpeculateUnderTheirMasks) {
+  auto tok = text::Tokenizer::load(std::string(BEAMSERVE_SOURCE_DIR) + "/models/beam-nano");
+  ASSERT_TRUE(tok.ok());
+  auto weights = engine_test_model("beam-nano");
+  ASSERT_NE(weights, nullptr);
+  const auto person = person_constraint(*tok, weights->config.vocab_size);
+  const auto lists = nested_lists_constraint(*tok, weights->config.vocab_size);
+  auto ids = tok->encode(
+      "people = [\n  {\"name\": \"Ada\", \"age\": 36, \"langs\": [\"c++\", \"go\"], "
+      "\"active\": true},\n  {\"name\": \"Bob\", \"age\": 41, \"langs\": [\"python\"], "
+      "\"active\": false},\n  ",
+      /*allow_special=*/false);
+  ASSERT_TRUE(ids.ok());
+  const std::vector<int32_t> prompt(ids->begin(), ids->end());
+  SamplingParams greedy_json = greedy(120);
+  greedy_json.ignore_eos = false;  // a format ends the output where its text is complete
+  greedy_json.constraint = person;
+  SamplingParams sampled_json = greedy_json;
+  sampled_json.temperature = 0.7;
+  sampled_json.seed = 3;
+  sampled_json.n = 2;
+  SamplingParams grammar = greedy(60);
+  grammar.ignore_eos = false;
+  grammar.constraint = lists;
+  auto spec = nano_engine(4);
+  ASSERT_NE(spec, nullptr);
+  const auto results =
+      run_all(*spec, {RunRequest{prompt, greedy_json}, RunRequest{prompt, sampled_json}});
+  for (const auto& siblings : results)
+    for (const SiblingResult& r : siblings) expect_person(*tok, r.tokens, r.finish);
+  const EngineStats s =
+      compare_with_plain({RunRequest{prompt, greedy_json}, RunRequest{prompt, sampled_json},
+                          RunRequest{prompt, grammar}},
+                         4);
+  std::cout << "constrained: " << s.spec_accepted_tokens << " of " << s.spec_draft_tokens
+            << " drafts accepted in " << s.spec_verifications << " verifications, " << s.steps
+            << " steps\n";
+  EXPECT_GT(s.spec_verifications, 0);
   EXPECT_GT(s.spec_accepted_tokens, 0);
 }
 

@@ -109,21 +109,43 @@ namespace {
 
 // Speculative drafts stop where a position would need the forced end's mask: with
 // reasoning_tokens r of max_tokens m, m - r - 1 (before the start token, m - 1); none while
-// forcing; no limit once the reasoning is over or without a budget; none with token filters.
+// forcing; no limit once the reasoning is over or without a budget. Token filters limit nothing
+// here: allowed_drafts cuts the drafts at the first one their masks refuse.
 TEST(ReasoningBudget, DraftsStopShortOfTheForcedEnd) {
   SequenceSamplingState s = state_with_vocab(with_budget(4), kBudgetVocab);
-  EXPECT_EQ(s.max_unmasked_drafts(), 3);  // before <think>: the start may be the first draft
+  EXPECT_EQ(s.max_drafts(), 3);  // before <think>: the start may be the first draft
   append(s, {kOpen, 10});
-  EXPECT_EQ(s.max_unmasked_drafts(), 2);  // 1 of 4 counted
+  EXPECT_EQ(s.max_drafts(), 2);  // 1 of 4 counted
   append(s, {11, 12, 13});
-  EXPECT_EQ(s.max_unmasked_drafts(), 0);  // forcing
+  EXPECT_EQ(s.max_drafts(), 0);  // forcing
   append(s, {kNewline, kClose});
-  EXPECT_EQ(s.max_unmasked_drafts(), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(s.max_drafts(), std::numeric_limits<int64_t>::max());
   SamplingParams filtered;
   filtered.allowed_token_ids = {1, 2, 3};
-  EXPECT_EQ(state_with_vocab(filtered, kBudgetVocab).max_unmasked_drafts(), 0);
-  EXPECT_EQ(state_with_vocab(SamplingParams{}, kBudgetVocab).max_unmasked_drafts(),
+  EXPECT_EQ(state_with_vocab(filtered, kBudgetVocab).max_drafts(),
             std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(state_with_vocab(SamplingParams{}, kBudgetVocab).max_drafts(),
+            std::numeric_limits<int64_t>::max());
+}
+
+// allowed_drafts: drafts stop at the first one a position's filters refuse: outside
+// allowed_token_ids, banned by bad_words after the drafts before it, an end id before min_tokens,
+// or anything but the forced end while a reasoning end is forced.
+TEST(ReasoningBudget, AllowedDraftsStopAtTheFirstRefusedOne) {
+  SamplingParams filtered;
+  filtered.allowed_token_ids = {1, 2, 3, 10};
+  const SequenceSamplingState allowed = state_with_vocab(filtered, kBudgetVocab);
+  EXPECT_EQ(allowed.allowed_drafts(std::vector<int32_t>{1, 2, 3, 1}), 4);
+  EXPECT_EQ(allowed.allowed_drafts(std::vector<int32_t>{1, 2, 7, 1}), 2);
+  SamplingParams banned;
+  banned.bad_words_token_ids = {{2, 3}};  // 3 right after 2
+  const SequenceSamplingState bans = state_with_vocab(banned, kBudgetVocab);
+  EXPECT_EQ(bans.allowed_drafts(std::vector<int32_t>{3, 1, 2, 3, 4}), 3);
+  EXPECT_EQ(bans.allowed_drafts(std::vector<int32_t>{3, 1, 2, 4}), 4);
+  SequenceSamplingState forcing = state_with_vocab(with_budget(2), kBudgetVocab);
+  append(forcing, {kOpen, 10, 11});  // the budget is spent: the end is forced next
+  EXPECT_EQ(forcing.allowed_drafts(std::vector<int32_t>{kNewline, kClose, 5}), 3);
+  EXPECT_EQ(forcing.allowed_drafts(std::vector<int32_t>{kNewline, 12}), 1);
 }
 
 }  // namespace
