@@ -793,7 +793,7 @@ void Engine::Impl::propose_drafts() {
       continue;
     }
     const int64_t room = s.sampling->output_limit_tokens() - s.sampling->num_output_tokens() - 1;
-    const int64_t most = std::min({s.draft_limit, room, rows_left, s.sampling->max_drafts()});
+    const int64_t most = std::min({s.draft_limit, room, rows_left});
     if (most <= 0) continue;
     int64_t n = draft_from_request(s, std::span<int32_t>(drafts).first(static_cast<size_t>(most)));
     // Under masks, drafts stop at the first one its position's mask refuses.

@@ -2,7 +2,6 @@
 #include "runtime/sampling/sequence_sampling_state.h"
 
 #include <algorithm>
-#include <limits>
 #include <sstream>
 
 #include "core/check.h"
@@ -107,20 +106,6 @@ void SequenceSamplingState::advance_budget(int32_t token) {
       if (++forced_ == b.end_tokens.size()) budget_phase_ = BudgetPhase::kNone;
       return;
   }
-}
-
-int64_t SequenceSamplingState::max_drafts() const {
-  const SamplingParams& p = *params_;
-  switch (budget_phase_) {
-    case BudgetPhase::kNone:
-      return std::numeric_limits<int64_t>::max();
-    case BudgetPhase::kBefore:  // the start token may come first: count every draft
-    case BudgetPhase::kReasoning:
-      return std::max<int64_t>(0, p.reasoning_budget->max_tokens - reasoning_tokens_ - 1);
-    case BudgetPhase::kForcing:
-      return 0;
-  }
-  return 0;
 }
 
 Expected<SequenceSamplingState> SequenceSamplingState::create(const SequenceSamplingSetup& setup) {

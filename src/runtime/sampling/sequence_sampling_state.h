@@ -87,16 +87,14 @@ class SequenceSamplingState {
   // less what the token filters and min_tokens take out. An error naming why when nothing is
   // allowed (an earlier token broke the constraint, or the filters leave no token).
   Status fill_allowed_tokens(std::span<uint32_t> bits, MaskScratch& scratch) const;
-  // The most speculative drafts after the output: none while a reasoning end is forced; under a
-  // reasoning budget, as many as keep the budget from running out within them (max_tokens -
-  // reasoning tokens - 1); otherwise no limit.
-  int64_t max_drafts() const;
   // Whether positions after the output may need a mask or bans (a constraint, allowed_token_ids,
-  // bad_words): a verification samples such a sequence's draft positions from copies advanced
-  // over the drafts before them (their masks, bans and penalties), not with pending tokens.
+  // bad_words, a reasoning budget's forced end): a verification samples such a sequence's draft
+  // positions from copies advanced over the drafts before them (their masks, bans, budget phase
+  // and penalties), not with pending tokens.
   bool has_masks() const {
     const SamplingParams& p = *params_;
-    return constraint_ || !p.allowed_token_ids.empty() || !p.bad_words_token_ids.empty();
+    return constraint_ || !p.allowed_token_ids.empty() || !p.bad_words_token_ids.empty() ||
+           p.reasoning_budget.has_value();
   }
   // How many leading drafts the constraint, the token filters, min_tokens and a forced reasoning
   // end allow, each at its position after the drafts before it (a draft they refuse could never

@@ -3,7 +3,6 @@
 // whatever the logits), an early close ends the count, and bad budgets are named errors.
 #include <gtest/gtest.h>
 
-#include <limits>
 #include <vector>
 
 #include "runtime/sampling/sampler.h"
@@ -107,25 +106,16 @@ TEST(ReasoningBudget, BadBudgetsAreNamed) {
 namespace beam {
 namespace {
 
-// Speculative drafts stop where a position would need the forced end's mask: with
-// reasoning_tokens r of max_tokens m, m - r - 1 (before the start token, m - 1); none while
-// forcing; no limit once the reasoning is over or without a budget. Token filters limit nothing
-// here: allowed_drafts cuts the drafts at the first one their masks refuse.
-TEST(ReasoningBudget, DraftsStopShortOfTheForcedEnd) {
-  SequenceSamplingState s = state_with_vocab(with_budget(4), kBudgetVocab);
-  EXPECT_EQ(s.max_drafts(), 3);  // before <think>: the start may be the first draft
-  append(s, {kOpen, 10});
-  EXPECT_EQ(s.max_drafts(), 2);  // 1 of 4 counted
-  append(s, {11, 12, 13});
-  EXPECT_EQ(s.max_drafts(), 0);  // forcing
-  append(s, {kNewline, kClose});
-  EXPECT_EQ(s.max_drafts(), std::numeric_limits<int64_t>::max());
-  SamplingParams filtered;
-  filtered.allowed_token_ids = {1, 2, 3};
-  EXPECT_EQ(state_with_vocab(filtered, kBudgetVocab).max_drafts(),
-            std::numeric_limits<int64_t>::max());
-  EXPECT_EQ(state_with_vocab(SamplingParams{}, kBudgetVocab).max_drafts(),
-            std::numeric_limits<int64_t>::max());
+// Under a reasoning budget the draft positions sample from copies advanced over the drafts
+// (has_masks): drafts may run through the forced end when they are its tokens, and stop at the
+// first position where the forced end refuses them.
+TEST(ReasoningBudget, DraftsRunThroughTheForcedEndOnlyAsItsTokens) {
+  const SequenceSamplingState s = state_with_vocab(with_budget(4), kBudgetVocab);
+  EXPECT_TRUE(s.has_masks());
+  EXPECT_FALSE(state_with_vocab(SamplingParams{}, kBudgetVocab).has_masks());
+  EXPECT_EQ(s.allowed_drafts(std::vector<int32_t>{kOpen, 10, 11, 12, 13, kNewline, kClose, 9}), 8);
+  EXPECT_EQ(s.allowed_drafts(std::vector<int32_t>{kOpen, 10, 11, 12, 13, 14}), 5);
+  EXPECT_EQ(s.allowed_drafts(std::vector<int32_t>{kOpen, 10, 11, 12, 13, kNewline, 9}), 6);
 }
 
 // allowed_drafts: drafts stop at the first one a position's filters refuse: outside
