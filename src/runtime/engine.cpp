@@ -299,7 +299,8 @@ class Engine::Impl {
   // After a verified decode of `work` sampled `tokens` (one per fed position): the drafts up to
   // the first mismatch and the token sampled there are the step's tokens; the KV of the rest is
   // given up. Rows from usable_rows on failed their masks: drafts stop before that row, and a
-  // sequence that reaches it takes no token there. Returns how many tokens seq takes.
+  // sequence that reaches it takes no token there. Returns how many drafts were accepted (fewer
+  // than usable_rows: the token sampled at the row after them is taken too).
   int64_t accept_drafts(const SeqWork& work, Sequence& seq, std::span<const int32_t> tokens,
                         int64_t usable_rows);
   // Whether a sequence has written output (it finishes on the weights it started with).
@@ -870,7 +871,7 @@ int64_t Engine::Impl::accept_drafts(const SeqWork& w, Sequence& s, std::span<con
   counters_.spec_accepted_tokens += accepted;
   for (int64_t j = 0; j < accepted; ++j)
     counters_.spec_accepted_per_position[static_cast<size_t>(j)]++;
-  return accepted < usable_rows ? accepted + 1 : accepted;
+  return accepted;
 }
 
 void Engine::Impl::run_step() {
@@ -1110,18 +1111,19 @@ void Engine::Impl::sample_and_emit(const StepPlan& plan, const ForwardOutput& ou
         block.push_back(sampled[i + j].token);
         if (usable == w.num_tokens && !targets[i + j].draft_row_error.empty()) usable = j;
       }
-      const int64_t taken = accept_drafts(w, s, block, usable);
+      const int64_t accepted = accept_drafts(w, s, block, usable);
+      // Every draft before a row whose mask failed was accepted: plain decoding fails there.
+      const bool blocked = accepted == usable;
+      const int64_t taken = blocked ? accepted : accepted + 1;
       std::vector<TokenLogprobs> lps;
       for (int64_t j = 0; j < taken; ++j)
         if (sampled[i + j].logprobs) lps.push_back(std::move(*sampled[i + j].logprobs));
-      const std::string error = usable < w.num_tokens && taken == usable
-                                    ? targets[i + static_cast<size_t>(usable)].draft_row_error
-                                    : std::string();
+      const std::string error =
+          blocked ? targets[i + static_cast<size_t>(usable)].draft_row_error : std::string();
       i += static_cast<size_t>(w.num_tokens - 1);
       append_tokens(s, std::span<const int32_t>(block).first(static_cast<size_t>(taken)),
                     std::move(lps));
-      // Every draft before a row whose mask failed was taken: plain decoding would fail there.
-      if (!error.empty() && s.phase != SeqPhase::kFinished)
+      if (blocked && s.phase != SeqPhase::kFinished)
         finish_sequence(s, FinishReason::kError, std::nullopt, error, true);
       continue;
     }

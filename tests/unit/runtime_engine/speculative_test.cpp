@@ -244,6 +244,37 @@ TEST(SpeculativeDecoding, SiblingSamplesDraftFromEachOther) {
   EXPECT_GT(s.spec_accepted_tokens, 0);
 }
 
+// A draft row whose mask fails (no token left: allowed_token_ids {a, b} and bad_words banning
+// both after a) costs nothing unless the drafts before it are accepted; then the request takes
+// them and ends with the error plain decoding meets at that position. Sampled requests over a
+// prompt alternating b a: finishes (errors included) and tokens equal plain decoding's.
+TEST(SpeculativeDecoding, DraftRowMaskErrorsEndRequestsOnlyWherePlainDecodingWould) {
+  constexpr int32_t a = 300, b = 301;
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 12; ++i) prompt.insert(prompt.end(), {b, b, a});
+  std::vector<RunRequest> reqs;
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    SamplingParams sp = greedy(30);
+    sp.temperature = 1.0;
+    sp.seed = seed;
+    sp.allowed_token_ids = {a, b};
+    sp.bad_words_token_ids = {{a, a}, {a, b}};
+    reqs.push_back(RunRequest{prompt, sp});
+  }
+  auto plain = nano_engine(0);
+  auto spec = nano_engine(4);
+  ASSERT_NE(plain, nullptr);
+  ASSERT_NE(spec, nullptr);
+  const auto want = run_all(*plain, reqs);
+  expect_same_results(want, run_all(*spec, reqs));
+  int errors = 0;
+  for (const auto& r : want) errors += r[0].finish == FinishReason::kError;
+  EXPECT_GT(errors, 0) << "no request reached the position with no token left";
+  EXPECT_GT(spec->stats().spec_verifications, 0);
+  spec->flush_prefix_cache();
+  expect_pools_full(*spec);
+}
+
 // Constrained requests speculate: a JSON schema (the prompt shows two people, so the output's
 // keys and structure draft from it; greedy and sampled n = 2) and a recursive grammar, each draft
 // row sampled from a state advanced over the drafts before it: outputs equal plain decoding's,
