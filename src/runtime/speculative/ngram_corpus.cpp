@@ -3,7 +3,6 @@
 #include "runtime/speculative/ngram_corpus.h"
 
 #include <bit>
-#include <cstring>
 
 #include "core/check.h"
 
@@ -31,7 +30,7 @@ NgramCorpus::NgramCorpus(int64_t capacity, const NgramSpeculation& config)
   slots_per_length_mask_ = per_length - 1;
   ring_.reset(zeroed<int32_t>(capacity));
   table_.reset(zeroed<uint64_t>(static_cast<int64_t>(per_length) * lengths));
-  recent_.reset(zeroed<int32_t>(max_match_));
+  recent_.reserve(static_cast<size_t>(max_match_));
 }
 
 uint64_t NgramCorpus::slot(const int32_t* gram, int64_t n) const {
@@ -47,18 +46,16 @@ uint64_t NgramCorpus::slot(const int32_t* gram, int64_t n) const {
 
 void NgramCorpus::push(int32_t token) {
   if (token == kSeparator) {
-    num_recent_ = 0;
+    recent_.clear();
   } else {
     // The n-grams ending just before this token now have a token after them: each length's
     // table points at this position (the n-grams' end, exclusive).
-    const int64_t longest = std::min<int64_t>(num_recent_, std::min(max_match_, capacity_ - 1));
+    const auto num_recent = static_cast<int64_t>(recent_.size());
+    const int64_t longest = std::min({num_recent, max_match_, capacity_ - 1});
     for (int64_t n = min_match_; n <= longest; ++n)
-      table_[slot(recent_.get() + num_recent_ - n, n)] = end_;
-    if (num_recent_ == max_match_) {
-      std::memmove(recent_.get(), recent_.get() + 1, static_cast<size_t>(max_match_ - 1) * 4);
-      --num_recent_;
-    }
-    recent_[num_recent_++] = token;
+      table_[slot(recent_.data() + num_recent - n, n)] = end_;
+    if (num_recent == max_match_) recent_.erase(recent_.begin());
+    recent_.push_back(token);
   }
   ring_[end_ % static_cast<uint64_t>(capacity_)] = token;
   ++end_;

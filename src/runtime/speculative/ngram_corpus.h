@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "runtime/speculative/ngram_proposer.h"
 
@@ -35,7 +36,6 @@ class NgramCorpus {
   int64_t propose(std::span<const int32_t> tokens, std::span<int32_t> out,
                   int64_t longer_than = 0) const;
 
-  int64_t capacity() const { return capacity_; }
   int64_t size() const { return static_cast<int64_t>(std::min<uint64_t>(end_, capacity_)); }
 
   static constexpr int64_t kMaxSlots = int64_t{1} << 24;  // 128 MB of table
@@ -61,8 +61,7 @@ class NgramCorpus {
   std::unique_ptr<uint64_t[], FreeDeleter> table_;
   uint64_t end_ = 0;  // absolute position after the last token added
   // The current document's last max_match tokens (the n-grams ending at the next token).
-  std::unique_ptr<int32_t[], FreeDeleter> recent_;
-  int64_t num_recent_ = 0;
+  std::vector<int32_t> recent_;
 };
 
 }  // namespace beam

@@ -13,12 +13,19 @@
 namespace beam::testing {
 namespace {
 
-// Prompts the model continues by repeating what it read (code written twice and started a third
-// time), so n-gram drafts are often right, and one it continues freely.
-std::vector<std::vector<int32_t>> repetitive_prompts() {
+// `text` as beam-nano's tokens (empty, with a test failure, when the tokenizer or text fails).
+std::vector<int32_t> nano_tokens(const std::string& text) {
   auto tok = text::Tokenizer::load(std::string(BEAMSERVE_SOURCE_DIR) + "/models/beam-nano");
   EXPECT_TRUE(tok.ok()) << tok.error().message;
   if (!tok.ok()) return {};
+  auto ids = tok->encode(text, /*allow_special=*/false);
+  EXPECT_TRUE(ids.ok()) << text;
+  return ids.ok() ? std::vector<int32_t>(ids->begin(), ids->end()) : std::vector<int32_t>{};
+}
+
+// Prompts the model continues by repeating what it read (code written twice and started a third
+// time), so n-gram drafts are often right, and one it continues freely.
+std::vector<std::vector<int32_t>> repetitive_prompts() {
   const std::string fn =
       "def scale(values, factor):\n    out = []\n    for v in values:\n        out.append(v * "
       "factor)\n    return out\n\n";
@@ -26,9 +33,9 @@ std::vector<std::vector<int32_t>> repetitive_prompts() {
   for (const std::string& text :
        {fn + fn + "def scale(", fn + "class Point:\n    def __init__(self",
         std::string("import os\nimport sys\nimport os\nimport")}) {
-    auto ids = tok->encode(text, /*allow_special=*/false);
-    EXPECT_TRUE(ids.ok());
-    if (ids.ok()) prompts.push_back(*ids);
+    std::vector<int32_t> ids = nano_tokens(text);
+    if (ids.empty()) return {};
+    prompts.push_back(std::move(ids));
   }
   return prompts;
 }
@@ -230,17 +237,15 @@ TEST(SpeculativeDecoding, ReasoningBudgetsKeepTheirCloseWhileSpeculating) {
 // n > 1: samples of one prompt at a low temperature mostly write the same text, so each drafts
 // from its siblings too; the tokens stay plain decoding's.
 TEST(SpeculativeDecoding, SiblingSamplesDraftFromEachOther) {
-  auto tok = text::Tokenizer::load(std::string(BEAMSERVE_SOURCE_DIR) + "/models/beam-nano");
-  ASSERT_TRUE(tok.ok());
-  auto ids = tok->encode("import numpy as np\n\n\ndef normalize(x):\n", /*allow_special=*/false);
-  ASSERT_TRUE(ids.ok());
+  const std::vector<int32_t> prompt = nano_tokens("import numpy as np\n\n\ndef normalize(x):\n");
+  ASSERT_FALSE(prompt.empty());
   SamplingParams sp;
   sp.temperature = 0.3;
   sp.seed = 21;
   sp.n = 4;
   sp.max_tokens = 48;
   sp.ignore_eos = true;
-  const EngineStats s = compare_with_plain({RunRequest{*ids, sp}}, 4);
+  const EngineStats s = compare_with_plain({RunRequest{prompt, sp}}, 4);
   EXPECT_GT(s.spec_accepted_tokens, 0);
 }
 
@@ -325,13 +330,11 @@ TEST(SpeculativeDecoding, ConstrainedRowsSpeculateUnderTheirMasks) {
 // corpus several tokens a step, the same tokens as plain decoding. Without the corpus the second
 // request drafts little (a docstring rarely repeats 3 tokens in 40).
 TEST(SpeculativeDecoding, LaterRequestsDraftFromFinishedOnes) {
-  auto tok = text::Tokenizer::load(std::string(BEAMSERVE_SOURCE_DIR) + "/models/beam-nano");
-  ASSERT_TRUE(tok.ok());
-  auto ids = tok->encode("def fibonacci(n):", /*allow_special=*/false);
-  ASSERT_TRUE(ids.ok());
+  const std::vector<int32_t> prompt = nano_tokens("def fibonacci(n):");
+  ASSERT_FALSE(prompt.empty());
   SamplingParams sp = greedy(40);
   sp.ignore_eos = true;
-  const std::vector<RunRequest> req = {RunRequest{*ids, sp}};
+  const std::vector<RunRequest> req = {RunRequest{prompt, sp}};
   auto plain = nano_engine(0);
   ASSERT_NE(plain, nullptr);
   const auto want = run_all(*plain, req);
