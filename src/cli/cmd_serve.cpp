@@ -105,6 +105,14 @@ Expected<server::ServeOptions> options_from_args(const Args& a) {
     return make_error("--logprobs-mode must be scaled or raw, got '" + logprobs_mode + "'");
   o.model.logprobs_mode = *mode;
   BEAM_ASSIGN_OR_RETURN(o.model.engine.attention_probs, a.get_attention_probs());
+  if (a.has("tensor-parallel-size") && a.has("tp-size"))
+    return make_error(
+        "--tensor-parallel-size and --tp-size (SGLang's name) are one setting: give one");
+  BEAM_ASSIGN_OR_RETURN(int64_t tp,
+                        a.get_int(a.has("tp-size") ? "tp-size" : "tensor-parallel-size", 1));
+  if (tp < 1 || tp > 64)
+    return make_error("--tensor-parallel-size must be in [1, 64], got " + std::to_string(tp));
+  o.model.engine.tensor_parallel_size = static_cast<int>(tp);
   BEAM_ASSIGN_OR_RETURN(o.model.engine.speculative, speculative_from_args(a));
   BEAM_ASSIGN_OR_RETURN(int64_t io_threads, a.get_int("io-threads", 1));
   BEAM_ASSIGN_OR_RETURN(int64_t workers, a.get_int("workers", 2));
@@ -138,6 +146,8 @@ int cmd_serve(int argc, char** argv) {
                                  "device",
                                  "no-cuda-graphs",
                                  "attention-probs",
+                                 "tensor-parallel-size",
+                                 "tp-size",
                                  "enable-return-routed-experts",
                                  "enable-weight-updates",
                                  "enable-sleep-mode",

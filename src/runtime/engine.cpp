@@ -8,9 +8,11 @@
 #include <chrono>
 #include <cstdio>
 #include <set>
+#include <thread>
 
 #include "core/logging.h"
 #include "runtime/engine_device.h"
+#include "runtime/engine_ranks.h"
 #include "runtime/engine_sleep.h"
 #include "runtime/engine_state.h"
 #include "runtime/rate_window.h"
@@ -74,18 +76,40 @@ void log_step_budget(int64_t tokens, bool explicit_tokens, int64_t device_defaul
   log_info(line);
 }
 
+// What a tensor-parallel engine needs (EngineOptions::tensor_parallel_size): a config that splits,
+// the CPU backend, no LoRA slots and no sleep mode (for now).
+Status check_engine_tensor_parallel(const EngineOptions& options, const BeamConfig& config) {
+  const int tp = options.tensor_parallel_size;
+  if (tp == 1) return ok_status();
+  const std::string what = "engine: tensor parallel size " + std::to_string(tp);
+  if (tp < 1) return make_error(what + ": must be >= 1");
+  if (options.device != Device::kCpu)
+    return make_error(what +
+                      " runs on the CPU backend only for now (ranks on several GPUs need "
+                      "the NCCL communicator, which is not built yet); use --device cpu "
+                      "or one rank");
+  if (options.max_loras != 0)
+    return make_error(what + " does not serve LoRA slots yet (--max-loras 0)");
+  if (options.enable_sleep_mode) return make_error(what + " has no sleep mode yet");
+  Status st = check_tensor_parallel(config, tp);
+  if (!st.ok()) return make_error("engine: " + st.error().message);
+  return ok_status();
+}
+
 }  // namespace
 
 class Engine::Impl {
  public:
   Impl(EngineDevice device, const EngineOptions& options, KvGeometry geometry, KvPoolSizes sizes,
        std::unique_ptr<KvMemoryAllocator> allocator, KvStorage storage, KvCacheManager kv,
-       std::unique_ptr<LoraSlots> lora)
+       std::unique_ptr<LoraSlots> lora, std::unique_ptr<EngineRanks> ranks)
       : options_(options),
         cuda_(device.cuda),
         allocator_(std::move(allocator)),
         pool_(options.num_threads),
-        model_(device.weights, device.context(&pool_), std::move(lora)),
+        ranks_(std::move(ranks)),
+        model_(device.weights, device.context(&pool_), std::move(lora),
+               ranks_ ? ranks_->rank0_shard() : ModelShard{}),
         geometry_(std::move(geometry)),
         sizes_(sizes),
         storage_(std::move(storage)),
@@ -308,6 +332,9 @@ class Engine::Impl {
   bool any_in_flight() const;
   // With new weights waiting: replaces the model's once nothing is in flight.
   void apply_pending_weights();
+  // Serves `full` on every rank: rank 0's slice on model_ (which refuses another config before
+  // any rank changes), the others' through ranks_.
+  Status replace_weights(const std::shared_ptr<const BeamWeights>& full);
   // With a sleep or wake-up waiting: runs it (a sleep once nothing is in flight, or while paused
   // once nothing holds the KV it releases).
   void apply_memory_command();
@@ -375,6 +402,8 @@ class Engine::Impl {
   std::shared_ptr<CudaContext> cuda_;             // Device::kCuda: outlives everything on the GPU
   std::unique_ptr<KvMemoryAllocator> allocator_;  // outlives storage_, which it allocated
   ThreadPool pool_;
+  // Ranks 1.. of a tensor-parallel model (null with one rank); before model_, which is rank 0.
+  std::unique_ptr<EngineRanks> ranks_;
   BeamModel model_;
   KvGeometry geometry_;
   KvPoolSizes sizes_;
@@ -517,10 +546,18 @@ bool Engine::Impl::any_in_flight() const {
   return false;
 }
 
+Status Engine::Impl::replace_weights(const std::shared_ptr<const BeamWeights>& full) {
+  if (!ranks_) return model_.replace_weights(full);
+  BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> slice,
+                        shard_beam_weights(full, TensorParallel{0, ranks_->size()}));
+  BEAM_RETURN_IF_ERROR(model_.replace_weights(std::move(slice)));
+  return ranks_->replace_weights(full);
+}
+
 void Engine::Impl::apply_pending_weights() {
   if (!paused_ && any_in_flight()) return;
   Status st = sleep_.check_weights_writable();
-  if (st.ok()) st = model_.replace_weights(std::move(pending_weights_));
+  if (st.ok()) st = replace_weights(pending_weights_);
   pending_weights_.reset();
   if (st.ok()) {
     if (prefix_) prefix_->flush();
@@ -908,6 +945,7 @@ void Engine::Impl::run_step() {
 
   CommitResult commit = commit_plan(plan, kv_, prefix);
   storage_.copy_blocks(commit.copies);
+  if (ranks_) ranks_->copy_blocks(commit.copies);
   apply_preemptions(plan);
   for (SeqId id : plan.rejected)
     finish_sequence(seqs_.at(id), FinishReason::kError, std::nullopt,
@@ -934,7 +972,8 @@ void Engine::Impl::run_step() {
     scores_prompt = scores_prompt || needs_prompt_logits(s);
   }
   ForwardOutput out;
-  Status st = model_.forward(batch, storage_.layers(), out);
+  Status st = ranks_ ? ranks_->forward(model_, storage_, batch, out)
+                     : model_.forward(batch, storage_.layers(), out);
   if (!st.ok()) {
     // A batch the scheduler built must be valid; fail its requests rather than the server.
     log_error("forward failed: " + st.error().message);
@@ -1389,6 +1428,13 @@ Expected<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const BeamWeigh
     return make_error("engine: " + st.error().message);
   const BeamConfig config = weights->config;
   BEAM_ASSIGN_OR_RETURN(KvGeometry geometry, kv_geometry_from_config(config, options.block_size_tokens));
+  const int tp = options.tensor_parallel_size;
+  BEAM_RETURN_IF_ERROR(check_engine_tensor_parallel(options, config));
+  const std::shared_ptr<const BeamWeights> full = weights;  // every rank's slice comes from it
+  if (tp > 1) {
+    BEAM_ASSIGN_OR_RETURN(weights, shard_beam_weights(full, TensorParallel{0, tp}));
+    geometry.num_kv_heads /= tp;  // each rank's pools hold its KV heads
+  }
   BEAM_ASSIGN_OR_RETURN(EngineDevice device, open_engine_device(options.device, std::move(weights),
                                                                 options.enable_sleep_mode));
   device.cuda_graphs = options.cuda_graphs;
@@ -1443,9 +1489,19 @@ Expected<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const BeamWeigh
   kc.num_full_blocks = sizes.num_full_blocks;
   kc.num_sliding_blocks = sizes.num_sliding_blocks;
   BEAM_ASSIGN_OR_RETURN(KvCacheManager kv, KvCacheManager::create(kc));
+  std::unique_ptr<EngineRanks> ranks;
+  if (tp > 1) {
+    const int threads = options.num_threads > 0
+                            ? options.num_threads
+                            : static_cast<int>(std::thread::hardware_concurrency());
+    BEAM_ASSIGN_OR_RETURN(ranks, EngineRanks::create(full, tp, geometry, sizes, *allocator,
+                                                     std::max(1, threads / tp)));
+    log_info("engine: the model is split over " + std::to_string(tp) +
+             " tensor-parallel ranks (threads of this process), each with the KV pools above");
+  }
   auto impl = std::make_unique<Impl>(std::move(device), resolved, std::move(geometry), sizes,
                                      std::move(allocator), std::move(storage), std::move(kv),
-                                     std::move(lora));
+                                     std::move(lora), std::move(ranks));
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 

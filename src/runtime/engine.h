@@ -140,6 +140,12 @@ struct EngineOptions {
   // The slots serve the routed experts too (--lora-experts; E times a dense MLP's slot memory a
   // layer). Without it an adapter with expert modules is refused unless merged at load.
   bool lora_experts = false;
+  // The model split over this many ranks (vLLM's --tensor-parallel-size, SGLang's --tp-size;
+  // model/tensor_parallel.h): attention heads, dense width and vocabulary split, routed experts
+  // whole per rank, partial sums added in fp32 and rounded once. Each rank's KV pools hold its KV
+  // heads within kv_budget_bytes. For now on the CPU (ranks are threads), without LoRA slots or
+  // sleep mode.
+  int tensor_parallel_size = 1;
   // Speculative decoding with n-gram drafts (vLLM's "ngram" method; docs/runtime.md,
   // "Speculative decoding"): each decode verifies up to num_draft_tokens drafts in one forward.
   // Sampling stays exact: every position draws with its own counter, so the tokens are those

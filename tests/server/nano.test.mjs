@@ -166,3 +166,25 @@ test('speculative decoding: the same text as plain decoding, with drafts accepte
     assert.equal(await spec.stop(), 0);
   }
 });
+
+// Tensor parallelism (vLLM's --tensor-parallel-size, SGLang's --tp-size): the model split over
+// two ranks serves the golden greedy continuations word for word, and /get_server_info says so.
+test('tensor parallelism: two ranks give the reference continuations', async () => {
+  const tp = await startServer(['--threads', '2', '--kv-budget-mb', '512', '--tp-size', '2'],
+    { model: 'models/beam-nano', tokenizer: null, name: MODEL });
+  try {
+    const client = new (await importNodePackage('openai')).default(
+      { apiKey: 'unused', baseURL: `${tp.baseUrl}/v1`, maxRetries: 0 });
+    const { max_new_tokens: maxTokens } = golden.decoding;
+    const results = await Promise.all(golden.cases.map((c) => client.completions.create({
+      model: MODEL, prompt: c.prompt, max_tokens: maxTokens, temperature: 0,
+    })));
+    results.forEach((r, i) => assert.equal(r.choices[0].text, golden.cases[i].generated_text,
+      `case ${golden.cases[i].source}`));
+    const info = await (await fetch(tp.baseUrl + '/get_server_info')).json();
+    assert.equal(info.tp_size, 2);
+    assert.equal((await (await fetch(server.baseUrl + '/get_server_info')).json()).tp_size, 1);
+  } finally {
+    assert.equal(await tp.stop(), 0);
+  }
+});

@@ -2,7 +2,8 @@
 // are streamed once per call); each expert runs gate_up GEMM -> SwiGLU -> down GEMM with bf16
 // outputs (with per-request LoRA, lora.h's deltas added to the rounded gate / up outputs and to the
 // rounded expert output, each expert's rows as a batch of their tokens' slots); the combine then
-// sums w_k * f32(y_k) in fp32 in slot order k (kNoExpert slots skipped) and rounds once.
+// sums w_k * f32(y_k) in fp32 in slot order k (kNoExpert slots skipped) and rounds once (an f32
+// out keeps the sum).
 #include <algorithm>
 #include <optional>
 #include <vector>
@@ -155,7 +156,10 @@ void moe_experts(ThreadPool& pool, const TensorView& x, const TensorView& gate_u
         const bf16* yk = &y[entry * H];
         for (int64_t h = 0; h < H; ++h) acc[h] = acc[h] + w * to_float(yk[h]);
       }
-      narrow_to_bf16(acc.data(), out.as<bf16>() + t * H, H);
+      if (out.dtype == DType::kF32)
+        std::copy(acc.begin(), acc.end(), out.as<float>() + t * H);
+      else
+        narrow_to_bf16(acc.data(), out.as<bf16>() + t * H, H);
     }
   });
 }

@@ -23,6 +23,7 @@
 #include "kernels/api/moe.h"
 #include "kernels/api/norm.h"
 #include "kernels/api/rope.h"
+#include "kernels/api/shard_ops.h"
 #include "kernels/api/step_profiler.h"
 #include "model/device_weights.h"
 
@@ -85,10 +86,21 @@ Status check_table(const std::string& pool, size_t seq_index, std::span<const in
 }  // namespace
 
 BeamModel::BeamModel(std::shared_ptr<const BeamWeights> weights, KernelContext ctx,
-                     std::unique_ptr<LoraSlots> lora)
-    : weights_(std::move(weights)), ctx_(ctx), lora_(std::move(lora)) {
+                     std::unique_ptr<LoraSlots> lora, ModelShard shard)
+    : weights_(std::move(weights)), ctx_(ctx), lora_(std::move(lora)), shard_(shard) {
   BEAM_CHECK(weights_ != nullptr && weights_->embed.device == ctx_.device)
       << "BeamModel: weights must live on the context's device (model/device_weights.h)";
+  BEAM_CHECK(!sharded() || (shard_.comm != nullptr && shard_.comm->size() == shard_.tp.size &&
+                            shard_.comm->rank() == shard_.tp.rank))
+      << "BeamModel: rank " << shard_.tp.rank << " of " << shard_.tp.size
+      << " needs its end of a group of that size";
+  BEAM_CHECK(!sharded() || (ctx_.device == Device::kCpu && lora_ == nullptr))
+      << "BeamModel: tensor parallelism runs on the CPU and without LoRA slots for now";
+  shape_ = shard_shape(config(), shard_.tp);
+  BEAM_CHECK(weights_->layers.empty() ||
+             weights_->layers[0].attn.o_proj.dim(1) == shape_.num_heads * config().head_dim)
+      << "BeamModel: the weights are not rank " << shard_.tp.rank << " of " << shard_.tp.size
+      << "'s slice (shard_beam_weights)";
 }
 
 size_t BeamModel::release_eager_workspace() {
@@ -115,9 +127,14 @@ Status BeamModel::validate(const ForwardBatch& batch, const KvLayers& kv) const 
     return make_error("KV cache has " + std::to_string(kv.layers.size()) + " layers, model has " +
                       std::to_string(cfg.num_layers));
   if (batch.seqs.empty()) return make_error("empty batch");
-  for (const PagedKv& layer : kv.layers)
+  for (const PagedKv& layer : kv.layers) {
     if (layer.k.device != ctx_.device || layer.v.device != ctx_.device)
       return make_error("KV cache memory is not on the model's device");
+    if (layer.k.rank() != 4 || layer.k.dim(2) != shape_.num_kv_heads)
+      return make_error("KV cache layers hold " +
+                        std::to_string(layer.k.rank() == 4 ? layer.k.dim(2) : 0) +
+                        " KV heads, the model's rank needs " + std::to_string(shape_.num_kv_heads));
+  }
   int64_t bs = kv.layers[0].block_size;
   int64_t full_blocks = -1, sliding_blocks = -1;
   for (int64_t l = 0; l < cfg.num_layers; ++l) {
@@ -179,7 +196,8 @@ Status BeamModel::run_step(const ForwardBatch& batch, const KvLayers& kv, Forwar
   }
   const BeamConfig& cfg = config();
   ws_.build(batch, kv.layers[0].block_size);
-  BEAM_RETURN_IF_ERROR(ws_.reserve(ctx_, cfg, ws_.num_tokens(), ws_.num_logit_rows(), batch.capture_routing));
+  BEAM_RETURN_IF_ERROR(ws_.reserve(ctx_, cfg, shape_, ws_.num_tokens(), ws_.num_logit_rows(),
+                                   batch.capture_routing, sharded()));
   ws_.upload(ctx_);
   enqueue_step(ws_, kv, AttentionPath::kEager, batch.capture_routing);
   out.host_enqueue_ms = host_ms();
@@ -213,7 +231,8 @@ void BeamModel::attention_block(Workspace& ws, int64_t l, const KvLayers& kv, At
   const BeamConfig& cfg = config();
   const LayerWeights& lw = weights_->layers[l];
   const int64_t T = ws.num_tokens();
-  const int64_t H = cfg.hidden_size, Nq = cfg.num_heads, Nkv = cfg.num_kv_heads, D = cfg.head_dim;
+  const int64_t H = cfg.hidden_size, Nq = shape_.num_heads, Nkv = shape_.num_kv_heads;
+  const int64_t D = cfg.head_dim;
   const bool sliding = cfg.layer_types[l] == AttentionKind::kSliding;
 
   TensorView residual = ws.residual.view(DType::kBF16, {T, H});
@@ -268,7 +287,13 @@ void BeamModel::attention_block(Workspace& ws, int64_t l, const KvLayers& kv, At
   profile_mark(ctx_, StepOp::kGate);
 
   TensorView a = ws.branch.view(DType::kBF16, {T, H});
-  linear(ctx_, o.reshape({T, Nq * D}), lw.attn.o_proj, a);
+  if (sharded()) {  // this rank's heads' share of o_proj, summed over the ranks
+    TensorView part = ws.partial.view(DType::kF32, {T, H});
+    linear(ctx_, o.reshape({T, Nq * D}), lw.attn.o_proj, part);
+    reduce_partials(part, a);
+  } else {
+    linear(ctx_, o.reshape({T, Nq * D}), lw.attn.o_proj, a);
+  }
   add_lora(ws, l, o.reshape({T, Nq * D}), {{LoraTarget::kO, a}});
   profile_mark(ctx_, StepOp::kOProj);
   DepthScale s = depth_scale(2 * l + 2);
@@ -290,13 +315,19 @@ void BeamModel::mlp_block(Workspace& ws, int64_t l, int64_t sparse_index, bool c
 
   switch (cfg.mlp_layer_types[l]) {
     case MlpKind::kDense: {
-      const int64_t I = cfg.intermediate_size;
+      const int64_t I = shape_.intermediate;
       TensorView gu = ws.mlp_hidden.view(DType::kBF16, {T, 2 * I});
       TensorView act = ws.mlp_act.view(DType::kBF16, {T, I});
       linear(ctx_, x, lw.dense.gate_up, gu);
       add_lora(ws, l, x, {{LoraTarget::kDenseGate, gu, 0}, {LoraTarget::kDenseUp, gu, I}});
       swiglu(ctx_, gu, act);
-      linear(ctx_, act, lw.dense.down, m);
+      if (sharded()) {  // this rank's width's share of down, summed over the ranks
+        TensorView part = ws.partial.view(DType::kF32, {T, H});
+        linear(ctx_, act, lw.dense.down, part);
+        reduce_partials(part, m);
+      } else {
+        linear(ctx_, act, lw.dense.down, m);
+      }
       add_lora(ws, l, act, {{LoraTarget::kDenseDown, m}});
       profile_mark(ctx_, StepOp::kDense);
       break;
@@ -315,8 +346,16 @@ void BeamModel::mlp_block(Workspace& ws, int64_t l, int64_t sparse_index, bool c
       profile_mark(ctx_, StepOp::kRouter);
       // Expert LoRA rides inside the experts op (its deltas are counted as kExperts).
       const std::optional<MoeLora> lora = moe_lora(ws, l);
-      moe_experts(ctx_, x, lw.moe.experts_gate_up, lw.moe.experts_down, ids, weights, m,
-                  lora ? &*lora : nullptr);
+      if (sharded()) {  // this rank's experts' share of the combine, summed over the ranks
+        TensorView local_ids = ws.local_expert_ids.view(DType::kI32, {T, K});
+        localize_expert_ids(ctx_, ids, shape_.first_expert, shape_.num_experts, local_ids);
+        TensorView part = ws.partial.view(DType::kF32, {T, H});
+        moe_experts(ctx_, x, lw.moe.experts_gate_up, lw.moe.experts_down, local_ids, weights, part);
+        reduce_partials(part, m);
+      } else {
+        moe_experts(ctx_, x, lw.moe.experts_gate_up, lw.moe.experts_down, ids, weights, m,
+                    lora ? &*lora : nullptr);
+      }
       profile_mark(ctx_, StepOp::kExperts);
       break;
     }
@@ -334,7 +373,7 @@ void BeamModel::mlp_block(Workspace& ws, int64_t l, int64_t sparse_index, bool c
 void BeamModel::compute_logits(Workspace& ws) {
   const BeamConfig& cfg = config();
   const int64_t T = ws.num_tokens(), R = ws.num_logit_rows();
-  const int64_t H = cfg.hidden_size, V = cfg.vocab_size;
+  const int64_t H = cfg.hidden_size, V = shape_.vocab;  // this rank's vocabulary slice
   TensorView residual = ws.residual.view(DType::kBF16, {T, H});
   // The rows that need logits, gathered on the device (the embedding op is a row gather).
   TensorView hidden = ws.final_hidden.view(DType::kBF16, {R, H});
@@ -343,9 +382,31 @@ void BeamModel::compute_logits(Workspace& ws) {
   TensorView z = ws.lm_out.view(DType::kBF16, {R, V});
   linear(ctx_, hidden, weights_->lm_head, z);
   add_lora(ws, 0, hidden, {{LoraTarget::kLmHead, z}});
-  TensorView logits = ws.logits.view(DType::kF32, {R, V});
+  TensorView logits = (sharded() ? ws.local_logits : ws.logits).view(DType::kF32, {R, V});
   softcap(ctx_, z, cfg.final_logit_softcapping.value_or(0.0f), logits);
+  if (sharded()) gather_logits(ws);
   profile_mark(ctx_, StepOp::kHead);
+}
+
+void BeamModel::reduce_partials(const TensorView& part, const TensorView& out) {
+  shard_.comm->all_reduce_sum(part);
+  round_to_bf16(ctx_, part, out);
+}
+
+void BeamModel::gather_logits(const Workspace& ws) {
+  const int64_t R = ws.num_logit_rows(), Vl = shape_.vocab, n = shard_.tp.size;
+  TensorView gathered = ws.gathered_logits.view(DType::kF32, {n, R, Vl});
+  shard_.comm->all_gather(ws.local_logits.view(DType::kF32, {R, Vl}), gathered);
+  // Rank r's slice [R, Vl] goes to columns [r * Vl, (r + 1) * Vl) of logits [R, n * Vl].
+  const TensorView logits = ws.logits.view(DType::kF32, {R, n * Vl});
+  const size_t row = static_cast<size_t>(Vl) * sizeof(float), rows = static_cast<size_t>(R);
+  for (int64_t r = 0; r < n; ++r) {
+    const TensorView slice = gathered.rows(r, 1);
+    copy_rows(
+        ctx_,
+        PitchedRows{static_cast<char*>(logits.data) + r * row, ctx_.device, n * row, row, rows},
+        PitchedRows{slice.data, ctx_.device, row, row, rows});
+  }
 }
 
 void BeamModel::add_lora(const Workspace& ws, int64_t l, const TensorView& x,

@@ -12,6 +12,7 @@
 #include "model/beam/workspace.h"
 #include "model/forward_batch.h"
 #include "model/lora_slots.h"
+#include "model/tensor_parallel.h"
 #include "model/weights.h"
 
 namespace beam {
@@ -23,12 +24,16 @@ class BeamModel {
   // weights must be on ctx.device (upload_weights in model/device_weights.h). lora (optional,
   // on ctx.device): slots of adapters served per request; every step then adds each token's
   // slot's deltas (SeqChunk::lora_slot) to the linear outputs LoraSlots serves.
+  // shard: a tensor-parallel rank's place (weights then shard_beam_weights' slice for it, the KV
+  // cache its KV heads); every rank of the group runs forward() on the same batch at the same
+  // time (model/tensor_parallel.h). Size > 1 runs on the CPU only, without LoRA, for now.
   BeamModel(std::shared_ptr<const BeamWeights> weights, KernelContext ctx,
-            std::unique_ptr<LoraSlots> lora = nullptr);
+            std::unique_ptr<LoraSlots> lora = nullptr, ModelShard shard = {});
 
   const BeamConfig& config() const { return weights_->config; }
   const BeamWeights& weights() const { return *weights_; }
   const KernelContext& context() const { return ctx_; }
+  TensorParallel tensor_parallel() const { return shard_.tp; }
 
   // Validates the batch (token ids in range, block tables long enough, positions ≥ 0), writes the
   // new tokens' K/V into kv and fills out with the soft-capped logits of the requested rows.
@@ -46,10 +51,11 @@ class BeamModel {
   // serves no adapters.
   std::unique_ptr<LoraSlots> release_lora_slots() { return std::move(lora_); }
 
-  // Serves `host` (load_beam_weights' result) from now on: weights of the same architecture
-  // (config_difference names the first key that differs: an error, nothing changed). On the CPU
-  // the model reads them as they are; on CUDA they are copied over the device weights in place
-  // (copy_weights_into), so decode graphs stay valid. Between forward() calls only.
+  // Serves `host` (load_beam_weights' result, sliced for this rank) from now on: weights of the
+  // same architecture (config_difference names the first key that differs: an error, nothing
+  // changed). On the CPU the model reads them as they are; on CUDA they are copied over the device
+  // weights in place (copy_weights_into), so decode graphs stay valid. Between forward() calls
+  // only.
   Status replace_weights(std::shared_ptr<const BeamWeights> host);
   // Frees the eager steps' activations and metadata (the next eager step allocates them again;
   // the decode graphs keep theirs, whose addresses they captured) and returns the bytes freed:
@@ -87,10 +93,17 @@ class BeamModel {
   std::optional<MoeLora> moe_lora(const Workspace& ws, int64_t l) const;
   // Copies the logits of batch's rows (the first rows of ws.logits) to out.
   void copy_logits(const Workspace& ws, const ForwardBatch& batch, ForwardOutput& out);
+  // out (bf16 [T, N]) = bf16 of part (f32 [T, N], this rank's partial sums) summed over the ranks.
+  void reduce_partials(const TensorView& part, const TensorView& out);
+  // ws.logits [R, V] from every rank's vocabulary slice (ws.local_logits [R, V / size]).
+  void gather_logits(const Workspace& ws);
+  bool sharded() const { return shard_.tp.size > 1; }
 
   std::shared_ptr<const BeamWeights> weights_;
   KernelContext ctx_;
   std::unique_ptr<LoraSlots> lora_;
+  ModelShard shard_;
+  ShardShape shape_;  // this rank's heads, widths, experts and vocabulary
   Workspace ws_;  // eager steps
   DecodeGraphs graphs_;
 };

@@ -78,7 +78,8 @@ Status DecodeGraphs::run(const KernelContext& ctx, const BeamConfig& cfg, const 
   const size_t index = bucket_index(batch.seqs.size());
   const int64_t rows = kBuckets[index];
   if (!reserved_) {  // the largest bucket up front: the workspace never moves afterwards
-    BEAM_RETURN_IF_ERROR(ws_.reserve(ctx, cfg, kBuckets.back(), kBuckets.back(), false));
+    BEAM_RETURN_IF_ERROR(
+        ws_.reserve(ctx, cfg, shard_shape(cfg, {}), kBuckets.back(), kBuckets.back(), false));
     reserved_ = true;
   }
   ws_.build(batch, kv.layers[0].block_size);

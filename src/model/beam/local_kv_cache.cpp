@@ -14,22 +14,24 @@ LocalKvCache::LocalKvCache(int64_t num_seqs, int64_t max_tokens, int64_t block_s
 }
 
 LocalKvCache::LocalKvCache(const BeamConfig& config, int64_t num_seqs, int64_t max_tokens,
-                           int64_t block_size)
+                           int64_t block_size, TensorParallel tp)
     : LocalKvCache(num_seqs, max_tokens, block_size) {
-  Status st = allocate(KernelContext{}, config);  // host memory needs no thread pool
+  Status st = allocate(KernelContext{}, config, tp);  // host memory needs no thread pool
   BEAM_CHECK(st.ok()) << "LocalKvCache: " << st.error().message;
 }
 
 Expected<LocalKvCache> LocalKvCache::create(const KernelContext& ctx, const BeamConfig& config,
-                                            int64_t num_seqs, int64_t max_tokens, int64_t block_size) {
+                                            int64_t num_seqs, int64_t max_tokens,
+                                            int64_t block_size, TensorParallel tp) {
   LocalKvCache cache(num_seqs, max_tokens, block_size);
-  BEAM_RETURN_IF_ERROR(cache.allocate(ctx, config));
+  BEAM_RETURN_IF_ERROR(cache.allocate(ctx, config, tp));
   return cache;
 }
 
-Status LocalKvCache::allocate(const KernelContext& ctx, const BeamConfig& config) {
+Status LocalKvCache::allocate(const KernelContext& ctx, const BeamConfig& config,
+                              TensorParallel tp) {
   const int64_t num_blocks = static_cast<int64_t>(tables_.size());
-  const Shape shape{num_blocks, block_size_, config.num_kv_heads, config.head_dim};
+  const Shape shape{num_blocks, block_size_, shard_shape(config, tp).num_kv_heads, config.head_dim};
   const size_t nbytes = static_cast<size_t>(shape.numel()) * dtype_size(DType::kBF16);
   // Poison the cache so a read of a slot nobody wrote shows up as NaN, not as a plausible zero.
   HostTensor poison(DType::kBF16, shape);

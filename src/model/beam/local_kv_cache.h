@@ -11,6 +11,7 @@
 #include "kernels/api/device_memory.h"
 #include "model/config.h"
 #include "model/forward_batch.h"
+#include "model/tensor_parallel.h"
 
 namespace beam {
 
@@ -18,11 +19,13 @@ namespace beam {
 class LocalKvCache {
  public:
   // Room for num_seqs sequences of up to max_tokens KV slots each, on ctx's device; an error when
-  // the device is out of memory.
+  // the device is out of memory. A tensor-parallel rank's cache (tp) holds that rank's KV heads.
   static Expected<LocalKvCache> create(const KernelContext& ctx, const BeamConfig& config,
-                                       int64_t num_seqs, int64_t max_tokens, int64_t block_size = 16);
+                                       int64_t num_seqs, int64_t max_tokens,
+                                       int64_t block_size = 16, TensorParallel tp = {});
   // The same in host memory (aborts when the host is out of memory).
-  LocalKvCache(const BeamConfig& config, int64_t num_seqs, int64_t max_tokens, int64_t block_size = 16);
+  LocalKvCache(const BeamConfig& config, int64_t num_seqs, int64_t max_tokens,
+               int64_t block_size = 16, TensorParallel tp = {});
 
   const KvLayers& layers() const { return layers_; }
   int64_t max_tokens() const { return blocks_per_seq_ * block_size_; }
@@ -31,7 +34,7 @@ class LocalKvCache {
 
  private:
   LocalKvCache(int64_t num_seqs, int64_t max_tokens, int64_t block_size);
-  Status allocate(const KernelContext& ctx, const BeamConfig& config);
+  Status allocate(const KernelContext& ctx, const BeamConfig& config, TensorParallel tp);
 
   int64_t block_size_;
   int64_t blocks_per_seq_;

@@ -86,15 +86,32 @@ void Workspace::pad_decode(int64_t rows) {
 
 size_t Workspace::device_bytes() const {
   size_t n = meta.nbytes();
-  for (const ScratchBuffer* b :
-       {&residual, &x, &q, &k, &v, &gate, &attn_out, &branch, &mlp_hidden, &mlp_act, &expert_ids,
-        &expert_weights, &routed_experts, &final_hidden, &lm_out, &logits})
+  for (const ScratchBuffer* b : {&residual,
+                                 &x,
+                                 &q,
+                                 &k,
+                                 &v,
+                                 &gate,
+                                 &attn_out,
+                                 &branch,
+                                 &mlp_hidden,
+                                 &mlp_act,
+                                 &expert_ids,
+                                 &expert_weights,
+                                 &routed_experts,
+                                 &final_hidden,
+                                 &lm_out,
+                                 &logits,
+                                 &partial,
+                                 &local_expert_ids,
+                                 &local_logits,
+                                 &gathered_logits})
     n += b->capacity();
   return n;
 }
 
-Status Workspace::reserve(const KernelContext& ctx, const BeamConfig& cfg, int64_t tokens,
-                          int64_t rows, bool capture_routing) {
+Status Workspace::reserve(const KernelContext& ctx, const BeamConfig& cfg, const ShardShape& shard,
+                          int64_t tokens, int64_t rows, bool capture_routing, bool sharded) {
   if (tokens > meta_tokens || rows > meta_rows || meta.nbytes() == 0) {
     const int64_t t = std::max(tokens + tokens / 2, meta_tokens);
     const int64_t r = std::max(rows + rows / 2, meta_rows);
@@ -107,18 +124,33 @@ Status Workspace::reserve(const KernelContext& ctx, const BeamConfig& cfg, int64
     meta_rows = r;
   }
   const size_t T = tokens, R = rows;
-  const size_t H = cfg.hidden_size, Nq = cfg.num_heads, Nkv = cfg.num_kv_heads, D = cfg.head_dim;
-  const size_t I = cfg.intermediate_size, K = cfg.num_experts_per_tok;
-  const size_t V = cfg.vocab_size, S = cfg.num_layers_of(MlpKind::kSparse);
+  const size_t H = cfg.hidden_size, Nq = shard.num_heads, Nkv = shard.num_kv_heads,
+               D = cfg.head_dim;
+  const size_t I = shard.intermediate, K = cfg.num_experts_per_tok;
+  const size_t V = cfg.vocab_size, Vl = shard.vocab, S = cfg.num_layers_of(MlpKind::kSparse);
+  const size_t tp = sharded ? 1 : 0;  // the tensor-parallel buffers' factor
   const size_t bf = sizeof(uint16_t), f32 = sizeof(float), i32 = sizeof(int32_t);
   const std::pair<ScratchBuffer*, size_t> needs[] = {
-      {&residual, T * H * bf}, {&x, T * H * bf}, {&branch, T * H * bf},
-      {&q, T * Nq * D * bf}, {&gate, T * Nq * D * bf}, {&attn_out, T * Nq * D * bf},
-      {&k, T * Nkv * D * bf}, {&v, T * Nkv * D * bf},
-      {&mlp_hidden, T * 2 * I * bf}, {&mlp_act, T * I * bf},
-      {&expert_ids, T * K * i32}, {&expert_weights, T * K * f32},
+      {&residual, T * H * bf},
+      {&x, T * H * bf},
+      {&branch, T * H * bf},
+      {&q, T * Nq * D * bf},
+      {&gate, T * Nq * D * bf},
+      {&attn_out, T * Nq * D * bf},
+      {&k, T * Nkv * D * bf},
+      {&v, T * Nkv * D * bf},
+      {&mlp_hidden, T * 2 * I * bf},
+      {&mlp_act, T * I * bf},
+      {&expert_ids, T * K * i32},
+      {&expert_weights, T * K * f32},
       {&routed_experts, capture_routing ? S * T * K * i32 : 0},
-      {&final_hidden, R * H * bf}, {&lm_out, R * V * bf}, {&logits, R * V * f32}};
+      {&final_hidden, R * H * bf},
+      {&lm_out, R * Vl * bf},
+      {&logits, R * V * f32},
+      {&partial, tp * T * H * f32},
+      {&local_expert_ids, tp * T * K * i32},
+      {&local_logits, tp * R * Vl * f32},
+      {&gathered_logits, tp * R * V * f32}};
   for (const auto& [buffer, nbytes] : needs) BEAM_RETURN_IF_ERROR(buffer->reserve(ctx, nbytes));
   return ok_status();
 }

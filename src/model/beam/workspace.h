@@ -11,6 +11,7 @@
 #include "kernels/api/device_memory.h"
 #include "model/config.h"
 #include "model/forward_batch.h"
+#include "model/tensor_parallel.h"
 
 namespace beam {
 
@@ -52,6 +53,9 @@ struct Workspace {
   // Activations.
   ScratchBuffer residual, x, q, k, v, gate, attn_out, branch, mlp_hidden, mlp_act,
       expert_ids, expert_weights, routed_experts, final_hidden, lm_out, logits;
+  // A tensor-parallel rank's (model/tensor_parallel.h): fp32 partial sums [T, H], the routed ids
+  // of its experts [T, k], its logits' vocabulary slice [R, V / n] and every rank's [n, R, V / n].
+  ScratchBuffer partial, local_expert_ids, local_logits, gathered_logits;
 
   // Fills the host metadata of batch (KV slots from its block tables). Logit rows: every token of
   // an all_logits sequence, else its last.
@@ -60,10 +64,11 @@ struct Workspace {
   // 0, no KV slot (-1), no routed experts (active_tokens stays the batch), logits computed (and
   // dropped by the caller), no LoRA. Attention seqs stay real.
   void pad_decode(int64_t rows);
-  // Reserves every buffer for `tokens` tokens and `rows` logit rows (routed_experts only with
-  // capture). An error when the device is out of memory.
-  Status reserve(const KernelContext& ctx, const BeamConfig& cfg, int64_t tokens, int64_t rows,
-                 bool capture_routing);
+  // Reserves every buffer for `tokens` tokens and `rows` logit rows of a rank holding `shard`'s
+  // share (routed_experts only with capture, the tensor-parallel buffers only when `sharded`). An
+  // error when the device is out of memory.
+  Status reserve(const KernelContext& ctx, const BeamConfig& cfg, const ShardShape& shard,
+                 int64_t tokens, int64_t rows, bool capture_routing, bool sharded = false);
   // Bytes the activations and the metadata mirror hold on the device.
   size_t device_bytes() const;
   // Copies the host metadata into meta's pinned bytes and queues one upload (after reserve for

@@ -163,6 +163,7 @@ void handle_server_info(const ServerState& state, const std::shared_ptr<Exchange
       {"disable_radix_cache", !engine.enable_prefix_cache},
       {"disable_cuda_graph", !engine.cuda_graphs},
       {"attention_probs", attention_probs_name(engine.attention_probs)},
+      {"tp_size", engine.tensor_parallel_size},  // SGLang's name: ranks the model is split over
       {"enable_return_routed_experts", model.routed_experts_enabled},
       {"enable_weight_updates", model.weight_updates_enabled},
       {"enable_memory_saver", model.sleep_mode_enabled},  // SGLang's name for sleep mode
