@@ -46,7 +46,7 @@ Expected<std::shared_ptr<const OutputConstraint>> schema_constraint(const Args& 
 int bench_serve(int argc, char** argv) {
   auto flags = bench_common_flags();
   flags.insert({"concurrency", "prompt-len", "output-len", "kv-budget-mb", "max-step-tokens",
-                "seed", "json-schema", "tokenizer"});
+                "seed", "json-schema", "tokenizer", "tensor-parallel-size"});
   flags.insert(std::begin(kSpeculativeFlags), std::end(kSpeculativeFlags));
   auto args = Args::parse(argc, argv, flags, bench_common_bool_flags());
   if (!args.ok()) return bench_fail(args.error().message);
@@ -56,7 +56,8 @@ int bench_serve(int argc, char** argv) {
   auto kv_mb = args->get_int("kv-budget-mb", 0);
   auto step = args->get_int("max-step-tokens", 0);  // absent: the engine's default for the device
   auto seed = args->get_int("seed", 1);             // the prompts' token ids
-  for (const auto* e : {&prompt, &output, &kv_mb, &step, &seed})
+  auto tp = args->get_int("tensor-parallel-size", 1);  // GPUs 0..N-1 (EngineOptions)
+  for (const auto* e : {&prompt, &output, &kv_mb, &step, &seed, &tp})
     if (!e->ok()) return bench_fail(e->error().message);
   if (!levels.ok()) return bench_fail(levels.error().message);
   auto device = args->get_device();
@@ -80,6 +81,7 @@ int bench_serve(int argc, char** argv) {
   eo.attention_probs = (*dev)->ctx.attention_probs;
   eo.num_threads = threads.ok() ? static_cast<int>(*threads) : 0;
   if (*kv_mb > 0) eo.kv_budget_bytes = *kv_mb << 20;
+  eo.tensor_parallel_size = static_cast<int>(*tp);
   auto speculative = speculative_from_args(*args);
   if (!speculative.ok()) return bench_fail(speculative.error().message);
   eo.speculative = *speculative;
@@ -125,6 +127,7 @@ int bench_serve(int argc, char** argv) {
             "greedy, ignore_eos";
   if (constraint) report["json_schema"] = args->get_or("json-schema", "");
   report["max_tokens_per_step"] = (*engine)->max_tokens_per_step();
+  report["tensor_parallel_size"] = *tp;
   report["runs"] = runs;
   const int rc = emit_report(report, *args);
   return failed == 0 ? rc : 1;

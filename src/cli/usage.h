@@ -46,7 +46,8 @@ inline constexpr const char* kServeUsage =
     "of P)]\n"
     "         [--tensor-parallel-size N | --tp-size N (the model split over N ranks: heads, "
     "widths\n"
-    "          and vocabulary split, experts whole per rank; CPU threads for now; default 1)]\n"
+    "          and vocabulary split, experts whole per rank; GPUs 0..N-1 through NCCL, or CPU\n"
+    "          threads; default 1)]\n"
     "         [--enable-return-routed-experts (requests may ask for their routed experts)]\n"
     "         [--enable-weight-updates (POST /update_weights_from_disk loads new weights)]\n"
     "         [--merge-lora DIR (a PEFT LoRA adapter merged into the weights as they load)]\n"
@@ -114,6 +115,7 @@ inline constexpr const char* kBenchServeUsage =
     "         [--kv-budget-mb N] [--max-step-tokens N (the engine's default for the device)]\n"
     "         [--seed 1] [--json-schema FILE --tokenizer DIR] [--speculative-config JSON (as "
     "serve's)]\n"
+    "         [--tensor-parallel-size N (the engine split over GPUs 0..N-1, as serve's)]\n"
     "  beam-slice: 2 layers unless --layers says otherwise; --json-schema: every output is JSON "
     "of\n"
     "  the schema (structured output over DIR's tokenizer; outputs may end before --output-len)\n";

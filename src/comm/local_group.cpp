@@ -47,13 +47,14 @@ void LocalGroup::abort(std::string why) {
   cv_.notify_all();
 }
 
-void LocalGroup::reset() {
+Status LocalGroup::reset() {
   std::lock_guard lock(mu_);
   BEAM_CHECK(num_inside_ == 0) << "LocalGroup::reset() while " << num_inside_
                                << " ranks are inside a collective";
   aborted_ = false;
   abort_reason_.clear();
   num_arrived_ = 0;  // ranks that left an aborted barrier by throwing were counted in
+  return ok_status();
 }
 
 bool LocalGroup::aborted() const {

@@ -17,24 +17,25 @@ namespace beam {
 // Shared by its ranks' threads: rank(r)'s communicator is used by rank r's thread only; abort()
 // and aborted() may be called from any thread; the owner constructs, reset()s and destroys it
 // while no rank is inside a collective.
-class LocalGroup {
+class LocalGroup final : public CommGroup {
  public:
   // size >= 1 ranks.
   explicit LocalGroup(int size);
-  ~LocalGroup();
+  ~LocalGroup() override;
   LocalGroup(const LocalGroup&) = delete;
   LocalGroup& operator=(const LocalGroup&) = delete;
 
-  int size() const { return size_; }
+  int size() const override { return size_; }
   // Rank r's communicator, r in [0, size()); owned by the group. Collectives take host tensors.
-  Communicator& rank(int r);
+  Communicator& rank(int r) override;
 
   // Every collective waiting now or called later throws CommAborted(why) until reset(). A
   // collective whose ranks all arrived finishes its copies first (peers still read its buffers).
-  void abort(std::string why);
-  // Makes an aborted group usable again; only while no rank is inside a collective.
-  void reset();
-  bool aborted() const;
+  void abort(std::string why) override;
+  // Makes an aborted group usable again (always succeeds); only while no rank is inside a
+  // collective.
+  Status reset() override;
+  bool aborted() const override;
 
  private:
   class Rank;

@@ -77,17 +77,12 @@ void log_step_budget(int64_t tokens, bool explicit_tokens, int64_t device_defaul
 }
 
 // What a tensor-parallel engine needs (EngineOptions::tensor_parallel_size): a config that splits,
-// the CPU backend, no LoRA slots and no sleep mode (for now).
+// no LoRA slots and no sleep mode (for now). GPUs and NCCL are checked as the ranks start.
 Status check_engine_tensor_parallel(const EngineOptions& options, const BeamConfig& config) {
   const int tp = options.tensor_parallel_size;
   if (tp == 1) return ok_status();
   const std::string what = "engine: tensor parallel size " + std::to_string(tp);
   if (tp < 1) return make_error(what + ": must be >= 1");
-  if (options.device != Device::kCpu)
-    return make_error(what +
-                      " runs on the CPU backend only for now (ranks on several GPUs need "
-                      "the NCCL communicator, which is not built yet); use --device cpu "
-                      "or one rank");
   if (options.max_loras != 0)
     return make_error(what + " does not serve LoRA slots yet (--max-loras 0)");
   if (options.enable_sleep_mode) return make_error(what + " has no sleep mode yet");
@@ -1467,10 +1462,17 @@ Expected<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const BeamWeigh
                                                options.max_running);
   EngineOptions resolved = options;
   resolved.max_tokens_per_step = step_tokens;
+  std::unique_ptr<EngineRanks> ranks;
+  if (tp > 1) {
+    const int threads = options.num_threads > 0
+                            ? options.num_threads
+                            : static_cast<int>(std::thread::hardware_concurrency());
+    BEAM_ASSIGN_OR_RETURN(ranks, EngineRanks::create(full, tp, device, std::max(1, threads / tp)));
+  }
   std::optional<StepMemory> step;
   if (device.device == Device::kCuda) {
     BEAM_ASSIGN_OR_RETURN(step, warm_up_largest_step(device, step_tokens, options.max_running,
-                                                     options.block_size_tokens, lora));
+                                                     options.block_size_tokens, lora, ranks.get()));
   }
   BEAM_ASSIGN_OR_RETURN(int64_t budget, kv_budget_bytes(device, config, options.kv_budget_bytes,
                                                         options.max_running, step));
@@ -1489,15 +1491,12 @@ Expected<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const BeamWeigh
   kc.num_full_blocks = sizes.num_full_blocks;
   kc.num_sliding_blocks = sizes.num_sliding_blocks;
   BEAM_ASSIGN_OR_RETURN(KvCacheManager kv, KvCacheManager::create(kc));
-  std::unique_ptr<EngineRanks> ranks;
-  if (tp > 1) {
-    const int threads = options.num_threads > 0
-                            ? options.num_threads
-                            : static_cast<int>(std::thread::hardware_concurrency());
-    BEAM_ASSIGN_OR_RETURN(ranks, EngineRanks::create(full, tp, geometry, sizes, *allocator,
-                                                     std::max(1, threads / tp)));
-    log_info("engine: the model is split over " + std::to_string(tp) +
-             " tensor-parallel ranks (threads of this process), each with the KV pools above");
+  if (ranks) {
+    BEAM_RETURN_IF_ERROR(ranks->allocate_kv(geometry, sizes));
+    log_info("engine: the model is split over " + std::to_string(tp) + " tensor-parallel ranks (" +
+             (device.device == Device::kCuda ? "GPUs 0-" + std::to_string(tp - 1) + ", NCCL"
+                                             : std::string("threads of this process")) +
+             "), each with the KV pools above");
   }
   auto impl = std::make_unique<Impl>(std::move(device), resolved, std::move(geometry), sizes,
                                      std::move(allocator), std::move(storage), std::move(kv),

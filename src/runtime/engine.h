@@ -143,8 +143,9 @@ struct EngineOptions {
   // The model split over this many ranks (vLLM's --tensor-parallel-size, SGLang's --tp-size;
   // model/tensor_parallel.h): attention heads, dense width and vocabulary split, routed experts
   // whole per rank, partial sums added in fp32 and rounded once. Each rank's KV pools hold its KV
-  // heads within kv_budget_bytes. For now on the CPU (ranks are threads), without LoRA slots or
-  // sleep mode.
+  // heads within kv_budget_bytes. On CUDA rank r runs on GPU r and the ranks meet through NCCL
+  // (libnccl.so.2 loaded at start); on the CPU the ranks are threads. Without LoRA slots or sleep
+  // mode for now.
   int tensor_parallel_size = 1;
   // Speculative decoding with n-gram drafts (vLLM's "ngram" method; docs/runtime.md,
   // "Speculative decoding"): each decode verifies up to num_draft_tokens drafts in one forward.

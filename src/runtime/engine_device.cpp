@@ -15,6 +15,7 @@
 #include "model/beam/local_kv_cache.h"
 #include "model/device_weights.h"
 #include "model/memory_plan.h"
+#include "runtime/engine_ranks.h"
 #include "runtime/kv_cache/device_kv_allocator.h"
 #include "runtime/kv_cache/releasable_kv_allocator.h"
 
@@ -35,14 +36,14 @@ std::string gib_text(int64_t bytes) {
 
 Expected<EngineDevice> open_engine_device(Device device,
                                           std::shared_ptr<const BeamWeights> host_weights,
-                                          bool sleep_mode) {
+                                          bool sleep_mode, int gpu) {
   EngineDevice d;
   d.device = device;
   switch (device) {
     case Device::kCpu:
       break;
     case Device::kCuda: {
-      BEAM_ASSIGN_OR_RETURN(d.cuda, create_cuda_context(0));
+      BEAM_ASSIGN_OR_RETURN(d.cuda, create_cuda_context(gpu));
       break;
     }
   }
@@ -72,7 +73,7 @@ int64_t fit_step_tokens_to_kv_budget(int64_t tokens, const KvGeometry& geometry,
 
 Expected<StepMemory> warm_up_largest_step(const EngineDevice& device, int64_t tokens,
                                           int64_t max_seqs, int64_t block_size,
-                                          std::unique_ptr<LoraSlots>& lora) {
+                                          std::unique_ptr<LoraSlots>& lora, EngineRanks* ranks) {
   KernelContext ctx = device.context(nullptr);  // CUDA ops need no host pool
   ctx.cuda_graphs = false;  // a step of one-token sequences would capture a decode graph
   const BeamConfig& c = device.weights->config;
@@ -84,7 +85,8 @@ Expected<StepMemory> warm_up_largest_step(const EngineDevice& device, int64_t to
                       why + "); lower --max-tokens-per-step");
   };
   const int32_t lora_slot = lora ? 0 : kNoLoraSlot;
-  BeamModel model(device.weights, ctx, std::move(lora));
+  BeamModel model(device.weights, ctx, std::move(lora),
+                  ranks ? ranks->rank0_shard() : ModelShard{});
   struct GiveBack {  // the slots go back to the caller on every return
     BeamModel& model;
     std::unique_ptr<LoraSlots>& lora;
@@ -92,7 +94,8 @@ Expected<StepMemory> warm_up_largest_step(const EngineDevice& device, int64_t to
   } give_back{model, lora};
   std::optional<LocalKvCache> cache;
   {
-    Expected<LocalKvCache> created = LocalKvCache::create(ctx, c, seqs, per_seq, block_size);
+    Expected<LocalKvCache> created =
+        LocalKvCache::create(ctx, c, seqs, per_seq, block_size, model.tensor_parallel());
     if (!created.ok()) return fail(created.error().message);
     cache.emplace(std::move(*created));
   }
@@ -109,10 +112,15 @@ Expected<StepMemory> warm_up_largest_step(const EngineDevice& device, int64_t to
     begin += n;
   }
   ForwardOutput out;  // logits copied back: the step is finished when forward returns
-  const Status st = model.forward(batch, cache->layers(), out);
+  const Status st = ranks ? ranks->warm_up_step(model, *cache, batch, seqs, per_seq, out)
+                          : model.forward(batch, cache->layers(), out);
   if (!st.ok()) return fail(st.error().message);
   cache.reset();  // the scratch KV goes; the model keeps its activations for the measure
-  const DeviceMemoryInfo during = device_memory_info(ctx);
+  DeviceMemoryInfo during = device_memory_info(ctx);
+  if (ranks) {
+    BEAM_ASSIGN_OR_RETURN(DeviceMemoryInfo least, ranks->least_free_memory());
+    if (least.free_bytes < during.free_bytes) during = least;
+  }
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
   return StepMemory{during.free_bytes, during.total_bytes, free_before - during.free_bytes,
                     took.count()};

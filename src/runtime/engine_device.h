@@ -19,6 +19,8 @@
 
 namespace beam {
 
+class EngineRanks;  // runtime/engine_ranks.h
+
 // "1.23 GiB".
 std::string gib_text(int64_t bytes);
 
@@ -42,12 +44,12 @@ struct EngineDevice {
   }
 };
 
-// Creates the CUDA context of GPU 0 (Device::kCuda; its error says why CUDA is unavailable) and
-// uploads the weights to it (into releasable memory with `sleep_mode`); on the CPU it keeps the
-// host weights.
+// Creates the CUDA context of GPU `gpu` (Device::kCuda; its error says why CUDA is unavailable;
+// the calling thread's current device becomes that GPU) and uploads the weights to it (into
+// releasable memory with `sleep_mode`); on the CPU it keeps the host weights.
 Expected<EngineDevice> open_engine_device(Device device,
                                           std::shared_ptr<const BeamWeights> host_weights,
-                                          bool sleep_mode = false);
+                                          bool sleep_mode = false, int gpu = 0);
 
 // The chunked-prefill token budget of a step when EngineOptions leaves it unset: 8192 tokens on a
 // CUDA device of at least 70 GiB (vLLM's rule for H100 / H200-class GPUs; on the H200 long prompts
@@ -78,9 +80,12 @@ struct StepMemory {
 // activations (the engine's own model needs them again). With LoRA slots (lent to the scratch
 // model and given back, whatever the outcome) the step's tokens use slot 0 (empty: the same
 // outputs), so the LoRA kernels' scratch (e.g. expert LoRA's fp32 deltas) is reserved too.
+// With `ranks` (a tensor-parallel engine's workers) the step runs on every rank, each through
+// scratch KV caches of its heads, and the free memory is the least over the ranks' devices.
 Expected<StepMemory> warm_up_largest_step(const EngineDevice& device, int64_t tokens,
                                           int64_t max_seqs, int64_t block_size,
-                                          std::unique_ptr<LoraSlots>& lora);
+                                          std::unique_ptr<LoraSlots>& lora,
+                                          EngineRanks* ranks = nullptr);
 
 // KV budget in bytes (both pools): `requested` when given; else 1 GiB on the CPU, and on CUDA the
 // free memory measured during the largest step (warm_up_largest_step) minus memory_plan's

@@ -1,36 +1,154 @@
-// EngineRanks: the worker ranks of a tensor-parallel engine and their KV storage.
+// EngineRanks: the worker ranks of a tensor-parallel engine, their devices and KV storage. Every
+// worker's device work runs on its own thread (RankWorkers::on_workers), which a GPU rank's
+// keeps bound to its GPU; the engine's thread stays on GPU 0.
 #include "runtime/engine_ranks.h"
 
-namespace beam {
+#include <algorithm>
+#include <string>
 
-Expected<std::unique_ptr<EngineRanks>> EngineRanks::create(
-    std::shared_ptr<const BeamWeights> full, int size, const KvGeometry& rank_geometry,
-    const KvPoolSizes& sizes, KvMemoryAllocator& allocator, int threads_per_rank) {
-  std::unique_ptr<EngineRanks> ranks(new EngineRanks());
-  ranks->group_ = std::make_unique<LocalGroup>(size);
-  BEAM_ASSIGN_OR_RETURN(ranks->workers_,
-                        RankWorkers::create(std::move(full), *ranks->group_, threads_per_rank));
-  for (int r = 1; r < size; ++r) {
-    BEAM_ASSIGN_OR_RETURN(KvStorage storage, KvStorage::create(rank_geometry, sizes, allocator));
-    ranks->storage_.push_back(std::move(storage));
+#include "comm/local_group.h"
+#if BEAMSERVE_CUDA
+#include "comm/nccl_group.h"
+#endif
+
+namespace beam {
+namespace {
+
+Expected<std::unique_ptr<CommGroup>> make_group(Device device, int size,
+                                                const EngineDevice& rank0) {
+  switch (device) {
+    case Device::kCpu:
+      return std::unique_ptr<CommGroup>(std::make_unique<LocalGroup>(size));
+    case Device::kCuda: {
+#if BEAMSERVE_CUDA
+      BEAM_ASSIGN_OR_RETURN(std::unique_ptr<NcclGroup> nccl, NcclGroup::create(size));
+      nccl->bind_stream(0, native_stream(rank0.context(nullptr)));
+      return std::unique_ptr<CommGroup>(std::move(nccl));
+#else
+      (void)rank0;
+      return make_error("tensor parallelism on CUDA: this build has no CUDA backend");
+#endif
+    }
   }
+  return make_error("tensor parallelism: unknown device");
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<EngineRanks>> EngineRanks::create(std::shared_ptr<const BeamWeights> full,
+                                                           int size, const EngineDevice& rank0,
+                                                           int threads_per_rank) {
+  BEAM_RETURN_IF_ERROR(check_tensor_parallel(full->config, size));
+  std::unique_ptr<EngineRanks> ranks(new EngineRanks());
+  BEAM_ASSIGN_OR_RETURN(ranks->group_, make_group(rank0.device, size, rank0));
+  ranks->workers_.resize(static_cast<size_t>(size - 1));
+  CommGroup& group = *ranks->group_;
+  RankWorkers::Build build;
+  if (rank0.device == Device::kCpu) {
+    build = RankWorkers::cpu_ranks(full, group, threads_per_rank);
+  } else {
+    build = [&, full](int r) -> Expected<WorkerRank> {
+      const TensorParallel tp{r, size};
+      BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> slice, shard_beam_weights(full, tp));
+      BEAM_ASSIGN_OR_RETURN(EngineDevice d, open_engine_device(Device::kCuda, std::move(slice),
+                                                               /*sleep_mode=*/false, r));
+      d.cuda_graphs = rank0.cuda_graphs;
+      d.attention_probs = rank0.attention_probs;
+#if BEAMSERVE_CUDA
+      static_cast<NcclGroup&>(group).bind_stream(r, native_stream(d.context(nullptr)));
+#endif
+      auto device = std::make_shared<EngineDevice>(std::move(d));
+      ranks->workers_[r - 1].device = device;
+      WorkerRank w;
+      w.model = std::make_unique<BeamModel>(device->weights, device->context(nullptr), nullptr,
+                                            ModelShard{tp, &group.rank(r)});
+      w.device = device;
+      return w;
+    };
+  }
+  BEAM_ASSIGN_OR_RETURN(ranks->ranks_, RankWorkers::create(group, build));
   ranks->kv_.assign(static_cast<size_t>(size), nullptr);
-  for (int r = 1; r < size; ++r) ranks->kv_[r] = &ranks->storage_[r - 1].layers();
   return ranks;
+}
+
+EngineRanks::~EngineRanks() {
+  // Each worker's device memory goes on its own thread (its GPU current) before the threads stop.
+  if (ranks_)
+    (void)ranks_->on_workers([this](int r, BeamModel&) {
+      workers_[r - 1].storage.reset();
+      workers_[r - 1].scratch.reset();
+      workers_[r - 1].allocator.reset();
+      workers_[r - 1].device.reset();  // RankWorkers lets go of the last reference on the thread
+      return ok_status();
+    });
+}
+
+Status EngineRanks::warm_up_step(BeamModel& rank0, const LocalKvCache& cache0,
+                                 const ForwardBatch& batch, int64_t num_seqs, int64_t max_tokens,
+                                 ForwardOutput& out) {
+  const int64_t block = cache0.layers().layers[0].block_size;
+  const int n = size();
+  Status st = ranks_->on_workers([&](int r, BeamModel& model) -> Status {
+    BEAM_ASSIGN_OR_RETURN(LocalKvCache cache,
+                          LocalKvCache::create(model.context(), model.config(), num_seqs,
+                                               max_tokens, block, TensorParallel{r, n}));
+    workers_[r - 1].scratch.emplace(std::move(cache));
+    kv_[r] = &workers_[r - 1].scratch->layers();
+    return ok_status();
+  });
+  if (st.ok()) {
+    kv_[0] = &cache0.layers();
+    st = ranks_->forward(rank0, batch, kv_, out);
+  }
+  (void)ranks_->on_workers([this](int r, BeamModel& model) {
+    synchronize(model.context());
+    workers_[r - 1].scratch.reset();
+    return ok_status();
+  });
+  return st;
+}
+
+Expected<DeviceMemoryInfo> EngineRanks::least_free_memory() {
+  std::vector<DeviceMemoryInfo> info(workers_.size());
+  BEAM_RETURN_IF_ERROR(ranks_->on_workers([&](int r, BeamModel& model) {
+    info[r - 1] = device_memory_info(model.context());
+    return ok_status();
+  }));
+  DeviceMemoryInfo least = info.front();
+  for (const DeviceMemoryInfo& i : info)
+    if (i.free_bytes < least.free_bytes) least = i;
+  return least;
+}
+
+Status EngineRanks::allocate_kv(const KvGeometry& rank_geometry, const KvPoolSizes& sizes) {
+  BEAM_RETURN_IF_ERROR(ranks_->on_workers([&](int r, BeamModel&) -> Status {
+    Worker& w = workers_[r - 1];
+    w.allocator = w.device ? make_kv_allocator(*w.device, /*sleep_mode=*/false)
+                           : std::make_unique<HostKvAllocator>();
+    BEAM_ASSIGN_OR_RETURN(KvStorage storage, KvStorage::create(rank_geometry, sizes, *w.allocator));
+    w.storage.emplace(std::move(storage));
+    return ok_status();
+  }));
+  for (int r = 1; r < size(); ++r) kv_[r] = &workers_[r - 1].storage->layers();
+  return ok_status();
 }
 
 Status EngineRanks::forward(BeamModel& rank0, const KvStorage& storage0, const ForwardBatch& batch,
                             ForwardOutput& out) {
   kv_[0] = &storage0.layers();
-  return workers_->forward(rank0, batch, kv_, out);
+  return ranks_->forward(rank0, batch, kv_, out);
 }
 
 void EngineRanks::copy_blocks(std::span<const BlockCopy> copies) {
-  for (KvStorage& s : storage_) s.copy_blocks(copies);
+  if (copies.empty()) return;
+  (void)ranks_->on_workers([&](int r, BeamModel&) {
+    workers_[r - 1].storage->copy_blocks(copies);
+    return ok_status();
+  });
 }
 
 Status EngineRanks::replace_weights(const std::shared_ptr<const BeamWeights>& full) {
-  return workers_->replace_weights(full);
+  return ranks_->replace_weights(full);
 }
 
 }  // namespace beam

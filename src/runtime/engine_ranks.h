@@ -1,17 +1,22 @@
 // EngineRanks: what an engine whose model is split over several ranks (EngineOptions::
-// tensor_parallel_size; model/tensor_parallel.h) holds beside rank 0's model and KV storage:
-// the group the ranks meet in, the worker ranks (model/beam/rank_workers.h) and each worker's
-// KV storage, whose block tables are rank 0's (every rank stores its KV heads of the same blocks).
-// On the CPU backend for now: the ranks are threads of this process.
+// tensor_parallel_size; model/tensor_parallel.h) holds beside rank 0's model and KV storage: the
+// group the ranks meet in (threads of this process on the CPU, NCCL over GPUs 0..n-1 on CUDA),
+// the worker ranks (model/beam/rank_workers.h: rank r's weight slice on GPU r, uploaded on its
+// thread) and each worker's KV storage, whose block tables are rank 0's (every rank stores its KV
+// heads of the same blocks).
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
-#include "comm/local_group.h"
+#include "comm/communicator.h"
 #include "core/status.h"
+#include "kernels/api/device_memory.h"
+#include "model/beam/local_kv_cache.h"
 #include "model/beam/rank_workers.h"
+#include "runtime/engine_device.h"
 #include "runtime/kv_cache/kv_geometry.h"
 #include "runtime/kv_cache/kv_storage.h"
 
@@ -20,34 +25,51 @@ namespace beam {
 // Owned and called by the engine's thread.
 class EngineRanks {
  public:
-  // Ranks 1..size-1 of `full` (host weights) with KV storage of rank_geometry (one rank's KV
-  // heads) and `sizes` from `allocator` (which must outlive this); threads_per_rank CPU threads
-  // each. Errors: a config that does not split, KV memory the host cannot give.
+  // The group and ranks 1..size-1 of `full` (host weights) on rank0's kind of device: CPU ranks
+  // of threads_per_rank threads, or GPU r for rank r (its context, weights and stream for NCCL),
+  // with rank0's decode-graph and attention settings. Errors: a config that does not split, NCCL
+  // or GPUs missing, weights that do not fit a GPU.
   static Expected<std::unique_ptr<EngineRanks>> create(std::shared_ptr<const BeamWeights> full,
-                                                       int size, const KvGeometry& rank_geometry,
-                                                       const KvPoolSizes& sizes,
-                                                       KvMemoryAllocator& allocator,
+                                                       int size, const EngineDevice& rank0,
                                                        int threads_per_rank);
+  ~EngineRanks();
 
   int size() const { return group_->size(); }
   // Rank 0's place: the engine's BeamModel takes it.
   ModelShard rank0_shard() const { return ModelShard{TensorParallel{0, size()}, &group_->rank(0)}; }
 
+  // The warm-up's scratch KV caches on the workers (LocalKvCache::create of num_seqs sequences of
+  // max_tokens slots, each holding its rank's heads), a step through them with rank 0's (model,
+  // cache), then gone; the workers' models keep their activations, as rank 0's scratch model.
+  Status warm_up_step(BeamModel& rank0, const LocalKvCache& cache0, const ForwardBatch& batch,
+                      int64_t num_seqs, int64_t max_tokens, ForwardOutput& out);
+  // The least free memory over the workers' devices (the KV budget must fit every rank).
+  Expected<DeviceMemoryInfo> least_free_memory();
+  // Each worker's KV storage: rank_geometry (one rank's KV heads) and `sizes`, on its device.
+  Status allocate_kv(const KvGeometry& rank_geometry, const KvPoolSizes& sizes);
+
   // One step on every rank (RankWorkers::forward) with rank 0's model and KV storage.
   Status forward(BeamModel& rank0, const KvStorage& storage0, const ForwardBatch& batch,
                  ForwardOutput& out);
-  // The copies rank 0's storage makes (prefix-cache copy-on-write), on every other rank's.
+  // The copies rank 0's storage makes (prefix-cache copy-on-write), on every worker's.
   void copy_blocks(std::span<const BlockCopy> copies);
   // Serves `full` on ranks 1.. (rank 0's model gets its own slice from the engine).
   Status replace_weights(const std::shared_ptr<const BeamWeights>& full);
 
  private:
+  // A worker's device side (its CUDA context and weights on a GPU), KV memory and storage.
+  struct Worker {
+    std::shared_ptr<EngineDevice> device;
+    std::unique_ptr<KvMemoryAllocator> allocator;
+    std::optional<KvStorage> storage;
+    std::optional<LocalKvCache> scratch;  // the warm-up's
+  };
   EngineRanks() = default;
 
-  std::unique_ptr<LocalGroup> group_;
-  std::unique_ptr<RankWorkers> workers_;
-  std::vector<KvStorage> storage_;   // ranks 1..size-1
-  std::vector<const KvLayers*> kv_;  // every rank's, rank 0's set per step
+  std::unique_ptr<CommGroup> group_;
+  std::vector<Worker> workers_;  // [r - 1] for rank r
+  std::unique_ptr<RankWorkers> ranks_;
+  std::vector<const KvLayers*> kv_;  // every rank's for forward(), rank 0's set per step
 };
 
 }  // namespace beam

@@ -217,4 +217,11 @@ std::string describe_device(const KernelContext& ctx) {
   return "CPU";
 }
 
+void* native_stream(const KernelContext& ctx) {
+#if BEAMSERVE_CUDA
+  if (ctx.device == Device::kCuda) return cuda_of(ctx, "native_stream").stream;
+#endif
+  return nullptr;
+}
+
 }  // namespace beam

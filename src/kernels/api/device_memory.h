@@ -135,4 +135,8 @@ DeviceMemoryInfo device_memory_info(const KernelContext& ctx);
 // "NVIDIA H200, 139.8 GiB free of 139.8 GiB" for logs; "CPU" for Device::kCpu.
 std::string describe_device(const KernelContext& ctx);
 
+// The stream ctx's work is queued on (a cudaStream_t on CUDA; null on the CPU), for a library
+// that queues its own work in the same order (NCCL's collectives).
+void* native_stream(const KernelContext& ctx);
+
 }  // namespace beam

@@ -78,7 +78,7 @@ struct MoeLora {
 // where every GEMM output is rounded to bf16 as in the dense MLP.
 // x: [T, H] bf16; gate_up: [E, 2*Im, H] bf16 (gate rows then up rows); down: [E, H, Im] bf16;
 // ids, weights: [T, k] i32 / f32; out: [T, H] bf16, or f32 for the sum unrounded (a
-// tensor-parallel rank's partial over its experts; CPU only for now). The expert weights in
+// tensor-parallel rank's partial over its experts). The expert weights in
 // pack_expert_weights' layout for ctx's device. A slot with id kNoExpert adds nothing (a token with
 // no expert gets 0); any other id outside [0, E) aborts (CPU) or traps the kernel (CUDA). lora
 // (optional): the experts' per-request LoRA above (CUDA: the same roundings, fp32 sums in another

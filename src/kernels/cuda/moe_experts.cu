@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "core/check.h"
@@ -262,10 +263,11 @@ __device__ __forceinline__ void combine_slot(const bf16_t* y, int32_t entry, flo
   }
 }
 
-template <int N>
+// Out: bf16_t (the sum rounded once) or float (the sum as it is: a tensor-parallel rank's partial).
+template <int N, typename Out>
 __global__ void __launch_bounds__(kCombineThreads)
     combine_kernel(const bf16_t* y, const int32_t* entry_of, const float* weights, int top_k,
-                   int64_t H, bf16_t* out) {
+                   int64_t H, Out* out) {
   const int64_t t = blockIdx.x;
   const int64_t c = (static_cast<int64_t>(blockIdx.y) * kCombineThreads + threadIdx.x) * N;
   if (c >= H) return;
@@ -286,7 +288,15 @@ __global__ void __launch_bounds__(kCombineThreads)
   for (int k = kEarlySlots; k < top_k; ++k) {
     combine_slot<N>(y, __ldcg(entry_of + t * top_k + k), weights[t * top_k + k], H, c, acc);
   }
-  if constexpr (N == 8) {
+  if constexpr (std::is_same_v<Out, float>) {
+    if constexpr (N == 8) {
+      float4* dst = reinterpret_cast<float4*>(out + t * H + c);
+      dst[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+      dst[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+    } else {
+      out[t * H + c] = acc[0];
+    }
+  } else if constexpr (N == 8) {
     uint4 raw;
     bf16_t* v = reinterpret_cast<bf16_t*>(&raw);
 #pragma unroll
@@ -307,6 +317,26 @@ dim3 combine_grid(int64_t T, int64_t H, int N) {
 
 bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+// The combine of T tokens into out (bf16, or f32 unrounded), 8 columns a thread where the width
+// and out's alignment allow; `after`: the small-batch path's programmatic dependence, or a plain
+// launch.
+void launch_combine(CudaContext& ctx, const Problem& pb, const bf16_t* y, const int32_t* entry_of,
+                    const float* w, const TensorView& out, After after) {
+  const int top_k = static_cast<int>(pb.top_k);
+  const bool wide = pb.H % 8 == 0 && aligned16(out.data);
+  auto go = [&](auto kernel, int n, auto* o) {
+    launch_kernel(ctx, kernel, combine_grid(pb.T, pb.H, n), dim3(kCombineThreads), 0, after, y,
+                  entry_of, w, top_k, pb.H, o);
+  };
+  if (out.dtype == DType::kF32) {
+    auto* o = static_cast<float*>(out.data);
+    wide ? go(combine_kernel<8, float>, 8, o) : go(combine_kernel<1, float>, 1, o);
+  } else {
+    auto* o = static_cast<bf16_t*>(out.data);
+    wide ? go(combine_kernel<8, bf16_t>, 8, o) : go(combine_kernel<1, bf16_t>, 1, o);
+  }
 }
 
 // Grouped row order, row offsets and M-tile offsets (tiles of up to tile_rows rows) per expert
@@ -583,15 +613,7 @@ void run_grouped(CudaContext& ctx, const Problem& pb, const TensorView& x,
       launch_grouped_gemm<Epilogue::kStore>(ctx, pb, tile_rows, args);
     if (lora) moe_lora::launch_expand_add(ctx, h_down, lora->down, lora_in_groups, entry_of, y);
   }
-  auto* o = static_cast<bf16_t*>(out.data);
-  if (pb.H % 8 == 0 && aligned16(o)) {
-    combine_kernel<8><<<combine_grid(pb.T, pb.H, 8), kCombineThreads, 0, ctx.stream>>>(
-        y, entry_of, weights.as<float>(), static_cast<int>(pb.top_k), pb.H, o);
-  } else {
-    combine_kernel<1><<<combine_grid(pb.T, pb.H, 1), kCombineThreads, 0, ctx.stream>>>(
-        y, entry_of, weights.as<float>(), static_cast<int>(pb.top_k), pb.H, o);
-  }
-  CUDA_LAUNCH_OK();
+  launch_combine(ctx, pb, y, entry_of, weights.as<float>(), out, After::kComplete);
 }
 
 // The kernel with kSteps fragment steps a warp and 16-row passes when `wide`, else 8-row ones
@@ -701,17 +723,7 @@ void run_small_batch(CudaContext& ctx, const Problem& pb, const TensorView& x,
   launch_expert_kernel_as<small::Phase::kDown, false>(ctx, dn, kSmallBatchAfter);
   if (lora) moe_lora::launch_expand_add(ctx, h_down, lora->down, lora_slots, entry_of, y);
 
-  auto* o = static_cast<bf16_t*>(out.data);
-  const bf16_t* y_in = y;
-  const int32_t* entry_in = entry_of;
-  const float* w = weights.as<float>();
-  if (aligned16(o)) {  // H % 8 == 0 on this path
-    launch_kernel(ctx, combine_kernel<8>, combine_grid(pb.T, pb.H, 8), dim3(kCombineThreads), 0,
-                  kSmallBatchAfter, y_in, entry_in, w, top_k, pb.H, o);
-  } else {
-    launch_kernel(ctx, combine_kernel<1>, combine_grid(pb.T, pb.H, 1), dim3(kCombineThreads), 0,
-                  kSmallBatchAfter, y_in, entry_in, w, top_k, pb.H, o);
-  }
+  launch_combine(ctx, pb, y, entry_of, weights.as<float>(), out, kSmallBatchAfter);
 }
 
 }  // namespace

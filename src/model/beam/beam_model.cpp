@@ -94,8 +94,8 @@ BeamModel::BeamModel(std::shared_ptr<const BeamWeights> weights, KernelContext c
                             shard_.comm->rank() == shard_.tp.rank))
       << "BeamModel: rank " << shard_.tp.rank << " of " << shard_.tp.size
       << " needs its end of a group of that size";
-  BEAM_CHECK(!sharded() || (ctx_.device == Device::kCpu && lora_ == nullptr))
-      << "BeamModel: tensor parallelism runs on the CPU and without LoRA slots for now";
+  BEAM_CHECK(!sharded() || lora_ == nullptr)
+      << "BeamModel: tensor parallelism runs without LoRA slots for now";
   shape_ = shard_shape(config(), shard_.tp);
   BEAM_CHECK(weights_->layers.empty() ||
              weights_->layers[0].attn.o_proj.dim(1) == shape_.num_heads * config().head_dim)
@@ -187,9 +187,10 @@ Status BeamModel::run_step(const ForwardBatch& batch, const KvLayers& kv, Forwar
   begin_step(ctx_);
   out.routed_experts.clear();
   if (DecodeGraphs::eligible(ctx_, batch)) {
-    BEAM_RETURN_IF_ERROR(graphs_.run(ctx_, config(), batch, kv, [this](Workspace& ws, const KvLayers& k) {
-      enqueue_step(ws, k, AttentionPath::kFixed, false);
-    }));
+    BEAM_RETURN_IF_ERROR(graphs_.run(ctx_, config(), shape_, sharded(), batch, kv,
+                                     [this](Workspace& ws, const KvLayers& k) {
+                                       enqueue_step(ws, k, AttentionPath::kFixed, false);
+                                     }));
     out.host_enqueue_ms = host_ms();
     copy_logits(graphs_.workspace(), batch, out);  // synchronizes
     return ok_status();

@@ -26,7 +26,7 @@ class BeamModel {
   // slot's deltas (SeqChunk::lora_slot) to the linear outputs LoraSlots serves.
   // shard: a tensor-parallel rank's place (weights then shard_beam_weights' slice for it, the KV
   // cache its KV heads); every rank of the group runs forward() on the same batch at the same
-  // time (model/tensor_parallel.h). Size > 1 runs on the CPU only, without LoRA, for now.
+  // time (model/tensor_parallel.h). Size > 1 runs without LoRA for now.
   BeamModel(std::shared_ptr<const BeamWeights> weights, KernelContext ctx,
             std::unique_ptr<LoraSlots> lora = nullptr, ModelShard shard = {});
 
@@ -44,6 +44,8 @@ class BeamModel {
   Status forward(const ForwardBatch& batch, const KvLayers& kv, ForwardOutput& out);
 
   const DecodeGraphs& decode_graphs() const { return graphs_; }
+  // DecodeGraphs::drop_graphs (a tensor-parallel group's communicators were made anew).
+  void drop_decode_graphs() { graphs_.drop_graphs(); }
   // The adapter slots (null without); load and clear them between forward() calls only.
   LoraSlots* lora_slots() { return lora_.get(); }
   const LoraSlots* lora_slots() const { return lora_.get(); }

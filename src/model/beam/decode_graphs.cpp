@@ -47,15 +47,16 @@ size_t DecodeGraphs::bucket_index(size_t num_seqs) {
   return i;
 }
 
-void DecodeGraphs::plan_attention(const KernelContext& ctx, const BeamConfig& cfg, const KvLayers& kv) {
+void DecodeGraphs::plan_attention(const KernelContext& ctx, const BeamConfig& cfg,
+                                  int64_t num_heads, const KvLayers& kv) {
   const int64_t rows = ws_.num_tokens();
   const int64_t full = first_layer(cfg, AttentionKind::kFull);
   const int64_t sliding = first_layer(cfg, AttentionKind::kSliding);
   if (full >= 0)
-    plan_fixed_attention(ctx, kFullSlot, kv.layers[full], rows, cfg.num_heads, cfg.head_dim,
+    plan_fixed_attention(ctx, kFullSlot, kv.layers[full], rows, num_heads, cfg.head_dim,
                          ws_.full_seqs, 0);
   if (sliding >= 0)
-    plan_fixed_attention(ctx, kSlidingSlot, kv.layers[sliding], rows, cfg.num_heads, cfg.head_dim,
+    plan_fixed_attention(ctx, kSlidingSlot, kv.layers[sliding], rows, num_heads, cfg.head_dim,
                          ws_.sliding_seqs, cfg.sliding_window);
 }
 
@@ -73,24 +74,30 @@ Status DecodeGraphs::capture(const KernelContext& ctx, Bucket& bucket, const KvL
   return ok_status();
 }
 
-Status DecodeGraphs::run(const KernelContext& ctx, const BeamConfig& cfg, const ForwardBatch& batch,
-                         const KvLayers& kv, const EnqueueStep& enqueue) {
+void DecodeGraphs::drop_graphs() {
+  for (auto& variant : buckets_)
+    for (Bucket& b : variant) b.graph = StepGraph();
+}
+
+Status DecodeGraphs::run(const KernelContext& ctx, const BeamConfig& cfg, const ShardShape& shard,
+                         bool sharded, const ForwardBatch& batch, const KvLayers& kv,
+                         const EnqueueStep& enqueue) {
   const size_t index = bucket_index(batch.seqs.size());
   const int64_t rows = kBuckets[index];
   if (!reserved_) {  // the largest bucket up front: the workspace never moves afterwards
     BEAM_RETURN_IF_ERROR(
-        ws_.reserve(ctx, cfg, shard_shape(cfg, {}), kBuckets.back(), kBuckets.back(), false));
+        ws_.reserve(ctx, cfg, shard, kBuckets.back(), kBuckets.back(), false, sharded));
     reserved_ = true;
   }
   ws_.build(batch, kv.layers[0].block_size);
   ws_.pad_decode(rows);
   ws_.upload(ctx);
-  plan_attention(ctx, cfg, kv);  // may grow the fixed plans, which changes the fingerprint
+  plan_attention(ctx, cfg, shard.num_heads,
+                 kv);  // may grow the fixed plans, which changes the fingerprint
 
   const uint64_t fingerprint = mix_kv(graph_fingerprint(ctx), kv);
   if (fingerprint != fingerprint_) {
-    for (auto& variant : buckets_)
-      for (Bucket& b : variant) b.graph = StepGraph();
+    drop_graphs();
     fingerprint_ = fingerprint;
   }
   Bucket& bucket = buckets_[ws_.any_lora ? 1 : 0][index];

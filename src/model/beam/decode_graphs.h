@@ -35,8 +35,15 @@ class DecodeGraphs {
   // (warming scratch and cuBLASLt plans), the second captures, later ones replay. Graphs are
   // dropped and recaptured when the context's scratch or the KV memory moved. On return the
   // logits of sequence i are row i of workspace().logits, still on the device (not synchronized).
-  Status run(const KernelContext& ctx, const BeamConfig& cfg, const ForwardBatch& batch,
-             const KvLayers& kv, const EnqueueStep& enqueue);
+  // shard: the model's share of the heads, widths and vocabulary (all of them unless `sharded`,
+  // a tensor-parallel rank, whose graphs capture its collectives too).
+  Status run(const KernelContext& ctx, const BeamConfig& cfg, const ShardShape& shard, bool sharded,
+             const ForwardBatch& batch, const KvLayers& kv, const EnqueueStep& enqueue);
+
+  // Drops every captured graph (the next use of a bucket captures again): after what they captured
+  // stopped being valid outside the memory the fingerprint watches (a tensor-parallel group's new
+  // communicators).
+  void drop_graphs();
 
   const Workspace& workspace() const { return ws_; }
   int64_t num_captures() const { return captures_; }  // graphs captured so far (tests)
@@ -49,7 +56,8 @@ class DecodeGraphs {
     StepGraph graph;
   };
   static size_t bucket_index(size_t num_seqs);
-  void plan_attention(const KernelContext& ctx, const BeamConfig& cfg, const KvLayers& kv);
+  void plan_attention(const KernelContext& ctx, const BeamConfig& cfg, int64_t num_heads,
+                      const KvLayers& kv);
   Status capture(const KernelContext& ctx, Bucket& bucket, const KvLayers& kv,
                  const EnqueueStep& enqueue);
 

@@ -1,4 +1,4 @@
-// RankWorkers: one thread per worker rank, woken by a generation counter for each step.
+// RankWorkers: one thread per worker rank, woken by a generation counter for each job.
 #include "model/beam/rank_workers.h"
 
 #include <string>
@@ -6,19 +6,24 @@
 namespace beam {
 namespace {
 
-// A rank's status with whether it is the rank's own failure (not a peer's abort reaching it).
+// A rank's step status with whether it is the rank's own failure (not a peer's abort reaching it).
 struct RankResult {
   Status status;
   bool own = true;
 };
 
-RankResult run_one(BeamModel& model, LocalGroup& group, const ForwardBatch& batch,
-                   const KvLayers& kv, ForwardOutput& out) {
+RankResult run_step(BeamModel& model, CommGroup& group, const ForwardBatch& batch,
+                    const KvLayers& kv, ForwardOutput& out) {
   try {
     Status st = model.forward(batch, kv, out);
-    if (!st.ok())
+    if (!st.ok()) {
       group.abort("rank " + std::to_string(model.tensor_parallel().rank) + ": " +
                   st.error().message);
+      return {std::move(st), true};
+    }
+    // A GPU rank's collectives return on an aborted group without doing the work: its output
+    // then means nothing (the rank that failed says why).
+    if (group.aborted()) return {make_error("the step was aborted"), false};
     return {std::move(st), true};
   } catch (const CommAborted& e) {
     return {make_error(e.what()), false};
@@ -27,29 +32,39 @@ RankResult run_one(BeamModel& model, LocalGroup& group, const ForwardBatch& batc
 
 }  // namespace
 
-Expected<std::unique_ptr<RankWorkers>> RankWorkers::create(std::shared_ptr<const BeamWeights> full,
-                                                           LocalGroup& group,
-                                                           int threads_per_rank) {
-  BEAM_RETURN_IF_ERROR(check_tensor_parallel(full->config, group.size()));
+Expected<std::unique_ptr<RankWorkers>> RankWorkers::create(CommGroup& group, const Build& build) {
   std::unique_ptr<RankWorkers> w(new RankWorkers(group));
-  for (int r = 1; r < group.size(); ++r) {
-    const TensorParallel tp{r, group.size()};
-    Expected<std::shared_ptr<const BeamWeights>> slice = shard_beam_weights(full, tp);
-    if (!slice.ok()) return slice.error();
-    auto rank = std::make_unique<Rank>();
-    rank->pool = std::make_unique<ThreadPool>(threads_per_rank);
-    KernelContext ctx;
-    ctx.pool = rank->pool.get();
-    rank->model = std::make_unique<BeamModel>(std::move(*slice), ctx, nullptr,
-                                              ModelShard{tp, &group.rank(r)});
-    w->ranks_.push_back(std::move(rank));
-  }
+  for (int r = 1; r < group.size(); ++r) w->ranks_.push_back(std::make_unique<Rank>());
   for (int r = 1; r < group.size(); ++r)
-    w->ranks_[r - 1]->thread = std::thread([p = w.get(), r] { p->run(r); });
+    w->ranks_[r - 1]->thread = std::thread([p = w.get(), r] { p->loop(r); });
+  BEAM_RETURN_IF_ERROR(w->run_jobs([&build](int r, Rank& rank) -> Status {
+    BEAM_ASSIGN_OR_RETURN(rank.worker, build(r));
+    return ok_status();
+  }));
   return w;
 }
 
+RankWorkers::Build RankWorkers::cpu_ranks(std::shared_ptr<const BeamWeights> full, CommGroup& group,
+                                          int threads_per_rank) {
+  return [full = std::move(full), &group, threads_per_rank](int r) -> Expected<WorkerRank> {
+    const TensorParallel tp{r, group.size()};
+    BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> slice, shard_beam_weights(full, tp));
+    WorkerRank w;
+    w.pool = std::make_unique<ThreadPool>(threads_per_rank);
+    KernelContext ctx;
+    ctx.pool = w.pool.get();
+    w.model =
+        std::make_unique<BeamModel>(std::move(slice), ctx, nullptr, ModelShard{tp, &group.rank(r)});
+    return w;
+  };
+}
+
 RankWorkers::~RankWorkers() {
+  // Each rank's model and device go on its own thread (a GPU rank's device current there).
+  (void)run_jobs([](int, Rank& rank) {
+    rank.worker = WorkerRank();
+    return ok_status();
+  });
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -59,7 +74,7 @@ RankWorkers::~RankWorkers() {
     if (rank->thread.joinable()) rank->thread.join();
 }
 
-void RankWorkers::run(int r) {
+void RankWorkers::loop(int r) {
   Rank& rank = *ranks_[r - 1];
   uint64_t seen = 0;
   for (;;) {
@@ -67,14 +82,30 @@ void RankWorkers::run(int r) {
     cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
     if (stop_) return;
     seen = generation_;
-    const ForwardBatch& batch = *batch_;
-    const KvLayers& kv = *kv_[r];
+    const auto& job = *job_;
     lock.unlock();
-    RankResult result = run_one(*rank.model, group_, batch, kv, rank.out);
+    Status st = job(r, rank);
     lock.lock();
-    rank.status = result.own ? std::move(result.status) : ok_status();
+    rank.status = std::move(st);
     if (--pending_ == 0) cv_.notify_all();
   }
+}
+
+Status RankWorkers::run_jobs(const std::function<Status(int, Rank&)>& fn) {
+  std::unique_lock<std::mutex> lock(mu_);
+  job_ = &fn;
+  pending_ = size() - 1;
+  ++generation_;
+  cv_.notify_all();
+  cv_.wait(lock, [&] { return pending_ == 0; });
+  job_ = nullptr;
+  for (auto& rank : ranks_)
+    if (!rank->status.ok()) return rank->status;
+  return ok_status();
+}
+
+Status RankWorkers::on_workers(const Job& job) {
+  return run_jobs([&job](int r, Rank& rank) { return job(r, *rank.worker.model); });
 }
 
 Status RankWorkers::forward(BeamModel& rank0, const ForwardBatch& batch,
@@ -82,35 +113,46 @@ Status RankWorkers::forward(BeamModel& rank0, const ForwardBatch& batch,
   BEAM_CHECK(static_cast<int>(kv.size()) == size() && rank0.tensor_parallel().size == size())
       << "RankWorkers::forward: " << kv.size() << " KV caches and a rank 0 of "
       << rank0.tensor_parallel().size << " for " << size() << " ranks";
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    batch_ = &batch;
-    kv_ = kv;
-    pending_ = size() - 1;
-    ++generation_;
-  }
-  cv_.notify_all();
-  RankResult result0 = run_one(rank0, group_, batch, *kv[0], out);
+  // The workers' own errors (not the aborts they saw) are their job statuses.
+  const std::function<Status(int, Rank&)> step = [&](int r, Rank& rank) {
+    RankResult result = run_step(*rank.worker.model, group_, batch, *kv[r], rank.out);
+    return result.own ? std::move(result.status) : ok_status();
+  };
   std::unique_lock<std::mutex> lock(mu_);
+  job_ = &step;
+  pending_ = size() - 1;
+  ++generation_;
+  cv_.notify_all();
+  lock.unlock();
+  RankResult result0 = run_step(rank0, group_, batch, *kv[0], out);
+  lock.lock();
   cv_.wait(lock, [&] { return pending_ == 0; });
+  job_ = nullptr;
   Status first = result0.own ? std::move(result0.status) : ok_status();
   for (auto& rank : ranks_)
     if (first.ok() && !rank->status.ok()) first = rank->status;
+  lock.unlock();  // the workers are idle again; on_workers below takes the lock itself
   if (group_.aborted()) {
-    group_.reset();
     if (first.ok()) first = make_error("a tensor-parallel rank stopped the step");
+    if (Status reset = group_.reset(); !reset.ok())
+      first = make_error(first.error().message +
+                         "; the ranks' group cannot resume: " + reset.error().message);
+    // Decode graphs captured the old communicators' collectives.
+    rank0.drop_decode_graphs();
+    (void)on_workers([](int, BeamModel& model) {
+      model.drop_decode_graphs();
+      return ok_status();
+    });
   }
   return first;
 }
 
 Status RankWorkers::replace_weights(const std::shared_ptr<const BeamWeights>& full) {
-  for (int r = 1; r < size(); ++r) {
-    Expected<std::shared_ptr<const BeamWeights>> slice =
-        shard_beam_weights(full, TensorParallel{r, size()});
-    if (!slice.ok()) return slice.error();
-    BEAM_RETURN_IF_ERROR(model(r).replace_weights(std::move(*slice)));
-  }
-  return ok_status();
+  return on_workers([&full, n = size()](int r, BeamModel& model) -> Status {
+    BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> slice,
+                          shard_beam_weights(full, TensorParallel{r, n}));
+    return model.replace_weights(std::move(slice));
+  });
 }
 
 }  // namespace beam

@@ -1,18 +1,20 @@
-// RankWorkers: ranks 1..n-1 of a tensor-parallel model run by threads of this process (the CPU
-// backend; model/tensor_parallel.h) beside rank 0, whose BeamModel and KV cache its owner keeps
-// (the engine's, a test's). Each worker rank has its own weight slice, BeamModel, thread pool and
-// thread; the ranks meet in a LocalGroup's collectives inside every forward().
+// RankWorkers: ranks 1..n-1 of a tensor-parallel model (model/tensor_parallel.h), each on a
+// thread of its own, beside rank 0, whose BeamModel and KV cache its owner keeps (the engine's, a
+// test's). A worker's model, its thread pool (CPU) or device context (GPU) are made on its thread,
+// which a GPU rank's then keeps bound to its device; every later job for the rank runs there too.
+// The ranks meet in the CommGroup's collectives inside each forward().
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <thread>
 #include <vector>
 
-#include "comm/local_group.h"
+#include "comm/communicator.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "model/beam/beam_model.h"
@@ -20,23 +22,40 @@
 
 namespace beam {
 
+// What a worker rank runs on: its model and what the model's context points into.
+struct WorkerRank {
+  std::unique_ptr<ThreadPool> pool;  // a CPU rank's threads
+  std::shared_ptr<void> device;      // a GPU rank's context and weights, kept alive
+  std::unique_ptr<BeamModel> model;
+};
+
 // Owned and called by one thread (rank 0's).
 class RankWorkers {
  public:
-  // Ranks 1..group.size()-1 of `full` (host weights, sliced by shard_beam_weights) on the CPU,
-  // with ends 1.. of `group` (which must outlive this); rank 0's BeamModel takes group.rank(0).
-  // threads_per_rank: each worker rank's CPU thread pool. Errors: a config that does not split.
-  static Expected<std::unique_ptr<RankWorkers>> create(std::shared_ptr<const BeamWeights> full,
-                                                       LocalGroup& group, int threads_per_rank);
+  // Makes rank r's WorkerRank, on rank r's thread (r in [1, size)).
+  using Build = std::function<Expected<WorkerRank>(int r)>;
+  // A job for worker rank r on its thread.
+  using Job = std::function<Status(int r, BeamModel& model)>;
+
+  // Starts a thread for each rank 1..group.size()-1 and builds its rank there (all at once).
+  // group must outlive this. Errors: the first rank's build error.
+  static Expected<std::unique_ptr<RankWorkers>> create(CommGroup& group, const Build& build);
+  // CPU ranks of `full` (host weights): rank r's slice (shard_beam_weights), a pool of
+  // threads_per_rank threads, its end of `group`.
+  static Build cpu_ranks(std::shared_ptr<const BeamWeights> full, CommGroup& group,
+                         int threads_per_rank);
   ~RankWorkers();  // stops and joins the threads
   RankWorkers(const RankWorkers&) = delete;
   RankWorkers& operator=(const RankWorkers&) = delete;
 
   int size() const { return group_.size(); }
-  // Rank r's model, r in [1, size()).
-  BeamModel& model(int r) { return *ranks_[r - 1]->model; }
+  // Rank r's model, r in [1, size()); use it on rank r's thread (on_workers) when on a GPU.
+  BeamModel& model(int r) { return *ranks_[r - 1]->worker.model; }
   // Rank r's output of the last step (r in [1, size())): the same gathered logits as rank 0's.
   const ForwardOutput& output(int r) const { return ranks_[r - 1]->out; }
+
+  // Runs job(r, model r) on every worker's thread at once and waits; the first error.
+  Status on_workers(const Job& job);
 
   // One step on every rank: rank0.forward(batch, kv[0], out) on this thread while rank r runs
   // forward(batch, kv[r], its own output) on its thread (kv: one KvLayers per rank). Every rank
@@ -46,35 +65,32 @@ class RankWorkers {
   Status forward(BeamModel& rank0, const ForwardBatch& batch, std::span<const KvLayers* const> kv,
                  ForwardOutput& out);
 
-  // Serves `full` (sliced per rank) on ranks 1.. from now on (BeamModel::replace_weights); rank
-  // 0's owner replaces its own slice. Between forward() calls only.
+  // Serves `full` (sliced per rank) on ranks 1.. from now on (BeamModel::replace_weights, on each
+  // rank's thread); rank 0's owner replaces its own slice. Between forward() calls only.
   Status replace_weights(const std::shared_ptr<const BeamWeights>& full);
 
  private:
   struct Rank {
-    std::unique_ptr<ThreadPool> pool;
-    std::unique_ptr<BeamModel> model;
+    WorkerRank worker;
     ForwardOutput out;  // rank 0's output is the step's
     Status status;
     std::thread thread;
   };
+  // Runs fn(r, rank r) on every worker's thread (the next generation) and waits for all.
+  Status run_jobs(const std::function<Status(int, Rank&)>& fn);
+  void loop(int r);
 
-  explicit RankWorkers(LocalGroup& group) : group_(group) {}
-  void run(int r);
-  // Runs fn on this rank's model, an exception from a collective (an aborted group) turned into
-  // a status; a rank's own error aborts the group for the others.
-  Status run_rank(BeamModel& model, const KvLayers& kv, ForwardOutput& out);
+  explicit RankWorkers(CommGroup& group) : group_(group) {}
 
-  LocalGroup& group_;
+  CommGroup& group_;
   std::vector<std::unique_ptr<Rank>> ranks_;  // ranks 1..n-1
-  // The step handed to the workers: published under mu_ with a new generation.
+  // The job handed to the workers: published under mu_ with a new generation.
   std::mutex mu_;
   std::condition_variable cv_;
   uint64_t generation_ = 0;
-  int pending_ = 0;  // workers still running the current step
+  int pending_ = 0;  // workers still running the current job
   bool stop_ = false;
-  const ForwardBatch* batch_ = nullptr;
-  std::span<const KvLayers* const> kv_;
+  const std::function<Status(int, Rank&)>* job_ = nullptr;
 };
 
 }  // namespace beam

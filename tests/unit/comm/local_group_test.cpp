@@ -248,7 +248,7 @@ void expect_waiting_ranks_abort(int size, const std::function<void(Communicator&
   run_ranks(group, [&](Communicator& comm) {
     EXPECT_THROW(all_reduce_and_check(comm, 0, 8), CommAborted) << "rank " << comm.rank();
   });
-  group.reset();
+  ASSERT_TRUE(group.reset().ok());
   EXPECT_FALSE(group.aborted());
   run_ranks(group, [&](Communicator& comm) {
     for (int round = 0; round < 10; ++round) {
@@ -294,7 +294,7 @@ TEST(LocalGroup, AbortWhileRanksWorkLeavesNoRankStuck) {
       }
     });
     aborter.join();
-    group.reset();
+    ASSERT_TRUE(group.reset().ok());
     run_ranks(group, [&](Communicator& comm) { all_reduce_and_check(comm, 5, 100); });
   }
 }
@@ -316,7 +316,7 @@ TEST(LocalGroup, SizeOneNeedsNoPeers) {
 
   group.abort("shutting down");
   EXPECT_THROW(comm.all_reduce_sum(t.view), CommAborted);
-  group.reset();
+  ASSERT_TRUE(group.reset().ok());
   comm.all_reduce_sum(t.view);
 }
 

@@ -23,6 +23,7 @@
 #include "../kernels/expert_lora_factors.h"
 #include "cuda_test_util.h"
 #include "kernels/api/moe.h"
+#include "kernels/api/shard_ops.h"
 #if BEAMSERVE_CUDA
 #include "kernels/cuda/moe.h"
 #endif
@@ -600,6 +601,29 @@ TEST_F(CudaMoeExperts, NoExpertSlotsTakeNoRows) {
       run_gpu(path, head_x, gate_up, down, head_ids, head_w, alone);
       const HostTensor got = download(padded);
       EXPECT_TRUE(test::bits_equal(got.view.rows(0, real), download(alone).view));
+    }
+  }
+}
+
+// An f32 out (a tensor-parallel rank's partial sums) holds the sums the bf16 out rounds: on every
+// path, rounding it gives the bf16 output's bits, with odd widths (one column a thread) too.
+TEST_F(CudaMoeExperts, F32OutIsTheUnroundedCombine) {
+  for (const ExpertCase& c : {ExpertCase{4, 256, 16, 128, 8}, ExpertCase{300, 256, 64, 128, 8},
+                              ExpertCase{5, 72, 8, 40, 4}}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << c.T << " H=" << c.H << " I=" << c.I);
+    const ExpertData d = make_experts(c, static_cast<uint32_t>(1700 + c.T));
+    const TensorView gate_up = upload_experts(d.gate_up, ExpertMatrix::kGateUp),
+                     down = upload_experts(d.down, ExpertMatrix::kDown);
+    const TensorView x = upload(d.x), ids = upload(d.ids), weights = upload(d.weights);
+    for (Path path : paths_for(c)) {
+      SCOPED_TRACE(path_name(path));
+      const TensorView rounded = device_tensor(DType::kBF16, {c.T, c.H}),
+                       sums = device_tensor(DType::kF32, {c.T, c.H}),
+                       sums_rounded = device_tensor(DType::kBF16, {c.T, c.H});
+      run_gpu(path, x, gate_up, down, ids, weights, rounded);
+      run_gpu(path, x, gate_up, down, ids, weights, sums);
+      round_to_bf16(gpu, sums, sums_rounded);
+      EXPECT_TRUE(test::bits_equal(download(sums_rounded).view, download(rounded).view));
     }
   }
 }

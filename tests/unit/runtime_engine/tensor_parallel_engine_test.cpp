@@ -107,9 +107,6 @@ TEST(TensorParallelEngine, SettingsItCannotServeAreErrors) {
   o.max_loras = 0;
   o.enable_sleep_mode = true;
   expect_error(o, "has no sleep mode yet");
-  o.enable_sleep_mode = false;
-  o.device = Device::kCuda;
-  expect_error(o, "runs on the CPU backend only for now");
 }
 
 }  // namespace
