@@ -36,6 +36,9 @@ const char* finish_reason_name(FinishReason r) {
 
 namespace {
 
+// Other requests of a decode's prompt whose text it drafts from (Engine::Impl::draft_from_request).
+constexpr int64_t kMaxPromptPeers = 8;
+
 double now_unix_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -315,6 +318,8 @@ class Engine::Impl {
   int64_t draft_from_request(const Sequence& seq, std::span<int32_t> out) const;
   // Takes seq's drafts off its tokens.
   void drop_drafts(Sequence& seq);
+  // Takes a finished request out of prompt_peers_.
+  void forget_prompt_peer(RequestId id, uint64_t prompt_key);
   // After a verified decode of `work` sampled `tokens` (one per fed position): the drafts up to
   // the first mismatch and the token sampled there are the step's tokens; the KV of the rest is
   // given up. Rows from usable_rows on failed their masks: drafts stop before that row, and a
@@ -415,6 +420,9 @@ class Engine::Impl {
   std::vector<int32_t> eos_;
   int64_t max_context_ = 0;
   std::vector<SeqId> drafted_;  // sequences holding drafts this step (propose_drafts)
+  // With speculation: the unfinished requests of each prompt (RequestState::prompt_key), oldest
+  // first, whose sequences a decode drafts from (draft_from_request).
+  std::unordered_map<uint64_t, std::vector<RequestId>> prompt_peers_;
   // The step's draft positions of masked verified decodes (has_masks): sampling states advanced
   // over the drafts before each (sample_and_emit; their rows point here).
   std::vector<std::unique_ptr<SequenceSamplingState>> draft_states_;
@@ -680,6 +688,10 @@ void Engine::Impl::admit_request(Submission&& submission) {
     seqs_.emplace(s.id, std::move(s));
   }
   rs.num_unfinished = n;
+  if (options_.speculative.enabled()) {
+    rs.prompt_key = PrefixCache::hash_block(rs.request.prompt);
+    prompt_peers_[rs.prompt_key].push_back(id);
+  }
   if (rs.request.prompt_logprobs)
     rs.prompt_logprobs.resize(static_cast<size_t>(rs.request.prompt.size()) -
                               static_cast<size_t>(rs.request.prompt_logprobs->start));
@@ -845,23 +857,40 @@ int64_t Engine::Impl::draft_from_request(const Sequence& s, std::span<int32_t> o
   const NgramSpeculation& spec = options_.speculative;
   std::span<const int32_t> from = s.tokens;
   NgramMatch best = find_ngram_match(s.tokens, s.tokens, spec);
-  for (SeqId id : requests_.at(s.request).seqs) {  // samples of one prompt often agree
-    if (id == s.id || best.length == spec.max_match) continue;
-    const Sequence& sib = seqs_.at(id);
+  auto scan = [&](const Sequence& other) {
     const std::span<const int32_t> text =
-        std::span<const int32_t>(sib.tokens)
-            .first(sib.tokens.size() - static_cast<size_t>(sib.num_drafts));
+        std::span<const int32_t>(other.tokens)
+            .first(other.tokens.size() - static_cast<size_t>(other.num_drafts));
     const NgramMatch m = find_ngram_match(s.tokens, text, spec);
     if (m.length > best.length) {
       best = m;
       from = text;
     }
+  };
+  const RequestState& rs = requests_.at(s.request);
+  for (SeqId id : rs.seqs)  // samples of one prompt often agree
+    if (id != s.id && best.length < spec.max_match) scan(seqs_.at(id));
+  // So do other requests of the same prompt running now (RL rollouts sent one sample a request;
+  // SGLang's corpus takes running requests' tokens too): up to kMaxPromptPeers of them.
+  int64_t peers = 0;
+  for (RequestId peer : prompt_peers_.at(rs.prompt_key)) {
+    if (peer == s.request) continue;
+    if (best.length == spec.max_match || peers++ == kMaxPromptPeers) break;
+    for (SeqId id : requests_.at(peer).seqs)
+      if (best.length < spec.max_match) scan(seqs_.at(id));
   }
   if (corpus_ && best.length < spec.max_match) {  // other requests' text, when it matches longer
     const int64_t n = corpus_->propose(s.tokens, out, best.length);
     if (n > 0) return n;
   }
   return copy_ngram_drafts(from, best, out);
+}
+
+void Engine::Impl::forget_prompt_peer(RequestId id, uint64_t prompt_key) {
+  const auto it = prompt_peers_.find(prompt_key);
+  std::vector<RequestId>& peers = it->second;
+  peers.erase(std::find(peers.begin(), peers.end(), id));
+  if (peers.empty()) prompt_peers_.erase(it);
 }
 
 void Engine::Impl::drop_drafts(Sequence& s) {
@@ -1349,6 +1378,7 @@ void Engine::Impl::finish_sequence(Sequence& s, FinishReason reason, std::option
   RequestState& rs = requests_.at(s.request);
   if (--rs.num_unfinished == 0) {
     RequestId rid = s.request;
+    if (options_.speculative.enabled()) forget_prompt_peer(rid, rs.prompt_key);
     requests_.erase(rid);
     std::lock_guard<std::mutex> lock(inbox_.mu);
     inbox_.pending--;

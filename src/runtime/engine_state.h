@@ -66,6 +66,7 @@ struct RequestState {
   std::shared_ptr<const LoraEntry> lora;  // request.lora_name's adapter (null: none)
   std::vector<SeqId> seqs;  // [n], sibling order
   int64_t num_unfinished = 0;
+  uint64_t prompt_key = 0;  // PrefixCache::hash_block of the prompt (speculation's prompt peers)
   // GenerateRequest::prompt_logprobs: positions [start, prompt length), by position - start (an
   // entry whose chosen token is -1 is not computed yet); the first `prompt_logprobs_done` are.
   std::vector<TokenLogprobs> prompt_logprobs;

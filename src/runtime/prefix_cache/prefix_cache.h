@@ -67,6 +67,8 @@ class PrefixCache {
   PrefixMatch match(std::span<const int32_t> tokens, uint64_t salt = 0) const;
   // The salt of a salt text: 0 for "" (none), else a non-zero 64-bit hash of it.
   static uint64_t salt_of_text(std::string_view text);
+  // A 64-bit hash of a token run (a block's key; also the engine's prompt peers' key).
+  static uint64_t hash_block(std::span<const int32_t> tokens);
   // The salt of `salt` under the engine's weights_epoch-th weights (the salt itself for the first):
   // prefixes cached under other weights never match.
   static uint64_t salt_for_weights(uint64_t salt, uint64_t weights_epoch);
@@ -166,7 +168,6 @@ class PrefixCache {
   };
   static constexpr PrefixNodeId kRoot{0};
 
-  static uint64_t hash_block(std::span<const int32_t> tokens);
   // A child's key under parent: its block's hash, mixed with the salt below the root only.
   static uint64_t child_hash(PrefixNodeId parent, std::span<const int32_t> block, uint64_t salt);
   uint64_t salt_of(SeqId seq) const;

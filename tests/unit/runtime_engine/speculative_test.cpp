@@ -3,8 +3,10 @@
 // time, while drafts are proposed and accepted; the pools are whole afterwards.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <iostream>
 #include <string>
+#include <thread>
 
 #include "engine_test_util.h"
 #include "structured_person.h"
@@ -358,6 +360,49 @@ TEST(SpeculativeDecoding, LaterRequestsDraftFromFinishedOnes) {
     }
   }
   EXPECT_GT(accepted[1], accepted[0] + 20);
+}
+
+// Polls c until its (first) sequence satisfies done (up to 20 s).
+template <typename Done>
+void wait_until(const Collector& c, Done done) {
+  for (int i = 0; i < 20000; ++i) {
+    const auto r = c.results();
+    if (!r.empty() && done(r[0])) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  FAIL() << "timed out";
+}
+
+// Requests of one prompt running at once draft from each other (RL rollouts sent one sample a
+// request; SGLang's corpus holds running requests' tokens too): a request sent while another of
+// its prompt is ahead takes that one's text as drafts, with the tokens plain decoding gives and in
+// fewer steps than alone. The corpus is off: only the running peer can supply the drafts.
+TEST(SpeculativeDecoding, RequestsOfOnePromptDraftFromEachOther) {
+  const std::vector<int32_t> prompt = nano_tokens("def fibonacci(n):");
+  ASSERT_FALSE(prompt.empty());
+  SamplingParams lead = greedy(200), follow = greedy(40);
+  lead.ignore_eos = follow.ignore_eos = true;
+  auto plain = nano_engine(0);
+  ASSERT_NE(plain, nullptr);
+  const auto want = run_all(*plain, {RunRequest{prompt, follow}});
+  auto e = nano_engine(4, 256, 0, 64 << 20,
+                       NgramSpeculation{.min_match = 3, .max_match = 4, .corpus_tokens = 0});
+  ASSERT_NE(e, nullptr);
+  const auto alone = run_all(*e, {RunRequest{prompt, follow}});
+  expect_same_results(want, alone);
+  Collector ahead, behind;
+  submit(*e, RunRequest{prompt, lead}, &ahead);
+  wait_until(ahead, [](const SiblingResult& r) { return r.tokens.size() >= 80; });
+  submit(*e, RunRequest{prompt, follow}, &behind);
+  wait_until(behind, [](const SiblingResult& r) { return r.finish.has_value(); });
+  const SiblingResult got = behind.results()[0];
+  EXPECT_EQ(got.tokens, want[0][0].tokens);
+  std::cout << "alone: " << alone[0][0].num_events
+            << " events; behind a running peer: " << got.num_events << " events for "
+            << got.tokens.size() << " tokens\n";
+  EXPECT_LE(got.num_events, 14) << "the peer's text drafted";
+  EXPECT_LT(got.num_events, alone[0][0].num_events);
+  wait_until(ahead, [](const SiblingResult& r) { return r.finish.has_value(); });
 }
 
 // max_batch (vLLM's disable_by_batch_size): no drafts in a step that starts with that many
