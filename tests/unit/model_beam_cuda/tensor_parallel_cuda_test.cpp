@@ -1,12 +1,14 @@
-// Tensor parallelism over GPUs (skipped with fewer than two GPUs or without NCCL): NcclGroup's
-// collectives between two GPUs (sums, gathers, an abort that frees a rank waiting for a peer that
-// never came, and a reset); a two-GPU engine of beam-nano gives the one-GPU engine's greedy tokens
-// where the reference chose with margin, alone and batched, with decode graphs capturing the
-// collectives, and a weight update reaches both GPUs.
+// Tensor parallelism over GPUs (NCCL): a one-GPU NcclGroup (sum, gather, abort and reset; needs
+// a GPU and NCCL) and, skipped with fewer than two GPUs, the collectives between two (sums,
+// gathers, an abort that frees a rank waiting for a peer that never came, and a reset) and a
+// two-GPU engine of beam-nano, which gives the one-GPU engine's greedy tokens where the reference
+// chose with margin, alone and batched, with decode graphs capturing the collectives, and whose
+// weight update reaches both GPUs.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 
 #include "../model_beam/beam_goldens.h"
@@ -29,6 +31,35 @@ std::unique_ptr<NcclGroup> two_gpus() {
   auto group = NcclGroup::create(2);
   if (!group.ok()) return nullptr;
   return std::move(*group);
+}
+
+// A group of one GPU (any machine with a GPU and NCCL): the library loads, a sum is the tensor
+// itself, a gather a copy, and an aborted group comes back with new communicators.
+TEST(NcclGroupTest, OneGpuGroupRunsItsCollectivesAndResets) {
+  auto created = NcclGroup::create(1);
+  if (!created.ok()) GTEST_SKIP() << created.error().message;
+  NcclGroup& group = **created;
+  auto cuda = create_cuda_context(0);
+  ASSERT_TRUE(cuda.ok()) << cuda.error().message;
+  KernelContext ctx{Device::kCuda, nullptr, cuda->get()};
+  group.bind_stream(0, native_stream(ctx));
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(::testing::Message() << "round " << round);
+    HostTensor h(DType::kF32, {300});
+    for (int i = 0; i < 300; ++i) h.as<float>()[i] = 0.5f * i - 7.0f;
+    DeviceBuffer b = *allocate_buffer(ctx, h.view.nbytes()),
+                 g = *allocate_buffer(ctx, h.view.nbytes());
+    copy_tensor(ctx, b.view(DType::kF32, {300}), h.view);
+    group.rank(0).all_reduce_sum(b.view(DType::kF32, {300}));
+    group.rank(0).all_gather(b.view(DType::kF32, {300}), g.view(DType::kF32, {300}));
+    HostTensor got(DType::kF32, {300});
+    copy_tensor(ctx, got.view, g.view(DType::kF32, {300}));
+    EXPECT_EQ(std::memcmp(got.view.data, h.view.data, h.view.nbytes()), 0);
+    group.abort("test");
+    EXPECT_TRUE(group.aborted());
+    ASSERT_TRUE(group.reset().ok());
+    EXPECT_FALSE(group.aborted());
+  }
 }
 
 TEST(NcclGroupTest, SumsAndGathersBetweenTwoGpus) {
