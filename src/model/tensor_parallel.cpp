@@ -57,8 +57,10 @@ void shard_attention(const BeamConfig& cfg, const ShardShape& s, TensorParallel 
   out.o_proj = slice_columns(full.o_proj, q_begin, q_rows, owner);
 }
 
+// held_first: the first expert `full`'s expert tensors hold (BeamWeights::first_expert).
 void shard_layer(const BeamConfig& cfg, const ShardShape& s, TensorParallel tp, MlpKind kind,
-                 const LayerWeights& full, LayerWeights& out, BeamWeights& owner) {
+                 int64_t held_first, const LayerWeights& full, LayerWeights& out,
+                 BeamWeights& owner) {
   out.input_norm = full.input_norm;
   out.post_attn_norm = full.post_attn_norm;
   out.pre_mlp_norm = full.pre_mlp_norm;
@@ -73,12 +75,14 @@ void shard_layer(const BeamConfig& cfg, const ShardShape& s, TensorParallel tp, 
       out.dense.down = slice_columns(full.dense.down, begin, s.intermediate, owner);
       break;
     }
-    case MlpKind::kSparse:
+    case MlpKind::kSparse: {
       out.moe.router = full.moe.router;
       out.moe.router_bias = full.moe.router_bias;
-      out.moe.experts_gate_up = full.moe.experts_gate_up.rows(s.first_expert, s.num_experts);
-      out.moe.experts_down = full.moe.experts_down.rows(s.first_expert, s.num_experts);
+      const int64_t first = s.first_expert - held_first;  // the rank's experts within those held
+      out.moe.experts_gate_up = full.moe.experts_gate_up.rows(first, s.num_experts);
+      out.moe.experts_down = full.moe.experts_down.rows(first, s.num_experts);
       break;
+    }
   }
 }
 
@@ -122,21 +126,58 @@ Expected<std::shared_ptr<const BeamWeights>> shard_beam_weights(
     const std::shared_ptr<const BeamWeights>& full, TensorParallel tp) {
   const BeamConfig& cfg = full->config;
   BEAM_RETURN_IF_ERROR(check_tensor_parallel(cfg, tp.size));
+  const ShardShape s = shard_shape(cfg, tp);
+  // The rank's experts must be among those `full` holds (all of them, or a load of its slice).
+  for (size_t l = 0; l < full->layers.size(); ++l) {
+    if (cfg.mlp_layer_types[l] != MlpKind::kSparse) continue;
+    const int64_t held = full->layers[l].moe.experts_gate_up.dim(0);
+    if (s.first_expert < full->first_expert ||
+        s.first_expert + s.num_experts > full->first_expert + held)
+      return make_error("the weights hold experts [" + std::to_string(full->first_expert) + ", " +
+                        std::to_string(full->first_expert + held) + "), rank " +
+                        std::to_string(tp.rank) + " of " + std::to_string(tp.size) + " needs [" +
+                        std::to_string(s.first_expert) + ", " +
+                        std::to_string(s.first_expert + s.num_experts) + ")");
+    break;
+  }
   if (tp.size == 1) return full;
   if (full->embed.device != Device::kCpu)
     return make_error(
         "shard_beam_weights: the weights must be in host memory (slice before upload)");
-  const ShardShape s = shard_shape(cfg, tp);
   auto out = std::make_shared<BeamWeights>();
   out->config = cfg;
+  out->first_expert = s.first_expert;
   out->storage.push_back(std::const_pointer_cast<BeamWeights>(full));  // the views' memory
   out->embed = full->embed;
   out->final_norm = full->final_norm;
   out->lm_head = full->lm_head.rows(s.first_vocab, s.vocab);
   out->layers.resize(full->layers.size());
   for (size_t l = 0; l < full->layers.size(); ++l)
-    shard_layer(cfg, s, tp, cfg.mlp_layer_types[l], full->layers[l], out->layers[l], *out);
+    shard_layer(cfg, s, tp, cfg.mlp_layer_types[l], full->first_expert, full->layers[l],
+                out->layers[l], *out);
   return std::shared_ptr<const BeamWeights>(std::move(out));
+}
+
+ExpertSlice rank_experts(const BeamConfig& config, TensorParallel tp) {
+  const ShardShape s = shard_shape(config, tp);
+  return ExpertSlice{s.first_expert, s.num_experts};
+}
+
+RankWeights slices_of(std::shared_ptr<const BeamWeights> full) {
+  return [full = std::move(full)](TensorParallel) -> Expected<std::shared_ptr<const BeamWeights>> {
+    return full;
+  };
+}
+
+RankWeights load_rank_weights(std::string model_dir, std::string lora_dir) {
+  return [model_dir = std::move(model_dir), lora_dir = std::move(lora_dir)](
+             TensorParallel tp) -> Expected<std::shared_ptr<const BeamWeights>> {
+    BEAM_ASSIGN_OR_RETURN(BeamConfig config, load_beam_config(model_dir));
+    BEAM_RETURN_IF_ERROR(check_tensor_parallel(config, tp.size));
+    BEAM_ASSIGN_OR_RETURN(std::shared_ptr<BeamWeights> w,
+                          load_beam_weights_merging(model_dir, lora_dir, rank_experts(config, tp)));
+    return std::shared_ptr<const BeamWeights>(std::move(w));
+  };
 }
 
 }  // namespace beam

@@ -14,7 +14,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "comm/communicator.h"
 #include "core/status.h"
@@ -53,11 +55,24 @@ Status check_tensor_parallel(const BeamConfig& config, int size);
 // Rank tp.rank's share (config checked by check_tensor_parallel for tp.size).
 ShardShape shard_shape(const BeamConfig& config, TensorParallel tp);
 
-// Rank tp.rank's weights: host tensors of `full` (on the CPU), sliced as above. Contiguous slices
+// Rank tp.rank's weights: host tensors of `full` (on the CPU), sliced as above. `full` holds
+// every expert or at least the rank's (load_beam_weights with the rank's ExpertSlice, so a rank
+// never needs the whole model in host memory); an error names experts it lacks. Contiguous slices
 // (gate bias, experts, LM head, the replicated tensors) are views of `full`, which the result
 // keeps alive; q/k/v/gate rows and the column slices of o_proj and down are copied. The config is
 // `full`'s (the model reads its shard's sizes from shard_shape). size 1 returns `full` itself.
 Expected<std::shared_ptr<const BeamWeights>> shard_beam_weights(
     const std::shared_ptr<const BeamWeights>& full, TensorParallel tp);
+
+// The experts rank tp holds (load_beam_weights' slice for it).
+ExpertSlice rank_experts(const BeamConfig& config, TensorParallel tp);
+
+// Where a tensor-parallel engine gets rank tp's weights: host weights holding at least that rank's
+// experts, which shard_beam_weights then slices. Called once per rank (rank r's on its thread).
+using RankWeights = std::function<Expected<std::shared_ptr<const BeamWeights>>(TensorParallel tp)>;
+// Every rank slices the same host copy.
+RankWeights slices_of(std::shared_ptr<const BeamWeights> full);
+// Each rank loads model_dir with only its experts (and lora_dir's adapter merged; empty: none).
+RankWeights load_rank_weights(std::string model_dir, std::string lora_dir);
 
 }  // namespace beam

@@ -73,6 +73,15 @@ class WeightsBuilder {
     return plan_merge(name, spec, dst);
   }
 
+  // Checks tensor `name` (shape, dtype) without loading it: another rank's expert. An adapter
+  // delta on it counts as merged (that rank merges it).
+  Status skip(const std::string& name, const TensorSpec& spec) {
+    BEAM_ASSIGN_OR_RETURN(const RawTensor* t, resolver_.take(name, spec));
+    (void)t;
+    if (lora_ && lora_->find(name)) merged_names_.insert(name);
+    return ok_status();
+  }
+
   TensorResolver& resolver() { return resolver_; }
   const LoraAdapter* lora() const { return lora_; }
 
@@ -169,27 +178,36 @@ Status build_dense(WeightsBuilder& b, const BeamConfig& c, int64_t layer, DenseM
   return ok_status();
 }
 
-Status build_moe(WeightsBuilder& b, const BeamConfig& c, int64_t layer, MoeWeights& m) {
+// The routed experts [first, first + count) of `layer` fused (the others' tensors checked only).
+Status build_moe(WeightsBuilder& b, const BeamConfig& c, int64_t layer, int64_t first,
+                 int64_t count, MoeWeights& m) {
   const int64_t H = c.hidden_size, E = c.num_experts, Im = c.moe_intermediate_size;
   BEAM_ASSIGN_OR_RETURN(m.router, b.bind(layer_tensor_name(layer, "mlp.gate.weight"),
                                          {Shape{E, H}, "[E, H]", DType::kF32}));
   BEAM_ASSIGN_OR_RETURN(m.router_bias, b.bind(layer_tensor_name(layer, "mlp.gate.e_score_correction_bias"),
                                               {Shape{E}, "[E]", DType::kF32}));
-  m.experts_gate_up = b.allocate(DType::kBF16, Shape{E, 2 * Im, H});
-  m.experts_down = b.allocate(DType::kBF16, Shape{E, H, Im});
+  m.experts_gate_up = b.allocate(DType::kBF16, Shape{count, 2 * Im, H});
+  m.experts_down = b.allocate(DType::kBF16, Shape{count, H, Im});
   const TensorSpec up_spec{Shape{Im, H}, "[Im, H]"}, down_spec{Shape{H, Im}, "[H, Im]"};
   for (int64_t e = 0; e < E; ++e) {
-    auto* gate_up = static_cast<char*>(row_ptr(m.experts_gate_up, e));
+    if (e < first || e >= first + count) {
+      for (const char* part : {"gate_proj.weight", "up_proj.weight"})
+        BEAM_RETURN_IF_ERROR(b.skip(expert_tensor_name(layer, e, part), up_spec));
+      BEAM_RETURN_IF_ERROR(b.skip(expert_tensor_name(layer, e, "down_proj.weight"), down_spec));
+      continue;
+    }
+    auto* gate_up = static_cast<char*>(row_ptr(m.experts_gate_up, e - first));
     size_t half_bytes = static_cast<size_t>(Im * H) * sizeof(uint16_t);
     BEAM_RETURN_IF_ERROR(b.fill(expert_tensor_name(layer, e, "gate_proj.weight"), up_spec, gate_up));
     BEAM_RETURN_IF_ERROR(b.fill(expert_tensor_name(layer, e, "up_proj.weight"), up_spec, gate_up + half_bytes));
     BEAM_RETURN_IF_ERROR(b.fill(expert_tensor_name(layer, e, "down_proj.weight"), down_spec,
-                                row_ptr(m.experts_down, e)));
+                                row_ptr(m.experts_down, e - first)));
   }
   return ok_status();
 }
 
-Status build_layer(WeightsBuilder& b, const BeamConfig& c, int64_t layer, LayerWeights& w) {
+Status build_layer(WeightsBuilder& b, const BeamConfig& c, int64_t layer,
+                   const ExpertSlice& experts, LayerWeights& w) {
   const TensorSpec norm{Shape{c.hidden_size}, "[H]"};
   BEAM_ASSIGN_OR_RETURN(w.input_norm, b.bind(layer_tensor_name(layer, "input_layernorm.weight"), norm));
   BEAM_ASSIGN_OR_RETURN(w.post_attn_norm, b.bind(layer_tensor_name(layer, "post_attention_layernorm.weight"), norm));
@@ -198,7 +216,8 @@ Status build_layer(WeightsBuilder& b, const BeamConfig& c, int64_t layer, LayerW
   BEAM_RETURN_IF_ERROR(build_attention(b, c, layer, w.attn));
   switch (c.mlp_layer_types[layer]) {
     case MlpKind::kDense: return build_dense(b, c, layer, w.dense);
-    case MlpKind::kSparse: return build_moe(b, c, layer, w.moe);
+    case MlpKind::kSparse:
+      return build_moe(b, c, layer, experts.first, experts.count, w.moe);
   }
   return ok_status();
 }
@@ -228,11 +247,20 @@ Status build_lm_head(WeightsBuilder& b, const BeamConfig& c, BeamWeights& w) {
 }  // namespace
 
 Expected<std::shared_ptr<BeamWeights>> load_beam_weights(const std::string& model_dir,
-                                                         const LoraAdapter* merge_lora) {
+                                                         const LoraAdapter* merge_lora,
+                                                         ExpertSlice experts) {
   BEAM_ASSIGN_OR_RETURN(BeamConfig config, load_beam_config(model_dir));
+  if (experts.count < 0) experts = ExpertSlice{0, config.num_experts};
+  if (config.num_layers_of(MlpKind::kSparse) > 0 &&
+      (experts.first < 0 || experts.count < 1 ||
+       experts.first + experts.count > config.num_experts))
+    return make_error("experts [" + std::to_string(experts.first) + ", " +
+                      std::to_string(experts.first + experts.count) + ") of a model of " +
+                      std::to_string(config.num_experts));
   BEAM_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::open(model_dir));
   auto w = std::make_shared<BeamWeights>();
   w->config = std::move(config);
+  w->first_expert = experts.first;
   const BeamConfig& c = w->config;
   for (const auto& file : checkpoint.files()) w->storage.push_back(file);
   WeightsBuilder b(checkpoint, *w, merge_lora);
@@ -240,7 +268,7 @@ Expected<std::shared_ptr<BeamWeights>> load_beam_weights(const std::string& mode
   BEAM_ASSIGN_OR_RETURN(w->final_norm, b.bind("model.norm.weight", {Shape{c.hidden_size}, "[H]"}));
   w->layers.resize(c.num_layers);
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
-    BEAM_RETURN_IF_ERROR(build_layer(b, c, layer, w->layers[layer]));
+    BEAM_RETURN_IF_ERROR(build_layer(b, c, layer, experts, w->layers[layer]));
   }
   BEAM_RETURN_IF_ERROR(build_lm_head(b, c, *w));
   BEAM_RETURN_IF_ERROR(b.run());
@@ -248,10 +276,11 @@ Expected<std::shared_ptr<BeamWeights>> load_beam_weights(const std::string& mode
 }
 
 Expected<std::shared_ptr<BeamWeights>> load_beam_weights_merging(const std::string& model_dir,
-                                                                 const std::string& lora_dir) {
-  if (lora_dir.empty()) return load_beam_weights(model_dir);
+                                                                 const std::string& lora_dir,
+                                                                 ExpertSlice experts) {
+  if (lora_dir.empty()) return load_beam_weights(model_dir, nullptr, experts);
   BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const LoraAdapter> adapter, LoraAdapter::open(lora_dir));
-  return load_beam_weights(model_dir, adapter.get());
+  return load_beam_weights(model_dir, adapter.get(), experts);
 }
 
 }  // namespace beam

@@ -50,7 +50,19 @@ struct BeamWeights {
   TensorView final_norm;  // [H] bf16
   TensorView lm_head;     // [V, H] bf16 (the embedding when tie_word_embeddings)
   std::vector<LayerWeights> layers;
+  // The routed-expert tensors hold experts [first_expert, first_expert + their leading dim): all
+  // of them, or one tensor-parallel rank's (load_beam_weights' ExpertSlice).
+  int64_t first_expert = 0;
   std::vector<std::shared_ptr<void>> storage;  // keeps buffers and mappings alive
+};
+
+// Which routed experts load_beam_weights fuses into host memory: [first, first + count), or every
+// one (count -1). The others' tensors are checked (names, shapes, dtypes) but not read, so a
+// tensor-parallel rank's weights take its share of the host memory (Beam 1.0's experts are
+// ~1 TB).
+struct ExpertSlice {
+  int64_t first = 0;
+  int64_t count = -1;
 };
 
 // Loads DIR/config.json and the safetensors checkpoint of DIR (one file or sharded through
@@ -59,11 +71,14 @@ struct BeamWeights {
 // merge_lora (optional): a LoRA adapter merged into the weights it names (W + scale · B · A,
 // rounded to bf16 once); an error names a delta that meets no bf16 linear weight of the model
 // or whose shape does not fit it.
+// experts: the routed experts to load (default all); an error names a slice outside the model's.
 Expected<std::shared_ptr<BeamWeights>> load_beam_weights(const std::string& model_dir,
-                                                         const LoraAdapter* merge_lora = nullptr);
+                                                         const LoraAdapter* merge_lora = nullptr,
+                                                         ExpertSlice experts = {});
 // load_beam_weights with the PEFT adapter of lora_dir merged (empty: none; LoraAdapter::open's
 // errors as they are).
 Expected<std::shared_ptr<BeamWeights>> load_beam_weights_merging(const std::string& model_dir,
-                                                                 const std::string& lora_dir);
+                                                                 const std::string& lora_dir,
+                                                                 ExpertSlice experts = {});
 
 }  // namespace beam

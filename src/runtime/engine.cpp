@@ -1449,15 +1449,24 @@ Engine::~Engine() = default;
 Expected<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const BeamWeights> weights,
                                                  const EngineOptions& options) {
   if (!weights) return make_error("engine: no weights");
+  return create(slices_of(std::move(weights)), options);
+}
+
+Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
+                                                 const EngineOptions& options) {
   if (Status st = options.speculative.validate(); !st.ok())
     return make_error("engine: " + st.error().message);
-  const BeamConfig config = weights->config;
-  BEAM_ASSIGN_OR_RETURN(KvGeometry geometry, kv_geometry_from_config(config, options.block_size_tokens));
   const int tp = options.tensor_parallel_size;
+  if (tp < 1)
+    return make_error("engine: tensor parallel size " + std::to_string(tp) + ": must be >= 1");
+  BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> weights, source(TensorParallel{0, tp}));
+  if (!weights) return make_error("engine: no weights");
+  const BeamConfig config = weights->config;
+  BEAM_ASSIGN_OR_RETURN(KvGeometry geometry,
+                        kv_geometry_from_config(config, options.block_size_tokens));
   BEAM_RETURN_IF_ERROR(check_engine_tensor_parallel(options, config));
-  const std::shared_ptr<const BeamWeights> full = weights;  // every rank's slice comes from it
   if (tp > 1) {
-    BEAM_ASSIGN_OR_RETURN(weights, shard_beam_weights(full, TensorParallel{0, tp}));
+    BEAM_ASSIGN_OR_RETURN(weights, shard_beam_weights(weights, TensorParallel{0, tp}));
     geometry.num_kv_heads /= tp;  // each rank's pools hold its KV heads
   }
   BEAM_ASSIGN_OR_RETURN(EngineDevice device, open_engine_device(options.device, std::move(weights),
@@ -1497,7 +1506,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const BeamWeigh
     const int threads = options.num_threads > 0
                             ? options.num_threads
                             : static_cast<int>(std::thread::hardware_concurrency());
-    BEAM_ASSIGN_OR_RETURN(ranks, EngineRanks::create(full, tp, device, std::max(1, threads / tp)));
+    BEAM_ASSIGN_OR_RETURN(ranks,
+                          EngineRanks::create(source, tp, device, std::max(1, threads / tp)));
   }
   std::optional<StepMemory> step;
   if (device.device == Device::kCuda) {

@@ -13,6 +13,7 @@
 #include "core/status.h"
 #include "core/strong_id.h"
 #include "kernels/api/context.h"
+#include "model/tensor_parallel.h"
 #include "model/weights.h"
 #include "runtime/sampling/logprobs.h"
 #include "runtime/sampling/sampling_params.h"
@@ -225,6 +226,11 @@ class Engine {
   // weights: host weights (load_beam_weights); on CUDA they are copied to the device and the host
   // copy is no longer referenced. Logs the device and its memory plan.
   static Expected<std::unique_ptr<Engine>> create(std::shared_ptr<const BeamWeights> weights,
+                                                  const EngineOptions& options);
+  // The same with each rank's weights from `source` (model/tensor_parallel.h): with
+  // load_rank_weights, a tensor-parallel engine's ranks each load only their experts (rank r on
+  // its thread; a GPU rank's load and upload one at a time, so the host holds one rank's share).
+  static Expected<std::unique_ptr<Engine>> create(const RankWeights& source,
                                                   const EngineOptions& options);
   ~Engine();
 

@@ -4,6 +4,7 @@
 #include "runtime/engine_ranks.h"
 
 #include <algorithm>
+#include <mutex>
 #include <string>
 
 #include "comm/local_group.h"
@@ -35,23 +36,28 @@ Expected<std::unique_ptr<CommGroup>> make_group(Device device, int size,
 
 }  // namespace
 
-Expected<std::unique_ptr<EngineRanks>> EngineRanks::create(std::shared_ptr<const BeamWeights> full,
-                                                           int size, const EngineDevice& rank0,
+Expected<std::unique_ptr<EngineRanks>> EngineRanks::create(const RankWeights& source, int size,
+                                                           const EngineDevice& rank0,
                                                            int threads_per_rank) {
-  BEAM_RETURN_IF_ERROR(check_tensor_parallel(full->config, size));
+  BEAM_RETURN_IF_ERROR(check_tensor_parallel(rank0.weights->config, size));
   std::unique_ptr<EngineRanks> ranks(new EngineRanks());
   BEAM_ASSIGN_OR_RETURN(ranks->group_, make_group(rank0.device, size, rank0));
   ranks->workers_.resize(static_cast<size_t>(size - 1));
   CommGroup& group = *ranks->group_;
   RankWorkers::Build build;
+  std::mutex one_at_a_time;  // GPU ranks' host weights: one rank's load and upload at once
   if (rank0.device == Device::kCpu) {
-    build = RankWorkers::cpu_ranks(full, group, threads_per_rank);
+    build = RankWorkers::cpu_ranks(source, group, threads_per_rank);
   } else {
-    build = [&, full](int r) -> Expected<WorkerRank> {
+    build = [&](int r) -> Expected<WorkerRank> {
       const TensorParallel tp{r, size};
-      BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> slice, shard_beam_weights(full, tp));
+      std::unique_lock<std::mutex> lock(one_at_a_time);
+      BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> host, source(tp));
+      BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> slice, shard_beam_weights(host, tp));
+      host.reset();
       BEAM_ASSIGN_OR_RETURN(EngineDevice d, open_engine_device(Device::kCuda, std::move(slice),
                                                                /*sleep_mode=*/false, r));
+      lock.unlock();  // the host copy is gone (uploaded)
       d.cuda_graphs = rank0.cuda_graphs;
       d.attention_probs = rank0.attention_probs;
 #if BEAMSERVE_CUDA

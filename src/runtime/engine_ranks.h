@@ -25,12 +25,14 @@ namespace beam {
 // Owned and called by the engine's thread.
 class EngineRanks {
  public:
-  // The group and ranks 1..size-1 of `full` (host weights) on rank0's kind of device: CPU ranks
-  // of threads_per_rank threads, or GPU r for rank r (its context, weights and stream for NCCL),
-  // with rank0's decode-graph and attention settings. Errors: a config that does not split, NCCL
-  // or GPUs missing, weights that do not fit a GPU.
-  static Expected<std::unique_ptr<EngineRanks>> create(std::shared_ptr<const BeamWeights> full,
-                                                       int size, const EngineDevice& rank0,
+  // The group and ranks 1..size-1, rank r's weights from source(r) (host weights holding its
+  // experts, sliced by shard_beam_weights) on rank0's kind of device: CPU ranks of
+  // threads_per_rank threads, or GPU r for rank r (its context, weights and stream for NCCL; the
+  // GPU ranks load and upload one at a time, so the host holds one rank's weights at once), with
+  // rank0's decode-graph and attention settings. Errors: a config that does not split, NCCL or
+  // GPUs missing, weights that do not fit a GPU, a source's error.
+  static Expected<std::unique_ptr<EngineRanks>> create(const RankWeights& source, int size,
+                                                       const EngineDevice& rank0,
                                                        int threads_per_rank);
   ~EngineRanks();
 

@@ -44,11 +44,12 @@ Expected<std::unique_ptr<RankWorkers>> RankWorkers::create(CommGroup& group, con
   return w;
 }
 
-RankWorkers::Build RankWorkers::cpu_ranks(std::shared_ptr<const BeamWeights> full, CommGroup& group,
+RankWorkers::Build RankWorkers::cpu_ranks(const RankWeights& source, CommGroup& group,
                                           int threads_per_rank) {
-  return [full = std::move(full), &group, threads_per_rank](int r) -> Expected<WorkerRank> {
+  return [&source, &group, threads_per_rank](int r) -> Expected<WorkerRank> {
     const TensorParallel tp{r, group.size()};
-    BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> slice, shard_beam_weights(full, tp));
+    BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> host, source(tp));
+    BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> slice, shard_beam_weights(host, tp));
     WorkerRank w;
     w.pool = std::make_unique<ThreadPool>(threads_per_rank);
     KernelContext ctx;

@@ -40,10 +40,9 @@ class RankWorkers {
   // Starts a thread for each rank 1..group.size()-1 and builds its rank there (all at once).
   // group must outlive this. Errors: the first rank's build error.
   static Expected<std::unique_ptr<RankWorkers>> create(CommGroup& group, const Build& build);
-  // CPU ranks of `full` (host weights): rank r's slice (shard_beam_weights), a pool of
-  // threads_per_rank threads, its end of `group`.
-  static Build cpu_ranks(std::shared_ptr<const BeamWeights> full, CommGroup& group,
-                         int threads_per_rank);
+  // CPU ranks: rank r's slice (shard_beam_weights) of source(r), a pool of threads_per_rank
+  // threads, its end of `group`. `source` must outlive create().
+  static Build cpu_ranks(const RankWeights& source, CommGroup& group, int threads_per_rank);
   ~RankWorkers();  // stops and joins the threads
   RankWorkers(const RankWorkers&) = delete;
   RankWorkers& operator=(const RankWorkers&) = delete;

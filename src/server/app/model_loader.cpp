@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/logging.h"
+#include "model/tensor_parallel.h"
 #include "model/weights.h"
 #include "server/api/endpoint_env.h"
 #include "server/api/response_format.h"
@@ -115,13 +116,15 @@ Expected<std::unique_ptr<ServedModel>> load_served_model(const ModelLoadOptions&
   if (model->name.empty()) model->name = fs::path(options.model_dir).lexically_normal().filename().string();
   if (model->name.empty()) model->name = fs::path(options.model_dir).lexically_normal().parent_path().filename().string();
   model->created_unix_s = unix_time_s();
-  BEAM_ASSIGN_OR_RETURN(std::shared_ptr<BeamWeights> weights,
-                        load_beam_weights_merging(options.model_dir, options.merge_lora_dir));
+  BEAM_ASSIGN_OR_RETURN(const BeamConfig config, load_beam_config(options.model_dir));
+  BEAM_RETURN_IF_ERROR(load_text_side(
+      options.tokenizer_dir.empty() ? options.model_dir : options.tokenizer_dir, model.get()));
+  // Each tensor-parallel rank loads only its experts (Beam 1.0's are ~1 TB); one rank loads all.
+  BEAM_ASSIGN_OR_RETURN(
+      model->engine,
+      Engine::create(load_rank_weights(options.model_dir, options.merge_lora_dir), options.engine));
   if (!options.merge_lora_dir.empty())
     log_info("merged the LoRA adapter " + options.merge_lora_dir);
-  const BeamConfig config = weights->config;
-  BEAM_RETURN_IF_ERROR(load_text_side(options.tokenizer_dir.empty() ? options.model_dir : options.tokenizer_dir, model.get()));
-  BEAM_ASSIGN_OR_RETURN(model->engine, Engine::create(std::move(weights), options.engine));
   for (const StartupAdapter& a : options.lora_modules) {
     const Status st = model->engine->load_lora_adapter(a.name, a.dir, /*replace=*/false, a.pinned);
     if (!st.ok())

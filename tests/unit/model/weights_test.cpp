@@ -12,6 +12,7 @@
 #include "model/checkpoint.h"
 #include "model/param_count.h"
 #include "model/tensor_names.h"
+#include "model/tensor_parallel.h"
 #include "test_checkpoint_writer.h"
 
 namespace beam {
@@ -320,6 +321,60 @@ TEST(WeightsCheckpointTest, LoadsShippedTinyBeam) {
   WeightBytes expected = weight_bytes(c);
   EXPECT_EQ(static_cast<int64_t>(on_disk[DType::kBF16]), expected.bf16_bytes);
   EXPECT_EQ(static_cast<int64_t>(on_disk[DType::kF32]), expected.f32_bytes);
+}
+
+// A tensor-parallel rank's load (ExpertSlice): only its experts are fused, byte for byte those of
+// a whole load; the other experts' tensors are still checked; slices outside the model are
+// errors; shard_beam_weights takes either load for the rank and refuses weights without its
+// experts; load_rank_weights gives each rank its own.
+TEST(WeightsCheckpointTest, ExpertSliceLoadsOnlyThoseExperts) {
+  const std::string dir = std::string(BEAMSERVE_SOURCE_DIR) + "/models/tiny-beam";
+  auto whole = load_beam_weights(dir);
+  ASSERT_TRUE(whole.ok()) << whole.error().message;
+  auto part = load_beam_weights(dir, nullptr, ExpertSlice{8, 8});
+  ASSERT_TRUE(part.ok()) << part.error().message;
+  EXPECT_EQ((*part)->first_expert, 8);
+  const BeamConfig& c = (*whole)->config;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (c.mlp_layer_types[l] != MlpKind::kSparse) continue;
+    const MoeWeights& w = (*whole)->layers[l].moe;
+    const MoeWeights& p = (*part)->layers[l].moe;
+    ASSERT_EQ(p.experts_gate_up.dim(0), 8);
+    ASSERT_EQ(p.experts_down.dim(0), 8);
+    EXPECT_EQ(std::memcmp(p.experts_gate_up.data, w.experts_gate_up.rows(8, 8).data,
+                          p.experts_gate_up.nbytes()),
+              0);
+    EXPECT_EQ(
+        std::memcmp(p.experts_down.data, w.experts_down.rows(8, 8).data, p.experts_down.nbytes()),
+        0);
+  }
+  for (ExpertSlice bad : {ExpertSlice{12, 8}, ExpertSlice{-1, 4}, ExpertSlice{0, 0}}) {
+    auto r = load_beam_weights(dir, nullptr, bad);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("of a model of 16"), std::string::npos) << r.error().message;
+  }
+  // Rank 1 of 2 from either load: the same bytes; rank 0 lacks its experts in the part.
+  auto from_whole = shard_beam_weights(*whole, TensorParallel{1, 2});
+  auto from_part = shard_beam_weights(*part, TensorParallel{1, 2});
+  ASSERT_TRUE(from_whole.ok() && from_part.ok());
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (c.mlp_layer_types[l] != MlpKind::kSparse) continue;
+    const TensorView a = (*from_whole)->layers[l].moe.experts_down,
+                     b = (*from_part)->layers[l].moe.experts_down;
+    ASSERT_EQ(a.shape, b.shape);
+    EXPECT_EQ(std::memcmp(a.data, b.data, a.nbytes()), 0);
+  }
+  auto wrong = shard_beam_weights(*part, TensorParallel{0, 2});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(
+      wrong.error().message.find("the weights hold experts [8, 16), rank 0 of 2 needs [0, 8)"),
+      std::string::npos)
+      << wrong.error().message;
+  const RankWeights source = load_rank_weights(dir, "");
+  auto rank1 = source(TensorParallel{1, 2});
+  ASSERT_TRUE(rank1.ok()) << rank1.error().message;
+  EXPECT_EQ((*rank1)->first_expert, 8);
+  EXPECT_FALSE(source(TensorParallel{0, 3}).ok());  // 3 does not divide the KV heads
 }
 
 }  // namespace

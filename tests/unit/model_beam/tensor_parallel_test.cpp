@@ -68,7 +68,7 @@ class ShardedModel {
     EXPECT_TRUE(slice.ok()) << slice.error().message;
     rank0_ = std::make_unique<BeamModel>(*slice, cpu(pool_), nullptr,
                                          ModelShard{TensorParallel{0, size}, &group_.rank(0)});
-    auto workers = RankWorkers::create(group_, RankWorkers::cpu_ranks(full, group_, 1));
+    auto workers = RankWorkers::create(group_, RankWorkers::cpu_ranks(slices_of(full), group_, 1));
     EXPECT_TRUE(workers.ok()) << workers.error().message;
     workers_ = std::move(*workers);
     for (int r = 0; r < size; ++r)
@@ -295,7 +295,7 @@ TEST(TensorParallel, AKvCacheOfAnotherSplitIsAnError) {
   ThreadPool pool(1);
   auto slice = shard_beam_weights(w, TensorParallel{0, 2});
   ASSERT_TRUE(slice.ok());
-  auto workers = RankWorkers::create(group, RankWorkers::cpu_ranks(w, group, 1));
+  auto workers = RankWorkers::create(group, RankWorkers::cpu_ranks(slices_of(w), group, 1));
   ASSERT_TRUE(workers.ok());
   BeamModel rank0(*slice, cpu(pool), nullptr, ModelShard{TensorParallel{0, 2}, &group.rank(0)});
   LocalKvCache whole(w->config, 1, 16), half(w->config, 1, 16, 16, TensorParallel{1, 2});
@@ -323,7 +323,7 @@ TEST(TensorParallel, ReplacedWeightsReachEveryRank) {
 
   LocalGroup group(2);
   ThreadPool pool0(1);
-  auto workers = RankWorkers::create(group, RankWorkers::cpu_ranks(a, group, 1));
+  auto workers = RankWorkers::create(group, RankWorkers::cpu_ranks(slices_of(a), group, 1));
   ASSERT_TRUE(workers.ok());
   BeamModel rank0(*shard_beam_weights(a, TensorParallel{0, 2}), cpu(pool0), nullptr,
                   ModelShard{TensorParallel{0, 2}, &group.rank(0)});

@@ -11,14 +11,18 @@
 namespace beam::testing {
 namespace {
 
-std::unique_ptr<Engine> engine_of(std::shared_ptr<const BeamWeights> weights, int tp) {
+EngineOptions options_of(int tp) {
   EngineOptions o;
   o.num_threads = 2;
   o.block_size_tokens = 16;
   o.max_tokens_per_step = 64;
   o.kv_budget_bytes = 64 << 20;
   o.tensor_parallel_size = tp;
-  auto e = Engine::create(std::move(weights), o);
+  return o;
+}
+
+std::unique_ptr<Engine> engine_of(std::shared_ptr<const BeamWeights> weights, int tp) {
+  auto e = Engine::create(std::move(weights), options_of(tp));
   EXPECT_TRUE(e.ok()) << (e.ok() ? "" : e.error().message);
   return e.ok() ? std::move(*e) : nullptr;
 }
@@ -72,6 +76,21 @@ TEST(TensorParallelEngine, TwoRanksServeWhatOneRankServes) {
   // The repeated prompt hit the prefix cache on both engines, each rank holding its KV heads.
   EXPECT_GT(got[4][0].usage.cached_prompt_tokens, 0);
   EXPECT_EQ(got[4][0].usage.cached_prompt_tokens, want[4][0].usage.cached_prompt_tokens);
+}
+
+// Ranks that each load only their experts from the model folder (what `serve` does) serve what
+// ranks slicing one host copy serve.
+TEST(TensorParallelEngine, RanksLoadingTheirOwnExpertsServeTheSame) {
+  std::shared_ptr<const BeamWeights> w = engine_test_model("tiny-beam");
+  const std::vector<RunRequest> reqs = mixed_requests(w->config.vocab_size);
+  auto sliced = engine_of(w, 2);
+  auto loaded =
+      Engine::create(load_rank_weights(std::string(BEAMSERVE_SOURCE_DIR) + "/models/tiny-beam", ""),
+                     options_of(2));
+  ASSERT_TRUE(sliced && loaded.ok()) << (loaded.ok() ? "" : loaded.error().message);
+  const auto want = run_all(*sliced, reqs);
+  const auto got = run_all(**loaded, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got[i][0].tokens, want[i][0].tokens) << i;
 }
 
 TEST(TensorParallelEngine, WeightUpdatesReachEveryRank) {
