@@ -149,6 +149,7 @@ class Engine::Impl {
 
   const BeamConfig& config() const { return model_.config(); }
   int64_t max_tokens_per_step() const { return *options_.max_tokens_per_step; }
+  int tensor_parallel_size() const { return options_.tensor_parallel_size; }
 
   Expected<RequestId> submit(GenerateRequest request) {
     if (request.prompt.empty()) return make_error("prompt: must contain at least one token");
@@ -217,10 +218,9 @@ class Engine::Impl {
     inbox_.idle_cv.wait(lock, [&] { return !inbox_.flush; });
   }
 
-  Status update_weights(std::shared_ptr<const BeamWeights> weights, bool abort_in_flight) {
-    BEAM_CHECK(weights != nullptr) << "update_weights: no weights";
+  Status update_weights(RankWeights source, bool abort_in_flight) {
     return ask_engine_thread(inbox_.weights_answer, "another weight update is in progress", [&] {
-      inbox_.new_weights = std::move(weights);
+      inbox_.new_weights = std::move(source);
       inbox_.abort_for_weights = abort_in_flight;
     });
   }
@@ -332,9 +332,9 @@ class Engine::Impl {
   bool any_in_flight() const;
   // With new weights waiting: replaces the model's once nothing is in flight.
   void apply_pending_weights();
-  // Serves `full` on every rank: rank 0's slice on model_ (which refuses another config before
-  // any rank changes), the others' through ranks_.
-  Status replace_weights(const std::shared_ptr<const BeamWeights>& full);
+  // Serves source's weights on every rank: rank 0's slice on model_ (which refuses another config
+  // before any rank changes; its load checks the whole checkpoint), the others' through ranks_.
+  Status replace_weights(const RankWeights& source);
   // With a sleep or wake-up waiting: runs it (a sleep once nothing is in flight, or while paused
   // once nothing holds the KV it releases).
   void apply_memory_command();
@@ -343,7 +343,7 @@ class Engine::Impl {
   // PauseMode::kRetract: every running sequence gives its KV back (cached) and waits.
   void retract_running();
   // Whether steps stop: paused, or memory given back.
-  bool halted() const { return paused_ || sleep_.state().asleep(); }
+  bool halted() const { return paused_ || sleep_.state().asleep() || ranks_disagree_; }
   // sleep_.state() and paused_ for sleep_state() / paused() callers.
   void publish_halt_state() {
     std::lock_guard<std::mutex> lock(stats_mu_);
@@ -443,7 +443,10 @@ class Engine::Impl {
   RateWindow generation_rate_{kGenerationRateSpanS};  // generated tokens (under stats_mu_)
   EngineStats counters_;                     // engine-thread copy, published after each step
   std::optional<TokenEvent> pending_final_;  // tokens of the step that finished a sequence
-  std::shared_ptr<const BeamWeights> pending_weights_;  // update_weights': applied when idle
+  RankWeights pending_weights_;              // update_weights': applied when idle
+  // A tensor-parallel update failed after rank 0 took the new weights: the ranks disagree, so no
+  // step runs until an update succeeds (halted()).
+  bool ranks_disagree_ = false;
   std::optional<MemoryCommand> pending_memory_;         // sleep / wake_up: applied when idle
   SleepController sleep_;                               // sleep mode (off: default)
   SleepState sleep_published_;  // sleep_.state() for other threads (stats_mu_)
@@ -495,6 +498,7 @@ bool Engine::Impl::drain_inbox() {
     }
     if (inbox_.new_weights) {
       pending_weights_ = std::move(inbox_.new_weights);
+      inbox_.new_weights = nullptr;  // a moved-from function need not be empty
       abort_for_weights = inbox_.abort_for_weights;
     }
     if (inbox_.memory_command) {
@@ -549,19 +553,28 @@ bool Engine::Impl::any_in_flight() const {
   return false;
 }
 
-Status Engine::Impl::replace_weights(const std::shared_ptr<const BeamWeights>& full) {
-  if (!ranks_) return model_.replace_weights(full);
+Status Engine::Impl::replace_weights(const RankWeights& source) {
+  const int n = ranks_ ? ranks_->size() : 1;
+  BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> host, source(TensorParallel{0, n}));
+  if (!ranks_) return model_.replace_weights(std::move(host));
   BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> slice,
-                        shard_beam_weights(full, TensorParallel{0, ranks_->size()}));
+                        shard_beam_weights(host, TensorParallel{0, n}));
+  host.reset();
   BEAM_RETURN_IF_ERROR(model_.replace_weights(std::move(slice)));
-  return ranks_->replace_weights(full);
+  const Status st = ranks_->replace_weights(source);
+  ranks_disagree_ = !st.ok();
+  if (!st.ok())
+    return make_error(st.error().message +
+                      "; rank 0 took the new weights, so the ranks disagree: no step runs until "
+                      "an update succeeds");
+  return ok_status();
 }
 
 void Engine::Impl::apply_pending_weights() {
   if (!paused_ && any_in_flight()) return;
   Status st = sleep_.check_weights_writable();
   if (st.ok()) st = replace_weights(pending_weights_);
-  pending_weights_.reset();
+  pending_weights_ = nullptr;
   if (st.ok()) {
     if (prefix_) prefix_->flush();
     ++weights_epoch_;
@@ -1548,6 +1561,9 @@ const BeamConfig& Engine::config() const { return impl_->config(); }
 int64_t Engine::max_tokens_per_step() const {
   return impl_->max_tokens_per_step();
 }
+int Engine::tensor_parallel_size() const {
+  return impl_->tensor_parallel_size();
+}
 Expected<RequestId> Engine::submit(GenerateRequest request) { return impl_->submit(std::move(request)); }
 void Engine::cancel(RequestId id) { impl_->cancel(id); }
 void Engine::stop_sibling(RequestId id, int32_t sibling) {
@@ -1556,7 +1572,12 @@ void Engine::stop_sibling(RequestId id, int32_t sibling) {
 EngineStats Engine::stats() const { return impl_->stats(); }
 void Engine::flush_prefix_cache() { impl_->flush_prefix_cache(); }
 Status Engine::update_weights(std::shared_ptr<const BeamWeights> weights, bool abort_in_flight) {
-  return impl_->update_weights(std::move(weights), abort_in_flight);
+  BEAM_CHECK(weights != nullptr) << "update_weights: no weights";
+  return impl_->update_weights(slices_of(std::move(weights)), abort_in_flight);
+}
+
+Status Engine::update_weights(const RankWeights& source, bool abort_in_flight) {
+  return impl_->update_weights(source, abort_in_flight);
 }
 Status Engine::load_lora_adapter(const std::string& name, const std::string& dir, bool replace,
                                  bool pinned) {

@@ -237,6 +237,8 @@ class Engine {
   const BeamConfig& config() const;
   // The step's token budget in force: EngineOptions::max_tokens_per_step or the device's default.
   int64_t max_tokens_per_step() const;
+  // Ranks the model is split over (EngineOptions::tensor_parallel_size).
+  int tensor_parallel_size() const;
   // Validates (prompt length vs context, sampling params) and queues the request.
   Expected<RequestId> submit(GenerateRequest request);
   // Idempotent; releases everything the request holds within one step. The sink then receives a
@@ -255,6 +257,10 @@ class Engine {
   // weights are replaced and the prefix cache emptied (its KV came from the old weights). Blocks
   // until done. Errors (another architecture, an update already waiting) leave the old weights.
   Status update_weights(std::shared_ptr<const BeamWeights> weights, bool abort_in_flight);
+  // The same with each rank's weights from `source` (load_rank_weights: a tensor-parallel rank
+  // loads only its experts; the ranks one after another). A rank that fails after rank 0 took
+  // the new weights leaves the ranks disagreeing: no step runs until an update succeeds.
+  Status update_weights(const RankWeights& source, bool abort_in_flight);
   // Sleep mode (EngineOptions::enable_sleep_mode; vLLM's /sleep, SGLang's
   // release_memory_occupation, for RL loops that train on the same GPU): no new request starts,
   // the ones in flight finish, then the KV pools' memory (the prefix cache emptied first) and / or

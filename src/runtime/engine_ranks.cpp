@@ -153,8 +153,8 @@ void EngineRanks::copy_blocks(std::span<const BlockCopy> copies) {
   });
 }
 
-Status EngineRanks::replace_weights(const std::shared_ptr<const BeamWeights>& full) {
-  return ranks_->replace_weights(full);
+Status EngineRanks::replace_weights(const RankWeights& source) {
+  return ranks_->replace_weights(source);
 }
 
 }  // namespace beam

@@ -55,8 +55,9 @@ class EngineRanks {
                  ForwardOutput& out);
   // The copies rank 0's storage makes (prefix-cache copy-on-write), on every worker's.
   void copy_blocks(std::span<const BlockCopy> copies);
-  // Serves `full` on ranks 1.. (rank 0's model gets its own slice from the engine).
-  Status replace_weights(const std::shared_ptr<const BeamWeights>& full);
+  // Serves source's weights on ranks 1.. (RankWorkers::replace_weights; rank 0's model gets its
+  // own slice from the engine).
+  Status replace_weights(const RankWeights& source);
 
  private:
   // A worker's device side (its CUDA context and weights on a GPU), KV memory and storage.

@@ -14,6 +14,7 @@
 
 #include "core/thread_pool.h"
 #include "model/beam/beam_model.h"
+#include "model/tensor_parallel.h"
 #include "runtime/engine.h"
 #include "runtime/kv_cache/kv_cache_manager.h"
 #include "runtime/kv_cache/kv_geometry.h"
@@ -114,7 +115,7 @@ struct Inbox {
   bool flush = false;
   // Engine::update_weights: the new weights until the engine thread takes them, whether requests
   // in flight end at once, and the outcome for the waiting caller.
-  std::shared_ptr<const BeamWeights> new_weights;
+  RankWeights new_weights;  // update_weights' source (empty: none waiting)
   bool abort_for_weights = false;
   EngineAnswer weights_answer;
   // Engine::sleep / wake_up: the command until the engine thread takes it (a sleep once nothing

@@ -168,10 +168,11 @@ test('speculative decoding: the same text as plain decoding, with drafts accepte
 });
 
 // Tensor parallelism (vLLM's --tensor-parallel-size, SGLang's --tp-size): the model split over
-// two ranks serves the golden greedy continuations word for word, and /get_server_info says so.
+// two ranks serves the golden greedy continuations word for word, /get_server_info says so, and
+// an update_weights_from_disk (each rank loading its experts) keeps serving them.
 test('tensor parallelism: two ranks give the reference continuations', async () => {
-  const tp = await startServer(['--threads', '2', '--kv-budget-mb', '512', '--tp-size', '2'],
-    { model: 'models/beam-nano', tokenizer: null, name: MODEL });
+  const tp = await startServer(['--threads', '2', '--kv-budget-mb', '512', '--tp-size', '2',
+    '--enable-weight-updates'], { model: 'models/beam-nano', tokenizer: null, name: MODEL });
   try {
     const client = new (await importNodePackage('openai')).default(
       { apiKey: 'unused', baseURL: `${tp.baseUrl}/v1`, maxRetries: 0 });
@@ -183,6 +184,15 @@ test('tensor parallelism: two ranks give the reference continuations', async () 
       `case ${golden.cases[i].source}`));
     const info = await (await fetch(tp.baseUrl + '/get_server_info')).json();
     assert.equal(info.tp_size, 2);
+    // update_weights_from_disk: each rank loads its experts again; the texts stay the reference's.
+    const update = await fetch(tp.baseUrl + '/update_weights_from_disk', { method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model_path: path.join(repoRoot, 'models/beam-nano') }) });
+    assert.equal(update.status, 200, await update.clone().text());
+    assert.equal((await update.json()).success, true);
+    const again = await client.completions.create({ model: MODEL, prompt: golden.cases[0].prompt,
+      max_tokens: maxTokens, temperature: 0 });
+    assert.equal(again.choices[0].text, golden.cases[0].generated_text);
     assert.equal((await (await fetch(server.baseUrl + '/get_server_info')).json()).tp_size, 1);
   } finally {
     assert.equal(await tp.stop(), 0);

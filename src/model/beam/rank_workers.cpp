@@ -148,10 +148,14 @@ Status RankWorkers::forward(BeamModel& rank0, const ForwardBatch& batch,
   return first;
 }
 
-Status RankWorkers::replace_weights(const std::shared_ptr<const BeamWeights>& full) {
-  return on_workers([&full, n = size()](int r, BeamModel& model) -> Status {
-    BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> slice,
-                          shard_beam_weights(full, TensorParallel{r, n}));
+Status RankWorkers::replace_weights(const RankWeights& source) {
+  std::mutex one_at_a_time;
+  return on_workers([&, n = size()](int r, BeamModel& model) -> Status {
+    const TensorParallel tp{r, n};
+    std::lock_guard<std::mutex> lock(one_at_a_time);
+    BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> host, source(tp));
+    BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> slice, shard_beam_weights(host, tp));
+    host.reset();
     return model.replace_weights(std::move(slice));
   });
 }

@@ -64,9 +64,10 @@ class RankWorkers {
   Status forward(BeamModel& rank0, const ForwardBatch& batch, std::span<const KvLayers* const> kv,
                  ForwardOutput& out);
 
-  // Serves `full` (sliced per rank) on ranks 1.. from now on (BeamModel::replace_weights, on each
-  // rank's thread); rank 0's owner replaces its own slice. Between forward() calls only.
-  Status replace_weights(const std::shared_ptr<const BeamWeights>& full);
+  // Serves source(r)'s slice on each rank r >= 1 from now on (BeamModel::replace_weights, on each
+  // rank's thread, one rank's load at a time so the host holds one rank's weights); rank 0's
+  // owner replaces its own slice. Between forward() calls only. The first rank's error.
+  Status replace_weights(const RankWeights& source);
 
  private:
   struct Rank {

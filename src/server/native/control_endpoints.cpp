@@ -3,6 +3,7 @@
 // POST /abort_request, GET /get_model_info and GET /get_weight_version (SGLang's). See
 // native_endpoints.h.
 #include "core/logging.h"
+#include "model/tensor_parallel.h"
 #include "model/weights.h"
 #include "server/native/native_endpoints.h"
 
@@ -43,12 +44,20 @@ void handle_update_weights_from_disk(const EndpointEnv& env,
   if (!flush_cache)
     r.fail("flush_cache", "must be true: cached prefixes hold KV of the old weights");
   if (r.failed()) return exchange->respond_error(r.take_error());
-  Expected<std::shared_ptr<BeamWeights>> weights =
-      load_beam_weights_merging(model_path, merge_lora_path);
-  if (!weights.ok())
-    return answer_update(exchange, false,
-                         "loading '" + model_path + "': " + weights.error().message);
-  const Status st = env.model->engine->update_weights(*weights, abort_all);
+  Engine& engine = *env.model->engine;
+  Status st = ok_status();
+  if (engine.tensor_parallel_size() > 1) {
+    // Each rank loads its experts once the requests in flight finished, one rank at a time.
+    st = engine.update_weights(load_rank_weights(model_path, merge_lora_path), abort_all);
+    if (!st.ok()) st = make_error("loading '" + model_path + "': " + st.error().message);
+  } else {  // loaded here while the engine still serves
+    Expected<std::shared_ptr<BeamWeights>> weights =
+        load_beam_weights_merging(model_path, merge_lora_path);
+    if (!weights.ok())
+      return answer_update(exchange, false,
+                           "loading '" + model_path + "': " + weights.error().message);
+    st = engine.update_weights(*weights, abort_all);
+  }
   if (!st.ok()) return answer_update(exchange, false, st.error().message);
   log_info("serving the weights of " + model_path +
            (merge_lora_path.empty() ? "" : " with the LoRA adapter " + merge_lora_path));

@@ -328,7 +328,7 @@ TEST(TensorParallel, ReplacedWeightsReachEveryRank) {
   BeamModel rank0(*shard_beam_weights(a, TensorParallel{0, 2}), cpu(pool0), nullptr,
                   ModelShard{TensorParallel{0, 2}, &group.rank(0)});
   ASSERT_TRUE(rank0.replace_weights(*shard_beam_weights(bw, TensorParallel{0, 2})).ok());
-  ASSERT_TRUE((*workers)->replace_weights(bw).ok());
+  ASSERT_TRUE((*workers)->replace_weights(slices_of(bw)).ok());
   LocalKvCache c0(a->config, 2, 12, 16, TensorParallel{0, 2}),
       c1(a->config, 2, 12, 16, TensorParallel{1, 2});
   const std::vector<const KvLayers*> kv = {&c0.layers(), &c1.layers()};

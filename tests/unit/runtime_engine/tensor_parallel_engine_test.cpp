@@ -4,7 +4,9 @@
 // cannot serve are errors that name them.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "engine_test_util.h"
 
@@ -104,6 +106,48 @@ TEST(TensorParallelEngine, WeightUpdatesReachEveryRank) {
   EXPECT_EQ(run_all(*two, {r})[0][0].tokens, run_all(*engine_of(other, 1), {r})[0][0].tokens);
   ASSERT_TRUE(two->update_weights(w, false).ok());
   EXPECT_EQ(run_all(*two, {r})[0][0].tokens, before);
+}
+
+// An update whose source fails on rank 1 after rank 0 took the new weights leaves the ranks
+// disagreeing: the engine runs no step (a request sent meanwhile waits) until an update succeeds;
+// an update that fails on rank 0 changes nothing. Updates through load_rank_weights work too.
+TEST(TensorParallelEngine, AnUpdateThatFailsOnALaterRankHaltsUntilOneSucceeds) {
+  std::shared_ptr<const BeamWeights> w = engine_test_model("tiny-beam");
+  const RunRequest r{tokens_of(20, 9, w->config.vocab_size), greedy(6)};
+  auto e = engine_of(w, 2);
+  ASSERT_NE(e, nullptr);
+  const std::vector<int32_t> want = run_all(*e, {r})[0][0].tokens;
+  const RankWeights fails_on =
+      [&](TensorParallel tp) -> Expected<std::shared_ptr<const BeamWeights>> {
+    if (tp.rank == 0) return make_error("no weights for rank 0");
+    return w;
+  };
+  Status st = e->update_weights(fails_on, false);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().message, "no weights for rank 0");
+  EXPECT_EQ(run_all(*e, {r})[0][0].tokens, want);  // nothing changed
+  const RankWeights fails_later =
+      [&](TensorParallel tp) -> Expected<std::shared_ptr<const BeamWeights>> {
+    if (tp.rank == 1) return make_error("rank 1's disk failed");
+    return w;
+  };
+  st = e->update_weights(fails_later, false);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(
+      st.error().message.find("rank 1's disk failed; rank 0 took the new weights, so the ranks "
+                              "disagree: no step runs until an update succeeds"),
+      std::string::npos)
+      << st.error().message;
+  Collector waiting;
+  submit(*e, r, &waiting);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(waiting.results().empty() || waiting.results()[0].tokens.empty()) << "no step ran";
+  ASSERT_TRUE(
+      e->update_weights(
+           load_rank_weights(std::string(BEAMSERVE_SOURCE_DIR) + "/models/tiny-beam", ""), false)
+          .ok());
+  wait_for_output(waiting);
+  EXPECT_EQ(run_all(*e, {r})[0][0].tokens, want);
 }
 
 TEST(TensorParallelEngine, SettingsItCannotServeAreErrors) {
