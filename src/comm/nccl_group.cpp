@@ -11,11 +11,10 @@
 #include "core/check.h"
 
 namespace beam {
-namespace {
 
-// The NCCL entry points the group uses, resolved once per process.
+// The NCCL entry points the group uses, resolved once per process (outside the anonymous
+// namespace: NcclGroup::Impl holds a pointer to it).
 struct NcclApi {
-  decltype(&::ncclGetVersion) get_version = nullptr;
   decltype(&::ncclCommInitAll) init_all = nullptr;
   decltype(&::ncclCommDestroy) destroy = nullptr;
   decltype(&::ncclCommAbort) abort = nullptr;
@@ -23,6 +22,8 @@ struct NcclApi {
   decltype(&::ncclAllGather) all_gather = nullptr;
   decltype(&::ncclGetErrorString) error_string = nullptr;
 };
+
+namespace {
 
 Expected<const NcclApi*> load_nccl() {
   static std::once_flag once;
@@ -40,7 +41,6 @@ Expected<const NcclApi*> load_nccl() {
       fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
       if (fn == nullptr && error.empty()) error = std::string("NCCL lacks ") + name;
     };
-    find(api.get_version, "ncclGetVersion");
     find(api.init_all, "ncclCommInitAll");
     find(api.destroy, "ncclCommDestroy");
     find(api.abort, "ncclCommAbort");
@@ -129,8 +129,6 @@ struct NcclGroup::Impl {
   std::vector<ncclComm_t> comms;
   std::vector<std::unique_ptr<Rank>> ranks;
   std::atomic<bool> aborted{false};
-  std::mutex abort_mu;
-  std::string reason;
 };
 
 Expected<std::unique_ptr<NcclGroup>> NcclGroup::create(int size) {
@@ -169,13 +167,13 @@ void NcclGroup::bind_stream(int r, void* stream) {
   impl_->ranks[r]->stream_ = stream;
 }
 
-void NcclGroup::abort(std::string why) {
-  std::lock_guard<std::mutex> lock(impl_->abort_mu);
-  if (impl_->aborted.exchange(true)) return;
-  impl_->reason = std::move(why);
-  for (ncclComm_t c : impl_->comms)
+// `why` goes nowhere: NCCL's collectives do not throw, and the failing rank reports its error.
+void NcclGroup::abort(std::string /*why*/) {
+  if (impl_->aborted.exchange(true)) return;  // the first abort does the work
+  for (ncclComm_t& c : impl_->comms) {
     if (c != nullptr) impl_->api->abort(c);  // in-flight collectives return
-  for (ncclComm_t& c : impl_->comms) c = nullptr;
+    c = nullptr;
+  }
 }
 
 bool NcclGroup::aborted() const {
@@ -186,7 +184,6 @@ Status NcclGroup::reset() {
   if (!impl_->aborted.load()) return ok_status();
   BEAM_RETURN_IF_ERROR(impl_->init());
   impl_->aborted = false;
-  impl_->reason.clear();
   return ok_status();
 }
 

@@ -163,6 +163,13 @@ ExpertSlice rank_experts(const BeamConfig& config, TensorParallel tp) {
   return ExpertSlice{s.first_expert, s.num_experts};
 }
 
+Expected<std::shared_ptr<const BeamWeights>> load_rank_slice(const RankWeights& source,
+                                                             TensorParallel tp) {
+  BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> host, source(tp));
+  if (!host) return make_error("no weights for rank " + std::to_string(tp.rank));
+  return shard_beam_weights(host, tp);
+}
+
 RankWeights slices_of(std::shared_ptr<const BeamWeights> full) {
   return [full = std::move(full)](TensorParallel) -> Expected<std::shared_ptr<const BeamWeights>> {
     return full;

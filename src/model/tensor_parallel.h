@@ -70,6 +70,9 @@ ExpertSlice rank_experts(const BeamConfig& config, TensorParallel tp);
 // Where a tensor-parallel engine gets rank tp's weights: host weights holding at least that rank's
 // experts, which shard_beam_weights then slices. Called once per rank (rank r's on its thread).
 using RankWeights = std::function<Expected<std::shared_ptr<const BeamWeights>>(TensorParallel tp)>;
+// Rank tp's slice (shard_beam_weights) of source(tp)'s weights, which the slice keeps alive.
+Expected<std::shared_ptr<const BeamWeights>> load_rank_slice(const RankWeights& source,
+                                                             TensorParallel tp);
 // Every rank slices the same host copy.
 RankWeights slices_of(std::shared_ptr<const BeamWeights> full);
 // Each rank loads model_dir with only its experts (and lora_dir's adapter merged; empty: none).

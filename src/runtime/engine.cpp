@@ -79,9 +79,10 @@ void log_step_budget(int64_t tokens, bool explicit_tokens, int64_t device_defaul
   log_info(line);
 }
 
-// What a tensor-parallel engine needs (EngineOptions::tensor_parallel_size): a config that splits,
-// no LoRA slots and no sleep mode (for now). GPUs and NCCL are checked as the ranks start.
-Status check_engine_tensor_parallel(const EngineOptions& options, const BeamConfig& config) {
+// What a tensor-parallel engine needs before any weights load (EngineOptions::
+// tensor_parallel_size): a size >= 1, no LoRA slots and no sleep mode (for now). The split itself
+// is checked by the slicing, GPUs and NCCL as the ranks start.
+Status check_engine_tensor_parallel(const EngineOptions& options) {
   const int tp = options.tensor_parallel_size;
   if (tp == 1) return ok_status();
   const std::string what = "engine: tensor parallel size " + std::to_string(tp);
@@ -89,8 +90,6 @@ Status check_engine_tensor_parallel(const EngineOptions& options, const BeamConf
   if (options.max_loras != 0)
     return make_error(what + " does not serve LoRA slots yet (--max-loras 0)");
   if (options.enable_sleep_mode) return make_error(what + " has no sleep mode yet");
-  Status st = check_tensor_parallel(config, tp);
-  if (!st.ok()) return make_error("engine: " + st.error().message);
   return ok_status();
 }
 
@@ -555,12 +554,10 @@ bool Engine::Impl::any_in_flight() const {
 
 Status Engine::Impl::replace_weights(const RankWeights& source) {
   const int n = ranks_ ? ranks_->size() : 1;
-  BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> host, source(TensorParallel{0, n}));
-  if (!ranks_) return model_.replace_weights(std::move(host));
   BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> slice,
-                        shard_beam_weights(host, TensorParallel{0, n}));
-  host.reset();
+                        load_rank_slice(source, TensorParallel{0, n}));
   BEAM_RETURN_IF_ERROR(model_.replace_weights(std::move(slice)));
+  if (!ranks_) return ok_status();
   const Status st = ranks_->replace_weights(source);
   ranks_disagree_ = !st.ok();
   if (!st.ok())
@@ -1470,18 +1467,13 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
   if (Status st = options.speculative.validate(); !st.ok())
     return make_error("engine: " + st.error().message);
   const int tp = options.tensor_parallel_size;
-  if (tp < 1)
-    return make_error("engine: tensor parallel size " + std::to_string(tp) + ": must be >= 1");
-  BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> weights, source(TensorParallel{0, tp}));
-  if (!weights) return make_error("engine: no weights");
+  BEAM_RETURN_IF_ERROR(check_engine_tensor_parallel(options));
+  BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> weights,
+                        load_rank_slice(source, TensorParallel{0, tp}));
   const BeamConfig config = weights->config;
   BEAM_ASSIGN_OR_RETURN(KvGeometry geometry,
                         kv_geometry_from_config(config, options.block_size_tokens));
-  BEAM_RETURN_IF_ERROR(check_engine_tensor_parallel(options, config));
-  if (tp > 1) {
-    BEAM_ASSIGN_OR_RETURN(weights, shard_beam_weights(weights, TensorParallel{0, tp}));
-    geometry.num_kv_heads /= tp;  // each rank's pools hold its KV heads
-  }
+  geometry.num_kv_heads /= tp;  // each rank's pools hold its KV heads
   BEAM_ASSIGN_OR_RETURN(EngineDevice device, open_engine_device(options.device, std::move(weights),
                                                                 options.enable_sleep_mode));
   device.cuda_graphs = options.cuda_graphs;

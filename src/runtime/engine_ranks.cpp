@@ -15,9 +15,10 @@
 namespace beam {
 namespace {
 
-Expected<std::unique_ptr<CommGroup>> make_group(Device device, int size,
-                                                const EngineDevice& rank0) {
-  switch (device) {
+// The group of `size` ranks on rank0's kind of device: threads, or GPUs through NCCL (rank 0's
+// stream bound).
+Expected<std::unique_ptr<CommGroup>> make_group(int size, const EngineDevice& rank0) {
+  switch (rank0.device) {
     case Device::kCpu:
       return std::unique_ptr<CommGroup>(std::make_unique<LocalGroup>(size));
     case Device::kCuda: {
@@ -26,7 +27,6 @@ Expected<std::unique_ptr<CommGroup>> make_group(Device device, int size,
       nccl->bind_stream(0, native_stream(rank0.context(nullptr)));
       return std::unique_ptr<CommGroup>(std::move(nccl));
 #else
-      (void)rank0;
       return make_error("tensor parallelism on CUDA: this build has no CUDA backend");
 #endif
     }
@@ -41,7 +41,7 @@ Expected<std::unique_ptr<EngineRanks>> EngineRanks::create(const RankWeights& so
                                                            int threads_per_rank) {
   BEAM_RETURN_IF_ERROR(check_tensor_parallel(rank0.weights->config, size));
   std::unique_ptr<EngineRanks> ranks(new EngineRanks());
-  BEAM_ASSIGN_OR_RETURN(ranks->group_, make_group(rank0.device, size, rank0));
+  BEAM_ASSIGN_OR_RETURN(ranks->group_, make_group(size, rank0));
   ranks->workers_.resize(static_cast<size_t>(size - 1));
   CommGroup& group = *ranks->group_;
   RankWorkers::Build build;
@@ -52,9 +52,7 @@ Expected<std::unique_ptr<EngineRanks>> EngineRanks::create(const RankWeights& so
     build = [&](int r) -> Expected<WorkerRank> {
       const TensorParallel tp{r, size};
       std::unique_lock<std::mutex> lock(one_at_a_time);
-      BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> host, source(tp));
-      BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> slice, shard_beam_weights(host, tp));
-      host.reset();
+      BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> slice, load_rank_slice(source, tp));
       BEAM_ASSIGN_OR_RETURN(EngineDevice d, open_engine_device(Device::kCuda, std::move(slice),
                                                                /*sleep_mode=*/false, r));
       lock.unlock();  // the host copy is gone (uploaded)

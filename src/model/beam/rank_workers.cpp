@@ -48,8 +48,7 @@ RankWorkers::Build RankWorkers::cpu_ranks(const RankWeights& source, CommGroup& 
                                           int threads_per_rank) {
   return [&source, &group, threads_per_rank](int r) -> Expected<WorkerRank> {
     const TensorParallel tp{r, group.size()};
-    BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> host, source(tp));
-    BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> slice, shard_beam_weights(host, tp));
+    BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> slice, load_rank_slice(source, tp));
     WorkerRank w;
     w.pool = std::make_unique<ThreadPool>(threads_per_rank);
     KernelContext ctx;
@@ -92,17 +91,26 @@ void RankWorkers::loop(int r) {
   }
 }
 
-Status RankWorkers::run_jobs(const std::function<Status(int, Rank&)>& fn) {
-  std::unique_lock<std::mutex> lock(mu_);
+void RankWorkers::start_jobs(const std::function<Status(int, Rank&)>& fn) {
+  std::lock_guard<std::mutex> lock(mu_);
   job_ = &fn;
   pending_ = size() - 1;
   ++generation_;
   cv_.notify_all();
+}
+
+Status RankWorkers::wait_jobs() {
+  std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return pending_ == 0; });
   job_ = nullptr;
   for (auto& rank : ranks_)
     if (!rank->status.ok()) return rank->status;
   return ok_status();
+}
+
+Status RankWorkers::run_jobs(const std::function<Status(int, Rank&)>& fn) {
+  start_jobs(fn);
+  return wait_jobs();
 }
 
 Status RankWorkers::on_workers(const Job& job) {
@@ -119,20 +127,11 @@ Status RankWorkers::forward(BeamModel& rank0, const ForwardBatch& batch,
     RankResult result = run_step(*rank.worker.model, group_, batch, *kv[r], rank.out);
     return result.own ? std::move(result.status) : ok_status();
   };
-  std::unique_lock<std::mutex> lock(mu_);
-  job_ = &step;
-  pending_ = size() - 1;
-  ++generation_;
-  cv_.notify_all();
-  lock.unlock();
+  start_jobs(step);
   RankResult result0 = run_step(rank0, group_, batch, *kv[0], out);
-  lock.lock();
-  cv_.wait(lock, [&] { return pending_ == 0; });
-  job_ = nullptr;
-  Status first = result0.own ? std::move(result0.status) : ok_status();
-  for (auto& rank : ranks_)
-    if (first.ok() && !rank->status.ok()) first = rank->status;
-  lock.unlock();  // the workers are idle again; on_workers below takes the lock itself
+  const Status workers = wait_jobs();
+  // The first rank's own error: rank 0's, else a worker's.
+  Status first = result0.own && !result0.status.ok() ? std::move(result0.status) : workers;
   if (group_.aborted()) {
     if (first.ok()) first = make_error("a tensor-parallel rank stopped the step");
     if (Status reset = group_.reset(); !reset.ok())
@@ -153,9 +152,7 @@ Status RankWorkers::replace_weights(const RankWeights& source) {
   return on_workers([&, n = size()](int r, BeamModel& model) -> Status {
     const TensorParallel tp{r, n};
     std::lock_guard<std::mutex> lock(one_at_a_time);
-    BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> host, source(tp));
-    BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> slice, shard_beam_weights(host, tp));
-    host.reset();
+    BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> slice, load_rank_slice(source, tp));
     return model.replace_weights(std::move(slice));
   });
 }

@@ -76,7 +76,11 @@ class RankWorkers {
     Status status;
     std::thread thread;
   };
-  // Runs fn(r, rank r) on every worker's thread (the next generation) and waits for all.
+  // Hands fn(r, rank r) to every worker's thread (the next generation); fn must outlive
+  // wait_jobs(), which waits for all and returns the first worker's error.
+  void start_jobs(const std::function<Status(int, Rank&)>& fn);
+  Status wait_jobs();
+  // start_jobs then wait_jobs.
   Status run_jobs(const std::function<Status(int, Rank&)>& fn);
   void loop(int r);
 
