@@ -173,7 +173,10 @@ nlohmann::json bench_result_json(const BenchResult& r) {
           {"preemptions", r.preemptions},
           {"steps", r.steps},
           {"spec_draft_tokens", r.spec_draft_tokens},
-          {"spec_accepted_tokens", r.spec_accepted_tokens}};
+          {"spec_accepted_tokens", r.spec_accepted_tokens},
+          {"host_restored_tokens", r.host_restored_tokens},
+          {"host_saved_blocks", r.host_saved_blocks},
+          {"host_loaded_blocks", r.host_loaded_blocks}};
 }
 
 }  // namespace beam::cli

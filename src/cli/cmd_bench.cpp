@@ -11,6 +11,7 @@
 #include "cli/bench_common.h"
 #include "cli/commands.h"
 #include "cli/model_path.h"
+#include "cli/hicache_flags.h"
 #include "cli/speculative_flags.h"
 #include "cli/usage.h"
 #include "runtime/bench/offline_bench.h"
@@ -44,7 +45,9 @@ int bench_offline(int argc, char** argv) {
       "seed",       "kv-budget-mb",  "block-size",     "max-step-tokens",  "max-running",
       "threads",    "device",        "no-cuda-graphs", "attention-probs"};
   flags.insert(std::begin(kSpeculativeFlags), std::end(kSpeculativeFlags));
-  auto args = Args::parse(argc, argv, flags, {"json", "no-prefix-cache", "no-cuda-graphs"});
+  flags.insert(std::begin(kHierarchicalCacheFlags), std::end(kHierarchicalCacheFlags));
+  auto args = Args::parse(argc, argv, flags,
+                          {"json", "no-prefix-cache", "enable-hierarchical-cache", "no-cuda-graphs"});
   if (!args.ok()) return bench_fail(args.error().message);
   auto dir = resolve_model_dir(args->get("model"));
   if (!dir.ok()) return bench_fail(dir.error().message);
@@ -70,6 +73,7 @@ int bench_offline(int argc, char** argv) {
   eo.max_running = *running;
   eo.num_threads = static_cast<int>(*threads);
   eo.enable_prefix_cache = !args->has("no-prefix-cache");
+  if (Status st = hierarchical_cache_from_args(*args, &eo); !st.ok()) return bench_fail(st.error().message);
   eo.cuda_graphs = !args->has("no-cuda-graphs");
   auto probs = args->get_attention_probs();
   if (!probs.ok()) return bench_fail(probs.error().message);

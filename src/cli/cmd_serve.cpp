@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/lora_flags.h"
 #include "cli/model_path.h"
+#include "cli/hicache_flags.h"
 #include "cli/speculative_flags.h"
 #include "cli/usage.h"
 #include "server/app/server_app.h"
@@ -56,6 +57,7 @@ Expected<server::ServeOptions> options_from_args(const Args& a) {
   BEAM_ASSIGN_OR_RETURN(int64_t threads, a.get_int("threads", 0));
   o.model.engine.num_threads = static_cast<int>(threads);
   o.model.engine.enable_prefix_cache = !a.has("no-prefix-cache");
+  BEAM_RETURN_IF_ERROR(hierarchical_cache_from_args(a, &o.model.engine));
   o.model.engine.cuda_graphs = !a.has("no-cuda-graphs");
   o.model.enable_return_routed_experts = a.has("enable-return-routed-experts");
   o.model.enable_weight_updates = a.has("enable-weight-updates");
@@ -162,9 +164,10 @@ int cmd_serve(int argc, char** argv) {
                                  "max-loaded-loras",
                                  "logprobs-mode"};
   flags.insert(std::begin(kSpeculativeFlags), std::end(kSpeculativeFlags));
+  flags.insert(std::begin(kHierarchicalCacheFlags), std::end(kHierarchicalCacheFlags));
   auto args =
       Args::parse(argc, argv, flags,
-                  {"no-prefix-cache", "no-cuda-graphs", "enable-return-routed-experts",
+                  {"no-prefix-cache", "enable-hierarchical-cache", "no-cuda-graphs", "enable-return-routed-experts",
                    "lora-experts", "enable-weight-updates", "enable-sleep-mode", "enable-lora"},
                   {"lora-modules", "lora-paths"});
   if (!args.ok()) {

@@ -42,6 +42,10 @@ inline constexpr const char* kServeUsage =
     "         [--max-tokens-per-step N (a CUDA device of >= 70 GiB: 8192; else 2048)]\n"
     "         [--block-size 64] [--threads N] [--io-threads 1] [--workers 2] [--no-prefix-cache] "
     "[--no-cuda-graphs]\n"
+    "         [--enable-hierarchical-cache (evicted prefix-cache blocks go to host memory and come\n"
+    "          back on a hit; SGLang's HiCache) [--hicache-ratio 2 (host blocks per device block)]\n"
+    "          [--hicache-size GB (host memory; overrides the ratio)] [--hicache-write-policy "
+    "write_back]]\n"
     "         [--health-stall-s 30] [--attention-probs fp32|bf16 (bf16: FlashAttention's rounding "
     "of P)]\n"
     "         [--tensor-parallel-size N | --tp-size N (the model split over N ranks: heads, "
@@ -94,6 +98,7 @@ inline constexpr const char* kBenchOfflineUsage =
     "         [--seed 1] [--kv-budget-mb N] [--block-size 64] [--max-running 64]\n"
     "         [--max-step-tokens N (the engine's default for the device)] [--threads N]\n"
     "         [--device cpu|cuda] [--no-cuda-graphs] [--no-prefix-cache]\n"
+    "         [--enable-hierarchical-cache [--hicache-ratio R] [--hicache-size GB] (as serve's)]\n"
     "         [--attention-probs fp32|bf16] [--json] [--speculative-config JSON (as serve's)]\n";
 
 inline constexpr const char* kBenchStepUsage =

@@ -7,6 +7,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <set>
 #include <thread>
 
@@ -15,10 +16,12 @@
 #include "runtime/engine_ranks.h"
 #include "runtime/engine_sleep.h"
 #include "runtime/engine_state.h"
+#include "runtime/prefix_cache/host_kv_store.h"
 #include "runtime/rate_window.h"
 #include "runtime/sampling/device_sampler.h"
 #include "runtime/sampling/finish_check.h"
 #include "runtime/sampling/sampling_rng.h"
+#include "runtime/scheduler/host_restore.h"
 #include "runtime/scheduler/step_commit.h"
 #include "runtime/speculative/ngram_corpus.h"
 
@@ -93,13 +96,67 @@ Status check_engine_tensor_parallel(const EngineOptions& options) {
   return ok_status();
 }
 
+// What the hierarchical cache needs before any weights load (EngineOptions::
+// enable_hierarchical_cache): the prefix cache, one rank, a positive size.
+Status check_engine_hierarchical_cache(const EngineOptions& options) {
+  if (!options.enable_hierarchical_cache) return ok_status();
+  const std::string what = "engine: the hierarchical cache (--enable-hierarchical-cache)";
+  if (!options.enable_prefix_cache) return make_error(what + " needs the prefix cache (drop --no-prefix-cache)");
+  if (options.tensor_parallel_size != 1)
+    return make_error(what + " does not serve tensor-parallel ranks yet (--tp-size 1)");
+  if (!(options.hicache_ratio > 0) || options.hicache_ratio > 1e6)
+    return make_error(what + ": hicache_ratio " + std::to_string(options.hicache_ratio) +
+                      " must be a positive multiple of the device pools");
+  if (options.hicache_bytes && *options.hicache_bytes <= 0)
+    return make_error(what + ": hicache size " + std::to_string(*options.hicache_bytes) +
+                      " bytes must be positive");
+  return ok_status();
+}
+
+// The host tier's slots per pool: hicache_bytes split as the device pools' bytes are, else
+// hicache_ratio times the device pools' blocks.
+BlockCounts host_tier_slots(const EngineOptions& options, const KvStorage& storage) {
+  BlockCounts slots;
+  const double device_bytes = static_cast<double>(storage.bytes(AttentionKind::kFull) + storage.bytes(AttentionKind::kSliding));
+  for (AttentionKind pool : kKvPools) {
+    if (storage.num_blocks(pool) == 0) continue;
+    const auto blocks = static_cast<double>(storage.num_blocks(pool));
+    slots.of(pool) = static_cast<int64_t>(
+        options.hicache_bytes
+            ? static_cast<double>(*options.hicache_bytes) * static_cast<double>(storage.bytes(pool)) /
+                  device_bytes / static_cast<double>(HostKvStore::block_bytes(storage, pool))
+            : options.hicache_ratio * blocks);
+    slots.of(pool) = std::min<int64_t>(slots.of(pool), std::numeric_limits<int32_t>::max());
+  }
+  return slots;
+}
+
+// The host tier's memory (EngineOptions::enable_hierarchical_cache), logged; none when off.
+Expected<std::optional<HostKvStore>> make_host_store(const EngineOptions& options,
+                                                     const KernelContext& ctx,
+                                                     const KvStorage& storage) {
+  if (!options.enable_hierarchical_cache) return std::optional<HostKvStore>();
+  const BlockCounts slots = host_tier_slots(options, storage);
+  if (slots.full == 0 && slots.sliding == 0)
+    return make_error("engine: the hierarchical cache's host size holds no block of either pool");
+  BEAM_ASSIGN_OR_RETURN(HostKvStore store, HostKvStore::create(ctx, storage, slots));
+  char line[200];
+  std::snprintf(line, sizeof(line),
+                "engine: hierarchical cache: %lld full + %lld sliding blocks in %.3f GiB of %s host memory",
+                static_cast<long long>(slots.full), static_cast<long long>(slots.sliding),
+                to_gib(store.bytes()), ctx.device == Device::kCuda ? "pinned" : "plain");
+  log_info(line);
+  return std::optional<HostKvStore>(std::move(store));
+}
+
 }  // namespace
 
 class Engine::Impl {
  public:
   Impl(EngineDevice device, const EngineOptions& options, KvGeometry geometry, KvPoolSizes sizes,
        std::unique_ptr<KvMemoryAllocator> allocator, KvStorage storage, KvCacheManager kv,
-       std::unique_ptr<LoraSlots> lora, std::unique_ptr<EngineRanks> ranks)
+       std::unique_ptr<LoraSlots> lora, std::unique_ptr<EngineRanks> ranks,
+       std::optional<HostKvStore> host_store)
       : options_(options),
         cuda_(device.cuda),
         allocator_(std::move(allocator)),
@@ -123,6 +180,12 @@ class Engine::Impl {
       sleep_ = SleepController(model_.context(), device.weight_memory, model_.lora_slots(),
                                &dynamic_cast<ReleasableKvAllocator&>(*allocator_));
     if (options.enable_prefix_cache) prefix_.emplace(kv_);
+    if (host_store) {
+      host_store_ = std::move(host_store);
+      host_store_->attach(storage_);
+      host_tier_.emplace(options.block_size_tokens, host_store_->slots(), *host_store_);
+      prefix_->attach_host_tier(&*host_tier_);
+    }
     const auto& eos = model_.config().eos_token_ids;
     eos_.assign(eos.begin(), eos.end());
     max_context_ = options.max_context_tokens > 0 ? options.max_context_tokens
@@ -361,6 +424,8 @@ class Engine::Impl {
   void order_waiting();
   // Steps a waiting sequence may be passed over before it is served in arrival order again.
   static constexpr int64_t kMaxSkippedSteps = 64;
+  // Waiting sequences a step may restore from the hierarchical cache's host tier.
+  static constexpr int64_t kHostRestoreLookahead = 8;
   static bool starved(const Sequence& s) { return s.waited_steps > kMaxSkippedSteps; }
   void apply_preemptions(const StepPlan& plan);
   // One row to sample and the sequence that takes its token.
@@ -409,6 +474,8 @@ class Engine::Impl {
   KvStorage storage_;
   KvCacheManager kv_;
   std::optional<PrefixCache> prefix_;
+  std::optional<HostKvStore> host_store_;  // the hierarchical cache's memory (and copies)
+  std::optional<HostKvTier> host_tier_;    // its entries; prefix_ saves to and restores from it
   Scheduler scheduler_;
   BatchSampler sampler_;                            // Device::kCpu
   std::optional<DeviceBatchSampler> device_sampler_;  // other devices: logits stay there
@@ -975,6 +1042,12 @@ void Engine::Impl::run_step() {
   for (const auto& [id, error] : lora_failed)
     if (requests_.contains(id)) finish_request(id, FinishReason::kError, "lora: " + error);
   PrefixCache* prefix = prefix_ ? &*prefix_ : nullptr;
+  if (host_tier_) {
+    const int64_t room = options_.max_running - static_cast<int64_t>(running.size());
+    const HostRestore r = restore_waiting_from_host(
+        waiting, std::min<int64_t>(room, kHostRestoreLookahead), kv_, *prefix_);
+    counters_.host_cache.restored_tokens += r.num_tokens;
+  }
   StepPlan plan = scheduler_.plan(SchedulerInput{running, waiting, &kv_, prefix});
 
   CommitResult commit = commit_plan(plan, kv_, prefix);
@@ -1437,6 +1510,11 @@ void Engine::Impl::publish_stats() {
   BlockCounts cached = prefix_ ? prefix_->evictable() : BlockCounts{};
   s.full_pool = PoolStats{total.full, free.full, cached.full};
   s.sliding_pool = PoolStats{total.sliding, free.sliding, cached.sliding};
+  s.host_cache.enabled = host_tier_.has_value();
+  if (host_tier_) {
+    s.host_cache.bytes = host_store_->bytes();
+    s.host_cache.tier = host_tier_->stats();
+  }
   s.max_loras = options_.max_loras;
   if (s.max_loras > 0) {
     const auto adapters_of = [&](const std::vector<SeqId>& seqs) {
@@ -1468,6 +1546,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
     return make_error("engine: " + st.error().message);
   const int tp = options.tensor_parallel_size;
   BEAM_RETURN_IF_ERROR(check_engine_tensor_parallel(options));
+  BEAM_RETURN_IF_ERROR(check_engine_hierarchical_cache(options));
   BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> weights,
                         load_rank_slice(source, TensorParallel{0, tp}));
   const BeamConfig config = weights->config;
@@ -1530,6 +1609,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
   BEAM_ASSIGN_OR_RETURN(KvStorage storage, KvStorage::create(geometry, sizes, *allocator));
   log_memory_plan(device, storage, sizes, options.kv_budget_bytes.has_value());
   log_step_budget(step_tokens, options.max_tokens_per_step.has_value(), device_default, step);
+  BEAM_ASSIGN_OR_RETURN(std::optional<HostKvStore> host_store,
+                        make_host_store(options, device.context(nullptr), storage));
   KvCacheConfig kc;
   kc.block_size_tokens = options.block_size_tokens;
   kc.sliding_window_tokens = config.sliding_window;
@@ -1545,7 +1626,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
   }
   auto impl = std::make_unique<Impl>(std::move(device), resolved, std::move(geometry), sizes,
                                      std::move(allocator), std::move(storage), std::move(kv),
-                                     std::move(lora), std::move(ranks));
+                                     std::move(lora), std::move(ranks), std::move(host_store));
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 

@@ -15,6 +15,7 @@
 #include "kernels/api/context.h"
 #include "model/tensor_parallel.h"
 #include "model/weights.h"
+#include "runtime/prefix_cache/host_kv_tier.h"
 #include "runtime/sampling/logprobs.h"
 #include "runtime/sampling/sampling_params.h"
 #include "runtime/speculative/ngram_proposer.h"
@@ -125,6 +126,16 @@ struct EngineOptions {
   int64_t max_context_tokens = 0;              // 0 = the model's max_position_embeddings
   int num_threads = 0;                         // CPU ops and sampling; 0 = all cores
   bool enable_prefix_cache = true;
+  // Hierarchical cache (SGLang's --enable-hierarchical-cache, HiCache; docs/runtime.md,
+  // "Hierarchical cache"): blocks the prefix cache evicts are copied to host memory (pinned on
+  // CUDA) and loaded back when a waiting prompt extends a cached prefix with them. Needs the
+  // prefix cache and one rank.
+  bool enable_hierarchical_cache = false;
+  // The host tier's blocks per pool as a multiple of the device pool's (SGLang's hicache_ratio).
+  double hicache_ratio = 2.0;
+  // The host tier's bytes (SGLang's hicache_size, in GB there); overrides hicache_ratio. Split
+  // between the pools as the device pools' bytes are.
+  std::optional<int64_t> hicache_bytes;
   bool cuda_graphs = true;                     // CUDA: decode steps replay CUDA graphs (docs/runtime.md, Device)
   // How attention's P enters P·V (KernelContext::attention_probs): kBf16 = FlashAttention's
   // rounding.
@@ -190,6 +201,14 @@ struct PoolStats {
 
 inline constexpr double kGenerationRateSpanS = 5;
 
+// The hierarchical cache's host tier (EngineOptions::enable_hierarchical_cache).
+struct HostCacheStats {
+  bool enabled = false;
+  int64_t bytes = 0;           // host memory of its slots
+  HostTierStats tier;          // slots, use, blocks saved and loaded
+  int64_t restored_tokens = 0; // prompt tokens whose KV came back from it (counted per restore)
+};
+
 struct EngineStats {
   int64_t running = 0;
   int64_t waiting = 0;
@@ -213,6 +232,7 @@ struct EngineStats {
   double generation_tokens_per_s = 0;
   PoolStats full_pool;
   PoolStats sliding_pool;
+  HostCacheStats host_cache;
   // Per-request LoRA (vLLM's lora_requests_info): the adapters of running and of waiting
   // sequences (each name once, sorted) and EngineOptions::max_loras.
   std::vector<std::string> running_loras;

@@ -114,6 +114,37 @@ void copy_rows(const KernelContext& ctx, const PitchedRows& dst, const PitchedRo
 #endif
 }
 
+Expected<DeviceBuffer> allocate_pinned_host(const KernelContext& ctx, size_t nbytes) {
+  switch (ctx.device) {
+    case Device::kCpu: return allocate_buffer(ctx, nbytes);
+    case Device::kCuda:
+#if BEAMSERVE_CUDA
+      return cuda::allocate_pinned(cuda_of(ctx, "allocate_pinned_host"), nbytes);
+#else
+      return make_error("pinned host memory requested but the CUDA backend is not built");
+#endif
+  }
+  return make_error("unknown device");
+}
+
+void copy_rows_async(const KernelContext& ctx, const PitchedRows& dst, const PitchedRows& src) {
+  if (ctx.device == Device::kCpu || (dst.device == Device::kCpu && src.device == Device::kCpu)) {
+    copy_rows(ctx, dst, src);
+    return;
+  }
+  BEAM_CHECK(dst.row_bytes == src.row_bytes && dst.rows == src.rows && dst.pitch >= dst.row_bytes &&
+             src.pitch >= src.row_bytes)
+      << "copy_rows_async: " << src.rows << " rows of " << src.row_bytes << " bytes (pitch "
+      << src.pitch << ") into " << dst.rows << " of " << dst.row_bytes << " (pitch " << dst.pitch << ")";
+  if (dst.rows == 0 || dst.row_bytes == 0) return;
+#if BEAMSERVE_CUDA
+  cuda::copy_2d_async(cuda_of(ctx, "copy_rows_async"), dst.data, dst.pitch, src.data, src.pitch,
+                      dst.row_bytes, dst.rows);
+#else
+  BEAM_CHECK(false) << "copy_rows_async: CUDA memory but the CUDA backend is not built";
+#endif
+}
+
 void zero_rows(const KernelContext& ctx, const PitchedRows& t) {
   BEAM_CHECK(t.pitch >= t.row_bytes)
       << "zero_rows: pitch " << t.pitch << " below the row's " << t.row_bytes << " bytes";

@@ -84,6 +84,13 @@ struct PitchedRows {
 void copy_rows(const KernelContext& ctx, const PitchedRows& dst, const PitchedRows& src);
 // Sets every byte of t's rows to zero, ordered on ctx's stream.
 void zero_rows(const KernelContext& ctx, const PitchedRows& t);
+// nbytes of host memory ctx's device copies to and from without staging (CUDA: pinned by
+// cudaMallocHost; CPU: plain, 64-byte aligned); an error naming the size when none is left.
+// The buffer's device is the host; freeing it (last copy) must follow the copies that use it.
+Expected<DeviceBuffer> allocate_pinned_host(const KernelContext& ctx, size_t nbytes);
+// copy_rows without waiting (the same on the CPU): queued on ctx's stream; host rows must be
+// allocate_pinned_host memory that the host leaves alone until the stream has synchronized.
+void copy_rows_async(const KernelContext& ctx, const PitchedRows& dst, const PitchedRows& src);
 
 // Waits until all work queued on ctx has finished (no-op on the CPU).
 void synchronize(const KernelContext& ctx);

@@ -52,6 +52,26 @@ void copy_2d(CudaContext& ctx, void* dst, Device dst_device, size_t dst_pitch, c
     CUDA_OK(cudaStreamSynchronize(ctx.stream));
 }
 
+void copy_2d_async(CudaContext& ctx, void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
+                   size_t row_bytes, size_t rows) {
+  CUDA_OK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows, cudaMemcpyDefault,
+                            ctx.stream));
+}
+
+Expected<DeviceBuffer> allocate_pinned(CudaContext& ctx, size_t nbytes) {
+  if (nbytes == 0) return DeviceBuffer(nullptr, 0, Device::kCpu);
+  CUDA_OK(cudaSetDevice(ctx.device));
+  void* p = nullptr;
+  const cudaError_t err = cudaMallocHost(&p, nbytes);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return make_error("out of pinned host memory allocating " + std::to_string(nbytes) +
+                      " bytes: " + cudaGetErrorString(err));
+  }
+  std::shared_ptr<void> owner(p, [](void* q) { cudaFreeHost(q); });
+  return DeviceBuffer(std::move(owner), nbytes, Device::kCpu);
+}
+
 void zero_2d(CudaContext& ctx, void* dst, size_t pitch, size_t row_bytes, size_t rows) {
   CUDA_OK(cudaMemset2DAsync(dst, pitch, 0, row_bytes, rows, ctx.stream));
 }

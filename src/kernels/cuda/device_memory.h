@@ -19,6 +19,11 @@ void zero(CudaContext& ctx, void* dst, size_t nbytes);
 // copy over `rows` rows of row_bytes at the pitches given (one cudaMemcpy2DAsync).
 void copy_2d(CudaContext& ctx, void* dst, Device dst_device, size_t dst_pitch, const void* src,
              Device src_device, size_t src_pitch, size_t row_bytes, size_t rows);
+// copy_2d with no wait (host memory must be pinned).
+void copy_2d_async(CudaContext& ctx, void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
+                   size_t row_bytes, size_t rows);
+// nbytes of pinned host memory (cudaMallocHost), a host DeviceBuffer freed by cudaFreeHost.
+Expected<DeviceBuffer> allocate_pinned(CudaContext& ctx, size_t nbytes);
 // zero over `rows` rows of row_bytes at dst + i * pitch (one cudaMemset2DAsync).
 void zero_2d(CudaContext& ctx, void* dst, size_t pitch, size_t row_bytes, size_t rows);
 void synchronize(CudaContext& ctx);

@@ -69,6 +69,10 @@ class Driver {
     r.steps = after.steps - before.steps;
     r.spec_draft_tokens = after.spec_draft_tokens - before.spec_draft_tokens;
     r.spec_accepted_tokens = after.spec_accepted_tokens - before.spec_accepted_tokens;
+    const auto blocks = [](const BlockCounts& c) { return c.full + c.sliding; };
+    r.host_restored_tokens = after.host_cache.restored_tokens - before.host_cache.restored_tokens;
+    r.host_saved_blocks = blocks(after.host_cache.tier.saved) - blocks(before.host_cache.tier.saved);
+    r.host_loaded_blocks = blocks(after.host_cache.tier.loaded) - blocks(before.host_cache.tier.loaded);
     return r;
   }
 

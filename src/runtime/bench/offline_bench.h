@@ -51,6 +51,11 @@ struct BenchResult {
   int64_t steps = 0;
   int64_t spec_draft_tokens = 0;
   int64_t spec_accepted_tokens = 0;
+  // The hierarchical cache's host tier (EngineStats::host_cache): prompt tokens restored from it,
+  // and blocks copied to and from it (full + sliding).
+  int64_t host_restored_tokens = 0;
+  int64_t host_saved_blocks = 0;
+  int64_t host_loaded_blocks = 0;
 };
 
 // Runs the workload to completion on `engine` (greedy decoding; ignore_eos and exact output_len

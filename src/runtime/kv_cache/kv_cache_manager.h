@@ -36,6 +36,8 @@ class KvCacheManager {
   BlockCounts total_blocks() const;
   BlockCounts used_blocks() const { return total_blocks() - free_blocks(); }
   // For holders other than sequences (the prefix cache).
+  // A free block with one reference, the caller's. Requires a free block in the pool.
+  BlockId allocate_block(AttentionKind pool) { return pool_mut(pool).allocate(); }
   void add_block_ref(AttentionKind pool, BlockId block) { pool_mut(pool).add_ref(block); }
   void release_block(AttentionKind pool, BlockId block) { pool_mut(pool).release(block); }
   int32_t block_ref_count(AttentionKind pool, BlockId block) const {

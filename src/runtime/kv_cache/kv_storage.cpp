@@ -1,6 +1,7 @@
 // KvStorage: allocation of both KV pools and per-layer views into them.
 #include "runtime/kv_cache/kv_storage.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -74,6 +75,20 @@ void KvStorage::release() {
 }
 
 int64_t KvStorage::num_blocks(AttentionKind pool) const { return pools_[index(pool)].num_blocks; }
+
+PitchedRows KvStorage::block_rows(AttentionKind pool, BlockId block) const {
+  const PoolMemory& m = pools_[index(pool)];
+  BEAM_CHECK(block.value >= 0 && block.value < m.num_blocks)
+      << "block " << block.value << " outside a pool of " << m.num_blocks;
+  const auto bb = static_cast<size_t>(block_bytes_per_layer_);
+  PitchedRows r;
+  r.data = static_cast<char*>(m.data) + static_cast<size_t>(block.value) * bb;
+  r.device = allocator_->device();
+  r.pitch = static_cast<size_t>(m.num_blocks) * bb;
+  r.row_bytes = bb;
+  r.rows = static_cast<size_t>(std::count(layer_pool_.begin(), layer_pool_.end(), pool)) * 2;
+  return r;
+}
 
 void KvStorage::copy_blocks(std::span<const BlockCopy> copies) {
   const size_t n = static_cast<size_t>(block_bytes_per_layer_);

@@ -9,6 +9,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "kernels/api/device_memory.h"
 #include "model/forward_batch.h"
 #include "runtime/kv_cache/kv_geometry.h"
 #include "runtime/kv_cache/kv_types.h"
@@ -52,6 +53,9 @@ class KvStorage {
   const KvLayers& layers() const { return layers_; }
   int64_t num_blocks(AttentionKind pool) const;
   int64_t bytes(AttentionKind pool) const { return pools_[index(pool)].nbytes; }
+  // Block `block` of `pool` in every layer of that pool: rows K of its first layer, V of it, K of
+  // the next, ... (2 x layers rows of one block's bytes each, at the pool's plane pitch).
+  PitchedRows block_rows(AttentionKind pool, BlockId block) const;
   // Copies every layer's K and V of each copy's src block to its dst block.
   void copy_blocks(std::span<const BlockCopy> copies);
 

@@ -88,6 +88,7 @@ PrefixCache::PrefixCache(KvCacheManager& kv, const PrefixCacheConfig& config)
       << "prefix cache checkpoint interval " << config.checkpoint_interval_tokens;
   nodes_.emplace_back();
   nodes_[0].in_use = true;
+  nodes_[0].key = ChainKey{0x243f6a8885a308d3ull, 0x13198a2e03707344ull};
   tokens_.resize(static_cast<size_t>(block_size_));
 }
 
@@ -132,6 +133,7 @@ PrefixNodeId PrefixCache::new_node(PrefixNodeId parent, std::span<const int32_t>
   n.depth = node(parent).depth + 1;
   n.salt = parent == kRoot ? salt : 0;
   n.hash = child_hash(parent, block, n.salt);
+  n.key = node(parent).key.extend(n.hash);
   n.full = full;
   n.in_use = true;
   std::copy(block.begin(), block.end(), tokens_.begin() + static_cast<size_t>(slot) * block_size_);

@@ -20,6 +20,7 @@
 #include "core/strong_id.h"
 #include "runtime/kv_cache/kv_cache_manager.h"
 #include "runtime/kv_cache/kv_types.h"
+#include "runtime/prefix_cache/host_kv_tier.h"
 
 namespace beam {
 
@@ -39,6 +40,12 @@ struct PrefixCacheConfig {
   // resume there after the loose windows around it were evicted. The tree holds checkpoint
   // windows (evictable), so a running sequence's sliding memory stays bounded.
   int64_t checkpoint_interval_tokens = 0;
+};
+
+// What restore_from_host() makes matchable and the device blocks it fills.
+struct HostRestore {
+  int64_t num_tokens = 0;  // match() finds this prefix afterwards (0: the host tier adds nothing)
+  BlockCounts blocks;      // device blocks it loads from the host tier
 };
 
 struct PrefixCacheStats {
@@ -118,8 +125,21 @@ class PrefixCache {
   // then session tails (policy: prefix_cache_eviction.cpp). Leaves in `protect` (prefixes that
   // queued requests match) are trimmed only when nothing else is left.
   void evict_until_free(BlockCounts target_free, std::span<const PrefixNodeId> protect = {});
-  // Evicts everything not locked.
+  // Evicts everything not locked, and forgets the host tier's blocks.
   void flush();
+
+  // ---- hierarchical cache (HostKvTier) ----
+  // From now on, evicted blocks are saved to `tier` (nullptr: none): every full block that leaves
+  // the tree, and the window of every endpoint that loses its pin. tier must outlive the cache.
+  void attach_host_tier(HostKvTier* tier) { host_ = tier; }
+  HostKvTier* host_tier() const { return host_; }
+  // What restore_from_host(tokens, salt) would do (pure; nothing without a host tier): the
+  // deepest point past match()'s whose full blocks and window the device and host hold together.
+  HostRestore plan_host_restore(std::span<const int32_t> tokens, uint64_t salt = 0) const;
+  // Carries out plan_host_restore: loads the missing blocks into free device blocks and caches
+  // them, the deepest point an endpoint (unlocked: eviction may take it back). Requires the plan's
+  // blocks free in the pools. Returns the plan it carried out.
+  HostRestore restore_from_host(std::span<const int32_t> tokens, uint64_t salt = 0);
 
   PrefixCacheStats stats() const;
   // Aborts on any broken invariant: tree shape, child keys, lock counts vs lock records, window
@@ -135,6 +155,7 @@ class PrefixCache {
     PrefixNodeId parent;
     int32_t depth = 0;        // blocks from the root: the node holds block depth-1
     uint64_t hash = 0;        // of its tokens (and salt)
+    ChainKey key;             // of its whole prefix (the host tier's key)
     uint64_t salt = 0;        // depth 1: the salt it was cached under (0: none); deeper: 0
     int32_t full = -1;        // full-pool block
     int32_t sliding = -1;     // sliding-pool block, -1 = tombstone
@@ -167,6 +188,11 @@ class PrefixCache {
     size_t operator()(const ChildKey& k) const;
   };
   static constexpr PrefixNodeId kRoot{0};
+  // One block of a walk over device and host tier (walk_host).
+  struct HostStep {
+    PrefixNodeId dev;    // the device node, if cached there
+    int32_t entry = -1;  // the host tier's entry, or -1
+  };
 
   // A child's key under parent: its block's hash, mixed with the salt below the root only.
   static uint64_t child_hash(PrefixNodeId parent, std::span<const int32_t> block, uint64_t salt);
@@ -212,6 +238,13 @@ class PrefixCache {
   // Trims a leaf endpoint; returns the node pruning stopped at.
   PrefixNodeId evict_leaf(PrefixNodeId id);
   void break_endpoint(PrefixNodeId id);
+  HostBlockRef host_ref(PrefixNodeId id) const;
+  // Saves the sliding blocks of id's window (an endpoint about to lose its pin) to the host tier.
+  void save_window(PrefixNodeId id);
+  // Follows tokens through device nodes and host entries into host_steps_ while each block's full
+  // KV is in one of them; returns the deepest depth whose window they also hold.
+  int64_t walk_host(std::span<const int32_t> tokens, uint64_t salt, std::vector<HostStep>* steps) const;
+  HostRestore count_restore(std::span<const HostStep> steps, int64_t depth) const;
   void check_nodes() const;
   void recount(std::vector<int32_t>* full_lock, std::vector<int32_t>* sliding_lock,
                std::vector<int32_t>* pins) const;
@@ -220,6 +253,8 @@ class PrefixCache {
 
   KvCacheManager& kv_;
   PrefixCacheConfig config_;
+  HostKvTier* host_ = nullptr;
+  bool saving_ = true;  // evictions save to host_ (off while flushing)
   int64_t block_size_;
   int64_t window_;
   int64_t checkpoint_blocks_;  // checkpoint interval in blocks, 0 = none
@@ -248,6 +283,7 @@ class PrefixCache {
   std::vector<int32_t> full_scratch_;  // scratch of acquire()
   std::vector<PrefixNodeId> protect_scratch_;  // scratch of evict_until_free()
   std::vector<int32_t> sliding_scratch_;
+  std::vector<HostStep> host_steps_;  // scratch of restore_from_host()
 };
 
 }  // namespace beam

@@ -76,6 +76,7 @@ void PrefixCache::delete_node(PrefixNodeId id) {
              n.sliding_lock == 0 && n.window_pins == 0)
       << "delete of busy node " << id.value;
   if (n.sliding >= 0) drop_sliding(id);
+  if (host_ != nullptr && saving_) host_->save(AttentionKind::kFull, host_ref(id), BlockId(n.full));
   kv_.release_block(AttentionKind::kFull, BlockId(n.full));
   children_.erase(ChildKey{n.parent.value, n.hash});
   --node(n.parent).num_children;
@@ -106,6 +107,7 @@ PrefixNodeId PrefixCache::prune(PrefixNodeId id) {
 PrefixNodeId PrefixCache::evict_leaf(PrefixNodeId id) {
   const uint64_t tick = node(id).tick;
   const int64_t gap = node(id).reuse_gap;
+  save_window(id);
   unmark_endpoint(id);
   const PrefixNodeId parent = node(id).parent;
   delete_node(id);
@@ -126,6 +128,7 @@ void PrefixCache::break_endpoint(PrefixNodeId id) {
     evict_leaf(id);
     return;
   }
+  save_window(id);
   unmark_endpoint(id);  // locked or interior: the node stays, its unpinned window goes
 }
 
@@ -169,10 +172,13 @@ void PrefixCache::evict_until_free(BlockCounts target_free, std::span<const Pref
 }
 
 void PrefixCache::flush() {
+  saving_ = false;
   for (PrefixNodeId v = pick_leaf(false); v.valid(); v = pick_leaf(false)) evict_leaf(v);
   while (!interior_index_.empty()) break_endpoint(PrefixNodeId(std::get<2>(*interior_index_.begin())));
   while (!leaf_endpoints_.empty()) break_endpoint(PrefixNodeId(*leaf_endpoints_.begin()));
   while (!loose_index_.empty()) drop_sliding(PrefixNodeId(loose_index_.begin()->second));
+  saving_ = true;
+  if (host_ != nullptr) host_->clear();
 }
 
 PrefixCacheStats PrefixCache::stats() const {

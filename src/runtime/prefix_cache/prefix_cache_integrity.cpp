@@ -24,6 +24,7 @@ void PrefixCache::check_nodes() const {
     BEAM_CHECK_EQ(n.depth, node(n.parent).depth + 1) << "node " << i << " depth";
     BEAM_CHECK(n.depth == 1 || n.salt == 0) << "node " << i << " salt below depth 1";
     BEAM_CHECK_EQ(n.hash, child_hash(n.parent, node_tokens(id), n.salt)) << "node " << i << " hash";
+    BEAM_CHECK(n.key == node(n.parent).key.extend(n.hash)) << "node " << i << " chain key";
     auto it = children_.find(ChildKey{n.parent.value, n.hash});
     BEAM_CHECK(it != children_.end() && it->second == id.value) << "node " << i << " child key";
     BEAM_CHECK(n.full >= 0) << "node " << i << " without full block";
@@ -126,6 +127,7 @@ void PrefixCache::check_counts() const {
 void PrefixCache::check_integrity() const {
   check_nodes();
   check_counts();
+  if (host_ != nullptr) host_->check_integrity();
 }
 
 }  // namespace beam

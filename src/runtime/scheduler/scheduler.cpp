@@ -25,12 +25,16 @@ Scheduler::Scheduler(const SchedulerConfig& config) : config_(config) {
       << "invalid scheduler config";
 }
 
-PrefixMatch match_reusable(const PrefixCache& prefix, const SeqState& s) {
-  if (s.max_reused_tokens <= 0) return PrefixMatch{};
+std::span<const int32_t> reusable_tokens(const SeqState& s) {
+  if (s.max_reused_tokens <= 0) return {};
   const auto len = static_cast<int64_t>(s.tokens.size());
-  if (s.max_reused_tokens >= len) return prefix.match(s.tokens, s.cache_salt);
+  if (s.max_reused_tokens >= len) return s.tokens;
   // match() keeps the last token it is given for recompute: one past the reusable ones.
-  return prefix.match(s.tokens.first(static_cast<size_t>(s.max_reused_tokens + 1)), s.cache_salt);
+  return s.tokens.first(static_cast<size_t>(s.max_reused_tokens + 1));
+}
+
+PrefixMatch match_reusable(const PrefixCache& prefix, const SeqState& s) {
+  return prefix.match(reusable_tokens(s), s.cache_salt);
 }
 
 namespace {

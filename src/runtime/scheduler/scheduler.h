@@ -53,6 +53,9 @@ struct SeqState {
   int64_t num_draft_tokens = 0;
 };
 
+// The tokens whose cached prefix `s` may reuse (match() keeps the last one for recompute): empty,
+// all of s.tokens, or the first s.max_reused_tokens + 1.
+std::span<const int32_t> reusable_tokens(const SeqState& s);
 // The longest cached prefix `s` may reuse (PrefixCache::match within s.max_reused_tokens).
 PrefixMatch match_reusable(const PrefixCache& prefix, const SeqState& s);
 

@@ -161,6 +161,11 @@ void handle_server_info(const ServerState& state, const std::shared_ptr<Exchange
       {"page_size", engine.block_size_tokens},
       {"max_total_num_tokens", model.kv_capacity_tokens},
       {"disable_radix_cache", !engine.enable_prefix_cache},
+      // SGLang's HiCache settings (hicache_size in GB of 1e9 bytes; 0: from the ratio).
+      {"enable_hierarchical_cache", engine.enable_hierarchical_cache},
+      {"hicache_ratio", engine.hicache_ratio},
+      {"hicache_size", engine.hicache_bytes ? static_cast<double>(*engine.hicache_bytes) / 1e9 : 0.0},
+      {"hicache_write_policy", "write_back"},
       {"disable_cuda_graph", !engine.cuda_graphs},
       {"attention_probs", attention_probs_name(engine.attention_probs)},
       {"tp_size", engine.tensor_parallel_size},  // SGLang's name: ranks the model is split over

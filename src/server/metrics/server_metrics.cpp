@@ -23,6 +23,27 @@ void render_pool(std::string& out, const char* pool, const PoolStats& s) {
   sample(out, "beamserve_kv_blocks", p + ",state=\"used\"", static_cast<double>(s.used_blocks()));
 }
 
+// The hierarchical cache's host tier (serve --enable-hierarchical-cache).
+void render_host_cache(std::string& out, const HostCacheStats& h) {
+  header(out, "beamserve_hicache_blocks", "gauge", "Host tier slots of the hierarchical cache, by pool and state.");
+  const HostTierStats& t = h.tier;
+  for (AttentionKind pool : kKvPools) {
+    const std::string p = pool == AttentionKind::kFull ? "pool=\"full\"" : "pool=\"sliding\"";
+    sample(out, "beamserve_hicache_blocks", p + ",state=\"total\"", static_cast<double>(t.capacity.of(pool)));
+    sample(out, "beamserve_hicache_blocks", p + ",state=\"used\"", static_cast<double>(t.used.of(pool)));
+  }
+  header(out, "beamserve_hicache_saved_blocks_total", "counter", "Blocks copied to the host tier as the device evicted them.");
+  header(out, "beamserve_hicache_loaded_blocks_total", "counter", "Blocks copied back from the host tier.");
+  for (AttentionKind pool : kKvPools) {
+    const std::string p = pool == AttentionKind::kFull ? "pool=\"full\"" : "pool=\"sliding\"";
+    sample(out, "beamserve_hicache_saved_blocks_total", p, static_cast<double>(t.saved.of(pool)));
+    sample(out, "beamserve_hicache_loaded_blocks_total", p, static_cast<double>(t.loaded.of(pool)));
+  }
+  header(out, "beamserve_hicache_restored_tokens_total", "counter",
+         "Prompt tokens whose KV came back from the host tier.");
+  sample(out, "beamserve_hicache_restored_tokens_total", "", static_cast<double>(h.restored_tokens));
+}
+
 void render_engine(std::string& out, const EngineStats& e) {
   header(out, "beamserve_prompt_tokens_total", "counter", "Prompt tokens admitted by the engine.");
   sample(out, "beamserve_prompt_tokens_total", "", static_cast<double>(e.prompt_tokens));
@@ -36,6 +57,7 @@ void render_engine(std::string& out, const EngineStats& e) {
   header(out, "beamserve_prefix_cache_hit_rate", "gauge", "Cached prompt tokens / prompt tokens since start.");
   sample(out, "beamserve_prefix_cache_hit_rate", "",
          e.prompt_tokens > 0 ? static_cast<double>(e.cached_prompt_tokens) / static_cast<double>(e.prompt_tokens) : 0.0);
+  if (e.host_cache.enabled) render_host_cache(out, e.host_cache);
   header(out, "beamserve_requests_running", "gauge", "Sequences decoding in the engine.");
   sample(out, "beamserve_requests_running", "", static_cast<double>(e.running));
   header(out, "beamserve_requests_waiting", "gauge", "Sequences queued in the engine (queue depth).");

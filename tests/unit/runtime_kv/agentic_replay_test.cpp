@@ -1,7 +1,8 @@
 // AgenticReplayTest: an interleaved multi-session, multi-turn replay at the data-structure level
 // (SimEngine: scheduler + KV cache + prefix cache, no model). Each session sends a long first
 // prompt, then turns that append new tokens to everything so far; sessions run concurrently and
-// compete for the pools. Measures the prefix-cache hit fraction per turn.
+// compete for the pools. Measures the prefix-cache hit fraction per turn, with and without the
+// hierarchical cache's host tier.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -31,8 +32,8 @@ struct ReplayResult {
 };
 
 ReplayResult replay(const ReplayShape& shape, const KvCacheConfig& kv, const SchedulerConfig& sc,
-                    int64_t checkpoint_tokens) {
-  SimEngine e(kv, sc, true, checkpoint_tokens);
+                    int64_t checkpoint_tokens, BlockCounts host_slots = {}) {
+  SimEngine e(kv, sc, true, checkpoint_tokens, host_slots);
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> tok(1, 30000);
   auto random_tokens = [&](int64_t n) {
@@ -140,6 +141,25 @@ TEST(AgenticReplayTest, HalfSizedPoolsDegradeGradually) {
     }
     EXPECT_GT(sum / (shape.num_turns - 1), 0.5) << "checkpoint " << checkpoint;
     EXPECT_GT(late / (shape.num_turns - 1 - shape.num_turns / 2), 0.3) << "checkpoint " << checkpoint;
+  }
+}
+
+// The half-sized pools above with a hierarchical cache whose host tier holds the whole working
+// set: every turn finds all whole blocks of the previous one again (SimEngine checks that every
+// key read back from the host is the one the tokens give).
+TEST(AgenticReplayTest, HalfSizedPoolsWithAHostTierHitEverythingPreviouslyComputed) {
+  const ReplayShape shape;
+  const int64_t B = 16, W = 64;
+  const int32_t full = static_cast<int32_t>(shape.num_sessions * session_blocks(shape, B) / 2);
+  const int32_t sliding = static_cast<int32_t>(2 * (blocks_for_tokens(W - 1, B) + 2) + 256 / B + full / 4);
+  const BlockCounts host{int64_t{full} * 2, int64_t{full} * 2};
+  for (int64_t checkpoint : {int64_t{0}, int64_t{256}}) {
+    const ReplayResult r =
+        replay(shape, KvCacheConfig{B, W, full, sliding}, replay_scheduler(), checkpoint, host);
+    print(checkpoint ? "half pools + host tier, checkpoints every 256" : "half pools + host tier", r);
+    EXPECT_EQ(r.ideal_misses, 0) << "checkpoint " << checkpoint;
+    for (int t = 1; t < shape.num_turns; ++t)
+      EXPECT_GT(r.hit_fraction[t], 0.8) << "turn " << t << " checkpoint " << checkpoint;
   }
 }
 

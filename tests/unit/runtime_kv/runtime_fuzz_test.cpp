@@ -1,9 +1,11 @@
 // RuntimeFuzzTest: randomized workloads over the scheduler, KV cache and prefix cache (submits
 // with shared prefixes, forks, priorities, cancels, flushes, speculative decodes, tiny pools that
-// force preemption) with every invariant checked after each operation; when everything is done
-// and the cache flushed, both pools are full again.
+// force preemption, a hierarchical cache's host tier) with every invariant checked after each
+// operation and every key a forward reads checked against the tokens it must come from; when
+// everything is done and the cache flushed, both pools are full again.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <ostream>
 #include <random>
 #include <tuple>
@@ -24,6 +26,7 @@ struct FuzzCase {
   int64_t checkpoint_blocks;  // checkpoint interval in blocks, 0 = none
   int64_t speculative;
   bool prefix_cache;
+  BlockCounts host_slots = {};  // the hierarchical cache's host tier (zero: none)
 };
 
 // The case in ctest's test names (without it, gtest prints the struct's bytes, padding included).
@@ -31,6 +34,7 @@ void PrintTo(const FuzzCase& c, std::ostream* os) {
   *os << "block" << c.block_size << "_window" << c.window << "_full" << c.full_blocks << "_sliding"
       << c.sliding_blocks << "_checkpoint" << c.checkpoint_blocks << "_spec" << c.speculative
       << (c.prefix_cache ? "_prefix" : "_noprefix");
+  if (c.host_slots.full > 0) *os << "_host" << c.host_slots.full << "x" << c.host_slots.sliding;
 }
 
 class RuntimeFuzzTest : public ::testing::TestWithParam<std::tuple<FuzzCase, uint32_t>> {};
@@ -42,7 +46,7 @@ TEST_P(RuntimeFuzzTest, InvariantsHoldAndPoolsRefill) {
   sc.max_prefill_chunk_tokens = 24;
   sc.max_running_seqs = 6;
   SimEngine e(KvCacheConfig{fc.block_size, fc.window, fc.full_blocks, fc.sliding_blocks}, sc,
-              fc.prefix_cache, fc.checkpoint_blocks * fc.block_size);
+              fc.prefix_cache, fc.checkpoint_blocks * fc.block_size, fc.host_slots);
   e.set_draft_tokens(fc.speculative);
   std::mt19937 rng(seed);
   auto uniform = [&](int64_t lo, int64_t hi) {
@@ -76,6 +80,14 @@ TEST_P(RuntimeFuzzTest, InvariantsHoldAndPoolsRefill) {
   }
   e.run_until_idle(20000);
   ASSERT_TRUE(e.idle());
+  if (const HostKvTier* host = e.host_tier()) {  // the tight pools evict, and prompts come back
+    const HostTierStats hs = host->stats();
+    std::printf("host tier: saved %lld/%lld, loaded %lld/%lld blocks\n", static_cast<long long>(hs.saved.full),
+                static_cast<long long>(hs.saved.sliding), static_cast<long long>(hs.loaded.full),
+                static_cast<long long>(hs.loaded.sliding));
+    EXPECT_GT(hs.saved.full, 0);
+    EXPECT_GT(hs.loaded.full + hs.loaded.sliding, 0);
+  }
   if (e.prefix()) e.prefix()->flush();
   e.check();
   EXPECT_EQ(e.kv().free_blocks(), e.kv().total_blocks());
@@ -95,7 +107,12 @@ INSTANTIATE_TEST_SUITE_P(
                           FuzzCase{1, 3, 48, 12, 4, 0, true},     // one-token blocks
                           FuzzCase{4, 10, 40, 16, 3, 2, true},    // window not a block multiple, spec
                           FuzzCase{16, 16, 12, 6, 1, 0, true},    // big blocks, window of one block
-                          FuzzCase{4, 8, 24, 12, 0, 1, false}),   // no prefix cache
+                          FuzzCase{4, 8, 24, 12, 0, 1, false},    // no prefix cache
+                          // hierarchical cache: a host tier larger / smaller than the pools
+                          FuzzCase{4, 8, 24, 12, 2, 0, true, {64, 40}},
+                          FuzzCase{4, 10, 40, 16, 3, 2, true, {20, 6}},
+                          FuzzCase{1, 3, 48, 12, 4, 0, true, {96, 24}},
+                          FuzzCase{16, 16, 12, 6, 1, 0, true, {30, 12}}),
         ::testing::Values(1u, 2u, 3u, 4u, 5u)));
 
 }  // namespace

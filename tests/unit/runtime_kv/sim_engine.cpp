@@ -6,17 +6,56 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "runtime/scheduler/host_restore.h"
 
 namespace beam::testing {
 
+namespace {
+
+int pool_index(AttentionKind pool) { return pool == AttentionKind::kFull ? 0 : 1; }
+
+}  // namespace
+
+SimKv::SimKv(const KvCacheConfig& kv, BlockCounts host_slots) : block_size_(kv.block_size_tokens) {
+  device_[0].assign(static_cast<size_t>(kv.num_full_blocks * block_size_), 0);
+  device_[1].assign(static_cast<size_t>(kv.num_sliding_blocks * block_size_), 0);
+  host_[0].assign(static_cast<size_t>(host_slots.full * block_size_), 0);
+  host_[1].assign(static_cast<size_t>(host_slots.sliding * block_size_), 0);
+}
+
+uint64_t& SimKv::at(AttentionKind pool, int32_t block, int64_t offset) {
+  return device_[pool_index(pool)].at(static_cast<size_t>(block * block_size_ + offset));
+}
+
+void SimKv::copy(const BlockCopy& c) {
+  auto& d = device_[pool_index(c.pool)];
+  std::copy_n(d.begin() + c.src.value * block_size_, block_size_, d.begin() + c.dst.value * block_size_);
+}
+
+void SimKv::save(AttentionKind pool, BlockId block, int32_t slot) {
+  const int p = pool_index(pool);
+  ASSERT_LT(static_cast<size_t>((slot + 1) * block_size_), host_[p].size() + 1);
+  std::copy_n(device_[p].begin() + block.value * block_size_, block_size_, host_[p].begin() + slot * block_size_);
+}
+
+void SimKv::load(AttentionKind pool, int32_t slot, BlockId block) {
+  const int p = pool_index(pool);
+  std::copy_n(host_[p].begin() + slot * block_size_, block_size_, device_[p].begin() + block.value * block_size_);
+}
+
 SimEngine::SimEngine(const KvCacheConfig& kv_config, const SchedulerConfig& sched_config,
-                     bool prefix_cache, int64_t checkpoint_interval_tokens)
+                     bool prefix_cache, int64_t checkpoint_interval_tokens, BlockCounts host_slots)
     : scheduler_(sched_config) {
   Expected<KvCacheManager> kv = KvCacheManager::create(kv_config);
   BEAM_CHECK(kv.ok()) << kv.error().message;
   kv_ = std::make_unique<KvCacheManager>(std::move(kv).value());
+  shadow_ = std::make_unique<SimKv>(kv_config, host_slots);
   if (prefix_cache)
     prefix_ = std::make_unique<PrefixCache>(*kv_, PrefixCacheConfig{checkpoint_interval_tokens});
+  if (prefix_cache && (host_slots.full > 0 || host_slots.sliding > 0)) {
+    host_ = std::make_unique<HostKvTier>(kv_config.block_size_tokens, host_slots, *shadow_);
+    prefix_->attach_host_tier(host_.get());
+  }
 }
 
 int32_t SimEngine::generated_token(SeqId id, int64_t position) {
@@ -94,7 +133,7 @@ void SimEngine::apply_plan(const StepPlan& plan) {
     requests_.at(id).rejected = requests_.at(id).done = true;
     std::erase(waiting_, id);
   }
-  commit_plan(plan, *kv_, prefix_.get());
+  for (const BlockCopy& c : commit_plan(plan, *kv_, prefix_.get()).copies) shadow_->copy(c);
   for (const Preemption& p : plan.preempted) {
     SimRequest& r = requests_.at(p.seq);
     r.running = false;
@@ -114,6 +153,33 @@ void SimEngine::apply_plan(const StepPlan& plan) {
     running_.push_back(a.seq);
   }
   for (const ForkOp& f : plan.forks) requests_.at(f.child).fork_parent = SeqId();
+}
+
+void SimEngine::forward(const StepPlan& plan) {
+  const int64_t B = kv_->block_size(), W = kv_->sliding_window();
+  for (const SeqWork& w : plan.work) {
+    // key_hash[p]: the prefix tokens[0..p] the key at p depends on.
+    std::vector<uint64_t> key_hash(static_cast<size_t>(w.num_computed + w.num_tokens));
+    uint64_t h = 0x243f6a8885a308d3ull;
+    for (size_t p = 0; p < key_hash.size(); ++p) {
+      h = (h ^ static_cast<uint32_t>(w.tokens[p])) * 0x100000001b3ull + p;
+      key_hash[p] = h;
+    }
+    const std::span<const int32_t> full = kv_->full_table(w.seq), sliding = kv_->sliding_table(w.seq);
+    const int64_t first_sliding = std::max<int64_t>(0, w.num_computed - W + 1);
+    for (int64_t p = 0; p < w.num_computed; ++p) {
+      ASSERT_EQ(shadow_->at(AttentionKind::kFull, full[p / B], p % B), key_hash[p])
+          << "sequence " << w.seq.value << " reads a wrong full-attention key at " << p;
+      if (p < first_sliding) continue;
+      ASSERT_GE(sliding[p / B], 0) << "sequence " << w.seq.value << " lost its window at " << p;
+      ASSERT_EQ(shadow_->at(AttentionKind::kSliding, sliding[p / B], p % B), key_hash[p])
+          << "sequence " << w.seq.value << " reads a wrong sliding-window key at " << p;
+    }
+    for (int64_t p = w.num_computed; p < w.num_computed + w.num_tokens; ++p) {
+      shadow_->at(AttentionKind::kFull, full[p / B], p % B) = key_hash[p];
+      shadow_->at(AttentionKind::kSliding, sliding[p / B], p % B) = key_hash[p];
+    }
+  }
 }
 
 void SimEngine::after_forward(const StepPlan& plan) {
@@ -187,6 +253,10 @@ StepPlan SimEngine::step() {
     waiting.push_back(SeqState{id, r.priority, r.arrival, r.tokens, SeqId(), r.max_reused_tokens,
                                r.logits_every_token});
   }
+  if (host_) {  // as the engine: as many as could start now
+    const int64_t room = scheduler_.config().max_running_seqs - static_cast<int64_t>(running.size());
+    restore_waiting_from_host(waiting, room, *kv_, *prefix_);
+  }
   SchedulerInput in{running, waiting, kv_.get(), prefix_.get()};
   StepPlan plan = scheduler_.plan(in);
   apply_plan(plan);
@@ -195,6 +265,7 @@ StepPlan SimEngine::step() {
     EXPECT_GE(static_cast<int64_t>(kv_->full_table(w.seq).size()) * kv_->block_size(),
               w.num_computed + w.num_tokens);
   }
+  forward(plan);
   after_forward(plan);
   check();
   return plan;

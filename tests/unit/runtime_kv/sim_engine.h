@@ -11,6 +11,7 @@
 
 #include "runtime/kv_cache/kv_cache_manager.h"
 #include "runtime/prefix_cache/prefix_cache.h"
+#include "runtime/prefix_cache/host_kv_tier.h"
 #include "runtime/scheduler/scheduler.h"
 #include "runtime/scheduler/step_commit.h"
 
@@ -37,10 +38,27 @@ struct SimRequest {
   int64_t generated() const { return static_cast<int64_t>(tokens.size()) - prompt_len; }
 };
 
+// Shadow KV: each pool slot holds the hash of the token prefix whose key it stores (what a
+// model's K and V depend on), and the host tier's slots copies of whole blocks of them.
+class SimKv final : public HostBlockMover {
+ public:
+  SimKv(const KvCacheConfig& kv, BlockCounts host_slots);
+  uint64_t& at(AttentionKind pool, int32_t block, int64_t offset);
+  void copy(const BlockCopy& c);
+  void save(AttentionKind pool, BlockId block, int32_t slot) override;
+  void load(AttentionKind pool, int32_t slot, BlockId block) override;
+
+ private:
+  int64_t block_size_;
+  std::vector<uint64_t> device_[2];  // [blocks * B] per pool
+  std::vector<uint64_t> host_[2];    // [slots * B] per pool
+};
+
 class SimEngine {
  public:
+  // host_slots: the hierarchical cache's host tier (needs prefix_cache; zero: none).
   SimEngine(const KvCacheConfig& kv_config, const SchedulerConfig& sched_config, bool prefix_cache,
-            int64_t checkpoint_interval_tokens = 0);
+            int64_t checkpoint_interval_tokens = 0, BlockCounts host_slots = {});
 
   // Queues a request; num_forks > 0 adds that many samples forked after the prompt.
   SeqId submit(std::vector<int32_t> prompt, int64_t max_new, int32_t priority = 0,
@@ -64,6 +82,7 @@ class SimEngine {
 
   KvCacheManager& kv() { return *kv_; }
   PrefixCache* prefix() { return prefix_.get(); }
+  const HostKvTier* host_tier() const { return host_.get(); }
   const Scheduler& scheduler() const { return scheduler_; }
   const SimRequest& request(SeqId id) const { return requests_.at(id); }
   const std::vector<SeqId>& running() const { return running_; }
@@ -72,6 +91,8 @@ class SimEngine {
   int64_t max_sliding_held_per_seq() const { return max_sliding_held_; }
 
  private:
+  // Checks the KV each work item's queries read, then writes its new tokens' slots.
+  void forward(const StepPlan& plan);
   void apply_plan(const StepPlan& plan);
   void after_forward(const StepPlan& plan);
   void finish(SeqId id);
@@ -80,6 +101,8 @@ class SimEngine {
   int64_t draft_tokens_ = 0;
   std::vector<std::vector<int32_t>> drafted_;  // this step's running views with their drafts
   std::unique_ptr<KvCacheManager> kv_;
+  std::unique_ptr<SimKv> shadow_;
+  std::unique_ptr<HostKvTier> host_;
   std::unique_ptr<PrefixCache> prefix_;
   Scheduler scheduler_;
   std::map<SeqId, SimRequest> requests_;

@@ -1,0 +1,34 @@
+// hierarchical_cache_from_args: SGLang's --enable-hierarchical-cache and --hicache-* flags.
+#include "cli/hicache_flags.h"
+
+#include <cmath>
+#include <string>
+
+namespace beam::cli {
+
+Status hierarchical_cache_from_args(const Args& args, EngineOptions* options) {
+  const bool on = args.has("enable-hierarchical-cache");
+  for (const char* flag : kHierarchicalCacheFlags)
+    if (!on && args.has(flag))
+      return make_error(std::string("--") + flag + " needs --enable-hierarchical-cache");
+  options->enable_hierarchical_cache = on;
+  if (!on) return ok_status();
+  BEAM_ASSIGN_OR_RETURN(options->hicache_ratio, args.get_double("hicache-ratio", 2.0));
+  if (!(options->hicache_ratio > 0) || !std::isfinite(options->hicache_ratio))
+    return make_error("--hicache-ratio must be a positive number (host blocks per device block), got " +
+                      args.get_or("hicache-ratio", ""));
+  if (args.has("hicache-size")) {
+    BEAM_ASSIGN_OR_RETURN(double gb, args.get_double("hicache-size", 0));
+    if (!(gb > 0) || gb > 1 << 20)
+      return make_error("--hicache-size must be a positive number of GB, got " +
+                        args.get_or("hicache-size", ""));
+    options->hicache_bytes = static_cast<int64_t>(gb * 1e9);  // SGLang counts GB as 1e9 bytes
+  }
+  const std::string policy = args.get_or("hicache-write-policy", "write_back");
+  if (policy != "write_back")
+    return make_error("--hicache-write-policy " + policy +
+                      ": only write_back is served (blocks go to the host as the device evicts them)");
+  return ok_status();
+}
+
+}  // namespace beam::cli

@@ -1,0 +1,48 @@
+// HostKvStore: the host tier's memory — block slots in host memory the device copies to and from
+// without staging (pinned on CUDA) — and the copies between them and a KvStorage's blocks. A slot
+// of a pool holds one block of every layer of that pool: [layers of that kind][K, V][B][Nkv][D]
+// bf16. One owner: the engine thread (the copies are queued on its context's stream).
+#pragma once
+
+#include <cstdint>
+
+#include "core/status.h"
+#include "kernels/api/context.h"
+#include "kernels/api/device_memory.h"
+#include "runtime/kv_cache/kv_storage.h"
+#include "runtime/prefix_cache/host_kv_tier.h"
+
+namespace beam {
+
+class HostKvStore final : public HostBlockMover {
+ public:
+  // Host memory for `slots` blocks of each of storage's pools; an error naming the bytes when
+  // the host cannot give them. ctx (its stream orders the copies) and storage must outlive it.
+  static Expected<HostKvStore> create(const KernelContext& ctx, const KvStorage& storage,
+                                      BlockCounts slots);
+  // Bytes of one block of `pool` (every layer of that kind, K and V).
+  static int64_t block_bytes(const KvStorage& storage, AttentionKind pool);
+  HostKvStore(HostKvStore&&) noexcept = default;
+  HostKvStore& operator=(HostKvStore&&) noexcept = default;
+  // Waits for the copies still queued, so the memory outlives them.
+  ~HostKvStore() override;
+
+  // The storage whose blocks save / load copy from now on (the engine's, once it has its final
+  // address): its pools have the shapes create() saw.
+  void attach(const KvStorage& storage);
+  BlockCounts slots() const { return slots_; }
+  int64_t bytes() const;
+  void save(AttentionKind pool, BlockId block, int32_t slot) override;
+  void load(AttentionKind pool, int32_t slot, BlockId block) override;
+
+ private:
+  HostKvStore() = default;
+  PitchedRows slot_rows(AttentionKind pool, int32_t slot) const;
+
+  KernelContext ctx_;
+  const KvStorage* storage_ = nullptr;
+  BlockCounts slots_;
+  DeviceBuffer memory_[2];  // [full, sliding]
+};
+
+}  // namespace beam

@@ -1,0 +1,116 @@
+// HostKvTier: the hierarchical cache's host memory tier (SGLang's HiCache, write-back). Blocks
+// the device prefix cache evicts are copied into host slots here and loaded back when a later
+// prompt extends a device-cached prefix with them. Entries are keyed by a 128-bit chain key of
+// their whole prefix (salt included) and checked against their block's tokens, parent key and
+// salt, so a lookup can only go wrong if two different prefixes share 128 key bits. Each entry
+// may hold a full-pool block and a sliding-pool block; each pool's slots are evicted least
+// recently used first. The copies go through a HostBlockMover (the engine's HostKvStore; a
+// recording fake in tests). One owner: the engine thread (with the PrefixCache that feeds it).
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <span>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "runtime/kv_cache/kv_types.h"
+
+namespace beam {
+
+// Identifies a block-aligned prefix: the chain of its blocks' hashes (salt in the first).
+struct ChainKey {
+  uint64_t hi = 0;
+  uint64_t lo = 0;
+  bool operator==(const ChainKey&) const = default;
+  // The key of this prefix extended by a block whose hash (PrefixCache's child hash) is h.
+  ChainKey extend(uint64_t h) const;
+};
+
+struct ChainKeyHash {
+  size_t operator()(const ChainKey& k) const { return static_cast<size_t>(k.hi ^ (k.lo * 0x9e3779b97f4a7c15ull)); }
+};
+
+// One block of a cached prefix as the host tier sees it.
+struct HostBlockRef {
+  ChainKey key;                     // the prefix up to and including this block
+  ChainKey parent;                  // the prefix before it
+  uint64_t salt = 0;                // first block only: the salt it was cached under
+  std::span<const int32_t> tokens;  // the block's tokens [block_size]
+};
+
+// Moves one pool's block (every layer of that pool, K and V) between device pools and host slots.
+class HostBlockMover {
+ public:
+  virtual ~HostBlockMover() = default;
+  // Host slot `slot` of `pool` = device block `block` (queued before any later device work).
+  virtual void save(AttentionKind pool, BlockId block, int32_t slot) = 0;
+  // Device block `block` of `pool` = host slot `slot` (queued before any later device work).
+  virtual void load(AttentionKind pool, int32_t slot, BlockId block) = 0;
+};
+
+struct HostTierStats {
+  BlockCounts capacity;  // slots per pool
+  BlockCounts used;      // slots holding a block
+  BlockCounts saved;     // blocks copied to the host since start
+  BlockCounts loaded;    // blocks copied back to the device since start
+  int64_t num_entries = 0;
+};
+
+class HostKvTier {
+ public:
+  // slots: host slots per pool (HostKvStore's); mover must outlive the tier.
+  HostKvTier(int64_t block_size, BlockCounts slots, HostBlockMover& mover);
+
+  // The entry of ref (key, parent, salt and tokens equal), or -1.
+  int32_t find(const HostBlockRef& ref) const;
+  // Whether entry holds a block of pool.
+  bool holds(int32_t entry, AttentionKind pool) const;
+  // Copies device block `block` of `pool` into ref's entry (created when absent) unless it holds
+  // one of that pool already (then it only counts as used now). Takes the least recently used
+  // slot of the pool when none is free. A key whose entry has other tokens is left alone.
+  void save(AttentionKind pool, const HostBlockRef& ref, BlockId block);
+  // Copies entry's block of pool into device block `block`. Requires holds(entry, pool).
+  void load(int32_t entry, AttentionKind pool, BlockId block);
+  // Marks entry used now (a restore touches its prefix deepest first, so the shallow blocks the
+  // deep ones need are evicted after them).
+  void touch(int32_t entry);
+  // Forgets every entry (the slots' bytes stay until reused).
+  void clear();
+
+  HostTierStats stats() const;
+  // Aborts on a broken invariant: key map vs entries, slot ownership and free lists, LRU indexes.
+  void check_integrity() const;
+
+ private:
+  struct Entry {
+    ChainKey key;
+    ChainKey parent;
+    uint64_t salt = 0;
+    int32_t slot[2] = {-1, -1};  // [full, sliding]
+    uint64_t tick = 0;
+    bool in_use = false;
+  };
+  static int index(AttentionKind pool) { return pool == AttentionKind::kFull ? 0 : 1; }
+  std::span<const int32_t> entry_tokens(int32_t entry) const;
+  int32_t new_entry(const HostBlockRef& ref);
+  // Frees the least recently used slot of pool (deleting its entry if that was its last slot).
+  void evict_one(int p);
+  void drop_slot(int32_t entry, int p);
+
+  int64_t block_size_;
+  HostBlockMover& mover_;
+  std::vector<Entry> entries_;
+  std::vector<int32_t> free_entries_;
+  std::vector<int32_t> tokens_;  // [entries_.size() * block_size_]
+  std::unordered_map<ChainKey, int32_t, ChainKeyHash> by_key_;
+  std::vector<int32_t> free_slots_[2];
+  int64_t capacity_[2] = {0, 0};
+  std::set<std::pair<uint64_t, int32_t>> lru_[2];  // (tick, entry) of entries holding that pool
+  uint64_t clock_ = 0;
+  BlockCounts saved_;
+  BlockCounts loaded_;
+};
+
+}  // namespace beam

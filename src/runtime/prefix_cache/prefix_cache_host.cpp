@@ -1,0 +1,114 @@
+// PrefixCache and the host tier (HostKvTier): saving what eviction drops, and restoring a
+// prefix the device and the host hold together.
+#include "core/check.h"
+#include "runtime/prefix_cache/prefix_cache.h"
+
+namespace beam {
+
+HostBlockRef PrefixCache::host_ref(PrefixNodeId id) const {
+  const Node& n = node(id);
+  return HostBlockRef{n.key, node(n.parent).key, n.salt, node_tokens(id)};
+}
+
+void PrefixCache::save_window(PrefixNodeId id) {
+  if (host_ == nullptr || !saving_) return;
+  const int32_t depth = node(id).depth;
+  PrefixNodeId w = id;
+  for (int64_t i = depth - 1; i >= window_first(depth); --i) {
+    host_->save(AttentionKind::kSliding, host_ref(w), BlockId(node(w).sliding));
+    w = node(w).parent;
+  }
+}
+
+int64_t PrefixCache::walk_host(std::span<const int32_t> tokens, uint64_t salt,
+                               std::vector<HostStep>* steps) const {
+  steps->clear();
+  if (host_ == nullptr || tokens.empty()) return 0;
+  const int64_t limit = (static_cast<int64_t>(tokens.size()) - 1) / block_size_;
+  PrefixNodeId id = kRoot;  // the deepest device node on the path (while it continues there)
+  ChainKey key = node(kRoot).key;
+  int64_t best = 0;
+  for (int64_t k = 1, run = 0; k <= limit; ++k) {
+    const std::span<const int32_t> block = tokens.subspan((k - 1) * block_size_, block_size_);
+    HostStep st;
+    if (id.valid()) {
+      bool collision = false;
+      st.dev = find_child(id, block, salt, &collision);
+      if (collision) break;  // another block under this hash: nothing below can be cached
+      id = st.dev;
+    }
+    const uint64_t hash = st.dev.valid() ? node(st.dev).hash
+                                         : child_hash(k == 1 ? kRoot : PrefixNodeId(), block, salt);
+    const ChainKey next = key.extend(hash);
+    st.entry = host_->find(HostBlockRef{next, key, k == 1 ? salt : 0, block});
+    key = next;
+    const bool on_host = st.entry >= 0;
+    if (!st.dev.valid() && !(on_host && host_->holds(st.entry, AttentionKind::kFull))) break;
+    steps->push_back(st);
+    const bool sliding = (st.dev.valid() && node(st.dev).sliding >= 0) ||
+                         (on_host && host_->holds(st.entry, AttentionKind::kSliding));
+    run = sliding ? run + 1 : 0;
+    if (run >= k - window_first(k)) best = k;
+  }
+  return best;
+}
+
+HostRestore PrefixCache::count_restore(std::span<const HostStep> steps, int64_t depth) const {
+  HostRestore r;
+  r.num_tokens = depth * block_size_;
+  for (int64_t i = 0; i < depth; ++i) {
+    const HostStep& st = steps[static_cast<size_t>(i)];
+    r.blocks.full += !st.dev.valid();
+    if (i >= window_first(depth)) r.blocks.sliding += !st.dev.valid() || node(st.dev).sliding < 0;
+  }
+  return r;
+}
+
+HostRestore PrefixCache::plan_host_restore(std::span<const int32_t> tokens, uint64_t salt) const {
+  if (host_ == nullptr) return {};
+  std::vector<HostStep> steps;
+  const int64_t depth = walk_host(tokens, salt, &steps);
+  if (depth * block_size_ <= match(tokens, salt).num_tokens) return {};
+  return count_restore(steps, depth);
+}
+
+HostRestore PrefixCache::restore_from_host(std::span<const int32_t> tokens, uint64_t salt) {
+  if (host_ == nullptr) return {};
+  const int64_t depth = walk_host(tokens, salt, &host_steps_);
+  if (depth * block_size_ <= match(tokens, salt).num_tokens) return {};
+  const HostRestore r = count_restore(host_steps_, depth);
+  BEAM_CHECK(r.blocks.fits_in(kv_.free_blocks()))
+      << "host restore needs " << r.blocks.full << "/" << r.blocks.sliding << " blocks, "
+      << kv_.free_blocks().full << "/" << kv_.free_blocks().sliding << " free";
+  // Full blocks along the path (new nodes below the device's deepest), then the window's
+  // sliding blocks; each allocation's reference passes to the tree.
+  PrefixNodeId parent = kRoot;
+  for (int64_t i = 0; i < depth; ++i) {
+    HostStep& st = host_steps_[static_cast<size_t>(i)];
+    if (!st.dev.valid()) {
+      const BlockId b = kv_.allocate_block(AttentionKind::kFull);
+      host_->load(st.entry, AttentionKind::kFull, b);
+      st.dev = new_node(parent, tokens.subspan(i * block_size_, block_size_), salt, b.value);
+      kv_.release_block(AttentionKind::kFull, b);
+    }
+    parent = st.dev;
+  }
+  for (int64_t i = window_first(depth); i < depth; ++i) {
+    const HostStep& st = host_steps_[static_cast<size_t>(i)];
+    if (node(st.dev).sliding >= 0) continue;
+    const BlockId b = kv_.allocate_block(AttentionKind::kSliding);
+    host_->load(st.entry, AttentionKind::kSliding, b);
+    set_sliding(st.dev, b.value);
+    kv_.release_block(AttentionKind::kSliding, b);
+  }
+  const PrefixNodeId e = host_steps_[static_cast<size_t>(depth - 1)].dev;
+  if (!node(e).endpoint) mark_endpoint(e);
+  touch(e);
+  for (int64_t i = depth - 1; i >= 0; --i) {  // deepest first: the shallow blocks stay longest
+    const int32_t entry = host_steps_[static_cast<size_t>(i)].entry;
+    if (entry >= 0) host_->touch(entry);
+  }
+  return r;
+}
+
+}  // namespace beam

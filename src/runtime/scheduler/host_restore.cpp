@@ -1,0 +1,45 @@
+// restore_waiting_from_host: the host tier's restores before a step's plan.
+#include "runtime/scheduler/host_restore.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace beam {
+
+HostRestore restore_waiting_from_host(std::span<const SeqState> waiting, int64_t max_seqs,
+                                      const KvCacheManager& kv, PrefixCache& prefix) {
+  HostRestore total;
+  if (prefix.host_tier() == nullptr) return total;
+  std::vector<PrefixNodeId> restored;  // endpoints restored this step
+  BlockCounts spared;                  // their blocks (at most): full path and window
+  const auto n = std::min<size_t>(waiting.size(), static_cast<size_t>(std::max<int64_t>(max_seqs, 0)));
+  for (size_t i = 0; i < n; ++i) {
+    const std::span<const int32_t> tokens = reusable_tokens(waiting[i]);
+    const uint64_t salt = waiting[i].cache_salt;
+    HostRestore r = prefix.plan_host_restore(tokens, salt);
+    if (r.num_tokens == 0) continue;
+    if (!r.blocks.fits_in(kv.free_blocks())) {
+      // Eviction spares the prefixes restored before (a later restore taking their blocks would
+      // undo them): it may take only what is evictable besides them.
+      if (!r.blocks.fits_in(kv.free_blocks() + prefix.evictable() - spared)) break;
+      // Its own device-cached part is spared too (taking it would only grow the restore).
+      const PrefixNodeId own = prefix.match(tokens, salt).endpoint;
+      if (own.valid()) restored.push_back(own);
+      prefix.evict_until_free(r.blocks, restored);
+      if (own.valid()) restored.pop_back();
+      // Eviction may have moved part of this very prefix to the host: plan again, no more evictions.
+      r = prefix.plan_host_restore(tokens, salt);
+      if (r.num_tokens == 0) continue;
+      if (!r.blocks.fits_in(kv.free_blocks())) break;
+    }
+    r = prefix.restore_from_host(tokens, salt);
+    total.num_tokens += r.num_tokens;
+    total.blocks += r.blocks;
+    restored.push_back(prefix.match(tokens, salt).endpoint);
+    const int64_t depth = r.num_tokens / kv.block_size();
+    spared += BlockCounts{depth, depth - first_visible_block(r.num_tokens, kv.sliding_window(), kv.block_size())};
+  }
+  return total;
+}
+
+}  // namespace beam

@@ -1,0 +1,22 @@
+// Before a step is planned: the hierarchical cache's host tier gives back the prefixes that the
+// next waiting sequences extend, so the plan admits them on a longer cached prefix.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "runtime/kv_cache/kv_cache_manager.h"
+#include "runtime/prefix_cache/prefix_cache.h"
+#include "runtime/scheduler/scheduler.h"
+
+namespace beam {
+
+// For the first max_seqs of `waiting` (in admission order): PrefixCache::restore_from_host of
+// its reusable tokens, evicting device blocks (to the host tier) when the free ones are too few
+// but never the prefixes restored before it (so none undoes another). Stops at the first
+// sequence whose restore does not fit (head of line, as admission). Returns the blocks and tokens loaded
+// (num_tokens: the restored prefixes' lengths summed).
+HostRestore restore_waiting_from_host(std::span<const SeqState> waiting, int64_t max_seqs,
+                                      const KvCacheManager& kv, PrefixCache& prefix);
+
+}  // namespace beam
