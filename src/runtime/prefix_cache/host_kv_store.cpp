@@ -24,11 +24,13 @@ Expected<HostKvStore> HostKvStore::create(const KernelContext& ctx, const KvStor
   s.storage_ = &storage;
   s.slots_ = slots;
   for (AttentionKind pool : kKvPools) {
+    s.device_blocks_.of(pool) = storage.num_blocks(pool);
     if (slots.of(pool) == 0 || storage.num_blocks(pool) == 0) {
       s.slots_.of(pool) = 0;
       continue;
     }
-    const auto nbytes = static_cast<size_t>(slots.of(pool) * block_bytes(storage, pool));
+    s.block_bytes_.of(pool) = block_bytes(storage, pool);
+    const auto nbytes = static_cast<size_t>(slots.of(pool) * s.block_bytes_.of(pool));
     Expected<DeviceBuffer> b = allocate_pinned_host(ctx, nbytes);
     if (!b.ok())
       return make_error("hierarchical cache: the host tier's " + std::to_string(slots.of(pool)) +
@@ -45,8 +47,8 @@ HostKvStore::~HostKvStore() {
 
 void HostKvStore::attach(const KvStorage& storage) {
   for (AttentionKind pool : kKvPools)
-    BEAM_CHECK(storage.num_blocks(pool) == storage_->num_blocks(pool) &&
-               (slots_.of(pool) == 0 || block_bytes(storage, pool) == block_bytes(*storage_, pool)))
+    BEAM_CHECK(storage.num_blocks(pool) == device_blocks_.of(pool) &&
+               (slots_.of(pool) == 0 || block_bytes(storage, pool) == block_bytes_.of(pool)))
         << "host tier attached to KV storage of another shape";
   storage_ = &storage;
 }

@@ -41,6 +41,8 @@ class HostKvStore final : public HostBlockMover {
 
   KernelContext ctx_;
   const KvStorage* storage_ = nullptr;
+  BlockCounts device_blocks_;  // the storage's pools (attach checks them)
+  BlockCounts block_bytes_;    // bytes of one block of each pool
   BlockCounts slots_;
   DeviceBuffer memory_[2];  // [full, sliding]
 };

@@ -129,8 +129,8 @@ class PrefixCache {
   void flush();
 
   // ---- hierarchical cache (HostKvTier) ----
-  // From now on, evicted blocks are saved to `tier` (nullptr: none): every full block that leaves
-  // the tree, and the window of every endpoint that loses its pin. tier must outlive the cache.
+  // From now on, every block eviction takes from the tree (full or sliding) is saved to `tier`
+  // first (nullptr: none). tier must outlive the cache.
   void attach_host_tier(HostKvTier* tier) { host_ = tier; }
   HostKvTier* host_tier() const { return host_; }
   // What restore_from_host(tokens, salt) would do (pure; nothing without a host tier): the
@@ -140,6 +140,9 @@ class PrefixCache {
   // them, the deepest point an endpoint (unlocked: eviction may take it back). Requires the plan's
   // blocks free in the pools. Returns the plan it carried out.
   HostRestore restore_from_host(std::span<const int32_t> tokens, uint64_t salt = 0);
+  // Marks the host tier's blocks of that prefix used now, so that blocks saved next (an eviction
+  // making room for its restore) take other slots first.
+  void touch_host_prefix(std::span<const int32_t> tokens, uint64_t salt = 0);
 
   PrefixCacheStats stats() const;
   // Aborts on any broken invariant: tree shape, child keys, lock counts vs lock records, window
@@ -239,12 +242,11 @@ class PrefixCache {
   PrefixNodeId evict_leaf(PrefixNodeId id);
   void break_endpoint(PrefixNodeId id);
   HostBlockRef host_ref(PrefixNodeId id) const;
-  // Saves the sliding blocks of id's window (an endpoint about to lose its pin) to the host tier.
-  void save_window(PrefixNodeId id);
   // Follows tokens through device nodes and host entries into host_steps_ while each block's full
   // KV is in one of them; returns the deepest depth whose window they also hold.
   int64_t walk_host(std::span<const int32_t> tokens, uint64_t salt, std::vector<HostStep>* steps) const;
   HostRestore count_restore(std::span<const HostStep> steps, int64_t depth) const;
+  void touch_host_steps();  // the entries of host_steps_, deepest first
   void check_nodes() const;
   void recount(std::vector<int32_t>* full_lock, std::vector<int32_t>* sliding_lock,
                std::vector<int32_t>* pins) const;

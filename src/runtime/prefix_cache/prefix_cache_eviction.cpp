@@ -107,7 +107,6 @@ PrefixNodeId PrefixCache::prune(PrefixNodeId id) {
 PrefixNodeId PrefixCache::evict_leaf(PrefixNodeId id) {
   const uint64_t tick = node(id).tick;
   const int64_t gap = node(id).reuse_gap;
-  save_window(id);
   unmark_endpoint(id);
   const PrefixNodeId parent = node(id).parent;
   delete_node(id);
@@ -128,7 +127,6 @@ void PrefixCache::break_endpoint(PrefixNodeId id) {
     evict_leaf(id);
     return;
   }
-  save_window(id);
   unmark_endpoint(id);  // locked or interior: the node stays, its unpinned window goes
 }
 

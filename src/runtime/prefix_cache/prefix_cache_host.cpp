@@ -10,16 +10,6 @@ HostBlockRef PrefixCache::host_ref(PrefixNodeId id) const {
   return HostBlockRef{n.key, node(n.parent).key, n.salt, node_tokens(id)};
 }
 
-void PrefixCache::save_window(PrefixNodeId id) {
-  if (host_ == nullptr || !saving_) return;
-  const int32_t depth = node(id).depth;
-  PrefixNodeId w = id;
-  for (int64_t i = depth - 1; i >= window_first(depth); --i) {
-    host_->save(AttentionKind::kSliding, host_ref(w), BlockId(node(w).sliding));
-    w = node(w).parent;
-  }
-}
-
 int64_t PrefixCache::walk_host(std::span<const int32_t> tokens, uint64_t salt,
                                std::vector<HostStep>* steps) const {
   steps->clear();
@@ -104,11 +94,19 @@ HostRestore PrefixCache::restore_from_host(std::span<const int32_t> tokens, uint
   const PrefixNodeId e = host_steps_[static_cast<size_t>(depth - 1)].dev;
   if (!node(e).endpoint) mark_endpoint(e);
   touch(e);
-  for (int64_t i = depth - 1; i >= 0; --i) {  // deepest first: the shallow blocks stay longest
-    const int32_t entry = host_steps_[static_cast<size_t>(i)].entry;
-    if (entry >= 0) host_->touch(entry);
-  }
+  touch_host_steps();
   return r;
+}
+
+void PrefixCache::touch_host_prefix(std::span<const int32_t> tokens, uint64_t salt) {
+  if (host_ == nullptr) return;
+  walk_host(tokens, salt, &host_steps_);
+  touch_host_steps();
+}
+
+void PrefixCache::touch_host_steps() {
+  for (auto it = host_steps_.rbegin(); it != host_steps_.rend(); ++it)  // deepest first: the
+    if (it->entry >= 0) host_->touch(it->entry);                        // shallow stay longest
 }
 
 }  // namespace beam

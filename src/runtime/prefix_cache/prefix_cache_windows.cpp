@@ -35,6 +35,7 @@ void PrefixCache::drop_sliding(PrefixNodeId id) {
   Node& n = node(id);
   BEAM_CHECK(n.sliding >= 0 && n.sliding_lock == 0 && n.window_pins == 0)
       << "drop_sliding on node " << id.value << " in use";
+  if (host_ != nullptr && saving_) host_->save(AttentionKind::kSliding, host_ref(id), BlockId(n.sliding));
   kv_.release_block(AttentionKind::kSliding, BlockId(n.sliding));
   n.sliding = -1;
   --num_sliding_held_;

@@ -23,6 +23,7 @@ HostRestore restore_waiting_from_host(std::span<const SeqState> waiting, int64_t
       // undo them): it may take only what is evictable besides them.
       if (!r.blocks.fits_in(kv.free_blocks() + prefix.evictable() - spared)) break;
       // Its own device-cached part is spared too (taking it would only grow the restore).
+      prefix.touch_host_prefix(tokens, salt);  // the blocks eviction saves go to other slots
       const PrefixNodeId own = prefix.match(tokens, salt).endpoint;
       if (own.valid()) restored.push_back(own);
       prefix.evict_until_free(r.blocks, restored);

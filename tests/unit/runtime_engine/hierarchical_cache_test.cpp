@@ -1,0 +1,138 @@
+// The hierarchical cache (EngineOptions::enable_hierarchical_cache, SGLang's HiCache) on the CPU:
+// pools that hold about one prompt, so later prompts evict it; the host tier gives it back when it
+// returns, with the tokens and logprobs of an engine that computes it from scratch; the host's
+// counters, sizing and flush; settings it refuses.
+#include <gtest/gtest.h>
+
+#include "engine_test_util.h"
+#include "model/config.h"
+#include "runtime/kv_cache/kv_geometry.h"
+
+namespace beam::testing {
+namespace {
+
+class HierarchicalCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    weights_ = engine_test_model("tiny-beam");
+    ASSERT_NE(weights_, nullptr);
+    vocab_ = weights_->config.vocab_size;
+  }
+  // 16-token blocks; device pools for ~12 full blocks (one 160-token prompt and a bit).
+  EngineOptions options(bool hicache) const {
+    EngineOptions o;
+    o.num_threads = 2;
+    o.block_size_tokens = 16;
+    o.max_tokens_per_step = 64;
+    o.max_running = 2;
+    const KvGeometry g = *kv_geometry_from_config(weights_->config, o.block_size_tokens);
+    o.kv_budget_bytes = 24 * g.bytes_per_block(AttentionKind::kFull) +
+                        8 * g.bytes_per_block(AttentionKind::kSliding);
+    o.enable_hierarchical_cache = hicache;
+    o.hicache_ratio = 8;
+    return o;
+  }
+  std::unique_ptr<Engine> make(const EngineOptions& o) const {
+    auto e = Engine::create(weights_, o);
+    EXPECT_TRUE(e.ok()) << (e.ok() ? "" : e.error().message);
+    return e.ok() ? std::move(*e) : nullptr;
+  }
+  RunRequest request(int64_t length, uint64_t seed) const {
+    RunRequest r{tokens_of(length, seed, vocab_), greedy(6)};
+    r.params.logprobs = true;
+    r.params.top_logprobs = 3;
+    return r;
+  }
+
+  std::shared_ptr<const BeamWeights> weights_;
+  int64_t vocab_ = 0;
+};
+
+TEST_F(HierarchicalCacheTest, AnEvictedPromptComesBackFromTheHostExactly) {
+  const RunRequest a = request(160, 11);
+  std::vector<RunRequest> others;
+  for (uint64_t s = 0; s < 3; ++s) others.push_back(request(150, 20 + s));
+
+  EngineOptions plain = options(false);
+  plain.enable_prefix_cache = false;
+  const SiblingResult reference = run_all(*make(plain), {a})[0][0];
+
+  auto device_only = make(options(false));
+  run_all(*device_only, {a});
+  for (const RunRequest& r : others) run_all(*device_only, {r});
+  const SiblingResult without = run_all(*device_only, {a})[0][0];
+  EXPECT_LT(without.usage.cached_prompt_tokens, 144) << "the other prompts should evict it";
+
+  auto hicache = make(options(true));
+  const SiblingResult first = run_all(*hicache, {a})[0][0];
+  for (const RunRequest& r : others) run_all(*hicache, {r});
+  const EngineStats before = hicache->stats();
+  EXPECT_GT(before.host_cache.tier.saved.full, 0);
+  const SiblingResult again = run_all(*hicache, {a})[0][0];
+  EXPECT_EQ(again.usage.cached_prompt_tokens, 144);  // whole blocks, the last token recomputed
+  const EngineStats after = hicache->stats();
+  EXPECT_EQ(after.host_cache.restored_tokens - before.host_cache.restored_tokens, 144);
+  EXPECT_GT(after.host_cache.tier.loaded.full, before.host_cache.tier.loaded.full);
+  EXPECT_GT(after.host_cache.tier.loaded.sliding, before.host_cache.tier.loaded.sliding);
+
+  for (const SiblingResult* r : {&first, &again}) {
+    EXPECT_EQ(r->tokens, reference.tokens);
+    ASSERT_EQ(r->logprobs.size(), reference.logprobs.size());
+    for (size_t i = 0; i < r->logprobs.size(); ++i) {
+      EXPECT_EQ(r->logprobs[i].chosen.logprob, reference.logprobs[i].chosen.logprob) << "token " << i;
+      ASSERT_EQ(r->logprobs[i].top.size(), reference.logprobs[i].top.size());
+      for (size_t k = 0; k < r->logprobs[i].top.size(); ++k) {
+        EXPECT_EQ(r->logprobs[i].top[k].token, reference.logprobs[i].top[k].token);
+        EXPECT_EQ(r->logprobs[i].top[k].logprob, reference.logprobs[i].top[k].logprob);
+      }
+    }
+  }
+  hicache->flush_prefix_cache();  // also forgets the host tier
+  expect_pools_full(*hicache);
+  EXPECT_EQ(hicache->stats().host_cache.tier.used, BlockCounts{});
+}
+
+TEST_F(HierarchicalCacheTest, StatsDescribeTheHostTier) {
+  auto e = make(options(true));
+  const EngineStats s = e->stats();
+  EXPECT_TRUE(s.host_cache.enabled);
+  EXPECT_EQ(s.host_cache.tier.capacity.full, 8 * s.full_pool.total_blocks);
+  EXPECT_EQ(s.host_cache.tier.capacity.sliding, 8 * s.sliding_pool.total_blocks);
+  const KvGeometry g = *kv_geometry_from_config(weights_->config, 16);
+  EXPECT_EQ(s.host_cache.bytes, s.host_cache.tier.capacity.full * g.bytes_per_block(AttentionKind::kFull) +
+                                    s.host_cache.tier.capacity.sliding *
+                                        g.bytes_per_block(AttentionKind::kSliding));
+  EXPECT_FALSE(make(options(false))->stats().host_cache.enabled);
+
+  EngineOptions sized = options(true);
+  sized.hicache_bytes = 40 * g.bytes_per_block(AttentionKind::kFull) + 40 * g.bytes_per_block(AttentionKind::kSliding);
+  const EngineStats t = make(sized)->stats();
+  EXPECT_LE(t.host_cache.bytes, *sized.hicache_bytes);
+  EXPECT_GT(t.host_cache.tier.capacity.full, 0);
+  EXPECT_GT(t.host_cache.tier.capacity.sliding, 0);
+}
+
+TEST_F(HierarchicalCacheTest, SettingsItCannotServeAreErrors) {
+  auto error_of = [&](const EngineOptions& o) {
+    auto e = Engine::create(weights_, o);
+    return e.ok() ? std::string() : e.error().message;
+  };
+  EngineOptions no_prefix = options(true);
+  no_prefix.enable_prefix_cache = false;
+  EXPECT_NE(error_of(no_prefix).find("needs the prefix cache"), std::string::npos) << error_of(no_prefix);
+  EngineOptions ratio = options(true);
+  ratio.hicache_ratio = 0;
+  EXPECT_NE(error_of(ratio).find("hicache_ratio"), std::string::npos) << error_of(ratio);
+  EngineOptions size = options(true);
+  size.hicache_bytes = -1;
+  EXPECT_NE(error_of(size).find("hicache size"), std::string::npos) << error_of(size);
+  EngineOptions tiny = options(true);
+  tiny.hicache_bytes = 1;
+  EXPECT_NE(error_of(tiny).find("holds no block"), std::string::npos) << error_of(tiny);
+  EngineOptions tp = options(true);
+  tp.tensor_parallel_size = 2;
+  EXPECT_NE(error_of(tp).find("tensor-parallel"), std::string::npos) << error_of(tp);
+}
+
+}  // namespace
+}  // namespace beam::testing
