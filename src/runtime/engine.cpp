@@ -1046,7 +1046,7 @@ void Engine::Impl::run_step() {
     const int64_t room = options_.max_running - static_cast<int64_t>(running.size());
     const HostRestore r = restore_waiting_from_host(
         waiting, std::min<int64_t>(room, kHostRestoreLookahead), kv_, *prefix_);
-    counters_.host_cache.restored_tokens += r.num_tokens;
+    counters_.host_cache.restored_tokens += r.blocks.full * options_.block_size_tokens;
   }
   StepPlan plan = scheduler_.plan(SchedulerInput{running, waiting, &kv_, prefix});
 

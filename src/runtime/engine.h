@@ -206,7 +206,7 @@ struct HostCacheStats {
   bool enabled = false;
   int64_t bytes = 0;           // host memory of its slots
   HostTierStats tier;          // slots, use, blocks saved and loaded
-  int64_t restored_tokens = 0; // prompt tokens whose KV came back from it (counted per restore)
+  int64_t restored_tokens = 0; // tokens of the full blocks loaded back from it
 };
 
 struct EngineStats {

@@ -204,3 +204,41 @@ test('tensor parallelism: two ranks give the reference continuations', async (t)
     assert.equal(await tp.stop(), 0);
   }
 });
+
+// The hierarchical cache (SGLang's --enable-hierarchical-cache): KV pools that hold about one
+// conversation, so the next ones evict it; asked again, it comes back from host memory (its
+// prompt tokens counted as cached) with the text the plain server gives, and /metrics and
+// /get_server_info show the host tier.
+test('hierarchical cache: an evicted conversation comes back from host memory', async () => {
+  const hi = await startServer(['--threads', '2', '--kv-budget-mb', '2', '--block-size', '16',
+    '--max-running', '2', '--max-tokens-per-step', '64', '--enable-hierarchical-cache',
+    '--hicache-ratio', '8'], { model: 'models/beam-nano', tokenizer: null, name: MODEL });
+  try {
+    const client = new (await importNodePackage('openai')).default(
+      { apiKey: 'unused', baseURL: `${hi.baseUrl}/v1`, maxRetries: 0 });
+    const code = 'def scale(values, factor):\n    return [v * factor for v in values]\n\n'.repeat(12);
+    const ask = (c, content) => c.chat.completions.create({ model: MODEL,
+      messages: [{ role: 'user', content }], max_tokens: 12, temperature: 0 });
+    const first = await ask(client, code);
+    for (let i = 1; i <= 3; i++) await ask(client, `Tell me about number ${i} and ${code} ${i}`);
+    const again = await ask(client, code);
+    assert.equal(again.choices[0].message.content, first.choices[0].message.content);
+    assert.equal(again.choices[0].message.content, (await ask(openai, code)).choices[0].message.content);
+    const prompt = again.usage.prompt_tokens;
+    assert.equal(again.usage.prompt_tokens_details.cached_tokens, Math.floor((prompt - 1) / 16) * 16);
+    const metrics = await (await fetch(hi.baseUrl + '/metrics')).text();
+    const value = (series) => Number(metrics.match(new RegExp(`^${series.replace(/[{}]/g, '\\$&')} (\\S+)$`, 'm'))[1]);
+    assert.ok(value('beamserve_hicache_saved_blocks_total{pool="full"}') > 0);
+    assert.ok(value('beamserve_hicache_loaded_blocks_total{pool="full"}') > 0);
+    assert.ok(value('beamserve_hicache_loaded_blocks_total{pool="sliding"}') > 0);
+    assert.ok(value('beamserve_hicache_restored_tokens_total') >= again.usage.prompt_tokens_details.cached_tokens);
+    assert.ok(value('beamserve_hicache_blocks{pool="full",state="total"}') > 0);
+    const info = await (await fetch(hi.baseUrl + '/get_server_info')).json();
+    assert.equal(info.enable_hierarchical_cache, true);
+    assert.equal(info.hicache_ratio, 8);
+    assert.equal(info.hicache_write_policy, 'write_back');
+    assert.equal((await (await fetch(server.baseUrl + '/get_server_info')).json()).enable_hierarchical_cache, false);
+  } finally {
+    assert.equal(await hi.stop(), 0);
+  }
+});

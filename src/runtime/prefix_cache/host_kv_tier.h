@@ -79,6 +79,7 @@ class HostKvTier {
   // Forgets every entry (the slots' bytes stay until reused).
   void clear();
 
+  bool empty() const { return by_key_.empty(); }
   HostTierStats stats() const;
   // Aborts on a broken invariant: key map vs entries, slot ownership and free lists, LRU indexes.
   void check_integrity() const;

@@ -242,9 +242,13 @@ class PrefixCache {
   PrefixNodeId evict_leaf(PrefixNodeId id);
   void break_endpoint(PrefixNodeId id);
   HostBlockRef host_ref(PrefixNodeId id) const;
-  // Follows tokens through device nodes and host entries into host_steps_ while each block's full
-  // KV is in one of them; returns the deepest depth whose window they also hold.
-  int64_t walk_host(std::span<const int32_t> tokens, uint64_t salt, std::vector<HostStep>* steps) const;
+  struct HostWalk {
+    int64_t depth = 0;         // deepest resumable point, device and host together (in blocks)
+    int64_t device_depth = 0;  // the same on the device alone (match()'s)
+  };
+  // Follows tokens through device nodes and host entries into *steps while each block's full KV
+  // is in one of them (nothing when the host tier is empty).
+  HostWalk walk_host(std::span<const int32_t> tokens, uint64_t salt, std::vector<HostStep>* steps) const;
   HostRestore count_restore(std::span<const HostStep> steps, int64_t depth) const;
   void touch_host_steps();  // the entries of host_steps_, deepest first
   void check_nodes() const;

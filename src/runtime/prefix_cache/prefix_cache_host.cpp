@@ -10,15 +10,15 @@ HostBlockRef PrefixCache::host_ref(PrefixNodeId id) const {
   return HostBlockRef{n.key, node(n.parent).key, n.salt, node_tokens(id)};
 }
 
-int64_t PrefixCache::walk_host(std::span<const int32_t> tokens, uint64_t salt,
-                               std::vector<HostStep>* steps) const {
+PrefixCache::HostWalk PrefixCache::walk_host(std::span<const int32_t> tokens, uint64_t salt,
+                                             std::vector<HostStep>* steps) const {
   steps->clear();
-  if (host_ == nullptr || tokens.empty()) return 0;
+  HostWalk walk;
+  if (host_ == nullptr || host_->empty() || tokens.empty()) return walk;
   const int64_t limit = (static_cast<int64_t>(tokens.size()) - 1) / block_size_;
   PrefixNodeId id = kRoot;  // the deepest device node on the path (while it continues there)
   ChainKey key = node(kRoot).key;
-  int64_t best = 0;
-  for (int64_t k = 1, run = 0; k <= limit; ++k) {
+  for (int64_t k = 1, run = 0, device_run = 0; k <= limit; ++k) {
     const std::span<const int32_t> block = tokens.subspan((k - 1) * block_size_, block_size_);
     HostStep st;
     if (id.valid()) {
@@ -38,9 +38,11 @@ int64_t PrefixCache::walk_host(std::span<const int32_t> tokens, uint64_t salt,
     const bool sliding = (st.dev.valid() && node(st.dev).sliding >= 0) ||
                          (on_host && host_->holds(st.entry, AttentionKind::kSliding));
     run = sliding ? run + 1 : 0;
-    if (run >= k - window_first(k)) best = k;
+    if (run >= k - window_first(k)) walk.depth = k;
+    device_run = st.dev.valid() && node(st.dev).sliding >= 0 ? device_run + 1 : 0;
+    if (st.dev.valid() && device_run >= k - window_first(k)) walk.device_depth = k;
   }
-  return best;
+  return walk;
 }
 
 HostRestore PrefixCache::count_restore(std::span<const HostStep> steps, int64_t depth) const {
@@ -57,15 +59,16 @@ HostRestore PrefixCache::count_restore(std::span<const HostStep> steps, int64_t 
 HostRestore PrefixCache::plan_host_restore(std::span<const int32_t> tokens, uint64_t salt) const {
   if (host_ == nullptr) return {};
   std::vector<HostStep> steps;
-  const int64_t depth = walk_host(tokens, salt, &steps);
-  if (depth * block_size_ <= match(tokens, salt).num_tokens) return {};
-  return count_restore(steps, depth);
+  const HostWalk walk = walk_host(tokens, salt, &steps);
+  if (walk.depth <= walk.device_depth) return {};
+  return count_restore(steps, walk.depth);
 }
 
 HostRestore PrefixCache::restore_from_host(std::span<const int32_t> tokens, uint64_t salt) {
   if (host_ == nullptr) return {};
-  const int64_t depth = walk_host(tokens, salt, &host_steps_);
-  if (depth * block_size_ <= match(tokens, salt).num_tokens) return {};
+  const HostWalk walk = walk_host(tokens, salt, &host_steps_);
+  if (walk.depth <= walk.device_depth) return {};
+  const int64_t depth = walk.depth;
   const HostRestore r = count_restore(host_steps_, depth);
   BEAM_CHECK(r.blocks.fits_in(kv_.free_blocks()))
       << "host restore needs " << r.blocks.full << "/" << r.blocks.sliding << " blocks, "
