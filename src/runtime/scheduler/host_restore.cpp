@@ -11,17 +11,21 @@ HostRestore restore_waiting_from_host(std::span<const SeqState> waiting, int64_t
   HostRestore total;
   if (prefix.host_tier() == nullptr) return total;
   std::vector<PrefixNodeId> restored;  // endpoints restored this step
-  BlockCounts spared;                  // their blocks (at most): full path and window
+  BlockCounts spared;  // their blocks (at most: full path and window) and their prompts' rest
   const auto n = std::min<size_t>(waiting.size(), static_cast<size_t>(std::max<int64_t>(max_seqs, 0)));
   for (size_t i = 0; i < n; ++i) {
     const std::span<const int32_t> tokens = reusable_tokens(waiting[i]);
     const uint64_t salt = waiting[i].cache_salt;
     HostRestore r = prefix.plan_host_restore(tokens, salt);
     if (r.num_tokens == 0) continue;
+    // The full blocks its prompt still needs once restored: a restore the admission cannot follow
+    // would be evicted again before it is used.
+    const int64_t rest = blocks_for_tokens(static_cast<int64_t>(waiting[i].tokens.size()), kv.block_size()) -
+                         r.num_tokens / kv.block_size();
+    // Eviction spares the prefixes restored before (a later restore taking their blocks would
+    // undo them) and the rest of their prompts: it may take only what is evictable besides them.
+    if (!(r.blocks + BlockCounts{rest, 0}).fits_in(kv.free_blocks() + prefix.evictable() - spared)) break;
     if (!r.blocks.fits_in(kv.free_blocks())) {
-      // Eviction spares the prefixes restored before (a later restore taking their blocks would
-      // undo them): it may take only what is evictable besides them.
-      if (!r.blocks.fits_in(kv.free_blocks() + prefix.evictable() - spared)) break;
       // Its own device-cached part is spared too (taking it would only grow the restore).
       prefix.touch_host_prefix(tokens, salt);  // the blocks eviction saves go to other slots
       const PrefixNodeId own = prefix.match(tokens, salt).endpoint;
@@ -38,7 +42,8 @@ HostRestore restore_waiting_from_host(std::span<const SeqState> waiting, int64_t
     total.blocks += r.blocks;
     restored.push_back(prefix.match(tokens, salt).endpoint);
     const int64_t depth = r.num_tokens / kv.block_size();
-    spared += BlockCounts{depth, depth - first_visible_block(r.num_tokens, kv.sliding_window(), kv.block_size())};
+    spared += BlockCounts{depth + rest,
+                          depth - first_visible_block(r.num_tokens, kv.sliding_window(), kv.block_size())};
   }
   return total;
 }
