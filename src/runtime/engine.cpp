@@ -476,6 +476,7 @@ class Engine::Impl {
   std::optional<PrefixCache> prefix_;
   std::optional<HostKvStore> host_store_;  // the hierarchical cache's memory (and copies)
   std::optional<HostKvTier> host_tier_;    // its entries; prefix_ saves to and restores from it
+  HostRestoreMemo host_memo_;              // waiting sequences with nothing to restore
   Scheduler scheduler_;
   BatchSampler sampler_;                            // Device::kCpu
   std::optional<DeviceBatchSampler> device_sampler_;  // other devices: logits stay there
@@ -1045,7 +1046,7 @@ void Engine::Impl::run_step() {
   if (host_tier_) {
     const int64_t room = options_.max_running - static_cast<int64_t>(running.size());
     const HostRestore r = restore_waiting_from_host(
-        waiting, std::min<int64_t>(room, kHostRestoreLookahead), kv_, *prefix_);
+        waiting, std::min<int64_t>(room, kHostRestoreLookahead), kv_, *prefix_, &host_memo_);
     counters_.host_cache.restored_tokens += r.blocks.full * options_.block_size_tokens;
   }
   StepPlan plan = scheduler_.plan(SchedulerInput{running, waiting, &kv_, prefix});

@@ -118,6 +118,7 @@ void HostKvTier::save(AttentionKind pool, const HostBlockRef& ref, BlockId block
   e.slot[p] = free_slots_[p].back();
   free_slots_[p].pop_back();
   mover_.save(pool, block, e.slot[p]);
+  ++generation_;
   saved_.of(pool)++;
   if (e.slot[1 - p] >= 0) lru_[1 - p].erase({e.tick, entry});
   e.tick = ++clock_;
@@ -133,6 +134,7 @@ void HostKvTier::load(int32_t entry, AttentionKind pool, BlockId block) {
 }
 
 void HostKvTier::clear() {
+  ++generation_;
   for (size_t i = 0; i < entries_.size(); ++i) {
     Entry& e = entries_[i];
     if (!e.in_use) continue;

@@ -80,6 +80,8 @@ class HostKvTier {
   void clear();
 
   bool empty() const { return by_key_.empty(); }
+  // Bumped whenever a block is saved or everything forgotten (what a lookup can find changed).
+  uint64_t generation() const { return generation_; }
   HostTierStats stats() const;
   // Aborts on a broken invariant: key map vs entries, slot ownership and free lists, LRU indexes.
   void check_integrity() const;
@@ -110,6 +112,7 @@ class HostKvTier {
   int64_t capacity_[2] = {0, 0};
   std::set<std::pair<uint64_t, int32_t>> lru_[2];  // (tick, entry) of entries holding that pool
   uint64_t clock_ = 0;
+  uint64_t generation_ = 0;
   BlockCounts saved_;
   BlockCounts loaded_;
 };

@@ -144,6 +144,8 @@ class PrefixCache {
   // making room for its restore) take other slots first.
   void touch_host_prefix(std::span<const int32_t> tokens, uint64_t salt = 0);
 
+  // Bumped whenever a node or a sliding block leaves the tree (PrefixMatch::epoch).
+  uint64_t epoch() const { return epoch_; }
   PrefixCacheStats stats() const;
   // Aborts on any broken invariant: tree shape, child keys, lock counts vs lock records, window
   // pins, intact endpoints, leaves are endpoints, eviction indexes, evictable counters, and the

@@ -7,17 +7,27 @@
 namespace beam {
 
 HostRestore restore_waiting_from_host(std::span<const SeqState> waiting, int64_t max_seqs,
-                                      const KvCacheManager& kv, PrefixCache& prefix) {
+                                      const KvCacheManager& kv, PrefixCache& prefix,
+                                      HostRestoreMemo* memo) {
   HostRestore total;
   if (prefix.host_tier() == nullptr) return total;
+  HostRestoreMemo kept;  // the memo's entries of sequences still waiting
   std::vector<PrefixNodeId> restored;  // endpoints restored this step
   BlockCounts spared;  // their blocks (at most: full path and window) and their prompts' rest
   const auto n = std::min<size_t>(waiting.size(), static_cast<size_t>(std::max<int64_t>(max_seqs, 0)));
   for (size_t i = 0; i < n; ++i) {
     const std::span<const int32_t> tokens = reusable_tokens(waiting[i]);
     const uint64_t salt = waiting[i].cache_salt;
+    const std::pair<uint64_t, uint64_t> stamp{prefix.epoch(), prefix.host_tier()->generation()};
+    if (auto it = memo->find(waiting[i].id); it != memo->end() && it->second == stamp) {
+      kept.insert(*it);
+      continue;
+    }
     HostRestore r = prefix.plan_host_restore(tokens, salt);
-    if (r.num_tokens == 0) continue;
+    if (r.num_tokens == 0) {
+      kept.emplace(waiting[i].id, stamp);
+      continue;
+    }
     // The full blocks its prompt still needs once restored: a restore the admission cannot follow
     // would be evicted again before it is used.
     const int64_t rest = blocks_for_tokens(static_cast<int64_t>(waiting[i].tokens.size()), kv.block_size()) -
@@ -45,6 +55,7 @@ HostRestore restore_waiting_from_host(std::span<const SeqState> waiting, int64_t
     spared += BlockCounts{depth + rest,
                           depth - first_visible_block(r.num_tokens, kv.sliding_window(), kv.block_size())};
   }
+  *memo = std::move(kept);
   return total;
 }
 

@@ -255,7 +255,7 @@ StepPlan SimEngine::step() {
   }
   if (host_) {  // as the engine: as many as could start now
     const int64_t room = scheduler_.config().max_running_seqs - static_cast<int64_t>(running.size());
-    restore_waiting_from_host(waiting, room, *kv_, *prefix_);
+    restore_waiting_from_host(waiting, room, *kv_, *prefix_, &host_memo_);
   }
   SchedulerInput in{running, waiting, kv_.get(), prefix_.get()};
   StepPlan plan = scheduler_.plan(in);

@@ -12,6 +12,7 @@
 #include "runtime/kv_cache/kv_cache_manager.h"
 #include "runtime/prefix_cache/prefix_cache.h"
 #include "runtime/prefix_cache/host_kv_tier.h"
+#include "runtime/scheduler/host_restore.h"
 #include "runtime/scheduler/scheduler.h"
 #include "runtime/scheduler/step_commit.h"
 
@@ -103,6 +104,7 @@ class SimEngine {
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<SimKv> shadow_;
   std::unique_ptr<HostKvTier> host_;
+  HostRestoreMemo host_memo_;
   std::unique_ptr<PrefixCache> prefix_;
   Scheduler scheduler_;
   std::map<SeqId, SimRequest> requests_;
