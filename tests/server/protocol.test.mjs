@@ -1236,6 +1236,38 @@ test('--speculative-config and --speculative-algorithm NGRAM', async () => {
     /--speculative-ngram-capacity -5 is outside \[0, 1073741824\] tokens/);
 });
 
+// The hierarchical cache's flags (SGLang's): the host tier's settings in /get_server_info, its
+// series in /metrics, and a bad value stops the start naming it.
+test('--enable-hierarchical-cache and its --hicache-* flags', async () => {
+  const s = await startServer(['--enable-hierarchical-cache', '--hicache-size', '0.01',
+    '--hicache-write-policy', 'write_back']);
+  try {
+    const info = await (await fetch(s.baseUrl + '/get_server_info')).json();
+    assert.equal(info.enable_hierarchical_cache, true);
+    assert.equal(info.hicache_size, 0.01);
+    assert.equal(info.hicache_write_policy, 'write_back');
+    const r = await fetch(s.baseUrl + '/v1/completions', { method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, prompt: [5, 6, 7, 8, 9], max_tokens: 4, temperature: 0 }) });
+    assert.equal(r.status, 200);
+    const metrics = await (await fetch(s.baseUrl + '/metrics')).text();
+    assert.match(metrics, /^beamserve_hicache_blocks\{pool="full",state="total"\} [1-9]\d*$/m);
+    assert.match(metrics, /^beamserve_hicache_restored_tokens_total 0$/m);
+  } finally {
+    assert.equal(await s.stop(), 0);
+  }
+  const plain = await (await fetch(server.baseUrl + '/metrics')).text();
+  assert.doesNotMatch(plain, /beamserve_hicache_/);
+  await assert.rejects(startServer(['--hicache-ratio', '3']), /--hicache-ratio needs --enable-hierarchical-cache/);
+  await assert.rejects(startServer(['--enable-hierarchical-cache', '--hicache-ratio', '0']),
+    /--hicache-ratio must be a positive number/);
+  await assert.rejects(startServer(['--enable-hierarchical-cache', '--hicache-size', '-1']),
+    /--hicache-size must be a positive number of GB/);
+  await assert.rejects(startServer(['--enable-hierarchical-cache', '--hicache-write-policy', 'write_through']),
+    /--hicache-write-policy write_through: only write_back is served/);
+  await assert.rejects(startServer(['--enable-hierarchical-cache', '--no-prefix-cache']),
+    /hierarchical cache .* needs the prefix cache/);
+});
+
 // --lora-experts: an adapter on the routed experts is served per request (its tokens differ from
 // the same adapter without its expert modules); without the flag loading it is a 400 naming it.
 test('LoRA adapters on the routed experts need --lora-experts', async () => {

@@ -1,0 +1,173 @@
+// HostKvTier alone, with a mover that records its copies: entries found only under their key,
+// parent, salt and tokens; a block saved once per pool; each pool's slots evicted least recently
+// used; a key taken by another prefix left alone; clear; a pool without slots; chain keys.
+#include <gtest/gtest.h>
+
+#include <tuple>
+#include <vector>
+
+#include "runtime/prefix_cache/host_kv_tier.h"
+
+namespace beam {
+namespace {
+
+struct Copy {
+  bool save;
+  AttentionKind pool;
+  int32_t block;
+  int32_t slot;
+  bool operator==(const Copy&) const = default;
+};
+
+class RecordingMover final : public HostBlockMover {
+ public:
+  void save(AttentionKind pool, BlockId block, int32_t slot) override {
+    copies.push_back({true, pool, block.value, slot});
+  }
+  void load(AttentionKind pool, int32_t slot, BlockId block) override {
+    copies.push_back({false, pool, block.value, slot});
+  }
+  std::vector<Copy> copies;
+};
+
+constexpr int64_t kBlock = 4;
+constexpr AttentionKind kFull = AttentionKind::kFull;
+constexpr AttentionKind kSliding = AttentionKind::kSliding;
+
+// Block i of a chain under the root: tokens {i, i, i, i}.
+struct Chain {
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<ChainKey> keys;  // keys[0]: the root's
+  explicit Chain(int n, uint64_t seed = 0) {
+    keys.push_back(ChainKey{1, 2});
+    for (int i = 0; i < n; ++i) {
+      tokens.push_back(std::vector<int32_t>(kBlock, i + 10 * static_cast<int32_t>(seed)));
+      keys.push_back(keys.back().extend(0x1000 + static_cast<uint64_t>(i) + 97 * seed));
+    }
+  }
+  HostBlockRef ref(int i) const { return HostBlockRef{keys[i + 1], keys[i], 0, tokens[i]}; }
+};
+
+TEST(HostKvTierTest, ABlockSavedIsFoundUnderItsIdentityAndLoadsFromItsSlot) {
+  RecordingMover mover;
+  HostKvTier tier(kBlock, BlockCounts{4, 2}, mover);
+  const Chain c(3);
+  EXPECT_TRUE(tier.empty());
+  const uint64_t g0 = tier.generation();
+  tier.save(kFull, c.ref(1), BlockId(7));
+  EXPECT_GT(tier.generation(), g0);
+  const int32_t e = tier.find(c.ref(1));
+  ASSERT_GE(e, 0);
+  EXPECT_TRUE(tier.holds(e, kFull));
+  EXPECT_FALSE(tier.holds(e, kSliding));
+  EXPECT_EQ(tier.find(c.ref(0)), -1);
+  HostBlockRef other_tokens = c.ref(1);
+  const std::vector<int32_t> t{9, 9, 9, 9};
+  other_tokens.tokens = t;
+  EXPECT_EQ(tier.find(other_tokens), -1);
+  HostBlockRef other_parent = c.ref(1);
+  other_parent.parent = ChainKey{5, 5};
+  EXPECT_EQ(tier.find(other_parent), -1);
+  HostBlockRef salted = c.ref(1);
+  salted.salt = 3;
+  EXPECT_EQ(tier.find(salted), -1);
+  tier.load(e, kFull, BlockId(2));
+  const int32_t slot = mover.copies[0].slot;
+  EXPECT_EQ(mover.copies, (std::vector<Copy>{{true, kFull, 7, slot}, {false, kFull, 2, slot}}));
+  const HostTierStats s = tier.stats();
+  EXPECT_EQ(s.capacity, (BlockCounts{4, 2}));
+  EXPECT_EQ(s.used, (BlockCounts{1, 0}));
+  EXPECT_EQ(s.saved, (BlockCounts{1, 0}));
+  EXPECT_EQ(s.loaded, (BlockCounts{1, 0}));
+  EXPECT_EQ(s.num_entries, 1);
+  tier.check_integrity();
+}
+
+TEST(HostKvTierTest, ABlockIsCopiedOncePerPool) {
+  RecordingMover mover;
+  HostKvTier tier(kBlock, BlockCounts{4, 2}, mover);
+  const Chain c(1);
+  tier.save(kFull, c.ref(0), BlockId(1));
+  const uint64_t g = tier.generation();
+  tier.save(kFull, c.ref(0), BlockId(5));  // the same prefix's block again: nothing to copy
+  EXPECT_EQ(tier.generation(), g);
+  tier.save(kSliding, c.ref(0), BlockId(3));
+  ASSERT_EQ(mover.copies.size(), 2u);
+  EXPECT_EQ(mover.copies[1].pool, kSliding);
+  const int32_t e = tier.find(c.ref(0));
+  EXPECT_TRUE(tier.holds(e, kFull) && tier.holds(e, kSliding));
+  EXPECT_EQ(tier.stats().num_entries, 1);
+  tier.check_integrity();
+}
+
+TEST(HostKvTierTest, EachPoolEvictsItsLeastRecentlyUsedSlot) {
+  RecordingMover mover;
+  HostKvTier tier(kBlock, BlockCounts{2, 1}, mover);
+  const Chain c(4);
+  tier.save(kFull, c.ref(0), BlockId(0));
+  tier.save(kSliding, c.ref(0), BlockId(0));
+  tier.save(kFull, c.ref(1), BlockId(1));
+  tier.touch(tier.find(c.ref(0)));         // 0 is now the most recent
+  tier.save(kFull, c.ref(2), BlockId(2));  // takes 1's slot: 1 had only that, so it goes
+  EXPECT_EQ(tier.find(c.ref(1)), -1);
+  ASSERT_GE(tier.find(c.ref(0)), 0);
+  EXPECT_EQ(mover.copies.back().slot, mover.copies[2].slot);  // 1's slot reused
+  tier.save(kFull, c.ref(3), BlockId(3));  // takes 0's full slot; 0 keeps its sliding one
+  const int32_t e0 = tier.find(c.ref(0));
+  ASSERT_GE(e0, 0);
+  EXPECT_FALSE(tier.holds(e0, kFull));
+  EXPECT_TRUE(tier.holds(e0, kSliding));
+  tier.save(kSliding, c.ref(3), BlockId(3));  // the only sliding slot: 0 goes entirely
+  EXPECT_EQ(tier.find(c.ref(0)), -1);
+  EXPECT_EQ(tier.stats().used, (BlockCounts{2, 1}));
+  EXPECT_EQ(tier.stats().num_entries, 2);
+  tier.check_integrity();
+}
+
+TEST(HostKvTierTest, AKeyHeldByAnotherPrefixIsLeftAlone) {
+  RecordingMover mover;
+  HostKvTier tier(kBlock, BlockCounts{4, 4}, mover);
+  const Chain c(1);
+  tier.save(kFull, c.ref(0), BlockId(0));
+  HostBlockRef impostor = c.ref(0);  // the same 128 key bits, other tokens
+  const std::vector<int32_t> t{7, 7, 7, 7};
+  impostor.tokens = t;
+  tier.save(kSliding, impostor, BlockId(1));
+  EXPECT_EQ(mover.copies.size(), 1u);
+  EXPECT_EQ(tier.find(impostor), -1);
+  EXPECT_FALSE(tier.holds(tier.find(c.ref(0)), kSliding));
+  tier.check_integrity();
+}
+
+TEST(HostKvTierTest, ClearForgetsEverythingAndAPoolWithoutSlotsSavesNothing) {
+  RecordingMover mover;
+  HostKvTier tier(kBlock, BlockCounts{3, 0}, mover);
+  const Chain c(3);
+  for (int i = 0; i < 3; ++i) {
+    tier.save(kFull, c.ref(i), BlockId(i));
+    tier.save(kSliding, c.ref(i), BlockId(i));  // no sliding slots: ignored
+  }
+  EXPECT_EQ(mover.copies.size(), 3u);
+  EXPECT_EQ(tier.stats().used, (BlockCounts{3, 0}));
+  const uint64_t g = tier.generation();
+  tier.clear();
+  EXPECT_GT(tier.generation(), g);
+  EXPECT_TRUE(tier.empty());
+  EXPECT_EQ(tier.stats().used, (BlockCounts{}));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(tier.find(c.ref(i)), -1);
+  tier.check_integrity();
+  tier.save(kFull, c.ref(0), BlockId(0));  // every slot is free again
+  EXPECT_EQ(tier.stats().used, (BlockCounts{1, 0}));
+  tier.check_integrity();
+}
+
+TEST(HostKvTierTest, ChainKeysDependOnEveryBlockAndTheirOrder) {
+  const ChainKey root{1, 2};
+  EXPECT_NE(root.extend(5), root.extend(6));
+  EXPECT_NE(root.extend(5).extend(6), root.extend(6).extend(5));
+  EXPECT_EQ(root.extend(5).extend(6), root.extend(5).extend(6));
+  EXPECT_NE(root.extend(5).hi, root.extend(5).lo);
+}
+
+}  // namespace
+}  // namespace beam
