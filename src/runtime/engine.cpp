@@ -1144,7 +1144,7 @@ int32_t Engine::Impl::lora_slot_of(const Sequence& seq) {
 }
 
 // Admission order: priority first; then, while the queue is short, longest cached prefix first
-// (SGLang's "lpm"): a session's next turn that hits the cache needs few new blocks and keeps its
+// (SGLang's "lpm"; device and host tier together): a session's next turn that hits the cache needs few new blocks and keeps its
 // prefix from being evicted by a cold request, which is what keeps multi-session hit rates from
 // collapsing under pool pressure. A request passed over for kMaxSkippedSteps steps is served in
 // arrival order again, so none starves.
@@ -1160,7 +1160,11 @@ void Engine::Impl::order_waiting() {
   std::unordered_map<SeqId, Key> keys;
   for (SeqId id : waiting_) {
     Sequence& s = seqs_.at(id);
-    int64_t cached = lpm ? match_reusable(*prefix_, scheduler_view(s)).num_tokens : 0;
+    // With a host tier, what it could restore counts too (SGLang's LPM counts host hits).
+    const SeqState view = scheduler_view(s);
+    int64_t cached = !lpm      ? 0
+                     : host_tier_ ? prefix_->match_with_host(reusable_tokens(view), view.cache_salt)
+                                  : match_reusable(*prefix_, view).num_tokens;
     keys[id] = Key{s.priority, s.waited_steps++ > kMaxSkippedSteps, cached, s.arrival};
   }
   std::stable_sort(waiting_.begin(), waiting_.end(), [&](SeqId a, SeqId b) {

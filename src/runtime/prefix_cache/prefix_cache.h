@@ -140,6 +140,9 @@ class PrefixCache {
   // them, the deepest point an endpoint (unlocked: eviction may take it back). Requires the plan's
   // blocks free in the pools. Returns the plan it carried out.
   HostRestore restore_from_host(std::span<const int32_t> tokens, uint64_t salt = 0);
+  // The tokens of `tokens` that match() would find after restore_from_host (match()'s own without
+  // a host tier or with an empty one). Pure.
+  int64_t match_with_host(std::span<const int32_t> tokens, uint64_t salt = 0) const;
   // Marks the host tier's blocks of that prefix used now, so that blocks saved next (an eviction
   // making room for its restore) take other slots first.
   void touch_host_prefix(std::span<const int32_t> tokens, uint64_t salt = 0);

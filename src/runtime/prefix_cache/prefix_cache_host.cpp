@@ -64,6 +64,12 @@ HostRestore PrefixCache::plan_host_restore(std::span<const int32_t> tokens, uint
   return count_restore(steps, walk.depth);
 }
 
+int64_t PrefixCache::match_with_host(std::span<const int32_t> tokens, uint64_t salt) const {
+  if (host_ == nullptr || host_->empty()) return match(tokens, salt).num_tokens;
+  std::vector<HostStep> steps;
+  return walk_host(tokens, salt, &steps).depth * block_size_;
+}
+
 HostRestore PrefixCache::restore_from_host(std::span<const int32_t> tokens, uint64_t salt) {
   if (host_ == nullptr) return {};
   const HostWalk walk = walk_host(tokens, salt, &host_steps_);

@@ -369,5 +369,46 @@ TEST_F(PrefixCacheTest, CreateValidatesTheCheckpointInterval) {
   EXPECT_TRUE(PrefixCache::create(*kv_, PrefixCacheConfig{8}).ok());
 }
 
+// A host tier (HostKvTier with a mover that counts its copies): evicting a finished sequence's
+// prefix saves its blocks; match() then finds nothing, match_with_host() and plan_host_restore()
+// the whole prefix, and restore_from_host() brings it back under the same salt only.
+class CountingMover final : public HostBlockMover {
+ public:
+  void save(AttentionKind pool, BlockId, int32_t) override { saved.of(pool)++; }
+  void load(AttentionKind pool, int32_t, BlockId) override { loaded.of(pool)++; }
+  BlockCounts saved, loaded;
+};
+
+TEST_F(PrefixCacheTest, EvictedBlocksComeBackFromTheHostTier) {
+  CountingMover mover;
+  HostKvTier tier(kB, BlockCounts{64, 64}, mover);
+  pc_->attach_host_tier(&tier);
+  const std::vector<int32_t> t = seq_tokens(100, 26);  // 6 whole blocks, 2 tokens more
+  run(SeqId(1), t, 5, /*salt=*/9);
+  const std::vector<int32_t> again = concat(std::vector<int32_t>(t.begin(), t.begin() + 24), {-5});
+  ASSERT_EQ(pc_->match(again, 9).num_tokens, 24);
+  EXPECT_EQ(pc_->plan_host_restore(again, 9).num_tokens, 0);  // the device has it all
+  pc_->evict_until_free(kv_->total_blocks());  // everything out, to the host
+  pc_->check_integrity();
+  EXPECT_EQ(mover.saved.full, 6);
+  EXPECT_GE(mover.saved.sliding, 2);
+  EXPECT_EQ(pc_->match(again, 9).num_tokens, 0);
+  EXPECT_EQ(pc_->match_with_host(again, 9), 24);
+  EXPECT_EQ(pc_->match_with_host(again, 0), 0);  // another salt: nothing
+  const HostRestore plan = pc_->plan_host_restore(again, 9);
+  EXPECT_EQ(plan.num_tokens, 24);
+  EXPECT_EQ(plan.blocks, (BlockCounts{6, 2}));  // every full block, the window's sliding ones
+  EXPECT_EQ(pc_->restore_from_host(again, 0).num_tokens, 0);
+  EXPECT_EQ(pc_->restore_from_host(again, 9).num_tokens, 24);
+  pc_->check_integrity();
+  EXPECT_EQ(mover.loaded, (BlockCounts{6, 2}));
+  EXPECT_EQ(pc_->match(again, 9).num_tokens, 24);
+  EXPECT_EQ(run(SeqId(2), again, 5, 9), 24);  // admitted on the restored prefix
+  pc_->flush();  // empties the host tier too
+  EXPECT_TRUE(tier.empty());
+  EXPECT_EQ(pc_->match_with_host(again, 9), 0);
+  pc_->check_integrity();
+}
+
 }  // namespace
 }  // namespace beam
