@@ -90,6 +90,11 @@ int bench_offline(int argc, char** argv) {
   j["model"] = *dir;
   j["workload"] = args->get_or("workload", "uniform");
   j["max_tokens_per_step"] = (*engine)->max_tokens_per_step();
+  if (eo.enable_hierarchical_cache) {  // the host tier as it was sized
+    const HostCacheStats h = (*engine)->stats().host_cache;
+    j["host_tier"] = {{"bytes", h.bytes}, {"full_blocks", h.tier.capacity.full},
+                      {"sliding_blocks", h.tier.capacity.sliding}};
+  }
   if (args->has("json")) {
     std::printf("%s\n", j.dump().c_str());
   } else {
