@@ -21,7 +21,8 @@ using HostRestoreMemo = std::unordered_map<SeqId, std::pair<uint64_t, uint64_t>>
 
 // For the first max_seqs of `waiting` (in admission order): PrefixCache::restore_from_host of
 // its reusable tokens, evicting device blocks (to the host tier) when the free ones are too few
-// but never the prefixes restored before it (so none undoes another). A restore is made only when
+// but never the prefixes of the sequences ahead of it (restored before or cached: they are
+// admitted first, so none undoes another). A restore is made only when
 // the pools could also hold the rest of that prompt (else it would be evicted again unused).
 // Stops at the first sequence whose restore does not fit (head of line, as admission). Returns the blocks and tokens loaded
 // (num_tokens: the restored prefixes' lengths summed).
