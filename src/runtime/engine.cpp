@@ -7,6 +7,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <limits>
 #include <set>
 #include <thread>
@@ -131,7 +132,18 @@ BlockCounts host_tier_slots(const EngineOptions& options, const KvStorage& stora
   return slots;
 }
 
-// The host tier's memory (EngineOptions::enable_hierarchical_cache), logged; none when off.
+// Host memory the kernel could give without swapping (MemAvailable in /proc/meminfo), if known.
+std::optional<int64_t> available_host_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key, unit;
+  int64_t kib = 0;
+  while (meminfo >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return std::nullopt;
+}
+
+// The host tier's memory (EngineOptions::enable_hierarchical_cache), logged; none when off. A
+// tier larger than the host's available memory is refused before any of it is pinned.
 Expected<std::optional<HostKvStore>> make_host_store(const EngineOptions& options,
                                                      const KernelContext& ctx,
                                                      const KvStorage& storage) {
@@ -139,6 +151,13 @@ Expected<std::optional<HostKvStore>> make_host_store(const EngineOptions& option
   const BlockCounts slots = host_tier_slots(options, storage);
   if (slots.full == 0 && slots.sliding == 0)
     return make_error("engine: the hierarchical cache's host size holds no block of either pool");
+  int64_t bytes = 0;
+  for (AttentionKind pool : kKvPools)
+    if (slots.of(pool) > 0) bytes += slots.of(pool) * HostKvStore::block_bytes(storage, pool);
+  if (const std::optional<int64_t> available = available_host_bytes(); available && bytes > *available)
+    return make_error("engine: the hierarchical cache's host tier needs " + std::to_string(bytes) +
+                      " bytes but the host has " + std::to_string(*available) +
+                      " available: lower --hicache-ratio or give --hicache-size");
   BEAM_ASSIGN_OR_RETURN(HostKvStore store, HostKvStore::create(ctx, storage, slots));
   char line[200];
   std::snprintf(line, sizeof(line),

@@ -130,6 +130,11 @@ TEST_F(HierarchicalCacheTest, SettingsItCannotServeAreErrors) {
   EngineOptions tiny = options(true);
   tiny.hicache_bytes = 1;
   EXPECT_NE(error_of(tiny).find("holds no block"), std::string::npos) << error_of(tiny);
+  EngineOptions huge = options(true);
+  huge.hicache_bytes = int64_t{1} << 52;  // 4 PiB: more than any host has
+  EXPECT_NE(error_of(huge).find("available: lower --hicache-ratio or give --hicache-size"),
+            std::string::npos)
+      << error_of(huge);
   EngineOptions tp = options(true);
   tp.tensor_parallel_size = 2;
   EXPECT_NE(error_of(tp).find("tensor-parallel"), std::string::npos) << error_of(tp);
