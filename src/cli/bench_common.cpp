@@ -176,7 +176,8 @@ nlohmann::json bench_result_json(const BenchResult& r) {
           {"spec_accepted_tokens", r.spec_accepted_tokens},
           {"host_restored_tokens", r.host_restored_tokens},
           {"host_saved_blocks", r.host_saved_blocks},
-          {"host_loaded_blocks", r.host_loaded_blocks}};
+          {"host_loaded_blocks", r.host_loaded_blocks},
+          {"host_unused_blocks", r.host_unused_blocks}};
 }
 
 }  // namespace beam::cli

@@ -1538,6 +1538,7 @@ void Engine::Impl::publish_stats() {
   if (host_tier_) {
     s.host_cache.bytes = host_store_->bytes();
     s.host_cache.tier = host_tier_->stats();
+    s.host_cache.unused_blocks = prefix_->stats().host_restores_unused;
   }
   s.max_loras = options_.max_loras;
   if (s.max_loras > 0) {

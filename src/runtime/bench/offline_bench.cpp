@@ -73,6 +73,7 @@ class Driver {
     r.host_restored_tokens = after.host_cache.restored_tokens - before.host_cache.restored_tokens;
     r.host_saved_blocks = blocks(after.host_cache.tier.saved) - blocks(before.host_cache.tier.saved);
     r.host_loaded_blocks = blocks(after.host_cache.tier.loaded) - blocks(before.host_cache.tier.loaded);
+    r.host_unused_blocks = after.host_cache.unused_blocks - before.host_cache.unused_blocks;
     return r;
   }
 

@@ -56,6 +56,7 @@ struct BenchResult {
   int64_t host_restored_tokens = 0;
   int64_t host_saved_blocks = 0;
   int64_t host_loaded_blocks = 0;
+  int64_t host_unused_blocks = 0;  // full blocks loaded back, then evicted unused
 };
 
 // Runs the workload to completion on `engine` (greedy decoding; ignore_eos and exact output_len

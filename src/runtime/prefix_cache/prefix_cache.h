@@ -52,6 +52,9 @@ struct PrefixCacheStats {
   int64_t num_nodes = 0;      // cached blocks (full pool)
   int64_t num_endpoints = 0;  // resumable points with a pinned window
   int64_t num_loose = 0;      // sliding blocks no endpoint pins and nobody locks
+  // Full blocks restored from the host tier that eviction took again before any sequence used
+  // them (since creation): restores that cost a copy each way for nothing.
+  int64_t host_restores_unused = 0;
   BlockCounts held;           // blocks the tree holds a reference to
   BlockCounts evictable;      // blocks eviction can return to the pools
 };
@@ -175,6 +178,7 @@ class PrefixCache {
     uint64_t loose_tick = 0;
     bool endpoint = false;
     bool in_use = false;
+    bool restored = false;    // its full block came from the host tier and no sequence locked it yet
     uint64_t tick = 0;        // last use as a match or insert endpoint
     int64_t reuse_gap = -1;   // ticks between the last two uses of this session, -1 unknown
     bool in_interior_index = false;
@@ -289,7 +293,8 @@ class PrefixCache {
   uint64_t clock_ = 0;
   uint64_t loose_clock_ = 0;
   uint64_t epoch_ = 0;  // bumped whenever a node or a sliding block leaves the tree
-  int64_t mean_reuse_gap_ = -1;  // moving average of observed reuse gaps, -1 before the first
+  int64_t mean_reuse_gap_ = -1;
+  int64_t host_restores_unused_ = 0;  // moving average of observed reuse gaps, -1 before the first
   std::vector<PrefixNodeId> path_;     // scratch of insert() / cache_running()
   std::vector<int32_t> full_scratch_;  // scratch of acquire()
   std::vector<PrefixNodeId> protect_scratch_;  // scratch of evict_until_free()

@@ -77,6 +77,7 @@ void PrefixCache::delete_node(PrefixNodeId id) {
       << "delete of busy node " << id.value;
   if (n.sliding >= 0) drop_sliding(id);
   if (host_ != nullptr && saving_) host_->save(AttentionKind::kFull, host_ref(id), BlockId(n.full));
+  host_restores_unused_ += n.restored;
   kv_.release_block(AttentionKind::kFull, BlockId(n.full));
   children_.erase(ChildKey{n.parent.value, n.hash});
   --node(n.parent).num_children;
@@ -184,6 +185,7 @@ PrefixCacheStats PrefixCache::stats() const {
   s.num_nodes = num_nodes_;
   s.num_endpoints = num_endpoints_;
   s.num_loose = static_cast<int64_t>(loose_index_.size());
+  s.host_restores_unused = host_restores_unused_;
   s.held = {num_nodes_, num_sliding_held_};
   s.evictable = evictable();
   return s;

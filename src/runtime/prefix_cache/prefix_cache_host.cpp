@@ -88,6 +88,7 @@ HostRestore PrefixCache::restore_from_host(std::span<const int32_t> tokens, uint
       const BlockId b = kv_.allocate_block(AttentionKind::kFull);
       host_->load(st.entry, AttentionKind::kFull, b);
       st.dev = new_node(parent, tokens.subspan(i * block_size_, block_size_), salt, b.value);
+      node(st.dev).restored = true;
       kv_.release_block(AttentionKind::kFull, b);
     }
     parent = st.dev;

@@ -56,6 +56,7 @@ void PrefixCache::add_full_lock(PrefixNodeId id, int delta) {
   Node& n = node(id);
   const bool was_unlocked = n.full_lock == 0;
   n.full_lock += delta;
+  if (n.full_lock > 0) n.restored = false;
   BEAM_CHECK(n.full_lock >= 0) << "full lock underflow on node " << id.value;
   num_evictable_full_ += static_cast<int64_t>(n.full_lock == 0) - static_cast<int64_t>(was_unlocked);
 }

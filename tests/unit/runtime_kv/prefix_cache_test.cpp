@@ -402,8 +402,15 @@ TEST_F(PrefixCacheTest, EvictedBlocksComeBackFromTheHostTier) {
   EXPECT_EQ(pc_->restore_from_host(again, 9).num_tokens, 24);
   pc_->check_integrity();
   EXPECT_EQ(mover.loaded, (BlockCounts{6, 2}));
+  EXPECT_EQ(pc_->stats().host_restores_unused, 0);
   EXPECT_EQ(pc_->match(again, 9).num_tokens, 24);
+  // Evicted again before any sequence used it: six full blocks loaded for nothing.
+  pc_->evict_until_free(kv_->total_blocks());
+  EXPECT_EQ(pc_->stats().host_restores_unused, 6);
+  ASSERT_EQ(pc_->restore_from_host(again, 9).num_tokens, 24);
   EXPECT_EQ(run(SeqId(2), again, 5, 9), 24);  // admitted on the restored prefix
+  pc_->evict_until_free(kv_->total_blocks());
+  EXPECT_EQ(pc_->stats().host_restores_unused, 6);  // used this time: not counted
   pc_->flush();  // empties the host tier too
   EXPECT_TRUE(tier.empty());
   EXPECT_EQ(pc_->match_with_host(again, 9), 0);
