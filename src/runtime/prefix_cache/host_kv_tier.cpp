@@ -120,10 +120,8 @@ void HostKvTier::save(AttentionKind pool, const HostBlockRef& ref, BlockId block
   mover_.save(pool, block, e.slot[p]);
   ++generation_;
   saved_.of(pool)++;
-  if (e.slot[1 - p] >= 0) lru_[1 - p].erase({e.tick, entry});
-  e.tick = ++clock_;
-  for (int q = 0; q < 2; ++q)
-    if (e.slot[q] >= 0) lru_[q].emplace(e.tick, entry);
+  lru_[p].emplace(e.tick, entry);  // indexed under its old tick, which touch() moves
+  touch(entry);
 }
 
 void HostKvTier::load(int32_t entry, AttentionKind pool, BlockId block) {

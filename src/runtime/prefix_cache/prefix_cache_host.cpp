@@ -30,7 +30,9 @@ PrefixCache::HostWalk PrefixCache::walk_host(std::span<const int32_t> tokens, ui
     const uint64_t hash = st.dev.valid() ? node(st.dev).hash
                                          : child_hash(k == 1 ? kRoot : PrefixNodeId(), block, salt);
     const ChainKey next = key.extend(hash);
-    st.entry = host_->find(HostBlockRef{next, key, k == 1 ? salt : 0, block});
+    // A block the device holds whole (full and sliding) needs nothing from the host.
+    if (!st.dev.valid() || node(st.dev).sliding < 0)
+      st.entry = host_->find(HostBlockRef{next, key, k == 1 ? salt : 0, block});
     key = next;
     const bool on_host = st.entry >= 0;
     if (!st.dev.valid() && !(on_host && host_->holds(st.entry, AttentionKind::kFull))) break;

@@ -34,7 +34,7 @@ void SimKv::copy(const BlockCopy& c) {
 
 void SimKv::save(AttentionKind pool, BlockId block, int32_t slot) {
   const int p = pool_index(pool);
-  ASSERT_LT(static_cast<size_t>((slot + 1) * block_size_), host_[p].size() + 1);
+  ASSERT_LE(static_cast<size_t>((slot + 1) * block_size_), host_[p].size());
   std::copy_n(device_[p].begin() + block.value * block_size_, block_size_, host_[p].begin() + slot * block_size_);
 }
 
