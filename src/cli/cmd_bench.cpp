@@ -30,6 +30,9 @@ Expected<WorkloadOptions> workload_from_args(const Args& a) {
   BEAM_ASSIGN_OR_RETURN(o.turns, a.get_int("turns", o.turns));
   BEAM_ASSIGN_OR_RETURN(o.first_prompt_len, a.get_int("first-prompt-len", o.first_prompt_len));
   BEAM_ASSIGN_OR_RETURN(o.turn_append_len, a.get_int("turn-append-len", o.turn_append_len));
+  BEAM_ASSIGN_OR_RETURN(o.one_off_per_turn, a.get_int("one-off-per-turn", 0));
+  if (o.one_off_per_turn < 0 || o.one_off_per_turn > 1000)
+    return make_error("--one-off-per-turn must be in [0, 1000], got " + std::to_string(o.one_off_per_turn));
   BEAM_ASSIGN_OR_RETURN(int64_t seed, a.get_int("seed", 1));
   o.seed = static_cast<uint64_t>(seed);
   for (int64_t v : {o.requests, o.prompt_len, o.output_len, o.conversations, o.turns, o.first_prompt_len})
@@ -42,6 +45,7 @@ int bench_offline(int argc, char** argv) {
   std::set<std::string> flags = {
       "model",      "workload",      "requests",       "prompt-len",       "shared-prefix-len",
       "output-len", "conversations", "turns",          "first-prompt-len", "turn-append-len",
+      "one-off-per-turn",
       "seed",       "kv-budget-mb",  "block-size",     "max-step-tokens",  "max-running",
       "threads",    "device",        "no-cuda-graphs", "attention-probs"};
   flags.insert(std::begin(kSpeculativeFlags), std::end(kSpeculativeFlags));
@@ -93,7 +97,8 @@ int bench_offline(int argc, char** argv) {
   if (eo.enable_hierarchical_cache) {  // the host tier as it was sized
     const HostCacheStats h = (*engine)->stats().host_cache;
     j["host_tier"] = {{"bytes", h.bytes}, {"full_blocks", h.tier.capacity.full},
-                      {"sliding_blocks", h.tier.capacity.sliding}};
+                      {"sliding_blocks", h.tier.capacity.sliding},
+                      {"write_policy", host_write_policy_name(eo.hicache_write_policy)}};
   }
   if (args->has("json")) {
     std::printf("%s\n", j.dump().c_str());

@@ -25,10 +25,14 @@ Status hierarchical_cache_from_args(const Args& args, EngineOptions* options) {
     options->hicache_bytes = static_cast<int64_t>(gb * 1e9);  // SGLang counts GB as 1e9 bytes
   }
   const std::string policy = args.get_or("hicache-write-policy", "write_back");
-  if (policy != "write_back")
-    return make_error("--hicache-write-policy " + policy +
-                      ": only write_back is served (blocks go to the host as the device evicts them)");
-  return ok_status();
+  for (HostWritePolicy p : {HostWritePolicy::kWriteBack, HostWritePolicy::kWriteThrough,
+                            HostWritePolicy::kWriteThroughSelective})
+    if (policy == host_write_policy_name(p)) {
+      options->hicache_write_policy = p;
+      return ok_status();
+    }
+  return make_error("--hicache-write-policy " + policy +
+                    ": expected write_back, write_through or write_through_selective");
 }
 
 }  // namespace beam::cli

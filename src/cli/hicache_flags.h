@@ -15,7 +15,7 @@ inline constexpr const char* kHierarchicalCacheFlags[] = {"hicache-ratio", "hica
 
 // SGLang's --enable-hierarchical-cache with --hicache-ratio R (host blocks per device block,
 // default 2), --hicache-size GB (host bytes, overriding the ratio) and --hicache-write-policy
-// (write_back only: blocks go to the host as the device evicts them). A size or ratio without
+// (write_back, the default; write_through; write_through_selective). A size or ratio without
 // the switch, a non-positive one, or another policy is an error naming the flag.
 Status hierarchical_cache_from_args(const Args& args, EngineOptions* options);
 

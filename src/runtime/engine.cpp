@@ -161,9 +161,10 @@ Expected<std::optional<HostKvStore>> make_host_store(const EngineOptions& option
   BEAM_ASSIGN_OR_RETURN(HostKvStore store, HostKvStore::create(ctx, storage, slots));
   char line[200];
   std::snprintf(line, sizeof(line),
-                "engine: hierarchical cache: %lld full + %lld sliding blocks in %.3f GiB of %s host memory",
+                "engine: hierarchical cache: %lld full + %lld sliding blocks in %.3f GiB of %s host memory, %s",
                 static_cast<long long>(slots.full), static_cast<long long>(slots.sliding),
-                to_gib(store.bytes()), ctx.device == Device::kCuda ? "pinned" : "plain");
+                to_gib(store.bytes()), ctx.device == Device::kCuda ? "pinned" : "plain",
+                host_write_policy_name(options.hicache_write_policy));
   log_info(line);
   return std::optional<HostKvStore>(std::move(store));
 }
@@ -203,7 +204,7 @@ class Engine::Impl {
       host_store_ = std::move(host_store);
       host_store_->attach(storage_);
       host_tier_.emplace(options.block_size_tokens, host_store_->slots(), *host_store_);
-      prefix_->attach_host_tier(&*host_tier_);
+      prefix_->attach_host_tier(&*host_tier_, options.hicache_write_policy);
     }
     const auto& eos = model_.config().eos_token_ids;
     eos_.assign(eos.begin(), eos.end());

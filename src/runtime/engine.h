@@ -136,6 +136,9 @@ struct EngineOptions {
   // The host tier's bytes (SGLang's hicache_size, in GB there); overrides hicache_ratio. Split
   // between the pools as the device pools' bytes are.
   std::optional<int64_t> hicache_bytes;
+  // When blocks go to the host tier (SGLang's hicache_write_policy): write-back as eviction drops
+  // them; write-through also as they are cached; write-through-selective only once reused.
+  HostWritePolicy hicache_write_policy = HostWritePolicy::kWriteBack;
   bool cuda_graphs = true;                     // CUDA: decode steps replay CUDA graphs (docs/runtime.md, Device)
   // How attention's P enters P·V (KernelContext::attention_probs): kBf16 = FlashAttention's
   // rounding.

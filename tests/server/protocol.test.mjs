@@ -1240,12 +1240,12 @@ test('--speculative-config and --speculative-algorithm NGRAM', async () => {
 // series in /metrics, and a bad value stops the start naming it.
 test('--enable-hierarchical-cache and its --hicache-* flags', async () => {
   const s = await startServer(['--enable-hierarchical-cache', '--hicache-size', '0.01',
-    '--hicache-write-policy', 'write_back']);
+    '--hicache-write-policy', 'write_through_selective']);
   try {
     const info = await (await fetch(s.baseUrl + '/get_server_info')).json();
     assert.equal(info.enable_hierarchical_cache, true);
     assert.equal(info.hicache_size, 0.01);
-    assert.equal(info.hicache_write_policy, 'write_back');
+    assert.equal(info.hicache_write_policy, 'write_through_selective');
     const r = await fetch(s.baseUrl + '/v1/completions', { method: 'POST', headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model: MODEL, prompt: [5, 6, 7, 8, 9], max_tokens: 4, temperature: 0 }) });
     assert.equal(r.status, 200);
@@ -1262,8 +1262,8 @@ test('--enable-hierarchical-cache and its --hicache-* flags', async () => {
     /--hicache-ratio must be a positive number/);
   await assert.rejects(startServer(['--enable-hierarchical-cache', '--hicache-size', '-1']),
     /--hicache-size must be a positive number of GB/);
-  await assert.rejects(startServer(['--enable-hierarchical-cache', '--hicache-write-policy', 'write_through']),
-    /--hicache-write-policy write_through: only write_back is served/);
+  await assert.rejects(startServer(['--enable-hierarchical-cache', '--hicache-write-policy', 'write_around']),
+    /--hicache-write-policy write_around: expected write_back, write_through or write_through_selective/);
   await assert.rejects(startServer(['--enable-hierarchical-cache', '--no-prefix-cache']),
     /hierarchical cache .* needs the prefix cache/);
 });

@@ -56,7 +56,10 @@ class Driver {
         break;
       }
       case Workload::kAgentic:
-        for (int64_t c = 0; c < o_.conversations; ++c) submit(random_tokens(o_.first_prompt_len), c, 1);
+        for (int64_t c = 0; c < o_.conversations; ++c) {
+          submit(random_tokens(o_.first_prompt_len), c, 1);
+          submit_one_offs();
+        }
         break;
     }
     drive();
@@ -83,6 +86,10 @@ class Driver {
     std::vector<int32_t> t(static_cast<size_t>(n));
     for (auto& x : t) x = d(rng_);
     return t;
+  }
+
+  void submit_one_offs() {
+    for (int64_t i = 0; i < o_.one_off_per_turn; ++i) submit(random_tokens(o_.first_prompt_len), -1, 0);
   }
 
   void submit(std::vector<int32_t> prompt, int64_t conversation, int64_t turn) {
@@ -148,6 +155,7 @@ class Driver {
         auto append = random_tokens(o_.turn_append_len);
         next.insert(next.end(), append.begin(), append.end());
         submit(std::move(next), tr->conversation, tr->turn + 1);
+        submit_one_offs();
         lock.lock();
       }
     }

@@ -26,6 +26,10 @@ struct WorkloadOptions {
   int64_t turns = 13;
   int64_t first_prompt_len = 2048;
   int64_t turn_append_len = 750;
+  // agentic: one-off prompts (first_prompt_len random tokens, never sent again) submitted beside
+  // every turn: background traffic that competes with the sessions for the caches. Counted in
+  // the totals, not in the per-turn hit rates.
+  int64_t one_off_per_turn = 0;
   uint64_t seed = 1;
   // Every request's output constraint (structured output); null: free output with ignore_eos.
   // A constrained output may end before output_len (the JSON decides, not ignore_eos).

@@ -24,6 +24,15 @@ ChainKey ChainKey::extend(uint64_t h) const {
           mix((lo + 0x632be59bd9b4e019ull) ^ ((h << 29) | (h >> 35))) ^ 0x85ebca6b0c3b7f2dull};
 }
 
+const char* host_write_policy_name(HostWritePolicy policy) {
+  switch (policy) {
+    case HostWritePolicy::kWriteBack: return "write_back";
+    case HostWritePolicy::kWriteThrough: return "write_through";
+    case HostWritePolicy::kWriteThroughSelective: return "write_through_selective";
+  }
+  return "?";
+}
+
 HostKvTier::HostKvTier(int64_t block_size, BlockCounts slots, HostBlockMover& mover)
     : block_size_(block_size), mover_(mover) {
   BEAM_CHECK(block_size > 0 && slots.full >= 0 && slots.sliding >= 0) << "host tier sizes";
@@ -75,7 +84,7 @@ int32_t HostKvTier::new_entry(const HostBlockRef& ref) {
 
 void HostKvTier::drop_slot(int32_t entry, int p) {
   Entry& e = entries_[entry];
-  lru_[p].erase({e.tick, entry});
+  lru_[p].erase(lru_key(entry, p));
   free_slots_[p].push_back(e.slot[p]);
   e.slot[p] = -1;
   if (e.slot[0] < 0 && e.slot[1] < 0) {
@@ -87,19 +96,19 @@ void HostKvTier::drop_slot(int32_t entry, int p) {
 
 void HostKvTier::evict_one(int p) {
   BEAM_CHECK(!lru_[p].empty()) << "host tier: no slot to evict";
-  drop_slot(lru_[p].begin()->second, p);
+  drop_slot(std::get<2>(*lru_[p].begin()), p);
 }
 
 void HostKvTier::touch(int32_t entry) {
   Entry& e = entries_[entry];
   for (int p = 0; p < 2; ++p)
-    if (e.slot[p] >= 0) lru_[p].erase({e.tick, entry});
+    if (e.slot[p] >= 0) lru_[p].erase(lru_key(entry, p));
   e.tick = ++clock_;
   for (int p = 0; p < 2; ++p)
-    if (e.slot[p] >= 0) lru_[p].emplace(e.tick, entry);
+    if (e.slot[p] >= 0) lru_[p].insert(lru_key(entry, p));
 }
 
-void HostKvTier::save(AttentionKind pool, const HostBlockRef& ref, BlockId block) {
+void HostKvTier::save(AttentionKind pool, const HostBlockRef& ref, BlockId block, HostRank rank) {
   BEAM_CHECK(static_cast<int64_t>(ref.tokens.size()) == block_size_) << "host tier: block of "
                                                                      << ref.tokens.size() << " tokens";
   const int p = index(pool);
@@ -108,19 +117,28 @@ void HostKvTier::save(AttentionKind pool, const HostBlockRef& ref, BlockId block
   if (entry < 0) {
     if (by_key_.count(ref.key) != 0) return;  // another prefix under the same key: keep it
   } else if (entries_[entry].slot[p] >= 0) {
+    Entry& e = entries_[entry];
+    if (rank > e.rank[p]) {
+      lru_[p].erase(lru_key(entry, p));
+      e.rank[p] = rank;
+      lru_[p].insert(lru_key(entry, p));
+    }
     touch(entry);
     return;
   }
-  // Evict before creating the entry, so eviction never deletes the entry being filled.
-  if (free_slots_[p].empty()) evict_one(p);
+  if (free_slots_[p].empty()) {
+    if (std::get<0>(*lru_[p].begin()) > rank) return;  // every held block outranks this one
+    evict_one(p);  // before creating the entry, so eviction never deletes the entry being filled
+  }
   if (entry < 0) entry = new_entry(ref);
   Entry& e = entries_[entry];
   e.slot[p] = free_slots_[p].back();
+  e.rank[p] = rank;
   free_slots_[p].pop_back();
   mover_.save(pool, block, e.slot[p]);
   ++generation_;
   saved_.of(pool)++;
-  lru_[p].emplace(e.tick, entry);  // indexed under its old tick, which touch() moves
+  lru_[p].insert(lru_key(entry, p));  // indexed under its old tick, which touch() moves
   touch(entry);
 }
 
@@ -169,7 +187,7 @@ void HostKvTier::check_integrity() const {
       ++held[p];
       BEAM_CHECK(e.slot[p] < capacity_[p] && !slot_used[p][e.slot[p]]) << "host slot " << e.slot[p] << " twice";
       slot_used[p][e.slot[p]] = 1;
-      BEAM_CHECK(lru_[p].count({e.tick, static_cast<int32_t>(i)}) == 1) << "host entry " << i << " lru";
+      BEAM_CHECK(lru_[p].count(lru_key(static_cast<int32_t>(i), p)) == 1) << "host entry " << i << " lru";
     }
   }
   BEAM_CHECK_EQ(in_use, static_cast<int64_t>(by_key_.size())) << "host key map size";

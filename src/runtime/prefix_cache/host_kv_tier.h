@@ -1,16 +1,18 @@
-// HostKvTier: the hierarchical cache's host memory tier (SGLang's HiCache, write-back). Blocks
-// the device prefix cache evicts are copied into host slots here and loaded back when a later
-// prompt extends a device-cached prefix with them. Entries are keyed by a 128-bit chain key of
-// their whole prefix (salt included) and checked against their block's tokens, parent key and
-// salt, so a lookup can only go wrong if two different prefixes share 128 key bits. Each entry
-// may hold a full-pool block and a sliding-pool block; each pool's slots are evicted least
-// recently used first. The copies go through a HostBlockMover (the engine's HostKvStore; a
-// recording fake in tests). One owner: the engine thread (with the PrefixCache that feeds it).
+// HostKvTier: the hierarchical cache's host memory tier (SGLang's HiCache). Blocks the device
+// prefix cache evicts (and, by HostWritePolicy, caches) are copied into host slots here and
+// loaded back when a later prompt extends a device-cached prefix with them. Entries are keyed by
+// a 128-bit chain key of their whole prefix (salt included) and checked against their block's
+// tokens, parent key and salt, so a lookup can only go wrong if two different prefixes share 128
+// key bits. Each entry may hold a full-pool block and a sliding-pool block; each pool's slots are
+// evicted least recently used first, loose blocks (HostRank::kLoose) before resumable ones. The
+// copies go through a HostBlockMover (the engine's HostKvStore; a recording fake in tests). One
+// owner: the engine thread (with the PrefixCache that feeds it).
 #pragma once
 
 #include <cstdint>
 #include <set>
 #include <span>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -50,6 +52,20 @@ class HostBlockMover {
   virtual void load(AttentionKind pool, int32_t slot, BlockId block) = 0;
 };
 
+// How much a saved block is worth keeping. Sliding blocks that were never in the window before
+// a resumable point (loose windows: a running sequence's old blocks) resume nothing unless a
+// prompt stops exactly there, so they go first and never displace a resumable block.
+enum class HostRank : uint8_t { kLoose = 0, kResumable = 1 };
+
+// When the prefix cache copies its blocks to the host tier (SGLang's --hicache-write-policy).
+enum class HostWritePolicy : uint8_t {
+  kWriteBack,              // as eviction drops them (one copy per block evicted)
+  kWriteThrough,           // also as they are cached (full blocks) and pinned (endpoint windows)
+  kWriteThroughSelective,  // only blocks a second sequence used, as that happens (and at eviction)
+};
+// "write_back", "write_through", "write_through_selective".
+const char* host_write_policy_name(HostWritePolicy policy);
+
 struct HostTierStats {
   BlockCounts capacity;  // slots per pool
   BlockCounts used;      // slots holding a block
@@ -68,9 +84,10 @@ class HostKvTier {
   // Whether entry holds a block of pool.
   bool holds(int32_t entry, AttentionKind pool) const;
   // Copies device block `block` of `pool` into ref's entry (created when absent) unless it holds
-  // one of that pool already (then it only counts as used now). Takes the least recently used
-  // slot of the pool when none is free. A key whose entry has other tokens is left alone.
-  void save(AttentionKind pool, const HostBlockRef& ref, BlockId block);
+  // one of that pool already (then it only counts as used now, at the higher of both ranks).
+  // When no slot is free it takes the lowest-ranked least recently used one, unless that one
+  // outranks `rank` (then nothing is saved). A key whose entry has other tokens is left alone.
+  void save(AttentionKind pool, const HostBlockRef& ref, BlockId block, HostRank rank = HostRank::kResumable);
   // Copies entry's block of pool into device block `block`. Requires holds(entry, pool).
   void load(int32_t entry, AttentionKind pool, BlockId block);
   // Marks entry used now (a restore touches its prefix deepest first, so the shallow blocks the
@@ -92,13 +109,17 @@ class HostKvTier {
     ChainKey parent;
     uint64_t salt = 0;
     int32_t slot[2] = {-1, -1};  // [full, sliding]
+    HostRank rank[2] = {HostRank::kResumable, HostRank::kResumable};
     uint64_t tick = 0;
     bool in_use = false;
   };
   static int index(AttentionKind pool) { return pool == AttentionKind::kFull ? 0 : 1; }
   std::span<const int32_t> entry_tokens(int32_t entry) const;
   int32_t new_entry(const HostBlockRef& ref);
-  // Frees the least recently used slot of pool (deleting its entry if that was its last slot).
+  using LruKey = std::tuple<HostRank, uint64_t, int32_t>;  // (rank, tick, entry)
+  LruKey lru_key(int32_t entry, int p) const { return {entries_[entry].rank[p], entries_[entry].tick, entry}; }
+  // Frees the lowest-ranked least recently used slot of pool (deleting its entry if that was
+  // its last slot).
   void evict_one(int p);
   void drop_slot(int32_t entry, int p);
 
@@ -110,7 +131,7 @@ class HostKvTier {
   std::unordered_map<ChainKey, int32_t, ChainKeyHash> by_key_;
   std::vector<int32_t> free_slots_[2];
   int64_t capacity_[2] = {0, 0};
-  std::set<std::pair<uint64_t, int32_t>> lru_[2];  // (tick, entry) of entries holding that pool
+  std::set<LruKey> lru_[2];  // entries holding a block of that pool, eviction order first
   uint64_t clock_ = 0;
   uint64_t generation_ = 0;
   BlockCounts saved_;

@@ -192,6 +192,7 @@ int64_t PrefixCache::build_path(SeqId seq, std::span<const int32_t> tokens, int6
     if (!child.valid()) {
       if (!create) return num_blocks;
       child = new_node(id, tokens.subspan(i * B, B), salt, kv_.full_table(seq)[i]);
+      note_use(child);  // inserted unlocked: the sequence's use counts here
     }
     path_.push_back(child);
     id = child;

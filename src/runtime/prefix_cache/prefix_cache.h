@@ -132,9 +132,15 @@ class PrefixCache {
   void flush();
 
   // ---- hierarchical cache (HostKvTier) ----
-  // From now on, every block eviction takes from the tree (full or sliding) is saved to `tier`
-  // first (nullptr: none). tier must outlive the cache.
-  void attach_host_tier(HostKvTier* tier) { host_ = tier; }
+  // From now on, blocks go to `tier` (nullptr: none) as `policy` says: every block eviction
+  // takes from the tree (full or sliding) is saved first, and with write-through also every full
+  // block as it is cached and every endpoint window's sliding block as it is pinned; with
+  // write-through-selective only blocks a second sequence used (a lock or an insert counts as a
+  // use), as they reach that count and when evicted. tier must outlive the cache.
+  void attach_host_tier(HostKvTier* tier, HostWritePolicy policy = HostWritePolicy::kWriteBack) {
+    host_ = tier;
+    write_policy_ = policy;
+  }
   HostKvTier* host_tier() const { return host_; }
   // What restore_from_host(tokens, salt) would do (pure; nothing without a host tier): the
   // deepest point past match()'s whose full blocks and window the device and host hold together.
@@ -176,9 +182,11 @@ class PrefixCache {
     int32_t window_pins = 0;  // endpoints whose window contains this node
     bool in_loose_index = false;  // sliding block held, unpinned, unlocked
     uint64_t loose_tick = 0;
+    bool window_was_pinned = false;  // its sliding block was in a resumable endpoint's window (host rank)
     bool endpoint = false;
     bool in_use = false;
     bool restored = false;    // its full block came from the host tier and no sequence locked it yet
+    int32_t uses = 0;         // sequences that locked or inserted it (restored: 1), for the write policy
     uint64_t tick = 0;        // last use as a match or insert endpoint
     int64_t reuse_gap = -1;   // ticks between the last two uses of this session, -1 unknown
     bool in_interior_index = false;
@@ -229,14 +237,18 @@ class PrefixCache {
   void reindex_loose(PrefixNodeId id);
   void delete_node(PrefixNodeId id);
   // Deletes useless unlocked leaves upward from id; stops at a node that is needed, or whose
-  // window is intact (it becomes an endpoint). Returns where it stopped.
-  PrefixNodeId prune(PrefixNodeId id);
+  // window is intact (it becomes an endpoint; `evicting`: a fallback point eviction left, whose
+  // window keeps its host rank). Returns where it stopped.
+  PrefixNodeId prune(PrefixNodeId id, bool evicting);
   void set_sliding(PrefixNodeId id, int32_t block);
   void drop_sliding(PrefixNodeId id);
   void add_full_lock(PrefixNodeId id, int delta);
   void add_sliding_lock(PrefixNodeId id, int delta);
   void lock_path(const LockRecord& rec);
-  void mark_endpoint(PrefixNodeId id);
+  // Pins id's window. `resumable`: a point prompts resume at (session tails, matches,
+  // checkpoints, restores), which ranks its window's blocks on the host; eviction's fallback
+  // points are not.
+  void mark_endpoint(PrefixNodeId id, bool resumable = true);
   void unmark_endpoint(PrefixNodeId id);
   void touch(PrefixNodeId id);
   void reindex(PrefixNodeId id);
@@ -251,6 +263,16 @@ class PrefixCache {
   PrefixNodeId evict_leaf(PrefixNodeId id);
   void break_endpoint(PrefixNodeId id);
   HostBlockRef host_ref(PrefixNodeId id) const;
+  // Uses a node needs before its blocks go to the host tier ahead of eviction (0: never, write-back).
+  int32_t write_through_uses() const;
+  // Whether eviction saves the node's blocks to the host tier (all but write-through-selective's
+  // single-use blocks).
+  bool host_keeps(const Node& n) const;
+  // A sequence locked or inserted the node: counts the use, and copies its blocks (full; sliding
+  // if held and pinned once) to the host when that makes it reach write_through_uses().
+  void note_use(PrefixNodeId id);
+  // The node's sliding block to the host tier (ranked by whether it was ever pinned).
+  void save_sliding(PrefixNodeId id);
   struct HostWalk {
     int64_t depth = 0;         // deepest resumable point, device and host together (in blocks)
     int64_t device_depth = 0;  // the same on the device alone (match()'s)
@@ -269,6 +291,7 @@ class PrefixCache {
   KvCacheManager& kv_;
   PrefixCacheConfig config_;
   HostKvTier* host_ = nullptr;
+  HostWritePolicy write_policy_ = HostWritePolicy::kWriteBack;
   bool saving_ = true;  // evictions save to host_ (off while flushing)
   int64_t block_size_;
   int64_t window_;
@@ -293,8 +316,8 @@ class PrefixCache {
   uint64_t clock_ = 0;
   uint64_t loose_clock_ = 0;
   uint64_t epoch_ = 0;  // bumped whenever a node or a sliding block leaves the tree
-  int64_t mean_reuse_gap_ = -1;
-  int64_t host_restores_unused_ = 0;  // moving average of observed reuse gaps, -1 before the first
+  int64_t mean_reuse_gap_ = -1;  // moving average of observed reuse gaps, -1 before the first
+  int64_t host_restores_unused_ = 0;
   std::vector<PrefixNodeId> path_;     // scratch of insert() / cache_running()
   std::vector<int32_t> full_scratch_;  // scratch of acquire()
   std::vector<PrefixNodeId> protect_scratch_;  // scratch of evict_until_free()

@@ -76,7 +76,7 @@ void PrefixCache::delete_node(PrefixNodeId id) {
              n.sliding_lock == 0 && n.window_pins == 0)
       << "delete of busy node " << id.value;
   if (n.sliding >= 0) drop_sliding(id);
-  if (host_ != nullptr && saving_) host_->save(AttentionKind::kFull, host_ref(id), BlockId(n.full));
+  if (host_ != nullptr && saving_ && host_keeps(n)) host_->save(AttentionKind::kFull, host_ref(id), BlockId(n.full));
   host_restores_unused_ += n.restored;
   kv_.release_block(AttentionKind::kFull, BlockId(n.full));
   children_.erase(ChildKey{n.parent.value, n.hash});
@@ -89,12 +89,12 @@ void PrefixCache::delete_node(PrefixNodeId id) {
   ++epoch_;
 }
 
-PrefixNodeId PrefixCache::prune(PrefixNodeId id) {
+PrefixNodeId PrefixCache::prune(PrefixNodeId id, bool evicting) {
   while (id != kRoot) {
     const Node& n = node(id);
     if (n.num_children > 0 || n.endpoint || n.full_lock > 0) break;
     if (window_intact(id)) {  // still resumable here: the new end of this prefix
-      mark_endpoint(id);
+      mark_endpoint(id, /*resumable=*/!evicting);
       break;
     }
     const PrefixNodeId parent = n.parent;
@@ -112,7 +112,7 @@ PrefixNodeId PrefixCache::evict_leaf(PrefixNodeId id) {
   const PrefixNodeId parent = node(id).parent;
   delete_node(id);
   reindex(parent);
-  const PrefixNodeId survivor = prune(parent);
+  const PrefixNodeId survivor = prune(parent, /*evicting=*/true);
   Node& s = node(survivor);
   if (survivor != kRoot && s.endpoint && s.num_children == 0 && s.tick < tick) {
     s.tick = tick;  // the same session, shorter: it keeps its recency and pace

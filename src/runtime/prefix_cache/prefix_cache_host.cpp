@@ -1,5 +1,5 @@
-// PrefixCache and the host tier (HostKvTier): saving what eviction drops, and restoring a
-// prefix the device and the host hold together.
+// PrefixCache and the host tier (HostKvTier): the write policy's saves, and restoring a prefix
+// the device and the host hold together.
 #include "core/check.h"
 #include "runtime/prefix_cache/prefix_cache.h"
 
@@ -47,6 +47,33 @@ PrefixCache::HostWalk PrefixCache::walk_host(std::span<const int32_t> tokens, ui
   return walk;
 }
 
+int32_t PrefixCache::write_through_uses() const {
+  switch (write_policy_) {
+    case HostWritePolicy::kWriteBack: return 0;
+    case HostWritePolicy::kWriteThrough: return 1;
+    case HostWritePolicy::kWriteThroughSelective: return 2;  // SGLang's threshold for it
+  }
+  return 0;
+}
+
+bool PrefixCache::host_keeps(const Node& n) const {
+  return write_policy_ != HostWritePolicy::kWriteThroughSelective || n.uses >= write_through_uses();
+}
+
+void PrefixCache::save_sliding(PrefixNodeId id) {
+  const Node& n = node(id);
+  host_->save(AttentionKind::kSliding, host_ref(id), BlockId(n.sliding),
+              n.window_was_pinned ? HostRank::kResumable : HostRank::kLoose);
+}
+
+void PrefixCache::note_use(PrefixNodeId id) {
+  Node& n = node(id);
+  ++n.uses;
+  if (host_ == nullptr || n.uses != write_through_uses()) return;
+  host_->save(AttentionKind::kFull, host_ref(id), BlockId(n.full));
+  if (n.sliding >= 0 && n.window_was_pinned) save_sliding(id);
+}
+
 HostRestore PrefixCache::count_restore(std::span<const HostStep> steps, int64_t depth) const {
   HostRestore r;
   r.num_tokens = depth * block_size_;
@@ -91,6 +118,7 @@ HostRestore PrefixCache::restore_from_host(std::span<const int32_t> tokens, uint
       host_->load(st.entry, AttentionKind::kFull, b);
       st.dev = new_node(parent, tokens.subspan(i * block_size_, block_size_), salt, b.value);
       node(st.dev).restored = true;
+      node(st.dev).uses = 1;  // the host holds it: a sequence used it before
       kv_.release_block(AttentionKind::kFull, b);
     }
     parent = st.dev;

@@ -142,7 +142,7 @@ void PrefixCache::release(SeqId seq) {
     id = node(id).parent;
   }
   reindex(rec.endpoint);
-  prune(rec.endpoint);
+  prune(rec.endpoint, /*evicting=*/false);
 }
 
 

@@ -35,9 +35,10 @@ void PrefixCache::drop_sliding(PrefixNodeId id) {
   Node& n = node(id);
   BEAM_CHECK(n.sliding >= 0 && n.sliding_lock == 0 && n.window_pins == 0)
       << "drop_sliding on node " << id.value << " in use";
-  if (host_ != nullptr && saving_) host_->save(AttentionKind::kSliding, host_ref(id), BlockId(n.sliding));
+  if (host_ != nullptr && saving_ && host_keeps(n)) save_sliding(id);
   kv_.release_block(AttentionKind::kSliding, BlockId(n.sliding));
   n.sliding = -1;
+  n.window_was_pinned = false;
   --num_sliding_held_;
   --num_evictable_sliding_;
   ++epoch_;
@@ -56,6 +57,7 @@ void PrefixCache::add_full_lock(PrefixNodeId id, int delta) {
   Node& n = node(id);
   const bool was_unlocked = n.full_lock == 0;
   n.full_lock += delta;
+  if (delta > 0) note_use(id);
   if (n.full_lock > 0) n.restored = false;
   BEAM_CHECK(n.full_lock >= 0) << "full lock underflow on node " << id.value;
   num_evictable_full_ += static_cast<int64_t>(n.full_lock == 0) - static_cast<int64_t>(was_unlocked);
@@ -82,13 +84,16 @@ bool PrefixCache::window_intact(PrefixNodeId id) const {
   return true;
 }
 
-void PrefixCache::mark_endpoint(PrefixNodeId id) {
+void PrefixCache::mark_endpoint(PrefixNodeId id, bool resumable) {
   Node& e = node(id);
   BEAM_CHECK(!e.endpoint && id != kRoot) << "mark_endpoint on node " << id.value;
   BEAM_CHECK(window_intact(id)) << "endpoint " << id.value << " without an intact window";
   PrefixNodeId w = id;
+  const int32_t early = host_ != nullptr && resumable ? write_through_uses() : 0;
   for (int64_t i = e.depth - 1; i >= window_first(e.depth); --i) {
     ++node(w).window_pins;
+    if (resumable) node(w).window_was_pinned = true;
+    if (early > 0 && node(w).uses >= early) save_sliding(w);  // write-through of the window
     reindex_loose(w);
     w = node(w).parent;
   }

@@ -165,7 +165,7 @@ void handle_server_info(const ServerState& state, const std::shared_ptr<Exchange
       {"enable_hierarchical_cache", engine.enable_hierarchical_cache},
       {"hicache_ratio", engine.hicache_ratio},
       {"hicache_size", engine.hicache_bytes ? static_cast<double>(*engine.hicache_bytes) / 1e9 : 0.0},
-      {"hicache_write_policy", "write_back"},
+      {"hicache_write_policy", host_write_policy_name(engine.hicache_write_policy)},
       {"disable_cuda_graph", !engine.cuda_graphs},
       {"attention_probs", attention_probs_name(engine.attention_probs)},
       {"tp_size", engine.tensor_parallel_size},  // SGLang's name: ranks the model is split over

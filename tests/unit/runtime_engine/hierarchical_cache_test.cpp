@@ -1,7 +1,7 @@
 // The hierarchical cache (EngineOptions::enable_hierarchical_cache, SGLang's HiCache) on the CPU:
 // pools that hold about one prompt, so later prompts evict it; the host tier gives it back when it
-// returns, with the tokens and logprobs of an engine that computes it from scratch; the host's
-// counters, sizing and flush; settings it refuses.
+// returns, with the tokens and logprobs of an engine that computes it from scratch, under each
+// write policy; the host's counters, sizing and flush; settings it refuses.
 #include <gtest/gtest.h>
 
 #include "engine_test_util.h"
@@ -44,6 +44,24 @@ class HierarchicalCacheTest : public ::testing::Test {
     return r;
   }
 
+  static void expect_same(const SiblingResult& r, const SiblingResult& reference) {
+    EXPECT_EQ(r.tokens, reference.tokens);
+    ASSERT_EQ(r.logprobs.size(), reference.logprobs.size());
+    for (size_t i = 0; i < r.logprobs.size(); ++i) {
+      EXPECT_EQ(r.logprobs[i].chosen.logprob, reference.logprobs[i].chosen.logprob) << "token " << i;
+      ASSERT_EQ(r.logprobs[i].top.size(), reference.logprobs[i].top.size());
+      for (size_t k = 0; k < r.logprobs[i].top.size(); ++k) {
+        EXPECT_EQ(r.logprobs[i].top[k].token, reference.logprobs[i].top[k].token);
+        EXPECT_EQ(r.logprobs[i].top[k].logprob, reference.logprobs[i].top[k].logprob);
+      }
+    }
+  }
+  SiblingResult reference(const RunRequest& r) const {
+    EngineOptions plain = options(false);
+    plain.enable_prefix_cache = false;
+    return run_all(*make(plain), {r})[0][0];
+  }
+
   std::shared_ptr<const BeamWeights> weights_;
   int64_t vocab_ = 0;
 };
@@ -53,9 +71,7 @@ TEST_F(HierarchicalCacheTest, AnEvictedPromptComesBackFromTheHostExactly) {
   std::vector<RunRequest> others;
   for (uint64_t s = 0; s < 3; ++s) others.push_back(request(150, 20 + s));
 
-  EngineOptions plain = options(false);
-  plain.enable_prefix_cache = false;
-  const SiblingResult reference = run_all(*make(plain), {a})[0][0];
+  const SiblingResult expected = reference(a);
 
   auto device_only = make(options(false));
   run_all(*device_only, {a});
@@ -76,21 +92,49 @@ TEST_F(HierarchicalCacheTest, AnEvictedPromptComesBackFromTheHostExactly) {
   EXPECT_EQ(after.host_cache.restored_tokens - before.host_cache.restored_tokens, loaded_full * 16);
   EXPECT_GT(after.host_cache.tier.loaded.sliding, before.host_cache.tier.loaded.sliding);
 
-  for (const SiblingResult* r : {&first, &again}) {
-    EXPECT_EQ(r->tokens, reference.tokens);
-    ASSERT_EQ(r->logprobs.size(), reference.logprobs.size());
-    for (size_t i = 0; i < r->logprobs.size(); ++i) {
-      EXPECT_EQ(r->logprobs[i].chosen.logprob, reference.logprobs[i].chosen.logprob) << "token " << i;
-      ASSERT_EQ(r->logprobs[i].top.size(), reference.logprobs[i].top.size());
-      for (size_t k = 0; k < r->logprobs[i].top.size(); ++k) {
-        EXPECT_EQ(r->logprobs[i].top[k].token, reference.logprobs[i].top[k].token);
-        EXPECT_EQ(r->logprobs[i].top[k].logprob, reference.logprobs[i].top[k].logprob);
-      }
-    }
-  }
+  expect_same(first, expected);
+  expect_same(again, expected);
   hicache->flush_prefix_cache();  // also forgets the host tier
   expect_pools_full(*hicache);
   EXPECT_EQ(hicache->stats().host_cache.tier.used, BlockCounts{});
+}
+
+// Write-through copies the prompt as it is cached (before anything is evicted); write-through-
+// selective copies it only once a second request used it, and drops a single-use prompt. Either
+// way what comes back is exact.
+TEST_F(HierarchicalCacheTest, WriteThroughPoliciesCopyAsTheyCacheAndGiveItBackExactly) {
+  const RunRequest a = request(160, 11);
+  const SiblingResult expected = reference(a);
+  std::vector<RunRequest> others;
+  for (uint64_t s = 0; s < 3; ++s) others.push_back(request(150, 20 + s));
+
+  EngineOptions through = options(true);
+  through.hicache_write_policy = HostWritePolicy::kWriteThrough;
+  auto wt = make(through);
+  run_all(*wt, {a});
+  EXPECT_GE(wt->stats().host_cache.tier.saved.full, 9);  // its whole blocks, nothing evicted yet
+  for (const RunRequest& r : others) run_all(*wt, {r});
+  const SiblingResult back = run_all(*wt, {a})[0][0];
+  EXPECT_EQ(back.usage.cached_prompt_tokens, 144);
+  expect_same(back, expected);
+
+  EngineOptions selective = options(true);
+  selective.hicache_write_policy = HostWritePolicy::kWriteThroughSelective;
+  auto ws = make(selective);
+  run_all(*ws, {a});
+  EXPECT_EQ(ws->stats().host_cache.tier.saved.full, 0);  // one use
+  for (const RunRequest& r : others) run_all(*ws, {r});   // evicted: single-use, not saved
+  EXPECT_EQ(ws->stats().host_cache.tier.saved.full, 0);
+  const SiblingResult cold = run_all(*ws, {a})[0][0];
+  EXPECT_LT(cold.usage.cached_prompt_tokens, 144);
+  const SiblingResult warm = run_all(*ws, {a})[0][0];  // its second use: now on the host
+  EXPECT_EQ(warm.usage.cached_prompt_tokens, 144);
+  EXPECT_GT(ws->stats().host_cache.tier.saved.full, 0);
+  for (const RunRequest& r : others) run_all(*ws, {r});
+  const SiblingResult hot = run_all(*ws, {a})[0][0];
+  EXPECT_EQ(hot.usage.cached_prompt_tokens, 144);
+  for (const SiblingResult* r : {&cold, &warm, &hot}) expect_same(*r, expected);
+  expect_pools_full(*ws);
 }
 
 TEST_F(HierarchicalCacheTest, StatsDescribeTheHostTier) {

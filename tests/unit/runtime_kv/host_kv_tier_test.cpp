@@ -1,6 +1,7 @@
 // HostKvTier alone, with a mover that records its copies: entries found only under their key,
 // parent, salt and tokens; a block saved once per pool; each pool's slots evicted least recently
-// used; a key taken by another prefix left alone; clear; a pool without slots; chain keys.
+// used, loose blocks first and never over resumable ones; a key taken by another prefix left
+// alone; clear; a pool without slots; chain keys.
 #include <gtest/gtest.h>
 
 #include <tuple>
@@ -122,6 +123,43 @@ TEST(HostKvTierTest, EachPoolEvictsItsLeastRecentlyUsedSlot) {
   EXPECT_EQ(tier.stats().used, (BlockCounts{2, 1}));
   EXPECT_EQ(tier.stats().num_entries, 2);
   tier.check_integrity();
+}
+
+TEST(HostKvTierTest, LooseBlocksGoFirstAndNeverDisplaceResumableOnes) {
+  RecordingMover mover;
+  HostKvTier tier(kBlock, BlockCounts{0, 2}, mover);
+  const Chain c(5);
+  tier.save(kSliding, c.ref(0), BlockId(0));                   // resumable
+  tier.save(kSliding, c.ref(1), BlockId(1), HostRank::kLoose);  // loose, more recent
+  tier.save(kSliding, c.ref(2), BlockId(2));                   // takes the loose one's slot
+  EXPECT_EQ(tier.find(c.ref(1)), -1);
+  EXPECT_GE(tier.find(c.ref(0)), 0);
+  EXPECT_GE(tier.find(c.ref(2)), 0);
+  const size_t copies = mover.copies.size();
+  tier.save(kSliding, c.ref(3), BlockId(3), HostRank::kLoose);  // every slot outranks it
+  EXPECT_EQ(tier.find(c.ref(3)), -1);
+  EXPECT_EQ(mover.copies.size(), copies);
+  EXPECT_EQ(tier.stats().saved, (BlockCounts{0, 3}));  // 0, 1 and 2; not 3
+  // A loose block saved again as resumable is ranked up in place (no copy); then only the
+  // least recently used resumable block is taken.
+  tier.save(kSliding, c.ref(0), BlockId(0));
+  tier.save(kSliding, c.ref(4), BlockId(4), HostRank::kLoose);  // still nothing loose to take
+  EXPECT_EQ(tier.find(c.ref(4)), -1);
+  HostKvTier ranked(kBlock, BlockCounts{0, 2}, mover);
+  ranked.save(kSliding, c.ref(0), BlockId(0), HostRank::kLoose);
+  ranked.save(kSliding, c.ref(1), BlockId(1), HostRank::kLoose);
+  const size_t before = mover.copies.size();
+  ranked.save(kSliding, c.ref(0), BlockId(0));  // ranked up: 1 is now the one to go
+  EXPECT_EQ(mover.copies.size(), before);
+  ranked.save(kSliding, c.ref(2), BlockId(2), HostRank::kLoose);
+  EXPECT_EQ(ranked.find(c.ref(1)), -1);
+  EXPECT_GE(ranked.find(c.ref(0)), 0);
+  EXPECT_GE(ranked.find(c.ref(2)), 0);
+  ranked.save(kSliding, c.ref(3), BlockId(3));  // resumable: takes the loose one (2), not 0
+  EXPECT_EQ(ranked.find(c.ref(2)), -1);
+  EXPECT_GE(ranked.find(c.ref(0)), 0);
+  tier.check_integrity();
+  ranked.check_integrity();
 }
 
 TEST(HostKvTierTest, AKeyHeldByAnotherPrefixIsLeftAlone) {

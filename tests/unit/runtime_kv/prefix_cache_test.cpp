@@ -2,7 +2,9 @@
 // window-aware radix prefix cache, with check_integrity() after every operation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "runtime/kv_cache/kv_cache_manager.h"
@@ -415,6 +417,88 @@ TEST_F(PrefixCacheTest, EvictedBlocksComeBackFromTheHostTier) {
   EXPECT_TRUE(tier.empty());
   EXPECT_EQ(pc_->match_with_host(again, 9), 0);
   pc_->check_integrity();
+}
+
+// A mover that records which blocks went to the host (save order kept).
+class RecordingSaves final : public HostBlockMover {
+ public:
+  void save(AttentionKind pool, BlockId block, int32_t) override { saves.push_back({pool, block.value}); }
+  void load(AttentionKind pool, int32_t, BlockId) override { loaded.of(pool)++; }
+  std::vector<std::pair<AttentionKind, int32_t>> saves;
+  BlockCounts loaded;
+  int64_t count(AttentionKind pool) const {
+    return std::count_if(saves.begin(), saves.end(), [&](const auto& s) { return s.first == pool; });
+  }
+};
+
+TEST_F(PrefixCacheTest, WriteThroughCopiesBlocksAsTheyAreCachedAndEvictionAddsOnlyWhatIsMissing) {
+  RecordingSaves mover;
+  HostKvTier tier(kB, BlockCounts{64, 64}, mover);
+  pc_->attach_host_tier(&tier, HostWritePolicy::kWriteThrough);
+  const std::vector<int32_t> t = seq_tokens(100, 26);  // 6 whole blocks
+  start(SeqId(1), t);
+  EXPECT_EQ(mover.count(AttentionKind::kFull), 6);     // each full block as it was cached
+  EXPECT_EQ(mover.count(AttentionKind::kSliding), 0);  // no endpoint window pinned yet
+  finish(SeqId(1), t);
+  EXPECT_EQ(mover.count(AttentionKind::kSliding), 2);  // the tail's window, pinned at insert
+  const std::vector<int32_t> again = concat(std::vector<int32_t>(t.begin(), t.begin() + 24), {-5});
+  EXPECT_EQ(pc_->match_with_host(again), 24);
+  const int64_t held_sliding = pc_->stats().held.sliding;
+  ASSERT_GT(held_sliding, 2);  // loose windows besides the tail's
+  pc_->evict_until_free(kv_->total_blocks());
+  pc_->check_integrity();
+  EXPECT_EQ(mover.count(AttentionKind::kFull), 6);  // the host had them all: no second copy
+  // Eviction copied only the sliding blocks the host lacked: the loose ones.
+  EXPECT_EQ(mover.count(AttentionKind::kSliding), held_sliding);
+  EXPECT_EQ(pc_->restore_from_host(again).num_tokens, 24);
+  EXPECT_EQ(run(SeqId(2), again), 24);
+  tier.check_integrity();
+  pc_->check_integrity();
+}
+
+TEST_F(PrefixCacheTest, WriteThroughSelectiveKeepsOnlyPrefixesASecondSequenceUsed) {
+  RecordingSaves mover;
+  HostKvTier tier(kB, BlockCounts{64, 64}, mover);
+  pc_->attach_host_tier(&tier, HostWritePolicy::kWriteThroughSelective);
+  const std::vector<int32_t> once = seq_tokens(500, 26);
+  run(SeqId(1), once);
+  EXPECT_TRUE(mover.saves.empty());  // one use: nothing yet
+  const std::vector<int32_t> shared = seq_tokens(100, 26);
+  run(SeqId(2), shared);
+  EXPECT_TRUE(mover.saves.empty());
+  // A second prompt on the first 24 tokens of `shared`: its matched blocks reach two uses.
+  const std::vector<int32_t> second = concat(std::vector<int32_t>(shared.begin(), shared.begin() + 24), {-5, -6});
+  EXPECT_EQ(run(SeqId(3), second), 24);
+  EXPECT_EQ(mover.count(AttentionKind::kFull), 6);     // the six blocks it matched
+  EXPECT_EQ(mover.count(AttentionKind::kSliding), 2);  // and the window before them
+  pc_->evict_until_free(kv_->total_blocks());  // the single-use blocks are dropped, not saved
+  pc_->check_integrity();
+  EXPECT_EQ(mover.count(AttentionKind::kFull), 6);
+  EXPECT_EQ(pc_->match_with_host(concat(std::vector<int32_t>(once.begin(), once.begin() + 24), {-5})), 0);
+  const std::vector<int32_t> third = concat(std::vector<int32_t>(shared.begin(), shared.begin() + 24), {-9});
+  EXPECT_EQ(pc_->match_with_host(third), 24);
+  EXPECT_EQ(pc_->restore_from_host(third).num_tokens, 24);
+  EXPECT_EQ(run(SeqId(4), third), 24);
+  tier.check_integrity();
+  pc_->check_integrity();
+}
+
+TEST_F(PrefixCacheTest, LooseWindowsNeverPushAnEndpointWindowOutOfTheHost) {
+  RecordingSaves mover;
+  HostKvTier tier(kB, BlockCounts{64, 2}, mover);  // room for one window of sliding blocks
+  pc_->attach_host_tier(&tier);
+  const std::vector<int32_t> t = seq_tokens(100, 42);  // 10 whole blocks: loose windows behind
+  run(SeqId(1), t);
+  ASSERT_GT(pc_->stats().num_loose, 0);
+  // The tail's window is evicted first (the leaf), then the loose windows up the path: each
+  // would take the least recently used slot if ranks did not keep them out.
+  pc_->evict_until_free(kv_->total_blocks());
+  pc_->check_integrity();
+  EXPECT_GT(mover.count(AttentionKind::kSliding), 0);
+  const std::vector<int32_t> again = concat(std::vector<int32_t>(t.begin(), t.begin() + 40), {-5});
+  EXPECT_EQ(pc_->match_with_host(again), 40);
+  EXPECT_EQ(pc_->restore_from_host(again).num_tokens, 40);
+  tier.check_integrity();
 }
 
 }  // namespace

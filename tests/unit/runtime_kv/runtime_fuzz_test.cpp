@@ -27,6 +27,7 @@ struct FuzzCase {
   int64_t speculative;
   bool prefix_cache;
   BlockCounts host_slots = {};  // the hierarchical cache's host tier (zero: none)
+  HostWritePolicy write_policy = HostWritePolicy::kWriteBack;
 };
 
 // The case in ctest's test names (without it, gtest prints the struct's bytes, padding included).
@@ -34,7 +35,9 @@ void PrintTo(const FuzzCase& c, std::ostream* os) {
   *os << "block" << c.block_size << "_window" << c.window << "_full" << c.full_blocks << "_sliding"
       << c.sliding_blocks << "_checkpoint" << c.checkpoint_blocks << "_spec" << c.speculative
       << (c.prefix_cache ? "_prefix" : "_noprefix");
-  if (c.host_slots.full > 0) *os << "_host" << c.host_slots.full << "x" << c.host_slots.sliding;
+  if (c.host_slots.full > 0)
+    *os << "_host" << c.host_slots.full << "x" << c.host_slots.sliding << "_"
+        << host_write_policy_name(c.write_policy);
 }
 
 class RuntimeFuzzTest : public ::testing::TestWithParam<std::tuple<FuzzCase, uint32_t>> {};
@@ -46,7 +49,7 @@ TEST_P(RuntimeFuzzTest, InvariantsHoldAndPoolsRefill) {
   sc.max_prefill_chunk_tokens = 24;
   sc.max_running_seqs = 6;
   SimEngine e(KvCacheConfig{fc.block_size, fc.window, fc.full_blocks, fc.sliding_blocks}, sc,
-              fc.prefix_cache, fc.checkpoint_blocks * fc.block_size, fc.host_slots);
+              fc.prefix_cache, fc.checkpoint_blocks * fc.block_size, fc.host_slots, fc.write_policy);
   e.set_draft_tokens(fc.speculative);
   std::mt19937 rng(seed);
   auto uniform = [&](int64_t lo, int64_t hi) {
@@ -112,7 +115,14 @@ INSTANTIATE_TEST_SUITE_P(
                           FuzzCase{4, 8, 24, 12, 2, 0, true, {64, 40}},
                           FuzzCase{4, 10, 40, 16, 3, 2, true, {20, 6}},
                           FuzzCase{1, 3, 48, 12, 4, 0, true, {96, 24}},
-                          FuzzCase{16, 16, 12, 6, 1, 0, true, {30, 12}}),
+                          FuzzCase{16, 16, 12, 6, 1, 0, true, {30, 12}},
+                          // write-through (copies as blocks are cached), selective (reused only)
+                          FuzzCase{4, 8, 24, 12, 2, 0, true, {64, 40}, HostWritePolicy::kWriteThrough},
+                          FuzzCase{4, 10, 40, 16, 3, 2, true, {20, 6}, HostWritePolicy::kWriteThrough},
+                          FuzzCase{4, 8, 24, 12, 2, 0, true, {64, 40},
+                                   HostWritePolicy::kWriteThroughSelective},
+                          FuzzCase{1, 3, 48, 12, 4, 0, true, {96, 24},
+                                   HostWritePolicy::kWriteThroughSelective}),
         ::testing::Values(1u, 2u, 3u, 4u, 5u)));
 
 }  // namespace

@@ -44,7 +44,8 @@ void SimKv::load(AttentionKind pool, int32_t slot, BlockId block) {
 }
 
 SimEngine::SimEngine(const KvCacheConfig& kv_config, const SchedulerConfig& sched_config,
-                     bool prefix_cache, int64_t checkpoint_interval_tokens, BlockCounts host_slots)
+                     bool prefix_cache, int64_t checkpoint_interval_tokens, BlockCounts host_slots,
+                     HostWritePolicy write_policy)
     : scheduler_(sched_config) {
   Expected<KvCacheManager> kv = KvCacheManager::create(kv_config);
   BEAM_CHECK(kv.ok()) << kv.error().message;
@@ -54,7 +55,7 @@ SimEngine::SimEngine(const KvCacheConfig& kv_config, const SchedulerConfig& sche
     prefix_ = std::make_unique<PrefixCache>(*kv_, PrefixCacheConfig{checkpoint_interval_tokens});
   if (prefix_cache && (host_slots.full > 0 || host_slots.sliding > 0)) {
     host_ = std::make_unique<HostKvTier>(kv_config.block_size_tokens, host_slots, *shadow_);
-    prefix_->attach_host_tier(host_.get());
+    prefix_->attach_host_tier(host_.get(), write_policy);
   }
 }
 

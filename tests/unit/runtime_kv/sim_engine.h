@@ -57,9 +57,11 @@ class SimKv final : public HostBlockMover {
 
 class SimEngine {
  public:
-  // host_slots: the hierarchical cache's host tier (needs prefix_cache; zero: none).
+  // host_slots: the hierarchical cache's host tier (needs prefix_cache; zero: none), written as
+  // write_policy says.
   SimEngine(const KvCacheConfig& kv_config, const SchedulerConfig& sched_config, bool prefix_cache,
-            int64_t checkpoint_interval_tokens = 0, BlockCounts host_slots = {});
+            int64_t checkpoint_interval_tokens = 0, BlockCounts host_slots = {},
+            HostWritePolicy write_policy = HostWritePolicy::kWriteBack);
 
   // Queues a request; num_forks > 0 adds that many samples forked after the prompt.
   SeqId submit(std::vector<int32_t> prompt, int64_t max_new, int32_t priority = 0,
