@@ -1,7 +1,7 @@
 // The hierarchical cache on the GPU: HostKvStore's pinned slots take whole blocks of both pools
 // (every layer's K and V) and give them back byte for byte; an engine on tiny-beam whose pools
-// hold about one prompt gets an evicted prompt back from the host tier with the tokens and
-// logprobs of a device-only engine hitting its own cache (the same KV bytes and the same step).
+// hold about one prompt gets an evicted prompt back from the host tier under each write policy with
+// the tokens and logprobs of a device-only engine hitting its own cache (the same KV bytes and step).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -94,25 +94,34 @@ TEST_F(CudaModelTest, EngineOnCudaGetsAnEvictedPromptBackFromTheHost) {
   const SiblingResult reference = run_all(**large, {a})[0][0];
   ASSERT_EQ(reference.usage.cached_prompt_tokens, 144);
 
-  auto engine = Engine::create(weights, options(true, 24));
-  ASSERT_TRUE(engine.ok()) << engine.error().message;
-  run_all(**engine, {a});
-  for (uint64_t s = 0; s < 3; ++s) run_all(**engine, {request(20 + s)});
-  const SiblingResult again = run_all(**engine, {a})[0][0];
-  EXPECT_EQ(again.usage.cached_prompt_tokens, 144);
-  const EngineStats stats = (*engine)->stats();
-  EXPECT_GT(stats.host_cache.tier.loaded.full, 0);
-  EXPECT_EQ(stats.host_cache.restored_tokens, stats.host_cache.tier.loaded.full * 16);
-  EXPECT_EQ(again.tokens, reference.tokens);
-  ASSERT_EQ(again.logprobs.size(), reference.logprobs.size());
-  for (size_t i = 0; i < again.logprobs.size(); ++i) {
-    EXPECT_EQ(again.logprobs[i].chosen.logprob, reference.logprobs[i].chosen.logprob) << "token " << i;
-    ASSERT_EQ(again.logprobs[i].top.size(), reference.logprobs[i].top.size());
-    for (size_t k = 0; k < again.logprobs[i].top.size(); ++k)
-      EXPECT_EQ(again.logprobs[i].top[k].logprob, reference.logprobs[i].top[k].logprob);
+  // Each write policy: write-through copies while the stream goes on with later steps; the
+  // selective one only once `a` is used a second time (run twice before the others evict it).
+  for (HostWritePolicy policy : {HostWritePolicy::kWriteBack, HostWritePolicy::kWriteThrough,
+                                 HostWritePolicy::kWriteThroughSelective}) {
+    SCOPED_TRACE(host_write_policy_name(policy));
+    EngineOptions o = options(true, 24);
+    o.hicache_write_policy = policy;
+    auto engine = Engine::create(weights, o);
+    ASSERT_TRUE(engine.ok()) << engine.error().message;
+    run_all(**engine, {a});
+    if (policy == HostWritePolicy::kWriteThroughSelective) run_all(**engine, {a});
+    for (uint64_t s = 0; s < 3; ++s) run_all(**engine, {request(20 + s)});
+    const SiblingResult again = run_all(**engine, {a})[0][0];
+    EXPECT_EQ(again.usage.cached_prompt_tokens, 144);
+    const EngineStats stats = (*engine)->stats();
+    EXPECT_GT(stats.host_cache.tier.loaded.full, 0);
+    EXPECT_EQ(stats.host_cache.restored_tokens, stats.host_cache.tier.loaded.full * 16);
+    EXPECT_EQ(again.tokens, reference.tokens);
+    ASSERT_EQ(again.logprobs.size(), reference.logprobs.size());
+    for (size_t i = 0; i < again.logprobs.size(); ++i) {
+      EXPECT_EQ(again.logprobs[i].chosen.logprob, reference.logprobs[i].chosen.logprob) << "token " << i;
+      ASSERT_EQ(again.logprobs[i].top.size(), reference.logprobs[i].top.size());
+      for (size_t k = 0; k < again.logprobs[i].top.size(); ++k)
+        EXPECT_EQ(again.logprobs[i].top[k].logprob, reference.logprobs[i].top[k].logprob);
+    }
+    (*engine)->flush_prefix_cache();
+    expect_pools_full(**engine);
   }
-  (*engine)->flush_prefix_cache();
-  expect_pools_full(**engine);
 }
 
 }  // namespace
