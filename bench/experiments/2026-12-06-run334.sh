@@ -23,7 +23,7 @@ run() {  # name, binary, flags
   python3 - "$res/$name.json" <<'PY'
 import json, sys
 o = json.load(open(sys.argv[1]))
-print("  hit by turn", [round(x, 3) for x in o["hit_rate_by_turn"]], "later", round(o["prefix_cache_hit_rate_later"], 3),
+print("  hit by turn", [round(x, 3) for x in o["hit_rate_by_turn"]], "later", round(o["prefix_cache_hit_rate_turns_2plus"], 3),
       "hit", round(o["prefix_cache_hit_rate"], 3), "tok/s", round(o["total_tokens_per_s"]), "wall", round(o["wall_s"], 2),
       "ttft p50", round(o["ttft_ms_p50"], 1), "restored", o["host_restored_tokens"], "saved", o["host_saved_blocks"],
       "loaded", o["host_loaded_blocks"], "unused", o.get("host_unused_blocks"))
