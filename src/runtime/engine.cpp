@@ -15,6 +15,7 @@
 #include "core/logging.h"
 #include "runtime/engine_device.h"
 #include "runtime/engine_ranks.h"
+#include "runtime/ranked_host_mover.h"
 #include "runtime/engine_sleep.h"
 #include "runtime/engine_state.h"
 #include "runtime/prefix_cache/host_kv_store.h"
@@ -103,8 +104,6 @@ Status check_engine_hierarchical_cache(const EngineOptions& options) {
   if (!options.enable_hierarchical_cache) return ok_status();
   const std::string what = "engine: the hierarchical cache (--enable-hierarchical-cache)";
   if (!options.enable_prefix_cache) return make_error(what + " needs the prefix cache (drop --no-prefix-cache)");
-  if (options.tensor_parallel_size != 1)
-    return make_error(what + " does not serve tensor-parallel ranks yet (--tp-size 1)");
   if (!(options.hicache_ratio > 0) || options.hicache_ratio > 1e6)
     return make_error(what + ": hicache_ratio " + std::to_string(options.hicache_ratio) +
                       " must be a positive multiple of the device pools");
@@ -142,8 +141,10 @@ std::optional<int64_t> available_host_bytes() {
   return std::nullopt;
 }
 
-// The host tier's memory (EngineOptions::enable_hierarchical_cache), logged; none when off. A
-// tier larger than the host's available memory is refused before any of it is pinned.
+// Rank 0's host tier memory (EngineOptions::enable_hierarchical_cache), logged; none when off.
+// Every rank holds as many slots of its own heads (SGLang's sizes are per rank too). A tier
+// whose ranks together need more than the host's available memory is refused before any of it
+// is pinned.
 Expected<std::optional<HostKvStore>> make_host_store(const EngineOptions& options,
                                                      const KernelContext& ctx,
                                                      const KvStorage& storage) {
@@ -151,20 +152,22 @@ Expected<std::optional<HostKvStore>> make_host_store(const EngineOptions& option
   const BlockCounts slots = host_tier_slots(options, storage);
   if (slots.full == 0 && slots.sliding == 0)
     return make_error("engine: the hierarchical cache's host size holds no block of either pool");
+  const int ranks = options.tensor_parallel_size;
   int64_t bytes = 0;
   for (AttentionKind pool : kKvPools)
     if (slots.of(pool) > 0) bytes += slots.of(pool) * HostKvStore::block_bytes(storage, pool);
-  if (const std::optional<int64_t> available = available_host_bytes(); available && bytes > *available)
-    return make_error("engine: the hierarchical cache's host tier needs " + std::to_string(bytes) +
-                      " bytes but the host has " + std::to_string(*available) +
+  if (const std::optional<int64_t> available = available_host_bytes(); available && bytes * ranks > *available)
+    return make_error("engine: the hierarchical cache's host tier needs " + std::to_string(bytes * ranks) +
+                      " bytes" + (ranks > 1 ? " (" + std::to_string(ranks) + " ranks)" : std::string()) +
+                      " but the host has " + std::to_string(*available) +
                       " available: lower --hicache-ratio or give --hicache-size");
   BEAM_ASSIGN_OR_RETURN(HostKvStore store, HostKvStore::create(ctx, storage, slots));
   char line[200];
   std::snprintf(line, sizeof(line),
-                "engine: hierarchical cache: %lld full + %lld sliding blocks in %.3f GiB of %s host memory, %s",
+                "engine: hierarchical cache: %lld full + %lld sliding blocks in %.3f GiB of %s host memory%s, %s",
                 static_cast<long long>(slots.full), static_cast<long long>(slots.sliding),
                 to_gib(store.bytes()), ctx.device == Device::kCuda ? "pinned" : "plain",
-                host_write_policy_name(options.hicache_write_policy));
+                ranks > 1 ? " a rank" : "", host_write_policy_name(options.hicache_write_policy));
   log_info(line);
   return std::optional<HostKvStore>(std::move(store));
 }
@@ -203,7 +206,9 @@ class Engine::Impl {
     if (host_store) {
       host_store_ = std::move(host_store);
       host_store_->attach(storage_);
-      host_tier_.emplace(options.block_size_tokens, host_store_->slots(), *host_store_);
+      HostBlockMover* mover = &*host_store_;
+      if (ranks_) mover = &ranked_mover_.emplace(*host_store_, *ranks_);  // every rank's heads
+      host_tier_.emplace(options.block_size_tokens, host_store_->slots(), *mover);
       prefix_->attach_host_tier(&*host_tier_, options.hicache_write_policy);
     }
     const auto& eos = model_.config().eos_token_ids;
@@ -495,6 +500,7 @@ class Engine::Impl {
   KvCacheManager kv_;
   std::optional<PrefixCache> prefix_;
   std::optional<HostKvStore> host_store_;  // the hierarchical cache's memory (and copies)
+  std::optional<RankedHostMover> ranked_mover_;  // several ranks: the workers' copies too
   std::optional<HostKvTier> host_tier_;    // its entries; prefix_ saves to and restores from it
   HostRestoreMemo host_memo_;              // waiting sequences with nothing to restore
   Scheduler scheduler_;
@@ -1073,7 +1079,10 @@ void Engine::Impl::run_step() {
 
   CommitResult commit = commit_plan(plan, kv_, prefix);
   storage_.copy_blocks(commit.copies);
-  if (ranks_) ranks_->copy_blocks(commit.copies);
+  if (ranks_) {
+    if (ranked_mover_) ranked_mover_->flush();  // the host tier's copies first, as on rank 0
+    ranks_->copy_blocks(commit.copies);
+  }
   apply_preemptions(plan);
   for (SeqId id : plan.rejected)
     finish_sequence(seqs_.at(id), FinishReason::kError, std::nullopt,
@@ -1100,6 +1109,7 @@ void Engine::Impl::run_step() {
     scores_prompt = scores_prompt || needs_prompt_logits(s);
   }
   ForwardOutput out;
+  if (ranked_mover_) ranked_mover_->flush();  // cache_running's copies of the last step
   Status st = ranks_ ? ranks_->forward(model_, storage_, batch, out)
                      : model_.forward(batch, storage_.layers(), out);
   if (!st.ok()) {
@@ -1537,7 +1547,7 @@ void Engine::Impl::publish_stats() {
   s.sliding_pool = PoolStats{total.sliding, free.sliding, cached.sliding};
   s.host_cache.enabled = host_tier_.has_value();
   if (host_tier_) {
-    s.host_cache.bytes = host_store_->bytes();
+    s.host_cache.bytes = host_store_->bytes() + (ranks_ ? ranks_->host_kv_bytes() : 0);
     s.host_cache.tier = host_tier_->stats();
     s.host_cache.unused_blocks = prefix_->stats().host_restores_unused;
   }
@@ -1645,6 +1655,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
   BEAM_ASSIGN_OR_RETURN(KvCacheManager kv, KvCacheManager::create(kc));
   if (ranks) {
     BEAM_RETURN_IF_ERROR(ranks->allocate_kv(geometry, sizes));
+    if (host_store) BEAM_RETURN_IF_ERROR(ranks->allocate_host_kv(host_store->slots()));
     log_info("engine: the model is split over " + std::to_string(tp) + " tensor-parallel ranks (" +
              (device.device == Device::kCuda ? "GPUs 0-" + std::to_string(tp - 1) + ", NCCL"
                                              : std::string("threads of this process")) +

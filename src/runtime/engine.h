@@ -129,12 +129,12 @@ struct EngineOptions {
   // Hierarchical cache (SGLang's --enable-hierarchical-cache, HiCache; docs/runtime.md,
   // "Hierarchical cache"): blocks the prefix cache evicts are copied to host memory (pinned on
   // CUDA) and loaded back when a waiting prompt extends a cached prefix with them. Needs the
-  // prefix cache and one rank.
+  // prefix cache. With several ranks each holds its heads of every host block.
   bool enable_hierarchical_cache = false;
   // The host tier's blocks per pool as a multiple of the device pool's (SGLang's hicache_ratio).
   double hicache_ratio = 2.0;
-  // The host tier's bytes (SGLang's hicache_size, in GB there); overrides hicache_ratio. Split
-  // between the pools as the device pools' bytes are.
+  // The host tier's bytes a rank (SGLang's hicache_size, in GB there); overrides hicache_ratio.
+  // Split between the pools as the device pools' bytes are.
   std::optional<int64_t> hicache_bytes;
   // When blocks go to the host tier (SGLang's hicache_write_policy): write-back as eviction drops
   // them; write-through also as they are cached; write-through-selective only once reused.

@@ -79,6 +79,7 @@ EngineRanks::~EngineRanks() {
   // Each worker's device memory goes on its own thread (its GPU current) before the threads stop.
   if (ranks_)
     (void)ranks_->on_workers([this](int r, BeamModel&) {
+      workers_[r - 1].host.reset();  // waits for its copies, before the storage goes
       workers_[r - 1].storage.reset();
       workers_[r - 1].scratch.reset();
       workers_[r - 1].allocator.reset();
@@ -149,6 +150,30 @@ void EngineRanks::copy_blocks(std::span<const BlockCopy> copies) {
     workers_[r - 1].storage->copy_blocks(copies);
     return ok_status();
   });
+}
+
+Status EngineRanks::allocate_host_kv(BlockCounts slots) {
+  return ranks_->on_workers([&](int r, BeamModel& model) -> Status {
+    Worker& w = workers_[r - 1];
+    Expected<HostKvStore> host = HostKvStore::create(model.context(), *w.storage, slots);
+    if (!host.ok()) return make_error("rank " + std::to_string(r) + ": " + host.error().message);
+    w.host.emplace(std::move(*host));
+    return ok_status();
+  });
+}
+
+void EngineRanks::host_copies(std::span<const HostCopy> copies) {
+  (void)ranks_->on_workers([&](int r, BeamModel&) {
+    for (const HostCopy& c : copies) workers_[r - 1].host->apply(c);
+    return ok_status();
+  });
+}
+
+int64_t EngineRanks::host_kv_bytes() const {
+  int64_t bytes = 0;
+  for (const Worker& w : workers_)
+    if (w.host) bytes += w.host->bytes();
+  return bytes;
 }
 
 Status EngineRanks::replace_weights(const RankWeights& source) {

@@ -19,6 +19,7 @@
 #include "runtime/engine_device.h"
 #include "runtime/kv_cache/kv_geometry.h"
 #include "runtime/kv_cache/kv_storage.h"
+#include "runtime/prefix_cache/host_kv_store.h"
 
 namespace beam {
 
@@ -55,6 +56,15 @@ class EngineRanks {
                  ForwardOutput& out);
   // The copies rank 0's storage makes (prefix-cache copy-on-write), on every worker's.
   void copy_blocks(std::span<const BlockCopy> copies);
+  // Each worker's host tier memory (the hierarchical cache): `slots` blocks of each pool of its
+  // KV storage (allocate_kv first), pinned on a GPU, made on its thread. Errors: memory the host
+  // cannot give, naming the rank.
+  Status allocate_host_kv(BlockCounts slots);
+  // The host tier's copies rank 0 made (RankedHostMover), in order, on every worker's KV storage
+  // and host memory.
+  void host_copies(std::span<const HostCopy> copies);
+  // The workers' host tier memory in bytes (0 without one).
+  int64_t host_kv_bytes() const;
   // Serves source's weights on ranks 1.. (RankWorkers::replace_weights; rank 0's model gets its
   // own slice from the engine).
   Status replace_weights(const RankWeights& source);
@@ -65,6 +75,7 @@ class EngineRanks {
     std::shared_ptr<EngineDevice> device;
     std::unique_ptr<KvMemoryAllocator> allocator;
     std::optional<KvStorage> storage;
+    std::optional<HostKvStore> host;      // the hierarchical cache's memory, over storage
     std::optional<LocalKvCache> scratch;  // the warm-up's
   };
   EngineRanks() = default;

@@ -78,4 +78,12 @@ void HostKvStore::load(AttentionKind pool, int32_t slot, BlockId block) {
   copy_rows_async(ctx_, storage_->block_rows(pool, block), slot_rows(pool, slot));
 }
 
+void HostKvStore::apply(const HostCopy& c) {
+  if (c.direction == HostCopy::kToHost) {
+    save(c.pool, c.block, c.slot);
+  } else {
+    load(c.pool, c.slot, c.block);
+  }
+}
+
 }  // namespace beam

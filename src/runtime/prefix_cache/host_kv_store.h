@@ -14,6 +14,16 @@
 
 namespace beam {
 
+// One copy between a device block and a host slot of a pool (HostBlockMover's save or load), as
+// recorded for the other ranks of a tensor-parallel engine.
+struct HostCopy {
+  enum Direction : uint8_t { kToHost, kToDevice };
+  Direction direction;
+  AttentionKind pool;
+  BlockId block;
+  int32_t slot;
+};
+
 class HostKvStore final : public HostBlockMover {
  public:
   // Host memory for `slots` blocks of each of storage's pools; an error naming the bytes when
@@ -34,6 +44,8 @@ class HostKvStore final : public HostBlockMover {
   int64_t bytes() const;
   void save(AttentionKind pool, BlockId block, int32_t slot) override;
   void load(AttentionKind pool, int32_t slot, BlockId block) override;
+  // save() or load() as c says.
+  void apply(const HostCopy& c);
 
  private:
   HostKvStore() = default;
