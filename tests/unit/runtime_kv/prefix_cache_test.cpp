@@ -28,6 +28,11 @@ std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& 
   return a;
 }
 
+// The first n tokens of t, then tail.
+std::vector<int32_t> head_then(const std::vector<int32_t>& t, int64_t n, const std::vector<int32_t>& tail) {
+  return concat(std::vector<int32_t>(t.begin(), t.begin() + n), tail);
+}
+
 class PrefixCacheTest : public ::testing::Test {
  protected:
   void make(int32_t full, int32_t sliding, int64_t checkpoint = 0) {
@@ -77,6 +82,15 @@ class PrefixCacheTest : public ::testing::Test {
     std::vector<int32_t> p(prefix.begin(), prefix.begin() + take);
     p.insert(p.end(), tail.begin(), tail.end());
     return pc_->match(p).num_tokens;
+  }
+  // Restores `tokens` from the host tier, then runs sequence id on them: both find `expected`
+  // tokens; every invariant of the cache and of the tier holds after.
+  void expect_back_from_host(SeqId id, const std::vector<int32_t>& tokens, int64_t expected,
+                             const HostKvTier& tier) {
+    EXPECT_EQ(pc_->restore_from_host(tokens).num_tokens, expected);
+    EXPECT_EQ(run(id, tokens), expected);
+    tier.check_integrity();
+    pc_->check_integrity();
   }
   void expect_all_free() {
     pc_->flush();
@@ -441,7 +455,7 @@ TEST_F(PrefixCacheTest, WriteThroughCopiesBlocksAsTheyAreCachedAndEvictionAddsOn
   EXPECT_EQ(mover.count(AttentionKind::kSliding), 0);  // no endpoint window pinned yet
   finish(SeqId(1), t);
   EXPECT_EQ(mover.count(AttentionKind::kSliding), 2);  // the tail's window, pinned at insert
-  const std::vector<int32_t> again = concat(std::vector<int32_t>(t.begin(), t.begin() + 24), {-5});
+  const std::vector<int32_t> again = head_then(t, 24, {-5});
   EXPECT_EQ(pc_->match_with_host(again), 24);
   const int64_t held_sliding = pc_->stats().held.sliding;
   ASSERT_GT(held_sliding, 2);  // loose windows besides the tail's
@@ -450,10 +464,7 @@ TEST_F(PrefixCacheTest, WriteThroughCopiesBlocksAsTheyAreCachedAndEvictionAddsOn
   EXPECT_EQ(mover.count(AttentionKind::kFull), 6);  // the host had them all: no second copy
   // Eviction copied only the sliding blocks the host lacked: the loose ones.
   EXPECT_EQ(mover.count(AttentionKind::kSliding), held_sliding);
-  EXPECT_EQ(pc_->restore_from_host(again).num_tokens, 24);
-  EXPECT_EQ(run(SeqId(2), again), 24);
-  tier.check_integrity();
-  pc_->check_integrity();
+  expect_back_from_host(SeqId(2), again, 24, tier);
 }
 
 TEST_F(PrefixCacheTest, WriteThroughSelectiveKeepsOnlyPrefixesASecondSequenceUsed) {
@@ -467,20 +478,17 @@ TEST_F(PrefixCacheTest, WriteThroughSelectiveKeepsOnlyPrefixesASecondSequenceUse
   run(SeqId(2), shared);
   EXPECT_TRUE(mover.saves.empty());
   // A second prompt on the first 24 tokens of `shared`: its matched blocks reach two uses.
-  const std::vector<int32_t> second = concat(std::vector<int32_t>(shared.begin(), shared.begin() + 24), {-5, -6});
+  const std::vector<int32_t> second = head_then(shared, 24, {-5, -6});
   EXPECT_EQ(run(SeqId(3), second), 24);
   EXPECT_EQ(mover.count(AttentionKind::kFull), 6);     // the six blocks it matched
   EXPECT_EQ(mover.count(AttentionKind::kSliding), 2);  // and the window before them
   pc_->evict_until_free(kv_->total_blocks());  // the single-use blocks are dropped, not saved
   pc_->check_integrity();
   EXPECT_EQ(mover.count(AttentionKind::kFull), 6);
-  EXPECT_EQ(pc_->match_with_host(concat(std::vector<int32_t>(once.begin(), once.begin() + 24), {-5})), 0);
-  const std::vector<int32_t> third = concat(std::vector<int32_t>(shared.begin(), shared.begin() + 24), {-9});
+  EXPECT_EQ(pc_->match_with_host(head_then(once, 24, {-5})), 0);
+  const std::vector<int32_t> third = head_then(shared, 24, {-9});
   EXPECT_EQ(pc_->match_with_host(third), 24);
-  EXPECT_EQ(pc_->restore_from_host(third).num_tokens, 24);
-  EXPECT_EQ(run(SeqId(4), third), 24);
-  tier.check_integrity();
-  pc_->check_integrity();
+  expect_back_from_host(SeqId(4), third, 24, tier);
 }
 
 TEST_F(PrefixCacheTest, LooseWindowsNeverPushAnEndpointWindowOutOfTheHost) {
@@ -490,15 +498,15 @@ TEST_F(PrefixCacheTest, LooseWindowsNeverPushAnEndpointWindowOutOfTheHost) {
   const std::vector<int32_t> t = seq_tokens(100, 42);  // 10 whole blocks: loose windows behind
   run(SeqId(1), t);
   ASSERT_GT(pc_->stats().num_loose, 0);
-  // The tail's window is evicted first (the leaf), then the loose windows up the path: each
-  // would take the least recently used slot if ranks did not keep them out.
+  // Eviction trims the session block by block: the tail's window goes first, then each fallback
+  // point's window up the path, which would take the least recently used slots if ranks did not
+  // keep them out (the host would then resume at 8 tokens).
   pc_->evict_until_free(kv_->total_blocks());
   pc_->check_integrity();
   EXPECT_GT(mover.count(AttentionKind::kSliding), 0);
-  const std::vector<int32_t> again = concat(std::vector<int32_t>(t.begin(), t.begin() + 40), {-5});
+  const std::vector<int32_t> again = head_then(t, 40, {-5});
   EXPECT_EQ(pc_->match_with_host(again), 40);
-  EXPECT_EQ(pc_->restore_from_host(again).num_tokens, 40);
-  tier.check_integrity();
+  expect_back_from_host(SeqId(2), again, 40, tier);
 }
 
 }  // namespace
