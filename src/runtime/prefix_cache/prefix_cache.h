@@ -186,7 +186,7 @@ class PrefixCache {
     bool endpoint = false;
     bool in_use = false;
     bool restored = false;    // its full block came from the host tier and no sequence locked it yet
-    int32_t uses = 0;         // sequences that locked or inserted it (restored: 1), for the write policy
+    int32_t uses = 0;         // sequences that locked or inserted it, up to 2 (restored: 1): write policy
     uint64_t tick = 0;        // last use as a match or insert endpoint
     int64_t reuse_gap = -1;   // ticks between the last two uses of this session, -1 unknown
     bool in_interior_index = false;

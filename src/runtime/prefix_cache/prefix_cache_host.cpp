@@ -68,6 +68,7 @@ void PrefixCache::save_sliding(PrefixNodeId id) {
 
 void PrefixCache::note_use(PrefixNodeId id) {
   Node& n = node(id);
+  if (n.uses >= 2) return;  // counted up to what a policy asks (a hot prefix is locked endlessly)
   ++n.uses;
   if (host_ == nullptr || n.uses != write_through_uses()) return;
   host_->save(AttentionKind::kFull, host_ref(id), BlockId(n.full));
