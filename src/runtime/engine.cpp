@@ -85,8 +85,8 @@ void log_step_budget(int64_t tokens, bool explicit_tokens, int64_t device_defaul
 }
 
 // What a tensor-parallel engine needs before any weights load (EngineOptions::
-// tensor_parallel_size): a size >= 1, no LoRA slots and no sleep mode (for now). The split itself
-// is checked by the slicing, GPUs and NCCL as the ranks start.
+// tensor_parallel_size): a size >= 1 and no LoRA slots (for now). The split itself is checked by
+// the slicing, GPUs and NCCL as the ranks start.
 Status check_engine_tensor_parallel(const EngineOptions& options) {
   const int tp = options.tensor_parallel_size;
   if (tp == 1) return ok_status();
@@ -94,7 +94,6 @@ Status check_engine_tensor_parallel(const EngineOptions& options) {
   if (tp < 1) return make_error(what + ": must be >= 1");
   if (options.max_loras != 0)
     return make_error(what + " does not serve LoRA slots yet (--max-loras 0)");
-  if (options.enable_sleep_mode) return make_error(what + " has no sleep mode yet");
   return ok_status();
 }
 
@@ -423,18 +422,24 @@ class Engine::Impl {
   // before any rank changes; its load checks the whole checkpoint), the others' through ranks_.
   Status replace_weights(const RankWeights& source);
   // With a sleep or wake-up waiting: runs it (a sleep once nothing is in flight, or while paused
-  // once nothing holds the KV it releases).
+  // once nothing holds the KV it releases) on rank 0, then on the other ranks.
   void apply_memory_command();
+  // A worker rank failed a sleep or wake-up rank 0 made: steps stop (ranks_memory_apart_) until
+  // a wake-up succeeds on every rank; the error.
+  Status ranks_out_of_step(const std::string& what);
   // With a pause or resume waiting: runs it (a kWait pause once nothing is in flight).
   void apply_pause_command();
   // PauseMode::kRetract: every running sequence gives its KV back (cached) and waits.
   void retract_running();
   // Whether steps stop: paused, or memory given back.
-  bool halted() const { return paused_ || sleep_.state().asleep() || ranks_disagree_; }
+  bool halted() const {
+    return paused_ || sleep_.state().asleep() || ranks_disagree_ || ranks_memory_apart_;
+  }
   // sleep_.state() and paused_ for sleep_state() / paused() callers.
   void publish_halt_state() {
     std::lock_guard<std::mutex> lock(stats_mu_);
     sleep_published_ = sleep_.state();
+    sleep_published_.released_bytes = released_bytes_;
     paused_published_ = paused_;
   }
   // A running sequence whose KV was released (preempted, or retracted by a pause) waits to
@@ -540,8 +545,11 @@ class Engine::Impl {
   // A tensor-parallel update failed after rank 0 took the new weights: the ranks disagree, so no
   // step runs until an update succeeds (halted()).
   bool ranks_disagree_ = false;
+  // A worker failed a sleep or wake-up that rank 0 made (ranks_out_of_step).
+  bool ranks_memory_apart_ = false;
   std::optional<MemoryCommand> pending_memory_;         // sleep / wake_up: applied when idle
   SleepController sleep_;                               // sleep mode (off: default)
+  int64_t released_bytes_ = 0;  // what the last sleep gave back over every rank (SleepState)
   SleepState sleep_published_;  // sleep_.state() for other threads (stats_mu_)
   std::optional<PauseCommand> pending_pause_;  // pause / resume: applied when its mode allows
   bool paused_ = false;                        // Engine::pause: no step runs
@@ -661,6 +669,12 @@ Status Engine::Impl::replace_weights(const RankWeights& source) {
   return ok_status();
 }
 
+Status Engine::Impl::ranks_out_of_step(const std::string& what) {
+  ranks_memory_apart_ = true;
+  return make_error(what + "; rank 0 went ahead, so the ranks disagree: no step runs until a "
+                           "wake-up succeeds on every rank");
+}
+
 void Engine::Impl::apply_pending_weights() {
   if (!paused_ && any_in_flight()) return;
   Status st = sleep_.check_weights_writable();
@@ -689,18 +703,34 @@ void Engine::Impl::apply_memory_command() {
   } else if (command.sleep) {
     st = sleep_.check_sleep(command.weights, command.kv_cache);
     if (st.ok() && prefix_ && command.kv_cache) prefix_->flush();  // its KV goes with the pools
-    if (st.ok()) st = sleep_.sleep(command.level, command.weights, command.kv_cache);
+    Expected<int64_t> rank0 = int64_t{0};
+    if (st.ok()) rank0 = sleep_.sleep(command.level, command.weights, command.kv_cache);
+    if (!rank0.ok()) st = rank0.error();
+    int64_t workers_bytes = 0;
+    if (st.ok() && ranks_) {
+      Expected<int64_t> b = ranks_->sleep(command.level, command.weights, command.kv_cache);
+      st = b.ok() ? ok_status() : ranks_out_of_step(b.error().message);
+      ranks_memory_apart_ = !b.ok();
+      workers_bytes = b.ok() ? *b : 0;
+    }
     if (st.ok()) {
-      const size_t activations = model_.release_eager_workspace();
+      const auto activations = static_cast<int64_t>(model_.release_eager_workspace());
+      released_bytes_ = *rank0 + activations + workers_bytes;
       log_info(std::string("engine: asleep (level ") +
                (command.level == SleepLevel::kOffloadWeights ? "1" : "2") + "): released" +
                (command.kv_cache ? " the KV pools," : "") +
                (command.weights && sleep_.state().weights_released ? " the weights," : "") + " " +
-               gib_text(static_cast<int64_t>(activations)) + " of eager activations");
+               gib_text(activations) + " of eager activations; " + gib_text(released_bytes_) +
+               " in all" + (ranks_ ? " (" + gib_text(workers_bytes) + " on the other ranks)" : ""));
     }
   } else {
     const bool weights_back = command.weights && sleep_.state().weights_released;
     st = sleep_.wake_up(command.weights, command.kv_cache);
+    if (st.ok() && ranks_) {
+      const Status w = ranks_->wake_up(command.weights, command.kv_cache);
+      st = w.ok() ? ok_status() : ranks_out_of_step(w.error().message);
+      ranks_memory_apart_ = !w.ok();
+    }
     if (st.ok() && weights_back) reload_lora_slots();
     if (st.ok())
       log_info(std::string("engine: ") + (sleep_.state().asleep() ? "partly awake" : "awake"));
@@ -1627,7 +1657,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
                             ? options.num_threads
                             : static_cast<int>(std::thread::hardware_concurrency());
     BEAM_ASSIGN_OR_RETURN(ranks,
-                          EngineRanks::create(source, tp, device, std::max(1, threads / tp)));
+                          EngineRanks::create(source, tp, device, std::max(1, threads / tp),
+                                              options.enable_sleep_mode));
   }
   std::optional<StepMemory> step;
   if (device.device == Device::kCuda) {
@@ -1654,7 +1685,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
   kc.num_sliding_blocks = sizes.num_sliding_blocks;
   BEAM_ASSIGN_OR_RETURN(KvCacheManager kv, KvCacheManager::create(kc));
   if (ranks) {
-    BEAM_RETURN_IF_ERROR(ranks->allocate_kv(geometry, sizes));
+    BEAM_RETURN_IF_ERROR(ranks->allocate_kv(geometry, sizes, options.enable_sleep_mode));
     if (host_store) BEAM_RETURN_IF_ERROR(ranks->allocate_host_kv(host_store->slots()));
     log_info("engine: the model is split over " + std::to_string(tp) + " tensor-parallel ranks (" +
              (device.device == Device::kCuda ? "GPUs 0-" + std::to_string(tp - 1) + ", NCCL"

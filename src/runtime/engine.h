@@ -182,6 +182,9 @@ struct SleepState {
   bool weights_released = false;   // the weights' device memory is given back
   bool kv_released = false;        // the KV pools' memory is given back
   bool weights_discarded = false;  // level 2: no weights until update_weights gives some
+  // Bytes the last sleep gave back over every rank: KV pools, weights (and LoRA stacks) and
+  // eager activations (0 before any sleep).
+  int64_t released_bytes = 0;
   bool asleep() const { return weights_released || kv_released || weights_discarded; }
 };
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "comm/local_group.h"
+#include "runtime/kv_cache/releasable_kv_allocator.h"
 #if BEAMSERVE_CUDA
 #include "comm/nccl_group.h"
 #endif
@@ -38,7 +39,7 @@ Expected<std::unique_ptr<CommGroup>> make_group(int size, const EngineDevice& ra
 
 Expected<std::unique_ptr<EngineRanks>> EngineRanks::create(const RankWeights& source, int size,
                                                            const EngineDevice& rank0,
-                                                           int threads_per_rank) {
+                                                           int threads_per_rank, bool sleep_mode) {
   BEAM_RETURN_IF_ERROR(check_tensor_parallel(rank0.weights->config, size));
   std::unique_ptr<EngineRanks> ranks(new EngineRanks());
   BEAM_ASSIGN_OR_RETURN(ranks->group_, make_group(size, rank0));
@@ -53,8 +54,8 @@ Expected<std::unique_ptr<EngineRanks>> EngineRanks::create(const RankWeights& so
       const TensorParallel tp{r, size};
       std::unique_lock<std::mutex> lock(one_at_a_time);
       BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> slice, load_rank_slice(source, tp));
-      BEAM_ASSIGN_OR_RETURN(EngineDevice d, open_engine_device(Device::kCuda, std::move(slice),
-                                                               /*sleep_mode=*/false, r));
+      BEAM_ASSIGN_OR_RETURN(EngineDevice d,
+                            open_engine_device(Device::kCuda, std::move(slice), sleep_mode, r));
       lock.unlock();  // the host copy is gone (uploaded)
       d.cuda_graphs = rank0.cuda_graphs;
       d.attention_probs = rank0.attention_probs;
@@ -125,13 +126,22 @@ Expected<DeviceMemoryInfo> EngineRanks::least_free_memory() {
   return least;
 }
 
-Status EngineRanks::allocate_kv(const KvGeometry& rank_geometry, const KvPoolSizes& sizes) {
-  BEAM_RETURN_IF_ERROR(ranks_->on_workers([&](int r, BeamModel&) -> Status {
+Status EngineRanks::allocate_kv(const KvGeometry& rank_geometry, const KvPoolSizes& sizes,
+                                bool sleep_mode) {
+  BEAM_RETURN_IF_ERROR(ranks_->on_workers([&](int r, BeamModel& model) -> Status {
     Worker& w = workers_[r - 1];
-    w.allocator = w.device ? make_kv_allocator(*w.device, /*sleep_mode=*/false)
-                           : std::make_unique<HostKvAllocator>();
+    if (sleep_mode) {
+      w.allocator = std::make_unique<ReleasableKvAllocator>(model.context());
+    } else if (w.device) {
+      w.allocator = make_kv_allocator(*w.device, /*sleep_mode=*/false);
+    } else {
+      w.allocator = std::make_unique<HostKvAllocator>();
+    }
     BEAM_ASSIGN_OR_RETURN(KvStorage storage, KvStorage::create(rank_geometry, sizes, *w.allocator));
     w.storage.emplace(std::move(storage));
+    if (sleep_mode)
+      w.sleep = SleepController(model.context(), w.device ? w.device->weight_memory : nullptr,
+                                /*lora=*/nullptr, &static_cast<ReleasableKvAllocator&>(*w.allocator));
     return ok_status();
   }));
   for (int r = 1; r < size(); ++r) kv_[r] = &workers_[r - 1].storage->layers();
@@ -177,7 +187,25 @@ int64_t EngineRanks::host_kv_bytes() const {
 }
 
 Status EngineRanks::replace_weights(const RankWeights& source) {
-  return ranks_->replace_weights(source);
+  BEAM_RETURN_IF_ERROR(ranks_->replace_weights(source));
+  for (Worker& w : workers_) w.sleep.weights_replaced();
+  return ok_status();
+}
+
+Expected<int64_t> EngineRanks::sleep(SleepLevel level, bool weights, bool kv_cache) {
+  std::vector<int64_t> released(workers_.size(), 0);
+  BEAM_RETURN_IF_ERROR(ranks_->on_workers([&](int r, BeamModel& model) -> Status {
+    BEAM_ASSIGN_OR_RETURN(int64_t bytes, workers_[r - 1].sleep.sleep(level, weights, kv_cache));
+    released[r - 1] = bytes + static_cast<int64_t>(model.release_eager_workspace());
+    return ok_status();
+  }));
+  int64_t total = 0;
+  for (int64_t b : released) total += b;
+  return total;
+}
+
+Status EngineRanks::wake_up(bool weights, bool kv_cache) {
+  return ranks_->on_workers([&](int r, BeamModel&) { return workers_[r - 1].sleep.wake_up(weights, kv_cache); });
 }
 
 }  // namespace beam

@@ -18,6 +18,7 @@
 #include "model/beam/rank_workers.h"
 #include "runtime/engine_device.h"
 #include "runtime/kv_cache/kv_geometry.h"
+#include "runtime/engine_sleep.h"
 #include "runtime/kv_cache/kv_storage.h"
 #include "runtime/prefix_cache/host_kv_store.h"
 
@@ -30,11 +31,12 @@ class EngineRanks {
   // experts, sliced by shard_beam_weights) on rank0's kind of device: CPU ranks of
   // threads_per_rank threads, or GPU r for rank r (its context, weights and stream for NCCL; the
   // GPU ranks load and upload one at a time, so the host holds one rank's weights at once), with
-  // rank0's decode-graph and attention settings. Errors: a config that does not split, NCCL or
-  // GPUs missing, weights that do not fit a GPU, a source's error.
+  // rank0's decode-graph and attention settings; with sleep_mode, GPU ranks' weights in
+  // releasable memory. Errors: a config that does not split, NCCL or GPUs missing, weights that
+  // do not fit a GPU, a source's error.
   static Expected<std::unique_ptr<EngineRanks>> create(const RankWeights& source, int size,
                                                        const EngineDevice& rank0,
-                                                       int threads_per_rank);
+                                                       int threads_per_rank, bool sleep_mode);
   ~EngineRanks();
 
   int size() const { return group_->size(); }
@@ -48,8 +50,14 @@ class EngineRanks {
                       int64_t num_seqs, int64_t max_tokens, ForwardOutput& out);
   // The least free memory over the workers' devices (the KV budget must fit every rank).
   Expected<DeviceMemoryInfo> least_free_memory();
-  // Each worker's KV storage: rank_geometry (one rank's KV heads) and `sizes`, on its device.
-  Status allocate_kv(const KvGeometry& rank_geometry, const KvPoolSizes& sizes);
+  // Each worker's KV storage: rank_geometry (one rank's KV heads) and `sizes`, on its device
+  // (releasable with sleep_mode, each worker then with a SleepController of its own).
+  Status allocate_kv(const KvGeometry& rank_geometry, const KvPoolSizes& sizes, bool sleep_mode);
+  // Sleep mode on every worker, as rank 0's SleepController does it (its arguments): each
+  // releases its KV pools and / or weights (a GPU rank's) and its eager activations on its
+  // thread. Returns the bytes released over the workers; the first worker's error.
+  Expected<int64_t> sleep(SleepLevel level, bool weights, bool kv_cache);
+  Status wake_up(bool weights, bool kv_cache);
 
   // One step on every rank (RankWorkers::forward) with rank 0's model and KV storage.
   Status forward(BeamModel& rank0, const KvStorage& storage0, const ForwardBatch& batch,
@@ -77,6 +85,7 @@ class EngineRanks {
     std::optional<KvStorage> storage;
     std::optional<HostKvStore> host;      // the hierarchical cache's memory, over storage
     std::optional<LocalKvCache> scratch;  // the warm-up's
+    SleepController sleep;                // sleep mode (off: default)
   };
   EngineRanks() = default;
 

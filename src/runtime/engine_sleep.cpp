@@ -32,8 +32,9 @@ Status SleepController::check_sleep(bool weights, bool kv_cache) const {
   return ok_status();
 }
 
-Status SleepController::sleep(SleepLevel level, bool weights, bool kv_cache) {
+Expected<int64_t> SleepController::sleep(SleepLevel level, bool weights, bool kv_cache) {
   BEAM_RETURN_IF_ERROR(check_sleep(weights, kv_cache));
+  int64_t released = 0;
   if (weights && weights_) {
     if (level == SleepLevel::kOffloadWeights) {
       host_copy_ = std::make_unique_for_overwrite<char[]>(weights_->nbytes());
@@ -41,15 +42,20 @@ Status SleepController::sleep(SleepLevel level, bool weights, bool kv_cache) {
                   arena_bytes_view(weights_->data(), weights_->nbytes(), weights_->device()));
     }
     weights_->release();
-    if (ReleasableMemory* lora = lora_memory()) lora->release();
+    released += static_cast<int64_t>(weights_->nbytes());
+    if (ReleasableMemory* lora = lora_memory()) {
+      lora->release();
+      released += static_cast<int64_t>(lora->nbytes());
+    }
     state_.weights_released = true;
     state_.weights_discarded = level == SleepLevel::kDiscardWeights;
   }
   if (kv_cache) {
     kv_->release_all();
+    released += kv_->bytes();
     state_.kv_released = true;
   }
-  return ok_status();
+  return released;
 }
 
 Status SleepController::wake_up(bool weights, bool kv_cache) {

@@ -31,9 +31,9 @@ class SleepController {
   // nothing named, a named part already released (the caller checks before emptying the cache).
   Status check_sleep(bool weights, bool kv_cache) const;
   // Releases the KV pools and / or the weights (copied to host memory first at kOffloadWeights;
-  // on the CPU the weights stay). The pools must hold nothing that is still needed. Errors:
-  // check_sleep's (then nothing changes).
-  Status sleep(SleepLevel level, bool weights, bool kv_cache);
+  // on the CPU the weights stay). The pools must hold nothing that is still needed. Returns the
+  // bytes given back (pools, weights, LoRA stacks). Errors: check_sleep's (then nothing changes).
+  Expected<int64_t> sleep(SleepLevel level, bool weights, bool kv_cache);
   // Restores the weights (their host copy unless discarded) and / or the KV pools. The LoRA
   // slots come back empty (zeroed) before the weights: while the weights are out, so are they.
   Status wake_up(bool weights, bool kv_cache);

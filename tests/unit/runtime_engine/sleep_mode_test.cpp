@@ -42,6 +42,7 @@ TEST_F(SleepModeTest, RequestsSentWhileAsleepRunAfterTheWakeUp) {
   EXPECT_TRUE(s.kv_released);
   EXPECT_FALSE(s.weights_released);  // the CPU's weights are host memory already
   EXPECT_TRUE(s.asleep());
+  EXPECT_GT(s.released_bytes, 0);  // the KV pools
   const Status twice = engine->sleep(SleepLevel::kOffloadWeights);
   ASSERT_FALSE(twice.ok());
   EXPECT_EQ(twice.error().message, "the engine is already asleep");

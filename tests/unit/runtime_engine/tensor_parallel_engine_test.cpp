@@ -1,7 +1,7 @@
 // An engine whose model is split over tensor-parallel ranks (EngineOptions::tensor_parallel_size,
 // CPU threads): greedy and seeded sampled outputs, logprobs, prefix-cache hits, preemption-free
-// batches of several requests and weight updates as a one-rank engine gives them; settings it
-// cannot serve are errors that name them.
+// batches of several requests and weight updates as a one-rank engine gives them; sleep mode on
+// every rank; settings it cannot serve are errors that name them.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "engine_test_util.h"
+#include "runtime/kv_cache/kv_geometry.h"
 
 namespace beam::testing {
 namespace {
@@ -167,9 +168,42 @@ TEST(TensorParallelEngine, SettingsItCannotServeAreErrors) {
   o.tensor_parallel_size = 2;
   o.max_loras = 2;
   expect_error(o, "does not serve LoRA slots yet");
-  o.max_loras = 0;
+}
+
+// Sleep mode with two ranks (CPU threads, whose weights are host memory): a sleep gives back both
+// ranks' KV pools (and eager activations), requests sent while asleep wait, and after the
+// wake-up the engine serves what it served before (the prefix cache starts empty).
+TEST(TensorParallelEngine, SleepModeReleasesEveryRanksPools) {
+  std::shared_ptr<const BeamWeights> w = engine_test_model("tiny-beam");
+  ASSERT_NE(w, nullptr);
+  const std::vector<RunRequest> reqs = mixed_requests(w->config.vocab_size);
+  EngineOptions o = options_of(2);
   o.enable_sleep_mode = true;
-  expect_error(o, "has no sleep mode yet");
+  auto e = Engine::create(w, o);
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  Engine& engine = **e;
+  const auto want = run_all(engine, reqs);
+  ASSERT_TRUE(engine.sleep(SleepLevel::kOffloadWeights).ok());
+  const SleepState asleep = engine.sleep_state();
+  EXPECT_TRUE(asleep.kv_released);
+  EXPECT_FALSE(asleep.weights_released);  // host memory on the CPU
+  KvGeometry g = *kv_geometry_from_config(w->config, 16);
+  g.num_kv_heads /= 2;  // a rank's heads
+  const EngineStats s = engine.stats();
+  const int64_t rank_pools = s.full_pool.total_blocks * g.bytes_per_block(AttentionKind::kFull) +
+                             s.sliding_pool.total_blocks * g.bytes_per_block(AttentionKind::kSliding);
+  EXPECT_GE(asleep.released_bytes, 2 * rank_pools);  // both ranks' pools, and activations
+  Collector waiting;
+  submit(engine, reqs[0], &waiting);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(waiting.results().empty() || waiting.results()[0].tokens.empty());
+  ASSERT_TRUE(engine.wake_up(/*weights=*/true, /*kv_cache=*/true).ok());
+  EXPECT_FALSE(engine.sleep_state().asleep());
+  engine.wait_idle();
+  EXPECT_EQ(waiting.results()[0].tokens, want[0][0].tokens);
+  const auto again = run_all(engine, reqs);
+  ASSERT_EQ(again.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(again[i][0].tokens, want[i][0].tokens) << "request " << i;
 }
 
 }  // namespace
