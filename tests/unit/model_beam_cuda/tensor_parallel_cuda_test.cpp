@@ -3,7 +3,7 @@
 // gathers, an abort that frees a rank waiting for a peer that never came, and a reset) and a
 // two-GPU engine of beam-nano, which gives the one-GPU engine's greedy tokens where the reference
 // chose with margin, alone and batched, with decode graphs capturing the collectives, and whose
-// weight update reaches both GPUs.
+// weight update reaches both GPUs; sleep mode and the hierarchical cache on both GPUs.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -181,6 +181,35 @@ TEST(TensorParallelCuda, TwoGpusGiveOneGpusGreedyTokens) {
   EXPECT_NE(run_all(**two, {reqs[0]})[0][0].tokens, before);
   ASSERT_TRUE((*two)->update_weights(weights, false).ok());
   EXPECT_EQ(run_all(**two, {reqs[0]})[0][0].tokens, before);
+}
+
+// Sleep mode on two GPUs: a level-1 sleep gives back both GPUs' weights (copied to host memory)
+// and KV pools, and after the wake-up (the decode graphs replaying on the same addresses) the
+// engine serves the tokens it served before; with the hierarchical cache, each GPU's host slots
+// hold its heads and an evicted prompt comes back with the same tokens.
+TEST(TensorParallelCuda, TwoGpusSleepAndWakeWithTheirHostTiers) {
+  if (!two_gpus()) GTEST_SKIP() << NcclGroup::create(2).error().message;
+  auto weights = engine_test_model("beam-nano");
+  ASSERT_NE(weights, nullptr);
+  EngineOptions o = tp_options(2);
+  o.enable_sleep_mode = true;
+  o.enable_hierarchical_cache = true;
+  o.kv_budget_bytes = int64_t{8} << 20;  // a few prompts: the others evict the first
+  auto two = Engine::create(weights, o);
+  ASSERT_TRUE(two.ok()) << two.error().message;
+  const int64_t vocab = weights->config.vocab_size;
+  const RunRequest first{tokens_of(700, 5, vocab), greedy(12)};
+  const std::vector<int32_t> before = run_all(**two, {first})[0][0].tokens;
+  ASSERT_TRUE((*two)->sleep(SleepLevel::kOffloadWeights).ok());
+  const SleepState asleep = (*two)->sleep_state();
+  EXPECT_TRUE(asleep.weights_released && asleep.kv_released);
+  EXPECT_GT(asleep.released_bytes, 0);
+  ASSERT_TRUE((*two)->wake_up(true, true).ok());
+  EXPECT_EQ(run_all(**two, {first})[0][0].tokens, before);
+  for (uint64_t s = 0; s < 4; ++s) run_all(**two, {RunRequest{tokens_of(700, 40 + s, vocab), greedy(4)}});
+  const SiblingResult again = run_all(**two, {first})[0][0];
+  EXPECT_GT((*two)->stats().host_cache.tier.loaded.full, 0);
+  EXPECT_EQ(again.tokens, before);
 }
 
 #endif  // BEAMSERVE_CUDA
