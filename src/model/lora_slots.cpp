@@ -79,6 +79,12 @@ bool is_expert_target(LoraTarget t) {
   return t == LoraTarget::kExpertGate || t == LoraTarget::kExpertUp || t == LoraTarget::kExpertDown;
 }
 
+// Whether a rank holds only its rows of the target's output (its heads, its dense width, its
+// vocabulary), as shard_beam_weights splits the base weights.
+bool is_column_parallel(LoraTarget t) {
+  return t != LoraTarget::kO && t != LoraTarget::kDenseDown && !is_expert_target(t);
+}
+
 // A target's [out, in] in layer `layer` of cfg; {0, 0} when the layer has no such module.
 std::pair<int64_t, int64_t> target_shape(const BeamConfig& cfg, int64_t layer, LoraTarget t) {
   const int64_t H = cfg.hidden_size, q = cfg.num_heads * cfg.head_dim,
@@ -115,7 +121,7 @@ std::pair<int64_t, int64_t> target_shape(const BeamConfig& cfg, int64_t layer, L
 
 std::string LoraSlots::Module::weight(int64_t e) const {
   if (target == LoraTarget::kLmHead) return "lm_head.weight";
-  return num_experts ? expert_tensor_name(layer, e, layer_suffix(target))
+  return all_experts ? expert_tensor_name(layer, e, layer_suffix(target))
                      : layer_tensor_name(layer, layer_suffix(target));
 }
 
@@ -141,15 +147,20 @@ Expected<std::unique_ptr<LoraSlots>> LoraSlots::create(const KernelContext& ctx,
   };
   std::vector<Offsets> offsets(s->modules_.size());
   size_t total = 0;
+  const int64_t ranks = options.tp.size, rank = options.tp.rank;
   const auto lay_out = [&](int64_t layer, LoraTarget target) {
-    const auto [out, in] = target_shape(cfg, layer, target);
-    if (out == 0) return;
+    const auto [full_out, in] = target_shape(cfg, layer, target);
+    if (full_out == 0) return;
     const bool experts = is_expert_target(target);
     if (experts && !options.experts) return;
     Module& m = s->module(layer, target);
     m.in = in;
-    m.out = out;
-    m.num_experts = experts ? cfg.num_experts : 0;
+    m.full_out = full_out;
+    m.out = is_column_parallel(target) ? full_out / ranks : full_out;
+    m.first_row = is_column_parallel(target) ? rank * m.out : 0;
+    m.all_experts = experts ? cfg.num_experts : 0;
+    m.num_experts = m.all_experts / ranks;
+    m.first_expert = rank * m.num_experts;
     m.layer = layer;
     m.target = target;
     m.present = true;
@@ -159,7 +170,7 @@ Expected<std::unique_ptr<LoraSlots>> LoraSlots::create(const KernelContext& ctx,
     o.a = total;
     total += aligned(copies * S * R * static_cast<size_t>(in) * 2);
     o.b = total;
-    total += aligned(copies * S * static_cast<size_t>(out) * R * 2);
+    total += aligned(copies * S * static_cast<size_t>(m.out) * R * 2);
     o.scale = total;
     total += aligned(S * 4);
   };
@@ -250,14 +261,17 @@ Expected<LoraSlots::Placement> LoraSlots::place(const LoraAdapter& adapter) cons
   // delta must find one.
   struct Target {
     const Module* module;
-    int64_t expert;
+    int64_t expert;  // this rank's index, -1: another rank's
+    int64_t global_expert;
   };
   std::map<std::string, Target> names;
   for (const Module& m : modules_) {
     if (!m.present) continue;
-    for (int64_t e = 0; e < m.num_stacks(); ++e)
+    for (int64_t e = 0; e < std::max<int64_t>(m.all_experts, 1); ++e) {
+      const bool mine = e >= m.first_expert && e < m.first_expert + m.num_stacks();
       for (const std::string& name : tensor_name_candidates(m.weight(e)))
-        if (adapter.find(name)) names.emplace(name, Target{&m, e});
+        if (adapter.find(name)) names.emplace(name, Target{&m, mine ? e - m.first_expert : -1, e});
+    }
   }
   const std::string& dir = adapter.dir();
   Placement placement;
@@ -270,27 +284,29 @@ Expected<LoraSlots::Placement> LoraSlots::place(const LoraAdapter& adapter) cons
                                "--lora-experts, or merge the adapter at load with --merge-lora"
                              : "is no module per-request LoRA serves in this model"));
     const Module& m = *it->second.module;
-    if (delta.a->shape[1] != m.in || delta.b->shape[0] != m.out)
+    if (delta.a->shape[1] != m.in || delta.b->shape[0] != m.full_out)
       return make_error(dir + ": '" + name + "': lora_B " + delta.b->shape.str() + " · lora_A " +
                         delta.a->shape.str() + " does not fit the module's [" +
-                        std::to_string(m.out) + ", " + std::to_string(m.in) + "]");
+                        std::to_string(m.full_out) + ", " + std::to_string(m.in) + "]");
     if (delta.rank() > max_rank_)
       return make_error(dir + ": '" + name + "' has rank " + std::to_string(delta.rank()) +
                         ", above the server's max LoRA rank " + std::to_string(max_rank_));
-    placement.push_back(Place{&delta, &m, it->second.expert});
+    placement.push_back(Place{&delta, &m, it->second.expert, it->second.global_expert});
   }
-  // An expert module keeps one scale a slot for all its experts (kernels/api/moe.h's stacks).
+  // An expert module keeps one scale a slot for all its experts (kernels/api/moe.h's stacks), on
+  // every rank: the check covers other ranks' experts too.
   std::map<const Module*, const Place*> first_of;
   for (const Place& p : placement) {
     const Place* first = first_of.emplace(p.module, &p).first->second;
     if (first->delta->scale != p.delta->scale)
       return make_error(dir +
                         ": the experts of one layer's module need one LoRA scale (alpha / r); " +
-                        "expert " + std::to_string(first->expert) + " has " +
+                        "expert " + std::to_string(first->global_expert) + " has " +
                         std::to_string(first->delta->scale) + ", expert " +
-                        std::to_string(p.expert) + " " + std::to_string(p.delta->scale) +
+                        std::to_string(p.global_expert) + " " + std::to_string(p.delta->scale) +
                         " (rank_pattern / alpha_pattern): merge it with --merge-lora instead");
   }
+  std::erase_if(placement, [](const Place& p) { return p.expert < 0; });  // another rank's
   return placement;
 }
 
@@ -319,8 +335,11 @@ Status LoraSlots::load(const KernelContext& ctx, int32_t slot, const LoraAdapter
       // [r, in] -> rows [0, r) of the stack's [R, in]; [out, r] -> columns [0, r) of its [out, R].
       convert_elements(delta.a->data, delta.a->dtype, r * m->in, a.data() + p->expert * R * m->in,
                        DType::kBF16);
+      // lora_B's rows of this rank (all of them unless the module is column-parallel).
       b_packed.resize(static_cast<size_t>(m->out * r));
-      convert_elements(delta.b->data, delta.b->dtype, m->out * r, b_packed.data(), DType::kBF16);
+      const auto* b_rows = static_cast<const char*>(delta.b->data) +
+                           static_cast<size_t>(m->first_row * r) * dtype_size(delta.b->dtype);
+      convert_elements(b_rows, delta.b->dtype, m->out * r, b_packed.data(), DType::kBF16);
       bf16* b_stack = b.data() + p->expert * m->out * R;
       for (int64_t o = 0; o < m->out; ++o) std::copy_n(b_packed.data() + o * r, r, b_stack + o * R);
     }

@@ -19,6 +19,7 @@
 #include "kernels/api/releasable_memory.h"
 #include "model/config.h"
 #include "model/lora_adapter.h"
+#include "model/tensor_parallel.h"
 
 namespace beam {
 
@@ -46,6 +47,10 @@ struct LoraSlotsOptions {
   int max_rank = 16;        // the highest adapter rank a slot holds
   bool experts = false;     // stacks for the routed experts too (SGLang / vLLM serve expert LoRA)
   bool releasable = false;  // in ReleasableMemory that sleep mode may give back
+  // The tensor-parallel rank whose share the slots hold (model/tensor_parallel.h): the column-
+  // parallel modules' rows of lora_B (q / k / v / gate, the dense gate / up, lm_head), o_proj and
+  // the dense down whole (BeamModel gathers their inputs from every rank), its routed experts.
+  TensorParallel tp = {};
 };
 
 class LoraSlots {
@@ -91,10 +96,15 @@ class LoraSlots {
     LoraStack stack;          // a module of one weight
     ExpertLoraStack experts;  // an expert module: num_experts weights
     int64_t in = 0, out = 0, num_experts = 0;
+    int64_t full_out = 0;      // the module's rows on one rank (out: the rank's rows from first_row)
+    int64_t first_row = 0;
+    int64_t first_expert = 0;  // the rank's experts [first_expert, first_expert + num_experts)
+    int64_t all_experts = 0;   // the layer's experts on every rank
     int64_t layer = 0;
     LoraTarget target = LoraTarget::kQ;
     bool present = false;  // whether the layer has this module and the slots serve it
-    // The checkpoint name of the weight it adapts (expert e's for expert modules).
+    // The checkpoint name of the weight it adapts (expert e's for expert modules: e counts every
+    // rank's experts).
     std::string weight(int64_t e = 0) const;
     // The stack of expert e (expert modules) or of the module.
     LoraStack stack_of(int64_t e) const { return num_experts ? experts.of_expert(e) : stack; }
@@ -104,11 +114,13 @@ class LoraSlots {
     TensorView all_a() const;
     TensorView all_b() const;
   };
-  // Where one of an adapter's deltas goes: a module and, for an expert module, the expert.
+  // Where one of an adapter's deltas goes: a module and, for an expert module, the expert (this
+  // rank's index; -1 for another rank's expert, which the rank checks but does not hold).
   struct Place {
     const LoraDelta* delta;
     const Module* module;
     int64_t expert;
+    int64_t global_expert;  // counting every rank's experts (messages)
   };
   LoraSlots() = default;
   // The module each of adapter's deltas goes to (by delta name), or check()'s error.

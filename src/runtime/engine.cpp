@@ -85,15 +85,13 @@ void log_step_budget(int64_t tokens, bool explicit_tokens, int64_t device_defaul
 }
 
 // What a tensor-parallel engine needs before any weights load (EngineOptions::
-// tensor_parallel_size): a size >= 1 and no LoRA slots (for now). The split itself is checked by
-// the slicing, GPUs and NCCL as the ranks start.
+// tensor_parallel_size): a size >= 1. The split itself is checked by the slicing, GPUs and NCCL
+// as the ranks start.
 Status check_engine_tensor_parallel(const EngineOptions& options) {
   const int tp = options.tensor_parallel_size;
   if (tp == 1) return ok_status();
   const std::string what = "engine: tensor parallel size " + std::to_string(tp);
   if (tp < 1) return make_error(what + ": must be >= 1");
-  if (options.max_loras != 0)
-    return make_error(what + " does not serve LoRA slots yet (--max-loras 0)");
   return ok_status();
 }
 
@@ -1172,7 +1170,8 @@ bool Engine::Impl::take_lora_slot(const Sequence& seq, std::set<uint64_t>& pinne
   }
   const std::optional<int32_t> slot = lora_table_.victim(pinned);
   if (!slot) return false;
-  const Status st = model_.lora_slots()->load(model_.context(), *slot, *lora->adapter);
+  Status st = model_.lora_slots()->load(model_.context(), *slot, *lora->adapter);
+  if (st.ok() && ranks_) st = ranks_->load_lora(*slot, *lora->adapter);
   if (!st.ok()) {
     lora_table_.clear(*slot);
     failed.emplace_back(seq.request, st.error().message);
@@ -1189,7 +1188,8 @@ void Engine::Impl::reload_lora_slots() {
   const std::vector<std::shared_ptr<const LoraEntry>> held = lora_table_.held();
   for (size_t s = 0; s < held.size(); ++s) {
     if (!held[s]) continue;
-    const Status st = slots->load(model_.context(), static_cast<int32_t>(s), *held[s]->adapter);
+    Status st = slots->load(model_.context(), static_cast<int32_t>(s), *held[s]->adapter);
+    if (st.ok() && ranks_) st = ranks_->load_lora(static_cast<int32_t>(s), *held[s]->adapter);
     BEAM_CHECK(st.ok()) << "adapter " << held[s]->name << " no longer loads into slot " << s << ": "
                         << st.error().message;
   }
@@ -1638,7 +1638,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
                                             LoraSlotsOptions{.max_loras = options.max_loras,
                                                              .max_rank = options.max_lora_rank,
                                                              .experts = options.lora_experts,
-                                                             .releasable = releasable}));
+                                                             .releasable = releasable,
+                                                             .tp = TensorParallel{0, tp}}));
   }
   const int64_t device_default = default_max_tokens_per_step(
       device.device, device_memory_info(device.context(nullptr)).total_bytes);
@@ -1656,9 +1657,14 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
     const int threads = options.num_threads > 0
                             ? options.num_threads
                             : static_cast<int>(std::thread::hardware_concurrency());
+    std::optional<LoraSlotsOptions> rank_lora;
+    if (options.max_loras != 0)
+      rank_lora = LoraSlotsOptions{.max_loras = options.max_loras,
+                                   .max_rank = options.max_lora_rank,
+                                   .experts = options.lora_experts};
     BEAM_ASSIGN_OR_RETURN(ranks,
                           EngineRanks::create(source, tp, device, std::max(1, threads / tp),
-                                              options.enable_sleep_mode));
+                                              options.enable_sleep_mode, rank_lora));
   }
   std::optional<StepMemory> step;
   if (device.device == Device::kCuda) {

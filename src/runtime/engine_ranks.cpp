@@ -39,7 +39,8 @@ Expected<std::unique_ptr<CommGroup>> make_group(int size, const EngineDevice& ra
 
 Expected<std::unique_ptr<EngineRanks>> EngineRanks::create(const RankWeights& source, int size,
                                                            const EngineDevice& rank0,
-                                                           int threads_per_rank, bool sleep_mode) {
+                                                           int threads_per_rank, bool sleep_mode,
+                                                           std::optional<LoraSlotsOptions> lora) {
   BEAM_RETURN_IF_ERROR(check_tensor_parallel(rank0.weights->config, size));
   std::unique_ptr<EngineRanks> ranks(new EngineRanks());
   BEAM_ASSIGN_OR_RETURN(ranks->group_, make_group(size, rank0));
@@ -48,7 +49,7 @@ Expected<std::unique_ptr<EngineRanks>> EngineRanks::create(const RankWeights& so
   RankWorkers::Build build;
   std::mutex one_at_a_time;  // GPU ranks' host weights: one rank's load and upload at once
   if (rank0.device == Device::kCpu) {
-    build = RankWorkers::cpu_ranks(source, group, threads_per_rank);
+    build = RankWorkers::cpu_ranks(source, group, threads_per_rank, lora);
   } else {
     build = [&](int r) -> Expected<WorkerRank> {
       const TensorParallel tp{r, size};
@@ -64,9 +65,14 @@ Expected<std::unique_ptr<EngineRanks>> EngineRanks::create(const RankWeights& so
 #endif
       auto device = std::make_shared<EngineDevice>(std::move(d));
       ranks->workers_[r - 1].device = device;
+      std::optional<LoraSlotsOptions> slots_options = lora;
+      if (slots_options) slots_options->releasable = sleep_mode && device->weight_memory != nullptr;
+      BEAM_ASSIGN_OR_RETURN(std::unique_ptr<LoraSlots> slots,
+                            rank_lora_slots(device->context(nullptr), device->weights->config,
+                                            slots_options, tp));
       WorkerRank w;
-      w.model = std::make_unique<BeamModel>(device->weights, device->context(nullptr), nullptr,
-                                            ModelShard{tp, &group.rank(r)});
+      w.model = std::make_unique<BeamModel>(device->weights, device->context(nullptr),
+                                            std::move(slots), ModelShard{tp, &group.rank(r)});
       w.device = device;
       return w;
     };
@@ -141,7 +147,7 @@ Status EngineRanks::allocate_kv(const KvGeometry& rank_geometry, const KvPoolSiz
     w.storage.emplace(std::move(storage));
     if (sleep_mode)
       w.sleep = SleepController(model.context(), w.device ? w.device->weight_memory : nullptr,
-                                /*lora=*/nullptr, &static_cast<ReleasableKvAllocator&>(*w.allocator));
+                                model.lora_slots(), &static_cast<ReleasableKvAllocator&>(*w.allocator));
     return ok_status();
   }));
   for (int r = 1; r < size(); ++r) kv_[r] = &workers_[r - 1].storage->layers();
@@ -202,6 +208,14 @@ Expected<int64_t> EngineRanks::sleep(SleepLevel level, bool weights, bool kv_cac
   int64_t total = 0;
   for (int64_t b : released) total += b;
   return total;
+}
+
+Status EngineRanks::load_lora(int32_t slot, const LoraAdapter& adapter) {
+  return ranks_->on_workers([&](int r, BeamModel& model) -> Status {
+    Status st = model.lora_slots()->load(model.context(), slot, adapter);
+    if (!st.ok()) return make_error("rank " + std::to_string(r) + ": " + st.error().message);
+    return ok_status();
+  });
 }
 
 Status EngineRanks::wake_up(bool weights, bool kv_cache) {

@@ -32,11 +32,13 @@ class EngineRanks {
   // threads_per_rank threads, or GPU r for rank r (its context, weights and stream for NCCL; the
   // GPU ranks load and upload one at a time, so the host holds one rank's weights at once), with
   // rank0's decode-graph and attention settings; with sleep_mode, GPU ranks' weights in
-  // releasable memory. Errors: a config that does not split, NCCL or GPUs missing, weights that
-  // do not fit a GPU, a source's error.
+  // releasable memory; with `lora`, each rank's LoRA slots of its share (releasable with a GPU
+  // rank's weights in sleep mode). Errors: a config that does not split, NCCL or GPUs missing,
+  // weights or slots that do not fit a GPU, a source's error.
   static Expected<std::unique_ptr<EngineRanks>> create(const RankWeights& source, int size,
                                                        const EngineDevice& rank0,
-                                                       int threads_per_rank, bool sleep_mode);
+                                                       int threads_per_rank, bool sleep_mode,
+                                                       std::optional<LoraSlotsOptions> lora);
   ~EngineRanks();
 
   int size() const { return group_->size(); }
@@ -58,6 +60,9 @@ class EngineRanks {
   // thread. Returns the bytes released over the workers; the first worker's error.
   Expected<int64_t> sleep(SleepLevel level, bool weights, bool kv_cache);
   Status wake_up(bool weights, bool kv_cache);
+  // Loads adapter's share into LoRA slot `slot` of every worker (LoraSlots::load), as rank 0
+  // did; the first worker's error.
+  Status load_lora(int32_t slot, const LoraAdapter& adapter);
 
   // One step on every rank (RankWorkers::forward) with rank 0's model and KV storage.
   Status forward(BeamModel& rank0, const KvStorage& storage0, const ForwardBatch& batch,

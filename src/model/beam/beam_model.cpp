@@ -94,8 +94,6 @@ BeamModel::BeamModel(std::shared_ptr<const BeamWeights> weights, KernelContext c
                             shard_.comm->rank() == shard_.tp.rank))
       << "BeamModel: rank " << shard_.tp.rank << " of " << shard_.tp.size
       << " needs its end of a group of that size";
-  BEAM_CHECK(!sharded() || lora_ == nullptr)
-      << "BeamModel: tensor parallelism runs without LoRA slots for now";
   shape_ = shard_shape(config(), shard_.tp);
   BEAM_CHECK(weights_->layers.empty() ||
              weights_->layers[0].attn.o_proj.dim(1) == shape_.num_heads * config().head_dim)
@@ -187,7 +185,7 @@ Status BeamModel::run_step(const ForwardBatch& batch, const KvLayers& kv, Forwar
   begin_step(ctx_);
   out.routed_experts.clear();
   if (DecodeGraphs::eligible(ctx_, batch)) {
-    BEAM_RETURN_IF_ERROR(graphs_.run(ctx_, config(), shape_, sharded(), batch, kv,
+    BEAM_RETURN_IF_ERROR(graphs_.run(ctx_, config(), shape_, shard_buffers(), batch, kv,
                                      [this](Workspace& ws, const KvLayers& k) {
                                        enqueue_step(ws, k, AttentionPath::kFixed, false);
                                      }));
@@ -198,7 +196,7 @@ Status BeamModel::run_step(const ForwardBatch& batch, const KvLayers& kv, Forwar
   const BeamConfig& cfg = config();
   ws_.build(batch, kv.layers[0].block_size);
   BEAM_RETURN_IF_ERROR(ws_.reserve(ctx_, cfg, shape_, ws_.num_tokens(), ws_.num_logit_rows(),
-                                   batch.capture_routing, sharded()));
+                                   batch.capture_routing, shard_buffers()));
   ws_.upload(ctx_);
   enqueue_step(ws_, kv, AttentionPath::kEager, batch.capture_routing);
   out.host_enqueue_ms = host_ms();
@@ -295,7 +293,8 @@ void BeamModel::attention_block(Workspace& ws, int64_t l, const KvLayers& kv, At
   } else {
     linear(ctx_, o.reshape({T, Nq * D}), lw.attn.o_proj, a);
   }
-  add_lora(ws, l, o.reshape({T, Nq * D}), {{LoraTarget::kO, a}});
+  add_lora(ws, l, lora_input(ws, l, LoraTarget::kO, o.reshape({T, Nq * D})),
+           {{LoraTarget::kO, a}});
   profile_mark(ctx_, StepOp::kOProj);
   DepthScale s = depth_scale(2 * l + 2);
   // The residual update and the MLP's pre-norm of the new residual into x, in one op.
@@ -329,7 +328,8 @@ void BeamModel::mlp_block(Workspace& ws, int64_t l, int64_t sparse_index, bool c
       } else {
         linear(ctx_, act, lw.dense.down, m);
       }
-      add_lora(ws, l, act, {{LoraTarget::kDenseDown, m}});
+      add_lora(ws, l, lora_input(ws, l, LoraTarget::kDenseDown, act),
+               {{LoraTarget::kDenseDown, m}});
       profile_mark(ctx_, StepOp::kDense);
       break;
     }
@@ -351,7 +351,8 @@ void BeamModel::mlp_block(Workspace& ws, int64_t l, int64_t sparse_index, bool c
         TensorView local_ids = ws.local_expert_ids.view(DType::kI32, {T, K});
         localize_expert_ids(ctx_, ids, shape_.first_expert, shape_.num_experts, local_ids);
         TensorView part = ws.partial.view(DType::kF32, {T, H});
-        moe_experts(ctx_, x, lw.moe.experts_gate_up, lw.moe.experts_down, local_ids, weights, part);
+        moe_experts(ctx_, x, lw.moe.experts_gate_up, lw.moe.experts_down, local_ids, weights, part,
+                    lora ? &*lora : nullptr);  // the slots hold this rank's experts
         reduce_partials(part, m);
       } else {
         moe_experts(ctx_, x, lw.moe.experts_gate_up, lw.moe.experts_down, ids, weights, m,
@@ -396,18 +397,31 @@ void BeamModel::reduce_partials(const TensorView& part, const TensorView& out) {
 
 void BeamModel::gather_logits(const Workspace& ws) {
   const int64_t R = ws.num_logit_rows(), Vl = shape_.vocab, n = shard_.tp.size;
-  TensorView gathered = ws.gathered_logits.view(DType::kF32, {n, R, Vl});
-  shard_.comm->all_gather(ws.local_logits.view(DType::kF32, {R, Vl}), gathered);
-  // Rank r's slice [R, Vl] goes to columns [r * Vl, (r + 1) * Vl) of logits [R, n * Vl].
-  const TensorView logits = ws.logits.view(DType::kF32, {R, n * Vl});
-  const size_t row = static_cast<size_t>(Vl) * sizeof(float), rows = static_cast<size_t>(R);
-  for (int64_t r = 0; r < n; ++r) {
-    const TensorView slice = gathered.rows(r, 1);
-    copy_rows(
-        ctx_,
-        PitchedRows{static_cast<char*>(logits.data) + r * row, ctx_.device, n * row, row, rows},
-        PitchedRows{slice.data, ctx_.device, row, row, rows});
-  }
+  gather_columns(ws.local_logits.view(DType::kF32, {R, Vl}),
+                 ws.gathered_logits.view(DType::kF32, {n, R, Vl}),
+                 ws.logits.view(DType::kF32, {R, n * Vl}));
+}
+
+void BeamModel::gather_columns(const TensorView& local, const TensorView& gathered,
+                               const TensorView& out) {
+  const int64_t n = shard_.tp.size;
+  shard_.comm->all_gather(local, gathered);
+  // Rank r's [rows, c] goes to columns [r * c, (r + 1) * c) of out.
+  const size_t row = static_cast<size_t>(local.dim(1)) * dtype_size(local.dtype);
+  const auto rows = static_cast<size_t>(local.dim(0));
+  for (int64_t r = 0; r < n; ++r)
+    copy_rows(ctx_,
+              PitchedRows{static_cast<char*>(out.data) + r * row, ctx_.device, n * row, row, rows},
+              PitchedRows{gathered.rows(r, 1).data, ctx_.device, row, row, rows});
+}
+
+TensorView BeamModel::lora_input(const Workspace& ws, int64_t l, LoraTarget target,
+                                 const TensorView& x) {
+  if (!sharded() || !lora_ || !ws.any_lora || lora_->stack(l, target) == nullptr) return x;
+  const int64_t T = x.dim(0), c = x.dim(1), n = shard_.tp.size;
+  const TensorView full = ws.lora_input.view(DType::kBF16, {T, n * c});
+  gather_columns(x, ws.lora_gathered.view(DType::kBF16, {n, T, c}), full);
+  return full;
 }
 
 void BeamModel::add_lora(const Workspace& ws, int64_t l, const TensorView& x,

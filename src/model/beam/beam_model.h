@@ -99,7 +99,16 @@ class BeamModel {
   void reduce_partials(const TensorView& part, const TensorView& out);
   // ws.logits [R, V] from every rank's vocabulary slice (ws.local_logits [R, V / size]).
   void gather_logits(const Workspace& ws);
+  // out [rows, n * c] = every rank's local [rows, c] side by side in rank order (through
+  // gathered [n, rows, c]).
+  void gather_columns(const TensorView& local, const TensorView& gathered, const TensorView& out);
+  // The input a row-parallel module's adapter reads (o_proj's, the dense down's): x itself on one
+  // rank or when the step applies no adapter there; on a rank, every rank's columns of x gathered.
+  TensorView lora_input(const Workspace& ws, int64_t l, LoraTarget target, const TensorView& x);
   bool sharded() const { return shard_.tp.size > 1; }
+  ShardBuffers shard_buffers() const {
+    return !sharded() ? ShardBuffers::kNone : lora_ ? ShardBuffers::kRankWithLora : ShardBuffers::kRank;
+  }
 
   std::shared_ptr<const BeamWeights> weights_;
   KernelContext ctx_;

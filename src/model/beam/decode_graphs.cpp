@@ -80,13 +80,13 @@ void DecodeGraphs::drop_graphs() {
 }
 
 Status DecodeGraphs::run(const KernelContext& ctx, const BeamConfig& cfg, const ShardShape& shard,
-                         bool sharded, const ForwardBatch& batch, const KvLayers& kv,
+                         ShardBuffers shard_buffers, const ForwardBatch& batch, const KvLayers& kv,
                          const EnqueueStep& enqueue) {
   const size_t index = bucket_index(batch.seqs.size());
   const int64_t rows = kBuckets[index];
   if (!reserved_) {  // the largest bucket up front: the workspace never moves afterwards
     BEAM_RETURN_IF_ERROR(
-        ws_.reserve(ctx, cfg, shard, kBuckets.back(), kBuckets.back(), false, sharded));
+        ws_.reserve(ctx, cfg, shard, kBuckets.back(), kBuckets.back(), false, shard_buffers));
     reserved_ = true;
   }
   ws_.build(batch, kv.layers[0].block_size);

@@ -35,9 +35,10 @@ class DecodeGraphs {
   // (warming scratch and cuBLASLt plans), the second captures, later ones replay. Graphs are
   // dropped and recaptured when the context's scratch or the KV memory moved. On return the
   // logits of sequence i are row i of workspace().logits, still on the device (not synchronized).
-  // shard: the model's share of the heads, widths and vocabulary (all of them unless `sharded`,
-  // a tensor-parallel rank, whose graphs capture its collectives too).
-  Status run(const KernelContext& ctx, const BeamConfig& cfg, const ShardShape& shard, bool sharded,
+  // shard: the model's share of the heads, widths and vocabulary (all of them unless
+  // shard_buffers names a tensor-parallel rank, whose graphs capture its collectives too).
+  Status run(const KernelContext& ctx, const BeamConfig& cfg, const ShardShape& shard,
+             ShardBuffers shard_buffers,
              const ForwardBatch& batch, const KvLayers& kv, const EnqueueStep& enqueue);
 
   // Drops every captured graph (the next use of a bucket captures again): after what they captured

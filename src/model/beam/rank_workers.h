@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <thread>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "core/thread_pool.h"
 #include "model/beam/beam_model.h"
 #include "model/forward_batch.h"
+#include "model/lora_slots.h"
 
 namespace beam {
 
@@ -28,6 +30,12 @@ struct WorkerRank {
   std::shared_ptr<void> device;      // a GPU rank's context and weights, kept alive
   std::unique_ptr<BeamModel> model;
 };
+
+// Rank tp's LoRA slots (LoraSlots::create with options `lora` for that rank), none without `lora`;
+// errors name the rank.
+Expected<std::unique_ptr<LoraSlots>> rank_lora_slots(const KernelContext& ctx, const BeamConfig& cfg,
+                                                     std::optional<LoraSlotsOptions> lora,
+                                                     TensorParallel tp);
 
 // Owned and called by one thread (rank 0's).
 class RankWorkers {
@@ -41,8 +49,10 @@ class RankWorkers {
   // group must outlive this. Errors: the first rank's build error.
   static Expected<std::unique_ptr<RankWorkers>> create(CommGroup& group, const Build& build);
   // CPU ranks: rank r's slice (shard_beam_weights) of source(r), a pool of threads_per_rank
-  // threads, its end of `group`. `source` must outlive create().
-  static Build cpu_ranks(const RankWeights& source, CommGroup& group, int threads_per_rank);
+  // threads, its end of `group`, and with `lora` LoRA slots of rank r's share (LoraSlotsOptions::
+  // tp set per rank). `source` must outlive create().
+  static Build cpu_ranks(const RankWeights& source, CommGroup& group, int threads_per_rank,
+                         std::optional<LoraSlotsOptions> lora = std::nullopt);
   ~RankWorkers();  // stops and joins the threads
   RankWorkers(const RankWorkers&) = delete;
   RankWorkers& operator=(const RankWorkers&) = delete;

@@ -105,13 +105,16 @@ size_t Workspace::device_bytes() const {
                                  &partial,
                                  &local_expert_ids,
                                  &local_logits,
-                                 &gathered_logits})
+                                 &gathered_logits,
+                                 &lora_gathered,
+                                 &lora_input})
     n += b->capacity();
   return n;
 }
 
 Status Workspace::reserve(const KernelContext& ctx, const BeamConfig& cfg, const ShardShape& shard,
-                          int64_t tokens, int64_t rows, bool capture_routing, bool sharded) {
+                          int64_t tokens, int64_t rows, bool capture_routing,
+                          ShardBuffers shard_buffers) {
   if (tokens > meta_tokens || rows > meta_rows || meta.nbytes() == 0) {
     const int64_t t = std::max(tokens + tokens / 2, meta_tokens);
     const int64_t r = std::max(rows + rows / 2, meta_rows);
@@ -128,7 +131,9 @@ Status Workspace::reserve(const KernelContext& ctx, const BeamConfig& cfg, const
                D = cfg.head_dim;
   const size_t I = shard.intermediate, K = cfg.num_experts_per_tok;
   const size_t V = cfg.vocab_size, Vl = shard.vocab, S = cfg.num_layers_of(MlpKind::kSparse);
-  const size_t tp = sharded ? 1 : 0;  // the tensor-parallel buffers' factor
+  const size_t tp = shard_buffers != ShardBuffers::kNone ? 1 : 0;  // the rank buffers' factor
+  const size_t lora = shard_buffers == ShardBuffers::kRankWithLora ? 1 : 0;
+  const size_t lora_width = std::max<size_t>(cfg.num_heads * cfg.head_dim, cfg.intermediate_size);
   const size_t bf = sizeof(uint16_t), f32 = sizeof(float), i32 = sizeof(int32_t);
   const std::pair<ScratchBuffer*, size_t> needs[] = {
       {&residual, T * H * bf},
@@ -150,7 +155,9 @@ Status Workspace::reserve(const KernelContext& ctx, const BeamConfig& cfg, const
       {&partial, tp * T * H * f32},
       {&local_expert_ids, tp * T * K * i32},
       {&local_logits, tp * R * Vl * f32},
-      {&gathered_logits, tp * R * V * f32}};
+      {&gathered_logits, tp * R * V * f32},
+      {&lora_gathered, lora * T * lora_width * bf},
+      {&lora_input, lora * T * lora_width * bf}};
   for (const auto& [buffer, nbytes] : needs) BEAM_RETURN_IF_ERROR(buffer->reserve(ctx, nbytes));
   return ok_status();
 }

@@ -29,6 +29,11 @@ class ScratchBuffer {
   DeviceBuffer buffer_;
 };
 
+// The tensor-parallel buffers Workspace::reserve makes: none (one rank), a rank's (partial sums,
+// routed ids of its experts, logit slices), and with LoRA slots also the gathered inputs of o_proj
+// and the dense down projection (their adapters see every rank's columns).
+enum class ShardBuffers { kNone, kRank, kRankWithLora };
+
 struct Workspace {
   // Batch metadata, built on the host every step (build / pad_decode) and uploaded to `meta`.
   std::vector<int32_t> token_ids;        // [T]
@@ -56,6 +61,9 @@ struct Workspace {
   // A tensor-parallel rank's (model/tensor_parallel.h): fp32 partial sums [T, H], the routed ids
   // of its experts [T, k], its logits' vocabulary slice [R, V / n] and every rank's [n, R, V / n].
   ScratchBuffer partial, local_expert_ids, local_logits, gathered_logits;
+  // With LoRA on a rank: a row-parallel module's input gathered from every rank [n, T, c / n] and
+  // rearranged to [T, c] (c: the q heads' width or the dense width).
+  ScratchBuffer lora_gathered, lora_input;
 
   // Fills the host metadata of batch (KV slots from its block tables). Logit rows: every token of
   // an all_logits sequence, else its last.
@@ -65,10 +73,11 @@ struct Workspace {
   // dropped by the caller), no LoRA. Attention seqs stay real.
   void pad_decode(int64_t rows);
   // Reserves every buffer for `tokens` tokens and `rows` logit rows of a rank holding `shard`'s
-  // share (routed_experts only with capture, the tensor-parallel buffers only when `sharded`). An
-  // error when the device is out of memory.
+  // share (routed_experts only with capture, the tensor-parallel ones as `shard_buffers` says).
+  // An error when the device is out of memory.
   Status reserve(const KernelContext& ctx, const BeamConfig& cfg, const ShardShape& shard,
-                 int64_t tokens, int64_t rows, bool capture_routing, bool sharded = false);
+                 int64_t tokens, int64_t rows, bool capture_routing,
+                 ShardBuffers shard_buffers = ShardBuffers::kNone);
   // Bytes the activations and the metadata mirror hold on the device.
   size_t device_bytes() const;
   // Copies the host metadata into meta's pinned bytes and queues one upload (after reserve for

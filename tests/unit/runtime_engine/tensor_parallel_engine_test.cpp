@@ -165,9 +165,6 @@ TEST(TensorParallelEngine, SettingsItCannotServeAreErrors) {
   expect_error(o, "does not divide the model's num_key_value_heads 2");
   o.tensor_parallel_size = 0;
   expect_error(o, "must be >= 1");
-  o.tensor_parallel_size = 2;
-  o.max_loras = 2;
-  expect_error(o, "does not serve LoRA slots yet");
 }
 
 // Sleep mode with two ranks (CPU threads, whose weights are host memory): a sleep gives back both
