@@ -701,6 +701,7 @@ void Engine::Impl::apply_memory_command() {
   } else if (command.sleep) {
     st = sleep_.check_sleep(command.weights, command.kv_cache);
     if (st.ok() && prefix_ && command.kv_cache) prefix_->flush();  // its KV goes with the pools
+    if (ranked_mover_) ranked_mover_->flush();  // the workers' host copies before their pools go
     Expected<int64_t> rank0 = int64_t{0};
     if (st.ok()) rank0 = sleep_.sleep(command.level, command.weights, command.kv_cache);
     if (!rank0.ok()) st = rank0.error();
