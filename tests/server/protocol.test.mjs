@@ -1304,6 +1304,44 @@ test('LoRA adapters on the routed experts need --lora-experts', async () => {
   }
 });
 
+// Two tensor-parallel ranks (--tp-size 2) with per-request LoRA (experts included), sleep mode and
+// the hierarchical cache together: the adapter's tokens are one rank's, /get_server_info says so,
+// and after SGLang's release / resume of every rank's memory the same tokens come back.
+test('tensor-parallel ranks serve LoRA, sleep and the host tier together', async (t) => {
+  const lora = tinyBeamLora(11, TINY_BEAM_EXPERT_MODULES);
+  const flags = ['--lora-modules', `a=${lora}`, '--max-loras', '2', '--max-lora-rank', '8', '--lora-experts'];
+  const one = await startServer(flags);
+  let two;
+  try {
+    two = await startServer([...flags, '--tp-size', '2', '--enable-sleep-mode', '--enable-hierarchical-cache']);
+  } catch (e) {  // on a GPU machine: two GPUs and NCCL are needed (the error says which is missing)
+    await one.stop();
+    if (/needs as many GPUs|NCCL/.test(String(e.message))) return t.skip(String(e.message).split('\n')[0]);
+    throw e;
+  }
+  const ask = (s, model) => fetch(s.baseUrl + '/v1/completions', { method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model, prompt: Array.from({ length: 12 }, (_, i) => 30 + i), max_tokens: 8,
+      temperature: 0, ignore_eos: true }) }).then((r) => r.json()).then((j) => j.choices[0].text);
+  const post = (route, body) => fetch(two.baseUrl + route, { method: 'POST',
+    headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }).then((r) => r.json());
+  try {
+    const adapted = await ask(one, 'a');
+    assert.notEqual(adapted, await ask(one, MODEL));
+    assert.equal(await ask(two, 'a'), adapted);
+    const info = await (await fetch(two.baseUrl + '/get_server_info')).json();
+    assert.deepEqual([info.tp_size, info.enable_lora, info.enable_hierarchical_cache, info.enable_memory_saver],
+      [2, true, true, true]);
+    assert.equal((await post('/release_memory_occupation', {})).success, true);
+    assert.equal((await post('/resume_memory_occupation', {})).success, true);
+    assert.equal(await ask(two, 'a'), adapted);
+  } finally {
+    assert.equal(await two.stop(), 0);
+    assert.equal(await one.stop(), 0);
+    fs.rmSync(lora, { recursive: true, force: true });
+  }
+});
+
 // Sleep mode (--enable-sleep-mode) for RL loops that train on the same GPU: vLLM's /sleep,
 // /wake_up and /is_sleeping, SGLang's release / resume_memory_occupation. A request sent while
 // asleep waits and then answers as before the sleep; level 2 serves again once new weights come
