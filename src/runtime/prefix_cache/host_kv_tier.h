@@ -87,7 +87,10 @@ class HostKvTier {
   // one of that pool already (then it only counts as used now, at the higher of both ranks).
   // When no slot is free it takes the lowest-ranked least recently used one, unless that one
   // outranks `rank` (then nothing is saved). A key whose entry has other tokens is left alone.
-  void save(AttentionKind pool, const HostBlockRef& ref, BlockId block, HostRank rank = HostRank::kResumable);
+  // device_keeps: the device still holds the block (a write-through copy), so a walk over device
+  // and host finds nothing new and generation() stays.
+  void save(AttentionKind pool, const HostBlockRef& ref, BlockId block,
+            HostRank rank = HostRank::kResumable, bool device_keeps = false);
   // Copies entry's block of pool into device block `block`. Requires holds(entry, pool).
   void load(int32_t entry, AttentionKind pool, BlockId block);
   // Marks entry used now (a restore touches its prefix deepest first, so the shallow blocks the
@@ -97,7 +100,8 @@ class HostKvTier {
   void clear();
 
   bool empty() const { return by_key_.empty(); }
-  // Bumped whenever a block is saved or everything forgotten (what a lookup can find changed).
+  // Bumped whenever a block the device let go is saved, or everything forgotten (what a walk over
+  // device and host can find changed).
   uint64_t generation() const { return generation_; }
   HostTierStats stats() const;
   // Aborts on a broken invariant: key map vs entries, slot ownership and free lists, LRU indexes.

@@ -60,10 +60,10 @@ bool PrefixCache::host_keeps(const Node& n) const {
   return write_policy_ != HostWritePolicy::kWriteThroughSelective || n.uses >= write_through_uses();
 }
 
-void PrefixCache::save_sliding(PrefixNodeId id) {
+void PrefixCache::save_sliding(PrefixNodeId id, bool device_keeps) {
   const Node& n = node(id);
   host_->save(AttentionKind::kSliding, host_ref(id), BlockId(n.sliding),
-              n.window_was_pinned ? HostRank::kResumable : HostRank::kLoose);
+              n.window_was_pinned ? HostRank::kResumable : HostRank::kLoose, device_keeps);
 }
 
 void PrefixCache::note_use(PrefixNodeId id) {
@@ -71,8 +71,9 @@ void PrefixCache::note_use(PrefixNodeId id) {
   if (n.uses >= 2) return;  // counted up to what a policy asks (a hot prefix is locked endlessly)
   ++n.uses;
   if (host_ == nullptr || n.uses != write_through_uses()) return;
-  host_->save(AttentionKind::kFull, host_ref(id), BlockId(n.full));
-  if (n.sliding >= 0 && n.window_was_pinned) save_sliding(id);
+  host_->save(AttentionKind::kFull, host_ref(id), BlockId(n.full), HostRank::kResumable,
+              /*device_keeps=*/true);
+  if (n.sliding >= 0 && n.window_was_pinned) save_sliding(id, /*device_keeps=*/true);
 }
 
 HostRestore PrefixCache::count_restore(std::span<const HostStep> steps, int64_t depth) const {

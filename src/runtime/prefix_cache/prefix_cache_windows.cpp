@@ -35,7 +35,7 @@ void PrefixCache::drop_sliding(PrefixNodeId id) {
   Node& n = node(id);
   BEAM_CHECK(n.sliding >= 0 && n.sliding_lock == 0 && n.window_pins == 0)
       << "drop_sliding on node " << id.value << " in use";
-  if (host_ != nullptr && saving_ && host_keeps(n)) save_sliding(id);
+  if (host_ != nullptr && saving_ && host_keeps(n)) save_sliding(id, /*device_keeps=*/false);
   kv_.release_block(AttentionKind::kSliding, BlockId(n.sliding));
   n.sliding = -1;
   n.window_was_pinned = false;
@@ -93,7 +93,7 @@ void PrefixCache::mark_endpoint(PrefixNodeId id, bool resumable) {
   for (int64_t i = e.depth - 1; i >= window_first(e.depth); --i) {
     ++node(w).window_pins;
     if (resumable) node(w).window_was_pinned = true;
-    if (early > 0 && node(w).uses >= early) save_sliding(w);  // write-through of the window
+    if (early > 0 && node(w).uses >= early) save_sliding(w, /*device_keeps=*/true);  // write-through
     reindex_loose(w);
     w = node(w).parent;
   }

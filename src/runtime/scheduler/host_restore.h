@@ -15,8 +15,9 @@ namespace beam {
 
 // The waiting sequences a walk found nothing to restore for, with the (device epoch, host
 // generation) of that walk: they are not walked again until a device block leaves the tree or the
-// host tier takes one (a step's walks then cost nothing when nothing changed; a device prefix
-// that grows until the host continues it waits for the next eviction). Owned by the caller.
+// host tier takes one the device let go (a step's walks then cost nothing when nothing changed,
+// write-through copies included; a device prefix that grows until the host continues it waits
+// for the next eviction). Owned by the caller.
 using HostRestoreMemo = std::unordered_map<SeqId, std::pair<uint64_t, uint64_t>>;
 
 // For the first max_seqs of `waiting` (in admission order): PrefixCache::restore_from_host of

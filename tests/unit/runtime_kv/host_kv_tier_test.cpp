@@ -84,6 +84,23 @@ TEST(HostKvTierTest, ABlockSavedIsFoundUnderItsIdentityAndLoadsFromItsSlot) {
   tier.check_integrity();
 }
 
+// A write-through copy (the device keeps the block) changes nothing a walk over device and host
+// finds, so the generation (HostRestoreMemo's stamp) stays; a block the device let go bumps it.
+TEST(HostKvTierTest, AWriteThroughCopyLeavesTheGenerationAlone) {
+  RecordingMover mover;
+  HostKvTier tier(kBlock, BlockCounts{4, 2}, mover);
+  const Chain c(3);
+  const uint64_t g0 = tier.generation();
+  tier.save(kFull, c.ref(0), BlockId(5), HostRank::kResumable, /*device_keeps=*/true);
+  tier.save(kSliding, c.ref(0), BlockId(5), HostRank::kResumable, /*device_keeps=*/true);
+  EXPECT_EQ(tier.generation(), g0);
+  EXPECT_EQ(mover.copies.size(), 2u);
+  EXPECT_GE(tier.find(c.ref(0)), 0);
+  tier.save(kFull, c.ref(1), BlockId(6));
+  EXPECT_GT(tier.generation(), g0);
+  tier.check_integrity();
+}
+
 TEST(HostKvTierTest, ABlockIsCopiedOncePerPool) {
   RecordingMover mover;
   HostKvTier tier(kBlock, BlockCounts{4, 2}, mover);
