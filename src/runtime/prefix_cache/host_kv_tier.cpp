@@ -108,8 +108,7 @@ void HostKvTier::touch(int32_t entry) {
     if (e.slot[p] >= 0) lru_[p].insert(lru_key(entry, p));
 }
 
-void HostKvTier::save(AttentionKind pool, const HostBlockRef& ref, BlockId block, HostRank rank,
-                      bool device_keeps) {
+void HostKvTier::save(AttentionKind pool, const HostBlockRef& ref, BlockId block, HostRank rank) {
   BEAM_CHECK(static_cast<int64_t>(ref.tokens.size()) == block_size_) << "host tier: block of "
                                                                      << ref.tokens.size() << " tokens";
   const int p = index(pool);
@@ -137,7 +136,7 @@ void HostKvTier::save(AttentionKind pool, const HostBlockRef& ref, BlockId block
   e.rank[p] = rank;
   free_slots_[p].pop_back();
   mover_.save(pool, block, e.slot[p]);
-  if (!device_keeps) ++generation_;
+  if (rank != HostRank::kDeviceCopy) ++generation_;
   saved_.of(pool)++;
   lru_[p].insert(lru_key(entry, p));  // indexed under its old tick, which touch() moves
   touch(entry);

@@ -52,10 +52,12 @@ class HostBlockMover {
   virtual void load(AttentionKind pool, int32_t slot, BlockId block) = 0;
 };
 
-// How much a saved block is worth keeping. Sliding blocks that were never in the window before
-// a resumable point (loose windows: a running sequence's old blocks) resume nothing unless a
-// prompt stops exactly there, so they go first and never displace a resumable block.
-enum class HostRank : uint8_t { kLoose = 0, kResumable = 1 };
+// How much a saved block is worth keeping. A write-through copy of a block the device still
+// holds only saves a copy at its eviction, so it goes first (an eviction's save of the same block
+// ranks it up). Sliding blocks that were never in the window before a resumable point (loose
+// windows: a running sequence's old blocks) resume nothing unless a prompt stops exactly there,
+// so they go next. A block never displaces one of a higher rank.
+enum class HostRank : uint8_t { kDeviceCopy = 0, kLoose = 1, kResumable = 2 };
 
 // When the prefix cache copies its blocks to the host tier (SGLang's --hicache-write-policy).
 enum class HostWritePolicy : uint8_t {
@@ -87,10 +89,10 @@ class HostKvTier {
   // one of that pool already (then it only counts as used now, at the higher of both ranks).
   // When no slot is free it takes the lowest-ranked least recently used one, unless that one
   // outranks `rank` (then nothing is saved). A key whose entry has other tokens is left alone.
-  // device_keeps: the device still holds the block (a write-through copy), so a walk over device
-  // and host finds nothing new and generation() stays.
+  // A kDeviceCopy (the device still holds the block) leaves generation() alone: a walk over device
+  // and host finds nothing new.
   void save(AttentionKind pool, const HostBlockRef& ref, BlockId block,
-            HostRank rank = HostRank::kResumable, bool device_keeps = false);
+            HostRank rank = HostRank::kResumable);
   // Copies entry's block of pool into device block `block`. Requires holds(entry, pool).
   void load(int32_t entry, AttentionKind pool, BlockId block);
   // Marks entry used now (a restore touches its prefix deepest first, so the shallow blocks the

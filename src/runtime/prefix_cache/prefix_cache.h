@@ -271,8 +271,8 @@ class PrefixCache {
   // A sequence locked or inserted the node: counts the use, and copies its blocks (full; sliding
   // if held and pinned once) to the host when that makes it reach write_through_uses().
   void note_use(PrefixNodeId id);
-  // The node's sliding block to the host tier (ranked by whether it was ever pinned);
-  // device_keeps: a write-through copy (the tree keeps the block).
+  // The node's sliding block to the host tier: a kDeviceCopy for a write-through copy (the tree
+  // keeps the block), else ranked by whether it was ever pinned.
   void save_sliding(PrefixNodeId id, bool device_keeps);
   struct HostWalk {
     int64_t depth = 0;         // deepest resumable point, device and host together (in blocks)

@@ -62,8 +62,10 @@ bool PrefixCache::host_keeps(const Node& n) const {
 
 void PrefixCache::save_sliding(PrefixNodeId id, bool device_keeps) {
   const Node& n = node(id);
-  host_->save(AttentionKind::kSliding, host_ref(id), BlockId(n.sliding),
-              n.window_was_pinned ? HostRank::kResumable : HostRank::kLoose, device_keeps);
+  const HostRank rank = device_keeps         ? HostRank::kDeviceCopy
+                        : n.window_was_pinned ? HostRank::kResumable
+                                              : HostRank::kLoose;
+  host_->save(AttentionKind::kSliding, host_ref(id), BlockId(n.sliding), rank);
 }
 
 void PrefixCache::note_use(PrefixNodeId id) {
@@ -71,8 +73,7 @@ void PrefixCache::note_use(PrefixNodeId id) {
   if (n.uses >= 2) return;  // counted up to what a policy asks (a hot prefix is locked endlessly)
   ++n.uses;
   if (host_ == nullptr || n.uses != write_through_uses()) return;
-  host_->save(AttentionKind::kFull, host_ref(id), BlockId(n.full), HostRank::kResumable,
-              /*device_keeps=*/true);
+  host_->save(AttentionKind::kFull, host_ref(id), BlockId(n.full), HostRank::kDeviceCopy);
   if (n.sliding >= 0 && n.window_was_pinned) save_sliding(id, /*device_keeps=*/true);
 }
 

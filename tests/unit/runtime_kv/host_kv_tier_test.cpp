@@ -91,8 +91,8 @@ TEST(HostKvTierTest, AWriteThroughCopyLeavesTheGenerationAlone) {
   HostKvTier tier(kBlock, BlockCounts{4, 2}, mover);
   const Chain c(3);
   const uint64_t g0 = tier.generation();
-  tier.save(kFull, c.ref(0), BlockId(5), HostRank::kResumable, /*device_keeps=*/true);
-  tier.save(kSliding, c.ref(0), BlockId(5), HostRank::kResumable, /*device_keeps=*/true);
+  tier.save(kFull, c.ref(0), BlockId(5), HostRank::kDeviceCopy);
+  tier.save(kSliding, c.ref(0), BlockId(5), HostRank::kDeviceCopy);
   EXPECT_EQ(tier.generation(), g0);
   EXPECT_EQ(mover.copies.size(), 2u);
   EXPECT_GE(tier.find(c.ref(0)), 0);
@@ -140,6 +140,35 @@ TEST(HostKvTierTest, EachPoolEvictsItsLeastRecentlyUsedSlot) {
   EXPECT_EQ(tier.stats().used, (BlockCounts{2, 1}));
   EXPECT_EQ(tier.stats().num_entries, 2);
   tier.check_integrity();
+}
+
+// Write-through copies of blocks the device still holds go before anything else and never take
+// another block's slot; the eviction's save of the same block ranks it up without a copy.
+TEST(HostKvTierTest, DeviceCopiesGoFirstAndAnEvictionRanksThemUp) {
+  RecordingMover mover;
+  HostKvTier tier(kBlock, BlockCounts{2, 0}, mover);
+  const Chain c(4);
+  tier.save(kFull, c.ref(0), BlockId(0));                        // evicted from the device
+  tier.save(kFull, c.ref(1), BlockId(1), HostRank::kDeviceCopy);  // a write-through copy
+  tier.save(kFull, c.ref(2), BlockId(2), HostRank::kDeviceCopy);  // takes 1's slot (same rank)
+  EXPECT_EQ(tier.find(c.ref(1)), -1);
+  EXPECT_GE(tier.find(c.ref(0)), 0);
+  tier.save(kFull, c.ref(3), BlockId(3));  // an evicted block takes the copy's slot, not 0's
+  EXPECT_EQ(tier.find(c.ref(2)), -1);
+  EXPECT_GE(tier.find(c.ref(0)), 0);
+  HostKvTier up(kBlock, BlockCounts{2, 0}, mover);
+  up.save(kFull, c.ref(0), BlockId(0), HostRank::kDeviceCopy);
+  up.save(kFull, c.ref(1), BlockId(1), HostRank::kDeviceCopy);
+  const size_t copies = mover.copies.size();
+  up.save(kFull, c.ref(0), BlockId(0));  // its eviction: ranked up in place
+  EXPECT_EQ(mover.copies.size(), copies);
+  up.save(kFull, c.ref(2), BlockId(2));  // takes 1 (still a copy), keeps 0
+  EXPECT_EQ(up.find(c.ref(1)), -1);
+  EXPECT_GE(up.find(c.ref(0)), 0);
+  up.save(kFull, c.ref(3), BlockId(3), HostRank::kDeviceCopy);  // outranked everywhere: skipped
+  EXPECT_EQ(up.find(c.ref(3)), -1);
+  tier.check_integrity();
+  up.check_integrity();
 }
 
 TEST(HostKvTierTest, LooseBlocksGoFirstAndNeverDisplaceResumableOnes) {

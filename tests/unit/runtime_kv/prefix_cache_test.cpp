@@ -467,6 +467,21 @@ TEST_F(PrefixCacheTest, WriteThroughCopiesBlocksAsTheyAreCachedAndEvictionAddsOn
   expect_back_from_host(SeqId(2), again, 24, tier);
 }
 
+// Write-through into a host tier that holds one session: the next session's copies (its blocks
+// still on the device) never push out the blocks the first one lost, so it still comes back.
+TEST_F(PrefixCacheTest, WriteThroughCopiesNeverPushOutEvictedBlocks) {
+  RecordingSaves mover;
+  HostKvTier tier(kB, BlockCounts{6, 64}, mover);
+  pc_->attach_host_tier(&tier, HostWritePolicy::kWriteThrough);
+  const std::vector<int32_t> a = seq_tokens(100, 26), b = seq_tokens(500, 26);
+  run(SeqId(1), a);
+  pc_->evict_until_free(kv_->total_blocks());  // a's six blocks now live on the host only
+  run(SeqId(2), b);  // b's six copies find the host full of a's evicted blocks: skipped
+  const std::vector<int32_t> again = head_then(a, 24, {-5});
+  EXPECT_EQ(pc_->match_with_host(again), 24);
+  expect_back_from_host(SeqId(3), again, 24, tier);
+}
+
 TEST_F(PrefixCacheTest, WriteThroughSelectiveKeepsOnlyPrefixesASecondSequenceUsed) {
   RecordingSaves mover;
   HostKvTier tier(kB, BlockCounts{64, 64}, mover);
