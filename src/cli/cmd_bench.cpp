@@ -32,7 +32,8 @@ Expected<WorkloadOptions> workload_from_args(const Args& a) {
   BEAM_ASSIGN_OR_RETURN(o.turn_append_len, a.get_int("turn-append-len", o.turn_append_len));
   BEAM_ASSIGN_OR_RETURN(o.one_off_per_turn, a.get_int("one-off-per-turn", 0));
   if (o.one_off_per_turn < 0 || o.one_off_per_turn > 1000)
-    return make_error("--one-off-per-turn must be in [0, 1000], got " + std::to_string(o.one_off_per_turn));
+    return make_error("--one-off-per-turn must be in [0, 1000], got " +
+                      std::to_string(o.one_off_per_turn));
   BEAM_ASSIGN_OR_RETURN(int64_t seed, a.get_int("seed", 1));
   o.seed = static_cast<uint64_t>(seed);
   for (int64_t v : {o.requests, o.prompt_len, o.output_len, o.conversations, o.turns, o.first_prompt_len})

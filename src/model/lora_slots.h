@@ -96,7 +96,7 @@ class LoraSlots {
     LoraStack stack;          // a module of one weight
     ExpertLoraStack experts;  // an expert module: num_experts weights
     int64_t in = 0, out = 0, num_experts = 0;
-    int64_t full_out = 0;      // the module's rows on one rank (out: the rank's rows from first_row)
+    int64_t full_out = 0;      // the module's rows (out: this rank's, from first_row)
     int64_t first_row = 0;
     int64_t first_expert = 0;  // the rank's experts [first_expert, first_expert + num_experts)
     int64_t all_experts = 0;   // the layer's experts on every rank

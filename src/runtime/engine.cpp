@@ -153,15 +153,18 @@ Expected<std::optional<HostKvStore>> make_host_store(const EngineOptions& option
   int64_t bytes = 0;
   for (AttentionKind pool : kKvPools)
     if (slots.of(pool) > 0) bytes += slots.of(pool) * HostKvStore::block_bytes(storage, pool);
-  if (const std::optional<int64_t> available = available_host_bytes(); available && bytes * ranks > *available)
-    return make_error("engine: the hierarchical cache's host tier needs " + std::to_string(bytes * ranks) +
-                      " bytes" + (ranks > 1 ? " (" + std::to_string(ranks) + " ranks)" : std::string()) +
+  const std::optional<int64_t> available = available_host_bytes();
+  if (available && bytes * ranks > *available)
+    return make_error("engine: the hierarchical cache's host tier needs " +
+                      std::to_string(bytes * ranks) + " bytes" +
+                      (ranks > 1 ? " (" + std::to_string(ranks) + " ranks)" : std::string()) +
                       " but the host has " + std::to_string(*available) +
                       " available: lower --hicache-ratio or give --hicache-size");
   BEAM_ASSIGN_OR_RETURN(HostKvStore store, HostKvStore::create(ctx, storage, slots));
   char line[200];
   std::snprintf(line, sizeof(line),
-                "engine: hierarchical cache: %lld full + %lld sliding blocks in %.3f GiB of %s host memory%s, %s",
+                "engine: hierarchical cache: %lld full + %lld sliding blocks in %.3f GiB of %s "
+                "host memory%s, %s",
                 static_cast<long long>(slots.full), static_cast<long long>(slots.sliding),
                 to_gib(store.bytes()), ctx.device == Device::kCuda ? "pinned" : "plain",
                 ranks > 1 ? " a rank" : "", host_write_policy_name(options.hicache_write_policy));
@@ -422,9 +425,9 @@ class Engine::Impl {
   // With a sleep or wake-up waiting: runs it (a sleep once nothing is in flight, or while paused
   // once nothing holds the KV it releases) on rank 0, then on the other ranks.
   void apply_memory_command();
-  // A worker rank failed a sleep or wake-up rank 0 made: steps stop (ranks_memory_apart_) until
-  // a wake-up succeeds on every rank; the error.
-  Status ranks_out_of_step(const std::string& what);
+  // Records how the workers' sleep or wake-up that rank 0 made went (ranks_memory_apart_: steps
+  // stop until a wake-up succeeds on every rank); a failure's error says so.
+  Status workers_followed(const Status& workers);
   // With a pause or resume waiting: runs it (a kWait pause once nothing is in flight).
   void apply_pause_command();
   // PauseMode::kRetract: every running sequence gives its KV back (cached) and waits.
@@ -543,7 +546,7 @@ class Engine::Impl {
   // A tensor-parallel update failed after rank 0 took the new weights: the ranks disagree, so no
   // step runs until an update succeeds (halted()).
   bool ranks_disagree_ = false;
-  // A worker failed a sleep or wake-up that rank 0 made (ranks_out_of_step).
+  // A worker failed a sleep or wake-up that rank 0 made (workers_followed).
   bool ranks_memory_apart_ = false;
   std::optional<MemoryCommand> pending_memory_;         // sleep / wake_up: applied when idle
   SleepController sleep_;                               // sleep mode (off: default)
@@ -667,10 +670,12 @@ Status Engine::Impl::replace_weights(const RankWeights& source) {
   return ok_status();
 }
 
-Status Engine::Impl::ranks_out_of_step(const std::string& what) {
-  ranks_memory_apart_ = true;
-  return make_error(what + "; rank 0 went ahead, so the ranks disagree: no step runs until a "
-                           "wake-up succeeds on every rank");
+Status Engine::Impl::workers_followed(const Status& workers) {
+  ranks_memory_apart_ = !workers.ok();
+  if (workers.ok()) return workers;
+  return make_error(workers.error().message +
+                    "; rank 0 went ahead, so the ranks disagree: no step runs until a wake-up "
+                    "succeeds on every rank");
 }
 
 void Engine::Impl::apply_pending_weights() {
@@ -708,8 +713,7 @@ void Engine::Impl::apply_memory_command() {
     int64_t workers_bytes = 0;
     if (st.ok() && ranks_) {
       Expected<int64_t> b = ranks_->sleep(command.level, command.weights, command.kv_cache);
-      st = b.ok() ? ok_status() : ranks_out_of_step(b.error().message);
-      ranks_memory_apart_ = !b.ok();
+      st = workers_followed(b.ok() ? ok_status() : Status(b.error()));
       workers_bytes = b.ok() ? *b : 0;
     }
     if (st.ok()) {
@@ -726,9 +730,7 @@ void Engine::Impl::apply_memory_command() {
     const bool weights_back = command.weights && sleep_.state().weights_released;
     st = sleep_.wake_up(command.weights, command.kv_cache);
     if (st.ok() && ranks_) {
-      const Status w = ranks_->wake_up(command.weights, command.kv_cache);
-      st = w.ok() ? ok_status() : ranks_out_of_step(w.error().message);
-      ranks_memory_apart_ = !w.ok();
+      st = workers_followed(ranks_->wake_up(command.weights, command.kv_cache));
     }
     if (st.ok() && weights_back) reload_lora_slots();
     if (st.ok())
@@ -1138,7 +1140,7 @@ void Engine::Impl::run_step() {
     scores_prompt = scores_prompt || needs_prompt_logits(s);
   }
   ForwardOutput out;
-  if (ranked_mover_) ranked_mover_->flush();  // cache_running's copies of the last step
+  if (ranked_mover_) ranked_mover_->flush();  // the copies since (preemptions' releases prune)
   Status st = ranks_ ? ranks_->forward(model_, storage_, batch, out)
                      : model_.forward(batch, storage_.layers(), out);
   if (!st.ok()) {

@@ -213,7 +213,7 @@ struct HostCacheStats {
   int64_t bytes = 0;           // host memory of its slots
   HostTierStats tier;          // slots, use, blocks saved and loaded
   int64_t restored_tokens = 0; // tokens of the full blocks loaded back from it
-  int64_t unused_blocks = 0;   // full blocks loaded back that eviction took before any sequence used them
+  int64_t unused_blocks = 0;   // full blocks loaded back, evicted before any sequence used them
 };
 
 struct EngineStats {

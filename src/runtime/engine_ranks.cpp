@@ -147,7 +147,8 @@ Status EngineRanks::allocate_kv(const KvGeometry& rank_geometry, const KvPoolSiz
     w.storage.emplace(std::move(storage));
     if (sleep_mode)
       w.sleep = SleepController(model.context(), w.device ? w.device->weight_memory : nullptr,
-                                model.lora_slots(), &static_cast<ReleasableKvAllocator&>(*w.allocator));
+                                model.lora_slots(),
+                                &static_cast<ReleasableKvAllocator&>(*w.allocator));
     return ok_status();
   }));
   for (int r = 1; r < size(); ++r) kv_[r] = &workers_[r - 1].storage->layers();
@@ -219,7 +220,8 @@ Status EngineRanks::load_lora(int32_t slot, const LoraAdapter& adapter) {
 }
 
 Status EngineRanks::wake_up(bool weights, bool kv_cache) {
-  return ranks_->on_workers([&](int r, BeamModel&) { return workers_[r - 1].sleep.wake_up(weights, kv_cache); });
+  return ranks_->on_workers(
+      [&](int r, BeamModel&) { return workers_[r - 1].sleep.wake_up(weights, kv_cache); });
 }
 
 }  // namespace beam

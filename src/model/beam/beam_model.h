@@ -107,7 +107,8 @@ class BeamModel {
   TensorView lora_input(const Workspace& ws, int64_t l, LoraTarget target, const TensorView& x);
   bool sharded() const { return shard_.tp.size > 1; }
   ShardBuffers shard_buffers() const {
-    return !sharded() ? ShardBuffers::kNone : lora_ ? ShardBuffers::kRankWithLora : ShardBuffers::kRank;
+    if (!sharded()) return ShardBuffers::kNone;
+    return lora_ ? ShardBuffers::kRankWithLora : ShardBuffers::kRank;
   }
 
   std::shared_ptr<const BeamWeights> weights_;

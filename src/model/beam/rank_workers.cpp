@@ -45,7 +45,8 @@ Expected<std::unique_ptr<RankWorkers>> RankWorkers::create(CommGroup& group, con
 }
 
 RankWorkers::Build RankWorkers::cpu_ranks(const RankWeights& source, CommGroup& group,
-                                          int threads_per_rank, std::optional<LoraSlotsOptions> lora) {
+                                          int threads_per_rank,
+                                          std::optional<LoraSlotsOptions> lora) {
   return [&source, &group, threads_per_rank, lora](int r) -> Expected<WorkerRank> {
     const TensorParallel tp{r, group.size()};
     BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> slice, load_rank_slice(source, tp));
@@ -53,20 +54,23 @@ RankWorkers::Build RankWorkers::cpu_ranks(const RankWeights& source, CommGroup& 
     w.pool = std::make_unique<ThreadPool>(threads_per_rank);
     KernelContext ctx;
     ctx.pool = w.pool.get();
-    BEAM_ASSIGN_OR_RETURN(std::unique_ptr<LoraSlots> slots, rank_lora_slots(ctx, slice->config, lora, tp));
+    BEAM_ASSIGN_OR_RETURN(std::unique_ptr<LoraSlots> slots,
+                          rank_lora_slots(ctx, slice->config, lora, tp));
     w.model = std::make_unique<BeamModel>(std::move(slice), ctx, std::move(slots),
                                           ModelShard{tp, &group.rank(r)});
     return w;
   };
 }
 
-Expected<std::unique_ptr<LoraSlots>> rank_lora_slots(const KernelContext& ctx, const BeamConfig& cfg,
+Expected<std::unique_ptr<LoraSlots>> rank_lora_slots(const KernelContext& ctx,
+                                                     const BeamConfig& cfg,
                                                      std::optional<LoraSlotsOptions> lora,
                                                      TensorParallel tp) {
   if (!lora) return std::unique_ptr<LoraSlots>();
   lora->tp = tp;
   Expected<std::unique_ptr<LoraSlots>> slots = LoraSlots::create(ctx, cfg, *lora);
-  if (!slots.ok()) return make_error("rank " + std::to_string(tp.rank) + ": " + slots.error().message);
+  if (!slots.ok())
+    return make_error("rank " + std::to_string(tp.rank) + ": " + slots.error().message);
   return slots;
 }
 

@@ -33,7 +33,8 @@ struct WorkerRank {
 
 // Rank tp's LoRA slots (LoraSlots::create with options `lora` for that rank), none without `lora`;
 // errors name the rank.
-Expected<std::unique_ptr<LoraSlots>> rank_lora_slots(const KernelContext& ctx, const BeamConfig& cfg,
+Expected<std::unique_ptr<LoraSlots>> rank_lora_slots(const KernelContext& ctx,
+                                                     const BeamConfig& cfg,
                                                      std::optional<LoraSlotsOptions> lora,
                                                      TensorParallel tp);
 

@@ -89,7 +89,8 @@ class Driver {
   }
 
   void submit_one_offs() {
-    for (int64_t i = 0; i < o_.one_off_per_turn; ++i) submit(random_tokens(o_.first_prompt_len), -1, 0);
+    for (int64_t i = 0; i < o_.one_off_per_turn; ++i)
+      submit(random_tokens(o_.first_prompt_len), -1, 0);
   }
 
   void submit(std::vector<int32_t> prompt, int64_t conversation, int64_t turn) {

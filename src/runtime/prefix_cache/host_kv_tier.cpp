@@ -187,7 +187,8 @@ void HostKvTier::check_integrity() const {
       ++held[p];
       BEAM_CHECK(e.slot[p] < capacity_[p] && !slot_used[p][e.slot[p]]) << "host slot " << e.slot[p] << " twice";
       slot_used[p][e.slot[p]] = 1;
-      BEAM_CHECK(lru_[p].count(lru_key(static_cast<int32_t>(i), p)) == 1) << "host entry " << i << " lru";
+      BEAM_CHECK(lru_[p].count(lru_key(static_cast<int32_t>(i), p)) == 1)
+          << "host entry " << i << " lru";
     }
   }
   BEAM_CHECK_EQ(in_use, static_cast<int64_t>(by_key_.size())) << "host key map size";

@@ -123,7 +123,9 @@ class HostKvTier {
   std::span<const int32_t> entry_tokens(int32_t entry) const;
   int32_t new_entry(const HostBlockRef& ref);
   using LruKey = std::tuple<HostRank, uint64_t, int32_t>;  // (rank, tick, entry)
-  LruKey lru_key(int32_t entry, int p) const { return {entries_[entry].rank[p], entries_[entry].tick, entry}; }
+  LruKey lru_key(int32_t entry, int p) const {
+    return {entries_[entry].rank[p], entries_[entry].tick, entry};
+  }
   // Frees the lowest-ranked least recently used slot of pool (deleting its entry if that was
   // its last slot).
   void evict_one(int p);

@@ -182,11 +182,11 @@ class PrefixCache {
     int32_t window_pins = 0;  // endpoints whose window contains this node
     bool in_loose_index = false;  // sliding block held, unpinned, unlocked
     uint64_t loose_tick = 0;
-    bool window_was_pinned = false;  // its sliding block was in a resumable endpoint's window (host rank)
+    bool window_was_pinned = false;  // its sliding block was in a resumable endpoint's window
     bool endpoint = false;
     bool in_use = false;
-    bool restored = false;    // its full block came from the host tier and no sequence locked it yet
-    int32_t uses = 0;         // sequences that locked or inserted it, up to 2 (restored: 1): write policy
+    bool restored = false;    // its full block came from the host and no sequence locked it yet
+    int32_t uses = 0;         // sequences that locked or inserted it, up to 2 (restored: 1)
     uint64_t tick = 0;        // last use as a match or insert endpoint
     int64_t reuse_gap = -1;   // ticks between the last two uses of this session, -1 unknown
     bool in_interior_index = false;
@@ -263,7 +263,7 @@ class PrefixCache {
   PrefixNodeId evict_leaf(PrefixNodeId id);
   void break_endpoint(PrefixNodeId id);
   HostBlockRef host_ref(PrefixNodeId id) const;
-  // Uses a node needs before its blocks go to the host tier ahead of eviction (0: never, write-back).
+  // Uses a node needs before its blocks go to the host ahead of eviction (0: never, write-back).
   int32_t write_through_uses() const;
   // Whether eviction saves the node's blocks to the host tier (all but write-through-selective's
   // single-use blocks).

@@ -76,7 +76,8 @@ void PrefixCache::delete_node(PrefixNodeId id) {
              n.sliding_lock == 0 && n.window_pins == 0)
       << "delete of busy node " << id.value;
   if (n.sliding >= 0) drop_sliding(id);
-  if (host_ != nullptr && saving_ && host_keeps(n)) host_->save(AttentionKind::kFull, host_ref(id), BlockId(n.full));
+  if (host_ != nullptr && saving_ && host_keeps(n))
+    host_->save(AttentionKind::kFull, host_ref(id), BlockId(n.full));
   host_restores_unused_ += n.restored;
   kv_.release_block(AttentionKind::kFull, BlockId(n.full));
   children_.erase(ChildKey{n.parent.value, n.hash});

@@ -93,7 +93,7 @@ void PrefixCache::mark_endpoint(PrefixNodeId id, bool resumable) {
   for (int64_t i = e.depth - 1; i >= window_first(e.depth); --i) {
     ++node(w).window_pins;
     if (resumable) node(w).window_was_pinned = true;
-    if (early > 0 && node(w).uses >= early) save_sliding(w, /*device_keeps=*/true);  // write-through
+    if (early > 0 && node(w).uses >= early) save_sliding(w, /*device_keeps=*/true);
     reindex_loose(w);
     w = node(w).parent;
   }

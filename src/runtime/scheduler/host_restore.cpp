@@ -45,9 +45,12 @@ HostRestore restore_waiting_from_host(std::span<const SeqState> waiting, int64_t
         if (m.num_tokens == 0) continue;
         keep.push_back(m.endpoint);
         const int64_t d = m.num_tokens / kv.block_size();
-        if (j < i) ahead += BlockCounts{d, d - first_visible_block(m.num_tokens, kv.sliding_window(), kv.block_size())};
+        if (j < i)
+          ahead += BlockCounts{
+              d, d - first_visible_block(m.num_tokens, kv.sliding_window(), kv.block_size())};
       }
-      if (!(r.blocks + BlockCounts{rest + rests, 0}).fits_in(kv.free_blocks() + prefix.evictable() - ahead)) break;
+      const BlockCounts room = kv.free_blocks() + prefix.evictable() - ahead;
+      if (!(r.blocks + BlockCounts{rest + rests, 0}).fits_in(room)) break;
       prefix.touch_host_prefix(tokens, salt);  // the blocks eviction saves go to other slots
       prefix.evict_until_free(r.blocks, keep);
       // Eviction may have moved part of this very prefix to the host: plan again, no more evictions.

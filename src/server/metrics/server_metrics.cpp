@@ -40,7 +40,8 @@ void render_host_cache(std::string& out, const HostCacheStats& h) {
     sample(out, "beamserve_hicache_loaded_blocks_total", p, static_cast<double>(t.loaded.of(pool)));
   }
   header(out, "beamserve_hicache_unused_blocks_total", "counter",
-         "Full blocks loaded back from the host tier that eviction took again before any request used them.");
+         "Full blocks loaded back from the host tier that eviction took again before any request "
+         "used them.");
   sample(out, "beamserve_hicache_unused_blocks_total", "", static_cast<double>(h.unused_blocks));
   header(out, "beamserve_hicache_restored_tokens_total", "counter",
          "Prompt tokens whose KV came back from the host tier.");
