@@ -15,17 +15,20 @@ inline constexpr const char* kSpeculativeFlags[] = {"speculative-config",
                                                     "speculative-num-draft-tokens",
                                                     "speculative-ngram-min-match-window-size",
                                                     "speculative-ngram-max-match-window-size",
-                                                    "speculative-ngram-capacity"};
+                                                    "speculative-ngram-capacity",
+                                                    "speculative-draft-model-path"};
 
 // vLLM's --speculative-config JSON {"method": "ngram", "num_speculative_tokens",
 // "prompt_lookup_min", "prompt_lookup_max", "disable_by_batch_size"} (one lookup length given:
-// both take it; neither: 5, as vLLM sets them), or SGLang's --speculative-algorithm NGRAM with
+// both take it; neither: 5, as vLLM sets them) or {"method": "dflash" (or "dflash2"), "model":
+// DIR, "num_speculative_tokens" (optional: the drafter's block_size - 1),
+// "disable_by_batch_size"}; or SGLang's --speculative-algorithm NGRAM with
 // --speculative-num-draft-tokens (the verified block: the last token and N - 1 drafts; default
 // 8), --speculative-ngram-{min,max}-match-window-size (defaults 1 and 12) and
 // --speculative-ngram-capacity (finished requests' tokens kept to draft from, SGLang's corpus;
-// default 10,000,000 as SGLang's; 0: none; vLLM's form keeps none). None given:
-// speculation off. Errors name the flag, the key and what is wrong (another method: it needs a
-// draft model, which beamserve does not run).
-Expected<NgramSpeculation> speculative_from_args(const Args& args);
+// default 10,000,000 as SGLang's; 0: none; vLLM's form keeps none), or --speculative-algorithm
+// DFLASH with --speculative-draft-model-path DIR (and optionally --speculative-num-draft-tokens).
+// None given: speculation off. Errors name the flag, the key and what is wrong.
+Expected<Speculation> speculative_from_args(const Args& args);
 
 }  // namespace beam::cli

@@ -77,7 +77,11 @@ inline constexpr const char* kServeUsage =
     "          n-gram drafts; sampling stays exact; \"disable_by_batch_size\": N: none at N "
     "running)]\n"
     "         [--speculative-algorithm NGRAM --speculative-num-draft-tokens K+1\n"
-    "          --speculative-ngram-{min,max}-match-window-size N (SGLang's spelling)]\n";
+    "          --speculative-ngram-{min,max}-match-window-size N (SGLang's spelling)]\n"
+    "         [--speculative-algorithm DFLASH --speculative-draft-model-path DIR, or\n"
+    "          --speculative-config '{\"method\": \"dflash\", \"model\": DIR}' (a DFlash2 "
+    "drafter's\n"
+    "          blocks, docs/dflash2.md; CPU device only so far)]\n";
 
 inline constexpr const char* kBenchUsage =
     "usage: beamserve bench offline|step|kernels|serve [flags]   (bench <name> --help: its flags)\n"

@@ -29,6 +29,9 @@ struct SeqChunk {
 struct ForwardBatch {
   std::vector<SeqChunk> seqs;
   bool capture_routing = false;  // fill ForwardOutput::routed_experts
+  // Fill ForwardOutput::captured_hidden with the residual stream after each of these layers
+  // (0-based; a DFlash2 drafter's target_layer_ids). Empty: none. Runs the step eagerly.
+  std::vector<int64_t> capture_layers;
   bool logits_on_device = false; // fill ForwardOutput::device_logits instead of copying logits back
 };
 
@@ -49,6 +52,9 @@ struct ForwardOutput {
   int64_t vocab_size = 0;
   // With capture_routing: [num_sparse_layers, num_tokens, top_k] expert ids, tokens in batch order.
   std::vector<int32_t> routed_experts;
+  // With capture_layers: [num_tokens, n * H] bf16 bits, tokens in batch order, row t holding the
+  // residual after capture_layers[0], then [1], ... (before the final norm).
+  std::vector<uint16_t> captured_hidden;
   // Host milliseconds forward() spent before the step's last device work was queued (validation,
   // metadata, uploads, kernel or graph launches). With CUDA graphs the device idles for nearly
   // all of it, so it is the per-step CPU overhead the bench reports.

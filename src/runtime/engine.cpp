@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <numeric>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -172,6 +173,31 @@ Expected<std::optional<HostKvStore>> make_host_store(const EngineOptions& option
   return std::optional<HostKvStore>(std::move(store));
 }
 
+// EngineOptions::speculative.dflash2_drafter's weights (null without one), checked against the
+// target; errors where the drafter cannot run yet (a GPU, tensor parallelism).
+Expected<std::shared_ptr<const DFlash2Weights>> load_engine_drafter(const EngineOptions& options,
+                                                                    Device device,
+                                                                    const BeamConfig& target) {
+  const std::string& dir = options.speculative.dflash2_drafter;
+  if (dir.empty()) return std::shared_ptr<const DFlash2Weights>();
+  if (device != Device::kCpu)
+    return make_error("engine: DFlash2 drafts run on the CPU device only so far (the drafter's "
+                      "GPU kernels are not written); serve with --device cpu, or draft with "
+                      "n-grams on the GPU");
+  if (options.tensor_parallel_size > 1)
+    return make_error("engine: DFlash2 drafts need --tp-size 1 (the drafter reads rank 0's "
+                      "hidden states; tensor-parallel capture is not written)");
+  Expected<std::shared_ptr<DFlash2Weights>> w = load_dflash2_weights(dir, target);
+  if (!w.ok()) return make_error("engine: the DFlash2 drafter: " + w.error().message);
+  const DFlash2Config& c = w.value()->config;
+  std::string taps;
+  for (int64_t id : c.target_layer_ids) taps += (taps.empty() ? "" : ", ") + std::to_string(id);
+  log_info("engine: DFlash2 drafter " + dir + ": " + std::to_string(c.num_layers) +
+           " layers, block " + std::to_string(c.block_size) + ", the target's layers " + taps +
+           " tapped");
+  return std::shared_ptr<const DFlash2Weights>(std::move(w).value());
+}
+
 }  // namespace
 
 class Engine::Impl {
@@ -179,7 +205,7 @@ class Engine::Impl {
   Impl(EngineDevice device, const EngineOptions& options, KvGeometry geometry, KvPoolSizes sizes,
        std::unique_ptr<KvMemoryAllocator> allocator, KvStorage storage, KvCacheManager kv,
        std::unique_ptr<LoraSlots> lora, std::unique_ptr<EngineRanks> ranks,
-       std::optional<HostKvStore> host_store)
+       std::optional<HostKvStore> host_store, std::shared_ptr<const DFlash2Weights> drafter)
       : options_(options),
         cuda_(device.cuda),
         allocator_(std::move(allocator)),
@@ -221,6 +247,10 @@ class Engine::Impl {
         static_cast<size_t>(options.speculative.num_draft_tokens), 0);
     if (options.speculative.enabled() && options.speculative.corpus_tokens > 0)
       corpus_.emplace(options.speculative.corpus_tokens, options.speculative);
+    if (drafter) {
+      const BeamWeights& target = *device.weights;  // host tensors: the drafter runs on the CPU
+      drafter_.emplace(std::move(drafter), target.embed, target.lm_head, model_.context());
+    }
     publish_stats();
     thread_ = std::thread([this] { run(); });
   }
@@ -237,6 +267,7 @@ class Engine::Impl {
   const BeamConfig& config() const { return model_.config(); }
   int64_t max_tokens_per_step() const { return *options_.max_tokens_per_step; }
   int tensor_parallel_size() const { return options_.tensor_parallel_size; }
+  int64_t speculative_draft_tokens() const { return options_.speculative.num_draft_tokens; }
 
   Expected<RequestId> submit(GenerateRequest request) {
     if (request.prompt.empty()) return make_error("prompt: must contain at least one token");
@@ -399,6 +430,17 @@ class Engine::Impl {
   bool decodes_next(const Sequence& seq) const;
   // Appends n-gram drafts to the tokens of each running sequence that can speculate.
   void propose_drafts();
+  // The decodes that may draft this step and how many drafts each may take (output room, draft
+  // limit, the step's logit rows), in running order; cooling sequences count a step down.
+  std::vector<std::pair<SeqId, int64_t>> drafting_decodes();
+  // Appends `drafts` to seq's tokens, stopped at the first one its masks refuse.
+  void take_drafts(Sequence& seq, std::span<const int32_t> drafts);
+  // With a DFlash2 drafter: the blocks of the decodes that draft, one drafter forward for all.
+  void propose_dflash2_drafts();
+  // With a DFlash2 drafter: adds the positions each work item of the step committed (its prefill
+  // chunk, its decoded token, a verification's accepted ones) to its sequence's drafter context,
+  // from the target's captured hidden states.
+  void feed_drafter(const StepPlan& plan, const ForwardOutput& out);
   // Writes seq's drafts into `out` (returns how many): the longest n-gram match of its suffix in
   // its own tokens or, when longer, in a sibling sample's (n > 1: samples of one prompt often
   // write the same text).
@@ -527,6 +569,8 @@ class Engine::Impl {
   std::vector<std::unique_ptr<SequenceSamplingState>> draft_states_;
   // Finished requests' tokens to draft from (EngineOptions::speculative.corpus_tokens > 0).
   std::optional<NgramCorpus> corpus_;
+  // EngineOptions::speculative.dflash2_drafter's model (drafts on the host).
+  std::optional<DFlash2Drafter> drafter_;
 
   Inbox inbox_;
   int64_t next_request_id_ = 1;  // guarded by inbox_.mu
@@ -956,14 +1000,14 @@ bool Engine::Impl::decodes_next(const Sequence& s) const {
          kv_.num_computed(s.id) + 1 == static_cast<int64_t>(s.tokens.size());
 }
 
-void Engine::Impl::propose_drafts() {
-  const NgramSpeculation& spec = options_.speculative;
+std::vector<std::pair<SeqId, int64_t>> Engine::Impl::drafting_decodes() {
+  const Speculation& spec = options_.speculative;
+  std::vector<std::pair<SeqId, int64_t>> out;
   if (!spec.enabled() ||
       (spec.max_batch > 0 && static_cast<int64_t>(running_.size()) >= spec.max_batch))
-    return;
+    return out;
   // The step's drafts are logits rows beyond its decodes: capped as prompt-logprobs rows are.
   int64_t rows_left = scheduler_.config().max_logit_tokens_per_step;
-  std::array<int32_t, kMaxDraftTokens> drafts{};
   for (SeqId id : running_) {
     Sequence& s = seqs_.at(id);
     if (rows_left <= 0) break;
@@ -975,21 +1019,75 @@ void Engine::Impl::propose_drafts() {
     const int64_t room = s.sampling->output_limit_tokens() - s.sampling->num_output_tokens() - 1;
     const int64_t most = std::min({s.draft_limit, room, rows_left});
     if (most <= 0) continue;
-    int64_t n = draft_from_request(s, std::span<int32_t>(drafts).first(static_cast<size_t>(most)));
-    // Under masks, drafts stop at the first one its position's mask refuses.
-    if (n > 0 && s.sampling->has_masks())
-      n = s.sampling->allowed_drafts(
-          std::span<const int32_t>(drafts).first(static_cast<size_t>(n)));
-    if (n == 0) continue;
-    s.tokens.insert(s.tokens.end(), drafts.begin(), drafts.begin() + n);
-    s.num_drafts = n;
-    rows_left -= n;
-    drafted_.push_back(id);
+    out.emplace_back(id, most);
+    rows_left -= most;
+  }
+  return out;
+}
+
+void Engine::Impl::take_drafts(Sequence& s, std::span<const int32_t> drafts) {
+  int64_t n = static_cast<int64_t>(drafts.size());
+  // Under masks, drafts stop at the first one its position's mask refuses.
+  if (n > 0 && s.sampling->has_masks()) n = s.sampling->allowed_drafts(drafts);
+  if (n == 0) return;
+  s.tokens.insert(s.tokens.end(), drafts.begin(), drafts.begin() + n);
+  s.num_drafts = n;
+  drafted_.push_back(s.id);
+}
+
+void Engine::Impl::propose_drafts() {
+  if (drafter_) return propose_dflash2_drafts();
+  std::array<int32_t, kMaxDraftTokens> drafts{};
+  for (const auto& [id, most] : drafting_decodes()) {
+    Sequence& s = seqs_.at(id);
+    const int64_t n = draft_from_request(s, std::span<int32_t>(drafts).first(static_cast<size_t>(most)));
+    take_drafts(s, std::span<const int32_t>(drafts).first(static_cast<size_t>(n)));
+  }
+}
+
+void Engine::Impl::propose_dflash2_drafts() {
+  const std::vector<std::pair<SeqId, int64_t>> decodes = drafting_decodes();
+  if (decodes.empty()) return;
+  std::vector<DFlash2Block> blocks;
+  for (const auto& [id, most] : decodes) {
+    Sequence& s = seqs_.at(id);
+    if (!s.draft_context) s.draft_context = std::make_shared<DFlash2Context>(drafter_->config());
+    blocks.push_back(DFlash2Block{s.tokens.back(), static_cast<int64_t>(s.tokens.size()) - 1,
+                                  s.draft_context.get()});
+  }
+  const int64_t per_block = drafter_->config().max_drafts();
+  std::vector<int32_t> drafts(blocks.size() * static_cast<size_t>(per_block));
+  drafter_->draft(blocks, drafts);
+  for (size_t i = 0; i < decodes.size(); ++i)
+    take_drafts(seqs_.at(decodes[i].first),
+                std::span<const int32_t>(drafts).subspan(i * static_cast<size_t>(per_block),
+                                                         static_cast<size_t>(decodes[i].second)));
+}
+
+void Engine::Impl::feed_drafter(const StepPlan& plan, const ForwardOutput& out) {
+  const int64_t width = drafter_->config().num_taps() * config().hidden_size;
+  int64_t row = 0;  // the work item's first token in the batch
+  std::vector<int64_t> positions;
+  for (const SeqWork& w : plan.work) {
+    const int64_t first = row;
+    row += w.num_tokens;
+    const auto it = seqs_.find(w.seq);
+    if (it == seqs_.end() || it->second.phase == SeqPhase::kFinished) continue;
+    Sequence& s = it->second;
+    const int64_t committed =
+        std::clamp<int64_t>(kv_.num_computed(s.id) - w.num_computed, 0, w.num_tokens);
+    if (committed == 0) continue;
+    if (!s.draft_context) s.draft_context = std::make_shared<DFlash2Context>(drafter_->config());
+    positions.resize(static_cast<size_t>(committed));
+    std::iota(positions.begin(), positions.end(), w.num_computed);
+    const TensorView features{const_cast<uint16_t*>(out.captured_hidden.data()) + first * width,
+                              DType::kBF16, Shape{committed, width}, Device::kCpu};
+    drafter_->add_context(features, positions, *s.draft_context);
   }
 }
 
 int64_t Engine::Impl::draft_from_request(const Sequence& s, std::span<int32_t> out) const {
-  const NgramSpeculation& spec = options_.speculative;
+  const Speculation& spec = options_.speculative;
   std::span<const int32_t> from = s.tokens;
   NgramMatch best = find_ngram_match(s.tokens, s.tokens, spec);
   auto scan = [&](const Sequence& other) {
@@ -1125,6 +1223,7 @@ void Engine::Impl::run_step() {
 
   ForwardBatch batch;
   batch.logits_on_device = device_sampler_.has_value();
+  if (drafter_) batch.capture_layers = drafter_->config().target_layer_ids;
   bool scores_prompt = false;
   const auto step_start = std::chrono::steady_clock::now();
   for (const SeqWork& w : plan.work) {
@@ -1159,6 +1258,7 @@ void Engine::Impl::run_step() {
   if (batch.capture_routing) record_routing(plan, out);
   if (scores_prompt) record_prompt_logprobs(plan, out);
   sample_and_emit(plan, out);
+  if (drafter_) feed_drafter(plan, out);
   release_retired_parents();
 }
 
@@ -1258,7 +1358,12 @@ void Engine::Impl::apply_preemptions(const StepPlan& plan) {
       counters_.prompt_tokens += s.num_prompt;
     }
   }
-  for (const ForkOp& f : plan.forks) seqs_.at(f.child).fork_parent = SeqId();
+  for (const ForkOp& f : plan.forks) {
+    Sequence& child = seqs_.at(f.child);
+    child.fork_parent = SeqId();
+    if (const auto& parent = seqs_.at(f.parent).draft_context)  // the prompt's drafter K/V
+      child.draft_context = std::make_shared<DFlash2Context>(*parent);
+  }
 }
 
 void Engine::Impl::sample_and_emit(const StepPlan& plan, const ForwardOutput& out) {
@@ -1655,6 +1760,16 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
                                                options.max_running);
   EngineOptions resolved = options;
   resolved.max_tokens_per_step = step_tokens;
+  BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const DFlash2Weights> drafter,
+                        load_engine_drafter(options, device.device, config));
+  if (drafter) {  // its block bounds the drafts
+    int64_t& k = resolved.speculative.num_draft_tokens;
+    if (k > drafter->config.max_drafts())
+      return make_error("engine: " + std::to_string(k) + " speculative tokens asked for, the "
+                        "DFlash2 drafter drafts at most " +
+                        std::to_string(drafter->config.max_drafts()) + " (its block_size - 1)");
+    if (k == 0) k = drafter->config.max_drafts();
+  }
   std::unique_ptr<EngineRanks> ranks;
   if (tp > 1) {
     const int threads = options.num_threads > 0
@@ -1703,7 +1818,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
   }
   auto impl = std::make_unique<Impl>(std::move(device), resolved, std::move(geometry), sizes,
                                      std::move(allocator), std::move(storage), std::move(kv),
-                                     std::move(lora), std::move(ranks), std::move(host_store));
+                                     std::move(lora), std::move(ranks), std::move(host_store),
+                                     std::move(drafter));
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
@@ -1714,6 +1830,7 @@ int64_t Engine::max_tokens_per_step() const {
 int Engine::tensor_parallel_size() const {
   return impl_->tensor_parallel_size();
 }
+int64_t Engine::speculative_draft_tokens() const { return impl_->speculative_draft_tokens(); }
 Expected<RequestId> Engine::submit(GenerateRequest request) { return impl_->submit(std::move(request)); }
 void Engine::cancel(RequestId id) { impl_->cancel(id); }
 void Engine::stop_sibling(RequestId id, int32_t sibling) {

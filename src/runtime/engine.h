@@ -166,7 +166,7 @@ struct EngineOptions {
   // "Speculative decoding"): each decode verifies up to num_draft_tokens drafts in one forward.
   // Sampling stays exact: every position draws with its own counter, so the tokens are those
   // decoding one at a time would give on the same logits.
-  NgramSpeculation speculative;
+  Speculation speculative;
 };
 
 // How far Engine::sleep lets go of the weights (vLLM's sleep levels). On the CPU the weights stay
@@ -266,6 +266,9 @@ class Engine {
   int64_t max_tokens_per_step() const;
   // Ranks the model is split over (EngineOptions::tensor_parallel_size).
   int tensor_parallel_size() const;
+  // Most drafts a decode verifies (EngineOptions::speculative resolved: a DFlash2 drafter's
+  // block_size - 1 when not given); 0 without speculation.
+  int64_t speculative_draft_tokens() const;
   // Validates (prompt length vs context, sampling params) and queues the request.
   Expected<RequestId> submit(GenerateRequest request);
   // Idempotent; releases everything the request holds within one step. The sink then receives a

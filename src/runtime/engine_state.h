@@ -14,6 +14,7 @@
 
 #include "core/thread_pool.h"
 #include "model/beam/beam_model.h"
+#include "model/dflash2/dflash2_drafter.h"
 #include "model/tensor_parallel.h"
 #include "runtime/engine.h"
 #include "runtime/kv_cache/kv_cache_manager.h"
@@ -50,6 +51,9 @@ struct Sequence {
   int64_t draft_misses = 0;    // verifications in a row that accepted no draft
   int64_t draft_cooldown = 0;  // steps left before it proposes drafts again
   int64_t spec_verifications = 0;  // Usage::spec_verifications
+  // With a DFlash2 drafter: the drafter's K/V of the positions the target computed for it
+  // (Engine::feed_drafter), created at its first step; a fork copies its parent's.
+  std::shared_ptr<DFlash2Context> draft_context;
   std::optional<SequenceSamplingState> sampling;
   // GenerateRequest::return_routed_experts: [positions computed, sparse layers, top_k] expert
   // ids, written by position (a recompute after preemption overwrites).

@@ -1223,7 +1223,7 @@ test('--speculative-config and --speculative-algorithm NGRAM', async () => {
   await assert.rejects(startServer(vllm({ method: 'ngram', num_speculative_tokens: 3, colour: 'red' })),
     /--speculative-config: unknown key 'colour'/);
   await assert.rejects(startServer(vllm({ method: 'eagle', num_speculative_tokens: 3 })),
-    /method 'eagle' is not served: beamserve drafts with n-grams only/);
+    /method 'eagle' is not served: beamserve drafts with n-grams \("method": "ngram"\) or a DFlash2 drafter/);
   await assert.rejects(startServer(vllm({ method: 'ngram' })), /'num_speculative_tokens' \(>= 1\) is required/);
   await assert.rejects(startServer(vllm({ method: 'ngram', num_speculative_tokens: 3, prompt_lookup_min: 4, prompt_lookup_max: 2 })),
     /n-gram lengths: need 1 <= min \(4\) <= max \(2\)/);
@@ -1234,6 +1234,51 @@ test('--speculative-config and --speculative-algorithm NGRAM', async () => {
     /at least 2, got 1/);
   await assert.rejects(startServer(['--speculative-algorithm', 'NGRAM', '--speculative-ngram-capacity', '-5']),
     /--speculative-ngram-capacity -5 is outside \[0, 1073741824\] tokens/);
+});
+
+// DFlash2 drafts (docs/dflash2.md) in SGLang's and vLLM's forms: the drafter in
+// /get_server_info, drafts verified, and a bad setting stops the start naming it.
+test('--speculative-algorithm DFLASH and --speculative-config {"method": "dflash"}', async () => {
+  const drafter = path.join(repoRoot, 'models/tiny-beam-dflash2');
+  if (process.env.BEAMSERVE_DEVICE === 'cuda') {  // the drafter's GPU kernels are not written
+    await assert.rejects(startServer(['--speculative-algorithm', 'DFLASH', '--speculative-draft-model-path', drafter]),
+      /DFlash2 drafts run on the CPU device only so far/);
+    return;
+  }
+  const s = await startServer(['--speculative-algorithm', 'DFLASH', '--speculative-draft-model-path', drafter]);
+  try {
+    const info = await (await fetch(s.baseUrl + '/get_server_info')).json();
+    assert.equal(info.speculative_algorithm, 'DFLASH');
+    assert.equal(info.speculative_draft_model_path, drafter);
+    assert.equal(info.speculative_num_draft_tokens, 4);  // the drafter's block
+    const r = await fetch(s.baseUrl + '/v1/completions', { method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, prompt: [5, 6, 7, 8, 9, 10], max_tokens: 12, temperature: 0 }) });
+    assert.equal(r.status, 200);
+    assert.equal((await r.json()).usage.completion_tokens, 12);
+    const metrics = await (await fetch(s.baseUrl + '/metrics')).text();
+    assert.match(metrics, /^beamserve_spec_decode_num_draft_tokens_total [1-9]/m);
+  } finally {
+    assert.equal(await s.stop(), 0);
+  }
+  const v = await startServer(['--speculative-config', JSON.stringify({ method: 'dflash', model: drafter, num_speculative_tokens: 2 })]);
+  try {
+    const info = await (await fetch(v.baseUrl + '/get_server_info')).json();
+    assert.equal(info.speculative_algorithm, 'DFLASH');
+    assert.equal(info.speculative_num_draft_tokens, 3);
+  } finally {
+    assert.equal(await v.stop(), 0);
+  }
+  const vllm = (config) => ['--speculative-config', JSON.stringify(config)];
+  await assert.rejects(startServer(vllm({ method: 'dflash' })), /method 'dflash' needs "model"/);
+  await assert.rejects(startServer(vllm({ method: 'dflash', model: drafter, num_speculative_tokens: 5 })),
+    /5 speculative tokens asked for, the DFlash2 drafter drafts at most 3/);
+  await assert.rejects(startServer(vllm({ method: 'dflash', model: drafter, prompt_lookup_max: 3 })),
+    /'prompt_lookup_max' is an n-gram setting/);
+  await assert.rejects(startServer(['--speculative-algorithm', 'DFLASH']), /DFLASH needs --speculative-draft-model-path/);
+  await assert.rejects(startServer(['--speculative-algorithm', 'NGRAM', '--speculative-draft-model-path', drafter]),
+    /--speculative-draft-model-path needs --speculative-algorithm DFLASH/);
+  await assert.rejects(startServer(['--speculative-algorithm', 'DFLASH', '--speculative-draft-model-path',
+    path.join(repoRoot, 'models/tiny-beam')]), /dflash_config/);
 });
 
 // The hierarchical cache's flags (SGLang's): the host tier's settings in /get_server_info, its

@@ -21,7 +21,7 @@ std::vector<int32_t> random_tokens(int64_t n, uint32_t seed) {
 }
 
 void run(benchmark::State& state, const std::vector<int32_t>& tokens) {
-  const NgramSpeculation config{.num_draft_tokens = 4, .min_match = 1, .max_match = 4};
+  const Speculation config{.num_draft_tokens = 4, .min_match = 1, .max_match = 4};
   std::vector<int32_t> out(4);
   for (auto _ : state) benchmark::DoNotOptimize(propose_ngram_drafts(tokens, config, out));
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(tokens.size()));

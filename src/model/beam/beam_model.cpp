@@ -125,6 +125,10 @@ Status BeamModel::validate(const ForwardBatch& batch, const KvLayers& kv) const 
     return make_error("KV cache has " + std::to_string(kv.layers.size()) + " layers, model has " +
                       std::to_string(cfg.num_layers));
   if (batch.seqs.empty()) return make_error("empty batch");
+  for (int64_t l : batch.capture_layers)
+    if (l < 0 || l >= cfg.num_layers)
+      return make_error("capture of layer " + std::to_string(l) + ": the model has " +
+                        std::to_string(cfg.num_layers) + " layers");
   for (const PagedKv& layer : kv.layers) {
     if (layer.k.device != ctx_.device || layer.v.device != ctx_.device)
       return make_error("KV cache memory is not on the model's device");
@@ -197,10 +201,20 @@ Status BeamModel::run_step(const ForwardBatch& batch, const KvLayers& kv, Forwar
   ws_.build(batch, kv.layers[0].block_size);
   BEAM_RETURN_IF_ERROR(ws_.reserve(ctx_, cfg, shape_, ws_.num_tokens(), ws_.num_logit_rows(),
                                    batch.capture_routing, shard_buffers()));
+  ws_.capture_layers = batch.capture_layers;
+  const int64_t captured_width = static_cast<int64_t>(batch.capture_layers.size()) * cfg.hidden_size;
+  BEAM_RETURN_IF_ERROR(ws_.captured.reserve(
+      ctx_, static_cast<size_t>(ws_.num_tokens() * captured_width) * sizeof(uint16_t)));
   ws_.upload(ctx_);
   enqueue_step(ws_, kv, AttentionPath::kEager, batch.capture_routing);
   out.host_enqueue_ms = host_ms();
   copy_logits(ws_, batch, out);  // synchronizes
+  out.captured_hidden.resize(static_cast<size_t>(ws_.num_tokens() * captured_width));
+  if (captured_width > 0) {
+    const TensorView captured = ws_.captured.view(DType::kBF16, {ws_.num_tokens(), captured_width});
+    copy_tensor(ctx_, TensorView{out.captured_hidden.data(), DType::kBF16, captured.shape, Device::kCpu},
+                captured);
+  }
   if (batch.capture_routing) {
     const int64_t S = cfg.num_layers_of(MlpKind::kSparse), T = ws_.num_tokens();
     out.routed_experts.resize(static_cast<size_t>(S * T * cfg.num_experts_per_tok));
@@ -222,8 +236,24 @@ void BeamModel::enqueue_step(Workspace& ws, const KvLayers& kv, AttentionPath pa
     attention_block(ws, l, kv, path);
     mlp_block(ws, l, sparse_index, capture_routing);
     if (cfg.mlp_layer_types[l] == MlpKind::kSparse) ++sparse_index;
+    capture_residual(ws, l);
   }
   compute_logits(ws);
+}
+
+void BeamModel::capture_residual(Workspace& ws, int64_t l) {
+  const auto& layers = ws.capture_layers;
+  const int64_t T = ws.num_tokens(), H = config().hidden_size;
+  const size_t row_bytes = static_cast<size_t>(H) * sizeof(uint16_t);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i] != l) continue;
+    const TensorView dst = ws.captured.view(DType::kBF16, {T, static_cast<int64_t>(layers.size()) * H});
+    const TensorView src = ws.residual.view(DType::kBF16, {T, H});
+    copy_rows(ctx_,
+              PitchedRows{static_cast<char*>(dst.data) + i * row_bytes, dst.device,
+                          layers.size() * row_bytes, row_bytes, static_cast<size_t>(T)},
+              PitchedRows{src.data, src.device, row_bytes, row_bytes, static_cast<size_t>(T)});
+  }
 }
 
 void BeamModel::attention_block(Workspace& ws, int64_t l, const KvLayers& kv, AttentionPath path) {

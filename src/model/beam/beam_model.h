@@ -79,6 +79,9 @@ class BeamModel {
   void attention_block(Workspace& ws, int64_t layer, const KvLayers& kv, AttentionPath path);
   void mlp_block(Workspace& ws, int64_t layer, int64_t sparse_index, bool capture);
   void compute_logits(Workspace& ws);
+  // Copies the residual after layer l into ws.captured's column block of each capture_layers
+  // entry equal to l.
+  void capture_residual(Workspace& ws, int64_t l);
   // A module whose LoRA deltas go to out[:, col0 :].
   struct LoraPart {
     LoraTarget target;

@@ -35,7 +35,9 @@ int64_t first_layer(const BeamConfig& cfg, AttentionKind kind) {
 }  // namespace
 
 bool DecodeGraphs::eligible(const KernelContext& ctx, const ForwardBatch& batch) {
-  if (ctx.device != Device::kCuda || !ctx.cuda_graphs || batch.capture_routing) return false;
+  if (ctx.device != Device::kCuda || !ctx.cuda_graphs || batch.capture_routing ||
+      !batch.capture_layers.empty())
+    return false;
   if (batch.seqs.empty() || batch.seqs.size() > static_cast<size_t>(kBuckets.back())) return false;
   return std::all_of(batch.seqs.begin(), batch.seqs.end(),
                      [](const SeqChunk& s) { return s.tokens.size() == 1 && !s.all_logits; });

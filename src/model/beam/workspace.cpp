@@ -107,7 +107,8 @@ size_t Workspace::device_bytes() const {
                                  &local_logits,
                                  &gathered_logits,
                                  &lora_gathered,
-                                 &lora_input})
+                                 &lora_input,
+                                 &captured})
     n += b->capacity();
   return n;
 }

@@ -64,6 +64,10 @@ struct Workspace {
   // With LoRA on a rank: a row-parallel module's input gathered from every rank [n, T, c / n] and
   // rearranged to [T, c] (c: the q heads' width or the dense width).
   ScratchBuffer lora_gathered, lora_input;
+  // ForwardBatch::capture_layers of the step and their residuals [T, n * H] (BeamModel::run_step
+  // reserves it).
+  std::vector<int64_t> capture_layers;
+  ScratchBuffer captured;
 
   // Fills the host metadata of batch (KV slots from its block tables). Logit rows: every token of
   // an all_logits sequence, else its last.

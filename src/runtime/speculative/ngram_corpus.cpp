@@ -18,7 +18,7 @@ T* zeroed(int64_t count) {
 
 }  // namespace
 
-NgramCorpus::NgramCorpus(int64_t capacity, const NgramSpeculation& config)
+NgramCorpus::NgramCorpus(int64_t capacity, const Speculation& config)
     : capacity_(capacity), min_match_(config.min_match), max_match_(config.max_match) {
   BEAM_CHECK(capacity >= 1 && config.min_match >= 1 && config.max_match >= config.min_match)
       << "NgramCorpus: capacity " << capacity << ", n-grams " << config.min_match << ".."

@@ -23,7 +23,7 @@ class NgramCorpus {
   // occurrence of a hash wins). Memory: 4 bytes per token of the ring and 8 per table slot,
   // 2 * capacity slots a length (a power of two), at most kMaxSlots in all; pages are touched
   // only as tokens arrive.
-  NgramCorpus(int64_t capacity, const NgramSpeculation& config);
+  NgramCorpus(int64_t capacity, const Speculation& config);
 
   // Appends one request's tokens as a document: no match spans two documents. A document longer
   // than the capacity keeps its last `capacity` tokens.

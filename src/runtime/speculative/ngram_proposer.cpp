@@ -8,23 +8,8 @@
 
 namespace beam {
 
-Status NgramSpeculation::validate() const {
-  if (num_draft_tokens < 0 || num_draft_tokens > kMaxDraftTokens)
-    return make_error("speculative num_draft_tokens " + std::to_string(num_draft_tokens) +
-                      " is outside [0, " + std::to_string(kMaxDraftTokens) + "]");
-  if (min_match < 1 || max_match < min_match || max_match > 64)
-    return make_error("speculative n-gram lengths: need 1 <= min (" + std::to_string(min_match) +
-                      ") <= max (" + std::to_string(max_match) + ") <= 64");
-  if (max_batch < 0)
-    return make_error("speculative max_batch " + std::to_string(max_batch) + " is negative");
-  if (corpus_tokens < 0 || corpus_tokens > kMaxCorpusTokens)
-    return make_error("speculative corpus_tokens " + std::to_string(corpus_tokens) +
-                      " is outside [0, " + std::to_string(kMaxCorpusTokens) + "]");
-  return ok_status();
-}
-
 NgramMatch find_ngram_match(std::span<const int32_t> tokens, std::span<const int32_t> source,
-                            const NgramSpeculation& config) {
+                            const Speculation& config) {
   const auto len = static_cast<int64_t>(tokens.size());
   const auto src_len = static_cast<int64_t>(source.size());
   if (len < config.min_match) return NgramMatch{};  // min_match >= 1: also no tokens
@@ -66,7 +51,7 @@ int64_t copy_ngram_drafts(std::span<const int32_t> source, const NgramMatch& mat
   return n;
 }
 
-int64_t propose_ngram_drafts(std::span<const int32_t> tokens, const NgramSpeculation& config,
+int64_t propose_ngram_drafts(std::span<const int32_t> tokens, const Speculation& config,
                              std::span<int32_t> out) {
   if (out.empty()) return 0;
   return copy_ngram_drafts(tokens, find_ngram_match(tokens, tokens, config), out);

@@ -6,29 +6,9 @@
 #include <span>
 
 #include "core/status.h"
+#include "runtime/speculative/speculation.h"
 
 namespace beam {
-
-// EngineOptions::speculative: how many drafts a decode proposes and the n-gram lengths matched.
-struct NgramSpeculation {
-  int64_t num_draft_tokens = 0;  // most drafts a decode verifies (0: speculation off)
-  int64_t min_match = 1;         // shortest suffix matched (vLLM's prompt_lookup_min)
-  int64_t max_match = 4;         // longest suffix matched (vLLM's prompt_lookup_max)
-  // No drafts in a step that starts with this many sequences running or more (vLLM's
-  // disable_by_batch_size: big batches are compute-bound, drafts only add work); 0: no limit.
-  int64_t max_batch = 0;
-  // Tokens of finished requests (prompt and output) kept to draft from where they match a decode's
-  // suffix longer than its own text and its siblings' do (SGLang's speculative_ngram_capacity;
-  // NgramCorpus); 0: none.
-  int64_t corpus_tokens = 0;
-  bool enabled() const { return num_draft_tokens > 0; }
-  // An error naming the field out of range: drafts in [0, kMaxDraftTokens], 1 <= min <= max <= 64,
-  // max_batch >= 0, corpus_tokens in [0, kMaxCorpusTokens].
-  Status validate() const;
-};
-
-inline constexpr int64_t kMaxDraftTokens = 64;
-inline constexpr int64_t kMaxCorpusTokens = int64_t{1} << 30;  // 4 GiB of ring
 
 // An occurrence source[end - length, end) of the last `length` tokens of a sequence; length 0:
 // none.
@@ -42,7 +22,7 @@ struct NgramMatch {
 // itself (the suffix is then no occurrence of itself) or another text (a sibling sample's tokens).
 // O(source length) with a fast reject on the suffix's last token.
 NgramMatch find_ngram_match(std::span<const int32_t> tokens, std::span<const int32_t> source,
-                            const NgramSpeculation& config);
+                            const Speculation& config);
 // Writes up to out.size() tokens that follow `match` in `source`; returns how many.
 int64_t copy_ngram_drafts(std::span<const int32_t> source, const NgramMatch& match,
                           std::span<int32_t> out);
@@ -52,7 +32,7 @@ int64_t copy_ngram_drafts(std::span<const int32_t> source, const NgramMatch& mat
 // most recent such occurrence when several do), then the tokens that follow that occurrence
 // (which may run into the suffix itself). 0 when no suffix of min_match tokens recurs. O(length)
 // with a fast reject on the suffix's last token.
-int64_t propose_ngram_drafts(std::span<const int32_t> tokens, const NgramSpeculation& config,
+int64_t propose_ngram_drafts(std::span<const int32_t> tokens, const Speculation& config,
                              std::span<int32_t> out);
 
 // Steps a sequence proposes no drafts after `misses` verifications in a row accepted none of

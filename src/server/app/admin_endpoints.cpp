@@ -180,11 +180,18 @@ void handle_server_info(const ServerState& state, const std::shared_ptr<Exchange
        engine.max_loaded_loras > 0 ? Json(engine.max_loaded_loras) : Json(nullptr)},
       {"lora_paths", adapter_paths(model)},
       {"lora_experts", engine.lora_experts},  // beamserve's: the slots serve the routed experts
-      // SGLang's speculative settings (NGRAM: n-gram drafts; the block counts the last token).
-      {"speculative_algorithm", engine.speculative.enabled() ? Json("NGRAM") : Json(nullptr)},
-      {"speculative_num_draft_tokens", engine.speculative.enabled()
-                                           ? Json(engine.speculative.num_draft_tokens + 1)
-                                           : Json(nullptr)},
+      // SGLang's speculative settings (NGRAM: n-gram drafts, DFLASH: a DFlash2 drafter's; the
+      // block counts the last token).
+      {"speculative_algorithm",
+       !engine.speculative.enabled()
+           ? Json(nullptr)
+           : Json(engine.speculative.dflash2_drafter.empty() ? "NGRAM" : "DFLASH")},
+      {"speculative_draft_model_path", engine.speculative.dflash2_drafter.empty()
+                                           ? Json(nullptr)
+                                           : Json(engine.speculative.dflash2_drafter)},
+      {"speculative_num_draft_tokens",
+       engine.speculative.enabled() ? Json(model.engine->speculative_draft_tokens() + 1)
+                                    : Json(nullptr)},
       {"speculative_ngram_min_match_window_size", engine.speculative.min_match},
       {"speculative_ngram_max_match_window_size", engine.speculative.max_match},
       {"speculative_ngram_capacity", engine.speculative.corpus_tokens},

@@ -169,4 +169,29 @@ void expect_pools_full(Engine& engine) {
   EXPECT_EQ(s.sliding_pool.free_blocks, s.sliding_pool.total_blocks);
 }
 
+// Speculative decoding's promise: each request's sibling results as plain decoding's.
+void expect_same_results(const std::vector<std::vector<SiblingResult>>& plain,
+                         const std::vector<std::vector<SiblingResult>>& spec) {
+  ASSERT_EQ(plain.size(), spec.size());
+  for (size_t r = 0; r < plain.size(); ++r) {
+    ASSERT_EQ(plain[r].size(), spec[r].size());
+    for (size_t k = 0; k < plain[r].size(); ++k) {
+      const SiblingResult &a = plain[r][k], &b = spec[r][k];
+      EXPECT_EQ(a.tokens, b.tokens) << "request " << r << " sibling " << k;
+      EXPECT_EQ(a.finish, b.finish) << "request " << r << " sibling " << k;
+      EXPECT_EQ(a.usage.completion_tokens, b.usage.completion_tokens);
+      EXPECT_EQ(a.routed_experts, b.routed_experts) << "request " << r << " sibling " << k;
+      ASSERT_EQ(a.logprobs.size(), b.logprobs.size());
+      for (size_t t = 0; t < a.logprobs.size(); ++t) {
+        EXPECT_EQ(a.logprobs[t].chosen.token, b.logprobs[t].chosen.token);
+        EXPECT_NEAR(a.logprobs[t].chosen.logprob, b.logprobs[t].chosen.logprob, 1e-4)
+            << "request " << r << " sibling " << k << " token " << t;
+        ASSERT_EQ(a.logprobs[t].top.size(), b.logprobs[t].top.size());
+        for (size_t i = 0; i < a.logprobs[t].top.size(); ++i)
+          EXPECT_EQ(a.logprobs[t].top[i].token, b.logprobs[t].top[i].token);
+      }
+    }
+  }
+}
+
 }  // namespace beam::testing

@@ -53,6 +53,11 @@ std::vector<int32_t> tokens_of(int64_t n, uint64_t seed, int64_t vocab);
 // Greedy decoding of max_tokens tokens, eos ignored.
 SamplingParams greedy(int64_t max_tokens);
 
+// Equal tokens, finishes, completion counts, routed experts and logprobs (chosen within 1e-4,
+// the same top tokens), request by request and sibling by sibling.
+void expect_same_results(const std::vector<std::vector<SiblingResult>>& plain,
+                         const std::vector<std::vector<SiblingResult>>& spec);
+
 // Submits r to engine without waiting; its events go to *out.
 void submit(Engine& engine, const RunRequest& r, Collector* out);
 // Waits (up to 20 s) until the request of `c` has written output; a test failure otherwise.

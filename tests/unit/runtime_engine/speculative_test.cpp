@@ -44,7 +44,7 @@ std::vector<std::vector<int32_t>> repetitive_prompts() {
 
 std::unique_ptr<Engine> nano_engine(int64_t draft_tokens, int64_t step_tokens = 256,
                                     int64_t max_batch = 0, int64_t kv_bytes = 64 << 20,
-                                    NgramSpeculation lengths = {.min_match = 1, .max_match = 4}) {
+                                    Speculation lengths = {.min_match = 1, .max_match = 4}) {
   auto weights = engine_test_model("beam-nano");
   if (!weights) return nullptr;
   EngineOptions o;
@@ -59,30 +59,6 @@ std::unique_ptr<Engine> nano_engine(int64_t draft_tokens, int64_t step_tokens = 
   auto e = Engine::create(weights, o);
   EXPECT_TRUE(e.ok()) << (e.ok() ? "" : e.error().message);
   return e.ok() ? std::move(*e) : nullptr;
-}
-
-void expect_same_results(const std::vector<std::vector<SiblingResult>>& plain,
-                         const std::vector<std::vector<SiblingResult>>& spec) {
-  ASSERT_EQ(plain.size(), spec.size());
-  for (size_t r = 0; r < plain.size(); ++r) {
-    ASSERT_EQ(plain[r].size(), spec[r].size());
-    for (size_t k = 0; k < plain[r].size(); ++k) {
-      const SiblingResult &a = plain[r][k], &b = spec[r][k];
-      EXPECT_EQ(a.tokens, b.tokens) << "request " << r << " sibling " << k;
-      EXPECT_EQ(a.finish, b.finish) << "request " << r << " sibling " << k;
-      EXPECT_EQ(a.usage.completion_tokens, b.usage.completion_tokens);
-      EXPECT_EQ(a.routed_experts, b.routed_experts) << "request " << r << " sibling " << k;
-      ASSERT_EQ(a.logprobs.size(), b.logprobs.size());
-      for (size_t t = 0; t < a.logprobs.size(); ++t) {
-        EXPECT_EQ(a.logprobs[t].chosen.token, b.logprobs[t].chosen.token);
-        EXPECT_NEAR(a.logprobs[t].chosen.logprob, b.logprobs[t].chosen.logprob, 1e-4)
-            << "request " << r << " sibling " << k << " token " << t;
-        ASSERT_EQ(a.logprobs[t].top.size(), b.logprobs[t].top.size());
-        for (size_t i = 0; i < a.logprobs[t].top.size(); ++i)
-          EXPECT_EQ(a.logprobs[t].top[i].token, b.logprobs[t].top[i].token);
-      }
-    }
-  }
 }
 
 // Runs `reqs` with speculation off and with k drafts; returns the speculating engine's stats.
@@ -344,7 +320,7 @@ TEST(SpeculativeDecoding, LaterRequestsDraftFromFinishedOnes) {
   for (int64_t corpus : {0, 4096}) {
     SCOPED_TRACE(::testing::Message() << "corpus " << corpus);
     auto e = nano_engine(4, 256, 0, 64 << 20,
-                         NgramSpeculation{.min_match = 3, .max_match = 4, .corpus_tokens = corpus});
+                         Speculation{.min_match = 3, .max_match = 4, .corpus_tokens = corpus});
     ASSERT_NE(e, nullptr);
     expect_same_results(want, run_all(*e, req));
     const EngineStats first = e->stats();
@@ -386,7 +362,7 @@ TEST(SpeculativeDecoding, RequestsOfOnePromptDraftFromEachOther) {
   ASSERT_NE(plain, nullptr);
   const auto want = run_all(*plain, {RunRequest{prompt, follow}});
   auto e = nano_engine(4, 256, 0, 64 << 20,
-                       NgramSpeculation{.min_match = 3, .max_match = 4, .corpus_tokens = 0});
+                       Speculation{.min_match = 3, .max_match = 4, .corpus_tokens = 0});
   ASSERT_NE(e, nullptr);
   const auto alone = run_all(*e, {RunRequest{prompt, follow}});
   expect_same_results(want, alone);
@@ -421,13 +397,13 @@ TEST(SpeculativeDecoding, NoDraftsAtTheBatchLimit) {
 TEST(SpeculativeDecoding, OutOfRangeSettingsAreRefused) {
   auto weights = engine_test_model("beam-nano");
   ASSERT_NE(weights, nullptr);
-  for (const NgramSpeculation& bad :
-       {NgramSpeculation{.num_draft_tokens = -1},
-        NgramSpeculation{.num_draft_tokens = kMaxDraftTokens + 1},
-        NgramSpeculation{.num_draft_tokens = 3, .min_match = 0},
-        NgramSpeculation{.num_draft_tokens = 3, .min_match = 5, .max_match = 4},
-        NgramSpeculation{.num_draft_tokens = 3, .corpus_tokens = -1},
-        NgramSpeculation{.num_draft_tokens = 3, .corpus_tokens = kMaxCorpusTokens + 1}}) {
+  for (const Speculation& bad :
+       {Speculation{.num_draft_tokens = -1},
+        Speculation{.num_draft_tokens = kMaxDraftTokens + 1},
+        Speculation{.num_draft_tokens = 3, .min_match = 0},
+        Speculation{.num_draft_tokens = 3, .min_match = 5, .max_match = 4},
+        Speculation{.num_draft_tokens = 3, .corpus_tokens = -1},
+        Speculation{.num_draft_tokens = 3, .corpus_tokens = kMaxCorpusTokens + 1}}) {
     EngineOptions o;
     o.num_threads = 2;
     o.kv_budget_bytes = 64 << 20;

@@ -13,8 +13,8 @@
 namespace beam {
 namespace {
 
-NgramSpeculation lengths(int64_t min_match, int64_t max_match) {
-  return NgramSpeculation{.num_draft_tokens = 8, .min_match = min_match, .max_match = max_match};
+Speculation lengths(int64_t min_match, int64_t max_match) {
+  return Speculation{.num_draft_tokens = 8, .min_match = min_match, .max_match = max_match};
 }
 
 void add(NgramCorpus& c, const std::vector<int32_t>& tokens) {

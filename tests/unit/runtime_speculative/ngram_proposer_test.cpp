@@ -16,7 +16,7 @@ std::vector<int32_t> drafts(const std::vector<int32_t>& tokens, int64_t k, int64
   std::vector<int32_t> out(static_cast<size_t>(k));
   const int64_t n = propose_ngram_drafts(
       tokens,
-      NgramSpeculation{.num_draft_tokens = k, .min_match = min_match, .max_match = max_match}, out);
+      Speculation{.num_draft_tokens = k, .min_match = min_match, .max_match = max_match}, out);
   out.resize(static_cast<size_t>(n));
   return out;
 }
@@ -67,7 +67,7 @@ TEST(NgramProposer, MatchesTheDefinitionOnRandomSequences) {
 // Another text as the source (a sibling sample): its occurrence of the suffix and what follows;
 // an occurrence at its very end has nothing to copy.
 TEST(NgramProposer, FindsTheSuffixInAnotherText) {
-  const NgramSpeculation c{.num_draft_tokens = 4, .min_match = 1, .max_match = 4};
+  const Speculation c{.num_draft_tokens = 4, .min_match = 1, .max_match = 4};
   const std::vector<int32_t> tokens = {9, 1, 2}, sibling = {5, 1, 2, 7, 8};
   const NgramMatch m = find_ngram_match(tokens, sibling, c);
   EXPECT_EQ(m.length, 2);
@@ -117,14 +117,14 @@ TEST(NgramProposer, DraftLimitGrowsByTwoWhenAllAreAcceptedAndShrinksByOneOtherwi
 }
 
 TEST(NgramProposer, SettingsOutOfRangeAreNamed) {
-  EXPECT_TRUE((NgramSpeculation{}).validate().ok());
+  EXPECT_TRUE((Speculation{}).validate().ok());
   EXPECT_TRUE(
-      (NgramSpeculation{.num_draft_tokens = 8, .min_match = 2, .max_match = 2}).validate().ok());
-  const Status over = NgramSpeculation{.num_draft_tokens = kMaxDraftTokens + 1}.validate();
+      (Speculation{.num_draft_tokens = 8, .min_match = 2, .max_match = 2}).validate().ok());
+  const Status over = Speculation{.num_draft_tokens = kMaxDraftTokens + 1}.validate();
   ASSERT_FALSE(over.ok());
   EXPECT_NE(over.error().message.find("num_draft_tokens"), std::string::npos);
   const Status lengths =
-      NgramSpeculation{.num_draft_tokens = 3, .min_match = 4, .max_match = 2}.validate();
+      Speculation{.num_draft_tokens = 3, .min_match = 4, .max_match = 2}.validate();
   ASSERT_FALSE(lengths.ok());
   EXPECT_NE(lengths.error().message.find("n-gram lengths"), std::string::npos);
 }

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Sequence
 
 import torch
 from torch import nn
@@ -30,6 +30,10 @@ class BeamOutput:
     logits: torch.Tensor           # [B, T, V] fp32, soft-capped
     routed_experts: torch.Tensor   # [num_sparse_layers, B, T, K] int64, descending choice order
     router_margins: torch.Tensor   # [num_sparse_layers, B, T] fp32
+    # [B, T, n * H] fp32 holding bf16 values: the residual stream after each of forward's
+    # capture_layers (post-MLP norm + depth-scaled add done; before the final norm), concatenated
+    # in the order given. None unless capture_layers was passed (DFlash2 features, docs/dflash2.md).
+    captured_hidden: Optional[torch.Tensor] = None
 
 
 class DecoderLayer(nn.Module):
@@ -90,11 +94,18 @@ class BeamForCausalLM(nn.Module):
         return KVCache(self.config.num_hidden_layers)
 
     def forward(self, input_ids: torch.Tensor, positions: Optional[torch.Tensor] = None,
-                cache: Optional[KVCache] = None, replay_experts: Optional[torch.Tensor] = None) -> BeamOutput:
+                cache: Optional[KVCache] = None, replay_experts: Optional[torch.Tensor] = None,
+                capture_layers: Optional[Sequence[int]] = None) -> BeamOutput:
         """input_ids [B, T] int64; positions [B, T] int64 absolute (default 0..T-1); cache, when
         given, holds the earlier tokens of each row and receives these ones; replay_experts
-        [num_sparse_layers, B, T, K] forces the expert selection (routed-experts replay)."""
+        [num_sparse_layers, B, T, K] forces the expert selection (routed-experts replay);
+        capture_layers (0-based layer ids, repeats allowed) fills BeamOutput.captured_hidden."""
         B, T = input_ids.shape
+        n_layers = self.config.num_hidden_layers
+        for i in capture_layers or ():
+            if not 0 <= int(i) < n_layers:
+                raise ValueError(f"capture_layers: layer {i} is outside [0, {n_layers})")
+        captured = {}
         if positions is None:
             positions = torch.arange(T, device=input_ids.device).expand(B, T)
         h = self.model.embed_tokens(input_ids).float()
@@ -106,6 +117,8 @@ class BeamForCausalLM(nn.Module):
             h, routing = layer(h, positions, cache[i] if cache is not None else None, forced)
             if routing is not None:
                 routings.append(routing)
+            if capture_layers is not None:
+                captured[i] = h
         z = self.numerics.gemm(self.model.norm(h), self.lm_head.weight).float()
         cap = self.config.final_logit_softcapping
         logits = cap * torch.tanh(z / cap) if cap else z
@@ -114,4 +127,8 @@ class BeamForCausalLM(nn.Module):
             torch.zeros(0, B, T, K, dtype=torch.int64)
         margins = torch.stack([r.margins.view(B, T) for r in routings]) if routings else \
             torch.zeros(0, B, T)
-        return BeamOutput(logits, experts, margins)
+        capture = None
+        if capture_layers is not None:
+            parts = [captured[int(i)] for i in capture_layers]
+            capture = torch.cat(parts, dim=-1) if parts else h.new_zeros(B, T, 0)
+        return BeamOutput(logits, experts, margins, capture)

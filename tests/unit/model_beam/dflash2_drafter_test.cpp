@@ -1,0 +1,195 @@
+// The DFlash2 drafter (model/dflash2) against the PyTorch reference's goldens
+// (tools/reference/make_tiny_drafter.py, models/tiny-beam-dflash2/golden), and the target's
+// hidden-state capture (ForwardBatch::capture_layers) against the reference's features.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+
+#include "beam_test_util.h"
+#include "core/npy.h"
+#include "model/dflash2/dflash2_drafter.h"
+
+namespace beam {
+namespace {
+
+const char* kDrafter = "models/tiny-beam-dflash2";
+const char* kCases[] = {"ctx20", "gaps", "prefix16", "holes", "ctx3"};
+
+NpyArray golden(const std::string& c, const std::string& key) {
+  auto a = read_npy(std::string(kDrafter) + "/golden/" + c + "." + key + ".npy");
+  EXPECT_TRUE(a.ok()) << a.error().message;
+  return a.ok() ? std::move(*a) : NpyArray{};
+}
+
+std::vector<int32_t> ints(const NpyArray& a) { return {a.as<int32_t>(), a.as<int32_t>() + a.numel()}; }
+
+class DFlash2DrafterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    target_ = testing::load_model("tiny-beam");
+    ASSERT_NE(target_, nullptr);
+    auto w = load_dflash2_weights(kDrafter, target_->config);
+    ASSERT_TRUE(w.ok()) << w.error().message;
+    drafter_.emplace(*w, target_->embed, target_->lm_head, KernelContext{Device::kCpu, &pool_});
+  }
+  // The case's context from its golden features.
+  DFlash2Context context_of(const std::string& c) {
+    DFlash2Context ctx(drafter_->config());
+    const NpyArray f = golden(c, "features");
+    std::vector<uint16_t> bits(static_cast<size_t>(f.numel()));
+    for (int64_t i = 0; i < f.numel(); ++i) bits[i] = to_bf16(f.as<float>()[i]).bits;
+    const std::vector<int32_t> p = ints(golden(c, "positions"));
+    const std::vector<int64_t> positions(p.begin(), p.end());
+    drafter_->add_context(TensorView{bits.data(), DType::kBF16, Shape{f.shape[0], f.shape[1]}},
+                          positions, ctx);
+    return ctx;
+  }
+
+  ThreadPool pool_{2};
+  std::shared_ptr<const BeamWeights> target_;
+  std::optional<DFlash2Drafter> drafter_;
+};
+
+TEST_F(DFlash2DrafterTest, CapturedResidualsEqualTheReferenceFeatures) {
+  BeamModel model(target_, KernelContext{Device::kCpu, &pool_});
+  const std::vector<int32_t> tokens = ints(golden("ctx20", "tokens"));
+  auto kv = LocalKvCache::create(model.context(), model.config(), 1,
+                                 static_cast<int64_t>(tokens.size()));
+  ASSERT_TRUE(kv.ok()) << kv.error().message;
+  ForwardBatch batch;
+  batch.capture_layers = drafter_->config().target_layer_ids;
+  batch.seqs.push_back(SeqChunk{tokens, 0, 0, kv->block_table(0), kv->block_table(0), false});
+  ForwardOutput out;
+  ASSERT_TRUE(model.forward(batch, kv->layers(), out).ok());
+  // The reference's target rounds as the engine's up to benign noise (the MoE's fp32 combine
+  // order; tools/reference/README.md "Numbers"): most elements equal, each row within 1%.
+  const NpyArray f = golden("ctx20", "features");
+  ASSERT_EQ(static_cast<int64_t>(out.captured_hidden.size()), f.numel());
+  const int64_t H = target_->config.hidden_size, rows = f.shape[0] * f.shape[1] / H;
+  int64_t equal = 0;
+  for (int64_t r = 0; r < rows; ++r) {  // each token's residual after each tapped layer
+    double diff = 0, norm = 0;
+    for (int64_t i = r * H; i < (r + 1) * H; ++i) {
+      const double got = to_float(bf16{out.captured_hidden[i]}), ref = f.as<float>()[i];
+      equal += got == ref;
+      diff += (got - ref) * (got - ref);
+      norm += ref * ref;
+    }
+    EXPECT_LT(std::sqrt(diff / norm), 0.01) << "token " << r / 3 << ", tap " << r % 3;
+  }
+  EXPECT_GE(equal, f.numel() * 9 / 10);
+}
+
+TEST_F(DFlash2DrafterTest, CaptureOfALayerOutsideTheModelIsAnError) {
+  BeamModel model(target_, KernelContext{Device::kCpu, &pool_});
+  auto kv = LocalKvCache::create(model.context(), model.config(), 1, 4);
+  ASSERT_TRUE(kv.ok());
+  const std::vector<int32_t> tokens = {5, 6, 7, 8};
+  ForwardBatch batch;
+  batch.capture_layers = {1, 6};
+  batch.seqs.push_back(SeqChunk{tokens, 0, 0, kv->block_table(0), kv->block_table(0), false});
+  ForwardOutput out;
+  const Status st = model.forward(batch, kv->layers(), out);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("capture of layer 6"), std::string::npos) << st.error().message;
+}
+
+TEST_F(DFlash2DrafterTest, ContextKeysAndValuesEqualTheReference) {
+  const DFlash2Config& c = drafter_->config();
+  const int64_t width = c.num_kv_heads * c.head_dim;
+  for (const char* name : kCases) {
+    SCOPED_TRACE(name);
+    const DFlash2Context ctx = context_of(name);
+    const std::vector<int32_t> positions = ints(golden(name, "positions"));
+    const NpyArray kc = golden(name, "kc"), vc = golden(name, "vc");  // [L, S, Nkv, D]
+    const auto S = static_cast<int64_t>(positions.size());
+    // The ring holds the last sliding_window + block_size positions.
+    const int64_t oldest = positions.back() + 1 - (c.sliding_window + c.block_size);
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      for (int64_t i = 0; i < S; ++i) {
+        const int64_t slot = ctx.find(positions[i]);
+        ASSERT_EQ(slot >= 0, positions[i] >= oldest) << "position " << positions[i];
+        if (slot < 0) continue;
+        for (int64_t e = 0; e < width; ++e) {
+          const int64_t at = (l * S + i) * width + e;
+          ASSERT_EQ(to_float(ctx.key(l, slot)[e]), kc.as<float>()[at]) << "layer " << l << " pos " << i;
+          ASSERT_EQ(to_float(ctx.value(l, slot)[e]), vc.as<float>()[at]) << "layer " << l << " pos " << i;
+        }
+      }
+  }
+}
+
+// The block's read-out and the walk: g and u within a few bf16 ulps of the reference (the
+// attention's and the selector's fp32 sums run in another order there), the same candidates and
+// the same drafts (the reference picked a prompt whose decisions have margins of >= 0.16).
+TEST_F(DFlash2DrafterTest, DraftsEqualTheReference) {
+  const DFlash2Config& c = drafter_->config();
+  const int64_t rows = c.block_size - 1, K = c.selector_top_k;
+  for (const char* name : kCases) {
+    SCOPED_TRACE(name);
+    const DFlash2Context ctx = context_of(name);
+    const std::vector<int32_t> ids = ints(golden(name, "block_ids"));
+    const std::vector<int32_t> pos = ints(golden(name, "block_positions"));
+    const DFlash2Block block{ids[0], pos[0], &ctx};
+    std::vector<int32_t> drafts(static_cast<size_t>(rows));
+    DFlash2Trace trace;
+    drafter_->draft({&block, 1}, drafts, &trace);
+    EXPECT_EQ(drafts, ints(golden(name, "drafts")));
+    const NpyArray g = golden(name, "g"), u = golden(name, "u"), S = golden(name, "S");
+    for (int64_t i = 0; i < g.numel(); ++i)
+      EXPECT_NEAR(trace.hidden[i], g.as<float>()[i], 0.02f * std::abs(g.as<float>()[i]) + 1e-3f);
+    for (int64_t i = 0; i < u.numel(); ++i)
+      EXPECT_NEAR(trace.logits[i], u.as<float>()[i], 0.15f) << "logit " << i;
+    const std::vector<int32_t> cand = ints(golden(name, "candidates"));
+    for (int64_t r = 0; r < rows; ++r) {
+      const std::set<int32_t> mine(trace.candidates.begin() + r * K, trace.candidates.begin() + (r + 1) * K);
+      const std::set<int32_t> ref(cand.begin() + r * K, cand.begin() + (r + 1) * K);
+      EXPECT_EQ(mine, ref) << "row " << r;
+    }
+  }
+}
+
+// Two blocks in one call draft what each drafts alone (rows are independent).
+TEST_F(DFlash2DrafterTest, BatchedBlocksDraftAsAlone) {
+  const DFlash2Config& c = drafter_->config();
+  const DFlash2Context a = context_of("ctx20"), b = context_of("ctx3");
+  const DFlash2Block blocks[] = {{261, 20, &a}, {261, 3, &b}};
+  std::vector<int32_t> both(static_cast<size_t>(2 * c.max_drafts())), one(static_cast<size_t>(c.max_drafts()));
+  drafter_->draft(blocks, both);
+  for (int i = 0; i < 2; ++i) {
+    drafter_->draft({&blocks[i], 1}, one);
+    EXPECT_TRUE(std::equal(one.begin(), one.end(), both.begin() + i * c.max_drafts())) << i;
+  }
+}
+
+TEST_F(DFlash2DrafterTest, ConfigErrorsNameTheKey) {
+  const BeamConfig& t = target_->config;
+  std::ifstream in(std::string(kDrafter) + "/config.json");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_TRUE(parse_dflash2_config(text, "c.json", t).ok());
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string s = text;
+    const size_t at = s.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return s.replace(at, from.size(), to);
+  };
+  auto error_of = [&](const std::string& json) {
+    auto c = parse_dflash2_config(json, "c.json", t);
+    return c.ok() ? std::string("(accepted)") : c.error().message;
+  };
+  EXPECT_NE(error_of(replaced("\"hidden_size\": 64", "\"hidden_size\": 32")).find("hidden_size"),
+            std::string::npos);
+  EXPECT_NE(error_of(replaced("\"target_layer_ids\": [", "\"target_layer_ids\": [9, "))
+                .find("target_layer_ids"),
+            std::string::npos);
+  EXPECT_NE(error_of(replaced("\"conv_kernel_size\": 2", "\"conv_kernel_size\": 3"))
+                .find("conv_kernel_size"),
+            std::string::npos);
+  EXPECT_NE(error_of("{\"hidden_size\": 64}").find("c.json"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace beam

@@ -1,0 +1,118 @@
+// Speculative decoding with DFlash2 drafts (EngineOptions::speculative.dflash2_drafter) on
+// tiny-beam with models/tiny-beam-dflash2: tokens, logprobs, finishes and routed experts equal
+// plain decoding's while the drafter's blocks are verified and some accepted; the pools are whole
+// afterwards; bad drafter settings are refused with errors that name them.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "engine_test_util.h"
+
+namespace beam::testing {
+namespace {
+
+const std::string kDrafter = std::string(BEAMSERVE_SOURCE_DIR) + "/models/tiny-beam-dflash2";
+
+EngineOptions tiny_options(int64_t kv_bytes, int64_t step_tokens) {
+  EngineOptions o;
+  o.num_threads = 2;
+  o.block_size_tokens = 4;
+  o.kv_budget_bytes = kv_bytes;
+  o.max_tokens_per_step = step_tokens;
+  o.max_running = 8;
+  return o;
+}
+
+std::unique_ptr<Engine> tiny_engine(bool drafts, int64_t kv_bytes = 16 << 20,
+                                    int64_t step_tokens = 128, int64_t num_drafts = 0) {
+  auto weights = engine_test_model("tiny-beam");
+  if (!weights) return nullptr;
+  EngineOptions o = tiny_options(kv_bytes, step_tokens);
+  if (drafts) {
+    o.speculative.dflash2_drafter = kDrafter;
+    o.speculative.num_draft_tokens = num_drafts;
+  }
+  auto e = Engine::create(weights, o);
+  EXPECT_TRUE(e.ok()) << (e.ok() ? "" : e.error().message);
+  return e.ok() ? std::move(*e) : nullptr;
+}
+
+// Runs `reqs` without drafts and with the drafter; returns the drafting engine's stats.
+EngineStats compare_with_plain(const std::vector<RunRequest>& reqs, int64_t kv_bytes = 16 << 20,
+                               int64_t step_tokens = 128) {
+  auto plain = tiny_engine(false, kv_bytes, step_tokens);
+  auto spec = tiny_engine(true, kv_bytes, step_tokens);
+  if (!plain || !spec) return {};
+  expect_same_results(run_all(*plain, reqs), run_all(*spec, reqs));
+  spec->flush_prefix_cache();
+  expect_pools_full(*spec);
+  return spec->stats();
+}
+
+std::vector<RunRequest> greedy_requests(int n, int64_t prompt_len, int64_t max_tokens) {
+  std::vector<RunRequest> reqs;
+  for (int i = 0; i < n; ++i)
+    reqs.push_back(RunRequest{tokens_of(prompt_len, 40 + static_cast<uint64_t>(i), 512),
+                              greedy(max_tokens), "", /*return_routed_experts=*/true});
+  return reqs;
+}
+
+// Greedy requests with routed experts: the random drafter's blocks are verified (and rejected:
+// its drafts are untrained) without changing a token.
+TEST(DFlash2Speculation, GreedyTokensEqualPlainDecoding) {
+  const EngineStats s = compare_with_plain(greedy_requests(4, 20, 40));
+  EXPECT_GT(s.spec_verifications, 0);
+  EXPECT_LE(s.spec_draft_tokens, 3 * s.spec_verifications);  // block_size 4: 3 drafts a block
+}
+
+// Seeded sampling with logprobs and n = 2 (the second sample forked from the first, its drafter
+// context copied), then a prompt seen before (a prefix-cache hit: the cached positions are not in
+// the drafter's context, which only costs acceptance).
+TEST(DFlash2Speculation, SampledSiblingsAndCachedPromptsEqualPlainDecoding) {
+  std::vector<RunRequest> reqs;
+  for (uint64_t seed : {3, 4}) {
+    SamplingParams sp;
+    sp.temperature = 0.8;
+    sp.seed = seed;
+    sp.max_tokens = 30;
+    sp.n = 2;
+    sp.logprobs = true;
+    sp.top_logprobs = 2;
+    reqs.push_back(RunRequest{tokens_of(18, 70, 512), sp});
+  }
+  reqs.push_back(RunRequest{tokens_of(18, 70, 512), greedy(30)});
+  const EngineStats s = compare_with_plain(reqs);
+  EXPECT_GT(s.spec_verifications, 0);
+}
+
+// A KV budget that preempts: recomputed positions refill the drafter's context.
+TEST(DFlash2Speculation, PreemptedSequencesResumeWithTheSameTokens) {
+  const EngineStats s = compare_with_plain(greedy_requests(6, 24, 48), /*kv_bytes=*/1 << 20,
+                                           /*step_tokens=*/32);
+  EXPECT_GT(s.preemptions, 0);
+  EXPECT_GT(s.spec_verifications, 0);
+}
+
+TEST(DFlash2Speculation, BadSettingsAreRefused) {
+  auto weights = engine_test_model("tiny-beam");
+  ASSERT_NE(weights, nullptr);
+  auto error_of = [&](EngineOptions o) {
+    auto e = Engine::create(weights, o);
+    return e.ok() ? std::string("(created)") : e.error().message;
+  };
+  EngineOptions o = tiny_options(16 << 20, 128);
+  o.speculative.dflash2_drafter = kDrafter;
+  o.speculative.num_draft_tokens = 4;  // the block holds 3
+  EXPECT_NE(error_of(o).find("at most 3"), std::string::npos) << error_of(o);
+  o.speculative.num_draft_tokens = 0;
+  o.speculative.dflash2_drafter = std::string(BEAMSERVE_SOURCE_DIR) + "/models/tiny-beam";
+  EXPECT_NE(error_of(o).find("dflash_config"), std::string::npos) << error_of(o);
+  o.speculative.dflash2_drafter = "/nonexistent";
+  EXPECT_NE(error_of(o).find("/nonexistent"), std::string::npos) << error_of(o);
+  o.speculative.dflash2_drafter = kDrafter;
+  o.tensor_parallel_size = 2;
+  EXPECT_NE(error_of(o).find("tp-size 1"), std::string::npos) << error_of(o);
+}
+
+}  // namespace
+}  // namespace beam::testing
