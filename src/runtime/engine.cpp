@@ -26,6 +26,7 @@
 #include "runtime/sampling/sampling_rng.h"
 #include "runtime/scheduler/host_restore.h"
 #include "runtime/scheduler/step_commit.h"
+#include "runtime/speculative/dflash2_context_cache.h"
 #include "runtime/speculative/ngram_corpus.h"
 
 namespace beam {
@@ -172,6 +173,10 @@ Expected<std::optional<HostKvStore>> make_host_store(const EngineOptions& option
   log_info(line);
   return std::optional<HostKvStore>(std::move(store));
 }
+
+// Host bytes of finished sequences' drafter contexts kept (Engine::Impl::draft_contexts_): 12
+// contexts of Beam 1.0's drafter (window 4,096), thousands of a small one.
+constexpr int64_t kDraftContextCacheBytes = int64_t{1} << 30;
 
 // EngineOptions::speculative.dflash2_drafter's weights (null without one), checked against the
 // target; errors where the drafter cannot run yet (a GPU, tensor parallelism).
@@ -571,6 +576,8 @@ class Engine::Impl {
   std::optional<NgramCorpus> corpus_;
   // EngineOptions::speculative.dflash2_drafter's model (drafts on the host).
   std::optional<DFlash2Drafter> drafter_;
+  // Finished sequences' drafter contexts for requests that start with their text.
+  DFlash2ContextCache draft_contexts_{kDraftContextCacheBytes};
 
   Inbox inbox_;
   int64_t next_request_id_ = 1;  // guarded by inbox_.mu
@@ -1351,6 +1358,9 @@ void Engine::Impl::apply_preemptions(const StepPlan& plan) {
     running_.push_back(a.seq);
     s.phase = SeqPhase::kRunning;
     s.waited_steps = 0;
+    if (drafter_ && !s.draft_context && a.match.num_tokens > 0)  // the cached positions' K/V
+      s.draft_context = draft_contexts_.copy_for(
+          std::span<const int32_t>(s.tokens).first(static_cast<size_t>(a.match.num_tokens)));
     if (!s.admitted_once) {
       s.admitted_once = true;
       s.cached_prompt_tokens = a.match.num_tokens;
@@ -1604,6 +1614,8 @@ void Engine::Impl::finish_sequence(Sequence& s, FinishReason reason, std::option
     if (corpus_ && reason != FinishReason::kError && !s.fork_parent.valid())  // later drafts
       corpus_->add(std::span<const int32_t>(s.tokens).first(s.tokens.size() -
                                                             static_cast<size_t>(s.num_drafts)));
+    if (s.draft_context && reason != FinishReason::kError)  // for requests that continue it
+      draft_contexts_.put({s.tokens.begin(), s.tokens.end() - s.num_drafts}, s.draft_context);
     if (s.fork_parent.valid()) {  // never forked: holds no KV
       running_.erase(std::find(running_.begin(), running_.end(), s.id));
     } else if (has_pending_children(s)) {

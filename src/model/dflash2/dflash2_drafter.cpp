@@ -48,6 +48,11 @@ void DFlash2Context::truncate(int64_t pos) {
     if (p >= pos) p = -1;
 }
 
+bool DFlash2Context::holds_before(int64_t pos) const {
+  return std::any_of(positions_.begin(), positions_.end(),
+                     [pos](int64_t p) { return p >= 0 && p < pos; });
+}
+
 DFlash2Drafter::DFlash2Drafter(std::shared_ptr<const DFlash2Weights> weights, TensorView embed,
                                TensorView lm_head, KernelContext ctx)
     : weights_(std::move(weights)), embed_(embed), lm_head_(lm_head), ctx_(ctx) {

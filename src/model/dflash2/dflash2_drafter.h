@@ -33,8 +33,10 @@ class DFlash2Context {
   const bf16* key(int64_t l, int64_t slot) const { return row(keys_, l, slot); }
   const bf16* value(int64_t l, int64_t slot) const { return row(values_, l, slot); }
   void set_position(int64_t slot, int64_t pos) { positions_[static_cast<size_t>(slot)] = pos; }
-  // Forgets every position at or after `pos` (a preempted sequence recomputes them).
+  // Forgets every position at or after `pos`.
   void truncate(int64_t pos);
+  // Whether it holds some position before `pos`.
+  bool holds_before(int64_t pos) const;
   // Host bytes held.
   int64_t bytes() const { return 2 * static_cast<int64_t>(keys_.size() * sizeof(bf16)); }
 
