@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "../model_beam/beam_goldens.h"
+#include "core/bf16.h"
+#include "core/npy.h"
 #include "cuda_model_fixture.h"
 
 namespace beam::testing {
@@ -83,6 +86,43 @@ TEST_F(BeamCuda, CapturedExpertsMatchReference) {
     EXPECT_EQ(mismatched, 0) << g.name << ": " << mismatched << " of " << checked << " selections differ";
     EXPECT_GT(checked, 0) << g.name;
   }
+}
+
+// The residuals a DFlash2 drafter reads (ForwardBatch::capture_layers), copied out of the GPU
+// step by pitched copies: within bf16 noise of the PyTorch reference's (models/tiny-beam-dflash2's
+// goldens), in the order asked for, and the logits as without a capture.
+TEST_F(BeamCuda, CapturedResidualsMatchReference) {
+  auto tokens_npy = read_npy(model_path("tiny-beam-dflash2/golden/ctx20.tokens.npy"));
+  auto features = read_npy(model_path("tiny-beam-dflash2/golden/ctx20.features.npy"));
+  ASSERT_TRUE(tokens_npy.ok() && features.ok());
+  const std::vector<int32_t> tokens(tokens_npy->as<int32_t>(),
+                                    tokens_npy->as<int32_t>() + tokens_npy->numel());
+  const int64_t T = static_cast<int64_t>(tokens.size()), H = model_->config().hidden_size;
+  auto kv = LocalKvCache::create(gpu_, model_->config(), 1, T);
+  ASSERT_TRUE(kv.ok()) << kv.error().message;
+  ForwardBatch batch;
+  batch.capture_layers = {1, 3, 4};
+  batch.seqs.push_back(SeqChunk{tokens, 0, 0, kv->block_table(0), kv->block_table(0), true});
+  ForwardOutput out;
+  ASSERT_TRUE(model_->forward(batch, kv->layers(), out).ok());
+  ASSERT_EQ(static_cast<int64_t>(out.captured_hidden.size()), features->numel());
+  for (int64_t r = 0; r < features->numel() / H; ++r) {  // a token's residual after one layer
+    double diff = 0, norm = 0;
+    for (int64_t i = r * H; i < (r + 1) * H; ++i) {
+      const double got = to_float(bf16{out.captured_hidden[i]}), ref = features->as<float>()[i];
+      diff += (got - ref) * (got - ref);
+      norm += ref * ref;
+    }
+    EXPECT_LT(std::sqrt(diff / norm), kTolerance) << "token " << r / 3 << ", tap " << r % 3;
+  }
+  auto kv2 = LocalKvCache::create(gpu_, model_->config(), 1, T);
+  ASSERT_TRUE(kv2.ok());
+  batch.capture_layers.clear();
+  batch.seqs[0] = SeqChunk{tokens, 0, 0, kv2->block_table(0), kv2->block_table(0), true};
+  ForwardOutput plain;
+  ASSERT_TRUE(model_->forward(batch, kv2->layers(), plain).ok());
+  EXPECT_EQ(plain.logits, out.logits);
+  EXPECT_TRUE(plain.captured_hidden.empty());
 }
 
 TEST_F(BeamCuda, BatchOfDifferentLengthsMatchesEachAlone) {
