@@ -12,6 +12,8 @@ namespace beam::testing {
 namespace {
 
 const std::string kDrafter = std::string(BEAMSERVE_SOURCE_DIR) + "/models/tiny-beam-dflash2";
+// The same drafter trained on tiny-beam's greedy text (tools/reference/train_tiny_drafter.py).
+const std::string kTrained = std::string(BEAMSERVE_SOURCE_DIR) + "/models/tiny-beam-dflash2-trained";
 
 EngineOptions tiny_options(int64_t kv_bytes, int64_t step_tokens) {
   EngineOptions o;
@@ -23,15 +25,13 @@ EngineOptions tiny_options(int64_t kv_bytes, int64_t step_tokens) {
   return o;
 }
 
-std::unique_ptr<Engine> tiny_engine(bool drafts, int64_t kv_bytes = 16 << 20,
-                                    int64_t step_tokens = 128, int64_t num_drafts = 0) {
+// drafter empty: no speculation.
+std::unique_ptr<Engine> tiny_engine(const std::string& drafter, int64_t kv_bytes = 16 << 20,
+                                    int64_t step_tokens = 128) {
   auto weights = engine_test_model("tiny-beam");
   if (!weights) return nullptr;
   EngineOptions o = tiny_options(kv_bytes, step_tokens);
-  if (drafts) {
-    o.speculative.dflash2_drafter = kDrafter;
-    o.speculative.num_draft_tokens = num_drafts;
-  }
+  o.speculative.dflash2_drafter = drafter;
   auto e = Engine::create(weights, o);
   EXPECT_TRUE(e.ok()) << (e.ok() ? "" : e.error().message);
   return e.ok() ? std::move(*e) : nullptr;
@@ -39,9 +39,9 @@ std::unique_ptr<Engine> tiny_engine(bool drafts, int64_t kv_bytes = 16 << 20,
 
 // Runs `reqs` without drafts and with the drafter; returns the drafting engine's stats.
 EngineStats compare_with_plain(const std::vector<RunRequest>& reqs, int64_t kv_bytes = 16 << 20,
-                               int64_t step_tokens = 128) {
-  auto plain = tiny_engine(false, kv_bytes, step_tokens);
-  auto spec = tiny_engine(true, kv_bytes, step_tokens);
+                               int64_t step_tokens = 128, const std::string& drafter = kTrained) {
+  auto plain = tiny_engine("", kv_bytes, step_tokens);
+  auto spec = tiny_engine(drafter, kv_bytes, step_tokens);
   if (!plain || !spec) return {};
   expect_same_results(run_all(*plain, reqs), run_all(*spec, reqs));
   spec->flush_prefix_cache();
@@ -57,12 +57,16 @@ std::vector<RunRequest> greedy_requests(int n, int64_t prompt_len, int64_t max_t
   return reqs;
 }
 
-// Greedy requests with routed experts: the random drafter's blocks are verified (and rejected:
-// its drafts are untrained) without changing a token.
-TEST(DFlash2Speculation, GreedyTokensEqualPlainDecoding) {
-  const EngineStats s = compare_with_plain(greedy_requests(4, 20, 40));
+// Greedy requests with routed experts: the trained drafter's blocks are verified, some drafts
+// accepted, and the tokens are plain decoding's; so with the untrained drafter (all rejected).
+TEST(DFlash2Speculation, GreedyTokensEqualPlainDecodingAndDraftsAreAccepted) {
+  const EngineStats s = compare_with_plain(greedy_requests(8, 20, 40));
   EXPECT_GT(s.spec_verifications, 0);
+  EXPECT_GT(s.spec_accepted_tokens, 0);
   EXPECT_LE(s.spec_draft_tokens, 3 * s.spec_verifications);  // block_size 4: 3 drafts a block
+  EXPECT_LT(s.steps, 8 * 40);  // some steps took several tokens of a sequence
+  const EngineStats untrained = compare_with_plain(greedy_requests(4, 20, 24), 16 << 20, 128, kDrafter);
+  EXPECT_GT(untrained.spec_verifications, 0);
 }
 
 // Seeded sampling with logprobs and n = 2 (the second sample forked from the first, its drafter
