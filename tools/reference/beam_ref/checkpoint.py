@@ -47,7 +47,13 @@ def load_model(model_dir, numerics: Numerics = Numerics(), test_knobs: TestKnobs
     unexpected or mis-shaped tensor."""
     cfg: BeamConfig = load_config(model_dir)
     model = BeamForCausalLM(cfg, numerics, test_knobs)
-    tensors = load_checkpoint(model_dir)
+    load_state_strict(model, load_checkpoint(model_dir), model_dir)
+    return model.to(device).eval()
+
+
+def load_state_strict(model: torch.nn.Module, tensors: dict, model_dir) -> None:
+    """Loads `tensors` (name -> array) into `model` as fp32; fails naming any missing, unexpected
+    or mis-shaped tensor."""
     expected = model.state_dict()
     missing = sorted(set(expected) - set(tensors))
     extra = sorted(set(tensors) - set(expected))
@@ -61,4 +67,3 @@ def load_model(model_dir, numerics: Numerics = Numerics(), test_knobs: TestKnobs
             raise ValueError(f"{model_dir}: tensor {name} has shape {list(a.shape)}, expected {list(ref.shape)}")
         state[name] = torch.from_numpy(a.copy())
     model.load_state_dict(state, strict=True)
-    return model.to(device).eval()

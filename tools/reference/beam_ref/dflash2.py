@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-import numpy as np
 import torch
 from torch import nn
 
+from .checkpoint import load_state_strict
 from .moe import SwiGLU
 from .norm import RMSNorm
 from .numerics import Numerics, fp32
@@ -443,16 +443,5 @@ def load_drafter(model_dir, numerics: Numerics = Numerics()) -> DFlash2Drafter:
         if cname in tensors:
             raise ValueError(f"{model_dir}: tensor {cname} appears twice (as {name})")
         tensors[cname] = t
-    expected = model.state_dict()
-    missing, extra = sorted(set(expected) - set(tensors)), sorted(set(tensors) - set(expected))
-    if missing or extra:
-        raise ValueError(f"{model_dir}: missing tensors {missing[:5]}, unexpected tensors {extra[:5]}")
-    state = {}
-    for name, ref in expected.items():
-        t = tensors[name]
-        a = t.to_f32() if isinstance(t, Bf16Array) else np.asarray(t, dtype=np.float32)
-        if tuple(a.shape) != tuple(ref.shape):
-            raise ValueError(f"{model_dir}: tensor {name} has shape {list(a.shape)}, expected {list(ref.shape)}")
-        state[name] = torch.from_numpy(a.copy())
-    model.load_state_dict(state, strict=True)
+    load_state_strict(model, tensors, model_dir)
     return model.eval()
