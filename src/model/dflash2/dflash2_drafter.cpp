@@ -148,14 +148,15 @@ void DFlash2Drafter::attention(int64_t layer, std::span<const DFlash2Block> bloc
   const int64_t group = Nq / Nkv, W = c.sliding_window;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   std::vector<const bf16*> keys, values;
-  std::vector<float> scores, acc(static_cast<size_t>(D));
+  std::vector<int64_t> kv_rows;  // >= 0: a context slot; < 0: block row -1 - i
+  std::vector<float> scores, acc(static_cast<size_t>(D)), qf(static_cast<size_t>(D));
   for (size_t b = 0; b < blocks.size(); ++b) {
     const DFlash2Block& blk = blocks[b];
     const DFlash2Context& ctx = *blk.context;
     for (int64_t t = 0; t < B; ++t) {
       const int64_t row = static_cast<int64_t>(b) * B + t, q_pos = blk.position + t;
       // The keys this query sees, in position order: context, then the whole block.
-      std::vector<int64_t> kv_rows;  // >= 0: a context slot; < 0: block row -1 - i
+      kv_rows.clear();
       const int64_t first = W > 0 ? std::max<int64_t>(0, q_pos - W + 1) : 0;
       for (int64_t p = first; p < blk.position; ++p)
         if (const int64_t slot = ctx.find(p); slot >= 0) kv_rows.push_back(slot);
@@ -163,6 +164,7 @@ void DFlash2Drafter::attention(int64_t layer, std::span<const DFlash2Block> bloc
       for (int64_t h = 0; h < Nq; ++h) {
         const int64_t kvh = h / group;
         const bf16* qh = q.as<bf16>() + (row * Nq + h) * D;
+        for (int64_t d = 0; d < D; ++d) qf[d] = to_float(qh[d]);
         keys.clear();
         values.clear();
         for (int64_t r : kv_rows) {
@@ -178,7 +180,7 @@ void DFlash2Drafter::attention(int64_t layer, std::span<const DFlash2Block> bloc
         float max = -INFINITY;
         for (size_t i = 0; i < keys.size(); ++i) {
           float dot = 0.0f;
-          for (int64_t d = 0; d < D; ++d) dot = dot + to_float(qh[d]) * to_float(keys[i][d]);
+          for (int64_t d = 0; d < D; ++d) dot = dot + qf[d] * to_float(keys[i][d]);
           scores[i] = dot * scale;
           max = std::max(max, scores[i]);
         }
