@@ -25,21 +25,31 @@ const std::vector<KeySpelling>& spellings() {
   return kSpellings;
 }
 
-// The rotary base: rope_parameters.rope_theta, rope_theta or rope_scaling.rope_theta (10000).
+// The rotary base: rope_parameters.rope_theta, rope_theta or rope_scaling.rope_theta (10000);
+// where several are present they must agree.
 Expected<float> rope_theta(const json& j, const ConfigKeys& keys) {
+  std::optional<double> theta;
+  std::string from;
+  auto take = [&](const std::string& name, const json& v) -> Status {
+    if (!v.is_number() || v.get<double>() <= 0)
+      return keys.error(name, "needs a positive number, got " + describe_json(v));
+    if (theta && *theta != v.get<double>())
+      return keys.error(name, "= " + v.dump() + " disagrees with " + from + " = " +
+                                  json(*theta).dump());
+    theta = v.get<double>();
+    from = name;
+    return ok_status();
+  };
   for (const char* dict : {"rope_parameters", "rope_scaling"}) {
     auto it = j.find(dict);
     if (it == j.end() || it->is_null()) continue;
     if (!it->is_object()) return keys.error(dict, "must be an object, got " + describe_json(*it));
-    auto theta = it->find("rope_theta");
-    if (theta == it->end()) continue;
-    if (!theta->is_number() || theta->get<double>() <= 0)
-      return keys.error(dict, "needs a positive number rope_theta, got " + describe_json(*theta));
-    return static_cast<float>(theta->get<double>());
+    if (auto t = it->find("rope_theta"); t != it->end())
+      BEAM_RETURN_IF_ERROR(take(std::string(dict) + ".rope_theta", *t));
   }
-  BEAM_ASSIGN_OR_RETURN(std::optional<double> flat, keys.optional_number("rope_theta"));
-  if (flat && *flat <= 0) return keys.error("rope_theta", "must be positive");
-  return static_cast<float>(flat.value_or(10000.0));
+  if (auto t = j.find("rope_theta"); t != j.end() && !t->is_null())
+    BEAM_RETURN_IF_ERROR(take("rope_theta", *t));
+  return static_cast<float>(theta.value_or(10000.0));
 }
 
 // The dflash_config object's fields.

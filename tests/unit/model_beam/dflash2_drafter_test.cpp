@@ -188,6 +188,9 @@ TEST_F(DFlash2DrafterTest, ConfigErrorsNameTheKey) {
   EXPECT_NE(error_of(replaced("\"conv_kernel_size\": 2", "\"conv_kernel_size\": 3"))
                 .find("conv_kernel_size"),
             std::string::npos);
+  EXPECT_NE(error_of(replaced("\"rope_parameters\": {", "\"rope_theta\": 500.0, \"rope_parameters\": {"))
+                .find("disagrees"),
+            std::string::npos);
   EXPECT_NE(error_of("{\"hidden_size\": 64}").find("c.json"), std::string::npos);
 }
 
