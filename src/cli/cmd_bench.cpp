@@ -101,6 +101,13 @@ int bench_offline(int argc, char** argv) {
                       {"sliding_blocks", h.tier.capacity.sliding},
                       {"write_policy", host_write_policy_name(eo.hicache_write_policy)}};
   }
+  if (eo.speculative.enabled()) {  // the drafts as the engine resolved them
+    const bool dflash = !eo.speculative.dflash2_drafter.empty();
+    j["speculative"] = {{"method", dflash ? "dflash2" : "ngram"},
+                        {"num_draft_tokens", (*engine)->speculative_draft_tokens()},
+                        {"draft_model", dflash ? nlohmann::json(eo.speculative.dflash2_drafter)
+                                               : nlohmann::json(nullptr)}};
+  }
   if (args->has("json")) {
     std::printf("%s\n", j.dump().c_str());
   } else {
