@@ -97,8 +97,9 @@ Expected<Speculation> from_sglang_flags(const Args& a) {
   s.num_draft_tokens = block == 0 ? 0 : block - 1;  // DFLASH without it: the drafter's block
   s.dflash2_drafter = drafter;
   if (dflash) {
-    for (const char* flag : {"speculative-ngram-min-match-window-size",
-                             "speculative-ngram-max-match-window-size", "speculative-ngram-capacity"})
+    for (const char* flag :
+         {"speculative-ngram-min-match-window-size", "speculative-ngram-max-match-window-size",
+          "speculative-ngram-capacity"})
       if (a.has(flag))
         return make_error(std::string("--") + flag + " is an NGRAM setting; DFLASH has none");
     return s;

@@ -1047,7 +1047,8 @@ void Engine::Impl::propose_drafts() {
   std::array<int32_t, kMaxDraftTokens> drafts{};
   for (const auto& [id, most] : drafting_decodes()) {
     Sequence& s = seqs_.at(id);
-    const int64_t n = draft_from_request(s, std::span<int32_t>(drafts).first(static_cast<size_t>(most)));
+    const int64_t n =
+        draft_from_request(s, std::span<int32_t>(drafts).first(static_cast<size_t>(most)));
     take_drafts(s, std::span<const int32_t>(drafts).first(static_cast<size_t>(n)));
   }
 }

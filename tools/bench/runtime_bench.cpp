@@ -92,7 +92,8 @@ void BM_dflash2_draft(benchmark::State& state) {
   const DFlash2Context ctx = d.full_context();
   const int64_t W = d.drafter->config().sliding_window;
   std::vector<DFlash2Block> blocks(static_cast<size_t>(state.range(0)), {261, W, &ctx});
-  std::vector<int32_t> drafts(blocks.size() * static_cast<size_t>(d.drafter->config().max_drafts()));
+  const auto per_block = static_cast<size_t>(d.drafter->config().max_drafts());
+  std::vector<int32_t> drafts(blocks.size() * per_block);
   for (auto _ : state) d.drafter->draft(blocks, drafts);
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }

@@ -202,7 +202,8 @@ Status BeamModel::run_step(const ForwardBatch& batch, const KvLayers& kv, Forwar
   BEAM_RETURN_IF_ERROR(ws_.reserve(ctx_, cfg, shape_, ws_.num_tokens(), ws_.num_logit_rows(),
                                    batch.capture_routing, shard_buffers()));
   ws_.capture_layers = batch.capture_layers;
-  const int64_t captured_width = static_cast<int64_t>(batch.capture_layers.size()) * cfg.hidden_size;
+  const int64_t captured_width =
+      static_cast<int64_t>(batch.capture_layers.size()) * cfg.hidden_size;
   BEAM_RETURN_IF_ERROR(ws_.captured.reserve(
       ctx_, static_cast<size_t>(ws_.num_tokens() * captured_width) * sizeof(uint16_t)));
   ws_.upload(ctx_);
@@ -211,8 +212,10 @@ Status BeamModel::run_step(const ForwardBatch& batch, const KvLayers& kv, Forwar
   copy_logits(ws_, batch, out);  // synchronizes
   out.captured_hidden.resize(static_cast<size_t>(ws_.num_tokens() * captured_width));
   if (captured_width > 0) {
-    const TensorView captured = ws_.captured.view(DType::kBF16, {ws_.num_tokens(), captured_width});
-    copy_tensor(ctx_, TensorView{out.captured_hidden.data(), DType::kBF16, captured.shape, Device::kCpu},
+    const TensorView captured =
+        ws_.captured.view(DType::kBF16, {ws_.num_tokens(), captured_width});
+    copy_tensor(ctx_,
+                TensorView{out.captured_hidden.data(), DType::kBF16, captured.shape, Device::kCpu},
                 captured);
   }
   if (batch.capture_routing) {
@@ -247,7 +250,8 @@ void BeamModel::capture_residual(Workspace& ws, int64_t l) {
   const size_t row_bytes = static_cast<size_t>(H) * sizeof(uint16_t);
   for (size_t i = 0; i < layers.size(); ++i) {
     if (layers[i] != l) continue;
-    const TensorView dst = ws.captured.view(DType::kBF16, {T, static_cast<int64_t>(layers.size()) * H});
+    const TensorView dst =
+        ws.captured.view(DType::kBF16, {T, static_cast<int64_t>(layers.size()) * H});
     const TensorView src = ws.residual.view(DType::kBF16, {T, H});
     copy_rows(ctx_,
               PitchedRows{static_cast<char*>(dst.data) + i * row_bytes, dst.device,

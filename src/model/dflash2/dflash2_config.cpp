@@ -34,8 +34,8 @@ Expected<float> rope_theta(const json& j, const ConfigKeys& keys) {
     if (!v.is_number() || v.get<double>() <= 0)
       return keys.error(name, "needs a positive number, got " + describe_json(v));
     if (theta && *theta != v.get<double>())
-      return keys.error(name, "= " + v.dump() + " disagrees with " + from + " = " +
-                                  json(*theta).dump());
+      return keys.error(name,
+                        "= " + v.dump() + " disagrees with " + from + " = " + json(*theta).dump());
     theta = v.get<double>();
     from = name;
     return ok_status();
@@ -60,15 +60,15 @@ Status parse_dflash_fields(const json& d, const ConfigKeys& top, const BeamConfi
   BEAM_ASSIGN_OR_RETURN(const json* ids, keys.required_array("target_layer_ids"));
   if (ids->empty()) return keys.error("target_layer_ids", "must name at least one target layer");
   for (const json& id : *ids) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
-        id.get<int64_t>() >= target.num_layers)
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= target.num_layers)
       return keys.error("target_layer_ids", "holds " + describe_json(id) +
                                                 ", not a layer of the target (0.." +
                                                 std::to_string(target.num_layers - 1) + ")");
     c.target_layer_ids.push_back(id.get<int64_t>());
   }
   BEAM_ASSIGN_OR_RETURN(c.block_size, keys.required_size("block_size"));
-  if (c.block_size < 2) return keys.error("block_size", "must be at least 2 (an anchor and a draft)");
+  if (c.block_size < 2)
+    return keys.error("block_size", "must be at least 2 (an anchor and a draft)");
   BEAM_ASSIGN_OR_RETURN(int64_t mask, keys.required_int("mask_token_id"));
   if (mask < 0 || mask >= target.vocab_size)
     return keys.error("mask_token_id", "= " + std::to_string(mask) + " is outside the vocabulary");
@@ -102,8 +102,7 @@ Status parse_dflash_fields(const json& d, const ConfigKeys& top, const BeamConfi
 Expected<DFlash2Config> parse_dflash2_config(const std::string& text, const std::string& source,
                                              const BeamConfig& target) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object())
-    return make_error(source + ": not a JSON object");
+  if (j.is_discarded() || !j.is_object()) return make_error(source + ": not a JSON object");
   const ConfigKeys keys(j, source, spellings());
   DFlash2Config c;
   BEAM_ASSIGN_OR_RETURN(c.hidden_size, keys.required_size("hidden_size"));
@@ -133,8 +132,9 @@ Expected<DFlash2Config> parse_dflash2_config(const std::string& text, const std:
                                         std::to_string(target.vocab_size));
   auto d = j.find("dflash_config");
   if (d == j.end() || !d->is_object())
-    return make_error(source + ": key 'dflash_config' is missing or not an object (a DFlash2 "
-                               "drafter's config.json has one)");
+    return make_error(source +
+                      ": key 'dflash_config' is missing or not an object (a DFlash2 "
+                      "drafter's config.json has one)");
   BEAM_RETURN_IF_ERROR(parse_dflash_fields(*d, keys, target, c));
   return c;
 }

@@ -22,13 +22,13 @@ struct DFlash2Config {
   int64_t vocab_size = 0;         // the target's
   float rms_norm_eps = 1e-6f;
   float rope_theta = 10000.0f;
-  int64_t sliding_window = 0;     // context keys with q_pos - k_pos < window; 0: every one
+  int64_t sliding_window = 0;             // context keys with q_pos - k_pos < window; 0: every one
   std::vector<int64_t> target_layer_ids;  // tapped target layers, the fc input's order
-  int64_t block_size = 0;         // the anchor and block_size - 1 drafts
+  int64_t block_size = 0;                 // the anchor and block_size - 1 drafts
   int32_t mask_token_id = 0;
-  int64_t conv_group_size = 16;   // channels sharing one dynamic tap correction
-  int64_t selector_rank = 0;      // R
-  int64_t selector_top_k = 0;     // candidates per block position
+  int64_t conv_group_size = 16;  // channels sharing one dynamic tap correction
+  int64_t selector_rank = 0;     // R
+  int64_t selector_top_k = 0;    // candidates per block position
   float output_multiplier = 1.0f;
   std::optional<float> final_logit_softcapping;
 

@@ -290,12 +290,12 @@ void DFlash2Drafter::walk(std::span<const DFlash2Block> blocks, const TensorView
       const int64_t row = static_cast<int64_t>(b) * (B - 1) + j - 1;
       const float* u = logits.as<float>() + row * V;
       std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + K, order.end(),
-                        [u](int32_t x, int32_t y) { return u[x] > u[y] || (u[x] == u[y] && x < y); });
+      std::partial_sort(order.begin(), order.begin() + K, order.end(), [u](int32_t x, int32_t y) {
+        return u[x] > u[y] || (u[x] == u[y] && x < y);
+      });
       const bf16* pred = w.predecessor_codebook.as<bf16>() + int64_t{prev} * rank;
       const bf16* hr = hp.as<bf16>() + row * rank;
-      for (int64_t r = 0; r < rank; ++r)
-        gate[r] = round_bf16(to_float(pred[r]) * to_float(hr[r]));
+      for (int64_t r = 0; r < rank; ++r) gate[r] = round_bf16(to_float(pred[r]) * to_float(hr[r]));
       int64_t best = 0;
       for (int64_t i = 0; i < K; ++i) {
         const bf16* succ = w.successor_codebook.as<bf16>() + int64_t{order[i]} * rank;

@@ -63,10 +63,10 @@ struct DFlash2Block {
 // Intermediate values of one draft() call, for tests against the PyTorch reference. Rows: the
 // blocks' draft positions in order, (block, j) at row block * (B - 1) + j - 1.
 struct DFlash2Trace {
-  std::vector<float> hidden;      // [rows, H] the final norm's output g (bf16 values)
-  std::vector<float> logits;      // [rows, V] u
+  std::vector<float> hidden;        // [rows, H] the final norm's output g (bf16 values)
+  std::vector<float> logits;        // [rows, V] u
   std::vector<int32_t> candidates;  // [rows, top_k], u descending (lower id first on ties)
-  std::vector<float> scores;      // [rows, top_k] the walk's S
+  std::vector<float> scores;        // [rows, top_k] the walk's S
 };
 
 class DFlash2Drafter {

@@ -105,9 +105,8 @@ Expected<DFlash2LayerWeights> layer_weights(TensorReader& r, int64_t l, const DF
   BEAM_ASSIGN_OR_RETURN(w.q_norm, r.get(p + "self_attn.q_norm.weight", Shape{D}));
   BEAM_ASSIGN_OR_RETURN(w.k_norm, r.get(p + "self_attn.k_norm.weight", Shape{D}));
   BEAM_ASSIGN_OR_RETURN(w.o_proj, r.get(p + "self_attn.o_proj.weight", Shape{H, q}));
-  BEAM_ASSIGN_OR_RETURN(w.gate_up, r.stacked({{p + "mlp.gate_proj.weight", I},
-                                              {p + "mlp.up_proj.weight", I}},
-                                             H));
+  BEAM_ASSIGN_OR_RETURN(
+      w.gate_up, r.stacked({{p + "mlp.gate_proj.weight", I}, {p + "mlp.up_proj.weight", I}}, H));
   BEAM_ASSIGN_OR_RETURN(w.down, r.get(p + "mlp.down_proj.weight", Shape{H, I}));
   BEAM_ASSIGN_OR_RETURN(w.attention_conv, conv_weights(r, p + "attention_conv", c));
   BEAM_ASSIGN_OR_RETURN(w.mlp_conv, conv_weights(r, p + "mlp_conv", c));

@@ -31,13 +31,13 @@ struct DFlash2LayerWeights {
 
 struct DFlash2Weights {
   DFlash2Config config;
-  TensorView fc;                   // [H, n_taps * H]
-  TensorView hidden_norm;          // [H]
-  TensorView final_norm;           // [H] ("norm.weight")
+  TensorView fc;           // [H, n_taps * H]
+  TensorView hidden_norm;  // [H]
+  TensorView final_norm;   // [H] ("norm.weight")
   std::vector<DFlash2LayerWeights> layers;
-  TensorView hidden_projection;    // [R, H]
-  TensorView predecessor_codebook; // [V, R]
-  TensorView successor_codebook;   // [V, R]
+  TensorView hidden_projection;                // [R, H]
+  TensorView predecessor_codebook;             // [V, R]
+  TensorView successor_codebook;               // [V, R]
   std::vector<std::shared_ptr<void>> storage;  // mappings and packed buffers
 };
 

@@ -23,11 +23,9 @@ std::shared_ptr<DFlash2Context> DFlash2ContextCache::copy_for(std::span<const in
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     const auto& t = it->tokens;
     const auto n = std::min(t.size(), prefix.size());
-    const auto len =
-        static_cast<int64_t>(std::mismatch(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(n),
-                                           prefix.begin())
-                                 .first -
-                             t.begin());
+    const auto len = static_cast<int64_t>(
+        std::mismatch(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(n), prefix.begin()).first -
+        t.begin());
     if (len > best_len && it->context->holds_before(len)) {
       best = it;
       best_len = len;

@@ -13,8 +13,8 @@ namespace beam {
 struct Speculation {
   // Most drafts a decode verifies (0: no n-gram drafts; with a drafter, its block_size - 1).
   int64_t num_draft_tokens = 0;
-  int64_t min_match = 1;         // shortest suffix matched (vLLM's prompt_lookup_min)
-  int64_t max_match = 4;         // longest suffix matched (vLLM's prompt_lookup_max)
+  int64_t min_match = 1;  // shortest suffix matched (vLLM's prompt_lookup_min)
+  int64_t max_match = 4;  // longest suffix matched (vLLM's prompt_lookup_max)
   // No drafts in a step that starts with this many sequences running or more (vLLM's
   // disable_by_batch_size: big batches are compute-bound, drafts only add work); 0: no limit.
   int64_t max_batch = 0;

@@ -1,6 +1,8 @@
 // The DFlash2 drafter (model/dflash2) against the PyTorch reference's goldens
 // (tools/reference/make_tiny_drafter.py, models/tiny-beam-dflash2/golden), and the target's
 // hidden-state capture (ForwardBatch::capture_layers) against the reference's features.
+#include "model/dflash2/dflash2_drafter.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +12,6 @@
 
 #include "beam_test_util.h"
 #include "core/npy.h"
-#include "model/dflash2/dflash2_drafter.h"
 
 namespace beam {
 namespace {
@@ -24,7 +25,9 @@ NpyArray golden(const std::string& c, const std::string& key) {
   return a.ok() ? std::move(*a) : NpyArray{};
 }
 
-std::vector<int32_t> ints(const NpyArray& a) { return {a.as<int32_t>(), a.as<int32_t>() + a.numel()}; }
+std::vector<int32_t> ints(const NpyArray& a) {
+  return {a.as<int32_t>(), a.as<int32_t>() + a.numel()};
+}
 
 class DFlash2DrafterTest : public ::testing::Test {
  protected:
@@ -56,8 +59,8 @@ class DFlash2DrafterTest : public ::testing::Test {
 TEST_F(DFlash2DrafterTest, CapturedResidualsEqualTheReferenceFeatures) {
   BeamModel model(target_, KernelContext{Device::kCpu, &pool_});
   const std::vector<int32_t> tokens = ints(golden("ctx20", "tokens"));
-  auto kv = LocalKvCache::create(model.context(), model.config(), 1,
-                                 static_cast<int64_t>(tokens.size()));
+  auto kv =
+      LocalKvCache::create(model.context(), model.config(), 1, static_cast<int64_t>(tokens.size()));
   ASSERT_TRUE(kv.ok()) << kv.error().message;
   ForwardBatch batch;
   batch.capture_layers = drafter_->config().target_layer_ids;
@@ -115,8 +118,10 @@ TEST_F(DFlash2DrafterTest, ContextKeysAndValuesEqualTheReference) {
         if (slot < 0) continue;
         for (int64_t e = 0; e < width; ++e) {
           const int64_t at = (l * S + i) * width + e;
-          ASSERT_EQ(to_float(ctx.key(l, slot)[e]), kc.as<float>()[at]) << "layer " << l << " pos " << i;
-          ASSERT_EQ(to_float(ctx.value(l, slot)[e]), vc.as<float>()[at]) << "layer " << l << " pos " << i;
+          ASSERT_EQ(to_float(ctx.key(l, slot)[e]), kc.as<float>()[at])
+              << "layer " << l << " pos " << i;
+          ASSERT_EQ(to_float(ctx.value(l, slot)[e]), vc.as<float>()[at])
+              << "layer " << l << " pos " << i;
         }
       }
   }
@@ -145,7 +150,8 @@ TEST_F(DFlash2DrafterTest, DraftsEqualTheReference) {
       EXPECT_NEAR(trace.logits[i], u.as<float>()[i], 0.15f) << "logit " << i;
     const std::vector<int32_t> cand = ints(golden(name, "candidates"));
     for (int64_t r = 0; r < rows; ++r) {
-      const std::set<int32_t> mine(trace.candidates.begin() + r * K, trace.candidates.begin() + (r + 1) * K);
+      const std::set<int32_t> mine(trace.candidates.begin() + r * K,
+                                   trace.candidates.begin() + (r + 1) * K);
       const std::set<int32_t> ref(cand.begin() + r * K, cand.begin() + (r + 1) * K);
       EXPECT_EQ(mine, ref) << "row " << r;
     }
@@ -157,7 +163,8 @@ TEST_F(DFlash2DrafterTest, BatchedBlocksDraftAsAlone) {
   const DFlash2Config& c = drafter_->config();
   const DFlash2Context a = context_of("ctx20"), b = context_of("ctx3");
   const DFlash2Block blocks[] = {{261, 20, &a}, {261, 3, &b}};
-  std::vector<int32_t> both(static_cast<size_t>(2 * c.max_drafts())), one(static_cast<size_t>(c.max_drafts()));
+  std::vector<int32_t> both(static_cast<size_t>(2 * c.max_drafts())),
+      one(static_cast<size_t>(c.max_drafts()));
   drafter_->draft(blocks, both);
   for (int i = 0; i < 2; ++i) {
     drafter_->draft({&blocks[i], 1}, one);
@@ -188,9 +195,10 @@ TEST_F(DFlash2DrafterTest, ConfigErrorsNameTheKey) {
   EXPECT_NE(error_of(replaced("\"conv_kernel_size\": 2", "\"conv_kernel_size\": 3"))
                 .find("conv_kernel_size"),
             std::string::npos);
-  EXPECT_NE(error_of(replaced("\"rope_parameters\": {", "\"rope_theta\": 500.0, \"rope_parameters\": {"))
-                .find("disagrees"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(replaced("\"rope_parameters\": {", "\"rope_theta\": 500.0, \"rope_parameters\": {"))
+          .find("disagrees"),
+      std::string::npos);
   EXPECT_NE(error_of("{\"hidden_size\": 64}").find("c.json"), std::string::npos);
 }
 

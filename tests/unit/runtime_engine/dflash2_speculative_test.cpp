@@ -13,7 +13,8 @@ namespace {
 
 const std::string kDrafter = std::string(BEAMSERVE_SOURCE_DIR) + "/models/tiny-beam-dflash2";
 // The same drafter trained on tiny-beam's greedy text (tools/reference/train_tiny_drafter.py).
-const std::string kTrained = std::string(BEAMSERVE_SOURCE_DIR) + "/models/tiny-beam-dflash2-trained";
+const std::string kTrained =
+    std::string(BEAMSERVE_SOURCE_DIR) + "/models/tiny-beam-dflash2-trained";
 
 EngineOptions tiny_options(int64_t kv_bytes, int64_t step_tokens) {
   EngineOptions o;
@@ -65,7 +66,8 @@ TEST(DFlash2Speculation, GreedyTokensEqualPlainDecodingAndDraftsAreAccepted) {
   EXPECT_GT(s.spec_accepted_tokens, 0);
   EXPECT_LE(s.spec_draft_tokens, 3 * s.spec_verifications);  // block_size 4: 3 drafts a block
   EXPECT_LT(s.steps, 8 * 40);  // some steps took several tokens of a sequence
-  const EngineStats untrained = compare_with_plain(greedy_requests(4, 20, 24), 16 << 20, 128, kDrafter);
+  const EngineStats untrained =
+      compare_with_plain(greedy_requests(4, 20, 24), 16 << 20, 128, kDrafter);
   EXPECT_GT(untrained.spec_verifications, 0);
 }
 
