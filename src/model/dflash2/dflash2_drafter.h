@@ -37,8 +37,11 @@ class DFlash2Context {
   void truncate(int64_t pos);
   // Whether it holds some position before `pos`.
   bool holds_before(int64_t pos) const;
-  // Host bytes held.
-  int64_t bytes() const { return 2 * static_cast<int64_t>(keys_.size() * sizeof(bf16)); }
+  // Host bytes held: K and V of every layer and slot.
+  int64_t bytes() const {
+    return 2 * static_cast<int64_t>(keys_.size()) * capacity() * width_ *
+           static_cast<int64_t>(sizeof(bf16));
+  }
 
  private:
   void grow(int64_t capacity);

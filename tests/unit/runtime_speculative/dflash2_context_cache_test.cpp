@@ -58,6 +58,18 @@ TEST(DFlash2ContextCache, APrefixOlderThanTheRingGivesNothing) {
   EXPECT_LT(copy->find(25), 0);
 }
 
+// The bytes the cache budgets: K and V rows (Nkv * D bf16) of each layer's slots; the ring of
+// window 8 + block 2 holds 10 slots.
+TEST(DFlash2ContextCache, AContextCountsEveryLayersKeysAndValues) {
+  DFlash2Config c = small_config();
+  c.num_layers = 3;
+  c.num_kv_heads = 2;
+  DFlash2Context ctx(c);
+  ctx.slot(0);
+  EXPECT_EQ(ctx.capacity(), 10);
+  EXPECT_EQ(ctx.bytes(), 2 * 3 * 10 * (2 * 2) * 2);
+}
+
 TEST(DFlash2ContextCache, TheLeastRecentlyUsedGoFirst) {
   const int64_t one = context_of(4)->bytes();
   DFlash2ContextCache cache(2 * one);
