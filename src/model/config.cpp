@@ -4,9 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "model/config_keys.h"
 
@@ -283,26 +281,6 @@ Status read_numerics(const ConfigKeys& keys, BeamConfig& c) {
   if (pad.size() > 1) return keys.error("pad_token_id", "must be a single token id");
   if (!pad.empty()) c.pad_token_id = pad[0];
   return ok_status();
-}
-
-Expected<json> parse_json_object(const std::string& text, const std::string& source) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    return make_error(source + ": not valid JSON (" + e.what() + ")");
-  }
-  if (!j.is_object()) return make_error(source + ": expected a JSON object at the top level, got " + std::string(j.type_name()));
-  return j;
-}
-
-Expected<std::string> read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(path + ": cannot open file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return make_error(path + ": read error");
-  return ss.str();
 }
 
 // generation_config.json overrides bos and adds its eos ids (kept in order, no duplicates).

@@ -2,8 +2,10 @@
 #include "model/config_keys.h"
 
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 namespace beam {
 
@@ -156,6 +158,26 @@ Expected<std::vector<int64_t>> ConfigKeys::token_ids(std::string_view canonical)
     BEAM_RETURN_IF_ERROR(one(*f->value));
   }
   return ids;
+}
+
+Expected<json> parse_json_object(const std::string& text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    return make_error(source + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!j.is_object()) return make_error(source + ": expected a JSON object at the top level, got " + std::string(j.type_name()));
+  return j;
+}
+
+Expected<std::string> read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(path + ": cannot open file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return make_error(path + ": read error");
+  return ss.str();
 }
 
 }  // namespace beam

@@ -63,6 +63,11 @@ class ConfigKeys {
   const std::vector<KeySpelling>& spellings_;
 };
 
+// The whole text of a file, or an error naming the path.
+Expected<std::string> read_text_file(const std::string& path);
+// `text` parsed as a JSON object, or an error naming `source` and what is wrong.
+Expected<nlohmann::json> parse_json_object(const std::string& text, const std::string& source);
+
 // A short rendering of a JSON value for error messages ("string \"abc\"", "number 3.5").
 std::string describe_json(const nlohmann::json& v);
 

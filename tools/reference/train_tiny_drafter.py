@@ -464,13 +464,21 @@ def evaluate(target, drafter, n_prompts: int, gen_tokens: int = GEN_TOKENS, n_ch
         accepted += acc
         changed += ch
         rows += r
+    return acceptance_summary(accepted, changed, rows, equal, min(n_checked, n_prompts), n_prompts,
+                              drafter.config.block_size)
+
+
+def acceptance_summary(accepted, changed: int, rows: int, equal: int, checked: int, n_prompts: int,
+                       block_size: int) -> dict:
+    """An evaluation's figures: `accepted` holds each block's accepted drafts; the selector changed
+    `changed` of `rows` choices; `equal` of `checked` outputs equalled plain greedy decoding."""
     a = np.asarray(accepted)
-    B = drafter.config.block_size
     return {"prompts": n_prompts, "blocks": len(a), "mean_accepted": float(a.mean()),
             "frac_blocks_accepting": float((a >= 1).mean()),
-            "accept_hist": np.bincount(a, minlength=B).tolist(),
+            "accept_hist": np.bincount(a, minlength=block_size).tolist(),
+            "tokens_per_block": float(a.mean() + 1),
             "selector_changed_rows": changed / max(rows, 1),
-            "equal_to_greedy": f"{equal}/{min(n_checked, n_prompts)}"}
+            "equal_to_greedy": f"{equal}/{checked}"}
 
 
 def main() -> int:

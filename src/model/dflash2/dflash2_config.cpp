@@ -2,9 +2,7 @@
 #include "model/dflash2/dflash2_config.h"
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "model/config_keys.h"
 
@@ -101,8 +99,7 @@ Status parse_dflash_fields(const json& d, const ConfigKeys& top, const BeamConfi
 
 Expected<DFlash2Config> parse_dflash2_config(const std::string& text, const std::string& source,
                                              const BeamConfig& target) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return make_error(source + ": not a JSON object");
+  BEAM_ASSIGN_OR_RETURN(const json j, parse_json_object(text, source));
   const ConfigKeys keys(j, source, spellings());
   DFlash2Config c;
   BEAM_ASSIGN_OR_RETURN(c.hidden_size, keys.required_size("hidden_size"));
@@ -141,11 +138,8 @@ Expected<DFlash2Config> parse_dflash2_config(const std::string& text, const std:
 
 Expected<DFlash2Config> load_dflash2_config(const std::string& dir, const BeamConfig& target) {
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(path + ": cannot open file (is " + dir + " a DFlash2 drafter?)");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_dflash2_config(ss.str(), path, target);
+  BEAM_ASSIGN_OR_RETURN(const std::string text, read_text_file(path));
+  return parse_dflash2_config(text, path, target);
 }
 
 }  // namespace beam

@@ -200,14 +200,8 @@ def evaluate(target, drafter, prompts, n_checked: int, procs: int = 1) -> dict:
         results = [_eval_one(i) for i in range(len(prompts))]
     accepted = [a for r in results for a in r[0]]
     changed, rows, equal = sum(r[1] for r in results), sum(r[2] for r in results), sum(r[3] for r in results)
-    a = np.asarray(accepted)
-    B = drafter.config.block_size
-    return {"prompts": len(prompts), "blocks": len(a), "mean_accepted": float(a.mean()),
-            "frac_blocks_accepting": float((a >= 1).mean()),
-            "accept_hist": np.bincount(a, minlength=B).tolist(),
-            "tokens_per_block": float(a.mean() + 1),
-            "selector_changed_rows": changed / max(rows, 1),
-            "equal_to_greedy": f"{equal}/{min(n_checked, len(prompts))}"}
+    return ttd.acceptance_summary(accepted, changed, rows, equal, min(n_checked, len(prompts)),
+                                  len(prompts), drafter.config.block_size)
 
 
 def main() -> int:
