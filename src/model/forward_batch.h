@@ -32,6 +32,8 @@ struct ForwardBatch {
   // Fill ForwardOutput::captured_hidden with the residual stream after each of these layers
   // (0-based; a DFlash2 drafter's target_layer_ids). Empty: none. Runs the step eagerly.
   std::vector<int64_t> capture_layers;
+  // With capture_layers: fill ForwardOutput::device_captured instead of captured_hidden.
+  bool captured_on_device = false;
   bool logits_on_device = false; // fill ForwardOutput::device_logits instead of copying logits back
 };
 
@@ -55,6 +57,9 @@ struct ForwardOutput {
   // With capture_layers: [num_tokens, n * H] bf16 bits, tokens in batch order, row t holding the
   // residual after capture_layers[0], then [1], ... (before the final norm).
   std::vector<uint16_t> captured_hidden;
+  // With capture_layers and captured_on_device: the same rows, [num_tokens, n * H] bf16 on the
+  // model's device, valid until the model's next forward() (its workspace).
+  TensorView device_captured;
   // Host milliseconds forward() spent before the step's last device work was queued (validation,
   // metadata, uploads, kernel or graph launches). With CUDA graphs the device idles for nearly
   // all of it, so it is the per-step CPU overhead the bench reports.

@@ -174,21 +174,23 @@ Expected<std::optional<HostKvStore>> make_host_store(const EngineOptions& option
   return std::optional<HostKvStore>(std::move(store));
 }
 
-// Host bytes of finished sequences' drafter contexts kept (Engine::Impl::draft_contexts_): 12
-// contexts of Beam 1.0's drafter (window 4,096), thousands of a small one.
+// Bytes of finished sequences' drafter contexts kept (Engine::Impl::draft_contexts_, pages of
+// the drafter's context pool): 12 contexts of Beam 1.0's drafter (window 4,096), thousands of a
+// small one.
 constexpr int64_t kDraftContextCacheBytes = int64_t{1} << 30;
+// The drafter's context pool holds every running sequence's ring plus the cache above, but at most
+// this much on the CPU, or the larger of 1 GiB and a tenth of a GPU's memory: past it, sequences
+// that find no free page draft from the positions they hold (docs/runtime.md "DFlash2 drafts").
+constexpr int64_t kDraftPoolMaxHostBytes = int64_t{8} << 30;
+constexpr int64_t kDraftPoolMinDeviceBytes = int64_t{1} << 30;
 
-// EngineOptions::speculative.dflash2_drafter's weights (null without one), checked against the
-// target; errors where the drafter cannot run yet (a GPU, tensor parallelism).
+// EngineOptions::speculative.dflash2_drafter's weights on the engine's device (null without one),
+// checked against the target; an error where the drafter cannot run yet (tensor parallelism).
 Expected<std::shared_ptr<const DFlash2Weights>> load_engine_drafter(const EngineOptions& options,
-                                                                    Device device,
+                                                                    const KernelContext& ctx,
                                                                     const BeamConfig& target) {
   const std::string& dir = options.speculative.dflash2_drafter;
   if (dir.empty()) return std::shared_ptr<const DFlash2Weights>();
-  if (device != Device::kCpu)
-    return make_error("engine: DFlash2 drafts run on the CPU device only so far (the drafter's "
-                      "GPU kernels are not written); serve with --device cpu, or draft with "
-                      "n-grams on the GPU");
   if (options.tensor_parallel_size > 1)
     return make_error("engine: DFlash2 drafts need --tp-size 1 (the drafter reads rank 0's "
                       "hidden states; tensor-parallel capture is not written)");
@@ -200,7 +202,39 @@ Expected<std::shared_ptr<const DFlash2Weights>> load_engine_drafter(const Engine
   log_info("engine: DFlash2 drafter " + dir + ": " + std::to_string(c.num_layers) +
            " layers, block " + std::to_string(c.block_size) + ", the target's layers " + taps +
            " tapped");
-  return std::shared_ptr<const DFlash2Weights>(std::move(w).value());
+  Expected<std::shared_ptr<const DFlash2Weights>> on_device =
+      upload_dflash2_weights(ctx, std::shared_ptr<const DFlash2Weights>(std::move(w).value()));
+  if (!on_device.ok()) return make_error("engine: " + on_device.error().message);
+  return on_device;
+}
+
+// The drafter's context pool: `requested_bytes` when set, else every running sequence's ring (its
+// pages for max_context positions without a window) and the finished contexts' cache, bounded as
+// kDraftPool* say. At least 2 pages (the drafter keeps one).
+Expected<std::shared_ptr<DFlash2ContextPool>> make_draft_pool(const KernelContext& ctx,
+                                                              const DFlash2Config& c,
+                                                              int64_t max_running,
+                                                              int64_t max_context,
+                                                              int64_t requested_bytes) {
+  const int64_t page = DFlash2ContextPool::page_bytes(c);
+  const int64_t wanted = max_running * DFlash2ContextPool::pages_for(c, max_context) +
+                         kDraftContextCacheBytes / page + 1;  // + the drafter's trash page
+  const int64_t cap_bytes =
+      ctx.device == Device::kCpu
+          ? kDraftPoolMaxHostBytes
+          : std::max(kDraftPoolMinDeviceBytes, device_memory_info(ctx).total_bytes / 10);
+  const int64_t pages =
+      std::max<int64_t>(2, requested_bytes > 0 ? requested_bytes / page
+                                               : std::min(wanted, cap_bytes / page));
+  char line[200];
+  std::snprintf(line, sizeof(line),
+                "engine: DFlash2 context pool %.2f GiB (%lld pages of %lld positions; %lld "
+                "wanted for %lld sequences and the finished contexts' cache)",
+                static_cast<double>(pages * page) / (1 << 30), static_cast<long long>(pages),
+                static_cast<long long>(DFlash2ContextPool::kPageSize),
+                static_cast<long long>(wanted), static_cast<long long>(max_running));
+  log_info(line);
+  return DFlash2ContextPool::create(ctx, c, pages);
 }
 
 }  // namespace
@@ -210,7 +244,8 @@ class Engine::Impl {
   Impl(EngineDevice device, const EngineOptions& options, KvGeometry geometry, KvPoolSizes sizes,
        std::unique_ptr<KvMemoryAllocator> allocator, KvStorage storage, KvCacheManager kv,
        std::unique_ptr<LoraSlots> lora, std::unique_ptr<EngineRanks> ranks,
-       std::optional<HostKvStore> host_store, std::shared_ptr<const DFlash2Weights> drafter)
+       std::optional<HostKvStore> host_store, std::shared_ptr<const DFlash2Weights> drafter,
+       std::shared_ptr<DFlash2ContextPool> draft_pool)
       : options_(options),
         cuda_(device.cuda),
         allocator_(std::move(allocator)),
@@ -252,9 +287,13 @@ class Engine::Impl {
         static_cast<size_t>(options.speculative.num_draft_tokens), 0);
     if (options.speculative.enabled() && options.speculative.corpus_tokens > 0)
       corpus_.emplace(options.speculative.corpus_tokens, options.speculative);
-    if (drafter) {
-      const BeamWeights& target = *device.weights;  // host tensors: the drafter runs on the CPU
-      drafter_.emplace(std::move(drafter), target.embed, target.lm_head, model_.context());
+    if (drafter) {  // on the target's device, reading its embedding and LM head
+      const BeamWeights& target = *device.weights;
+      drafter_.emplace(std::move(drafter), target.embed, target.lm_head, model_.context(),
+                       std::move(draft_pool));
+      // Memory the KV budget left for it (Engine::create); an error leaves drafting to retry.
+      const Status st = drafter_->reserve(*options.max_tokens_per_step, options.max_running);
+      if (!st.ok()) log_warning("engine: the DFlash2 drafter's scratch: " + st.error().message);
     }
     publish_stats();
     thread_ = std::thread([this] { run(); });
@@ -1059,13 +1098,16 @@ void Engine::Impl::propose_dflash2_drafts() {
   std::vector<DFlash2Block> blocks;
   for (const auto& [id, most] : decodes) {
     Sequence& s = seqs_.at(id);
-    if (!s.draft_context) s.draft_context = std::make_shared<DFlash2Context>(drafter_->config());
+    if (!s.draft_context) s.draft_context = drafter_->new_context();
     blocks.push_back(DFlash2Block{s.tokens.back(), static_cast<int64_t>(s.tokens.size()) - 1,
                                   s.draft_context.get()});
   }
   const int64_t per_block = drafter_->config().max_drafts();
   std::vector<int32_t> drafts(blocks.size() * static_cast<size_t>(per_block));
-  drafter_->draft(blocks, drafts);
+  if (const Status st = drafter_->draft(blocks, drafts); !st.ok()) {
+    log_warning("engine: no DFlash2 drafts this step: " + st.error().message);
+    return;
+  }
   for (size_t i = 0; i < decodes.size(); ++i)
     take_drafts(seqs_.at(decodes[i].first),
                 std::span<const int32_t>(drafts).subspan(i * static_cast<size_t>(per_block),
@@ -1073,9 +1115,11 @@ void Engine::Impl::propose_dflash2_drafts() {
 }
 
 void Engine::Impl::feed_drafter(const StepPlan& plan, const ForwardOutput& out) {
-  const int64_t width = drafter_->config().num_taps() * config().hidden_size;
+  constexpr int64_t kPage = DFlash2ContextPool::kPageSize;
   int64_t row = 0;  // the work item's first token in the batch
-  std::vector<int64_t> positions;
+  int64_t pages = 0;  // the most pages the items may take
+  std::vector<std::vector<int64_t>> positions;
+  std::vector<DFlash2ContextRows> items;
   for (const SeqWork& w : plan.work) {
     const int64_t first = row;
     row += w.num_tokens;
@@ -1085,13 +1129,18 @@ void Engine::Impl::feed_drafter(const StepPlan& plan, const ForwardOutput& out) 
     const int64_t committed =
         std::clamp<int64_t>(kv_.num_computed(s.id) - w.num_computed, 0, w.num_tokens);
     if (committed == 0) continue;
-    if (!s.draft_context) s.draft_context = std::make_shared<DFlash2Context>(drafter_->config());
-    positions.resize(static_cast<size_t>(committed));
-    std::iota(positions.begin(), positions.end(), w.num_computed);
-    const TensorView features{const_cast<uint16_t*>(out.captured_hidden.data()) + first * width,
-                              DType::kBF16, Shape{committed, width}, Device::kCpu};
-    drafter_->add_context(features, positions, *s.draft_context);
+    if (!s.draft_context) s.draft_context = drafter_->new_context();
+    std::vector<int64_t>& p = positions.emplace_back(static_cast<size_t>(committed));
+    std::iota(p.begin(), p.end(), w.num_computed);
+    items.push_back(DFlash2ContextRows{s.draft_context.get(), first, {}});
+    pages += committed / kPage + 2;
   }
+  for (size_t i = 0; i < items.size(); ++i) items[i].positions = positions[i];
+  // Running sequences before finished ones' saved contexts.
+  while (drafter_->pool().free_pages() < pages && draft_contexts_.evict_oldest()) {
+  }
+  if (const Status st = drafter_->add_context(out.device_captured, items); !st.ok())
+    log_warning("engine: the DFlash2 context of a step is lost: " + st.error().message);
 }
 
 int64_t Engine::Impl::draft_from_request(const Sequence& s, std::span<int32_t> out) const {
@@ -1231,7 +1280,10 @@ void Engine::Impl::run_step() {
 
   ForwardBatch batch;
   batch.logits_on_device = device_sampler_.has_value();
-  if (drafter_) batch.capture_layers = drafter_->config().target_layer_ids;
+  if (drafter_) {
+    batch.capture_layers = drafter_->config().target_layer_ids;
+    batch.captured_on_device = true;
+  }
   bool scores_prompt = false;
   const auto step_start = std::chrono::steady_clock::now();
   for (const SeqWork& w : plan.work) {
@@ -1373,7 +1425,7 @@ void Engine::Impl::apply_preemptions(const StepPlan& plan) {
     Sequence& child = seqs_.at(f.child);
     child.fork_parent = SeqId();
     if (const auto& parent = seqs_.at(f.parent).draft_context)  // the prompt's drafter K/V
-      child.draft_context = std::make_shared<DFlash2Context>(*parent);
+      child.draft_context = parent->clone();
   }
 }
 
@@ -1774,7 +1826,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
   EngineOptions resolved = options;
   resolved.max_tokens_per_step = step_tokens;
   BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const DFlash2Weights> drafter,
-                        load_engine_drafter(options, device.device, config));
+                        load_engine_drafter(options, device.context(nullptr), config));
+  std::shared_ptr<DFlash2ContextPool> draft_pool;
   if (drafter) {  // its block bounds the drafts
     int64_t& k = resolved.speculative.num_draft_tokens;
     if (k > drafter->config.max_drafts())
@@ -1782,6 +1835,11 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
                         "DFlash2 drafter drafts at most " +
                         std::to_string(drafter->config.max_drafts()) + " (its block_size - 1)");
     if (k == 0) k = drafter->config.max_drafts();
+    const int64_t max_context = options.max_context_tokens > 0 ? options.max_context_tokens
+                                                               : config.max_position_embeddings;
+    BEAM_ASSIGN_OR_RETURN(
+        draft_pool, make_draft_pool(device.context(nullptr), drafter->config, options.max_running,
+                                    max_context, options.speculative.dflash2_context_pool_bytes));
   }
   std::unique_ptr<EngineRanks> ranks;
   if (tp > 1) {
@@ -1804,6 +1862,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
   }
   BEAM_ASSIGN_OR_RETURN(int64_t budget, kv_budget_bytes(device, config, options.kv_budget_bytes,
                                                         options.max_running, step));
+  if (drafter && step && !options.kv_budget_bytes)  // the drafter's activations (its reserve)
+    budget -= DFlash2Drafter::scratch_bytes(drafter->config, step_tokens, options.max_running);
   KvPoolSplit split;
   split.max_running_seqs = options.max_running;
   split.max_step_tokens = step_tokens;
@@ -1832,7 +1892,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
   auto impl = std::make_unique<Impl>(std::move(device), resolved, std::move(geometry), sizes,
                                      std::move(allocator), std::move(storage), std::move(kv),
                                      std::move(lora), std::move(ranks), std::move(host_store),
-                                     std::move(drafter));
+                                     std::move(drafter), std::move(draft_pool));
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 

@@ -18,6 +18,7 @@
 #include "kernels/api/activation.h"
 #include "kernels/api/attention.h"
 #include "kernels/api/device_memory.h"
+#include "kernels/api/dflash2.h"
 #include "kernels/api/gemm.h"
 #include "kernels/api/lora.h"
 #include "kernels/api/moe.h"
@@ -307,7 +308,7 @@ void BM_softcap(benchmark::State& state) {
   const int64_t T = state.range(0);
   const TensorView z = gpu.uniform(DType::kBF16, {T, kVocab}, 17, 40.0f);
   const TensorView logits = gpu.uniform(DType::kF32, {T, kVocab}, 18, 1.0f);
-  time_op(state, gpu, 6.0 * T * kVocab, [&] { softcap(gpu.ctx, z, 30.0f, logits); });
+  time_op(state, gpu, 6.0 * T * kVocab, [&] { softcap(gpu.ctx, z, 30.0f, 1.0f, logits); });
 }
 
 // Embedding gather of T rows from the [151936, 5120] table (1.56 GB).
@@ -728,6 +729,135 @@ BENCHMARK(BM_score_tokens)
     ->Iterations(10)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
+
+// ---- DFlash2 drafter ops at Beam's drafter shapes (docs/dflash2.md): hidden 5120, conv groups of
+// 16, 40 / 8 heads x 128, blocks of 8, window 4096 over a ring of pages of 16, the selector's top
+// 16 of the vocabulary and rank 256; range(0) = S blocks (decode batches of 1, 16 and 64).
+
+constexpr int64_t kDraftBlock = 8, kDraftQHeads = 40, kDraftWindow = 4096, kDraftPage = 16;
+constexpr int64_t kDraftConvGroup = 16, kSelectorRank = 256, kSelectorTopK = 16;
+constexpr int64_t kDraftRingPages = (kDraftWindow + kDraftBlock + kDraftPage - 1) / kDraftPage + 1;
+
+// One side of the convolution on [S * 8, 5120]: reads x, base and d, writes out.
+void BM_dflash2_conv(benchmark::State& state) {
+  Gpu gpu;
+  if (!gpu.start(state)) return;
+  const int64_t N = state.range(0) * kDraftBlock, groups = kHidden / kDraftConvGroup;
+  const TensorView base = gpu.uniform(DType::kBF16, {2, 2, kHidden}, 71, 0.5f);
+  const TensorView d = gpu.uniform(DType::kBF16, {N, 4 * groups}, 72, 0.1f);
+  const TensorView x = gpu.uniform(DType::kBF16, {N, kHidden}, 73, 1.0f);
+  const TensorView out = gpu.uniform(DType::kBF16, {N, kHidden}, 74, 1.0f);
+  time_op(state, gpu, 2.0 * (2 * N * kHidden + 4 * kHidden + N * 4 * groups),
+          [&] { dflash2_conv(gpu.ctx, base, d, 1, kDraftConvGroup, kDraftBlock, x, out); });
+}
+
+// One layer's context store of S * 8 rows of K and V (8 x 128) into distinct slots of a pool of
+// S rings, with their positions: reads k, v, slots and positions, writes keys, values and
+// slot_positions.
+void BM_dflash2_store_context(benchmark::State& state) {
+  Gpu gpu;
+  if (!gpu.start(state)) return;
+  const int64_t T = state.range(0) * kDraftBlock, width = kKvHeads * kHeadDim;
+  const int64_t num_slots = state.range(0) * kDraftRingPages * kDraftPage;
+  const TensorView k = gpu.uniform(DType::kBF16, {T, width}, 75, 1.0f);
+  const TensorView v = gpu.uniform(DType::kBF16, {T, width}, 76, 1.0f);
+  const TensorView keys = gpu.uniform(DType::kBF16, {num_slots, width}, 77, 1.0f);
+  const TensorView values = gpu.uniform(DType::kBF16, {num_slots, width}, 78, 1.0f);
+  const TensorView slot_positions =
+      gpu.from_host(DType::kI64, std::vector<int64_t>(static_cast<size_t>(num_slots), -1));
+  std::vector<int64_t> slots, positions;
+  for (int64_t t = 0; t < T; ++t) {
+    slots.push_back(t * (num_slots / T));
+    positions.push_back(10000 + t);
+  }
+  const TensorView dslots = gpu.from_host(DType::kI64, slots);
+  const TensorView dpositions = gpu.from_host(DType::kI64, positions);
+  time_op(state, gpu, 2.0 * 4 * T * width + 8.0 * 3 * T, [&] {
+    dflash2_store_context(gpu.ctx, k, v, dslots, dpositions, keys, values, slot_positions);
+  });
+}
+
+// The block attention of S blocks at positions near 10^4, each over a full window of 4095 held
+// context keys plus its 8 rows. bytes/s counts the K/V the blocks read (each once), the slot
+// positions, q and out; flop/s 4·D per (query head, visible key).
+void BM_dflash2_block_attention(benchmark::State& state) {
+  Gpu gpu;
+  if (!gpu.start(state)) return;
+  const int64_t S = state.range(0), N = S * kDraftBlock, ring = kDraftRingPages;
+  const int64_t num_slots = S * ring * kDraftPage;
+  const TensorView keys = gpu.uniform(DType::kBF16, {num_slots, kKvHeads, kHeadDim}, 79, 1.5f);
+  const TensorView values = gpu.uniform(DType::kBF16, {num_slots, kKvHeads, kHeadDim}, 80, 1.0f);
+  std::vector<int64_t> slot_positions(static_cast<size_t>(num_slots), -1), block_positions;
+  std::vector<int32_t> pages, offsets, lengths;
+  double visible_keys = 0;
+  for (int64_t b = 0; b < S; ++b) {
+    const int64_t p = 10000 + 37 * b, lo = p - kDraftWindow + 1;
+    block_positions.push_back(p);
+    offsets.push_back(static_cast<int32_t>(pages.size()));
+    lengths.push_back(static_cast<int32_t>(ring));
+    for (int64_t e = 0; e < ring; ++e) pages.push_back(static_cast<int32_t>(b * ring + e));
+    for (int64_t pos = lo; pos < p; ++pos) {
+      const int64_t page = b * ring + (pos / kDraftPage) % ring;
+      slot_positions[static_cast<size_t>(page * kDraftPage + pos % kDraftPage)] = pos;
+    }
+    for (int64_t t = 0; t < kDraftBlock; ++t) visible_keys += kDraftWindow - 1 - t + kDraftBlock;
+  }
+  DFlash2ContextView context{keys,
+                             values,
+                             gpu.from_host(DType::kI64, slot_positions),
+                             gpu.from_host(DType::kI32, pages),
+                             gpu.from_host(DType::kI32, offsets),
+                             gpu.from_host(DType::kI32, lengths),
+                             gpu.from_host(DType::kI64, block_positions),
+                             kDraftPage,
+                             ring,
+                             kDraftWindow};
+  const TensorView q = gpu.uniform(DType::kBF16, {N, kDraftQHeads, kHeadDim}, 81, 1.5f);
+  const TensorView k = gpu.uniform(DType::kBF16, {N, kKvHeads, kHeadDim}, 82, 1.5f);
+  const TensorView v = gpu.uniform(DType::kBF16, {N, kKvHeads, kHeadDim}, 83, 1.0f);
+  const TensorView out = gpu.uniform(DType::kBF16, {N, kDraftQHeads, kHeadDim}, 84, 1.0f);
+  const double kv_keys = static_cast<double>(S) * (kDraftWindow - 1 + kDraftBlock);
+  const double bytes = kv_keys * kKvHeads * kHeadDim * 2 * 2 + 8.0 * S * (kDraftWindow - 1) +
+                       2.0 * 2 * N * kDraftQHeads * kHeadDim;
+  time_op(state, gpu, bytes, [&] { dflash2_block_attention(gpu.ctx, q, k, v, context, out); });
+  state.counters["flop/s"] = benchmark::Counter(4.0 * kHeadDim * kDraftQHeads * visible_keys,
+                                                benchmark::Counter::kIsIterationInvariantRate,
+                                                benchmark::Counter::kIs1000);
+}
+
+// The selector of S blocks of 7 draft rows over Beam's vocabulary: top 16 of each row's fp32
+// logits, then the walk (rank 256). bytes/s counts one read of u, hp, and the codebook rows the
+// walk reads (a predecessor row and 16 successor rows per draft row).
+void BM_dflash2_select(benchmark::State& state) {
+  Gpu gpu;
+  if (!gpu.start(state)) return;
+  const int64_t S = state.range(0), J = kDraftBlock - 1, R = S * J;
+  const TensorView u = gpu.uniform(DType::kF32, {R, kVocab}, 85, 8.0f);
+  const TensorView hp = gpu.uniform(DType::kBF16, {R, kSelectorRank}, 86, 1.0f);
+  const TensorView predecessor = gpu.uniform(DType::kBF16, {kVocab, kSelectorRank}, 87, 1.0f);
+  const TensorView successor = gpu.uniform(DType::kBF16, {kVocab, kSelectorRank}, 88, 1.0f);
+  std::vector<int32_t> anchors;
+  for (int64_t b = 0; b < S; ++b) anchors.push_back(static_cast<int32_t>((b * 7919 + 13) % kVocab));
+  const TensorView danchors = gpu.from_host(DType::kI32, anchors);
+  const TensorView candidates =
+      gpu.from_host(DType::kI32, std::vector<int32_t>(static_cast<size_t>(R * kSelectorTopK)))
+          .reshape({R, kSelectorTopK});
+  const TensorView scores = gpu.uniform(DType::kF32, {R, kSelectorTopK}, 89, 1.0f);
+  const TensorView drafts =
+      gpu.from_host(DType::kI32, std::vector<int32_t>(static_cast<size_t>(R)));
+  time_op(state, gpu, 4.0 * R * kVocab + 2.0 * R * (kSelectorTopK + 2) * kSelectorRank, [&] {
+    dflash2_select(gpu.ctx, u, hp, predecessor, successor, danchors, candidates, scores, drafts);
+  });
+}
+
+void dflash2_blocks(benchmark::internal::Benchmark* b) {
+  b->ArgName("S")->Arg(1)->Arg(16)->Arg(64)->UseManualTime()->Unit(benchmark::kMicrosecond);
+}
+
+BENCHMARK(BM_dflash2_conv)->Apply(dflash2_blocks);
+BENCHMARK(BM_dflash2_store_context)->Apply(dflash2_blocks);
+BENCHMARK(BM_dflash2_block_attention)->Apply(dflash2_blocks);
+BENCHMARK(BM_dflash2_select)->Apply(dflash2_blocks);
 
 }  // namespace
 }  // namespace beam

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "core/bf16.h"
 #include "model/dflash2/dflash2_drafter.h"
 #include "model/weights.h"
 #include "runtime/speculative/ngram_proposer.h"
@@ -61,7 +62,10 @@ struct TinyDrafter {
                     : Expected<std::shared_ptr<DFlash2Weights>>(t.error());
     if (!w.ok()) throw std::runtime_error(w.error().message + " (run from the repository root)");
     target = *t;
-    drafter.emplace(*w, target->embed, target->lm_head, KernelContext{Device::kCpu, &pool});
+    const KernelContext cpu{Device::kCpu, &pool};
+    auto contexts = DFlash2ContextPool::create(cpu, (*w)->config, 256);
+    if (!contexts.ok()) throw std::runtime_error(contexts.error().message);
+    drafter.emplace(*w, target->embed, target->lm_head, cpu, *contexts);
     const DFlash2Config& c = drafter->config();
     std::mt19937 rng(3);
     std::normal_distribution<float> normal;
@@ -72,12 +76,13 @@ struct TinyDrafter {
     const DFlash2Config& c = drafter->config();
     return TensorView{features.data(), DType::kBF16, Shape{n, c.num_taps() * c.hidden_size}};
   }
-  DFlash2Context full_context() {
-    DFlash2Context ctx(drafter->config());
+  std::shared_ptr<DFlash2Context> full_context() {
+    std::shared_ptr<DFlash2Context> ctx = drafter->new_context();
     const int64_t W = drafter->config().sliding_window;
     std::vector<int64_t> positions(static_cast<size_t>(W));
     for (int64_t p = 0; p < W; ++p) positions[p] = p;
-    drafter->add_context(rows(W), positions, ctx);
+    const DFlash2ContextRows items{ctx.get(), 0, positions};
+    if (!drafter->add_context(rows(W), {&items, 1}).ok()) throw std::runtime_error("add_context");
     return ctx;
   }
 };
@@ -89,22 +94,24 @@ TinyDrafter& tiny_drafter() {
 
 void BM_dflash2_draft(benchmark::State& state) {
   TinyDrafter& d = tiny_drafter();
-  const DFlash2Context ctx = d.full_context();
+  const std::shared_ptr<DFlash2Context> ctx = d.full_context();
   const int64_t W = d.drafter->config().sliding_window;
-  std::vector<DFlash2Block> blocks(static_cast<size_t>(state.range(0)), {261, W, &ctx});
+  std::vector<DFlash2Block> blocks(static_cast<size_t>(state.range(0)), {261, W, ctx.get()});
   const auto per_block = static_cast<size_t>(d.drafter->config().max_drafts());
   std::vector<int32_t> drafts(blocks.size() * per_block);
-  for (auto _ : state) d.drafter->draft(blocks, drafts);
+  for (auto _ : state) benchmark::DoNotOptimize(d.drafter->draft(blocks, drafts).ok());
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 BENCHMARK(BM_dflash2_draft)->ArgName("S")->Arg(1)->Arg(8)->Arg(32);
 
 void BM_dflash2_context(benchmark::State& state) {
   TinyDrafter& d = tiny_drafter();
-  DFlash2Context ctx(d.drafter->config());
+  const std::shared_ptr<DFlash2Context> ctx = d.drafter->new_context();
   std::vector<int64_t> positions(static_cast<size_t>(state.range(0)));
   for (size_t p = 0; p < positions.size(); ++p) positions[p] = static_cast<int64_t>(p);
-  for (auto _ : state) d.drafter->add_context(d.rows(state.range(0)), positions, ctx);
+  const DFlash2ContextRows items{ctx.get(), 0, positions};
+  for (auto _ : state)
+    benchmark::DoNotOptimize(d.drafter->add_context(d.rows(state.range(0)), {&items, 1}).ok());
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 BENCHMARK(BM_dflash2_context)->ArgName("T")->Arg(1)->Arg(12);

@@ -55,7 +55,8 @@ void swiglu(const KernelContext& ctx, const TensorView& gate_up, const TensorVie
   }
 }
 
-void softcap(const KernelContext& ctx, const TensorView& z, float cap, const TensorView& logits) {
+void softcap(const KernelContext& ctx, const TensorView& z, float cap, float multiplier,
+             const TensorView& logits) {
   constexpr const char* op = "softcap";
   expect_tensor(ctx, z, DType::kBF16, 2, op, "z");
   expect_tensor(ctx, logits, DType::kF32, 2, op, "logits");
@@ -63,11 +64,33 @@ void softcap(const KernelContext& ctx, const TensorView& z, float cap, const Ten
       << op << ": z " << z.shape.str() << ", logits " << logits.shape.str();
   switch (ctx.device) {
     case Device::kCpu:
-      cpu::softcap(cpu_pool(ctx, op), z, cap, logits);
+      cpu::softcap(cpu_pool(ctx, op), z, cap, multiplier, logits);
       return;
     case Device::kCuda:
 #if BEAMSERVE_CUDA
-      cuda::softcap(*ctx.cuda, z, cap, logits);
+      cuda::softcap(*ctx.cuda, z, cap, multiplier, logits);
+      return;
+#else
+      cuda_backend_not_built(op);
+#endif
+  }
+}
+
+void add_rounded(const KernelContext& ctx, const TensorView& a, const TensorView& b,
+                 const TensorView& out) {
+  constexpr const char* op = "add_rounded";
+  expect_tensor(ctx, a, DType::kBF16, 2, op, "a");
+  expect_tensor(ctx, b, DType::kBF16, 2, op, "b");
+  expect_tensor(ctx, out, DType::kBF16, 2, op, "out");
+  BEAM_CHECK(a.shape == b.shape && a.shape == out.shape)
+      << op << ": a " << a.shape.str() << ", b " << b.shape.str() << ", out " << out.shape.str();
+  switch (ctx.device) {
+    case Device::kCpu:
+      cpu::add_rounded(cpu_pool(ctx, op), a, b, out);
+      return;
+    case Device::kCuda:
+#if BEAMSERVE_CUDA
+      cuda::add_rounded(*ctx.cuda, a, b, out);
       return;
 #else
       cuda_backend_not_built(op);

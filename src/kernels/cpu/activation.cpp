@@ -49,17 +49,29 @@ void swiglu(ThreadPool& pool, const TensorView& gate_up, const TensorView& act) 
   });
 }
 
-void softcap(ThreadPool& pool, const TensorView& z, float cap, const TensorView& logits) {
+void softcap(ThreadPool& pool, const TensorView& z, float cap, float multiplier,
+             const TensorView& logits) {
   const int64_t T = z.dim(0), V = z.dim(1);
   const int64_t n = T * V;
   pool.parallel_for(n, 8192, [&](int64_t i0, int64_t i1) {
     const bf16* src = z.as<bf16>();
     float* dst = logits.as<float>();
     if (cap > 0.0f) {
-      for (int64_t i = i0; i < i1; ++i) dst[i] = cap * torch_tanhf(to_float(src[i]) / cap);
+      for (int64_t i = i0; i < i1; ++i)
+        dst[i] = cap * torch_tanhf(to_float(src[i]) * multiplier / cap);
     } else {
-      for (int64_t i = i0; i < i1; ++i) dst[i] = to_float(src[i]);
+      for (int64_t i = i0; i < i1; ++i) dst[i] = to_float(src[i]) * multiplier;
     }
+  });
+}
+
+void add_rounded(ThreadPool& pool, const TensorView& a, const TensorView& b,
+                 const TensorView& out) {
+  const bf16* x = a.as<bf16>();
+  const bf16* y = b.as<bf16>();
+  bf16* o = out.as<bf16>();
+  pool.parallel_for(a.numel(), 8192, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) o[i] = to_bf16(to_float(x[i]) + to_float(y[i]));
   });
 }
 

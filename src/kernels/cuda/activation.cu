@@ -1,6 +1,7 @@
 // CUDA elementwise ops with kernels/cpu/activation.cpp's rounding points (BEAM.md §3.7 gate, §3.9
-// SwiGLU, §3.11 softcap). exp/tanh are CUDA's accurate fp32 functions, not SLEEF's: a value may
-// differ from the CPU's by an fp32 ulp before its bf16 rounding (rarely visible after it).
+// SwiGLU, §3.11 softcap, the drafter's rounded add). exp/tanh are CUDA's accurate fp32 functions,
+// not SLEEF's: a value may differ from the CPU's by an fp32 ulp before its bf16 rounding (rarely
+// visible after it).
 #include "kernels/cuda/activation.h"
 
 #include <algorithm>
@@ -62,11 +63,15 @@ __global__ void swiglu_packs(const bf16_t* gate_up, bf16_t* act, int64_t num_pac
   }
 }
 
-// logits = cap * tanh(f32(z) / cap) in fp32, or f32(z) when cap <= 0; N == 8 stores 2 float4.
+// x = f32(z) * multiplier; logits = cap * tanh(x / cap) in fp32, or x when cap <= 0; N == 8
+// stores 2 float4.
 template <int N>
-__global__ void softcap_packs(const bf16_t* z, float* logits, int64_t num_packs, float cap) {
+__global__ void softcap_packs(const bf16_t* z, float* logits, int64_t num_packs, float cap,
+                              float multiplier) {
   for (int64_t p = first_item(); p < num_packs; p += item_stride()) {
     Pack<N> x = load_bf16<N>(z + p * N);
+#pragma unroll
+    for (int i = 0; i < N; ++i) x.v[i] = __fmul_rn(x.v[i], multiplier);
     if (cap > 0.0f) {
 #pragma unroll
       for (int i = 0; i < N; ++i) x.v[i] = __fmul_rn(cap, tanhf(__fdiv_rn(x.v[i], cap)));
@@ -78,6 +83,19 @@ __global__ void softcap_packs(const bf16_t* z, float* logits, int64_t num_packs,
     } else {
       logits[p] = x.v[0];
     }
+  }
+}
+
+// out = bf16(f32(a) + f32(b)); each element is read before it is written, so out may alias a or b.
+template <int N>
+__global__ void add_rounded_packs(const bf16_t* a, const bf16_t* b, bf16_t* out,
+                                  int64_t num_packs) {
+  for (int64_t p = first_item(); p < num_packs; p += item_stride()) {
+    Pack<N> x = load_bf16<N>(a + p * N);
+    const Pack<N> y = load_bf16<N>(b + p * N);
+#pragma unroll
+    for (int i = 0; i < N; ++i) x.v[i] = __fadd_rn(x.v[i], y.v[i]);
+    store_bf16<N>(out + p * N, x);
   }
 }
 
@@ -130,15 +148,32 @@ void swiglu(CudaContext& ctx, const TensorView& gate_up, const TensorView& act) 
   CUDA_LAUNCH_OK();
 }
 
-void softcap(CudaContext& ctx, const TensorView& z, float cap, const TensorView& logits) {
+void softcap(CudaContext& ctx, const TensorView& z, float cap, float multiplier,
+             const TensorView& logits) {
   const int64_t n = z.numel();
   if (n == 0) return;
   const auto* zp = static_cast<const bf16_t*>(z.data);
   auto* lp = static_cast<float*>(logits.data);
   if (n % 8 == 0 && all_aligned16(zp, lp)) {
-    softcap_packs<8><<<grid_for(ctx, n / 8), kThreads, 0, ctx.stream>>>(zp, lp, n / 8, cap);
+    softcap_packs<8><<<grid_for(ctx, n / 8), kThreads, 0, ctx.stream>>>(zp, lp, n / 8, cap,
+                                                                       multiplier);
   } else {
-    softcap_packs<1><<<grid_for(ctx, n), kThreads, 0, ctx.stream>>>(zp, lp, n, cap);
+    softcap_packs<1><<<grid_for(ctx, n), kThreads, 0, ctx.stream>>>(zp, lp, n, cap, multiplier);
+  }
+  CUDA_LAUNCH_OK();
+}
+
+void add_rounded(CudaContext& ctx, const TensorView& a, const TensorView& b,
+                 const TensorView& out) {
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  const auto* ap = static_cast<const bf16_t*>(a.data);
+  const auto* bp = static_cast<const bf16_t*>(b.data);
+  auto* op = static_cast<bf16_t*>(out.data);
+  if (n % 8 == 0 && all_aligned16(ap, bp, op)) {
+    add_rounded_packs<8><<<grid_for(ctx, n / 8), kThreads, 0, ctx.stream>>>(ap, bp, op, n / 8);
+  } else {
+    add_rounded_packs<1><<<grid_for(ctx, n), kThreads, 0, ctx.stream>>>(ap, bp, op, n);
   }
   CUDA_LAUNCH_OK();
 }

@@ -11,7 +11,9 @@ namespace beam::cuda {
 void output_gate(CudaContext& ctx, const TensorView& o, const TensorView& g,
                  const TensorView& bias);
 void swiglu(CudaContext& ctx, const TensorView& gate_up, const TensorView& act);
-void softcap(CudaContext& ctx, const TensorView& z, float cap, const TensorView& logits);
+void softcap(CudaContext& ctx, const TensorView& z, float cap, float multiplier,
+             const TensorView& logits);
+void add_rounded(CudaContext& ctx, const TensorView& a, const TensorView& b, const TensorView& out);
 // An id outside [0, table rows) is a caller bug: the kernel traps (the stream reports an error).
 void embedding(CudaContext& ctx, const TensorView& table, const TensorView& ids,
                const TensorView& out);

@@ -210,13 +210,20 @@ Status BeamModel::run_step(const ForwardBatch& batch, const KvLayers& kv, Forwar
   enqueue_step(ws_, kv, AttentionPath::kEager, batch.capture_routing);
   out.host_enqueue_ms = host_ms();
   copy_logits(ws_, batch, out);  // synchronizes
-  out.captured_hidden.resize(static_cast<size_t>(ws_.num_tokens() * captured_width));
+  out.captured_hidden.clear();
+  out.device_captured = TensorView();
   if (captured_width > 0) {
     const TensorView captured =
         ws_.captured.view(DType::kBF16, {ws_.num_tokens(), captured_width});
-    copy_tensor(ctx_,
-                TensorView{out.captured_hidden.data(), DType::kBF16, captured.shape, Device::kCpu},
-                captured);
+    if (batch.captured_on_device) {
+      out.device_captured = captured;
+    } else {
+      out.captured_hidden.resize(static_cast<size_t>(captured.numel()));
+      copy_tensor(ctx_,
+                  TensorView{out.captured_hidden.data(), DType::kBF16, captured.shape,
+                             Device::kCpu},
+                  captured);
+    }
   }
   if (batch.capture_routing) {
     const int64_t S = cfg.num_layers_of(MlpKind::kSparse), T = ws_.num_tokens();
@@ -419,7 +426,7 @@ void BeamModel::compute_logits(Workspace& ws) {
   linear(ctx_, hidden, weights_->lm_head, z);
   add_lora(ws, 0, hidden, {{LoraTarget::kLmHead, z}});
   TensorView logits = (sharded() ? ws.local_logits : ws.logits).view(DType::kF32, {R, V});
-  softcap(ctx_, z, cfg.final_logit_softcapping.value_or(0.0f), logits);
+  softcap(ctx_, z, cfg.final_logit_softcapping.value_or(0.0f), 1.0f, logits);
   if (sharded()) gather_logits(ws);
   profile_mark(ctx_, StepOp::kHead);
 }

@@ -1,317 +1,342 @@
-// The DFlash2 drafter's forward on the host: kernel-API ops for the GEMMs, norms, RoPE and SwiGLU;
-// the two-tap convolution, the block attention and the selector walk written out here (their
-// rounding points: docs/dflash2.md).
+// The DFlash2 drafter's forward: kernel-API ops only (GEMMs, norms, RoPE, SwiGLU, and the
+// drafter's own in kernels/api/dflash2.h), so it runs on the CPU and on a GPU alike; the host
+// builds the batch metadata (block ids and positions, context slots and page tables).
 #include "model/dflash2/dflash2_drafter.h"
 
 #include <algorithm>
-#include <climits>
-#include <cmath>
-#include <numeric>
+#include <array>
+#include <cstring>
 
+#include "core/bf16.h"
 #include "core/check.h"
 #include "kernels/api/activation.h"
+#include "kernels/api/dflash2.h"
 #include "kernels/api/gemm.h"
 #include "kernels/api/norm.h"
 #include "kernels/api/rope.h"
 
 namespace beam {
 
-DFlash2Context::DFlash2Context(const DFlash2Config& c)
-    : ring_(c.sliding_window > 0 ? c.sliding_window + c.block_size : 0),
-      width_(c.num_kv_heads * c.head_dim),
-      keys_(static_cast<size_t>(c.num_layers)),
-      values_(static_cast<size_t>(c.num_layers)) {
-  grow(ring_ > 0 ? std::min<int64_t>(ring_, 64) : 64);
-}
-
-void DFlash2Context::grow(int64_t capacity) {
-  positions_.resize(static_cast<size_t>(capacity), -1);
-  for (auto* t : {&keys_, &values_})
-    for (auto& layer : *t) layer.resize(static_cast<size_t>(capacity * width_));
-}
-
-// Until the ring is full, position p lives in slot p (growing never moves an entry); after that,
-// in slot p % ring.
-int64_t DFlash2Context::slot(int64_t pos) {
-  const int64_t full = ring_ > 0 ? ring_ : INT64_MAX;
-  if (pos >= capacity()) grow(std::min(full, std::max(pos + 1, 2 * capacity())));
-  return pos < full ? pos : pos % full;
-}
-
-int64_t DFlash2Context::find(int64_t pos) const {
-  const int64_t s = ring_ > 0 && pos >= ring_ ? pos % ring_ : pos;
-  return s < capacity() && position(s) == pos ? s : -1;
-}
-
-void DFlash2Context::truncate(int64_t pos) {
-  for (int64_t& p : positions_)
-    if (p >= pos) p = -1;
-}
-
-bool DFlash2Context::holds_before(int64_t pos) const {
-  return std::any_of(positions_.begin(), positions_.end(),
-                     [pos](int64_t p) { return p >= 0 && p < pos; });
-}
-
-DFlash2Drafter::DFlash2Drafter(std::shared_ptr<const DFlash2Weights> weights, TensorView embed,
-                               TensorView lm_head, KernelContext ctx)
-    : weights_(std::move(weights)), embed_(embed), lm_head_(lm_head), ctx_(ctx) {
-  const DFlash2Config& c = config();
-  BEAM_CHECK(ctx_.device == Device::kCpu && embed_.device == Device::kCpu &&
-             lm_head_.device == Device::kCpu)
-      << "DFlash2Drafter runs on the host";
-  BEAM_CHECK(embed_.dim(0) == c.vocab_size && embed_.dim(1) == c.hidden_size &&
-             lm_head_.shape == embed_.shape)
-      << "target embed " << embed_.shape.str() << ", lm_head " << lm_head_.shape.str();
-}
-
 namespace {
 
-// out = bf16(a + b) elementwise; [rows, n] bf16 each (out may alias a).
-void add_rounded(const TensorView& a, const TensorView& b, const TensorView& out) {
-  const bf16* x = a.as<bf16>();
-  const bf16* y = b.as<bf16>();
-  bf16* o = out.as<bf16>();
-  for (int64_t i = 0; i < a.numel(); ++i) o[i] = to_bf16(to_float(x[i]) + to_float(y[i]));
+// Draft rows read out at once: bounds the [rows, V] logits' scratch (Beam's vocabulary: ~51 MB
+// of fp32 logits).
+constexpr int64_t kReadOutRows = 64;
+
+// Bump offsets into a metadata buffer: sections 256-byte aligned.
+struct MetaLayout {
+  size_t used = 0;
+  size_t take(size_t nbytes) {
+    const size_t at = used;
+    used += (nbytes + 255) / 256 * 256;
+    return at;
+  }
+};
+
+template <typename T>
+T* host_at(const MetadataBuffer& m, size_t offset) {
+  return reinterpret_cast<T*>(static_cast<char*>(m.host()) + offset);
 }
 
 }  // namespace
 
-void DFlash2Drafter::add_context(const TensorView& features, std::span<const int64_t> positions,
-                                 DFlash2Context& context) const {
+DFlash2Drafter::DFlash2Drafter(std::shared_ptr<const DFlash2Weights> weights, TensorView embed,
+                               TensorView lm_head, KernelContext ctx,
+                               std::shared_ptr<DFlash2ContextPool> pool)
+    : weights_(std::move(weights)),
+      embed_(embed),
+      lm_head_(lm_head),
+      ctx_(ctx),
+      pool_(std::move(pool)) {
+  const DFlash2Config& c = config();
+  BEAM_CHECK(embed_.device == ctx_.device && lm_head_.device == ctx_.device &&
+             weights_->fc.device == ctx_.device && pool_->context().device == ctx_.device)
+      << "DFlash2Drafter: weights, target tensors and pool on the drafter's device";
+  BEAM_CHECK(embed_.dim(0) == c.vocab_size && embed_.dim(1) == c.hidden_size &&
+             lm_head_.shape == embed_.shape)
+      << "target embed " << embed_.shape.str() << ", lm_head " << lm_head_.shape.str();
+  trash_page_ = pool_->take_page();
+  BEAM_CHECK(trash_page_ >= 0) << "DFlash2Drafter: a pool of no free page";
+}
+
+std::shared_ptr<DFlash2Context> DFlash2Drafter::new_context() const {
+  return std::make_shared<DFlash2Context>(pool_);
+}
+
+Status DFlash2Drafter::reserve_meta(MetadataBuffer& meta, size_t nbytes) {
+  if (meta.nbytes() >= nbytes) return ok_status();
+  synchronize(ctx_);  // the old buffer's uploads may be in flight
+  meta = MetadataBuffer();
+  BEAM_ASSIGN_OR_RETURN(meta, allocate_metadata(ctx_, nbytes + nbytes / 2));
+  return ok_status();
+}
+
+std::array<size_t, DFlash2Drafter::kScratchBuffers> DFlash2Drafter::scratch_sizes(
+    const DFlash2Config& c, int64_t tokens, int64_t blocks) {
+  const int64_t H = c.hidden_size, kv = c.num_kv_heads * c.head_dim, q = c.num_heads * c.head_dim;
+  const int64_t N = blocks * c.block_size, J = c.max_drafts();
+  const int64_t rows = std::min(blocks * J, std::max(kReadOutRows, J));
+  auto bf16s = [](int64_t n) { return static_cast<size_t>(std::max<int64_t>(n, 1)) * 2; };
+  auto words = [](int64_t n) { return static_cast<size_t>(std::max<int64_t>(n, 1)) * 4; };
+  // The order of scratch_buffers().
+  return {bf16s(tokens * H),
+          bf16s(tokens * kv),
+          bf16s(tokens * kv),
+          bf16s(N * H),
+          bf16s(N * H),
+          bf16s(N * 4 * c.conv_groups()),
+          bf16s(N * q),
+          bf16s(N * kv),
+          bf16s(N * kv),
+          bf16s(N * q),
+          bf16s(N * H),
+          bf16s(N * 2 * c.intermediate_size),
+          bf16s(N * c.intermediate_size),
+          bf16s(rows * H),
+          bf16s(rows * c.vocab_size),
+          words(rows * c.vocab_size),
+          bf16s(rows * c.selector_rank),
+          words(rows * c.selector_top_k),
+          words(rows * c.selector_top_k),
+          words(rows)};
+}
+
+int64_t DFlash2Drafter::scratch_bytes(const DFlash2Config& c, int64_t tokens, int64_t blocks) {
+  int64_t total = 0;
+  for (size_t n : scratch_sizes(c, tokens, blocks)) total += static_cast<int64_t>(n + n / 2);
+  return total;
+}
+
+std::array<ScratchBuffer*, DFlash2Drafter::kScratchBuffers> DFlash2Drafter::scratch_buffers() {
+  return {&ctx_hidden_, &ctx_k_, &ctx_v_, &h_,          &a_,       &dyn_,         &q_,
+          &k_,          &v_,     &o_,     &m_,          &gate_up_, &act_,         &g_,
+          &z_,          &u_,     &hp_,    &candidates_, &scores_,  &chunk_drafts_};
+}
+
+Status DFlash2Drafter::reserve(int64_t tokens, int64_t blocks) {
+  const DFlash2Config& c = config();
+  const auto sizes = scratch_sizes(c, tokens, blocks);
+  const auto buffers = scratch_buffers();
+  for (size_t i = 0; i < sizes.size(); ++i)
+    if (sizes[i] > buffers[i]->capacity()) {
+      synchronize(ctx_);  // work queued on the old buffer
+      BEAM_RETURN_IF_ERROR(buffers[i]->reserve(ctx_, sizes[i]));
+    }
+  BEAM_RETURN_IF_ERROR(reserve_meta(ctx_meta_, static_cast<size_t>(tokens) * 16 + 512));
+  const int64_t N = blocks * c.block_size, J = c.max_drafts();
+  const int64_t table = blocks * std::max<int64_t>(DFlash2ContextPool::ring_pages(c), 1);
+  return reserve_meta(
+      draft_meta_,
+      static_cast<size_t>(N * 12 + blocks * 20 + blocks * J * 4 + table * 4) + 8 * 256);
+}
+
+Status DFlash2Drafter::add_context(const TensorView& features,
+                                   std::span<const DFlash2ContextRows> items) {
   const DFlash2Config& c = config();
   const DFlash2Weights& w = *weights_;
   const int64_t T = features.dim(0), H = c.hidden_size, D = c.head_dim, Nkv = c.num_kv_heads;
   const int64_t q_width = c.num_heads * D, kv_width = Nkv * D;
+  if (items.empty()) return ok_status();
   BEAM_CHECK(features.dtype == DType::kBF16 && features.rank() == 2 &&
-             features.dim(1) == c.num_taps() * H && static_cast<int64_t>(positions.size()) == T)
-      << "DFlash2 context: features " << features.shape.str() << ", " << positions.size()
-      << " positions";
-  if (T == 0) return;
-  HostTensor hidden(DType::kBF16, {T, H});
-  linear(ctx_, features, w.fc, hidden.view);
-  rms_norm(ctx_, hidden.view, w.hidden_norm, c.rms_norm_eps, hidden.view);
-  HostTensor pos(DType::kI64, {T});
-  std::copy(positions.begin(), positions.end(), pos.as<int64_t>());
-  HostTensor k(DType::kBF16, {T, kv_width}), v(DType::kBF16, {T, kv_width});
-  std::vector<int64_t> slots(static_cast<size_t>(T));
-  for (int64_t t = 0; t < T; ++t) slots[t] = context.slot(positions[t]);
+             features.dim(1) == c.num_taps() * H && features.device == ctx_.device)
+      << "DFlash2 context: features " << features.shape.str();
+  if (T == 0) return ok_status();
+  BEAM_RETURN_IF_ERROR(reserve(T, 0));
+  // Host metadata: each row's position and slot (the trash page's when it has none, or when a
+  // later row of the same call takes its slot: a ring shorter than the call).
+  MetaLayout layout;
+  const size_t pos_at = layout.take(T * 8), slot_at = layout.take(T * 8);
+  int64_t* pos = host_at<int64_t>(ctx_meta_, pos_at);
+  int64_t* slots = host_at<int64_t>(ctx_meta_, slot_at);
+  const int64_t trash = int64_t{trash_page_} * DFlash2ContextPool::kPageSize;
+  const int64_t ring = DFlash2ContextPool::ring_pages(c) * DFlash2ContextPool::kPageSize;
+  std::vector<bool> covered(static_cast<size_t>(T), false);
+  for (const DFlash2ContextRows& item : items) {
+    const int64_t n = static_cast<int64_t>(item.positions.size());
+    BEAM_CHECK(item.first_row >= 0 && item.first_row + n <= T)
+        << "DFlash2 context: rows " << item.first_row << " + " << n << " of " << T;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t row = item.first_row + i, p = item.positions[i];
+      covered[row] = true;
+      pos[row] = p;
+      const bool overwritten = ring > 0 && item.positions.back() - p >= ring;
+      const int64_t s = overwritten ? -1 : item.context->slot(p);
+      slots[row] = s >= 0 ? s : trash + row % DFlash2ContextPool::kPageSize;
+      if (s >= 0) pool_->set_position(s, p);
+    }
+  }
+  for (int64_t row = 0; row < T; ++row)
+    if (!covered[row]) {  // rows no item names: computed, stored nowhere that is read
+      pos[row] = 0;
+      slots[row] = trash;
+    }
+  upload_metadata(ctx_, ctx_meta_, 0, layout.used);
+  const TensorView positions = ctx_meta_.device_view(pos_at, DType::kI64, {T});
+  const TensorView slot_view = ctx_meta_.device_view(slot_at, DType::kI64, {T});
+  const TensorView no_positions = ctx_meta_.device_view(pos_at, DType::kI64, {0});
+  const TensorView hidden = ctx_hidden_.view(DType::kBF16, {T, H});
+  const TensorView k = ctx_k_.view(DType::kBF16, {T, kv_width});
+  const TensorView v = ctx_v_.view(DType::kBF16, {T, kv_width});
+  const int64_t slots_total = pool_->slot_positions().dim(0);
+  linear(ctx_, features, w.fc, hidden);
+  rms_norm(ctx_, hidden, w.hidden_norm, c.rms_norm_eps, hidden);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const DFlash2LayerWeights& lw = w.layers[l];
-    const TensorView outs[] = {k.view, v.view};
-    linear_split(ctx_, hidden.view, lw.qkv.rows(q_width, 2 * kv_width), outs);
-    rms_norm(ctx_, k.view.reshape({T * Nkv, D}), lw.k_norm, c.rms_norm_eps,
-             k.view.reshape({T * Nkv, D}));
+    const TensorView outs[] = {k, v};
+    linear_split(ctx_, hidden, lw.qkv.rows(q_width, 2 * kv_width), outs);
+    rms_norm(ctx_, k.reshape({T * Nkv, D}), lw.k_norm, c.rms_norm_eps, k.reshape({T * Nkv, D}));
     // RoPE on the keys alone: a query tensor of no heads.
-    const TensorView no_q{k.view.data, DType::kBF16, Shape{T, 0, D}, Device::kCpu};
-    apply_rope(ctx_, no_q, k.view.reshape({T, Nkv, D}), pos.view, c.rope_theta);
-    for (int64_t t = 0; t < T; ++t) {
-      std::copy_n(k.as<bf16>() + t * kv_width, kv_width, context.key(l, slots[t]));
-      std::copy_n(v.as<bf16>() + t * kv_width, kv_width, context.value(l, slots[t]));
-    }
+    const TensorView no_q{k.data, DType::kBF16, Shape{T, 0, D}, ctx_.device};
+    apply_rope(ctx_, no_q, k.reshape({T, Nkv, D}), positions, c.rope_theta);
+    dflash2_store_context(ctx_, k, v, slot_view, l == 0 ? positions : no_positions,
+                          pool_->keys(l).reshape({slots_total, kv_width}),
+                          pool_->values(l).reshape({slots_total, kv_width}),
+                          pool_->slot_positions());
   }
-  for (int64_t t = 0; t < T; ++t) context.set_position(slots[t], positions[t]);
+  return ok_status();
 }
 
-void DFlash2Drafter::conv(const DFlash2ConvWeights& w, const TensorView& d, int64_t side,
-                          const TensorView& x, const TensorView& out) const {
-  const DFlash2Config& c = config();
-  const int64_t rows = x.dim(0), H = c.hidden_size, G = c.conv_groups(), B = c.block_size;
-  const bf16* base0 = w.base.as<bf16>() + (side * 2 + 0) * H;
-  const bf16* base1 = w.base.as<bf16>() + (side * 2 + 1) * H;
-  const bf16* xs = x.as<bf16>();
-  bf16* ys = out.as<bf16>();
-  std::vector<float> y(static_cast<size_t>(H));
-  // Row r-1 is read before row r is written, so out may alias x: walk rows backwards.
-  for (int64_t r = rows - 1; r >= 0; --r) {
-    const bf16* dr = d.as<bf16>() + r * 4 * G + side * 2 * G;
-    const bool first = r % B == 0;
-    for (int64_t ch = 0; ch < H; ++ch) {
-      const int64_t g = ch / c.conv_group_size;
-      const float k0 = to_float(base0[ch]) + to_float(dr[g]);
-      float sum = k0 * to_float(xs[r * H + ch]);
-      if (!first) {
-        const float k1 = to_float(base1[ch]) + to_float(dr[G + g]);
-        sum = sum + k1 * to_float(xs[(r - 1) * H + ch]);
-      }
-      y[static_cast<size_t>(ch)] = sum;
-    }
-    for (int64_t ch = 0; ch < H; ++ch) ys[r * H + ch] = to_bf16(y[static_cast<size_t>(ch)]);
-  }
-}
-
-void DFlash2Drafter::attention(int64_t layer, std::span<const DFlash2Block> blocks,
-                               const TensorView& q, const TensorView& k, const TensorView& v,
-                               const TensorView& out) const {
-  const DFlash2Config& c = config();
-  const int64_t B = c.block_size, D = c.head_dim, Nq = c.num_heads, Nkv = c.num_kv_heads;
-  const int64_t group = Nq / Nkv, W = c.sliding_window;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  std::vector<const bf16*> keys, values;
-  std::vector<int64_t> kv_rows;  // >= 0: a context slot; < 0: block row -1 - i
-  std::vector<float> scores, acc(static_cast<size_t>(D)), qf(static_cast<size_t>(D));
-  for (size_t b = 0; b < blocks.size(); ++b) {
-    const DFlash2Block& blk = blocks[b];
-    const DFlash2Context& ctx = *blk.context;
-    for (int64_t t = 0; t < B; ++t) {
-      const int64_t row = static_cast<int64_t>(b) * B + t, q_pos = blk.position + t;
-      // The keys this query sees, in position order: context, then the whole block.
-      kv_rows.clear();
-      const int64_t first = W > 0 ? std::max<int64_t>(0, q_pos - W + 1) : 0;
-      for (int64_t p = first; p < blk.position; ++p)
-        if (const int64_t slot = ctx.find(p); slot >= 0) kv_rows.push_back(slot);
-      for (int64_t i = 0; i < B; ++i) kv_rows.push_back(-1 - (static_cast<int64_t>(b) * B + i));
-      for (int64_t h = 0; h < Nq; ++h) {
-        const int64_t kvh = h / group;
-        const bf16* qh = q.as<bf16>() + (row * Nq + h) * D;
-        for (int64_t d = 0; d < D; ++d) qf[d] = to_float(qh[d]);
-        keys.clear();
-        values.clear();
-        for (int64_t r : kv_rows) {
-          if (r >= 0) {
-            keys.push_back(ctx.key(layer, r) + kvh * D);
-            values.push_back(ctx.value(layer, r) + kvh * D);
-          } else {
-            keys.push_back(k.as<bf16>() + ((-1 - r) * Nkv + kvh) * D);
-            values.push_back(v.as<bf16>() + ((-1 - r) * Nkv + kvh) * D);
-          }
-        }
-        scores.assign(keys.size(), 0.0f);
-        float max = -INFINITY;
-        for (size_t i = 0; i < keys.size(); ++i) {
-          float dot = 0.0f;
-          for (int64_t d = 0; d < D; ++d) dot = dot + qf[d] * to_float(keys[i][d]);
-          scores[i] = dot * scale;
-          max = std::max(max, scores[i]);
-        }
-        float sum = 0.0f;
-        for (float& s : scores) {
-          s = std::exp(s - max);
-          sum = sum + s;
-        }
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        for (size_t i = 0; i < values.size(); ++i)
-          for (int64_t d = 0; d < D; ++d) acc[d] = acc[d] + scores[i] * to_float(values[i][d]);
-        bf16* oh = out.as<bf16>() + (row * Nq + h) * D;
-        for (int64_t d = 0; d < D; ++d) oh[d] = to_bf16(acc[d] / sum);
-      }
-    }
-  }
-}
-
-void DFlash2Drafter::draft(std::span<const DFlash2Block> blocks, std::span<int32_t> drafts,
-                           DFlash2Trace* trace) const {
+Status DFlash2Drafter::draft(std::span<const DFlash2Block> blocks, std::span<int32_t> drafts,
+                             DFlash2Trace* trace) {
   const DFlash2Config& c = config();
   const DFlash2Weights& w = *weights_;
-  const int64_t S = static_cast<int64_t>(blocks.size()), B = c.block_size;
-  const int64_t N = S * B, R = S * (B - 1), H = c.hidden_size, D = c.head_dim;
+  const int64_t S = static_cast<int64_t>(blocks.size()), B = c.block_size, J = c.max_drafts();
+  const int64_t N = S * B, H = c.hidden_size, D = c.head_dim;
   const int64_t Nq = c.num_heads, Nkv = c.num_kv_heads, I = c.intermediate_size;
-  const int64_t G = c.conv_groups(), V = c.vocab_size;
-  BEAM_CHECK(static_cast<int64_t>(drafts.size()) == R)
+  BEAM_CHECK(static_cast<int64_t>(drafts.size()) == S * J)
       << "DFlash2 draft: " << drafts.size() << " outputs for " << S << " blocks of " << B;
-  if (S == 0) return;
-  HostTensor ids(DType::kI32, {N}), pos(DType::kI64, {N});
-  for (int64_t b = 0; b < S; ++b)
+  if (S == 0) return ok_status();
+  BEAM_RETURN_IF_ERROR(reserve(0, S));
+  // Host metadata: the block rows' ids and positions, each block's anchor, position and page
+  // table, the draft rows' indices into the block rows.
+  int64_t table_size = 0;
+  for (const DFlash2Block& b : blocks)
+    table_size += static_cast<int64_t>(b.context->table().size());
+  BEAM_RETURN_IF_ERROR(reserve_meta(
+      draft_meta_, static_cast<size_t>(N * 12 + S * 20 + S * J * 4 + table_size * 4) + 8 * 256));
+  MetaLayout layout;
+  const size_t pos_at = layout.take(N * 8), block_pos_at = layout.take(S * 8);
+  const size_t ids_at = layout.take(N * 4), anchors_at = layout.take(S * 4);
+  const size_t offsets_at = layout.take(S * 4), lengths_at = layout.take(S * 4);
+  const size_t rows_at = layout.take(S * J * 4),
+               pages_at = layout.take(std::max<int64_t>(table_size, 1) * 4);
+  int32_t* pages = host_at<int32_t>(draft_meta_, pages_at);
+  int64_t table_at = 0;
+  for (int64_t b = 0; b < S; ++b) {
+    const DFlash2Block& blk = blocks[b];
     for (int64_t t = 0; t < B; ++t) {
-      ids.as<int32_t>()[b * B + t] = t == 0 ? blocks[b].anchor : c.mask_token_id;
-      pos.as<int64_t>()[b * B + t] = blocks[b].position + t;
+      host_at<int32_t>(draft_meta_, ids_at)[b * B + t] = t == 0 ? blk.anchor : c.mask_token_id;
+      host_at<int64_t>(draft_meta_, pos_at)[b * B + t] = blk.position + t;
     }
-  HostTensor h(DType::kBF16, {N, H}), a(DType::kBF16, {N, H}), dyn(DType::kBF16, {N, 4 * G});
-  HostTensor q(DType::kBF16, {N, Nq * D}), k(DType::kBF16, {N, Nkv * D}),
-      v(DType::kBF16, {N, Nkv * D}), o(DType::kBF16, {N, Nq * D}), m(DType::kBF16, {N, H});
-  HostTensor gate_up(DType::kBF16, {N, 2 * I}), act(DType::kBF16, {N, I});
-  embedding(ctx_, embed_, ids.view, h.view);
+    for (int64_t j = 0; j < J; ++j)
+      host_at<int32_t>(draft_meta_, rows_at)[b * J + j] = static_cast<int32_t>(b * B + 1 + j);
+    host_at<int64_t>(draft_meta_, block_pos_at)[b] = blk.position;
+    host_at<int32_t>(draft_meta_, anchors_at)[b] = blk.anchor;
+    const std::span<const int32_t> table = blk.context->table();
+    host_at<int32_t>(draft_meta_, offsets_at)[b] = static_cast<int32_t>(table_at);
+    host_at<int32_t>(draft_meta_, lengths_at)[b] = static_cast<int32_t>(table.size());
+    std::copy(table.begin(), table.end(), pages + table_at);
+    table_at += static_cast<int64_t>(table.size());
+  }
+  upload_metadata(ctx_, draft_meta_, 0, layout.used);
+  const TensorView ids = draft_meta_.device_view(ids_at, DType::kI32, {N});
+  const TensorView pos = draft_meta_.device_view(pos_at, DType::kI64, {N});
+  DFlash2ContextView context;
+  context.slot_positions = pool_->slot_positions();
+  context.pages = draft_meta_.device_view(pages_at, DType::kI32, {table_size});
+  context.table_offsets = draft_meta_.device_view(offsets_at, DType::kI32, {S});
+  context.table_lengths = draft_meta_.device_view(lengths_at, DType::kI32, {S});
+  context.block_positions = draft_meta_.device_view(block_pos_at, DType::kI64, {S});
+  context.page_size = DFlash2ContextPool::kPageSize;
+  context.ring_pages = DFlash2ContextPool::ring_pages(c);
+  context.window = c.sliding_window;
+
+  const TensorView h = h_.view(DType::kBF16, {N, H}), a = a_.view(DType::kBF16, {N, H});
+  const TensorView dyn = dyn_.view(DType::kBF16, {N, 4 * c.conv_groups()});
+  const TensorView q = q_.view(DType::kBF16, {N, Nq * D}), k = k_.view(DType::kBF16, {N, Nkv * D});
+  const TensorView v = v_.view(DType::kBF16, {N, Nkv * D}), o = o_.view(DType::kBF16, {N, Nq * D});
+  const TensorView m = m_.view(DType::kBF16, {N, H});
+  const TensorView gate_up = gate_up_.view(DType::kBF16, {N, 2 * I});
+  const TensorView act = act_.view(DType::kBF16, {N, I});
+  auto conv = [&](const DFlash2ConvWeights& cw, int64_t side, const TensorView& x) {
+    dflash2_conv(ctx_, cw.base, dyn, side, c.conv_group_size, B, x, x);
+  };
+  embedding(ctx_, embed_, ids, h);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const DFlash2LayerWeights& lw = w.layers[l];
     // Attention: norm, pre-conv, q/k/v, q/k norm and RoPE, block attention, o_proj, post-conv.
-    rms_norm(ctx_, h.view, lw.input_norm, c.rms_norm_eps, a.view);
-    linear(ctx_, a.view, lw.attention_conv.projection, dyn.view);
-    conv(lw.attention_conv, dyn.view, 0, a.view, a.view);
-    const TensorView qkv[] = {q.view, k.view, v.view};
-    linear_split(ctx_, a.view, lw.qkv, qkv);
-    const QkTensors qk{q.view.reshape({N, Nq, D}), k.view.reshape({N, Nkv, D}), lw.q_norm,
-                       lw.k_norm, pos.view};
+    rms_norm(ctx_, h, lw.input_norm, c.rms_norm_eps, a);
+    linear(ctx_, a, lw.attention_conv.projection, dyn);
+    conv(lw.attention_conv, 0, a);
+    const TensorView qkv[] = {q, k, v};
+    linear_split(ctx_, a, lw.qkv, qkv);
+    const QkTensors qk{q.reshape({N, Nq, D}), k.reshape({N, Nkv, D}), lw.q_norm, lw.k_norm, pos};
     qk_norm_rope(ctx_, qk, c.rms_norm_eps, c.rope_theta);
-    attention(l, blocks, q.view, k.view, v.view, o.view);
-    linear(ctx_, o.view, lw.o_proj, m.view);
-    conv(lw.attention_conv, dyn.view, 1, m.view, m.view);
-    add_rounded(h.view, m.view, h.view);
+    context.keys = pool_->keys(l);
+    context.values = pool_->values(l);
+    dflash2_block_attention(ctx_, q.reshape({N, Nq, D}), k.reshape({N, Nkv, D}),
+                            v.reshape({N, Nkv, D}), context, o.reshape({N, Nq, D}));
+    linear(ctx_, o, lw.o_proj, m);
+    conv(lw.attention_conv, 1, m);
+    add_rounded(ctx_, h, m, h);
     // MLP: norm, pre-conv, SwiGLU, post-conv.
-    rms_norm(ctx_, h.view, lw.post_attn_norm, c.rms_norm_eps, a.view);
-    linear(ctx_, a.view, lw.mlp_conv.projection, dyn.view);
-    conv(lw.mlp_conv, dyn.view, 0, a.view, a.view);
-    linear(ctx_, a.view, lw.gate_up, gate_up.view);
-    swiglu(ctx_, gate_up.view, act.view);
-    linear(ctx_, act.view, lw.down, m.view);
-    conv(lw.mlp_conv, dyn.view, 1, m.view, m.view);
-    add_rounded(h.view, m.view, h.view);
+    rms_norm(ctx_, h, lw.post_attn_norm, c.rms_norm_eps, a);
+    linear(ctx_, a, lw.mlp_conv.projection, dyn);
+    conv(lw.mlp_conv, 0, a);
+    linear(ctx_, a, lw.gate_up, gate_up);
+    swiglu(ctx_, gate_up, act);
+    linear(ctx_, act, lw.down, m);
+    conv(lw.mlp_conv, 1, m);
+    add_rounded(ctx_, h, m, h);
   }
-  // Read-out of the draft rows (block positions 1 .. B - 1).
-  HostTensor g(DType::kBF16, {R, H});
-  for (int64_t b = 0; b < S; ++b)
-    std::copy_n(h.as<bf16>() + (b * B + 1) * H, (B - 1) * H, g.as<bf16>() + b * (B - 1) * H);
-  rms_norm(ctx_, g.view, w.final_norm, c.rms_norm_eps, g.view);
-  HostTensor z(DType::kBF16, {R, V}), u(DType::kF32, {R, V});
-  linear(ctx_, g.view, lm_head_, z.view);
-  for (int64_t i = 0; i < R * V; ++i) {
-    float x = to_float(z.as<bf16>()[i]) * c.output_multiplier;
-    if (c.final_logit_softcapping) {
-      const float cap = *c.final_logit_softcapping;
-      x = cap * std::tanh(x / cap);
-    }
-    u.as<float>()[i] = x;
-  }
-  if (trace) {
-    trace->hidden.resize(static_cast<size_t>(R * H));
-    for (int64_t i = 0; i < R * H; ++i) trace->hidden[i] = to_float(g.as<bf16>()[i]);
-    trace->logits.assign(u.as<float>(), u.as<float>() + R * V);
-  }
-  walk(blocks, g.view, u.view, drafts, trace);
+  if (trace) *trace = DFlash2Trace{};
+  const int64_t per_chunk = std::max<int64_t>(1, kReadOutRows / J);
+  for (int64_t b0 = 0; b0 < S; b0 += per_chunk)
+    read_out(draft_meta_.device_view(rows_at, DType::kI32, {S * J}),
+             draft_meta_.device_view(anchors_at, DType::kI32, {S}), b0, std::min(S, b0 + per_chunk),
+             drafts, trace);
+  return ok_status();
 }
 
-void DFlash2Drafter::walk(std::span<const DFlash2Block> blocks, const TensorView& hidden,
-                          const TensorView& logits, std::span<int32_t> drafts,
-                          DFlash2Trace* trace) const {
+void DFlash2Drafter::read_out(const TensorView& draft_rows, const TensorView& all_anchors,
+                              int64_t b0, int64_t b1, std::span<int32_t> drafts,
+                              DFlash2Trace* trace) {
   const DFlash2Config& c = config();
   const DFlash2Weights& w = *weights_;
-  const int64_t B = c.block_size, R = hidden.dim(0), V = c.vocab_size;
-  const int64_t K = c.selector_top_k, rank = c.selector_rank;
-  HostTensor hp(DType::kBF16, {R, rank});
-  linear(ctx_, hidden, w.hidden_projection, hp.view);
-  if (trace) {
-    trace->candidates.resize(static_cast<size_t>(R * K));
-    trace->scores.resize(static_cast<size_t>(R * K));
-  }
-  std::vector<int32_t> order(static_cast<size_t>(V));
-  std::vector<float> gate(static_cast<size_t>(rank)), score(static_cast<size_t>(K));
-  for (size_t b = 0; b < blocks.size(); ++b) {
-    int32_t prev = blocks[b].anchor;
-    for (int64_t j = 1; j < B; ++j) {
-      const int64_t row = static_cast<int64_t>(b) * (B - 1) + j - 1;
-      const float* u = logits.as<float>() + row * V;
-      std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + K, order.end(), [u](int32_t x, int32_t y) {
-        return u[x] > u[y] || (u[x] == u[y] && x < y);
-      });
-      const bf16* pred = w.predecessor_codebook.as<bf16>() + int64_t{prev} * rank;
-      const bf16* hr = hp.as<bf16>() + row * rank;
-      for (int64_t r = 0; r < rank; ++r) gate[r] = round_bf16(to_float(pred[r]) * to_float(hr[r]));
-      int64_t best = 0;
-      for (int64_t i = 0; i < K; ++i) {
-        const bf16* succ = w.successor_codebook.as<bf16>() + int64_t{order[i]} * rank;
-        float pair = 0.0f;
-        for (int64_t r = 0; r < rank; ++r) pair = pair + gate[r] * to_float(succ[r]);
-        score[i] = u[order[i]] + pair;
-        if (score[i] > score[best]) best = i;
-      }
-      prev = order[best];
-      drafts[row] = prev;
-      if (trace) {
-        std::copy_n(order.begin(), K, trace->candidates.begin() + row * K);
-        std::copy_n(score.begin(), K, trace->scores.begin() + row * K);
-      }
-    }
-  }
+  const int64_t S = all_anchors.dim(0), B = c.block_size, J = c.max_drafts();
+  const int64_t R = (b1 - b0) * J, H = c.hidden_size, V = c.vocab_size, K = c.selector_top_k;
+  // The draft rows (block positions 1 .. B - 1) of blocks [b0, b1): their final norm, logits,
+  // top-k and walk.
+  const TensorView rows{static_cast<int32_t*>(draft_rows.data) + b0 * J, DType::kI32, Shape{R},
+                        ctx_.device};
+  const TensorView anchors{static_cast<int32_t*>(all_anchors.data) + b0, DType::kI32,
+                           Shape{b1 - b0}, ctx_.device};
+  const TensorView g = g_.view(DType::kBF16, {R, H}), z = z_.view(DType::kBF16, {R, V});
+  const TensorView u = u_.view(DType::kF32, {R, V});
+  const TensorView hp = hp_.view(DType::kBF16, {R, c.selector_rank});
+  const TensorView candidates = candidates_.view(DType::kI32, {R, K});
+  const TensorView scores = scores_.view(DType::kF32, {R, K});
+  const TensorView out = chunk_drafts_.view(DType::kI32, {R});
+  embedding(ctx_, h_.view(DType::kBF16, {S * B, H}), rows, g);
+  rms_norm(ctx_, g, w.final_norm, c.rms_norm_eps, g);
+  linear(ctx_, g, lm_head_, z);
+  softcap(ctx_, z, c.final_logit_softcapping.value_or(0.0f), c.output_multiplier, u);
+  linear(ctx_, g, w.hidden_projection, hp);
+  dflash2_select(ctx_, u, hp, w.predecessor_codebook, w.successor_codebook, anchors, candidates,
+                 scores, out);
+  copy_tensor(ctx_, TensorView{drafts.data() + b0 * J, DType::kI32, Shape{R}, Device::kCpu}, out);
+  if (!trace) return;
+  auto append = [&](auto& dst, const TensorView& src, DType dtype) {
+    const size_t at = dst.size();
+    dst.resize(at + static_cast<size_t>(src.numel()));
+    copy_tensor(ctx_, TensorView{dst.data() + at, dtype, src.shape, Device::kCpu}, src);
+  };
+  std::vector<uint16_t> g_bits;
+  append(g_bits, g, DType::kBF16);
+  for (uint16_t bits : g_bits) trace->hidden.push_back(to_float(bf16{bits}));
+  append(trace->logits, u, DType::kF32);
+  append(trace->candidates, candidates, DType::kI32);
+  append(trace->scores, scores, DType::kF32);
 }
 
 }  // namespace beam

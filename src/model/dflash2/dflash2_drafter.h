@@ -1,59 +1,21 @@
-// DFlash2Drafter: a DFlash2 drafter's forward (docs/dflash2.md) on the host: the context K/V of
-// the target's captured hidden states, then one block of drafts per request.
+// DFlash2Drafter: a DFlash2 drafter's forward (docs/dflash2.md) on the target's device: the
+// context K/V of the target's captured hidden states, then one block of drafts per request.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <vector>
 
-#include "core/bf16.h"
+#include "core/status.h"
 #include "kernels/api/context.h"
+#include "kernels/api/device_memory.h"
+#include "model/beam/workspace.h"
+#include "model/dflash2/dflash2_context.h"
 #include "model/dflash2/dflash2_weights.h"
 
 namespace beam {
-
-// One sequence's drafter context: per drafter layer the K (after k_norm and RoPE) and V of the
-// tokens before its anchor, for the last sliding_window + block_size positions (a ring that grows
-// as positions arrive until it holds that many; every position when the drafter has no window).
-// Positions never added (a prefix-cache hit's) are absent and skipped by the attention.
-class DFlash2Context {
- public:
-  explicit DFlash2Context(const DFlash2Config& config);
-  // Where position `pos` lives, making room for it.
-  int64_t slot(int64_t pos);
-  // Where position `pos` would live, -1 when it is not held.
-  int64_t find(int64_t pos) const;
-  // The position held by `slot`, -1 when empty.
-  int64_t position(int64_t slot) const { return positions_[static_cast<size_t>(slot)]; }
-  int64_t capacity() const { return static_cast<int64_t>(positions_.size()); }
-  // Layer l's K or V row of `slot`: [Nkv * D] bf16.
-  bf16* key(int64_t l, int64_t slot) { return row(keys_, l, slot); }
-  bf16* value(int64_t l, int64_t slot) { return row(values_, l, slot); }
-  const bf16* key(int64_t l, int64_t slot) const { return row(keys_, l, slot); }
-  const bf16* value(int64_t l, int64_t slot) const { return row(values_, l, slot); }
-  void set_position(int64_t slot, int64_t pos) { positions_[static_cast<size_t>(slot)] = pos; }
-  // Forgets every position at or after `pos`.
-  void truncate(int64_t pos);
-  // Whether it holds some position before `pos`.
-  bool holds_before(int64_t pos) const;
-  // Host bytes held: K and V of every layer and slot.
-  int64_t bytes() const {
-    return 2 * static_cast<int64_t>(keys_.size()) * capacity() * width_ *
-           static_cast<int64_t>(sizeof(bf16));
-  }
-
- private:
-  void grow(int64_t capacity);
-  bf16* row(const std::vector<std::vector<bf16>>& t, int64_t l, int64_t slot) const {
-    return const_cast<bf16*>(t[static_cast<size_t>(l)].data()) + slot * width_;
-  }
-
-  int64_t ring_ = 0;   // the most slots (sliding_window + block_size); 0: unbounded
-  int64_t width_ = 0;  // Nkv * D
-  std::vector<std::vector<bf16>> keys_, values_;  // [layer][slot * width]
-  std::vector<int64_t> positions_;
-};
 
 // One request's block: its anchor (the last accepted token, not yet fed to the target), the
 // anchor's position and its context.
@@ -61,6 +23,14 @@ struct DFlash2Block {
   int32_t anchor = 0;
   int64_t position = 0;
   const DFlash2Context* context = nullptr;
+};
+
+// Rows of add_context's features for one context: rows [first_row, first_row + positions.size())
+// hold positions `positions` (ascending).
+struct DFlash2ContextRows {
+  DFlash2Context* context = nullptr;
+  int64_t first_row = 0;
+  std::span<const int64_t> positions;
 };
 
 // Intermediate values of one draft() call, for tests against the PyTorch reference. Rows: the
@@ -74,35 +44,56 @@ struct DFlash2Trace {
 
 class DFlash2Drafter {
  public:
-  // embed, lm_head: the target's [V, H] bf16 host tensors. ctx: a CPU context (the drafter runs
-  // on the host).
+  // weights, embed, lm_head (the target's [V, H] bf16) and pool on ctx's device. Single-threaded.
   DFlash2Drafter(std::shared_ptr<const DFlash2Weights> weights, TensorView embed,
-                 TensorView lm_head, KernelContext ctx);
+                 TensorView lm_head, KernelContext ctx, std::shared_ptr<DFlash2ContextPool> pool);
 
   const DFlash2Config& config() const { return weights_->config; }
+  DFlash2ContextPool& pool() const { return *pool_; }
+  // An empty context in this drafter's pool.
+  std::shared_ptr<DFlash2Context> new_context() const;
 
-  // Adds the tokens of `features` ([T, n_taps * H] bf16: the target's residuals after the
-  // tapped layers, concatenated in target_layer_ids order) at `positions` to `context`.
-  void add_context(const TensorView& features, std::span<const int64_t> positions,
-                   DFlash2Context& context) const;
+  // Makes room for add_context of `tokens` rows and draft of `blocks` blocks, so that later calls
+  // of at most those sizes allocate nothing; an error when the device is out of memory.
+  Status reserve(int64_t tokens, int64_t blocks);
+  // The device bytes reserve(tokens, blocks) takes at most (the scratch's growth headroom
+  // included), for memory plans made before the drafter exists.
+  static int64_t scratch_bytes(const DFlash2Config& config, int64_t tokens, int64_t blocks);
+
+  // Adds each item's rows of `features` ([T, n_taps * H] bf16 on the drafter's device: the
+  // target's residuals after the tapped layers, concatenated in target_layer_ids order) to its
+  // context. A position whose slot finds no free page stays absent. Queued on the stream.
+  Status add_context(const TensorView& features, std::span<const DFlash2ContextRows> items);
 
   // Drafts block_size - 1 tokens per block: drafts[b * (B - 1) + j - 1] is the token drafted
-  // for position blocks[b].position + j. trace: intermediate values when not null.
-  void draft(std::span<const DFlash2Block> blocks, std::span<int32_t> drafts,
-             DFlash2Trace* trace = nullptr) const;
+  // for position blocks[b].position + j. trace: intermediate values when not null. Synchronizes.
+  Status draft(std::span<const DFlash2Block> blocks, std::span<int32_t> drafts,
+               DFlash2Trace* trace = nullptr);
 
  private:
-  // x [rows, H] → conv of `side` with this sublayer's coefficients d [rows, 4 * groups].
-  void conv(const DFlash2ConvWeights& w, const TensorView& d, int64_t side, const TensorView& x,
-            const TensorView& out) const;
-  void attention(int64_t layer, std::span<const DFlash2Block> blocks, const TensorView& q,
-                 const TensorView& k, const TensorView& v, const TensorView& out) const;
-  void walk(std::span<const DFlash2Block> blocks, const TensorView& hidden,
-            const TensorView& logits, std::span<int32_t> drafts, DFlash2Trace* trace) const;
+  // Blocks [b0, b1)'s read-out and selector walk: draft_rows [S * (B - 1)] i32 (each draft
+  // row's block row), all_anchors [S] i32; fills their drafts and the trace.
+  void read_out(const TensorView& draft_rows, const TensorView& all_anchors, int64_t b0, int64_t b1,
+                std::span<int32_t> drafts, DFlash2Trace* trace);
+  static constexpr size_t kScratchBuffers = 20;
+  // Each scratch buffer's bytes for reserve(tokens, blocks), in scratch_buffers()' order.
+  static std::array<size_t, kScratchBuffers> scratch_sizes(const DFlash2Config& config,
+                                                           int64_t tokens, int64_t blocks);
+  std::array<ScratchBuffer*, kScratchBuffers> scratch_buffers();
+  // Grows `meta` to nbytes (its addresses change then).
+  Status reserve_meta(MetadataBuffer& meta, size_t nbytes);
 
   std::shared_ptr<const DFlash2Weights> weights_;
   TensorView embed_, lm_head_;
   KernelContext ctx_;
+  std::shared_ptr<DFlash2ContextPool> pool_;
+  int32_t trash_page_ = -1;  // the slot rows that have none are written to (never read)
+  // add_context's: [T, H] hidden, [T, Nkv * D] k and v.
+  ScratchBuffer ctx_hidden_, ctx_k_, ctx_v_;
+  // draft's: [N, ...] activations of S blocks of B rows, the read-out's [chunk rows, ...].
+  ScratchBuffer h_, a_, dyn_, q_, k_, v_, o_, m_, gate_up_, act_;
+  ScratchBuffer g_, z_, u_, hp_, candidates_, scores_, chunk_drafts_;
+  MetadataBuffer ctx_meta_, draft_meta_;
 };
 
 }  // namespace beam

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "kernels/api/device_memory.h"
 #include "model/checkpoint.h"
 #include "model/tensor_convert.h"
 
@@ -139,6 +140,46 @@ Expected<std::shared_ptr<DFlash2Weights>> load_dflash2_weights(const std::string
                         r.get("candidate_selector.successor_codebook", Shape{V, R}));
   BEAM_RETURN_IF_ERROR(r.check_all_used());
   return w;
+}
+
+namespace {
+
+// Every tensor of w, in one order.
+std::vector<TensorView*> tensors_of(DFlash2Weights& w) {
+  std::vector<TensorView*> t = {&w.fc, &w.hidden_norm, &w.final_norm, &w.hidden_projection,
+                                &w.predecessor_codebook, &w.successor_codebook};
+  for (DFlash2LayerWeights& l : w.layers)
+    for (TensorView* v : {&l.input_norm, &l.post_attn_norm, &l.qkv, &l.q_norm, &l.k_norm,
+                          &l.o_proj, &l.gate_up, &l.down, &l.attention_conv.base,
+                          &l.attention_conv.projection, &l.mlp_conv.base, &l.mlp_conv.projection})
+      t.push_back(v);
+  return t;
+}
+
+}  // namespace
+
+Expected<std::shared_ptr<const DFlash2Weights>> upload_dflash2_weights(
+    const KernelContext& ctx, std::shared_ptr<const DFlash2Weights> host) {
+  if (ctx.device == Device::kCpu) return host;
+  auto w = std::make_shared<DFlash2Weights>(*host);
+  w->storage.clear();
+  const std::vector<TensorView*> tensors = tensors_of(*w);
+  size_t total = 0;
+  for (const TensorView* t : tensors) total += (t->nbytes() + 255) / 256 * 256;
+  Expected<DeviceBuffer> buffer = allocate_buffer(ctx, total);
+  if (!buffer.ok())
+    return make_error("the DFlash2 drafter's weights (" + std::to_string(total >> 20) +
+                      " MiB): " + buffer.error().message);
+  size_t at = 0;
+  for (TensorView* t : tensors) {
+    const TensorView dst{static_cast<char*>(buffer->data()) + at, t->dtype, t->shape, ctx.device};
+    copy_tensor(ctx, dst, *t);
+    *t = dst;
+    at += (t->nbytes() + 255) / 256 * 256;
+  }
+  synchronize(ctx);
+  w->storage.push_back(buffer->owner());
+  return std::shared_ptr<const DFlash2Weights>(std::move(w));
 }
 
 }  // namespace beam

@@ -8,6 +8,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "kernels/api/context.h"
 #include "model/dflash2/dflash2_config.h"
 
 namespace beam {
@@ -46,5 +47,10 @@ struct DFlash2Weights {
 // BF16 / F16 / F32 stored (converted to bf16 once). Errors name the tensor and the directory.
 Expected<std::shared_ptr<DFlash2Weights>> load_dflash2_weights(const std::string& dir,
                                                                const BeamConfig& target);
+
+// A copy of `host`'s tensors on ctx's device (one allocation; `host` itself on the CPU); an error
+// naming the bytes when they do not fit.
+Expected<std::shared_ptr<const DFlash2Weights>> upload_dflash2_weights(
+    const KernelContext& ctx, std::shared_ptr<const DFlash2Weights> host);
 
 }  // namespace beam

@@ -212,7 +212,7 @@ Expected<double> time_lm_head(const KernelContext& ctx, const BeamWeights& w, in
     embedding(ctx, residual, rows_v, hidden);
     rms_norm(ctx, hidden, w.final_norm, c.rms_norm_eps, hidden);
     linear(ctx, hidden, w.lm_head, z);
-    softcap(ctx, z, c.final_logit_softcapping.value_or(0.0f), logits);
+    softcap(ctx, z, c.final_logit_softcapping.value_or(0.0f), 1.0f, logits);
     const double ms = timer.stop();
     if (r > 0) times.push_back(ms);
   }

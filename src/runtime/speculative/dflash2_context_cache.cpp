@@ -33,9 +33,16 @@ std::shared_ptr<DFlash2Context> DFlash2ContextCache::copy_for(std::span<const in
   }
   if (best == entries_.end()) return nullptr;
   entries_.splice(entries_.begin(), entries_, best);  // most recently used
-  auto copy = std::make_shared<DFlash2Context>(*best->context);
+  std::shared_ptr<DFlash2Context> copy = best->context->clone();
   copy->truncate(best_len);
   return copy;
+}
+
+bool DFlash2ContextCache::evict_oldest() {
+  if (entries_.empty()) return false;
+  bytes_ -= entries_.back().context->bytes();
+  entries_.pop_back();
+  return true;
 }
 
 }  // namespace beam

@@ -17,6 +17,9 @@ Status Speculation::validate() const {
   if (corpus_tokens < 0 || corpus_tokens > kMaxCorpusTokens)
     return make_error("speculative corpus_tokens " + std::to_string(corpus_tokens) +
                       " is outside [0, " + std::to_string(kMaxCorpusTokens) + "]");
+  if (dflash2_context_pool_bytes < 0)
+    return make_error("speculative dflash2_context_pool_bytes " +
+                      std::to_string(dflash2_context_pool_bytes) + " is negative");
   return ok_status();
 }
 

@@ -25,9 +25,12 @@ struct Speculation {
   // A DFlash2 drafter's directory (docs/dflash2.md): drafts come from it instead of n-grams, at
   // most its block_size - 1 a step (num_draft_tokens 0: that many). Empty: n-grams.
   std::string dflash2_drafter{};
+  // Bytes of the drafter's context pool (docs/runtime.md "DFlash2 drafts"); 0: sized by the
+  // engine (every running sequence's ring and 1 GiB of finished contexts, capped by the device).
+  int64_t dflash2_context_pool_bytes = 0;
   bool enabled() const { return num_draft_tokens > 0 || !dflash2_drafter.empty(); }
   // An error naming the field out of range: drafts in [0, kMaxDraftTokens], 1 <= min <= max <= 64,
-  // max_batch >= 0, corpus_tokens in [0, kMaxCorpusTokens].
+  // max_batch >= 0, corpus_tokens in [0, kMaxCorpusTokens], dflash2_context_pool_bytes >= 0.
   Status validate() const;
 };
 

@@ -66,9 +66,12 @@ TEST(Softcap, CapsInFp32AndPassesThroughWithoutCap) {
   const int64_t T = 3, V = 1000;
   HostTensor z = test::random_bf16({T, V}, rng, 40.0f);
   HostTensor l1(DType::kF32, {T, V}), l2(DType::kF32, {T, V}), raw(DType::kF32, {T, V});
-  softcap(ctx.one, z.view, 30.0f, l1.view);
-  softcap(ctx.two, z.view, 30.0f, l2.view);
-  softcap(ctx.two, z.view, 0.0f, raw.view);
+  HostTensor scaled(DType::kF32, {T, V}), scaled_raw(DType::kF32, {T, V});
+  softcap(ctx.one, z.view, 30.0f, 1.0f, l1.view);
+  softcap(ctx.two, z.view, 30.0f, 1.0f, l2.view);
+  softcap(ctx.two, z.view, 0.0f, 1.0f, raw.view);
+  softcap(ctx.two, z.view, 30.0f, 0.5f, scaled.view);  // a drafter's output_multiplier
+  softcap(ctx.two, z.view, 0.0f, 0.5f, scaled_raw.view);
   ASSERT_TRUE(test::bits_equal(l1.view, l2.view));
   int saturated = 0;
   for (int64_t i = 0; i < T * V; ++i) {
@@ -77,9 +80,22 @@ TEST(Softcap, CapsInFp32AndPassesThroughWithoutCap) {
     ASSERT_NEAR(l2.as<float>()[i], 30.0 * std::tanh(zv / 30.0), 1e-5);
     ASSERT_LE(std::fabs(l2.as<float>()[i]), 30.0f);
     ASSERT_EQ(raw.as<float>()[i], zv);
+    ASSERT_EQ(scaled.as<float>()[i], 30.0f * cpu::torch_tanhf(zv * 0.5f / 30.0f));
+    ASSERT_EQ(scaled_raw.as<float>()[i], zv * 0.5f);
     saturated += std::fabs(zv) > 60.0f;
   }
   EXPECT_GT(saturated, 0);
+}
+
+TEST(AddRounded, RoundsTheFp32SumOnceInPlace) {
+  Contexts ctx;
+  std::mt19937 rng(25);
+  HostTensor a = test::random_bf16({5, 300}, rng), b = test::random_bf16({5, 300}, rng);
+  HostTensor want(DType::kBF16, {5, 300});
+  for (int64_t i = 0; i < a.view.numel(); ++i)
+    want.as<bf16>()[i] = to_bf16(to_float(a.as<bf16>()[i]) + to_float(b.as<bf16>()[i]));
+  add_rounded(ctx.two, a.view, b.view, a.view);  // out aliases a
+  EXPECT_TRUE(test::bits_equal(a.view, want.view));
 }
 
 TEST(Embedding, GathersRows) {
@@ -110,7 +126,7 @@ TEST(KernelDispatchDeathTest, CudaDeviceFailsClearly) {
   z.view.device = Device::kCuda;
   l.view.device = Device::kCuda;
   // Without the backend the dispatch says so; with it, the missing CUDA context is named.
-  EXPECT_DEATH(softcap(cuda, z.view, 30.0f, l.view),
+  EXPECT_DEATH(softcap(cuda, z.view, 30.0f, 1.0f, l.view),
                "CUDA backend is not built|without a CUDA context");
 }
 

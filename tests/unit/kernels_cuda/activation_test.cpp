@@ -1,7 +1,8 @@
-// CUDA output_gate, swiglu, softcap and embedding against the CPU reference. The GPU's exp/tanh
-// are CUDA's accurate fp32 functions, not SLEEF's: bf16 results are the CPU's formula with the
-// rounded sigmoid allowed 1 ulp (gate) or within 1 bf16 ulp (SwiGLU), fp32 logits within 4 fp32
-// ulps; the bit-equal fractions are asserted and printed. Gathers are bit-exact.
+// CUDA output_gate, swiglu, softcap, add_rounded and embedding against the CPU reference. The
+// GPU's exp/tanh are CUDA's accurate fp32 functions, not SLEEF's: bf16 results are the CPU's
+// formula with the rounded sigmoid allowed 1 ulp (gate) or within 1 bf16 ulp (SwiGLU), fp32 logits
+// within 4 fp32 ulps (after a multiplier; exact without a cap); the bit-equal fractions are
+// asserted and printed. Rounded adds and gathers are bit-exact.
 #include "kernels/api/activation.h"
 
 #include <array>
@@ -78,18 +79,20 @@ class CudaActivation : public test::CudaTest {
                 static_cast<long long>(I), exact);
   }
 
-  void check_softcap(int64_t T, int64_t V, float cap) {
-    SCOPED_TRACE(::testing::Message() << "softcap T=" << T << " V=" << V << " cap=" << cap);
+  void check_softcap(int64_t T, int64_t V, float cap, float multiplier = 1.0f) {
+    SCOPED_TRACE(::testing::Message() << "softcap T=" << T << " V=" << V << " cap=" << cap
+                                      << " multiplier=" << multiplier);
     HostTensor z(DType::kBF16, {T, V});
     test::fill_uniform(z.view, static_cast<uint64_t>(T * 31 + V), 40.0f);
     HostTensor want(DType::kF32, {T, V});
-    softcap(cpu.two, z.view, cap, want.view);
+    softcap(cpu.two, z.view, cap, multiplier, want.view);
     const TensorView dlogits = device_tensor(DType::kF32, {T, V});
-    softcap(gpu, upload(z), cap, dlogits);
+    softcap(gpu, upload(z), cap, multiplier, dlogits);
     HostTensor got = download(dlogits);
     const double exact = exact_fraction(got.view, want.view);
     if (cap <= 0.0f) {
-      EXPECT_TRUE(test::bits_equal(got.view, want.view)) << "without a cap logits are f32(z)";
+      EXPECT_TRUE(test::bits_equal(got.view, want.view))
+          << "without a cap logits are f32(z) * multiplier";
       return;
     }
     int64_t worst = 0;
@@ -104,6 +107,19 @@ class CudaActivation : public test::CudaTest {
     std::printf("softcap [%lld, %lld]: %.6f bit-equal, worst %lld fp32 ulps\n",
                 static_cast<long long>(T), static_cast<long long>(V), exact,
                 static_cast<long long>(worst));
+  }
+
+  // out = bf16(a + b) on [T, n]; alias 0 writes a fresh tensor, 1 over a, 2 over b.
+  void check_add_rounded(int64_t T, int64_t n, int alias) {
+    SCOPED_TRACE(::testing::Message() << "add_rounded T=" << T << " n=" << n << " alias=" << alias);
+    HostTensor a = test::random_bf16({T, n}, rng_, 2.0f);
+    HostTensor b = test::random_bf16({T, n}, rng_, 0.5f);
+    HostTensor want(DType::kBF16, {T, n});
+    add_rounded(cpu.one, a.view, b.view, want.view);
+    const TensorView da = upload(a), db = upload(b);
+    const TensorView dout = alias == 1 ? da : alias == 2 ? db : device_tensor(DType::kBF16, {T, n});
+    add_rounded(gpu, da, db, dout);
+    EXPECT_TRUE(test::bits_equal(download(dout).view, want.view));
   }
 
   // table [N, H] filled with distinct values, gathered for each T in num_ids: the first and
@@ -149,6 +165,20 @@ TEST_F(CudaActivation, Softcap) {
   check_softcap(3, 13, 0.0f);
   for (int64_t T : {1, 7}) check_softcap(T, 151936, 30.0f);
   check_softcap(7, 151936, 0.0f);
+  // The drafter's output multiplier before the cap (and alone).
+  check_softcap(3, 13, 30.0f, 0.5f);
+  check_softcap(3, 13, 0.0f, 0.5f);
+  check_softcap(7, 151936, 30.0f, 0.5f);
+  check_softcap(7, 151936, 0.0f, 0.5f);
+  check_softcap(7, 151936, 0.0f, 0.7f);  // a rounded product
+}
+
+TEST_F(CudaActivation, AddRounded) {
+  for (int alias : {0, 1, 2}) {
+    check_add_rounded(3, 13, alias);  // odd count: scalar path
+    check_add_rounded(7, 5120, alias);
+  }
+  check_add_rounded(300, 5120, 1);
 }
 
 TEST_F(CudaActivation, SoftcapPrefillWidth) {

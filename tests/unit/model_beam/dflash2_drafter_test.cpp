@@ -11,6 +11,7 @@
 #include <set>
 
 #include "beam_test_util.h"
+#include "core/bf16.h"
 #include "core/npy.h"
 
 namespace beam {
@@ -36,18 +37,23 @@ class DFlash2DrafterTest : public ::testing::Test {
     ASSERT_NE(target_, nullptr);
     auto w = load_dflash2_weights(kDrafter, target_->config);
     ASSERT_TRUE(w.ok()) << w.error().message;
-    drafter_.emplace(*w, target_->embed, target_->lm_head, KernelContext{Device::kCpu, &pool_});
+    const KernelContext cpu{Device::kCpu, &pool_};
+    auto contexts = DFlash2ContextPool::create(cpu, (*w)->config, 64);
+    ASSERT_TRUE(contexts.ok()) << contexts.error().message;
+    drafter_.emplace(*w, target_->embed, target_->lm_head, cpu, *contexts);
   }
   // The case's context from its golden features.
-  DFlash2Context context_of(const std::string& c) {
-    DFlash2Context ctx(drafter_->config());
+  std::shared_ptr<DFlash2Context> context_of(const std::string& c) {
+    std::shared_ptr<DFlash2Context> ctx = drafter_->new_context();
     const NpyArray f = golden(c, "features");
     std::vector<uint16_t> bits(static_cast<size_t>(f.numel()));
     for (int64_t i = 0; i < f.numel(); ++i) bits[i] = to_bf16(f.as<float>()[i]).bits;
     const std::vector<int32_t> p = ints(golden(c, "positions"));
     const std::vector<int64_t> positions(p.begin(), p.end());
-    drafter_->add_context(TensorView{bits.data(), DType::kBF16, Shape{f.shape[0], f.shape[1]}},
-                          positions, ctx);
+    const DFlash2ContextRows rows{ctx.get(), 0, positions};
+    const Status st = drafter_->add_context(
+        TensorView{bits.data(), DType::kBF16, Shape{f.shape[0], f.shape[1]}}, {&rows, 1});
+    EXPECT_TRUE(st.ok()) << st.error().message;
     return ctx;
   }
 
@@ -105,23 +111,25 @@ TEST_F(DFlash2DrafterTest, ContextKeysAndValuesEqualTheReference) {
   const int64_t width = c.num_kv_heads * c.head_dim;
   for (const char* name : kCases) {
     SCOPED_TRACE(name);
-    const DFlash2Context ctx = context_of(name);
+    const std::shared_ptr<DFlash2Context> ctx = context_of(name);
     const std::vector<int32_t> positions = ints(golden(name, "positions"));
     const NpyArray kc = golden(name, "kc"), vc = golden(name, "vc");  // [L, S, Nkv, D]
     const auto S = static_cast<int64_t>(positions.size());
-    // The ring holds the last sliding_window + block_size positions.
+    // The ring holds at least the last sliding_window + block_size positions (whole pages).
     const int64_t oldest = positions.back() + 1 - (c.sliding_window + c.block_size);
     for (int64_t l = 0; l < c.num_layers; ++l)
       for (int64_t i = 0; i < S; ++i) {
-        const int64_t slot = ctx.find(positions[i]);
-        ASSERT_EQ(slot >= 0, positions[i] >= oldest) << "position " << positions[i];
+        const int64_t slot = ctx->find(positions[i]);
+        if (positions[i] >= oldest) {
+          ASSERT_GE(slot, 0) << "position " << positions[i];
+        }
         if (slot < 0) continue;
+        const bf16* key = drafter_->pool().keys(l).as<bf16>() + slot * width;
+        const bf16* value = drafter_->pool().values(l).as<bf16>() + slot * width;
         for (int64_t e = 0; e < width; ++e) {
           const int64_t at = (l * S + i) * width + e;
-          ASSERT_EQ(to_float(ctx.key(l, slot)[e]), kc.as<float>()[at])
-              << "layer " << l << " pos " << i;
-          ASSERT_EQ(to_float(ctx.value(l, slot)[e]), vc.as<float>()[at])
-              << "layer " << l << " pos " << i;
+          ASSERT_EQ(to_float(key[e]), kc.as<float>()[at]) << "layer " << l << " pos " << i;
+          ASSERT_EQ(to_float(value[e]), vc.as<float>()[at]) << "layer " << l << " pos " << i;
         }
       }
   }
@@ -135,13 +143,13 @@ TEST_F(DFlash2DrafterTest, DraftsEqualTheReference) {
   const int64_t rows = c.block_size - 1, K = c.selector_top_k;
   for (const char* name : kCases) {
     SCOPED_TRACE(name);
-    const DFlash2Context ctx = context_of(name);
+    const std::shared_ptr<DFlash2Context> ctx = context_of(name);
     const std::vector<int32_t> ids = ints(golden(name, "block_ids"));
     const std::vector<int32_t> pos = ints(golden(name, "block_positions"));
-    const DFlash2Block block{ids[0], pos[0], &ctx};
+    const DFlash2Block block{ids[0], pos[0], ctx.get()};
     std::vector<int32_t> drafts(static_cast<size_t>(rows));
     DFlash2Trace trace;
-    drafter_->draft({&block, 1}, drafts, &trace);
+    ASSERT_TRUE(drafter_->draft({&block, 1}, drafts, &trace).ok());
     EXPECT_EQ(drafts, ints(golden(name, "drafts")));
     const NpyArray g = golden(name, "g"), u = golden(name, "u"), S = golden(name, "S");
     for (int64_t i = 0; i < g.numel(); ++i)
@@ -161,13 +169,13 @@ TEST_F(DFlash2DrafterTest, DraftsEqualTheReference) {
 // Two blocks in one call draft what each drafts alone (rows are independent).
 TEST_F(DFlash2DrafterTest, BatchedBlocksDraftAsAlone) {
   const DFlash2Config& c = drafter_->config();
-  const DFlash2Context a = context_of("ctx20"), b = context_of("ctx3");
-  const DFlash2Block blocks[] = {{261, 20, &a}, {261, 3, &b}};
+  const auto a = context_of("ctx20"), b = context_of("ctx3");
+  const DFlash2Block blocks[] = {{261, 20, a.get()}, {261, 3, b.get()}};
   std::vector<int32_t> both(static_cast<size_t>(2 * c.max_drafts())),
       one(static_cast<size_t>(c.max_drafts()));
-  drafter_->draft(blocks, both);
+  ASSERT_TRUE(drafter_->draft(blocks, both).ok());
   for (int i = 0; i < 2; ++i) {
-    drafter_->draft({&blocks[i], 1}, one);
+    ASSERT_TRUE(drafter_->draft({&blocks[i], 1}, one).ok());
     EXPECT_TRUE(std::equal(one.begin(), one.end(), both.begin() + i * c.max_drafts())) << i;
   }
 }

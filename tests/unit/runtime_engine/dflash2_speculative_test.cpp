@@ -99,6 +99,24 @@ TEST(DFlash2Speculation, PreemptedSequencesResumeWithTheSameTokens) {
   EXPECT_GT(s.spec_verifications, 0);
 }
 
+// A context pool of 2 pages (the drafter keeps one) for 6 sequences of ~70 positions: most
+// positions find no page and stay absent, finished contexts are evicted for running ones; drafts
+// get worse, never the tokens.
+TEST(DFlash2Speculation, AContextPoolTooSmallCostsAcceptanceOnly) {
+  auto weights = engine_test_model("tiny-beam");
+  ASSERT_NE(weights, nullptr);
+  const std::vector<RunRequest> reqs = greedy_requests(6, 24, 48);
+  auto plain = tiny_engine("");
+  EngineOptions o = tiny_options(16 << 20, 128);
+  o.speculative.dflash2_drafter = kTrained;
+  o.speculative.dflash2_context_pool_bytes = 1;  // the least: 2 pages
+  auto spec = Engine::create(weights, o);
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  expect_same_results(run_all(*plain, reqs), run_all(**spec, reqs));
+  expect_same_results(run_all(*plain, reqs), run_all(**spec, reqs));  // cached prompts
+  EXPECT_GT((*spec)->stats().spec_verifications, 0);
+}
+
 TEST(DFlash2Speculation, BadSettingsAreRefused) {
   auto weights = engine_test_model("tiny-beam");
   ASSERT_NE(weights, nullptr);

@@ -127,6 +127,9 @@ TEST(NgramProposer, SettingsOutOfRangeAreNamed) {
       Speculation{.num_draft_tokens = 3, .min_match = 4, .max_match = 2}.validate();
   ASSERT_FALSE(lengths.ok());
   EXPECT_NE(lengths.error().message.find("n-gram lengths"), std::string::npos);
+  const Status pool = Speculation{.dflash2_context_pool_bytes = -1}.validate();
+  ASSERT_FALSE(pool.ok());
+  EXPECT_NE(pool.error().message.find("dflash2_context_pool_bytes"), std::string::npos);
 }
 
 }  // namespace

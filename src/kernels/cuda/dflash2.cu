@@ -1,0 +1,343 @@
+// CUDA DFlash2 drafter ops (kernels/api/dflash2.h): the two-tap convolution and the context store
+// (exact: the CPU's operations) and the selector (top-k, then the greedy walk, exact); the block
+// attention is dflash2_attention.cu's.
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+
+#include "kernels/cuda/bf16_math.cuh"
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/dflash2.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/sampling_math.cuh"
+
+namespace beam::cuda {
+namespace {
+
+__host__ __device__ constexpr int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+// ---- Convolution --------------------------------------------------------------------------------
+
+constexpr int kConvThreads = 256;
+constexpr int kConvBlocksPerSm = 8;
+
+// One item: channels [c0, c0 + N) of one block's rows, walked from the last row so that x_t and
+// x_{t-1} are read before y_t is written (out may alias x; no other thread touches these
+// channels). fp32 operations as the CPU's, unfused. N == 8 needs group_size % 8 == 0 (one d value
+// per pack).
+template <int N>
+__global__ void conv_kernel(const bf16_t* base, const bf16_t* d, const bf16_t* x, bf16_t* out,
+                            int64_t num_items, int64_t H, int64_t group_size, int64_t block_size,
+                            int64_t side) {
+  const int64_t packs = H / N, groups = H / group_size;
+  for (int64_t item = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; item < num_items;
+       item += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t first = item / packs * block_size, c0 = item % packs * N;
+    const int64_t gi = c0 / group_size;
+    const Pack<N> base0 = load_bf16<N>(base + side * 2 * H + c0);
+    const Pack<N> base1 = load_bf16<N>(base + (side * 2 + 1) * H + c0);
+    Pack<N> cur = load_bf16<N>(x + (first + block_size - 1) * H + c0);
+    for (int64_t t = block_size - 1; t >= 0; --t) {
+      Pack<N> prev{};
+      if (t > 0) prev = load_bf16<N>(x + (first + t - 1) * H + c0);
+      const bf16_t* dt = d + (first + t) * 4 * groups + side * 2 * groups;  // [side, tap, group]
+      const float d0 = to_f32(dt[gi]), d1 = to_f32(dt[groups + gi]);
+      Pack<N> y;
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        const float k0 = __fadd_rn(base0.v[i], d0), k1 = __fadd_rn(base1.v[i], d1);
+        float sum = __fmul_rn(k0, cur.v[i]);
+        if (t > 0) sum = __fadd_rn(sum, __fmul_rn(k1, prev.v[i]));
+        y.v[i] = sum;
+      }
+      store_bf16<N>(out + (first + t) * H + c0, y);
+      cur = prev;
+    }
+  }
+}
+
+// ---- Context store ------------------------------------------------------------------------------
+
+// One CTA per token row t: keys[slots[t]] = k[t], values[slots[t]] = v[t] in units of Unit (uint4
+// or bf16), and slot_positions[slots[t]] = positions[t] when positions is given. A slot outside
+// [0, num_slots) is a caller bug: the kernel traps.
+template <typename Unit>
+__global__ void store_context_kernel(const Unit* k, const Unit* v, const int64_t* slots,
+                                     const int64_t* positions, Unit* keys, Unit* values,
+                                     int64_t* slot_positions, int64_t num_slots,
+                                     int64_t units_per_row) {
+  const int64_t t = blockIdx.x, slot = slots[t];
+  if (slot < 0 || slot >= num_slots) {
+    if (threadIdx.x == 0)
+      printf("dflash2_store_context: slot %lld at row %lld outside the pool of %lld slots\n",
+             static_cast<long long>(slot), static_cast<long long>(t),
+             static_cast<long long>(num_slots));
+    __trap();
+  }
+  for (int64_t u = threadIdx.x; u < units_per_row; u += blockDim.x) {
+    keys[slot * units_per_row + u] = k[t * units_per_row + u];
+    values[slot * units_per_row + u] = v[t * units_per_row + u];
+  }
+  if (positions != nullptr && threadIdx.x == 0) slot_positions[slot] = positions[t];
+}
+
+// ---- Selector -----------------------------------------------------------------------------------
+
+constexpr int kTopThreads = 512;
+constexpr int kTopCapacity = 2048;  // candidate keys a row's buffer holds (a power of two)
+constexpr int kMaxTopK = 64;
+constexpr int kWalkThreads = 256;
+
+using sampling_detail::id_of_key;
+using sampling_detail::order_bits;
+using sampling_detail::rank_key;
+
+// Sorts keys[0, n) descending (n a power of two); every thread of the block calls it; starts and
+// ends with a barrier.
+__device__ void bitonic_sort_descending(unsigned long long* keys, int n) {
+  for (int size = 2; size <= n; size <<= 1)
+    for (int stride = size / 2; stride > 0; stride >>= 1) {
+      __syncthreads();
+      for (int i = threadIdx.x; i < n / 2; i += blockDim.x) {
+        const int lo = 2 * stride * (i / stride) + i % stride, hi = lo + stride;
+        const unsigned long long x = keys[lo], y = keys[hi];
+        if ((x < y) == ((lo & size) == 0)) {
+          keys[lo] = y;
+          keys[hi] = x;
+        }
+      }
+    }
+  __syncthreads();
+}
+
+// Calls visit(key) for this thread's elements of a row: N == 4 reads float4s (V % 4 == 0, row
+// 16-byte aligned), N == 1 floats; thread i takes groups i, i + blockDim.x, ...
+template <int N, typename Visit>
+__device__ __forceinline__ void for_each_key(const float* row, int64_t V, Visit&& visit) {
+  for (int64_t gi = threadIdx.x; gi < V / N; gi += blockDim.x) {
+    if constexpr (N == 4) {
+      const float4 f = reinterpret_cast<const float4*>(row)[gi];
+      const int id = static_cast<int>(4 * gi);
+      visit(rank_key(order_bits(f.x), id));
+      visit(rank_key(order_bits(f.y), id + 1));
+      visit(rank_key(order_bits(f.z), id + 2));
+      visit(rank_key(order_bits(f.w), id + 3));
+    } else {
+      visit(rank_key(order_bits(row[gi]), static_cast<int>(gi)));
+    }
+  }
+}
+
+// The largest key of the block's below `bound` (0: none); every thread gets it.
+template <int N>
+__device__ unsigned long long block_max_below(const float* row, int64_t V, unsigned long long bound,
+                                              unsigned long long* partial) {
+  unsigned long long best = 0;
+  for_each_key<N>(row, V, [&](unsigned long long key) {
+    if (key < bound && key > best) best = key;
+  });
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) best = max(best, __shfl_xor_sync(kFullMask, best, off));
+  __syncthreads();  // partial[] may still be read
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = best;
+  __syncthreads();
+  for (int w = 0; w < static_cast<int>(blockDim.x) / 32; ++w) best = max(best, partial[w]);
+  return best;
+}
+
+// One CTA per row of u [R, V]: candidates[r] = the K largest keys' ids (larger u first, the lower
+// id on ties; rank keys are unique). The K-th largest of the threads' maxima bounds the row's K-th
+// largest key from below, so the keys at or above it are gathered and sorted. Rows with more such
+// keys than the buffer holds (long runs of equal values) take K sweeps instead, each finding the
+// largest key below the previous one.
+template <int N>
+__global__ void __launch_bounds__(kTopThreads)
+    top_k_kernel(const float* u, int64_t V, int K, int32_t* candidates) {
+  __shared__ unsigned long long keys[kTopCapacity];
+  __shared__ int count;
+  const float* row = u + int64_t{blockIdx.x} * V;
+  int32_t* out = candidates + int64_t{blockIdx.x} * K;
+  unsigned long long best = 0;
+  for_each_key<N>(row, V, [&](unsigned long long key) { best = max(best, key); });
+  keys[threadIdx.x] = best;
+  bitonic_sort_descending(keys, kTopThreads);
+  const unsigned long long threshold = keys[K - 1];
+  __syncthreads();  // every thread read the threshold before the buffer is reused
+  if (threadIdx.x == 0) count = 0;
+  __syncthreads();
+  for_each_key<N>(row, V, [&](unsigned long long key) {
+    if (key < threshold) return;
+    const int at = atomicAdd(&count, 1);
+    if (at < kTopCapacity) keys[at] = key;
+  });
+  __syncthreads();
+  const int n = count;
+  if (n <= kTopCapacity) {
+    int padded = 2;
+    while (padded < n) padded *= 2;
+    for (int i = n + threadIdx.x; i < padded; i += blockDim.x) keys[i] = 0;
+    bitonic_sort_descending(keys, padded);
+    for (int i = threadIdx.x; i < K; i += blockDim.x) out[i] = id_of_key(keys[i]);
+    return;
+  }
+  unsigned long long bound = ~0ull;
+  for (int i = 0; i < K; ++i) {
+    bound = block_max_below<N>(row, V, bound, keys);
+    if (threadIdx.x == 0) out[i] = id_of_key(bound);
+  }
+}
+
+// One CTA per block b: the greedy walk over its J rows (docs/dflash2.md step 6), each gate and
+// pair sum with the CPU's fp32 operations in its order (one thread per candidate sums over the
+// rank in ascending order). N == 8 reads successor rows in packs (rank % 8 == 0, aligned).
+template <int N>
+__global__ void __launch_bounds__(kWalkThreads)
+    walk_kernel(const float* u, const bf16_t* hp, const bf16_t* predecessor,
+                const bf16_t* successor, const int32_t* anchors, const int32_t* candidates,
+                float* scores, int32_t* drafts, int64_t V, int rank, int K, int J) {
+  extern __shared__ float gate[];  // [rank]
+  __shared__ float row_scores[kMaxTopK];
+  __shared__ int32_t row_candidates[kMaxTopK];
+  __shared__ int32_t next;
+  const int b = static_cast<int>(blockIdx.x);
+  int32_t prev = anchors[b];
+  for (int j = 0; j < J; ++j) {
+    const int64_t r = int64_t{b} * J + j;
+    if (prev < 0 || prev >= V) {
+      if (threadIdx.x == 0)
+        printf("dflash2_select: anchor %d of block %d outside the vocabulary of %lld\n", prev, b,
+               static_cast<long long>(V));
+      __trap();
+    }
+    for (int k = threadIdx.x; k < rank; k += blockDim.x)
+      gate[k] = round_bf16(
+          __fmul_rn(to_f32(predecessor[int64_t{prev} * rank + k]), to_f32(hp[r * rank + k])));
+    __syncthreads();
+    if (static_cast<int>(threadIdx.x) < K) {
+      const int32_t cand = candidates[r * K + threadIdx.x];
+      const bf16_t* row = successor + int64_t{cand} * rank;
+      float pair = 0.0f;
+      for (int k0 = 0; k0 < rank; k0 += N) {
+        const Pack<N> s = load_bf16<N>(row + k0);
+#pragma unroll
+        for (int i = 0; i < N; ++i) pair = __fadd_rn(pair, __fmul_rn(gate[k0 + i], s.v[i]));
+      }
+      const float score = __fadd_rn(u[r * V + cand], pair);
+      scores[r * K + threadIdx.x] = score;
+      row_scores[threadIdx.x] = score;
+      row_candidates[threadIdx.x] = cand;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int best = 0;
+      for (int i = 1; i < K; ++i)
+        if (row_scores[i] > row_scores[best]) best = i;  // the first on ties
+      drafts[r] = row_candidates[best];
+      next = row_candidates[best];
+    }
+    __syncthreads();
+    prev = next;
+  }
+}
+
+unsigned grid_for(const CudaContext& ctx, int64_t num_items) {
+  const int64_t cap =
+      std::max<int64_t>(1, int64_t{ctx.props.multiProcessorCount} * kConvBlocksPerSm);
+  return static_cast<unsigned>(std::clamp<int64_t>(ceil_div(num_items, kConvThreads), 1, cap));
+}
+
+}  // namespace
+
+void dflash2_conv(CudaContext& ctx, const TensorView& base, const TensorView& d, int64_t side,
+                  int64_t group_size, int64_t block_size, const TensorView& x,
+                  const TensorView& out) {
+  const int64_t N = x.dim(0), H = x.dim(1);
+  if (N == 0 || H == 0) return;
+  const int64_t num_blocks = N / block_size;
+  const auto* bp = static_cast<const bf16_t*>(base.data);
+  const auto* dp = static_cast<const bf16_t*>(d.data);
+  const auto* xp = static_cast<const bf16_t*>(x.data);
+  auto* op = static_cast<bf16_t*>(out.data);
+  if (H % 8 == 0 && group_size % 8 == 0 && all_aligned16(bp, xp, op)) {
+    const int64_t items = num_blocks * (H / 8);
+    conv_kernel<8><<<grid_for(ctx, items), kConvThreads, 0, ctx.stream>>>(
+        bp, dp, xp, op, items, H, group_size, block_size, side);
+  } else {
+    const int64_t items = num_blocks * H;
+    conv_kernel<1><<<grid_for(ctx, items), kConvThreads, 0, ctx.stream>>>(
+        bp, dp, xp, op, items, H, group_size, block_size, side);
+  }
+  CUDA_LAUNCH_OK();
+}
+
+void dflash2_store_context(CudaContext& ctx, const TensorView& k, const TensorView& v,
+                           const TensorView& slots, const TensorView& positions,
+                           const TensorView& keys, const TensorView& values,
+                           const TensorView& slot_positions) {
+  const int64_t T = k.dim(0), num_slots = keys.dim(0);
+  if (T == 0) return;
+  const int64_t width = k.numel() / T;
+  const auto* sp = static_cast<const int64_t*>(slots.data);
+  const auto* pp = positions.numel() > 0 ? static_cast<const int64_t*>(positions.data) : nullptr;
+  auto* spp = static_cast<int64_t*>(slot_positions.data);
+  const unsigned blocks = static_cast<unsigned>(T);
+  if (width % 8 == 0 && all_aligned16(k.data, v.data, keys.data, values.data)) {
+    const int64_t units = width / 8;
+    const int threads = static_cast<int>(std::min<int64_t>(256, ceil_div(units, 32) * 32));
+    store_context_kernel<uint4><<<blocks, threads, 0, ctx.stream>>>(
+        static_cast<const uint4*>(k.data), static_cast<const uint4*>(v.data), sp, pp,
+        static_cast<uint4*>(keys.data), static_cast<uint4*>(values.data), spp, num_slots, units);
+  } else {
+    const int threads = static_cast<int>(std::min<int64_t>(256, ceil_div(width, 32) * 32));
+    store_context_kernel<bf16_t><<<blocks, threads, 0, ctx.stream>>>(
+        static_cast<const bf16_t*>(k.data), static_cast<const bf16_t*>(v.data), sp, pp,
+        static_cast<bf16_t*>(keys.data), static_cast<bf16_t*>(values.data), spp, num_slots, width);
+  }
+  CUDA_LAUNCH_OK();
+}
+
+void dflash2_select(CudaContext& ctx, const TensorView& u, const TensorView& hp,
+                    const TensorView& predecessor, const TensorView& successor,
+                    const TensorView& anchors, const TensorView& candidates,
+                    const TensorView& scores, const TensorView& drafts) {
+  constexpr const char* op = "dflash2_select (CUDA)";
+  const int64_t R = u.dim(0), V = u.dim(1), K = candidates.dim(1), rank = hp.dim(1);
+  const int64_t S = anchors.dim(0);
+  if (R == 0 || S == 0) return;
+  BEAM_CHECK(K >= 1 && K <= kMaxTopK && K <= V) << op << ": top " << K << " of " << V;
+  BEAM_CHECK(V <= INT32_MAX && rank * int64_t{sizeof(float)} <= 48 * 1024)
+      << op << ": vocabulary " << V << ", rank " << rank;
+  const auto* up = static_cast<const float*>(u.data);
+  auto* cp = static_cast<int32_t*>(candidates.data);
+  const int k = static_cast<int>(K);
+  if (V % 4 == 0 && aligned16(up)) {
+    top_k_kernel<4><<<static_cast<unsigned>(R), kTopThreads, 0, ctx.stream>>>(up, V, k, cp);
+  } else {
+    top_k_kernel<1><<<static_cast<unsigned>(R), kTopThreads, 0, ctx.stream>>>(up, V, k, cp);
+  }
+  CUDA_LAUNCH_OK();
+  const auto* hpp = static_cast<const bf16_t*>(hp.data);
+  const auto* pp = static_cast<const bf16_t*>(predecessor.data);
+  const auto* sp = static_cast<const bf16_t*>(successor.data);
+  const auto* ap = static_cast<const int32_t*>(anchors.data);
+  auto* scp = static_cast<float*>(scores.data);
+  auto* dp = static_cast<int32_t*>(drafts.data);
+  const int J = static_cast<int>(R / S), r = static_cast<int>(rank);
+  const size_t smem = static_cast<size_t>(rank) * sizeof(float);
+  const unsigned blocks = static_cast<unsigned>(S);
+  if (rank % 8 == 0 && aligned16(sp)) {
+    walk_kernel<8>
+        <<<blocks, kWalkThreads, smem, ctx.stream>>>(up, hpp, pp, sp, ap, cp, scp, dp, V, r, k, J);
+  } else {
+    walk_kernel<1>
+        <<<blocks, kWalkThreads, smem, ctx.stream>>>(up, hpp, pp, sp, ap, cp, scp, dp, V, r, k, J);
+  }
+  CUDA_LAUNCH_OK();
+}
+
+}  // namespace beam::cuda

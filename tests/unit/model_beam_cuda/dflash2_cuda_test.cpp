@@ -1,0 +1,210 @@
+// The DFlash2 drafter on the GPU: context K/V and drafts of the PyTorch reference's goldens
+// (models/tiny-beam-dflash2/golden, as the CPU test dflash2_drafter_test.cpp checks them), batched
+// blocks as alone, and an engine on Device::kCuda drafting with the trained tiny drafter: its
+// tokens are plain decoding's on the GPU up to near-ties of the target's logits.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "core/bf16.h"
+#include "core/npy.h"
+#include "cuda_model_fixture.h"
+#include "model/dflash2/dflash2_drafter.h"
+
+namespace beam::testing {
+namespace {
+
+const std::string kDrafter = std::string(BEAMSERVE_SOURCE_DIR) + "/models/tiny-beam-dflash2";
+const std::string kTrained =
+    std::string(BEAMSERVE_SOURCE_DIR) + "/models/tiny-beam-dflash2-trained";
+const char* kCases[] = {"ctx20", "gaps", "prefix16", "holes", "ctx3"};
+
+NpyArray golden(const std::string& c, const std::string& key) {
+  auto a = read_npy(kDrafter + "/golden/" + c + "." + key + ".npy");
+  EXPECT_TRUE(a.ok()) << a.error().message;
+  return a.ok() ? std::move(*a) : NpyArray{};
+}
+
+std::vector<int32_t> ints(const NpyArray& a) {
+  return {a.as<int32_t>(), a.as<int32_t>() + a.numel()};
+}
+
+class DFlash2CudaTest : public CudaModelTest {
+ protected:
+  void SetUp() override {
+    CudaModelTest::SetUp();
+    if (IsSkipped()) return;
+    auto host = load_model("tiny-beam");
+    ASSERT_NE(host, nullptr);
+    auto target = upload_weights(gpu_, host);
+    ASSERT_TRUE(target.ok()) << target.error().message;
+    target_ = target->weights;
+    auto w = load_dflash2_weights(kDrafter, host->config);
+    ASSERT_TRUE(w.ok()) << w.error().message;
+    auto on_gpu = upload_dflash2_weights(gpu_, *w);
+    ASSERT_TRUE(on_gpu.ok()) << on_gpu.error().message;
+    ASSERT_EQ((*on_gpu)->fc.device, Device::kCuda);
+    auto contexts = DFlash2ContextPool::create(gpu_, (*w)->config, 64);
+    ASSERT_TRUE(contexts.ok()) << contexts.error().message;
+    drafter_.emplace(*on_gpu, target_->embed, target_->lm_head, gpu_, *contexts);
+  }
+  // The case's context from its golden features (uploaded).
+  std::shared_ptr<DFlash2Context> context_of(const std::string& c) {
+    std::shared_ptr<DFlash2Context> ctx = drafter_->new_context();
+    const NpyArray f = golden(c, "features");
+    HostTensor bits(DType::kBF16, {f.shape[0], f.shape[1]});
+    for (int64_t i = 0; i < f.numel(); ++i) bits.as<bf16>()[i] = to_bf16(f.as<float>()[i]);
+    auto features = allocate_buffer(gpu_, bits.view.nbytes());
+    EXPECT_TRUE(features.ok());
+    const TensorView dev = features->view(DType::kBF16, bits.view.shape);
+    copy_tensor(gpu_, dev, bits.view);
+    const std::vector<int32_t> p = ints(golden(c, "positions"));
+    const std::vector<int64_t> positions(p.begin(), p.end());
+    const DFlash2ContextRows rows{ctx.get(), 0, positions};
+    const Status st = drafter_->add_context(dev, {&rows, 1});
+    EXPECT_TRUE(st.ok()) << st.error().message;
+    synchronize(gpu_);  // features is freed on return
+    return ctx;
+  }
+  // Layer l's K or V rows of the pool on the host.
+  std::vector<float> download(const TensorView& t) {
+    HostTensor h(DType::kBF16, t.shape);
+    copy_tensor(gpu_, h.view, t);
+    std::vector<float> out(static_cast<size_t>(t.numel()));
+    for (int64_t i = 0; i < t.numel(); ++i) out[i] = to_float(h.as<bf16>()[i]);
+    return out;
+  }
+
+  std::shared_ptr<const BeamWeights> target_;
+  std::optional<DFlash2Drafter> drafter_;
+};
+
+// Context K/V within a bf16 rounding or two of the reference's (cuBLASLt's sums run in another
+// order than the reference's).
+TEST_F(DFlash2CudaTest, ContextKeysAndValuesMatchTheReference) {
+  const DFlash2Config& c = drafter_->config();
+  const int64_t width = c.num_kv_heads * c.head_dim;
+  for (const char* name : kCases) {
+    SCOPED_TRACE(name);
+    const std::shared_ptr<DFlash2Context> ctx = context_of(name);
+    const std::vector<int32_t> positions = ints(golden(name, "positions"));
+    const NpyArray kc = golden(name, "kc"), vc = golden(name, "vc");  // [L, S, Nkv, D]
+    const auto S = static_cast<int64_t>(positions.size());
+    const int64_t oldest = positions.back() + 1 - (c.sliding_window + c.block_size);
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      const std::vector<float> keys = download(drafter_->pool().keys(l));
+      const std::vector<float> values = download(drafter_->pool().values(l));
+      for (int64_t i = 0; i < S; ++i) {
+        const int64_t slot = ctx->find(positions[i]);
+        if (positions[i] >= oldest) {
+          ASSERT_GE(slot, 0) << "position " << positions[i];
+        }
+        if (slot < 0) continue;
+        for (int64_t e = 0; e < width; ++e) {
+          const int64_t at = (l * S + i) * width + e;
+          const float k = kc.as<float>()[at], v = vc.as<float>()[at];
+          ASSERT_NEAR(keys[slot * width + e], k, 0.02f * std::abs(k) + 2e-3f) << l << " " << i;
+          ASSERT_NEAR(values[slot * width + e], v, 0.02f * std::abs(v) + 2e-3f) << l << " " << i;
+        }
+      }
+    }
+  }
+}
+
+// The reference's drafts and candidates; g and u within the CPU test's tolerances.
+TEST_F(DFlash2CudaTest, DraftsEqualTheReference) {
+  const DFlash2Config& c = drafter_->config();
+  const int64_t rows = c.block_size - 1, K = c.selector_top_k;
+  for (const char* name : kCases) {
+    SCOPED_TRACE(name);
+    const std::shared_ptr<DFlash2Context> ctx = context_of(name);
+    const std::vector<int32_t> ids = ints(golden(name, "block_ids"));
+    const std::vector<int32_t> pos = ints(golden(name, "block_positions"));
+    const DFlash2Block block{ids[0], pos[0], ctx.get()};
+    std::vector<int32_t> drafts(static_cast<size_t>(rows));
+    DFlash2Trace trace;
+    ASSERT_TRUE(drafter_->draft({&block, 1}, drafts, &trace).ok());
+    EXPECT_EQ(drafts, ints(golden(name, "drafts")));
+    const NpyArray g = golden(name, "g"), u = golden(name, "u");
+    ASSERT_EQ(static_cast<int64_t>(trace.hidden.size()), g.numel());
+    ASSERT_EQ(static_cast<int64_t>(trace.logits.size()), u.numel());
+    for (int64_t i = 0; i < g.numel(); ++i)
+      EXPECT_NEAR(trace.hidden[i], g.as<float>()[i], 0.02f * std::abs(g.as<float>()[i]) + 1e-3f);
+    for (int64_t i = 0; i < u.numel(); ++i)
+      EXPECT_NEAR(trace.logits[i], u.as<float>()[i], 0.15f) << "logit " << i;
+    const std::vector<int32_t> cand = ints(golden(name, "candidates"));
+    for (int64_t r = 0; r < rows; ++r) {
+      const std::set<int32_t> mine(trace.candidates.begin() + r * K,
+                                   trace.candidates.begin() + (r + 1) * K);
+      const std::set<int32_t> ref(cand.begin() + r * K, cand.begin() + (r + 1) * K);
+      EXPECT_EQ(mine, ref) << "row " << r;
+    }
+  }
+}
+
+// 80 blocks in one call (two read-out chunks of 64 draft rows) draft what each drafts alone.
+TEST_F(DFlash2CudaTest, BatchedBlocksDraftAsAlone) {
+  const DFlash2Config& c = drafter_->config();
+  const auto a = context_of("ctx20"), b = context_of("holes");
+  std::vector<DFlash2Block> blocks;
+  for (int i = 0; i < 80; ++i)
+    blocks.push_back(i % 2 ? DFlash2Block{261, 20, a.get()} : DFlash2Block{17 + i, 40, b.get()});
+  const auto J = static_cast<size_t>(c.max_drafts());
+  std::vector<int32_t> all(blocks.size() * J), one(J);
+  ASSERT_TRUE(drafter_->draft(blocks, all).ok());
+  for (size_t i = 0; i < blocks.size(); i += 7) {
+    ASSERT_TRUE(drafter_->draft({&blocks[i], 1}, one).ok());
+    EXPECT_TRUE(std::equal(one.begin(), one.end(), all.begin() + i * J)) << i;
+  }
+}
+
+// An engine on the GPU with the trained drafter against one without: the drafter's blocks are
+// verified and some accepted; each request's tokens equal plain decoding's up to a step where the
+// plain engine's two best tokens were within 0.05 nats (a verify step's batch rounds the target's
+// logits differently from a decode step's, as a batch of another size does).
+TEST_F(DFlash2CudaTest, AnEngineOnTheGpuDraftsAndKeepsPlainDecodingsTokens) {
+  auto weights = load_model("tiny-beam");
+  ASSERT_NE(weights, nullptr);
+  std::vector<RunRequest> reqs;
+  for (uint64_t i = 0; i < 8; ++i) {
+    SamplingParams p = greedy(40);
+    p.logprobs = true;
+    p.top_logprobs = 2;
+    reqs.push_back(RunRequest{tokens_of(20, 40 + i, 512), p});
+  }
+  EngineOptions o = engine_options(Device::kCuda);
+  o.block_size_tokens = 4;
+  o.max_running = 8;
+  auto plain = Engine::create(weights, o);
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  o.speculative.dflash2_drafter = kTrained;
+  auto spec = Engine::create(weights, o);
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  const auto want = run_all(**plain, reqs), got = run_all(**spec, reqs);
+  ASSERT_EQ(want.size(), got.size());
+  int identical = 0;
+  for (size_t r = 0; r < want.size(); ++r) {
+    const SiblingResult &w = want[r][0], &g = got[r][0];
+    const size_t n = std::min(w.tokens.size(), g.tokens.size());
+    size_t i = 0;
+    while (i < n && w.tokens[i] == g.tokens[i]) ++i;
+    if (i == w.tokens.size() && i == g.tokens.size()) {
+      ++identical;
+      continue;
+    }
+    ASSERT_LT(i, w.logprobs.size()) << "request " << r;
+    const auto& top = w.logprobs[i].top;
+    ASSERT_GE(top.size(), 2u);
+    EXPECT_LT(top[0].logprob - top[1].logprob, 0.05) << "request " << r << " token " << i;
+  }
+  EXPECT_GE(identical, 4);
+  const EngineStats s = (*spec)->stats();
+  EXPECT_GT(s.spec_verifications, 0);
+  EXPECT_GT(s.spec_accepted_tokens, 0);
+  (*spec)->flush_prefix_cache();
+  expect_pools_full(**spec);
+}
+
+}  // namespace
+}  // namespace beam::testing
