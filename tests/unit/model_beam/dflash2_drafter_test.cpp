@@ -13,22 +13,18 @@
 #include "beam_test_util.h"
 #include "core/bf16.h"
 #include "core/npy.h"
+#include "dflash2_goldens.h"
 
 namespace beam {
 namespace {
 
 const char* kDrafter = "models/tiny-beam-dflash2";
-const char* kCases[] = {"ctx20", "gaps", "prefix16", "holes", "ctx3"};
+const auto& kCases = testing::kDFlash2Cases;
 
 NpyArray golden(const std::string& c, const std::string& key) {
-  auto a = read_npy(std::string(kDrafter) + "/golden/" + c + "." + key + ".npy");
-  EXPECT_TRUE(a.ok()) << a.error().message;
-  return a.ok() ? std::move(*a) : NpyArray{};
+  return testing::dflash2_golden(kDrafter, c, key);
 }
-
-std::vector<int32_t> ints(const NpyArray& a) {
-  return {a.as<int32_t>(), a.as<int32_t>() + a.numel()};
-}
+std::vector<int32_t> ints(const NpyArray& a) { return testing::golden_ints(a); }
 
 class DFlash2DrafterTest : public ::testing::Test {
  protected:
@@ -45,14 +41,11 @@ class DFlash2DrafterTest : public ::testing::Test {
   // The case's context from its golden features.
   std::shared_ptr<DFlash2Context> context_of(const std::string& c) {
     std::shared_ptr<DFlash2Context> ctx = drafter_->new_context();
-    const NpyArray f = golden(c, "features");
-    std::vector<uint16_t> bits(static_cast<size_t>(f.numel()));
-    for (int64_t i = 0; i < f.numel(); ++i) bits[i] = to_bf16(f.as<float>()[i]).bits;
+    const HostTensor features = testing::golden_features(kDrafter, c);
     const std::vector<int32_t> p = ints(golden(c, "positions"));
     const std::vector<int64_t> positions(p.begin(), p.end());
     const DFlash2ContextRows rows{ctx.get(), 0, positions};
-    const Status st = drafter_->add_context(
-        TensorView{bits.data(), DType::kBF16, Shape{f.shape[0], f.shape[1]}}, {&rows, 1});
+    const Status st = drafter_->add_context(features.view, {&rows, 1});
     EXPECT_TRUE(st.ok()) << st.error().message;
     return ctx;
   }
@@ -135,34 +128,11 @@ TEST_F(DFlash2DrafterTest, ContextKeysAndValuesEqualTheReference) {
   }
 }
 
-// The block's read-out and the walk: g and u within a few bf16 ulps of the reference (the
-// attention's and the selector's fp32 sums run in another order there), the same candidates and
-// the same drafts (the reference picked a prompt whose decisions have margins of >= 0.16).
+// The block's read-out and the walk against the reference (dflash2_goldens.h).
 TEST_F(DFlash2DrafterTest, DraftsEqualTheReference) {
-  const DFlash2Config& c = drafter_->config();
-  const int64_t rows = c.block_size - 1, K = c.selector_top_k;
   for (const char* name : kCases) {
     SCOPED_TRACE(name);
-    const std::shared_ptr<DFlash2Context> ctx = context_of(name);
-    const std::vector<int32_t> ids = ints(golden(name, "block_ids"));
-    const std::vector<int32_t> pos = ints(golden(name, "block_positions"));
-    const DFlash2Block block{ids[0], pos[0], ctx.get()};
-    std::vector<int32_t> drafts(static_cast<size_t>(rows));
-    DFlash2Trace trace;
-    ASSERT_TRUE(drafter_->draft({&block, 1}, drafts, &trace).ok());
-    EXPECT_EQ(drafts, ints(golden(name, "drafts")));
-    const NpyArray g = golden(name, "g"), u = golden(name, "u"), S = golden(name, "S");
-    for (int64_t i = 0; i < g.numel(); ++i)
-      EXPECT_NEAR(trace.hidden[i], g.as<float>()[i], 0.02f * std::abs(g.as<float>()[i]) + 1e-3f);
-    for (int64_t i = 0; i < u.numel(); ++i)
-      EXPECT_NEAR(trace.logits[i], u.as<float>()[i], 0.15f) << "logit " << i;
-    const std::vector<int32_t> cand = ints(golden(name, "candidates"));
-    for (int64_t r = 0; r < rows; ++r) {
-      const std::set<int32_t> mine(trace.candidates.begin() + r * K,
-                                   trace.candidates.begin() + (r + 1) * K);
-      const std::set<int32_t> ref(cand.begin() + r * K, cand.begin() + (r + 1) * K);
-      EXPECT_EQ(mine, ref) << "row " << r;
-    }
+    testing::expect_golden_block(*drafter_, *context_of(name), kDrafter, name);
   }
 }
 

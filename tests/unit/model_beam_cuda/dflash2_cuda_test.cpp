@@ -5,10 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <set>
 
 #include "core/bf16.h"
 #include "core/npy.h"
+#include "../model_beam/dflash2_goldens.h"
 #include "cuda_model_fixture.h"
 #include "model/dflash2/dflash2_drafter.h"
 
@@ -18,17 +18,12 @@ namespace {
 const std::string kDrafter = std::string(BEAMSERVE_SOURCE_DIR) + "/models/tiny-beam-dflash2";
 const std::string kTrained =
     std::string(BEAMSERVE_SOURCE_DIR) + "/models/tiny-beam-dflash2-trained";
-const char* kCases[] = {"ctx20", "gaps", "prefix16", "holes", "ctx3"};
+const auto& kCases = kDFlash2Cases;
 
 NpyArray golden(const std::string& c, const std::string& key) {
-  auto a = read_npy(kDrafter + "/golden/" + c + "." + key + ".npy");
-  EXPECT_TRUE(a.ok()) << a.error().message;
-  return a.ok() ? std::move(*a) : NpyArray{};
+  return dflash2_golden(kDrafter, c, key);
 }
-
-std::vector<int32_t> ints(const NpyArray& a) {
-  return {a.as<int32_t>(), a.as<int32_t>() + a.numel()};
-}
+std::vector<int32_t> ints(const NpyArray& a) { return golden_ints(a); }
 
 class DFlash2CudaTest : public CudaModelTest {
  protected:
@@ -52,9 +47,7 @@ class DFlash2CudaTest : public CudaModelTest {
   // The case's context from its golden features (uploaded).
   std::shared_ptr<DFlash2Context> context_of(const std::string& c) {
     std::shared_ptr<DFlash2Context> ctx = drafter_->new_context();
-    const NpyArray f = golden(c, "features");
-    HostTensor bits(DType::kBF16, {f.shape[0], f.shape[1]});
-    for (int64_t i = 0; i < f.numel(); ++i) bits.as<bf16>()[i] = to_bf16(f.as<float>()[i]);
+    const HostTensor bits = golden_features(kDrafter, c);
     auto features = allocate_buffer(gpu_, bits.view.nbytes());
     EXPECT_TRUE(features.ok());
     const TensorView dev = features->view(DType::kBF16, bits.view.shape);
@@ -114,32 +107,9 @@ TEST_F(DFlash2CudaTest, ContextKeysAndValuesMatchTheReference) {
 
 // The reference's drafts and candidates; g and u within the CPU test's tolerances.
 TEST_F(DFlash2CudaTest, DraftsEqualTheReference) {
-  const DFlash2Config& c = drafter_->config();
-  const int64_t rows = c.block_size - 1, K = c.selector_top_k;
   for (const char* name : kCases) {
     SCOPED_TRACE(name);
-    const std::shared_ptr<DFlash2Context> ctx = context_of(name);
-    const std::vector<int32_t> ids = ints(golden(name, "block_ids"));
-    const std::vector<int32_t> pos = ints(golden(name, "block_positions"));
-    const DFlash2Block block{ids[0], pos[0], ctx.get()};
-    std::vector<int32_t> drafts(static_cast<size_t>(rows));
-    DFlash2Trace trace;
-    ASSERT_TRUE(drafter_->draft({&block, 1}, drafts, &trace).ok());
-    EXPECT_EQ(drafts, ints(golden(name, "drafts")));
-    const NpyArray g = golden(name, "g"), u = golden(name, "u");
-    ASSERT_EQ(static_cast<int64_t>(trace.hidden.size()), g.numel());
-    ASSERT_EQ(static_cast<int64_t>(trace.logits.size()), u.numel());
-    for (int64_t i = 0; i < g.numel(); ++i)
-      EXPECT_NEAR(trace.hidden[i], g.as<float>()[i], 0.02f * std::abs(g.as<float>()[i]) + 1e-3f);
-    for (int64_t i = 0; i < u.numel(); ++i)
-      EXPECT_NEAR(trace.logits[i], u.as<float>()[i], 0.15f) << "logit " << i;
-    const std::vector<int32_t> cand = ints(golden(name, "candidates"));
-    for (int64_t r = 0; r < rows; ++r) {
-      const std::set<int32_t> mine(trace.candidates.begin() + r * K,
-                                   trace.candidates.begin() + (r + 1) * K);
-      const std::set<int32_t> ref(cand.begin() + r * K, cand.begin() + (r + 1) * K);
-      EXPECT_EQ(mine, ref) << "row " << r;
-    }
+    expect_golden_block(*drafter_, *context_of(name), kDrafter, name);
   }
 }
 

@@ -1,0 +1,71 @@
+// The PyTorch reference's DFlash2 goldens (tools/reference/make_tiny_drafter.py,
+// models/tiny-beam-dflash2/golden): reading them, and the check of one drafted block against them
+// that the CPU and the GPU drafter tests share.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/bf16.h"
+#include "core/npy.h"
+#include "model/dflash2/dflash2_drafter.h"
+
+namespace beam::testing {
+
+inline constexpr const char* kDFlash2Cases[] = {"ctx20", "gaps", "prefix16", "holes", "ctx3"};
+
+// DIR/golden/CASE.KEY.npy (an empty array, with a test failure, when unreadable).
+inline NpyArray dflash2_golden(const std::string& dir, const std::string& c,
+                               const std::string& key) {
+  auto a = read_npy(dir + "/golden/" + c + "." + key + ".npy");
+  EXPECT_TRUE(a.ok()) << a.error().message;
+  return a.ok() ? std::move(*a) : NpyArray{};
+}
+
+inline std::vector<int32_t> golden_ints(const NpyArray& a) {
+  return {a.as<int32_t>(), a.as<int32_t>() + a.numel()};
+}
+
+// The case's captured features as bf16 [T, n_taps * H] on the host.
+inline HostTensor golden_features(const std::string& dir, const std::string& c) {
+  const NpyArray f = dflash2_golden(dir, c, "features");
+  HostTensor bits(DType::kBF16, {f.shape[0], f.shape[1]});
+  for (int64_t i = 0; i < f.numel(); ++i) bits.as<bf16>()[i] = to_bf16(f.as<float>()[i]);
+  return bits;
+}
+
+// The case's block drafted from `context`: the reference's drafts and candidates, g and u within
+// a few bf16 ulps (the attention's and the selector's fp32 sums run in another order there; the
+// reference picked prompts whose decisions have margins of >= 0.16).
+inline void expect_golden_block(DFlash2Drafter& drafter, const DFlash2Context& context,
+                                const std::string& dir, const std::string& name) {
+  const DFlash2Config& c = drafter.config();
+  const int64_t rows = c.block_size - 1, K = c.selector_top_k;
+  const std::vector<int32_t> ids = golden_ints(dflash2_golden(dir, name, "block_ids"));
+  const std::vector<int32_t> pos = golden_ints(dflash2_golden(dir, name, "block_positions"));
+  const DFlash2Block block{ids[0], pos[0], &context};
+  std::vector<int32_t> drafts(static_cast<size_t>(rows));
+  DFlash2Trace trace;
+  ASSERT_TRUE(drafter.draft({&block, 1}, drafts, &trace).ok());
+  EXPECT_EQ(drafts, golden_ints(dflash2_golden(dir, name, "drafts")));
+  const NpyArray g = dflash2_golden(dir, name, "g"), u = dflash2_golden(dir, name, "u");
+  ASSERT_EQ(static_cast<int64_t>(trace.hidden.size()), g.numel());
+  ASSERT_EQ(static_cast<int64_t>(trace.logits.size()), u.numel());
+  for (int64_t i = 0; i < g.numel(); ++i)
+    EXPECT_NEAR(trace.hidden[i], g.as<float>()[i], 0.02f * std::abs(g.as<float>()[i]) + 1e-3f);
+  for (int64_t i = 0; i < u.numel(); ++i)
+    EXPECT_NEAR(trace.logits[i], u.as<float>()[i], 0.15f) << "logit " << i;
+  const std::vector<int32_t> cand = golden_ints(dflash2_golden(dir, name, "candidates"));
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::set<int32_t> mine(trace.candidates.begin() + r * K,
+                                 trace.candidates.begin() + (r + 1) * K);
+    const std::set<int32_t> ref(cand.begin() + r * K, cand.begin() + (r + 1) * K);
+    EXPECT_EQ(mine, ref) << "row " << r;
+  }
+}
+
+}  // namespace beam::testing
