@@ -30,7 +30,8 @@ struct ForwardBatch {
   std::vector<SeqChunk> seqs;
   bool capture_routing = false;  // fill ForwardOutput::routed_experts
   // Fill ForwardOutput::captured_hidden with the residual stream after each of these layers
-  // (0-based; a DFlash2 drafter's target_layer_ids). Empty: none. Runs the step eagerly.
+  // (0-based; a DFlash2 drafter's target_layer_ids). Empty: none. Decode steps still
+  // replay CUDA graphs, which then include the copies (model/beam/decode_graphs.h).
   std::vector<int64_t> capture_layers;
   // With capture_layers: fill ForwardOutput::device_captured instead of captured_hidden.
   bool captured_on_device = false;

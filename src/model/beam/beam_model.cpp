@@ -195,6 +195,7 @@ Status BeamModel::run_step(const ForwardBatch& batch, const KvLayers& kv, Forwar
                                      }));
     out.host_enqueue_ms = host_ms();
     copy_logits(graphs_.workspace(), batch, out);  // synchronizes
+    copy_captured(graphs_.workspace(), batch, out);
     return ok_status();
   }
   const BeamConfig& cfg = config();
@@ -210,21 +211,7 @@ Status BeamModel::run_step(const ForwardBatch& batch, const KvLayers& kv, Forwar
   enqueue_step(ws_, kv, AttentionPath::kEager, batch.capture_routing);
   out.host_enqueue_ms = host_ms();
   copy_logits(ws_, batch, out);  // synchronizes
-  out.captured_hidden.clear();
-  out.device_captured = TensorView();
-  if (captured_width > 0) {
-    const TensorView captured =
-        ws_.captured.view(DType::kBF16, {ws_.num_tokens(), captured_width});
-    if (batch.captured_on_device) {
-      out.device_captured = captured;
-    } else {
-      out.captured_hidden.resize(static_cast<size_t>(captured.numel()));
-      copy_tensor(ctx_,
-                  TensorView{out.captured_hidden.data(), DType::kBF16, captured.shape,
-                             Device::kCpu},
-                  captured);
-    }
-  }
+  copy_captured(ws_, batch, out);
   if (batch.capture_routing) {
     const int64_t S = cfg.num_layers_of(MlpKind::kSparse), T = ws_.num_tokens();
     out.routed_experts.resize(static_cast<size_t>(S * T * cfg.num_experts_per_tok));
@@ -492,6 +479,26 @@ std::optional<MoeLora> BeamModel::moe_lora(const Workspace& ws, int64_t l) const
   if (gate == nullptr) return std::nullopt;
   return MoeLora{*gate, *lora_->expert_stack(l, LoraTarget::kExpertUp),
                  *lora_->expert_stack(l, LoraTarget::kExpertDown), ws.lora_slots_view()};
+}
+
+void BeamModel::copy_captured(const Workspace& ws, const ForwardBatch& batch,
+                              ForwardOutput& out) {
+  out.captured_hidden.clear();
+  out.device_captured = TensorView();
+  if (batch.capture_layers.empty()) return;
+  // The batch's tokens (a decode graph's padding rows come after them).
+  int64_t T = 0;
+  for (const SeqChunk& c : batch.seqs) T += static_cast<int64_t>(c.tokens.size());
+  const TensorView captured = ws.captured.view(
+      DType::kBF16, {T, static_cast<int64_t>(batch.capture_layers.size()) * config().hidden_size});
+  if (batch.captured_on_device) {
+    out.device_captured = captured;
+    return;
+  }
+  out.captured_hidden.resize(static_cast<size_t>(captured.numel()));
+  copy_tensor(ctx_,
+              TensorView{out.captured_hidden.data(), DType::kBF16, captured.shape, Device::kCpu},
+              captured);
 }
 
 void BeamModel::copy_logits(const Workspace& ws, const ForwardBatch& batch, ForwardOutput& out) {

@@ -98,6 +98,9 @@ class BeamModel {
   std::optional<MoeLora> moe_lora(const Workspace& ws, int64_t l) const;
   // Copies the logits of batch's rows (the first rows of ws.logits) to out.
   void copy_logits(const Workspace& ws, const ForwardBatch& batch, ForwardOutput& out);
+  // With batch.capture_layers: out.device_captured (captured_on_device) or captured_hidden, the
+  // first num_tokens rows of ws.captured (after copy_logits synchronized on the host path).
+  void copy_captured(const Workspace& ws, const ForwardBatch& batch, ForwardOutput& out);
   // out (bf16 [T, N]) = bf16 of part (f32 [T, N], this rank's partial sums) summed over the ranks.
   void reduce_partials(const TensorView& part, const TensorView& out);
   // ws.logits [R, V] from every rank's vocabulary slice (ws.local_logits [R, V / size]).

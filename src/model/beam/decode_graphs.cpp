@@ -35,9 +35,7 @@ int64_t first_layer(const BeamConfig& cfg, AttentionKind kind) {
 }  // namespace
 
 bool DecodeGraphs::eligible(const KernelContext& ctx, const ForwardBatch& batch) {
-  if (ctx.device != Device::kCuda || !ctx.cuda_graphs || batch.capture_routing ||
-      !batch.capture_layers.empty())
-    return false;
+  if (ctx.device != Device::kCuda || !ctx.cuda_graphs || batch.capture_routing) return false;
   if (batch.seqs.empty() || batch.seqs.size() > static_cast<size_t>(kBuckets.back())) return false;
   return std::all_of(batch.seqs.begin(), batch.seqs.end(),
                      [](const SeqChunk& s) { return s.tokens.size() == 1 && !s.all_logits; });
@@ -90,6 +88,14 @@ Status DecodeGraphs::run(const KernelContext& ctx, const BeamConfig& cfg, const 
     BEAM_RETURN_IF_ERROR(
         ws_.reserve(ctx, cfg, shard, kBuckets.back(), kBuckets.back(), false, shard_buffers));
     reserved_ = true;
+  }
+  if (batch.capture_layers != ws_.capture_layers) {  // graphs copy out other layers' residuals
+    const size_t bytes = static_cast<size_t>(kBuckets.back()) * batch.capture_layers.size() *
+                         static_cast<size_t>(cfg.hidden_size) * sizeof(uint16_t);
+    if (bytes > ws_.captured.capacity()) BEAM_RETURN_IF_ERROR(ws_.captured.reserve(ctx, bytes));
+    ws_.capture_layers = batch.capture_layers;
+    for (auto& variant : buckets_)
+      for (Bucket& b : variant) b = Bucket{};  // warm again: the copies are new work
   }
   ws_.build(batch, kv.layers[0].block_size);
   ws_.pad_decode(rows);

@@ -28,7 +28,9 @@ class DecodeGraphs {
   using EnqueueStep = std::function<void(Workspace& ws, const KvLayers& kv)>;
 
   // Whether batch runs here: CUDA with ctx.cuda_graphs, 1..256 sequences of exactly one new
-  // token each, no all_logits, no capture_routing.
+  // token each, no all_logits, no capture_routing. capture_layers may be set: the graphs then
+  // copy those layers' residuals into workspace().captured (a batch with another set than the
+  // last one's drops every graph first).
   static bool eligible(const KernelContext& ctx, const ForwardBatch& batch);
 
   // Runs a validated eligible batch padded to its bucket: the first use of a bucket runs eagerly

@@ -38,11 +38,14 @@ inline HostTensor golden_features(const std::string& dir, const std::string& c) 
   return bits;
 }
 
-// The case's block drafted from `context`: the reference's drafts and candidates, g and u within
-// a few bf16 ulps (the attention's and the selector's fp32 sums run in another order there; the
-// reference picked prompts whose decisions have margins of >= 0.16).
+// The case's block drafted from `context`: the reference's drafts and candidates, g within
+// g_relative * |g| + g_absolute of the reference's and u within 0.15 (the attention's and the
+// selector's fp32 sums run in another order there; the reference picked prompts whose decisions
+// have margins of >= 0.16). The CPU drafter's g is within 2% + 1e-3; the GPU's (cuBLASLt's sums,
+// P·V on tensor cores) within 6% + 4e-3 (run 338, H200: at most 0.0117 at |g| 0.51).
 inline void expect_golden_block(DFlash2Drafter& drafter, const DFlash2Context& context,
-                                const std::string& dir, const std::string& name) {
+                                const std::string& dir, const std::string& name,
+                                float g_relative = 0.02f, float g_absolute = 1e-3f) {
   const DFlash2Config& c = drafter.config();
   const int64_t rows = c.block_size - 1, K = c.selector_top_k;
   const std::vector<int32_t> ids = golden_ints(dflash2_golden(dir, name, "block_ids"));
@@ -56,7 +59,8 @@ inline void expect_golden_block(DFlash2Drafter& drafter, const DFlash2Context& c
   ASSERT_EQ(static_cast<int64_t>(trace.hidden.size()), g.numel());
   ASSERT_EQ(static_cast<int64_t>(trace.logits.size()), u.numel());
   for (int64_t i = 0; i < g.numel(); ++i)
-    EXPECT_NEAR(trace.hidden[i], g.as<float>()[i], 0.02f * std::abs(g.as<float>()[i]) + 1e-3f);
+    EXPECT_NEAR(trace.hidden[i], g.as<float>()[i],
+                g_relative * std::abs(g.as<float>()[i]) + g_absolute);
   for (int64_t i = 0; i < u.numel(); ++i)
     EXPECT_NEAR(trace.logits[i], u.as<float>()[i], 0.15f) << "logit " << i;
   const std::vector<int32_t> cand = golden_ints(dflash2_golden(dir, name, "candidates"));

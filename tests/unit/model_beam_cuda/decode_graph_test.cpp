@@ -2,7 +2,8 @@
 // one replaying graphs and one eager (KernelContext::cuda_graphs = false), run the same greedy
 // steps; every step's logits must be bit-identical — at exact buckets, padded batches, after
 // sequences leave and join (new block tables under a captured graph), and across prefill/decode
-// mixing. An engine with graphs reproduces the CPU engine's greedy tokens on beam-nano.
+// mixing; with captured residuals too. An engine with graphs reproduces the CPU engine's greedy
+// tokens on beam-nano.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -56,8 +57,9 @@ class DecodeGraphTest : public CudaModelTest {
     kv_eager_ = std::make_unique<LocalKvCache>(std::move(*kv_e));
   }
 
-  static ForwardBatch batch_of(const std::vector<Seq*>& seqs, const LocalKvCache& kv) {
+  ForwardBatch batch_of(const std::vector<Seq*>& seqs, const LocalKvCache& kv) const {
     ForwardBatch batch;
+    batch.capture_layers = capture_;
     for (const Seq* s : seqs) {
       std::span<const int32_t> uncomputed(s->tokens.data() + s->computed, s->tokens.size() - s->computed);
       batch.seqs.push_back(SeqChunk{uncomputed, 0, s->computed, kv.block_table(s->slot),
@@ -78,6 +80,12 @@ class DecodeGraphTest : public CudaModelTest {
     ASSERT_EQ(g.logits.size(), e.logits.size()) << what;
     EXPECT_EQ(g.row_seq, e.row_seq) << what;
     EXPECT_EQ(g.row_position, e.row_position) << what;
+    EXPECT_EQ(g.captured_hidden, e.captured_hidden) << what << ": captured residuals";
+    int64_t tokens = 0;
+    for (const Seq* q : seqs) tokens += static_cast<int64_t>(q->tokens.size()) - q->computed;
+    EXPECT_EQ(static_cast<int64_t>(g.captured_hidden.size()),
+              tokens * static_cast<int64_t>(capture_.size()) * graph_->config().hidden_size)
+        << what;
     for (int64_t r = 0; r < g.num_rows(); ++r) {
       auto a = g.row(r), b = e.row(r);
       int64_t differing = 0;
@@ -113,6 +121,7 @@ class DecodeGraphTest : public CudaModelTest {
     EXPECT_EQ(eager_->decode_graphs().num_replays(), 0);
   }
 
+  std::vector<int64_t> capture_;  // ForwardBatch::capture_layers of every step
   std::shared_ptr<CudaContext> eager_cuda_;  // declared first: outlives the eager model and cache
   std::unique_ptr<BeamModel> graph_, eager_;
   std::unique_ptr<LocalKvCache> kv_graph_, kv_eager_;
@@ -125,6 +134,13 @@ TEST_F(DecodeGraphTest, BatchOfOneMatchesEagerBitForBit) { check_batch(1, 300, 5
 TEST_F(DecodeGraphTest, BatchOfThreePaddedToFourMatchesEagerBitForBit) { check_batch(3, 1100, 5); }
 
 TEST_F(DecodeGraphTest, BatchOfThirtyTwoMatchesEagerBitForBit) { check_batch(32, 80, 4); }
+
+// Decode steps that capture residuals (a DFlash2 drafter's taps) replay graphs too: the graphs'
+// copies of the tapped layers' residuals equal the eager steps' bit for bit, padding rows left out.
+TEST_F(DecodeGraphTest, CapturedResidualsReplayAsEagerBitForBit) {
+  capture_ = {1, 3, 4};
+  check_batch(3, 300, 5);
+}
 
 // A captured bucket replays after a sequence leaves and another joins (other block tables,
 // other positions), the join's prefill runs in a mixed (eager) step, and a smaller batch pads

@@ -105,11 +105,11 @@ TEST_F(DFlash2CudaTest, ContextKeysAndValuesMatchTheReference) {
   }
 }
 
-// The reference's drafts and candidates; g and u within the CPU test's tolerances.
+// The reference's drafts and candidates; u within the CPU test's tolerance, g within the GPU's.
 TEST_F(DFlash2CudaTest, DraftsEqualTheReference) {
   for (const char* name : kCases) {
     SCOPED_TRACE(name);
-    expect_golden_block(*drafter_, *context_of(name), kDrafter, name);
+    expect_golden_block(*drafter_, *context_of(name), kDrafter, name, 0.06f, 4e-3f);
   }
 }
 
