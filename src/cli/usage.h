@@ -81,7 +81,7 @@ inline constexpr const char* kServeUsage =
     "         [--speculative-algorithm DFLASH --speculative-draft-model-path DIR, or\n"
     "          --speculative-config '{\"method\": \"dflash\", \"model\": DIR}' (a DFlash2 "
     "drafter's\n"
-    "          blocks, docs/dflash2.md; CPU device only so far)]\n";
+    "          blocks, docs/dflash2.md; on the CPU or a GPU, any --tp-size)]\n";
 
 inline constexpr const char* kBenchUsage =
     "usage: beamserve bench offline|step|kernels|serve [flags]   (bench <name> --help: its flags)\n"

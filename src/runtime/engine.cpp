@@ -185,15 +185,12 @@ constexpr int64_t kDraftPoolMaxHostBytes = int64_t{8} << 30;
 constexpr int64_t kDraftPoolMinDeviceBytes = int64_t{1} << 30;
 
 // EngineOptions::speculative.dflash2_drafter's weights on the engine's device (null without one),
-// checked against the target; an error where the drafter cannot run yet (tensor parallelism).
+// checked against the target.
 Expected<std::shared_ptr<const DFlash2Weights>> load_engine_drafter(const EngineOptions& options,
                                                                     const KernelContext& ctx,
                                                                     const BeamConfig& target) {
   const std::string& dir = options.speculative.dflash2_drafter;
   if (dir.empty()) return std::shared_ptr<const DFlash2Weights>();
-  if (options.tensor_parallel_size > 1)
-    return make_error("engine: DFlash2 drafts need --tp-size 1 (the drafter reads rank 0's "
-                      "hidden states; tensor-parallel capture is not written)");
   Expected<std::shared_ptr<DFlash2Weights>> w = load_dflash2_weights(dir, target);
   if (!w.ok()) return make_error("engine: the DFlash2 drafter: " + w.error().message);
   const DFlash2Config& c = w.value()->config;
@@ -245,7 +242,7 @@ class Engine::Impl {
        std::unique_ptr<KvMemoryAllocator> allocator, KvStorage storage, KvCacheManager kv,
        std::unique_ptr<LoraSlots> lora, std::unique_ptr<EngineRanks> ranks,
        std::optional<HostKvStore> host_store, std::shared_ptr<const DFlash2Weights> drafter,
-       std::shared_ptr<DFlash2ContextPool> draft_pool)
+       std::shared_ptr<DFlash2ContextPool> draft_pool, DeviceBuffer drafter_lm_head)
       : options_(options),
         cuda_(device.cuda),
         allocator_(std::move(allocator)),
@@ -289,7 +286,12 @@ class Engine::Impl {
       corpus_.emplace(options.speculative.corpus_tokens, options.speculative);
     if (drafter) {  // on the target's device, reading its embedding and LM head
       const BeamWeights& target = *device.weights;
-      drafter_.emplace(std::move(drafter), target.embed, target.lm_head, model_.context(),
+      // With several ranks, rank 0 holds a vocabulary slice of the head: the gathered whole.
+      drafter_lm_head_ = std::move(drafter_lm_head);
+      const TensorView lm_head = drafter_lm_head_.data() != nullptr
+                                     ? drafter_lm_head_.view(DType::kBF16, target.embed.shape)
+                                     : target.lm_head;
+      drafter_.emplace(std::move(drafter), target.embed, lm_head, model_.context(),
                        std::move(draft_pool));
       // Memory the KV budget left for it (Engine::create); an error leaves drafting to retry.
       const Status st = drafter_->reserve(*options.max_tokens_per_step, options.max_running);
@@ -613,7 +615,10 @@ class Engine::Impl {
   std::vector<std::unique_ptr<SequenceSamplingState>> draft_states_;
   // Finished requests' tokens to draft from (EngineOptions::speculative.corpus_tokens > 0).
   std::optional<NgramCorpus> corpus_;
-  // EngineOptions::speculative.dflash2_drafter's model (drafts on the host).
+  // With a drafter and several ranks: the whole LM head on rank 0's device (EngineRanks::
+  // gather_lm_head); empty otherwise.
+  DeviceBuffer drafter_lm_head_;
+  // EngineOptions::speculative.dflash2_drafter's model (on the target's device, rank 0's).
   std::optional<DFlash2Drafter> drafter_;
   // Finished sequences' drafter contexts for requests that start with their text.
   DFlash2ContextCache draft_contexts_{kDraftContextCacheBytes};
@@ -1855,6 +1860,11 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
                           EngineRanks::create(source, tp, device, std::max(1, threads / tp),
                                               options.enable_sleep_mode, rank_lora));
   }
+  DeviceBuffer drafter_lm_head;  // a drafter's whole LM head when rank 0 holds a slice
+  if (drafter && ranks) {
+    BEAM_ASSIGN_OR_RETURN(drafter_lm_head, ranks->gather_lm_head(device.context(nullptr),
+                                                                 device.weights->lm_head));
+  }
   std::optional<StepMemory> step;
   if (device.device == Device::kCuda) {
     BEAM_ASSIGN_OR_RETURN(step, warm_up_largest_step(device, step_tokens, options.max_running,
@@ -1892,7 +1902,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
   auto impl = std::make_unique<Impl>(std::move(device), resolved, std::move(geometry), sizes,
                                      std::move(allocator), std::move(storage), std::move(kv),
                                      std::move(lora), std::move(ranks), std::move(host_store),
-                                     std::move(drafter), std::move(draft_pool));
+                                     std::move(drafter), std::move(draft_pool),
+                                     std::move(drafter_lm_head));
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 

@@ -1236,15 +1236,10 @@ test('--speculative-config and --speculative-algorithm NGRAM', async () => {
     /--speculative-ngram-capacity -5 is outside \[0, 1073741824\] tokens/);
 });
 
-// DFlash2 drafts (docs/dflash2.md) in SGLang's and vLLM's forms: the drafter in
-// /get_server_info, drafts verified, and a bad setting stops the start naming it.
+// DFlash2 drafts (docs/dflash2.md) in SGLang's and vLLM's forms, on the server's device: the
+// drafter in /get_server_info, drafts verified, and a bad setting stops the start naming it.
 test('--speculative-algorithm DFLASH and --speculative-config {"method": "dflash"}', async () => {
   const drafter = path.join(repoRoot, 'models/tiny-beam-dflash2');
-  if (process.env.BEAMSERVE_DEVICE === 'cuda') {  // the drafter's GPU kernels are not written
-    await assert.rejects(startServer(['--speculative-algorithm', 'DFLASH', '--speculative-draft-model-path', drafter]),
-      /DFlash2 drafts run on the CPU device only so far/);
-    return;
-  }
   const s = await startServer(['--speculative-algorithm', 'DFLASH', '--speculative-draft-model-path', drafter]);
   try {
     const info = await (await fetch(s.baseUrl + '/get_server_info')).json();

@@ -183,6 +183,35 @@ TEST(TensorParallelCuda, TwoGpusGiveOneGpusGreedyTokens) {
   EXPECT_EQ(run_all(**two, {reqs[0]})[0][0].tokens, before);
 }
 
+// DFlash2 drafts on two GPUs: rank 0 drafts from its captured residuals with the LM head gathered
+// from both GPUs' vocabulary halves (a copy from GPU 1 into GPU 0's memory); the tokens are the
+// same two GPUs' plain decoding's, and drafts are accepted.
+TEST(TensorParallelCuda, TwoGpusDraftWithTheGatheredLmHead) {
+  if (!two_gpus()) GTEST_SKIP() << NcclGroup::create(2).error().message;
+  auto weights = engine_test_model("tiny-beam");
+  ASSERT_NE(weights, nullptr);
+  EngineOptions o = tp_options(2);
+  o.block_size_tokens = 4;
+  auto plain = Engine::create(weights, o);
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  o.speculative.dflash2_drafter =
+      std::string(BEAMSERVE_SOURCE_DIR) + "/models/tiny-beam-dflash2-trained";
+  auto spec = Engine::create(weights, o);
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  std::vector<RunRequest> reqs;
+  for (uint64_t i = 0; i < 6; ++i) {
+    SamplingParams p;
+    p.temperature = 0;
+    p.max_tokens = 40;
+    reqs.push_back(RunRequest{tokens_of(20, 40 + i, 512), p});
+  }
+  const auto want = run_all(**plain, reqs), got = run_all(**spec, reqs);
+  int identical = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) identical += want[i][0].tokens == got[i][0].tokens;
+  EXPECT_GE(identical, 4) << "a verify step rounds as a batch of another size (near-ties only)";
+  EXPECT_GT((*spec)->stats().spec_accepted_tokens, 0);
+}
+
 // Sleep mode on two GPUs: a level-1 sleep gives back both GPUs' weights (copied to host memory)
 // and KV pools, and after the wake-up (the decode graphs replaying on the same addresses) the
 // engine serves the tokens it served before; with the hierarchical cache, each GPU's host slots
