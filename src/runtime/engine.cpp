@@ -811,14 +811,22 @@ void Engine::Impl::apply_memory_command() {
       st = workers_followed(b.ok() ? ok_status() : Status(b.error()));
       workers_bytes = b.ok() ? *b : 0;
     }
+    int64_t drafter_bytes = 0;
+    if (st.ok() && command.kv_cache && drafter_) {  // the drafter's K/V go with the KV pools
+      for (auto& [id, seq] : seqs_) seq.draft_context.reset();
+      draft_contexts_.clear();
+      drafter_bytes = drafter_->release_memory();
+    }
     if (st.ok()) {
       const auto activations = static_cast<int64_t>(model_.release_eager_workspace());
-      released_bytes_ = *rank0 + activations + workers_bytes;
+      released_bytes_ = *rank0 + activations + workers_bytes + drafter_bytes;
       log_info(std::string("engine: asleep (level ") +
                (command.level == SleepLevel::kOffloadWeights ? "1" : "2") + "): released" +
                (command.kv_cache ? " the KV pools," : "") +
                (command.weights && sleep_.state().weights_released ? " the weights," : "") + " " +
-               gib_text(activations) + " of eager activations; " + gib_text(released_bytes_) +
+               gib_text(activations) + " of eager activations; " +
+               (drafter_bytes > 0 ? gib_text(drafter_bytes) + " of the drafter's; " : "") +
+               gib_text(released_bytes_) +
                " in all" + (ranks_ ? " (" + gib_text(workers_bytes) + " on the other ranks)" : ""));
     }
   } else {
@@ -828,6 +836,8 @@ void Engine::Impl::apply_memory_command() {
       st = workers_followed(ranks_->wake_up(command.weights, command.kv_cache));
     }
     if (st.ok() && weights_back) reload_lora_slots();
+    if (st.ok() && command.kv_cache && drafter_)
+      st = drafter_->restore_memory(*options_.max_tokens_per_step, options_.max_running);
     if (st.ok())
       log_info(std::string("engine: ") + (sleep_.state().asleep() ? "partly awake" : "awake"));
   }

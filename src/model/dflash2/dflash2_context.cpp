@@ -44,33 +44,54 @@ Expected<std::shared_ptr<DFlash2ContextPool>> DFlash2ContextPool::create(
   BEAM_CHECK(pages > 0 && pages < (int64_t{1} << 31) / kPage)
       << "DFlash2 context pool: " << pages << " pages";
   std::shared_ptr<DFlash2ContextPool> pool(new DFlash2ContextPool(ctx, config, pages));
-  const size_t kv_bytes =
-      static_cast<size_t>(config.num_layers * pool->slots_ * pool->width_) * sizeof(uint16_t);
-  auto fail = [&](const Error& e) {
-    return make_error("the DFlash2 drafter's context pool (" + std::to_string(pages) +
-                      " pages of " + std::to_string(kPage) + " positions, " +
-                      std::to_string(pages * page_bytes(config) >> 20) + " MiB): " + e.message);
-  };
-  Expected<DeviceBuffer> keys = allocate_buffer(ctx, kv_bytes);
-  if (!keys.ok()) return fail(keys.error());
-  Expected<DeviceBuffer> values = allocate_buffer(ctx, kv_bytes);
-  if (!values.ok()) return fail(values.error());
-  Expected<MetadataBuffer> positions =
-      allocate_metadata(ctx, static_cast<size_t>(pool->slots_) * sizeof(int64_t));
-  if (!positions.ok()) return fail(positions.error());
-  pool->keys_ = std::move(keys).value();
-  pool->values_ = std::move(values).value();
-  pool->positions_ = std::move(positions).value();
-  std::fill_n(pool->host_positions(), pool->slots_, int64_t{-1});
-  upload_metadata(ctx, pool->positions_, 0, pool->positions_.nbytes());
+  BEAM_RETURN_IF_ERROR(pool->allocate());
   // Taken from the back: page 0 first.
   pool->free_.resize(static_cast<size_t>(pages));
   std::iota(pool->free_.rbegin(), pool->free_.rend(), 0);
   return pool;
 }
 
+Status DFlash2ContextPool::allocate() {
+  const size_t kv_bytes =
+      static_cast<size_t>(config_.num_layers * slots_ * width_) * sizeof(uint16_t);
+  auto fail = [&](const Error& e) {
+    keys_ = values_ = DeviceBuffer();
+    return make_error("the DFlash2 drafter's context pool (" + std::to_string(total_pages_) +
+                      " pages of " + std::to_string(kPage) + " positions, " +
+                      std::to_string(total_pages_ * page_bytes(config_) >> 20) +
+                      " MiB): " + e.message);
+  };
+  Expected<DeviceBuffer> keys = allocate_buffer(ctx_, kv_bytes);
+  if (!keys.ok()) return fail(keys.error());
+  Expected<DeviceBuffer> values = allocate_buffer(ctx_, kv_bytes);
+  if (!values.ok()) return fail(values.error());
+  Expected<MetadataBuffer> positions =
+      allocate_metadata(ctx_, static_cast<size_t>(slots_) * sizeof(int64_t));
+  if (!positions.ok()) return fail(positions.error());
+  keys_ = std::move(keys).value();
+  values_ = std::move(values).value();
+  positions_ = std::move(positions).value();
+  std::fill_n(host_positions(), slots_, int64_t{-1});
+  upload_metadata(ctx_, positions_, 0, positions_.nbytes());
+  return ok_status();
+}
+
+int64_t DFlash2ContextPool::release(int32_t kept) {
+  BEAM_CHECK(free_pages() + (kept >= 0 ? 1 : 0) == total_pages_)
+      << "DFlash2ContextPool::release: " << total_pages_ - free_pages() << " pages held";
+  if (released()) return 0;
+  synchronize(ctx_);  // work that reads them
+  const int64_t bytes = static_cast<int64_t>(keys_.nbytes() + values_.nbytes() +
+                                             positions_.nbytes());
+  keys_ = values_ = DeviceBuffer();
+  positions_ = MetadataBuffer();
+  return bytes;
+}
+
+Status DFlash2ContextPool::restore() { return released() ? allocate() : ok_status(); }
+
 int32_t DFlash2ContextPool::take_page() {
-  if (free_.empty()) return -1;
+  if (free_.empty() || released()) return -1;
   const int32_t page = free_.back();
   free_.pop_back();
   std::fill_n(host_positions() + int64_t{page} * kPage, kPage, int64_t{-1});

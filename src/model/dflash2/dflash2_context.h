@@ -39,8 +39,14 @@ class DFlash2ContextPool {
   int64_t total_pages() const { return total_pages_; }
   int64_t free_pages() const { return static_cast<int64_t>(free_.size()); }
 
-  // A free page, its slots emptied (on the device too); -1 when none is left.
+  // A free page, its slots emptied (on the device too); -1 when none is left or the memory is
+  // released.
   int32_t take_page();
+  // Sleep mode: frees the K / V and positions memory; every page but `kept` (the drafter's) must
+  // be free. Returns the bytes freed. restore() allocates them again, every slot empty.
+  int64_t release(int32_t kept);
+  Status restore();
+  bool released() const { return keys_.data() == nullptr; }
   void give_back(int32_t page);
   // The position `slot` holds (host mirror), -1 when none.
   int64_t position(int64_t slot) const { return host_positions()[slot]; }
@@ -60,6 +66,8 @@ class DFlash2ContextPool {
 
  private:
   DFlash2ContextPool(const KernelContext& ctx, const DFlash2Config& config, int64_t pages);
+  // Allocates keys_, values_ and positions_ (every slot empty).
+  Status allocate();
   int64_t* host_positions() const { return static_cast<int64_t*>(positions_.host()); }
   TensorView layer_view(const DeviceBuffer& b, int64_t layer) const;
 

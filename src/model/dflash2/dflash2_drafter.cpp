@@ -130,6 +130,22 @@ Status DFlash2Drafter::reserve(int64_t tokens, int64_t blocks) {
       static_cast<size_t>(N * 12 + blocks * 20 + blocks * J * 4 + table * 4) + 8 * 256);
 }
 
+int64_t DFlash2Drafter::release_memory() {
+  int64_t bytes = pool_->release(trash_page_);
+  for (ScratchBuffer* b : scratch_buffers()) {
+    bytes += static_cast<int64_t>(b->capacity());
+    *b = ScratchBuffer();
+  }
+  bytes += static_cast<int64_t>(ctx_meta_.nbytes() + draft_meta_.nbytes());
+  ctx_meta_ = draft_meta_ = MetadataBuffer();
+  return bytes;
+}
+
+Status DFlash2Drafter::restore_memory(int64_t tokens, int64_t blocks) {
+  BEAM_RETURN_IF_ERROR(pool_->restore());
+  return reserve(tokens, blocks);
+}
+
 Status DFlash2Drafter::add_context(const TensorView& features,
                                    std::span<const DFlash2ContextRows> items) {
   const DFlash2Config& c = config();

@@ -60,6 +60,11 @@ class DFlash2Drafter {
   // included), for memory plans made before the drafter exists.
   static int64_t scratch_bytes(const DFlash2Config& config, int64_t tokens, int64_t blocks);
 
+  // Sleep mode: frees the scratch and the context pool's memory (every context must be gone);
+  // returns the bytes freed. restore_memory allocates them again as reserve(tokens, blocks).
+  int64_t release_memory();
+  Status restore_memory(int64_t tokens, int64_t blocks);
+
   // Adds each item's rows of `features` ([T, n_taps * H] bf16 on the drafter's device: the
   // target's residuals after the tapped layers, concatenated in target_layer_ids order) to its
   // context. A position whose slot finds no free page stays absent. Queued on the stream.

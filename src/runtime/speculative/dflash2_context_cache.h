@@ -28,6 +28,11 @@ class DFlash2ContextCache {
 
   // Drops the least recently used context (its pages go back to the pool); false when empty.
   bool evict_oldest();
+  // Drops every context.
+  void clear() {
+    while (evict_oldest()) {
+    }
+  }
 
   int64_t bytes() const { return bytes_; }
   int64_t size() const { return static_cast<int64_t>(entries_.size()); }

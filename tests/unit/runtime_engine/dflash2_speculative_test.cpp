@@ -117,6 +117,38 @@ TEST(DFlash2Speculation, AContextPoolTooSmallCostsAcceptanceOnly) {
   EXPECT_GT((*spec)->stats().spec_verifications, 0);
 }
 
+// Sleep mode (an RL trainer's weight sync): the drafter's context pool and scratch go with the
+// KV pools and come back with them; the finished contexts are dropped; afterwards the engine
+// drafts again and its tokens are still plain decoding's.
+TEST(DFlash2Speculation, SleepReleasesTheDraftersMemoryAndWakeUpRestoresIt) {
+  auto weights = engine_test_model("tiny-beam");
+  ASSERT_NE(weights, nullptr);
+  EngineOptions o = tiny_options(16 << 20, 128);
+  o.enable_sleep_mode = true;
+  o.speculative.dflash2_drafter = kTrained;
+  o.speculative.dflash2_context_pool_bytes = 8 << 20;
+  auto spec = Engine::create(weights, o);
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  o.speculative.dflash2_drafter.clear();
+  auto plain = Engine::create(weights, o);
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  const std::vector<RunRequest> reqs = greedy_requests(4, 20, 30);
+  const auto want = run_all(**plain, reqs);
+  expect_same_results(want, run_all(**spec, reqs));
+  const int64_t accepted = (*spec)->stats().spec_accepted_tokens;
+  ASSERT_TRUE((*plain)->sleep(SleepLevel::kOffloadWeights).ok());
+  ASSERT_TRUE((*spec)->sleep(SleepLevel::kOffloadWeights).ok());
+  // Beside what the plain engine gives back: the drafter's pool (8 MiB less part of a page) and
+  // its scratch.
+  EXPECT_GE((*spec)->sleep_state().released_bytes - (*plain)->sleep_state().released_bytes,
+            (8 << 20) - (1 << 16));
+  ASSERT_TRUE((*spec)->wake_up(true, true).ok());
+  expect_same_results(want, run_all(**spec, reqs));
+  EXPECT_GT((*spec)->stats().spec_accepted_tokens, accepted);
+  (*spec)->flush_prefix_cache();
+  expect_pools_full(**spec);
+}
+
 TEST(DFlash2Speculation, BadSettingsAreRefused) {
   auto weights = engine_test_model("tiny-beam");
   ASSERT_NE(weights, nullptr);
