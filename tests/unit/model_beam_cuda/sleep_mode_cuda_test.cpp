@@ -75,6 +75,37 @@ TEST_F(CudaModelTest, EngineOnCudaSleepsAndWakesWithItsGraphs) {
   expect_pools_full(**engine);
 }
 
+// A drafting engine on the GPU: the sleep frees the drafter's context pool (a 256 MiB one here)
+// with the KV pools, the wake-up allocates it again, and the engine's tokens and drafts after it
+// are those before it.
+TEST_F(CudaModelTest, EngineOnCudaSleepsWithItsDraftersPool) {
+  auto tiny = engine_test_model("tiny-beam");
+  ASSERT_NE(tiny, nullptr);
+  EngineOptions o = engine_options(Device::kCuda);
+  o.block_size_tokens = 4;
+  o.enable_sleep_mode = true;
+  o.speculative.dflash2_drafter =
+      std::string(BEAMSERVE_SOURCE_DIR) + "/models/tiny-beam-dflash2-trained";
+  o.speculative.dflash2_context_pool_bytes = int64_t{256} << 20;
+  auto engine = Engine::create(tiny, o);
+  ASSERT_TRUE(engine.ok()) << engine.error().message;
+  std::vector<RunRequest> reqs;
+  for (uint64_t i = 0; i < 4; ++i) reqs.push_back({tokens_of(20, 40 + i, 512), testing::greedy(30)});
+  const auto before = run_all(**engine, reqs);
+  const int64_t accepted = (*engine)->stats().spec_accepted_tokens;
+  EXPECT_GT(accepted, 0);
+  const int64_t awake_free = device_memory_info(gpu_).free_bytes;
+  ASSERT_TRUE((*engine)->sleep(SleepLevel::kOffloadWeights).ok());
+  EXPECT_GE(device_memory_info(gpu_).free_bytes - awake_free, int64_t{250} << 20);
+  ASSERT_TRUE((*engine)->wake_up(true, true).ok());
+  const auto after = run_all(**engine, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i)
+    EXPECT_EQ(after[i][0].tokens, before[i][0].tokens) << "request " << i;
+  EXPECT_GT((*engine)->stats().spec_accepted_tokens, accepted);
+  (*engine)->flush_prefix_cache();
+  expect_pools_full(**engine);
+}
+
 // With LoRA slots the adapters' stacks are released with the weights (and come back zeroed): after
 // the wake-up the engine loads each slot's adapter again, so a request on the adapter gets the
 // tokens it got before the sleep, and so does a base request.
