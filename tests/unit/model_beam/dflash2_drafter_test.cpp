@@ -100,31 +100,10 @@ TEST_F(DFlash2DrafterTest, CaptureOfALayerOutsideTheModelIsAnError) {
 }
 
 TEST_F(DFlash2DrafterTest, ContextKeysAndValuesEqualTheReference) {
-  const DFlash2Config& c = drafter_->config();
-  const int64_t width = c.num_kv_heads * c.head_dim;
   for (const char* name : kCases) {
     SCOPED_TRACE(name);
-    const std::shared_ptr<DFlash2Context> ctx = context_of(name);
-    const std::vector<int32_t> positions = ints(golden(name, "positions"));
-    const NpyArray kc = golden(name, "kc"), vc = golden(name, "vc");  // [L, S, Nkv, D]
-    const auto S = static_cast<int64_t>(positions.size());
-    // The ring holds at least the last sliding_window + block_size positions (whole pages).
-    const int64_t oldest = positions.back() + 1 - (c.sliding_window + c.block_size);
-    for (int64_t l = 0; l < c.num_layers; ++l)
-      for (int64_t i = 0; i < S; ++i) {
-        const int64_t slot = ctx->find(positions[i]);
-        if (positions[i] >= oldest) {
-          ASSERT_GE(slot, 0) << "position " << positions[i];
-        }
-        if (slot < 0) continue;
-        const bf16* key = drafter_->pool().keys(l).as<bf16>() + slot * width;
-        const bf16* value = drafter_->pool().values(l).as<bf16>() + slot * width;
-        for (int64_t e = 0; e < width; ++e) {
-          const int64_t at = (l * S + i) * width + e;
-          ASSERT_EQ(to_float(key[e]), kc.as<float>()[at]) << "layer " << l << " pos " << i;
-          ASSERT_EQ(to_float(value[e]), vc.as<float>()[at]) << "layer " << l << " pos " << i;
-        }
-      }
+    testing::expect_golden_context(KernelContext{Device::kCpu, &pool_}, drafter_->pool(),
+                                   *context_of(name), kDrafter, name, 0.0f, 0.0f);
   }
 }
 

@@ -12,6 +12,7 @@
 
 #include "core/bf16.h"
 #include "core/npy.h"
+#include "kernels/api/device_memory.h"
 #include "model/dflash2/dflash2_drafter.h"
 
 namespace beam::testing {
@@ -36,6 +37,43 @@ inline HostTensor golden_features(const std::string& dir, const std::string& c) 
   HostTensor bits(DType::kBF16, {f.shape[0], f.shape[1]});
   for (int64_t i = 0; i < f.numel(); ++i) bits.as<bf16>()[i] = to_bf16(f.as<float>()[i]);
   return bits;
+}
+
+// The case's context K/V in `pool` (read back through ctx) against the reference's: every
+// position of the last sliding_window + block_size held, each value within relative * |ref| +
+// absolute of the reference's (0, 0: equal).
+inline void expect_golden_context(const KernelContext& ctx, const DFlash2ContextPool& pool,
+                                  const DFlash2Context& context, const std::string& dir,
+                                  const std::string& name, float relative, float absolute) {
+  const DFlash2Config& c = pool.config();
+  const int64_t width = c.num_kv_heads * c.head_dim;
+  const std::vector<int32_t> positions = golden_ints(dflash2_golden(dir, name, "positions"));
+  const NpyArray kc = dflash2_golden(dir, name, "kc"), vc = dflash2_golden(dir, name, "vc");
+  const auto S = static_cast<int64_t>(positions.size());  // kc, vc: [L, S, Nkv, D]
+  // The ring holds at least the last sliding_window + block_size positions (whole pages).
+  const int64_t oldest = positions.back() + 1 - (c.sliding_window + c.block_size);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    HostTensor keys(DType::kBF16, pool.keys(l).shape), values(DType::kBF16, pool.keys(l).shape);
+    copy_tensor(ctx, keys.view, pool.keys(l));
+    copy_tensor(ctx, values.view, pool.values(l));
+    for (int64_t i = 0; i < S; ++i) {
+      const int64_t slot = context.find(positions[i]);
+      if (positions[i] >= oldest) {
+        ASSERT_GE(slot, 0) << "position " << positions[i];
+      }
+      if (slot < 0) continue;
+      for (int64_t e = 0; e < width; ++e) {
+        const int64_t at = (l * S + i) * width + e;
+        const float k = kc.as<float>()[at], v = vc.as<float>()[at];
+        ASSERT_NEAR(to_float(keys.as<bf16>()[slot * width + e]), k,
+                    relative * std::abs(k) + absolute)
+            << "layer " << l << " pos " << i;
+        ASSERT_NEAR(to_float(values.as<bf16>()[slot * width + e]), v,
+                    relative * std::abs(v) + absolute)
+            << "layer " << l << " pos " << i;
+      }
+    }
+  }
 }
 
 // The case's block drafted from `context`: the reference's drafts and candidates, g within

@@ -6,9 +6,9 @@
 
 #include <cmath>
 
+#include "../model_beam/dflash2_goldens.h"
 #include "core/bf16.h"
 #include "core/npy.h"
-#include "../model_beam/dflash2_goldens.h"
 #include "cuda_model_fixture.h"
 #include "model/dflash2/dflash2_drafter.h"
 
@@ -23,7 +23,9 @@ const auto& kCases = kDFlash2Cases;
 NpyArray golden(const std::string& c, const std::string& key) {
   return dflash2_golden(kDrafter, c, key);
 }
-std::vector<int32_t> ints(const NpyArray& a) { return golden_ints(a); }
+std::vector<int32_t> ints(const NpyArray& a) {
+  return golden_ints(a);
+}
 
 class DFlash2CudaTest : public CudaModelTest {
  protected:
@@ -60,15 +62,6 @@ class DFlash2CudaTest : public CudaModelTest {
     synchronize(gpu_);  // features is freed on return
     return ctx;
   }
-  // Layer l's K or V rows of the pool on the host.
-  std::vector<float> download(const TensorView& t) {
-    HostTensor h(DType::kBF16, t.shape);
-    copy_tensor(gpu_, h.view, t);
-    std::vector<float> out(static_cast<size_t>(t.numel()));
-    for (int64_t i = 0; i < t.numel(); ++i) out[i] = to_float(h.as<bf16>()[i]);
-    return out;
-  }
-
   std::shared_ptr<const BeamWeights> target_;
   std::optional<DFlash2Drafter> drafter_;
 };
@@ -76,32 +69,9 @@ class DFlash2CudaTest : public CudaModelTest {
 // Context K/V within a bf16 rounding or two of the reference's (cuBLASLt's sums run in another
 // order than the reference's).
 TEST_F(DFlash2CudaTest, ContextKeysAndValuesMatchTheReference) {
-  const DFlash2Config& c = drafter_->config();
-  const int64_t width = c.num_kv_heads * c.head_dim;
   for (const char* name : kCases) {
     SCOPED_TRACE(name);
-    const std::shared_ptr<DFlash2Context> ctx = context_of(name);
-    const std::vector<int32_t> positions = ints(golden(name, "positions"));
-    const NpyArray kc = golden(name, "kc"), vc = golden(name, "vc");  // [L, S, Nkv, D]
-    const auto S = static_cast<int64_t>(positions.size());
-    const int64_t oldest = positions.back() + 1 - (c.sliding_window + c.block_size);
-    for (int64_t l = 0; l < c.num_layers; ++l) {
-      const std::vector<float> keys = download(drafter_->pool().keys(l));
-      const std::vector<float> values = download(drafter_->pool().values(l));
-      for (int64_t i = 0; i < S; ++i) {
-        const int64_t slot = ctx->find(positions[i]);
-        if (positions[i] >= oldest) {
-          ASSERT_GE(slot, 0) << "position " << positions[i];
-        }
-        if (slot < 0) continue;
-        for (int64_t e = 0; e < width; ++e) {
-          const int64_t at = (l * S + i) * width + e;
-          const float k = kc.as<float>()[at], v = vc.as<float>()[at];
-          ASSERT_NEAR(keys[slot * width + e], k, 0.02f * std::abs(k) + 2e-3f) << l << " " << i;
-          ASSERT_NEAR(values[slot * width + e], v, 0.02f * std::abs(v) + 2e-3f) << l << " " << i;
-        }
-      }
-    }
+    expect_golden_context(gpu_, drafter_->pool(), *context_of(name), kDrafter, name, 0.02f, 2e-3f);
   }
 }
 
