@@ -1769,6 +1769,11 @@ void Engine::Impl::publish_stats() {
     s.host_cache.tier = host_tier_->stats();
     s.host_cache.unused_blocks = prefix_->stats().host_restores_unused;
   }
+  if (drafter_) {
+    s.draft_context_pages = drafter_->pool().total_pages();
+    s.draft_context_free_pages = drafter_->pool().free_pages();
+    s.draft_context_cached_pages = draft_contexts_.pages();
+  }
   s.max_loras = options_.max_loras;
   if (s.max_loras > 0) {
     const auto adapters_of = [&](const std::vector<SeqId>& seqs) {

@@ -233,6 +233,11 @@ struct EngineStats {
   // [j]: verifications whose draft j (0-based) was accepted (vLLM's
   // spec_decode_num_accepted_tokens_per_pos); num_draft_tokens entries with speculation on.
   std::vector<int64_t> spec_accepted_per_position;
+  // With a DFlash2 drafter: its context pool's pages (docs/runtime.md "DFlash2 drafts"), those
+  // free, and those the finished contexts' cache holds (evictable); all 0 without a drafter.
+  int64_t draft_context_pages = 0;
+  int64_t draft_context_free_pages = 0;
+  int64_t draft_context_cached_pages = 0;
   double last_step_unix_s = 0;       // wall time the loop last advanced (health)
   // Generated tokens per second over the last kGenerationRateSpanS seconds of steps, as of the
   // stats() call; 0 when no step ran in that span.

@@ -1252,6 +1252,9 @@ test('--speculative-algorithm DFLASH and --speculative-config {"method": "dflash
     assert.equal((await r.json()).usage.completion_tokens, 12);
     const metrics = await (await fetch(s.baseUrl + '/metrics')).text();
     assert.match(metrics, /^beamserve_spec_decode_num_draft_tokens_total [1-9]/m);
+    // The drafter's context pool: the finished request's context is kept (cached).
+    assert.match(metrics, /^beamserve_dflash2_context_pages\{state="free"\} [1-9]/m);
+    assert.match(metrics, /^beamserve_dflash2_context_pages\{state="cached"\} [1-9]/m);
   } finally {
     assert.equal(await s.stop(), 0);
   }

@@ -38,6 +38,13 @@ std::shared_ptr<DFlash2Context> DFlash2ContextCache::copy_for(std::span<const in
   return copy;
 }
 
+int64_t DFlash2ContextCache::pages() const {
+  int64_t n = 0;
+  for (const Entry& e : entries_)
+    for (int32_t page : e.context->table()) n += page >= 0;
+  return n;
+}
+
 bool DFlash2ContextCache::evict_oldest() {
   if (entries_.empty()) return false;
   bytes_ -= entries_.back().context->bytes();

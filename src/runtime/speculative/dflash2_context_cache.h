@@ -35,6 +35,8 @@ class DFlash2ContextCache {
   }
 
   int64_t bytes() const { return bytes_; }
+  // Pool pages the saved contexts hold.
+  int64_t pages() const;
   int64_t size() const { return static_cast<int64_t>(entries_.size()); }
 
  private:

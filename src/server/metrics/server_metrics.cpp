@@ -102,6 +102,19 @@ void render_engine(std::string& out, const EngineStats& e) {
              "position=\"" + std::to_string(j) + "\"",
              static_cast<double>(e.spec_accepted_per_position[j]));
   }
+  if (e.draft_context_pages > 0) {
+    header(out, "beamserve_dflash2_context_pages", "gauge",
+           "DFlash2 drafter context pool pages by state (free, cached = finished contexts kept "
+           "for prompts that share their text, used = running sequences' and the drafter's own "
+           "scratch page).");
+    const int64_t used =
+        e.draft_context_pages - e.draft_context_free_pages - e.draft_context_cached_pages;
+    sample(out, "beamserve_dflash2_context_pages", "state=\"free\"",
+           static_cast<double>(e.draft_context_free_pages));
+    sample(out, "beamserve_dflash2_context_pages", "state=\"cached\"",
+           static_cast<double>(e.draft_context_cached_pages));
+    sample(out, "beamserve_dflash2_context_pages", "state=\"used\"", static_cast<double>(used));
+  }
   header(out, "beamserve_engine_steps_total", "counter", "Engine steps run.");
   sample(out, "beamserve_engine_steps_total", "", static_cast<double>(e.steps));
   header(out, "beamserve_engine_last_step_unix_seconds", "gauge", "Wall time the engine loop last advanced.");

@@ -63,6 +63,11 @@ std::vector<RunRequest> greedy_requests(int n, int64_t prompt_len, int64_t max_t
 TEST(DFlash2Speculation, GreedyTokensEqualPlainDecodingAndDraftsAreAccepted) {
   const EngineStats s = compare_with_plain(greedy_requests(8, 20, 40));
   EXPECT_GT(s.spec_verifications, 0);
+  // The drafter's pool: every sequence finished and its context cached; the drafter keeps one
+  // page of its own.
+  EXPECT_GT(s.draft_context_pages, 0);
+  EXPECT_GT(s.draft_context_cached_pages, 0);
+  EXPECT_EQ(s.draft_context_free_pages + s.draft_context_cached_pages + 1, s.draft_context_pages);
   EXPECT_GT(s.spec_accepted_tokens, 0);
   EXPECT_LE(s.spec_draft_tokens, 3 * s.spec_verifications);  // block_size 4: 3 drafts a block
   EXPECT_LT(s.steps, 8 * 40);  // some steps took several tokens of a sequence
