@@ -487,6 +487,8 @@ class Engine::Impl {
   // chunk, its decoded token, a verification's accepted ones) to its sequence's drafter context,
   // from the target's captured hidden states.
   void feed_drafter(const StepPlan& plan, const ForwardOutput& out);
+  // Logs a drafter error (out of device memory), the first and every 1,000th.
+  void note_drafter_failure(const std::string& what);
   // Writes seq's drafts into `out` (returns how many): the longest n-gram match of its suffix in
   // its own tokens or, when longer, in a sibling sample's (n > 1: samples of one prompt often
   // write the same text).
@@ -620,6 +622,7 @@ class Engine::Impl {
   DeviceBuffer drafter_lm_head_;
   // EngineOptions::speculative.dflash2_drafter's model (on the target's device, rank 0's).
   std::optional<DFlash2Drafter> drafter_;
+  int64_t drafter_failures_ = 0;  // note_drafter_failure's count
   // Finished sequences' drafter contexts for requests that start with their text.
   DFlash2ContextCache draft_contexts_{kDraftContextCacheBytes};
 
@@ -1120,7 +1123,7 @@ void Engine::Impl::propose_dflash2_drafts() {
   const int64_t per_block = drafter_->config().max_drafts();
   std::vector<int32_t> drafts(blocks.size() * static_cast<size_t>(per_block));
   if (const Status st = drafter_->draft(blocks, drafts); !st.ok()) {
-    log_warning("engine: no DFlash2 drafts this step: " + st.error().message);
+    note_drafter_failure("no DFlash2 drafts this step: " + st.error().message);
     return;
   }
   for (size_t i = 0; i < decodes.size(); ++i)
@@ -1155,7 +1158,14 @@ void Engine::Impl::feed_drafter(const StepPlan& plan, const ForwardOutput& out) 
   while (drafter_->pool().free_pages() < pages && draft_contexts_.evict_oldest()) {
   }
   if (const Status st = drafter_->add_context(out.device_captured, items); !st.ok())
-    log_warning("engine: the DFlash2 context of a step is lost: " + st.error().message);
+    note_drafter_failure("the DFlash2 context of a step is lost: " + st.error().message);
+}
+
+void Engine::Impl::note_drafter_failure(const std::string& what) {
+  // The first and then every 1,000th: a device short of memory fails every step alike.
+  if (drafter_failures_++ % 1000 == 0)
+    log_warning("engine: " + what + " (" + std::to_string(drafter_failures_) +
+                " drafter failures so far; decoding goes on without drafts)");
 }
 
 int64_t Engine::Impl::draft_from_request(const Sequence& s, std::span<int32_t> out) const {

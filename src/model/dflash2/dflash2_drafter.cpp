@@ -10,6 +10,7 @@
 #include "core/bf16.h"
 #include "core/check.h"
 #include "kernels/api/activation.h"
+#include "kernels/api/device_out_of_memory.h"
 #include "kernels/api/dflash2.h"
 #include "kernels/api/gemm.h"
 #include "kernels/api/norm.h"
@@ -148,6 +149,24 @@ Status DFlash2Drafter::restore_memory(int64_t tokens, int64_t blocks) {
 
 Status DFlash2Drafter::add_context(const TensorView& features,
                                    std::span<const DFlash2ContextRows> items) {
+  try {
+    return enqueue_context(features, items);
+  } catch (const DeviceOutOfMemory& e) {  // an op's own scratch; it stays consistent
+    return make_error(e.what());
+  }
+}
+
+Status DFlash2Drafter::draft(std::span<const DFlash2Block> blocks, std::span<int32_t> drafts,
+                             DFlash2Trace* trace) {
+  try {
+    return run_draft(blocks, drafts, trace);
+  } catch (const DeviceOutOfMemory& e) {
+    return make_error(e.what());
+  }
+}
+
+Status DFlash2Drafter::enqueue_context(const TensorView& features,
+                                       std::span<const DFlash2ContextRows> items) {
   const DFlash2Config& c = config();
   const DFlash2Weights& w = *weights_;
   const int64_t T = features.dim(0), H = c.hidden_size, D = c.head_dim, Nkv = c.num_kv_heads;
@@ -212,8 +231,8 @@ Status DFlash2Drafter::add_context(const TensorView& features,
   return ok_status();
 }
 
-Status DFlash2Drafter::draft(std::span<const DFlash2Block> blocks, std::span<int32_t> drafts,
-                             DFlash2Trace* trace) {
+Status DFlash2Drafter::run_draft(std::span<const DFlash2Block> blocks, std::span<int32_t> drafts,
+                                 DFlash2Trace* trace) {
   const DFlash2Config& c = config();
   const DFlash2Weights& w = *weights_;
   const int64_t S = static_cast<int64_t>(blocks.size()), B = c.block_size, J = c.max_drafts();

@@ -67,7 +67,8 @@ class DFlash2Drafter {
 
   // Adds each item's rows of `features` ([T, n_taps * H] bf16 on the drafter's device: the
   // target's residuals after the tapped layers, concatenated in target_layer_ids order) to its
-  // context. A position whose slot finds no free page stays absent. Queued on the stream.
+  // context. A position whose slot finds no free page stays absent. Queued on the stream. An
+  // error (the context then misses these positions) when the device is out of memory; so draft.
   Status add_context(const TensorView& features, std::span<const DFlash2ContextRows> items);
 
   // Drafts block_size - 1 tokens per block: drafts[b * (B - 1) + j - 1] is the token drafted
@@ -80,6 +81,11 @@ class DFlash2Drafter {
   // row's block row), all_anchors [S] i32; fills their drafts and the trace.
   void read_out(const TensorView& draft_rows, const TensorView& all_anchors, int64_t b0, int64_t b1,
                 std::span<int32_t> drafts, DFlash2Trace* trace);
+  // add_context / draft without the out-of-memory boundary (an op's DeviceOutOfMemory becomes
+  // their error there).
+  Status enqueue_context(const TensorView& features, std::span<const DFlash2ContextRows> items);
+  Status run_draft(std::span<const DFlash2Block> blocks, std::span<int32_t> drafts,
+                   DFlash2Trace* trace);
   static constexpr size_t kScratchBuffers = 20;
   // Each scratch buffer's bytes for reserve(tokens, blocks), in scratch_buffers()' order.
   static std::array<size_t, kScratchBuffers> scratch_sizes(const DFlash2Config& config,
