@@ -1136,7 +1136,9 @@ void Engine::Impl::feed_drafter(const StepPlan& plan, const ForwardOutput& out) 
   constexpr int64_t kPage = DFlash2ContextPool::kPageSize;
   int64_t row = 0;  // the work item's first token in the batch
   int64_t pages = 0;  // the most pages the items may take
-  std::vector<std::vector<int64_t>> positions;
+  int64_t tokens = 0;
+  for (const SeqWork& w : plan.work) tokens += w.num_tokens;
+  std::vector<int64_t> positions(static_cast<size_t>(tokens));  // by batch row
   std::vector<DFlash2ContextRows> items;
   for (const SeqWork& w : plan.work) {
     const int64_t first = row;
@@ -1148,12 +1150,12 @@ void Engine::Impl::feed_drafter(const StepPlan& plan, const ForwardOutput& out) 
         std::clamp<int64_t>(kv_.num_computed(s.id) - w.num_computed, 0, w.num_tokens);
     if (committed == 0) continue;
     if (!s.draft_context) s.draft_context = drafter_->new_context();
-    std::vector<int64_t>& p = positions.emplace_back(static_cast<size_t>(committed));
+    const std::span<int64_t> p = std::span<int64_t>(positions).subspan(
+        static_cast<size_t>(first), static_cast<size_t>(committed));
     std::iota(p.begin(), p.end(), w.num_computed);
-    items.push_back(DFlash2ContextRows{s.draft_context.get(), first, {}});
+    items.push_back(DFlash2ContextRows{s.draft_context.get(), first, p});
     pages += committed / kPage + 2;
   }
-  for (size_t i = 0; i < items.size(); ++i) items[i].positions = positions[i];
   // Running sequences before finished ones' saved contexts.
   while (drafter_->pool().free_pages() < pages && draft_contexts_.evict_oldest()) {
   }

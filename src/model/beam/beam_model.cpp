@@ -487,8 +487,7 @@ void BeamModel::copy_captured(const Workspace& ws, const ForwardBatch& batch,
   out.device_captured = TensorView();
   if (batch.capture_layers.empty()) return;
   // The batch's tokens (a decode graph's padding rows come after them).
-  int64_t T = 0;
-  for (const SeqChunk& c : batch.seqs) T += static_cast<int64_t>(c.tokens.size());
+  const int64_t T = ws.active_tokens;
   const TensorView captured = ws.captured.view(
       DType::kBF16, {T, static_cast<int64_t>(batch.capture_layers.size()) * config().hidden_size});
   if (batch.captured_on_device) {

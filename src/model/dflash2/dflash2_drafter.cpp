@@ -34,6 +34,36 @@ struct MetaLayout {
   }
 };
 
+// add_context's metadata for T rows: each row's position and slot (i64).
+struct ContextMeta {
+  size_t positions, slots, bytes;
+  explicit ContextMeta(int64_t T) {
+    MetaLayout layout;
+    positions = layout.take(T * 8);
+    slots = layout.take(T * 8);
+    bytes = layout.used;
+  }
+};
+
+// draft's metadata for S blocks of B rows (J draft rows each) whose page tables hold `table`
+// entries in all: the rows' positions (i64) and ids (i32), each block's position (i64), anchor,
+// table offset and length (i32), the draft rows' block rows (i32), the tables (i32).
+struct DraftMeta {
+  size_t positions, block_positions, ids, anchors, offsets, lengths, rows, pages, bytes;
+  DraftMeta(int64_t S, int64_t B, int64_t J, int64_t table) {
+    MetaLayout layout;
+    positions = layout.take(S * B * 8);
+    block_positions = layout.take(S * 8);
+    ids = layout.take(S * B * 4);
+    anchors = layout.take(S * 4);
+    offsets = layout.take(S * 4);
+    lengths = layout.take(S * 4);
+    rows = layout.take(S * J * 4);
+    pages = layout.take(std::max<int64_t>(table, 1) * 4);
+    bytes = layout.used;
+  }
+};
+
 template <typename T>
 T* host_at(const MetadataBuffer& m, size_t offset) {
   return reinterpret_cast<T*>(static_cast<char*>(m.host()) + offset);
@@ -123,12 +153,9 @@ Status DFlash2Drafter::reserve(int64_t tokens, int64_t blocks) {
       synchronize(ctx_);  // work queued on the old buffer
       BEAM_RETURN_IF_ERROR(buffers[i]->reserve(ctx_, sizes[i]));
     }
-  BEAM_RETURN_IF_ERROR(reserve_meta(ctx_meta_, static_cast<size_t>(tokens) * 16 + 512));
-  const int64_t N = blocks * c.block_size, J = c.max_drafts();
+  BEAM_RETURN_IF_ERROR(reserve_meta(ctx_meta_, ContextMeta(tokens).bytes));
   const int64_t table = blocks * std::max<int64_t>(DFlash2ContextPool::ring_pages(c), 1);
-  return reserve_meta(
-      draft_meta_,
-      static_cast<size_t>(N * 12 + blocks * 20 + blocks * J * 4 + table * 4) + 8 * 256);
+  return reserve_meta(draft_meta_, DraftMeta(blocks, c.block_size, c.max_drafts(), table).bytes);
 }
 
 int64_t DFlash2Drafter::release_memory() {
@@ -179,10 +206,9 @@ Status DFlash2Drafter::enqueue_context(const TensorView& features,
   BEAM_RETURN_IF_ERROR(reserve(T, 0));
   // Host metadata: each row's position and slot (the trash page's when it has none, or when a
   // later row of the same call takes its slot: a ring shorter than the call).
-  MetaLayout layout;
-  const size_t pos_at = layout.take(T * 8), slot_at = layout.take(T * 8);
-  int64_t* pos = host_at<int64_t>(ctx_meta_, pos_at);
-  int64_t* slots = host_at<int64_t>(ctx_meta_, slot_at);
+  const ContextMeta at(T);
+  int64_t* pos = host_at<int64_t>(ctx_meta_, at.positions);
+  int64_t* slots = host_at<int64_t>(ctx_meta_, at.slots);
   const int64_t trash = int64_t{trash_page_} * DFlash2ContextPool::kPageSize;
   const int64_t ring = DFlash2ContextPool::ring_pages(c) * DFlash2ContextPool::kPageSize;
   std::vector<bool> covered(static_cast<size_t>(T), false);
@@ -205,10 +231,10 @@ Status DFlash2Drafter::enqueue_context(const TensorView& features,
       pos[row] = 0;
       slots[row] = trash;
     }
-  upload_metadata(ctx_, ctx_meta_, 0, layout.used);
-  const TensorView positions = ctx_meta_.device_view(pos_at, DType::kI64, {T});
-  const TensorView slot_view = ctx_meta_.device_view(slot_at, DType::kI64, {T});
-  const TensorView no_positions = ctx_meta_.device_view(pos_at, DType::kI64, {0});
+  upload_metadata(ctx_, ctx_meta_, 0, at.bytes);
+  const TensorView positions = ctx_meta_.device_view(at.positions, DType::kI64, {T});
+  const TensorView slot_view = ctx_meta_.device_view(at.slots, DType::kI64, {T});
+  const TensorView no_positions = ctx_meta_.device_view(at.positions, DType::kI64, {0});
   const TensorView hidden = ctx_hidden_.view(DType::kBF16, {T, H});
   const TensorView k = ctx_k_.view(DType::kBF16, {T, kv_width});
   const TensorView v = ctx_v_.view(DType::kBF16, {T, kv_width});
@@ -247,41 +273,35 @@ Status DFlash2Drafter::run_draft(std::span<const DFlash2Block> blocks, std::span
   int64_t table_size = 0;
   for (const DFlash2Block& b : blocks)
     table_size += static_cast<int64_t>(b.context->table().size());
-  BEAM_RETURN_IF_ERROR(reserve_meta(
-      draft_meta_, static_cast<size_t>(N * 12 + S * 20 + S * J * 4 + table_size * 4) + 8 * 256));
-  MetaLayout layout;
-  const size_t pos_at = layout.take(N * 8), block_pos_at = layout.take(S * 8);
-  const size_t ids_at = layout.take(N * 4), anchors_at = layout.take(S * 4);
-  const size_t offsets_at = layout.take(S * 4), lengths_at = layout.take(S * 4);
-  const size_t rows_at = layout.take(S * J * 4),
-               pages_at = layout.take(std::max<int64_t>(table_size, 1) * 4);
-  int32_t* pages = host_at<int32_t>(draft_meta_, pages_at);
+  const DraftMeta at(S, B, J, table_size);
+  BEAM_RETURN_IF_ERROR(reserve_meta(draft_meta_, at.bytes));
+  int32_t* pages = host_at<int32_t>(draft_meta_, at.pages);
   int64_t table_at = 0;
   for (int64_t b = 0; b < S; ++b) {
     const DFlash2Block& blk = blocks[b];
     for (int64_t t = 0; t < B; ++t) {
-      host_at<int32_t>(draft_meta_, ids_at)[b * B + t] = t == 0 ? blk.anchor : c.mask_token_id;
-      host_at<int64_t>(draft_meta_, pos_at)[b * B + t] = blk.position + t;
+      host_at<int32_t>(draft_meta_, at.ids)[b * B + t] = t == 0 ? blk.anchor : c.mask_token_id;
+      host_at<int64_t>(draft_meta_, at.positions)[b * B + t] = blk.position + t;
     }
     for (int64_t j = 0; j < J; ++j)
-      host_at<int32_t>(draft_meta_, rows_at)[b * J + j] = static_cast<int32_t>(b * B + 1 + j);
-    host_at<int64_t>(draft_meta_, block_pos_at)[b] = blk.position;
-    host_at<int32_t>(draft_meta_, anchors_at)[b] = blk.anchor;
+      host_at<int32_t>(draft_meta_, at.rows)[b * J + j] = static_cast<int32_t>(b * B + 1 + j);
+    host_at<int64_t>(draft_meta_, at.block_positions)[b] = blk.position;
+    host_at<int32_t>(draft_meta_, at.anchors)[b] = blk.anchor;
     const std::span<const int32_t> table = blk.context->table();
-    host_at<int32_t>(draft_meta_, offsets_at)[b] = static_cast<int32_t>(table_at);
-    host_at<int32_t>(draft_meta_, lengths_at)[b] = static_cast<int32_t>(table.size());
+    host_at<int32_t>(draft_meta_, at.offsets)[b] = static_cast<int32_t>(table_at);
+    host_at<int32_t>(draft_meta_, at.lengths)[b] = static_cast<int32_t>(table.size());
     std::copy(table.begin(), table.end(), pages + table_at);
     table_at += static_cast<int64_t>(table.size());
   }
-  upload_metadata(ctx_, draft_meta_, 0, layout.used);
-  const TensorView ids = draft_meta_.device_view(ids_at, DType::kI32, {N});
-  const TensorView pos = draft_meta_.device_view(pos_at, DType::kI64, {N});
+  upload_metadata(ctx_, draft_meta_, 0, at.bytes);
+  const TensorView ids = draft_meta_.device_view(at.ids, DType::kI32, {N});
+  const TensorView pos = draft_meta_.device_view(at.positions, DType::kI64, {N});
   DFlash2ContextView context;
   context.slot_positions = pool_->slot_positions();
-  context.pages = draft_meta_.device_view(pages_at, DType::kI32, {table_size});
-  context.table_offsets = draft_meta_.device_view(offsets_at, DType::kI32, {S});
-  context.table_lengths = draft_meta_.device_view(lengths_at, DType::kI32, {S});
-  context.block_positions = draft_meta_.device_view(block_pos_at, DType::kI64, {S});
+  context.pages = draft_meta_.device_view(at.pages, DType::kI32, {table_size});
+  context.table_offsets = draft_meta_.device_view(at.offsets, DType::kI32, {S});
+  context.table_lengths = draft_meta_.device_view(at.lengths, DType::kI32, {S});
+  context.block_positions = draft_meta_.device_view(at.block_positions, DType::kI64, {S});
   context.page_size = DFlash2ContextPool::kPageSize;
   context.ring_pages = DFlash2ContextPool::ring_pages(c);
   context.window = c.sliding_window;
@@ -327,8 +347,8 @@ Status DFlash2Drafter::run_draft(std::span<const DFlash2Block> blocks, std::span
   if (trace) *trace = DFlash2Trace{};
   const int64_t per_chunk = std::max<int64_t>(1, kReadOutRows / J);
   for (int64_t b0 = 0; b0 < S; b0 += per_chunk)
-    read_out(draft_meta_.device_view(rows_at, DType::kI32, {S * J}),
-             draft_meta_.device_view(anchors_at, DType::kI32, {S}), b0, std::min(S, b0 + per_chunk),
+    read_out(draft_meta_.device_view(at.rows, DType::kI32, {S * J}),
+             draft_meta_.device_view(at.anchors, DType::kI32, {S}), b0, std::min(S, b0 + per_chunk),
              drafts, trace);
   return ok_status();
 }
