@@ -174,16 +174,6 @@ Expected<std::optional<HostKvStore>> make_host_store(const EngineOptions& option
   return std::optional<HostKvStore>(std::move(store));
 }
 
-// Bytes of finished sequences' drafter contexts kept (Engine::Impl::draft_contexts_, pages of
-// the drafter's context pool): 12 contexts of Beam 1.0's drafter (window 4,096), thousands of a
-// small one.
-constexpr int64_t kDraftContextCacheBytes = int64_t{1} << 30;
-// The drafter's context pool holds every running sequence's ring plus the cache above, but at most
-// this much on the CPU, or the larger of 1 GiB and a tenth of a GPU's memory: past it, sequences
-// that find no free page draft from the positions they hold (docs/runtime.md "DFlash2 drafts").
-constexpr int64_t kDraftPoolMaxHostBytes = int64_t{8} << 30;
-constexpr int64_t kDraftPoolMinDeviceBytes = int64_t{1} << 30;
-
 // EngineOptions::speculative.dflash2_drafter's weights on the engine's device (null without one),
 // checked against the target.
 Expected<std::shared_ptr<const DFlash2Weights>> load_engine_drafter(const EngineOptions& options,
@@ -205,31 +195,35 @@ Expected<std::shared_ptr<const DFlash2Weights>> load_engine_drafter(const Engine
   return on_device;
 }
 
-// The drafter's context pool: `requested_bytes` when set, else every running sequence's ring (its
-// pages for max_context positions without a window) and the finished contexts' cache, bounded as
-// kDraftPool* say. At least 2 pages (the drafter keeps one).
+// The drafter's context pool as KV pools plan it: every running sequence's ring (its pages for
+// max_context positions without a window) and the drafter's own page (docs/runtime.md "DFlash2
+// drafts"); 0 page bytes without a drafter or with an explicit size.
+KvRingPool draft_ring_pool(const DFlash2Weights* drafter, int64_t max_context,
+                           int64_t requested_bytes) {
+  if (drafter == nullptr || requested_bytes > 0) return {};
+  return KvRingPool{.page_bytes = DFlash2ContextPool::page_bytes(drafter->config),
+                    .page_tokens = DFlash2ContextPool::kPageSize,
+                    .pages_per_seq = DFlash2ContextPool::pages_for(drafter->config, max_context),
+                    .fixed_pages = 1};
+}
+
+// The drafter's context pool of `pages` pages (`asked`: Speculation::dflash2_context_pool_bytes
+// set them, else plan_kv_pools did).
 Expected<std::shared_ptr<DFlash2ContextPool>> make_draft_pool(const KernelContext& ctx,
                                                               const DFlash2Config& c,
-                                                              int64_t max_running,
-                                                              int64_t max_context,
-                                                              int64_t requested_bytes) {
+                                                              int64_t max_running, int64_t pages,
+                                                              bool asked) {
   const int64_t page = DFlash2ContextPool::page_bytes(c);
-  const int64_t wanted = max_running * DFlash2ContextPool::pages_for(c, max_context) +
-                         kDraftContextCacheBytes / page + 1;  // + the drafter's trash page
-  const int64_t cap_bytes =
-      ctx.device == Device::kCpu
-          ? kDraftPoolMaxHostBytes
-          : std::max(kDraftPoolMinDeviceBytes, device_memory_info(ctx).total_bytes / 10);
-  const int64_t pages =
-      std::max<int64_t>(2, requested_bytes > 0 ? requested_bytes / page
-                                               : std::min(wanted, cap_bytes / page));
-  char line[200];
+  char line[240];
   std::snprintf(line, sizeof(line),
-                "engine: DFlash2 context pool %.2f GiB (%lld pages of %lld positions; %lld "
-                "wanted for %lld sequences and the finished contexts' cache)",
+                "engine: DFlash2 context pool %.2f GiB off the KV budget (%lld pages of %lld "
+                "positions; %s)",
                 static_cast<double>(pages * page) / (1 << 30), static_cast<long long>(pages),
                 static_cast<long long>(DFlash2ContextPool::kPageSize),
-                static_cast<long long>(wanted), static_cast<long long>(max_running));
+                asked ? "as asked"
+                      : ("rings of " + std::to_string(max_running) +
+                         " sequences, finished contexts in the rest")
+                            .c_str());
   log_info(line);
   return DFlash2ContextPool::create(ctx, c, pages);
 }
@@ -291,6 +285,9 @@ class Engine::Impl {
       const TensorView lm_head = drafter_lm_head_.data() != nullptr
                                      ? drafter_lm_head_.view(DType::kBF16, target.embed.shape)
                                      : target.lm_head;
+      // Finished contexts may fill the pool; running sequences evict them for pages.
+      draft_contexts_ = DFlash2ContextCache(
+          draft_pool->total_pages() * DFlash2ContextPool::page_bytes(draft_pool->config()));
       drafter_.emplace(std::move(drafter), target.embed, lm_head, model_.context(),
                        std::move(draft_pool));
       // Memory the KV budget left for it (Engine::create); an error leaves drafting to retry.
@@ -489,6 +486,9 @@ class Engine::Impl {
   void feed_drafter(const StepPlan& plan, const ForwardOutput& out);
   // Logs a drafter error (out of device memory), the first and every 1,000th.
   void note_drafter_failure(const std::string& what);
+  // Drops finished sequences' drafter contexts (oldest first) until the pool has `pages` free:
+  // running sequences come first.
+  void reclaim_draft_pages(int64_t pages);
   // Writes seq's drafts into `out` (returns how many): the longest n-gram match of its suffix in
   // its own tokens or, when longer, in a sibling sample's (n > 1: samples of one prompt often
   // write the same text).
@@ -624,7 +624,7 @@ class Engine::Impl {
   std::optional<DFlash2Drafter> drafter_;
   int64_t drafter_failures_ = 0;  // note_drafter_failure's count
   // Finished sequences' drafter contexts for requests that start with their text.
-  DFlash2ContextCache draft_contexts_{kDraftContextCacheBytes};
+  DFlash2ContextCache draft_contexts_{0};
 
   Inbox inbox_;
   int64_t next_request_id_ = 1;  // guarded by inbox_.mu
@@ -1156,11 +1156,14 @@ void Engine::Impl::feed_drafter(const StepPlan& plan, const ForwardOutput& out) 
     items.push_back(DFlash2ContextRows{s.draft_context.get(), first, p});
     pages += committed / kPage + 2;
   }
-  // Running sequences before finished ones' saved contexts.
-  while (drafter_->pool().free_pages() < pages && draft_contexts_.evict_oldest()) {
-  }
+  reclaim_draft_pages(pages);
   if (const Status st = drafter_->add_context(out.device_captured, items); !st.ok())
     note_drafter_failure("the DFlash2 context of a step is lost: " + st.error().message);
+}
+
+void Engine::Impl::reclaim_draft_pages(int64_t pages) {
+  while (drafter_->pool().free_pages() < pages && draft_contexts_.evict_oldest()) {
+  }
 }
 
 void Engine::Impl::note_drafter_failure(const std::string& what) {
@@ -1451,8 +1454,10 @@ void Engine::Impl::apply_preemptions(const StepPlan& plan) {
   for (const ForkOp& f : plan.forks) {
     Sequence& child = seqs_.at(f.child);
     child.fork_parent = SeqId();
-    if (const auto& parent = seqs_.at(f.parent).draft_context)  // the prompt's drafter K/V
+    if (const auto& parent = seqs_.at(f.parent).draft_context) {  // the prompt's drafter K/V
+      reclaim_draft_pages(static_cast<int64_t>(parent->table().size()));
       child.draft_context = parent->clone();
+    }
   }
 }
 
@@ -1859,7 +1864,6 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
   resolved.max_tokens_per_step = step_tokens;
   BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const DFlash2Weights> drafter,
                         load_engine_drafter(options, device.context(nullptr), config));
-  std::shared_ptr<DFlash2ContextPool> draft_pool;
   if (drafter) {  // its block bounds the drafts
     int64_t& k = resolved.speculative.num_draft_tokens;
     if (k > drafter->config.max_drafts())
@@ -1867,11 +1871,6 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
                         "DFlash2 drafter drafts at most " +
                         std::to_string(drafter->config.max_drafts()) + " (its block_size - 1)");
     if (k == 0) k = drafter->config.max_drafts();
-    const int64_t max_context = options.max_context_tokens > 0 ? options.max_context_tokens
-                                                               : config.max_position_embeddings;
-    BEAM_ASSIGN_OR_RETURN(
-        draft_pool, make_draft_pool(device.context(nullptr), drafter->config, options.max_running,
-                                    max_context, options.speculative.dflash2_context_pool_bytes));
   }
   std::unique_ptr<EngineRanks> ranks;
   if (tp > 1) {
@@ -1901,10 +1900,30 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
                                                         options.max_running, step));
   if (drafter && step && !options.kv_budget_bytes)  // the drafter's activations (its reserve)
     budget -= DFlash2Drafter::scratch_bytes(drafter->config, step_tokens, options.max_running);
+  const int64_t draft_pool_bytes = options.speculative.dflash2_context_pool_bytes;
+  // An explicit pool's pages, at least 2 (the drafter keeps one).
+  const int64_t asked_pages =
+      drafter && draft_pool_bytes > 0
+          ? std::max<int64_t>(2, draft_pool_bytes / DFlash2ContextPool::page_bytes(drafter->config))
+          : 0;
+  if (asked_pages > 0) budget -= asked_pages * DFlash2ContextPool::page_bytes(drafter->config);
   KvPoolSplit split;
   split.max_running_seqs = options.max_running;
   split.max_step_tokens = step_tokens;
+  split.ring = draft_ring_pool(drafter.get(),
+                               options.max_context_tokens > 0 ? options.max_context_tokens
+                                                              : config.max_position_embeddings,
+                               draft_pool_bytes);
   BEAM_ASSIGN_OR_RETURN(KvPoolSizes sizes, plan_kv_pools(geometry, budget, split));
+  std::shared_ptr<DFlash2ContextPool> draft_pool;
+  if (drafter) {
+    BEAM_ASSIGN_OR_RETURN(draft_pool,
+                          make_draft_pool(device.context(nullptr), drafter->config,
+                                          options.max_running,
+                                          asked_pages > 0 ? asked_pages
+                                                          : std::max<int64_t>(2, sizes.num_ring_pages),
+                                          asked_pages > 0));
+  }
   std::unique_ptr<KvMemoryAllocator> allocator =
       make_kv_allocator(device, options.enable_sleep_mode);
   BEAM_ASSIGN_OR_RETURN(KvStorage storage, KvStorage::create(geometry, sizes, *allocator));

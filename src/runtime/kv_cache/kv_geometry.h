@@ -38,15 +38,36 @@ Expected<KvGeometry> kv_geometry_from_config(const BeamConfig& config, int64_t b
 //             that later turns hit; one window per cached session end / checkpoint)
 //  full blocks = what is left of the budget after the live sliding blocks, shared with the
 //    cached sliding blocks in the ratio above.
+//  ring pages (KvRingPool, when set) = live + cached, where
+//    live   = min(max_running_seqs * pages_per_seq, the full blocks' tokens / page_tokens)
+//             + fixed_pages (a sequence's ring never holds more positions than its full blocks)
+//    cached = cached_sliding_per_full_token * full blocks' tokens / page_tokens (finished
+//             sequences' rings kept for later turns, as their sliding windows are)
+//    taken from the budget before the full blocks, which share what is left with them; at most
+//    max_budget_share of the budget (positions a ring lacks cost its drafts' acceptance only,
+//    while KV blocks are throughput), the full blocks then sharing the rest with the sliding.
+
+// Pages beside the KV pools that running sequences fill like sliding windows: the DFlash2
+// drafter's context rings (docs/runtime.md "DFlash2 drafts").
+struct KvRingPool {
+  int64_t page_bytes = 0;  // 0: no ring pool
+  int64_t page_tokens = 16;
+  int64_t pages_per_seq = 0;  // the most pages one running sequence's ring holds
+  int64_t fixed_pages = 0;    // held apart from every sequence
+  double max_budget_share = 0.25;
+};
+
 struct KvPoolSplit {
   int64_t max_running_seqs = 64;
   int64_t max_step_tokens = 8192;
   double cached_sliding_per_full_token = 0.1;
+  KvRingPool ring{};
 };
 
 struct KvPoolSizes {
   int32_t num_full_blocks = 0;
   int32_t num_sliding_blocks = 0;
+  int64_t num_ring_pages = 0;  // KvPoolSplit::ring's pages (0 without one)
 };
 
 // Block counts for both pools within budget_bytes. Error when the budget cannot hold the live
@@ -54,7 +75,7 @@ struct KvPoolSizes {
 Expected<KvPoolSizes> plan_kv_pools(const KvGeometry& geometry, int64_t budget_bytes,
                                     const KvPoolSplit& split);
 
-// Bytes the two pools of `sizes` occupy.
+// Bytes the two KV pools of `sizes` occupy (not the ring pool's).
 int64_t kv_pool_bytes(const KvGeometry& geometry, const KvPoolSizes& sizes);
 
 }  // namespace beam

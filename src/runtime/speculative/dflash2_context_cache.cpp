@@ -4,6 +4,14 @@
 #include <algorithm>
 
 namespace beam {
+namespace {
+
+int64_t held_pages(const DFlash2Context& context) {
+  const auto table = context.table();
+  return std::count_if(table.begin(), table.end(), [](int32_t page) { return page >= 0; });
+}
+
+}  // namespace
 
 void DFlash2ContextCache::put(std::vector<int32_t> tokens,
                               std::shared_ptr<const DFlash2Context> context) {
@@ -33,6 +41,9 @@ std::shared_ptr<DFlash2Context> DFlash2ContextCache::copy_for(std::span<const in
   }
   if (best == entries_.end()) return nullptr;
   entries_.splice(entries_.begin(), entries_, best);  // most recently used
+  // The copy's pages: older contexts make room.
+  const DFlash2ContextPool& pool = best->context->pool();
+  while (pool.free_pages() < held_pages(*best->context) && entries_.size() > 1) evict_oldest();
   std::shared_ptr<DFlash2Context> copy = best->context->clone();
   copy->truncate(best_len);
   return copy;
@@ -40,8 +51,7 @@ std::shared_ptr<DFlash2Context> DFlash2ContextCache::copy_for(std::span<const in
 
 int64_t DFlash2ContextCache::pages() const {
   int64_t n = 0;
-  for (const Entry& e : entries_)
-    for (int32_t page : e.context->table()) n += page >= 0;
+  for (const Entry& e : entries_) n += held_pages(*e.context);
   return n;
 }
 

@@ -21,9 +21,10 @@ class DFlash2ContextCache {
   // A finished sequence's context; `tokens` are its tokens by position (those the context holds
   // were computed from them).
   void put(std::vector<int32_t> tokens, std::shared_ptr<const DFlash2Context> context);
-  // A copy (DFlash2Context::clone) of the saved context whose tokens share the longest prefix with `prefix` (`prefix`: a
-  // new sequence's tokens that the prefix cache holds), cut to that shared prefix; null when no
-  // saved context holds a position of it.
+  // A copy (DFlash2Context::clone) of the saved context whose tokens share the longest prefix with
+  // `prefix` (`prefix`: a new sequence's tokens that the prefix cache holds), cut to that shared
+  // prefix; null when no saved context holds a position of it. Older contexts are dropped while
+  // the pool lacks the copy's pages.
   std::shared_ptr<DFlash2Context> copy_for(std::span<const int32_t> prefix);
 
   // Drops the least recently used context (its pages go back to the pool); false when empty.

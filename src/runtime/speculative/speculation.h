@@ -25,8 +25,10 @@ struct Speculation {
   // A DFlash2 drafter's directory (docs/dflash2.md): drafts come from it instead of n-grams, at
   // most its block_size - 1 a step (num_draft_tokens 0: that many). Empty: n-grams.
   std::string dflash2_drafter{};
-  // Bytes of the drafter's context pool (docs/runtime.md "DFlash2 drafts"); 0: sized by the
-  // engine (every running sequence's ring and 1 GiB of finished contexts, capped by the device).
+  // Bytes of the drafter's context pool, taken off the KV budget (docs/runtime.md "DFlash2
+  // drafts"); 0: planned with the KV pools (every running sequence's ring, bounded by the full
+  // pool's tokens, and finished contexts as the prefix cache keeps windows; a quarter of the
+  // budget at most).
   int64_t dflash2_context_pool_bytes = 0;
   bool enabled() const { return num_draft_tokens > 0 || !dflash2_drafter.empty(); }
   // An error naming the field out of range: drafts in [0, kMaxDraftTokens], 1 <= min <= max <= 64,

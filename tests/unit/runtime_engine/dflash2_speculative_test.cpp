@@ -98,7 +98,7 @@ TEST(DFlash2Speculation, SampledSiblingsAndCachedPromptsEqualPlainDecoding) {
 
 // A KV budget that preempts: recomputed positions refill the drafter's context.
 TEST(DFlash2Speculation, PreemptedSequencesResumeWithTheSameTokens) {
-  const EngineStats s = compare_with_plain(greedy_requests(6, 24, 48), /*kv_bytes=*/1 << 20,
+  const EngineStats s = compare_with_plain(greedy_requests(6, 24, 48), /*kv_bytes=*/3 << 19,
                                            /*step_tokens=*/32);
   EXPECT_GT(s.preemptions, 0);
   EXPECT_GT(s.spec_verifications, 0);
@@ -135,6 +135,7 @@ TEST(DFlash2Speculation, SleepReleasesTheDraftersMemoryAndWakeUpRestoresIt) {
   auto spec = Engine::create(weights, o);
   ASSERT_TRUE(spec.ok()) << spec.error().message;
   o.speculative.dflash2_drafter.clear();
+  o.kv_budget_bytes = 8 << 20;  // the drafting engine's KV pools: its budget less the drafter's pool
   auto plain = Engine::create(weights, o);
   ASSERT_TRUE(plain.ok()) << plain.error().message;
   const std::vector<RunRequest> reqs = greedy_requests(4, 20, 30);

@@ -212,6 +212,60 @@ TEST(KvCacheTest, PoolSplitFollowsTheDocumentedRule) {
   EXPECT_NE(tiny.error().message.find("running sequences"), std::string::npos);
 }
 
+// A ring pool (the DFlash2 drafter's context): every running sequence's whole ring and the
+// cached share come off the budget before the full blocks.
+TEST(KvCacheTest, RingPoolTakesEverySequencesRingAndACachedShare) {
+  const KvGeometry g = test_geometry();
+  KvPoolSplit split{2, 16, 0.5};
+  split.ring = KvRingPool{.page_bytes = 40, .page_tokens = 2, .pages_per_seq = 3, .fixed_pages = 1};
+  const int64_t full_bb = g.bytes_per_block(AttentionKind::kFull);        // 96
+  const int64_t sliding_bb = g.bytes_per_block(AttentionKind::kSliding);  // 192
+  Expected<KvPoolSizes> sizes = plan_kv_pools(g, 100000, split);
+  ASSERT_TRUE(sizes.ok()) << sizes.error().message;
+  const int64_t live = 2 * (2 + 2) + 4;
+  const int64_t live_ring = 2 * 3 + 1;
+  // A full block (4 tokens) brings half a block's sliding windows and a quarter of its tokens'
+  // ring pages (4 / 2 x 0.5 = 1 page).
+  const int64_t full =
+      (100000 - live * sliding_bb - live_ring * 40) / (full_bb + sliding_bb / 2 + 40);
+  EXPECT_EQ(sizes->num_full_blocks, full);
+  EXPECT_EQ(sizes->num_sliding_blocks, live + full / 2);
+  EXPECT_EQ(sizes->num_ring_pages, live_ring + full);
+  EXPECT_LE(kv_pool_bytes(g, *sizes) + sizes->num_ring_pages * 40, 100000);
+  split.ring = {};
+  EXPECT_EQ(plan_kv_pools(g, 100000, split)->num_ring_pages, 0);
+}
+
+// Rings hold no more positions than the full blocks do: with rings too big for the budget, the
+// live ring pages follow the full blocks' tokens.
+TEST(KvCacheTest, RingsLargerThanTheFullPoolFollowItsTokens) {
+  const KvGeometry g = test_geometry();
+  KvPoolSplit split{2, 16, 0.5};
+  split.ring =
+      KvRingPool{.page_bytes = 8, .page_tokens = 2, .pages_per_seq = 100000, .fixed_pages = 1};
+  const int64_t full_bb = g.bytes_per_block(AttentionKind::kFull);
+  const int64_t sliding_bb = g.bytes_per_block(AttentionKind::kSliding);
+  Expected<KvPoolSizes> sizes = plan_kv_pools(g, 100000, split);
+  ASSERT_TRUE(sizes.ok()) << sizes.error().message;
+  const int64_t live = 2 * (2 + 2) + 4;
+  // A full block: its 2 live pages and 1 cached page of ring.
+  const int64_t full = (100000 - live * sliding_bb - 8) / (full_bb + sliding_bb / 2 + 3 * 8);
+  EXPECT_EQ(sizes->num_full_blocks, full);
+  EXPECT_EQ(sizes->num_ring_pages, 1 + 3 * full);
+  EXPECT_LE(kv_pool_bytes(g, *sizes) + sizes->num_ring_pages * 8, 100000);
+  // Pages as big as the budget's quarter allows: the ring pool is capped there.
+  split.ring.page_bytes = 2000;
+  Expected<KvPoolSizes> capped = plan_kv_pools(g, 100000, split);
+  ASSERT_TRUE(capped.ok()) << capped.error().message;
+  EXPECT_EQ(capped->num_ring_pages, 25000 / 2000);
+  EXPECT_EQ(capped->num_full_blocks,
+            (100000 - live * sliding_bb - 12 * 2000) / (full_bb + sliding_bb / 2));
+  split.ring.page_tokens = 0;
+  Expected<KvPoolSizes> bad = plan_kv_pools(g, 100000, split);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("page_tokens"), std::string::npos);
+}
+
 TEST(KvCacheTest, PoolsOverTwoTo31CacheRowsAreRejected) {
   KvGeometry g = test_geometry();
   g.num_kv_heads = 8;
