@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Run 342 (one GPU): runs 341 and 337 in one call, then serves with the drafter it trained.
-# 1. The checks of ca7cc91 and later: the DFlash2 suites, the decode graphs and sleep mode with a
-#    drafter's pool (model_beam_cuda_tests), the kernels' DFlash2 suites.
+# 1. The checks of ca7cc91 and later: the DFlash2 suites, the decode graphs (verification steps in
+#    graphs too) and sleep mode with a drafter's pool (model_beam_cuda_tests), the kernels' DFlash2
+#    suites.
 # 2. Trains beam-nano's DFlash2 drafter on the GPU (torch), continuing from the CPU-trained one, on
 #    every prompt window but the held-out ones (rows 5800 on); the checkpoint comes back in $OUT/nano.
-# 3. beam-nano served on the GPU without drafts and with the new drafter
+# 3. beam-nano served on the GPU without drafts, with the new drafter and with n-grams (verification
+#    steps now replay graphs; run 340: 3,019 / 1,979 / 4,510 tok/s eager)
 #    (tools/bench/speculative_text.py, rows 5900:5916, batch 1, greedy, 128 tokens).
 # Call: tools/gpu/hold_tree.sh hold models/beam-nano; tools/gpu/pack_ab.sh build/gpu-bundle.tar.xz
 #   --keep beamserve,kernels_cuda_tests,model_beam_cuda_tests --held models/beam-nano; write
@@ -42,4 +44,5 @@ if ((SECONDS - start < 480)) && [[ -f $OUT/nano/config.json ]]; then
   serve_one dflash --speculative-algorithm DFLASH --speculative-draft-model-path "$OUT/nano"
   grep -h "DFlash2\|error" $res/serve-dflash.log | head -5
 fi
+((SECONDS - start < 540)) && serve_one ngram --speculative-algorithm NGRAM
 echo "total $((SECONDS - start)) s"

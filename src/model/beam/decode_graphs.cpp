@@ -36,14 +36,19 @@ int64_t first_layer(const BeamConfig& cfg, AttentionKind kind) {
 
 bool DecodeGraphs::eligible(const KernelContext& ctx, const ForwardBatch& batch) {
   if (ctx.device != Device::kCuda || !ctx.cuda_graphs || batch.capture_routing) return false;
-  if (batch.seqs.empty() || batch.seqs.size() > static_cast<size_t>(kBuckets.back())) return false;
-  return std::all_of(batch.seqs.begin(), batch.seqs.end(),
-                     [](const SeqChunk& s) { return s.tokens.size() == 1 && !s.all_logits; });
+  if (batch.seqs.empty()) return false;
+  int64_t rows = 0;
+  for (const SeqChunk& s : batch.seqs) {
+    const auto n = static_cast<int64_t>(s.tokens.size());
+    if (n != 1 && !(s.all_logits && n > 1 && n <= kMaxRowsPerSeq)) return false;
+    rows += n;
+  }
+  return rows <= kBuckets.back();
 }
 
-size_t DecodeGraphs::bucket_index(size_t num_seqs) {
+size_t DecodeGraphs::bucket_index(int64_t rows) {
   size_t i = 0;
-  while (kBuckets[i] < static_cast<int64_t>(num_seqs)) ++i;
+  while (kBuckets[i] < rows) ++i;
   return i;
 }
 
@@ -82,7 +87,9 @@ void DecodeGraphs::drop_graphs() {
 Status DecodeGraphs::run(const KernelContext& ctx, const BeamConfig& cfg, const ShardShape& shard,
                          ShardBuffers shard_buffers, const ForwardBatch& batch, const KvLayers& kv,
                          const EnqueueStep& enqueue) {
-  const size_t index = bucket_index(batch.seqs.size());
+  int64_t new_tokens = 0;
+  for (const SeqChunk& s : batch.seqs) new_tokens += static_cast<int64_t>(s.tokens.size());
+  const size_t index = bucket_index(new_tokens);
   const int64_t rows = kBuckets[index];
   if (!reserved_) {  // the largest bucket up front: the workspace never moves afterwards
     BEAM_RETURN_IF_ERROR(

@@ -1,8 +1,10 @@
-// DecodeGraphs: CUDA graphs of decode-only steps, one per batch-size bucket (1, 2, 4 ... 128,
-// 160, 192, 256) and per LoRA use (batches where some sequence has an adapter capture the LoRA
-// ops; others do not, so a LoRA-enabled model pays nothing for base-model batches), captured
-// lazily and replayed with the step's metadata uploaded to fixed addresses first
-// (docs/runtime.md, Device). Prefill and mixed steps never come here.
+// DecodeGraphs: CUDA graphs of decode and verification steps, one per row-count bucket (1, 2,
+// 4 ... 128, 160, 192, 256 new tokens) and per LoRA use (batches where some sequence has an
+// adapter capture the LoRA ops; others do not, so a LoRA-enabled model pays nothing for
+// base-model batches), captured lazily and replayed with the step's metadata uploaded to fixed
+// addresses first (docs/runtime.md, Device). A graph serves any batch of its rows: one new token
+// a sequence (decodes) or a few with every token's logits (speculative verification), mixed.
+// Prefill chunks never come here.
 #pragma once
 
 #include <array>
@@ -27,16 +29,21 @@ class DecodeGraphs {
   // (slot 0 full pool, slot 1 sliding pool) and computes the logits of all ws.logit_rows.
   using EnqueueStep = std::function<void(Workspace& ws, const KvLayers& kv)>;
 
-  // Whether batch runs here: CUDA with ctx.cuda_graphs, 1..256 sequences of exactly one new
-  // token each, no all_logits, no capture_routing. capture_layers may be set: the graphs then
-  // copy those layers' residuals into workspace().captured (a batch with another set than the
-  // last one's drops every graph first).
+  // Most new tokens of one sequence in a graphed step (a verification's block; the eager path
+  // too runs chunks this short as decode rows of the attention).
+  static constexpr int64_t kMaxRowsPerSeq = 32;
+
+  // Whether batch runs here: CUDA with ctx.cuda_graphs, no capture_routing, 1..256 new tokens in
+  // all, each sequence with one new token or with all_logits and at most kMaxRowsPerSeq.
+  // capture_layers may be set: the graphs then copy those layers' residuals into
+  // workspace().captured (a batch with another set than the last one's drops every graph first).
   static bool eligible(const KernelContext& ctx, const ForwardBatch& batch);
 
   // Runs a validated eligible batch padded to its bucket: the first use of a bucket runs eagerly
   // (warming scratch and cuBLASLt plans), the second captures, later ones replay. Graphs are
   // dropped and recaptured when the context's scratch or the KV memory moved. On return the
-  // logits of sequence i are row i of workspace().logits, still on the device (not synchronized).
+  // logits rows (batch order, as ForwardOutput's) lead workspace().logits, still on the device
+  // (not synchronized).
   // shard: the model's share of the heads, widths and vocabulary (all of them unless
   // shard_buffers names a tensor-parallel rank, whose graphs capture its collectives too).
   Status run(const KernelContext& ctx, const BeamConfig& cfg, const ShardShape& shard,
@@ -58,7 +65,7 @@ class DecodeGraphs {
     bool capture_failed = false;  // logged once; the bucket then always runs uncaptured
     StepGraph graph;
   };
-  static size_t bucket_index(size_t num_seqs);
+  static size_t bucket_index(int64_t rows);
   void plan_attention(const KernelContext& ctx, const BeamConfig& cfg, int64_t num_heads,
                       const KvLayers& kv);
   Status capture(const KernelContext& ctx, Bucket& bucket, const KvLayers& kv,

@@ -57,13 +57,15 @@ class DecodeGraphTest : public CudaModelTest {
     kv_eager_ = std::make_unique<LocalKvCache>(std::move(*kv_e));
   }
 
+  // Sequences with several uncomputed tokens take every token's logits when all_logits_ is set (a
+  // verification's rows).
   ForwardBatch batch_of(const std::vector<Seq*>& seqs, const LocalKvCache& kv) const {
     ForwardBatch batch;
     batch.capture_layers = capture_;
     for (const Seq* s : seqs) {
       std::span<const int32_t> uncomputed(s->tokens.data() + s->computed, s->tokens.size() - s->computed);
       batch.seqs.push_back(SeqChunk{uncomputed, 0, s->computed, kv.block_table(s->slot),
-                                    kv.block_table(s->slot), false});
+                                    kv.block_table(s->slot), all_logits_ && uncomputed.size() > 1});
     }
     return batch;
   }
@@ -76,7 +78,7 @@ class DecodeGraphTest : public CudaModelTest {
     auto se = eager_->forward(batch_of(seqs, *kv_eager_), kv_eager_->layers(), e);
     ASSERT_TRUE(sg.ok()) << sg.error().message;
     ASSERT_TRUE(se.ok()) << se.error().message;
-    ASSERT_EQ(g.num_rows(), static_cast<int64_t>(seqs.size())) << what;
+    ASSERT_EQ(g.num_rows(), e.num_rows()) << what;
     ASSERT_EQ(g.logits.size(), e.logits.size()) << what;
     EXPECT_EQ(g.row_seq, e.row_seq) << what;
     EXPECT_EQ(g.row_position, e.row_position) << what;
@@ -94,9 +96,11 @@ class DecodeGraphTest : public CudaModelTest {
       EXPECT_EQ(differing, 0) << what << ": row " << r << " differs in " << differing << " of "
                               << a.size() << " logits";
     }
+    std::vector<int64_t> last_row(seqs.size(), -1);  // each sequence's last logits row
+    for (int64_t r = 0; r < g.num_rows(); ++r) last_row[static_cast<size_t>(g.row_seq[r])] = r;
     for (size_t i = 0; i < seqs.size(); ++i) {
       seqs[i]->computed = static_cast<int64_t>(seqs[i]->tokens.size());
-      seqs[i]->tokens.push_back(argmax(g.row(static_cast<int64_t>(i))));
+      seqs[i]->tokens.push_back(argmax(g.row(last_row[i])));
     }
   }
 
@@ -122,6 +126,7 @@ class DecodeGraphTest : public CudaModelTest {
   }
 
   std::vector<int64_t> capture_;  // ForwardBatch::capture_layers of every step
+  bool all_logits_ = false;       // multi-token chunks take every token's logits
   std::shared_ptr<CudaContext> eager_cuda_;  // declared first: outlives the eager model and cache
   std::unique_ptr<BeamModel> graph_, eager_;
   std::unique_ptr<LocalKvCache> kv_graph_, kv_eager_;
@@ -140,6 +145,41 @@ TEST_F(DecodeGraphTest, BatchOfThirtyTwoMatchesEagerBitForBit) { check_batch(32,
 TEST_F(DecodeGraphTest, CapturedResidualsReplayAsEagerBitForBit) {
   capture_ = {1, 3, 4};
   check_batch(3, 300, 5);
+}
+
+// Speculative verification steps (a few tokens a sequence, every token's logits) replay graphs
+// of their row count: the drafts' logits, the captured residuals and the KV they leave equal the
+// eager steps' bit for bit, with decodes (one token, last logits) in the same batch; the bucket of
+// 16 serves batches of 11 and 13 rows (other draft counts, other block tables).
+TEST_F(DecodeGraphTest, VerificationStepsReplayAsEagerBitForBit) {
+  capture_ = {1, 3, 4};
+  make_models("tiny-beam", 3, 300);
+  if (HasFatalFailure()) return;
+  const int64_t vocab = graph_->config().vocab_size;
+  std::vector<Seq> s(3);
+  const int64_t lens[3] = {120, 40, 230};
+  for (int64_t i = 0; i < 3; ++i)
+    s[i] = Seq{random_tokens(lens[i], vocab, 31 + static_cast<uint64_t>(i)), i, 0};
+  step({&s[0], &s[1], &s[2]}, "prefill");
+  all_logits_ = true;
+  // Drafts per sequence each step (0: a plain decode in the same batch).
+  const int64_t drafts[4][3] = {{3, 0, 5}, {7, 2, 1}, {3, 0, 5}, {4, 1, 5}};
+  for (int k = 0; k < 4; ++k) {
+    for (int64_t i = 0; i < 3; ++i) {
+      const std::vector<int32_t> d =
+          random_tokens(drafts[k][i], vocab, 500 + static_cast<uint64_t>(k * 3 + i));
+      s[i].tokens.insert(s[i].tokens.end(), d.begin(), d.end());
+    }
+    step({&s[0], &s[1], &s[2]}, "verification " + std::to_string(k));
+  }
+  // 11, 13, 11 and 13 rows: the bucket of 16 warms, then captures and replays each step.
+  EXPECT_EQ(graph_->decode_graphs().num_captures(), 1);
+  EXPECT_EQ(graph_->decode_graphs().num_replays(), 3);
+  EXPECT_EQ(eager_->decode_graphs().num_replays(), 0);
+  // A chunk longer than a verification's runs eagerly.
+  s[0].tokens.resize(s[0].tokens.size() + DecodeGraphs::kMaxRowsPerSeq, 7);
+  step({&s[0], &s[1], &s[2]}, "a long chunk");
+  EXPECT_EQ(graph_->decode_graphs().num_replays(), 3);
 }
 
 // A captured bucket replays after a sequence leaves and another joins (other block tables,
