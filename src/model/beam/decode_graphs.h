@@ -3,8 +3,9 @@
 // adapter capture the LoRA ops; others do not, so a LoRA-enabled model pays nothing for
 // base-model batches), captured lazily and replayed with the step's metadata uploaded to fixed
 // addresses first (docs/runtime.md, Device). A graph serves any batch of its rows: one new token
-// a sequence (decodes) or a few with every token's logits (speculative verification), mixed.
-// Prefill chunks never come here.
+// a sequence (decodes) or a few with every token's logits (speculative verification; a short
+// prompt's prompt-logprobs chunk), mixed. Prefill chunks that take the last logits only never
+// come here.
 #pragma once
 
 #include <array>
