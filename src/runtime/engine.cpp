@@ -1906,7 +1906,15 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
       drafter && draft_pool_bytes > 0
           ? std::max<int64_t>(2, draft_pool_bytes / DFlash2ContextPool::page_bytes(drafter->config))
           : 0;
-  if (asked_pages > 0) budget -= asked_pages * DFlash2ContextPool::page_bytes(drafter->config);
+  if (asked_pages > 0) {
+    const int64_t pool_bytes = asked_pages * DFlash2ContextPool::page_bytes(drafter->config);
+    if (pool_bytes >= budget)
+      return make_error("engine: the DFlash2 context pool of " + std::to_string(pool_bytes) +
+                        " bytes (speculative dflash2_context_pool_bytes) leaves nothing of the KV "
+                        "budget of " + std::to_string(budget) + " bytes; lower it or raise the "
+                        "budget");
+    budget -= pool_bytes;
+  }
   KvPoolSplit split;
   split.max_running_seqs = options.max_running;
   split.max_step_tokens = step_tokens;

@@ -174,6 +174,8 @@ TEST(DFlash2Speculation, BadSettingsAreRefused) {
   o.speculative.dflash2_drafter = kDrafter;
   o.speculative.dflash2_context_pool_bytes = -1;
   EXPECT_NE(error_of(o).find("dflash2_context_pool_bytes"), std::string::npos) << error_of(o);
+  o.speculative.dflash2_context_pool_bytes = 17 << 20;  // more than the KV budget
+  EXPECT_NE(error_of(o).find("leaves nothing of the KV budget"), std::string::npos) << error_of(o);
 }
 
 // Two tensor-parallel ranks (threads): rank 0 captures the residuals (whole after each
