@@ -570,7 +570,10 @@ class Engine::Impl {
                              std::vector<SampleTarget>& targets);
   Status sample_rows(const ForwardOutput& out, std::span<const DeviceSampleRow> rows,
                      std::span<SampledToken> sampled);
-  void append_tokens(Sequence& seq, std::span<const int32_t> tokens, std::vector<TokenLogprobs> logprobs);
+  // Appends a step's tokens with what was sampled alongside each (SampledToken's logprobs and
+  // entropy, when the request asked), cut where the sequence finishes.
+  void append_tokens(Sequence& seq, std::span<const int32_t> tokens,
+                     std::span<SampledToken> sampled);
   SeqId rs_owner(const Sequence& seq) const;
   bool has_pending_children(const Sequence& parent) const;
   void release_retired_parents();
@@ -1529,14 +1532,11 @@ void Engine::Impl::sample_and_emit(const StepPlan& plan, const ForwardOutput& ou
       // Every draft before a row whose mask failed was accepted: plain decoding fails there.
       const bool blocked = accepted == usable;
       const int64_t taken = blocked ? accepted : accepted + 1;
-      std::vector<TokenLogprobs> lps;
-      for (int64_t j = 0; j < taken; ++j)
-        if (sampled[i + j].logprobs) lps.push_back(std::move(*sampled[i + j].logprobs));
       const std::string error =
           blocked ? targets[i + static_cast<size_t>(usable)].draft_row_error : std::string();
-      i += static_cast<size_t>(w.num_tokens - 1);
       append_tokens(s, std::span<const int32_t>(block).first(static_cast<size_t>(taken)),
-                    std::move(lps));
+                    std::span<SampledToken>(sampled).subspan(i, static_cast<size_t>(taken)));
+      i += static_cast<size_t>(w.num_tokens - 1);
       if (blocked && s.phase != SeqPhase::kFinished)
         finish_sequence(s, FinishReason::kError, std::nullopt, error, true);
       continue;
@@ -1553,11 +1553,10 @@ void Engine::Impl::sample_and_emit(const StepPlan& plan, const ForwardOutput& ou
       s.times.scheduled = seqs_.at(s.fork_parent).times.scheduled;
       running_.push_back(s.id);
     }
-    std::vector<int32_t> step = {sampled[i].token};
-    std::vector<TokenLogprobs> lps;
-    if (sampled[i].logprobs) lps.push_back(std::move(*sampled[i].logprobs));
+    const int32_t token = sampled[i].token;
     drop_drafts(s);  // a decode the budget or the pools cut to one token fed none of its drafts
-    append_tokens(s, step, std::move(lps));
+    append_tokens(s, std::span<const int32_t>(&token, 1),
+                  std::span<SampledToken>(sampled).subspan(i, 1));
   }
 }
 
@@ -1660,7 +1659,8 @@ Status Engine::Impl::sample_rows(const ForwardOutput& out, std::span<const Devic
 
 SeqId Engine::Impl::rs_owner(const Sequence& s) const { return requests_.at(s.request).seqs.front(); }
 
-void Engine::Impl::append_tokens(Sequence& s, std::span<const int32_t> tokens, std::vector<TokenLogprobs> logprobs) {
+void Engine::Impl::append_tokens(Sequence& s, std::span<const int32_t> tokens,
+                                 std::span<SampledToken> sampled) {
   StepFinish fin = check_finish(*s.sampling, tokens);
   std::span<const int32_t> kept = tokens.first(static_cast<size_t>(fin.num_accepted));
   s.sampling->append_output(kept);
@@ -1668,8 +1668,10 @@ void Engine::Impl::append_tokens(Sequence& s, std::span<const int32_t> tokens, s
   counters_.generated_tokens += static_cast<int64_t>(kept.size());
   TokenEvent ev;
   ev.tokens.assign(kept.begin(), kept.end());
-  if (logprobs.size() > kept.size()) logprobs.resize(kept.size());
-  ev.logprobs = std::move(logprobs);
+  for (SampledToken& t : sampled.first(kept.size())) {
+    if (t.logprobs) ev.logprobs.push_back(std::move(*t.logprobs));
+    if (t.entropy) ev.entropies.push_back(*t.entropy);
+  }
   if (!fin.cause) {
     emit(s, std::move(ev));
     return;

@@ -59,6 +59,9 @@ struct TokenEvent {
   std::vector<int32_t> tokens;
   std::vector<TokenLogprobs> logprobs;  // parallel to tokens when SamplingParams::logprobs:
                                        // log_softmax(softcapped logits / T), docs/sampling.md
+  // Parallel to tokens when SamplingParams::return_entropy: each token's distribution's entropy
+  // (runtime/sampling/logprobs.h's distribution_entropy at the logprobs' temperature).
+  std::vector<float> entropies;
   std::optional<FinishReason> finish;
   std::optional<int32_t> stop_token;   // the stop/eos id that finished it (kept in tokens)
   std::string error;                   // with kError

@@ -1715,6 +1715,35 @@ test('/generate, SGLang format: a verl-style request equals the native greedy ou
   assert.equal(plain.json.meta_info.output_token_logprobs, undefined);
 });
 
+// return_entropy (RL trainers' entropy terms): each output token's entropy of the distribution its
+// logprobs describe, at least the part its top 20 alternatives make up; natively per choice (and
+// per streamed chunk), in SGLang's meta_info as output_token_entropy.
+test('/generate: return_entropy gives every output token its entropy, native and SGLang formats', async () => {
+  const body = { input_ids: SGL_IDS, max_tokens: 6, temperature: 0.8, seed: 5, ignore_eos: true };
+  const native = await post('/generate', { ...body, logprobs: true, top_logprobs: 20, return_entropy: true });
+  assert.equal(native.status, 200, native.text);
+  const c = native.json.choices[0];
+  assert.equal(c.entropy.length, c.token_ids.length);
+  c.entropy.forEach((h, i) => {
+    const top = c.logprobs[i].top_logprobs.reduce((sum, e) => sum - Math.exp(e.logprob) * e.logprob, 0);
+    assert.ok(h >= top - 1e-4 && h > 0, `entropy ${h} below its top 20's ${top}`);
+  });
+  const plain = await post('/generate', body);
+  assert.equal(plain.json.choices[0].entropy, undefined);
+  assert.deepEqual(plain.json.choices[0].token_ids, c.token_ids);
+  const ev = await sseEvents('/generate', { ...body, return_entropy: true, stream: true });
+  assert.deepEqual(ev.filter((e) => e.entropy).flatMap((e) => e.entropy), c.entropy);
+  const r = await sgl({ sampling_params: { max_new_tokens: 6, temperature: 0.8, sampling_seed: 5, ignore_eos: true },
+    return_entropy: true });
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual(r.json.output_ids, c.token_ids);
+  assert.deepEqual(r.json.meta_info.output_token_entropy, c.entropy);
+  assert.equal((await sgl({ sampling_params: { max_new_tokens: 2 } })).json.meta_info.output_token_entropy,
+    undefined);
+  assertOpenAiError(await sgl({ return_entropy: 'yes' }), 400, 'return_entropy');
+  assertOpenAiError(await post('/generate', { ...body, return_entropy: 1 }), 400, 'return_entropy');
+});
+
 test('/generate, SGLang format: input logprobs from logprob_start_len equal the native prompt_logprobs', async () => {
   const native = await post('/generate', { input_ids: SGL_IDS, max_tokens: 2, temperature: 0, ignore_eos: true,
     prompt_logprobs: 2, logprobs: true, top_logprobs: 2 });

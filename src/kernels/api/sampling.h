@@ -1,7 +1,8 @@
 // Token sampling and logprobs over logits rows that stay on the device (issue 7): per row, an
 // optional allowed-token bitmask (disallowed → -inf), sparse logit edits (bias, min_tokens mask,
 // penalties), greedy argmax or top-k → temperature → top-p → min-p → inverse-CDF draw, and
-// log_softmax logprobs (of the raw row) with the top-n alternatives; score_tokens gives the same
+// log_softmax logprobs (of the raw row) with the top-n alternatives and the raw row's entropy at
+// the logprobs' temperature; score_tokens gives the same
 // logprobs of given tokens (prompt logprobs) without sampling. The semantics
 // are runtime/sampling's CPU Sampler's, step for step (docs/sampling.md, "GPU sampling"); the CPU
 // path IS that sampler, so this op has no CPU implementation (Device::kCpu aborts).
@@ -52,7 +53,7 @@ struct SamplingRowParams {
   int32_t edit_begin = 0;             // this row's edits: edits[edit_begin, edit_begin + edit_count)
   int32_t edit_count = 0;
   int32_t allowed_row = -1;  // -1: every token; else a row of sample_tokens' `allowed`
-  int32_t pad = 0;
+  int32_t entropy = 0;       // 1: write SampledRow::entropy
 };
 
 // Logit v of e.token after its edit, flags applied in the order above (the CPU's logit
@@ -79,6 +80,9 @@ struct SampledRow {
   int32_t num_top = 0;         // entries of top_* written (num_top_logprobs, or 0)
   int32_t top_ids[kMaxSampledTopLogprobs] = {};
   float top_logprobs[kMaxSampledTopLogprobs] = {};
+  // With SamplingRowParams::entropy: the entropy (nats) of softmax(raw / logprob_temperature),
+  // runtime/sampling/logprobs.h's distribution_entropy (the same weights; sums in another order).
+  float entropy = 0.0f;
 };
 inline constexpr int64_t kSampledRowWords = sizeof(SampledRow) / 4;
 static_assert(sizeof(SampledRow) % 4 == 0);

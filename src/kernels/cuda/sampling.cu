@@ -117,6 +117,22 @@ __device__ ChosenFigures chosen_figures(const float* raw, Slice slice, int token
   return {LogSoftmax{max, log(row_sum(sum, s)), p.t}, row_sum(rank, s)};
 }
 
+// The entropy of softmax(raw / t) from the row's largest value: log S − Σ w·x / S over
+// x = (v − max) · inv_t, w = weight_of (the logprobs' weights), in double; every thread gets it.
+__device__ double row_entropy(const float* raw, Slice slice, float max, float inv_t,
+                              ReduceShared& s) {
+  double sum = 0.0, weighted = 0.0;
+  sweep(raw, slice, [&](int, float v, bool valid) {
+    if (!valid) return;
+    const float w = weight_of(v, max, inv_t);
+    if (w == 0.0f) return;  // also -inf logits, whose x · w would be NaN
+    sum += w;
+    weighted += static_cast<double>(w) * static_cast<double>(__fmul_rn(__fsub_rn(v, max), inv_t));
+  });
+  const double total = row_sum(sum, s);
+  return fmax(0.0, log(total) - row_sum(weighted, s) / total);
+}
+
 // This block's keys of the row's top `last` (a select's result) into sh.top_keys / top_count.
 __device__ void collect_top_keys(const float* raw, Slice slice, const SelectResult& last,
                                  RowShared& sh) {
@@ -236,11 +252,17 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThread
     out->chosen_logprob = 0.0f;
     out->num_top = 0;
   }
-  if (p.num_top_logprobs >= 0 && token >= 0) {
-    const float raw_max = edited ? row_argmax(raw, slice, sh.reduce).value : best.value;
+  const bool logprobs = p.num_top_logprobs >= 0 && token >= 0;
+  const bool entropy = p.entropy != 0 && token >= 0;
+  if (!logprobs && !entropy) return;
+  const float raw_max = edited ? row_argmax(raw, slice, sh.reduce).value : best.value;
+  if (logprobs)
     write_logprobs(
         raw, slice, token, raw_max,
         LogprobSpec{p.logprob_temperature, p.logprob_inv_temperature, p.num_top_logprobs}, sh, out);
+  if (entropy) {
+    const double h = row_entropy(raw, slice, raw_max, p.logprob_inv_temperature, sh.reduce);
+    if (threadIdx.x == 0 && cluster::rank() == 0) out->entropy = static_cast<float>(h);
   }
 }
 

@@ -83,6 +83,7 @@ SamplingRowParams sampling_row_params(const SequenceSamplingState& seq,
   r.top_k = p.top_k_active(seq.vocab_size()) ? p.top_k : 0;
   r.logits_row = static_cast<int32_t>(logits_row);
   r.num_top_logprobs = p.logprobs ? static_cast<int32_t>(p.top_logprobs) : -1;
+  r.entropy = p.return_entropy ? 1 : 0;
   return r;
 }
 
@@ -183,6 +184,8 @@ Status DeviceBatchSampler::sample(const TensorView& logits, std::span<const Devi
     out[i].token = r.token;
     out[i].logprobs.reset();
     if (rows[i].seq->params().logprobs) out[i].logprobs = to_logprobs(r);
+    out[i].entropy.reset();
+    if (rows[i].seq->params().return_entropy) out[i].entropy = r.entropy;
   }
   return ok_status();
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "runtime/sampling/fast_exp.h"
 #include "runtime/sampling/token_candidate.h"
 #include "runtime/sampling/vocab_passes.h"
 
@@ -66,6 +67,23 @@ TokenLogprobs compute_logprobs(std::span<const float> logits, int32_t token, dou
   out.top.reserve(top.best().size());
   for (const TokenCandidate& c : top.best()) out.top.push_back({c.id, logprob_of(c.value)});
   return out;
+}
+
+double distribution_entropy(std::span<const float> logits, double temperature) {
+  BEAM_CHECK(temperature >= 0) << "temperature " << temperature;
+  const double t = temperature > 0 ? temperature : 1.0;
+  const float max_logit = max_value(logits);
+  BEAM_CHECK(std::isfinite(max_logit)) << "logits row has no finite maximum: " << max_logit;
+  const auto inv_t = static_cast<float>(std::min(1.0 / t, static_cast<double>(FLT_MAX)));
+  double sum = 0.0, weighted = 0.0;
+  for (float v : logits) {
+    const float x = (v - max_logit) * inv_t;
+    const float w = exp_nonpositive(x);
+    if (w == 0.0f) continue;  // also -inf logits, whose x · w would be NaN
+    sum += w;
+    weighted += static_cast<double>(w) * static_cast<double>(x);
+  }
+  return std::max(0.0, std::log(sum) - weighted / sum);
 }
 
 }  // namespace beam

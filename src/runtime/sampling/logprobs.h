@@ -32,4 +32,10 @@ struct ScoreRow {
 TokenLogprobs compute_logprobs(std::span<const float> logits, int32_t token, double temperature,
                                int64_t num_top);
 
+// The entropy in nats of the distribution the logprobs above describe, softmax(logits / T)
+// (T = temperature, 0 → 1): log S − Σ w·x / S over x = f32((v − max) · f32(1 / T)), w = exp(x),
+// S = Σ w (the weights the logprobs' sum takes; sums in double). In [0, log vocab].
+// logits: [vocab] f32 with a finite maximum.
+double distribution_entropy(std::span<const float> logits, double temperature);
+
 }  // namespace beam

@@ -72,6 +72,8 @@ SampledToken Sampler::sample(const SampleRow& row) {
   out.token = p.is_greedy() ? argmax_token(scratch_) : draw(seq, output_index);
   if (p.logprobs)
     out.logprobs = compute_logprobs(row.logits, out.token, p.logprob_temperature(), p.top_logprobs);
+  if (p.return_entropy)
+    out.entropy = static_cast<float>(distribution_entropy(row.logits, p.logprob_temperature()));
   return out;
 }
 

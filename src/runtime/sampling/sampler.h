@@ -28,6 +28,7 @@ struct SampleRow {
 struct SampledToken {
   int32_t token = -1;
   std::optional<TokenLogprobs> logprobs;  // present when params.logprobs
+  std::optional<float> entropy;           // present when params.return_entropy
 };
 
 // Owner: one thread at a time (the scratch row is reused by every call).

@@ -59,6 +59,10 @@ struct SamplingParams {
   bool logprobs = false;                 // return the chosen token's logprob
   int64_t top_logprobs = 0;              // [0, 20] alternatives per token; needs logprobs
   LogprobsMode logprobs_mode = LogprobsMode::kScaled;  // output and prompt logprobs
+  // Each output token's entropy (distribution_entropy of its logits row at logprob_temperature():
+  // the distribution the logprobs describe), for RL trainers' entropy terms (SGLang's
+  // return_entropy). Independent of logprobs.
+  bool return_entropy = false;
   // Constrained decoding (JSON of a schema): the tokens allowed next, applied before every logit
   // processor; null = free output. Excludes ignore_eos and min_tokens (docs/structured_output.md).
   std::shared_ptr<const OutputConstraint> constraint;

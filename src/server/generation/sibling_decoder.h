@@ -22,6 +22,7 @@ namespace beam::server {
 struct OutputToken {
   int32_t id = 0;
   std::optional<TokenLogprobs> logprobs;
+  std::optional<float> entropy;  // with SamplingParams::return_entropy
 };
 
 // What one batch of tokens released. `parts` holds reasoning / content / tool-call deltas (with

@@ -37,13 +37,14 @@ Json token_ids(const std::vector<OutputToken>& tokens) {
 class GenerateObserver : public GenerationObserver {
  public:
   GenerateObserver(std::shared_ptr<Exchange> exchange, std::string id, bool stream, bool with_text,
-                   bool logprobs, int64_t top_logprobs, int64_t n, int64_t prompt_tokens,
-                   std::optional<NativePromptLogprobs> prompt_logprobs)
+                   bool logprobs, bool entropy, int64_t top_logprobs, int64_t n,
+                   int64_t prompt_tokens, std::optional<NativePromptLogprobs> prompt_logprobs)
       : exchange_(std::move(exchange)),
         id_(std::move(id)),
         stream_(stream),
         with_text_(with_text),
         logprobs_(logprobs),
+        entropy_(entropy),
         top_logprobs_(top_logprobs),
         results_(static_cast<size_t>(n)),
         started_(static_cast<size_t>(n), false),
@@ -61,6 +62,7 @@ class GenerateObserver : public GenerationObserver {
       c["text"] = text;
     }
     if (logprobs_) c["logprobs"] = native_logprobs(delta.tokens, top_logprobs_);
+    if (entropy_) c["entropy"] = token_entropies(delta.tokens);
     add_prompt_logprobs(sibling, delta.prompt_logprobs, c);
     c["finish_reason"] = nullptr;
     send(c);
@@ -98,6 +100,7 @@ class GenerateObserver : public GenerationObserver {
       Json c = {{"index", i}, {"token_ids", token_ids(r.tokens)}};
       if (with_text_) c["text"] = r.parsed.content;
       c["logprobs"] = logprobs_ ? native_logprobs(r.tokens, top_logprobs_) : Json(nullptr);
+      if (entropy_) c["entropy"] = token_entropies(r.tokens);
       if (prompt_logprobs_) c["prompt_logprobs"] = prompt_logprobs_json(r.prompt_logprobs);
       c["finish_reason"] = finish_reason_name(r.reason);
       c["stop_token"] = r.stop_token ? Json(*r.stop_token) : Json(nullptr);
@@ -128,7 +131,7 @@ class GenerateObserver : public GenerationObserver {
 
   std::shared_ptr<Exchange> exchange_;
   std::string id_;
-  bool stream_, with_text_, logprobs_;
+  bool stream_, with_text_, logprobs_, entropy_;
   int64_t top_logprobs_;
   std::vector<SiblingResult> results_;
   std::vector<bool> started_;  // streaming: the choice's first chunk went out
@@ -183,6 +186,7 @@ ApiExpected<bool> run_native(const EndpointEnv& env, const std::shared_ptr<Excha
   r.read("max_tokens", &fields.params.max_tokens);
   r.read("logprobs", &fields.params.logprobs);
   r.read("top_logprobs", &fields.params.top_logprobs);
+  r.read("return_entropy", &fields.params.return_entropy);
   const std::optional<NativePromptLogprobs> prompt_logprobs = read_prompt_logprobs(r);
   if (const std::optional<int64_t>& m = fields.params.max_tokens;
       m && *m < (prompt_logprobs ? 0 : 1)) {
@@ -223,7 +227,8 @@ ApiExpected<bool> run_native(const EndpointEnv& env, const std::shared_ptr<Excha
   exchange->note("stream", stream ? "1" : "0");
   auto observer = std::make_shared<GenerateObserver>(
       exchange, env.ids->next("gen-"), stream, spec.detokenize, spec.sampling.logprobs,
-      spec.sampling.top_logprobs, spec.sampling.n, prompt_tokens, prompt_logprobs);
+      spec.sampling.return_entropy, spec.sampling.top_logprobs, spec.sampling.n, prompt_tokens,
+      prompt_logprobs);
   launch_generation(env, exchange, std::move(spec), std::move(observer));
   return true;
 }

@@ -150,6 +150,7 @@ Json sglang_output_json(const SglangSample& s, const SglangItem& item,
           sglang_output_top_logprobs(tokens, item.top_logprobs_num, o.logprob_text);
     }
   }
+  if (item.return_entropy) m["output_token_entropy"] = token_entropies(tokens);
   m["completion_tokens"] = tokens.size();
   m["cached_tokens"] = s.cached_tokens;
   m["spec_verify_ct"] = s.result ? s.result->spec_verifications : 0;

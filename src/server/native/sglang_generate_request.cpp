@@ -16,6 +16,7 @@ const std::set<std::string_view> kHandled = {"text",
                                              "sampling_params",
                                              "rid",
                                              "return_logprob",
+                                             "return_entropy",
                                              "logprob_start_len",
                                              "top_logprobs_num",
                                              "return_text_in_logprobs",
@@ -247,13 +248,17 @@ ApiExpected<std::string> read_cache_salt(const Json& body, size_t i, size_t batc
   return "extra_key " + std::to_string(keys[0].size()) + ":" + keys[0] + keys[1];
 }
 
-// return_logprob, logprob_start_len and top_logprobs_num of item i.
+// return_logprob, return_entropy, logprob_start_len and top_logprobs_num of item i.
 ApiExpected<bool> read_logprob_fields(const Json& body, size_t i, size_t batch_size, bool batch,
                                       SglangItem* item) {
   API_ASSIGN_OR_RETURN(const Json* ret, item_value(body, "return_logprob", i, batch_size, batch));
   if (ret && !ret->is_boolean())
     return invalid_request("'return_logprob': expected a boolean", "return_logprob");
   item->return_logprob = ret && ret->get<bool>();
+  API_ASSIGN_OR_RETURN(const Json* entropy, item_value(body, "return_entropy", i, batch_size, batch));
+  if (entropy && !entropy->is_boolean())
+    return invalid_request("'return_entropy': expected a boolean", "return_entropy");
+  item->return_entropy = entropy && entropy->get<bool>();
   API_ASSIGN_OR_RETURN(const Json* start,
                        item_value(body, "logprob_start_len", i, batch_size, batch));
   if (start && !start->is_number_integer())
@@ -399,6 +404,7 @@ ApiExpected<GenerationSpec> sglang_generation_spec(const ServedModel& model,
   spec.detokenize = model.tokenizer.has_value();
   const auto prompt = static_cast<int64_t>(item.prompt_ids.size());
   SamplingFields fields = item.sampling;
+  fields.params.return_entropy = item.return_entropy;
   if (item.return_logprob) {
     fields.params.logprobs = true;
     fields.params.top_logprobs = item.top_logprobs_num;

@@ -133,6 +133,13 @@ Json vllm_prompt_logprobs(const text::Tokenizer* tokenizer, const std::vector<in
   return out;
 }
 
+Json token_entropies(const std::vector<OutputToken>& tokens) {
+  Json out = Json::array();
+  for (const OutputToken& t : tokens)
+    if (t.entropy) out.push_back(*t.entropy);
+  return out;
+}
+
 Json native_logprob_entry(const TokenLogprobs& logprobs, int64_t num_top) {
   Json top = Json::array();
   for (size_t i = 0; i < logprobs.top.size() && static_cast<int64_t>(i) < num_top; ++i) {

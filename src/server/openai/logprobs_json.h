@@ -71,6 +71,9 @@ Json vllm_prompt_logprobs(const text::Tokenizer* tokenizer, const std::vector<in
 // /generate's logprobs entry: {token_id, logprob, rank, top_logprobs: [{token_id, logprob}]}, the
 // top list cut to `num_top`.
 Json native_logprob_entry(const TokenLogprobs& logprobs, int64_t num_top);
+// /generate's entropies (native `entropy`, SGLang's meta_info output_token_entropy): each token's
+// OutputToken::entropy, in order (tokens without one are left out).
+Json token_entropies(const std::vector<OutputToken>& tokens);
 // /generate's prompt_logprobs: positions [first, prompt_tokens), null before `start` (position 0
 // always), else native_logprob_entry(entries[p - start]).
 Json native_prompt_logprobs(int64_t prompt_tokens, int64_t first, int64_t start,

@@ -224,6 +224,32 @@ TEST_F(EngineTest, LogprobsArriveWithTokens) {
   }
 }
 
+// return_entropy: one entropy a token, in [0, log vocab], with or without logprobs; none unasked.
+TEST_F(EngineTest, EntropiesArriveWithTokens) {
+  auto e = make(small_options());
+  SamplingParams p = greedy(6);
+  p.return_entropy = true;
+  SamplingParams sampled = p;
+  sampled.temperature = 0.8;
+  sampled.seed = 3;
+  sampled.logprobs = true;
+  const auto results = run_all(*e, {RunRequest{tokens_of(10, 10, vocab_), p},
+                                    RunRequest{tokens_of(12, 11, vocab_), sampled},
+                                    RunRequest{tokens_of(10, 10, vocab_), greedy(6)}});
+  for (int i = 0; i < 2; ++i) {
+    const SiblingResult& r = results[static_cast<size_t>(i)][0];
+    ASSERT_EQ(r.entropies.size(), r.tokens.size()) << "request " << i;
+    for (float h : r.entropies) {
+      EXPECT_GT(h, 0.0f);
+      EXPECT_LE(h, std::log(static_cast<float>(vocab_)) + 1e-4f);
+    }
+  }
+  EXPECT_TRUE(results[0][0].logprobs.empty());
+  EXPECT_EQ(results[1][0].logprobs.size(), results[1][0].tokens.size());
+  EXPECT_TRUE(results[2][0].entropies.empty());
+  EXPECT_EQ(results[2][0].tokens, results[0][0].tokens);  // asking changes no token
+}
+
 TEST_F(EngineTest, RejectsInvalidRequests) {
   auto e = make(small_options());
   GenerateRequest empty;

@@ -70,6 +70,9 @@ EventSink Collector::sink() {
     EXPECT_FALSE(r.finish.has_value()) << "event after the final one";
     r.tokens.insert(r.tokens.end(), ev.tokens.begin(), ev.tokens.end());
     for (auto& lp : ev.logprobs) r.logprobs.push_back(std::move(lp));
+    EXPECT_TRUE(ev.entropies.empty() || ev.entropies.size() == ev.tokens.size())
+        << "entropies not parallel to the event's tokens";
+    r.entropies.insert(r.entropies.end(), ev.entropies.begin(), ev.entropies.end());
     r.usage = ev.usage;
     if (!ev.prompt_logprobs.empty()) {
       EXPECT_EQ(r.num_events, 0) << "prompt logprobs after the first event";
@@ -190,6 +193,10 @@ void expect_same_results(const std::vector<std::vector<SiblingResult>>& plain,
         for (size_t i = 0; i < a.logprobs[t].top.size(); ++i)
           EXPECT_EQ(a.logprobs[t].top[i].token, b.logprobs[t].top[i].token);
       }
+      ASSERT_EQ(a.entropies.size(), b.entropies.size());
+      for (size_t t = 0; t < a.entropies.size(); ++t)
+        EXPECT_NEAR(a.entropies[t], b.entropies[t], 1e-4)
+            << "request " << r << " sibling " << k << " token " << t;
     }
   }
 }

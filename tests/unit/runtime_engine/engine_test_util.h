@@ -22,6 +22,7 @@ std::unique_ptr<Engine> control_test_engine(std::shared_ptr<const BeamWeights> w
 struct SiblingResult {
   std::vector<int32_t> tokens;
   std::vector<TokenLogprobs> logprobs;
+  std::vector<float> entropies;
   std::optional<FinishReason> finish;
   Usage usage;
   int64_t num_events = 0;
@@ -53,7 +54,7 @@ std::vector<int32_t> tokens_of(int64_t n, uint64_t seed, int64_t vocab);
 // Greedy decoding of max_tokens tokens, eos ignored.
 SamplingParams greedy(int64_t max_tokens);
 
-// Equal tokens, finishes, completion counts, routed experts and logprobs (chosen within 1e-4,
+// Equal tokens, finishes, completion counts, routed experts, entropies (within 1e-4) and logprobs (chosen within 1e-4,
 // the same top tokens), request by request and sibling by sibling.
 void expect_same_results(const std::vector<std::vector<SiblingResult>>& plain,
                          const std::vector<std::vector<SiblingResult>>& spec);

@@ -99,7 +99,7 @@ TEST(SpeculativeDecoding, GreedyTokensEqualPlainDecodingAndDraftsAreAccepted) {
   EXPECT_LT(s.steps, 48);
 }
 
-// Seeded sampling with penalties, logprobs, n = 2 siblings, stop ids and routed experts: every
+// Seeded sampling with penalties, logprobs, entropies, n = 2 siblings, stop ids and routed experts: every
 // position draws with its own counter and sees the drafts before it as output, so each token is
 // the one plain decoding draws.
 TEST(SpeculativeDecoding, SampledTokensLogprobsAndRoutingEqualPlainDecoding) {
@@ -116,6 +116,7 @@ TEST(SpeculativeDecoding, SampledTokensLogprobsAndRoutingEqualPlainDecoding) {
     sp.n = 2;
     sp.logprobs = true;
     sp.top_logprobs = 2;
+    sp.return_entropy = true;
     reqs.push_back(RunRequest{p, sp, "", /*return_routed_experts=*/true});
   }
   const EngineStats s = compare_with_plain(reqs, 4);

@@ -108,5 +108,45 @@ TEST(SamplingLogprobs, SamplerReportsRawLogprobsBeforeBiasAndPenalties) {
   EXPECT_FALSE(sampler.sample({logits, &quiet}).logprobs.has_value());
 }
 
+// The entropy of softmax(logits / T) against a direct double computation on a full-size
+// vocabulary; log V on a flat row, 0 on a one-hot row (every other logit -inf); the sampler
+// reports it only when asked, at the logprobs' temperature (T = 1 when greedy or raw).
+TEST(SamplingEntropy, MatchesADirectComputationAndItsBounds) {
+  const int64_t vocab = 151936;
+  const std::vector<float> logits = random_softcapped_logits(vocab, 23, 6.0);
+  for (double temperature : {0.0, 0.7, 1.0, 1.8}) {
+    SCOPED_TRACE(temperature);
+    const std::vector<double> lp = log_softmax(logits, temperature > 0 ? temperature : 1.0);
+    double want = 0;
+    for (double l : lp) want -= std::exp(l) * l;
+    EXPECT_NEAR(distribution_entropy(logits, temperature), want, 1e-5 * want);
+  }
+  const std::vector<float> flat(1000, 2.5f);
+  EXPECT_NEAR(distribution_entropy(flat, 1.0), std::log(1000.0), 1e-6);
+  std::vector<float> one_hot(1000, -INFINITY);
+  one_hot[17] = 3.0f;
+  EXPECT_EQ(distribution_entropy(one_hot, 0.5), 0.0);
+}
+
+TEST(SamplingEntropy, SamplerReportsItOnlyWhenAskedAtTheLogprobsTemperature) {
+  const int64_t vocab = 5000;
+  const std::vector<float> logits = random_softcapped_logits(vocab, 29, 4.0);
+  Sampler sampler(vocab);
+  for (double temperature : {0.0, 0.6}) {
+    SamplingParams p;
+    p.temperature = temperature;
+    p.return_entropy = true;
+    const auto state = testing::state_with_vocab(p, vocab);
+    const SampledToken t = sampler.sample(SampleRow{logits, &state});
+    ASSERT_TRUE(t.entropy.has_value());
+    EXPECT_FALSE(t.logprobs.has_value());
+    EXPECT_FLOAT_EQ(*t.entropy, static_cast<float>(distribution_entropy(
+                                    logits, state.params().logprob_temperature())));
+    p.return_entropy = false;
+    const auto plain = testing::state_with_vocab(p, vocab);
+    EXPECT_FALSE(sampler.sample(SampleRow{logits, &plain}).entropy.has_value());
+  }
+}
+
 }  // namespace
 }  // namespace beam

@@ -249,6 +249,41 @@ TEST_F(SamplingCudaTest, LogprobsAndTopAlternativesMatchLogSoftmax) {
   }
 }
 
+// return_entropy: each row's entropy of softmax(raw / logprob temperature) equals the CPU's
+// distribution_entropy (the same weights, summed in another order), with or without logprobs,
+// on edited rows (logit_bias: the entropy stays the raw row's) and greedy ones; rows that do not
+// ask get none.
+TEST_F(SamplingCudaTest, EntropiesMatchTheCpus) {
+  for (int64_t vocab : {int64_t{30}, kBeamVocab}) {
+    const int64_t b = 7;
+    std::vector<float> host = make_logits(b, vocab, 71);
+    TensorView d = upload_logits(host, vocab);
+    for (double temperature : {0.0, 0.7}) {
+      for (bool logprobs : {false, true}) {
+        SamplingParams p;
+        p.temperature = temperature;
+        p.logprobs = logprobs;
+        p.return_entropy = true;
+        p.logit_bias = {{3, 5.0}};
+        auto states = states_for(p, vocab, b, 9);
+        p.return_entropy = false;
+        states.push_back(states_for(p, vocab, 1, 9)[0]);
+        std::vector<int64_t> rows = iota_rows(b);
+        rows.push_back(0);
+        auto got = gpu_sample(d, vocab, states, rows);
+        for (int64_t r = 0; r < b; ++r) {
+          std::span<const float> raw(host.data() + r * vocab, static_cast<size_t>(vocab));
+          const double want = distribution_entropy(raw, states[r].params().logprob_temperature());
+          ASSERT_TRUE(got[r].entropy.has_value()) << "row " << r;
+          EXPECT_NEAR(*got[r].entropy, want, 1e-5 * want + 1e-6) << "row " << r;
+          EXPECT_EQ(got[r].logprobs.has_value(), logprobs);
+        }
+        EXPECT_FALSE(got[b].entropy.has_value());
+      }
+    }
+  }
+}
+
 // score: given tokens (every rank from the best to the worst), rows read in any order and more
 // than once, against the CPU's compute_logprobs.
 TEST_F(SamplingCudaTest, ScoredTokensMatchComputeLogprobs) {
