@@ -570,8 +570,8 @@ class Engine::Impl {
                              std::vector<SampleTarget>& targets);
   Status sample_rows(const ForwardOutput& out, std::span<const DeviceSampleRow> rows,
                      std::span<SampledToken> sampled);
-  // Appends a step's tokens with what was sampled alongside each (SampledToken's logprobs and
-  // entropy, when the request asked), cut where the sequence finishes.
+  // Appends a step's tokens with what was sampled alongside each (SampledToken's logprobs,
+  // entropy and token ids' logprobs, when the request asked), cut where the sequence finishes.
   void append_tokens(Sequence& seq, std::span<const int32_t> tokens,
                      std::span<SampledToken> sampled);
   SeqId rs_owner(const Sequence& seq) const;
@@ -1671,6 +1671,8 @@ void Engine::Impl::append_tokens(Sequence& s, std::span<const int32_t> tokens,
   for (SampledToken& t : sampled.first(kept.size())) {
     if (t.logprobs) ev.logprobs.push_back(std::move(*t.logprobs));
     if (t.entropy) ev.entropies.push_back(*t.entropy);
+    if (!s.sampling->params().token_ids_logprob.empty())
+      ev.token_ids_logprobs.push_back(std::move(t.token_ids_logprobs));
   }
   if (!fin.cause) {
     emit(s, std::move(ev));

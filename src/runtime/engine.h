@@ -62,6 +62,9 @@ struct TokenEvent {
   // Parallel to tokens when SamplingParams::return_entropy: each token's distribution's entropy
   // (runtime/sampling/logprobs.h's distribution_entropy at the logprobs' temperature).
   std::vector<float> entropies;
+  // Parallel to tokens when SamplingParams::token_ids_logprob is set: each token's logprobs of
+  // those ids (in their order), as the logprobs are computed.
+  std::vector<std::vector<TokenLogprob>> token_ids_logprobs;
   std::optional<FinishReason> finish;
   std::optional<int32_t> stop_token;   // the stop/eos id that finished it (kept in tokens)
   std::string error;                   // with kError

@@ -1744,6 +1744,30 @@ test('/generate: return_entropy gives every output token its entropy, native and
   assertOpenAiError(await post('/generate', { ...body, return_entropy: 1 }), 400, 'return_entropy');
 });
 
+// token_ids_logprob (SGLang's; e.g. P("yes") for a generative reward): with return_logprob each
+// output token gets the given ids' [logprob, id, text] triples in their order; an id the token
+// was equals that token's own output logprob.
+test('/generate, SGLang format: token_ids_logprob gives each output token the ids\' logprobs', async () => {
+  const sp = { max_new_tokens: 4, temperature: 0, ignore_eos: true };
+  const first = await sgl({ sampling_params: sp, return_logprob: true });
+  const ids = first.json.output_ids;
+  const r = await sgl({ sampling_params: sp, return_logprob: true, token_ids_logprob: [ids[0], 40] });
+  assert.equal(r.status, 200, r.text);
+  const m = r.json.meta_info;
+  assert.equal(m.output_token_ids_logprobs.length, ids.length);
+  m.output_token_ids_logprobs.forEach((triples, i) => {
+    assert.deepEqual(triples.map((t) => t[1]), [ids[0], 40]);
+    triples.forEach(([lp]) => assert.ok(lp <= 0));
+  });
+  assert.equal(m.output_token_ids_logprobs[0][0][0], m.output_token_logprobs[0][0]);
+  // Without return_logprob (as SGLang) or without the field: no key.
+  assert.equal((await sgl({ sampling_params: sp, token_ids_logprob: [40] })).json.meta_info.output_token_ids_logprobs,
+    undefined);
+  assert.equal(m.output_token_entropy, undefined);
+  assertOpenAiError(await sgl({ return_logprob: true, token_ids_logprob: ['a'] }), 400, 'token_ids_logprob');
+  assertOpenAiError(await sgl({ return_logprob: true, token_ids_logprob: [1 << 30] }), 400, 'token_ids_logprob');
+});
+
 test('/generate, SGLang format: input logprobs from logprob_start_len equal the native prompt_logprobs', async () => {
   const native = await post('/generate', { input_ids: SGL_IDS, max_tokens: 2, temperature: 0, ignore_eos: true,
     prompt_logprobs: 2, logprobs: true, top_logprobs: 2 });

@@ -187,6 +187,26 @@ Status DeviceBatchSampler::sample(const TensorView& logits, std::span<const Devi
     out[i].entropy.reset();
     if (rows[i].seq->params().return_entropy) out[i].entropy = r.entropy;
   }
+  return score_token_ids(logits, rows, out);
+}
+
+Status DeviceBatchSampler::score_token_ids(const TensorView& logits,
+                                           std::span<const DeviceSampleRow> rows,
+                                           std::span<SampledToken> out) {
+  std::vector<ScoreRow> scored;
+  for (const DeviceSampleRow& row : rows) {
+    const SamplingParams& p = row.seq->params();
+    for (int32_t id : p.token_ids_logprob)
+      scored.push_back(ScoreRow{row.logits_row, id, p.logprob_temperature(), 0});
+  }
+  for (SampledToken& t : out) t.token_ids_logprobs.clear();
+  if (scored.empty()) return ok_status();
+  std::vector<TokenLogprobs> values(scored.size());
+  BEAM_RETURN_IF_ERROR(score(logits, scored, values));
+  size_t k = 0;
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (size_t j = 0; j < rows[i].seq->params().token_ids_logprob.size(); ++j)
+      out[i].token_ids_logprobs.push_back(values[k++].chosen);
   return ok_status();
 }
 

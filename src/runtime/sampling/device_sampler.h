@@ -42,7 +42,8 @@ class DeviceBatchSampler {
   // ctx: a device context (not Device::kCpu); its CudaContext must outlive the sampler.
   DeviceBatchSampler(KernelContext ctx, int64_t vocab_size);
 
-  // out[i] = the token (and logprobs) for rows[i], as BatchSampler::sample would give.
+  // out[i] = the token (and logprobs, entropy, token_ids_logprob's logprobs) for rows[i], as
+  // BatchSampler::sample would give.
   // logits: [num_logit_rows, vocab] f32 on ctx's device. Synchronizes (copies the results back).
   // An error only when device memory for the scratch rows cannot be allocated.
   Status sample(const TensorView& logits, std::span<const DeviceSampleRow> rows,
@@ -53,6 +54,10 @@ class DeviceBatchSampler {
                std::span<TokenLogprobs> out);
 
  private:
+  // out[i].token_ids_logprobs: rows[i]'s SamplingParams::token_ids_logprob scored on its row
+  // (score_tokens, one scored row an id).
+  Status score_token_ids(const TensorView& logits, std::span<const DeviceSampleRow> rows,
+                         std::span<SampledToken> out);
   Status reserve(int64_t num_rows);
   Status reserve_results(int64_t num_rows);
 

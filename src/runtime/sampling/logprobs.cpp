@@ -69,6 +69,24 @@ TokenLogprobs compute_logprobs(std::span<const float> logits, int32_t token, dou
   return out;
 }
 
+std::vector<TokenLogprob> logprobs_of(std::span<const float> logits,
+                                      std::span<const int32_t> ids, double temperature) {
+  BEAM_CHECK(temperature >= 0) << "temperature " << temperature;
+  const double t = temperature > 0 ? temperature : 1.0;
+  const float max_logit = max_value(logits);
+  BEAM_CHECK(std::isfinite(max_logit)) << "logits row has no finite maximum: " << max_logit;
+  const auto inv_t = static_cast<float>(std::min(1.0 / t, static_cast<double>(FLT_MAX)));
+  const double log_sum = std::log(sum_exp(logits, max_logit, inv_t));
+  std::vector<TokenLogprob> out;
+  out.reserve(ids.size());
+  for (int32_t id : ids) {
+    BEAM_CHECK(id >= 0 && static_cast<size_t>(id) < logits.size()) << "token " << id;
+    out.push_back({id, static_cast<float>((static_cast<double>(logits[static_cast<size_t>(id)]) -
+                                           max_logit) / t - log_sum)});
+  }
+  return out;
+}
+
 double distribution_entropy(std::span<const float> logits, double temperature) {
   BEAM_CHECK(temperature >= 0) << "temperature " << temperature;
   const double t = temperature > 0 ? temperature : 1.0;

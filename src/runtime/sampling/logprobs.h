@@ -32,6 +32,11 @@ struct ScoreRow {
 TokenLogprobs compute_logprobs(std::span<const float> logits, int32_t token, double temperature,
                                int64_t num_top);
 
+// log_softmax(logits / T) of each of `ids` (T = temperature, 0 → 1), as compute_logprobs gives
+// a chosen token's: one max pass and one exp-sum pass for all of them. ids in [0, vocab).
+std::vector<TokenLogprob> logprobs_of(std::span<const float> logits,
+                                      std::span<const int32_t> ids, double temperature);
+
 // The entropy in nats of the distribution the logprobs above describe, softmax(logits / T)
 // (T = temperature, 0 → 1): log S − Σ w·x / S over x = f32((v − max) · f32(1 / T)), w = exp(x),
 // S = Σ w (the weights the logprobs' sum takes; sums in double). In [0, log vocab].

@@ -74,6 +74,8 @@ SampledToken Sampler::sample(const SampleRow& row) {
     out.logprobs = compute_logprobs(row.logits, out.token, p.logprob_temperature(), p.top_logprobs);
   if (p.return_entropy)
     out.entropy = static_cast<float>(distribution_entropy(row.logits, p.logprob_temperature()));
+  if (!p.token_ids_logprob.empty())
+    out.token_ids_logprobs = logprobs_of(row.logits, p.token_ids_logprob, p.logprob_temperature());
   return out;
 }
 

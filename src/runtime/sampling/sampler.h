@@ -29,6 +29,7 @@ struct SampledToken {
   int32_t token = -1;
   std::optional<TokenLogprobs> logprobs;  // present when params.logprobs
   std::optional<float> entropy;           // present when params.return_entropy
+  std::vector<TokenLogprob> token_ids_logprobs;  // params.token_ids_logprob's, in their order
 };
 
 // Owner: one thread at a time (the scratch row is reused by every call).

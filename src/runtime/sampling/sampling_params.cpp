@@ -69,6 +69,11 @@ Status validate_limits(const SamplingParams& p, int64_t vocab_size) {
     return param_error("top_logprobs", p.top_logprobs, "must be in [0, 20]");
   if (p.top_logprobs > 0 && !p.logprobs)
     return param_error("top_logprobs", p.top_logprobs, "needs 'logprobs' to be true");
+  if (static_cast<int64_t>(p.token_ids_logprob.size()) > kMaxTokenIdsLogprob)
+    return param_error("token_ids_logprob", static_cast<int64_t>(p.token_ids_logprob.size()),
+                       "holds at most 64 ids");
+  for (int32_t token : p.token_ids_logprob)
+    BEAM_RETURN_IF_ERROR(check_token_id("token_ids_logprob", token, vocab_size));
   return ok_status();
 }
 

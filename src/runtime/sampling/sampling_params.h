@@ -17,6 +17,7 @@ namespace beam {
 struct OutputConstraint;  // runtime/structured/output_constraint.h
 
 inline constexpr int64_t kMaxTopLogprobs = 20;   // OpenAI's limit on top_logprobs
+inline constexpr int64_t kMaxTokenIdsLogprob = 64;  // SamplingParams::token_ids_logprob's ids
 inline constexpr int64_t kMaxSiblings = 128;     // largest n (OpenAI's limit)
 inline constexpr double kMaxAbsLogitBias = 100;  // OpenAI's logit_bias range [-100, 100]
 inline constexpr double kMaxAbsOpenAiPenalty = 2;  // frequency/presence penalty range [-2, 2]
@@ -63,6 +64,10 @@ struct SamplingParams {
   // the distribution the logprobs describe), for RL trainers' entropy terms (SGLang's
   // return_entropy). Independent of logprobs.
   bool return_entropy = false;
+  // Each output token's logprobs of these ids (SGLang's token_ids_logprob: e.g. P("yes") for a
+  // generative reward), under the same distribution as the logprobs; at most
+  // kMaxTokenIdsLogprob ids, each in [0, vocab).
+  std::vector<int32_t> token_ids_logprob;
   // Constrained decoding (JSON of a schema): the tokens allowed next, applied before every logit
   // processor; null = free output. Excludes ignore_eos and min_tokens (docs/structured_output.md).
   std::shared_ptr<const OutputConstraint> constraint;

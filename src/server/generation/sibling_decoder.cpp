@@ -48,6 +48,7 @@ void SiblingDecoder::on_tokens(const TokenEvent& event, SiblingDelta* out) {
     p.token.id = event.tokens[k];
     if (k < event.logprobs.size()) p.token.logprobs = event.logprobs[k];
     if (k < event.entropies.size()) p.token.entropy = event.entropies[k];
+    if (k < event.token_ids_logprobs.size()) p.token.token_ids_logprobs = event.token_ids_logprobs[k];
     p.text_start = text_bytes_;
     const bool is_stop_id = event.stop_token && k + 1 == event.tokens.size() && p.token.id == *event.stop_token;
     std::string text;

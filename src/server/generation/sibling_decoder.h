@@ -23,6 +23,7 @@ struct OutputToken {
   int32_t id = 0;
   std::optional<TokenLogprobs> logprobs;
   std::optional<float> entropy;  // with SamplingParams::return_entropy
+  std::vector<TokenLogprob> token_ids_logprobs;  // with SamplingParams::token_ids_logprob
 };
 
 // What one batch of tokens released. `parts` holds reasoning / content / tool-call deltas (with

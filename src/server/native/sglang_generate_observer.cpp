@@ -143,6 +143,16 @@ Json sglang_output_json(const SglangSample& s, const SglangItem& item,
     m["input_token_logprobs"] =
         sglang_input_token_logprobs(item.prompt_ids, item.logprob_start, prompt_lp, o.logprob_text);
     m["output_token_logprobs"] = sglang_output_token_logprobs(tokens, o.logprob_text);
+    if (!item.token_ids_logprob.empty()) {
+      Json per_token = Json::array();
+      for (const OutputToken& t : tokens) {
+        Json triples = Json::array();
+        for (const TokenLogprob& e : t.token_ids_logprobs)
+          triples.push_back(sglang_logprob_triple(e.logprob, e.token, o.logprob_text));
+        per_token.push_back(std::move(triples));
+      }
+      m["output_token_ids_logprobs"] = std::move(per_token);
+    }
     if (item.top_logprobs_num > 0) {
       m["input_top_logprobs"] = sglang_input_top_logprobs(
           item.prompt_ids, item.logprob_start, prompt_lp, item.top_logprobs_num, o.logprob_text);

@@ -17,6 +17,7 @@ const std::set<std::string_view> kHandled = {"text",
                                              "rid",
                                              "return_logprob",
                                              "return_entropy",
+                                             "token_ids_logprob",
                                              "logprob_start_len",
                                              "top_logprobs_num",
                                              "return_text_in_logprobs",
@@ -286,6 +287,33 @@ ApiExpected<bool> read_logprob_fields(const Json& body, size_t i, size_t batch_s
   return true;
 }
 
+// token_ids_logprob of item i: a list of token ids for every prompt, or (a batch) a list of such
+// lists, one a prompt.
+ApiExpected<std::vector<int32_t>> read_token_ids_logprob(const Json& body, size_t i,
+                                                         size_t batch_size, bool batch) {
+  auto it = body.find("token_ids_logprob");
+  std::vector<int32_t> ids;
+  if (it == body.end() || it->is_null()) return ids;
+  const Json* list = &*it;
+  std::string path = "token_ids_logprob";
+  if (batch && it->is_array() && !it->empty() && (*it)[0].is_array()) {
+    if (it->size() != batch_size)
+      return invalid_request("'token_ids_logprob' has " + std::to_string(it->size()) +
+                                 " lists for a batch of " + std::to_string(batch_size),
+                             "token_ids_logprob");
+    list = &(*it)[i];
+    path = indexed_path("token_ids_logprob", i);
+  }
+  if (!list->is_array())
+    return invalid_request("'" + path + "': expected a list of token ids", "token_ids_logprob");
+  for (const Json& id : *list) {
+    if (!id.is_number_integer())
+      return invalid_request("'" + path + "': expected a list of token ids", "token_ids_logprob");
+    ids.push_back(static_cast<int32_t>(std::clamp<int64_t>(id.get<int64_t>(), -1, INT32_MAX)));
+  }
+  return ids;
+}
+
 ApiExpected<bool> read_rid(const Json& body, size_t batch_size, bool batch, int64_t n,
                            std::vector<SglangItem>* items) {
   auto it = body.find("rid");
@@ -357,6 +385,8 @@ ApiExpected<SglangGenerateRequest> parse_sglang_generate_request(const Json& bod
                          read_sampling_params(sp ? *sp : Json::object(), path, model, &item));
     API_ASSIGN_OR_RETURN(ok, read_logprob_fields(body, i, batch_size, batch, &item));
     (void)ok;
+    API_ASSIGN_OR_RETURN(item.token_ids_logprob,
+                         read_token_ids_logprob(body, i, batch_size, batch));
     item.sampling.priority =
         static_cast<int32_t>(std::clamp<int64_t>(priority, INT32_MIN, INT32_MAX));
     API_ASSIGN_OR_RETURN(item.sampling.cache_salt, read_cache_salt(body, i, batch_size, batch));
@@ -408,6 +438,7 @@ ApiExpected<GenerationSpec> sglang_generation_spec(const ServedModel& model,
   if (item.return_logprob) {
     fields.params.logprobs = true;
     fields.params.top_logprobs = item.top_logprobs_num;
+    fields.params.token_ids_logprob = item.token_ids_logprob;  // SGLang: with return_logprob
     // Position logprob_start itself is reported as null (SGLang pads the first entry).
     if (item.logprob_start + 1 < prompt)
       spec.prompt_logprobs = PromptLogprobsOptions{item.logprob_start + 1, item.top_logprobs_num};

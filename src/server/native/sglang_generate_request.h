@@ -30,6 +30,8 @@ struct SglangItem {
   SamplingFields sampling;  // max_tokens clamped to the context, as SGLang does
   bool return_logprob = false;
   bool return_entropy = false;  // meta_info output_token_entropy: each output token's entropy
+  // With return_logprob: meta_info output_token_ids_logprobs, these ids' logprobs a token.
+  std::vector<int32_t> token_ids_logprob;
   int64_t logprob_start = 0;       // resolved: -1 → prompt length - 1; < prompt length
   int64_t top_logprobs_num = 0;    // [0, 20]
   std::optional<std::string> rid;  // meta_info.id (n == 1 only); absent: a generated id

@@ -224,7 +224,8 @@ TEST_F(EngineTest, LogprobsArriveWithTokens) {
   }
 }
 
-// return_entropy: one entropy a token, in [0, log vocab], with or without logprobs; none unasked.
+// return_entropy: one entropy a token, in [0, log vocab], with or without logprobs; none unasked;
+// token_ids_logprob: the ids' logprobs at every token, in the ids' order.
 TEST_F(EngineTest, EntropiesArriveWithTokens) {
   auto e = make(small_options());
   SamplingParams p = greedy(6);
@@ -233,6 +234,7 @@ TEST_F(EngineTest, EntropiesArriveWithTokens) {
   sampled.temperature = 0.8;
   sampled.seed = 3;
   sampled.logprobs = true;
+  sampled.token_ids_logprob = {3, 9};
   const auto results = run_all(*e, {RunRequest{tokens_of(10, 10, vocab_), p},
                                     RunRequest{tokens_of(12, 11, vocab_), sampled},
                                     RunRequest{tokens_of(10, 10, vocab_), greedy(6)}});
@@ -245,8 +247,17 @@ TEST_F(EngineTest, EntropiesArriveWithTokens) {
     }
   }
   EXPECT_TRUE(results[0][0].logprobs.empty());
-  EXPECT_EQ(results[1][0].logprobs.size(), results[1][0].tokens.size());
+  const SiblingResult& s = results[1][0];
+  EXPECT_EQ(s.logprobs.size(), s.tokens.size());
+  ASSERT_EQ(s.token_ids_logprobs.size(), s.tokens.size());
+  for (const auto& ids : s.token_ids_logprobs) {
+    ASSERT_EQ(ids.size(), 2u);
+    EXPECT_EQ(ids[0].token, 3);
+    EXPECT_EQ(ids[1].token, 9);
+    EXPECT_LT(ids[0].logprob, 0.0f);
+  }
   EXPECT_TRUE(results[2][0].entropies.empty());
+  EXPECT_TRUE(results[2][0].token_ids_logprobs.empty());
   EXPECT_EQ(results[2][0].tokens, results[0][0].tokens);  // asking changes no token
 }
 

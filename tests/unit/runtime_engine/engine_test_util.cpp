@@ -73,6 +73,8 @@ EventSink Collector::sink() {
     EXPECT_TRUE(ev.entropies.empty() || ev.entropies.size() == ev.tokens.size())
         << "entropies not parallel to the event's tokens";
     r.entropies.insert(r.entropies.end(), ev.entropies.begin(), ev.entropies.end());
+    EXPECT_TRUE(ev.token_ids_logprobs.empty() || ev.token_ids_logprobs.size() == ev.tokens.size());
+    for (auto& ids : ev.token_ids_logprobs) r.token_ids_logprobs.push_back(std::move(ids));
     r.usage = ev.usage;
     if (!ev.prompt_logprobs.empty()) {
       EXPECT_EQ(r.num_events, 0) << "prompt logprobs after the first event";
@@ -192,6 +194,14 @@ void expect_same_results(const std::vector<std::vector<SiblingResult>>& plain,
         ASSERT_EQ(a.logprobs[t].top.size(), b.logprobs[t].top.size());
         for (size_t i = 0; i < a.logprobs[t].top.size(); ++i)
           EXPECT_EQ(a.logprobs[t].top[i].token, b.logprobs[t].top[i].token);
+      }
+      ASSERT_EQ(a.token_ids_logprobs.size(), b.token_ids_logprobs.size());
+      for (size_t t = 0; t < a.token_ids_logprobs.size(); ++t) {
+        ASSERT_EQ(a.token_ids_logprobs[t].size(), b.token_ids_logprobs[t].size());
+        for (size_t i = 0; i < a.token_ids_logprobs[t].size(); ++i) {
+          EXPECT_EQ(a.token_ids_logprobs[t][i].token, b.token_ids_logprobs[t][i].token);
+          EXPECT_NEAR(a.token_ids_logprobs[t][i].logprob, b.token_ids_logprobs[t][i].logprob, 1e-4);
+        }
       }
       ASSERT_EQ(a.entropies.size(), b.entropies.size());
       for (size_t t = 0; t < a.entropies.size(); ++t)

@@ -23,6 +23,7 @@ struct SiblingResult {
   std::vector<int32_t> tokens;
   std::vector<TokenLogprobs> logprobs;
   std::vector<float> entropies;
+  std::vector<std::vector<TokenLogprob>> token_ids_logprobs;
   std::optional<FinishReason> finish;
   Usage usage;
   int64_t num_events = 0;

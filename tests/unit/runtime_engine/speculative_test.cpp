@@ -117,6 +117,7 @@ TEST(SpeculativeDecoding, SampledTokensLogprobsAndRoutingEqualPlainDecoding) {
     sp.logprobs = true;
     sp.top_logprobs = 2;
     sp.return_entropy = true;
+    sp.token_ids_logprob = {5, 7};
     reqs.push_back(RunRequest{p, sp, "", /*return_routed_experts=*/true});
   }
   const EngineStats s = compare_with_plain(reqs, 4);

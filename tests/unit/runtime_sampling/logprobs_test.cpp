@@ -148,5 +148,35 @@ TEST(SamplingEntropy, SamplerReportsItOnlyWhenAskedAtTheLogprobsTemperature) {
   }
 }
 
+// token_ids_logprob: the logprobs of given ids equal compute_logprobs' chosen logprob bit for bit
+// (the same max, sum and formula); the sampler returns them in the ids' order.
+TEST(SamplingTokenIdsLogprob, EqualComputeLogprobsAndComeInOrder) {
+  const int64_t vocab = 151936;
+  const std::vector<float> logits = random_softcapped_logits(vocab, 31, 6.0);
+  const std::vector<int32_t> ids = {5, 151935, 0, 5, 777};
+  for (double temperature : {0.0, 0.7}) {
+    const std::vector<TokenLogprob> got = logprobs_of(logits, ids, temperature);
+    ASSERT_EQ(got.size(), ids.size());
+    for (size_t k = 0; k < ids.size(); ++k) {
+      EXPECT_EQ(got[k].token, ids[k]);
+      EXPECT_EQ(got[k].logprob, compute_logprobs(logits, ids[k], temperature, 0).chosen.logprob);
+    }
+  }
+  Sampler sampler(vocab);
+  SamplingParams p;
+  p.temperature = 0.6;
+  p.token_ids_logprob = ids;
+  const auto state = testing::state_with_vocab(p, vocab);
+  const SampledToken t = sampler.sample(SampleRow{logits, &state});
+  const std::vector<TokenLogprob> want = logprobs_of(logits, ids, 0.6);
+  ASSERT_EQ(t.token_ids_logprobs.size(), ids.size());
+  for (size_t k = 0; k < ids.size(); ++k) EXPECT_EQ(t.token_ids_logprobs[k].logprob, want[k].logprob);
+  SamplingParams bad = p;
+  bad.token_ids_logprob.assign(65, 1);
+  EXPECT_NE(bad.validate(vocab).error().message.find("token_ids_logprob"), std::string::npos);
+  bad.token_ids_logprob = {static_cast<int32_t>(vocab)};
+  EXPECT_NE(bad.validate(vocab).error().message.find("token_ids_logprob"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace beam

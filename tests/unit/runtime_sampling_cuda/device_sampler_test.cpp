@@ -284,6 +284,33 @@ TEST_F(SamplingCudaTest, EntropiesMatchTheCpus) {
   }
 }
 
+// token_ids_logprob: each row's logprobs of the given ids (scored on its logits row) match the
+// CPU's logprobs_of, in the ids' order; rows without ids get none.
+TEST_F(SamplingCudaTest, TokenIdsLogprobsMatchTheCpus) {
+  const int64_t vocab = kBeamVocab, b = 5;
+  std::vector<float> host = make_logits(b, vocab, 83);
+  TensorView d = upload_logits(host, vocab);
+  SamplingParams p;
+  p.temperature = 0.7;
+  p.token_ids_logprob = {0, 151935, 42, 42};
+  auto states = states_for(p, vocab, b, 4);
+  p.token_ids_logprob.clear();
+  states.push_back(states_for(p, vocab, 1, 4)[0]);
+  std::vector<int64_t> rows = iota_rows(b);
+  rows.push_back(2);
+  auto got = gpu_sample(d, vocab, states, rows);
+  for (int64_t r = 0; r < b; ++r) {
+    std::span<const float> raw(host.data() + r * vocab, static_cast<size_t>(vocab));
+    const std::vector<TokenLogprob> want = logprobs_of(raw, states[r].params().token_ids_logprob, 0.7);
+    ASSERT_EQ(got[r].token_ids_logprobs.size(), want.size()) << "row " << r;
+    for (size_t k = 0; k < want.size(); ++k) {
+      EXPECT_EQ(got[r].token_ids_logprobs[k].token, want[k].token);
+      EXPECT_NEAR(got[r].token_ids_logprobs[k].logprob, want[k].logprob, 1e-4) << "row " << r;
+    }
+  }
+  EXPECT_TRUE(got[b].token_ids_logprobs.empty());
+}
+
 // score: given tokens (every rank from the best to the worst), rows read in any order and more
 // than once, against the CPU's compute_logprobs.
 TEST_F(SamplingCudaTest, ScoredTokensMatchComputeLogprobs) {

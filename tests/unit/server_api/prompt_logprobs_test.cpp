@@ -94,8 +94,8 @@ TEST(PromptLogprobsJson, LegacyEchoLogprobsCoverThePromptThenTheOutput) {
   Scored s;
   CompletionLogprobs b({&tiny_chat_tokenizer()}, 1);
   b.add_prompt(s.prompt, 1, s.entries);
-  OutputToken out{kHello, entry(kHello, -0.75f, 2, {{s.prompt[1], -0.5f}}), std::nullopt};
-  b.add({out, OutputToken{kHello, std::nullopt, std::nullopt}});  // a token without logprobs is left out
+  OutputToken out{kHello, entry(kHello, -0.75f, 2, {{s.prompt[1], -0.5f}}), std::nullopt, {}};
+  b.add({out, OutputToken{kHello, std::nullopt, std::nullopt, {}}});  // a token without logprobs is left out
   const Json j = b.take();
   const size_t a_len = piece(s.prompt[1]).size(), b_len = piece(s.prompt[2]).size();
   EXPECT_EQ(j["tokens"], (Json::array({"Hello", piece(s.prompt[1]), piece(s.prompt[2]), "Hello"})));
@@ -205,7 +205,7 @@ struct ObserverFixture {
     SiblingResult r;
     r.reason = FinishReason::kLength;
     r.parsed.content = piece(token);
-    r.tokens = {OutputToken{token, entry(token, -0.125f, 1, {{token, -0.125f}}), std::nullopt}};
+    r.tokens = {OutputToken{token, entry(token, -0.125f, 1, {{token, -0.125f}}), std::nullopt, {}}};
     r.completion_tokens = 1;
     if (with_prompt) r.prompt_logprobs = s.entries;
     return r;

@@ -300,8 +300,8 @@ TEST(SglangGenerateJson, LogprobTriplesAndTheirNulls) {
   // With text: the token's text.
   EXPECT_EQ(sglang_logprob_triple(-1.0f, 511, &tiny_chat_tokenizer()),
             Json::parse(R"([-1.0, 511, "Hello"])"));
-  std::vector<OutputToken> out = {{41, lp(41, -0.5f, {{41, -0.5f}, {3, -1.0f}}), std::nullopt},
-                                  {42, std::nullopt, std::nullopt}};
+  std::vector<OutputToken> out = {{41, lp(41, -0.5f, {{41, -0.5f}, {3, -1.0f}}), std::nullopt, {}},
+                                  {42, std::nullopt, std::nullopt, {}}};
   EXPECT_EQ(sglang_output_token_logprobs(out, nullptr), Json::parse("[[-0.5, 41, null]]"));
   EXPECT_EQ(sglang_output_top_logprobs(out, 2, nullptr),
             Json::parse("[[[-0.5, 41, null], [-1.0, 3, null]]]"));
@@ -337,7 +337,7 @@ TEST(SglangGenerateJson, SampleObjectHasSglangsKeysInOrder) {
   SglangSample s;
   s.id = "r1";
   s.text = "partial";
-  s.tokens = {{41, lp(41, -0.5f, {{41, -0.5f}}), std::nullopt}};
+  s.tokens = {{41, lp(41, -0.5f, {{41, -0.5f}}), std::nullopt, {}}};
   s.cached_tokens = 0;
   SglangOutputOptions o;
   // Streamed, unfinished: finish_reason null, no e2e_latency.
@@ -351,7 +351,8 @@ TEST(SglangGenerateJson, SampleObjectHasSglangsKeysInOrder) {
   SiblingResult r;
   r.reason = FinishReason::kStop;
   r.stop_token = 0;
-  r.tokens = {{41, lp(41, -0.5f, {{41, -0.5f}}), std::nullopt}, {0, lp(0, -0.1f, {{0, -0.1f}}), std::nullopt}};
+  r.tokens = {{41, lp(41, -0.5f, {{41, -0.5f}}), std::nullopt, {}},
+              {0, lp(0, -0.1f, {{0, -0.1f}}), std::nullopt, {}}};
   r.completion_tokens = 2;
   r.retractions = 1;
   r.spec_verifications = 5;

@@ -25,7 +25,7 @@ Json ascii_bytes(const std::string& s) {
 }
 
 OutputToken token(int32_t id, float logprob, std::vector<TokenLogprob> top) {
-  return OutputToken{id, TokenLogprobs{TokenLogprob{id, logprob}, 1, std::move(top)}, std::nullopt};
+  return OutputToken{id, TokenLogprobs{TokenLogprob{id, logprob}, 1, std::move(top)}, std::nullopt, {}};
 }
 
 TEST(TokenIdLogprobs, NamesAreTheBytesOrTokenIdStrings) {
