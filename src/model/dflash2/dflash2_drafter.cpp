@@ -45,12 +45,20 @@ struct ContextMeta {
   }
 };
 
-// draft's metadata for S blocks of B rows (J draft rows each) whose page tables hold `table`
-// entries in all: the rows' positions (i64) and ids (i32), each block's position (i64), anchor,
-// table offset and length (i32), the draft rows' block rows (i32), the tables (i32).
-struct DraftMeta {
+template <typename T>
+T* host_at(const MetadataBuffer& m, size_t offset) {
+  return reinterpret_cast<T*>(static_cast<char*>(m.host()) + offset);
+}
+
+}  // namespace
+
+// draft()'s metadata for S (padded) blocks of B rows (J draft rows each) whose page tables hold
+// `table` entries in all: the rows' positions (i64) and ids (i32), each block's position (i64),
+// anchor, table offset and length (i32), the draft rows' block rows (i32), the tables (i32).
+struct DFlash2Drafter::DraftLayout {
+  int64_t S, table;
   size_t positions, block_positions, ids, anchors, offsets, lengths, rows, pages, bytes;
-  DraftMeta(int64_t S, int64_t B, int64_t J, int64_t table) {
+  DraftLayout(int64_t S_, int64_t B, int64_t J, int64_t table_) : S(S_), table(table_) {
     MetaLayout layout;
     positions = layout.take(S * B * 8);
     block_positions = layout.take(S * 8);
@@ -63,13 +71,6 @@ struct DraftMeta {
     bytes = layout.used;
   }
 };
-
-template <typename T>
-T* host_at(const MetadataBuffer& m, size_t offset) {
-  return reinterpret_cast<T*>(static_cast<char*>(m.host()) + offset);
-}
-
-}  // namespace
 
 DFlash2Drafter::DFlash2Drafter(std::shared_ptr<const DFlash2Weights> weights, TensorView embed,
                                TensorView lm_head, KernelContext ctx,
@@ -104,6 +105,8 @@ Status DFlash2Drafter::reserve_meta(MetadataBuffer& meta, size_t nbytes) {
 
 std::array<size_t, DFlash2Drafter::kScratchBuffers> DFlash2Drafter::scratch_sizes(
     const DFlash2Config& c, int64_t tokens, int64_t blocks) {
+  // Calls run padded to a draft graph's bucket (draft()).
+  if (const int64_t bucket = DFlash2DraftGraphs::bucket_of(blocks); bucket > 0) blocks = bucket;
   const int64_t H = c.hidden_size, kv = c.num_kv_heads * c.head_dim, q = c.num_heads * c.head_dim;
   const int64_t N = blocks * c.block_size, J = c.max_drafts();
   const int64_t rows = std::min(blocks * J, std::max(kReadOutRows, J));
@@ -129,7 +132,7 @@ std::array<size_t, DFlash2Drafter::kScratchBuffers> DFlash2Drafter::scratch_size
           bf16s(rows * c.selector_rank),
           words(rows * c.selector_top_k),
           words(rows * c.selector_top_k),
-          words(rows)};
+          words(blocks * J)};
 }
 
 int64_t DFlash2Drafter::scratch_bytes(const DFlash2Config& c, int64_t tokens, int64_t blocks) {
@@ -141,7 +144,7 @@ int64_t DFlash2Drafter::scratch_bytes(const DFlash2Config& c, int64_t tokens, in
 std::array<ScratchBuffer*, DFlash2Drafter::kScratchBuffers> DFlash2Drafter::scratch_buffers() {
   return {&ctx_hidden_, &ctx_k_, &ctx_v_, &h_,          &a_,       &dyn_,         &q_,
           &k_,          &v_,     &o_,     &m_,          &gate_up_, &act_,         &g_,
-          &z_,          &u_,     &hp_,    &candidates_, &scores_,  &chunk_drafts_};
+          &z_,          &u_,     &hp_,    &candidates_, &scores_,  &drafts_};
 }
 
 Status DFlash2Drafter::reserve(int64_t tokens, int64_t blocks) {
@@ -155,10 +158,11 @@ Status DFlash2Drafter::reserve(int64_t tokens, int64_t blocks) {
     }
   BEAM_RETURN_IF_ERROR(reserve_meta(ctx_meta_, ContextMeta(tokens).bytes));
   const int64_t table = blocks * std::max<int64_t>(DFlash2ContextPool::ring_pages(c), 1);
-  return reserve_meta(draft_meta_, DraftMeta(blocks, c.block_size, c.max_drafts(), table).bytes);
+  return reserve_meta(draft_meta_, DraftLayout(blocks, c.block_size, c.max_drafts(), table).bytes);
 }
 
 int64_t DFlash2Drafter::release_memory() {
+  graphs_.drop();  // they point into what is freed here
   int64_t bytes = pool_->release(trash_page_);
   for (ScratchBuffer* b : scratch_buffers()) {
     bytes += static_cast<int64_t>(b->capacity());
@@ -257,48 +261,95 @@ Status DFlash2Drafter::enqueue_context(const TensorView& features,
   return ok_status();
 }
 
+uint64_t DFlash2Drafter::graph_fingerprint_of() const {
+  uint64_t h = graph_fingerprint(ctx_);
+  auto mix = [&h](const void* p) { h = (h ^ reinterpret_cast<uintptr_t>(p)) * 1099511628211ull; };
+  for (const ScratchBuffer* b : {&h_, &a_, &dyn_, &q_, &k_, &v_, &o_, &m_, &gate_up_, &act_, &g_,
+                                 &z_, &u_, &hp_, &candidates_, &scores_, &drafts_})
+    mix(b->view(DType::kU8, {1}).data);
+  mix(draft_meta_.device());
+  mix(pool_->slot_positions().data);
+  for (int64_t l = 0; l < config().num_layers; ++l) {
+    mix(pool_->keys(l).data);
+    mix(pool_->values(l).data);
+  }
+  return h;
+}
+
 Status DFlash2Drafter::run_draft(std::span<const DFlash2Block> blocks, std::span<int32_t> drafts,
                                  DFlash2Trace* trace) {
   const DFlash2Config& c = config();
-  const DFlash2Weights& w = *weights_;
   const int64_t S = static_cast<int64_t>(blocks.size()), B = c.block_size, J = c.max_drafts();
-  const int64_t N = S * B, H = c.hidden_size, D = c.head_dim;
-  const int64_t Nq = c.num_heads, Nkv = c.num_kv_heads, I = c.intermediate_size;
   BEAM_CHECK(static_cast<int64_t>(drafts.size()) == S * J)
       << "DFlash2 draft: " << drafts.size() << " outputs for " << S << " blocks of " << B;
   if (S == 0) return ok_status();
-  BEAM_RETURN_IF_ERROR(reserve(0, S));
-  // Host metadata: the block rows' ids and positions, each block's anchor, position and page
-  // table, the draft rows' indices into the block rows.
+  // A windowed drafter's tables hold at most `ring` pages, so a bucket's metadata has one fixed
+  // layout (each block's table at b * ring) and its graph serves every call of the bucket.
+  const int64_t ring = DFlash2ContextPool::ring_pages(c);
+  const int64_t bucket = ctx_.device == Device::kCuda && ctx_.cuda_graphs && trace == nullptr &&
+                                 ring > 0
+                             ? DFlash2DraftGraphs::bucket_of(S)
+                             : -1;
+  const int64_t P = bucket > 0 ? bucket : S;  // the blocks run, padding included
+  BEAM_RETURN_IF_ERROR(reserve(0, P));
   int64_t table_size = 0;
   for (const DFlash2Block& b : blocks)
     table_size += static_cast<int64_t>(b.context->table().size());
-  const DraftMeta at(S, B, J, table_size);
+  if (bucket > 0) table_size = P * ring;
+  const DraftLayout at(P, B, J, table_size);
   BEAM_RETURN_IF_ERROR(reserve_meta(draft_meta_, at.bytes));
+  // Host metadata: the block rows' ids and positions, each block's anchor, position and page
+  // table, the draft rows' indices into the block rows. Padding blocks: mask tokens at positions
+  // 0 .. B - 1 with no context (their drafts are dropped).
   int32_t* pages = host_at<int32_t>(draft_meta_, at.pages);
+  std::fill(pages, pages + std::max<int64_t>(table_size, 1), -1);
   int64_t table_at = 0;
-  for (int64_t b = 0; b < S; ++b) {
-    const DFlash2Block& blk = blocks[b];
+  for (int64_t b = 0; b < P; ++b) {
+    const bool real = b < S;
+    const int32_t anchor = real ? blocks[b].anchor : c.mask_token_id;
+    const int64_t position = real ? blocks[b].position : 0;
     for (int64_t t = 0; t < B; ++t) {
-      host_at<int32_t>(draft_meta_, at.ids)[b * B + t] = t == 0 ? blk.anchor : c.mask_token_id;
-      host_at<int64_t>(draft_meta_, at.positions)[b * B + t] = blk.position + t;
+      host_at<int32_t>(draft_meta_, at.ids)[b * B + t] = t == 0 ? anchor : c.mask_token_id;
+      host_at<int64_t>(draft_meta_, at.positions)[b * B + t] = position + t;
     }
     for (int64_t j = 0; j < J; ++j)
       host_at<int32_t>(draft_meta_, at.rows)[b * J + j] = static_cast<int32_t>(b * B + 1 + j);
-    host_at<int64_t>(draft_meta_, at.block_positions)[b] = blk.position;
-    host_at<int32_t>(draft_meta_, at.anchors)[b] = blk.anchor;
-    const std::span<const int32_t> table = blk.context->table();
+    host_at<int64_t>(draft_meta_, at.block_positions)[b] = position;
+    host_at<int32_t>(draft_meta_, at.anchors)[b] = anchor;
+    const std::span<const int32_t> table =
+        real ? blocks[b].context->table() : std::span<const int32_t>();
+    BEAM_CHECK(bucket < 0 || static_cast<int64_t>(table.size()) <= ring)
+        << "DFlash2 draft: a table of " << table.size() << " pages, the ring holds " << ring;
+    if (bucket > 0) table_at = b * ring;
     host_at<int32_t>(draft_meta_, at.offsets)[b] = static_cast<int32_t>(table_at);
     host_at<int32_t>(draft_meta_, at.lengths)[b] = static_cast<int32_t>(table.size());
     std::copy(table.begin(), table.end(), pages + table_at);
     table_at += static_cast<int64_t>(table.size());
   }
   upload_metadata(ctx_, draft_meta_, 0, at.bytes);
+  if (trace) *trace = DFlash2Trace{};
+  if (bucket > 0) {
+    BEAM_RETURN_IF_ERROR(graphs_.run(ctx_, bucket, graph_fingerprint_of(),
+                                     [&] { enqueue_blocks(at, nullptr); }));
+  } else {
+    enqueue_blocks(at, trace);
+  }
+  copy_tensor(ctx_, TensorView{drafts.data(), DType::kI32, Shape{S * J}, Device::kCpu},
+              drafts_.view(DType::kI32, {S * J}));  // synchronizes
+  return ok_status();
+}
+
+void DFlash2Drafter::enqueue_blocks(const DraftLayout& at, DFlash2Trace* trace) {
+  const DFlash2Config& c = config();
+  const DFlash2Weights& w = *weights_;
+  const int64_t S = at.S, B = c.block_size, J = c.max_drafts();
+  const int64_t N = S * B, H = c.hidden_size, D = c.head_dim;
+  const int64_t Nq = c.num_heads, Nkv = c.num_kv_heads, I = c.intermediate_size;
   const TensorView ids = draft_meta_.device_view(at.ids, DType::kI32, {N});
   const TensorView pos = draft_meta_.device_view(at.positions, DType::kI64, {N});
   DFlash2ContextView context;
   context.slot_positions = pool_->slot_positions();
-  context.pages = draft_meta_.device_view(at.pages, DType::kI32, {table_size});
+  context.pages = draft_meta_.device_view(at.pages, DType::kI32, {std::max<int64_t>(at.table, 1)});
   context.table_offsets = draft_meta_.device_view(at.offsets, DType::kI32, {S});
   context.table_lengths = draft_meta_.device_view(at.lengths, DType::kI32, {S});
   context.block_positions = draft_meta_.device_view(at.block_positions, DType::kI64, {S});
@@ -344,18 +395,15 @@ Status DFlash2Drafter::run_draft(std::span<const DFlash2Block> blocks, std::span
     conv(lw.mlp_conv, 1, m);
     add_rounded(ctx_, h, m, h);
   }
-  if (trace) *trace = DFlash2Trace{};
   const int64_t per_chunk = std::max<int64_t>(1, kReadOutRows / J);
   for (int64_t b0 = 0; b0 < S; b0 += per_chunk)
     read_out(draft_meta_.device_view(at.rows, DType::kI32, {S * J}),
              draft_meta_.device_view(at.anchors, DType::kI32, {S}), b0, std::min(S, b0 + per_chunk),
-             drafts, trace);
-  return ok_status();
+             trace);
 }
 
 void DFlash2Drafter::read_out(const TensorView& draft_rows, const TensorView& all_anchors,
-                              int64_t b0, int64_t b1, std::span<int32_t> drafts,
-                              DFlash2Trace* trace) {
+                              int64_t b0, int64_t b1, DFlash2Trace* trace) {
   const DFlash2Config& c = config();
   const DFlash2Weights& w = *weights_;
   const int64_t S = all_anchors.dim(0), B = c.block_size, J = c.max_drafts();
@@ -371,7 +419,8 @@ void DFlash2Drafter::read_out(const TensorView& draft_rows, const TensorView& al
   const TensorView hp = hp_.view(DType::kBF16, {R, c.selector_rank});
   const TensorView candidates = candidates_.view(DType::kI32, {R, K});
   const TensorView scores = scores_.view(DType::kF32, {R, K});
-  const TensorView out = chunk_drafts_.view(DType::kI32, {R});
+  const TensorView out{static_cast<int32_t*>(drafts_.view(DType::kI32, {S * J}).data) + b0 * J,
+                       DType::kI32, Shape{R}, ctx_.device};
   embedding(ctx_, h_.view(DType::kBF16, {S * B, H}), rows, g);
   rms_norm(ctx_, g, w.final_norm, c.rms_norm_eps, g);
   linear(ctx_, g, lm_head_, z);
@@ -379,7 +428,6 @@ void DFlash2Drafter::read_out(const TensorView& draft_rows, const TensorView& al
   linear(ctx_, g, w.hidden_projection, hp);
   dflash2_select(ctx_, u, hp, w.predecessor_codebook, w.successor_codebook, anchors, candidates,
                  scores, out);
-  copy_tensor(ctx_, TensorView{drafts.data() + b0 * J, DType::kI32, Shape{R}, Device::kCpu}, out);
   if (!trace) return;
   auto append = [&](auto& dst, const TensorView& src, DType dtype) {
     const size_t at = dst.size();

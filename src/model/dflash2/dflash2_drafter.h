@@ -13,6 +13,7 @@
 #include "kernels/api/device_memory.h"
 #include "model/beam/workspace.h"
 #include "model/dflash2/dflash2_context.h"
+#include "model/dflash2/dflash2_draft_graphs.h"
 #include "model/dflash2/dflash2_weights.h"
 
 namespace beam {
@@ -73,14 +74,24 @@ class DFlash2Drafter {
 
   // Drafts block_size - 1 tokens per block: drafts[b * (B - 1) + j - 1] is the token drafted
   // for position blocks[b].position + j. trace: intermediate values when not null. Synchronizes.
+  // On CUDA with ctx.cuda_graphs and a windowed drafter (fixed-size page tables), untraced calls
+  // run padded to a DFlash2DraftGraphs bucket and replay its graph (the same bits: every op's
+  // rows are independent of the others).
   Status draft(std::span<const DFlash2Block> blocks, std::span<int32_t> drafts,
                DFlash2Trace* trace = nullptr);
+  const DFlash2DraftGraphs& graphs() const { return graphs_; }  // tests
 
  private:
+  struct DraftLayout;
+  // The device work of draft() for the S (padded) blocks whose metadata is uploaded at `at`:
+  // the blocks' forward and the read-out, the drafts left in drafts_ ([S * (B - 1)] i32).
+  void enqueue_blocks(const DraftLayout& at, DFlash2Trace* trace);
   // Blocks [b0, b1)'s read-out and selector walk: draft_rows [S * (B - 1)] i32 (each draft
-  // row's block row), all_anchors [S] i32; fills their drafts and the trace.
+  // row's block row), all_anchors [S] i32; their drafts into drafts_, and the trace.
   void read_out(const TensorView& draft_rows, const TensorView& all_anchors, int64_t b0, int64_t b1,
-                std::span<int32_t> drafts, DFlash2Trace* trace);
+                DFlash2Trace* trace);
+  // What the draft graphs point into: the context's scratch, the drafter's buffers and pool.
+  uint64_t graph_fingerprint_of() const;
   // add_context / draft without the out-of-memory boundary (an op's DeviceOutOfMemory becomes
   // their error there).
   Status enqueue_context(const TensorView& features, std::span<const DFlash2ContextRows> items);
@@ -103,8 +114,9 @@ class DFlash2Drafter {
   ScratchBuffer ctx_hidden_, ctx_k_, ctx_v_;
   // draft's: [N, ...] activations of S blocks of B rows, the read-out's [chunk rows, ...].
   ScratchBuffer h_, a_, dyn_, q_, k_, v_, o_, m_, gate_up_, act_;
-  ScratchBuffer g_, z_, u_, hp_, candidates_, scores_, chunk_drafts_;
+  ScratchBuffer g_, z_, u_, hp_, candidates_, scores_, drafts_;
   MetadataBuffer ctx_meta_, draft_meta_;
+  DFlash2DraftGraphs graphs_;
 };
 
 }  // namespace beam

@@ -44,6 +44,8 @@ class DFlash2CudaTest : public CudaModelTest {
     ASSERT_EQ((*on_gpu)->fc.device, Device::kCuda);
     auto contexts = DFlash2ContextPool::create(gpu_, (*w)->config, 64);
     ASSERT_TRUE(contexts.ok()) << contexts.error().message;
+    weights_ = *on_gpu;
+    pool_ = *contexts;
     drafter_.emplace(*on_gpu, target_->embed, target_->lm_head, gpu_, *contexts);
   }
   // The case's context from its golden features (uploaded).
@@ -63,6 +65,8 @@ class DFlash2CudaTest : public CudaModelTest {
     return ctx;
   }
   std::shared_ptr<const BeamWeights> target_;
+  std::shared_ptr<const DFlash2Weights> weights_;
+  std::shared_ptr<DFlash2ContextPool> pool_;
   std::optional<DFlash2Drafter> drafter_;
 };
 
@@ -97,6 +101,34 @@ TEST_F(DFlash2CudaTest, BatchedBlocksDraftAsAlone) {
     ASSERT_TRUE(drafter_->draft({&blocks[i], 1}, one).ok());
     EXPECT_TRUE(std::equal(one.begin(), one.end(), all.begin() + i * J)) << i;
   }
+}
+
+// CUDA graphs of the drafter (DFlash2DraftGraphs): calls of 3, 4, 1 and 5 blocks (buckets 4, 4, 1
+// and 8), three rounds, so each bucket warms, captures and replays with other anchors, positions
+// and contexts between replays, draft what an eager drafter (cuda_graphs off, the same weights
+// and pool) drafts; traced calls run eagerly.
+TEST_F(DFlash2CudaTest, GraphedDraftsEqualEagerOnes) {
+  ASSERT_TRUE(gpu_.cuda_graphs);
+  KernelContext eager_ctx = gpu_;
+  eager_ctx.cuda_graphs = false;
+  DFlash2Drafter eager(weights_, target_->embed, target_->lm_head, eager_ctx, pool_);
+  const auto a = context_of("ctx20"), b = context_of("holes");
+  const std::vector<std::vector<DFlash2Block>> calls = {
+      {{261, 20, a.get()}, {17, 40, b.get()}, {5, 21, a.get()}},
+      {{30, 41, b.get()}, {261, 20, a.get()}, {99, 40, b.get()}, {7, 22, a.get()}},
+      {{44, 40, b.get()}},
+      {{3, 20, a.get()}, {4, 40, b.get()}, {8, 21, a.get()}, {9, 41, b.get()}, {10, 22, a.get()}}};
+  const auto J = static_cast<size_t>(drafter_->config().max_drafts());
+  for (int round = 0; round < 3; ++round)
+    for (size_t k = 0; k < calls.size(); ++k) {
+      std::vector<int32_t> graphed(calls[k].size() * J), plain(calls[k].size() * J);
+      ASSERT_TRUE(drafter_->draft(calls[k], graphed).ok());
+      ASSERT_TRUE(eager.draft(calls[k], plain).ok());
+      EXPECT_EQ(graphed, plain) << "round " << round << " call " << k;
+    }
+  EXPECT_GE(drafter_->graphs().num_captures(), 3);
+  EXPECT_GE(drafter_->graphs().num_replays(), 6);
+  EXPECT_EQ(eager.graphs().num_replays(), 0);
 }
 
 // An engine on the GPU with the trained drafter against one without: the drafter's blocks are

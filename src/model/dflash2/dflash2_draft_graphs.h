@@ -1,0 +1,51 @@
+// DFlash2DraftGraphs: CUDA graphs of the drafter's block forward (DFlash2Drafter::draft), one per
+// bucket of blocks, captured lazily and replayed over metadata uploaded to fixed addresses first
+// (docs/dflash2.md "On the GPU"). The drafter pads a call's blocks to the bucket; a bucket's
+// first use runs eagerly (it grows the ops' scratch and plans), its second is captured, later
+// ones replay. Graphs are dropped when what they point into moved (the fingerprint).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+
+#include "core/status.h"
+#include "kernels/api/context.h"
+#include "kernels/api/device_memory.h"
+
+namespace beam {
+
+// Owned by a DFlash2Drafter (one thread).
+class DFlash2DraftGraphs {
+ public:
+  static constexpr std::array<int64_t, 9> kBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+
+  // The smallest bucket holding `blocks` (>= 1), or -1 past the largest.
+  static int64_t bucket_of(int64_t blocks);
+
+  // Queues `enqueue` (the forward's device work for `bucket` blocks over the drafter's fixed
+  // scratch and metadata) on ctx's stream: eagerly on the bucket's first use and wherever a
+  // capture failed (logged once a bucket), else as its graph, captured on the second use.
+  // `fingerprint` names the memory the work points into (graph_fingerprint of ctx mixed with the
+  // drafter's buffers); a new one drops every graph. ctx.device must be kCuda.
+  Status run(const KernelContext& ctx, int64_t bucket, uint64_t fingerprint,
+             const std::function<void()>& enqueue);
+
+  // Drops every captured graph (sleep mode frees what they point into).
+  void drop();
+
+  int64_t num_captures() const { return captures_; }  // tests
+  int64_t num_replays() const { return replays_; }    // tests
+
+ private:
+  struct Bucket {
+    bool warmed = false;
+    bool capture_failed = false;
+    StepGraph graph;
+  };
+  std::array<Bucket, kBuckets.size()> buckets_;
+  uint64_t fingerprint_ = 0;
+  int64_t captures_ = 0, replays_ = 0;
+};
+
+}  // namespace beam
