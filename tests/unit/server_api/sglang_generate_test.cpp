@@ -201,8 +201,14 @@ TEST(SglangGenerate, RefusesWhatItCannotHonour) {
             "custom_logit_processor");
   EXPECT_EQ(parse_error(R"({"input_ids": [1], "return_hidden_states": true})").param,
             "return_hidden_states");
-  EXPECT_EQ(parse_error(R"({"input_ids": [1], "token_ids_logprob": [3]})").param,
+  EXPECT_EQ(parse_error(R"({"input_ids": [1], "return_prompt_token_ids": true})").param,
+            "return_prompt_token_ids");
+  // token_ids_logprob is served (with return_logprob); malformed lists are 400s naming it.
+  EXPECT_EQ(parse_error(R"({"input_ids": [1], "token_ids_logprob": 3})").param,
             "token_ids_logprob");
+  EXPECT_EQ(parse_error(R"({"input_ids": [[1], [2]], "token_ids_logprob": [[3]]})").param,
+            "token_ids_logprob");
+  EXPECT_EQ(parse_error(R"({"input_ids": [1], "return_entropy": "yes"})").param, "return_entropy");
   EXPECT_EQ(parse_error(R"({"input_ids": [1], "input_embeds": [[0.5]]})").param, "input_embeds");
   // Unset (null / false) and result-neutral fields pass.
   parse_ok(R"({"input_ids": [1], "lora_path": null, "return_hidden_states": false,
