@@ -323,7 +323,7 @@ class Engine::Impl {
                         " tokens leave no room to generate within the context of " +
                         std::to_string(max_context_) + " tokens");
     BEAM_RETURN_IF_ERROR(request.sampling.validate(config().vocab_size));
-    BEAM_RETURN_IF_ERROR(validate_prompt_logprobs(request));
+    BEAM_RETURN_IF_ERROR(validate_prompt_logprobs(request, config().vocab_size));
     std::shared_ptr<const LoraEntry> lora;
     if (!request.lora_name.empty()) {
       if (options_.max_loras == 0)
@@ -340,7 +340,7 @@ class Engine::Impl {
   }
 
   // The prompt_logprobs options against the prompt.
-  static Status validate_prompt_logprobs(const GenerateRequest& request) {
+  static Status validate_prompt_logprobs(const GenerateRequest& request, int64_t vocab_size) {
     const auto len = static_cast<int64_t>(request.prompt.size());
     const auto& o = request.prompt_logprobs;
     if (!o) return ok_status();
@@ -350,6 +350,13 @@ class Engine::Impl {
     if (o->num_top < 0 || o->num_top > kMaxTopLogprobs)
       return make_error("prompt_logprobs: " + std::to_string(o->num_top) +
                         " alternatives; must be in [0, " + std::to_string(kMaxTopLogprobs) + "]");
+    if (static_cast<int64_t>(o->token_ids.size()) > kMaxTokenIdsLogprob)
+      return make_error("prompt_logprobs: " + std::to_string(o->token_ids.size()) +
+                        " token ids; at most " + std::to_string(kMaxTokenIdsLogprob));
+    for (int32_t id : o->token_ids)
+      if (id < 0 || id >= vocab_size)
+        return make_error("prompt_logprobs: token id " + std::to_string(id) +
+                          " is outside the vocabulary (" + std::to_string(vocab_size) + ")");
     return ok_status();
   }
 
@@ -1013,29 +1020,49 @@ bool Engine::Impl::needs_prompt_logits(const Sequence& seq) const {
 // logprob of the prompt token at p + 1.
 void Engine::Impl::record_prompt_logprobs(const StepPlan& plan, const ForwardOutput& out) {
   std::vector<ScoreRow> rows;
-  std::vector<std::pair<RequestId, size_t>> dest;  // where each scored row goes
+  // Where each scored row goes: the request, the position's entry, and -1 for the prompt token
+  // or the index of the token id (PromptLogprobsOptions::token_ids) it scores.
+  struct Dest {
+    RequestId request;
+    size_t entry;
+    int64_t id_index;
+  };
+  std::vector<Dest> dest;
   for (size_t r = 0; r < out.row_seq.size(); ++r) {
     const Sequence& s = seqs_.at(plan.work[static_cast<size_t>(out.row_seq[r])].seq);
     if (!needs_prompt_logits(s)) continue;
     const RequestState& rs = requests_.at(s.request);
-    const int64_t q = out.row_position[r] + 1, start = rs.request.prompt_logprobs->start;
+    const PromptLogprobsOptions& o = *rs.request.prompt_logprobs;
+    const int64_t q = out.row_position[r] + 1, start = o.start;
     if (q < start || q >= s.num_prompt) continue;
-    rows.push_back(ScoreRow{static_cast<int64_t>(r), s.tokens[static_cast<size_t>(q)],
-                            rs.params->logprob_temperature(), rs.request.prompt_logprobs->num_top});
-    dest.emplace_back(s.request, static_cast<size_t>(q - start));
+    const double t = rs.params->logprob_temperature();
+    rows.push_back(ScoreRow{static_cast<int64_t>(r), s.tokens[static_cast<size_t>(q)], t, o.num_top});
+    dest.push_back({s.request, static_cast<size_t>(q - start), -1});
+    for (size_t i = 0; i < o.token_ids.size(); ++i) {
+      rows.push_back(ScoreRow{static_cast<int64_t>(r), o.token_ids[i], t, 0});
+      dest.push_back({s.request, static_cast<size_t>(q - start), static_cast<int64_t>(i)});
+    }
   }
   if (rows.empty()) return;
   std::vector<TokenLogprobs> scored(rows.size());
   if (Status st = score_rows(out, rows, scored); !st.ok()) {
     log_error("prompt logprobs failed: " + st.error().message);
-    for (const auto& d : dest)
-      if (requests_.count(d.first))
-        finish_request(d.first, FinishReason::kError, st.error().message);
+    for (const Dest& d : dest)
+      if (requests_.count(d.request))
+        finish_request(d.request, FinishReason::kError, st.error().message);
     return;
   }
-  for (size_t k = 0; k < rows.size(); ++k) {
-    RequestState& rs = requests_.at(dest[k].first);
-    rs.prompt_logprobs[dest[k].second] = std::move(scored[k]);
+  for (size_t k = 0; k < rows.size(); ++k) {  // a position's prompt token, then its ids
+    RequestState& rs = requests_.at(dest[k].request);
+    TokenLogprobs& entry = rs.prompt_logprobs[dest[k].entry];
+    if (dest[k].id_index < 0) {
+      entry = std::move(scored[k]);
+      continue;
+    }
+    entry.token_ids.push_back(scored[k].chosen);
+  }
+  for (const Dest& d : dest) {
+    RequestState& rs = requests_.at(d.request);
     while (!rs.prompt_scored() &&
            rs.prompt_logprobs[static_cast<size_t>(rs.prompt_logprobs_done)].chosen.token >= 0)
       ++rs.prompt_logprobs_done;

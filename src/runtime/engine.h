@@ -89,6 +89,9 @@ using EventSink = std::function<void(TokenEvent&&)>;
 struct PromptLogprobsOptions {
   int64_t start = 1;    // [1, prompt length]: the first position reported (position 0 has none)
   int64_t num_top = 0;  // [0, kMaxTopLogprobs] most likely alternatives per position
+  // Also these ids' logprobs at every position (TokenLogprobs::token_ids; SGLang's
+  // input_token_ids_logprobs): at most kMaxTokenIdsLogprob ids of the vocabulary.
+  std::vector<int32_t> token_ids{};
 };
 
 struct GenerateRequest {

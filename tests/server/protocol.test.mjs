@@ -1745,9 +1745,9 @@ test('/generate: return_entropy gives every output token its entropy, native and
 });
 
 // token_ids_logprob (SGLang's; e.g. P("yes") for a generative reward): with return_logprob each
-// output token gets the given ids' [logprob, id, text] triples in their order; an id the token
-// was equals that token's own output logprob.
-test('/generate, SGLang format: token_ids_logprob gives each output token the ids\' logprobs', async () => {
+// output token and each prompt position from logprob_start_len gets the given ids' [logprob, id,
+// text] triples in their order; an id the token was equals that token's own logprob.
+test('/generate, SGLang format: token_ids_logprob gives each output and input position the ids\' logprobs', async () => {
   const sp = { max_new_tokens: 4, temperature: 0, ignore_eos: true };
   const first = await sgl({ sampling_params: sp, return_logprob: true });
   const ids = first.json.output_ids;
@@ -1760,6 +1760,19 @@ test('/generate, SGLang format: token_ids_logprob gives each output token the id
     triples.forEach(([lp]) => assert.ok(lp <= 0));
   });
   assert.equal(m.output_token_ids_logprobs[0][0][0], m.output_token_logprobs[0][0]);
+  // The default logprob_start_len (-1): the last prompt position alone, null as SGLang pads it.
+  assert.deepEqual(m.input_token_ids_logprobs, [null]);
+  // From position 0: every prompt position but the first gets the ids' triples; an id equal to
+  // the position's prompt token has that token's input logprob.
+  const inp = await sgl({ sampling_params: { max_new_tokens: 1 }, return_logprob: true, logprob_start_len: 0,
+    token_ids_logprob: [SGL_IDS[2], 40] });
+  assert.equal(inp.status, 200, inp.text);
+  const im = inp.json.meta_info;
+  assert.equal(im.input_token_ids_logprobs.length, SGL_IDS.length);
+  assert.equal(im.input_token_ids_logprobs[0], null);
+  im.input_token_ids_logprobs.slice(1).forEach((t) => assert.deepEqual(t.map((e) => e[1]), [SGL_IDS[2], 40]));
+  assert.equal(im.input_token_ids_logprobs[2][0][0], im.input_token_logprobs[2][0]);
+  assert.equal(im.input_token_ids_logprobs[1][1][0], im.input_token_logprobs[1][0]);  // SGL_IDS[1] is 40
   // Without return_logprob (as SGLang) or without the field: no key.
   assert.equal((await sgl({ sampling_params: sp, token_ids_logprob: [40] })).json.meta_info.output_token_ids_logprobs,
     undefined);

@@ -18,6 +18,8 @@ struct TokenLogprobs {
   TokenLogprob chosen;
   int64_t chosen_rank = 0;        // 1 = the most likely token (ties → lower id ranks first)
   std::vector<TokenLogprob> top;  // the num_top most likely, best first (ties → lower id)
+  // Prompt logprobs only: PromptLogprobsOptions::token_ids' logprobs at this position, in order.
+  std::vector<TokenLogprob> token_ids;
 };
 
 // One logits row to score (prompt logprobs): the logprobs of a given token, not a drawn one.

@@ -144,6 +144,16 @@ Json sglang_output_json(const SglangSample& s, const SglangItem& item,
         sglang_input_token_logprobs(item.prompt_ids, item.logprob_start, prompt_lp, o.logprob_text);
     m["output_token_logprobs"] = sglang_output_token_logprobs(tokens, o.logprob_text);
     if (!item.token_ids_logprob.empty()) {
+      Json per_position = Json::array();  // position logprob_start: null, as SGLang pads it
+      for (auto p = item.logprob_start; p < static_cast<int64_t>(item.prompt_ids.size()); ++p) {
+        const TokenLogprobs* e = prompt_entry(prompt_lp, item.logprob_start + 1, p);
+        Json triples = Json::array();
+        if (e)
+          for (const TokenLogprob& id : e->token_ids)
+            triples.push_back(sglang_logprob_triple(id.logprob, id.token, o.logprob_text));
+        per_position.push_back(e ? std::move(triples) : Json(nullptr));
+      }
+      m["input_token_ids_logprobs"] = std::move(per_position);
       Json per_token = Json::array();
       for (const OutputToken& t : tokens) {
         Json triples = Json::array();

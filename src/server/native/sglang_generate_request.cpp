@@ -441,7 +441,8 @@ ApiExpected<GenerationSpec> sglang_generation_spec(const ServedModel& model,
     fields.params.token_ids_logprob = item.token_ids_logprob;  // SGLang: with return_logprob
     // Position logprob_start itself is reported as null (SGLang pads the first entry).
     if (item.logprob_start + 1 < prompt)
-      spec.prompt_logprobs = PromptLogprobsOptions{item.logprob_start + 1, item.top_logprobs_num};
+      spec.prompt_logprobs = PromptLogprobsOptions{item.logprob_start + 1, item.top_logprobs_num,
+                                                   item.token_ids_logprob};
   }
   ApiExpected<bool> ok = finish_spec(model, fields, "sampling_params.max_new_tokens", &spec);
   if (!ok.ok()) {

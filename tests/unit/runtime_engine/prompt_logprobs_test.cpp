@@ -113,6 +113,35 @@ TEST_F(PromptLogprobsTest, EqualADirectForwardAcrossChunksCacheAndSiblings) {
   }
 }
 
+// PromptLogprobsOptions::token_ids (SGLang's input_token_ids_logprobs): every position gets the
+// ids' logprobs in order, from the same row as its prompt token's (an id equal to the position's
+// token has its logprob bit for bit), across chunks of 7; ids outside the vocabulary are refused.
+TEST_F(PromptLogprobsTest, GivenTokenIdsAreScoredAtEveryPosition) {
+  const std::vector<int32_t> prompt = tokens_of(40, 5, vocab_);
+  auto engine = make(7);
+  ASSERT_NE(engine, nullptr);
+  Collector c;
+  const std::vector<int32_t> ids = {prompt[10], 3};
+  ASSERT_TRUE(submit(*engine, prompt, greedy(1), PromptLogprobsOptions{2, 1, ids}, c).ok());
+  engine->wait_idle();
+  const std::vector<TokenLogprobs> lp = c.results().at(0).prompt_logprobs;
+  ASSERT_EQ(lp.size(), prompt.size() - 2);
+  for (size_t i = 0; i < lp.size(); ++i) {
+    ASSERT_EQ(lp[i].token_ids.size(), 2u) << "position " << i + 2;
+    EXPECT_EQ(lp[i].token_ids[0].token, prompt[10]);
+    EXPECT_EQ(lp[i].token_ids[1].token, 3);
+    if (lp[i].chosen.token == prompt[10]) {
+      EXPECT_EQ(lp[i].token_ids[0].logprob, lp[i].chosen.logprob) << "position " << i + 2;
+    }
+  }
+  EXPECT_EQ(lp[8].token_ids[0].logprob, lp[8].chosen.logprob);  // position 10
+  Collector bad;
+  const auto refused = submit(*engine, prompt, greedy(1),
+                                PromptLogprobsOptions{2, 0, {static_cast<int32_t>(vocab_)}}, bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("outside the vocabulary"), std::string::npos);
+}
+
 TEST_F(PromptLogprobsTest, ScoringARolloutGivesItsOutputLogprobs) {
   auto engine = make(64);
   ASSERT_NE(engine, nullptr);

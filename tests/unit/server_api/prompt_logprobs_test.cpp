@@ -28,7 +28,7 @@ std::string piece(int32_t id) {
 constexpr int32_t kHello = 511;  // "Hello" in the fixture
 
 TokenLogprobs entry(int32_t chosen, float logprob, int64_t rank, std::vector<TokenLogprob> top) {
-  return TokenLogprobs{TokenLogprob{chosen, logprob}, rank, std::move(top)};
+  return TokenLogprobs{TokenLogprob{chosen, logprob}, rank, std::move(top), {}};
 }
 
 // Prompt [Hello, " a", "b"] scored from position 1: " a" ranks 3rd, "b" is the most likely.

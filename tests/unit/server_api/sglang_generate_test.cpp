@@ -288,7 +288,7 @@ TEST(SglangGenerate, BadValuesAre400sNamingTheField) {
 }
 
 TokenLogprobs lp(int32_t id, float logprob, std::vector<TokenLogprob> top) {
-  return TokenLogprobs{TokenLogprob{id, logprob}, 1, std::move(top)};
+  return TokenLogprobs{TokenLogprob{id, logprob}, 1, std::move(top), {}};
 }
 
 TEST(SglangGenerateJson, LogprobTriplesAndTheirNulls) {

@@ -45,7 +45,7 @@ Output run(const GenerationSpec& spec, const std::vector<int32_t>& ids, const st
     size_t n = std::min(sizes[e++ % sizes.size()], ids.size() - pos);
     TokenEvent ev;
     ev.tokens.assign(ids.begin() + static_cast<std::ptrdiff_t>(pos), ids.begin() + static_cast<std::ptrdiff_t>(pos + n));
-    for (int32_t id : ev.tokens) ev.logprobs.push_back(TokenLogprobs{TokenLogprob{id, -0.5f}, 1, {}});
+    for (int32_t id : ev.tokens) ev.logprobs.push_back(TokenLogprobs{TokenLogprob{id, -0.5f}, 1, {}, {}});
     pos += n;
     const bool last = pos == ids.size();
     if (last) {

@@ -25,7 +25,7 @@ Json ascii_bytes(const std::string& s) {
 }
 
 OutputToken token(int32_t id, float logprob, std::vector<TokenLogprob> top) {
-  return OutputToken{id, TokenLogprobs{TokenLogprob{id, logprob}, 1, std::move(top)}, std::nullopt, {}};
+  return OutputToken{id, TokenLogprobs{TokenLogprob{id, logprob}, 1, std::move(top), {}}, std::nullopt, {}};
 }
 
 TEST(TokenIdLogprobs, NamesAreTheBytesOrTokenIdStrings) {
@@ -53,7 +53,7 @@ TEST(TokenIdLogprobs, ChatEntriesNameTheChosenTokenAndItsAlternatives) {
 
 TEST(TokenIdLogprobs, LegacyTokensAndTopKeysAreIdsButOffsetsCountTheText) {
   CompletionLogprobs b({&tiny_chat_tokenizer(), true}, 1);
-  const TokenLogprobs scored{TokenLogprob{kA, -2.0f}, 3, {{kHello, -0.25f}}};
+  const TokenLogprobs scored{TokenLogprob{kA, -2.0f}, 3, {{kHello, -0.25f}}, {}};
   b.add_prompt({kHello, kA}, 1, {scored});
   b.add({token(kHello, -0.5f, {{kA, -0.75f}})});
   const Json j = b.take();
