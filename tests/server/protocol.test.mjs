@@ -1250,7 +1250,13 @@ test('--speculative-algorithm DFLASH and --speculative-config {"method": "dflash
       body: JSON.stringify({ model: MODEL, prompt: [5, 6, 7, 8, 9, 10], max_tokens: 12, temperature: 0 }) });
     assert.equal(r.status, 200);
     assert.equal((await r.json()).usage.completion_tokens, 12);
-    const metrics = await (await fetch(s.baseUrl + '/metrics')).text();
+    // The engine publishes its numbers after the step that answered: poll briefly.
+    let metrics = '';
+    for (let i = 0; i < 100; ++i) {
+      metrics = await (await fetch(s.baseUrl + '/metrics')).text();
+      if (/^beamserve_dflash2_context_pages\{state="cached"\} [1-9]/m.test(metrics)) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
     assert.match(metrics, /^beamserve_spec_decode_num_draft_tokens_total [1-9]/m);
     // The drafter's context pool: the finished request's context is kept (cached).
     assert.match(metrics, /^beamserve_dflash2_context_pages\{state="free"\} [1-9]/m);
@@ -1760,6 +1766,14 @@ test('/generate, SGLang format: token_ids_logprob gives each output and input po
     triples.forEach(([lp]) => assert.ok(lp <= 0));
   });
   assert.equal(m.output_token_ids_logprobs[0][0][0], m.output_token_logprobs[0][0]);
+  // The native format: each choice's token_ids_logprobs, the same values.
+  const native = await post('/generate', { input_ids: SGL_IDS, max_tokens: 4, temperature: 0, ignore_eos: true,
+    token_ids_logprob: [ids[0], 40] });
+  assert.equal(native.status, 200, native.text);
+  assert.deepEqual(native.json.choices[0].token_ids_logprobs,
+    m.output_token_ids_logprobs.map((t) => t.map(([logprob, token_id]) => ({ token_id, logprob }))));
+  assertOpenAiError(await post('/generate', { input_ids: SGL_IDS, token_ids_logprob: [-1] }), 400,
+    'token_ids_logprob');
   // The default logprob_start_len (-1): the last prompt position alone, null as SGLang pads it.
   assert.deepEqual(m.input_token_ids_logprobs, [null]);
   // From position 0: every prompt position but the first gets the ids' triples; an id equal to

@@ -29,18 +29,6 @@ void read_stop(FieldReader& r, const char* key, std::vector<std::string>* out) {
   *out = std::move(stops);
 }
 
-void read_token_ids(FieldReader& r, const char* key, std::vector<int32_t>* out) {
-  const Json* v = r.get(key);
-  if (!v) return;
-  if (!v->is_array()) return r.fail_type(key, "an array of token ids", *v);
-  for (size_t i = 0; i < v->size(); ++i) {
-    const Json& e = (*v)[i];
-    if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > std::numeric_limits<int32_t>::max())
-      return r.fail(key, "element " + std::to_string(i) + " is not a non-negative token id");
-    out->push_back(static_cast<int32_t>(e.get<int64_t>()));
-  }
-}
-
 void read_logit_bias(FieldReader& r, std::map<int32_t, double>* out) {
   const Json* v = r.get("logit_bias");
   if (!v) return;
@@ -84,6 +72,18 @@ void read_strings(FieldReader& r, const char* key, size_t max, size_t max_bytes,
 }
 
 }  // namespace
+
+void read_token_ids(FieldReader& r, const char* key, std::vector<int32_t>* out) {
+  const Json* v = r.get(key);
+  if (!v) return;
+  if (!v->is_array()) return r.fail_type(key, "an array of token ids", *v);
+  for (size_t i = 0; i < v->size(); ++i) {
+    const Json& e = (*v)[i];
+    if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > std::numeric_limits<int32_t>::max())
+      return r.fail(key, "element " + std::to_string(i) + " is not a non-negative token id");
+    out->push_back(static_cast<int32_t>(e.get<int64_t>()));
+  }
+}
 
 void read_sampling_fields(FieldReader& r, const char* stop_key, SamplingFields* out) {
   SamplingParams& p = out->params;

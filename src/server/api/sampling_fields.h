@@ -67,6 +67,10 @@ void read_cache_salt(FieldReader& r, const char* key, std::string* out);
 // routed experts (/generate, completions, chat completions).
 void read_routed_experts_fields(FieldReader& r, SamplingFields* out);
 
+// An array of non-negative token ids at `key` into *out (absent: unchanged); a 400 naming the
+// key otherwise.
+void read_token_ids(FieldReader& r, const char* key, std::vector<int32_t>* out);
+
 // SamplingParams::validate against the vocabulary, as a 400 naming the field.
 ApiExpected<bool> validate_sampling(const SamplingParams& params, int64_t vocab_size);
 

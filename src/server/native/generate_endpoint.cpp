@@ -28,6 +28,18 @@ struct NativePromptLogprobs {
   int64_t num_top = 0;
 };
 
+// Each token's logprobs of the request's token_ids_logprob: [[{token_id, logprob}, ...], ...].
+Json native_token_ids_logprobs(const std::vector<OutputToken>& tokens) {
+  Json out = Json::array();
+  for (const OutputToken& t : tokens) {
+    Json ids = Json::array();
+    for (const TokenLogprob& e : t.token_ids_logprobs)
+      ids.push_back(Json{{"token_id", e.token}, {"logprob", json_logprob(e.logprob)}});
+    out.push_back(std::move(ids));
+  }
+  return out;
+}
+
 Json token_ids(const std::vector<OutputToken>& tokens) {
   Json ids = Json::array();
   for (const OutputToken& t : tokens) ids.push_back(t.id);
@@ -37,7 +49,7 @@ Json token_ids(const std::vector<OutputToken>& tokens) {
 class GenerateObserver : public GenerationObserver {
  public:
   GenerateObserver(std::shared_ptr<Exchange> exchange, std::string id, bool stream, bool with_text,
-                   bool logprobs, bool entropy, int64_t top_logprobs, int64_t n,
+                   bool logprobs, bool entropy, bool token_ids, int64_t top_logprobs, int64_t n,
                    int64_t prompt_tokens, std::optional<NativePromptLogprobs> prompt_logprobs)
       : exchange_(std::move(exchange)),
         id_(std::move(id)),
@@ -45,6 +57,7 @@ class GenerateObserver : public GenerationObserver {
         with_text_(with_text),
         logprobs_(logprobs),
         entropy_(entropy),
+        token_ids_(token_ids),
         top_logprobs_(top_logprobs),
         results_(static_cast<size_t>(n)),
         started_(static_cast<size_t>(n), false),
@@ -63,6 +76,7 @@ class GenerateObserver : public GenerationObserver {
     }
     if (logprobs_) c["logprobs"] = native_logprobs(delta.tokens, top_logprobs_);
     if (entropy_) c["entropy"] = token_entropies(delta.tokens);
+    if (token_ids_) c["token_ids_logprobs"] = native_token_ids_logprobs(delta.tokens);
     add_prompt_logprobs(sibling, delta.prompt_logprobs, c);
     c["finish_reason"] = nullptr;
     send(c);
@@ -101,6 +115,7 @@ class GenerateObserver : public GenerationObserver {
       if (with_text_) c["text"] = r.parsed.content;
       c["logprobs"] = logprobs_ ? native_logprobs(r.tokens, top_logprobs_) : Json(nullptr);
       if (entropy_) c["entropy"] = token_entropies(r.tokens);
+      if (token_ids_) c["token_ids_logprobs"] = native_token_ids_logprobs(r.tokens);
       if (prompt_logprobs_) c["prompt_logprobs"] = prompt_logprobs_json(r.prompt_logprobs);
       c["finish_reason"] = finish_reason_name(r.reason);
       c["stop_token"] = r.stop_token ? Json(*r.stop_token) : Json(nullptr);
@@ -132,6 +147,7 @@ class GenerateObserver : public GenerationObserver {
   std::shared_ptr<Exchange> exchange_;
   std::string id_;
   bool stream_, with_text_, logprobs_, entropy_;
+  bool token_ids_;  // the request's token_ids_logprob is not empty
   int64_t top_logprobs_;
   std::vector<SiblingResult> results_;
   std::vector<bool> started_;  // streaming: the choice's first chunk went out
@@ -187,6 +203,7 @@ ApiExpected<bool> run_native(const EndpointEnv& env, const std::shared_ptr<Excha
   r.read("logprobs", &fields.params.logprobs);
   r.read("top_logprobs", &fields.params.top_logprobs);
   r.read("return_entropy", &fields.params.return_entropy);
+  read_token_ids(r, "token_ids_logprob", &fields.params.token_ids_logprob);
   const std::optional<NativePromptLogprobs> prompt_logprobs = read_prompt_logprobs(r);
   if (const std::optional<int64_t>& m = fields.params.max_tokens;
       m && *m < (prompt_logprobs ? 0 : 1)) {
@@ -227,7 +244,8 @@ ApiExpected<bool> run_native(const EndpointEnv& env, const std::shared_ptr<Excha
   exchange->note("stream", stream ? "1" : "0");
   auto observer = std::make_shared<GenerateObserver>(
       exchange, env.ids->next("gen-"), stream, spec.detokenize, spec.sampling.logprobs,
-      spec.sampling.return_entropy, spec.sampling.top_logprobs, spec.sampling.n, prompt_tokens,
+      spec.sampling.return_entropy, !spec.sampling.token_ids_logprob.empty(),
+      spec.sampling.top_logprobs, spec.sampling.n, prompt_tokens,
       prompt_logprobs);
   launch_generation(env, exchange, std::move(spec), std::move(observer));
   return true;
