@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "core/check.h"
 #include "core/logging.h"
 
 namespace beam {
@@ -20,7 +21,8 @@ void DFlash2DraftGraphs::drop() {
 Status DFlash2DraftGraphs::run(const KernelContext& ctx, int64_t bucket, uint64_t fingerprint,
                                const std::function<void()>& enqueue) {
   size_t i = 0;
-  while (kBuckets[i] != bucket) ++i;
+  while (i < kBuckets.size() && kBuckets[i] != bucket) ++i;
+  BEAM_CHECK(i < kBuckets.size()) << "DFlash2DraftGraphs: " << bucket << " is not a bucket";
   if (fingerprint != fingerprint_) {
     drop();
     fingerprint_ = fingerprint;
