@@ -1020,12 +1020,12 @@ bool Engine::Impl::needs_prompt_logits(const Sequence& seq) const {
 // logprob of the prompt token at p + 1.
 void Engine::Impl::record_prompt_logprobs(const StepPlan& plan, const ForwardOutput& out) {
   std::vector<ScoreRow> rows;
-  // Where each scored row goes: the request, the position's entry, and -1 for the prompt token
-  // or the index of the token id (PromptLogprobsOptions::token_ids) it scores.
+  // Where each scored row goes: the request, the position's entry, and whether it scores one
+  // of PromptLogprobsOptions::token_ids (in their order, after the position's prompt token).
   struct Dest {
     RequestId request;
     size_t entry;
-    int64_t id_index;
+    bool token_id;
   };
   std::vector<Dest> dest;
   for (size_t r = 0; r < out.row_seq.size(); ++r) {
@@ -1037,10 +1037,10 @@ void Engine::Impl::record_prompt_logprobs(const StepPlan& plan, const ForwardOut
     if (q < start || q >= s.num_prompt) continue;
     const double t = rs.params->logprob_temperature();
     rows.push_back(ScoreRow{static_cast<int64_t>(r), s.tokens[static_cast<size_t>(q)], t, o.num_top});
-    dest.push_back({s.request, static_cast<size_t>(q - start), -1});
-    for (size_t i = 0; i < o.token_ids.size(); ++i) {
-      rows.push_back(ScoreRow{static_cast<int64_t>(r), o.token_ids[i], t, 0});
-      dest.push_back({s.request, static_cast<size_t>(q - start), static_cast<int64_t>(i)});
+    dest.push_back({s.request, static_cast<size_t>(q - start), false});
+    for (int32_t id : o.token_ids) {
+      rows.push_back(ScoreRow{static_cast<int64_t>(r), id, t, 0});
+      dest.push_back({s.request, static_cast<size_t>(q - start), true});
     }
   }
   if (rows.empty()) return;
@@ -1055,14 +1055,10 @@ void Engine::Impl::record_prompt_logprobs(const StepPlan& plan, const ForwardOut
   for (size_t k = 0; k < rows.size(); ++k) {  // a position's prompt token, then its ids
     RequestState& rs = requests_.at(dest[k].request);
     TokenLogprobs& entry = rs.prompt_logprobs[dest[k].entry];
-    if (dest[k].id_index < 0) {
+    if (dest[k].token_id)
+      entry.token_ids.push_back(scored[k].chosen);
+    else
       entry = std::move(scored[k]);
-      continue;
-    }
-    entry.token_ids.push_back(scored[k].chosen);
-  }
-  for (const Dest& d : dest) {
-    RequestState& rs = requests_.at(d.request);
     while (!rs.prompt_scored() &&
            rs.prompt_logprobs[static_cast<size_t>(rs.prompt_logprobs_done)].chosen.token >= 0)
       ++rs.prompt_logprobs_done;

@@ -2,10 +2,9 @@
 // invalidation rule (graph_fingerprint of the context mixed with the KV layers' addresses).
 #include "model/beam/decode_graphs.h"
 
-#include <algorithm>
 #include <string>
 
-#include "core/logging.h"
+#include "core/check.h"
 #include "kernels/api/fixed_attention.h"
 
 namespace beam {
@@ -65,32 +64,14 @@ void DecodeGraphs::plan_attention(const KernelContext& ctx, const BeamConfig& cf
                          ws_.sliding_seqs, cfg.sliding_window);
 }
 
-Status DecodeGraphs::capture(const KernelContext& ctx, Bucket& bucket, const KvLayers& kv,
-                             const EnqueueStep& enqueue) {
-  begin_graph_capture(ctx);
-  enqueue(ws_, kv);
-  Expected<StepGraph> graph = end_graph_capture(ctx);
-  if (!graph.ok()) return make_error("decode graph of " + std::to_string(ws_.num_tokens()) +
-                                     " rows: " + graph.error().message);
-  BEAM_CHECK(mix_kv(graph_fingerprint(ctx), kv) == fingerprint_)
-      << "DecodeGraphs: scratch memory moved during a capture (the bucket was warmed)";
-  bucket.graph = std::move(*graph);
-  ++captures_;
-  return ok_status();
-}
-
 void DecodeGraphs::drop_graphs() {
   for (auto& variant : buckets_)
-    for (Bucket& b : variant) b.graph = StepGraph();
+    for (LazyGraph& b : variant) b.drop();
 }
 
 Status DecodeGraphs::run(const KernelContext& ctx, const BeamConfig& cfg, const ShardShape& shard,
                          ShardBuffers shard_buffers, const ForwardBatch& batch, const KvLayers& kv,
                          const EnqueueStep& enqueue) {
-  int64_t new_tokens = 0;
-  for (const SeqChunk& s : batch.seqs) new_tokens += static_cast<int64_t>(s.tokens.size());
-  const size_t index = bucket_index(new_tokens);
-  const int64_t rows = kBuckets[index];
   if (!reserved_) {  // the largest bucket up front: the workspace never moves afterwards
     BEAM_RETURN_IF_ERROR(
         ws_.reserve(ctx, cfg, shard, kBuckets.back(), kBuckets.back(), false, shard_buffers));
@@ -102,9 +83,11 @@ Status DecodeGraphs::run(const KernelContext& ctx, const BeamConfig& cfg, const 
     if (bytes > ws_.captured.capacity()) BEAM_RETURN_IF_ERROR(ws_.captured.reserve(ctx, bytes));
     ws_.capture_layers = batch.capture_layers;
     for (auto& variant : buckets_)
-      for (Bucket& b : variant) b = Bucket{};  // warm again: the copies are new work
+      for (LazyGraph& b : variant) b = LazyGraph();  // warm again: the copies are new work
   }
   ws_.build(batch, kv.layers[0].block_size);
+  const size_t index = bucket_index(ws_.num_tokens());
+  const int64_t rows = kBuckets[index];
   ws_.pad_decode(rows);
   ws_.upload(ctx);
   plan_attention(ctx, cfg, shard.num_heads,
@@ -115,27 +98,15 @@ Status DecodeGraphs::run(const KernelContext& ctx, const BeamConfig& cfg, const 
     drop_graphs();
     fingerprint_ = fingerprint;
   }
-  Bucket& bucket = buckets_[ws_.any_lora ? 1 : 0][index];
-  if (!bucket.warmed) {
-    enqueue(ws_, kv);
-    bucket.warmed = true;
-    return ok_status();
+  const LazyGraph::Ran ran =
+      buckets_[ws_.any_lora ? 1 : 0][index].run(ctx, [&] { enqueue(ws_, kv); },
+                                                "decode graph of " + std::to_string(rows) + " rows");
+  if (ran == LazyGraph::Ran::kCaptured) {
+    BEAM_CHECK(mix_kv(graph_fingerprint(ctx), kv) == fingerprint_)
+        << "DecodeGraphs: scratch memory moved during a capture (the bucket was warmed)";
+    ++captures_;
   }
-  if (bucket.capture_failed) {
-    enqueue(ws_, kv);
-    return ok_status();
-  }
-  if (!bucket.graph.valid()) {
-    Status st = capture(ctx, bucket, kv, enqueue);
-    if (!st.ok()) {  // this bucket runs uncaptured from now on (same kernels, same results)
-      log_warning(st.error().message + "; running the bucket without a graph");
-      bucket.capture_failed = true;
-      enqueue(ws_, kv);
-      return ok_status();
-    }
-  }
-  launch_graph(ctx, bucket.graph);
-  ++replays_;
+  if (ran != LazyGraph::Ran::kEager) ++replays_;
   return ok_status();
 }
 

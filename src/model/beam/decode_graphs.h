@@ -14,6 +14,7 @@
 
 #include "core/status.h"
 #include "kernels/api/device_memory.h"
+#include "model/lazy_graph.h"
 #include "model/beam/workspace.h"
 #include "model/config.h"
 #include "model/forward_batch.h"
@@ -61,21 +62,14 @@ class DecodeGraphs {
   int64_t num_replays() const { return replays_; }    // graph launches so far (tests)
 
  private:
-  struct Bucket {
-    bool warmed = false;  // ran once uncaptured; scratch only grows, so this stays true
-    bool capture_failed = false;  // logged once; the bucket then always runs uncaptured
-    StepGraph graph;
-  };
   static size_t bucket_index(int64_t rows);
   void plan_attention(const KernelContext& ctx, const BeamConfig& cfg, int64_t num_heads,
                       const KvLayers& kv);
-  Status capture(const KernelContext& ctx, Bucket& bucket, const KvLayers& kv,
-                 const EnqueueStep& enqueue);
 
   Workspace ws_;
   bool reserved_ = false;
   // [0]: no sequence has a LoRA slot; [1]: some do.
-  std::array<std::array<Bucket, kBuckets.size()>, 2> buckets_;
+  std::array<std::array<LazyGraph, kBuckets.size()>, 2> buckets_;
   uint64_t fingerprint_ = 0;  // scratch + KV memory the captured graphs point into
   int64_t captures_ = 0, replays_ = 0;
 };

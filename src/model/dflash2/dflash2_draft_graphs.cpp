@@ -1,10 +1,9 @@
-// DFlash2DraftGraphs: bucket choice and the warm / capture / replay cycle of the drafter's graphs.
+// DFlash2DraftGraphs: bucket choice, the fingerprint rule and the counts.
 #include "model/dflash2/dflash2_draft_graphs.h"
 
 #include <string>
 
 #include "core/check.h"
-#include "core/logging.h"
 
 namespace beam {
 
@@ -15,11 +14,11 @@ int64_t DFlash2DraftGraphs::bucket_of(int64_t blocks) {
 }
 
 void DFlash2DraftGraphs::drop() {
-  for (Bucket& b : buckets_) b.graph = StepGraph();
+  for (LazyGraph& g : graphs_) g.drop();
 }
 
-Status DFlash2DraftGraphs::run(const KernelContext& ctx, int64_t bucket, uint64_t fingerprint,
-                               const std::function<void()>& enqueue) {
+void DFlash2DraftGraphs::run(const KernelContext& ctx, int64_t bucket, uint64_t fingerprint,
+                             const std::function<void()>& enqueue) {
   size_t i = 0;
   while (i < kBuckets.size() && kBuckets[i] != bucket) ++i;
   BEAM_CHECK(i < kBuckets.size()) << "DFlash2DraftGraphs: " << bucket << " is not a bucket";
@@ -27,29 +26,10 @@ Status DFlash2DraftGraphs::run(const KernelContext& ctx, int64_t bucket, uint64_
     drop();
     fingerprint_ = fingerprint;
   }
-  Bucket& b = buckets_[i];
-  if (!b.warmed || b.capture_failed) {
-    enqueue();
-    b.warmed = true;
-    return ok_status();
-  }
-  if (!b.graph.valid()) {
-    begin_graph_capture(ctx);
-    enqueue();
-    Expected<StepGraph> graph = end_graph_capture(ctx);
-    if (!graph.ok()) {  // the same kernels, run eagerly from now on
-      log_warning("DFlash2 draft graph of " + std::to_string(bucket) +
-                  " blocks: " + graph.error().message + "; drafting without a graph");
-      b.capture_failed = true;
-      enqueue();
-      return ok_status();
-    }
-    b.graph = std::move(*graph);
-    ++captures_;
-  }
-  launch_graph(ctx, b.graph);
-  ++replays_;
-  return ok_status();
+  const LazyGraph::Ran ran = graphs_[i].run(
+      ctx, enqueue, "DFlash2 draft graph of " + std::to_string(bucket) + " blocks");
+  captures_ += ran == LazyGraph::Ran::kCaptured ? 1 : 0;
+  replays_ += ran != LazyGraph::Ran::kEager ? 1 : 0;
 }
 
 }  // namespace beam

@@ -1,17 +1,15 @@
-// DFlash2DraftGraphs: CUDA graphs of the drafter's block forward (DFlash2Drafter::draft), one per
-// bucket of blocks, captured lazily and replayed over metadata uploaded to fixed addresses first
-// (docs/dflash2.md "On the GPU"). The drafter pads a call's blocks to the bucket; a bucket's
-// first use runs eagerly (it grows the ops' scratch and plans), its second is captured, later
-// ones replay. Graphs are dropped when what they point into moved (the fingerprint).
+// DFlash2DraftGraphs: CUDA graphs of the drafter's block forward (DFlash2Drafter::draft), one
+// LazyGraph per bucket of blocks, replayed over metadata uploaded to fixed addresses first
+// (docs/dflash2.md "On the GPU"). The drafter pads a call's blocks to the bucket. Graphs are
+// dropped when what they point into moved (the fingerprint).
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <functional>
 
-#include "core/status.h"
 #include "kernels/api/context.h"
-#include "kernels/api/device_memory.h"
+#include "model/lazy_graph.h"
 
 namespace beam {
 
@@ -24,12 +22,11 @@ class DFlash2DraftGraphs {
   static int64_t bucket_of(int64_t blocks);
 
   // Queues `enqueue` (the forward's device work for `bucket` blocks over the drafter's fixed
-  // scratch and metadata) on ctx's stream: eagerly on the bucket's first use and wherever a
-  // capture failed (logged once a bucket), else as its graph, captured on the second use.
-  // `fingerprint` names the memory the work points into (graph_fingerprint of ctx mixed with the
-  // drafter's buffers); a new one drops every graph. ctx.device must be kCuda.
-  Status run(const KernelContext& ctx, int64_t bucket, uint64_t fingerprint,
-             const std::function<void()>& enqueue);
+  // scratch and metadata) through the bucket's LazyGraph. `fingerprint` names the memory the
+  // work points into (graph_fingerprint of ctx mixed with the drafter's buffers); a new one drops
+  // every graph. ctx.device must be kCuda.
+  void run(const KernelContext& ctx, int64_t bucket, uint64_t fingerprint,
+           const std::function<void()>& enqueue);
 
   // Drops every captured graph (sleep mode frees what they point into).
   void drop();
@@ -38,12 +35,7 @@ class DFlash2DraftGraphs {
   int64_t num_replays() const { return replays_; }    // tests
 
  private:
-  struct Bucket {
-    bool warmed = false;
-    bool capture_failed = false;
-    StepGraph graph;
-  };
-  std::array<Bucket, kBuckets.size()> buckets_;
+  std::array<LazyGraph, kBuckets.size()> graphs_;
   uint64_t fingerprint_ = 0;
   int64_t captures_ = 0, replays_ = 0;
 };

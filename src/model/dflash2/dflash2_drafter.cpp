@@ -329,8 +329,7 @@ Status DFlash2Drafter::run_draft(std::span<const DFlash2Block> blocks, std::span
   upload_metadata(ctx_, draft_meta_, 0, at.bytes);
   if (trace) *trace = DFlash2Trace{};
   if (bucket > 0) {
-    BEAM_RETURN_IF_ERROR(graphs_.run(ctx_, bucket, graph_fingerprint_of(),
-                                     [&] { enqueue_blocks(at, nullptr); }));
+    graphs_.run(ctx_, bucket, graph_fingerprint_of(), [&] { enqueue_blocks(at, nullptr); });
   } else {
     enqueue_blocks(at, trace);
   }

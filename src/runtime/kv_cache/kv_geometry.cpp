@@ -81,24 +81,23 @@ Expected<KvPoolSizes> plan_kv_pools(const KvGeometry& g, int64_t budget_bytes,
     live_ring_per_full = ring_per_full;
     num_full = full_blocks(0, (1 + r) * ring_per_full);
   }
+  // (All zero without a ring pool.)
   int64_t num_ring =
-      ring.page_bytes == 0
-          ? 0
-          : fixed_ring +
-                (live_ring_per_full > 0
-                     ? static_cast<int64_t>(live_ring_per_full * static_cast<double>(num_full))
-                     : live_rings) +
-                static_cast<int64_t>(r * ring_per_full * static_cast<double>(num_full));
-  const int64_t most_ring =
-      ring.page_bytes == 0
-          ? 0
-          : std::max(fixed_ring, static_cast<int64_t>(ring.max_budget_share *
-                                                      static_cast<double>(budget_bytes)) /
-                                     ring.page_bytes);
-  if (num_ring > most_ring) {  // capped: the rest is the KV pools'
-    num_ring = most_ring;
-    const int64_t rest = budget_bytes - live_sliding * sliding_bb - num_ring * ring.page_bytes;
-    num_full = rest > 0 ? static_cast<int64_t>(static_cast<double>(rest) / per_full) : 0;
+      fixed_ring +
+      (live_ring_per_full > 0
+           ? static_cast<int64_t>(live_ring_per_full * static_cast<double>(num_full))
+           : live_rings) +
+      static_cast<int64_t>(r * ring_per_full * static_cast<double>(num_full));
+  if (ring.page_bytes > 0) {  // capped: the rest is the KV pools'
+    const int64_t most_ring = std::max(
+        fixed_ring,
+        static_cast<int64_t>(ring.max_budget_share * static_cast<double>(budget_bytes)) /
+            ring.page_bytes);
+    if (num_ring > most_ring) {
+      num_ring = most_ring;
+      const int64_t rest = budget_bytes - live_sliding * sliding_bb - num_ring * ring.page_bytes;
+      num_full = rest > 0 ? static_cast<int64_t>(static_cast<double>(rest) / per_full) : 0;
+    }
   }
   if (num_full < 1)
     return make_error("KV budget of " + std::to_string(budget_bytes) + " bytes cannot hold the " +
