@@ -60,6 +60,7 @@ Expected<server::ServeOptions> options_from_args(const Args& a) {
   BEAM_RETURN_IF_ERROR(hierarchical_cache_from_args(a, &o.model.engine));
   o.model.engine.cuda_graphs = !a.has("no-cuda-graphs");
   o.model.enable_return_routed_experts = a.has("enable-return-routed-experts");
+  o.model.enable_return_hidden_states = a.has("enable-return-hidden-states");
   o.model.enable_weight_updates = a.has("enable-weight-updates");
   o.model.merge_lora_dir = a.get_or("merge-lora", "");
   BEAM_ASSIGN_OR_RETURN(o.model.lora_modules, parse_lora_modules(a.get_all("lora-modules")));
@@ -151,6 +152,7 @@ int cmd_serve(int argc, char** argv) {
                                  "tensor-parallel-size",
                                  "tp-size",
                                  "enable-return-routed-experts",
+                                 "enable-return-hidden-states",
                                  "enable-weight-updates",
                                  "enable-sleep-mode",
                                  "merge-lora",
@@ -167,8 +169,9 @@ int cmd_serve(int argc, char** argv) {
   flags.insert(std::begin(kHierarchicalCacheFlags), std::end(kHierarchicalCacheFlags));
   auto args =
       Args::parse(argc, argv, flags,
-                  {"no-prefix-cache", "enable-hierarchical-cache", "no-cuda-graphs", "enable-return-routed-experts",
-                   "lora-experts", "enable-weight-updates", "enable-sleep-mode", "enable-lora"},
+                  {"no-prefix-cache", "enable-hierarchical-cache", "no-cuda-graphs",
+                   "enable-return-routed-experts", "enable-return-hidden-states", "lora-experts",
+                   "enable-weight-updates", "enable-sleep-mode", "enable-lora"},
                   {"lora-modules", "lora-paths"});
   if (!args.ok()) {
     std::fprintf(stderr, "serve: %s\n%s", args.error().message.c_str(), kServeUsage);

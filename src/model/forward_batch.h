@@ -35,6 +35,8 @@ struct ForwardBatch {
   std::vector<int64_t> capture_layers;
   // With capture_layers: fill ForwardOutput::device_captured instead of captured_hidden.
   bool captured_on_device = false;
+  // Fill ForwardOutput::final_hidden: every token's final-norm output (the LM head's input).
+  bool capture_final_hidden = false;
   bool logits_on_device = false; // fill ForwardOutput::device_logits instead of copying logits back
 };
 
@@ -61,6 +63,9 @@ struct ForwardOutput {
   // With capture_layers and captured_on_device: the same rows, [num_tokens, n * H] bf16 on the
   // model's device, valid until the model's next forward() (its workspace).
   TensorView device_captured;
+  // With capture_final_hidden: [num_tokens, H] bf16 bits, tokens in batch order, row t the final
+  // norm's output for that token (what the LM head reads; SGLang's return_hidden_states).
+  std::vector<uint16_t> final_hidden;
   // Host milliseconds forward() spent before the step's last device work was queued (validation,
   // metadata, uploads, kernel or graph launches). With CUDA graphs the device idles for nearly
   // all of it, so it is the per-step CPU overhead the bench reports.

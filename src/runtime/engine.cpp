@@ -589,6 +589,8 @@ class Engine::Impl {
   void emit(Sequence& seq, TokenEvent&& ev);
   SeqState scheduler_view(const Sequence& seq) const;
   bool wants_routing(const Sequence& seq) const;
+  bool wants_hidden_states(const Sequence& seq) const;
+  void record_hidden_states(const StepPlan& plan, const ForwardOutput& out);
   int64_t routed_moe_layers() const { return config().num_layers_of(MlpKind::kSparse); }
   void record_routing(const StepPlan& plan, const ForwardOutput& out);
   void publish_stats();
@@ -992,6 +994,31 @@ void Engine::Impl::record_routing(const StepPlan& plan, const ForwardOutput& out
   }
 }
 
+bool Engine::Impl::wants_hidden_states(const Sequence& seq) const {
+  return requests_.at(seq.request).request.return_hidden_states;
+}
+
+// Copies the step's final hidden states ([step tokens, H], batch order) into each sequence's
+// record that asked for them, by position.
+void Engine::Impl::record_hidden_states(const StepPlan& plan, const ForwardOutput& out) {
+  const auto H = static_cast<size_t>(config().hidden_size);
+  size_t tokens = 0;
+  for (const SeqWork& w : plan.work) tokens += static_cast<size_t>(w.num_tokens);
+  BEAM_CHECK_EQ(out.final_hidden.size(), tokens * H) << "the step's final hidden states";
+  size_t t0 = 0;
+  for (const SeqWork& w : plan.work) {
+    Sequence& s = seqs_.at(w.seq);
+    const auto n = static_cast<size_t>(w.num_tokens);
+    if (wants_hidden_states(s)) {
+      const auto from = static_cast<size_t>(w.num_computed) * H;
+      if (s.hidden_states.size() < from + n * H) s.hidden_states.resize(from + n * H);
+      std::copy_n(out.final_hidden.begin() + static_cast<std::ptrdiff_t>(t0 * H), n * H,
+                  s.hidden_states.begin() + static_cast<std::ptrdiff_t>(from));
+    }
+    t0 += n;
+  }
+}
+
 SeqState Engine::Impl::scheduler_view(const Sequence& seq) const {
   SeqState v;
   v.id = seq.id;
@@ -1004,6 +1031,7 @@ SeqState Engine::Impl::scheduler_view(const Sequence& seq) const {
   v.cache_salt = PrefixCache::salt_for_weights(rs.cache_salt, weights_epoch_);
   if (wants_routing(seq))  // reuse up to the first position whose routing is reported
     v.max_reused_tokens = rs.request.routed_experts_start;
+  if (wants_hidden_states(seq)) v.max_reused_tokens = 0;  // every position's state is computed
   if (v.logits_every_token)  // reuse up to the first row still to score
     v.max_reused_tokens = std::min(v.max_reused_tokens,
                                    rs.request.prompt_logprobs->start - 1 + rs.prompt_logprobs_done);
@@ -1267,6 +1295,8 @@ int64_t Engine::Impl::accept_drafts(const SeqWork& w, Sequence& s, std::span<con
     const auto computed = static_cast<size_t>(kv_.num_computed(s.id)) * per_pos;
     if (s.routed_experts.size() > computed) s.routed_experts.resize(computed);
   }
+  const auto computed_states = static_cast<size_t>(kv_.num_computed(s.id) * config().hidden_size);
+  if (s.hidden_states.size() > computed_states) s.hidden_states.resize(computed_states);
   drop_drafts(s);
   s.draft_limit =
       next_draft_limit(s.draft_limit, fed, accepted, options_.speculative.num_draft_tokens);
@@ -1352,6 +1382,7 @@ void Engine::Impl::run_step() {
         std::span<const int32_t>(s.tokens).subspan(w.num_computed, w.num_tokens), 0, w.num_computed,
         kv_.full_table(w.seq), kv_.sliding_table(w.seq), all_logits, lora_slot_of(s)});
     batch.capture_routing = batch.capture_routing || wants_routing(s);
+    batch.capture_final_hidden = batch.capture_final_hidden || wants_hidden_states(s);
     scores_prompt = scores_prompt || needs_prompt_logits(s);
   }
   ForwardOutput out;
@@ -1372,6 +1403,7 @@ void Engine::Impl::run_step() {
     if (!verifies_drafts(w)) complete_work(w, w.num_tokens, kv_, prefix);
   counters_.steps++;
   if (batch.capture_routing) record_routing(plan, out);
+  if (batch.capture_final_hidden) record_hidden_states(plan, out);
   if (scores_prompt) record_prompt_logprobs(plan, out);
   sample_and_emit(plan, out);
   if (drafter_) feed_drafter(plan, out);
@@ -1573,6 +1605,7 @@ void Engine::Impl::sample_and_emit(const StepPlan& plan, const ForwardOutput& ou
       s.admitted_once = true;
       s.cached_prompt_tokens = seqs_.at(s.fork_parent).cached_prompt_tokens;
       s.routed_experts = seqs_.at(s.fork_parent).routed_experts;  // the shared prompt's
+      s.hidden_states = seqs_.at(s.fork_parent).hidden_states;
       s.times.scheduled = seqs_.at(s.fork_parent).times.scheduled;
       running_.push_back(s.id);
     }
@@ -1754,6 +1787,7 @@ void Engine::Impl::finish_sequence(Sequence& s, FinishReason reason, std::option
     ev.routed_experts.assign(s.routed_experts.begin() + static_cast<std::ptrdiff_t>(from),
                              s.routed_experts.end());
   }
+  if (wants_hidden_states(s)) ev.hidden_states = s.hidden_states;  // a copy, as above
   if (emit_event) emit(s, std::move(ev));
   RequestState& rs = requests_.at(s.request);
   if (--rs.num_unfinished == 0) {

@@ -422,6 +422,75 @@ test('return_routed_experts: each position the model read, from routed_experts_s
   }
 });
 
+// SGLang's return_hidden_states: the final norm's output at every position the model read, as
+// little-endian bf16 rows in base64 on beamserve's /generate, SGLang's lists in meta_info, and the
+// last row on completions and chat (also streamed); computed whole even when the prompt is cached.
+test('return_hidden_states: each position the model read, in every endpoint format', async () => {
+  const rows = (b64) => {
+    const bits = new Uint16Array(new Uint8Array(Buffer.from(b64, 'base64')).buffer);
+    const view = new DataView(new ArrayBuffer(4));
+    return Array.from(bits, (b) => { view.setUint32(0, b << 16); return view.getFloat32(0); });
+  };
+  const ask = { input_ids: [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14], max_tokens: 5, ignore_eos: true,
+    temperature: 0, return_hidden_states: true };
+  assertOpenAiError(await post('/generate', ask), 400, 'return_hidden_states');  // no server flag
+  const server = await startServer(['--enable-return-hidden-states']);
+  try {
+    const at = async (path, body) => {
+      const r = await fetch(server.baseUrl + path, { method: 'POST', headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body) });
+      assert.equal(r.status, 200, path);
+      return r.text();
+    };
+    const info = await (await fetch(server.baseUrl + '/get_server_info')).json();
+    assert.equal(info.enable_return_hidden_states, true);
+    const whole = JSON.parse(await at('/generate', ask)).choices[0];
+    const values = rows(whole.hidden_states);
+    const positions = 12 + 5 - 1;
+    assert.equal(values.length % positions, 0);
+    const H = values.length / positions;
+    assert.ok(H > 0 && values.every(Number.isFinite));
+    const row = (p) => values.slice(p * H, (p + 1) * H);
+    // SGLang's lists: the prompt's 12 rows, then one row per later position; the prompt is cached
+    // now, but computed again (cached_tokens 0), to the same values.
+    const sgl = JSON.parse(await at('/generate', { input_ids: ask.input_ids, return_hidden_states: true,
+      sampling_params: { max_new_tokens: 5, ignore_eos: true, temperature: 0 } }));
+    assert.equal(sgl.meta_info.cached_tokens, 0);
+    assert.deepEqual(sgl.output_ids, whole.token_ids);
+    const lists = sgl.meta_info.hidden_states;
+    assert.equal(lists.length, 5);
+    assert.deepEqual(lists[0], Array.from({ length: 12 }, (_, p) => row(p)));
+    for (let i = 1; i < 5; ++i) assert.deepEqual(lists[i], row(11 + i));
+    const plain = JSON.parse(await at('/generate', { ...ask, return_hidden_states: false })).choices[0];
+    assert.equal(plain.hidden_states, undefined);
+    assert.deepEqual(plain.token_ids, whole.token_ids);
+    // Completions (n = 2) and streamed chat: each choice's last row.
+    const done = JSON.parse(await at('/v1/completions', { model: MODEL, prompt: 'hello world', max_tokens: 4,
+      ignore_eos: true, n: 2, temperature: 1, seed: 3, return_hidden_states: true }));
+    for (const c of done.choices) assert.equal(c.hidden_states.length, H);
+    const streamed = await at('/v1/chat/completions', { model: MODEL, messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 3, ignore_eos: true, stream: true, return_hidden_states: true });
+    const chunks = streamed.split('\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6)));
+    const last = chunks.find((c) => c.choices[0]?.finish_reason);
+    assert.equal(last.choices[0].hidden_states.length, H);
+    // A stop string: the states are those of the kept tokens (a prefix of the greedy run's).
+    const greedy = { text: 'hello world', return_hidden_states: true,
+      sampling_params: { max_new_tokens: 12, ignore_eos: true, temperature: 0 } };
+    const full = JSON.parse(await at('/generate', greedy));
+    const chars = Array.from(full.text);
+    const stop = chars.slice(chars.length >> 1, (chars.length >> 1) + 2).join('');
+    assert.ok(stop.length > 0, full.text);
+    const cut = JSON.parse(await at('/generate', { ...greedy,
+      sampling_params: { ...greedy.sampling_params, stop: [stop] } }));
+    assert.equal(cut.meta_info.finish_reason.type, 'stop');
+    const kept = cut.meta_info.completion_tokens;
+    assert.ok(kept < 12, JSON.stringify(cut.meta_info));
+    assert.deepEqual(cut.meta_info.hidden_states, full.meta_info.hidden_states.slice(0, kept));
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
+
 // Prompt logprobs (scoring). tiny-beam has random weights, so the values are arbitrary; what is
 // checked is that every path gives the same numbers the engine gave for generated tokens (to
 // PREFILL_VS_DECODE where one is a prompt's and the other an output's).

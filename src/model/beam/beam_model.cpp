@@ -196,6 +196,7 @@ Status BeamModel::run_step(const ForwardBatch& batch, const KvLayers& kv, Forwar
     out.host_enqueue_ms = host_ms();
     copy_logits(graphs_.workspace(), batch, out);  // synchronizes
     copy_captured(graphs_.workspace(), batch, out);
+    copy_final_hidden(graphs_.workspace(), batch, out);
     return ok_status();
   }
   const BeamConfig& cfg = config();
@@ -203,6 +204,7 @@ Status BeamModel::run_step(const ForwardBatch& batch, const KvLayers& kv, Forwar
   BEAM_RETURN_IF_ERROR(ws_.reserve(ctx_, cfg, shape_, ws_.num_tokens(), ws_.num_logit_rows(),
                                    batch.capture_routing, shard_buffers()));
   ws_.capture_layers = batch.capture_layers;
+  ws_.norm_every_row = batch.capture_final_hidden && ws_.num_logit_rows() < ws_.num_tokens();
   const int64_t captured_width =
       static_cast<int64_t>(batch.capture_layers.size()) * cfg.hidden_size;
   BEAM_RETURN_IF_ERROR(ws_.captured.reserve(
@@ -212,6 +214,7 @@ Status BeamModel::run_step(const ForwardBatch& batch, const KvLayers& kv, Forwar
   out.host_enqueue_ms = host_ms();
   copy_logits(ws_, batch, out);  // synchronizes
   copy_captured(ws_, batch, out);
+  copy_final_hidden(ws_, batch, out);
   if (batch.capture_routing) {
     const int64_t S = cfg.num_layers_of(MlpKind::kSparse), T = ws_.num_tokens();
     out.routed_experts.resize(static_cast<size_t>(S * T * cfg.num_experts_per_tok));
@@ -407,8 +410,14 @@ void BeamModel::compute_logits(Workspace& ws) {
   TensorView residual = ws.residual.view(DType::kBF16, {T, H});
   // The rows that need logits, gathered on the device (the embedding op is a row gather).
   TensorView hidden = ws.final_hidden.view(DType::kBF16, {R, H});
-  embedding(ctx_, residual, ws.logit_rows_view(), hidden);
-  rms_norm(ctx_, hidden, weights_->final_norm, cfg.rms_norm_eps, hidden);
+  if (ws.norm_every_row) {  // every token's final norm (returned), then the logit rows of it
+    TensorView normed = ws.x.view(DType::kBF16, {T, H});
+    rms_norm(ctx_, residual, weights_->final_norm, cfg.rms_norm_eps, normed);
+    embedding(ctx_, normed, ws.logit_rows_view(), hidden);
+  } else {
+    embedding(ctx_, residual, ws.logit_rows_view(), hidden);
+    rms_norm(ctx_, hidden, weights_->final_norm, cfg.rms_norm_eps, hidden);
+  }
   TensorView z = ws.lm_out.view(DType::kBF16, {R, V});
   linear(ctx_, hidden, weights_->lm_head, z);
   add_lora(ws, 0, hidden, {{LoraTarget::kLmHead, z}});
@@ -498,6 +507,18 @@ void BeamModel::copy_captured(const Workspace& ws, const ForwardBatch& batch,
   copy_tensor(ctx_,
               TensorView{out.captured_hidden.data(), DType::kBF16, captured.shape, Device::kCpu},
               captured);
+}
+
+void BeamModel::copy_final_hidden(const Workspace& ws, const ForwardBatch& batch,
+                                  ForwardOutput& out) {
+  out.final_hidden.clear();
+  if (!batch.capture_final_hidden) return;
+  const int64_t T = ws.active_tokens, H = config().hidden_size;  // a graph's padding after them
+  BEAM_CHECK(ws.norm_every_row || ws.num_logit_rows() >= T)
+      << "copy_final_hidden: " << ws.num_logit_rows() << " normed rows for " << T << " tokens";
+  const TensorView rows = (ws.norm_every_row ? ws.x : ws.final_hidden).view(DType::kBF16, {T, H});
+  out.final_hidden.resize(static_cast<size_t>(T * H));
+  copy_tensor(ctx_, TensorView{out.final_hidden.data(), DType::kBF16, {T, H}, Device::kCpu}, rows);
 }
 
 void BeamModel::copy_logits(const Workspace& ws, const ForwardBatch& batch, ForwardOutput& out) {

@@ -68,6 +68,10 @@ struct Workspace {
   // reserves it).
   std::vector<int64_t> capture_layers;
   ScratchBuffer captured;
+  // ForwardBatch::capture_final_hidden with fewer logit rows than tokens: compute_logits norms
+  // every token into x (free after the last layer) and gathers the logit rows from it. Otherwise
+  // final_hidden's first tokens are every token's (each token is a logit row).
+  bool norm_every_row = false;
 
   // Fills the host metadata of batch (KV slots from its block tables). Logit rows: every token of
   // an all_logits sequence, else its last.

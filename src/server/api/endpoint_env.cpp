@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "server/api/bad_words.h"
+#include "server/api/hidden_states.h"
 #include "server/api/routed_experts.h"
 #include "server/api/think_tags.h"
 #include "server/generation/generation_group.h"
@@ -50,6 +51,20 @@ ApiExpected<bool> finish_spec(const ServedModel& model, const SamplingFields& fi
     API_ASSIGN_OR_RETURN(bool fits, check_routed_experts_size(fields.params.n, positions,
                                                               c.num_layers_of(MlpKind::kSparse),
                                                               c.num_experts_per_tok));
+    (void)fits;
+  }
+  if (fields.return_hidden_states) {
+    if (!model.hidden_states_enabled)
+      return invalid_request(
+          "'return_hidden_states' needs the server started with --enable-return-hidden-states",
+          "return_hidden_states");
+    spec->return_hidden_states = true;
+    spec->hidden_size = model.engine->config().hidden_size;
+    const auto prompt = static_cast<int64_t>(spec->prompt_ids.size());
+    const int64_t positions =
+        fields.params.max_tokens ? prompt + *fields.params.max_tokens : model.max_context_tokens;
+    API_ASSIGN_OR_RETURN(bool fits,
+                         check_hidden_states_size(fields.params.n, positions, spec->hidden_size));
     (void)fits;
   }
   if (spec->parse_output) spec->shown_special_ids = model.template_special_ids;

@@ -175,6 +175,7 @@ void read_routed_experts_fields(FieldReader& r, SamplingFields* out) {
   r.read("return_routed_experts", &out->return_routed_experts);
   r.read("routed_experts_start_len", &out->routed_experts_start);
   if (out->routed_experts_start < 0) r.fail("routed_experts_start_len", "must be >= 0");
+  r.read("return_hidden_states", &out->return_hidden_states);
 }
 
 ApiExpected<bool> validate_sampling(const SamplingParams& params, int64_t vocab_size) {

@@ -41,6 +41,8 @@ struct SamplingFields {
   // routed_experts_start_len.
   bool return_routed_experts = false;
   int64_t routed_experts_start = 0;
+  // SGLang's return_hidden_states (read_routed_experts_fields too).
+  bool return_hidden_states = false;
 };
 
 // Reads temperature, top_p, top_k, min_p, the penalties, seed, logit_bias, `stop_key` (a string
@@ -63,8 +65,9 @@ void read_thinking_budget(FieldReader& r, SamplingFields* out);
 // A cache salt at `key` (a non-empty string of at most kMaxCacheSaltBytes) into *out.
 void read_cache_salt(FieldReader& r, const char* key, std::string* out);
 
-// return_routed_experts (bool) and routed_experts_start_len (>= 0), for the endpoints that report
-// routed experts (/generate, completions, chat completions).
+// return_routed_experts (bool), routed_experts_start_len (>= 0) and return_hidden_states (bool),
+// for the endpoints that report what the model computed at each position (/generate,
+// completions, chat completions).
 void read_routed_experts_fields(FieldReader& r, SamplingFields* out);
 
 // An array of non-negative token ids at `key` into *out (absent: unchanged); a 400 naming the

@@ -67,6 +67,7 @@ struct ServedModel {
   int64_t max_context_tokens = 0;   // prompt + output
   int64_t kv_capacity_tokens = 0;   // tokens the full-attention pool holds
   bool routed_experts_enabled = false;  // --enable-return-routed-experts
+  bool hidden_states_enabled = false;   // --enable-return-hidden-states
   bool weight_updates_enabled = false;  // --enable-weight-updates
   bool sleep_mode_enabled = false;      // --enable-sleep-mode (EngineOptions::enable_sleep_mode)
   bool lora_enabled = false;            // --max-loras >= 1 (EngineOptions::max_loras)

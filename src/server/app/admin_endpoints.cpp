@@ -170,6 +170,7 @@ void handle_server_info(const ServerState& state, const std::shared_ptr<Exchange
       {"attention_probs", attention_probs_name(engine.attention_probs)},
       {"tp_size", engine.tensor_parallel_size},  // SGLang's name: ranks the model is split over
       {"enable_return_routed_experts", model.routed_experts_enabled},
+      {"enable_return_hidden_states", model.hidden_states_enabled},
       {"enable_weight_updates", model.weight_updates_enabled},
       {"enable_memory_saver", model.sleep_mode_enabled},  // SGLang's name for sleep mode
       // SGLang's LoRA settings: adapters one step serves, the highest rank, the loaded adapters.

@@ -109,6 +109,7 @@ Expected<std::unique_ptr<ServedModel>> load_served_model(const ModelLoadOptions&
   model->weights = std::make_shared<ServedWeights>(ServedWeights::Info{options.model_dir});
   model->name = options.served_model_name;
   model->routed_experts_enabled = options.enable_return_routed_experts;
+  model->hidden_states_enabled = options.enable_return_hidden_states;
   model->weight_updates_enabled = options.enable_weight_updates;
   model->sleep_mode_enabled = options.engine.enable_sleep_mode;
   model->lora_enabled = options.engine.max_loras > 0;

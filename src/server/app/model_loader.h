@@ -25,6 +25,7 @@ struct ModelLoadOptions {
   std::string served_model_name;  // empty: the model directory's name
   EngineOptions engine;
   bool enable_return_routed_experts = false;  // requests may ask for routed experts (serve flag)
+  bool enable_return_hidden_states = false;  // requests may ask for hidden states (serve flag)
   bool enable_weight_updates = false;  // POST /update_weights_from_disk is served (serve flag)
   std::string merge_lora_dir;          // a PEFT LoRA adapter merged into the weights (empty: none)
   // Per-request LoRA adapters loaded at start; needs engine.max_loras >= 1.

@@ -41,6 +41,7 @@ void GenerationJob::submit() {
   request.lora_name = spec_.lora_name;
   request.return_routed_experts = spec_.return_routed_experts;
   request.routed_experts_start = spec_.routed_experts_start;
+  request.return_hidden_states = spec_.return_hidden_states;
   request.prompt_logprobs = spec_.prompt_logprobs;
   // The sink runs on the engine thread: hand the event to this job's strand and return.
   request.sink = [self = shared_from_this()](TokenEvent&& event) {
@@ -89,11 +90,11 @@ void GenerationJob::handle(TokenEvent&& event) {
     // The engine stops the sibling too (its KV is freed at once; a repeat is ignored); routing
     // replay waits for the engine's final event, which carries the routing.
     if (!event.finish) context_.engine->stop_sibling(event.request, event.sibling);
-    if (spec_.return_routed_experts && !event.finish) {
+    if (spec_.reports_positions() && !event.finish) {
       if (!delta.empty()) observer_->on_delta(event.sibling, std::move(delta));
       return;
     }
-    finish_sibling(event.sibling, spec_.return_routed_experts ? &event : nullptr, std::move(delta));
+    finish_sibling(event.sibling, spec_.reports_positions() ? &event : nullptr, std::move(delta));
   } else if (event.finish) {
     finish_sibling(event.sibling, &event, std::move(delta));
   } else if (!delta.empty()) {

@@ -121,16 +121,36 @@ void SiblingDecoder::release_tokens(bool all, SiblingDelta* out) {
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(n));
 }
 
-// The engine read past a stop string's last kept token: keep the routing of the prompt and the
-// kept tokens but the last (the positions a finish at that token would report).
-std::vector<int32_t> SiblingDecoder::kept_routing(const TokenEvent& engine_final) const {
-  const int64_t positions =
-      std::max<int64_t>(0, engine_final.usage.prompt_tokens + static_cast<int64_t>(kept_.size()) -
-                               1 - spec_.routed_experts_start);
-  const std::vector<int32_t>& all = engine_final.routed_experts;
-  const auto keep = static_cast<size_t>(std::min<int64_t>(
-      positions * spec_.routed_experts_per_position, static_cast<int64_t>(all.size())));
-  return std::vector<int32_t>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep));
+namespace {
+
+// The first `rows` rows of `width` values of `all` (all of it when shorter).
+template <typename T>
+std::vector<T> first_rows(const std::vector<T>& all, int64_t rows, int64_t width) {
+  const auto keep = static_cast<size_t>(
+      std::clamp<int64_t>(rows * width, 0, static_cast<int64_t>(all.size())));
+  return std::vector<T>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep));
+}
+
+}  // namespace
+
+int64_t SiblingDecoder::kept_positions(const TokenEvent& engine_final) const {
+  return engine_final.usage.prompt_tokens + static_cast<int64_t>(kept_.size()) - 1;
+}
+
+void SiblingDecoder::take_records(const TokenEvent& engine_final, SiblingResult* result) const {
+  const bool kept = stop_string_.has_value();
+  if (spec_.return_routed_experts)
+    result->routed_experts =
+        kept ? first_rows(engine_final.routed_experts,
+                          kept_positions(engine_final) - spec_.routed_experts_start,
+                          spec_.routed_experts_per_position)
+             : engine_final.routed_experts;
+  if (spec_.return_hidden_states)
+    result->hidden_states = HiddenStateRows{
+        kept ? first_rows(engine_final.hidden_states, kept_positions(engine_final),
+                          spec_.hidden_size)
+             : engine_final.hidden_states,
+        spec_.hidden_size};
 }
 
 SiblingResult SiblingDecoder::finish(const TokenEvent* engine_final, SiblingDelta* out) {
@@ -155,13 +175,12 @@ SiblingResult SiblingDecoder::finish(const TokenEvent* engine_final, SiblingDelt
   if (stop_string_) {
     result.reason = FinishReason::kStop;
     result.stop_string = stop_string_;
-    if (spec_.return_routed_experts && engine_final)
-      result.routed_experts = kept_routing(*engine_final);
+    if (engine_final) take_records(*engine_final, &result);
   } else if (engine_final && engine_final->finish) {
     result.reason = *engine_final->finish;
     result.stop_token = engine_final->stop_token;
     result.error = engine_final->error;
-    if (spec_.return_routed_experts) result.routed_experts = engine_final->routed_experts;
+    take_records(*engine_final, &result);
   } else {
     result.reason = FinishReason::kCancelled;
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/engine.h"
+#include "server/api/hidden_states.h"
 #include "server/generation/generation_spec.h"
 #include "server/generation/stop_matcher.h"
 #include "server/parsers/response_stream.h"
@@ -51,6 +52,9 @@ struct SiblingResult {
   // With GenerationSpec::return_routed_experts: [positions, sparse layers, top_k] expert ids of
   // positions [routed_experts_start, every token the model read) (TokenEvent::routed_experts).
   std::optional<std::vector<int32_t>> routed_experts;
+  // With GenerationSpec::return_hidden_states: the final hidden states of every position the
+  // model read (TokenEvent::hidden_states), hidden_size wide.
+  std::optional<HiddenStateRows> hidden_states;
   // With GenerationSpec::prompt_logprobs: prompt positions [start, prompt length).
   std::vector<TokenLogprobs> prompt_logprobs;
   int64_t retractions = 0;  // Usage::retractions at its last engine event
@@ -83,7 +87,12 @@ class SiblingDecoder {
   };
 
   bool shows(int32_t id) const;  // false: a special token that is not shown as text
-  std::vector<int32_t> kept_routing(const TokenEvent& engine_final) const;
+  // The engine read past a stop string's last kept token: the positions a finish at that token
+  // would report (the prompt and the kept tokens but the last).
+  int64_t kept_positions(const TokenEvent& engine_final) const;
+  // The engine's per-position records for the result: all of them, or after a stop string those
+  // of the kept positions.
+  void take_records(const TokenEvent& engine_final, SiblingResult* result) const;
   void add_text(const std::string& text, SiblingDelta* out);
   void release_text(const std::string& text, SiblingDelta* out);
   void release_tokens(bool all, SiblingDelta* out);

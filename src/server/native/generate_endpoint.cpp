@@ -3,6 +3,7 @@
 // A body in SGLang's format goes to sglang_generate_request.h / sglang_generate_observer.h.
 #include <algorithm>
 
+#include "server/api/hidden_states.h"
 #include "server/api/routed_experts.h"
 #include "server/http/sse.h"
 #include "server/native/native_endpoints.h"
@@ -91,6 +92,7 @@ class GenerateObserver : public GenerationObserver {
       c["stop_token"] = result.stop_token ? Json(*result.stop_token) : Json(nullptr);
       if (result.routed_experts)
         c["routed_experts"] = encode_routed_experts(*result.routed_experts);
+      if (result.hidden_states) c["hidden_states"] = encode_hidden_states(*result.hidden_states);
       send(c);
     }
     results_[static_cast<size_t>(sibling)] = std::move(result);
@@ -120,6 +122,7 @@ class GenerateObserver : public GenerationObserver {
       c["finish_reason"] = finish_reason_name(r.reason);
       c["stop_token"] = r.stop_token ? Json(*r.stop_token) : Json(nullptr);
       if (r.routed_experts) c["routed_experts"] = encode_routed_experts(*r.routed_experts);
+      if (r.hidden_states) c["hidden_states"] = encode_hidden_states(*r.hidden_states);
       choices.push_back(std::move(c));
     }
     exchange_->respond_json(200, dump_json(Json{{"id", id_}, {"choices", std::move(choices)}, {"usage", u}}));

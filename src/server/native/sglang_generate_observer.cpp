@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "server/api/hidden_states.h"
 #include "server/api/routed_experts.h"
 #include "server/http/sse.h"
 #include "server/openai/logprobs_json.h"
@@ -176,6 +177,9 @@ Json sglang_output_json(const SglangSample& s, const SglangItem& item,
   m["spec_verify_ct"] = s.result ? s.result->spec_verifications : 0;
   if (s.result && s.result->routed_experts)
     m["routed_experts"] = encode_routed_experts(*s.result->routed_experts);
+  if (s.result && s.result->hidden_states)
+    m["hidden_states"] = sglang_hidden_states(*s.result->hidden_states,
+                                              static_cast<int64_t>(item.prompt_ids.size()));
   if (const std::optional<SglangTimings>& t = s.timings) {
     m["e2e_latency"] = t->e2e_latency;
     m["request_received_ts"] = t->request_received_ts;

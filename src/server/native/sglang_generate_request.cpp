@@ -24,6 +24,7 @@ const std::set<std::string_view> kHandled = {"text",
                                              "stream",
                                              "return_routed_experts",
                                              "routed_experts_start_len",
+                                             "return_hidden_states",
                                              "priority",
                                              "model",
                                              "extra_key",
@@ -399,6 +400,7 @@ ApiExpected<SglangGenerateRequest> parse_sglang_generate_request(const Json& bod
     if (lora) item.lora_path = lora->get<std::string>();
     item.sampling.return_routed_experts = routing.return_routed_experts;
     item.sampling.routed_experts_start = routing.routed_experts_start;
+    item.sampling.return_hidden_states = routing.return_hidden_states;
     if (!model.tokenizer && !item.sampling.stop_strings.empty())
       return invalid_request("'" + path +
                                  ".stop': stop strings need a tokenizer; this model has "

@@ -1,7 +1,7 @@
 // ChatObserver (see chat_observer.h).
 #include "server/openai/chat_observer.h"
 
-#include "server/api/routed_experts.h"
+#include "server/openai/choice_records.h"
 #include "server/http/sse.h"
 #include "server/openai/logprobs_json.h"
 
@@ -60,11 +60,11 @@ void ChatObserver::ensure_stream() {
 }
 
 void ChatObserver::send_chunk(int32_t sibling, Json delta, Json logprobs, Json finish_reason,
-                              const std::optional<std::vector<int32_t>>* routed_experts) {
+                              const SiblingResult* done) {
   ensure_stream();
   Json choice = {{"index", sibling}, {"delta", std::move(delta)}, {"logprobs", std::move(logprobs)},
                  {"finish_reason", std::move(finish_reason)}};
-  if (routed_experts) add_routed_experts(*routed_experts, choice);
+  if (done) add_choice_records(*done, choice);
   exchange_->send(http::sse_data(dump_json(chunk(Json::array({std::move(choice)})))));
 }
 
@@ -114,8 +114,7 @@ void ChatObserver::on_sibling_done(int32_t sibling, SiblingResult&& result) {
       role_sent_[s] = true;
       send_chunk(sibling, Json{{"role", "assistant"}, {"content", ""}}, nullptr, nullptr);
     }
-    send_chunk(sibling, Json::object(), nullptr, chat_finish_reason(result),
-               &result.routed_experts);
+    send_chunk(sibling, Json::object(), nullptr, chat_finish_reason(result), &result);
   }
   results_[s] = std::move(result);
 }
@@ -159,7 +158,7 @@ void ChatObserver::on_complete(const GenerationUsage& usage) {
     }
     choices.push_back(Json{{"index", i}, {"message", message(r)}, {"logprobs", std::move(logprobs)},
                            {"finish_reason", chat_finish_reason(r)}});
-    add_routed_experts(r.routed_experts, choices.back());
+    add_choice_records(r, choices.back());
   }
   Json body = {{"id", options_.id}, {"object", "chat.completion"}, {"created", options_.created},
                {"model", options_.model}, {"choices", std::move(choices)}, {"usage", openai_usage(usage)}};

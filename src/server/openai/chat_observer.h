@@ -40,9 +40,9 @@ class ChatObserver : public GenerationObserver {
 
  private:
   Json chunk(Json choices) const;
-  // routed_experts: the choice's, on its last chunk (add_routed_experts).
+  // done: the choice's result, on its last chunk (add_choice_records).
   void send_chunk(int32_t sibling, Json delta, Json logprobs, Json finish_reason,
-                  const std::optional<std::vector<int32_t>>* routed_experts = nullptr);
+                  const SiblingResult* done = nullptr);
   void ensure_stream();
   Json message(const SiblingResult& result) const;
 

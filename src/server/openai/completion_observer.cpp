@@ -1,7 +1,7 @@
 // CompletionObserver (see completion_observer.h).
 #include "server/openai/completion_observer.h"
 
-#include "server/api/routed_experts.h"
+#include "server/openai/choice_records.h"
 #include "server/http/sse.h"
 #include "server/openai/chat_observer.h"
 
@@ -64,8 +64,7 @@ void CompletionObserver::on_sibling_done(int32_t sibling, SiblingResult&& result
   if (result.reason == FinishReason::kError) error_ = result.error;
   // An engine failure before any output becomes an error response instead of a stream.
   if (options_.stream && (exchange_->stream_started() || result.reason != FinishReason::kError)) {
-    send(sibling, "", result.prompt_logprobs, {}, completion_finish_reason(result),
-         &result.routed_experts);
+    send(sibling, "", result.prompt_logprobs, {}, completion_finish_reason(result), &result);
   }
   results_[static_cast<size_t>(sibling)] = std::move(result);
 }
@@ -83,7 +82,7 @@ Json CompletionObserver::chunk(Json choices) const {
 void CompletionObserver::send(int32_t c, std::string text,
                               const std::vector<TokenLogprobs>& prompt_logprobs,
                               const std::vector<OutputToken>& tokens, Json finish,
-                              const std::optional<std::vector<int32_t>>* routed_experts) {
+                              const SiblingResult* done) {
   if (!exchange_->stream_started()) exchange_->start_stream(std::string(http::kSseContentType));
   const auto s = static_cast<size_t>(c);
   const bool first = !started_[s];
@@ -96,7 +95,7 @@ void CompletionObserver::send(int32_t c, std::string text,
     choice["logprobs"] = nullptr;
   }
   choice["finish_reason"] = std::move(finish);
-  if (routed_experts) add_routed_experts(*routed_experts, choice);
+  if (done) add_choice_records(*done, choice);
   exchange_->send(http::sse_data(dump_json(chunk(Json::array({std::move(choice)})))));
 }
 
@@ -119,7 +118,7 @@ void CompletionObserver::on_complete(const GenerationUsage& usage) {
     CompletionLogprobs builder({tokenizer_, options_.tokens_as_ids}, options_.logprobs.value_or(0));
     fill_choice(choice, i, /*first=*/true, r.parsed.content, r.prompt_logprobs, r.tokens, builder);
     choice["finish_reason"] = completion_finish_reason(r);
-    add_routed_experts(r.routed_experts, choice);
+    add_choice_records(r, choice);
     choices.push_back(std::move(choice));
   }
   Json body = chunk(std::move(choices));

@@ -54,10 +54,11 @@ class CompletionObserver : public GenerationObserver {
   void fill_choice(Json& choice, size_t c, bool first, std::string text,
                    const std::vector<TokenLogprobs>& prompt_logprobs,
                    const std::vector<OutputToken>& tokens, CompletionLogprobs& builder) const;
-  // Streams one chunk of choice `c` (finish null: output; else its last chunk).
+  // Streams one chunk of choice `c` (finish null: output; else its last chunk, which carries
+  // `done`'s records: add_choice_records).
   void send(int32_t c, std::string text, const std::vector<TokenLogprobs>& prompt_logprobs,
             const std::vector<OutputToken>& tokens, Json finish,
-            const std::optional<std::vector<int32_t>>* routed_experts = nullptr);
+            const SiblingResult* done = nullptr);
   Json chunk(Json choices) const;
 
   std::shared_ptr<Exchange> exchange_;

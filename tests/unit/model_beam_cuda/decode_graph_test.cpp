@@ -62,6 +62,7 @@ class DecodeGraphTest : public CudaModelTest {
   ForwardBatch batch_of(const std::vector<Seq*>& seqs, const LocalKvCache& kv) const {
     ForwardBatch batch;
     batch.capture_layers = capture_;
+    batch.capture_final_hidden = final_hidden_;
     for (const Seq* s : seqs) {
       std::span<const int32_t> uncomputed(s->tokens.data() + s->computed, s->tokens.size() - s->computed);
       batch.seqs.push_back(SeqChunk{uncomputed, 0, s->computed, kv.block_table(s->slot),
@@ -83,8 +84,12 @@ class DecodeGraphTest : public CudaModelTest {
     EXPECT_EQ(g.row_seq, e.row_seq) << what;
     EXPECT_EQ(g.row_position, e.row_position) << what;
     EXPECT_EQ(g.captured_hidden, e.captured_hidden) << what << ": captured residuals";
+    EXPECT_EQ(g.final_hidden, e.final_hidden) << what << ": final hidden states";
     int64_t tokens = 0;
     for (const Seq* q : seqs) tokens += static_cast<int64_t>(q->tokens.size()) - q->computed;
+    EXPECT_EQ(static_cast<int64_t>(g.final_hidden.size()),
+              final_hidden_ ? tokens * graph_->config().hidden_size : 0)
+        << what;
     EXPECT_EQ(static_cast<int64_t>(g.captured_hidden.size()),
               tokens * static_cast<int64_t>(capture_.size()) * graph_->config().hidden_size)
         << what;
@@ -126,6 +131,7 @@ class DecodeGraphTest : public CudaModelTest {
   }
 
   std::vector<int64_t> capture_;  // ForwardBatch::capture_layers of every step
+  bool final_hidden_ = false;     // ForwardBatch::capture_final_hidden of every step
   bool all_logits_ = false;       // multi-token chunks take every token's logits
   std::shared_ptr<CudaContext> eager_cuda_;  // declared first: outlives the eager model and cache
   std::unique_ptr<BeamModel> graph_, eager_;
@@ -145,6 +151,35 @@ TEST_F(DecodeGraphTest, BatchOfThirtyTwoMatchesEagerBitForBit) { check_batch(32,
 TEST_F(DecodeGraphTest, CapturedResidualsReplayAsEagerBitForBit) {
   capture_ = {1, 3, 4};
   check_batch(3, 300, 5);
+}
+
+// Decode steps that return every token's final hidden state (SGLang's return_hidden_states) replay
+// graphs too: the states are the LM head's normed rows, equal to the eager steps' bit for bit.
+TEST_F(DecodeGraphTest, FinalHiddenStatesReplayAsEagerBitForBit) {
+  final_hidden_ = true;
+  check_batch(3, 300, 5);
+}
+
+// A prefill chunk with one logit row norms every row for its states (Workspace::norm_every_row);
+// with every row a logit row the states are the LM head's own normed rows: equal bit for bit.
+TEST_F(DecodeGraphTest, FinalHiddenStatesOfAChunkEqualThoseOfItsLogitRows) {
+  make_models("tiny-beam", 1, 200);
+  if (HasFatalFailure()) return;
+  const std::vector<int32_t> prompt = random_tokens(150, graph_->config().vocab_size, 5);
+  ForwardOutput rows[2];
+  for (int all : {0, 1}) {
+    BeamModel& model = all ? *graph_ : *eager_;
+    const LocalKvCache& kv = all ? *kv_graph_ : *kv_eager_;
+    ForwardBatch batch;
+    batch.capture_final_hidden = true;
+    batch.seqs.push_back(SeqChunk{prompt, 0, 0, kv.block_table(0), kv.block_table(0), all == 1});
+    auto st = model.forward(batch, kv.layers(), rows[all]);
+    ASSERT_TRUE(st.ok()) << st.error().message;
+  }
+  ASSERT_EQ(rows[0].final_hidden.size(), prompt.size() * graph_->config().hidden_size);
+  EXPECT_EQ(rows[0].final_hidden, rows[1].final_hidden);
+  EXPECT_EQ(rows[0].num_rows(), 1);
+  EXPECT_EQ(rows[1].num_rows(), static_cast<int64_t>(prompt.size()));
 }
 
 // Speculative verification steps (a few tokens a sequence, every token's logits) replay graphs

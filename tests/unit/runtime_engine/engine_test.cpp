@@ -74,6 +74,31 @@ class EngineTest : public ::testing::Test {
                     out.routed_experts[static_cast<size_t>((l * T + t) * k + j)])
               << "position " << t << " layer " << l;
   }
+  // A hidden-states record equals a direct forward's over `read` with logits for every token
+  // (each state then the normed row of a logit row), bit for bit.
+  void expect_hidden_states_of_direct_forward(const std::vector<int32_t>& read,
+                                              const std::vector<uint16_t>& record) {
+    const BeamConfig& c = weights_->config;
+    const auto T = static_cast<int64_t>(read.size());
+    ASSERT_EQ(static_cast<int64_t>(record.size()), T * c.hidden_size);
+    ThreadPool pool(2);
+    KernelContext ctx;
+    ctx.pool = &pool;
+    BeamModel model(weights_, ctx);
+    auto kv = LocalKvCache::create(ctx, c, 1, T);
+    ASSERT_TRUE(kv.ok());
+    ForwardBatch batch;
+    batch.capture_final_hidden = true;
+    batch.seqs.push_back(SeqChunk{read, 0, 0, kv->block_table(0), kv->block_table(0), true});
+    ForwardOutput out;
+    ASSERT_TRUE(model.forward(batch, kv->layers(), out).ok());
+    ASSERT_EQ(out.final_hidden.size(), record.size());
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < c.hidden_size; ++i) {
+        const auto at = static_cast<size_t>(t * c.hidden_size + i);
+        ASSERT_EQ(record[at], out.final_hidden[at]) << "position " << t << " element " << i;
+      }
+  }
   std::shared_ptr<const BeamWeights> weights_;
   int64_t vocab_ = 0;
 };
@@ -341,6 +366,37 @@ TEST_F(EngineTest, RoutedExpertsOfEveryPositionEqualADirectForward) {
   }
   EXPECT_TRUE(plain.results()[0].routed_experts.empty());
   EXPECT_GT(plain.results()[0].usage.cached_prompt_tokens, 0);
+  engine->flush_prefix_cache();
+  expect_pools_full(*engine);
+}
+
+// The final hidden states of every position a request's model read, for each sibling, equal a
+// direct forward's: the prompt is computed again though cached, in 7-token chunks (the final norm
+// of every row, one of them a logit row) batched with another request, then decoded.
+TEST_F(EngineTest, HiddenStatesOfEveryPositionEqualADirectForward) {
+  auto engine = make(small_options(7));
+  ASSERT_NE(engine, nullptr);
+  const std::vector<int32_t> prompt = tokens_of(30, 15, vocab_);
+  ASSERT_EQ(run_all(*engine, {{prompt, greedy(2)}}).size(), 1u);  // the prompt is now cached
+  RunRequest states{prompt, greedy(5)};
+  states.params.temperature = 1;
+  states.params.seed = 3;
+  states.params.n = 2;
+  states.return_hidden_states = true;
+  RunRequest first_only = states;  // its prompt owner finishes before its sibling forks
+  first_only.params.max_tokens = 1;
+  const auto results = run_all(*engine, {states, {prompt, greedy(4)}, first_only});
+  ASSERT_EQ(results[0].size(), 2u);
+  EXPECT_NE(results[0][0].tokens, results[0][1].tokens);
+  for (const auto* siblings : {&results[0], &results[2]})
+    for (const SiblingResult& r : *siblings) {
+      EXPECT_EQ(r.usage.cached_prompt_tokens, 0);  // no prefix reuse
+      std::vector<int32_t> read = prompt;          // every token but the last output
+      read.insert(read.end(), r.tokens.begin(), r.tokens.end() - 1);
+      expect_hidden_states_of_direct_forward(read, r.hidden_states);
+    }
+  EXPECT_TRUE(results[1][0].hidden_states.empty());
+  EXPECT_GT(results[1][0].usage.cached_prompt_tokens, 0);
   engine->flush_prefix_cache();
   expect_pools_full(*engine);
 }

@@ -84,6 +84,7 @@ EventSink Collector::sink() {
     r.num_events++;
     if (ev.finish) r.finish = ev.finish;
     if (ev.finish) r.routed_experts = std::move(ev.routed_experts);
+    if (ev.finish) r.hidden_states = std::move(ev.hidden_states);
   };
 }
 
@@ -94,14 +95,19 @@ std::vector<SiblingResult> Collector::results() const {
   return out;
 }
 
-void submit(Engine& engine, const RunRequest& r, Collector* out) {
+GenerateRequest generate_request(const RunRequest& r, EventSink sink) {
   GenerateRequest g;
   g.prompt = r.prompt;
   g.sampling = r.params;
   g.lora_name = r.lora_name;
   g.return_routed_experts = r.return_routed_experts;
-  g.sink = out->sink();
-  ASSERT_TRUE(engine.submit(std::move(g)).ok());
+  g.return_hidden_states = r.return_hidden_states;
+  g.sink = std::move(sink);
+  return g;
+}
+
+void submit(Engine& engine, const RunRequest& r, Collector* out) {
+  ASSERT_TRUE(engine.submit(generate_request(r, out->sink())).ok());
 }
 
 void wait_for_output(const Collector& c) {
@@ -117,12 +123,7 @@ std::vector<std::vector<SiblingResult>> run_all(Engine& engine, const std::vecto
   std::vector<std::unique_ptr<Collector>> collectors;
   for (const auto& r : reqs) {
     collectors.push_back(std::make_unique<Collector>());
-    GenerateRequest g;
-    g.prompt = r.prompt;
-    g.sampling = r.params;
-    g.lora_name = r.lora_name;
-    g.sink = collectors.back()->sink();
-    auto id = engine.submit(std::move(g));
+    auto id = engine.submit(generate_request(r, collectors.back()->sink()));
     EXPECT_TRUE(id.ok()) << (id.ok() ? "" : id.error().message);
   }
   engine.wait_idle();
@@ -186,6 +187,7 @@ void expect_same_results(const std::vector<std::vector<SiblingResult>>& plain,
       EXPECT_EQ(a.finish, b.finish) << "request " << r << " sibling " << k;
       EXPECT_EQ(a.usage.completion_tokens, b.usage.completion_tokens);
       EXPECT_EQ(a.routed_experts, b.routed_experts) << "request " << r << " sibling " << k;
+      EXPECT_EQ(a.hidden_states, b.hidden_states) << "request " << r << " sibling " << k;
       ASSERT_EQ(a.logprobs.size(), b.logprobs.size());
       for (size_t t = 0; t < a.logprobs.size(); ++t) {
         EXPECT_EQ(a.logprobs[t].chosen.token, b.logprobs[t].chosen.token);

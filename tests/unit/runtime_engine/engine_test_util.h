@@ -28,6 +28,7 @@ struct SiblingResult {
   Usage usage;
   int64_t num_events = 0;
   std::vector<int32_t> routed_experts;  // the final event's
+  std::vector<uint16_t> hidden_states;  // the final event's
   std::vector<TokenLogprobs> prompt_logprobs;  // the first event's
   int64_t events_with_prompt_logprobs = 0;
 };
@@ -48,6 +49,7 @@ struct RunRequest {
   SamplingParams params;
   std::string lora_name = {};  // GenerateRequest::lora_name
   bool return_routed_experts = false;  // from position 0
+  bool return_hidden_states = false;
 };
 
 // n tokens drawn uniformly from [0, vocab) by a generator seeded with `seed`.
@@ -55,11 +57,14 @@ std::vector<int32_t> tokens_of(int64_t n, uint64_t seed, int64_t vocab);
 // Greedy decoding of max_tokens tokens, eos ignored.
 SamplingParams greedy(int64_t max_tokens);
 
-// Equal tokens, finishes, completion counts, routed experts, entropies (within 1e-4) and logprobs (chosen within 1e-4,
+// Equal tokens, finishes, completion counts, routed experts, hidden states (bit for bit),
+// entropies (within 1e-4) and logprobs (chosen within 1e-4,
 // the same top tokens), request by request and sibling by sibling.
 void expect_same_results(const std::vector<std::vector<SiblingResult>>& plain,
                          const std::vector<std::vector<SiblingResult>>& spec);
 
+// r as the engine's request, its events to `sink`.
+GenerateRequest generate_request(const RunRequest& r, EventSink sink);
 // Submits r to engine without waiting; its events go to *out.
 void submit(Engine& engine, const RunRequest& r, Collector* out);
 // Waits (up to 20 s) until the request of `c` has written output; a test failure otherwise.

@@ -99,7 +99,8 @@ TEST(SpeculativeDecoding, GreedyTokensEqualPlainDecodingAndDraftsAreAccepted) {
   EXPECT_LT(s.steps, 48);
 }
 
-// Seeded sampling with penalties, logprobs, entropies, n = 2 siblings, stop ids and routed experts: every
+// Seeded sampling with penalties, logprobs, entropies, n = 2 siblings, stop ids, routed experts and
+// hidden states: every
 // position draws with its own counter and sees the drafts before it as output, so each token is
 // the one plain decoding draws.
 TEST(SpeculativeDecoding, SampledTokensLogprobsAndRoutingEqualPlainDecoding) {
@@ -118,7 +119,8 @@ TEST(SpeculativeDecoding, SampledTokensLogprobsAndRoutingEqualPlainDecoding) {
     sp.top_logprobs = 2;
     sp.return_entropy = true;
     sp.token_ids_logprob = {5, 7};
-    reqs.push_back(RunRequest{p, sp, "", /*return_routed_experts=*/true});
+    reqs.push_back(RunRequest{p, sp, "", /*return_routed_experts=*/true,
+                              /*return_hidden_states=*/true});
   }
   const EngineStats s = compare_with_plain(reqs, 4);
   EXPECT_GT(s.spec_accepted_tokens, 0);

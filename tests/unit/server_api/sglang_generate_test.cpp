@@ -199,7 +199,11 @@ TEST(SglangGenerate, RefusesWhatItCannotHonour) {
   EXPECT_EQ(parse_error(R"({"input_ids": [1], "image_data": "x.png"})").param, "image_data");
   EXPECT_EQ(parse_error(R"({"input_ids": [1], "custom_logit_processor": "p"})").param,
             "custom_logit_processor");
-  EXPECT_EQ(parse_error(R"({"input_ids": [1], "return_hidden_states": true})").param,
+  // return_hidden_states is served (the server flag is checked later); malformed is a 400.
+  EXPECT_TRUE(parse_ok(R"({"input_ids": [1], "return_hidden_states": true})")
+                  .items[0]
+                  .sampling.return_hidden_states);
+  EXPECT_EQ(parse_error(R"({"input_ids": [1], "return_hidden_states": 3})").param,
             "return_hidden_states");
   EXPECT_EQ(parse_error(R"({"input_ids": [1], "return_prompt_token_ids": true})").param,
             "return_prompt_token_ids");
