@@ -34,16 +34,12 @@ struct MetaLayout {
   }
 };
 
-// add_context's metadata for T rows: each row's position and slot (i64).
-struct ContextMeta {
-  size_t positions, slots, bytes;
-  explicit ContextMeta(int64_t T) {
-    MetaLayout layout;
-    positions = layout.take(T * 8);
-    slots = layout.take(T * 8);
-    bytes = layout.used;
-  }
-};
+// The rows reserve(tokens, ...) makes room for: add_context runs calls of up to 256 rows padded
+// to a context graph's bucket.
+int64_t context_rows(int64_t tokens) {
+  const int64_t bucket = DFlash2DraftGraphs::bucket_of(tokens);
+  return tokens > 0 && bucket > 0 ? bucket : tokens;
+}
 
 template <typename T>
 T* host_at(const MetadataBuffer& m, size_t offset) {
@@ -51,6 +47,18 @@ T* host_at(const MetadataBuffer& m, size_t offset) {
 }
 
 }  // namespace
+
+// add_context's metadata for T (padded) rows: each row's position and slot (i64).
+struct DFlash2Drafter::ContextMeta {
+  int64_t T;
+  size_t positions, slots, bytes;
+  explicit ContextMeta(int64_t T_) : T(T_) {
+    MetaLayout layout;
+    positions = layout.take(T * 8);
+    slots = layout.take(T * 8);
+    bytes = layout.used;
+  }
+};
 
 // draft()'s metadata for S (padded) blocks of B rows (J draft rows each) whose page tables hold
 // `table` entries in all: the rows' positions (i64) and ids (i32), each block's position (i64),
@@ -105,15 +113,19 @@ Status DFlash2Drafter::reserve_meta(MetadataBuffer& meta, size_t nbytes) {
 
 std::array<size_t, DFlash2Drafter::kScratchBuffers> DFlash2Drafter::scratch_sizes(
     const DFlash2Config& c, int64_t tokens, int64_t blocks) {
-  // Calls run padded to a draft graph's bucket (draft()).
+  // Calls run padded to a draft or context graph's bucket (draft(), add_context()); graphed
+  // context calls (256 rows at most) read their features from scratch.
   if (const int64_t bucket = DFlash2DraftGraphs::bucket_of(blocks); bucket > 0) blocks = bucket;
+  tokens = context_rows(tokens);
+  const int64_t features = std::min(tokens, DFlash2DraftGraphs::kBuckets.back());
   const int64_t H = c.hidden_size, kv = c.num_kv_heads * c.head_dim, q = c.num_heads * c.head_dim;
   const int64_t N = blocks * c.block_size, J = c.max_drafts();
   const int64_t rows = std::min(blocks * J, std::max(kReadOutRows, J));
   auto bf16s = [](int64_t n) { return static_cast<size_t>(std::max<int64_t>(n, 1)) * 2; };
   auto words = [](int64_t n) { return static_cast<size_t>(std::max<int64_t>(n, 1)) * 4; };
   // The order of scratch_buffers().
-  return {bf16s(tokens * H),
+  return {bf16s(features * c.num_taps() * H),
+          bf16s(tokens * H),
           bf16s(tokens * kv),
           bf16s(tokens * kv),
           bf16s(N * H),
@@ -142,9 +154,10 @@ int64_t DFlash2Drafter::scratch_bytes(const DFlash2Config& c, int64_t tokens, in
 }
 
 std::array<ScratchBuffer*, DFlash2Drafter::kScratchBuffers> DFlash2Drafter::scratch_buffers() {
-  return {&ctx_hidden_, &ctx_k_, &ctx_v_, &h_,          &a_,       &dyn_,         &q_,
-          &k_,          &v_,     &o_,     &m_,          &gate_up_, &act_,         &g_,
-          &z_,          &u_,     &hp_,    &candidates_, &scores_,  &drafts_};
+  return {&ctx_features_, &ctx_hidden_, &ctx_k_, &ctx_v_, &h_, &a_,
+          &dyn_,          &q_,          &k_,     &v_,     &o_, &m_,
+          &gate_up_,      &act_,        &g_,     &z_,     &u_, &hp_,
+          &candidates_,   &scores_,     &drafts_};
 }
 
 Status DFlash2Drafter::reserve(int64_t tokens, int64_t blocks) {
@@ -156,13 +169,14 @@ Status DFlash2Drafter::reserve(int64_t tokens, int64_t blocks) {
       synchronize(ctx_);  // work queued on the old buffer
       BEAM_RETURN_IF_ERROR(buffers[i]->reserve(ctx_, sizes[i]));
     }
-  BEAM_RETURN_IF_ERROR(reserve_meta(ctx_meta_, ContextMeta(tokens).bytes));
+  BEAM_RETURN_IF_ERROR(reserve_meta(ctx_meta_, ContextMeta(context_rows(tokens)).bytes));
   const int64_t table = blocks * std::max<int64_t>(DFlash2ContextPool::ring_pages(c), 1);
   return reserve_meta(draft_meta_, DraftLayout(blocks, c.block_size, c.max_drafts(), table).bytes);
 }
 
 int64_t DFlash2Drafter::release_memory() {
   graphs_.drop();  // they point into what is freed here
+  context_graphs_.drop();
   int64_t bytes = pool_->release(trash_page_);
   for (ScratchBuffer* b : scratch_buffers()) {
     bytes += static_cast<int64_t>(b->capacity());
@@ -199,23 +213,25 @@ Status DFlash2Drafter::draft(std::span<const DFlash2Block> blocks, std::span<int
 Status DFlash2Drafter::enqueue_context(const TensorView& features,
                                        std::span<const DFlash2ContextRows> items) {
   const DFlash2Config& c = config();
-  const DFlash2Weights& w = *weights_;
-  const int64_t T = features.dim(0), H = c.hidden_size, D = c.head_dim, Nkv = c.num_kv_heads;
-  const int64_t q_width = c.num_heads * D, kv_width = Nkv * D;
+  const int64_t T = features.dim(0), width = c.num_taps() * c.hidden_size;
   if (items.empty()) return ok_status();
-  BEAM_CHECK(features.dtype == DType::kBF16 && features.rank() == 2 &&
-             features.dim(1) == c.num_taps() * H && features.device == ctx_.device)
+  BEAM_CHECK(features.dtype == DType::kBF16 && features.rank() == 2 && features.dim(1) == width &&
+             features.device == ctx_.device)
       << "DFlash2 context: features " << features.shape.str();
   if (T == 0) return ok_status();
-  BEAM_RETURN_IF_ERROR(reserve(T, 0));
+  // Graphed calls of T <= 256 rows run padded to a context graph's bucket; padding rows are rows
+  // no item names.
+  const int64_t bucket = graphed() ? DFlash2DraftGraphs::bucket_of(T) : -1;
+  const int64_t P = bucket > 0 ? bucket : T;  // the rows run, padding included
+  BEAM_RETURN_IF_ERROR(reserve(T, 0));        // room for P rows
   // Host metadata: each row's position and slot (the trash page's when it has none, or when a
   // later row of the same call takes its slot: a ring shorter than the call).
-  const ContextMeta at(T);
+  const ContextMeta at(P);
   int64_t* pos = host_at<int64_t>(ctx_meta_, at.positions);
   int64_t* slots = host_at<int64_t>(ctx_meta_, at.slots);
   const int64_t trash = int64_t{trash_page_} * DFlash2ContextPool::kPageSize;
   const int64_t ring = DFlash2ContextPool::ring_pages(c) * DFlash2ContextPool::kPageSize;
-  std::vector<bool> covered(static_cast<size_t>(T), false);
+  std::vector<bool> covered(static_cast<size_t>(P), false);
   for (const DFlash2ContextRows& item : items) {
     const int64_t n = static_cast<int64_t>(item.positions.size());
     BEAM_CHECK(item.first_row >= 0 && item.first_row + n <= T)
@@ -230,12 +246,32 @@ Status DFlash2Drafter::enqueue_context(const TensorView& features,
       if (s >= 0) pool_->set_position(s, p);
     }
   }
-  for (int64_t row = 0; row < T; ++row)
+  for (int64_t row = 0; row < P; ++row)
     if (!covered[row]) {  // rows no item names: computed, stored nowhere that is read
       pos[row] = 0;
       slots[row] = trash;
     }
   upload_metadata(ctx_, ctx_meta_, 0, at.bytes);
+  if (bucket < 0) {
+    enqueue_context_rows(at, features);
+    return ok_status();
+  }
+  // The features lie in the target's workspace (at another address for a graphed step than for
+  // an eager one) and end at row T: the graph reads the drafter's copy, whose padding rows hold
+  // stale bytes that only the trash page takes.
+  copy_tensor(ctx_, ctx_features_.view(DType::kBF16, {T, width}), features);
+  const TensorView padded = ctx_features_.view(DType::kBF16, {P, width});
+  const uint64_t fingerprint =
+      graph_fingerprint_of({&ctx_features_, &ctx_hidden_, &ctx_k_, &ctx_v_}, ctx_meta_);
+  context_graphs_.run(ctx_, bucket, fingerprint, [&] { enqueue_context_rows(at, padded); });
+  return ok_status();
+}
+
+void DFlash2Drafter::enqueue_context_rows(const ContextMeta& at, const TensorView& features) {
+  const DFlash2Config& c = config();
+  const DFlash2Weights& w = *weights_;
+  const int64_t T = at.T, H = c.hidden_size, D = c.head_dim, Nkv = c.num_kv_heads;
+  const int64_t q_width = c.num_heads * D, kv_width = Nkv * D;
   const TensorView positions = ctx_meta_.device_view(at.positions, DType::kI64, {T});
   const TensorView slot_view = ctx_meta_.device_view(at.slots, DType::kI64, {T});
   const TensorView no_positions = ctx_meta_.device_view(at.positions, DType::kI64, {0});
@@ -258,16 +294,19 @@ Status DFlash2Drafter::enqueue_context(const TensorView& features,
                           pool_->values(l).reshape({slots_total, kv_width}),
                           pool_->slot_positions());
   }
-  return ok_status();
 }
 
-uint64_t DFlash2Drafter::graph_fingerprint_of() const {
+bool DFlash2Drafter::graphed() const {
+  return ctx_.device == Device::kCuda && ctx_.cuda_graphs &&
+         DFlash2ContextPool::ring_pages(config()) > 0;
+}
+
+uint64_t DFlash2Drafter::graph_fingerprint_of(std::initializer_list<const ScratchBuffer*> buffers,
+                                              const MetadataBuffer& meta) const {
   uint64_t h = graph_fingerprint(ctx_);
   auto mix = [&h](const void* p) { h = (h ^ reinterpret_cast<uintptr_t>(p)) * 1099511628211ull; };
-  for (const ScratchBuffer* b : {&h_, &a_, &dyn_, &q_, &k_, &v_, &o_, &m_, &gate_up_, &act_, &g_,
-                                 &z_, &u_, &hp_, &candidates_, &scores_, &drafts_})
-    mix(b->view(DType::kU8, {1}).data);
-  mix(draft_meta_.device());
+  for (const ScratchBuffer* b : buffers) mix(b->view(DType::kU8, {1}).data);
+  mix(meta.device());
   mix(pool_->slot_positions().data);
   for (int64_t l = 0; l < config().num_layers; ++l) {
     mix(pool_->keys(l).data);
@@ -286,10 +325,7 @@ Status DFlash2Drafter::run_draft(std::span<const DFlash2Block> blocks, std::span
   // A windowed drafter's tables hold at most `ring` pages, so a bucket's metadata has one fixed
   // layout (each block's table at b * ring) and its graph serves every call of the bucket.
   const int64_t ring = DFlash2ContextPool::ring_pages(c);
-  const int64_t bucket = ctx_.device == Device::kCuda && ctx_.cuda_graphs && trace == nullptr &&
-                                 ring > 0
-                             ? DFlash2DraftGraphs::bucket_of(S)
-                             : -1;
+  const int64_t bucket = graphed() && trace == nullptr ? DFlash2DraftGraphs::bucket_of(S) : -1;
   const int64_t P = bucket > 0 ? bucket : S;  // the blocks run, padding included
   BEAM_RETURN_IF_ERROR(reserve(0, P));
   int64_t table_size = 0;
@@ -329,7 +365,11 @@ Status DFlash2Drafter::run_draft(std::span<const DFlash2Block> blocks, std::span
   upload_metadata(ctx_, draft_meta_, 0, at.bytes);
   if (trace) *trace = DFlash2Trace{};
   if (bucket > 0) {
-    graphs_.run(ctx_, bucket, graph_fingerprint_of(), [&] { enqueue_blocks(at, nullptr); });
+    const uint64_t fingerprint =
+        graph_fingerprint_of({&h_, &a_, &dyn_, &q_, &k_, &v_, &o_, &m_, &gate_up_, &act_, &g_, &z_,
+                              &u_, &hp_, &candidates_, &scores_, &drafts_},
+                             draft_meta_);
+    graphs_.run(ctx_, bucket, fingerprint, [&] { enqueue_blocks(at, nullptr); });
   } else {
     enqueue_blocks(at, trace);
   }

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <vector>
@@ -70,6 +71,9 @@ class DFlash2Drafter {
   // target's residuals after the tapped layers, concatenated in target_layer_ids order) to its
   // context. A position whose slot finds no free page stays absent. Queued on the stream. An
   // error (the context then misses these positions) when the device is out of memory; so draft.
+  // On CUDA with ctx.cuda_graphs and a windowed drafter, calls of at most 256 rows copy the
+  // features into the drafter's scratch and run padded to a DFlash2DraftGraphs bucket of rows,
+  // replaying its graph (the same bits: the padding rows are stored where nothing reads).
   Status add_context(const TensorView& features, std::span<const DFlash2ContextRows> items);
 
   // Drafts block_size - 1 tokens per block: drafts[b * (B - 1) + j - 1] is the token drafted
@@ -79,10 +83,15 @@ class DFlash2Drafter {
   // rows are independent of the others).
   Status draft(std::span<const DFlash2Block> blocks, std::span<int32_t> drafts,
                DFlash2Trace* trace = nullptr);
-  const DFlash2DraftGraphs& graphs() const { return graphs_; }  // tests
+  const DFlash2DraftGraphs& graphs() const { return graphs_; }                  // tests
+  const DFlash2DraftGraphs& context_graphs() const { return context_graphs_; }  // tests
 
  private:
+  struct ContextMeta;
   struct DraftLayout;
+  // The device work of add_context for the P (padded) rows of `features` ([P, n_taps * H] bf16)
+  // whose metadata is uploaded at `at`: their K/V and positions into the pool.
+  void enqueue_context_rows(const ContextMeta& at, const TensorView& features);
   // The device work of draft() for the S (padded) blocks whose metadata is uploaded at `at`:
   // the blocks' forward and the read-out, the drafts left in drafts_ ([S * (B - 1)] i32).
   void enqueue_blocks(const DraftLayout& at, DFlash2Trace* trace);
@@ -90,14 +99,18 @@ class DFlash2Drafter {
   // row's block row), all_anchors [S] i32; their drafts into drafts_, and the trace.
   void read_out(const TensorView& draft_rows, const TensorView& all_anchors, int64_t b0, int64_t b1,
                 DFlash2Trace* trace);
-  // What the draft graphs point into: the context's scratch, the drafter's buffers and pool.
-  uint64_t graph_fingerprint_of() const;
+  // Whether calls may replay graphs: CUDA with ctx.cuda_graphs and a windowed drafter (its page
+  // tables, hence draft()'s metadata, have a fixed size).
+  bool graphed() const;
+  // What graphs over `buffers` and `meta` point into: those, the context's scratch and the pool.
+  uint64_t graph_fingerprint_of(std::initializer_list<const ScratchBuffer*> buffers,
+                                const MetadataBuffer& meta) const;
   // add_context / draft without the out-of-memory boundary (an op's DeviceOutOfMemory becomes
   // their error there).
   Status enqueue_context(const TensorView& features, std::span<const DFlash2ContextRows> items);
   Status run_draft(std::span<const DFlash2Block> blocks, std::span<int32_t> drafts,
                    DFlash2Trace* trace);
-  static constexpr size_t kScratchBuffers = 20;
+  static constexpr size_t kScratchBuffers = 21;
   // Each scratch buffer's bytes for reserve(tokens, blocks), in scratch_buffers()' order.
   static std::array<size_t, kScratchBuffers> scratch_sizes(const DFlash2Config& config,
                                                            int64_t tokens, int64_t blocks);
@@ -110,13 +123,14 @@ class DFlash2Drafter {
   KernelContext ctx_;
   std::shared_ptr<DFlash2ContextPool> pool_;
   int32_t trash_page_ = -1;  // the slot rows that have none are written to (never read)
-  // add_context's: [T, H] hidden, [T, Nkv * D] k and v.
-  ScratchBuffer ctx_hidden_, ctx_k_, ctx_v_;
+  // add_context's: [T, n_taps * H] features (graphed calls'), [T, H] hidden, [T, Nkv * D] k, v.
+  ScratchBuffer ctx_features_, ctx_hidden_, ctx_k_, ctx_v_;
   // draft's: [N, ...] activations of S blocks of B rows, the read-out's [chunk rows, ...].
   ScratchBuffer h_, a_, dyn_, q_, k_, v_, o_, m_, gate_up_, act_;
   ScratchBuffer g_, z_, u_, hp_, candidates_, scores_, drafts_;
   MetadataBuffer ctx_meta_, draft_meta_;
-  DFlash2DraftGraphs graphs_;
+  DFlash2DraftGraphs graphs_{"DFlash2 draft graph", "blocks"};
+  DFlash2DraftGraphs context_graphs_{"DFlash2 context graph", "rows"};
 };
 
 }  // namespace beam

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <numeric>
 
 #include "../model_beam/dflash2_goldens.h"
 #include "core/bf16.h"
@@ -129,6 +131,89 @@ TEST_F(DFlash2CudaTest, GraphedDraftsEqualEagerOnes) {
   EXPECT_GE(drafter_->graphs().num_captures(), 3);
   EXPECT_GE(drafter_->graphs().num_replays(), 6);
   EXPECT_EQ(eager.graphs().num_replays(), 0);
+}
+
+// CUDA graphs of the context feed (DFlash2Drafter::context_graphs): calls of 1, 3, 17 and 300 rows
+// (buckets 1, 4 and 32; past 256 rows eagerly), three rounds, so each bucket warms, captures and
+// replays other features and positions; each call's features in a buffer of its rows alone (as
+// the target's workspace holds them), its rows split over two contexts. The contexts hold what an
+// eager drafter's (cuda_graphs off, the same weights and pool) hold, bit for bit: every layer's
+// K/V and the position of each held position's slot, hence the same drafts.
+TEST_F(DFlash2CudaTest, GraphedContextFeedsEqualEagerOnes) {
+  ASSERT_TRUE(gpu_.cuda_graphs);
+  KernelContext eager_ctx = gpu_;
+  eager_ctx.cuda_graphs = false;
+  DFlash2Drafter eager(weights_, target_->embed, target_->lm_head, eager_ctx, pool_);
+  const DFlash2Config& c = drafter_->config();
+  const HostTensor golden_rows = golden_features(kDrafter, "ctx20");  // [20, n_taps * H]
+  const int64_t golden_T = golden_rows.view.dim(0), width = golden_rows.view.dim(1);
+  const int64_t kv = c.num_kv_heads * c.head_dim, slots = pool_->slot_positions().dim(0);
+  const auto J = static_cast<size_t>(c.max_drafts());
+  for (const int64_t n : {1, 3, 17, 300}) {
+    SCOPED_TRACE(n);
+    const int64_t na = (n + 1) / 2;  // context a's rows; b's the rest
+    const std::shared_ptr<DFlash2Context> graphed[] = {drafter_->new_context(),
+                                                       drafter_->new_context()};
+    const std::shared_ptr<DFlash2Context> plain[] = {eager.new_context(), eager.new_context()};
+    for (int64_t round = 0; round < 3; ++round) {
+      SCOPED_TRACE(round);
+      HostTensor rows(DType::kBF16, {n, width});
+      for (int64_t r = 0; r < n; ++r)
+        std::memcpy(rows.as<bf16>() + r * width,
+                    golden_rows.as<bf16>() + ((round * n + r) % golden_T) * width,
+                    static_cast<size_t>(width) * sizeof(bf16));
+      auto features = allocate_buffer(gpu_, rows.view.nbytes());
+      ASSERT_TRUE(features.ok());
+      const TensorView dev = features->view(DType::kBF16, {n, width});
+      copy_tensor(gpu_, dev, rows.view);
+      std::vector<int64_t> positions(static_cast<size_t>(n));
+      std::iota(positions.begin(), positions.begin() + na, round * na);
+      std::iota(positions.begin() + na, positions.end(), 5 + round * (n - na));
+      const std::span<const int64_t> all(positions);
+      const std::span<const int64_t> fed[] = {all.first(static_cast<size_t>(na)),
+                                              all.subspan(static_cast<size_t>(na))};
+      const DFlash2ContextRows graphed_items[] = {{graphed[0].get(), 0, fed[0]},
+                                                  {graphed[1].get(), na, fed[1]}};
+      const DFlash2ContextRows plain_items[] = {{plain[0].get(), 0, fed[0]},
+                                                {plain[1].get(), na, fed[1]}};
+      ASSERT_TRUE(drafter_->add_context(dev, graphed_items).ok());
+      ASSERT_TRUE(eager.add_context(dev, plain_items).ok());
+      synchronize(gpu_);  // features is freed at the round's end
+      HostTensor slot_positions(DType::kI64, {slots});
+      copy_tensor(gpu_, slot_positions.view, pool_->slot_positions());
+      for (int64_t l = 0; l < c.num_layers; ++l) {
+        HostTensor keys(DType::kBF16, {slots, kv}), values(DType::kBF16, {slots, kv});
+        copy_tensor(gpu_, keys.view, pool_->keys(l));
+        copy_tensor(gpu_, values.view, pool_->values(l));
+        for (int i = 0; i < 2; ++i)
+          for (const int64_t p : fed[i]) {
+            const int64_t sg = graphed[i]->find(p), se = plain[i]->find(p);
+            ASSERT_EQ(sg >= 0, se >= 0) << "context " << i << " position " << p;
+            if (sg < 0) continue;
+            EXPECT_EQ(slot_positions.as<int64_t>()[sg], p);
+            EXPECT_EQ(slot_positions.as<int64_t>()[se], p);
+            for (const HostTensor* t : {&keys, &values})
+              ASSERT_EQ(std::memcmp(t->as<bf16>() + sg * kv, t->as<bf16>() + se * kv,
+                                    static_cast<size_t>(kv) * sizeof(bf16)),
+                        0)
+                  << "layer " << l << " context " << i << " position " << p;
+          }
+      }
+      // The same drafter drafts from either context.
+      for (int i = 0; i < 2; ++i) {
+        const int64_t next = fed[i].empty() ? 0 : fed[i].back() + 1;
+        const DFlash2Block from_graphed{17, next, graphed[i].get()};
+        const DFlash2Block from_plain{17, next, plain[i].get()};
+        std::vector<int32_t> g(J), e(J);
+        ASSERT_TRUE(eager.draft({&from_graphed, 1}, g).ok());
+        ASSERT_TRUE(eager.draft({&from_plain, 1}, e).ok());
+        EXPECT_EQ(g, e) << "context " << i;
+      }
+    }
+  }
+  EXPECT_GE(drafter_->context_graphs().num_captures(), 3);
+  EXPECT_EQ(drafter_->context_graphs().num_replays(), 6);
+  EXPECT_EQ(eager.context_graphs().num_replays(), 0);
 }
 
 // An engine on the GPU with the trained drafter against one without: the drafter's blocks are
