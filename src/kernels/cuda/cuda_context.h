@@ -86,6 +86,7 @@ struct CudaContext {
   OpScratch moe;  // moe_experts(): expert permutation, activations and expert outputs
   OpScratch moe_router;  // moe_router_route(): router logits (partial sums for small T)
   OpScratch lora;        // lora_add(): the tensor-core path's h (more than 256 tokens)
+  OpScratch dflash2_select;  // dflash2_select(): the split top-k's slices' candidate keys
   // launch_kernel's After::kProgrammatic takes effect (kernels/cuda/launch.h); false makes every
   // launch wait for the previous kernel (benchmarks' --no-pdl, a fallback for a misbehaving driver).
   bool programmatic_launch = true;

@@ -128,7 +128,8 @@ uint64_t fingerprint(const CudaContext& ctx) {
   mix(ctx.moe.bytes);
   mix(reinterpret_cast<uintptr_t>(ctx.moe_router.base));
   mix(ctx.moe_router.bytes);
-  for (const OpScratch* s : {&ctx.linear.x_f32, &ctx.linear.split_out, &ctx.lora}) {
+  for (const OpScratch* s :
+       {&ctx.linear.x_f32, &ctx.linear.split_out, &ctx.lora, &ctx.dflash2_select}) {
     mix(reinterpret_cast<uintptr_t>(s->base));
     mix(s->bytes);
   }

@@ -91,6 +91,7 @@ __global__ void store_context_kernel(const Unit* k, const Unit* v, const int64_t
 constexpr int kTopThreads = 512;
 constexpr int kTopCapacity = 2048;  // candidate keys a row's buffer holds (a power of two)
 constexpr int kMaxTopK = 64;
+constexpr int64_t kMinSliceKeys = 4096;  // a split top-k's slices hold at least this many logits
 constexpr int kWalkThreads = 256;
 
 using sampling_detail::id_of_key;
@@ -115,30 +116,31 @@ __device__ void bitonic_sort_descending(unsigned long long* keys, int n) {
   __syncthreads();
 }
 
-// Calls visit(key) for this thread's elements of a row: N == 4 reads float4s (V % 4 == 0, row
-// 16-byte aligned), N == 1 floats; thread i takes groups i, i + blockDim.x, ...
+// Calls visit(key) for this thread's elements of row[0, n) (ids id0 + i): N == 4 reads float4s
+// (n % 4 == 0, row 16-byte aligned), N == 1 floats; thread i takes groups i, i + blockDim.x, ...
 template <int N, typename Visit>
-__device__ __forceinline__ void for_each_key(const float* row, int64_t V, Visit&& visit) {
-  for (int64_t gi = threadIdx.x; gi < V / N; gi += blockDim.x) {
+__device__ __forceinline__ void for_each_key(const float* row, int64_t n, int id0, Visit&& visit) {
+  for (int64_t gi = threadIdx.x; gi < n / N; gi += blockDim.x) {
+    const int id = id0 + static_cast<int>(N * gi);
     if constexpr (N == 4) {
       const float4 f = reinterpret_cast<const float4*>(row)[gi];
-      const int id = static_cast<int>(4 * gi);
       visit(rank_key(order_bits(f.x), id));
       visit(rank_key(order_bits(f.y), id + 1));
       visit(rank_key(order_bits(f.z), id + 2));
       visit(rank_key(order_bits(f.w), id + 3));
     } else {
-      visit(rank_key(order_bits(row[gi]), static_cast<int>(gi)));
+      visit(rank_key(order_bits(row[gi]), id));
     }
   }
 }
 
-// The largest key of the block's below `bound` (0: none); every thread gets it.
+// The largest key of row[0, n) below `bound` (0: none); every thread gets it.
 template <int N>
-__device__ unsigned long long block_max_below(const float* row, int64_t V, unsigned long long bound,
+__device__ unsigned long long block_max_below(const float* row, int64_t n, int id0,
+                                              unsigned long long bound,
                                               unsigned long long* partial) {
   unsigned long long best = 0;
-  for_each_key<N>(row, V, [&](unsigned long long key) {
+  for_each_key<N>(row, n, id0, [&](unsigned long long key) {
     if (key < bound && key > best) best = key;
   });
 #pragma unroll
@@ -150,46 +152,84 @@ __device__ unsigned long long block_max_below(const float* row, int64_t V, unsig
   return best;
 }
 
-// One CTA per row of u [R, V]: candidates[r] = the K largest keys' ids (larger u first, the lower
-// id on ties; rank keys are unique). The K-th largest of the threads' maxima bounds the row's K-th
-// largest key from below, so the keys at or above it are gathered and sorted. Rows with more such
-// keys than the buffer holds (long runs of equal values) take K sweeps instead, each finding the
-// largest key below the previous one.
+// The K largest keys of row[0, n) (ids id0 + i; larger u first, the lower id on ties: rank keys
+// are unique), in descending order: emit(i, key) for i < K, key 0 past the n-th. Every thread of
+// the block calls it over the block's shared `keys`. The K-th largest of the threads' maxima
+// bounds the K-th largest key from below, so the keys at or above it are gathered and sorted.
+// Slices with more such keys than the buffer holds (long runs of equal values) take K sweeps
+// instead, each finding the largest key below the previous one.
+template <int N, typename Emit>
+__device__ void block_top_k(const float* row, int64_t n, int id0, int K,
+                            unsigned long long* keys, int* count, Emit&& emit) {
+  unsigned long long best = 0;
+  for_each_key<N>(row, n, id0, [&](unsigned long long key) { best = max(best, key); });
+  keys[threadIdx.x] = best;
+  bitonic_sort_descending(keys, kTopThreads);
+  const unsigned long long threshold = keys[K - 1];
+  __syncthreads();  // every thread read the threshold before the buffer is reused
+  if (threadIdx.x == 0) *count = 0;
+  __syncthreads();
+  for_each_key<N>(row, n, id0, [&](unsigned long long key) {
+    if (key < threshold) return;
+    const int at = atomicAdd(count, 1);
+    if (at < kTopCapacity) keys[at] = key;
+  });
+  __syncthreads();
+  const int found = *count;
+  if (found <= kTopCapacity) {
+    int padded = 2;
+    while (padded < found || padded < K) padded *= 2;
+    for (int i = found + threadIdx.x; i < padded; i += blockDim.x) keys[i] = 0;
+    bitonic_sort_descending(keys, padded);
+    for (int i = threadIdx.x; i < K; i += blockDim.x) emit(i, keys[i]);
+    return;
+  }
+  unsigned long long bound = ~0ull;
+  for (int i = 0; i < K; ++i) {
+    bound = block_max_below<N>(row, n, id0, bound, keys);
+    if (threadIdx.x == 0) emit(i, bound);
+  }
+}
+
+// One CTA per row of u [R, V]: candidates[r] = the ids of the row's K largest keys.
 template <int N>
 __global__ void __launch_bounds__(kTopThreads)
     top_k_kernel(const float* u, int64_t V, int K, int32_t* candidates) {
   __shared__ unsigned long long keys[kTopCapacity];
   __shared__ int count;
-  const float* row = u + int64_t{blockIdx.x} * V;
   int32_t* out = candidates + int64_t{blockIdx.x} * K;
-  unsigned long long best = 0;
-  for_each_key<N>(row, V, [&](unsigned long long key) { best = max(best, key); });
-  keys[threadIdx.x] = best;
-  bitonic_sort_descending(keys, kTopThreads);
-  const unsigned long long threshold = keys[K - 1];
-  __syncthreads();  // every thread read the threshold before the buffer is reused
-  if (threadIdx.x == 0) count = 0;
-  __syncthreads();
-  for_each_key<N>(row, V, [&](unsigned long long key) {
-    if (key < threshold) return;
-    const int at = atomicAdd(&count, 1);
-    if (at < kTopCapacity) keys[at] = key;
-  });
-  __syncthreads();
-  const int n = count;
-  if (n <= kTopCapacity) {
-    int padded = 2;
-    while (padded < n) padded *= 2;
-    for (int i = n + threadIdx.x; i < padded; i += blockDim.x) keys[i] = 0;
-    bitonic_sort_descending(keys, padded);
-    for (int i = threadIdx.x; i < K; i += blockDim.x) out[i] = id_of_key(keys[i]);
-    return;
-  }
-  unsigned long long bound = ~0ull;
-  for (int i = 0; i < K; ++i) {
-    bound = block_max_below<N>(row, V, bound, keys);
-    if (threadIdx.x == 0) out[i] = id_of_key(bound);
-  }
+  block_top_k<N>(u + int64_t{blockIdx.x} * V, V, 0, K, keys, &count,
+                 [out](int i, unsigned long long key) { out[i] = id_of_key(key); });
+}
+
+// The split top-k's first pass, CTA (c, r): the K largest keys of row r's slice c, u[r, c *
+// slice, min(V, (c + 1) * slice)), into partial[r, c, 0 .. K) (0 past the slice's keys).
+template <int N>
+__global__ void __launch_bounds__(kTopThreads)
+    slice_top_k_kernel(const float* u, int64_t V, int64_t slice, int K,
+                       unsigned long long* partial) {
+  __shared__ unsigned long long keys[kTopCapacity];
+  __shared__ int count;
+  const int64_t begin = int64_t{blockIdx.x} * slice;
+  unsigned long long* out = partial + (int64_t{blockIdx.y} * gridDim.x + blockIdx.x) * K;
+  block_top_k<N>(u + int64_t{blockIdx.y} * V + begin, slice < V - begin ? slice : V - begin,
+                 static_cast<int>(begin), K, keys, &count,
+                 [out](int i, unsigned long long key) { out[i] = key; });
+}
+
+// The split top-k's merge, one CTA per row: candidates[r] = the ids of the K largest of its
+// slices' keys partial[r, 0 .. slices * K) (slices * K <= kTopCapacity).
+__global__ void __launch_bounds__(kTopThreads)
+    merge_top_k_kernel(const unsigned long long* partial, int slices, int K, int32_t* candidates) {
+  __shared__ unsigned long long keys[kTopCapacity];
+  const int n = slices * K;
+  int padded = 2;
+  while (padded < n) padded *= 2;
+  const unsigned long long* in = partial + int64_t{blockIdx.x} * n;
+  for (int i = threadIdx.x; i < padded; i += blockDim.x) keys[i] = i < n ? in[i] : 0;
+  bitonic_sort_descending(keys, padded);
+  for (int i = threadIdx.x; i < K; i += blockDim.x)
+    candidates[int64_t{blockIdx.x} * K + i] = id_of_key(keys[i]);
 }
 
 // One CTA per block b: the greedy walk over its J rows (docs/dflash2.md step 6), each gate and
@@ -222,6 +262,7 @@ __global__ void __launch_bounds__(kWalkThreads)
       const int32_t cand = candidates[r * K + threadIdx.x];
       const bf16_t* row = successor + int64_t{cand} * rank;
       float pair = 0.0f;
+#pragma unroll 4  // four packs' loads in flight ahead of the ordered sum
       for (int k0 = 0; k0 < rank; k0 += N) {
         const Pack<N> s = load_bf16<N>(row + k0);
 #pragma unroll
@@ -243,6 +284,15 @@ __global__ void __launch_bounds__(kWalkThreads)
     __syncthreads();
     prev = next;
   }
+}
+
+// Slices of each row for the top-k: rows too few to fill the GPU split into about two CTAs an
+// SM in all, slices of at least kMinSliceKeys logits and at most kTopCapacity / K of them (the
+// merge's buffer); 1: one CTA a row.
+int64_t top_k_slices(const CudaContext& ctx, int64_t R, int64_t V, int64_t K) {
+  const int64_t wanted = ceil_div(int64_t{2} * ctx.props.multiProcessorCount, R);
+  const int64_t most = std::min<int64_t>(kTopCapacity / K, V / kMinSliceKeys);
+  return std::max<int64_t>(1, std::min(wanted, most));
 }
 
 unsigned grid_for(const CudaContext& ctx, int64_t num_items) {
@@ -315,12 +365,32 @@ void dflash2_select(CudaContext& ctx, const TensorView& u, const TensorView& hp,
   const auto* up = static_cast<const float*>(u.data);
   auto* cp = static_cast<int32_t*>(candidates.data);
   const int k = static_cast<int>(K);
-  if (V % 4 == 0 && aligned16(up)) {
-    top_k_kernel<4><<<static_cast<unsigned>(R), kTopThreads, 0, ctx.stream>>>(up, V, k, cp);
+  const bool packed = V % 4 == 0 && aligned16(up);
+  const int64_t slices = top_k_slices(ctx, R, V, K);
+  if (slices == 1) {
+    if (packed) {
+      top_k_kernel<4><<<static_cast<unsigned>(R), kTopThreads, 0, ctx.stream>>>(up, V, k, cp);
+    } else {
+      top_k_kernel<1><<<static_cast<unsigned>(R), kTopThreads, 0, ctx.stream>>>(up, V, k, cp);
+    }
+    CUDA_LAUNCH_OK();
   } else {
-    top_k_kernel<1><<<static_cast<unsigned>(R), kTopThreads, 0, ctx.stream>>>(up, V, k, cp);
+    // Slices of a multiple of 4 logits keep each slice's float4s aligned.
+    const int64_t slice = ceil_div(ceil_div(V, slices), int64_t{4}) * 4;
+    const int64_t n = ceil_div(V, slice);
+    auto* partial = reinterpret_cast<unsigned long long*>(ctx.dflash2_select.reserve(
+        static_cast<size_t>(R * n * K) * sizeof(unsigned long long), ctx.stream, op));
+    const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>(R));
+    if (packed) {
+      slice_top_k_kernel<4><<<grid, kTopThreads, 0, ctx.stream>>>(up, V, slice, k, partial);
+    } else {
+      slice_top_k_kernel<1><<<grid, kTopThreads, 0, ctx.stream>>>(up, V, slice, k, partial);
+    }
+    CUDA_LAUNCH_OK();
+    merge_top_k_kernel<<<static_cast<unsigned>(R), kTopThreads, 0, ctx.stream>>>(
+        partial, static_cast<int>(n), k, cp);
+    CUDA_LAUNCH_OK();
   }
-  CUDA_LAUNCH_OK();
   const auto* hpp = static_cast<const bf16_t*>(hp.data);
   const auto* pp = static_cast<const bf16_t*>(predecessor.data);
   const auto* sp = static_cast<const bf16_t*>(successor.data);

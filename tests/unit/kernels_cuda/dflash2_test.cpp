@@ -302,12 +302,17 @@ TEST_F(CudaDFlash2, BlockAttentionBeamDrafter) {
   check_attention(g, {{5000, true}, {4097}, {700}});
 }
 
+// Few rows split over slices of the vocabulary whose top K merge (tie runs across the slices'
+// edges); rows enough to fill the GPU (280 >= two CTAs an SM) take one CTA a row, where the
+// clustered logits reach the K-sweep path.
 TEST_F(CudaDFlash2, SelectBitExact) {
   check_select(2, 7, 151936, 16, 256, SelectTies::kPlanted);
   check_select(3, 7, 100, 16, 256, SelectTies::kQuantized);
   check_select(1, 3, 151936, 16, 256, SelectTies::kQuantized);
   check_select(2, 3, 151936, 16, 256, SelectTies::kClustered);
+  check_select(40, 7, 151936, 16, 256, SelectTies::kClustered);
   check_select(2, 2, 1001, 5, 36, SelectTies::kPlanted);  // odd widths: scalar paths
+  check_select(1, 2, 8193, 64, 64, SelectTies::kQuantized);  // two slices of scalar reads
   check_select(1, 2, 5000, 64, 64, SelectTies::kPlanted);
 }
 
