@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/bf16_math.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/dflash2.h"
@@ -286,6 +287,113 @@ __global__ void __launch_bounds__(kWalkThreads)
   }
 }
 
+// The walk's staged layout in dynamic shared memory for J rows of K candidates and `rank`: the
+// gate [rank] f32, every row's candidates [J, K] i32 and hp rows [J, rank] bf16, and two stage
+// buffers, each a row's K successor rows then its K predecessor rows [2, K, rank] bf16.
+struct WalkStage {
+  size_t gate, candidates, hp, buffers, buffer_bytes, bytes;
+  __host__ __device__ WalkStage(int J, int K, int rank) {
+    gate = 0;
+    candidates = gate + static_cast<size_t>(rank) * 4;
+    hp = (candidates + static_cast<size_t>(J) * K * 4 + 15) / 16 * 16;
+    buffers = hp + static_cast<size_t>(J) * rank * 2;
+    buffer_bytes = static_cast<size_t>(2) * K * rank * 2;
+    bytes = buffers + 2 * buffer_bytes;
+  }
+};
+
+// Queues cp.async copies of `rows` rows of `rank` bf16 each, rows ids[0 .. rows) of `table`, into
+// dst (rank % 8 == 0, 16-byte aligned); every thread of the block calls it.
+__device__ __forceinline__ void stage_rows(bf16_t* dst, const bf16_t* table, const int32_t* ids,
+                                           int rows, int rank) {
+  const int packs = rank / 8;
+  for (int i = threadIdx.x; i < rows * packs; i += blockDim.x) {
+    const int row = i / packs, p = i % packs;
+    cp_async16(dst + row * rank + p * 8, table + int64_t{ids[row]} * rank + p * 8, 16);
+  }
+}
+
+// walk_kernel<8> with its loads staged (the same operations in the same order, so the same
+// bits): row j + 1's K successor rows, and the predecessor rows its draft's successor needs,
+// stream into shared memory by cp.async while row j is summed; the candidates and hp rows of
+// every row are staged first. Needs rank % 8 == 0 and 16-byte aligned tables and hp.
+__global__ void __launch_bounds__(kWalkThreads)
+    walk_staged_kernel(const float* u, const bf16_t* hp, const bf16_t* predecessor,
+                       const bf16_t* successor, const int32_t* anchors,
+                       const int32_t* candidates, float* scores, int32_t* drafts, int64_t V,
+                       int rank, int K, int J) {
+  extern __shared__ __align__(16) char stage[];
+  __shared__ float row_scores[kMaxTopK];
+  __shared__ int next;  // the index of row j's draft among its candidates
+  const WalkStage at(J, K, rank);
+  auto* gate = reinterpret_cast<float*>(stage + at.gate);
+  auto* cands = reinterpret_cast<int32_t*>(stage + at.candidates);
+  auto* hps = reinterpret_cast<bf16_t*>(stage + at.hp);
+  auto buffer = [&](int j) {
+    return reinterpret_cast<bf16_t*>(stage + at.buffers + (j & 1) * at.buffer_bytes);
+  };
+  const int b = static_cast<int>(blockIdx.x);
+  const int32_t anchor = anchors[b];
+  if (anchor < 0 || anchor >= V) {
+    if (threadIdx.x == 0)
+      printf("dflash2_select: anchor %d of block %d outside the vocabulary of %lld\n", anchor, b,
+             static_cast<long long>(V));
+    __trap();
+  }
+  const int64_t r0 = int64_t{b} * J;
+  for (int i = threadIdx.x; i < J * K; i += blockDim.x) cands[i] = candidates[r0 * K + i];
+  for (int i = threadIdx.x; i < J * rank / 8; i += blockDim.x)
+    cp_async16(hps + i * 8, hp + r0 * rank + i * 8, 16);
+  __syncthreads();  // the candidates, read by the staging below
+  auto stage_row = [&](int j) {  // row j's successor rows, and predecessor rows for row j + 1
+    stage_rows(buffer(j), successor, cands + j * K, K, rank);
+    if (j + 1 < J) stage_rows(buffer(j) + K * rank, predecessor, cands + j * K, K, rank);
+    cp_async_commit();
+  };
+  stage_row(0);
+  cp_async_wait<0>();  // hp rows and row 0
+  __syncthreads();
+  for (int j = 0; j < J; ++j) {
+    const int64_t r = r0 + j;
+    // The gate from the previous draft's predecessor row (the anchor's for row 0, from memory).
+    const bf16_t* pred =
+        j == 0 ? predecessor + int64_t{anchor} * rank : buffer(j - 1) + (K + next) * rank;
+    for (int k = threadIdx.x; k < rank; k += blockDim.x)
+      gate[k] = round_bf16(__fmul_rn(to_f32(pred[k]), to_f32(hps[j * rank + k])));
+    __syncthreads();  // the gate is whole; buffer(j - 1) is free for row j + 1
+    if (j + 1 < J) {
+      stage_row(j + 1);
+      cp_async_wait<1>();  // row j's copies (issued one row earlier) are done
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    if (static_cast<int>(threadIdx.x) < K) {
+      const int32_t cand = cands[j * K + threadIdx.x];
+      const float logit = u[r * V + cand];
+      const bf16_t* row = buffer(j) + threadIdx.x * rank;
+      float pair = 0.0f;
+      for (int k0 = 0; k0 < rank; k0 += 8) {
+        const Pack<8> s = load_bf16<8>(row + k0);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) pair = __fadd_rn(pair, __fmul_rn(gate[k0 + i], s.v[i]));
+      }
+      const float score = __fadd_rn(logit, pair);
+      scores[r * K + threadIdx.x] = score;
+      row_scores[threadIdx.x] = score;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int best = 0;
+      for (int i = 1; i < K; ++i)
+        if (row_scores[i] > row_scores[best]) best = i;  // the first on ties
+      drafts[r] = cands[j * K + best];
+      next = best;
+    }
+    __syncthreads();
+  }
+}
+
 // Slices of each row for the top-k: rows too few to fill the GPU split into about two CTAs an
 // SM in all, slices of at least kMinSliceKeys logits and at most kTopCapacity / K of them (the
 // merge's buffer); 1: one CTA a row.
@@ -400,7 +508,15 @@ void dflash2_select(CudaContext& ctx, const TensorView& u, const TensorView& hp,
   const int J = static_cast<int>(R / S), r = static_cast<int>(rank);
   const size_t smem = static_cast<size_t>(rank) * sizeof(float);
   const unsigned blocks = static_cast<unsigned>(S);
-  if (rank % 8 == 0 && aligned16(sp)) {
+  const size_t staged = WalkStage(J, k, r).bytes;
+  if (rank % 8 == 0 && all_aligned16(sp, pp, hpp) &&
+      staged <= static_cast<size_t>(ctx.props.sharedMemPerBlockOptin) - kMaxTopK * 8) {
+    if (staged > 48 * 1024)
+      CUDA_OK(cudaFuncSetAttribute(walk_staged_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(staged)));
+    walk_staged_kernel<<<blocks, kWalkThreads, staged, ctx.stream>>>(up, hpp, pp, sp, ap, cp, scp,
+                                                                     dp, V, r, k, J);
+  } else if (rank % 8 == 0 && aligned16(sp)) {
     walk_kernel<8>
         <<<blocks, kWalkThreads, smem, ctx.stream>>>(up, hpp, pp, sp, ap, cp, scp, dp, V, r, k, J);
   } else {
