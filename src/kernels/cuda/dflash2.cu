@@ -92,29 +92,29 @@ __global__ void store_context_kernel(const Unit* k, const Unit* v, const int64_t
 constexpr int kTopThreads = 512;
 constexpr int kTopCapacity = 2048;  // candidate keys a row's buffer holds (a power of two)
 constexpr int kMaxTopK = 64;
-constexpr int64_t kMinSliceKeys = 4096;  // a split top-k's slices hold at least this many logits
+// A row's top-k runs over slices of the vocabulary merged after: at most kMaxSliceKeys logits a
+// slice (where the merge allows), so a slice's second read finds it in L2, and for few rows more
+// slices, of at least kMinSliceKeys logits, to fill the GPU.
+constexpr int64_t kMinSliceKeys = 4096;
+constexpr int64_t kMaxSliceKeys = 8192;
 constexpr int kWalkThreads = 256;
 
 using sampling_detail::id_of_key;
 using sampling_detail::order_bits;
 using sampling_detail::rank_key;
 
-// Sorts keys[0, n) descending (n a power of two); every thread of the block calls it; starts and
-// ends with a barrier.
-__device__ void bitonic_sort_descending(unsigned long long* keys, int n) {
-  for (int size = 2; size <= n; size <<= 1)
+// The warp's 32 values sorted descending across its lanes: lane i returns the (i + 1)-th largest.
+__device__ __forceinline__ unsigned long long warp_sort_descending(unsigned long long v) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+#pragma unroll
+  for (int size = 2; size <= 32; size <<= 1)
+#pragma unroll
     for (int stride = size / 2; stride > 0; stride >>= 1) {
-      __syncthreads();
-      for (int i = threadIdx.x; i < n / 2; i += blockDim.x) {
-        const int lo = 2 * stride * (i / stride) + i % stride, hi = lo + stride;
-        const unsigned long long x = keys[lo], y = keys[hi];
-        if ((x < y) == ((lo & size) == 0)) {
-          keys[lo] = y;
-          keys[hi] = x;
-        }
-      }
+      const unsigned long long other = __shfl_xor_sync(kFullMask, v, stride);
+      const bool descending = (lane & size) == 0, lower = (lane & stride) == 0;  // size 32: all
+      v = lower == descending ? max(v, other) : min(v, other);
     }
-  __syncthreads();
+  return v;
 }
 
 // Calls visit(key) for this thread's elements of row[0, n) (ids id0 + i): N == 4 reads float4s
@@ -154,22 +154,25 @@ __device__ unsigned long long block_max_below(const float* row, int64_t n, int i
 }
 
 // The K largest keys of row[0, n) (ids id0 + i; larger u first, the lower id on ties: rank keys
-// are unique), in descending order: emit(i, key) for i < K, key 0 past the n-th. Every thread of
-// the block calls it over the block's shared `keys`. The K-th largest of the threads' maxima
-// bounds the K-th largest key from below, so the keys at or above it are gathered and sorted.
+// are unique): emit(i, key) for i < K, the i-th largest (key 0 past the n-th). Every thread of the
+// block calls it over the block's shared `keys`. Each warp's m-th largest thread maximum (m =
+// ceil(K / warps)) has m keys at or above it, so the least of them bounds the K-th largest key
+// from below: the keys at or above it are gathered and each one's rank among them counted.
 // Slices with more such keys than the buffer holds (long runs of equal values) take K sweeps
 // instead, each finding the largest key below the previous one.
 template <int N, typename Emit>
 __device__ void block_top_k(const float* row, int64_t n, int id0, int K,
                             unsigned long long* keys, int* count, Emit&& emit) {
+  const int warps = static_cast<int>(blockDim.x) / 32, m = (K + warps - 1) / warps;
   unsigned long long best = 0;
   for_each_key<N>(row, n, id0, [&](unsigned long long key) { best = max(best, key); });
-  keys[threadIdx.x] = best;
-  bitonic_sort_descending(keys, kTopThreads);
-  const unsigned long long threshold = keys[K - 1];
-  __syncthreads();  // every thread read the threshold before the buffer is reused
+  best = warp_sort_descending(best);
+  if (static_cast<int>(threadIdx.x % 32) == m - 1) keys[threadIdx.x / 32] = best;
   if (threadIdx.x == 0) *count = 0;
   __syncthreads();
+  unsigned long long threshold = ~0ull;
+  for (int w = 0; w < warps; ++w) threshold = min(threshold, keys[w]);
+  __syncthreads();  // every thread read the bound before the buffer is reused
   for_each_key<N>(row, n, id0, [&](unsigned long long key) {
     if (key < threshold) return;
     const int at = atomicAdd(count, 1);
@@ -178,11 +181,13 @@ __device__ void block_top_k(const float* row, int64_t n, int id0, int K,
   __syncthreads();
   const int found = *count;
   if (found <= kTopCapacity) {
-    int padded = 2;
-    while (padded < found || padded < K) padded *= 2;
-    for (int i = found + threadIdx.x; i < padded; i += blockDim.x) keys[i] = 0;
-    bitonic_sort_descending(keys, padded);
-    for (int i = threadIdx.x; i < K; i += blockDim.x) emit(i, keys[i]);
+    for (int i = threadIdx.x; i < found; i += blockDim.x) {
+      const unsigned long long key = keys[i];
+      int rank = 0;
+      for (int j = 0; j < found; ++j) rank += keys[j] > key;
+      if (rank < K) emit(rank, key);
+    }
+    for (int i = found + threadIdx.x; i < K; i += blockDim.x) emit(i, 0ull);
     return;
   }
   unsigned long long bound = ~0ull;
@@ -192,45 +197,45 @@ __device__ void block_top_k(const float* row, int64_t n, int id0, int K,
   }
 }
 
-// One CTA per row of u [R, V]: candidates[r] = the ids of the row's K largest keys.
+// CTA (c, r): the K largest keys of row r's slice c, u[r, c * slice, min(V, (c + 1) * slice)):
+// their ids into candidates[r] when the row is one slice, else the keys into partial[r, c, 0 ..
+// K) (0 past the slice's keys) for merge_top_k_kernel.
 template <int N>
 __global__ void __launch_bounds__(kTopThreads)
-    top_k_kernel(const float* u, int64_t V, int K, int32_t* candidates) {
-  __shared__ unsigned long long keys[kTopCapacity];
-  __shared__ int count;
-  int32_t* out = candidates + int64_t{blockIdx.x} * K;
-  block_top_k<N>(u + int64_t{blockIdx.x} * V, V, 0, K, keys, &count,
-                 [out](int i, unsigned long long key) { out[i] = id_of_key(key); });
-}
-
-// The split top-k's first pass, CTA (c, r): the K largest keys of row r's slice c, u[r, c *
-// slice, min(V, (c + 1) * slice)), into partial[r, c, 0 .. K) (0 past the slice's keys).
-template <int N>
-__global__ void __launch_bounds__(kTopThreads)
-    slice_top_k_kernel(const float* u, int64_t V, int64_t slice, int K,
+    slice_top_k_kernel(const float* u, int64_t V, int64_t slice, int K, int32_t* candidates,
                        unsigned long long* partial) {
   __shared__ unsigned long long keys[kTopCapacity];
   __shared__ int count;
   const int64_t begin = int64_t{blockIdx.x} * slice;
+  const float* row = u + int64_t{blockIdx.y} * V + begin;
+  const int64_t n = slice < V - begin ? slice : V - begin;
+  if (gridDim.x == 1) {
+    int32_t* out = candidates + int64_t{blockIdx.y} * K;
+    block_top_k<N>(row, n, 0, K, keys, &count,
+                   [out](int i, unsigned long long key) { out[i] = id_of_key(key); });
+    return;
+  }
   unsigned long long* out = partial + (int64_t{blockIdx.y} * gridDim.x + blockIdx.x) * K;
-  block_top_k<N>(u + int64_t{blockIdx.y} * V + begin, slice < V - begin ? slice : V - begin,
-                 static_cast<int>(begin), K, keys, &count,
+  block_top_k<N>(row, n, static_cast<int>(begin), K, keys, &count,
                  [out](int i, unsigned long long key) { out[i] = key; });
 }
 
-// The split top-k's merge, one CTA per row: candidates[r] = the ids of the K largest of its
-// slices' keys partial[r, 0 .. slices * K) (slices * K <= kTopCapacity).
+// One CTA per row: candidates[r] = the ids of the K largest of its slices' keys partial[r, 0 ..
+// slices * K) (slices * K <= kTopCapacity), each key's rank among them counted.
 __global__ void __launch_bounds__(kTopThreads)
     merge_top_k_kernel(const unsigned long long* partial, int slices, int K, int32_t* candidates) {
   __shared__ unsigned long long keys[kTopCapacity];
   const int n = slices * K;
-  int padded = 2;
-  while (padded < n) padded *= 2;
   const unsigned long long* in = partial + int64_t{blockIdx.x} * n;
-  for (int i = threadIdx.x; i < padded; i += blockDim.x) keys[i] = i < n ? in[i] : 0;
-  bitonic_sort_descending(keys, padded);
-  for (int i = threadIdx.x; i < K; i += blockDim.x)
-    candidates[int64_t{blockIdx.x} * K + i] = id_of_key(keys[i]);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) keys[i] = in[i];
+  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const unsigned long long key = keys[i];
+    if (key == 0) continue;  // a slice's padding
+    int rank = 0;
+    for (int j = 0; j < n; ++j) rank += keys[j] > key;
+    if (rank < K) candidates[int64_t{blockIdx.x} * K + rank] = id_of_key(key);
+  }
 }
 
 // One CTA per block b: the greedy walk over its J rows (docs/dflash2.md step 6), each gate and
@@ -289,27 +294,30 @@ __global__ void __launch_bounds__(kWalkThreads)
 
 // The walk's staged layout in dynamic shared memory for J rows of K candidates and `rank`: the
 // gate [rank] f32, every row's candidates [J, K] i32 and hp rows [J, rank] bf16, and two stage
-// buffers, each a row's K successor rows then its K predecessor rows [2, K, rank] bf16.
+// buffers, each a row's K successor rows then its K predecessor rows [2, K, stride] bf16 (a row
+// padded by 16 bytes: the K threads reading one row each meet in different banks).
 struct WalkStage {
+  int stride;
   size_t gate, candidates, hp, buffers, buffer_bytes, bytes;
   __host__ __device__ WalkStage(int J, int K, int rank) {
+    stride = rank + 8;
     gate = 0;
     candidates = gate + static_cast<size_t>(rank) * 4;
     hp = (candidates + static_cast<size_t>(J) * K * 4 + 15) / 16 * 16;
     buffers = hp + static_cast<size_t>(J) * rank * 2;
-    buffer_bytes = static_cast<size_t>(2) * K * rank * 2;
+    buffer_bytes = static_cast<size_t>(2) * K * stride * 2;
     bytes = buffers + 2 * buffer_bytes;
   }
 };
 
 // Queues cp.async copies of `rows` rows of `rank` bf16 each, rows ids[0 .. rows) of `table`, into
-// dst (rank % 8 == 0, 16-byte aligned); every thread of the block calls it.
-__device__ __forceinline__ void stage_rows(bf16_t* dst, const bf16_t* table, const int32_t* ids,
-                                           int rows, int rank) {
+// dst's rows of `stride` (rank and stride % 8 == 0, 16-byte aligned); every thread calls it.
+__device__ __forceinline__ void stage_rows(bf16_t* dst, int stride, const bf16_t* table,
+                                           const int32_t* ids, int rows, int rank) {
   const int packs = rank / 8;
   for (int i = threadIdx.x; i < rows * packs; i += blockDim.x) {
     const int row = i / packs, p = i % packs;
-    cp_async16(dst + row * rank + p * 8, table + int64_t{ids[row]} * rank + p * 8, 16);
+    cp_async16(dst + row * stride + p * 8, table + int64_t{ids[row]} * rank + p * 8, 16);
   }
 }
 
@@ -346,8 +354,9 @@ __global__ void __launch_bounds__(kWalkThreads)
     cp_async16(hps + i * 8, hp + r0 * rank + i * 8, 16);
   __syncthreads();  // the candidates, read by the staging below
   auto stage_row = [&](int j) {  // row j's successor rows, and predecessor rows for row j + 1
-    stage_rows(buffer(j), successor, cands + j * K, K, rank);
-    if (j + 1 < J) stage_rows(buffer(j) + K * rank, predecessor, cands + j * K, K, rank);
+    stage_rows(buffer(j), at.stride, successor, cands + j * K, K, rank);
+    if (j + 1 < J)
+      stage_rows(buffer(j) + K * at.stride, at.stride, predecessor, cands + j * K, K, rank);
     cp_async_commit();
   };
   stage_row(0);
@@ -357,7 +366,7 @@ __global__ void __launch_bounds__(kWalkThreads)
     const int64_t r = r0 + j;
     // The gate from the previous draft's predecessor row (the anchor's for row 0, from memory).
     const bf16_t* pred =
-        j == 0 ? predecessor + int64_t{anchor} * rank : buffer(j - 1) + (K + next) * rank;
+        j == 0 ? predecessor + int64_t{anchor} * rank : buffer(j - 1) + (K + next) * at.stride;
     for (int k = threadIdx.x; k < rank; k += blockDim.x)
       gate[k] = round_bf16(__fmul_rn(to_f32(pred[k]), to_f32(hps[j * rank + k])));
     __syncthreads();  // the gate is whole; buffer(j - 1) is free for row j + 1
@@ -371,7 +380,7 @@ __global__ void __launch_bounds__(kWalkThreads)
     if (static_cast<int>(threadIdx.x) < K) {
       const int32_t cand = cands[j * K + threadIdx.x];
       const float logit = u[r * V + cand];
-      const bf16_t* row = buffer(j) + threadIdx.x * rank;
+      const bf16_t* row = buffer(j) + threadIdx.x * at.stride;
       float pair = 0.0f;
       for (int k0 = 0; k0 < rank; k0 += 8) {
         const Pack<8> s = load_bf16<8>(row + k0);
@@ -394,13 +403,14 @@ __global__ void __launch_bounds__(kWalkThreads)
   }
 }
 
-// Slices of each row for the top-k: rows too few to fill the GPU split into about two CTAs an
-// SM in all, slices of at least kMinSliceKeys logits and at most kTopCapacity / K of them (the
-// merge's buffer); 1: one CTA a row.
+// Slices of each row for the top-k (see kMaxSliceKeys): enough for slices of kMaxSliceKeys, more
+// when the rows are too few to fill the GPU (about two CTAs an SM in all, slices of at least
+// kMinSliceKeys), at most kTopCapacity / K (the merge's buffer).
 int64_t top_k_slices(const CudaContext& ctx, int64_t R, int64_t V, int64_t K) {
-  const int64_t wanted = ceil_div(int64_t{2} * ctx.props.multiProcessorCount, R);
-  const int64_t most = std::min<int64_t>(kTopCapacity / K, V / kMinSliceKeys);
-  return std::max<int64_t>(1, std::min(wanted, most));
+  const int64_t for_l2 = ceil_div(V, kMaxSliceKeys);
+  const int64_t for_sms =
+      std::min(ceil_div(int64_t{2} * ctx.props.multiProcessorCount, R), V / kMinSliceKeys);
+  return std::clamp<int64_t>(std::max(for_l2, for_sms), 1, kTopCapacity / K);
 }
 
 unsigned grid_for(const CudaContext& ctx, int64_t num_items) {
@@ -473,30 +483,25 @@ void dflash2_select(CudaContext& ctx, const TensorView& u, const TensorView& hp,
   const auto* up = static_cast<const float*>(u.data);
   auto* cp = static_cast<int32_t*>(candidates.data);
   const int k = static_cast<int>(K);
+  BEAM_CHECK(R <= 65535) << op << ": " << R << " rows (a grid dimension)";
   const bool packed = V % 4 == 0 && aligned16(up);
-  const int64_t slices = top_k_slices(ctx, R, V, K);
-  if (slices == 1) {
-    if (packed) {
-      top_k_kernel<4><<<static_cast<unsigned>(R), kTopThreads, 0, ctx.stream>>>(up, V, k, cp);
-    } else {
-      top_k_kernel<1><<<static_cast<unsigned>(R), kTopThreads, 0, ctx.stream>>>(up, V, k, cp);
-    }
-    CUDA_LAUNCH_OK();
+  // Slices of a multiple of 4 logits keep each slice's float4s aligned.
+  const int64_t slice = ceil_div(ceil_div(V, top_k_slices(ctx, R, V, K)), int64_t{4}) * 4;
+  const int64_t slices = ceil_div(V, slice);
+  unsigned long long* partial = nullptr;
+  if (slices > 1)
+    partial = reinterpret_cast<unsigned long long*>(ctx.dflash2_select.reserve(
+        static_cast<size_t>(R * slices * K) * sizeof(unsigned long long), ctx.stream, op));
+  const dim3 grid(static_cast<unsigned>(slices), static_cast<unsigned>(R));
+  if (packed) {
+    slice_top_k_kernel<4><<<grid, kTopThreads, 0, ctx.stream>>>(up, V, slice, k, cp, partial);
   } else {
-    // Slices of a multiple of 4 logits keep each slice's float4s aligned.
-    const int64_t slice = ceil_div(ceil_div(V, slices), int64_t{4}) * 4;
-    const int64_t n = ceil_div(V, slice);
-    auto* partial = reinterpret_cast<unsigned long long*>(ctx.dflash2_select.reserve(
-        static_cast<size_t>(R * n * K) * sizeof(unsigned long long), ctx.stream, op));
-    const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>(R));
-    if (packed) {
-      slice_top_k_kernel<4><<<grid, kTopThreads, 0, ctx.stream>>>(up, V, slice, k, partial);
-    } else {
-      slice_top_k_kernel<1><<<grid, kTopThreads, 0, ctx.stream>>>(up, V, slice, k, partial);
-    }
-    CUDA_LAUNCH_OK();
+    slice_top_k_kernel<1><<<grid, kTopThreads, 0, ctx.stream>>>(up, V, slice, k, cp, partial);
+  }
+  CUDA_LAUNCH_OK();
+  if (slices > 1) {
     merge_top_k_kernel<<<static_cast<unsigned>(R), kTopThreads, 0, ctx.stream>>>(
-        partial, static_cast<int>(n), k, cp);
+        partial, static_cast<int>(slices), k, cp);
     CUDA_LAUNCH_OK();
   }
   const auto* hpp = static_cast<const bf16_t*>(hp.data);
