@@ -324,6 +324,8 @@ class Engine::Impl {
                         std::to_string(max_context_) + " tokens");
     BEAM_RETURN_IF_ERROR(request.sampling.validate(config().vocab_size));
     BEAM_RETURN_IF_ERROR(validate_prompt_logprobs(request, config().vocab_size));
+    if (request.routed_experts_start < 0 || request.hidden_states_start < 0)
+      return make_error("routed_experts_start / hidden_states_start: must be >= 0");
     std::shared_ptr<const LoraEntry> lora;
     if (!request.lora_name.empty()) {
       if (options_.max_loras == 0)
@@ -590,6 +592,7 @@ class Engine::Impl {
   SeqState scheduler_view(const Sequence& seq) const;
   bool wants_routing(const Sequence& seq) const;
   bool wants_hidden_states(const Sequence& seq) const;
+  int64_t hidden_states_start(const Sequence& seq) const;
   void record_hidden_states(const StepPlan& plan, const ForwardOutput& out);
   int64_t routed_moe_layers() const { return config().num_layers_of(MlpKind::kSparse); }
   void record_routing(const StepPlan& plan, const ForwardOutput& out);
@@ -998,8 +1001,12 @@ bool Engine::Impl::wants_hidden_states(const Sequence& seq) const {
   return requests_.at(seq.request).request.return_hidden_states;
 }
 
+int64_t Engine::Impl::hidden_states_start(const Sequence& seq) const {
+  return requests_.at(seq.request).request.hidden_states_start;
+}
+
 // Copies the step's final hidden states ([step tokens, H], batch order) into each sequence's
-// record that asked for them, by position.
+// record that asked for them, by position from its hidden_states_start on.
 void Engine::Impl::record_hidden_states(const StepPlan& plan, const ForwardOutput& out) {
   const auto H = static_cast<size_t>(config().hidden_size);
   size_t tokens = 0;
@@ -1009,11 +1016,15 @@ void Engine::Impl::record_hidden_states(const StepPlan& plan, const ForwardOutpu
   for (const SeqWork& w : plan.work) {
     Sequence& s = seqs_.at(w.seq);
     const auto n = static_cast<size_t>(w.num_tokens);
-    if (wants_hidden_states(s)) {
-      const auto from = static_cast<size_t>(w.num_computed) * H;
-      if (s.hidden_states.size() < from + n * H) s.hidden_states.resize(from + n * H);
-      std::copy_n(out.final_hidden.begin() + static_cast<std::ptrdiff_t>(t0 * H), n * H,
-                  s.hidden_states.begin() + static_cast<std::ptrdiff_t>(from));
+    const int64_t start = hidden_states_start(s);
+    if (wants_hidden_states(s) && w.num_computed + w.num_tokens > start) {
+      const int64_t first = std::max(start, w.num_computed);  // the step's first reported position
+      const auto skip = static_cast<size_t>(first - w.num_computed);
+      const auto from = static_cast<size_t>(first - start) * H;
+      const size_t rows = n - skip;
+      if (s.hidden_states.size() < from + rows * H) s.hidden_states.resize(from + rows * H);
+      std::copy_n(out.final_hidden.begin() + static_cast<std::ptrdiff_t>((t0 + skip) * H),
+                  rows * H, s.hidden_states.begin() + static_cast<std::ptrdiff_t>(from));
     }
     t0 += n;
   }
@@ -1031,7 +1042,8 @@ SeqState Engine::Impl::scheduler_view(const Sequence& seq) const {
   v.cache_salt = PrefixCache::salt_for_weights(rs.cache_salt, weights_epoch_);
   if (wants_routing(seq))  // reuse up to the first position whose routing is reported
     v.max_reused_tokens = rs.request.routed_experts_start;
-  if (wants_hidden_states(seq)) v.max_reused_tokens = 0;  // every position's state is computed
+  if (wants_hidden_states(seq))  // reuse up to the first position whose state is reported
+    v.max_reused_tokens = std::min(v.max_reused_tokens, rs.request.hidden_states_start);
   if (v.logits_every_token)  // reuse up to the first row still to score
     v.max_reused_tokens = std::min(v.max_reused_tokens,
                                    rs.request.prompt_logprobs->start - 1 + rs.prompt_logprobs_done);
@@ -1295,7 +1307,8 @@ int64_t Engine::Impl::accept_drafts(const SeqWork& w, Sequence& s, std::span<con
     const auto computed = static_cast<size_t>(kv_.num_computed(s.id)) * per_pos;
     if (s.routed_experts.size() > computed) s.routed_experts.resize(computed);
   }
-  const auto computed_states = static_cast<size_t>(kv_.num_computed(s.id) * config().hidden_size);
+  const auto computed_states = static_cast<size_t>(
+      std::max<int64_t>(0, kv_.num_computed(s.id) - hidden_states_start(s)) * config().hidden_size);
   if (s.hidden_states.size() > computed_states) s.hidden_states.resize(computed_states);
   drop_drafts(s);
   s.draft_limit =

@@ -76,7 +76,7 @@ struct TokenEvent {
   std::vector<int32_t> routed_experts;
   // The final event of a GenerateRequest::return_hidden_states request: the final norm's output
   // (the LM head's input) at every position the model read (the prompt, then each output but the
-  // last), [positions, hidden_size] bf16 bits.
+  // last) from hidden_states_start on, [positions, hidden_size] bf16 bits.
   std::vector<uint16_t> hidden_states;
   // The first event of each sibling of a GenerateRequest::prompt_logprobs request: the logprobs of
   // prompt positions [prompt_logprobs->start, prompt length), each the prompt token at that
@@ -109,9 +109,11 @@ struct GenerateRequest {
   bool return_routed_experts = false;
   int64_t routed_experts_start = 0;
   // Report each position's final hidden state (TokenEvent::hidden_states; SGLang's
-  // return_hidden_states). Its prompt is computed whole (no prefix reuse); decode steps keep
-  // their CUDA graphs (each of their tokens is a logit row, whose normed input is the state).
+  // return_hidden_states) from position hidden_states_start on (an embedding: the last prompt
+  // position). Prefix reuse stops at hidden_states_start; decode steps keep their CUDA graphs
+  // (each of their tokens is a logit row, whose normed input is the state).
   bool return_hidden_states = false;
+  int64_t hidden_states_start = 0;
   // Logprobs of the prompt's tokens (TokenEvent::prompt_logprobs). Positions before start - 1 may
   // come from the prefix cache; from there on the prompt is computed with logits for every
   // position. SamplingParams::max_tokens 0 computes the prompt only (scoring it, or warming the

@@ -58,8 +58,8 @@ struct Sequence {
   // GenerateRequest::return_routed_experts: [positions computed, sparse layers, top_k] expert
   // ids, written by position (a recompute after preemption overwrites).
   std::vector<int32_t> routed_experts;
-  // GenerateRequest::return_hidden_states: [positions computed, hidden_size] bf16 bits, written
-  // by position like routed_experts.
+  // GenerateRequest::return_hidden_states: [positions computed from hidden_states_start,
+  // hidden_size] bf16 bits, written by position like routed_experts.
   std::vector<uint16_t> hidden_states;
   bool sent_prompt_logprobs = false;  // its first event carried the request's prompt logprobs
   int64_t retractions = 0;            // Usage::retractions

@@ -486,9 +486,48 @@ test('return_hidden_states: each position the model read, in every endpoint form
     const kept = cut.meta_info.completion_tokens;
     assert.ok(kept < 12, JSON.stringify(cut.meta_info));
     assert.deepEqual(cut.meta_info.hidden_states, full.meta_info.hidden_states.slice(0, kept));
+    // /v1/embeddings is the last prompt row: as is without normalize, L2-normalized by default.
+    const embedded = JSON.parse(await at('/v1/embeddings', { model: MODEL, input: ask.input_ids,
+      normalize: false }));
+    assert.deepEqual(embedded.data[0].embedding, row(11));
+    const norm = Math.hypot(...row(11));
+    const unit = JSON.parse(await at('/v1/embeddings', { model: MODEL, input: ask.input_ids }));
+    unit.data[0].embedding.forEach((v, i) => assert.ok(Math.abs(v - row(11)[i] / norm) < 1e-6));
   } finally {
     assert.equal(await server.stop(), 0);
   }
+});
+
+// OpenAI's /v1/embeddings (as vLLM serves decoder models): the last token's final hidden state,
+// L2-normalized; text or token ids, batches, base64 float32, no server flag.
+test('embeddings: each input\'s last final hidden state, normalized', async () => {
+  const r = await post('/v1/embeddings', { model: MODEL, input: ['hello world', [3, 4, 5]] });
+  assert.equal(r.status, 200, r.text);
+  const body = r.json;
+  assert.equal(body.object, 'list');
+  assert.equal(body.model, MODEL);
+  assert.equal(body.data.length, 2);
+  body.data.forEach((d, i) => {
+    assert.equal(d.index, i);
+    assert.equal(d.object, 'embedding');
+    assert.ok(Math.abs(Math.hypot(...d.embedding) - 1) < 1e-5);
+  });
+  assert.equal(body.data[0].embedding.length, body.data[1].embedding.length);
+  assert.ok(body.usage.prompt_tokens > 3);
+  assert.equal(body.usage.total_tokens, body.usage.prompt_tokens);
+  // The same input again (its prefix cached up to the last token): the same vector, as base64.
+  const b64 = (await post('/v1/embeddings', { model: MODEL, input: [3, 4, 5],
+    encoding_format: 'base64' })).json;
+  const floats = new Float32Array(new Uint8Array(Buffer.from(b64.data[0].embedding, 'base64')).buffer);
+  assert.deepEqual(Array.from(floats), body.data[1].embedding.map(Math.fround));
+  const H = floats.length;
+  assertOpenAiError(await post('/v1/embeddings', { model: MODEL, input: 'x', dimensions: H + 1 }),
+    400, 'dimensions');
+  assertOpenAiError(await post('/v1/embeddings', { model: MODEL, input: 'x', encoding_format: 'hex' }),
+    400, 'encoding_format');
+  assertOpenAiError(await post('/v1/embeddings', { model: MODEL, input: [[1], [999999]] }), 400,
+    'input[1]');
+  assertOpenAiError(await post('/v1/embeddings', { model: MODEL }), 400, 'input');
 });
 
 // Prompt logprobs (scoring). tiny-beam has random weights, so the values are arbitrary; what is

@@ -12,6 +12,7 @@
 #include "server/native/native_endpoints.h"
 #include "server/openai/chat_endpoint.h"
 #include "server/openai/completions.h"
+#include "server/openai/embeddings.h"
 #include "server/openai/responses_observer.h"
 
 namespace beam::server {
@@ -37,6 +38,8 @@ constexpr Route kRoutes[] = {
     {"/v1/chat/completions", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true,
      handle_chat_completions, nullptr},
     {"/v1/completions", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_completions,
+     nullptr},
+    {"/v1/embeddings", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_embeddings,
      nullptr},
     {"/v1/responses", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_responses,
      nullptr},

@@ -42,6 +42,7 @@ void GenerationJob::submit() {
   request.return_routed_experts = spec_.return_routed_experts;
   request.routed_experts_start = spec_.routed_experts_start;
   request.return_hidden_states = spec_.return_hidden_states;
+  request.hidden_states_start = spec_.hidden_states_start;
   request.prompt_logprobs = spec_.prompt_logprobs;
   // The sink runs on the engine thread: hand the event to this job's strand and return.
   request.sink = [self = shared_from_this()](TokenEvent&& event) {

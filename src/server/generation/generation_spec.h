@@ -41,10 +41,12 @@ struct GenerationSpec {
   bool return_routed_experts = false;
   int64_t routed_experts_start = 0;
   int64_t routed_experts_per_position = 0;
-  // SGLang's return_hidden_states: each choice's final hidden states (TokenEvent::hidden_states),
-  // rows of hidden_size values (a stop string's output keeps those of its kept tokens).
+  // SGLang's return_hidden_states: each choice's final hidden states (TokenEvent::hidden_states)
+  // from position hidden_states_start on, rows of hidden_size values (a stop string's output
+  // keeps those of its kept tokens).
   bool return_hidden_states = false;
   int64_t hidden_size = 0;
+  int64_t hidden_states_start = 0;
   // The choices' results wait for the engine's final event, which carries these records.
   bool reports_positions() const { return return_routed_experts || return_hidden_states; }
   // Logprobs of prompt positions [start, prompt length) (GenerateRequest::prompt_logprobs), on each

@@ -147,7 +147,8 @@ void SiblingDecoder::take_records(const TokenEvent& engine_final, SiblingResult*
              : engine_final.routed_experts;
   if (spec_.return_hidden_states)
     result->hidden_states = HiddenStateRows{
-        kept ? first_rows(engine_final.hidden_states, kept_positions(engine_final),
+        kept ? first_rows(engine_final.hidden_states,
+                          kept_positions(engine_final) - spec_.hidden_states_start,
                           spec_.hidden_size)
              : engine_final.hidden_states,
         spec_.hidden_size};

@@ -10,60 +10,64 @@ namespace {
 
 constexpr int64_t kDefaultCompletionMaxTokens = 16;  // OpenAI's default for /v1/completions
 
-// One prompt: a string or an array of token ids; `path` names it in errors.
-ApiExpected<CompletionPrompt> read_one_prompt(const Json& p, const std::string& path) {
+// One prompt: a string or an array of token ids; `path` names it in errors, `key` the field.
+ApiExpected<CompletionPrompt> read_one_prompt(const Json& p, const std::string& path,
+                                              const std::string& key) {
   CompletionPrompt out;
   if (p.is_string()) {
     out.text = p.get<std::string>();
-    if (out.text->empty()) return invalid_request("'" + path + "' must not be empty", "prompt");
+    if (out.text->empty()) return invalid_request("'" + path + "' must not be empty", key);
     return out;
   }
   if (!p.is_array()) {
     return invalid_request(
         "'" + path + "': expected a string or an array of token ids, got " + json_type_name(p),
-        "prompt");
+        key);
   }
   for (size_t i = 0; i < p.size(); ++i) {
     const Json& e = p[i];
     if (!e.is_number_integer() || e.get<int64_t>() < 0 ||
         e.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
-      return invalid_request("'" + indexed_path(path, i) + "': expected a token id", "prompt");
+      return invalid_request("'" + indexed_path(path, i) + "': expected a token id", key);
     }
     out.ids.push_back(static_cast<int32_t>(e.get<int64_t>()));
   }
-  if (out.ids.empty()) return invalid_request("'" + path + "' must not be empty", "prompt");
+  if (out.ids.empty()) return invalid_request("'" + path + "' must not be empty", key);
   return out;
 }
 
-// A string, an array of token ids, or a list of either (a batch: one engine request each).
-ApiExpected<std::vector<CompletionPrompt>> read_prompts(const Json* prompt) {
-  if (!prompt) return invalid_request("'prompt' is required", "prompt");
+}  // namespace
+
+ApiExpected<std::vector<CompletionPrompt>> read_prompts(const Json* value, const std::string& key) {
+  if (!value) return invalid_request("'" + key + "' is required", key);
   std::vector<CompletionPrompt> out;
-  const bool batch = prompt->is_array() && !prompt->empty() &&
-                     ((*prompt)[0].is_string() || (*prompt)[0].is_array());
+  const bool batch = value->is_array() && !value->empty() &&
+                     ((*value)[0].is_string() || (*value)[0].is_array());
   if (!batch) {
-    API_ASSIGN_OR_RETURN(CompletionPrompt p, read_one_prompt(*prompt, "prompt"));
+    API_ASSIGN_OR_RETURN(CompletionPrompt p, read_one_prompt(*value, key, key));
     out.push_back(std::move(p));
     return out;
   }
-  if (prompt->size() > kMaxCompletionPrompts) {
-    return invalid_request("'prompt': at most " + std::to_string(kMaxCompletionPrompts) +
-                               " prompts a request, got " + std::to_string(prompt->size()),
-                           "prompt");
+  if (value->size() > kMaxCompletionPrompts) {
+    return invalid_request("'" + key + "': at most " + std::to_string(kMaxCompletionPrompts) +
+                               " prompts a request, got " + std::to_string(value->size()),
+                           key);
   }
-  for (size_t i = 0; i < prompt->size(); ++i) {
-    const Json& p = (*prompt)[i];
+  for (size_t i = 0; i < value->size(); ++i) {
+    const Json& p = (*value)[i];
     if (!p.is_string() && !p.is_array()) {
-      return invalid_request("'" + indexed_path("prompt", i) +
+      return invalid_request("'" + indexed_path(key, i) +
                                  "': expected a string or an array of token ids, got " +
                                  json_type_name(p),
-                             "prompt");
+                             key);
     }
-    API_ASSIGN_OR_RETURN(CompletionPrompt one, read_one_prompt(p, indexed_path("prompt", i)));
+    API_ASSIGN_OR_RETURN(CompletionPrompt one, read_one_prompt(p, indexed_path(key, i), key));
     out.push_back(std::move(one));
   }
   return out;
 }
+
+namespace {
 
 void read_logprob_fields(FieldReader& r, CompletionRequest* req) {
   std::optional<int64_t> logprobs;
@@ -120,7 +124,7 @@ ApiExpected<CompletionRequest> parse_completion_request(const Json& body,
     if (s.failed()) return s.take_error();
   }
   if (r.failed()) return r.take_error();
-  API_ASSIGN_OR_RETURN(req.prompts, read_prompts(r.get("prompt")));
+  API_ASSIGN_OR_RETURN(req.prompts, read_prompts(r.get("prompt"), "prompt"));
   // vLLM's extension: the chat format's response_format on completions too, and vLLM's / SGLang's
   // structured-output fields (parse_request_format).
   API_ASSIGN_OR_RETURN(req.sampling.format, parse_request_format(body, caches));

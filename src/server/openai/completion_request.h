@@ -21,6 +21,10 @@ struct CompletionPrompt {
   std::vector<int32_t> ids;  // when the prompt was given as token ids
 };
 
+// `key`'s value: a string, an array of token ids, or a list of either (a batch: one engine
+// request each, at most kMaxCompletionPrompts); absent, empty or mistyped is a 400 naming `key`.
+ApiExpected<std::vector<CompletionPrompt>> read_prompts(const Json* value, const std::string& key);
+
 struct CompletionRequest {
   std::string model;
   std::vector<CompletionPrompt> prompts;  // non-empty; a list answers choices prompt-major

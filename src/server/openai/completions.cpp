@@ -15,22 +15,8 @@ namespace {
 ApiExpected<EchoedPrompt> tokenize_prompt(const ServedModel& model, const CompletionPrompt& p,
                                           const CompletionRequest& req) {
   EchoedPrompt out;
-  if (p.text) {
-    Expected<std::vector<text::TokenId>> ids = model.tokenizer->encode(*p.text, true, true);
-    if (!ids.ok())
-      return invalid_request("the prompt could not be tokenized: " + ids.error().message, "prompt");
-    out.ids = std::move(ids).value();
-    out.text = *p.text;
-  } else {
-    for (int32_t id : p.ids) {
-      if (id >= model.vocab_size)
-        return invalid_request("'prompt': token id " + std::to_string(id) +
-                                   " is outside the vocabulary (" +
-                                   std::to_string(model.vocab_size) + ")",
-                               "prompt");
-    }
-    out.ids = p.ids;
-  }
+  API_ASSIGN_OR_RETURN(out.ids, prompt_token_ids(model, p, "prompt"));
+  if (p.text) out.text = *p.text;
   API_ASSIGN_OR_RETURN(bool cut,
                        truncate_prompt(model, req.truncate_prompt_tokens, &out.ids, &out.text));
   if (req.echo && !p.text && !cut) {
@@ -92,6 +78,27 @@ ApiExpected<bool> run_completions(const EndpointEnv& env,
 }
 
 }  // namespace
+
+ApiExpected<std::vector<int32_t>> prompt_token_ids(const ServedModel& model,
+                                                   const CompletionPrompt& p,
+                                                   const std::string& key) {
+  if (p.text) {
+    API_ASSIGN_OR_RETURN(bool ok, require_tokenizer(model));
+    (void)ok;
+    Expected<std::vector<text::TokenId>> ids = model.tokenizer->encode(*p.text, true, true);
+    if (!ids.ok())
+      return invalid_request("'" + key + "' could not be tokenized: " + ids.error().message, key);
+    return std::move(ids).value();
+  }
+  for (int32_t id : p.ids) {
+    if (id >= model.vocab_size)
+      return invalid_request("'" + key + "': token id " + std::to_string(id) +
+                                 " is outside the vocabulary (" +
+                                 std::to_string(model.vocab_size) + ")",
+                             key);
+  }
+  return p.ids;
+}
 
 void handle_completions(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
   ApiExpected<bool> r = run_completions(env, exchange);

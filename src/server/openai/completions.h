@@ -12,4 +12,10 @@ namespace beam::server {
 
 void handle_completions(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);
 
+// The token ids of one prompt: text tokenized by the model's tokenizer (a 400 without one), or
+// ids checked against its vocabulary; `key` names the field in errors.
+ApiExpected<std::vector<int32_t>> prompt_token_ids(const ServedModel& model,
+                                                   const CompletionPrompt& p,
+                                                   const std::string& key);
+
 }  // namespace beam::server

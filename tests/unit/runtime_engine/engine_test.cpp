@@ -74,13 +74,15 @@ class EngineTest : public ::testing::Test {
                     out.routed_experts[static_cast<size_t>((l * T + t) * k + j)])
               << "position " << t << " layer " << l;
   }
-  // A hidden-states record equals a direct forward's over `read` with logits for every token
-  // (each state then the normed row of a logit row), bit for bit.
+  // A hidden-states record of positions [from, T) equals a direct forward's over `read` (T
+  // tokens) with logits for every token (each state then the normed row of a logit row), bit for
+  // bit.
   void expect_hidden_states_of_direct_forward(const std::vector<int32_t>& read,
-                                              const std::vector<uint16_t>& record) {
+                                              const std::vector<uint16_t>& record,
+                                              int64_t from = 0) {
     const BeamConfig& c = weights_->config;
     const auto T = static_cast<int64_t>(read.size());
-    ASSERT_EQ(static_cast<int64_t>(record.size()), T * c.hidden_size);
+    ASSERT_EQ(static_cast<int64_t>(record.size()), (T - from) * c.hidden_size);
     ThreadPool pool(2);
     KernelContext ctx;
     ctx.pool = &pool;
@@ -92,12 +94,12 @@ class EngineTest : public ::testing::Test {
     batch.seqs.push_back(SeqChunk{read, 0, 0, kv->block_table(0), kv->block_table(0), true});
     ForwardOutput out;
     ASSERT_TRUE(model.forward(batch, kv->layers(), out).ok());
-    ASSERT_EQ(out.final_hidden.size(), record.size());
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t i = 0; i < c.hidden_size; ++i) {
-        const auto at = static_cast<size_t>(t * c.hidden_size + i);
-        ASSERT_EQ(record[at], out.final_hidden[at]) << "position " << t << " element " << i;
-      }
+    ASSERT_EQ(static_cast<int64_t>(out.final_hidden.size()), T * c.hidden_size);
+    for (int64_t t = from; t < T; ++t)
+      for (int64_t i = 0; i < c.hidden_size; ++i)
+        ASSERT_EQ(record[static_cast<size_t>((t - from) * c.hidden_size + i)],
+                  out.final_hidden[static_cast<size_t>(t * c.hidden_size + i)])
+            << "position " << t << " element " << i;
   }
   std::shared_ptr<const BeamWeights> weights_;
   int64_t vocab_ = 0;
@@ -397,6 +399,36 @@ TEST_F(EngineTest, HiddenStatesOfEveryPositionEqualADirectForward) {
     }
   EXPECT_TRUE(results[1][0].hidden_states.empty());
   EXPECT_GT(results[1][0].usage.cached_prompt_tokens, 0);
+  engine->flush_prefix_cache();
+  expect_pools_full(*engine);
+}
+
+// hidden_states_start: the cached prefix before it is reused; the states from it on equal a
+// direct forward's. With max_tokens 0 and the last prompt position (an embedding) one row comes
+// back.
+TEST_F(EngineTest, HiddenStatesFromAStartReuseTheCachedPrefixBeforeIt) {
+  auto engine = make(small_options(64));
+  ASSERT_NE(engine, nullptr);
+  const std::vector<int32_t> prompt = tokens_of(40, 16, vocab_);
+  ASSERT_EQ(run_all(*engine, {{prompt, greedy(2)}}).size(), 1u);  // the prompt is now cached
+  for (int64_t max_tokens : {3, 0}) {
+    const int64_t start = max_tokens ? 35 : 39;
+    Collector states;
+    GenerateRequest g;
+    g.prompt = prompt;
+    g.sampling = greedy(max_tokens);
+    g.return_hidden_states = true;
+    g.hidden_states_start = start;
+    g.sink = states.sink();
+    ASSERT_TRUE(engine->submit(std::move(g)).ok());
+    engine->wait_idle();
+    const SiblingResult r = states.results().at(0);
+    EXPECT_EQ(r.usage.cached_prompt_tokens, 32);  // whole 16-token blocks up to the start
+    EXPECT_EQ(r.tokens.size(), static_cast<size_t>(max_tokens));
+    std::vector<int32_t> read = prompt;  // every token but the last output
+    if (max_tokens) read.insert(read.end(), r.tokens.begin(), r.tokens.end() - 1);
+    expect_hidden_states_of_direct_forward(read, r.hidden_states, start);
+  }
   engine->flush_prefix_cache();
   expect_pools_full(*engine);
 }

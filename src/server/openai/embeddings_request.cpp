@@ -1,0 +1,36 @@
+// Embeddings request parsing (see embeddings_request.h).
+#include "server/openai/embeddings_request.h"
+
+#include <climits>
+
+#include "server/api/prompt_truncation.h"
+
+namespace beam::server {
+
+ApiExpected<EmbeddingsRequest> parse_embeddings_request(const Json& body) {
+  if (!body.is_object()) return invalid_request("the request body must be a JSON object");
+  EmbeddingsRequest req;
+  FieldReader r(body, "");
+  r.read("model", &req.model);
+  std::string format = "float";
+  r.read("encoding_format", &format);
+  if (format != "float" && format != "base64")
+    r.fail("encoding_format", "must be \"float\" or \"base64\", got \"" + format + "\"");
+  req.base64 = format == "base64";
+  r.read("dimensions", &req.dimensions);
+  if (req.dimensions && *req.dimensions < 1)
+    r.fail("dimensions", "must be >= 1, got " + std::to_string(*req.dimensions));
+  r.read("normalize", &req.normalize);
+  read_truncate_prompt_tokens(r, &req.truncate_prompt_tokens);
+  int64_t priority = 0;
+  r.read("priority", &priority);
+  if (priority < INT32_MIN || priority > INT32_MAX) r.fail("priority", "is out of range");
+  req.priority = static_cast<int32_t>(priority);
+  std::string user;
+  r.read("user", &user);  // OpenAI's end-user id: accepted, unused
+  if (r.failed()) return r.take_error();
+  API_ASSIGN_OR_RETURN(req.inputs, read_prompts(r.get("input"), "input"));
+  return req;
+}
+
+}  // namespace beam::server

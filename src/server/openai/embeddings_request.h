@@ -1,0 +1,28 @@
+// POST /v1/embeddings request (OpenAI's, with vLLM's extras): JSON → EmbeddingsRequest. Every
+// error is a 400 naming the field.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/api/api_error.h"
+#include "server/api/json_fields.h"
+#include "server/openai/completion_request.h"
+
+namespace beam::server {
+
+struct EmbeddingsRequest {
+  std::string model;
+  std::vector<CompletionPrompt> inputs;  // `input`: a string, token ids, or a list of either
+  bool base64 = false;  // encoding_format "base64": each vector's float32 bytes (little-endian)
+  std::optional<int64_t> dimensions;  // OpenAI's: the served model's hidden size or absent
+  bool normalize = true;  // vLLM's: L2-normalized (the default) or the raw final hidden state
+  std::optional<int64_t> truncate_prompt_tokens;  // vLLM's (prompt_truncation.h)
+  int32_t priority = 0;                           // vLLM's request priority
+};
+
+ApiExpected<EmbeddingsRequest> parse_embeddings_request(const Json& body);
+
+}  // namespace beam::server

@@ -1,0 +1,58 @@
+// /v1/embeddings request parsing: OpenAI's input forms and fields, vLLM's extras, and 400s that
+// name the field.
+#include "server/openai/embeddings_request.h"
+
+#include <gtest/gtest.h>
+
+namespace beam::server {
+namespace {
+
+EmbeddingsRequest parse_ok(const std::string& body) {
+  ApiExpected<EmbeddingsRequest> r = parse_embeddings_request(Json::parse(body));
+  EXPECT_TRUE(r.ok()) << body << ": " << (r.ok() ? "" : r.error().message);
+  return r.ok() ? *r : EmbeddingsRequest{};
+}
+
+std::string error_param(const std::string& body) {
+  ApiExpected<EmbeddingsRequest> r = parse_embeddings_request(Json::parse(body));
+  EXPECT_FALSE(r.ok()) << body;
+  return r.ok() ? "" : r.error().param;
+}
+
+TEST(EmbeddingsRequest, TakesTextIdsAndListsOfEither) {
+  const EmbeddingsRequest one = parse_ok(R"({"model": "m", "input": "hello"})");
+  ASSERT_EQ(one.inputs.size(), 1u);
+  EXPECT_EQ(one.inputs[0].text, "hello");
+  EXPECT_FALSE(one.base64);
+  EXPECT_TRUE(one.normalize);
+  const EmbeddingsRequest ids = parse_ok(R"({"input": [5, 6, 7]})");
+  ASSERT_EQ(ids.inputs.size(), 1u);
+  EXPECT_EQ(ids.inputs[0].ids, (std::vector<int32_t>{5, 6, 7}));
+  const EmbeddingsRequest batch = parse_ok(
+      R"({"input": ["a", [1, 2]], "encoding_format": "base64", "normalize": false,
+          "dimensions": 256, "truncate_prompt_tokens": 8, "user": "u", "priority": 3})");
+  ASSERT_EQ(batch.inputs.size(), 2u);
+  EXPECT_EQ(batch.inputs[1].ids, (std::vector<int32_t>{1, 2}));
+  EXPECT_TRUE(batch.base64);
+  EXPECT_FALSE(batch.normalize);
+  EXPECT_EQ(batch.dimensions, 256);
+  EXPECT_EQ(batch.truncate_prompt_tokens, 8);
+  EXPECT_EQ(batch.priority, 3);
+}
+
+TEST(EmbeddingsRequest, RefusesWhatItCannotRead) {
+  EXPECT_EQ(error_param(R"({"model": "m"})"), "input");
+  EXPECT_EQ(error_param(R"({"input": ""})"), "input");
+  EXPECT_EQ(error_param(R"({"input": []})"), "input");
+  EXPECT_EQ(error_param(R"({"input": [[1], 2]})"), "input");
+  EXPECT_EQ(error_param(R"({"input": 3})"), "input");
+  EXPECT_EQ(error_param(R"({"input": "a", "encoding_format": "int8"})"), "encoding_format");
+  EXPECT_EQ(error_param(R"({"input": "a", "dimensions": 0})"), "dimensions");
+  EXPECT_EQ(error_param(R"({"input": "a", "normalize": "yes"})"), "normalize");
+  EXPECT_EQ(error_param(R"({"input": "a", "truncate_prompt_tokens": 0})"),
+            "truncate_prompt_tokens");
+  EXPECT_FALSE(parse_embeddings_request(Json::parse("[1]")).ok());
+}
+
+}  // namespace
+}  // namespace beam::server
