@@ -3,7 +3,7 @@
 // responses (plain and streaming events), echo and prompt logprobs (scoring), structured output
 // (response_format / text.format: every output of the random model is JSON of the schema; the
 // regex, choice and GBNF / Lark grammar fields: every output matches whole). Checks structure and
-// content, not only that calls work.
+// content, not only that calls work; embeddings (base64 as the SDK asks, and floats).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startServer, importNodePackage, Tok, forceOneToken } from './lib/harness.mjs';
@@ -739,4 +739,20 @@ test("vLLM's prompt_logprobs through the SDK (completions and chat), and its 400
     (e) => e.status === 400 && e.param === 'suffix');
   await assert.rejects(client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 0 }),
     (e) => e.status === 400 && e.param === 'max_tokens');
+});
+
+// The SDK asks for base64 unless told otherwise and decodes it to floats: both forms agree, and
+// each vector has unit length.
+test('embeddings through the SDK (base64 by default, and floats)', async () => {
+  const packed = await client.embeddings.create({ model: MODEL, input: ['hello', 'world'] });
+  assert.equal(packed.data.length, 2);
+  const floats = await client.embeddings.create({ model: MODEL, input: ['hello', 'world'],
+    encoding_format: 'float' });
+  for (let i = 0; i < 2; ++i) {
+    assert.equal(packed.data[i].index, i);
+    assert.deepEqual(Array.from(packed.data[i].embedding), floats.data[i].embedding.map(Math.fround));
+    assert.ok(Math.abs(Math.hypot(...floats.data[i].embedding) - 1) < 1e-5);
+  }
+  assert.notDeepEqual(floats.data[0].embedding, floats.data[1].embedding);
+  assert.equal(packed.usage.prompt_tokens, floats.usage.prompt_tokens);
 });
