@@ -117,22 +117,30 @@ __device__ __forceinline__ unsigned long long warp_sort_descending(unsigned long
   return v;
 }
 
-// Calls visit(key) for this thread's elements of row[0, n) (ids id0 + i): N == 4 reads float4s
-// (n % 4 == 0, row 16-byte aligned), N == 1 floats; thread i takes groups i, i + blockDim.x, ...
+// Calls visit(order_bits(value), id) for this thread's elements of row[0, n) (ids id0 + i, in
+// increasing order): N == 4 reads float4s (n % 4 == 0, row 16-byte aligned), N == 1 floats;
+// thread i takes groups i, i + blockDim.x, ...
 template <int N, typename Visit>
-__device__ __forceinline__ void for_each_key(const float* row, int64_t n, int id0, Visit&& visit) {
+__device__ __forceinline__ void for_each_value(const float* row, int64_t n, int id0,
+                                               Visit&& visit) {
   for (int64_t gi = threadIdx.x; gi < n / N; gi += blockDim.x) {
     const int id = id0 + static_cast<int>(N * gi);
     if constexpr (N == 4) {
       const float4 f = reinterpret_cast<const float4*>(row)[gi];
-      visit(rank_key(order_bits(f.x), id));
-      visit(rank_key(order_bits(f.y), id + 1));
-      visit(rank_key(order_bits(f.z), id + 2));
-      visit(rank_key(order_bits(f.w), id + 3));
+      visit(order_bits(f.x), id);
+      visit(order_bits(f.y), id + 1);
+      visit(order_bits(f.z), id + 2);
+      visit(order_bits(f.w), id + 3);
     } else {
-      visit(rank_key(order_bits(row[gi]), id));
+      visit(order_bits(row[gi]), id);
     }
   }
+}
+
+// for_each_value's elements as rank keys: visit(rank_key(bits, id)).
+template <int N, typename Visit>
+__device__ __forceinline__ void for_each_key(const float* row, int64_t n, int id0, Visit&& visit) {
+  for_each_value<N>(row, n, id0, [&](uint32_t bits, int id) { visit(rank_key(bits, id)); });
 }
 
 // The largest key of row[0, n) below `bound` (0: none); every thread gets it.
@@ -164,8 +172,17 @@ template <int N, typename Emit>
 __device__ void block_top_k(const float* row, int64_t n, int id0, int K,
                             unsigned long long* keys, int* count, Emit&& emit) {
   const int warps = static_cast<int>(blockDim.x) / 32, m = (K + warps - 1) / warps;
-  unsigned long long best = 0;
-  for_each_key<N>(row, n, id0, [&](unsigned long long key) { best = max(best, key); });
+  // The thread's largest key, compared on 32-bit value bits (ids come in increasing order, so
+  // the first of equal values is the larger key).
+  uint32_t best_bits = 0;
+  int best_id = -1;
+  for_each_value<N>(row, n, id0, [&](uint32_t bits, int id) {
+    if (best_id < 0 || bits > best_bits) {
+      best_bits = bits;
+      best_id = id;
+    }
+  });
+  unsigned long long best = best_id < 0 ? 0ull : rank_key(best_bits, best_id);
   best = warp_sort_descending(best);
   if (static_cast<int>(threadIdx.x % 32) == m - 1) keys[threadIdx.x / 32] = best;
   if (threadIdx.x == 0) *count = 0;
@@ -173,10 +190,13 @@ __device__ void block_top_k(const float* row, int64_t n, int id0, int K,
   unsigned long long threshold = ~0ull;
   for (int w = 0; w < warps; ++w) threshold = min(threshold, keys[w]);
   __syncthreads();  // every thread read the bound before the buffer is reused
-  for_each_key<N>(row, n, id0, [&](unsigned long long key) {
-    if (key < threshold) return;
+  // key >= threshold on value bits first: larger bits, or equal bits and an id no larger.
+  const auto threshold_bits = static_cast<uint32_t>(threshold >> 32);
+  const int threshold_id = threshold == 0 ? INT_MAX : id_of_key(threshold);
+  for_each_value<N>(row, n, id0, [&](uint32_t bits, int id) {
+    if (bits < threshold_bits || (bits == threshold_bits && id > threshold_id)) return;
     const int at = atomicAdd(count, 1);
-    if (at < kTopCapacity) keys[at] = key;
+    if (at < kTopCapacity) keys[at] = rank_key(bits, id);
   });
   __syncthreads();
   const int found = *count;
@@ -221,19 +241,40 @@ __global__ void __launch_bounds__(kTopThreads)
 }
 
 // One CTA per row: candidates[r] = the ids of the K largest of its slices' keys partial[r, 0 ..
-// slices * K) (slices * K <= kTopCapacity), each key's rank among them counted.
+// slices * K) (slices * K <= kTopCapacity; each slice's keys largest first, 0 past its last).
+// The K-th largest of the slices' maxima has K keys at or above it: only those keys are ranked,
+// each by counting the larger ones among them.
 __global__ void __launch_bounds__(kTopThreads)
     merge_top_k_kernel(const unsigned long long* partial, int slices, int K, int32_t* candidates) {
-  __shared__ unsigned long long keys[kTopCapacity];
+  __shared__ unsigned long long keys[kTopCapacity], kept[kTopCapacity];
+  __shared__ unsigned long long bound;
+  __shared__ int count;
   const int n = slices * K;
   const unsigned long long* in = partial + int64_t{blockIdx.x} * n;
   for (int i = threadIdx.x; i < n; i += blockDim.x) keys[i] = in[i];
+  if (threadIdx.x == 0) {
+    bound = 1;  // every real key (0 is padding)
+    count = 0;
+  }
   __syncthreads();
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    const unsigned long long key = keys[i];
-    if (key == 0) continue;  // a slice's padding
+  if (slices > K) {
+    for (int c = threadIdx.x; c < slices; c += blockDim.x) {
+      const unsigned long long top = keys[c * K];
+      int rank = 0;
+      for (int d = 0; d < slices; ++d) rank += keys[d * K] > top;
+      if (rank == K - 1) bound = top;
+    }
+    __syncthreads();
+  }
+  const unsigned long long b = bound;
+  for (int i = threadIdx.x; i < n; i += blockDim.x)
+    if (keys[i] >= b) kept[atomicAdd(&count, 1)] = keys[i];
+  __syncthreads();
+  const int m = count;
+  for (int i = threadIdx.x; i < m; i += blockDim.x) {
+    const unsigned long long key = kept[i];
     int rank = 0;
-    for (int j = 0; j < n; ++j) rank += keys[j] > key;
+    for (int j = 0; j < m; ++j) rank += kept[j] > key;
     if (rank < K) candidates[int64_t{blockIdx.x} * K + rank] = id_of_key(key);
   }
 }
@@ -382,6 +423,7 @@ __global__ void __launch_bounds__(kWalkThreads)
       const float logit = u[r * V + cand];
       const bf16_t* row = buffer(j) + threadIdx.x * at.stride;
       float pair = 0.0f;
+#pragma unroll 4  // four packs' shared loads in flight ahead of the ordered sum
       for (int k0 = 0; k0 < rank; k0 += 8) {
         const Pack<8> s = load_bf16<8>(row + k0);
 #pragma unroll
@@ -394,8 +436,15 @@ __global__ void __launch_bounds__(kWalkThreads)
     __syncthreads();
     if (threadIdx.x == 0) {
       int best = 0;
-      for (int i = 1; i < K; ++i)
-        if (row_scores[i] > row_scores[best]) best = i;  // the first on ties
+      float best_score = row_scores[0];
+#pragma unroll 8  // the scores' loads ahead of the compares
+      for (int i = 1; i < K; ++i) {
+        const float score = row_scores[i];
+        if (score > best_score) {  // the first on ties
+          best = i;
+          best_score = score;
+        }
+      }
       drafts[r] = cands[j * K + best];
       next = best;
     }
