@@ -1,5 +1,7 @@
 #include "core/base64.h"
 
+#include <vector>
+
 namespace beam {
 
 std::string base64_encode(std::span<const uint8_t> bytes) {
@@ -20,6 +22,14 @@ std::string base64_encode(std::span<const uint8_t> bytes) {
     out.push_back('=');
   }
   return out;
+}
+
+std::string base64_encode_le32(std::span<const uint32_t> words) {
+  std::vector<uint8_t> bytes;
+  bytes.reserve(words.size() * 4);
+  for (uint32_t w : words)
+    for (int shift = 0; shift < 32; shift += 8) bytes.push_back(static_cast<uint8_t>(w >> shift));
+  return base64_encode(bytes);
 }
 
 }  // namespace beam

@@ -8,5 +8,7 @@
 namespace beam {
 
 std::string base64_encode(std::span<const uint8_t> bytes);
+// base64_encode of the words' little-endian bytes (int32 expert ids, float32 vectors as bits).
+std::string base64_encode_le32(std::span<const uint32_t> words);
 
 }  // namespace beam

@@ -1,5 +1,6 @@
 #include "server/api/routed_experts.h"
 
+#include <algorithm>
 #include <bit>
 
 #include "core/base64.h"
@@ -7,13 +8,10 @@
 namespace beam::server {
 
 std::string encode_routed_experts(const std::vector<int32_t>& ids) {
-  std::vector<uint8_t> bytes;
-  bytes.reserve(ids.size() * 4);
-  for (int32_t id : ids) {
-    const auto v = std::bit_cast<uint32_t>(id);
-    for (int shift = 0; shift < 32; shift += 8) bytes.push_back(static_cast<uint8_t>(v >> shift));
-  }
-  return base64_encode(bytes);
+  std::vector<uint32_t> words(ids.size());
+  std::transform(ids.begin(), ids.end(), words.begin(),
+                 [](int32_t id) { return std::bit_cast<uint32_t>(id); });
+  return base64_encode_le32(words);
 }
 
 ApiExpected<bool> check_routed_experts_size(int64_t choices, int64_t positions,

@@ -1,6 +1,7 @@
 // The embeddings endpoint (see embeddings.h): the inputs' engine requests and the response.
 #include "server/openai/embeddings.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 
@@ -35,13 +36,10 @@ std::vector<float> embedding_of(std::span<const uint16_t> state, bool normalize)
 // encoding_format "base64").
 Json embedding_json(const std::vector<float>& values, bool base64) {
   if (!base64) return Json(values);
-  std::vector<uint8_t> bytes;
-  bytes.reserve(values.size() * 4);
-  for (float v : values) {
-    const auto u = std::bit_cast<uint32_t>(v);
-    for (int shift = 0; shift < 32; shift += 8) bytes.push_back(static_cast<uint8_t>(u >> shift));
-  }
-  return base64_encode(bytes);
+  std::vector<uint32_t> words(values.size());
+  std::transform(values.begin(), values.end(), words.begin(),
+                 [](float v) { return std::bit_cast<uint32_t>(v); });
+  return base64_encode_le32(words);
 }
 
 struct EmbeddingsResponseOptions {

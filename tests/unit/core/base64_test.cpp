@@ -1,4 +1,5 @@
-// base64_encode against RFC 4648's test vectors and the int32 layout routed experts use.
+// base64_encode against RFC 4648's test vectors and the int32 layout routed experts use
+// (base64_encode_le32).
 #include "core/base64.h"
 
 #include <gtest/gtest.h>
@@ -29,6 +30,8 @@ TEST(Base64, Int32LittleEndian) {
   std::vector<uint8_t> bytes(ids.size() * 4);
   std::memcpy(bytes.data(), ids.data(), bytes.size());
   EXPECT_EQ(base64_encode(bytes), "AQAAAP8AAAAAAQAA");  // 01000000 ff000000 00010000
+  const std::vector<uint32_t> words = {1, 255, 256};
+  EXPECT_EQ(base64_encode_le32(words), "AQAAAP8AAAAAAQAA");  // whatever the host's byte order
 }
 
 }  // namespace

@@ -15,6 +15,12 @@
 namespace beam::testing {
 namespace {
 
+// Every token a request's model read: the prompt, then each output token but the last.
+std::vector<int32_t> tokens_read(std::vector<int32_t> prompt, const std::vector<int32_t>& output) {
+  if (!output.empty()) prompt.insert(prompt.end(), output.begin(), output.end() - 1);
+  return prompt;
+}
+
 class EngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -362,9 +368,7 @@ TEST_F(EngineTest, RoutedExpertsOfEveryPositionEqualADirectForward) {
   ASSERT_EQ(siblings.size(), 4u);
   for (const SiblingResult& r : siblings) {
     EXPECT_EQ(r.usage.cached_prompt_tokens, 0);  // no prefix reuse for a routing request
-    std::vector<int32_t> read = prompt;          // every token but the last output
-    read.insert(read.end(), r.tokens.begin(), r.tokens.end() - 1);
-    expect_routing_of_direct_forward(read, r.routed_experts, 0);
+    expect_routing_of_direct_forward(tokens_read(prompt, r.tokens), r.routed_experts, 0);
   }
   EXPECT_TRUE(plain.results()[0].routed_experts.empty());
   EXPECT_GT(plain.results()[0].usage.cached_prompt_tokens, 0);
@@ -393,9 +397,7 @@ TEST_F(EngineTest, HiddenStatesOfEveryPositionEqualADirectForward) {
   for (const auto* siblings : {&results[0], &results[2]})
     for (const SiblingResult& r : *siblings) {
       EXPECT_EQ(r.usage.cached_prompt_tokens, 0);  // no prefix reuse
-      std::vector<int32_t> read = prompt;          // every token but the last output
-      read.insert(read.end(), r.tokens.begin(), r.tokens.end() - 1);
-      expect_hidden_states_of_direct_forward(read, r.hidden_states);
+      expect_hidden_states_of_direct_forward(tokens_read(prompt, r.tokens), r.hidden_states);
     }
   EXPECT_TRUE(results[1][0].hidden_states.empty());
   EXPECT_GT(results[1][0].usage.cached_prompt_tokens, 0);
@@ -425,9 +427,7 @@ TEST_F(EngineTest, HiddenStatesFromAStartReuseTheCachedPrefixBeforeIt) {
     const SiblingResult r = states.results().at(0);
     EXPECT_EQ(r.usage.cached_prompt_tokens, 32);  // whole 16-token blocks up to the start
     EXPECT_EQ(r.tokens.size(), static_cast<size_t>(max_tokens));
-    std::vector<int32_t> read = prompt;  // every token but the last output
-    if (max_tokens) read.insert(read.end(), r.tokens.begin(), r.tokens.end() - 1);
-    expect_hidden_states_of_direct_forward(read, r.hidden_states, start);
+    expect_hidden_states_of_direct_forward(tokens_read(prompt, r.tokens), r.hidden_states, start);
   }
   engine->flush_prefix_cache();
   expect_pools_full(*engine);
@@ -451,9 +451,7 @@ TEST_F(EngineTest, RoutedExpertsFromAStartReuseTheCachedPrefixBeforeIt) {
   engine->wait_idle();
   const SiblingResult r = routed.results().at(0);
   EXPECT_EQ(r.usage.cached_prompt_tokens, 32);  // whole 16-token blocks up to position 35
-  std::vector<int32_t> read = prompt;  // every token but the last output
-  read.insert(read.end(), r.tokens.begin(), r.tokens.end() - 1);
-  expect_routing_of_direct_forward(read, r.routed_experts, 35);
+  expect_routing_of_direct_forward(tokens_read(prompt, r.tokens), r.routed_experts, 35);
   engine->flush_prefix_cache();
   expect_pools_full(*engine);
 }
@@ -486,9 +484,8 @@ TEST_F(EngineTest, AStoppedSiblingFinishesAtOnceWithItsRouting) {
   ASSERT_EQ(r.size(), 3u);
   EXPECT_EQ(r[1].finish, FinishReason::kStop);
   ASSERT_EQ(r[1].tokens.size(), 1u);  // stopped after its first token, before another step
-  std::vector<int32_t> read = tokens_of(20, 9, vocab_);  // every token but the last output
-  read.insert(read.end(), r[1].tokens.begin(), r[1].tokens.end() - 1);
-  expect_routing_of_direct_forward(read, r[1].routed_experts, 0);
+  expect_routing_of_direct_forward(tokens_read(tokens_of(20, 9, vocab_), r[1].tokens),
+                                   r[1].routed_experts, 0);
   for (int s : {0, 2}) {
     EXPECT_EQ(r[s].finish, FinishReason::kLength) << s;
     EXPECT_EQ(r[s].tokens.size(), 30u) << s;
