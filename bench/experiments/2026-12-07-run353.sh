@@ -2,7 +2,9 @@
 # Run 353 (one GPU): the DFlash2 selector's top-k on 32-bit value bits (64-bit keys only for the
 # thread maxima and the gathered keys; run 352: S = 64's slices 183 us, instruction-bound), the
 # merge ranking only keys at or above the K-th largest slice maximum (run 352: 13 us at S = 1),
-# the walk's shared loads and its argmax's score loads unrolled (run 352: walk 21-23 us).
+# and the walk as two kernels: every (previous draft, candidate) pair's score of every draft row
+# in parallel (a CTA a row, the walk's operations in its order), then a warp a block picking the
+# path through them (run 352: the sequential walk 21-23 us at any S).
 # 1. kernels_cuda_tests CudaDFlash2.*; model_beam_cuda_tests DFlash2Cuda*.
 # 2. cuda_kernels_bench BM_dflash2_select, A (main before run 349) / B alternating twice.
 # 3. ncu device times of the selector's kernels at S = 1, 16, 64.

@@ -98,6 +98,7 @@ constexpr int kMaxTopK = 64;
 constexpr int64_t kMinSliceKeys = 4096;
 constexpr int64_t kMaxSliceKeys = 8192;
 constexpr int kWalkThreads = 256;
+constexpr int64_t kMaxPairBytes = int64_t{64} << 20;  // the pair walk's table [R, K, K] f32 at most
 
 using sampling_detail::id_of_key;
 using sampling_detail::order_bits;
@@ -333,122 +334,98 @@ __global__ void __launch_bounds__(kWalkThreads)
   }
 }
 
-// The walk's staged layout in dynamic shared memory for J rows of K candidates and `rank`: the
-// gate [rank] f32, every row's candidates [J, K] i32 and hp rows [J, rank] bf16, and two stage
-// buffers, each a row's K successor rows then its K predecessor rows [2, K, stride] bf16 (a row
-// padded by 16 bytes: the K threads reading one row each meet in different banks).
-struct WalkStage {
+// The pair kernel's dynamic shared memory for K candidates and `rank`: the gates of every
+// possible previous draft [K, rank] f32, then the row's K successor rows [K, stride] bf16 (each
+// padded by 16 bytes: the threads reading different rows meet in different banks).
+struct PairStage {
   int stride;
-  size_t gate, candidates, hp, buffers, buffer_bytes, bytes;
-  __host__ __device__ WalkStage(int J, int K, int rank) {
+  size_t successors, bytes;
+  __host__ __device__ PairStage(int K, int rank) {
     stride = rank + 8;
-    gate = 0;
-    candidates = gate + static_cast<size_t>(rank) * 4;
-    hp = (candidates + static_cast<size_t>(J) * K * 4 + 15) / 16 * 16;
-    buffers = hp + static_cast<size_t>(J) * rank * 2;
-    buffer_bytes = static_cast<size_t>(2) * K * stride * 2;
-    bytes = buffers + 2 * buffer_bytes;
+    successors = static_cast<size_t>(K) * rank * 4;
+    bytes = successors + static_cast<size_t>(K) * stride * 2;
   }
 };
 
-// Queues cp.async copies of `rows` rows of `rank` bf16 each, rows ids[0 .. rows) of `table`, into
-// dst's rows of `stride` (rank and stride % 8 == 0, 16-byte aligned); every thread calls it.
-__device__ __forceinline__ void stage_rows(bf16_t* dst, int stride, const bf16_t* table,
-                                           const int32_t* ids, int rows, int rank) {
+// The walk's scores for every previous draft at once, CTA (j, b) for draft row r = b * J + j: the
+// previous draft is the anchor (j = 0) or one of row r - 1's K candidates p; for each
+// (p, candidate c) pair, pairs[r, p, c] = u[r, cand_c] + Σ_k fp32(gate_p[k] * successor[cand_c,
+// k]) with gate_p = bf16(f32(predecessor[prev_p]) * f32(hp[r])), the walk's own operations in its
+// order, so walk_pick_kernel's choices are the sequential walk's bit for bit. Needs rank % 8 == 0
+// and 16-byte aligned tables.
+__global__ void __launch_bounds__(kWalkThreads)
+    pair_scores_kernel(const float* u, const bf16_t* hp, const bf16_t* predecessor,
+                       const bf16_t* successor, const int32_t* anchors,
+                       const int32_t* candidates, float* pairs, int64_t V, int rank, int K,
+                       int J) {
+  extern __shared__ __align__(16) char stage[];
+  const PairStage at(K, rank);
+  auto* gates = reinterpret_cast<float*>(stage);
+  auto* rows = reinterpret_cast<bf16_t*>(stage + at.successors);
+  const int j = static_cast<int>(blockIdx.x), b = static_cast<int>(blockIdx.y);
+  const int64_t r = int64_t{b} * J + j;
+  const int32_t* cands = candidates + r * K;
+  const int P = j == 0 ? 1 : K;  // possible previous drafts
   const int packs = rank / 8;
-  for (int i = threadIdx.x; i < rows * packs; i += blockDim.x) {
-    const int row = i / packs, p = i % packs;
-    cp_async16(dst + row * stride + p * 8, table + int64_t{ids[row]} * rank + p * 8, 16);
+  for (int i = threadIdx.x; i < K * packs; i += blockDim.x) {
+    const int c = i / packs, p = i % packs;
+    cp_async16(rows + c * at.stride + p * 8, successor + int64_t{cands[c]} * rank + p * 8, 16);
+  }
+  cp_async_commit();
+  for (int i = threadIdx.x; i < P * rank; i += blockDim.x) {
+    const int p = i / rank, k = i % rank;
+    const int32_t prev = j == 0 ? anchors[b] : candidates[(r - 1) * K + p];
+    if (prev < 0 || prev >= V) {
+      printf("dflash2_select: anchor %d of block %d outside the vocabulary of %lld\n", prev, b,
+             static_cast<long long>(V));
+      __trap();
+    }
+    gates[i] = round_bf16(
+        __fmul_rn(to_f32(predecessor[int64_t{prev} * rank + k]), to_f32(hp[r * rank + k])));
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  for (int t = threadIdx.x; t < P * K; t += blockDim.x) {
+    const int p = t / K, c = t % K;
+    const float logit = u[r * V + cands[c]];
+    const float* gate = gates + p * rank;
+    const bf16_t* row = rows + c * at.stride;
+    float pair = 0.0f;
+#pragma unroll 4  // four packs' shared loads in flight ahead of the ordered sum
+    for (int k0 = 0; k0 < rank; k0 += 8) {
+      const Pack<8> sv = load_bf16<8>(row + k0);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) pair = __fadd_rn(pair, __fmul_rn(gate[k0 + i], sv.v[i]));
+    }
+    pairs[(r * K + p) * K + c] = __fadd_rn(logit, pair);
   }
 }
 
-// walk_kernel<8> with its loads staged (the same operations in the same order, so the same
-// bits): row j + 1's K successor rows, and the predecessor rows its draft's successor needs,
-// stream into shared memory by cp.async while row j is summed; the candidates and hp rows of
-// every row are staged first. Needs rank % 8 == 0 and 16-byte aligned tables and hp.
-__global__ void __launch_bounds__(kWalkThreads)
-    walk_staged_kernel(const float* u, const bf16_t* hp, const bf16_t* predecessor,
-                       const bf16_t* successor, const int32_t* anchors,
-                       const int32_t* candidates, float* scores, int32_t* drafts, int64_t V,
-                       int rank, int K, int J) {
-  extern __shared__ __align__(16) char stage[];
-  __shared__ float row_scores[kMaxTopK];
-  __shared__ int next;  // the index of row j's draft among its candidates
-  const WalkStage at(J, K, rank);
-  auto* gate = reinterpret_cast<float*>(stage + at.gate);
-  auto* cands = reinterpret_cast<int32_t*>(stage + at.candidates);
-  auto* hps = reinterpret_cast<bf16_t*>(stage + at.hp);
-  auto buffer = [&](int j) {
-    return reinterpret_cast<bf16_t*>(stage + at.buffers + (j & 1) * at.buffer_bytes);
-  };
-  const int b = static_cast<int>(blockIdx.x);
-  const int32_t anchor = anchors[b];
-  if (anchor < 0 || anchor >= V) {
-    if (threadIdx.x == 0)
-      printf("dflash2_select: anchor %d of block %d outside the vocabulary of %lld\n", anchor, b,
-             static_cast<long long>(V));
-    __trap();
-  }
-  const int64_t r0 = int64_t{b} * J;
-  for (int i = threadIdx.x; i < J * K; i += blockDim.x) cands[i] = candidates[r0 * K + i];
-  for (int i = threadIdx.x; i < J * rank / 8; i += blockDim.x)
-    cp_async16(hps + i * 8, hp + r0 * rank + i * 8, 16);
-  __syncthreads();  // the candidates, read by the staging below
-  auto stage_row = [&](int j) {  // row j's successor rows, and predecessor rows for row j + 1
-    stage_rows(buffer(j), at.stride, successor, cands + j * K, K, rank);
-    if (j + 1 < J)
-      stage_rows(buffer(j) + K * at.stride, at.stride, predecessor, cands + j * K, K, rank);
-    cp_async_commit();
-  };
-  stage_row(0);
-  cp_async_wait<0>();  // hp rows and row 0
-  __syncthreads();
+// One warp per block b: the walk over pair_scores_kernel's table, from the anchor's row: row j's
+// draft is its best candidate given the previous draft (the first on ties), its scores that
+// previous draft's row of the table.
+__global__ void __launch_bounds__(32)
+    walk_pick_kernel(const float* pairs, const int32_t* candidates, float* scores,
+                     int32_t* drafts, int K, int J) {
+  const int lane = static_cast<int>(threadIdx.x), b = static_cast<int>(blockIdx.x);
+  int prev = 0;  // the previous draft's index among the previous row's candidates
   for (int j = 0; j < J; ++j) {
-    const int64_t r = r0 + j;
-    // The gate from the previous draft's predecessor row (the anchor's for row 0, from memory).
-    const bf16_t* pred =
-        j == 0 ? predecessor + int64_t{anchor} * rank : buffer(j - 1) + (K + next) * at.stride;
-    for (int k = threadIdx.x; k < rank; k += blockDim.x)
-      gate[k] = round_bf16(__fmul_rn(to_f32(pred[k]), to_f32(hps[j * rank + k])));
-    __syncthreads();  // the gate is whole; buffer(j - 1) is free for row j + 1
-    if (j + 1 < J) {
-      stage_row(j + 1);
-      cp_async_wait<1>();  // row j's copies (issued one row earlier) are done
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
-    if (static_cast<int>(threadIdx.x) < K) {
-      const int32_t cand = cands[j * K + threadIdx.x];
-      const float logit = u[r * V + cand];
-      const bf16_t* row = buffer(j) + threadIdx.x * at.stride;
-      float pair = 0.0f;
-#pragma unroll 4  // four packs' shared loads in flight ahead of the ordered sum
-      for (int k0 = 0; k0 < rank; k0 += 8) {
-        const Pack<8> s = load_bf16<8>(row + k0);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) pair = __fadd_rn(pair, __fmul_rn(gate[k0 + i], s.v[i]));
+    const int64_t r = int64_t{b} * J + j;
+    const float* row = pairs + (r * K + prev) * K;
+    const float lo = lane < K ? row[lane] : 0.0f, hi = lane + 32 < K ? row[lane + 32] : 0.0f;
+    if (lane < K) scores[r * K + lane] = lo;
+    if (lane + 32 < K) scores[r * K + lane + 32] = hi;
+    int best = 0;
+    float best_score = __shfl_sync(kFullMask, lo, 0);
+    for (int i = 1; i < K; ++i) {  // every lane walks the same scores, in order
+      const float score = __shfl_sync(kFullMask, i < 32 ? lo : hi, i % 32);
+      if (score > best_score) {  // the first on ties
+        best = i;
+        best_score = score;
       }
-      const float score = __fadd_rn(logit, pair);
-      scores[r * K + threadIdx.x] = score;
-      row_scores[threadIdx.x] = score;
     }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      int best = 0;
-      float best_score = row_scores[0];
-#pragma unroll 8  // the scores' loads ahead of the compares
-      for (int i = 1; i < K; ++i) {
-        const float score = row_scores[i];
-        if (score > best_score) {  // the first on ties
-          best = i;
-          best_score = score;
-        }
-      }
-      drafts[r] = cands[j * K + best];
-      next = best;
-    }
-    __syncthreads();
+    if (lane == 0) drafts[r] = candidates[r * K + best];
+    prev = best;
   }
 }
 
@@ -537,10 +514,23 @@ void dflash2_select(CudaContext& ctx, const TensorView& u, const TensorView& hp,
   // Slices of a multiple of 4 logits keep each slice's float4s aligned.
   const int64_t slice = ceil_div(ceil_div(V, top_k_slices(ctx, R, V, K)), int64_t{4}) * 4;
   const int64_t slices = ceil_div(V, slice);
-  unsigned long long* partial = nullptr;
-  if (slices > 1)
-    partial = reinterpret_cast<unsigned long long*>(ctx.dflash2_select.reserve(
-        static_cast<size_t>(R * slices * K) * sizeof(unsigned long long), ctx.stream, op));
+  const auto* hpp = static_cast<const bf16_t*>(hp.data);
+  const auto* pp = static_cast<const bf16_t*>(predecessor.data);
+  const auto* sp = static_cast<const bf16_t*>(successor.data);
+  const int J = static_cast<int>(R / S), r = static_cast<int>(rank);
+  const size_t paired = PairStage(k, r).bytes;
+  const bool pair_walk = rank % 8 == 0 && all_aligned16(sp, pp, hpp) &&
+                         paired <= static_cast<size_t>(ctx.props.sharedMemPerBlockOptin) &&
+                         R * K * K * int64_t{sizeof(float)} <= kMaxPairBytes;
+  // One scratch for the slices' keys, then (after the merge) the pair scores [R, K, K] f32.
+  const size_t partial_bytes =
+      slices > 1 ? static_cast<size_t>(R * slices * K) * sizeof(unsigned long long) : 0;
+  const size_t pair_bytes = pair_walk ? static_cast<size_t>(R * K * K) * sizeof(float) : 0;
+  char* scratch = partial_bytes + pair_bytes > 0
+                      ? ctx.dflash2_select.reserve(std::max(partial_bytes, pair_bytes),
+                                                   ctx.stream, op)
+                      : nullptr;
+  auto* partial = reinterpret_cast<unsigned long long*>(scratch);
   const dim3 grid(static_cast<unsigned>(slices), static_cast<unsigned>(R));
   if (packed) {
     slice_top_k_kernel<4><<<grid, kTopThreads, 0, ctx.stream>>>(up, V, slice, k, cp, partial);
@@ -553,23 +543,20 @@ void dflash2_select(CudaContext& ctx, const TensorView& u, const TensorView& hp,
         partial, static_cast<int>(slices), k, cp);
     CUDA_LAUNCH_OK();
   }
-  const auto* hpp = static_cast<const bf16_t*>(hp.data);
-  const auto* pp = static_cast<const bf16_t*>(predecessor.data);
-  const auto* sp = static_cast<const bf16_t*>(successor.data);
   const auto* ap = static_cast<const int32_t*>(anchors.data);
   auto* scp = static_cast<float*>(scores.data);
   auto* dp = static_cast<int32_t*>(drafts.data);
-  const int J = static_cast<int>(R / S), r = static_cast<int>(rank);
   const size_t smem = static_cast<size_t>(rank) * sizeof(float);
   const unsigned blocks = static_cast<unsigned>(S);
-  const size_t staged = WalkStage(J, k, r).bytes;
-  if (rank % 8 == 0 && all_aligned16(sp, pp, hpp) &&
-      staged <= static_cast<size_t>(ctx.props.sharedMemPerBlockOptin) - kMaxTopK * 8) {
-    if (staged > 48 * 1024)
-      CUDA_OK(cudaFuncSetAttribute(walk_staged_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   static_cast<int>(staged)));
-    walk_staged_kernel<<<blocks, kWalkThreads, staged, ctx.stream>>>(up, hpp, pp, sp, ap, cp, scp,
-                                                                     dp, V, r, k, J);
+  if (pair_walk) {
+    if (paired > 48 * 1024)
+      CUDA_OK(cudaFuncSetAttribute(pair_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(paired)));
+    auto* pairs = reinterpret_cast<float*>(scratch);
+    pair_scores_kernel<<<dim3(static_cast<unsigned>(J), blocks), kWalkThreads, paired,
+                         ctx.stream>>>(up, hpp, pp, sp, ap, cp, pairs, V, r, k, J);
+    CUDA_LAUNCH_OK();
+    walk_pick_kernel<<<blocks, 32, 0, ctx.stream>>>(pairs, cp, scp, dp, k, J);
   } else if (rank % 8 == 0 && aligned16(sp)) {
     walk_kernel<8>
         <<<blocks, kWalkThreads, smem, ctx.stream>>>(up, hpp, pp, sp, ap, cp, scp, dp, V, r, k, J);

@@ -304,8 +304,8 @@ TEST_F(CudaDFlash2, BlockAttentionBeamDrafter) {
 
 // Few rows split over slices of the vocabulary whose top K merge (tie runs across the slices'
 // edges); rows enough to fill the GPU (280 >= two CTAs an SM) take one CTA a row, where the
-// clustered logits reach the K-sweep path. The walk stages its rows in shared memory where
-// rank % 8 == 0 (the scalar walk otherwise).
+// clustered logits reach the K-sweep path. Where rank % 8 == 0 the walk scores every (previous
+// draft, candidate) pair in parallel and then picks its path (the sequential walk otherwise).
 TEST_F(CudaDFlash2, SelectBitExact) {
   check_select(2, 7, 151936, 16, 256, SelectTies::kPlanted);
   check_select(3, 7, 100, 16, 256, SelectTies::kQuantized);
@@ -315,8 +315,8 @@ TEST_F(CudaDFlash2, SelectBitExact) {
   check_select(2, 2, 1001, 5, 36, SelectTies::kPlanted);  // odd widths: scalar paths
   check_select(1, 2, 8193, 64, 64, SelectTies::kQuantized);  // two slices of scalar reads
   check_select(1, 2, 5000, 64, 64, SelectTies::kPlanted);
-  check_select(2, 1, 151936, 16, 256, SelectTies::kPlanted);  // one row: nothing staged ahead
-  check_select(1, 3, 151936, 64, 256, SelectTies::kPlanted);  // > 48 KiB of staged rows
+  check_select(2, 1, 151936, 16, 256, SelectTies::kPlanted);  // one row: the anchor's pairs only
+  check_select(1, 3, 151936, 64, 256, SelectTies::kPlanted);  // > 48 KiB of gates and rows
 }
 
 }  // namespace
