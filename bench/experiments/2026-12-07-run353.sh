@@ -27,7 +27,7 @@ for round in 1 2; do
   done
 done
 for S in 1 16 64; do
-  ncu --clock-control none --cache-control none -k 'regex:top_k|walk' -c 6 \
+  ncu --clock-control none --cache-control none -k 'regex:top_k|walk|pair' -c 8 \
     --metrics gpu__time_duration.sum --csv --print-units base \
     $bin/cuda_kernels_bench --benchmark_filter="BM_dflash2_select/S:$S/" > $res/ncu-S$S.csv 2> $res/ncu-S$S.err
   echo "S=$S rc=$? $((SECONDS - start)) s"
