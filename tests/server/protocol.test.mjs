@@ -528,6 +528,16 @@ test('embeddings: each input\'s last final hidden state, normalized', async () =
   assertOpenAiError(await post('/v1/embeddings', { model: MODEL, input: [[1], [999999]] }), 400,
     'input[1]');
   assertOpenAiError(await post('/v1/embeddings', { model: MODEL }), 400, 'input');
+  // vLLM's chat form: the conversation rendered by the chat template (no generation prompt by
+  // default) embeds as its token ids do.
+  const messages = [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'hello' }];
+  const ids = (await post('/tokenize', { model: MODEL, messages, add_generation_prompt: false })).json.tokens;
+  const chatForm = (await post('/v1/embeddings', { model: MODEL, messages })).json;
+  const idsForm = (await post('/v1/embeddings', { model: MODEL, input: ids })).json;
+  assert.deepEqual(chatForm.data[0].embedding, idsForm.data[0].embedding);
+  assert.equal(chatForm.usage.prompt_tokens, ids.length);
+  assertOpenAiError(await post('/v1/embeddings', { model: MODEL, messages, input: 'x' }), 400,
+    'messages');
 });
 
 // Prompt logprobs (scoring). tiny-beam has random weights, so the values are arbitrary; what is

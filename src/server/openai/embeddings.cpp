@@ -106,11 +106,20 @@ ApiExpected<bool> run_embeddings(const EndpointEnv& env,
   SamplingFields prefill_only;  // the prompt alone: its last position's state is the embedding
   prefill_only.params.max_tokens = 0;
   prefill_only.priority = req.priority;
-  std::vector<GenerationSpec> specs;
+  std::vector<std::vector<int32_t>> prompts;
+  if (req.chat) {
+    API_ASSIGN_OR_RETURN(RenderedPrompt rendered, render_chat_prompt(model, *req.chat));
+    prompts.push_back(std::move(rendered.ids));
+  }
   for (size_t i = 0; i < req.inputs.size(); ++i) {
     const std::string key = req.inputs.size() > 1 ? indexed_path("input", i) : "input";
+    API_ASSIGN_OR_RETURN(std::vector<int32_t> ids, prompt_token_ids(model, req.inputs[i], key));
+    prompts.push_back(std::move(ids));
+  }
+  std::vector<GenerationSpec> specs;
+  for (std::vector<int32_t>& ids : prompts) {
     GenerationSpec spec;
-    API_ASSIGN_OR_RETURN(spec.prompt_ids, prompt_token_ids(model, req.inputs[i], key));
+    spec.prompt_ids = std::move(ids);
     std::string unused_text;
     API_ASSIGN_OR_RETURN(bool cut, truncate_prompt(model, req.truncate_prompt_tokens,
                                                    &spec.prompt_ids, &unused_text));

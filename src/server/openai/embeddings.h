@@ -1,7 +1,8 @@
-// POST /v1/embeddings (OpenAI's API as vLLM serves it for decoder models): each input's embedding
-// is the final hidden state at its last token (vLLM's LAST pooling), L2-normalized unless the
-// request says `normalize: false`. One prompt-only engine request per input (max_tokens 0, the
-// last position's state only, so a cached prefix is reused up to it); no server flag needed.
+// POST /v1/embeddings (OpenAI's API as vLLM serves it for decoder models): each input's (or the
+// chat-form request's rendered conversation's) embedding is the final hidden state at its last
+// token (vLLM's LAST pooling), L2-normalized unless the request says `normalize: false`. One
+// prompt-only engine request per input (max_tokens 0, the last position's state only, so a cached
+// prefix is reused up to it); no server flag needed.
 #pragma once
 
 #include <memory>

@@ -4,6 +4,7 @@
 #include <climits>
 
 #include "server/api/prompt_truncation.h"
+#include "server/openai/chat_request.h"
 
 namespace beam::server {
 
@@ -28,6 +29,17 @@ ApiExpected<EmbeddingsRequest> parse_embeddings_request(const Json& body) {
   req.priority = static_cast<int32_t>(priority);
   std::string user;
   r.read("user", &user);  // OpenAI's end-user id: accepted, unused
+  if (const Json* messages = r.get("messages")) {
+    if (r.has("input")) r.fail("messages", "cannot be combined with 'input' (one of the two)");
+    ChatPrompt chat;
+    chat.add_generation_prompt = false;
+    read_template_variables(r, &chat.variables);
+    read_generation_prompt_fields(r, &chat);
+    if (r.failed()) return r.take_error();
+    API_ASSIGN_OR_RETURN(chat.messages, convert_openai_messages(*messages, "messages"));
+    req.chat = std::move(chat);
+    return req;
+  }
   if (r.failed()) return r.take_error();
   API_ASSIGN_OR_RETURN(req.inputs, read_prompts(r.get("input"), "input"));
   return req;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "server/api/api_error.h"
+#include "server/api/chat_prompt.h"
 #include "server/api/json_fields.h"
 #include "server/openai/completion_request.h"
 
@@ -16,6 +17,10 @@ namespace beam::server {
 struct EmbeddingsRequest {
   std::string model;
   std::vector<CompletionPrompt> inputs;  // `input`: a string, token ids, or a list of either
+  // Or vLLM's chat form, `messages` (one conversation rendered by the chat template; its
+  // add_generation_prompt defaults to false, as vLLM's), with chat_template_kwargs and
+  // continue_final_message. Exactly one of `input` and `messages`.
+  std::optional<ChatPrompt> chat;
   bool base64 = false;  // encoding_format "base64": each vector's float32 bytes (little-endian)
   std::optional<int64_t> dimensions;  // OpenAI's: the served model's hidden size or absent
   bool normalize = true;  // vLLM's: L2-normalized (the default) or the raw final hidden state

@@ -40,6 +40,23 @@ TEST(EmbeddingsRequest, TakesTextIdsAndListsOfEither) {
   EXPECT_EQ(batch.priority, 3);
 }
 
+// vLLM's chat form: one conversation, no generation prompt unless asked.
+TEST(EmbeddingsRequest, TakesAConversation) {
+  const EmbeddingsRequest chat = parse_ok(
+      R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"x": 1}})");
+  ASSERT_TRUE(chat.chat.has_value());
+  EXPECT_TRUE(chat.inputs.empty());
+  EXPECT_EQ(chat.chat->messages.size(), 1u);
+  EXPECT_FALSE(chat.chat->add_generation_prompt);
+  EXPECT_EQ(chat.chat->variables["x"], 1);
+  EXPECT_TRUE(parse_ok(R"({"messages": [{"role": "user", "content": "hi"}],
+                           "add_generation_prompt": true})")
+                  .chat->add_generation_prompt);
+  EXPECT_EQ(error_param(R"({"messages": [{"role": "user", "content": "hi"}], "input": "a"})"),
+            "messages");
+  EXPECT_EQ(error_param(R"({"messages": 3})"), "messages");
+}
+
 TEST(EmbeddingsRequest, RefusesWhatItCannotRead) {
   EXPECT_EQ(error_param(R"({"model": "m"})"), "input");
   EXPECT_EQ(error_param(R"({"input": ""})"), "input");
