@@ -2,6 +2,7 @@
 // pass over several sequences, each bringing new tokens and its block tables in both KV pools.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -24,6 +25,13 @@ struct SeqChunk {
   std::span<const int32_t> sliding_blocks;
   bool all_logits = false;  // logits for every new token, else only for the last one
   int32_t lora_slot = kNoLoraSlot;  // the LoRA slot its tokens use (model/lora_slots.h)
+  // ForwardOutput::final_hidden gets the final-norm output (the LM head's input) of new tokens
+  // [final_hidden_from, tokens.size()); kNoFinalHidden (or past the last token): none.
+  int64_t final_hidden_from = kNoFinalHidden;
+  static constexpr int64_t kNoFinalHidden = INT64_MAX;
+  bool wants_final_hidden() const {
+    return final_hidden_from < static_cast<int64_t>(tokens.size());
+  }
 };
 
 struct ForwardBatch {
@@ -35,8 +43,6 @@ struct ForwardBatch {
   std::vector<int64_t> capture_layers;
   // With capture_layers: fill ForwardOutput::device_captured instead of captured_hidden.
   bool captured_on_device = false;
-  // Fill ForwardOutput::final_hidden: every token's final-norm output (the LM head's input).
-  bool capture_final_hidden = false;
   bool logits_on_device = false; // fill ForwardOutput::device_logits instead of copying logits back
 };
 
@@ -63,8 +69,9 @@ struct ForwardOutput {
   // With capture_layers and captured_on_device: the same rows, [num_tokens, n * H] bf16 on the
   // model's device, valid until the model's next forward() (its workspace).
   TensorView device_captured;
-  // With capture_final_hidden: [num_tokens, H] bf16 bits, tokens in batch order, row t the final
-  // norm's output for that token (what the LM head reads; SGLang's return_hidden_states).
+  // The rows SeqChunk::final_hidden_from asks for: [rows, H] bf16 bits, chunks in batch order,
+  // each chunk's tokens [final_hidden_from, its end) in order (what the LM head reads for them;
+  // SGLang's return_hidden_states).
   std::vector<uint16_t> final_hidden;
   // Host milliseconds forward() spent before the step's last device work was queued (validation,
   // metadata, uploads, kernel or graph launches). With CUDA graphs the device idles for nearly

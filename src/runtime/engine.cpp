@@ -593,6 +593,7 @@ class Engine::Impl {
   bool wants_routing(const Sequence& seq) const;
   bool wants_hidden_states(const Sequence& seq) const;
   int64_t hidden_states_start(const Sequence& seq) const;
+  int64_t final_hidden_from(const SeqWork& w) const;
   void record_hidden_states(const StepPlan& plan, const ForwardOutput& out);
   int64_t routed_moe_layers() const { return config().num_layers_of(MlpKind::kSparse); }
   void record_routing(const StepPlan& plan, const ForwardOutput& out);
@@ -1005,29 +1006,33 @@ int64_t Engine::Impl::hidden_states_start(const Sequence& seq) const {
   return requests_.at(seq.request).request.hidden_states_start;
 }
 
-// Copies the step's final hidden states ([step tokens, H], batch order) into each sequence's
-// record that asked for them, by position from its hidden_states_start on.
+// The first of the work's new tokens whose final hidden state its sequence reports (from its
+// hidden_states_start on), or SeqChunk::kNoFinalHidden.
+int64_t Engine::Impl::final_hidden_from(const SeqWork& w) const {
+  const Sequence& s = seqs_.at(w.seq);
+  if (!wants_hidden_states(s)) return SeqChunk::kNoFinalHidden;
+  const int64_t from = std::max<int64_t>(0, hidden_states_start(s) - w.num_computed);
+  return from < w.num_tokens ? from : SeqChunk::kNoFinalHidden;
+}
+
+// Copies the step's final hidden states (ForwardOutput::final_hidden: each chunk's rows from its
+// final_hidden_from on, batch order) into their sequences' records by position.
 void Engine::Impl::record_hidden_states(const StepPlan& plan, const ForwardOutput& out) {
   const auto H = static_cast<size_t>(config().hidden_size);
-  size_t tokens = 0;
-  for (const SeqWork& w : plan.work) tokens += static_cast<size_t>(w.num_tokens);
-  BEAM_CHECK_EQ(out.final_hidden.size(), tokens * H) << "the step's final hidden states";
-  size_t t0 = 0;
+  size_t at = 0;  // rows of out.final_hidden taken
   for (const SeqWork& w : plan.work) {
+    const int64_t from = final_hidden_from(w);
+    if (from == SeqChunk::kNoFinalHidden) continue;
     Sequence& s = seqs_.at(w.seq);
-    const auto n = static_cast<size_t>(w.num_tokens);
-    const int64_t start = hidden_states_start(s);
-    if (wants_hidden_states(s) && w.num_computed + w.num_tokens > start) {
-      const int64_t first = std::max(start, w.num_computed);  // the step's first reported position
-      const auto skip = static_cast<size_t>(first - w.num_computed);
-      const auto from = static_cast<size_t>(first - start) * H;
-      const size_t rows = n - skip;
-      if (s.hidden_states.size() < from + rows * H) s.hidden_states.resize(from + rows * H);
-      std::copy_n(out.final_hidden.begin() + static_cast<std::ptrdiff_t>((t0 + skip) * H),
-                  rows * H, s.hidden_states.begin() + static_cast<std::ptrdiff_t>(from));
-    }
-    t0 += n;
+    const auto rows = static_cast<size_t>(w.num_tokens - from);
+    const auto to = static_cast<size_t>(w.num_computed + from - hidden_states_start(s)) * H;
+    BEAM_CHECK((at + rows) * H <= out.final_hidden.size()) << "the step's final hidden states";
+    if (s.hidden_states.size() < to + rows * H) s.hidden_states.resize(to + rows * H);
+    std::copy_n(out.final_hidden.begin() + static_cast<std::ptrdiff_t>(at * H), rows * H,
+                s.hidden_states.begin() + static_cast<std::ptrdiff_t>(to));
+    at += rows;
   }
+  BEAM_CHECK_EQ(at * H, out.final_hidden.size()) << "the step's final hidden states";
 }
 
 SeqState Engine::Impl::scheduler_view(const Sequence& seq) const {
@@ -1383,7 +1388,7 @@ void Engine::Impl::run_step() {
     batch.capture_layers = drafter_->config().target_layer_ids;
     batch.captured_on_device = true;
   }
-  bool scores_prompt = false;
+  bool scores_prompt = false, states = false;
   const auto step_start = std::chrono::steady_clock::now();
   for (const SeqWork& w : plan.work) {
     Sequence& s = seqs_.at(w.seq);
@@ -1393,9 +1398,10 @@ void Engine::Impl::run_step() {
     const bool all_logits = w.num_tokens > 1 && (needs_prompt_logits(s) || verifies_drafts(w));
     batch.seqs.push_back(SeqChunk{
         std::span<const int32_t>(s.tokens).subspan(w.num_computed, w.num_tokens), 0, w.num_computed,
-        kv_.full_table(w.seq), kv_.sliding_table(w.seq), all_logits, lora_slot_of(s)});
+        kv_.full_table(w.seq), kv_.sliding_table(w.seq), all_logits, lora_slot_of(s),
+        final_hidden_from(w)});
     batch.capture_routing = batch.capture_routing || wants_routing(s);
-    batch.capture_final_hidden = batch.capture_final_hidden || wants_hidden_states(s);
+    states = states || batch.seqs.back().wants_final_hidden();
     scores_prompt = scores_prompt || needs_prompt_logits(s);
   }
   ForwardOutput out;
@@ -1416,7 +1422,7 @@ void Engine::Impl::run_step() {
     if (!verifies_drafts(w)) complete_work(w, w.num_tokens, kv_, prefix);
   counters_.steps++;
   if (batch.capture_routing) record_routing(plan, out);
-  if (batch.capture_final_hidden) record_hidden_states(plan, out);
+  if (states) record_hidden_states(plan, out);
   if (scores_prompt) record_prompt_logprobs(plan, out);
   sample_and_emit(plan, out);
   if (drafter_) feed_drafter(plan, out);

@@ -138,19 +138,14 @@ __device__ __forceinline__ void for_each_value(const float* row, int64_t n, int 
   }
 }
 
-// for_each_value's elements as rank keys: visit(rank_key(bits, id)).
-template <int N, typename Visit>
-__device__ __forceinline__ void for_each_key(const float* row, int64_t n, int id0, Visit&& visit) {
-  for_each_value<N>(row, n, id0, [&](uint32_t bits, int id) { visit(rank_key(bits, id)); });
-}
-
 // The largest key of row[0, n) below `bound` (0: none); every thread gets it.
 template <int N>
 __device__ unsigned long long block_max_below(const float* row, int64_t n, int id0,
                                               unsigned long long bound,
                                               unsigned long long* partial) {
   unsigned long long best = 0;
-  for_each_key<N>(row, n, id0, [&](unsigned long long key) {
+  for_each_value<N>(row, n, id0, [&](uint32_t bits, int id) {
+    const unsigned long long key = rank_key(bits, id);
     if (key < bound && key > best) best = key;
   });
 #pragma unroll

@@ -6,6 +6,7 @@
 // go through DecodeGraphs, which replays the same op sequence as a CUDA graph.
 #include "model/beam/beam_model.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -204,7 +205,10 @@ Status BeamModel::run_step(const ForwardBatch& batch, const KvLayers& kv, Forwar
   BEAM_RETURN_IF_ERROR(ws_.reserve(ctx_, cfg, shape_, ws_.num_tokens(), ws_.num_logit_rows(),
                                    batch.capture_routing, shard_buffers()));
   ws_.capture_layers = batch.capture_layers;
-  ws_.norm_every_row = batch.capture_final_hidden && ws_.num_logit_rows() < ws_.num_tokens();
+  ws_.norm_every_row = std::any_of(batch.seqs.begin(), batch.seqs.end(), [](const SeqChunk& s) {
+    return s.wants_final_hidden() && !s.all_logits &&
+           s.final_hidden_from < static_cast<int64_t>(s.tokens.size()) - 1;
+  });
   const int64_t captured_width =
       static_cast<int64_t>(batch.capture_layers.size()) * cfg.hidden_size;
   BEAM_RETURN_IF_ERROR(ws_.captured.reserve(
@@ -512,13 +516,31 @@ void BeamModel::copy_captured(const Workspace& ws, const ForwardBatch& batch,
 void BeamModel::copy_final_hidden(const Workspace& ws, const ForwardBatch& batch,
                                   ForwardOutput& out) {
   out.final_hidden.clear();
-  if (!batch.capture_final_hidden) return;
-  const int64_t T = ws.active_tokens, H = config().hidden_size;  // a graph's padding after them
-  BEAM_CHECK(ws.norm_every_row || ws.num_logit_rows() >= T)
-      << "copy_final_hidden: " << ws.num_logit_rows() << " normed rows for " << T << " tokens";
-  const TensorView rows = (ws.norm_every_row ? ws.x : ws.final_hidden).view(DType::kBF16, {T, H});
-  out.final_hidden.resize(static_cast<size_t>(T * H));
-  copy_tensor(ctx_, TensorView{out.final_hidden.data(), DType::kBF16, {T, H}, Device::kCpu}, rows);
+  const int64_t H = config().hidden_size;
+  const TensorView normed = ws.norm_every_row ? ws.x.view(DType::kBF16, {ws.num_tokens(), H})
+                                              : ws.final_hidden.view(DType::kBF16,
+                                                                     {ws.num_logit_rows(), H});
+  int64_t t0 = 0, r0 = 0;  // the chunk's first token row and first logit row
+  for (const SeqChunk& s : batch.seqs) {
+    const auto n = static_cast<int64_t>(s.tokens.size());
+    const int64_t logit_rows = s.all_logits ? n : 1;  // its last tokens (Workspace::build)
+    if (s.wants_final_hidden()) {
+      // Token k's normed row: x's row t0 + k, or (a logit row) final_hidden's r0 + k - (n - rows).
+      const int64_t first = ws.norm_every_row ? t0 + s.final_hidden_from
+                                              : r0 + s.final_hidden_from - (n - logit_rows);
+      BEAM_CHECK(ws.norm_every_row || s.final_hidden_from >= n - logit_rows)
+          << "copy_final_hidden: token " << s.final_hidden_from << " of " << n
+          << " is not a logit row";
+      const int64_t rows = n - s.final_hidden_from;
+      const size_t at = out.final_hidden.size();
+      out.final_hidden.resize(at + static_cast<size_t>(rows * H));
+      copy_tensor(ctx_,
+                  TensorView{out.final_hidden.data() + at, DType::kBF16, {rows, H}, Device::kCpu},
+                  normed.rows(first, rows));
+    }
+    t0 += n;
+    r0 += logit_rows;
+  }
 }
 
 void BeamModel::copy_logits(const Workspace& ws, const ForwardBatch& batch, ForwardOutput& out) {

@@ -101,8 +101,9 @@ class BeamModel {
   // With batch.capture_layers: out.device_captured (captured_on_device) or captured_hidden, the
   // first num_tokens rows of ws.captured (after copy_logits synchronized on the host path).
   void copy_captured(const Workspace& ws, const ForwardBatch& batch, ForwardOutput& out);
-  // With batch.capture_final_hidden: out.final_hidden, each token's final-norm output (x's rows
-  // under ws.norm_every_row, else final_hidden's first tokens: then every token is a logit row).
+  // out.final_hidden: the final-norm output of each chunk's tokens from its final_hidden_from on
+  // (x's rows under ws.norm_every_row, else logit rows of final_hidden: then each such token is
+  // one).
   void copy_final_hidden(const Workspace& ws, const ForwardBatch& batch, ForwardOutput& out);
   // out (bf16 [T, N]) = bf16 of part (f32 [T, N], this rank's partial sums) summed over the ranks.
   void reduce_partials(const TensorView& part, const TensorView& out);

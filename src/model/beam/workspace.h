@@ -68,9 +68,9 @@ struct Workspace {
   // reserves it).
   std::vector<int64_t> capture_layers;
   ScratchBuffer captured;
-  // ForwardBatch::capture_final_hidden with fewer logit rows than tokens: compute_logits norms
-  // every token into x (free after the last layer) and gathers the logit rows from it. Otherwise
-  // final_hidden's first tokens are every token's (each token is a logit row).
+  // Some SeqChunk::final_hidden_from asks for a token that is not a logit row: compute_logits
+  // norms every token into x (free after the last layer) and gathers the logit rows from it.
+  // Otherwise the asked-for rows are logit rows of final_hidden.
   bool norm_every_row = false;
 
   // Fills the host metadata of batch (KV slots from its block tables). Logit rows: every token of

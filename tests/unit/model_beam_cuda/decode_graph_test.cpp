@@ -62,11 +62,11 @@ class DecodeGraphTest : public CudaModelTest {
   ForwardBatch batch_of(const std::vector<Seq*>& seqs, const LocalKvCache& kv) const {
     ForwardBatch batch;
     batch.capture_layers = capture_;
-    batch.capture_final_hidden = final_hidden_;
     for (const Seq* s : seqs) {
       std::span<const int32_t> uncomputed(s->tokens.data() + s->computed, s->tokens.size() - s->computed);
       batch.seqs.push_back(SeqChunk{uncomputed, 0, s->computed, kv.block_table(s->slot),
                                     kv.block_table(s->slot), all_logits_ && uncomputed.size() > 1});
+      if (final_hidden_) batch.seqs.back().final_hidden_from = 0;
     }
     return batch;
   }
@@ -131,7 +131,7 @@ class DecodeGraphTest : public CudaModelTest {
   }
 
   std::vector<int64_t> capture_;  // ForwardBatch::capture_layers of every step
-  bool final_hidden_ = false;     // ForwardBatch::capture_final_hidden of every step
+  bool final_hidden_ = false;     // every token's SeqChunk::final_hidden_from 0 in every step
   bool all_logits_ = false;       // multi-token chunks take every token's logits
   std::shared_ptr<CudaContext> eager_cuda_;  // declared first: outlives the eager model and cache
   std::unique_ptr<BeamModel> graph_, eager_;
@@ -171,8 +171,8 @@ TEST_F(DecodeGraphTest, FinalHiddenStatesOfAChunkEqualThoseOfItsLogitRows) {
     BeamModel& model = all ? *graph_ : *eager_;
     const LocalKvCache& kv = all ? *kv_graph_ : *kv_eager_;
     ForwardBatch batch;
-    batch.capture_final_hidden = true;
     batch.seqs.push_back(SeqChunk{prompt, 0, 0, kv.block_table(0), kv.block_table(0), all == 1});
+    batch.seqs[0].final_hidden_from = 0;
     auto st = model.forward(batch, kv.layers(), rows[all]);
     ASSERT_TRUE(st.ok()) << st.error().message;
   }

@@ -96,8 +96,8 @@ class EngineTest : public ::testing::Test {
     auto kv = LocalKvCache::create(ctx, c, 1, T);
     ASSERT_TRUE(kv.ok());
     ForwardBatch batch;
-    batch.capture_final_hidden = true;
     batch.seqs.push_back(SeqChunk{read, 0, 0, kv->block_table(0), kv->block_table(0), true});
+    batch.seqs[0].final_hidden_from = 0;
     ForwardOutput out;
     ASSERT_TRUE(model.forward(batch, kv->layers(), out).ok());
     ASSERT_EQ(static_cast<int64_t>(out.final_hidden.size()), T * c.hidden_size);
