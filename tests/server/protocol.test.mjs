@@ -493,6 +493,25 @@ test('return_hidden_states: each position the model read, in every endpoint form
     const norm = Math.hypot(...row(11));
     const unit = JSON.parse(await at('/v1/embeddings', { model: MODEL, input: ask.input_ids }));
     unit.data[0].embedding.forEach((v, i) => assert.ok(Math.abs(v - row(11)[i] / norm) < 1e-6));
+    // vLLM's /pooling: every prompt row (task token_embed, the default), each normalized unless
+    // normalize is false; task embed is the embedding; base64 packs the rows one after another.
+    const pooled = JSON.parse(await at('/pooling', { model: MODEL, input: ask.input_ids,
+      normalize: false }));
+    assert.equal(pooled.object, 'list');
+    assert.ok(pooled.id.startsWith('pool-'), pooled.id);
+    assert.equal(pooled.data[0].object, 'pooling');
+    assert.deepEqual(pooled.data[0].data, Array.from({ length: 12 }, (_, p) => row(p)));
+    assert.equal(pooled.usage.prompt_tokens, 12);
+    const unitRows = JSON.parse(await at('/pooling', { model: MODEL, input: ask.input_ids })).data[0].data;
+    unitRows.forEach((r, p) => r.forEach((v, i) => assert.ok(
+      Math.abs(v - row(p)[i] / Math.hypot(...row(p))) < 1e-6)));
+    const packed = JSON.parse(await at('/pooling', { model: MODEL, input: ask.input_ids,
+      normalize: false, encoding_format: 'base64' })).data[0].data;
+    const packedFloats = new Float32Array(new Uint8Array(Buffer.from(packed, 'base64')).buffer);
+    assert.deepEqual(Array.from(packedFloats), pooled.data[0].data.flat().map(Math.fround));
+    const embedTask = JSON.parse(await at('/pooling', { model: MODEL, input: ask.input_ids,
+      task: 'embed' })).data[0].data;
+    assert.deepEqual(embedTask, unit.data[0].embedding);
   } finally {
     assert.equal(await server.stop(), 0);
   }
@@ -538,6 +557,67 @@ test('embeddings: each input\'s last final hidden state, normalized', async () =
   assert.equal(chatForm.usage.prompt_tokens, ids.length);
   assertOpenAiError(await post('/v1/embeddings', { model: MODEL, messages, input: 'x' }), 400,
     'messages');
+});
+
+// vLLM's /score and /rerank for a model without a classification head: a pair's score is the
+// cosine similarity of the texts' embeddings; one text_1 against each text_2 or pairwise lists;
+// rerank best first with top_n and return_documents.
+test('score and rerank: cosine similarities of the texts\' embeddings', async () => {
+  const texts = ['hello world', 'the cat sat', 'hello there world', [3, 4, 5]];
+  const emb = (await post('/v1/embeddings', { model: MODEL, input: texts })).json.data.map((d) => d.embedding);
+  const cos = (a, b) => a.reduce((s, v, i) => s + v * b[i], 0);  // unit vectors
+  const near = (got, want) => assert.ok(Math.abs(got - want) < 1e-5, `${got} vs ${want}`);
+  for (const path of ['/score', '/v1/score']) {
+    const r = await post(path, { model: MODEL, text_1: texts[0], text_2: texts.slice(1) });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.object, 'list');
+    assert.ok(r.json.id.startsWith('score-'), r.json.id);
+    assert.equal(r.json.model, MODEL);
+    assert.equal(r.json.data.length, 3);
+    r.json.data.forEach((d, i) => {
+      assert.equal(d.index, i);
+      assert.equal(d.object, 'score');
+      near(d.score, cos(emb[0], emb[i + 1]));
+    });
+  }
+  const pairwise = (await post('/score', { model: MODEL, text_1: [texts[1], texts[2]],
+    text_2: [texts[3], texts[2]] })).json;
+  near(pairwise.data[0].score, cos(emb[1], emb[3]));
+  near(pairwise.data[1].score, 1);  // a text against itself
+  // usage counts every text, a repeated one each time.
+  const one = (await post('/score', { model: MODEL, text_1: texts[1], text_2: texts[1] })).json;
+  const alone = (await post('/v1/embeddings', { model: MODEL, input: texts[1] })).json;
+  assert.equal(one.usage.prompt_tokens, 2 * alone.usage.prompt_tokens);
+  assertOpenAiError(await post('/score', { model: MODEL, text_1: ['a', 'b'], text_2: ['c'] }), 400,
+    'text_2');
+  assertOpenAiError(await post('/score', { model: MODEL, text_1: 'a', text_2: ['b', [999999]] }),
+    400, 'text_2[1]');
+  const documents = texts.slice(1, 3).concat(['a fourth document']);
+  for (const path of ['/rerank', '/v1/rerank', '/v2/rerank']) {
+    const r = await post(path, { model: MODEL, query: texts[0], documents });
+    assert.equal(r.status, 200, r.text);
+    assert.ok(r.json.id.startsWith('rerank-'), r.json.id);
+    const results = r.json.results;
+    assert.deepEqual(results.map((x) => x.index).sort(), [0, 1, 2]);
+    for (let i = 1; i < results.length; ++i)
+      assert.ok(results[i - 1].relevance_score >= results[i].relevance_score);
+    results.forEach((x) => assert.equal(x.document.text, documents[x.index]));
+    const s0 = results.find((x) => x.index === 0).relevance_score;
+    near(s0, cos(emb[0], emb[1]));
+    assert.ok(r.json.usage.total_tokens > 0);
+  }
+  const top = (await post('/v1/rerank', { model: MODEL, query: texts[0],
+    documents: documents.map((text) => ({ text })), top_n: 1, return_documents: false })).json;
+  const best = (await post('/v1/rerank', { model: MODEL, query: texts[0], documents })).json.results[0];
+  assert.equal(top.results.length, 1);
+  assert.equal(top.results[0].index, best.index);
+  assert.equal(top.results[0].document, undefined);
+  assertOpenAiError(await post('/rerank', { model: MODEL, query: 'q', documents: [] }), 400,
+    'documents');
+  assertOpenAiError(await post('/rerank', { model: MODEL, query: 'q', documents: ['a', 7] }), 400,
+    'documents[1]');
+  assertOpenAiError(await post('/rerank', { model: 'no-such-model', query: 'q', documents: ['a'] }),
+    404);
 });
 
 // Prompt logprobs (scoring). tiny-beam has random weights, so the values are arbitrary; what is

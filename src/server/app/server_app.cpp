@@ -14,6 +14,7 @@
 #include "server/openai/completions.h"
 #include "server/openai/embeddings.h"
 #include "server/openai/responses_observer.h"
+#include "server/openai/score.h"
 
 namespace beam::server {
 namespace {
@@ -41,6 +42,12 @@ constexpr Route kRoutes[] = {
      nullptr},
     {"/v1/embeddings", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_embeddings,
      nullptr},
+    {"/pooling", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_pooling, nullptr},
+    {"/score", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_score, nullptr},
+    {"/v1/score", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_score, nullptr},
+    {"/rerank", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_rerank, nullptr},
+    {"/v1/rerank", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_rerank, nullptr},
+    {"/v2/rerank", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_rerank, nullptr},
     {"/v1/responses", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_responses,
      nullptr},
     {"/v1/messages", "POST", ErrorFlavor::kAnthropic, RunOn::kWorker, true, handle_messages,

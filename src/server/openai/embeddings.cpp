@@ -1,101 +1,49 @@
-// The embeddings endpoint (see embeddings.h): the inputs' engine requests and the response.
+// The embeddings and pooling endpoints (see embeddings.h): their requests' prompts, pooled by
+// launch_pooling, and the responses.
 #include "server/openai/embeddings.h"
 
-#include <algorithm>
-#include <bit>
-#include <cmath>
-
-#include "core/base64.h"
-#include "core/bf16.h"
-#include "server/api/hidden_states.h"
-#include "server/api/prompt_truncation.h"
 #include "server/openai/completions.h"
 #include "server/openai/embeddings_request.h"
+#include "server/openai/pooled_states.h"
 
 namespace beam::server {
 namespace {
 
-// The state's values as floats, divided by their L2 norm when `normalize` (torch's
-// F.normalize: by max(norm, 1e-12)).
-std::vector<float> embedding_of(std::span<const uint16_t> state, bool normalize) {
-  std::vector<float> out;
-  out.reserve(state.size());
-  double sum_sq = 0;
-  for (uint16_t bits : state) {
-    out.push_back(to_float(bf16{bits}));
-    sum_sq += static_cast<double>(out.back()) * out.back();
+// The request's prompts as token ids into the job: the rendered conversation, or each input.
+ApiExpected<bool> add_prompts(const ServedModel& model, const EmbeddingsRequest& req,
+                              PoolingJob* job) {
+  if (req.chat) {
+    API_ASSIGN_OR_RETURN(RenderedPrompt rendered, render_chat_prompt(model, *req.chat));
+    job->prompts.push_back(std::move(rendered.ids));
+    job->keys.push_back("messages");
   }
-  if (normalize) {
-    const double scale = 1.0 / std::max(std::sqrt(sum_sq), 1e-12);
-    for (float& v : out) v = static_cast<float>(v * scale);
-  }
-  return out;
+  return add_prompt_ids(model, req.inputs, "input", job);
 }
 
-// The vector as a JSON array, or its little-endian float32 bytes in base64 (OpenAI's
-// encoding_format "base64").
-Json embedding_json(const std::vector<float>& values, bool base64) {
-  if (!base64) return Json(values);
-  std::vector<uint32_t> words(values.size());
-  std::transform(values.begin(), values.end(), words.begin(),
-                 [](float v) { return std::bit_cast<uint32_t>(v); });
-  return base64_encode_le32(words);
+Json usage_json(const GenerationUsage& usage) {
+  return {{"prompt_tokens", usage.prompt_tokens}, {"total_tokens", usage.prompt_tokens}};
 }
 
-struct EmbeddingsResponseOptions {
-  std::string model;
-  bool base64 = false;
-  bool normalize = true;
-  size_t inputs = 0;
-};
-
-class EmbeddingsObserver final : public GenerationObserver {
- public:
-  EmbeddingsObserver(std::shared_ptr<Exchange> exchange, EmbeddingsResponseOptions options)
-      : exchange_(std::move(exchange)), options_(std::move(options)), states_(options_.inputs) {}
-
-  void on_rejected(const ApiError& error) override { exchange_->respond_error(error); }
-  void on_delta(int32_t, SiblingDelta&&) override {}
-  void on_sibling_done(int32_t sibling, SiblingResult&& result) override {
-    if (result.reason == FinishReason::kError) error_ = result.error;
-    if (result.hidden_states) states_[static_cast<size_t>(sibling)] = *result.hidden_states;
+// One input's pooled output: its vector (kLast) or one vector per position (kAll), normalized
+// as asked; base64 packs the float32 values of every row, row after row.
+Json pooled_json(const HiddenStateRows& rows, const EmbeddingsRequest& req) {
+  std::vector<float> values;
+  std::vector<float> row_values;
+  Json per_row = Json::array();
+  for (int64_t r = 0; r < rows.rows(); ++r) {
+    row_values = pooled_vector(rows.row(r), req.normalize);
+    if (req.pooling == Pooling::kLast || req.base64)
+      values.insert(values.end(), row_values.begin(), row_values.end());
+    else
+      per_row.push_back(Json(row_values));
   }
-  void on_complete(const GenerationUsage& usage) override {
-    if (error_)
-      return exchange_->respond_error(
-          api_error(ErrorKind::kServer, "the engine failed the request: " + *error_));
-    Json data = Json::array();
-    for (size_t i = 0; i < states_.size(); ++i) {
-      const HiddenStateRows& s = states_[i];
-      if (s.rows() != 1)  // cancelled before its prompt was computed (the client left)
-        return exchange_->respond_error(
-            api_error(ErrorKind::kServer, "input " + std::to_string(i) + " has no embedding"));
-      data.push_back(Json{{"index", i},
-                          {"object", "embedding"},
-                          {"embedding", embedding_json(embedding_of(s.row(0), options_.normalize),
-                                                       options_.base64)}});
-    }
-    exchange_->note("prompt_tokens", std::to_string(usage.prompt_tokens));
-    const Json body = {
-        {"object", "list"},
-        {"data", std::move(data)},
-        {"model", options_.model},
-        {"usage", {{"prompt_tokens", usage.prompt_tokens}, {"total_tokens", usage.prompt_tokens}}}};
-    exchange_->respond_json(200, dump_json(body));
-  }
+  if (req.pooling == Pooling::kAll && !req.base64) return per_row;
+  return float_vector_json(values, req.base64);
+}
 
- private:
-  std::shared_ptr<Exchange> exchange_;
-  EmbeddingsResponseOptions options_;
-  std::vector<HiddenStateRows> states_;  // per input: its last position's state
-  std::optional<std::string> error_;
-};
-
-ApiExpected<bool> run_embeddings(const EndpointEnv& env,
-                                 const std::shared_ptr<Exchange>& exchange) {
+ApiExpected<bool> run_pooled(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange,
+                             EmbeddingsRequest req) {
   const ServedModel& model = *env.model;
-  API_ASSIGN_OR_RETURN(Json body, parse_json_body(exchange->request().body));
-  API_ASSIGN_OR_RETURN(EmbeddingsRequest req, parse_embeddings_request(body));
   API_ASSIGN_OR_RETURN(const std::string lora_name, model_adapter(model, req.model));
   const int64_t hidden = model.engine->config().hidden_size;
   if (req.dimensions && *req.dimensions != hidden)
@@ -103,51 +51,52 @@ ApiExpected<bool> run_embeddings(const EndpointEnv& env,
                                " dimensions (its hidden size), not " +
                                std::to_string(*req.dimensions),
                            "dimensions");
-  SamplingFields prefill_only;  // the prompt alone: its last position's state is the embedding
-  prefill_only.params.max_tokens = 0;
-  prefill_only.priority = req.priority;
-  std::vector<std::vector<int32_t>> prompts;
-  if (req.chat) {
-    API_ASSIGN_OR_RETURN(RenderedPrompt rendered, render_chat_prompt(model, *req.chat));
-    prompts.push_back(std::move(rendered.ids));
-  }
-  for (size_t i = 0; i < req.inputs.size(); ++i) {
-    const std::string key = req.inputs.size() > 1 ? indexed_path("input", i) : "input";
-    API_ASSIGN_OR_RETURN(std::vector<int32_t> ids, prompt_token_ids(model, req.inputs[i], key));
-    prompts.push_back(std::move(ids));
-  }
-  std::vector<GenerationSpec> specs;
-  for (std::vector<int32_t>& ids : prompts) {
-    GenerationSpec spec;
-    spec.prompt_ids = std::move(ids);
-    std::string unused_text;
-    API_ASSIGN_OR_RETURN(bool cut, truncate_prompt(model, req.truncate_prompt_tokens,
-                                                   &spec.prompt_ids, &unused_text));
-    (void)cut;
-    spec.detokenize = false;
-    spec.lora_name = lora_name;
-    API_ASSIGN_OR_RETURN(bool ok, finish_spec(model, prefill_only, "input", &spec));
-    (void)ok;
-    spec.return_hidden_states = true;
-    spec.hidden_size = hidden;
-    spec.hidden_states_start = static_cast<int64_t>(spec.prompt_ids.size()) - 1;
-    specs.push_back(std::move(spec));
-  }
-  EmbeddingsResponseOptions o;
-  o.model = shown_model_name(model, lora_name);
-  o.base64 = req.base64;
-  o.normalize = req.normalize;
-  o.inputs = specs.size();
-  launch_generations(env, exchange, std::move(specs),
-                     std::make_shared<EmbeddingsObserver>(exchange, std::move(o)));
-  return true;
+  PoolingJob job;
+  API_ASSIGN_OR_RETURN(bool added, add_prompts(model, req, &job));
+  (void)added;
+  job.field = req.chat ? "messages" : "input";
+  job.lora_name = lora_name;
+  job.priority = req.priority;
+  job.truncate_prompt_tokens = req.truncate_prompt_tokens;
+  job.pooling = req.pooling;
+  const std::string shown = shown_model_name(model, lora_name);
+  const bool pooling = req.endpoint == PooledEndpoint::kPooling;
+  const std::string id = env.ids->next(pooling ? "pool-" : "embd-");  // vLLM's prefixes
+  return launch_pooling(
+      env, exchange, std::move(job),
+      [exchange, req = std::move(req), shown, pooling, id](std::vector<HiddenStateRows> states,
+                                              const GenerationUsage& usage) {
+        Json data = Json::array();
+        for (size_t i = 0; i < states.size(); ++i) {
+          Json item = {{"index", i}, {"object", pooling ? "pooling" : "embedding"}};
+          item[pooling ? "data" : "embedding"] = pooled_json(states[i], req);
+          data.push_back(std::move(item));
+        }
+        const Json body = {{"id", id},           {"object", "list"},
+                           {"created", unix_time_s()}, {"model", shown},
+                           {"data", std::move(data)},  {"usage", usage_json(usage)}};
+        exchange->respond_json(200, dump_json(body));
+      });
+}
+
+void respond(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange,
+             PooledEndpoint endpoint) {
+  ApiExpected<bool> r = [&]() -> ApiExpected<bool> {
+    API_ASSIGN_OR_RETURN(Json body, parse_json_body(exchange->request().body));
+    API_ASSIGN_OR_RETURN(EmbeddingsRequest req, parse_embeddings_request(body, endpoint));
+    return run_pooled(env, exchange, std::move(req));
+  }();
+  if (!r.ok()) exchange->respond_error(r.error());
 }
 
 }  // namespace
 
 void handle_embeddings(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
-  ApiExpected<bool> r = run_embeddings(env, exchange);
-  if (!r.ok()) exchange->respond_error(r.error());
+  respond(env, exchange, PooledEndpoint::kEmbeddings);
+}
+
+void handle_pooling(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
+  respond(env, exchange, PooledEndpoint::kPooling);
 }
 
 }  // namespace beam::server

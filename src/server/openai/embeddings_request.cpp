@@ -8,11 +8,23 @@
 
 namespace beam::server {
 
-ApiExpected<EmbeddingsRequest> parse_embeddings_request(const Json& body) {
+ApiExpected<EmbeddingsRequest> parse_embeddings_request(const Json& body,
+                                                       PooledEndpoint endpoint) {
   if (!body.is_object()) return invalid_request("the request body must be a JSON object");
   EmbeddingsRequest req;
+  req.endpoint = endpoint;
   FieldReader r(body, "");
   r.read("model", &req.model);
+  if (endpoint == PooledEndpoint::kPooling) {
+    std::string task = "token_embed";
+    r.read("task", &task);
+    if (task == "token_embed" || task == "encode")
+      req.pooling = Pooling::kAll;
+    else if (task != "embed")
+      r.fail("task", "must be \"token_embed\" (every position's final hidden state) or \"embed\" "
+                     "(the last position's), got \"" + task + "\": this model has no "
+                     "classification head");
+  }
   std::string format = "float";
   r.read("encoding_format", &format);
   if (format != "float" && format != "base64")

@@ -1,5 +1,5 @@
-// POST /v1/embeddings request (OpenAI's, with vLLM's extras): JSON → EmbeddingsRequest. Every
-// error is a 400 naming the field.
+// POST /v1/embeddings request (OpenAI's, with vLLM's extras) and vLLM's POST /pooling (the same
+// fields and `task`): JSON → EmbeddingsRequest. Every error is a 400 naming the field.
 #pragma once
 
 #include <cstdint>
@@ -11,10 +11,17 @@
 #include "server/api/chat_prompt.h"
 #include "server/api/json_fields.h"
 #include "server/openai/completion_request.h"
+#include "server/openai/pooled_states.h"
 
 namespace beam::server {
 
+enum class PooledEndpoint { kEmbeddings, kPooling };
+
 struct EmbeddingsRequest {
+  PooledEndpoint endpoint = PooledEndpoint::kEmbeddings;
+  // /pooling's `task`: "token_embed" (or vLLM's older "encode"; the default) pools every
+  // position (kAll), "embed" the last; /v1/embeddings always the last.
+  Pooling pooling = Pooling::kLast;
   std::string model;
   std::vector<CompletionPrompt> inputs;  // `input`: a string, token ids, or a list of either
   // Or vLLM's chat form, `messages` (one conversation rendered by the chat template; its
@@ -28,6 +35,7 @@ struct EmbeddingsRequest {
   int32_t priority = 0;                           // vLLM's request priority
 };
 
-ApiExpected<EmbeddingsRequest> parse_embeddings_request(const Json& body);
+ApiExpected<EmbeddingsRequest> parse_embeddings_request(const Json& body,
+                                                       PooledEndpoint endpoint);
 
 }  // namespace beam::server

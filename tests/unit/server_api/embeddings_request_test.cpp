@@ -1,5 +1,5 @@
-// /v1/embeddings request parsing: OpenAI's input forms and fields, vLLM's extras, and 400s that
-// name the field.
+// /v1/embeddings and /pooling request parsing: OpenAI's input forms and fields, vLLM's extras
+// and /pooling's task, and 400s that name the field.
 #include "server/openai/embeddings_request.h"
 
 #include <gtest/gtest.h>
@@ -7,14 +7,16 @@
 namespace beam::server {
 namespace {
 
-EmbeddingsRequest parse_ok(const std::string& body) {
-  ApiExpected<EmbeddingsRequest> r = parse_embeddings_request(Json::parse(body));
+EmbeddingsRequest parse_ok(const std::string& body,
+                           PooledEndpoint endpoint = PooledEndpoint::kEmbeddings) {
+  ApiExpected<EmbeddingsRequest> r = parse_embeddings_request(Json::parse(body), endpoint);
   EXPECT_TRUE(r.ok()) << body << ": " << (r.ok() ? "" : r.error().message);
   return r.ok() ? *r : EmbeddingsRequest{};
 }
 
-std::string error_param(const std::string& body) {
-  ApiExpected<EmbeddingsRequest> r = parse_embeddings_request(Json::parse(body));
+std::string error_param(const std::string& body,
+                        PooledEndpoint endpoint = PooledEndpoint::kEmbeddings) {
+  ApiExpected<EmbeddingsRequest> r = parse_embeddings_request(Json::parse(body), endpoint);
   EXPECT_FALSE(r.ok()) << body;
   return r.ok() ? "" : r.error().param;
 }
@@ -68,7 +70,30 @@ TEST(EmbeddingsRequest, RefusesWhatItCannotRead) {
   EXPECT_EQ(error_param(R"({"input": "a", "normalize": "yes"})"), "normalize");
   EXPECT_EQ(error_param(R"({"input": "a", "truncate_prompt_tokens": 0})"),
             "truncate_prompt_tokens");
-  EXPECT_FALSE(parse_embeddings_request(Json::parse("[1]")).ok());
+  EXPECT_FALSE(parse_embeddings_request(Json::parse("[1]"), PooledEndpoint::kEmbeddings).ok());
+}
+
+TEST(EmbeddingsRequest, EmbeddingsPoolTheLastPositionAndIgnoreTask) {
+  const EmbeddingsRequest r = parse_ok(R"({"input": "a", "task": "token_embed"})");
+  EXPECT_EQ(r.endpoint, PooledEndpoint::kEmbeddings);
+  EXPECT_EQ(r.pooling, Pooling::kLast);
+}
+
+TEST(PoolingRequest, TaskPicksEveryPositionOrTheLast) {
+  constexpr PooledEndpoint kPool = PooledEndpoint::kPooling;
+  EXPECT_EQ(parse_ok(R"({"input": "a"})", kPool).pooling, Pooling::kAll);
+  EXPECT_EQ(parse_ok(R"({"input": "a", "task": "token_embed"})", kPool).pooling, Pooling::kAll);
+  EXPECT_EQ(parse_ok(R"({"input": "a", "task": "encode"})", kPool).pooling, Pooling::kAll);
+  const EmbeddingsRequest last = parse_ok(R"({"input": [1, 2], "task": "embed",
+                                              "normalize": false})", kPool);
+  EXPECT_EQ(last.endpoint, kPool);
+  EXPECT_EQ(last.pooling, Pooling::kLast);
+  EXPECT_FALSE(last.normalize);
+  EXPECT_EQ(error_param(R"({"input": "a", "task": "classify"})", kPool), "task");
+  EXPECT_EQ(error_param(R"({"input": "a", "task": 3})", kPool), "task");
+  const EmbeddingsRequest chat =
+      parse_ok(R"({"messages": [{"role": "user", "content": "hi"}]})", kPool);
+  EXPECT_TRUE(chat.chat.has_value());
 }
 
 }  // namespace
