@@ -756,3 +756,97 @@ test('embeddings through the SDK (base64 by default, and floats)', async () => {
   assert.notDeepEqual(floats.data[0].embedding, floats.data[1].embedding);
   assert.equal(packed.usage.prompt_tokens, floats.usage.prompt_tokens);
 });
+
+// vLLM's return_token_ids (as RL frameworks read it: prime-rl / verifiers, NeMo Gym): the prompt's
+// ids and each choice's output ids beside the text; streamed, every chunk carries its own ids and
+// they add up to the non-streamed ones, also while the tool-call parser holds text back; with
+// stream_options.continuous_usage_stats every chunk carries its choice's usage so far.
+test('return_token_ids on chat and completions, streamed chunks adding up', async () => {
+  const messages = [{ role: 'user', content: 'Weather?' }];
+  const tokenize = await fetch(`${server.baseUrl}/tokenize`, { method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: MODEL, messages, add_generation_prompt: true }) });
+  const promptIds = (await tokenize.json()).tokens;
+  const collect = async (stream) => {
+    const ids = new Map();
+    let prompt = null;
+    let usage = null;
+    for await (const chunk of stream) {
+      if (chunk.prompt_token_ids) prompt = chunk.prompt_token_ids;
+      if (chunk.choices.length === 0) {
+        usage = chunk.usage;
+        continue;
+      }
+      const ch = chunk.choices[0];
+      if (ch.prompt_token_ids) prompt = ch.prompt_token_ids;
+      assert.ok(Array.isArray(ch.token_ids), JSON.stringify(chunk));
+      ids.set(ch.index, (ids.get(ch.index) ?? []).concat(ch.token_ids));
+      if (chunk.usage) assert.equal(chunk.usage.completion_tokens, ids.get(ch.index).length);
+    }
+    return { ids, prompt, usage };
+  };
+  const plainReq = { model: MODEL, messages, max_tokens: 12, temperature: 0, ignore_eos: true,
+    return_token_ids: true };
+  const plain = await client.chat.completions.create(plainReq);
+  assert.deepEqual(plain.prompt_token_ids, promptIds);
+  assert.equal(plain.choices[0].token_ids.length, 12);
+  assert.equal(plain.usage.completion_tokens, 12);
+  const streamed = await collect(await client.chat.completions.create({ ...plainReq, stream: true,
+    stream_options: { include_usage: true, continuous_usage_stats: true } }));
+  assert.deepEqual(streamed.prompt, promptIds);
+  assert.deepEqual(streamed.ids.get(0), plain.choices[0].token_ids);
+  assert.equal(streamed.usage.completion_tokens, 12);
+  // A forced tool call (the parser buffers the call's text): the ids still add up.
+  const forecastTool = { type: 'function', function: { name: 'forecast', parameters: {
+    type: 'object', properties: { unit: { enum: ['c', 'f'] }, days: { type: 'integer' } },
+    required: ['unit', 'days'] } } };
+  const toolReq = { model: MODEL, messages, max_tokens: 200, temperature: 1, seed: 4,
+    tools: [forecastTool], tool_choice: { type: 'function', function: { name: 'forecast' } },
+    return_token_ids: true };
+  const call = await client.chat.completions.create(toolReq);
+  assert.equal(call.choices[0].finish_reason, 'tool_calls');
+  assert.equal(call.choices[0].token_ids.length, call.usage.completion_tokens);
+  const callStream = await collect(await client.chat.completions.create({ ...toolReq, stream: true }));
+  assert.deepEqual(callStream.ids.get(0), call.choices[0].token_ids);
+  const detok = await fetch(`${server.baseUrl}/detokenize`, { method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: MODEL, tokens: call.choices[0].token_ids }) });
+  assert.ok((await detok.json()).prompt.includes('forecast'));
+  // Completions: each choice its prompt's ids and its own output ids; n = 2 streamed.
+  const compReq = { model: MODEL, prompt: ['hello world', [3, 4, 5]], max_tokens: 6, temperature: 1,
+    seed: 2, n: 2, ignore_eos: true, return_token_ids: true };
+  const comp = await client.completions.create(compReq);
+  assert.equal(comp.choices.length, 4);
+  assert.deepEqual(comp.choices[2].prompt_token_ids, [3, 4, 5]);
+  assert.deepEqual(comp.choices[3].prompt_token_ids, [3, 4, 5]);
+  assert.deepEqual(comp.choices[0].prompt_token_ids, comp.choices[1].prompt_token_ids);
+  for (const c of comp.choices) assert.equal(c.token_ids.length, 6);
+  const compStream = await client.completions.create({ ...compReq, stream: true,
+    stream_options: { include_usage: true, continuous_usage_stats: true } });
+  const ids = new Map();
+  const prompts = new Map();
+  for await (const chunk of compStream) {
+    if (chunk.choices.length === 0) continue;
+    const ch = chunk.choices[0];
+    if (ch.prompt_token_ids) {
+      assert.ok(!prompts.has(ch.index), 'the prompt ids come once');
+      prompts.set(ch.index, ch.prompt_token_ids);
+    }
+    ids.set(ch.index, (ids.get(ch.index) ?? []).concat(ch.token_ids));
+    assert.equal(chunk.usage.completion_tokens, ids.get(ch.index).length);
+    assert.equal(chunk.usage.prompt_tokens, prompts.get(ch.index).length);
+  }
+  comp.choices.forEach((c, i) => {
+    assert.deepEqual(ids.get(i), c.token_ids);
+    assert.deepEqual(prompts.get(i), c.prompt_token_ids);
+  });
+  // Without the field nothing is added; a wrong type is a 400 naming it.
+  const none = await client.chat.completions.create({ ...plainReq, return_token_ids: undefined });
+  assert.equal(none.prompt_token_ids, undefined);
+  assert.equal(none.choices[0].token_ids, undefined);
+  await assert.rejects(client.chat.completions.create({ ...plainReq, return_token_ids: 'yes' }),
+    (e) => e.status === 400 && e.param === 'return_token_ids');
+  await assert.rejects(client.completions.create({ ...compReq, stream: true,
+    stream_options: { continuous_usage_stats: 1 } }),
+  (e) => e.status === 400 && e.param === 'stream_options.continuous_usage_stats');
+});

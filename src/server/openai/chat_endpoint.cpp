@@ -31,13 +31,13 @@ ApiExpected<bool> run_chat(const EndpointEnv& env, const std::shared_ptr<Exchang
   o.model = shown_model_name(model, spec.lora_name);
   o.created = unix_time_s();
   o.stream = req.stream;
-  o.include_usage = req.include_usage;
+  o.output = req.output;
   o.logprobs = spec.sampling.logprobs;
   o.top_logprobs = spec.sampling.top_logprobs;
   o.tokens_as_ids = req.tokens_as_ids;
   o.n = spec.sampling.n;
   o.prompt_logprobs = req.prompt_logprobs;
-  if (req.prompt_logprobs) o.prompt_ids = spec.prompt_ids;
+  o.prompt_ids = spec.prompt_ids;
   exchange->note("stream", req.stream ? "1" : "0");
   auto observer = std::make_shared<ChatObserver>(exchange, &*model.tokenizer, std::move(o));
   launch_generation(env, exchange, std::move(spec), std::move(observer));

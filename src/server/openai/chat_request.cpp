@@ -222,12 +222,8 @@ ApiExpected<ChatRequest> parse_chat_request(const Json& body, const FormatCaches
   r.read("top_logprobs", &req.sampling.params.top_logprobs);
   r.read("return_tokens_as_token_ids", &req.tokens_as_ids);
   read_truncate_prompt_tokens(r, &req.truncate_prompt_tokens);
-  if (const Json* so = r.get("stream_options")) {
-    FieldReader s(*so, "stream_options");
-    if (!so->is_object()) r.fail_type("stream_options", "an object", *so);
-    s.read("include_usage", &req.include_usage);
-    if (s.failed()) return s.take_error();
-  }
+  API_ASSIGN_OR_RETURN(bool output, read_output_fields(r, &req.output));
+  (void)output;
   read_template_variables(r, &req.prompt.variables);
   read_generation_prompt_fields(r, &req.prompt);
   if (r.failed()) return r.take_error();

@@ -10,6 +10,7 @@
 #include "server/api/chat_prompt.h"
 #include "server/api/json_fields.h"
 #include "server/api/sampling_fields.h"
+#include "server/openai/output_fields.h"
 
 namespace beam::server {
 
@@ -19,7 +20,7 @@ struct ChatRequest {
   ToolChoice tool_choice;
   SamplingFields sampling;   // max_tokens from max_completion_tokens or max_tokens
   bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
+  OutputFields output;  // stream_options, return_token_ids
   // vLLM's prompt_logprobs: [0, 20] alternatives per position of the rendered prompt (not with
   // stream); with it the output limit may be 0.
   std::optional<int64_t> prompt_logprobs;

@@ -19,6 +19,7 @@ CompletionObserver::CompletionObserver(std::shared_ptr<Exchange> exchange,
   const size_t choices = options_.prompts.size() * static_cast<size_t>(options_.n);
   results_.resize(choices);
   started_.assign(choices, false);
+  streamed_tokens_.assign(choices, 0);
   for (size_t i = 0; i < choices; ++i)
     builders_.emplace_back(LogprobTokenNames{tokenizer_, options_.tokens_as_ids},
                            options_.logprobs.value_or(0));
@@ -51,6 +52,10 @@ void CompletionObserver::fill_choice(Json& choice, size_t c, bool first, std::st
     choice["prompt_logprobs"] =
         vllm_prompt_logprobs(tokenizer_, prompt.ids, 1, prompt_logprobs, *options_.prompt_logprobs);
   }
+  if (options_.output.return_token_ids) {
+    if (first) choice["prompt_token_ids"] = prompt.ids;
+    choice["token_ids"] = output_token_ids(tokens);
+  }
 }
 
 void CompletionObserver::on_delta(int32_t sibling, SiblingDelta&& delta) {
@@ -69,14 +74,18 @@ void CompletionObserver::on_sibling_done(int32_t sibling, SiblingResult&& result
   results_[static_cast<size_t>(sibling)] = std::move(result);
 }
 
-Json CompletionObserver::chunk(Json choices) const {
-  Json c = {{"id", options_.id},
-            {"object", "text_completion"},
-            {"created", options_.created},
-            {"model", options_.model},
-            {"choices", std::move(choices)}};
-  if (options_.stream && options_.include_usage) c["usage"] = nullptr;
-  return c;
+Json CompletionObserver::chunk(Json choices, int32_t c) const {
+  Json out = {{"id", options_.id},
+              {"object", "text_completion"},
+              {"created", options_.created},
+              {"model", options_.model},
+              {"choices", std::move(choices)}};
+  if (options_.stream && options_.output.include_usage) out["usage"] = nullptr;
+  if (options_.stream && options_.output.continuous_usage && c >= 0) {
+    const auto s = static_cast<size_t>(c);
+    out["usage"] = choice_usage(static_cast<int64_t>(prompt_of(s).ids.size()), streamed_tokens_[s]);
+  }
+  return out;
 }
 
 void CompletionObserver::send(int32_t c, std::string text,
@@ -87,16 +96,18 @@ void CompletionObserver::send(int32_t c, std::string text,
   const auto s = static_cast<size_t>(c);
   const bool first = !started_[s];
   started_[s] = true;
+  streamed_tokens_[s] += static_cast<int64_t>(tokens.size());
   Json choice = {{"index", c}};
   if (first || finish.is_null()) {
     fill_choice(choice, s, first, std::move(text), prompt_logprobs, tokens, builders_[s]);
   } else {
     choice["text"] = std::move(text);
     choice["logprobs"] = nullptr;
+    if (options_.output.return_token_ids) choice["token_ids"] = Json::array();
   }
   choice["finish_reason"] = std::move(finish);
   if (done) add_choice_records(*done, choice);
-  exchange_->send(http::sse_data(dump_json(chunk(Json::array({std::move(choice)})))));
+  exchange_->send(http::sse_data(dump_json(chunk(Json::array({std::move(choice)}), c))));
 }
 
 void CompletionObserver::on_complete(const GenerationUsage& usage) {
@@ -108,7 +119,7 @@ void CompletionObserver::on_complete(const GenerationUsage& usage) {
   }
   if (options_.stream) {
     end_openai_stream(*exchange_, error_,
-                      options_.include_usage ? chunk(Json::array()) : Json(nullptr), usage);
+                      options_.output.include_usage ? chunk(Json::array()) : Json(nullptr), usage);
     return;
   }
   Json choices = Json::array();

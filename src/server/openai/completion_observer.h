@@ -1,7 +1,9 @@
 // CompletionObserver: engine output → a text_completion object, or text_completion SSE chunks (a
 // finish chunk per choice, the usage chunk with stream_options.include_usage, then [DONE]). Choice
 // c answers prompt c / n. Echo puts the prompt's text (and, with logprobs, its tokens) first in
-// the choice; the first chunk of a streamed choice carries it, and vLLM's prompt_logprobs.
+// the choice; the first chunk of a streamed choice carries it, and vLLM's prompt_logprobs. With
+// vLLM's return_token_ids each choice has prompt_token_ids (streamed: on its first chunk) and
+// token_ids (streamed: each chunk's own).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +15,7 @@
 #include "server/api/exchange.h"
 #include "server/generation/generation_job.h"
 #include "server/openai/logprobs_json.h"
+#include "server/openai/output_fields.h"
 #include "text/tokenizer.h"
 
 namespace beam::server {
@@ -28,7 +31,7 @@ struct CompletionResponseOptions {
   std::string model;
   int64_t created = 0;
   bool stream = false;
-  bool include_usage = false;
+  OutputFields output;  // include_usage, continuous usage, return_token_ids
   std::optional<int64_t> logprobs;  // legacy logprobs=k: k alternatives per token
   bool tokens_as_ids = false;  // vLLM's return_tokens_as_token_ids: logprobs say "token_id:<id>"
   bool echo = false;
@@ -59,7 +62,8 @@ class CompletionObserver : public GenerationObserver {
   void send(int32_t c, std::string text, const std::vector<TokenLogprobs>& prompt_logprobs,
             const std::vector<OutputToken>& tokens, Json finish,
             const SiblingResult* done = nullptr);
-  Json chunk(Json choices) const;
+  // A chunk of `choices`; with continuous usage, choice `c`'s usage so far.
+  Json chunk(Json choices, int32_t c = -1) const;
 
   std::shared_ptr<Exchange> exchange_;
   const text::Tokenizer* tokenizer_;
@@ -67,6 +71,7 @@ class CompletionObserver : public GenerationObserver {
   std::vector<SiblingResult> results_;
   std::vector<CompletionLogprobs> builders_;  // streaming: one per choice
   std::vector<bool> started_;                 // streaming: the choice's first chunk went out
+  std::vector<int64_t> streamed_tokens_;      // streaming: the choice's output tokens so far
   std::optional<std::string> error_;
 };
 

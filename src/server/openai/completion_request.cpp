@@ -118,11 +118,8 @@ ApiExpected<CompletionRequest> parse_completion_request(const Json& body,
   if (best_of && *best_of != req.sampling.params.n)
     r.fail("best_of", "is not supported (only best_of == n)");
   r.read("stream", &req.stream);
-  if (const Json* so = r.get("stream_options")) {
-    FieldReader s(*so, "stream_options");
-    s.read("include_usage", &req.include_usage);
-    if (s.failed()) return s.take_error();
-  }
+  API_ASSIGN_OR_RETURN(bool output, read_output_fields(r, &req.output));
+  (void)output;
   if (r.failed()) return r.take_error();
   API_ASSIGN_OR_RETURN(req.prompts, read_prompts(r.get("prompt"), "prompt"));
   // vLLM's extension: the chat format's response_format on completions too, and vLLM's / SGLang's

@@ -10,6 +10,7 @@
 
 #include "server/api/json_fields.h"
 #include "server/api/sampling_fields.h"
+#include "server/openai/output_fields.h"
 
 namespace beam::server {
 
@@ -35,7 +36,7 @@ struct CompletionRequest {
   // vLLM's: only each prompt's last k tokens are kept (prompt_truncation.h).
   std::optional<int64_t> truncate_prompt_tokens;
   bool stream = false;
-  bool include_usage = false;
+  OutputFields output;  // stream_options, return_token_ids
 };
 
 // Compiled output formats come from `caches` when they hold the text (format_caches).

@@ -65,7 +65,7 @@ ApiExpected<bool> run_completions(const EndpointEnv& env,
   o.model = shown_model_name(model, lora_name);
   o.created = unix_time_s();
   o.stream = req.stream;
-  o.include_usage = req.include_usage;
+  o.output = req.output;
   // Legacy logprobs=k: the chosen token plus the k most likely alternatives.
   if (req.sampling.params.logprobs) o.logprobs = req.sampling.params.top_logprobs;
   o.echo = req.echo;

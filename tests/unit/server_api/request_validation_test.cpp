@@ -210,9 +210,35 @@ TEST(RequestValidation, ChatRequestMapsEveryField) {
   EXPECT_TRUE(c.sampling.params.logprobs);
   EXPECT_EQ(c.sampling.params.top_logprobs, 2);
   EXPECT_TRUE(c.stream);
-  EXPECT_TRUE(c.include_usage);
+  EXPECT_TRUE(c.output.include_usage);
+  EXPECT_FALSE(c.output.continuous_usage);
+  EXPECT_FALSE(c.output.return_token_ids);
   EXPECT_EQ(c.prompt.variables["enable_thinking"], false);
   EXPECT_EQ(c.prompt.variables["reasoning_effort"], "low");
+}
+
+// stream_options (include_usage; vLLM's continuous_usage_stats, which needs include_usage) and
+// vLLM's return_token_ids, shared by chat and completions.
+TEST(RequestValidation, OutputFields) {
+  const auto read = [](const char* body) {
+    const Json j = parse(body);
+    FieldReader r(j, "");
+    OutputFields out;
+    ApiExpected<bool> nested = read_output_fields(r, &out);
+    std::string param = !nested.ok() ? nested.error().param : r.failed() ? r.error().param : "";
+    return std::make_pair(out, param);
+  };
+  auto [all, none] = read(R"({"return_token_ids": true,
+      "stream_options": {"include_usage": true, "continuous_usage_stats": true}})");
+  EXPECT_EQ(none, "");
+  EXPECT_TRUE(all.return_token_ids && all.include_usage && all.continuous_usage);
+  EXPECT_FALSE(read(R"({"stream_options": {"continuous_usage_stats": true}})").first.continuous_usage);
+  EXPECT_EQ(read(R"({"return_token_ids": 1})").second, "return_token_ids");
+  EXPECT_EQ(read(R"({"stream_options": []})").second, "stream_options");
+  EXPECT_EQ(read(R"({"stream_options": {"include_usage": "y"}})").second,
+            "stream_options.include_usage");
+  EXPECT_EQ(read(R"({"stream_options": {"continuous_usage_stats": 0}})").second,
+            "stream_options.continuous_usage_stats");
 }
 
 TEST(RequestValidation, ToolChoiceForms) {
