@@ -663,6 +663,18 @@ test('chat: a required or named tool call is JSON of the tool\'s parameters', as
     if (f.name === 'alarm') assert.equal(typeof a.on, 'boolean');
     else assert.ok(['c', 'f'].includes(a.unit) && Number.isInteger(a.days));
   }
+  // A string argument never holds the call's delimiter tokens (tiny-chat's <tool_call> and
+  // </tool_call> are text tokens too): each call parses, unless the limit cut it.
+  const strings = await client.chat.completions.create({
+    model: MODEL, messages: [{ role: 'user', content: 'Weather?' }], max_tokens: 300, temperature: 1,
+    seed: 4, n: 8, tools: [weatherTool], tool_choice: { type: 'function', function: { name: 'get_weather' } },
+  });
+  for (const c of strings.choices) {
+    if (c.finish_reason === 'length') continue;
+    assert.equal(c.finish_reason, 'tool_calls', JSON.stringify(c.message));
+    assert.equal(typeof JSON.parse(c.message.tool_calls[0].function.arguments).city, 'string');
+  }
+  assert.ok(strings.choices.filter((c) => c.finish_reason === 'tool_calls').length >= 4);
   // A response_format beside a required call is refused (the call follows its tool's schema).
   await assert.rejects(client.chat.completions.create({
     model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 5, tools: [alarm],

@@ -79,6 +79,10 @@ Status ConstraintState::fill_allowed(std::span<uint32_t> bits, std::span<const i
     }
     for (const auto& ids : {std::span<const int32_t>(constraint_->hidden_tokens), end_tokens})
       for (int32_t t : ids) clear_mask_bit(bits, t);
+    // The call delimiters are never text: the close written inside a string would end the call
+    // there for the output's parser (which watches only for the close).
+    for (const std::optional<int32_t>& t : {constraint_->call_open, constraint_->call_close})
+      if (t) clear_mask_bit(bits, *t);
     if (can_end()) {
       for (int32_t t : end_tokens) set_mask_bit(bits, t);
       if (constraint_->call_close) set_mask_bit(bits, *constraint_->call_close);
@@ -113,6 +117,7 @@ bool ConstraintState::accept(int32_t token, bool end_token) {
   if (end_token) {
     if (can_end()) return true;
   } else if (std::find(hidden.begin(), hidden.end(), token) == hidden.end() &&
+             token != constraint_->call_open && token != constraint_->call_close &&
              advance(constraint_->vocab->bytes(token))) {  // empty: not a text token
     return true;
   }

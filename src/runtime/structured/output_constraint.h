@@ -39,7 +39,9 @@ struct OutputConstraint {
   // A tool call's delimiters (Hermes / Qwen `<tool_call>` ... `</tool_call>`): once the JSON is
   // complete call_close may follow besides the end tokens, and after it only more calls: the end
   // tokens, one whitespace-only token, and call_open where set (parallel calls), which starts the
-  // next call's JSON from the grammar's start. Unset: the output ends with the JSON.
+  // next call's JSON from the grammar's start. Neither is ever allowed as text (inside a JSON
+  // string the close would end the call for the output parser). Unset: the output ends with the
+  // JSON.
   std::optional<int32_t> call_close = std::nullopt;
   std::optional<int32_t> call_open = std::nullopt;
   // Memoized masks inside patterned strings, shared by the request's sequences.

@@ -396,6 +396,45 @@ TEST(ConstraintState, ACallsCloseDelimiterFollowsCompleteJsonAndOnlyCallsFollowI
   EXPECT_FALSE(text_after.fill_allowed(bits, ends, scratch));
 }
 
+// Delimiters that are text tokens too (Qwen's <tool_call> / </tool_call> are added tokens that
+// are not special): inside the call's JSON neither is allowed, even where its bytes would fit a
+// string (the output parser would take the close there as the call's end).
+TEST(ConstraintState, CallDelimitersAreNeverTextInsideTheCall) {
+  std::vector<VocabToken> tokens;
+  for (const char* t : {"\"", "a", "<c>", "</c>", "}", "{\"k\": "}) {
+    const auto id = static_cast<int32_t>(tokens.size());
+    tokens.push_back({id, t});
+  }
+  const auto vocab = std::make_shared<VocabIndex>(8, tokens);
+  const int32_t quote = 0, a = 1, open = 2, close = 3, brace = 4, key = 5, eos = 7;
+  auto c = std::make_shared<OutputConstraint>();
+  c->grammar = grammar_of(R"({"type": "object", "properties": {"k": {"type": "string"}},
+                              "required": ["k"]})");
+  c->vocab = vocab;
+  c->call_open = open;
+  c->call_close = close;
+  const std::vector<int32_t> ends = {eos};
+  std::vector<uint32_t> bits(allowed_mask_words(vocab->vocab_size()));
+  MaskScratch scratch;
+  ConstraintState s(c);
+  ASSERT_TRUE(s.accept(key, false));
+  ASSERT_TRUE(s.accept(quote, false));
+  ASSERT_TRUE(s.fill_allowed(bits, ends, scratch));  // inside the string
+  EXPECT_TRUE(mask_bit(bits, a));
+  EXPECT_TRUE(mask_bit(bits, quote));
+  EXPECT_FALSE(mask_bit(bits, open));
+  EXPECT_FALSE(mask_bit(bits, close));
+  ConstraintState broken = s;
+  EXPECT_FALSE(broken.accept(close, false));
+  ASSERT_TRUE(s.accept(a, false));
+  ASSERT_TRUE(s.accept(quote, false));
+  ASSERT_TRUE(s.accept(brace, false));
+  ASSERT_TRUE(s.fill_allowed(bits, ends, scratch));  // the JSON is complete
+  EXPECT_TRUE(mask_bit(bits, close));
+  EXPECT_FALSE(mask_bit(bits, open));
+  EXPECT_TRUE(s.accept(close, false));
+}
+
 // A grammar's constraint: masks equal the token-by-token answer at every position of the texts,
 // memoized or not; end tokens only on a whole match.
 void expect_grammar_masks_exact(const std::shared_ptr<const EbnfGrammar>& grammar,
