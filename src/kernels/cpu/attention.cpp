@@ -1,7 +1,8 @@
 // CPU paged attention: one task per (sequence, tile of query rows, range of KV heads) reads the
 // tile's visible keys once, chunk by chunk, with an fp32 online softmax per (row, query head).
-// Chunks follow a fixed grid on logical slots (multiples of kKeyChunk and of the block size), so
-// a row's result depends only on its own visible keys: it is the same in any batch, tile or task.
+// Chunks follow a fixed grid on logical slots (multiples of kKeyChunk, whatever the cache's block
+// size), so a row's result depends only on its own visible keys: it is the same in any batch,
+// tile, task or block size.
 #include "kernels/cpu/attention.h"
 
 #include <algorithm>
@@ -40,10 +41,10 @@ SlotRange visible_slots(const AttentionSeq& s, int64_t p, int64_t window) {
   return {window > 0 ? std::max<int64_t>(0, hi - window + 1) : 0, hi};
 }
 
-// Chunk [c0, c1) of the fixed key grid: it ends at the next multiple of kKeyChunk, the end of the
-// cache block, or after slot `last`, whichever comes first.
-int64_t chunk_end(int64_t c0, int64_t block_size, int64_t last) {
-  return std::min({(c0 / kKeyChunk + 1) * kKeyChunk, (c0 / block_size + 1) * block_size, last + 1});
+// Chunk [c0, c1) of the fixed key grid: it ends at the next multiple of kKeyChunk or after slot
+// `last`, whichever comes first (it may span cache blocks).
+int64_t chunk_end(int64_t c0, int64_t last) {
+  return std::min((c0 / kKeyChunk + 1) * kKeyChunk, last + 1);
 }
 
 // Per-task buffers. Query state is [row][query head of the item][D]; K/V chunks are head-major
@@ -87,14 +88,20 @@ void online_softmax_step(float* scores, int64_t G, int64_t n, const float* v, in
   accumulate_pv(scores, kKeyChunk, G, v, n, D, acc);
 }
 
-// Widens slots [c0, c1) (inside one cache block) of the item's KV heads to fp32, head-major.
-// Each slot's heads [kv0, kv0 + num_kv) are contiguous in the cache.
-void load_chunk(const PagedKv& kv, const Geometry& g, const WorkItem& w, int32_t block, int64_t c0,
-                int64_t c1, Scratch& sc) {
-  const int64_t D = g.head_dim, n = c1 - c0;
-  const int64_t slot0 = block * g.block_size + c0 % g.block_size;
-  for (int64_t j = 0; j < n; ++j) {
-    const int64_t src = ((slot0 + j) * g.num_kv_heads + w.kv0) * D;
+// Widens logical slots [c0, c1) of the item's KV heads to fp32, head-major, each slot from the
+// cache block its sequence's table maps it to. Each slot's heads [kv0, kv0 + num_kv) are
+// contiguous in the cache.
+void load_chunk(const PagedKv& kv, const AttentionSeq& s, const Geometry& g, const WorkItem& w,
+                int64_t c0, int64_t c1, Scratch& sc) {
+  const int64_t D = g.head_dim;
+  for (int64_t c = c0; c < c1; ++c) {
+    const int32_t block = s.block_table[c / g.block_size];
+    BEAM_CHECK(block >= 0 && block < g.num_blocks)
+        << "paged_attention: logical block " << c / g.block_size << " maps to " << block
+        << " but holds key slot " << c << ", visible to queries from position " << s.q_pos0
+        << " on (pool of " << g.num_blocks << " blocks)";
+    const int64_t src = ((block * g.block_size + c % g.block_size) * g.num_kv_heads + w.kv0) * D;
+    const int64_t j = c - c0;
     for (int64_t h = 0; h < w.num_kv; ++h) {
       widen_bf16(kv.k.as<bf16>() + src + h * D, sc.k.data() + (h * kKeyChunk + j) * D, D);
       widen_bf16(kv.v.as<bf16>() + src + h * D, sc.v.data() + (h * kKeyChunk + j) * D, D);
@@ -136,13 +143,8 @@ void attend_item(const TensorView& q, const PagedKv& kv, const AttentionSeq& s, 
   const SlotRange first = visible_slots(s, p0, g.window);
   const SlotRange last = visible_slots(s, p0 + w.rows - 1, g.window);
   for (int64_t c0 = first.lo; c0 <= last.hi;) {
-    const int64_t c1 = chunk_end(c0, g.block_size, last.hi);
-    const int32_t block = s.block_table[c0 / g.block_size];
-    BEAM_CHECK(block >= 0 && block < g.num_blocks)
-        << "paged_attention: logical block " << c0 / g.block_size << " maps to " << block
-        << " but holds keys visible to queries at positions " << p0 << ".." << p0 + w.rows - 1
-        << " (pool of " << g.num_blocks << " blocks)";
-    load_chunk(kv, g, w, block, c0, c1, sc);
+    const int64_t c1 = chunk_end(c0, last.hi);
+    load_chunk(kv, s, g, w, c0, c1, sc);
     attend_chunk(s, g, w, c0, c1, sc);
     c0 = c1;
   }

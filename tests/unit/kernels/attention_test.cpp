@@ -210,6 +210,47 @@ TEST(PagedAttention, BatchInvariant) {
   }
 }
 
+// The same batch in a paged cache of `block_size` (blocks in reverse order): same queries, keys
+// and values, only the paging differs.
+Batch repaged(const Batch& b, int64_t block_size, Contexts& ctx) {
+  Batch out;
+  out.g = b.g;
+  out.g.block_size = block_size;
+  out.q = test::copy_of(b.q);
+  int64_t blocks = 0;
+  for (const TestSeq& s : b.seqs) blocks += (s.kv_len + block_size - 1) / block_size;
+  out.cache_k = HostTensor(DType::kBF16, {blocks, block_size, b.g.Nkv, b.g.D});
+  out.cache_v = HostTensor(DType::kBF16, {blocks, block_size, b.g.Nkv, b.g.D});
+  int32_t next = static_cast<int32_t>(blocks);
+  for (const TestSeq& s : b.seqs) {
+    TestSeq ts{s.kv_pos0, s.kv_len, s.q_count, test::copy_of(s.keys), test::copy_of(s.values), {}};
+    for (int64_t j = 0; j < s.kv_len; j += block_size) ts.table.push_back(--next);
+    HostTensor slots(DType::kI64, {s.kv_len});
+    for (int64_t j = 0; j < s.kv_len; ++j)
+      slots.as<int64_t>()[j] = ts.table[j / block_size] * block_size + j % block_size;
+    store_kv(ctx.two, ts.keys.view, ts.values.view, slots.view, out.kv());
+    out.seqs.push_back(std::move(ts));
+  }
+  return out;
+}
+
+// The key grid does not follow the cache's blocks: any block size gives the same bits (a server's
+// --block-size never changes a sampled token).
+TEST(PagedAttention, BlockSizeInvariant) {
+  for (int64_t window : {16, 0}) {
+    SCOPED_TRACE(::testing::Message() << "window " << window);
+    Contexts ctx;
+    const std::vector<SeqSpec> specs = {{0, 140, 140}, {0, 97, 1}, {0, 75, 9}, {999980, 70, 3}};
+    Batch base = make_batch({4, 2, 64, 64, window}, specs, 91 + window, ctx);
+    const HostTensor want = run(base, ctx.two, base.attention_seqs());
+    for (int64_t bs : {1, 4, 16, 24, 48, 128}) {
+      Batch b = repaged(base, bs, ctx);
+      EXPECT_TRUE(test::bits_equal(run(b, ctx.two, b.attention_seqs()).view, want.view))
+          << "block size " << bs;
+    }
+  }
+}
+
 // Query at position 39 with W = 16 sees keys 24..39: changing key 23 (W back) or 22 (W+1 back)
 // changes nothing, changing key 24 (W-1 back) changes the output.
 TEST(PagedAttention, WindowEdges) {
