@@ -93,8 +93,8 @@ constexpr int kTopThreads = 512;
 constexpr int kTopCapacity = 2048;  // candidate keys a row's buffer holds (a power of two)
 constexpr int kMaxTopK = 64;
 // A row's top-k runs over slices of the vocabulary merged after: at most kMaxSliceKeys logits a
-// slice (where the merge allows), so a slice's second read finds it in L2, and for few rows more
-// slices, of at least kMinSliceKeys logits, to fill the GPU.
+// slice, which its CTA holds in registers (16 a thread), and for few rows more slices, of at
+// least kMinSliceKeys logits, to fill the GPU.
 constexpr int64_t kMinSliceKeys = 4096;
 constexpr int64_t kMaxSliceKeys = 8192;
 constexpr int kWalkThreads = 256;
@@ -118,33 +118,53 @@ __device__ __forceinline__ unsigned long long warp_sort_descending(unsigned long
   return v;
 }
 
-// Calls visit(order_bits(value), id) for this thread's elements of row[0, n) (ids id0 + i, in
-// increasing order): N == 4 reads float4s (n % 4 == 0, row 16-byte aligned), N == 1 floats;
-// thread i takes groups i, i + blockDim.x, ...
-template <int N, typename Visit>
-__device__ __forceinline__ void for_each_value(const float* row, int64_t n, int id0,
-                                               Visit&& visit) {
-  for (int64_t gi = threadIdx.x; gi < n / N; gi += blockDim.x) {
-    const int id = id0 + static_cast<int>(N * gi);
-    if constexpr (N == 4) {
-      const float4 f = reinterpret_cast<const float4*>(row)[gi];
-      visit(order_bits(f.x), id);
-      visit(order_bits(f.y), id + 1);
-      visit(order_bits(f.z), id + 2);
-      visit(order_bits(f.w), id + 3);
-    } else {
-      visit(order_bits(row[gi]), id);
+// A thread's elements of a slice row[0, n) (n <= kMaxSliceKeys, ids id0 + i) as order_bits,
+// read once into registers: group g is element group threadIdx.x + g * kTopThreads of N values
+// (float4s for N == 4: n % 4 == 0, row 16-byte aligned).
+template <int N>
+struct SliceValues {
+  static constexpr int kGroups = static_cast<int>(kMaxSliceKeys) / (kTopThreads * N);
+  uint32_t bits[kGroups * N];
+  int groups = 0;  // the groups this thread holds
+  int id0 = 0;
+
+  __device__ SliceValues(const float* row, int64_t n, int first_id) : id0(first_id) {
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g) {
+      const int64_t gi = threadIdx.x + int64_t{g} * kTopThreads;
+      if (gi >= n / N) break;
+      groups = g + 1;
+      if constexpr (N == 4) {
+        const float4 f = reinterpret_cast<const float4*>(row)[gi];
+        bits[4 * g] = order_bits(f.x);
+        bits[4 * g + 1] = order_bits(f.y);
+        bits[4 * g + 2] = order_bits(f.z);
+        bits[4 * g + 3] = order_bits(f.w);
+      } else {
+        bits[g] = order_bits(row[gi]);
+      }
     }
   }
-}
+  // visit(bits, id) for each element, in increasing id order.
+  template <typename Visit>
+  __device__ __forceinline__ void for_each(Visit&& visit) const {
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g) {
+      if (g >= groups) break;
+#pragma unroll
+      for (int i = 0; i < N; ++i)
+        visit(bits[g * N + i], id0 + N * static_cast<int>(threadIdx.x + g * kTopThreads) + i);
+    }
+  }
+};
 
-// The largest key of row[0, n) below `bound` (0: none); every thread gets it.
+// The largest key of the block's values below `bound` (0: none); every thread gets it.
 template <int N>
-__device__ unsigned long long block_max_below(const float* row, int64_t n, int id0,
+__device__ unsigned long long block_max_below(const SliceValues<N>& values,
                                               unsigned long long bound,
                                               unsigned long long* partial) {
   unsigned long long best = 0;
-  for_each_value<N>(row, n, id0, [&](uint32_t bits, int id) {
+  values.for_each([&](uint32_t bits, int id) {
     const unsigned long long key = rank_key(bits, id);
     if (key < bound && key > best) best = key;
   });
@@ -157,22 +177,24 @@ __device__ unsigned long long block_max_below(const float* row, int64_t n, int i
   return best;
 }
 
-// The K largest keys of row[0, n) (ids id0 + i; larger u first, the lower id on ties: rank keys
-// are unique): emit(i, key) for i < K, the i-th largest (key 0 past the n-th). Every thread of the
-// block calls it over the block's shared `keys`. Each warp's m-th largest thread maximum (m =
-// ceil(K / warps)) has m keys at or above it, so the least of them bounds the K-th largest key
-// from below: the keys at or above it are gathered and each one's rank among them counted.
-// Slices with more such keys than the buffer holds (long runs of equal values) take K sweeps
-// instead, each finding the largest key below the previous one.
+// The K largest keys of row[0, n) (n <= kMaxSliceKeys, ids id0 + i; larger u first, the lower id
+// on ties: rank keys are unique): emit(i, key) for i < K, the i-th largest (key 0 past the n-th).
+// Every thread of the block calls it over the block's shared `keys`; the row is read once, into
+// registers. Each warp's m-th largest thread maximum (m = ceil(K / warps)) has m keys at or
+// above it, so the least of them bounds the K-th largest key from below: the keys at or above it
+// are gathered and each one's rank among them counted. Slices with more such keys than the
+// buffer holds (long runs of equal values) take K sweeps instead, each finding the largest key
+// below the previous one.
 template <int N, typename Emit>
 __device__ void block_top_k(const float* row, int64_t n, int id0, int K,
                             unsigned long long* keys, int* count, Emit&& emit) {
   const int warps = static_cast<int>(blockDim.x) / 32, m = (K + warps - 1) / warps;
   // The thread's largest key, compared on 32-bit value bits (ids come in increasing order, so
   // the first of equal values is the larger key).
+  const SliceValues<N> values(row, n, id0);
   uint32_t best_bits = 0;
   int best_id = -1;
-  for_each_value<N>(row, n, id0, [&](uint32_t bits, int id) {
+  values.for_each([&](uint32_t bits, int id) {
     if (best_id < 0 || bits > best_bits) {
       best_bits = bits;
       best_id = id;
@@ -189,7 +211,7 @@ __device__ void block_top_k(const float* row, int64_t n, int id0, int K,
   // key >= threshold on value bits first: larger bits, or equal bits and an id no larger.
   const auto threshold_bits = static_cast<uint32_t>(threshold >> 32);
   const int threshold_id = threshold == 0 ? INT_MAX : id_of_key(threshold);
-  for_each_value<N>(row, n, id0, [&](uint32_t bits, int id) {
+  values.for_each([&](uint32_t bits, int id) {
     if (bits < threshold_bits || (bits == threshold_bits && id > threshold_id)) return;
     const int at = atomicAdd(count, 1);
     if (at < kTopCapacity) keys[at] = rank_key(bits, id);
@@ -208,7 +230,7 @@ __device__ void block_top_k(const float* row, int64_t n, int id0, int K,
   }
   unsigned long long bound = ~0ull;
   for (int i = 0; i < K; ++i) {
-    bound = block_max_below<N>(row, n, id0, bound, keys);
+    bound = block_max_below<N>(values, bound, keys);
     if (threadIdx.x == 0) emit(i, bound);
   }
 }
@@ -330,15 +352,17 @@ __global__ void __launch_bounds__(kWalkThreads)
 }
 
 // The pair kernel's dynamic shared memory for K candidates and `rank`: the gates of every
-// possible previous draft [K, rank] f32, then the row's K successor rows [K, stride] bf16 (each
-// padded by 16 bytes: the threads reading different rows meet in different banks).
+// possible previous draft [K, rank] f32, the row's K successor rows and the previous drafts'
+// predecessor rows [K, stride] bf16 each (rows padded by 16 bytes: the threads reading
+// different rows meet in different banks).
 struct PairStage {
   int stride;
-  size_t successors, bytes;
+  size_t successors, predecessors, bytes;
   __host__ __device__ PairStage(int K, int rank) {
     stride = rank + 8;
     successors = static_cast<size_t>(K) * rank * 4;
-    bytes = successors + static_cast<size_t>(K) * stride * 2;
+    predecessors = successors + static_cast<size_t>(K) * stride * 2;
+    bytes = predecessors + static_cast<size_t>(K) * stride * 2;
   }
 };
 
@@ -357,28 +381,35 @@ __global__ void __launch_bounds__(kWalkThreads)
   const PairStage at(K, rank);
   auto* gates = reinterpret_cast<float*>(stage);
   auto* rows = reinterpret_cast<bf16_t*>(stage + at.successors);
+  auto* preds = reinterpret_cast<bf16_t*>(stage + at.predecessors);
   const int j = static_cast<int>(blockIdx.x), b = static_cast<int>(blockIdx.y);
   const int64_t r = int64_t{b} * J + j;
   const int32_t* cands = candidates + r * K;
-  const int P = j == 0 ? 1 : K;  // possible previous drafts
+  // The possible previous drafts: the anchor, or row r - 1's candidates.
+  const int P = j == 0 ? 1 : K;
+  const int32_t* prevs = j == 0 ? anchors + b : candidates + (r - 1) * K;
+  if (j == 0 && (prevs[0] < 0 || prevs[0] >= V)) {  // before any thread reads its row
+    if (threadIdx.x == 0)
+      printf("dflash2_select: anchor %d of block %d outside the vocabulary of %lld\n", prevs[0],
+             b, static_cast<long long>(V));
+    __trap();
+  }
   const int packs = rank / 8;
   for (int i = threadIdx.x; i < K * packs; i += blockDim.x) {
     const int c = i / packs, p = i % packs;
     cp_async16(rows + c * at.stride + p * 8, successor + int64_t{cands[c]} * rank + p * 8, 16);
   }
-  cp_async_commit();
-  for (int i = threadIdx.x; i < P * rank; i += blockDim.x) {
-    const int p = i / rank, k = i % rank;
-    const int32_t prev = j == 0 ? anchors[b] : candidates[(r - 1) * K + p];
-    if (prev < 0 || prev >= V) {
-      printf("dflash2_select: anchor %d of block %d outside the vocabulary of %lld\n", prev, b,
-             static_cast<long long>(V));
-      __trap();
-    }
-    gates[i] = round_bf16(
-        __fmul_rn(to_f32(predecessor[int64_t{prev} * rank + k]), to_f32(hp[r * rank + k])));
+  for (int i = threadIdx.x; i < P * packs; i += blockDim.x) {
+    const int q = i / packs, p = i % packs;
+    cp_async16(preds + q * at.stride + p * 8, predecessor + int64_t{prevs[q]} * rank + p * 8, 16);
   }
+  cp_async_commit();
   cp_async_wait<0>();
+  __syncthreads();
+  for (int i = threadIdx.x; i < P * rank; i += blockDim.x) {
+    const int q = i / rank, k = i % rank;
+    gates[i] = round_bf16(__fmul_rn(to_f32(preds[q * at.stride + k]), to_f32(hp[r * rank + k])));
+  }
   __syncthreads();
   for (int t = threadIdx.x; t < P * K; t += blockDim.x) {
     const int p = t / K, c = t % K;
@@ -428,10 +459,10 @@ __global__ void __launch_bounds__(32)
 // when the rows are too few to fill the GPU (about two CTAs an SM in all, slices of at least
 // kMinSliceKeys), at most kTopCapacity / K (the merge's buffer).
 int64_t top_k_slices(const CudaContext& ctx, int64_t R, int64_t V, int64_t K) {
-  const int64_t for_l2 = ceil_div(V, kMaxSliceKeys);
+  const int64_t for_registers = ceil_div(V, kMaxSliceKeys);
   const int64_t for_sms =
       std::min(ceil_div(int64_t{2} * ctx.props.multiProcessorCount, R), V / kMinSliceKeys);
-  return std::clamp<int64_t>(std::max(for_l2, for_sms), 1, kTopCapacity / K);
+  return std::clamp<int64_t>(std::max(for_registers, for_sms), 1, kTopCapacity / K);
 }
 
 unsigned grid_for(const CudaContext& ctx, int64_t num_items) {
@@ -509,6 +540,10 @@ void dflash2_select(CudaContext& ctx, const TensorView& u, const TensorView& hp,
   // Slices of a multiple of 4 logits keep each slice's float4s aligned.
   const int64_t slice = ceil_div(ceil_div(V, top_k_slices(ctx, R, V, K)), int64_t{4}) * 4;
   const int64_t slices = ceil_div(V, slice);
+  BEAM_CHECK(slice <= kMaxSliceKeys)
+      << op << ": a vocabulary of " << V << " needs slices of " << slice << " logits for top "
+      << K << " (the merge holds " << kTopCapacity << " keys; slices at most " << kMaxSliceKeys
+      << ")";
   const auto* hpp = static_cast<const bf16_t*>(hp.data);
   const auto* pp = static_cast<const bf16_t*>(predecessor.data);
   const auto* sp = static_cast<const bf16_t*>(successor.data);
