@@ -260,9 +260,13 @@ test('a client disconnect cancels the engine request (streaming and not)', async
     // Far fewer than 3000 tokens were generated: the request stopped when the client left.
     assert.ok(m.beamserve_generated_tokens_total - before.beamserve_generated_tokens_total < 2500);
   }
-  const m = await metrics(server.baseUrl);
-  assert.equal(requestCount(m, (e, s) => e === '/v1/chat/completions' && s === 499) -
-    requestCount(before, (e, s) => e === '/v1/chat/completions' && s === 499), 2);
+  // Each request's 499 is counted when its job ends, which may come just after the engine idles.
+  const left = (m) => requestCount(m, (e, s) => e === '/v1/chat/completions' && s === 499) -
+    requestCount(before, (e, s) => e === '/v1/chat/completions' && s === 499);
+  const deadline = Date.now() + 5000;
+  while (left(await metrics(server.baseUrl)) < 2 && Date.now() < deadline)
+    await new Promise((r) => setTimeout(r, 10));
+  assert.equal(left(await metrics(server.baseUrl)), 2);
 });
 
 test('/health and /metrics', async () => {
@@ -870,6 +874,76 @@ test('return_tokens_as_token_ids writes logprobs tokens as token_id:<id>', async
 // vLLM's truncate_prompt_tokens: the tokenized prompt's last k tokens (-1: the context) are all
 // the model sees, before the context check, the prefix cache and prompt logprobs; usage counts
 // them and echo returns their text.
+// vLLM's use_beam_search: n is the beam width; width 1 is greedy; each beam's tokens carry the
+// logprobs the model gives them (scored again with echo), the beams come best first by
+// cumulative logprob / length ^ length_penalty (the prompt counted), and what beam search cannot
+// honour is a 400 naming the field.
+test('use_beam_search: n beams, best first, each as the model scores it', async () => {
+  const prompt = [Tok.HELLO, 40, 41, 42, 43];
+  const greedy = (await post('/v1/completions', { model: MODEL, prompt, max_tokens: 6, temperature: 0,
+    ignore_eos: true, return_token_ids: true })).json.choices[0];
+  const one = await post('/v1/completions', { model: MODEL, prompt, max_tokens: 6, n: 1,
+    use_beam_search: true, ignore_eos: true, return_token_ids: true });
+  assert.equal(one.status, 200, one.text);
+  assert.deepEqual(one.json.choices[0].token_ids, greedy.token_ids);
+  assert.equal(one.json.choices[0].text, greedy.text);
+  for (const lengthPenalty of [1, 0]) {
+    const r = await post('/v1/completions', { model: MODEL, prompt, max_tokens: 6, n: 4,
+      use_beam_search: true, length_penalty: lengthPenalty, ignore_eos: true, logprobs: 0,
+      return_token_ids: true });
+    assert.equal(r.status, 200, r.text);
+    const beams = r.json.choices;
+    assert.equal(beams.length, 4);
+    assert.equal(new Set(beams.map((c) => c.token_ids.join(','))).size, 4, 'distinct beams');
+    const scores = beams.map((c) => {
+      assert.equal(c.finish_reason, 'length');
+      assert.equal(c.token_ids.length, 6);
+      const cum = c.logprobs.token_logprobs.reduce((a, b) => a + b, 0);
+      return cum / Math.pow(prompt.length + 6, lengthPenalty);
+    });
+    for (let i = 1; i < scores.length; ++i) assert.ok(scores[i - 1] >= scores[i], JSON.stringify(scores));
+    // The best beam is at least as likely as greedy's continuation.
+    const greedyCum = (await post('/v1/completions', { model: MODEL, prompt: prompt.concat(greedy.token_ids),
+      max_tokens: 0, echo: true, logprobs: 0 })).json.choices[0].logprobs.token_logprobs.slice(prompt.length)
+      .reduce((a, b) => a + b, 0);
+    assert.ok(scores[0] * Math.pow(prompt.length + 6, lengthPenalty) >= greedyCum - 1e-4);
+    // Each beam's logprobs are the model's: scored again as a prompt, they agree.
+    for (const c of beams) {
+      const scored = (await post('/v1/completions', { model: MODEL, prompt: prompt.concat(c.token_ids),
+        max_tokens: 0, echo: true, logprobs: 0 })).json.choices[0].logprobs.token_logprobs.slice(prompt.length);
+      scored.forEach((v, i) => assert.ok(Math.abs(v - c.logprobs.token_logprobs[i]) <= PREFILL_VS_DECODE,
+        `${v} vs ${c.logprobs.token_logprobs[i]}`));
+    }
+    assert.equal(r.json.usage.completion_tokens, 24);
+    assert.equal(r.json.usage.prompt_tokens, prompt.length);
+  }
+  // Chat: each beam parsed as a message; streamed, the same beams arrive before [DONE].
+  const chatReq = { model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 5, n: 2,
+    use_beam_search: true, ignore_eos: true };
+  const chatBeams = await post('/v1/chat/completions', chatReq);
+  assert.equal(chatBeams.status, 200, chatBeams.text);
+  assert.equal(chatBeams.json.choices.length, 2);
+  const streamed = await fetch(`${server.baseUrl}/v1/chat/completions`, { method: 'POST',
+    headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...chatReq, stream: true }) });
+  const text = await streamed.text();
+  assert.ok(text.trimEnd().endsWith('data: [DONE]'), text);
+  const contents = ['', ''];
+  for (const line of text.split('\n').filter((l) => l.startsWith('data: {'))) {
+    const ch = JSON.parse(line.slice(6)).choices[0];
+    if (ch?.delta?.content) contents[ch.index] += ch.delta.content;
+  }
+  assert.deepEqual(contents, chatBeams.json.choices.map((c) => c.message.content));
+  // What beam search cannot honour.
+  assertOpenAiError(await post('/v1/completions', { model: MODEL, prompt, n: 11, use_beam_search: true }),
+    400, 'n');
+  assertOpenAiError(await post('/v1/chat/completions', { ...chatReq, ignore_eos: false,
+    response_format: { type: 'json_object' } }), 400, 'response_format');
+  assertOpenAiError(await post('/v1/completions', { model: MODEL, prompt, use_beam_search: true,
+    length_penalty: 'long' }), 400, 'length_penalty');
+  assertOpenAiError(await post('/v1/completions', { model: MODEL, prompt, use_beam_search: 1 }), 400,
+    'use_beam_search');
+});
+
 test('truncate_prompt_tokens keeps the prompt\'s last k tokens', async () => {
   // Past the context (4,096 tokens) unless truncated; cached as the kept tokens.
   const long = 'z9'.repeat(5000);

@@ -2,6 +2,7 @@
 #include "server/openai/chat_endpoint.h"
 
 #include "server/api/prompt_truncation.h"
+#include "server/openai/beam_search_run.h"
 #include "server/openai/chat_observer.h"
 #include "server/openai/chat_request.h"
 
@@ -25,6 +26,9 @@ ApiExpected<bool> run_chat(const EndpointEnv& env, const std::shared_ptr<Exchang
   spec.prompt_ids = std::move(rendered.ids);
   if (req.prompt_logprobs) spec.prompt_logprobs = PromptLogprobsOptions{1, *req.prompt_logprobs};
   API_ASSIGN_OR_RETURN(bool ok, finish_spec(model, req.sampling, req.max_tokens_field, &spec));
+  if (req.beam.enabled) {
+    API_ASSIGN_OR_RETURN(ok, check_beam_search(spec, "n"));
+  }
   (void)ok;
   ChatResponseOptions o;
   o.id = id;
@@ -40,6 +44,10 @@ ApiExpected<bool> run_chat(const EndpointEnv& env, const std::shared_ptr<Exchang
   o.prompt_ids = spec.prompt_ids;
   exchange->note("stream", req.stream ? "1" : "0");
   auto observer = std::make_shared<ChatObserver>(exchange, &*model.tokenizer, std::move(o));
+  if (req.beam.enabled) {
+    launch_beam_search(env, exchange, {std::move(spec)}, req.beam, std::move(observer));
+    return true;
+  }
   launch_generation(env, exchange, std::move(spec), std::move(observer));
   return true;
 }

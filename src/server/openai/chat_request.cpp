@@ -222,6 +222,7 @@ ApiExpected<ChatRequest> parse_chat_request(const Json& body, const FormatCaches
   r.read("top_logprobs", &req.sampling.params.top_logprobs);
   r.read("return_tokens_as_token_ids", &req.tokens_as_ids);
   read_truncate_prompt_tokens(r, &req.truncate_prompt_tokens);
+  read_beam_search_fields(r, &req.beam);
   API_ASSIGN_OR_RETURN(bool output, read_output_fields(r, &req.output));
   (void)output;
   read_template_variables(r, &req.prompt.variables);

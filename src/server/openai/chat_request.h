@@ -10,6 +10,7 @@
 #include "server/api/chat_prompt.h"
 #include "server/api/json_fields.h"
 #include "server/api/sampling_fields.h"
+#include "server/openai/beam_search_fields.h"
 #include "server/openai/output_fields.h"
 
 namespace beam::server {
@@ -21,6 +22,7 @@ struct ChatRequest {
   SamplingFields sampling;   // max_tokens from max_completion_tokens or max_tokens
   bool stream = false;
   OutputFields output;  // stream_options, return_token_ids
+  BeamSearchFields beam;  // vLLM's use_beam_search, length_penalty
   // vLLM's prompt_logprobs: [0, 20] alternatives per position of the rendered prompt (not with
   // stream); with it the output limit may be 0.
   std::optional<int64_t> prompt_logprobs;

@@ -118,6 +118,7 @@ ApiExpected<CompletionRequest> parse_completion_request(const Json& body,
   if (best_of && *best_of != req.sampling.params.n)
     r.fail("best_of", "is not supported (only best_of == n)");
   r.read("stream", &req.stream);
+  read_beam_search_fields(r, &req.beam);
   API_ASSIGN_OR_RETURN(bool output, read_output_fields(r, &req.output));
   (void)output;
   if (r.failed()) return r.take_error();

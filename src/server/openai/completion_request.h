@@ -10,6 +10,7 @@
 
 #include "server/api/json_fields.h"
 #include "server/api/sampling_fields.h"
+#include "server/openai/beam_search_fields.h"
 #include "server/openai/output_fields.h"
 
 namespace beam::server {
@@ -37,6 +38,7 @@ struct CompletionRequest {
   std::optional<int64_t> truncate_prompt_tokens;
   bool stream = false;
   OutputFields output;  // stream_options, return_token_ids
+  BeamSearchFields beam;  // vLLM's use_beam_search, length_penalty
 };
 
 // Compiled output formats come from `caches` when they hold the text (format_caches).

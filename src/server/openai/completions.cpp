@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "server/api/prompt_truncation.h"
+#include "server/openai/beam_search_run.h"
 #include "server/openai/completion_observer.h"
 
 namespace beam::server {
@@ -57,6 +58,9 @@ ApiExpected<bool> run_completions(const EndpointEnv& env,
     spec.prompt_logprobs = prompt_logprobs_options(req);
     spec.lora_name = lora_name;
     API_ASSIGN_OR_RETURN(ok, finish_spec(model, req.sampling, "max_tokens", &spec));
+    if (req.beam.enabled) {
+    API_ASSIGN_OR_RETURN(ok, check_beam_search(spec, "n"));
+  }
     specs.push_back(std::move(spec));
     o.prompts.push_back(std::move(echoed));
   }
@@ -73,6 +77,10 @@ ApiExpected<bool> run_completions(const EndpointEnv& env,
   o.prompt_logprobs = req.prompt_logprobs;
   o.n = specs.front().sampling.n;
   auto observer = std::make_shared<CompletionObserver>(exchange, &*model.tokenizer, std::move(o));
+  if (req.beam.enabled) {
+    launch_beam_search(env, exchange, std::move(specs), req.beam, std::move(observer));
+    return true;
+  }
   launch_generations(env, exchange, std::move(specs), std::move(observer));
   return true;
 }
