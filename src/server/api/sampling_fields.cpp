@@ -85,6 +85,15 @@ void read_token_ids(FieldReader& r, const char* key, std::vector<int32_t>* out) 
   }
 }
 
+void read_priority(FieldReader& r, int32_t* out) {
+  int64_t priority = *out;
+  r.read("priority", &priority);
+  if (priority < std::numeric_limits<int32_t>::min() || priority > std::numeric_limits<int32_t>::max())
+    r.fail("priority", "is out of int32's range, got " + std::to_string(priority));
+  else
+    *out = static_cast<int32_t>(priority);
+}
+
 void read_sampling_fields(FieldReader& r, const char* stop_key, SamplingFields* out) {
   SamplingParams& p = out->params;
   r.read("temperature", &p.temperature);
@@ -119,11 +128,7 @@ void read_sampling_fields(FieldReader& r, const char* stop_key, SamplingFields* 
   r.read("n", &p.n);
   r.read("include_stop_str_in_output", &out->include_stop_str_in_output);
   r.read("skip_special_tokens", &out->skip_special_tokens);
-  int64_t priority = 0;
-  r.read("priority", &priority);
-  if (priority < std::numeric_limits<int32_t>::min() || priority > std::numeric_limits<int32_t>::max())
-    r.fail("priority", "out of range");
-  out->priority = static_cast<int32_t>(priority);
+  read_priority(r, &out->priority);
   read_cache_salt(r, "cache_salt", &out->cache_salt);
   if (r.get("allowed_token_ids")) {
     read_token_ids(r, "allowed_token_ids", &p.allowed_token_ids);

@@ -53,6 +53,9 @@ struct SamplingFields {
 // Token-limit and logprob fields differ per endpoint and are read by the caller.
 void read_sampling_fields(FieldReader& r, const char* stop_key, SamplingFields* out);
 
+// vLLM's request priority (lower runs earlier): an integer in int32's range, else the field fails.
+void read_priority(FieldReader& r, int32_t* out);
+
 // `key`: a regex or a list of them (at most kMaxStopStrings, each at most kMaxStopStringBytes),
 // compiled to automata into *out; a pattern that does not compile or matches the empty text
 // fails the field.

@@ -1,9 +1,8 @@
 // Embeddings request parsing (see embeddings_request.h).
 #include "server/openai/embeddings_request.h"
 
-#include <climits>
-
 #include "server/api/prompt_truncation.h"
+#include "server/api/sampling_fields.h"
 #include "server/openai/chat_request.h"
 
 namespace beam::server {
@@ -35,10 +34,7 @@ ApiExpected<EmbeddingsRequest> parse_embeddings_request(const Json& body,
     r.fail("dimensions", "must be >= 1, got " + std::to_string(*req.dimensions));
   r.read("normalize", &req.normalize);
   read_truncate_prompt_tokens(r, &req.truncate_prompt_tokens);
-  int64_t priority = 0;
-  r.read("priority", &priority);
-  if (priority < INT32_MIN || priority > INT32_MAX) r.fail("priority", "is out of range");
-  req.priority = static_cast<int32_t>(priority);
+  read_priority(r, &req.priority);
   std::string user;
   r.read("user", &user);  // OpenAI's end-user id: accepted, unused
   if (const Json* messages = r.get("messages")) {

@@ -1,9 +1,8 @@
 // /score and /rerank request parsing (see score_request.h).
 #include "server/openai/score_request.h"
 
-#include <climits>
-
 #include "server/api/prompt_truncation.h"
+#include "server/api/sampling_fields.h"
 
 namespace beam::server {
 namespace {
@@ -14,10 +13,7 @@ PairScoringFields read_common(FieldReader& r) {
   PairScoringFields f;
   r.read("model", &f.model);
   read_truncate_prompt_tokens(r, &f.truncate_prompt_tokens);
-  int64_t priority = 0;
-  r.read("priority", &priority);
-  if (priority < INT32_MIN || priority > INT32_MAX) r.fail("priority", "is out of range");
-  f.priority = static_cast<int32_t>(priority);
+  read_priority(r, &f.priority);
   for (const char* key : {"softmax", "activation", "use_activation"}) {
     bool unused = false;
     r.read(key, &unused);
