@@ -61,6 +61,7 @@ Expected<server::ServeOptions> options_from_args(const Args& a) {
   o.model.engine.cuda_graphs = !a.has("no-cuda-graphs");
   o.model.enable_return_routed_experts = a.has("enable-return-routed-experts");
   o.model.enable_return_hidden_states = a.has("enable-return-hidden-states");
+  o.model.trust_request_chat_template = a.has("trust-request-chat-template");
   o.model.enable_weight_updates = a.has("enable-weight-updates");
   o.model.merge_lora_dir = a.get_or("merge-lora", "");
   BEAM_ASSIGN_OR_RETURN(o.model.lora_modules, parse_lora_modules(a.get_all("lora-modules")));
@@ -153,6 +154,7 @@ int cmd_serve(int argc, char** argv) {
                                  "tp-size",
                                  "enable-return-routed-experts",
                                  "enable-return-hidden-states",
+                                 "trust-request-chat-template",
                                  "enable-weight-updates",
                                  "enable-sleep-mode",
                                  "merge-lora",
@@ -171,6 +173,7 @@ int cmd_serve(int argc, char** argv) {
       Args::parse(argc, argv, flags,
                   {"no-prefix-cache", "enable-hierarchical-cache", "no-cuda-graphs",
                    "enable-return-routed-experts", "enable-return-hidden-states", "lora-experts",
+                   "trust-request-chat-template",
                    "enable-weight-updates", "enable-sleep-mode", "enable-lora"},
                   {"lora-modules", "lora-paths"});
   if (!args.ok()) {

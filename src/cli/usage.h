@@ -54,6 +54,7 @@ inline constexpr const char* kServeUsage =
     "          threads; default 1)]\n"
     "         [--enable-return-routed-experts (requests may ask for their routed experts)]\n"
     "         [--enable-return-hidden-states (requests may ask for their final hidden states)]\n"
+    "         [--trust-request-chat-template (requests may send their own chat_template)]\n"
     "         [--enable-weight-updates (POST /update_weights_from_disk loads new weights)]\n"
     "         [--merge-lora DIR (a PEFT LoRA adapter merged into the weights as they load)]\n"
     "         [--lora-modules NAME=DIR[,NAME=DIR...] ... (PEFT LoRA adapters served per request\n"

@@ -117,6 +117,17 @@ Expected<ChatTemplate> ChatTemplate::from_config(const ordered_json& tokenizer_c
   return result;
 }
 
+Expected<ChatTemplate> ChatTemplate::with_source(std::string source,
+                                                 const std::string& origin) const {
+  auto parsed = jinja::Template::parse(std::move(source));
+  if (!parsed.ok()) return make_error(origin + ": " + parsed.error().message);
+  ChatTemplate result;
+  result.origin_ = origin;
+  result.templates_["default"] = std::make_shared<const jinja::Template>(std::move(parsed).value());
+  result.special_tokens_ = special_tokens_;
+  return result;
+}
+
 std::vector<std::string> ChatTemplate::template_names() const {
   std::vector<std::string> names;
   for (const auto& entry : templates_) names.push_back(entry.first);

@@ -45,6 +45,10 @@ class ChatTemplate {
                                             std::optional<std::string> template_override,
                                             const std::string& origin);
 
+  // A template from `source` alone (as "default") with this one's special tokens: a request's own
+  // chat template (vLLM's chat_template field). `origin` names it in errors.
+  Expected<ChatTemplate> with_source(std::string source, const std::string& origin) const;
+
   Expected<std::string> render(const ChatTemplateInputs& inputs, const jinja::RenderOptions& options = {}) const;
 
   // Names of the available templates ("default", "tool_use", ...).

@@ -950,6 +950,59 @@ test('use_beam_search: n beams, best first, each as the model scores it', async 
     'use_beam_search');
 });
 
+// vLLM's chat_template (a request's own template, only with --trust-request-chat-template) and
+// documents (the template's `documents` variable), on chat, /tokenize and embeddings.
+test('chat_template and documents from the request', async () => {
+  const own = '{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}' +
+    '{% if add_generation_prompt %}<assistant>{% endif %}';
+  const messages = [{ role: 'user', content: 'hi' }];
+  assertOpenAiError(await post('/v1/chat/completions', chat({ chat_template: own })), 400,
+    'chat_template');  // not trusted here
+  const trusted = await startServer(['--trust-request-chat-template']);
+  try {
+    const at = async (path, body) => {
+      const r = await fetch(trusted.baseUrl + path, { method: 'POST',
+        headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const text = await r.text();
+      return { status: r.status, json: JSON.parse(text), text };
+    };
+    const detok = async (tokens) => (await at('/detokenize', { model: MODEL, tokens })).json.prompt;
+    const tok = await at('/tokenize', { model: MODEL, messages, chat_template: own });
+    assert.equal(tok.status, 200, tok.text);
+    assert.equal(await detok(tok.json.tokens), '<user>hi<assistant>');
+    const withDocs = '{% for d in documents %}[{{ d.title }}: {{ d.text }}]{% endfor %}' +
+      '{{ messages[-1].content }}';
+    const documents = [{ title: 'A', text: 'x' }, { title: 'B', text: 'y' }];
+    const docTok = await at('/tokenize', { model: MODEL, messages, chat_template: withDocs, documents });
+    assert.equal(await detok(docTok.json.tokens), '[A: x][B: y]hi');
+    // The model's own template sees the documents too (tiny-chat's ignores them: same tokens).
+    const plainTok = await at('/tokenize', { model: MODEL, messages });
+    assert.deepEqual((await at('/tokenize', { model: MODEL, messages, documents })).json.tokens,
+      plainTok.json.tokens);
+    const done = await at('/v1/chat/completions', { model: MODEL, messages, chat_template: own,
+      max_tokens: 2, ignore_eos: true });
+    assert.equal(done.status, 200, done.text);
+    assert.equal(done.json.usage.prompt_tokens, tok.json.count);
+    const embedded = await at('/v1/embeddings', { model: MODEL, messages, chat_template: withDocs,
+      documents });
+    assert.equal(embedded.status, 200, embedded.text);
+    assert.equal(embedded.json.usage.prompt_tokens, docTok.json.count);
+    for (const [body, param] of [
+      [{ chat_template: '{% for %}' }, 'chat_template'],  // does not parse
+      [{ chat_template: "{{ raise_exception('no') }}" }, 'chat_template'],  // the template refuses
+      [{ chat_template: 3 }, 'chat_template'],
+      [{ documents: [{ title: 1 }] }, 'documents'],
+      [{ documents: 'x' }, 'documents'],
+    ]) {
+      const r = await at('/v1/chat/completions', { model: MODEL, messages, max_tokens: 1, ...body });
+      assert.equal(r.status, 400, r.text);
+      assert.equal(r.json.error.param, param, r.text);
+    }
+  } finally {
+    assert.equal(await trusted.stop(), 0);
+  }
+});
+
 test('truncate_prompt_tokens keeps the prompt\'s last k tokens', async () => {
   // Past the context (4,096 tokens) unless truncated; cached as the kept tokens.
   const long = 'z9'.repeat(5000);

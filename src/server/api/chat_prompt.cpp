@@ -30,10 +30,20 @@ ApiExpected<std::string> render(const ServedModel& model, const Json& messages,
   inputs.tools = prompt.tools;
   inputs.add_generation_prompt = add_generation_prompt;
   inputs.variables = prompt.variables;
-  Expected<std::string> rendered = model.chat_template->render(inputs);
+  std::shared_ptr<const text::ChatTemplate> own;  // the request's template
+  if (prompt.template_source) {
+    if (!model.request_templates)
+      return invalid_request(
+          "'chat_template': this server does not take chat templates from requests (start it "
+          "with --trust-request-chat-template)",
+          "chat_template");
+    API_ASSIGN_OR_RETURN(own, model.request_templates->get(*prompt.template_source));
+  }
+  Expected<std::string> rendered = own ? own->render(inputs) : model.chat_template->render(inputs);
   if (!rendered.ok())
     return invalid_request(
-        "the chat template rejected the conversation: " + rendered.error().message, "messages");
+        "the chat template rejected the conversation: " + rendered.error().message,
+        own ? "chat_template" : "messages");
   return std::move(rendered).value();
 }
 
@@ -69,8 +79,10 @@ ApiExpected<std::string> render_open_final_message(const ServedModel& model,
 }  // namespace
 
 ApiExpected<RenderedPrompt> render_chat_prompt(const ServedModel& model, const ChatPrompt& prompt) {
-  API_ASSIGN_OR_RETURN(bool ok, require_chat_template(model));
-  (void)ok;
+  if (!prompt.template_source) {
+    API_ASSIGN_OR_RETURN(bool ok, require_chat_template(model));
+    (void)ok;
+  }
   API_ASSIGN_OR_RETURN(std::string rendered,
                        prompt.continue_final_message
                            ? render_open_final_message(model, prompt)
@@ -137,7 +149,8 @@ ApiExpected<RenderedPrompt> prepare_chat_prompt(const ServedModel& model,
                                                 const ToolChoice& tool_choice, ChatPrompt* prompt,
                                                 GenerationSpec* spec) {
   API_ASSIGN_OR_RETURN(spec->lora_name, model_adapter(model, requested_model));
-  API_ASSIGN_OR_RETURN(bool ok, require_chat_template(model));
+  API_ASSIGN_OR_RETURN(bool ok, prompt->template_source ? require_tokenizer(model)
+                                                        : require_chat_template(model));
   spec->parse_output = true;
   spec->tools = prompt->tools ? *prompt->tools : Json(nullptr);
   API_ASSIGN_OR_RETURN(ok,

@@ -17,6 +17,9 @@ struct ChatPrompt {
   Json messages = Json::array();     // [{"role", "content", "tool_calls", "reasoning_content", ...}]
   std::optional<Json> tools;         // OpenAI format: [{"type": "function", "function": {...}}]
   Json variables = Json::object();   // extra template variables (enable_thinking, reasoning_effort)
+  // vLLM's chat_template: the request's own template source, used instead of the model's when the
+  // server trusts request templates (ServedModel::request_templates; else a 400).
+  std::optional<std::string> template_source;
   std::string assistant_prefill;     // appended after the generation prompt
   // HF's add_generation_prompt (vLLM's field) and continue_final_message (vLLM's field, and an
   // Anthropic conversation that ends with an assistant message): the last message stays open,

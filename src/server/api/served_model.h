@@ -16,6 +16,7 @@
 #include "runtime/structured/vocab_index.h"
 #include "server/api/api_error.h"
 #include "server/api/json_fields.h"
+#include "server/api/request_templates.h"
 #include "server/parsers/response_template.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -48,6 +49,9 @@ struct ServedModel {
   std::unique_ptr<Engine> engine;
   std::optional<text::Tokenizer> tokenizer;
   std::optional<text::ChatTemplate> chat_template;
+  // Requests' own chat templates (vLLM's chat_template field); null unless the server trusts them
+  // (--trust-request-chat-template), and then a request naming one is a 400.
+  std::shared_ptr<RequestTemplates> request_templates;
   std::shared_ptr<const ResponseTemplate> response_template;
   std::vector<int32_t> extra_stop_ids;  // tokenizer eos ids the model config does not list
   // The tokenizer's text tokens arranged for constrained decoding (null without a tokenizer).

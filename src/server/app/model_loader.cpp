@@ -120,6 +120,8 @@ Expected<std::unique_ptr<ServedModel>> load_served_model(const ModelLoadOptions&
   BEAM_ASSIGN_OR_RETURN(const BeamConfig config, load_beam_config(options.model_dir));
   BEAM_RETURN_IF_ERROR(load_text_side(
       options.tokenizer_dir.empty() ? options.model_dir : options.tokenizer_dir, model.get()));
+  if (options.trust_request_chat_template && model->tokenizer)
+    model->request_templates = std::make_shared<RequestTemplates>(model->chat_template);
   // Each tensor-parallel rank loads only its experts (Beam 1.0's are ~1 TB); one rank loads all.
   BEAM_ASSIGN_OR_RETURN(
       model->engine,

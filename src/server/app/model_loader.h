@@ -27,6 +27,8 @@ struct ModelLoadOptions {
   bool enable_return_routed_experts = false;  // requests may ask for routed experts (serve flag)
   bool enable_return_hidden_states = false;  // requests may ask for hidden states (serve flag)
   bool enable_weight_updates = false;  // POST /update_weights_from_disk is served (serve flag)
+  // Requests may send their own chat template (vLLM's --trust-request-chat-template).
+  bool trust_request_chat_template = false;
   std::string merge_lora_dir;          // a PEFT LoRA adapter merged into the weights (empty: none)
   // Per-request LoRA adapters loaded at start; needs engine.max_loras >= 1.
   std::vector<StartupAdapter> lora_modules;

@@ -19,6 +19,7 @@ ApiExpected<Json> tokenize(const ServedModel& model, const Json& body) {
   if (prompt && messages) r.fail("messages", "give either 'prompt' or 'messages', not both");
   ChatPrompt chat;
   read_template_variables(r, &chat.variables);
+  read_request_template(r, &chat);
   read_generation_prompt_fields(r, &chat);
   if (r.failed()) return r.take_error();
   // Any served model (the base or an adapter) tokenizes alike.

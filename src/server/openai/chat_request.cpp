@@ -192,6 +192,22 @@ void read_template_variables(FieldReader& r, Json* variables) {
   if (effort) (*variables)["reasoning_effort"] = *effort;
 }
 
+void read_request_template(FieldReader& r, ChatPrompt* prompt) {
+  r.read("chat_template", &prompt->template_source);
+  if (const Json* documents = r.get("documents")) {
+    bool ok = documents->is_array();
+    for (size_t i = 0; ok && i < documents->size(); ++i) {
+      const Json& d = (*documents)[i];
+      ok = d.is_object();
+      for (auto it = d.begin(); ok && it != d.end(); ++it) ok = it->is_string();
+    }
+    if (!ok)
+      return r.fail("documents", "must be a list of objects of strings (e.g. {\"title\": ..., "
+                                 "\"text\": ...}), as vLLM passes them to the chat template");
+    prompt->variables["documents"] = *documents;
+  }
+}
+
 void read_generation_prompt_fields(FieldReader& r, ChatPrompt* prompt) {
   r.read("add_generation_prompt", &prompt->add_generation_prompt);
   r.read("continue_final_message", &prompt->continue_final_message);
@@ -226,6 +242,7 @@ ApiExpected<ChatRequest> parse_chat_request(const Json& body, const FormatCaches
   API_ASSIGN_OR_RETURN(bool output, read_output_fields(r, &req.output));
   (void)output;
   read_template_variables(r, &req.prompt.variables);
+  read_request_template(r, &req.prompt);
   read_generation_prompt_fields(r, &req.prompt);
   if (r.failed()) return r.take_error();
   API_ASSIGN_OR_RETURN(req.prompt.messages, convert_openai_messages(*messages, "messages"));

@@ -45,6 +45,9 @@ ApiExpected<ToolChoice> parse_openai_tool_choice(const Json* value, const std::s
 ApiExpected<std::string> content_text(const Json& content, const std::string& path);
 // chat_template_kwargs (object) and reasoning_effort (string) → template variables.
 void read_template_variables(FieldReader& r, Json* variables);
+// vLLM's chat_template (the request's own template source) and documents (a list of objects of
+// strings, the template's `documents` variable) into *prompt.
+void read_request_template(FieldReader& r, ChatPrompt* prompt);
 // vLLM's add_generation_prompt and continue_final_message (not both true) into *prompt.
 void read_generation_prompt_fields(FieldReader& r, ChatPrompt* prompt);
 

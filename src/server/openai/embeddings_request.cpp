@@ -42,6 +42,7 @@ ApiExpected<EmbeddingsRequest> parse_embeddings_request(const Json& body,
     ChatPrompt chat;
     chat.add_generation_prompt = false;
     read_template_variables(r, &chat.variables);
+    read_request_template(r, &chat);
     read_generation_prompt_fields(r, &chat);
     if (r.failed()) return r.take_error();
     API_ASSIGN_OR_RETURN(chat.messages, convert_openai_messages(*messages, "messages"));
