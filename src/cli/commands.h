@@ -12,5 +12,6 @@ int cmd_tokenize(int argc, char** argv);
 int cmd_detokenize(int argc, char** argv);
 int cmd_chat_template(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
+int cmd_run_batch(int argc, char** argv);
 
 }  // namespace beam::cli

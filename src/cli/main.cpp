@@ -32,6 +32,8 @@ constexpr Command kCommands[] = {
      "render a model's chat template for a conversation", beam::cli::kChatTemplateUsage},
     {"serve", beam::cli::cmd_serve,
      "OpenAI/Anthropic-compatible HTTP server (default 127.0.0.1:8000)", beam::cli::kServeUsage},
+    {"run-batch", beam::cli::cmd_run_batch,
+     "answer an OpenAI batch file (JSONL) in process, as vLLM's run-batch", beam::cli::kRunBatchUsage},
     {"bench", beam::cli::cmd_bench, "benchmarks: offline (engine workloads), step, kernels, serve",
      nullptr},  // answers --help itself (each benchmark's flags)
     {"help", nullptr, "print this list (`beamserve <command> --help`: that command's flags)",

@@ -33,6 +33,16 @@ inline constexpr const char* kChatTemplateUsage =
     "usage: beamserve chat-template --model DIR --messages FILE.json [--tools FILE.json]\n"
     "                               [--add-generation-prompt] [--enable-thinking=true|false]\n";
 
+inline constexpr const char* kRunBatchUsage =
+    "usage: beamserve run-batch -i FILE|- -o FILE|- [--max-in-flight 256] [serve's model, engine\n"
+    "         and request flags: --model DIR, --tokenizer DIR, --device, --kv-budget-mb, ...]\n"
+    "  Each input line {\"custom_id\", \"method\": \"POST\", \"url\", \"body\"} (OpenAI's batch\n"
+    "  format; url: /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses,\n"
+    "  /v1/messages, /pooling, /score, /rerank and their /v1 forms) is answered in process, one\n"
+    "  line out per line in, in order: {\"id\", \"custom_id\", \"response\": {\"status_code\",\n"
+    "  \"request_id\", \"body\"}, \"error\"}. A line that cannot be sent has response null and\n"
+    "  error {\"code\", \"message\"}. Exit 0 once every line is answered.\n";
+
 inline constexpr const char* kServeUsage =
     "usage: beamserve serve [--model DIR] [--tokenizer DIR] [--served-model-name NAME]\n"
     "         [--host 127.0.0.1] [--port 8000] [--api-key KEY | $BEAMSERVE_API_KEY] [--max-body-mb "

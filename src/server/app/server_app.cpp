@@ -196,12 +196,16 @@ Expected<std::unique_ptr<ServerApp>> ServerApp::start(const ServeOptions& option
     ApiError e = api_error(status == 413 ? ErrorKind::kRequestTooLarge : ErrorKind::kInvalidRequest, message);
     return flavor_for_path(path) == ErrorFlavor::kAnthropic ? anthropic_error_body(e) : openai_error_body(e);
   };
-  BEAM_ASSIGN_OR_RETURN(s->http, http::HttpServer::start(http_options, [s](http::HttpRequest&& req,
-                                                                           std::shared_ptr<http::Responder> responder) {
-                          dispatch(*s, std::move(req), std::move(responder));
-                        }));
-  log_info("listening on http://" + options.host + ":" + std::to_string(s->http->port()) + " (loading " +
-           options.model.model_dir + ")");
+  if (options.listen) {
+    BEAM_ASSIGN_OR_RETURN(s->http, http::HttpServer::start(http_options, [s](http::HttpRequest&& req,
+                                                                             std::shared_ptr<http::Responder> responder) {
+                            dispatch(*s, std::move(req), std::move(responder));
+                          }));
+    log_info("listening on http://" + options.host + ":" + std::to_string(s->http->port()) +
+             " (loading " + options.model.model_dir + ")");
+  } else {
+    log_info("loading " + options.model.model_dir + " (not listening)");
+  }
   state->loader = std::thread([s] {
     Expected<std::unique_ptr<ServedModel>> model = load_served_model(s->options.model);
     std::lock_guard<std::mutex> lock(s->load_mu);
@@ -221,7 +225,13 @@ Expected<std::unique_ptr<ServerApp>> ServerApp::start(const ServeOptions& option
   return std::unique_ptr<ServerApp>(new ServerApp(std::move(state)));
 }
 
-uint16_t ServerApp::port() const { return state_->server.http->port(); }
+uint16_t ServerApp::port() const {
+  return state_->server.http ? state_->server.http->port() : 0;
+}
+
+void ServerApp::submit(http::HttpRequest request, std::shared_ptr<http::Responder> responder) {
+  dispatch(state_->server, std::move(request), std::move(responder));
+}
 
 Status ServerApp::wait_loaded() {
   ServerState& s = state_->server;

@@ -10,6 +10,7 @@
 
 #include "core/status.h"
 #include "server/app/model_loader.h"
+#include "server/http/http_server.h"
 
 namespace beam::server {
 
@@ -22,6 +23,7 @@ struct ServeOptions {
   int io_threads = 1;
   int worker_threads = 2;               // request parsing, rendering, detokenizing, encoding
   double health_stall_s = 30;           // /health fails when work waits this long without a step
+  bool listen = true;  // false: no HTTP server; requests come through ServerApp::submit only
 };
 
 class ServerApp {
@@ -29,9 +31,12 @@ class ServerApp {
   static Expected<std::unique_ptr<ServerApp>> start(const ServeOptions& options);
   ~ServerApp();
 
-  uint16_t port() const;
+  uint16_t port() const;  // 0 when not listening
   // Blocks until the model is loaded; the load error otherwise.
   Status wait_loaded();
+  // Routes a request as if it came over HTTP (API key check included); `responder` gets the
+  // answer. For in-process callers such as `beamserve run-batch`.
+  void submit(http::HttpRequest request, std::shared_ptr<http::Responder> responder);
 
  private:
   struct State;
