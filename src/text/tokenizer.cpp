@@ -133,6 +133,20 @@ std::optional<TokenId> Tokenizer::token_to_id(std::string_view token) const {
   return model_->token_id(*bytes);
 }
 
+std::vector<std::string> Tokenizer::id_to_tokens(std::span<const TokenId> ids) const {
+  const ByteLevelAlphabet alphabet;
+  std::vector<std::string> out;
+  out.reserve(ids.size());
+  for (TokenId id : ids) {
+    const TokenPiece* p = piece(id);
+    if (!p || !p->exists)
+      out.emplace_back();
+    else
+      out.push_back(p->added ? p->bytes : alphabet.to_token(p->bytes));
+  }
+  return out;
+}
+
 Expected<std::string> Tokenizer::decode(std::span<const TokenId> ids, bool skip_special) const {
   std::string text;
   Utf8Decoder decoder;

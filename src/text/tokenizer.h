@@ -64,6 +64,9 @@ class Tokenizer {
   const TokenPiece* piece(TokenId id) const;
   // The id of a token by its vocabulary spelling (BPE tokens in ByteLevel characters).
   std::optional<TokenId> token_to_id(std::string_view token) const;
+  // The vocabulary spellings of `ids` (transformers' convert_ids_to_tokens: added tokens as
+  // written, BPE tokens in ByteLevel characters, "Ġ" for a space); "" for an id with no token.
+  std::vector<std::string> id_to_tokens(std::span<const TokenId> ids) const;
   // One past the largest id that has a token.
   int32_t vocab_size() const { return static_cast<int32_t>(pieces_.size()); }
   const std::vector<AddedToken>& added_tokens() const { return added_.tokens(); }

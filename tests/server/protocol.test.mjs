@@ -187,6 +187,12 @@ test('tokenize, detokenize and /generate', async () => {
   assert.equal(t.json.max_model_len, 4096);
   const d = await post('/detokenize', { model: MODEL, tokens: t.json.tokens });
   assert.equal(d.json.prompt, 'Hello world');
+  assert.equal(t.json.token_strs, undefined);
+  // vLLM's return_token_strs: the vocabulary spellings (ByteLevel: "Ġ" is a space).
+  const strs = (await post('/tokenize', { model: MODEL, prompt: 'Hello world', return_token_strs: true }))
+    .json.token_strs;
+  assert.equal(strs.length, t.json.tokens.length);
+  assert.equal(strs.join('').replaceAll('Ġ', ' '), 'Hello world');
   const chatTok = await post('/tokenize', { model: MODEL, messages: [{ role: 'user', content: 'hi' }] });
   assert.equal(chatTok.json.tokens[0], Tok.IM_START);
   const cr = await post('/v1/chat/completions', chat({ max_tokens: 1 }));

@@ -12,6 +12,8 @@ ApiExpected<Json> tokenize(const ServedModel& model, const Json& body) {
   r.read("model", &requested);
   bool add_special_tokens = true;
   r.read("add_special_tokens", &add_special_tokens);
+  bool token_strs = false;  // vLLM's return_token_strs
+  r.read("return_token_strs", &token_strs);
   std::optional<std::string> prompt;
   r.read("prompt", &prompt);
   const Json* messages = r.get("messages");
@@ -41,7 +43,9 @@ ApiExpected<Json> tokenize(const ServedModel& model, const Json& body) {
     API_ASSIGN_OR_RETURN(RenderedPrompt rendered, render_chat_prompt(model, chat));
     ids = std::move(rendered.ids);
   }
-  return Json{{"tokens", ids}, {"count", ids.size()}, {"max_model_len", model.max_context_tokens}};
+  Json out = {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", model.max_context_tokens}};
+  if (token_strs) out["token_strs"] = model.tokenizer->id_to_tokens(ids);
+  return out;
 }
 
 ApiExpected<Json> detokenize(const ServedModel& model, const Json& body) {

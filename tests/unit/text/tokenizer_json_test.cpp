@@ -107,6 +107,9 @@ TEST(TokenizerJson, EncodesAndDecodesASyntheticByteLevelBpe) {
   EXPECT_EQ(tok->token_to_id("Ġw"), sp_w);
   EXPECT_EQ(tok->token_to_id("<|end|>"), end);
   EXPECT_FALSE(tok->token_to_id("nope").has_value());
+  // convert_ids_to_tokens: the vocabulary spellings, each the token_to_id of its id.
+  EXPECT_EQ(tok->id_to_tokens(std::vector<TokenId>{hello, sp_w, 'o', end, end + 1}),
+            (std::vector<std::string>{"hello", "Ġw", "o", "<|end|>", ""}));
   EXPECT_FALSE(tok->decode(std::vector<TokenId>{end + 1}, false).ok());
   EXPECT_FALSE(tok->decode(std::vector<TokenId>{-1}, false).ok());
 }
