@@ -60,7 +60,8 @@ class BeamSearchRun : public std::enable_shared_from_this<BeamSearchRun> {
 
   // Launches the next step, or answers once every search is done.
   void step() {
-    if (exchange_->disconnected()) return;  // nobody to answer; the last step's jobs ended
+    if (exchange_->disconnected())  // the exchange still finishes (as a 499)
+      return observer_->on_rejected(api_error(ErrorKind::kServer, "the client left"));
     std::vector<GenerationSpec> step_specs;
     std::vector<std::pair<size_t, size_t>> owners;  // per step request: (search, live beam)
     for (size_t i = 0; i < searches_.size(); ++i) {
