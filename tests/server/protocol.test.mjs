@@ -954,6 +954,22 @@ test('use_beam_search: n beams, best first, each as the model scores it', async 
     length_penalty: 'long' }), 400, 'length_penalty');
   assertOpenAiError(await post('/v1/completions', { model: MODEL, prompt, use_beam_search: 1 }), 400,
     'use_beam_search');
+  // A client that leaves mid-search: the steps stop and the request is counted as a 499.
+  const before = await metrics(server.baseUrl);
+  const left = (m) => requestCount(m, (e, st) => e === '/v1/completions' && st === 499) -
+    requestCount(before, (e, st) => e === '/v1/completions' && st === 499);
+  const body = JSON.stringify({ model: MODEL, prompt, max_tokens: 3000, n: 4, use_beam_search: true,
+    ignore_eos: true });
+  const sock = net.connect(server.port, '127.0.0.1');
+  await new Promise((r) => sock.on('connect', r));
+  sock.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+  await new Promise((r) => setTimeout(r, 200));  // steps are running (each too short to observe)
+  sock.destroy();
+  const deadline = Date.now() + 10000;
+  while (left(await metrics(server.baseUrl)) < 1 && Date.now() < deadline)
+    await new Promise((r) => setTimeout(r, 10));
+  assert.equal(left(await metrics(server.baseUrl)), 1);
+  await waitForIdle(10000);
 });
 
 // vLLM's chat_template (a request's own template, only with --trust-request-chat-template) and

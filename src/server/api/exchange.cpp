@@ -51,7 +51,12 @@ void Exchange::end_stream() {
 
 void Exchange::note(const std::string& key, const std::string& value) {
   std::lock_guard<std::mutex> lock(notes_mu_);
-  notes_ += " " + key + "=" + value;
+  for (auto& [k, v] : notes_) {
+    if (k != key) continue;
+    v = value;  // a later note of a key replaces it (a beam search notes each step's prompt)
+    return;
+  }
+  notes_.emplace_back(key, value);
 }
 
 void Exchange::finish(int status) {
@@ -64,7 +69,7 @@ void Exchange::finish(int status) {
   std::string line = request_.method + " " + request_.path + head + " remote=" + request_.remote;
   {
     std::lock_guard<std::mutex> lock(notes_mu_);
-    line += notes_;
+    for (const auto& [k, v] : notes_) line += " " + k + "=" + v;
   }
   log_info(line);
 }

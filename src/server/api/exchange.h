@@ -9,6 +9,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "server/api/api_error.h"
 #include "server/http/http_server.h"
@@ -38,7 +40,7 @@ class Exchange {
   void send(std::string chunk);
   void end_stream();
 
-  // Adds "key=value" to the request's log line.
+  // Adds "key=value" to the request's log line (a key noted again keeps its place, new value).
   void note(const std::string& key, const std::string& value);
   void on_disconnect(std::function<void()> fn) { responder_->on_disconnect(std::move(fn)); }
   bool disconnected() const { return responder_->disconnected(); }
@@ -56,7 +58,7 @@ class Exchange {
   bool stream_started_ = false;
   int stream_status_ = 200;
   std::mutex notes_mu_;
-  std::string notes_;
+  std::vector<std::pair<std::string, std::string>> notes_;  // in the order first noted
 };
 
 }  // namespace beam::server

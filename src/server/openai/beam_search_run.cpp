@@ -145,6 +145,7 @@ class BeamSearchRun : public std::enable_shared_from_this<BeamSearchRun> {
         observer_->on_sibling_done(sibling, std::move(result));
       }
     }
+    exchange_->note("prompt_tokens", std::to_string(usage.prompt_tokens));  // not a step's
     observer_->on_complete(usage);
   }
 
