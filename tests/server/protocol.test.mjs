@@ -1013,6 +1013,7 @@ test('chat_template and documents from the request', async () => {
       [{ chat_template: '{% for %}' }, 'chat_template'],  // does not parse
       [{ chat_template: "{{ raise_exception('no') }}" }, 'chat_template'],  // the template refuses
       [{ chat_template: 3 }, 'chat_template'],
+      [{ chat_template: '' }, 'chat_template'],  // renders nothing
       [{ documents: [{ title: 1 }] }, 'documents'],
       [{ documents: 'x' }, 'documents'],
     ]) {

@@ -92,6 +92,9 @@ ApiExpected<RenderedPrompt> render_chat_prompt(const ServedModel& model, const C
   Expected<std::vector<text::TokenId>> ids = model.tokenizer->encode(out.text, /*allow_special=*/true);
   if (!ids.ok()) return invalid_request("the prompt could not be tokenized: " + ids.error().message, "messages");
   out.ids = std::move(ids).value();
+  if (out.ids.empty() && prompt.template_source)
+    return invalid_request("'chat_template' rendered the conversation as an empty prompt",
+                           "chat_template");
   return out;
 }
 
