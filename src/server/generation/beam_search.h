@@ -50,9 +50,11 @@ class BeamSearch {
 
  private:
   bool is_stop(int32_t id) const;
+  double score_of(size_t tokens, double cum_logprob, bool stopped) const;
 
   BeamSearchOptions options_;
-  std::vector<Beam> live_, complete_;
+  std::vector<Beam> live_;
+  std::vector<Beam> complete_;  // the W best complete beams, best first (ties: found first)
   int64_t steps_ = 0;
 };
 

@@ -20,25 +20,20 @@ ApiExpected<bool> add_prompts(const ServedModel& model, const EmbeddingsRequest&
   return add_prompt_ids(model, req.inputs, "input", job);
 }
 
-Json usage_json(const GenerationUsage& usage) {
-  return {{"prompt_tokens", usage.prompt_tokens}, {"total_tokens", usage.prompt_tokens}};
-}
-
 // One input's pooled output: its vector (kLast) or one vector per position (kAll), normalized
 // as asked; base64 packs the float32 values of every row, row after row.
 Json pooled_json(const HiddenStateRows& rows, const EmbeddingsRequest& req) {
-  std::vector<float> values;
-  std::vector<float> row_values;
+  const bool lists = req.pooling == Pooling::kAll && !req.base64;  // a JSON list a position
+  std::vector<float> flat;
   Json per_row = Json::array();
   for (int64_t r = 0; r < rows.rows(); ++r) {
-    row_values = pooled_vector(rows.row(r), req.normalize);
-    if (req.pooling == Pooling::kLast || req.base64)
-      values.insert(values.end(), row_values.begin(), row_values.end());
+    std::vector<float> values = pooled_vector(rows.row(r), req.normalize);
+    if (lists)
+      per_row.push_back(Json(values));
     else
-      per_row.push_back(Json(row_values));
+      flat.insert(flat.end(), values.begin(), values.end());
   }
-  if (req.pooling == Pooling::kAll && !req.base64) return per_row;
-  return float_vector_json(values, req.base64);
+  return lists ? per_row : float_vector_json(flat, req.base64);
 }
 
 ApiExpected<bool> run_pooled(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange,
@@ -74,7 +69,7 @@ ApiExpected<bool> run_pooled(const EndpointEnv& env, const std::shared_ptr<Excha
         }
         const Json body = {{"id", id},           {"object", "list"},
                            {"created", unix_time_s()}, {"model", shown},
-                           {"data", std::move(data)},  {"usage", usage_json(usage)}};
+                           {"data", std::move(data)},  {"usage", pooled_usage_json(usage)}};
         exchange->respond_json(200, dump_json(body));
       });
 }

@@ -149,6 +149,10 @@ Json float_vector_json(const std::vector<float>& values, bool base64) {
   return base64_encode_le32(words);
 }
 
+Json pooled_usage_json(const GenerationUsage& usage) {
+  return {{"prompt_tokens", usage.prompt_tokens}, {"total_tokens", usage.prompt_tokens}};
+}
+
 double cosine_similarity(std::span<const uint16_t> a, std::span<const uint16_t> b) {
   double dot = 0, aa = 0, bb = 0;
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) {

@@ -58,6 +58,9 @@ std::vector<float> pooled_vector(std::span<const uint16_t> state, bool normalize
 // encoding_format "base64").
 Json float_vector_json(const std::vector<float>& values, bool base64);
 
+// The pooling endpoints' usage: {"prompt_tokens", "total_tokens"} (nothing is generated).
+Json pooled_usage_json(const GenerationUsage& usage);
+
 // The cosine similarity of two rows (0 when either is all zeros), in double precision.
 double cosine_similarity(std::span<const uint16_t> a, std::span<const uint16_t> b);
 

@@ -42,10 +42,6 @@ ApiExpected<bool> launch_pair_scores(const EndpointEnv& env,
                         });
 }
 
-Json usage_json(const GenerationUsage& usage) {
-  return {{"prompt_tokens", usage.prompt_tokens}, {"total_tokens", usage.prompt_tokens}};
-}
-
 ApiExpected<bool> run_score(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange) {
   const ServedModel& model = *env.model;
   API_ASSIGN_OR_RETURN(Json body, parse_json_body(exchange->request().body));
@@ -67,7 +63,7 @@ ApiExpected<bool> run_score(const EndpointEnv& env, const std::shared_ptr<Exchan
           data.push_back({{"index", i}, {"object", "score"}, {"score", scores[i]}});
         const Json out = {
             {"id", id},       {"object", "list"},        {"created", unix_time_s()},
-            {"model", shown}, {"data", std::move(data)}, {"usage", usage_json(usage)}};
+            {"model", shown}, {"data", std::move(data)}, {"usage", pooled_usage_json(usage)}};
         exchange->respond_json(200, dump_json(out));
       });
 }
@@ -106,7 +102,7 @@ ApiExpected<bool> run_rerank(const EndpointEnv& env, const std::shared_ptr<Excha
         const Json out = {{"id", id},
                           {"model", shown},
                           {"results", std::move(results)},
-                          {"usage", usage_json(usage)}};
+                          {"usage", pooled_usage_json(usage)}};
         exchange->respond_json(200, dump_json(out));
       });
 }

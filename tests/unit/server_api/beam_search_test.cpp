@@ -102,6 +102,26 @@ TEST(BeamSearch, StopIdsCompleteBeamsAndLengthPenaltyWeighsThem) {
   EXPECT_NEAR(s.score(best[1]), -0.7 / 4.0, 1e-6);
 }
 
+// Each step completes a beam (the stop id 0, likelier the later); only the best complete beams
+// can be in the answer, whenever they were found.
+TEST(BeamSearch, LaterCompleteBeamsDisplaceWorseEarlierOnes) {
+  Model model;
+  std::vector<int32_t> prefix;
+  for (int d = 1; d <= 4; ++d) {
+    model[prefix] = {{7, -0.05f}, {0, static_cast<float>(-(1.0 - 0.2 * d))}};
+    prefix.push_back(7);
+  }
+  BeamSearchOptions o = options(2, 4, 0, {0});
+  o.length_penalty = 0.0;
+  const std::vector<Beam> best = run(o, model).best();
+  ASSERT_EQ(best.size(), 2u);
+  EXPECT_EQ(best[0].tokens, (std::vector<int32_t>{7, 7, 7, 7}));
+  EXPECT_NEAR(best[0].cum_logprob, -0.2, 1e-6);
+  EXPECT_EQ(best[1].tokens, (std::vector<int32_t>{7, 7, 7, 0}));
+  EXPECT_NEAR(best[1].cum_logprob, -0.35, 1e-6);
+  EXPECT_TRUE(best[1].stopped);
+}
+
 TEST(BeamSearch, EndsWhenEveryBeamStopped) {
   const Model model = {{{}, {{0, -0.1f}, {9, -0.2f}}}};
   BeamSearch s(options(1, 5, 0, {0, 9}));
