@@ -86,7 +86,7 @@ int bench_offline(int argc, char** argv) {
   auto speculative = speculative_from_args(*args);
   if (!speculative.ok()) return bench_fail(speculative.error().message);
   eo.speculative = *speculative;
-  auto weights = load_beam_weights(*dir);
+  auto weights = load_beam_weights(*dir, nullptr, {}, expert_copy_for(*device));
   if (!weights.ok()) return bench_fail(weights.error().message);
   auto engine = Engine::create(*weights, eo);
   if (!engine.ok()) return bench_fail(engine.error().message);

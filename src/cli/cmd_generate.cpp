@@ -98,7 +98,7 @@ int cmd_generate(int argc, char** argv) {
     params->constraint = *constraint;
   }
 
-  auto weights = load_beam_weights(*dir);
+  auto weights = load_beam_weights(*dir, nullptr, {}, expert_copy_for(*device));
   if (!weights.ok()) return generate_fail(weights.error().message);
   auto dev = open_engine_device(*device, std::move(*weights));  // host copy dropped on CUDA
   if (!dev.ok()) return generate_fail(dev.error().message);

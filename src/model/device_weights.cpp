@@ -1,5 +1,6 @@
-// upload_weights: plan (sizes and offsets of every distinct tensor), allocate one arena, copy,
-// pack the expert tensors (pack_moe_weights).
+// upload_weights: plan (sizes and offsets of every distinct tensor and deferred expert matrix),
+// allocate one arena, stream the host bytes in (weight_stream.h), pack the expert tensors
+// (pack_moe_weights).
 #include "model/device_weights.h"
 
 #include <functional>
@@ -11,6 +12,7 @@
 
 #include "kernels/api/device_memory.h"
 #include "kernels/api/moe.h"
+#include "model/weight_stream.h"
 
 namespace beam {
 namespace {
@@ -37,32 +39,81 @@ void for_each_view(BeamWeights& w, const std::function<void(TensorView&)>& fn) {
   for (TensorView* v : views_of(w)) fn(*v);
 }
 
+// The pieces writing deferred matrix d of `host` into `matrix` (its view in weights whose experts
+// start at first_expert, with data where the bytes go).
+void add_deferred_pieces(const DeferredExperts& d, const TensorView& matrix, int64_t first_expert,
+                         std::vector<HostPiece>& pieces) {
+  const size_t expert_bytes = matrix.nbytes() / static_cast<size_t>(matrix.dim(0));
+  for (const ExpertPiece& p : d.pieces) {
+    char* dst = static_cast<char*>(matrix.data) +
+                static_cast<size_t>(p.expert - first_expert) * expert_bytes + p.offset;
+    pieces.push_back({p.src, p.src_dtype, p.numel, dst, matrix.dtype});
+  }
+}
+
+// A host copy of `host` with its deferred expert matrices converted into buffers of their own
+// (what the CPU reads; the copy keeps `host` and its mapping alive).
+Expected<std::shared_ptr<const BeamWeights>> materialize_experts(
+    const KernelContext& ctx, std::shared_ptr<const BeamWeights> host) {
+  auto out = std::make_shared<BeamWeights>(*host);
+  out->deferred_experts.clear();
+  out->storage.push_back(std::const_pointer_cast<BeamWeights>(host));
+  std::vector<HostPiece> pieces;
+  for (const DeferredExperts& d : host->deferred_experts) {
+    TensorView& matrix = expert_matrix(out->layers[d.layer], d.matrix);
+    auto buffer = std::make_shared<Buffer>(matrix.nbytes());
+    matrix = buffer->view(matrix.dtype, matrix.shape);
+    out->storage.push_back(std::move(buffer));
+    add_deferred_pieces(d, matrix, host->first_expert, pieces);
+  }
+  BEAM_RETURN_IF_ERROR(stream_pieces(ctx, pieces));
+  return std::shared_ptr<const BeamWeights>(std::move(out));
+}
+
 }  // namespace
 
 Expected<DeviceWeights> upload_weights(const KernelContext& ctx,
                                        std::shared_ptr<const BeamWeights> host, bool releasable) {
   BEAM_CHECK(host != nullptr) << "upload_weights: no weights";
   switch (ctx.device) {
-    case Device::kCpu:
-      return DeviceWeights{std::move(host), 0, nullptr};
+    case Device::kCpu: {
+      if (host->deferred_experts.empty()) return DeviceWeights{std::move(host), 0, nullptr};
+      BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> w, materialize_experts(ctx, host));
+      return DeviceWeights{std::move(w), 0, nullptr};
+    }
     case Device::kCuda:
       break;
   }
   auto dev = std::make_shared<BeamWeights>();
   dev->config = host->config;
+  dev->first_expert = host->first_expert;
   dev->embed = host->embed;
   dev->final_norm = host->final_norm;
   dev->lm_head = host->lm_head;
   dev->layers = host->layers;
 
-  // Plan: one arena offset per distinct (address, bytes) so aliased views share device memory.
-  std::map<std::pair<const void*, size_t>, size_t> offsets;
+  // Plan: one arena offset per distinct (address, bytes) so aliased views share device memory,
+  // then one per deferred expert matrix (no address yet).
+  struct Placed {
+    size_t offset;
+    DType dtype;
+    int64_t numel;
+  };
+  std::map<std::pair<const void*, size_t>, Placed> offsets;
   size_t arena_bytes = 0;
+  const auto place = [&](size_t bytes) {
+    const size_t at = arena_bytes;
+    arena_bytes += (bytes + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
+    return at;
+  };
   for_each_view(*dev, [&](TensorView& v) {
     if (v.data == nullptr || v.nbytes() == 0) return;
-    auto [it, inserted] = offsets.try_emplace({v.data, v.nbytes()}, arena_bytes);
-    if (inserted) arena_bytes += (v.nbytes() + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
+    if (!offsets.contains({v.data, v.nbytes()}))
+      offsets.emplace(std::pair{v.data, v.nbytes()}, Placed{place(v.nbytes()), v.dtype, v.numel()});
   });
+  std::vector<size_t> deferred_offsets;
+  for (const DeferredExperts& d : host->deferred_experts)
+    deferred_offsets.push_back(place(expert_matrix(dev->layers[d.layer], d.matrix).nbytes()));
   const auto no_room = [&](const Error& e) {
     return make_error("uploading " + std::to_string(arena_bytes) +
                       " bytes of weights: " + e.message);
@@ -80,21 +131,22 @@ Expected<DeviceWeights> upload_weights(const KernelContext& ctx,
     arena = std::move(*b);
   }
 
-  // Copy each distinct tensor once, then retarget every view.
+  // Copy each distinct tensor once and each deferred matrix's pieces, then retarget every view.
   char* base = static_cast<char*>(arena.data());
-  for (const auto& [key, offset] : offsets) {
-    TensorView src{const_cast<void*>(key.first), DType::kU8, {static_cast<int64_t>(key.second)}, Device::kCpu};
-    TensorView dst{base + offset, DType::kU8, {static_cast<int64_t>(key.second)}, ctx.device};
-    copy_tensor(ctx, dst, src);
-  }
+  std::vector<HostPiece> pieces;
+  for (const auto& [key, at] : offsets)
+    pieces.push_back({key.first, at.dtype, at.numel, base + at.offset, at.dtype});
   for_each_view(*dev, [&](TensorView& v) {
-    if (v.data == nullptr || v.nbytes() == 0) {
-      v.device = ctx.device;
-      return;
-    }
-    v.data = base + offsets.at({v.data, v.nbytes()});
+    if (v.data != nullptr && v.nbytes() != 0) v.data = base + offsets.at({v.data, v.nbytes()}).offset;
     v.device = ctx.device;
   });
+  for (size_t i = 0; i < host->deferred_experts.size(); ++i) {
+    const DeferredExperts& d = host->deferred_experts[i];
+    TensorView& matrix = expert_matrix(dev->layers[d.layer], d.matrix);
+    matrix.data = base + deferred_offsets[i];
+    add_deferred_pieces(d, matrix, host->first_expert, pieces);
+  }
+  if (Status st = stream_pieces(ctx, pieces); !st.ok()) return no_room(st.error());
   dev->storage.push_back(arena.owner());
   BEAM_RETURN_IF_ERROR(pack_moe_weights(ctx, *dev));
   return DeviceWeights{std::move(dev), static_cast<int64_t>(arena_bytes), std::move(memory)};
@@ -109,12 +161,15 @@ Status copy_weights_into(const KernelContext& ctx, const BeamWeights& device,
       return make_error("tensor " + std::to_string(i) + " of the new weights is " +
                         src[i]->shape.str() + ", the served model's " + dst[i]->shape.str());
   }
+  std::vector<HostPiece> pieces;
   for (size_t i = 0; i < dst.size(); ++i) {
-    if (dst[i]->data == nullptr || dst[i]->nbytes() == 0) continue;
-    const int64_t bytes = static_cast<int64_t>(src[i]->nbytes());
-    copy_tensor(ctx, TensorView{dst[i]->data, DType::kU8, {bytes}, ctx.device},
-                TensorView{src[i]->data, DType::kU8, {bytes}, Device::kCpu});
+    if (dst[i]->data == nullptr || src[i]->data == nullptr || dst[i]->nbytes() == 0) continue;
+    pieces.push_back({src[i]->data, src[i]->dtype, src[i]->numel(), dst[i]->data, dst[i]->dtype});
   }
+  for (const DeferredExperts& d : host.deferred_experts)
+    add_deferred_pieces(d, expert_matrix(device.layers[d.layer], d.matrix),
+                        host.first_expert, pieces);
+  BEAM_RETURN_IF_ERROR(stream_pieces(ctx, pieces));
   return pack_moe_weights(ctx, device);
 }
 

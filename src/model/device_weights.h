@@ -18,10 +18,12 @@ struct DeviceWeights {
   std::shared_ptr<ReleasableMemory> memory;    // the arena, when uploaded releasable
 };
 
-// Device::kCpu: the host weights unchanged. Device::kCuda: every tensor copied into one device
-// arena (tensors 256-byte aligned; views that alias, e.g. a tied lm_head, stay aliased); the
-// returned BeamWeights keeps the arena alive and no longer needs `host`; `releasable`: the arena
-// is ReleasableMemory (sleep mode), returned as DeviceWeights::memory. Errors name the bytes that
+// Device::kCpu: the host weights unchanged (deferred expert matrices, ExpertCopy::kDeferred,
+// converted into host buffers of their own). Device::kCuda: every tensor copied into one device
+// arena (tensors 256-byte aligned; views that alias, e.g. a tied lm_head, stay aliased), deferred
+// expert matrices streamed from the checkpoint's mapping (model/weight_stream.h); the returned
+// BeamWeights keeps the arena alive and no longer needs `host`; `releasable`: the arena is
+// ReleasableMemory (sleep mode), returned as DeviceWeights::memory. Errors name the bytes that
 // did not fit.
 Expected<DeviceWeights> upload_weights(const KernelContext& ctx,
                                        std::shared_ptr<const BeamWeights> host,
@@ -29,8 +31,9 @@ Expected<DeviceWeights> upload_weights(const KernelContext& ctx,
 
 // Overwrites the device weights `device` (upload_weights' result, views on ctx.device) with the
 // host weights `host` of the same architecture, in place (the views keep their addresses, so
-// captured CUDA graphs stay valid), and packs the experts again. Errors: a tensor whose shape or
-// dtype differs (nothing is copied then). ctx.device must be kCuda.
+// captured CUDA graphs stay valid), and packs the experts again; `host`'s deferred expert matrices
+// stream from its mapping. Errors: a tensor whose shape or dtype differs (nothing is copied then).
+// ctx.device must be kCuda.
 Status copy_weights_into(const KernelContext& ctx, const BeamWeights& device,
                          const BeamWeights& host);
 

@@ -57,6 +57,14 @@ void shard_attention(const BeamConfig& cfg, const ShardShape& s, TensorParallel 
   out.o_proj = slice_columns(full.o_proj, q_begin, q_rows, owner);
 }
 
+// Experts [first, first + count) of a routed-expert matrix; a deferred one (no data) stays one.
+TensorView expert_rows(const TensorView& matrix, int64_t first, int64_t count) {
+  if (matrix.data != nullptr) return matrix.rows(first, count);
+  TensorView v = matrix;
+  v.shape.dims[0] = count;
+  return v;
+}
+
 // held_first: the first expert `full`'s expert tensors hold (BeamWeights::first_expert).
 void shard_layer(const BeamConfig& cfg, const ShardShape& s, TensorParallel tp, MlpKind kind,
                  int64_t held_first, const LayerWeights& full, LayerWeights& out,
@@ -79,8 +87,8 @@ void shard_layer(const BeamConfig& cfg, const ShardShape& s, TensorParallel tp, 
       out.moe.router = full.moe.router;
       out.moe.router_bias = full.moe.router_bias;
       const int64_t first = s.first_expert - held_first;  // the rank's experts within those held
-      out.moe.experts_gate_up = full.moe.experts_gate_up.rows(first, s.num_experts);
-      out.moe.experts_down = full.moe.experts_down.rows(first, s.num_experts);
+      out.moe.experts_gate_up = expert_rows(full.moe.experts_gate_up, first, s.num_experts);
+      out.moe.experts_down = expert_rows(full.moe.experts_down, first, s.num_experts);
       break;
     }
   }
@@ -155,6 +163,13 @@ Expected<std::shared_ptr<const BeamWeights>> shard_beam_weights(
   for (size_t l = 0; l < full->layers.size(); ++l)
     shard_layer(cfg, s, tp, cfg.mlp_layer_types[l], full->first_expert, full->layers[l],
                 out->layers[l], *out);
+  for (const DeferredExperts& d : full->deferred_experts) {  // the rank's experts' pieces
+    DeferredExperts mine{d.layer, d.matrix, {}};
+    for (const ExpertPiece& p : d.pieces)
+      if (p.expert >= s.first_expert && p.expert < s.first_expert + s.num_experts)
+        mine.pieces.push_back(p);
+    out->deferred_experts.push_back(std::move(mine));
+  }
   return std::shared_ptr<const BeamWeights>(std::move(out));
 }
 
@@ -176,13 +191,14 @@ RankWeights slices_of(std::shared_ptr<const BeamWeights> full) {
   };
 }
 
-RankWeights load_rank_weights(std::string model_dir, std::string lora_dir) {
-  return [model_dir = std::move(model_dir), lora_dir = std::move(lora_dir)](
+RankWeights load_rank_weights(std::string model_dir, std::string lora_dir, ExpertCopy copy) {
+  return [model_dir = std::move(model_dir), lora_dir = std::move(lora_dir), copy](
              TensorParallel tp) -> Expected<std::shared_ptr<const BeamWeights>> {
     BEAM_ASSIGN_OR_RETURN(BeamConfig config, load_beam_config(model_dir));
     BEAM_RETURN_IF_ERROR(check_tensor_parallel(config, tp.size));
-    BEAM_ASSIGN_OR_RETURN(std::shared_ptr<BeamWeights> w,
-                          load_beam_weights_merging(model_dir, lora_dir, rank_experts(config, tp)));
+    BEAM_ASSIGN_OR_RETURN(
+        std::shared_ptr<BeamWeights> w,
+        load_beam_weights_merging(model_dir, lora_dir, rank_experts(config, tp), copy));
     return std::shared_ptr<const BeamWeights>(std::move(w));
   };
 }

@@ -59,7 +59,8 @@ ShardShape shard_shape(const BeamConfig& config, TensorParallel tp);
 // every expert or at least the rank's (load_beam_weights with the rank's ExpertSlice, so a rank
 // never needs the whole model in host memory); an error names experts it lacks. Contiguous slices
 // (gate bias, experts, LM head, the replicated tensors) are views of `full`, which the result
-// keeps alive; q/k/v/gate rows and the column slices of o_proj and down are copied. The config is
+// keeps alive (deferred expert matrices stay deferred, with the rank's experts' pieces); q/k/v/gate
+// rows and the column slices of o_proj and down are copied. The config is
 // `full`'s (the model reads its shard's sizes from shard_shape). size 1 returns `full` itself.
 Expected<std::shared_ptr<const BeamWeights>> shard_beam_weights(
     const std::shared_ptr<const BeamWeights>& full, TensorParallel tp);
@@ -75,7 +76,9 @@ Expected<std::shared_ptr<const BeamWeights>> load_rank_slice(const RankWeights& 
                                                              TensorParallel tp);
 // Every rank slices the same host copy.
 RankWeights slices_of(std::shared_ptr<const BeamWeights> full);
-// Each rank loads model_dir with only its experts (and lora_dir's adapter merged; empty: none).
-RankWeights load_rank_weights(std::string model_dir, std::string lora_dir);
+// Each rank loads model_dir with only its experts (and lora_dir's adapter merged; empty: none),
+// held as `copy` says (kDeferred for GPU ranks: streamed from the checkpoint at upload).
+RankWeights load_rank_weights(std::string model_dir, std::string lora_dir,
+                              ExpertCopy copy = ExpertCopy::kHost);
 
 }  // namespace beam

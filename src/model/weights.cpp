@@ -73,6 +73,16 @@ class WeightsBuilder {
     return plan_merge(name, spec, dst);
   }
 
+  // Records tensor `name` as a piece of a deferred expert matrix (expert `expert`, byte offset
+  // `offset` of its block): checked now, converted when the matrix is uploaded.
+  Status defer(const std::string& name, const TensorSpec& spec, int64_t expert, size_t offset,
+               DeferredExperts& into) {
+    BEAM_ASSIGN_OR_RETURN(const RawTensor* t, resolver_.take(name, spec));
+    if (t == nullptr) return ok_status();
+    into.pieces.push_back({expert, offset, t->data, t->dtype, spec.shape.numel()});
+    return ok_status();
+  }
+
   // Checks tensor `name` (shape, dtype) without loading it: another rank's expert. An adapter
   // delta on it counts as merged (that rank merges it).
   Status skip(const std::string& name, const TensorSpec& spec) {
@@ -178,36 +188,65 @@ Status build_dense(WeightsBuilder& b, const BeamConfig& c, int64_t layer, DenseM
   return ok_status();
 }
 
-// The routed experts [first, first + count) of `layer` fused (the others' tensors checked only).
+// Whether the adapter (may be null) changes a routed expert of `layer` in [first, first + count).
+bool adapter_changes_experts(const LoraAdapter* lora, int64_t layer, int64_t first, int64_t count) {
+  if (lora == nullptr) return false;
+  for (int64_t e = first; e < first + count; ++e)
+    for (const char* part : {"gate_proj.weight", "up_proj.weight", "down_proj.weight"})
+      if (lora->find(expert_tensor_name(layer, e, part))) return true;
+  return false;
+}
+
+// The routed experts [first, first + count) of `layer` fused into host memory, or (copy
+// kDeferred) listed in w.deferred_experts; the others' tensors are checked only.
 Status build_moe(WeightsBuilder& b, const BeamConfig& c, int64_t layer, int64_t first,
-                 int64_t count, MoeWeights& m) {
+                 int64_t count, ExpertCopy copy, MoeWeights& m, BeamWeights& w) {
   const int64_t H = c.hidden_size, E = c.num_experts, Im = c.moe_intermediate_size;
   BEAM_ASSIGN_OR_RETURN(m.router, b.bind(layer_tensor_name(layer, "mlp.gate.weight"),
                                          {Shape{E, H}, "[E, H]", DType::kF32}));
   BEAM_ASSIGN_OR_RETURN(m.router_bias, b.bind(layer_tensor_name(layer, "mlp.gate.e_score_correction_bias"),
                                               {Shape{E}, "[E]", DType::kF32}));
-  m.experts_gate_up = b.allocate(DType::kBF16, Shape{count, 2 * Im, H});
-  m.experts_down = b.allocate(DType::kBF16, Shape{count, H, Im});
+  const bool defer =
+      copy == ExpertCopy::kDeferred && !adapter_changes_experts(b.lora(), layer, first, count);
+  if (defer) {
+    m.experts_gate_up = TensorView{nullptr, DType::kBF16, Shape{count, 2 * Im, H}, Device::kCpu};
+    m.experts_down = TensorView{nullptr, DType::kBF16, Shape{count, H, Im}, Device::kCpu};
+  } else {
+    m.experts_gate_up = b.allocate(DType::kBF16, Shape{count, 2 * Im, H});
+    m.experts_down = b.allocate(DType::kBF16, Shape{count, H, Im});
+  }
+  DeferredExperts gate_up{layer, ExpertMatrix::kGateUp, {}}, down{layer, ExpertMatrix::kDown, {}};
   const TensorSpec up_spec{Shape{Im, H}, "[Im, H]"}, down_spec{Shape{H, Im}, "[H, Im]"};
+  const size_t half_bytes = static_cast<size_t>(Im * H) * sizeof(uint16_t);
   for (int64_t e = 0; e < E; ++e) {
+    const std::string gate_name = expert_tensor_name(layer, e, "gate_proj.weight");
+    const std::string up_name = expert_tensor_name(layer, e, "up_proj.weight");
+    const std::string down_name = expert_tensor_name(layer, e, "down_proj.weight");
     if (e < first || e >= first + count) {
-      for (const char* part : {"gate_proj.weight", "up_proj.weight"})
-        BEAM_RETURN_IF_ERROR(b.skip(expert_tensor_name(layer, e, part), up_spec));
-      BEAM_RETURN_IF_ERROR(b.skip(expert_tensor_name(layer, e, "down_proj.weight"), down_spec));
-      continue;
+      BEAM_RETURN_IF_ERROR(b.skip(gate_name, up_spec));
+      BEAM_RETURN_IF_ERROR(b.skip(up_name, up_spec));
+      BEAM_RETURN_IF_ERROR(b.skip(down_name, down_spec));
+    } else if (defer) {
+      BEAM_RETURN_IF_ERROR(b.defer(gate_name, up_spec, e, 0, gate_up));
+      BEAM_RETURN_IF_ERROR(b.defer(up_name, up_spec, e, half_bytes, gate_up));
+      BEAM_RETURN_IF_ERROR(b.defer(down_name, down_spec, e, 0, down));
+    } else {
+      auto* gate_up_rows = static_cast<char*>(row_ptr(m.experts_gate_up, e - first));
+      BEAM_RETURN_IF_ERROR(b.fill(gate_name, up_spec, gate_up_rows));
+      BEAM_RETURN_IF_ERROR(b.fill(up_name, up_spec, gate_up_rows + half_bytes));
+      BEAM_RETURN_IF_ERROR(b.fill(down_name, down_spec, row_ptr(m.experts_down, e - first)));
     }
-    auto* gate_up = static_cast<char*>(row_ptr(m.experts_gate_up, e - first));
-    size_t half_bytes = static_cast<size_t>(Im * H) * sizeof(uint16_t);
-    BEAM_RETURN_IF_ERROR(b.fill(expert_tensor_name(layer, e, "gate_proj.weight"), up_spec, gate_up));
-    BEAM_RETURN_IF_ERROR(b.fill(expert_tensor_name(layer, e, "up_proj.weight"), up_spec, gate_up + half_bytes));
-    BEAM_RETURN_IF_ERROR(b.fill(expert_tensor_name(layer, e, "down_proj.weight"), down_spec,
-                                row_ptr(m.experts_down, e - first)));
+  }
+  if (defer) {
+    w.deferred_experts.push_back(std::move(gate_up));
+    w.deferred_experts.push_back(std::move(down));
   }
   return ok_status();
 }
 
 Status build_layer(WeightsBuilder& b, const BeamConfig& c, int64_t layer,
-                   const ExpertSlice& experts, LayerWeights& w) {
+                   const ExpertSlice& experts, ExpertCopy copy, BeamWeights& weights) {
+  LayerWeights& w = weights.layers[layer];
   const TensorSpec norm{Shape{c.hidden_size}, "[H]"};
   BEAM_ASSIGN_OR_RETURN(w.input_norm, b.bind(layer_tensor_name(layer, "input_layernorm.weight"), norm));
   BEAM_ASSIGN_OR_RETURN(w.post_attn_norm, b.bind(layer_tensor_name(layer, "post_attention_layernorm.weight"), norm));
@@ -217,7 +256,7 @@ Status build_layer(WeightsBuilder& b, const BeamConfig& c, int64_t layer,
   switch (c.mlp_layer_types[layer]) {
     case MlpKind::kDense: return build_dense(b, c, layer, w.dense);
     case MlpKind::kSparse:
-      return build_moe(b, c, layer, experts.first, experts.count, w.moe);
+      return build_moe(b, c, layer, experts.first, experts.count, copy, w.moe, weights);
   }
   return ok_status();
 }
@@ -246,9 +285,17 @@ Status build_lm_head(WeightsBuilder& b, const BeamConfig& c, BeamWeights& w) {
 
 }  // namespace
 
+TensorView& expert_matrix(LayerWeights& l, ExpertMatrix which) {
+  return which == ExpertMatrix::kGateUp ? l.moe.experts_gate_up : l.moe.experts_down;
+}
+
+const TensorView& expert_matrix(const LayerWeights& l, ExpertMatrix which) {
+  return which == ExpertMatrix::kGateUp ? l.moe.experts_gate_up : l.moe.experts_down;
+}
+
 Expected<std::shared_ptr<BeamWeights>> load_beam_weights(const std::string& model_dir,
                                                          const LoraAdapter* merge_lora,
-                                                         ExpertSlice experts) {
+                                                         ExpertSlice experts, ExpertCopy copy) {
   BEAM_ASSIGN_OR_RETURN(BeamConfig config, load_beam_config(model_dir));
   if (experts.count < 0) experts = ExpertSlice{0, config.num_experts};
   if (config.num_layers_of(MlpKind::kSparse) > 0 &&
@@ -268,7 +315,7 @@ Expected<std::shared_ptr<BeamWeights>> load_beam_weights(const std::string& mode
   BEAM_ASSIGN_OR_RETURN(w->final_norm, b.bind("model.norm.weight", {Shape{c.hidden_size}, "[H]"}));
   w->layers.resize(c.num_layers);
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
-    BEAM_RETURN_IF_ERROR(build_layer(b, c, layer, experts, w->layers[layer]));
+    BEAM_RETURN_IF_ERROR(build_layer(b, c, layer, experts, copy, *w));
   }
   BEAM_RETURN_IF_ERROR(build_lm_head(b, c, *w));
   BEAM_RETURN_IF_ERROR(b.run());
@@ -277,10 +324,11 @@ Expected<std::shared_ptr<BeamWeights>> load_beam_weights(const std::string& mode
 
 Expected<std::shared_ptr<BeamWeights>> load_beam_weights_merging(const std::string& model_dir,
                                                                  const std::string& lora_dir,
-                                                                 ExpertSlice experts) {
-  if (lora_dir.empty()) return load_beam_weights(model_dir, nullptr, experts);
+                                                                 ExpertSlice experts,
+                                                                 ExpertCopy copy) {
+  if (lora_dir.empty()) return load_beam_weights(model_dir, nullptr, experts, copy);
   BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const LoraAdapter> adapter, LoraAdapter::open(lora_dir));
-  return load_beam_weights(model_dir, adapter.get(), experts);
+  return load_beam_weights(model_dir, adapter.get(), experts, copy);
 }
 
 }  // namespace beam

@@ -8,6 +8,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "kernels/api/moe.h"
 #include "model/config.h"
 #include "model/lora_adapter.h"
 
@@ -43,6 +44,29 @@ struct LayerWeights {
   MoeWeights moe;             // set when mlp_layer_types[L] == sparse
 };
 
+// One expert's source tensor of a deferred routed-expert matrix: `numel` elements of `src_dtype`
+// at `src` (in the checkpoint's mapping) that become bytes [offset, ...) of expert `expert`'s
+// block ([2*Im, H] of gate_up or [H, Im] of down) in the matrix's dtype.
+struct ExpertPiece {
+  int64_t expert = 0;  // the model's expert index
+  size_t offset = 0;
+  const void* src = nullptr;
+  DType src_dtype = DType::kBF16;
+  int64_t numel = 0;
+};
+
+// A routed-expert matrix of layer `layer` left in the checkpoint (ExpertCopy::kDeferred): its view
+// has the shape and dtype but no data until upload_weights streams the pieces to the device.
+struct DeferredExperts {
+  int64_t layer = 0;
+  ExpertMatrix matrix = ExpertMatrix::kGateUp;
+  std::vector<ExpertPiece> pieces;
+};
+
+// The view of matrix `which` (experts_gate_up or experts_down) of layer l.
+TensorView& expert_matrix(LayerWeights& l, ExpertMatrix which);
+const TensorView& expert_matrix(const LayerWeights& l, ExpertMatrix which);
+
 // Owns the memory the views point into (fused/converted buffers and the mapped checkpoint).
 struct BeamWeights {
   BeamConfig config;
@@ -53,6 +77,8 @@ struct BeamWeights {
   // The routed-expert tensors hold experts [first_expert, first_expert + their leading dim): all
   // of them, or one tensor-parallel rank's (load_beam_weights' ExpertSlice).
   int64_t first_expert = 0;
+  // ExpertCopy::kDeferred's matrices: views without data whose bytes are still in the mapping.
+  std::vector<DeferredExperts> deferred_experts;
   std::vector<std::shared_ptr<void>> storage;  // keeps buffers and mappings alive
 };
 
@@ -65,6 +91,17 @@ struct ExpertSlice {
   int64_t count = -1;
 };
 
+// Where load_beam_weights puts the routed experts: fused into host memory (kHost), or left in the
+// checkpoint's mapping as BeamWeights::deferred_experts (kDeferred), which upload_weights streams
+// straight into the device's arena: a CUDA engine's load then makes no host copy of the experts
+// (~98% of Beam 1.0's bytes). A layer whose experts a merged LoRA adapter changes is fused on the
+// host either way (the merge needs the copy).
+enum class ExpertCopy { kHost, kDeferred };
+// The copy an engine on `device` loads with: kDeferred on CUDA (streamed at upload), else kHost.
+inline ExpertCopy expert_copy_for(Device device) {
+  return device == Device::kCuda ? ExpertCopy::kDeferred : ExpertCopy::kHost;
+}
+
 // Loads DIR/config.json and the safetensors checkpoint of DIR (one file or sharded through
 // model.safetensors.index.json), maps names (one alias table), checks every dtype and shape
 // against the config, rejects missing and unexpected tensors, fuses experts and packs q/k/v/gate.
@@ -72,13 +109,16 @@ struct ExpertSlice {
 // rounded to bf16 once); an error names a delta that meets no bf16 linear weight of the model
 // or whose shape does not fit it.
 // experts: the routed experts to load (default all); an error names a slice outside the model's.
+// copy: where the experts go (above); kDeferred's result needs upload_weights before a forward.
 Expected<std::shared_ptr<BeamWeights>> load_beam_weights(const std::string& model_dir,
                                                          const LoraAdapter* merge_lora = nullptr,
-                                                         ExpertSlice experts = {});
+                                                         ExpertSlice experts = {},
+                                                         ExpertCopy copy = ExpertCopy::kHost);
 // load_beam_weights with the PEFT adapter of lora_dir merged (empty: none; LoraAdapter::open's
 // errors as they are).
 Expected<std::shared_ptr<BeamWeights>> load_beam_weights_merging(const std::string& model_dir,
                                                                  const std::string& lora_dir,
-                                                                 ExpertSlice experts = {});
+                                                                 ExpertSlice experts = {},
+                                                                 ExpertCopy copy = ExpertCopy::kHost);
 
 }  // namespace beam

@@ -310,6 +310,7 @@ class Engine::Impl {
   const BeamConfig& config() const { return model_.config(); }
   int64_t max_tokens_per_step() const { return *options_.max_tokens_per_step; }
   int tensor_parallel_size() const { return options_.tensor_parallel_size; }
+  Device device() const { return options_.device; }
   int64_t speculative_draft_tokens() const { return options_.speculative.num_draft_tokens; }
 
   Expected<RequestId> submit(GenerateRequest request) {
@@ -2048,6 +2049,7 @@ int64_t Engine::max_tokens_per_step() const {
 int Engine::tensor_parallel_size() const {
   return impl_->tensor_parallel_size();
 }
+Device Engine::device() const { return impl_->device(); }
 int64_t Engine::speculative_draft_tokens() const { return impl_->speculative_draft_tokens(); }
 Expected<RequestId> Engine::submit(GenerateRequest request) { return impl_->submit(std::move(request)); }
 void Engine::cancel(RequestId id) { impl_->cancel(id); }

@@ -290,6 +290,8 @@ class Engine {
   int64_t max_tokens_per_step() const;
   // Ranks the model is split over (EngineOptions::tensor_parallel_size).
   int tensor_parallel_size() const;
+  // Where the model runs (EngineOptions::device).
+  Device device() const;
   // Most drafts a decode verifies (EngineOptions::speculative resolved: a DFlash2 drafter's
   // block_size - 1 when not given); 0 without speculation.
   int64_t speculative_draft_tokens() const;

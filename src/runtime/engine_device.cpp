@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/logging.h"
 #include "model/beam/beam_model.h"
 #include "model/beam/local_kv_cache.h"
 #include "model/device_weights.h"
@@ -47,8 +48,17 @@ Expected<EngineDevice> open_engine_device(Device device,
       break;
     }
   }
+  const auto start = std::chrono::steady_clock::now();
   BEAM_ASSIGN_OR_RETURN(DeviceWeights uploaded,
                         upload_weights(d.context(nullptr), std::move(host_weights), sleep_mode));
+  if (device == Device::kCuda) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    char rate[64];
+    std::snprintf(rate, sizeof(rate), " in %.2f s (%.1f GiB/s)", s,
+                  static_cast<double>(uploaded.device_bytes) / (1 << 30) / std::max(s, 1e-9));
+    log_info("engine: weights on GPU " + std::to_string(gpu) + ": " +
+             gib_text(uploaded.device_bytes) + rate);
+  }
   d.weights = std::move(uploaded.weights);
   d.weight_device_bytes = uploaded.device_bytes;
   d.weight_memory = std::move(uploaded.memory);

@@ -89,7 +89,8 @@ Status check_table(const std::string& pool, size_t seq_index, std::span<const in
 BeamModel::BeamModel(std::shared_ptr<const BeamWeights> weights, KernelContext ctx,
                      std::unique_ptr<LoraSlots> lora, ModelShard shard)
     : weights_(std::move(weights)), ctx_(ctx), lora_(std::move(lora)), shard_(shard) {
-  BEAM_CHECK(weights_ != nullptr && weights_->embed.device == ctx_.device)
+  BEAM_CHECK(weights_ != nullptr && weights_->embed.device == ctx_.device &&
+             weights_->deferred_experts.empty())
       << "BeamModel: weights must live on the context's device (model/device_weights.h)";
   BEAM_CHECK(!sharded() || (shard_.comm != nullptr && shard_.comm->size() == shard_.tp.size &&
                             shard_.comm->rank() == shard_.tp.rank))
@@ -113,8 +114,9 @@ Status BeamModel::replace_weights(std::shared_ptr<const BeamWeights> host) {
   if (std::optional<std::string_view> key = config_difference(host->config, config()))
     return make_error("the new weights' config differs from the served model's in '" +
                       std::string(*key) + "'");
-  if (ctx_.device == Device::kCpu) {
-    weights_ = std::move(host);
+  if (ctx_.device == Device::kCpu) {  // deferred experts converted into host buffers
+    BEAM_ASSIGN_OR_RETURN(DeviceWeights served, upload_weights(ctx_, std::move(host)));
+    weights_ = std::move(served.weights);
     return ok_status();
   }
   return copy_weights_into(ctx_, *weights_, *host);

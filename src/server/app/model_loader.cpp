@@ -125,7 +125,9 @@ Expected<std::unique_ptr<ServedModel>> load_served_model(const ModelLoadOptions&
   // Each tensor-parallel rank loads only its experts (Beam 1.0's are ~1 TB); one rank loads all.
   BEAM_ASSIGN_OR_RETURN(
       model->engine,
-      Engine::create(load_rank_weights(options.model_dir, options.merge_lora_dir), options.engine));
+      Engine::create(load_rank_weights(options.model_dir, options.merge_lora_dir,
+                                       expert_copy_for(options.engine.device)),
+                     options.engine));
   if (!options.merge_lora_dir.empty())
     log_info("merged the LoRA adapter " + options.merge_lora_dir);
   for (const StartupAdapter& a : options.lora_modules) {

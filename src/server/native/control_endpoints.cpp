@@ -48,11 +48,13 @@ void handle_update_weights_from_disk(const EndpointEnv& env,
   Status st = ok_status();
   if (engine.tensor_parallel_size() > 1) {
     // Each rank loads its experts once the requests in flight finished, one rank at a time.
-    st = engine.update_weights(load_rank_weights(model_path, merge_lora_path), abort_all);
+    st = engine.update_weights(
+        load_rank_weights(model_path, merge_lora_path, expert_copy_for(engine.device())),
+        abort_all);
     if (!st.ok()) st = make_error("loading '" + model_path + "': " + st.error().message);
   } else {  // loaded here while the engine still serves
     Expected<std::shared_ptr<BeamWeights>> weights =
-        load_beam_weights_merging(model_path, merge_lora_path);
+        load_beam_weights_merging(model_path, merge_lora_path, {}, expert_copy_for(engine.device()));
     if (!weights.ok())
       return answer_update(exchange, false,
                            "loading '" + model_path + "': " + weights.error().message);

@@ -1,0 +1,87 @@
+// stream_pieces: chunks, a conversion pool and two groups of pinned staging slots.
+#include "model/weight_stream.h"
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/api/device_memory.h"
+#include "model/tensor_convert.h"
+
+namespace beam {
+namespace {
+
+constexpr size_t kChunkBytes = size_t{16} << 20;  // of converted (dst) bytes
+
+// Elements [first, first + count) of a piece.
+struct Chunk {
+  const HostPiece* piece;
+  int64_t first, count;
+};
+
+// Converts a chunk's elements into out (dst_dtype elements).
+void convert_chunk(const Chunk& c, void* out) {
+  const HostPiece& p = *c.piece;
+  const auto* src = static_cast<const char*>(p.src) + c.first * dtype_size(p.src_dtype);
+  convert_elements(src, p.src_dtype, c.count, out, p.dst_dtype);
+}
+
+// Every piece split into chunks of at most kChunkBytes converted bytes.
+std::vector<Chunk> chunks_of(std::span<const HostPiece> pieces) {
+  std::vector<Chunk> chunks;
+  for (const HostPiece& p : pieces) {
+    const int64_t per_chunk = static_cast<int64_t>(kChunkBytes / dtype_size(p.dst_dtype));
+    for (int64_t first = 0; first < p.numel; first += per_chunk)
+      chunks.push_back({&p, first, std::min(per_chunk, p.numel - first)});
+  }
+  return chunks;
+}
+
+int pool_threads() {
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+}
+
+}  // namespace
+
+Status stream_pieces(const KernelContext& ctx, std::span<const HostPiece> pieces) {
+  const std::vector<Chunk> chunks = chunks_of(pieces);
+  if (chunks.empty()) return ok_status();
+  ThreadPool pool(pool_threads());
+  if (ctx.device == Device::kCpu) {
+    pool.parallel_for(static_cast<int64_t>(chunks.size()), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const Chunk& c = chunks[i];
+        convert_chunk(c, static_cast<char*>(c.piece->dst) +
+                             c.first * static_cast<int64_t>(dtype_size(c.piece->dst_dtype)));
+      }
+    });
+    return ok_status();
+  }
+  // Two groups of `group` slots: group g % 2 fills while the other's copies run.
+  const int64_t group = std::min<int64_t>(pool.num_threads(), static_cast<int64_t>(chunks.size()));
+  BEAM_ASSIGN_OR_RETURN(DeviceBuffer staging,
+                        allocate_pinned_host(ctx, 2 * static_cast<size_t>(group) * kChunkBytes));
+  auto slot = [&](int64_t g, int64_t i) {
+    return static_cast<char*>(staging.data()) + ((g % 2) * group + i) * kChunkBytes;
+  };
+  const int64_t n = static_cast<int64_t>(chunks.size());
+  for (int64_t g = 0; g * group < n; ++g) {
+    const int64_t first = g * group, count = std::min(group, n - first);
+    pool.parallel_for(count, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) convert_chunk(chunks[first + i], slot(g, i));
+    });
+    synchronize(ctx);  // group g - 1's copies are done, so the next fill may reuse its slots
+    for (int64_t i = 0; i < count; ++i) {
+      const Chunk& c = chunks[first + i];
+      const size_t bytes = static_cast<size_t>(c.count) * dtype_size(c.piece->dst_dtype);
+      char* dst = static_cast<char*>(c.piece->dst) + c.first * static_cast<int64_t>(dtype_size(c.piece->dst_dtype));
+      copy_rows_async(ctx, PitchedRows{dst, ctx.device, bytes, bytes, 1},
+                      PitchedRows{slot(g, i), Device::kCpu, bytes, bytes, 1});
+    }
+  }
+  synchronize(ctx);
+  return ok_status();
+}
+
+}  // namespace beam
