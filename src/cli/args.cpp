@@ -92,6 +92,13 @@ Expected<AttentionProbs> Args::get_attention_probs() const {
   return make_error("--attention-probs: expected fp32 or bf16, got '" + v + "'");
 }
 
+Expected<bool> Args::get_dummy_weights() const {
+  const std::string v = get_or("load-format", "auto");
+  if (v == "auto" || v == "safetensors") return false;
+  if (v == "dummy") return true;
+  return make_error("--load-format: expected auto, safetensors or dummy, got '" + v + "'");
+}
+
 Expected<std::vector<int64_t>> Args::parse_int_list(const std::string& key,
                                                     const std::string& text) {
   std::vector<int64_t> out;

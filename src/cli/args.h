@@ -35,6 +35,9 @@ class Args {
   Expected<Device> get_device() const;
   // --attention-probs fp32|bf16 (KernelContext::attention_probs; fp32 when absent).
   Expected<AttentionProbs> get_attention_probs() const;
+  // --load-format auto|safetensors (the checkpoint; the default) or dummy (random weights from
+  // config.json alone, vLLM's and SGLang's dummy format): true for dummy.
+  Expected<bool> get_dummy_weights() const;
   // Parses "1,2,3" into integers.
   static Expected<std::vector<int64_t>> parse_int_list(const std::string& key,
                                                        const std::string& text);

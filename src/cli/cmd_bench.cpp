@@ -9,6 +9,7 @@
 #include "cli/args.h"
 #include "cli/bench_commands.h"
 #include "cli/bench_common.h"
+#include "cli/command_weights.h"
 #include "cli/commands.h"
 #include "cli/model_path.h"
 #include "cli/hicache_flags.h"
@@ -48,7 +49,7 @@ int bench_offline(int argc, char** argv) {
       "output-len", "conversations", "turns",          "first-prompt-len", "turn-append-len",
       "one-off-per-turn",
       "seed",       "kv-budget-mb",  "block-size",     "max-step-tokens",  "max-running",
-      "threads",    "device",        "no-cuda-graphs", "attention-probs"};
+      "threads",    "device",        "no-cuda-graphs", "attention-probs",  "load-format"};
   flags.insert(std::begin(kSpeculativeFlags), std::end(kSpeculativeFlags));
   flags.insert(std::begin(kHierarchicalCacheFlags), std::end(kHierarchicalCacheFlags));
   auto args = Args::parse(argc, argv, flags,
@@ -86,7 +87,7 @@ int bench_offline(int argc, char** argv) {
   auto speculative = speculative_from_args(*args);
   if (!speculative.ok()) return bench_fail(speculative.error().message);
   eo.speculative = *speculative;
-  auto weights = load_beam_weights(*dir, nullptr, {}, expert_copy_for(*device));
+  auto weights = command_weights(*args, *dir, *device);
   if (!weights.ok()) return bench_fail(weights.error().message);
   auto engine = Engine::create(*weights, eo);
   if (!engine.ok()) return bench_fail(engine.error().message);

@@ -14,6 +14,7 @@
 #include "core/thread_pool.h"
 #include "model/beam/beam_model.h"
 #include "model/beam/local_kv_cache.h"
+#include "cli/command_weights.h"
 #include "runtime/engine_device.h"
 #include "runtime/sampling/finish_check.h"
 #include "runtime/sampling/sampler.h"
@@ -54,7 +55,7 @@ int cmd_generate(int argc, char** argv) {
   auto args =
       Args::parse(argc, argv,
                   {"model", "tokens", "prompt", "max-tokens", "temperature", "top-p", "top-k",
-                   "min-p", "seed", "threads", "device", "no-cuda-graphs", "attention-probs",
+                   "min-p", "seed", "threads", "device", "no-cuda-graphs", "attention-probs", "load-format",
                    "grammar", "grammar-file", "json-schema", "json-schema-file", "regex"},
                   {"no-cuda-graphs"});
   if (!args.ok()) {
@@ -98,7 +99,7 @@ int cmd_generate(int argc, char** argv) {
     params->constraint = *constraint;
   }
 
-  auto weights = load_beam_weights(*dir, nullptr, {}, expert_copy_for(*device));
+  auto weights = command_weights(*args, *dir, *device);
   if (!weights.ok()) return generate_fail(weights.error().message);
   auto dev = open_engine_device(*device, std::move(*weights));  // host copy dropped on CUDA
   if (!dev.ok()) return generate_fail(dev.error().message);

@@ -43,6 +43,7 @@ Expected<Args> parse_serve_args(int argc, char** argv, std::set<std::string> ext
                                  "enable-weight-updates",
                                  "enable-sleep-mode",
                                  "merge-lora",
+                                 "load-format",
                                  "enable-lora",
                                  "lora-modules",
                                  "max-loras",
@@ -111,6 +112,9 @@ Expected<server::ServeOptions> serve_options_from_args(const Args& a) {
   o.model.trust_request_chat_template = a.has("trust-request-chat-template");
   o.model.enable_weight_updates = a.has("enable-weight-updates");
   o.model.merge_lora_dir = a.get_or("merge-lora", "");
+  BEAM_ASSIGN_OR_RETURN(o.model.dummy_weights, a.get_dummy_weights());
+  if (o.model.dummy_weights && !o.model.merge_lora_dir.empty())
+    return make_error("--merge-lora: the dummy load format has no checkpoint to merge into");
   BEAM_ASSIGN_OR_RETURN(o.model.lora_modules, parse_lora_modules(a.get_all("lora-modules")));
   BEAM_ASSIGN_OR_RETURN(auto lora_paths, parse_lora_paths(a.get_all("lora-paths")));
   o.model.lora_modules.insert(o.model.lora_modules.end(), lora_paths.begin(), lora_paths.end());

@@ -12,6 +12,7 @@ inline constexpr const char* kGenerateUsage =
     "usage: beamserve generate [--model DIR] (--tokens 1,2,3 | --prompt TEXT) [--max-tokens N]\n"
     "         [--temperature T] [--top-p P] [--top-k K] [--min-p M] [--seed S] [--threads N]\n"
     "         [--device cpu|cuda] [--no-cuda-graphs] [--attention-probs fp32|bf16]\n"
+    "         [--load-format auto|safetensors|dummy (dummy: random weights of the config)]\n"
     "         [--grammar GBNF_OR_LARK | --grammar-file F | --json-schema JSON |\n"
     "          --json-schema-file F | --regex RE]  (the whole output matches it)\n";
 
@@ -67,6 +68,8 @@ inline constexpr const char* kServeUsage =
     "         [--trust-request-chat-template (requests may send their own chat_template)]\n"
     "         [--enable-weight-updates (POST /update_weights_from_disk loads new weights)]\n"
     "         [--merge-lora DIR (a PEFT LoRA adapter merged into the weights as they load)]\n"
+    "         [--load-format auto|safetensors|dummy (dummy: random weights of DIR/config.json,\n"
+    "          no checkpoint read; vLLM's and SGLang's, for benchmarks)]\n"
     "         [--lora-modules NAME=DIR[,NAME=DIR...] ... (PEFT LoRA adapters served per request\n"
     "          as models of those names; also vLLM's JSON {\"name\", \"path\"}; the flag may\n"
     "          repeat; more with POST /v1/load_lora_adapter)]\n"
@@ -116,7 +119,8 @@ inline constexpr const char* kBenchOfflineUsage =
     "         [--max-step-tokens N (the engine's default for the device)] [--threads N]\n"
     "         [--device cpu|cuda] [--no-cuda-graphs] [--no-prefix-cache]\n"
     "         [--enable-hierarchical-cache [--hicache-ratio R] [--hicache-size GB] (as serve's)]\n"
-    "         [--attention-probs fp32|bf16] [--json] [--speculative-config JSON (as serve's)]\n";
+    "         [--attention-probs fp32|bf16] [--json] [--speculative-config JSON (as serve's)]\n"
+    "         [--load-format auto|safetensors|dummy (as serve's)]\n";
 
 inline constexpr const char* kBenchStepUsage =
     "usage: beamserve bench step [--batches 1,8,32,128] [--context 512] [--warmup 3] [--steps 20]\n"

@@ -12,6 +12,7 @@
 
 #include "kernels/api/device_memory.h"
 #include "kernels/api/moe.h"
+#include "model/synthetic_weights.h"
 #include "model/weight_stream.h"
 
 namespace beam {
@@ -72,9 +73,29 @@ Expected<std::shared_ptr<const BeamWeights>> materialize_experts(
 
 }  // namespace
 
+Expected<WeightArena> allocate_weight_arena(const KernelContext& ctx, size_t nbytes,
+                                            bool releasable) {
+  const auto no_room = [&](const Error& e) {
+    return make_error("uploading " + std::to_string(nbytes) + " bytes of weights: " + e.message);
+  };
+  WeightArena arena;
+  if (releasable) {
+    Expected<std::shared_ptr<ReleasableMemory>> m = allocate_releasable(ctx, nbytes);
+    if (!m.ok()) return no_room(m.error());
+    arena.memory = *m;
+    arena.buffer = releasable_buffer(arena.memory);
+  } else {
+    Expected<DeviceBuffer> b = allocate_buffer(ctx, nbytes);
+    if (!b.ok()) return no_room(b.error());
+    arena.buffer = std::move(*b);
+  }
+  return arena;
+}
+
 Expected<DeviceWeights> upload_weights(const KernelContext& ctx,
                                        std::shared_ptr<const BeamWeights> host, bool releasable) {
   BEAM_CHECK(host != nullptr) << "upload_weights: no weights";
+  if (host->synthetic) return fill_synthetic(ctx, *host, releasable);
   switch (ctx.device) {
     case Device::kCpu: {
       if (host->deferred_experts.empty()) return DeviceWeights{std::move(host), 0, nullptr};
@@ -114,25 +135,10 @@ Expected<DeviceWeights> upload_weights(const KernelContext& ctx,
   std::vector<size_t> deferred_offsets;
   for (const DeferredExperts& d : host->deferred_experts)
     deferred_offsets.push_back(place(expert_matrix(dev->layers[d.layer], d.matrix).nbytes()));
-  const auto no_room = [&](const Error& e) {
-    return make_error("uploading " + std::to_string(arena_bytes) +
-                      " bytes of weights: " + e.message);
-  };
-  std::shared_ptr<ReleasableMemory> memory;
-  DeviceBuffer arena;
-  if (releasable) {
-    Expected<std::shared_ptr<ReleasableMemory>> m = allocate_releasable(ctx, arena_bytes);
-    if (!m.ok()) return no_room(m.error());
-    memory = *m;
-    arena = releasable_buffer(memory);
-  } else {
-    Expected<DeviceBuffer> b = allocate_buffer(ctx, arena_bytes);
-    if (!b.ok()) return no_room(b.error());
-    arena = std::move(*b);
-  }
+  BEAM_ASSIGN_OR_RETURN(WeightArena arena, allocate_weight_arena(ctx, arena_bytes, releasable));
 
   // Copy each distinct tensor once and each deferred matrix's pieces, then retarget every view.
-  char* base = static_cast<char*>(arena.data());
+  char* base = static_cast<char*>(arena.buffer.data());
   std::vector<HostPiece> pieces;
   for (const auto& [key, at] : offsets)
     pieces.push_back({key.first, at.dtype, at.numel, base + at.offset, at.dtype});
@@ -146,14 +152,18 @@ Expected<DeviceWeights> upload_weights(const KernelContext& ctx,
     matrix.data = base + deferred_offsets[i];
     add_deferred_pieces(d, matrix, host->first_expert, pieces);
   }
-  if (Status st = stream_pieces(ctx, pieces); !st.ok()) return no_room(st.error());
-  dev->storage.push_back(arena.owner());
+  if (Status st = stream_pieces(ctx, pieces); !st.ok())
+    return make_error("uploading " + std::to_string(arena_bytes) + " bytes of weights: " +
+                      st.error().message);
+  dev->storage.push_back(arena.buffer.owner());
   BEAM_RETURN_IF_ERROR(pack_moe_weights(ctx, *dev));
-  return DeviceWeights{std::move(dev), static_cast<int64_t>(arena_bytes), std::move(memory)};
+  return DeviceWeights{std::move(dev), static_cast<int64_t>(arena_bytes), std::move(arena.memory)};
 }
 
 Status copy_weights_into(const KernelContext& ctx, const BeamWeights& device,
                          const BeamWeights& host) {
+  if (host.synthetic)
+    return make_error("synthetic weights (--load-format dummy) cannot replace the served ones");
   const std::vector<const TensorView*> dst = views_of(device), src = views_of(host);
   if (dst.size() != src.size()) return make_error("the new weights have another layer count");
   for (size_t i = 0; i < dst.size(); ++i) {

@@ -7,6 +7,7 @@
 
 #include "core/status.h"
 #include "kernels/api/context.h"
+#include "kernels/api/device_memory.h"
 #include "kernels/api/releasable_memory.h"
 #include "model/weights.h"
 
@@ -18,7 +19,18 @@ struct DeviceWeights {
   std::shared_ptr<ReleasableMemory> memory;    // the arena, when uploaded releasable
 };
 
-// Device::kCpu: the host weights unchanged (deferred expert matrices, ExpertCopy::kDeferred,
+// One model's weight memory on ctx.device: a plain buffer, or (sleep mode) ReleasableMemory
+// whose buffer view is `buffer`.
+struct WeightArena {
+  DeviceBuffer buffer;
+  std::shared_ptr<ReleasableMemory> memory;  // set when releasable
+};
+// nbytes for weights on ctx.device; errors name the bytes that did not fit.
+Expected<WeightArena> allocate_weight_arena(const KernelContext& ctx, size_t nbytes,
+                                            bool releasable);
+
+// A synthetic layout (BeamWeights::synthetic) is filled on ctx.device (fill_synthetic,
+// model/synthetic_weights.h), on the CPU too. Otherwise Device::kCpu: the host weights unchanged (deferred expert matrices, ExpertCopy::kDeferred,
 // converted into host buffers of their own). Device::kCuda: every tensor copied into one device
 // arena (tensors 256-byte aligned; views that alias, e.g. a tied lm_head, stay aliased), deferred
 // expert matrices streamed from the checkpoint's mapping (model/weight_stream.h); the returned
@@ -33,7 +45,7 @@ Expected<DeviceWeights> upload_weights(const KernelContext& ctx,
 // host weights `host` of the same architecture, in place (the views keep their addresses, so
 // captured CUDA graphs stay valid), and packs the experts again; `host`'s deferred expert matrices
 // stream from its mapping. Errors: a tensor whose shape or dtype differs (nothing is copied then).
-// ctx.device must be kCuda.
+// ctx.device must be kCuda; synthetic layouts are refused (nothing to copy).
 Status copy_weights_into(const KernelContext& ctx, const BeamWeights& device,
                          const BeamWeights& host);
 

@@ -3,8 +3,11 @@
 // fill_random per tensor with its own seed).
 #include "model/synthetic_weights.h"
 
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "core/thread_pool.h"
 
 #include "kernels/api/device_memory.h"
 #include "kernels/api/fill.h"
@@ -25,16 +28,16 @@ struct PlannedTensor {
   Init init;
 };
 
-// The shapes of every tensor of `config` (views point into `w`, filled in later).
-std::vector<PlannedTensor> plan_tensors(const BeamConfig& c, BeamWeights& w) {
-  const int64_t H = c.hidden_size, V = c.vocab_size, D = c.head_dim, Nq = c.num_heads,
-                Nkv = c.num_kv_heads;
-  const int64_t I = c.intermediate_size, Im = c.moe_intermediate_size, E = c.num_experts;
+// The shapes of every tensor of `config` in rank slice `s` (views point into `w`, filled in later).
+std::vector<PlannedTensor> plan_tensors(const BeamConfig& c, const ShardShape& s, BeamWeights& w) {
+  const int64_t H = c.hidden_size, V = c.vocab_size, D = c.head_dim, Nq = s.num_heads,
+                Nkv = s.num_kv_heads;
+  const int64_t I = s.intermediate, Im = c.moe_intermediate_size, E = s.num_experts;
   std::vector<PlannedTensor> p;
   auto add = [&p](TensorView& v, DType dt, Shape s, Init init) { p.push_back({&v, dt, s, init}); };
   add(w.embed, DType::kBF16, {V, H}, Init::kMatrix);
   add(w.final_norm, DType::kBF16, {H}, Init::kNorm);
-  if (!c.tie_word_embeddings) add(w.lm_head, DType::kBF16, {V, H}, Init::kMatrix);
+  if (!c.tie_word_embeddings) add(w.lm_head, DType::kBF16, {s.vocab, H}, Init::kMatrix);
   w.layers.resize(static_cast<size_t>(c.num_layers));
   for (int64_t l = 0; l < c.num_layers; ++l) {
     LayerWeights& lw = w.layers[static_cast<size_t>(l)];
@@ -51,8 +54,8 @@ std::vector<PlannedTensor> plan_tensors(const BeamConfig& c, BeamWeights& w) {
         add(lw.dense.down, DType::kBF16, {H, I}, Init::kMatrix);
         break;
       case MlpKind::kSparse:
-        add(lw.moe.router, DType::kF32, {E, H}, Init::kMatrix);
-        add(lw.moe.router_bias, DType::kF32, {E}, Init::kBias);
+        add(lw.moe.router, DType::kF32, {c.num_experts, H}, Init::kMatrix);
+        add(lw.moe.router_bias, DType::kF32, {c.num_experts}, Init::kBias);
         add(lw.moe.experts_gate_up, DType::kBF16, {E, 2 * Im, H}, Init::kMatrix);
         add(lw.moe.experts_down, DType::kBF16, {E, H, Im}, Init::kMatrix);
         break;
@@ -97,20 +100,46 @@ Expected<BeamConfig> slice_config(const BeamConfig& base, const SliceOptions& o)
 int64_t synthetic_weight_bytes(const BeamConfig& config) {
   BeamWeights w;
   int64_t total = 0;
-  for (const PlannedTensor& t : plan_tensors(config, w)) total += aligned_bytes(t);
+  for (const PlannedTensor& t : plan_tensors(config, shard_shape(config, {0, 1}), w))
+    total += aligned_bytes(t);
   return total;
 }
 
-Expected<std::shared_ptr<BeamWeights>> make_synthetic_weights(const KernelContext& ctx,
-                                                              const BeamConfig& config,
-                                                              const SyntheticWeightOptions& o) {
+Expected<std::shared_ptr<const BeamWeights>> synthetic_layout(const BeamConfig& config,
+                                                              const SyntheticWeightOptions& options,
+                                                              TensorParallel tp) {
+  BEAM_RETURN_IF_ERROR(check_tensor_parallel(config, tp.size));
+  const ShardShape s = shard_shape(config, tp);
   auto w = std::make_shared<BeamWeights>();
   w->config = config;
-  std::vector<PlannedTensor> plan = plan_tensors(config, *w);
+  w->first_expert = s.first_expert;
+  w->synthetic = SyntheticFill{options, tp.rank, tp.size};
+  for (const PlannedTensor& t : plan_tensors(config, s, *w))
+    *t.view = TensorView{nullptr, t.dtype, t.shape, Device::kCpu};
+  if (config.tie_word_embeddings)
+    w->lm_head = TensorView{nullptr, DType::kBF16, Shape{s.vocab, config.hidden_size}, Device::kCpu};
+  return std::shared_ptr<const BeamWeights>(std::move(w));
+}
+
+Expected<DeviceWeights> fill_synthetic(const KernelContext& device_ctx, const BeamWeights& layout,
+                                       bool releasable) {
+  BEAM_CHECK(layout.synthetic.has_value()) << "fill_synthetic: not a synthetic layout";
+  std::optional<ThreadPool> own_pool;  // the CPU fill's threads when the caller has none
+  KernelContext ctx = device_ctx;
+  if (ctx.device == Device::kCpu && ctx.pool == nullptr) ctx.pool = &own_pool.emplace(0);
+  const SyntheticFill& fill = *layout.synthetic;
+  const SyntheticWeightOptions& o = fill.options;
+  const BeamConfig& config = layout.config;
+  const ShardShape s = shard_shape(config, {fill.tp_rank, fill.tp_size});
+  auto w = std::make_shared<BeamWeights>();
+  w->config = config;
+  w->first_expert = s.first_expert;
+  std::vector<PlannedTensor> plan = plan_tensors(config, s, *w);
   int64_t total = 0;
   for (const PlannedTensor& t : plan) total += aligned_bytes(t);
-  BEAM_ASSIGN_OR_RETURN(DeviceBuffer arena, allocate_buffer(ctx, static_cast<size_t>(total)));
-  char* base = static_cast<char*>(arena.data());
+  BEAM_ASSIGN_OR_RETURN(WeightArena arena,
+                        allocate_weight_arena(ctx, static_cast<size_t>(total), releasable));
+  char* base = static_cast<char*>(arena.buffer.data());
   int64_t offset = 0;
   for (size_t i = 0; i < plan.size(); ++i) {
     const PlannedTensor& t = plan[i];
@@ -128,12 +157,28 @@ Expected<std::shared_ptr<BeamWeights>> make_synthetic_weights(const KernelContex
         break;
     }
   }
-  if (config.tie_word_embeddings) w->lm_head = w->embed;
+  if (config.tie_word_embeddings)
+    w->lm_head = fill.tp_size == 1 ? w->embed : w->embed.rows(s.first_vocab, s.vocab);
   // The experts in the device's layout, so a seed gives the same logical weights on every device.
   BEAM_RETURN_IF_ERROR(pack_moe_weights(ctx, *w));
   synchronize(ctx);
-  w->storage.push_back(arena.owner());
-  return w;
+  w->storage.push_back(arena.buffer.owner());
+  return DeviceWeights{std::move(w), ctx.device == Device::kCpu ? 0 : total,
+                       std::move(arena.memory)};
+}
+
+Expected<std::shared_ptr<BeamWeights>> make_synthetic_weights(const KernelContext& ctx,
+                                                              const BeamConfig& config,
+                                                              const SyntheticWeightOptions& o) {
+  BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> layout, synthetic_layout(config, o));
+  BEAM_ASSIGN_OR_RETURN(DeviceWeights filled, fill_synthetic(ctx, *layout, false));
+  return std::const_pointer_cast<BeamWeights>(filled.weights);
+}
+
+RankWeights synthetic_rank_weights(BeamConfig config, SyntheticWeightOptions options) {
+  return [config = std::move(config), options](TensorParallel tp) {
+    return synthetic_layout(config, options, tp);
+  };
 }
 
 }  // namespace beam

@@ -9,6 +9,8 @@
 #include "core/status.h"
 #include "kernels/api/context.h"
 #include "model/config.h"
+#include "model/device_weights.h"
+#include "model/tensor_parallel.h"
 #include "model/weights.h"
 
 namespace beam {
@@ -23,13 +25,6 @@ struct SliceOptions {
 // more layers, the last layer full (the stack ends with a global layer). Errors name the field.
 Expected<BeamConfig> slice_config(const BeamConfig& base, const SliceOptions& options);
 
-struct SyntheticWeightOptions {
-  uint64_t seed = 1;
-  float matrix_std = 0.02f;  // every projection, embedding, LM head and the fp32 router
-  float norm_std = 0.02f;    // norm weights: 1 + N(0, norm_std)
-  float bias_std = 0.02f;    // output-gate bias and the router correction bias
-};
-
 // Every tensor of `config` in one arena on ctx.device (256-byte aligned tensors), filled on that
 // device; the returned weights own the arena. An error when the device is out of memory.
 Expected<std::shared_ptr<BeamWeights>> make_synthetic_weights(
@@ -37,5 +32,21 @@ Expected<std::shared_ptr<BeamWeights>> make_synthetic_weights(
 
 // Bytes make_synthetic_weights allocates for `config` (to check it fits before allocating).
 int64_t synthetic_weight_bytes(const BeamConfig& config);
+
+// Rank tp's synthetic weights before they exist (BeamWeights::synthetic set): every view with the
+// shape and dtype of rank tp's slice (shard_beam_weights') and no data, so no host memory holds
+// them; upload_weights fills them on its device (fill_synthetic). Replicated tensors (embedding,
+// norms, router) get the same values on every rank. Errors: tp does not divide the model.
+Expected<std::shared_ptr<const BeamWeights>> synthetic_layout(const BeamConfig& config,
+                                                              const SyntheticWeightOptions& options,
+                                                              TensorParallel tp = {0, 1});
+// A synthetic layout's tensors in one arena on ctx.device (ReleasableMemory when `releasable`),
+// filled there (on the CPU by ctx.pool, or threads of its own without one), experts packed for
+// the device. Errors: the device is out of memory.
+Expected<DeviceWeights> fill_synthetic(const KernelContext& ctx, const BeamWeights& layout,
+                                       bool releasable);
+// Each rank's synthetic layout (serve / generate / bench offline --load-format dummy: the model
+// folder's config without its checkpoint, as vLLM's and SGLang's dummy load format).
+RankWeights synthetic_rank_weights(BeamConfig config, SyntheticWeightOptions options);
 
 }  // namespace beam

@@ -135,6 +135,13 @@ Expected<std::shared_ptr<const BeamWeights>> shard_beam_weights(
   const BeamConfig& cfg = full->config;
   BEAM_RETURN_IF_ERROR(check_tensor_parallel(cfg, tp.size));
   const ShardShape s = shard_shape(cfg, tp);
+  if (full->synthetic) {  // a layout is made for one rank (synthetic_layout)
+    if (full->synthetic->tp_rank != tp.rank || full->synthetic->tp_size != tp.size)
+      return make_error("synthetic weights of rank " + std::to_string(full->synthetic->tp_rank) +
+                        " of " + std::to_string(full->synthetic->tp_size) + " given to rank " +
+                        std::to_string(tp.rank) + " of " + std::to_string(tp.size));
+    return full;
+  }
   // The rank's experts must be among those `full` holds (all of them, or a load of its slice).
   for (size_t l = 0; l < full->layers.size(); ++l) {
     if (cfg.mlp_layer_types[l] != MlpKind::kSparse) continue;

@@ -61,7 +61,8 @@ ShardShape shard_shape(const BeamConfig& config, TensorParallel tp);
 // (gate bias, experts, LM head, the replicated tensors) are views of `full`, which the result
 // keeps alive (deferred expert matrices stay deferred, with the rank's experts' pieces); q/k/v/gate
 // rows and the column slices of o_proj and down are copied. The config is
-// `full`'s (the model reads its shard's sizes from shard_shape). size 1 returns `full` itself.
+// `full`'s (the model reads its shard's sizes from shard_shape). size 1 returns `full` itself, as
+// does a synthetic layout made for rank tp (synthetic_layout; another rank's is an error).
 Expected<std::shared_ptr<const BeamWeights>> shard_beam_weights(
     const std::shared_ptr<const BeamWeights>& full, TensorParallel tp);
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,21 @@ struct DeferredExperts {
   std::vector<ExpertPiece> pieces;
 };
 
+// Random weights in place of a checkpoint's (model/synthetic_weights.h; vLLM's --load-format
+// dummy): normal values with these spreads, element i of tensor n from (seed, n, i) alone.
+struct SyntheticWeightOptions {
+  uint64_t seed = 1;
+  float matrix_std = 0.02f;  // every projection, embedding, LM head and the fp32 router
+  float norm_std = 0.02f;    // norm weights: 1 + N(0, norm_std)
+  float bias_std = 0.02f;    // output-gate bias and the router correction bias
+};
+
+// What a synthetic layout's views are filled with: options' values for rank tp_rank of tp_size.
+struct SyntheticFill {
+  SyntheticWeightOptions options;
+  int tp_rank = 0, tp_size = 1;
+};
+
 // The view of matrix `which` (experts_gate_up or experts_down) of layer l.
 TensorView& expert_matrix(LayerWeights& l, ExpertMatrix which);
 const TensorView& expert_matrix(const LayerWeights& l, ExpertMatrix which);
@@ -79,6 +95,9 @@ struct BeamWeights {
   int64_t first_expert = 0;
   // ExpertCopy::kDeferred's matrices: views without data whose bytes are still in the mapping.
   std::vector<DeferredExperts> deferred_experts;
+  // Set on a synthetic layout (synthetic_layout): no view has data; upload_weights fills them
+  // on its device with random values.
+  std::optional<SyntheticFill> synthetic;
   std::vector<std::shared_ptr<void>> storage;  // keeps buffers and mappings alive
 };
 

@@ -90,7 +90,7 @@ BeamModel::BeamModel(std::shared_ptr<const BeamWeights> weights, KernelContext c
                      std::unique_ptr<LoraSlots> lora, ModelShard shard)
     : weights_(std::move(weights)), ctx_(ctx), lora_(std::move(lora)), shard_(shard) {
   BEAM_CHECK(weights_ != nullptr && weights_->embed.device == ctx_.device &&
-             weights_->deferred_experts.empty())
+             weights_->deferred_experts.empty() && !weights_->synthetic)
       << "BeamModel: weights must live on the context's device (model/device_weights.h)";
   BEAM_CHECK(!sharded() || (shard_.comm != nullptr && shard_.comm->size() == shard_.tp.size &&
                             shard_.comm->rank() == shard_.tp.rank))

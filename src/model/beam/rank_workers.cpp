@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "model/device_weights.h"
+
 namespace beam {
 namespace {
 
@@ -54,6 +56,8 @@ RankWorkers::Build RankWorkers::cpu_ranks(const RankWeights& source, CommGroup& 
     w.pool = std::make_unique<ThreadPool>(threads_per_rank);
     KernelContext ctx;
     ctx.pool = w.pool.get();
+    BEAM_ASSIGN_OR_RETURN(DeviceWeights served, upload_weights(ctx, std::move(slice)));
+    slice = std::move(served.weights);  // as the CPU holds them (synthetic ones filled)
     BEAM_ASSIGN_OR_RETURN(std::unique_ptr<LoraSlots> slots,
                           rank_lora_slots(ctx, slice->config, lora, tp));
     w.model = std::make_unique<BeamModel>(std::move(slice), ctx, std::move(slots),

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/logging.h"
+#include "model/synthetic_weights.h"
 #include "model/tensor_parallel.h"
 #include "model/weights.h"
 #include "server/api/endpoint_env.h"
@@ -123,11 +124,14 @@ Expected<std::unique_ptr<ServedModel>> load_served_model(const ModelLoadOptions&
   if (options.trust_request_chat_template && model->tokenizer)
     model->request_templates = std::make_shared<RequestTemplates>(model->chat_template);
   // Each tensor-parallel rank loads only its experts (Beam 1.0's are ~1 TB); one rank loads all.
-  BEAM_ASSIGN_OR_RETURN(
-      model->engine,
-      Engine::create(load_rank_weights(options.model_dir, options.merge_lora_dir,
-                                       expert_copy_for(options.engine.device)),
-                     options.engine));
+  // Dummy weights: each rank's slice made where it runs.
+  const RankWeights source =
+      options.dummy_weights
+          ? synthetic_rank_weights(config, SyntheticWeightOptions{})
+          : load_rank_weights(options.model_dir, options.merge_lora_dir,
+                              expert_copy_for(options.engine.device));
+  BEAM_ASSIGN_OR_RETURN(model->engine, Engine::create(source, options.engine));
+  if (options.dummy_weights) log_info("serving random weights (--load-format dummy)");
   if (!options.merge_lora_dir.empty())
     log_info("merged the LoRA adapter " + options.merge_lora_dir);
   for (const StartupAdapter& a : options.lora_modules) {

@@ -30,6 +30,8 @@ struct ModelLoadOptions {
   // Requests may send their own chat template (vLLM's --trust-request-chat-template).
   bool trust_request_chat_template = false;
   std::string merge_lora_dir;          // a PEFT LoRA adapter merged into the weights (empty: none)
+  // Random weights of model_dir's config.json instead of its checkpoint (--load-format dummy).
+  bool dummy_weights = false;
   // Per-request LoRA adapters loaded at start; needs engine.max_loras >= 1.
   std::vector<StartupAdapter> lora_modules;
   std::string lora_resolver_dir;  // ServedModel::lora_resolver_dir (empty: off)

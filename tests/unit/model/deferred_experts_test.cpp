@@ -4,7 +4,6 @@
 // and beside a merged LoRA adapter (whose layers stay on the host).
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <string>
 
 #include "core/thread_pool.h"
@@ -14,11 +13,13 @@
 #include "model/tensor_parallel.h"
 #include "model/weights.h"
 #include "test_checkpoint_writer.h"
+#include "weight_compare.h"
 
 namespace beam {
 namespace {
 
-const std::string kTinyBeam = std::string(BEAMSERVE_SOURCE_DIR) + "/models/tiny-beam";
+using test::kTinyBeamDir;
+using test::same_bytes;
 
 // `host` as the CPU serves it (deferred matrices converted into host buffers).
 std::shared_ptr<const BeamWeights> on_cpu(std::shared_ptr<const BeamWeights> host) {
@@ -26,12 +27,6 @@ std::shared_ptr<const BeamWeights> on_cpu(std::shared_ptr<const BeamWeights> hos
   auto served = upload_weights(KernelContext{Device::kCpu, &pool}, std::move(host));
   EXPECT_TRUE(served.ok()) << served.error().message;
   return served.ok() ? served->weights : nullptr;
-}
-
-bool same_bytes(const TensorView& a, const TensorView& b) {
-  if (a.data == nullptr || b.data == nullptr)  // a view a layer kind has not (dense vs MoE)
-    return a.data == b.data && a.shape == b.shape;
-  return a.dtype == b.dtype && a.shape == b.shape && std::memcmp(a.data, b.data, a.nbytes()) == 0;
 }
 
 // Every view of a and b holds the same bytes.
@@ -57,8 +52,8 @@ void expect_same_weights(const BeamWeights& a, const BeamWeights& b) {
 // The deferred load holds no expert bytes, only their pieces (three per expert), and serves the
 // bytes of a host load.
 TEST(DeferredExperts, MaterializeToTheHostLoadsBytes) {
-  auto host = load_beam_weights(kTinyBeam);
-  auto deferred = load_beam_weights(kTinyBeam, nullptr, {}, ExpertCopy::kDeferred);
+  auto host = load_beam_weights(kTinyBeamDir);
+  auto deferred = load_beam_weights(kTinyBeamDir, nullptr, {}, ExpertCopy::kDeferred);
   ASSERT_TRUE(host.ok() && deferred.ok());
   const BeamConfig& c = (*host)->config;
   const int64_t moe_layers = c.num_layers_of(MlpKind::kSparse);
@@ -81,15 +76,15 @@ TEST(DeferredExperts, MaterializeToTheHostLoadsBytes) {
 // A rank's deferred load keeps its experts' pieces only; shard_beam_weights of a whole deferred
 // load keeps the rank's; both serve the host slices' bytes.
 TEST(DeferredExperts, RankSlicesServeTheirExperts) {
-  auto whole = load_beam_weights(kTinyBeam);
-  auto deferred_whole = load_beam_weights(kTinyBeam, nullptr, {}, ExpertCopy::kDeferred);
+  auto whole = load_beam_weights(kTinyBeamDir);
+  auto deferred_whole = load_beam_weights(kTinyBeamDir, nullptr, {}, ExpertCopy::kDeferred);
   ASSERT_TRUE(whole.ok() && deferred_whole.ok());
   for (int rank : {0, 1}) {
     SCOPED_TRACE("rank " + std::to_string(rank) + " of 2");
     const TensorParallel tp{rank, 2};
     auto expected = shard_beam_weights(*whole, tp);
     auto from_whole = shard_beam_weights(*deferred_whole, tp);
-    auto own = load_rank_slice(load_rank_weights(kTinyBeam, "", ExpertCopy::kDeferred), tp);
+    auto own = load_rank_slice(load_rank_weights(kTinyBeamDir, "", ExpertCopy::kDeferred), tp);
     ASSERT_TRUE(expected.ok() && from_whole.ok() && own.ok());
     for (const auto& slice : {*from_whole, *own}) {
       for (const DeferredExperts& d : slice->deferred_experts) {
