@@ -58,12 +58,17 @@ Status stream_pieces(const KernelContext& ctx, std::span<const HostPiece> pieces
     });
     return ok_status();
   }
-  // Two groups of `group` slots: group g % 2 fills while the other's copies run.
+  // Two groups of `group` slots: group g % 2 fills while the other's copies run. A slot holds
+  // the largest chunk (small models pin little: cudaMallocHost's cost grows with the bytes).
   const int64_t group = std::min<int64_t>(pool.num_threads(), static_cast<int64_t>(chunks.size()));
+  size_t slot_bytes = 0;
+  for (const Chunk& c : chunks)
+    slot_bytes = std::max(slot_bytes, static_cast<size_t>(c.count) * dtype_size(c.piece->dst_dtype));
+  slot_bytes = (slot_bytes + 255) / 256 * 256;
   BEAM_ASSIGN_OR_RETURN(DeviceBuffer staging,
-                        allocate_pinned_host(ctx, 2 * static_cast<size_t>(group) * kChunkBytes));
+                        allocate_pinned_host(ctx, 2 * static_cast<size_t>(group) * slot_bytes));
   auto slot = [&](int64_t g, int64_t i) {
-    return static_cast<char*>(staging.data()) + ((g % 2) * group + i) * kChunkBytes;
+    return static_cast<char*>(staging.data()) + ((g % 2) * group + i) * slot_bytes;
   };
   const int64_t n = static_cast<int64_t>(chunks.size());
   for (int64_t g = 0; g * group < n; ++g) {

@@ -22,9 +22,10 @@ struct HostPiece {
 };
 
 // Writes every piece and returns when all are in place. CPU: converted by a thread pool straight
-// into dst. CUDA: converted by a thread pool into pinned staging in chunks of 16 MiB, one group of
-// chunks filling while the other copies on ctx's stream, so reading the host bytes (page faults of
-// a mapped checkpoint among them) overlaps the transfers. Errors: staging the host cannot pin.
+// into dst. CUDA: converted by a thread pool into pinned staging in chunks of up to 16 MiB (slots
+// sized to the largest), one group of chunks filling while the other copies on ctx's stream, so
+// reading the host bytes (page faults of a mapped checkpoint among them) overlaps the transfers.
+// Errors: staging the host cannot pin.
 // Pieces must not overlap.
 Status stream_pieces(const KernelContext& ctx, std::span<const HostPiece> pieces);
 
