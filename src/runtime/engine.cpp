@@ -419,6 +419,14 @@ class Engine::Impl {
     return out;
   }
 
+  Expected<WeightValues> read_weight(const std::string& name, int64_t max_rows) {
+    WeightValues values;
+    BEAM_RETURN_IF_ERROR(ask_engine_thread(inbox_.weight_read_answer, "another weight read is waiting",
+                                           [&] { inbox_.weight_read = {name, max_rows}; }));
+    std::lock_guard<std::mutex> lock(inbox_.mu);
+    return std::move(inbox_.weight_values);
+  }
+
   Status memory_command(MemoryCommand command) {
     return ask_engine_thread(inbox_.memory_answer, "another sleep or wake-up is in progress",
                              [&] { inbox_.memory_command = command; });
@@ -522,6 +530,8 @@ class Engine::Impl {
   // Serves source's weights on every rank: rank 0's slice on model_ (which refuses another config
   // before any rank changes; its load checks the whole checkpoint), the others' through ranks_.
   Status replace_weights(const RankWeights& source);
+  // Engine::read_weight on the engine thread: rank 0's part and each worker's, gathered.
+  Expected<WeightValues> read_served_weight(const std::string& name, int64_t max_rows);
   // With a sleep or wake-up waiting: runs it (a sleep once nothing is in flight, or while paused
   // once nothing holds the KV it releases) on rank 0, then on the other ranks.
   void apply_memory_command();
@@ -696,10 +706,12 @@ bool Engine::Impl::drain_inbox() {
   std::vector<std::pair<RequestId, int32_t>> stopped;
   bool flush = false;
   bool abort_for_weights = false;
+  std::optional<std::pair<std::string, int64_t>> weight_read;
   {
     std::unique_lock<std::mutex> lock(inbox_.mu);
     auto has_work = [&] {
       return inbox_.stop || inbox_.flush || inbox_.new_weights || inbox_.memory_command ||
+             inbox_.weight_read ||
              inbox_.pause_command || !inbox_.submitted.empty() || !inbox_.cancelled.empty() ||
              !inbox_.stopped.empty() || (!halted() && (!running_.empty() || !waiting_.empty()));
     };
@@ -707,7 +719,8 @@ bool Engine::Impl::drain_inbox() {
     if (inbox_.stop) {
       for (auto [slot, what] : {std::pair{&inbox_.weights_answer, "the weights were updated"},
                                 std::pair{&inbox_.memory_answer, "it slept or woke"},
-                                std::pair{&inbox_.pause_answer, "it paused or resumed"}})
+                                std::pair{&inbox_.pause_answer, "it paused or resumed"},
+                                std::pair{&inbox_.weight_read_answer, "it read the weight"}})
         if (slot->busy && !slot->result)
           slot->result = make_error(std::string("the engine stopped before ") + what);
       inbox_.idle_cv.notify_all();
@@ -726,6 +739,7 @@ bool Engine::Impl::drain_inbox() {
       pending_pause_ = inbox_.pause_command;
       inbox_.pause_command.reset();
     }
+    weight_read.swap(inbox_.weight_read);
     submitted.swap(inbox_.submitted);
     cancelled.swap(inbox_.cancelled);
     stopped.swap(inbox_.stopped);
@@ -747,6 +761,14 @@ bool Engine::Impl::drain_inbox() {
   if (!cancelled.empty() || !stopped.empty()) {
     release_retired_parents();
     publish_stats();
+  }
+  if (weight_read) {
+    Expected<WeightValues> values = read_served_weight(weight_read->first, weight_read->second);
+    {
+      std::lock_guard<std::mutex> lock(inbox_.mu);
+      inbox_.weight_values = values.ok() ? std::move(*values) : WeightValues{};
+    }
+    answer(inbox_.weight_read_answer, values.ok() ? ok_status() : Status(values.error()));
   }
   if (flush) {
     if (prefix_) prefix_->flush();
@@ -783,6 +805,18 @@ Status Engine::Impl::replace_weights(const RankWeights& source) {
                       "; rank 0 took the new weights, so the ranks disagree: no step runs until "
                       "an update succeeds");
   return ok_status();
+}
+
+Expected<WeightValues> Engine::Impl::read_served_weight(const std::string& name,
+                                                       int64_t max_rows) {
+  if (sleep_state().weights_released)
+    return make_error("the weights are asleep: wake them first (/wake_up?tags=weights)");
+  const int n = ranks_ ? ranks_->size() : 1;
+  std::vector<WeightPart> parts(static_cast<size_t>(n));
+  BEAM_ASSIGN_OR_RETURN(parts[0], read_weight_part(model_.context(), model_.weights(),
+                                                   TensorParallel{0, n}, name, max_rows));
+  if (ranks_) BEAM_RETURN_IF_ERROR(ranks_->read_weight_parts(name, max_rows, parts));
+  return gather_weight(parts, max_rows);
 }
 
 Status Engine::Impl::workers_followed(const Status& workers) {
@@ -2065,6 +2099,10 @@ Status Engine::update_weights(std::shared_ptr<const BeamWeights> weights, bool a
 
 Status Engine::update_weights(const RankWeights& source, bool abort_in_flight) {
   return impl_->update_weights(source, abort_in_flight);
+}
+
+Expected<WeightValues> Engine::read_weight(const std::string& name, int64_t max_rows) {
+  return impl_->read_weight(name, max_rows);
 }
 Status Engine::load_lora_adapter(const std::string& name, const std::string& dir, bool replace,
                                  bool pinned) {

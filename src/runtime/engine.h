@@ -14,6 +14,7 @@
 #include "core/strong_id.h"
 #include "kernels/api/context.h"
 #include "model/tensor_parallel.h"
+#include "model/weight_locator.h"
 #include "model/weights.h"
 #include "runtime/prefix_cache/host_kv_tier.h"
 #include "runtime/sampling/logprobs.h"
@@ -317,6 +318,11 @@ class Engine {
   // loads only its experts; the ranks one after another). A rank that fails after rank 0 took
   // the new weights leaves the ranks disagreeing: no step runs until an update succeeds.
   Status update_weights(const RankWeights& source, bool abort_in_flight);
+  // The first max_rows rows (all with max_rows < 0) of checkpoint tensor `name` (BEAM.md 0a's
+  // names) as the model serves them, in f32, gathered over the ranks (SGLang's
+  // get_weights_by_name, for RL loops that check a weight sync); read between steps. Errors: no
+  // such tensor (locate_weight's message), the weights asleep, another read waiting.
+  Expected<WeightValues> read_weight(const std::string& name, int64_t max_rows);
   // Sleep mode (EngineOptions::enable_sleep_mode; vLLM's /sleep, SGLang's
   // release_memory_occupation, for RL loops that train on the same GPU): no new request starts,
   // the ones in flight finish, then the KV pools' memory (the prefix cache emptied first) and / or

@@ -199,6 +199,15 @@ Status EngineRanks::replace_weights(const RankWeights& source) {
   return ok_status();
 }
 
+Status EngineRanks::read_weight_parts(const std::string& name, int64_t max_rows,
+                                      std::vector<WeightPart>& parts) {
+  return ranks_->on_workers([&, n = size()](int r, BeamModel& model) -> Status {
+    BEAM_ASSIGN_OR_RETURN(parts[static_cast<size_t>(r)],
+                          read_weight_part(model.context(), model.weights(), {r, n}, name, max_rows));
+    return ok_status();
+  });
+}
+
 Expected<int64_t> EngineRanks::sleep(SleepLevel level, bool weights, bool kv_cache) {
   std::vector<int64_t> released(workers_.size(), 0);
   BEAM_RETURN_IF_ERROR(ranks_->on_workers([&](int r, BeamModel& model) -> Status {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -16,6 +17,7 @@
 #include "kernels/api/device_memory.h"
 #include "model/beam/local_kv_cache.h"
 #include "model/beam/rank_workers.h"
+#include "model/weight_locator.h"
 #include "runtime/engine_device.h"
 #include "runtime/kv_cache/kv_geometry.h"
 #include "runtime/engine_sleep.h"
@@ -85,6 +87,10 @@ class EngineRanks {
   // Serves source's weights on ranks 1.. (RankWorkers::replace_weights; rank 0's model gets its
   // own slice from the engine).
   Status replace_weights(const RankWeights& source);
+  // Each worker's part of checkpoint tensor `name` (read_weight_part, up to max_rows rows) into
+  // parts[r], on its thread; parts holds size() entries (rank 0's is the caller's).
+  Status read_weight_parts(const std::string& name, int64_t max_rows,
+                           std::vector<WeightPart>& parts);
 
  private:
   // A worker's device side (its CUDA context and weights on a GPU), KV memory and storage.

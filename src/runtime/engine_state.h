@@ -8,7 +8,9 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
+#include <utility>
 #include <unordered_map>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "model/beam/beam_model.h"
 #include "model/dflash2/dflash2_drafter.h"
 #include "model/tensor_parallel.h"
+#include "model/weight_locator.h"
 #include "runtime/engine.h"
 #include "runtime/kv_cache/kv_cache_manager.h"
 #include "runtime/kv_cache/kv_geometry.h"
@@ -132,6 +135,11 @@ struct Inbox {
   // Engine::pause / resume: likewise (a kWait pause once nothing is in flight).
   std::optional<PauseCommand> pause_command;
   EngineAnswer pause_answer;
+  // Engine::read_weight: the tensor name and row limit until the engine thread reads it between
+  // steps, the values it read, and the outcome for the waiting caller.
+  std::optional<std::pair<std::string, int64_t>> weight_read;
+  WeightValues weight_values;
+  EngineAnswer weight_read_answer;
   int64_t pending = 0;  // submitted but not yet finished (wait_idle)
   std::condition_variable idle_cv;
 };

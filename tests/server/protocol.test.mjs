@@ -6,6 +6,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -1269,6 +1270,72 @@ test('update_weights_from_disk swaps the weights; flush_cache empties the prefix
       headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model_path: 'x' }) });
     assert.equal(r.status, 400);
     assert.match((await r.json()).message, /--enable-weight-updates/);
+  } finally {
+    assert.equal(await plain.stop(), 0);
+  }
+});
+
+// GET with a JSON body, as SGLang's Python client sends it (fetch refuses a GET body).
+function getWithBody(route, body) {
+  return new Promise((resolve, reject) => {
+    const data = JSON.stringify(body);
+    const req = http.request(server.baseUrl + route, { method: 'GET',
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } },
+    (res) => {
+      let text = '';
+      res.on('data', (c) => { text += c; });
+      res.on('end', () => resolve({ status: res.statusCode, text, json: JSON.parse(text) }));
+    });
+    req.on('error', reject);
+    req.end(data);
+  });
+}
+
+// SGLang's get_weights_by_name: a served tensor's first rows (JSON body or query string; rows of
+// a matrix, values of a vector) as loaded, following update_weights_from_disk (tiny-beam with its
+// embedding rows reversed: the new first row is the old last one); bad names and sizes are 400s
+// naming the field; a server without --enable-weight-updates refuses.
+test('get_weights_by_name reads the served tensors and follows weight updates', async () => {
+  const query = async (q) => {
+    const r = await fetch(server.baseUrl + '/get_weights_by_name?' + q);
+    const text = await r.text();
+    return { status: r.status, text, json: JSON.parse(text) };
+  };
+  const q = await getWithBody('/get_weights_by_name', { name: 'model.layers.1.self_attn.q_proj.weight', truncate_size: 2 });
+  assert.equal(q.status, 200, q.text);
+  assert.equal(q.json.length, 2);
+  assert.equal(q.json[0].length, 64);  // tiny-beam's hidden width
+  assert.deepEqual((await query('name=model.layers.1.self_attn.q_proj.weight&truncate_size=2')).json, q.json);
+  const bias = await query('name=model.layers.0.self_attn.gate_bias');
+  assert.equal(bias.json.length, 4);  // a vector: its values (4 heads), fewer than the default 100
+  const expert = await query('name=model.layers.5.mlp.experts.15.down_proj.weight&truncate_size=3');
+  assert.equal(expert.status, 200, expert.text);
+  assert.deepEqual([expert.json.length, expert.json[0].length], [3, 32]);
+  const embed = await query('name=model.embed_tokens.weight&truncate_size=512');
+  assert.equal(embed.json.length, 512);
+  const dir = tinyBeamWithReversedEmbedding();
+  const update = (body) => post('/update_weights_from_disk', body);
+  try {
+    assert.equal((await update({ model_path: dir })).status, 200);
+    const reversed = await query('name=model.embed_tokens.weight&truncate_size=1');
+    assert.deepEqual(reversed.json[0], embed.json[511]);
+  } finally {
+    assert.equal((await update({ model_path: path.join(repoRoot, 'models/tiny-beam') })).status, 200);
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  assert.deepEqual((await query('name=model.embed_tokens.weight&truncate_size=1')).json[0], embed.json[0]);
+  assertOpenAiError(await query('name=model.layers.1.mlp.experts.16.up_proj.weight'), 400, 'name');
+  assertOpenAiError(await query('name=lm_head'), 400, 'name');
+  assertOpenAiError(await query('truncate_size=2'), 400, 'name');
+  assertOpenAiError(await query('name=lm_head.weight&truncate_size=0'), 400, 'truncate_size');
+  assertOpenAiError(await query('name=lm_head.weight&truncate_size=2x'), 400, 'truncate_size');
+  assertOpenAiError(await query('name=lm_head.weight&truncate_size=100000000'), 400, 'truncate_size');
+  assertOpenAiError(await getWithBody('/get_weights_by_name', { name: 7 }), 400, 'name');
+  const plain = await startServer();
+  try {
+    const r = await fetch(plain.baseUrl + '/get_weights_by_name?name=lm_head.weight');
+    assert.equal(r.status, 400);
+    assert.match((await r.json()).error.message, /--enable-weight-updates/);
   } finally {
     assert.equal(await plain.stop(), 0);
   }

@@ -2,6 +2,8 @@
 // router parameters, dispatch by device.
 #include "kernels/api/moe.h"
 
+#include <algorithm>
+
 #include "kernels/api/checks.h"
 #include "kernels/api/gemm.h"
 #include "kernels/cpu/moe.h"
@@ -103,6 +105,30 @@ void moe_router_route(const KernelContext& ctx, const TensorView& x, const Tenso
 #else
       cuda_backend_not_built(op);
 #endif
+  }
+}
+
+void read_expert_rows(const KernelContext& ctx, ExpertMatrix which, const TensorView& w,
+                      int64_t expert, int64_t first, int64_t count, uint16_t* out) {
+  constexpr const char* op = "read_expert_rows";
+  expect_tensor(ctx, w, DType::kBF16, 3, op, "w");
+  BEAM_CHECK(expert >= 0 && expert < w.dim(0) && first >= 0 && count >= 0 &&
+             first + count <= w.dim(1))
+      << op << ": rows " << first << "+" << count << " of expert " << expert << " of "
+      << w.shape.str();
+  switch (ctx.device) {
+    case Device::kCpu: {
+      const auto* src = static_cast<const uint16_t*>(w.data) + (expert * w.dim(1) + first) * w.dim(2);
+      std::copy(src, src + count * w.dim(2), out);
+      return;
+    }
+    case Device::kCuda:
+#if BEAMSERVE_CUDA
+      cuda::read_expert_rows(*ctx.cuda, which, w, expert, first, count, out);
+#else
+      cuda_backend_not_built(op);
+#endif
+      return;
   }
 }
 

@@ -52,6 +52,12 @@ enum class ExpertMatrix {
 // [E, 2 * Im, H] for kGateUp, [E, H, Im] for kDown. Errors: a temporary the device cannot hold.
 Status pack_expert_weights(const KernelContext& ctx, ExpertMatrix which, const TensorView& w);
 
+// Rows [first, first + count) of expert `expert`'s matrix in w (pack_expert_weights' layout on
+// ctx's device; shapes as it takes them) as row-major bf16 bits in host memory `out` (count x
+// w.dim(2)): a copy on the CPU, the packed rows gathered back on CUDA. Reads, never writes, w.
+void read_expert_rows(const KernelContext& ctx, ExpertMatrix which, const TensorView& w,
+                      int64_t expert, int64_t first, int64_t count, uint16_t* out);
+
 // One routed-expert matrix's per-request LoRA factors: expert e's LoraStack (kernels/api/lora.h)
 // for every slot is of_expert(e).
 struct ExpertLoraStack {

@@ -44,6 +44,10 @@ void moe_router_route(CudaContext& ctx, const TensorView& x, const TensorView& r
 // kernels/api/moe.h's pack_expert_weights (w validated there): in place, through a temporary of
 // up to ~256 MB of experts; waits for the stream before returning.
 Status pack_expert_weights(CudaContext& ctx, ExpertMatrix which, const TensorView& w);
+// kernels/api/moe.h's read_expert_rows (arguments checked there): the expert's block copied to
+// the host, its rows gathered from the packed layout (or copied when the widths are not packed).
+void read_expert_rows(CudaContext& ctx, ExpertMatrix which, const TensorView& w, int64_t expert,
+                      int64_t first, int64_t count, uint16_t* out);
 
 // How moe_experts computes the experts; both give the CPU's rounding points, differ from it (and
 // from each other) only by fp32 summation order, and are run-to-run deterministic.

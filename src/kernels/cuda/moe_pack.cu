@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_memory.h"
@@ -69,6 +70,35 @@ Status pack_expert_weights(CudaContext& ctx, ExpertMatrix which, const TensorVie
   }
   synchronize(ctx);  // the temporary is freed on return
   return ok_status();
+}
+
+void read_expert_rows(CudaContext& ctx, ExpertMatrix which, const TensorView& w, int64_t expert,
+                      int64_t first, int64_t count, uint16_t* out) {
+  const bool swiglu = which == ExpertMatrix::kGateUp;
+  const int64_t rows = w.dim(1), k = w.dim(2);
+  const int64_t H = swiglu ? k : rows, I = swiglu ? rows / 2 : k;
+  const auto* block = static_cast<const uint16_t*>(w.data) + expert * rows * k;
+  std::vector<uint16_t> host(static_cast<size_t>(rows * k));
+  CUDA_OK(cudaMemcpyAsync(host.data(), block, host.size() * sizeof(uint16_t),
+                          cudaMemcpyDeviceToHost, ctx.stream));
+  synchronize(ctx);
+  const bool packed = moe_packed::packed_widths(H, I);
+  const int64_t n = swiglu ? I : H;
+  for (int64_t r = 0; r < count; ++r) {
+    const int64_t row = first + r;
+    uint16_t* dst = out + r * k;
+    if (!packed) {
+      std::copy(host.begin() + row * k, host.begin() + (row + 1) * k, dst);
+      continue;
+    }
+    int64_t m = 0;
+    int i = 0;
+    moe_packed::tile_of_row(swiglu, n, row, m, i);
+    for (int64_t s = 0; s < k; s += moe_packed::kStepCols) {
+      const uint16_t* src = host.data() + moe_packed::offset(k, m, i, s);
+      std::copy(src, src + moe_packed::kStepCols, dst + s);
+    }
+  }
 }
 
 }  // namespace beam::cuda

@@ -67,6 +67,8 @@ constexpr Route kRoutes[] = {
      handle_server_info},
     {"/get_weight_version", "GET", ErrorFlavor::kOpenAi, RunOn::kWorker, true,
      handle_get_weight_version, nullptr},
+    {"/get_weights_by_name", "GET", ErrorFlavor::kOpenAi, RunOn::kWorker, true,
+     handle_get_weights_by_name, nullptr},
     {"/abort_request", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_abort_request,
      nullptr},
     {"/flush_cache", "POST", ErrorFlavor::kOpenAi, RunOn::kWorker, true, handle_flush_cache,

@@ -25,6 +25,11 @@ void handle_abort_request(const EndpointEnv& env, const std::shared_ptr<Exchange
 // SGLang's model info: {"model_path" (the checkpoint served now), "tokenizer_path",
 // "is_generation": true, "preferred_sampling_params": null, "weight_version"}.
 void handle_get_model_info(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);
+// SGLang's GET /get_weights_by_name: {"name": a checkpoint tensor (BEAM.md 0a's names),
+// "truncate_size": 100} in the body or the query string; answers its first truncate_size rows as
+// the model serves them (Engine::read_weight: f32, gathered over the ranks) as JSON lists, or a
+// 400 naming the tensor. With --enable-weight-updates only (it reads the weights out).
+void handle_get_weights_by_name(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);
 // SGLang's {"weight_version"}: "default", or the tag of the last /update_weights_from_disk.
 void handle_get_weight_version(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange);
 // Drops every cached prefix no request is using (SGLang's /flush_cache, vLLM's

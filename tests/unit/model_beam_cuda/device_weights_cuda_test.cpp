@@ -2,13 +2,17 @@
 // routed experts streamed from the checkpoint's mapping through pinned staging land bit for bit
 // where a host load's upload puts them (packed for the expert kernels), for the whole model and
 // for a rank of two, in plain and releasable (sleep mode) arenas; an update in place from a
-// deferred load restores experts that were overwritten.
+// deferred load restores experts that were overwritten; every tensor reads back by its checkpoint
+// name (SGLang's get_weights_by_name), experts gathered from the packed layout.
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "cuda_model_fixture.h"
+#include "model/checkpoint.h"
+#include "model/tensor_convert.h"
 #include "model/tensor_parallel.h"
+#include "model/weight_locator.h"
 
 namespace beam::testing {
 namespace {
@@ -80,6 +84,27 @@ TEST_F(DeviceWeightsCuda, UpdateInPlaceFromADeferredLoad) {
   const Status st = copy_weights_into(gpu_, *served->weights, **deferred);
   ASSERT_TRUE(st.ok()) << st.error().message;
   expect_same(*expected->weights, *served->weights);
+}
+
+// Every checkpoint tensor of beam-nano (widths that CUDA packs the experts of) reads back from the
+// GPU as its first rows (read_weight_part: routed experts gathered from the packed layout).
+TEST_F(DeviceWeightsCuda, EveryTensorReadsBackFromTheDevice) {
+  const std::string dir = std::string(BEAMSERVE_SOURCE_DIR) + "/models/beam-nano";
+  auto checkpoint = Checkpoint::open(dir);
+  auto host = load_beam_weights(dir, nullptr, {}, ExpertCopy::kDeferred);
+  ASSERT_TRUE(checkpoint.ok() && host.ok());
+  auto served = upload_weights(gpu_, *host);
+  ASSERT_TRUE(served.ok()) << served.error().message;
+  for (const std::string& name : checkpoint->names()) {
+    const RawTensor* t = checkpoint->find(name);
+    const int64_t rows = std::min<int64_t>(3, t->shape[0]);
+    const int64_t cols = t->shape.rank == 1 ? 1 : t->shape[1];
+    std::vector<float> want(static_cast<size_t>(rows * cols));
+    convert_elements(t->data, t->dtype, rows * cols, want.data(), DType::kF32);
+    auto got = read_weight_part(gpu_, *served->weights, {0, 1}, name, 3);
+    ASSERT_TRUE(got.ok()) << name << ": " << got.error().message;
+    EXPECT_EQ(got->values, want) << name;
+  }
 }
 
 }  // namespace

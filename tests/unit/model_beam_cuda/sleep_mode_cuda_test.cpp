@@ -59,6 +59,9 @@ TEST_F(CudaModelTest, EngineOnCudaSleepsAndWakesWithItsGraphs) {
     const SleepState s = (*engine)->sleep_state();
     EXPECT_TRUE(s.weights_released && s.kv_released);
     EXPECT_EQ(s.weights_discarded, level == SleepLevel::kDiscardWeights);
+    auto asleep_read = (*engine)->read_weight("model.norm.weight", 1);  // no weights to read
+    ASSERT_FALSE(asleep_read.ok());
+    EXPECT_NE(asleep_read.error().message.find("the weights are asleep"), std::string::npos);
     const int64_t freed = device_memory_info(gpu_).free_bytes - awake_free;
     std::printf("sleep freed %.3f GiB\n", static_cast<double>(freed) / (1 << 30));
     EXPECT_GE(freed, int64_t{900} << 20);  // the KV pools' ~1 GiB budget and beam-nano's weights
@@ -68,6 +71,9 @@ TEST_F(CudaModelTest, EngineOnCudaSleepsAndWakesWithItsGraphs) {
       ASSERT_TRUE((*engine)->update_weights(nano, false).ok());
     }
     EXPECT_FALSE((*engine)->sleep_state().asleep());
+    auto read = (*engine)->read_weight("model.norm.weight", 4);  // a vector: its first 4 values
+    ASSERT_TRUE(read.ok()) << read.error().message;
+    EXPECT_EQ(read->values.size(), 4u);
     const auto after = run_all(**engine, reqs);
     for (size_t i = 0; i < reqs.size(); ++i)
       EXPECT_EQ(after[i][0].tokens, before[i][0].tokens) << "request " << i;
