@@ -52,13 +52,22 @@ void handle_update_weights_from_disk(const EndpointEnv& env,
         load_rank_weights(model_path, merge_lora_path, expert_copy_for(engine.device())),
         abort_all);
     if (!st.ok()) st = make_error("loading '" + model_path + "': " + st.error().message);
-  } else {  // loaded here while the engine still serves
+  } else {  // checked here while the engine still serves
+    const ExpertCopy copy = expert_copy_for(engine.device());
     Expected<std::shared_ptr<BeamWeights>> weights =
-        load_beam_weights_merging(model_path, merge_lora_path, {}, expert_copy_for(engine.device()));
+        load_beam_weights_merging(model_path, merge_lora_path, {}, copy);
     if (!weights.ok())
       return answer_update(exchange, false,
                            "loading '" + model_path + "': " + weights.error().message);
-    st = engine.update_weights(*weights, abort_all);
+    if (copy == ExpertCopy::kHost) {
+      st = engine.update_weights(*weights, abort_all);
+    } else {
+      // The experts stay in the files until the copy: opened again when the update applies, so
+      // the folder is read in one go then, not minutes after this check (a trainer saving its
+      // next step into the same folder meanwhile cannot leave the copy half old, half new).
+      st = engine.update_weights(load_rank_weights(model_path, merge_lora_path, copy), abort_all);
+      if (!st.ok()) st = make_error("loading '" + model_path + "': " + st.error().message);
+    }
   }
   if (!st.ok()) return answer_update(exchange, false, st.error().message);
   log_info("serving the weights of " + model_path +
