@@ -22,7 +22,7 @@ serve_and_update() {  # NAME BIN PORT
   done
   curl -s "localhost:$3/get_weights_by_name?name=model.layers.2.mlp.experts.63.down_proj.weight&truncate_size=1" \
     -o $res/$1-expert.json -w "$1 get_weights_by_name: %{http_code}\n"
-  kill -INT $pid; wait $pid
+  pkill -INT -P $pid; wait $pid  # the server, not GNU time (which ignores SIGINT: run 361 hung)
   grep -E "Maximum resident" $res/$1.err | sed "s/^/$1 /"
 }
 serve_and_update a $var/beamserve-a 18301 | tee $res/updates.txt
