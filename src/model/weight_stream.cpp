@@ -2,9 +2,12 @@
 #include "model/weight_stream.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <thread>
 #include <vector>
 
+#include "core/logging.h"
 #include "core/thread_pool.h"
 #include "kernels/api/device_memory.h"
 #include "model/tensor_convert.h"
@@ -37,6 +40,30 @@ std::vector<Chunk> chunks_of(std::span<const HostPiece> pieces) {
   }
   return chunks;
 }
+
+// Logs how far a long copy is every kEvery (a Beam 1.0 rank from a cold disk takes minutes);
+// copies that finish sooner stay silent.
+class Progress {
+ public:
+  explicit Progress(size_t total) : total_(total), start_(Clock::now()), last_(start_) {}
+  void add(size_t bytes) {
+    done_ += bytes;
+    const Clock::time_point now = Clock::now();
+    if (now - last_ < kEvery) return;
+    last_ = now;
+    char line[128];
+    std::snprintf(line, sizeof(line), "weights: %.1f of %.1f GiB on the device (%.0f s)",
+                  static_cast<double>(done_) / (1 << 30), static_cast<double>(total_) / (1 << 30),
+                  std::chrono::duration<double>(now - start_).count());
+    log_info(line);
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  static constexpr std::chrono::seconds kEvery{10};
+  size_t total_, done_ = 0;
+  Clock::time_point start_, last_;
+};
 
 int pool_threads() {
   return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
@@ -71,6 +98,9 @@ Status stream_pieces(const KernelContext& ctx, std::span<const HostPiece> pieces
     return static_cast<char*>(staging.data()) + ((g % 2) * group + i) * slot_bytes;
   };
   const int64_t n = static_cast<int64_t>(chunks.size());
+  size_t total = 0;
+  for (const Chunk& c : chunks) total += static_cast<size_t>(c.count) * dtype_size(c.piece->dst_dtype);
+  Progress progress(total);
   for (int64_t g = 0; g * group < n; ++g) {
     const int64_t first = g * group, count = std::min(group, n - first);
     pool.parallel_for(count, 1, [&](int64_t begin, int64_t end) {
@@ -83,6 +113,7 @@ Status stream_pieces(const KernelContext& ctx, std::span<const HostPiece> pieces
       char* dst = static_cast<char*>(c.piece->dst) + c.first * static_cast<int64_t>(dtype_size(c.piece->dst_dtype));
       copy_rows_async(ctx, PitchedRows{dst, ctx.device, bytes, bytes, 1},
                       PitchedRows{slot(g, i), Device::kCpu, bytes, bytes, 1});
+      progress.add(bytes);
     }
   }
   synchronize(ctx);

@@ -25,7 +25,8 @@ struct HostPiece {
 // into dst. CUDA: converted by a thread pool into pinned staging in chunks of up to 16 MiB (slots
 // sized to the largest), one group of chunks filling while the other copies on ctx's stream, so
 // reading the host bytes (page faults of a mapped checkpoint among them) overlaps the transfers.
-// Errors: staging the host cannot pin.
+// A copy that takes longer than 10 s logs its progress every 10 s. Errors: staging the host
+// cannot pin.
 // Pieces must not overlap.
 Status stream_pieces(const KernelContext& ctx, std::span<const HostPiece> pieces);
 
