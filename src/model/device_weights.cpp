@@ -96,6 +96,8 @@ Expected<DeviceWeights> upload_weights(const KernelContext& ctx,
                                        std::shared_ptr<const BeamWeights> host, bool releasable) {
   BEAM_CHECK(host != nullptr) << "upload_weights: no weights";
   if (host->synthetic) return fill_synthetic(ctx, *host, releasable);
+  BEAM_CHECK(host->embed.device == Device::kCpu)
+      << "upload_weights: the weights are not in host memory (they are read there)";
   switch (ctx.device) {
     case Device::kCpu: {
       if (host->deferred_experts.empty()) return DeviceWeights{std::move(host), 0, nullptr};
