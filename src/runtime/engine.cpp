@@ -420,7 +420,8 @@ class Engine::Impl {
   }
 
   Expected<WeightValues> read_weight(const std::string& name, int64_t max_rows) {
-    WeightValues values;
+    // Callers take turns (one read waits in the inbox at a time), each taking its own values.
+    std::lock_guard<std::mutex> turn(weight_read_mu_);
     BEAM_RETURN_IF_ERROR(ask_engine_thread(inbox_.weight_read_answer, "another weight read is waiting",
                                            [&] { inbox_.weight_read = {name, max_rows}; }));
     std::lock_guard<std::mutex> lock(inbox_.mu);
@@ -663,6 +664,7 @@ class Engine::Impl {
   int64_t next_arrival_ = 0;
 
   mutable std::mutex stats_mu_;
+  std::mutex weight_read_mu_;  // read_weight's callers, one at a time
   EngineStats stats_;
   RateWindow generation_rate_{kGenerationRateSpanS};  // generated tokens (under stats_mu_)
   EngineStats counters_;                     // engine-thread copy, published after each step

@@ -320,8 +320,8 @@ class Engine {
   Status update_weights(const RankWeights& source, bool abort_in_flight);
   // The first max_rows rows (all with max_rows < 0) of checkpoint tensor `name` (BEAM.md 0a's
   // names) as the model serves them, in f32, gathered over the ranks (SGLang's
-  // get_weights_by_name, for RL loops that check a weight sync); read between steps. Errors: no
-  // such tensor (locate_weight's message), the weights asleep, another read waiting.
+  // get_weights_by_name, for RL loops that check a weight sync); read between steps, callers
+  // taking turns. Errors: no such tensor (locate_weight's message), the weights asleep.
   Expected<WeightValues> read_weight(const std::string& name, int64_t max_rows);
   // Sleep mode (EngineOptions::enable_sleep_mode; vLLM's /sleep, SGLang's
   // release_memory_occupation, for RL loops that train on the same GPU): no new request starts,

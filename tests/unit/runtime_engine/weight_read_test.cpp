@@ -3,6 +3,8 @@
 // are errors naming them and leave the engine serving.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "engine_test_util.h"
 #include "model/weight_locator.h"
 
@@ -52,6 +54,26 @@ TEST(EngineWeightRead, GathersRanksAndFollowsUpdates) {
     ASSERT_TRUE(updated.ok());
     EXPECT_EQ(updated->values, host_rows(*other, names[0], 1));
   }
+}
+
+// Readers at once take turns: every read answers, with its own tensor's values.
+TEST(EngineWeightRead, ConcurrentReadersEachGetTheirOwnValues) {
+  auto weights = engine_test_model("tiny-beam");
+  ASSERT_NE(weights, nullptr);
+  auto engine = control_test_engine(weights, /*sleep_mode=*/false);
+  const std::vector<std::string> names = {"model.layers.1.self_attn.q_proj.weight",
+                                          "model.layers.4.mlp.experts.3.up_proj.weight",
+                                          "model.norm.weight", "lm_head.weight"};
+  std::vector<std::thread> readers;
+  std::vector<int> good(names.size() * 8, 0);
+  for (size_t i = 0; i < good.size(); ++i)
+    readers.emplace_back([&, i] {
+      const std::string& name = names[i % names.size()];
+      auto got = engine->read_weight(name, 2);
+      good[i] = got.ok() && got->values == host_rows(*weights, name, 2);
+    });
+  for (std::thread& t : readers) t.join();
+  for (size_t i = 0; i < good.size(); ++i) EXPECT_TRUE(good[i]) << "reader " << i;
 }
 
 }  // namespace
