@@ -2,15 +2,19 @@
 """--load-format dummy (vLLM's and SGLang's): random weights of the model folder's config.json,
 no checkpoint read. `generate` and `bench offline` run on them and repeat themselves; `run-batch`
 (serve's engine, in process) answers with two tensor-parallel CPU ranks, each making its own
-slice; a bad format and --merge-lora beside dummy fail naming the flag.
+slice; `serve`'s /get_server_info says load_format "dummy"; a bad format and --merge-lora beside
+dummy fail naming the flag.
 
 usage: load_format_dummy.py BEAMSERVE (from the repository root)
 """
 import json
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.request
 
 BIN = sys.argv[1]
 
@@ -54,6 +58,28 @@ def main():
         body = out["response"]["body"]
         assert out["response"]["status_code"] == 200, out
         assert body["usage"]["completion_tokens"] == 4, body
+
+        # serve reports what it serves: /get_server_info's load_format is "dummy".
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        server = subprocess.Popen([BIN, "serve", "--model", model, "--load-format", "dummy",
+                                   "--port", str(port), "--threads", "1", "--max-running", "8"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            info = None
+            for _ in range(120):
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/get_server_info") as r:
+                        info = json.loads(r.read())
+                    break
+                except OSError:
+                    time.sleep(0.25)
+            assert info is not None, "serve --load-format dummy never answered"
+            assert info["load_format"] == "dummy", info["load_format"]
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
 
         bad = run(["generate", "--model", model, "--load-format", "pt", "--tokens", "1"])
         assert bad.returncode != 0 and "--load-format: expected auto, safetensors or dummy, got 'pt'" \

@@ -322,6 +322,7 @@ test('/get_server_info reports the settings and the engine state', async () => {
   assert.equal(r.status, 200);
   const info = await r.json();
   assert.equal(info.model_path, path.join(repoRoot, 'models/tiny-beam'));
+  assert.equal(info.load_format, 'auto');
   assert.equal(info.tokenizer_path, path.join(repoRoot, 'tests/server/fixtures/tiny-chat'));
   assert.equal(info.served_model_name, MODEL);
   assert.equal(info.port, Number(new URL(server.baseUrl).port));

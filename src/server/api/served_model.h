@@ -23,13 +23,15 @@
 
 namespace beam::server {
 
-// The checkpoint the engine serves now: its folder and SGLang's weight_version tag. Set at load,
-// replaced by POST /update_weights_from_disk. Thread-safe.
+// The checkpoint the engine serves now: its folder, SGLang's weight_version tag and the load
+// format ("auto", or "dummy": random weights of the folder's config). Set at load, replaced by
+// POST /update_weights_from_disk. Thread-safe.
 class ServedWeights {
  public:
   struct Info {
     std::string path;
     std::string version = "default";
+    std::string load_format = "auto";
   };
   explicit ServedWeights(Info info) : info_(std::move(info)) {}
   Info get() const;

@@ -149,6 +149,7 @@ void handle_server_info(const ServerState& state, const std::shared_ptr<Exchange
                                                    : 0.0;
   Json info = {
       {"model_path", model.weights->get().path},
+      {"load_format", model.weights->get().load_format},  // "dummy": random weights
       {"tokenizer_path", model.tokenizer_dir},
       {"served_model_name", model.name},
       {"host", o.host},

@@ -107,7 +107,8 @@ Expected<std::unique_ptr<ServedModel>> load_served_model(const ModelLoadOptions&
   auto model = std::make_unique<ServedModel>();
   model->dir = options.model_dir;
   model->tokenizer_dir = options.tokenizer_dir.empty() ? options.model_dir : options.tokenizer_dir;
-  model->weights = std::make_shared<ServedWeights>(ServedWeights::Info{options.model_dir});
+  model->weights = std::make_shared<ServedWeights>(ServedWeights::Info{
+      options.model_dir, "default", options.dummy_weights ? "dummy" : "auto"});
   model->name = options.served_model_name;
   model->routed_experts_enabled = options.enable_return_routed_experts;
   model->hidden_states_enabled = options.enable_return_hidden_states;

@@ -73,7 +73,8 @@ void handle_update_weights_from_disk(const EndpointEnv& env,
   log_info("serving the weights of " + model_path +
            (merge_lora_path.empty() ? "" : " with the LoRA adapter " + merge_lora_path));
   ServedWeights::Info served = env.model->weights->get();
-  env.model->weights->set({model_path, weight_version.value_or(served.version)});
+  env.model->weights->set(
+      {model_path, weight_version.value_or(served.version), load_format.value_or("auto")});
   answer_update(exchange, true, "Succeeded to update model weights.");
 }
 
