@@ -1294,8 +1294,8 @@ function getWithBody(route, body) {
 
 // SGLang's get_weights_by_name: a served tensor's first rows (JSON body or query string; rows of
 // a matrix, values of a vector) as loaded, following update_weights_from_disk (tiny-beam with its
-// embedding rows reversed: the new first row is the old last one); bad names and sizes are 400s
-// naming the field; a server without --enable-weight-updates refuses.
+// embedding rows reversed: the new first row is the old last one; /metrics counts the updates);
+// bad names and sizes are 400s naming the field; a server without --enable-weight-updates refuses.
 test('get_weights_by_name reads the served tensors and follows weight updates', async () => {
   const query = async (q) => {
     const r = await fetch(server.baseUrl + '/get_weights_by_name?' + q);
@@ -1316,6 +1316,8 @@ test('get_weights_by_name reads the served tensors and follows weight updates', 
   assert.equal(embed.json.length, 512);
   const dir = tinyBeamWithReversedEmbedding();
   const update = (body) => post('/update_weights_from_disk', body);
+  const updates = async () => (await metrics(server.baseUrl)).beamserve_weight_update_seconds_count ?? 0;
+  const updatesBefore = await updates();
   try {
     assert.equal((await update({ model_path: dir })).status, 200);
     const reversed = await query('name=model.embed_tokens.weight&truncate_size=1');
@@ -1325,6 +1327,7 @@ test('get_weights_by_name reads the served tensors and follows weight updates', 
     fs.rmSync(dir, { recursive: true, force: true });
   }
   assert.deepEqual((await query('name=model.embed_tokens.weight&truncate_size=1')).json[0], embed.json[0]);
+  assert.equal(await updates(), updatesBefore + 2);  // /metrics' weight-update histogram
   assertOpenAiError(await query('name=model.layers.1.mlp.experts.16.up_proj.weight'), 400, 'name');
   assertOpenAiError(await query('name=lm_head'), 400, 'name');
   assertOpenAiError(await query('truncate_size=2'), 400, 'name');

@@ -139,7 +139,10 @@ std::string prometheus_label(std::string_view value) {
 }
 
 ServerMetrics::ServerMetrics()
-    : ttft_(latency_buckets_s()), itl_(latency_buckets_s()), e2e_(latency_buckets_s()) {}
+    : ttft_(latency_buckets_s()),
+      itl_(latency_buckets_s()),
+      e2e_(latency_buckets_s()),
+      weight_updates_({0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}) {}
 
 void ServerMetrics::record_request(std::string_view endpoint, int status) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -159,6 +162,11 @@ void ServerMetrics::observe_inter_token_latency(double seconds) {
 void ServerMetrics::observe_end_to_end(double seconds) {
   std::lock_guard<std::mutex> lock(mu_);
   e2e_.observe(seconds);
+}
+
+void ServerMetrics::observe_weight_update(double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  weight_updates_.observe(seconds);
 }
 
 std::map<std::pair<std::string, int>, int64_t> ServerMetrics::requests() const {
@@ -189,6 +197,9 @@ std::string ServerMetrics::render(const std::optional<EngineStats>& engine, cons
     itl_.render(out, "beamserve_inter_token_latency_seconds");
     header(out, "beamserve_end_to_end_latency_seconds", "histogram", "Request received to last token.");
     e2e_.render(out, "beamserve_end_to_end_latency_seconds");
+    header(out, "beamserve_weight_update_seconds", "histogram",
+           "Weight updates (/update_weights_from_disk) that served new weights, request to answer.");
+    weight_updates_.render(out, "beamserve_weight_update_seconds");
   }
   if (engine) render_engine(out, *engine);
   return out;

@@ -35,6 +35,8 @@ class ServerMetrics {
   void observe_time_to_first_token(double seconds);
   void observe_inter_token_latency(double seconds);
   void observe_end_to_end(double seconds);
+  // One /update_weights_from_disk that served new weights: request to answer (the RL loop's sync).
+  void observe_weight_update(double seconds);
 
   // Requests recorded so far, by (endpoint, status).
   std::map<std::pair<std::string, int>, int64_t> requests() const;
@@ -48,6 +50,7 @@ class ServerMetrics {
   Histogram ttft_;
   Histogram itl_;
   Histogram e2e_;
+  Histogram weight_updates_;
 };
 
 // Escapes a Prometheus label value (backslash, quote, newline).

@@ -2,6 +2,8 @@
 // save a checkpoint each step), POST /flush_cache (SGLang's), POST /reset_prefix_cache (vLLM's)
 // POST /abort_request, GET /get_model_info and GET /get_weight_version (SGLang's). See
 // native_endpoints.h.
+#include <chrono>
+
 #include "core/logging.h"
 #include "model/tensor_parallel.h"
 #include "model/weights.h"
@@ -44,6 +46,7 @@ void handle_update_weights_from_disk(const EndpointEnv& env,
   if (!flush_cache)
     r.fail("flush_cache", "must be true: cached prefixes hold KV of the old weights");
   if (r.failed()) return exchange->respond_error(r.take_error());
+  const auto start = std::chrono::steady_clock::now();
   Engine& engine = *env.model->engine;
   Status st = ok_status();
   if (engine.tensor_parallel_size() > 1) {
@@ -75,6 +78,8 @@ void handle_update_weights_from_disk(const EndpointEnv& env,
   ServedWeights::Info served = env.model->weights->get();
   env.model->weights->set(
       {model_path, weight_version.value_or(served.version), load_format.value_or("auto")});
+  env.metrics->observe_weight_update(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   answer_update(exchange, true, "Succeeded to update model weights.");
 }
 
