@@ -104,6 +104,9 @@ void print_sizes(const Report& r) {
 void print_plan(const MemoryPlan& m) {
   std::printf("\nmemory plan     %lld GPU(s) x %s\n", (long long)m.num_gpus, fmt_bytes(m.gpu_memory_bytes).c_str());
   std::printf("  weights             %s per GPU\n", fmt_bytes(m.weight_bytes).c_str());
+  std::printf("  host at load        %s per GPU rank (all but the routed experts, which stream\n"
+              "                      from the checkpoint's files to the GPU)\n",
+              fmt_bytes(m.host_load_bytes).c_str());
   std::printf("  activation reserve  %s\n", fmt_bytes(m.activation_reserve_bytes).c_str());
   std::printf("  kv heads per GPU    %lld\n", (long long)m.kv_heads_per_gpu);
   std::printf("  sliding pool        %lld tokens x %lld B = %s\n", (long long)m.sliding_pool_tokens,
@@ -136,7 +139,8 @@ json to_json(const Report& r) {
                               {"sliding_attention", c.kv_bytes_per_token(AttentionKind::kSliding)},
                               {"full_attention", c.kv_bytes_per_token(AttentionKind::kFull)}}},
       {"memory_plan", {{"gpu_memory_bytes", m.gpu_memory_bytes}, {"num_gpus", m.num_gpus},
-                       {"weight_bytes", m.weight_bytes}, {"activation_reserve_bytes", m.activation_reserve_bytes},
+                       {"weight_bytes", m.weight_bytes}, {"host_load_bytes", m.host_load_bytes},
+                       {"activation_reserve_bytes", m.activation_reserve_bytes},
                        {"kv_heads_per_gpu", m.kv_heads_per_gpu}, {"sliding_pool_tokens", m.sliding_pool_tokens},
                        {"sliding_pool_bytes", m.sliding_pool_bytes}, {"full_pool_tokens", m.full_pool_tokens},
                        {"full_pool_bytes", m.full_pool_bytes}, {"fits", m.fits}, {"reason", m.reason}}}};

@@ -30,6 +30,7 @@ MemoryPlan plan_memory(const BeamConfig& c, const MemoryPlanOptions& o) {
   p.gpu_memory_bytes = o.gpu_memory_bytes;
   p.num_gpus = o.num_gpus;
   p.weight_bytes = ceil_div(weight_bytes(c).total(), o.num_gpus);
+  p.host_load_bytes = weight_bytes(c).total() - count_params(c).experts_total * 2;  // bf16 experts
   p.activation_reserve_bytes =
       o.activation_reserve_bytes.value_or(std::max(2 * kGiB, o.gpu_memory_bytes / 25));
   p.kv_heads_per_gpu = ceil_div(c.num_kv_heads, o.num_gpus);

@@ -30,6 +30,9 @@ struct MemoryPlan {
   int64_t gpu_memory_bytes = 0;          // per GPU
   int64_t num_gpus = 1;
   int64_t weight_bytes = 0;              // per GPU
+  // Host memory one GPU rank's load holds at once: every tensor but the routed experts, whole
+  // (sliced after the load); the experts stream from the checkpoint to the GPU (ExpertCopy).
+  int64_t host_load_bytes = 0;
   int64_t activation_reserve_bytes = 0;  // per GPU
   int64_t kv_heads_per_gpu = 0;
   int64_t sliding_bytes_per_token = 0;   // K+V of every sliding layer, per GPU

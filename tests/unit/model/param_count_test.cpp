@@ -91,6 +91,11 @@ TEST(ConfigMemoryPlanTest, Beam10NeedsSeveralGpus) {
   MemoryPlan eight = plan_memory(c, {.gpu_memory_bytes = h200, .num_gpus = 8, .max_num_seqs = 256});
   ASSERT_TRUE(eight.fits) << eight.reason;
   EXPECT_EQ(eight.kv_heads_per_gpu, 1);
+  // A GPU rank's load holds the non-expert tensors only: ~16 GB of Beam 1.0's ~1 TB.
+  const ParamCounts params = count_params(c);
+  EXPECT_EQ(eight.host_load_bytes, weight_bytes(c).total() - 2 * params.experts_total);
+  EXPECT_GT(eight.host_load_bytes, int64_t{15} * 1000 * 1000 * 1000);
+  EXPECT_LT(eight.host_load_bytes, int64_t{17} * 1000 * 1000 * 1000);
   EXPECT_EQ(eight.activation_reserve_bytes, h200 / 25);
   EXPECT_EQ(eight.sliding_pool_tokens, 256 * 512);
   EXPECT_GT(eight.full_pool_tokens, 1'000'000);
