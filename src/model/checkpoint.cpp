@@ -68,6 +68,12 @@ Expected<Checkpoint> Checkpoint::open(const std::string& dir) {
   return make_error(dir + ": no " + kSingleFile + " or " + kIndexFile + " found");
 }
 
+const MappedFile* Checkpoint::file_of(const void* p) const {
+  for (const auto& f : files_)
+    if (f->holds(p)) return f.get();
+  return nullptr;
+}
+
 Status Checkpoint::add_file(const std::string& path, std::vector<RawTensor>* tensors) {
   BEAM_ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::open(path));
   BEAM_ASSIGN_OR_RETURN(*tensors, read_safetensors(*file));

@@ -33,6 +33,8 @@ class Checkpoint {
   size_t num_tensors() const { return tensors_.size(); }
   // Total tensor bytes per dtype.
   std::map<DType, size_t> bytes_by_dtype() const;
+  // The file whose mapping holds p (a tensor's data), or nullptr.
+  const MappedFile* file_of(const void* p) const;
   // The mappings the tensors point into (share them to keep tensor data alive).
   const std::vector<std::shared_ptr<MappedFile>>& files() const { return files_; }
   const std::string& dir() const { return dir_; }

@@ -48,7 +48,14 @@ void add_deferred_pieces(const DeferredExperts& d, const TensorView& matrix, int
   for (const ExpertPiece& p : d.pieces) {
     char* dst = static_cast<char*>(matrix.data) +
                 static_cast<size_t>(p.expert - first_expert) * expert_bytes + p.offset;
-    pieces.push_back({p.src, p.src_dtype, p.numel, dst, matrix.dtype});
+    HostPiece piece;
+    piece.file = p.file;
+    piece.file_offset = p.file_offset;
+    piece.src_dtype = p.src_dtype;
+    piece.numel = p.numel;
+    piece.dst = dst;
+    piece.dst_dtype = matrix.dtype;
+    pieces.push_back(piece);
   }
 }
 
@@ -137,6 +144,8 @@ Expected<DeviceWeights> upload_weights(const KernelContext& ctx,
   std::vector<size_t> deferred_offsets;
   for (const DeferredExperts& d : host->deferred_experts)
     deferred_offsets.push_back(place(expert_matrix(dev->layers[d.layer], d.matrix).nbytes()));
+  for (const auto& f : host->files)  // the views below read the mapping: no file cut short
+    BEAM_RETURN_IF_ERROR(f->check_whole());
   BEAM_ASSIGN_OR_RETURN(WeightArena arena, allocate_weight_arena(ctx, arena_bytes, releasable));
 
   // Copy each distinct tensor once and each deferred matrix's pieces, then retarget every view.
@@ -163,7 +172,7 @@ Expected<DeviceWeights> upload_weights(const KernelContext& ctx,
 }
 
 Status copy_weights_into(const KernelContext& ctx, const BeamWeights& device,
-                         const BeamWeights& host) {
+                         const BeamWeights& host, bool* partial) {
   if (host.synthetic)
     return make_error("synthetic weights (--load-format dummy) cannot replace the served ones");
   const std::vector<const TensorView*> dst = views_of(device), src = views_of(host);
@@ -181,7 +190,13 @@ Status copy_weights_into(const KernelContext& ctx, const BeamWeights& device,
   for (const DeferredExperts& d : host.deferred_experts)
     add_deferred_pieces(d, expert_matrix(device.layers[d.layer], d.matrix),
                         host.first_expert, pieces);
-  BEAM_RETURN_IF_ERROR(stream_pieces(ctx, pieces));
+  for (const auto& f : host.files)  // a file already cut short: nothing copied yet
+    BEAM_RETURN_IF_ERROR(f->check_whole());
+  if (Status st = stream_pieces(ctx, pieces); !st.ok()) {
+    if (partial != nullptr) *partial = true;
+    return make_error(st.error().message +
+                      "; the copy stopped part way, so the device holds part of each model");
+  }
   return pack_moe_weights(ctx, device);
 }
 

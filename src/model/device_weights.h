@@ -46,8 +46,11 @@ Expected<DeviceWeights> upload_weights(const KernelContext& ctx,
 // captured CUDA graphs stay valid), and packs the experts again; `host`'s deferred expert matrices
 // stream from its mapping. Errors: a tensor whose shape or dtype differs (nothing is copied then).
 // ctx.device must be kCuda; synthetic layouts are refused (nothing to copy).
+// A read that fails once copying began (a checkpoint file cut short meanwhile) leaves the device
+// weights part new, part old: *partial (optional) is then set; every earlier error (the checks
+// above, a file already cut short) leaves them as they were.
 Status copy_weights_into(const KernelContext& ctx, const BeamWeights& device,
-                         const BeamWeights& host);
+                         const BeamWeights& host, bool* partial = nullptr);
 
 // Puts every MoE layer's expert tensors (views on ctx.device) into the layout moe_experts reads
 // there (kernels/api/moe.h's pack_expert_weights), in place; upload_weights and the synthetic

@@ -26,14 +26,26 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Whether p points into the mapped (or copied) bytes.
+  bool holds(const void* p) const {
+    const auto* b = static_cast<const uint8_t*>(p);
+    return data_ != nullptr && b >= data_ && b < data_ + size_;
+  }
+  // Bytes [offset, offset + n) of the file into out, read with pread from the descriptor kept
+  // open since open() (copy_of: from its own bytes): unlike touching the mapping, a file cut short
+  // meanwhile (a trainer rewriting its checkpoint) is an error naming it, not a SIGBUS.
+  Status read_at(size_t offset, void* out, size_t n) const;
+  // An error naming the file when it is now shorter than when it was opened (fstat).
+  Status check_whole() const;
 
  private:
-  MappedFile(std::string path, const uint8_t* data, size_t size)
-      : path_(std::move(path)), data_(data), size_(size) {}
+  MappedFile(std::string path, const uint8_t* data, size_t size, int fd = -1)
+      : path_(std::move(path)), data_(data), size_(size), fd_(fd) {}
 
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  int fd_ = -1;  // a mapping's descriptor, kept for read_at (closed on destruction)
   std::unique_ptr<uint8_t[]> owned_;  // copy_of's bytes (data_ points into them); else a mapping
 };
 

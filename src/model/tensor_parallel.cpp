@@ -163,6 +163,7 @@ Expected<std::shared_ptr<const BeamWeights>> shard_beam_weights(
   out->config = cfg;
   out->first_expert = s.first_expert;
   out->storage.push_back(std::const_pointer_cast<BeamWeights>(full));  // the views' memory
+  out->files = full->files;
   out->embed = full->embed;
   out->final_norm = full->final_norm;
   out->lm_head = full->lm_head.rows(s.first_vocab, s.vocab);

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/logging.h"
@@ -23,12 +25,42 @@ struct Chunk {
   int64_t first, count;
 };
 
-// Converts a chunk's elements into out (dst_dtype elements).
-void convert_chunk(const Chunk& c, void* out) {
+// Writes a chunk's elements into out (dst_dtype elements): converted from src, or read from the
+// piece's file (straight into out when the dtypes agree).
+Status fill_chunk(const Chunk& c, void* out) {
   const HostPiece& p = *c.piece;
-  const auto* src = static_cast<const char*>(p.src) + c.first * dtype_size(p.src_dtype);
-  convert_elements(src, p.src_dtype, c.count, out, p.dst_dtype);
+  const size_t src_elem = dtype_size(p.src_dtype);
+  if (p.file == nullptr) {
+    convert_elements(static_cast<const char*>(p.src) + c.first * src_elem, p.src_dtype, c.count,
+                     out, p.dst_dtype);
+    return ok_status();
+  }
+  const uint64_t at = p.file_offset + static_cast<uint64_t>(c.first) * src_elem;
+  const size_t bytes = static_cast<size_t>(c.count) * src_elem;
+  if (p.src_dtype == p.dst_dtype) return p.file->read_at(at, out, bytes);
+  std::vector<uint8_t> raw(bytes);
+  BEAM_RETURN_IF_ERROR(p.file->read_at(at, raw.data(), bytes));
+  convert_elements(raw.data(), p.src_dtype, c.count, out, p.dst_dtype);
+  return ok_status();
 }
+
+// The first error of chunks filled on several threads.
+class FirstError {
+ public:
+  void note(Status st) {
+    if (st.ok()) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (first_.ok()) first_ = std::move(st);
+  }
+  Status take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::move(first_);
+  }
+
+ private:
+  std::mutex mu_;
+  Status first_ = ok_status();
+};
 
 // Every piece split into chunks of at most kChunkBytes converted bytes.
 std::vector<Chunk> chunks_of(std::span<const HostPiece> pieces) {
@@ -76,14 +108,15 @@ Status stream_pieces(const KernelContext& ctx, std::span<const HostPiece> pieces
   if (chunks.empty()) return ok_status();
   ThreadPool pool(pool_threads());
   if (ctx.device == Device::kCpu) {
+    FirstError error;
     pool.parallel_for(static_cast<int64_t>(chunks.size()), 1, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const Chunk& c = chunks[i];
-        convert_chunk(c, static_cast<char*>(c.piece->dst) +
-                             c.first * static_cast<int64_t>(dtype_size(c.piece->dst_dtype)));
+        error.note(fill_chunk(c, static_cast<char*>(c.piece->dst) +
+                                     c.first * static_cast<int64_t>(dtype_size(c.piece->dst_dtype))));
       }
     });
-    return ok_status();
+    return error.take();
   }
   // Two groups of `group` slots: group g % 2 fills while the other's copies run. A slot holds
   // the largest chunk (small models pin little: cudaMallocHost's cost grows with the bytes).
@@ -103,10 +136,12 @@ Status stream_pieces(const KernelContext& ctx, std::span<const HostPiece> pieces
   Progress progress(total);
   for (int64_t g = 0; g * group < n; ++g) {
     const int64_t first = g * group, count = std::min(group, n - first);
+    FirstError error;
     pool.parallel_for(count, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) convert_chunk(chunks[first + i], slot(g, i));
+      for (int64_t i = begin; i < end; ++i) error.note(fill_chunk(chunks[first + i], slot(g, i)));
     });
     synchronize(ctx);  // group g - 1's copies are done, so the next fill may reuse its slots
+    if (Status st = error.take(); !st.ok()) return st;  // nothing of group g was queued
     for (int64_t i = 0; i < count; ++i) {
       const Chunk& c = chunks[first + i];
       const size_t bytes = static_cast<size_t>(c.count) * dtype_size(c.piece->dst_dtype);

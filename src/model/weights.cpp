@@ -38,7 +38,7 @@ class WeightsBuilder {
  public:
   // lora (may be null): an adapter whose deltas are merged into the weights they name.
   WeightsBuilder(const Checkpoint& checkpoint, BeamWeights& weights, const LoraAdapter* lora)
-      : resolver_(checkpoint), weights_(weights), lora_(lora) {}
+      : checkpoint_(checkpoint), resolver_(checkpoint), weights_(weights), lora_(lora) {}
 
   // A view of tensor `name`: into the mapping when it already has the target dtype and element
   // alignment (and no LoRA delta), else a converted copy. Missing tensors give an empty view
@@ -74,12 +74,15 @@ class WeightsBuilder {
   }
 
   // Records tensor `name` as a piece of a deferred expert matrix (expert `expert`, byte offset
-  // `offset` of its block): checked now, converted when the matrix is uploaded.
+  // `offset` of its block): checked now, read and converted when the matrix is uploaded.
   Status defer(const std::string& name, const TensorSpec& spec, int64_t expert, size_t offset,
                DeferredExperts& into) {
     BEAM_ASSIGN_OR_RETURN(const RawTensor* t, resolver_.take(name, spec));
     if (t == nullptr) return ok_status();
-    into.pieces.push_back({expert, offset, t->data, t->dtype, spec.shape.numel()});
+    const MappedFile* file = checkpoint_.file_of(t->data);
+    BEAM_CHECK(file != nullptr) << name << ": its data is in none of the checkpoint's files";
+    const auto at = static_cast<uint64_t>(static_cast<const uint8_t*>(t->data) - file->data());
+    into.pieces.push_back({expert, offset, file, at, t->dtype, spec.shape.numel()});
     return ok_status();
   }
 
@@ -149,6 +152,7 @@ class WeightsBuilder {
     return ok_status();
   }
 
+  const Checkpoint& checkpoint_;
   TensorResolver resolver_;
   BeamWeights& weights_;
   const LoraAdapter* lora_;
@@ -309,7 +313,10 @@ Expected<std::shared_ptr<BeamWeights>> load_beam_weights(const std::string& mode
   w->config = std::move(config);
   w->first_expert = experts.first;
   const BeamConfig& c = w->config;
-  for (const auto& file : checkpoint.files()) w->storage.push_back(file);
+  for (const auto& file : checkpoint.files()) {
+    w->storage.push_back(file);
+    w->files.push_back(file);
+  }
   WeightsBuilder b(checkpoint, *w, merge_lora);
   BEAM_ASSIGN_OR_RETURN(w->embed, b.bind("model.embed_tokens.weight", {Shape{c.vocab_size, c.hidden_size}, "[V, H]"}));
   BEAM_ASSIGN_OR_RETURN(w->final_norm, b.bind("model.norm.weight", {Shape{c.hidden_size}, "[H]"}));

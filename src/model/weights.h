@@ -12,6 +12,7 @@
 #include "kernels/api/moe.h"
 #include "model/config.h"
 #include "model/lora_adapter.h"
+#include "model/mapped_file.h"
 
 namespace beam {
 
@@ -46,12 +47,14 @@ struct LayerWeights {
 };
 
 // One expert's source tensor of a deferred routed-expert matrix: `numel` elements of `src_dtype`
-// at `src` (in the checkpoint's mapping) that become bytes [offset, ...) of expert `expert`'s
-// block ([2*Im, H] of gate_up or [H, Im] of down) in the matrix's dtype.
+// at byte file_offset of `file` (the checkpoint file holding it, kept alive by
+// BeamWeights::storage; read with pread when uploaded) that become bytes [offset, ...) of expert
+// `expert`'s block ([2*Im, H] of gate_up or [H, Im] of down) in the matrix's dtype.
 struct ExpertPiece {
   int64_t expert = 0;  // the model's expert index
   size_t offset = 0;
-  const void* src = nullptr;
+  const MappedFile* file = nullptr;
+  uint64_t file_offset = 0;
   DType src_dtype = DType::kBF16;
   int64_t numel = 0;
 };
@@ -93,8 +96,10 @@ struct BeamWeights {
   // The routed-expert tensors hold experts [first_expert, first_expert + their leading dim): all
   // of them, or one tensor-parallel rank's (load_beam_weights' ExpertSlice).
   int64_t first_expert = 0;
-  // ExpertCopy::kDeferred's matrices: views without data whose bytes are still in the mapping.
+  // ExpertCopy::kDeferred's matrices: views without data whose bytes are still in the files.
   std::vector<DeferredExperts> deferred_experts;
+  // The checkpoint files the views and pieces read (checked whole before an update copies).
+  std::vector<std::shared_ptr<const MappedFile>> files;
   // Set on a synthetic layout (synthetic_layout): no view has data; upload_weights fills them
   // on its device with random values.
   std::optional<SyntheticFill> synthetic;

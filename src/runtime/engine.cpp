@@ -545,7 +545,7 @@ class Engine::Impl {
   void retract_running();
   // Whether steps stop: paused, or memory given back.
   bool halted() const {
-    return paused_ || sleep_.state().asleep() || ranks_disagree_ || ranks_memory_apart_;
+    return paused_ || sleep_.state().asleep() || weights_mixed_ || ranks_memory_apart_;
   }
   // sleep_.state() and paused_ for sleep_state() / paused() callers.
   void publish_halt_state() {
@@ -670,9 +670,10 @@ class Engine::Impl {
   EngineStats counters_;                     // engine-thread copy, published after each step
   std::optional<TokenEvent> pending_final_;  // tokens of the step that finished a sequence
   RankWeights pending_weights_;              // update_weights': applied when idle
-  // A tensor-parallel update failed after rank 0 took the new weights: the ranks disagree, so no
-  // step runs until an update succeeds (halted()).
-  bool ranks_disagree_ = false;
+  // An update failed after some weights changed (a rank after rank 0 took the new weights, or a
+  // copy that stopped part way): the served weights are not one model's, so no step runs until
+  // an update succeeds (halted()).
+  bool weights_mixed_ = false;
   // A worker failed a sleep or wake-up that rank 0 made (workers_followed).
   bool ranks_memory_apart_ = false;
   std::optional<MemoryCommand> pending_memory_;         // sleep / wake_up: applied when idle
@@ -798,10 +799,18 @@ Status Engine::Impl::replace_weights(const RankWeights& source) {
   const int n = ranks_ ? ranks_->size() : 1;
   BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> slice,
                         load_rank_slice(source, TensorParallel{0, n}));
-  BEAM_RETURN_IF_ERROR(model_.replace_weights(std::move(slice)));
-  if (!ranks_) return ok_status();
+  bool partial = false;
+  if (Status own = model_.replace_weights(std::move(slice), &partial); !own.ok()) {
+    if (!partial) return own;  // nothing changed (a mixed state before stays mixed)
+    weights_mixed_ = true;
+    return make_error(own.error().message + ": no step runs until an update succeeds");
+  }
+  if (!ranks_) {
+    weights_mixed_ = false;
+    return ok_status();
+  }
   const Status st = ranks_->replace_weights(source);
-  ranks_disagree_ = !st.ok();
+  weights_mixed_ = !st.ok();
   if (!st.ok())
     return make_error(st.error().message +
                       "; rank 0 took the new weights, so the ranks disagree: no step runs until "

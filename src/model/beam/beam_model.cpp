@@ -109,7 +109,7 @@ size_t BeamModel::release_eager_workspace() {
   return bytes;
 }
 
-Status BeamModel::replace_weights(std::shared_ptr<const BeamWeights> host) {
+Status BeamModel::replace_weights(std::shared_ptr<const BeamWeights> host, bool* partial) {
   BEAM_CHECK(host != nullptr) << "replace_weights: no weights";
   if (std::optional<std::string_view> key = config_difference(host->config, config()))
     return make_error("the new weights' config differs from the served model's in '" +
@@ -119,7 +119,7 @@ Status BeamModel::replace_weights(std::shared_ptr<const BeamWeights> host) {
     weights_ = std::move(served.weights);
     return ok_status();
   }
-  return copy_weights_into(ctx_, *weights_, *host);
+  return copy_weights_into(ctx_, *weights_, *host, partial);
 }
 
 Status BeamModel::validate(const ForwardBatch& batch, const KvLayers& kv) const {

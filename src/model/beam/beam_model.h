@@ -58,7 +58,8 @@ class BeamModel {
   // changed). On the CPU the model reads them as they are; on CUDA they are copied over the device
   // weights in place (copy_weights_into), so decode graphs stay valid. Between forward() calls
   // only.
-  Status replace_weights(std::shared_ptr<const BeamWeights> host);
+  // *partial (optional): set when the copy failed part way (copy_weights_into's).
+  Status replace_weights(std::shared_ptr<const BeamWeights> host, bool* partial = nullptr);
   // Frees the eager steps' activations and metadata (the next eager step allocates them again;
   // the decode graphs keep theirs, whose addresses they captured) and returns the bytes freed:
   // sleep mode gives them back too (up to GiBs after a long step with every row's logits).

@@ -1,9 +1,11 @@
 // ExpertCopy::kDeferred: routed experts left in the checkpoint's mapping as pieces (no host copy),
 // which upload_weights materializes (CPU) or streams (CUDA: model_beam_cuda's device weights
 // test) to exactly the bytes of a host load, whole, sliced by rank, converted from other dtypes,
-// and beside a merged LoRA adapter (whose layers stay on the host).
+// and beside a merged LoRA adapter (whose layers stay on the host); a file cut short meanwhile is
+// an error.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 
 #include "core/thread_pool.h"
@@ -155,6 +157,26 @@ TEST(DeferredExperts, LayersALoraMergeChangesStayOnTheHost) {
   auto served = on_cpu(*deferred);
   ASSERT_NE(served, nullptr);
   expect_same_weights(*served, **host);
+}
+
+// The experts are read with pread when uploaded: a checkpoint cut short after the load (a trainer
+// rewriting its files) is an error naming the file, not a SIGBUS through the mapping.
+TEST(DeferredExperts, AFileCutShortAfterTheLoadIsAnErrorNamingIt) {
+  auto config = parse_beam_config(test::tiny_config_json(), "config.json");
+  ASSERT_TRUE(config.ok());
+  const std::string dir = test::make_temp_dir("deferred_cut_short");
+  test::write_text_file(dir + "/config.json", test::tiny_config_json());
+  const std::string file = dir + "/model.safetensors";
+  test::write_safetensors(file, test::tiny_model_tensors(*config));
+  auto deferred = load_beam_weights(dir, nullptr, {}, ExpertCopy::kDeferred);
+  ASSERT_TRUE(deferred.ok()) << deferred.error().message;
+  std::filesystem::resize_file(file, std::filesystem::file_size(file) / 2);
+  ThreadPool pool(2);
+  auto served = upload_weights(KernelContext{Device::kCpu, &pool}, *deferred);
+  ASSERT_FALSE(served.ok());
+  EXPECT_NE(served.error().message.find(file), std::string::npos) << served.error().message;
+  EXPECT_NE(served.error().message.find("cut short"), std::string::npos)
+      << served.error().message;
 }
 
 }  // namespace

@@ -3,8 +3,10 @@
 // where a host load's upload puts them (packed for the expert kernels), for the whole model and
 // for a rank of two, in plain and releasable (sleep mode) arenas; an update in place from a
 // deferred load restores experts that were overwritten; every tensor reads back by its checkpoint
-// name (SGLang's get_weights_by_name), experts gathered from the packed layout.
+// name (SGLang's get_weights_by_name), experts gathered from the packed layout; a checkpoint cut
+// short before an update copies nothing.
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -83,6 +85,28 @@ TEST_F(DeviceWeightsCuda, UpdateInPlaceFromADeferredLoad) {
   }
   const Status st = copy_weights_into(gpu_, *served->weights, **deferred);
   ASSERT_TRUE(st.ok()) << st.error().message;
+  expect_same(*expected->weights, *served->weights);
+}
+
+// An update whose checkpoint was cut short after its load fails before copying anything: the
+// error names the file, *partial stays false and the served weights are unchanged.
+TEST_F(DeviceWeightsCuda, AnUpdateFromAFileCutShortCopiesNothing) {
+  const std::string dir = ::testing::TempDir() + "/device_weights_cut_short";
+  std::filesystem::remove_all(dir);
+  std::filesystem::copy(kTinyBeam, dir, std::filesystem::copy_options::recursive);
+  auto host = load_beam_weights(kTinyBeam);
+  auto deferred = load_beam_weights(dir, nullptr, {}, ExpertCopy::kDeferred);
+  ASSERT_TRUE(host.ok() && deferred.ok());
+  auto expected = upload_weights(gpu_, *host);
+  auto served = upload_weights(gpu_, *host);
+  ASSERT_TRUE(expected.ok() && served.ok());
+  const std::string file = dir + "/model-00003-of-00003.safetensors";
+  std::filesystem::resize_file(file, std::filesystem::file_size(file) / 2);
+  bool partial = false;
+  const Status st = copy_weights_into(gpu_, *served->weights, **deferred, &partial);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("cut short"), std::string::npos) << st.error().message;
+  EXPECT_FALSE(partial);
   expect_same(*expected->weights, *served->weights);
 }
 
