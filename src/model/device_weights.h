@@ -33,7 +33,7 @@ Expected<WeightArena> allocate_weight_arena(const KernelContext& ctx, size_t nby
 // model/synthetic_weights.h), on the CPU too. Otherwise Device::kCpu: the host weights unchanged (deferred expert matrices, ExpertCopy::kDeferred,
 // converted into host buffers of their own). Device::kCuda: every tensor copied into one device
 // arena (tensors 256-byte aligned; views that alias, e.g. a tied lm_head, stay aliased), deferred
-// expert matrices streamed from the checkpoint's mapping (model/weight_stream.h); the returned
+// expert matrices streamed from the checkpoint's files (model/weight_stream.h); the returned
 // BeamWeights keeps the arena alive and no longer needs `host`; `releasable`: the arena is
 // ReleasableMemory (sleep mode), returned as DeviceWeights::memory. Errors name the bytes that
 // did not fit.

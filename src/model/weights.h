@@ -116,8 +116,8 @@ struct ExpertSlice {
 };
 
 // Where load_beam_weights puts the routed experts: fused into host memory (kHost), or left in the
-// checkpoint's mapping as BeamWeights::deferred_experts (kDeferred), which upload_weights streams
-// straight into the device's arena: a CUDA engine's load then makes no host copy of the experts
+// checkpoint's files as BeamWeights::deferred_experts (kDeferred), which upload_weights reads
+// (pread) and streams straight into the device's arena: a CUDA engine's load then makes no host copy of the experts
 // (~98% of Beam 1.0's bytes). A layer whose experts a merged LoRA adapter changes is fused on the
 // host either way (the merge needs the copy).
 enum class ExpertCopy { kHost, kDeferred };

@@ -1,4 +1,4 @@
-// ExpertCopy::kDeferred: routed experts left in the checkpoint's mapping as pieces (no host copy),
+// ExpertCopy::kDeferred: routed experts left in the checkpoint's files as pieces (no host copy),
 // which upload_weights materializes (CPU) or streams (CUDA: model_beam_cuda's device weights
 // test) to exactly the bytes of a host load, whole, sliced by rank, converted from other dtypes,
 // and beside a merged LoRA adapter (whose layers stay on the host); a file cut short meanwhile is
