@@ -10,6 +10,7 @@
 #include "model/device_weights.h"
 #include "model/synthetic_weights.h"
 #include "model/tensor_parallel.h"
+#include "test_checkpoint_writer.h"
 #include "weight_compare.h"
 
 namespace beam {
@@ -78,6 +79,19 @@ TEST(SyntheticLayout, FilledAsMakeSyntheticWeightsAndReplicatedAcrossRanks) {
     EXPECT_TRUE(same_bytes(rank0->layers[l].input_norm, rank1->layers[l].input_norm));
     EXPECT_TRUE(same_bytes(rank0->layers[l].moe.router, rank1->layers[l].moe.router));
   }
+}
+
+// Tied embeddings: a rank's LM head is its vocabulary rows of the (replicated) embedding.
+TEST(SyntheticLayout, TiedHeadIsTheRanksEmbeddingRows) {
+  auto config = parse_beam_config(test::tiny_config_json(/*tie_word_embeddings=*/true), "config.json");
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  auto rank1 = filled(*synthetic_layout(*config, {}, {1, 2}));
+  ASSERT_NE(rank1, nullptr);
+  const int64_t half = config->vocab_size / 2;
+  EXPECT_TRUE(same_bytes(rank1->lm_head, rank1->embed.rows(half, half)));
+  auto whole = filled(*synthetic_layout(*config, {}));
+  ASSERT_NE(whole, nullptr);
+  EXPECT_EQ(whole->lm_head.data, whole->embed.data);
 }
 
 TEST(SyntheticLayout, CannotReplaceServedWeights) {
