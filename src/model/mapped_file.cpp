@@ -1,4 +1,5 @@
-// MappedFile implementation (open + fstat + mmap PROT_READ, MAP_PRIVATE; or read into owned bytes).
+// MappedFile implementation (open + fstat + mmap PROT_READ, MAP_PRIVATE, the descriptor kept for
+// pread; or read into owned bytes).
 #include "model/mapped_file.h"
 
 #include <fcntl.h>

@@ -1,5 +1,6 @@
-// MappedFile: a whole file mapped read-only into memory (POSIX mmap), unmapped on destruction, or
-// (copy_of) read into memory of its own for files that may be rewritten while in use.
+// MappedFile: a whole file mapped read-only into memory (POSIX mmap) with its descriptor kept for
+// pread (read_at), both released on destruction, or (copy_of) read into memory of its own for
+// files that may be rewritten while in use.
 #pragma once
 
 #include <cstddef>
