@@ -48,14 +48,8 @@ void add_deferred_pieces(const DeferredExperts& d, const TensorView& matrix, int
   for (const ExpertPiece& p : d.pieces) {
     char* dst = static_cast<char*>(matrix.data) +
                 static_cast<size_t>(p.expert - first_expert) * expert_bytes + p.offset;
-    HostPiece piece;
-    piece.file = p.file;
-    piece.file_offset = p.file_offset;
-    piece.src_dtype = p.src_dtype;
-    piece.numel = p.numel;
-    piece.dst = dst;
-    piece.dst_dtype = matrix.dtype;
-    pieces.push_back(piece);
+    pieces.push_back({.src_dtype = p.src_dtype, .numel = p.numel, .dst = dst,
+                      .dst_dtype = matrix.dtype, .file = p.file, .file_offset = p.file_offset});
   }
 }
 

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "core/thread_pool.h"
-
 #include "kernels/api/device_memory.h"
 #include "kernels/api/fill.h"
 #include "model/device_weights.h"

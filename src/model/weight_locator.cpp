@@ -4,13 +4,12 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstring>
 #include <optional>
 #include <string_view>
 #include <vector>
 
-#include "core/bf16.h"
 #include "kernels/api/device_memory.h"
+#include "model/tensor_convert.h"
 
 namespace beam {
 namespace {
@@ -165,15 +164,8 @@ Expected<WeightPart> read_weight_part(const KernelContext& ctx, const BeamWeight
     copy_tensor(ctx, TensorView{raw.data(), DType::kU8, {n}, Device::kCpu},
                 TensorView{const_cast<char*>(src), DType::kU8, {n}, at.matrix.device});
   }
-  for (size_t i = 0; i < part.values.size(); ++i) {
-    if (at.matrix.dtype == DType::kF32) {
-      std::memcpy(&part.values[i], raw.data() + 4 * i, 4);
-    } else {
-      uint16_t bits;
-      std::memcpy(&bits, raw.data() + 2 * i, 2);
-      part.values[i] = to_float(bf16::from_bits(bits));
-    }
-  }
+  convert_elements(raw.data(), at.matrix.dtype, static_cast<int64_t>(part.values.size()),
+                   part.values.data(), DType::kF32);
   return part;
 }
 

@@ -23,6 +23,12 @@ constexpr size_t kChunkBytes = size_t{16} << 20;  // of converted (dst) bytes
 struct Chunk {
   const HostPiece* piece;
   int64_t first, count;
+
+  size_t dst_bytes() const { return static_cast<size_t>(count) * dtype_size(piece->dst_dtype); }
+  // Where the chunk's converted elements go.
+  char* dst() const {
+    return static_cast<char*>(piece->dst) + static_cast<size_t>(first) * dtype_size(piece->dst_dtype);
+  }
 };
 
 // Writes a chunk's elements into out (dst_dtype elements): converted from src, or read from the
@@ -110,20 +116,18 @@ Status stream_pieces(const KernelContext& ctx, std::span<const HostPiece> pieces
   if (ctx.device == Device::kCpu) {
     FirstError error;
     pool.parallel_for(static_cast<int64_t>(chunks.size()), 1, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        const Chunk& c = chunks[i];
-        error.note(fill_chunk(c, static_cast<char*>(c.piece->dst) +
-                                     c.first * static_cast<int64_t>(dtype_size(c.piece->dst_dtype))));
-      }
+      for (int64_t i = begin; i < end; ++i) error.note(fill_chunk(chunks[i], chunks[i].dst()));
     });
     return error.take();
   }
   // Two groups of `group` slots: group g % 2 fills while the other's copies run. A slot holds
   // the largest chunk (small models pin little: cudaMallocHost's cost grows with the bytes).
   const int64_t group = std::min<int64_t>(pool.num_threads(), static_cast<int64_t>(chunks.size()));
-  size_t slot_bytes = 0;
-  for (const Chunk& c : chunks)
-    slot_bytes = std::max(slot_bytes, static_cast<size_t>(c.count) * dtype_size(c.piece->dst_dtype));
+  size_t slot_bytes = 0, total = 0;
+  for (const Chunk& c : chunks) {
+    slot_bytes = std::max(slot_bytes, c.dst_bytes());
+    total += c.dst_bytes();
+  }
   slot_bytes = (slot_bytes + 255) / 256 * 256;
   BEAM_ASSIGN_OR_RETURN(DeviceBuffer staging,
                         allocate_pinned_host(ctx, 2 * static_cast<size_t>(group) * slot_bytes));
@@ -131,8 +135,6 @@ Status stream_pieces(const KernelContext& ctx, std::span<const HostPiece> pieces
     return static_cast<char*>(staging.data()) + ((g % 2) * group + i) * slot_bytes;
   };
   const int64_t n = static_cast<int64_t>(chunks.size());
-  size_t total = 0;
-  for (const Chunk& c : chunks) total += static_cast<size_t>(c.count) * dtype_size(c.piece->dst_dtype);
   Progress progress(total);
   for (int64_t g = 0; g * group < n; ++g) {
     const int64_t first = g * group, count = std::min(group, n - first);
@@ -144,9 +146,8 @@ Status stream_pieces(const KernelContext& ctx, std::span<const HostPiece> pieces
     if (Status st = error.take(); !st.ok()) return st;  // nothing of group g was queued
     for (int64_t i = 0; i < count; ++i) {
       const Chunk& c = chunks[first + i];
-      const size_t bytes = static_cast<size_t>(c.count) * dtype_size(c.piece->dst_dtype);
-      char* dst = static_cast<char*>(c.piece->dst) + c.first * static_cast<int64_t>(dtype_size(c.piece->dst_dtype));
-      copy_rows_async(ctx, PitchedRows{dst, ctx.device, bytes, bytes, 1},
+      const size_t bytes = c.dst_bytes();
+      copy_rows_async(ctx, PitchedRows{c.dst(), ctx.device, bytes, bytes, 1},
                       PitchedRows{slot(g, i), Device::kCpu, bytes, bytes, 1});
       progress.add(bytes);
     }

@@ -313,10 +313,7 @@ Expected<std::shared_ptr<BeamWeights>> load_beam_weights(const std::string& mode
   w->config = std::move(config);
   w->first_expert = experts.first;
   const BeamConfig& c = w->config;
-  for (const auto& file : checkpoint.files()) {
-    w->storage.push_back(file);
-    w->files.push_back(file);
-  }
+  w->files.assign(checkpoint.files().begin(), checkpoint.files().end());
   WeightsBuilder b(checkpoint, *w, merge_lora);
   BEAM_ASSIGN_OR_RETURN(w->embed, b.bind("model.embed_tokens.weight", {Shape{c.vocab_size, c.hidden_size}, "[V, H]"}));
   BEAM_ASSIGN_OR_RETURN(w->final_norm, b.bind("model.norm.weight", {Shape{c.hidden_size}, "[H]"}));

@@ -48,7 +48,7 @@ struct LayerWeights {
 
 // One expert's source tensor of a deferred routed-expert matrix: `numel` elements of `src_dtype`
 // at byte file_offset of `file` (the checkpoint file holding it, kept alive by
-// BeamWeights::storage; read with pread when uploaded) that become bytes [offset, ...) of expert
+// BeamWeights::files; read with pread when uploaded) that become bytes [offset, ...) of expert
 // `expert`'s block ([2*Im, H] of gate_up or [H, Im] of down) in the matrix's dtype.
 struct ExpertPiece {
   int64_t expert = 0;  // the model's expert index
@@ -98,12 +98,13 @@ struct BeamWeights {
   int64_t first_expert = 0;
   // ExpertCopy::kDeferred's matrices: views without data whose bytes are still in the files.
   std::vector<DeferredExperts> deferred_experts;
-  // The checkpoint files the views and pieces read (checked whole before an update copies).
+  // The checkpoint files the views and pieces read, kept open and mapped by these references
+  // (checked whole before an update copies).
   std::vector<std::shared_ptr<const MappedFile>> files;
   // Set on a synthetic layout (synthetic_layout): no view has data; upload_weights fills them
   // on its device with random values.
   std::optional<SyntheticFill> synthetic;
-  std::vector<std::shared_ptr<void>> storage;  // keeps buffers and mappings alive
+  std::vector<std::shared_ptr<void>> storage;  // keeps the other memory the views read alive
 };
 
 // Which routed experts load_beam_weights fuses into host memory: [first, first + count), or every

@@ -820,7 +820,7 @@ Status Engine::Impl::replace_weights(const RankWeights& source) {
 
 Expected<WeightValues> Engine::Impl::read_served_weight(const std::string& name,
                                                        int64_t max_rows) {
-  if (sleep_state().weights_released)
+  if (sleep_.state().weights_released)
     return make_error("the weights are asleep: wake them first (/wake_up?tags=weights)");
   const int n = ranks_ ? ranks_->size() : 1;
   std::vector<WeightPart> parts(static_cast<size_t>(n));

@@ -285,9 +285,14 @@ test('/health and /metrics', async () => {
   assert.equal((await post('/v1/completions', { model: MODEL, prompt: 'abc', top_p: 9 })).status, 400);
   const r = await fetch(server.baseUrl + '/metrics');
   assert.match(r.headers.get('content-type'), /^text\/plain/);
-  const m = await waitForIdle();
+  // A request is counted once its answer is out, so a fast client can read /metrics first: poll.
+  let m = await waitForIdle();
   const count = (status) => requestCount(m, (e, s) => e === '/v1/completions' && s === status) -
     requestCount(before, (e, s) => e === '/v1/completions' && s === status);
+  for (let t0 = Date.now(); (count(200) < 3 || count(400) < 1) && Date.now() - t0 < 5000;) {
+    await new Promise((r) => setTimeout(r, 20));
+    m = await metrics(server.baseUrl);
+  }
   assert.equal(count(200), 3);
   assert.equal(count(400), 1);
   assert.ok(m.beamserve_prompt_tokens_total >= before.beamserve_prompt_tokens_total + 3);

@@ -48,29 +48,26 @@ void handle_update_weights_from_disk(const EndpointEnv& env,
   if (r.failed()) return exchange->respond_error(r.take_error());
   const auto start = std::chrono::steady_clock::now();
   Engine& engine = *env.model->engine;
-  Status st = ok_status();
-  if (engine.tensor_parallel_size() > 1) {
-    // Each rank loads its experts once the requests in flight finished, one rank at a time.
-    st = engine.update_weights(
-        load_rank_weights(model_path, merge_lora_path, expert_copy_for(engine.device())),
-        abort_all);
-    if (!st.ok()) st = make_error("loading '" + model_path + "': " + st.error().message);
-  } else {  // checked here while the engine still serves
-    const ExpertCopy copy = expert_copy_for(engine.device());
+  const ExpertCopy copy = expert_copy_for(engine.device());
+  std::shared_ptr<const BeamWeights> loaded;  // one rank's host copy, served as loaded
+  if (engine.tensor_parallel_size() == 1) {  // checked here while the engine still serves
     Expected<std::shared_ptr<BeamWeights>> weights =
         load_beam_weights_merging(model_path, merge_lora_path, {}, copy);
     if (!weights.ok())
       return answer_update(exchange, false,
                            "loading '" + model_path + "': " + weights.error().message);
-    if (copy == ExpertCopy::kHost) {
-      st = engine.update_weights(*weights, abort_all);
-    } else {
-      // The experts stay in the files until the copy: opened again when the update applies, so
-      // the folder is read in one go then, not minutes after this check (a trainer saving its
-      // next step into the same folder meanwhile cannot leave the copy half old, half new).
-      st = engine.update_weights(load_rank_weights(model_path, merge_lora_path, copy), abort_all);
-      if (!st.ok()) st = make_error("loading '" + model_path + "': " + st.error().message);
-    }
+    if (copy == ExpertCopy::kHost) loaded = std::move(*weights);
+  }
+  Status st = ok_status();
+  if (loaded) {
+    st = engine.update_weights(std::move(loaded), abort_all);
+  } else {
+    // Loaded when the update applies, once the requests in flight finished: each rank its experts
+    // (one rank at a time), and on a GPU the experts stay in the files until the copy, so the
+    // folder is read in one go then (a trainer saving its next step into the same folder
+    // meanwhile cannot leave the copy half old, half new).
+    st = engine.update_weights(load_rank_weights(model_path, merge_lora_path, copy), abort_all);
+    if (!st.ok()) st = make_error("loading '" + model_path + "': " + st.error().message);
   }
   if (!st.ok()) return answer_update(exchange, false, st.error().message);
   log_info("serving the weights of " + model_path +

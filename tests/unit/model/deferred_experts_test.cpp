@@ -115,9 +115,7 @@ TEST(DeferredExperts, ConvertOtherDtypesAsTheHostLoadDoes) {
     if (t.name == expert_tensor_name(3, 0, "down_proj.weight"))
       t = test::random_tensor(t.name, "F16", t.shape, 6);
   }
-  const std::string dir = test::make_temp_dir("deferred_convert");
-  test::write_text_file(dir + "/config.json", test::tiny_config_json());
-  test::write_safetensors(dir + "/model.safetensors", tensors);
+  const std::string dir = test::write_tiny_model("deferred_convert", tensors);
   auto host = load_beam_weights(dir);
   auto deferred = load_beam_weights(dir, nullptr, {}, ExpertCopy::kDeferred);
   ASSERT_TRUE(host.ok() && deferred.ok()) << (host.ok() ? deferred.error() : host.error()).message;
@@ -135,9 +133,8 @@ TEST(DeferredExperts, ConvertOtherDtypesAsTheHostLoadDoes) {
 TEST(DeferredExperts, LayersALoraMergeChangesStayOnTheHost) {
   auto config = parse_beam_config(test::tiny_config_json(), "config.json");
   ASSERT_TRUE(config.ok());
-  const std::string model = test::make_temp_dir("deferred_lora_model");
-  test::write_text_file(model + "/config.json", test::tiny_config_json());
-  test::write_safetensors(model + "/model.safetensors", test::tiny_model_tensors(*config));
+  const std::string model =
+      test::write_tiny_model("deferred_lora_model", test::tiny_model_tensors(*config));
   const BeamConfig& c = *config;
   const int64_t layer = c.num_layers - 1;  // a routed-expert layer in the tiny config
   ASSERT_EQ(c.mlp_layer_types[layer], MlpKind::kSparse);
@@ -164,10 +161,9 @@ TEST(DeferredExperts, LayersALoraMergeChangesStayOnTheHost) {
 TEST(DeferredExperts, AFileCutShortAfterTheLoadIsAnErrorNamingIt) {
   auto config = parse_beam_config(test::tiny_config_json(), "config.json");
   ASSERT_TRUE(config.ok());
-  const std::string dir = test::make_temp_dir("deferred_cut_short");
-  test::write_text_file(dir + "/config.json", test::tiny_config_json());
+  const std::string dir =
+      test::write_tiny_model("deferred_cut_short", test::tiny_model_tensors(*config));
   const std::string file = dir + "/model.safetensors";
-  test::write_safetensors(file, test::tiny_model_tensors(*config));
   auto deferred = load_beam_weights(dir, nullptr, {}, ExpertCopy::kDeferred);
   ASSERT_TRUE(deferred.ok()) << deferred.error().message;
   std::filesystem::resize_file(file, std::filesystem::file_size(file) / 2);

@@ -116,6 +116,14 @@ std::string make_temp_dir(const std::string& name) {
   return dir.string();
 }
 
+std::string write_tiny_model(const std::string& name, const std::vector<TestTensor>& tensors,
+                             bool tie, const WriteOptions& options) {
+  std::string dir = make_temp_dir(name);
+  write_text_file(dir + "/config.json", tiny_config_json(tie));
+  write_safetensors(dir + "/model.safetensors", tensors, options);
+  return dir;
+}
+
 std::vector<uint8_t> random_bytes(const std::string& dtype, int64_t numel, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> dist(0.0f, 1.0f);

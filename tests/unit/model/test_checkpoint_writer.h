@@ -50,6 +50,10 @@ TestTensor random_tensor(const std::string& name, const std::string& dtype,
 std::string tiny_config_json(bool tie_word_embeddings = false);
 // Every tensor of a model with config `c` in canonical names: bf16 weights, f32 router tensors.
 std::vector<TestTensor> tiny_model_tensors(const BeamConfig& c, uint32_t seed = 1);
+// A fresh directory `name` (make_temp_dir) holding tiny_config_json(tie) and `tensors` as one
+// model.safetensors; returns it.
+std::string write_tiny_model(const std::string& name, const std::vector<TestTensor>& tensors,
+                             bool tie = false, const WriteOptions& options = {});
 
 // A linear module a LoRA adapter targets: its weight's checkpoint name and [out, in].
 struct AdapterModule {

@@ -40,14 +40,6 @@ TinyModel tiny_model(bool tie = false) {
   return m;
 }
 
-// Writes `tensors` (single file) with the tiny config into a fresh directory.
-std::string write_model(const std::string& name, const std::vector<TestTensor>& tensors, bool tie = false,
-                        const test::WriteOptions& options = {}) {
-  std::string dir = test::make_temp_dir(name);
-  test::write_text_file(dir + "/config.json", test::tiny_config_json(tie));
-  test::write_safetensors(dir + "/model.safetensors", tensors, options);
-  return dir;
-}
 
 // Bytes [offset, offset + size) of a view equal the source tensor's bytes.
 void expect_part(const TensorView& v, size_t offset, const TestTensor& src) {
@@ -131,7 +123,7 @@ void expect_load_error(const std::string& dir, std::initializer_list<std::string
 
 TEST(WeightsCheckpointTest, LoadsTinyModelAndFusesEveryTensor) {
   TinyModel m = tiny_model();
-  std::string dir = write_model("weights_tiny", m.tensors);
+  std::string dir = test::write_tiny_model("weights_tiny", m.tensors);
   auto w = load_beam_weights(dir);
   ASSERT_TRUE(w.ok()) << w.error().message;
   EXPECT_EQ((*w)->config.num_layers, 4);
@@ -143,7 +135,7 @@ TEST(WeightsCheckpointTest, OrderShardsPaddingAndMetadataDoNotMatter) {
   std::vector<test::WriteOptions> options = {
       {.shuffle_seed = 11}, {.header_padding = 7, .align_header = false}, {.metadata = true}};
   for (size_t i = 0; i < options.size(); ++i) {
-    auto w = load_beam_weights(write_model("weights_variant" + std::to_string(i), m.tensors, false, options[i]));
+    auto w = load_beam_weights(test::write_tiny_model("weights_variant" + std::to_string(i), m.tensors, false, options[i]));
     ASSERT_TRUE(w.ok()) << "variant " << i << ": " << w.error().message;
     expect_model_matches(m, **w);
   }
@@ -192,7 +184,7 @@ TEST(WeightsCheckpointTest, ConvertsF16AndF32ToBf16AndWidensRouter) {
       values[t.name] = recast(t, "F16", 96);
     }
   }
-  auto w = load_beam_weights(write_model("weights_convert", m.tensors));
+  auto w = load_beam_weights(test::write_tiny_model("weights_convert", m.tensors));
   ASSERT_TRUE(w.ok()) << w.error().message;
   const BeamConfig& c = m.config;
   auto expect_bf16 = [](const TensorView& v, size_t offset_elems, const std::vector<float>& src, const char* what) {
@@ -217,7 +209,7 @@ TEST(WeightsCheckpointTest, ConvertsF16AndF32ToBf16AndWidensRouter) {
 
 TEST(WeightsCheckpointTest, TiedEmbeddings) {
   TinyModel m = tiny_model(/*tie=*/true);
-  auto w = load_beam_weights(write_model("weights_tied", m.tensors, true));
+  auto w = load_beam_weights(test::write_tiny_model("weights_tied", m.tensors, true));
   ASSERT_TRUE(w.ok()) << w.error().message;
   EXPECT_EQ((*w)->lm_head.data, (*w)->embed.data);
   expect_model_matches(m, **w);
@@ -226,10 +218,10 @@ TEST(WeightsCheckpointTest, TiedEmbeddings) {
   TestTensor head = m["model.embed_tokens.weight"];
   head.name = "lm_head.weight";
   with_head.push_back(head);
-  w = load_beam_weights(write_model("weights_tied_same", with_head, true));
+  w = load_beam_weights(test::write_tiny_model("weights_tied_same", with_head, true));
   EXPECT_TRUE(w.ok()) << w.error().message;
   with_head.back().bytes[0] ^= 1;
-  expect_load_error(write_model("weights_tied_diff", with_head, true),
+  expect_load_error(test::write_tiny_model("weights_tied_diff", with_head, true),
                     {"lm_head.weight", "differs from the embedding", "tie_word_embeddings"});
 }
 
@@ -240,12 +232,12 @@ TEST(WeightsCheckpointTest, MissingTensorsAreListed) {
     if (t.name != layer_tensor_name(2, "self_attn.q_norm.weight") && t.name != expert_tensor_name(3, 7, "down_proj.weight"))
       kept.push_back(t);
   }
-  expect_load_error(write_model("weights_missing", kept),
+  expect_load_error(test::write_tiny_model("weights_missing", kept),
                     {"missing 2 tensor(s)", "model.layers.2.self_attn.q_norm.weight",
                      "model.layers.3.mlp.experts.7.down_proj.weight"});
   kept = m.tensors;
   kept.erase(kept.begin() + (kept.size() - 1));  // lm_head.weight with an untied config
-  expect_load_error(write_model("weights_missing_head", kept), {"missing 1 tensor(s)", "lm_head.weight"});
+  expect_load_error(test::write_tiny_model("weights_missing_head", kept), {"missing 1 tensor(s)", "lm_head.weight"});
 }
 
 TEST(WeightsCheckpointTest, UnexpectedTensorsAreListed) {
@@ -253,7 +245,7 @@ TEST(WeightsCheckpointTest, UnexpectedTensorsAreListed) {
   auto tensors = m.tensors;
   tensors.push_back(test::random_tensor(expert_tensor_name(1, 8, "gate_proj.weight"), "BF16", {8, 32}, 3));
   tensors.push_back(test::random_tensor("model.layers.0.mlp.shared_expert.up_proj.weight", "BF16", {4, 32}, 4));
-  expect_load_error(write_model("weights_extra", tensors),
+  expect_load_error(test::write_tiny_model("weights_extra", tensors),
                     {"2 unexpected tensor(s)", "model.layers.1.mlp.experts.8.gate_proj.weight",
                      "model.layers.0.mlp.shared_expert.up_proj.weight", "(model.safetensors)"});
 }
@@ -264,14 +256,14 @@ TEST(WeightsCheckpointTest, WrongShapeNamesTensorShapesAndFile) {
   for (TestTensor& t : tensors) {
     if (t.name == layer_tensor_name(1, "self_attn.v_proj.weight")) t = test::random_tensor(t.name, "BF16", {32, 31}, 9);
   }
-  std::string dir = write_model("weights_shape", tensors);
+  std::string dir = test::write_tiny_model("weights_shape", tensors);
   expect_load_error(dir, {dir + "/model.safetensors", "tensor 'model.layers.1.self_attn.v_proj.weight'",
                           "has shape [32, 31] bf16", "expected [32, 32] = [Nkv*D, H] bf16"});
   tensors = m.tensors;
   for (TestTensor& t : tensors) {
     if (t.name == layer_tensor_name(2, "mlp.gate.weight")) t = test::random_tensor(t.name, "F32", {32, 8}, 9);
   }
-  expect_load_error(write_model("weights_shape_router", tensors),
+  expect_load_error(test::write_tiny_model("weights_shape_router", tensors),
                     {"tensor 'model.layers.2.mlp.gate.weight'", "has shape [32, 8] f32", "expected [8, 32] = [E, H] f32"});
 }
 
@@ -282,17 +274,17 @@ TEST(WeightsCheckpointTest, AliasSpellingsLoad) {
     if (t.name == layer_tensor_name(0, "self_attn.gate_proj.weight")) t.name = layer_tensor_name(0, "self_attn.output_gate_proj.weight");
     if (t.name == layer_tensor_name(3, "mlp.gate.weight")) t.name = layer_tensor_name(3, "mlp.router.weight");
   }
-  auto w = load_beam_weights(write_model("weights_alias", tensors));
+  auto w = load_beam_weights(test::write_tiny_model("weights_alias", tensors));
   ASSERT_TRUE(w.ok()) << w.error().message;
   expect_model_matches(m, **w);
   tensors.push_back(m[layer_tensor_name(0, "self_attn.gate_proj.weight")]);
-  expect_load_error(write_model("weights_alias_both", tensors),
+  expect_load_error(test::write_tiny_model("weights_alias_both", tensors),
                     {"self_attn.gate_proj.weight", "self_attn.output_gate_proj.weight", "two spellings"});
 }
 
 TEST(WeightsCheckpointTest, ConfigAndCheckpointErrorsPropagate) {
   TinyModel m = tiny_model();
-  std::string dir = write_model("weights_badconfig", m.tensors);
+  std::string dir = test::write_tiny_model("weights_badconfig", m.tensors);
   test::write_text_file(dir + "/config.json", "{\"model_type\": \"beam\"}");
   expect_load_error(dir, {"config.json", "missing"});
   dir = test::make_temp_dir("weights_noweights");
