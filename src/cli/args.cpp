@@ -92,6 +92,11 @@ Expected<AttentionProbs> Args::get_attention_probs() const {
   return make_error("--attention-probs: expected fp32 or bf16, got '" + v + "'");
 }
 
+BatchInvariance Args::get_batch_invariance() const {
+  return has("enable-deterministic-inference") ? BatchInvariance::kAlways
+                                               : BatchInvariance::kCpuOnly;
+}
+
 Expected<bool> Args::get_dummy_weights() const {
   const std::string v = get_or("load-format", "auto");
   if (v == "auto" || v == "safetensors") return false;

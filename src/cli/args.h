@@ -35,6 +35,8 @@ class Args {
   Expected<Device> get_device() const;
   // --attention-probs fp32|bf16 (KernelContext::attention_probs; fp32 when absent).
   Expected<AttentionProbs> get_attention_probs() const;
+  // --enable-deterministic-inference: BatchInvariance::kAlways, else kCpuOnly.
+  BatchInvariance get_batch_invariance() const;
   // --load-format auto|safetensors (the checkpoint; the default) or dummy (random weights from
   // config.json alone, vLLM's and SGLang's dummy format): true for dummy.
   Expected<bool> get_dummy_weights() const;

@@ -20,7 +20,7 @@ std::set<std::string> bench_common_flags() {
 }
 
 std::set<std::string> bench_common_bool_flags() {
-  return {"no-cuda-graphs", "no-pdl"};
+  return {"no-cuda-graphs", "no-pdl", "enable-deterministic-inference"};
 }
 
 int bench_fail(const std::string& message) {
@@ -39,6 +39,7 @@ Expected<std::unique_ptr<BenchDevice>> open_bench_device(const Args& args) {
   d->ctx.pool = d->pool.get();
   d->ctx.cuda_graphs = !args.has("no-cuda-graphs");
   BEAM_ASSIGN_OR_RETURN(d->ctx.attention_probs, args.get_attention_probs());
+  d->ctx.batch_invariance = args.get_batch_invariance();
   switch (device) {
     case Device::kCpu:
       break;
@@ -133,6 +134,7 @@ nlohmann::json report_header(const std::string& benchmark, const Args& args,
           {"command", command},
           {"cuda_graphs", ctx.cuda_graphs},
           {"attention_probs", attention_probs_name(ctx.attention_probs)},
+          {"deterministic_inference", batch_invariant(ctx)},
           {"programmatic_launch", ctx.cuda != nullptr && programmatic_launch(*ctx.cuda)},
           {"model", model_json(config)}};
 }

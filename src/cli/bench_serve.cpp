@@ -78,6 +78,7 @@ int bench_serve(int argc, char** argv) {
   eo.max_running = *std::max_element(levels->begin(), levels->end());
   if (args->has("max-step-tokens")) eo.max_tokens_per_step = *step;
   eo.cuda_graphs = !args->has("no-cuda-graphs");
+  eo.batch_invariance = args->get_batch_invariance();
   eo.attention_probs = (*dev)->ctx.attention_probs;
   eo.num_threads = threads.ok() ? static_cast<int>(*threads) : 0;
   if (*kv_mb > 0) eo.kv_budget_bytes = *kv_mb << 20;

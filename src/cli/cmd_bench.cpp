@@ -49,11 +49,13 @@ int bench_offline(int argc, char** argv) {
       "output-len", "conversations", "turns",          "first-prompt-len", "turn-append-len",
       "one-off-per-turn",
       "seed",       "kv-budget-mb",  "block-size",     "max-step-tokens",  "max-running",
-      "threads",    "device",        "no-cuda-graphs", "attention-probs",  "load-format"};
+      "threads",    "device",        "no-cuda-graphs", "attention-probs",  "load-format",
+      "enable-deterministic-inference"};
   flags.insert(std::begin(kSpeculativeFlags), std::end(kSpeculativeFlags));
   flags.insert(std::begin(kHierarchicalCacheFlags), std::end(kHierarchicalCacheFlags));
   auto args = Args::parse(argc, argv, flags,
-                          {"json", "no-prefix-cache", "enable-hierarchical-cache", "no-cuda-graphs"});
+                          {"json", "no-prefix-cache", "enable-hierarchical-cache", "no-cuda-graphs",
+                           "enable-deterministic-inference"});
   if (!args.ok()) return bench_fail(args.error().message);
   auto dir = resolve_model_dir(args->get("model"));
   if (!dir.ok()) return bench_fail(dir.error().message);
@@ -81,6 +83,7 @@ int bench_offline(int argc, char** argv) {
   eo.enable_prefix_cache = !args->has("no-prefix-cache");
   if (Status st = hierarchical_cache_from_args(*args, &eo); !st.ok()) return bench_fail(st.error().message);
   eo.cuda_graphs = !args->has("no-cuda-graphs");
+  eo.batch_invariance = args->get_batch_invariance();
   auto probs = args->get_attention_probs();
   if (!probs.ok()) return bench_fail(probs.error().message);
   eo.attention_probs = *probs;

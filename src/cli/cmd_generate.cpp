@@ -56,8 +56,9 @@ int cmd_generate(int argc, char** argv) {
       Args::parse(argc, argv,
                   {"model", "tokens", "prompt", "max-tokens", "temperature", "top-p", "top-k",
                    "min-p", "seed", "threads", "device", "no-cuda-graphs", "attention-probs", "load-format",
-                   "grammar", "grammar-file", "json-schema", "json-schema-file", "regex"},
-                  {"no-cuda-graphs"});
+                   "grammar", "grammar-file", "json-schema", "json-schema-file", "regex",
+                   "enable-deterministic-inference"},
+                  {"no-cuda-graphs", "enable-deterministic-inference"});
   if (!args.ok()) {
     std::fprintf(stderr, "generate: %s\n%s", args.error().message.c_str(), kGenerateUsage);
     return 2;
@@ -107,6 +108,7 @@ int cmd_generate(int argc, char** argv) {
   auto probs = args->get_attention_probs();
   if (!probs.ok()) return generate_fail(probs.error().message);
   dev->attention_probs = *probs;
+  dev->batch_invariance = args->get_batch_invariance();
   const BeamConfig& cfg = dev->weights->config;
   auto sp = std::make_shared<const SamplingParams>(*params);
   std::vector<int32_t> eos(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end());
@@ -132,6 +134,7 @@ int cmd_generate(int argc, char** argv) {
     ForwardBatch batch;
     int64_t cached = static_cast<int64_t>(prompt.size() + output.size() - step_tokens.size());
     batch.seqs.push_back(SeqChunk{step_tokens, 0, cached, kv->block_table(0), kv->block_table(0), false});
+    batch.seqs.back().num_prompt = static_cast<int64_t>(prompt.size());
     if (auto st = model.forward(batch, kv->layers(), out); !st.ok())
       return generate_fail(st.error().message);
     if (output.empty()) prefill_s = std::chrono::duration<double>(Clock::now() - t0).count();

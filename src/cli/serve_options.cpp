@@ -52,7 +52,8 @@ Expected<Args> parse_serve_args(int argc, char** argv, std::set<std::string> ext
                                  "lora-resolver-dir",
                                  "max-lora-rank",
                                  "max-loaded-loras",
-                                 "logprobs-mode"};
+                                 "logprobs-mode",
+                                 "enable-deterministic-inference"};
   flags.insert(std::begin(kSpeculativeFlags), std::end(kSpeculativeFlags));
   flags.insert(std::begin(kHierarchicalCacheFlags), std::end(kHierarchicalCacheFlags));
   flags.insert(extra_flags.begin(), extra_flags.end());
@@ -65,7 +66,8 @@ Expected<Args> parse_serve_args(int argc, char** argv, std::set<std::string> ext
                                     "trust-request-chat-template",
                                     "enable-weight-updates",
                                     "enable-sleep-mode",
-                                    "enable-lora"};
+                                    "enable-lora",
+                                    "enable-deterministic-inference"};
   switches.insert(extra_switches.begin(), extra_switches.end());
   flags.insert(switches.begin(), switches.end());
   return Args::parse(argc, argv, flags, switches, {"lora-modules", "lora-paths"});
@@ -160,6 +162,7 @@ Expected<server::ServeOptions> serve_options_from_args(const Args& a) {
     return make_error("--logprobs-mode must be scaled or raw, got '" + logprobs_mode + "'");
   o.model.logprobs_mode = *mode;
   BEAM_ASSIGN_OR_RETURN(o.model.engine.attention_probs, a.get_attention_probs());
+  o.model.engine.batch_invariance = a.get_batch_invariance();
   if (a.has("tensor-parallel-size") && a.has("tp-size"))
     return make_error(
         "--tensor-parallel-size and --tp-size (SGLang's name) are one setting: give one");

@@ -12,6 +12,7 @@ inline constexpr const char* kGenerateUsage =
     "usage: beamserve generate [--model DIR] (--tokens 1,2,3 | --prompt TEXT) [--max-tokens N]\n"
     "         [--temperature T] [--top-p P] [--top-k K] [--min-p M] [--seed S] [--threads N]\n"
     "         [--device cpu|cuda] [--no-cuda-graphs] [--attention-probs fp32|bf16]\n"
+    "         [--enable-deterministic-inference (as serve's)]\n"
     "         [--load-format auto|safetensors|dummy (dummy: random weights of the config)]\n"
     "         [--grammar GBNF_OR_LARK | --grammar-file F | --json-schema JSON |\n"
     "          --json-schema-file F | --regex RE]  (the whole output matches it)\n";
@@ -59,6 +60,9 @@ inline constexpr const char* kServeUsage =
     "          [--hicache-write-policy write_back|write_through|write_through_selective]]\n"
     "         [--health-stall-s 30] [--attention-probs fp32|bf16 (bf16: FlashAttention's rounding "
     "of P)]\n"
+    "         [--enable-deterministic-inference (on the GPU too, a request's tokens and logprobs do\n"
+    "          not depend on the batch around it or its chunking: one kernel path per shape; one\n"
+    "          GPU; the CPU always is)]\n"
     "         [--tensor-parallel-size N | --tp-size N (the model split over N ranks: heads, "
     "widths\n"
     "          and vocabulary split, experts whole per rank; GPUs 0..N-1 through NCCL, or CPU\n"
@@ -108,7 +112,7 @@ inline constexpr const char* kBenchSliceFlags =
     "  beam-slice and device: [--device cpu|cuda] [--threads N] [--layers N] [--dense-layers 1]\n"
     "         [--config DIR (models/beam-1.0-config)] [--weight-seed 1]\n"
     "         [--attention-probs fp32|bf16] [--no-cuda-graphs] [--no-pdl] [--json FILE]\n"
-    "         [--commit REV]\n";
+    "         [--enable-deterministic-inference (as serve's)] [--commit REV]\n";
 
 inline constexpr const char* kBenchOfflineUsage =
     "usage: beamserve bench offline [--model DIR] [--workload uniform|shared-prefix|agentic]\n"
@@ -120,7 +124,8 @@ inline constexpr const char* kBenchOfflineUsage =
     "         [--device cpu|cuda] [--no-cuda-graphs] [--no-prefix-cache]\n"
     "         [--enable-hierarchical-cache [--hicache-ratio R] [--hicache-size GB] (as serve's)]\n"
     "         [--attention-probs fp32|bf16] [--json] [--speculative-config JSON (as serve's)]\n"
-    "         [--load-format auto|safetensors|dummy (as serve's)]\n";
+    "         [--load-format auto|safetensors|dummy (as serve's)]\n"
+    "         [--enable-deterministic-inference (as serve's)]\n";
 
 inline constexpr const char* kBenchStepUsage =
     "usage: beamserve bench step [--batches 1,8,32,128] [--context 512] [--warmup 3] [--steps 20]\n"

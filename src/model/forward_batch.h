@@ -29,6 +29,11 @@ struct SeqChunk {
   // [final_hidden_from, tokens.size()); kNoFinalHidden (or past the last token): none.
   int64_t final_hidden_from = kNoFinalHidden;
   static constexpr int64_t kNoFinalHidden = INT64_MAX;
+  // Logical slots [0, num_prompt) hold the sequence's prompt, the later ones generated (or
+  // drafted) tokens: a batch-invariant context computes the two kinds on their own attention
+  // kernels (AttentionSeq::prompt_rows) and never replays prompt rows in a decode graph.
+  int64_t num_prompt = kAllPrompt;
+  static constexpr int64_t kAllPrompt = INT64_MAX;
   bool wants_final_hidden() const {
     return final_hidden_from < static_cast<int64_t>(tokens.size());
   }

@@ -94,6 +94,9 @@ Status check_engine_tensor_parallel(const EngineOptions& options) {
   if (tp == 1) return ok_status();
   const std::string what = "engine: tensor parallel size " + std::to_string(tp);
   if (tp < 1) return make_error(what + ": must be >= 1");
+  if (options.device == Device::kCuda && options.batch_invariance == BatchInvariance::kAlways)
+    return make_error(what + ": deterministic inference runs on one GPU (NCCL's all-reduce adds "
+                             "the ranks' partial sums in an order that depends on the batch)");
   return ok_status();
 }
 
@@ -1445,7 +1448,7 @@ void Engine::Impl::run_step() {
     batch.seqs.push_back(SeqChunk{
         std::span<const int32_t>(s.tokens).subspan(w.num_computed, w.num_tokens), 0, w.num_computed,
         kv_.full_table(w.seq), kv_.sliding_table(w.seq), all_logits, lora_slot_of(s),
-        final_hidden_from(w)});
+        final_hidden_from(w), s.num_prompt});
     batch.capture_routing = batch.capture_routing || wants_routing(s);
     states = states || batch.seqs.back().wants_final_hidden();
     scores_prompt = scores_prompt || needs_prompt_logits(s);
@@ -1959,6 +1962,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
                                                                 options.enable_sleep_mode));
   device.cuda_graphs = options.cuda_graphs;
   device.attention_probs = options.attention_probs;
+  device.batch_invariance = options.batch_invariance;
   if (options.max_loaded_loras < 0 ||
       (options.max_loaded_loras > 0 && options.max_loaded_loras < options.max_loras))
     return make_error("engine: max_loaded_loras " + std::to_string(options.max_loaded_loras) +

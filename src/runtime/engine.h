@@ -163,6 +163,10 @@ struct EngineOptions {
   // How attention's P enters P·V (KernelContext::attention_probs): kBf16 = FlashAttention's
   // rounding.
   AttentionProbs attention_probs = AttentionProbs::kFp32;
+  // kAlways (--enable-deterministic-inference, SGLang's name): a request's tokens and logprobs do
+  // not depend on the batch around it or on its chunking on the GPU either (KernelContext::
+  // batch_invariance; docs/runtime.md "Batch invariance"); one GPU only.
+  BatchInvariance batch_invariance = BatchInvariance::kCpuOnly;
   // Engine::sleep / wake_up may give the KV pools' and (CUDA) the weights' memory back (vLLM's
   // enable_sleep_mode): that memory is then ReleasableMemory (kernels/api/releasable_memory.h).
   bool enable_sleep_mode = false;

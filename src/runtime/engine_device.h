@@ -34,12 +34,14 @@ struct EngineDevice {
   std::shared_ptr<ReleasableMemory> weight_memory;
   bool cuda_graphs = true;                      // KernelContext::cuda_graphs (EngineOptions::cuda_graphs)
   AttentionProbs attention_probs = AttentionProbs::kFp32;  // KernelContext::attention_probs
+  BatchInvariance batch_invariance = BatchInvariance::kCpuOnly;  // KernelContext's
 
   // The context ops run in; pool is the CPU thread pool (required on the CPU).
   KernelContext context(ThreadPool* pool) const {
     KernelContext ctx{device, pool, cuda.get()};
     ctx.cuda_graphs = cuda_graphs;
     ctx.attention_probs = attention_probs;
+    ctx.batch_invariance = batch_invariance;
     return ctx;
   }
 };

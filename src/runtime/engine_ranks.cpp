@@ -59,6 +59,7 @@ Expected<std::unique_ptr<EngineRanks>> EngineRanks::create(const RankWeights& so
                             open_engine_device(Device::kCuda, std::move(slice), sleep_mode, r));
       lock.unlock();  // the host copy is gone (uploaded)
       d.cuda_graphs = rank0.cuda_graphs;
+      d.batch_invariance = rank0.batch_invariance;
       d.attention_probs = rank0.attention_probs;
 #if BEAMSERVE_CUDA
       static_cast<NcclGroup&>(group).bind_stream(r, native_stream(d.context(nullptr)));

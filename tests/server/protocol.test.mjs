@@ -332,6 +332,8 @@ test('/get_server_info reports the settings and the engine state', async () => {
   assert.equal(info.served_model_name, MODEL);
   assert.equal(info.port, Number(new URL(server.baseUrl).port));
   assert.equal(info.device, process.env.BEAMSERVE_DEVICE ?? 'cpu');
+  // Batch invariant on the CPU always; on the GPU only with --enable-deterministic-inference.
+  assert.equal(info.enable_deterministic_inference, info.device === 'cpu');
   assert.equal(info.context_length, 4096);
   assert.equal(info.page_size, 16);
   assert.equal(info.max_running_requests, 256);

@@ -52,7 +52,8 @@ void paged_attention(const KernelContext& ctx, const TensorView& q, const PagedK
     case Device::kCuda:
 #if BEAMSERVE_CUDA
       cuda::paged_attention(*ctx.cuda, q, kv, seqs, window, out,
-                            ctx.attention_probs == AttentionProbs::kBf16);
+                            ctx.attention_probs == AttentionProbs::kBf16, /*tensor_maps=*/true,
+                            batch_invariant(ctx));
       return;
 #else
       cuda_backend_not_built(op);

@@ -20,13 +20,19 @@ struct PagedKv {
 // (already written, the new tokens included); slot j sits at absolute position kv_pos0 + j and
 // lives in physical block block_table[j / block_size] at offset j % block_size. Entries of
 // block_table for blocks no query can see (slid out of the window) may be -1; they are never read.
+// Rows [0, prompt_rows) are prompt tokens, the others generated or drafted ones: a batch-invariant
+// CUDA context (kernels/api/context.h) runs prompt rows on the prefill kernel and the others on
+// the decode kernel whatever the chunk's size, so a token's bits never depend on how its request
+// was chunked or batched. Other contexts ignore it.
 struct AttentionSeq {
+  static constexpr int64_t kEveryRow = INT64_MAX;
   int64_t q_begin = 0;
   int64_t q_count = 0;
   int64_t q_pos0 = 0;
   int64_t kv_pos0 = 0;
   int64_t kv_len = 0;
   std::span<const int32_t> block_table;
+  int64_t prompt_rows = kEveryRow;
 };
 
 // q: [T, Nq, D] bf16, out: [T, Nq, D] bf16. Query at position p sees keys at positions p' with

@@ -21,14 +21,22 @@ inline const char* attention_probs_name(AttentionProbs p) {
   return p == AttentionProbs::kBf16 ? "bf16" : "fp32";
 }
 
+// Which devices' ops keep every output row dependent on its own inputs alone, whatever else is
+// in the batch (docs/runtime.md "Batch invariance"), so a request's tokens never depend on batch
+// composition or scheduling. kCpuOnly (the default): the CPU's fixed-order GEMMs; CUDA ops take
+// their fastest path per batch size (the skinny GEMV, split GEMMs, the small-batch experts, the
+// tensor-core prefill attention for long chunks), whose summation orders differ in the last bits.
+// kAlways (`--enable-deterministic-inference`): CUDA ops too pin one path per shape (cuBLASLt
+// without split-K for every M, the grouped experts, the fused router and the cluster LoRA kernel
+// in 256-token slices, prompt rows on the prefill attention kernel and generated rows on the
+// decode kernel). kNever: the CPU's large-M GEMMs may take OpenBLAS (tests, benchmarks).
+enum class BatchInvariance { kCpuOnly, kAlways, kNever };
+
 struct KernelContext {
   Device device = Device::kCpu;
   ThreadPool* pool = nullptr;   // CPU: required; owned by the caller
   CudaContext* cuda = nullptr;  // CUDA: required; owned by the caller (create_cuda_context)
-  // Every output row depends only on its own inputs, whatever else is in the batch (fixed-order
-  // GEMM), so a request's tokens never depend on batch composition. false lets large-M CPU GEMMs
-  // take OpenBLAS's faster path, whose summation order differs from the small-M kernel's.
-  bool batch_invariant = true;
+  BatchInvariance batch_invariance = BatchInvariance::kCpuOnly;
   // CUDA: decode-only steps replay CUDA graphs captured per batch-size bucket
   // (model/beam/decode_graphs.h); false runs every step eagerly. Ignored on the CPU.
   bool cuda_graphs = true;
@@ -37,5 +45,21 @@ struct KernelContext {
   // null (the default) costs one pointer check per op. Not owned.
   StepProfiler* profiler = nullptr;
 };
+
+// Whether ops on `device` must be batch invariant under setting b.
+inline bool batch_invariant(Device device, BatchInvariance b) {
+  switch (b) {
+    case BatchInvariance::kCpuOnly:
+      return device == Device::kCpu;
+    case BatchInvariance::kAlways:
+      return true;
+    case BatchInvariance::kNever:
+      break;
+  }
+  return false;
+}
+inline bool batch_invariant(const KernelContext& ctx) {
+  return batch_invariant(ctx.device, ctx.batch_invariance);
+}
 
 }  // namespace beam

@@ -14,7 +14,7 @@ using kernel_checks::expect_tensor;
 namespace {
 
 cpu::GemmPath cpu_path(const KernelContext& ctx) {
-  return ctx.batch_invariant ? cpu::GemmPath::kTiles : cpu::GemmPath::kAuto;
+  return batch_invariant(ctx) ? cpu::GemmPath::kTiles : cpu::GemmPath::kAuto;
 }
 
 }  // namespace
@@ -34,7 +34,7 @@ void linear(const KernelContext& ctx, const TensorView& x, const TensorView& w,
       return;
     case Device::kCuda:
 #if BEAMSERVE_CUDA
-      cuda::linear(*ctx.cuda, x, w, out);
+      cuda::linear(*ctx.cuda, x, w, out, batch_invariant(ctx));
       return;
 #else
       kernel_checks::cuda_backend_not_built(op);
@@ -66,7 +66,7 @@ void linear_split(const KernelContext& ctx, const TensorView& x, const TensorVie
       return;
     case Device::kCuda:
 #if BEAMSERVE_CUDA
-      cuda::linear_split(*ctx.cuda, x, w, outs);
+      cuda::linear_split(*ctx.cuda, x, w, outs, batch_invariant(ctx));
       return;
 #else
       kernel_checks::cuda_backend_not_built(op);

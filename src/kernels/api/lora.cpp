@@ -50,7 +50,7 @@ void lora_add(const KernelContext& ctx, const TensorView& x, std::span<const Lor
       return;
     case Device::kCuda:
 #if BEAMSERVE_CUDA
-      cuda::lora_add(*ctx.cuda, x, outputs, slots);
+      cuda::lora_add(*ctx.cuda, x, outputs, slots, batch_invariant(ctx));
       return;
 #else
       cuda_backend_not_built(op);

@@ -100,7 +100,8 @@ void moe_router_route(const KernelContext& ctx, const TensorView& x, const Tenso
     }
     case Device::kCuda:
 #if BEAMSERVE_CUDA
-      cuda::moe_router_route(*ctx.cuda, x, router_w, bias, params, ids, weights, active);
+      cuda::moe_router_route(*ctx.cuda, x, router_w, bias, params, ids, weights, active,
+                             batch_invariant(ctx));
       return;
 #else
       cuda_backend_not_built(op);
@@ -183,11 +184,13 @@ void moe_experts(const KernelContext& ctx, const TensorView& x, const TensorView
   switch (ctx.device) {
     case Device::kCpu:
       cpu::moe_experts(cpu_pool(ctx, op), x, gate_up, down, ids, weights, out,
-                       ctx.batch_invariant ? cpu::GemmPath::kTiles : cpu::GemmPath::kAuto, lora);
+                       batch_invariant(ctx) ? cpu::GemmPath::kTiles : cpu::GemmPath::kAuto, lora);
       return;
     case Device::kCuda:
 #if BEAMSERVE_CUDA
-      cuda::moe_experts(*ctx.cuda, x, gate_up, down, ids, weights, out, cuda::MoeExpertsPath::kAuto,
+      cuda::moe_experts(*ctx.cuda, x, gate_up, down, ids, weights, out,
+                        batch_invariant(ctx) ? cuda::MoeExpertsPath::kGrouped
+                                             : cuda::MoeExpertsPath::kAuto,
                         lora);
       return;
 #else

@@ -23,7 +23,9 @@
 // every row and q head of the tile; when the chunks' CTAs would carry more keys each than a
 // balanced share of 4 CTAs per SM, long tiles are split along their rows' split grid and a reduce
 // kernel folds the partial states. Long query chunks (at least kPrefillMinRows rows, head_dim 128)
-// of eager calls go instead to the tensor-core flash-attention kernel of attention_prefill.cuh.
+// of eager calls go instead to the tensor-core flash-attention kernel of attention_prefill.cuh
+// (batch-invariant calls: each sequence's prompt rows whatever their count, the others to the
+// decode kernel, so a row's kernel depends on its token, not on its chunk).
 // Outside that kernel, a row's bits depend neither on its kernel, nor on splitting, nor on the
 // other rows of the batch (see attention_kernels.cuh and attention_decode_mma.cuh).
 //
@@ -184,13 +186,23 @@ DecodeRow decode_row(const AttentionSeq& s, int64_t r, const Geometry& g, int64_
   return {s.q_begin + r, table, lo, hi, s.q_pos0 - s.kv_pos0, ad::split_grid(lo, hi)};
 }
 
-// Sequence descriptors, concatenated tables and the tiles of query rows. Sequences of at least
-// kPrefillMinRows rows go to plan.prefill when `tensor_cores` allows it; decode rows (every row
-// when `all_decode`, every row of the other sequences when `chunks_as_decode`, else those of
-// one-row sequences) to `decode` when the decode kernel serves the geometry.
+// Rows of s that go to the prefill kernel (its first ones): with `invariant` its prompt rows, else
+// all of a sequence of at least kPrefillMinRows rows; none when `tensor_cores` or the head width
+// rule the kernel out.
+int64_t prefill_rows(const AttentionSeq& s, const Geometry& g, bool tensor_cores, bool invariant) {
+  if (!tensor_cores || g.head_dim != ad::kPrefillDim) return 0;
+  if (invariant) return std::clamp<int64_t>(s.prompt_rows, 0, s.q_count);
+  return s.q_count >= ad::kPrefillMinRows ? s.q_count : 0;
+}
+
+// Sequence descriptors, concatenated tables and the tiles of query rows. A sequence's first
+// prefill_rows() rows go to plan.prefill; its other rows are decode rows (every row when
+// `all_decode`, all of them when `chunks_as_decode`, else those of one-row remainders) for
+// `decode` when the decode kernel serves the geometry, else tiles.
 std::vector<Tile> plan_tiles(std::span<const AttentionSeq> seqs, const Geometry& g,
                              int64_t tile_rows, bool tensor_cores, bool all_decode,
-                             bool chunks_as_decode, Plan& plan, std::vector<DecodeRow>& decode) {
+                             bool chunks_as_decode, bool invariant, Plan& plan,
+                             std::vector<DecodeRow>& decode) {
   std::vector<Tile> tiles;
   const bool decode_kernel = g.group <= ad::kMaxDecodeGroup;
   for (size_t i = 0; i < seqs.size(); ++i) {
@@ -204,22 +216,21 @@ std::vector<Tile> plan_tiles(std::span<const AttentionSeq> seqs, const Geometry&
     BEAM_CHECK(s.kv_len < (int64_t{1} << 31) && s.q_begin + s.q_count < (int64_t{1} << 31) &&
                plan.tables.size() < (size_t{1} << 31))
         << "paged_attention: sequence " << i << " beyond 2^31 rows, keys or table entries";
-    const bool prefill_chunk =
-        tensor_cores && g.head_dim == ad::kPrefillDim && s.q_count >= ad::kPrefillMinRows;
-    if (decode_kernel && (all_decode || s.q_count == 1 || (chunks_as_decode && !prefill_chunk))) {
-      for (int64_t r = 0; r < s.q_count; ++r) decode.push_back(decode_row(s, r, g, table));
-      continue;
-    }
-    if (prefill_chunk) {
-      BEAM_CHECK(s.q_count < (int64_t{1} << 31)) << "paged_attention: " << s.q_count << " rows";
-      const int64_t last = (s.q_count - 1) / ad::kPrefillRows * ad::kPrefillRows;
+    const int64_t first = all_decode ? 0 : prefill_rows(s, g, tensor_cores, invariant);
+    if (first > 0) {
+      BEAM_CHECK(first < (int64_t{1} << 31)) << "paged_attention: " << first << " rows";
+      const int64_t last = (first - 1) / ad::kPrefillRows * ad::kPrefillRows;
       for (int64_t r = last; r >= 0; r -= ad::kPrefillRows) {  // causal: later rows see more
-        const int64_t rows = std::min<int64_t>(ad::kPrefillRows, s.q_count - r);
+        const int64_t rows = std::min<int64_t>(ad::kPrefillRows, first - r);
         plan.prefill.push_back({seq, static_cast<int32_t>(r), static_cast<int32_t>(rows), 0});
       }
+    }
+    if (first == s.q_count) continue;
+    if (decode_kernel && (all_decode || s.q_count - first == 1 || chunks_as_decode)) {
+      for (int64_t r = first; r < s.q_count; ++r) decode.push_back(decode_row(s, r, g, table));
       continue;
     }
-    for (int64_t r = 0; r < s.q_count; r += tile_rows) {
+    for (int64_t r = first; r < s.q_count; r += tile_rows) {
       const int64_t rows = std::min(tile_rows, s.q_count - r);
       const int64_t hi_first = s.q_pos0 + r - s.kv_pos0, hi_last = hi_first + rows - 1;
       const int64_t lo = g.window > 0 ? std::max<int64_t>(0, hi_first - g.window + 1) : 0;
@@ -746,11 +757,12 @@ Geometry make_geometry(int64_t num_heads, int64_t head_dim, const PagedKv& kv, i
 // use the tensor-core prefill kernel; a row's bits are the same either way. `layout_rows` (> 0)
 // chooses the decode layout instead of the decode rows' count (a fixed plan's graph batch).
 Plan make_plan(CudaContext& ctx, std::span<const AttentionSeq> seqs, const Geometry& g,
-               bool tensor_cores, bool all_decode, int64_t layout_rows = 0) {
+               bool tensor_cores, bool all_decode, bool invariant, int64_t layout_rows = 0) {
   Plan plan;
   std::vector<DecodeRow> decode;
-  const std::vector<Tile> tiles = plan_tiles(seqs, g, max_rows(g) / g.group, tensor_cores,
-                                             all_decode, tensor_core_decode(g), plan, decode);
+  const std::vector<Tile> tiles =
+      plan_tiles(seqs, g, max_rows(g) / g.group, tensor_cores, all_decode, tensor_core_decode(g),
+                 invariant, plan, decode);
   if (!tiles.empty()) plan_items(tiles, g, ctx.props.multiProcessorCount, plan);
   plan.decode_layout =
       decode_layout(ctx, g, layout_rows > 0 ? layout_rows : static_cast<int64_t>(decode.size()));
@@ -884,11 +896,11 @@ void check_not_capturing(CudaContext& ctx, const char* what) {
 
 void paged_attention(CudaContext& ctx, const TensorView& q, const PagedKv& kv,
                      std::span<const AttentionSeq> seqs, int64_t window, const TensorView& out,
-                     bool bf16_p, bool tensor_maps) {
+                     bool bf16_p, bool tensor_maps, bool invariant) {
   const Geometry g = make_geometry(q.dim(1), q.dim(2), kv, window);
   // cp.async reads q in 16-byte vectors; out is written in bf16 pairs.
   const bool tensor_cores = aligned16(q.data) && reinterpret_cast<uintptr_t>(out.data) % 4 == 0;
-  const Plan plan = make_plan(ctx, seqs, g, tensor_cores, /*all_decode=*/false);
+  const Plan plan = make_plan(ctx, seqs, g, tensor_cores, /*all_decode=*/false, invariant);
   if (plan.items.empty() && plan.prefill.empty() && plan.decode.empty()) return;
   // counts: attend items, reduce groups; the decode kernel's header (no zero rows).
   const std::vector<int32_t> counts = {static_cast<int32_t>(plan.items.size()),
@@ -938,7 +950,8 @@ void plan_fixed_attention(CudaContext& ctx, int slot, const PagedKv& kv, int64_t
   BEAM_CHECK(g.group <= ad::kMaxDecodeGroup && num_rows < (int64_t{1} << 31))
       << "plan_fixed_attention: CUDA supports at most " << ad::kMaxDecodeGroup
       << " query heads per KV head and 2^31 rows, got " << g.group << " and " << num_rows;
-  const Plan plan = make_plan(ctx, seqs, g, /*tensor_cores=*/false, /*all_decode=*/true, num_rows);
+  const Plan plan = make_plan(ctx, seqs, g, /*tensor_cores=*/false, /*all_decode=*/true,
+                              /*invariant=*/false, num_rows);
   std::vector<bool> covered(static_cast<size_t>(num_rows), false);
   for (const AttentionSeq& s : seqs)
     std::fill_n(covered.begin() + s.q_begin, s.q_count, true);

@@ -16,10 +16,12 @@ namespace beam::cuda {
 // covers are left untouched. bf16_p: the prefill kernel rounds P to bf16 before P·V
 // (AttentionProbs::kBf16). tensor_maps false: the prefill kernel copies every Q, K and V row by
 // cp.async and the threads store every out row, as when the driver refuses its TMA maps (tests;
-// the same bits).
+// the same bits). invariant: each sequence's prompt rows (AttentionSeq::prompt_rows) go to the
+// prefill kernel whatever their count (where it serves the geometry), its other rows to the
+// decode kernel; otherwise sequences of at least kPrefillMinRows rows go to the prefill kernel.
 void paged_attention(CudaContext& ctx, const TensorView& q, const PagedKv& kv,
                      std::span<const AttentionSeq> seqs, int64_t window, const TensorView& out,
-                     bool bf16_p, bool tensor_maps = true);
+                     bool bf16_p, bool tensor_maps = true, bool invariant = false);
 
 // Fixed plans for CUDA graphs (kernels/api/fixed_attention.h, validated there). plan_ plans every
 // row of seqs for the decode kernel (at most 16 query heads per KV head), writes the plan and the

@@ -9,6 +9,8 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <array>
+#include <span>
 
 #include "core/bf16.h"
 #include "kernels/api/gemm.h"
@@ -65,8 +67,8 @@ void set_min_alignment(cublasLtMatmulPreference_t pref, cublasLtMatmulPreference
   CUBLAS_OK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &v, sizeof(v)));
 }
 
-// Builds the descriptors of a TN GEMM (see the file comment) and asks the heuristic once.
-std::unique_ptr<LinearPlan> make_plan(CudaContext& ctx, const LinearPlanKey& key) {
+// The descriptors of a TN GEMM (see the file comment) for key's shapes and types.
+std::unique_ptr<LinearPlan> make_descriptors(const LinearPlanKey& key) {
   auto plan = std::make_unique<LinearPlan>();
   const auto ab = static_cast<cudaDataType_t>(key.ab_type);
   const auto out = static_cast<cudaDataType_t>(key.out_type);
@@ -80,7 +82,13 @@ std::unique_ptr<LinearPlan> make_plan(CudaContext& ctx, const LinearPlanKey& key
   CUBLAS_OK(cublasLtMatrixLayoutCreate(&plan->a, ab, key.k, key.n, key.k));    // w: K x N
   CUBLAS_OK(cublasLtMatrixLayoutCreate(&plan->b, ab, key.k, key.m, key.k));    // x: K x M
   CUBLAS_OK(cublasLtMatrixLayoutCreate(&plan->c, out, key.n, key.m, key.n));  // out: N x M
+  return plan;
+}
 
+// The heuristic's algorithms for plan (made from key) into `out`, best first; returns how many
+// (at least one: aborts with the problem named when there is none).
+int heuristic(CudaContext& ctx, const LinearPlan& plan, const LinearPlanKey& key,
+              std::span<cublasLtMatmulHeuristicResult_t> out) {
   cublasLtMatmulPreference_t pref = nullptr;
   CUBLAS_OK(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t ws = ctx.lt_workspace_bytes;
@@ -95,17 +103,75 @@ std::unique_ptr<LinearPlan> make_plan(CudaContext& ctx, const LinearPlanKey& key
   const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
   CUBLAS_OK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                                                  &reduction, sizeof(reduction)));
-  cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, plan->desc, plan->a, plan->b,
-                                                           plan->c, plan->c, pref, 1, &result,
-                                                           &found);
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(ctx.lt, plan.desc, plan.a, plan.b, plan.c, plan.c, pref,
+                                     static_cast<int>(out.size()), out.data(), &found);
   cublasLtMatmulPreferenceDestroy(pref);
   BEAM_CHECK(st == CUBLAS_STATUS_SUCCESS && found > 0)
       << "linear: cuBLASLt has no algorithm for M " << key.m << " N " << key.n << " K " << key.k
       << " (A/B type " << key.ab_type << ", out type " << key.out_type << ", status "
       << static_cast<int>(st) << ")";
-  plan->algo = result.algo;
+  return found;
+}
+
+// Whether algo sums K in more than one part (split-K: the parts' order of addition then varies
+// with the problem).
+bool splits_k(const cublasLtMatmulAlgo_t& algo) {
+  uint32_t splits = 1;
+  size_t written = 0;
+  CUBLAS_OK(cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
+                                                 sizeof(splits), &written));
+  return splits > 1;
+}
+
+// Whether cuBLASLt runs plan's problem on algo within the context's workspace.
+bool runs(CudaContext& ctx, const LinearPlan& plan, const cublasLtMatmulAlgo_t& algo) {
+  cublasLtMatmulHeuristicResult_t result{};
+  return cublasLtMatmulAlgoCheck(ctx.lt, plan.desc, plan.a, plan.b, plan.c, plan.c, &algo,
+                                 &result) == CUBLAS_STATUS_SUCCESS &&
+         result.workspaceSize <= ctx.lt_workspace_bytes;
+}
+
+// The algorithm a batch-invariant key's every M runs (cached per n, k, types and alignments): the
+// heuristic's best at kInvariantPlanRows rows that splits no K and also runs at one row. One
+// algorithm without split-K computes each output element in the same order whatever M is (a
+// tile's K loop); the rows only decide how many tiles there are.
+cublasLtMatmulAlgo_t invariant_algo(CudaContext& ctx, LinearPlanKey key) {
+  key.m = 0;
+  if (auto it = ctx.linear.invariant_algos.find(key); it != ctx.linear.invariant_algos.end())
+    return it->second;
+  LinearPlanKey at = key, one = key;
+  at.m = kInvariantPlanRows;
+  one.m = 1;
+  const std::unique_ptr<LinearPlan> plan_at = make_descriptors(at), plan_one = make_descriptors(one);
+  std::array<cublasLtMatmulHeuristicResult_t, 16> results{};
+  const int found = heuristic(ctx, *plan_at, at, results);
+  for (int i = 0; i < found; ++i) {
+    const cublasLtMatmulHeuristicResult_t& r = results[static_cast<size_t>(i)];
+    if (splits_k(r.algo) || !runs(ctx, *plan_one, r.algo)) continue;
+    ctx.linear.invariant_algos.emplace(key, r.algo);
+    return r.algo;
+  }
+  BEAM_CHECK(false) << "linear: cuBLASLt offers no algorithm without split-K that runs every M for N "
+                    << key.n << " K " << key.k << " (the batch-invariant mode needs one)";
+  return {};
+}
+
+// The descriptors of key's problem and its algorithm: the heuristic's best for this M, or the
+// shared one of a batch-invariant key.
+std::unique_ptr<LinearPlan> make_plan(CudaContext& ctx, const LinearPlanKey& key) {
+  std::unique_ptr<LinearPlan> plan = make_descriptors(key);
+  if (!key.invariant) {
+    std::array<cublasLtMatmulHeuristicResult_t, 1> best{};
+    heuristic(ctx, *plan, key, best);
+    plan->algo = best[0].algo;
+    return plan;
+  }
+  plan->algo = invariant_algo(ctx, key);
+  BEAM_CHECK(runs(ctx, *plan, plan->algo))
+      << "linear: the batch-invariant algorithm of N " << key.n << " K " << key.k
+      << " does not run at M " << key.m;
   return plan;
 }
 
@@ -207,26 +273,29 @@ bool takes_skinny(const TensorView& x, const TensorView& w, DType out_dtype) {
 
 }  // namespace
 
-void linear(CudaContext& ctx, const TensorView& x, const TensorView& w, const TensorView& out) {
-  if (takes_skinny(x, w, out.dtype)) return linear_skinny(ctx, x, w, out);
-  linear_cublaslt(ctx, x, w, out);
+void linear(CudaContext& ctx, const TensorView& x, const TensorView& w, const TensorView& out,
+            bool invariant) {
+  if (!invariant && takes_skinny(x, w, out.dtype)) return linear_skinny(ctx, x, w, out);
+  linear_cublaslt(ctx, x, w, out, invariant);
 }
 
 void linear_split(CudaContext& ctx, const TensorView& x, const TensorView& w,
-                  std::span<const TensorView> outs) {
-  const bool split_gemm = split_gemm_outputs(outs);
-  if (split_gemm) split_scratch(ctx, w.dim(0));
-  if (takes_skinny(x, w, outs.front().dtype)) return linear_skinny_split(ctx, x, w, outs);
-  if (split_gemm && x.dim(0) <= kSplitGemmMaxRows) return linear_split_gemm(ctx, x, w, outs);
+                  std::span<const TensorView> outs, bool invariant) {
+  if (!invariant) {
+    const bool split_gemm = split_gemm_outputs(outs);
+    if (split_gemm) split_scratch(ctx, w.dim(0));
+    if (takes_skinny(x, w, outs.front().dtype)) return linear_skinny_split(ctx, x, w, outs);
+    if (split_gemm && x.dim(0) <= kSplitGemmMaxRows) return linear_split_gemm(ctx, x, w, outs);
+  }
   int64_t row0 = 0;
   for (const TensorView& out : outs) {
-    linear(ctx, x, w.rows(row0, out.dim(1)), out);
+    linear(ctx, x, w.rows(row0, out.dim(1)), out, invariant);
     row0 += out.dim(1);
   }
 }
 
 void linear_cublaslt(CudaContext& ctx, const TensorView& x, const TensorView& w,
-                     const TensorView& out) {
+                     const TensorView& out, bool invariant) {
   const int64_t M = x.dim(0), K = x.dim(1), N = w.dim(0);
   if (M == 0 || N == 0) return;
   const bool bf16_gemm = x.dtype == DType::kBF16 && w.dtype == DType::kBF16;
@@ -250,6 +319,7 @@ void linear_cublaslt(CudaContext& ctx, const TensorView& x, const TensorView& w,
   key.align_x = alignment(x_data);
   key.align_w = alignment(w.data);
   key.align_out = alignment(out.data);
+  key.invariant = invariant;
   const LinearPlan& plan = find_plan(ctx, key);
   const float alpha = 1.0f, beta = 0.0f;
   CUBLAS_OK(cublasLtMatmul(ctx.lt, plan.desc, &alpha, w.data, plan.a, x_data, plan.b, &beta,

@@ -13,7 +13,11 @@ namespace beam::cuda {
 // (bf16, bf16, bf16|f32) as one bf16 tensor-core GEMM, and (bf16|f32, f32, f32) as an exact fp32
 // GEMM (the router of BEAM.md §3.10; a bf16 x is widened first). Other combinations abort.
 // bf16 x bf16 with M <= kSkinnyDispatchRows runs linear_skinny, everything else linear_cublaslt.
-void linear(CudaContext& ctx, const TensorView& x, const TensorView& w, const TensorView& out);
+// invariant (a batch-invariant context, kernels/api/context.h): every M runs linear_cublaslt on
+// the algorithm its (N, K) shares with every other M, without split-K, so out's row m is the same
+// bits whatever the other rows are.
+void linear(CudaContext& ctx, const TensorView& x, const TensorView& w, const TensorView& out,
+            bool invariant = false);
 
 // Largest M linear_skinny accepts, and the largest M linear() sends to it: from M = 2 on each
 // weight chunk's multiply by M rows of x outweighs the stream, and cuBLASLt is faster (H200 run
@@ -32,9 +36,10 @@ void linear_skinny(CudaContext& ctx, const TensorView& x, const TensorView& w,
 // to linear() per range). Above that up to kSplitGemmMaxRows rows with bf16 outputs whose widths
 // are multiples of 8: one cuBLASLt GEMM over all of w into the context's scratch, then one kernel
 // scattering its column ranges (bit-identical to linear() over all of w, split; a few narrow
-// GEMMs would leave most SMs idle at these M). Otherwise linear() per row range.
+// GEMMs would leave most SMs idle at these M). Otherwise, and always when invariant, linear() per
+// row range.
 void linear_split(CudaContext& ctx, const TensorView& x, const TensorView& w,
-                  std::span<const TensorView> outs);
+                  std::span<const TensorView> outs, bool invariant = false);
 
 // Most rows linear_split runs as one GEMM plus a column scatter (past it each range's GEMM fills
 // the GPU and the scatter's extra traffic would cost more than it saves).
@@ -47,6 +52,10 @@ void linear_skinny_split(CudaContext& ctx, const TensorView& x, const TensorView
 
 // The cuBLASLt path for every supported dtype combination (see linear).
 void linear_cublaslt(CudaContext& ctx, const TensorView& x, const TensorView& w,
-                     const TensorView& out);
+                     const TensorView& out, bool invariant = false);
+
+// Rows at which a batch-invariant (N, K) asks the heuristic for the algorithm every M then runs:
+// prefill-sized tiles (decode batches pay for them; H200 numbers in docs/benchmarks.md).
+constexpr int64_t kInvariantPlanRows = 1024;
 
 }  // namespace beam::cuda

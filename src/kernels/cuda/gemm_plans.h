@@ -18,10 +18,13 @@ namespace beam {
 
 // What a cuBLASLt plan depends on: the problem, the operand types, and each pointer's alignment
 // (the heuristic may pick kernels that need 16-byte or wider alignment).
+// invariant: the algorithm is the one every M of this (n, k, types, alignments) shares (gemm.cu's
+// invariant_algo), not the heuristic's pick for this m.
 struct LinearPlanKey {
   int64_t m = 0, n = 0, k = 0;
   int32_t ab_type = 0, out_type = 0;  // cudaDataType of A/B (x and w) and of C/D (out)
   int32_t align_x = 0, align_w = 0, align_out = 0;  // bytes, a power of two <= 256
+  bool invariant = false;
   bool operator==(const LinearPlanKey&) const = default;
 };
 
@@ -29,7 +32,7 @@ struct LinearPlanKeyHash {
   size_t operator()(const LinearPlanKey& k) const {
     size_t h = 0;
     for (int64_t v : {k.m, k.n, k.k, int64_t{k.ab_type}, int64_t{k.out_type}, int64_t{k.align_x},
-                      int64_t{k.align_w}, int64_t{k.align_out}})
+                      int64_t{k.align_w}, int64_t{k.align_out}, int64_t{k.invariant}})
       h = h * 1000003u ^ std::hash<int64_t>{}(v);
     return h;
   }
@@ -49,6 +52,8 @@ struct LinearPlan {
 
 struct LinearCache {
   std::unordered_map<LinearPlanKey, std::unique_ptr<LinearPlan>, LinearPlanKeyHash> plans;
+  // The algorithm of batch-invariant plans per (n, k, types, alignments) (keys with m = 0).
+  std::unordered_map<LinearPlanKey, cublasLtMatmulAlgo_t, LinearPlanKeyHash> invariant_algos;
   // Resident CTAs per SM of each skinny-kernel instance (cudaOccupancy..., asked once per instance).
   std::unordered_map<const void*, int> skinny_ctas_per_sm;
   OpScratch x_f32;  // the fp32 copy of a bf16 x (the router GEMM)

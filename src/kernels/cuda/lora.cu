@@ -298,8 +298,8 @@ moe_lora::ExpandArgs module_expand(const LoraOutput& o, const moe_lora::Rows& ro
 
 // Whether output o's module takes the tensor-core path: more than 256 tokens, 16-byte words of x
 // and A (the shrink), and an expand the tile kernel takes (its h 16-byte aligned: r % 4 == 0).
-bool tiles_take(const TensorView& x, const LoraOutput& o) {
-  return x.dim(0) >= kTilesMinTokens && x.dim(1) % 8 == 0 &&
+bool tiles_take(const TensorView& x, const LoraOutput& o, bool invariant) {
+  return !invariant && x.dim(0) >= kTilesMinTokens && x.dim(1) % 8 == 0 &&
          all_aligned16(x.data, o.stack.a.data) &&
          moe_lora::expand_mma_fits(module_expand(o, {}, nullptr, 0));
 }
@@ -335,14 +335,14 @@ void launch_tiles(CudaContext& ctx, const TensorView& x, std::span<const LoraOut
 }  // namespace
 
 void lora_add(CudaContext& ctx, const TensorView& x, std::span<const LoraOutput> outputs,
-              const TensorView& slots) {
+              const TensorView& slots, bool invariant) {
   const int64_t r = outputs[0].stack.a.dim(1);
   BEAM_CHECK(r <= kMaxRows) << "lora_add: rank " << r << " over the CUDA kernel's " << kMaxRows;
   // Each output on the path its own shapes pick (so its bits are those of a call of its own).
   std::array<LoraOutput, kMaxLoraOutputs> tiled, clustered;
   size_t num_tiled = 0, num_clustered = 0;
   for (const LoraOutput& o : outputs) {
-    if (tiles_take(x, o)) {
+    if (tiles_take(x, o, invariant)) {
       tiled[num_tiled++] = o;
     } else {
       clustered[num_clustered++] = o;

@@ -17,8 +17,10 @@ namespace beam::cuda {
 // outputs of 16-byte rows (x, A, out and col0 on 8-element boundaries, n % 8 == 0, r % 4 == 0)
 // run on tensor cores with their h in ctx.lora, which grows on the stream (never during graph
 // capture: reserve it with an eager call of the largest size first). No host synchronization or
-// host read of slots. A slot outside [kNoLoraSlot, S) traps the kernel.
+// host read of slots. A slot outside [kNoLoraSlot, S) traps the kernel. invariant (a
+// batch-invariant context): every token count takes the one-launch kernel (its own order of sums,
+// not the tensor cores').
 void lora_add(CudaContext& ctx, const TensorView& x, std::span<const LoraOutput> outputs,
-              const TensorView& slots);
+              const TensorView& slots, bool invariant = false);
 
 }  // namespace beam::cuda

@@ -37,9 +37,11 @@ constexpr int64_t kMoeRouterFusedMaxTokens = 256;
 // linear()'s fp32 GEMM), then moe_route over their three partials. Partials and logits live in
 // ctx.moe_router, reserved on the first call (more only for larger T: not during graph capture).
 // Padding tokens (t >= active[0] when active is given) skip the routing: ids kNoExpert, weights 0.
+// invariant (a batch-invariant context): more tokens run the fused kernel on slices of
+// kMoeRouterFusedMaxTokens, so every token's logits are those of the fused kernel (no active).
 void moe_router_route(CudaContext& ctx, const TensorView& x, const TensorView& router_w,
                       const TensorView& bias, const RouterParams& params, const TensorView& ids,
-                      const TensorView& weights, const TensorView& active);
+                      const TensorView& weights, const TensorView& active, bool invariant = false);
 
 // kernels/api/moe.h's pack_expert_weights (w validated there): in place, through a temporary of
 // up to ~256 MB of experts; waits for the stream before returning.
@@ -120,7 +122,8 @@ bool moe_small_batch_supports(const TensorView& x, const TensorView& gate_up,
 // error), as the CPU op aborts. The small-batch path chains its launches (gate_up, down,
 // combine) by programmatic dependent launch, also inside CUDA graphs, the first one on the kernel
 // queued before it (it waits for that kernel's completion before reading anything). `path` is for
-// tests and benchmarks; the api op uses kAuto. lora (optional): per-request LoRA (moe_lora.cuh:
+// tests and benchmarks; the api op uses kAuto, or kGrouped in a batch-invariant context (its
+// three tile shapes give the same bits, the small-batch path other ones). lora (optional): per-request LoRA (moe_lora.cuh:
 // shrink and expand launches around the GEMMs, the gate / up deltas added in the epilogue of the
 // gate_up kernels' LoRA instantiations).
 void moe_experts(CudaContext& ctx, const TensorView& x, const TensorView& gate_up,

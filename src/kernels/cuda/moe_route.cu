@@ -350,10 +350,21 @@ void moe_route(CudaContext& ctx, const TensorView& router_logits, const TensorVi
 
 void moe_router_route(CudaContext& ctx, const TensorView& x, const TensorView& router_w,
                       const TensorView& bias, const RouterParams& params, const TensorView& ids,
-                      const TensorView& weights, const TensorView& active) {
+                      const TensorView& weights, const TensorView& active, bool invariant) {
   const int64_t T = x.dim(0), H = x.dim(1), E = router_w.dim(0);
   if (T == 0) return;
   check_route_limits(E, params);
+  if (invariant && T > kMoeRouterFusedMaxTokens) {  // the fused kernel a slice at a time
+    BEAM_CHECK(active.data == nullptr)
+        << "moe_router_route (CUDA): padding tokens (active) in a batch-invariant call of " << T
+        << " tokens (at most " << kMoeRouterFusedMaxTokens << ")";
+    for (int64_t t0 = 0; t0 < T; t0 += kMoeRouterFusedMaxTokens) {
+      const int64_t n = std::min(kMoeRouterFusedMaxTokens, T - t0);
+      moe_router_route(ctx, x.rows(t0, n), router_w, bias, params, ids.rows(t0, n),
+                       weights.rows(t0, n), active, /*invariant=*/false);
+    }
+    return;
+  }
   // Reserved for kMoeRouterFusedMaxTokens at least, so decode batches of any size up to it never
   // grow the scratch (CUDA graphs).
   const int64_t splits = ceil_div(H, kSplitCols);

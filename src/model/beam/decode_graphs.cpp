@@ -37,9 +37,12 @@ bool DecodeGraphs::eligible(const KernelContext& ctx, const ForwardBatch& batch)
   if (ctx.device != Device::kCuda || !ctx.cuda_graphs || batch.capture_routing) return false;
   if (batch.seqs.empty()) return false;
   int64_t rows = 0;
+  const bool invariant = batch_invariant(ctx);
   for (const SeqChunk& s : batch.seqs) {
     const auto n = static_cast<int64_t>(s.tokens.size());
     if (n != 1 && !(s.all_logits && n > 1 && n <= kMaxRowsPerSeq)) return false;
+    // Invariant: prompt rows run on the prefill attention kernel, which graphs do not replay.
+    if (invariant && s.num_cached < s.num_prompt) return false;
     rows += n;
   }
   return rows <= kBuckets.back();

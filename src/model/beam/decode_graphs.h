@@ -36,7 +36,8 @@ class DecodeGraphs {
   static constexpr int64_t kMaxRowsPerSeq = 32;
 
   // Whether batch runs here: CUDA with ctx.cuda_graphs, no capture_routing, 1..256 new tokens in
-  // all, each sequence with one new token or with all_logits and at most kMaxRowsPerSeq.
+  // all, each sequence with one new token or with all_logits and at most kMaxRowsPerSeq, and in a
+  // batch-invariant context none of them a prompt token (SeqChunk::num_prompt).
   // capture_layers may be set: the graphs then copy those layers' residuals into
   // workspace().captured (a batch with another set than the last one's drops every graph first).
   static bool eligible(const KernelContext& ctx, const ForwardBatch& batch);

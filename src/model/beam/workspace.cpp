@@ -62,6 +62,7 @@ void Workspace::build(const ForwardBatch& batch, int64_t block_size) {
       }
     }
     AttentionSeq a{begin, n, s.kv_pos0 + s.num_cached, s.kv_pos0, s.num_cached + n, s.full_blocks};
+    a.prompt_rows = std::clamp<int64_t>(s.num_prompt - s.num_cached, 0, n);
     full_seqs.push_back(a);
     a.block_table = s.sliding_blocks;
     sliding_seqs.push_back(a);

@@ -107,11 +107,13 @@ class DecodeRig {
     c.full_blocks = cache_.block_table(s);
     c.sliding_blocks = cache_.block_table(s);
     c.lora_slot = bench_lora_slot(lora_slots_, s);
+    c.num_prompt = num_prompt_;
     return c;
   }
 
   // Caches `context` random tokens per sequence, at most `chunk_tokens` tokens per forward.
   Status prefill(int64_t context, int64_t chunk_tokens) {
+    num_prompt_ = context;  // the decode steps after it feed generated tokens
     std::vector<std::vector<int32_t>> prompts;
     for (int64_t s = 0; s < batch_; ++s)
       prompts.push_back(random_tokens(rng_, context, model_.config().vocab_size));
@@ -147,6 +149,7 @@ class DecodeRig {
   int64_t draft_tokens_;  // StepBenchOptions::draft_tokens
   std::mt19937_64 rng_;
   int64_t cached_ = 0;
+  int64_t num_prompt_ = SeqChunk::kAllPrompt;  // SeqChunk::num_prompt: the cached context
   std::vector<int32_t> next_;
   ForwardOutput out_;
 };

@@ -169,6 +169,9 @@ void handle_server_info(const ServerState& state, const std::shared_ptr<Exchange
       {"hicache_write_policy", host_write_policy_name(engine.hicache_write_policy)},
       {"disable_cuda_graph", !engine.cuda_graphs},
       {"attention_probs", attention_probs_name(engine.attention_probs)},
+      // SGLang's name: a request's output does not depend on the batch around it (on the CPU
+      // always; on the GPU with --enable-deterministic-inference).
+      {"enable_deterministic_inference", batch_invariant(engine.device, engine.batch_invariance)},
       {"tp_size", engine.tensor_parallel_size},  // SGLang's name: ranks the model is split over
       {"enable_return_routed_experts", model.routed_experts_enabled},
       {"enable_return_hidden_states", model.hidden_states_enabled},

@@ -121,7 +121,7 @@ TEST(Linear, BlasPathAccuracyAndDeterminism) {
     ASSERT_TRUE(test::bits_equal(f1.view, f2.view)) << "1 vs 2 threads differ";
     HostTensor f_fast(DType::kF32, {M, N}), f_invariant(DType::kF32, {M, N});
     KernelContext fast = ctx.two;
-    fast.batch_invariant = false;  // OpenBLAS from kBlasMinRows rows on
+    fast.batch_invariance = BatchInvariance::kNever;  // OpenBLAS from kBlasMinRows rows on
     linear(fast, x.view, w.view, f_fast.view);
     linear(ctx.two, x.view, w.view, f_invariant.view);  // default: always the tile path
     cpu::linear(ctx.pool2, x.view, w.view, f1.view, cpu::GemmPath::kTiles);

@@ -356,7 +356,7 @@ TEST(MoeExperts, TokensIndependentOfTheBatchWithManyTokensPerExpert) {
   for (int64_t t : {0, 77, 129})
     EXPECT_TRUE(test::bits_equal(run_experts(ctx.one, d, t, 1).view, all.view.rows(t, 1))) << t;
   KernelContext fast = ctx.two;
-  fast.batch_invariant = false;
+  fast.batch_invariance = BatchInvariance::kNever;
   HostTensor out(DType::kBF16, {c.T, c.H});
   moe_experts(fast, d.x.view, d.gate_up.view, d.down.view, d.ids.view, d.weights.view, out.view);
   int64_t differ = 0;

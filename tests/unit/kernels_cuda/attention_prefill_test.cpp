@@ -174,6 +174,46 @@ TEST_F(AttentionPrefillCuda, SameBitsWithoutTensorMaps) {
 }
 #endif  // BEAMSERVE_CUDA
 
+// A batch-invariant context (--enable-deterministic-inference): a sequence's prompt rows run on the
+// prefill kernel and its generated rows on the decode kernel however it is chunked, so each row
+// keeps its bits: 700 rows (500 prompt, 200 generated) as one chunk, as chunks of 1-200 rows (one
+// of them across the prompt's end) in one call, and a chunk a call; Beam's GQA 6:1, full
+// attention and a 512-key window.
+TEST_F(AttentionPrefillCuda, InvariantRowsKeepTheirBitsAcrossChunkings) {
+  constexpr int64_t kRows = 700, kPrompt = 500, kBlock = 16;
+  KernelContext ctx = gpu;
+  ctx.batch_invariance = BatchInvariance::kAlways;
+  for (int64_t window : {int64_t{0}, int64_t{512}}) {
+    SCOPED_TRACE(::testing::Message() << "window " << window);
+    const Batch b = make_batch({12, 2, 128, kBlock, window}, {{0, kRows, kRows}}, 191);
+    auto run = [&](std::span<const AttentionSeq> seqs) {
+      const TensorView out = device_tensor(DType::kBF16, b.dq.shape);
+      begin_step(ctx);
+      paged_attention(ctx, b.dq, {b.dk, b.dv, kBlock}, seqs, window, out);
+      HostTensor h = download(out);
+      synchronize(ctx);
+      return h;
+    };
+    std::vector<AttentionSeq> whole = b.seqs();
+    whole[0].prompt_rows = kPrompt;
+    const HostTensor want = run(whole);
+    std::vector<AttentionSeq> chunks;
+    int64_t row0 = 0;
+    for (int64_t n : {1, 63, 64, 130, 200, 43, 1, 198}) {
+      AttentionSeq c{row0, n, row0, 0, row0 + n, b.tables[0]};
+      c.prompt_rows = std::clamp<int64_t>(kPrompt - row0, 0, n);
+      chunks.push_back(c);
+      row0 += n;
+    }
+    ASSERT_EQ(row0, kRows);
+    expect_rows_equal(run(chunks), want, whole);
+    for (const AttentionSeq& c : chunks) {
+      SCOPED_TRACE(::testing::Message() << "chunk " << c.q_begin << "+" << c.q_count);
+      expect_rows_equal(run(std::span(&c, 1)), want, std::span(&c, 1));
+    }
+  }
+}
+
 // More work items (128-row tiles x q heads) than SMs: the persistent CTAs loop over several items
 // each (ring slots, the ping-pong turns and the prefetched Q carried across items), single-tile
 // items (a prompt of <= 128 keys, or a window smaller than a tile) next to long ones.

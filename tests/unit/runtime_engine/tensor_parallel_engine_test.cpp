@@ -165,6 +165,11 @@ TEST(TensorParallelEngine, SettingsItCannotServeAreErrors) {
   expect_error(o, "does not divide the model's num_key_value_heads 2");
   o.tensor_parallel_size = 0;
   expect_error(o, "must be >= 1");
+  // Deterministic inference on GPUs: NCCL's all-reduce order depends on the message size.
+  o.tensor_parallel_size = 2;
+  o.device = Device::kCuda;
+  o.batch_invariance = BatchInvariance::kAlways;
+  expect_error(o, "deterministic inference runs on one GPU");
 }
 
 // Sleep mode with two ranks (CPU threads, whose weights are host memory): a sleep gives back both
