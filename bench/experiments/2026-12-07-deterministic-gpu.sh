@@ -4,7 +4,8 @@
 # batches, the engine's requests alone and together), the suites of the kernels whose dispatch
 # changed, model_beam_cuda whole (with the weight-stream checks of 2ee8f97), then the mode's cost
 # on beam-slice (4 layers): bench step decode at batch 1 / 32 / 128 and the 8K prefill, default
-# against deterministic, alternating.
+# against deterministic with the shared cuBLASLt algorithms picked at 1,024 rows (this tree) and at
+# 64 (var/beamserve-r64), alternating.
 set -uo pipefail
 source tools/gpu/run_prelude.sh
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee $res/gpu.txt
@@ -16,16 +17,19 @@ timeout 200 $bin/model_beam_cuda_tests --gtest_brief=1 > $res/model_beam_cuda.tx
 echo "model_beam_cuda rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' $res/model_beam_cuda.txt | tr '\n' ' ')"
 grep -E "FAILED|Failure|request|chunks of|batch of" $res/model_beam_cuda.txt | head -20
 echo "$((SECONDS - start)) s: tests"
-step() {  # NAME [FLAGS]
-  timeout 150 $bin/beamserve bench step --device cuda --layers 4 --batches 1,32,128 \
-    --json $res/$1.json "${@:2}" > $res/$1.txt 2>&1
+step() {  # NAME BIN [FLAGS]
+  timeout 120 $2 bench step --device cuda --layers 4 --batches 1,32,128 \
+    --json $res/$1.json "${@:3}" > $res/$1.txt 2>&1
   echo "$1 rc=$?"; grep -E "decode_layer|prefill|batch" $res/$1.txt | head -12
 }
-step default1; step deterministic1 --enable-deterministic-inference
-echo "$((SECONDS - start)) s: step 1"
-step default2; step deterministic2 --enable-deterministic-inference
-echo "$((SECONDS - start)) s: step 2"
-timeout 150 $bin/kernels_cuda_tests --gtest_brief=1 \
+for round in 1 2; do
+  (( SECONDS - start > 300 )) && break
+  step default$round $bin/beamserve
+  step deterministic$round $bin/beamserve --enable-deterministic-inference
+  step deterministic_r64_$round $var/beamserve-r64 --enable-deterministic-inference
+  echo "$((SECONDS - start)) s: step round $round"
+done
+timeout $((480 - (SECONDS - start))) $bin/kernels_cuda_tests --gtest_brief=1 \
   --gtest_filter='LinearCuda.*:LinearSplitCuda.*:CudaMoeRouter.*:CudaLora.*:CudaMoeExperts.*' \
   > $res/kernels_changed.txt 2>&1
 echo "changed kernels rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' $res/kernels_changed.txt | tr '\n' ' ')"
