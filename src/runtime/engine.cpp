@@ -1094,6 +1094,10 @@ SeqState Engine::Impl::scheduler_view(const Sequence& seq) const {
   v.logits_every_token = needs_prompt_logits(seq);
   const RequestState& rs = requests_.at(seq.request);
   v.cache_salt = PrefixCache::salt_for_weights(rs.cache_salt, weights_epoch_);
+  // Deterministic GPU inference: another request's prompt computes these tokens on the prefill
+  // attention kernel, so only prompt blocks are shared (docs/runtime.md "Batch invariance").
+  if (options_.device == Device::kCuda && options_.batch_invariance == BatchInvariance::kAlways)
+    v.max_cached_tokens = seq.num_prompt;
   if (wants_routing(seq))  // reuse up to the first position whose routing is reported
     v.max_reused_tokens = rs.request.routed_experts_start;
   if (wants_hidden_states(seq))  // reuse up to the first position whose state is reported

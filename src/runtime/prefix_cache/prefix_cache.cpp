@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "core/check.h"
@@ -58,6 +59,21 @@ uint64_t PrefixCache::salt_for_adapter(uint64_t salt, uint64_t lora_id) {
 uint64_t PrefixCache::salt_of(SeqId seq) const {
   auto it = salts_.find(seq);
   return it == salts_.end() ? 0 : it->second;
+}
+
+void PrefixCache::set_token_limit(SeqId seq, int64_t limit) {
+  if (limit == std::numeric_limits<int64_t>::max()) {
+    token_limits_.erase(seq);
+  } else {
+    token_limits_[seq] = std::max<int64_t>(limit, 0);
+  }
+}
+
+std::span<const int32_t> PrefixCache::cacheable(SeqId seq, std::span<const int32_t> tokens) const {
+  auto it = token_limits_.find(seq);
+  if (it == token_limits_.end()) return tokens;
+  return tokens.first(static_cast<size_t>(
+      std::min<int64_t>(it->second, static_cast<int64_t>(tokens.size()))));
 }
 
 void PrefixCache::set_salt(SeqId seq, uint64_t salt) {
@@ -200,7 +216,8 @@ int64_t PrefixCache::build_path(SeqId seq, std::span<const int32_t> tokens, int6
   return num_blocks;
 }
 
-int64_t PrefixCache::insert(SeqId seq, std::span<const int32_t> tokens) {
+int64_t PrefixCache::insert(SeqId seq, std::span<const int32_t> all_tokens) {
+  const std::span<const int32_t> tokens = cacheable(seq, all_tokens);
   const int64_t K =
       std::min<int64_t>(kv_.num_computed(seq), static_cast<int64_t>(tokens.size())) / block_size_;
   const std::span<const int32_t> sliding = kv_.sliding_table(seq);

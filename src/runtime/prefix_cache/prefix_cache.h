@@ -88,6 +88,11 @@ class PrefixCache {
   // The salt (0: none) seq's blocks are cached under from now on: set when it is admitted,
   // inherited by fork children, forgotten by release().
   void set_salt(SeqId seq, uint64_t salt);
+  // seq's blocks are cached (cache_running, insert, fork) only within its first `limit` tokens
+  // from now on: set when it is admitted, inherited by fork children, forgotten by release().
+  // Deterministic GPU inference caches prompt blocks only: a generated token's KV holds the decode
+  // kernel's bits, where a prompt holding that token computes the prefill kernel's.
+  void set_token_limit(SeqId seq, int64_t limit);
 
   // Locks the matched prefix for `seq` (full blocks to the root, sliding blocks of the window
   // only) and attaches its blocks to the fresh KV sequence `seq`. Requires match.num_tokens > 0
@@ -217,6 +222,8 @@ class PrefixCache {
   // A child's key under parent: its block's hash, mixed with the salt below the root only.
   static uint64_t child_hash(PrefixNodeId parent, std::span<const int32_t> block, uint64_t salt);
   uint64_t salt_of(SeqId seq) const;
+  // The first tokens of `tokens` that seq's blocks may be cached for (set_token_limit).
+  std::span<const int32_t> cacheable(SeqId seq, std::span<const int32_t> tokens) const;
   std::span<const int32_t> node_tokens(PrefixNodeId id) const;
   Node& node(PrefixNodeId id) { return nodes_[id.value]; }
   const Node& node(PrefixNodeId id) const { return nodes_[id.value]; }
@@ -309,6 +316,7 @@ class PrefixCache {
   std::set<std::pair<uint64_t, int32_t>> loose_index_;
   std::unordered_map<SeqId, LockRecord> locks_;
   std::unordered_map<SeqId, uint64_t> salts_;  // sequences with a salt (set_salt)
+  std::unordered_map<SeqId, int64_t> token_limits_;  // sequences with a limit (set_token_limit)
   int64_t num_nodes_ = 0;
   int64_t num_endpoints_ = 0;
   int64_t num_sliding_held_ = 0;

@@ -40,6 +40,8 @@ void PrefixCache::recount(std::vector<int32_t>* full_lock, std::vector<int32_t>*
                           std::vector<int32_t>* pins) const {
   for (const auto& [seq, salt] : salts_)
     BEAM_CHECK(kv_.has_sequence(seq) && salt != 0) << "salt of sequence " << seq.value;
+  for (const auto& [seq, limit] : token_limits_)
+    BEAM_CHECK(kv_.has_sequence(seq) && limit >= 0) << "token limit of sequence " << seq.value;
   for (const auto& [seq, rec] : locks_) {
     BEAM_CHECK(kv_.has_sequence(seq)) << "lock of sequence " << seq.value << " without KV sequence";
     BEAM_CHECK(node(rec.endpoint).in_use && node(rec.endpoint).depth == rec.depth &&

@@ -7,7 +7,9 @@
 
 namespace beam {
 
-void PrefixCache::cache_running(SeqId seq, std::span<const int32_t> tokens, int64_t prev_computed) {
+void PrefixCache::cache_running(SeqId seq, std::span<const int32_t> all_tokens,
+                                int64_t prev_computed) {
+  const std::span<const int32_t> tokens = cacheable(seq, all_tokens);
   const int64_t B = block_size_;
   const int64_t K = std::min<int64_t>(kv_.num_computed(seq), static_cast<int64_t>(tokens.size())) / B;
   auto it = locks_.find(seq);

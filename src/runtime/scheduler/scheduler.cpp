@@ -252,7 +252,7 @@ class PlanBuilder {
     tokens_left_ -= chunk;
     if (w.logits_every_token) logit_tokens_left_ -= chunk;
     plan_.new_blocks += need;
-    plan_.admitted.push_back(Admission{w.id, match, w.cache_salt});
+    plan_.admitted.push_back(Admission{w.id, match, w.cache_salt, w.max_cached_tokens});
     plan_.work.push_back(SeqWork{w.id, w.tokens, WorkKind::kPrefill, P, chunk, P + chunk == len});
     return true;
   }

@@ -47,6 +47,9 @@ struct SeqState {
   bool logits_every_token = false;
   // The prefix-cache salt its blocks are matched and cached under (0: none; PrefixCache).
   uint64_t cache_salt = 0;
+  // Its blocks are cached for other sequences up to this many tokens (PrefixCache::
+  // set_token_limit; deterministic GPU inference: its prompt).
+  int64_t max_cached_tokens = std::numeric_limits<int64_t>::max();
   // Running decodes only: the last this many of `tokens` are speculative drafts (no KV, not yet
   // accepted); its decode feeds the last accepted token and as many drafts as the step's token
   // budget and the pools allow (none rather than preempting anything).
@@ -87,6 +90,7 @@ struct Admission {
   SeqId seq;
   PrefixMatch match;  // match.num_tokens prompt tokens come from the prefix cache (usage: cached)
   uint64_t cache_salt = 0;  // SeqState::cache_salt
+  int64_t max_cached_tokens = std::numeric_limits<int64_t>::max();  // SeqState's
 };
 
 struct Preemption {

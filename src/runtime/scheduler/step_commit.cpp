@@ -11,7 +11,10 @@ CommitResult commit_plan(const StepPlan& plan, KvCacheManager& kv, PrefixCache* 
   // preemptions release locks (which may drop windows the matches rely on).
   for (const Admission& a : plan.admitted) {
     kv.add_sequence(a.seq);
-    if (prefix != nullptr) prefix->set_salt(a.seq, a.cache_salt);
+    if (prefix != nullptr) {
+      prefix->set_salt(a.seq, a.cache_salt);
+      prefix->set_token_limit(a.seq, a.max_cached_tokens);
+    }
     if (a.match.num_tokens > 0) {
       BEAM_CHECK(prefix != nullptr) << "prefix hit without prefix cache";
       prefix->acquire(a.seq, a.match);

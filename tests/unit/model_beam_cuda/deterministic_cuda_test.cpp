@@ -2,7 +2,8 @@
 // on models/tiny-beam (head_dim 128: by default its prompt chunks of 64 rows and more take the
 // prefill attention kernel, shorter ones and decode rows the decode kernel, M = 1 the skinny GEMV):
 // a row's logits are the same bits however its sequence is chunked and whatever shares its step,
-// and the engine's requests give the same tokens and logprobs alone and in a busy batch.
+// and the engine's requests give the same tokens and logprobs alone, in a busy batch and after
+// prefix-cache hits.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -17,6 +18,32 @@ namespace {
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Equal tokens, and logprobs (chosen and top) bit for bit.
+void expect_same_bits(const SiblingResult& a, const SiblingResult& b) {
+  EXPECT_EQ(a.tokens, b.tokens);
+  ASSERT_EQ(a.logprobs.size(), b.logprobs.size());
+  for (size_t k = 0; k < a.logprobs.size(); ++k) {
+    EXPECT_EQ(std::bit_cast<uint32_t>(a.logprobs[k].chosen.logprob),
+              std::bit_cast<uint32_t>(b.logprobs[k].chosen.logprob))
+        << "token " << k;
+    ASSERT_EQ(a.logprobs[k].top.size(), b.logprobs[k].top.size());
+    for (size_t j = 0; j < a.logprobs[k].top.size(); ++j) {
+      EXPECT_EQ(a.logprobs[k].top[j].token, b.logprobs[k].top[j].token);
+      EXPECT_EQ(std::bit_cast<uint32_t>(a.logprobs[k].top[j].logprob),
+                std::bit_cast<uint32_t>(b.logprobs[k].top[j].logprob));
+    }
+  }
+}
+
+// The deterministic engine options of these tests: a 48-token step budget.
+EngineOptions deterministic_options(bool prefix_cache) {
+  EngineOptions o = engine_options(Device::kCuda);
+  o.batch_invariance = BatchInvariance::kAlways;
+  o.max_tokens_per_step = 48;
+  o.enable_prefix_cache = prefix_cache;
+  return o;
 }
 
 class DeterministicCuda : public CudaModelTest {
@@ -112,11 +139,7 @@ TEST_F(DeterministicCuda, RowsKeepTheirBitsAcrossChunkingsAndBatches) {
 TEST_F(DeterministicCuda, EngineRequestsDoNotDependOnTheBatch) {
   auto weights = engine_test_model("tiny-beam");
   ASSERT_NE(weights, nullptr);
-  EngineOptions o = engine_options(Device::kCuda);
-  o.batch_invariance = BatchInvariance::kAlways;
-  o.max_tokens_per_step = 48;
-  o.enable_prefix_cache = false;
-  auto engine = Engine::create(weights, o);
+  auto engine = Engine::create(weights, deterministic_options(false));
   ASSERT_TRUE(engine.ok()) << engine.error().message;
   std::vector<RunRequest> reqs;
   const std::vector<int64_t> lengths = {3, 17, 70, 130, 5, 90, 1, 64};
@@ -134,22 +157,33 @@ TEST_F(DeterministicCuda, EngineRequestsDoNotDependOnTheBatch) {
   ASSERT_EQ(together.size(), reqs.size());
   for (size_t i = 0; i < reqs.size(); ++i) {
     SCOPED_TRACE(::testing::Message() << "request " << i << " (prompt " << lengths[i] << ")");
-    const auto alone = run_all(**engine, {reqs[i]});
-    const SiblingResult &a = alone[0][0], &t = together[i][0];
-    EXPECT_EQ(a.tokens, t.tokens);
-    ASSERT_EQ(a.logprobs.size(), t.logprobs.size());
-    for (size_t k = 0; k < a.logprobs.size(); ++k) {
-      EXPECT_EQ(std::bit_cast<uint32_t>(a.logprobs[k].chosen.logprob),
-                std::bit_cast<uint32_t>(t.logprobs[k].chosen.logprob))
-          << "token " << k;
-      ASSERT_EQ(a.logprobs[k].top.size(), t.logprobs[k].top.size());
-      for (size_t j = 0; j < a.logprobs[k].top.size(); ++j) {
-        EXPECT_EQ(a.logprobs[k].top[j].token, t.logprobs[k].top[j].token);
-        EXPECT_EQ(std::bit_cast<uint32_t>(a.logprobs[k].top[j].logprob),
-                  std::bit_cast<uint32_t>(t.logprobs[k].top[j].logprob));
-      }
-    }
+    expect_same_bits(run_all(**engine, {reqs[i]})[0][0], together[i][0]);
   }
+}
+
+// With the prefix cache, a follow-up whose prompt holds an earlier answer reuses the earlier
+// prompt's blocks only (a generated token's KV holds the decode kernel's bits, a prompt's the
+// prefill kernel's) and gets the tokens and logprobs of an engine that never saw the first turn.
+TEST_F(DeterministicCuda, FollowUpsReuseOnlyPromptBlocks) {
+  auto weights = engine_test_model("tiny-beam");
+  ASSERT_NE(weights, nullptr);
+  auto warm = Engine::create(weights, deterministic_options(true));
+  auto cold = Engine::create(weights, deterministic_options(true));
+  ASSERT_TRUE(warm.ok() && cold.ok());
+  SamplingParams p = greedy(40);
+  p.logprobs = true;
+  p.top_logprobs = 3;
+  const RunRequest first{tokens_of(70, 60, vocab()), p};
+  const SiblingResult answer = run_all(**warm, {first})[0][0];
+  ASSERT_EQ(answer.tokens.size(), 40u);
+  std::vector<int32_t> follow_up = first.prompt;
+  follow_up.insert(follow_up.end(), answer.tokens.begin(), answer.tokens.end());
+  const std::vector<int32_t> more = tokens_of(10, 61, vocab());
+  follow_up.insert(follow_up.end(), more.begin(), more.end());
+  const RunRequest second{follow_up, p};
+  const SiblingResult reused = run_all(**warm, {second})[0][0];
+  EXPECT_EQ(reused.usage.cached_prompt_tokens, 64);  // the first prompt's 4 whole blocks
+  expect_same_bits(reused, run_all(**cold, {second})[0][0]);
 }
 
 }  // namespace

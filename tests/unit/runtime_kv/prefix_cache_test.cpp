@@ -369,6 +369,41 @@ TEST_F(PrefixCacheTest, SaltsKeepPrefixesApart) {
   expect_all_free();
 }
 
+// A token limit (deterministic GPU inference: the prompt, whose KV holds the prefill kernel's
+// bits) caps what a sequence caches, as it runs and when it finishes, and its fork children
+// inherit it: 20 prompt tokens of 40 computed give 5 nodes, and a request holding the generated
+// tokens too reuses the prompt only.
+TEST_F(PrefixCacheTest, TokenLimitsCacheOnlyThePrompt) {
+  const auto prompt = seq_tokens(1, 20);
+  const auto all = concat(prompt, seq_tokens(60, 20));
+  kv_->add_sequence(SeqId(1));
+  pc_->set_token_limit(SeqId(1), 20);
+  for (int64_t c = 0; c < 40; c += 5) {
+    pc_->evict_until_free(kv_->blocks_needed(SeqId(1), c + 5));
+    kv_->reserve(SeqId(1), c + 5);
+    complete_work(SeqWork{SeqId(1), all, WorkKind::kDecode, c, 5, false}, 5, *kv_, pc_.get());
+    pc_->check_integrity();
+  }
+  EXPECT_EQ(pc_->stats().num_nodes, 5);
+  std::vector<BlockCopy> copies;
+  kv_->fork(SeqId(1), SeqId(2), &copies);
+  pc_->fork(SeqId(1), SeqId(2), all);
+  pc_->check_integrity();
+  finish(SeqId(1), all);
+  EXPECT_EQ(pc_->stats().num_nodes, 5);
+  const auto longer = concat(all, seq_tokens(90, 8));
+  kv_->reserve(SeqId(2), static_cast<int64_t>(longer.size()));
+  complete_work(SeqWork{SeqId(2), longer, WorkKind::kDecode, 40, 8, false}, 8, *kv_, pc_.get());
+  finish(SeqId(2), longer);
+  EXPECT_EQ(pc_->stats().num_nodes, 5);  // the child's limit is its parent's
+  EXPECT_EQ(pc_->match(concat(longer, {-7})).num_tokens, 20);
+  // Without a limit the same run caches every whole block.
+  EXPECT_EQ(run(SeqId(3), all), 20);
+  EXPECT_EQ(pc_->stats().num_nodes, 10);
+  EXPECT_EQ(pc_->match(concat(all, {-7})).num_tokens, 40);
+  expect_all_free();
+}
+
 TEST_F(PrefixCacheTest, StaleMatchIsRejected) {
   const auto t = seq_tokens(1, 40);
   run(SeqId(1), t);
