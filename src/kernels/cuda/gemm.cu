@@ -115,14 +115,21 @@ int heuristic(CudaContext& ctx, const LinearPlan& plan, const LinearPlanKey& key
   return found;
 }
 
-// Whether algo sums K in more than one part (split-K: the parts' order of addition then varies
-// with the problem).
-bool splits_k(const cublasLtMatmulAlgo_t& algo) {
+// algo with K summed in one part (no split-K, whose parts' order of addition varies with the
+// problem): the heuristic's configuration with its split count set to 1.
+cublasLtMatmulAlgo_t without_split_k(cublasLtMatmulAlgo_t algo) {
   uint32_t splits = 1;
   size_t written = 0;
   CUBLAS_OK(cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
                                                  sizeof(splits), &written));
-  return splits > 1;
+  if (splits <= 1) return algo;
+  splits = 1;
+  const uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
+  CUBLAS_OK(cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
+                                                 sizeof(splits)));
+  CUBLAS_OK(cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                                                 &none, sizeof(none)));
+  return algo;
 }
 
 // Whether cuBLASLt runs plan's problem on algo within the context's workspace.
@@ -134,9 +141,10 @@ bool runs(CudaContext& ctx, const LinearPlan& plan, const cublasLtMatmulAlgo_t& 
 }
 
 // The algorithm a batch-invariant key's every M runs (cached per n, k, types and alignments): the
-// heuristic's best at kInvariantPlanRows rows that splits no K and also runs at one row. One
-// algorithm without split-K computes each output element in the same order whatever M is (a
-// tile's K loop); the rows only decide how many tiles there are.
+// heuristic's best at kInvariantPlanRows rows (else at one row) with split-K taken out, that runs
+// at one row and at kInvariantPlanRows. One algorithm without split-K computes each output element
+// in the same order whatever M is (a tile's K loop); the rows only decide how many tiles there
+// are.
 cublasLtMatmulAlgo_t invariant_algo(CudaContext& ctx, LinearPlanKey key) {
   key.m = 0;
   if (auto it = ctx.linear.invariant_algos.find(key); it != ctx.linear.invariant_algos.end())
@@ -145,13 +153,15 @@ cublasLtMatmulAlgo_t invariant_algo(CudaContext& ctx, LinearPlanKey key) {
   at.m = kInvariantPlanRows;
   one.m = 1;
   const std::unique_ptr<LinearPlan> plan_at = make_descriptors(at), plan_one = make_descriptors(one);
-  std::array<cublasLtMatmulHeuristicResult_t, 16> results{};
-  const int found = heuristic(ctx, *plan_at, at, results);
-  for (int i = 0; i < found; ++i) {
-    const cublasLtMatmulHeuristicResult_t& r = results[static_cast<size_t>(i)];
-    if (splits_k(r.algo) || !runs(ctx, *plan_one, r.algo)) continue;
-    ctx.linear.invariant_algos.emplace(key, r.algo);
-    return r.algo;
+  for (const LinearPlan* asked : {plan_at.get(), plan_one.get()}) {
+    std::array<cublasLtMatmulHeuristicResult_t, 16> results{};
+    const int found = heuristic(ctx, *asked, asked == plan_at.get() ? at : one, results);
+    for (int i = 0; i < found; ++i) {
+      const cublasLtMatmulAlgo_t algo = without_split_k(results[static_cast<size_t>(i)].algo);
+      if (!runs(ctx, *plan_one, algo) || !runs(ctx, *plan_at, algo)) continue;
+      ctx.linear.invariant_algos.emplace(key, algo);
+      return algo;
+    }
   }
   BEAM_CHECK(false) << "linear: cuBLASLt offers no algorithm without split-K that runs every M for N "
                     << key.n << " K " << key.k << " (the batch-invariant mode needs one)";

@@ -38,7 +38,8 @@ constexpr int64_t kMoeRouterFusedMaxTokens = 256;
 // ctx.moe_router, reserved on the first call (more only for larger T: not during graph capture).
 // Padding tokens (t >= active[0] when active is given) skip the routing: ids kNoExpert, weights 0.
 // invariant (a batch-invariant context): more tokens run the fused kernel on slices of
-// kMoeRouterFusedMaxTokens, so every token's logits are those of the fused kernel (no active).
+// kMoeRouterFusedMaxTokens (active counting the call's tokens), so every token's logits are those
+// of the fused kernel.
 void moe_router_route(CudaContext& ctx, const TensorView& x, const TensorView& router_w,
                       const TensorView& bias, const RouterParams& params, const TensorView& ids,
                       const TensorView& weights, const TensorView& active, bool invariant = false);

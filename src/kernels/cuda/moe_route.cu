@@ -42,10 +42,12 @@ void check_route_limits(int64_t E, const RouterParams& params) {
       << " experts, <= " << route::kMaxGroups << " groups, top_k <= " << route::kMaxTopK << ")";
 }
 
-// active: empty or [1] i32 (kernels/api/moe.h's moe_router_route).
+// active: empty or [1] i32 (kernels/api/moe.h's moe_router_route), counting tokens from
+// first_token tokens before this call's first.
 RouteArgs route_args(const float* logits, int num_partials, int64_t T, int64_t E,
                      const TensorView& bias, const RouterParams& params, const TensorView& ids,
-                     const TensorView& weights, const TensorView& active) {
+                     const TensorView& weights, const TensorView& active,
+                     int64_t first_token = 0) {
   const int64_t group_size = E / params.num_groups;
   return RouteArgs{logits,
                    num_partials,
@@ -54,6 +56,7 @@ RouteArgs route_args(const float* logits, int num_partials, int64_t T, int64_t E
                    weights.as<float>(),
                    T,
                    active.as<const int32_t>(),
+                   first_token,
                    static_cast<int>(E),
                    static_cast<int>(group_size),
                    static_cast<int>(params.num_groups),
@@ -348,23 +351,14 @@ void moe_route(CudaContext& ctx, const TensorView& router_logits, const TensorVi
                params, ids, weights, TensorView{});
 }
 
-void moe_router_route(CudaContext& ctx, const TensorView& x, const TensorView& router_w,
-                      const TensorView& bias, const RouterParams& params, const TensorView& ids,
-                      const TensorView& weights, const TensorView& active, bool invariant) {
+namespace {
+
+// moe_router_route's tokens: a whole call (first_token 0) or, batch-invariant, a slice of at most
+// kMoeRouterFusedMaxTokens tokens starting at token first_token of the call (active counts those).
+void route_tokens(CudaContext& ctx, const TensorView& x, const TensorView& router_w,
+                  const TensorView& bias, const RouterParams& params, const TensorView& ids,
+                  const TensorView& weights, const TensorView& active, int64_t first_token) {
   const int64_t T = x.dim(0), H = x.dim(1), E = router_w.dim(0);
-  if (T == 0) return;
-  check_route_limits(E, params);
-  if (invariant && T > kMoeRouterFusedMaxTokens) {  // the fused kernel a slice at a time
-    BEAM_CHECK(active.data == nullptr)
-        << "moe_router_route (CUDA): padding tokens (active) in a batch-invariant call of " << T
-        << " tokens (at most " << kMoeRouterFusedMaxTokens << ")";
-    for (int64_t t0 = 0; t0 < T; t0 += kMoeRouterFusedMaxTokens) {
-      const int64_t n = std::min(kMoeRouterFusedMaxTokens, T - t0);
-      moe_router_route(ctx, x.rows(t0, n), router_w, bias, params, ids.rows(t0, n),
-                       weights.rows(t0, n), active, /*invariant=*/false);
-    }
-    return;
-  }
   // Reserved for kMoeRouterFusedMaxTokens at least, so decode batches of any size up to it never
   // grow the scratch (CUDA graphs).
   const int64_t splits = ceil_div(H, kSplitCols);
@@ -405,11 +399,28 @@ void moe_router_route(CudaContext& ctx, const TensorView& x, const TensorView& r
                     scratch.counters,
                     routers,
                     route_args(scratch.logits, static_cast<int>(splits), T, E, bias, params, ids,
-                               weights, active)};
+                               weights, active, first_token)};
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(splits));
   // Programmatic: the weights load while the kernel before (x's producer) finishes.
   launch_kernel(ctx, vec ? &router_route_kernel<true> : &router_route_kernel<false>, grid,
                 dim3(kGemmWarps * 32), 0, After::kProgrammatic, a);
+}
+
+}  // namespace
+
+void moe_router_route(CudaContext& ctx, const TensorView& x, const TensorView& router_w,
+                      const TensorView& bias, const RouterParams& params, const TensorView& ids,
+                      const TensorView& weights, const TensorView& active, bool invariant) {
+  const int64_t T = x.dim(0);
+  if (T == 0) return;
+  check_route_limits(router_w.dim(0), params);
+  if (!invariant || T <= kMoeRouterFusedMaxTokens)
+    return route_tokens(ctx, x, router_w, bias, params, ids, weights, active, 0);
+  for (int64_t t0 = 0; t0 < T; t0 += kMoeRouterFusedMaxTokens) {  // the fused kernel a slice a time
+    const int64_t n = std::min(kMoeRouterFusedMaxTokens, T - t0);
+    route_tokens(ctx, x.rows(t0, n), router_w, bias, params, ids.rows(t0, n), weights.rows(t0, n),
+                 active, t0);
+  }
 }
 
 }  // namespace beam::cuda

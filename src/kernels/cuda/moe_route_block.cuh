@@ -33,6 +33,7 @@ struct RouteArgs {
   float* weights;     // [T, top_k]
   int64_t num_tokens;
   const int32_t* active;  // [1]: tokens from active[0] on are padding (nullptr: none)
+  int64_t first_token;    // token 0's index in the call active counts (a slice's offset)
   int num_experts, group_size, num_groups, topk_groups, top_k;
   bool norm_topk_prob;
   float routed_scaling_factor;
@@ -152,7 +153,7 @@ __device__ __forceinline__ void write_token(const RouteArgs& a, int64_t t, int l
 __device__ __forceinline__ void route_token(const RouteArgs& a, int64_t t, float bias,
                                             RouteSmem& s) {
   const int e = static_cast<int>(threadIdx.x), warp = e / 32, lane = e % 32;
-  if (a.active != nullptr && t >= *a.active) {  // uniform over the block
+  if (a.active != nullptr && a.first_token + t >= *a.active) {  // uniform over the block
     if (e < a.top_k) {
       a.ids[t * a.top_k + e] = kNoExpert;
       a.weights[t * a.top_k + e] = 0.0f;

@@ -103,7 +103,8 @@ TEST_F(BatchInvariantCuda, LinearSplitIsLinearPerRangeAtEveryM) {
 
 // The router (fp32 GEMM and grouped top-k) at Beam's widths: every token's experts and weights
 // in a 600-token call (three fused slices) are those of the token alone and of smaller batches
-// (one slice, or the fused kernel at 256 and fewer tokens, as by default).
+// (one slice, or the fused kernel at 256 and fewer tokens, as by default), and padding tokens
+// (active) count across the slices.
 TEST_F(BatchInvariantCuda, RouterTokensDoNotDependOnTheBatch) {
   const RouterParams p{8, 4, 8, true, 2.5f};
   const int64_t H = 5120, E = 256;
@@ -124,6 +125,20 @@ TEST_F(BatchInvariantCuda, RouterTokensDoNotDependOnTheBatch) {
     const auto part = run(first, T);
     EXPECT_TRUE(test::bits_equal(part.first.view, all.first.view.rows(first, T)));
     EXPECT_TRUE(test::bits_equal(part.second.view, all.second.view.rows(first, T)));
+  }
+  // Padding tokens counted over the slices (decode graphs pad to buckets of up to 512 tokens):
+  // tokens from 450 on get no expert, the others their routes.
+  HostTensor active(DType::kI32, {1});
+  active.as<int32_t>()[0] = 450;
+  const TensorView ids = device_tensor(DType::kI32, {kMostRows, p.top_k});
+  const TensorView weights = device_tensor(DType::kF32, {kMostRows, p.top_k});
+  moe_router_route(invariant, upload(x), rw, bias, p, ids, weights, upload(active));
+  const HostTensor padded_ids = download(ids), padded_weights = download(weights);
+  EXPECT_TRUE(test::bits_equal(padded_ids.view.rows(0, 450), all.first.view.rows(0, 450)));
+  EXPECT_TRUE(test::bits_equal(padded_weights.view.rows(0, 450), all.second.view.rows(0, 450)));
+  for (int64_t i = 450 * p.top_k; i < kMostRows * p.top_k; ++i) {
+    EXPECT_EQ(padded_ids.as<int32_t>()[i], kNoExpert) << i;
+    EXPECT_EQ(padded_weights.as<float>()[i], 0.0f) << i;
   }
 }
 
