@@ -99,6 +99,7 @@ int bench_offline(int argc, char** argv) {
   j["model"] = *dir;
   j["workload"] = args->get_or("workload", "uniform");
   j["max_tokens_per_step"] = (*engine)->max_tokens_per_step();
+  j["deterministic_inference"] = batch_invariant(eo.device, eo.batch_invariance);
   if (eo.enable_hierarchical_cache) {  // the host tier as it was sized
     const HostCacheStats h = (*engine)->stats().host_cache;
     j["host_tier"] = {{"bytes", h.bytes}, {"full_blocks", h.tier.capacity.full},
