@@ -55,7 +55,8 @@ void linear_cublaslt(CudaContext& ctx, const TensorView& x, const TensorView& w,
                      const TensorView& out, bool invariant = false);
 
 // Rows at which a batch-invariant (N, K) asks the heuristic for the algorithm every M then runs:
-// prefill-sized tiles (decode batches pay for them; H200 numbers in docs/benchmarks.md).
+// prefill-sized tiles, which decode batches pay for (not yet measured on a GPU: docs/benchmarks.md
+// "Deterministic inference").
 constexpr int64_t kInvariantPlanRows = 1024;
 
 }  // namespace beam::cuda
