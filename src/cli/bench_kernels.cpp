@@ -283,6 +283,7 @@ Status bench_attention_case(KernelBench& kb, const BeamConfig& c, AttentionKind 
     const auto table = std::span<const int32_t>(*tables).subspan(
         static_cast<size_t>(s * blocks_per_seq), static_cast<size_t>(blocks_per_seq));
     list.push_back(AttentionSeq{s * q_count, q_count, kv_len - q_count, 0, kv_len, table});
+    if (q_count == 1) list.back().prompt_rows = 0;  // a decode row (--enable-deterministic-inference)
     keys += keys_seen_sum(c, kind, kv_len - q_count, q_count);
   }
   const int64_t window = kind == AttentionKind::kSliding ? c.sliding_window : 0;
