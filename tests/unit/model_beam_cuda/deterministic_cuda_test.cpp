@@ -2,8 +2,8 @@
 // on models/tiny-beam (head_dim 128: by default its prompt chunks of 64 rows and more take the
 // prefill attention kernel, shorter ones and decode rows the decode kernel, M = 1 the skinny GEMV):
 // a row's logits are the same bits however its sequence is chunked and whatever shares its step,
-// and the engine's requests give the same tokens and logprobs alone, in a busy batch and after
-// prefix-cache hits.
+// and the engine's requests give the same tokens and logprobs alone, in a busy batch, after
+// prefix-cache hits and with speculative decoding.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -184,6 +184,41 @@ TEST_F(DeterministicCuda, FollowUpsReuseOnlyPromptBlocks) {
   const SiblingResult reused = run_all(**warm, {second})[0][0];
   EXPECT_EQ(reused.usage.cached_prompt_tokens, 64);  // the first prompt's 4 whole blocks
   expect_same_bits(reused, run_all(**cold, {second})[0][0]);
+}
+
+// n-gram speculation (up to 4 drafts) changes no token and no logprob bit: verification rows are
+// generated rows, on the decode kernel as plain decoding's, so even sampled requests (a seed
+// each) equal their plain runs, which the default mode guarantees for greedy ones only.
+TEST_F(DeterministicCuda, SpeculationChangesNoBit) {
+  auto weights = engine_test_model("tiny-beam");
+  ASSERT_NE(weights, nullptr);
+  EngineOptions o = deterministic_options(false);
+  auto plain = Engine::create(weights, o);
+  o.speculative.num_draft_tokens = 4;
+  o.speculative.max_match = 4;
+  auto spec = Engine::create(weights, o);
+  ASSERT_TRUE(plain.ok() && spec.ok());
+  std::vector<RunRequest> reqs;
+  for (uint64_t i = 0; i < 6; ++i) {  // a motif repeated: the drafts find matches
+    const std::vector<int32_t> motif = tokens_of(5 + static_cast<int64_t>(i), 70 + i, vocab());
+    std::vector<int32_t> prompt;
+    while (prompt.size() < 60) prompt.insert(prompt.end(), motif.begin(), motif.end());
+    SamplingParams p = greedy(32);
+    if (i % 2 == 1) {
+      p.temperature = 0.8f;
+      p.seed = 2000 + i;
+    }
+    p.logprobs = true;
+    p.top_logprobs = 2;
+    reqs.push_back(RunRequest{prompt, p});
+  }
+  const auto want = run_all(**plain, reqs), got = run_all(**spec, reqs);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "request " << i);
+    expect_same_bits(want[i][0], got[i][0]);
+  }
+  EXPECT_GT((*spec)->stats().spec_verifications, 0);
 }
 
 }  // namespace
