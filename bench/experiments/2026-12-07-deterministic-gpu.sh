@@ -5,7 +5,9 @@
 # changed, then the mode's cost
 # on beam-slice (4 layers): bench step decode at batch 1 / 32 / 128 and the 8K prefill, default
 # against deterministic with the shared cuBLASLt algorithms picked at 1,024 rows (this tree) and at
-# 64 (var/beamserve-r64).
+# 64 (var/beamserve-r64: a worktree of the same commit with `kInvariantPlanRows = 64` in
+# src/kernels/cuda/gemm.h, `cmake --build build/gpu --target beamserve` with tools/gpu/build.sh's
+# configure flags, stripped; packed with pack_ab.sh's beamserve-r64=PATH).
 set -uo pipefail
 source tools/gpu/run_prelude.sh
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee $res/gpu.txt
