@@ -71,6 +71,9 @@ TEST_P(RuntimeFuzzTest, InvariantsHoldAndPoolsRefill) {
       for (int64_t i = uniform(0, 40); i > 0; --i) prompt.push_back(static_cast<int32_t>(uniform(1, 5)));
       submitted.push_back(e.submit(prompt, uniform(1, 30), static_cast<int32_t>(uniform(0, 2)),
                                    static_cast<int32_t>(uniform(0, 5) == 0 ? uniform(1, 2) : 0)));
+      // A third cache their prompt only (deterministic GPU inference's token limit).
+      if (uniform(0, 2) == 0)
+        e.set_cache_limit(submitted.back(), static_cast<int64_t>(prompt.size()));
     } else if (kind == 3 && !submitted.empty()) {
       const SeqId victim = submitted[uniform(0, static_cast<int64_t>(submitted.size()) - 1)];
       if (!e.request(victim).done) e.cancel(victim);

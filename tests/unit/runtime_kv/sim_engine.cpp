@@ -88,6 +88,10 @@ void SimEngine::set_scoring(SeqId id, int64_t max_reused_tokens, bool logits_eve
   r.logits_every_token = logits_every_token;
 }
 
+void SimEngine::set_cache_limit(SeqId id, int64_t max_cached_tokens) {
+  requests_.at(id).max_cached_tokens = max_cached_tokens;
+}
+
 void SimEngine::cancel(SeqId id) {
   SimRequest& r = requests_.at(id);
   release_sequence(id, r.tokens, CacheOnRelease::kDrop, *kv_, prefix_.get());
@@ -238,6 +242,7 @@ StepPlan SimEngine::step() {
                r.fork_parent,
                r.max_reused_tokens,
                r.logits_every_token};
+    v.max_cached_tokens = r.max_cached_tokens;
     const auto len = static_cast<int64_t>(r.tokens.size());
     const int64_t drafts = std::min(draft_tokens_, r.max_new - r.generated() - 1);
     if (drafts > 0 && !r.fork_parent.valid() && kv_->num_computed(id) == len - 1) {
@@ -253,6 +258,7 @@ StepPlan SimEngine::step() {
     const SimRequest& r = requests_.at(id);
     waiting.push_back(SeqState{id, r.priority, r.arrival, r.tokens, SeqId(), r.max_reused_tokens,
                                r.logits_every_token});
+    waiting.back().max_cached_tokens = r.max_cached_tokens;
   }
   if (host_) {  // as the engine: as many as could start now
     const int64_t room = scheduler_.config().max_running_seqs - static_cast<int64_t>(running.size());

@@ -36,6 +36,8 @@ struct SimRequest {
   // As SeqState's: prefix reuse limit and logits for every prefill token (prompt logprobs).
   int64_t max_reused_tokens = std::numeric_limits<int64_t>::max();
   bool logits_every_token = false;
+  // As SeqState's: its blocks are cached up to this many tokens (deterministic GPU inference).
+  int64_t max_cached_tokens = std::numeric_limits<int64_t>::max();
   int64_t generated() const { return static_cast<int64_t>(tokens.size()) - prompt_len; }
 };
 
@@ -68,6 +70,8 @@ class SimEngine {
                int32_t num_forks = 0);
   // Sets a queued request's SeqState scoring fields (SimRequest).
   void set_scoring(SeqId id, int64_t max_reused_tokens, bool logits_every_token);
+  // Sets a queued request's SeqState::max_cached_tokens (SimRequest).
+  void set_cache_limit(SeqId id, int64_t max_cached_tokens);
   // Releases everything the request holds, wherever it is.
   void cancel(SeqId id);
   // One step; returns its plan. Checks every invariant after each phase.
