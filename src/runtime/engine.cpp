@@ -94,9 +94,6 @@ Status check_engine_tensor_parallel(const EngineOptions& options) {
   if (tp == 1) return ok_status();
   const std::string what = "engine: tensor parallel size " + std::to_string(tp);
   if (tp < 1) return make_error(what + ": must be >= 1");
-  if (options.device == Device::kCuda && options.batch_invariance == BatchInvariance::kAlways)
-    return make_error(what + ": deterministic inference runs on one GPU (NCCL's all-reduce adds "
-                             "the ranks' partial sums in an order that depends on the batch)");
   return ok_status();
 }
 

@@ -165,7 +165,8 @@ struct EngineOptions {
   AttentionProbs attention_probs = AttentionProbs::kFp32;
   // kAlways (--enable-deterministic-inference, SGLang's name): a request's tokens and logprobs do
   // not depend on the batch around it or on its chunking on the GPU either (KernelContext::
-  // batch_invariance; docs/runtime.md "Batch invariance"); one GPU only.
+  // batch_invariance; docs/runtime.md "Batch invariance"); tensor-parallel ranks then sum their
+  // partials in rank order (BeamModel::reduce_partials) instead of NCCL's all-reduce.
   BatchInvariance batch_invariance = BatchInvariance::kCpuOnly;
   // Engine::sleep / wake_up may give the KV pools' and (CUDA) the weights' memory back (vLLM's
   // enable_sleep_mode): that memory is then ReleasableMemory (kernels/api/releasable_memory.h).

@@ -49,7 +49,7 @@ Expected<std::unique_ptr<EngineRanks>> EngineRanks::create(const RankWeights& so
   RankWorkers::Build build;
   std::mutex one_at_a_time;  // GPU ranks' host weights: one rank's load and upload at once
   if (rank0.device == Device::kCpu) {
-    build = RankWorkers::cpu_ranks(source, group, threads_per_rank, lora);
+    build = RankWorkers::cpu_ranks(source, group, threads_per_rank, rank0.batch_invariance, lora);
   } else {
     build = [&](int r) -> Expected<WorkerRank> {
       const TensorParallel tp{r, size};

@@ -33,6 +33,27 @@ void round_to_bf16(const KernelContext& ctx, const TensorView& src, const Tensor
   }
 }
 
+void sum_ranks_to_bf16(const KernelContext& ctx, const TensorView& parts, const TensorView& dst) {
+  constexpr const char* op = "sum_ranks_to_bf16";
+  expect_tensor(ctx, parts, DType::kF32, parts.rank(), op, "parts");
+  expect_tensor(ctx, dst, DType::kBF16, dst.rank(), op, "dst");
+  BEAM_CHECK(parts.rank() >= 1 && parts.dim(0) >= 1 && parts.numel() == parts.dim(0) * dst.numel())
+      << op << ": parts " << parts.shape.str() << ", dst " << dst.shape.str()
+      << " (parts: [ranks, dst's elements])";
+  switch (ctx.device) {
+    case Device::kCpu:
+      cpu::sum_ranks_to_bf16(cpu_pool(ctx, op), parts, dst);
+      return;
+    case Device::kCuda:
+#if BEAMSERVE_CUDA
+      cuda::sum_ranks_to_bf16(*ctx.cuda, parts, dst);
+      return;
+#else
+      cuda_backend_not_built(op);
+#endif
+  }
+}
+
 void localize_expert_ids(const KernelContext& ctx, const TensorView& ids, int64_t first,
                          int64_t count, const TensorView& local) {
   constexpr const char* op = "localize_expert_ids";

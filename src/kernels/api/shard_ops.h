@@ -12,6 +12,11 @@ namespace beam {
 // rank), both on ctx's device.
 void round_to_bf16(const KernelContext& ctx, const TensorView& src, const TensorView& dst);
 
+// dst = bf16(parts[0] + parts[1] + ... + parts[n - 1]), added in that order in fp32 (the order
+// of LocalGroup's all-reduce), rounded once. parts: f32 [n, dst's shape]; dst: bf16; both on
+// ctx's device.
+void sum_ranks_to_bf16(const KernelContext& ctx, const TensorView& parts, const TensorView& dst);
+
 // Expert parallelism: local[i] = ids[i] - first where first <= ids[i] < first + count, else
 // kNoExpert (another rank's expert, or none), so moe_experts over the experts [first, first +
 // count) adds exactly their slots. ids, local: [T, k] i32 on ctx's device (local may alias ids).

@@ -12,6 +12,19 @@ void round_to_bf16(ThreadPool& pool, const TensorView& src, const TensorView& ds
   });
 }
 
+void sum_ranks_to_bf16(ThreadPool& pool, const TensorView& parts, const TensorView& dst) {
+  const int64_t n = parts.dim(0), m = dst.numel();
+  const float* p = parts.as<float>();
+  bf16* out = dst.as<bf16>();
+  pool.parallel_for(m, 8192, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      float acc = p[i];
+      for (int64_t r = 1; r < n; ++r) acc += p[r * m + i];
+      out[i] = to_bf16(acc);
+    }
+  });
+}
+
 void localize_expert_ids(const TensorView& ids, int64_t first, int64_t count,
                          const TensorView& local) {
   const int32_t* in = ids.as<int32_t>();

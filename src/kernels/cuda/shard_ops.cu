@@ -23,6 +23,16 @@ __global__ void round_kernel(const float* src, bf16_t* dst, int64_t n) {
     dst[i] = to_bf16_rn(src[i]);
 }
 
+// dst[i] = bf16(parts[0][i] + ... + parts[n - 1][i]), in rank order.
+__global__ void sum_ranks_kernel(const float* parts, bf16_t* dst, int64_t n, int64_t m) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < m;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float acc = parts[i];
+    for (int64_t r = 1; r < n; ++r) acc += parts[r * m + i];
+    dst[i] = to_bf16_rn(acc);
+  }
+}
+
 __global__ void localize_kernel(const int32_t* ids, int32_t* local, int64_t n, int32_t first,
                                 int32_t count) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
@@ -39,6 +49,14 @@ void round_to_bf16(CudaContext& ctx, const TensorView& src, const TensorView& ds
   if (n == 0) return;
   round_kernel<<<grid_for(ctx, n), kThreads, 0, ctx.stream>>>(static_cast<const float*>(src.data),
                                                               static_cast<bf16_t*>(dst.data), n);
+  CUDA_LAUNCH_OK();
+}
+
+void sum_ranks_to_bf16(CudaContext& ctx, const TensorView& parts, const TensorView& dst) {
+  const int64_t m = dst.numel();
+  if (m == 0) return;
+  sum_ranks_kernel<<<grid_for(ctx, m), kThreads, 0, ctx.stream>>>(
+      static_cast<const float*>(parts.data), static_cast<bf16_t*>(dst.data), parts.dim(0), m);
   CUDA_LAUNCH_OK();
 }
 

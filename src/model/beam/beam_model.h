@@ -106,7 +106,9 @@ class BeamModel {
   // (x's rows under ws.norm_every_row, else logit rows of final_hidden: then each such token is
   // one).
   void copy_final_hidden(const Workspace& ws, const ForwardBatch& batch, ForwardOutput& out);
-  // out (bf16 [T, N]) = bf16 of part (f32 [T, N], this rank's partial sums) summed over the ranks.
+  // out (bf16 [T, N]) = bf16 of part (f32 [T, N], this rank's partial sums) summed over the ranks:
+  // by the group's all-reduce, or with deterministic inference gathered and summed in rank order
+  // (part is left unsummed then).
   void reduce_partials(const TensorView& part, const TensorView& out);
   // ws.logits [R, V] from every rank's vocabulary slice (ws.local_logits [R, V / size]).
   void gather_logits(const Workspace& ws);

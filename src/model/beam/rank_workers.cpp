@@ -47,15 +47,16 @@ Expected<std::unique_ptr<RankWorkers>> RankWorkers::create(CommGroup& group, con
 }
 
 RankWorkers::Build RankWorkers::cpu_ranks(const RankWeights& source, CommGroup& group,
-                                          int threads_per_rank,
+                                          int threads_per_rank, BatchInvariance invariance,
                                           std::optional<LoraSlotsOptions> lora) {
-  return [&source, &group, threads_per_rank, lora](int r) -> Expected<WorkerRank> {
+  return [&source, &group, threads_per_rank, invariance, lora](int r) -> Expected<WorkerRank> {
     const TensorParallel tp{r, group.size()};
     BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> slice, load_rank_slice(source, tp));
     WorkerRank w;
     w.pool = std::make_unique<ThreadPool>(threads_per_rank);
     KernelContext ctx;
     ctx.pool = w.pool.get();
+    ctx.batch_invariance = invariance;
     BEAM_ASSIGN_OR_RETURN(DeviceWeights served, upload_weights(ctx, std::move(slice)));
     slice = std::move(served.weights);  // as the CPU holds them (synthetic ones filled)
     BEAM_ASSIGN_OR_RETURN(std::unique_ptr<LoraSlots> slots,

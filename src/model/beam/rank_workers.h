@@ -50,9 +50,11 @@ class RankWorkers {
   // group must outlive this. Errors: the first rank's build error.
   static Expected<std::unique_ptr<RankWorkers>> create(CommGroup& group, const Build& build);
   // CPU ranks: rank r's slice (shard_beam_weights) of source(r), a pool of threads_per_rank
-  // threads, its end of `group`, and with `lora` LoRA slots of rank r's share (LoraSlotsOptions::
-  // tp set per rank). `source` must outlive create().
+  // threads, its end of `group`, `invariance` as rank 0's (KernelContext::batch_invariance: every
+  // rank reduces its partials alike), and with `lora` LoRA slots of rank r's share
+  // (LoraSlotsOptions::tp set per rank). `source` must outlive create().
   static Build cpu_ranks(const RankWeights& source, CommGroup& group, int threads_per_rank,
+                         BatchInvariance invariance = BatchInvariance::kCpuOnly,
                          std::optional<LoraSlotsOptions> lora = std::nullopt);
   ~RankWorkers();  // stops and joins the threads
   RankWorkers(const RankWorkers&) = delete;

@@ -107,6 +107,7 @@ size_t Workspace::device_bytes() const {
                                  &local_expert_ids,
                                  &local_logits,
                                  &gathered_logits,
+                                 &rank_partials,
                                  &lora_gathered,
                                  &lora_input,
                                  &captured})
@@ -135,6 +136,11 @@ Status Workspace::reserve(const KernelContext& ctx, const BeamConfig& cfg, const
   const size_t V = cfg.vocab_size, Vl = shard.vocab, S = cfg.num_layers_of(MlpKind::kSparse);
   const size_t tp = shard_buffers != ShardBuffers::kNone ? 1 : 0;  // the rank buffers' factor
   const size_t lora = shard_buffers == ShardBuffers::kRankWithLora ? 1 : 0;
+  // The ranks' partials gathered in slices, with deterministic inference on a rank.
+  const size_t ranks = tp > 0 && ctx.batch_invariance == BatchInvariance::kAlways
+                           ? static_cast<size_t>(cfg.num_heads / shard.num_heads)
+                           : 0;
+  const size_t gathered_rows = std::min<size_t>(tokens, kRankPartialRows);
   const size_t lora_width = std::max<size_t>(cfg.num_heads * cfg.head_dim, cfg.intermediate_size);
   const size_t bf = sizeof(uint16_t), f32 = sizeof(float), i32 = sizeof(int32_t);
   const std::pair<ScratchBuffer*, size_t> needs[] = {
@@ -158,6 +164,7 @@ Status Workspace::reserve(const KernelContext& ctx, const BeamConfig& cfg, const
       {&local_expert_ids, tp * T * K * i32},
       {&local_logits, tp * R * Vl * f32},
       {&gathered_logits, tp * R * V * f32},
+      {&rank_partials, ranks * gathered_rows * H * f32},
       {&lora_gathered, lora * T * lora_width * bf},
       {&lora_input, lora * T * lora_width * bf}};
   for (const auto& [buffer, nbytes] : needs) BEAM_RETURN_IF_ERROR(buffer->reserve(ctx, nbytes));

@@ -61,6 +61,10 @@ struct Workspace {
   // A tensor-parallel rank's (model/tensor_parallel.h): fp32 partial sums [T, H], the routed ids
   // of its experts [T, k], its logits' vocabulary slice [R, V / n] and every rank's [n, R, V / n].
   ScratchBuffer partial, local_expert_ids, local_logits, gathered_logits;
+  // Deterministic inference on a rank (BatchInvariance::kAlways): every rank's partials of up to
+  // kRankPartialRows rows [n, rows, H], summed in rank order (BeamModel::reduce_partials).
+  ScratchBuffer rank_partials;
+  static constexpr int64_t kRankPartialRows = 1024;
   // With LoRA on a rank: a row-parallel module's input gathered from every rank [n, T, c / n] and
   // rearranged to [T, c] (c: the q heads' width or the dense width).
   ScratchBuffer lora_gathered, lora_input;

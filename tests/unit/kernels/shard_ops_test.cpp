@@ -1,5 +1,6 @@
 // A tensor-parallel rank's ops (kernels/api/shard_ops.h) and moe_experts' unrounded f32 output:
-// round_to_bf16 rounds to nearest even like core/bf16.h; localize_expert_ids keeps a rank's
+// round_to_bf16 rounds to nearest even like core/bf16.h; sum_ranks_to_bf16 adds ranks in order
+// and rounds once; localize_expert_ids keeps a rank's
 // experts and drops the rest; experts split over ranks sum (f32) to the whole layer's combine.
 #include "kernels/api/shard_ops.h"
 
@@ -42,6 +43,28 @@ TEST(RoundToBf16, RoundsToNearestEvenOnEveryShape) {
   EXPECT_EQ(dst.as<bf16>()[0].bits, 0x3f80);  // tie to even (down)
   EXPECT_EQ(dst.as<bf16>()[1].bits, 0x3f82);  // tie to even (up)
   EXPECT_DEATH(round_to_bf16(cpu.one, src.view, dst.view.reshape({129, 37})), "round_to_bf16");
+}
+
+// The deterministic reduce adds the ranks in order (((p0 + p1) + p2) + p3), as LocalGroup's
+// all-reduce, then rounds once; a shape that does not hold the ranks is refused.
+TEST(SumRanksToBf16, AddsInRankOrderAndRoundsOnce) {
+  test::Contexts cpu;
+  HostTensor parts(DType::kF32, {4, 3});
+  const float values[] = {1.0f, 1e8f,  0.5f,   // rank 0
+                          1e-8f, 1.0f, 0.25f,  // rank 1
+                          -1.0f, -1e8f, 0.125f, // rank 2
+                          1e-8f, 1.0f, 1.0f};  // rank 3
+  std::memcpy(parts.view.data, values, sizeof(values));
+  HostTensor dst(DType::kBF16, {3});
+  sum_ranks_to_bf16(cpu.two, parts.view, dst.view);
+  for (int64_t i = 0; i < 3; ++i) {
+    float acc = values[i];
+    for (int64_t r = 1; r < 4; ++r) acc += values[r * 3 + i];
+    EXPECT_EQ(dst.as<bf16>()[i].bits, to_bf16(acc).bits) << i;
+  }
+  EXPECT_EQ(to_float(dst.as<bf16>()[1]), 1.0f);  // (1e8 + 1 - 1e8) + 1: the 1 absorbed first
+  EXPECT_DEATH(sum_ranks_to_bf16(cpu.one, parts.view.reshape({3, 4}), dst.view),
+               "sum_ranks_to_bf16");
 }
 
 TEST(LocalizeExpertIds, KeepsTheRanksExpertsAndDropsTheRest) {

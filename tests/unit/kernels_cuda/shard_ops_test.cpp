@@ -1,5 +1,5 @@
-// CUDA round_to_bf16 and localize_expert_ids against the CPU reference: both bit-exact (NaN
-// payloads aside), on sizes that leave a partial block and a grid-stride remainder.
+// CUDA round_to_bf16, sum_ranks_to_bf16 and localize_expert_ids against the CPU reference: all
+// bit-exact (NaN payloads aside), on sizes that leave a partial block and a grid-stride remainder.
 #include "kernels/api/shard_ops.h"
 
 #include <cmath>
@@ -25,6 +25,22 @@ TEST_F(CudaShardOps, RoundToBf16MatchesTheCpu) {
     round_to_bf16(cpu.one, src.view, want.view);
     const TensorView out = device_tensor(DType::kBF16, {n});
     round_to_bf16(gpu, upload(src), out);
+    HostTensor got = download(out);
+    EXPECT_EQ(std::memcmp(got.view.data, want.view.data, want.view.nbytes()), 0) << n;
+  }
+}
+
+// The deterministic reduce of tensor-parallel partials: the ranks' sum in rank order, rounded
+// once, bit for bit the CPU's (and 1 rank is a plain rounding).
+TEST_F(CudaShardOps, SumRanksToBf16MatchesTheCpu) {
+  std::mt19937 rng(8);
+  for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{8}}) {
+    const int64_t m = 3 * 5120 + 7;
+    HostTensor parts = test::random_f32({n, m}, rng, 10.0f);
+    HostTensor want(DType::kBF16, {m});
+    sum_ranks_to_bf16(cpu.one, parts.view, want.view);
+    const TensorView out = device_tensor(DType::kBF16, {m});
+    sum_ranks_to_bf16(gpu, upload(parts), out);
     HostTensor got = download(out);
     EXPECT_EQ(std::memcmp(got.view.data, want.view.data, want.view.nbytes()), 0) << n;
   }

@@ -4,6 +4,8 @@
 // every rank; settings it cannot serve are errors that name them.
 #include <gtest/gtest.h>
 
+#include <bit>
+
 #include <chrono>
 #include <cmath>
 #include <thread>
@@ -79,6 +81,35 @@ TEST(TensorParallelEngine, TwoRanksServeWhatOneRankServes) {
   // The repeated prompt hit the prefix cache on both engines, each rank holding its KV heads.
   EXPECT_GT(got[4][0].usage.cached_prompt_tokens, 0);
   EXPECT_EQ(got[4][0].usage.cached_prompt_tokens, want[4][0].usage.cached_prompt_tokens);
+}
+
+// Deterministic inference on two ranks: the partials gathered and summed in rank order (in slices
+// of Workspace::kRankPartialRows rows, which a 1,100-token prompt crosses) give the bits of
+// LocalGroup's all-reduce, which adds in the same order: tokens and logprobs bit for bit.
+TEST(TensorParallelEngine, DeterministicRanksSumInRankOrder) {
+  std::shared_ptr<const BeamWeights> w = engine_test_model("tiny-beam");
+  ASSERT_NE(w, nullptr);
+  std::vector<RunRequest> reqs = mixed_requests(w->config.vocab_size);
+  RunRequest longer{tokens_of(1100, 49, w->config.vocab_size), greedy(4)};
+  longer.params.logprobs = true;
+  reqs.push_back(longer);
+  EngineOptions o = options_of(2);
+  o.max_tokens_per_step = 2048;
+  auto plain = Engine::create(w, o);
+  o.batch_invariance = BatchInvariance::kAlways;
+  auto ordered = Engine::create(w, o);
+  ASSERT_TRUE(plain.ok() && ordered.ok());
+  const auto want = run_all(**plain, reqs), got = run_all(**ordered, reqs);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "request " << i);
+    EXPECT_EQ(got[i][0].tokens, want[i][0].tokens);
+    ASSERT_EQ(got[i][0].logprobs.size(), want[i][0].logprobs.size());
+    for (size_t t = 0; t < got[i][0].logprobs.size(); ++t)
+      EXPECT_EQ(std::bit_cast<uint32_t>(got[i][0].logprobs[t].chosen.logprob),
+                std::bit_cast<uint32_t>(want[i][0].logprobs[t].chosen.logprob))
+          << t;
+  }
 }
 
 // Ranks that each load only their experts from the model folder (what `serve` does) serve what
@@ -165,11 +196,6 @@ TEST(TensorParallelEngine, SettingsItCannotServeAreErrors) {
   expect_error(o, "does not divide the model's num_key_value_heads 2");
   o.tensor_parallel_size = 0;
   expect_error(o, "must be >= 1");
-  // Deterministic inference on GPUs: NCCL's all-reduce order depends on the message size.
-  o.tensor_parallel_size = 2;
-  o.device = Device::kCuda;
-  o.batch_invariance = BatchInvariance::kAlways;
-  expect_error(o, "deterministic inference runs on one GPU");
 }
 
 // Sleep mode with two ranks (CPU threads, whose weights are host memory): a sleep gives back both
