@@ -12,7 +12,7 @@ set -uo pipefail
 source tools/gpu/run_prelude.sh
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee $res/gpu.txt
 timeout 70 $bin/kernels_cuda_tests --gtest_brief=1 \
-  --gtest_filter='BatchInvariantCuda.*:AttentionPrefillCuda.Invariant*:CudaMoeRouter.*' \
+  --gtest_filter='BatchInvariantCuda.*:AttentionPrefillCuda.Invariant*:CudaMoeRouter.*:CudaShardOps.*' \
   > $res/invariant_kernels.txt 2>&1
 echo "invariant kernels rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' $res/invariant_kernels.txt | tr '\n' ' ')"
 grep -E "FAILED|Failure|check failed|M [0-9]|tokens [0-9]|chunk [0-9]" $res/invariant_kernels.txt | head -30
