@@ -153,9 +153,11 @@ cublasLtMatmulAlgo_t invariant_algo(CudaContext& ctx, LinearPlanKey key) {
   at.m = kInvariantPlanRows;
   one.m = 1;
   const std::unique_ptr<LinearPlan> plan_at = make_descriptors(at), plan_one = make_descriptors(one);
-  for (const LinearPlan* asked : {plan_at.get(), plan_one.get()}) {
+  const std::pair<const LinearPlan*, LinearPlanKey> asks[] = {{plan_at.get(), at},
+                                                               {plan_one.get(), one}};
+  for (const auto& [asked, asked_key] : asks) {
     std::array<cublasLtMatmulHeuristicResult_t, 16> results{};
-    const int found = heuristic(ctx, *asked, asked == plan_at.get() ? at : one, results);
+    const int found = heuristic(ctx, *asked, asked_key, results);
     for (int i = 0; i < found; ++i) {
       const cublasLtMatmulAlgo_t algo = without_split_k(results[static_cast<size_t>(i)].algo);
       if (!runs(ctx, *plan_one, algo) || !runs(ctx, *plan_at, algo)) continue;

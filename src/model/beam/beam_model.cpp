@@ -434,14 +434,13 @@ void BeamModel::compute_logits(Workspace& ws) {
 }
 
 void BeamModel::reduce_partials(const TensorView& part, const TensorView& out) {
-  if (ctx_.batch_invariance != BatchInvariance::kAlways) {
+  if (!Workspace::gathers_partials(ctx_)) {
     shard_.comm->all_reduce_sum(part);
     round_to_bf16(ctx_, part, out);
     return;
   }
-  // Deterministic: NCCL's all-reduce adds in an order that depends on the message size (so on
-  // the batch); every rank's partials are gathered instead, a slice of rows at a time, and summed
-  // in rank order (as LocalGroup's all-reduce does).
+  // Every rank's partials, a slice of rows at a time, summed in rank order (as LocalGroup's
+  // all-reduce does).
   const int64_t T = part.dim(0), H = part.dim(1), n = shard_.tp.size;
   for (int64_t r0 = 0; r0 < T; r0 += Workspace::kRankPartialRows) {
     const int64_t rows = std::min(Workspace::kRankPartialRows, T - r0);

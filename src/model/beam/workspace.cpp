@@ -137,7 +137,7 @@ Status Workspace::reserve(const KernelContext& ctx, const BeamConfig& cfg, const
   const size_t tp = shard_buffers != ShardBuffers::kNone ? 1 : 0;  // the rank buffers' factor
   const size_t lora = shard_buffers == ShardBuffers::kRankWithLora ? 1 : 0;
   // The ranks' partials gathered in slices, with deterministic inference on a rank.
-  const size_t ranks = tp > 0 && ctx.batch_invariance == BatchInvariance::kAlways
+  const size_t ranks = tp > 0 && gathers_partials(ctx)
                            ? static_cast<size_t>(cfg.num_heads / shard.num_heads)
                            : 0;
   const size_t gathered_rows = std::min<size_t>(tokens, kRankPartialRows);

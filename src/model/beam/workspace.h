@@ -61,10 +61,15 @@ struct Workspace {
   // A tensor-parallel rank's (model/tensor_parallel.h): fp32 partial sums [T, H], the routed ids
   // of its experts [T, k], its logits' vocabulary slice [R, V / n] and every rank's [n, R, V / n].
   ScratchBuffer partial, local_expert_ids, local_logits, gathered_logits;
-  // Deterministic inference on a rank (BatchInvariance::kAlways): every rank's partials of up to
+  // Deterministic inference on a rank (gathers_partials): every rank's partials of up to
   // kRankPartialRows rows [n, rows, H], summed in rank order (BeamModel::reduce_partials).
   ScratchBuffer rank_partials;
   static constexpr int64_t kRankPartialRows = 1024;
+  // Whether a rank in ctx gathers the ranks' partials and sums them in rank order instead of
+  // all-reducing them (BatchInvariance::kAlways: NCCL's order depends on the message size).
+  static bool gathers_partials(const KernelContext& ctx) {
+    return ctx.batch_invariance == BatchInvariance::kAlways;
+  }
   // With LoRA on a rank: a row-parallel module's input gathered from every rank [n, T, c / n] and
   // rearranged to [T, c] (c: the q heads' width or the dense width).
   ScratchBuffer lora_gathered, lora_input;

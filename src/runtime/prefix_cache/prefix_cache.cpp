@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 #include <string>
 
 #include "core/check.h"
@@ -56,32 +55,35 @@ uint64_t PrefixCache::salt_for_adapter(uint64_t salt, uint64_t lora_id) {
   return h == 0 ? 1 : h;
 }
 
-uint64_t PrefixCache::salt_of(SeqId seq) const {
-  auto it = salts_.find(seq);
-  return it == salts_.end() ? 0 : it->second;
+PrefixCache::CacheScope PrefixCache::scope_of(SeqId seq) const {
+  auto it = scopes_.find(seq);
+  return it == scopes_.end() ? CacheScope{} : it->second;
 }
 
-void PrefixCache::set_token_limit(SeqId seq, int64_t limit) {
-  if (limit == std::numeric_limits<int64_t>::max()) {
-    token_limits_.erase(seq);
+void PrefixCache::set_scope(SeqId seq, const CacheScope& scope) {
+  if (scope == CacheScope{}) {
+    scopes_.erase(seq);
   } else {
-    token_limits_[seq] = std::max<int64_t>(limit, 0);
+    scopes_[seq] = scope;
   }
-}
-
-std::span<const int32_t> PrefixCache::cacheable(SeqId seq, std::span<const int32_t> tokens) const {
-  auto it = token_limits_.find(seq);
-  if (it == token_limits_.end()) return tokens;
-  return tokens.first(static_cast<size_t>(
-      std::min<int64_t>(it->second, static_cast<int64_t>(tokens.size()))));
 }
 
 void PrefixCache::set_salt(SeqId seq, uint64_t salt) {
-  if (salt == 0) {
-    salts_.erase(seq);
-  } else {
-    salts_[seq] = salt;
-  }
+  CacheScope scope = scope_of(seq);
+  scope.salt = salt;
+  set_scope(seq, scope);
+}
+
+void PrefixCache::set_token_limit(SeqId seq, int64_t limit) {
+  CacheScope scope = scope_of(seq);
+  scope.token_limit = std::max<int64_t>(limit, 0);
+  set_scope(seq, scope);
+}
+
+std::span<const int32_t> PrefixCache::cacheable(SeqId seq, std::span<const int32_t> tokens) const {
+  const int64_t limit = scope_of(seq).token_limit;
+  return tokens.first(
+      static_cast<size_t>(std::min<int64_t>(limit, static_cast<int64_t>(tokens.size()))));
 }
 
 Expected<PrefixCache> PrefixCache::create(KvCacheManager& kv, const PrefixCacheConfig& config) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <set>
 #include <span>
 #include <string_view>
@@ -221,7 +222,16 @@ class PrefixCache {
 
   // A child's key under parent: its block's hash, mixed with the salt below the root only.
   static uint64_t child_hash(PrefixNodeId parent, std::span<const int32_t> block, uint64_t salt);
-  uint64_t salt_of(SeqId seq) const;
+  // How a sequence's blocks are cached (set_salt, set_token_limit); only sequences whose scope is
+  // not the default are stored.
+  struct CacheScope {
+    uint64_t salt = 0;
+    int64_t token_limit = std::numeric_limits<int64_t>::max();
+    bool operator==(const CacheScope&) const = default;
+  };
+  CacheScope scope_of(SeqId seq) const;
+  void set_scope(SeqId seq, const CacheScope& scope);
+  uint64_t salt_of(SeqId seq) const { return scope_of(seq).salt; }
   // The first tokens of `tokens` that seq's blocks may be cached for (set_token_limit).
   std::span<const int32_t> cacheable(SeqId seq, std::span<const int32_t> tokens) const;
   std::span<const int32_t> node_tokens(PrefixNodeId id) const;
@@ -315,8 +325,7 @@ class PrefixCache {
   // Loose sliding blocks by (loose_tick, node): first victims of sliding-pool pressure.
   std::set<std::pair<uint64_t, int32_t>> loose_index_;
   std::unordered_map<SeqId, LockRecord> locks_;
-  std::unordered_map<SeqId, uint64_t> salts_;  // sequences with a salt (set_salt)
-  std::unordered_map<SeqId, int64_t> token_limits_;  // sequences with a limit (set_token_limit)
+  std::unordered_map<SeqId, CacheScope> scopes_;  // sequences with a salt or a token limit
   int64_t num_nodes_ = 0;
   int64_t num_endpoints_ = 0;
   int64_t num_sliding_held_ = 0;

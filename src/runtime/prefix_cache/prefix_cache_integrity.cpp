@@ -38,10 +38,9 @@ void PrefixCache::check_nodes() const {
 
 void PrefixCache::recount(std::vector<int32_t>* full_lock, std::vector<int32_t>* sliding_lock,
                           std::vector<int32_t>* pins) const {
-  for (const auto& [seq, salt] : salts_)
-    BEAM_CHECK(kv_.has_sequence(seq) && salt != 0) << "salt of sequence " << seq.value;
-  for (const auto& [seq, limit] : token_limits_)
-    BEAM_CHECK(kv_.has_sequence(seq) && limit >= 0) << "token limit of sequence " << seq.value;
+  for (const auto& [seq, scope] : scopes_)
+    BEAM_CHECK(kv_.has_sequence(seq) && scope != CacheScope{} && scope.token_limit >= 0)
+        << "cache scope (salt, token limit) of sequence " << seq.value;
   for (const auto& [seq, rec] : locks_) {
     BEAM_CHECK(kv_.has_sequence(seq)) << "lock of sequence " << seq.value << " without KV sequence";
     BEAM_CHECK(node(rec.endpoint).in_use && node(rec.endpoint).depth == rec.depth &&

@@ -64,9 +64,7 @@ void PrefixCache::release_sliding_below(SeqId seq, int64_t first_kept_block) {
 
 void PrefixCache::fork(SeqId parent, SeqId child, std::span<const int32_t> parent_tokens) {
   BEAM_CHECK(!locks_.count(child)) << "sequence " << child.value << " already holds a prefix lock";
-  set_salt(child, salt_of(parent));
-  if (auto limit = token_limits_.find(parent); limit != token_limits_.end())
-    set_token_limit(child, limit->second);
+  set_scope(child, scope_of(parent));
   const int64_t K =
       std::min<int64_t>(kv_.num_computed(parent), static_cast<int64_t>(parent_tokens.size())) /
       block_size_;
@@ -132,8 +130,7 @@ BlockCounts PrefixCache::newly_locked(const PrefixMatch& match,
 }
 
 void PrefixCache::release(SeqId seq) {
-  salts_.erase(seq);
-  token_limits_.erase(seq);
+  scopes_.erase(seq);
   auto it = locks_.find(seq);
   if (it == locks_.end()) return;
   const LockRecord rec = it->second;

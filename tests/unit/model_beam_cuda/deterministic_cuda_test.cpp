@@ -37,6 +37,20 @@ void expect_same_bits(const SiblingResult& a, const SiblingResult& b) {
   }
 }
 
+// max_tokens with logprobs and `top` alternatives: greedy for even i, else sampled at
+// `temperature` with seed seed0 + i.
+SamplingParams alternating(size_t i, int64_t max_tokens, float temperature, uint64_t seed0,
+                           int64_t top) {
+  SamplingParams p = greedy(max_tokens);
+  if (i % 2 == 1) {
+    p.temperature = temperature;
+    p.seed = seed0 + i;
+  }
+  p.logprobs = true;
+  p.top_logprobs = top;
+  return p;
+}
+
 // The deterministic engine options of these tests: a 48-token step budget.
 EngineOptions deterministic_options(bool prefix_cache) {
   EngineOptions o = engine_options(Device::kCuda);
@@ -144,14 +158,8 @@ TEST_F(DeterministicCuda, EngineRequestsDoNotDependOnTheBatch) {
   std::vector<RunRequest> reqs;
   const std::vector<int64_t> lengths = {3, 17, 70, 130, 5, 90, 1, 64};
   for (size_t i = 0; i < lengths.size(); ++i) {
-    SamplingParams p = greedy(24);
-    if (i % 2 == 1) {
-      p.temperature = 1.0f;
-      p.seed = 1000 + i;
-    }
-    p.logprobs = true;
-    p.top_logprobs = 3;
-    reqs.push_back(RunRequest{tokens_of(lengths[i], 50 + i, vocab()), p});
+    reqs.push_back(RunRequest{tokens_of(lengths[i], 50 + i, vocab()),
+                              alternating(i, 24, 1.0f, 1000, 3)});
   }
   const auto together = run_all(**engine, reqs);
   ASSERT_EQ(together.size(), reqs.size());
@@ -170,9 +178,7 @@ TEST_F(DeterministicCuda, FollowUpsReuseOnlyPromptBlocks) {
   auto warm = Engine::create(weights, deterministic_options(true));
   auto cold = Engine::create(weights, deterministic_options(true));
   ASSERT_TRUE(warm.ok() && cold.ok());
-  SamplingParams p = greedy(40);
-  p.logprobs = true;
-  p.top_logprobs = 3;
+  const SamplingParams p = alternating(0, 40, 0.0f, 0, 3);  // greedy
   const RunRequest first{tokens_of(70, 60, vocab()), p};
   const SiblingResult answer = run_all(**warm, {first})[0][0];
   ASSERT_EQ(answer.tokens.size(), 40u);
@@ -203,14 +209,7 @@ TEST_F(DeterministicCuda, SpeculationChangesNoBit) {
     const std::vector<int32_t> motif = tokens_of(5 + static_cast<int64_t>(i), 70 + i, vocab());
     std::vector<int32_t> prompt;
     while (prompt.size() < 60) prompt.insert(prompt.end(), motif.begin(), motif.end());
-    SamplingParams p = greedy(32);
-    if (i % 2 == 1) {
-      p.temperature = 0.8f;
-      p.seed = 2000 + i;
-    }
-    p.logprobs = true;
-    p.top_logprobs = 2;
-    reqs.push_back(RunRequest{prompt, p});
+    reqs.push_back(RunRequest{prompt, alternating(i, 32, 0.8f, 2000, 2)});
   }
   const auto want = run_all(**plain, reqs), got = run_all(**spec, reqs);
   ASSERT_EQ(want.size(), got.size());
