@@ -3,7 +3,7 @@
 # rows against the same rows in other batches; model: tiny-beam's rows across chunkings and
 # batches, the engine's requests alone and together), the suites of the kernels whose dispatch
 # changed, then the mode's cost
-# on beam-slice (4 layers): bench step decode at batch 1 / 32 / 128 and the 8K prefill, default
+# (with --breakdown's per-op table for the default and deterministic runs) on beam-slice (4 layers): bench step decode at batch 1 / 32 / 128 and the 8K prefill, default
 # against deterministic with the shared cuBLASLt algorithms picked at 1,024 rows (this tree) and at
 # 64 (var/beamserve-r64: a worktree of the same commit with `kInvariantPlanRows = 64` in
 # src/kernels/cuda/gemm.h, `cmake --build build/gpu --target beamserve` with tools/gpu/build.sh's
@@ -22,12 +22,13 @@ echo "DeterministicCuda rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' $res/mod
 grep -E "FAILED|Failure|request|chunks of|batch of" $res/model_beam_cuda.txt | head -20
 echo "$((SECONDS - start)) s: tests"
 step() {  # NAME BIN [FLAGS]
-  timeout 30 $2 bench step --device cuda --layers 4 --batches 1,32,128 \
+  timeout 60 $2 bench step --device cuda --layers 4 --batches 1,32,128 \
     --json $res/$1.json "${@:3}" > $res/$1.txt 2>&1
   echo "$1 rc=$?"; grep -E "^decode batch|check failed" $res/$1.txt | head -4
+  grep -E "^breakdown|^  [a-z_]+ +[0-9.]+ +[0-9.]+ +[0-9]+$" $res/$1.txt | awk '$3 > 0.004 || /^breakdown/' | head -45
   grep -o '"prefill_ms": [0-9.]*' $res/$1.json
 }
-step default $bin/beamserve
-step deterministic $bin/beamserve --enable-deterministic-inference
+step default $bin/beamserve --breakdown
+step deterministic $bin/beamserve --enable-deterministic-inference --breakdown
 step deterministic_r64 $var/beamserve-r64 --enable-deterministic-inference
 echo "$((SECONDS - start)) s: done"
