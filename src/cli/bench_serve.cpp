@@ -9,6 +9,7 @@
 
 #include "cli/bench_commands.h"
 #include "cli/bench_common.h"
+#include "cli/data_parallel_flags.h"
 #include "cli/speculative_flags.h"
 #include "runtime/bench/offline_bench.h"
 #include "runtime/structured/output_constraint.h"
@@ -47,6 +48,7 @@ int bench_serve(int argc, char** argv) {
   auto flags = bench_common_flags();
   flags.insert({"concurrency", "prompt-len", "output-len", "kv-budget-mb", "max-step-tokens",
                 "seed", "json-schema", "tokenizer", "tensor-parallel-size"});
+  flags.insert(std::begin(kDataParallelFlags), std::end(kDataParallelFlags));
   flags.insert(std::begin(kSpeculativeFlags), std::end(kSpeculativeFlags));
   auto args = Args::parse(argc, argv, flags, bench_common_bool_flags());
   if (!args.ok()) return bench_fail(args.error().message);
@@ -83,6 +85,7 @@ int bench_serve(int argc, char** argv) {
   eo.num_threads = threads.ok() ? static_cast<int>(*threads) : 0;
   if (*kv_mb > 0) eo.kv_budget_bytes = *kv_mb << 20;
   eo.tensor_parallel_size = static_cast<int>(*tp);
+  if (Status st = data_parallel_from_args(*args, &eo); !st.ok()) return bench_fail(st.error().message);
   auto speculative = speculative_from_args(*args);
   if (!speculative.ok()) return bench_fail(speculative.error().message);
   eo.speculative = *speculative;
@@ -129,6 +132,8 @@ int bench_serve(int argc, char** argv) {
   if (constraint) report["json_schema"] = args->get_or("json-schema", "");
   report["max_tokens_per_step"] = (*engine)->max_tokens_per_step();
   report["tensor_parallel_size"] = *tp;
+  report["data_parallel_size"] = eo.data_parallel_size;
+  report["load_balance_method"] = load_balance_name(eo.load_balance);
   report["runs"] = runs;
   const int rc = emit_report(report, *args);
   return failed == 0 ? rc : 1;

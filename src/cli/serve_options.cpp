@@ -6,6 +6,7 @@
 #include <set>
 #include <utility>
 
+#include "cli/data_parallel_flags.h"
 #include "cli/hicache_flags.h"
 #include "cli/lora_flags.h"
 #include "cli/model_path.h"
@@ -56,6 +57,7 @@ Expected<Args> parse_serve_args(int argc, char** argv, std::set<std::string> ext
                                  "enable-deterministic-inference"};
   flags.insert(std::begin(kSpeculativeFlags), std::end(kSpeculativeFlags));
   flags.insert(std::begin(kHierarchicalCacheFlags), std::end(kHierarchicalCacheFlags));
+  flags.insert(std::begin(kDataParallelFlags), std::end(kDataParallelFlags));
   flags.insert(extra_flags.begin(), extra_flags.end());
   std::set<std::string> switches = {"no-prefix-cache",
                                     "enable-hierarchical-cache",
@@ -171,6 +173,7 @@ Expected<server::ServeOptions> serve_options_from_args(const Args& a) {
   if (tp < 1 || tp > 64)
     return make_error("--tensor-parallel-size must be in [1, 64], got " + std::to_string(tp));
   o.model.engine.tensor_parallel_size = static_cast<int>(tp);
+  BEAM_RETURN_IF_ERROR(data_parallel_from_args(a, &o.model.engine));
   BEAM_ASSIGN_OR_RETURN(o.model.engine.speculative, speculative_from_args(a));
   BEAM_ASSIGN_OR_RETURN(int64_t io_threads, a.get_int("io-threads", 1));
   BEAM_ASSIGN_OR_RETURN(int64_t workers, a.get_int("workers", 2));

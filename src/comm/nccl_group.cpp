@@ -110,7 +110,7 @@ struct NcclGroup::Impl {
     int current = 0;
     cudaGetDevice(&current);
     std::vector<int> devices(comms.size());
-    for (size_t i = 0; i < devices.size(); ++i) devices[i] = static_cast<int>(i);
+    for (size_t i = 0; i < devices.size(); ++i) devices[i] = first_gpu + static_cast<int>(i);
     const ncclResult_t r =
         api->init_all(comms.data(), static_cast<int>(comms.size()), devices.data());
     cudaSetDevice(current);
@@ -126,12 +126,13 @@ struct NcclGroup::Impl {
   }
 
   const NcclApi* api = nullptr;
+  int first_gpu = 0;  // rank r's GPU is first_gpu + r
   std::vector<ncclComm_t> comms;
   std::vector<std::unique_ptr<Rank>> ranks;
   std::atomic<bool> aborted{false};
 };
 
-Expected<std::unique_ptr<NcclGroup>> NcclGroup::create(int size) {
+Expected<std::unique_ptr<NcclGroup>> NcclGroup::create(int size, int first_gpu) {
   BEAM_CHECK(size >= 1) << "NcclGroup of " << size << " ranks";
   BEAM_ASSIGN_OR_RETURN(const NcclApi* api, load_nccl());
   int gpus = 0;
@@ -139,11 +140,14 @@ Expected<std::unique_ptr<NcclGroup>> NcclGroup::create(int size) {
     cudaGetLastError();
     gpus = 0;
   }
-  if (gpus < size)
-    return make_error("tensor parallel size " + std::to_string(size) + " needs as many GPUs; " +
-                      std::to_string(gpus) + " visible");
+  if (first_gpu < 0 || gpus < first_gpu + size)
+    return make_error("tensor parallel size " + std::to_string(size) + " from GPU " +
+                      std::to_string(first_gpu) + " needs GPUs up to " +
+                      std::to_string(first_gpu + size - 1) + "; " + std::to_string(gpus) +
+                      " visible");
   auto impl = std::make_unique<Impl>();
   impl->api = api;
+  impl->first_gpu = first_gpu;
   impl->comms.assign(static_cast<size_t>(size), nullptr);
   for (int r = 0; r < size; ++r) impl->ranks.push_back(std::make_unique<Impl::Rank>(*impl, r));
   BEAM_RETURN_IF_ERROR(impl->init());

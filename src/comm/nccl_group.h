@@ -15,17 +15,17 @@ namespace beam {
 
 class NcclGroup final : public CommGroup {
  public:
-  // Communicators for GPUs 0..size-1 (ncclCommInitAll); the calling thread's current device is
-  // kept. Errors: NCCL not found (the message says where it is looked for), fewer GPUs than
-  // ranks, an NCCL failure.
-  static Expected<std::unique_ptr<NcclGroup>> create(int size);
+  // Communicators for GPUs first_gpu..first_gpu+size-1 (ncclCommInitAll), rank r on
+  // first_gpu + r; the calling thread's current device is kept. Errors: NCCL not found (the
+  // message says where it is looked for), too few GPUs, an NCCL failure.
+  static Expected<std::unique_ptr<NcclGroup>> create(int size, int first_gpu = 0);
   ~NcclGroup() override;
   NcclGroup(const NcclGroup&) = delete;
   NcclGroup& operator=(const NcclGroup&) = delete;
 
   int size() const override;
   Communicator& rank(int r) override;
-  // Rank r's collectives go to `stream` (a cudaStream_t of GPU r); before its first collective.
+  // Rank r's collectives go to `stream` (a cudaStream_t of its GPU); before its first collective.
   void bind_stream(int r, void* stream);
 
   // ncclCommAbort on every communicator: collectives in flight return (their results undefined)

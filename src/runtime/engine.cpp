@@ -5,15 +5,19 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <numeric>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <limits>
 #include <set>
 #include <thread>
 
 #include "core/logging.h"
+#include "runtime/data_parallel.h"
 #include "runtime/engine_device.h"
 #include "runtime/engine_ranks.h"
 #include "runtime/ranked_host_mover.h"
@@ -84,6 +88,50 @@ void log_step_budget(int64_t tokens, bool explicit_tokens, int64_t device_defaul
     line += held;
   }
   log_info(line);
+}
+
+// EngineOptions::data_parallel_size against the GPUs there are.
+Status check_engine_data_parallel(const EngineOptions& options) {
+  const int dp = options.data_parallel_size;
+  if (dp < 1)
+    return make_error("engine: data parallel size " + std::to_string(dp) + ": must be >= 1");
+  if (dp == 1 || options.device != Device::kCuda) return ok_status();
+  const int gpus = cuda_device_count();
+  const int need = dp * std::max(1, options.tensor_parallel_size);
+  if (gpus < need)
+    return make_error("engine: data parallel size " + std::to_string(dp) + " x tensor parallel size " +
+                      std::to_string(options.tensor_parallel_size) + " needs " +
+                      std::to_string(need) + " GPUs; " + std::to_string(gpus) + " visible");
+  return ok_status();
+}
+
+// source's weights loaded once per rank and shared by every replica that asks for them (host
+// weights are read-only), while the returned function lives.
+RankWeights shared_rank_weights(RankWeights source) {
+  struct Memo {
+    std::mutex mu;
+    std::map<int, std::shared_ptr<const BeamWeights>> by_rank;
+  };
+  auto memo = std::make_shared<Memo>();
+  return [source = std::move(source),
+          memo](TensorParallel tp) -> Expected<std::shared_ptr<const BeamWeights>> {
+    {
+      std::lock_guard<std::mutex> lock(memo->mu);
+      if (auto it = memo->by_rank.find(tp.rank); it != memo->by_rank.end()) return it->second;
+    }
+    BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> w, source(tp));
+    std::lock_guard<std::mutex> lock(memo->mu);
+    memo->by_rank.emplace(tp.rank, w);
+    return w;
+  };
+}
+
+// The tokens a request may hold at most (its prompt, then each sibling's output limit within the
+// context): LoadBalance::kMinimumTokens's weight.
+int64_t request_tokens(const GenerateRequest& r, int64_t max_context) {
+  const int64_t prompt = static_cast<int64_t>(r.prompt.size());
+  const int64_t room = std::max<int64_t>(0, max_context - prompt);
+  return prompt + r.sampling.n * std::min(r.sampling.max_tokens.value_or(room), room);
 }
 
 // What a tensor-parallel engine needs before any weights load (EngineOptions::
@@ -236,7 +284,8 @@ class Engine::Impl {
        std::unique_ptr<KvMemoryAllocator> allocator, KvStorage storage, KvCacheManager kv,
        std::unique_ptr<LoraSlots> lora, std::unique_ptr<EngineRanks> ranks,
        std::optional<HostKvStore> host_store, std::shared_ptr<const DFlash2Weights> drafter,
-       std::shared_ptr<DFlash2ContextPool> draft_pool, DeviceBuffer drafter_lm_head)
+       std::shared_ptr<DFlash2ContextPool> draft_pool, DeviceBuffer drafter_lm_head,
+       ReplicaPlace place)
       : options_(options),
         cuda_(device.cuda),
         allocator_(std::move(allocator)),
@@ -253,7 +302,9 @@ class Engine::Impl {
         sampler_(model_.config().vocab_size, &pool_),
         loras_(options.max_loaded_loras, std::max(0, options.max_loras - 1)),
         lora_table_(options.max_loras),
-        mask_scratch_(static_cast<size_t>(pool_.num_threads())) {
+        mask_scratch_(static_cast<size_t>(pool_.num_threads())),
+        next_request_id_(place.index + 1),
+        request_id_stride_(place.count) {
     if (model_.context().device != Device::kCpu)
       device_sampler_.emplace(model_.context(), model_.config().vocab_size);
     if (options.enable_sleep_mode)
@@ -311,6 +362,7 @@ class Engine::Impl {
   int64_t max_tokens_per_step() const { return *options_.max_tokens_per_step; }
   int tensor_parallel_size() const { return options_.tensor_parallel_size; }
   Device device() const { return options_.device; }
+  int64_t max_context() const { return max_context_; }
   int64_t speculative_draft_tokens() const { return options_.speculative.num_draft_tokens; }
 
   Expected<RequestId> submit(GenerateRequest request) {
@@ -335,7 +387,8 @@ class Engine::Impl {
       BEAM_ASSIGN_OR_RETURN(lora, loras_.find(request.lora_name));
     }
     std::lock_guard<std::mutex> lock(inbox_.mu);
-    RequestId id(next_request_id_++);
+    RequestId id(next_request_id_);
+    next_request_id_ += request_id_stride_;
     inbox_.submitted.push_back(Submission{id, std::move(request), std::move(lora)});
     inbox_.pending++;
     inbox_.cv.notify_all();
@@ -656,6 +709,7 @@ class Engine::Impl {
 
   Inbox inbox_;
   int64_t next_request_id_ = 1;  // guarded by inbox_.mu
+  int64_t request_id_stride_ = 1;  // ReplicaPlace::count
   std::unordered_map<RequestId, RequestState> requests_;
   std::unordered_map<SeqId, Sequence> seqs_;
   std::vector<SeqId> running_;
@@ -690,6 +744,7 @@ class Engine::Impl {
 };
 
 void Engine::Impl::run() {
+  bind_calling_thread(model_.context());  // a data-parallel replica's GPU is not the creator's
   for (;;) {
     if (!drain_inbox()) return;
     if (pending_pause_) apply_pause_command();
@@ -1937,7 +1992,9 @@ void Engine::Impl::publish_stats() {
   stats_ = s;
 }
 
-Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::Engine(std::vector<std::unique_ptr<Impl>> replicas, LoadBalance load_balance)
+    : balancer_(std::make_shared<ReplicaBalancer>(static_cast<int>(replicas.size()), load_balance)),
+      replicas_(std::move(replicas)) {}
 Engine::~Engine() = default;
 
 Expected<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const BeamWeights> weights,
@@ -1946,21 +2003,20 @@ Expected<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const BeamWeigh
   return create(slices_of(std::move(weights)), options);
 }
 
-Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
-                                                 const EngineOptions& options) {
-  if (Status st = options.speculative.validate(); !st.ok())
-    return make_error("engine: " + st.error().message);
+// One replica (its device, model, KV pools and thread; Engine::create's checks done).
+Expected<std::unique_ptr<Engine::Impl>> Engine::create_replica(const RankWeights& source,
+                                                               const EngineOptions& options,
+                                                               ReplicaPlace place) {
   const int tp = options.tensor_parallel_size;
-  BEAM_RETURN_IF_ERROR(check_engine_tensor_parallel(options));
-  BEAM_RETURN_IF_ERROR(check_engine_hierarchical_cache(options));
   BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> weights,
                         load_rank_slice(source, TensorParallel{0, tp}));
   const BeamConfig config = weights->config;
   BEAM_ASSIGN_OR_RETURN(KvGeometry geometry,
                         kv_geometry_from_config(config, options.block_size_tokens));
   geometry.num_kv_heads /= tp;  // each rank's pools hold its KV heads
-  BEAM_ASSIGN_OR_RETURN(EngineDevice device, open_engine_device(options.device, std::move(weights),
-                                                                options.enable_sleep_mode));
+  BEAM_ASSIGN_OR_RETURN(EngineDevice device,
+                        open_engine_device(options.device, std::move(weights),
+                                           options.enable_sleep_mode, place.index * tp));
   device.cuda_graphs = options.cuda_graphs;
   device.attention_probs = options.attention_probs;
   device.batch_invariance = options.batch_invariance;
@@ -2080,7 +2136,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
     BEAM_RETURN_IF_ERROR(ranks->allocate_kv(geometry, sizes, options.enable_sleep_mode));
     if (host_store) BEAM_RETURN_IF_ERROR(ranks->allocate_host_kv(host_store->slots()));
     log_info("engine: the model is split over " + std::to_string(tp) + " tensor-parallel ranks (" +
-             (device.device == Device::kCuda ? "GPUs 0-" + std::to_string(tp - 1) + ", NCCL"
+             (device.device == Device::kCuda ? "GPUs " + std::to_string(device.gpu) + "-" +
+                                                   std::to_string(device.gpu + tp - 1) + ", NCCL"
                                              : std::string("threads of this process")) +
              "), each with the KV pools above");
   }
@@ -2088,69 +2145,197 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
                                      std::move(allocator), std::move(storage), std::move(kv),
                                      std::move(lora), std::move(ranks), std::move(host_store),
                                      std::move(drafter), std::move(draft_pool),
-                                     std::move(drafter_lm_head));
-  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+                                     std::move(drafter_lm_head), place);
+  return impl;
 }
 
-const BeamConfig& Engine::config() const { return impl_->config(); }
-int64_t Engine::max_tokens_per_step() const {
-  return impl_->max_tokens_per_step();
+Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
+                                                 const EngineOptions& options) {
+  if (Status st = options.speculative.validate(); !st.ok())
+    return make_error("engine: " + st.error().message);
+  BEAM_RETURN_IF_ERROR(check_engine_tensor_parallel(options));
+  BEAM_RETURN_IF_ERROR(check_engine_hierarchical_cache(options));
+  BEAM_RETURN_IF_ERROR(check_engine_data_parallel(options));
+  const int dp = options.data_parallel_size;
+  if (dp == 1) {
+    BEAM_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, create_replica(source, options, {}));
+    std::vector<std::unique_ptr<Impl>> one;
+    one.push_back(std::move(impl));
+    return std::unique_ptr<Engine>(new Engine(std::move(one), options.load_balance));
+  }
+  EngineOptions each = options;
+  if (options.device == Device::kCpu) {  // the cores split between the replicas
+    const int threads = options.num_threads > 0
+                            ? options.num_threads
+                            : static_cast<int>(std::thread::hardware_concurrency());
+    each.num_threads = std::max(1, threads / dp);
+  }
+  // CPU replicas share the host weights; GPU replicas each load theirs (a GPU's upload lets its
+  // host copy go, so the host never holds more than one replica's).
+  const RankWeights replica_source =
+      options.device == Device::kCpu ? shared_rank_weights(source) : source;
+  std::vector<std::unique_ptr<Impl>> replicas;
+  for (int d = 0; d < dp; ++d) {
+    Expected<std::unique_ptr<Impl>> impl = create_replica(replica_source, each, ReplicaPlace{d, dp});
+    if (!impl.ok())
+      return make_error("data-parallel replica " + std::to_string(d) + ": " +
+                        impl.error().message);
+    replicas.push_back(std::move(*impl));
+  }
+  log_info("engine: " + std::to_string(dp) + " data-parallel replicas (" +
+           load_balance_name(options.load_balance) + " balancing), each with the KV pools above" +
+           (options.device == Device::kCpu
+                ? ", " + std::to_string(each.num_threads) +
+                      (each.num_threads == 1 ? " thread" : " threads") + " each"
+                                           : std::string()));
+  return std::unique_ptr<Engine>(new Engine(std::move(replicas), options.load_balance));
 }
-int Engine::tensor_parallel_size() const {
-  return impl_->tensor_parallel_size();
+
+Engine::Impl& Engine::replica_of(RequestId id) const {
+  const int64_t dp = static_cast<int64_t>(replicas_.size());
+  return *replicas_[static_cast<size_t>(id.value >= 1 ? (id.value - 1) % dp : 0)];
 }
-Device Engine::device() const { return impl_->device(); }
-int64_t Engine::speculative_draft_tokens() const { return impl_->speculative_draft_tokens(); }
-Expected<RequestId> Engine::submit(GenerateRequest request) { return impl_->submit(std::move(request)); }
-void Engine::cancel(RequestId id) { impl_->cancel(id); }
+
+Status Engine::on_replicas(const std::function<Status(Impl&)>& f) {
+  if (replicas_.size() == 1) return f(*replicas_[0]);
+  std::vector<Status> done(replicas_.size());
+  std::vector<std::thread> threads;
+  for (size_t d = 1; d < replicas_.size(); ++d)
+    threads.emplace_back([&, d] { done[d] = f(*replicas_[d]); });
+  done[0] = f(*replicas_[0]);
+  for (std::thread& t : threads) t.join();
+  for (size_t d = 0; d < done.size(); ++d)
+    if (!done[d].ok())
+      return make_error("data-parallel replica " + std::to_string(d) + ": " +
+                        done[d].error().message);
+  return ok_status();
+}
+
+const BeamConfig& Engine::config() const { return replicas_[0]->config(); }
+int64_t Engine::max_tokens_per_step() const { return replicas_[0]->max_tokens_per_step(); }
+int Engine::tensor_parallel_size() const { return replicas_[0]->tensor_parallel_size(); }
+int Engine::data_parallel_size() const { return static_cast<int>(replicas_.size()); }
+Device Engine::device() const { return replicas_[0]->device(); }
+int64_t Engine::speculative_draft_tokens() const {
+  return replicas_[0]->speculative_draft_tokens();
+}
+
+Expected<RequestId> Engine::submit(GenerateRequest request) {
+  const int dp = data_parallel_size();
+  if (const std::optional<int> rank = request.data_parallel_rank; rank && (*rank < 0 || *rank >= dp))
+    return make_error("data_parallel_rank " + std::to_string(*rank) +
+                      " names no replica: the engine has " + std::to_string(dp) +
+                      " (data parallel size), 0 to " + std::to_string(dp - 1));
+  if (dp == 1) return replicas_[0]->submit(std::move(request));
+  // In flight on its replica from now until its last sibling's final event.
+  const int64_t tokens = request_tokens(request, replicas_[0]->max_context());
+  const int d = balancer_->take(tokens, request.data_parallel_rank);
+  auto left = std::make_shared<std::atomic<int64_t>>(request.sampling.n);
+  request.sink = [sink = std::move(request.sink), balancer = balancer_, d, tokens,
+                  left](TokenEvent&& event) {
+    const bool last = event.finish.has_value() && left->fetch_sub(1) == 1;
+    sink(std::move(event));
+    if (last) balancer->release(d, tokens);
+  };
+  Expected<RequestId> id = replicas_[static_cast<size_t>(d)]->submit(std::move(request));
+  if (!id.ok()) balancer_->release(d, tokens);
+  return id;
+}
+
+void Engine::cancel(RequestId id) { replica_of(id).cancel(id); }
 void Engine::stop_sibling(RequestId id, int32_t sibling) {
-  impl_->stop_sibling(id, sibling);
+  replica_of(id).stop_sibling(id, sibling);
 }
-EngineStats Engine::stats() const { return impl_->stats(); }
-void Engine::flush_prefix_cache() { impl_->flush_prefix_cache(); }
+
+EngineStats Engine::stats() const {
+  if (replicas_.size() == 1) return replicas_[0]->stats();
+  EngineStats total;
+  for (const auto& r : replicas_) add_replica_stats(r->stats(), total);
+  return total;
+}
+
+std::vector<EngineStats> Engine::replica_stats() const {
+  std::vector<EngineStats> all;
+  for (const auto& r : replicas_) all.push_back(r->stats());
+  return all;
+}
+
+void Engine::flush_prefix_cache() {
+  for (const auto& r : replicas_) r->flush_prefix_cache();
+}
+
 Status Engine::update_weights(std::shared_ptr<const BeamWeights> weights, bool abort_in_flight) {
   BEAM_CHECK(weights != nullptr) << "update_weights: no weights";
-  return impl_->update_weights(slices_of(std::move(weights)), abort_in_flight);
+  const RankWeights source = slices_of(std::move(weights));
+  return on_replicas([&](Impl& r) { return r.update_weights(source, abort_in_flight); });
 }
 
 Status Engine::update_weights(const RankWeights& source, bool abort_in_flight) {
-  return impl_->update_weights(source, abort_in_flight);
+  const RankWeights replica_source =
+      replicas_.size() > 1 && device() == Device::kCpu ? shared_rank_weights(source) : source;
+  return on_replicas([&](Impl& r) { return r.update_weights(replica_source, abort_in_flight); });
 }
 
 Expected<WeightValues> Engine::read_weight(const std::string& name, int64_t max_rows) {
-  return impl_->read_weight(name, max_rows);
+  return replicas_[0]->read_weight(name, max_rows);
 }
+
 Status Engine::load_lora_adapter(const std::string& name, const std::string& dir, bool replace,
                                  bool pinned) {
-  return impl_->load_lora_adapter(name, dir, replace, pinned);
+  for (size_t d = 0; d < replicas_.size(); ++d) {
+    const Status st = replicas_[d]->load_lora_adapter(name, dir, replace, pinned);
+    if (st.ok()) continue;
+    if (replicas_.size() == 1) return st;
+    if (!replace)  // the replicas that took it let it go again
+      for (size_t e = 0; e < d; ++e) (void)replicas_[e]->unload_lora_adapter(name);
+    return make_error("data-parallel replica " + std::to_string(d) + ": " + st.error().message +
+                      (replace && d > 0 ? " (replicas before it serve the new adapter)" : ""));
+  }
+  return ok_status();
 }
+
 Status Engine::unload_lora_adapter(const std::string& name) {
-  return impl_->unload_lora_adapter(name);
+  return on_replicas([&](Impl& r) { return r.unload_lora_adapter(name); });
 }
+
 std::vector<LoraAdapterInfo> Engine::lora_adapters() const {
-  return impl_->lora_adapters();
+  return replicas_[0]->lora_adapters();
 }
-void Engine::wait_idle() { impl_->wait_idle(); }
+
+void Engine::wait_idle() {
+  for (const auto& r : replicas_) r->wait_idle();
+}
+
 Status Engine::sleep(SleepLevel level, bool weights, bool kv_cache) {
-  return impl_->memory_command(
-      MemoryCommand{.sleep = true, .level = level, .weights = weights, .kv_cache = kv_cache});
+  return on_replicas([&](Impl& r) {
+    return r.memory_command(
+        MemoryCommand{.sleep = true, .level = level, .weights = weights, .kv_cache = kv_cache});
+  });
 }
+
 Status Engine::wake_up(bool weights, bool kv_cache) {
-  return impl_->memory_command(
-      MemoryCommand{.sleep = false, .weights = weights, .kv_cache = kv_cache});
+  return on_replicas([&](Impl& r) {
+    return r.memory_command(MemoryCommand{.sleep = false, .weights = weights, .kv_cache = kv_cache});
+  });
 }
+
 SleepState Engine::sleep_state() const {
-  return impl_->sleep_state();
+  SleepState state = replicas_[0]->sleep_state();
+  for (size_t d = 1; d < replicas_.size(); ++d)
+    state.released_bytes += replicas_[d]->sleep_state().released_bytes;
+  return state;
 }
+
 Status Engine::pause(PauseMode mode, bool clear_cache) {
-  return impl_->pause_command(
-      PauseCommand{.pause = true, .mode = mode, .clear_cache = clear_cache});
+  return on_replicas([&](Impl& r) {
+    return r.pause_command(PauseCommand{.pause = true, .mode = mode, .clear_cache = clear_cache});
+  });
 }
+
 Status Engine::resume() {
-  return impl_->pause_command(PauseCommand{.pause = false});
+  return on_replicas([](Impl& r) { return r.pause_command(PauseCommand{.pause = false}); });
 }
-bool Engine::paused() const {
-  return impl_->paused();
-}
+
+bool Engine::paused() const { return replicas_[0]->paused(); }
 
 }  // namespace beam

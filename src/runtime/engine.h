@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -125,7 +126,23 @@ struct GenerateRequest {
   std::string cache_salt = {};
   // A LoRA adapter loaded with Engine::load_lora_adapter, by name ("": the base model).
   std::string lora_name = {};
+  // The data-parallel replica that serves it (vLLM's data_parallel_rank, SGLang's
+  // routed_dp_rank), in [0, EngineOptions::data_parallel_size); unset: EngineOptions::load_balance
+  // picks one.
+  std::optional<int> data_parallel_rank = std::nullopt;
 };
+
+// How a data-parallel engine picks a request's replica (SGLang's --load-balance-method).
+enum class LoadBalance {
+  kRoundRobin,     // the replicas in turn
+  kShortestQueue,  // the fewest requests in flight (submitted and not finished); ties in turn
+  kMinimumTokens,  // the fewest tokens in flight (each request's prompt plus n times its output
+                   // limit); ties in turn
+};
+
+const char* load_balance_name(LoadBalance b);  // "round_robin", "shortest_queue", "minimum_tokens"
+// The policy a name (load_balance_name's) gives; nullopt for another name.
+std::optional<LoadBalance> parse_load_balance(std::string_view name);
 
 // A loaded LoRA adapter (Engine::lora_adapters).
 struct LoraAdapterInfo {
@@ -187,6 +204,14 @@ struct EngineOptions {
   // (libnccl.so.2 loaded at start); on the CPU the ranks are threads. Without LoRA slots or sleep
   // mode for now.
   int tensor_parallel_size = 1;
+  // Replicas of the whole engine (vLLM's --data-parallel-size, SGLang's --dp-size; docs/runtime.md
+  // "Data parallelism"), each with its own model copy, KV pools (kv_budget_bytes each), scheduler
+  // and thread, sharing the host weights on the CPU; a request runs on one replica, which
+  // load_balance picks unless the request names one. On CUDA replica d runs on GPUs
+  // [d * tensor_parallel_size, (d + 1) * tensor_parallel_size); on the CPU the threads
+  // (num_threads) are split between the replicas.
+  int data_parallel_size = 1;
+  LoadBalance load_balance = LoadBalance::kShortestQueue;
   // Speculative decoding with n-gram drafts (vLLM's "ngram" method; docs/runtime.md,
   // "Speculative decoding"): each decode verifies up to num_draft_tokens drafts in one forward.
   // Sampling stays exact: every position draws with its own counter, so the tokens are those
@@ -277,7 +302,13 @@ struct EngineStats {
   int max_loras = 0;
 };
 
-// Owns its thread; every public method may be called from any thread.
+class ReplicaBalancer;
+
+// Owns its thread (a thread per data-parallel replica); every public method may be called from
+// any thread. With data parallelism (EngineOptions::data_parallel_size) a request runs on one
+// replica; flush_prefix_cache, update_weights, LoRA loads, sleep / wake_up, pause / resume and
+// wait_idle act on every replica (at once where they block), and the getters answer for replica
+// 0, which holds what every replica holds.
 class Engine {
  public:
   // weights: host weights (load_beam_weights); on CUDA they are copied to the device and the host
@@ -296,6 +327,8 @@ class Engine {
   int64_t max_tokens_per_step() const;
   // Ranks the model is split over (EngineOptions::tensor_parallel_size).
   int tensor_parallel_size() const;
+  // Replicas the requests are spread over (EngineOptions::data_parallel_size).
+  int data_parallel_size() const;
   // Where the model runs (EngineOptions::device).
   Device device() const;
   // Most drafts a decode verifies (EngineOptions::speculative resolved: a DFlash2 drafter's
@@ -310,7 +343,10 @@ class Engine {
   // sink gets a final event with FinishReason::kStop (and its routed experts when asked for), and
   // its KV is released. Idempotent; ignored once the sibling or the request has finished.
   void stop_sibling(RequestId id, int32_t sibling);
+  // Totals over the replicas (counts, pools and rates added; data_parallel.h's add_replica_stats).
   EngineStats stats() const;
+  // Each data-parallel replica's own, in replica order (one entry without data parallelism).
+  std::vector<EngineStats> replica_stats() const;
   // Drops every cached prefix no request is using (tests check pools are full afterwards).
   void flush_prefix_cache();
   // Serves new weights of the same architecture (load_beam_weights' result; SGLang's
@@ -371,8 +407,24 @@ class Engine {
 
  private:
   class Impl;
-  explicit Engine(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  // Which data-parallel replica an Impl is: its request ids are index + 1, index + 1 + count, ...
+  // (an id names its replica); on CUDA its GPUs start at index * tensor_parallel_size.
+  struct ReplicaPlace {
+    int index = 0;
+    int count = 1;
+  };
+  Engine(std::vector<std::unique_ptr<Impl>> replicas, LoadBalance load_balance);
+  static Expected<std::unique_ptr<Impl>> create_replica(const RankWeights& source,
+                                                        const EngineOptions& options,
+                                                        ReplicaPlace place);
+  // The replica that issued id.
+  Impl& replica_of(RequestId id) const;
+  // f on every replica at once (each call blocks until its replica is done: replicas past the
+  // first on threads of their own); the first error, naming its replica.
+  Status on_replicas(const std::function<Status(Impl&)>& f);
+
+  std::shared_ptr<ReplicaBalancer> balancer_;  // the requests' sinks hold it too
+  std::vector<std::unique_ptr<Impl>> replicas_;
 };
 
 }  // namespace beam

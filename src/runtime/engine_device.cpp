@@ -40,6 +40,7 @@ Expected<EngineDevice> open_engine_device(Device device,
                                           bool sleep_mode, int gpu) {
   EngineDevice d;
   d.device = device;
+  d.gpu = gpu;
   switch (device) {
     case Device::kCpu:
       break;

@@ -27,6 +27,7 @@ std::string gib_text(int64_t bytes);
 struct EngineDevice {
   Device device = Device::kCpu;
   std::shared_ptr<CudaContext> cuda;            // set for Device::kCuda
+  int gpu = 0;                                  // Device::kCuda: the GPU's index
   std::shared_ptr<const BeamWeights> weights;   // on `device`
   int64_t weight_device_bytes = 0;              // 0 on the CPU (the weights stay where they were loaded)
   // Sleep mode on CUDA: the weights' arena, which Engine::sleep gives back (null on the CPU, where

@@ -1,6 +1,6 @@
 // EngineRanks: the worker ranks of a tensor-parallel engine, their devices and KV storage. Every
 // worker's device work runs on its own thread (RankWorkers::on_workers), which a GPU rank's
-// keeps bound to its GPU; the engine's thread stays on GPU 0.
+// keeps bound to its GPU (rank 0's GPU + r); the engine's thread stays on rank 0's.
 #include "runtime/engine_ranks.h"
 
 #include <algorithm>
@@ -16,15 +16,15 @@
 namespace beam {
 namespace {
 
-// The group of `size` ranks on rank0's kind of device: threads, or GPUs through NCCL (rank 0's
-// stream bound).
+// The group of `size` ranks on rank0's kind of device: threads, or rank 0's GPU and the next
+// size - 1 through NCCL (rank 0's stream bound).
 Expected<std::unique_ptr<CommGroup>> make_group(int size, const EngineDevice& rank0) {
   switch (rank0.device) {
     case Device::kCpu:
       return std::unique_ptr<CommGroup>(std::make_unique<LocalGroup>(size));
     case Device::kCuda: {
 #if BEAMSERVE_CUDA
-      BEAM_ASSIGN_OR_RETURN(std::unique_ptr<NcclGroup> nccl, NcclGroup::create(size));
+      BEAM_ASSIGN_OR_RETURN(std::unique_ptr<NcclGroup> nccl, NcclGroup::create(size, rank0.gpu));
       nccl->bind_stream(0, native_stream(rank0.context(nullptr)));
       return std::unique_ptr<CommGroup>(std::move(nccl));
 #else
@@ -56,7 +56,8 @@ Expected<std::unique_ptr<EngineRanks>> EngineRanks::create(const RankWeights& so
       std::unique_lock<std::mutex> lock(one_at_a_time);
       BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> slice, load_rank_slice(source, tp));
       BEAM_ASSIGN_OR_RETURN(EngineDevice d,
-                            open_engine_device(Device::kCuda, std::move(slice), sleep_mode, r));
+                            open_engine_device(Device::kCuda, std::move(slice), sleep_mode,
+                                                               rank0.gpu + r));
       lock.unlock();  // the host copy is gone (uploaded)
       d.cuda_graphs = rank0.cuda_graphs;
       d.batch_invariance = rank0.batch_invariance;

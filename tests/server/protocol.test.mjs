@@ -1823,6 +1823,70 @@ test('tensor-parallel ranks serve LoRA, sleep and the host tier together', async
   }
 });
 
+// Data parallelism (vLLM's --data-parallel-size, SGLang's --dp-size): two replicas answer what one
+// engine answers, /get_server_info and /metrics show each, and a request may name its replica
+// (vLLM's X-data-parallel-rank header, data_parallel_rank / SGLang's routed_dp_rank fields); a
+// replica that does not exist is a 400 naming the field.
+test('data-parallel replicas: the same answers, each replica shown, a replica by name', async (t) => {
+  let dp;
+  try {
+    dp = await startServer(['--dp-size', '2', '--load-balance-method', 'round_robin']);
+  } catch (e) {  // on a one-GPU machine
+    if (/needs 2 GPUs/.test(String(e.message))) return t.skip(String(e.message).split('\n')[0]);
+    throw e;
+  }
+  const complete = (s, extra = {}, headers = {}) => fetch(s.baseUrl + '/v1/completions', {
+    method: 'POST', headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify({ model: MODEL, prompt: 'The weather in Paris', max_tokens: 6,
+      temperature: 0, ...extra }) });
+  try {
+    const want = (await (await complete(server)).json()).choices[0].text;
+    // Four at once: round robin puts two on each replica.
+    const texts = await Promise.all([0, 1, 2, 3].map(async () =>
+      (await (await complete(dp)).json()).choices[0].text));
+    assert.deepEqual(texts, [want, want, want, want]);
+    const info = await (await fetch(dp.baseUrl + '/get_server_info')).json();
+    assert.deepEqual([info.dp_size, info.load_balance_method, info.internal_states.length],
+      [2, 'round_robin', 2]);
+    const m = await metrics(dp.baseUrl);
+    assert.ok('beamserve_replica_requests_running{replica="1"}' in m, Object.keys(m).join(' '));
+    assert.equal(m['beamserve_replica_kv_usage{replica="0"}'] >= 0, true);
+    // By name: the header, the body's fields, SGLang's /generate.
+    for (const [extra, headers] of [[{}, { 'X-data-parallel-rank': '1' }],
+      [{ data_parallel_rank: 0 }, {}], [{ routed_dp_rank: 1 }, {}]]) {
+      const r = await complete(dp, extra, headers);
+      assert.equal(r.status, 200);
+      assert.equal((await r.json()).choices[0].text, want);
+    }
+    const g = await fetch(dp.baseUrl + '/generate', { method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ text: 'The weather in Paris', routed_dp_rank: 1,
+        sampling_params: { max_new_tokens: 6, temperature: 0 } }) });
+    assert.equal(g.status, 200);
+    assert.equal((await g.json()).text, want);
+    for (const [extra, headers, param] of [[{}, { 'X-data-parallel-rank': '2' }, 'X-data-parallel-rank'],
+      [{}, { 'X-data-parallel-rank': 'one' }, 'X-data-parallel-rank'],
+      [{ data_parallel_rank: 2 }, {}, 'data_parallel_rank'],
+      [{ data_parallel_rank: 0, routed_dp_rank: 1 }, {}, 'routed_dp_rank']]) {
+      const r = await complete(dp, extra, headers);
+      assert.equal(r.status, 400);
+      const body = await r.json();
+      assert.equal(body.error.param, param, JSON.stringify(body));
+    }
+    // A server of one replica takes rank 0 only.
+    assert.equal((await complete(server, { data_parallel_rank: 0 })).status, 200);
+    const refused = await (await complete(server, { data_parallel_rank: 1 })).json();
+    assert.match(refused.error.message, /names no data-parallel replica: the server runs 1/);
+  } finally {
+    assert.equal(await dp.stop(), 0);
+  }
+  await assert.rejects(startServer(['--dp-size', '0']), /--dp-size must be in \[1, 64\], got 0/);
+  await assert.rejects(startServer(['--dp-size', '2', '--data-parallel-size', '2']),
+    /--data-parallel-size and --dp-size \(SGLang's name\) are one setting/);
+  await assert.rejects(startServer(['--load-balance-method', 'cache_aware']),
+    /--load-balance-method must be round_robin, shortest_queue or minimum_tokens, got 'cache_aware'/);
+});
+
 // Sleep mode (--enable-sleep-mode) for RL loops that train on the same GPU: vLLM's /sleep,
 // /wake_up and /is_sleeping, SGLang's release / resume_memory_occupation. A request sent while
 // asleep waits and then answers as before the sleep; level 2 serves again once new weights come

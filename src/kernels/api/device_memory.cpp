@@ -222,6 +222,22 @@ uint64_t graph_fingerprint(const KernelContext& ctx) {
   return 0;
 }
 
+int cuda_device_count() {
+#if BEAMSERVE_CUDA
+  return cuda::device_count();
+#else
+  return 0;
+#endif
+}
+
+void bind_calling_thread(const KernelContext& ctx) {
+#if BEAMSERVE_CUDA
+  if (ctx.device == Device::kCuda) cuda::bind_device(cuda_of(ctx, "bind_calling_thread"));
+#else
+  (void)ctx;
+#endif
+}
+
 #if !BEAMSERVE_CUDA
 Expected<std::shared_ptr<CudaContext>> create_cuda_context(int) {
   return make_error("this beamserve was built without the CUDA backend (configure with -DBEAMSERVE_CUDA=ON)");

@@ -127,6 +127,11 @@ uint64_t graph_fingerprint(const KernelContext& ctx);
 // A CUDA stream, cuBLASLt handle and workspace, and staging memory on GPU `device_index`;
 // KernelContext::cuda points at it. An error in builds without the CUDA backend or without a GPU.
 Expected<std::shared_ptr<CudaContext>> create_cuda_context(int device_index);
+// GPUs this process sees (0 in builds without the CUDA backend or with no GPU).
+int cuda_device_count();
+// Makes ctx's GPU the calling thread's current device, where its kernel launches and graph
+// replays go (a thread that runs ctx's ops and did not create it); nothing on the CPU.
+void bind_calling_thread(const KernelContext& ctx);
 // Whether ctx's kernels launch as programmatic dependents of their predecessors where they allow
 // it (on by default; off: every launch waits for the previous kernel, e.g. to measure PDL).
 void set_programmatic_launch(CudaContext& ctx, bool on);

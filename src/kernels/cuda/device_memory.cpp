@@ -91,6 +91,17 @@ Expected<MetadataBuffer> allocate_metadata(CudaContext& ctx, size_t nbytes) {
   return MetadataBuffer(std::move(region), host, device, nbytes, Device::kCuda);
 }
 
+void bind_device(CudaContext& ctx) { CUDA_OK(cudaSetDevice(ctx.device)); }
+
+int device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // no driver or no GPU: none visible
+    return 0;
+  }
+  return count;
+}
+
 void begin_capture(CudaContext& ctx) {
   CUDA_OK(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal));
 }

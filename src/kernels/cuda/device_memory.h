@@ -27,6 +27,9 @@ Expected<DeviceBuffer> allocate_pinned(CudaContext& ctx, size_t nbytes);
 // zero over `rows` rows of row_bytes at dst + i * pitch (one cudaMemset2DAsync).
 void zero_2d(CudaContext& ctx, void* dst, size_t pitch, size_t row_bytes, size_t rows);
 void synchronize(CudaContext& ctx);
+// cudaSetDevice(ctx.device) on the calling thread.
+void bind_device(CudaContext& ctx);
+int device_count();
 // Metadata in a PinnedRegion (kernels/cuda/cuda_context.h).
 Expected<MetadataBuffer> allocate_metadata(CudaContext& ctx, size_t nbytes);
 // CUDA graphs of ctx.stream (thread-local capture mode).

@@ -2,7 +2,9 @@
 #include "server/api/endpoint_env.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <span>
 
 #include "server/api/bad_words.h"
 #include "server/api/hidden_states.h"
@@ -35,6 +37,11 @@ ApiExpected<bool> finish_spec(const ServedModel& model, const SamplingFields& fi
   spec->skip_special_tokens = fields.skip_special_tokens;
   spec->priority = fields.priority;
   spec->cache_salt = fields.cache_salt;
+  if (fields.data_parallel_rank) {
+    API_ASSIGN_OR_RETURN(spec->data_parallel_rank,
+                         check_data_parallel_rank(model, *fields.data_parallel_rank,
+                                                  "data_parallel_rank"));
+  }
   if (fields.return_routed_experts) {
     if (!model.routed_experts_enabled)
       return invalid_request(
@@ -124,9 +131,28 @@ GenerationContext generation_context(const EndpointEnv& env) {
 
 }  // namespace
 
+ApiExpected<bool> apply_rank_header(const ServedModel& model, const http::HttpRequest& request,
+                                    std::span<GenerationSpec> specs) {
+  const std::string value = request.header("x-data-parallel-rank");
+  if (value.empty()) return true;
+  int64_t rank = -1;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), rank);
+  if (ec != std::errc() || end != value.data() + value.size())
+    return invalid_request("the X-data-parallel-rank header must be a replica's index, got '" +
+                               value + "'",
+                           "X-data-parallel-rank");
+  API_ASSIGN_OR_RETURN(const int replica,
+                       check_data_parallel_rank(model, rank, "X-data-parallel-rank"));
+  for (GenerationSpec& s : specs)
+    if (!s.data_parallel_rank) s.data_parallel_rank = replica;
+  return true;
+}
+
 void launch_generations(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange,
                         std::vector<GenerationSpec> specs,
                         std::shared_ptr<GenerationObserver> observer) {
+  if (ApiExpected<bool> ok = apply_rank_header(*env.model, exchange->request(), specs); !ok.ok())
+    return exchange->respond_error(ok.error());
   if (specs.size() == 1) {
     return launch_generation(env, exchange, std::move(specs.front()), std::move(observer));
   }
@@ -145,6 +171,9 @@ void launch_generations(const EndpointEnv& env, const std::shared_ptr<Exchange>&
 
 void launch_generation(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange,
                        GenerationSpec spec, std::shared_ptr<GenerationObserver> observer) {
+  if (ApiExpected<bool> ok = apply_rank_header(*env.model, exchange->request(), {&spec, 1});
+      !ok.ok())
+    return exchange->respond_error(ok.error());
   const GenerationContext context = generation_context(env);
   exchange->note("prompt_tokens", std::to_string(spec.prompt_ids.size()));
   auto job = std::make_shared<GenerationJob>(context, boost::asio::make_strand(env.workers->get_executor()),

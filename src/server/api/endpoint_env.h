@@ -9,6 +9,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <span>
 
 #include <boost/asio/thread_pool.hpp>
 
@@ -44,6 +45,11 @@ struct EndpointEnv {
 // endpoint's limit field in errors; it may be 0 only when spec->prompt_logprobs is set.
 ApiExpected<bool> finish_spec(const ServedModel& model, const SamplingFields& fields,
                               const char* max_tokens_field, GenerationSpec* spec);
+
+// vLLM's X-data-parallel-rank header (launch_generation applies it): the replica of every spec
+// that names none in its body; a 400 when it is not a replica's index.
+ApiExpected<bool> apply_rank_header(const ServedModel& model, const http::HttpRequest& request,
+                                    std::span<GenerationSpec> specs);
 
 // Starts the job; `observer` answers the exchange. The client leaving cancels the engine request.
 void launch_generation(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchange, GenerationSpec spec,

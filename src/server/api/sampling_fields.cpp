@@ -130,6 +130,7 @@ void read_sampling_fields(FieldReader& r, const char* stop_key, SamplingFields* 
   r.read("skip_special_tokens", &out->skip_special_tokens);
   read_priority(r, &out->priority);
   read_cache_salt(r, "cache_salt", &out->cache_salt);
+  read_data_parallel_rank(r, &out->data_parallel_rank);
   if (r.get("allowed_token_ids")) {
     read_token_ids(r, "allowed_token_ids", &p.allowed_token_ids);
     if (p.allowed_token_ids.empty()) r.fail("allowed_token_ids", "must not be empty");
@@ -163,6 +164,21 @@ void read_thinking_budget(FieldReader& r, SamplingFields* out) {
       return r.fail(key, "set either thinking_token_budget or thinking_budget, not both");
     out->thinking_budget = budget;
     out->thinking_budget_field = key;
+  }
+}
+
+void read_data_parallel_rank(FieldReader& r, std::optional<int>* out) {
+  for (const char* key : {"data_parallel_rank", "routed_dp_rank"}) {
+    std::optional<int64_t> rank;
+    r.read(key, &rank);
+    if (!rank) continue;
+    if (*rank < 0 || *rank > std::numeric_limits<int32_t>::max())
+      return r.fail(key, "must be a data-parallel replica's index (>= 0), got " +
+                             std::to_string(*rank));
+    if (*out && **out != *rank)
+      return r.fail(key, "differs from data_parallel_rank (" + std::to_string(**out) +
+                             "); give one of the two");
+    *out = static_cast<int>(*rank);
   }
 }
 

@@ -29,6 +29,9 @@ struct SamplingFields {
   bool skip_special_tokens = true;
   int32_t priority = 0;
   std::string cache_salt;  // prefix-cache namespace (GenerateRequest::cache_salt); "": none
+  // The data-parallel replica to run on (read_data_parallel_rank; GenerateRequest's); unset: the
+  // engine's load balancing picks.
+  std::optional<int> data_parallel_rank;
   // Chat endpoints: most reasoning tokens (read_thinking_budget; Anthropic's
   // thinking.budget_tokens), and the field that set it; finish_spec turns it into
   // params.reasoning_budget.
@@ -64,6 +67,10 @@ void read_stop_regexes(FieldReader& r, const char* key, std::vector<StopRegex>* 
 // vLLM's thinking_token_budget or SGLang's thinking_budget (one of them): the most tokens the
 // model may reason before </think> is forced; -1: no limit.
 void read_thinking_budget(FieldReader& r, SamplingFields* out);
+
+// vLLM's data_parallel_rank or SGLang's routed_dp_rank (one of them, or both equal): a
+// non-negative integer, or null for none; finish_spec checks it against the replicas.
+void read_data_parallel_rank(FieldReader& r, std::optional<int>* out);
 
 // A cache salt at `key` (a non-empty string of at most kMaxCacheSaltBytes) into *out.
 void read_cache_salt(FieldReader& r, const char* key, std::string* out);

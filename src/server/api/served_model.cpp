@@ -101,6 +101,18 @@ ApiExpected<bool> require_chat_template(const ServedModel& model) {
                          "use /v1/completions with a raw prompt");
 }
 
+ApiExpected<int> check_data_parallel_rank(const ServedModel& model, int64_t rank,
+                                          const char* field) {
+  const int dp = model.engine->data_parallel_size();
+  if (rank < 0 || rank >= dp)
+    return invalid_request("'" + std::string(field) + "' " + std::to_string(rank) +
+                               " names no data-parallel replica: the server runs " +
+                               std::to_string(dp) + " (--data-parallel-size), 0 to " +
+                               std::to_string(dp - 1),
+                           field);
+  return static_cast<int>(rank);
+}
+
 ApiExpected<bool> check_prompt_fits(const ServedModel& model, int64_t prompt_tokens,
                                     const std::optional<int64_t>& max_tokens, const char* max_tokens_field) {
   if (prompt_tokens >= model.max_context_tokens) {

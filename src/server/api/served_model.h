@@ -71,7 +71,7 @@ struct ServedModel {
   Json sampling_defaults = Json::object();
   int64_t vocab_size = 0;
   int64_t max_context_tokens = 0;   // prompt + output
-  int64_t kv_capacity_tokens = 0;   // tokens the full-attention pool holds
+  int64_t kv_capacity_tokens = 0;   // tokens the full-attention pool holds (each replica's)
   bool routed_experts_enabled = false;  // --enable-return-routed-experts
   bool hidden_states_enabled = false;   // --enable-return-hidden-states
   bool weight_updates_enabled = false;  // --enable-weight-updates
@@ -101,6 +101,10 @@ std::string shown_model_name(const ServedModel& model, const std::string& lora_n
 // The loaded LoRA adapters (none with LoRA off), and the same as {name: folder}.
 std::vector<LoraAdapterInfo> served_adapters(const ServedModel& model);
 Json adapter_paths(const ServedModel& model);
+// `rank` as one of the engine's data-parallel replicas; a 400 naming `field` when there is no such
+// replica.
+ApiExpected<int> check_data_parallel_rank(const ServedModel& model, int64_t rank,
+                                          const char* field);
 // 400 unless the model has a tokenizer (text endpoints) / a chat template (chat endpoints).
 ApiExpected<bool> require_tokenizer(const ServedModel& model);
 ApiExpected<bool> require_chat_template(const ServedModel& model);

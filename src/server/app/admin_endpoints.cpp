@@ -123,6 +123,7 @@ void handle_metrics(const ServerState& state, const std::shared_ptr<Exchange>& e
   gauges.ready = model != nullptr;
   gauges.open_connections = state.http ? state.http->open_connections() : 0;
   gauges.active_generations = state.counters.active.load();
+  if (model) gauges.replicas = model->engine->replica_stats();
   exchange->respond_text(200, "text/plain; version=0.0.4; charset=utf-8", state.metrics.render(stats, gauges));
 }
 
@@ -142,11 +143,19 @@ void handle_server_info(const ServerState& state, const std::shared_ptr<Exchange
   const ServedModel& model = *state.model();
   const ServeOptions& o = state.options;
   const EngineOptions& engine = o.model.engine;
-  const EngineStats stats = model.engine->stats();
-  const PoolStats& full = stats.full_pool;
-  const double token_usage = full.total_blocks > 0 ? static_cast<double>(full.used_blocks()) /
-                                                         static_cast<double>(full.total_blocks)
-                                                   : 0.0;
+  // SGLang's internal_states: one entry per data-parallel replica.
+  Json states = Json::array();
+  for (const EngineStats& stats : model.engine->replica_stats()) {
+    const PoolStats& full = stats.full_pool;
+    const double token_usage = full.total_blocks > 0 ? static_cast<double>(full.used_blocks()) /
+                                                           static_cast<double>(full.total_blocks)
+                                                     : 0.0;
+    states.push_back(Json{{"last_gen_throughput", stats.generation_tokens_per_s},
+                          {"num_running_reqs", stats.running},
+                          {"num_waiting_reqs", stats.waiting},
+                          {"token_usage", token_usage},
+                          {"avg_spec_accept_length", spec_accept_length(stats)}});
+  }
   Json info = {
       {"model_path", model.weights->get().path},
       {"load_format", model.weights->get().load_format},  // "dummy": random weights
@@ -173,6 +182,9 @@ void handle_server_info(const ServerState& state, const std::shared_ptr<Exchange
       // always; on the GPU with --enable-deterministic-inference).
       {"enable_deterministic_inference", batch_invariant(engine.device, engine.batch_invariance)},
       {"tp_size", engine.tensor_parallel_size},  // SGLang's name: ranks the model is split over
+      // SGLang's names: replicas of the engine, and how a request's replica is picked.
+      {"dp_size", model.engine->data_parallel_size()},
+      {"load_balance_method", load_balance_name(engine.load_balance)},
       {"enable_return_routed_experts", model.routed_experts_enabled},
       {"enable_return_hidden_states", model.hidden_states_enabled},
       {"enable_weight_updates", model.weight_updates_enabled},
@@ -203,12 +215,7 @@ void handle_server_info(const ServerState& state, const std::shared_ptr<Exchange
       {"api_key_required", o.api_key.has_value()},
       {"max_body_bytes", o.max_body_bytes},
       {"worker_threads", o.worker_threads},
-      {"internal_states",
-       Json::array({Json{{"last_gen_throughput", stats.generation_tokens_per_s},
-                         {"num_running_reqs", stats.running},
-                         {"num_waiting_reqs", stats.waiting},
-                         {"token_usage", token_usage},
-                         {"avg_spec_accept_length", spec_accept_length(stats)}}})},
+      {"internal_states", std::move(states)},
       {"version", kVersion},
   };
   exchange->respond_json(200, dump_json(info));

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "core/logging.h"
@@ -148,7 +149,11 @@ Expected<std::unique_ptr<ServedModel>> load_served_model(const ModelLoadOptions&
     model->sampling_defaults["logprobs_mode"] = "raw";
   model->max_context_tokens = options.engine.max_context_tokens > 0 ? options.engine.max_context_tokens
                                                                     : config.max_position_embeddings;
-  model->kv_capacity_tokens = model->engine->stats().full_pool.total_blocks * options.engine.block_size_tokens;
+  // A request runs on one data-parallel replica: the smallest replica's pool bounds it.
+  int64_t full_blocks = std::numeric_limits<int64_t>::max();
+  for (const EngineStats& s : model->engine->replica_stats())
+    full_blocks = std::min(full_blocks, s.full_pool.total_blocks);
+  model->kv_capacity_tokens = full_blocks * options.engine.block_size_tokens;
   if (model->tokenizer) {
     model->template_special_ids = delimiter_special_ids(*model->tokenizer, *model->response_template);
     const auto& eos = config.eos_token_ids;

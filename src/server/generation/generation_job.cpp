@@ -38,6 +38,7 @@ void GenerationJob::submit() {
   request.sampling = spec_.sampling;
   request.priority = spec_.priority;
   request.cache_salt = spec_.cache_salt;
+  request.data_parallel_rank = spec_.data_parallel_rank;
   request.lora_name = spec_.lora_name;
   request.return_routed_experts = spec_.return_routed_experts;
   request.routed_experts_start = spec_.routed_experts_start;

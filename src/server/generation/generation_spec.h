@@ -33,6 +33,7 @@ struct GenerationSpec {
   int32_t priority = 0;
   std::string cache_salt;  // GenerateRequest::cache_salt
   std::string lora_name;   // GenerateRequest::lora_name (served_model.h's model_adapter)
+  std::optional<int> data_parallel_rank;  // GenerateRequest::data_parallel_rank
   // tool_choice required / named under constrained decoding (tool_call_format.h); text: none.
   ResponseFormat tool_format;
   // Routing replay (read_routed_experts_fields, sampling_fields.h): each choice's routed

@@ -48,6 +48,26 @@ void render_host_cache(std::string& out, const HostCacheStats& h) {
   sample(out, "beamserve_hicache_restored_tokens_total", "", static_cast<double>(h.restored_tokens));
 }
 
+// The data-parallel replicas' queues and full-attention pool use, labelled replica="d".
+void render_replicas(std::string& out, const std::vector<EngineStats>& replicas) {
+  const auto each = [&](const char* name, const char* help, auto value) {
+    header(out, name, "gauge", help);
+    for (size_t d = 0; d < replicas.size(); ++d)
+      sample(out, name, "replica=\"" + std::to_string(d) + "\"", value(replicas[d]));
+  };
+  each("beamserve_replica_requests_running", "Sequences decoding on each data-parallel replica.",
+       [](const EngineStats& s) { return static_cast<double>(s.running); });
+  each("beamserve_replica_requests_waiting", "Sequences queued on each data-parallel replica.",
+       [](const EngineStats& s) { return static_cast<double>(s.waiting); });
+  each("beamserve_replica_kv_usage", "Share of each replica's full-attention KV pool in use.",
+       [](const EngineStats& s) {
+         const PoolStats& p = s.full_pool;
+         return p.total_blocks > 0
+                    ? static_cast<double>(p.used_blocks()) / static_cast<double>(p.total_blocks)
+                    : 0.0;
+       });
+}
+
 void render_engine(std::string& out, const EngineStats& e) {
   header(out, "beamserve_prompt_tokens_total", "counter", "Prompt tokens admitted by the engine.");
   sample(out, "beamserve_prompt_tokens_total", "", static_cast<double>(e.prompt_tokens));
@@ -202,6 +222,7 @@ std::string ServerMetrics::render(const std::optional<EngineStats>& engine, cons
     weight_updates_.render(out, "beamserve_weight_update_seconds");
   }
   if (engine) render_engine(out, *engine);
+  if (gauges.replicas.size() > 1) render_replicas(out, gauges.replicas);
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "runtime/engine.h"
 #include "server/metrics/histogram.h"
@@ -24,6 +25,9 @@ struct ServerGauges {
   bool ready = false;                 // model loaded
   int64_t open_connections = 0;
   int64_t active_generations = 0;     // engine requests the server is still streaming
+  // Each data-parallel replica's stats: with several, their queues and KV use are rendered per
+  // replica too (label replica="d").
+  std::vector<EngineStats> replicas;
 };
 
 class ServerMetrics {

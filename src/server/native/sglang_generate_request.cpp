@@ -29,15 +29,16 @@ const std::set<std::string_view> kHandled = {"text",
                                              "model",
                                              "extra_key",
                                              "cache_salt",
+                                             "routed_dp_rank",
+                                             "data_parallel_rank",
                                              "lora_path"};
-// Fields that change nothing in the output (metrics labels, routing hints for several data-parallel
-// ranks or sessions): accepted with any value and ignored.
+// Fields that change nothing in the output (metrics labels, routing hints for sessions, routers
+// or disaggregated prefill): accepted with any value and ignored.
 const std::set<std::string_view> kIgnored = {
     "log_metrics",    "custom_labels",         "no_logs",
     "session_id",     "routing_key",           "conversation_id",
-    "routed_dp_rank", "data_parallel_rank",    "disagg_prefill_dp_rank",
     "received_time",  "external_trace_header", "http_worker_ipc",
-    "kv_router_hint"};
+    "kv_router_hint", "disagg_prefill_dp_rank"};
 // SamplingParams fields read below; `seed` is beamserve's alias of sampling_seed.
 const std::set<std::string_view> kSamplingHandled = {"max_new_tokens",
                                                      "stop",
@@ -370,6 +371,7 @@ ApiExpected<SglangGenerateRequest> parse_sglang_generate_request(const Json& bod
   r.read("priority", &priority);
   SamplingFields routing;
   read_routed_experts_fields(r, &routing);
+  read_data_parallel_rank(r, &routing.data_parallel_rank);
   if (r.failed()) return r.take_error();
   bool batch = false;
   API_ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> prompts,
@@ -401,6 +403,7 @@ ApiExpected<SglangGenerateRequest> parse_sglang_generate_request(const Json& bod
     item.sampling.return_routed_experts = routing.return_routed_experts;
     item.sampling.routed_experts_start = routing.routed_experts_start;
     item.sampling.return_hidden_states = routing.return_hidden_states;
+    item.sampling.data_parallel_rank = routing.data_parallel_rank;
     if (!model.tokenizer && !item.sampling.stop_strings.empty())
       return invalid_request("'" + path +
                                  ".stop': stop strings need a tokenizer; this model has "

@@ -10,6 +10,14 @@
 namespace beam::server {
 namespace {
 
+// The replica a beam search's steps stay on when the request names none: every step extends the
+// same prompt, so one replica's prefix cache serves them all (FNV-1a of the prompt's ids).
+int prompt_replica(const std::vector<int32_t>& prompt, int replicas) {
+  uint64_t h = 1469598103934665603ull;
+  for (int32_t t : prompt) h = (h ^ static_cast<uint32_t>(t)) * 1099511628211ull;
+  return static_cast<int>(h % static_cast<uint64_t>(replicas));
+}
+
 // One step's requests: collects each live beam's alternatives, then hands them to the run.
 class StepObserver final : public GenerationObserver {
  public:
@@ -46,6 +54,12 @@ class BeamSearchRun : public std::enable_shared_from_this<BeamSearchRun> {
         exchange_(std::move(exchange)),
         specs_(std::move(specs)),
         observer_(std::move(observer)) {
+    // A header that names no replica fails the first step (launch_generations checks it again).
+    (void)apply_rank_header(*env_.model, exchange_->request(), specs_);
+    const int replicas = env_.model->engine->data_parallel_size();
+    for (GenerationSpec& s : specs_)
+      if (!s.data_parallel_rank && replicas > 1)
+        s.data_parallel_rank = prompt_replica(s.prompt_ids, replicas);
     for (const GenerationSpec& s : specs_) {
       BeamSearchOptions o;
       o.width = s.sampling.n;
@@ -85,7 +99,7 @@ class BeamSearchRun : public std::enable_shared_from_this<BeamSearchRun> {
 
  private:
   // Prompt i + the beam's tokens, one token with the search's alternatives as logprobs, at the
-  // request's temperature (its logprobs'), with its adapter, priority and cache salt.
+  // request's temperature (its logprobs'), with its adapter, priority, cache salt and replica.
   GenerationSpec step_spec(size_t i, const Beam& beam) const {
     const GenerationSpec& s = specs_[i];
     GenerationSpec step;
@@ -103,6 +117,7 @@ class BeamSearchRun : public std::enable_shared_from_this<BeamSearchRun> {
     step.priority = s.priority;
     step.cache_salt = s.cache_salt;
     step.lora_name = s.lora_name;
+    step.data_parallel_rank = s.data_parallel_rank;
     return step;
   }
 

@@ -20,8 +20,8 @@ namespace {
 
 // Greedy decoding with BeamModel and a LocalKvCache on the model's device: argmax of each step's
 // logits until a stop id (kept) or max_new tokens.
-std::vector<int32_t> greedy(BeamModel& model, const std::vector<int32_t>& prompt, int64_t max_new,
-                            const std::vector<int32_t>& stop_ids) {
+std::vector<int32_t> greedy_decode(BeamModel& model, const std::vector<int32_t>& prompt,
+                                   int64_t max_new, const std::vector<int32_t>& stop_ids) {
   const int64_t capacity = static_cast<int64_t>(prompt.size()) + max_new;
   auto kv = LocalKvCache::create(model.context(), model.config(), 1, capacity);
   EXPECT_TRUE(kv.ok());
@@ -57,7 +57,7 @@ TEST_F(CudaModelTest, NanoGreedyMatchesReferenceOnTheGpu) {
   for (size_t i = 0; i < golden.cases.size(); ++i) {
     const GreedyCase& c = golden.cases[i];
     const std::vector<int32_t> got =
-        greedy(*model, c.prompt_ids, golden.max_new_tokens, golden.stop_token_ids);
+        greedy_decode(*model, c.prompt_ids, golden.max_new_tokens, golden.stop_token_ids);
     const int64_t k = confident_prefix(*reference, c.prompt_ids, c.generated_ids);
     EXPECT_EQ(first(got, k), first(c.generated_ids, k)) << "case " << i << ": " << c.prompt;
     std::printf("case %zu: %lld of %zu tokens chosen with margin >= 0.5; the GPU's tokens %s\n", i,
@@ -174,8 +174,8 @@ TEST_F(CudaModelTest, EngineOnCudaServesUpdatedWeightsInPlace) {
   auto fresh_nano = Engine::create(nano, engine_options(Device::kCuda));
   ASSERT_TRUE(fresh_nano.ok()) << fresh_nano.error().message;
   const std::vector<RunRequest> reqs = {
-      {tokens_of(37, 1, nano->config.vocab_size), testing::greedy(24)},
-      {tokens_of(70, 2, nano->config.vocab_size), testing::greedy(24)}};
+      {tokens_of(37, 1, nano->config.vocab_size), greedy(24)},
+      {tokens_of(70, 2, nano->config.vocab_size), greedy(24)}};
   const auto old_tokens = run_all(**engine, reqs);  // captures decode graphs on nano's weights
   ASSERT_TRUE((*engine)->update_weights(updated, /*abort_in_flight=*/false).ok());
   const auto got = run_all(**engine, reqs);

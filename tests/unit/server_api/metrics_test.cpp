@@ -54,7 +54,11 @@ TEST(ServerMetrics, EngineNumbers) {
   e.generation_tokens_per_s = 12.5;
   e.full_pool = PoolStats{100, 60, 30};
   e.sliding_pool = PoolStats{40, 40, 0};
-  const std::string text = m.render(e, ServerGauges{true, 5, 2});
+  ServerGauges gauges;
+  gauges.ready = true;
+  gauges.open_connections = 5;
+  gauges.active_generations = 2;
+  const std::string text = m.render(e, gauges);
   EXPECT_TRUE(has_line(text, "beamserve_requests_running 3"));
   EXPECT_TRUE(has_line(text, "beamserve_requests_waiting 7"));
   EXPECT_TRUE(has_line(text, "beamserve_prompt_tokens_total 200"));
@@ -85,6 +89,26 @@ TEST(ServerMetrics, LoraRequestsInfo) {
   EXPECT_TRUE(has_line(m.render(e, ServerGauges{}),
                        "beamserve_lora_requests_info{running_lora_adapters=\"a,b\\\"x\","
                        "waiting_lora_adapters=\"c\",max_lora=\"4\"} 1700000000"));
+}
+
+TEST(ServerMetrics, DataParallelReplicasEachGetTheirQueuesAndKvUse) {
+  ServerMetrics m;
+  EngineStats a, b;
+  a.running = 2;
+  a.full_pool = PoolStats{100, 50, 25};
+  b.waiting = 4;
+  b.full_pool = PoolStats{100, 100, 0};
+  ServerGauges one;
+  one.replicas = {a};
+  EXPECT_EQ(m.render(a, one).find("beamserve_replica_"), std::string::npos);  // one replica
+  ServerGauges two;
+  two.replicas = {a, b};
+  const std::string text = m.render(a, two);
+  EXPECT_TRUE(has_line(text, "beamserve_replica_requests_running{replica=\"0\"} 2"));
+  EXPECT_TRUE(has_line(text, "beamserve_replica_requests_running{replica=\"1\"} 0"));
+  EXPECT_TRUE(has_line(text, "beamserve_replica_requests_waiting{replica=\"1\"} 4"));
+  EXPECT_TRUE(has_line(text, "beamserve_replica_kv_usage{replica=\"0\"} 0.25"));
+  EXPECT_TRUE(has_line(text, "beamserve_replica_kv_usage{replica=\"1\"} 0"));
 }
 
 TEST(ServerMetrics, LabelEscaping) {

@@ -1,0 +1,257 @@
+// An engine of several data-parallel replicas (EngineOptions::data_parallel_size, CPU threads):
+// every request gets the tokens and logprobs a one-replica engine gives it (the CPU's kernels are
+// batch-invariant), the balancer spreads requests over the replicas and a named replica takes its
+// own, ids route cancels, the stats add up, and the control calls (flush, weight updates, LoRA,
+// pause / resume, sleep / wake) reach every replica; bad sizes and ranks are errors naming them.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "../model/test_checkpoint_writer.h"
+#include "engine_test_util.h"
+
+namespace beam::testing {
+namespace {
+
+EngineOptions options_of(int dp, LoadBalance balance = LoadBalance::kRoundRobin) {
+  EngineOptions o;
+  o.num_threads = 2;
+  o.block_size_tokens = 16;
+  o.max_tokens_per_step = 64;
+  o.kv_budget_bytes = 64 << 20;
+  o.data_parallel_size = dp;
+  o.load_balance = balance;
+  return o;
+}
+
+std::unique_ptr<Engine> engine_of(std::shared_ptr<const BeamWeights> weights, EngineOptions o) {
+  auto e = Engine::create(std::move(weights), o);
+  EXPECT_TRUE(e.ok()) << (e.ok() ? "" : e.error().message);
+  return e.ok() ? std::move(*e) : nullptr;
+}
+
+// Greedy and seeded sampled requests with logprobs, two siblings, and a repeated prompt.
+std::vector<RunRequest> mixed_requests(int64_t vocab) {
+  std::vector<RunRequest> reqs;
+  for (int i = 0; i < 5; ++i) {
+    RunRequest r{tokens_of(20 + 13 * i, 70 + i, vocab), greedy(12)};
+    r.params.logprobs = true;
+    r.params.top_logprobs = 2;
+    if (i % 2 == 1) {
+      r.params.temperature = 0.9f;
+      r.params.seed = 300 + i;
+      r.params.n = 2;
+    }
+    reqs.push_back(r);
+  }
+  reqs.push_back(reqs[0]);
+  return reqs;
+}
+
+class DataParallelEngine : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    weights_ = engine_test_model("tiny-beam");
+    ASSERT_NE(weights_, nullptr);
+  }
+  int64_t vocab() const { return weights_->config.vocab_size; }
+  std::shared_ptr<const BeamWeights> weights_;
+};
+
+TEST_F(DataParallelEngine, ReplicasServeWhatOneEngineServes) {
+  const std::vector<RunRequest> reqs = mixed_requests(vocab());
+  auto one = engine_of(weights_, options_of(1));
+  ASSERT_TRUE(one);
+  const auto want = run_all(*one, reqs);
+  for (LoadBalance balance :
+       {LoadBalance::kRoundRobin, LoadBalance::kShortestQueue, LoadBalance::kMinimumTokens}) {
+    SCOPED_TRACE(load_balance_name(balance));
+    auto two = engine_of(weights_, options_of(2, balance));
+    ASSERT_TRUE(two);
+    EXPECT_EQ(two->data_parallel_size(), 2);
+    expect_same_results(want, run_all(*two, reqs));
+    // Both replicas took requests, and the balancer let go of every one.
+    const std::vector<EngineStats> replicas = two->replica_stats();
+    ASSERT_EQ(replicas.size(), 2u);
+    EXPECT_GT(replicas[0].prompt_tokens, 0);
+    EXPECT_GT(replicas[1].prompt_tokens, 0);
+    EXPECT_EQ(two->stats().prompt_tokens, replicas[0].prompt_tokens + replicas[1].prompt_tokens);
+    EXPECT_EQ(two->stats().generated_tokens,
+              replicas[0].generated_tokens + replicas[1].generated_tokens);
+    expect_pools_full(*two);
+  }
+}
+
+TEST_F(DataParallelEngine, ANamedReplicaTakesTheRequestAndItsCancel) {
+  auto engine = engine_of(weights_, options_of(3));
+  ASSERT_TRUE(engine);
+  std::set<int64_t> ids;
+  for (int round = 0; round < 2; ++round) {
+    Collector c;
+    RunRequest r{tokens_of(24, 5, vocab()), greedy(4)};
+    GenerateRequest g = generate_request(r, c.sink());
+    g.data_parallel_rank = 2;
+    auto id = engine->submit(std::move(g));
+    ASSERT_TRUE(id.ok()) << id.error().message;
+    ids.insert(id->value);
+    engine->wait_idle();
+    ASSERT_EQ(c.results().size(), 1u);
+    EXPECT_EQ(c.results()[0].tokens.size(), 4u);
+  }
+  const std::vector<EngineStats> replicas = engine->replica_stats();
+  EXPECT_EQ(replicas[0].prompt_tokens, 0);
+  EXPECT_EQ(replicas[1].prompt_tokens, 0);
+  EXPECT_EQ(replicas[2].prompt_tokens, 48);
+  EXPECT_EQ(replicas[2].cached_prompt_tokens, 16);  // the second found the first's full block
+  // A long request on replica 1, cancelled through its id.
+  Collector long_one;
+  RunRequest r{tokens_of(16, 6, vocab()), greedy(100000)};
+  r.params.max_tokens = 2000;
+  GenerateRequest g = generate_request(r, long_one.sink());
+  g.data_parallel_rank = 1;
+  auto id = engine->submit(std::move(g));
+  ASSERT_TRUE(id.ok());
+  EXPECT_TRUE(ids.insert(id->value).second);
+  wait_for_output(long_one);
+  engine->cancel(*id);
+  engine->wait_idle();
+  ASSERT_EQ(long_one.results().size(), 1u);
+  EXPECT_EQ(long_one.results()[0].finish, FinishReason::kCancelled);
+  EXPECT_GT(engine->replica_stats()[1].prompt_tokens, 0);
+  expect_pools_full(*engine);
+}
+
+TEST_F(DataParallelEngine, ARankThatNamesNoReplicaIsAnError) {
+  auto two = engine_of(weights_, options_of(2));
+  auto one = engine_of(weights_, options_of(1));
+  ASSERT_TRUE(two && one);
+  for (int rank : {2, -1}) {
+    Collector c;
+    GenerateRequest g = generate_request(RunRequest{tokens_of(8, 1, vocab()), greedy(2)}, c.sink());
+    g.data_parallel_rank = rank;
+    auto id = two->submit(std::move(g));
+    ASSERT_FALSE(id.ok());
+    EXPECT_NE(id.error().message.find("data_parallel_rank " + std::to_string(rank)),
+              std::string::npos)
+        << id.error().message;
+  }
+  Collector c;
+  GenerateRequest g = generate_request(RunRequest{tokens_of(8, 1, vocab()), greedy(2)}, c.sink());
+  g.data_parallel_rank = 0;  // the one replica of an engine without data parallelism
+  EXPECT_TRUE(one->submit(std::move(g)).ok());
+  one->wait_idle();
+  // A request the replica refuses (a token outside the vocabulary) leaves no load behind.
+  for (int i = 0; i < 4; ++i) {
+    Collector bad;
+    RunRequest r{{static_cast<int32_t>(vocab())}, greedy(2)};
+    EXPECT_FALSE(two->submit(generate_request(r, bad.sink())).ok());
+  }
+  const auto out = run_all(*two, mixed_requests(vocab()));
+  EXPECT_EQ(out.size(), 6u);
+  EXPECT_GT(two->replica_stats()[0].prompt_tokens, 0);
+  EXPECT_GT(two->replica_stats()[1].prompt_tokens, 0);
+}
+
+TEST_F(DataParallelEngine, SizesOutsideTheRangeAreErrors) {
+  auto zero = Engine::create(weights_, options_of(0));
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.error().message.find("data parallel size 0"), std::string::npos)
+      << zero.error().message;
+}
+
+TEST_F(DataParallelEngine, WeightUpdatesReachEveryReplica) {
+  std::shared_ptr<const BeamWeights> next = other_synthetic_weights(weights_->config);
+  const std::vector<RunRequest> reqs = mixed_requests(vocab());
+  auto fresh = engine_of(next, options_of(1));
+  auto engine = engine_of(weights_, options_of(2));
+  ASSERT_TRUE(fresh && engine);
+  (void)run_all(*engine, reqs);  // both replicas cache prefixes of the old weights
+  ASSERT_TRUE(engine->update_weights(next, /*abort_in_flight=*/false).ok());
+  expect_same_results(run_all(*fresh, reqs), run_all(*engine, reqs));
+}
+
+TEST_F(DataParallelEngine, PauseAndResumeReachEveryReplica) {
+  auto engine = engine_of(weights_, options_of(2));
+  ASSERT_TRUE(engine);
+  ASSERT_TRUE(engine->pause(PauseMode::kKeep, /*clear_cache=*/false).ok());
+  EXPECT_TRUE(engine->paused());
+  std::vector<std::unique_ptr<Collector>> cs;
+  for (int d = 0; d < 2; ++d) {
+    cs.push_back(std::make_unique<Collector>());
+    GenerateRequest g = generate_request(RunRequest{tokens_of(10, 9, vocab()), greedy(3)},
+                                         cs.back()->sink());
+    g.data_parallel_rank = d;
+    ASSERT_TRUE(engine->submit(std::move(g)).ok());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (const auto& c : cs) EXPECT_TRUE(c->results().empty());  // no replica runs a step
+  ASSERT_TRUE(engine->resume().ok());
+  engine->wait_idle();
+  for (const auto& c : cs) {
+    ASSERT_EQ(c->results().size(), 1u);
+    EXPECT_EQ(c->results()[0].tokens.size(), 3u);
+    EXPECT_EQ(c->results()[0].tokens, cs[0]->results()[0].tokens);  // same prompt, same tokens
+  }
+}
+
+TEST_F(DataParallelEngine, SleepReleasesEveryReplicasPools) {
+  EngineOptions o = options_of(2);
+  o.enable_sleep_mode = true;
+  auto engine = engine_of(weights_, o);
+  ASSERT_TRUE(engine);
+  const auto before = run_all(*engine, mixed_requests(vocab()));
+  ASSERT_TRUE(engine->sleep(SleepLevel::kOffloadWeights).ok());
+  const SleepState s = engine->sleep_state();
+  EXPECT_TRUE(s.kv_released);
+  EXPECT_GT(s.released_bytes, 0);
+  // Each replica gave back its pools: at least twice what an idle one-replica engine gives.
+  auto single = engine_of(weights_, [] {
+    EngineOptions one = options_of(1);
+    one.enable_sleep_mode = true;
+    return one;
+  }());
+  ASSERT_TRUE(single);
+  ASSERT_TRUE(single->sleep(SleepLevel::kOffloadWeights).ok());
+  EXPECT_GE(s.released_bytes, 2 * single->sleep_state().released_bytes);
+  ASSERT_TRUE(engine->wake_up(true, true).ok());
+  EXPECT_FALSE(engine->sleep_state().asleep());
+  expect_same_results(before, run_all(*engine, mixed_requests(vocab())));
+}
+
+TEST_F(DataParallelEngine, LoraAdaptersLoadOnEveryReplica) {
+  const std::string dir = test::write_lora_adapter(
+      "dp_lora", test::servable_lora_modules(weights_->config), 4, 50, 8);
+  EngineOptions o = options_of(2);
+  o.max_loras = 1;
+  o.max_lora_rank = 8;
+  auto engine = engine_of(weights_, o);
+  ASSERT_TRUE(engine);
+  ASSERT_TRUE(engine->load_lora_adapter("a", dir).ok());
+  // Loading the name again fails on replica 0 and leaves both replicas serving the first.
+  const Status again = engine->load_lora_adapter("a", dir);
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.error().message.find("replica 0"), std::string::npos) << again.error().message;
+  std::vector<SiblingResult> got;
+  for (int d = 0; d < 2; ++d) {
+    Collector c;
+    RunRequest r{tokens_of(20, 11, vocab()), greedy(6), "a"};
+    GenerateRequest g = generate_request(r, c.sink());
+    g.data_parallel_rank = d;
+    ASSERT_TRUE(engine->submit(std::move(g)).ok());
+    engine->wait_idle();
+    ASSERT_EQ(c.results().size(), 1u);
+    got.push_back(c.results()[0]);
+  }
+  EXPECT_EQ(got[0].tokens, got[1].tokens);
+  ASSERT_TRUE(engine->unload_lora_adapter("a").ok());
+  Collector c;
+  RunRequest r{tokens_of(20, 11, vocab()), greedy(6), "a"};
+  GenerateRequest g = generate_request(r, c.sink());
+  g.data_parallel_rank = 1;
+  EXPECT_FALSE(engine->submit(std::move(g)).ok());  // gone from replica 1 too
+}
+
+}  // namespace
+}  // namespace beam::testing
