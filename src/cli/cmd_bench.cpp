@@ -12,6 +12,7 @@
 #include "cli/command_weights.h"
 #include "cli/commands.h"
 #include "cli/model_path.h"
+#include "cli/data_parallel_flags.h"
 #include "cli/hicache_flags.h"
 #include "cli/speculative_flags.h"
 #include "cli/usage.h"
@@ -53,6 +54,7 @@ int bench_offline(int argc, char** argv) {
       "enable-deterministic-inference"};
   flags.insert(std::begin(kSpeculativeFlags), std::end(kSpeculativeFlags));
   flags.insert(std::begin(kHierarchicalCacheFlags), std::end(kHierarchicalCacheFlags));
+  flags.insert(std::begin(kDataParallelFlags), std::end(kDataParallelFlags));
   auto args = Args::parse(argc, argv, flags,
                           {"json", "no-prefix-cache", "enable-hierarchical-cache", "no-cuda-graphs",
                            "enable-deterministic-inference"});
@@ -82,6 +84,7 @@ int bench_offline(int argc, char** argv) {
   eo.num_threads = static_cast<int>(*threads);
   eo.enable_prefix_cache = !args->has("no-prefix-cache");
   if (Status st = hierarchical_cache_from_args(*args, &eo); !st.ok()) return bench_fail(st.error().message);
+  if (Status st = data_parallel_from_args(*args, &eo); !st.ok()) return bench_fail(st.error().message);
   eo.cuda_graphs = !args->has("no-cuda-graphs");
   eo.batch_invariance = args->get_batch_invariance();
   auto probs = args->get_attention_probs();
@@ -100,6 +103,8 @@ int bench_offline(int argc, char** argv) {
   j["workload"] = args->get_or("workload", "uniform");
   j["max_tokens_per_step"] = (*engine)->max_tokens_per_step();
   j["deterministic_inference"] = batch_invariant(eo.device, eo.batch_invariance);
+  j["data_parallel_size"] = eo.data_parallel_size;
+  j["load_balance_method"] = load_balance_name(eo.load_balance);
   if (eo.enable_hierarchical_cache) {  // the host tier as it was sized
     const HostCacheStats h = (*engine)->stats().host_cache;
     j["host_tier"] = {{"bytes", h.bytes}, {"full_blocks", h.tier.capacity.full},

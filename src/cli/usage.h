@@ -130,7 +130,8 @@ inline constexpr const char* kBenchOfflineUsage =
     "         [--enable-hierarchical-cache [--hicache-ratio R] [--hicache-size GB] (as serve's)]\n"
     "         [--attention-probs fp32|bf16] [--json] [--speculative-config JSON (as serve's)]\n"
     "         [--load-format auto|safetensors|dummy (as serve's)]\n"
-    "         [--enable-deterministic-inference (as serve's)]\n";
+    "         [--enable-deterministic-inference (as serve's)]\n"
+    "         [--data-parallel-size N | --dp-size N] [--load-balance-method M] (as serve's)\n";
 
 inline constexpr const char* kBenchStepUsage =
     "usage: beamserve bench step [--batches 1,8,32,128] [--context 512] [--warmup 3] [--steps 20]\n"

@@ -106,23 +106,32 @@ Status check_engine_data_parallel(const EngineOptions& options) {
 }
 
 // source's weights loaded once per rank and shared by every replica that asks for them (host
-// weights are read-only), while the returned function lives.
+// weights are read-only), while the returned function lives. Replicas asking for the same rank at
+// once (a weight update runs on every replica together) wait for one load.
 RankWeights shared_rank_weights(RankWeights source) {
+  struct Slot {
+    std::mutex mu;  // held while the rank loads
+    std::shared_ptr<const BeamWeights> weights;
+  };
   struct Memo {
     std::mutex mu;
-    std::map<int, std::shared_ptr<const BeamWeights>> by_rank;
+    std::map<int, std::shared_ptr<Slot>> by_rank;
   };
   auto memo = std::make_shared<Memo>();
   return [source = std::move(source),
           memo](TensorParallel tp) -> Expected<std::shared_ptr<const BeamWeights>> {
+    std::shared_ptr<Slot> slot;
     {
       std::lock_guard<std::mutex> lock(memo->mu);
-      if (auto it = memo->by_rank.find(tp.rank); it != memo->by_rank.end()) return it->second;
+      std::shared_ptr<Slot>& s = memo->by_rank[tp.rank];
+      if (!s) s = std::make_shared<Slot>();
+      slot = s;
     }
-    BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> w, source(tp));
-    std::lock_guard<std::mutex> lock(memo->mu);
-    memo->by_rank.emplace(tp.rank, w);
-    return w;
+    std::lock_guard<std::mutex> lock(slot->mu);
+    if (!slot->weights) {  // a failed load leaves it empty: the next asker tries again
+      BEAM_ASSIGN_OR_RETURN(slot->weights, source(tp));
+    }
+    return slot->weights;
   };
 }
 

@@ -5,6 +5,7 @@
 // pause / resume, sleep / wake) reach every replica; bad sizes and ranks are errors naming them.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <set>
 #include <thread>
@@ -170,6 +171,26 @@ TEST_F(DataParallelEngine, WeightUpdatesReachEveryReplica) {
   (void)run_all(*engine, reqs);  // both replicas cache prefixes of the old weights
   ASSERT_TRUE(engine->update_weights(next, /*abort_in_flight=*/false).ok());
   expect_same_results(run_all(*fresh, reqs), run_all(*engine, reqs));
+}
+
+TEST_F(DataParallelEngine, CpuReplicasShareOneLoadOfTheWeights) {
+  std::atomic<int> loads{0};
+  std::shared_ptr<const BeamWeights> next = other_synthetic_weights(weights_->config);
+  std::shared_ptr<const BeamWeights> current = weights_;
+  const RankWeights source = [&](TensorParallel) -> Expected<std::shared_ptr<const BeamWeights>> {
+    ++loads;
+    return current;
+  };
+  auto e = Engine::create(source, options_of(3));
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  EXPECT_EQ(loads.load(), 1);  // three replicas, one load
+  current = next;
+  ASSERT_TRUE((*e)->update_weights(source, /*abort_in_flight=*/false).ok());
+  EXPECT_EQ(loads.load(), 2);  // the replicas update together from one load
+  auto fresh = engine_of(next, options_of(1));
+  ASSERT_TRUE(fresh);
+  const std::vector<RunRequest> reqs = mixed_requests(vocab());
+  expect_same_results(run_all(*fresh, reqs), run_all(**e, reqs));
 }
 
 TEST_F(DataParallelEngine, PauseAndResumeReachEveryReplica) {
