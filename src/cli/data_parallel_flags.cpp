@@ -19,7 +19,7 @@ Status data_parallel_from_args(const Args& args, EngineOptions* options) {
       args.get_or("load-balance-method", load_balance_name(options->load_balance));
   const std::optional<LoadBalance> policy = parse_load_balance(method);
   if (!policy)
-    return make_error("--load-balance-method must be round_robin, shortest_queue or "
+    return make_error("--load-balance-method must be cache_aware, round_robin, shortest_queue or "
                       "minimum_tokens, got '" + method + "'");
   options->load_balance = *policy;
   return ok_status();

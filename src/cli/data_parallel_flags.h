@@ -13,9 +13,9 @@ inline constexpr const char* kDataParallelFlags[] = {"data-parallel-size", "dp-s
                                                      "load-balance-method"};
 
 // vLLM's --data-parallel-size N or SGLang's --dp-size N (replicas of the engine, default 1; one
-// of the two), and SGLang's --load-balance-method round_robin|shortest_queue|minimum_tokens
-// (default shortest_queue). Both names given, N outside [1, 64], or another method is an error
-// naming the flag.
+// of the two), and SGLang's --load-balance-method cache_aware|round_robin|shortest_queue|
+// minimum_tokens (default cache_aware, its router's default). Both names given, N outside [1, 64],
+// or another method is an error naming the flag.
 Status data_parallel_from_args(const Args& args, EngineOptions* options);
 
 }  // namespace beam::cli

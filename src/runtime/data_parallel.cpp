@@ -11,6 +11,7 @@ namespace beam {
 
 const char* load_balance_name(LoadBalance b) {
   switch (b) {
+    case LoadBalance::kCacheAware: return "cache_aware";
     case LoadBalance::kRoundRobin: return "round_robin";
     case LoadBalance::kShortestQueue: return "shortest_queue";
     case LoadBalance::kMinimumTokens: return "minimum_tokens";
@@ -19,38 +20,85 @@ const char* load_balance_name(LoadBalance b) {
 }
 
 std::optional<LoadBalance> parse_load_balance(std::string_view name) {
-  for (LoadBalance b :
-       {LoadBalance::kRoundRobin, LoadBalance::kShortestQueue, LoadBalance::kMinimumTokens})
+  for (LoadBalance b : {LoadBalance::kCacheAware, LoadBalance::kRoundRobin,
+                        LoadBalance::kShortestQueue, LoadBalance::kMinimumTokens})
     if (name == load_balance_name(b)) return b;
   return std::nullopt;
 }
 
-ReplicaBalancer::ReplicaBalancer(int replicas, LoadBalance policy)
-    : policy_(policy), loads_(static_cast<size_t>(replicas)) {
+ReplicaBalancer::ReplicaBalancer(int replicas, BalancerOptions options)
+    : options_(options), loads_(static_cast<size_t>(replicas)) {
   BEAM_CHECK(replicas >= 1) << "ReplicaBalancer of " << replicas << " replicas";
+  if (options_.policy == LoadBalance::kCacheAware)
+    indexes_.assign(static_cast<size_t>(replicas), PromptBlockIndex(options_.capacity_blocks));
 }
 
-int ReplicaBalancer::take(int64_t tokens, std::optional<int> pinned) {
+int ReplicaBalancer::least_loaded(bool by_tokens) const {
+  const int n = static_cast<int>(loads_.size());
+  auto weight = [&](int r) {
+    const Load& l = loads_[static_cast<size_t>(r)];
+    return by_tokens ? l.tokens : l.requests;
+  };
+  int pick = next_;
+  for (int i = 1; i < n; ++i) {
+    const int r = (next_ + i) % n;
+    if (weight(r) < weight(pick)) pick = r;
+  }
+  return pick;
+}
+
+int ReplicaBalancer::cache_aware_pick(std::span<const uint64_t> chain,
+                                      int64_t prompt_tokens) const {
+  const auto [lo, hi] = std::minmax_element(
+      loads_.begin(), loads_.end(),
+      [](const Load& a, const Load& b) { return a.requests < b.requests; });
+  const bool imbalanced =
+      hi->requests - lo->requests > options_.balance_abs &&
+      static_cast<double>(hi->requests) > options_.balance_rel * static_cast<double>(lo->requests);
+  if (imbalanced || chain.empty()) return least_loaded(false);
+  // The longest match; among equal matches the shorter queue, then the turn.
+  const int n = static_cast<int>(loads_.size());
+  int best = next_;
+  int64_t best_blocks = indexes_[static_cast<size_t>(best)].matched(chain);
+  for (int i = 1; i < n; ++i) {
+    const int r = (next_ + i) % n;
+    const int64_t blocks = indexes_[static_cast<size_t>(r)].matched(chain);
+    if (blocks > best_blocks ||
+        (blocks == best_blocks && loads_[static_cast<size_t>(r)].requests <
+                                      loads_[static_cast<size_t>(best)].requests)) {
+      best = r;
+      best_blocks = blocks;
+    }
+  }
+  const double share = static_cast<double>(best_blocks * options_.block_tokens) /
+                       static_cast<double>(std::max<int64_t>(1, prompt_tokens));
+  return best_blocks > 0 && share >= options_.cache_threshold ? best : least_loaded(false);
+}
+
+int ReplicaBalancer::take(const Request& request, std::optional<int> pinned) {
+  const bool cache_aware = options_.policy == LoadBalance::kCacheAware;
+  // Hashed outside the lock: a long prompt's chain is the costly part.
+  const std::vector<uint64_t> chain =
+      cache_aware ? prompt_block_chain(request.prompt, options_.block_tokens,
+                                       request.prefix_namespace)
+                  : std::vector<uint64_t>{};
   std::lock_guard<std::mutex> lock(mu_);
   const int n = static_cast<int>(loads_.size());
   int pick = next_;
   if (pinned) {
     BEAM_CHECK(*pinned >= 0 && *pinned < n) << "replica " << *pinned << " of " << n;
     pick = *pinned;
-  } else if (policy_ != LoadBalance::kRoundRobin) {
-    // The least loaded, scanning from next_ so that ties rotate.
-    auto weight = [&](int r) {
-      const Load& l = loads_[static_cast<size_t>(r)];
-      return policy_ == LoadBalance::kShortestQueue ? l.requests : l.tokens;
-    };
-    for (int i = 1; i < n; ++i) {
-      const int r = (next_ + i) % n;
-      if (weight(r) < weight(pick)) pick = r;
-    }
+  } else if (options_.policy == LoadBalance::kShortestQueue) {
+    pick = least_loaded(false);
+  } else if (options_.policy == LoadBalance::kMinimumTokens) {
+    pick = least_loaded(true);
+  } else if (cache_aware) {
+    pick = cache_aware_pick(chain, static_cast<int64_t>(request.prompt.size()));
   }
+  if (cache_aware) indexes_[static_cast<size_t>(pick)].insert(chain);
   Load& l = loads_[static_cast<size_t>(pick)];
   ++l.requests;
-  l.tokens += tokens;
+  l.tokens += request.tokens;
   if (!pinned) next_ = (pick + 1) % n;
   return pick;
 }

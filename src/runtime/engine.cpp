@@ -2001,8 +2001,8 @@ void Engine::Impl::publish_stats() {
   stats_ = s;
 }
 
-Engine::Engine(std::vector<std::unique_ptr<Impl>> replicas, LoadBalance load_balance)
-    : balancer_(std::make_shared<ReplicaBalancer>(static_cast<int>(replicas.size()), load_balance)),
+Engine::Engine(std::vector<std::unique_ptr<Impl>> replicas, const BalancerOptions& balance)
+    : balancer_(std::make_shared<ReplicaBalancer>(static_cast<int>(replicas.size()), balance)),
       replicas_(std::move(replicas)) {}
 Engine::~Engine() = default;
 
@@ -2170,7 +2170,8 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
     BEAM_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, create_replica(source, options, {}));
     std::vector<std::unique_ptr<Impl>> one;
     one.push_back(std::move(impl));
-    return std::unique_ptr<Engine>(new Engine(std::move(one), options.load_balance));
+    return std::unique_ptr<Engine>(
+        new Engine(std::move(one), BalancerOptions{.policy = LoadBalance::kRoundRobin}));
   }
   EngineOptions each = options;
   if (options.device == Device::kCpu) {  // the cores split between the replicas
@@ -2197,7 +2198,14 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
                 ? ", " + std::to_string(each.num_threads) +
                       (each.num_threads == 1 ? " thread" : " threads") + " each"
                                            : std::string()));
-  return std::unique_ptr<Engine>(new Engine(std::move(replicas), options.load_balance));
+  // The cache-aware index remembers about what a replica's prefix cache (and host tier) holds.
+  BalancerOptions balance{.policy = options.load_balance,
+                          .block_tokens = options.block_size_tokens};
+  const double tiers = options.enable_hierarchical_cache ? 1 + options.hicache_ratio : 1;
+  balance.capacity_blocks = std::max<int64_t>(
+      1, static_cast<int64_t>(static_cast<double>(replicas[0]->stats().full_pool.total_blocks) *
+                              tiers));
+  return std::unique_ptr<Engine>(new Engine(std::move(replicas), balance));
 }
 
 Engine::Impl& Engine::replica_of(RequestId id) const {
@@ -2238,7 +2246,12 @@ Expected<RequestId> Engine::submit(GenerateRequest request) {
   if (dp == 1) return replicas_[0]->submit(std::move(request));
   // In flight on its replica from now until its last sibling's final event.
   const int64_t tokens = request_tokens(request, replicas_[0]->max_context());
-  const int d = balancer_->take(tokens, request.data_parallel_rank);
+  const int d = balancer_->take(
+      ReplicaBalancer::Request{
+          .tokens = tokens,
+          .prompt = request.prompt,
+          .prefix_namespace = prompt_namespace(request.cache_salt, request.lora_name)},
+      request.data_parallel_rank);
   auto left = std::make_shared<std::atomic<int64_t>>(request.sampling.n);
   request.sink = [sink = std::move(request.sink), balancer = balancer_, d, tokens,
                   left](TokenEvent&& event) {

@@ -132,15 +132,20 @@ struct GenerateRequest {
   std::optional<int> data_parallel_rank = std::nullopt;
 };
 
-// How a data-parallel engine picks a request's replica (SGLang's --load-balance-method).
+// How a data-parallel engine picks a request's replica (SGLang's --load-balance-method, and its
+// router's cache_aware policy).
 enum class LoadBalance {
+  kCacheAware,     // the replica whose prefix cache likely holds the most of the prompt (at
+                   // least 30% of it; runtime/data_parallel.h), unless the loads are imbalanced
+                   // or nothing matches: then the shortest queue
   kRoundRobin,     // the replicas in turn
   kShortestQueue,  // the fewest requests in flight (submitted and not finished); ties in turn
   kMinimumTokens,  // the fewest tokens in flight (each request's prompt plus n times its output
                    // limit); ties in turn
 };
 
-const char* load_balance_name(LoadBalance b);  // "round_robin", "shortest_queue", "minimum_tokens"
+// "cache_aware", "round_robin", "shortest_queue", "minimum_tokens".
+const char* load_balance_name(LoadBalance b);
 // The policy a name (load_balance_name's) gives; nullopt for another name.
 std::optional<LoadBalance> parse_load_balance(std::string_view name);
 
@@ -211,7 +216,7 @@ struct EngineOptions {
   // [d * tensor_parallel_size, (d + 1) * tensor_parallel_size); on the CPU the threads
   // (num_threads) are split between the replicas.
   int data_parallel_size = 1;
-  LoadBalance load_balance = LoadBalance::kShortestQueue;
+  LoadBalance load_balance = LoadBalance::kCacheAware;
   // Speculative decoding with n-gram drafts (vLLM's "ngram" method; docs/runtime.md,
   // "Speculative decoding"): each decode verifies up to num_draft_tokens drafts in one forward.
   // Sampling stays exact: every position draws with its own counter, so the tokens are those
@@ -303,6 +308,7 @@ struct EngineStats {
 };
 
 class ReplicaBalancer;
+struct BalancerOptions;
 
 // Owns its thread (a thread per data-parallel replica); every public method may be called from
 // any thread. With data parallelism (EngineOptions::data_parallel_size) a request runs on one
@@ -413,7 +419,7 @@ class Engine {
     int index = 0;
     int count = 1;
   };
-  Engine(std::vector<std::unique_ptr<Impl>> replicas, LoadBalance load_balance);
+  Engine(std::vector<std::unique_ptr<Impl>> replicas, const BalancerOptions& balance);
   static Expected<std::unique_ptr<Impl>> create_replica(const RankWeights& source,
                                                         const EngineOptions& options,
                                                         ReplicaPlace place);

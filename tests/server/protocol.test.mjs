@@ -1883,8 +1883,8 @@ test('data-parallel replicas: the same answers, each replica shown, a replica by
   await assert.rejects(startServer(['--dp-size', '0']), /--dp-size must be in \[1, 64\], got 0/);
   await assert.rejects(startServer(['--dp-size', '2', '--data-parallel-size', '2']),
     /--data-parallel-size and --dp-size \(SGLang's name\) are one setting/);
-  await assert.rejects(startServer(['--load-balance-method', 'cache_aware']),
-    /--load-balance-method must be round_robin, shortest_queue or minimum_tokens, got 'cache_aware'/);
+  await assert.rejects(startServer(['--load-balance-method', 'power_of_two']),
+    /--load-balance-method must be cache_aware, round_robin, shortest_queue or minimum_tokens, got 'power_of_two'/);
 });
 
 // Sleep mode (--enable-sleep-mode) for RL loops that train on the same GPU: vLLM's /sleep,

@@ -67,7 +67,8 @@ TEST_F(DataParallelEngine, ReplicasServeWhatOneEngineServes) {
   ASSERT_TRUE(one);
   const auto want = run_all(*one, reqs);
   for (LoadBalance balance :
-       {LoadBalance::kRoundRobin, LoadBalance::kShortestQueue, LoadBalance::kMinimumTokens}) {
+       {LoadBalance::kCacheAware, LoadBalance::kRoundRobin, LoadBalance::kShortestQueue,
+        LoadBalance::kMinimumTokens}) {
     SCOPED_TRACE(load_balance_name(balance));
     auto two = engine_of(weights_, options_of(2, balance));
     ASSERT_TRUE(two);
@@ -83,6 +84,40 @@ TEST_F(DataParallelEngine, ReplicasServeWhatOneEngineServes) {
               replicas[0].generated_tokens + replicas[1].generated_tokens);
     expect_pools_full(*two);
   }
+}
+
+// Cache-aware balancing (the default): a conversation's later turns go to the replica that served
+// its first, so they hit that replica's prefix cache; other conversations spread over the others.
+TEST_F(DataParallelEngine, CacheAwareTurnsFindTheirPrefixes) {
+  auto engine = engine_of(weights_, options_of(2, LoadBalance::kCacheAware));
+  ASSERT_TRUE(engine);
+  std::vector<std::vector<int32_t>> conversations;
+  // Three conversations over two replicas: taking turns (round robin, or the shortest queue's
+  // rotating ties) would send each conversation's next turn to the other replica.
+  for (int c = 0; c < 3; ++c) conversations.push_back(tokens_of(64, 900 + c, vocab()));
+  int64_t prompt_tokens = 0;
+  for (int turn = 0; turn < 3; ++turn) {
+    std::vector<RunRequest> reqs;
+    for (std::vector<int32_t>& history : conversations) {
+      reqs.push_back(RunRequest{history, greedy(8)});
+      prompt_tokens += static_cast<int64_t>(history.size());
+    }
+    const auto out = run_all(*engine, reqs);
+    for (size_t c = 0; c < conversations.size(); ++c) {  // the answer and a new user message
+      conversations[c].insert(conversations[c].end(), out[c][0].tokens.begin(),
+                              out[c][0].tokens.end());
+      const std::vector<int32_t> more = tokens_of(24, 50 * turn + c, vocab());
+      conversations[c].insert(conversations[c].end(), more.begin(), more.end());
+    }
+  }
+  const std::vector<EngineStats> replicas = engine->replica_stats();
+  EXPECT_GT(replicas[0].prompt_tokens, 0);
+  EXPECT_GT(replicas[1].prompt_tokens, 0);
+  // Turns 2 and 3 find every full block of the turn before (its prompt and answer): 64, 96 of
+  // the 96- and 128-token prompts (16-token blocks; the last token is always computed).
+  const EngineStats total = engine->stats();
+  EXPECT_EQ(total.prompt_tokens, prompt_tokens);
+  EXPECT_EQ(total.cached_prompt_tokens, 3 * (64 + 96));
 }
 
 TEST_F(DataParallelEngine, ANamedReplicaTakesTheRequestAndItsCancel) {
