@@ -2,29 +2,19 @@
 #include "runtime/prompt_block_index.h"
 
 #include "core/check.h"
+#include "core/hash_mix.h"
 
 namespace beam {
-namespace {
-
-uint64_t mix(uint64_t x) {  // splitmix64's finaliser
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 std::vector<uint64_t> prompt_block_chain(std::span<const int32_t> prompt, int64_t block_tokens,
                                          uint64_t key) {
   BEAM_CHECK(block_tokens >= 1) << "prompt_block_chain: block of " << block_tokens << " tokens";
   const auto blocks = static_cast<int64_t>(prompt.size()) / block_tokens;
   std::vector<uint64_t> chain(static_cast<size_t>(blocks));
-  uint64_t h = mix(key);
+  uint64_t h = mix64(key);
   for (int64_t b = 0; b < blocks; ++b) {
     for (int64_t t = b * block_tokens; t < (b + 1) * block_tokens; ++t)
-      h = mix(h ^ static_cast<uint32_t>(prompt[static_cast<size_t>(t)]));
+      h = mix64(h ^ static_cast<uint32_t>(prompt[static_cast<size_t>(t)]));
     chain[static_cast<size_t>(b)] = h;
   }
   return chain;

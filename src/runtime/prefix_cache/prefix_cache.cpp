@@ -6,19 +6,9 @@
 #include <string>
 
 #include "core/check.h"
+#include "core/hash_mix.h"
 
 namespace beam {
-namespace {
-
-uint64_t mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 size_t PrefixCache::ChildKeyHash::operator()(const ChildKey& k) const {
   return static_cast<size_t>(mix64(k.hash ^ (static_cast<uint64_t>(k.parent) * 0x9e3779b97f4a7c15ull)));

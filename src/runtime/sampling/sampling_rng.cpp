@@ -4,6 +4,7 @@
 #include <random>
 
 #include "core/check.h"
+#include "core/hash_mix.h"
 
 namespace beam {
 namespace {
@@ -22,12 +23,7 @@ PhiloxCounter philox_round(const PhiloxCounter& c, const PhiloxKey& k) {
   return {hi(p1) ^ c[1] ^ k[0], lo(p1), hi(p0) ^ c[3] ^ k[1], lo(p0)};
 }
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+uint64_t splitmix64(uint64_t x) { return mix64(x + 0x9E3779B97F4A7C15ull); }
 
 }  // namespace
 
