@@ -88,6 +88,30 @@ TEST_F(DataParallelEngine, ReplicasServeWhatOneEngineServes) {
 
 // Cache-aware balancing (the default): a conversation's later turns go to the replica that served
 // its first, so they hit that replica's prefix cache; other conversations spread over the others.
+// Replicas compose with the other engine settings: two replicas of two tensor-parallel ranks each
+// (four rank threads) give what one two-rank engine gives, and replicas with the host tier and
+// n-gram speculation give what one such engine gives.
+TEST_F(DataParallelEngine, ReplicasComposeWithRanksTheHostTierAndSpeculation) {
+  const std::vector<RunRequest> reqs = mixed_requests(vocab());
+  EngineOptions ranks = options_of(1);
+  ranks.tensor_parallel_size = 2;
+  EngineOptions extras = options_of(1);
+  extras.enable_hierarchical_cache = true;
+  extras.speculative.num_draft_tokens = 3;
+  for (const EngineOptions& base : {ranks, extras}) {
+    SCOPED_TRACE(base.tensor_parallel_size > 1 ? "tensor-parallel ranks" : "host tier + drafts");
+    auto one = engine_of(weights_, base);
+    EngineOptions two_options = base;
+    two_options.data_parallel_size = 2;
+    auto two = engine_of(weights_, two_options);
+    ASSERT_TRUE(one && two);
+    EXPECT_EQ(two->tensor_parallel_size(), base.tensor_parallel_size);
+    expect_same_results(run_all(*one, reqs), run_all(*two, reqs));
+    EXPECT_GT(two->replica_stats()[1].prompt_tokens, 0);
+    expect_pools_full(*two);
+  }
+}
+
 TEST_F(DataParallelEngine, CacheAwareTurnsFindTheirPrefixes) {
   auto engine = engine_of(weights_, options_of(2, LoadBalance::kCacheAware));
   ASSERT_TRUE(engine);
