@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # --enable-deterministic-inference on the GPU: the batch-invariance tests (kernels: every op's
 # rows against the same rows in other batches; model: tiny-beam's rows across chunkings and
-# batches, the engine's requests alone and together), the suites of the kernels whose dispatch
+# batches, the engine's requests alone and together; data parallelism's one-GPU refusal or, with
+# two GPUs, its bit-for-bit replicas), the suites of the kernels whose dispatch
 # changed, then the mode's cost
 # (with --breakdown's per-op table for the default and deterministic runs) on beam-slice (4 layers): bench step decode at batch 1 / 32 / 128 and the 8K prefill, default
 # against deterministic with the shared cuBLASLt algorithms picked at 1,024 rows (this tree) and at
@@ -16,9 +17,10 @@ timeout 70 $bin/kernels_cuda_tests --gtest_brief=1 \
   > $res/invariant_kernels.txt 2>&1
 echo "invariant kernels rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' $res/invariant_kernels.txt | tr '\n' ' ')"
 grep -E "FAILED|Failure|check failed|M [0-9]|tokens [0-9]|chunk [0-9]" $res/invariant_kernels.txt | head -30
-timeout 45 $bin/model_beam_cuda_tests --gtest_brief=1 --gtest_filter='DeterministicCuda.*' \
+timeout 60 $bin/model_beam_cuda_tests --gtest_brief=1 \
+  --gtest_filter='DeterministicCuda.*:DataParallelCuda.*' \
   > $res/model_beam_cuda.txt 2>&1
-echo "DeterministicCuda rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' $res/model_beam_cuda.txt | tr '\n' ' ')"
+echo "DeterministicCuda + DataParallelCuda rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' $res/model_beam_cuda.txt | tr '\n' ' ')"
 grep -E "FAILED|Failure|request|chunks of|batch of" $res/model_beam_cuda.txt | head -20
 echo "$((SECONDS - start)) s: tests"
 step() {  # NAME BIN [FLAGS]
