@@ -1,7 +1,9 @@
 // Health, metrics and model list (see admin_endpoints.h).
 #include "server/app/admin_endpoints.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <limits>
 #include <mutex>
@@ -27,6 +29,15 @@ HealthVerdict evaluate_health(const HealthInputs& in) {
   return HealthVerdict::kOk;
 }
 
+double last_step_unix_s(const std::vector<EngineStats>& replicas) {
+  double latest = 0, oldest_busy = std::numeric_limits<double>::infinity();
+  for (const EngineStats& r : replicas) {
+    latest = std::max(latest, r.last_step_unix_s);
+    if (r.running + r.waiting > 0) oldest_busy = std::min(oldest_busy, r.last_step_unix_s);
+  }
+  return std::isfinite(oldest_busy) ? oldest_busy : latest;
+}
+
 void handle_health(const ServerState& state, const std::shared_ptr<Exchange>& exchange) {
   HealthInputs in;
   const ServedModel* model = state.model();
@@ -39,7 +50,7 @@ void handle_health(const ServerState& state, const std::shared_ptr<Exchange>& ex
   if (model) {
     stats = model->engine->stats();
     in.busy = state.counters.active.load() > 0 || stats.running + stats.waiting > 0;
-    in.last_step_unix_s = stats.last_step_unix_s;
+    in.last_step_unix_s = last_step_unix_s(model->engine->replica_stats());
     in.busy_since_unix_s = state.counters.busy_since_unix_s.load();
     in.asleep = model->engine->sleep_state().asleep();
     in.paused = model->engine->paused();

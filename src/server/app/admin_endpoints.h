@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "server/app/server_state.h"
 
@@ -24,6 +25,11 @@ struct HealthInputs {
 // Stalled: busy, and neither a step nor the start of the current busy period within stall_s;
 // asleep or paused is never stalled (requests wait for the wake-up or the resume on purpose).
 HealthVerdict evaluate_health(const HealthInputs& in);
+
+// HealthInputs::last_step_unix_s of an engine of these data-parallel replicas: the oldest last
+// step among the replicas that hold requests (one stuck replica stalls the server's health though
+// the others step), else the latest of all (0 for none).
+double last_step_unix_s(const std::vector<EngineStats>& replicas);
 
 // 200 {"status": "ok"} when the model is loaded and the engine loop advances, 200 {"status":
 // "sleeping"} while sleep mode holds its memory back, 200 {"status": "paused"} while generation is

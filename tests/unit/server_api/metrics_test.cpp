@@ -150,5 +150,29 @@ TEST(Health, Verdicts) {
   EXPECT_EQ(evaluate_health(in), HealthVerdict::kPaused);
 }
 
+// With data-parallel replicas a replica holding requests that stopped stepping stalls the health
+// check though another steps; idle replicas' old steps do not.
+TEST(Health, OneStuckReplicaIsAStall) {
+  EngineStats stepping, stuck, idle;
+  stepping.running = 3;
+  stepping.last_step_unix_s = 995;
+  stuck.waiting = 2;
+  stuck.last_step_unix_s = 800;
+  idle.last_step_unix_s = 10;
+  EXPECT_EQ(last_step_unix_s({}), 0);
+  EXPECT_EQ(last_step_unix_s({stepping, idle}), 995);
+  EXPECT_EQ(last_step_unix_s({idle, stepping, stuck}), 800);
+  EXPECT_EQ(last_step_unix_s({idle}), 10);
+  HealthInputs in;
+  in.loaded = true;
+  in.busy = true;
+  in.now_unix_s = 1000;
+  in.busy_since_unix_s = 700;
+  in.last_step_unix_s = last_step_unix_s({stepping, stuck});
+  EXPECT_EQ(evaluate_health(in), HealthVerdict::kStalled);
+  in.last_step_unix_s = last_step_unix_s({stepping, idle});
+  EXPECT_EQ(evaluate_health(in), HealthVerdict::kOk);
+}
+
 }  // namespace
 }  // namespace beam::server
