@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <numeric>
+#include <optional>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -2181,17 +2182,33 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
     each.num_threads = std::max(1, threads / dp);
   }
   // CPU replicas share the host weights; GPU replicas each load theirs (a GPU's upload lets its
-  // host copy go, so the host never holds more than one replica's).
+  // host copy go; the routed experts stream from the checkpoint without one).
   const RankWeights replica_source =
       options.device == Device::kCpu ? shared_rank_weights(source) : source;
-  std::vector<std::unique_ptr<Impl>> replicas;
-  for (int d = 0; d < dp; ++d) {
+  // The replicas start at once, a thread each past the first (on GPUs each loads, uploads and
+  // warms up on its own GPUs), except tensor-parallel GPU replicas: their NCCL groups are made
+  // one replica at a time.
+  std::vector<std::unique_ptr<Impl>> replicas(static_cast<size_t>(dp));
+  std::vector<std::string> errors(static_cast<size_t>(dp));
+  const auto make = [&](int d) {
     Expected<std::unique_ptr<Impl>> impl = create_replica(replica_source, each, ReplicaPlace{d, dp});
-    if (!impl.ok())
-      return make_error("data-parallel replica " + std::to_string(d) + ": " +
-                        impl.error().message);
-    replicas.push_back(std::move(*impl));
+    if (impl.ok())
+      replicas[static_cast<size_t>(d)] = std::move(*impl);
+    else
+      errors[static_cast<size_t>(d)] = impl.error().message;
+  };
+  if (options.device == Device::kCuda && options.tensor_parallel_size > 1) {
+    for (int d = 0; d < dp; ++d) make(d);
+  } else {
+    std::vector<std::thread> threads;
+    for (int d = 1; d < dp; ++d) threads.emplace_back(make, d);
+    make(0);
+    for (std::thread& t : threads) t.join();
   }
+  for (int d = 0; d < dp; ++d)
+    if (!replicas[static_cast<size_t>(d)])
+      return make_error("data-parallel replica " + std::to_string(d) + ": " +
+                        errors[static_cast<size_t>(d)]);
   log_info("engine: " + std::to_string(dp) + " data-parallel replicas (" +
            load_balance_name(options.load_balance) + " balancing), each with the KV pools above" +
            (options.device == Device::kCpu

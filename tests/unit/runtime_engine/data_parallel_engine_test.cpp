@@ -214,11 +214,19 @@ TEST_F(DataParallelEngine, ARankThatNamesNoReplicaIsAnError) {
   EXPECT_GT(two->replica_stats()[1].prompt_tokens, 0);
 }
 
-TEST_F(DataParallelEngine, SizesOutsideTheRangeAreErrors) {
+TEST_F(DataParallelEngine, BadSizesAndReplicasThatCannotStartAreErrors) {
   auto zero = Engine::create(weights_, options_of(0));
   ASSERT_FALSE(zero.ok());
   EXPECT_NE(zero.error().message.find("data parallel size 0"), std::string::npos)
       << zero.error().message;
+  // A replica that cannot start (no room for its KV pools) fails the engine, naming it; the
+  // replicas that did start are stopped.
+  EngineOptions tiny = options_of(3);
+  tiny.kv_budget_bytes = 1024;
+  auto refused = Engine::create(weights_, tiny);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message.rfind("data-parallel replica 0: ", 0), 0u)
+      << refused.error().message;
 }
 
 TEST_F(DataParallelEngine, WeightUpdatesReachEveryReplica) {
