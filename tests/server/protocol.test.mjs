@@ -1848,6 +1848,12 @@ test('data-parallel replicas: the same answers, each replica shown, a replica by
     const info = await (await fetch(dp.baseUrl + '/get_server_info')).json();
     assert.deepEqual([info.dp_size, info.load_balance_method, info.internal_states.length],
       [2, 'round_robin', 2]);
+    // SGLang's /get_load (its router polls it): one entry per replica.
+    const load = await (await fetch(dp.baseUrl + '/get_load')).json();
+    assert.deepEqual(load.map((l) => l.dp_rank), [0, 1]);
+    for (const l of load)
+      assert.deepEqual(Object.keys(l).sort(), ['dp_rank', 'num_reqs', 'num_tokens', 'num_waiting_reqs']);
+    assert.equal((await (await fetch(server.baseUrl + '/get_load')).json()).length, 1);
     const m = await metrics(dp.baseUrl);
     assert.ok('beamserve_replica_requests_running{replica="1"}' in m, Object.keys(m).join(' '));
     assert.equal(m['beamserve_replica_kv_usage{replica="0"}'] >= 0, true);

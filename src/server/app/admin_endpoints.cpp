@@ -232,6 +232,19 @@ void handle_server_info(const ServerState& state, const std::shared_ptr<Exchange
   exchange->respond_json(200, dump_json(info));
 }
 
+void handle_get_load(const ServerState& state, const std::shared_ptr<Exchange>& exchange) {
+  const ServedModel& model = *state.model();
+  const int64_t block = state.options.model.engine.block_size_tokens;
+  Json loads = Json::array();
+  int64_t d = 0;
+  for (const EngineStats& s : model.engine->replica_stats())
+    loads.push_back(Json{{"dp_rank", d++},
+                         {"num_reqs", s.running + s.waiting},
+                         {"num_waiting_reqs", s.waiting},
+                         {"num_tokens", s.full_pool.used_blocks() * block}});
+  exchange->respond_json(200, dump_json(loads));
+}
+
 void handle_models(const ServerState& state, const std::shared_ptr<Exchange>& exchange) {
   const ServedModel* model = state.model();
   Json card = {{"id", model->name}, {"object", "model"}, {"created", model->created_unix_s}, {"owned_by", "beamserve"},

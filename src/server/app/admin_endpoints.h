@@ -48,5 +48,9 @@ void handle_models(const ServerState& state, const std::shared_ptr<Exchange>& ex
 // key itself), "internal_states" [{last_gen_throughput (tokens/s over the last few seconds),
 // num_running_reqs, num_waiting_reqs, token_usage (full-attention KV in use)}] and "version".
 void handle_server_info(const ServerState& state, const std::shared_ptr<Exchange>& exchange);
+// SGLang's GET /get_load (what its router polls): per data-parallel replica, {"dp_rank",
+// "num_reqs" (running and waiting sequences), "num_waiting_reqs", "num_tokens" (tokens the
+// full-attention pool holds for them)}.
+void handle_get_load(const ServerState& state, const std::shared_ptr<Exchange>& exchange);
 
 }  // namespace beam::server

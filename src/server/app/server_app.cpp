@@ -65,6 +65,7 @@ constexpr Route kRoutes[] = {
      nullptr},
     {"/get_server_info", "GET", ErrorFlavor::kOpenAi, RunOn::kIoThread, true, nullptr,
      handle_server_info},
+    {"/get_load", "GET", ErrorFlavor::kOpenAi, RunOn::kIoThread, true, nullptr, handle_get_load},
     {"/get_weight_version", "GET", ErrorFlavor::kOpenAi, RunOn::kWorker, true,
      handle_get_weight_version, nullptr},
     {"/get_weights_by_name", "GET", ErrorFlavor::kOpenAi, RunOn::kWorker, true,
