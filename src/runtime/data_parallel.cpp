@@ -143,6 +143,7 @@ std::vector<std::string> merge_names(const std::vector<std::string>& names,
 void add_replica_stats(const EngineStats& r, EngineStats& total) {
   total.running += r.running;
   total.waiting += r.waiting;
+  total.sequence_records += r.sequence_records;
   total.steps += r.steps;
   total.prompt_tokens += r.prompt_tokens;
   total.cached_prompt_tokens += r.cached_prompt_tokens;

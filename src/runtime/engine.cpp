@@ -673,6 +673,8 @@ class Engine::Impl {
   int64_t routed_moe_layers() const { return config().num_layers_of(MlpKind::kSparse); }
   void record_routing(const StepPlan& plan, const ForwardOutput& out);
   void publish_stats();
+  // Erases the records of finished requests' sequences (between steps: nothing reads them then).
+  void forget_finished_sequences();
 
   EngineOptions options_;
   std::shared_ptr<CudaContext> cuda_;             // Device::kCuda: outlives everything on the GPU
@@ -722,6 +724,8 @@ class Engine::Impl {
   int64_t request_id_stride_ = 1;  // ReplicaPlace::count
   std::unordered_map<RequestId, RequestState> requests_;
   std::unordered_map<SeqId, Sequence> seqs_;
+  // The sequences of finished requests, erased from seqs_ by forget_finished_sequences.
+  std::vector<SeqId> finished_seqs_;
   std::vector<SeqId> running_;
   std::vector<SeqId> waiting_;
   int64_t next_seq_id_ = 1;
@@ -756,14 +760,21 @@ class Engine::Impl {
 void Engine::Impl::run() {
   bind_calling_thread(model_.context());  // a data-parallel replica's GPU is not the creator's
   for (;;) {
+    forget_finished_sequences();  // those a cancel or a command finished, before waiting
     if (!drain_inbox()) return;
     if (pending_pause_) apply_pause_command();
     if (pending_weights_) apply_pending_weights();
     if (pending_memory_) apply_memory_command();
     if (halted() || (running_.empty() && waiting_.empty())) continue;
     step();
+    forget_finished_sequences();
     publish_stats();
   }
+}
+
+void Engine::Impl::forget_finished_sequences() {
+  for (SeqId id : finished_seqs_) seqs_.erase(id);
+  finished_seqs_.clear();
 }
 
 // Applies submits, cancels and sibling stops; blocks while there is nothing to do. False when
@@ -1078,9 +1089,20 @@ void Engine::Impl::stop_request_sibling(RequestId id, int32_t sibling) {
   if (it == requests_.end() || sibling < 0 ||
       static_cast<size_t>(sibling) >= it->second.seqs.size())
     return;
-  Sequence& s = seqs_.at(it->second.seqs[static_cast<size_t>(sibling)]);
-  if (s.phase != SeqPhase::kFinished)
-    finish_sequence(s, FinishReason::kStop, std::nullopt, "", true);
+  const std::vector<SeqId> siblings = it->second.seqs;
+  Sequence& s = seqs_.at(siblings[static_cast<size_t>(sibling)]);
+  if (s.phase == SeqPhase::kFinished) return;
+  // The prompt owner stopped before its first token: the siblings that were to fork from it then
+  // run from the prompt themselves (the prefix cache shares what it holds), as retracted ones do.
+  const bool orphans = s.sibling == 0 && s.sampling->num_output_tokens() == 0;
+  finish_sequence(s, FinishReason::kStop, std::nullopt, "", true);
+  if (!orphans) return;
+  for (size_t k = 1; k < siblings.size(); ++k) {
+    Sequence& sib = seqs_.at(siblings[k]);
+    if (sib.phase == SeqPhase::kWaiting &&
+        std::find(waiting_.begin(), waiting_.end(), sib.id) == waiting_.end())
+      waiting_.push_back(sib.id);
+  }
 }
 
 bool Engine::Impl::wants_routing(const Sequence& seq) const {
@@ -1927,6 +1949,8 @@ void Engine::Impl::finish_sequence(Sequence& s, FinishReason reason, std::option
   if (--rs.num_unfinished == 0) {
     RequestId rid = s.request;
     if (options_.speculative.enabled()) forget_prompt_peer(rid, rs.prompt_key);
+    // Its sequences may still be read this step (a plan's later items): gone at the loop's turn.
+    finished_seqs_.insert(finished_seqs_.end(), rs.seqs.begin(), rs.seqs.end());
     requests_.erase(rid);
     std::lock_guard<std::mutex> lock(inbox_.mu);
     inbox_.pending--;
@@ -1970,6 +1994,7 @@ void Engine::Impl::publish_stats() {
   EngineStats s = counters_;
   s.running = static_cast<int64_t>(running_.size());
   s.waiting = static_cast<int64_t>(waiting_.size());
+  s.sequence_records = static_cast<int64_t>(seqs_.size());
   s.last_step_unix_s = now_unix_s();
   BlockCounts total = kv_.total_blocks(), free = kv_.free_blocks();
   BlockCounts cached = prefix_ ? prefix_->evictable() : BlockCounts{};

@@ -274,6 +274,9 @@ struct HostCacheStats {
 struct EngineStats {
   int64_t running = 0;
   int64_t waiting = 0;
+  // Sequence records the engine holds: running and waiting ones, and those of requests that
+  // finished in the step just published (forgotten at the loop's next turn).
+  int64_t sequence_records = 0;
   int64_t steps = 0;
   int64_t prompt_tokens = 0;         // totals since start
   int64_t cached_prompt_tokens = 0;

@@ -229,6 +229,51 @@ TEST_F(DataParallelEngine, BadSizesAndReplicasThatCannotStartAreErrors) {
       << refused.error().message;
 }
 
+// Threads submitting at once, to named replicas and to the balancer, with siblings, cancels and
+// stopped siblings mixed in: every sibling gets its final event, the ids never collide, and the
+// replicas end with nothing running and every block free.
+TEST_F(DataParallelEngine, ConcurrentSubmitsCancelsAndStopsLeaveNothingBehind) {
+  auto engine = engine_of(weights_, options_of(3, LoadBalance::kCacheAware));
+  ASSERT_TRUE(engine);
+  constexpr int kThreads = 4, kPerThread = 12;
+  std::vector<std::unique_ptr<Collector>> collectors(kThreads * kPerThread);
+  std::vector<int64_t> siblings(collectors.size());
+  std::vector<int64_t> ids(collectors.size(), -1);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const size_t k = static_cast<size_t>(t * kPerThread + i);
+        collectors[k] = std::make_unique<Collector>();
+        RunRequest r{tokens_of(8 + (k % 5) * 7, k % 6, vocab()), greedy(6 + k % 9)};
+        r.params.n = 1 + static_cast<int64_t>(k % 3);
+        siblings[k] = r.params.n;
+        GenerateRequest g = generate_request(r, collectors[k]->sink());
+        if (k % 4 == 1) g.data_parallel_rank = static_cast<int>(k % 3);
+        auto id = engine->submit(std::move(g));
+        ASSERT_TRUE(id.ok()) << id.error().message;
+        ids[k] = id->value;
+        if (k % 5 == 2) engine->cancel(*id);
+        if (k % 7 == 3) engine->stop_sibling(*id, 0);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  engine->wait_idle();
+  std::set<int64_t> distinct(ids.begin(), ids.end());
+  EXPECT_EQ(distinct.size(), ids.size());
+  for (size_t k = 0; k < collectors.size(); ++k) {
+    const std::vector<SiblingResult> results = collectors[k]->results();
+    ASSERT_EQ(static_cast<int64_t>(results.size()), siblings[k]) << "request " << k;
+    for (const SiblingResult& r : results) EXPECT_TRUE(r.finish.has_value()) << "request " << k;
+  }
+  for (const EngineStats& r : engine->replica_stats()) {
+    EXPECT_EQ(r.running, 0);
+    EXPECT_EQ(r.waiting, 0);
+  }
+  expect_pools_full(*engine);
+}
+
 TEST_F(DataParallelEngine, WeightUpdatesReachEveryReplica) {
   std::shared_ptr<const BeamWeights> next = other_synthetic_weights(weights_->config);
   const std::vector<RunRequest> reqs = mixed_requests(vocab());

@@ -496,6 +496,68 @@ TEST_F(EngineTest, AStoppedSiblingFinishesAtOnceWithItsRouting) {
   expect_pools_full(*engine);
 }
 
+// Stopping the prompt owner (sibling 0) before its first token: the siblings that were to fork
+// from it run from the prompt themselves, with the tokens they get when nothing is stopped; the
+// request finishes (before, they waited for a fork that never came and the request never ended).
+TEST_F(EngineTest, StoppingThePromptOwnerBeforeItsFirstTokenLetsItsSiblingsRun) {
+  auto engine = make(small_options(64));
+  ASSERT_NE(engine, nullptr);
+  GenerateRequest g;
+  g.prompt = tokens_of(40, 21, vocab_);
+  g.sampling = greedy(8);
+  g.sampling.n = 3;
+  g.sampling.temperature = 0.8f;
+  g.sampling.seed = 5;
+  Collector plain;
+  GenerateRequest unstopped = g;
+  unstopped.sink = plain.sink();
+  ASSERT_TRUE(engine->submit(std::move(unstopped)).ok());
+  engine->wait_idle();
+  engine->flush_prefix_cache();
+  ASSERT_TRUE(engine->pause(PauseMode::kKeep, false).ok());  // the stop lands before any step
+  Collector stopped;
+  g.sink = stopped.sink();
+  auto id = engine->submit(std::move(g));
+  ASSERT_TRUE(id.ok());
+  engine->stop_sibling(*id, 0);
+  ASSERT_TRUE(engine->resume().ok());
+  engine->wait_idle();
+  const std::vector<SiblingResult> want = plain.results(), got = stopped.results();
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].finish, FinishReason::kStop);
+  EXPECT_TRUE(got[0].tokens.empty());
+  for (int k : {1, 2}) {
+    EXPECT_EQ(got[k].finish, FinishReason::kLength) << k;
+    EXPECT_EQ(got[k].tokens, want[k].tokens) << k;
+  }
+  expect_pools_full(*engine);
+}
+
+// The engine forgets a request's sequences once it finished (they held its tokens, sampling
+// state, routing and hidden-state records: a server leaked them request after request).
+TEST_F(EngineTest, FinishedRequestsLeaveNoSequenceRecords) {
+  auto engine = make(small_options(64));
+  ASSERT_NE(engine, nullptr);
+  std::vector<RunRequest> reqs;
+  for (int i = 0; i < 8; ++i) {
+    RunRequest r{tokens_of(10 + 3 * i, 300 + i, vocab_), greedy(5)};
+    r.params.n = 1 + i % 3;
+    r.return_routed_experts = i % 2 == 0;
+    reqs.push_back(r);
+  }
+  (void)run_all(*engine, reqs);
+  Collector cancelled;
+  auto id = engine->submit(generate_request(RunRequest{tokens_of(30, 7, vocab_), greedy(500)},
+                                            cancelled.sink()));
+  ASSERT_TRUE(id.ok());
+  wait_for_output(cancelled);
+  engine->cancel(*id);
+  engine->wait_idle();
+  engine->flush_prefix_cache();  // a loop turn: the cancelled request's records go too
+  engine->flush_prefix_cache();
+  EXPECT_EQ(engine->stats().sequence_records, 0);
+}
+
 // tiny-beam at 16-token blocks: a sliding block is 64 KiB (4 layers), a full one 32 KiB, and 256
 // running sequences hold 3 sliding blocks each (768); a step of T tokens adds T / 16 more.
 TEST_F(EngineTest, DefaultStepBudgetHalvesToFitAnExplicitKvBudget) {
