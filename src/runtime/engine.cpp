@@ -604,6 +604,8 @@ class Engine::Impl {
   Status workers_followed(const Status& workers);
   // With a pause or resume waiting: runs it (a kWait pause once nothing is in flight).
   void apply_pause_command();
+  // The pause, weight and memory commands the inbox brought, each once it can apply.
+  void apply_pending_commands();
   // PauseMode::kRetract: every running sequence gives its KV back (cached) and waits.
   void retract_running();
   // Whether steps stop: paused, or memory given back.
@@ -762,14 +764,21 @@ void Engine::Impl::run() {
   for (;;) {
     forget_finished_sequences();  // those a cancel or a command finished, before waiting
     if (!drain_inbox()) return;
-    if (pending_pause_) apply_pause_command();
-    if (pending_weights_) apply_pending_weights();
-    if (pending_memory_) apply_memory_command();
+    apply_pending_commands();
     if (halted() || (running_.empty() && waiting_.empty())) continue;
     step();
     forget_finished_sequences();
     publish_stats();
+    // A command waiting for the requests in flight applies as soon as they finish: the loop may
+    // find no other work and wait for new requests next.
+    apply_pending_commands();
   }
+}
+
+void Engine::Impl::apply_pending_commands() {
+  if (pending_pause_) apply_pause_command();
+  if (pending_weights_) apply_pending_weights();
+  if (pending_memory_) apply_memory_command();
 }
 
 void Engine::Impl::forget_finished_sequences() {

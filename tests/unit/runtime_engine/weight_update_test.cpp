@@ -91,5 +91,38 @@ TEST_F(WeightUpdateTest, RequestsInFlightFinishOnTheOldWeightsUnlessAborted) {
   EXPECT_EQ(tokens(*engine, later), tokens(*make(old_), later));
 }
 
+// A weight update, a sleep or a pause in wait mode called while the only requests are running
+// applies once they finish, with nothing else queued (before, the engine waited for new work
+// first: an RL loop updating after its last requests hung). Each call must return within 30 s.
+TEST_F(WeightUpdateTest, CommandsWaitingForTheLastRequestsApplyWhenTheyFinish) {
+  const RunRequest r{tokens_of(24, 5, old_->config.vocab_size), greedy(40)};
+  auto engine = make(old_);
+  const auto within = [](std::future<Status>& f) {
+    return f.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  };
+  {
+    Collector c;
+    submit(*engine, r, &c);
+    wait_for_output(c);
+    auto update = std::async(std::launch::async, [&] { return engine->update_weights(new_, false); });
+    ASSERT_TRUE(within(update)) << "the update never applied";
+    EXPECT_TRUE(update.get().ok());
+    EXPECT_EQ(c.results()[0].finish, FinishReason::kLength);
+  }
+  {
+    Collector c;
+    submit(*engine, r, &c);
+    wait_for_output(c);
+    auto pause = std::async(std::launch::async, [&] {
+      return engine->pause(PauseMode::kWait, /*clear_cache=*/false);
+    });
+    ASSERT_TRUE(within(pause)) << "the pause never applied";
+    EXPECT_TRUE(pause.get().ok());
+    EXPECT_TRUE(engine->paused());
+    EXPECT_EQ(c.results()[0].tokens.size(), 40u);
+    ASSERT_TRUE(engine->resume().ok());
+  }
+}
+
 }  // namespace
 }  // namespace beam::testing
