@@ -276,72 +276,94 @@ TEST_F(DataParallelEngine, ConcurrentSubmitsCancelsAndStopsLeaveNothingBehind) {
   }
 }
 
-// Requests from several threads while a control thread flushes the cache, pauses and resumes in
-// every mode, updates the weights and sleeps and wakes: every sibling still gets its final event
-// (no request hangs: a watchdog fails the test after 60 s), and the engine ends with nothing held,
-// on one replica and on two.
+// Requests from several threads (siblings, logprobs, routing and hidden-state records, prompt
+// logprobs, cancels and stopped siblings) while a control thread flushes the cache, pauses and
+// resumes in every mode, updates the weights and (with sleep mode) sleeps and wakes: every sibling
+// still gets its final event (a watchdog aborts after 60 s: a hang), and the engine ends with
+// nothing held.
+void stress(Engine& engine, const std::shared_ptr<const BeamWeights>& weights, bool sleep) {
+  const int64_t vocab = weights->config.vocab_size;
+  std::atomic<bool> done{false};
+  std::thread watchdog([&] {
+    for (int i = 0; i < 600 && !done; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!done) {
+      ADD_FAILURE() << "requests still unfinished after 60 s";
+      std::abort();  // a hang: no later check could run
+    }
+  });
+  constexpr int kThreads = 3, kPerThread = 10;
+  std::vector<std::unique_ptr<Collector>> collectors(kThreads * kPerThread);
+  std::vector<int64_t> siblings(collectors.size());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const size_t k = static_cast<size_t>(t * kPerThread + i);
+        collectors[k] = std::make_unique<Collector>();
+        RunRequest r{tokens_of(6 + (k % 4) * 9, k % 5, vocab), greedy(4 + k % 11)};
+        r.params.n = 1 + static_cast<int64_t>(k % 3);
+        r.params.logprobs = k % 2 == 0;
+        r.return_routed_experts = k % 4 == 0;
+        r.return_hidden_states = k % 4 == 1;
+        siblings[k] = r.params.n;
+        GenerateRequest g = generate_request(r, collectors[k]->sink());
+        if (k % 7 == 2) g.prompt_logprobs = PromptLogprobsOptions{.start = 1, .num_top = 2};
+        auto id = engine.submit(std::move(g));
+        ASSERT_TRUE(id.ok()) << id.error().message;
+        if (k % 6 == 1) engine.cancel(*id);
+        if (k % 5 == 3) engine.stop_sibling(*id, static_cast<int32_t>(k % 2));
+        std::this_thread::sleep_for(std::chrono::milliseconds(k % 3));
+      }
+    });
+  }
+  std::thread control([&] {
+    engine.flush_prefix_cache();
+    for (PauseMode mode : {PauseMode::kKeep, PauseMode::kRetract, PauseMode::kWait}) {
+      EXPECT_TRUE(engine.pause(mode, mode == PauseMode::kRetract).ok());
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      EXPECT_TRUE(engine.resume().ok());
+    }
+    EXPECT_TRUE(engine.update_weights(weights, /*abort_in_flight=*/false).ok());
+    if (sleep) {
+      EXPECT_TRUE(engine.sleep(SleepLevel::kOffloadWeights).ok());
+      EXPECT_TRUE(engine.wake_up(true, true).ok());
+    }
+    engine.flush_prefix_cache();
+  });
+  for (std::thread& t : threads) t.join();
+  control.join();
+  engine.wait_idle();
+  done = true;
+  watchdog.join();
+  for (size_t k = 0; k < collectors.size(); ++k) {
+    const std::vector<SiblingResult> results = collectors[k]->results();
+    ASSERT_EQ(static_cast<int64_t>(results.size()), siblings[k]) << "request " << k;
+    for (const SiblingResult& r : results) EXPECT_TRUE(r.finish.has_value()) << "request " << k;
+  }
+  expect_pools_full(engine);
+  EXPECT_EQ(engine.stats().sequence_records, 0);
+}
+
 TEST_F(DataParallelEngine, RequestsAndControlCallsTogetherLeaveNothingBehind) {
   for (int dp : {1, 2}) {
-    SCOPED_TRACE(::testing::Message() << dp << " replica(s)");
+    SCOPED_TRACE(::testing::Message() << dp << " replica(s), sleep mode");
     EngineOptions o = options_of(dp, LoadBalance::kCacheAware);
     o.enable_sleep_mode = true;
     auto engine = engine_of(weights_, o);
     ASSERT_TRUE(engine);
-    std::atomic<bool> done{false};
-    std::thread watchdog([&] {
-      for (int i = 0; i < 600 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      if (!done) {
-        ADD_FAILURE() << "requests still unfinished after 60 s";
-        std::abort();  // a hang: no later check could run
-      }
-    });
-    constexpr int kThreads = 3, kPerThread = 10;
-    std::vector<std::unique_ptr<Collector>> collectors(kThreads * kPerThread);
-    std::vector<int64_t> siblings(collectors.size());
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t) {
-      threads.emplace_back([&, t] {
-        for (int i = 0; i < kPerThread; ++i) {
-          const size_t k = static_cast<size_t>(t * kPerThread + i);
-          collectors[k] = std::make_unique<Collector>();
-          RunRequest r{tokens_of(6 + (k % 4) * 9, k % 5, vocab()), greedy(4 + k % 11)};
-          r.params.n = 1 + static_cast<int64_t>(k % 3);
-          r.params.logprobs = k % 2 == 0;
-          r.return_routed_experts = k % 4 == 0;
-          siblings[k] = r.params.n;
-          auto id = engine->submit(generate_request(r, collectors[k]->sink()));
-          ASSERT_TRUE(id.ok()) << id.error().message;
-          if (k % 6 == 1) engine->cancel(*id);
-          if (k % 5 == 3) engine->stop_sibling(*id, static_cast<int32_t>(k % 2));
-          std::this_thread::sleep_for(std::chrono::milliseconds(k % 3));
-        }
-      });
-    }
-    std::thread control([&] {
-      engine->flush_prefix_cache();
-      for (PauseMode mode : {PauseMode::kKeep, PauseMode::kRetract, PauseMode::kWait}) {
-        EXPECT_TRUE(engine->pause(mode, mode == PauseMode::kRetract).ok());
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        EXPECT_TRUE(engine->resume().ok());
-      }
-      EXPECT_TRUE(engine->update_weights(weights_, /*abort_in_flight=*/false).ok());
-      EXPECT_TRUE(engine->sleep(SleepLevel::kOffloadWeights).ok());
-      EXPECT_TRUE(engine->wake_up(true, true).ok());
-      engine->flush_prefix_cache();
-    });
-    for (std::thread& t : threads) t.join();
-    control.join();
-    engine->wait_idle();
-    done = true;
-    watchdog.join();
-    for (size_t k = 0; k < collectors.size(); ++k) {
-      const std::vector<SiblingResult> results = collectors[k]->results();
-      ASSERT_EQ(static_cast<int64_t>(results.size()), siblings[k]) << "request " << k;
-      for (const SiblingResult& r : results) EXPECT_TRUE(r.finish.has_value()) << "request " << k;
-    }
-    expect_pools_full(*engine);
-    engine->flush_prefix_cache();
-    EXPECT_EQ(engine->stats().sequence_records, 0);
+    stress(*engine, weights_, /*sleep=*/true);
+  }
+  for (int dp : {1, 2}) {
+    SCOPED_TRACE(::testing::Message() << dp << " replica(s), drafts, host tier, preemption");
+    EngineOptions o = options_of(dp, LoadBalance::kShortestQueue);
+    o.speculative.num_draft_tokens = 3;
+    o.enable_hierarchical_cache = true;
+    o.max_running = 4;
+    o.kv_budget_bytes = 2 << 20;
+    auto engine = engine_of(weights_, o);
+    ASSERT_TRUE(engine);
+    stress(*engine, weights_, /*sleep=*/false);
   }
 }
 
