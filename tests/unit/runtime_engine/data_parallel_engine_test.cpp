@@ -281,7 +281,11 @@ TEST_F(DataParallelEngine, ConcurrentSubmitsCancelsAndStopsLeaveNothingBehind) {
 // resumes in every mode, updates the weights and (with sleep mode) sleeps and wakes: every sibling
 // still gets its final event (a watchdog aborts after 60 s: a hang), and the engine ends with
 // nothing held.
-void stress(Engine& engine, const std::shared_ptr<const BeamWeights>& weights, bool sleep) {
+// lora_dir: adapters "a" and "b" of that folder loaded, the requests naming "", "a" or "b" while
+// the control thread replaces "a" and unloads and reloads "b" (a request naming "b" meanwhile may
+// be refused at submit: it then has no events).
+void stress(Engine& engine, const std::shared_ptr<const BeamWeights>& weights, bool sleep,
+            const std::string& lora_dir = "") {
   const int64_t vocab = weights->config.vocab_size;
   std::atomic<bool> done{false};
   std::thread watchdog([&] {
@@ -307,9 +311,14 @@ void stress(Engine& engine, const std::shared_ptr<const BeamWeights>& weights, b
         r.return_routed_experts = k % 4 == 0;
         r.return_hidden_states = k % 4 == 1;
         siblings[k] = r.params.n;
+        if (!lora_dir.empty()) r.lora_name = k % 3 == 0 ? "" : (k % 3 == 1 ? "a" : "b");
         GenerateRequest g = generate_request(r, collectors[k]->sink());
         if (k % 7 == 2) g.prompt_logprobs = PromptLogprobsOptions{.start = 1, .num_top = 2};
         auto id = engine.submit(std::move(g));
+        if (!id.ok() && r.lora_name == "b") {  // unloaded just now
+          siblings[k] = 0;
+          continue;
+        }
         ASSERT_TRUE(id.ok()) << id.error().message;
         if (k % 6 == 1) engine.cancel(*id);
         if (k % 5 == 3) engine.stop_sibling(*id, static_cast<int32_t>(k % 2));
@@ -325,6 +334,12 @@ void stress(Engine& engine, const std::shared_ptr<const BeamWeights>& weights, b
       EXPECT_TRUE(engine.resume().ok());
     }
     EXPECT_TRUE(engine.update_weights(weights, /*abort_in_flight=*/false).ok());
+    if (!lora_dir.empty()) {
+      EXPECT_TRUE(engine.load_lora_adapter("a", lora_dir, /*replace=*/true).ok());
+      EXPECT_TRUE(engine.unload_lora_adapter("b").ok());
+      std::this_thread::sleep_for(std::chrono::milliseconds(3));
+      EXPECT_TRUE(engine.load_lora_adapter("b", lora_dir).ok());
+    }
     if (sleep) {
       EXPECT_TRUE(engine.sleep(SleepLevel::kOffloadWeights).ok());
       EXPECT_TRUE(engine.wake_up(true, true).ok());
@@ -364,6 +379,19 @@ TEST_F(DataParallelEngine, RequestsAndControlCallsTogetherLeaveNothingBehind) {
     auto engine = engine_of(weights_, o);
     ASSERT_TRUE(engine);
     stress(*engine, weights_, /*sleep=*/false);
+  }
+  const std::string lora = test::write_lora_adapter(
+      "dp_stress_lora", test::servable_lora_modules(weights_->config), 4, 70, 8);
+  for (int dp : {1, 2}) {
+    SCOPED_TRACE(::testing::Message() << dp << " replica(s), LoRA adapters coming and going");
+    EngineOptions o = options_of(dp, LoadBalance::kCacheAware);
+    o.max_loras = 1;  // two adapters and the base share one slot: requests wait their turn
+    o.max_lora_rank = 8;
+    auto engine = engine_of(weights_, o);
+    ASSERT_TRUE(engine);
+    ASSERT_TRUE(engine->load_lora_adapter("a", lora).ok());
+    ASSERT_TRUE(engine->load_lora_adapter("b", lora).ok());
+    stress(*engine, weights_, /*sleep=*/false, lora);
   }
 }
 
