@@ -347,6 +347,18 @@ TEST_F(DataParallelEngine, RequestsAndControlCallsTogetherLeaveNothingBehind) {
     ASSERT_TRUE(engine);
     stress(*engine, weights_, /*sleep=*/false);
   }
+  for (int dp : {1, 2}) {
+    SCOPED_TRACE(::testing::Message() << dp << " replica(s), DFlash2 drafts, 4-token blocks");
+    EngineOptions o = options_of(dp, LoadBalance::kCacheAware);
+    o.speculative.dflash2_drafter =
+        std::string(BEAMSERVE_SOURCE_DIR) + "/models/tiny-beam-dflash2-trained";
+    o.block_size_tokens = 4;
+    o.max_running = 6;
+    o.kv_budget_bytes = 4 << 20;
+    auto engine = engine_of(weights_, o);
+    ASSERT_TRUE(engine);
+    stress(*engine, weights_, /*sleep=*/false);
+  }
   const std::string lora = test::write_lora_adapter(
       "dp_stress_lora", test::servable_lora_modules(weights_->config), 4, 70, 8);
   for (int dp : {1, 2}) {
