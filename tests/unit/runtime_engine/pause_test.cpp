@@ -78,7 +78,7 @@ TEST_F(PauseTest, KeptAndRetractedRequestsGoOnToAFreshEnginesTokens) {
     EXPECT_EQ(running.results()[0].tokens, want);
     EXPECT_EQ(running.results()[0].usage.retractions, mode == PauseMode::kRetract ? 1 : 0);
     // Its first step and first token stay the ones before the pause (SGLang's timings).
-    const SequenceTimes& times = running.results()[0].usage.times;
+    const SequenceTimes times = running.results()[0].usage.times;  // a copy: results() is a temporary
     EXPECT_LE(times.queued, times.scheduled);
     EXPECT_LE(times.scheduled, times.prefilled);
     EXPECT_LT(times.prefilled, paused_at);
