@@ -136,6 +136,20 @@ RankWeights shared_rank_weights(RankWeights source) {
   };
 }
 
+// The CPU threads EngineOptions::num_threads asks for (0: every core).
+int engine_threads(const EngineOptions& options) {
+  return options.num_threads > 0 ? options.num_threads
+                                 : static_cast<int>(std::thread::hardware_concurrency());
+}
+
+// f(0) .. f(n - 1) at once: f(0) on the calling thread, the others on threads of their own.
+void at_once(int n, const std::function<void(int)>& f) {
+  std::vector<std::thread> threads;
+  for (int i = 1; i < n; ++i) threads.emplace_back(f, i);
+  f(0);
+  for (std::thread& t : threads) t.join();
+}
+
 // The tokens a request may hold at most (its prompt, then each sibling's output limit within the
 // context): LoadBalance::kMinimumTokens's weight.
 int64_t request_tokens(const GenerateRequest& r, int64_t max_context) {
@@ -2105,9 +2119,7 @@ Expected<std::unique_ptr<Engine::Impl>> Engine::create_replica(const RankWeights
   }
   std::unique_ptr<EngineRanks> ranks;
   if (tp > 1) {
-    const int threads = options.num_threads > 0
-                            ? options.num_threads
-                            : static_cast<int>(std::thread::hardware_concurrency());
+    const int threads = engine_threads(options);
     std::optional<LoraSlotsOptions> rank_lora;
     if (options.max_loras != 0)
       rank_lora = LoraSlotsOptions{.max_loras = options.max_loras,
@@ -2201,27 +2213,17 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
   BEAM_RETURN_IF_ERROR(check_engine_hierarchical_cache(options));
   BEAM_RETURN_IF_ERROR(check_engine_data_parallel(options));
   const int dp = options.data_parallel_size;
-  if (dp == 1) {
-    BEAM_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, create_replica(source, options, {}));
-    std::vector<std::unique_ptr<Impl>> one;
-    one.push_back(std::move(impl));
-    return std::unique_ptr<Engine>(
-        new Engine(std::move(one), BalancerOptions{.policy = LoadBalance::kRoundRobin}));
-  }
   EngineOptions each = options;
-  if (options.device == Device::kCpu) {  // the cores split between the replicas
-    const int threads = options.num_threads > 0
-                            ? options.num_threads
-                            : static_cast<int>(std::thread::hardware_concurrency());
-    each.num_threads = std::max(1, threads / dp);
+  RankWeights replica_source = source;
+  if (dp > 1 && options.device == Device::kCpu) {
+    // The cores split between the replicas, which share the host weights. GPU replicas each load
+    // theirs (a GPU's upload lets its host copy go; the routed experts stream from the checkpoint
+    // without one).
+    each.num_threads = std::max(1, engine_threads(options) / dp);
+    replica_source = shared_rank_weights(source);
   }
-  // CPU replicas share the host weights; GPU replicas each load theirs (a GPU's upload lets its
-  // host copy go; the routed experts stream from the checkpoint without one).
-  const RankWeights replica_source =
-      options.device == Device::kCpu ? shared_rank_weights(source) : source;
-  // The replicas start at once, a thread each past the first (on GPUs each loads, uploads and
-  // warms up on its own GPUs), except tensor-parallel GPU replicas: their NCCL groups are made
-  // one replica at a time.
+  // The replicas start at once (on GPUs each loads, uploads and warms up on its own GPUs), except
+  // tensor-parallel GPU replicas: their NCCL groups are made one replica at a time.
   std::vector<std::unique_ptr<Impl>> replicas(static_cast<size_t>(dp));
   std::vector<std::string> errors(static_cast<size_t>(dp));
   const auto make = [&](int d) {
@@ -2234,21 +2236,20 @@ Expected<std::unique_ptr<Engine>> Engine::create(const RankWeights& source,
   if (options.device == Device::kCuda && options.tensor_parallel_size > 1) {
     for (int d = 0; d < dp; ++d) make(d);
   } else {
-    std::vector<std::thread> threads;
-    for (int d = 1; d < dp; ++d) threads.emplace_back(make, d);
-    make(0);
-    for (std::thread& t : threads) t.join();
+    at_once(dp, make);
   }
   for (int d = 0; d < dp; ++d)
     if (!replicas[static_cast<size_t>(d)])
-      return make_error("data-parallel replica " + std::to_string(d) + ": " +
-                        errors[static_cast<size_t>(d)]);
-  log_info("engine: " + std::to_string(dp) + " data-parallel replicas (" +
-           load_balance_name(options.load_balance) + " balancing), each with the KV pools above" +
-           (options.device == Device::kCpu
-                ? ", " + std::to_string(each.num_threads) +
-                      (each.num_threads == 1 ? " thread" : " threads") + " each"
-                                           : std::string()));
+      return make_error(dp == 1 ? errors[0]
+                                : "data-parallel replica " + std::to_string(d) + ": " +
+                                      errors[static_cast<size_t>(d)]);
+  if (dp > 1)
+    log_info("engine: " + std::to_string(dp) + " data-parallel replicas (" +
+             load_balance_name(options.load_balance) + " balancing), each with the KV pools above" +
+             (options.device == Device::kCpu
+                  ? ", " + std::to_string(each.num_threads) +
+                        (each.num_threads == 1 ? " thread" : " threads") + " each"
+                  : std::string()));
   // The cache-aware index remembers about what a replica's prefix cache (and host tier) holds.
   BalancerOptions balance{.policy = options.load_balance,
                           .block_tokens = options.block_size_tokens};
@@ -2267,11 +2268,8 @@ Engine::Impl& Engine::replica_of(RequestId id) const {
 Status Engine::on_replicas(const std::function<Status(Impl&)>& f) {
   if (replicas_.size() == 1) return f(*replicas_[0]);
   std::vector<Status> done(replicas_.size());
-  std::vector<std::thread> threads;
-  for (size_t d = 1; d < replicas_.size(); ++d)
-    threads.emplace_back([&, d] { done[d] = f(*replicas_[d]); });
-  done[0] = f(*replicas_[0]);
-  for (std::thread& t : threads) t.join();
+  at_once(static_cast<int>(replicas_.size()),
+          [&](int d) { done[static_cast<size_t>(d)] = f(*replicas_[static_cast<size_t>(d)]); });
   for (size_t d = 0; d < done.size(); ++d)
     if (!done[d].ok())
       return make_error("data-parallel replica " + std::to_string(d) + ": " +

@@ -258,6 +258,12 @@ struct PoolStats {
   int64_t free_blocks = 0;  // free or evictable-now blocks are reported separately:
   int64_t cached_blocks = 0;  // held only by the prefix cache (evictable)
   int64_t used_blocks() const { return total_blocks - free_blocks - cached_blocks; }
+  // used_blocks() as a share of the pool (0 for an empty pool).
+  double usage() const {
+    return total_blocks > 0
+               ? static_cast<double>(used_blocks()) / static_cast<double>(total_blocks)
+               : 0.0;
+  }
 };
 
 inline constexpr double kGenerationRateSpanS = 5;

@@ -3,6 +3,7 @@
 
 #include "core/check.h"
 #include "core/hash_mix.h"
+#include "runtime/prefix_cache/prefix_cache.h"
 
 namespace beam {
 
@@ -13,19 +14,16 @@ std::vector<uint64_t> prompt_block_chain(std::span<const int32_t> prompt, int64_
   std::vector<uint64_t> chain(static_cast<size_t>(blocks));
   uint64_t h = mix64(key);
   for (int64_t b = 0; b < blocks; ++b) {
-    for (int64_t t = b * block_tokens; t < (b + 1) * block_tokens; ++t)
-      h = mix64(h ^ static_cast<uint32_t>(prompt[static_cast<size_t>(t)]));
+    h = mix64(h ^ PrefixCache::hash_block(prompt.subspan(static_cast<size_t>(b * block_tokens),
+                                                         static_cast<size_t>(block_tokens))));
     chain[static_cast<size_t>(b)] = h;
   }
   return chain;
 }
 
 uint64_t prompt_namespace(std::string_view cache_salt, std::string_view lora_name) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over salt, a separator, adapter
-  for (char c : cache_salt) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  h = (h ^ 0x100u) * 1099511628211ull;
-  for (char c : lora_name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return h;
+  return PrefixCache::salt_for_adapter(PrefixCache::salt_of_text(cache_salt),
+                                       PrefixCache::salt_of_text(lora_name));
 }
 
 PromptBlockIndex::PromptBlockIndex(int64_t capacity_blocks) : capacity_(capacity_blocks) {

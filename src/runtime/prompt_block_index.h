@@ -18,7 +18,8 @@ namespace beam {
 // equal prefixes in one prefix-cache namespace (up to 64-bit collisions).
 std::vector<uint64_t> prompt_block_chain(std::span<const int32_t> prompt, int64_t block_tokens,
                                          uint64_t key);
-// The prefix cache's namespace of a request: its cache salt and LoRA adapter.
+// The prefix cache's namespace of a request: its cache salt and LoRA adapter (the adapter's name
+// standing for its id: PrefixCache::salt_for_adapter).
 uint64_t prompt_namespace(std::string_view cache_salt, std::string_view lora_name);
 
 // Not thread-safe (ReplicaBalancer holds one per replica under its lock).

@@ -157,14 +157,10 @@ void handle_server_info(const ServerState& state, const std::shared_ptr<Exchange
   // SGLang's internal_states: one entry per data-parallel replica.
   Json states = Json::array();
   for (const EngineStats& stats : model.engine->replica_stats()) {
-    const PoolStats& full = stats.full_pool;
-    const double token_usage = full.total_blocks > 0 ? static_cast<double>(full.used_blocks()) /
-                                                           static_cast<double>(full.total_blocks)
-                                                     : 0.0;
     states.push_back(Json{{"last_gen_throughput", stats.generation_tokens_per_s},
                           {"num_running_reqs", stats.running},
                           {"num_waiting_reqs", stats.waiting},
-                          {"token_usage", token_usage},
+                          {"token_usage", stats.full_pool.usage()},
                           {"avg_spec_accept_length", spec_accept_length(stats)}});
   }
   Json info = {

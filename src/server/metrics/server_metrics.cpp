@@ -60,12 +60,7 @@ void render_replicas(std::string& out, const std::vector<EngineStats>& replicas)
   each("beamserve_replica_requests_waiting", "Sequences queued on each data-parallel replica.",
        [](const EngineStats& s) { return static_cast<double>(s.waiting); });
   each("beamserve_replica_kv_usage", "Share of each replica's full-attention KV pool in use.",
-       [](const EngineStats& s) {
-         const PoolStats& p = s.full_pool;
-         return p.total_blocks > 0
-                    ? static_cast<double>(p.used_blocks()) / static_cast<double>(p.total_blocks)
-                    : 0.0;
-       });
+       [](const EngineStats& s) { return s.full_pool.usage(); });
 }
 
 void render_engine(std::string& out, const EngineStats& e) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "runtime/prefix_cache/prefix_cache.h"
 #include "runtime/sampling/logprobs.h"
 #include "server/generation/beam_search.h"
 #include "server/generation/sibling_decoder.h"
@@ -11,11 +12,9 @@ namespace beam::server {
 namespace {
 
 // The replica a beam search's steps stay on when the request names none: every step extends the
-// same prompt, so one replica's prefix cache serves them all (FNV-1a of the prompt's ids).
+// same prompt, so one replica's prefix cache serves them all (a hash of the prompt's ids).
 int prompt_replica(const std::vector<int32_t>& prompt, int replicas) {
-  uint64_t h = 1469598103934665603ull;
-  for (int32_t t : prompt) h = (h ^ static_cast<uint32_t>(t)) * 1099511628211ull;
-  return static_cast<int>(h % static_cast<uint64_t>(replicas));
+  return static_cast<int>(PrefixCache::hash_block(prompt) % static_cast<uint64_t>(replicas));
 }
 
 // One step's requests: collects each live beam's alternatives, then hands them to the run.
