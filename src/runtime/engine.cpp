@@ -142,6 +142,16 @@ int engine_threads(const EngineOptions& options) {
                                  : static_cast<int>(std::thread::hardware_concurrency());
 }
 
+// The refusals of a control call while another of its kind is in progress (a replica's, and the
+// engine's while the call takes its turn over the replicas).
+constexpr char kWeightsBusy[] = "another weight update is in progress";
+constexpr char kMemoryBusy[] = "another sleep or wake-up is in progress";
+constexpr char kPauseBusy[] = "another pause or resume is in progress";
+// A sleep that would release the KV pools under requests a kKeep pause kept.
+constexpr char kKeptRequestsHoldKv[] =
+    "requests kept through the pause hold the KV cache; release the weights alone, or pause with "
+    "mode abort or retract to release it";
+
 // f(0) .. f(n - 1) at once: f(0) on the calling thread, the others on threads of their own.
 void at_once(int n, const std::function<void(int)>& f) {
   std::vector<std::thread> threads;
@@ -467,7 +477,7 @@ class Engine::Impl {
   }
 
   Status update_weights(RankWeights source, bool abort_in_flight) {
-    return ask_engine_thread(inbox_.weights_answer, "another weight update is in progress", [&] {
+    return ask_engine_thread(inbox_.weights_answer, kWeightsBusy, [&] {
       inbox_.new_weights = std::move(source);
       inbox_.abort_for_weights = abort_in_flight;
     });
@@ -506,7 +516,7 @@ class Engine::Impl {
   }
 
   Status memory_command(MemoryCommand command) {
-    return ask_engine_thread(inbox_.memory_answer, "another sleep or wake-up is in progress",
+    return ask_engine_thread(inbox_.memory_answer, kMemoryBusy,
                              [&] { inbox_.memory_command = command; });
   }
 
@@ -516,7 +526,7 @@ class Engine::Impl {
   }
 
   Status pause_command(PauseCommand command) {
-    return ask_engine_thread(inbox_.pause_answer, "another pause or resume is in progress",
+    return ask_engine_thread(inbox_.pause_answer, kPauseBusy,
                              [&] { inbox_.pause_command = command; });
   }
 
@@ -959,9 +969,7 @@ void Engine::Impl::apply_memory_command() {
   pending_memory_.reset();
   Status st = ok_status();
   if (command.sleep && command.kv_cache && !running_.empty()) {  // paused, kept requests
-    st = make_error(
-        "requests kept through the pause hold the KV cache; release the weights alone, or pause "
-        "with mode abort or retract to release it");
+    st = make_error(kKeptRequestsHoldKv);
   } else if (command.sleep) {
     st = sleep_.check_sleep(command.weights, command.kv_cache);
     if (st.ok() && prefix_ && command.kv_cache) prefix_->flush();  // its KV goes with the pools
@@ -2265,16 +2273,27 @@ Engine::Impl& Engine::replica_of(RequestId id) const {
   return *replicas_[static_cast<size_t>(id.value >= 1 ? (id.value - 1) % dp : 0)];
 }
 
-Status Engine::on_replicas(const std::function<Status(Impl&)>& f) {
-  if (replicas_.size() == 1) return f(*replicas_[0]);
+std::vector<Status> Engine::each_replica(const std::function<Status(Impl&)>& f) {
   std::vector<Status> done(replicas_.size());
   at_once(static_cast<int>(replicas_.size()),
           [&](int d) { done[static_cast<size_t>(d)] = f(*replicas_[static_cast<size_t>(d)]); });
+  return done;
+}
+
+Status Engine::first_replica_error(const std::vector<Status>& done) const {
+  if (replicas_.size() == 1) return done[0];
   for (size_t d = 0; d < done.size(); ++d)
     if (!done[d].ok())
       return make_error("data-parallel replica " + std::to_string(d) + ": " +
                         done[d].error().message);
   return ok_status();
+}
+
+Status Engine::on_replicas(std::mutex& turn, const char* busy,
+                           const std::function<Status(Impl&)>& f) {
+  std::unique_lock<std::mutex> held(turn, std::try_to_lock);
+  if (!held.owns_lock()) return make_error(busy);
+  return first_replica_error(each_replica(f));
 }
 
 const BeamConfig& Engine::config() const { return replicas_[0]->config(); }
@@ -2338,13 +2357,15 @@ void Engine::flush_prefix_cache() {
 Status Engine::update_weights(std::shared_ptr<const BeamWeights> weights, bool abort_in_flight) {
   BEAM_CHECK(weights != nullptr) << "update_weights: no weights";
   const RankWeights source = slices_of(std::move(weights));
-  return on_replicas([&](Impl& r) { return r.update_weights(source, abort_in_flight); });
+  return update_weights(source, abort_in_flight);
 }
 
 Status Engine::update_weights(const RankWeights& source, bool abort_in_flight) {
   const RankWeights replica_source =
       replicas_.size() > 1 && device() == Device::kCpu ? shared_rank_weights(source) : source;
-  return on_replicas([&](Impl& r) { return r.update_weights(replica_source, abort_in_flight); });
+  return on_replicas(turns_.weights, kWeightsBusy, [&](Impl& r) {
+    return r.update_weights(replica_source, abort_in_flight);
+  });
 }
 
 Expected<WeightValues> Engine::read_weight(const std::string& name, int64_t max_rows) {
@@ -2353,6 +2374,7 @@ Expected<WeightValues> Engine::read_weight(const std::string& name, int64_t max_
 
 Status Engine::load_lora_adapter(const std::string& name, const std::string& dir, bool replace,
                                  bool pinned) {
+  std::lock_guard<std::mutex> turn(turns_.lora);
   for (size_t d = 0; d < replicas_.size(); ++d) {
     const Status st = replicas_[d]->load_lora_adapter(name, dir, replace, pinned);
     if (st.ok()) continue;
@@ -2366,7 +2388,8 @@ Status Engine::load_lora_adapter(const std::string& name, const std::string& dir
 }
 
 Status Engine::unload_lora_adapter(const std::string& name) {
-  return on_replicas([&](Impl& r) { return r.unload_lora_adapter(name); });
+  std::lock_guard<std::mutex> turn(turns_.lora);
+  return first_replica_error(each_replica([&](Impl& r) { return r.unload_lora_adapter(name); }));
 }
 
 std::vector<LoraAdapterInfo> Engine::lora_adapters() const {
@@ -2378,14 +2401,33 @@ void Engine::wait_idle() {
 }
 
 Status Engine::sleep(SleepLevel level, bool weights, bool kv_cache) {
-  return on_replicas([&](Impl& r) {
-    return r.memory_command(
-        MemoryCommand{.sleep = true, .level = level, .weights = weights, .kv_cache = kv_cache});
-  });
+  std::unique_lock<std::mutex> held(turns_.memory, std::try_to_lock);
+  if (!held.owns_lock()) return make_error(kMemoryBusy);
+  const MemoryCommand command{.sleep = true, .level = level, .weights = weights, .kv_cache = kv_cache};
+  if (replicas_.size() == 1) return replicas_[0]->memory_command(command);
+  // Kept requests on one replica refuse the release on every replica (a paused replica's running
+  // requests stay until the resume). A pause that comes while the sleep waits is caught below.
+  if (kv_cache && paused())
+    for (size_t d = 0; d < replicas_.size(); ++d)
+      if (replicas_[d]->stats().running > 0)
+        return make_error("data-parallel replica " + std::to_string(d) + ": " + kKeptRequestsHoldKv);
+  const std::vector<Status> done = each_replica([&](Impl& r) { return r.memory_command(command); });
+  const Status st = first_replica_error(done);
+  if (st.ok()) return st;
+  // A refused sleep leaves the replicas as they were: those that slept wake again.
+  bool discarded = false;
+  for (size_t d = 0; d < done.size(); ++d) {
+    if (!done[d].ok()) continue;
+    (void)replicas_[d]->memory_command(
+        MemoryCommand{.sleep = false, .weights = weights, .kv_cache = kv_cache});
+    discarded = discarded || replicas_[d]->sleep_state().weights_discarded;
+  }
+  return make_error(st.error().message + "; the replicas that slept woke again" +
+                    (discarded ? ", their weights discarded (level 2) until update_weights" : ""));
 }
 
 Status Engine::wake_up(bool weights, bool kv_cache) {
-  return on_replicas([&](Impl& r) {
+  return on_replicas(turns_.memory, kMemoryBusy, [&](Impl& r) {
     return r.memory_command(MemoryCommand{.sleep = false, .weights = weights, .kv_cache = kv_cache});
   });
 }
@@ -2398,13 +2440,14 @@ SleepState Engine::sleep_state() const {
 }
 
 Status Engine::pause(PauseMode mode, bool clear_cache) {
-  return on_replicas([&](Impl& r) {
+  return on_replicas(turns_.pause, kPauseBusy, [&](Impl& r) {
     return r.pause_command(PauseCommand{.pause = true, .mode = mode, .clear_cache = clear_cache});
   });
 }
 
 Status Engine::resume() {
-  return on_replicas([](Impl& r) { return r.pause_command(PauseCommand{.pause = false}); });
+  return on_replicas(turns_.pause, kPauseBusy,
+                     [](Impl& r) { return r.pause_command(PauseCommand{.pause = false}); });
 }
 
 bool Engine::paused() const { return replicas_[0]->paused(); }

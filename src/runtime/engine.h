@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -435,11 +436,23 @@ class Engine {
   // The replica that issued id.
   Impl& replica_of(RequestId id) const;
   // f on every replica at once (each call blocks until its replica is done: replicas past the
-  // first on threads of their own); the first error, naming its replica.
-  Status on_replicas(const std::function<Status(Impl&)>& f);
+  // first on threads of their own); each replica's answer.
+  std::vector<Status> each_replica(const std::function<Status(Impl&)>& f);
+  // The first error of each_replica's answers, naming its replica (one replica: its own).
+  Status first_replica_error(const std::vector<Status>& done) const;
+  // each_replica in `turn`: while another call holds it, make_error(busy) and no replica is asked.
+  Status on_replicas(std::mutex& turn, const char* busy, const std::function<Status(Impl&)>& f);
+
+  // Control calls of one kind take turns over the replicas, so that two at once cannot reach
+  // them in different orders and leave them apart (one replica paused, another resumed). Weight
+  // updates, sleeps and pauses refuse a second call as a replica does; LoRA loads wait.
+  struct ControlTurns {
+    std::mutex weights, memory, pause, lora;
+  };
 
   std::shared_ptr<ReplicaBalancer> balancer_;  // the requests' sinks hold it too
   std::vector<std::unique_ptr<Impl>> replicas_;
+  ControlTurns turns_;
 };
 
 }  // namespace beam

@@ -10,7 +10,8 @@ import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { startServer, metrics, requestCount, Tok, repoRoot, PREFILL_VS_DECODE } from './lib/harness.mjs';
+import { startServer, metrics, requestCount, Tok, repoRoot, PREFILL_VS_DECODE, tinyBeamLora,
+  TINY_BEAM_EXPERT_MODULES } from './lib/harness.mjs';
 
 let server;
 const MODEL = 'tiny-chat';
@@ -1351,47 +1352,6 @@ test('get_weights_by_name reads the served tensors and follows weight updates', 
     assert.equal(await plain.stop(), 0);
   }
 });
-
-// A PEFT LoRA adapter of tiny-beam (F32 factors of rank 4 on layer 0's q_proj and on lm_head,
-// drawn from `seed`) in a new temporary folder.
-// tiny-beam's routed-expert modules of layer 5 (experts 0-15: gate, up [32, 64], down [64, 32]).
-const TINY_BEAM_EXPERT_MODULES = Array.from({ length: 16 }, (_, e) => [
-  [`model.layers.5.mlp.experts.${e}.gate_proj`, 32, 64],
-  [`model.layers.5.mlp.experts.${e}.up_proj`, 32, 64],
-  [`model.layers.5.mlp.experts.${e}.down_proj`, 64, 32]]).flat();
-
-// A PEFT adapter for tiny-beam: q_proj of layer 0 and lm_head, plus `extra` modules ([name, out,
-// in]), random f32 factors of rank 4.
-function tinyBeamLora(seed = 7, extra = []) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'beam-lora-'));
-  fs.writeFileSync(path.join(dir, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', r: 4,
-    lora_alpha: 16, target_modules: ['q_proj', 'lm_head', 'gate_proj', 'up_proj', 'down_proj'],
-    bias: 'none' }));
-  const tensors = [];
-  const random = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648 - 0.5; };
-  for (const [module, out, inp] of [['model.layers.0.self_attn.q_proj', 512, 64], ['lm_head', 512, 64],
-    ...extra]) {
-    tensors.push([`base_model.model.${module}.lora_A.weight`, [4, inp]]);
-    tensors.push([`base_model.model.${module}.lora_B.weight`, [out, 4]]);
-  }
-  const header = {};
-  const chunks = [];
-  let offset = 0;
-  for (const [name, shape] of tensors) {
-    const data = Buffer.alloc(shape[0] * shape[1] * 4);
-    for (let i = 0; i < shape[0] * shape[1]; ++i) data.writeFloatLE(random(), 4 * i);
-    header[name] = { dtype: 'F32', shape, data_offsets: [offset, offset + data.length] };
-    chunks.push(data);
-    offset += data.length;
-  }
-  let text = JSON.stringify(header);
-  text += ' '.repeat((8 - (text.length % 8)) % 8);
-  const length = Buffer.alloc(8);
-  length.writeBigUInt64LE(BigInt(text.length));
-  fs.writeFileSync(path.join(dir, 'adapter_model.safetensors'),
-    Buffer.concat([length, Buffer.from(text), ...chunks]));
-  return dir;
-}
 
 // LoRA merged as the weights load: serve --merge-lora and update_weights_from_disk's
 // merge_lora_path give the same outputs, other than the base's; an update without it goes back to

@@ -5,7 +5,8 @@
 // so the same suites run against a server on the GPU (tools/gpu/run_client_tests.sh).
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -137,4 +138,43 @@ export function requestCount(m, filter = () => true) {
 // (<|endoftext|>): min_tokens masks eos on step 1, repetition_penalty drops `token` on step 2.
 export function forceOneToken(token) {
   return { logit_bias: { [token]: 100, [Tok.ENDOFTEXT]: 100 }, min_tokens: 1, repetition_penalty: 10, temperature: 0 };
+}
+
+// tiny-beam's routed-expert modules of layer 5 (experts 0-15: gate, up [32, 64], down [64, 32]).
+export const TINY_BEAM_EXPERT_MODULES = Array.from({ length: 16 }, (_, e) => [
+  [`model.layers.5.mlp.experts.${e}.gate_proj`, 32, 64],
+  [`model.layers.5.mlp.experts.${e}.up_proj`, 32, 64],
+  [`model.layers.5.mlp.experts.${e}.down_proj`, 64, 32]]).flat();
+
+// A PEFT LoRA adapter of tiny-beam in a new temporary folder: F32 factors of rank 4, drawn from
+// `seed`, on layer 0's q_proj and on lm_head, plus `extra` modules ([name, out, in]).
+export function tinyBeamLora(seed = 7, extra = []) {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'beam-lora-'));
+  writeFileSync(path.join(dir, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', r: 4,
+    lora_alpha: 16, target_modules: ['q_proj', 'lm_head', 'gate_proj', 'up_proj', 'down_proj'],
+    bias: 'none' }));
+  const tensors = [];
+  const random = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648 - 0.5; };
+  for (const [module, out, inp] of [['model.layers.0.self_attn.q_proj', 512, 64], ['lm_head', 512, 64],
+    ...extra]) {
+    tensors.push([`base_model.model.${module}.lora_A.weight`, [4, inp]]);
+    tensors.push([`base_model.model.${module}.lora_B.weight`, [out, 4]]);
+  }
+  const header = {};
+  const chunks = [];
+  let offset = 0;
+  for (const [name, shape] of tensors) {
+    const data = Buffer.alloc(shape[0] * shape[1] * 4);
+    for (let i = 0; i < shape[0] * shape[1]; ++i) data.writeFloatLE(random(), 4 * i);
+    header[name] = { dtype: 'F32', shape, data_offsets: [offset, offset + data.length] };
+    chunks.push(data);
+    offset += data.length;
+  }
+  let text = JSON.stringify(header);
+  text += ' '.repeat((8 - (text.length % 8)) % 8);
+  const length = Buffer.alloc(8);
+  length.writeBigUInt64LE(BigInt(text.length));
+  writeFileSync(path.join(dir, 'adapter_model.safetensors'),
+    Buffer.concat([length, Buffer.from(text), ...chunks]));
+  return dir;
 }

@@ -453,6 +453,85 @@ TEST_F(DataParallelEngine, SleepReleasesEveryReplicasPools) {
   expect_same_results(before, run_all(*engine, mixed_requests(vocab())));
 }
 
+// Pauses, resumes, sleeps and wake-ups from three threads at once: each call is done on every
+// replica or refused as a whole (the busy message, naming no replica), never applied to some
+// replicas and refused by others; afterwards every replica serves.
+TEST_F(DataParallelEngine, ControlCallsAtOnceNeverLeaveTheReplicasApart) {
+  EngineOptions o = options_of(3);
+  o.enable_sleep_mode = true;
+  auto engine = engine_of(weights_, o);
+  ASSERT_TRUE(engine);
+  const auto whole = [](const Status& st, const char* busy) {
+    EXPECT_EQ(st.ok() ? busy : st.error().message, busy);
+  };
+  std::vector<std::thread> threads;
+  for (PauseMode mode : {PauseMode::kKeep, PauseMode::kRetract}) {
+    threads.emplace_back([&, mode] {
+      for (int i = 0; i < 200; ++i) {
+        whole(engine->pause(mode, /*clear_cache=*/false), "another pause or resume is in progress");
+        whole(engine->resume(), "another pause or resume is in progress");
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    for (int i = 0; i < 100; ++i) {
+      whole(engine->sleep(SleepLevel::kOffloadWeights), "another sleep or wake-up is in progress");
+      whole(engine->wake_up(true, true), "another sleep or wake-up is in progress");
+    }
+  });
+  for (std::thread& t : threads) t.join();
+  ASSERT_TRUE(engine->resume().ok());
+  ASSERT_TRUE(engine->wake_up(true, true).ok());
+  std::vector<std::unique_ptr<Collector>> cs;
+  for (int d = 0; d < 3; ++d) {
+    cs.push_back(std::make_unique<Collector>());
+    GenerateRequest g = generate_request(RunRequest{tokens_of(10, 9, vocab()), greedy(3)},
+                                         cs.back()->sink());
+    g.data_parallel_rank = d;
+    ASSERT_TRUE(engine->submit(std::move(g)).ok());
+  }
+  engine->wait_idle();
+  for (const auto& c : cs) ASSERT_EQ(c->results().size(), 1u);
+}
+
+// A sleep that one replica must refuse (requests kept through a pause hold its KV) is refused on
+// every replica: none is left asleep, and each serves after the resume.
+TEST_F(DataParallelEngine, ASleepOneReplicaRefusesLeavesEveryReplicaAwake) {
+  EngineOptions o = options_of(2);
+  o.enable_sleep_mode = true;
+  auto engine = engine_of(weights_, o);
+  ASSERT_TRUE(engine);
+  Collector kept;
+  GenerateRequest g = generate_request(RunRequest{tokens_of(10, 4, vocab()), greedy(3000)},
+                                       kept.sink());
+  g.data_parallel_rank = 1;
+  auto id = engine->submit(std::move(g));
+  ASSERT_TRUE(id.ok());
+  while (engine->replica_stats()[1].running == 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(engine->pause(PauseMode::kKeep, /*clear_cache=*/false).ok());
+  const Status refused = engine->sleep(SleepLevel::kOffloadWeights);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("data-parallel replica 1: requests kept through the pause"),
+            std::string::npos)
+      << refused.error().message;
+  EXPECT_FALSE(engine->sleep_state().asleep());
+  ASSERT_TRUE(engine->resume().ok());
+  engine->cancel(*id);
+  Collector fresh;
+  GenerateRequest other = generate_request(RunRequest{tokens_of(10, 9, vocab()), greedy(3)},
+                                           fresh.sink());
+  other.data_parallel_rank = 0;  // the replica that would have slept
+  ASSERT_TRUE(engine->submit(std::move(other)).ok());
+  engine->wait_idle();
+  ASSERT_EQ(fresh.results().size(), 1u);
+  EXPECT_EQ(fresh.results()[0].tokens.size(), 3u);
+  // Once the kept request is gone, the sleep goes through on both.
+  ASSERT_TRUE(engine->sleep(SleepLevel::kOffloadWeights).ok());
+  EXPECT_TRUE(engine->sleep_state().kv_released);
+  ASSERT_TRUE(engine->wake_up(true, true).ok());
+}
+
 TEST_F(DataParallelEngine, LoraAdaptersLoadOnEveryReplica) {
   const std::string dir = test::write_lora_adapter(
       "dp_lora", test::servable_lora_modules(weights_->config), 4, 50, 8);
