@@ -1,7 +1,8 @@
 // Chaos against a live server: streaming and plain clients (OpenAI completions and chat, SGLang
-// /generate with rids, n > 1, LoRA, seeded sampling) that hang up mid-stream, while two control
-// loops pause and resume (every mode), abort by rid, update the weights (to the same ones), flush
-// the cache, sleep and wake, and load / unload adapters. Every answer is well formed; a request
+// /generate with rids, n > 1, LoRA, seeded sampling, a JSON schema, beam search, prompt and output
+// logprobs, embeddings) that hang up mid-stream, while two control loops pause and resume (every
+// mode), abort by rid, update the weights (to the same ones), flush the cache, sleep and wake,
+// and load / unload adapters. Every answer is well formed; a request
 // that ends normally gives exactly the tokens it gives alone (the CPU is batch invariant), one
 // that was aborted a prefix of them; no call hangs; afterwards nothing is paused or asleep,
 // nothing remains in the engine, the KV pools are whole, the request counts add up and the
@@ -91,7 +92,8 @@ function events(text) {
   return { events: out, done: text.includes('data: [DONE]') };
 }
 
-// The catalogue: requests whose answers alone are the reference. Prompts share a 40-token prefix
+// The catalogue: requests whose answers alone are the reference (tokens, text, logprobs, beams,
+// JSON under a schema, embeddings: all exact on the CPU). Prompts share a 40-token prefix
 // (the prefix cache and the host tier take part). `lora`: the item names adapter 'a' (or 'b',
 // loaded and unloaded by a control loop: a 404 naming the model while it is not there).
 function catalogue(withLora) {
@@ -115,6 +117,20 @@ function catalogue(withLora) {
         ignore_eos: true, n: k % 6 === 0 ? 2 : 1, ...sampling, ...(kind === 'stream' ? { stream: true } : {}) } });
     }
   }
+  // Requests whose state goes beyond tokens: a grammar, beams, prompt and output logprobs, a
+  // pooled hidden state.
+  const schema = { type: 'object', properties: { ok: { type: 'boolean' }, size: { enum: ['s', 'm', 'l'] },
+    count: { type: 'integer', minimum: 0, maximum: 99 } }, required: ['ok', 'size', 'count'] };
+  items.push({ kind: 'chat', model: MODEL, route: '/v1/chat/completions', body: { model: MODEL, max_tokens: 40,
+    temperature: 0, messages: [{ role: 'user', content: 'An item, as JSON.' }],
+    response_format: { type: 'json_schema', json_schema: { name: 'item', schema } } } });
+  items.push({ kind: 'beams', model: MODEL, route: '/v1/completions', body: { model: MODEL, prompt: prompt(3),
+    max_tokens: 8, n: 3, use_beam_search: true, ignore_eos: true } });
+  items.push({ kind: 'generate', model: MODEL, route: '/generate', body: { input_ids: prompt(5),
+    return_logprob: true, logprob_start_len: 0, top_logprobs_num: 2,
+    sampling_params: { max_new_tokens: 24, ignore_eos: true, temperature: 0 } } });
+  items.push({ kind: 'embed', model: MODEL, route: '/v1/embeddings', body: { model: MODEL,
+    input: [prompt(6), prompt(7)] } });
   return items;
 }
 
@@ -122,8 +138,12 @@ function catalogue(withLora) {
 // stream was cut) and, for chat, the whole message. Throws on a malformed answer.
 function outcome(item, r) {
   if (item.kind === 'generate') {
-    return [{ out: r.json.output_ids, finish: r.json.meta_info.finish_reason.type }];
+    const m = r.json.meta_info;
+    return [{ out: r.json.output_ids, finish: m.finish_reason.type,
+      ...(item.body.return_logprob ? { prompt: m.input_token_logprobs, logprobs: m.output_token_logprobs,
+        top: m.output_top_logprobs } : {}) }];
   }
+  if (item.kind === 'embed') return r.json.data.map((d) => ({ out: d.embedding, finish: 'pooled' }));
   if (item.kind === 'chat') {
     const c = r.json.choices[0];
     return [{ out: c.message, finish: c.finish_reason }];
@@ -153,8 +173,16 @@ function check(item, r, reference) {
   const where = `${item.route} ${JSON.stringify(item.body).slice(0, 160)} -> ${r.status} ${r.text.slice(0, 300)}`;
   if (item.kind !== 'stream') assert.ok(r.json, `not JSON: ${where}`);
   if (r.status === 404 && item.model === 'b') {  // adapter b unloaded at that moment
-    assert.equal(JSON.parse(r.text).error.param, item.kind === 'generate' ? 'lora_path' : 'model', where);
+    assert.equal(r.json.error.param, item.kind === 'generate' ? 'lora_path' : 'model', where);
     return 'unloaded';
+  }
+  if (r.status === 400 && item.model === 'b') {  // ... between the name's check and the submit
+    assert.match(r.json.error.message, /no LoRA adapter named 'b' is loaded/, where);
+    return 'unloaded';
+  }
+  if (r.status === 503 && item.kind === 'embed') {  // aborted before its prompt ran
+    assert.match(r.json.error.message, /aborted before input \d+'s prompt ran/, where);
+    return 'aborted';
   }
   assert.equal(r.status, 200, where);
   const got = outcome(item, r);
@@ -164,11 +192,17 @@ function check(item, r, reference) {
     const want = reference[i];
     if (g.finish === 'abort' || g.finish === null) {
       cls = r.hungUp ? 'hung-up' : 'aborted';
-      if (item.kind === 'chat') return;  // parsed messages: no prefix to compare
+      // Parsed messages have no prefix to compare; an aborted beam search answers its beams so
+      // far, which need not lead to the final ones.
+      if (item.kind === 'chat' || item.kind === 'beams') return;
       assert.ok(isPrefix(g.out, want.out), `${where}\nchoice ${i}: not a prefix of ${JSON.stringify(want.out)}`);
+      if (g.logprobs) {
+        assert.deepEqual(g.logprobs, want.logprobs.slice(0, g.logprobs.length), where);
+        // Aborted before its prefill: every prompt logprob null (none computed).
+        if (g.prompt.some(([logprob]) => logprob !== null)) assert.deepEqual(g.prompt, want.prompt, where);
+      }
     } else {
-      assert.equal(g.finish, want.finish, where);
-      assert.deepEqual(g.out, want.out, where);
+      assert.deepEqual(g, want, where);
     }
   });
   return cls;
@@ -220,7 +254,7 @@ async function chaos(t, { args, sleepMode = false, withLora = false, expectPreem
       reference.push(outcome(item, r));
     }
     // A request is counted as its answer goes out: wait for the reference's last count.
-    const generation = (e) => ['/v1/completions', '/v1/chat/completions', '/generate'].includes(e);
+    const generation = (e) => ['/v1/completions', '/v1/chat/completions', '/generate', '/v1/embeddings'].includes(e);
     const drained = async (expected) => {
       const t0 = Date.now();
       for (;;) {

@@ -92,6 +92,7 @@ BeamModel::BeamModel(std::shared_ptr<const BeamWeights> weights, KernelContext c
   BEAM_CHECK(weights_ != nullptr && weights_->embed.device == ctx_.device &&
              weights_->deferred_experts.empty() && !weights_->synthetic)
       << "BeamModel: weights must live on the context's device (model/device_weights.h)";
+  config_ = weights_->config;
   BEAM_CHECK(!sharded() || (shard_.comm != nullptr && shard_.comm->size() == shard_.tp.size &&
                             shard_.comm->rank() == shard_.tp.rank))
       << "BeamModel: rank " << shard_.tp.rank << " of " << shard_.tp.size

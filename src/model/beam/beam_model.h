@@ -30,7 +30,9 @@ class BeamModel {
   BeamModel(std::shared_ptr<const BeamWeights> weights, KernelContext ctx,
             std::unique_ptr<LoraSlots> lora = nullptr, ModelShard shard = {});
 
-  const BeamConfig& config() const { return weights_->config; }
+  // The served architecture: fixed (replace_weights takes only weights of the same), so any
+  // thread may read it while another replaces the weights.
+  const BeamConfig& config() const { return config_; }
   const BeamWeights& weights() const { return *weights_; }
   const KernelContext& context() const { return ctx_; }
   TensorParallel tensor_parallel() const { return shard_.tp; }
@@ -125,6 +127,7 @@ class BeamModel {
   }
 
   std::shared_ptr<const BeamWeights> weights_;
+  BeamConfig config_;  // weights_->config as first served
   KernelContext ctx_;
   std::unique_ptr<LoraSlots> lora_;
   ModelShard shard_;

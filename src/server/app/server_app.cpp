@@ -179,9 +179,11 @@ ServerApp::ServerApp(std::unique_ptr<State> state) : state_(std::move(state)) {}
 ServerApp::~ServerApp() {
   if (state_->loader.joinable()) state_->loader.join();
   ServerState& s = state_->server;
-  s.http.reset();    // no new requests; open connections closed (their jobs cancel)
-  s.workers.stop();  // no handler touches the engine after this
+  // The io threads and workers read s.http (/metrics' open connections): stopped before it goes.
+  if (s.http) s.http->stop();  // no new requests; open connections closed (their jobs cancel)
+  s.workers.stop();            // no handler touches the engine after this
   s.workers.join();
+  s.http.reset();
 }
 
 Expected<std::unique_ptr<ServerApp>> ServerApp::start(const ServeOptions& options) {

@@ -343,8 +343,12 @@ class HttpServer::Impl {
     shared_->options = options;
     shared_->handler = std::move(handler);
   }
-  ~Impl() {
-    beast::error_code ignored;
+  ~Impl() { stop(); }
+
+  // Stops accepting, closes the connections and joins the io threads; later calls do nothing.
+  void stop() {
+    if (stopped_) return;
+    stopped_ = true;
     asio::post(io_, [this] {
       beast::error_code ec;
       acceptor_.close(ec);
@@ -390,10 +394,12 @@ class HttpServer::Impl {
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_{io_.get_executor()};
   tcp::acceptor acceptor_;
   std::vector<std::thread> threads_;
+  bool stopped_ = false;  // stop() ran
 };
 
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 HttpServer::~HttpServer() = default;
+void HttpServer::stop() { impl_->stop(); }
 
 Expected<std::unique_ptr<HttpServer>> HttpServer::start(const HttpServerOptions& options, Handler handler) {
   auto impl = std::make_unique<Impl>(options, std::move(handler));

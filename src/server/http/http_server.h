@@ -62,7 +62,10 @@ struct HttpServerOptions {
 class HttpServer {
  public:
   static Expected<std::unique_ptr<HttpServer>> start(const HttpServerOptions& options, Handler handler);
-  ~HttpServer();  // stops accepting, closes connections, joins threads
+  ~HttpServer();  // stop()
+  // Stops accepting, closes connections, joins the io threads (no handler call starts or runs on
+  // them afterwards); later calls do nothing. One thread calls it (the owner's).
+  void stop();
   uint16_t port() const;
   int64_t open_connections() const;
 

@@ -17,30 +17,34 @@ int prompt_replica(const std::vector<int32_t>& prompt, int replicas) {
   return static_cast<int>(PrefixCache::hash_block(prompt) % static_cast<uint64_t>(replicas));
 }
 
-// One step's requests: collects each live beam's alternatives, then hands them to the run.
+// One step's requests: collects each live beam's alternatives, then hands them to the run
+// (`cancelled`: a step request was aborted, by /abort_request, a pause or a weight update).
 class StepObserver final : public GenerationObserver {
  public:
-  using Done = std::function<void(std::vector<TokenLogprobs> next, std::optional<ApiError> error)>;
+  using Done = std::function<void(std::vector<TokenLogprobs> next, std::optional<ApiError> error,
+                                  bool cancelled)>;
   StepObserver(size_t beams, Done done) : next_(beams), done_(std::move(done)) {}
 
-  void on_rejected(const ApiError& error) override { done_({}, error); }
+  void on_rejected(const ApiError& error) override { done_({}, error, false); }
   void on_delta(int32_t, SiblingDelta&&) override {}
   void on_sibling_done(int32_t sibling, SiblingResult&& result) override {
     if (result.reason == FinishReason::kError && !error_)
       error_ = api_error(ErrorKind::kServer, "the engine failed the request: " + result.error);
+    if (result.reason == FinishReason::kCancelled) cancelled_ = true;
     if (!result.tokens.empty() && result.tokens[0].logprobs)
       next_[static_cast<size_t>(sibling)] = std::move(*result.tokens[0].logprobs);
   }
   void on_complete(const GenerationUsage&) override {
-    if (!error_ && std::any_of(next_.begin(), next_.end(),
-                               [](const TokenLogprobs& t) { return t.top.empty(); }))
-      error_ = api_error(ErrorKind::kServer, "a beam-search step was cancelled");
-    done_(std::move(next_), std::move(error_));
+    if (!error_ && !cancelled_ &&
+        std::any_of(next_.begin(), next_.end(), [](const TokenLogprobs& t) { return t.top.empty(); }))
+      error_ = api_error(ErrorKind::kServer, "a beam-search step has no alternatives");
+    done_(std::move(next_), std::move(error_), cancelled_);
   }
 
  private:
   std::vector<TokenLogprobs> next_;
   std::optional<ApiError> error_;
+  bool cancelled_ = false;
   Done done_;
 };
 
@@ -88,8 +92,10 @@ class BeamSearchRun : public std::enable_shared_from_this<BeamSearchRun> {
     auto self = shared_from_this();
     auto observer = std::make_shared<StepObserver>(
         step_specs.size(),
-        [self, owners](std::vector<TokenLogprobs> next, std::optional<ApiError> error) {
+        [self, owners](std::vector<TokenLogprobs> next, std::optional<ApiError> error,
+                       bool cancelled) {
           if (error) return self->observer_->on_rejected(*error);
+          if (cancelled) return self->answer(/*aborted=*/true);
           self->advance(owners, std::move(next));
           self->step();
         });
@@ -130,12 +136,15 @@ class BeamSearchRun : public std::enable_shared_from_this<BeamSearchRun> {
   }
 
   // Each prompt's best beams to the endpoint's observer, decoded as the engine's output would be.
-  void answer() {
+  // aborted: a step was cancelled; every beam not complete ends as aborted (finish "abort"), and
+  // a search with fewer beams than its width so far (the first steps) pads with empty ones.
+  void answer(bool aborted = false) {
     GenerationUsage usage;
     for (size_t i = 0; i < searches_.size(); ++i) {
       const GenerationSpec& spec = specs_[i];
       usage.prompt_tokens += static_cast<int64_t>(spec.prompt_ids.size());
-      const std::vector<Beam> best = searches_[i].best();
+      std::vector<Beam> best = searches_[i].best();
+      if (aborted) best.resize(std::max(best.size(), static_cast<size_t>(spec.sampling.n)));
       for (size_t r = 0; r < best.size(); ++r) {
         const Beam& beam = best[r];
         TokenEvent event;
@@ -145,7 +154,9 @@ class BeamSearchRun : public std::enable_shared_from_this<BeamSearchRun> {
           for (TokenLogprobs& t : event.logprobs)
             t.top.resize(std::min(t.top.size(), static_cast<size_t>(spec.sampling.top_logprobs)));
         }
-        event.finish = beam.stopped ? FinishReason::kStop : FinishReason::kLength;
+        event.finish = beam.stopped ? FinishReason::kStop
+                       : aborted    ? FinishReason::kCancelled
+                                    : FinishReason::kLength;
         if (beam.stopped) event.stop_token = beam.tokens.back();
         event.usage.prompt_tokens = static_cast<int64_t>(spec.prompt_ids.size());
         const auto sibling = static_cast<int32_t>(i * static_cast<size_t>(spec.sampling.n) + r);

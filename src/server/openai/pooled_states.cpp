@@ -29,6 +29,7 @@ class PooledStatesObserver final : public GenerationObserver {
   void on_delta(int32_t, SiblingDelta&&) override {}
   void on_sibling_done(int32_t sibling, SiblingResult&& result) override {
     if (result.reason == FinishReason::kError) error_ = result.error;
+    if (result.reason == FinishReason::kCancelled) cancelled_ = true;
     if (result.hidden_states) rows_[sibling] = std::move(*result.hidden_states);
   }
   void on_complete(const GenerationUsage& engine_usage) override {
@@ -39,9 +40,14 @@ class PooledStatesObserver final : public GenerationObserver {
     states.reserve(request_of_.size());
     for (size_t i = 0; i < request_of_.size(); ++i) {
       const auto it = rows_.find(static_cast<int32_t>(request_of_[i]));
-      if (it == rows_.end() || it->second.rows() == 0)  // cancelled before its prompt ran
+      if (it == rows_.end() || it->second.rows() == 0)
         return exchange_->respond_error(
-            api_error(ErrorKind::kServer, "input " + std::to_string(i) + " has no hidden states"));
+            cancelled_ ? api_error(ErrorKind::kUnavailable,
+                                   "the request was aborted before input " + std::to_string(i) +
+                                       "'s prompt ran (/abort_request, a pause that aborts, or a "
+                                       "weight update that aborts requests); send it again")
+                       : api_error(ErrorKind::kServer,
+                                   "input " + std::to_string(i) + " has no hidden states"));
       states.push_back(it->second);
     }
     GenerationUsage usage;
@@ -58,6 +64,7 @@ class PooledStatesObserver final : public GenerationObserver {
   PooledStatesReady ready_;
   std::map<int32_t, HiddenStateRows> rows_;
   std::optional<std::string> error_;
+  bool cancelled_ = false;  // an engine request was aborted (its rows may be missing)
 };
 
 }  // namespace
