@@ -176,7 +176,10 @@ void ResponsesObserver::on_complete(const GenerationUsage& usage) {
             {"output_tokens_details", {{"reasoning_tokens", 0}}},
             {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
   const bool incomplete = result_ && result_->reason == FinishReason::kLength;
-  std::string status = failed ? "failed" : incomplete ? "incomplete" : "completed";
+  // Aborted (/abort_request, a pause that aborts, a weight update): "cancelled", never
+  // "completed", so that an RL loop does not take the partial output for a whole one.
+  const bool cancelled = result_ && result_->reason == FinishReason::kCancelled;
+  std::string status = failed ? "failed" : cancelled ? "cancelled" : incomplete ? "incomplete" : "completed";
   Json response = response_object(status);
   if (incomplete) response["incomplete_details"] = {{"reason", "max_output_tokens"}};
   if (failed) response["error"] = {{"code", "server_error"}, {"message", result_->error}};
