@@ -618,6 +618,9 @@ class Engine::Impl {
   // Serves source's weights on every rank: rank 0's slice on model_ (which refuses another config
   // before any rank changes; its load checks the whole checkpoint), the others' through ranks_.
   Status replace_weights(const RankWeights& source);
+  // Points the DFlash2 drafter (if any) at the target's new embedding and LM head (rank 0's
+  // slice of the head: the whole one gathered again into drafter_lm_head_).
+  Status retarget_drafter();
   // Engine::read_weight on the engine thread: rank 0's part and each worker's, gathered.
   Expected<WeightValues> read_served_weight(const std::string& name, int64_t max_rows);
   // With a sleep or wake-up waiting: runs it (a sleep once nothing is in flight, or while paused
@@ -916,7 +919,7 @@ Status Engine::Impl::replace_weights(const RankWeights& source) {
   }
   if (!ranks_) {
     weights_mixed_ = false;
-    return ok_status();
+    return retarget_drafter();
   }
   const Status st = ranks_->replace_weights(source);
   weights_mixed_ = !st.ok();
@@ -924,6 +927,24 @@ Status Engine::Impl::replace_weights(const RankWeights& source) {
     return make_error(st.error().message +
                       "; rank 0 took the new weights, so the ranks disagree: no step runs until "
                       "an update succeeds");
+  return retarget_drafter();
+}
+
+Status Engine::Impl::retarget_drafter() {
+  if (!drafter_) return ok_status();
+  const BeamWeights& target = model_.weights();
+  if (drafter_lm_head_.data() == nullptr) {
+    drafter_->retarget(target.embed, target.lm_head);
+    return ok_status();
+  }
+  // Rank 0 holds a slice of the head: the whole one gathered again, in place.
+  const TensorView whole = drafter_lm_head_.view(DType::kBF16, target.embed.shape);
+  if (Status st = ranks_->gather_lm_head(model_.context(), target.lm_head, whole); !st.ok()) {
+    weights_mixed_ = true;  // the drafter would read out over the old head
+    return make_error("the DFlash2 drafter's LM head: " + st.error().message +
+                      ": no step runs until an update succeeds");
+  }
+  drafter_->retarget(target.embed, whole);
   return ok_status();
 }
 
@@ -2139,8 +2160,13 @@ Expected<std::unique_ptr<Engine::Impl>> Engine::create_replica(const RankWeights
   }
   DeviceBuffer drafter_lm_head;  // a drafter's whole LM head when rank 0 holds a slice
   if (drafter && ranks) {
-    BEAM_ASSIGN_OR_RETURN(drafter_lm_head, ranks->gather_lm_head(device.context(nullptr),
-                                                                 device.weights->lm_head));
+    const TensorView& slice = device.weights->lm_head;
+    BEAM_ASSIGN_OR_RETURN(drafter_lm_head,
+                          allocate_buffer(device.context(nullptr),
+                                          static_cast<size_t>(tp * slice.dim(0) * slice.dim(1)) * 2));
+    BEAM_RETURN_IF_ERROR(ranks->gather_lm_head(
+        device.context(nullptr), slice,
+        drafter_lm_head.view(DType::kBF16, {tp * slice.dim(0), slice.dim(1)})));
   }
   std::optional<StepMemory> step;
   if (device.device == Device::kCuda) {

@@ -222,13 +222,12 @@ Expected<int64_t> EngineRanks::sleep(SleepLevel level, bool weights, bool kv_cac
   return total;
 }
 
-Expected<DeviceBuffer> EngineRanks::gather_lm_head(const KernelContext& rank0,
-                                                   const TensorView& rank0_rows) {
+Status EngineRanks::gather_lm_head(const KernelContext& rank0, const TensorView& rank0_rows,
+                                   const TensorView& whole) {
   const int64_t rows = rank0_rows.dim(0), H = rank0_rows.dim(1);
-  BEAM_ASSIGN_OR_RETURN(DeviceBuffer whole,
-                        allocate_buffer(rank0, static_cast<size_t>(size() * rows * H) * 2));
-  const TensorView all = whole.view(DType::kBF16, {size() * rows, H});
-  copy_tensor(rank0, all.rows(0, rows), rank0_rows);
+  BEAM_CHECK(whole.shape == Shape({size() * rows, H}) && whole.dtype == DType::kBF16)
+      << "gather_lm_head: " << whole.shape.str() << " for " << size() << " x " << rows << " rows";
+  copy_tensor(rank0, whole.rows(0, rows), rank0_rows);
   synchronize(rank0);
   // Each worker copies its rows on its own thread and stream (a GPU rank's into GPU 0's memory).
   BEAM_RETURN_IF_ERROR(ranks_->on_workers([&](int r, BeamModel& model) -> Status {
@@ -236,11 +235,11 @@ Expected<DeviceBuffer> EngineRanks::gather_lm_head(const KernelContext& rank0,
     if (mine.shape != rank0_rows.shape)
       return make_error("rank " + std::to_string(r) + "'s LM head " + mine.shape.str() +
                         ", rank 0's " + rank0_rows.shape.str());
-    copy_tensor(model.context(), all.rows(r * rows, rows), mine);
+    copy_tensor(model.context(), whole.rows(r * rows, rows), mine);
     synchronize(model.context());
     return ok_status();
   }));
-  return whole;
+  return ok_status();
 }
 
 Status EngineRanks::load_lora(int32_t slot, const LoraAdapter& adapter) {

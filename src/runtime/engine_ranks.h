@@ -66,10 +66,11 @@ class EngineRanks {
   // did; the first worker's error.
   Status load_lora(int32_t slot, const LoraAdapter& adapter);
 
-  // The whole LM head [V, H] bf16 on rank 0's device: rank0_rows (rank 0's vocabulary rows) and
-  // every worker's, copied in rank order (a DFlash2 drafter on rank 0 reads out over the whole
-  // vocabulary). An error when the device cannot hold it.
-  Expected<DeviceBuffer> gather_lm_head(const KernelContext& rank0, const TensorView& rank0_rows);
+  // The whole LM head into `whole` ([V, H] bf16 on rank 0's device): rank0_rows (rank 0's
+  // vocabulary rows) and every worker's, copied in rank order (a DFlash2 drafter on rank 0 reads
+  // out over the whole vocabulary; again after each weight update).
+  Status gather_lm_head(const KernelContext& rank0, const TensorView& rank0_rows,
+                        const TensorView& whole);
   // One step on every rank (RankWorkers::forward) with rank 0's model and KV storage.
   Status forward(BeamModel& rank0, const KvStorage& storage0, const ForwardBatch& batch,
                  ForwardOutput& out);

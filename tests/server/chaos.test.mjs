@@ -357,3 +357,10 @@ test('chaos: n-gram speculation, the host tier and preemption under control call
       '--enable-hierarchical-cache', '--kv-budget-mb', '13', '--max-running', '16'], expectPreemption: true,
     seed: 2 });
   });
+
+test('chaos: two tensor-parallel ranks, DFlash2 drafts, sleep mode and LoRA under control calls and hang-ups',
+  { timeout: CHAOS_MS + 180000 }, async (t) => {
+    await chaos(t, { args: ['--tp-size', '2', '--speculative-algorithm', 'DFLASH', '--speculative-draft-model-path',
+      path.join(repoRoot, 'models/tiny-beam-dflash2-trained'), '--enable-hierarchical-cache', '--max-running', '16'],
+    sleepMode: true, withLora: true, seed: 3 });
+  });

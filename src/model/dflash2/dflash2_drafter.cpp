@@ -99,6 +99,15 @@ DFlash2Drafter::DFlash2Drafter(std::shared_ptr<const DFlash2Weights> weights, Te
   BEAM_CHECK(trash_page_ >= 0) << "DFlash2Drafter: a pool of no free page";
 }
 
+void DFlash2Drafter::retarget(const TensorView& embed, const TensorView& lm_head) {
+  BEAM_CHECK(embed.shape == embed_.shape && lm_head.shape == lm_head_.shape &&
+             embed.device == ctx_.device && lm_head.device == ctx_.device)
+      << "DFlash2Drafter::retarget: embed " << embed.shape.str() << ", lm_head "
+      << lm_head.shape.str() << " for " << embed_.shape.str();
+  embed_ = embed;
+  lm_head_ = lm_head;
+}
+
 std::shared_ptr<DFlash2Context> DFlash2Drafter::new_context() const {
   return std::make_shared<DFlash2Context>(pool_);
 }
@@ -307,6 +316,8 @@ uint64_t DFlash2Drafter::graph_fingerprint_of(std::initializer_list<const Scratc
   auto mix = [&h](const void* p) { h = (h ^ reinterpret_cast<uintptr_t>(p)) * 1099511628211ull; };
   for (const ScratchBuffer* b : buffers) mix(b->view(DType::kU8, {1}).data);
   mix(meta.device());
+  mix(embed_.data);
+  mix(lm_head_.data);
   mix(pool_->slot_positions().data);
   for (int64_t l = 0; l < config().num_layers; ++l) {
     mix(pool_->keys(l).data);

@@ -51,6 +51,9 @@ class DFlash2Drafter {
                  TensorView lm_head, KernelContext ctx, std::shared_ptr<DFlash2ContextPool> pool);
 
   const DFlash2Config& config() const { return weights_->config; }
+  // The target's embedding and LM head after a weight update gave it new ones (the CPU's are new
+  // buffers): the same shapes and device; graphs over the old addresses are captured again.
+  void retarget(const TensorView& embed, const TensorView& lm_head);
   DFlash2ContextPool& pool() const { return *pool_; }
   // An empty context in this drafter's pool.
   std::shared_ptr<DFlash2Context> new_context() const;

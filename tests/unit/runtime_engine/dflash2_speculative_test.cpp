@@ -155,6 +155,36 @@ TEST(DFlash2Speculation, SleepReleasesTheDraftersMemoryAndWakeUpRestoresIt) {
   expect_pools_full(**spec);
 }
 
+// The drafter reads the target's embedding and LM head: after a weight update it reads the new
+// ones (on the CPU the update's weights are new buffers, the old ones freed once no request holds
+// them; with two ranks rank 0's gathered head is gathered again). The updated engine drafts,
+// verifies and accepts exactly as an engine started on the new weights.
+TEST(DFlash2Speculation, WeightUpdatesReachTheDrafter) {
+  const BeamConfig config = engine_test_model("tiny-beam")->config;
+  for (int tp : {1, 2}) {
+    SCOPED_TRACE(::testing::Message() << tp << " rank(s)");
+    EngineOptions o = tiny_options(16 << 20, 128);
+    o.tensor_parallel_size = tp;
+    o.speculative.dflash2_drafter = kTrained;
+    auto first = load_beam_weights(std::string(BEAMSERVE_SOURCE_DIR) + "/models/tiny-beam");
+    ASSERT_TRUE(first.ok()) << first.error().message;
+    auto updated = Engine::create(std::move(*first), o);  // the engine holds the only reference
+    ASSERT_TRUE(updated.ok()) << updated.error().message;
+    const std::vector<RunRequest> reqs = greedy_requests(4, 20, 30);
+    (void)run_all(**updated, reqs);
+    const std::shared_ptr<const BeamWeights> next = other_synthetic_weights(config);
+    ASSERT_TRUE((*updated)->update_weights(next, /*abort_in_flight=*/false).ok());
+    const EngineStats before = (*updated)->stats();
+    auto fresh = Engine::create(next, o);
+    ASSERT_TRUE(fresh.ok()) << fresh.error().message;
+    expect_same_results(run_all(**fresh, reqs), run_all(**updated, reqs));
+    const EngineStats after = (*updated)->stats(), want = (*fresh)->stats();
+    EXPECT_GT(want.spec_verifications, 0);
+    EXPECT_EQ(after.spec_verifications - before.spec_verifications, want.spec_verifications);
+    EXPECT_EQ(after.spec_accepted_tokens - before.spec_accepted_tokens, want.spec_accepted_tokens);
+  }
+}
+
 TEST(DFlash2Speculation, BadSettingsAreRefused) {
   auto weights = engine_test_model("tiny-beam");
   ASSERT_NE(weights, nullptr);
