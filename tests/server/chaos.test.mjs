@@ -96,7 +96,7 @@ function events(text) {
 // JSON under a schema, embeddings: all exact on the CPU). Prompts share a 40-token prefix
 // (the prefix cache and the host tier take part). `lora`: the item names adapter 'a' (or 'b',
 // loaded and unloaded by a control loop: a 404 naming the model while it is not there).
-function catalogue(withLora) {
+function catalogue(withLora, withCaptures) {
   const shared = Array.from({ length: 40 }, (_, i) => 20 + ((i * 7) % 300));
   const prompt = (k) => [...shared, ...Array.from({ length: 3 + (k % 9) }, (_, i) => 100 + ((k * 13 + i * 5) % 350))];
   const items = [];
@@ -131,6 +131,10 @@ function catalogue(withLora) {
     sampling_params: { max_new_tokens: 24, ignore_eos: true, temperature: 0 } } });
   items.push({ kind: 'embed', model: MODEL, route: '/v1/embeddings', body: { model: MODEL,
     input: [prompt(6), prompt(7)] } });
+  if (withCaptures) {  // every position's routed experts and last hidden state (RL replay)
+    items.push({ kind: 'captures', model: MODEL, route: '/generate', body: { input_ids: prompt(9), max_tokens: 12,
+      ignore_eos: true, temperature: 0, return_routed_experts: true, return_hidden_states: true } });
+  }
   return items;
 }
 
@@ -144,6 +148,10 @@ function outcome(item, r) {
         top: m.output_top_logprobs } : {}) }];
   }
   if (item.kind === 'embed') return r.json.data.map((d) => ({ out: d.embedding, finish: 'pooled' }));
+  if (item.kind === 'captures') {
+    const c = r.json.choices[0];
+    return [{ out: c.text, finish: c.finish_reason, routed: c.routed_experts, hidden: c.hidden_states }];
+  }
   if (item.kind === 'chat') {
     const c = r.json.choices[0];
     return [{ out: c.message, finish: c.finish_reason }];
@@ -190,12 +198,13 @@ function check(item, r, reference) {
   let cls = 'complete';
   got.forEach((g, i) => {
     const want = reference[i];
-    if (g.finish === 'abort' || g.finish === null) {
+    if (g.finish === 'abort' || g.finish === 'cancelled' || g.finish === null) {  // ('cancelled': native)
       cls = r.hungUp ? 'hung-up' : 'aborted';
       // Parsed messages have no prefix to compare; an aborted beam search answers its beams so
       // far, which need not lead to the final ones.
       if (item.kind === 'chat' || item.kind === 'beams') return;
       assert.ok(isPrefix(g.out, want.out), `${where}\nchoice ${i}: not a prefix of ${JSON.stringify(want.out)}`);
+      if (g.routed) assert.ok(want.routed.startsWith(g.routed.slice(0, 4 * Math.floor(g.routed.length / 4 - 1))), where);
       if (g.logprobs) {
         assert.deepEqual(g.logprobs, want.logprobs.slice(0, g.logprobs.length), where);
         // Aborted before its prefill: every prompt logprob null (none computed).
@@ -228,6 +237,8 @@ function controls({ sleepMode, withLora, lora }) {
   ];
   if (sleepMode) {
     list.push([['POST', '/sleep?level=1'], 'wait', ['POST', '/wake_up']]);
+    list.push([['POST', '/sleep?level=2'], 'wait', ['POST', '/wake_up'],
+      ['POST', '/update_weights_from_disk', { model_path: TINY_BEAM }]]);
     list.push([['POST', '/release_memory_occupation', {}], 'wait', ['POST', '/resume_memory_occupation', {}]]);
   }
   if (withLora) {
@@ -238,15 +249,17 @@ function controls({ sleepMode, withLora, lora }) {
   return list;
 }
 
-async function chaos(t, { args, sleepMode = false, withLora = false, expectPreemption = false, seed }) {
+async function chaos(t, { args, sleepMode = false, withLora = false, withCaptures = false,
+  expectPreemption = false, seed }) {
   const lora = withLora ? tinyBeamLora() : null;
   const server = await startServer([...args, '--enable-weight-updates',
     ...(sleepMode ? ['--enable-sleep-mode'] : []),
+    ...(withCaptures ? ['--enable-return-routed-experts', '--enable-return-hidden-states'] : []),
     ...(withLora ? ['--lora-modules', `a=${lora}`, 'b=' + lora, '--max-loras', '2', '--max-lora-rank', '8',
       '--max-loaded-loras', '3'] : [])]);
   const port = server.port;
   try {
-    const items = catalogue(withLora);
+    const items = catalogue(withLora, withCaptures);
     const reference = [];
     for (const item of items) {
       const r = await exchange(port, 'POST', item.route, item.body);
@@ -348,13 +361,14 @@ async function chaos(t, { args, sleepMode = false, withLora = false, expectPreem
 test('chaos: two data-parallel replicas, sleep mode and LoRA under control calls and hang-ups',
   { timeout: CHAOS_MS + 180000 }, async (t) => {
     await chaos(t, { args: ['--data-parallel-size', '2', '--max-running', '16'], sleepMode: true, withLora: true,
-      seed: 1 });
+      withCaptures: true, seed: 1 });
   });
 
 test('chaos: n-gram speculation, the host tier and preemption under control calls and hang-ups',
   { timeout: CHAOS_MS + 180000 }, async (t) => {
     await chaos(t, { args: ['--speculative-algorithm', 'NGRAM', '--speculative-num-draft-tokens', '4',
-      '--enable-hierarchical-cache', '--kv-budget-mb', '13', '--max-running', '16'], expectPreemption: true,
+      '--enable-hierarchical-cache', '--hicache-write-policy', 'write_through', '--kv-budget-mb', '13',
+      '--max-running', '16', '--max-tokens-per-step', '32'], expectPreemption: true,
     seed: 2 });
   });
 
