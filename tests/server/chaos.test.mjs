@@ -131,6 +131,13 @@ function catalogue(withLora, withCaptures) {
     sampling_params: { max_new_tokens: 24, ignore_eos: true, temperature: 0 } } });
   items.push({ kind: 'embed', model: MODEL, route: '/v1/embeddings', body: { model: MODEL,
     input: [prompt(6), prompt(7)] } });
+  // Anthropic's and the Responses API's streams: their text alone is the reference; an abort ends
+  // them with an error event (Anthropic's API has no stop reason for one) or the Responses status
+  // cancelled, the text so far a prefix.
+  items.push({ kind: 'messages', model: MODEL, route: '/v1/messages', body: { model: MODEL, max_tokens: 24,
+    temperature: 0, stream: true, messages: [{ role: 'user', content: 'Tell me about the weather.' }] } });
+  items.push({ kind: 'responses', model: MODEL, route: '/v1/responses', body: { model: MODEL,
+    max_output_tokens: 24, temperature: 0, stream: true, input: 'Tell me about the sea.' } });
   if (withCaptures) {  // every position's routed experts and last hidden state (RL replay)
     items.push({ kind: 'captures', model: MODEL, route: '/generate', body: { input_ids: prompt(9), max_tokens: 12,
       ignore_eos: true, temperature: 0, return_routed_experts: true, return_hidden_states: true } });
@@ -148,6 +155,27 @@ function outcome(item, r) {
         top: m.output_top_logprobs } : {}) }];
   }
   if (item.kind === 'embed') return r.json.data.map((d) => ({ out: d.embedding, finish: 'pooled' }));
+  if (item.kind === 'messages' || item.kind === 'responses') {
+    const evs = [];
+    for (const block of r.text.split('\n\n')) {
+      const data = block.split('\n').find((l) => l.startsWith('data: {'));
+      if (data) try { evs.push(JSON.parse(data.slice(6))); } catch { /* cut by the hang-up */ }
+    }
+    let text = '';
+    let finish = null;
+    for (const e of evs) {
+      if (e.type === 'content_block_delta' && e.delta.type === 'text_delta') text += e.delta.text;
+      if (e.type === 'message_delta') finish = e.delta.stop_reason;
+      if (e.type === 'response.output_text.delta') text += e.delta;
+      if (/^response\.(completed|incomplete|cancelled|failed)$/.test(e.type)) finish = e.response.status;
+      if (e.type === 'error') {  // Anthropic's for an abort (its API has no stop reason for one)
+        assert.match(e.error.message, /the request was aborted before it finished/, r.text.slice(-400));
+        return [{ out: text, finish: 'abort' }];
+      }
+    }
+    if (!r.hungUp) assert.ok(finish !== null, `${item.route}: the stream has no end: ${r.text.slice(-300)}`);
+    return [{ out: text, finish: finish === 'cancelled' ? 'abort' : finish }];
+  }
   if (item.kind === 'captures') {
     const c = r.json.choices[0];
     return [{ out: c.text, finish: c.finish_reason, routed: c.routed_experts, hidden: c.hidden_states }];
@@ -177,9 +205,9 @@ const isPrefix = (part, whole) => (typeof whole === 'string' ? whole.startsWith(
 
 // Checks one answer under chaos against the item's reference; returns its class for the tally.
 function check(item, r, reference) {
-  if (r.hungUp && item.kind !== 'stream') return 'left';  // hung up before the whole answer came
+  if (r.hungUp && !item.body.stream) return 'left';  // hung up before the whole answer came
   const where = `${item.route} ${JSON.stringify(item.body).slice(0, 160)} -> ${r.status} ${r.text.slice(0, 300)}`;
-  if (item.kind !== 'stream') assert.ok(r.json, `not JSON: ${where}`);
+  if (!item.body.stream) assert.ok(r.json, `not JSON: ${where}`);
   if (r.status === 404 && item.model === 'b') {  // adapter b unloaded at that moment
     assert.equal(r.json.error.param, item.kind === 'generate' ? 'lora_path' : 'model', where);
     return 'unloaded';
@@ -188,8 +216,9 @@ function check(item, r, reference) {
     assert.match(r.json.error.message, /no LoRA adapter named 'b' is loaded/, where);
     return 'unloaded';
   }
-  if (r.status === 503 && item.kind === 'embed') {  // aborted before its prompt ran
-    assert.match(r.json.error.message, /aborted before input \d+'s prompt ran/, where);
+  // Aborted before its prompt ran (embeddings) or before its stream started (Anthropic's).
+  if (r.status === 503 && (item.kind === 'embed' || item.kind === 'messages')) {
+    assert.match(JSON.parse(r.text).error.message, /aborted before (input \d+'s prompt ran|it finished)/, where);
     return 'aborted';
   }
   assert.equal(r.status, 200, where);
@@ -267,7 +296,8 @@ async function chaos(t, { args, sleepMode = false, withLora = false, withCapture
       reference.push(outcome(item, r));
     }
     // A request is counted as its answer goes out: wait for the reference's last count.
-    const generation = (e) => ['/v1/completions', '/v1/chat/completions', '/generate', '/v1/embeddings'].includes(e);
+    const generation = (e) => ['/v1/completions', '/v1/chat/completions', '/generate', '/v1/embeddings',
+      '/v1/messages', '/v1/responses'].includes(e);
     const drained = async (expected) => {
       const t0 = Date.now();
       for (;;) {
@@ -293,7 +323,7 @@ async function chaos(t, { args, sleepMode = false, withLora = false, withCapture
         const k = Math.floor(rand() * items.length);
         const item = items[k];
         const leave = rand();
-        const hangUpAfter = item.kind === 'stream' && leave < 0.3 ? 1 + Math.floor(rand() * 6)
+        const hangUpAfter = item.body.stream && leave < 0.3 ? 1 + Math.floor(rand() * 6)
           : leave < 0.05 ? 0 : null;
         const rid = `c${c}-${sent++}`;
         const body = item.kind === 'generate' ? { ...item.body, rid } : item.body;

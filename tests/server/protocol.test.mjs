@@ -2465,24 +2465,26 @@ test('/abort_request ends a request by its rid, or all of them', async () => {
 
 // Aborts reach requests that are more than one engine request: a beam search answers its beams
 // so far, each with finish_reason "abort" (n choices still); an embeddings request whose prompt
-// never ran is a 503 that says it was aborted (not a 500); a response's status is "cancelled".
-test('/abort_request ends beam searches, embeddings and responses with clear answers', async () => {
+// never ran is a 503 that says it was aborted (not a 500); a response's status is "cancelled"; an
+// Anthropic message is an error (503, or an error event once streaming), never end_turn.
+test('/abort_request ends beam searches, embeddings, responses and messages with clear answers', async () => {
   const call = (route, body) => post(route, body);
   assert.equal((await call('/pause_generation', { mode: 'in_place' })).status, 200);
   try {
     const prompt = [Tok.HELLO, 40, 41, 42, 43];
-    let pending = 3;
+    let pending = 4;
     const answers = [
       call('/v1/completions', { model: MODEL, prompt, max_tokens: 6, n: 3, use_beam_search: true,
         ignore_eos: true }),
       call('/v1/embeddings', { model: MODEL, input: [prompt] }),
       call('/v1/responses', { model: MODEL, input: 'hi', max_output_tokens: 8 }),
+      call('/v1/messages', { model: MODEL, max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }),
     ].map((p) => p.finally(() => { --pending; }));
     while (pending > 0) {  // (a request may not have reached the engine yet)
       assert.equal((await call('/abort_request', { abort_all: true })).status, 200);
       await new Promise((done) => setTimeout(done, 10));
     }
-    const [beams, embedded, response] = await Promise.all(answers);
+    const [beams, embedded, response, message] = await Promise.all(answers);
     assert.equal(beams.status, 200, beams.text);
     assert.equal(beams.json.choices.length, 3);
     for (const c of beams.json.choices) assert.equal(c.finish_reason, 'abort', beams.text);
@@ -2490,6 +2492,9 @@ test('/abort_request ends beam searches, embeddings and responses with clear ans
     assert.match(embedded.json.error.message, /aborted before input 0's prompt ran/);
     assert.equal(response.status, 200, response.text);
     assert.equal(response.json.status, 'cancelled', response.text);
+    assert.equal(message.status, 503, message.text);  // Anthropic's API has no stop reason for it
+    assert.equal(message.json.error.type, 'overloaded_error');
+    assert.match(message.json.error.message, /aborted before it finished/);
   } finally {
     assert.equal((await call('/continue_generation', {})).status, 200);
   }

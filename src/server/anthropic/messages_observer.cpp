@@ -102,8 +102,17 @@ void MessagesObserver::on_sibling_done(int32_t /*sibling*/, SiblingResult&& resu
 void MessagesObserver::on_complete(const GenerationUsage& usage) {
   exchange_->note("completion_tokens", std::to_string(usage.completion_tokens));
   const bool failed = result_ && result_->reason == FinishReason::kError;
-  if (failed && !exchange_->stream_started()) {
-    exchange_->respond_error(api_error(ErrorKind::kServer, "the engine failed the request: " + result_->error));
+  // Anthropic's API has no stop reason for an abort (/abort_request, a pause that aborts, a weight
+  // update that aborts requests): an error, so that no client takes the partial message for a
+  // whole one (as end_turn would say).
+  const bool aborted = result_ && result_->reason == FinishReason::kCancelled;
+  const ApiError error =
+      failed ? api_error(ErrorKind::kServer, "the engine failed the request: " + result_->error)
+             : api_error(ErrorKind::kUnavailable,
+                         "the request was aborted before it finished (/abort_request, a pause "
+                         "that aborts, or a weight update that aborts requests); send it again");
+  if ((failed || aborted) && !exchange_->stream_started()) {
+    exchange_->respond_error(error);
     return;
   }
   close_block();
@@ -122,9 +131,7 @@ void MessagesObserver::on_complete(const GenerationUsage& usage) {
     return;
   }
   ensure_started();
-  if (failed) {
-    exchange_->send(http::sse_event("error", anthropic_error_body(api_error(ErrorKind::kServer, result_->error))));
-  }
+  if (failed || aborted) exchange_->send(http::sse_event("error", anthropic_error_body(error)));
   emit("message_delta", Json{{"delta", {{"stop_reason", stop_reason}, {"stop_sequence", stop_sequence}}}, {"usage", u}});
   emit("message_stop", Json::object());
   exchange_->end_stream();
