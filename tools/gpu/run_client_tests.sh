@@ -8,8 +8,8 @@
 #
 #   tools/gpu/run_client_tests.sh [SUITE...]   # default: every suite whose model is in the tree
 #
-# SUITE is a tests/server/SUITE.test.mjs name (openai_sdk, anthropic_sdk, protocol, load, nano,
-# readme). With $OUT set, each suite's output goes to $OUT/client_SUITE.log. Prints "N passed, M
+# SUITE is a tests/server/SUITE.test.mjs name (openai_sdk, anthropic_sdk, protocol, load, chaos,
+# nano, readme). With $OUT set, each suite's output goes to $OUT/client_SUITE.log. Prints "N passed, M
 # failed" and exits 1 on any failure (2 when nothing could be run).
 set -u -o pipefail
 
@@ -28,7 +28,7 @@ export BEAMSERVE_BIN="$PWD/$binary" BEAMSERVE_DEVICE="${BEAMSERVE_DEVICE:-cuda}"
 
 suites=("$@")
 if [[ ${#suites[@]} -eq 0 ]]; then
-  [[ -f models/tiny-beam/config.json ]] && suites+=(openai_sdk anthropic_sdk protocol load)
+  [[ -f models/tiny-beam/config.json ]] && suites+=(openai_sdk anthropic_sdk protocol load chaos)
   [[ -f models/beam-nano/config.json ]] && suites+=(nano readme)
   [[ ${#suites[@]} -gt 0 ]] || { echo "run_client_tests.sh: no tiny-beam or beam-nano" >&2; exit 2; }
 fi
