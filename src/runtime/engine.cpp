@@ -1336,6 +1336,11 @@ std::vector<std::pair<SeqId, int64_t>> Engine::Impl::drafting_decodes() {
     Sequence& s = seqs_.at(id);
     if (rows_left <= 0) break;
     if (!decodes_next(s)) continue;
+    // A prompt owner's first sample also draws its siblings' first tokens (sample_and_emit's
+    // fork children), which a verify step does not: it samples that token without drafts.
+    if (s.sibling == 0 && s.sampling->num_output_tokens() == 0 &&
+        requests_.at(s.request).seqs.size() > 1)
+      continue;
     if (s.draft_cooldown > 0) {
       --s.draft_cooldown;
       continue;

@@ -231,6 +231,29 @@ TEST(SpeculativeDecoding, SiblingSamplesDraftFromEachOther) {
   EXPECT_GT(s.spec_accepted_tokens, 0);
 }
 
+// A prompt owner's last prompt token scheduled alone (the step budget cut its prefill one token
+// short) looks like a decode that could carry drafts; its sample also draws its siblings' first
+// tokens, which a verify step did not: the siblings were never forked and the request never
+// ended (found by the server chaos suite). The owner now samples that token without drafts.
+TEST(SpeculativeDecoding, SiblingsForkWhenTheOwnersLastPromptTokenRunsAlone) {
+  std::vector<int32_t> prompt = repetitive_prompts().at(0);  // a function twice: its tail repeats
+  ASSERT_GT(prompt.size(), 49u);
+  prompt.resize(49);  // 3 blocks of 16 and one token: a 48-token step leaves that token alone
+  SamplingParams sp = greedy(24);
+  sp.n = 2;
+  const int64_t step = 48;
+  auto plain = nano_engine(0, step);
+  auto spec = nano_engine(4, step);
+  ASSERT_TRUE(plain && spec);
+  const auto want = run_all(*plain, {RunRequest{prompt, sp}});
+  // The second time the first answer (the finished requests' corpus) drafts the owner's last
+  // prompt token on.
+  for (int round = 0; round < 2; ++round) expect_same_results(want, run_all(*spec, {RunRequest{prompt, sp}}));
+  EXPECT_GT(spec->stats().spec_accepted_tokens, 0);
+  spec->flush_prefix_cache();
+  expect_pools_full(*spec);
+}
+
 // A draft row whose mask fails (no token left: allowed_token_ids {a, b} and bad_words banning
 // both after a) costs nothing unless the drafts before it are accepted; then the request takes
 // them and ends with the error plain decoding meets at that position. Sampled requests over a
