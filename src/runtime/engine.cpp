@@ -577,6 +577,11 @@ class Engine::Impl {
   void run_step();
   // Whether seq's next work is a decode of its own (it holds KV for all but its last token).
   bool decodes_next(const Sequence& seq) const;
+  // A prompt owner before its first token: that sample also draws its siblings' first tokens
+  // (sample_and_emit forks them from it).
+  static bool forks_siblings_next(const Sequence& s) {
+    return s.sibling == 0 && s.sampling->num_output_tokens() == 0;
+  }
   // Appends n-gram drafts to the tokens of each running sequence that can speculate.
   void propose_drafts();
   // The decodes that may draft this step and how many drafts each may take (output room, draft
@@ -1146,7 +1151,7 @@ void Engine::Impl::stop_request_sibling(RequestId id, int32_t sibling) {
   if (s.phase == SeqPhase::kFinished) return;
   // The prompt owner stopped before its first token: the siblings that were to fork from it then
   // run from the prompt themselves (the prefix cache shares what it holds), as retracted ones do.
-  const bool orphans = s.sibling == 0 && s.sampling->num_output_tokens() == 0;
+  const bool orphans = forks_siblings_next(s);
   finish_sequence(s, FinishReason::kStop, std::nullopt, "", true);
   if (!orphans) return;
   for (size_t k = 1; k < siblings.size(); ++k) {
@@ -1336,11 +1341,8 @@ std::vector<std::pair<SeqId, int64_t>> Engine::Impl::drafting_decodes() {
     Sequence& s = seqs_.at(id);
     if (rows_left <= 0) break;
     if (!decodes_next(s)) continue;
-    // A prompt owner's first sample also draws its siblings' first tokens (sample_and_emit's
-    // fork children), which a verify step does not: it samples that token without drafts.
-    if (s.sibling == 0 && s.sampling->num_output_tokens() == 0 &&
-        requests_.at(s.request).seqs.size() > 1)
-      continue;
+    // A verify step does not fork siblings: the prompt owner samples that token without drafts.
+    if (forks_siblings_next(s) && requests_.at(s.request).seqs.size() > 1) continue;
     if (s.draft_cooldown > 0) {
       --s.draft_cooldown;
       continue;
@@ -1764,7 +1766,7 @@ void Engine::Impl::sample_and_emit(const StepPlan& plan, const ForwardOutput& ou
     rows.push_back(DeviceSampleRow{last_row[i], &*s.sampling});
     targets.push_back({w.seq, false, i});
     const RequestState& rs = requests_.at(s.request);
-    if (s.sibling == 0 && s.sampling->num_output_tokens() == 0) {
+    if (forks_siblings_next(s)) {
       for (size_t k = 1; k < rs.seqs.size(); ++k) {
         Sequence& sib = seqs_.at(rs.seqs[k]);
         if (sib.phase == SeqPhase::kFinished) continue;

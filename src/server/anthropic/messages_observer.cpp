@@ -108,9 +108,7 @@ void MessagesObserver::on_complete(const GenerationUsage& usage) {
   const bool aborted = result_ && result_->reason == FinishReason::kCancelled;
   const ApiError error =
       failed ? api_error(ErrorKind::kServer, "the engine failed the request: " + result_->error)
-             : api_error(ErrorKind::kUnavailable,
-                         "the request was aborted before it finished (/abort_request, a pause "
-                         "that aborts, or a weight update that aborts requests); send it again");
+             : request_aborted("it finished");
   if ((failed || aborted) && !exchange_->stream_started()) {
     exchange_->respond_error(error);
     return;

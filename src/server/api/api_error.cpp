@@ -60,6 +60,13 @@ ApiError api_error(ErrorKind kind, std::string message, std::string param, std::
   return e;
 }
 
+ApiError request_aborted(const std::string& before) {
+  return api_error(ErrorKind::kUnavailable,
+                   "the request was aborted before " + before +
+                       " (/abort_request, a pause that aborts, or a weight update that aborts "
+                       "requests); send it again");
+}
+
 ApiError invalid_request(std::string message, std::string param, std::string code) {
   return api_error(ErrorKind::kInvalidRequest, std::move(message), std::move(param), std::move(code));
 }

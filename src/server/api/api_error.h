@@ -31,6 +31,10 @@ struct ApiError {
 int http_status(ErrorKind kind);
 ApiError api_error(ErrorKind kind, std::string message, std::string param = "", std::string code = "");
 ApiError invalid_request(std::string message, std::string param = "", std::string code = "");
+// 503 for a request the server aborted (/abort_request, a pause that aborts, a weight update
+// that aborts requests) where its API has no partial answer to give: "the request was aborted
+// before <before> (...); send it again".
+ApiError request_aborted(const std::string& before);
 
 // {"error": {"message", "type", "param", "code"}} (null param/code when empty).
 std::string openai_error_body(const ApiError& error);

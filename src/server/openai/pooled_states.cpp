@@ -42,10 +42,7 @@ class PooledStatesObserver final : public GenerationObserver {
       const auto it = rows_.find(static_cast<int32_t>(request_of_[i]));
       if (it == rows_.end() || it->second.rows() == 0)
         return exchange_->respond_error(
-            cancelled_ ? api_error(ErrorKind::kUnavailable,
-                                   "the request was aborted before input " + std::to_string(i) +
-                                       "'s prompt ran (/abort_request, a pause that aborts, or a "
-                                       "weight update that aborts requests); send it again")
+            cancelled_ ? request_aborted("input " + std::to_string(i) + "'s prompt ran")
                        : api_error(ErrorKind::kServer,
                                    "input " + std::to_string(i) + " has no hidden states"));
       states.push_back(it->second);
