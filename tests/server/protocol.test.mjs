@@ -11,7 +11,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { startServer, metrics, requestCount, Tok, repoRoot, PREFILL_VS_DECODE, tinyBeamLora,
-  TINY_BEAM_EXPERT_MODULES } from './lib/harness.mjs';
+  tinyBeamCopy, tinyBeamWithReversedEmbedding, TINY_BEAM_EXPERT_MODULES } from './lib/harness.mjs';
 
 let server;
 const MODEL = 'tiny-chat';
@@ -1181,33 +1181,6 @@ test('continue_final_message and Anthropic prefills continue the final message',
   assertOpenAiError(await post('/v1/chat/completions', { ...ask, continue_final_message: true,
     messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'a</think>b' }] }), 400, 'messages');
 });
-
-// A copy of models/tiny-beam (without its goldens) in a new temporary folder.
-function tinyBeamCopy() {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'beam-weights-'));
-  const src = path.join(repoRoot, 'models/tiny-beam');
-  for (const f of fs.readdirSync(src)) if (f !== 'golden') fs.copyFileSync(path.join(src, f), path.join(dir, f));
-  return dir;
-}
-
-// A copy of models/tiny-beam whose embedding rows come in reverse order: the same architecture,
-// other weights (every value still a finite bf16).
-function tinyBeamWithReversedEmbedding() {
-  const dir = tinyBeamCopy();
-  const index = JSON.parse(fs.readFileSync(path.join(dir, 'model.safetensors.index.json'), 'utf8'));
-  const shard = path.join(dir, index.weight_map['model.embed_tokens.weight']);
-  const bytes = fs.readFileSync(shard);
-  const headerLen = Number(bytes.readBigUInt64LE(0));
-  const header = JSON.parse(bytes.subarray(8, 8 + headerLen).toString('utf8'));
-  const [rows, width] = header['model.embed_tokens.weight'].shape;
-  const [begin] = header['model.embed_tokens.weight'].data_offsets;
-  const data = bytes.subarray(8 + headerLen + begin);
-  const rowBytes = width * 2;
-  const copy = Buffer.from(data.subarray(0, rows * rowBytes));
-  for (let r = 0; r < rows; ++r) copy.copy(data, r * rowBytes, (rows - 1 - r) * rowBytes, (rows - r) * rowBytes);
-  fs.writeFileSync(shard, bytes);
-  return dir;
-}
 
 // SGLang's update_weights_from_disk for RL loops: the next requests run on the new weights and
 // reuse no prefix cached under the old ones; another architecture or a bad path is a 400 with

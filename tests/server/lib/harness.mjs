@@ -5,7 +5,7 @@
 // so the same suites run against a server on the GPU (tools/gpu/run_client_tests.sh).
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -176,5 +176,32 @@ export function tinyBeamLora(seed = 7, extra = []) {
   length.writeBigUInt64LE(BigInt(text.length));
   writeFileSync(path.join(dir, 'adapter_model.safetensors'),
     Buffer.concat([length, Buffer.from(text), ...chunks]));
+  return dir;
+}
+
+// A copy of models/tiny-beam (without its goldens) in a new temporary folder.
+export function tinyBeamCopy() {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'beam-weights-'));
+  const src = path.join(repoRoot, 'models/tiny-beam');
+  for (const f of readdirSync(src)) if (f !== 'golden') copyFileSync(path.join(src, f), path.join(dir, f));
+  return dir;
+}
+
+// A copy of models/tiny-beam whose embedding rows come in reverse order: the same architecture,
+// other weights (every value still a finite bf16).
+export function tinyBeamWithReversedEmbedding() {
+  const dir = tinyBeamCopy();
+  const index = JSON.parse(readFileSync(path.join(dir, 'model.safetensors.index.json'), 'utf8'));
+  const shard = path.join(dir, index.weight_map['model.embed_tokens.weight']);
+  const bytes = readFileSync(shard);
+  const headerLen = Number(bytes.readBigUInt64LE(0));
+  const header = JSON.parse(bytes.subarray(8, 8 + headerLen).toString('utf8'));
+  const [rows, width] = header['model.embed_tokens.weight'].shape;
+  const [begin] = header['model.embed_tokens.weight'].data_offsets;
+  const data = bytes.subarray(8 + headerLen + begin);
+  const rowBytes = width * 2;
+  const copy = Buffer.from(data.subarray(0, rows * rowBytes));
+  for (let r = 0; r < rows; ++r) copy.copy(data, r * rowBytes, (rows - 1 - r) * rowBytes, (rows - r) * rowBytes);
+  writeFileSync(shard, bytes);
   return dir;
 }
