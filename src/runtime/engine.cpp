@@ -2394,11 +2394,18 @@ Status Engine::update_weights(std::shared_ptr<const BeamWeights> weights, bool a
 }
 
 Status Engine::update_weights(const RankWeights& source, bool abort_in_flight) {
+  return update_weights([&]() -> Expected<RankWeights> { return source; }, abort_in_flight);
+}
+
+Status Engine::update_weights(const std::function<Expected<RankWeights>()>& load,
+                              bool abort_in_flight) {
+  std::unique_lock<std::mutex> held(turns_.weights, std::try_to_lock);
+  if (!held.owns_lock()) return make_error(kWeightsBusy);
+  BEAM_ASSIGN_OR_RETURN(const RankWeights source, load());
   const RankWeights replica_source =
       replicas_.size() > 1 && device() == Device::kCpu ? shared_rank_weights(source) : source;
-  return on_replicas(turns_.weights, kWeightsBusy, [&](Impl& r) {
-    return r.update_weights(replica_source, abort_in_flight);
-  });
+  return first_replica_error(
+      each_replica([&](Impl& r) { return r.update_weights(replica_source, abort_in_flight); }));
 }
 
 Expected<WeightValues> Engine::read_weight(const std::string& name, int64_t max_rows) {

@@ -375,6 +375,11 @@ class Engine {
   // loads only its experts; the ranks one after another). A rank that fails after rank 0 took
   // the new weights leaves the ranks disagreeing: no step runs until an update succeeds.
   Status update_weights(const RankWeights& source, bool abort_in_flight);
+  // The same with the weights `load` gives, called once this call holds the weight updates' turn
+  // and while the engine still serves (a checkpoint is read before anything pauses): an update
+  // called meanwhile is refused at once, before it reads a second copy. load's error is returned
+  // as it is, the old weights serving.
+  Status update_weights(const std::function<Expected<RankWeights>()>& load, bool abort_in_flight);
   // The first max_rows rows (all with max_rows < 0) of checkpoint tensor `name` (BEAM.md 0a's
   // names) as the model serves them, in f32, gathered over the ranks (SGLang's
   // get_weights_by_name, for RL loops that check a weight sync); read between steps, callers

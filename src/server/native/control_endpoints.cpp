@@ -49,26 +49,31 @@ void handle_update_weights_from_disk(const EndpointEnv& env,
   const auto start = std::chrono::steady_clock::now();
   Engine& engine = *env.model->engine;
   const ExpertCopy copy = expert_copy_for(engine.device());
-  std::shared_ptr<const BeamWeights> loaded;  // one rank's host copy, served as loaded
-  if (engine.tensor_parallel_size() == 1) {  // checked here while the engine still serves
-    Expected<std::shared_ptr<BeamWeights>> weights =
-        load_beam_weights_merging(model_path, merge_lora_path, {}, copy);
-    if (!weights.ok())
-      return answer_update(exchange, false,
-                           "loading '" + model_path + "': " + weights.error().message);
-    if (copy == ExpertCopy::kHost) loaded = std::move(*weights);
-  }
-  Status st = ok_status();
-  if (loaded) {
-    st = engine.update_weights(std::move(loaded), abort_all);
-  } else {
-    // Loaded when the update applies, once the requests in flight finished: each rank its experts
-    // (one rank at a time), and on a GPU the experts stay in the files until the copy, so the
-    // folder is read in one go then (a trainer saving its next step into the same folder
-    // meanwhile cannot leave the copy half old, half new).
-    st = engine.update_weights(load_rank_weights(model_path, merge_lora_path, copy), abort_all);
-    if (!st.ok()) st = make_error("loading '" + model_path + "': " + st.error().message);
-  }
+  // Read once this call holds the update's turn (a second update meanwhile is refused before it
+  // reads a second copy) and while the engine still serves.
+  const Status st = engine.update_weights(
+      [&]() -> Expected<RankWeights> {
+        if (engine.tensor_parallel_size() == 1) {  // checked here, the engine still serving
+          Expected<std::shared_ptr<BeamWeights>> weights =
+              load_beam_weights_merging(model_path, merge_lora_path, {}, copy);
+          if (!weights.ok())
+            return make_error("loading '" + model_path + "': " + weights.error().message);
+          // One rank's host copy, served as loaded.
+          if (copy == ExpertCopy::kHost) return slices_of(std::move(*weights));
+        }
+        // Loaded when the update applies, once the requests in flight finished: each rank its
+        // experts (one rank at a time), and on a GPU the experts stay in the files until the
+        // copy, so the folder is read in one go then (a trainer saving its next step into the
+        // same folder meanwhile cannot leave the copy half old, half new).
+        const RankWeights from_disk = load_rank_weights(model_path, merge_lora_path, copy);
+        return RankWeights([from_disk, model_path](TensorParallel tp)
+                               -> Expected<std::shared_ptr<const BeamWeights>> {
+          Expected<std::shared_ptr<const BeamWeights>> w = from_disk(tp);
+          if (!w.ok()) return make_error("loading '" + model_path + "': " + w.error().message);
+          return w;
+        });
+      },
+      abort_all);
   if (!st.ok()) return answer_update(exchange, false, st.error().message);
   log_info("serving the weights of " + model_path +
            (merge_lora_path.empty() ? "" : " with the LoRA adapter " + merge_lora_path));

@@ -91,6 +91,49 @@ TEST_F(WeightUpdateTest, RequestsInFlightFinishOnTheOldWeightsUnlessAborted) {
   EXPECT_EQ(tokens(*engine, later), tokens(*make(old_), later));
 }
 
+// An update's weights are read once it holds the updates' turn and while the engine serves: a
+// second update meanwhile is refused before it reads anything (two concurrent updates of a large
+// checkpoint used to hold two host copies), requests keep running during the read, and a read's
+// error is the update's, the old weights serving.
+TEST_F(WeightUpdateTest, ASecondUpdateWhileOneReadsIsRefusedBeforeItReads) {
+  const int64_t vocab = old_->config.vocab_size;
+  const RunRequest r{tokens_of(24, 5, vocab), greedy(6)};
+  auto engine = make(old_);
+  std::promise<void> reading, read;
+  std::shared_future<void> may_finish = read.get_future().share();
+  auto first = std::async(std::launch::async, [&] {
+    return engine->update_weights(
+        [&]() -> Expected<RankWeights> {
+          reading.set_value();
+          may_finish.wait();
+          return slices_of(new_);
+        },
+        /*abort_in_flight=*/false);
+  });
+  reading.get_future().wait();
+  bool second_read = false;
+  const Status second = engine->update_weights(
+      [&]() -> Expected<RankWeights> {
+        second_read = true;
+        return slices_of(new_);
+      },
+      /*abort_in_flight=*/false);
+  EXPECT_FALSE(second_read);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.error().message, "another weight update is in progress");
+  EXPECT_EQ(tokens(*engine, r), tokens(*make(old_), r));  // the engine serves during the read
+  read.set_value();
+  ASSERT_TRUE(first.get().ok());
+  EXPECT_EQ(tokens(*engine, r), tokens(*make(new_), r));
+
+  const Status failed = engine->update_weights(
+      []() -> Expected<RankWeights> { return make_error("loading 'x': no such folder"); },
+      /*abort_in_flight=*/false);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.error().message, "loading 'x': no such folder");
+  EXPECT_EQ(tokens(*engine, r), tokens(*make(new_), r));
+}
+
 // A weight update, a sleep or a pause in wait mode called while the only requests are running
 // applies once they finish, with nothing else queued (before, the engine waited for new work
 // first: an RL loop updating after its last requests hung). Each call must return within 30 s.
