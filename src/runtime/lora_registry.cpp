@@ -33,17 +33,20 @@ Status LoraRegistry::add(const std::string& name, std::shared_ptr<const LoraAdap
   return ok_status();
 }
 
+std::string lora_not_loaded(const std::string& name) {
+  return "no LoRA adapter named '" + name + "' is loaded";
+}
+
 Status LoraRegistry::remove(const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (by_name_.erase(name) == 0)
-    return make_error("no LoRA adapter named '" + name + "' is loaded");
+  if (by_name_.erase(name) == 0) return make_error(lora_not_loaded(name));
   return ok_status();
 }
 
 Expected<std::shared_ptr<const LoraEntry>> LoraRegistry::find(const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
   const auto it = by_name_.find(name);
-  if (it == by_name_.end()) return make_error("no LoRA adapter named '" + name + "' is loaded");
+  if (it == by_name_.end()) return make_error(lora_not_loaded(name));
   return it->second;
 }
 

@@ -30,6 +30,10 @@ struct LoraEntry {
 };
 
 // Adapters by name; every method may be called from any thread.
+// The error LoraRegistry::find and ::remove give when no adapter is loaded as `name` (callers
+// tell it from others: the server answers it with a 404).
+std::string lora_not_loaded(const std::string& name);
+
 class LoraRegistry {
  public:
   // capacity: the most adapters loaded at once (SGLang's --max-loaded-loras); 0: any number.

@@ -4,6 +4,7 @@
 #include <boost/asio/post.hpp>
 
 #include "core/logging.h"
+#include "runtime/lora_registry.h"
 
 namespace beam::server {
 
@@ -51,7 +52,11 @@ void GenerationJob::submit() {
   };
   Expected<RequestId> id = context_.engine->submit(std::move(request));
   if (!id.ok()) {
-    observer_->on_rejected(invalid_request(id.error().message));
+    const std::string& why = id.error().message;
+    const bool unloaded = !spec_.lora_name.empty() && why == lora_not_loaded(spec_.lora_name);
+    observer_->on_rejected(unloaded ? api_error(ErrorKind::kNotFound, why, spec_.lora_param,
+                                                "model_not_found")
+                                    : invalid_request(why));
     observer_.reset();
     return;
   }

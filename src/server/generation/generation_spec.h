@@ -33,6 +33,9 @@ struct GenerationSpec {
   int32_t priority = 0;
   std::string cache_salt;  // GenerateRequest::cache_salt
   std::string lora_name;   // GenerateRequest::lora_name (served_model.h's model_adapter)
+  // The request field that named lora_name: a 404 on it when the adapter is unloaded between the
+  // endpoint's check and the engine's submit ("model"; SGLang's "lora_path").
+  std::string lora_param = "model";
   std::optional<int> data_parallel_rank;  // GenerateRequest::data_parallel_rank
   // tool_choice required / named under constrained decoding (tool_call_format.h); text: none.
   ResponseFormat tool_format;

@@ -285,6 +285,7 @@ ApiExpected<bool> run_sglang(const EndpointEnv& env, const std::shared_ptr<Excha
     spec.lora_name = model_lora;
     if (!item.lora_path.empty()) {
       API_ASSIGN_OR_RETURN(spec.lora_name, sglang_lora(model, item.lora_path));
+      spec.lora_param = "lora_path";
     }
     specs.push_back(std::move(spec));
   }

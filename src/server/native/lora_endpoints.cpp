@@ -4,6 +4,7 @@
 // /unload_lora_adapter ({"success", "error_message", "loaded_adapters": {name: path}}). See
 // native_endpoints.h.
 #include "core/logging.h"
+#include "runtime/lora_registry.h"
 #include "server/native/native_endpoints.h"
 
 namespace beam::server {
@@ -51,7 +52,7 @@ void handle_vllm(const EndpointEnv& env, const std::shared_ptr<Exchange>& exchan
   if (!f.ok()) return exchange->respond_error(f.error());
   const Status st = apply(env, *f, load);
   if (!st.ok()) {
-    const bool missing = !load && st.error().message.rfind("no LoRA adapter named", 0) == 0;
+    const bool missing = !load && st.error().message == lora_not_loaded(f->name);
     return exchange->respond_error(missing ? api_error(ErrorKind::kNotFound, st.error().message,
                                                        "lora_name", "model_not_found")
                                            : invalid_request(st.error().message, "lora_name"));
