@@ -1,23 +1,68 @@
-// ThreadPool implementation: chunks are claimed from a shared counter under one mutex.
+// ThreadPool implementation: chunks are claimed from a shared counter under one mutex; the waits
+// spin (bounded by kSpin) before they block on a condition variable.
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace beam {
+namespace {
+
+// How long a wait spins before it blocks: longer than the gaps between a step's parallel_for
+// calls, short enough that an idle engine's threads sleep at once by human measures.
+constexpr std::chrono::microseconds kSpin{100};
+
+void cpu_relax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Spins until done() or kSpin has passed; true when done() came true.
+template <typename Done>
+bool spin_until(Done done) {
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 0;; ++i) {
+    if (done()) return true;
+    cpu_relax();
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() >= until) return false;
+  }
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
   int n = num_threads > 0 ? num_threads : static_cast<int>(std::thread::hardware_concurrency());
   n = std::max(n, 1);
-  for (int i = 0; i + 1 < n; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  for (int i = 0; i + 1 < n; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   start_cv_.notify_all();
   for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::run_chunks(std::unique_lock<std::mutex>& lock) {
+  while (job_ != nullptr && next_chunk_ < job_chunks_) {
+    const int64_t c = next_chunk_++;
+    const auto* fn = job_;
+    const int64_t n = job_n_, chunks = job_chunks_;
+    lock.unlock();
+    const int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
+    if (begin < end) (*fn)(begin, end);
+    lock.lock();
+    if (chunks_done_.fetch_add(1) + 1 == job_chunks_ && caller_sleeping_) done_cv_.notify_one();
+  }
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,
@@ -30,53 +75,42 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,
     fn(0, n);
     return;
   }
-  auto run_chunk = [&](int64_t c) {
-    int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
-    if (begin < end) fn(begin, end);
-  };
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    job_ = &fn;
-    job_n_ = n;
-    job_chunks_ = chunks;
-    next_chunk_ = 0;
-    chunks_done_ = 0;
-    ++generation_;
-  }
-  start_cv_.notify_all();
-  for (;;) {
-    int64_t c;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (next_chunk_ >= job_chunks_) break;
-      c = next_chunk_++;
-    }
-    run_chunk(c);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (++chunks_done_ == job_chunks_) done_cv_.notify_all();
-  }
   std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return chunks_done_ == job_chunks_; });
+  job_ = &fn;
+  job_n_ = n;
+  job_chunks_ = chunks;
+  next_chunk_ = 0;
+  chunks_done_.store(0);
+  generation_.fetch_add(1);
+  if (sleeping_workers_ > 0) start_cv_.notify_all();
+  run_chunks(lock);
+  // The workers' last chunks: spin, then block.
+  lock.unlock();
+  if (!spin_until([&] { return chunks_done_.load() == chunks; })) {
+    lock.lock();
+    caller_sleeping_ = true;
+    done_cv_.wait(lock, [&] { return chunks_done_.load() == chunks; });
+    caller_sleeping_ = false;
+    lock.unlock();
+  }
+  lock.lock();
   job_ = nullptr;
 }
 
-void ThreadPool::worker_loop(int) {
+void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
+    const bool started =
+        spin_until([&] { return stop_.load() || generation_.load() != seen; });
     std::unique_lock<std::mutex> lock(mu_);
-    start_cv_.wait(lock, [&] { return stop_ || (generation_ != seen && job_ != nullptr); });
-    if (stop_) return;
-    seen = generation_;
-    while (job_ != nullptr && next_chunk_ < job_chunks_) {
-      int64_t c = next_chunk_++;
-      const auto* fn = job_;
-      int64_t n = job_n_, chunks = job_chunks_;
-      lock.unlock();
-      int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
-      if (begin < end) (*fn)(begin, end);
-      lock.lock();
-      if (++chunks_done_ == job_chunks_) done_cv_.notify_all();
+    if (!started) {
+      ++sleeping_workers_;
+      start_cv_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
+      --sleeping_workers_;
     }
+    if (stop_.load()) return;
+    seen = generation_.load();
+    run_chunks(lock);
   }
 }
 

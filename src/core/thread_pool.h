@@ -1,7 +1,11 @@
 // ThreadPool: a fixed set of worker threads running parallel_for over index ranges.
 // Owned by one caller thread at a time; parallel_for blocks until every chunk is done.
+// A model's step calls parallel_for hundreds of times, microseconds apart, so the threads wait
+// for the next job (and the caller for the last chunks) spinning for a short while before they
+// block: waking a blocked thread costs a futex round trip per call, more than a small op's work.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -26,19 +30,26 @@ class ThreadPool {
                     const std::function<void(int64_t, int64_t)>& fn);
 
  private:
-  void worker_loop(int index);
+  void worker_loop();
+  // Runs chunks of the current job until none is left to claim. Holds `lock` (on mu_) on entry
+  // and on return.
+  void run_chunks(std::unique_lock<std::mutex>& lock);
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable start_cv_;
   std::condition_variable done_cv_;
+  // The job, written under mu_ before generation_ moves on.
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0;
   int64_t job_chunks_ = 0;
   int64_t next_chunk_ = 0;
-  int64_t chunks_done_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  // Written under mu_, read without it by the spinning waits.
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int64_t> chunks_done_{0};
+  std::atomic<bool> stop_{false};
+  int sleeping_workers_ = 0;  // under mu_: workers blocked on start_cv_
+  bool caller_sleeping_ = false;  // under mu_: the caller blocked on done_cv_
 };
 
 }  // namespace beam

@@ -62,11 +62,20 @@ void gemm_block_any(const float* x, int64_t M, int64_t K, const W* w, int64_t n,
   }
 }
 
+// Multiply-adds a pool task does at least: a smaller GEMM (a decode step's projections of a
+// small model, one expert's few rows) costs less on one thread than split over the pool.
+constexpr int64_t kMinTaskMacs = int64_t{1} << 16;
+
+// Blocks of block_n w rows per task so that a task does at least kMinTaskMacs.
+int64_t min_blocks_per_task(int64_t M, int64_t K, int64_t block_n) {
+  return std::max<int64_t>(1, kMinTaskMacs / std::max<int64_t>(1, M * K * block_n));
+}
+
 template <typename W, typename O>
 void gemm_tiles(ThreadPool& pool, const float* x, int64_t M, int64_t K, const W* w, int64_t N,
                 O* out, int64_t ldo) {
   const int64_t num_blocks = (N + kBlockN - 1) / kBlockN;
-  pool.parallel_for(num_blocks, 1, [&](int64_t b0, int64_t b1) {
+  pool.parallel_for(num_blocks, min_blocks_per_task(M, K, kBlockN), [&](int64_t b0, int64_t b1) {
     int64_t n0 = b0 * kBlockN, n1 = std::min(N, b1 * kBlockN);
     gemm_block_any(x, M, K, w + n0 * K, n1 - n0, out + n0, ldo);
   });
@@ -83,7 +92,7 @@ void gemm_blas(ThreadPool& pool, const float* x, int64_t M, int64_t K, const W* 
                O* out, int64_t ldo) {
   openblas_set_num_threads(1);
   const int64_t num_blocks = (N + kBlasBlockN - 1) / kBlasBlockN;
-  pool.parallel_for(num_blocks, 1, [&](int64_t b0, int64_t b1) {
+  pool.parallel_for(num_blocks, min_blocks_per_task(M, K, kBlasBlockN), [&](int64_t b0, int64_t b1) {
     std::vector<float> wf(static_cast<size_t>(kBlasBlockN * K));
     std::vector<float> c(static_cast<size_t>(M * kBlasBlockN));
     for (int64_t b = b0; b < b1; ++b) {
