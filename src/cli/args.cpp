@@ -78,6 +78,37 @@ Expected<double> Args::get_double(const std::string& key, double fallback) const
   return x;
 }
 
+Expected<int64_t> Args::get_int_in(const std::string& key, int64_t fallback, int64_t lo,
+                                   int64_t hi) const {
+  BEAM_ASSIGN_OR_RETURN(const int64_t x, get_int(key, fallback));
+  if (x < lo || x > hi)
+    return make_error("--" + key + " must be in [" + std::to_string(lo) + ", " +
+                      std::to_string(hi) + "], got " + std::to_string(x));
+  return x;
+}
+
+Expected<double> Args::get_double_in(const std::string& key, double fallback, double lo,
+                                     double hi) const {
+  BEAM_ASSIGN_OR_RETURN(const double x, get_double(key, fallback));
+  if (!(x >= lo && x <= hi)) {
+    std::ostringstream why;
+    why << "--" << key << " must be in [" << lo << ", " << hi << "], got " << *get(key);
+    return make_error(why.str());
+  }
+  return x;
+}
+
+Expected<int> Args::get_threads() const {
+  BEAM_ASSIGN_OR_RETURN(const int64_t n, get_int_in("threads", 0, 0, kMaxThreads));
+  return static_cast<int>(n);
+}
+
+Expected<std::optional<int64_t>> Args::get_mebibytes(const std::string& key) const {
+  if (!has(key)) return std::optional<int64_t>();
+  BEAM_ASSIGN_OR_RETURN(const int64_t mb, get_int_in(key, 0, 1, int64_t{1} << 30));
+  return std::optional<int64_t>(mb << 20);
+}
+
 Expected<Device> Args::get_device() const {
   const std::string v = get_or("device", "cpu");
   if (v == "cpu") return Device::kCpu;

@@ -31,6 +31,18 @@ class Args {
   std::string get_or(const std::string& key, const std::string& fallback) const;
   Expected<int64_t> get_int(const std::string& key, int64_t fallback) const;
   Expected<double> get_double(const std::string& key, double fallback) const;
+  // The same, and an error naming the flag and its range when the value is outside [lo, hi]
+  // (a number past every sensible setting would overflow what is computed from it, or ask for
+  // a million threads); NaN is outside every range.
+  Expected<int64_t> get_int_in(const std::string& key, int64_t fallback, int64_t lo,
+                               int64_t hi) const;
+  Expected<double> get_double_in(const std::string& key, double fallback, double lo,
+                                 double hi) const;
+  // --threads: the engine's CPU threads, 0 (the default) for every core; at most kMaxThreads.
+  Expected<int> get_threads() const;
+  static constexpr int64_t kMaxThreads = 1024;
+  // --KEY in MiB as bytes (1 MiB to 1 PiB); nullopt when absent.
+  Expected<std::optional<int64_t>> get_mebibytes(const std::string& key) const;
   // --device cpu|cuda (Device::kCpu when absent); the one parser of the flag for every command.
   Expected<Device> get_device() const;
   // --attention-probs fp32|bf16 (KernelContext::attention_probs; fp32 when absent).

@@ -30,9 +30,9 @@ int bench_fail(const std::string& message) {
 
 Expected<std::unique_ptr<BenchDevice>> open_bench_device(const Args& args) {
   BEAM_ASSIGN_OR_RETURN(Device device, args.get_device());
-  BEAM_ASSIGN_OR_RETURN(int64_t threads, args.get_int("threads", 0));
+  BEAM_ASSIGN_OR_RETURN(const int threads, args.get_threads());
   auto d = std::make_unique<BenchDevice>();
-  const int n = threads > 0 ? static_cast<int>(threads)
+  const int n = threads > 0 ? threads
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   d->pool = std::make_unique<ThreadPool>(n);
   d->ctx.device = device;

@@ -55,12 +55,13 @@ int bench_serve(int argc, char** argv) {
   auto levels = Args::parse_int_list("concurrency", args->get_or("concurrency", "1,8,32"));
   auto prompt = args->get_int("prompt-len", 512);
   auto output = args->get_int("output-len", 128);
-  auto kv_mb = args->get_int("kv-budget-mb", 0);
+  auto kv_bytes = args->get_mebibytes("kv-budget-mb");
   auto step = args->get_int("max-step-tokens", 0);  // absent: the engine's default for the device
   auto seed = args->get_int("seed", 1);             // the prompts' token ids
   auto tp = args->get_int("tensor-parallel-size", 1);  // GPUs 0..N-1 (EngineOptions)
-  for (const auto* e : {&prompt, &output, &kv_mb, &step, &seed, &tp})
+  for (const auto* e : {&prompt, &output, &step, &seed, &tp})
     if (!e->ok()) return bench_fail(e->error().message);
+  if (!kv_bytes.ok()) return bench_fail(kv_bytes.error().message);
   if (!levels.ok()) return bench_fail(levels.error().message);
   auto device = args->get_device();
   if (!device.ok()) return bench_fail(device.error().message);
@@ -72,7 +73,8 @@ int bench_serve(int argc, char** argv) {
   // Host weights for the engine (it copies them to the device); the fill runs on the CPU pool.
   KernelContext host;
   host.pool = (*dev)->pool.get();
-  auto threads = args->get_int("threads", 0);
+  auto threads = args->get_threads();
+  if (!threads.ok()) return bench_fail(threads.error().message);
   auto weights = synthetic_weights_from_args(*args, host, *config);
   if (!weights.ok()) return bench_fail(weights.error().message);
   EngineOptions eo;
@@ -82,8 +84,8 @@ int bench_serve(int argc, char** argv) {
   eo.cuda_graphs = !args->has("no-cuda-graphs");
   eo.batch_invariance = args->get_batch_invariance();
   eo.attention_probs = (*dev)->ctx.attention_probs;
-  eo.num_threads = threads.ok() ? static_cast<int>(*threads) : 0;
-  if (*kv_mb > 0) eo.kv_budget_bytes = *kv_mb << 20;
+  eo.num_threads = *threads;
+  eo.kv_budget_bytes = *kv_bytes;
   eo.tensor_parallel_size = static_cast<int>(*tp);
   if (Status st = data_parallel_from_args(*args, &eo); !st.ok()) return bench_fail(st.error().message);
   auto speculative = speculative_from_args(*args);

@@ -64,24 +64,23 @@ int bench_offline(int argc, char** argv) {
   auto wl = workload_from_args(*args);
   if (!wl.ok()) return bench_fail(wl.error().message);
   EngineOptions eo;
-  auto kv_mb = args->get_int("kv-budget-mb", 0);  // absent: the engine's default for the device
+  auto kv_bytes = args->get_mebibytes("kv-budget-mb");  // absent: the engine's default
   auto bs = args->get_int("block-size", 64);
   auto step = args->get_int("max-step-tokens", 0);  // absent: the engine's default for the device
   auto running = args->get_int("max-running", 64);
-  auto threads = args->get_int("threads", 0);
-  for (const auto* e : {&kv_mb, &bs, &step, &running, &threads})
+  auto threads = args->get_threads();
+  for (const auto* e : {&bs, &step, &running})
     if (!e->ok()) return bench_fail(e->error().message);
+  if (!kv_bytes.ok()) return bench_fail(kv_bytes.error().message);
+  if (!threads.ok()) return bench_fail(threads.error().message);
   auto device = args->get_device();
   if (!device.ok()) return bench_fail(device.error().message);
-  if (args->has("kv-budget-mb")) {
-    if (*kv_mb < 1) return bench_fail("--kv-budget-mb must be >= 1");
-    eo.kv_budget_bytes = *kv_mb << 20;
-  }
+  eo.kv_budget_bytes = *kv_bytes;
   eo.device = *device;
   eo.block_size_tokens = *bs;
   if (args->has("max-step-tokens")) eo.max_tokens_per_step = *step;
   eo.max_running = *running;
-  eo.num_threads = static_cast<int>(*threads);
+  eo.num_threads = *threads;
   eo.enable_prefix_cache = !args->has("no-prefix-cache");
   if (Status st = hierarchical_cache_from_args(*args, &eo); !st.ok()) return bench_fail(st.error().message);
   if (Status st = data_parallel_from_args(*args, &eo); !st.ok()) return bench_fail(st.error().message);

@@ -30,7 +30,7 @@ int cmd_forward(int argc, char** argv) {
   if (!args->has("model") || !args->has("tokens") || !args->has("logits-out"))
     return fail("--model, --tokens and --logits-out are required");
   auto start_pos = args->get_int("start-pos", 0);
-  auto threads = args->get_int("threads", 0);
+  auto threads = args->get_threads();
   auto device = args->get_device();
   if (!start_pos.ok()) return fail(start_pos.error().message);
   if (!threads.ok()) return fail(threads.error().message);

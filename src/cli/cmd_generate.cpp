@@ -90,7 +90,7 @@ int cmd_generate(int argc, char** argv) {
     prompt.assign(ids->begin(), ids->end());
     if (!args->has("prompt")) std::fprintf(stderr, "prompt (default): %s", text.c_str());
   }
-  auto threads = args->get_int("threads", 0);
+  auto threads = args->get_threads();
   if (!threads.ok()) return generate_fail(threads.error().message);
   if (tokenizer) {  // checked before the weights load
     auto config = load_beam_config(*dir);

@@ -1,7 +1,6 @@
 // hierarchical_cache_from_args: SGLang's --enable-hierarchical-cache and --hicache-* flags.
 #include "cli/hicache_flags.h"
 
-#include <cmath>
 #include <string>
 
 namespace beam::cli {
@@ -13,10 +12,8 @@ Status hierarchical_cache_from_args(const Args& args, EngineOptions* options) {
       return make_error(std::string("--") + flag + " needs --enable-hierarchical-cache");
   options->enable_hierarchical_cache = on;
   if (!on) return ok_status();
-  BEAM_ASSIGN_OR_RETURN(options->hicache_ratio, args.get_double("hicache-ratio", 2.0));
-  if (!(options->hicache_ratio > 0) || !std::isfinite(options->hicache_ratio))
-    return make_error("--hicache-ratio must be a positive number (host blocks per device block), got " +
-                      args.get_or("hicache-ratio", ""));
+  // Host blocks per device block (the engine's bound).
+  BEAM_ASSIGN_OR_RETURN(options->hicache_ratio, args.get_double_in("hicache-ratio", 2.0, 1e-6, 1e6));
   if (args.has("hicache-size")) {
     BEAM_ASSIGN_OR_RETURN(double gb, args.get_double("hicache-size", 0));
     if (!(gb > 0) || gb > 1 << 20)

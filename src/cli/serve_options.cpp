@@ -81,9 +81,7 @@ Expected<server::ServeOptions> serve_options_from_args(const Args& a) {
   o.model.tokenizer_dir = a.get_or("tokenizer", "");
   o.model.served_model_name = a.get_or("served-model-name", "");
   o.host = a.get_or("host", "127.0.0.1");
-  BEAM_ASSIGN_OR_RETURN(int64_t port, a.get_int("port", 8000));
-  if (port < 0 || port > 65535)
-    return make_error("--port must be in [0, 65535], got " + std::to_string(port));
+  BEAM_ASSIGN_OR_RETURN(int64_t port, a.get_int_in("port", 8000, 0, 65535));
   o.port = static_cast<uint16_t>(port);
   if (a.has("api-key")) {
     o.api_key = a.get("api-key");
@@ -91,23 +89,22 @@ Expected<server::ServeOptions> serve_options_from_args(const Args& a) {
     o.api_key = std::string(env);
   }
   if (o.api_key && o.api_key->empty()) return make_error("--api-key must not be empty");
-  BEAM_ASSIGN_OR_RETURN(int64_t body_mb, a.get_int("max-body-mb", 32));
-  if (body_mb < 1) return make_error("--max-body-mb must be >= 1");
+  BEAM_ASSIGN_OR_RETURN(int64_t body_mb, a.get_int_in("max-body-mb", 32, 1, 1 << 20));
   o.max_body_bytes = body_mb << 20;
   BEAM_ASSIGN_OR_RETURN(o.model.engine.device, a.get_device());
-  if (a.has("kv-budget-mb")) {
-    BEAM_ASSIGN_OR_RETURN(int64_t kv_mb, a.get_int("kv-budget-mb", 0));
-    if (kv_mb < 1) return make_error("--kv-budget-mb must be >= 1");
-    o.model.engine.kv_budget_bytes = kv_mb << 20;
-  }
-  BEAM_ASSIGN_OR_RETURN(o.model.engine.max_context_tokens, a.get_int("max-model-len", 0));
-  BEAM_ASSIGN_OR_RETURN(o.model.engine.max_running, a.get_int("max-running", 256));
+  BEAM_ASSIGN_OR_RETURN(o.model.engine.kv_budget_bytes, a.get_mebibytes("kv-budget-mb"));
+  // 0: the model's context (max_position_embeddings).
+  BEAM_ASSIGN_OR_RETURN(o.model.engine.max_context_tokens,
+                        a.get_int_in("max-model-len", 0, 0, int64_t{1} << 31));
+  BEAM_ASSIGN_OR_RETURN(o.model.engine.max_running,
+                        a.get_int_in("max-running", 256, 1, int64_t{1} << 20));
   if (a.has("max-tokens-per-step")) {  // absent: the engine's default for the device
-    BEAM_ASSIGN_OR_RETURN(o.model.engine.max_tokens_per_step, a.get_int("max-tokens-per-step", 0));
+    BEAM_ASSIGN_OR_RETURN(o.model.engine.max_tokens_per_step,
+                          a.get_int_in("max-tokens-per-step", 0, 1, int64_t{1} << 24));
   }
-  BEAM_ASSIGN_OR_RETURN(o.model.engine.block_size_tokens, a.get_int("block-size", 64));
-  BEAM_ASSIGN_OR_RETURN(int64_t threads, a.get_int("threads", 0));
-  o.model.engine.num_threads = static_cast<int>(threads);
+  BEAM_ASSIGN_OR_RETURN(o.model.engine.block_size_tokens,
+                        a.get_int_in("block-size", 64, 1, int64_t{1} << 16));
+  BEAM_ASSIGN_OR_RETURN(o.model.engine.num_threads, a.get_threads());
   o.model.engine.enable_prefix_cache = !a.has("no-prefix-cache");
   BEAM_RETURN_IF_ERROR(hierarchical_cache_from_args(a, &o.model.engine));
   o.model.engine.cuda_graphs = !a.has("no-cuda-graphs");
@@ -175,12 +172,11 @@ Expected<server::ServeOptions> serve_options_from_args(const Args& a) {
   o.model.engine.tensor_parallel_size = static_cast<int>(tp);
   BEAM_RETURN_IF_ERROR(data_parallel_from_args(a, &o.model.engine));
   BEAM_ASSIGN_OR_RETURN(o.model.engine.speculative, speculative_from_args(a));
-  BEAM_ASSIGN_OR_RETURN(int64_t io_threads, a.get_int("io-threads", 1));
-  BEAM_ASSIGN_OR_RETURN(int64_t workers, a.get_int("workers", 2));
-  if (io_threads < 1 || workers < 1) return make_error("--io-threads and --workers must be >= 1");
+  BEAM_ASSIGN_OR_RETURN(int64_t io_threads, a.get_int_in("io-threads", 1, 1, Args::kMaxThreads));
+  BEAM_ASSIGN_OR_RETURN(int64_t workers, a.get_int_in("workers", 2, 1, Args::kMaxThreads));
   o.io_threads = static_cast<int>(io_threads);
   o.worker_threads = static_cast<int>(workers);
-  BEAM_ASSIGN_OR_RETURN(o.health_stall_s, a.get_double("health-stall-s", 30));
+  BEAM_ASSIGN_OR_RETURN(o.health_stall_s, a.get_double_in("health-stall-s", 30, 0.001, 1e9));
   return o;
 }
 
