@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/config_keys.h"
+#include "model/param_count.h"
 
 namespace beam {
 
@@ -299,6 +300,28 @@ Status merge_generation_config(const std::string& path, BeamConfig& c) {
   return ok_status();
 }
 
+// Sizes that each pass but together describe more than any model: past 2^50 parameters or 2^50
+// bytes of KV for one sequence of max_position_embeddings (or sliding_window) tokens, the int64_t
+// arithmetic of parameter counts, memory plans and buffers would overflow.
+Status check_magnitudes(const BeamConfig& c, const std::string& source) {
+  constexpr double kLimit = 0x1p50;
+  const double params = approximate_total_params(c);
+  if (params > kLimit)
+    return make_error(source + ": describes " + num(params) +
+                      " parameters, more than the 2^50 supported: check hidden_size, "
+                      "vocab_size, intermediate_size, moe_intermediate_size, n_routed_experts, "
+                      "the heads and num_hidden_layers");
+  const double kv_bytes = 4.0 * static_cast<double>(c.num_kv_heads) *
+                          static_cast<double>(c.head_dim) * static_cast<double>(c.num_layers) *
+                          static_cast<double>(std::max(c.max_position_embeddings, c.sliding_window));
+  if (kv_bytes > kLimit)
+    return make_error(source + ": one sequence of max_position_embeddings (or sliding_window) " +
+                      "tokens would hold " + num(kv_bytes) + " bytes of KV, more than the 2^50 " +
+                      "supported: check max_position_embeddings, sliding_window, " +
+                      "num_key_value_heads, head_dim and num_hidden_layers");
+  return ok_status();
+}
+
 }  // namespace
 
 std::string_view attention_kind_name(AttentionKind k) {
@@ -334,6 +357,7 @@ Expected<BeamConfig> parse_beam_config(const std::string& json_text, const std::
   BEAM_RETURN_IF_ERROR(read_moe(keys, c));
   BEAM_RETURN_IF_ERROR(read_rope(keys, c));
   BEAM_RETURN_IF_ERROR(read_numerics(keys, c));
+  BEAM_RETURN_IF_ERROR(check_magnitudes(c, source));
   return c;
 }
 

@@ -164,7 +164,7 @@ Expected<json> parse_json_object(const std::string& text, const std::string& sou
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
     return make_error(source + ": not valid JSON (" + e.what() + ")");
   }
   if (!j.is_object()) return make_error(source + ": expected a JSON object at the top level, got " + std::string(j.type_name()));

@@ -3,27 +3,64 @@
 
 namespace beam {
 
-ParamCounts count_params(const BeamConfig& c) {
-  const int64_t H = c.hidden_size, V = c.vocab_size;
-  ParamCounts p;
+namespace {
+
+// The counts in arithmetic type N: int64_t for count_params, double (no overflow) for the size
+// check of configs that might describe more than int64_t holds.
+template <typename N>
+struct Counts {
+  N embedding{}, lm_head{}, attention{}, norms{}, dense_mlp{}, routers{}, experts_total{},
+      experts_active{};
+};
+
+template <typename N>
+Counts<N> count(const BeamConfig& c) {
+  const N H = static_cast<N>(c.hidden_size), V = static_cast<N>(c.vocab_size);
+  const N q = static_cast<N>(c.num_heads) * static_cast<N>(c.head_dim);
+  const N kv = static_cast<N>(c.num_kv_heads) * static_cast<N>(c.head_dim);
+  const N layers = static_cast<N>(c.num_layers);
+  Counts<N> p;
   p.embedding = V * H;
-  p.lm_head = c.tie_word_embeddings ? 0 : V * H;
-  const int64_t attention_per_layer = c.q_width() * H        // q_proj
-                                      + 2 * c.kv_width() * H  // k_proj, v_proj
-                                      + c.q_width() * H       // output gate projection
-                                      + H * c.q_width()       // o_proj
-                                      + c.num_heads           // gate bias
-                                      + 2 * c.head_dim;       // q_norm, k_norm
-  p.attention = attention_per_layer * c.num_layers;
-  p.norms = 4 * H * c.num_layers + H;
-  const int64_t dense_layers = c.num_layers_of(MlpKind::kDense);
-  const int64_t sparse_layers = c.num_layers_of(MlpKind::kSparse);
-  p.dense_mlp = dense_layers * 3 * H * c.intermediate_size;
-  p.routers = sparse_layers * (c.num_experts * H + c.num_experts);
-  const int64_t per_expert = 3 * H * c.moe_intermediate_size;
-  p.experts_total = sparse_layers * c.num_experts * per_expert;
-  p.experts_active = sparse_layers * c.num_experts_per_tok * per_expert;
+  p.lm_head = c.tie_word_embeddings ? N{} : V * H;
+  const N attention_per_layer = q * H                     // q_proj
+                                + 2 * kv * H              // k_proj, v_proj
+                                + q * H                   // output gate projection
+                                + H * q                   // o_proj
+                                + static_cast<N>(c.num_heads)     // gate bias
+                                + 2 * static_cast<N>(c.head_dim);  // q_norm, k_norm
+  p.attention = attention_per_layer * layers;
+  p.norms = 4 * H * layers + H;
+  const N dense_layers = static_cast<N>(c.num_layers_of(MlpKind::kDense));
+  const N sparse_layers = static_cast<N>(c.num_layers_of(MlpKind::kSparse));
+  const N experts = static_cast<N>(c.num_experts);
+  p.dense_mlp = dense_layers * 3 * H * static_cast<N>(c.intermediate_size);
+  p.routers = sparse_layers * (experts * H + experts);
+  const N per_expert = 3 * H * static_cast<N>(c.moe_intermediate_size);
+  p.experts_total = sparse_layers * experts * per_expert;
+  p.experts_active = sparse_layers * static_cast<N>(c.num_experts_per_tok) * per_expert;
   return p;
+}
+
+}  // namespace
+
+ParamCounts count_params(const BeamConfig& c) {
+  const Counts<int64_t> n = count<int64_t>(c);
+  ParamCounts p;
+  p.embedding = n.embedding;
+  p.lm_head = n.lm_head;
+  p.attention = n.attention;
+  p.norms = n.norms;
+  p.dense_mlp = n.dense_mlp;
+  p.routers = n.routers;
+  p.experts_total = n.experts_total;
+  p.experts_active = n.experts_active;
+  return p;
+}
+
+double approximate_total_params(const BeamConfig& c) {
+  const Counts<double> n = count<double>(c);
+  return n.embedding + n.lm_head + n.attention + n.norms + n.dense_mlp + n.routers +
+         n.experts_total;
 }
 
 WeightBytes weight_bytes(const BeamConfig& c) {

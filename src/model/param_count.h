@@ -27,7 +27,10 @@ struct ParamCounts {
   }
 };
 
+// Exact; needs a config parse_beam_config accepted (its sizes keep every count in int64_t).
 ParamCounts count_params(const BeamConfig& config);
+// The total in double, for any sizes (parse_beam_config's bound on them).
+double approximate_total_params(const BeamConfig& config);
 
 // Bytes of the weights as load_beam_weights holds them: f32 router tensors, bf16 everything else.
 struct WeightBytes {

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <initializer_list>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -93,6 +94,34 @@ TEST(ConfigTest, ParsesSpecSection7Config) {
 TEST(ConfigTest, InvalidJsonNamesFile) {
   expect_error(parse_beam_config("{\"vocab_size\": ", kSource), {"not valid JSON"});
   expect_error(parse_beam_config("[1, 2]", kSource), {"JSON object"});
+  // A number past double's range is nlohmann's out_of_range, not a parse_error (it used to
+  // escape as an exception and end the process; found by tests/fuzz/checkpoint_fuzz.cpp).
+  expect_error(parse_beam_config("{\"vocab_size\": 1e7408}", kSource), {"not valid JSON"});
+}
+
+// Sizes that each pass but together describe more than 2^50 parameters, or more than 2^50 bytes
+// of KV for one sequence, are refused: every count computed from them stays in int64_t.
+TEST(ConfigTest, SizesTogetherMustStayBelowTwoToTheFifty) {
+  const int64_t big = std::numeric_limits<int32_t>::max();
+  expect_error(parse_edited([&](json& j) {
+                 j["hidden_size"] = big;
+                 j["vocab_size"] = big;
+               }),
+               {"describes", "parameters, more than the 2^50 supported"});
+  expect_error(parse_edited([&](json& j) {
+                 j["max_position_embeddings"] = big;
+                 j["head_dim"] = 1 << 16;
+                 j["num_key_value_heads"] = 1 << 8;
+                 j["num_attention_heads"] = 1 << 8;
+               }),
+               {"bytes of KV, more than the 2^50 supported"});
+  expect_error(parse_edited([&](json& j) {
+                 j["sliding_window"] = big;
+                 j["head_dim"] = 1 << 16;
+                 j["num_key_value_heads"] = 1 << 8;
+                 j["num_attention_heads"] = 1 << 8;
+               }),
+               {"bytes of KV, more than the 2^50 supported"});
 }
 
 TEST(ConfigTest, MissingRequiredKey) {

@@ -1,0 +1,26 @@
+# libFuzzer target for a model folder's config.json and safetensors headers (src/model: the config
+# parser and everything computed from a config alone, the safetensors reader;
+# tests/fuzz/checkpoint_fuzz.cpp), included from tests/CMakeLists.txt after template.cmake (which
+# finds clang and defines beamserve_libfuzzer). Run for ~20 s under ctest (test "checkpoint_fuzz")
+# from the seeds in checkpoint_seeds/ (the repository's model configs, a small safetensors file).
+if(NOT BEAMSERVE_FUZZ_CLANGXX)
+  return()
+endif()
+
+set(checkpoint_fuzz_sources)
+set(checkpoint_fuzz_headers)
+foreach(name config config_keys param_count memory_plan safetensors mapped_file)
+  list(APPEND checkpoint_fuzz_sources ${CMAKE_SOURCE_DIR}/src/model/${name}.cpp)
+  list(APPEND checkpoint_fuzz_headers ${CMAKE_SOURCE_DIR}/src/model/${name}.h)
+endforeach()
+list(APPEND checkpoint_fuzz_sources ${CMAKE_SOURCE_DIR}/src/core/logging.cpp
+     ${CMAKE_CURRENT_LIST_DIR}/checkpoint_fuzz.cpp)
+beamserve_libfuzzer(checkpoint_fuzz SOURCES ${checkpoint_fuzz_sources}
+                    HEADERS ${checkpoint_fuzz_headers} LIBS -lpthread)
+
+add_test(NAME checkpoint_fuzz
+         COMMAND ${CMAKE_COMMAND} -DFUZZER=${checkpoint_fuzz_binary}
+                 -DSEEDS=${CMAKE_CURRENT_LIST_DIR}/checkpoint_seeds
+                 -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/fuzz/checkpoint_fuzz_work -DSECONDS=20
+                 -DNAME=checkpoint_fuzz -P ${CMAKE_CURRENT_LIST_DIR}/seeded_fuzz_run.cmake)
+set_tests_properties(checkpoint_fuzz PROPERTIES TIMEOUT 180)
