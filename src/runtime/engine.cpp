@@ -2105,6 +2105,11 @@ Expected<std::unique_ptr<Engine::Impl>> Engine::create_replica(const RankWeights
   BEAM_ASSIGN_OR_RETURN(std::shared_ptr<const BeamWeights> weights,
                         load_rank_slice(source, TensorParallel{0, tp}));
   const BeamConfig config = weights->config;
+  if (options.max_context_tokens > config.max_position_embeddings)  // as vLLM's max_model_len
+    return make_error("engine: a context of " + std::to_string(options.max_context_tokens) +
+                      " tokens (--max-model-len) is longer than the model's "
+                      "max_position_embeddings, " +
+                      std::to_string(config.max_position_embeddings));
   BEAM_ASSIGN_OR_RETURN(KvGeometry geometry,
                         kv_geometry_from_config(config, options.block_size_tokens));
   geometry.num_kv_heads /= tp;  // each rank's pools hold its KV heads

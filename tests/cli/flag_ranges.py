@@ -42,6 +42,9 @@ def main():
             ("--health-stall-s", "-1", "--health-stall-s must be in [0.001, 1e+09], got -1"),
             ("--port", "99999", "--port must be in [0, 65535], got 99999")]:
         refused(serve, flag, value, words)
+    # A context past the model's (tiny-beam: 1,048,576 positions), as vLLM refuses it.
+    r = run(serve + MODEL + ["--max-model-len", "2147483648"])
+    assert r.returncode != 0 and "longer than the model's max_position_embeddings, 1048576" in r.stderr, r.stderr
     r = run(serve + MODEL + ["--enable-hierarchical-cache", "--hicache-ratio", "1e300"])
     assert r.returncode != 0 and "--hicache-ratio must be in [1e-06, 1e+06], got 1e300" in r.stderr, r.stderr
     for command in (["generate", "--tokens", "5,6"], ["bench", "offline", "--requests", "1"]):

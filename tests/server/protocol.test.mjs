@@ -1673,7 +1673,7 @@ test('--enable-hierarchical-cache and its --hicache-* flags', async () => {
   assert.doesNotMatch(plain, /beamserve_hicache_/);
   await assert.rejects(startServer(['--hicache-ratio', '3']), /--hicache-ratio needs --enable-hierarchical-cache/);
   await assert.rejects(startServer(['--enable-hierarchical-cache', '--hicache-ratio', '0']),
-    /--hicache-ratio must be a positive number/);
+    /--hicache-ratio must be in \[1e-06, 1e\+06\], got 0/);
   await assert.rejects(startServer(['--enable-hierarchical-cache', '--hicache-size', '-1']),
     /--hicache-size must be a positive number of GB/);
   await assert.rejects(startServer(['--enable-hierarchical-cache', '--hicache-write-policy', 'write_around']),
