@@ -9,7 +9,8 @@ endif()
 
 set(checkpoint_fuzz_sources)
 set(checkpoint_fuzz_headers)
-foreach(name config config_keys param_count memory_plan safetensors mapped_file)
+foreach(name config config_keys param_count memory_plan safetensors mapped_file lora_adapter
+             tensor_convert)
   list(APPEND checkpoint_fuzz_sources ${CMAKE_SOURCE_DIR}/src/model/${name}.cpp)
   list(APPEND checkpoint_fuzz_headers ${CMAKE_SOURCE_DIR}/src/model/${name}.h)
 endforeach()
