@@ -56,7 +56,8 @@ int bench_serve(int argc, char** argv) {
   auto prompt = args->get_int("prompt-len", 512);
   auto output = args->get_int("output-len", 128);
   auto kv_bytes = args->get_mebibytes("kv-budget-mb");
-  auto step = args->get_int("max-step-tokens", 0);  // absent: the engine's default for the device
+  // Absent: the engine's default for the device.
+  auto step = args->get_int_in("max-step-tokens", 1, 1, int64_t{1} << 24);
   auto seed = args->get_int("seed", 1);             // the prompts' token ids
   auto tp = args->get_int("tensor-parallel-size", 1);  // GPUs 0..N-1 (EngineOptions)
   for (const auto* e : {&prompt, &output, &step, &seed, &tp})

@@ -65,9 +65,10 @@ int bench_offline(int argc, char** argv) {
   if (!wl.ok()) return bench_fail(wl.error().message);
   EngineOptions eo;
   auto kv_bytes = args->get_mebibytes("kv-budget-mb");  // absent: the engine's default
-  auto bs = args->get_int("block-size", 64);
-  auto step = args->get_int("max-step-tokens", 0);  // absent: the engine's default for the device
-  auto running = args->get_int("max-running", 64);
+  auto bs = args->get_int_in("block-size", 64, 1, int64_t{1} << 16);
+  // Absent: the engine's default for the device.
+  auto step = args->get_int_in("max-step-tokens", 1, 1, int64_t{1} << 24);
+  auto running = args->get_int_in("max-running", 64, 1, int64_t{1} << 20);
   auto threads = args->get_threads();
   for (const auto* e : {&bs, &step, &running})
     if (!e->ok()) return bench_fail(e->error().message);
