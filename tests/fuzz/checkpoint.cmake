@@ -19,9 +19,4 @@ list(APPEND checkpoint_fuzz_sources ${CMAKE_SOURCE_DIR}/src/core/logging.cpp
 beamserve_libfuzzer(checkpoint_fuzz SOURCES ${checkpoint_fuzz_sources}
                     HEADERS ${checkpoint_fuzz_headers} LIBS -lpthread)
 
-add_test(NAME checkpoint_fuzz
-         COMMAND ${CMAKE_COMMAND} -DFUZZER=${checkpoint_fuzz_binary}
-                 -DSEEDS=${CMAKE_CURRENT_LIST_DIR}/checkpoint_seeds
-                 -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/fuzz/checkpoint_fuzz_work -DSECONDS=20
-                 -DNAME=checkpoint_fuzz -P ${CMAKE_CURRENT_LIST_DIR}/seeded_fuzz_run.cmake)
-set_tests_properties(checkpoint_fuzz PROPERTIES TIMEOUT 180)
+beamserve_seeded_fuzz_test(checkpoint_fuzz ${CMAKE_CURRENT_LIST_DIR}/checkpoint_seeds)

@@ -19,9 +19,4 @@ list(APPEND grammar_fuzz_sources ${CMAKE_CURRENT_LIST_DIR}/grammar_fuzz.cpp)
 beamserve_libfuzzer(grammar_fuzz SOURCES ${grammar_fuzz_sources}
                     HEADERS ${grammar_fuzz_headers} LIBS -lpthread)
 
-add_test(NAME grammar_fuzz
-         COMMAND ${CMAKE_COMMAND} -DFUZZER=${grammar_fuzz_binary}
-                 -DSEEDS=${CMAKE_CURRENT_LIST_DIR}/grammar_seeds
-                 -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/fuzz/grammar_fuzz_work -DSECONDS=20
-                 -DNAME=grammar_fuzz -P ${CMAKE_CURRENT_LIST_DIR}/seeded_fuzz_run.cmake)
-set_tests_properties(grammar_fuzz PROPERTIES TIMEOUT 180)
+beamserve_seeded_fuzz_test(grammar_fuzz ${CMAKE_CURRENT_LIST_DIR}/grammar_seeds)

@@ -32,3 +32,15 @@ function(beamserve_libfuzzer name)
   add_custom_target(${name} ALL DEPENDS ${binary})
   set(${name}_binary ${binary} PARENT_SCOPE)
 endfunction()
+
+# beamserve_seeded_fuzz_test(NAME SEEDS): ctest NAME runs the libFuzzer binary NAME_binary (from
+# beamserve_libfuzzer, in the caller's scope) for 20 s from the seed files in SEEDS
+# (seeded_fuzz_run.cmake: any crash, sanitizer report, leak or timeout fails it).
+set(BEAMSERVE_FUZZ_DIR ${CMAKE_CURRENT_LIST_DIR})
+function(beamserve_seeded_fuzz_test name seeds)
+  add_test(NAME ${name}
+           COMMAND ${CMAKE_COMMAND} -DFUZZER=${${name}_binary} -DSEEDS=${seeds}
+                   -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/fuzz/${name}_work -DSECONDS=20
+                   -DNAME=${name} -P ${BEAMSERVE_FUZZ_DIR}/seeded_fuzz_run.cmake)
+  set_tests_properties(${name} PROPERTIES TIMEOUT 180)
+endfunction()
