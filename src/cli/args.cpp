@@ -92,7 +92,8 @@ Expected<double> Args::get_double_in(const std::string& key, double fallback, do
   BEAM_ASSIGN_OR_RETURN(const double x, get_double(key, fallback));
   if (!(x >= lo && x <= hi)) {
     std::ostringstream why;
-    why << "--" << key << " must be in [" << lo << ", " << hi << "], got " << *get(key);
+    why << "--" << key << " must be in [" << lo << ", " << hi << "], got "
+        << get_or(key, std::to_string(x));
     return make_error(why.str());
   }
   return x;

@@ -35,6 +35,20 @@ bool spin_until(Done done) {
   }
 }
 
+// Waits until ready(): spinning, then blocked on cv counted in *sleepers (under lock's mutex, so
+// the side that makes ready() true notifies only when someone sleeps). `lock` does not hold its
+// mutex on entry and holds it on return.
+template <typename Ready>
+void spin_then_wait(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+                    int* sleepers, Ready ready) {
+  const bool spun = spin_until(ready);
+  lock.lock();
+  if (spun) return;
+  ++*sleepers;
+  cv.wait(lock, ready);
+  --*sleepers;
+}
+
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
@@ -61,7 +75,8 @@ void ThreadPool::run_chunks(std::unique_lock<std::mutex>& lock) {
     const int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
     if (begin < end) (*fn)(begin, end);
     lock.lock();
-    if (chunks_done_.fetch_add(1) + 1 == job_chunks_ && caller_sleeping_) done_cv_.notify_one();
+    if (chunks_done_.fetch_add(1) + 1 == job_chunks_ && sleeping_callers_ > 0)
+      done_cv_.notify_one();
   }
 }
 
@@ -84,30 +99,17 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,
   generation_.fetch_add(1);
   if (sleeping_workers_ > 0) start_cv_.notify_all();
   run_chunks(lock);
-  // The workers' last chunks: spin, then block.
-  lock.unlock();
-  if (!spin_until([&] { return chunks_done_.load() == chunks; })) {
-    lock.lock();
-    caller_sleeping_ = true;
-    done_cv_.wait(lock, [&] { return chunks_done_.load() == chunks; });
-    caller_sleeping_ = false;
-    lock.unlock();
-  }
-  lock.lock();
+  lock.unlock();  // the workers' last chunks
+  spin_then_wait(lock, done_cv_, &sleeping_callers_, [&] { return chunks_done_.load() == chunks; });
   job_ = nullptr;
 }
 
 void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
-    const bool started =
-        spin_until([&] { return stop_.load() || generation_.load() != seen; });
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!started) {
-      ++sleeping_workers_;
-      start_cv_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
-      --sleeping_workers_;
-    }
+    std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+    spin_then_wait(lock, start_cv_, &sleeping_workers_,
+                   [&] { return stop_.load() || generation_.load() != seen; });
     if (stop_.load()) return;
     seen = generation_.load();
     run_chunks(lock);

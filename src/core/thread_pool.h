@@ -49,7 +49,7 @@ class ThreadPool {
   std::atomic<int64_t> chunks_done_{0};
   std::atomic<bool> stop_{false};
   int sleeping_workers_ = 0;  // under mu_: workers blocked on start_cv_
-  bool caller_sleeping_ = false;  // under mu_: the caller blocked on done_cv_
+  int sleeping_callers_ = 0;  // under mu_: the caller blocked on done_cv_ (0 or 1)
 };
 
 }  // namespace beam

@@ -5,27 +5,19 @@ namespace beam {
 
 namespace {
 
-// The counts in arithmetic type N: int64_t for count_params, double (no overflow) for the size
-// check of configs that might describe more than int64_t holds.
 template <typename N>
-struct Counts {
-  N embedding{}, lm_head{}, attention{}, norms{}, dense_mlp{}, routers{}, experts_total{},
-      experts_active{};
-};
-
-template <typename N>
-Counts<N> count(const BeamConfig& c) {
+BasicParamCounts<N> count(const BeamConfig& c) {
   const N H = static_cast<N>(c.hidden_size), V = static_cast<N>(c.vocab_size);
   const N q = static_cast<N>(c.num_heads) * static_cast<N>(c.head_dim);
   const N kv = static_cast<N>(c.num_kv_heads) * static_cast<N>(c.head_dim);
   const N layers = static_cast<N>(c.num_layers);
-  Counts<N> p;
+  BasicParamCounts<N> p;
   p.embedding = V * H;
   p.lm_head = c.tie_word_embeddings ? N{} : V * H;
-  const N attention_per_layer = q * H                     // q_proj
-                                + 2 * kv * H              // k_proj, v_proj
-                                + q * H                   // output gate projection
-                                + H * q                   // o_proj
+  const N attention_per_layer = q * H                             // q_proj
+                                + 2 * kv * H                      // k_proj, v_proj
+                                + q * H                           // output gate projection
+                                + H * q                           // o_proj
                                 + static_cast<N>(c.num_heads)     // gate bias
                                 + 2 * static_cast<N>(c.head_dim);  // q_norm, k_norm
   p.attention = attention_per_layer * layers;
@@ -43,25 +35,9 @@ Counts<N> count(const BeamConfig& c) {
 
 }  // namespace
 
-ParamCounts count_params(const BeamConfig& c) {
-  const Counts<int64_t> n = count<int64_t>(c);
-  ParamCounts p;
-  p.embedding = n.embedding;
-  p.lm_head = n.lm_head;
-  p.attention = n.attention;
-  p.norms = n.norms;
-  p.dense_mlp = n.dense_mlp;
-  p.routers = n.routers;
-  p.experts_total = n.experts_total;
-  p.experts_active = n.experts_active;
-  return p;
-}
+ParamCounts count_params(const BeamConfig& c) { return count<int64_t>(c); }
 
-double approximate_total_params(const BeamConfig& c) {
-  const Counts<double> n = count<double>(c);
-  return n.embedding + n.lm_head + n.attention + n.norms + n.dense_mlp + n.routers +
-         n.experts_total;
-}
+double approximate_total_params(const BeamConfig& c) { return count<double>(c).total(); }
 
 WeightBytes weight_bytes(const BeamConfig& c) {
   ParamCounts p = count_params(c);

@@ -7,25 +7,28 @@
 
 namespace beam {
 
-// Parameters by component. "Active" = what one token's forward reads: everything except the
-// routed experts it does not select (num_experts_per_tok of n_routed_experts per sparse layer).
-struct ParamCounts {
-  int64_t embedding = 0;       // V x H
-  int64_t lm_head = 0;         // V x H, 0 when tied to the embedding
-  int64_t attention = 0;       // q, k, v, gate, o projections + gate bias + q/k norms, all layers
-  int64_t norms = 0;           // 4 per layer + final norm
-  int64_t dense_mlp = 0;       // gate, up, down of the dense layers
-  int64_t routers = 0;         // router weights + correction biases of the sparse layers
-  int64_t experts_total = 0;   // every routed expert of every sparse layer
-  int64_t experts_active = 0;  // num_experts_per_tok experts per sparse layer
+// Parameters by component, counted in N (int64_t: exact; double: any sizes, no overflow).
+// "Active" = what one token's forward reads: everything except the routed experts it does not
+// select (num_experts_per_tok of n_routed_experts per sparse layer).
+template <typename N>
+struct BasicParamCounts {
+  N embedding{};       // V x H
+  N lm_head{};         // V x H, 0 when tied to the embedding
+  N attention{};       // q, k, v, gate, o projections + gate bias + q/k norms, all layers
+  N norms{};           // 4 per layer + final norm
+  N dense_mlp{};       // gate, up, down of the dense layers
+  N routers{};         // router weights + correction biases of the sparse layers
+  N experts_total{};   // every routed expert of every sparse layer
+  N experts_active{};  // num_experts_per_tok experts per sparse layer
 
-  int64_t total() const {
+  N total() const {
     return embedding + lm_head + attention + norms + dense_mlp + routers + experts_total;
   }
-  int64_t active() const {
+  N active() const {
     return embedding + lm_head + attention + norms + dense_mlp + routers + experts_active;
   }
 };
+using ParamCounts = BasicParamCounts<int64_t>;
 
 // Exact; needs a config parse_beam_config accepted (its sizes keep every count in int64_t).
 ParamCounts count_params(const BeamConfig& config);

@@ -127,18 +127,26 @@ void moe_experts(ThreadPool& pool, const TensorView& x, const TensorView& gate_u
   std::vector<float> xf(static_cast<size_t>(T * H));
   widen_bf16(x.as<bf16>(), xf.data(), T * H);
   std::vector<bf16> y(static_cast<size_t>(T * top_k * H));  // [entry, H] expert outputs
+  // One thread's buffers for the experts it runs (grown to the largest expert's rows).
+  struct Scratch {
+    std::vector<float> xe, act;
+    std::vector<bf16> gu;
+  };
   // Expert e's rows: gate_up GEMM, SwiGLU, down GEMM into y, each GEMM split over `on`.
-  const auto run_expert = [&](ThreadPool& on, int64_t e) {
+  const auto run_expert = [&](ThreadPool& on, int64_t e, Scratch& s) {
     const int64_t n = b.offset[e + 1] - b.offset[e];
     if (n == 0) return;
-    std::vector<float> xe(static_cast<size_t>(n * H));
+    std::vector<float>& xe = s.xe;
+    xe.resize(static_cast<size_t>(n * H));
     for (int64_t r = 0; r < n; ++r) std::copy_n(&xf[b.token[b.offset[e] + r] * H], H, &xe[r * H]);
-    std::vector<bf16> gu(static_cast<size_t>(n * 2 * I));
+    std::vector<bf16>& gu = s.gu;
+    gu.resize(static_cast<size_t>(n * 2 * I));
     gemm(on, xe.data(), n, H, gate_up.as<bf16>() + e * 2 * I * H, 2 * I, gu.data(), 2 * I, path);
     const std::optional<ExpertRowsLora> rows_lora =
         lora ? std::optional<ExpertRowsLora>(std::in_place, *lora, b, e, x) : std::nullopt;
     if (rows_lora) rows_lora->add_gate_up(on, gu.data(), I);
-    std::vector<float> act(static_cast<size_t>(n * I));
+    std::vector<float>& act = s.act;
+    act.resize(static_cast<size_t>(n * I));
     swiglu_rows(gu.data(), n, I, act.data());
     gemm(on, act.data(), n, I, down.as<bf16>() + e * H * I, H, &y[b.offset[e] * H], H, path);
     if (rows_lora) rows_lora->add_down(on, act.data(), I, &y[b.offset[e] * H], H);
@@ -152,10 +160,12 @@ void moe_experts(ThreadPool& pool, const TensorView& x, const TensorView& gate_u
   if (pool.num_threads() > 1 && busiest * pool.num_threads() <= b.offset[E]) {
     pool.parallel_for(E, 1, [&](int64_t e0, int64_t e1) {
       ThreadPool one_thread(1);  // no workers: its parallel_for runs inline
-      for (int64_t e = e0; e < e1; ++e) run_expert(one_thread, e);
+      Scratch s;
+      for (int64_t e = e0; e < e1; ++e) run_expert(one_thread, e, s);
     });
   } else {
-    for (int64_t e = 0; e < E; ++e) run_expert(pool, e);
+    Scratch s;
+    for (int64_t e = 0; e < E; ++e) run_expert(pool, e, s);
   }
 
   pool.parallel_for(T, 1, [&](int64_t t0, int64_t t1) {

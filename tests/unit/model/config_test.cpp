@@ -108,20 +108,15 @@ TEST(ConfigTest, SizesTogetherMustStayBelowTwoToTheFifty) {
                  j["vocab_size"] = big;
                }),
                {"describes", "parameters, more than the 2^50 supported"});
-  expect_error(parse_edited([&](json& j) {
-                 j["max_position_embeddings"] = big;
-                 j["head_dim"] = 1 << 16;
-                 j["num_key_value_heads"] = 1 << 8;
-                 j["num_attention_heads"] = 1 << 8;
-               }),
-               {"bytes of KV, more than the 2^50 supported"});
-  expect_error(parse_edited([&](json& j) {
-                 j["sliding_window"] = big;
-                 j["head_dim"] = 1 << 16;
-                 j["num_key_value_heads"] = 1 << 8;
-                 j["num_attention_heads"] = 1 << 8;
-               }),
-               {"bytes of KV, more than the 2^50 supported"});
+  for (const char* length : {"max_position_embeddings", "sliding_window"}) {
+    expect_error(parse_edited([&](json& j) {
+                   j[length] = big;
+                   j["head_dim"] = 1 << 16;
+                   j["num_key_value_heads"] = 1 << 8;
+                   j["num_attention_heads"] = 1 << 8;
+                 }),
+                 {"bytes of KV, more than the 2^50 supported"});
+  }
 }
 
 TEST(ConfigTest, MissingRequiredKey) {
